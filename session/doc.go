@@ -1,0 +1,42 @@
+// Package session is logbook's append-only log: every event of every Slack thread, in
+// PostgreSQL, the one source of truth.
+//
+// # Model
+//
+// A session is one Slack thread, keyed by (team, channel, thread ts); [Store.Open] creates it
+// idempotently, so two replicas opening the same thread get the same [ID]. A session's events
+// have a dense seq 1..n, a time-ordered event id (UUIDv7), an explicit [Type], an [Actor]
+// (kind + id), a JSON payload, an optional idempotency key (unique per session), and a hash
+// chain: hash = sha256(prev_hash || header || payload_hash) with payload_hash =
+// sha256(payload as PostgreSQL renders the jsonb). The payload hash is stored beside the
+// payload so the retention path can later remove a payload and the chain still verifies.
+//
+// # Lifecycle of an append
+//
+//  1. [Store.Append] (or [Store.AppendWith] with an expected seq or a lease epoch) validates
+//     every event first: known type, actor, payload size (default 1 MiB), text that PostgreSQL
+//     cannot store. Invalid input returns a typed error and writes nothing.
+//  2. One round trip calls the SQL function logbook_append, which takes a transaction-scoped
+//     advisory lock for the session (appenders of other sessions never wait), reads the head,
+//     checks the fencing epoch and the expected seq, skips events whose idempotency key is
+//     already stored (returning the stored event with Duplicate set), and inserts the rest
+//     with the chain computed in SQL. A batch is all or nothing.
+//  3. Readers use [Store.Events] (a positional slice of one session, filtered by type, oldest
+//     or newest first, or the N events before a seq) or [Store.ReadAll] for cross-session reads
+//     by global position that never skip a late-committing transaction.
+//  4. [Store.Verify] recomputes a session's chain in Go, independently of the SQL that wrote
+//     it, and reports the first broken seq.
+//
+// # Text PostgreSQL cannot store
+//
+// jsonb rejects U+0000 and unpaired surrogates, and invalid UTF-8 cannot be text at all. Such
+// input is sanitised, not rejected: each offending character or byte becomes U+FFFD before the
+// payload is encoded, and the stored event carries sanitized = true, so the change is visible
+// and nothing is dropped. Payloads that are not JSON at all are rejected ([ErrInvalidPayload]).
+//
+// # Append-only
+//
+// The database enforces it: the application role logbook_app has INSERT and SELECT on
+// sessions and events, and triggers reject UPDATE, DELETE and TRUNCATE for every role except
+// the retention path. Edits and deletions in Slack become new events.
+package session

@@ -1,0 +1,135 @@
+package session
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// ID identifies a session (a UUIDv7).
+type ID = uuid.UUID
+
+// ParseID parses a session id in its canonical text form.
+func ParseID(s string) (ID, error) {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return ID{}, fmt.Errorf("parse session id %q: %w", s, err)
+	}
+	return id, nil
+}
+
+// Type is an event's type: a stable string, written once and never renamed.
+type Type string
+
+// Conversation events.
+const (
+	TypeUserMessage        Type = "user_message"
+	TypeUserMessageEdited  Type = "user_message_edited"
+	TypeUserMessageDeleted Type = "user_message_deleted"
+	TypeAssistantMessage   Type = "assistant_message"
+	TypeToolCall           Type = "tool_call"
+	TypeToolResult         Type = "tool_result"
+)
+
+// Marker events: bookkeeping that readers filter by type.
+const (
+	TypeTurnStarted        Type = "turn_started"
+	TypeTurnCompleted      Type = "turn_completed"
+	TypeQueued             Type = "queued"
+	TypeTitle              Type = "title"
+	TypeFileRef            Type = "file_ref"
+	TypeDelivered          Type = "delivered"
+	TypeCellWoken          Type = "cell_woken"
+	TypeCellEvicted        Type = "cell_evicted"
+	TypeSandboxProvisioned Type = "sandbox_provisioned"
+	TypeSandboxLost        Type = "sandbox_lost"
+	TypeError              Type = "error"
+	TypeContextSummary     Type = "context_summary"
+	TypeDuplicateDelivery  Type = "duplicate_delivery"
+)
+
+var knownTypes = map[Type]bool{
+	TypeUserMessage: true, TypeUserMessageEdited: true, TypeUserMessageDeleted: true,
+	TypeAssistantMessage: true, TypeToolCall: true, TypeToolResult: true,
+	TypeTurnStarted: true, TypeTurnCompleted: true, TypeQueued: true, TypeTitle: true,
+	TypeFileRef: true, TypeDelivered: true, TypeCellWoken: true, TypeCellEvicted: true,
+	TypeSandboxProvisioned: true, TypeSandboxLost: true, TypeError: true,
+	TypeContextSummary: true, TypeDuplicateDelivery: true,
+}
+
+// Known reports whether t is one of the event types the log accepts.
+func (t Type) Known() bool { return knownTypes[t] }
+
+// Conversation reports whether t is a conversation event (as opposed to a marker).
+func (t Type) Conversation() bool {
+	switch t {
+	case TypeUserMessage, TypeUserMessageEdited, TypeUserMessageDeleted,
+		TypeAssistantMessage, TypeToolCall, TypeToolResult:
+		return true
+	}
+	return false
+}
+
+// ActorKind says who caused an event.
+type ActorKind string
+
+// Actor kinds.
+const (
+	ActorUser    ActorKind = "user"    // a Slack user; ID is the Slack user id
+	ActorBot     ActorKind = "bot"     // logbook itself; ID is its Slack bot user id
+	ActorSystem  ActorKind = "system"  // logbook's machinery (cells, gateway, retention); ID names the part
+	ActorSandbox ActorKind = "sandbox" // a session's sandbox; ID names the provider
+)
+
+// Actor is who caused an event.
+type Actor struct {
+	Kind ActorKind `json:"kind"`
+	ID   string    `json:"id"`
+}
+
+func (a Actor) String() string { return string(a.Kind) + ":" + a.ID }
+
+// NewEvent is an event to append.
+type NewEvent struct {
+	Type  Type
+	Actor Actor
+	// Payload is encoded as JSON: a struct, a map, or json.RawMessage holding a JSON object.
+	// nil encodes as {}.
+	Payload any
+	// IdempotencyKey, when set, makes the append idempotent within the session: appending
+	// the same key again writes nothing and returns the stored event with Duplicate set.
+	IdempotencyKey string
+}
+
+// Event is a stored event.
+type Event struct {
+	SessionID      ID
+	Seq            int64     // 1..n, dense within the session
+	ID             uuid.UUID // UUIDv7, time-ordered
+	Type           Type
+	Actor          Actor
+	CreatedAt      time.Time
+	Payload        json.RawMessage // nil after a retention purge
+	PayloadHash    []byte          // sha256 of the payload as PostgreSQL renders it
+	IdempotencyKey string
+	PrevHash       []byte
+	Hash           []byte
+	Sanitized      bool  // text that PostgreSQL cannot store was replaced by U+FFFD
+	Position       int64 // global, cross-session; allocated at insert, not commit order
+	// Duplicate is set on events returned by an append whose idempotency key was already
+	// stored: the event is the one stored earlier.
+	Duplicate bool
+}
+
+// Decode unmarshals the payload into v.
+func (e Event) Decode(v any) error {
+	if e.Payload == nil {
+		return fmt.Errorf("decode %s event %d of session %s: %w", e.Type, e.Seq, e.SessionID, ErrPurged)
+	}
+	if err := json.Unmarshal(e.Payload, v); err != nil {
+		return fmt.Errorf("decode %s event %d of session %s: %w", e.Type, e.Seq, e.SessionID, err)
+	}
+	return nil
+}

@@ -1,0 +1,180 @@
+package session
+
+import "encoding/json"
+
+// Payload shapes of the event types. Every writer and reader of an event type uses these, so a
+// payload's JSON field names are as stable as the type names. Times are Slack ts strings
+// ("1700000000.000100") where they come from Slack, and milliseconds where they are durations.
+
+// UserMessage is a Slack user's message in a session's thread (type user_message).
+type UserMessage struct {
+	Team     string `json:"team"`
+	Channel  string `json:"channel"`
+	ThreadTS string `json:"thread_ts"`
+	TS       string `json:"ts"`
+	User     string `json:"user"`                // Slack user id
+	UserName string `json:"user_name,omitempty"` // display name when the message was stored
+	// Text is readable: Slack's escapes decoded, mentions rendered with the display names
+	// captured in Names, block-only content flattened. Raw is the text exactly as Slack sent it.
+	Text  string            `json:"text"`
+	Raw   string            `json:"raw,omitempty"`
+	Names map[string]string `json:"names,omitempty"` // Slack id -> display name at store time
+	// SlackEventID is the Events API event_id of the delivery that stored the message.
+	SlackEventID string `json:"slack_event_id,omitempty"`
+	// Mentioned is set when the message mentioned the bot.
+	Mentioned bool `json:"mentioned,omitempty"`
+}
+
+// UserMessageEdited is a later edit of a stored user message (type user_message_edited).
+type UserMessageEdited struct {
+	OrigTS string `json:"orig_ts"`
+	EditTS string `json:"edit_ts,omitempty"`
+	User   string `json:"user"`
+	Text   string `json:"new_text"`
+	Raw    string `json:"raw,omitempty"`
+}
+
+// UserMessageDeleted records that a user message was deleted in Slack
+// (type user_message_deleted). The original row stays; readers render it as deleted.
+type UserMessageDeleted struct {
+	DeletedTS string `json:"deleted_ts"`
+	User      string `json:"user,omitempty"`
+}
+
+// Usage is what one model call cost.
+type Usage struct {
+	Provider     string `json:"provider"`
+	Model        string `json:"model"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	StopReason   string `json:"stop_reason,omitempty"`
+	LatencyMS    int64  `json:"latency_ms"`
+}
+
+// AssistantMessage is the model's output for one call (type assistant_message). When
+// ToolCallIDs is empty it is a reply for the thread, and delivery posts it; otherwise it is
+// the text that accompanied tool calls, and the tool_call events with those ids follow it.
+type AssistantMessage struct {
+	Text        string   `json:"text"`
+	ToolCallIDs []string `json:"tool_call_ids,omitempty"`
+	Usage       *Usage   `json:"usage,omitempty"`
+	// Turn is the seq of the turn_started marker of the turn that produced it.
+	Turn int64 `json:"turn,omitempty"`
+}
+
+// Reply reports whether the message is a reply to deliver to the thread.
+func (m AssistantMessage) Reply() bool { return len(m.ToolCallIDs) == 0 }
+
+// ToolCall is a tool invocation the model asked for (type tool_call).
+type ToolCall struct {
+	CallID string          `json:"call_id"`
+	Name   string          `json:"name"`
+	Input  json.RawMessage `json:"input"`
+}
+
+// ToolResult is the outcome of a tool call (type tool_result). An error is a result the model
+// sees (IsError), never a crash.
+type ToolResult struct {
+	CallID     string `json:"call_id"`
+	Content    string `json:"content"`
+	IsError    bool   `json:"is_error,omitempty"`
+	Truncated  bool   `json:"truncated,omitempty"`
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	// Synthetic is set on results the harness wrote for calls whose outcome is unknown
+	// (a crash between tool_call and tool_result).
+	Synthetic bool `json:"synthetic,omitempty"`
+}
+
+// TurnStarted opens a turn (type turn_started). Through is the last user_message seq the
+// turn answers.
+type TurnStarted struct {
+	Through int64  `json:"through"`
+	Reason  string `json:"reason,omitempty"` // "message", "resume", ...
+}
+
+// TurnCompleted closes a turn (type turn_completed): the tail of a completed exchange.
+type TurnCompleted struct {
+	Turn   int64  `json:"turn"`             // seq of the turn_started marker
+	Status string `json:"status"`           // "ok", "error"
+	Reason string `json:"reason,omitempty"` // why, when not ok
+}
+
+// Queued marks a user message that arrived while a turn ran (type queued); it is answered in
+// the next turn.
+type Queued struct {
+	MessageSeq int64 `json:"message_seq"`
+}
+
+// Title is a short generated title of the session (type title).
+type Title struct {
+	Text string `json:"text"`
+}
+
+// FileRef records a file shared in the thread, metadata only (type file_ref).
+type FileRef struct {
+	FileID    string `json:"file_id"`
+	Name      string `json:"name,omitempty"`
+	Title     string `json:"title,omitempty"`
+	Mimetype  string `json:"mimetype,omitempty"`
+	Size      int64  `json:"size,omitempty"` // bytes
+	Permalink string `json:"permalink,omitempty"`
+	TS        string `json:"ts"`
+	User      string `json:"user"`
+}
+
+// Delivered records that an assistant_message reached Slack (type delivered).
+type Delivered struct {
+	EventID string   `json:"event_id"` // the assistant_message's event id
+	Seq     int64    `json:"seq"`      // the assistant_message's seq
+	Channel string   `json:"channel"`
+	TS      []string `json:"ts"` // Slack ts of every posted part, in order
+}
+
+// CellWoken records that a cell rehydrated the session (type cell_woken).
+type CellWoken struct {
+	Host   string `json:"host"`
+	PID    int    `json:"pid"`
+	Reason string `json:"reason"`
+	Epoch  int64  `json:"epoch"`
+}
+
+// CellEvicted records that a cell let the session go (type cell_evicted).
+type CellEvicted struct {
+	Reason string `json:"reason"` // "idle", "shutdown", "lease_lost"
+}
+
+// SandboxProvisioned records a sandbox provisioned for the session.
+type SandboxProvisioned struct {
+	Provider   string `json:"provider"`
+	Steps      int    `json:"steps"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// SandboxLost records that the session's sandbox was found gone.
+type SandboxLost struct {
+	Reason string `json:"reason"`
+}
+
+// ErrorEvent records a failure that ended or affected a turn (type error). Message is short
+// and safe to show; it never holds a secret.
+type ErrorEvent struct {
+	Stage   string `json:"stage"` // "model", "tool", "delivery", ...
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message"`
+}
+
+// ContextSummary summarises events FromSeq..ToSeq (inclusive) for the model's context
+// (type context_summary). The summarised events are never changed.
+type ContextSummary struct {
+	FromSeq int64  `json:"from_seq"`
+	ToSeq   int64  `json:"to_seq"`
+	Summary string `json:"summary"`
+}
+
+// DuplicateDelivery records that Slack delivered an already stored message again.
+type DuplicateDelivery struct {
+	TS           string `json:"ts"`
+	SlackEventID string `json:"slack_event_id,omitempty"`
+	RetryAttempt int    `json:"retry_attempt,omitempty"`
+}

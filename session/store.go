@@ -1,0 +1,280 @@
+package session
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultMaxPayload is the default limit of one event's encoded payload: 1 MiB.
+const DefaultMaxPayload = 1 << 20
+
+// Store is the session log over a PostgreSQL pool. It is safe for concurrent use.
+type Store struct {
+	pool       *pgxpool.Pool
+	maxPayload int
+}
+
+// Options configure a Store. Zero values take defaults.
+type Options struct {
+	MaxPayload int // bytes; default DefaultMaxPayload
+}
+
+// NewStore returns a Store over pool.
+func NewStore(pool *pgxpool.Pool, opts Options) *Store {
+	return &Store{pool: pool, maxPayload: cmp.Or(opts.MaxPayload, DefaultMaxPayload)}
+}
+
+// Pool returns the store's pool, for packages that keep their own tables beside the log.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// ThreadKey identifies a Slack thread: the session's natural key.
+type ThreadKey struct {
+	Team     string
+	Channel  string
+	ThreadTS string // the parent message's ts
+}
+
+func (k ThreadKey) valid() bool {
+	return k.Team != "" && k.Channel != "" && k.ThreadTS != "" &&
+		cleanText(k.Team) && cleanText(k.Channel) && cleanText(k.ThreadTS)
+}
+
+// Session is a session's identity.
+type Session struct {
+	ID        ID
+	Key       ThreadKey
+	CreatedAt time.Time
+}
+
+// Head is a session's last event: seq 0 and the zero hash for an empty session.
+type Head struct {
+	Seq  int64
+	Hash []byte
+}
+
+const sqlOpenInsert = `
+INSERT INTO sessions (id, team_id, channel_id, thread_ts) VALUES ($1, $2, $3, $4)
+ON CONFLICT (team_id, channel_id, thread_ts) DO NOTHING
+RETURNING id, team_id, channel_id, thread_ts, created_at`
+
+// Open returns the session of the thread, creating it if needed. Two callers opening the same
+// thread concurrently (on any replicas) get the same session.
+func (s *Store) Open(ctx context.Context, key ThreadKey) (Session, error) {
+	if !key.valid() {
+		return Session{}, fmt.Errorf("open session for %+v: %w: team, channel and thread ts are required", key, ErrInvalidEvent)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Session{}, fmt.Errorf("open session: new id: %w", err)
+	}
+	sess, err := scanSession(s.pool.QueryRow(ctx, sqlOpenInsert, id, key.Team, key.Channel, key.ThreadTS))
+	if err == nil {
+		return sess, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return Session{}, fmt.Errorf("open session for %s/%s/%s: %w", key.Team, key.Channel, key.ThreadTS, err)
+	}
+	return s.SessionByThread(ctx, key)
+}
+
+const sqlSessionByThread = `
+SELECT id, team_id, channel_id, thread_ts, created_at FROM sessions
+WHERE team_id = $1 AND channel_id = $2 AND thread_ts = $3`
+
+// SessionByThread returns the session of a thread, or ErrNotFound.
+func (s *Store) SessionByThread(ctx context.Context, key ThreadKey) (Session, error) {
+	sess, err := scanSession(s.pool.QueryRow(ctx, sqlSessionByThread, key.Team, key.Channel, key.ThreadTS))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Session{}, fmt.Errorf("session for %s/%s/%s: %w", key.Team, key.Channel, key.ThreadTS, ErrNotFound)
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("session for %s/%s/%s: %w", key.Team, key.Channel, key.ThreadTS, err)
+	}
+	return sess, nil
+}
+
+const sqlSession = `SELECT id, team_id, channel_id, thread_ts, created_at FROM sessions WHERE id = $1`
+
+// Session returns a session by id, or ErrNotFound.
+func (s *Store) Session(ctx context.Context, id ID) (Session, error) {
+	if id == (ID{}) {
+		return Session{}, ErrEmptySessionID
+	}
+	sess, err := scanSession(s.pool.QueryRow(ctx, sqlSession, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Session{}, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("session %s: %w", id, err)
+	}
+	return sess, nil
+}
+
+func scanSession(row pgx.Row) (Session, error) {
+	var s Session
+	err := row.Scan(&s.ID, &s.Key.Team, &s.Key.Channel, &s.Key.ThreadTS, &s.CreatedAt)
+	return s, err
+}
+
+const sqlHead = `SELECT seq, hash FROM events WHERE session_id = $1 ORDER BY seq DESC LIMIT 1`
+
+// Head returns the session's last seq and hash (0 and 32 zero bytes when it has no events).
+func (s *Store) Head(ctx context.Context, id ID) (Head, error) {
+	var h Head
+	err := s.pool.QueryRow(ctx, sqlHead, id).Scan(&h.Seq, &h.Hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := s.Session(ctx, id); err != nil {
+			return Head{}, err
+		}
+		return Head{Seq: 0, Hash: make([]byte, 32)}, nil
+	}
+	if err != nil {
+		return Head{}, fmt.Errorf("head of session %s: %w", id, err)
+	}
+	return h, nil
+}
+
+// AppendOptions make an append conditional.
+type AppendOptions struct {
+	// When CheckSeq is set, the append succeeds only if the session's head is ExpectedSeq
+	// (0 for an empty session); otherwise it returns a *ConflictError and writes nothing.
+	CheckSeq    bool
+	ExpectedSeq int64
+	// Epoch, when non-zero, is the caller's lease epoch (a fencing token): the append is
+	// refused with ErrFenced unless it is the session's current lease epoch.
+	Epoch int64
+}
+
+// Append appends evs to the session, in order, in one transaction, and returns the stored
+// events (duplicates of an idempotency key are returned as stored earlier, with Duplicate
+// set). Errors: ErrEmptySessionID, ErrNotFound, ErrUnknownType, ErrInvalidEvent,
+// ErrInvalidPayload, *TooLargeError; on any error nothing is written.
+func (s *Store) Append(ctx context.Context, id ID, evs ...NewEvent) ([]Event, error) {
+	return s.AppendWith(ctx, id, AppendOptions{}, evs...)
+}
+
+const sqlAppend = `
+SELECT seq, event_id, created_at, payload_hash, prev_hash, hash, position, duplicate,
+       type, actor_kind, actor_id, payload, sanitized
+FROM logbook_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+
+// AppendWith is Append with an expected seq and/or a fencing epoch; see AppendOptions.
+// Additional errors: *ConflictError (errors.Is ErrConflict), ErrFenced.
+func (s *Store) AppendWith(ctx context.Context, id ID, opts AppendOptions, evs ...NewEvent) ([]Event, error) {
+	if id == (ID{}) {
+		return nil, ErrEmptySessionID
+	}
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	n := len(evs)
+	var (
+		ids       = make([]uuid.UUID, n)
+		types     = make([]string, n)
+		kinds     = make([]string, n)
+		actors    = make([]string, n)
+		payloads  = make([]string, n)
+		keys      = make([]*string, n)
+		sanitized = make([]bool, n)
+	)
+	for i, ev := range evs {
+		if !ev.Type.Known() {
+			return nil, fmt.Errorf("append to session %s: event %d: %w %q", id, i, ErrUnknownType, ev.Type)
+		}
+		switch ev.Actor.Kind {
+		case ActorUser, ActorBot, ActorSystem, ActorSandbox:
+		default:
+			return nil, fmt.Errorf("append to session %s: event %d: %w: actor kind %q", id, i, ErrInvalidEvent, ev.Actor.Kind)
+		}
+		if ev.Actor.ID == "" || !cleanText(ev.Actor.ID) {
+			return nil, fmt.Errorf("append to session %s: event %d: %w: actor id must be non-empty UTF-8 without NUL", id, i, ErrInvalidEvent)
+		}
+		if ev.IdempotencyKey != "" && !cleanText(ev.IdempotencyKey) {
+			return nil, fmt.Errorf("append to session %s: event %d: %w: idempotency key must be UTF-8 without NUL", id, i, ErrInvalidEvent)
+		}
+		b, san, err := encodePayload(ev.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("append to session %s: event %d: %w", id, i, err)
+		}
+		if len(b) > s.maxPayload {
+			return nil, fmt.Errorf("append to session %s: %w", id, &TooLargeError{Index: i, Size: len(b), Limit: s.maxPayload})
+		}
+		if ids[i], err = uuid.NewV7(); err != nil {
+			return nil, fmt.Errorf("append to session %s: new event id: %w", id, err)
+		}
+		types[i], kinds[i], actors[i] = string(ev.Type), string(ev.Actor.Kind), ev.Actor.ID
+		payloads[i], sanitized[i] = string(b), san
+		if ev.IdempotencyKey != "" {
+			k := ev.IdempotencyKey
+			keys[i] = &k
+		}
+	}
+	var expected, epoch *int64
+	if opts.CheckSeq {
+		expected = &opts.ExpectedSeq
+	}
+	if opts.Epoch != 0 {
+		epoch = &opts.Epoch
+	}
+	rows, err := s.pool.Query(ctx, sqlAppend, id, expected, epoch, ids, types, kinds, actors, payloads, keys, sanitized)
+	if err != nil {
+		return nil, s.appendError(id, opts, err)
+	}
+	out := make([]Event, 0, n)
+	for rows.Next() {
+		e := Event{SessionID: id}
+		var typ, kind string
+		var payload []byte
+		if err := rows.Scan(&e.Seq, &e.ID, &e.CreatedAt, &e.PayloadHash, &e.PrevHash, &e.Hash, &e.Position,
+			&e.Duplicate, &typ, &kind, &e.Actor.ID, &payload, &e.Sanitized); err != nil {
+			rows.Close()
+			return nil, s.appendError(id, opts, err)
+		}
+		e.Type, e.Actor.Kind, e.Payload = Type(typ), ActorKind(kind), payload
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.appendError(id, opts, err)
+	}
+	for i := range out {
+		if k := keys[i]; k != nil {
+			out[i].IdempotencyKey = *k
+		}
+	}
+	return out, nil
+}
+
+// appendError translates the database's answer to an append, once, into the package's errors.
+func (s *Store) appendError(id ID, opts AppendOptions, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "LB001":
+			actual, _ := strconv.ParseInt(pgErr.Detail, 10, 64)
+			return &ConflictError{Session: id, Expected: opts.ExpectedSeq, Actual: actual}
+		case "LB002":
+			return fmt.Errorf("append to session %s with epoch %d: %w", id, opts.Epoch, ErrFenced)
+		case "LB003":
+			return fmt.Errorf("append to session %s: %w", id, ErrNotFound)
+		case "22P05", "22021", "22P02":
+			return fmt.Errorf("append to session %s: %w: %s", id, ErrInvalidPayload, pgErr.Message)
+		}
+	}
+	return fmt.Errorf("append to session %s: %w", id, err)
+}
+
+// cleanText reports whether s can be stored as PostgreSQL text: valid UTF-8 without NUL.
+func cleanText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
