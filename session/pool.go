@@ -57,5 +57,7 @@ func Connect(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, 
 // redactedError hides the text of DSN parse errors, which may quote the DSN.
 type redactedError struct{ err error }
 
-func (e redactedError) Error() string { return "the database URL is malformed (not shown: it may hold a password)" }
-func (e redactedError) Unwrap() error  { return e.err }
+func (e redactedError) Error() string {
+	return "the database URL is malformed (not shown: it may hold a password)"
+}
+func (e redactedError) Unwrap() error { return e.err }
