@@ -1,0 +1,85 @@
+// Command logbook is the one binary of logbook: the Slack bot (serve), its local playground
+// (dev), the Slack emulator, migrations, transcripts and search, and audit.
+//
+// Only this package reads flags and the environment; everything else gets its
+// dependencies passed in.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var ue usageError
+		if !errors.As(err, &ue) {
+			fmt.Fprintln(os.Stderr, "logbook:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+// env is what every subcommand gets: the environment and the standard streams.
+type env struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// exitError carries a specific exit code (e.g. 1 for "verification failed").
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+type usageError struct{ error }
+
+func exitCode(err error) int {
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+// run is main without the process: end-to-end tests call it directly.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "logbook",
+		Short:         "A Slack agent whose every session lives in an append-only Postgres log",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		fmt.Fprintf(stderr, "logbook %s: %v\n%s", c.Name(), err, c.UsageString())
+		return usageError{err}
+	})
+	root.AddCommand(
+		newMigrateCmd(e),
+	)
+	return root.ExecuteContext(ctx)
+}
