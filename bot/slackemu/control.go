@@ -1,0 +1,200 @@
+package slackemu
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// maxControlWait bounds a control-surface long poll.
+const maxControlWait = 5 * time.Minute
+
+// registerControl mounts the JSON control surface under /_emu/. Every endpoint
+// answers JSON; errors are {"ok":false,"error":"…"} with a 4xx status.
+//
+//	POST /_emu/post            Post                                  → Posted
+//	POST /_emu/edit            {"channel","ts","text"}               → Posted
+//	POST /_emu/delete          {"channel","ts"}                      → Posted
+//	POST /_emu/join            {"channel","user"}                    → Posted
+//	POST /_emu/slash           SlashCommand                          → SlashResult
+//	GET  /_emu/thread?channel=&ts=                                   → {"messages":[Message]}
+//	GET  /_emu/wait_replies?channel=&ts=&n=&timeout_ms=              → {"messages":[Message]} (bot replies; 408 on timeout)
+//	GET  /_emu/acks | /_emu/deliveries | /_emu/connections | /_emu/ephemerals
+//	GET  /_emu/calls?method=                                         → {"count":n,"requests":[Request]}
+//	POST /_emu/disconnect      {"conn_id":0,"reason":"refresh_requested"} (conn_id 0 = every socket)
+//	POST /_emu/drop_connection {"conn_id":0}
+//	POST /_emu/raw             {"conn_id":0,"frame":"…"}
+//	POST /_emu/method_fault    MethodFault
+//	POST /_emu/delivery_fault  {"kind","delay_ms","event_type","times"}
+//	POST /_emu/rate_limit      {"method","burst","every_ms","per_channel"}
+//	POST /_emu/clear_faults    {}
+//	POST /_emu/fire_retries    {}                                    → {"fired":n}
+func (s *Server) registerControl(mux *http.ServeMux) {
+	post := func(path string, in func() any, do func(v any) (any, error)) {
+		mux.HandleFunc("POST /_emu/"+path, func(w http.ResponseWriter, r *http.Request) {
+			v := in()
+			if v != nil {
+				if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 10<<20)).Decode(v); err != nil {
+					writeJSON(w, http.StatusBadRequest, fail("invalid JSON body: "+err.Error()))
+					return
+				}
+			}
+			out, err := do(v)
+			if err != nil {
+				writeJSON(w, controlStatus(err), fail(err.Error()))
+				return
+			}
+			writeJSON(w, http.StatusOK, out)
+		})
+	}
+	get := func(path string, do func(r *http.Request) (any, error)) {
+		mux.HandleFunc("GET /_emu/"+path, func(w http.ResponseWriter, r *http.Request) {
+			out, err := do(r)
+			if err != nil {
+				writeJSON(w, controlStatus(err), fail(err.Error()))
+				return
+			}
+			writeJSON(w, http.StatusOK, out)
+		})
+	}
+	type msgRef struct {
+		Channel string `json:"channel"`
+		TS      string `json:"ts"`
+		Text    string `json:"text"`
+		User    string `json:"user"`
+	}
+	type connRef struct {
+		ConnID int    `json:"conn_id"`
+		Reason string `json:"reason"`
+		Frame  string `json:"frame"`
+	}
+	ok := map[string]any{"ok": true}
+
+	post("post", func() any { return &Post{} }, func(v any) (any, error) { return s.Post(*v.(*Post)) })
+	post("edit", func() any { return &msgRef{} }, func(v any) (any, error) {
+		m := v.(*msgRef)
+		return s.Edit(m.Channel, m.TS, m.Text)
+	})
+	post("delete", func() any { return &msgRef{} }, func(v any) (any, error) {
+		m := v.(*msgRef)
+		return s.Delete(m.Channel, m.TS)
+	})
+	post("join", func() any { return &msgRef{} }, func(v any) (any, error) {
+		m := v.(*msgRef)
+		return s.Join(m.Channel, m.User)
+	})
+	post("slash", func() any { return &SlashCommand{} }, func(v any) (any, error) { return s.SlashCommand(*v.(*SlashCommand)) })
+	post("disconnect", func() any { return &connRef{} }, func(v any) (any, error) {
+		c := v.(*connRef)
+		if c.ConnID == 0 {
+			n, err := s.DisconnectAll(c.Reason)
+			return map[string]any{"ok": true, "sockets": n}, err
+		}
+		return ok, s.Disconnect(c.ConnID, c.Reason)
+	})
+	post("drop_connection", func() any { return &connRef{} }, func(v any) (any, error) {
+		return ok, s.DropConnection(v.(*connRef).ConnID)
+	})
+	post("raw", func() any { return &connRef{} }, func(v any) (any, error) {
+		c := v.(*connRef)
+		return ok, s.SendRaw(c.ConnID, []byte(c.Frame))
+	})
+	post("method_fault", func() any { return &MethodFault{} }, func(v any) (any, error) {
+		f := v.(*MethodFault)
+		if f.Method == "" || (f.Error == "" && f.Status == 0) {
+			return nil, errBadRequest("method and error or status are required")
+		}
+		s.InjectMethodFault(*f)
+		return ok, nil
+	})
+	type deliveryFaultJSON struct {
+		Kind      FaultKind `json:"kind"`
+		DelayMS   int       `json:"delay_ms"`
+		EventType string    `json:"event_type"`
+		Times     int       `json:"times"`
+	}
+	post("delivery_fault", func() any { return &deliveryFaultJSON{} }, func(v any) (any, error) {
+		f := v.(*deliveryFaultJSON)
+		switch f.Kind {
+		case FaultDrop, FaultDelay, FaultDuplicate:
+		default:
+			return nil, errBadRequest("kind must be drop, delay or duplicate")
+		}
+		s.InjectDeliveryFault(DeliveryFault{Kind: f.Kind, Delay: time.Duration(f.DelayMS) * time.Millisecond, EventType: f.EventType, Times: f.Times})
+		return ok, nil
+	})
+	type rateLimitJSON struct {
+		Method     string `json:"method"`
+		Burst      int    `json:"burst"`
+		EveryMS    int    `json:"every_ms"`
+		PerChannel bool   `json:"per_channel"`
+	}
+	post("rate_limit", func() any { return &rateLimitJSON{} }, func(v any) (any, error) {
+		l := v.(*rateLimitJSON)
+		if l.Method == "" {
+			return nil, errBadRequest("method is required")
+		}
+		s.SetRateLimit(l.Method, RateLimit{Burst: l.Burst, Every: time.Duration(l.EveryMS) * time.Millisecond, PerChannel: l.PerChannel})
+		return ok, nil
+	})
+	post("clear_faults", func() any { return nil }, func(any) (any, error) {
+		s.ClearFaults()
+		return ok, nil
+	})
+	post("fire_retries", func() any { return nil }, func(any) (any, error) {
+		return map[string]any{"ok": true, "fired": s.FireRetries()}, nil
+	})
+
+	get("thread", func(r *http.Request) (any, error) {
+		msgs, err := s.Thread(r.URL.Query().Get("channel"), r.URL.Query().Get("ts"))
+		return map[string]any{"ok": true, "messages": msgs}, err
+	})
+	get("wait_replies", func(r *http.Request) (any, error) {
+		q := r.URL.Query()
+		n, _ := strconv.Atoi(q.Get("n"))
+		ms, _ := strconv.Atoi(q.Get("timeout_ms"))
+		timeout := min(maxControlWait, time.Duration(max(ms, 1))*time.Millisecond)
+		if ms <= 0 {
+			timeout = 10 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		msgs, err := s.WaitForReplies(ctx, q.Get("channel"), q.Get("ts"), max(n, 1))
+		return map[string]any{"ok": true, "messages": msgs}, err
+	})
+	get("acks", func(*http.Request) (any, error) { return map[string]any{"ok": true, "acks": s.Acks()}, nil })
+	get("deliveries", func(*http.Request) (any, error) {
+		return map[string]any{"ok": true, "deliveries": s.Deliveries()}, nil
+	})
+	get("connections", func(*http.Request) (any, error) {
+		return map[string]any{"ok": true, "connections": s.Connections(), "opened": s.ConnectionsOpened()}, nil
+	})
+	get("ephemerals", func(*http.Request) (any, error) {
+		return map[string]any{"ok": true, "ephemerals": s.Ephemerals()}, nil
+	})
+	get("calls", func(r *http.Request) (any, error) {
+		m := r.URL.Query().Get("method")
+		return map[string]any{"ok": true, "count": s.Calls(m), "requests": s.Requests(m)}, nil
+	})
+}
+
+type errBadRequest string
+
+func (e errBadRequest) Error() string { return string(e) }
+
+func controlStatus(err error) int {
+	var bad errBadRequest
+	switch {
+	case errors.As(err, &bad):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrNoConnection):
+		return http.StatusNotFound
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusRequestTimeout
+	default:
+		return http.StatusConflict
+	}
+}

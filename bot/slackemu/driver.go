@@ -1,0 +1,390 @@
+package slackemu
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+)
+
+// Driver errors, wrapped with the ids involved; test them with errors.Is.
+var (
+	ErrNotFound     = errors.New("slackemu: not found")
+	ErrNotInChannel = errors.New("slackemu: user not in channel")
+	ErrArchived     = errors.New("slackemu: channel is archived")
+)
+
+// Post is a message a user posts through the driver.
+type Post struct {
+	Channel string `json:"channel"`
+	// User defaults to "U0000001". A bot user (User.BotID set) posts like a modern
+	// app: user + bot_id, no subtype.
+	User string `json:"user"`
+	Text string `json:"text"`
+	// ThreadTS, if set, must be a top-level message's ts: the post is a thread reply.
+	ThreadTS string `json:"thread_ts"`
+	// Broadcast also shows a thread reply in the channel (subtype thread_broadcast).
+	Broadcast bool            `json:"broadcast"`
+	Blocks    json.RawMessage `json:"blocks,omitempty"`
+	// Files makes the post a file share (subtype file_share); empty IDs are assigned.
+	Files []File `json:"files,omitempty"`
+	// BotMessage posts as a legacy integration: subtype bot_message, the user's
+	// bot_id and username, no user field.
+	BotMessage bool `json:"bot_message"`
+}
+
+// Posted identifies what a driver action stored and the events it fired.
+type Posted struct {
+	Channel string `json:"channel"`
+	TS      string `json:"ts"`
+	// EventIDs are the payload.event_ids fired, in order (e.g. message then app_mention).
+	EventIDs []string `json:"event_ids"`
+}
+
+// Post stores p as a user's message and fires its events: `message` (if the app
+// subscribes to that channel type and the bot is a member) and `app_mention`
+// (if the text contains <@BotUserID>, not in a DM), both with the same ts.
+func (s *Server) Post(p Post) (Posted, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return Posted{}, ErrClosed
+	}
+	user := cmpOr(p.User, "U0000001")
+	ch, u, err := s.userChannelLocked(p.Channel, user)
+	if err != nil {
+		return Posted{}, fmt.Errorf("post in %s: %w", p.Channel, err)
+	}
+	m := &Message{Channel: ch.ID, TS: s.nextTS(), User: user, BotID: u.BotID, Text: p.Text, Blocks: slices.Clone(p.Blocks)}
+	if p.BotMessage {
+		m.User, m.Subtype = "", "bot_message"
+	}
+	if p.ThreadTS != "" {
+		parent := ch.byTS[p.ThreadTS]
+		if parent == nil || parent.ThreadTS != "" {
+			return Posted{}, fmt.Errorf("reply in %s to %s: thread parent %w", ch.ID, p.ThreadTS, ErrNotFound)
+		}
+		m.ThreadTS, m.ParentUserID = parent.TS, parent.User
+		if p.Broadcast {
+			m.Subtype = "thread_broadcast"
+		}
+	}
+	if len(p.Files) > 0 {
+		m.Subtype = "file_share"
+		for _, f := range p.Files {
+			if f.ID == "" {
+				s.fileSeq++
+				f.ID = fmt.Sprintf("F%09d", s.fileSeq)
+			}
+			m.Files = append(m.Files, f)
+		}
+	}
+	s.insertLocked(ch, m)
+	ids := s.publishNewLocked(ch, m)
+	s.notifyLocked()
+	return Posted{Channel: ch.ID, TS: m.TS, EventIDs: ids}, nil
+}
+
+// ShareFile posts f in channel (in thread threadTS if set) by user, with text.
+func (s *Server) ShareFile(channel, user, threadTS, text string, f File) (Posted, error) {
+	return s.Post(Post{Channel: channel, User: user, ThreadTS: threadTS, Text: text, Files: []File{f}})
+}
+
+func (s *Server) userChannelLocked(channel, user string) (*channelState, *User, error) {
+	ch := s.channels[channel]
+	if ch == nil {
+		return nil, nil, fmt.Errorf("channel %s: %w", channel, ErrNotFound)
+	}
+	u := s.users[user]
+	if u == nil {
+		return nil, nil, fmt.Errorf("user %s: %w", user, ErrNotFound)
+	}
+	if !ch.members[user] {
+		return nil, nil, fmt.Errorf("user %s in %s: %w", user, channel, ErrNotInChannel)
+	}
+	if ch.Archived {
+		return nil, nil, fmt.Errorf("channel %s: %w", channel, ErrArchived)
+	}
+	return ch, u, nil
+}
+
+// Edit replaces the text of message ts in channel as its author and fires
+// `message_changed` (and `app_mention` with `edited` when the new text mentions the bot).
+func (s *Server) Edit(channel, ts, text string) (Posted, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.channels[channel]
+	if ch == nil || ch.byTS[ts] == nil || ch.byTS[ts].Subtype == "tombstone" {
+		return Posted{}, fmt.Errorf("edit %s in %s: %w", ts, channel, ErrNotFound)
+	}
+	m := ch.byTS[ts]
+	prev := m.clone()
+	m.Text = text
+	editTS := s.nextTS()
+	m.Edited = &Edited{User: cmpOr(m.User, m.BotID), TS: editTS}
+	ids := s.publishChangedLocked(ch, m, prev, editTS)
+	s.notifyLocked()
+	return Posted{Channel: ch.ID, TS: editTS, EventIDs: ids}, nil
+}
+
+// Delete removes message ts from channel and fires `message_deleted`. A thread
+// parent with replies becomes a tombstone. Posted.TS is the deletion's event ts.
+func (s *Server) Delete(channel, ts string) (Posted, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.channels[channel]
+	if ch == nil || ch.byTS[ts] == nil || ch.byTS[ts].Subtype == "tombstone" {
+		return Posted{}, fmt.Errorf("delete %s in %s: %w", ts, channel, ErrNotFound)
+	}
+	m := ch.byTS[ts]
+	prev := m.clone()
+	s.removeLocked(ch, m)
+	ids := s.publishDeletedLocked(ch, prev, s.nextTS())
+	s.notifyLocked()
+	return Posted{Channel: ch.ID, TS: prev.TS, EventIDs: ids}, nil
+}
+
+// Join adds user (the bot's user ID included) to channel and posts the
+// `channel_join` message ("<@U…> has joined the channel").
+func (s *Server) Join(channel, user string) (Posted, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, u := s.channels[channel], s.users[user]
+	if ch == nil || u == nil {
+		return Posted{}, fmt.Errorf("join %s to %s: %w", user, channel, ErrNotFound)
+	}
+	if ch.members[user] {
+		return Posted{}, fmt.Errorf("join %s to %s: already a member", user, channel)
+	}
+	if ch.Archived {
+		return Posted{}, fmt.Errorf("join %s: %w", channel, ErrArchived)
+	}
+	ch.members[user] = true
+	ch.Members = append(ch.Members, user)
+	m := &Message{Channel: ch.ID, TS: s.nextTS(), User: user, Subtype: "channel_join", Text: "<@" + user + "> has joined the channel"}
+	s.insertLocked(ch, m)
+	ids := s.publishNewLocked(ch, m)
+	s.notifyLocked()
+	return Posted{Channel: ch.ID, TS: m.TS, EventIDs: ids}, nil
+}
+
+// AddUser adds or replaces a workspace user.
+func (s *Server) AddUser(u User) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.users[u.ID] = &u
+}
+
+// AddChannel adds or replaces a conversation (its messages are dropped when replaced).
+func (s *Server) AddChannel(c Channel) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.Members = slices.Clone(c.Members)
+	s.addChannelLocked(c)
+}
+
+// SetSubscriptions replaces the app's event subscriptions (Sub* constants).
+func (s *Server) SetSubscriptions(subs ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.subs = map[string]bool{}
+	for _, sub := range subs {
+		s.subs[sub] = true
+	}
+}
+
+// Message returns message ts of channel.
+func (s *Server) Message(channel, ts string) (Message, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch := s.channels[channel]; ch != nil && ch.byTS[ts] != nil {
+		return ch.byTS[ts].clone(), true
+	}
+	return Message{}, false
+}
+
+// Thread returns the thread containing ts (parent first, then replies by ts).
+func (s *Server) Thread(channel, ts string) ([]Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.channels[channel]
+	if ch == nil {
+		return nil, fmt.Errorf("thread %s in %s: channel %w", ts, channel, ErrNotFound)
+	}
+	thread := s.threadLocked(ch, ts)
+	if len(thread) == 0 {
+		return nil, fmt.Errorf("thread %s in %s: %w", ts, channel, ErrNotFound)
+	}
+	out := make([]Message, len(thread))
+	for i, m := range thread {
+		out[i] = m.clone()
+	}
+	return out, nil
+}
+
+// History returns every message of channel, replies included, oldest first.
+func (s *Server) History(channel string) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.channels[channel]
+	if ch == nil {
+		return nil
+	}
+	out := make([]Message, len(ch.msgs))
+	for i, m := range ch.msgs {
+		out[i] = m.clone()
+	}
+	return out
+}
+
+// BotReplies returns the bot's messages in the thread threadTS of channel, oldest first.
+func (s *Server) BotReplies(channel, threadTS string) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.channels[channel]
+	if ch == nil {
+		return nil
+	}
+	var out []Message
+	for _, m := range ch.msgs {
+		if m.ThreadTS == threadTS && m.BotID == s.opts.BotID && m.BotID != "" {
+			out = append(out, m.clone())
+		}
+	}
+	return out
+}
+
+// WaitForReplies waits until the bot has posted at least n replies in thread
+// threadTS of channel and returns all its replies there.
+func (s *Server) WaitForReplies(ctx context.Context, channel, threadTS string, n int) ([]Message, error) {
+	var got []Message
+	err := s.Wait(ctx, func() bool {
+		got = s.BotReplies(channel, threadTS)
+		return len(got) >= n
+	})
+	if err != nil {
+		return got, fmt.Errorf("wait for %d bot replies in %s/%s (have %d): %w", n, channel, threadTS, len(got), err)
+	}
+	return got, nil
+}
+
+// WaitForReply waits for the bot's first reply in thread threadTS of channel.
+func (s *Server) WaitForReply(ctx context.Context, channel, threadTS string) (Message, error) {
+	got, err := s.WaitForReplies(ctx, channel, threadTS, 1)
+	if err != nil {
+		return Message{}, err
+	}
+	return got[0], nil
+}
+
+// Acks returns every ack received, in order.
+func (s *Server) Acks() []Ack {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.acks)
+	for i := range out {
+		out[i].Payload = slices.Clone(out[i].Payload)
+	}
+	return out
+}
+
+// WaitForAck waits until a delivery of eventID (an event_id or SlashResult.ID) is
+// acked in time and returns that ack.
+func (s *Server) WaitForAck(ctx context.Context, eventID string) (Ack, error) {
+	var got Ack
+	err := s.Wait(ctx, func() bool {
+		for _, a := range s.Acks() {
+			if a.EventID == eventID && !a.Stale {
+				got = a
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return Ack{}, fmt.Errorf("wait for ack of %s: %w", eventID, err)
+	}
+	return got, nil
+}
+
+// Deliveries returns every envelope send attempt, in order.
+func (s *Server) Deliveries() []Delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.delivLog)
+}
+
+// Delivery states returned by DeliveryState.
+const (
+	StateAwaitingAck   = "awaiting_ack"
+	StateAwaitingRetry = "awaiting_retry"
+	StateAcked         = "acked"
+	StateFailed        = "failed" // retries exhausted (or a slash command not acked)
+)
+
+// DeliveryState returns the state of eventID's delivery, or "" if unknown.
+func (s *Server) DeliveryState(eventID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.byEvent[eventID]
+	if d == nil {
+		return ""
+	}
+	return [...]string{StateAwaitingAck, StateAwaitingRetry, StateAcked, StateFailed}[d.state]
+}
+
+// Calls returns how many times method was called (failed calls included).
+func (s *Server) Calls(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[method]
+}
+
+// Requests returns the calls of method ("" = all), in order, tokens removed.
+func (s *Server) Requests(method string) []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Request
+	for _, r := range s.requests {
+		if method == "" || r.Method == method {
+			out = append(out, Request{Method: r.Method, Params: url.Values(maps.Clone(r.Params)), At: r.At})
+		}
+	}
+	return out
+}
+
+// Ephemerals returns every ephemeral message, in order.
+func (s *Server) Ephemerals() []Ephemeral {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ephemerals)
+}
+
+// AssistantStatus returns the status last set by assistant.threads.setStatus for
+// the thread, "" once cleared or after the bot replied there.
+func (s *Server) AssistantStatus(channel, threadTS string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.statuses[channel+"/"+threadTS]
+}
+
+// TB is the part of testing.TB that MustStart uses.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+// MustStart starts a server for a test and closes it at the test's end.
+func MustStart(tb TB, opts Options) *Server {
+	tb.Helper()
+	s, err := Start(opts)
+	if err != nil {
+		tb.Fatalf("start slack emulator: %v", err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}

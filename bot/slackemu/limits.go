@@ -1,0 +1,112 @@
+package slackemu
+
+import (
+	"math"
+	"time"
+)
+
+// MethodFault makes Web API calls fail. Faults are matched in the order injected.
+type MethodFault struct {
+	// Method is the Web API method, e.g. "chat.postMessage".
+	Method string `json:"method"`
+	// Error is the Slack error code answered with HTTP 200 {"ok":false,"error":Error}
+	// (used when Status is 0 or 200).
+	Error string `json:"error"`
+	// Status, if not 0 or 200, is the HTTP status answered instead; 429 carries
+	// Retry-After: RetryAfter (seconds, default 1) and {"ok":false,"error":"ratelimited"}.
+	Status     int `json:"status"`
+	RetryAfter int `json:"retry_after"`
+	// Times is how many calls fail; values < 1 mean every call until ClearFaults.
+	Times int `json:"times"`
+	// ApplyFirst runs the method for real before answering with the fault: an
+	// ambiguous failure (the message is posted, the client sees an error).
+	ApplyFirst bool `json:"apply_first"`
+}
+
+// InjectMethodFault makes the next matching Web API calls fail as f describes.
+func (s *Server) InjectMethodFault(f MethodFault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mfaults = append(s.mfaults, &f)
+}
+
+// InjectDeliveryFault alters the next matching Socket Mode envelopes as f describes.
+func (s *Server) InjectDeliveryFault(f DeliveryFault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dfaults = append(s.dfaults, &f)
+}
+
+// ClearFaults removes every injected method and delivery fault.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mfaults, s.dfaults = nil, nil
+}
+
+// SetRateLimit sets method's limit; a zero RateLimit removes it.
+func (s *Server) SetRateLimit(method string, l RateLimit) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.Burst < 1 {
+		delete(s.limits, method)
+	} else {
+		s.limits[method] = l
+	}
+	for k := range s.buckets {
+		delete(s.buckets, k)
+	}
+}
+
+func (s *Server) takeMethodFaultLocked(method string) *MethodFault {
+	for i, f := range s.mfaults {
+		if f.Method != method {
+			continue
+		}
+		if f.Times > 0 {
+			f.Times--
+			if f.Times == 0 {
+				s.mfaults = append(s.mfaults[:i:i], s.mfaults[i+1:]...)
+			}
+		}
+		return f
+	}
+	return nil
+}
+
+// bucket is a token bucket for one method (and channel).
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// rateLimitLocked takes a token for method (and channel when the limit is per
+// channel). It returns 0 when allowed, or the whole seconds (≥ 1) until a token is due.
+func (s *Server) rateLimitLocked(method, channel string, now time.Time) int {
+	l, ok := s.limits[method]
+	if !ok || l.Burst < 1 {
+		return 0
+	}
+	key := method
+	if l.PerChannel {
+		key += "/" + channel
+	}
+	b := s.buckets[key]
+	if b == nil {
+		b = &bucket{tokens: float64(l.Burst), last: now}
+		s.buckets[key] = b
+	}
+	if l.Every > 0 {
+		b.tokens = math.Min(float64(l.Burst), b.tokens+float64(now.Sub(b.last))/float64(l.Every))
+	}
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0
+	}
+	if l.Every <= 0 {
+		return 60
+	}
+	wait := time.Duration((1 - b.tokens) * float64(l.Every))
+	return max(1, int(math.Ceil(wait.Seconds())))
+}

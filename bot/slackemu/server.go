@@ -1,0 +1,246 @@
+package slackemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// ErrClosed is returned by waits and driver calls on a closed Server.
+var ErrClosed = errors.New("slackemu: server closed")
+
+// Server is a running emulated Slack workspace: the Web API under /api/, Socket Mode
+// WebSockets under /link/, slash-command response URLs under /commands/ and the
+// JSON control surface under /_emu/. Create it with Start; stop it with Close.
+// All methods are safe for concurrent use.
+type Server struct {
+	opts Options
+	log  zerolog.Logger
+	ln   net.Listener
+	http *http.Server
+	wg   sync.WaitGroup // every goroutine the server starts
+	done chan struct{}  // closed by Close
+
+	mu      sync.Mutex
+	closed  bool
+	changed chan struct{} // closed and replaced on every state change
+
+	// workspace
+	users        map[string]*User
+	channels     map[string]*channelState
+	channelOrder []string
+	subs         map[string]bool
+	lastMicro    int64
+	eventSeq     int
+	fileSeq      int
+	clientMsgSeq int
+
+	// socket mode
+	tickets   map[string]bool
+	conns     map[int]*conn
+	connSeq   int
+	opened    int
+	rr        int
+	byEvent   map[string]*delivery
+	envelopes map[string]*delivery
+	delivLog  []Delivery
+	acks      []Ack
+	badFrames [][]byte
+	dfaults   []*DeliveryFault
+
+	// web api
+	mfaults    []*MethodFault
+	limits     map[string]RateLimit
+	buckets    map[string]*bucket
+	calls      map[string]int
+	requests   []Request
+	ephemerals []Ephemeral
+	statuses   map[string]string
+	slashSeq   int
+	responses  map[string]*responseURL
+}
+
+// Start listens on opts.Addr and serves the emulator until Close.
+func Start(opts Options) (*Server, error) {
+	opts = opts.withDefaults()
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", opts.Addr, err)
+	}
+	s := &Server{
+		opts:      opts,
+		log:       opts.Logger.With().Str("component", "slackemu").Logger(),
+		ln:        ln,
+		done:      make(chan struct{}),
+		changed:   make(chan struct{}),
+		users:     map[string]*User{},
+		channels:  map[string]*channelState{},
+		subs:      map[string]bool{},
+		tickets:   map[string]bool{},
+		conns:     map[int]*conn{},
+		byEvent:   map[string]*delivery{},
+		envelopes: map[string]*delivery{},
+		limits:    map[string]RateLimit{},
+		buckets:   map[string]*bucket{},
+		calls:     map[string]int{},
+		statuses:  map[string]string{},
+		responses: map[string]*responseURL{},
+	}
+	s.users[opts.BotUserID] = &User{ID: opts.BotUserID, Name: opts.BotName, RealName: opts.BotName, IsBot: true, BotID: opts.BotID, TZ: "UTC"}
+	for _, u := range opts.Users {
+		s.users[u.ID] = &u
+	}
+	for _, c := range opts.Channels {
+		s.addChannelLocked(c)
+	}
+	for _, sub := range opts.Subscriptions {
+		s.subs[sub] = true
+	}
+	for m, l := range opts.RateLimits {
+		s.limits[m] = l
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/", s.handleAPI)
+	mux.HandleFunc("/link/", s.handleSocket)
+	mux.HandleFunc("/commands/", s.handleResponseURL)
+	s.registerControl(mux)
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.wg.Go(func() {
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error().Err(err).Msg("serve")
+		}
+	})
+	s.log.Info().Str("api_url", s.APIURL()).Msg("slack emulator listening")
+	return s, nil
+}
+
+// Run starts an emulator with opts, blocks until ctx is done, then closes it.
+// It is what `logbook slack-emulator --addr` runs. ready, if not nil, is called
+// once the server listens (e.g. to print APIURL and the tokens for the user).
+func Run(ctx context.Context, opts Options, ready func(*Server)) error {
+	s, err := Start(opts)
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		ready(s)
+	}
+	<-ctx.Done()
+	s.Close()
+	return nil
+}
+
+// Close stops serving, closes every socket, stops every timer and waits for all
+// goroutines the server started. It is idempotent.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	close(s.done)
+	for _, d := range s.byEvent {
+		if d.timer != nil {
+			d.timer.Stop()
+		}
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.notifyLocked()
+	s.mu.Unlock()
+
+	_ = s.http.Close()
+	for _, c := range conns {
+		_ = c.ws.Close()
+	}
+	s.wg.Wait()
+}
+
+// URL is the server's base URL, e.g. "http://127.0.0.1:41234".
+func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
+
+// APIURL is the Web API base for slack.OptionAPIURL / SLACK_API_URL; it ends with "/".
+func (s *Server) APIURL() string { return s.URL() + "/api/" }
+
+// BotToken is the bot token (xoxb-) the Web API accepts.
+func (s *Server) BotToken() string { return s.opts.BotToken }
+
+// AppToken is the app-level token (xapp-) apps.connections.open accepts.
+func (s *Server) AppToken() string { return s.opts.AppToken }
+
+// BotUserID, BotID, AppID and TeamID identify the emulated app and workspace.
+func (s *Server) BotUserID() string { return s.opts.BotUserID }
+
+// BotID is the bot id (B…) carried by the bot's posts.
+func (s *Server) BotID() string { return s.opts.BotID }
+
+// AppID is the app id (A…).
+func (s *Server) AppID() string { return s.opts.AppID }
+
+// TeamID is the workspace id (T…).
+func (s *Server) TeamID() string { return s.opts.TeamID }
+
+// Wait blocks until cond returns true, re-evaluating it after every state change
+// of the server (post, delivery, ack, connection, API call). cond must not block;
+// it may call the Server's methods. It returns ctx.Err() or ErrClosed otherwise.
+func (s *Server) Wait(ctx context.Context, cond func() bool) error {
+	for {
+		s.mu.Lock()
+		ch, closed := s.changed, s.closed
+		s.mu.Unlock()
+		if cond() {
+			return nil
+		}
+		if closed {
+			return ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// notifyLocked wakes every Wait. Callers hold s.mu.
+func (s *Server) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// afterFunc runs f after d on a goroutine the server owns; f does not run once
+// Close has begun. f must take s.mu itself.
+func (s *Server) afterFunc(d time.Duration, f func()) *time.Timer {
+	return time.AfterFunc(d, func() {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		defer s.wg.Done()
+		f()
+	})
+}
+
+// hostURL returns scheme://host for links handed to clients, preferring the Host
+// the client used so the emulator works behind other names than 127.0.0.1.
+func (s *Server) hostURL(r *http.Request, scheme string) string {
+	host := r.Host
+	if host == "" {
+		host = s.ln.Addr().String()
+	}
+	return (&url.URL{Scheme: scheme, Host: host}).String()
+}

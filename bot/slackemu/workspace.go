@@ -1,0 +1,297 @@
+package slackemu
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Message is a message stored in the emulated workspace, as the driver returns it.
+type Message struct {
+	Channel string `json:"channel"`
+	TS      string `json:"ts"`
+	// ThreadTS is the parent's ts for a thread reply; "" for a top-level message.
+	ThreadTS     string `json:"thread_ts,omitempty"`
+	ParentUserID string `json:"parent_user_id,omitempty"`
+	User         string `json:"user,omitempty"`
+	BotID        string `json:"bot_id,omitempty"`
+	AppID        string `json:"app_id,omitempty"`
+	// Subtype is "", "thread_broadcast", "file_share", "channel_join", "bot_message" or "tombstone".
+	Subtype  string          `json:"subtype,omitempty"`
+	Text     string          `json:"text"`
+	Blocks   json.RawMessage `json:"blocks,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Files    []File          `json:"files,omitempty"`
+	Edited   *Edited         `json:"edited,omitempty"`
+	// Reactions maps an emoji name to the users who reacted with it, in order.
+	Reactions   map[string][]string `json:"reactions,omitempty"`
+	ReplyCount  int                 `json:"reply_count,omitempty"`
+	ReplyUsers  []string            `json:"reply_users,omitempty"`
+	LatestReply string              `json:"latest_reply,omitempty"`
+}
+
+// Edited records the last edit of a message.
+type Edited struct {
+	User string `json:"user"`
+	TS   string `json:"ts"`
+}
+
+// File is a shared file's metadata (no content is stored).
+type File struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Title    string `json:"title"`
+	Mimetype string `json:"mimetype"`
+	Filetype string `json:"filetype"`
+	Size     int    `json:"size"`
+}
+
+func (m *Message) clone() Message {
+	c := *m
+	c.Blocks = slices.Clone(m.Blocks)
+	c.Metadata = slices.Clone(m.Metadata)
+	c.Files = slices.Clone(m.Files)
+	c.ReplyUsers = slices.Clone(m.ReplyUsers)
+	if m.Edited != nil {
+		e := *m.Edited
+		c.Edited = &e
+	}
+	if m.Reactions != nil {
+		c.Reactions = map[string][]string{}
+		for k, v := range m.Reactions {
+			c.Reactions[k] = slices.Clone(v)
+		}
+	}
+	return c
+}
+
+// channelState is a channel with its members and messages (ordered by ts,
+// replies included).
+type channelState struct {
+	Channel
+	members map[string]bool
+	msgs    []*Message
+	byTS    map[string]*Message
+	created int64
+}
+
+func (s *Server) addChannelLocked(c Channel) {
+	cs := &channelState{Channel: c, members: map[string]bool{}, byTS: map[string]*Message{}, created: time.Now().Unix()}
+	for _, m := range c.Members {
+		cs.members[m] = true
+	}
+	if _, ok := s.channels[c.ID]; !ok {
+		s.channelOrder = append(s.channelOrder, c.ID)
+	}
+	s.channels[c.ID] = cs
+}
+
+// nextTS returns a new message ts ("1700000000.000100"): wall-clock microseconds,
+// strictly increasing across the workspace.
+func (s *Server) nextTS() string {
+	micro := time.Now().UnixMicro()
+	if micro <= s.lastMicro {
+		micro = s.lastMicro + 1
+	}
+	s.lastMicro = micro
+	return fmt.Sprintf("%d.%06d", micro/1_000_000, micro%1_000_000)
+}
+
+// insertLocked stores m (whose ts is newer than every stored one) and updates
+// its thread parent.
+func (s *Server) insertLocked(ch *channelState, m *Message) {
+	ch.msgs = append(ch.msgs, m)
+	ch.byTS[m.TS] = m
+	if m.ThreadTS == "" {
+		return
+	}
+	if p := ch.byTS[m.ThreadTS]; p != nil {
+		p.ReplyCount++
+		p.LatestReply = m.TS
+		if !slices.Contains(p.ReplyUsers, m.User) && m.User != "" {
+			p.ReplyUsers = append(p.ReplyUsers, m.User)
+		}
+	}
+}
+
+// removeLocked deletes m. A thread parent with replies becomes a tombstone, as in Slack.
+func (s *Server) removeLocked(ch *channelState, m *Message) {
+	if m.ThreadTS == "" && m.ReplyCount > 0 {
+		m.Subtype = "tombstone"
+		m.Text = "This message was deleted."
+		m.User, m.BotID, m.AppID = "USLACKBOT", "", ""
+		m.Blocks, m.Files, m.Metadata, m.Edited, m.Reactions = nil, nil, nil, nil, nil
+		return
+	}
+	delete(ch.byTS, m.TS)
+	ch.msgs = slices.DeleteFunc(ch.msgs, func(x *Message) bool { return x == m })
+	if m.ThreadTS == "" {
+		return
+	}
+	p := ch.byTS[m.ThreadTS]
+	if p == nil {
+		return
+	}
+	p.ReplyCount--
+	p.ReplyUsers, p.LatestReply = nil, ""
+	for _, r := range ch.msgs {
+		if r.ThreadTS == p.TS {
+			p.LatestReply = r.TS
+			if r.User != "" && !slices.Contains(p.ReplyUsers, r.User) {
+				p.ReplyUsers = append(p.ReplyUsers, r.User)
+			}
+		}
+	}
+	if p.ReplyCount == 0 && p.Subtype == "tombstone" {
+		s.removeLocked(ch, p)
+	}
+}
+
+// threadLocked returns the parent and replies of the thread containing ts, oldest first.
+func (s *Server) threadLocked(ch *channelState, ts string) []*Message {
+	m := ch.byTS[ts]
+	if m == nil {
+		return nil
+	}
+	if m.ThreadTS != "" {
+		m = ch.byTS[m.ThreadTS]
+		if m == nil {
+			return nil
+		}
+	}
+	out := []*Message{m}
+	for _, r := range ch.msgs {
+		if r.ThreadTS == m.TS {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (s *Server) mentionsBot(text string) bool {
+	return strings.Contains(text, "<@"+s.opts.BotUserID+">") || strings.Contains(text, "<@"+s.opts.BotUserID+"|")
+}
+
+func (s *Server) botProfile() map[string]any {
+	return map[string]any{
+		"id": s.opts.BotID, "app_id": s.opts.AppID, "name": s.opts.BotName, "deleted": false,
+		"team_id": s.opts.TeamID, "updated": 1700000000,
+	}
+}
+
+// renderMessage is m in Web API shape (conversations.replies/history, chat.* "message").
+func (s *Server) renderMessage(m *Message, withMetadata bool) map[string]any {
+	out := map[string]any{"type": "message", "text": m.Text, "ts": m.TS}
+	set := func(k, v string) {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	set("subtype", m.Subtype)
+	set("user", m.User)
+	set("bot_id", m.BotID)
+	set("app_id", m.AppID)
+	set("thread_ts", m.ThreadTS)
+	set("parent_user_id", m.ParentUserID)
+	if m.Subtype != "tombstone" {
+		out["team"] = s.opts.TeamID
+	} else {
+		out["hidden"] = true
+	}
+	if m.BotID == s.opts.BotID && m.BotID != "" {
+		out["bot_profile"] = s.botProfile()
+	}
+	if len(m.Blocks) > 0 {
+		out["blocks"] = m.Blocks
+	}
+	if len(m.Files) > 0 {
+		out["files"] = s.renderFiles(m)
+		out["upload"] = true
+	}
+	if m.Edited != nil {
+		out["edited"] = map[string]any{"user": m.Edited.User, "ts": m.Edited.TS}
+	}
+	if withMetadata && len(m.Metadata) > 0 {
+		out["metadata"] = m.Metadata
+	}
+	if len(m.Reactions) > 0 {
+		var rs []map[string]any
+		names := make([]string, 0, len(m.Reactions))
+		for n := range m.Reactions {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			rs = append(rs, map[string]any{"name": n, "users": m.Reactions[n], "count": len(m.Reactions[n])})
+		}
+		out["reactions"] = rs
+	}
+	if m.ThreadTS == "" && m.ReplyCount > 0 {
+		out["thread_ts"] = m.TS
+		out["reply_count"] = m.ReplyCount
+		out["reply_users_count"] = len(m.ReplyUsers)
+		out["reply_users"] = m.ReplyUsers
+		out["latest_reply"] = m.LatestReply
+	}
+	return out
+}
+
+func (s *Server) renderFiles(m *Message) []map[string]any {
+	out := make([]map[string]any, 0, len(m.Files))
+	sec, _, _ := strings.Cut(m.TS, ".")
+	var created int64
+	fmt.Sscan(sec, &created)
+	for _, f := range m.Files {
+		out = append(out, map[string]any{
+			"id": f.ID, "created": created, "timestamp": created, "name": f.Name, "title": f.Title,
+			"mimetype": f.Mimetype, "filetype": f.Filetype, "pretty_type": f.Filetype, "user": m.User,
+			"size": f.Size, "mode": "hosted", "is_external": false, "is_public": true,
+			"url_private":          "https://files.slack.com/files-pri/" + s.opts.TeamID + "-" + f.ID + "/" + f.Name,
+			"url_private_download": "https://files.slack.com/files-pri/" + s.opts.TeamID + "-" + f.ID + "/download/" + f.Name,
+			"permalink":            "https://" + s.opts.TeamDomain + ".slack.com/files/" + m.User + "/" + f.ID + "/" + f.Name,
+		})
+	}
+	return out
+}
+
+func (s *Server) renderChannel(ch *channelState) map[string]any {
+	out := map[string]any{
+		"id": ch.ID, "created": ch.created, "is_archived": ch.Archived, "is_im": ch.IM, "is_mpim": ch.MPIM,
+		"is_private": ch.Private || ch.IM || ch.MPIM, "is_member": ch.members[s.opts.BotUserID],
+		"context_team_id": s.opts.TeamID,
+	}
+	if ch.IM {
+		for _, m := range ch.Members {
+			if m != s.opts.BotUserID {
+				out["user"] = m
+			}
+		}
+		out["is_open"] = true
+		return out
+	}
+	out["name"] = ch.Name
+	out["name_normalized"] = ch.Name
+	out["is_channel"] = !ch.MPIM
+	out["is_group"] = false
+	out["is_general"] = ch.Name == "general"
+	out["creator"] = ""
+	out["topic"] = map[string]any{"value": "", "creator": "", "last_set": 0}
+	out["purpose"] = map[string]any{"value": "", "creator": "", "last_set": 0}
+	out["num_members"] = len(ch.members)
+	return out
+}
+
+func (s *Server) renderUser(u *User) map[string]any {
+	profile := map[string]any{"display_name": u.Name, "real_name": u.RealName, "team": s.opts.TeamID}
+	if u.BotID != "" {
+		profile["bot_id"] = u.BotID
+	}
+	out := map[string]any{
+		"id": u.ID, "team_id": s.opts.TeamID, "name": u.Name, "real_name": u.RealName, "deleted": u.Deleted,
+		"is_bot": u.IsBot, "tz": u.TZ, "tz_offset": 0, "updated": 1690000000, "profile": profile,
+		"is_app_user": false, "is_admin": false, "is_owner": false,
+	}
+	return out
+}
