@@ -1,0 +1,165 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// insideWorkspace is where a bwrap sandbox's commands see their workspace.
+const insideWorkspace = "/workspace"
+
+const probeTimeout = 20 * time.Second
+
+// newBwrap builds the bubblewrap provider and probes that bubblewrap really
+// isolates on this machine.
+func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
+	bwrap, err := lookPath(cfg.BwrapPath)
+	if err != nil {
+		return nil, fmt.Errorf("bwrap sandbox: bubblewrap not found (Debian package bubblewrap): %w", err)
+	}
+	prlimit, err := lookPath(cfg.PrlimitPath)
+	if err != nil {
+		return nil, fmt.Errorf("bwrap sandbox: prlimit not found (Debian package util-linux): %w", err)
+	}
+	p := &provider{name: KindBwrap, cfg: cfg, log: log, prlimit: prlimit}
+	p.setUser()
+	if err := p.prepareBase(); err != nil {
+		return nil, fmt.Errorf("bwrap sandbox: %w", err)
+	}
+	mounts, err := readOnlyMounts(cfg.ReadOnlyPaths)
+	if err != nil {
+		return nil, fmt.Errorf("bwrap sandbox: %w", err)
+	}
+	uid, gid := p.sandboxIDs()
+	isolation := []string{
+		"--unshare-user", "--uid", strconv.FormatUint(uint64(uid), 10), "--gid", strconv.FormatUint(uint64(gid), 10),
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox", "--unshare-cgroup-try",
+	}
+	if !cfg.AllowNetwork {
+		isolation = append(isolation, "--unshare-net")
+	}
+	build := func(hardening []string) func(ws, dir string, inner []string) ([]string, string) {
+		fixed := []string{bwrap}
+		fixed = append(fixed, isolation...)
+		fixed = append(fixed, hardening...)
+		fixed = append(fixed, "--die-with-parent", "--new-session")
+		fixed = append(fixed, mounts...)
+		fixed = append(fixed, "--proc", "/proc", "--dev", "/dev",
+			"--size", strconv.FormatInt(cfg.Limits.TmpBytes, 10), "--tmpfs", "/tmp")
+		return func(ws, dir string, inner []string) ([]string, string) {
+			argv := make([]string, 0, len(fixed)+8+len(inner))
+			argv = append(argv, fixed...)
+			argv = append(argv, "--bind", ws, insideWorkspace, "--remount-ro", "/",
+				"--chdir", path.Join(insideWorkspace, dir), "--")
+			return append(argv, inner...), "/"
+		}
+	}
+	p.inside = func(string) string { return insideWorkspace }
+
+	// --disable-userns keeps sandboxed code from creating user namespaces of
+	// its own (kernel attack surface). It is hardening, not the isolation
+	// itself: without it the provider works, with a loud warning.
+	p.wrap = build([]string{"--disable-userns"})
+	probeErr := p.probe()
+	if probeErr != nil {
+		p.wrap = build(nil)
+		if err := p.probe(); err != nil {
+			return nil, fmt.Errorf("bwrap sandbox cannot isolate on this machine: %w%s", probeErr, diagnose(bwrap, p.cred))
+		}
+		log.Warn().Err(probeErr).Msg("bwrap sandbox DEGRADED: --disable-userns is not available, sandboxed code may create nested user namespaces")
+	}
+	log.Info().Str("bwrap", bwrap).Str("base_dir", cfg.BaseDir).Uint32("uid", uid).
+		Bool("network", cfg.AllowNetwork).Msg("sandbox provider bwrap ready")
+	return p, nil
+}
+
+// readOnlyMounts returns bwrap arguments mounting the host paths read-only,
+// recreating symbolic links (e.g. /bin -> usr/bin) as links.
+func readOnlyMounts(paths []string) ([]string, error) {
+	var args []string
+	for _, p := range paths {
+		if !path.IsAbs(p) {
+			return nil, fmt.Errorf("read-only path %q is not absolute", p)
+		}
+		fi, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("read-only path: %w", err)
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return nil, fmt.Errorf("read-only path: %w", err)
+			}
+			args = append(args, "--symlink", target, p)
+		default:
+			args = append(args, "--ro-bind", p, p)
+		}
+	}
+	return args, nil
+}
+
+// probe runs one command the way Exec would, in a throwaway workspace.
+func (p *provider) probe() error {
+	ws, err := os.MkdirTemp(p.cfg.BaseDir, ".probe-")
+	if err != nil {
+		return fmt.Errorf("create probe workspace: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(ws) }()
+	if p.chownUID >= 0 {
+		if err := os.Chown(ws, p.chownUID, p.chownGID); err != nil {
+			return fmt.Errorf("chown probe workspace: %w", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	argv, dir := p.wrap(ws, ".", append(p.limitArgs(), "/bin/sh", "-c", "echo ok > probe && cat probe"))
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = p.cfg.environ(p.inside(ws))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: p.cred}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = waitDelay
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("probe: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	if stdout.String() != "ok\n" {
+		return fmt.Errorf("probe: unexpected output %q, stderr %q", stdout.String(), stderr.String())
+	}
+	return nil
+}
+
+// diagnose tries each namespace alone to name what this machine refuses.
+func diagnose(bwrap string, cred *syscall.Credential) string {
+	var failed []string
+	for _, flag := range []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"} {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		cmd := exec.CommandContext(ctx, bwrap, "--ro-bind", "/", "/", flag, "--", "/bin/true")
+		cmd.Env = []string{}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		err := cmd.Run()
+		cancel()
+		if err != nil {
+			failed = append(failed, flag)
+		}
+	}
+	if len(failed) == 0 {
+		return " (every namespace works alone; check that the base dir and its parents are searchable by the sandbox user and that prlimit lies under a read-only path)"
+	}
+	return fmt.Sprintf(" (refused here: %s; check user.max_user_namespaces, kernel.unprivileged_userns_clone and the container's seccomp/AppArmor profile, or choose the process provider knowingly)",
+		strings.Join(failed, " "))
+}

@@ -1,0 +1,313 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// sandbox is a bwrap or process sandbox: a workspace directory, a sentinel
+// process whose life is the sandbox's, and the commands run in between.
+type sandbox struct {
+	p         *provider
+	key       string
+	workspace string // host path
+	inside    string // the workspace's path as commands see it
+	env       []string
+
+	sentinel     *exec.Cmd
+	sentinelIn   io.WriteCloser
+	sentinelDone chan struct{} // closed once the sentinel is reaped
+
+	mu     sync.Mutex
+	gone   chan struct{} // closed when lost or closed; reason says why
+	reason string
+	ops    sync.WaitGroup // in-flight operations, added to only while not gone
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	errTimeout     = errors.New("exec timeout")
+	errOutputLimit = errors.New("output limit")
+	errGone        = errors.New("sandbox gone")
+)
+
+// waitDelay bounds how long Exec waits for output pipes after the command
+// exits or is killed.
+const waitDelay = time.Second
+
+func (s *sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	timeout := s.p.cfg.Limits.Timeout
+	if req.Timeout > 0 && req.Timeout < timeout {
+		timeout = req.Timeout
+	}
+	return s.run(ctx, req, timeout)
+}
+
+func (req ExecRequest) command() ([]string, error) {
+	switch {
+	case len(req.Argv) > 0 && req.Shell != "":
+		return nil, errors.New("exec request sets both Argv and Shell")
+	case req.Shell != "":
+		if strings.ContainsRune(req.Shell, 0) {
+			return nil, errors.New("exec request Shell contains a NUL byte")
+		}
+		return []string{"/bin/sh", "-c", req.Shell}, nil
+	case len(req.Argv) > 0:
+		if req.Argv[0] == "" {
+			return nil, errors.New("exec request Argv[0] is empty")
+		}
+		for _, a := range req.Argv {
+			if strings.ContainsRune(a, 0) {
+				return nil, errors.New("exec request Argv contains a NUL byte")
+			}
+		}
+		return req.Argv, nil
+	default:
+		return nil, errors.New("exec request sets neither Argv nor Shell")
+	}
+}
+
+// run runs one command with the given timeout (not capped: recipe steps use
+// it directly).
+func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duration) (ExecResult, error) {
+	inner, err := req.command()
+	if err != nil {
+		return ExecResult{}, err
+	}
+	dir, err := s.local(req.Dir)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("exec dir %q: %w", req.Dir, err)
+	}
+	if err := s.enter(); err != nil {
+		return ExecResult{}, err
+	}
+	defer s.ops.Done()
+	if err := s.checkDir(dir); err != nil {
+		return ExecResult{}, fmt.Errorf("exec dir %q: %w", req.Dir, err)
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-s.gone:
+			cancel(errGone)
+		case <-ctx.Done():
+		}
+	}()
+	defer func() {
+		cancel(nil)
+		<-watched
+	}()
+	runCtx, cancelRun := context.WithTimeoutCause(ctx, timeout, errTimeout)
+	defer cancelRun()
+
+	lim := s.p.cfg.Limits
+	argv, hostDir := s.p.wrap(s.workspace, dir, append(s.p.limitArgs(), inner...))
+	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
+	cmd.Dir = hostDir
+	cmd.Env = s.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.p.cred, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = waitDelay
+	budget := &outputBudget{limit: lim.OutputKillBytes, exceeded: func() { cancel(errOutputLimit) }}
+	stdout, stderr := newHeadTail(lim.OutputBytes, budget), newHeadTail(lim.OutputBytes, budget)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if req.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(req.Stdin)
+	}
+
+	start := time.Now()
+	err = cmd.Run()
+	res := ExecResult{Duration: time.Since(start), ExitCode: -1}
+	var outCut, errCut bool
+	res.Stdout, outCut = stdout.result()
+	res.Stderr, errCut = stderr.result()
+	res.Truncated = outCut || errCut
+	if cmd.ProcessState != nil {
+		res.ExitCode = cmd.ProcessState.ExitCode()
+	}
+
+	switch cause := context.Cause(runCtx); {
+	case runCtx.Err() == nil:
+	case errors.Is(cause, errTimeout):
+		res.TimedOut, res.Killed = true, "timeout"
+	case errors.Is(cause, errOutputLimit):
+		res.Killed, res.Truncated = "output limit", true
+	case errors.Is(cause, errGone):
+		return res, s.lostErr()
+	default:
+		return res, fmt.Errorf("exec: %w", cause)
+	}
+	if cmd.ProcessState == nil {
+		return res, fmt.Errorf("start command: %w", err)
+	}
+	if res.Killed == "" && killedByCPULimit(cmd.ProcessState) {
+		res.Killed = "cpu limit"
+	}
+	select {
+	case <-s.gone:
+		return res, s.lostErr()
+	default:
+	}
+	return res, nil
+}
+
+// killedByCPULimit tells whether a command died of SIGXCPU, which only the
+// soft RLIMIT_CPU sends. Through bwrap a signal death shows as exit 128+n.
+func killedByCPULimit(ps *os.ProcessState) bool {
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	if !ok {
+		return false
+	}
+	return ws.Signaled() && ws.Signal() == syscall.SIGXCPU ||
+		ws.Exited() && ws.ExitStatus() == 128+int(syscall.SIGXCPU)
+}
+
+// enter registers an operation, or returns ErrLost when the sandbox is gone.
+func (s *sandbox) enter() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.gone:
+		return fmt.Errorf("%w: %s", ErrLost, s.reason)
+	default:
+	}
+	s.ops.Add(1)
+	return nil
+}
+
+func (s *sandbox) lostErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Errorf("%w: %s", ErrLost, s.reason)
+}
+
+// markGone records why the sandbox is gone; it reports whether this call was
+// the first, and only the first reason is kept.
+func (s *sandbox) markGone(reason string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.gone:
+		return false
+	default:
+	}
+	s.reason = reason
+	close(s.gone)
+	return true
+}
+
+// lose marks the sandbox lost for reason and kills what is left of it.
+func (s *sandbox) lose(reason string) {
+	if s.markGone(reason) {
+		s.p.log.Warn().Str("key", s.key).Str("workspace", s.workspace).Str("reason", reason).Msg("sandbox lost")
+	}
+	_ = s.sentinel.Process.Kill() // os.Process is safe after the process was reaped
+}
+
+func (s *sandbox) Alive(ctx context.Context) error {
+	select {
+	case <-s.gone:
+		return s.lostErr()
+	default:
+	}
+	if fi, err := os.Stat(s.workspace); err != nil || !fi.IsDir() {
+		s.lose("workspace directory is gone")
+		return s.lostErr()
+	}
+	return nil
+}
+
+func (s *sandbox) Close() error {
+	s.closeOnce.Do(func() {
+		s.markGone("closed")
+		_ = s.sentinel.Process.Kill()
+		_ = s.sentinelIn.Close()
+		<-s.sentinelDone
+		s.ops.Wait()
+		s.closeErr = removeWorkspace(s.workspace)
+		s.p.log.Debug().Str("key", s.key).Str("workspace", s.workspace).Msg("sandbox closed")
+	})
+	return s.closeErr
+}
+
+// local turns a path given by a caller (relative to the workspace, or
+// absolute under the workspace as commands see it) into a clean local
+// slash-separated path, "." for the workspace itself.
+func (s *sandbox) local(p string) (string, error) {
+	if p == "" {
+		return ".", nil
+	}
+	if strings.ContainsRune(p, 0) {
+		return "", ErrOutsideWorkspace
+	}
+	if path.IsAbs(p) {
+		c := path.Clean(p)
+		if c == s.inside {
+			return ".", nil
+		}
+		rel, ok := strings.CutPrefix(c, s.inside+"/")
+		if !ok {
+			return "", ErrOutsideWorkspace
+		}
+		p = rel
+	}
+	c := path.Clean(p)
+	if !filepath.IsLocal(c) {
+		return "", ErrOutsideWorkspace
+	}
+	return c, nil
+}
+
+// openRoot opens the workspace as an os.Root, which refuses any path that
+// leaves it, symbolic links included.
+func (s *sandbox) openRoot() (*os.Root, error) {
+	r, err := os.OpenRoot(s.workspace)
+	if err != nil {
+		s.lose("workspace directory is gone")
+		return nil, s.lostErr()
+	}
+	return r, nil
+}
+
+// pathErr translates os.Root's escape error to ErrOutsideWorkspace.
+func (s *sandbox) pathErr(err error) error {
+	if s.p.escapeErr != nil && errors.Is(err, s.p.escapeErr) {
+		return ErrOutsideWorkspace
+	}
+	return err
+}
+
+func (s *sandbox) checkDir(dir string) error {
+	if dir == "." {
+		return nil
+	}
+	r, err := s.openRoot()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	fi, err := r.Stat(dir)
+	if err != nil {
+		return s.pathErr(err)
+	}
+	if !fi.IsDir() {
+		return errors.New("not a directory")
+	}
+	return nil
+}

@@ -1,0 +1,255 @@
+package sandbox
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// provider is the machinery shared by the bwrap and process providers; they
+// differ only in how a command line is wrapped.
+type provider struct {
+	name string
+	cfg  Config
+	log  zerolog.Logger
+	// cred switches sandboxed processes to the sandbox user; nil runs them as
+	// the bot's own user.
+	cred *syscall.Credential
+	// chown is the owner given to workspaces and files written by WriteFile;
+	// -1 leaves ownership as is.
+	chownUID, chownGID int
+	prlimit            string
+	// inside maps a workspace's host path to the path commands see.
+	inside func(workspace string) string
+	// wrap returns the host command line running inner in the sandbox with
+	// working directory dir (a clean, local, slash-separated path, "" for the
+	// workspace root) and the host working directory of that command line.
+	wrap func(workspace, dir string, inner []string) (argv []string, hostDir string)
+	// escapeErr is the error value os.Root uses for paths escaping the root.
+	escapeErr error
+}
+
+const (
+	defaultStepTimeout = 10 * time.Minute
+	readyTimeout       = 30 * time.Second
+	nobody             = 65534
+)
+
+func (p *provider) Name() string { return p.name }
+
+// setUser decides which user runs sandboxed commands.
+func (p *provider) setUser() {
+	p.chownUID, p.chownGID = -1, -1
+	uid, gid := p.cfg.UID, p.cfg.GID
+	if uid == 0 && os.Geteuid() != 0 {
+		return // run as ourselves
+	}
+	uid, gid = cmp.Or(uid, nobody), cmp.Or(gid, nobody)
+	p.cred = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
+	p.chownUID, p.chownGID = int(uid), int(gid)
+}
+
+// sandboxIDs returns the uid and gid sandboxed commands run as.
+func (p *provider) sandboxIDs() (uint32, uint32) {
+	if p.cred != nil {
+		return p.cred.Uid, p.cred.Gid
+	}
+	return uint32(os.Getuid()), uint32(os.Getgid())
+}
+
+// prepareBase creates the base directory and learns os.Root's escape error.
+func (p *provider) prepareBase() error {
+	if err := os.MkdirAll(p.cfg.BaseDir, 0o711); err != nil {
+		return fmt.Errorf("create sandbox base dir: %w", err)
+	}
+	r, err := os.OpenRoot(p.cfg.BaseDir)
+	if err != nil {
+		return fmt.Errorf("open sandbox base dir: %w", err)
+	}
+	defer r.Close()
+	_, err = r.Open("..")
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		p.escapeErr = pe.Err
+	}
+	return nil
+}
+
+// limitArgs is the prlimit command line that applies the limits, to be
+// followed by the command.
+func (p *provider) limitArgs() []string {
+	l := p.cfg.Limits
+	return []string{
+		p.prlimit,
+		// SIGXCPU at the soft limit says why; SIGKILL a second later if ignored.
+		"--cpu=" + strconv.Itoa(l.CPUSeconds) + ":" + strconv.Itoa(l.CPUSeconds+1),
+		"--as=" + strconv.FormatInt(l.MemoryBytes, 10),
+		"--nofile=" + strconv.Itoa(l.OpenFiles),
+		"--nproc=" + strconv.Itoa(l.Processes),
+		"--fsize=" + strconv.FormatInt(l.FileSizeBytes, 10),
+		"--core=0",
+		"--",
+	}
+}
+
+var keyChars = strings.NewReplacer("/", "_", "\\", "_", ".", "_", " ", "_", "\x00", "_")
+
+// Provision creates the workspace, starts the sentinel and runs the recipe.
+func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sandbox, error) {
+	if key == "" {
+		return nil, errors.New("provision sandbox: empty key")
+	}
+	for i, st := range recipe.Steps {
+		if strings.TrimSpace(st.Run) == "" {
+			return nil, fmt.Errorf("provision sandbox %s: recipe step %d (%q) has nothing to run", key, i+1, st.Name)
+		}
+	}
+	start := time.Now()
+	name := keyChars.Replace(key)
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	ws, err := os.MkdirTemp(p.cfg.BaseDir, name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("provision sandbox %s: create workspace: %w", key, err)
+	}
+	if p.chownUID >= 0 {
+		if err := os.Chown(ws, p.chownUID, p.chownGID); err != nil {
+			_ = os.RemoveAll(ws)
+			return nil, fmt.Errorf("provision sandbox %s: chown workspace: %w", key, err)
+		}
+	}
+	s := &sandbox{
+		p:            p,
+		key:          key,
+		workspace:    ws,
+		inside:       p.inside(ws),
+		gone:         make(chan struct{}),
+		sentinelDone: make(chan struct{}),
+	}
+	s.env = p.cfg.environ(s.inside)
+	if err := s.startSentinel(ctx); err != nil {
+		_ = os.RemoveAll(ws)
+		return nil, fmt.Errorf("provision sandbox %s: %w", key, err)
+	}
+	for i, st := range recipe.Steps {
+		stepName := cmp.Or(st.Name, "step "+strconv.Itoa(i+1))
+		res, err := s.run(ctx, ExecRequest{Shell: st.Run}, cmp.Or(st.Timeout, defaultStepTimeout))
+		if err == nil && (res.ExitCode != 0 || res.Killed != "") {
+			err = &StepError{Step: stepName, Result: res}
+		}
+		if err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("provision sandbox %s: %w", key, err)
+		}
+	}
+	p.log.Info().Str("provider", p.name).Str("key", key).Str("workspace", ws).
+		Int("steps", len(recipe.Steps)).Dur("took", time.Since(start)).Msg("sandbox provisioned")
+	return s, nil
+}
+
+// startSentinel starts the sandbox's long-lived process and waits until it
+// says it is ready. Its exit, whoever causes it, marks the sandbox lost.
+func (s *sandbox) startSentinel(ctx context.Context) error {
+	argv, dir := s.p.wrap(s.workspace, "", []string{"/bin/sh", "-c", "echo ready; read _"})
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = s.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.p.cred}
+	stderr := newHeadTail(4<<10, nil)
+	cmd.Stderr = stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return fmt.Errorf("start sentinel: %w", err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("start sentinel: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start sentinel: %w", err)
+	}
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err == nil && line != "ready\n" {
+			err = fmt.Errorf("unexpected output %q", line)
+		}
+		ready <- err
+	}()
+	timer := time.NewTimer(readyTimeout)
+	defer timer.Stop()
+	var failure error
+	select {
+	case err := <-ready:
+		failure = err
+	case <-ctx.Done():
+		failure = ctx.Err()
+	case <-timer.C:
+		failure = fmt.Errorf("not ready after %s", readyTimeout)
+	}
+	if failure != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = in.Close()
+		<-ready
+		waitErr := cmd.Wait()
+		msg, _ := stderr.result()
+		return fmt.Errorf("start sentinel: %w (%v; stderr: %q)", failure, waitErr, strings.TrimSpace(msg))
+	}
+	s.sentinel, s.sentinelIn = cmd, in
+	go func() {
+		defer close(s.sentinelDone)
+		err := cmd.Wait()
+		if s.markGone("sentinel process exited: " + exitText(cmd.ProcessState, err)) {
+			s.p.log.Warn().Str("key", s.key).Str("workspace", s.workspace).Msg("sandbox lost: its sentinel process exited")
+		}
+	}()
+	return nil
+}
+
+func exitText(ps *os.ProcessState, err error) string {
+	if ps != nil {
+		return ps.String()
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "unknown"
+}
+
+func lookPath(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(path)
+}
+
+// removeWorkspace removes a workspace, first making directories the sandbox
+// user locked (chmod 000) writable again when not running as root.
+func removeWorkspace(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			_ = os.Chmod(path, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove workspace: %w", err)
+	}
+	return nil
+}
