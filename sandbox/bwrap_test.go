@@ -303,7 +303,7 @@ func TestBwrapLostSandboxIsReprovisionedFromRecipe(t *testing.T) {
 	p, logs := mustProvider(t, KindBwrap, nil)
 	recipe := Recipe{Steps: []Step{
 		{Name: "marker", Run: "echo provisioned > marker && mkdir -p tools"},
-		{Name: "count", Run: "ls | wc -l > count"},
+		{Name: "listing", Run: "ls > listing"},
 	}}
 	sb := mustProvision(t, p, "lost", recipe)
 	if got, err := sb.ReadFile(context.Background(), "marker"); err != nil || string(got) != "provisioned\n" {
@@ -311,6 +311,9 @@ func TestBwrapLostSandboxIsReprovisionedFromRecipe(t *testing.T) {
 	}
 	if err := sb.Alive(context.Background()); err != nil {
 		t.Fatalf("fresh sandbox not alive: %v", err)
+	}
+	if err := sb.WriteFile(context.Background(), "leftover", []byte("from the lost sandbox")); err != nil {
+		t.Fatal(err)
 	}
 
 	// A command is running when the sandbox's processes are killed from
@@ -346,8 +349,11 @@ func TestBwrapLostSandboxIsReprovisionedFromRecipe(t *testing.T) {
 	if got, err := fresh.ReadFile(context.Background(), "marker"); err != nil || string(got) != "provisioned\n" {
 		t.Fatalf("the recipe did not run again: %q, %v", got, err)
 	}
-	if got, err := fresh.ReadFile(context.Background(), "count"); err != nil || string(got) != "2\n" {
-		t.Errorf("fresh workspace should hold only the recipe's files, count = %q, %v", got, err)
+	if got, err := fresh.ReadFile(context.Background(), "listing"); err != nil || string(got) != "listing\nmarker\ntools\n" {
+		t.Errorf("fresh workspace should hold only the recipe's files, listing = %q, %v", got, err)
+	}
+	if _, err := fresh.ReadFile(context.Background(), "leftover"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("fresh workspace holds a file of the lost one: %v", err)
 	}
 	if fresh.(*sandbox).workspace == sb.(*sandbox).workspace {
 		t.Error("re-provisioned sandbox reuses the lost workspace")
