@@ -167,6 +167,9 @@ func (s *Server) readLoop(c *conn) {
 	defer s.dropConn(c)
 	c.ws.SetPongHandler(func(string) error {
 		c.pongs.Add(1)
+		s.mu.Lock()
+		s.notifyLocked()
+		s.mu.Unlock()
 		return nil
 	})
 	for {

@@ -468,7 +468,9 @@ func (s *Server) conversationsInfo(_ *http.Request, p url.Values) map[string]any
 }
 
 // cursor encodes the ts a page starts at, as Slack's opaque "next_ts:…" cursors do.
-func encodeCursor(ts string) string { return base64.StdEncoding.EncodeToString([]byte("next_ts:" + ts)) }
+func encodeCursor(ts string) string {
+	return base64.StdEncoding.EncodeToString([]byte("next_ts:" + ts))
+}
 
 func decodeCursor(c string) (string, bool) {
 	b, err := base64.StdEncoding.DecodeString(c)
@@ -489,7 +491,11 @@ func pageLimit(v string, def, maxLimit int) int {
 
 // inRange applies oldest/latest/inclusive to ts (ts strings of equal shape compare as numbers).
 func inRange(ts string, p url.Values) bool {
-	less := func(a, b string) bool { x, _ := strconv.ParseFloat(a, 64); y, _ := strconv.ParseFloat(b, 64); return x < y }
+	less := func(a, b string) bool {
+		x, _ := strconv.ParseFloat(a, 64)
+		y, _ := strconv.ParseFloat(b, 64)
+		return x < y
+	}
 	incl := parseBool(p.Get("inclusive"))
 	if o := p.Get("oldest"); o != "" && (less(ts, o) || (!incl && ts == o)) {
 		return false
