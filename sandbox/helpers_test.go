@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,8 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+var processUIDs atomic.Uint32
 
 // testLimits are small so limit tests finish in a second or two.
 func testLimits() Limits {
@@ -74,6 +77,13 @@ func mustProvider(tb testing.TB, kind string, edit func(*Config)) (Provider, *sy
 		requireBwrap(tb)
 	}
 	cfg := Config{BaseDir: filepath.Join(searchableTempDir(tb), "sandboxes"), Limits: testLimits()}
+	if kind == KindProcess && os.Geteuid() == 0 {
+		// Without user namespaces RLIMIT_NPROC counts every process of the
+		// uid on the host: give each test's process provider its own uid so
+		// parallel tests (fork bombs included) do not share the count.
+		id := 61000 + uint32(processUIDs.Add(1))
+		cfg.UID, cfg.GID = id, id
+	}
 	if edit != nil {
 		edit(&cfg)
 	}
