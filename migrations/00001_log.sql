@@ -126,7 +126,8 @@ $$;
 -- trip. It serialises appenders of the same session with a transaction-scoped advisory lock
 -- (appenders of other sessions never wait), reads the head, and computes the chain in SQL.
 -- Returns one row per input event, in input order; duplicate = true for an event whose
--- idempotency key was already in the session (the stored event is returned instead).
+-- idempotency key was already in the session (the stored event is returned instead); only
+-- duplicates carry type, actor and payload, which the caller has for the others.
 -- Errors (SQLSTATE): LB001 expected seq does not match the head; LB002 stale fencing epoch;
 -- LB003 unknown session.
 -- +goose StatementBegin
@@ -219,7 +220,7 @@ BEGIN
         VALUES (p_session, v_seq, p_event_ids[i], p_types[i], p_actor_kinds[i], p_actor_ids[i], v_now,
                 p_payloads[i], v_phash, p_keys[i], v_hash, v_new_hash, p_sanitized[i])
         RETURNING e.seq, e.event_id, e.created_at, e.payload_hash, e.prev_hash, e.hash, e.position,
-                  false, e.type, e.actor_kind, e.actor_id, e.payload, e.sanitized
+                  false, NULL::text, NULL::text, NULL::text, NULL::jsonb, e.sanitized
         INTO seq, event_id, created_at, payload_hash, prev_hash, hash, "position",
              duplicate, type, actor_kind, actor_id, payload, sanitized;
         RETURN NEXT;

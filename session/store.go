@@ -2,6 +2,7 @@ package session
 
 import (
 	"cmp"
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -234,18 +235,30 @@ func (s *Store) AppendWith(ctx context.Context, id ID, opts AppendOptions, evs .
 	out := make([]Event, 0, n)
 	for rows.Next() {
 		e := Event{SessionID: id}
-		var typ, kind string
+		var typ, kind, actor *string
 		var payload []byte
 		if err := rows.Scan(&e.Seq, &e.ID, &e.CreatedAt, &e.PayloadHash, &e.PrevHash, &e.Hash, &e.Position,
-			&e.Duplicate, &typ, &kind, &e.Actor.ID, &payload, &e.Sanitized); err != nil {
+			&e.Duplicate, &typ, &kind, &actor, &payload, &e.Sanitized); err != nil {
 			rows.Close()
 			return nil, s.appendError(id, opts, err)
 		}
-		e.Type, e.Actor.Kind, e.Payload = Type(typ), ActorKind(kind), payload
+		i := len(out)
+		if i >= n {
+			rows.Close()
+			return nil, fmt.Errorf("append to session %s: %d rows for %d events", id, i+1, n)
+		}
+		if e.Duplicate && typ != nil && kind != nil && actor != nil {
+			e.Type, e.Actor, e.Payload = Type(*typ), Actor{Kind: ActorKind(*kind), ID: *actor}, payload
+		} else {
+			e.Type, e.Actor, e.Payload = evs[i].Type, evs[i].Actor, json.RawMessage(payloads[i])
+		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.appendError(id, opts, err)
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("append to session %s: %d rows for %d events", id, len(out), n)
 	}
 	for i := range out {
 		if k := keys[i]; k != nil {

@@ -20,7 +20,9 @@ import (
 
 // newStore returns a store on a fresh database, connected as the application role, and the
 // database URL (whose role is a superuser).
-func newStore(t *testing.T) (*session.Store, string) {
+func newStore(t *testing.T) (*session.Store, string) { return newStoreTB(t) }
+
+func newStoreTB(t testing.TB) (*session.Store, string) {
 	t.Helper()
 	dbURL := pgtest.New(t)
 	pool, err := session.Connect(context.Background(), dbURL, session.PoolOptions{Role: "logbook_app", MaxConns: 40})
@@ -48,6 +50,10 @@ func msg(text string) session.NewEvent {
 }
 
 func openSession(t *testing.T, st *session.Store, ts string) session.Session {
+	return openSessionTB(t, st, ts)
+}
+
+func openSessionTB(t testing.TB, st *session.Store, ts string) session.Session {
 	t.Helper()
 	s, err := st.Open(context.Background(), session.ThreadKey{Team: "T0000001", Channel: "C0000001", ThreadTS: ts})
 	if err != nil {

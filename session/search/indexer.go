@@ -1,0 +1,352 @@
+package search
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/session"
+)
+
+// MaxBody is the most text of one message that is indexed, in bytes; longer tool output is
+// cut (on a rune boundary) before indexing. PostgreSQL's tsvector holds at most 1 MiB.
+const MaxBody = 64 << 10
+
+// cursorName names the indexer's row in search_cursor.
+const cursorName = "search"
+
+// indexerLock is the advisory lock key that serialises indexers (replicas, CLI catch-ups).
+const indexerLock = 7461002
+
+// IndexerOptions configure an Indexer. Zero values take defaults.
+type IndexerOptions struct {
+	Batch int           // events read per step; default 500
+	Poll  time.Duration // how often Run looks for new events; default 2s
+}
+
+// Indexer keeps the search projection (search_docs, search_sessions) up to date with the
+// log. It reads the log with session.Store.ReadAll, so an event whose transaction commits
+// after later ones is still indexed (case C18), and it writes each batch and its cursor in
+// one transaction, so a crash never indexes an event twice or skips one. Several indexers
+// (replicas, one-shot CLI commands) may run at once: an advisory lock serialises them.
+type Indexer struct {
+	store *session.Store
+	pool  *pgxpool.Pool
+	log   zerolog.Logger
+	batch int
+	poll  time.Duration
+}
+
+// NewIndexer returns an indexer that reads store's log and writes the projection through
+// pool (which needs UPDATE on the projection tables: logbook_app has it).
+func NewIndexer(store *session.Store, pool *pgxpool.Pool, log zerolog.Logger, opts IndexerOptions) *Indexer {
+	return &Indexer{
+		store: store,
+		pool:  pool,
+		log:   log.With().Str("component", "search_indexer").Logger(),
+		batch: cmp.Or(opts.Batch, 500),
+		poll:  cmp.Or(opts.Poll, 2*time.Second),
+	}
+}
+
+// Run indexes new events every Poll until ctx ends, then returns nil. A failed step is
+// logged and retried at the next tick; Run returns an error only if it cannot start.
+func (ix *Indexer) Run(ctx context.Context) error {
+	t := time.NewTicker(ix.poll)
+	defer t.Stop()
+	for {
+		if _, err := ix.CatchUp(ctx); err != nil && ctx.Err() == nil {
+			ix.log.Error().Err(err).Msg("index the log for search")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// CatchUp indexes every event that is readable now (see session.Store.ReadAll) and returns
+// how many events it read. One-shot commands call it before a query so search is current.
+func (ix *Indexer) CatchUp(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := ix.step(ctx)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < ix.batch {
+			return total, nil
+		}
+	}
+}
+
+const (
+	sqlReadCursor   = `SELECT tx_id::text, position FROM search_cursor WHERE name = $1`
+	sqlUpsertCursor = `
+INSERT INTO search_cursor (name, tx_id, position) VALUES ($1, $2::text::xid8, $3)
+ON CONFLICT (name) DO UPDATE SET tx_id = EXCLUDED.tx_id, position = EXCLUDED.position`
+	sqlSessionKeys = `SELECT id, team_id, channel_id, thread_ts FROM sessions WHERE id = ANY($1)`
+
+	sqlInsertDoc = `
+INSERT INTO search_docs (session_id, seq, kind, channel_id, thread_ts, ts, actor_kind, actor_id,
+                         actor_name, created_at, body)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT (session_id, seq) DO NOTHING`
+	sqlEditDoc = `
+UPDATE search_docs SET body = $3, edited = true
+WHERE session_id = $1 AND ts = $2 AND kind = 'user' AND NOT deleted`
+	sqlDeleteDoc = `
+UPDATE search_docs SET body = '', deleted = true
+WHERE session_id = $1 AND ts = $2 AND kind = 'user'`
+	sqlDeliveredDoc = `
+UPDATE search_docs SET ts = $3 WHERE session_id = $1 AND seq = $2 AND kind = 'assistant'`
+	sqlUpsertSession = `
+INSERT INTO search_sessions AS s (session_id, team_id, channel_id, thread_ts, title, started_at,
+                                  last_event_at, messages)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (session_id) DO UPDATE SET
+    title         = CASE WHEN EXCLUDED.title <> '' THEN EXCLUDED.title ELSE s.title END,
+    started_at    = least(s.started_at, EXCLUDED.started_at),
+    last_event_at = greatest(s.last_event_at, EXCLUDED.last_event_at),
+    messages      = s.messages + EXCLUDED.messages`
+	// first_text follows edits and deletions: it never shows a deleted message.
+	sqlFirstText = `
+UPDATE search_sessions s SET first_text = coalesce((
+    SELECT left(d.body, 200) FROM search_docs d
+    WHERE d.session_id = s.session_id AND d.kind = 'user' AND NOT d.deleted
+    ORDER BY d.seq LIMIT 1), '')
+WHERE s.session_id = $1`
+)
+
+type sessionAgg struct {
+	key                session.ThreadKey
+	title              string
+	first, last        time.Time
+	messages           int
+	touchedUserMessage bool
+}
+
+// step indexes one batch in one transaction and returns how many events it read.
+func (ix *Indexer) step(ctx context.Context) (int, error) {
+	tx, err := ix.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("index for search: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it is a no-op
+
+	// The advisory lock assigns no transaction id, so it does not hold back ReadAll.
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", indexerLock); err != nil {
+		return 0, fmt.Errorf("index for search: lock: %w", err)
+	}
+	var cur session.Cursor
+	var txText string
+	switch err := tx.QueryRow(ctx, sqlReadCursor, cursorName).Scan(&txText, &cur.Position); {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return 0, fmt.Errorf("index for search: read cursor: %w", err)
+	default:
+		if cur.TxID, err = strconv.ParseUint(txText, 10, 64); err != nil {
+			return 0, fmt.Errorf("index for search: cursor transaction id %q: %w", txText, err)
+		}
+	}
+	evs, next, err := ix.store.ReadAll(ctx, cur, ix.batch)
+	if err != nil {
+		return 0, fmt.Errorf("index for search: %w", err)
+	}
+	if len(evs) == 0 {
+		return 0, nil
+	}
+
+	aggs := map[session.ID]*sessionAgg{}
+	var ids []session.ID
+	for _, e := range evs {
+		if aggs[e.SessionID] == nil {
+			aggs[e.SessionID] = &sessionAgg{first: e.CreatedAt, last: e.CreatedAt}
+			ids = append(ids, e.SessionID)
+		}
+	}
+	rows, err := tx.Query(ctx, sqlSessionKeys, ids)
+	if err != nil {
+		return 0, fmt.Errorf("index for search: read sessions: %w", err)
+	}
+	for rows.Next() {
+		var id session.ID
+		var k session.ThreadKey
+		if err := rows.Scan(&id, &k.Team, &k.Channel, &k.ThreadTS); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("index for search: read sessions: %w", err)
+		}
+		aggs[id].key = k
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("index for search: read sessions: %w", err)
+	}
+
+	b := &pgx.Batch{}
+	for _, e := range evs {
+		ix.queue(b, e, aggs[e.SessionID])
+	}
+	for _, id := range ids {
+		a := aggs[id]
+		b.Queue(sqlUpsertSession, id, a.key.Team, a.key.Channel, a.key.ThreadTS, a.title, a.first, a.last, a.messages)
+		if a.touchedUserMessage {
+			b.Queue(sqlFirstText, id)
+		}
+	}
+	b.Queue(sqlUpsertCursor, cursorName, strconv.FormatUint(next.TxID, 10), next.Position)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, fmt.Errorf("index for search: write %d events: %w", len(evs), err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("index for search: commit: %w", err)
+	}
+	return len(evs), nil
+}
+
+// queue adds the projection changes of one event to b. Events whose payload cannot be read
+// are logged and skipped: one bad event must not stop search for everyone.
+func (ix *Indexer) queue(b *pgx.Batch, e session.Event, a *sessionAgg) {
+	if e.CreatedAt.Before(a.first) {
+		a.first = e.CreatedAt
+	}
+	if e.CreatedAt.After(a.last) {
+		a.last = e.CreatedAt
+	}
+	if e.Payload == nil { // purged by retention: nothing left to index
+		return
+	}
+	skip := func(err error) {
+		ix.log.Warn().Err(err).Str("session_id", e.SessionID.String()).Int64("seq", e.Seq).
+			Str("type", string(e.Type)).Msg("event not indexed for search: unreadable payload")
+	}
+	doc := func(kind, ts, actorName, body string) {
+		b.Queue(sqlInsertDoc, e.SessionID, e.Seq, kind, a.key.Channel, a.key.ThreadTS, ts,
+			string(e.Actor.Kind), e.Actor.ID, actorName, e.CreatedAt, clip(body))
+	}
+	switch e.Type {
+	case session.TypeUserMessage:
+		var m session.UserMessage
+		if err := e.Decode(&m); err != nil {
+			skip(err)
+			return
+		}
+		a.messages++
+		a.touchedUserMessage = true
+		doc("user", m.TS, m.UserName, m.Text)
+	case session.TypeUserMessageEdited:
+		var m session.UserMessageEdited
+		if err := e.Decode(&m); err != nil {
+			skip(err)
+			return
+		}
+		a.touchedUserMessage = true
+		b.Queue(sqlEditDoc, e.SessionID, m.OrigTS, clip(m.Text))
+	case session.TypeUserMessageDeleted:
+		var m session.UserMessageDeleted
+		if err := e.Decode(&m); err != nil {
+			skip(err)
+			return
+		}
+		a.touchedUserMessage = true
+		b.Queue(sqlDeleteDoc, e.SessionID, m.DeletedTS)
+	case session.TypeAssistantMessage:
+		var m session.AssistantMessage
+		if err := e.Decode(&m); err != nil {
+			skip(err)
+			return
+		}
+		if strings.TrimSpace(m.Text) == "" {
+			return
+		}
+		a.messages++
+		doc("assistant", "", "", m.Text)
+	case session.TypeDelivered:
+		var m session.Delivered
+		if err := e.Decode(&m); err != nil {
+			skip(err)
+			return
+		}
+		if len(m.TS) > 0 {
+			b.Queue(sqlDeliveredDoc, e.SessionID, m.Seq, m.TS[0])
+		}
+	case session.TypeToolCall:
+		var m session.ToolCall
+		if err := e.Decode(&m); err != nil {
+			skip(err)
+			return
+		}
+		doc("tool", "", "", m.Name+" "+compactJSON(m.Input))
+	case session.TypeToolResult:
+		var m session.ToolResult
+		if err := e.Decode(&m); err != nil {
+			skip(err)
+			return
+		}
+		if m.Content != "" {
+			doc("tool", "", "", m.Content)
+		}
+	case session.TypeTitle:
+		var m session.Title
+		if err := e.Decode(&m); err != nil {
+			skip(err)
+			return
+		}
+		a.title = strings.TrimSpace(m.Text)
+	}
+}
+
+// clip cuts s to at most MaxBody bytes on a rune boundary.
+func clip(s string) string {
+	if len(s) <= MaxBody {
+		return s
+	}
+	n := MaxBody
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	// Index the values, not the JSON punctuation: "cmd: kubectl rollout" reads better.
+	var parts []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				parts = append(parts, k)
+				walk(v[k])
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		case string:
+			parts = append(parts, v)
+		case nil:
+		default:
+			parts = append(parts, fmt.Sprint(v))
+		}
+	}
+	walk(v)
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,411 @@
+package search
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/logbook/logbook/session"
+)
+
+// Limits of a Query.
+const (
+	DefaultLimit = 20
+	MaxLimit     = 200
+	MaxQueryLen  = 1000 // bytes of query text
+)
+
+// Query is one search. Text is websearch syntax: words, "quoted phrases", -excluded, OR.
+type Query struct {
+	Text string
+	// Actor keeps hits by one person: a Slack user id (U0000001), a display name as captured
+	// when the message was stored (case-insensitive), or "bot" for logbook's own messages.
+	Actor   string
+	Channel string     // a Slack channel id (C0000001); a leading '#' is ignored
+	Session session.ID // the zero ID: every session
+	Since   time.Time  // inclusive; zero: no lower bound
+	Until   time.Time  // exclusive; zero: no upper bound
+	Limit   int        // default DefaultLimit, at most MaxLimit
+	// Tools includes tool calls and tool output; by default only user and assistant
+	// messages are searched.
+	Tools bool
+}
+
+// Span is a piece of a snippet; Match marks the words that matched the query.
+type Span struct {
+	Text  string `json:"text"`
+	Match bool   `json:"match,omitempty"`
+}
+
+// Hit is one matching message.
+type Hit struct {
+	SessionID session.ID `json:"session_id"`
+	Seq       int64      `json:"seq"`
+	Kind      string     `json:"kind"` // "user", "assistant" or "tool"
+	Channel   string     `json:"channel"`
+	ThreadTS  string     `json:"thread_ts"`
+	TS        string     `json:"ts,omitempty"` // the message's Slack ts, when known
+	ActorKind string     `json:"actor_kind"`
+	ActorID   string     `json:"actor_id"`
+	ActorName string     `json:"actor_name,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	Edited    bool       `json:"edited,omitempty"`
+	Title     string     `json:"title,omitempty"` // the session's title, when it has one
+	Score     float64    `json:"score"`           // relevance blended with recency; higher is better
+	Snippet   []Span     `json:"snippet"`
+	Permalink string     `json:"permalink,omitempty"` // empty without a workspace domain
+}
+
+// SnippetText joins the snippet, wrapping matches in open and close (e.g. "**", "**").
+func (h Hit) SnippetText(open, close string) string {
+	var b strings.Builder
+	for _, s := range h.Snippet {
+		if s.Match {
+			b.WriteString(open + s.Text + close)
+		} else {
+			b.WriteString(s.Text)
+		}
+	}
+	return b.String()
+}
+
+// Options configure a Searcher. Zero values take defaults.
+type Options struct {
+	// WorkspaceDomain is the Slack workspace's host ("acme.slack.com"), used to build
+	// permalinks; empty: hits have no permalink.
+	WorkspaceDomain string
+	// Now is the clock used for recency; default time.Now.
+	Now func() time.Time
+	// HalfLife is how fast recency fades: a message this old gets half the recency boost
+	// of a new one; default 30 days.
+	HalfLife time.Duration
+	// Window and Candidates tune the query plan; see Search. Defaults 10000 and 200.
+	Window, Candidates int
+}
+
+// Searcher answers queries over the search projection. It is safe for concurrent use.
+type Searcher struct {
+	pool       *pgxpool.Pool
+	domain     string
+	now        func() time.Time
+	halfLife   time.Duration
+	window     int
+	candidates int
+}
+
+// NewSearcher returns a Searcher reading through pool (SELECT on the projection suffices).
+func NewSearcher(pool *pgxpool.Pool, opts Options) *Searcher {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Searcher{
+		pool:       pool,
+		domain:     strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(opts.WorkspaceDomain, "https://"), "http://"), "/"),
+		now:        now,
+		halfLife:   cmp.Or(opts.HalfLife, 30*24*time.Hour),
+		window:     cmp.Or(opts.Window, 10000),
+		candidates: cmp.Or(opts.Candidates, 200),
+	}
+}
+
+// Permalink returns the Slack permalink of a message (ts) in a thread, or of the thread's
+// parent when ts is empty: https://<domain>/archives/<channel>/p<ts without dot>?thread_ts=<thread
+// ts>&cid=<channel>. It returns "" when the workspace domain is not configured.
+func (s *Searcher) Permalink(channel, threadTS, ts string) string {
+	return Permalink(s.domain, channel, threadTS, ts)
+}
+
+// Permalink builds a Slack permalink; see Searcher.Permalink.
+func Permalink(domain, channel, threadTS, ts string) string {
+	if domain == "" || channel == "" || threadTS == "" {
+		return ""
+	}
+	ts = cmp.Or(ts, threadTS)
+	return "https://" + domain + "/archives/" + channel + "/p" + strings.Replace(ts, ".", "", 1) +
+		"?thread_ts=" + threadTS + "&cid=" + channel
+}
+
+var slackID = regexp.MustCompile(`^[UWB][A-Z0-9]{2,}$`)
+
+// filter is the WHERE clause a query's filters add, with its arguments.
+type filter struct {
+	conds []string
+	args  []any
+}
+
+func (f *filter) add(cond string, v any) {
+	f.args = append(f.args, v)
+	f.conds = append(f.conds, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(f.args))))
+}
+
+func (f *filter) where() string {
+	if len(f.conds) == 0 {
+		return "true"
+	}
+	return strings.Join(f.conds, " AND ")
+}
+
+// validate checks q and returns it normalised.
+func (q Query) validate() (Query, error) {
+	q.Text = strings.TrimSpace(q.Text)
+	if q.Text == "" {
+		return q, ErrEmptyQuery
+	}
+	if !utf8.ValidString(q.Text) || strings.ContainsRune(q.Text, 0) {
+		return q, &QueryError{Query: q.Text, Reason: "the query is not valid UTF-8 text"}
+	}
+	if len(q.Text) > MaxQueryLen {
+		return q, &QueryError{Query: q.Text[:40] + "…", Reason: fmt.Sprintf("the query is longer than %d bytes", MaxQueryLen)}
+	}
+	if q.Limit < 0 || q.Limit > MaxLimit {
+		return q, &QueryError{Query: q.Text, Reason: fmt.Sprintf("limit must be between 1 and %d", MaxLimit)}
+	}
+	q.Limit = cmp.Or(q.Limit, DefaultLimit)
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
+		return q, &QueryError{Query: q.Text, Reason: "since must be before until"}
+	}
+	q.Channel = strings.TrimPrefix(strings.TrimSpace(q.Channel), "#")
+	q.Actor = strings.TrimPrefix(strings.TrimSpace(q.Actor), "@")
+	return q, nil
+}
+
+// filter builds the filter of q; $1 is the query text.
+func (q Query) filter() *filter {
+	f := &filter{args: []any{q.Text}}
+	if !q.Tools {
+		f.conds = append(f.conds, "kind IN ('user', 'assistant')")
+	}
+	if q.Channel != "" {
+		f.add("channel_id = ?", q.Channel)
+	}
+	switch {
+	case q.Actor == "":
+	case strings.EqualFold(q.Actor, "bot") || strings.EqualFold(q.Actor, "logbook"):
+		f.conds = append(f.conds, "actor_kind = 'bot'")
+	case slackID.MatchString(q.Actor):
+		f.add("actor_id = ?", q.Actor)
+	default:
+		f.add("actor_id IN (SELECT DISTINCT actor_id FROM search_docs WHERE lower(actor_name) = lower(?))", q.Actor)
+	}
+	if q.Session != (session.ID{}) {
+		f.add("session_id = ?", q.Session)
+	}
+	if !q.Since.IsZero() {
+		f.add("created_at >= ?", q.Since)
+	}
+	if !q.Until.IsZero() {
+		f.add("created_at < ?", q.Until)
+	}
+	return f
+}
+
+const tsQuery = `websearch_to_tsquery('english', $1)`
+
+// sqlCheckQuery tells whether the query has any searchable word: stop words ("the") and
+// punctuation alone make an empty tsquery, which would silently match nothing.
+const sqlCheckQuery = `SELECT numnode(` + tsQuery + `) > 0`
+
+// Snippet markers: private-use characters that never occur in stored text (the indexer
+// reads Slack and model text, which carry none), turned into Spans.
+const (
+	markStart = "\uE000"
+	markStop  = "\uE001"
+)
+
+const headlineOptions = `StartSel=` + markStart + `, StopSel=` + markStop +
+	`, MaxWords=35, MinWords=15, ShortWord=3, MaxFragments=2, FragmentDelimiter=" … "`
+
+// Search returns the best hits for q, best first.
+//
+// Ranking blends relevance (ts_rank_cd, normalised to 0..1) with recency: score =
+// relevance × (1 + 2^(−age/HalfLife)), so a new message gets up to twice the score of an
+// equally relevant old one. Candidates are the Candidates most recent matches (every match
+// for rarer terms); only they are ranked, which keeps a common word as fast as a rare one.
+//
+// The plan is chosen explicitly, because PostgreSQL's estimate for tsquery selectivity is
+// often far off (rare words, phrases): first the Window most recent messages that pass the
+// filters are read through a time index and matched; if that yields Candidates matches
+// (a common term) they are exactly the most recent matches. Otherwise the term is rare, and
+// the GIN index finds every match, which is then cheap.
+//
+// Errors: ErrEmptyQuery, *QueryError (errors.Is ErrInvalidQuery) for a query that cannot
+// be run, or a database error.
+func (s *Searcher) Search(ctx context.Context, q Query) ([]Hit, error) {
+	q, err := q.validate()
+	if err != nil {
+		return nil, err
+	}
+	var ok bool
+	if err := s.pool.QueryRow(ctx, sqlCheckQuery, q.Text).Scan(&ok); err != nil {
+		return nil, fmt.Errorf("search %q: %w", q.Text, err)
+	}
+	if !ok {
+		return nil, &QueryError{Query: q.Text, Reason: "it has no searchable words (only very common words or punctuation)"}
+	}
+	f := q.filter()
+
+	// Phase 1: the most recent Window rows that pass the filters, then match. The LIMIT in
+	// the subquery fences the tsquery out of it, so the time (or channel, actor) index
+	// drives the scan and its cost is bounded by Window.
+	var keys candidateKeys
+	if q.Session == (session.ID{}) {
+		phase1 := `
+SELECT d.session_id, d.seq FROM (
+    SELECT session_id, seq, created_at, tsv FROM search_docs
+    WHERE ` + f.where() + `
+    ORDER BY created_at DESC LIMIT ` + strconv.Itoa(s.window) + `
+) d
+WHERE d.tsv @@ ` + tsQuery + `
+ORDER BY d.created_at DESC LIMIT ` + strconv.Itoa(s.candidates)
+		if keys, err = s.keys(ctx, phase1, f.args); err != nil {
+			return nil, fmt.Errorf("search %q: %w", q.Text, err)
+		}
+	}
+	// Phase 2: a rarer term (or one session): the GIN index finds every match. Ordering by
+	// an expression keeps the planner from walking the time index instead.
+	if len(keys.ids) < s.candidates {
+		phase2 := `
+SELECT session_id, seq FROM search_docs
+WHERE tsv @@ ` + tsQuery + ` AND ` + f.where() + `
+ORDER BY created_at + interval '0' DESC LIMIT ` + strconv.Itoa(s.candidates)
+		if keys, err = s.keys(ctx, phase2, f.args); err != nil {
+			return nil, fmt.Errorf("search %q: %w", q.Text, err)
+		}
+	}
+	if len(keys.ids) == 0 {
+		return []Hit{}, nil
+	}
+	hits, err := s.rank(ctx, q, keys)
+	if err != nil {
+		return nil, fmt.Errorf("search %q: %w", q.Text, err)
+	}
+	return hits, nil
+}
+
+type candidateKeys struct {
+	ids  []session.ID
+	seqs []int64
+}
+
+func (s *Searcher) keys(ctx context.Context, sql string, args []any) (candidateKeys, error) {
+	var k candidateKeys
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return k, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id session.ID
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			return k, err
+		}
+		k.ids, k.seqs = append(k.ids, id), append(k.seqs, seq)
+	}
+	return k, rows.Err()
+}
+
+const sqlRank = `
+WITH q AS (SELECT ` + tsQuery + ` AS q),
+r AS (
+    SELECT d.session_id, d.seq, d.kind, d.channel_id, d.thread_ts, d.ts, d.actor_kind, d.actor_id,
+           d.actor_name, d.created_at, d.edited, d.body,
+           ts_rank_cd(d.tsv, q.q, 32)
+             * (1 + power(2, -greatest(extract(epoch FROM $4::timestamptz - d.created_at), 0) / $5))
+             AS score
+    FROM unnest($2::uuid[], $3::bigint[]) AS c(session_id, seq)
+    JOIN search_docs d ON d.session_id = c.session_id AND d.seq = c.seq
+    CROSS JOIN q
+    ORDER BY score DESC, d.created_at DESC, d.seq DESC
+    LIMIT $6
+)
+SELECT r.session_id, r.seq, r.kind, r.channel_id, r.thread_ts, r.ts, r.actor_kind, r.actor_id,
+       r.actor_name, r.created_at, r.edited, coalesce(s.title, ''), r.score,
+       ts_headline('english', r.body, q.q, $7)
+FROM r CROSS JOIN q
+LEFT JOIN search_sessions s ON s.session_id = r.session_id
+ORDER BY r.score DESC, r.created_at DESC, r.seq DESC`
+
+func (s *Searcher) rank(ctx context.Context, q Query, k candidateKeys) ([]Hit, error) {
+	rows, err := s.pool.Query(ctx, sqlRank, q.Text, k.ids, k.seqs, s.now(), s.halfLife.Seconds(), q.Limit, headlineOptions)
+	if err != nil {
+		return nil, err
+	}
+	hits, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Hit, error) {
+		var h Hit
+		var snippet string
+		err := row.Scan(&h.SessionID, &h.Seq, &h.Kind, &h.Channel, &h.ThreadTS, &h.TS, &h.ActorKind,
+			&h.ActorID, &h.ActorName, &h.CreatedAt, &h.Edited, &h.Title, &h.Score, &snippet)
+		h.Snippet = spans(snippet)
+		h.Permalink = s.Permalink(h.Channel, h.ThreadTS, h.TS)
+		return h, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return hits, nil
+}
+
+// spans splits a ts_headline result on the markers.
+func spans(s string) []Span {
+	var out []Span
+	for s != "" {
+		i := strings.Index(s, markStart)
+		if i < 0 {
+			out = append(out, Span{Text: s})
+			break
+		}
+		if i > 0 {
+			out = append(out, Span{Text: s[:i]})
+		}
+		s = s[i+len(markStart):]
+		j := strings.Index(s, markStop)
+		if j < 0 {
+			j = len(s)
+		}
+		out = append(out, Span{Text: s[:j], Match: true})
+		s = strings.TrimPrefix(s[j:], markStop)
+	}
+	// Adjacent matched words read as one highlight.
+	merged := out[:0]
+	for _, sp := range out {
+		if n := len(merged); n > 0 && merged[n-1].Match == sp.Match {
+			merged[n-1].Text += sp.Text
+			continue
+		}
+		merged = append(merged, sp)
+	}
+	return merged
+}
+
+// Errors of Search.
+var (
+	// ErrEmptyQuery: the query text is empty or only spaces.
+	ErrEmptyQuery = errors.New("the search query is empty: type some words to look for")
+	// ErrInvalidQuery matches every *QueryError.
+	ErrInvalidQuery = errors.New("invalid search query")
+)
+
+// QueryError says why a query cannot be run; its message is fit to show to the person who
+// typed it.
+type QueryError struct {
+	Query  string
+	Reason string
+}
+
+func (e *QueryError) Error() string {
+	return fmt.Sprintf("cannot search for %q: %s", e.Query, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalidQuery) true.
+func (e *QueryError) Is(target error) bool { return target == ErrInvalidQuery }
