@@ -388,3 +388,26 @@ func MustStart(tb TB, opts Options) *Server {
 	tb.Cleanup(s.Close)
 	return s
 }
+
+// PublishEvent delivers a custom inner event (e.g. {"type":"reaction_added",…})
+// in a standard event_callback envelope, with the usual ack window and retries,
+// regardless of subscriptions. inner must be a JSON object with a string "type";
+// send types slack-go knows, or the client reports a bad message. It returns the event_id.
+func (s *Server) PublishEvent(inner json.RawMessage) (string, error) {
+	var ev map[string]any
+	if err := json.Unmarshal(inner, &ev); err != nil {
+		return "", fmt.Errorf("publish event: %w", err)
+	}
+	typ, _ := ev["type"].(string)
+	if typ == "" {
+		return "", errors.New("publish event: inner event has no \"type\"")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", ErrClosed
+	}
+	id := s.publishLocked(typ, ev)
+	s.notifyLocked()
+	return id, nil
+}

@@ -560,3 +560,26 @@ func TestSlashCommandWithoutSocketFails(t *testing.T) {
 		t.Errorf("state = %s, want failed (slash commands are not retried)", st)
 	}
 }
+
+func TestPublishEventDeliversCustomInnerEvent(t *testing.T) {
+	t.Parallel()
+	emu := startEmu(t, Options{})
+	c := connect(t, emu)
+	waitConnected(t, emu, 1)
+	p, err := emu.Post(Post{Channel: "C0000001", Text: "react"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := emu.PublishEvent([]byte(`{"type":"reaction_added","user":"U0000002","reaction":"eyes","item":{"type":"message","channel":"C0000001","ts":"` + p.TS + `"},"item_user":"U0000001","event_ts":"` + p.TS + `"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := asDelivered(c.waitEvent(t, "reaction_added", eventsAPI(ofEvent(id, 0))))
+	ra, ok := d.inner.Data.(*slackevents.ReactionAddedEvent)
+	if !ok || ra.Reaction != "eyes" || ra.Item.Timestamp != p.TS {
+		t.Errorf("reaction_added = %#v", d.inner.Data)
+	}
+	if _, err := emu.PublishEvent([]byte(`{"user":"U0000002"}`)); err == nil {
+		t.Error("event without type accepted")
+	}
+}
