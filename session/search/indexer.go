@@ -94,7 +94,39 @@ func (ix *Indexer) CatchUp(ctx context.Context) (int, error) {
 	}
 }
 
+// Sync indexes every event committed before it was called, waiting (polling every 20ms) for
+// transactions that were still running then to finish, since their events cannot be read
+// before. Bound it with ctx: a transaction held open anywhere in the cluster holds it back
+// (it returns ctx's error then, having indexed what it could).
+func (ix *Indexer) Sync(ctx context.Context) error {
+	var target uint64
+	if err := ix.pool.QueryRow(ctx, sqlNextXID).Scan(&target); err != nil {
+		return fmt.Errorf("index for search: read transaction horizon: %w", err)
+	}
+	for {
+		var xmin uint64
+		if err := ix.pool.QueryRow(ctx, sqlOldestRunning).Scan(&xmin); err != nil {
+			return fmt.Errorf("index for search: read transaction horizon: %w", err)
+		}
+		if _, err := ix.CatchUp(ctx); err != nil {
+			return err
+		}
+		// CatchUp read every event of transactions below xmin: all of them have finished.
+		if xmin >= target {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("index for search: wait for running transactions: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 const (
+	// Every transaction that committed before this query has an id below the first one.
+	sqlNextXID       = `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::numeric::bigint`
+	sqlOldestRunning = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::numeric::bigint`
 	sqlReadCursor   = `SELECT tx_id::text, position FROM search_cursor WHERE name = $1`
 	sqlUpsertCursor = `
 INSERT INTO search_cursor (name, tx_id, position) VALUES ($1, $2::text::xid8, $3)

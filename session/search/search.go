@@ -222,8 +222,13 @@ const (
 	markStop  = "\uE001"
 )
 
-const headlineOptions = `StartSel=` + markStart + `, StopSel=` + markStop +
-	`, MaxWords=35, MinWords=15, ShortWord=3, MaxFragments=2, FragmentDelimiter=" … "`
+// Short messages are shown whole; longer ones as up to two fragments around the matches.
+const (
+	headlineShort   = `StartSel=` + markStart + `, StopSel=` + markStop + `, HighlightAll=true`
+	headlineOptions = `StartSel=` + markStart + `, StopSel=` + markStop +
+		`, MaxWords=35, MinWords=15, ShortWord=3, MaxFragments=2, FragmentDelimiter=" … "`
+	headlineWhole = 280 // bytes: messages up to this long are shown whole
+)
 
 // Search returns the best hits for q, best first.
 //
@@ -331,13 +336,13 @@ r AS (
 )
 SELECT r.session_id, r.seq, r.kind, r.channel_id, r.thread_ts, r.ts, r.actor_kind, r.actor_id,
        r.actor_name, r.created_at, r.edited, coalesce(s.title, ''), r.score,
-       ts_headline('english', r.body, q.q, $7)
+       ts_headline('english', r.body, q.q, CASE WHEN octet_length(r.body) <= $8 THEN $9 ELSE $7 END)
 FROM r CROSS JOIN q
 LEFT JOIN search_sessions s ON s.session_id = r.session_id
 ORDER BY r.score DESC, r.created_at DESC, r.seq DESC`
 
 func (s *Searcher) rank(ctx context.Context, q Query, k candidateKeys) ([]Hit, error) {
-	rows, err := s.pool.Query(ctx, sqlRank, q.Text, k.ids, k.seqs, s.now(), s.halfLife.Seconds(), q.Limit, headlineOptions)
+	rows, err := s.pool.Query(ctx, sqlRank, q.Text, k.ids, k.seqs, s.now(), s.halfLife.Seconds(), q.Limit, headlineOptions, headlineWhole, headlineShort)
 	if err != nil {
 		return nil, err
 	}
