@@ -127,8 +127,8 @@ const (
 	// Every transaction that committed before this query has an id below the first one.
 	sqlNextXID       = `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::numeric::bigint`
 	sqlOldestRunning = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::numeric::bigint`
-	sqlReadCursor   = `SELECT tx_id::text, position FROM search_cursor WHERE name = $1`
-	sqlUpsertCursor = `
+	sqlReadCursor    = `SELECT tx_id::text, position FROM search_cursor WHERE name = $1`
+	sqlUpsertCursor  = `
 INSERT INTO search_cursor (name, tx_id, position) VALUES ($1, $2::text::xid8, $3)
 ON CONFLICT (name) DO UPDATE SET tx_id = EXCLUDED.tx_id, position = EXCLUDED.position`
 	sqlSessionKeys = `SELECT id, team_id, channel_id, thread_ts FROM sessions WHERE id = ANY($1)`

@@ -267,9 +267,9 @@ func TestSearchRanksRelevanceAndRecency(t *testing.T) {
 	s := f.open("C0000001", "1700000000.001200")
 	f.append(s,
 		userMsg(s, "U0000001", "alice", "1700000000.000001", "postgres vacuum notes: the vacuum stalled, vacuum again after the vacuum freeze"), // old, very relevant
-		userMsg(s, "U0000001", "alice", "1700000000.000002", "lunch plans and a vacuum cleaner"),                                            // new, barely relevant
-		userMsg(s, "U0000001", "alice", "1700000000.000003", "vacuum of the orders table"),                                                  // old twin
-		userMsg(s, "U0000001", "alice", "1700000000.000004", "vacuum of the orders table"),                                                  // new twin
+		userMsg(s, "U0000001", "alice", "1700000000.000002", "lunch plans and a vacuum cleaner"),                                                // new, barely relevant
+		userMsg(s, "U0000001", "alice", "1700000000.000003", "vacuum of the orders table"),                                                      // old twin
+		userMsg(s, "U0000001", "alice", "1700000000.000004", "vacuum of the orders table"),                                                      // new twin
 	)
 	f.catchUp()
 	age := func(ts string, d time.Duration) {
