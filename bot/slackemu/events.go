@@ -13,12 +13,8 @@ func (s *Server) messageEvent(ch *channelState, m *Message) map[string]any {
 	delete(ev, "reply_users_count")
 	delete(ev, "reply_users")
 	delete(ev, "latest_reply")
-	delete(ev, "app_id") // slack-go has no top-level field; Slack omits it in some payloads
 	if m.ThreadTS == "" {
 		delete(ev, "thread_ts")
-	}
-	if m.AppID != "" {
-		ev["app_id"] = m.AppID
 	}
 	ev["channel"] = ch.ID
 	ev["channel_type"] = ch.channelType()

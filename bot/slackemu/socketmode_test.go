@@ -1,6 +1,7 @@
 package slackemu
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -358,6 +359,14 @@ func TestBotPostEchoesAsMessageWithBotID(t *testing.T) {
 	me := d.inner.Data.(*slackevents.MessageEvent)
 	if me.BotID != "B0000001" || me.User != "UB000001" || me.SubType != "" || me.ThreadTimeStamp != parent.TS {
 		t.Errorf("echo = %+v", me)
+	}
+	var raw struct {
+		Event struct {
+			AppID string `json:"app_id"`
+		} `json:"event"`
+	}
+	if err := json.Unmarshal(d.req.Payload, &raw); err != nil || raw.Event.AppID != "A0000001" {
+		t.Errorf("echo app_id = %q (%v)", raw.Event.AppID, err)
 	}
 	if me.Message == nil || me.Message.BotProfile == nil || me.Message.BotProfile.AppID != "A0000001" {
 		t.Errorf("echo bot_profile = %+v", me.Message)

@@ -1,0 +1,124 @@
+// Package slackemu is a local Slack: a Web API over HTTP and a Socket Mode
+// WebSocket server that the unmodified github.com/slack-go/slack client
+// (slack.New with OptionAPIURL(s.APIURL()) and OptionAppLevelToken, then
+// socketmode.New) connects to, receives events from, acks and posts replies to
+// as it would against Slack. Tests, benchmarks and `logbook dev` use it.
+//
+// # Lifecycle
+//
+// Start(opts) listens (default 127.0.0.1:0) and serves; Close stops serving,
+// closes every socket, stops every timer and waits for every goroutine it
+// started. Run(ctx, opts, ready) wraps both for `logbook slack-emulator`.
+// APIURL() ends with "/", as slack-go's OptionAPIURL requires; BotToken() and
+// AppToken() are the tokens it accepts. The zero Options give team T0000001,
+// bot user UB000001 / bot id B0000001 / app A0000001, users U0000001, U0000002,
+// another app's bot U0000009 (B0000009), channels C0000001 (public),
+// C0000002 (private), C0000003 (public, bot not a member), C0000004 (archived),
+// DM D0000001, and the subscriptions app_mention + message.channels.
+//
+// # Emulated, and exercised by this package's tests through slack-go
+//
+// Socket Mode:
+//   - apps.connections.open with the app token in a Bearer header only; a bot
+//     token gets not_allowed_token_type, an unknown one invalid_auth (fatal for
+//     slack-go), none not_authed. The returned ws:// URL carries a single-use
+//     ticket; a reused ticket is refused with HTTP 401.
+//   - Origin https://api.slack.com is accepted; `hello` (num_connections,
+//     connection_info.app_id) is the first frame of every socket.
+//   - WebSocket PING control frames every Options.PingInterval; PONGs are counted.
+//   - events_api envelopes: event_callback with team_id, api_app_id, event_id,
+//     event_time, authorizations (the bot) and the inner event;
+//     accepts_response_payload false; acks by envelope_id on any socket.
+//   - Ack window (Options.AckTimeout, default 3s): an unacked envelope is
+//     redelivered with a new envelope_id, the same event_id, retry_attempt+1 and
+//     retry_reason "timeout", after the waits in Options.RetrySchedule (default
+//     0, 1m, 5m: three retries), then given up. A late ack of a superseded
+//     envelope settles nothing (Ack.Stale).
+//   - An attempt made while no socket is open fails at once and the retry
+//     schedule continues, so such events arrive by a later retry once a socket is
+//     open; FireRetries sends waiting retries now instead of sleeping.
+//   - Several sockets share events round robin, each envelope to one socket.
+//   - `disconnect` with reason warning, refresh_requested or link_disabled on
+//     demand (the socket then gets no new envelopes and is closed after
+//     Options.DisconnectGrace); slack-go reconnects with a new
+//     apps.connections.open. Stall makes a socket a black hole (no PINGs, no
+//     frames), which slack-go's ping watchdog turns into a reconnect.
+//   - slash_commands envelopes (accepts_response_payload true,
+//     is_enterprise_install sent as "false", false or absent in turn); the ack
+//     payload becomes an ephemeral or in_channel message; the response_url takes
+//     5 JSON POSTs (HTTP 404 after). Slash commands are not retried; with no
+//     socket open the command fails.
+//   - Delivery faults: drop (the ack window still runs, so a retry follows),
+//     delay, duplicate (same frame twice); raw frames for malformed-envelope tests.
+//
+// Events (message for the subscribed channel types and only where the bot is a
+// member; app_mention when <@bot> is in the text, never in a DM):
+//   - a mention fires message and app_mention with the same ts and distinct
+//     event_ids; message carries channel_type (channel, group, im, mpim),
+//     app_mention does not; thread replies carry thread_ts and parent_user_id.
+//   - subtypes thread_broadcast (with root), message_changed (hidden, message,
+//     previous_message, edited) plus a new app_mention with edited when the
+//     edited text mentions the bot, message_deleted (deleted_ts,
+//     previous_message), file_share (files, upload), channel_join, bot_message.
+//   - the bot's own posts echo as message with user, bot_id, app_id and
+//     bot_profile, no subtype; another app's bot posts carry its bot_id.
+//   - PublishEvent sends any other inner event (e.g. reaction_added) with the
+//     same delivery semantics.
+//
+// Web API (form or JSON bodies, token in the body or a Bearer header; app errors
+// are HTTP 200 {"ok":false,"error":…}): auth.test; chat.postMessage (thread_ts,
+// reply_broadcast, blocks, metadata; channel_not_found for a private channel
+// without the bot, not_in_channel, is_archived, no_text, invalid_blocks for a
+// section over 3000 characters or more than 50 blocks, invalid_blocks_format,
+// invalid_metadata_format; text over 40,000 characters is truncated with the
+// message_truncated warning; a thread_ts naming no top-level message posts
+// unthreaded); chat.update (cant_update_message, msg_too_long over 4,000
+// characters, fires message_changed); chat.delete (cant_delete_message,
+// message_not_found, fires message_deleted); chat.getPermalink;
+// chat.postEphemeral (user_not_in_channel); conversations.info (is_private,
+// is_im); conversations.replies (parent first, limit, opaque cursors,
+// has_more, metadata only with include_all_metadata, thread_not_found,
+// invalid_cursor, not_in_channel); conversations.history (top level and
+// broadcasts, newest first); users.info (user_not_found); reactions.add/remove
+// (already_reacted, no_reaction, invalid_name); assistant.threads.setStatus
+// (stored, cleared when the bot replies in the thread). Rate limits are token
+// buckets per method, optionally per channel (Options.RateLimits,
+// SetRateLimit), answered with HTTP 429, Retry-After in whole seconds and
+// error ratelimited, which slack-go turns into *slack.RateLimitedError.
+// InjectMethodFault makes a method answer a Slack error code or an HTTP status,
+// optionally after really performing the call (an ambiguous failure).
+//
+// # Driving it
+//
+// From Go: Post (user, channel, thread, broadcast, blocks, files, bot posts),
+// Edit, Delete, ShareFile, Join, SlashCommand, PublishEvent; Thread, History,
+// Message, BotReplies, WaitForReply, WaitForReplies, Wait(ctx, cond); Acks,
+// WaitForAck, Deliveries, DeliveryState, BadFrames; InjectDeliveryFault,
+// InjectMethodFault, SetRateLimit, ClearFaults, FireRetries; Connections,
+// ConnectionsOpened, Disconnect, DisconnectAll, DropConnection, Stall,
+// SendRaw; Calls, Requests, Ephemerals, AssistantStatus; AddUser, AddChannel,
+// SetSubscriptions. Waits are condition-based: they re-check after every state
+// change and end with the context.
+// From another process: the JSON endpoints under /_emu/ (see registerControl).
+//
+// # Not emulated (or only approximately)
+//
+//   - OAuth, scopes (missing_scope only via Options.RepliesForbidden or a fault),
+//     token rotation, Enterprise Grid, shared channels, user tokens and user events.
+//   - The exact retry timing, reasons other than "timeout", the 10-socket cap,
+//     connection recycling after approximate_connection_time, and Slack's own
+//     ping cadence (undocumented; ours is configurable).
+//   - Whether Slack sends `message` events to channels the bot is not in for
+//     other subscription kinds; member_joined_channel, reaction_added and other
+//     events are not fired by actions (use PublishEvent).
+//   - Rendering: mrkdwn, markdown_text (stored as text) and blocks are stored as
+//     sent; user messages carry no generated rich_text blocks; links never unfurl
+//     (so no unfurl message_changed); block validation covers only the limits
+//     listed above; attachments are not validated.
+//   - chat.update's 4,000-character limit follows its docs page; the unthreaded
+//     post for a bad thread_ts and the response_url 404 after five uses are
+//     choices, not verified against Slack.
+//   - Interactive payloads, modals, views, files upload API, chat.scheduleMessage,
+//     pins, bookmarks, users.list, conversations.members and every method not
+//     listed above (answered with unknown_method).
+package slackemu
