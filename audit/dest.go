@@ -1,0 +1,144 @@
+package audit
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+)
+
+// OpenBucket opens a destination: a plain directory path (created if missing) or a URL that
+// gocloud.dev/blob understands. file:// is built in; s3://, gs:// and azblob:// need the
+// caller to blank-import the matching driver (gocloud.dev/blob/s3blob, gcsblob, azureblob).
+// The caller closes the bucket.
+func OpenBucket(ctx context.Context, dest string) (*blob.Bucket, error) {
+	if dest == "" {
+		return nil, fmt.Errorf("open destination: %w: empty", ErrInvalid)
+	}
+	if u, err := url.Parse(dest); err == nil && len(u.Scheme) > 1 {
+		if u.Scheme == "file" {
+			q := u.Query()
+			if !q.Has("create_dir") {
+				q.Set("create_dir", "true")
+				u.RawQuery = q.Encode()
+			}
+			dest = u.String()
+		}
+		b, err := blob.OpenBucket(ctx, dest)
+		if err != nil {
+			return nil, fmt.Errorf("open destination %s: %w", u.Redacted(), err)
+		}
+		return b, nil
+	}
+	dir, err := filepath.Abs(dest)
+	if err != nil {
+		return nil, fmt.Errorf("open destination %s: %w", dest, err)
+	}
+	b, err := fileblob.OpenBucket(dir, &fileblob.Options{CreateDir: true, NoTempDir: true})
+	if err != nil {
+		return nil, fmt.Errorf("open destination %s: %w", dir, err)
+	}
+	return b, nil
+}
+
+// SplitObject splits the location of one object (a path or a URL) into the location of
+// its bucket and its key: "/x/y/cp.json" is ("/x/y", "cp.json"), and
+// "file:///x/y/cp.json?a=b" is ("file:///x/y?a=b", "cp.json").
+func SplitObject(loc string) (bucket, key string) {
+	if u, err := url.Parse(loc); err == nil && len(u.Scheme) > 1 {
+		p := strings.TrimPrefix(u.Path, "/")
+		if u.Scheme == "file" {
+			dir, k := filepath.Split(u.Path)
+			u.Path = strings.TrimSuffix(dir, "/")
+			return u.String(), k
+		}
+		k := p
+		u.Path = ""
+		return u.String(), k
+	}
+	dir, k := filepath.Split(loc)
+	if dir == "" {
+		dir = "."
+	}
+	return dir, k
+}
+
+// GenerateKey makes an ed25519 key pair and returns them PEM-encoded (PKCS #8 private key,
+// PKIX public key).
+func GenerateKey() (privPEM, pubPEM []byte, err error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate ed25519 key: %w", err)
+	}
+	p8, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode private key: %w", err)
+	}
+	px, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode public key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: p8}),
+		pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: px}), nil
+}
+
+// ParsePrivateKey parses a PEM PKCS #8 ed25519 private key. The error never quotes the key.
+func ParsePrivateKey(b []byte) (ed25519.PrivateKey, error) {
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("parse private key: %w: not a PEM PRIVATE KEY block", ErrInvalid)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parse private key: %w: not PKCS #8", ErrInvalid)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("parse private key: %w: not an ed25519 key", ErrInvalid)
+	}
+	return priv, nil
+}
+
+// ParsePublicKey parses a PEM PKIX ed25519 public key.
+func ParsePublicKey(b []byte) (ed25519.PublicKey, error) {
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != "PUBLIC KEY" {
+		return nil, fmt.Errorf("parse public key: %w: not a PEM PUBLIC KEY block", ErrInvalid)
+	}
+	k, err := x509.ParsePKIXPublicKey(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parse public key: %w: %v", ErrInvalid, err)
+	}
+	pub, ok := k.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("parse public key: %w: not an ed25519 key", ErrInvalid)
+	}
+	return pub, nil
+}
+
+// ReadPrivateKeyFile reads a private key written by GenerateKey.
+func ReadPrivateKeyFile(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read signing key: %w", err)
+	}
+	return ParsePrivateKey(b)
+}
+
+// ReadPublicKeyFile reads a public key written by GenerateKey.
+func ReadPublicKeyFile(path string) (ed25519.PublicKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read public key: %w", err)
+	}
+	return ParsePublicKey(b)
+}

@@ -1,0 +1,57 @@
+// Package audit makes the session log audit-grade: exports by actor and time window with a
+// signed manifest, scheduled exports with checkpoints, chain verification, retention and
+// legal holds, and an append-only record of who read what.
+//
+// # Export
+//
+// Exporter.Export streams every event in a half-open window [From, To) of created_at, for
+// some actors (or all) and optionally one channel, in global order (position), to a
+// destination: a *blob.Bucket from gocloud.dev (OpenBucket takes a plain directory or a
+// file:// URL; s3://, gs:// and azblob:// work once cmd/logbook blank-imports
+// gocloud.dev/blob/s3blob, gcsblob or azureblob). Memory is constant in the number of events
+// (it grows only with the number of distinct sessions, actors and types). An export is a
+// directory of files:
+//
+//	events.jsonl | events.csv   one event per line
+//	access.jsonl | access.csv   access records (who read or held what) in the window
+//	manifest.json               query, counts, first/last ids, chains, sha256 of every file
+//	manifest.json.sig           base64 ed25519 signature of manifest.json, when a key is set
+//
+// Before reading, the export waits for every transaction that was running when it started
+// to finish: an event's created_at is taken at insert, so every event with created_at < To
+// (To in the past) was inserted by a transaction that is either committed or running then;
+// once those have finished one REPEATABLE READ snapshot sees all of them. A late commit is
+// never missed (case C18).
+//
+// VerifyExport checks every file against the manifest and the manifest against its
+// signature; any changed, missing or extra byte fails. Without a signature, only the files
+// listed by the manifest are protected: sign exports that leave your hands.
+//
+// # Schedule
+//
+// Scheduler runs exports on a cron spec (seconds optional, CRON_TZ= prefix). Windows are
+// half-open [start, end) in UTC between consecutive fire times; the fire times are computed
+// on the wall clock of the spec's zone, so a DST change neither skips nor doubles a day (a
+// 02:00 job on a spring-forward day fires at 03:00, a 01:30 job on a fall-back day fires
+// once). Each window starts where the last succeeded one ended, so windows are contiguous
+// and missed ones are caught up. Runs are recorded in audit_runs; a session advisory lock
+// and a unique index make each window succeed once across replicas. Each run also writes a
+// checkpoint of every session's head.
+//
+// # Verify, retain, hold
+//
+// Verify recomputes chains (session.Store.Verify) and, against a Checkpoint kept outside
+// the database, detects a chain rewritten consistently by someone who disabled the
+// triggers. Retention.Purge calls logbook_purge_expired, a SECURITY DEFINER function owned
+// by logbook_retention, which nulls payloads of expired sessions not under a legal hold and
+// appends an audit_purges row per session. Removing whole sessions (rows) is deliberately
+// not implemented: it would break chain verification of what remains and the evidence that
+// the session existed; if required, do it as logbook_retention with logbook.purge = 'on'
+// after exporting, and keep the purge records.
+//
+// # Roles
+//
+// logbook_auditor reads everything and appends access, run and hold records; logbook_app has
+// no access to the audit tables and cannot execute the purge function; logbook_retention
+// owns it. Migration 00003 must run as a superuser or a member of logbook_retention.
+package audit

@@ -1,0 +1,491 @@
+package audit
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"gocloud.dev/blob"
+
+	"github.com/logbook/logbook/session"
+)
+
+// Query selects the events of an export.
+type Query struct {
+	// Actors are actor ids (a Slack user id, the bot's user id, a system part's name); empty:
+	// every actor.
+	Actors  []string
+	Channel string    // a Slack channel id; empty: every channel
+	From    time.Time // inclusive
+	To      time.Time // exclusive
+	Format  Format    // "" is JSONL
+	// Zone is the time zone the caller gave From and To in (e.g. "America/Los_Angeles"),
+	// recorded in the manifest; every time in an export is UTC. "" is UTC.
+	Zone string
+}
+
+func (q Query) validate() error {
+	if q.From.IsZero() || q.To.IsZero() || !q.To.After(q.From) {
+		return fmt.Errorf("%w: the window needs from < to (got %s .. %s)", ErrInvalid, q.From, q.To)
+	}
+	for _, a := range q.Actors {
+		if a == "" {
+			return fmt.Errorf("%w: empty actor id", ErrInvalid)
+		}
+	}
+	_, err := ParseFormat(string(q.Format))
+	return err
+}
+
+// ExporterOptions configure an Exporter. Zero values take defaults.
+type ExporterOptions struct {
+	Now        func() time.Time   // the manifest's generated_at; default time.Now
+	Version    string             // generator version in the manifest; default "dev"
+	SigningKey ed25519.PrivateKey // when set, manifest.json is signed
+	// SkipChains leaves out the chain verification of the exported sessions (the manifest
+	// says so). Only for measuring the export alone.
+	SkipChains bool
+}
+
+// Exporter writes exports. It is safe for concurrent use.
+type Exporter struct {
+	store *session.Store
+	pool  *pgxpool.Pool
+	opts  ExporterOptions
+}
+
+// NewExporter returns an exporter reading through store (an auditor's connection is enough).
+func NewExporter(store *session.Store, opts ExporterOptions) *Exporter {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	opts.Version = cmp.Or(opts.Version, "dev")
+	return &Exporter{store: store, pool: store.Pool(), opts: opts}
+}
+
+// Export file names inside an export's prefix.
+const (
+	ManifestName  = "manifest.json"
+	SignatureName = "manifest.json.sig"
+)
+
+const eventSelect = `
+SELECT e.position, e.session_id, s.channel_id, s.thread_ts, e.seq, e.event_id, e.type,
+       e.actor_kind, e.actor_id, to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+       e.payload::text, encode(e.payload_hash, 'hex'), encode(e.prev_hash, 'hex'), encode(e.hash, 'hex'),
+       e.idempotency_key, e.sanitized
+FROM events e JOIN sessions s ON s.id = e.session_id
+WHERE e.created_at >= $1 AND e.created_at < $2`
+
+var eventColumns = []string{"position", "session_id", "channel_id", "thread_ts", "seq", "event_id", "type",
+	"actor_kind", "actor_id", "created_at", "payload", "payload_hash", "prev_hash", "hash",
+	"idempotency_key", "sanitized"}
+
+// eventSQL returns the export's query and arguments.
+func eventSQL(q Query) (string, []any) {
+	var b strings.Builder
+	b.WriteString(eventSelect)
+	args := []any{q.From.UTC(), q.To.UTC()}
+	if len(q.Actors) > 0 {
+		args = append(args, q.Actors)
+		b.WriteString("\n  AND e.actor_id = ANY($" + strconv.Itoa(len(args)) + "::text[])")
+	}
+	if q.Channel != "" {
+		args = append(args, q.Channel)
+		b.WriteString("\n  AND s.channel_id = $" + strconv.Itoa(len(args)))
+	}
+	b.WriteString("\nORDER BY e.position")
+	return b.String(), args
+}
+
+const sqlAccessInWindow = `
+SELECT id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), who, who_kind, db_user, action,
+       filters::text
+FROM audit_access WHERE at >= $1 AND at < $2 ORDER BY at, id`
+
+var accessColumns = []string{"id", "at", "who", "who_kind", "db_user", "action", "filters"}
+
+// Export writes the events selected by q, the access records of the window, and the
+// manifest (signed when a key is configured) under prefix in dst, and returns the manifest.
+// It waits first for transactions running at its start to finish (see the package doc).
+// Errors: ErrInvalid for a bad query; otherwise database or destination failures, in which
+// case the files written so far are incomplete and no manifest is written.
+func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix string) (Manifest, error) {
+	if err := q.validate(); err != nil {
+		return Manifest{}, fmt.Errorf("export: %w", err)
+	}
+	q.Format, _ = ParseFormat(string(q.Format))
+	prefix = strings.TrimSuffix(prefix, "/")
+	if prefix != "" {
+		prefix += "/"
+	}
+	asOf, err := waitForInflight(ctx, x.pool)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+	}
+	sqlText, args := eventSQL(q)
+	m := Manifest{
+		FormatVersion: 1,
+		Generator:     Generator{Name: "logbook audit", Version: x.opts.Version},
+		GeneratedAt:   x.opts.Now().UTC(),
+		TimeZone:      "UTC",
+		Query: ManifestQuery{
+			Actors: q.Actors, Channel: q.Channel, From: q.From.UTC(), To: q.To.UTC(),
+			InputZone: cmp.Or(q.Zone, "UTC"), Format: q.Format, SQL: strings.TrimSpace(sqlText),
+		},
+		AsOf:         asOf.UTC(),
+		WindowClosed: !q.To.After(asOf),
+		Counts:       Counts{ByType: map[string]int64{}, ByActor: map[string]int64{}},
+	}
+	if m.Query.Actors == nil {
+		m.Query.Actors = []string{}
+	}
+	ext := string(q.Format)
+	sessions := map[string]int64{}
+
+	tx, err := x.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return Manifest{}, fmt.Errorf("export %s: begin: %w", q.window(), err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+
+	ef, err := x.writeEvents(ctx, tx, q, sqlText, args, dst, prefix+"events."+ext, &m, sessions)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+	}
+	af, err := writeAccess(ctx, tx, q, dst, prefix+"access."+ext)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+	}
+	ef.Name, af.Name = "events."+ext, "access."+ext
+	m.Files = []File{ef, af}
+	m.AccessRecords = af.Records
+
+	ids := make([]string, 0, len(sessions))
+	for id := range sessions {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	m.ChainsChecked = !x.opts.SkipChains
+	for _, id := range ids {
+		sc := SessionChain{SessionID: id, Exported: sessions[id]}
+		if !x.opts.SkipChains {
+			sid, err := session.ParseID(id)
+			if err != nil {
+				return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+			}
+			v, err := x.store.Verify(ctx, sid)
+			if err != nil {
+				return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+			}
+			sc.ChainOK, sc.Verified, sc.HeadSeq, sc.HeadHash = v.OK, v.Events, v.HeadSeq, hex.EncodeToString(v.HeadHash)
+			sc.Purged, sc.BrokenSeq, sc.Reason = v.Purged, v.BrokenSeq, v.Reason
+		}
+		m.Sessions = append(m.Sessions, sc)
+	}
+	if m.Sessions == nil {
+		m.Sessions = []SessionChain{}
+	}
+	if err := writeManifest(ctx, dst, prefix, &m, x.opts.SigningKey); err != nil {
+		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+	}
+	return m, nil
+}
+
+func (q Query) window() string { return Window{Start: q.From, End: q.To}.String() }
+
+// waitForInflight waits until every transaction running now has finished, and returns the
+// database's clock when it started waiting.
+func waitForInflight(ctx context.Context, db dbtx) (time.Time, error) {
+	var snap string
+	var now time.Time
+	if err := db.QueryRow(ctx, `SELECT pg_current_snapshot()::text, clock_timestamp()`).Scan(&snap, &now); err != nil {
+		return time.Time{}, fmt.Errorf("take snapshot: %w", err)
+	}
+	const sqlRunning = `
+SELECT count(*) FROM unnest(pg_snapshot_xip($1::pg_snapshot)) AS x(id)
+WHERE pg_xact_status(x.id) = 'in progress'`
+	delay := 10 * time.Millisecond
+	for {
+		var running int
+		if err := db.QueryRow(ctx, sqlRunning, snap).Scan(&running); err != nil {
+			return time.Time{}, fmt.Errorf("wait for running transactions: %w", err)
+		}
+		if running == 0 {
+			return now, nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("wait for %d running transactions: %w", running, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// objectWriter writes one object and measures it: bytes, sha256, records.
+type objectWriter struct {
+	w       *blob.Writer
+	cancel  context.CancelFunc
+	buf     *bufio.Writer
+	sum     hash.Hash
+	n       int64
+	records int64
+	line    []byte
+}
+
+func newObjectWriter(ctx context.Context, dst *blob.Bucket, key, contentType string) (*objectWriter, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := dst.NewWriter(wctx, key, &blob.WriterOptions{ContentType: contentType})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("create %s: %w", key, err)
+	}
+	o := &objectWriter{w: w, cancel: cancel, sum: sha256.New(), line: make([]byte, 0, 4096)}
+	o.buf = bufio.NewWriterSize(io.MultiWriter(w, o.sum), 256<<10)
+	return o, nil
+}
+
+func (o *objectWriter) writeLine(b []byte) error {
+	o.n += int64(len(b))
+	_, err := o.buf.Write(b)
+	return err
+}
+
+// abort discards the object: a cancelled writer's Close does not commit it.
+func (o *objectWriter) abort() {
+	o.cancel()
+	o.w.Close() //nolint:errcheck // aborting
+}
+
+// close flushes and closes the object; on error the object is aborted where the driver can.
+func (o *objectWriter) close(name string) (File, error) {
+	if err := o.buf.Flush(); err != nil {
+		o.abort()
+		return File{}, fmt.Errorf("write %s: %w", name, err)
+	}
+	defer o.cancel()
+	if err := o.w.Close(); err != nil {
+		return File{}, fmt.Errorf("write %s: %w", name, err)
+	}
+	return File{Name: name, SHA256: hex.EncodeToString(o.sum.Sum(nil)), Bytes: o.n, Records: o.records}, nil
+}
+
+func (x *Exporter) writeEvents(ctx context.Context, tx pgx.Tx, q Query, sqlText string, args []any, dst *blob.Bucket,
+	key string, m *Manifest, sessions map[string]int64) (File, error) {
+	ct := "application/x-ndjson"
+	if q.Format == CSV {
+		ct = "text/csv"
+	}
+	o, err := newObjectWriter(ctx, dst, key, ct)
+	if err != nil {
+		return File{}, err
+	}
+	if q.Format == CSV {
+		if err := o.writeLine([]byte(strings.Join(append(eventColumns[:11:11], append([]string{"purged"}, eventColumns[11:]...)...), ",") + "\n")); err != nil {
+			o.abort()
+			return File{}, err
+		}
+	}
+	rows, err := tx.Query(ctx, sqlText, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}}, args...)...)
+	if err != nil {
+		o.abort()
+		return File{}, fmt.Errorf("read events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		v := rows.RawValues()
+		if len(v) != len(eventColumns) {
+			o.abort()
+			return File{}, fmt.Errorf("read events: %d columns, want %d", len(v), len(eventColumns))
+		}
+		if q.Format == CSV {
+			o.line = appendEventCSV(o.line[:0], v)
+		} else {
+			o.line = appendEventJSON(o.line[:0], v)
+		}
+		if err := o.writeLine(o.line); err != nil {
+			o.abort()
+			return File{}, fmt.Errorf("write %s: %w", key, err)
+		}
+		o.records++
+		count(m.Counts.ByType, v[6])
+		actor := make([]byte, 0, 64)
+		actor = append(append(append(actor, v[7]...), ':'), v[8]...)
+		count(m.Counts.ByActor, actor)
+		count(sessions, v[1])
+		if m.FirstEventID == "" {
+			m.FirstEventID, m.FirstPosition = string(v[5]), atoi(v[0])
+		}
+		m.lastEventID, m.lastPosition = append(m.lastEventID[:0], v[5]...), v[0]
+	}
+	if err := rows.Err(); err != nil {
+		o.abort()
+		return File{}, fmt.Errorf("read events: %w", err)
+	}
+	if m.lastEventID != nil {
+		m.LastEventID, m.LastPosition = string(m.lastEventID), atoi(m.lastPosition)
+	}
+	m.Counts.Events = o.records
+	return o.close(key)
+}
+
+// count increments m[string(k)] without allocating for keys already present.
+func count(m map[string]int64, k []byte) {
+	if _, ok := m[string(k)]; ok {
+		m[string(k)]++
+		return
+	}
+	m[string(k)] = 1
+}
+
+func atoi(b []byte) int64 {
+	n, _ := strconv.ParseInt(string(b), 10, 64)
+	return n
+}
+
+var (
+	jsonKeys = [...]string{`{"position":`, `,"session_id":`, `,"channel_id":`, `,"thread_ts":`, `,"seq":`,
+		`,"event_id":`, `,"type":`, `,"actor_kind":`, `,"actor_id":`, `,"created_at":`, `,"payload":`,
+		`,"payload_hash":`, `,"prev_hash":`, `,"hash":`, `,"idempotency_key":`, `,"sanitized":`}
+)
+
+// appendEventJSON renders one event row (text values in eventColumns order) as a JSON line.
+// The payload is embedded as the JSON text PostgreSQL stores (whose sha256 is payload_hash);
+// a purged payload is null with "purged":true.
+func appendEventJSON(b []byte, v [][]byte) []byte {
+	for i, val := range v {
+		b = append(b, jsonKeys[i]...)
+		switch i {
+		case 0, 4: // position, seq: integers
+			b = append(b, val...)
+		case 10: // payload
+			if val == nil {
+				b = append(b, "null"...)
+			} else {
+				b = append(b, val...)
+			}
+		case 14: // idempotency key: nullable
+			if val == nil {
+				b = append(b, "null"...)
+			} else {
+				b = appendJSONString(b, val)
+			}
+		case 15: // sanitized: t/f
+			b = append(b, boolText(val)...)
+		default:
+			b = appendJSONString(b, val)
+		}
+		if i == 10 {
+			b = append(b, `,"purged":`...)
+			b = append(b, strconv.FormatBool(val == nil)...)
+		}
+	}
+	return append(b, "}\n"...)
+}
+
+func boolText(v []byte) string {
+	if len(v) > 0 && v[0] == 't' {
+		return "true"
+	}
+	return "false"
+}
+
+// appendEventCSV renders one event row as a CSV record. The payload column holds the exact
+// text whose sha256 is payload_hash (empty when purged).
+func appendEventCSV(b []byte, v [][]byte) []byte {
+	for i, val := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		switch i {
+		case 15:
+			b = append(b, boolText(val)...)
+		default:
+			b = appendCSVField(b, val)
+		}
+		if i == 10 {
+			b = append(b, ',')
+			b = append(b, strconv.FormatBool(val == nil)...)
+		}
+	}
+	return append(b, '\n')
+}
+
+func writeAccess(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key string) (File, error) {
+	ct := "application/x-ndjson"
+	if q.Format == CSV {
+		ct = "text/csv"
+	}
+	o, err := newObjectWriter(ctx, dst, key, ct)
+	if err != nil {
+		return File{}, err
+	}
+	if q.Format == CSV {
+		if err := o.writeLine([]byte(strings.Join(accessColumns, ",") + "\n")); err != nil {
+			o.abort()
+			return File{}, err
+		}
+	}
+	rows, err := tx.Query(ctx, sqlAccessInWindow, pgx.QueryResultFormats{pgx.TextFormatCode}, q.From.UTC(), q.To.UTC())
+	if err != nil {
+		o.abort()
+		return File{}, fmt.Errorf("read access records: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		v := rows.RawValues()
+		b := o.line[:0]
+		if q.Format == CSV {
+			for i, val := range v {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = appendCSVField(b, val)
+			}
+			b = append(b, '\n')
+		} else {
+			for i, val := range v {
+				if i == 0 {
+					b = append(b, '{')
+				} else {
+					b = append(b, ',')
+				}
+				b = appendJSONString(b, []byte(accessColumns[i]))
+				b = append(b, ':')
+				if i == len(v)-1 {
+					b = append(b, val...) // filters: JSON
+				} else {
+					b = appendJSONString(b, val)
+				}
+			}
+			b = append(b, "}\n"...)
+		}
+		o.line = b
+		if err := o.writeLine(b); err != nil {
+			o.abort()
+			return File{}, fmt.Errorf("write %s: %w", key, err)
+		}
+		o.records++
+	}
+	if err := rows.Err(); err != nil {
+		o.abort()
+		return File{}, fmt.Errorf("read access records: %w", err)
+	}
+	return o.close(key)
+}

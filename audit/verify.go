@@ -1,0 +1,241 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"gocloud.dev/blob"
+
+	"github.com/logbook/logbook/session"
+)
+
+// Verifier checks the log's chains, alone or against a checkpoint.
+type Verifier struct {
+	store *session.Store
+}
+
+// NewVerifier returns a verifier reading through store (an auditor's connection is enough).
+func NewVerifier(store *session.Store) *Verifier { return &Verifier{store: store} }
+
+// VerifyOptions select the sessions to verify.
+type VerifyOptions struct {
+	Session session.ID // only this session; zero: every session
+	Since   time.Time  // only sessions with an event at or after Since; zero: all
+}
+
+// Finding is one session that does not verify.
+type Finding struct {
+	Session session.ID
+	Seq     int64 // the first seq that does not verify
+	Reason  string
+}
+
+func (f Finding) String() string {
+	return fmt.Sprintf("session %s is broken at seq %d: %s", f.Session, f.Seq, f.Reason)
+}
+
+// Report is the outcome of a verification. Findings are in session creation order.
+type Report struct {
+	Sessions int64 // sessions verified
+	Events   int64 // events verified
+	Purged   int64 // events whose payload was purged (their hashes were checked)
+	Findings []Finding
+}
+
+// OK reports whether nothing was found.
+func (r Report) OK() bool { return len(r.Findings) == 0 }
+
+// Err returns nil when OK, otherwise an error wrapping ErrTampered that names the first
+// broken session and seq.
+func (r Report) Err() error {
+	if r.OK() {
+		return nil
+	}
+	return fmt.Errorf("%w: %s (%d broken sessions)", ErrTampered, r.Findings[0], len(r.Findings))
+}
+
+const sqlSessionsToVerify = `
+SELECT s.id FROM sessions s
+WHERE ($1::uuid IS NULL OR s.id = $1)
+  AND ($2::timestamptz IS NULL OR EXISTS (
+        SELECT 1 FROM events e WHERE e.session_id = s.id AND e.created_at >= $2))
+ORDER BY s.created_at, s.id`
+
+// Verify recomputes the chain of every selected session (session.Store.Verify: dense seqs,
+// prev hashes, payload hashes, event hashes). err is only for failures to read; what does not
+// verify is in the report.
+func (v *Verifier) Verify(ctx context.Context, opts VerifyOptions) (Report, error) {
+	var only *session.ID
+	if opts.Session != (session.ID{}) {
+		only = &opts.Session
+	}
+	var since *time.Time
+	if !opts.Since.IsZero() {
+		since = &opts.Since
+	}
+	rows, err := v.store.Pool().Query(ctx, sqlSessionsToVerify, only, since)
+	if err != nil {
+		return Report{}, fmt.Errorf("verify: list sessions: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[session.ID])
+	if err != nil {
+		return Report{}, fmt.Errorf("verify: list sessions: %w", err)
+	}
+	if only != nil && len(ids) == 0 {
+		return Report{}, fmt.Errorf("verify session %s: %w", opts.Session, ErrNotFound)
+	}
+	var r Report
+	for _, id := range ids {
+		res, err := v.store.Verify(ctx, id)
+		if err != nil {
+			return r, fmt.Errorf("verify: %w", err)
+		}
+		r.Sessions++
+		r.Events += res.Events
+		r.Purged += res.Purged
+		if !res.OK {
+			r.Findings = append(r.Findings, Finding{Session: id, Seq: res.BrokenSeq, Reason: res.Reason})
+		}
+	}
+	return r, nil
+}
+
+// Checkpoint is every session's head at a moment, kept outside the database so that a chain
+// rewritten consistently inside it (triggers disabled, every hash recomputed) is detected.
+type Checkpoint struct {
+	FormatVersion int              `json:"format_version"`
+	TakenAt       time.Time        `json:"taken_at"` // database clock, UTC
+	Heads         []CheckpointHead `json:"heads"`
+	SigningKey    string           `json:"signing_key,omitempty"`
+}
+
+// CheckpointHead is one session's head.
+type CheckpointHead struct {
+	Session session.ID `json:"session_id"`
+	Seq     int64      `json:"seq"`
+	Hash    string     `json:"hash"` // hex
+}
+
+const sqlHeads = `
+SELECT DISTINCT ON (session_id) session_id, seq, hash FROM events ORDER BY session_id, seq DESC`
+
+// TakeCheckpoint reads every session's head in one snapshot.
+func (v *Verifier) TakeCheckpoint(ctx context.Context) (Checkpoint, error) {
+	cp := Checkpoint{FormatVersion: 1}
+	err := pgx.BeginTxFunc(ctx, v.store.Pool(), pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&cp.TakenAt); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, sqlHeads)
+			if err != nil {
+				return err
+			}
+			cp.Heads, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (CheckpointHead, error) {
+				var h CheckpointHead
+				var hash []byte
+				err := r.Scan(&h.Session, &h.Seq, &hash)
+				h.Hash = hex.EncodeToString(hash)
+				return h, err
+			})
+			return err
+		})
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("take checkpoint: %w", err)
+	}
+	cp.TakenAt = cp.TakenAt.UTC()
+	if cp.Heads == nil {
+		cp.Heads = []CheckpointHead{}
+	}
+	return cp, nil
+}
+
+// WriteCheckpoint writes cp as JSON at key in dst, signed at key+".sig" when priv is set.
+func WriteCheckpoint(ctx context.Context, dst *blob.Bucket, key string, cp Checkpoint, priv ed25519.PrivateKey) error {
+	if priv != nil {
+		cp.SigningKey = KeyFingerprint(priv.Public().(ed25519.PublicKey))
+	}
+	body, err := json.MarshalIndent(cp, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode checkpoint: %w", err)
+	}
+	return writeSigned(ctx, dst, key, append(body, '\n'), priv)
+}
+
+// ReadCheckpoint reads a checkpoint and, when pub is set, checks its signature. A signed
+// checkpoint read without a key is an error, as is any signature that does not verify
+// (ErrTampered).
+func ReadCheckpoint(ctx context.Context, src *blob.Bucket, key string, pub ed25519.PublicKey) (Checkpoint, error) {
+	body, _, err := readSigned(ctx, src, key, pub)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	var cp Checkpoint
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cp); err != nil {
+		return Checkpoint{}, fmt.Errorf("checkpoint %s: %w: does not parse: %v", key, ErrTampered, err)
+	}
+	if cp.SigningKey != "" && pub == nil {
+		return Checkpoint{}, fmt.Errorf("checkpoint %s: %w: signed by key %s; give its public key", key, ErrInvalid, cp.SigningKey)
+	}
+	if pub != nil && cp.SigningKey != KeyFingerprint(pub) {
+		return Checkpoint{}, fmt.Errorf("checkpoint %s: %w: signed by key %s, not the given key", key, ErrTampered, cp.SigningKey)
+	}
+	return cp, nil
+}
+
+const sqlHashAt = `SELECT hash FROM events WHERE session_id = $1 AND seq = $2`
+
+// VerifyAgainst verifies every session of the checkpoint (whole chains, as Verify) and
+// checks that the event at each checkpointed head still has the checkpointed hash: a chain
+// rewritten consistently since the checkpoint differs there, and a truncated one lacks it.
+// Sessions created after the checkpoint are verified by Verify, not here.
+func (v *Verifier) VerifyAgainst(ctx context.Context, cp Checkpoint) (Report, error) {
+	var r Report
+	for _, h := range cp.Heads {
+		res, err := v.store.Verify(ctx, h.Session)
+		if err != nil {
+			return r, fmt.Errorf("verify against checkpoint: %w", err)
+		}
+		r.Sessions++
+		r.Events += res.Events
+		r.Purged += res.Purged
+		var hash []byte
+		err = v.store.Pool().QueryRow(ctx, sqlHashAt, h.Session, h.Seq).Scan(&hash)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			r.Findings = append(r.Findings, Finding{Session: h.Session, Seq: h.Seq,
+				Reason: fmt.Sprintf("the event at the checkpoint's head (taken %s) is gone", cp.TakenAt.Format(time.RFC3339))})
+			continue
+		case err != nil:
+			return r, fmt.Errorf("verify against checkpoint: session %s: %w", h.Session, err)
+		}
+		if got := hex.EncodeToString(hash); got != h.Hash {
+			// Report the rewrite at the earliest seq the chain alone cannot explain: the
+			// checkpoint's head (earlier seqs may differ too; the checkpoint only knows the head).
+			r.Findings = append(r.Findings, Finding{Session: h.Session, Seq: h.Seq,
+				Reason: fmt.Sprintf("hash %s differs from the checkpoint's %s (taken %s): the chain was rewritten",
+					short(got), short(h.Hash), cp.TakenAt.Format(time.RFC3339))})
+			continue
+		}
+		if !res.OK {
+			r.Findings = append(r.Findings, Finding{Session: h.Session, Seq: res.BrokenSeq, Reason: res.Reason})
+		}
+	}
+	return r, nil
+}
+
+func short(h string) string {
+	if len(h) > 16 {
+		return h[:16]
+	}
+	return h
+}
