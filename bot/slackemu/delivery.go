@@ -29,6 +29,8 @@ type delivery struct {
 	state      deliveryState
 	timer      *time.Timer
 	slash      *slashState
+	// envelopeIDs lists every envelope_id used, to forget them when pruned.
+	envelopeIDs []string
 }
 
 // Delivery records one envelope the server tried to send.
@@ -117,13 +119,14 @@ func (d *delivery) envelopeFrame() []byte {
 func (s *Server) attemptLocked(d *delivery) {
 	d.envelopeID = uuid.NewString()
 	s.envelopes[d.envelopeID] = d
+	d.envelopeIDs = append(d.envelopeIDs, d.envelopeID)
 	rec := Delivery{
 		EnvelopeID: d.envelopeID, EventID: d.id, Type: d.kind, EventType: d.eventType,
 		Attempt: d.attempt, RetryReason: d.reason, At: time.Now(),
 	}
 	c := s.pickConnLocked()
 	if c == nil {
-		s.delivLog = append(s.delivLog, rec)
+		s.delivLog = capped(append(s.delivLog, rec), s.opts.RecordLimit)
 		s.log.Debug().Str("event_id", d.id).Int("retry_attempt", d.attempt).Msg("no socket open; attempt failed")
 		s.failLocked(d)
 		s.notifyLocked()
@@ -151,7 +154,7 @@ func (s *Server) attemptLocked(d *delivery) {
 	default:
 		c.sendLocked(frame)
 	}
-	s.delivLog = append(s.delivLog, rec)
+	s.delivLog = capped(append(s.delivLog, rec), s.opts.RecordLimit)
 	d.state = awaitingAck
 	env := d.envelopeID
 	d.timer = s.afterFunc(s.opts.AckTimeout, func() {
@@ -173,6 +176,7 @@ func (s *Server) failLocked(d *delivery) {
 		if d.slash != nil {
 			d.slash.failed = true
 		}
+		s.settleLocked(d)
 		return
 	}
 	wait := s.opts.RetrySchedule[d.attempt]
@@ -205,12 +209,13 @@ func (s *Server) ackLocked(c *conn, envelopeID string, payload json.RawMessage) 
 			if d.timer != nil {
 				d.timer.Stop()
 			}
+			s.settleLocked(d)
 			if d.slash != nil {
 				s.applySlashAckLocked(d, payload)
 			}
 		}
 	}
-	s.acks = append(s.acks, a)
+	s.acks = capped(append(s.acks, a), s.opts.RecordLimit)
 	s.notifyLocked()
 }
 
@@ -232,4 +237,30 @@ func (s *Server) FireRetries() int {
 		n++
 	}
 	return n
+}
+
+// settleLocked remembers that d is acked or failed and forgets the oldest
+// settled deliveries beyond Options.RecordLimit.
+func (s *Server) settleLocked(d *delivery) {
+	s.settled = append(s.settled, d.id)
+	if len(s.settled) <= s.opts.RecordLimit {
+		return
+	}
+	old := s.settled[0]
+	s.settled = capped(s.settled[1:], s.opts.RecordLimit)
+	if od := s.byEvent[old]; od != nil {
+		for _, env := range od.envelopeIDs {
+			delete(s.envelopes, env)
+		}
+		delete(s.byEvent, old)
+	}
+}
+
+// capped keeps the newest limit records of xs; it copies only when xs has grown
+// a quarter past the limit, so appends stay amortised O(1).
+func capped[T any](xs []T, limit int) []T {
+	if len(xs) <= limit+limit/4 {
+		return xs
+	}
+	return append(xs[:0:0], xs[len(xs)-limit:]...)
 }

@@ -253,3 +253,28 @@ func TestJSONBodyBlocksLimitAndHistoryOrder(t *testing.T) {
 		t.Errorf("history page 2 = %+v", hist.Messages)
 	}
 }
+
+func TestRecordLimitBoundsMemory(t *testing.T) {
+	t.Parallel()
+	emu := startEmu(t, Options{RecordLimit: 3, NoRetries: true})
+	var ids []string
+	for range 10 {
+		p, err := emu.Post(Post{Channel: "C0000001", Text: "into the void"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, p.EventIDs...)
+	}
+	if n := len(emu.Deliveries()); n != 3 {
+		t.Errorf("deliveries kept = %d, want 3", n)
+	}
+	if st := emu.DeliveryState(ids[0]); st != "" {
+		t.Errorf("oldest settled delivery state = %q, want forgotten", st)
+	}
+	if st := emu.DeliveryState(ids[9]); st != StateFailed {
+		t.Errorf("newest delivery state = %q, want failed", st)
+	}
+	if n := len(emu.Requests("")); n != 0 {
+		t.Errorf("requests = %d, want 0", n)
+	}
+}

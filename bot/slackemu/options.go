@@ -68,6 +68,10 @@ type Options struct {
 	// RepliesMaxLimit caps conversations.replies' limit parameter (and is its default).
 	// Default 1000; Slack applies 15 to non-Marketplace apps created after 2025-05-29.
 	RepliesMaxLimit int
+	// RecordLimit caps each diagnostic record (Requests, Deliveries, Acks,
+	// BadFrames) and the settled deliveries kept for DeliveryState; the oldest go
+	// first. Default 100,000 — bounded memory for load tests and `logbook dev`.
+	RecordLimit int
 	// RepliesForbidden makes conversations.replies answer missing_scope for channel threads,
 	// as Slack's docs page claims it does for bot tokens.
 	RepliesForbidden bool
@@ -202,5 +206,6 @@ func (o Options) withDefaults() Options {
 	}
 	o.DisconnectGrace = cmp.Or(o.DisconnectGrace, time.Second)
 	o.RepliesMaxLimit = cmp.Or(o.RepliesMaxLimit, 1000)
+	o.RecordLimit = cmp.Or(o.RecordLimit, 100_000)
 	return o
 }

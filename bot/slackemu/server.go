@@ -54,6 +54,7 @@ type Server struct {
 	acks      []Ack
 	badFrames [][]byte
 	dfaults   []*DeliveryFault
+	settled   []string // event ids of acked or failed deliveries, oldest first
 
 	// web api
 	mfaults    []*MethodFault

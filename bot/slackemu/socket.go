@@ -186,7 +186,7 @@ func (s *Server) readLoop(c *conn) {
 		}
 		if len(data) >= maxAckBytes || json.Unmarshal(data, &ack) != nil || ack.EnvelopeID == "" {
 			s.mu.Lock()
-			s.badFrames = append(s.badFrames, data)
+			s.badFrames = capped(append(s.badFrames, data), s.opts.RecordLimit)
 			s.notifyLocked()
 			s.mu.Unlock()
 			continue
@@ -229,13 +229,20 @@ func (s *Server) pickConnLocked() *conn {
 // ErrNoConnection is returned when a socket operation names no open socket.
 var ErrNoConnection = errors.New("slackemu: no such open socket")
 
+// connLocked returns socket id; id 0 means the oldest socket still getting
+// envelopes (not draining), else the oldest open one.
 func (s *Server) connLocked(id int) (*conn, error) {
 	if id == 0 {
+		var best *conn
 		for _, c := range s.conns {
-			if id == 0 || c.id < id {
-				id = c.id
+			if best == nil || (best.draining && !c.draining) || (best.draining == c.draining && c.id < best.id) {
+				best = c
 			}
 		}
+		if best == nil {
+			return nil, fmt.Errorf("oldest socket: %w", ErrNoConnection)
+		}
+		return best, nil
 	}
 	c := s.conns[id]
 	if c == nil {
@@ -245,7 +252,7 @@ func (s *Server) connLocked(id int) (*conn, error) {
 }
 
 // Disconnect sends {"type":"disconnect","reason":reason} on socket id (0 = the
-// oldest open socket). reason is "warning", "refresh_requested" or "link_disabled".
+// oldest socket not already draining). reason is "warning", "refresh_requested" or "link_disabled".
 // The socket gets no new envelopes and is closed after Options.DisconnectGrace.
 func (s *Server) Disconnect(id int, reason string) error {
 	switch reason {
@@ -283,7 +290,7 @@ func (s *Server) DisconnectAll(reason string) (int, error) {
 	return len(ids), nil
 }
 
-// DropConnection closes socket id's TCP connection without a close frame (0 = oldest).
+// DropConnection closes socket id's TCP connection without a close frame (0 = the oldest non-draining socket).
 func (s *Server) DropConnection(id int) error {
 	s.mu.Lock()
 	c, err := s.connLocked(id)
@@ -294,7 +301,7 @@ func (s *Server) DropConnection(id int) error {
 	return c.ws.Close()
 }
 
-// Stall turns socket id (0 = oldest) into a black hole: it stays open but no frame,
+// Stall turns socket id (0 = the oldest non-draining socket) into a black hole: it stays open but no frame,
 // PING included, is written and incoming frames are ignored, like a dead TCP path
 // without FIN. slack-go's ping watchdog should then reconnect. Deliveries routed to
 // it are lost and retried.
@@ -311,7 +318,7 @@ func (s *Server) Stall(id int) error {
 	return nil
 }
 
-// SendRaw writes frame as a text message on socket id (0 = oldest), unvalidated;
+// SendRaw writes frame as a text message on socket id (0 = the oldest non-draining socket), unvalidated;
 // for malformed-envelope tests.
 func (s *Server) SendRaw(id int, frame []byte) error {
 	s.mu.Lock()

@@ -112,7 +112,7 @@ func (s *Server) callAPI(r *http.Request, method, token string, params url.Value
 		return http.StatusServiceUnavailable, 0, fail("service_unavailable")
 	}
 	s.calls[method]++
-	s.requests = append(s.requests, Request{Method: method, Params: maps.Clone(params), At: time.Now()})
+	s.requests = capped(append(s.requests, Request{Method: method, Params: maps.Clone(params), At: time.Now()}), s.opts.RecordLimit)
 	defer s.notifyLocked()
 
 	h := s.handler(method)
