@@ -1,0 +1,133 @@
+package transcript
+
+import (
+	"bytes"
+	"fmt"
+	"html"
+	"html/template"
+	"io"
+	"regexp"
+	"strings"
+)
+
+// CSS styles a transcript fragment (and the page around it): readable on a laptop and a
+// phone, and on paper (navigation hidden, no backgrounds, code wrapped).
+const CSS template.CSS = `
+:root { --fg: #1d1c1d; --muted: #616061; --line: #e2e2e2; --code: #f6f6f6; --accent: #1264a3; --mark: #fff0a8; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 16px/1.5 -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: var(--fg); background: #fff; }
+main { max-width: 52rem; margin: 0 auto; padding: 1rem; }
+a { color: var(--accent); }
+h1 { font-size: 1.5rem; line-height: 1.25; margin: .5rem 0; overflow-wrap: anywhere; }
+.meta { color: var(--muted); font-size: .875rem; margin: 0 0 1rem; overflow-wrap: anywhere; }
+.entry { border-top: 1px solid var(--line); padding: .6rem 0; break-inside: avoid; }
+.entry header { display: flex; flex-wrap: wrap; gap: .5rem; align-items: baseline; }
+.author { font-weight: 700; }
+.time { color: var(--muted); font-size: .8rem; }
+.text p { margin: .25rem 0; white-space: pre-wrap; overflow-wrap: anywhere; }
+pre { background: var(--code); padding: .5rem .75rem; border-radius: 4px; overflow-x: auto; font: 13px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; margin: .35rem 0; }
+.assistant .author { color: #2e7d32; }
+.tool { font-size: .9rem; }
+.tool .status { color: var(--muted); }
+.tool .status.error { color: #b00020; }
+.marker { color: var(--muted); font-size: .8rem; padding: .25rem 0; }
+.edited, .deleted { color: var(--muted); font-style: italic; }
+.auditor { border-left: 3px solid #b00020; padding-left: .5rem; color: #5a0010; }
+mark { background: var(--mark); color: inherit; padding: 0 .1em; }
+nav { display: flex; flex-wrap: wrap; gap: 1rem; align-items: center; padding: .6rem 1rem; border-bottom: 1px solid var(--line); }
+nav form { flex: 1 1 16rem; display: flex; gap: .5rem; }
+nav input[type=search] { flex: 1; min-width: 0; padding: .4rem; font-size: 1rem; }
+@media (max-width: 40rem) { body { font-size: 15px; } main { padding: .6rem; } pre { font-size: 12px; } }
+@media print {
+  nav, .noprint { display: none !important; }
+  body { font-size: 11pt; }
+  main { max-width: none; padding: 0; }
+  pre { white-space: pre-wrap; overflow-wrap: anywhere; background: none; border: 1px solid #ccc; }
+  a { color: inherit; text-decoration: none; }
+}
+`
+
+var urlPattern = regexp.MustCompile(`https?://[^\s<>"'\x60]+[^\s<>"'\x60.,;:!?)\]]`)
+
+// linkify escapes s for HTML and makes its http(s) URLs links.
+func linkify(s string) template.HTML {
+	var b strings.Builder
+	last := 0
+	for _, m := range urlPattern.FindAllStringIndex(s, -1) {
+		b.WriteString(html.EscapeString(s[last:m[0]]))
+		u := html.EscapeString(s[m[0]:m[1]])
+		fmt.Fprintf(&b, `<a href="%s" rel="noopener noreferrer nofollow">%s</a>`, u, u)
+		last = m[1]
+	}
+	b.WriteString(html.EscapeString(s[last:]))
+	return template.HTML(b.String())
+}
+
+var fragmentTmpl = template.Must(template.New("transcript").Funcs(template.FuncMap{
+	"blocks":  Blocks,
+	"linkify": linkify,
+	"status":  toolStatus,
+}).Parse(`{{define "text"}}{{range blocks .}}{{if .Code}}<pre><code{{with .Lang}} class="language-{{.}}"{{end}}>{{.Text}}</code></pre>{{else}}<p>{{linkify .Text}}</p>{{end}}{{end}}{{end -}}
+<article class="transcript" data-session="{{.SessionID}}">
+<h1>{{.Heading}}</h1>
+<p class="meta">Session <code>{{.SessionID}}</code> · #{{.Channel}} · thread {{.ThreadTS}}{{if .Permalink}} · <a href="{{.Permalink}}">Open in Slack</a>{{end}}</p>
+{{- range .Entries}}
+{{- if eq .Kind "marker"}}
+<div class="entry marker" data-seq="{{.Seq}}"><span class="time">{{.TimeText}}</span> · {{.Marker}}</div>
+{{- else if eq .Kind "tool"}}
+<section class="entry tool" data-seq="{{.Seq}}">
+<header><span class="author">🔧 {{.Tool.Name}}</span><time class="time" datetime="{{.Time.Format "2006-01-02T15:04:05Z07:00"}}">{{.TimeText}}</time></header>
+{{- with .Tool}}{{if .Input}}<pre class="input"><code>{{.Input}}</code></pre>{{if .HiddenInputs}}<p class="status">… {{.HiddenInputs}} more input lines</p>{{end}}{{end}}
+<p class="status{{if .IsError}} error{{end}}">→ {{status .}}</p>
+{{- if .Output}}<pre class="output"><code>{{.Output}}</code></pre>{{end}}{{if .HiddenLines}}<p class="status">… {{.HiddenLines}} more lines</p>{{end}}{{end}}
+</section>
+{{- else}}
+<section class="entry {{.Kind}}" data-seq="{{.Seq}}">
+<header><span class="author">{{.Author}}</span><time class="time" datetime="{{.Time.Format "2006-01-02T15:04:05Z07:00"}}">{{.TimeText}}</time></header>
+<div class="text">
+{{- if .Deleted}}<p class="deleted">[message deleted]</p>{{with .DeletedText}}<div class="auditor"><p>Auditor view: the deleted message said</p>{{template "text" .}}</div>{{end}}
+{{- else}}{{template "text" .Text}}{{if .Edited}}<p class="edited">(edited)</p>{{end}}{{end -}}
+</div>
+</section>
+{{- end}}
+{{- end}}
+</article>
+`))
+
+var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>{{.CSS}}</style>
+</head>
+<body>
+<main>
+{{.Body}}
+</main>
+</body>
+</html>
+`))
+
+// HTMLFragment renders t as an <article> to place inside a page styled with CSS.
+func (t *Transcript) HTMLFragment() (template.HTML, error) {
+	var b bytes.Buffer
+	if err := fragmentTmpl.Execute(&b, t); err != nil {
+		return "", fmt.Errorf("render transcript %s as HTML: %w", t.SessionID, err)
+	}
+	return template.HTML(b.String()), nil
+}
+
+// writeHTML writes a standalone, print-friendly HTML document.
+func (t *Transcript) writeHTML(w io.Writer) error {
+	body, err := t.HTMLFragment()
+	if err != nil {
+		return err
+	}
+	return pageTmpl.Execute(w, struct {
+		Title string
+		CSS   template.CSS
+		Body  template.HTML
+	}{t.Heading(), CSS, body})
+}

@@ -1,0 +1,99 @@
+package transcript
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Labels shared by every format.
+const (
+	deletedLabel = "[message deleted]"
+	editedLabel  = "(edited)"
+)
+
+func (t *Transcript) writeText(w io.Writer) error {
+	b := bufio.NewWriter(w)
+	fmt.Fprintln(b, t.Heading())
+	fmt.Fprintf(b, "Session %s · #%s · thread %s\n", t.SessionID, t.Channel, t.ThreadTS)
+	if t.Permalink != "" {
+		fmt.Fprintln(b, t.Permalink)
+	}
+	for _, e := range t.Entries {
+		b.WriteString("\n")
+		switch e.Kind {
+		case KindMarker:
+			fmt.Fprintf(b, "[%s] · %s\n", e.TimeText, e.Marker)
+		case KindTool:
+			tl := e.Tool
+			fmt.Fprintf(b, "[%s] %s ran %s", e.TimeText, e.Author, tl.Name)
+			if tl.Input != "" && !strings.Contains(tl.Input, "\n") {
+				fmt.Fprintf(b, ": %s\n", tl.Input)
+			} else {
+				b.WriteString("\n")
+				indent(b, "    $ ", tl.Input)
+			}
+			if tl.HiddenInputs > 0 {
+				fmt.Fprintf(b, "    … %d more input lines\n", tl.HiddenInputs)
+			}
+			fmt.Fprintf(b, "  → %s\n", toolStatus(tl))
+			indent(b, "    | ", tl.Output)
+			if tl.HiddenLines > 0 {
+				fmt.Fprintf(b, "    … %d more lines\n", tl.HiddenLines)
+			}
+		default:
+			fmt.Fprintf(b, "[%s] %s:\n", e.TimeText, e.Author)
+			switch {
+			case e.Deleted:
+				indent(b, "  ", deletedLabel)
+				if e.DeletedText != "" {
+					indent(b, "  | ", "(auditor view) "+e.DeletedText)
+				}
+			case e.Edited:
+				indent(b, "  ", e.Text+" "+editedLabel)
+			default:
+				indent(b, "  ", e.Text)
+			}
+		}
+	}
+	return b.Flush()
+}
+
+// toolStatus says how a tool call ended, in a few words.
+func toolStatus(tl *Tool) string {
+	if !tl.HasResult {
+		return "no result recorded"
+	}
+	var parts []string
+	switch {
+	case tl.IsError:
+		parts = append(parts, "error")
+	default:
+		parts = append(parts, "ok")
+	}
+	if tl.ExitCode != nil {
+		parts = append(parts, fmt.Sprintf("exit %d", *tl.ExitCode))
+	}
+	if tl.DurationMS > 0 {
+		parts = append(parts, fmt.Sprintf("%d ms", tl.DurationMS))
+	}
+	if tl.Truncated {
+		parts = append(parts, "output truncated by the sandbox")
+	}
+	if tl.Synthetic {
+		parts = append(parts, "outcome unknown (recorded after a crash)")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// indent writes every line of s with prefix.
+func indent(b *bufio.Writer, prefix, s string) {
+	if s == "" {
+		return
+	}
+	for line := range strings.SplitSeq(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString(strings.TrimRight(prefix+line, " "))
+		b.WriteByte('\n')
+	}
+}

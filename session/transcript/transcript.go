@@ -1,0 +1,460 @@
+// Package transcript renders a session's events as a readable record: plain text, Markdown,
+// HTML or JSON.
+//
+// By default a transcript is the conversation: user and assistant messages, and tool calls
+// with their results, compactly. Options.All adds every marker event (turns, deliveries,
+// lifecycle, errors) and full tool output. Markers are recognised by their type, never by
+// their position. Edits show the latest text with "(edited)"; a deletion shows "[message
+// deleted]", and what the message said only with Options.RevealDeleted, which callers grant
+// to auditors alone. Mentions are shown with the display names captured when the message
+// was stored, so a later rename does not rewrite history.
+package transcript
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/logbook/logbook/session"
+)
+
+// Format is an output format.
+type Format string
+
+// Formats.
+const (
+	FormatText     Format = "text"
+	FormatMarkdown Format = "md"
+	FormatHTML     Format = "html"
+	FormatJSON     Format = "json"
+)
+
+// ParseFormat accepts text, md (or markdown), html and json.
+func ParseFormat(s string) (Format, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "text", "txt":
+		return FormatText, nil
+	case "md", "markdown":
+		return FormatMarkdown, nil
+	case "html":
+		return FormatHTML, nil
+	case "json":
+		return FormatJSON, nil
+	}
+	return "", fmt.Errorf("unknown transcript format %q: use text, md, html or json", s)
+}
+
+// Options configure Build and Render. Zero values take defaults.
+type Options struct {
+	Format Format // default FormatText
+	// All adds marker events and full tool output; by default only the conversation is shown.
+	All bool
+	// Location shows times in the reader's timezone ("2006-01-02 15:04:05 MST"); nil shows
+	// them as ISO 8601 in UTC.
+	Location *time.Location
+	// RevealDeleted shows what a deleted message said. Only auditors may get it.
+	RevealDeleted bool
+	// BotName names the assistant; default "logbook".
+	BotName string
+	// Permalink links the Slack thread in the header, when set.
+	Permalink string
+	// ToolLines is how many lines of tool input and output the compact view shows; default 8.
+	ToolLines int
+}
+
+// Transcript is a session made readable.
+type Transcript struct {
+	SessionID session.ID `json:"session_id"`
+	Team      string     `json:"team"`
+	Channel   string     `json:"channel"`
+	ThreadTS  string     `json:"thread_ts"`
+	Title     string     `json:"title,omitempty"`
+	Permalink string     `json:"permalink,omitempty"`
+	All       bool       `json:"all"` // markers and full tool output included
+	Entries   []Entry    `json:"entries"`
+
+	opts Options
+}
+
+// Kind of an entry.
+const (
+	KindUser      = "user"
+	KindAssistant = "assistant"
+	KindTool      = "tool"
+	KindMarker    = "marker"
+)
+
+// Entry is one line of the transcript.
+type Entry struct {
+	Seq      int64        `json:"seq"`
+	Type     session.Type `json:"type"`
+	Kind     string       `json:"kind"` // KindUser, KindAssistant, KindTool, KindMarker
+	Time     time.Time    `json:"time"`
+	TimeText string       `json:"time_text"` // Time as the options ask
+	Author   string       `json:"author,omitempty"`
+	AuthorID string       `json:"author_id,omitempty"`
+	TS       string       `json:"ts,omitempty"` // the Slack ts of a user message
+	// Text is readable: Slack markup decoded, mentions as display names, emoji shortcodes as
+	// emoji. Empty for a deleted message.
+	Text        string `json:"text,omitempty"`
+	Edited      bool   `json:"edited,omitempty"`
+	Deleted     bool   `json:"deleted,omitempty"`
+	DeletedText string `json:"deleted_text,omitempty"` // only with RevealDeleted
+	Tool        *Tool  `json:"tool,omitempty"`
+	Marker      string `json:"marker,omitempty"` // what a marker event says, in one line
+
+	names map[string]string
+}
+
+// Tool is a tool call with its result, when one was recorded.
+type Tool struct {
+	CallID       string `json:"call_id"`
+	Name         string `json:"name"`
+	Input        string `json:"input"`
+	HasResult    bool   `json:"has_result"`
+	Output       string `json:"output,omitempty"`
+	IsError      bool   `json:"is_error,omitempty"`
+	ExitCode     *int   `json:"exit_code,omitempty"`
+	DurationMS   int64  `json:"duration_ms,omitempty"`
+	Truncated    bool   `json:"truncated,omitempty"` // the sandbox cut the output
+	Synthetic    bool   `json:"synthetic,omitempty"`
+	ResultSeq    int64  `json:"result_seq,omitempty"`
+	HiddenLines  int    `json:"hidden_lines,omitempty"`  // output lines left out of the compact view
+	HiddenInputs int    `json:"hidden_inputs,omitempty"` // input lines left out of the compact view
+}
+
+// Build makes a transcript of sess from its events (in seq order, as session.Store.Events
+// returns them).
+func Build(sess session.Session, events []session.Event, opts Options) *Transcript {
+	opts.BotName = cmp.Or(opts.BotName, "logbook")
+	opts.ToolLines = cmp.Or(opts.ToolLines, 8)
+	t := &Transcript{
+		SessionID: sess.ID, Team: sess.Key.Team, Channel: sess.Key.Channel, ThreadTS: sess.Key.ThreadTS,
+		Permalink: opts.Permalink, All: opts.All, Entries: []Entry{}, opts: opts,
+	}
+	byTS := map[string]int{}       // user message ts -> entry index
+	byCall := map[string]int{}     // tool call id -> entry index
+	rawText := map[string]string{} // user message ts -> latest text, for RevealDeleted
+	for _, e := range events {
+		en := Entry{Seq: e.Seq, Type: e.Type, Time: e.CreatedAt.UTC(), AuthorID: e.Actor.ID}
+		marker := func(format string, args ...any) {
+			if !opts.All {
+				return
+			}
+			en.Kind, en.Marker = KindMarker, fmt.Sprintf(format, args...)
+			t.Entries = append(t.Entries, en)
+		}
+		if e.Payload == nil {
+			if e.Type.Conversation() || opts.All {
+				en.Kind, en.Marker = KindMarker, fmt.Sprintf("%s (payload purged by retention)", e.Type)
+				t.Entries = append(t.Entries, en)
+			}
+			continue
+		}
+		switch e.Type {
+		case session.TypeUserMessage:
+			var m session.UserMessage
+			if !decode(e, &m, &en, t) {
+				continue
+			}
+			en.Kind, en.TS, en.names = KindUser, m.TS, m.Names
+			en.AuthorID = cmp.Or(m.User, e.Actor.ID)
+			en.Author = cmp.Or(m.UserName, m.Names[en.AuthorID], en.AuthorID)
+			if ts, ok := slackTime(m.TS); ok {
+				en.Time = ts
+			}
+			en.Text = readable(m.Text, m.Raw, m.Names)
+			byTS[m.TS] = len(t.Entries)
+			rawText[m.TS] = en.Text
+			t.Entries = append(t.Entries, en)
+		case session.TypeUserMessageEdited:
+			var m session.UserMessageEdited
+			if !decode(e, &m, &en, t) {
+				continue
+			}
+			if i, ok := byTS[m.OrigTS]; ok {
+				orig := &t.Entries[i]
+				text := readable(m.Text, m.Raw, orig.names)
+				rawText[m.OrigTS] = text
+				if !orig.Deleted {
+					orig.Text, orig.Edited = text, true
+				} else if opts.RevealDeleted {
+					orig.DeletedText = text
+				}
+				marker("message %s edited", m.OrigTS)
+				continue
+			}
+			// The edited message is not in this session's log (e.g. sent before logbook
+			// joined): show the edit itself.
+			en.Kind, en.TS, en.Edited = KindUser, m.OrigTS, true
+			en.AuthorID = cmp.Or(m.User, e.Actor.ID)
+			en.Author = en.AuthorID
+			en.Text = readable(m.Text, m.Raw, nil)
+			byTS[m.OrigTS] = len(t.Entries)
+			rawText[m.OrigTS] = en.Text
+			t.Entries = append(t.Entries, en)
+		case session.TypeUserMessageDeleted:
+			var m session.UserMessageDeleted
+			if !decode(e, &m, &en, t) {
+				continue
+			}
+			if i, ok := byTS[m.DeletedTS]; ok {
+				orig := &t.Entries[i]
+				orig.Deleted, orig.Text, orig.Edited = true, "", false
+				if opts.RevealDeleted {
+					orig.DeletedText = rawText[m.DeletedTS]
+				}
+				marker("message %s deleted", m.DeletedTS)
+				continue
+			}
+			en.Kind, en.TS, en.Deleted = KindUser, m.DeletedTS, true
+			en.AuthorID = cmp.Or(m.User, e.Actor.ID)
+			en.Author = en.AuthorID
+			t.Entries = append(t.Entries, en)
+		case session.TypeAssistantMessage:
+			var m session.AssistantMessage
+			if !decode(e, &m, &en, t) {
+				continue
+			}
+			if strings.TrimSpace(m.Text) == "" {
+				if opts.All {
+					marker("assistant called %d tool(s) without text", len(m.ToolCallIDs))
+				}
+				continue
+			}
+			en.Kind, en.Author = KindAssistant, opts.BotName
+			en.Text = readable(m.Text, "", nil)
+			t.Entries = append(t.Entries, en)
+		case session.TypeToolCall:
+			var m session.ToolCall
+			if !decode(e, &m, &en, t) {
+				continue
+			}
+			en.Kind, en.Author = KindTool, opts.BotName
+			en.Tool = &Tool{CallID: m.CallID, Name: m.Name, Input: toolInput(m.Input)}
+			if !opts.All {
+				en.Tool.Input, en.Tool.HiddenInputs = clipLines(en.Tool.Input, opts.ToolLines)
+			}
+			byCall[m.CallID] = len(t.Entries)
+			t.Entries = append(t.Entries, en)
+		case session.TypeToolResult:
+			var m session.ToolResult
+			if !decode(e, &m, &en, t) {
+				continue
+			}
+			i, ok := byCall[m.CallID]
+			if !ok || t.Entries[i].Tool.HasResult {
+				en.Kind, en.Author = KindTool, "tool"
+				en.Tool = &Tool{CallID: m.CallID, Name: "(unknown call)"}
+				i = len(t.Entries)
+				t.Entries = append(t.Entries, en)
+			}
+			tool := t.Entries[i].Tool
+			tool.HasResult, tool.Output, tool.IsError, tool.ExitCode = true, m.Content, m.IsError, m.ExitCode
+			tool.DurationMS, tool.Truncated, tool.Synthetic, tool.ResultSeq = m.DurationMS, m.Truncated, m.Synthetic, e.Seq
+			if !opts.All {
+				tool.Output, tool.HiddenLines = clipLines(tool.Output, opts.ToolLines)
+			}
+		case session.TypeTitle:
+			var m session.Title
+			if !decode(e, &m, &en, t) {
+				continue
+			}
+			t.Title = strings.TrimSpace(m.Text)
+			marker("title: %s", t.Title)
+		default:
+			if opts.All {
+				en.Kind, en.Marker = KindMarker, describeMarker(e)
+				t.Entries = append(t.Entries, en)
+			}
+		}
+	}
+	for i := range t.Entries {
+		t.Entries[i].TimeText = formatTime(t.Entries[i].Time, opts.Location)
+	}
+	return t
+}
+
+// decode reads e's payload into v; an unreadable payload becomes a visible marker entry,
+// never a silent gap.
+func decode(e session.Event, v any, en *Entry, t *Transcript) bool {
+	if err := json.Unmarshal(e.Payload, v); err != nil {
+		en.Kind, en.Marker = KindMarker, fmt.Sprintf("%s event with an unreadable payload", e.Type)
+		t.Entries = append(t.Entries, *en)
+		return false
+	}
+	return true
+}
+
+// Render writes the transcript of sess in opts.Format.
+func Render(w io.Writer, sess session.Session, events []session.Event, opts Options) error {
+	return Build(sess, events, opts).Write(w)
+}
+
+// Write writes t in the format it was built with.
+func (t *Transcript) Write(w io.Writer) error {
+	switch cmp.Or(t.opts.Format, FormatText) {
+	case FormatText:
+		return t.writeText(w)
+	case FormatMarkdown:
+		return t.writeMarkdown(w)
+	case FormatHTML:
+		return t.writeHTML(w)
+	case FormatJSON:
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(t)
+	}
+	return fmt.Errorf("render transcript: unknown format %q", t.opts.Format)
+}
+
+// Heading is the title, or a description of the thread.
+func (t *Transcript) Heading() string {
+	if t.Title != "" {
+		return t.Title
+	}
+	return "Thread " + t.ThreadTS + " in #" + t.Channel
+}
+
+func formatTime(t time.Time, loc *time.Location) string {
+	if loc == nil {
+		return t.UTC().Format(time.RFC3339)
+	}
+	return t.In(loc).Format("2006-01-02 15:04:05 MST")
+}
+
+// slackTime parses a Slack ts ("1700000000.001200") as a time.
+func slackTime(ts string) (time.Time, bool) {
+	sec, frac, _ := strings.Cut(ts, ".")
+	s, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil || s <= 0 {
+		return time.Time{}, false
+	}
+	var us int64
+	if frac != "" {
+		frac = (frac + "000000")[:6]
+		if us, err = strconv.ParseInt(frac, 10, 64); err != nil {
+			return time.Time{}, false
+		}
+	}
+	return time.Unix(s, us*1000).UTC(), true
+}
+
+func toolInput(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return string(raw)
+	}
+	// A single string argument (a command, a query) reads best bare.
+	if m, ok := v.(map[string]any); ok && len(m) == 1 {
+		for _, x := range m {
+			if s, ok := x.(string); ok {
+				return s
+			}
+		}
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return string(raw)
+	}
+	return string(b)
+}
+
+// clipLines keeps the first n lines of s and returns how many it left out.
+func clipLines(s string, n int) (string, int) {
+	s = strings.TrimRight(s, "\n")
+	lines := strings.Split(s, "\n")
+	if len(lines) <= n {
+		return s, 0
+	}
+	return strings.Join(lines[:n], "\n"), len(lines) - n
+}
+
+func describeMarker(e session.Event) string {
+	var b strings.Builder
+	b.WriteString(strings.ReplaceAll(string(e.Type), "_", " "))
+	var detail string
+	switch e.Type {
+	case session.TypeTurnStarted:
+		var m session.TurnStarted
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("through #%d", m.Through)
+			if m.Reason != "" {
+				detail += ", " + m.Reason
+			}
+		}
+	case session.TypeTurnCompleted:
+		var m session.TurnCompleted
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = cmp.Or(m.Status, "?")
+			if m.Reason != "" {
+				detail += ": " + m.Reason
+			}
+		}
+	case session.TypeQueued:
+		var m session.Queued
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("message #%d waits for the next turn", m.MessageSeq)
+		}
+	case session.TypeDelivered:
+		var m session.Delivered
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("#%d posted as %s", m.Seq, strings.Join(m.TS, ", "))
+		}
+	case session.TypeFileRef:
+		var m session.FileRef
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("%s (%s, %d bytes)", cmp.Or(m.Title, m.Name, m.FileID), cmp.Or(m.Mimetype, "unknown type"), m.Size)
+		}
+	case session.TypeCellWoken:
+		var m session.CellWoken
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("%s on %s (epoch %d)", m.Reason, m.Host, m.Epoch)
+		}
+	case session.TypeCellEvicted:
+		var m session.CellEvicted
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = m.Reason
+		}
+	case session.TypeSandboxProvisioned:
+		var m session.SandboxProvisioned
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("%s, %d steps, %d ms", m.Provider, m.Steps, m.DurationMS)
+		}
+	case session.TypeSandboxLost:
+		var m session.SandboxLost
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = m.Reason
+		}
+	case session.TypeError:
+		var m session.ErrorEvent
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = strings.TrimSpace(m.Stage + " " + m.Code)
+			if m.Message != "" {
+				detail += ": " + m.Message
+			}
+		}
+	case session.TypeContextSummary:
+		var m session.ContextSummary
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("#%d–#%d summarised", m.FromSeq, m.ToSeq)
+		}
+	case session.TypeDuplicateDelivery:
+		var m session.DuplicateDelivery
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("Slack delivered %s again (retry %d)", m.TS, m.RetryAttempt)
+		}
+	}
+	if detail != "" {
+		b.WriteString(": " + detail)
+	}
+	return b.String()
+}
