@@ -240,11 +240,11 @@ func TestMentionsEntitiesAndEscaping(t *testing.T) {
 	text := render(t, evs, transcript.Options{})
 	for _, want := range []string{
 		"@logbook why is billing-api failing? cc @bob 👀", // mentions, emoji
-		"a & b <tag> in #ops see https://ci.example/1",    // raw-only text decoded (C13)
-		"billing runbook (https://wiki.example/billing)",  // Slack link with a label
-		"We've 3 < 5 && x > 2",                            // model text as written
-		"panic: missing env DATABASE_URL",                 // code block kept
-		"… 5 more lines",                                  // compact tool output
+		"a & b <tag> in #ops see https://ci.example/1",   // raw-only text decoded (C13)
+		"billing runbook (https://wiki.example/billing)", // Slack link with a label
+		"We've 3 < 5 && x > 2",                           // model text as written
+		"panic: missing env DATABASE_URL",                // code block kept
+		"… 5 more lines",                                 // compact tool output
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text transcript lacks %q", want)
