@@ -80,6 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	})
 	root.AddCommand(
 		newMigrateCmd(e),
+		newTranscriptCmd(e), newSearchCmd(e),
 	)
 	return root.ExecuteContext(ctx)
 }

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/search"
+	"github.com/logbook/logbook/session/transcript"
+)
+
+// syncWait bounds how long a one-shot command waits for the search index to catch up with
+// transactions that are still running.
+const syncWait = 5 * time.Second
+
+// readDeps is what transcript and search need: the log, the search projection, and its indexer.
+type readDeps struct {
+	pool     *pgxpool.Pool
+	store    *session.Store
+	searcher *search.Searcher
+	indexer  *search.Indexer
+}
+
+func openRead(ctx context.Context, e env) (*readDeps, error) {
+	dsn, err := databaseURL(e)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := session.Connect(ctx, dsn, session.PoolOptions{MaxConns: 4})
+	if err != nil {
+		return nil, err
+	}
+	store := session.NewStore(pool, session.Options{})
+	log := zerolog.New(e.stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	return &readDeps{
+		pool:     pool,
+		store:    store,
+		searcher: search.NewSearcher(pool, search.Options{WorkspaceDomain: e.getenv("LOGBOOK_SLACK_DOMAIN")}),
+		indexer:  search.NewIndexer(store, pool, log, search.IndexerOptions{}),
+	}, nil
+}
+
+// sync brings the search projection up to date before a one-shot read; when it cannot
+// (a long transaction elsewhere, or a role without write access to the projection) it says
+// so and the command goes on with what is indexed.
+func (d *readDeps) sync(ctx context.Context, e env) {
+	ctx, cancel := context.WithTimeout(ctx, syncWait)
+	defer cancel()
+	if err := d.indexer.Sync(ctx); err != nil {
+		fmt.Fprintf(e.stderr, "logbook: warning: the search index may miss the newest events: %v\n", err)
+	}
+}
+
+func newTranscriptCmd(e env) *cobra.Command {
+	var (
+		format, tz    string
+		all, revealed bool
+	)
+	cmd := &cobra.Command{
+		Use:   "transcript <session id | Slack permalink | channel thread-ts>",
+		Short: "Print a session's transcript (DATABASE_URL)",
+		Long: `Print a session as text, Markdown, HTML or JSON.
+
+The session is named by its id, by a Slack permalink of the thread or of any message in it,
+or by a channel id and a thread ts ("C0000001 1700000000.001200").
+
+By default the transcript is the conversation: user and assistant messages and, compactly,
+tool calls and their results. --all adds every marker event and full tool output. Deleted
+messages show as "[message deleted]"; --reveal-deleted shows what they said, and needs a
+database role that is a member of logbook_auditor. Times are ISO 8601 in UTC unless --tz
+names a timezone (e.g. Europe/Berlin, Local). LOGBOOK_SLACK_DOMAIN (acme.slack.com) adds a
+link to the thread.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			f, err := transcript.ParseFormat(format)
+			if err != nil {
+				return usage(e, c, err)
+			}
+			opts := transcript.Options{Format: f, All: all, RevealDeleted: revealed}
+			if tz != "" {
+				if opts.Location, err = time.LoadLocation(tz); err != nil {
+					return usage(e, c, fmt.Errorf("unknown timezone %q: use an IANA name such as Europe/Berlin", tz))
+				}
+			}
+			ref, err := parseSessionRef(args)
+			if err != nil {
+				return usage(e, c, err)
+			}
+			ctx := c.Context()
+			d, err := openRead(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer d.pool.Close()
+			if revealed {
+				var ok bool
+				if err := d.pool.QueryRow(ctx, `SELECT pg_has_role(current_user, 'logbook_auditor', 'MEMBER')`).Scan(&ok); err != nil {
+					return fmt.Errorf("check the auditor role: %w", err)
+				}
+				if !ok {
+					return errors.New("--reveal-deleted is for auditors: the database role must be a member of logbook_auditor")
+				}
+			}
+			id := ref.id
+			if id == (session.ID{}) {
+				if id, err = d.searcher.SessionByThread(ctx, ref.channel, ref.ts); errors.Is(err, session.ErrNotFound) {
+					d.sync(ctx, e) // a reply's ts is known once indexed
+					id, err = d.searcher.SessionByThread(ctx, ref.channel, ref.ts)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			sess, err := d.store.Session(ctx, id)
+			if err != nil {
+				return err
+			}
+			evs, err := d.store.Events(ctx, id, session.Range{})
+			if err != nil {
+				return err
+			}
+			opts.Permalink = d.searcher.Permalink(sess.Key.Channel, sess.Key.ThreadTS, "")
+			return transcript.Render(e.stdout, sess, evs, opts)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text, md, html or json")
+	cmd.Flags().BoolVar(&all, "all", false, "include marker events and full tool output")
+	cmd.Flags().StringVar(&tz, "tz", "", "show times in this IANA timezone (default: ISO 8601 in UTC)")
+	cmd.Flags().BoolVar(&revealed, "reveal-deleted", false, "show what deleted messages said (auditors only)")
+	return cmd
+}
+
+// sessionRef names a session: by id, or by channel and a ts in the thread.
+type sessionRef struct {
+	id          session.ID
+	channel, ts string
+}
+
+var (
+	channelID = regexp.MustCompile(`^[CG][A-Z0-9]{2,}$`)
+	slackTS   = regexp.MustCompile(`^\d{9,}\.\d{6}$`)
+	permaTS   = regexp.MustCompile(`^p(\d{9,})(\d{6})$`)
+)
+
+// parseSessionRef reads a session id, a Slack permalink, "C… ts" or "C…/ts".
+func parseSessionRef(args []string) (sessionRef, error) {
+	if len(args) == 1 {
+		a := strings.TrimSpace(args[0])
+		if id, err := session.ParseID(a); err == nil {
+			return sessionRef{id: id}, nil
+		}
+		if strings.Contains(a, "/archives/") {
+			return parsePermalink(a)
+		}
+		if ch, ts, ok := strings.Cut(a, "/"); ok {
+			args = []string{ch, ts}
+		} else {
+			return sessionRef{}, fmt.Errorf("%q is not a session id, a Slack permalink or a channel and thread ts", a)
+		}
+	}
+	ch, ts := strings.TrimPrefix(strings.TrimSpace(args[0]), "#"), strings.TrimSpace(args[1])
+	if !channelID.MatchString(ch) {
+		return sessionRef{}, fmt.Errorf("%q is not a Slack channel id (like C0000001)", ch)
+	}
+	if !slackTS.MatchString(ts) {
+		return sessionRef{}, fmt.Errorf("%q is not a Slack ts (like 1700000000.001200)", ts)
+	}
+	return sessionRef{channel: ch, ts: ts}, nil
+}
+
+// parsePermalink reads https://<domain>/archives/<channel>/p<ts digits>[?thread_ts=<ts>].
+func parsePermalink(s string) (sessionRef, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return sessionRef{}, fmt.Errorf("%q is not a Slack permalink: %w", s, err)
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if len(parts) != 3 || parts[0] != "archives" || !channelID.MatchString(parts[1]) {
+		return sessionRef{}, fmt.Errorf("%q is not a Slack permalink (https://<workspace>/archives/<channel>/p<ts>)", s)
+	}
+	if ts := u.Query().Get("thread_ts"); slackTS.MatchString(ts) {
+		return sessionRef{channel: parts[1], ts: ts}, nil
+	}
+	m := permaTS.FindStringSubmatch(parts[2])
+	if m == nil {
+		return sessionRef{}, fmt.Errorf("%q is not a Slack permalink: %q is not a message ts", s, parts[2])
+	}
+	return sessionRef{channel: parts[1], ts: m[1] + "." + m[2]}, nil
+}
+
+func newSearchCmd(e env) *cobra.Command {
+	var (
+		q            search.Query
+		since, until string
+		sessionArg   string
+		asJSON       bool
+	)
+	cmd := &cobra.Command{
+		Use:   `search "<query>"`,
+		Short: "Search every session's messages (DATABASE_URL)",
+		Long: `Search user and assistant messages (and, with --tools, tool calls and output).
+
+The query is websearch-style: words, "quoted phrases", -excluded words, OR. Hits are ranked
+by relevance blended with recency and show a snippet, the session id and, with
+LOGBOOK_SLACK_DOMAIN (acme.slack.com), a link to the message in Slack.
+
+--since and --until take a date (2024-05-01), a time (2024-05-01T15:04:05Z) or an age
+(90m, 36h, 7d, 2w).`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			q.Text = strings.Join(args, " ")
+			now := time.Now()
+			var err error
+			if q.Since, err = parseWhen(since, now); err != nil {
+				return usage(e, c, fmt.Errorf("--since: %w", err))
+			}
+			if q.Until, err = parseWhen(until, now); err != nil {
+				return usage(e, c, fmt.Errorf("--until: %w", err))
+			}
+			if sessionArg != "" {
+				if q.Session, err = session.ParseID(sessionArg); err != nil {
+					return usage(e, c, fmt.Errorf("--session: %w", err))
+				}
+			}
+			ctx := c.Context()
+			d, err := openRead(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer d.pool.Close()
+			d.sync(ctx, e)
+			hits, err := d.searcher.Search(ctx, q)
+			if errors.Is(err, search.ErrEmptyQuery) || errors.Is(err, search.ErrInvalidQuery) {
+				fmt.Fprintln(e.stderr, "logbook search:", err)
+				return usageError{err}
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(e.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(hits)
+			}
+			writeHits(e, q.Text, hits)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&q.Actor, "actor", "", `only messages by this person: a Slack user id, a display name, or "bot"`)
+	f.StringVar(&q.Channel, "channel", "", "only this channel (a Slack channel id)")
+	f.StringVar(&sessionArg, "session", "", "only this session (a session id)")
+	f.StringVar(&since, "since", "", "only messages at or after this time")
+	f.StringVar(&until, "until", "", "only messages before this time")
+	f.IntVar(&q.Limit, "limit", search.DefaultLimit, fmt.Sprintf("at most this many hits (1-%d)", search.MaxLimit))
+	f.BoolVar(&q.Tools, "tools", false, "search tool calls and tool output too")
+	f.BoolVar(&asJSON, "json", false, "print hits as JSON")
+	return cmd
+}
+
+func writeHits(e env, query string, hits []search.Hit) {
+	if len(hits) == 0 {
+		fmt.Fprintf(e.stdout, "No messages match %q.\n", query)
+		return
+	}
+	for i, h := range hits {
+		title := h.Title
+		if title == "" {
+			title = "Thread " + h.ThreadTS
+		}
+		who := h.ActorName
+		if who == "" {
+			who = h.ActorID
+		}
+		if h.ActorKind == "bot" {
+			who = "logbook"
+		}
+		fmt.Fprintf(e.stdout, "%d. %s — #%s, %s, %s\n", i+1, title, h.Channel, who, h.CreatedAt.UTC().Format(time.RFC3339))
+		snippet := strings.Join(strings.Fields(h.SnippetText("**", "**")), " ")
+		fmt.Fprintf(e.stdout, "   %s\n", snippet)
+		fmt.Fprintf(e.stdout, "   session %s", h.SessionID)
+		if h.Permalink != "" {
+			fmt.Fprintf(e.stdout, " · %s", h.Permalink)
+		}
+		fmt.Fprintln(e.stdout)
+	}
+}
+
+var age = regexp.MustCompile(`^(\d+)(m|h|d|w)$`)
+
+// parseWhen reads a date, an RFC 3339 time or an age before now; "" is the zero time.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if m := age.FindStringSubmatch(s); m != nil {
+		n, err := strconv.Atoi(m[1])
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%q: %w", s, err)
+		}
+		unit := map[string]time.Duration{"m": time.Minute, "h": time.Hour, "d": 24 * time.Hour, "w": 7 * 24 * time.Hour}[m[2]]
+		return now.Add(-time.Duration(n) * unit), nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a date (2024-05-01), a time (2024-05-01T15:04:05Z) or an age (7d)", s)
+}
+
+// usage reports a bad argument the way flag errors are reported: message, then usage.
+func usage(e env, c *cobra.Command, err error) error {
+	fmt.Fprintf(e.stderr, "logbook %s: %v\n%s", c.Name(), err, c.UsageString())
+	return usageError{err}
+}
