@@ -32,6 +32,7 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bwrap sandbox: prlimit not found (Debian package util-linux): %w", err)
 	}
+	cfg.Limits = clampToHard(cfg.Limits, log)
 	p := &provider{name: KindBwrap, cfg: cfg, log: log, prlimit: prlimit}
 	p.setUser()
 	if err := p.prepareBase(); err != nil {
@@ -53,7 +54,12 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 		fixed := []string{bwrap}
 		fixed = append(fixed, isolation...)
 		fixed = append(fixed, hardening...)
-		fixed = append(fixed, "--die-with-parent", "--new-session")
+		// No --new-session: bwrap's init would then leave our process
+		// group, and killing bwrap early in its setup (before init armed
+		// --die-with-parent) could orphan the command. Instead Exec starts
+		// bwrap with Setsid, a session without a controlling terminal, so
+		// there is no TIOCSTI target and one group kill reaches everything.
+		fixed = append(fixed, "--die-with-parent")
 		fixed = append(fixed, mounts...)
 		fixed = append(fixed, "--proc", "/proc", "--dev", "/dev",
 			"--size", strconv.FormatInt(cfg.Limits.TmpBytes, 10), "--tmpfs", "/tmp")
@@ -129,7 +135,7 @@ func (p *provider) probe() error {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = p.cfg.environ(p.inside(ws))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: p.cred}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: p.cred}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = waitDelay
 	var stdout, stderr bytes.Buffer

@@ -235,7 +235,8 @@ func TestBwrapLimits(t *testing.T) {
 		sb := mustProvision(t, p, "bomb", Recipe{})
 		const token = "forkbomb-5555"
 		res := mustExec(t, sb, ExecRequest{
-			Argv: []string{"sh", "-c", "bomb() { bomb | bomb & }; bomb; sleep 1000", token},
+			// exec: the waiting sleep needs no fork the bomb could starve.
+			Argv: []string{"sh", "-c", "bomb() { bomb | bomb & }; bomb; exec sleep 1000", token},
 		})
 		if !strings.Contains(res.Stderr, "fork") {
 			t.Errorf("the process limit never refused a fork: %+v", res)

@@ -42,8 +42,9 @@
 //     bound read-write on /workspace, the only place that persists and the
 //     only host directory it can write; the root itself remounted
 //     read-only;
-//   - no capabilities, no_new_privs (no seccomp filter), a new session (no terminal to inject
-//     into), and --die-with-parent;
+//   - no capabilities, no_new_privs (no seccomp filter), a session of its
+//     own without a controlling terminal (no TIOCSTI injection into the
+//     bot's terminal), and --die-with-parent;
 //   - an environment that is exactly Config.Env (by default PATH, HOME=
 //     /workspace, LANG, TERM, TZ): exec.Cmd.Env is always set, so nothing of
 //     the bot's environment (Slack tokens, model API keys, DATABASE_URL) is

@@ -121,7 +121,10 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	cmd.Dir = hostDir
 	cmd.Env = s.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.p.cred, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: s.p.cred, Pdeathsig: syscall.SIGKILL}
+	// Setsid made the command's first process a group leader: the group
+	// holds bwrap, its init and every process not moved out by setsid, and
+	// bwrap's death tears down its pid namespace with those too.
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = waitDelay
 	budget := &outputBudget{limit: lim.OutputKillBytes, exceeded: func() { cancel(errOutputLimit) }}

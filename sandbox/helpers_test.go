@@ -83,6 +83,9 @@ func mustProvider(tb testing.TB, kind string, edit func(*Config)) (Provider, *sy
 		// parallel tests (fork bombs included) do not share the count.
 		id := 61000 + uint32(processUIDs.Add(1))
 		cfg.UID, cfg.GID = id, id
+	} else if kind == KindProcess {
+		// Run as the test's own user, whose other processes count too.
+		cfg.Limits.Processes = 1 << 20
 	}
 	if edit != nil {
 		edit(&cfg)

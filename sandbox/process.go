@@ -15,6 +15,7 @@ func newProcess(cfg Config, log zerolog.Logger) (Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process sandbox: prlimit not found (Debian package util-linux): %w", err)
 	}
+	cfg.Limits = clampToHard(cfg.Limits, log)
 	p := &provider{name: KindProcess, cfg: cfg, log: log, prlimit: prlimit}
 	p.setUser()
 	if err := p.prepareBase(); err != nil {

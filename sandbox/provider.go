@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 )
 
 // provider is the machinery shared by the bwrap and process providers; they
@@ -103,6 +104,28 @@ func (p *provider) limitArgs() []string {
 	}
 }
 
+// clampToHard lowers each limit above the bot's own hard limit to that hard
+// limit, with a warning: sandboxed processes cannot raise a hard limit, so
+// prlimit would fail on every command.
+func clampToHard(l Limits, log zerolog.Logger) Limits {
+	clamp := func(name string, resource int, v, headroom int64) int64 {
+		var r unix.Rlimit
+		if err := unix.Getrlimit(resource, &r); err != nil || r.Max == unix.RLIM_INFINITY || uint64(v+headroom) <= r.Max {
+			return v
+		}
+		lowered := max(int64(r.Max)-headroom, 1)
+		log.Warn().Str("limit", name).Int64("configured", v).Int64("lowered_to", lowered).
+			Msg("sandbox limit is above the bot's own hard limit; lowered")
+		return lowered
+	}
+	l.CPUSeconds = int(clamp("cpu_seconds", unix.RLIMIT_CPU, int64(l.CPUSeconds), 1))
+	l.MemoryBytes = clamp("memory_bytes", unix.RLIMIT_AS, l.MemoryBytes, 0)
+	l.OpenFiles = int(clamp("open_files", unix.RLIMIT_NOFILE, int64(l.OpenFiles), 0))
+	l.Processes = int(clamp("processes", unix.RLIMIT_NPROC, int64(l.Processes), 0))
+	l.FileSizeBytes = clamp("file_size_bytes", unix.RLIMIT_FSIZE, l.FileSizeBytes, 0)
+	return l
+}
+
 var keyChars = strings.NewReplacer("/", "_", "\\", "_", ".", "_", " ", "_", "\x00", "_")
 
 // Provision creates the workspace, starts the sentinel and runs the recipe.
@@ -166,7 +189,7 @@ func (s *sandbox) startSentinel(ctx context.Context) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = s.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.p.cred}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: s.p.cred}
 	stderr := newHeadTail(4<<10, nil)
 	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
