@@ -73,16 +73,16 @@ var fragmentTmpl = template.Must(template.New("transcript").Funcs(template.FuncM
 <p class="meta">Session <code>{{.SessionID}}</code> · #{{.Channel}} · thread {{.ThreadTS}}{{if .Permalink}} · <a href="{{.Permalink}}">Open in Slack</a>{{end}}</p>
 {{- range .Entries}}
 {{- if eq .Kind "marker"}}
-<div class="entry marker" data-seq="{{.Seq}}"><span class="time">{{.TimeText}}</span> · {{.Marker}}</div>
+<div class="entry marker" id="e{{.Seq}}" data-seq="{{.Seq}}"><span class="time">{{.TimeText}}</span> · {{.Marker}}</div>
 {{- else if eq .Kind "tool"}}
-<section class="entry tool" data-seq="{{.Seq}}">
+<section class="entry tool" id="e{{.Seq}}" data-seq="{{.Seq}}">
 <header><span class="author">🔧 {{.Tool.Name}}</span><time class="time" datetime="{{.Time.Format "2006-01-02T15:04:05Z07:00"}}">{{.TimeText}}</time></header>
 {{- with .Tool}}{{if .Input}}<pre class="input"><code>{{.Input}}</code></pre>{{if .HiddenInputs}}<p class="status">… {{.HiddenInputs}} more input lines</p>{{end}}{{end}}
 <p class="status{{if .IsError}} error{{end}}">→ {{status .}}</p>
 {{- if .Output}}<pre class="output"><code>{{.Output}}</code></pre>{{end}}{{if .HiddenLines}}<p class="status">… {{.HiddenLines}} more lines</p>{{end}}{{end}}
 </section>
 {{- else}}
-<section class="entry {{.Kind}}" data-seq="{{.Seq}}">
+<section class="entry {{.Kind}}" id="e{{.Seq}}" data-seq="{{.Seq}}">
 <header><span class="author">{{.Author}}</span><time class="time" datetime="{{.Time.Format "2006-01-02T15:04:05Z07:00"}}">{{.TimeText}}</time></header>
 <div class="text">
 {{- if .Deleted}}<p class="deleted">[message deleted]</p>{{with .DeletedText}}<div class="auditor"><p>Auditor view: the deleted message said</p>{{template "text" .}}</div>{{end}}
