@@ -25,7 +25,11 @@
 //     ticket; a reused ticket is refused with HTTP 401.
 //   - Origin https://api.slack.com is accepted; `hello` (num_connections,
 //     connection_info.app_id) is the first frame of every socket.
-//   - WebSocket PING control frames every Options.PingInterval; PONGs are counted.
+//   - WebSocket PING control frames every Options.PingInterval; PONGs are
+//     counted; a client PING gets a PONG. Each socket has exactly one writer
+//     goroutine.
+//   - Frames that are not acks (malformed JSON, no envelope_id, or 20 KB and
+//     more, which Slack drops) are kept in BadFrames and settle nothing.
 //   - events_api envelopes: event_callback with team_id, api_app_id, event_id,
 //     event_time, authorizations (the bot) and the inner event;
 //     accepts_response_payload false; acks by envelope_id on any socket.

@@ -82,6 +82,32 @@ func TestRawSocketOriginHelloDisconnectAndGrace(t *testing.T) {
 	if err := ws.ReadJSON(&hello); err != nil || hello["type"] != "hello" {
 		t.Fatalf("first frame = %v (%v), want hello", hello, err)
 	}
+	// A client PING gets a PONG.
+	gotPong := make(chan struct{}, 1)
+	ws.SetPongHandler(func(string) error {
+		select {
+		case gotPong <- struct{}{}:
+		default:
+		}
+		return nil
+	})
+	if err := ws.WriteControl(websocket.PingMessage, []byte("hi"), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// Malformed and oversized (>= 20 KB) acks are recorded as bad frames, not acks.
+	if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"envelope_id":`)); err != nil {
+		t.Fatal(err)
+	}
+	big := `{"envelope_id":"e1","payload":{"text":"` + strings.Repeat("x", 20*1024) + `"}}`
+	if err := ws.WriteMessage(websocket.TextMessage, []byte(big)); err != nil {
+		t.Fatal(err)
+	}
+	if err := emu.Wait(ctx, func() bool { return len(emu.BadFrames()) == 2 }); err != nil {
+		t.Fatalf("bad frames = %d: %v", len(emu.BadFrames()), err)
+	}
+	if n := len(emu.Acks()); n != 0 {
+		t.Errorf("acks = %d, want 0", n)
+	}
 	if err := emu.Disconnect(0, "link_disabled"); err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +115,17 @@ func TestRawSocketOriginHelloDisconnectAndGrace(t *testing.T) {
 	if err := ws.ReadJSON(&disc); err != nil || disc["type"] != "disconnect" || disc["reason"] != "link_disabled" {
 		t.Fatalf("frame = %v (%v), want disconnect link_disabled", disc, err)
 	}
-	// The server closes the socket after the grace period; reads then fail.
+	// The server closes the socket after the grace period; reads (which also
+	// run the pong handler) then fail.
 	for {
 		if _, _, err := ws.ReadMessage(); err != nil {
 			break
 		}
+	}
+	select {
+	case <-gotPong:
+	default:
+		t.Error("no PONG for the client's PING")
 	}
 	if err := emu.Wait(ctx, func() bool { return len(emu.Connections()) == 0 }); err != nil {
 		t.Fatal(err)
@@ -276,5 +308,37 @@ func TestRecordLimitBoundsMemory(t *testing.T) {
 	}
 	if n := len(emu.Requests("")); n != 0 {
 		t.Errorf("requests = %d, want 0", n)
+	}
+}
+
+func TestRepliesLimitAndForbiddenOptions(t *testing.T) {
+	t.Parallel()
+	emu := startEmu(t, Options{RepliesMaxLimit: 2})
+	parent, err := emu.Post(Post{Channel: "C0000001", Text: "parent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := emu.Post(Post{Channel: "C0000001", ThreadTS: parent.TS, Text: "r"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api := newAPI(emu, emu.BotToken(), emu.AppToken())
+	msgs, hasMore, _, err := api.GetConversationReplies(&slack.GetConversationRepliesParameters{ChannelID: "C0000001", Timestamp: parent.TS, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 2 || !hasMore {
+		t.Errorf("got %d messages (has_more %v), want the cap of 2", len(msgs), hasMore)
+	}
+
+	forbidden := startEmu(t, Options{RepliesForbidden: true})
+	p, err := forbidden.Post(Post{Channel: "C0000001", Text: "parent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err = newAPI(forbidden, forbidden.BotToken(), forbidden.AppToken()).GetConversationReplies(&slack.GetConversationRepliesParameters{ChannelID: "C0000001", Timestamp: p.TS})
+	if got := slackErr(t, err); got != "missing_scope" {
+		t.Errorf("error = %s, want missing_scope", got)
 	}
 }

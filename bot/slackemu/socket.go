@@ -23,12 +23,13 @@ type conn struct {
 	id              int
 	ws              *websocket.Conn
 	out             chan []byte
+	pongs           chan string // PONG payloads owed to client PINGs, written by the writer
 	quit            chan struct{} // closed when the socket is gone
 	closed          bool          // guarded by Server.mu
 	draining        bool          // guarded by Server.mu: sent `disconnect`, gets no new envelopes
 	debugReconnects bool
 	stalled         atomic.Bool // black hole: nothing is written or read
-	pings, pongs    atomic.Int64
+	pings, pongsIn  atomic.Int64
 	openedAt        time.Time
 }
 
@@ -94,7 +95,7 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := &conn{
-		ws: ws, out: make(chan []byte, 1024), quit: make(chan struct{}), openedAt: time.Now(),
+		ws: ws, out: make(chan []byte, 1024), pongs: make(chan string, 1), quit: make(chan struct{}), openedAt: time.Now(),
 		debugReconnects: r.URL.Query().Get("debug_reconnects") == "true",
 	}
 	s.mu.Lock()
@@ -150,6 +151,10 @@ func (s *Server) writeLoop(c *conn) {
 			if !write(websocket.TextMessage, frame) {
 				return
 			}
+		case data := <-c.pongs:
+			if !write(websocket.PongMessage, []byte(data)) {
+				return
+			}
 		case <-ping.C:
 			if !write(websocket.PingMessage, []byte("emu")) {
 				return
@@ -165,8 +170,16 @@ func (s *Server) writeLoop(c *conn) {
 func (s *Server) readLoop(c *conn) {
 	defer s.wg.Done()
 	defer s.dropConn(c)
+	// Client PINGs (slack-go sends none) are answered by the writer, keeping it the only writer.
+	c.ws.SetPingHandler(func(data string) error {
+		select {
+		case c.pongs <- data:
+		default: // a PONG is already owed; one answer covers both
+		}
+		return nil
+	})
 	c.ws.SetPongHandler(func(string) error {
-		c.pongs.Add(1)
+		c.pongsIn.Add(1)
 		s.mu.Lock()
 		s.notifyLocked()
 		s.mu.Unlock()
@@ -339,7 +352,7 @@ func (s *Server) Connections() []ConnInfo {
 	for _, c := range s.conns {
 		out = append(out, ConnInfo{
 			ID: c.id, Draining: c.draining, Stalled: c.stalled.Load(), DebugReconnects: c.debugReconnects,
-			Pings: c.pings.Load(), Pongs: c.pongs.Load(), OpenedAt: c.openedAt,
+			Pings: c.pings.Load(), Pongs: c.pongsIn.Load(), OpenedAt: c.openedAt,
 		})
 	}
 	slices.SortFunc(out, func(a, b ConnInfo) int { return a.ID - b.ID })
