@@ -41,3 +41,59 @@ func FuzzFromMarkdown(f *testing.F) {
 		}
 	})
 }
+
+func FuzzSplit(f *testing.F) {
+	f.Add("Intro\n```go\n"+strings.Repeat("x := f(i) // i\n", 30)+"```\nDone", 64)
+	f.Add(strings.Repeat("word ", 50)+"\n\n"+strings.Repeat("🇫🇷👍🏽👩‍💻é", 20), 20)
+	f.Add("```\n```\n```\nx\n```\n````\n```\n````\n", 16)
+	f.Add("a\r\nb\xff\xfe\n\n\n```", 17)
+	f.Fuzz(func(t *testing.T, text string, limit int) {
+		limit = 16 + abs(limit)%200
+		parts := Split(text, limit)
+		if got := Join(parts); got != text {
+			t.Fatalf("Join(Split) != text\ntext:  %q\nparts: %q\ngot:   %q", text, parts, got)
+		}
+		var sc fenceScanner
+		sc.feed(text + "\n")
+		balanced := !sc.state().open
+		for i, p := range parts {
+			if p == "" {
+				t.Fatalf("part %d is empty: %q", i, parts)
+			}
+			if n := utf8.RuneCountInString(p); n > limit && !longFence(text, limit) {
+				t.Fatalf("part %d has %d runes > %d: %q", i, n, limit, parts)
+			}
+			if balanced && fenceLines(p)%2 != 0 && !longFence(text, limit) {
+				t.Fatalf("part %d has an odd number of fence lines: %q", i, parts)
+			}
+		}
+	})
+}
+
+// longFence reports whether text has a fence run too long for Split to
+// close and reopen within limit (Split documents that it then may cut
+// inside a fence line and exceed the limit).
+func longFence(text string, limit int) bool {
+	return 2*longestRun(text, '`')+2 >= limit
+}
+
+// fenceLines counts lines that open or close a code block.
+func fenceLines(s string) int {
+	var st fenceState
+	n := 0
+	for _, line := range strings.Split(s, "\n") {
+		next := st.next(strings.TrimSuffix(line, "\r"))
+		if next != st {
+			n++
+		}
+		st = next
+	}
+	return n
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
