@@ -23,7 +23,7 @@ type conn struct {
 	id              int
 	ws              *websocket.Conn
 	out             chan []byte
-	pongs           chan string // PONG payloads owed to client PINGs, written by the writer
+	pongs           chan string   // PONG payloads owed to client PINGs, written by the writer
 	quit            chan struct{} // closed when the socket is gone
 	closed          bool          // guarded by Server.mu
 	draining        bool          // guarded by Server.mu: sent `disconnect`, gets no new envelopes
