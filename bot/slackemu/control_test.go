@@ -3,11 +3,14 @@ package slackemu
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
 )
 
 // controlCall sends a JSON request to the control surface and decodes the answer.
@@ -45,7 +48,7 @@ func controlCall(t *testing.T, emu *Server, method, path string, body any, wantS
 
 func TestControlSurfaceDrivesTheWorkspace(t *testing.T) {
 	t.Parallel()
-	emu := startEmu(t, Options{})
+	emu := startEmu(t, Options{AckTimeout: 200 * time.Millisecond, RetrySchedule: []time.Duration{time.Hour}})
 	c := connect(t, emu)
 	waitConnected(t, emu, 1)
 
@@ -96,5 +99,33 @@ func TestControlSurfaceDrivesTheWorkspace(t *testing.T) {
 		t.Errorf("acks = %v", acks)
 	}
 	controlCall(t, emu, "POST", "post", map[string]any{"channel": "C9999999", "text": "x"}, http.StatusNotFound)
+
+	controlCall(t, emu, "POST", "rate_limit", map[string]any{"method": "users.info", "burst": 1, "every_ms": 3600000}, 200)
+	if _, err := c.api.GetUserInfo("U0000001"); err != nil {
+		t.Fatal(err)
+	}
+	var rl *slack.RateLimitedError
+	if _, err := c.api.GetUserInfo("U0000001"); !errors.As(err, &rl) {
+		t.Errorf("users.info over the limit: %v", err)
+	}
+
+	controlCall(t, emu, "POST", "delivery_fault", map[string]any{"kind": "drop", "event_type": "message"}, 200)
+	dropped := controlCall(t, emu, "POST", "post", map[string]any{"channel": "C0000001", "text": "lost once"}, 200)
+	id := dropped["event_ids"].([]any)[0].(string)
+	if err := emu.Wait(waitCtx(t), func() bool { return emu.DeliveryState(id) == StateAwaitingRetry }); err != nil {
+		t.Fatalf("dropped delivery state %s: %v", emu.DeliveryState(id), err)
+	}
+	if fired := controlCall(t, emu, "POST", "fire_retries", nil, 200); fired["fired"].(float64) < 1 {
+		t.Errorf("fire_retries = %v", fired)
+	}
+	c.waitEvent(t, "retried event", eventsAPI(ofEvent(id, 1)))
+
+	controlCall(t, emu, "POST", "raw", map[string]any{"frame": `{"type":"hello","num_connections":7}`}, 200)
+	c.waitEvent(t, "raw hello", func(ev socketmode.Event) bool {
+		return ev.Type == socketmode.EventTypeHello && ev.Request != nil && ev.Request.NumConnections == 7
+	})
+	opened := emu.ConnectionsOpened()
+	controlCall(t, emu, "POST", "drop_connection", map[string]any{}, 200)
+	waitConnected(t, emu, opened+1)
 	controlCall(t, emu, "POST", "clear_faults", nil, 200)
 }

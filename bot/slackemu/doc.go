@@ -16,7 +16,7 @@
 // C0000002 (private), C0000003 (public, bot not a member), C0000004 (archived),
 // DM D0000001, and the subscriptions app_mention + message.channels.
 //
-// # Emulated, and exercised by this package's tests through slack-go
+// # Emulated, each exercised by this package's tests
 //
 // Socket Mode:
 //   - apps.connections.open with the app token in a Bearer header only; a bot
@@ -103,7 +103,25 @@
 // SendRaw; Calls, Requests, Ephemerals, AssistantStatus; AddUser, AddChannel,
 // SetSubscriptions. Waits are condition-based: they re-check after every state
 // change and end with the context.
-// From another process: the JSON endpoints under /_emu/ (see registerControl).
+// From another process, JSON over HTTP under /_emu/ (errors are
+// {"ok":false,"error":…} with 400, 404, 408 or 409):
+//
+//	POST /_emu/post            Post                                   → Posted
+//	POST /_emu/edit            {"channel","ts","text"}                → Posted
+//	POST /_emu/delete          {"channel","ts"}                       → Posted
+//	POST /_emu/join            {"channel","user"}                     → Posted
+//	POST /_emu/slash           SlashCommand                           → SlashResult
+//	GET  /_emu/thread?channel=&ts=                                    → {"messages":[Message]}
+//	GET  /_emu/wait_replies?channel=&ts=&n=&timeout_ms=               → {"messages":[Message]} (the bot's replies)
+//	GET  /_emu/acks | deliveries | connections | ephemerals
+//	GET  /_emu/calls?method=                                          → {"count","requests"}
+//	POST /_emu/disconnect      {"conn_id":0,"reason":"refresh_requested"} (conn_id 0 = every socket)
+//	POST /_emu/drop_connection {"conn_id"}
+//	POST /_emu/raw             {"conn_id","frame"}
+//	POST /_emu/method_fault    MethodFault
+//	POST /_emu/delivery_fault  {"kind","delay_ms","event_type","times"}
+//	POST /_emu/rate_limit      {"method","burst","every_ms","per_channel"}
+//	POST /_emu/clear_faults, /_emu/fire_retries
 //
 // # Not emulated (or only approximately)
 //
