@@ -62,3 +62,17 @@ func TestOutputBudgetFiresOnce(t *testing.T) {
 		t.Errorf("fired %d times, want 1", fired)
 	}
 }
+
+func TestWorkspaceName(t *testing.T) {
+	t.Parallel()
+	for key, want := range map[string]string{
+		"C1/1700000000.000100":  "C1_1700000000_000100",
+		"../../etc":             "______etc",
+		"a*b\x00c é":            "a_b_c__",
+		strings.Repeat("k", 99): strings.Repeat("k", 64),
+	} {
+		if got := workspaceName(key); got != want {
+			t.Errorf("workspaceName(%q) = %q, want %q", key, got, want)
+		}
+	}
+}

@@ -126,7 +126,19 @@ func clampToHard(l Limits, log zerolog.Logger) Limits {
 	return l
 }
 
-var keyChars = strings.NewReplacer("/", "_", "\\", "_", ".", "_", " ", "_", "\x00", "_")
+// workspaceName turns a key into a safe directory name prefix: letters,
+// digits, '-' and '_' only, at most 64 bytes.
+func workspaceName(key string) string {
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-':
+			return r
+		default:
+			return '_'
+		}
+	}, key)
+	return name[:min(len(name), 64)]
+}
 
 // Provision creates the workspace, starts the sentinel and runs the recipe.
 func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sandbox, error) {
@@ -139,11 +151,7 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 		}
 	}
 	start := time.Now()
-	name := keyChars.Replace(key)
-	if len(name) > 64 {
-		name = name[:64]
-	}
-	ws, err := os.MkdirTemp(p.cfg.BaseDir, name+"-")
+	ws, err := os.MkdirTemp(p.cfg.BaseDir, workspaceName(key)+"-")
 	if err != nil {
 		return nil, fmt.Errorf("provision sandbox %s: create workspace: %w", key, err)
 	}
