@@ -17,11 +17,11 @@
 //	manifest.json               query, counts, first/last ids, chains, sha256 of every file
 //	manifest.json.sig           base64 ed25519 signature of manifest.json, when a key is set
 //
-// Before reading, the export waits for every transaction that was running when it started
-// to finish: an event's created_at is taken at insert, so every event with created_at < To
-// (To in the past) was inserted by a transaction that is either committed or running then;
-// once those have finished one REPEATABLE READ snapshot sees all of them. A late commit is
-// never missed (case C18).
+// Before reading, the export waits for every transaction that could still add to the
+// window to finish: an event's created_at is taken at insert, so every event with
+// created_at < To (To in the past, by at least ExporterOptions.Settle) was inserted by a
+// transaction older than a fresh transaction id taken now; once all of those have finished,
+// one REPEATABLE READ snapshot sees all of them. A late commit is never missed (case C18).
 //
 // VerifyExport checks every file against the manifest and the manifest against its
 // signature; any changed, missing or extra byte fails. Without a signature, only the files

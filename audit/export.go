@@ -57,6 +57,9 @@ type ExporterOptions struct {
 	// SkipChains leaves out the chain verification of the exported sessions (the manifest
 	// says so). Only for measuring the export alone.
 	SkipChains bool
+	// Settle is how long after a window's end the export waits before reading it, for
+	// writers that took an event's time but not yet a transaction id (default 1s).
+	Settle time.Duration
 }
 
 // Exporter writes exports. It is safe for concurrent use.
@@ -72,6 +75,7 @@ func NewExporter(store *session.Store, opts ExporterOptions) *Exporter {
 		opts.Now = time.Now
 	}
 	opts.Version = cmp.Or(opts.Version, "dev")
+	opts.Settle = cmp.Or(opts.Settle, time.Second)
 	return &Exporter{store: store, pool: store.Pool(), opts: opts}
 }
 
@@ -131,7 +135,7 @@ func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix
 	if prefix != "" {
 		prefix += "/"
 	}
-	asOf, err := waitForInflight(ctx, x.pool)
+	asOf, err := waitForInflight(ctx, x.pool, q.To, x.opts.Settle)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
@@ -209,32 +213,52 @@ func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix
 
 func (q Query) window() string { return Window{Start: q.From, End: q.To}.String() }
 
-// waitForInflight waits until every transaction running now has finished, and returns the
-// database's clock when it started waiting.
-func waitForInflight(ctx context.Context, db dbtx) (time.Time, error) {
-	var snap string
+// waitForInflight makes the window's past final and returns the database's clock. An
+// event's created_at is taken just before its transaction gets its id, so when to is at most
+// settle in the past it first waits until it is; then it takes a fresh transaction id X and
+// waits until every transaction older than X has finished (pg_snapshot_xmin > X). After that
+// every event with created_at < to is committed or never will be. A window still open at the
+// database's clock is read as it is (the manifest says window_closed false).
+func waitForInflight(ctx context.Context, db dbtx, to time.Time, settle time.Duration) (time.Time, error) {
 	var now time.Time
-	if err := db.QueryRow(ctx, `SELECT pg_current_snapshot()::text, clock_timestamp()`).Scan(&snap, &now); err != nil {
-		return time.Time{}, fmt.Errorf("take snapshot: %w", err)
+	if err := db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("read database clock: %w", err)
 	}
-	const sqlRunning = `
-SELECT count(*) FROM unnest(pg_snapshot_xip($1::pg_snapshot)) AS x(id)
-WHERE pg_xact_status(x.id) = 'in progress'`
-	delay := 10 * time.Millisecond
+	if !to.After(now) && now.Sub(to) < settle {
+		if err := sleepCtx(ctx, settle-now.Sub(to)); err != nil {
+			return time.Time{}, fmt.Errorf("wait for writers of the window: %w", err)
+		}
+	}
+	var xid string
+	if err := db.QueryRow(ctx, `SELECT pg_current_xact_id()::text, clock_timestamp()`).Scan(&xid, &now); err != nil {
+		return time.Time{}, fmt.Errorf("take a transaction id: %w", err)
+	}
+	const sqlOlderRunning = `/* audit: wait for writers */
+SELECT pg_snapshot_xmin(pg_current_snapshot()) <= $1::text::xid8`
+	delay := 5 * time.Millisecond
 	for {
-		var running int
-		if err := db.QueryRow(ctx, sqlRunning, snap).Scan(&running); err != nil {
+		var running bool
+		if err := db.QueryRow(ctx, sqlOlderRunning, xid).Scan(&running); err != nil {
 			return time.Time{}, fmt.Errorf("wait for running transactions: %w", err)
 		}
-		if running == 0 {
+		if !running {
 			return now, nil
 		}
-		select {
-		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("wait for %d running transactions: %w", running, ctx.Err())
-		case <-time.After(delay):
+		if err := sleepCtx(ctx, delay); err != nil {
+			return time.Time{}, fmt.Errorf("wait for transactions older than %s: %w", xid, err)
 		}
 		delay = min(2*delay, time.Second)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

@@ -1,0 +1,279 @@
+package audit_test
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/logbook/logbook/audit"
+	"github.com/logbook/logbook/session"
+)
+
+var (
+	alice = session.Actor{Kind: session.ActorUser, ID: "U00000A1"}
+	bob   = session.Actor{Kind: session.ActorUser, ID: "U00000B2"}
+	botA  = session.Actor{Kind: session.ActorBot, ID: "B0000001"}
+)
+
+func TestExportMatchesAnIndependentQuery(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	s1 := f.open(t, "C0000001", "1700000000.000100")
+	s2 := f.open(t, "C0000002", "1700000000.000200")
+	s3 := f.open(t, "C0000001", "1700000000.000300")
+	var evs []session.Event
+	actors := []session.Actor{alice, bob, botA}
+	for i := range 30 {
+		sid := []session.ID{s1.ID, s2.ID, s3.ID}[i%3]
+		a := actors[(i/2)%3]
+		typ := session.TypeUserMessage
+		if a.Kind == session.ActorBot {
+			typ = session.TypeAssistantMessage
+		}
+		evs = append(evs, f.append(t, sid, a, typ, map[string]any{"text": "message, \"quoted\"\nline " + string(rune('a'+i%26)), "i": i}))
+	}
+	// Window edges: from is exactly event 5's time (included), to is exactly event 25's (excluded).
+	from, to := evs[5].CreatedAt, evs[25].CreatedAt
+	exp := audit.NewExporter(f.auditor, audit.ExporterOptions{})
+
+	cases := []struct {
+		name     string
+		q        audit.Query
+		wantMore func(t *testing.T, m audit.Manifest)
+	}{
+		{name: "all actors", q: audit.Query{From: from, To: to}},
+		{name: "two actors csv", q: audit.Query{From: from, To: to, Actors: []string{alice.ID, botA.ID}, Format: audit.CSV}},
+		{name: "one channel", q: audit.Query{From: from, To: to, Channel: "C0000002"}},
+		{name: "whole log", q: audit.Query{From: evs[0].CreatedAt, To: evs[29].CreatedAt.Add(time.Microsecond)}},
+		{name: "empty window", q: audit.Query{From: evs[29].CreatedAt.Add(time.Hour), To: evs[29].CreatedAt.Add(2 * time.Hour)},
+			wantMore: func(t *testing.T, m audit.Manifest) {
+				if m.FirstEventID != "" || len(m.Sessions) != 0 || m.WindowClosed {
+					t.Errorf("empty future window: %+v", m)
+				}
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bucket, dir := newBucket(t)
+			m, err := exp.Export(ctx, tc.q, bucket, "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := sqlEventIDs(t, f, tc.q.From, tc.q.To, tc.q.Actors, tc.q.Channel)
+			var got []string
+			var gotSessions []string
+			if tc.q.Format == audit.CSV {
+				fh, err := os.Open(filepath.Join(dir, "x", "events.csv"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer fh.Close()
+				recs, err := csv.NewReader(fh).ReadAll()
+				if err != nil {
+					t.Fatalf("events.csv does not parse as CSV: %v", err)
+				}
+				col := slices.Index(recs[0], "event_id")
+				for _, r := range recs[1:] {
+					got = append(got, r[col])
+					gotSessions = append(gotSessions, r[slices.Index(recs[0], "session_id")])
+					if !strings.Contains(r[slices.Index(recs[0], "payload")], `\"quoted\"`) {
+						t.Errorf("payload lost its quotes: %q", r)
+					}
+				}
+			} else {
+				for _, e := range jsonlEvents(t, filepath.Join(dir, "x", "events.jsonl")) {
+					got = append(got, e["event_id"].(string))
+					gotSessions = append(gotSessions, e["session_id"].(string))
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("exported event ids (in order):\n%v\nindependent query:\n%v", got, want)
+			}
+			if m.Counts.Events != int64(len(want)) {
+				t.Errorf("manifest counts %d events, want %d", m.Counts.Events, len(want))
+			}
+			// Counts by type and actor against SQL.
+			rows, err := f.su.Query(ctx, `
+SELECT e.actor_kind || ':' || e.actor_id, e.type, count(*) FROM events e JOIN sessions s ON s.id = e.session_id
+WHERE e.event_id = ANY($1::uuid[]) GROUP BY 1, 2`, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byActor, byType := map[string]int64{}, map[string]int64{}
+			for rows.Next() {
+				var a, ty string
+				var n int64
+				if err := rows.Scan(&a, &ty, &n); err != nil {
+					t.Fatal(err)
+				}
+				byActor[a] += n
+				byType[ty] += n
+			}
+			if !mapsEqual(byActor, m.Counts.ByActor) || !mapsEqual(byType, m.Counts.ByType) {
+				t.Errorf("counts by actor %v by type %v; SQL says %v %v", m.Counts.ByActor, m.Counts.ByType, byActor, byType)
+			}
+			if len(want) > 0 && (m.FirstEventID != want[0] || m.LastEventID != want[len(want)-1]) {
+				t.Errorf("first/last event ids %s/%s, want %s/%s", m.FirstEventID, m.LastEventID, want[0], want[len(want)-1])
+			}
+			slices.Sort(gotSessions)
+			gotSessions = slices.Compact(gotSessions)
+			if len(m.Sessions) != len(gotSessions) {
+				t.Fatalf("manifest lists %d sessions, export has %d", len(m.Sessions), len(gotSessions))
+			}
+			for i, sc := range m.Sessions {
+				head, err := f.app.Head(ctx, uuid.MustParse(sc.SessionID))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sc.SessionID != gotSessions[i] || !sc.ChainOK || sc.HeadSeq != head.Seq {
+					t.Errorf("session chain %+v; want ok with head %d", sc, head.Seq)
+				}
+			}
+			if _, err := audit.VerifyExport(ctx, bucket, "x", nil); err != nil {
+				t.Fatalf("fresh export does not verify: %v", err)
+			}
+			if tc.wantMore != nil {
+				tc.wantMore(t, m)
+			}
+		})
+	}
+
+	if _, err := exp.Export(ctx, audit.Query{From: to, To: from}, nil, ""); !errors.Is(err, audit.ErrInvalid) {
+		t.Errorf("reversed window: %v, want ErrInvalid", err)
+	}
+}
+
+func mapsEqual(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// C18: an event inserted by a transaction that commits after the export started, with a
+// created_at inside the window, is in the export.
+func TestExportWaitsForLateCommits(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	s := f.open(t, "C0000001", "1700000000.000100")
+	first := f.append(t, s.ID, alice, session.TypeUserMessage, map[string]any{"text": "early"})
+
+	tx, err := f.app.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var lateID uuid.UUID
+	if err := tx.QueryRow(ctx, `SELECT event_id FROM logbook_append($1, NULL, NULL, ARRAY[$2::uuid], ARRAY['user_message'],
+ARRAY['user'], ARRAY['U00000A1'], ARRAY['{"text":"late"}'::jsonb], ARRAY[NULL::text], ARRAY[false])`,
+		s.ID, uuid.Must(uuid.NewV7())).Scan(&lateID); err != nil {
+		t.Fatal(err)
+	}
+	to := f.dbNow(t)
+	bucket, dir := newBucket(t)
+	exp := audit.NewExporter(f.auditor, audit.ExporterOptions{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := exp.Export(ctx, audit.Query{From: first.CreatedAt, To: to}, bucket, "")
+		done <- err
+	}()
+	// Wait until the export is waiting for the open transaction, then commit it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting bool
+		if err := f.su.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+WHERE datname = current_database() AND query LIKE '%audit: wait for writers%' AND pid <> pg_backend_pid())`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the export ended (%v) while a transaction that wrote into its window was open", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the export never started waiting for the open transaction")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range jsonlEvents(t, filepath.Join(dir, "events.jsonl")) {
+		got = append(got, e["event_id"].(string))
+	}
+	want := []string{first.ID.String(), lateID.String()}
+	if !slices.Equal(got, want) {
+		t.Fatalf("exported %v, want the late commit too: %v", got, want)
+	}
+}
+
+func TestExportGolden(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	s1 := uuid.MustParse("0195503a-4f00-7000-8000-000000000001")
+	s2 := uuid.MustParse("0195503a-4f00-7000-8000-000000000002")
+	base := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+	at := func(min int) time.Time { return base.Add(time.Duration(min) * time.Minute) }
+	seedDeterministic(t, f, []seedRow{
+		{s1, 1, "0195503a-4f00-7000-9000-000000000001", "user_message", "user", "U00000A1", at(0), `{"text": "hello, \"bot\"\nsecond line", "ts": "1740823200.000100"}`, "T0000001/C0000001/1740823200.000100"},
+		{s1, 2, "0195503a-4f00-7000-9000-000000000002", "turn_started", "system", "cell", at(1), `{}`, ""},
+		{s2, 1, "0195503a-4f00-7000-9000-000000000003", "user_message", "user", "U00000B2", at(2), `{"text": "café ☕ \u2028 tab\tend"}`, ""},
+		{s1, 3, "0195503a-4f00-7000-9000-000000000004", "assistant_message", "bot", "B0000001", at(3), `{"text": "hi"}`, ""},
+		{s1, 4, "0195503a-4f00-7000-9000-000000000005", "turn_completed", "system", "cell", at(4), `{}`, ""},
+		{s2, 2, "0195503a-4f00-7000-9000-000000000006", "user_message", "user", "U00000A1", at(60), `{"text": "outside the window"}`, ""},
+	}, map[session.ID]string{s1: "C0000001", s2: "C0000002"})
+
+	fixed := time.Date(2025, 3, 2, 0, 0, 0, 0, time.UTC)
+	exp := audit.NewExporter(f.auditor, audit.ExporterOptions{Now: func() time.Time { return fixed }, Version: "test"})
+	for _, format := range []audit.Format{audit.JSONL, audit.CSV} {
+		bucket, dir := newBucket(t)
+		q := audit.Query{From: at(0), To: at(60), Format: format, Zone: "America/Los_Angeles"}
+		if _, err := exp.Export(ctx, q, bucket, ""); err != nil {
+			t.Fatal(err)
+		}
+		events, err := os.ReadFile(filepath.Join(dir, "events."+string(format)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden(t, "events."+string(format), events)
+		m := readManifest(t, dir)
+		if m.AsOf.Before(fixed) || !m.WindowClosed {
+			t.Errorf("as_of %s, window closed %v", m.AsOf, m.WindowClosed)
+		}
+		// as_of is the database's clock: the one field that is not deterministic.
+		raw, err := os.ReadFile(filepath.Join(dir, audit.ManifestName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(raw), "\n")
+		for i, l := range lines {
+			if strings.HasPrefix(l, `  "as_of": `) {
+				lines[i] = `  "as_of": "(database clock)",`
+			}
+		}
+		golden(t, "manifest."+string(format)+".json", []byte(strings.Join(lines, "\n")))
+	}
+}
