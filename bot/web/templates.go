@@ -1,0 +1,99 @@
+package web
+
+import "html/template"
+
+const pageCSS template.CSS = `
+.brand { font-weight: 700; text-decoration: none; color: var(--fg); }
+.who { color: var(--muted); font-size: .8rem; }
+ul.sessions, ol.hits { list-style: none; padding: 0; margin: 0; }
+ul.sessions li, ol.hits li { border-top: 1px solid var(--line); padding: .6rem 0; }
+.sessions a.title, .hits a.title { font-weight: 600; font-size: 1.05rem; overflow-wrap: anywhere; }
+.snippet { margin: .25rem 0; overflow-wrap: anywhere; }
+.filters { display: flex; flex-wrap: wrap; gap: .5rem; margin: .5rem 0 1rem; }
+.filters label { display: flex; flex-direction: column; font-size: .8rem; color: var(--muted); }
+.filters input { font-size: 1rem; padding: .3rem; }
+.notice { background: #fff8e1; border: 1px solid #f0d98c; padding: .6rem .8rem; border-radius: 4px; }
+.actions { display: flex; flex-wrap: wrap; gap: .75rem; font-size: .875rem; margin: .5rem 0; }
+.empty { color: var(--muted); }
+button { font-size: 1rem; padding: .35rem .8rem; }
+`
+
+const pageTemplates = `
+{{define "head"}}<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex">
+<title>{{.Title}} · logbook</title>
+<style>{{css}}</style>
+</head>
+<body>
+<nav>
+<a class="brand" href="/">logbook</a>
+<a href="/">Recent</a>
+<form action="/search" method="get" role="search"><input type="search" name="q" value="{{.Q}}" placeholder="Search conversations" aria-label="Search conversations"><button type="submit">Search</button></form>
+{{with .Who}}<span class="who">{{.}}</span>{{end}}
+</nav>
+<main>
+{{end}}
+
+{{define "foot"}}
+</main>
+</body>
+</html>
+{{end}}
+
+{{define "message"}}{{template "head" .}}
+<h1>{{.Title}}</h1>
+<p class="notice">{{.Message}}</p>
+{{template "foot" .}}{{end}}
+
+{{define "list"}}{{template "head" .}}
+<h1>Recent sessions</h1>
+{{if .Sessions}}<ul class="sessions">
+{{range .Sessions}}<li data-session="{{.SessionID}}">
+<a class="title" href="/sessions/{{.SessionID}}">{{.Heading}}</a>
+<div class="meta">#{{.Channel}} · {{.Messages}} messages · last activity {{.When}}{{with .Permalink}} · <a href="{{.}}">Slack</a>{{end}}</div>
+</li>
+{{end}}</ul>
+{{with .Next}}<p><a href="{{.}}">Older sessions</a></p>{{end}}
+{{else}}<p class="empty">No sessions yet.</p>{{end}}
+{{template "foot" .}}{{end}}
+
+{{define "transcript"}}{{template "head" .}}
+<div class="actions noprint">
+{{if .All}}<a href="/sessions/{{.Session}}{{.With "all" ""}}">Conversation only</a>{{else}}<a href="/sessions/{{.Session}}{{.With "all" "1"}}">Show everything</a>{{end}}
+{{if .Auditor}}{{if .Revealed}}<a href="/sessions/{{.Session}}{{.With "deleted" ""}}">Hide deleted text</a>{{else}}<a href="/sessions/{{.Session}}{{.With "deleted" "1"}}">Reveal deleted text (auditor)</a>{{end}}{{end}}
+<span>Download:</span>
+<a href="/sessions/{{.Session}}/download{{.With "format" "text"}}">text</a>
+<a href="/sessions/{{.Session}}/download{{.With "format" "md"}}">Markdown</a>
+<a href="/sessions/{{.Session}}/download{{.With "format" "html"}}">HTML</a>
+<a href="/sessions/{{.Session}}/download{{.With "format" "json"}}">JSON</a>
+</div>
+{{.Transcript}}
+{{template "foot" .}}{{end}}
+
+{{define "search"}}{{template "head" .}}
+<h1>Search</h1>
+<form action="/search" method="get" class="filters">
+<label>Words, "phrases", -exclude, OR<input type="search" name="q" value="{{.Q}}" autofocus></label>
+<label>Person<input name="actor" value="{{.Actor}}" placeholder="name, U… or bot"></label>
+<label>Channel<input name="channel" value="{{.Channel}}" placeholder="C…"></label>
+<label>Since<input type="date" name="since" value="{{.Since}}"></label>
+<label>Until<input type="date" name="until" value="{{.Until}}"></label>
+<label>&nbsp;<button type="submit">Search</button></label>
+</form>
+{{with .Message}}<p class="notice" role="status">{{.}}</p>{{end}}
+{{if and .Searched (not .Message)}}
+{{if .Hits}}<ol class="hits">
+{{range .Hits}}<li class="hit" data-session="{{.SessionID}}">
+<a class="title" href="/sessions/{{.SessionID}}#e{{.Seq}}">{{if .Title}}{{.Title}}{{else}}Thread {{.ThreadTS}}{{end}}</a>
+<p class="snippet">{{.Snippet}}</p>
+<div class="meta">{{.Who}} · #{{.Channel}} · {{.When}}{{if .Edited}} · edited{{end}}{{with .Permalink}} · <a href="{{.}}">Open in Slack</a>{{end}} · session <code>{{.SessionID}}</code></div>
+</li>
+{{end}}</ol>
+{{else}}<p class="empty">No messages match “{{.Q}}”.</p>{{end}}
+{{end}}
+{{template "foot" .}}{{end}}
+`

@@ -1,0 +1,476 @@
+// Package web serves logbook's read-only pages: a list of recent sessions with their titles,
+// a transcript page (print-friendly, with downloads), and a search page. Pages are rendered on
+// the server with html/template; there is no front-end build and no script.
+//
+// # Access
+//
+// The pages show workspace content, so they are closed by default: every request needs a
+// bearer token (Access.Tokens) or a header set by a trusted reverse proxy (Access.ProxyHeader,
+// e.g. oauth2-proxy's X-Forwarded-Email). To put "Sign in with Slack" in front, run
+// oauth2-proxy with its Slack provider before this server and trust its header; docs/web.md
+// has the configuration.
+//
+// A session whose channel became private after it was logged is hidden from everyone but
+// auditors; channel visibility comes from a ChannelVisibility the caller provides (Slack's
+// conversations.info), cached for Config.VisibilityTTL.
+//
+// Every list, view, search and download is recorded in the append-only access_log table
+// (who, how identified, what, when, result) before the page is sent; if the record cannot be
+// written the page is not shown (503).
+package web
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/search"
+	"github.com/logbook/logbook/session/transcript"
+)
+
+// sessionReader is what the transcript pages need from the log (session.Store has it).
+type sessionReader interface {
+	Session(ctx context.Context, id session.ID) (session.Session, error)
+	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
+}
+
+// finder is what the list and search pages need (search.Searcher has it).
+type finder interface {
+	Search(ctx context.Context, q search.Query) ([]search.Hit, error)
+	Recent(ctx context.Context, before time.Time, limit int) ([]search.Summary, error)
+	Permalink(channel, threadTS, ts string) string
+}
+
+// Config configures Handler. Sessions, Finder, AccessLog and Access are required.
+type Config struct {
+	Sessions  sessionReader // *session.Store
+	Finder    finder        // *search.Searcher
+	AccessLog execer        // a pool whose role may INSERT into access_log (logbook_app)
+	Access    Access
+	// Visibility re-checks whether a session's channel is still public; nil: every logged
+	// channel counts as public (the log never holds private channels to begin with).
+	Visibility    ChannelVisibility
+	VisibilityTTL time.Duration // default 10 minutes
+	// Location shows times in this timezone; a reader may pass ?tz=Area/City. nil: ISO 8601 UTC.
+	Location *time.Location
+	Log      zerolog.Logger
+	Now      func() time.Time // default time.Now
+	// RecentLimit is how many sessions the list shows; default 50.
+	RecentLimit int
+}
+
+type server struct {
+	cfg  Config
+	auth *authenticator
+	vis  *visibilityCache
+	now  func() time.Time
+	log  zerolog.Logger
+}
+
+// Handler returns the pages' handler. It returns an error when a required part is missing
+// or when Access admits nobody.
+func Handler(cfg Config) (http.Handler, error) {
+	if cfg.Sessions == nil || cfg.Finder == nil || cfg.AccessLog == nil {
+		return nil, errors.New("web: Sessions, Finder and AccessLog are required")
+	}
+	if len(cfg.Access.Tokens) == 0 && strings.TrimSpace(cfg.Access.ProxyHeader) == "" {
+		return nil, errors.New("web: no access configured: set a bearer token or a trusted proxy header (the pages are closed by default)")
+	}
+	for _, t := range cfg.Access.Tokens {
+		if len(t.Secret) < 16 || t.Name == "" {
+			return nil, fmt.Errorf("web: token %q: a token needs a name and a secret of at least 16 characters", t.Name)
+		}
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	s := &server{
+		cfg:  cfg,
+		auth: newAuthenticator(cfg.Access),
+		vis:  &visibilityCache{src: cfg.Visibility, ttl: cmp.Or(cfg.VisibilityTTL, 10*time.Minute), now: now, entries: map[string]visibility{}},
+		now:  now,
+		log:  cfg.Log.With().Str("component", "web").Logger(),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.list)
+	mux.HandleFunc("GET /sessions/{id}", s.view)
+	mux.HandleFunc("GET /sessions/{id}/download", s.download)
+	mux.HandleFunc("GET /search", s.search)
+	return s.authenticate(mux), nil
+}
+
+func (s *server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := s.auth.identify(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="logbook"`)
+			s.page(w, http.StatusUnauthorized, "message", pageData{Title: "Sign in required",
+				Message: "These pages show your workspace's conversations. Sign in through your organisation's sign-in page, or send a bearer token."})
+			return
+		}
+		w.Header().Set("Cache-Control", "private, no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "same-origin")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'")
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+	})
+}
+
+// hidden reports whether the session's channel must be hidden from the requester.
+func (s *server) hidden(ctx context.Context, channel string) bool {
+	if identityFrom(ctx).Auditor {
+		return false
+	}
+	private, err := s.vis.private(ctx, channel)
+	if err != nil {
+		s.log.Warn().Err(err).Str("channel", channel).Msg("channel visibility unknown; hiding its sessions from non-auditors")
+	}
+	return private
+}
+
+func (s *server) location(r *http.Request) *time.Location {
+	if tz := r.URL.Query().Get("tz"); tz != "" {
+		if loc, err := time.LoadLocation(tz); err == nil {
+			return loc
+		}
+	}
+	return s.cfg.Location
+}
+
+func (s *server) formatTime(t time.Time, loc *time.Location) string {
+	if loc == nil {
+		return t.UTC().Format(time.RFC3339)
+	}
+	return t.In(loc).Format("2006-01-02 15:04 MST")
+}
+
+type sessionRow struct {
+	search.Summary
+	When string
+}
+
+func (s *server) list(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	limit := cmp.Or(s.cfg.RecentLimit, 50)
+	var before time.Time
+	if b := r.URL.Query().Get("before"); b != "" {
+		t, err := time.Parse(time.RFC3339Nano, b)
+		if err != nil {
+			s.page(w, http.StatusBadRequest, "message", pageData{Title: "Bad link", Message: "The 'before' value is not a time."})
+			return
+		}
+		before = t
+	}
+	sums, err := s.cfg.Finder.Recent(ctx, before, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	loc := s.location(r)
+	data := pageData{Title: "Recent sessions"}
+	for _, m := range sums {
+		if s.hidden(ctx, m.Channel) {
+			continue
+		}
+		data.Sessions = append(data.Sessions, sessionRow{Summary: m, When: s.formatTime(m.LastEventAt, loc)})
+	}
+	if len(sums) == limit {
+		data.Next = "/?before=" + url.QueryEscape(sums[len(sums)-1].LastEventAt.Format(time.RFC3339Nano))
+	}
+	s.respond(w, r, "list", data, access{action: "list", results: len(data.Sessions)})
+}
+
+// load reads a session for the transcript pages, or answers 404.
+func (s *server) load(w http.ResponseWriter, r *http.Request, action string) (session.Session, []session.Event, bool) {
+	ctx := r.Context()
+	id, err := session.ParseID(r.PathValue("id"))
+	if err != nil {
+		s.notFound(w, r, action, session.ID{})
+		return session.Session{}, nil, false
+	}
+	sess, err := s.cfg.Sessions.Session(ctx, id)
+	if errors.Is(err, session.ErrNotFound) {
+		s.notFound(w, r, action, id)
+		return session.Session{}, nil, false
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return session.Session{}, nil, false
+	}
+	if s.hidden(ctx, sess.Key.Channel) {
+		// Hidden sessions look like missing ones: their existence is not for everyone.
+		s.notFound(w, r, action, id)
+		return session.Session{}, nil, false
+	}
+	evs, err := s.cfg.Sessions.Events(ctx, id, session.Range{})
+	if err != nil {
+		s.fail(w, r, err)
+		return session.Session{}, nil, false
+	}
+	return sess, evs, true
+}
+
+func (s *server) transcriptOptions(r *http.Request, sess session.Session) transcript.Options {
+	q := r.URL.Query()
+	return transcript.Options{
+		All:           q.Get("all") == "1",
+		RevealDeleted: q.Get("deleted") == "1" && identityFrom(r.Context()).Auditor,
+		Location:      s.location(r),
+		Permalink:     s.cfg.Finder.Permalink(sess.Key.Channel, sess.Key.ThreadTS, ""),
+	}
+}
+
+func (s *server) view(w http.ResponseWriter, r *http.Request) {
+	sess, evs, ok := s.load(w, r, "view")
+	if !ok {
+		return
+	}
+	opts := s.transcriptOptions(r, sess)
+	t := transcript.Build(sess, evs, opts)
+	body, err := t.HTMLFragment()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	q := url.Values{}
+	if opts.All {
+		q.Set("all", "1")
+	}
+	if opts.RevealDeleted {
+		q.Set("deleted", "1")
+	}
+	if tz := r.URL.Query().Get("tz"); tz != "" {
+		q.Set("tz", tz)
+	}
+	data := pageData{Title: t.Heading(), Transcript: body, Session: sess.ID.String(), All: opts.All,
+		Revealed: opts.RevealDeleted, Auditor: identityFrom(r.Context()).Auditor, Query: q.Encode()}
+	s.respond(w, r, "transcript", data, access{action: "view", session: sess.ID, results: len(t.Entries)})
+}
+
+var contentTypes = map[transcript.Format]string{
+	transcript.FormatText:     "text/plain; charset=utf-8",
+	transcript.FormatMarkdown: "text/markdown; charset=utf-8",
+	transcript.FormatHTML:     "text/html; charset=utf-8",
+	transcript.FormatJSON:     "application/json",
+}
+
+var extensions = map[transcript.Format]string{
+	transcript.FormatText: "txt", transcript.FormatMarkdown: "md", transcript.FormatHTML: "html", transcript.FormatJSON: "json",
+}
+
+func (s *server) download(w http.ResponseWriter, r *http.Request) {
+	f, err := transcript.ParseFormat(r.URL.Query().Get("format"))
+	if err != nil {
+		s.page(w, http.StatusBadRequest, "message", pageData{Title: "Unknown format", Message: err.Error()})
+		return
+	}
+	sess, evs, ok := s.load(w, r, "download")
+	if !ok {
+		return
+	}
+	opts := s.transcriptOptions(r, sess)
+	opts.Format = f
+	var b bytes.Buffer
+	if err := transcript.Render(&b, sess, evs, opts); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := record(r.Context(), s.cfg.AccessLog, r, access{action: "download", session: sess.ID, format: string(f), status: http.StatusOK}); err != nil {
+		s.unrecorded(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", contentTypes[f])
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="logbook-%s.%s"`, sess.ID, extensions[f]))
+	w.Write(b.Bytes()) //nolint:errcheck // the client went away
+}
+
+type hitRow struct {
+	search.Hit
+	When    string
+	Who     string
+	Snippet template.HTML
+}
+
+func (s *server) search(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	v := r.URL.Query()
+	data := pageData{Title: "Search", Q: v.Get("q"), Actor: v.Get("actor"), Channel: v.Get("channel"),
+		Since: v.Get("since"), Until: v.Get("until"), Searched: v.Has("q")}
+	if !data.Searched {
+		s.page(w, http.StatusOK, "search", data)
+		return
+	}
+	q := search.Query{Text: data.Q, Actor: data.Actor, Channel: data.Channel}
+	var err error
+	if q.Since, err = parseDay(data.Since, false); err != nil {
+		data.Message = "“Since” is not a date (YYYY-MM-DD)."
+	}
+	if q.Until, err = parseDay(data.Until, true); err != nil {
+		data.Message = "“Until” is not a date (YYYY-MM-DD)."
+	}
+	var hits []search.Hit
+	if data.Message == "" {
+		limit := search.DefaultLimit
+		q.Limit = min(2*limit, search.MaxLimit) // room for hits hidden below
+		hits, err = s.cfg.Finder.Search(ctx, q)
+		var qe *search.QueryError
+		switch {
+		case errors.Is(err, search.ErrEmptyQuery):
+			data.Message = "Type some words to search for."
+		case errors.As(err, &qe):
+			data.Message = "Cannot search for that: " + qe.Reason + "."
+		case err != nil:
+			s.fail(w, r, err)
+			return
+		}
+		loc := s.location(r)
+		for _, h := range hits {
+			if len(data.Hits) == limit {
+				break
+			}
+			if s.hidden(ctx, h.Channel) {
+				continue
+			}
+			who := cmp.Or(h.ActorName, h.ActorID)
+			if h.ActorKind == "bot" {
+				who = "logbook"
+			}
+			data.Hits = append(data.Hits, hitRow{Hit: h, When: s.formatTime(h.CreatedAt, loc), Who: who, Snippet: snippetHTML(h.Snippet)})
+		}
+	}
+	logged := data.Q
+	for _, f := range []struct{ k, v string }{{"actor", data.Actor}, {"channel", data.Channel}, {"since", data.Since}, {"until", data.Until}} {
+		if f.v != "" {
+			logged += " " + f.k + ":" + f.v
+		}
+	}
+	s.respond(w, r, "search", data, access{action: "search", query: logged, results: len(data.Hits)})
+}
+
+func snippetHTML(spans []search.Span) template.HTML {
+	var b strings.Builder
+	for _, sp := range spans {
+		if sp.Match {
+			b.WriteString("<mark>" + template.HTMLEscapeString(sp.Text) + "</mark>")
+		} else {
+			b.WriteString(template.HTMLEscapeString(sp.Text))
+		}
+	}
+	return template.HTML(b.String())
+}
+
+// parseDay reads a YYYY-MM-DD date as the start of that day in UTC (end: the next day's start).
+func parseDay(s string, end bool) (time.Time, error) {
+	if strings.TrimSpace(s) == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse("2006-01-02", strings.TrimSpace(s))
+	if err != nil {
+		return time.Time{}, err
+	}
+	if end {
+		t = t.AddDate(0, 0, 1)
+	}
+	return t, nil
+}
+
+// respond renders a page, records the access, then sends the page.
+func (s *server) respond(w http.ResponseWriter, r *http.Request, tmpl string, data pageData, a access) {
+	var b bytes.Buffer
+	data.Who = identityFrom(r.Context()).Who
+	if err := pages.ExecuteTemplate(&b, tmpl, data); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	a.status = http.StatusOK
+	if err := record(r.Context(), s.cfg.AccessLog, r, a); err != nil {
+		s.unrecorded(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(b.Bytes()) //nolint:errcheck // the client went away
+}
+
+func (s *server) notFound(w http.ResponseWriter, r *http.Request, action string, id session.ID) {
+	if err := record(r.Context(), s.cfg.AccessLog, r, access{action: action, session: id, status: http.StatusNotFound}); err != nil {
+		s.unrecorded(w, err)
+		return
+	}
+	s.page(w, http.StatusNotFound, "message", pageData{Title: "Not found", Message: "There is no such session, or it is not visible to you."})
+}
+
+func (s *server) unrecorded(w http.ResponseWriter, err error) {
+	s.log.Error().Err(err).Msg("access not recorded; page withheld")
+	s.page(w, http.StatusServiceUnavailable, "message", pageData{Title: "Try again", Message: "This page cannot be shown right now because the access record could not be written. Please try again shortly."})
+}
+
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	s.log.Error().Err(err).Str("path", r.URL.Path).Msg("serve page")
+	s.page(w, http.StatusInternalServerError, "message", pageData{Title: "Something went wrong", Message: "The page could not be built. The error was logged."})
+}
+
+// page writes a page that shows no workspace content (messages, forms, errors).
+func (s *server) page(w http.ResponseWriter, status int, tmpl string, data pageData) {
+	var b bytes.Buffer
+	if err := pages.ExecuteTemplate(&b, tmpl, data); err != nil {
+		s.log.Error().Err(err).Str("template", tmpl).Msg("render page")
+		http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(b.Bytes()) //nolint:errcheck // the client went away
+}
+
+type pageData struct {
+	Title   string
+	Who     string
+	Message string
+	// list
+	Sessions []sessionRow
+	Next     string
+	// transcript
+	Transcript template.HTML
+	Session    string
+	All        bool
+	Revealed   bool
+	Auditor    bool
+	Query      string
+	// search
+	Q, Actor, Channel, Since, Until string
+	Searched                        bool
+	Hits                            []hitRow
+}
+
+func (d pageData) With(key, value string) string {
+	v, _ := url.ParseQuery(d.Query)
+	if value == "" {
+		v.Del(key)
+	} else {
+		v.Set(key, value)
+	}
+	if enc := v.Encode(); enc != "" {
+		return "?" + enc
+	}
+	return ""
+}
+
+var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
+	"css":  func() template.CSS { return transcript.CSS + pageCSS },
+	"itoa": strconv.Itoa,
+}).Parse(pageTemplates))
