@@ -1,6 +1,7 @@
 -- Audit: records of who read the log, scheduled export runs, legal holds and retention purges.
--- Every table here is a record: append-only by trigger (for everyone, superusers included,
--- short of disabling the trigger) and by grants. State that changes over time is derived from
+-- Every table here is a record: append-only by statement triggers (any UPDATE, DELETE or
+-- TRUNCATE fails, even one that matches no row, for everyone, superusers included, short of
+-- disabling the trigger) and by grants. State that changes over time is derived from
 -- appended rows: a run's outcome is a later row of the same run_id, a hold's removal is a later
 -- row of the same hold_id.
 --
@@ -83,21 +84,13 @@ CREATE TABLE audit_purges (
 );
 CREATE INDEX audit_purges_session ON audit_purges (session_id);
 
-CREATE TRIGGER audit_access_append_only BEFORE UPDATE OR DELETE ON audit_access
-    FOR EACH ROW EXECUTE FUNCTION logbook_audit_reject_change();
-CREATE TRIGGER audit_access_no_truncate BEFORE TRUNCATE ON audit_access
+CREATE TRIGGER audit_access_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON audit_access
     FOR EACH STATEMENT EXECUTE FUNCTION logbook_audit_reject_change();
-CREATE TRIGGER audit_runs_append_only BEFORE UPDATE OR DELETE ON audit_runs
-    FOR EACH ROW EXECUTE FUNCTION logbook_audit_reject_change();
-CREATE TRIGGER audit_runs_no_truncate BEFORE TRUNCATE ON audit_runs
+CREATE TRIGGER audit_runs_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON audit_runs
     FOR EACH STATEMENT EXECUTE FUNCTION logbook_audit_reject_change();
-CREATE TRIGGER audit_holds_append_only BEFORE UPDATE OR DELETE ON audit_holds
-    FOR EACH ROW EXECUTE FUNCTION logbook_audit_reject_change();
-CREATE TRIGGER audit_holds_no_truncate BEFORE TRUNCATE ON audit_holds
+CREATE TRIGGER audit_holds_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON audit_holds
     FOR EACH STATEMENT EXECUTE FUNCTION logbook_audit_reject_change();
-CREATE TRIGGER audit_purges_append_only BEFORE UPDATE OR DELETE ON audit_purges
-    FOR EACH ROW EXECUTE FUNCTION logbook_audit_reject_change();
-CREATE TRIGGER audit_purges_no_truncate BEFORE TRUNCATE ON audit_purges
+CREATE TRIGGER audit_purges_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON audit_purges
     FOR EACH STATEMENT EXECUTE FUNCTION logbook_audit_reject_change();
 
 -- logbook_purge_expired removes the payloads of every session whose last event is older than
