@@ -1,0 +1,540 @@
+package brain
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/sandbox"
+	"github.com/logbook/logbook/session"
+)
+
+// Log is one session's event log as the brain needs it. The caller binds it to the session and
+// to its lease epoch, so an append after the lease was lost fails (session.ErrFenced) and the
+// brain stops.
+type Log interface {
+	// Events returns the session's events selected by r, oldest first.
+	Events(ctx context.Context, r session.Range) ([]session.Event, error)
+	// Append appends evs in order, all or nothing, and returns them as stored.
+	Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error)
+}
+
+// Hands is the session's sandbox. The caller provisions it lazily (on the first call) and may
+// replace a lost one; errors follow the sandbox package (sandbox.ErrLost, ErrDisabled,
+// ErrOutsideWorkspace, ErrTooLarge).
+type Hands interface {
+	Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error)
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+	WriteFile(ctx context.Context, path string, data []byte) error
+}
+
+// Searcher searches past sessions' transcripts and renders the hits as text for the model.
+type Searcher interface {
+	Search(ctx context.Context, query string, limit int) (string, error)
+}
+
+// Where says where the bot is talking, for the system prompt and for recognising mentions.
+type Where struct {
+	Workspace string // Slack workspace (team) name or id
+	Channel   string // channel name without '#', or id
+	ThreadTS  string // the thread's parent ts
+	BotName   string // the bot's display name, e.g. "logbook"
+	BotUserID string // the bot's Slack user id, e.g. "UB000001"; the actor id of what the model writes
+}
+
+// Turn is one turn of one session.
+type Turn struct {
+	Session  session.Session
+	Log      Log
+	Hands    Hands    // nil: no sandbox tools are offered
+	Searcher Searcher // nil: search_sessions is not offered
+	Where    Where
+	// TurnSeq is the seq of the turn_started marker the caller appended for this turn. Its
+	// Through (the last user message the turn answers) keeps messages that arrive while the
+	// turn runs for the next turn.
+	TurnSeq int64
+}
+
+// Reply is the outcome of a turn.
+type Reply struct {
+	// Event is the stored assistant_message to deliver to the thread; Message is its payload.
+	Event   session.Event
+	Message session.AssistantMessage
+	// Status is "ok", or "error" when the turn ended early (the model refused the request or
+	// stayed unavailable, the turn ran out of time, the history could not be made valid); the
+	// reply then says so in a sentence and an error event is in the log. Reason is the error
+	// event's code. Both are meant for turn_completed.
+	Status string
+	Reason string
+}
+
+// RetryPolicy bounds retries of transient model errors within a turn.
+type RetryPolicy struct {
+	Attempts int           // calls in all, first included; default 5
+	Base     time.Duration // first backoff; default 1s
+	Max      time.Duration // longest backoff; default 30s
+}
+
+// Config configures a Brain. Zero values take the defaults noted.
+type Config struct {
+	Provider Provider // required
+	Logger   zerolog.Logger
+
+	MaxRounds      int           // tool rounds per turn; then the model must answer without tools; default 10
+	MaxTurnTime    time.Duration // wall time of a turn, model calls and tools; default 5m
+	CommandTimeout time.Duration // per run_command; default 2m
+	MaxToolOutput  int           // bytes of one tool result; default 16 KiB
+	MaxTurnOutput  int           // bytes of all tool results of a turn; default 128 KiB
+	MaxTokens      int64         // output tokens per reply; default 4096
+	// ContextBudget is the history size, in estimated tokens, over which older turns are
+	// summarised into a context_summary; default 100000.
+	ContextBudget int
+	Retry         RetryPolicy
+
+	// Now, Sleep and Jitter make time testable: defaults time.Now, a ctx-aware timer and
+	// math/rand/v2's Float64. Sleep returns ctx's error when ctx ends first; Jitter returns
+	// a number in [0, 1).
+	Now    func() time.Time
+	Sleep  func(ctx context.Context, d time.Duration) error
+	Jitter func() float64
+}
+
+// Brain runs turns. It holds no history of its own and is safe for concurrent use by many
+// sessions' cells.
+type Brain struct {
+	cfg Config
+	log zerolog.Logger
+}
+
+// New returns a Brain. It fails only when cfg.Provider is nil.
+func New(cfg Config) (*Brain, error) {
+	if cfg.Provider == nil {
+		return nil, errors.New("new brain: no model provider")
+	}
+	cfg.MaxRounds = cmp.Or(cfg.MaxRounds, 10)
+	cfg.MaxTurnTime = cmp.Or(cfg.MaxTurnTime, 5*time.Minute)
+	cfg.CommandTimeout = cmp.Or(cfg.CommandTimeout, 2*time.Minute)
+	cfg.MaxToolOutput = cmp.Or(cfg.MaxToolOutput, 16<<10)
+	cfg.MaxTurnOutput = cmp.Or(cfg.MaxTurnOutput, 128<<10)
+	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 4096)
+	cfg.ContextBudget = cmp.Or(cfg.ContextBudget, 100_000)
+	cfg.Retry.Attempts = cmp.Or(cfg.Retry.Attempts, 5)
+	cfg.Retry.Base = cmp.Or(cfg.Retry.Base, time.Second)
+	cfg.Retry.Max = cmp.Or(cfg.Retry.Max, 30*time.Second)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = rand.Float64
+	}
+	return &Brain{cfg: cfg, log: cfg.Logger}, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *Brain) now() time.Time { return b.cfg.Now() }
+
+// Provider returns the brain's model provider.
+func (b *Brain) Provider() Provider { return b.cfg.Provider }
+
+// Status values of a Reply.
+const (
+	StatusOK    = "ok"
+	StatusError = "error"
+)
+
+// Reply texts that do not come from the model.
+const (
+	// EmptyMentionReply answers a thread whose messages hold nothing but mentions of the bot
+	// (C09): there is nothing to send the model.
+	EmptyMentionReply = "What can I help with?"
+)
+
+// turn is the state of one Run.
+type turn struct {
+	Turn
+	log     zerolog.Logger
+	through int64
+	tools   []ToolSpec
+	system  string
+	budget  outputBudget
+	bot     session.Actor
+}
+
+// Run runs one turn: it repairs the history (a synthetic tool_result for every tool_call the
+// log has no result for), then calls the model until it answers without tool calls, appending
+// as it goes: assistant_message (with its tool_call events, in one append), each tool_result,
+// context_summary when the history is over budget, and finally the reply assistant_message
+// (no ToolCallIDs). After the first reply of the session it appends a title.
+//
+// Model failures do not make Run fail: a permanent error (400, 401, ...) or a transient one
+// that outlasts the retries ends the turn with an error event and a short, honest reply, as
+// does the turn's wall-time limit; Reply.Status is then "error". Run returns an error, and no
+// reply, only when the log fails (session.ErrFenced after a lost lease, for one) or ctx ends;
+// what it appended before stays, and the next turn repairs it.
+func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
+	if t.Log == nil {
+		return Reply{}, errors.New("run turn: no log")
+	}
+	st := &turn{
+		Turn:   t,
+		log:    b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
+		tools:  toolSpecs(t.Hands != nil, t.Searcher != nil),
+		budget: outputBudget{perResult: b.cfg.MaxToolOutput, left: b.cfg.MaxTurnOutput},
+		bot:    session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
+	}
+	st.system = systemPrompt(t.Where, st.tools, b.now())
+	turnCtx, cancel := context.WithTimeout(ctx, b.cfg.MaxTurnTime)
+	defer cancel()
+
+	evs, err := t.Log.Events(ctx, session.Range{})
+	if err != nil {
+		return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
+	}
+	st.through = turnThrough(evs, t.TurnSeq)
+	if err := b.repair(ctx, st, evs); err != nil {
+		return Reply{}, err
+	}
+
+	for round := 0; ; round++ {
+		evs, err := t.Log.Events(ctx, session.Range{})
+		if err != nil {
+			return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
+		}
+		h, err := buildHistory(evs, st.historyOptions())
+		if err != nil {
+			return b.fail(ctx, st, "context", "bad_event", "I could not read this thread's history: "+cut(err.Error(), 200), err)
+		}
+		if !h.Content {
+			return b.reply(ctx, st, EmptyMentionReply, nil, StatusOK, "")
+		}
+		if estimateTokens(st.system, h.Messages, st.tools) > b.cfg.ContextBudget {
+			if h, err = b.compact(turnCtx, st, evs, h); err != nil {
+				return Reply{}, err
+			}
+		}
+		if err := validate(h.Messages, true); err != nil {
+			st.log.Error().Err(err).Msg("model history is invalid")
+			return b.fail(ctx, st, "context", "invalid_history",
+				"I could not put this thread's history into a form the model accepts, so I stopped. The problem is recorded in the log.", err)
+		}
+		req := Request{
+			Purpose:   PurposeReply,
+			System:    st.system,
+			Messages:  h.Messages,
+			Tools:     st.tools,
+			NoTools:   round >= b.cfg.MaxRounds,
+			MaxTokens: b.cfg.MaxTokens,
+		}
+		resp, usage, err := b.call(turnCtx, req)
+		if err != nil {
+			return b.modelFailure(ctx, turnCtx, st, err)
+		}
+		if len(resp.ToolUses) == 0 || req.NoTools || len(st.tools) == 0 {
+			text := resp.Text
+			if strings.TrimSpace(text) == "" {
+				text = "(The model returned an empty reply.)"
+				if req.NoTools {
+					text = fmt.Sprintf("I stopped after %d rounds of tool calls, the limit for one turn, without a final answer. Ask me to continue.", b.cfg.MaxRounds)
+				}
+			}
+			r, err := b.reply(ctx, st, text, usage, StatusOK, "")
+			if err != nil {
+				return r, err
+			}
+			b.maybeTitle(turnCtx, st, evs, r)
+			return r, nil
+		}
+		uses := uniqueIDs(resp.ToolUses, evs, t.TurnSeq, round)
+		if err := b.appendCalls(ctx, st, resp.Text, uses, usage); err != nil {
+			return Reply{}, err
+		}
+		for _, use := range uses {
+			out := b.runTool(turnCtx, t, use, &st.budget)
+			if ctx.Err() != nil {
+				return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, ctx.Err())
+			}
+			if err := b.appendResult(ctx, st, use, out); err != nil {
+				return Reply{}, err
+			}
+		}
+		if turnCtx.Err() != nil {
+			return b.fail(ctx, st, "turn", "wall_time",
+				fmt.Sprintf("I stopped: this turn reached its time limit (%s) before I finished. Ask me to continue.", b.cfg.MaxTurnTime),
+				turnCtx.Err())
+		}
+	}
+}
+
+func (st *turn) historyOptions() historyOptions {
+	return historyOptions{Through: st.through, BotName: st.Where.BotName, BotUserID: st.Where.BotUserID}
+}
+
+// turnThrough is the Through of the turn_started at seq, or 0 (no limit) when it is absent.
+func turnThrough(evs []session.Event, seq int64) int64 {
+	for _, e := range evs {
+		if e.Seq == seq && e.Type == session.TypeTurnStarted {
+			var ts session.TurnStarted
+			if e.Decode(&ts) == nil {
+				return ts.Through
+			}
+		}
+	}
+	return 0
+}
+
+// repair appends a synthetic error tool_result, in call order, for every tool_call the log has
+// no result for: the process died between the call and its result (C23). The calls are not run
+// again: their outcome is unknown and they may not be idempotent.
+func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event) error {
+	calls := map[string]bool{}
+	done := map[string]bool{}
+	for _, e := range evs {
+		switch e.Type {
+		case session.TypeToolCall:
+			var c session.ToolCall
+			if e.Decode(&c) == nil {
+				calls[c.CallID] = true
+			}
+		case session.TypeToolResult:
+			var r session.ToolResult
+			if e.Decode(&r) == nil {
+				done[r.CallID] = true
+			}
+		}
+	}
+	var fix []session.NewEvent
+	for _, e := range evs {
+		if e.Type != session.TypeAssistantMessage {
+			continue
+		}
+		var m session.AssistantMessage
+		if e.Decode(&m) != nil {
+			continue
+		}
+		for _, id := range m.ToolCallIDs {
+			if calls[id] && !done[id] {
+				done[id] = true
+				fix = append(fix, session.NewEvent{
+					Type:           session.TypeToolResult,
+					Actor:          session.Actor{Kind: session.ActorSystem, ID: "brain"},
+					Payload:        session.ToolResult{CallID: id, Content: interruptedResult, IsError: true, Synthetic: true},
+					IdempotencyKey: "tool_result:" + id,
+				})
+			}
+		}
+	}
+	if len(fix) == 0 {
+		return nil
+	}
+	st.log.Warn().Int("calls", len(fix)).Msg("tool calls without results: appending interrupted results")
+	if _, err := st.Log.Append(ctx, fix...); err != nil {
+		return fmt.Errorf("run turn %d: append interrupted tool results: %w", st.TurnSeq, err)
+	}
+	return nil
+}
+
+// uniqueIDs gives every tool use an id that is non-empty and new to the session (some local
+// models repeat or omit ids); the ids of well-behaved providers are kept.
+func uniqueIDs(uses []ToolUse, evs []session.Event, turnSeq int64, round int) []ToolUse {
+	taken := map[string]bool{}
+	for _, e := range evs {
+		if e.Type == session.TypeToolCall {
+			var c session.ToolCall
+			if e.Decode(&c) == nil {
+				taken[c.CallID] = true
+			}
+		}
+	}
+	out := make([]ToolUse, len(uses))
+	for i, u := range uses {
+		if u.ID == "" || taken[u.ID] {
+			u.ID = fmt.Sprintf("call_t%d_r%d_%d", turnSeq, round, i)
+		}
+		taken[u.ID] = true
+		out[i] = u
+	}
+	return out
+}
+
+func (b *Brain) appendCalls(ctx context.Context, st *turn, text string, uses []ToolUse, usage *session.Usage) error {
+	ids := make([]string, len(uses))
+	evs := make([]session.NewEvent, 0, len(uses)+1)
+	evs = append(evs, session.NewEvent{}) // the assistant message, below
+	for i, u := range uses {
+		ids[i] = u.ID
+		evs = append(evs, session.NewEvent{
+			Type:           session.TypeToolCall,
+			Actor:          st.bot,
+			Payload:        session.ToolCall{CallID: u.ID, Name: u.Name, Input: u.Input},
+			IdempotencyKey: "tool_call:" + u.ID,
+		})
+	}
+	evs[0] = session.NewEvent{
+		Type:    session.TypeAssistantMessage,
+		Actor:   st.bot,
+		Payload: session.AssistantMessage{Text: text, ToolCallIDs: ids, Usage: usage, Turn: st.TurnSeq},
+	}
+	if _, err := st.Log.Append(ctx, evs...); err != nil {
+		return fmt.Errorf("run turn %d: append tool calls: %w", st.TurnSeq, err)
+	}
+	return nil
+}
+
+func (b *Brain) appendResult(ctx context.Context, st *turn, use ToolUse, out toolOutcome) error {
+	actor := session.Actor{Kind: session.ActorSystem, ID: "brain"}
+	if out.FromHands {
+		actor = session.Actor{Kind: session.ActorSandbox, ID: "sandbox"}
+	}
+	ev := session.NewEvent{
+		Type:  session.TypeToolResult,
+		Actor: actor,
+		Payload: session.ToolResult{
+			CallID: use.ID, Content: out.Content, IsError: out.IsError, Truncated: out.Truncated,
+			ExitCode: out.ExitCode, DurationMS: out.Duration.Milliseconds(),
+		},
+		IdempotencyKey: "tool_result:" + use.ID,
+	}
+	if _, err := st.Log.Append(ctx, ev); err != nil {
+		return fmt.Errorf("run turn %d: append result of %s: %w", st.TurnSeq, use.ID, err)
+	}
+	return nil
+}
+
+// reply appends the turn's reply.
+func (b *Brain) reply(ctx context.Context, st *turn, text string, usage *session.Usage, status, reason string) (Reply, error) {
+	m := session.AssistantMessage{Text: text, Usage: usage, Turn: st.TurnSeq}
+	evs, err := st.Log.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage, Actor: st.bot, Payload: m})
+	if err != nil {
+		return Reply{}, fmt.Errorf("run turn %d: append reply: %w", st.TurnSeq, err)
+	}
+	return Reply{Event: evs[0], Message: m, Status: status, Reason: reason}, nil
+}
+
+// fail ends the turn early: an error event with a short safe message, then a reply that says
+// what happened.
+func (b *Brain) fail(ctx context.Context, st *turn, stage, code, replyText string, cause error) (Reply, error) {
+	if ctx.Err() != nil {
+		return Reply{}, fmt.Errorf("run turn %d: %w", st.TurnSeq, ctx.Err())
+	}
+	msg := cut(cause.Error(), 300)
+	var pe *ProviderError
+	if errors.As(cause, &pe) {
+		msg = cut(pe.Error(), 300)
+	}
+	ev := session.NewEvent{
+		Type:    session.TypeError,
+		Actor:   session.Actor{Kind: session.ActorSystem, ID: "brain"},
+		Payload: session.ErrorEvent{Stage: stage, Code: code, Message: msg},
+	}
+	if _, err := st.Log.Append(ctx, ev); err != nil {
+		return Reply{}, fmt.Errorf("run turn %d: append error: %w", st.TurnSeq, err)
+	}
+	return b.reply(ctx, st, replyText, nil, StatusError, code)
+}
+
+// modelFailure ends the turn after a model call failed for good.
+func (b *Brain) modelFailure(ctx, turnCtx context.Context, st *turn, err error) (Reply, error) {
+	if ctx.Err() != nil {
+		return Reply{}, fmt.Errorf("run turn %d: %w", st.TurnSeq, ctx.Err())
+	}
+	var pe *ProviderError
+	if !errors.As(err, &pe) {
+		if turnCtx.Err() != nil {
+			return b.fail(ctx, st, "turn", "wall_time",
+				fmt.Sprintf("I stopped: this turn reached its time limit (%s) while waiting for the model. Ask me to continue.", b.cfg.MaxTurnTime), err)
+		}
+		return b.fail(ctx, st, "model", "error", "I could not get an answer from the model; the error is recorded in the log.", err)
+	}
+	st.log.Error().Str("provider", pe.Provider).Int("status", pe.Status).Str("code", pe.Code).Bool("transient", pe.Transient).
+		Msg("model call failed")
+	code, text := failureText(pe)
+	return b.fail(ctx, st, "model", code, text, err)
+}
+
+// failureText is the error code and the user-facing sentence for a failed model call.
+func failureText(pe *ProviderError) (code, text string) {
+	switch {
+	case pe.Status == 401 || pe.Status == 403:
+		return fmt.Sprintf("http_%d", pe.Status), fmt.Sprintf(
+			"I can't answer: the model provider (%s) refused logbook's credentials (HTTP %d). An operator needs to check the API key.", pe.Provider, pe.Status)
+	case pe.Transient && pe.Status == 0:
+		return "unreachable", fmt.Sprintf("I can't answer right now: the model provider (%s) did not respond (%s). Please try again in a few minutes.", pe.Provider, pe.Message)
+	case pe.Transient:
+		return fmt.Sprintf("http_%d", pe.Status), fmt.Sprintf(
+			"I can't answer right now: the model provider (%s) is unavailable (HTTP %d%s) and retrying did not help. Please try again in a few minutes.",
+			pe.Provider, pe.Status, codeSuffix(pe.Code))
+	default:
+		return fmt.Sprintf("http_%d", pe.Status), fmt.Sprintf(
+			"I can't answer: the model provider (%s) rejected the request (HTTP %d%s). The error is recorded in the log.", pe.Provider, pe.Status, codeSuffix(pe.Code))
+	}
+}
+
+func codeSuffix(code string) string {
+	if code == "" {
+		return ""
+	}
+	return ", " + code
+}
+
+// call makes one model call, retrying transient errors with exponential backoff and full
+// jitter (at least the server's Retry-After), within the attempts of the retry policy and the
+// time left in ctx.
+func (b *Brain) call(ctx context.Context, req Request) (Response, *session.Usage, error) {
+	p := b.cfg.Provider
+	for attempt := 1; ; attempt++ {
+		start := b.now()
+		resp, err := p.Complete(ctx, req)
+		if err == nil {
+			return resp, &session.Usage{
+				Provider: p.Name(), Model: cmp.Or(resp.Model, p.Model()),
+				InputTokens: resp.InputTokens, OutputTokens: resp.OutputTokens,
+				StopReason: resp.StopReason, LatencyMS: b.now().Sub(start).Milliseconds(),
+			}, nil
+		}
+		var pe *ProviderError
+		if !errors.As(err, &pe) || !pe.Transient || attempt >= b.cfg.Retry.Attempts {
+			return Response{}, nil, err
+		}
+		d := b.backoff(attempt)
+		if pe.RetryAfter > d {
+			d = pe.RetryAfter
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
+			return Response{}, nil, err
+		}
+		b.log.Warn().Str("provider", pe.Provider).Int("status", pe.Status).Str("code", pe.Code).
+			Int("attempt", attempt).Dur("backoff", d).Msg("transient model error, retrying")
+		if err := b.cfg.Sleep(ctx, d); err != nil {
+			return Response{}, nil, err
+		}
+	}
+}
+
+// backoff is the wait after the given failed attempt (1-based): half of min(Max, Base·2^(n-1))
+// plus a random part up to the other half.
+func (b *Brain) backoff(attempt int) time.Duration {
+	d := b.cfg.Retry.Base << min(attempt-1, 20)
+	if d > b.cfg.Retry.Max || d <= 0 {
+		d = b.cfg.Retry.Max
+	}
+	return d/2 + time.Duration(b.cfg.Jitter()*float64(d/2))
+}

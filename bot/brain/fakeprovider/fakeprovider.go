@@ -1,0 +1,288 @@
+// Package fakeprovider serves scripted model answers over the real HTTP APIs of Anthropic
+// (POST /v1/messages) and OpenAI-compatible servers (POST /v1/chat/completions), for tests
+// that run the official SDKs. Each server checks requests the way the real API does —
+// credentials, alternating roles, non-empty text, every tool_use answered by a tool_result in
+// the next message and no tool_result without its tool_use — and answers HTTP 400 with the
+// API's error shape when a check fails, so a test sees the same failure production would.
+// Responses are non-streaming.
+package fakeprovider
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// Reply is one scripted answer, used for the next request that passes the checks.
+type Reply struct {
+	// Status is the HTTP status; 0 means 200. An error status answers with the API's error
+	// body built from ErrorType and ErrorMessage.
+	Status       int
+	ErrorType    string // e.g. "rate_limit_error", "overloaded_error", "invalid_request_error"
+	ErrorMessage string
+	RetryAfter   string // the Retry-After header, when set
+
+	Text         string
+	ToolCalls    []ToolCall
+	InputTokens  int64
+	OutputTokens int64
+}
+
+// ToolCall is a scripted tool use.
+type ToolCall struct {
+	ID    string
+	Name  string
+	Input string // a JSON object
+}
+
+// Block is one part of a received message, the same shape for both APIs.
+type Block struct {
+	Type      string // "text", "tool_use", "tool_result"
+	Text      string // text, or a tool result's content
+	ID        string // tool_use id, or the id a tool_result answers
+	Name      string // tool name
+	Input     string // tool_use input (JSON)
+	IsError   bool
+	ToolUseID string
+}
+
+// Message is one received message. For OpenAI, "system" and "tool" roles are kept as sent.
+type Message struct {
+	Role   string
+	Blocks []Block
+}
+
+// Call is one request the server received.
+type Call struct {
+	Body       []byte
+	System     string
+	Messages   []Message
+	Tools      []string // names
+	ToolChoice string   // "none", "auto", ... as sent; "" when absent
+	// Invalid is the reason the server rejected the request with 400 (no scripted reply was
+	// used); "" for a request that passed the checks.
+	Invalid string
+	Reply   Reply // the answer given, for accepted requests
+}
+
+// Server is a fake provider API on a local httptest server.
+type Server struct {
+	URL string // base URL to give the SDK: ".../" for Anthropic, ".../v1/" for OpenAI
+	Key string // the only API key accepted
+
+	kind string
+	srv  *httptest.Server
+
+	mu     sync.Mutex
+	script []Reply
+	calls  []Call
+}
+
+// NewAnthropic starts a fake Anthropic Messages API accepting key; it stops when the test ends.
+func NewAnthropic(tb testing.TB, key string) *Server {
+	tb.Helper()
+	return start(tb, "anthropic", key)
+}
+
+// NewOpenAI starts a fake OpenAI Chat Completions API accepting key; it stops when the test
+// ends.
+func NewOpenAI(tb testing.TB, key string) *Server {
+	tb.Helper()
+	return start(tb, "openai", key)
+}
+
+func start(tb testing.TB, kind, key string) *Server {
+	s := &Server{kind: kind, Key: key}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	tb.Cleanup(s.srv.Close)
+	s.URL = s.srv.URL + "/"
+	if kind == "openai" {
+		s.URL = s.srv.URL + "/v1/"
+	}
+	return s
+}
+
+// Push appends replies to the script.
+func (s *Server) Push(rs ...Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script = append(s.script, rs...)
+}
+
+// Calls returns every request received so far, in order.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// Pending is the number of scripted replies not used yet.
+func (s *Server) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.script)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	wantPath := "/v1/messages"
+	if s.kind == "openai" {
+		wantPath = "/v1/chat/completions"
+	}
+	if r.Method != http.MethodPost || r.URL.Path != wantPath {
+		s.writeError(w, http.StatusNotFound, "not_found_error", "no route "+r.Method+" "+r.URL.Path)
+		return
+	}
+	if !s.authorised(r) {
+		if s.kind == "openai" {
+			s.writeError(w, http.StatusUnauthorized, "invalid_api_key", "Incorrect API key provided.")
+		} else {
+			s.writeError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+		}
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.writeError(w, http.StatusBadRequest, "invalid_request_error", "unreadable body")
+		return
+	}
+	var call Call
+	if s.kind == "openai" {
+		call, err = parseOpenAI(body)
+	} else {
+		call, err = parseAnthropic(body)
+	}
+	if err == nil {
+		if s.kind == "openai" {
+			err = validateOpenAI(call)
+		} else {
+			err = validateAnthropic(call)
+		}
+	}
+	call.Body = body
+	s.mu.Lock()
+	if err != nil {
+		call.Invalid = err.Error()
+		s.calls = append(s.calls, call)
+		s.mu.Unlock()
+		s.writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	if len(s.script) == 0 {
+		call.Invalid = "no scripted reply left"
+		s.calls = append(s.calls, call)
+		s.mu.Unlock()
+		// 400, not 500: an unscripted call is a test bug, and must not be retried.
+		s.writeError(w, http.StatusBadRequest, "invalid_request_error", "fakeprovider: no scripted reply left")
+		return
+	}
+	reply := s.script[0]
+	s.script = s.script[1:]
+	call.Reply = reply
+	s.calls = append(s.calls, call)
+	s.mu.Unlock()
+
+	if reply.RetryAfter != "" {
+		w.Header().Set("Retry-After", reply.RetryAfter)
+	}
+	if reply.Status != 0 && reply.Status != http.StatusOK {
+		s.writeError(w, reply.Status, reply.ErrorType, reply.ErrorMessage)
+		return
+	}
+	var out any
+	if s.kind == "openai" {
+		out = openAIResponse(reply, len(s.Calls()))
+	} else {
+		out = anthropicResponse(reply, len(s.Calls()))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func (s *Server) authorised(r *http.Request) bool {
+	if s.kind == "openai" {
+		return r.Header.Get("Authorization") == "Bearer "+s.Key
+	}
+	return r.Header.Get("X-Api-Key") == s.Key && r.Header.Get("Anthropic-Version") != ""
+}
+
+func (s *Server) writeError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	var body any
+	if s.kind == "openai" {
+		body = map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": typ}}
+	} else {
+		body = map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func anthropicResponse(r Reply, n int) any {
+	content := []map[string]any{}
+	if r.Text != "" {
+		content = append(content, map[string]any{"type": "text", "text": r.Text})
+	}
+	for _, tc := range r.ToolCalls {
+		content = append(content, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": json.RawMessage(tc.Input)})
+	}
+	stop := "end_turn"
+	if len(r.ToolCalls) > 0 {
+		stop = "tool_use"
+	}
+	return map[string]any{
+		"id": "msg_fake" + strconv.Itoa(n), "type": "message", "role": "assistant", "model": "claude-fake-1",
+		"content": content, "stop_reason": stop, "stop_sequence": nil,
+		"usage": map[string]any{"input_tokens": r.InputTokens, "output_tokens": r.OutputTokens},
+	}
+}
+
+func openAIResponse(r Reply, n int) any {
+	msg := map[string]any{"role": "assistant", "content": nil}
+	if r.Text != "" {
+		msg["content"] = r.Text
+	}
+	finish := "stop"
+	if len(r.ToolCalls) > 0 {
+		var tcs []map[string]any
+		for _, tc := range r.ToolCalls {
+			tcs = append(tcs, map[string]any{"id": tc.ID, "type": "function",
+				"function": map[string]any{"name": tc.Name, "arguments": tc.Input}})
+		}
+		msg["tool_calls"] = tcs
+		finish = "tool_calls"
+	}
+	return map[string]any{
+		"id": "chatcmpl-fake" + strconv.Itoa(n), "object": "chat.completion", "created": 1700000000, "model": "gpt-fake-1",
+		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
+		"usage": map[string]any{"prompt_tokens": r.InputTokens, "completion_tokens": r.OutputTokens,
+			"total_tokens": r.InputTokens + r.OutputTokens},
+	}
+}
+
+// textOf reads a content field that is a string or an array of text parts.
+func textOf(raw json.RawMessage) (string, bool, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", false, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, true, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", false, fmt.Errorf("content is neither a string nor a list of parts")
+	}
+	out := ""
+	for _, p := range parts {
+		out += p.Text
+	}
+	return out, true, nil
+}

@@ -1,0 +1,473 @@
+package brain
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/logbook/logbook/session"
+)
+
+// interruptedResult is the content of the synthetic tool_result written for a tool_call whose
+// outcome is unknown (the process died between the call and its result).
+const interruptedResult = "interrupted; outcome unknown"
+
+// history is the conversation rebuilt from the log, ready for a provider.
+type history struct {
+	Messages []Message
+	// Start[i] is the seq of the first event that contributed to Messages[i] (0 for text the
+	// harness added, such as a summary).
+	Start []int64
+	// Boundary[i] is set when Messages[i] begins a turn: a user message opening with the
+	// user's text, after an assistant reply with no pending tool calls. Older messages may be
+	// cut (summarised) only at a boundary, so a tool_use and its tool_result are kept or
+	// dropped together.
+	Boundary []bool
+	// Content reports whether any user message holds more than a bare mention.
+	Content bool
+	// Summary is the context_summary in force (its seqs are 0 when there is none).
+	Summary session.ContextSummary
+}
+
+// historyOptions shape how events become messages.
+type historyOptions struct {
+	// Through, when > 0, leaves out user messages after this seq: they arrived while the
+	// turn ran and are answered by the next turn.
+	Through int64
+	BotName   string // display name of the bot, whose leading @mentions are stripped
+	BotUserID string // Slack user id of the bot, same
+}
+
+// builder accumulates messages.
+type builder struct {
+	h history
+}
+
+func (b *builder) last() *Message {
+	if len(b.h.Messages) == 0 {
+		return nil
+	}
+	return &b.h.Messages[len(b.h.Messages)-1]
+}
+
+// add appends blocks to the last message when it has role r (and may take them), else opens a
+// new message.
+func (b *builder) add(r Role, seq int64, boundary bool, blocks ...Block) {
+	if len(blocks) == 0 {
+		return
+	}
+	if m := b.last(); m != nil && m.Role == r && !(r == RoleAssistant && hasToolUse(*m)) {
+		m.Blocks = append(m.Blocks, blocks...)
+		return
+	}
+	b.h.Messages = append(b.h.Messages, Message{Role: r, Blocks: blocks})
+	b.h.Start = append(b.h.Start, seq)
+	b.h.Boundary = append(b.h.Boundary, boundary)
+}
+
+func hasToolUse(m Message) bool {
+	return slices.ContainsFunc(m.Blocks, func(b Block) bool { return b.ToolUse != nil })
+}
+
+// buildHistory turns a session's events (oldest first) into provider messages:
+//   - the newest context_summary stands in for the events it covers;
+//   - markers (turn_started, title, error, ...) are skipped by type;
+//   - a user message shows its newest edit's text, and deleted ones are left out;
+//   - each assistant message is followed by one user message holding the results of its tool
+//     calls in call order (a call without a result gets an in-memory interrupted result; Run
+//     appends real ones to the log before it builds), then any user text that arrived meanwhile;
+//   - consecutive messages of one role are merged;
+//   - no text block is empty.
+//
+// The result is normalised (see normalize) but not validated.
+func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
+	var b builder
+	edits := map[string]string{}
+	deleted := map[string]bool{}
+	calls := map[string]session.ToolCall{}
+	results := map[string]session.ToolResult{}
+	for _, e := range evs {
+		switch e.Type {
+		case session.TypeContextSummary:
+			var s session.ContextSummary
+			if err := e.Decode(&s); err != nil {
+				return history{}, err
+			}
+			if s.ToSeq < e.Seq && strings.TrimSpace(s.Summary) != "" {
+				b.h.Summary = s
+			}
+		case session.TypeUserMessageEdited:
+			var ed session.UserMessageEdited
+			if err := e.Decode(&ed); err != nil {
+				return history{}, err
+			}
+			edits[ed.OrigTS] = ed.Text
+		case session.TypeUserMessageDeleted:
+			var d session.UserMessageDeleted
+			if err := e.Decode(&d); err != nil {
+				return history{}, err
+			}
+			deleted[d.DeletedTS] = true
+		case session.TypeToolCall:
+			var c session.ToolCall
+			if err := e.Decode(&c); err != nil {
+				return history{}, err
+			}
+			calls[c.CallID] = c
+		case session.TypeToolResult:
+			var r session.ToolResult
+			if err := e.Decode(&r); err != nil {
+				return history{}, err
+			}
+			if _, dup := results[r.CallID]; !dup {
+				results[r.CallID] = r
+			}
+		}
+	}
+	if s := b.h.Summary; s.ToSeq > 0 {
+		b.add(RoleUser, 0, true, Block{Text: fmt.Sprintf(
+			"[Summary of the earlier conversation (events %d–%d), written by the harness]\n%s",
+			s.FromSeq, s.ToSeq, strings.TrimSpace(s.Summary))})
+	}
+	kept := map[string]bool{} // ts of user messages shown in full
+	for _, e := range evs {
+		if e.Seq <= b.h.Summary.ToSeq || e.Type != session.TypeUserMessage {
+			continue
+		}
+		var m session.UserMessage
+		if e.Decode(&m) == nil {
+			kept[m.TS] = true
+		}
+	}
+	for _, e := range evs {
+		if e.Seq <= b.h.Summary.ToSeq {
+			continue
+		}
+		switch e.Type {
+		case session.TypeUserMessage:
+			if opt.Through > 0 && e.Seq > opt.Through {
+				continue
+			}
+			var m session.UserMessage
+			if err := e.Decode(&m); err != nil {
+				return history{}, err
+			}
+			if deleted[m.TS] {
+				continue
+			}
+			text := m.Text
+			if t, ok := edits[m.TS]; ok {
+				text = t
+			}
+			text, content := renderUser(speaker(m), text, opt)
+			b.h.Content = b.h.Content || content
+			boundary := true
+			if last := b.last(); last != nil && last.Role == RoleUser {
+				boundary = false // merged into the message before
+			}
+			b.add(RoleUser, e.Seq, boundary, Block{Text: text})
+		case session.TypeUserMessageEdited:
+			var ed session.UserMessageEdited
+			if err := e.Decode(&ed); err != nil {
+				return history{}, err
+			}
+			if kept[ed.OrigTS] || deleted[ed.OrigTS] {
+				continue // shown in place, as the message's text
+			}
+			text, content := renderUser(ed.User, "(edited an earlier message to) "+ed.Text, opt)
+			b.h.Content = b.h.Content || content
+			b.add(RoleUser, e.Seq, false, Block{Text: text})
+		case session.TypeAssistantMessage:
+			var m session.AssistantMessage
+			if err := e.Decode(&m); err != nil {
+				return history{}, err
+			}
+			var blocks []Block
+			if strings.TrimSpace(m.Text) != "" {
+				blocks = append(blocks, Block{Text: m.Text})
+			}
+			var resultBlocks []Block
+			for _, id := range m.ToolCallIDs {
+				c, ok := calls[id]
+				if !ok {
+					continue // a call that was never recorded cannot be shown; its result is dropped as an orphan
+				}
+				input := c.Input
+				if !json.Valid(input) || len(input) == 0 || input[0] != '{' {
+					input = json.RawMessage("{}")
+				}
+				blocks = append(blocks, Block{ToolUse: &ToolUse{ID: c.CallID, Name: c.Name, Input: input}})
+				r, ok := results[id]
+				if !ok {
+					r = session.ToolResult{CallID: id, Content: interruptedResult, IsError: true}
+				}
+				resultBlocks = append(resultBlocks, Block{ToolResult: &ToolResult{
+					CallID: id, Content: nonEmpty(r.Content, "(no output)"), IsError: r.IsError,
+				}})
+			}
+			b.add(RoleAssistant, e.Seq, false, blocks...)
+			if len(resultBlocks) > 0 {
+				b.h.Messages = append(b.h.Messages, Message{Role: RoleUser, Blocks: resultBlocks})
+				b.h.Start = append(b.h.Start, e.Seq)
+				b.h.Boundary = append(b.h.Boundary, false)
+			}
+		}
+	}
+	normalize(&b.h)
+	return b.h, nil
+}
+
+// speaker is the name a user message is shown with.
+func speaker(m session.UserMessage) string {
+	return nonEmpty(strings.TrimSpace(m.UserName), nonEmpty(m.User, "someone"))
+}
+
+// renderUser returns a user's text as the model sees it, "name: text", with leading mentions
+// of the bot removed, and whether anything but a mention was said (C09: a bare mention must
+// never become an empty text block).
+func renderUser(name, text string, opt historyOptions) (string, bool) {
+	t := strings.TrimSpace(text)
+	for {
+		before := t
+		for _, m := range []string{"@" + opt.BotName, "<@" + opt.BotUserID + ">", "@" + opt.BotUserID} {
+			if len(m) > 3 && len(t) >= len(m) && strings.EqualFold(t[:len(m)], m) {
+				t = strings.TrimLeft(t[len(m):], " \t\n,:")
+			}
+		}
+		if t == before {
+			break
+		}
+	}
+	if t == "" {
+		return name + ": (mentioned the bot without any text)", false
+	}
+	return name + ": " + t, true
+}
+
+func nonEmpty(s, alt string) string {
+	if strings.TrimSpace(s) == "" {
+		return alt
+	}
+	return s
+}
+
+// normalize makes a message list acceptable to the providers without changing what it says:
+// tool results that answer no tool use of the message before are dropped (C24), empty
+// messages are dropped, messages of one role are merged, and a conversation that would open
+// with the assistant opens with a short note from the harness instead.
+func normalize(h *history) {
+	var out history
+	out.Content, out.Summary = h.Content, h.Summary
+	for i, m := range h.Messages {
+		if m.Role == RoleUser {
+			var prevUses map[string]bool
+			if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == RoleAssistant {
+				prevUses = toolUseIDs(out.Messages[n-1])
+			}
+			kept := m.Blocks[:0:0]
+			for _, b := range m.Blocks {
+				if b.ToolResult != nil && !prevUses[b.ToolResult.CallID] {
+					continue
+				}
+				if b.ToolResult == nil && b.ToolUse == nil && strings.TrimSpace(b.Text) == "" {
+					continue
+				}
+				kept = append(kept, b)
+			}
+			m.Blocks = kept
+		}
+		if len(m.Blocks) == 0 {
+			continue
+		}
+		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == m.Role && !(m.Role == RoleAssistant && hasToolUse(out.Messages[n-1])) {
+			prev := &out.Messages[n-1]
+			if m.Role == RoleUser && startsWithResults(m) {
+				// Results must lead their message; they can only follow another user message
+				// when that message is made of results too, which the builder never produces.
+				prev.Blocks = append(m.Blocks, prev.Blocks...)
+			} else {
+				prev.Blocks = append(prev.Blocks, m.Blocks...)
+			}
+			continue
+		}
+		out.Messages = append(out.Messages, m)
+		out.Start = append(out.Start, h.Start[i])
+		out.Boundary = append(out.Boundary, h.Boundary[i] && m.Role == RoleUser && !startsWithResults(m))
+	}
+	if len(out.Messages) > 0 && out.Messages[0].Role == RoleAssistant {
+		out.Messages = slices.Insert(out.Messages, 0, Message{Role: RoleUser, Blocks: []Block{{Text: "[earlier messages of this thread are not shown]"}}})
+		out.Start = slices.Insert(out.Start, 0, 0)
+		out.Boundary = slices.Insert(out.Boundary, 0, true)
+	}
+	*h = out
+}
+
+func toolUseIDs(m Message) map[string]bool {
+	ids := map[string]bool{}
+	for _, b := range m.Blocks {
+		if b.ToolUse != nil {
+			ids[b.ToolUse.ID] = true
+		}
+	}
+	return ids
+}
+
+func startsWithResults(m Message) bool {
+	return len(m.Blocks) > 0 && m.Blocks[0].ToolResult != nil
+}
+
+// ErrInvalidHistory is returned by validate for a message list a provider would reject.
+var ErrInvalidHistory = errors.New("invalid model history")
+
+// validate is the pre-send check (C23, C24): the first message is the user's and roles
+// alternate; no message is empty and no text block is blank; every tool_use of an assistant
+// message is answered by a tool_result at the head of the next user message, in any order but
+// each exactly once, and every tool_result answers a tool_use of the message just before.
+// When wantUserLast is set, the last message must be the user's.
+func validate(msgs []Message, wantUserLast bool) error {
+	if len(msgs) == 0 {
+		return fmt.Errorf("%w: no messages", ErrInvalidHistory)
+	}
+	if msgs[0].Role != RoleUser {
+		return fmt.Errorf("%w: the first message is %s, not user", ErrInvalidHistory, msgs[0].Role)
+	}
+	if wantUserLast && msgs[len(msgs)-1].Role != RoleUser {
+		return fmt.Errorf("%w: the last message is %s, not user", ErrInvalidHistory, msgs[len(msgs)-1].Role)
+	}
+	seen := map[string]bool{}
+	for i, m := range msgs {
+		if m.Role != RoleUser && m.Role != RoleAssistant {
+			return fmt.Errorf("%w: message %d has role %q", ErrInvalidHistory, i, m.Role)
+		}
+		if i > 0 && msgs[i-1].Role == m.Role {
+			return fmt.Errorf("%w: messages %d and %d are both %s", ErrInvalidHistory, i-1, i, m.Role)
+		}
+		if len(m.Blocks) == 0 {
+			return fmt.Errorf("%w: message %d is empty", ErrInvalidHistory, i)
+		}
+		var pending map[string]bool
+		if i > 0 && m.Role == RoleUser {
+			pending = toolUseIDs(msgs[i-1])
+		}
+		inResults := true
+		for j, b := range m.Blocks {
+			n := 0
+			if b.ToolUse != nil {
+				n++
+			}
+			if b.ToolResult != nil {
+				n++
+			}
+			if n > 1 {
+				return fmt.Errorf("%w: message %d block %d is two kinds at once", ErrInvalidHistory, i, j)
+			}
+			switch {
+			case b.ToolUse != nil:
+				if m.Role != RoleAssistant {
+					return fmt.Errorf("%w: message %d: tool_use in a user message", ErrInvalidHistory, i)
+				}
+				if b.ToolUse.ID == "" || seen[b.ToolUse.ID] {
+					return fmt.Errorf("%w: message %d: tool_use id %q is empty or repeated", ErrInvalidHistory, i, b.ToolUse.ID)
+				}
+				seen[b.ToolUse.ID] = true
+			case b.ToolResult != nil:
+				if m.Role != RoleUser || !inResults {
+					return fmt.Errorf("%w: message %d: tool_result %q is not at the head of a user message", ErrInvalidHistory, i, b.ToolResult.CallID)
+				}
+				if !pending[b.ToolResult.CallID] {
+					return fmt.Errorf("%w: message %d: tool_result %q answers no tool_use of the message before", ErrInvalidHistory, i, b.ToolResult.CallID)
+				}
+				delete(pending, b.ToolResult.CallID)
+			default:
+				inResults = false
+				if strings.TrimSpace(b.Text) == "" {
+					return fmt.Errorf("%w: message %d block %d is an empty text block", ErrInvalidHistory, i, j)
+				}
+			}
+		}
+		if len(pending) > 0 {
+			return fmt.Errorf("%w: message %d lacks tool_result for %v", ErrInvalidHistory, i, sortedKeys(pending))
+		}
+		if m.Role == RoleAssistant && hasToolUse(m) && i == len(msgs)-1 {
+			return fmt.Errorf("%w: the last message has tool_use without tool_result", ErrInvalidHistory)
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// estimateTokens is a rough token count of a request: a quarter of its bytes plus a little per
+// block. It is used only to decide when to summarise.
+func estimateTokens(system string, msgs []Message, tools []ToolSpec) int {
+	n := len(system)
+	for _, t := range tools {
+		b, _ := json.Marshal(t.Schema)
+		n += len(t.Name) + len(t.Description) + len(b)
+	}
+	blocks := 0
+	for _, m := range msgs {
+		for _, b := range m.Blocks {
+			blocks++
+			n += len(b.Text)
+			if b.ToolUse != nil {
+				n += len(b.ToolUse.Name) + len(b.ToolUse.Input)
+			}
+			if b.ToolResult != nil {
+				n += len(b.ToolResult.Content)
+			}
+		}
+	}
+	return n/4 + 4*blocks
+}
+
+// cutPoint chooses where to cut a history that is over budget: the earliest turn boundary
+// after which the rest fits in target tokens, or failing that the latest boundary. It returns
+// 0, false when there is no boundary to cut at (the whole history is the current turn).
+func cutPoint(h history, system string, tools []ToolSpec, target int) (int, bool) {
+	last := 0
+	for i := 1; i < len(h.Messages); i++ {
+		if !h.Boundary[i] || h.Start[i] == 0 {
+			continue
+		}
+		last = i
+		if estimateTokens(system, h.Messages[i:], tools) <= target {
+			return i, true
+		}
+	}
+	return last, last > 0
+}
+
+// transcript renders messages as plain text for the summariser; tool outputs are cut to
+// maxResult bytes each.
+func transcript(msgs []Message, maxResult int) string {
+	var sb strings.Builder
+	for _, m := range msgs {
+		for _, b := range m.Blocks {
+			switch {
+			case b.ToolUse != nil:
+				fmt.Fprintf(&sb, "[assistant called %s %s]\n", b.ToolUse.Name, cut(string(b.ToolUse.Input), maxResult))
+			case b.ToolResult != nil:
+				status := "result"
+				if b.ToolResult.IsError {
+					status = "error result"
+				}
+				fmt.Fprintf(&sb, "[tool %s]\n%s\n", status, cut(b.ToolResult.Content, maxResult))
+			case m.Role == RoleAssistant:
+				fmt.Fprintf(&sb, "assistant: %s\n", b.Text)
+			default:
+				sb.WriteString(b.Text + "\n")
+			}
+		}
+	}
+	return sb.String()
+}

@@ -1,0 +1,152 @@
+package brain
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// openAIProvider calls an OpenAI-compatible Chat Completions API (POST /chat/completions,
+// non-streaming) through the official SDK: hosted OpenAI, Ollama, vLLM, llama.cpp's server.
+// Like the Anthropic provider it is built from the service alone, so the SDK never reads
+// OPENAI_* from the environment, and the SDK's retries are off.
+type openAIProvider struct {
+	model string
+	chat  openai.ChatCompletionService
+}
+
+func newOpenAI(model, apiKey, baseURL string, hc *http.Client) *openAIProvider {
+	opts := []option.RequestOption{
+		option.WithHTTPClient(hc),
+		option.WithBaseURL(cmp.Or(baseURL, "https://api.openai.com/v1/")),
+		option.WithMaxRetries(0),
+	}
+	if apiKey != "" {
+		opts = append(opts, option.WithAPIKey(apiKey))
+	}
+	return &openAIProvider{model: model, chat: openai.NewChatCompletionService(opts...)}
+}
+
+func (p *openAIProvider) Name() string  { return "openai" }
+func (p *openAIProvider) Model() string { return p.model }
+
+func (p *openAIProvider) Complete(ctx context.Context, req Request) (Response, error) {
+	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(p.model)}
+	if req.MaxTokens > 0 {
+		params.MaxTokens = openai.Int(req.MaxTokens)
+	}
+	if req.System != "" {
+		params.Messages = append(params.Messages, openai.SystemMessage(req.System))
+	}
+	for _, m := range req.Messages {
+		var text []string
+		switch m.Role {
+		case RoleAssistant:
+			am := openai.ChatCompletionAssistantMessageParam{}
+			for _, b := range m.Blocks {
+				switch {
+				case b.ToolUse != nil:
+					am.ToolCalls = append(am.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+						OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+							ID: b.ToolUse.ID,
+							Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+								Name: b.ToolUse.Name, Arguments: string(b.ToolUse.Input),
+							},
+						},
+					})
+				case b.ToolResult == nil:
+					text = append(text, b.Text)
+				}
+			}
+			if len(text) > 0 {
+				am.Content.OfString = openai.String(strings.Join(text, "\n\n"))
+			}
+			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &am})
+		default:
+			// Tool results become "tool" messages right after the assistant message that
+			// called them; the user's text follows as a user message.
+			for _, b := range m.Blocks {
+				switch {
+				case b.ToolResult != nil:
+					content := b.ToolResult.Content
+					if b.ToolResult.IsError {
+						content = "ERROR: " + content
+					}
+					params.Messages = append(params.Messages, openai.ToolMessage(content, b.ToolResult.CallID))
+				case b.ToolUse == nil:
+					text = append(text, b.Text)
+				}
+			}
+			if len(text) > 0 {
+				params.Messages = append(params.Messages, openai.UserMessage(strings.Join(text, "\n\n")))
+			}
+		}
+	}
+	for _, t := range req.Tools {
+		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name:        t.Name,
+			Description: openai.String(t.Description),
+			Parameters:  shared.FunctionParameters(t.Schema),
+		}))
+	}
+	if req.NoTools && len(params.Tools) > 0 {
+		params.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("none")}
+	}
+
+	cc, err := p.chat.New(ctx, params)
+	if err != nil {
+		return Response{}, p.translate(ctx, err)
+	}
+	out := Response{
+		Model:        cc.Model,
+		InputTokens:  cc.Usage.PromptTokens,
+		OutputTokens: cc.Usage.CompletionTokens,
+	}
+	if len(cc.Choices) == 0 {
+		return Response{}, &ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "the response has no choices", Transient: true}
+	}
+	choice := cc.Choices[0]
+	out.StopReason = choice.FinishReason
+	out.Text = strings.TrimSpace(choice.Message.Content)
+	for _, tc := range choice.Message.ToolCalls {
+		if tc.Type != "" && tc.Type != "function" {
+			continue
+		}
+		input := json.RawMessage(tc.Function.Arguments)
+		if !json.Valid(input) || len(strings.TrimSpace(tc.Function.Arguments)) == 0 {
+			// A local model may send arguments that are not JSON; keep them visible to the
+			// tool layer, which answers with an error result the model can read.
+			b, _ := json.Marshal(map[string]string{"_invalid_arguments": tc.Function.Arguments})
+			input = b
+		}
+		out.ToolUses = append(out.ToolUses, ToolUse{ID: tc.ID, Name: tc.Function.Name, Input: input})
+	}
+	return out, nil
+}
+
+func (p *openAIProvider) translate(ctx context.Context, err error) error {
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) {
+		return networkError(ctx, p.Name(), err)
+	}
+	pe := &ProviderError{
+		Provider:  p.Name(),
+		Status:    apiErr.StatusCode,
+		Code:      cmp.Or(apiErr.Code, apiErr.Type),
+		Message:   cut(apiErr.Message, 300),
+		Transient: transientStatus(apiErr.StatusCode),
+		Err:       err,
+	}
+	if apiErr.Response != nil {
+		pe.RetryAfter = retryAfter(apiErr.Response.Header, time.Now())
+	}
+	return pe
+}

@@ -1,0 +1,254 @@
+package brain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Role is the author of a message in a model request.
+type Role string
+
+// Roles of a conversation. The system prompt travels separately, in Request.System.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+)
+
+// Message is one provider-neutral message of a model request. A user message holds tool
+// results first (answering the previous assistant message's tool uses, in call order), then
+// text; an assistant message holds text, then tool uses.
+type Message struct {
+	Role   Role
+	Blocks []Block
+}
+
+// Block is one part of a message: exactly one of Text (a non-empty text block), ToolUse or
+// ToolResult is set.
+type Block struct {
+	Text       string
+	ToolUse    *ToolUse
+	ToolResult *ToolResult
+}
+
+// ToolUse is the model's request to run a tool.
+type ToolUse struct {
+	ID    string
+	Name  string
+	Input json.RawMessage // a JSON object
+}
+
+// ToolResult answers a ToolUse.
+type ToolResult struct {
+	CallID  string
+	Content string
+	IsError bool
+}
+
+// ToolSpec describes a tool offered to the model.
+type ToolSpec struct {
+	Name        string
+	Description string
+	Schema      map[string]any // JSON Schema of the input object: {"type":"object","properties":...}
+}
+
+// Purpose says what a request is for. Real models get the same kind of request for every
+// purpose; the offline provider answers by purpose.
+type Purpose string
+
+// Purposes of model requests.
+const (
+	PurposeReply   Purpose = "reply"
+	PurposeSummary Purpose = "summary"
+	PurposeTitle   Purpose = "title"
+)
+
+// Request is one model call.
+type Request struct {
+	Purpose   Purpose
+	System    string
+	Messages  []Message
+	Tools     []ToolSpec
+	NoTools   bool  // tools stay declared (the history may use them) but the model must not call one
+	MaxTokens int64 // output tokens
+}
+
+// Response is a model's answer to a Request.
+type Response struct {
+	Text         string
+	ToolUses     []ToolUse
+	StopReason   string // the provider's own words: "end_turn", "tool_use", "stop", "tool_calls", ...
+	Model        string // the model that answered, as the provider names it
+	InputTokens  int64
+	OutputTokens int64
+}
+
+// Provider is a model API.
+type Provider interface {
+	// Name is the provider kind: "anthropic", "openai" or "offline".
+	Name() string
+	// Model is the configured model name.
+	Model() string
+	// Complete makes one call, without retrying. Errors from the API are *ProviderError.
+	Complete(ctx context.Context, req Request) (Response, error)
+}
+
+// ProviderError is a failed model call. Message is short and safe to show and to log: it never
+// holds the API key or the request.
+type ProviderError struct {
+	Provider   string
+	Status     int    // HTTP status; 0 when no response arrived
+	Code       string // the API's error type, e.g. "rate_limit_error", "overloaded_error"
+	Message    string
+	Transient  bool          // worth retrying: 408, 409, 429, 5xx (529 overloaded included), network errors
+	RetryAfter time.Duration // the server's Retry-After, 0 when absent
+	Err        error         // the underlying error, for errors.Is/As; not for display
+}
+
+func (e *ProviderError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Provider)
+	if e.Status != 0 {
+		fmt.Fprintf(&b, ": HTTP %d", e.Status)
+	}
+	if e.Code != "" {
+		b.WriteString(" " + e.Code)
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	return b.String()
+}
+
+func (e *ProviderError) Unwrap() error { return e.Err }
+
+// transientStatus reports whether an HTTP status is worth retrying.
+func transientStatus(status int) bool {
+	return status == http.StatusRequestTimeout || status == http.StatusConflict ||
+		status == http.StatusTooManyRequests || status >= 500
+}
+
+// networkError wraps an error that carried no HTTP response (connection refused, reset, a
+// timeout of the call itself). It is transient unless ctx ended.
+func networkError(ctx context.Context, provider string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return &ProviderError{Provider: provider, Message: "no response: " + shortNetworkReason(err), Transient: true, Err: err}
+}
+
+// shortNetworkReason describes a transport error without quoting URLs or headers.
+func shortNetworkReason(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out"
+	case strings.Contains(err.Error(), "connection refused"):
+		return "connection refused"
+	case strings.Contains(err.Error(), "EOF"), strings.Contains(err.Error(), "reset"):
+		return "connection closed"
+	}
+	return "network error"
+}
+
+// retryAfter parses a Retry-After header (seconds or an HTTP date) or retry-after-ms.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if h == nil {
+		return 0
+	}
+	if ms := h.Get("Retry-After-Ms"); ms != "" {
+		var v float64
+		if _, err := fmt.Sscanf(ms, "%g", &v); err == nil && v > 0 {
+			return time.Duration(v * float64(time.Millisecond))
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	var secs float64
+	if _, err := fmt.Sscanf(v, "%g", &secs); err == nil && secs > 0 {
+		return time.Duration(secs * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// apiMessage pulls a short message out of an API error body ({"error":{"message":...}}), cut
+// to 300 bytes.
+func apiMessage(raw string) string {
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(raw), &body) != nil {
+		return ""
+	}
+	return cut(body.Error.Message, 300)
+}
+
+// cut returns s cut to at most n bytes on a rune boundary, with "…" when cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !isRuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// ProviderConfig carries what the providers need from the environment. cmd/logbook fills it
+// from ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OPENAI_API_KEY and OPENAI_BASE_URL; the brain
+// never reads the environment. Keys never reach a log line or an event.
+type ProviderConfig struct {
+	AnthropicAPIKey  string
+	AnthropicBaseURL string // default https://api.anthropic.com/
+	OpenAIAPIKey     string // may be empty for local servers (Ollama, vLLM, llama.cpp)
+	OpenAIBaseURL    string // default https://api.openai.com/v1/
+	// HTTPClient, when set, makes the calls (tests, proxies). Default: a client with a
+	// 10-minute timeout per call.
+	HTTPClient *http.Client
+}
+
+// ErrBadModelSpec is returned by NewProvider for a spec it cannot use.
+var ErrBadModelSpec = errors.New("bad model spec")
+
+// NewProvider returns the provider named by spec, which is LOGBOOK_MODEL's value:
+// "anthropic:<model>", "openai:<model>" or "offline". It checks configuration only (no
+// network). Errors wrap ErrBadModelSpec: an unknown provider, an empty model, or an Anthropic
+// spec without an API key. It never falls back to another provider.
+func NewProvider(spec string, cfg ProviderConfig) (Provider, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "offline" {
+		return Offline{}, nil
+	}
+	kind, model, ok := strings.Cut(spec, ":")
+	model = strings.TrimSpace(model)
+	if !ok || model == "" {
+		return nil, fmt.Errorf("model %q: %w: want anthropic:<model>, openai:<model> or offline", spec, ErrBadModelSpec)
+	}
+	httpClient := cfg.HTTPClient
+	if httpClient == nil {
+		httpClient = &http.Client{Timeout: 10 * time.Minute}
+	}
+	switch kind {
+	case "anthropic":
+		if cfg.AnthropicAPIKey == "" {
+			return nil, fmt.Errorf("model %q: %w: ANTHROPIC_API_KEY is not set", spec, ErrBadModelSpec)
+		}
+		return newAnthropic(model, cfg.AnthropicAPIKey, cfg.AnthropicBaseURL, httpClient), nil
+	case "openai":
+		return newOpenAI(model, cfg.OpenAIAPIKey, cfg.OpenAIBaseURL, httpClient), nil
+	}
+	return nil, fmt.Errorf("model %q: %w: unknown provider %q (want anthropic, openai or offline)", spec, ErrBadModelSpec, kind)
+}

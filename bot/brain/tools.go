@@ -1,0 +1,280 @@
+package brain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/logbook/logbook/sandbox"
+)
+
+// Tool names offered to the model.
+const (
+	ToolRunCommand     = "run_command"
+	ToolReadFile       = "read_file"
+	ToolWriteFile      = "write_file"
+	ToolSearchSessions = "search_sessions"
+)
+
+// toolSpecs lists the tools a turn offers: the sandbox tools when hands is set, search when
+// searcher is set.
+func toolSpecs(hands, search bool) []ToolSpec {
+	var specs []ToolSpec
+	if hands {
+		specs = append(specs,
+			ToolSpec{
+				Name: ToolRunCommand,
+				Description: "Run a shell command (bash -c) in this thread's sandbox, a Linux workspace kept for " +
+					"the session. Returns the exit code, stdout and stderr; long output is cut in the middle.",
+				Schema: map[string]any{
+					"type": "object",
+					"properties": map[string]any{
+						"command":         map[string]any{"type": "string", "description": "the shell command line"},
+						"timeout_seconds": map[string]any{"type": "integer", "description": "optional, lower than the default limit"},
+					},
+					"required": []string{"command"},
+				},
+			},
+			ToolSpec{
+				Name:        ToolReadFile,
+				Description: "Read a text file of the sandbox workspace.",
+				Schema: map[string]any{
+					"type":       "object",
+					"properties": map[string]any{"path": map[string]any{"type": "string", "description": "path relative to the workspace"}},
+					"required":   []string{"path"},
+				},
+			},
+			ToolSpec{
+				Name:        ToolWriteFile,
+				Description: "Create or replace a file of the sandbox workspace.",
+				Schema: map[string]any{
+					"type": "object",
+					"properties": map[string]any{
+						"path":    map[string]any{"type": "string", "description": "path relative to the workspace"},
+						"content": map[string]any{"type": "string", "description": "the whole new content"},
+					},
+					"required": []string{"path", "content"},
+				},
+			})
+	}
+	if search {
+		specs = append(specs, ToolSpec{
+			Name:        ToolSearchSessions,
+			Description: "Full-text search of past conversations (other Slack threads) this bot took part in.",
+			Schema: map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"query": map[string]any{"type": "string", "description": "words to look for"},
+					"limit": map[string]any{"type": "integer", "description": "how many hits, default 5"},
+				},
+				"required": []string{"query"},
+			},
+		})
+	}
+	return specs
+}
+
+// toolOutcome is what a tool did, before it becomes a tool_result event.
+type toolOutcome struct {
+	Content   string
+	IsError   bool
+	Truncated bool
+	ExitCode  *int
+	Duration  time.Duration
+	FromHands bool // the sandbox produced it (actor: sandbox)
+}
+
+// outputBudget is what a turn may still put into tool results, in bytes.
+type outputBudget struct {
+	perResult int
+	left      int
+}
+
+// fit cuts s to the budget, keeping head and tail and marking the cut, and charges it.
+func (b *outputBudget) fit(s string) (string, bool) {
+	limit := min(b.perResult, b.left)
+	if limit < 0 {
+		limit = 0
+	}
+	out, cutOff := headTail(s, limit)
+	b.left -= len(out)
+	return out, cutOff
+}
+
+// headTail keeps at most n bytes of s: its head and tail around a marker that says how much was
+// left out. Cuts fall on rune boundaries.
+func headTail(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	marker := fmt.Sprintf("\n[… output truncated: %d bytes omitted …]\n", len(s)-n)
+	if n <= len(marker)+16 {
+		return fmt.Sprintf("[output omitted: %d bytes, over the turn's output limit]", len(s)), true
+	}
+	room := n - len(marker)
+	head, tail := room*2/3, room-room*2/3
+	h := s[:head]
+	for len(h) > 0 && !utf8.ValidString(h) {
+		h = h[:len(h)-1]
+	}
+	t := s[len(s)-tail:]
+	for len(t) > 0 && !utf8.ValidString(t) {
+		t = t[1:]
+	}
+	return h + fmt.Sprintf("\n[… output truncated: %d bytes omitted …]\n", len(s)-len(h)-len(t)) + t, true
+}
+
+// runTool runs one tool call. Every failure is an outcome the model sees (IsError), never an
+// error of the turn; only the ctx's end stops it.
+func (b *Brain) runTool(ctx context.Context, t Turn, use ToolUse, budget *outputBudget) toolOutcome {
+	start := b.now()
+	out := b.dispatch(ctx, t, use)
+	if out.Duration == 0 {
+		out.Duration = b.now().Sub(start)
+	}
+	content, cutOff := budget.fit(nonEmpty(out.Content, "(no output)"))
+	out.Content = content
+	out.Truncated = out.Truncated || cutOff
+	return out
+}
+
+func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
+	fail := func(format string, args ...any) toolOutcome {
+		return toolOutcome{Content: fmt.Sprintf(format, args...), IsError: true}
+	}
+	var in struct {
+		Command        string `json:"command"`
+		TimeoutSeconds int    `json:"timeout_seconds"`
+		Path           string `json:"path"`
+		Content        *string `json:"content"`
+		Query          string `json:"query"`
+		Limit          int    `json:"limit"`
+		Invalid        string `json:"_invalid_arguments"`
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(use.Input, &obj); err != nil {
+		return fail("the tool input is not a JSON object: %v", err)
+	}
+	if err := json.Unmarshal(use.Input, &in); err != nil {
+		return fail("the tool input does not match %s's schema: %v", use.Name, err)
+	}
+	if in.Invalid != "" {
+		return fail("the tool arguments are not valid JSON: %s", cut(in.Invalid, 200))
+	}
+	needHands := use.Name == ToolRunCommand || use.Name == ToolReadFile || use.Name == ToolWriteFile
+	if needHands && t.Hands == nil {
+		return fail("%s is not available: this deployment has no sandbox", use.Name)
+	}
+	switch use.Name {
+	case ToolRunCommand:
+		if strings.TrimSpace(in.Command) == "" {
+			return fail("command is required")
+		}
+		timeout := b.cfg.CommandTimeout
+		if in.TimeoutSeconds > 0 && time.Duration(in.TimeoutSeconds)*time.Second < timeout {
+			timeout = time.Duration(in.TimeoutSeconds) * time.Second
+		}
+		res, err := t.Hands.Exec(ctx, sandbox.ExecRequest{Shell: in.Command, Timeout: timeout})
+		if err != nil {
+			return sandboxFailure(err)
+		}
+		return commandOutcome(res)
+	case ToolReadFile:
+		if in.Path == "" {
+			return fail("path is required")
+		}
+		data, err := t.Hands.ReadFile(ctx, in.Path)
+		if err != nil {
+			return sandboxFailure(err)
+		}
+		if !utf8.Valid(data) {
+			return toolOutcome{Content: fmt.Sprintf("%s is binary (%d bytes); use run_command with xxd or file to inspect it", in.Path, len(data)), FromHands: true}
+		}
+		return toolOutcome{Content: string(data), FromHands: true}
+	case ToolWriteFile:
+		if in.Path == "" || in.Content == nil {
+			return fail("path and content are required")
+		}
+		if err := t.Hands.WriteFile(ctx, in.Path, []byte(*in.Content)); err != nil {
+			return sandboxFailure(err)
+		}
+		return toolOutcome{Content: fmt.Sprintf("wrote %d bytes to %s", len(*in.Content), in.Path), FromHands: true}
+	case ToolSearchSessions:
+		if t.Searcher == nil {
+			return fail("search_sessions is not available in this deployment")
+		}
+		if strings.TrimSpace(in.Query) == "" {
+			return fail("query is required")
+		}
+		limit := in.Limit
+		if limit <= 0 || limit > 20 {
+			limit = 5
+		}
+		s, err := t.Searcher.Search(ctx, in.Query, limit)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fail("search stopped: the turn ran out of time")
+			}
+			return fail("search failed: %s", cut(err.Error(), 200))
+		}
+		return toolOutcome{Content: nonEmpty(s, "no matches")}
+	}
+	return fail("unknown tool %q", use.Name)
+}
+
+// commandOutcome renders a command's result for the model.
+func commandOutcome(res sandbox.ExecResult) toolOutcome {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "exit code: %d", res.ExitCode)
+	if res.Killed != "" {
+		fmt.Fprintf(&sb, " (killed: %s)", res.Killed)
+	} else if res.TimedOut {
+		sb.WriteString(" (timed out)")
+	}
+	if res.Truncated {
+		sb.WriteString(" (output truncated by the sandbox)")
+	}
+	sb.WriteString("\n")
+	if res.Stdout != "" {
+		sb.WriteString("--- stdout ---\n" + res.Stdout)
+		if !strings.HasSuffix(res.Stdout, "\n") {
+			sb.WriteString("\n")
+		}
+	}
+	if res.Stderr != "" {
+		sb.WriteString("--- stderr ---\n" + res.Stderr)
+	}
+	code := res.ExitCode
+	return toolOutcome{
+		Content:   strings.TrimRight(sb.String(), "\n"),
+		IsError:   res.ExitCode != 0 || res.TimedOut || res.Killed != "",
+		Truncated: res.Truncated,
+		ExitCode:  &code,
+		Duration:  res.Duration,
+		FromHands: true,
+	}
+}
+
+// sandboxFailure turns a sandbox error into a result the model can act on.
+func sandboxFailure(err error) toolOutcome {
+	var msg string
+	switch {
+	case errors.Is(err, sandbox.ErrDisabled):
+		msg = "command tools are switched off on this deployment"
+	case errors.Is(err, sandbox.ErrLost):
+		msg = "the sandbox was lost (its workspace is gone); the next tool call gets a fresh one, so earlier files are gone: " + cut(err.Error(), 200)
+	case errors.Is(err, sandbox.ErrOutsideWorkspace):
+		msg = "the path is outside the sandbox workspace"
+	case errors.Is(err, sandbox.ErrTooLarge):
+		msg = "the file is too large to read whole; use run_command with head, tail or grep"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		msg = "stopped: the turn ran out of time"
+	default:
+		msg = "the sandbox failed: " + cut(err.Error(), 200)
+	}
+	return toolOutcome{Content: msg, IsError: true, FromHands: true}
+}
