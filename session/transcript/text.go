@@ -69,6 +69,8 @@ func toolStatus(tl *Tool) string {
 	switch {
 	case tl.IsError:
 		parts = append(parts, "error")
+	case tl.ExitCode != nil && *tl.ExitCode != 0:
+		parts = append(parts, "failed")
 	default:
 		parts = append(parts, "ok")
 	}
