@@ -24,7 +24,7 @@ type Access struct {
 	// ProxyHeader, when set, names a header that a trusted reverse proxy sets to the signed-in
 	// person (oauth2-proxy: X-Forwarded-Email or X-Forwarded-User). Only set it when the
 	// server is reachable through that proxy alone, and the proxy strips the header from
-	// incoming requests; see docs/web.md.
+	// incoming requests; see the package documentation.
 	ProxyHeader string
 	// Auditors are the ProxyHeader values (e.g. e-mail addresses) of auditors, who also see
 	// sessions whose channel became private and may reveal deleted messages.

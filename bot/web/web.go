@@ -1,22 +1,3 @@
-// Package web serves logbook's read-only pages: a list of recent sessions with their titles,
-// a transcript page (print-friendly, with downloads), and a search page. Pages are rendered on
-// the server with html/template; there is no front-end build and no script.
-//
-// # Access
-//
-// The pages show workspace content, so they are closed by default: every request needs a
-// bearer token (Access.Tokens) or a header set by a trusted reverse proxy (Access.ProxyHeader,
-// e.g. oauth2-proxy's X-Forwarded-Email). To put "Sign in with Slack" in front, run
-// oauth2-proxy with its Slack provider before this server and trust its header; docs/web.md
-// has the configuration.
-//
-// A session whose channel became private after it was logged is hidden from everyone but
-// auditors; channel visibility comes from a ChannelVisibility the caller provides (Slack's
-// conversations.info), cached for Config.VisibilityTTL.
-//
-// Every list, view, search and download is recorded in the append-only access_log table
-// (who, how identified, what, when, result) before the page is sent; if the record cannot be
-// written the page is not shown (503).
 package web
 
 import (

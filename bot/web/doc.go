@@ -1,0 +1,58 @@
+// Package web serves logbook's read-only pages: a list of recent sessions with their titles,
+// a transcript page (print-friendly, with downloads in text, Markdown, HTML and JSON), and a
+// search page. Pages are rendered on the server with html/template; there is no front-end
+// build and no script, and they read well on a laptop and on a phone.
+//
+// # Routes
+//
+//	GET /                                  recent sessions (?before=<RFC 3339> pages back)
+//	GET /sessions/{id}                     transcript (?all=1 markers, ?deleted=1 auditors, ?tz=Area/City)
+//	GET /sessions/{id}/download?format=md  transcript as an attachment: text, md, html or json
+//	GET /search?q=&actor=&channel=&since=&until=
+//
+// # Access
+//
+// The pages show workspace content, so they are closed by default: Handler refuses a
+// configuration that admits nobody, and every request needs either
+//
+//   - a bearer token (Access.Tokens): `Authorization: Bearer <secret>`, for scripts and
+//     curl; the token's name is what the access log records, never the secret; or
+//   - a header set by a trusted reverse proxy (Access.ProxyHeader) naming the signed-in
+//     person, for browsers.
+//
+// "Sign in with Slack" in front of the pages, with oauth2-proxy
+// (https://oauth2-proxy.github.io/oauth2-proxy/) and its Slack OpenID Connect provider:
+//
+//	# Slack app: OAuth & Permissions → Redirect URL https://logbook.example.com/oauth2/callback,
+//	# user scopes openid, email, profile.
+//	oauth2-proxy \
+//	  --provider=oidc --oidc-issuer-url=https://slack.com \
+//	  --client-id=$SLACK_CLIENT_ID --client-secret=$SLACK_CLIENT_SECRET \
+//	  --cookie-secret=$(openssl rand -base64 32 | head -c 32) \
+//	  --email-domain=example.com \
+//	  --http-address=0.0.0.0:4180 --upstream=http://127.0.0.1:8080 \
+//	  --set-xauthrequest --pass-user-headers
+//	# logbook: LOGBOOK_HTTP_ADDR=127.0.0.1:8080, trusted header X-Forwarded-Email.
+//
+// The header is trusted blindly, so logbook must listen where only the proxy can reach it
+// (127.0.0.1 or a private network), and the proxy must overwrite the header on every
+// request (oauth2-proxy does). Auditors are listed by that header's value (Access.Auditors);
+// they also see sessions whose channel became private and may reveal deleted messages.
+//
+// # Private channels
+//
+// Private-channel content never enters the log. A session whose channel became private
+// after it was logged is hidden from everyone but auditors: it is missing from the list and
+// from search results, and its pages answer 404. Channel visibility comes from the caller's
+// ChannelVisibility (Slack's conversations.info, is_private), cached for
+// Config.VisibilityTTL; a channel whose visibility cannot be learnt counts as private.
+//
+// # Access log
+//
+// Every list, view, search and download is recorded in the append-only access_log table
+// (who, how identified, auditor or not, action, session, format, query, result count,
+// status, client address, user agent, time) before the page is sent; if the record cannot
+// be written the page is not shown (503). Requests without a valid identity are answered
+// 401 and not recorded. The table's columns are documented in
+// migrations/00002_search.sql; audit exports include it.
+package web
