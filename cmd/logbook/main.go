@@ -81,6 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	root.AddCommand(
 		newMigrateCmd(e),
 		newTranscriptCmd(e), newSearchCmd(e),
+		newAuditCmd(e),
 	)
 	return root.ExecuteContext(ctx)
 }

@@ -1,0 +1,834 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/logbook/logbook/audit"
+	"github.com/logbook/logbook/session"
+)
+
+// The audit commands read through a separate auditor connection:
+//
+//	LOGBOOK_AUDIT_DATABASE_URL      auditor connection (falls back to DATABASE_URL)
+//	LOGBOOK_AUDIT_ROLE              role assumed on it (default logbook_auditor; "none": the login's own)
+//	LOGBOOK_AUDIT_OPERATOR          who is acting, for the access record (falls back to USER)
+//	LOGBOOK_AUDIT_SIGNING_KEY       path of an ed25519 private key (PEM) that signs manifests and checkpoints
+//	LOGBOOK_AUDIT_PUBLIC_KEY        path of the public key that verify-export and verify --against check
+//	LOGBOOK_AUDIT_SCHEDULE          cron spec of scheduled exports (seconds optional, CRON_TZ= prefix)
+//	LOGBOOK_AUDIT_TZ                zone of the schedule and of --from/--to without an offset (default UTC)
+//	LOGBOOK_AUDIT_DEST              destination of scheduled exports: a directory or a bucket URL
+//	LOGBOOK_AUDIT_ACTORS            comma-separated actor ids for scheduled exports (default all)
+//	LOGBOOK_AUDIT_PER_ACTOR         "true": one scheduled export per actor
+//	LOGBOOK_AUDIT_CHANNEL           one channel id for scheduled exports (default all)
+//	LOGBOOK_AUDIT_FORMAT            jsonl (default) or csv
+//	LOGBOOK_AUDIT_SCHEDULE_NAME     name of the schedule in run records (default "default")
+//	LOGBOOK_RETENTION               e.g. 400d; off by default
+//	LOGBOOK_RETENTION_DATABASE_URL  connection for purges (falls back to the auditor's); role logbook_retention
+
+func auditDSN(e env) (string, error) {
+	if u := strings.TrimSpace(e.getenv("LOGBOOK_AUDIT_DATABASE_URL")); u != "" {
+		return u, nil
+	}
+	u, err := databaseURL(e)
+	if err != nil {
+		return "", fmt.Errorf("%w (or LOGBOOK_AUDIT_DATABASE_URL for a separate auditor connection)", err)
+	}
+	return u, nil
+}
+
+func auditRole(e env) string {
+	switch r := strings.TrimSpace(e.getenv("LOGBOOK_AUDIT_ROLE")); r {
+	case "":
+		return "logbook_auditor"
+	case "none":
+		return ""
+	default:
+		return r
+	}
+}
+
+func openAuditStore(ctx context.Context, e env) (*session.Store, error) {
+	dsn, err := auditDSN(e)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := session.Connect(ctx, dsn, session.PoolOptions{Role: auditRole(e), MaxConns: 4})
+	if err != nil {
+		return nil, fmt.Errorf("auditor connection: %w", err)
+	}
+	return session.NewStore(pool, session.Options{}), nil
+}
+
+func openRetentionPool(ctx context.Context, e env) (*pgxpool.Pool, error) {
+	dsn := strings.TrimSpace(e.getenv("LOGBOOK_RETENTION_DATABASE_URL"))
+	if dsn == "" {
+		var err error
+		if dsn, err = auditDSN(e); err != nil {
+			return nil, err
+		}
+	}
+	pool, err := session.Connect(ctx, dsn, session.PoolOptions{Role: "logbook_retention", MaxConns: 2})
+	if err != nil {
+		return nil, fmt.Errorf("retention connection (its login must be a member of logbook_retention): %w", err)
+	}
+	return pool, nil
+}
+
+// operator is the person acting, for access records.
+func operator(e env, flag string) (audit.Who, error) {
+	name := strings.TrimSpace(flag)
+	if name == "" {
+		name = strings.TrimSpace(e.getenv("LOGBOOK_AUDIT_OPERATOR"))
+	}
+	if name == "" {
+		name = strings.TrimSpace(e.getenv("USER"))
+	}
+	if name == "" {
+		return audit.Who{}, usageError{errors.New("say who is acting: --as, LOGBOOK_AUDIT_OPERATOR or USER")}
+	}
+	return audit.Who{Name: name}, nil
+}
+
+func signingKey(e env, flag string) (ed25519.PrivateKey, error) {
+	path := flag
+	if path == "" {
+		path = e.getenv("LOGBOOK_AUDIT_SIGNING_KEY")
+	}
+	if path == "" {
+		return nil, nil
+	}
+	return audit.ReadPrivateKeyFile(path)
+}
+
+func publicKey(e env, flag string) (ed25519.PublicKey, error) {
+	path := flag
+	if path == "" {
+		path = e.getenv("LOGBOOK_AUDIT_PUBLIC_KEY")
+	}
+	if path == "" {
+		return nil, nil
+	}
+	return audit.ReadPublicKeyFile(path)
+}
+
+func auditZone(e env, flag string) (*time.Location, error) {
+	name := flag
+	if name == "" {
+		name = e.getenv("LOGBOOK_AUDIT_TZ")
+	}
+	if name == "" {
+		return time.UTC, nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("time zone %q: %w", name, err)}
+	}
+	return loc, nil
+}
+
+// parseAuditTime accepts RFC 3339 (with an offset) or a date or date-time without one, read
+// in loc.
+func parseAuditTime(s string, loc *time.Location) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02", "2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02 15:04", "2006-01-02 15:04:05"} {
+		if t, err := time.ParseInLocation(layout, s, loc); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, usageError{fmt.Errorf("time %q: use RFC 3339 (2025-03-09T02:00:00-08:00) or a date (2025-03-09)", s)}
+}
+
+func generatorVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return "devel+" + s.Value
+			}
+		}
+	}
+	return "devel"
+}
+
+func tampered(err error) error {
+	if errors.Is(err, audit.ErrTampered) {
+		return exitError{code: 1, err: err}
+	}
+	return err
+}
+
+func newAuditCmd(e env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Export, verify, retain and hold the log (LOGBOOK_AUDIT_DATABASE_URL or DATABASE_URL)",
+		Long: `Audit-grade access to the session log.
+
+Commands connect with LOGBOOK_AUDIT_DATABASE_URL (falling back to DATABASE_URL) as the role
+logbook_auditor (LOGBOOK_AUDIT_ROLE=none keeps the login's own role). Every export,
+verification and hold change is recorded, append-only, with who (--as,
+LOGBOOK_AUDIT_OPERATOR or USER) and which filters; those records appear in exports.
+
+Destinations are a directory or a URL: file:///path is built in; s3://, gs:// and
+azblob:// need the matching gocloud.dev/blob driver compiled in.`,
+	}
+	cmd.AddCommand(newAuditExportCmd(e), newAuditKeygenCmd(e), newAuditVerifyExportCmd(e), newAuditVerifyCmd(e),
+		newAuditCheckpointCmd(e), newAuditScheduleCmd(e), newAuditHoldCmd(e), newAuditPurgeCmd(e), newAuditRunsCmd(e))
+	return cmd
+}
+
+func newAuditExportCmd(e env) *cobra.Command {
+	var (
+		actors                         []string
+		from, to, channel, format, out string
+		zone, keyPath, as              string
+	)
+	cmd := &cobra.Command{
+		Use:   "export --from <time> --to <time> --out <dir or URL> [--actor <id>]... [--channel <id>] [--format jsonl|csv]",
+		Short: "Export the events of a half-open time window [from, to), by actor or all",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			loc, err := auditZone(e, zone)
+			if err != nil {
+				return err
+			}
+			if from == "" || to == "" || out == "" {
+				return usageError{errors.New("--from, --to and --out are required")}
+			}
+			q := audit.Query{Actors: actors, Channel: channel, Zone: loc.String()}
+			if q.From, err = parseAuditTime(from, loc); err != nil {
+				return err
+			}
+			if q.To, err = parseAuditTime(to, loc); err != nil {
+				return err
+			}
+			f, err := audit.ParseFormat(format)
+			if err != nil {
+				return usageError{err}
+			}
+			q.Format = f
+			who, err := operator(e, as)
+			if err != nil {
+				return err
+			}
+			key, err := signingKey(e, keyPath)
+			if err != nil {
+				return err
+			}
+			store, err := openAuditStore(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer store.Pool().Close()
+			bucket, err := audit.OpenBucket(ctx, out)
+			if err != nil {
+				return err
+			}
+			defer bucket.Close()
+			filters := q.Filters()
+			filters["destination"] = redactURL(out)
+			if _, err := audit.RecordAccess(ctx, store.Pool(), who, "export", filters); err != nil {
+				return err
+			}
+			exp := audit.NewExporter(store, audit.ExporterOptions{Version: generatorVersion(), SigningKey: key})
+			m, err := exp.Export(ctx, q, bucket, "")
+			if err != nil {
+				return err
+			}
+			broken := 0
+			for _, s := range m.Sessions {
+				if !s.ChainOK {
+					broken++
+				}
+			}
+			fmt.Fprintf(e.stdout, "exported %d events of %d sessions (%d access records) to %s\n",
+				m.Counts.Events, len(m.Sessions), m.AccessRecords, redactURL(out))
+			for _, f := range m.Files {
+				fmt.Fprintf(e.stdout, "  %s  %s  %d bytes\n", f.SHA256, f.Name, f.Bytes)
+			}
+			if m.SigningKey != "" {
+				fmt.Fprintf(e.stdout, "manifest signed by key %s\n", m.SigningKey)
+			}
+			if !m.WindowClosed {
+				fmt.Fprintf(e.stderr, "logbook: warning: the window ends after %s (now): later events may still fall in it\n",
+					m.AsOf.Format(time.RFC3339))
+			}
+			if broken > 0 {
+				return exitError{code: 1, err: fmt.Errorf("%w: %d exported sessions have a broken chain (see manifest.json)", audit.ErrTampered, broken)}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&actors, "actor", nil, "actor id (Slack user id, bot id or system part); repeat; default all")
+	fl.StringVar(&from, "from", "", "window start, inclusive: RFC 3339 or a date")
+	fl.StringVar(&to, "to", "", "window end, exclusive: RFC 3339 or a date")
+	fl.StringVar(&channel, "channel", "", "only this Slack channel id")
+	fl.StringVar(&format, "format", "jsonl", "jsonl or csv")
+	fl.StringVar(&out, "out", "", "destination: a directory or a bucket URL (file:///..., s3://...)")
+	fl.StringVar(&zone, "tz", "", "zone of --from/--to without an offset (default LOGBOOK_AUDIT_TZ or UTC)")
+	fl.StringVar(&keyPath, "sign-key", "", "ed25519 private key (PEM) to sign the manifest (default LOGBOOK_AUDIT_SIGNING_KEY)")
+	fl.StringVar(&as, "as", "", "who is exporting (default LOGBOOK_AUDIT_OPERATOR or USER)")
+	return cmd
+}
+
+func newAuditKeygenCmd(e env) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "keygen [--out <prefix>]",
+		Short: "Make an ed25519 key pair: <prefix>.key (private, mode 0600) and <prefix>.pub",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			priv, pub, err := audit.GenerateKey()
+			if err != nil {
+				return err
+			}
+			kf, err := os.OpenFile(out+".key", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return fmt.Errorf("write private key: %w", err)
+			}
+			if _, err := kf.Write(priv); err != nil {
+				kf.Close()
+				return fmt.Errorf("write private key: %w", err)
+			}
+			if err := kf.Close(); err != nil {
+				return fmt.Errorf("write private key: %w", err)
+			}
+			if err := os.WriteFile(out+".pub", pub, 0o644); err != nil {
+				return fmt.Errorf("write public key: %w", err)
+			}
+			pk, err := audit.ParsePublicKey(pub)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "wrote %s.key (keep it secret; LOGBOOK_AUDIT_SIGNING_KEY) and %s.pub (LOGBOOK_AUDIT_PUBLIC_KEY)\nkey %s\n",
+				out, out, audit.KeyFingerprint(pk))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "logbook-audit", "path prefix of the key files")
+	return cmd
+}
+
+func newAuditVerifyExportCmd(e env) *cobra.Command {
+	var pubPath string
+	cmd := &cobra.Command{
+		Use:   "verify-export <dir or URL>",
+		Short: "Check an export's files against its manifest, and the manifest against its signature",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			pub, err := publicKey(e, pubPath)
+			if err != nil {
+				return err
+			}
+			bucket, err := audit.OpenBucket(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			defer bucket.Close()
+			check, err := audit.VerifyExport(ctx, bucket, "", pub)
+			if err != nil {
+				return tampered(err)
+			}
+			m := check.Manifest
+			sig := "unsigned: only the files listed in the manifest are protected"
+			if check.SignatureValid {
+				sig = "signature valid (key " + m.SigningKey + ")"
+			}
+			fmt.Fprintf(e.stdout, "OK: %d files match the manifest; %d events %s..%s; %s\n",
+				len(m.Files), m.Counts.Events, m.Query.From.Format(time.RFC3339), m.Query.To.Format(time.RFC3339), sig)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&pubPath, "public-key", "", "ed25519 public key (PEM) that signed it (default LOGBOOK_AUDIT_PUBLIC_KEY)")
+	return cmd
+}
+
+func newAuditVerifyCmd(e env) *cobra.Command {
+	var sessionID, since, against, pubPath, zone, as string
+	cmd := &cobra.Command{
+		Use:   "verify [--session <id>] [--since <time>] [--against <checkpoint>]",
+		Short: "Recompute hash chains and seq density; exit 1 naming the first broken session and seq",
+		Long: `Recompute every session's hash chain (or one session's, or those with events since a
+time) and check that seqs are dense. With --against, also compare with a checkpoint kept
+outside the database (written by scheduled exports or 'logbook audit checkpoint'), which
+detects a chain that was rewritten consistently by someone who disabled the triggers.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			var opts audit.VerifyOptions
+			filters := map[string]any{}
+			if sessionID != "" {
+				id, err := session.ParseID(sessionID)
+				if err != nil {
+					return usageError{err}
+				}
+				opts.Session = id
+				filters["session"] = id
+			}
+			if since != "" {
+				loc, err := auditZone(e, zone)
+				if err != nil {
+					return err
+				}
+				if opts.Since, err = parseAuditTime(since, loc); err != nil {
+					return err
+				}
+				filters["since"] = opts.Since.UTC()
+			}
+			who, err := operator(e, as)
+			if err != nil {
+				return err
+			}
+			var cp *audit.Checkpoint
+			if against != "" {
+				pub, err := publicKey(e, pubPath)
+				if err != nil {
+					return err
+				}
+				dir, key := audit.SplitObject(against)
+				bucket, err := audit.OpenBucket(ctx, dir)
+				if err != nil {
+					return err
+				}
+				read, err := audit.ReadCheckpoint(ctx, bucket, key, pub)
+				bucket.Close()
+				if err != nil {
+					return tampered(err)
+				}
+				cp = &read
+				filters["against"] = redactURL(against)
+			}
+			store, err := openAuditStore(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer store.Pool().Close()
+			action := "verify"
+			if cp != nil {
+				action = "verify-checkpoint"
+			}
+			if _, err := audit.RecordAccess(ctx, store.Pool(), who, action, filters); err != nil {
+				return err
+			}
+			v := audit.NewVerifier(store)
+			r, err := v.Verify(ctx, opts)
+			if err != nil {
+				return err
+			}
+			if cp != nil {
+				rc, err := v.VerifyAgainst(ctx, *cp)
+				if err != nil {
+					return err
+				}
+				r.Findings = mergeFindings(rc.Findings, r.Findings)
+			}
+			for _, f := range r.Findings {
+				fmt.Fprintln(e.stdout, "BROKEN:", f)
+			}
+			if err := r.Err(); err != nil {
+				return exitError{code: 1, err: err}
+			}
+			msg := fmt.Sprintf("OK: %d sessions, %d events verified (%d purged by retention)", r.Sessions, r.Events, r.Purged)
+			if cp != nil {
+				msg += fmt.Sprintf("; %d sessions match the checkpoint of %s", len(cp.Heads), cp.TakenAt.Format(time.RFC3339))
+			}
+			fmt.Fprintln(e.stdout, msg)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&sessionID, "session", "", "only this session id")
+	fl.StringVar(&since, "since", "", "only sessions with events at or after this time (RFC 3339 or a date)")
+	fl.StringVar(&against, "against", "", "a checkpoint file or URL to compare heads with")
+	fl.StringVar(&pubPath, "public-key", "", "public key that signed the checkpoint (default LOGBOOK_AUDIT_PUBLIC_KEY)")
+	fl.StringVar(&zone, "tz", "", "zone of --since without an offset (default LOGBOOK_AUDIT_TZ or UTC)")
+	fl.StringVar(&as, "as", "", "who is verifying (default LOGBOOK_AUDIT_OPERATOR or USER)")
+	return cmd
+}
+
+// mergeFindings lists checkpoint findings first, then chain findings of other sessions.
+func mergeFindings(first, rest []audit.Finding) []audit.Finding {
+	seen := map[session.ID]bool{}
+	for _, f := range first {
+		seen[f.Session] = true
+	}
+	for _, f := range rest {
+		if !seen[f.Session] {
+			first = append(first, f)
+		}
+	}
+	return first
+}
+
+func newAuditCheckpointCmd(e env) *cobra.Command {
+	var out, keyPath string
+	cmd := &cobra.Command{
+		Use:   "checkpoint --out <file or URL>",
+		Short: "Write every session's head (seq, hash) to a file kept outside the database",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			if out == "" {
+				return usageError{errors.New("--out is required")}
+			}
+			key, err := signingKey(e, keyPath)
+			if err != nil {
+				return err
+			}
+			store, err := openAuditStore(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer store.Pool().Close()
+			cp, err := audit.NewVerifier(store).TakeCheckpoint(ctx)
+			if err != nil {
+				return err
+			}
+			dir, name := audit.SplitObject(out)
+			bucket, err := audit.OpenBucket(ctx, dir)
+			if err != nil {
+				return err
+			}
+			defer bucket.Close()
+			if err := audit.WriteCheckpoint(ctx, bucket, name, cp, key); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "checkpoint of %d sessions at %s written to %s\n", len(cp.Heads), cp.TakenAt.Format(time.RFC3339), redactURL(out))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "checkpoint file or URL")
+	cmd.Flags().StringVar(&keyPath, "sign-key", "", "ed25519 private key (PEM) (default LOGBOOK_AUDIT_SIGNING_KEY)")
+	return cmd
+}
+
+// auditSchedulerFromEnv builds the scheduled export from the environment for `logbook audit
+// schedule` and `logbook serve`. It returns nil and no error when LOGBOOK_AUDIT_SCHEDULE is
+// unset. close releases its connections and destination after Run returns.
+func auditSchedulerFromEnv(ctx context.Context, e env, log zerolog.Logger) (s *audit.Scheduler, closeAll func(), err error) {
+	spec := strings.TrimSpace(e.getenv("LOGBOOK_AUDIT_SCHEDULE"))
+	if spec == "" {
+		return nil, func() {}, nil
+	}
+	var closers []func()
+	closeAll = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	loc, err := auditZone(e, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	sp, err := audit.ParseSpec(spec, loc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("LOGBOOK_AUDIT_SCHEDULE: %w", err)
+	}
+	dest := strings.TrimSpace(e.getenv("LOGBOOK_AUDIT_DEST"))
+	if dest == "" {
+		return nil, nil, errors.New("LOGBOOK_AUDIT_SCHEDULE is set but LOGBOOK_AUDIT_DEST (a directory or bucket URL) is not")
+	}
+	format, err := audit.ParseFormat(e.getenv("LOGBOOK_AUDIT_FORMAT"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("LOGBOOK_AUDIT_FORMAT: %w", err)
+	}
+	var actors []string
+	for _, a := range strings.Split(e.getenv("LOGBOOK_AUDIT_ACTORS"), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			actors = append(actors, a)
+		}
+	}
+	perActor, _ := strconv.ParseBool(e.getenv("LOGBOOK_AUDIT_PER_ACTOR"))
+	keep, err := audit.ParseRetention(e.getenv("LOGBOOK_RETENTION"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("LOGBOOK_RETENTION: %w", err)
+	}
+	key, err := signingKey(e, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := openAuditStore(ctx, e)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, store.Pool().Close)
+	bucket, err := audit.OpenBucket(ctx, dest)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, func() { bucket.Close() })
+	var ret *audit.Retention
+	if keep > 0 {
+		pool, err := openRetentionPool(ctx, e)
+		if err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, pool.Close)
+		if ret, err = audit.NewRetention(pool, keep); err != nil {
+			return nil, nil, err
+		}
+	}
+	host, _ := os.Hostname()
+	exp := audit.NewExporter(store, audit.ExporterOptions{Version: generatorVersion(), SigningKey: key})
+	s, err = audit.NewScheduler(store.Pool(), exp, audit.NewVerifier(store), audit.SchedulerConfig{
+		Name: e.getenv("LOGBOOK_AUDIT_SCHEDULE_NAME"), Spec: sp, Actors: actors, PerActor: perActor,
+		Channel: e.getenv("LOGBOOK_AUDIT_CHANNEL"), Format: format, Dest: bucket, SigningKey: key,
+		Retention: ret, Node: host, Logger: log,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, closeAll, nil
+}
+
+func newAuditScheduleCmd(e env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "schedule",
+		Short: "Run scheduled exports alone (LOGBOOK_AUDIT_SCHEDULE, LOGBOOK_AUDIT_DEST) until interrupted",
+		Long: `Run the scheduled exports that 'logbook serve' also runs, without the bot.
+
+Each run exports the window since the previous successful one (windows are half-open,
+in UTC, cut at the schedule's fire times), writes a checkpoint of every session's head,
+and applies LOGBOOK_RETENTION when set. Missed windows are caught up at start; several
+replicas export each window once.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			log := zerolog.New(e.stderr).With().Timestamp().Logger()
+			s, closeAll, err := auditSchedulerFromEnv(c.Context(), e, log)
+			if err != nil {
+				return err
+			}
+			if s == nil {
+				return usageError{errors.New("LOGBOOK_AUDIT_SCHEDULE is not set (e.g. \"CRON_TZ=UTC 0 2 * * *\")")}
+			}
+			defer closeAll()
+			return s.Run(c.Context())
+		},
+	}
+}
+
+func newAuditHoldCmd(e env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "hold",
+		Short: "Add, remove or list legal holds (retention purges nothing a hold covers)",
+	}
+	var sessionID, channel, actor, reason, as string
+	add := &cobra.Command{
+		Use:   "add (--session <id> | --channel <id> | --actor <id>) --reason <text>",
+		Short: "Open a legal hold",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			var scope audit.HoldScope
+			var value string
+			n := 0
+			for _, s := range []struct {
+				v     string
+				scope audit.HoldScope
+			}{{sessionID, audit.HoldSession}, {channel, audit.HoldChannel}, {actor, audit.HoldActor}} {
+				if s.v != "" {
+					n++
+					scope, value = s.scope, s.v
+				}
+			}
+			if n != 1 || strings.TrimSpace(reason) == "" {
+				return usageError{errors.New("give exactly one of --session, --channel, --actor, and --reason")}
+			}
+			who, err := operator(e, as)
+			if err != nil {
+				return err
+			}
+			store, err := openAuditStore(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer store.Pool().Close()
+			h, err := audit.AddHold(ctx, store.Pool(), who, scope, value, reason)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "hold %s on %s %s\n", h.ID, h.Scope, h.Value)
+			return nil
+		},
+	}
+	add.Flags().StringVar(&sessionID, "session", "", "a session id")
+	add.Flags().StringVar(&channel, "channel", "", "a Slack channel id: every session of the channel")
+	add.Flags().StringVar(&actor, "actor", "", "an actor id: every session the actor took part in")
+	add.Flags().StringVar(&reason, "reason", "", "why (required; recorded)")
+	add.Flags().StringVar(&as, "as", "", "who (default LOGBOOK_AUDIT_OPERATOR or USER)")
+
+	var removeReason, removeAs string
+	remove := &cobra.Command{
+		Use:   "remove <hold id> --reason <text>",
+		Short: "End a legal hold",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			id, err := uuid.Parse(args[0])
+			if err != nil {
+				return usageError{fmt.Errorf("hold id %q: %w", args[0], err)}
+			}
+			if strings.TrimSpace(removeReason) == "" {
+				return usageError{errors.New("--reason is required")}
+			}
+			who, err := operator(e, removeAs)
+			if err != nil {
+				return err
+			}
+			store, err := openAuditStore(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer store.Pool().Close()
+			if err := audit.RemoveHold(ctx, store.Pool(), who, id, removeReason); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "hold %s removed\n", id)
+			return nil
+		},
+	}
+	remove.Flags().StringVar(&removeReason, "reason", "", "why (required; recorded)")
+	remove.Flags().StringVar(&removeAs, "as", "", "who (default LOGBOOK_AUDIT_OPERATOR or USER)")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List open legal holds",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			store, err := openAuditStore(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer store.Pool().Close()
+			hs, err := audit.Holds(ctx, store.Pool())
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "HOLD\tSCOPE\tVALUE\tSINCE\tBY\tREASON")
+			for _, h := range hs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", h.ID, h.Scope, h.Value, h.At.UTC().Format(time.RFC3339), h.Who, h.Reason)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.AddCommand(add, remove, list)
+	return cmd
+}
+
+func newAuditPurgeCmd(e env) *cobra.Command {
+	var olderThan, as string
+	cmd := &cobra.Command{
+		Use:   "purge [--older-than 400d]",
+		Short: "Remove payloads of sessions past retention (LOGBOOK_RETENTION), except those on hold",
+		Long: `Remove the payloads of every session whose last event is older than the retention
+period and that no legal hold covers. Each event's skeleton (ids, seq, type, actor, time,
+payload hash, chain hashes) stays, so chains still verify; each purged session gets an
+append-only purge record. Runs as logbook_retention (LOGBOOK_RETENTION_DATABASE_URL).`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			period := olderThan
+			if period == "" {
+				period = e.getenv("LOGBOOK_RETENTION")
+			}
+			keep, err := audit.ParseRetention(period)
+			if err != nil {
+				return usageError{err}
+			}
+			if keep == 0 {
+				return usageError{errors.New("retention is off: set LOGBOOK_RETENTION or --older-than (e.g. 400d)")}
+			}
+			who, err := operator(e, as)
+			if err != nil {
+				return err
+			}
+			pool, err := openRetentionPool(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			ret, err := audit.NewRetention(pool, keep)
+			if err != nil {
+				return err
+			}
+			ps, err := ret.Purge(ctx, who, time.Now())
+			if err != nil {
+				return err
+			}
+			for _, p := range ps {
+				fmt.Fprintf(e.stdout, "purged session %s seqs %d..%d (%d payloads); head %d %s\n",
+					p.Session, p.FromSeq, p.ToSeq, p.Purged, p.HeadSeq, p.HeadHash)
+			}
+			fmt.Fprintf(e.stdout, "%d sessions purged (retention %s)\n", len(ps), audit.FormatRetention(keep))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&olderThan, "older-than", "", "retention period (default LOGBOOK_RETENTION), e.g. 400d")
+	cmd.Flags().StringVar(&as, "as", "", "who (default LOGBOOK_AUDIT_OPERATOR or USER)")
+	return cmd
+}
+
+func newAuditRunsCmd(e env) *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "runs [--schedule <name>]",
+		Short: "List scheduled export runs and their outcome",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			store, err := openAuditStore(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer store.Pool().Close()
+			runs, err := audit.Runs(ctx, store.Pool(), name)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN\tWINDOW\tSTATUS\tEVENTS\tERROR")
+			for _, r := range runs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.ID, r.Window, r.Status, r.Events, r.Err)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&name, "schedule", "default", "schedule name")
+	return cmd
+}
+
+// redactURL hides a password in a destination URL.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" {
+		return u.Redacted()
+	}
+	return s
+}
