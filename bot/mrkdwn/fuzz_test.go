@@ -1,6 +1,7 @@
 package mrkdwn
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -96,4 +97,45 @@ func abs(n int) int {
 		return -n
 	}
 	return n
+}
+
+func FuzzToPlain(f *testing.F) {
+	for _, s := range []string{
+		"a &amp; b &lt;tag&gt;", "<@U1> <@U2|x> <#C1|g> <#C1> <!here> <!subteam^S1|@t> <!date^1^x|f> <!date^x>",
+		"<https://x|y> <mailto:a@b|a@b> <a b> < <<>> <|> <@> <#> <!> <x:>", "&amp;&&lt;&gt;&", "<@UB1>: hi",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		plain := ToPlain(text, testNames)
+		if !strings.ContainsAny(text, "<&") && plain != text {
+			t.Fatalf("text without < or & changed: %q → %q", text, plain)
+		}
+		if got := ToPlain(EscapeText(text), nil); got != text {
+			t.Fatalf("ToPlain(EscapeText(%q)) = %q", text, got)
+		}
+		if s := StripBotMention(text, "UB1"); strings.Contains(s, "<@UB1>") {
+			t.Fatalf("StripBotMention left the mention: %q", s)
+		}
+	})
+}
+
+func FuzzBlocksText(f *testing.F) {
+	for _, s := range []string{
+		`[{"type":"rich_text","elements":[{"type":"rich_text_section","elements":[{"type":"text","text":"rollback failed on "},{"type":"link","url":"https://ci.example/1"}]}]}]`,
+		`[{"type":"rich_text","elements":[{"type":"rich_text_list","style":"ordered","offset":-5,"indent":99,"elements":[{"type":"x","elements":[{"type":"y"}]}]}]}]`,
+		`{"type":"section","text":"x","fields":[{"type":"mrkdwn","text":"<@U1>"}]}`,
+		`[{"type":"rich_text","elements":[{"type":"emoji","unicode":"d800"},{"type":"date","timestamp":"x"}]}]`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		got, err := BlocksText(json.RawMessage(raw), testNames)
+		if err != nil && got != "" {
+			t.Fatalf("text %q returned with error %v", got, err)
+		}
+		if _, err := AttachmentsText(json.RawMessage(raw), testNames); err != nil && json.Valid([]byte(raw)) && strings.HasPrefix(strings.TrimSpace(raw), "[") {
+			t.Fatalf("valid JSON array rejected: %v", err)
+		}
+	})
 }

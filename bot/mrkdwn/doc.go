@@ -1,0 +1,76 @@
+// Package mrkdwn converts text between the model and Slack: pure functions,
+// no I/O, safe for concurrent use.
+//
+// # Outbound: FromMarkdown, EscapeText, Split, Join
+//
+// FromMarkdown turns the Markdown a model writes into Slack mrkdwn, parsing
+// it with goldmark (CommonMark plus GFM strikethrough and tables; raw HTML is
+// not recognised, so "<div>" is literal text):
+//
+//	**b** __b__          → *b*
+//	*x*                  → *x*   (Slack bold; see "Idempotence")
+//	_i_                  → _i_
+//	~~s~~ ~s~            → ~s~
+//	[text](url)          → <url|text>   (<url> when text is empty or the url;
+//	                                     just text for a relative url)
+//	![alt](url)          → <url|alt>
+//	<https://x> <a@b.co> → <https://x> <mailto:a@b.co|a@b.co>
+//	# Heading            → *Heading*
+//	- item / 1. item     → "• item" / "1. item" (start number and '.'/')'
+//	                       kept); nested lists indented four NBSPs per level
+//	> quote              → "> " on every line
+//	`code`               → unchanged, byte for byte (backtick runs included)
+//	```lang … ```        → ``` … ```: content byte-exact, language tag
+//	                       dropped (Slack would show it as a first code line);
+//	                       indented and ~~~ blocks become ``` blocks too
+//	tables               → columns padded with spaces inside a ``` block
+//	--- (rule)           → ──────────
+//
+// Blocks are separated by one newline, or a blank line where the source had
+// one; the result has no trailing newline. Formatting Slack cannot nest (bold
+// in bold, bold in a heading) is flattened.
+//
+// Escaping: in literal text only & < > are escaped (&amp; &lt; &gt;), so
+// "We've" stays "We've". A character reference in the Markdown is decoded
+// first (&copy; → ©, &amp; stays &amp;), except one for Markdown punctuation
+// (&#42;), which is kept as text. Backslash escapes (\*) are kept as written,
+// backslash included: Slack has no escape syntax, and dropping the backslash
+// would let a second pass read "*" as markup. Code spans and code blocks are
+// not escaped at all (byte-exact, as required); Slack shows their < and &
+// as written, except that a "<…>" that looks like a Slack link or mention
+// may still be interpreted by Slack.
+//
+// Slack tokens the model writes are kept exactly: <@U…>, <#C…|name>,
+// <!here>, <!subteam^…>, <!date^…|…>, <url|label>, <mailto:…>. Bare http(s)
+// URLs are kept as written (with & escaped), so "__init__" in a URL never
+// turns bold. Both are cut out before parsing and put back afterwards.
+//
+// # Idempotence
+//
+// FromMarkdown(FromMarkdown(x)) == FromMarkdown(x) for every x. Slack's bold
+// "*b*" is CommonMark emphasis, so the converter reads single-star emphasis
+// as Slack bold: "*b*" stays "*b*" on every pass. The price is that a model's
+// "*italic*" shows as bold; "_italic_" stays italic. Everything the
+// converter emits re-parses to itself: bullets are "•" (not a Markdown list
+// marker), nesting uses NBSPs (which Markdown does not strip), rules are
+// box-drawing characters, and "&amp;"/"&lt;"/"&gt;" decode and re-escape to
+// themselves. As a safety net FromMarkdown converts its own output again (at
+// most four passes in all) and returns the first fixpoint; for ordinary text
+// the second pass confirms the first. The fuzz test FuzzFromMarkdown checks
+// the property on generated input.
+//
+// Split cuts long text into parts of at most DefaultLimit (3,900) runes for
+// separate messages, at paragraph, line, word, then rune boundaries, closing
+// a ``` block at the end of a part and reopening it at the start of the next;
+// Join undoes exactly that. EscapeText escapes user-derived fragments.
+//
+// # Inbound: ToPlain, StripBotMention, BlocksText, AttachmentsText
+//
+// ToPlain decodes Slack-formatted text from an event into plain text for the
+// model, the transcript and search (&amp; → &, <@U1> → @name, <url|label> →
+// "label (url)"). StripBotMention removes the bot's own mention first and
+// may return "" (the caller must not send an empty turn). BlocksText and
+// AttachmentsText flatten rich_text blocks and legacy attachments for
+// messages whose text field is empty. The raw event keeps the escaped form;
+// these functions only produce derived text.
+package mrkdwn

@@ -1,0 +1,209 @@
+package mrkdwn
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/slack-go/slack"
+)
+
+func testNames(kind, id string) string {
+	switch kind + ":" + id {
+	case "user:U0000001":
+		return "ada"
+	case "channel:C0000002":
+		return "ops"
+	case "usergroup:S0000001":
+		return "oncall"
+	}
+	return ""
+}
+
+// C13 inbound: Slack-escaped user text is decoded exactly once.
+func TestToPlainC13(t *testing.T) {
+	t.Parallel()
+	if got, want := ToPlain("a &amp; b &lt;tag&gt;", nil), "a & b <tag>"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+func TestToPlain(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, in, want string }{
+		{"entities once", "&amp;lt; &#39; &quot;", "&lt; &#39; &quot;"},
+		{"user known", "hi <@U0000001>", "hi @ada"},
+		{"user unknown", "hi <@U0000009>", "hi @U0000009"},
+		{"user with label", "<@U0000009|bob>", "@bob"},
+		{"channel label", "<#C0000001|general>", "#general"},
+		{"channel names", "<#C0000002>", "#ops"},
+		{"channel unknown", "<#C0000009>", "#C0000009"},
+		{"special", "<!here> <!channel> <!everyone> <!here|here>", "@here @channel @everyone @here"},
+		{"usergroup label", "<!subteam^S0000009|@devs>", "@devs"},
+		{"usergroup names", "<!subteam^S0000001>", "@oncall"},
+		{"date fallback", "<!date^1700000000^{date_short}|Nov 14, 2023>", "Nov 14, 2023"},
+		{"date no fallback", "<!date^1700000000^{date_short}>", "2023-11-14T22:13:20Z"},
+		{"url", "<https://ci.example/1>", "https://ci.example/1"},
+		{"url label", "<https://ci.example/1|build 1>", "build 1 (https://ci.example/1)"},
+		{"url label same", "<https://ci.example/1|ci.example/1>", "https://ci.example/1"},
+		{"url entities", "<https://x.com/?a=1&amp;b=2|q &amp; a>", "q & a (https://x.com/?a=1&b=2)"},
+		{"mailto", "<mailto:a@b.co|a@b.co>", "a@b.co"},
+		{"mailto label", "<mailto:a@b.co|Ada>", "Ada (a@b.co)"},
+		{"stray bracket", "a < b <c", "a < b <c"},
+		{"formatting kept", "*bold* _it_", "*bold* _it_"},
+		{"empty", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := ToPlain(tt.in, testNames); got != tt.want {
+				t.Fatalf("ToPlain(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// C09(b): a message that is only the bot mention becomes empty.
+func TestStripBotMention(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"<@UB000001>", ""},
+		{"  <@UB000001>  ", ""},
+		{"<@UB000001> deploy", "deploy"},
+		{"<@UB000001>: deploy", "deploy"},
+		{"<@UB000001|bot>, deploy", "deploy"},
+		{"please <@UB000001> deploy", "please deploy"},
+		{"ask <@U0000001> and <@UB000001>", "ask <@U0000001> and"},
+		{"a &lt;b&gt; <@UB000001>x", "a &lt;b&gt; x"},
+		{"no mention", "no mention"},
+	}
+	for _, tt := range tests {
+		if got := StripBotMention(tt.in, "UB000001"); got != tt.want {
+			t.Errorf("StripBotMention(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// C09(a): content only in rich_text blocks reaches the model.
+func TestBlocksTextC09(t *testing.T) {
+	t.Parallel()
+	var ev struct {
+		Blocks json.RawMessage `json:"blocks"`
+	}
+	event := `{"type":"message","user":"U0000001","text":"","blocks":[{"type":"rich_text","block_id":"b1","elements":[{"type":"rich_text_section","elements":[{"type":"text","text":"rollback failed on "},{"type":"link","url":"https://ci.example/1"}]}]}],"ts":"1700000000.001700","thread_ts":"1700000000.001200","channel":"C0000001","channel_type":"channel"}`
+	if err := json.Unmarshal([]byte(event), &ev); err != nil {
+		t.Fatal(err)
+	}
+	got, err := BlocksText(ev.Blocks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "rollback failed on https://ci.example/1"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+func TestBlocksText(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, in, want string }{
+		{"null", `null`, ""},
+		{"empty", ``, ""},
+		{"elements", `[{"type":"rich_text","elements":[{"type":"rich_text_section","elements":[
+			{"type":"text","text":"hi ","style":{"bold":true}},{"type":"user","user_id":"U0000001"},
+			{"type":"text","text":" in "},{"type":"channel","channel_id":"C0000002"},
+			{"type":"text","text":" "},{"type":"usergroup","usergroup_id":"S0000009"},
+			{"type":"text","text":" "},{"type":"broadcast","range":"here"},
+			{"type":"text","text":" "},{"type":"emoji","name":"thumbsup","unicode":"1f44d-1f3fd"},
+			{"type":"emoji","name":"partyparrot"},
+			{"type":"text","text":" "},{"type":"link","url":"https://x.io","text":"docs"},
+			{"type":"text","text":" "},{"type":"date","timestamp":1700000000,"fallback":"Nov 14"},
+			{"type":"text","text":" "},{"type":"color","value":"#FF0000"}]}]}]`,
+			"hi @ada in #ops @S0000009 @here 👍🏽:partyparrot: docs (https://x.io) Nov 14 #FF0000"},
+		{"list quote pre", `[{"type":"rich_text","elements":[
+			{"type":"rich_text_section","elements":[{"type":"text","text":"steps:\n"}]},
+			{"type":"rich_text_list","style":"ordered","indent":0,"elements":[
+				{"type":"rich_text_section","elements":[{"type":"text","text":"build"}]},
+				{"type":"rich_text_section","elements":[{"type":"text","text":"ship"}]}]},
+			{"type":"rich_text_list","style":"bullet","indent":1,"elements":[
+				{"type":"rich_text_section","elements":[{"type":"text","text":"sub"}]}]},
+			{"type":"rich_text_quote","elements":[{"type":"text","text":"quoted\nlines"}]},
+			{"type":"rich_text_preformatted","elements":[{"type":"text","text":"x := 1"}]}]}]`,
+			"steps:\n1. build\n2. ship\n  • sub\n> quoted\n> lines\n```\nx := 1\n```"},
+		{"ordered offset", `[{"type":"rich_text","elements":[{"type":"rich_text_list","style":"ordered","offset":2,"elements":[
+			{"type":"rich_text_section","elements":[{"type":"text","text":"c"}]}]}]}]`, "3. c"},
+		{"section header context", `[{"type":"header","text":{"type":"plain_text","text":"Deploy"}},
+			{"type":"section","text":{"type":"mrkdwn","text":"*ok* &amp; <@U0000001>"},"fields":[{"type":"plain_text","text":"f1"}]},
+			{"type":"divider"},
+			{"type":"context","elements":[{"type":"mrkdwn","text":"ctx"},{"type":"image","image_url":"u","alt_text":"logo"}]}]`,
+			"Deploy\n*ok* & @ada\nf1\nctx logo"},
+		{"unknown types keep text", `[{"type":"rich_text","elements":[{"type":"rich_text_section","elements":[
+			{"type":"text","text":"a "},{"type":"future_thing","text":"b"},{"type":"other","fallback":" c"},
+			{"type":"third","elements":[{"type":"text","text":" d"}]}]}]},
+			{"type":"new_block","text":{"type":"plain_text","text":"e"}}]`, "a b c d\ne"},
+		{"single object", `{"type":"rich_text","elements":[{"type":"rich_text_section","elements":[{"type":"text","text":"x"}]}]}`, "x"},
+		{"wrong field types", `[{"type":"rich_text","elements":[{"type":"rich_text_list","indent":"x","elements":[1,"a",null,{"type":"rich_text_section","elements":[{"type":"text","text":7}]}]}]}]`, "• 7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := BlocksText(json.RawMessage(tt.in), testNames)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Fatalf("got %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBlocksTextErrors(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{`{`, `"text"`, `[1,`} {
+		if _, err := BlocksText(json.RawMessage(in), nil); err == nil || !strings.Contains(err.Error(), "decode blocks") {
+			t.Errorf("BlocksText(%q) error = %v, want a decode error", in, err)
+		}
+	}
+}
+
+// Blocks built with slack-go marshal to JSON that BlocksText reads.
+func TestBlocksTextFromSlackGo(t *testing.T) {
+	t.Parallel()
+	blocks := slack.Blocks{BlockSet: []slack.Block{
+		slack.NewRichTextBlock("b1", slack.NewRichTextSection(
+			slack.NewRichTextSectionTextElement("see ", nil),
+			slack.NewRichTextSectionLinkElement("https://x.io", "", nil),
+			slack.NewRichTextSectionUserElement("U0000001", nil),
+		)),
+		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, "a &lt; b", false, false), nil, nil),
+	}}
+	raw, err := json.Marshal(blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := BlocksText(raw, testNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "see https://x.io@ada\na < b"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+func TestAttachmentsText(t *testing.T) {
+	t.Parallel()
+	in := `[{"pretext":"pre","title":"Build &amp; test","title_link":"https://ci/1","text":"failed <@U0000001>",
+		"fields":[{"title":"env","value":"prod"},{"title":"","value":"solo"}]},
+		{"fallback":"only fallback"}, 3]`
+	got, err := AttachmentsText(json.RawMessage(in), testNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "pre\nBuild & test (https://ci/1)\nfailed @ada\nenv: prod\nsolo\nonly fallback"
+	if got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	if _, err := AttachmentsText(json.RawMessage(`nope`), nil); err == nil {
+		t.Fatal("want an error for invalid JSON")
+	}
+}
