@@ -19,7 +19,8 @@ import (
 // OpenBucket opens a destination: a plain directory path (created if missing) or a URL that
 // gocloud.dev/blob understands. file:// is built in; s3://, gs:// and azblob:// need the
 // caller to blank-import the matching driver (gocloud.dev/blob/s3blob, gcsblob, azureblob).
-// The caller closes the bucket.
+// For directories and file:// URLs no metadata sidecar files are written, so an export is
+// exactly its listed files. The caller closes the bucket.
 func OpenBucket(ctx context.Context, dest string) (*blob.Bucket, error) {
 	if dest == "" {
 		return nil, fmt.Errorf("open destination: %w: empty", ErrInvalid)
@@ -29,8 +30,11 @@ func OpenBucket(ctx context.Context, dest string) (*blob.Bucket, error) {
 			q := u.Query()
 			if !q.Has("create_dir") {
 				q.Set("create_dir", "true")
-				u.RawQuery = q.Encode()
 			}
+			if !q.Has("metadata") {
+				q.Set("metadata", "skip") // no .attrs sidecar files beside the export
+			}
+			u.RawQuery = q.Encode()
 			dest = u.String()
 		}
 		b, err := blob.OpenBucket(ctx, dest)
@@ -43,7 +47,7 @@ func OpenBucket(ctx context.Context, dest string) (*blob.Bucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open destination %s: %w", dest, err)
 	}
-	b, err := fileblob.OpenBucket(dir, &fileblob.Options{CreateDir: true, NoTempDir: true})
+	b, err := fileblob.OpenBucket(dir, &fileblob.Options{CreateDir: true, NoTempDir: true, Metadata: fileblob.MetadataDontWrite})
 	if err != nil {
 		return nil, fmt.Errorf("open destination %s: %w", dir, err)
 	}
