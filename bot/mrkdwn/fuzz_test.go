@@ -50,6 +50,7 @@ func FuzzSplit(f *testing.F) {
 	f.Add("a\r\nb\xff\xfe\n\n\n```", 17)
 	f.Fuzz(func(t *testing.T, text string, limit int) {
 		limit = 16 + abs(limit)%200
+		_ = Join(strings.Split(text, "\x00")) // arbitrary parts: must not panic
 		parts := Split(text, limit)
 		if got := Join(parts); got != text {
 			t.Fatalf("Join(Split) != text\ntext:  %q\nparts: %q\ngot:   %q", text, parts, got)

@@ -522,14 +522,19 @@ func (r *renderer) inline(b *strings.Builder, n ast.Node, c ctx) {
 	case *ast.Text:
 		r.literal(b, string(n.Segment.Value(r.src)), c)
 		switch {
-		case n.HardLineBreak(), n.SoftLineBreak() && !c.label:
+		case (n.HardLineBreak() || n.SoftLineBreak()) && c.label:
+			b.WriteString(" ") // a link label must stay on one line
+		case n.HardLineBreak() || n.SoftLineBreak():
 			b.WriteString("\n")
-		case n.SoftLineBreak():
-			b.WriteString(" ")
 		}
 	case *ast.String:
 		r.literal(b, string(n.Value), c)
 	case *ast.CodeSpan:
+		if c.label {
+			// Inside <url|label> a raw '>' would end the link early.
+			b.WriteString(EscapeText(r.codeSpan(n)))
+			return
+		}
 		b.WriteString(r.codeSpan(n))
 	case *ast.Emphasis:
 		marker, _ := n.AttributeString(markerAttr)
@@ -602,9 +607,11 @@ func (r *renderer) link(b *strings.Builder, dest, label string, c ctx) {
 	b.WriteString("<" + escapeURL(url) + "|" + label + ">")
 }
 
+// hasScheme reports whether u is an absolute URL ("scheme:rest"), which is
+// all Slack can link.
 func hasScheme(u string) bool {
 	colon := strings.IndexByte(u, ':')
-	return colon > 0 && validTarget(u[:min(len(u), colon+2)]) && colon+1 < len(u)
+	return colon >= 0 && validScheme(u[:colon]) && colon+1 < len(u)
 }
 
 // escapeURL makes a URL safe inside "<url|label>": & < > as entities,

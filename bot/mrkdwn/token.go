@@ -47,8 +47,10 @@ func validTarget(t string) bool {
 		}
 		return true
 	case '!':
-		word, _, _ := strings.Cut(t[1:], "^")
-		if word == "" {
+		// "!here", "!subteam^S1", "!date^1700000000^{date_short} at {time}":
+		// a word, then anything after '^' (date formats contain spaces).
+		word, _, hasArg := strings.Cut(t[1:], "^")
+		if word == "" || !hasArg && strings.ContainsAny(word, " \t") {
 			return false
 		}
 		for i := 0; i < len(word); i++ {
@@ -56,20 +58,29 @@ func validTarget(t string) bool {
 				return false
 			}
 		}
-		return !strings.ContainsAny(t, " \t")
+		return true
 	}
 	colon := strings.IndexByte(t, ':')
-	if colon < 2 || colon > 32 || colon == len(t)-1 {
+	if colon < 0 || colon == len(t)-1 || !validScheme(t[:colon]) {
 		return false
 	}
-	for i := 0; i < colon; i++ {
-		c := t[i]
+	return !strings.ContainsAny(t, " \t\r")
+}
+
+// validScheme reports whether s is a URI scheme as CommonMark autolinks
+// accept it: a letter, then 1–31 letters, digits, '+', '.' or '-'.
+func validScheme(s string) bool {
+	if len(s) < 2 || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 		if i == 0 && !letter || !letter && !(c >= '0' && c <= '9' || c == '+' || c == '.' || c == '-') {
 			return false
 		}
 	}
-	return !strings.ContainsAny(t, " \t\r")
+	return true
 }
 
 // scanBareURL reads a bare http(s) URL at s[i:], as GFM's autolink extension
