@@ -72,11 +72,16 @@ func FuzzSplit(f *testing.F) {
 	})
 }
 
-// longFence reports whether text has a fence run too long for Split to
-// close and reopen within limit (Split documents that it then may cut
-// inside a fence line and exceed the limit).
+// longFence reports whether text has a fence line too long for Split to
+// keep whole together with a closing fence within limit (Split documents
+// that it then may cut inside a fence line and exceed the limit).
 func longFence(text string, limit int) bool {
-	return 2*longestRun(text, '`')+2 >= limit
+	for _, line := range strings.Split(text, "\n") {
+		if n, _, ok := fenceRun(line); ok && utf8.RuneCountInString(line)+2*n+2 >= limit {
+			return true
+		}
+	}
+	return false
 }
 
 // fenceLines counts lines that open or close a code block.

@@ -31,7 +31,8 @@ const minLimit = 16
 // and, for balanced input, holds an even number of fence lines. Inside a
 // fence, line cuts are made before the newline, so the reopened block starts
 // with the line break and no blank line appears. Cuts are never placed inside
-// a fence line itself, unless a fence is too long for the limit.
+// a fence line itself, unless a fence line with its closing fence does not
+// fit in the limit; only then may a part break the fence pairing.
 //
 // Join(Split(text, n)) == text for every text. Split("") is nil. Parts are
 // not trimmed and may begin or end with newlines.
@@ -248,6 +249,9 @@ func (ix *lineIndex) cut(s, limit int) int {
 		atLineStart := ix.starts[k] == p
 		if !atLineStart && ix.fenceLike[k] {
 			continue // never inside a fence line
+		}
+		if !atLineStart && strings.HasPrefix(strings.TrimLeft(text[p:], " \t"), "```") {
+			continue // the next part would start with a fence line the text does not have
 		}
 		if !graphemeBoundary(r, next, text[:p-w]) {
 			continue
