@@ -88,7 +88,7 @@ type Options struct {
 	// HalfLife is how fast recency fades: a message this old gets half the recency boost
 	// of a new one; default 30 days.
 	HalfLife time.Duration
-	// Window and Candidates tune the query plan; see Search. Defaults 10000 and 200.
+	// Window and Candidates tune the query plan; see Search. Defaults 2000 and 100.
 	Window, Candidates int
 }
 
@@ -113,8 +113,8 @@ func NewSearcher(pool *pgxpool.Pool, opts Options) *Searcher {
 		domain:     strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(opts.WorkspaceDomain, "https://"), "http://"), "/"),
 		now:        now,
 		halfLife:   cmp.Or(opts.HalfLife, 30*24*time.Hour),
-		window:     cmp.Or(opts.Window, 10000),
-		candidates: cmp.Or(opts.Candidates, 200),
+		window:     cmp.Or(opts.Window, 2000),
+		candidates: cmp.Or(opts.Candidates, 100),
 	}
 }
 
@@ -237,11 +237,14 @@ const (
 // equally relevant old one. Candidates are the Candidates most recent matches (every match
 // for rarer terms); only they are ranked, which keeps a common word as fast as a rare one.
 //
-// The plan is chosen explicitly, because PostgreSQL's estimate for tsquery selectivity is
-// often far off (rare words, phrases): first the Window most recent messages that pass the
-// filters are read through a time index and matched; if that yields Candidates matches
-// (a common term) they are exactly the most recent matches. Otherwise the term is rare, and
-// the GIN index finds every match, which is then cheap.
+// The plan is chosen explicitly, because PostgreSQL's estimate of a tsquery's selectivity is
+// often far off (phrases, words missing from the statistics), and a wrong guess walks the
+// whole time index for a rare word. First the Window most recent messages that pass the
+// filters are read through a time index and matched — a cost bounded by Window; if that
+// yields Candidates matches (a common term) they are exactly the most recent matches.
+// Otherwise the term matches fewer than Candidates/Window of recent messages, and the GIN
+// index alone (sequential and plain index scans disabled for that statement) finds every
+// match, which is then cheap to fetch and sort.
 //
 // Errors: ErrEmptyQuery, *QueryError (errors.Is ErrInvalidQuery) for a query that cannot
 // be run, or a database error.
@@ -276,14 +279,13 @@ ORDER BY d.created_at DESC LIMIT ` + strconv.Itoa(s.candidates)
 			return nil, fmt.Errorf("search %q: %w", q.Text, err)
 		}
 	}
-	// Phase 2: a rarer term (or one session): the GIN index finds every match. Ordering by
-	// an expression keeps the planner from walking the time index instead.
+	// Phase 2: a rarer term (or one session): the GIN index finds every match.
 	if len(keys.ids) < s.candidates {
 		phase2 := `
 SELECT session_id, seq FROM search_docs
 WHERE tsv @@ ` + tsQuery + ` AND ` + f.where() + `
-ORDER BY created_at + interval '0' DESC LIMIT ` + strconv.Itoa(s.candidates)
-		if keys, err = s.keys(ctx, phase2, f.args); err != nil {
+ORDER BY created_at DESC LIMIT ` + strconv.Itoa(s.candidates)
+		if keys, err = s.bitmapKeys(ctx, phase2, f.args); err != nil {
 			return nil, fmt.Errorf("search %q: %w", q.Text, err)
 		}
 	}
@@ -302,9 +304,34 @@ type candidateKeys struct {
 	seqs []int64
 }
 
-func (s *Searcher) keys(ctx context.Context, sql string, args []any) (candidateKeys, error) {
+// bitmapKeys runs sql in a read-only transaction that allows only bitmap scans, so the GIN
+// index drives it whatever the planner guesses about the query's selectivity.
+func (s *Searcher) bitmapKeys(ctx context.Context, sql string, args []any) (candidateKeys, error) {
 	var k candidateKeys
-	rows, err := s.pool.Query(ctx, sql, args...)
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlBitmapOnly); err != nil {
+			return err
+		}
+		var err error
+		k, err = keys(ctx, tx, sql, args)
+		return err
+	})
+	return k, err
+}
+
+const sqlBitmapOnly = `SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off`
+
+func (s *Searcher) keys(ctx context.Context, sql string, args []any) (candidateKeys, error) {
+	return keys(ctx, s.pool, sql, args)
+}
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func keys(ctx context.Context, db querier, sql string, args []any) (candidateKeys, error) {
+	var k candidateKeys
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return k, err
 	}

@@ -470,3 +470,23 @@ func TestSessionsRecentAndByThread(t *testing.T) {
 		t.Errorf("unknown thread: %v, want ErrNotFound", err)
 	}
 }
+
+// C13: search indexes and shows the readable text, not Slack's escaped form.
+func TestSearchUsesDecodedText(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, search.Options{})
+	s := f.open("C0000001", "1700000000.000100")
+	m := userMsg(s, "U0000001", "alice", "1700000000.000101", "a & b <tag>")
+	p := m.Payload.(session.UserMessage)
+	p.Raw = "a &amp; b &lt;tag&gt;"
+	m.Payload = p
+	f.append(s, m)
+	f.catchUp()
+	hits := f.search(search.Query{Text: "tag"})
+	if len(hits) != 1 || hits[0].SnippetText("[", "]") != "a & b <[tag]>" {
+		t.Fatalf("hits %q, want the decoded text with the match marked", texts(hits))
+	}
+	if hits := f.search(search.Query{Text: "amp"}); len(hits) != 0 {
+		t.Errorf("the escaped form is indexed: %q", texts(hits))
+	}
+}
