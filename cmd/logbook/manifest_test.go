@@ -1,0 +1,132 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v4"
+)
+
+// manifestPath is the Slack app manifest users create the app from (docs/deploy.md).
+const manifestPath = "../../docs/slack-app-manifest.yaml"
+
+// slackManifest is the part of Slack's app manifest schema logbook depends on.
+type slackManifest struct {
+	Features struct {
+		BotUser *struct {
+			DisplayName string `yaml:"display_name"`
+		} `yaml:"bot_user"`
+		SlashCommands []struct {
+			Command      string `yaml:"command"`
+			ShouldEscape *bool  `yaml:"should_escape"`
+			URL          string `yaml:"url"`
+		} `yaml:"slash_commands"`
+	} `yaml:"features"`
+	OAuthConfig struct {
+		Scopes map[string][]string `yaml:"scopes"`
+	} `yaml:"oauth_config"`
+	Settings struct {
+		EventSubscriptions struct {
+			RequestURL string   `yaml:"request_url"`
+			BotEvents  []string `yaml:"bot_events"`
+			UserEvents []string `yaml:"user_events"`
+		} `yaml:"event_subscriptions"`
+		SocketModeEnabled *bool `yaml:"socket_mode_enabled"`
+	} `yaml:"settings"`
+}
+
+// The manifest grants exactly what logbook uses, and nothing that would deliver DMs,
+// private channels or a human's own messages (case C15).
+func TestSlackAppManifest(t *testing.T) {
+	raw, err := os.ReadFile(manifestPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m slackManifest
+	if err := yaml.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("parse %s: %v", manifestPath, err)
+	}
+
+	if m.Settings.SocketModeEnabled == nil || !*m.Settings.SocketModeEnabled {
+		t.Errorf("settings.socket_mode_enabled must be true")
+	}
+	if m.Settings.EventSubscriptions.RequestURL != "" {
+		t.Errorf("event_subscriptions.request_url %q: Socket Mode takes no request URL", m.Settings.EventSubscriptions.RequestURL)
+	}
+	if len(m.Settings.EventSubscriptions.UserEvents) > 0 {
+		t.Errorf("user_events %v: logbook subscribes to no user events", m.Settings.EventSubscriptions.UserEvents)
+	}
+	if got, want := sorted(m.Settings.EventSubscriptions.BotEvents), []string{"app_mention", "message.channels"}; !slices.Equal(got, want) {
+		t.Errorf("bot_events %v, want exactly %v", got, want)
+	}
+
+	wantBot := []string{"app_mentions:read", "channels:history", "channels:read", "chat:write", "commands", "reactions:write", "users:read"}
+	if got := sorted(m.OAuthConfig.Scopes["bot"]); !slices.Equal(got, wantBot) {
+		t.Errorf("bot scopes %v, want exactly %v", got, wantBot)
+	}
+	for kind, scopes := range m.OAuthConfig.Scopes {
+		if kind != "bot" {
+			t.Errorf("oauth_config.scopes.%s %v: logbook asks for bot scopes only", kind, scopes)
+		}
+	}
+
+	if m.Features.BotUser == nil {
+		t.Errorf("features.bot_user is missing: without it there is no xoxb- token")
+	}
+	if len(m.Features.SlashCommands) != 1 {
+		t.Fatalf("slash_commands %+v, want exactly /logbook", m.Features.SlashCommands)
+	}
+	cmd := m.Features.SlashCommands[0]
+	if cmd.Command != "/logbook" || cmd.ShouldEscape == nil || *cmd.ShouldEscape || cmd.URL != "" {
+		escape := "unset"
+		if cmd.ShouldEscape != nil {
+			escape = fmt.Sprint(*cmd.ShouldEscape)
+		}
+		t.Errorf("slash command %s (should_escape %s, url %q), want /logbook with should_escape false and no url",
+			cmd.Command, escape, cmd.URL)
+	}
+
+	// Nowhere in the manifest, under any key: the subscriptions that deliver DMs, private
+	// channels and group DMs, or the scopes that come with them.
+	var doc any
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	forbidden := []string{"message.im", "message.groups", "message.mpim", "im:history", "groups:history", "mpim:history"}
+	walkStrings(doc, func(s string) {
+		if slices.Contains(forbidden, s) {
+			t.Errorf("manifest contains %q", s)
+		}
+	})
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+// walkStrings calls f for every key and scalar string in a decoded YAML document.
+func walkStrings(v any, f func(string)) {
+	switch v := v.(type) {
+	case string:
+		f(strings.TrimSpace(v))
+	case []any:
+		for _, e := range v {
+			walkStrings(e, f)
+		}
+	case map[string]any:
+		for k, e := range v {
+			f(k)
+			walkStrings(e, f)
+		}
+	case map[any]any:
+		for k, e := range v {
+			walkStrings(k, f)
+			walkStrings(e, f)
+		}
+	}
+}
