@@ -1,6 +1,7 @@
 package mrkdwn
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"unicode"
@@ -245,7 +246,7 @@ func (r *renderer) blocks(n ast.Node) string {
 			continue
 		}
 		if !first {
-			b.WriteString(separator(c, s))
+			b.WriteString(r.separator(c, s))
 		}
 		first = false
 		b.WriteString(s)
@@ -254,15 +255,32 @@ func (r *renderer) blocks(n ast.Node) string {
 }
 
 // separator is what goes before block c, rendered as s: a blank line if the
-// source had one. A table is always set off by a blank line, because goldmark
-// builds it from a paragraph and the table node does not keep the paragraph's
-// blank-line flag; so is a block whose first line would turn the line before
-// it into a setext heading ("===" after "*Title*").
-func separator(c ast.Node, s string) string {
-	if _, table := c.(*east.Table); table || c.HasBlankPreviousLines() || setextLine(s) {
+// source had one. A table is always set off by a blank line (goldmark builds
+// it from a paragraph and the table node has no position); so is a block
+// whose first line would turn the line before it into a setext heading
+// ("===" after "*Title*").
+func (r *renderer) separator(c ast.Node, s string) string {
+	if _, table := c.(*east.Table); table || r.blankBefore(c) || setextLine(s) {
 		return "\n\n"
 	}
 	return "\n"
+}
+
+// blankBefore reports whether the source line before block c's first line is
+// blank (empty, or only spaces and quote markers). goldmark's
+// HasBlankPreviousLines is not used when the position is known: it is also
+// set on the block after a fenced code block.
+func (r *renderer) blankBefore(c ast.Node) bool {
+	pos := c.Pos()
+	if pos < 0 || pos > len(r.src) {
+		return c.HasBlankPreviousLines()
+	}
+	i := bytes.LastIndexByte(r.src[:pos], '\n')
+	if i < 0 {
+		return false
+	}
+	j := bytes.LastIndexByte(r.src[:i], '\n')
+	return len(bytes.Trim(r.src[j+1:i], " \t\r>")) == 0
 }
 
 // setextLine reports whether the first line of s is a setext heading
@@ -400,7 +418,7 @@ func (r *renderer) listItem(item ast.Node) string {
 			s = prefixLines(s, nestIndent, "")
 		}
 		if !first {
-			b.WriteString(separator(c, s))
+			b.WriteString(r.separator(c, s))
 		}
 		first = false
 		b.WriteString(s)
@@ -408,7 +426,8 @@ func (r *renderer) listItem(item ast.Node) string {
 	return b.String()
 }
 
-// table renders a GFM table as aligned columns inside a code block.
+// table renders a GFM table as aligned columns inside a code block, padding
+// cells by estimated display width.
 func (r *renderer) table(t *east.Table) string {
 	var rows [][]string
 	for row := t.FirstChild(); row != nil; row = row.NextSibling() {
@@ -424,7 +443,7 @@ func (r *renderer) table(t *east.Table) string {
 			if i >= len(widths) {
 				widths = append(widths, 1)
 			}
-			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+			widths[i] = max(widths[i], displayWidth(c))
 		}
 	}
 	var b strings.Builder
@@ -448,7 +467,7 @@ func writeRow(b *strings.Builder, row []string, widths []int) {
 		if i < len(row) {
 			c = row[i]
 		}
-		b.WriteString(" " + c + strings.Repeat(" ", w-utf8.RuneCountInString(c)) + " |")
+		b.WriteString(" " + c + strings.Repeat(" ", max(0, w-displayWidth(c))) + " |")
 	}
 	b.WriteString("\n")
 }
