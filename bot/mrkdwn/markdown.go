@@ -258,9 +258,12 @@ func (r *renderer) blocks(n ast.Node) string {
 // source had one. A table is always set off by a blank line (goldmark builds
 // it from a paragraph and the table node has no position); so is a block
 // whose first line would turn the line before it into a setext heading
-// ("===" after "*Title*").
+// ("===" after "*Title*"), and any block after a quote (a "• item" line
+// right after "> note" would be read as part of the quote).
 func (r *renderer) separator(c ast.Node, s string) string {
-	if _, table := c.(*east.Table); table || r.blankBefore(c) || setextLine(s) {
+	_, table := c.(*east.Table)
+	_, afterQuote := c.PreviousSibling().(*ast.Blockquote)
+	if table || afterQuote || r.blankBefore(c) || setextLine(s) {
 		return "\n\n"
 	}
 	return "\n"

@@ -69,6 +69,7 @@ func TestFromMarkdown(t *testing.T) {
 		{"blockquote", "> a\n> b\n>\n> c", "> a\n> b\n>\n> c"},
 		{"quote lazy line", "> a\nb", "> a\n> b"},
 		{"quote with list", "> - x", "> • x"},
+		{"list after quote", "> note\n- item", "> note\n\n• item"},
 		{"code span untouched", "`a < b && **c**`", "`a < b && **c**`"},
 		{"double backtick span", "`` a ` b ``", "`` a ` b ``"},
 		{"fence language dropped", "```go\nif a < b && c {\n\t**x**\n}\n```", "```\nif a < b && c {\n\t**x**\n}\n```"},
