@@ -215,10 +215,12 @@ func (q Query) window() string { return Window{Start: q.From, End: q.To}.String(
 
 // waitForInflight makes the window's past final and returns the database's clock. An
 // event's created_at is taken just before its transaction gets its id, so when to is at most
-// settle in the past it first waits until it is; then it takes a fresh transaction id X and
-// waits until every transaction older than X has finished (pg_snapshot_xmin > X). After that
-// every event with created_at < to is committed or never will be. A window still open at the
-// database's clock is read as it is (the manifest says window_closed false).
+// settle in the past it first waits until it is. Then it takes a fresh transaction id X and a
+// snapshot: every transaction older than X that is still running is in the snapshot's
+// in-progress list. It waits until those of this database have finished (transaction ids are
+// cluster-wide; other databases' writers cannot add events here). After that every event with
+// created_at < to is committed or never will be. A window still open at the database's clock
+// is read as it is (the manifest says window_closed false).
 func waitForInflight(ctx context.Context, db dbtx, to time.Time, settle time.Duration) (time.Time, error) {
 	var now time.Time
 	if err := db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
@@ -233,22 +235,33 @@ func waitForInflight(ctx context.Context, db dbtx, to time.Time, settle time.Dur
 	if err := db.QueryRow(ctx, `SELECT pg_current_xact_id()::text, clock_timestamp()`).Scan(&xid, &now); err != nil {
 		return time.Time{}, fmt.Errorf("take a transaction id: %w", err)
 	}
-	const sqlOlderRunning = `/* audit: wait for writers */
-SELECT pg_snapshot_xmin(pg_current_snapshot()) <= $1::text::xid8`
+	// 32-bit xids as pg_locks shows them, of the transactions older than X still running.
+	const sqlOlder = `
+SELECT coalesce(array_agg((x::text::numeric % 4294967296)::text), '{}')
+FROM pg_snapshot_xip(pg_current_snapshot()) AS x WHERE x < $1::text::xid8`
+	var older []string
+	if err := db.QueryRow(ctx, sqlOlder, xid).Scan(&older); err != nil {
+		return time.Time{}, fmt.Errorf("list running transactions: %w", err)
+	}
+	const sqlRunningHere = `/* audit: wait for writers */
+SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'transactionid' AND l.granted AND a.datname = current_database()
+  AND l.transactionid::text = ANY($1::text[])`
 	delay := 5 * time.Millisecond
-	for {
-		var running bool
-		if err := db.QueryRow(ctx, sqlOlderRunning, xid).Scan(&running); err != nil {
+	for len(older) > 0 {
+		var running int
+		if err := db.QueryRow(ctx, sqlRunningHere, older).Scan(&running); err != nil {
 			return time.Time{}, fmt.Errorf("wait for running transactions: %w", err)
 		}
-		if !running {
-			return now, nil
+		if running == 0 {
+			break
 		}
 		if err := sleepCtx(ctx, delay); err != nil {
-			return time.Time{}, fmt.Errorf("wait for transactions older than %s: %w", xid, err)
+			return time.Time{}, fmt.Errorf("wait for %d transactions older than %s: %w", running, xid, err)
 		}
 		delay = min(2*delay, time.Second)
 	}
+	return now, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

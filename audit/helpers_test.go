@@ -33,7 +33,7 @@ type fixture struct {
 	su        *pgxpool.Pool  // superuser (the migration owner)
 }
 
-func newFixture(t *testing.T) fixture {
+func newFixture(t testing.TB) fixture {
 	t.Helper()
 	dbURL := pgtest.New(t)
 	ctx := context.Background()
