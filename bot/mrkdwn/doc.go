@@ -25,9 +25,15 @@
 //	                       indented and ~~~ blocks become ``` blocks too
 //	tables               → columns padded with spaces inside a ``` block
 //	--- (rule)           → ──────────
+//	- [x] / - [ ]        → • ☑ / • ☐
+//	text[^n] + [^n]: def → text[1], and "[1] def" lines at the end
 //
 // Blocks are separated by one newline, or a blank line where the source had
-// one; the result has no trailing newline. Formatting Slack cannot nest (bold
+// one (and always after a quote, before a table and before footnotes); the
+// result has no trailing newline. Blocks inside list items are not indented
+// (a code block in an item starts at column 0), because Markdown would strip
+// or reinterpret the indentation on a second pass; only nested lists are
+// indented. Formatting Slack cannot nest (bold
 // in bold, bold in a heading) is flattened.
 //
 // Escaping: in literal text only & < > are escaped (&amp; &lt; &gt;), so

@@ -22,6 +22,7 @@ var markdownSeeds = []string{
 	"a  \nb\\\nc\n\n`` a ` b ``   ` `",
 	"*a **b** c* _a *b* c_ **a _b_ c** foo**bar**baz __x__y",
 	"# * x\n# A\n===",
+	"- [x] done\n- [ ] todo\n\nSee[^1].\n\n[^1]: A note.",
 }
 
 func FuzzFromMarkdown(f *testing.F) {

@@ -63,9 +63,17 @@ func newParser() parser.Parser {
 		parser.WithParagraphTransformers(parser.DefaultParagraphTransformers()...),
 	)
 	p.AddOptions(
-		parser.WithInlineParsers(util.Prioritized(extension.NewStrikethroughParser(), 500)),
+		parser.WithBlockParsers(util.Prioritized(extension.NewFootnoteBlockParser(), 999)),
+		parser.WithInlineParsers(
+			util.Prioritized(extension.NewStrikethroughParser(), 500),
+			util.Prioritized(extension.NewFootnoteParser(), 101),
+			util.Prioritized(extension.NewTaskCheckBoxParser(), 0),
+		),
 		parser.WithParagraphTransformers(util.Prioritized(extension.NewTableParagraphTransformer(), 200)),
-		parser.WithASTTransformers(util.Prioritized(extension.NewTableASTTransformer(), 0)),
+		parser.WithASTTransformers(
+			util.Prioritized(extension.NewTableASTTransformer(), 0),
+			util.Prioritized(extension.NewFootnoteASTTransformer(), 999),
+		),
 	)
 	return p
 }
@@ -262,8 +270,9 @@ func (r *renderer) blocks(n ast.Node) string {
 // right after "> note" would be read as part of the quote).
 func (r *renderer) separator(c ast.Node, s string) string {
 	_, table := c.(*east.Table)
+	_, notes := c.(*east.FootnoteList)
 	_, afterQuote := c.PreviousSibling().(*ast.Blockquote)
-	if table || afterQuote || r.blankBefore(c) || setextLine(s) {
+	if table || notes || afterQuote || r.blankBefore(c) || setextLine(s) {
 		return "\n\n"
 	}
 	return "\n"
@@ -321,6 +330,16 @@ func (r *renderer) block(n ast.Node) string {
 		return r.list(n)
 	case *east.Table:
 		return r.table(n)
+	case *east.FootnoteList:
+		var notes []string
+		for fn := n.FirstChild(); fn != nil; fn = fn.NextSibling() {
+			idx := 0
+			if f, ok := fn.(*east.Footnote); ok {
+				idx = f.Index
+			}
+			notes = append(notes, "["+strconv.Itoa(idx)+"] "+r.blocks(fn))
+		}
+		return strings.Join(notes, "\n")
 	default:
 		if n.Type() == ast.TypeBlock && n.FirstChild() != nil && n.FirstChild().Type() == ast.TypeInline {
 			return r.inlines(n, ctx{})
@@ -571,6 +590,15 @@ func (r *renderer) inline(b *strings.Builder, n ast.Node, c ctx) {
 		r.link(b, string(n.Destination), r.inlines(n, ctx{label: true}), c)
 	case *ast.Image:
 		r.link(b, string(n.Destination), r.inlines(n, ctx{label: true}), c)
+	case *east.FootnoteLink:
+		b.WriteString("[" + strconv.Itoa(n.Index) + "]")
+	case *east.FootnoteBacklink:
+	case *east.TaskCheckBox:
+		if n.IsChecked {
+			b.WriteString("☑ ")
+		} else {
+			b.WriteString("☐ ")
+		}
 	case *ast.AutoLink:
 		label := string(n.Label(r.src))
 		if n.AutoLinkType == ast.AutoLinkEmail {

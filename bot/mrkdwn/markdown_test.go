@@ -83,6 +83,8 @@ func TestFromMarkdown(t *testing.T) {
 		{"paragraph after fence", "```\nx\n```\ny", "```\nx\n```\ny"},
 		{"code in ordered item", "1. a\n2. b:\n   ```\n   x\n   ```\n3. c", "1. a\n2. b:\n```\nx\n```\n3. c"},
 		{"code in bullet item", "- a:\n  ```\n  x\n  ```\n- c", "• a:\n```\nx\n```\n• c"},
+		{"task list", "- [x] done\n- [ ] todo", "• ☑ done\n• ☐ todo"},
+		{"footnotes", "Claim[^src] and more[^2].\n\n[^src]: The *source*.\n[^2]: Second.", "Claim[1] and more[2].\n\n[1] The *source*.\n[2] Second."},
 		{"blank lines kept", "a\n\n\nb\nc", "a\n\nb\nc"},
 		{"hard break", "a  \nb\\\nc", "a\nb\nc"},
 		{"trailing newline dropped", "a\n\n", "a"},
