@@ -18,7 +18,7 @@ import (
 //	                        two spaces of indent per level
 //	rich_text_quote         lines prefixed "> "
 //	rich_text_preformatted  between ``` lines
-//	text → text; link → "text (url)" or url; user → @name; channel → #name;
+//	text → text (in backticks if styled code); link → "text (url)" or url; user → @name; channel → #name;
 //	usergroup → @name; emoji → its character (from "unicode") or :name:;
 //	broadcast → @here/@channel/@everyone; date → fallback; color → value
 //
@@ -237,7 +237,11 @@ func inlineElements(elems []any, names Names) string {
 func inlineElement(m map[string]any, names Names) string {
 	switch str(m, "type") {
 	case "text":
-		return str(m, "text")
+		t := str(m, "text")
+		if style, ok := m["style"].(map[string]any); ok && style["code"] == true && t != "" {
+			return "`" + t + "`"
+		}
+		return t
 	case "link":
 		url, text := str(m, "url"), str(m, "text")
 		if text == "" || text == url {

@@ -105,6 +105,12 @@ func TestFromMarkdown(t *testing.T) {
 		{"line break in link label", "[a\nb](https://e.com)", "<https://e.com|a b>"},
 		{"token inside bold", "**<@U1> said**", "*<@U1> said*"},
 		{"token in code", "`<@U1>` and `https://x.com/*a*`", "`<@U1>` and `https://x.com/*a*`"},
+		{"escape in heading", "# a<b", "*a&lt;b*"},
+		{"escape in list", "- x > y & z", "• x &gt; y &amp; z"},
+		{"escape in quote", "> <b>", "> &lt;b&gt;"},
+		{"escape in link label", "[a<b](https://e.com)", "<https://e.com|a&lt;b>"},
+		{"escape in image alt", "![a>b](https://e.com/i.png)", "<https://e.com/i.png|a&gt;b>"},
+		{"escape in footnote", "x[^1]\n\n[^1]: a<b", "x[1]\n\n[1] a&lt;b"},
 		{"not a token", "<a b> <x> <1:2>", "&lt;a b&gt; &lt;x&gt; &lt;1:2&gt;"},
 		{"empty", "", ""},
 	}

@@ -117,8 +117,9 @@ func TestBlocksText(t *testing.T) {
 			{"type":"emoji","name":"partyparrot"},
 			{"type":"text","text":" "},{"type":"link","url":"https://x.io","text":"docs"},
 			{"type":"text","text":" "},{"type":"date","timestamp":1700000000,"fallback":"Nov 14"},
-			{"type":"text","text":" "},{"type":"color","value":"#FF0000"}]}]}]`,
-			"hi @ada in #ops @S0000009 @here 👍🏽:partyparrot: docs (https://x.io) Nov 14 #FF0000"},
+			{"type":"text","text":" "},{"type":"color","value":"#FF0000"},
+			{"type":"text","text":" run "},{"type":"text","text":"make","style":{"code":true}}]}]}]`,
+			"hi @ada in #ops @S0000009 @here 👍🏽:partyparrot: docs (https://x.io) Nov 14 #FF0000 run `make`"},
 		{"list quote pre", `[{"type":"rich_text","elements":[
 			{"type":"rich_text_section","elements":[{"type":"text","text":"steps:\n"}]},
 			{"type":"rich_text_list","style":"ordered","indent":0,"elements":[
