@@ -61,9 +61,9 @@ func (b *Brain) compact(ctx context.Context, st *turn, evs []session.Event, h hi
 	older := transcript(h.Messages[:i], 2000)
 	older, _ = headTail(older, b.cfg.ContextBudget*3) // about three quarters of the budget, in bytes
 	req := Request{
-		Purpose: PurposeSummary,
-		System:  summarySystem,
-		Messages: []Message{{Role: RoleUser, Blocks: []Block{{Text: "Summarise this conversation:\n\n" + older}}}},
+		Purpose:   PurposeSummary,
+		System:    summarySystem,
+		Messages:  []Message{{Role: RoleUser, Blocks: []Block{{Text: "Summarise this conversation:\n\n" + older}}}},
 		MaxTokens: 1024,
 	}
 	resp, _, err := b.call(ctx, req)

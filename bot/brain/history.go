@@ -35,7 +35,7 @@ type history struct {
 type historyOptions struct {
 	// Through, when > 0, leaves out user messages after this seq: they arrived while the
 	// turn ran and are answered by the next turn.
-	Through int64
+	Through   int64
 	BotName   string // display name of the bot, whose leading @mentions are stripped
 	BotUserID string // Slack user id of the bot, same
 }

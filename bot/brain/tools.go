@@ -147,13 +147,13 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 		return toolOutcome{Content: fmt.Sprintf(format, args...), IsError: true}
 	}
 	var in struct {
-		Command        string `json:"command"`
-		TimeoutSeconds int    `json:"timeout_seconds"`
-		Path           string `json:"path"`
+		Command        string  `json:"command"`
+		TimeoutSeconds int     `json:"timeout_seconds"`
+		Path           string  `json:"path"`
 		Content        *string `json:"content"`
-		Query          string `json:"query"`
-		Limit          int    `json:"limit"`
-		Invalid        string `json:"_invalid_arguments"`
+		Query          string  `json:"query"`
+		Limit          int     `json:"limit"`
+		Invalid        string  `json:"_invalid_arguments"`
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(use.Input, &obj); err != nil {

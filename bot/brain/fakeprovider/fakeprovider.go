@@ -138,6 +138,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.authorised(r) {
+		s.mu.Lock()
+		s.calls = append(s.calls, Call{Invalid: "unauthorised: wrong or missing API key"})
+		s.mu.Unlock()
 		if s.kind == "openai" {
 			s.writeError(w, http.StatusUnauthorized, "invalid_api_key", "Incorrect API key provided.")
 		} else {
