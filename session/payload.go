@@ -98,6 +98,9 @@ type TurnCompleted struct {
 	Turn   int64  `json:"turn"`             // seq of the turn_started marker
 	Status string `json:"status"`           // "ok", "error"
 	Reason string `json:"reason,omitempty"` // why, when not ok
+	// Through is the last user_message seq the turn answered; a later user message is work
+	// for the next turn.
+	Through int64 `json:"through"`
 }
 
 // Queued marks a user message that arrived while a turn ran (type queued); it is answered in

@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		newMigrateCmd(e),
 		newTranscriptCmd(e), newSearchCmd(e),
 		newAuditCmd(e),
+		newServeCmd(e),
 	)
 	return root.ExecuteContext(ctx)
 }

@@ -1,0 +1,330 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/session"
+)
+
+// Cell runs one session: a single-owner actor. Its state lives in one goroutine; signals
+// arrive on poke; an idle timer ends it. See the package documentation for its lifecycle.
+type Cell struct {
+	r      *Runner
+	id     session.ID
+	reason string
+	poke   chan struct{}
+	evict  chan struct{}
+
+	log   zerolog.Logger
+	sess  session.Session
+	flog  fencedLog
+	hands *Hands
+	// queued is the highest user_message seq already given a queued marker.
+	queued int64
+}
+
+// turnState is what the log says about the session's turns.
+type turnState struct {
+	open        bool  // a turn_started without turn_completed
+	turnSeq     int64 // that turn's seq
+	through     int64 // the last user_message seq the open (or last completed) turn answers
+	lastUser    int64
+	lastUserMsg session.UserMessage
+}
+
+func (c *Cell) run(ctx context.Context) {
+	r := c.r
+	c.log = r.log.With().Str("session_id", c.id.String()).Logger()
+	sess, err := r.store.Session(ctx, c.id)
+	if err != nil {
+		c.log.Warn().Err(err).Msg("cell: read session")
+		return
+	}
+	c.sess = sess
+	lease, err := r.store.AcquireLease(ctx, c.id, r.cfg.Owner, r.cfg.LeaseTTL)
+	if errors.Is(err, session.ErrLeaseHeld) {
+		c.log.Debug().Msg("cell: another replica holds the session")
+		return
+	}
+	if err != nil {
+		c.log.Warn().Err(err).Msg("cell: take lease")
+		return
+	}
+	if lease.Epoch > 1 && c.reason != "message" && c.reason != "notify" {
+		r.metrics.leaseSteals.Inc()
+	}
+	c.flog = fencedLog{store: r.store, id: c.id, epoch: lease.Epoch}
+	c.log = c.log.With().Int64("epoch", lease.Epoch).Logger()
+
+	// The lease is renewed in the background; losing it cancels everything the cell does.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	renewDone := make(chan struct{})
+	go func() {
+		defer close(renewDone)
+		c.renew(ctx, cancel, lease)
+	}()
+	defer func() {
+		cancel(nil)
+		<-renewDone
+		rel, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer stop()
+		if err := r.store.ReleaseLease(rel, lease); err != nil {
+			c.log.Warn().Err(err).Msg("cell: release lease")
+		}
+	}()
+
+	host := r.cfg.Host
+	if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeCellWoken, Actor: c.actor(),
+		Payload: session.CellWoken{Host: host, PID: os.Getpid(), Reason: c.reason, Epoch: lease.Epoch}}); err != nil {
+		c.log.Warn().Err(err).Msg("cell: append cell_woken")
+		return
+	}
+	r.metrics.rehydrations.Inc()
+	if r.hands != nil {
+		c.hands = r.hands(c.flog, sess)
+	}
+	reason := c.loop(ctx)
+
+	if c.hands != nil {
+		c.hands.Close()
+	}
+	if context.Cause(ctx) == errLeaseLost {
+		c.log.Warn().Msg("cell: lease lost; exiting without writing")
+		r.metrics.evictions.Inc()
+		return
+	}
+	out, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer stop()
+	if _, err := c.flog.Append(out, session.NewEvent{Type: session.TypeCellEvicted, Actor: c.actor(),
+		Payload: session.CellEvicted{Reason: reason}}); err != nil {
+		c.log.Warn().Err(err).Msg("cell: append cell_evicted")
+	}
+	r.metrics.evictions.Inc()
+	c.log.Debug().Str("reason", reason).Msg("cell evicted")
+}
+
+var errLeaseLost = errors.New("lease lost")
+
+func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease session.Lease) {
+	t := time.NewTicker(c.r.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			l, err := c.r.store.RenewLease(ctx, lease, c.r.cfg.LeaseTTL)
+			if errors.Is(err, session.ErrFenced) {
+				cancel(errLeaseLost)
+				return
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					c.log.Warn().Err(err).Msg("cell: renew lease; retrying")
+				}
+				continue
+			}
+			lease = l
+		}
+	}
+}
+
+func (c *Cell) actor() session.Actor {
+	return session.Actor{Kind: session.ActorSystem, ID: "cell"}
+}
+
+// loop runs turns while there is work, and waits for signals otherwise. It returns the
+// eviction reason.
+func (c *Cell) loop(ctx context.Context) string {
+	idle := time.NewTimer(c.r.cfg.IdleTimeout)
+	defer idle.Stop()
+	for {
+		st, err := c.state(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return "shutdown"
+			}
+			c.log.Warn().Err(err).Msg("cell: read turn state")
+			return "error"
+		}
+		if st.open || st.lastUser > st.through {
+			if err := c.turn(ctx, st); err != nil {
+				if ctx.Err() != nil {
+					return "shutdown"
+				}
+				c.log.Warn().Err(err).Msg("cell: turn failed; the next signal or poll resumes it")
+				return "error"
+			}
+			idle.Reset(c.r.cfg.IdleTimeout)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return "shutdown"
+		case <-c.poke:
+		case <-c.evict:
+			return "idle"
+		case <-idle.C:
+			return "idle"
+		}
+	}
+}
+
+// state reads the session's turn state from the log: the last turn_started,
+// turn_completed and user_message.
+func (c *Cell) state(ctx context.Context) (turnState, error) {
+	var st turnState
+	started, hasStarted, err := c.flog.last(ctx, session.TypeTurnStarted)
+	if err != nil {
+		return st, err
+	}
+	completed, hasCompleted, err := c.flog.last(ctx, session.TypeTurnCompleted)
+	if err != nil {
+		return st, err
+	}
+	user, hasUser, err := c.flog.last(ctx, session.TypeUserMessage)
+	if err != nil {
+		return st, err
+	}
+	if hasUser {
+		st.lastUser = user.Seq
+		_ = user.Decode(&st.lastUserMsg)
+	}
+	if hasStarted {
+		var ts session.TurnStarted
+		if err := started.Decode(&ts); err != nil {
+			return st, err
+		}
+		st.through = ts.Through
+		st.turnSeq = started.Seq
+		st.open = !hasCompleted || completed.Seq < started.Seq
+	}
+	return st, nil
+}
+
+// turn runs (or resumes) one turn: turn_started, the agent, delivery, turn_completed.
+func (c *Cell) turn(ctx context.Context, st turnState) error {
+	r := c.r
+	resumed := st.open
+	if !st.open {
+		evs, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeTurnStarted, Actor: c.actor(),
+			Payload: session.TurnStarted{Through: st.lastUser, Reason: "message"}})
+		if err != nil {
+			return err
+		}
+		st.turnSeq, st.through = evs[0].Seq, st.lastUser
+		c.queued = max(c.queued, st.lastUser)
+	}
+	log := c.log.With().Int64("turn", st.turnSeq).Bool("resumed", resumed).Logger()
+	working := r.deliver.Working(ctx, c.sess.Key.Channel, st.lastUserMsg.TS)
+	defer working()
+
+	// A reply this turn already produced (a crash after the reply, before delivery) is
+	// delivered, not produced again.
+	reply, found, err := c.existingReply(ctx, st.turnSeq)
+	if err != nil {
+		return err
+	}
+	status, reason := brain.StatusOK, ""
+	if !found {
+		where := r.cfg.Where
+		where.ThreadTS = c.sess.Key.ThreadTS
+		where.Channel = c.sess.Key.Channel
+		if r.cfg.Channel != nil {
+			if name := r.cfg.Channel(ctx, c.sess.Key.Channel); name != "" {
+				where.Channel = name
+			}
+		}
+		t := brain.Turn{Session: c.sess, Log: c.flog, Searcher: r.searcher, Where: where, TurnSeq: st.turnSeq}
+		if c.hands != nil {
+			t.Hands = c.hands
+		}
+		done := make(chan struct{})
+		var res brain.Reply
+		var runErr error
+		go func() {
+			defer close(done)
+			res, runErr = r.agent.Run(ctx, t)
+		}()
+		c.whileRunning(ctx, done, st.through)
+		if runErr != nil {
+			return runErr
+		}
+		reply, status, reason = res.Event, res.Status, res.Reason
+	}
+	if err := r.deliver.Deliver(ctx, c.flog, c.sess, reply, !found && !resumed); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		log.Warn().Err(err).Msg("delivery failed")
+		status, reason = brain.StatusError, "delivery"
+		if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeError, Actor: c.actor(),
+			Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}}); err != nil {
+			return err
+		}
+	}
+	if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeTurnCompleted, Actor: c.actor(),
+		Payload: session.TurnCompleted{Turn: st.turnSeq, Status: status, Reason: reason, Through: st.through}}); err != nil {
+		return err
+	}
+	r.metrics.turns.WithLabelValues(status).Inc()
+	return nil
+}
+
+// whileRunning waits for the agent to finish, appending a queued marker for every user
+// message that arrives meanwhile (they are answered by the next turn).
+func (c *Cell) whileRunning(ctx context.Context, done <-chan struct{}, through int64) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-c.poke:
+			evs, err := c.flog.Events(ctx, session.Range{From: max(through, c.queued) + 1, Types: []session.Type{session.TypeUserMessage}})
+			if err != nil {
+				continue
+			}
+			var marks []session.NewEvent
+			for _, e := range evs {
+				marks = append(marks, session.NewEvent{Type: session.TypeQueued, Actor: c.actor(),
+					IdempotencyKey: "queued/" + e.ID.String(), Payload: session.Queued{MessageSeq: e.Seq}})
+				c.queued = max(c.queued, e.Seq)
+			}
+			if len(marks) > 0 {
+				if _, err := c.flog.Append(ctx, marks...); err != nil && ctx.Err() == nil {
+					c.log.Warn().Err(err).Msg("append queued markers")
+				}
+			}
+			// The poke is consumed; the loop re-reads the state after the turn anyway.
+		}
+	}
+}
+
+// existingReply returns the reply assistant_message of the turn, if the log has one.
+func (c *Cell) existingReply(ctx context.Context, turnSeq int64) (session.Event, bool, error) {
+	evs, err := c.flog.Events(ctx, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeAssistantMessage}})
+	if err != nil {
+		return session.Event{}, false, err
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		var m session.AssistantMessage
+		if err := evs[i].Decode(&m); err == nil && m.Reply() {
+			return evs[i], true, nil
+		}
+	}
+	return session.Event{}, false, nil
+}
+
+func shortError(err error) string {
+	s := err.Error()
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}

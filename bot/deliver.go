@@ -1,0 +1,262 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
+
+	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/session"
+)
+
+// MetadataEventType is the message metadata event_type of every part of a reply.
+const MetadataEventType = "logbook_reply"
+
+// DeliveryConfig configures a Deliverer. Zero values take defaults.
+type DeliveryConfig struct {
+	PartLimit int           // characters per posted part; default mrkdwn.DefaultLimit (3,900)
+	Attempts  int           // posts of one part, first included; default 3
+	Reaction  string        // reaction that shows the bot is working; default "eyes"; "-" for none
+	Sleep     func(ctx context.Context, d time.Duration) error
+}
+
+// Deliverer posts replies to Slack exactly once (see the package documentation). One
+// Deliverer serves the whole workspace: a rate limit seen by any post delays every post.
+type Deliverer struct {
+	api     slackAPI
+	log     zerolog.Logger
+	metrics *Metrics
+	cfg     DeliveryConfig
+
+	mu        sync.Mutex
+	notBefore time.Time // no post before this (Retry-After)
+}
+
+// NewDeliverer returns a Deliverer posting with api.
+func NewDeliverer(api slackAPI, log zerolog.Logger, metrics *Metrics, cfg DeliveryConfig) *Deliverer {
+	if cfg.PartLimit <= 0 {
+		cfg.PartLimit = mrkdwn.DefaultLimit
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 3
+	}
+	if cfg.Reaction == "" {
+		cfg.Reaction = "eyes"
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = func(ctx context.Context, d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return &Deliverer{api: api, log: log, metrics: metrics, cfg: cfg}
+}
+
+// Working shows that the bot works on the message at ts (a reaction) and returns the function
+// that removes it. Both are best-effort.
+func (d *Deliverer) Working(ctx context.Context, channel, ts string) func() {
+	if d.cfg.Reaction == "-" || ts == "" {
+		return func() {}
+	}
+	item := slack.NewRefToMessage(channel, ts)
+	if err := d.api.AddReactionContext(ctx, d.cfg.Reaction, item); err != nil {
+		d.log.Debug().Err(err).Msg("working reaction")
+		return func() {}
+	}
+	return func() {
+		rm, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := d.api.RemoveReactionContext(rm, d.cfg.Reaction, item); err != nil {
+			d.log.Debug().Err(err).Msg("remove working reaction")
+		}
+	}
+}
+
+// deliveryLog is what delivery needs of the session's (fenced) log.
+type deliveryLog interface {
+	Events(ctx context.Context, r session.Range) ([]session.Event, error)
+	Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error)
+}
+
+// Deliver posts the reply to the session's thread unless the log says it was delivered,
+// then appends delivered with the ts of every part. fresh says the reply was produced by this
+// process just now, so the thread need not be searched for an earlier post of it; otherwise
+// (and after any ambiguous failure) parts already in the thread, found by metadata, are not
+// posted again.
+func (d *Deliverer) Deliver(ctx context.Context, log deliveryLog, sess session.Session, reply session.Event, fresh bool) error {
+	done, err := log.Events(ctx, session.Range{From: reply.Seq + 1, Types: []session.Type{session.TypeDelivered}})
+	if err != nil {
+		return err
+	}
+	for _, e := range done {
+		var p session.Delivered
+		if e.Decode(&p) == nil && p.EventID == reply.ID.String() {
+			return nil
+		}
+	}
+	var msg session.AssistantMessage
+	if err := reply.Decode(&msg); err != nil {
+		return err
+	}
+	text := msg.Text
+	if text == "" {
+		text = "(empty reply)"
+	}
+	parts := mrkdwn.Split(mrkdwn.FromMarkdown(text), d.cfg.PartLimit)
+	channel, thread := sess.Key.Channel, sess.Key.ThreadTS
+	posted := make([]string, len(parts))
+	if !fresh {
+		if err := d.lookup(ctx, channel, thread, reply.ID.String(), posted); err != nil {
+			return err
+		}
+	}
+	for i, part := range parts {
+		if posted[i] != "" {
+			continue
+		}
+		ts, err := d.post(ctx, channel, thread, reply.ID.String(), i, len(parts), part)
+		if err != nil {
+			return fmt.Errorf("post part %d of %d of reply %s: %w", i+1, len(parts), reply.ID, err)
+		}
+		posted[i] = ts
+	}
+	_, err = log.Append(ctx, session.NewEvent{
+		Type: session.TypeDelivered, Actor: session.Actor{Kind: session.ActorSystem, ID: "delivery"},
+		IdempotencyKey: "delivered/" + reply.ID.String(),
+		Payload:        session.Delivered{EventID: reply.ID.String(), Seq: reply.Seq, Channel: channel, TS: posted},
+	})
+	if err == nil {
+		d.metrics.deliveries.Inc()
+	}
+	return err
+}
+
+// post posts one part, waiting out rate limits and checking the thread after an ambiguous
+// failure (the post may have landed) before trying again.
+func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, part, parts int, text string) (string, error) {
+	var lastErr error
+	for attempt := 0; attempt < d.cfg.Attempts; attempt++ {
+		if attempt > 0 {
+			d.metrics.deliveryRetries.Inc()
+		}
+		if err := d.waitTurn(ctx); err != nil {
+			return "", err
+		}
+		_, ts, err := d.api.PostMessageContext(ctx, channel,
+			slack.MsgOptionText(text, false),
+			slack.MsgOptionTS(thread),
+			slack.MsgOptionMetadata(slack.SlackMetadata{EventType: MetadataEventType,
+				EventPayload: map[string]any{"event_id": eventID, "part": part, "parts": parts}}),
+		)
+		if err == nil {
+			return ts, nil
+		}
+		lastErr = err
+		var rl *slack.RateLimitedError
+		switch {
+		case errors.As(err, &rl):
+			d.hold(rl.RetryAfter)
+			continue // a 429 posted nothing
+		case ctx.Err() != nil:
+			return "", ctx.Err()
+		case permanent(err):
+			return "", err
+		}
+		// Ambiguous: the post may have landed. Look before posting again.
+		found := make([]string, parts)
+		if lerr := d.lookup(ctx, channel, thread, eventID, found); lerr == nil && found[part] != "" {
+			return found[part], nil
+		}
+		if err := d.cfg.Sleep(ctx, time.Duration(attempt+1)*200*time.Millisecond); err != nil {
+			return "", err
+		}
+	}
+	return "", lastErr
+}
+
+// permanent reports Slack answers that a retry cannot change.
+func permanent(err error) bool {
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) {
+		switch se.Err {
+		case "ratelimited", "rate_limited", "internal_error", "fatal_error", "service_unavailable", "request_timeout":
+			return false
+		}
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return false
+	}
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) {
+		return sc.Code < 500 && sc.Code != 429
+	}
+	return false
+}
+
+func (d *Deliverer) hold(wait time.Duration) {
+	if wait < time.Second {
+		wait = time.Second
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t := time.Now().Add(wait); t.After(d.notBefore) {
+		d.notBefore = t
+	}
+}
+
+func (d *Deliverer) waitTurn(ctx context.Context) error {
+	d.mu.Lock()
+	wait := time.Until(d.notBefore)
+	d.mu.Unlock()
+	if wait <= 0 {
+		return nil
+	}
+	return d.cfg.Sleep(ctx, wait)
+}
+
+// lookup fills posted[part] with the ts of every part of eventID's reply already in the
+// thread, found by message metadata.
+func (d *Deliverer) lookup(ctx context.Context, channel, thread, eventID string, posted []string) error {
+	cursor := ""
+	for {
+		if err := d.waitTurn(ctx); err != nil {
+			return err
+		}
+		msgs, more, next, err := d.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+			ChannelID: channel, Timestamp: thread, Cursor: cursor, Limit: 200, IncludeAllMetadata: true})
+		var rl *slack.RateLimitedError
+		if errors.As(err, &rl) {
+			d.hold(rl.RetryAfter)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("look for reply %s in thread %s: %w", eventID, thread, err)
+		}
+		for _, m := range msgs {
+			if m.Metadata.EventType != MetadataEventType || m.Metadata.EventPayload["event_id"] != eventID {
+				continue
+			}
+			if p, ok := m.Metadata.EventPayload["part"].(float64); ok && int(p) >= 0 && int(p) < len(posted) && posted[int(p)] == "" {
+				posted[int(p)] = m.Timestamp
+			}
+		}
+		if !more || next == "" {
+			return nil
+		}
+		cursor = next
+	}
+}

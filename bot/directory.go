@@ -1,0 +1,124 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/slack-go/slack"
+)
+
+// slackAPI is the part of slack-go's Web API client the bot uses.
+type slackAPI interface {
+	GetConversationInfoContext(ctx context.Context, input *slack.GetConversationInfoInput) (*slack.Channel, error)
+	GetUserInfoContext(ctx context.Context, user string, options ...slack.GetUserInfoOption) (*slack.User, error)
+	PostMessageContext(ctx context.Context, channelID string, options ...slack.MsgOption) (string, string, error)
+	PostEphemeralContext(ctx context.Context, channelID, userID string, options ...slack.MsgOption) (string, error)
+	GetConversationRepliesContext(ctx context.Context, params *slack.GetConversationRepliesParameters) ([]slack.Message, bool, string, error)
+	AddReactionContext(ctx context.Context, name string, item slack.ItemRef) error
+	RemoveReactionContext(ctx context.Context, name string, item slack.ItemRef) error
+	GetPermalinkContext(ctx context.Context, params *slack.PermalinkParameters) (string, error)
+}
+
+// Directory answers channel names from conversations.info, cached; for the system prompt.
+type Directory struct{ d *directory }
+
+// NewDirectory returns a Directory over api with answers cached for ttl.
+func NewDirectory(api *slack.Client, ttl time.Duration) *Directory {
+	return &Directory{d: newDirectory(api, ttl, time.Now)}
+}
+
+// ChannelName returns the channel's name, or "" when conversations.info fails.
+func (d *Directory) ChannelName(ctx context.Context, id string) string {
+	k, err := d.d.Channel(ctx, id)
+	if err != nil {
+		return ""
+	}
+	return k.Name
+}
+
+// channelKind is what the bot needs to know of a conversation.
+type channelKind struct {
+	Public bool // a public channel: not private, not a DM or group DM
+	Name   string
+}
+
+// directory caches conversations.info and users.info answers for a TTL.
+type directory struct {
+	api slackAPI
+	ttl time.Duration
+	now func() time.Time
+
+	mu       sync.Mutex
+	channels map[string]cached[channelKind]
+	users    map[string]cached[string]
+}
+
+type cached[T any] struct {
+	v  T
+	at time.Time
+}
+
+func newDirectory(api slackAPI, ttl time.Duration, now func() time.Time) *directory {
+	return &directory{api: api, ttl: ttl, now: now,
+		channels: map[string]cached[channelKind]{}, users: map[string]cached[string]{}}
+}
+
+// Channel returns the channel's kind, from the cache or conversations.info. Privacy is
+// decided by is_private / is_im / is_mpim, never by the id's prefix.
+func (d *directory) Channel(ctx context.Context, id string) (channelKind, error) {
+	d.mu.Lock()
+	c, ok := d.channels[id]
+	d.mu.Unlock()
+	if ok && d.now().Sub(c.at) < d.ttl {
+		return c.v, nil
+	}
+	ch, err := d.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: id})
+	if err != nil {
+		return channelKind{}, fmt.Errorf("conversations.info %s: %w", id, err)
+	}
+	k := channelKind{Public: !ch.IsPrivate && !ch.IsIM && !ch.IsMpIM, Name: ch.Name}
+	d.mu.Lock()
+	d.channels[id] = cached[channelKind]{v: k, at: d.now()}
+	d.mu.Unlock()
+	return k, nil
+}
+
+// remember records a channel's kind learned from an event's channel_type.
+func (d *directory) remember(id string, public bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.channels[id]
+	c.v.Public, c.at = public, d.now()
+	d.channels[id] = c
+}
+
+// UserName returns the user's display name (or real name, or name), falling back to the id
+// when users.info fails: a name is a nicety, never a reason to lose a message.
+func (d *directory) UserName(ctx context.Context, id string) string {
+	d.mu.Lock()
+	c, ok := d.users[id]
+	d.mu.Unlock()
+	if ok && d.now().Sub(c.at) < d.ttl {
+		return c.v
+	}
+	u, err := d.api.GetUserInfoContext(ctx, id)
+	if err != nil {
+		return id
+	}
+	name := u.Profile.DisplayName
+	if name == "" {
+		name = u.RealName
+	}
+	if name == "" {
+		name = u.Name
+	}
+	if name == "" {
+		name = id
+	}
+	d.mu.Lock()
+	d.users[id] = cached[string]{v: name, at: d.now()}
+	d.mu.Unlock()
+	return name
+}

@@ -1,0 +1,360 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/logbook/logbook/session"
+)
+
+// sessionLog is the part of session.Store the gateway needs.
+type sessionLog interface {
+	Open(ctx context.Context, key session.ThreadKey) (session.Session, error)
+	SessionByThread(ctx context.Context, key session.ThreadKey) (session.Session, error)
+	Append(ctx context.Context, id session.ID, evs ...session.NewEvent) ([]session.Event, error)
+}
+
+// GatewayConfig configures a Gateway. Zero values take defaults.
+type GatewayConfig struct {
+	// PrivateNote, when set, answers a mention in a private channel, group DM or DM once per
+	// conversation (ephemerally) saying that logbook works in public channels only.
+	PrivateNote bool
+	// MaxInFlight bounds envelopes handled at once (default 64); the socket keeps being read.
+	MaxInFlight int
+	// ChannelTTL is how long conversations.info and users.info answers are cached (default 5m).
+	ChannelTTL time.Duration
+	// SlashCommand is the command name logbook answers (default "/logbook").
+	SlashCommand string
+}
+
+// Gateway receives Slack envelopes over Socket Mode, persists what belongs to a session, and
+// acks. See the package documentation for the policy.
+type Gateway struct {
+	log     zerolog.Logger
+	store   sessionLog
+	api     slackAPI
+	sm      *socketmode.Client
+	me      identity
+	dir     *directory
+	signal  func(session.ID)
+	metrics *Metrics
+	cfg     GatewayConfig
+	slash   SlashHandler
+
+	notedMu sync.Mutex
+	noted   map[string]bool // conversations already told "public channels only"
+}
+
+// SlashHandler answers a slash command; the returned text is sent as the ack's ephemeral
+// payload.
+type SlashHandler func(ctx context.Context, cmd slack.SlashCommand) string
+
+// NewGateway returns a gateway. api is the Web API client (bot token); sm is the Socket Mode
+// client (app token) built on the same slack.Client; signal wakes a session's cell.
+func NewGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *socketmode.Client, me Identity,
+	signal func(session.ID), metrics *Metrics, slash SlashHandler, cfg GatewayConfig) *Gateway {
+	cfg.MaxInFlight = max(cfg.MaxInFlight, 0)
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = 64
+	}
+	if cfg.ChannelTTL == 0 {
+		cfg.ChannelTTL = 5 * time.Minute
+	}
+	if cfg.SlashCommand == "" {
+		cfg.SlashCommand = "/logbook"
+	}
+	return &Gateway{
+		log: log, store: store, api: api, sm: sm, signal: signal, metrics: metrics, cfg: cfg, slash: slash,
+		me:    identity{Team: me.TeamID, UserID: me.UserID, BotID: me.BotID},
+		dir:   newDirectory(api, cfg.ChannelTTL, time.Now),
+		noted: map[string]bool{},
+	}
+}
+
+// Identity is the bot's identity in the workspace, from auth.test.
+type Identity struct {
+	TeamID string
+	UserID string
+	BotID  string
+	Team   string
+	User   string
+	URL    string
+}
+
+// WhoAmI calls auth.test with the bot token.
+func WhoAmI(ctx context.Context, api *slack.Client) (Identity, error) {
+	r, err := api.AuthTestContext(ctx)
+	if err != nil {
+		return Identity{}, fmt.Errorf("auth.test with the bot token: %w", err)
+	}
+	return Identity{TeamID: r.TeamID, UserID: r.UserID, BotID: r.BotID, Team: r.Team, User: r.User, URL: r.URL}, nil
+}
+
+// Run reads envelopes until ctx ends or the Socket Mode client fails for good (bad app
+// token). Envelopes in flight are finished before Run returns.
+func (g *Gateway) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	smErr := make(chan error, 1)
+	go func() { smErr <- g.sm.RunContext(ctx) }()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	sem := make(chan struct{}, g.cfg.MaxInFlight)
+	for {
+		select {
+		case <-ctx.Done():
+			<-smErr
+			return nil
+		case err := <-smErr:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("socket mode: %w", err)
+		case evt, ok := <-g.sm.Events:
+			if !ok {
+				return nil
+			}
+			switch evt.Type {
+			case socketmode.EventTypeEventsAPI, socketmode.EventTypeSlashCommand:
+				if evt.Request == nil {
+					continue
+				}
+				g.metrics.envelopes.Inc()
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+					continue
+				}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					g.handle(ctx, evt)
+				})
+			case socketmode.EventTypeErrorBadMessage:
+				g.ackBadMessage(ctx, evt)
+			case socketmode.EventTypeInvalidAuth:
+				return errors.New("socket mode: the app token was refused (invalid_auth): check SLACK_APP_TOKEN")
+			case socketmode.EventTypeConnectionError:
+				g.log.Warn().Msg("socket mode connection error; slack-go reconnects with backoff")
+			case socketmode.EventTypeConnected:
+				g.log.Info().Msg("socket mode connected")
+			case socketmode.EventTypeDisconnect:
+				g.log.Info().Msg("socket mode disconnect requested; reconnecting")
+			}
+		}
+	}
+}
+
+func (g *Gateway) handle(ctx context.Context, evt socketmode.Event) {
+	req := *evt.Request
+	log := g.log.With().Str("envelope_id", req.EnvelopeID).Logger()
+	if evt.Type == socketmode.EventTypeSlashCommand {
+		cmd, ok := evt.Data.(slack.SlashCommand)
+		var payload any
+		if ok && g.slash != nil {
+			payload = map[string]string{"response_type": "ephemeral", "text": g.slash(ctx, cmd)}
+		}
+		g.ack(log, req, payload)
+		return
+	}
+	ev, ok := evt.Data.(slackevents.EventsAPIEvent)
+	if !ok {
+		g.ack(log, req, nil)
+		return
+	}
+	in, ok := inboundFromEvent(ev, req.RetryAttempt)
+	if !ok {
+		g.metrics.ignored.WithLabelValues("event_" + ev.InnerEvent.Type).Inc()
+		g.ack(log, req, nil)
+		return
+	}
+	log = log.With().Str("channel", in.Channel).Str("slack_event_id", in.EventID).Logger()
+	if err := g.process(ctx, log, in); err != nil {
+		// Not acked: Slack delivers the envelope again.
+		g.metrics.persistFailures.Inc()
+		log.Error().Err(err).Msg("could not persist the event; not acking so Slack redelivers it")
+		return
+	}
+	g.ack(log, req, nil)
+}
+
+func (g *Gateway) ack(log zerolog.Logger, req socketmode.Request, payload any) {
+	var err error
+	if payload != nil {
+		err = g.sm.Ack(req, payload)
+	} else {
+		err = g.sm.Ack(req)
+	}
+	if err != nil {
+		log.Warn().Err(err).Msg("ack")
+		return
+	}
+	g.metrics.acks.Inc()
+}
+
+// ackBadMessage acks an envelope slack-go could not decode (an inner event type it does not
+// know, a malformed payload), so Slack does not retry it three times.
+func (g *Gateway) ackBadMessage(ctx context.Context, evt socketmode.Event) {
+	bad, ok := evt.Data.(*socketmode.ErrorBadMessage)
+	if !ok {
+		return
+	}
+	var env struct {
+		EnvelopeID string `json:"envelope_id"`
+		Type       string `json:"type"`
+	}
+	if err := json.Unmarshal(bad.Message, &env); err != nil || env.EnvelopeID == "" {
+		g.log.Warn().Str("cause", fmt.Sprint(bad.Cause)).Msg("unusable socket mode frame without envelope id")
+		return
+	}
+	g.metrics.ignored.WithLabelValues("undecodable").Inc()
+	g.log.Warn().Str("envelope_id", env.EnvelopeID).Str("type", env.Type).Str("cause", fmt.Sprint(bad.Cause)).
+		Msg("acking an envelope slack-go could not decode")
+	if err := g.sm.AckCtx(ctx, env.EnvelopeID, nil); err != nil {
+		g.log.Warn().Err(err).Msg("ack")
+	}
+}
+
+// process persists what in means. A nil error means the envelope may be acked.
+func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) error {
+	d := Classify(in, g.me)
+	if d.Action == actIgnore {
+		g.metrics.ignored.WithLabelValues(d.Reason).Inc()
+		return nil
+	}
+	public, err := g.public(ctx, in)
+	if err != nil {
+		return err
+	}
+	if !public {
+		g.metrics.ignored.WithLabelValues("not_public").Inc()
+		if d.Mentioned {
+			g.notePrivate(ctx, log, in)
+		}
+		return nil
+	}
+	team := in.Team
+	if team == "" {
+		team = g.me.Team
+	}
+	key := session.ThreadKey{Team: team, Channel: in.Channel, ThreadTS: d.ThreadTS}
+	var sess session.Session
+	if d.Action == actMessage && d.Start {
+		sess, err = g.store.Open(ctx, key)
+	} else {
+		sess, err = g.store.SessionByThread(ctx, key)
+	}
+	if errors.Is(err, session.ErrNotFound) {
+		g.metrics.ignored.WithLabelValues("no_session").Inc()
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log = log.With().Str("session_id", sess.ID.String()).Logger()
+
+	var evs []session.NewEvent
+	actor := session.Actor{Kind: session.ActorUser, ID: in.User}
+	prefix := team + "/" + in.Channel + "/"
+	switch d.Action {
+	case actMessage:
+		text, raw, names := g.readable(ctx, in.Text, in.Blocks)
+		evs = append(evs, session.NewEvent{
+			Type: session.TypeUserMessage, Actor: actor, IdempotencyKey: prefix + in.TS,
+			Payload: session.UserMessage{
+				Team: team, Channel: in.Channel, ThreadTS: d.ThreadTS, TS: in.TS, User: in.User,
+				UserName: g.dir.UserName(ctx, in.User), Text: text, Raw: raw, Names: names,
+				SlackEventID: in.EventID, Mentioned: d.Mentioned,
+			},
+		})
+		for _, f := range in.Files {
+			evs = append(evs, session.NewEvent{
+				Type: session.TypeFileRef, Actor: actor, IdempotencyKey: prefix + in.TS + "/file/" + f.ID,
+				Payload: session.FileRef{FileID: f.ID, Name: f.Name, Title: f.Title, Mimetype: f.Mimetype,
+					Size: int64(f.Size), Permalink: f.Permalink, TS: in.TS, User: in.User},
+			})
+		}
+	case actEdit:
+		m := in.Changed
+		text, raw, _ := g.readable(ctx, m.Text, m.Blocks)
+		editTS := in.TS
+		if m.Edited != nil && m.Edited.Timestamp != "" {
+			editTS = m.Edited.Timestamp
+		}
+		actor.ID = m.User
+		evs = append(evs, session.NewEvent{
+			Type: session.TypeUserMessageEdited, Actor: actor, IdempotencyKey: prefix + d.TS + "/edit/" + editTS,
+			Payload: session.UserMessageEdited{OrigTS: d.TS, EditTS: editTS, User: m.User, Text: text, Raw: raw},
+		})
+	case actDelete:
+		user := ""
+		if in.Previous != nil {
+			user = in.Previous.User
+		}
+		if user == "" {
+			actor = session.Actor{Kind: session.ActorSystem, ID: "slack"}
+		} else {
+			actor.ID = user
+		}
+		evs = append(evs, session.NewEvent{
+			Type: session.TypeUserMessageDeleted, Actor: actor, IdempotencyKey: prefix + d.TS + "/deleted",
+			Payload: session.UserMessageDeleted{DeletedTS: d.TS, User: user},
+		})
+	}
+	stored, err := g.store.Append(ctx, sess.ID, evs...)
+	if err != nil {
+		return err
+	}
+	g.metrics.appends.Add(float64(len(stored)))
+	if stored[0].Duplicate {
+		g.metrics.duplicates.Inc()
+		log.Debug().Int("retry_attempt", in.RetryAttempt).Msg("duplicate delivery of a stored message")
+		return nil
+	}
+	if d.Action == actMessage {
+		g.signal(sess.ID)
+	}
+	return nil
+}
+
+// public reports whether the event's conversation is a public channel: from the message's
+// channel_type when present, otherwise from conversations.info (cached).
+func (g *Gateway) public(ctx context.Context, in inbound) (bool, error) {
+	if in.ChannelType != "" {
+		pub := in.ChannelType == "channel"
+		g.dir.remember(in.Channel, pub)
+		return pub, nil
+	}
+	k, err := g.dir.Channel(ctx, in.Channel)
+	if err != nil {
+		return false, err
+	}
+	return k.Public, nil
+}
+
+func (g *Gateway) notePrivate(ctx context.Context, log zerolog.Logger, in inbound) {
+	if !g.cfg.PrivateNote {
+		return
+	}
+	g.notedMu.Lock()
+	done := g.noted[in.Channel]
+	g.noted[in.Channel] = true
+	g.notedMu.Unlock()
+	if done {
+		return
+	}
+	_, err := g.api.PostEphemeralContext(ctx, in.Channel, in.User,
+		slack.MsgOptionText("logbook only works in public channels, where every thread is a searchable record. Nothing here was stored.", false))
+	if err != nil {
+		log.Info().Err(err).Msg("could not post the public-channels-only note")
+	}
+}

@@ -1,0 +1,269 @@
+package bot_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/migrations/pgtest"
+	"github.com/logbook/logbook/session"
+)
+
+// echoAgent is a hand-written agent for the bot's tests: it appends one reply that names the
+// user messages it saw, so a test can tell the reply used earlier context. reply, when set,
+// chooses the text; block, when set, is waited on before answering (a slow model).
+type echoAgent struct {
+	mu    sync.Mutex
+	runs  int
+	reply func(texts []string) string
+	block chan struct{}
+}
+
+func (a *echoAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error) {
+	a.mu.Lock()
+	a.runs++
+	block := a.block
+	a.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return brain.Reply{}, ctx.Err()
+		}
+	}
+	evs, err := t.Log.Events(ctx, session.Range{Types: []session.Type{session.TypeUserMessage, session.TypeUserMessageEdited}})
+	if err != nil {
+		return brain.Reply{}, err
+	}
+	var texts []string
+	for _, e := range evs {
+		var m struct {
+			Text    string `json:"text"`
+			NewText string `json:"new_text"`
+		}
+		if err := e.Decode(&m); err != nil {
+			return brain.Reply{}, err
+		}
+		texts = append(texts, m.Text+m.NewText)
+	}
+	text := "seen: " + strings.Join(texts, " | ")
+	if a.reply != nil {
+		text = a.reply(texts)
+	}
+	msg := session.AssistantMessage{Text: text, Turn: t.TurnSeq}
+	stored, err := t.Log.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage,
+		Actor: session.Actor{Kind: session.ActorBot, ID: t.Where.BotUserID}, Payload: msg})
+	if err != nil {
+		return brain.Reply{}, err
+	}
+	return brain.Reply{Event: stored[0], Message: msg, Status: brain.StatusOK}, nil
+}
+
+func (a *echoAgent) Runs() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.runs
+}
+
+type harness struct {
+	t      *testing.T
+	emu    *slackemu.Server
+	store  *session.Store
+	dbURL  string
+	agent  bot.Agent
+	reps   []*replica
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+type replica struct {
+	runner  *bot.Runner
+	cancel  context.CancelFunc
+	done    chan struct{}
+	metrics *bot.Metrics
+	reg     *prometheus.Registry
+}
+
+type harnessOptions struct {
+	emu         slackemu.Options
+	idle        time.Duration
+	leaseTTL    time.Duration
+	replicas    int
+	privateNote bool
+	delivery    bot.DeliveryConfig
+}
+
+func newHarness(t *testing.T, agent bot.Agent, o harnessOptions) *harness {
+	t.Helper()
+	if o.emu.PingInterval == 0 {
+		o.emu.PingInterval = 100 * time.Millisecond
+	}
+	if o.emu.RetrySchedule == nil {
+		o.emu.RetrySchedule = []time.Duration{50 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond}
+	}
+	emu := slackemu.MustStart(t, o.emu)
+	dbURL := pgtest.New(t)
+	pool, err := session.Connect(context.Background(), dbURL, session.PoolOptions{Role: "logbook_app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{t: t, emu: emu, store: session.NewStore(pool, session.Options{}), dbURL: dbURL, agent: agent, ctx: ctx, cancel: cancel}
+	for range max(o.replicas, 1) {
+		h.startReplica(o)
+	}
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) startReplica(o harnessOptions) *replica {
+	t := h.t
+	api := slack.New(h.emu.BotToken(), slack.OptionAPIURL(h.emu.APIURL()), slack.OptionAppLevelToken(h.emu.AppToken()))
+	sm := socketmode.New(api, socketmode.OptionPingInterval(2*time.Second))
+	me, err := bot.WhoAmI(h.ctx, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	metrics := bot.NewMetrics(reg)
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	deliver := bot.NewDeliverer(api, log, metrics, o.delivery)
+	idle := o.idle
+	if idle == 0 {
+		idle = time.Minute
+	}
+	lease := o.leaseTTL
+	if lease == 0 {
+		lease = 3 * time.Second
+	}
+	runner := bot.NewRunner(log, h.store, h.dbURL, h.agent, deliver, nil, nil, metrics, bot.RunnerConfig{
+		IdleTimeout: idle, LeaseTTL: lease, PollInterval: 200 * time.Millisecond,
+		Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
+	})
+	gw := bot.NewGateway(log, h.store, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{PrivateNote: o.privateNote})
+	ctx, cancel := context.WithCancel(h.ctx)
+	r := &replica{runner: runner, cancel: cancel, done: make(chan struct{}), metrics: metrics, reg: reg}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := gw.Run(ctx); err != nil {
+			t.Errorf("gateway: %v", err)
+		}
+	})
+	wg.Go(func() {
+		if err := runner.Run(ctx); err != nil {
+			t.Errorf("runner: %v", err)
+		}
+	})
+	go func() { wg.Wait(); close(r.done) }()
+	h.reps = append(h.reps, r)
+	return r
+}
+
+func (r *replica) stop() {
+	r.cancel()
+	<-r.done
+}
+
+func (h *harness) stop() {
+	h.cancel()
+	for _, r := range h.reps {
+		<-r.done
+	}
+}
+
+func (h *harness) waitCtx() context.Context {
+	ctx, cancel := context.WithTimeout(h.ctx, 20*time.Second)
+	h.t.Cleanup(cancel)
+	return ctx
+}
+
+// post posts as a user and fails the test on error.
+func (h *harness) post(p slackemu.Post) slackemu.Posted {
+	h.t.Helper()
+	posted, err := h.emu.Post(p)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return posted
+}
+
+// replies waits for n bot replies in the thread.
+func (h *harness) replies(channel, thread string, n int) []slackemu.Message {
+	h.t.Helper()
+	msgs, err := h.emu.WaitForReplies(h.waitCtx(), channel, thread, n)
+	if err != nil {
+		h.t.Fatalf("waiting for %d replies in %s/%s: %v (have %d)", n, channel, thread, err, len(h.emu.BotReplies(channel, thread)))
+	}
+	return msgs
+}
+
+// session waits for the thread's session to exist and returns it.
+func (h *harness) session(channel, thread string) session.Session {
+	h.t.Helper()
+	var s session.Session
+	var err error
+	h.waitFor("session of "+channel+"/"+thread, func() bool {
+		s, err = h.store.SessionByThread(context.Background(), session.ThreadKey{Team: h.emu.TeamID(), Channel: channel, ThreadTS: thread})
+		return err == nil
+	})
+	return s
+}
+
+// turns waits until the session has n completed turns.
+func (h *harness) turns(id session.ID, n int) {
+	h.t.Helper()
+	h.waitFor(fmt.Sprintf("%d completed turns", n), func() bool { return len(h.events(id, session.TypeTurnCompleted)) >= n })
+}
+
+func (h *harness) events(id session.ID, types ...session.Type) []session.Event {
+	h.t.Helper()
+	evs, err := h.store.Events(context.Background(), id, session.Range{Types: types})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return evs
+}
+
+// waitFor polls cond (a database or process state the emulator cannot signal) until it holds.
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func typesOf(evs []session.Event) string {
+	var b strings.Builder
+	for _, e := range evs {
+		fmt.Fprintf(&b, "%s ", e.Type)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func conversation(evs []session.Event) []session.Event {
+	var out []session.Event
+	for _, e := range evs {
+		switch e.Type {
+		case session.TypeCellWoken, session.TypeCellEvicted:
+		default:
+			out = append(out, e)
+		}
+	}
+	return out
+}

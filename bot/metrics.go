@@ -1,0 +1,50 @@
+package bot
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the bot's Prometheus metrics, registered on a registry passed in.
+type Metrics struct {
+	envelopes       prometheus.Counter
+	acks            prometheus.Counter
+	appends         prometheus.Counter
+	duplicates      prometheus.Counter
+	persistFailures prometheus.Counter
+	ignored         *prometheus.CounterVec
+	turns           *prometheus.CounterVec
+	cellsActive     prometheus.Gauge
+	evictions       prometheus.Counter
+	rehydrations    prometheus.Counter
+	leaseSteals     prometheus.Counter
+	deliveryRetries prometheus.Counter
+	deliveries      prometheus.Counter
+}
+
+// NewMetrics creates the bot's metrics and registers them on reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "logbook", Name: name, Help: help})
+	}
+	m := &Metrics{
+		envelopes:       c("envelopes_total", "Socket Mode envelopes received (events_api and slash_commands)."),
+		acks:            c("acks_total", "Envelopes acked."),
+		appends:         c("gateway_appends_total", "Events appended by the gateway (including duplicates returned)."),
+		duplicates:      c("duplicate_deliveries_total", "Deliveries of a message already stored (retries, app_mention + message)."),
+		persistFailures: c("persist_failures_total", "Envelopes left unacked because the log could not be written."),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "ignored_events_total",
+			Help: "Events acked and not stored, by reason (no content is kept)."}, []string{"reason"}),
+		turns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "turns_total",
+			Help: "Turns completed, by status."}, []string{"status"}),
+		cellsActive: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "logbook", Name: "cells_active",
+			Help: "Cells running in this process."}),
+		evictions:       c("cell_evictions_total", "Cells that exited (idle, shutdown, lease lost)."),
+		rehydrations:    c("cell_rehydrations_total", "Cells woken from the log."),
+		leaseSteals:     c("lease_steals_total", "Leases taken over after another owner's expired."),
+		deliveryRetries: c("delivery_retries_total", "Slack posts retried (rate limits, ambiguous failures)."),
+		deliveries:      c("deliveries_total", "Replies delivered to Slack."),
+	}
+	if reg != nil {
+		reg.MustRegister(m.envelopes, m.acks, m.appends, m.duplicates, m.persistFailures, m.ignored, m.turns,
+			m.cellsActive, m.evictions, m.rehydrations, m.leaseSteals, m.deliveryRetries, m.deliveries)
+	}
+	return m
+}

@@ -1,0 +1,264 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/session"
+)
+
+// Agent runs one turn of a session; *brain.Brain is the real one.
+type Agent interface {
+	Run(ctx context.Context, t brain.Turn) (brain.Reply, error)
+}
+
+// RunnerConfig configures a Runner. Zero values take defaults.
+type RunnerConfig struct {
+	Owner        string        // lease owner name; default host:pid:random
+	Host         string        // for cell_woken; default os.Hostname
+	IdleTimeout  time.Duration // a cell exits after this long without work; default 10m
+	LeaseTTL     time.Duration // lease length, renewed at a third of it; default 30s
+	PollInterval time.Duration // how often to look for sessions with work nobody runs; default 5s
+	// WakeWindow bounds how far back the poll and wake look for unfinished work; default 7 days.
+	WakeWindow time.Duration
+	Where      brain.Where // workspace and bot name for the system prompt; channel and thread are filled per session
+	// Channel returns a channel's name for the system prompt (may be nil).
+	Channel func(ctx context.Context, id string) string
+}
+
+// Runner owns the cells of this process: it starts one per signalled session, wakes
+// sessions with unfinished turns on start and by polling, and listens for other replicas'
+// signals through PostgreSQL NOTIFY.
+type Runner struct {
+	log      zerolog.Logger
+	store    *session.Store
+	dbURL    string // for the dedicated LISTEN connection; empty: no listener (poll only)
+	agent    Agent
+	deliver  *Deliverer
+	hands    HandsFactory
+	searcher brain.Searcher
+	metrics  *Metrics
+	cfg      RunnerConfig
+
+	// base is the cells' context: cancelled when Run's context ends.
+	base   context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	cells   map[session.ID]*Cell
+	stopped bool
+	wg      sync.WaitGroup
+	notify  chan session.ID
+}
+
+// HandsFactory provides a session's sandbox lazily; nil disables sandbox tools.
+type HandsFactory func(log fencedLog, sess session.Session) *Hands
+
+// NewRunner returns a Runner. dbURL is used for the LISTEN connection (empty: poll only).
+func NewRunner(log zerolog.Logger, store *session.Store, dbURL string, agent Agent, deliver *Deliverer,
+	hands HandsFactory, searcher brain.Searcher, metrics *Metrics, cfg RunnerConfig) *Runner {
+	if cfg.Host == "" {
+		cfg.Host, _ = os.Hostname()
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = fmt.Sprintf("%s:%d:%d", cfg.Host, os.Getpid(), time.Now().UnixNano()%1e6)
+	}
+	cfg.IdleTimeout = nonZero(cfg.IdleTimeout, 10*time.Minute)
+	cfg.LeaseTTL = nonZero(cfg.LeaseTTL, 30*time.Second)
+	cfg.PollInterval = nonZero(cfg.PollInterval, 5*time.Second)
+	cfg.WakeWindow = nonZero(cfg.WakeWindow, 7*24*time.Hour)
+	base, cancel := context.WithCancel(context.Background())
+	return &Runner{base: base, cancel: cancel, log: log, store: store, dbURL: dbURL, agent: agent, deliver: deliver, hands: hands,
+		searcher: searcher, metrics: metrics, cfg: cfg,
+		cells: map[session.ID]*Cell{}, notify: make(chan session.ID, 1024)}
+}
+
+func nonZero(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Owner is the name this runner's leases carry.
+func (r *Runner) Owner() string { return r.cfg.Owner }
+
+// Signal tells the session's cell there is new work: in this process at once, and to other
+// replicas through NOTIFY. It never blocks.
+func (r *Runner) Signal(id session.ID) {
+	r.wake(id, "message")
+	select {
+	case r.notify <- id:
+	default: // the poll catches it
+	}
+}
+
+// Active returns the number of cells running in this process.
+func (r *Runner) Active() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.cells)
+}
+
+// Evict asks every idle cell to exit now, as the idle timeout would (for `logbook dev`).
+func (r *Runner) Evict() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.cells {
+		select {
+		case c.evict <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wake pokes the session's cell, starting one if none runs here.
+func (r *Runner) wake(id session.ID, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
+	}
+	if c, ok := r.cells[id]; ok {
+		select {
+		case c.poke <- struct{}{}:
+		default:
+		}
+		return
+	}
+	c := &Cell{r: r, id: id, reason: reason, poke: make(chan struct{}, 1), evict: make(chan struct{}, 1)}
+	r.cells[id] = c
+	r.metrics.cellsActive.Inc()
+	r.wg.Go(func() {
+		c.run(r.base)
+		r.mu.Lock()
+		delete(r.cells, id)
+		r.mu.Unlock()
+		r.metrics.cellsActive.Dec()
+	})
+}
+
+// Run wakes sessions with unfinished work, then listens and polls until ctx ends. It returns
+// after every cell has exited (each checkpoints into the log: a turn cut short is resumed by
+// the next process).
+func (r *Runner) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { r.notifier(ctx) })
+	if r.dbURL != "" {
+		wg.Go(func() { r.listen(ctx) })
+	}
+	r.poll(ctx, "wake")
+	t := time.NewTicker(r.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.mu.Lock()
+			r.stopped = true
+			r.mu.Unlock()
+			r.cancel()
+			r.wg.Wait()
+			wg.Wait()
+			return nil
+		case <-t.C:
+			r.poll(ctx, "poll")
+		}
+	}
+}
+
+const sqlPending = `
+WITH recent AS (
+    SELECT DISTINCT session_id FROM events
+    WHERE type = 'user_message' AND created_at > clock_timestamp() - $1::interval
+)
+SELECT r.session_id FROM recent r
+WHERE (SELECT max(e.seq) FROM events e WHERE e.session_id = r.session_id AND e.type = 'user_message')
+    > coalesce((SELECT (e.payload->>'through')::bigint FROM events e
+                 WHERE e.session_id = r.session_id AND e.type = 'turn_completed'
+                 ORDER BY e.seq DESC LIMIT 1), 0)
+  AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = r.session_id
+                  AND l.expires_at > clock_timestamp() AND l.owner <> $2)`
+
+// poll wakes every session with a user message no completed turn answered, unless another
+// replica holds its lease.
+func (r *Runner) poll(ctx context.Context, reason string) {
+	rows, err := r.store.Pool().Query(ctx, sqlPending, r.cfg.WakeWindow, r.cfg.Owner)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn().Err(err).Msg("look for sessions with unfinished turns")
+		}
+		return
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[session.ID])
+	if err != nil {
+		r.log.Warn().Err(err).Msg("look for sessions with unfinished turns")
+		return
+	}
+	for _, id := range ids {
+		r.wake(id, reason)
+	}
+}
+
+// notifier sends NOTIFY for signalled sessions so the replica that holds one wakes its cell.
+func (r *Runner) notifier(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-r.notify:
+			if _, err := r.store.Pool().Exec(ctx, `SELECT pg_notify('logbook_session', $1)`, id.String()); err != nil && ctx.Err() == nil {
+				r.log.Debug().Err(err).Msg("notify; the other replicas' poll will find the session")
+			}
+		}
+	}
+}
+
+// listen keeps a dedicated connection LISTENing for other replicas' signals. After every
+// (re)connect it LISTENs first, then polls, so nothing signalled while it was away is lost
+// (C21); correctness never depends on NOTIFY.
+func (r *Runner) listen(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := r.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Warn().Err(err).Dur("retry_in", backoff).Msg("LISTEN connection lost; reconnecting")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+func (r *Runner) listenOnce(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, r.dbURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN logbook_session"); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	r.poll(ctx, "listen_catch_up")
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		id, err := session.ParseID(n.Payload)
+		if err != nil {
+			continue
+		}
+		r.wake(id, "notify")
+	}
+}
