@@ -639,7 +639,7 @@ func TestTurnWallTimeEndsTheTurn(t *testing.T) {
 		<-ctx.Done() // a command that outlives the turn
 		return sandbox.ExecResult{}, ctx.Err()
 	}}
-	b, _ := newBrain(t, brain.Offline{}, func(c *brain.Config) { c.MaxTurnTime = 50 * time.Millisecond })
+	b, _ := newBrain(t, brain.Offline{}, func(c *brain.Config) { c.MaxTurnTime = time.Second })
 	seq, _ := e.user("run: sleep 1000")
 	turnSeq := e.startTurn(seq)
 	r, err := b.Run(context.Background(), e.turn(hands, turnSeq))
@@ -691,7 +691,7 @@ func TestNewProvider(t *testing.T) {
 		{spec: "offline", name: "offline", model: "offline"},
 		{spec: "anthropic:claude-x", name: "anthropic", model: "claude-x", cfg: cfg},
 		{spec: "openai:llama3.1", name: "openai", model: "llama3.1"}, // local servers need no key
-		{spec: "anthropic:claude-x", bad: true},                        // no key
+		{spec: "anthropic:claude-x", bad: true},                      // no key
 		{spec: "openai:", bad: true},
 		{spec: "gemini:pro", bad: true},
 		{spec: "", bad: true},

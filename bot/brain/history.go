@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/logbook/logbook/session"
 )
@@ -232,7 +234,7 @@ func renderUser(name, text string, opt historyOptions) (string, bool) {
 	for {
 		before := t
 		for _, m := range []string{"@" + opt.BotName, "<@" + opt.BotUserID + ">", "@" + opt.BotUserID} {
-			if len(m) > 3 && len(t) >= len(m) && strings.EqualFold(t[:len(m)], m) {
+			if len(m) > 3 && len(t) >= len(m) && strings.EqualFold(t[:len(m)], m) && wordEnd(t[len(m):]) {
 				t = strings.TrimLeft(t[len(m):], " \t\n,:")
 			}
 		}
@@ -244,6 +246,13 @@ func renderUser(name, text string, opt historyOptions) (string, bool) {
 		return name + ": (mentioned the bot without any text)", false
 	}
 	return name + ": " + t, true
+}
+
+// wordEnd reports whether rest starts where a mention ends: nothing, or a rune that is not part
+// of a name.
+func wordEnd(rest string) bool {
+	r, _ := utf8.DecodeRuneInString(rest)
+	return rest == "" || !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' || r == '-')
 }
 
 func nonEmpty(s, alt string) string {
