@@ -132,8 +132,11 @@ CROSS JOIN LATERAL (SELECT ty.type, CASE ty.type WHEN 'user_message' THEN 'user'
 			return err
 		}
 	}
+	// Building the GIN index once after the rows is far faster than maintaining it per row.
+	if err := step("drop GIN index", `DROP INDEX search_docs_tsv`); err != nil {
+		return err
+	}
 	if err := step("search_docs", `
-SET LOCAL maintenance_work_mem = '256MB';
 INSERT INTO search_docs (session_id, seq, kind, channel_id, thread_ts, ts, actor_kind, actor_id,
                          actor_name, created_at, body)
 SELECT e.session_id, e.seq,
@@ -142,6 +145,12 @@ SELECT e.session_id, e.seq,
        coalesce(e.payload->>'user_name', ''), e.created_at, coalesce(e.payload->>'text', e.payload->>'content')
 FROM events e JOIN sessions s ON s.id = e.session_id
 WHERE e.type IN ('user_message', 'assistant_message', 'tool_result')`); err != nil {
+		return err
+	}
+	if err := step("GIN index", `
+SET maintenance_work_mem = '512MB';
+CREATE INDEX search_docs_tsv ON search_docs USING gin (tsv);
+RESET maintenance_work_mem`); err != nil {
 		return err
 	}
 	if err := step("search_sessions", `

@@ -31,8 +31,11 @@
 //	  --cookie-secret=$(openssl rand -base64 32 | head -c 32) \
 //	  --email-domain=example.com \
 //	  --http-address=0.0.0.0:4180 --upstream=http://127.0.0.1:8080 \
-//	  --set-xauthrequest --pass-user-headers
+//	  --pass-user-headers
 //	# logbook: LOGBOOK_HTTP_ADDR=127.0.0.1:8080, trusted header X-Forwarded-Email.
+//
+// Slack's OpenID Connect accepts any Slack account, not only your workspace's: restrict
+// sign-in with --email-domain (or --authenticated-emails-file) to your people.
 //
 // The header is trusted blindly, so logbook must listen where only the proxy can reach it
 // (127.0.0.1 or a private network), and the proxy must overwrite the header on every

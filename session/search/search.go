@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"regexp"
 	"strconv"
 	"strings"
@@ -88,8 +90,9 @@ type Options struct {
 	// HalfLife is how fast recency fades: a message this old gets half the recency boost
 	// of a new one; default 30 days.
 	HalfLife time.Duration
-	// Window and Candidates tune the query plan; see Search. Defaults 2000 and 100.
-	Window, Candidates int
+	// Window, MaxWalk and Candidates tune the query plan; see Search. Defaults 1000, 20000
+	// and 50.
+	Window, MaxWalk, Candidates int
 }
 
 // Searcher answers queries over the search projection. It is safe for concurrent use.
@@ -99,6 +102,7 @@ type Searcher struct {
 	now        func() time.Time
 	halfLife   time.Duration
 	window     int
+	maxWalk    int
 	candidates int
 }
 
@@ -113,8 +117,9 @@ func NewSearcher(pool *pgxpool.Pool, opts Options) *Searcher {
 		domain:     strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(opts.WorkspaceDomain, "https://"), "http://"), "/"),
 		now:        now,
 		halfLife:   cmp.Or(opts.HalfLife, 30*24*time.Hour),
-		window:     cmp.Or(opts.Window, 2000),
-		candidates: cmp.Or(opts.Candidates, 100),
+		window:     cmp.Or(opts.Window, 1000),
+		maxWalk:    cmp.Or(opts.MaxWalk, 20000),
+		candidates: cmp.Or(opts.Candidates, 50),
 	}
 }
 
@@ -213,7 +218,9 @@ const tsQuery = `websearch_to_tsquery('english', $1)`
 
 // sqlCheckQuery tells whether the query has any searchable word: stop words ("the") and
 // punctuation alone make an empty tsquery, which would silently match nothing.
-const sqlCheckQuery = `SELECT numnode(` + tsQuery + `) > 0`
+// It also returns the planner's row count of search_docs, for the plan choice.
+const sqlCheckQuery = `SELECT numnode(` + tsQuery + `) > 0,
+    (SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'search_docs'::regclass)`
 
 // Snippet markers: private-use characters that never occur in stored text (the indexer
 // reads Slack and model text, which carry none), turned into Spans.
@@ -239,12 +246,13 @@ const (
 //
 // The plan is chosen explicitly, because PostgreSQL's estimate of a tsquery's selectivity is
 // often far off (phrases, words missing from the statistics), and a wrong guess walks the
-// whole time index for a rare word. First the Window most recent messages that pass the
-// filters are read through a time index and matched — a cost bounded by Window; if that
-// yields Candidates matches (a common term) they are exactly the most recent matches.
-// Otherwise the term matches fewer than Candidates/Window of recent messages, and the GIN
-// index alone (sequential and plain index scans disabled for that statement) finds every
-// match, which is then cheap to fetch and sort.
+// whole time index for a rare word. First the Window newest messages that pass the filters
+// are walked through a time index, stopping at Candidates matches (a common term stops
+// after a few rows). If fewer match, their share estimates the term's frequency p, and the
+// cheaper of two plans runs: walking on (Candidates/p rows, at most MaxWalk) or the GIN index
+// alone (sequential and plain index scans disabled for that statement), which reads every
+// row holding all the words (a phrase's share of rows with all its words is measured in
+// the same window).
 //
 // Errors: ErrEmptyQuery, *QueryError (errors.Is ErrInvalidQuery) for a query that cannot
 // be run, or a database error.
@@ -254,40 +262,16 @@ func (s *Searcher) Search(ctx context.Context, q Query) ([]Hit, error) {
 		return nil, err
 	}
 	var ok bool
-	if err := s.pool.QueryRow(ctx, sqlCheckQuery, q.Text).Scan(&ok); err != nil {
+	var docs int64
+	if err := s.pool.QueryRow(ctx, sqlCheckQuery, q.Text).Scan(&ok, &docs); err != nil {
 		return nil, fmt.Errorf("search %q: %w", q.Text, err)
 	}
 	if !ok {
 		return nil, &QueryError{Query: q.Text, Reason: "it has no searchable words (only very common words or punctuation)"}
 	}
-	f := q.filter()
-
-	// Phase 1: the most recent Window rows that pass the filters, then match. The LIMIT in
-	// the subquery fences the tsquery out of it, so the time (or channel, actor) index
-	// drives the scan and its cost is bounded by Window.
-	var keys candidateKeys
-	if q.Session == (session.ID{}) {
-		phase1 := `
-SELECT d.session_id, d.seq FROM (
-    SELECT session_id, seq, created_at, tsv FROM search_docs
-    WHERE ` + f.where() + `
-    ORDER BY created_at DESC LIMIT ` + strconv.Itoa(s.window) + `
-) d
-WHERE d.tsv @@ ` + tsQuery + `
-ORDER BY d.created_at DESC LIMIT ` + strconv.Itoa(s.candidates)
-		if keys, err = s.keys(ctx, phase1, f.args); err != nil {
-			return nil, fmt.Errorf("search %q: %w", q.Text, err)
-		}
-	}
-	// Phase 2: a rarer term (or one session): the GIN index finds every match.
-	if len(keys.ids) < s.candidates {
-		phase2 := `
-SELECT session_id, seq FROM search_docs
-WHERE tsv @@ ` + tsQuery + ` AND ` + f.where() + `
-ORDER BY created_at DESC LIMIT ` + strconv.Itoa(s.candidates)
-		if keys, err = s.bitmapKeys(ctx, phase2, f.args); err != nil {
-			return nil, fmt.Errorf("search %q: %w", q.Text, err)
-		}
+	keys, err := s.recentMatches(ctx, q, docs)
+	if err != nil {
+		return nil, fmt.Errorf("search %q: %w", q.Text, err)
 	}
 	if len(keys.ids) == 0 {
 		return []Hit{}, nil
@@ -297,6 +281,74 @@ ORDER BY created_at DESC LIMIT ` + strconv.Itoa(s.candidates)
 		return nil, fmt.Errorf("search %q: %w", q.Text, err)
 	}
 	return hits, nil
+}
+
+// recentMatches returns the keys of the s.candidates most recent matches of q (fewer when
+// there are fewer), choosing between walking the time index and the GIN index from what a
+// short walk of the newest messages says about the query's frequency; docs is the
+// (estimated) number of messages.
+func (s *Searcher) recentMatches(ctx context.Context, q Query, docs int64) (candidateKeys, error) {
+	f := q.filter()
+	if q.Session != (session.ID{}) { // one session: few rows, the GIN index and a filter
+		return s.bitmapKeys(ctx, s.ginSQL(f), f.args)
+	}
+	// Phase 1: walk the newest `window` messages that pass the filters. The LIMIT in the
+	// subquery fences the tsquery out of it, so the time (or channel, actor) index drives
+	// the scan, and it stops at the candidates' count: a common term costs a few rows.
+	keys, err := s.keys(ctx, s.walkSQL(f, s.window), f.args)
+	if err != nil || len(keys.ids) >= s.candidates {
+		return keys, err
+	}
+	// Fewer matches than wanted among the newest `window` rows: estimate what each plan
+	// would read. Walking on reads candidates/p rows; the GIN index reads every row that
+	// has all the words (a phrase's words need not be adjacent for the index), p_and × docs.
+	p := float64(len(keys.ids)) / float64(s.window)
+	pAnd := p
+	if strings.Contains(q.Text, `"`) {
+		args := slices.Clone(f.args)
+		args[0] = strings.ReplaceAll(q.Text, `"`, " ") // the phrases' words, not adjacent
+		var n int64
+		err := s.pool.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE d.tsv @@ `+tsQuery+`)
+FROM (SELECT tsv FROM search_docs WHERE `+f.where()+`
+      ORDER BY created_at DESC LIMIT `+strconv.Itoa(s.window)+`) d`, args...).Scan(&n)
+		if err != nil {
+			return keys, err
+		}
+		pAnd = float64(n) / float64(s.window)
+	}
+	walk := math.Inf(1)
+	if p > 0 {
+		walk = float64(s.candidates) / p
+	}
+	gin := max(pAnd, 0.5/float64(s.window)) * float64(docs)
+	if walk < gin && walk <= float64(s.maxWalk) {
+		window := min(s.maxWalk, int(2*walk)+s.window)
+		more, err := s.keys(ctx, s.walkSQL(f, window), f.args)
+		if err != nil || len(more.ids) >= s.candidates {
+			return more, err
+		}
+	}
+	// Phase 2: a rare term: the GIN index finds every match.
+	return s.bitmapKeys(ctx, s.ginSQL(f), f.args)
+}
+
+func (s *Searcher) walkSQL(f *filter, window int) string {
+	return `
+SELECT d.session_id, d.seq FROM (
+    SELECT session_id, seq, created_at, tsv FROM search_docs
+    WHERE ` + f.where() + `
+    ORDER BY created_at DESC LIMIT ` + strconv.Itoa(window) + `
+) d
+WHERE d.tsv @@ ` + tsQuery + `
+ORDER BY d.created_at DESC LIMIT ` + strconv.Itoa(s.candidates)
+}
+
+func (s *Searcher) ginSQL(f *filter) string {
+	return `
+SELECT session_id, seq FROM search_docs
+WHERE tsv @@ ` + tsQuery + ` AND ` + f.where() + `
+ORDER BY created_at DESC LIMIT ` + strconv.Itoa(s.candidates)
 }
 
 type candidateKeys struct {

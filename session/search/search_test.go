@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -476,17 +477,72 @@ func TestSearchUsesDecodedText(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, search.Options{})
 	s := f.open("C0000001", "1700000000.000100")
-	m := userMsg(s, "U0000001", "alice", "1700000000.000101", "a & b <tag>")
+	m := userMsg(s, "U0000001", "alice", "1700000000.000101", "escaping a & b <tag>")
 	p := m.Payload.(session.UserMessage)
-	p.Raw = "a &amp; b &lt;tag&gt;"
+	p.Raw = "escaping a &amp; b &lt;tag&gt;"
 	m.Payload = p
 	f.append(s, m)
 	f.catchUp()
-	hits := f.search(search.Query{Text: "tag"})
-	if len(hits) != 1 || hits[0].SnippetText("[", "]") != "a & b <[tag]>" {
+	hits := f.search(search.Query{Text: "escaping"})
+	if len(hits) != 1 || hits[0].SnippetText("[", "]") != "[escaping] a & b <tag>" {
 		t.Fatalf("hits %q, want the decoded text with the match marked", texts(hits))
 	}
 	if hits := f.search(search.Query{Text: "amp"}); len(hits) != 0 {
 		t.Errorf("the escaped form is indexed: %q", texts(hits))
+	}
+}
+
+// One unreadable event is logged and skipped; the events after it are indexed.
+func TestIndexerSkipsUnreadablePayloads(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, search.Options{})
+	s := f.open("C0000001", "1700000000.000100")
+	f.append(s,
+		session.NewEvent{Type: session.TypeUserMessage, Actor: session.Actor{Kind: session.ActorUser, ID: "U0000001"},
+			Payload: json.RawMessage(`{"text": 5, "ts": ["not", "a", "string"]}`)},
+		userMsg(s, "U0000001", "alice", "1700000000.000102", "following the broken one"),
+		session.NewEvent{Type: session.TypeToolResult, Actor: session.Actor{Kind: session.ActorSandbox, ID: "bwrap"},
+			Payload: session.ToolResult{CallID: "c1", Content: strings.Repeat("huge output ", search.MaxBody/6)}},
+	)
+	f.catchUp()
+	if hits := f.search(search.Query{Text: "following"}); len(hits) != 1 {
+		t.Fatalf("the message after an unreadable one: %d hits, want 1", len(hits))
+	}
+	var n int
+	if err := f.admin.QueryRow(f.ctx, `SELECT octet_length(body) FROM search_docs WHERE kind = 'tool'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n > search.MaxBody {
+		t.Errorf("tool output indexed with %d bytes, want at most %d", n, search.MaxBody)
+	}
+}
+
+// Run keeps the index current until its context ends, then returns.
+func TestIndexerRun(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, search.Options{})
+	pool, err := session.Connect(f.ctx, f.store.Pool().Config().ConnString(), session.PoolOptions{Role: "logbook_app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ix := search.NewIndexer(f.store, pool, zerolog.New(zerolog.NewTestWriter(t)), search.IndexerOptions{Poll: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan error, 1)
+	go func() { done <- ix.Run(ctx) }()
+
+	s := f.open("C0000001", "1700000000.000100")
+	f.append(s, userMsg(s, "U0000001", "alice", "1700000000.000101", "indexed in the background"))
+	deadline := time.Now().Add(time.Minute)
+	for len(f.search(search.Query{Text: "background"})) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not index the new message within a minute")
+		}
+		runtime.Gosched()
+		time.Sleep(5 * time.Millisecond) // polling for a condition, not timing the code
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run returned %v, want nil after cancellation", err)
 	}
 }
