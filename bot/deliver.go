@@ -20,9 +20,9 @@ const MetadataEventType = "logbook_reply"
 
 // DeliveryConfig configures a Deliverer. Zero values take defaults.
 type DeliveryConfig struct {
-	PartLimit int           // characters per posted part; default mrkdwn.DefaultLimit (3,900)
-	Attempts  int           // posts of one part, first included; default 3
-	Reaction  string        // reaction that shows the bot is working; default "eyes"; "-" for none
+	PartLimit int    // characters per posted part; default mrkdwn.DefaultLimit (3,900)
+	Attempts  int    // posts of one part, first included; default 3
+	Reaction  string // reaction that shows the bot is working; default "eyes"; "-" for none
 	Sleep     func(ctx context.Context, d time.Duration) error
 }
 

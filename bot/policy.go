@@ -34,10 +34,10 @@ type inbound struct {
 type action int
 
 const (
-	actIgnore action = iota // ack, store nothing
-	actMessage              // store a user_message (starting or continuing a session)
-	actEdit                 // store user_message_edited, if the thread has a session
-	actDelete               // store user_message_deleted, if the thread has a session
+	actIgnore  action = iota // ack, store nothing
+	actMessage               // store a user_message (starting or continuing a session)
+	actEdit                  // store user_message_edited, if the thread has a session
+	actDelete                // store user_message_deleted, if the thread has a session
 )
 
 // decision is Classify's answer.
