@@ -277,3 +277,47 @@ func TestExportGolden(t *testing.T) {
 		golden(t, "manifest."+string(format)+".json", []byte(strings.Join(lines, "\n")))
 	}
 }
+
+func TestAccessRecordsShowUpInExportsAndFileURLsWork(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	s := f.open(t, "C0000001", "1700000000.000100")
+	first := f.append(t, s.ID, alice, session.TypeUserMessage, map[string]any{"text": "x"})
+	a, err := audit.RecordAccess(ctx, f.auditor.Pool(), audit.Who{Name: "jane@example.com"}, "verify",
+		map[string]any{"session": s.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := audit.RecordAccess(ctx, f.auditor.Pool(), audit.Who{}, "verify", nil); !errors.Is(err, audit.ErrInvalid) {
+		t.Errorf("access without who: %v, want ErrInvalid", err)
+	}
+	dir := t.TempDir()
+	bucket, err := audit.OpenBucket(ctx, "file://"+dir+"/nested")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	to := f.dbNow(t)
+	m, err := audit.NewExporter(f.auditor, audit.ExporterOptions{Settle: time.Millisecond}).Export(ctx,
+		audit.Query{From: first.CreatedAt, To: to}, bucket, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := jsonlEvents(t, filepath.Join(dir, "nested", "access.jsonl"))
+	if m.AccessRecords != 1 || len(recs) != 1 || recs[0]["id"] != a.ID.String() || recs[0]["who"] != "jane@example.com" ||
+		recs[0]["action"] != "verify" || recs[0]["filters"].(map[string]any)["session"] != s.ID.String() {
+		t.Fatalf("access records in the export: %v (manifest says %d)", recs, m.AccessRecords)
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, "nested"))
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"access.jsonl", "events.jsonl", "manifest.json"}) {
+		t.Errorf("file:// export wrote %v", names)
+	}
+	if b, k := audit.SplitObject("file://" + dir + "/cp/1.json"); b != "file://"+dir+"/cp" || k != "1.json" {
+		t.Errorf("SplitObject = %q, %q", b, k)
+	}
+}
