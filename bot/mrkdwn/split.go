@@ -250,7 +250,7 @@ func (ix *lineIndex) cut(s, limit int) int {
 		if !atLineStart && ix.fenceLike[k] {
 			continue // never inside a fence line
 		}
-		if !atLineStart && strings.HasPrefix(strings.TrimLeft(text[p:], " \t"), "```") {
+		if !atLineStart && startsFence(text[p:]) {
 			continue // the next part would start with a fence line the text does not have
 		}
 		if !graphemeBoundary(r, next, text[:p-w]) {
@@ -295,8 +295,8 @@ func (ix *lineIndex) cut(s, limit int) int {
 // modifier or ZWJ sequence, or a regional-indicator pair.
 func graphemeBoundary(r, next rune, before string) bool {
 	switch {
-	case r == '\r' && next == '\n':
-		return false
+	case next < 0x300: // nothing below U+0300 joins the previous character
+		return !(r == '\r' && next == '\n') && r != 0x200D
 	case r == 0x200D: // zero-width joiner
 		return false
 	case next == 0x200D, next == 0x20E3,
@@ -320,6 +320,15 @@ func graphemeBoundary(r, next rune, before string) bool {
 		return count%2 == 0
 	}
 	return true
+}
+
+// startsFence reports whether s begins, after spaces or tabs, with ```.
+func startsFence(s string) bool {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	return strings.HasPrefix(s[i:], "```")
 }
 
 func isRegionalIndicator(r rune) bool { return r >= 0x1F1E6 && r <= 0x1F1FF }

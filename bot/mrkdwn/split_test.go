@@ -137,10 +137,20 @@ func TestSplitMarkdownOutput(t *testing.T) {
 	checkParts(t, text, parts, 500)
 }
 
+// BenchmarkSplit/runecount is the baseline: one pass counting runes. The
+// ratio split/runecount is Split's cost over the least any splitter does.
 func BenchmarkSplit(b *testing.B) {
 	text := strings.Repeat("word ", 9000) + "\n```\n" + strings.Repeat("code line\n", 2000) + "```\n"
-	b.SetBytes(int64(len(text)))
-	for b.Loop() {
-		Split(text, 0)
-	}
+	b.Run("runecount", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			utf8.RuneCountInString(text)
+		}
+	})
+	b.Run("split", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			Split(text, 0)
+		}
+	})
 }
