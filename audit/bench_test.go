@@ -193,4 +193,3 @@ func fileSize(b *testing.B, path string) int64 {
 	}
 	return st.Size()
 }
-
