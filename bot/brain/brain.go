@@ -205,17 +205,23 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 	turnCtx, cancel := context.WithTimeout(ctx, b.cfg.MaxTurnTime)
 	defer cancel()
 
-	evs, err := t.Log.Events(ctx, session.Range{})
+	if t.TurnSeq > 0 {
+		started, err := t.Log.Events(ctx, session.Range{From: t.TurnSeq, To: t.TurnSeq})
+		if err != nil {
+			return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
+		}
+		st.through = turnThrough(started, t.TurnSeq)
+	}
+	evs, err := b.load(ctx, t.Log)
 	if err != nil {
 		return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
 	}
-	st.through = turnThrough(evs, t.TurnSeq)
 	if err := b.repair(ctx, st, evs); err != nil {
 		return Reply{}, err
 	}
 
 	for round := 0; ; round++ {
-		evs, err := t.Log.Events(ctx, session.Range{})
+		evs, err := b.load(ctx, t.Log)
 		if err != nil {
 			return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
 		}
@@ -226,7 +232,18 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		if !h.Content {
 			return b.reply(ctx, st, EmptyMentionReply, nil, StatusOK, "")
 		}
-		if estimateTokens(st.system, h.Messages, st.tools) > b.cfg.ContextBudget {
+		if r, ok := answered(evs, h, st.through); ok {
+			// The process died after appending this turn's reply: deliver that one.
+			st.log.Info().Int64("reply_seq", r.Event.Seq).Msg("turn already answered")
+			return r, nil
+		}
+		tools, noTools := st.tools, round >= b.cfg.MaxRounds
+		if len(tools) == 0 && historyUsesTools(h) {
+			// The history shows tool calls (made when a sandbox was there): the APIs want
+			// the tools declared, but none may be called now.
+			tools, noTools = toolSpecs(true, true), true
+		}
+		if estimateTokens(st.system, h.Messages, tools) > b.cfg.ContextBudget {
 			if h, err = b.compact(turnCtx, st, evs, h); err != nil {
 				return Reply{}, err
 			}
@@ -240,15 +257,15 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 			Purpose:   PurposeReply,
 			System:    st.system,
 			Messages:  h.Messages,
-			Tools:     st.tools,
-			NoTools:   round >= b.cfg.MaxRounds,
+			Tools:     tools,
+			NoTools:   noTools,
 			MaxTokens: b.cfg.MaxTokens,
 		}
 		resp, usage, err := b.call(turnCtx, req)
 		if err != nil {
 			return b.modelFailure(ctx, turnCtx, st, err)
 		}
-		if len(resp.ToolUses) == 0 || req.NoTools || len(st.tools) == 0 {
+		if len(resp.ToolUses) == 0 || req.NoTools {
 			text := resp.Text
 			if strings.TrimSpace(text) == "" {
 				text = "(The model returned an empty reply.)"
@@ -286,6 +303,56 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 
 func (st *turn) historyOptions() historyOptions {
 	return historyOptions{Through: st.through, BotName: st.Where.BotName, BotUserID: st.Where.BotUserID}
+}
+
+// load reads the events the history needs: those after the newest context_summary's range (the
+// summary included), or all of them.
+func (b *Brain) load(ctx context.Context, log Log) ([]session.Event, error) {
+	sums, err := log.Events(ctx, session.Range{Types: []session.Type{session.TypeContextSummary}, Desc: true, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	var from int64
+	if len(sums) == 1 {
+		var s session.ContextSummary
+		if sums[0].Decode(&s) == nil && s.ToSeq < sums[0].Seq {
+			from = s.ToSeq + 1
+		}
+	}
+	return log.Events(ctx, session.Range{From: from})
+}
+
+// answered returns the turn's reply when the log already holds it: the history ends with the
+// assistant, and the last assistant_message is a reply written after the turn's last user
+// message.
+func answered(evs []session.Event, h history, through int64) (Reply, bool) {
+	if n := len(h.Messages); n == 0 || h.Messages[n-1].Role != RoleAssistant {
+		return Reply{}, false
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		e := evs[i]
+		if e.Type == session.TypeUserMessage && (through == 0 || e.Seq <= through) {
+			return Reply{}, false
+		}
+		if e.Type != session.TypeAssistantMessage {
+			continue
+		}
+		var m session.AssistantMessage
+		if e.Decode(&m) != nil || !m.Reply() {
+			return Reply{}, false
+		}
+		return Reply{Event: e, Message: m, Status: StatusOK}, true
+	}
+	return Reply{}, false
+}
+
+func historyUsesTools(h history) bool {
+	for _, m := range h.Messages {
+		if hasToolUse(m) {
+			return true
+		}
+	}
+	return false
 }
 
 // turnThrough is the Through of the turn_started at seq, or 0 (no limit) when it is absent.

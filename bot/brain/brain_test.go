@@ -708,3 +708,60 @@ func TestNewProvider(t *testing.T) {
 		}
 	}
 }
+
+// The process died after appending the reply but before turn_completed: running the turn
+// again returns that reply and calls no model.
+func TestRerunAfterReplyReturnsIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.titled()
+	fake := fakeprovider.NewAnthropic(t, anthropicKey)
+	fake.Push(fakeprovider.Reply{Text: "Answer."})
+	b, _ := newBrain(t, anthropicProvider(t, fake, anthropicKey), nil)
+	seq, _ := e.user("question")
+	turnSeq := e.startTurn(seq)
+	r1, err := b.Run(context.Background(), e.turn(nil, turnSeq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.user("a later message, queued for the next turn")
+	r2, err := b.Run(context.Background(), e.turn(nil, turnSeq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Event.Seq != r1.Event.Seq || r2.Message.Text != "Answer." || r2.Status != brain.StatusOK {
+		t.Errorf("rerun = %+v, want the stored reply %d", r2, r1.Event.Seq)
+	}
+	wantTypes(t, e.after(turnSeq), session.TypeAssistantMessage, session.TypeUserMessage)
+	mustAllValid(t, fake, 1)
+}
+
+// A thread whose history holds tool calls keeps them valid when the sandbox is gone: the tools
+// are declared, but the model may not call one.
+func TestHistoryWithToolsButNoHands(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.titled()
+	bot := session.Actor{Kind: session.ActorBot, ID: "UB000001"}
+	seq, _ := e.user("run ls")
+	ts := e.startTurn(seq)
+	e.append(
+		session.NewEvent{Type: session.TypeAssistantMessage, Actor: bot, Payload: session.AssistantMessage{ToolCallIDs: []string{"toolu_x"}, Turn: ts}},
+		session.NewEvent{Type: session.TypeToolCall, Actor: bot, Payload: session.ToolCall{CallID: "toolu_x", Name: "run_command", Input: []byte(`{"command":"ls"}`)}},
+		session.NewEvent{Type: session.TypeToolResult, Actor: bot, Payload: session.ToolResult{CallID: "toolu_x", Content: "a b"}},
+		session.NewEvent{Type: session.TypeAssistantMessage, Actor: bot, Payload: session.AssistantMessage{Text: "a and b", Turn: ts}},
+	)
+	seq, _ = e.user("and again?")
+	turnSeq := e.startTurn(seq)
+	fake := fakeprovider.NewAnthropic(t, anthropicKey)
+	fake.Push(fakeprovider.Reply{Text: "I have no sandbox now."})
+	b, _ := newBrain(t, anthropicProvider(t, fake, anthropicKey), nil)
+	if _, err := b.Run(context.Background(), e.turn(nil, turnSeq)); err != nil {
+		t.Fatal(err)
+	}
+	wantTypes(t, e.after(turnSeq), session.TypeAssistantMessage)
+	calls := mustAllValid(t, fake, 1)
+	if calls[0].ToolChoice != "none" || len(calls[0].Tools) == 0 {
+		t.Errorf("tools %v, tool_choice %q", calls[0].Tools, calls[0].ToolChoice)
+	}
+}

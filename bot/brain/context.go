@@ -72,7 +72,10 @@ func (b *Brain) compact(ctx context.Context, st *turn, evs []session.Event, h hi
 		return h, nil
 	}
 	from := int64(1)
-	if len(evs) > 0 {
+	switch {
+	case h.Summary.ToSeq > 0:
+		from = h.Summary.FromSeq // the new summary takes in the old one
+	case len(evs) > 0:
 		from = evs[0].Seq
 	}
 	stored, err := st.Log.Append(ctx, session.NewEvent{
@@ -94,10 +97,9 @@ const titleSystem = "Write a title for this Slack thread: at most six words, no 
 // that call fails, the opening words of the first message. At most one title per session
 // (idempotency key "title"). Failures are logged, never the turn's.
 func (b *Brain) maybeTitle(ctx context.Context, st *turn, evs []session.Event, r Reply) {
-	for _, e := range evs {
-		if e.Type == session.TypeTitle {
-			return
-		}
+	titles, err := st.Log.Events(ctx, session.Range{Types: []session.Type{session.TypeTitle}, Limit: 1})
+	if err != nil || len(titles) > 0 {
+		return
 	}
 	h, err := buildHistory(evs, st.historyOptions())
 	if err != nil || len(h.Messages) == 0 {
