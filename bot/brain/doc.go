@@ -1,0 +1,82 @@
+// Package brain is logbook's agent loop: it turns a session's events into a model request,
+// calls the model, runs the tools the model asks for in the session's sandbox, and appends
+// everything that happens to the session's log as it happens. It holds no history of its own:
+// every round is rebuilt from the log, so a brain can die at any point and the next one, on
+// any replica, carries on.
+//
+// # Contract with the cell
+//
+// The cell (package bot) owns the session's lease. It appends turn_started (whose Through is
+// the last user message the turn answers), calls [Brain.Run] once with a [Turn] — the session,
+// a [Log] bound to the session and the lease epoch, the sandbox ([Hands], provisioned lazily,
+// may be nil), a [Searcher] for past sessions (may be nil) and [Where] the thread is — then
+// delivers the returned [Reply] and appends turn_completed with Reply.Status and Reply.Reason.
+// The brain never talks to Slack.
+//
+// # One turn
+//
+//  1. Repair. Every tool_call in the log without a tool_result (the process died mid-tool) gets
+//     an appended tool_result{is_error, synthetic, "interrupted; outcome unknown"}, in call
+//     order (C23). The call is not run again: its outcome is unknown and it may not be
+//     idempotent. Old events are never changed.
+//  2. Context. The events after the newest context_summary's range become provider-neutral
+//     messages ([Message], [Block]): markers are skipped by type; a user message shows its
+//     newest edit and deleted ones are left out; users are named ("Alice: ..."), a leading
+//     mention of the bot is removed, and a bare mention never becomes an empty text block (C09:
+//     a thread of bare mentions is answered "What can I help with?" without a model call);
+//     messages that arrived after the turn's Through wait for the next turn; each assistant
+//     message is followed by one user message with its tool results in call order, then any
+//     text that arrived meanwhile; consecutive messages of one role are merged; results that
+//     answer no tool use of the message before are dropped.
+//  3. Budget. When the estimated size (bytes/4 plus a little per block) is over
+//     Config.ContextBudget, the older turns are summarised by the model and the summary is
+//     appended as context_summary{from_seq, to_seq, summary}. Cuts fall only at turn boundaries
+//     (a user message after a plain reply), so a tool_use and its tool_result are kept or
+//     dropped together (C24). Later requests send the summary plus the events after to_seq.
+//  4. Validate. Before every request a validator checks what the providers check: the first
+//     and last messages are the user's, roles alternate, no block is empty, every tool_use is
+//     answered by a tool_result at the head of the next message and every tool_result answers
+//     one. A history that fails ends the turn with an error event instead of a request the
+//     provider would reject.
+//  5. Call. Transient errors (408, 409, 429, 5xx including Anthropic's 529 overloaded, no
+//     response) are retried with exponential backoff, full jitter and at least the server's
+//     Retry-After, within RetryPolicy.Attempts and the turn's remaining wall time; the SDKs'
+//     own retries are off. Permanent errors (400, 401, 403, ...) are not retried.
+//  6. Act. A response with tool uses is appended as one batch — assistant_message{text,
+//     tool_call_ids, usage} and its tool_call events — then each tool runs and its
+//     tool_result is appended (an error is a result the model reads, never a crash). Then the
+//     next round starts at 2. A response without tool uses is appended as the reply
+//     (assistant_message with no tool_call_ids) and returned. Usage (provider, model, tokens,
+//     stop reason, latency) is recorded on every assistant_message that came from a call.
+//  7. Title. After the first reply of a session, a short model-written title event is appended
+//     (the first words of the thread if that call fails); at most one per session.
+//
+// Limits per turn: Config.MaxRounds tool rounds (then the model is asked with tool_choice none
+// to answer), Config.MaxTurnTime of wall time (tools and calls included), Config.MaxToolOutput
+// bytes per result and Config.MaxTurnOutput bytes for all results of the turn; cut output
+// keeps its head and tail around a "[… output truncated: N bytes omitted …]" marker and the
+// result has truncated set.
+//
+// # Failures
+//
+// A model that refuses the request, stays unavailable, or a turn that runs out of time ends
+// with an error event {stage, code, message} and a short reply that says so (Reply.Status
+// "error"), so the thread always hears back. Run returns an error only when the log refuses an
+// append (session.ErrFenced after a lost lease) or ctx ends; the next turn repairs whatever
+// was left half done. A turn whose reply is already in the log returns that reply without a
+// model call, so re-running a turn after a crash does not answer twice.
+//
+// # Providers
+//
+// [NewProvider] takes LOGBOOK_MODEL's value: "anthropic:<model>" (the Messages API through
+// github.com/anthropics/anthropic-sdk-go), "openai:<model>" (Chat Completions through
+// github.com/openai/openai-go/v3, which also serves Ollama, vLLM and llama.cpp) or "offline"
+// ([Offline], a deterministic stand-in that says it is not a language model and turns
+// "run: <command>" into a tool call). Keys and base URLs arrive in [ProviderConfig]; the
+// package never reads the environment, and the SDKs are built without their environment
+// defaults. Keys never reach a log line or an event. A failing provider is never replaced by
+// the offline one.
+//
+// Package fakeprovider, beside this one, serves both HTTP APIs for tests and rejects what the
+// real APIs reject.
+package brain
