@@ -14,7 +14,7 @@
 //
 // Layout of the directory:
 //
-//	<dir>/data/           the cluster (PGDATA)
+//	<dir>/data/           the cluster (PGDATA); initdb works in data.initdb/, renamed when done
 //	<dir>/server.log      the server's log
 //	<dir>/.s.PGSQL.5433   the unix socket
 //	<dir>/logbook.lock    held (flock) by the process that started the server
@@ -135,10 +135,20 @@ func start(ctx context.Context, opts Options, f finder) (*Server, error) {
 // startLocked runs with the directory lock held; on error it leaves no server running.
 func (s *Server) startLocked(ctx context.Context, wantMajor int, db string) error {
 	if wantMajor == 0 {
+		// initdb into a scratch directory renamed into place when complete: an interrupted
+		// initdb never leaves something that looks like a cluster.
 		fmt.Fprintf(s.log, "localpg: creating a PostgreSQL %d cluster in %s\n", s.bin.major, s.dataDir())
-		if out, err := s.run(ctx, s.bin.initdb(), "-D", s.dataDir(), "-U", superuser,
+		scratch := s.dataDir() + ".initdb"
+		if err := os.RemoveAll(scratch); err != nil {
+			return fmt.Errorf("remove the remains of an interrupted initdb: %w", err)
+		}
+		if out, err := s.run(ctx, s.bin.initdb(), "-D", scratch, "-U", superuser,
 			"--auth-local=trust", "--auth-host=reject", "--encoding=UTF8", "--locale=C"); err != nil {
-			return fmt.Errorf("initdb %s: %w\n%s", s.dataDir(), err, tail(out, 20))
+			os.RemoveAll(scratch)
+			return fmt.Errorf("initdb %s: %w\n%s", scratch, err, tail(out, 20))
+		}
+		if err := os.Rename(scratch, s.dataDir()); err != nil {
+			return fmt.Errorf("move the new cluster into place: %w", err)
 		}
 	}
 	// A server still running here was started by an owner that died without Stop (it
@@ -318,6 +328,8 @@ func (s *Server) running(ctx context.Context) (bool, error) {
 func (s *Server) run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C", "LANG=C")
+	// On cancellation ask first (initdb removes what it made on SIGTERM), kill 5s later.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 5 * time.Second
 	if s.as != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: s.as.uid, Gid: s.as.gid, Groups: []uint32{}}}

@@ -113,6 +113,13 @@ func TestStartPersistsAcrossRestartsAndStopLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	dir := mustTempDir(t)
 	var log syncBuffer
+	// The remains of an initdb interrupted by a crash are cleared away.
+	if err := os.MkdirAll(filepath.Join(dir, "data.initdb", "base"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data.initdb", "PG_VERSION"), []byte("15\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	s1, err := Start(ctx, Options{Dir: dir, Log: &log})
 	if err != nil {
@@ -120,6 +127,9 @@ func TestStartPersistsAcrossRestartsAndStopLeavesNothing(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "creating a PostgreSQL") {
 		t.Errorf("first Start did not say it creates a cluster; log:\n%s", log.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data.initdb")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("data.initdb still there after Start: %v", err)
 	}
 	if !strings.Contains(s1.URL(), "/logbook?") || !strings.Contains(s1.URL(), "host=") {
 		t.Errorf("URL %q: want the logbook database over the socket", s1.URL())
