@@ -70,8 +70,8 @@ func (p *anthropicProvider) Complete(ctx context.Context, req Request) (Response
 			Description: anthropic.String(t.Description),
 			InputSchema: anthropic.ToolInputSchemaParam{Properties: t.Schema["properties"]},
 		}
-		if req, ok := t.Schema["required"].([]string); ok {
-			tp.InputSchema.Required = req
+		if required, ok := t.Schema["required"].([]string); ok {
+			tp.InputSchema.Required = required
 		}
 		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: tp})
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -763,5 +765,23 @@ func TestHistoryWithToolsButNoHands(t *testing.T) {
 	calls := mustAllValid(t, fake, 1)
 	if calls[0].ToolChoice != "none" || len(calls[0].Tools) == 0 {
 		t.Errorf("tools %v, tool_choice %q", calls[0].Tools, calls[0].ToolChoice)
+	}
+}
+
+func TestUnreachableProviderIsTransient(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL + "/"
+	srv.Close()
+	for _, spec := range []string{"anthropic:m", "openai:m"} {
+		p, err := brain.NewProvider(spec, brain.ProviderConfig{AnthropicAPIKey: "k", AnthropicBaseURL: url, OpenAIBaseURL: url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.Complete(context.Background(), brain.Request{Messages: []brain.Message{{Role: brain.RoleUser, Blocks: []brain.Block{{Text: "hi"}}}}})
+		var pe *brain.ProviderError
+		if !errors.As(err, &pe) || !pe.Transient || pe.Status != 0 || pe.Message != "no response: connection refused" {
+			t.Errorf("%s: err = %v", spec, err)
+		}
 	}
 }

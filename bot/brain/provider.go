@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -143,13 +146,19 @@ func networkError(ctx context.Context, provider string, err error) error {
 
 // shortNetworkReason describes a transport error without quoting URLs or headers.
 func shortNetworkReason(err error) string {
+	var dnsErr *net.DNSError
+	var netErr net.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timed out"
-	case strings.Contains(err.Error(), "connection refused"):
+	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused"
-	case strings.Contains(err.Error(), "EOF"), strings.Contains(err.Error(), "reset"):
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "connection closed"
+	case errors.As(err, &dnsErr):
+		return "host name not resolved"
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "timed out"
 	}
 	return "network error"
 }
