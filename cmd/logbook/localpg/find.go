@@ -79,6 +79,9 @@ func (f finder) find(ctx context.Context, wantMajor int) (binaries, error) {
 		}
 		found = append(found, binaries{dir: d, major: major})
 	}
+	if err := ctx.Err(); err != nil {
+		return binaries{}, fmt.Errorf("look for PostgreSQL: %w", err) // not "not installed"
+	}
 	if len(found) == 0 {
 		return binaries{}, ErrNotInstalled
 	}

@@ -165,20 +165,30 @@ func (s *Server) startLocked(ctx context.Context, wantMajor int, db string) erro
 			"-t", strconv.Itoa(int(startTimeout/time.Second)), "-s", "-o", s.serverOptions())
 		if err != nil {
 			logTail, _ := os.ReadFile(s.LogPath())
-			s.stopServer(ctx) // pg_ctl may have launched it before timing out
+			s.abandon(ctx) // pg_ctl may have launched it before failing
 			return fmt.Errorf("pg_ctl start %s: %w\n%s%s", s.dataDir(), err, tail(out, 10), tail(logTail, 20))
 		}
 	}
 	if s.pid, err = readPID(s.dataDir()); err != nil {
-		s.stopServer(ctx)
+		s.abandon(ctx)
 		return err
 	}
 	s.url = socketURL(s.dir, db)
 	if err := createDatabase(ctx, socketURL(s.dir, "postgres"), db); err != nil {
-		s.stopServer(ctx)
+		s.abandon(ctx)
 		return err
 	}
 	return nil
+}
+
+// abandon stops the server after a failed start, even when ctx is what failed it (Ctrl-C
+// during start). The start's error is what matters; a failure to stop is logged.
+func (s *Server) abandon(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	if err := s.stopServer(ctx); err != nil {
+		fmt.Fprintf(s.log, "localpg: %v\n", err)
+	}
 }
 
 // URL is the connection string of the database, over the unix socket, e.g.

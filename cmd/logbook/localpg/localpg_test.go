@@ -302,3 +302,18 @@ func TestStartRejectsBadDirectories(t *testing.T) {
 		})
 	}
 }
+
+func TestStartWithCancelledContextLeavesNothing(t *testing.T) {
+	requirePostgres(t)
+	t.Parallel()
+	dir := mustTempDir(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Start(ctx, Options{Dir: dir})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start with a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Start with a cancelled context created %s", dir)
+	}
+}
