@@ -83,6 +83,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		newTranscriptCmd(e), newSearchCmd(e),
 		newAuditCmd(e),
 		newServeCmd(e),
+		newDevCmd(e),
+		newSlackEmulatorCmd(e),
 	)
 	return root.ExecuteContext(ctx)
 }

@@ -268,11 +268,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if kind != sandbox.KindNone {
 		dir := cfg.SandboxDir
 		if dir == "" {
-			base, err := os.UserCacheDir()
-			if err != nil {
-				base = os.TempDir()
-			}
-			dir = filepath.Join(base, "logbook", "sandboxes")
+			dir = defaultSandboxDir()
 		}
 		provs, err = sandbox.New(kind, sandbox.Config{BaseDir: dir, AllowNetwork: cfg.SandboxNet}, log.With().Str("part", "sandbox").Logger())
 		if err != nil {
@@ -429,4 +425,13 @@ func slashHandler(s *search.Searcher) bot.SlashHandler {
 				"Private channels and DMs are never stored."
 		}
 	}
+}
+
+// defaultSandboxDir is where sandbox workspaces live: under the user cache dir, or for root
+// (whose home the unprivileged sandbox user cannot reach) under /var/lib/logbook.
+func defaultSandboxDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/logbook/sandboxes"
+	}
+	return filepath.Join(cacheDir(), "logbook", "sandboxes")
 }
