@@ -785,3 +785,36 @@ func TestUnreachableProviderIsTransient(t *testing.T) {
 		}
 	}
 }
+
+// C22: tool output PostgreSQL cannot store is sanitised before it is stored, and the model sees
+// the same sanitised text.
+func TestToolOutputWithNULIsStoredSanitizedAndSentSanitized(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.titled()
+	fake := fakeprovider.NewAnthropic(t, anthropicKey)
+	fake.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_n", Name: "run_command", Input: `{"command":"cat bin"}`}}},
+		fakeprovider.Reply{Text: "It holds a NUL."},
+	)
+	hands := &fakeHands{exec: func(ctx context.Context, shell string) (sandbox.ExecResult, error) {
+		return sandbox.ExecResult{Stdout: "abc\x00def\xff"}, nil
+	}}
+	b, _ := newBrain(t, anthropicProvider(t, fake, anthropicKey), nil)
+	seq, _ := e.user("what is in bin?")
+	turnSeq := e.startTurn(seq)
+	if _, err := b.Run(context.Background(), e.turn(hands, turnSeq)); err != nil {
+		t.Fatal(err)
+	}
+	evs := e.after(turnSeq)
+	wantTypes(t, evs, session.TypeAssistantMessage, session.TypeToolCall, session.TypeToolResult, session.TypeAssistantMessage)
+	res := decode[session.ToolResult](t, evs[2])
+	if !evs[2].Sanitized || !strings.Contains(res.Content, "abc\uFFFDdef\uFFFD") {
+		t.Fatalf("stored result (sanitized %v) = %q", evs[2].Sanitized, res.Content)
+	}
+	calls := mustAllValid(t, fake, 2)
+	sent := calls[1].Messages[2].Blocks[0]
+	if sent.Text != res.Content {
+		t.Errorf("the model saw %q, the log holds %q", sent.Text, res.Content)
+	}
+}

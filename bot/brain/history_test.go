@@ -349,3 +349,28 @@ func TestOfflineIsDeterministic(t *testing.T) {
 		t.Errorf("offline reply does not say what it is: %q", r1.Text)
 	}
 }
+
+// BenchmarkBuildHistory measures rebuilding a session's history, done once per model round.
+// Compare the sizes as a ratio: the work should grow linearly with the events.
+func BenchmarkBuildHistory(b *testing.B) {
+	for _, turns := range []int{25, 250} {
+		var es events
+		for i := range turns {
+			id := fmt.Sprintf("toolu_%d", i)
+			es.user(fmt.Sprint(i), fmt.Sprintf("question %d", i))
+			es.add(session.TypeTurnStarted, session.TurnStarted{})
+			es.assistant("", id)
+			es.call(id)
+			es.result(id, strings.Repeat("r", 400))
+			es.assistant(fmt.Sprintf("answer %d", i))
+		}
+		b.Run(fmt.Sprintf("events=%d", len(es)), func(b *testing.B) {
+			for b.Loop() {
+				h, err := buildHistory(es, historyOptions{})
+				if err != nil || validate(h.Messages, false) != nil {
+					b.Fatal("invalid history")
+				}
+			}
+		})
+	}
+}
