@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,7 +91,7 @@ type Options struct {
 	// of a new one; default 30 days.
 	HalfLife time.Duration
 	// Window, MaxWalk and Candidates tune the query plan; see Search. Defaults 1000, 20000
-	// and 50.
+	// and 30 (never fewer candidates than the query's limit).
 	Window, MaxWalk, Candidates int
 }
 
@@ -119,7 +119,7 @@ func NewSearcher(pool *pgxpool.Pool, opts Options) *Searcher {
 		halfLife:   cmp.Or(opts.HalfLife, 30*24*time.Hour),
 		window:     cmp.Or(opts.Window, 1000),
 		maxWalk:    cmp.Or(opts.MaxWalk, 20000),
-		candidates: cmp.Or(opts.Candidates, 50),
+		candidates: cmp.Or(opts.Candidates, 30),
 	}
 }
 
@@ -283,20 +283,21 @@ func (s *Searcher) Search(ctx context.Context, q Query) ([]Hit, error) {
 	return hits, nil
 }
 
-// recentMatches returns the keys of the s.candidates most recent matches of q (fewer when
+// recentMatches returns the keys of the k = max(limit, Candidates) most recent matches of q (fewer when
 // there are fewer), choosing between walking the time index and the GIN index from what a
 // short walk of the newest messages says about the query's frequency; docs is the
 // (estimated) number of messages.
 func (s *Searcher) recentMatches(ctx context.Context, q Query, docs int64) (candidateKeys, error) {
 	f := q.filter()
+	k := max(q.Limit, s.candidates)
 	if q.Session != (session.ID{}) { // one session: few rows, the GIN index and a filter
-		return s.bitmapKeys(ctx, s.ginSQL(f), f.args)
+		return s.bitmapKeys(ctx, s.ginSQL(f, k), f.args)
 	}
 	// Phase 1: walk the newest `window` messages that pass the filters. The LIMIT in the
 	// subquery fences the tsquery out of it, so the time (or channel, actor) index drives
 	// the scan, and it stops at the candidates' count: a common term costs a few rows.
-	keys, err := s.keys(ctx, s.walkSQL(f, s.window), f.args)
-	if err != nil || len(keys.ids) >= s.candidates {
+	keys, err := s.keys(ctx, s.walkSQL(f, s.window, k), f.args)
+	if err != nil || len(keys.ids) >= k {
 		return keys, err
 	}
 	// Fewer matches than wanted among the newest `window` rows: estimate what each plan
@@ -319,21 +320,21 @@ FROM (SELECT tsv FROM search_docs WHERE `+f.where()+`
 	}
 	walk := math.Inf(1)
 	if p > 0 {
-		walk = float64(s.candidates) / p
+		walk = float64(k) / p
 	}
 	gin := max(pAnd, 0.5/float64(s.window)) * float64(docs)
 	if walk < gin && walk <= float64(s.maxWalk) {
-		window := min(s.maxWalk, int(2*walk)+s.window)
-		more, err := s.keys(ctx, s.walkSQL(f, window), f.args)
-		if err != nil || len(more.ids) >= s.candidates {
+		window := min(s.maxWalk, int(1.5*walk)+s.window)
+		more, err := s.keys(ctx, s.walkSQL(f, window, k), f.args)
+		if err != nil || len(more.ids) >= k {
 			return more, err
 		}
 	}
 	// Phase 2: a rare term: the GIN index finds every match.
-	return s.bitmapKeys(ctx, s.ginSQL(f), f.args)
+	return s.bitmapKeys(ctx, s.ginSQL(f, k), f.args)
 }
 
-func (s *Searcher) walkSQL(f *filter, window int) string {
+func (s *Searcher) walkSQL(f *filter, window, k int) string {
 	return `
 SELECT d.session_id, d.seq FROM (
     SELECT session_id, seq, created_at, tsv FROM search_docs
@@ -341,14 +342,14 @@ SELECT d.session_id, d.seq FROM (
     ORDER BY created_at DESC LIMIT ` + strconv.Itoa(window) + `
 ) d
 WHERE d.tsv @@ ` + tsQuery + `
-ORDER BY d.created_at DESC LIMIT ` + strconv.Itoa(s.candidates)
+ORDER BY d.created_at DESC LIMIT ` + strconv.Itoa(k)
 }
 
-func (s *Searcher) ginSQL(f *filter) string {
+func (s *Searcher) ginSQL(f *filter, k int) string {
 	return `
 SELECT session_id, seq FROM search_docs
 WHERE tsv @@ ` + tsQuery + ` AND ` + f.where() + `
-ORDER BY created_at DESC LIMIT ` + strconv.Itoa(s.candidates)
+ORDER BY created_at DESC LIMIT ` + strconv.Itoa(k)
 }
 
 type candidateKeys struct {

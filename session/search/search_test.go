@@ -411,37 +411,54 @@ func TestSearchRejectsBadQueries(t *testing.T) {
 	}
 }
 
-// Both plans (recent window for common terms, GIN for rare ones) return the most recent
-// matches; a tiny window and candidate count force each path on a small data set.
-func TestSearchPlansAgreeOnCommonAndRareTerms(t *testing.T) {
+// Every plan (a short walk for common terms, a longer walk for medium ones, the GIN index for
+// rare ones) returns the most recent matches; a tiny window and candidate count force each
+// path on a small data set.
+func TestSearchPlansAgreeOnCommonMediumAndRareTerms(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, search.Options{Window: 10, Candidates: 3})
+	f := newFixture(t, search.Options{Window: 10, Candidates: 3, MaxWalk: 100})
 	s := f.open("C0000001", "1700000000.000100")
 	var evs []session.NewEvent
-	for i := range 40 {
+	for i := range 60 {
 		text := fmt.Sprintf("common word number %d", i)
+		if i%5 == 0 {
+			text += " medium"
+		}
 		if i == 2 || i == 5 {
 			text += " with a rare zeppelin"
 		}
 		evs = append(evs, userMsg(s, "U0000001", "alice", fmt.Sprintf("1700000000.%06d", 200+i), text))
 	}
 	f.append(s, evs...)
+	// Tool output (not searched by default) makes the GIN plan look costly for a medium term,
+	// so that term takes the longer walk.
+	var tools []session.NewEvent
+	for i := range 400 {
+		tools = append(tools, session.NewEvent{Type: session.TypeToolResult, Actor: session.Actor{Kind: session.ActorSandbox, ID: "bwrap"},
+			Payload: session.ToolResult{CallID: fmt.Sprint("c", i), Content: "medium output"}})
+	}
+	f.append(s, tools...)
 	f.catchUp()
-
-	// common: phase 1 finds 3 candidates in the 10 newest rows: the 3 newest matches.
-	hits := f.search(search.Query{Text: "common"})
-	var got []string
-	for _, h := range hits {
-		got = append(got, h.TS)
+	if _, err := f.admin.Exec(f.ctx, "ANALYZE search_docs"); err != nil {
+		t.Fatal(err)
 	}
-	slices.Sort(got)
-	if want := []string{"1700000000.000237", "1700000000.000238", "1700000000.000239"}; !slices.Equal(got, want) {
-		t.Errorf("common term: %v, want the 3 newest matches %v", got, want)
-	}
-	// rare: not in the newest 10 rows; phase 2 finds both.
-	hits = f.search(search.Query{Text: "zeppelin"})
-	if len(hits) != 2 {
-		t.Errorf("rare term: %q, want 2 hits", texts(hits))
+	for _, c := range []struct {
+		q    string
+		want []string
+	}{
+		{"common", []string{"1700000000.000257", "1700000000.000258", "1700000000.000259"}}, // 3 in the newest 10
+		{"medium", []string{"1700000000.000245", "1700000000.000250", "1700000000.000255"}}, // 2 in the newest 10: walk on
+		{"zeppelin", []string{"1700000000.000202", "1700000000.000205"}},                    // none: GIN
+		{`"common word" medium`, []string{"1700000000.000245", "1700000000.000250", "1700000000.000255"}},
+	} {
+		var got []string
+		for _, h := range f.search(search.Query{Text: c.q, Limit: 3}) {
+			got = append(got, h.TS)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want the newest matches %v", c.q, got, c.want)
+		}
 	}
 }
 
