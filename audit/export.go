@@ -345,6 +345,7 @@ func (x *Exporter) writeEvents(ctx context.Context, tx pgx.Tx, q Query, sqlText 
 		return File{}, fmt.Errorf("read events: %w", err)
 	}
 	defer rows.Close()
+	actor := make([]byte, 0, 64)
 	for rows.Next() {
 		v := rows.RawValues()
 		if len(v) != len(eventColumns) {
@@ -362,8 +363,7 @@ func (x *Exporter) writeEvents(ctx context.Context, tx pgx.Tx, q Query, sqlText 
 		}
 		o.records++
 		count(m.Counts.ByType, v[6])
-		actor := make([]byte, 0, 64)
-		actor = append(append(append(actor, v[7]...), ':'), v[8]...)
+		actor = append(append(append(actor[:0], v[7]...), ':'), v[8]...)
 		count(m.Counts.ByActor, actor)
 		count(sessions, v[1])
 		if m.FirstEventID == "" {

@@ -29,9 +29,9 @@ func (w Window) key() string {
 // instant after the gap, and a wall time that occurs twice (fall back) fires once, at its
 // first occurrence. It implements cron.Schedule.
 type Spec struct {
-	text     string
-	loc      *time.Location
-	wall     cron.Schedule // the spec evaluated on wall-clock fields expressed in UTC
+	text string
+	wall cron.Schedule // the spec evaluated on wall-clock fields expressed in UTC
+	// Location is the zone whose wall clock the spec follows.
 	Location *time.Location
 }
 
@@ -62,13 +62,13 @@ func ParseSpec(text string, loc *time.Location) (*Spec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parse schedule %q: %w: %v", text, ErrInvalid, err)
 		}
-		return &Spec{text: text, loc: loc, wall: s, Location: loc}, nil
+		return &Spec{text: text, wall: s, Location: loc}, nil
 	}
 	s, err := cronParser.Parse("CRON_TZ=UTC " + rest)
 	if err != nil {
 		return nil, fmt.Errorf("parse schedule %q: %w: %v", text, ErrInvalid, err)
 	}
-	return &Spec{text: text, loc: loc, wall: s, Location: loc}, nil
+	return &Spec{text: text, wall: s, Location: loc}, nil
 }
 
 func (s *Spec) String() string { return s.text }
@@ -78,14 +78,14 @@ func (s *Spec) Next(t time.Time) time.Time {
 	if _, every := s.wall.(cron.ConstantDelaySchedule); every {
 		return s.wall.Next(t)
 	}
-	lt := t.In(s.loc)
+	lt := t.In(s.Location)
 	naive := time.Date(lt.Year(), lt.Month(), lt.Day(), lt.Hour(), lt.Minute(), lt.Second(), lt.Nanosecond(), time.UTC)
 	for range 1000 {
 		w := s.wall.Next(naive)
 		if w.IsZero() {
 			return time.Time{}
 		}
-		inst := wallToInstant(w, s.loc)
+		inst := wallToInstant(w, s.Location)
 		if inst.After(t) {
 			return inst
 		}
