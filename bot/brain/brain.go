@@ -269,7 +269,7 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 			text := resp.Text
 			if strings.TrimSpace(text) == "" {
 				text = "(The model returned an empty reply.)"
-				if req.NoTools {
+				if round >= b.cfg.MaxRounds {
 					text = fmt.Sprintf("I stopped after %d rounds of tool calls, the limit for one turn, without a final answer. Ask me to continue.", b.cfg.MaxRounds)
 				}
 			}
@@ -280,7 +280,13 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 			b.maybeTitle(turnCtx, st, evs, r)
 			return r, nil
 		}
-		uses := uniqueIDs(resp.ToolUses, evs, t.TurnSeq, round)
+		// Ids are checked against every tool_call of the session, not only the events after
+		// the summary: a repeated id would make the append idempotent and lose the call.
+		prior, err := t.Log.Events(ctx, session.Range{Types: []session.Type{session.TypeToolCall}})
+		if err != nil {
+			return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
+		}
+		uses := uniqueIDs(resp.ToolUses, prior, t.TurnSeq, round)
 		if err := b.appendCalls(ctx, st, resp.Text, uses, usage); err != nil {
 			return Reply{}, err
 		}

@@ -818,3 +818,38 @@ func TestToolOutputWithNULIsStoredSanitizedAndSentSanitized(t *testing.T) {
 		t.Errorf("the model saw %q, the log holds %q", sent.Text, res.Content)
 	}
 }
+
+// Some local models repeat tool call ids across turns; a repeated id is replaced, so no call or
+// result is lost to idempotency and the history stays valid.
+func TestRepeatedToolCallIDsAreReplaced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.titled()
+	fake := fakeprovider.NewAnthropic(t, anthropicKey)
+	b, _ := newBrain(t, anthropicProvider(t, fake, anthropicKey), nil)
+	hands := &fakeHands{}
+	var callIDs []string
+	for i := range 2 {
+		fake.Push(
+			fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "call_0", Name: "run_command", Input: fmt.Sprintf(`{"command":"echo %d"}`, i)}}},
+			fakeprovider.Reply{Text: fmt.Sprintf("done %d", i)},
+		)
+		seq, _ := e.user(fmt.Sprintf("echo %d", i))
+		turnSeq := e.startTurn(seq)
+		if _, err := b.Run(context.Background(), e.turn(hands, turnSeq)); err != nil {
+			t.Fatal(err)
+		}
+		evs := e.after(turnSeq)
+		wantTypes(t, evs, session.TypeAssistantMessage, session.TypeToolCall, session.TypeToolResult, session.TypeAssistantMessage)
+		c := decode[session.ToolCall](t, evs[1])
+		r := decode[session.ToolResult](t, evs[2])
+		if m := decode[session.AssistantMessage](t, evs[0]); !slices.Equal(m.ToolCallIDs, []string{c.CallID}) || r.CallID != c.CallID {
+			t.Fatalf("turn %d: message ids %v, call %s, result %s", i, m.ToolCallIDs, c.CallID, r.CallID)
+		}
+		callIDs = append(callIDs, c.CallID)
+	}
+	if callIDs[0] != "call_0" || callIDs[1] == "call_0" {
+		t.Errorf("call ids = %q, want the repeat replaced", callIDs)
+	}
+	mustAllValid(t, fake, 4)
+}
