@@ -619,7 +619,7 @@ and applies LOGBOOK_RETENTION when set. Missed windows are caught up at start; s
 replicas export each window once.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			log := zerolog.New(e.stderr).With().Timestamp().Logger()
+			log := zerolog.New(e.stderr).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 			s, closeAll, err := auditSchedulerFromEnv(c.Context(), e, log)
 			if err != nil {
 				return err
