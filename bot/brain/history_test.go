@@ -374,3 +374,12 @@ func BenchmarkBuildHistory(b *testing.B) {
 		})
 	}
 }
+
+func TestHeadTailKeepsBinaryOutput(t *testing.T) {
+	t.Parallel()
+	s := "\xff\xfe" + strings.Repeat("x", 2000) + "\xffEND"
+	got, cutOff := headTail(s, 200)
+	if !cutOff || len(got) > 200 || !strings.HasPrefix(got, "\xff\xfexxx") || !strings.HasSuffix(got, "\xffEND") {
+		t.Errorf("headTail = %q (%d bytes)", got, len(got))
+	}
+}

@@ -115,17 +115,16 @@ func headTail(s string, n int) (string, bool) {
 	if n <= len(marker)+16 {
 		return fmt.Sprintf("[output omitted: %d bytes, over the turn's output limit]", len(s)), true
 	}
-	room := n - len(marker)
-	head, tail := room*2/3, room-room*2/3
-	h := s[:head]
-	for len(h) > 0 && !utf8.ValidString(h) {
-		h = h[:len(h)-1]
+	room := n - len(marker) - 2 // the final count may have more digits
+	i := room * 2 / 3
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
 	}
-	t := s[len(s)-tail:]
-	for len(t) > 0 && !utf8.ValidString(t) {
-		t = t[1:]
+	j := len(s) - (room - room*2/3)
+	for j < len(s) && !utf8.RuneStart(s[j]) {
+		j++
 	}
-	return h + fmt.Sprintf("\n[… output truncated: %d bytes omitted …]\n", len(s)-len(h)-len(t)) + t, true
+	return s[:i] + fmt.Sprintf("\n[… output truncated: %d bytes omitted …]\n", j-i) + s[j:], true
 }
 
 // runTool runs one tool call. Every failure is an outcome the model sees (IsError), never an
