@@ -327,8 +327,8 @@ func startsWithResults(m Message) bool {
 	return len(m.Blocks) > 0 && m.Blocks[0].ToolResult != nil
 }
 
-// ErrInvalidHistory is returned by validate for a message list a provider would reject.
-var ErrInvalidHistory = errors.New("invalid model history")
+// errInvalidHistory is returned by validate for a message list a provider would reject.
+var errInvalidHistory = errors.New("invalid model history")
 
 // validate is the pre-send check (C23, C24): the first message is the user's and roles
 // alternate; no message is empty and no text block is blank; every tool_use of an assistant
@@ -337,24 +337,24 @@ var ErrInvalidHistory = errors.New("invalid model history")
 // When wantUserLast is set, the last message must be the user's.
 func validate(msgs []Message, wantUserLast bool) error {
 	if len(msgs) == 0 {
-		return fmt.Errorf("%w: no messages", ErrInvalidHistory)
+		return fmt.Errorf("%w: no messages", errInvalidHistory)
 	}
 	if msgs[0].Role != RoleUser {
-		return fmt.Errorf("%w: the first message is %s, not user", ErrInvalidHistory, msgs[0].Role)
+		return fmt.Errorf("%w: the first message is %s, not user", errInvalidHistory, msgs[0].Role)
 	}
 	if wantUserLast && msgs[len(msgs)-1].Role != RoleUser {
-		return fmt.Errorf("%w: the last message is %s, not user", ErrInvalidHistory, msgs[len(msgs)-1].Role)
+		return fmt.Errorf("%w: the last message is %s, not user", errInvalidHistory, msgs[len(msgs)-1].Role)
 	}
 	seen := map[string]bool{}
 	for i, m := range msgs {
 		if m.Role != RoleUser && m.Role != RoleAssistant {
-			return fmt.Errorf("%w: message %d has role %q", ErrInvalidHistory, i, m.Role)
+			return fmt.Errorf("%w: message %d has role %q", errInvalidHistory, i, m.Role)
 		}
 		if i > 0 && msgs[i-1].Role == m.Role {
-			return fmt.Errorf("%w: messages %d and %d are both %s", ErrInvalidHistory, i-1, i, m.Role)
+			return fmt.Errorf("%w: messages %d and %d are both %s", errInvalidHistory, i-1, i, m.Role)
 		}
 		if len(m.Blocks) == 0 {
-			return fmt.Errorf("%w: message %d is empty", ErrInvalidHistory, i)
+			return fmt.Errorf("%w: message %d is empty", errInvalidHistory, i)
 		}
 		var pending map[string]bool
 		if i > 0 && m.Role == RoleUser {
@@ -370,37 +370,37 @@ func validate(msgs []Message, wantUserLast bool) error {
 				n++
 			}
 			if n > 1 {
-				return fmt.Errorf("%w: message %d block %d is two kinds at once", ErrInvalidHistory, i, j)
+				return fmt.Errorf("%w: message %d block %d is two kinds at once", errInvalidHistory, i, j)
 			}
 			switch {
 			case b.ToolUse != nil:
 				if m.Role != RoleAssistant {
-					return fmt.Errorf("%w: message %d: tool_use in a user message", ErrInvalidHistory, i)
+					return fmt.Errorf("%w: message %d: tool_use in a user message", errInvalidHistory, i)
 				}
 				if b.ToolUse.ID == "" || seen[b.ToolUse.ID] {
-					return fmt.Errorf("%w: message %d: tool_use id %q is empty or repeated", ErrInvalidHistory, i, b.ToolUse.ID)
+					return fmt.Errorf("%w: message %d: tool_use id %q is empty or repeated", errInvalidHistory, i, b.ToolUse.ID)
 				}
 				seen[b.ToolUse.ID] = true
 			case b.ToolResult != nil:
 				if m.Role != RoleUser || !inResults {
-					return fmt.Errorf("%w: message %d: tool_result %q is not at the head of a user message", ErrInvalidHistory, i, b.ToolResult.CallID)
+					return fmt.Errorf("%w: message %d: tool_result %q is not at the head of a user message", errInvalidHistory, i, b.ToolResult.CallID)
 				}
 				if !pending[b.ToolResult.CallID] {
-					return fmt.Errorf("%w: message %d: tool_result %q answers no tool_use of the message before", ErrInvalidHistory, i, b.ToolResult.CallID)
+					return fmt.Errorf("%w: message %d: tool_result %q answers no tool_use of the message before", errInvalidHistory, i, b.ToolResult.CallID)
 				}
 				delete(pending, b.ToolResult.CallID)
 			default:
 				inResults = false
 				if strings.TrimSpace(b.Text) == "" {
-					return fmt.Errorf("%w: message %d block %d is an empty text block", ErrInvalidHistory, i, j)
+					return fmt.Errorf("%w: message %d block %d is an empty text block", errInvalidHistory, i, j)
 				}
 			}
 		}
 		if len(pending) > 0 {
-			return fmt.Errorf("%w: message %d lacks tool_result for %v", ErrInvalidHistory, i, sortedKeys(pending))
+			return fmt.Errorf("%w: message %d lacks tool_result for %v", errInvalidHistory, i, sortedKeys(pending))
 		}
 		if m.Role == RoleAssistant && hasToolUse(m) && i == len(msgs)-1 {
-			return fmt.Errorf("%w: the last message has tool_use without tool_result", ErrInvalidHistory)
+			return fmt.Errorf("%w: the last message has tool_use without tool_result", errInvalidHistory)
 		}
 	}
 	return nil

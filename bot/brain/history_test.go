@@ -250,8 +250,8 @@ func TestValidate(t *testing.T) {
 		if (err == nil) != c.ok {
 			t.Errorf("%s: validate = %v, want ok %v", c.name, err, c.ok)
 		}
-		if err != nil && !errors.Is(err, ErrInvalidHistory) {
-			t.Errorf("%s: %v is not ErrInvalidHistory", c.name, err)
+		if err != nil && !errors.Is(err, errInvalidHistory) {
+			t.Errorf("%s: %v is not errInvalidHistory", c.name, err)
 		}
 	}
 }

@@ -21,6 +21,9 @@ import (
 type openAIProvider struct {
 	model string
 	chat  openai.ChatCompletionService
+	// hosted is set for api.openai.com, whose newer models take max_completion_tokens and
+	// refuse max_tokens; local servers (Ollama, vLLM, llama.cpp) know max_tokens.
+	hosted bool
 }
 
 func newOpenAI(model, apiKey, baseURL string, hc *http.Client) *openAIProvider {
@@ -32,7 +35,8 @@ func newOpenAI(model, apiKey, baseURL string, hc *http.Client) *openAIProvider {
 	if apiKey != "" {
 		opts = append(opts, option.WithAPIKey(apiKey))
 	}
-	return &openAIProvider{model: model, chat: openai.NewChatCompletionService(opts...)}
+	hosted := baseURL == "" || strings.Contains(baseURL, "api.openai.com")
+	return &openAIProvider{model: model, chat: openai.NewChatCompletionService(opts...), hosted: hosted}
 }
 
 func (p *openAIProvider) Name() string  { return "openai" }
@@ -40,7 +44,10 @@ func (p *openAIProvider) Model() string { return p.model }
 
 func (p *openAIProvider) Complete(ctx context.Context, req Request) (Response, error) {
 	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(p.model)}
-	if req.MaxTokens > 0 {
+	switch {
+	case req.MaxTokens > 0 && p.hosted:
+		params.MaxCompletionTokens = openai.Int(req.MaxTokens)
+	case req.MaxTokens > 0:
 		params.MaxTokens = openai.Int(req.MaxTokens)
 	}
 	if req.System != "" {
