@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-		"regexp"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
