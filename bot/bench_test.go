@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
@@ -45,51 +46,77 @@ type benchPlan struct {
 // answers it (Request.At). Phases: one top-level mention per thread (cell wake-up, reported
 // apart), a fixed offered rate (open loop), then a closed loop with one message in flight per
 // thread (maximum throughput). Run it with bench/bot.sh.
+//
+// Sub-benchmarks: serve-wiring wires logbook as `logbook serve` does (one pool of pgxpool's
+// default size for gateway and cells); gateway-own-pool gives the gateway a pool of its own,
+// to show how much of the ack latency is queueing behind the cells for a connection.
 func BenchmarkGateway(b *testing.B) {
 	plan := benchPlan{threads: 100, rate: 250, steady: 4 * time.Second, closed: 4 * time.Second, drain: 30 * time.Second}
-	for b.Loop() {
-		commit := measureCommit(b)
-		floorEmu := startBenchEmulator(b)
-		startFloor(b, floorEmu)
-		floor := runLoad(b, "floor", floorEmu, plan)
-
-		emu := startBenchEmulator(b)
-		startLogbook(b, emu, &echoAgent{})
-		lb := runLoad(b, "logbook", emu, plan)
-
-		b.Logf("one durable commit (single-row INSERT, idle database): p50 %s p99 %s", ms(commit.p50), ms(commit.p99))
-		for _, ph := range []string{phaseWake, phaseSteady, phaseClosed} {
-			f, l := floor[ph], lb[ph]
-			b.Logf("%-7s floor   ack p50 %s p99 %s | reply p50 %s p99 %s | %6.1f msg/s (%d posts, %d retried envelopes)",
-				ph, ms(f.ack.p50), ms(f.ack.p99), ms(f.reply.p50), ms(f.reply.p99), f.rate, f.posts, f.retried)
-			b.Logf("%-7s logbook ack p50 %s p99 %s | reply p50 %s p99 %s | %6.1f msg/s (%d posts, %d retried envelopes)",
-				ph, ms(l.ack.p50), ms(l.ack.p99), ms(l.reply.p50), ms(l.reply.p99), l.rate, l.posts, l.retried)
-			b.Logf("%-7s logbook/floor ack p50 x%.1f p99 x%.1f (p99 +%s) | reply p50 x%.1f p99 x%.1f | msg/s x%.2f",
-				ph, ratio(l.ack.p50, f.ack.p50), ratio(l.ack.p99, f.ack.p99), ms(l.ack.p99-f.ack.p99),
-				ratio(l.reply.p50, f.reply.p50), ratio(l.reply.p99, f.reply.p99), l.rate/f.rate)
-		}
-		f, l, c := floor[phaseSteady], lb[phaseSteady], lb[phaseClosed]
-		b.Logf("targets at %.0f msg/s offered: ack p99 %s <= floor %s + commit p99 %s: %v | reply p99 %s < 50ms: %v | sustained %.0f msg/s (closed loop %.0f) >= 200: %v",
-			plan.rate, ms(l.ack.p99), ms(f.ack.p99), ms(commit.p99), l.ack.p99 <= f.ack.p99+commit.p99,
-			ms(l.reply.p99), l.reply.p99 < 50*time.Millisecond, l.rate, c.rate, l.rate >= 200)
-
-		b.ReportMetric(msf(commit.p99), "commit-p99-ms")
-		for _, r := range []struct {
-			prefix string
-			res    map[string]phaseResult
-		}{{"floor-", floor}, {"", lb}} {
-			s, c := r.res[phaseSteady], r.res[phaseClosed]
-			b.ReportMetric(msf(s.ack.p50), r.prefix+"ack-p50-ms")
-			b.ReportMetric(msf(s.ack.p99), r.prefix+"ack-p99-ms")
-			b.ReportMetric(msf(s.reply.p50), r.prefix+"reply-p50-ms")
-			b.ReportMetric(msf(s.reply.p99), r.prefix+"reply-p99-ms")
-			b.ReportMetric(s.rate, r.prefix+"steady-msg/s")
-			b.ReportMetric(c.rate, r.prefix+"closed-msg/s")
-		}
-		b.ReportMetric(ratio(l.ack.p99, f.ack.p99), "ack-p99-ratio")
-		b.ReportMetric(ratio(l.reply.p99, f.reply.p99), "reply-p99-ratio")
-		b.ReportMetric(c.rate/floor[phaseClosed].rate, "closed-msg/s-ratio")
+	for _, w := range []struct {
+		name   string
+		wiring logbookWiring
+	}{
+		{"serve-wiring", logbookWiring{}},
+		{"gateway-own-pool", logbookWiring{gatewayConns: 4}},
+	} {
+		b.Run(w.name, func(b *testing.B) {
+			for b.Loop() {
+				benchGateway(b, plan, w.wiring)
+			}
+		})
 	}
+}
+
+// benchGateway runs the floor, then logbook, on the same plan and logs and reports the
+// figures side by side (at most ten log lines: the testing package cuts the rest).
+func benchGateway(b *testing.B, plan benchPlan, wiring logbookWiring) {
+	commit := measureCommit(b)
+	floorEmu := startBenchEmulator(b)
+	startFloor(b, floorEmu)
+	floor := runLoad(b, "floor", floorEmu, plan)
+
+	emu := startBenchEmulator(b)
+	pools := startLogbook(b, emu, &echoAgent{}, wiring)
+	lb := runLoad(b, "logbook", emu, plan)
+
+	var pstats []string
+	for i, pool := range pools {
+		st := pool.Stat()
+		pstats = append(pstats, fmt.Sprintf("%s %d conns, %d acquires, %d waited, %s waiting in all",
+			[]string{"pool", "gateway pool"}[i], st.MaxConns(), st.AcquireCount(), st.EmptyAcquireCount(),
+			st.AcquireDuration().Round(time.Millisecond)))
+	}
+	b.Logf("one durable commit (single-row INSERT, idle database) p50 %s p99 %s | logbook %s",
+		ms(commit.p50), ms(commit.p99), strings.Join(pstats, "; "))
+	for _, ph := range []string{phaseWake, phaseSteady, phaseClosed} {
+		f, l := floor[ph], lb[ph]
+		b.Logf("%-6s floor   ack p50 %s p99 %s | reply p50 %s p99 %s | %5.1f msg/s | %d posts, %d retried envelopes",
+			ph, ms(f.ack.p50), ms(f.ack.p99), ms(f.reply.p50), ms(f.reply.p99), f.rate, f.posts, f.retried)
+		b.Logf("%-6s logbook ack p50 %s p99 %s | reply p50 %s p99 %s | %5.1f msg/s | %d posts, %d retried envelopes | ratio ack p99 x%.1f reply p99 x%.1f msg/s x%.2f",
+			ph, ms(l.ack.p50), ms(l.ack.p99), ms(l.reply.p50), ms(l.reply.p99), l.rate, l.posts, l.retried,
+			ratio(l.ack.p99, f.ack.p99), ratio(l.reply.p99, f.reply.p99), l.rate/f.rate)
+	}
+	f, l, c := floor[phaseSteady], lb[phaseSteady], lb[phaseClosed]
+	b.Logf("targets at %.0f msg/s offered: ack p99 %s <= floor %s + commit p99 %s: %v | reply p99 %s < 50ms: %v | sustained %.0f msg/s (closed loop %.0f) >= 200: %v",
+		plan.rate, ms(l.ack.p99), ms(f.ack.p99), ms(commit.p99), l.ack.p99 <= f.ack.p99+commit.p99,
+		ms(l.reply.p99), l.reply.p99 < 50*time.Millisecond, l.rate, c.rate, l.rate >= 200)
+
+	b.ReportMetric(msf(commit.p99), "commit-p99-ms")
+	for _, r := range []struct {
+		prefix string
+		res    map[string]phaseResult
+	}{{"floor-", floor}, {"", lb}} {
+		s, c := r.res[phaseSteady], r.res[phaseClosed]
+		b.ReportMetric(msf(s.ack.p50), r.prefix+"ack-p50-ms")
+		b.ReportMetric(msf(s.ack.p99), r.prefix+"ack-p99-ms")
+		b.ReportMetric(msf(s.reply.p50), r.prefix+"reply-p50-ms")
+		b.ReportMetric(msf(s.reply.p99), r.prefix+"reply-p99-ms")
+		b.ReportMetric(s.rate, r.prefix+"steady-msg/s")
+		b.ReportMetric(c.rate, r.prefix+"closed-msg/s")
+	}
+	b.ReportMetric(ratio(l.ack.p99, f.ack.p99), "ack-p99-ratio")
+	b.ReportMetric(ratio(l.reply.p99, f.reply.p99), "reply-p99-ratio")
+	b.ReportMetric(c.rate/floor[phaseClosed].rate, "closed-msg/s-ratio")
 }
 
 const (
@@ -98,8 +125,12 @@ const (
 	phaseClosed = "closed" // one message in flight per thread
 )
 
+// startBenchEmulator starts an emulator with Slack's 3-second ack window and its immediate
+// first retry; the later retries come after 1s and 2s instead of 1m and 5m, so that a run with
+// missed acks still ends (they are counted as retried envelopes).
 func startBenchEmulator(b *testing.B) *slackemu.Server {
-	return slackemu.MustStart(b, slackemu.Options{PingInterval: 500 * time.Millisecond})
+	return slackemu.MustStart(b, slackemu.Options{PingInterval: 500 * time.Millisecond,
+		RetrySchedule: []time.Duration{0, time.Second, 2 * time.Second}})
 }
 
 // startFloor runs the floor: a slack-go socketmode client that acks every envelope at once and
@@ -159,15 +190,36 @@ func cmpOr(a, b string) string {
 // startLogbook runs logbook's Gateway and Runner as `logbook serve` wires them (default pool,
 // lease and poll settings), on a fresh database, with a 10-minute idle timeout so no cell is
 // evicted during the run.
-func startLogbook(b *testing.B, emu *slackemu.Server, agent bot.Agent) {
+// logbookWiring chooses how startLogbook connects logbook to its database.
+type logbookWiring struct {
+	// maxConns is the pool size; 0 is pgxpool's default (4 on 2 cores), as `logbook serve` has it.
+	maxConns int32
+	// gatewayConns, when > 0, gives the gateway its own pool of that size, so acks never
+	// queue behind the cells' queries (an experiment: `logbook serve` shares one pool).
+	gatewayConns int32
+}
+
+// startLogbook runs logbook's Gateway and Runner as `logbook serve` wires them (default lease
+// and poll settings), on a fresh database, with a 10-minute idle timeout so no cell is evicted
+// during the run. It returns the pools it opened, for their statistics.
+func startLogbook(b *testing.B, emu *slackemu.Server, agent bot.Agent, w logbookWiring) []*pgxpool.Pool {
 	ctx, cancel := context.WithCancel(context.Background())
 	dbURL := pgtest.New(b)
-	pool, err := session.Connect(ctx, dbURL, session.PoolOptions{Role: "logbook_app"})
-	if err != nil {
-		b.Fatal(err)
+	connect := func(size int32) *pgxpool.Pool {
+		pool, err := session.Connect(ctx, dbURL, session.PoolOptions{Role: "logbook_app", MaxConns: size})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(pool.Close)
+		return pool
 	}
-	b.Cleanup(pool.Close)
-	store := session.NewStore(pool, session.Options{})
+	pools := []*pgxpool.Pool{connect(w.maxConns)}
+	store := session.NewStore(pools[0], session.Options{})
+	gwStore := store
+	if w.gatewayConns > 0 {
+		pools = append(pools, connect(w.gatewayConns))
+		gwStore = session.NewStore(pools[1], session.Options{})
+	}
 	api := slack.New(emu.BotToken(), slack.OptionAPIURL(emu.APIURL()), slack.OptionAppLevelToken(emu.AppToken()))
 	sm := socketmode.New(api, socketmode.OptionPingInterval(2*time.Second))
 	me, err := bot.WhoAmI(ctx, api)
@@ -181,7 +233,7 @@ func startLogbook(b *testing.B, emu *slackemu.Server, agent bot.Agent) {
 		IdleTimeout: 10 * time.Minute,
 		Where:       brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
 	})
-	gw := bot.NewGateway(log, store, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{})
+	gw := bot.NewGateway(log, gwStore, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := gw.Run(ctx); err != nil {
@@ -197,6 +249,7 @@ func startLogbook(b *testing.B, emu *slackemu.Server, agent bot.Agent) {
 		cancel()
 		wg.Wait()
 	})
+	return pools
 }
 
 // measureCommit times 200 sequential autocommitted single-row INSERTs into a logged table of a
@@ -368,13 +421,13 @@ func runLoad(b *testing.B, name string, emu *slackemu.Server, plan benchPlan) ma
 	}
 	d := &loadDriver{b: b, emu: emu, parents: make([]string, plan.threads), seq: make([]int, plan.threads), last: make([]string, plan.threads)}
 	d.paced(phaseWake, plan.threads, plan.rate)
-	d.drain(phaseWake, plan.drain)
+	d.drain(name+" "+phaseWake, plan.drain)
 	d.paced(phaseSteady, int(plan.rate*plan.steady.Seconds()), plan.rate)
-	d.drain(phaseSteady, plan.drain)
+	d.drain(name+" "+phaseSteady, plan.drain)
 	closedStart := time.Now()
 	d.closedLoop(ctx, plan.closed)
 	closedEnd := time.Now()
-	d.drain(phaseClosed, plan.drain)
+	d.drain(name+" "+phaseClosed, plan.drain)
 
 	rec := newRecords(emu)
 	out := map[string]phaseResult{}
