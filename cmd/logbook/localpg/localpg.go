@@ -49,7 +49,8 @@ type Options struct {
 	// or /var/lib/logbook/pg for root (root's home is not reachable by the unprivileged
 	// user the server runs as). Every directory above it must be searchable by that user.
 	Dir string
-	// Log receives a line per step (initializing, starting, adopting, stopping). Default:
+	// Log receives a line per step (creating, starting, adopting, stopping), one Write per
+	// line, without a prefix. Default:
 	// discarded. The server's own log goes to <Dir>/server.log.
 	Log io.Writer
 	// Database is created on first start and named in URL. Default "logbook".
@@ -137,7 +138,7 @@ func (s *Server) startLocked(ctx context.Context, wantMajor int, db string) erro
 	if wantMajor == 0 {
 		// initdb into a scratch directory renamed into place when complete: an interrupted
 		// initdb never leaves something that looks like a cluster.
-		fmt.Fprintf(s.log, "localpg: creating a PostgreSQL %d cluster in %s\n", s.bin.major, s.dataDir())
+		fmt.Fprintf(s.log, "creating a PostgreSQL %d cluster in %s\n", s.bin.major, s.dataDir())
 		scratch := s.dataDir() + ".initdb"
 		if err := os.RemoveAll(scratch); err != nil {
 			return fmt.Errorf("remove the remains of an interrupted initdb: %w", err)
@@ -158,9 +159,9 @@ func (s *Server) startLocked(ctx context.Context, wantMajor int, db string) erro
 		return err
 	}
 	if running {
-		fmt.Fprintf(s.log, "localpg: adopting the PostgreSQL %d server already running in %s\n", s.bin.major, s.dir)
+		fmt.Fprintf(s.log, "adopting the PostgreSQL %d server already running in %s\n", s.bin.major, s.dir)
 	} else {
-		fmt.Fprintf(s.log, "localpg: starting PostgreSQL %d (data %s, log %s)\n", s.bin.major, s.dataDir(), s.LogPath())
+		fmt.Fprintf(s.log, "starting PostgreSQL %d (data %s, log %s)\n", s.bin.major, s.dataDir(), s.LogPath())
 		out, err := s.run(ctx, s.bin.pgCtl(), "start", "-D", s.dataDir(), "-l", s.LogPath(), "-w",
 			"-t", strconv.Itoa(int(startTimeout/time.Second)), "-s", "-o", s.serverOptions())
 		if err != nil {
@@ -187,7 +188,7 @@ func (s *Server) abandon(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 	defer cancel()
 	if err := s.stopServer(ctx); err != nil {
-		fmt.Fprintf(s.log, "localpg: %v\n", err)
+		fmt.Fprintf(s.log, "%v\n", err)
 	}
 }
 
@@ -227,7 +228,7 @@ func (s *Server) Stop(ctx context.Context) error {
 		err = fmt.Errorf("release %s: %w", s.lock.Name(), cerr)
 	}
 	if err == nil {
-		fmt.Fprintf(s.log, "localpg: stopped PostgreSQL (data %s)\n", s.dataDir())
+		fmt.Fprintf(s.log, "stopped PostgreSQL (data %s)\n", s.dataDir())
 	}
 	return err
 }
@@ -250,7 +251,7 @@ func (s *Server) stopServer(ctx context.Context) error {
 	if waitGone(ctx, pid, budget/2) {
 		return nil
 	}
-	fmt.Fprintf(s.log, "localpg: fast shutdown did not finish (%v %s); shutting down immediately\n", err, strings.TrimSpace(string(out)))
+	fmt.Fprintf(s.log, "fast shutdown did not finish (%v %s); shutting down immediately\n", err, strings.TrimSpace(string(out)))
 	s.run(ctx, s.bin.pgCtl(), "stop", "-D", s.dataDir(), "-m", "immediate", "-W", "-s")
 	if waitGone(ctx, pid, budget/4) {
 		return nil
