@@ -27,6 +27,8 @@ import (
 // benchPlan is the load BenchmarkGateway offers to each system.
 type benchPlan struct {
 	threads int           // sessions (Slack threads), each started by a top-level mention
+	light   float64       // offered messages/s in the light phase (service time without queueing), for light seconds
+	lightN  int           // messages in the light phase
 	rate    float64       // offered messages/s in the fixed-rate phase, spread round robin over the threads
 	steady  time.Duration // length of the fixed-rate phase
 	closed  time.Duration // length of the closed-loop phase (one message in flight per thread)
@@ -44,14 +46,15 @@ type benchPlan struct {
 // Latencies come from the emulator's own records: envelope sent (Delivery.At, first attempt) to
 // ack received (Ack.At), and first envelope of a post sent to the chat.postMessage call that
 // answers it (Request.At). Phases: one top-level mention per thread (cell wake-up, reported
-// apart), a fixed offered rate (open loop), then a closed loop with one message in flight per
-// thread (maximum throughput). Run it with bench/bot.sh.
+// apart), a light fixed rate (20 msg/s: the time of one message without queueing), the target
+// fixed rate (250 msg/s, open loop), then a closed loop with one message in flight per thread
+// (maximum throughput). Run it with bench/bot.sh.
 //
 // Sub-benchmarks: serve-wiring wires logbook as `logbook serve` does (one pool of pgxpool's
 // default size for gateway and cells); gateway-own-pool gives the gateway a pool of its own,
 // to show how much of the ack latency is queueing behind the cells for a connection.
 func BenchmarkGateway(b *testing.B) {
-	plan := benchPlan{threads: 100, rate: 250, steady: 4 * time.Second, closed: 4 * time.Second, drain: 30 * time.Second}
+	plan := benchPlan{threads: 100, light: 20, lightN: 60, rate: 250, steady: 4 * time.Second, closed: 4 * time.Second, drain: 30 * time.Second}
 	for _, w := range []struct {
 		name   string
 		wiring logbookWiring
@@ -88,13 +91,12 @@ func benchGateway(b *testing.B, plan benchPlan, wiring logbookWiring) {
 	}
 	b.Logf("one durable commit (single-row INSERT, idle database) p50 %s p99 %s | logbook %s",
 		ms(commit.p50), ms(commit.p99), strings.Join(pstats, "; "))
-	for _, ph := range []string{phaseWake, phaseSteady, phaseClosed} {
+	for _, ph := range []string{phaseWake, phaseLight, phaseSteady, phaseClosed} {
 		f, l := floor[ph], lb[ph]
-		b.Logf("%-6s floor   ack p50 %s p99 %s | reply p50 %s p99 %s | %5.1f msg/s | %d posts, %d retried envelopes",
-			ph, ms(f.ack.p50), ms(f.ack.p99), ms(f.reply.p50), ms(f.reply.p99), f.rate, f.posts, f.retried)
-		b.Logf("%-6s logbook ack p50 %s p99 %s | reply p50 %s p99 %s | %5.1f msg/s | %d posts, %d retried envelopes | ratio ack p99 x%.1f reply p99 x%.1f msg/s x%.2f",
-			ph, ms(l.ack.p50), ms(l.ack.p99), ms(l.reply.p50), ms(l.reply.p99), l.rate, l.posts, l.retried,
-			ratio(l.ack.p99, f.ack.p99), ratio(l.reply.p99, f.reply.p99), l.rate/f.rate)
+		b.Logf("%-6s ack p50/p99 floor %s/%s logbook %s/%s x%.1f | reply p50/p99 floor %s/%s logbook %s/%s x%.1f | msg/s floor %.1f logbook %.1f | %d posts, logbook replies %d, retried envelopes %d/%d",
+			ph, ms(f.ack.p50), ms(f.ack.p99), ms(l.ack.p50), ms(l.ack.p99), ratio(l.ack.p99, f.ack.p99),
+			ms(f.reply.p50), ms(f.reply.p99), ms(l.reply.p50), ms(l.reply.p99), ratio(l.reply.p99, f.reply.p99),
+			f.rate, l.rate, l.posts, l.turns, f.retried, l.retried)
 	}
 	f, l, c := floor[phaseSteady], lb[phaseSteady], lb[phaseClosed]
 	b.Logf("targets at %.0f msg/s offered: ack p99 %s <= floor %s + commit p99 %s: %v | reply p99 %s < 50ms: %v | sustained %.0f msg/s (closed loop %.0f) >= 200: %v",
@@ -112,6 +114,7 @@ func benchGateway(b *testing.B, plan benchPlan, wiring logbookWiring) {
 		b.ReportMetric(msf(s.reply.p50), r.prefix+"reply-p50-ms")
 		b.ReportMetric(msf(s.reply.p99), r.prefix+"reply-p99-ms")
 		b.ReportMetric(s.rate, r.prefix+"steady-msg/s")
+		b.ReportMetric(msf(r.res[phaseLight].reply.p50), r.prefix+"light-reply-p50-ms")
 		b.ReportMetric(c.rate, r.prefix+"closed-msg/s")
 	}
 	b.ReportMetric(ratio(l.ack.p99, f.ack.p99), "ack-p99-ratio")
@@ -121,6 +124,7 @@ func benchGateway(b *testing.B, plan benchPlan, wiring logbookWiring) {
 
 const (
 	phaseWake   = "wake"   // the top-level mention of each thread: starts a session and its cell
+	phaseLight  = "light"  // a low fixed rate: service time without queueing
 	phaseSteady = "steady" // fixed offered rate
 	phaseClosed = "closed" // one message in flight per thread
 )
@@ -405,6 +409,7 @@ type latencies struct {
 type phaseResult struct {
 	ack, reply latencies
 	posts      int
+	turns      int     // bot replies that answered them (one reply answers every message its turn saw)
 	retried    int     // envelopes of the phase's posts that Slack had to send again
 	rate       float64 // messages answered per second (see runLoad)
 }
@@ -422,6 +427,8 @@ func runLoad(b *testing.B, name string, emu *slackemu.Server, plan benchPlan) ma
 	d := &loadDriver{b: b, emu: emu, parents: make([]string, plan.threads), seq: make([]int, plan.threads), last: make([]string, plan.threads)}
 	d.paced(phaseWake, plan.threads, plan.rate)
 	d.drain(name+" "+phaseWake, plan.drain)
+	d.paced(phaseLight, plan.lightN, plan.light)
+	d.drain(name+" "+phaseLight, plan.drain)
 	d.paced(phaseSteady, int(plan.rate*plan.steady.Seconds()), plan.rate)
 	d.drain(name+" "+phaseSteady, plan.drain)
 	closedStart := time.Now()
@@ -431,11 +438,12 @@ func runLoad(b *testing.B, name string, emu *slackemu.Server, plan benchPlan) ma
 
 	rec := newRecords(emu)
 	out := map[string]phaseResult{}
-	for _, ph := range []string{phaseWake, phaseSteady, phaseClosed} {
+	for _, ph := range []string{phaseWake, phaseLight, phaseSteady, phaseClosed} {
 		var acks, replies []time.Duration
 		var first, last time.Time
 		res := phaseResult{}
 		answeredInWindow := 0
+		turns := map[string]bool{}
 		for _, p := range d.posts {
 			if p.phase != ph {
 				continue
@@ -464,6 +472,7 @@ func runLoad(b *testing.B, name string, emu *slackemu.Server, plan benchPlan) ma
 				b.Fatalf("%s: no reply contains %s", name, p.marker)
 			}
 			replies = append(replies, answered.Sub(sent))
+			turns[d.parents[p.thread]+answered.String()] = true
 			if first.IsZero() || sent.Before(first) {
 				first = sent
 			}
@@ -474,7 +483,7 @@ func runLoad(b *testing.B, name string, emu *slackemu.Server, plan benchPlan) ma
 				answeredInWindow++
 			}
 		}
-		res.ack, res.reply = summarize(acks), summarize(replies)
+		res.ack, res.reply, res.turns = summarize(acks), summarize(replies), len(turns)
 		if ph == phaseClosed {
 			res.rate = float64(answeredInWindow) / closedEnd.Sub(closedStart).Seconds()
 		} else {
@@ -543,7 +552,7 @@ func summarize(ds []time.Duration) latencies {
 	return latencies{p50: rank(50), p99: rank(99), max: ds[len(ds)-1], n: len(ds)}
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%6.2fms", msf(d)) }
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", msf(d)) }
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
