@@ -22,8 +22,8 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		var ue usageError
-		if !errors.As(err, &ue) {
+		var fe flagError
+		if !errors.As(err, &fe) { // flag errors were printed with the usage already
 			fmt.Fprintln(os.Stderr, "logbook:", err)
 		}
 		os.Exit(exitCode(err))
@@ -47,7 +47,11 @@ type exitError struct {
 func (e exitError) Error() string { return e.err.Error() }
 func (e exitError) Unwrap() error { return e.err }
 
+// usageError is a mistake in how logbook was called: exit code 2.
 type usageError struct{ error }
+
+// flagError is a usageError whose message and usage were printed already.
+type flagError struct{ error }
 
 func exitCode(err error) int {
 	var ee exitError
@@ -55,7 +59,8 @@ func exitCode(err error) int {
 		return ee.code
 	}
 	var ue usageError
-	if errors.As(err, &ue) {
+	var fe flagError
+	if errors.As(err, &ue) || errors.As(err, &fe) {
 		return 2
 	}
 	return 1
@@ -76,7 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		fmt.Fprintf(stderr, "logbook %s: %v\n%s", c.Name(), err, c.UsageString())
-		return usageError{err}
+		return flagError{err}
 	})
 	root.AddCommand(
 		newMigrateCmd(e),
