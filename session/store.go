@@ -2,8 +2,8 @@ package session
 
 import (
 	"cmp"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"

@@ -59,16 +59,16 @@ const (
 )
 
 type e2e struct {
-	t      *testing.T
-	emu    *slackemu.Server
-	model  *fakeprovider.Server
-	gate   *gate
-	dbURL  string
-	store  *session.Store
-	pool   *pgxpool.Pool
-	sbDir  string
-	procs  []*proc
-	extra  []string
+	t     *testing.T
+	emu   *slackemu.Server
+	model *fakeprovider.Server
+	gate  *gate
+	dbURL string
+	store *session.Store
+	pool  *pgxpool.Pool
+	sbDir string
+	procs []*proc
+	extra []string
 }
 
 // gate sits between logbook and the fake model: while closed, requests wait (a model that is
