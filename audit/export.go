@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"gocloud.dev/blob"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/logbook/logbook/session"
 )
@@ -60,6 +61,8 @@ type ExporterOptions struct {
 	// Settle is how long after a window's end the export waits before reading it, for
 	// writers that took an event's time but not yet a transaction id (default 1s).
 	Settle time.Duration
+	// ChainWorkers is how many sessions' chains are verified at once (default 4).
+	ChainWorkers int
 }
 
 // Exporter writes exports. It is safe for concurrent use.
@@ -76,6 +79,7 @@ func NewExporter(store *session.Store, opts ExporterOptions) *Exporter {
 	}
 	opts.Version = cmp.Or(opts.Version, "dev")
 	opts.Settle = cmp.Or(opts.Settle, time.Second)
+	opts.ChainWorkers = cmp.Or(opts.ChainWorkers, 4)
 	return &Exporter{store: store, pool: store.Pool(), opts: opts}
 }
 
@@ -186,21 +190,31 @@ func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix
 	}
 	slices.Sort(ids)
 	m.ChainsChecked = !x.opts.SkipChains
-	for _, id := range ids {
-		sc := SessionChain{SessionID: id, Exported: sessions[id]}
-		if !x.opts.SkipChains {
+	m.Sessions = make([]SessionChain, len(ids))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(x.opts.ChainWorkers)
+	for i, id := range ids {
+		m.Sessions[i] = SessionChain{SessionID: id, Exported: sessions[id]}
+		if x.opts.SkipChains {
+			continue
+		}
+		g.Go(func() error {
 			sid, err := session.ParseID(id)
 			if err != nil {
-				return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+				return err
 			}
-			v, err := x.store.Verify(ctx, sid)
+			v, err := x.store.Verify(gctx, sid)
 			if err != nil {
-				return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+				return err
 			}
+			sc := &m.Sessions[i]
 			sc.ChainOK, sc.Verified, sc.HeadSeq, sc.HeadHash = v.OK, v.Events, v.HeadSeq, hex.EncodeToString(v.HeadHash)
 			sc.Purged, sc.BrokenSeq, sc.Reason = v.Purged, v.BrokenSeq, v.Reason
-		}
-		m.Sessions = append(m.Sessions, sc)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
 	if m.Sessions == nil {
 		m.Sessions = []SessionChain{}
