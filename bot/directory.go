@@ -38,6 +38,15 @@ func (d *Directory) ChannelName(ctx context.Context, id string) string {
 	return k.Name
 }
 
+// ChannelPrivate reports whether the channel is no longer a public channel.
+func (d *Directory) ChannelPrivate(ctx context.Context, id string) (bool, error) {
+	k, err := d.d.Channel(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	return !k.Public, nil
+}
+
 // channelKind is what the bot needs to know of a conversation.
 type channelKind struct {
 	Public bool // a public channel: not private, not a DM or group DM

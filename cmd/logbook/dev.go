@@ -116,14 +116,7 @@ func runDev(ctx context.Context, e env, slackAddr string) error {
 		APIURL: emu.APIURL(), DBRole: "logbook_app", PrivateNote: true,
 		LeaseTTL: 30 * time.Second, PollInterval: 2 * time.Second,
 	}
-	cfg.Providers.AnthropicAPIKey = e.getenv("ANTHROPIC_API_KEY")
-	cfg.Providers.AnthropicBaseURL = e.getenv("ANTHROPIC_BASE_URL")
-	cfg.Providers.OpenAIAPIKey = e.getenv("OPENAI_API_KEY")
-	cfg.Providers.OpenAIBaseURL = e.getenv("OPENAI_BASE_URL")
-	cfg.Model = strings.TrimSpace(e.getenv("LOGBOOK_MODEL"))
-	if cfg.Model == "" {
-		cfg.Model = defaultModel(cfg.Providers)
-	}
+	cfg.readModel(e)
 	if cfg.Model == "" {
 		cfg.Model = "offline"
 		say("model           offline — NOT a language model (set ANTHROPIC_API_KEY or OPENAI_API_KEY/OPENAI_BASE_URL for one); try \"run: uname -a\"")

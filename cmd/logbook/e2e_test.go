@@ -177,6 +177,7 @@ func (e *e2e) env(extra ...string) []string {
 		"ANTHROPIC_API_KEY=" + apiKey,
 		"LOGBOOK_HTTP_ADDR=127.0.0.1:0",
 		"LOGBOOK_LOG_FORMAT=json",
+		"LOGBOOK_LOG_LEVEL=debug",
 		"LOGBOOK_LEASE_TTL=2s",
 		"LOGBOOK_POLL_INTERVAL=200ms",
 		"LOGBOOK_SANDBOX_DIR=" + e.sbDir,
@@ -232,6 +233,10 @@ func (e *e2e) serve(extra ...string) *proc {
 		}
 		if e.t.Failed() {
 			e.t.Logf("logbook serve output:\n%s", p.out.String())
+		}
+		// C25: nothing logbook printed holds a token, a key or an Authorization header.
+		if m := secretPatterns.FindString(p.out.String()); m != "" {
+			e.t.Errorf("logbook serve printed a secret (%q)", m)
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

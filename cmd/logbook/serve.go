@@ -23,6 +23,7 @@ import (
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/search"
@@ -62,6 +63,11 @@ Environment:
   LOGBOOK_DB_ROLE         role assumed on every connection (default logbook_app)
   LOGBOOK_PRIVATE_NOTE    on|off (default on)
   LOGBOOK_WORKSPACE_DOMAIN  e.g. acme.slack.com, for permalinks in search hits
+  LOGBOOK_WEB_TOKENS      web pages' bearer tokens: name:secret[:auditor],... (pages are off
+                          unless tokens or a proxy header are set)
+  LOGBOOK_WEB_PROXY_HEADER  header a trusted proxy sets to the signed-in person
+                          (oauth2-proxy: X-Forwarded-Email); LOGBOOK_WEB_AUDITORS lists
+                          the values that are auditors
   LOGBOOK_LOG_FORMAT      json | console (default: console on a terminal, else json)
   LOGBOOK_LOG_LEVEL       debug | info | warn | error (default info)`
 
@@ -89,7 +95,10 @@ type serveConfig struct {
 	BotToken     Secret
 	APIURL       string
 	Model        string
-	Providers    brain.ProviderConfig // holds keys: never logged
+	AnthropicKey Secret
+	AnthropicURL string
+	OpenAIKey    Secret
+	OpenAIURL    string
 	Sandbox      string
 	SandboxDir   string
 	SandboxNet   bool
@@ -100,6 +109,24 @@ type serveConfig struct {
 	PrivateNote  bool
 	Domain       string
 	PollInterval time.Duration
+	WebTokens    []webToken
+	WebProxy     string
+	WebAuditors  []string
+}
+
+// webToken is a web page bearer token as configured; its secret never prints.
+type webToken struct {
+	Name    string
+	Secret  Secret
+	Auditor bool
+}
+
+func (cfg serveConfig) webAccess() web.Access {
+	a := web.Access{ProxyHeader: cfg.WebProxy, Auditors: cfg.WebAuditors}
+	for _, t := range cfg.WebTokens {
+		a.Tokens = append(a.Tokens, web.Token{Name: t.Name, Secret: t.Secret.Reveal(), Auditor: t.Auditor})
+	}
+	return a
 }
 
 func envDuration(e env, name string, def time.Duration) (time.Duration, error) {
@@ -152,14 +179,7 @@ func loadServeConfig(e env) (serveConfig, error) {
 	if !strings.HasSuffix(cfg.APIURL, "/") {
 		cfg.APIURL += "/" // slack-go concatenates method names onto it
 	}
-	cfg.Providers = brain.ProviderConfig{
-		AnthropicAPIKey: e.getenv("ANTHROPIC_API_KEY"), AnthropicBaseURL: e.getenv("ANTHROPIC_BASE_URL"),
-		OpenAIAPIKey: e.getenv("OPENAI_API_KEY"), OpenAIBaseURL: e.getenv("OPENAI_BASE_URL"),
-	}
-	cfg.Model = strings.TrimSpace(e.getenv("LOGBOOK_MODEL"))
-	if cfg.Model == "" {
-		cfg.Model = defaultModel(cfg.Providers)
-	}
+	cfg.readModel(e)
 	if cfg.Model == "" {
 		return cfg, errors.New("no model configured: set LOGBOOK_MODEL (anthropic:<model>, openai:<model>, or offline for a demo without a language model)")
 	}
@@ -189,18 +209,35 @@ func loadServeConfig(e env) (serveConfig, error) {
 		return cfg, err
 	}
 	cfg.Domain = strings.TrimSpace(e.getenv("LOGBOOK_WORKSPACE_DOMAIN"))
+	if err := cfg.readWebAccess(e); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 
-// defaultModel picks a provider from the keys that are set; "" when none is.
-func defaultModel(p brain.ProviderConfig) string {
-	switch {
-	case p.AnthropicAPIKey != "":
-		return "anthropic:claude-sonnet-4-5"
-	case p.OpenAIAPIKey != "" || p.OpenAIBaseURL != "":
-		return "openai:gpt-4o-mini"
+// readModel reads the model settings; Model stays "" when nothing is configured.
+func (cfg *serveConfig) readModel(e env) {
+	cfg.AnthropicKey = Secret(strings.TrimSpace(e.getenv("ANTHROPIC_API_KEY")))
+	cfg.AnthropicURL = strings.TrimSpace(e.getenv("ANTHROPIC_BASE_URL"))
+	cfg.OpenAIKey = Secret(strings.TrimSpace(e.getenv("OPENAI_API_KEY")))
+	cfg.OpenAIURL = strings.TrimSpace(e.getenv("OPENAI_BASE_URL"))
+	cfg.Model = strings.TrimSpace(e.getenv("LOGBOOK_MODEL"))
+	if cfg.Model != "" {
+		return
 	}
-	return ""
+	switch {
+	case cfg.AnthropicKey != "":
+		cfg.Model = "anthropic:claude-sonnet-4-5"
+	case cfg.OpenAIKey != "" || cfg.OpenAIURL != "":
+		cfg.Model = "openai:gpt-4o-mini"
+	}
+}
+
+func (cfg serveConfig) providers() brain.ProviderConfig {
+	return brain.ProviderConfig{
+		AnthropicAPIKey: cfg.AnthropicKey.Reveal(), AnthropicBaseURL: cfg.AnthropicURL,
+		OpenAIAPIKey: cfg.OpenAIKey.Reveal(), OpenAIBaseURL: cfg.OpenAIURL,
+	}
 }
 
 func newLogger(e env) zerolog.Logger {
@@ -240,7 +277,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 
 	// The model provider first: a configured provider that fails is an error, never a
 	// silent fall back to offline.
-	provider, err := brain.NewProvider(cfg.Model, cfg.Providers)
+	provider, err := brain.NewProvider(cfg.Model, cfg.providers())
 	if err != nil {
 		return err
 	}
@@ -308,7 +345,18 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		if err != nil {
 			return fmt.Errorf("listen on LOGBOOK_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 		}
-		srv := &http.Server{Handler: httpHandler(pool, reg), ReadHeaderTimeout: 10 * time.Second}
+		mux := httpHandler(pool, reg)
+		if len(cfg.WebTokens) > 0 || cfg.WebProxy != "" {
+			pages, err := web.Handler(web.Config{Sessions: store, Finder: searcher, AccessLog: pool, Access: cfg.webAccess(),
+				Visibility: dir, Log: log.With().Str("part", "web").Logger()})
+			if err != nil {
+				return err
+			}
+			mux.Handle("/", pages)
+		} else {
+			log.Info().Msg("web pages are off: set LOGBOOK_WEB_TOKENS or LOGBOOK_WEB_PROXY_HEADER to serve them")
+		}
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		log.Info().Str("addr", ln.Addr().String()).Msg("http: /healthz /readyz /metrics")
 		g.Go(func() error {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -434,4 +482,26 @@ func defaultSandboxDir() string {
 		return "/var/lib/logbook/sandboxes"
 	}
 	return filepath.Join(cacheDir(), "logbook", "sandboxes")
+}
+
+// readWebAccess reads who may open the web pages.
+func (cfg *serveConfig) readWebAccess(e env) error {
+	for _, item := range strings.Split(e.getenv("LOGBOOK_WEB_TOKENS"), ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		parts := strings.Split(item, ":")
+		if len(parts) < 2 || parts[0] == "" || len(parts[1]) < 16 || (len(parts) == 3 && parts[2] != "auditor") || len(parts) > 3 {
+			return errors.New("LOGBOOK_WEB_TOKENS: each item is name:secret or name:secret:auditor, with a secret of at least 16 characters")
+		}
+		cfg.WebTokens = append(cfg.WebTokens, webToken{Name: parts[0], Secret: Secret(parts[1]), Auditor: len(parts) == 3})
+	}
+	cfg.WebProxy = strings.TrimSpace(e.getenv("LOGBOOK_WEB_PROXY_HEADER"))
+	for _, v := range strings.Split(e.getenv("LOGBOOK_WEB_AUDITORS"), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			cfg.WebAuditors = append(cfg.WebAuditors, v)
+		}
+	}
+	return nil
 }
