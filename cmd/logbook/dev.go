@@ -310,11 +310,16 @@ func say(ctx context.Context, out io.Writer, emu *slackemu.Server, rt running, c
 		*thread = posted.TS
 		fmt.Fprintf(out, "(new thread %s)\n", posted.TS)
 	}
-	fmt.Fprint(out, "logbook is working…")
+	tty := isTerminal(out)
+	if tty {
+		fmt.Fprint(out, "logbook is working…")
+	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	replies, err := emu.WaitForReplies(wctx, channel, *thread, before+1)
-	fmt.Fprint(out, "\r                    \r")
+	if tty {
+		fmt.Fprint(out, "\r                    \r")
+	}
 	if err != nil {
 		return fmt.Errorf("no reply yet (it will appear in the thread): %w", err)
 	}
