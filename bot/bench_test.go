@@ -40,8 +40,8 @@ type benchPlan struct {
 //
 //   - floor: a bare slack-go socketmode handler that acks each envelope and posts a reply in
 //     the thread with chat.postMessage, storing nothing;
-//   - logbook: the real Gateway and Runner on a fresh PostgreSQL database, with echoAgent (an
-//     agent that answers at once from the log) as the brain.
+//   - logbook: the real Gateway and Runner on a fresh PostgreSQL database, with instantAgent
+//     (answers at once, reading the log as the real brain does) as the brain.
 //
 // Latencies come from the emulator's own records: envelope sent (Delivery.At, first attempt) to
 // ack received (Ack.At), and first envelope of a post sent to the chat.postMessage call that
@@ -79,7 +79,7 @@ func benchGateway(b *testing.B, plan benchPlan, wiring logbookWiring) {
 	floor := runLoad(b, "floor", floorEmu, plan)
 
 	emu := startBenchEmulator(b)
-	pools := startLogbook(b, emu, &echoAgent{}, wiring)
+	pools := startLogbook(b, emu, instantAgent{}, wiring)
 	lb := runLoad(b, "logbook", emu, plan)
 
 	var pstats []string
@@ -89,16 +89,16 @@ func benchGateway(b *testing.B, plan benchPlan, wiring logbookWiring) {
 			[]string{"pool", "gateway pool"}[i], st.MaxConns(), st.AcquireCount(), st.EmptyAcquireCount(),
 			st.AcquireDuration().Round(time.Millisecond)))
 	}
-	b.Logf("one durable commit (single-row INSERT, idle database) p50 %s p99 %s | logbook %s",
-		ms(commit.p50), ms(commit.p99), strings.Join(pstats, "; "))
+	b.Logf("one durable commit (single-row INSERT, idle database) p50 %s p99 %s | bot posts floor %d (%d redundant) logbook %d (%d redundant) | logbook %s",
+		ms(commit.p50), ms(commit.p99), floor.botPosts, floor.redundant, lb.botPosts, lb.redundant, strings.Join(pstats, "; "))
 	for _, ph := range []string{phaseWake, phaseLight, phaseSteady, phaseClosed} {
-		f, l := floor[ph], lb[ph]
+		f, l := floor.phases[ph], lb.phases[ph]
 		b.Logf("%-6s ack p50/p99 floor %s/%s logbook %s/%s x%.1f | reply p50/p99 floor %s/%s logbook %s/%s x%.1f | msg/s floor %.1f logbook %.1f | %d posts, logbook replies %d, retried envelopes %d/%d",
 			ph, ms(f.ack.p50), ms(f.ack.p99), ms(l.ack.p50), ms(l.ack.p99), ratio(l.ack.p99, f.ack.p99),
 			ms(f.reply.p50), ms(f.reply.p99), ms(l.reply.p50), ms(l.reply.p99), ratio(l.reply.p99, f.reply.p99),
 			f.rate, l.rate, l.posts, l.turns, f.retried, l.retried)
 	}
-	f, l, c := floor[phaseSteady], lb[phaseSteady], lb[phaseClosed]
+	f, l, c := floor.phases[phaseSteady], lb.phases[phaseSteady], lb.phases[phaseClosed]
 	b.Logf("targets at %.0f msg/s offered: ack p99 %s <= floor %s + commit p99 %s: %v | reply p99 %s < 50ms: %v | sustained %.0f msg/s (closed loop %.0f) >= 200: %v",
 		plan.rate, ms(l.ack.p99), ms(f.ack.p99), ms(commit.p99), l.ack.p99 <= f.ack.p99+commit.p99,
 		ms(l.reply.p99), l.reply.p99 < 50*time.Millisecond, l.rate, c.rate, l.rate >= 200)
@@ -107,7 +107,7 @@ func benchGateway(b *testing.B, plan benchPlan, wiring logbookWiring) {
 	for _, r := range []struct {
 		prefix string
 		res    map[string]phaseResult
-	}{{"floor-", floor}, {"", lb}} {
+	}{{"floor-", floor.phases}, {"", lb.phases}} {
 		s, c := r.res[phaseSteady], r.res[phaseClosed]
 		b.ReportMetric(msf(s.ack.p50), r.prefix+"ack-p50-ms")
 		b.ReportMetric(msf(s.ack.p99), r.prefix+"ack-p99-ms")
@@ -119,7 +119,43 @@ func benchGateway(b *testing.B, plan benchPlan, wiring logbookWiring) {
 	}
 	b.ReportMetric(ratio(l.ack.p99, f.ack.p99), "ack-p99-ratio")
 	b.ReportMetric(ratio(l.reply.p99, f.reply.p99), "reply-p99-ratio")
-	b.ReportMetric(c.rate/floor[phaseClosed].rate, "closed-msg/s-ratio")
+	b.ReportMetric(c.rate/floor.phases[phaseClosed].rate, "closed-msg/s-ratio")
+}
+
+// instantAgent is the benchmark's brain: it answers at once, doing the log work of the real
+// brain's turn without a model: it reads the turn's turn_started for Through, the user messages
+// up to Through (as the brain's history does, so a message that arrived after the turn began is
+// left to the next turn), and appends one assistant_message naming them.
+type instantAgent struct{}
+
+func (instantAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error) {
+	started, err := t.Log.Events(ctx, session.Range{From: t.TurnSeq, To: t.TurnSeq})
+	if err != nil {
+		return brain.Reply{}, err
+	}
+	var ts session.TurnStarted
+	if len(started) != 1 || started[0].Decode(&ts) != nil || ts.Through == 0 {
+		return brain.Reply{}, fmt.Errorf("turn %d: no turn_started with a through", t.TurnSeq)
+	}
+	evs, err := t.Log.Events(ctx, session.Range{To: ts.Through, Types: []session.Type{session.TypeUserMessage}})
+	if err != nil {
+		return brain.Reply{}, err
+	}
+	texts := make([]string, 0, len(evs))
+	for _, e := range evs {
+		var m session.UserMessage
+		if err := e.Decode(&m); err != nil {
+			return brain.Reply{}, err
+		}
+		texts = append(texts, m.Text)
+	}
+	msg := session.AssistantMessage{Text: "seen: " + strings.Join(texts, " | "), Turn: t.TurnSeq}
+	stored, err := t.Log.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage,
+		Actor: session.Actor{Kind: session.ActorBot, ID: t.Where.BotUserID}, Payload: msg})
+	if err != nil {
+		return brain.Reply{}, err
+	}
+	return brain.Reply{Event: stored[0], Message: msg, Status: brain.StatusOK}, nil
 }
 
 const (
@@ -417,7 +453,7 @@ type phaseResult struct {
 // runLoad drives plan against the system behind emu and returns each phase's figures. The
 // fixed-rate phase's rate is its posts over the time from its first envelope to its last
 // reply; the closed loop's rate is the posts answered within its window over the window.
-func runLoad(b *testing.B, name string, emu *slackemu.Server, plan benchPlan) map[string]phaseResult {
+func runLoad(b *testing.B, name string, emu *slackemu.Server, plan benchPlan) loadResult {
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -437,7 +473,8 @@ func runLoad(b *testing.B, name string, emu *slackemu.Server, plan benchPlan) ma
 	d.drain(name+" "+phaseClosed, plan.drain)
 
 	rec := newRecords(emu)
-	out := map[string]phaseResult{}
+	out := loadResult{phases: map[string]phaseResult{}}
+	answering := map[string]bool{} // thread ts + time of every bot post that answered a post first
 	for _, ph := range []string{phaseWake, phaseLight, phaseSteady, phaseClosed} {
 		var acks, replies []time.Duration
 		var first, last time.Time
@@ -473,6 +510,7 @@ func runLoad(b *testing.B, name string, emu *slackemu.Server, plan benchPlan) ma
 			}
 			replies = append(replies, answered.Sub(sent))
 			turns[d.parents[p.thread]+answered.String()] = true
+			answering[d.parents[p.thread]+answered.String()] = true
 			if first.IsZero() || sent.Before(first) {
 				first = sent
 			}
@@ -489,9 +527,21 @@ func runLoad(b *testing.B, name string, emu *slackemu.Server, plan benchPlan) ma
 		} else {
 			res.rate = float64(res.posts) / last.Sub(first).Seconds()
 		}
-		out[ph] = res
+		out.phases[ph] = res
 	}
+	for _, parent := range d.parents {
+		out.botPosts += len(rec.replies[parent])
+	}
+	out.redundant = out.botPosts - len(answering)
 	return out
+}
+
+// loadResult is what runLoad measured.
+type loadResult struct {
+	phases map[string]phaseResult
+	// botPosts counts the chat.postMessage calls in the threads; redundant those that answered
+	// no post first (a reply posted twice, or a turn with nothing new to answer).
+	botPosts, redundant int
 }
 
 // records indexes the emulator's delivery, ack and chat.postMessage records.
