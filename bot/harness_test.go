@@ -42,12 +42,25 @@ func (a *echoAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error) 
 			return brain.Reply{}, ctx.Err()
 		}
 	}
+	// Like the real brain, answer only the messages up to the turn's Through: later ones are
+	// queued for the next turn.
+	started, err := t.Log.Events(ctx, session.Range{From: t.TurnSeq, To: t.TurnSeq})
+	if err != nil || len(started) != 1 {
+		return brain.Reply{}, fmt.Errorf("read turn_started %d: %v", t.TurnSeq, err)
+	}
+	var ts session.TurnStarted
+	if err := started[0].Decode(&ts); err != nil {
+		return brain.Reply{}, err
+	}
 	evs, err := t.Log.Events(ctx, session.Range{Types: []session.Type{session.TypeUserMessage, session.TypeUserMessageEdited}})
 	if err != nil {
 		return brain.Reply{}, err
 	}
 	var texts []string
 	for _, e := range evs {
+		if e.Type == session.TypeUserMessage && e.Seq > ts.Through {
+			continue
+		}
 		var m struct {
 			Text    string `json:"text"`
 			NewText string `json:"new_text"`
@@ -153,6 +166,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
 	})
 	gw := bot.NewGateway(log, h.store, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{PrivateNote: o.privateNote})
+	opened := h.emu.ConnectionsOpened()
 	ctx, cancel := context.WithCancel(h.ctx)
 	r := &replica{runner: runner, cancel: cancel, done: make(chan struct{}), metrics: metrics, reg: reg}
 	var wg sync.WaitGroup
@@ -168,6 +182,11 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	})
 	go func() { wg.Wait(); close(r.done) }()
 	h.reps = append(h.reps, r)
+	// Slack delivers what is posted while no socket is open only by later retries: wait for
+	// this replica's socket before the test posts.
+	if err := h.emu.Wait(h.waitCtx(), func() bool { return h.emu.ConnectionsOpened() > opened }); err != nil {
+		t.Fatalf("replica did not connect: %v", err)
+	}
 	return r
 }
 
