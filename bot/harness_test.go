@@ -115,6 +115,7 @@ type harnessOptions struct {
 	replicas    int
 	privateNote bool
 	delivery    bot.DeliveryConfig
+	poll        time.Duration
 }
 
 func newHarness(t *testing.T, agent bot.Agent, o harnessOptions) *harness {
@@ -161,8 +162,12 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if lease == 0 {
 		lease = 3 * time.Second
 	}
+	poll := o.poll
+	if poll == 0 {
+		poll = 200 * time.Millisecond
+	}
 	runner := bot.NewRunner(log, h.store, h.dbURL, h.agent, deliver, nil, nil, metrics, bot.RunnerConfig{
-		IdleTimeout: idle, LeaseTTL: lease, PollInterval: 200 * time.Millisecond,
+		IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll,
 		Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
 	})
 	gw := bot.NewGateway(log, h.store, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{PrivateNote: o.privateNote})

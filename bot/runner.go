@@ -241,7 +241,12 @@ func (r *Runner) listen(ctx context.Context) {
 }
 
 func (r *Runner) listenOnce(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, r.dbURL)
+	cfg, err := pgx.ParseConfig(r.dbURL)
+	if err != nil {
+		return fmt.Errorf("parse database URL: %w", err)
+	}
+	cfg.RuntimeParams["application_name"] = "logbook-listen"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
