@@ -186,3 +186,32 @@ func TestListenerReconnectsAndCatchesUp(t *testing.T) {
 		t.Fatalf("reply %q", replies[1].Text)
 	}
 }
+
+// C20: no transaction spans a model call: while the agent works, the app holds no
+// connection idle in a transaction, and the pool sets idle_in_transaction_session_timeout.
+func TestNoTransactionSpansTheModelCall(t *testing.T) {
+	t.Parallel()
+	agent := &echoAgent{block: make(chan struct{})}
+	h := newHarness(t, agent, harnessOptions{})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> think hard"})
+	h.waitFor("the agent to run", func() bool { return agent.Runs() == 1 })
+	su, err := pgxpool.New(context.Background(), h.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close()
+	var idle int
+	if err := su.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&idle); err != nil {
+		t.Fatal(err)
+	}
+	if idle != 0 {
+		t.Fatalf("%d connections idle in a transaction during the model call", idle)
+	}
+	var timeout string
+	if err := h.store.Pool().QueryRow(context.Background(), `SHOW idle_in_transaction_session_timeout`).Scan(&timeout); err != nil || timeout != "5s" {
+		t.Fatalf("idle_in_transaction_session_timeout = %q (%v), want 5s", timeout, err)
+	}
+	close(agent.block)
+	h.replies(general, top.TS, 1)
+}
