@@ -181,30 +181,23 @@ func (c *Cell) loop(ctx context.Context) string {
 // turn_completed and user_message.
 func (c *Cell) state(ctx context.Context) (turnState, error) {
 	var st turnState
-	started, hasStarted, err := c.flog.last(ctx, session.TypeTurnStarted)
+	latest, err := c.r.store.Latest(ctx, c.id, session.TypeTurnStarted, session.TypeTurnCompleted, session.TypeUserMessage)
 	if err != nil {
 		return st, err
 	}
-	completed, hasCompleted, err := c.flog.last(ctx, session.TypeTurnCompleted)
-	if err != nil {
-		return st, err
-	}
-	user, hasUser, err := c.flog.last(ctx, session.TypeUserMessage)
-	if err != nil {
-		return st, err
-	}
-	if hasUser {
+	if user, ok := latest[session.TypeUserMessage]; ok {
 		st.lastUser = user.Seq
-		_ = user.Decode(&st.lastUserMsg)
+		_ = user.Decode(&st.lastUserMsg) // only its ts, for the working reaction
 	}
-	if hasStarted {
+	if started, ok := latest[session.TypeTurnStarted]; ok {
 		var ts session.TurnStarted
 		if err := started.Decode(&ts); err != nil {
 			return st, err
 		}
+		completed, done := latest[session.TypeTurnCompleted]
 		st.through = ts.Through
 		st.turnSeq = started.Seq
-		st.open = !hasCompleted || completed.Seq < started.Seq
+		st.open = !done || completed.Seq < started.Seq
 	}
 	return st, nil
 }
@@ -226,11 +219,15 @@ func (c *Cell) turn(ctx context.Context, st turnState) error {
 	working := r.deliver.Working(ctx, c.sess.Key.Channel, st.lastUserMsg.TS)
 	defer working()
 
-	// A reply this turn already produced (a crash after the reply, before delivery) is
-	// delivered, not produced again.
-	reply, found, err := c.existingReply(ctx, st.turnSeq)
-	if err != nil {
-		return err
+	// A resumed turn may have its reply already (a crash after the reply, before delivery):
+	// it is delivered, not produced again.
+	var reply session.Event
+	found := false
+	if resumed {
+		var err error
+		if reply, found, err = c.existingReply(ctx, st.turnSeq); err != nil {
+			return err
+		}
 	}
 	status, reason := brain.StatusOK, ""
 	if !found {
@@ -259,20 +256,21 @@ func (c *Cell) turn(ctx context.Context, st turnState) error {
 		}
 		reply, status, reason = res.Event, res.Status, res.Reason
 	}
-	if err := r.deliver.Deliver(ctx, c.flog, c.sess, reply, !found && !resumed); err != nil {
+	completed := func(status, reason string) session.NewEvent {
+		return session.NewEvent{Type: session.TypeTurnCompleted, Actor: c.actor(),
+			Payload: session.TurnCompleted{Turn: st.turnSeq, Status: status, Reason: reason, Through: st.through}}
+	}
+	// delivered and turn_completed go in one append.
+	if err := r.deliver.Deliver(ctx, c.flog, c.sess, reply, !resumed, completed(status, reason)); err != nil {
 		if ctx.Err() != nil {
 			return err
 		}
 		log.Warn().Err(err).Msg("delivery failed")
 		status, reason = brain.StatusError, "delivery"
 		if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeError, Actor: c.actor(),
-			Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}}); err != nil {
+			Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}}, completed(status, reason)); err != nil {
 			return err
 		}
-	}
-	if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeTurnCompleted, Actor: c.actor(),
-		Payload: session.TurnCompleted{Turn: st.turnSeq, Status: status, Reason: reason, Through: st.through}}); err != nil {
-		return err
 	}
 	r.metrics.turns.WithLabelValues(status).Inc()
 	return nil

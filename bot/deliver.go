@@ -71,11 +71,20 @@ func (d *Deliverer) Working(ctx context.Context, channel, ts string) func() {
 		return func() {}
 	}
 	item := slack.NewRefToMessage(channel, ts)
-	if err := d.api.AddReactionContext(ctx, d.cfg.Reaction, item); err != nil {
-		d.log.Debug().Err(err).Msg("working reaction")
-		return func() {}
-	}
+	// The reaction is added off the turn's path; the returned func waits for it, then
+	// removes it.
+	added := make(chan bool, 1)
+	go func() {
+		err := d.api.AddReactionContext(ctx, d.cfg.Reaction, item)
+		if err != nil {
+			d.log.Debug().Err(err).Msg("working reaction")
+		}
+		added <- err == nil
+	}()
 	return func() {
+		if !<-added {
+			return
+		}
 		rm, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := d.api.RemoveReactionContext(rm, d.cfg.Reaction, item); err != nil {
@@ -91,19 +100,24 @@ type deliveryLog interface {
 }
 
 // Deliver posts the reply to the session's thread unless the log says it was delivered,
-// then appends delivered with the ts of every part. fresh says the reply was produced by this
-// process just now, so the thread need not be searched for an earlier post of it; otherwise
-// (and after any ambiguous failure) parts already in the thread, found by metadata, are not
-// posted again.
-func (d *Deliverer) Deliver(ctx context.Context, log deliveryLog, sess session.Session, reply session.Event, fresh bool) error {
-	done, err := log.Events(ctx, session.Range{From: reply.Seq + 1, Types: []session.Type{session.TypeDelivered}})
-	if err != nil {
-		return err
-	}
-	for _, e := range done {
-		var p session.Delivered
-		if e.Decode(&p) == nil && p.EventID == reply.ID.String() {
-			return nil
+// then appends delivered with the ts of every part, followed by the events in then (in the
+// same append). fresh says the reply was produced by this process just now, so neither the
+// log nor the thread need be searched for an earlier delivery; otherwise (and after any
+// ambiguous failure) parts already in the thread, found by metadata, are not posted again.
+func (d *Deliverer) Deliver(ctx context.Context, log deliveryLog, sess session.Session, reply session.Event, fresh bool, then ...session.NewEvent) error {
+	if !fresh {
+		done, err := log.Events(ctx, session.Range{From: reply.Seq + 1, Types: []session.Type{session.TypeDelivered}})
+		if err != nil {
+			return err
+		}
+		for _, e := range done {
+			var p session.Delivered
+			if e.Decode(&p) == nil && p.EventID == reply.ID.String() {
+				if len(then) > 0 {
+					_, err = log.Append(ctx, then...)
+				}
+				return err
+			}
 		}
 	}
 	var msg session.AssistantMessage
@@ -132,11 +146,11 @@ func (d *Deliverer) Deliver(ctx context.Context, log deliveryLog, sess session.S
 		}
 		posted[i] = ts
 	}
-	_, err = log.Append(ctx, session.NewEvent{
+	_, err := log.Append(ctx, append([]session.NewEvent{{
 		Type: session.TypeDelivered, Actor: session.Actor{Kind: session.ActorSystem, ID: "delivery"},
 		IdempotencyKey: "delivered/" + reply.ID.String(),
 		Payload:        session.Delivered{EventID: reply.ID.String(), Seq: reply.Seq, Channel: channel, TS: posted},
-	})
+	}}, then...)...)
 	if err == nil {
 		d.metrics.deliveries.Inc()
 	}

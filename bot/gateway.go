@@ -52,7 +52,14 @@ type Gateway struct {
 
 	notedMu sync.Mutex
 	noted   map[string]bool // conversations already told "public channels only"
+
+	// known caches thread → session (a mapping that never changes), so an ack costs one
+	// commit. Bounded: cleared when it grows past maxKnown.
+	knownMu sync.Mutex
+	known   map[session.ThreadKey]session.Session
 }
+
+const maxKnown = 100_000
 
 // SlashHandler answers a slash command; the returned text is sent as the ack's ephemeral
 // payload.
@@ -77,6 +84,7 @@ func NewGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *soc
 		me:    identity{Team: me.TeamID, UserID: me.UserID, BotID: me.BotID},
 		dir:   newDirectory(api, cfg.ChannelTTL, time.Now),
 		noted: map[string]bool{},
+		known: map[session.ThreadKey]session.Session{},
 	}
 }
 
@@ -247,12 +255,7 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) e
 		team = g.me.Team
 	}
 	key := session.ThreadKey{Team: team, Channel: in.Channel, ThreadTS: d.ThreadTS}
-	var sess session.Session
-	if d.Action == actMessage && d.Start {
-		sess, err = g.store.Open(ctx, key)
-	} else {
-		sess, err = g.store.SessionByThread(ctx, key)
-	}
+	sess, err := g.session(ctx, key, d.Action == actMessage && d.Start)
 	if errors.Is(err, session.ErrNotFound) {
 		g.metrics.ignored.WithLabelValues("no_session").Inc()
 		return nil
@@ -324,6 +327,33 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) e
 		g.signal(sess.ID)
 	}
 	return nil
+}
+
+// session returns the thread's session, opening it when open is set (else ErrNotFound when
+// it has none).
+func (g *Gateway) session(ctx context.Context, key session.ThreadKey, open bool) (session.Session, error) {
+	g.knownMu.Lock()
+	sess, ok := g.known[key]
+	g.knownMu.Unlock()
+	if ok {
+		return sess, nil
+	}
+	var err error
+	if open {
+		sess, err = g.store.Open(ctx, key)
+	} else {
+		sess, err = g.store.SessionByThread(ctx, key)
+	}
+	if err != nil {
+		return sess, err
+	}
+	g.knownMu.Lock()
+	if len(g.known) >= maxKnown {
+		clear(g.known)
+	}
+	g.known[key] = sess
+	g.knownMu.Unlock()
+	return sess, nil
 }
 
 // public reports whether the event's conversation is a public channel: from the message's

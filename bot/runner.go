@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -213,7 +214,8 @@ func (r *Runner) notifier(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case id := <-r.notify:
-			if _, err := r.store.Pool().Exec(ctx, `SELECT pg_notify('logbook_session', $1)`, id.String()); err != nil && ctx.Err() == nil {
+			// The payload names the sender, whose own listener ignores it.
+			if _, err := r.store.Pool().Exec(ctx, `SELECT pg_notify('logbook_session', $1)`, id.String()+" "+r.cfg.Owner); err != nil && ctx.Err() == nil {
 				r.log.Debug().Err(err).Msg("notify; the other replicas' poll will find the session")
 			}
 		}
@@ -260,7 +262,11 @@ func (r *Runner) listenOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		id, err := session.ParseID(n.Payload)
+		sid, sender, _ := strings.Cut(n.Payload, " ")
+		if sender == r.cfg.Owner {
+			continue // our own signal; the cell was poked in process
+		}
+		id, err := session.ParseID(sid)
 		if err != nil {
 			continue
 		}

@@ -147,3 +147,36 @@ func (s *Store) ReadAll(ctx context.Context, after Cursor, limit int) ([]Event, 
 	}
 	return out, next, nil
 }
+
+// Latest returns the newest event of each of the given types in the session, in one round
+// trip; a type with no event is absent from the map.
+func (s *Store) Latest(ctx context.Context, id ID, types ...Type) (map[Type]Event, error) {
+	if id == (ID{}) {
+		return nil, ErrEmptySessionID
+	}
+	out := make(map[Type]Event, len(types))
+	if len(types) == 0 {
+		return out, nil
+	}
+	var q strings.Builder
+	args := []any{id}
+	for i, t := range types {
+		if i > 0 {
+			q.WriteString(" UNION ALL ")
+		}
+		args = append(args, string(t))
+		fmt.Fprintf(&q, "(SELECT %s FROM events WHERE session_id = $1 AND type = $%d ORDER BY seq DESC LIMIT 1)", eventColumns, len(args))
+	}
+	rows, err := s.pool.Query(ctx, q.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("latest events of session %s: %w", id, err)
+	}
+	evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) { return scanEvent(row) })
+	if err != nil {
+		return nil, fmt.Errorf("latest events of session %s: %w", id, err)
+	}
+	for _, e := range evs {
+		out[e.Type] = e
+	}
+	return out, nil
+}

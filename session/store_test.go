@@ -502,3 +502,22 @@ func TestVerifyFindsHeaderEditsAndGaps(t *testing.T) {
 		})
 	}
 }
+
+func TestLatest(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	ctx := context.Background()
+	s := openSession(t, st, "1700000000.000100")
+	for _, typ := range []session.Type{session.TypeUserMessage, session.TypeTurnStarted, session.TypeUserMessage, session.TypeTurnCompleted, session.TypeTurnStarted} {
+		if _, err := st.Append(ctx, s.ID, session.NewEvent{Type: typ, Actor: user1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.Latest(ctx, s.ID, session.TypeUserMessage, session.TypeTurnStarted, session.TypeTurnCompleted, session.TypeTitle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[session.TypeUserMessage].Seq != 3 || got[session.TypeTurnStarted].Seq != 5 || got[session.TypeTurnCompleted].Seq != 4 {
+		t.Fatalf("Latest = %v", got)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/web"
@@ -69,7 +70,8 @@ Environment:
                           (oauth2-proxy: X-Forwarded-Email); LOGBOOK_WEB_AUDITORS lists
                           the values that are auditors
   LOGBOOK_LOG_FORMAT      json | console (default: console on a terminal, else json)
-  LOGBOOK_LOG_LEVEL       debug | info | warn | error (default info)`
+  LOGBOOK_LOG_LEVEL       debug | info | warn | error (default info)
+  LOGBOOK_AUDIT_SCHEDULE  cron spec of scheduled audit exports inside serve (see 'logbook audit --help')`
 
 func newServeCmd(e env) *cobra.Command {
 	return &cobra.Command{
@@ -83,6 +85,9 @@ func newServeCmd(e env) *cobra.Command {
 				return usageError{err}
 			}
 			log := newLogger(e)
+			cfg.Audit = func(ctx context.Context, log zerolog.Logger) (*audit.Scheduler, func(), error) {
+				return auditSchedulerFromEnv(ctx, e, log)
+			}
 			return serve(c.Context(), cfg, log, nil)
 		},
 	}
@@ -109,9 +114,11 @@ type serveConfig struct {
 	PrivateNote  bool
 	Domain       string
 	PollInterval time.Duration
-	WebTokens    []webToken
-	WebProxy     string
-	WebAuditors  []string
+	// Audit builds the scheduled audit exports (nil, or a nil scheduler: none).
+	Audit       func(ctx context.Context, log zerolog.Logger) (*audit.Scheduler, func(), error) `json:"-"`
+	WebTokens   []webToken
+	WebProxy    string
+	WebAuditors []string
 }
 
 // webToken is a web page bearer token as configured; its secret never prints.
@@ -293,12 +300,19 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	log = log.With().Str("team", me.TeamID).Logger()
 	log.Info().Str("bot_user", me.UserID).Str("bot_id", me.BotID).Msg("slack tokens checked (auth.test, apps.connections.open)")
 
-	pool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole})
+	pool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 12})
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	store := session.NewStore(pool, session.Options{})
+	// The gateway has a pool of its own, so an ack never queues behind the cells' work.
+	gwPool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 4})
+	if err != nil {
+		return err
+	}
+	defer gwPool.Close()
+	gwStore := session.NewStore(gwPool, session.Options{})
 
 	kind := cfg.Sandbox
 	var provs sandbox.Provider
@@ -333,10 +347,24 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 			Channel: dir.ChannelName,
 		})
 	sm := socketmode.New(api)
-	gw := bot.NewGateway(log.With().Str("part", "gateway").Logger(), store, api, sm, me, runner.Signal, metrics,
+	gw := bot.NewGateway(log.With().Str("part", "gateway").Logger(), gwStore, api, sm, me, runner.Signal, metrics,
 		slashHandler(searcher), bot.GatewayConfig{PrivateNote: cfg.PrivateNote})
 
+	var sched *audit.Scheduler
+	if cfg.Audit != nil {
+		s, closeAll, err := cfg.Audit(ctx, log.With().Str("part", "audit").Logger())
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		sched = s
+	}
+
 	g, ctx := errgroup.WithContext(ctx)
+	if sched != nil {
+		log.Info().Msg("audit: scheduled exports on (LOGBOOK_AUDIT_SCHEDULE)")
+		g.Go(func() error { return sched.Run(ctx) })
+	}
 	g.Go(func() error { return gw.Run(ctx) })
 	g.Go(func() error { return runner.Run(ctx) })
 	g.Go(func() error { return indexer.Run(ctx) })
