@@ -300,7 +300,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	log = log.With().Str("team", me.TeamID).Logger()
 	log.Info().Str("bot_user", me.UserID).Str("bot_id", me.BotID).Msg("slack tokens checked (auth.test, apps.connections.open)")
 
-	pool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 12})
+	pool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 8})
 	if err != nil {
 		return err
 	}
