@@ -210,9 +210,20 @@ BEGIN
         v_seq   := v_seq + 1;
         v_now   := clock_timestamp();
         v_phash := sha256(convert_to(p_payloads[i]::text, 'UTF8'));
+        -- The header of logbook_event_header, written out: a SQL function call costs more
+        -- than the rest of the hash.
         v_new_hash := sha256(v_hash
-            || logbook_event_header(p_session, v_seq, p_event_ids[i], p_types[i], p_actor_kinds[i],
-                                    p_actor_ids[i], v_now, p_keys[i])
+            || convert_to(concat_ws('|',
+                   'logbook-event-v1',
+                   p_session::text,
+                   v_seq::text,
+                   p_event_ids[i]::text,
+                   octet_length(p_types[i])::text || ':' || p_types[i],
+                   octet_length(p_actor_kinds[i])::text || ':' || p_actor_kinds[i],
+                   octet_length(p_actor_ids[i])::text || ':' || p_actor_ids[i],
+                   ((extract(epoch FROM v_now) * 1000000)::bigint)::text,
+                   CASE WHEN p_keys[i] IS NULL THEN '-' ELSE octet_length(p_keys[i])::text || ':' || p_keys[i] END
+               ), 'UTF8')
             || v_phash);
 
         INSERT INTO events AS e (session_id, seq, event_id, type, actor_kind, actor_id, created_at,
