@@ -232,7 +232,7 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		if !h.Content {
 			return b.reply(ctx, st, EmptyMentionReply, nil, StatusOK, "")
 		}
-		if r, ok := answered(evs, h, st.through); ok {
+		if r, ok := answered(evs, h, st.through, t.TurnSeq); ok {
 			// The process died after appending this turn's reply: deliver that one.
 			st.log.Info().Int64("reply_seq", r.Event.Seq).Msg("turn already answered")
 			return r, nil
@@ -330,8 +330,11 @@ func (b *Brain) load(ctx context.Context, log Log) ([]session.Event, error) {
 
 // answered returns the turn's reply when the log already holds it: the history ends with the
 // assistant, and the last assistant_message is a reply written after the turn's last user
-// message.
-func answered(evs []session.Event, h history, through int64) (Reply, bool) {
+// message by this turn (its Turn is turnSeq; a reply without Turn counts when its seq is above
+// turnSeq). A reply of an earlier turn is never this turn's answer, even when its seq is above
+// a message this turn answers (that message arrived while the earlier turn ran). turnSeq 0
+// (no turn_started) accepts any reply.
+func answered(evs []session.Event, h history, through, turnSeq int64) (Reply, bool) {
 	if n := len(h.Messages); n == 0 || h.Messages[n-1].Role != RoleAssistant {
 		return Reply{}, false
 	}
@@ -345,6 +348,9 @@ func answered(evs []session.Event, h history, through int64) (Reply, bool) {
 		}
 		var m session.AssistantMessage
 		if e.Decode(&m) != nil || !m.Reply() {
+			return Reply{}, false
+		}
+		if turnSeq > 0 && m.Turn != turnSeq && (m.Turn != 0 || e.Seq < turnSeq) {
 			return Reply{}, false
 		}
 		return Reply{Event: e, Message: m, Status: StatusOK}, true

@@ -853,3 +853,80 @@ func TestRepeatedToolCallIDsAreReplaced(t *testing.T) {
 	}
 	mustAllValid(t, fake, 4)
 }
+
+// D1: a message that arrives while turn 1 runs (between turn 1's tool call and its result) is
+// answered by turn 2 with a model call; both fake providers accept the history, which ends
+// with that message after turn 1's reply.
+func TestQueuedMessageIsAnsweredByTheNextTurn(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"anthropic", "openai"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.titled()
+			bot := session.Actor{Kind: session.ActorBot, ID: "UB000001"}
+			cell := session.Actor{Kind: session.ActorSystem, ID: "cell"}
+			q1, _ := e.user("what is in the repo?")
+			turn1 := e.startTurn(q1)
+			e.append(
+				session.NewEvent{Type: session.TypeAssistantMessage, Actor: bot, Payload: session.AssistantMessage{
+					ToolCallIDs: []string{"toolu_1"}, Turn: turn1}},
+				session.NewEvent{Type: session.TypeToolCall, Actor: bot, Payload: session.ToolCall{CallID: "toolu_1", Name: "run_command", Input: []byte(`{"command":"ls"}`)}},
+			)
+			q2, _ := e.user("and how big is it?")
+			e.append(session.NewEvent{Type: session.TypeQueued, Actor: cell, Payload: session.Queued{MessageSeq: q2}})
+			e.append(session.NewEvent{Type: session.TypeToolResult, Actor: session.Actor{Kind: session.ActorSandbox, ID: "sandbox"},
+				Payload: session.ToolResult{CallID: "toolu_1", Content: "README.md\nmain.go"}})
+			a1 := e.append(session.NewEvent{Type: session.TypeAssistantMessage, Actor: bot, Payload: session.AssistantMessage{
+				Text: "A README and main.go.", Turn: turn1}})[0]
+			e.append(session.NewEvent{Type: session.TypeTurnCompleted, Actor: cell, Payload: session.TurnCompleted{
+				Turn: turn1, Status: brain.StatusOK, Through: q1}})
+			turn2 := e.startTurn(q2)
+
+			var fake *fakeprovider.Server
+			var p brain.Provider
+			if kind == "anthropic" {
+				fake = fakeprovider.NewAnthropic(t, anthropicKey)
+				p = anthropicProvider(t, fake, anthropicKey)
+			} else {
+				fake = fakeprovider.NewOpenAI(t, openAIKey)
+				p = openAIProvider(t, fake, openAIKey)
+			}
+			fake.Push(fakeprovider.Reply{Text: "Two files, small."})
+			b, _ := newBrain(t, p, nil)
+			r, err := b.Run(context.Background(), e.turn(&fakeHands{}, turn2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Event.Seq == a1.Seq || r.Message.Text != "Two files, small." || r.Message.Turn != turn2 || r.Status != brain.StatusOK {
+				t.Fatalf("reply seq %d turn %d %q status %s, want turn %d's own answer (turn 1's reply is %d)",
+					r.Event.Seq, r.Message.Turn, r.Message.Text, r.Status, turn2, a1.Seq)
+			}
+			wantTypes(t, e.after(turn2), session.TypeAssistantMessage)
+			msgs := mustAllValid(t, fake, 1)[0].Messages
+			if kind == "anthropic" {
+				var got [][]string
+				for _, m := range msgs {
+					got = append(got, append([]string{m.Role}, blockTexts(m)...))
+				}
+				want := [][]string{
+					{"user", "text:Alice: what is in the repo?"},
+					{"assistant", "tool_use:toolu_1"},
+					{"user", "tool_result:toolu_1"},
+					{"assistant", "text:A README and main.go."},
+					{"user", "text:Alice: and how big is it?"},
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("messages sent =\n%q\nwant\n%q", got, want)
+				}
+			} else {
+				if got := roles(msgs); got != "system,user,assistant,tool,assistant,user" {
+					t.Errorf("roles = %s", got)
+				}
+				if got := blockTexts(msgs[len(msgs)-1]); !slices.Equal(got, []string{"text:Alice: and how big is it?"}) {
+					t.Errorf("last message = %q", got)
+				}
+			}
+		})
+	}
+}

@@ -24,10 +24,13 @@
 //     newest edit and deleted ones are left out; users are named ("Alice: ..."), a leading
 //     mention of the bot is removed, and a bare mention never becomes an empty text block (C09:
 //     a thread of bare mentions is answered "What can I help with?" without a model call);
-//     messages that arrived after the turn's Through wait for the next turn; each assistant
-//     message is followed by one user message with its tool results in call order, then any
-//     text that arrived meanwhile; consecutive messages of one role are merged; results that
-//     answer no tool use of the message before are dropped.
+//     messages that arrived after the turn's Through wait for the next turn; the order is the
+//     turns' order, not raw seq order: a message that arrived while an earlier turn ran (above
+//     that turn's Through, below its turn_completed) follows that turn's reply, so it never
+//     splits a tool_use from its tool_result and the next turn's request ends with it; each
+//     assistant message is followed by one user message with its tool results in call order;
+//     consecutive messages of one role are merged; results that answer no tool use of the
+//     message before are dropped.
 //  3. Budget. When the estimated size (bytes/4 plus a little per block) is over
 //     Config.ContextBudget, the older turns are summarised by the model and the summary is
 //     appended as context_summary{from_seq, to_seq, summary}. Cuts fall only at turn boundaries
@@ -63,8 +66,9 @@
 // with an error event {stage, code, message} and a short reply that says so (Reply.Status
 // "error"), so the thread always hears back. Run returns an error only when the log refuses an
 // append (session.ErrFenced after a lost lease) or ctx ends; the next turn repairs whatever
-// was left half done. A turn whose reply is already in the log returns that reply without a
-// model call, so re-running a turn after a crash does not answer twice.
+// was left half done. A turn whose reply is already in the log (an assistant_message whose
+// Turn is this turn's turn_started seq) returns that reply without a model call, so re-running
+// a turn after a crash does not answer twice; an earlier turn's reply never counts.
 //
 // # Providers
 //

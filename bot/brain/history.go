@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -23,7 +24,8 @@ type history struct {
 	// harness added, such as a summary).
 	Start []int64
 	// Boundary[i] is set when Messages[i] begins a turn: a user message opening with the
-	// user's text, after an assistant reply with no pending tool calls. Older messages may be
+	// user's text, after an assistant reply with no pending tool calls, that was not held back
+	// while an earlier turn ran (its seq is below that turn's reply). Older messages may be
 	// cut (summarised) only at a boundary, so a tool_use and its tool_result are kept or
 	// dropped together.
 	Boundary []bool
@@ -77,6 +79,8 @@ func hasToolUse(m Message) bool {
 //   - the newest context_summary stands in for the events it covers;
 //   - markers (turn_started, title, error, ...) are skipped by type;
 //   - a user message shows its newest edit's text, and deleted ones are left out;
+//   - the order is the turns' order, not raw seq order: a user message that arrived while a
+//     turn ran, and was not one that turn answered, follows that turn's reply (see turnOrder);
 //   - each assistant message is followed by one user message holding the results of its tool
 //     calls in call order (a call without a result gets an in-memory interrupted result; Run
 //     appends real ones to the log before it builds), then any user text that arrived meanwhile;
@@ -143,7 +147,11 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 			kept[m.TS] = true
 		}
 	}
-	for _, e := range evs {
+	ordered, held, err := turnOrder(evs)
+	if err != nil {
+		return history{}, err
+	}
+	for _, e := range ordered {
 		if e.Seq <= b.h.Summary.ToSeq {
 			continue
 		}
@@ -165,7 +173,9 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 			}
 			text, content := renderUser(speaker(m), text, opt)
 			b.h.Content = b.h.Content || content
-			boundary := true
+			// A message held back past a turn's reply is no place to cut: the reply before it
+			// has a higher seq, so no summary range could end between them.
+			boundary := !held[e.Seq]
 			if last := b.last(); last != nil && last.Role == RoleUser {
 				boundary = false // merged into the message before
 			}
@@ -219,6 +229,66 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 	}
 	normalize(&b.h)
 	return b.h, nil
+}
+
+// turnOrder returns evs in the order the conversation happened for the model: a user message
+// that arrived while a turn ran and is not among the messages that turn answers (its seq is
+// above the turn's turn_started Through and below the turn's turn_completed) is moved to just
+// after that turn_completed, so it follows the turn's reply and never falls between a tool_use
+// and its tool_result. Everything else keeps its seq order, held messages among themselves
+// too. held holds the seqs of the moved messages. A turn without turn_completed (the current
+// one, or one that died) moves nothing: the caller's Through leaves out what the current turn
+// does not answer, and a turn whose Through is 0 (no limit) answered everything.
+func turnOrder(evs []session.Event) (ordered []session.Event, held map[int64]bool, err error) {
+	type span struct{ through, completed int64 }
+	var turns []span // in turn_started order; Through never decreases
+	index := map[int64]int{}
+	for _, e := range evs {
+		switch e.Type {
+		case session.TypeTurnStarted:
+			var ts session.TurnStarted
+			if err := e.Decode(&ts); err != nil {
+				return nil, nil, err
+			}
+			index[e.Seq] = len(turns)
+			turns = append(turns, span{through: ts.Through})
+		case session.TypeTurnCompleted:
+			var tc session.TurnCompleted
+			if err := e.Decode(&tc); err != nil {
+				return nil, nil, err
+			}
+			if i, ok := index[tc.Turn]; ok && turns[i].completed == 0 && e.Seq > tc.Turn {
+				turns[i].completed = e.Seq
+			}
+		}
+	}
+	after := map[int64][]session.Event{} // turn_completed seq -> messages held back until it
+	held = map[int64]bool{}
+	for _, e := range evs {
+		if e.Type != session.TypeUserMessage || len(turns) == 0 {
+			continue
+		}
+		// The last turn whose Through is below the message is the only one that can have
+		// been running without answering it: a later turn starts after this one completed and
+		// answers every message that arrived before.
+		i := sort.Search(len(turns), func(i int) bool { return turns[i].through >= e.Seq }) - 1
+		if i >= 0 && turns[i].through > 0 && turns[i].completed > e.Seq {
+			after[turns[i].completed] = append(after[turns[i].completed], e)
+			held[e.Seq] = true
+		}
+	}
+	if len(held) == 0 {
+		return evs, held, nil
+	}
+	ordered = make([]session.Event, 0, len(evs))
+	for _, e := range evs {
+		if e.Type == session.TypeUserMessage && held[e.Seq] {
+			continue
+		}
+		ordered = append(ordered, e)
+		ordered = append(ordered, after[e.Seq]...)
+	}
+	return ordered, held, nil
 }
 
 // speaker is the name a user message is shown with.

@@ -84,7 +84,7 @@ func TestBuildHistory(t *testing.T) {
 		want  string
 	}{
 		{
-			name: "parallel results in call order, queued text after them, markers skipped",
+			name: "parallel results in call order, markers skipped, a message queued mid-turn after the reply",
 			build: func(es *events) {
 				es.user("1", "a")
 				es.add(session.TypeTurnStarted, session.TurnStarted{Through: 1})
@@ -98,7 +98,7 @@ func TestBuildHistory(t *testing.T) {
 				es.assistant("done")
 				es.add(session.TypeTurnCompleted, session.TurnCompleted{Turn: 2, Status: "ok"})
 			},
-			want: "U[text:Alice: a] A[use:t1|use:t2] U[result:t1|result:t2|text:Alice: queued] A[text:done]",
+			want: "U[text:Alice: a] A[use:t1|use:t2] U[result:t1|result:t2] A[text:done] U[text:Alice: queued]",
 		},
 		{
 			name: "missing result gets an in-memory interrupted result",
@@ -188,6 +188,124 @@ func TestBuildHistory(t *testing.T) {
 				t.Errorf("built history is invalid: %v", err)
 			}
 		})
+	}
+}
+
+// D1: a message that arrives while turn 1 runs is answered by turn 2, whose history puts it
+// after turn 1's reply (never between a tool_use and its tool_result), so the request ends
+// with it; turn 1's reply is not taken for turn 2's answer.
+func TestQueuedMessageFollowsTheRunningTurnsReply(t *testing.T) {
+	t.Parallel()
+	opt := historyOptions{BotName: "logbook", BotUserID: "UB1"}
+	queued := func(es *events, seq int64) { es.add(session.TypeQueued, session.Queued{MessageSeq: seq}) }
+	cases := []struct {
+		name  string
+		build func(es *events) (through, turn2 int64)
+		want  string
+	}{
+		{
+			name: "queued before turn 1's tool call",
+			build: func(es *events) (int64, int64) {
+				q1 := es.user("1", "q1")
+				ts1 := es.add(session.TypeTurnStarted, session.TurnStarted{Through: q1})
+				q2 := es.user("2", "q2")
+				queued(es, q2)
+				es.add(session.TypeAssistantMessage, session.AssistantMessage{ToolCallIDs: []string{"t1"}, Turn: ts1})
+				es.call("t1")
+				es.result("t1", "r1")
+				es.add(session.TypeAssistantMessage, session.AssistantMessage{Text: "a1", Turn: ts1})
+				es.add(session.TypeTurnCompleted, session.TurnCompleted{Turn: ts1, Status: "ok", Through: q1})
+				return q2, es.add(session.TypeTurnStarted, session.TurnStarted{Through: q2})
+			},
+			want: "U[text:Alice: q1] A[use:t1] U[result:t1] A[text:a1] U[text:Alice: q2]",
+		},
+		{
+			name: "queued between turn 1's tool call and its result",
+			build: func(es *events) (int64, int64) {
+				q1 := es.user("1", "q1")
+				ts1 := es.add(session.TypeTurnStarted, session.TurnStarted{Through: q1})
+				es.add(session.TypeAssistantMessage, session.AssistantMessage{ToolCallIDs: []string{"t1"}, Turn: ts1})
+				es.call("t1")
+				q2 := es.user("2", "q2")
+				queued(es, q2)
+				es.result("t1", "r1")
+				es.add(session.TypeAssistantMessage, session.AssistantMessage{Text: "a1", Turn: ts1})
+				q3 := es.user("3", "q3") // after the reply, before turn_completed
+				queued(es, q3)
+				es.add(session.TypeTurnCompleted, session.TurnCompleted{Turn: ts1, Status: "ok", Through: q1})
+				return q3, es.add(session.TypeTurnStarted, session.TurnStarted{Through: q3})
+			},
+			want: "U[text:Alice: q1] A[use:t1] U[result:t1] A[text:a1] U[text:Alice: q2|text:Alice: q3]",
+		},
+		{
+			name: "appended between the state read and turn_started, then one after the turn",
+			build: func(es *events) (int64, int64) {
+				q1 := es.user("1", "q1")
+				es.user("2", "q2") // not in turn 1's Through
+				ts1 := es.add(session.TypeTurnStarted, session.TurnStarted{Through: q1})
+				es.add(session.TypeAssistantMessage, session.AssistantMessage{Text: "a1", Turn: ts1})
+				es.add(session.TypeTurnCompleted, session.TurnCompleted{Turn: ts1, Status: "ok", Through: q1})
+				q3 := es.user("3", "q3")
+				return q3, es.add(session.TypeTurnStarted, session.TurnStarted{Through: q3})
+			},
+			want: "U[text:Alice: q1] A[text:a1] U[text:Alice: q2|text:Alice: q3]",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var es events
+			through, turn2 := c.build(&es)
+			o := opt
+			o.Through = through
+			h := mustBuild(t, es, o)
+			if got := shape(h.Messages); got != c.want {
+				t.Errorf("got  %s\nwant %s", got, c.want)
+			}
+			if err := validate(h.Messages, true); err != nil {
+				t.Errorf("built history is invalid: %v", err)
+			}
+			if h.Boundary[len(h.Messages)-1] {
+				t.Errorf("the held-back q2 is marked a turn boundary; a summary could cut between a1 and it")
+			}
+			if r, ok := answered(es, h, through, turn2); ok {
+				t.Errorf("turn 2 took %d (%q) for its answer", r.Event.Seq, r.Message.Text)
+			}
+			// Once turn 2 replies, the rerun finds that reply and no other.
+			a2 := es.add(session.TypeAssistantMessage, session.AssistantMessage{Text: "a2", Turn: turn2})
+			h = mustBuild(t, es, o)
+			if r, ok := answered(es, h, through, turn2); !ok || r.Event.Seq != a2 {
+				t.Errorf("after turn 2's reply: answered = %d, %v; want %d", r.Event.Seq, ok, a2)
+			}
+		})
+	}
+}
+
+// A held-back message is no turn boundary: a summary range cannot end between turn 1's reply
+// and a message whose seq is below it.
+func TestHeldMessageIsNoCutPoint(t *testing.T) {
+	t.Parallel()
+	var es events
+	q1 := es.user("1", "q1")
+	ts1 := es.add(session.TypeTurnStarted, session.TurnStarted{Through: q1})
+	q2 := es.user("2", "q2")
+	es.add(session.TypeAssistantMessage, session.AssistantMessage{Text: "a1", Turn: ts1})
+	es.add(session.TypeTurnCompleted, session.TurnCompleted{Turn: ts1, Status: "ok", Through: q1})
+	ts2 := es.add(session.TypeTurnStarted, session.TurnStarted{Through: q2})
+	es.add(session.TypeAssistantMessage, session.AssistantMessage{Text: "a2", Turn: ts2})
+	es.add(session.TypeTurnCompleted, session.TurnCompleted{Turn: ts2, Status: "ok", Through: q2})
+	q3 := es.user("3", "q3")
+	es.add(session.TypeTurnStarted, session.TurnStarted{Through: q3})
+	h := mustBuild(t, es, historyOptions{Through: q3})
+	if got, want := shape(h.Messages), "U[text:Alice: q1] A[text:a1] U[text:Alice: q2] A[text:a2] U[text:Alice: q3]"; got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if want := []bool{true, false, false, false, true}; !slices.Equal(h.Boundary, want) {
+		t.Errorf("boundaries = %v, want %v", h.Boundary, want)
+	}
+	for target := 0; target < 200; target++ {
+		if i, ok := cutPoint(h, "", nil, target); ok && i != 4 {
+			t.Fatalf("target %d: cut at message %d (start seq %d)", target, i, h.Start[i])
+		}
 	}
 }
 
