@@ -60,6 +60,11 @@ func TestThreadConversationOfSeveralTurns(t *testing.T) {
 	if err != nil || !v.OK {
 		t.Fatalf("verify: %+v %v", v, err)
 	}
+	// Nothing was redelivered or recovered, so the thread was never read back from Slack
+	// (conversations.replies is 1 call a minute for many apps).
+	if n := h.emu.Calls("conversations.replies"); n != 0 {
+		t.Fatalf("%d conversations.replies calls in a plain conversation", n)
+	}
 }
 
 // C01, C02: one post delivered as app_mention + message, duplicated and retried, gives one

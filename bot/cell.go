@@ -112,23 +112,37 @@ func (c *Cell) run(ctx context.Context) {
 
 var errLeaseLost = errors.New("lease lost")
 
+// maxTurnFailures is how many times in a row a cell retries a failing turn before it exits
+// and leaves the session to the poll.
+const maxTurnFailures = 6
+
 func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease session.Lease) {
-	t := time.NewTicker(c.r.cfg.LeaseTTL / 3)
+	t := time.NewTicker(c.r.cfg.LeaseTTL / 4)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			l, err := c.r.store.RenewLease(ctx, lease, c.r.cfg.LeaseTTL)
+			rctx, stop := context.WithTimeout(ctx, c.r.cfg.LeaseTTL/8)
+			l, err := c.r.store.RenewLease(rctx, lease, c.r.cfg.LeaseTTL)
+			stop()
 			if errors.Is(err, session.ErrFenced) {
 				cancel(errLeaseLost)
 				return
 			}
 			if err != nil {
-				if ctx.Err() == nil {
-					c.log.Warn().Err(err).Msg("cell: renew lease; retrying")
+				if ctx.Err() != nil {
+					return
 				}
+				// Not renewed: once the lease may have expired (by our clock, with a margin
+				// for clock skew), another replica may run the session: stop now.
+				if time.Now().After(lease.ExpiresAt.Add(-c.r.cfg.LeaseTTL / 4)) {
+					c.log.Warn().Err(err).Msg("cell: lease could not be renewed before it expired")
+					cancel(errLeaseLost)
+					return
+				}
+				c.log.Warn().Err(err).Msg("cell: renew lease; retrying")
 				continue
 			}
 			lease = l
@@ -145,6 +159,7 @@ func (c *Cell) actor() session.Actor {
 func (c *Cell) loop(ctx context.Context) string {
 	idle := time.NewTimer(c.r.cfg.IdleTimeout)
 	defer idle.Stop()
+	failures := 0
 	for {
 		st, err := c.state(ctx)
 		if err != nil {
@@ -159,9 +174,21 @@ func (c *Cell) loop(ctx context.Context) string {
 				if ctx.Err() != nil {
 					return "shutdown"
 				}
-				c.log.Warn().Err(err).Msg("cell: turn failed; the next signal or poll resumes it")
-				return "error"
+				failures++
+				if failures >= maxTurnFailures {
+					c.log.Warn().Err(err).Msg("cell: turn failed again; leaving it to the next poll")
+					return "error"
+				}
+				wait := min(time.Second<<failures, time.Minute)
+				c.log.Warn().Err(err).Dur("retry_in", wait).Msg("cell: turn failed; it stays open and is resumed")
+				select {
+				case <-ctx.Done():
+					return "shutdown"
+				case <-time.After(wait):
+				}
+				continue
 			}
+			failures = 0
 			idle.Reset(c.r.cfg.IdleTimeout)
 			continue
 		}
@@ -207,6 +234,9 @@ func (c *Cell) turn(ctx context.Context, st turnState) error {
 	r := c.r
 	resumed := st.open
 	if !st.open {
+		if err := c.replyBudget(ctx); err != nil {
+			return err
+		}
 		evs, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeTurnStarted, Actor: c.actor(),
 			Payload: session.TurnStarted{Through: st.lastUser, Reason: "message"}})
 		if err != nil {
@@ -262,10 +292,11 @@ func (c *Cell) turn(ctx context.Context, st turnState) error {
 	}
 	// delivered and turn_completed go in one append.
 	if err := r.deliver.Deliver(ctx, c.flog, c.sess, reply, !resumed, completed(status, reason)); err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed) {
+			// The turn stays open: it is resumed (the thread searched first) after a backoff.
 			return err
 		}
-		log.Warn().Err(err).Msg("delivery failed")
+		log.Warn().Err(err).Msg("delivery failed for good")
 		status, reason = brain.StatusError, "delivery"
 		if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeError, Actor: c.actor(),
 			Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}}, completed(status, reason)); err != nil {
@@ -301,6 +332,31 @@ func (c *Cell) whileRunning(ctx context.Context, done <-chan struct{}, through i
 			}
 			// The poke is consumed; the loop re-reads the state after the turn anyway.
 		}
+	}
+}
+
+// replyBudget waits until the thread may get another reply: replies per thread are capped
+// (C05, RunnerConfig.MaxReplies per minute), a safety net against bot-to-bot ping-pong that
+// slips past the filters.
+func (c *Cell) replyBudget(ctx context.Context) error {
+	limit := c.r.cfg.MaxReplies
+	if limit < 0 {
+		return nil
+	}
+	evs, err := c.flog.Events(ctx, session.Range{Types: []session.Type{session.TypeDelivered}, Desc: true, Limit: limit})
+	if err != nil || len(evs) < limit {
+		return err
+	}
+	wait := time.Until(evs[limit-1].CreatedAt.Add(time.Minute))
+	if wait <= 0 {
+		return nil
+	}
+	c.log.Warn().Dur("wait", wait).Msg("cell: reply cap reached for this thread; waiting")
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+		return nil
 	}
 }
 

@@ -20,9 +20,10 @@ const MetadataEventType = "logbook_reply"
 
 // DeliveryConfig configures a Deliverer. Zero values take defaults.
 type DeliveryConfig struct {
-	PartLimit int    // characters per posted part; default mrkdwn.DefaultLimit (3,900)
-	Attempts  int    // posts of one part, first included; default 3
-	Reaction  string // reaction that shows the bot is working; default "eyes"; "-" for none
+	PartLimit int           // characters per posted part; default mrkdwn.DefaultLimit (3,900)
+	Attempts  int           // posts of one part that fail other than by a rate limit; default 3
+	MaxWait   time.Duration // how long one part may keep being retried (rate limits included); default 2m
+	Reaction  string        // reaction that shows the bot is working; default "eyes"; "-" for none
 	Sleep     func(ctx context.Context, d time.Duration) error
 }
 
@@ -45,6 +46,9 @@ func NewDeliverer(api slackAPI, log zerolog.Logger, metrics *Metrics, cfg Delive
 	}
 	if cfg.Attempts <= 0 {
 		cfg.Attempts = 3
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 2 * time.Minute
 	}
 	if cfg.Reaction == "" {
 		cfg.Reaction = "eyes"
@@ -136,11 +140,21 @@ func (d *Deliverer) Deliver(ctx context.Context, log deliveryLog, sess session.S
 			return err
 		}
 	}
-	for i, part := range parts {
+	resplit := false
+	for i := 0; i < len(parts); i++ {
 		if posted[i] != "" {
 			continue
 		}
-		ts, err := d.post(ctx, channel, thread, reply.ID.String(), i, len(parts), part)
+		ts, err := d.post(ctx, channel, thread, reply.ID.String(), i, len(parts), parts[i])
+		if errors.Is(err, errTooLong) && !resplit {
+			// Slack measured the part longer than we did (C10): split it finer, once.
+			resplit = true
+			pieces := mrkdwn.Split(parts[i], max(d.cfg.PartLimit/2, 500))
+			parts = append(parts[:i:i], append(pieces, parts[i+1:]...)...)
+			posted = append(posted[:i:i], append(make([]string, len(pieces)), posted[i+1:]...)...)
+			i--
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("post part %d of %d of reply %s: %w", i+1, len(parts), reply.ID, err)
 		}
@@ -157,14 +171,20 @@ func (d *Deliverer) Deliver(ctx context.Context, log deliveryLog, sess session.S
 	return err
 }
 
-// post posts one part, waiting out rate limits and checking the thread after an ambiguous
-// failure (the post may have landed) before trying again.
+// ErrDeliveryFailed wraps a delivery failure that a retry cannot change (a deleted or archived
+// channel, an invalid message): the turn ends with an error. Other delivery errors leave the
+// turn open, to be resumed — the thread is searched before anything is posted again.
+var ErrDeliveryFailed = errors.New("delivery failed for good")
+
+var errTooLong = errors.New("slack says the message is too long")
+
+// post posts one part. Rate limits are waited out (for up to MaxWait in all); after an
+// ambiguous failure (the post may have landed) the thread is searched by metadata, and when
+// that search fails too, post gives up rather than risk a second copy.
 func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, part, parts int, text string) (string, error) {
+	deadline := time.Now().Add(d.cfg.MaxWait)
 	var lastErr error
-	for attempt := 0; attempt < d.cfg.Attempts; attempt++ {
-		if attempt > 0 {
-			d.metrics.deliveryRetries.Inc()
-		}
+	for attempt := 0; attempt < d.cfg.Attempts && time.Now().Before(deadline); {
 		if err := d.waitTurn(ctx); err != nil {
 			return "", err
 		}
@@ -178,22 +198,30 @@ func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, p
 			return ts, nil
 		}
 		lastErr = err
+		d.metrics.deliveryRetries.Inc()
 		var rl *slack.RateLimitedError
+		var se slack.SlackErrorResponse
 		switch {
 		case errors.As(err, &rl):
 			d.hold(rl.RetryAfter)
-			continue // a 429 posted nothing
+			continue // a 429 posted nothing, and does not count as an attempt
 		case ctx.Err() != nil:
 			return "", ctx.Err()
+		case errors.As(err, &se) && (se.Err == "msg_too_long" || se.Err == "msg_blocks_too_long"):
+			return "", errTooLong
 		case permanent(err):
-			return "", err
+			return "", fmt.Errorf("%w: %w", ErrDeliveryFailed, err)
 		}
+		attempt++
 		// Ambiguous: the post may have landed. Look before posting again.
 		found := make([]string, parts)
-		if lerr := d.lookup(ctx, channel, thread, eventID, found); lerr == nil && found[part] != "" {
+		if lerr := d.lookup(ctx, channel, thread, eventID, found); lerr != nil {
+			return "", fmt.Errorf("post failed (%v) and the thread could not be searched: %w", err, lerr)
+		}
+		if found[part] != "" {
 			return found[part], nil
 		}
-		if err := d.cfg.Sleep(ctx, time.Duration(attempt+1)*200*time.Millisecond); err != nil {
+		if err := d.cfg.Sleep(ctx, time.Duration(attempt)*200*time.Millisecond); err != nil {
 			return "", err
 		}
 	}

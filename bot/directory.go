@@ -80,7 +80,7 @@ func (d *directory) Channel(ctx context.Context, id string) (channelKind, error)
 	d.mu.Lock()
 	c, ok := d.channels[id]
 	d.mu.Unlock()
-	if ok && d.now().Sub(c.at) < d.ttl {
+	if ok && c.v.Name != "" && d.now().Sub(c.at) < d.ttl {
 		return c.v, nil
 	}
 	ch, err := d.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: id})
@@ -112,6 +112,9 @@ func (d *directory) UserName(ctx context.Context, id string) string {
 	if ok && d.now().Sub(c.at) < d.ttl {
 		return c.v
 	}
+	// A name is looked up on the ack path: never wait long for it.
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
 	u, err := d.api.GetUserInfoContext(ctx, id)
 	if err != nil {
 		return id

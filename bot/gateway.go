@@ -20,6 +20,7 @@ import (
 type sessionLog interface {
 	Open(ctx context.Context, key session.ThreadKey) (session.Session, error)
 	SessionByThread(ctx context.Context, key session.ThreadKey) (session.Session, error)
+	SessionByEventKey(ctx context.Context, team, channel, key string) (session.Session, error)
 	Append(ctx context.Context, id session.ID, evs ...session.NewEvent) ([]session.Event, error)
 }
 
@@ -57,6 +58,8 @@ type Gateway struct {
 	// commit. Bounded: cleared when it grows past maxKnown.
 	knownMu sync.Mutex
 	known   map[session.ThreadKey]session.Session
+
+	bg sync.WaitGroup // backfills; Run waits for them
 }
 
 const maxKnown = 100_000
@@ -116,6 +119,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	go func() { smErr <- g.sm.RunContext(ctx) }()
 
 	var wg sync.WaitGroup
+	defer g.bg.Wait()
 	defer wg.Wait()
 	sem := make(chan struct{}, g.cfg.MaxInFlight)
 	for {
@@ -157,6 +161,13 @@ func (g *Gateway) Run(ctx context.Context) error {
 				g.log.Info().Msg("socket mode connected")
 			case socketmode.EventTypeDisconnect:
 				g.log.Info().Msg("socket mode disconnect requested; reconnecting")
+			default:
+				// interactive and any envelope type logbook does not handle: ack, so Slack
+				// does not retry it, and store nothing.
+				if evt.Request != nil && evt.Request.EnvelopeID != "" {
+					g.metrics.ignored.WithLabelValues("envelope_" + string(evt.Type)).Inc()
+					g.ack(g.log, *evt.Request, nil)
+				}
 			}
 		}
 	}
@@ -187,6 +198,13 @@ func (g *Gateway) handle(ctx context.Context, evt socketmode.Event) {
 	}
 	log = log.With().Str("channel", in.Channel).Str("slack_event_id", in.EventID).Logger()
 	if err := g.process(ctx, log, in); err != nil {
+		if unstorable(err) {
+			// No redelivery can change this: ack, count it, keep no content.
+			g.metrics.ignored.WithLabelValues("unstorable").Inc()
+			log.Warn().Err(err).Msg("acking an event that can never be stored")
+			g.ack(log, req, nil)
+			return
+		}
 		// Not acked: Slack delivers the envelope again.
 		g.metrics.persistFailures.Inc()
 		log.Error().Err(err).Msg("could not persist the event; not acking so Slack redelivers it")
@@ -196,17 +214,26 @@ func (g *Gateway) handle(ctx context.Context, evt socketmode.Event) {
 }
 
 func (g *Gateway) ack(log zerolog.Logger, req socketmode.Request, payload any) {
-	var err error
-	if payload != nil {
-		err = g.sm.Ack(req, payload)
-	} else {
-		err = g.sm.Ack(req)
-	}
+	// The ack queue is bounded; never wait on it forever (a stopped client drains nothing).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := g.sm.AckCtx(ctx, req.EnvelopeID, payload)
 	if err != nil {
 		log.Warn().Err(err).Msg("ack")
 		return
 	}
 	g.metrics.acks.Inc()
+}
+
+// unstorable reports errors that a redelivery of the same envelope cannot change.
+func unstorable(err error) bool {
+	var tooLarge *session.TooLargeError
+	if errors.Is(err, session.ErrInvalidEvent) || errors.Is(err, session.ErrInvalidPayload) ||
+		errors.Is(err, session.ErrUnknownType) || errors.As(err, &tooLarge) {
+		return true
+	}
+	var se slack.SlackErrorResponse
+	return errors.As(err, &se) && (se.Err == "channel_not_found" || se.Err == "missing_scope")
 }
 
 // ackBadMessage acks an envelope slack-go could not decode (an inner event type it does not
@@ -256,6 +283,11 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) e
 	}
 	key := session.ThreadKey{Team: team, Channel: in.Channel, ThreadTS: d.ThreadTS}
 	sess, err := g.session(ctx, key, d.Action == actMessage && d.Start)
+	if errors.Is(err, session.ErrNotFound) && d.Action == actDelete && in.Previous == nil {
+		// The deletion does not say which thread the message was in: find the session that
+		// stored it.
+		sess, err = g.store.SessionByEventKey(ctx, team, in.Channel, team+"/"+in.Channel+"/"+d.TS)
+	}
 	if errors.Is(err, session.ErrNotFound) {
 		g.metrics.ignored.WithLabelValues("no_session").Inc()
 		return nil
@@ -318,6 +350,14 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) e
 		return err
 	}
 	g.metrics.appends.Add(float64(len(stored)))
+	if d.Action == actMessage && sess.Created && (in.RetryAttempt > 0 || d.ThreadTS != in.TS) {
+		// A session opened late (a redelivered mention, or a mention inside an existing
+		// thread) may have thread replies that arrived before it and were not stored. The
+		// caller that created the session does it, whether or not its own append was the
+		// first copy of the message.
+		g.bg.Go(func() { g.backfill(context.WithoutCancel(ctx), log, sess, in.TS) })
+		return nil
+	}
 	if stored[0].Duplicate {
 		g.metrics.duplicates.Inc()
 		log.Debug().Int("retry_attempt", in.RetryAttempt).Msg("duplicate delivery of a stored message")
@@ -327,6 +367,49 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) e
 		g.signal(sess.ID)
 	}
 	return nil
+}
+
+// backfill stores the human messages of the session's thread that are not in the log yet
+// (idempotent: same keys as live messages), then signals the cell.
+func (g *Gateway) backfill(ctx context.Context, log zerolog.Logger, sess session.Session, except string) {
+	defer g.signal(sess.ID)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	key := sess.Key
+	prefix := key.Team + "/" + key.Channel + "/"
+	cursor := ""
+	for {
+		msgs, more, next, err := g.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+			ChannelID: key.Channel, Timestamp: key.ThreadTS, Cursor: cursor, Limit: 200})
+		if err != nil {
+			log.Warn().Err(err).Msg("backfill the thread of a new session")
+			return
+		}
+		var evs []session.NewEvent
+		for _, m := range msgs {
+			in := inbound{Team: key.Team, Kind: "message", Subtype: m.SubType, Channel: key.Channel, ChannelType: "channel",
+				User: m.User, BotID: m.BotID, Text: m.Text, Blocks: m.Blocks, TS: m.Timestamp, ThreadTS: m.ThreadTimestamp}
+			if m.Timestamp == except || Classify(in, g.me).Action != actMessage {
+				continue
+			}
+			text, raw, names := g.readable(ctx, m.Text, m.Blocks)
+			evs = append(evs, session.NewEvent{
+				Type: session.TypeUserMessage, Actor: session.Actor{Kind: session.ActorUser, ID: m.User}, IdempotencyKey: prefix + m.Timestamp,
+				Payload: session.UserMessage{Team: key.Team, Channel: key.Channel, ThreadTS: key.ThreadTS, TS: m.Timestamp, User: m.User,
+					UserName: g.dir.UserName(ctx, m.User), Text: text, Raw: raw, Names: names},
+			})
+		}
+		if len(evs) > 0 {
+			if _, err := g.store.Append(ctx, sess.ID, evs...); err != nil {
+				log.Warn().Err(err).Msg("backfill the thread of a new session")
+				return
+			}
+		}
+		if !more || next == "" {
+			return
+		}
+		cursor = next
+	}
 }
 
 // session returns the thread's session, opening it when open is set (else ErrNotFound when
@@ -351,7 +434,9 @@ func (g *Gateway) session(ctx context.Context, key session.ThreadKey, open bool)
 	if len(g.known) >= maxKnown {
 		clear(g.known)
 	}
-	g.known[key] = sess
+	cached := sess
+	cached.Created = false // only this caller created it
+	g.known[key] = cached
 	g.knownMu.Unlock()
 	return sess, nil
 }
@@ -364,6 +449,8 @@ func (g *Gateway) public(ctx context.Context, in inbound) (bool, error) {
 		g.dir.remember(in.Channel, pub)
 		return pub, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
 	k, err := g.dir.Channel(ctx, in.Channel)
 	if err != nil {
 		return false, err

@@ -101,6 +101,9 @@ func Classify(in inbound, me identity) decision {
 	if in.User == "" {
 		return decision{Reason: "no_user"}
 	}
+	if !slackID(in.User) || !slackID(in.Channel) || !slackID(in.TS) || (in.ThreadTS != "" && !slackID(in.ThreadTS)) {
+		return decision{Reason: "malformed_ids"}
+	}
 	if in.TS == "" || in.Channel == "" {
 		return decision{Reason: "no_ts_or_channel"}
 	}
@@ -179,4 +182,17 @@ func inboundFromEvent(ev slackevents.EventsAPIEvent, retry int) (inbound, bool) 
 		return inbound{}, false
 	}
 	return in, true
+}
+
+// slackID reports whether s looks like a Slack id or ts: short, printable ASCII.
+func slackID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }

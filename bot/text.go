@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/slack-go/slack"
 
@@ -29,7 +30,9 @@ func (g *Gateway) readable(ctx context.Context, text string, blocks slack.Blocks
 			names[id] = n
 			return n
 		case "channel":
-			if k, err := g.dir.Channel(ctx, id); err == nil {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			if k, err := g.dir.Channel(cctx, id); err == nil {
 				return k.Name
 			}
 		}

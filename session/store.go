@@ -56,6 +56,8 @@ type Session struct {
 	ID        ID
 	Key       ThreadKey
 	CreatedAt time.Time
+	// Created is set on the Session returned by the Open call that created it.
+	Created bool
 }
 
 // Head is a session's last event: seq 0 and the zero hash for an empty session.
@@ -81,6 +83,7 @@ func (s *Store) Open(ctx context.Context, key ThreadKey) (Session, error) {
 	}
 	sess, err := scanSession(s.pool.QueryRow(ctx, sqlOpenInsert, id, key.Team, key.Channel, key.ThreadTS))
 	if err == nil {
+		sess.Created = true
 		return sess, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
@@ -101,6 +104,27 @@ func (s *Store) SessionByThread(ctx context.Context, key ThreadKey) (Session, er
 	}
 	if err != nil {
 		return Session{}, fmt.Errorf("session for %s/%s/%s: %w", key.Team, key.Channel, key.ThreadTS, err)
+	}
+	return sess, nil
+}
+
+const sqlSessionByMessage = `
+SELECT s.id, s.team_id, s.channel_id, s.thread_ts, s.created_at
+FROM sessions s JOIN events e ON e.session_id = s.id AND e.idempotency_key = $3
+WHERE s.team_id = $1 AND s.channel_id = $2
+LIMIT 1`
+
+// SessionByEventKey returns the session of the channel that holds an event with the given
+// idempotency key (e.g. a stored Slack message's team/channel/ts), or ErrNotFound. It probes
+// each session of the channel; meant for rare lookups such as a deletion that does not name
+// its thread.
+func (s *Store) SessionByEventKey(ctx context.Context, team, channel, key string) (Session, error) {
+	sess, err := scanSession(s.pool.QueryRow(ctx, sqlSessionByMessage, team, channel, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Session{}, fmt.Errorf("session with event %q in %s/%s: %w", key, team, channel, ErrNotFound)
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("session with event %q in %s/%s: %w", key, team, channel, err)
 	}
 	return sess, nil
 }

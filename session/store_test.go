@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -79,6 +80,7 @@ func TestOpenIsIdempotentAcrossConcurrentCallers(t *testing.T) {
 	ctx := context.Background()
 	key := session.ThreadKey{Team: "T0000001", Channel: "C0000001", ThreadTS: "1700000000.000100"}
 	ids := make([]session.ID, 8)
+	created := make([]bool, 8)
 	var wg sync.WaitGroup
 	for i := range ids {
 		wg.Go(func() {
@@ -87,17 +89,20 @@ func TestOpenIsIdempotentAcrossConcurrentCallers(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			ids[i] = s.ID
+			ids[i], created[i] = s.ID, s.Created
 		})
 	}
 	wg.Wait()
+	if n := len(slices.DeleteFunc(created, func(c bool) bool { return !c })); n != 1 {
+		t.Fatalf("%d Open calls say they created the session, want 1", n)
+	}
 	for _, id := range ids {
 		if id != ids[0] {
 			t.Fatalf("Open gave different sessions for one thread: %v", ids)
 		}
 	}
 	byThread, err := st.SessionByThread(ctx, key)
-	if err != nil || byThread.ID != ids[0] {
+	if err != nil || byThread.ID != ids[0] || byThread.Created {
 		t.Fatalf("SessionByThread = %v, %v; want %v", byThread.ID, err, ids[0])
 	}
 	byID, err := st.Session(ctx, ids[0])
@@ -519,5 +524,25 @@ func TestLatest(t *testing.T) {
 	}
 	if len(got) != 3 || got[session.TypeUserMessage].Seq != 3 || got[session.TypeTurnStarted].Seq != 5 || got[session.TypeTurnCompleted].Seq != 4 {
 		t.Fatalf("Latest = %v", got)
+	}
+}
+
+func TestSessionByEventKey(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	ctx := context.Background()
+	a := openSession(t, st, "1700000000.000100")
+	openSession(t, st, "1700000000.000200")
+	ev := msg("in a thread")
+	ev.IdempotencyKey = "T0000001/C0000001/1700000000.000150"
+	if _, err := st.Append(ctx, a.ID, ev); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.SessionByEventKey(ctx, "T0000001", "C0000001", ev.IdempotencyKey)
+	if err != nil || got.ID != a.ID {
+		t.Fatalf("SessionByEventKey = %v, %v; want %v", got.ID, err, a.ID)
+	}
+	if _, err := st.SessionByEventKey(ctx, "T0000001", "C0000001", "nope"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("unknown key: %v", err)
 	}
 }

@@ -292,7 +292,9 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		log.Warn().Msg("model: offline — deterministic replies, NOT a language model")
 	}
 
-	api := slack.New(cfg.BotToken.Reveal(), slack.OptionAPIURL(cfg.APIURL), slack.OptionAppLevelToken(cfg.AppToken.Reveal()))
+	// slack-go's default client has no timeout: a hung Web API call would hold an ack.
+	api := slack.New(cfg.BotToken.Reveal(), slack.OptionAPIURL(cfg.APIURL), slack.OptionAppLevelToken(cfg.AppToken.Reveal()),
+		slack.OptionHTTPClient(&http.Client{Timeout: 30 * time.Second}))
 	me, err := checkSlack(ctx, api)
 	if err != nil {
 		return err
@@ -360,19 +362,11 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		sched = s
 	}
 
-	g, ctx := errgroup.WithContext(ctx)
-	if sched != nil {
-		log.Info().Msg("audit: scheduled exports on (LOGBOOK_AUDIT_SCHEDULE)")
-		g.Go(func() error { return sched.Run(ctx) })
-	}
-	g.Go(func() error { return gw.Run(ctx) })
-	g.Go(func() error { return runner.Run(ctx) })
-	g.Go(func() error { return indexer.Run(ctx) })
+	var srv *http.Server
+	var ln net.Listener
 	if cfg.HTTPAddr != "off" {
-		ln, err := net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("listen on LOGBOOK_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
-		}
+		// Listen and build the pages before anything starts, so a failure here leaves nothing
+		// running.
 		mux := httpHandler(pool, reg)
 		if len(cfg.WebTokens) > 0 || cfg.WebProxy != "" {
 			pages, err := web.Handler(web.Config{Sessions: store, Finder: searcher, AccessLog: pool, Access: cfg.webAccess(),
@@ -384,7 +378,22 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		} else {
 			log.Info().Msg("web pages are off: set LOGBOOK_WEB_TOKENS or LOGBOOK_WEB_PROXY_HEADER to serve them")
 		}
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		ln, err = net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("listen on LOGBOOK_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
+		}
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	if sched != nil {
+		log.Info().Msg("audit: scheduled exports on (LOGBOOK_AUDIT_SCHEDULE)")
+		g.Go(func() error { return sched.Run(ctx) })
+	}
+	g.Go(func() error { return gw.Run(ctx) })
+	g.Go(func() error { return runner.Run(ctx) })
+	g.Go(func() error { return indexer.Run(ctx) })
+	if srv != nil {
 		log.Info().Str("addr", ln.Addr().String()).Msg("http: /healthz /readyz /metrics")
 		g.Go(func() error {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
