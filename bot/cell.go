@@ -291,7 +291,9 @@ func (c *Cell) turn(ctx context.Context, st turnState) error {
 			Payload: session.TurnCompleted{Turn: st.turnSeq, Status: status, Reason: reason, Through: st.through}}
 	}
 	// delivered and turn_completed go in one append.
-	if err := r.deliver.Deliver(ctx, c.flog, c.sess, reply, !resumed, completed(status, reason)); err != nil {
+	// Fresh: produced by this turn in this process, so never delivered before.
+	fresh := !resumed && reply.Seq > st.turnSeq
+	if err := r.deliver.Deliver(ctx, c.flog, c.sess, reply, fresh, completed(status, reason)); err != nil {
 		if ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed) {
 			// The turn stays open: it is resumed (the thread searched first) after a backoff.
 			return err
