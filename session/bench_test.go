@@ -21,7 +21,7 @@ import (
 // 10,000-event session through Events against a raw SELECT of the same rows. Run it with
 // -benchtime=1x (bench/session.sh does); figures are reported as metrics and ratios.
 func BenchmarkLog(b *testing.B) {
-	st, dbURL := newStoreTB(b)
+	st, dbURL := newStoreTB(b, 40)
 	ctx := context.Background()
 	su, err := pgxpool.New(ctx, dbURL)
 	if err != nil {

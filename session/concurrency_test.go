@@ -17,7 +17,7 @@ import (
 
 func TestConcurrentAppendersToOneSession(t *testing.T) {
 	t.Parallel()
-	st, _ := newStore(t)
+	st, _ := newStoreTB(t, 32) // 32 appenders on separate connections
 	ctx := context.Background()
 	s := openSession(t, st, "1700000000.000100")
 	const workers, each = 32, 100
@@ -63,7 +63,7 @@ func TestHelperAppender(t *testing.T) {
 	}
 	dbURL, id := os.Getenv("LOGBOOK_TEST_APPENDER_DB"), spec
 	n, _ := strconv.Atoi(os.Getenv("LOGBOOK_TEST_APPENDER_N"))
-	pool, err := session.Connect(context.Background(), dbURL, session.PoolOptions{Role: "logbook_app"})
+	pool, err := session.Connect(context.Background(), dbURL, session.PoolOptions{Role: "logbook_app", MaxConns: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestHelperAppender(t *testing.T) {
 
 func TestConcurrentAppendersInTwoProcesses(t *testing.T) {
 	t.Parallel()
-	st, dbURL := newStore(t)
+	st, dbURL := newStoreTB(t, 8)
 	ctx := context.Background()
 	s := openSession(t, st, "1700000000.000100")
 	const each = 400

@@ -21,12 +21,14 @@ import (
 
 // newStore returns a store on a fresh database, connected as the application role, and the
 // database URL (whose role is a superuser).
-func newStore(t *testing.T) (*session.Store, string) { return newStoreTB(t) }
+func newStore(t *testing.T) (*session.Store, string) { return newStoreTB(t, 4) }
 
-func newStoreTB(t testing.TB) (*session.Store, string) {
+// newStoreTB opens a store with a pool of maxConns connections. Tests run in parallel with
+// other packages' tests on one server: ask only for the connections a test needs.
+func newStoreTB(t testing.TB, maxConns int32) (*session.Store, string) {
 	t.Helper()
 	dbURL := pgtest.New(t)
-	pool, err := session.Connect(context.Background(), dbURL, session.PoolOptions{Role: "logbook_app", MaxConns: 40})
+	pool, err := session.Connect(context.Background(), dbURL, session.PoolOptions{Role: "logbook_app", MaxConns: maxConns})
 	if err != nil {
 		t.Fatal(err)
 	}
