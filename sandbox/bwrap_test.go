@@ -193,11 +193,11 @@ func TestBwrapLimits(t *testing.T) {
 	t.Run("sleep", func(t *testing.T) {
 		t.Parallel()
 		sb := mustProvision(t, p, "sleep", Recipe{})
-		res := mustExec(t, sb, ExecRequest{Argv: []string{"sleep", "1000.4242"}, Timeout: 500 * time.Millisecond})
+		res := mustExec(t, sb, ExecRequest{Argv: []string{"sleep", sleepArg(4242)}, Timeout: 500 * time.Millisecond})
 		if !res.TimedOut || res.Killed != "timeout" || res.ExitCode != -1 {
 			t.Errorf("sleep 1000 not reported as timed out: %+v", res)
 		}
-		if left := hostProcessesWith(t, "1000.4242"); len(left) > 0 {
+		if left := hostProcessesWith(t, sleepArg(4242)); len(left) > 0 {
 			t.Errorf("processes survived the timeout: %v", left)
 		}
 		if res := mustExec(t, sb, ExecRequest{Shell: "echo still usable"}); res.Stdout != "still usable\n" {
@@ -208,7 +208,7 @@ func TestBwrapLimits(t *testing.T) {
 	t.Run("timeout capped by limit", func(t *testing.T) {
 		t.Parallel()
 		sb := mustProvision(t, p, "cap", Recipe{})
-		res := mustExec(t, sb, ExecRequest{Argv: []string{"sleep", "1000.4343"}, Timeout: time.Hour})
+		res := mustExec(t, sb, ExecRequest{Argv: []string{"sleep", sleepArg(4343)}, Timeout: time.Hour})
 		if !res.TimedOut || res.Killed != "timeout" {
 			t.Errorf("an hour-long request timeout was not capped by Limits.Timeout: %+v", res)
 		}
@@ -233,7 +233,7 @@ func TestBwrapLimits(t *testing.T) {
 	t.Run("fork bomb", func(t *testing.T) {
 		t.Parallel()
 		sb := mustProvision(t, p, "bomb", Recipe{})
-		const token = "forkbomb-5555"
+		token := uniq("forkbomb-5555")
 		res := mustExec(t, sb, ExecRequest{
 			// exec: the waiting sleep needs no fork the bomb could starve.
 			Argv: []string{"sh", "-c", "bomb() { bomb | bomb & }; bomb; exec sleep 1000", token},
@@ -321,10 +321,10 @@ func TestBwrapLostSandboxIsReprovisionedFromRecipe(t *testing.T) {
 	// outside.
 	running := make(chan error, 1)
 	go func() {
-		_, err := sb.Exec(context.Background(), ExecRequest{Argv: []string{"sleep", "1000.6666"}})
+		_, err := sb.Exec(context.Background(), ExecRequest{Argv: []string{"sleep", sleepArg(6666)}})
 		running <- err
 	}()
-	waitFor(t, func() bool { return len(hostProcessesWith(t, "1000.6666")) > 0 })
+	waitFor(t, func() bool { return len(hostProcessesWith(t, sleepArg(6666))) > 0 })
 	killSandboxFromOutside(t, sb)
 
 	if err := <-running; !errors.Is(err, ErrLost) {
@@ -339,7 +339,7 @@ func TestBwrapLostSandboxIsReprovisionedFromRecipe(t *testing.T) {
 	if _, err := sb.ReadFile(context.Background(), "marker"); !errors.Is(err, ErrLost) {
 		t.Errorf("ReadFile after loss = %v, want ErrLost", err)
 	}
-	if left := hostProcessesWith(t, "1000.6666"); len(left) > 0 {
+	if left := hostProcessesWith(t, sleepArg(6666)); len(left) > 0 {
 		t.Errorf("processes survived the loss: %v", left)
 	}
 	if !strings.Contains(logs.String(), "sandbox lost") {
@@ -423,3 +423,10 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// The tests find their processes on the host by a marker in the command line; the markers
+// carry this test process's pid, so two suites running at once never see each other's.
+func uniq(s string) string { return fmt.Sprintf("%s-%d", s, os.Getpid()) }
+
+// sleepArg is a sleep duration of about 1000 s that is unique to this test process and n.
+func sleepArg(n int) string { return fmt.Sprintf("1000.%d%d", n, os.Getpid()) }
