@@ -589,7 +589,8 @@ func TestOfflineProviderRunsTheLoop(t *testing.T) {
 	if !strings.Contains(r.Message.Text, "hi") || !strings.Contains(r.Message.Text, "not a language model") || r.Event.Seq != evs[3].Seq {
 		t.Errorf("reply = %+v", r)
 	}
-	if title := decode[session.Title](t, evs[4]); !strings.HasPrefix(title.Text, "Offline") {
+	// The offline title is the opening words of the thread's first message.
+	if title := decode[session.Title](t, evs[4]); title.Text != "run: echo hi" {
 		t.Errorf("title = %q", title.Text)
 	}
 

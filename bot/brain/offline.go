@@ -33,7 +33,9 @@ func (Offline) Complete(ctx context.Context, req Request) (Response, error) {
 	resp := Response{Model: "offline", StopReason: "end_turn"}
 	switch req.Purpose {
 	case PurposeTitle:
-		resp.Text = "Offline: " + firstWords(lastUserText(req.Messages), 6)
+		// The request carries a transcript ("ada: hello…\nassistant: …"): title its first line.
+		line, _, _ := strings.Cut(strings.TrimSpace(lastUserText(req.Messages).Blocks[0].Text), "\n")
+		resp.Text = firstWords(Message{Role: RoleUser, Blocks: []Block{{Text: line}}}, 6)
 	case PurposeSummary:
 		text := lastUserText(req.Messages)
 		resp.Text = fmt.Sprintf("Offline summary (not written by a model): %d lines of conversation. They began: %s",

@@ -46,7 +46,7 @@ func openRead(ctx context.Context, e env) (*readDeps, error) {
 	return &readDeps{
 		pool:     pool,
 		store:    store,
-		searcher: search.NewSearcher(pool, search.Options{WorkspaceDomain: e.getenv("LOGBOOK_SLACK_DOMAIN")}),
+		searcher: search.NewSearcher(pool, search.Options{WorkspaceDomain: e.getenv("LOGBOOK_WORKSPACE_DOMAIN")}),
 		indexer:  search.NewIndexer(store, pool, log, search.IndexerOptions{}),
 	}, nil
 }
@@ -73,13 +73,17 @@ func newTranscriptCmd(e env) *cobra.Command {
 		Long: `Print a session as text, Markdown, HTML or JSON.
 
 The session is named by its id, by a Slack permalink of the thread or of any message in it,
-or by a channel id and a thread ts ("C0000001 1700000000.001200").
+or by a channel id and a thread ts as two arguments:
+
+  logbook transcript 01a226cc-2ba6-7d4b-9f06-a738362db19d
+  logbook transcript https://acme.slack.com/archives/C0000001/p1700000000001200
+  logbook transcript C0000001 1700000000.001200
 
 By default the transcript is the conversation: user and assistant messages and, compactly,
 tool calls and their results. --all adds every marker event and full tool output. Deleted
 messages show as "[message deleted]"; --reveal-deleted shows what they said, and needs a
 database role that is a member of logbook_auditor. Times are ISO 8601 in UTC unless --tz
-names a timezone (e.g. Europe/Berlin, Local). LOGBOOK_SLACK_DOMAIN (acme.slack.com) adds a
+names a timezone (e.g. Europe/Berlin, Local). LOGBOOK_WORKSPACE_DOMAIN (acme.slack.com) adds a
 link to the thread.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -213,7 +217,7 @@ func newSearchCmd(e env) *cobra.Command {
 
 The query is websearch-style: words, "quoted phrases", -excluded words, OR. Hits are ranked
 by relevance blended with recency and show a snippet, the session id and, with
-LOGBOOK_SLACK_DOMAIN (acme.slack.com), a link to the message in Slack.
+LOGBOOK_WORKSPACE_DOMAIN (acme.slack.com), a link to the message in Slack.
 
 --since and --until take a date (2024-05-01), a time (2024-05-01T15:04:05Z) or an age
 (90m, 36h, 7d, 2w).`,

@@ -8,10 +8,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -55,16 +57,21 @@ Environment:
                           ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY or
                           OPENAI_BASE_URL is set; serve never falls back to offline silently)
   ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL
-  LOGBOOK_SANDBOX         bwrap | process | none (default: bwrap if installed)
+  LOGBOOK_SANDBOX         bwrap | process | none (default: bwrap if installed, else none;
+                          process runs commands WITHOUT isolation, as logbook's own user)
   LOGBOOK_SANDBOX_DIR     workspaces directory (default: the user cache dir)
   LOGBOOK_SANDBOX_NETWORK on to let sandboxed commands use the network (default off)
   LOGBOOK_IDLE_TIMEOUT    idle time before a cell exits (default 10m)
   LOGBOOK_LEASE_TTL       session lease length (default 30s)
-  LOGBOOK_HTTP_ADDR       /healthz, /readyz, /metrics and the web pages (default :8080; off)
+  LOGBOOK_POLL_INTERVAL   how often to look for sessions with unanswered messages (default 5s)
+  LOGBOOK_HTTP_ADDR       /healthz, /readyz, /metrics and the web pages (default :8080;
+                          "off" for none)
   LOGBOOK_DB_ROLE         role assumed on every connection (default logbook_app)
   LOGBOOK_PRIVATE_NOTE    on|off (default on)
-  LOGBOOK_WORKSPACE_DOMAIN  e.g. acme.slack.com, for permalinks in search hits
-  LOGBOOK_WEB_TOKENS      web pages' bearer tokens: name:secret[:auditor],... (pages are off
+  LOGBOOK_WORKSPACE_DOMAIN  e.g. acme.slack.com, for permalinks in search hits (search and
+                          transcript read it too)
+  LOGBOOK_WEB_TOKENS      web pages' bearer tokens: name:secret[:auditor],... (secrets of 16+
+                          characters; pages are off
                           unless tokens or a proxy header are set)
   LOGBOOK_WEB_PROXY_HEADER  header a trusted proxy sets to the signed-in person
                           (oauth2-proxy: X-Forwarded-Email); LOGBOOK_WEB_AUDITORS lists
@@ -307,6 +314,9 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		return err
 	}
 	defer pool.Close()
+	if err := checkMigrated(ctx, pool); err != nil {
+		return err
+	}
 	store := session.NewStore(pool, session.Options{})
 	// The gateway has a pool of its own, so an ack never queues behind the cells' work.
 	gwPool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 4})
@@ -317,6 +327,21 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	gwStore := session.NewStore(gwPool, session.Options{})
 
 	kind := cfg.Sandbox
+	if kind == "" {
+		// Only bubblewrap isolates. The plain-process provider runs commands as logbook's
+		// own user, who can read logbook's environment: never chosen without being asked.
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			log.Warn().Msg("bubblewrap is not installed: command tools are OFF (apt-get install -y bubblewrap; " +
+				"or LOGBOOK_SANDBOX=process to run commands without isolation)")
+			kind = sandbox.KindNone
+		} else {
+			kind = sandbox.KindBwrap
+		}
+	}
+	if kind == sandbox.KindProcess {
+		log.Warn().Msg("LOGBOOK_SANDBOX=process: commands run WITHOUT isolation, as logbook's own user; " +
+			"they can read files and processes of that user")
+	}
 	var provs sandbox.Provider
 	if kind != sandbox.KindNone {
 		dir := cfg.SandboxDir
@@ -325,7 +350,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		}
 		provs, err = sandbox.New(kind, sandbox.Config{BaseDir: dir, AllowNetwork: cfg.SandboxNet}, log.With().Str("part", "sandbox").Logger())
 		if err != nil {
-			return fmt.Errorf("sandbox: %w (set LOGBOOK_SANDBOX=process or none to run without bubblewrap)", err)
+			return fmt.Errorf("sandbox: %w (LOGBOOK_SANDBOX=none turns command tools off)", err)
 		}
 		log.Info().Str("sandbox", provs.Name()).Msg("sandbox provider ready")
 	}
@@ -419,10 +444,17 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 // checkSlack checks both tokens before anything starts, naming the wrong one in one line.
 func checkSlack(ctx context.Context, api *slack.Client) (bot.Identity, error) {
 	me, err := bot.WhoAmI(ctx, api)
+	var se slack.SlackErrorResponse
+	if err != nil && !errors.As(err, &se) {
+		return me, fmt.Errorf("cannot reach the Slack Web API (SLACK_API_URL): %w", errors.Unwrap(err))
+	}
 	if err != nil {
 		return me, fmt.Errorf("SLACK_BOT_TOKEN was refused by auth.test: %s", slackReason(err))
 	}
 	if _, _, err := api.StartSocketModeContext(ctx); err != nil {
+		if !errors.As(err, &se) {
+			return me, fmt.Errorf("cannot reach the Slack Web API (SLACK_API_URL): %w", err)
+		}
 		return me, fmt.Errorf("SLACK_APP_TOKEN was refused by apps.connections.open: %s (it needs the connections:write scope, and Socket Mode must be on)", slackReason(err))
 	}
 	return me, nil
@@ -539,6 +571,22 @@ func (cfg *serveConfig) readWebAccess(e env) error {
 		if v = strings.TrimSpace(v); v != "" {
 			cfg.WebAuditors = append(cfg.WebAuditors, v)
 		}
+	}
+	return nil
+}
+
+// checkMigrated fails when the database lacks the tables of the newest migrations.
+func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
+	var missing []string
+	err := pool.QueryRow(ctx, `SELECT array_remove(ARRAY[
+		CASE WHEN to_regclass('events') IS NULL THEN 'events' END,
+		CASE WHEN to_regclass('search_docs') IS NULL THEN 'search_docs' END,
+		CASE WHEN to_regclass('audit_access') IS NULL THEN 'audit_access' END], NULL)`).Scan(&missing)
+	if err != nil {
+		return fmt.Errorf("check the database schema: %w", err)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the database is not migrated (no %s): run 'logbook migrate up' with a role that owns the schema", strings.Join(missing, ", "))
 	}
 	return nil
 }
