@@ -92,6 +92,10 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-open:
 		case <-r.Context().Done():
+			// The caller went away (killed): this request is never forwarded.
+			g.mu.Lock()
+			g.waiting--
+			g.mu.Unlock()
 			return
 		}
 	}
@@ -465,6 +469,9 @@ func TestE2EKillMidTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-a.done
+	// Release only once the gate saw the dead process's request go away, so that request can
+	// never reach the model and take the reply meant for the new process.
+	e.waitFor("the killed process's model call to be dropped", func() bool { return e.gate.held() == 0 })
 	e.gate.release()
 	e.serve()
 	r := e.replies(top.TS, 1)

@@ -18,6 +18,9 @@ import (
 )
 
 func main() {
+	if err := harden(); err != nil {
+		fmt.Fprintln(os.Stderr, "logbook: could not make the process undumpable:", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
