@@ -82,6 +82,9 @@ type gate struct {
 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Read the body first: only then does net/http watch the connection and cancel
+	// r.Context() when the caller goes away.
+	body, _ := io.ReadAll(r.Body)
 	g.mu.Lock()
 	closed, open := g.closed, g.open
 	if closed {
@@ -99,7 +102,6 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	body, _ := io.ReadAll(r.Body)
 	req, _ := http.NewRequestWithContext(r.Context(), r.Method, g.target.String()+r.URL.Path, bytes.NewReader(body))
 	req.Header = r.Header.Clone()
 	resp, err := http.DefaultClient.Do(req)
