@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	searchbench "github.com/logbook/logbook/bench/search"
+	searchbench "github.com/logbook/logbook/session/search/searchbench"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/search"
@@ -27,7 +27,7 @@ import (
 //	                        throwaway database.
 //	LOGBOOK_BENCH_RUNS      timed runs per query and variant (default 15)
 //
-// Run: LOGBOOK_BENCH_EVENTS=1000000 go test -run '^$' -bench SearchLatency -benchtime 1x ./bench/search
+// Run: LOGBOOK_BENCH_EVENTS=1000000 go test -run '^$' -bench SearchLatency -benchtime 1x ./session/search/searchbench
 
 type benchQuery struct {
 	name, text string

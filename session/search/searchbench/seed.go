@@ -1,5 +1,5 @@
 // Package searchbench measures logbook's search against a bare full-text query on a large,
-// realistic log, and is run with `go test -bench . ./bench/search` (see bench_test.go).
+// realistic log, and is run with `go test -bench . ./session/search/searchbench` (see bench_test.go).
 //
 // Seed fills a database quickly, straight in SQL as a superuser: sessions, events (valid
 // chains are not needed for benchmark rows) and the search projection, as the indexer would
