@@ -40,7 +40,7 @@ Chat commands:
   /threads        list sessions;  /switch N  continue thread N of that list
   /transcript     print the current thread's transcript
   /evict          force idle eviction now (the next message rehydrates from the log)
-  /status         cells running, model, database
+  /status         cells running, model, current thread, metrics address
   /quit           stop (Ctrl-C or Ctrl-D too); everything dev started is stopped`
 
 func newDevCmd(e env) *cobra.Command {
@@ -152,6 +152,9 @@ func runDev(ctx context.Context, e env, slackAddr string) error {
 	if err != nil {
 		return fmt.Errorf("the bot did not connect to the Slack emulator: %w", err)
 	}
+	if rt.http != "" {
+		say("http            http://%s/metrics (web pages need LOGBOOK_WEB_TOKENS)", rt.http)
+	}
 	say("ready. Type a message (/help for commands).")
 
 	err = chat(ctx, e.stdin, out, emu, rt, cfg.Model)
@@ -226,7 +229,7 @@ func chat(ctx context.Context, in io.Reader, out io.Writer, emu *slackemu.Server
 			thread = ""
 			fmt.Fprintln(out, "(the next message starts a new thread)")
 		case line == "/status":
-			fmt.Fprintf(out, "cells running: %d · model: %s · thread: %s\n", rt.runner.Active(), model, orNone(thread))
+			fmt.Fprintf(out, "cells running: %d · model: %s · thread: %s · metrics: http://%s/metrics\n", rt.runner.Active(), model, orNone(thread), rt.http)
 		case line == "/evict":
 			rt.runner.Evict()
 			waitUntil(ctx, 5*time.Second, func() bool { return rt.runner.Active() == 0 })

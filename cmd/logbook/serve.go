@@ -283,6 +283,7 @@ type running struct {
 	search *search.Searcher
 	index  *search.Indexer
 	me     bot.Identity
+	http   string // the HTTP address, "" when off
 }
 
 // serve runs the bot until ctx ends. ready, when set, is called once everything is up.
@@ -434,7 +435,11 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		})
 	}
 	if ready != nil {
-		ready(running{store: store, runner: runner, search: searcher, index: indexer, me: me})
+		rt := running{store: store, runner: runner, search: searcher, index: indexer, me: me}
+		if ln != nil {
+			rt.http = ln.Addr().String()
+		}
+		ready(rt)
 	}
 	err = g.Wait()
 	log.Info().Msg("logbook serve stopped")
