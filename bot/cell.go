@@ -349,7 +349,7 @@ func (c *Cell) replyBudget(ctx context.Context) error {
 	if err != nil || len(evs) < limit {
 		return err
 	}
-	wait := time.Until(evs[limit-1].CreatedAt.Add(time.Minute))
+	wait := time.Until(evs[limit-1].CreatedAt.Add(c.r.cfg.ReplyWindow))
 	if wait <= 0 {
 		return nil
 	}

@@ -116,6 +116,8 @@ type harnessOptions struct {
 	privateNote bool
 	delivery    bot.DeliveryConfig
 	poll        time.Duration
+	maxReplies  int
+	replyWindow time.Duration
 }
 
 func newHarness(t *testing.T, agent bot.Agent, o harnessOptions) *harness {
@@ -167,7 +169,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		poll = 200 * time.Millisecond
 	}
 	runner := bot.NewRunner(log, h.store, h.dbURL, h.agent, deliver, nil, nil, metrics, bot.RunnerConfig{
-		IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll,
+		IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, MaxReplies: o.maxReplies, ReplyWindow: o.replyWindow,
 		Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
 	})
 	gw := bot.NewGateway(log, h.store, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{PrivateNote: o.privateNote})

@@ -215,3 +215,27 @@ func TestNoTransactionSpansTheModelCall(t *testing.T) {
 	close(agent.block)
 	h.replies(general, top.TS, 1)
 }
+
+// C05 safety net: a thread gets at most MaxReplies replies per window; the next turn waits.
+func TestReplyCapPerThread(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{maxReplies: 2, replyWindow: time.Hour})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> one"})
+	h.replies(general, top.TS, 1)
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+	h.post(slackemu.Post{Channel: general, User: "U0000002", ThreadTS: top.TS, Text: "two"})
+	h.replies(general, top.TS, 2)
+	h.turns(s.ID, 2)
+	third := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "three"})
+	if _, err := h.emu.WaitForAck(h.waitCtx(), third.EventIDs[0]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // a negative check: nothing may happen in this second
+	if n := len(h.emu.BotReplies(general, top.TS)); n != 2 {
+		t.Fatalf("%d replies with a cap of 2 per hour", n)
+	}
+	if n := len(h.events(s.ID, session.TypeTurnStarted)); n != 2 {
+		t.Fatalf("%d turns started with a cap of 2 per hour", n)
+	}
+}

@@ -27,9 +27,10 @@ type RunnerConfig struct {
 	IdleTimeout  time.Duration // a cell exits after this long without work; default 10m
 	LeaseTTL     time.Duration // lease length, renewed at a third of it; default 30s
 	PollInterval time.Duration // how often to look for sessions with work nobody runs; default 5s
-	// MaxReplies caps the replies of one thread per minute (a turn over the cap waits); a
-	// safety net against bot-to-bot loops. Default 10; negative: no cap.
-	MaxReplies int
+	// MaxReplies caps the replies of one thread per ReplyWindow (default a minute; a turn over
+	// the cap waits): a safety net against bot-to-bot loops. Default 10; negative: no cap.
+	MaxReplies  int
+	ReplyWindow time.Duration
 	// WakeWindow bounds how far back the poll and wake look for unfinished work; default 7 days.
 	WakeWindow time.Duration
 	Where      brain.Where // workspace and bot name for the system prompt; channel and thread are filled per session
@@ -81,6 +82,7 @@ func NewRunner(log zerolog.Logger, store *session.Store, dbURL string, agent Age
 	if cfg.MaxReplies == 0 {
 		cfg.MaxReplies = 10
 	}
+	cfg.ReplyWindow = nonZero(cfg.ReplyWindow, time.Minute)
 	base, cancel := context.WithCancel(context.Background())
 	return &Runner{base: base, cancel: cancel, log: log, store: store, dbURL: dbURL, agent: agent, deliver: deliver, hands: hands,
 		searcher: searcher, metrics: metrics, cfg: cfg,
