@@ -204,6 +204,8 @@ func chat(ctx context.Context, in io.Reader, out io.Writer, emu *slackemu.Server
 	}()
 	thread := ""
 	var listed []string
+	f, ok := in.(*os.File)
+	echo := !ok || !isTerminal(f)
 	prompt := func() { fmt.Fprint(out, "you> ") }
 	prompt()
 	for {
@@ -219,6 +221,9 @@ func chat(ctx context.Context, in io.Reader, out io.Writer, emu *slackemu.Server
 			}
 		}
 		line = strings.TrimSpace(line)
+		if echo {
+			fmt.Fprintln(out, line) // piped input: show what "you" said
+		}
 		switch {
 		case line == "":
 		case line == "/quit" || line == "/exit":
