@@ -12,10 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	searchbench "github.com/logbook/logbook/session/search/searchbench"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/search"
+	searchbench "github.com/logbook/logbook/session/search/searchbench"
 )
 
 // Configuration (environment, read by the benchmark only):
