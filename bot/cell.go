@@ -116,6 +116,9 @@ var errLeaseLost = errors.New("lease lost")
 // and leaves the session to the poll.
 const maxTurnFailures = 6
 
+// maxResumes is how many cells may take up one unfinished turn before it is abandoned.
+const maxResumes = 3
+
 func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease session.Lease) {
 	t := time.NewTicker(c.r.cfg.LeaseTTL / 4)
 	defer t.Stop()
@@ -246,6 +249,23 @@ func (c *Cell) turn(ctx context.Context, st turnState) error {
 		c.queued = max(c.queued, st.lastUser)
 	}
 	log := c.log.With().Int64("turn", st.turnSeq).Bool("resumed", resumed).Logger()
+	if resumed {
+		// A turn that keeps failing across cells (an unsearchable thread, Slack refusing the
+		// post) is closed with an error instead of being woken forever.
+		woken, err := c.flog.Events(ctx, session.Range{From: st.turnSeq + 1, Types: []session.Type{session.TypeCellWoken}})
+		if err != nil {
+			return err
+		}
+		if len(woken) > maxResumes {
+			log.Warn().Int("cells", len(woken)).Msg("turn abandoned after repeated failures")
+			_, err := c.flog.Append(ctx,
+				session.NewEvent{Type: session.TypeError, Actor: c.actor(), Payload: session.ErrorEvent{Stage: "turn", Code: "abandoned",
+					Message: "the turn failed in every attempt; its reply may not have reached Slack"}},
+				session.NewEvent{Type: session.TypeTurnCompleted, Actor: c.actor(),
+					Payload: session.TurnCompleted{Turn: st.turnSeq, Status: brain.StatusError, Reason: "abandoned", Through: st.through}})
+			return err
+		}
+	}
 	working := r.deliver.Working(ctx, c.sess.Key.Channel, st.lastUserMsg.TS)
 	defer working()
 

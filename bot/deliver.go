@@ -36,7 +36,7 @@ type Deliverer struct {
 	cfg     DeliveryConfig
 
 	mu        sync.Mutex
-	notBefore time.Time // no post before this (Retry-After)
+	notBefore map[string]time.Time // per Web API method: no call before this (Retry-After)
 }
 
 // NewDeliverer returns a Deliverer posting with api.
@@ -65,7 +65,7 @@ func NewDeliverer(api slackAPI, log zerolog.Logger, metrics *Metrics, cfg Delive
 			}
 		}
 	}
-	return &Deliverer{api: api, log: log, metrics: metrics, cfg: cfg}
+	return &Deliverer{api: api, log: log, metrics: metrics, cfg: cfg, notBefore: map[string]time.Time{}}
 }
 
 // Working shows that the bot works on the message at ts (a reaction) and returns the function
@@ -137,7 +137,12 @@ func (d *Deliverer) Deliver(ctx context.Context, log deliveryLog, sess session.S
 	posted := make([]string, len(parts))
 	if !fresh {
 		if err := d.lookup(ctx, channel, thread, reply.ID.String(), posted); err != nil {
-			return err
+			if !errors.Is(err, ErrDeliveryFailed) {
+				return err
+			}
+			// The thread can never be searched (no scope, say): losing the reply is worse
+			// than perhaps showing a part twice.
+			d.log.Warn().Err(err).Msg("cannot search the thread; posting the reply again, parts may repeat")
 		}
 	}
 	resplit := false
@@ -146,7 +151,10 @@ func (d *Deliverer) Deliver(ctx context.Context, log deliveryLog, sess session.S
 			continue
 		}
 		ts, err := d.post(ctx, channel, thread, reply.ID.String(), i, len(parts), parts[i])
-		if errors.Is(err, errTooLong) && !resplit {
+		if errors.Is(err, errTooLong) && resplit {
+			return fmt.Errorf("%w: slack refused part %d as too long even after splitting it finer", ErrDeliveryFailed, i+1)
+		}
+		if errors.Is(err, errTooLong) {
 			// Slack measured the part longer than we did (C10): split it finer, once.
 			resplit = true
 			pieces := mrkdwn.Split(parts[i], max(d.cfg.PartLimit/2, 500))
@@ -185,7 +193,7 @@ func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, p
 	deadline := time.Now().Add(d.cfg.MaxWait)
 	var lastErr error
 	for attempt := 0; attempt < d.cfg.Attempts && time.Now().Before(deadline); {
-		if err := d.waitTurn(ctx); err != nil {
+		if err := d.waitTurn(ctx, "chat.postMessage"); err != nil {
 			return "", err
 		}
 		_, ts, err := d.api.PostMessageContext(ctx, channel,
@@ -203,7 +211,7 @@ func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, p
 		var se slack.SlackErrorResponse
 		switch {
 		case errors.As(err, &rl):
-			d.hold(rl.RetryAfter)
+			d.hold("chat.postMessage", rl.RetryAfter)
 			continue // a 429 posted nothing, and does not count as an attempt
 		case ctx.Err() != nil:
 			return "", ctx.Err()
@@ -215,11 +223,15 @@ func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, p
 		attempt++
 		// Ambiguous: the post may have landed. Look before posting again.
 		found := make([]string, parts)
-		if lerr := d.lookup(ctx, channel, thread, eventID, found); lerr != nil {
-			return "", fmt.Errorf("post failed (%v) and the thread could not be searched: %w", err, lerr)
-		}
-		if found[part] != "" {
+		lerr := d.lookup(ctx, channel, thread, eventID, found)
+		switch {
+		case lerr == nil && found[part] != "":
 			return found[part], nil
+		case errors.Is(lerr, ErrDeliveryFailed):
+			// The thread can never be searched: post again rather than lose the part.
+			d.log.Warn().Err(lerr).Msg("cannot search the thread after an ambiguous post; posting again, it may repeat")
+		case lerr != nil:
+			return "", fmt.Errorf("post failed (%v) and the thread could not be searched: %w", err, lerr)
 		}
 		if err := d.cfg.Sleep(ctx, time.Duration(attempt)*200*time.Millisecond); err != nil {
 			return "", err
@@ -249,20 +261,22 @@ func permanent(err error) bool {
 	return false
 }
 
-func (d *Deliverer) hold(wait time.Duration) {
+// hold records a Retry-After for a Web API method: Slack limits each method separately.
+func (d *Deliverer) hold(method string, wait time.Duration) {
 	if wait < time.Second {
 		wait = time.Second
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if t := time.Now().Add(wait); t.After(d.notBefore) {
-		d.notBefore = t
+	if t := time.Now().Add(wait); t.After(d.notBefore[method]) {
+		d.notBefore[method] = t
 	}
 }
 
-func (d *Deliverer) waitTurn(ctx context.Context) error {
+// waitTurn waits until method may be called again.
+func (d *Deliverer) waitTurn(ctx context.Context, method string) error {
 	d.mu.Lock()
-	wait := time.Until(d.notBefore)
+	wait := time.Until(d.notBefore[method])
 	d.mu.Unlock()
 	if wait <= 0 {
 		return nil
@@ -275,21 +289,30 @@ func (d *Deliverer) waitTurn(ctx context.Context) error {
 func (d *Deliverer) lookup(ctx context.Context, channel, thread, eventID string, posted []string) error {
 	cursor := ""
 	for {
-		if err := d.waitTurn(ctx); err != nil {
+		if err := d.waitTurn(ctx, "conversations.replies"); err != nil {
 			return err
 		}
 		msgs, more, next, err := d.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
 			ChannelID: channel, Timestamp: thread, Cursor: cursor, Limit: 200, IncludeAllMetadata: true})
 		var rl *slack.RateLimitedError
 		if errors.As(err, &rl) {
-			d.hold(rl.RetryAfter)
+			d.hold("conversations.replies", rl.RetryAfter)
 			continue
 		}
 		if err != nil {
+			if permanent(err) {
+				// The thread cannot be searched, now or later: give up rather than loop.
+				return fmt.Errorf("%w: look for reply %s in thread %s: %w", ErrDeliveryFailed, eventID, thread, err)
+			}
 			return fmt.Errorf("look for reply %s in thread %s: %w", eventID, thread, err)
 		}
 		for _, m := range msgs {
 			if m.Metadata.EventType != MetadataEventType || m.Metadata.EventPayload["event_id"] != eventID {
+				continue
+			}
+			// A part counts only under the same split: after a re-split, part numbers mean
+			// other text (then a part may be posted twice, never lost).
+			if n, ok := m.Metadata.EventPayload["parts"].(float64); !ok || int(n) != len(posted) {
 				continue
 			}
 			if p, ok := m.Metadata.EventPayload["part"].(float64); ok && int(p) >= 0 && int(p) < len(posted) && posted[int(p)] == "" {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +23,7 @@ type sessionLog interface {
 	Open(ctx context.Context, key session.ThreadKey) (session.Session, error)
 	SessionByThread(ctx context.Context, key session.ThreadKey) (session.Session, error)
 	SessionByEventKey(ctx context.Context, team, channel, key string) (session.Session, error)
+	Head(ctx context.Context, id session.ID) (session.Head, error)
 	Append(ctx context.Context, id session.ID, evs ...session.NewEvent) ([]session.Event, error)
 }
 
@@ -58,8 +61,6 @@ type Gateway struct {
 	// commit. Bounded: cleared when it grows past maxKnown.
 	knownMu sync.Mutex
 	known   map[session.ThreadKey]session.Session
-
-	bg sync.WaitGroup // backfills; Run waits for them
 }
 
 const maxKnown = 100_000
@@ -119,7 +120,6 @@ func (g *Gateway) Run(ctx context.Context) error {
 	go func() { smErr <- g.sm.RunContext(ctx) }()
 
 	var wg sync.WaitGroup
-	defer g.bg.Wait()
 	defer wg.Wait()
 	sem := make(chan struct{}, g.cfg.MaxInFlight)
 	for {
@@ -318,6 +318,13 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) e
 					Size: int64(f.Size), Permalink: f.Permalink, TS: in.TS, User: in.User},
 			})
 		}
+		if d.Start && (in.RetryAttempt > 0 || d.ThreadTS != in.TS) && g.emptySession(ctx, sess) {
+			// A session opened late — a redelivered mention, or a mention inside a thread
+			// people already wrote in — first takes in the thread's earlier messages (and any
+			// reply that arrived before it and was not stored), in Slack's order, in the same
+			// append as the mention.
+			evs = g.withThread(ctx, log, sess, in.TS, evs)
+		}
 	case actEdit:
 		m := in.Changed
 		text, raw, _ := g.readable(ctx, m.Text, m.Blocks)
@@ -350,15 +357,7 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) e
 		return err
 	}
 	g.metrics.appends.Add(float64(len(stored)))
-	if d.Action == actMessage && sess.Created && (in.RetryAttempt > 0 || d.ThreadTS != in.TS) {
-		// A session opened late (a redelivered mention, or a mention inside an existing
-		// thread) may have thread replies that arrived before it and were not stored. The
-		// caller that created the session does it, whether or not its own append was the
-		// first copy of the message.
-		g.bg.Go(func() { g.backfill(context.WithoutCancel(ctx), log, sess, in.TS) })
-		return nil
-	}
-	if stored[0].Duplicate {
+	if !slices.ContainsFunc(stored, func(e session.Event) bool { return !e.Duplicate }) {
 		g.metrics.duplicates.Inc()
 		log.Debug().Int("retry_attempt", in.RetryAttempt).Msg("duplicate delivery of a stored message")
 		return nil
@@ -369,47 +368,84 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) e
 	return nil
 }
 
-// backfill stores the human messages of the session's thread that are not in the log yet
-// (idempotent: same keys as live messages), then signals the cell.
-func (g *Gateway) backfill(ctx context.Context, log zerolog.Logger, sess session.Session, except string) {
-	defer g.signal(sess.ID)
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+// emptySession reports whether the session has no events yet: it was just opened, or opened
+// by a delivery whose append failed.
+func (g *Gateway) emptySession(ctx context.Context, sess session.Session) bool {
+	if sess.Created {
+		return true
+	}
+	h, err := g.store.Head(ctx, sess.ID)
+	return err == nil && h.Seq == 0
+}
+
+// withThread returns evs (the message at ts and its files) merged, in Slack ts order, with the
+// human messages of the session's thread that are not it. The thread is read with a short
+// deadline: the envelope waits for it. On failure the thread's earlier messages are left out
+// (logged) rather than the message delayed past Slack's ack window.
+func (g *Gateway) withThread(ctx context.Context, log zerolog.Logger, sess session.Session, ts string, evs []session.NewEvent) []session.NewEvent {
+	ctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	defer cancel()
 	key := sess.Key
 	prefix := key.Team + "/" + key.Channel + "/"
+	type msg struct {
+		ts string
+		ev session.NewEvent
+	}
+	var thread []msg
 	cursor := ""
-	for {
+	for page := 0; page < 5; page++ {
 		msgs, more, next, err := g.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
 			ChannelID: key.Channel, Timestamp: key.ThreadTS, Cursor: cursor, Limit: 200})
 		if err != nil {
-			log.Warn().Err(err).Msg("backfill the thread of a new session")
-			return
+			log.Warn().Err(err).Msg("read the thread of a late-opened session; its earlier messages are left out")
+			break
 		}
-		var evs []session.NewEvent
 		for _, m := range msgs {
 			in := inbound{Team: key.Team, Kind: "message", Subtype: m.SubType, Channel: key.Channel, ChannelType: "channel",
 				User: m.User, BotID: m.BotID, Text: m.Text, Blocks: m.Blocks, TS: m.Timestamp, ThreadTS: m.ThreadTimestamp}
-			if m.Timestamp == except || Classify(in, g.me).Action != actMessage {
+			if m.Timestamp == ts || Classify(in, g.me).Action != actMessage {
 				continue
 			}
 			text, raw, names := g.readable(ctx, m.Text, m.Blocks)
-			evs = append(evs, session.NewEvent{
+			thread = append(thread, msg{ts: m.Timestamp, ev: session.NewEvent{
 				Type: session.TypeUserMessage, Actor: session.Actor{Kind: session.ActorUser, ID: m.User}, IdempotencyKey: prefix + m.Timestamp,
 				Payload: session.UserMessage{Team: key.Team, Channel: key.Channel, ThreadTS: key.ThreadTS, TS: m.Timestamp, User: m.User,
 					UserName: g.dir.UserName(ctx, m.User), Text: text, Raw: raw, Names: names},
-			})
-		}
-		if len(evs) > 0 {
-			if _, err := g.store.Append(ctx, sess.ID, evs...); err != nil {
-				log.Warn().Err(err).Msg("backfill the thread of a new session")
-				return
-			}
+			}})
 		}
 		if !more || next == "" {
-			return
+			break
 		}
 		cursor = next
 	}
+	if len(thread) == 0 {
+		return evs
+	}
+	var out []session.NewEvent
+	placed := false
+	for _, m := range thread {
+		if !placed && tsLess(ts, m.ts) {
+			out, placed = append(out, evs...), true
+		}
+		out = append(out, m.ev)
+	}
+	if !placed {
+		out = append(out, evs...)
+	}
+	return out
+}
+
+// tsLess orders Slack timestamps ("1700000000.000100"): seconds, then the fraction.
+func tsLess(a, b string) bool {
+	as, af, _ := strings.Cut(a, ".")
+	bs, bf, _ := strings.Cut(b, ".")
+	if len(as) != len(bs) {
+		return len(as) < len(bs)
+	}
+	if as != bs {
+		return as < bs
+	}
+	return af < bf
 }
 
 // session returns the thread's session, opening it when open is set (else ErrNotFound when

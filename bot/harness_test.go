@@ -3,6 +3,10 @@ package bot_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -118,6 +122,8 @@ type harnessOptions struct {
 	poll        time.Duration
 	maxReplies  int
 	replyWindow time.Duration
+	// apiProxy, when set, sits between the bot and the emulator's Web API.
+	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
 
 func newHarness(t *testing.T, agent bot.Agent, o harnessOptions) *harness {
@@ -146,7 +152,15 @@ func newHarness(t *testing.T, agent bot.Agent, o harnessOptions) *harness {
 
 func (h *harness) startReplica(o harnessOptions) *replica {
 	t := h.t
-	api := slack.New(h.emu.BotToken(), slack.OptionAPIURL(h.emu.APIURL()), slack.OptionAppLevelToken(h.emu.AppToken()))
+	apiURL := h.emu.APIURL()
+	if o.apiProxy != nil {
+		target, _ := url.Parse(h.emu.URL())
+		rp := httputil.NewSingleHostReverseProxy(target)
+		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { o.apiProxy(w, r, rp) }))
+		t.Cleanup(proxy.Close)
+		apiURL = proxy.URL + "/api/"
+	}
+	api := slack.New(h.emu.BotToken(), slack.OptionAPIURL(apiURL), slack.OptionAppLevelToken(h.emu.AppToken()))
 	sm := socketmode.New(api, socketmode.OptionPingInterval(2*time.Second))
 	me, err := bot.WhoAmI(h.ctx, api)
 	if err != nil {

@@ -1,0 +1,172 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
+
+	"github.com/logbook/logbook/session"
+)
+
+// fakeSlack is a scripted slackAPI: postErrs[i] is the answer to the i-th chat.postMessage
+// (nil: posted); messages keep their metadata for conversations.replies.
+type fakeSlack struct {
+	slackAPI
+	mu       sync.Mutex
+	postErrs []error
+	posts    int
+	msgs     []slack.Message
+	replies  int
+}
+
+func (f *fakeSlack) PostMessageContext(ctx context.Context, ch string, opts ...slack.MsgOption) (string, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.posts
+	f.posts++
+	if n < len(f.postErrs) && f.postErrs[n] != nil {
+		return "", "", f.postErrs[n]
+	}
+	_, v, err := slack.UnsafeApplyMsgOptions("x", ch, "http://x/", opts...)
+	if err != nil {
+		return "", "", err
+	}
+	var md slack.SlackMetadata
+	_ = json.Unmarshal([]byte(v.Get("metadata")), &md)
+	ts := fmt.Sprintf("1700000000.%06d", len(f.msgs)+1)
+	m := slack.Message{}
+	m.Timestamp, m.Text, m.Metadata = ts, v.Get("text"), md
+	f.msgs = append(f.msgs, m)
+	return ch, ts, nil
+}
+
+func (f *fakeSlack) GetConversationRepliesContext(ctx context.Context, p *slack.GetConversationRepliesParameters) ([]slack.Message, bool, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replies++
+	return append([]slack.Message(nil), f.msgs...), false, "", nil
+}
+
+type fakeDeliveryLog struct{ appended []session.NewEvent }
+
+func (l *fakeDeliveryLog) Events(ctx context.Context, r session.Range) ([]session.Event, error) {
+	return nil, nil
+}
+func (l *fakeDeliveryLog) Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error) {
+	l.appended = append(l.appended, evs...)
+	return nil, nil
+}
+
+// A part re-split after msg_too_long shifts the part indices in the metadata; when a later
+// part then fails retryably, the turn is resumed with fresh=false and lookup() matches the
+// re-split pieces by index against the original split: the last original part counts as
+// posted and is never posted.
+func TestDeliveryReviewResplitThenRetryableFailureKeepsEveryPart(t *testing.T) {
+	para := func(w string) string { return strings.TrimSpace(strings.Repeat(w+" ", 80)) } // ~480 chars
+	text := para("alpha") + "\n\n" + para("bravo") + "\n\n" + para("charlie") + "\n\n" + para("delta")
+	payload, _ := json.Marshal(session.AssistantMessage{Text: text, Turn: 1})
+	reply := session.Event{Seq: 2, ID: uuid.Must(uuid.NewV7()), Type: session.TypeAssistantMessage, Payload: payload}
+	sess := session.Session{Key: session.ThreadKey{Team: "T1", Channel: "C1", ThreadTS: "1.1"}}
+
+	fs := &fakeSlack{postErrs: []error{
+		slack.SlackErrorResponse{Err: "msg_too_long"}, // part 0 of 2: re-split into 2 pieces
+		nil, nil, // both pieces posted
+		slack.SlackErrorResponse{Err: "internal_error"}, // original part 1 (now index 2): 3 retryable failures
+		slack.SlackErrorResponse{Err: "internal_error"},
+		slack.SlackErrorResponse{Err: "internal_error"},
+	}}
+	d := NewDeliverer(fs, zerolog.Nop(), NewMetrics(prometheus.NewRegistry()), DeliveryConfig{PartLimit: 1000,
+		Sleep: func(ctx context.Context, _ time.Duration) error { return nil }})
+	log := &fakeDeliveryLog{}
+	err := d.Deliver(context.Background(), log, sess, reply, true)
+	if err == nil || errors.Is(err, ErrDeliveryFailed) {
+		t.Fatalf("first delivery: %v; want a retryable error", err)
+	}
+	// The cell resumes the open turn: fresh=false.
+	if err := d.Deliver(context.Background(), log, sess, reply, false); err != nil {
+		t.Fatalf("resumed delivery: %v", err)
+	}
+	var all strings.Builder
+	for _, m := range fs.msgs {
+		all.WriteString(m.Text)
+	}
+	for _, w := range []string{"alpha", "bravo", "charlie", "delta"} {
+		if !strings.Contains(all.String(), w) {
+			t.Errorf("the words %q of the reply were never posted; posted %d messages, delivered recorded: %d events", w, len(fs.msgs), len(log.appended))
+		}
+	}
+}
+
+// rlSlack answers the first conversations.replies with a rate limit.
+type rlSlack struct {
+	fakeSlack
+	limited bool
+}
+
+func (f *rlSlack) GetConversationRepliesContext(ctx context.Context, p *slack.GetConversationRepliesParameters) ([]slack.Message, bool, string, error) {
+	f.mu.Lock()
+	first := !f.limited
+	f.limited = true
+	f.mu.Unlock()
+	if first {
+		return nil, false, "", &slack.RateLimitedError{RetryAfter: 3 * time.Second}
+	}
+	return f.fakeSlack.GetConversationRepliesContext(ctx, p)
+}
+
+// A rate limit on conversations.replies (a resumed delivery's thread search in thread A)
+// holds every chat.postMessage of the workspace: a fresh reply in thread B, which calls
+// nothing but chat.postMessage, waits out conversations.replies' Retry-After.
+func TestDeliveryReviewRepliesRateLimitDoesNotHoldPosts(t *testing.T) {
+	fs := &rlSlack{}
+	d := NewDeliverer(fs, zerolog.Nop(), NewMetrics(prometheus.NewRegistry()), DeliveryConfig{})
+	payload, _ := json.Marshal(session.AssistantMessage{Text: "hi", Turn: 1})
+	mk := func(thread string) (session.Session, session.Event) {
+		return session.Session{Key: session.ThreadKey{Team: "T1", Channel: "C1", ThreadTS: thread}},
+			session.Event{Seq: 2, ID: uuid.Must(uuid.NewV7()), Type: session.TypeAssistantMessage, Payload: payload}
+	}
+	sa, ra := mk("1.1")
+	go d.Deliver(context.Background(), &fakeDeliveryLog{}, sa, ra, false) // resumed: searches thread A
+	time.Sleep(100 * time.Millisecond)
+	sb, rb := mk("2.2")
+	start := time.Now()
+	if err := d.Deliver(context.Background(), &fakeDeliveryLog{}, sb, rb, true); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a fresh reply in another thread took %s: held by conversations.replies' Retry-After", took.Round(100*time.Millisecond))
+	}
+}
+
+// Slack keeps answering msg_too_long for a part (its measure differs from ours by more than
+// 2x, e.g. entity expansion): after the one re-split Deliver returns a plain error, which the
+// cell treats as retryable (cell.go:297) — the turn stays open and is resumed forever.
+func TestDeliveryReviewPersistentMsgTooLongIsFinal(t *testing.T) {
+	errs := make([]error, 20)
+	for i := range errs {
+		errs[i] = slack.SlackErrorResponse{Err: "msg_too_long"}
+	}
+	fs := &fakeSlack{postErrs: errs}
+	d := NewDeliverer(fs, zerolog.Nop(), NewMetrics(prometheus.NewRegistry()), DeliveryConfig{
+		Sleep: func(ctx context.Context, _ time.Duration) error { return nil }})
+	payload, _ := json.Marshal(session.AssistantMessage{Text: "hi", Turn: 1})
+	reply := session.Event{Seq: 2, ID: uuid.Must(uuid.NewV7()), Type: session.TypeAssistantMessage, Payload: payload}
+	sess := session.Session{Key: session.ThreadKey{Team: "T1", Channel: "C1", ThreadTS: "1.1"}}
+	for i := range 3 {
+		err := d.Deliver(context.Background(), &fakeDeliveryLog{}, sess, reply, i == 0)
+		if !errors.Is(err, ErrDeliveryFailed) {
+			t.Fatalf("attempt %d: %v — not ErrDeliveryFailed, so the turn stays open and is retried forever", i+1, err)
+		}
+	}
+}
