@@ -280,18 +280,18 @@ func (c *Cell) turn(ctx context.Context, st turnState) error {
 		}
 	}
 	status, reason := brain.StatusOK, ""
+	where := r.cfg.Where
+	where.ThreadTS = c.sess.Key.ThreadTS
+	where.Channel = c.sess.Key.Channel
+	t := brain.Turn{Session: c.sess, Log: c.flog, Searcher: r.searcher, Where: where, TurnSeq: st.turnSeq}
+	if c.hands != nil {
+		t.Hands = c.hands
+	}
 	if !found {
-		where := r.cfg.Where
-		where.ThreadTS = c.sess.Key.ThreadTS
-		where.Channel = c.sess.Key.Channel
 		if r.cfg.Channel != nil {
 			if name := r.cfg.Channel(ctx, c.sess.Key.Channel); name != "" {
-				where.Channel = name
+				t.Where.Channel = name
 			}
-		}
-		t := brain.Turn{Session: c.sess, Log: c.flog, Searcher: r.searcher, Where: where, TurnSeq: st.turnSeq}
-		if c.hands != nil {
-			t.Hands = c.hands
 		}
 		done := make(chan struct{})
 		var res brain.Reply
@@ -326,6 +326,12 @@ func (c *Cell) turn(ctx context.Context, st turnState) error {
 		}
 	}
 	r.metrics.turns.WithLabelValues(status).Inc()
+	// A title comes after the reply reached the thread, not before.
+	if titler, ok := r.agent.(interface {
+		Title(ctx context.Context, t brain.Turn, reply session.Event)
+	}); ok && status == brain.StatusOK {
+		titler.Title(ctx, t, reply)
+	}
 	return nil
 }
 

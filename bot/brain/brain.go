@@ -96,6 +96,9 @@ type Config struct {
 	// summarised into a context_summary; default 100000.
 	ContextBudget int
 	Retry         RetryPolicy
+	// DeferTitle leaves the session's title to a later call of Title, so the first reply is
+	// not held back by the title's model call.
+	DeferTitle bool
 
 	// Now, Sleep and Jitter make time testable: defaults time.Now, a ctx-aware timer and
 	// math/rand/v2's Float64. Sleep returns ctx's error when ctx ends first; Jitter returns
@@ -277,7 +280,9 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 			if err != nil {
 				return r, err
 			}
-			b.maybeTitle(turnCtx, st, evs, r)
+			if !b.cfg.DeferTitle {
+				b.maybeTitle(turnCtx, st, evs, r)
+			}
 			return r, nil
 		}
 		// Ids are checked against every tool_call of the session, not only the events after
@@ -305,6 +310,38 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 				turnCtx.Err())
 		}
 	}
+}
+
+// Title appends the session's title, once, after reply (the turn's stored reply) has been
+// delivered: for callers that set Config.DeferTitle. Failures are logged, never returned.
+func (b *Brain) Title(ctx context.Context, t Turn, reply session.Event) {
+	var msg session.AssistantMessage
+	if t.Log == nil || reply.Decode(&msg) != nil {
+		return
+	}
+	st := &turn{
+		Turn: t,
+		log:  b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
+		bot:  session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
+	}
+	if t.TurnSeq > 0 {
+		started, err := t.Log.Events(ctx, session.Range{From: t.TurnSeq, To: t.TurnSeq})
+		if err != nil {
+			return
+		}
+		st.through = turnThrough(started, t.TurnSeq)
+	}
+	evs, err := b.load(ctx, t.Log)
+	if err != nil {
+		return
+	}
+	before := evs[:0:0]
+	for _, e := range evs {
+		if e.Seq < reply.Seq {
+			before = append(before, e)
+		}
+	}
+	b.maybeTitle(ctx, st, before, Reply{Event: reply, Message: msg})
 }
 
 func (st *turn) historyOptions() historyOptions {

@@ -356,6 +356,24 @@ func TestE2EConversation(t *testing.T) {
 	if got, want := typeList(e.events(s.ID)), "user_message "+turn+" user_message "+turn; got != want {
 		t.Fatalf("log:\n%s\nwant:\n%s", got, want)
 	}
+	// The title is written once, after the first reply was delivered (not before it).
+	all := e.events(s.ID)
+	titleAt, deliveredAt := -1, -1
+	for i, ev := range all {
+		switch {
+		case ev.Type == session.TypeTitle:
+			titleAt = i
+			var ti session.Title
+			if err := ev.Decode(&ti); err != nil || ti.Text != "Flaky build" {
+				t.Fatalf("title %+v %v", ti, err)
+			}
+		case ev.Type == session.TypeDelivered && deliveredAt < 0:
+			deliveredAt = i
+		}
+	}
+	if titleAt < 0 || titleAt < deliveredAt {
+		t.Fatalf("title at %d, first delivered at %d", titleAt, deliveredAt)
+	}
 	// The model saw the whole thread on the second call.
 	calls := e.model.Calls()
 	last := calls[len(calls)-1]

@@ -356,7 +356,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		log.Info().Str("sandbox", provs.Name()).Msg("sandbox provider ready")
 	}
 
-	b, err := brain.New(brain.Config{Provider: provider, Logger: log.With().Str("part", "brain").Logger()})
+	b, err := brain.New(brain.Config{Provider: provider, Logger: log.With().Str("part", "brain").Logger(), DeferTitle: true})
 	if err != nil {
 		return err
 	}
