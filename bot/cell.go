@@ -47,6 +47,7 @@ func (c *Cell) run(ctx context.Context) {
 		return
 	}
 	c.sess = sess
+	acquiredAt := time.Now()
 	lease, err := r.store.AcquireLease(ctx, c.id, r.cfg.Owner, r.cfg.LeaseTTL)
 	if errors.Is(err, session.ErrLeaseHeld) {
 		c.log.Debug().Msg("cell: another replica holds the session")
@@ -66,9 +67,12 @@ func (c *Cell) run(ctx context.Context) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	renewDone := make(chan struct{})
+	// The lease is trusted until a local deadline measured from before the call that took it,
+	// so a skewed database clock cannot stretch it.
+	validUntil := acquiredAt.Add(r.cfg.LeaseTTL)
 	go func() {
 		defer close(renewDone)
-		c.renew(ctx, cancel, lease)
+		c.renew(ctx, cancel, lease, validUntil)
 	}()
 	defer func() {
 		cancel(nil)
@@ -119,7 +123,7 @@ const maxTurnFailures = 6
 // maxResumes is how many cells may take up one unfinished turn before it is abandoned.
 const maxResumes = 3
 
-func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease session.Lease) {
+func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease session.Lease, validUntil time.Time) {
 	t := time.NewTicker(c.r.cfg.LeaseTTL / 4)
 	defer t.Stop()
 	for {
@@ -127,6 +131,7 @@ func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease 
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			sent := time.Now()
 			rctx, stop := context.WithTimeout(ctx, c.r.cfg.LeaseTTL/8)
 			l, err := c.r.store.RenewLease(rctx, lease, c.r.cfg.LeaseTTL)
 			stop()
@@ -138,9 +143,10 @@ func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease 
 				if ctx.Err() != nil {
 					return
 				}
-				// Not renewed: once the lease may have expired (by our clock, with a margin
-				// for clock skew), another replica may run the session: stop now.
-				if time.Now().After(lease.ExpiresAt.Add(-c.r.cfg.LeaseTTL / 4)) {
+				// Not renewed: once the lease may have expired (measured on our own clock
+				// from before the last successful call, with a margin), another replica may
+				// run the session: stop now.
+				if time.Now().After(validUntil.Add(-c.r.cfg.LeaseTTL / 4)) {
 					c.log.Warn().Err(err).Msg("cell: lease could not be renewed before it expired")
 					cancel(errLeaseLost)
 					return
@@ -148,7 +154,7 @@ func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease 
 				c.log.Warn().Err(err).Msg("cell: renew lease; retrying")
 				continue
 			}
-			lease = l
+			lease, validUntil = l, sent.Add(c.r.cfg.LeaseTTL)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -283,6 +284,16 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) e
 	}
 	key := session.ThreadKey{Team: team, Channel: in.Channel, ThreadTS: d.ThreadTS}
 	sess, err := g.session(ctx, key, d.Action == actMessage && d.Start)
+	if errors.Is(err, session.ErrNotFound) && d.Action == actMessage && justPosted(d.ThreadTS, time.Now()) {
+		// Envelopes are handled concurrently: a quick reply can be handled while its thread's
+		// opening mention is still being stored. Look once more.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+		sess, err = g.session(ctx, key, false)
+	}
 	if errors.Is(err, session.ErrNotFound) && d.Action == actDelete && in.Previous == nil {
 		// The deletion does not say which thread the message was in: find the session that
 		// stored it.
@@ -433,6 +444,13 @@ func (g *Gateway) withThread(ctx context.Context, log zerolog.Logger, sess sessi
 		out = append(out, evs...)
 	}
 	return out
+}
+
+// justPosted reports whether the Slack ts is less than 30 seconds old.
+func justPosted(ts string, now time.Time) bool {
+	secs, _, _ := strings.Cut(ts, ".")
+	n, err := strconv.ParseInt(secs, 10, 64)
+	return err == nil && now.Sub(time.Unix(n, 0)) < 30*time.Second
 }
 
 // tsLess orders Slack timestamps ("1700000000.000100"): seconds, then the fraction.
