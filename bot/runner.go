@@ -149,8 +149,12 @@ func (r *Runner) wake(id session.ID, reason string) {
 		c.run(r.base)
 		r.mu.Lock()
 		delete(r.cells, id)
+		pending := len(c.poke) > 0 // a signal that reached the cell as it was exiting
 		r.mu.Unlock()
 		r.metrics.cellsActive.Dec()
+		if pending {
+			r.wake(id, "message")
+		}
 	})
 }
 
