@@ -22,23 +22,23 @@ import (
 	"github.com/logbook/logbook/session"
 )
 
-// The audit commands read through a separate auditor connection:
-//
-//	LOGBOOK_AUDIT_DATABASE_URL      auditor connection (falls back to DATABASE_URL)
-//	LOGBOOK_AUDIT_ROLE              role assumed on it (default logbook_auditor; "none": the login's own)
-//	LOGBOOK_AUDIT_OPERATOR          who is acting, for the access record (falls back to USER)
-//	LOGBOOK_AUDIT_SIGNING_KEY       path of an ed25519 private key (PEM) that signs manifests and checkpoints
-//	LOGBOOK_AUDIT_PUBLIC_KEY        path of the public key that verify-export and verify --against check
-//	LOGBOOK_AUDIT_SCHEDULE          cron spec of scheduled exports (seconds optional, CRON_TZ= prefix)
-//	LOGBOOK_AUDIT_TZ                zone of the schedule and of --from/--to without an offset (default UTC)
-//	LOGBOOK_AUDIT_DEST              destination of scheduled exports: a directory or a bucket URL
-//	LOGBOOK_AUDIT_ACTORS            comma-separated actor ids for scheduled exports (default all)
-//	LOGBOOK_AUDIT_PER_ACTOR         "true": one scheduled export per actor
-//	LOGBOOK_AUDIT_CHANNEL           one channel id for scheduled exports (default all)
-//	LOGBOOK_AUDIT_FORMAT            jsonl (default) or csv
-//	LOGBOOK_AUDIT_SCHEDULE_NAME     name of the schedule in run records (default "default")
-//	LOGBOOK_RETENTION               e.g. 400d; off by default
-//	LOGBOOK_RETENTION_DATABASE_URL  connection for purges (falls back to the auditor's); role logbook_retention
+// auditEnvHelp lists the audit commands' settings, for --help.
+const auditEnvHelp = `Environment:
+  LOGBOOK_AUDIT_DATABASE_URL      auditor connection (falls back to DATABASE_URL)
+  LOGBOOK_AUDIT_ROLE              role assumed on it (default logbook_auditor; "none": the login's own)
+  LOGBOOK_AUDIT_OPERATOR          who is acting, for the access record (falls back to USER)
+  LOGBOOK_AUDIT_SIGNING_KEY       path of an ed25519 private key (PEM) that signs manifests and checkpoints
+  LOGBOOK_AUDIT_PUBLIC_KEY        path of the public key that verify-export and verify --against check
+  LOGBOOK_AUDIT_SCHEDULE          cron spec of scheduled exports (seconds optional, CRON_TZ= prefix)
+  LOGBOOK_AUDIT_TZ                zone of the schedule and of --from/--to without an offset (default UTC)
+  LOGBOOK_AUDIT_DEST              destination of scheduled exports: a directory or a bucket URL
+  LOGBOOK_AUDIT_ACTORS            comma-separated actor ids for scheduled exports (default all)
+  LOGBOOK_AUDIT_PER_ACTOR         "true": one scheduled export per actor
+  LOGBOOK_AUDIT_CHANNEL           one channel id for scheduled exports (default all)
+  LOGBOOK_AUDIT_FORMAT            jsonl (default) or csv
+  LOGBOOK_AUDIT_SCHEDULE_NAME     name of the schedule in run records (default "default")
+  LOGBOOK_RETENTION               e.g. 400d; off by default
+  LOGBOOK_RETENTION_DATABASE_URL  connection for purges (falls back to the auditor's); role logbook_retention`
 
 func auditDSN(e env) (string, error) {
 	if u := strings.TrimSpace(e.getenv("LOGBOOK_AUDIT_DATABASE_URL")); u != "" {
@@ -188,7 +188,9 @@ verification and hold change is recorded, append-only, with who (--as,
 LOGBOOK_AUDIT_OPERATOR or USER) and which filters; those records appear in exports.
 
 Destinations are a directory or a URL: file:///path is built in; s3://, gs:// and
-azblob:// need the matching gocloud.dev/blob driver compiled in.`,
+azblob:// need the matching gocloud.dev/blob driver compiled in.
+
+` + auditEnvHelp,
 	}
 	cmd.AddCommand(newAuditExportCmd(e), newAuditKeygenCmd(e), newAuditVerifyExportCmd(e), newAuditVerifyCmd(e),
 		newAuditCheckpointCmd(e), newAuditScheduleCmd(e), newAuditHoldCmd(e), newAuditPurgeCmd(e), newAuditRunsCmd(e))

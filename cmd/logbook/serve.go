@@ -46,7 +46,7 @@ What logbook handles:
              session's messages become user_message_edited / user_message_deleted.
              Ignored: bot_message, messages by any bot or by logbook itself, channel_join
              and every other subtype.
-  commands   /logbook help (and search, transcript).
+  commands   /logbook help, /logbook search <words> (answered ephemerally).
 
 Environment:
   DATABASE_URL            PostgreSQL (run 'logbook migrate up' first)
@@ -59,7 +59,8 @@ Environment:
   ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL
   LOGBOOK_SANDBOX         bwrap | process | none (default: bwrap if installed, else none;
                           process runs commands WITHOUT isolation, as logbook's own user)
-  LOGBOOK_SANDBOX_DIR     workspaces directory (default: the user cache dir)
+  LOGBOOK_SANDBOX_DIR     workspaces directory (default: the user cache dir;
+                          /var/lib/logbook/sandboxes as root)
   LOGBOOK_SANDBOX_NETWORK on to let sandboxed commands use the network (default off)
   LOGBOOK_IDLE_TIMEOUT    idle time before a cell exits (default 10m)
   LOGBOOK_LEASE_TTL       session lease length (default 30s)
@@ -70,15 +71,15 @@ Environment:
   LOGBOOK_PRIVATE_NOTE    on|off (default on)
   LOGBOOK_WORKSPACE_DOMAIN  e.g. acme.slack.com, for permalinks in search hits (search and
                           transcript read it too)
-  LOGBOOK_WEB_TOKENS      web pages' bearer tokens: name:secret[:auditor],... (secrets of 16+
-                          characters; pages are off
-                          unless tokens or a proxy header are set)
+  LOGBOOK_WEB_TOKENS      web pages' bearer tokens: name:secret[:auditor],... (secrets of
+                          16+ characters; pages are off unless tokens or a proxy header are set)
   LOGBOOK_WEB_PROXY_HEADER  header a trusted proxy sets to the signed-in person
                           (oauth2-proxy: X-Forwarded-Email); LOGBOOK_WEB_AUDITORS lists
                           the values that are auditors
   LOGBOOK_LOG_FORMAT      json | console (default: console on a terminal, else json)
   LOGBOOK_LOG_LEVEL       debug | info | warn | error (default info)
-  LOGBOOK_AUDIT_SCHEDULE  cron spec of scheduled audit exports inside serve (see 'logbook audit --help')`
+  LOGBOOK_AUDIT_SCHEDULE  cron spec of scheduled audit exports inside serve
+                          (LOGBOOK_AUDIT_* and LOGBOOK_RETENTION: see 'logbook audit --help')`
 
 func newServeCmd(e env) *cobra.Command {
 	return &cobra.Command{
