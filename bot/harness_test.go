@@ -211,11 +211,6 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	return r
 }
 
-func (r *replica) stop() {
-	r.cancel()
-	<-r.done
-}
-
 func (h *harness) stop() {
 	h.cancel()
 	for _, r := range h.reps {

@@ -2,7 +2,6 @@ package brain_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -295,13 +294,4 @@ func roles(msgs []fakeprovider.Message) string {
 		r = append(r, m.Role)
 	}
 	return strings.Join(r, ",")
-}
-
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

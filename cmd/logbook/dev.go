@@ -324,7 +324,7 @@ func say(ctx context.Context, out io.Writer, emu *slackemu.Server, rt running, c
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	replies, err := emu.WaitForReplies(wctx, channel, *thread, before+1)
+	_, err = emu.WaitForReplies(wctx, channel, *thread, before+1)
 	if tty {
 		fmt.Fprint(out, "\r                    \r")
 	}
@@ -332,8 +332,11 @@ func say(ctx context.Context, out io.Writer, emu *slackemu.Server, rt running, c
 		return fmt.Errorf("no reply yet (it will appear in the thread): %w", err)
 	}
 	// A reply may come in parts; give the rest a moment to land.
-	waitUntil(ctx, 300*time.Millisecond, func() bool { return false })
-	replies = emu.BotReplies(channel, *thread)
+	select {
+	case <-ctx.Done():
+	case <-time.After(300 * time.Millisecond):
+	}
+	replies := emu.BotReplies(channel, *thread)
 	for _, r := range replies[before:] {
 		fmt.Fprintf(out, "logbook> %s\n", mrkdwn.ToPlain(r.Text, nil))
 	}

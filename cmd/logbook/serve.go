@@ -469,9 +469,6 @@ func checkSlack(ctx context.Context, api *slack.Client) (bot.Identity, error) {
 func slackReason(err error) string {
 	var se slack.SlackErrorResponse
 	if errors.As(err, &se) {
-		if se.Err == "missing_scope" {
-			return "missing_scope"
-		}
 		return se.Err
 	}
 	return err.Error()
