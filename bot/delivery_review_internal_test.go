@@ -58,16 +58,6 @@ func (f *fakeSlack) GetConversationRepliesContext(ctx context.Context, p *slack.
 	return append([]slack.Message(nil), f.msgs...), false, "", nil
 }
 
-type fakeDeliveryLog struct{ appended []session.NewEvent }
-
-func (l *fakeDeliveryLog) Events(ctx context.Context, r session.Range) ([]session.Event, error) {
-	return nil, nil
-}
-func (l *fakeDeliveryLog) Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error) {
-	l.appended = append(l.appended, evs...)
-	return nil, nil
-}
-
 // A part re-split after msg_too_long shifts the part indices in the metadata; when a later
 // part then fails retryably, the turn is resumed with fresh=false and lookup() matches the
 // re-split pieces by index against the original split: the last original part counts as
@@ -88,13 +78,12 @@ func TestDeliveryReviewResplitThenRetryableFailureKeepsEveryPart(t *testing.T) {
 	}}
 	d := NewDeliverer(fs, zerolog.Nop(), NewMetrics(prometheus.NewRegistry()), DeliveryConfig{PartLimit: 1000,
 		Sleep: func(ctx context.Context, _ time.Duration) error { return nil }})
-	log := &fakeDeliveryLog{}
-	err := d.Deliver(context.Background(), log, sess, reply, true)
+	_, err := d.Deliver(context.Background(), sess, reply, false)
 	if err == nil || errors.Is(err, ErrDeliveryFailed) {
 		t.Fatalf("first delivery: %v; want a retryable error", err)
 	}
 	// The cell resumes the open turn: fresh=false.
-	if err := d.Deliver(context.Background(), log, sess, reply, false); err != nil {
+	if _, err := d.Deliver(context.Background(), sess, reply, true); err != nil {
 		t.Fatalf("resumed delivery: %v", err)
 	}
 	var all strings.Builder
@@ -103,7 +92,7 @@ func TestDeliveryReviewResplitThenRetryableFailureKeepsEveryPart(t *testing.T) {
 	}
 	for _, w := range []string{"alpha", "bravo", "charlie", "delta"} {
 		if !strings.Contains(all.String(), w) {
-			t.Errorf("the words %q of the reply were never posted; posted %d messages, delivered recorded: %d events", w, len(fs.msgs), len(log.appended))
+			t.Errorf("the words %q of the reply were never posted; posted %d messages", w, len(fs.msgs))
 		}
 	}
 }
@@ -137,11 +126,11 @@ func TestDeliveryReviewRepliesRateLimitDoesNotHoldPosts(t *testing.T) {
 			session.Event{Seq: 2, ID: uuid.Must(uuid.NewV7()), Type: session.TypeAssistantMessage, Payload: payload}
 	}
 	sa, ra := mk("1.1")
-	go d.Deliver(context.Background(), &fakeDeliveryLog{}, sa, ra, false) // resumed: searches thread A
+	go d.Deliver(context.Background(), sa, ra, true) // resumed: searches thread A
 	time.Sleep(100 * time.Millisecond)
 	sb, rb := mk("2.2")
 	start := time.Now()
-	if err := d.Deliver(context.Background(), &fakeDeliveryLog{}, sb, rb, true); err != nil {
+	if _, err := d.Deliver(context.Background(), sb, rb, false); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took > time.Second {
@@ -164,7 +153,7 @@ func TestDeliveryReviewPersistentMsgTooLongIsFinal(t *testing.T) {
 	reply := session.Event{Seq: 2, ID: uuid.Must(uuid.NewV7()), Type: session.TypeAssistantMessage, Payload: payload}
 	sess := session.Session{Key: session.ThreadKey{Team: "T1", Channel: "C1", ThreadTS: "1.1"}}
 	for i := range 3 {
-		err := d.Deliver(context.Background(), &fakeDeliveryLog{}, sess, reply, i == 0)
+		_, err := d.Deliver(context.Background(), sess, reply, i != 0)
 		if !errors.Is(err, ErrDeliveryFailed) {
 			t.Fatalf("attempt %d: %v — not ErrDeliveryFailed, so the turn stays open and is retried forever", i+1, err)
 		}

@@ -314,7 +314,8 @@ func TestGatewayHungUsersInfoDoesNotBlockAck(t *testing.T) {
 	}
 	metrics := bot.NewMetrics(prometheus.NewRegistry())
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-	runner := bot.NewRunner(log, store, dbURL, &echoAgent{}, bot.NewDeliverer(api, log, metrics, bot.DeliveryConfig{}), nil, nil, metrics,
+	runner := bot.NewRunner(bot.RunnerDeps{Log: log, Store: store, DatabaseURL: dbURL, Agent: &echoAgent{},
+		Deliver: bot.NewDeliverer(api, log, metrics, bot.DeliveryConfig{}), Metrics: metrics},
 		bot.RunnerConfig{PollInterval: 200 * time.Millisecond, LeaseTTL: 3 * time.Second})
 	gw := bot.NewGateway(log, store, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -20,6 +20,12 @@ type Agent interface {
 	Run(ctx context.Context, t brain.Turn) (brain.Reply, error)
 }
 
+// Titler names a session once its first reply has reached the thread, so the title's model
+// call never delays that reply; *brain.Brain is one (with brain.Config.DeferTitle).
+type Titler interface {
+	Title(ctx context.Context, t brain.Turn, reply session.Event)
+}
+
 // RunnerConfig configures a Runner. Zero values take defaults.
 type RunnerConfig struct {
 	Owner        string        // lease owner name; default host:pid:random
@@ -34,23 +40,58 @@ type RunnerConfig struct {
 	// WakeWindow bounds how far back the poll and wake look for unfinished work; default 7 days.
 	WakeWindow time.Duration
 	Where      brain.Where // workspace and bot name for the system prompt; channel and thread are filled per session
-	// Channel returns a channel's name for the system prompt (may be nil).
+}
+
+// RunnerDeps are what a Runner's cells work with. Store, Agent, Deliver and Metrics are
+// required; the rest may be nil.
+type RunnerDeps struct {
+	Log     zerolog.Logger
+	Store   *session.Store
+	Agent   Agent
+	Titler  Titler // nil: sessions get no title
+	Deliver *Deliverer
+	Hands   HandsFactory   // nil: no sandbox tools
+	Search  brain.Searcher // nil: no search tool
+	Metrics *Metrics
+	// Channel returns a channel's name for the system prompt (nil: the id is used).
 	Channel func(ctx context.Context, id string) string
+	// DatabaseURL is for the dedicated LISTEN connection; empty: no listener (poll only).
+	DatabaseURL string
+	Clock       Clock  // nil: the wall clock
+	Probe       *Probe // nil: none
+}
+
+// Probe is told of a cell's milestones as they happen: test signals, and dev's status. Each
+// func may be nil and must not block.
+type Probe struct {
+	// TurnDone: a turn's turn_completed is in the log (status "ok" or "error").
+	TurnDone func(id session.ID, turnSeq int64, status string)
+	// CellExited: a cell let go of its session ("idle", "shutdown", "error", "lease_lost",
+	// "held": another replica holds it).
+	CellExited func(id session.ID, reason string)
+}
+
+func (p *Probe) turnDone(id session.ID, seq int64, status string) {
+	if p != nil && p.TurnDone != nil {
+		p.TurnDone(id, seq, status)
+	}
+}
+
+func (p *Probe) cellExited(id session.ID, reason string) {
+	if p != nil && p.CellExited != nil {
+		p.CellExited(id, reason)
+	}
 }
 
 // Runner owns the cells of this process: it starts one per signalled session, wakes
 // sessions with unfinished turns on start and by polling, and listens for other replicas'
 // signals through PostgreSQL NOTIFY.
 type Runner struct {
-	log      zerolog.Logger
-	store    *session.Store
-	dbURL    string // for the dedicated LISTEN connection; empty: no listener (poll only)
-	agent    Agent
-	deliver  *Deliverer
-	hands    HandsFactory
-	searcher brain.Searcher
-	metrics  *Metrics
-	cfg      RunnerConfig
+	log   zerolog.Logger
+	store *session.Store
+	dbURL string // for the dedicated LISTEN connection; empty: no listener (poll only)
+	cfg   RunnerConfig
+	deps  *cellDeps
 
 	// base is the cells' context: cancelled when Run's context ends.
 	base   context.Context
@@ -64,11 +105,10 @@ type Runner struct {
 }
 
 // HandsFactory provides a session's sandbox lazily; nil disables sandbox tools.
-type HandsFactory func(log fencedLog, sess session.Session) *Hands
+type HandsFactory func(log appendLog, sess session.Session) *Hands
 
-// NewRunner returns a Runner. dbURL is used for the LISTEN connection (empty: poll only).
-func NewRunner(log zerolog.Logger, store *session.Store, dbURL string, agent Agent, deliver *Deliverer,
-	hands HandsFactory, searcher brain.Searcher, metrics *Metrics, cfg RunnerConfig) *Runner {
+// NewRunner returns a Runner.
+func NewRunner(d RunnerDeps, cfg RunnerConfig) *Runner {
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}
@@ -84,8 +124,9 @@ func NewRunner(log zerolog.Logger, store *session.Store, dbURL string, agent Age
 	}
 	cfg.ReplyWindow = nonZero(cfg.ReplyWindow, time.Minute)
 	base, cancel := context.WithCancel(context.Background())
-	return &Runner{base: base, cancel: cancel, log: log, store: store, dbURL: dbURL, agent: agent, deliver: deliver, hands: hands,
-		searcher: searcher, metrics: metrics, cfg: cfg,
+	deps := &cellDeps{log: d.Log, store: d.Store, agent: d.Agent, titler: d.Titler, deliver: d.Deliver, hands: d.Hands,
+		searcher: d.Search, metrics: d.Metrics, channel: d.Channel, clock: clockOr(d.Clock), probe: d.Probe, cfg: cfg}
+	return &Runner{base: base, cancel: cancel, log: d.Log, store: d.Store, dbURL: d.DatabaseURL, cfg: cfg, deps: deps,
 		cells: map[session.ID]*Cell{}, notify: make(chan session.ID, 1024)}
 }
 
@@ -142,16 +183,16 @@ func (r *Runner) wake(id session.ID, reason string) {
 		}
 		return
 	}
-	c := &Cell{r: r, id: id, reason: reason, poke: make(chan struct{}, 1), evict: make(chan struct{}, 1)}
+	c := &Cell{deps: r.deps, id: id, reason: reason, poke: make(chan struct{}, 1), evict: make(chan struct{}, 1)}
 	r.cells[id] = c
-	r.metrics.cellsActive.Inc()
+	r.deps.metrics.cellsActive.Inc()
 	r.wg.Go(func() {
 		c.run(r.base)
 		r.mu.Lock()
 		delete(r.cells, id)
 		pending := len(c.poke) > 0 // a signal that reached the cell as it was exiting
 		r.mu.Unlock()
-		r.metrics.cellsActive.Dec()
+		r.deps.metrics.cellsActive.Dec()
 		if pending {
 			r.wake(id, "message")
 		}
@@ -168,8 +209,6 @@ func (r *Runner) Run(ctx context.Context) error {
 		wg.Go(func() { r.listen(ctx) })
 	}
 	r.poll(ctx, "wake")
-	t := time.NewTicker(r.cfg.PollInterval)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -180,7 +219,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.wg.Wait()
 			wg.Wait()
 			return nil
-		case <-t.C:
+		case <-r.deps.clock.After(r.cfg.PollInterval):
 			r.poll(ctx, "poll")
 		}
 	}

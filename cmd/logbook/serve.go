@@ -369,12 +369,13 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	metrics := bot.NewMetrics(reg)
 	dir := bot.NewDirectory(api, 5*time.Minute)
 	deliver := bot.NewDeliverer(api, log.With().Str("part", "delivery").Logger(), metrics, bot.DeliveryConfig{})
-	runner := bot.NewRunner(log.With().Str("part", "cells").Logger(), store, cfg.DatabaseURL.Reveal(), b, deliver,
-		bot.NewHandsFactory(provs, sandbox.Recipe{}, log), brainSearcher{searcher}, metrics, bot.RunnerConfig{
-			IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
-			Where:   brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
-			Channel: dir.ChannelName,
-		})
+	runner := bot.NewRunner(bot.RunnerDeps{Log: log.With().Str("part", "cells").Logger(), Store: store,
+		DatabaseURL: cfg.DatabaseURL.Reveal(), Agent: b, Titler: b, Deliver: deliver,
+		Hands: bot.NewHandsFactory(provs, sandbox.Recipe{}, log), Search: brainSearcher{searcher}, Metrics: metrics,
+		Channel: dir.ChannelName}, bot.RunnerConfig{
+		IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
+		Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
+	})
 	sm := socketmode.New(api)
 	gw := bot.NewGateway(log.With().Str("part", "gateway").Logger(), gwStore, api, sm, me, runner.Signal, metrics,
 		slashHandler(searcher), bot.GatewayConfig{PrivateNote: cfg.PrivateNote})
