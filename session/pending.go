@@ -85,3 +85,17 @@ func Listen(ctx context.Context, dsn string, listening func(), notified func(id 
 		notified(id, sender)
 	}
 }
+
+const sqlMissingTables = `SELECT array_remove(ARRAY[
+	CASE WHEN to_regclass('events') IS NULL THEN 'events' END,
+	CASE WHEN to_regclass('session_work') IS NULL THEN 'session_work' END], NULL)`
+
+// MissingTables returns the log's tables that the database lacks, none when it has every
+// migration the store needs (session_work came with migration 00004).
+func (s *Store) MissingTables(ctx context.Context) ([]string, error) {
+	var missing []string
+	if err := s.pool.QueryRow(ctx, sqlMissingTables).Scan(&missing); err != nil {
+		return nil, fmt.Errorf("check the log's tables: %w", err)
+	}
+	return missing, nil
+}
