@@ -11,11 +11,13 @@ import (
 
 // sqlPending reads session_work (migrations/00004_pending.sql), which the log keeps as it
 // appends user_message and turn_completed events: its cost grows with the sessions that have
-// pending work, not with the size of the log.
+// pending work, not with the size of the log. The cutoff is a subquery, computed once, so
+// that it bounds the scan of the partial index session_work_pending (a volatile expression
+// in the condition could only filter every pending session ever).
 const sqlPending = `
 SELECT w.session_id FROM session_work w
 WHERE w.last_message_seq > w.answered_through
-  AND w.last_message_at > clock_timestamp() - $1::interval
+  AND w.last_message_at > (SELECT clock_timestamp() - $1::interval)
   AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = w.session_id
                   AND l.expires_at > clock_timestamp() AND l.owner <> $2)`
 
