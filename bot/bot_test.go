@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/session"
 )
@@ -288,8 +290,13 @@ func TestPrivateConversationsAreNeverStored(t *testing.T) {
 			}
 		}
 	}
+	su, err := pgxpool.New(context.Background(), h.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close()
 	var n int
-	if err := h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&n); err != nil || n != 0 {
+	if err := su.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d events stored from private conversations (%v)", n, err)
 	}
 	if eph := h.emu.Ephemerals(); len(eph) != 1 || eph[0].Channel != secret {

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/brain"
@@ -225,32 +223,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
-const sqlPending = `
-WITH recent AS (
-    SELECT DISTINCT session_id FROM events
-    WHERE type = 'user_message' AND created_at > clock_timestamp() - $1::interval
-)
-SELECT r.session_id FROM recent r
-WHERE (SELECT max(e.seq) FROM events e WHERE e.session_id = r.session_id AND e.type = 'user_message')
-    > coalesce((SELECT (e.payload->>'through')::bigint FROM events e
-                 WHERE e.session_id = r.session_id AND e.type = 'turn_completed'
-                 ORDER BY e.seq DESC LIMIT 1), 0)
-  AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = r.session_id
-                  AND l.expires_at > clock_timestamp() AND l.owner <> $2)`
-
 // poll wakes every session with a user message no completed turn answered, unless another
 // replica holds its lease.
 func (r *Runner) poll(ctx context.Context, reason string) {
-	rows, err := r.store.Pool().Query(ctx, sqlPending, r.cfg.WakeWindow, r.cfg.Owner)
+	ids, err := r.store.Pending(ctx, r.cfg.Owner, r.cfg.WakeWindow)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn().Err(err).Msg("look for sessions with unfinished turns")
 		}
-		return
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[session.ID])
-	if err != nil {
-		r.log.Warn().Err(err).Msg("look for sessions with unfinished turns")
 		return
 	}
 	for _, id := range ids {
@@ -266,7 +246,7 @@ func (r *Runner) notifier(ctx context.Context) {
 			return
 		case id := <-r.notify:
 			// The payload names the sender, whose own listener ignores it.
-			if _, err := r.store.Pool().Exec(ctx, `SELECT pg_notify('logbook_session', $1)`, id.String()+" "+r.cfg.Owner); err != nil && ctx.Err() == nil {
+			if err := r.store.Notify(ctx, id, r.cfg.Owner); err != nil && ctx.Err() == nil {
 				r.log.Debug().Err(err).Msg("notify; the other replicas' poll will find the session")
 			}
 		}
@@ -294,33 +274,10 @@ func (r *Runner) listen(ctx context.Context) {
 }
 
 func (r *Runner) listenOnce(ctx context.Context) error {
-	cfg, err := pgx.ParseConfig(r.dbURL)
-	if err != nil {
-		return fmt.Errorf("parse database URL: %w", err)
-	}
-	cfg.RuntimeParams["application_name"] = "logbook-listen"
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN logbook_session"); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	r.poll(ctx, "listen_catch_up")
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		sid, sender, _ := strings.Cut(n.Payload, " ")
+	return session.Listen(ctx, r.dbURL, func() { r.poll(ctx, "listen_catch_up") }, func(id session.ID, sender string) {
 		if sender == r.cfg.Owner {
-			continue // our own signal; the cell was poked in process
-		}
-		id, err := session.ParseID(sid)
-		if err != nil {
-			continue
+			return // our own signal; the cell was poked in process
 		}
 		r.wake(id, "notify")
-	}
+	})
 }

@@ -61,16 +61,19 @@ func auditRole(e env) string {
 	}
 }
 
-func openAuditStore(ctx context.Context, e env) (*session.Store, error) {
+// openAudit opens the auditor's pool and the log's store over it: audit reads the log through
+// the store and writes its own tables (access records, runs, holds) through the pool. Close
+// the pool when done.
+func openAudit(ctx context.Context, e env) (*session.Store, *pgxpool.Pool, error) {
 	dsn, err := auditDSN(e)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pool, err := session.Connect(ctx, dsn, session.PoolOptions{Role: auditRole(e), MaxConns: 4})
 	if err != nil {
-		return nil, fmt.Errorf("auditor connection: %w", err)
+		return nil, nil, fmt.Errorf("auditor connection: %w", err)
 	}
-	return session.NewStore(pool, session.Options{}), nil
+	return session.NewStore(pool, session.Options{}), pool, nil
 }
 
 func openRetentionPool(ctx context.Context, e env) (*pgxpool.Pool, error) {
@@ -235,11 +238,11 @@ func newAuditExportCmd(e env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store, err := openAuditStore(ctx, e)
+			store, pool, err := openAudit(ctx, e)
 			if err != nil {
 				return err
 			}
-			defer store.Pool().Close()
+			defer pool.Close()
 			bucket, err := audit.OpenBucket(ctx, out)
 			if err != nil {
 				return err
@@ -247,10 +250,10 @@ func newAuditExportCmd(e env) *cobra.Command {
 			defer bucket.Close()
 			filters := q.Filters()
 			filters["destination"] = redactURL(out)
-			if _, err := audit.RecordAccess(ctx, store.Pool(), who, "export", filters); err != nil {
+			if _, err := audit.RecordAccess(ctx, pool, who, "export", filters); err != nil {
 				return err
 			}
-			exp := audit.NewExporter(store, audit.ExporterOptions{Version: generatorVersion(), SigningKey: key})
+			exp := audit.NewExporter(store, pool, audit.ExporterOptions{Version: generatorVersion(), SigningKey: key})
 			m, err := exp.Export(ctx, q, bucket, "")
 			if err != nil {
 				return err
@@ -420,16 +423,16 @@ detects a chain that was rewritten consistently by someone who disabled the trig
 				cp = &read
 				filters["against"] = redactURL(against)
 			}
-			store, err := openAuditStore(ctx, e)
+			store, pool, err := openAudit(ctx, e)
 			if err != nil {
 				return err
 			}
-			defer store.Pool().Close()
+			defer pool.Close()
 			action := "verify"
 			if cp != nil {
 				action = "verify-checkpoint"
 			}
-			if _, err := audit.RecordAccess(ctx, store.Pool(), who, action, filters); err != nil {
+			if _, err := audit.RecordAccess(ctx, pool, who, action, filters); err != nil {
 				return err
 			}
 			v := audit.NewVerifier(store)
@@ -497,11 +500,11 @@ func newAuditCheckpointCmd(e env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store, err := openAuditStore(ctx, e)
+			store, pool, err := openAudit(ctx, e)
 			if err != nil {
 				return err
 			}
-			defer store.Pool().Close()
+			defer pool.Close()
 			cp, err := audit.NewVerifier(store).TakeCheckpoint(ctx)
 			if err != nil {
 				return err
@@ -591,11 +594,11 @@ func (a *auditSchedule) start(ctx context.Context, e env, log zerolog.Logger) (s
 			closeAll()
 		}
 	}()
-	store, err := openAuditStore(ctx, e)
+	store, auditPool, err := openAudit(ctx, e)
 	if err != nil {
 		return nil, nil, err
 	}
-	closers = append(closers, store.Pool().Close)
+	closers = append(closers, auditPool.Close)
 	bucket, err := audit.OpenBucket(ctx, a.dest)
 	if err != nil {
 		return nil, nil, err
@@ -613,8 +616,8 @@ func (a *auditSchedule) start(ctx context.Context, e env, log zerolog.Logger) (s
 		}
 	}
 	host, _ := os.Hostname()
-	exp := audit.NewExporter(store, audit.ExporterOptions{Version: generatorVersion(), SigningKey: a.key})
-	s, err = audit.NewScheduler(store.Pool(), exp, audit.NewVerifier(store), audit.SchedulerConfig{
+	exp := audit.NewExporter(store, auditPool, audit.ExporterOptions{Version: generatorVersion(), SigningKey: a.key})
+	s, err = audit.NewScheduler(auditPool, exp, audit.NewVerifier(store), audit.SchedulerConfig{
 		Name: a.name, Spec: a.spec, Actors: a.actors, PerActor: a.perActor,
 		Channel: a.channel, Format: a.format, Dest: bucket, SigningKey: a.key,
 		Retention: ret, Node: host, Logger: log,
@@ -686,12 +689,12 @@ func newAuditHoldCmd(e env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store, err := openAuditStore(ctx, e)
+			_, pool, err := openAudit(ctx, e)
 			if err != nil {
 				return err
 			}
-			defer store.Pool().Close()
-			h, err := audit.AddHold(ctx, store.Pool(), who, scope, value, reason)
+			defer pool.Close()
+			h, err := audit.AddHold(ctx, pool, who, scope, value, reason)
 			if err != nil {
 				return err
 			}
@@ -723,12 +726,12 @@ func newAuditHoldCmd(e env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store, err := openAuditStore(ctx, e)
+			_, pool, err := openAudit(ctx, e)
 			if err != nil {
 				return err
 			}
-			defer store.Pool().Close()
-			if err := audit.RemoveHold(ctx, store.Pool(), who, id, removeReason); err != nil {
+			defer pool.Close()
+			if err := audit.RemoveHold(ctx, pool, who, id, removeReason); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "hold %s removed\n", id)
@@ -744,12 +747,12 @@ func newAuditHoldCmd(e env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
-			store, err := openAuditStore(ctx, e)
+			_, pool, err := openAudit(ctx, e)
 			if err != nil {
 				return err
 			}
-			defer store.Pool().Close()
-			hs, err := audit.Holds(ctx, store.Pool())
+			defer pool.Close()
+			hs, err := audit.Holds(ctx, pool)
 			if err != nil {
 				return err
 			}
@@ -826,12 +829,12 @@ func newAuditRunsCmd(e env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
-			store, err := openAuditStore(ctx, e)
+			_, pool, err := openAudit(ctx, e)
 			if err != nil {
 				return err
 			}
-			defer store.Pool().Close()
-			runs, err := audit.Runs(ctx, store.Pool(), name)
+			defer pool.Close()
+			runs, err := audit.Runs(ctx, pool, name)
 			if err != nil {
 				return err
 			}

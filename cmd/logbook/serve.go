@@ -234,10 +234,10 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		return err
 	}
 	defer pool.Close()
-	if err := checkMigrated(ctx, pool); err != nil {
+	store := session.NewStore(pool, session.Options{})
+	if err := checkMigrated(ctx, store, pool); err != nil {
 		return err
 	}
-	store := session.NewStore(pool, session.Options{})
 	// The gateway has a pool of its own, so an ack never queues behind the cells' work.
 	gwPool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 4})
 	if err != nil {
@@ -458,16 +458,21 @@ func (cfg *serveConfig) readWebAccess(e env) error {
 	return nil
 }
 
-// checkMigrated fails when the database lacks the tables of the newest migrations.
-func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
-	var missing []string
-	err := pool.QueryRow(ctx, `SELECT array_remove(ARRAY[
-		CASE WHEN to_regclass('events') IS NULL THEN 'events' END,
-		CASE WHEN to_regclass('search_docs') IS NULL THEN 'search_docs' END,
-		CASE WHEN to_regclass('audit_access') IS NULL THEN 'audit_access' END], NULL)`).Scan(&missing)
+// checkMigrated fails when the database lacks the tables of the newest migrations: the log's
+// (asked of the store) and those of search and audit.
+func checkMigrated(ctx context.Context, store *session.Store, pool *pgxpool.Pool) error {
+	missing, err := store.MissingTables(ctx)
 	if err != nil {
 		return fmt.Errorf("check the database schema: %w", err)
 	}
+	var others []string
+	err = pool.QueryRow(ctx, `SELECT array_remove(ARRAY[
+		CASE WHEN to_regclass('search_docs') IS NULL THEN 'search_docs' END,
+		CASE WHEN to_regclass('audit_access') IS NULL THEN 'audit_access' END], NULL)`).Scan(&others)
+	if err != nil {
+		return fmt.Errorf("check the database schema: %w", err)
+	}
+	missing = append(missing, others...)
 	if len(missing) > 0 {
 		return fmt.Errorf("the database is not migrated (no %s): run 'logbook migrate up' with a role that owns the schema", strings.Join(missing, ", "))
 	}

@@ -28,9 +28,6 @@ const MaxBody = 64 << 10
 // cursorName names the indexer's row in search_cursor.
 const cursorName = "search"
 
-// indexerLock is the advisory lock key that serialises indexers (replicas, CLI catch-ups).
-const indexerLock = 7461002
-
 // IndexerOptions configure an Indexer. Zero values take defaults.
 type IndexerOptions struct {
 	Batch int           // events read per step; default 500
@@ -184,7 +181,7 @@ func (ix *Indexer) step(ctx context.Context) (int, error) {
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it is a no-op
 
 	// The advisory lock assigns no transaction id, so it does not hold back ReadAll.
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", indexerLock); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", session.LockSearchIndexer); err != nil {
 		return 0, fmt.Errorf("index for search: lock: %w", err)
 	}
 	var cur session.Cursor

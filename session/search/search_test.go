@@ -571,7 +571,7 @@ func TestIndexerSkipsUnreadablePayloads(t *testing.T) {
 func TestIndexerRun(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, search.Options{})
-	pool, err := session.Connect(f.ctx, f.store.Pool().Config().ConnString(), session.PoolOptions{Role: "logbook_app"})
+	pool, err := session.Connect(f.ctx, f.admin.Config().ConnString(), session.PoolOptions{Role: "logbook_app"})
 	if err != nil {
 		t.Fatal(err)
 	}
