@@ -1,10 +1,12 @@
 package bot
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -164,6 +166,7 @@ var errTooLong = errors.New("slack says the message is too long")
 func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, part, parts int, text string) (string, error) {
 	deadline := d.cfg.Clock.Now().Add(d.cfg.MaxWait)
 	var lastErr error
+	limited := 0 // rate limits in a row that said no Retry-After
 	for attempt := 0; attempt < d.cfg.Attempts && d.cfg.Clock.Now().Before(deadline); {
 		if err := d.waitTurn(ctx, "chat.postMessage"); err != nil {
 			return "", err
@@ -179,12 +182,16 @@ func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, p
 		}
 		lastErr = err
 		d.metrics.deliveryRetries.Inc()
-		var rl *slack.RateLimitedError
 		var se slack.SlackErrorResponse
-		switch {
-		case errors.As(err, &rl):
-			d.hold("chat.postMessage", rl.RetryAfter)
+		if wait, ok := rateLimited(err); ok {
+			if wait == 0 {
+				wait = noRetryAfter(limited)
+				limited++
+			}
+			d.hold("chat.postMessage", wait)
 			continue // a 429 posted nothing, and does not count as an attempt
+		}
+		switch {
 		case ctx.Err() != nil:
 			return "", ctx.Err()
 		case errors.As(err, &se) && (se.Err == "msg_too_long" || se.Err == "msg_blocks_too_long"):
@@ -210,6 +217,31 @@ func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, p
 		}
 	}
 	return "", lastErr
+}
+
+// rateLimited reports whether err is Slack saying "too many requests", and the Retry-After it
+// gave (0 when it gave none: an HTTP 429 without the header, or an ok:false "ratelimited").
+func rateLimited(err error) (time.Duration, bool) {
+	var rl *slack.RateLimitedError
+	if errors.As(err, &rl) {
+		return max(rl.RetryAfter, time.Second), true
+	}
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) && sc.Code == http.StatusTooManyRequests {
+		return 0, true
+	}
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) && (se.Err == "ratelimited" || se.Err == "rate_limited") {
+		return 0, true
+	}
+	return 0, false
+}
+
+// noRetryAfter is the wait after the n-th rate limit in a row (from 0) that named no
+// Retry-After: a second, doubling to 30 s. Slack allows about one message a second per
+// channel, so anything shorter asks to be limited again.
+func noRetryAfter(n int) time.Duration {
+	return min(time.Second<<min(n, 5), 30*time.Second)
 }
 
 // permanent reports Slack answers that a retry cannot change.
@@ -266,9 +298,8 @@ func (d *Deliverer) lookup(ctx context.Context, channel, thread, eventID string,
 		}
 		msgs, more, next, err := d.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
 			ChannelID: channel, Timestamp: thread, Cursor: cursor, Limit: 200, IncludeAllMetadata: true})
-		var rl *slack.RateLimitedError
-		if errors.As(err, &rl) {
-			d.hold("conversations.replies", rl.RetryAfter)
+		if wait, ok := rateLimited(err); ok {
+			d.hold("conversations.replies", cmp.Or(wait, noRetryAfter(0)))
 			continue
 		}
 		if err != nil {

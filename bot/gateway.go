@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,13 @@ type GatewayConfig struct {
 	PrivateNote bool
 	// MaxInFlight bounds envelopes handled at once (default 64); the socket keeps being read.
 	MaxInFlight int
+	// Backlog bounds envelopes waiting for a handler (default 1024). The socket is read
+	// whatever the handlers do (a stalled database never stops pings being answered); an
+	// envelope that finds the backlog full is left unacked, and Slack delivers it again.
+	Backlog int
+	// HandleTimeout bounds the handling of one envelope (default 30s): an envelope whose
+	// append does not finish in time is not acked, and Slack delivers it again.
+	HandleTimeout time.Duration
 	// ChannelTTL is how long conversations.info and users.info answers are cached (default 5m).
 	ChannelTTL time.Duration
 	// SlashCommand is the command name logbook answers (default "/logbook").
@@ -54,6 +62,7 @@ type Gateway struct {
 	metrics *Metrics
 	cfg     GatewayConfig
 	slash   SlashHandler
+	hook    *http.Client // for response_url
 
 	notedMu sync.Mutex
 	noted   map[string]bool // conversations already told "public channels only"
@@ -78,6 +87,12 @@ func NewGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *soc
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = 64
 	}
+	if cfg.Backlog <= 0 {
+		cfg.Backlog = 1024
+	}
+	if cfg.HandleTimeout <= 0 {
+		cfg.HandleTimeout = 30 * time.Second
+	}
 	if cfg.ChannelTTL == 0 {
 		cfg.ChannelTTL = 5 * time.Minute
 	}
@@ -86,6 +101,7 @@ func NewGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *soc
 	}
 	return &Gateway{
 		log: log, store: store, api: api, sm: sm, signal: signal, metrics: metrics, cfg: cfg, slash: slash,
+		hook:  &http.Client{Timeout: 10 * time.Second},
 		me:    identity{Team: me.TeamID, UserID: me.UserID, BotID: me.BotID},
 		dir:   newDirectory(api, cfg.ChannelTTL, time.Now),
 		noted: map[string]bool{},
@@ -120,9 +136,24 @@ func (g *Gateway) Run(ctx context.Context) error {
 	smErr := make(chan error, 1)
 	go func() { smErr <- g.sm.RunContext(ctx) }()
 
+	// The read loop never waits for a handler: envelopes go to a bounded backlog that
+	// MaxInFlight workers drain. Leaving the socket unread would stop pongs, and Slack would
+	// drop the connection with everything in flight.
+	backlog := make(chan socketmode.Event, g.cfg.Backlog)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	sem := make(chan struct{}, g.cfg.MaxInFlight)
+	for range g.cfg.MaxInFlight {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return // what is left in the backlog is unacked: Slack redelivers it
+				case evt := <-backlog:
+					g.handle(ctx, evt)
+				}
+			}
+		})
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -144,14 +175,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 				}
 				g.metrics.envelopes.Inc()
 				select {
-				case sem <- struct{}{}:
-				case <-ctx.Done():
-					continue
+				case backlog <- evt:
+				default:
+					g.metrics.deferred.Inc()
+					g.log.Warn().Str("envelope_id", evt.Request.EnvelopeID).Int("backlog", cap(backlog)).
+						Msg("every handler is busy and the backlog is full; leaving the envelope unacked so Slack delivers it again")
 				}
-				wg.Go(func() {
-					defer func() { <-sem }()
-					g.handle(ctx, evt)
-				})
 			case socketmode.EventTypeErrorBadMessage:
 				g.ackBadMessage(ctx, evt)
 			case socketmode.EventTypeInvalidAuth:
@@ -175,15 +204,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 }
 
 func (g *Gateway) handle(ctx context.Context, evt socketmode.Event) {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.HandleTimeout)
+	defer cancel()
 	req := *evt.Request
 	log := g.log.With().Str("envelope_id", req.EnvelopeID).Logger()
 	if evt.Type == socketmode.EventTypeSlashCommand {
-		cmd, ok := evt.Data.(slack.SlashCommand)
-		var payload any
-		if ok && g.slash != nil {
-			payload = map[string]string{"response_type": "ephemeral", "text": g.slash(ctx, cmd)}
-		}
-		g.ack(log, req, payload)
+		g.slashCommand(ctx, log, req, evt)
 		return
 	}
 	ev, ok := evt.Data.(slackevents.EventsAPIEvent)
@@ -212,6 +238,27 @@ func (g *Gateway) handle(ctx context.Context, evt socketmode.Event) {
 		return
 	}
 	g.ack(log, req, nil)
+}
+
+// slashCommand acks a slash command at once (Slack allows 3 s, and a search may take
+// longer) and answers it through its response_url. Without a response_url the answer rides
+// on the ack, as before.
+func (g *Gateway) slashCommand(ctx context.Context, log zerolog.Logger, req socketmode.Request, evt socketmode.Event) {
+	cmd, ok := evt.Data.(slack.SlashCommand)
+	if !ok || g.slash == nil {
+		g.ack(log, req, nil)
+		return
+	}
+	if cmd.ResponseURL == "" {
+		g.ack(log, req, map[string]string{"response_type": "ephemeral", "text": g.slash(ctx, cmd)})
+		return
+	}
+	g.ack(log, req, nil)
+	text := g.slash(ctx, cmd)
+	if err := slack.PostWebhookCustomHTTPContext(ctx, cmd.ResponseURL, g.hook,
+		&slack.WebhookMessage{ResponseType: "ephemeral", Text: text}); err != nil {
+		log.Warn().Err(err).Str("command", cmd.Command).Msg("answer a slash command through its response_url")
+	}
 }
 
 func (g *Gateway) ack(log zerolog.Logger, req socketmode.Request, payload any) {

@@ -9,6 +9,7 @@ type Metrics struct {
 	appends         prometheus.Counter
 	duplicates      prometheus.Counter
 	persistFailures prometheus.Counter
+	deferred        prometheus.Counter
 	ignored         *prometheus.CounterVec
 	turns           *prometheus.CounterVec
 	cellsActive     prometheus.Gauge
@@ -30,6 +31,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		appends:         c("gateway_appends_total", "Events appended by the gateway (including duplicates returned)."),
 		duplicates:      c("duplicate_deliveries_total", "Deliveries of a message already stored (retries, app_mention + message)."),
 		persistFailures: c("persist_failures_total", "Envelopes left unacked because the log could not be written."),
+		deferred: c("envelopes_deferred_total",
+			"Envelopes left unacked because the gateway's backlog was full (the socket keeps being read; Slack redelivers them)."),
 		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "ignored_events_total",
 			Help: "Events acked and not stored, by reason (no content is kept)."}, []string{"reason"}),
 		turns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "turns_total",
@@ -43,7 +46,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		deliveries:      c("deliveries_total", "Replies delivered to Slack."),
 	}
 	if reg != nil {
-		reg.MustRegister(m.envelopes, m.acks, m.appends, m.duplicates, m.persistFailures, m.ignored, m.turns,
+		reg.MustRegister(m.envelopes, m.acks, m.appends, m.duplicates, m.persistFailures, m.deferred, m.ignored, m.turns,
 			m.cellsActive, m.evictions, m.rehydrations, m.leaseSteals, m.deliveryRetries, m.deliveries)
 	}
 	return m
