@@ -24,6 +24,15 @@ import (
 	"github.com/logbook/logbook/session"
 )
 
+const (
+	general = "C0000001"
+	secret  = "C0000002"
+	dm      = "D0000001"
+	ada     = "U0000001"
+	grace   = "U0000002"
+	botUser = "UB000001"
+)
+
 // echoAgent is a hand-written agent for the bot's tests: it appends one reply that names the
 // user messages it saw, so a test can tell the reply used earlier context. reply, when set,
 // chooses the text; block, when set, is waited on before answering (a slow model).

@@ -63,6 +63,7 @@ type fakeDeliveryLog struct{ appended []session.NewEvent }
 func (l *fakeDeliveryLog) Events(ctx context.Context, r session.Range) ([]session.Event, error) {
 	return nil, nil
 }
+
 func (l *fakeDeliveryLog) Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error) {
 	l.appended = append(l.appended, evs...)
 	return nil, nil
