@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/session"
 )
@@ -75,10 +76,14 @@ func TestLongReplyIsSplit(t *testing.T) {
 // looked up by metadata before posting again: one visible message.
 func TestRateLimitAndAmbiguousFailureShowOneMessage(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, &echoAgent{}, harnessOptions{})
+	sleep := &scaledSleep{}
+	h := newHarness(t, &echoAgent{}, harnessOptions{delivery: bot.DeliveryConfig{Sleep: sleep.Sleep}})
 	h.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.postMessage", Status: 429, RetryAfter: 1, Times: 1})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> one"})
 	h.replies(general, top.TS, 1)
+	if n := sleep.longWaits(900 * time.Millisecond); n != 1 {
+		t.Fatalf("%d waits of about Retry-After (1s) before posting again, want 1", n)
+	}
 
 	h.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.postMessage", Error: "internal_error", ApplyFirst: true, Times: 1})
 	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "two"})
@@ -94,7 +99,8 @@ func TestRateLimitAndAmbiguousFailureShowOneMessage(t *testing.T) {
 
 func TestGatewayReplySurvivesRateLimitBurst(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, &echoAgent{}, harnessOptions{})
+	sleep := &scaledSleep{}
+	h := newHarness(t, &echoAgent{}, harnessOptions{delivery: bot.DeliveryConfig{Sleep: sleep.Sleep}})
 	h.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.postMessage", Status: 429, RetryAfter: 1, Times: 3})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> hello"})
 	s := h.session(general, top.TS)
@@ -103,6 +109,9 @@ func TestGatewayReplySurvivesRateLimitBurst(t *testing.T) {
 	defer cancel()
 	if _, err := h.emu.WaitForReplies(ctx, general, top.TS, 1); err != nil {
 		t.Fatalf("reply never posted after a burst of 3 rate limits: %v; log: %s", err, typesOf(conversation(h.events(s.ID))))
+	}
+	if n := sleep.longWaits(900 * time.Millisecond); n != 3 {
+		t.Fatalf("%d waits of about Retry-After (1s), want one per rate limit (3)", n)
 	}
 }
 
@@ -130,8 +139,9 @@ func TestGatewayMsgTooLongIsResplit(t *testing.T) {
 	h.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.postMessage", Error: "msg_too_long", Times: 1})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> hi"})
 	s := h.session(general, top.TS)
+	// turn_completed is appended with delivered, after every post of the turn: nothing more
+	// is posted for it.
 	h.turns(s.ID, 1)
-	time.Sleep(300 * time.Millisecond)
 	if n := len(h.emu.BotReplies(general, top.TS)); n != 1 {
 		t.Fatalf("%d visible replies after one msg_too_long, want 1; log: %s", n, typesOf(conversation(h.events(s.ID))))
 	}
@@ -148,7 +158,9 @@ func TestDeliveryReviewTransientPostFailureWithUnsearchableThreadIsDelivered(t *
 	h.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.postMessage", Error: "internal_error", Times: 1})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> hello"})
 	s := h.session(general, top.TS)
-	time.Sleep(12 * time.Second)
+	// Before the fix the turn never completed (the 20 s wait fails); the turn_completed is
+	// appended after every post of the turn, so the count of replies is final then.
+	h.turns(s.ID, 1)
 	evs := h.events(s.ID)
 	if n := len(h.emu.BotReplies(general, top.TS)); n != 1 || len(h.events(s.ID, session.TypeTurnCompleted)) != 1 {
 		t.Fatalf("after one transient post failure: %d replies, %d turn_completed (want 1, 1); %d conversations.replies calls; log: %s",
