@@ -4,25 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
-	"github.com/slack-go/slack"
-	"github.com/slack-go/slack/socketmode"
 
-	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/slackemu"
-	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
 )
 
@@ -204,8 +194,9 @@ func TestReconnectsAfterDisconnect(t *testing.T) {
 func TestDatabaseGoesAwayNothingLost(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{emu: slackemu.Options{
-		// Retries fire only when the test says so (FireRetries), like Slack's minutes.
-		RetrySchedule: []time.Duration{time.Hour, time.Hour, time.Hour},
+		// Retries fire only when the test says so (FireRetries), like Slack's minutes; the
+		// ack window that precedes them is short.
+		AckTimeout: time.Second, RetrySchedule: []time.Duration{time.Hour, time.Hour, time.Hour},
 	}})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> before the outage"})
 	h.replies(general, top.TS, 1)
@@ -251,7 +242,8 @@ func TestDatabaseGoesAwayNothingLost(t *testing.T) {
 func TestGatewayDatabaseRefusesAppendThenRecovers(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{emu: slackemu.Options{
-		RetrySchedule: []time.Duration{time.Second, time.Second, time.Second}}})
+		// A short ack window, and retries only when the test fires them.
+		AckTimeout: time.Second, RetrySchedule: []time.Duration{time.Hour, time.Hour, time.Hour}}})
 	h.waitFor("socket", func() bool { return len(h.emu.Connections()) > 0 })
 	admin, err := pgx.Connect(context.Background(), h.dbURL)
 	if err != nil {
@@ -262,7 +254,8 @@ func TestGatewayDatabaseRefusesAppendThenRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> during an outage"})
-	time.Sleep(700 * time.Millisecond)
+	// The gateway has decided about every envelope once it counted each as not persisted.
+	h.waitMetric(float64(len(top.EventIDs)), "logbook_persist_failures_total")
 	for _, a := range h.emu.Acks() {
 		if !a.Stale {
 			t.Fatalf("acked %s while the database refused the append", a.EventID)
@@ -271,13 +264,17 @@ func TestGatewayDatabaseRefusesAppendThenRecovers(t *testing.T) {
 	if _, err := admin.Exec(context.Background(), `GRANT INSERT ON events TO logbook_app`); err != nil {
 		t.Fatal(err)
 	}
+	h.awaitingRetry(top)
+	h.emu.FireRetries()
 	h.replies(general, top.TS, 1)
 	s := h.session(general, top.TS)
 	h.turns(s.ID, 1)
 	if n := len(h.events(s.ID, session.TypeUserMessage)); n != 1 {
 		t.Fatalf("%d user messages", n)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Every redelivery is stored and answered: nothing more is posted from here on.
+	h.acked(top)
+	h.answered(s.ID)
 	if n := len(h.emu.BotReplies(general, top.TS)); n != 1 {
 		t.Fatalf("%d replies", n)
 	}
@@ -289,19 +286,20 @@ func TestGatewayDatabaseRefusesAppendThenRecovers(t *testing.T) {
 func TestGatewayThreadReplyBeforeSessionIsNotLost(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{emu: slackemu.Options{
-		RetrySchedule: []time.Duration{700 * time.Millisecond, time.Second, 2 * time.Second}}})
+		AckTimeout: time.Second, RetrySchedule: []time.Duration{time.Hour, time.Hour, time.Hour}}})
 	h.waitFor("socket", func() bool { return len(h.emu.Connections()) > 0 })
 	h.emu.InjectDeliveryFault(slackemu.DeliveryFault{Kind: slackemu.FaultDrop, Times: 2}) // message + app_mention of the parent
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> the deploy failed"})
 	follow := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "here is the log: build 1234"})
-	for _, id := range append(top.EventIDs, follow.EventIDs...) {
-		if _, err := h.emu.WaitForAck(h.waitCtx(), id); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// The follow-up is handled (and acked) while its thread has no session yet; only then is
+	// the parent redelivered.
+	h.acked(follow)
+	h.awaitingRetry(top)
+	h.emu.FireRetries()
+	h.acked(top)
 	s := h.session(general, top.TS)
 	h.turns(s.ID, 1)
-	time.Sleep(500 * time.Millisecond)
+	// Every envelope is acked, and the gateway acks only after it stored what it keeps.
 	if n := len(h.events(s.ID, session.TypeUserMessage)); n != 2 {
 		t.Fatalf("%d user_message events, want 2 (the thread reply was acked and dropped as no_session)", n)
 	}
@@ -324,10 +322,10 @@ func TestGatewayDeleteWithoutPreviousMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The gateway acks only after it stored what it keeps.
 	if _, err := h.emu.WaitForAck(h.waitCtx(), id); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
 	if n := len(h.events(s.ID, session.TypeUserMessageDeleted)); n != 1 {
 		t.Fatalf("%d user_message_deleted events, want 1: the deletion of %s was dropped", n, sec.TS)
 	}
@@ -385,17 +383,21 @@ func TestGatewayMalformedEnvelopesAreAcked(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(2 * time.Second)
-	acked := map[string]bool{}
-	for _, a := range h.emu.Acks() {
-		acked[a.EnvelopeID] = true
-	}
 	var missing []string
-	for id := range frames {
-		if !acked[id] {
-			missing = append(missing, id)
+	unacked := func() []string {
+		acked := map[string]bool{}
+		for _, a := range h.emu.Acks() {
+			acked[a.EnvelopeID] = true
 		}
+		var out []string
+		for id := range frames {
+			if !acked[id] {
+				out = append(out, id)
+			}
+		}
+		return out
 	}
+	_ = h.emu.Wait(h.waitCtx(), func() bool { missing = unacked(); return len(missing) == 0 })
 	if len(missing) > 0 {
 		t.Fatalf("envelopes never acked: %v", missing)
 	}
@@ -408,12 +410,8 @@ func TestGatewayMalformedEnvelopesAreAcked(t *testing.T) {
 // message" (directory.UserName).
 func TestGatewayHungUsersInfoDoesNotBlockAck(t *testing.T) {
 	t.Parallel()
-	emu := slackemu.MustStart(t, slackemu.Options{PingInterval: 100 * time.Millisecond,
-		RetrySchedule: []time.Duration{50 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond}})
-	target, _ := url.Parse(emu.URL())
-	rp := httputil.NewSingleHostReverseProxy(target)
 	hang := make(chan struct{})
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := newHarness(t, &echoAgent{}, harnessOptions{apiProxy: func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 		if strings.HasSuffix(r.URL.Path, "/users.info") {
 			select {
 			case <-hang:
@@ -421,44 +419,16 @@ func TestGatewayHungUsersInfoDoesNotBlockAck(t *testing.T) {
 			}
 			return
 		}
-		rp.ServeHTTP(w, r)
-	}))
-	defer proxy.Close()
-	defer close(hang)
-	dbURL := pgtest.New(t)
-	pool, err := session.Connect(context.Background(), dbURL, session.PoolOptions{Role: "logbook_app"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store := session.NewStore(pool, session.Options{})
-	api := slack.New(emu.BotToken(), slack.OptionAPIURL(proxy.URL+"/api/"), slack.OptionAppLevelToken(emu.AppToken()))
-	sm := socketmode.New(api, socketmode.OptionPingInterval(2*time.Second))
-	me, err := bot.WhoAmI(context.Background(), api)
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics := bot.NewMetrics(prometheus.NewRegistry())
-	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-	runner := bot.NewRunner(log, store, dbURL, &echoAgent{}, bot.NewDeliverer(api, log, metrics, bot.DeliveryConfig{}), nil, nil, metrics,
-		bot.RunnerConfig{PollInterval: 200 * time.Millisecond, LeaseTTL: 3 * time.Second})
-	gw := bot.NewGateway(log, store, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { gw.Run(ctx) })
-	wg.Go(func() { runner.Run(ctx) })
-	defer wg.Wait()
-	defer cancel()
+		next.ServeHTTP(w, r)
+	}})
+	t.Cleanup(func() { close(hang) }) // before the proxy closes: it waits for the hung calls
 
-	top, err := emu.Post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> are you there?"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> are you there?"})
 	wctx, wcancel := context.WithTimeout(context.Background(), 6*time.Second)
 	defer wcancel()
 	for _, id := range top.EventIDs {
-		if _, err := emu.WaitForAck(wctx, id); err != nil {
-			t.Fatalf("event %s never acked while users.info hangs (state %s): %v", id, emu.DeliveryState(id), err)
+		if _, err := h.emu.WaitForAck(wctx, id); err != nil {
+			t.Fatalf("event %s never acked while users.info hangs (state %s): %v", id, h.emu.DeliveryState(id), err)
 		}
 	}
 }
@@ -507,10 +477,12 @@ func TestDeliveryReviewBackfillAfterARateLimit(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{})
 	h.emu.InjectMethodFault(slackemu.MethodFault{Method: "conversations.replies", Status: 429, RetryAfter: 1, Times: 1})
-	top, _, _ := threadBeforeMention(h)
+	top, _, mention := threadBeforeMention(h)
 	h.replies(general, top.TS, 1)
 	s := h.session(general, top.TS)
-	time.Sleep(2 * time.Second)
+	// The backfill is part of handling the mention's envelopes: once both are acked, what it
+	// stores is in the log.
+	h.acked(mention)
 	if n := len(h.events(s.ID, session.TypeUserMessage)); n != 3 {
 		t.Fatalf("%d user messages stored, want 3: the backfill stopped at one 429", n)
 	}
@@ -522,7 +494,7 @@ func TestDeliveryReviewBackfillAfterARateLimit(t *testing.T) {
 func TestDeliveryReviewBackfillSurvivesAFailedAppend(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{emu: slackemu.Options{
-		RetrySchedule: []time.Duration{time.Second, time.Second, time.Second}}})
+		AckTimeout: time.Second, RetrySchedule: []time.Duration{time.Hour, time.Hour, time.Hour}}})
 	admin, err := pgx.Connect(context.Background(), h.dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -530,27 +502,25 @@ func TestDeliveryReviewBackfillSurvivesAFailedAppend(t *testing.T) {
 	defer admin.Close(context.Background())
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "prod deploy failed with exit 137"})
 	r1 := h.post(slackemu.Post{Channel: general, User: grace, ThreadTS: top.TS, Text: "OOM killer in the logs"})
-	for _, id := range append(top.EventIDs, r1.EventIDs...) {
-		if _, err := h.emu.WaitForAck(h.waitCtx(), id); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h.acked(top)
+	h.acked(r1)
 	if _, err := admin.Exec(context.Background(), `REVOKE INSERT ON events FROM logbook_app`); err != nil {
 		t.Fatal(err)
 	}
-	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> what should we do?"})
+	mention := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> what should we do?"})
 	s := h.session(general, top.TS) // Open committed; the append failed
-	time.Sleep(500 * time.Millisecond)
+	h.waitMetric(float64(len(mention.EventIDs)), "logbook_persist_failures_total")
 	if _, err := admin.Exec(context.Background(), `GRANT INSERT ON events TO logbook_app`); err != nil {
 		t.Fatal(err)
 	}
+	h.awaitingRetry(mention)
+	h.emu.FireRetries()
 	h.replies(general, top.TS, 1)
-	time.Sleep(time.Second)
+	h.acked(mention) // the redeliveries are stored, backfill included
 	if n := len(h.events(s.ID, session.TypeUserMessage)); n != 3 {
 		t.Fatalf("%d user messages stored, want 3 (the thread's two earlier messages were never backfilled); reply: %q",
 			n, h.emu.BotReplies(general, top.TS)[0].Text)
 	}
-	_ = strings.TrimSpace
 }
 
 // R-F: the backfill races the poll (and live messages): when conversations.replies is slow,
@@ -559,15 +529,25 @@ func TestDeliveryReviewBackfillSurvivesAFailedAppend(t *testing.T) {
 // without the context.
 func TestDeliveryReviewSlowBackfillAnswersOnce(t *testing.T) {
 	t.Parallel()
+	release := make(chan struct{})
 	h := newHarness(t, &echoAgent{}, harnessOptions{apiProxy: func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 		if strings.HasSuffix(r.URL.Path, "/conversations.replies") {
-			time.Sleep(1500 * time.Millisecond)
+			// As slow as the caller lets it be: answered only once the caller gave up.
+			select {
+			case <-r.Context().Done():
+				return
+			case <-release:
+			}
 		}
 		next.ServeHTTP(w, r)
 	}})
-	top, _, _ := threadBeforeMention(h)
+	t.Cleanup(func() { close(release) }) // before the proxy closes
+	top, _, mention := threadBeforeMention(h)
 	h.replies(general, top.TS, 1)
-	time.Sleep(3 * time.Second)
+	// Every envelope of the mention is handled and every stored message answered: a second
+	// reply, if any, has been posted by now.
+	h.acked(mention)
+	h.answered(h.session(general, top.TS).ID)
 	var texts []string
 	for _, m := range h.emu.BotReplies(general, top.TS) {
 		texts = append(texts, m.Text)
