@@ -243,7 +243,9 @@ func TestReplyCapPerThread(t *testing.T) {
 	if _, err := h.emu.WaitForAck(h.waitCtx(), third.EventIDs[0]); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // a negative check: nothing may happen in this second
+	// The cell has had its chance: it read the third message and decided to wait for the
+	// reply budget (only its log line says so; see waitLog).
+	h.waitLog("cell: reply cap reached for this thread; waiting")
 	if n := len(h.emu.BotReplies(general, top.TS)); n != 2 {
 		t.Fatalf("%d replies with a cap of 2 per hour", n)
 	}
@@ -259,7 +261,7 @@ func TestReplyCapPerThread(t *testing.T) {
 func TestGatewayExpiredLeaseStopsTheCell(t *testing.T) {
 	t.Parallel()
 	agent := &activeAgent{echoAgent: echoAgent{block: make(chan struct{})}}
-	h := newHarness(t, agent, harnessOptions{replicas: 2, leaseTTL: 1500 * time.Millisecond})
+	h := newHarness(t, agent, harnessOptions{replicas: 2, leaseTTL: time.Second})
 	admin, err := pgx.Connect(context.Background(), h.dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +274,9 @@ BEGIN RAISE EXCEPTION 'canceling statement due to statement timeout' USING ERRCO
 	}
 	h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> long job"})
 	h.waitFor("the agent to start", func() bool { return agent.Runs() == 1 })
-	time.Sleep(4 * time.Second) // > 2 lease TTLs
+	// The turn can run again only once the first cell's lease is gone (released, or expired
+	// while the cell kept running: the defect): wait for two such hand-overs.
+	h.waitFor("two more runs of the turn, each after a lease was lost", func() bool { return agent.Runs() >= 3 })
 	if n := agent.maxActive(); n != 1 {
 		t.Fatalf("the turn's agent ran %d times at once (%d runs): the first cell kept running after its lease expired", n, agent.Runs())
 	}
