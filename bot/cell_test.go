@@ -38,7 +38,11 @@ func TestThreadConversationOfSeveralTurns(t *testing.T) {
 	}
 	// A message in the channel that does not mention the bot and is not in a session's
 	// thread is not stored.
-	h.post(slackemu.Post{Channel: general, User: ada, Text: "lunch?"})
+	lunch := h.post(slackemu.Post{Channel: general, User: ada, Text: "lunch?"})
+	h.acked(lunch) // handled: stored by now if it were stored at all
+	if _, err := h.store.SessionByThread(context.Background(), session.ThreadKey{Team: h.emu.TeamID(), Channel: general, ThreadTS: lunch.TS}); err == nil {
+		t.Fatal("a message without a mention outside any session's thread started a session")
+	}
 
 	got := typesOf(conversation(h.events(s.ID)))
 	turn := "turn_started assistant_message delivered turn_completed"

@@ -34,6 +34,10 @@ func TestOnePostManyDeliveriesOneReply(t *testing.T) {
 	h.replies(general, top.TS, 1)
 	s := h.session(general, top.TS)
 	h.waitFor("turn_completed", func() bool { return len(h.events(s.ID, session.TypeTurnCompleted)) == 1 })
+	// Every copy of every envelope (each was sent twice) is handled, and every stored
+	// message answered: a second user_message or reply would be there by now.
+	h.everyEnvelopeAcked()
+	h.answered(s.ID)
 	if n := len(h.events(s.ID, session.TypeUserMessage)); n != 1 {
 		t.Fatalf("%d user_message events, want 1", n)
 	}
@@ -83,13 +87,20 @@ func TestEditsAndDeletionsBecomeEvents(t *testing.T) {
 	h.replies(general, top.TS, 2)
 	s := h.session(general, top.TS)
 
-	if _, err := h.emu.Edit(general, m.TS, "deploy to prod"); err != nil {
+	edit, err := h.emu.Edit(general, m.TS, "deploy to prod")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.emu.Edit(general, m.TS, "deploy to prod"); err != nil { // same text: ignored
+	same, err := h.emu.Edit(general, m.TS, "deploy to prod") // same text: ignored
+	if err != nil {
 		t.Fatal(err)
 	}
-	h.waitFor("user_message_edited", func() bool { return len(h.events(s.ID, session.TypeUserMessageEdited)) == 1 })
+	// Both edits are handled (the gateway acks after it stored what it keeps).
+	h.acked(edit)
+	h.acked(same)
+	if n := len(h.events(s.ID, session.TypeUserMessageEdited)); n != 1 {
+		t.Fatalf("%d user_message_edited events, want 1 (an edit that keeps the text is ignored)", n)
+	}
 	var ed session.UserMessageEdited
 	if err := h.events(s.ID, session.TypeUserMessageEdited)[0].Decode(&ed); err != nil || ed.OrigTS != m.TS || ed.Text != "deploy to prod" {
 		t.Fatalf("edit event %+v %v", ed, err)
@@ -225,10 +236,12 @@ func TestDatabaseGoesAwayNothingLost(t *testing.T) {
 	exec(`GRANT INSERT ON events TO logbook_app`)
 	h.emu.FireRetries()
 	replies := h.replies(general, top.TS, 2)
+	h.acked(p)
 	if replies[1].Text != "seen: before the outage | during the outage" {
 		t.Fatalf("reply after the outage: %q", replies[1].Text)
 	}
 	h.turns(s.ID, 2)
+	h.answered(s.ID)
 	if n := len(h.events(s.ID, session.TypeUserMessage)); n != 2 {
 		t.Fatalf("%d user messages, want 2", n)
 	}
@@ -453,9 +466,10 @@ func threadBeforeMention(h *harness) (top, r1, mention slackemu.Posted) {
 func TestDeliveryReviewBackfillOrder(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{})
-	top, _, _ := threadBeforeMention(h)
+	top, _, mention := threadBeforeMention(h)
 	h.replies(general, top.TS, 1)
 	s := h.session(general, top.TS)
+	h.acked(mention) // both envelopes of the mention handled: the backfill is in the log
 	msgs := h.events(s.ID, session.TypeUserMessage)
 	var ts []string
 	for _, e := range msgs {

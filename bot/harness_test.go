@@ -328,6 +328,39 @@ func (h *harness) acked(p slackemu.Posted) {
 	}
 }
 
+// everyEnvelopeAcked waits until the bot has acked every envelope written to a socket so far
+// as many times as it was written (an injected duplicate is written twice, a dropped one
+// not at all): the gateway is done with everything sent.
+func (h *harness) everyEnvelopeAcked() {
+	h.t.Helper()
+	var pending []string
+	err := h.emu.Wait(h.waitCtx(), func() bool {
+		written := map[string]int{}
+		for _, d := range h.emu.Deliveries() {
+			switch {
+			case d.ConnID == 0 || d.Fault == string(slackemu.FaultDrop):
+			case d.Fault == string(slackemu.FaultDuplicate):
+				written[d.EnvelopeID] += 2
+			default:
+				written[d.EnvelopeID]++
+			}
+		}
+		for _, a := range h.emu.Acks() {
+			written[a.EnvelopeID]--
+		}
+		pending = pending[:0]
+		for env, n := range written {
+			if n > 0 {
+				pending = append(pending, env)
+			}
+		}
+		return len(pending) == 0
+	})
+	if err != nil {
+		h.t.Fatalf("envelopes never acked: %v: %v", pending, err)
+	}
+}
+
 // awaitingRetry waits until Slack counts the first delivery of every event of p as failed
 // (not acked in its window), so FireRetries sends them again.
 func (h *harness) awaitingRetry(p slackemu.Posted) {

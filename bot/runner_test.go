@@ -18,15 +18,21 @@ func TestTwoReplicasFiftyThreads(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{replicas: 2})
 	var threads []string
+	var posts []slackemu.Posted
 	for i := range 50 {
-		threads = append(threads, h.post(slackemu.Post{Channel: general, User: ada, Text: fmt.Sprintf("<@%s> question %d", botUser, i)}).TS)
+		p := h.post(slackemu.Post{Channel: general, User: ada, Text: fmt.Sprintf("<@%s> question %d", botUser, i)})
+		posts, threads = append(posts, p), append(threads, p.TS)
 	}
-	for _, ts := range threads {
-		h.replies(general, ts, 1)
+	for _, p := range posts {
+		h.replies(general, p.TS, 1)
 	}
+	// Every envelope is handled and every thread answered: a second turn of any thread, on
+	// either replica, would have started by now.
+	h.everyEnvelopeAcked()
 	for _, ts := range threads {
 		s := h.session(general, ts)
 		h.turns(s.ID, 1)
+		h.answered(s.ID)
 		evs := h.events(s.ID)
 		started, woken, owners := 0, 0, map[int64]bool{}
 		for _, e := range evs {
