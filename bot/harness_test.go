@@ -288,12 +288,15 @@ func (h *harness) events(id session.ID, types ...session.Type) []session.Event {
 // waitFor polls cond (a database or process state the emulator cannot signal) until it holds.
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	ctx := h.waitCtx()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
 			h.t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
