@@ -487,6 +487,11 @@ func TestDeliveryReviewBackfillOrder(t *testing.T) {
 
 // R-E: one rate limit (or any error) on the backfill's conversations.replies call and the
 // backfill gives up for good: the thread's earlier messages are never stored.
+//
+// Known defect, so this test fails about one run in 15-30: withThread still gives up on the
+// 429. It passes only when the mention's other envelope (app_mention and message arrive
+// together) reads the thread before the first one's append commits; when it reads it after,
+// emptySession is false, nothing is backfilled, and the count is 1.
 func TestDeliveryReviewBackfillAfterARateLimit(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{})
