@@ -259,6 +259,13 @@ func (e *e2e) serve(extra ...string) *proc {
 // run runs a logbook subcommand to completion and returns its stdout.
 func (e *e2e) run(args ...string) string {
 	e.t.Helper()
+	out, _ := e.runStderr(args...)
+	return out
+}
+
+// runStderr runs a one-shot logbook command and returns its stdout and stderr (warnings).
+func (e *e2e) runStderr(args ...string) (string, string) {
+	e.t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = e.env()
 	var stdout, stderr bytes.Buffer
@@ -266,7 +273,7 @@ func (e *e2e) run(args ...string) string {
 	if err := cmd.Run(); err != nil {
 		e.t.Fatalf("logbook %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
-	return stdout.String()
+	return stdout.String(), stderr.String()
 }
 
 func (e *e2e) post(p slackemu.Post) slackemu.Posted {
@@ -577,12 +584,12 @@ func TestE2ESearchAndExport(t *testing.T) {
 	s := e.session(top.TS)
 	e.waitFor("turn_completed", func() bool { return len(e.events(s.ID, session.TypeTurnCompleted)) == 1 })
 
-	out := e.run("search", "--json", "certificate expired")
+	out, warnings := e.runStderr("search", "--json", "certificate expired")
 	var hits []struct {
 		SessionID string `json:"session_id"`
 	}
 	if err := json.Unmarshal([]byte(out), &hits); err != nil || len(hits) == 0 || hits[0].SessionID != s.ID.String() {
-		t.Fatalf("search: %v\n%s", err, out)
+		t.Fatalf("search: %v\n%s\nstderr:\n%s", err, out, warnings)
 	}
 	dir := t.TempDir()
 	today := time.Now().UTC().Format("2006-01-02")
