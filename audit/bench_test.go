@@ -106,7 +106,7 @@ func BenchmarkExport1M(b *testing.B) {
 	f := newFixture(b)
 	ctx := context.Background()
 	from, to := seedBench(b, f.su)
-	store := session.NewStore(f.auditor.Pool(), session.Options{})
+	store := session.NewStore(f.auditorPool, session.Options{})
 	for _, sel := range []struct {
 		name   string
 		actors []string
@@ -114,7 +114,7 @@ func BenchmarkExport1M(b *testing.B) {
 	}{{"actor-10pct", []string{"U00000003"}, false}, {"all", nil, false}, {"all+chains", nil, true}} {
 		// The main figures leave out the manifest's chain verification (a second read of every
 		// exported session, done by session.Store.Verify); all+chains includes it.
-		exp := audit.NewExporter(store, audit.ExporterOptions{SkipChains: !sel.chains})
+		exp := audit.NewExporter(store, f.auditorPool, audit.ExporterOptions{SkipChains: !sel.chains})
 		b.Run(sel.name, func(b *testing.B) {
 			q := audit.Query{From: from, To: to, Actors: sel.actors}
 			probeBucket, err := audit.OpenBucket(ctx, b.TempDir())
@@ -133,7 +133,7 @@ func BenchmarkExport1M(b *testing.B) {
 				"$3::text[]", "ARRAY['"+strings.Join(sel.actors, "','")+"']::text[]",
 			).Replace(probe.Query.SQL) + ") TO STDOUT"
 			copyTo := func(w io.Writer) (int64, time.Duration) {
-				conn, err := f.auditor.Pool().Acquire(ctx)
+				conn, err := f.auditorPool.Acquire(ctx)
 				if err != nil {
 					b.Fatal(err)
 				}

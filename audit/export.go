@@ -72,15 +72,18 @@ type Exporter struct {
 	opts  ExporterOptions
 }
 
-// NewExporter returns an exporter reading through store (an auditor's connection is enough).
-func NewExporter(store *session.Store, opts ExporterOptions) *Exporter {
+// NewExporter returns an exporter that reads audit's tables (access records) through pool and
+// verifies chains through store; an auditor's connection is enough for both. An export reads
+// its events (with session.ScanEventText) and its access records in one read-only
+// repeatable-read transaction on pool, so both files show the same moment.
+func NewExporter(store *session.Store, pool *pgxpool.Pool, opts ExporterOptions) *Exporter {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	opts.Version = cmp.Or(opts.Version, "dev")
 	opts.Settle = cmp.Or(opts.Settle, time.Second)
 	opts.ChainWorkers = cmp.Or(opts.ChainWorkers, 4)
-	return &Exporter{store: store, pool: store.Pool(), opts: opts}
+	return &Exporter{store: store, pool: pool, opts: opts}
 }
 
 // Export file names inside an export's prefix.
@@ -89,33 +92,15 @@ const (
 	SignatureName = "manifest.json.sig"
 )
 
-const eventSelect = `
-SELECT e.position, e.session_id, s.channel_id, s.thread_ts, e.seq, e.event_id, e.type,
-       e.actor_kind, e.actor_id, to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-       e.payload::text, encode(e.payload_hash, 'hex'), encode(e.prev_hash, 'hex'), encode(e.hash, 'hex'),
-       e.idempotency_key, e.sanitized
-FROM events e JOIN sessions s ON s.id = e.session_id
-WHERE e.created_at >= $1 AND e.created_at < $2`
-
+// eventColumns names the values of session.ScanEventText, in its order: the export's
+// fields.
 var eventColumns = []string{"position", "session_id", "channel_id", "thread_ts", "seq", "event_id", "type",
 	"actor_kind", "actor_id", "created_at", "payload", "payload_hash", "prev_hash", "hash",
 	"idempotency_key", "sanitized"}
 
-// eventSQL returns the export's query and arguments.
-func eventSQL(q Query) (string, []any) {
-	var b strings.Builder
-	b.WriteString(eventSelect)
-	args := []any{q.From.UTC(), q.To.UTC()}
-	if len(q.Actors) > 0 {
-		args = append(args, q.Actors)
-		b.WriteString("\n  AND e.actor_id = ANY($" + strconv.Itoa(len(args)) + "::text[])")
-	}
-	if q.Channel != "" {
-		args = append(args, q.Channel)
-		b.WriteString("\n  AND s.channel_id = $" + strconv.Itoa(len(args)))
-	}
-	b.WriteString("\nORDER BY e.position")
-	return b.String(), args
+// filter is the query's selection of the log.
+func (q Query) filter() session.EventFilter {
+	return session.EventFilter{From: q.From, To: q.To, Actors: q.Actors, Channel: q.Channel}
 }
 
 const sqlAccessInWindow = `
@@ -143,7 +128,6 @@ func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix
 	if err != nil {
 		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
-	sqlText, args := eventSQL(q)
 	m := Manifest{
 		FormatVersion: 1,
 		Generator:     Generator{Name: "logbook audit", Version: x.opts.Version},
@@ -151,7 +135,7 @@ func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix
 		TimeZone:      "UTC",
 		Query: ManifestQuery{
 			Actors: q.Actors, Channel: q.Channel, From: q.From.UTC(), To: q.To.UTC(),
-			InputZone: cmp.Or(q.Zone, "UTC"), Format: q.Format, SQL: strings.TrimSpace(sqlText),
+			InputZone: cmp.Or(q.Zone, "UTC"), Format: q.Format, SQL: q.filter().SQL(),
 		},
 		AsOf:         asOf.UTC(),
 		WindowClosed: !q.To.After(asOf),
@@ -169,7 +153,7 @@ func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
 
-	ef, err := x.writeEvents(ctx, tx, q, sqlText, args, dst, prefix+"events."+ext, &m, sessions)
+	ef, err := x.writeEvents(ctx, tx, q, dst, prefix+"events."+ext, &m, sessions)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
@@ -337,7 +321,7 @@ func (o *objectWriter) close(name string) (File, error) {
 	return File{Name: name, SHA256: hex.EncodeToString(o.sum.Sum(nil)), Bytes: o.n, Records: o.records}, nil
 }
 
-func (x *Exporter) writeEvents(ctx context.Context, tx pgx.Tx, q Query, sqlText string, args []any, dst *blob.Bucket,
+func (x *Exporter) writeEvents(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket,
 	key string, m *Manifest, sessions map[string]int64) (File, error) {
 	ct := "application/x-ndjson"
 	if q.Format == CSV {
@@ -353,18 +337,10 @@ func (x *Exporter) writeEvents(ctx context.Context, tx pgx.Tx, q Query, sqlText 
 			return File{}, err
 		}
 	}
-	rows, err := tx.Query(ctx, sqlText, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}}, args...)...)
-	if err != nil {
-		o.abort()
-		return File{}, fmt.Errorf("read events: %w", err)
-	}
-	defer rows.Close()
 	actor := make([]byte, 0, 64)
-	for rows.Next() {
-		v := rows.RawValues()
+	err = session.ScanEventText(ctx, tx, q.filter(), func(v [][]byte) error {
 		if len(v) != len(eventColumns) {
-			o.abort()
-			return File{}, fmt.Errorf("read events: %d columns, want %d", len(v), len(eventColumns))
+			return fmt.Errorf("read events: %d columns, want %d", len(v), len(eventColumns))
 		}
 		if q.Format == CSV {
 			o.line = appendEventCSV(o.line[:0], v)
@@ -372,8 +348,7 @@ func (x *Exporter) writeEvents(ctx context.Context, tx pgx.Tx, q Query, sqlText 
 			o.line = appendEventJSON(o.line[:0], v)
 		}
 		if err := o.writeLine(o.line); err != nil {
-			o.abort()
-			return File{}, fmt.Errorf("write %s: %w", key, err)
+			return fmt.Errorf("write %s: %w", key, err)
 		}
 		o.records++
 		count(m.Counts.ByType, v[6])
@@ -383,11 +358,12 @@ func (x *Exporter) writeEvents(ctx context.Context, tx pgx.Tx, q Query, sqlText 
 		if m.FirstEventID == "" {
 			m.FirstEventID, m.FirstPosition = string(v[5]), atoi(v[0])
 		}
-		m.lastEventID, m.lastPosition = append(m.lastEventID[:0], v[5]...), v[0]
-	}
-	if err := rows.Err(); err != nil {
+		m.lastEventID, m.lastPosition = append(m.lastEventID[:0], v[5]...), append(m.lastPosition[:0], v[0]...)
+		return nil
+	})
+	if err != nil {
 		o.abort()
-		return File{}, fmt.Errorf("read events: %w", err)
+		return File{}, err
 	}
 	if m.lastEventID != nil {
 		m.LastEventID, m.LastPosition = string(m.lastEventID), atoi(m.lastPosition)

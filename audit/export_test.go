@@ -43,7 +43,7 @@ func TestExportMatchesAnIndependentQuery(t *testing.T) {
 	}
 	// Window edges: from is exactly event 5's time (included), to is exactly event 25's (excluded).
 	from, to := evs[5].CreatedAt, evs[25].CreatedAt
-	exp := audit.NewExporter(f.auditor, audit.ExporterOptions{})
+	exp := audit.NewExporter(f.auditor, f.auditorPool, audit.ExporterOptions{})
 
 	cases := []struct {
 		name     string
@@ -173,7 +173,7 @@ func TestExportWaitsForLateCommits(t *testing.T) {
 	s := f.open(t, "C0000001", "1700000000.000100")
 	first := f.append(t, s.ID, alice, session.TypeUserMessage, map[string]any{"text": "early"})
 
-	tx, err := f.app.Pool().Begin(ctx)
+	tx, err := f.appPool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ ARRAY['user'], ARRAY['U00000A1'], ARRAY['{"text":"late"}'::jsonb], ARRAY[NULL::t
 	}
 	to := f.dbNow(t)
 	bucket, dir := newBucket(t)
-	exp := audit.NewExporter(f.auditor, audit.ExporterOptions{})
+	exp := audit.NewExporter(f.auditor, f.auditorPool, audit.ExporterOptions{})
 	done := make(chan error, 1)
 	go func() {
 		_, err := exp.Export(ctx, audit.Query{From: first.CreatedAt, To: to}, bucket, "")
@@ -247,7 +247,7 @@ func TestExportGolden(t *testing.T) {
 	}, map[session.ID]string{s1: "C0000001", s2: "C0000002"})
 
 	fixed := time.Date(2025, 3, 2, 0, 0, 0, 0, time.UTC)
-	exp := audit.NewExporter(f.auditor, audit.ExporterOptions{Now: func() time.Time { return fixed }, Version: "test"})
+	exp := audit.NewExporter(f.auditor, f.auditorPool, audit.ExporterOptions{Now: func() time.Time { return fixed }, Version: "test"})
 	for _, format := range []audit.Format{audit.JSONL, audit.CSV} {
 		bucket, dir := newBucket(t)
 		q := audit.Query{From: at(0), To: at(60), Format: format, Zone: "America/Los_Angeles"}
@@ -284,12 +284,12 @@ func TestAccessRecordsShowUpInExportsAndFileURLsWork(t *testing.T) {
 	ctx := context.Background()
 	s := f.open(t, "C0000001", "1700000000.000100")
 	first := f.append(t, s.ID, alice, session.TypeUserMessage, map[string]any{"text": "x"})
-	a, err := audit.RecordAccess(ctx, f.auditor.Pool(), audit.Who{Name: "jane@example.com"}, "verify",
+	a, err := audit.RecordAccess(ctx, f.auditorPool, audit.Who{Name: "jane@example.com"}, "verify",
 		map[string]any{"session": s.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := audit.RecordAccess(ctx, f.auditor.Pool(), audit.Who{}, "verify", nil); !errors.Is(err, audit.ErrInvalid) {
+	if _, err := audit.RecordAccess(ctx, f.auditorPool, audit.Who{}, "verify", nil); !errors.Is(err, audit.ErrInvalid) {
 		t.Errorf("access without who: %v, want ErrInvalid", err)
 	}
 	dir := t.TempDir()
@@ -299,7 +299,7 @@ func TestAccessRecordsShowUpInExportsAndFileURLsWork(t *testing.T) {
 	}
 	defer bucket.Close()
 	to := f.dbNow(t)
-	m, err := audit.NewExporter(f.auditor, audit.ExporterOptions{Settle: time.Millisecond}).Export(ctx,
+	m, err := audit.NewExporter(f.auditor, f.auditorPool, audit.ExporterOptions{Settle: time.Millisecond}).Export(ctx,
 		audit.Query{From: first.CreatedAt, To: to}, bucket, "")
 	if err != nil {
 		t.Fatal(err)

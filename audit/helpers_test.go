@@ -26,11 +26,13 @@ var update = flag.Bool("update", false, "rewrite golden files under testdata")
 
 // fixture is a fresh database with the roles' pools.
 type fixture struct {
-	url       string
-	app       *session.Store // logbook_app: writes events as the bot does
-	auditor   *session.Store // logbook_auditor: what audit commands use
-	retention *pgxpool.Pool  // logbook_retention
-	su        *pgxpool.Pool  // superuser (the migration owner)
+	url         string
+	app         *session.Store // logbook_app: writes events as the bot does
+	appPool     *pgxpool.Pool  // app's pool
+	auditor     *session.Store // logbook_auditor: what audit commands use
+	auditorPool *pgxpool.Pool  // auditor's pool: audit's own tables
+	retention   *pgxpool.Pool  // logbook_retention
+	su          *pgxpool.Pool  // superuser (the migration owner)
 }
 
 func newFixture(t testing.TB) fixture {
@@ -45,12 +47,15 @@ func newFixture(t testing.TB) fixture {
 		t.Cleanup(p.Close)
 		return p
 	}
+	app, auditor := open("logbook_app"), open("logbook_auditor")
 	return fixture{
-		url:       dbURL,
-		app:       session.NewStore(open("logbook_app"), session.Options{}),
-		auditor:   session.NewStore(open("logbook_auditor"), session.Options{}),
-		retention: open("logbook_retention"),
-		su:        open(""),
+		url:         dbURL,
+		app:         session.NewStore(app, session.Options{}),
+		appPool:     app,
+		auditor:     session.NewStore(auditor, session.Options{}),
+		auditorPool: auditor,
+		retention:   open("logbook_retention"),
+		su:          open(""),
 	}
 }
 

@@ -36,9 +36,9 @@ type Hold struct {
 	At     time.Time
 }
 
-// holdLock serialises hold changes with purges (the purge function takes it too), so a
-// purge never misses a hold committed just before it.
-const sqlHoldLock = `SELECT pg_advisory_xact_lock(7461002)`
+// sqlHoldLock serialises hold changes with purges (the purge function takes the same key,
+// session.LockRetention), so a purge never misses a hold committed just before it.
+const sqlHoldLock = `SELECT pg_advisory_xact_lock($1)`
 
 const sqlAddHold = `
 INSERT INTO audit_holds (hold_id, action, scope, value, reason, who) VALUES ($1, 'add', $2, $3, $4, $5)
@@ -70,7 +70,7 @@ func AddHold(ctx context.Context, db *pgxpool.Pool, who Who, scope HoldScope, va
 			map[string]any{"hold_id": id, "scope": scope, "value": value, "reason": reason}); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, sqlHoldLock); err != nil {
+		if _, err := tx.Exec(ctx, sqlHoldLock, session.LockRetention); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, sqlAddHold, id, scope, value, reason, who.Name).Scan(&h.At)
@@ -97,7 +97,7 @@ func RemoveHold(ctx context.Context, db *pgxpool.Pool, who Who, id uuid.UUID, re
 		if _, err := RecordAccess(ctx, tx, who, "hold-remove", map[string]any{"hold_id": id, "reason": reason}); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, sqlHoldLock); err != nil {
+		if _, err := tx.Exec(ctx, sqlHoldLock, session.LockRetention); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, sqlRemoveHold, id, reason, who.Name)

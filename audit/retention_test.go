@@ -40,7 +40,7 @@ func TestRetentionPurgesExpiredSessionsExceptHeldOnes(t *testing.T) {
 	f.append(t, byActor.ID, bob, session.TypeUserMessage, map[string]any{"text": "bob's words"})
 	f.append(t, byActor.ID, botA, session.TypeAssistantMessage, map[string]any{"text": "ok"})
 
-	auditorPool := f.auditor.Pool()
+	auditorPool := f.auditorPool
 	if _, err := audit.AddHold(ctx, auditorPool, person, audit.HoldChannel, "C00000HC", "litigation 2025-17"); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestRetentionPurgesExpiredSessionsExceptHeldOnes(t *testing.T) {
 	}
 	// An export shows the skeleton and says the payload was purged.
 	bucket, dir := newBucket(t)
-	if _, err := audit.NewExporter(f.auditor, audit.ExporterOptions{}).Export(ctx,
+	if _, err := audit.NewExporter(f.auditor, f.auditorPool, audit.ExporterOptions{}).Export(ctx,
 		audit.Query{From: f.dbNow(t).Add(-time.Hour), To: f.dbNow(t).Add(time.Minute), Actors: []string{alice.ID}}, bucket, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -142,10 +142,10 @@ func TestNobodyButTheRetentionPathChangesRecords(t *testing.T) {
 	ctx := context.Background()
 	s := f.open(t, "C0000001", "1700000000.000100")
 	f.append(t, s.ID, alice, session.TypeUserMessage, map[string]any{"text": "x"})
-	if _, err := audit.RecordAccess(ctx, f.auditor.Pool(), audit.Who{Name: "auditor"}, "export", nil); err != nil {
+	if _, err := audit.RecordAccess(ctx, f.auditorPool, audit.Who{Name: "auditor"}, "export", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := audit.AddHold(ctx, f.auditor.Pool(), audit.Who{Name: "auditor"}, audit.HoldChannel, "C0000001", "hold"); err != nil {
+	if _, err := audit.AddHold(ctx, f.auditorPool, audit.Who{Name: "auditor"}, audit.HoldChannel, "C0000001", "hold"); err != nil {
 		t.Fatal(err)
 	}
 	denied := func(who string, pool *pgxpool.Pool, stmt string, args ...any) {
@@ -156,7 +156,7 @@ func TestNobodyButTheRetentionPathChangesRecords(t *testing.T) {
 			t.Errorf("%s: %s: got %v, want SQLSTATE 42501 (insufficient privilege)", who, stmt, err)
 		}
 	}
-	app := f.app.Pool()
+	app := f.appPool
 	for _, stmt := range []string{
 		`UPDATE events SET payload = NULL`,
 		`DELETE FROM events`,
@@ -180,7 +180,7 @@ func TestNobodyButTheRetentionPathChangesRecords(t *testing.T) {
 		`DELETE FROM audit_runs`,
 		`SELECT * FROM logbook_purge_expired(now(), 'r', 'w')`,
 	} {
-		denied("logbook_auditor", f.auditor.Pool(), stmt)
+		denied("logbook_auditor", f.auditorPool, stmt)
 	}
 	// Even the migration owner (a superuser) cannot change a record with the triggers on.
 	for _, stmt := range []string{

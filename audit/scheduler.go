@@ -20,6 +20,8 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/rs/zerolog"
 	"gocloud.dev/blob"
+
+	"github.com/logbook/logbook/session"
 )
 
 // exporter is what the scheduler needs of an Exporter.
@@ -168,7 +170,7 @@ func (s *Scheduler) Tick(ctx context.Context, now time.Time) ([]Run, error) {
 	}
 	defer conn.Release()
 	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 7461003))`, s.cfg.Name).Scan(&locked); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, $2))`, s.cfg.Name, session.LockScheduleSeed).Scan(&locked); err != nil {
 		return nil, fmt.Errorf("audit tick: lock schedule %s: %w", s.cfg.Name, err)
 	}
 	if !locked {
@@ -177,7 +179,7 @@ func (s *Scheduler) Tick(ctx context.Context, now time.Time) ([]Run, error) {
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock(hashtextextended($1, 7461003))`, s.cfg.Name); err != nil {
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock(hashtextextended($1, $2))`, s.cfg.Name, session.LockScheduleSeed); err != nil {
 			// A lock we cannot release must not stay on a pooled connection.
 			conn.Conn().Close(uctx) //nolint:errcheck
 		}

@@ -62,7 +62,7 @@ func (e schedEnv) scheduler(t *testing.T, pool *pgxpool.Pool, spec string, exp i
 	}
 	store := session.NewStore(pool, session.Options{})
 	if exp == nil {
-		exp = audit.NewExporter(store, audit.ExporterOptions{Settle: time.Millisecond})
+		exp = audit.NewExporter(store, pool, audit.ExporterOptions{Settle: time.Millisecond})
 	}
 	cfg := audit.SchedulerConfig{Spec: sp, Dest: e.bucket, Logger: testLogger(nil).Output(e.log), Node: "test"}
 	if mod != nil {
@@ -109,7 +109,7 @@ func TestSchedulerCatchesUpMissedWindowsAcrossDST(t *testing.T) {
 	ctx := context.Background()
 	la, _ := time.LoadLocation("America/Los_Angeles")
 	rows := seedDays(t, e.f, time.Date(2025, 3, 7, 0, 0, 0, 0, la), 6)
-	s := e.scheduler(t, e.f.auditor.Pool(), "CRON_TZ=America/Los_Angeles 0 2 * * *", nil, nil)
+	s := e.scheduler(t, e.f.auditorPool, "CRON_TZ=America/Los_Angeles 0 2 * * *", nil, nil)
 
 	// First start: the previous full day.
 	runs, err := s.Tick(ctx, time.Date(2025, 3, 9, 5, 0, 0, 0, la))
@@ -197,7 +197,7 @@ func TestTwoReplicasExportEachWindowOnce(t *testing.T) {
 		return p
 	}
 	p1, p2 := open(), open()
-	g := &gatedExporter{next: audit.NewExporter(session.NewStore(p1, session.Options{}), audit.ExporterOptions{}),
+	g := &gatedExporter{next: audit.NewExporter(session.NewStore(p1, session.Options{}), p1, audit.ExporterOptions{}),
 		started: make(chan struct{}, 1), release: make(chan struct{})}
 	a := e.scheduler(t, p1, "0 0 * * *", g, func(c *audit.SchedulerConfig) { c.Node = "replica-a" })
 	b := e.scheduler(t, p2, "0 0 * * *", g, func(c *audit.SchedulerConfig) { c.Node = "replica-b" })
@@ -263,9 +263,9 @@ func TestPanickingExportIsRecordedAndRetried(t *testing.T) {
 	e := newSchedEnv(t)
 	ctx := context.Background()
 	seedDays(t, e.f, time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC), 2)
-	px := &panickyExporter{next: audit.NewExporter(e.f.auditor, audit.ExporterOptions{})}
+	px := &panickyExporter{next: audit.NewExporter(e.f.auditor, e.f.auditorPool, audit.ExporterOptions{})}
 	px.panics.Store(1)
-	s := e.scheduler(t, e.f.auditor.Pool(), "0 0 * * *", px, nil)
+	s := e.scheduler(t, e.f.auditorPool, "0 0 * * *", px, nil)
 	now := time.Date(2025, 3, 2, 1, 0, 0, 0, time.UTC)
 
 	runs, err := s.Tick(ctx, now)
@@ -316,9 +316,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestRunSurvivesAPanicAndShutsDownCleanly(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
-	px := &panickyExporter{next: audit.NewExporter(e.f.auditor, audit.ExporterOptions{Settle: time.Millisecond})}
+	px := &panickyExporter{next: audit.NewExporter(e.f.auditor, e.f.auditorPool, audit.ExporterOptions{Settle: time.Millisecond})}
 	px.panics.Store(1)
-	s := e.scheduler(t, e.f.auditor.Pool(), "* * * * * *", px, nil) // every second, real clock
+	s := e.scheduler(t, e.f.auditorPool, "* * * * * *", px, nil) // every second, real clock
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -346,7 +346,7 @@ func TestShutdownRecordsARunningExportInterrupted(t *testing.T) {
 	t.Parallel()
 	e := newSchedEnv(t)
 	bx := &blockingExporter{started: make(chan struct{}, 1)}
-	s := e.scheduler(t, e.f.auditor.Pool(), "0 0 * * *", bx, func(c *audit.SchedulerConfig) {
+	s := e.scheduler(t, e.f.auditorPool, "0 0 * * *", bx, func(c *audit.SchedulerConfig) {
 		c.ShutdownGrace = time.Millisecond
 	})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"gocloud.dev/blob"
 
 	"github.com/logbook/logbook/session"
@@ -61,34 +60,15 @@ func (r Report) Err() error {
 	return fmt.Errorf("%w: %s (%d broken sessions)", ErrTampered, r.Findings[0], len(r.Findings))
 }
 
-const sqlSessionsToVerify = `
-SELECT s.id FROM sessions s
-WHERE ($1::uuid IS NULL OR s.id = $1)
-  AND ($2::timestamptz IS NULL OR EXISTS (
-        SELECT 1 FROM events e WHERE e.session_id = s.id AND e.created_at >= $2))
-ORDER BY s.created_at, s.id`
-
 // Verify recomputes the chain of every selected session (session.Store.Verify: dense seqs,
 // prev hashes, payload hashes, event hashes). err is only for failures to read; what does not
 // verify is in the report.
 func (v *Verifier) Verify(ctx context.Context, opts VerifyOptions) (Report, error) {
-	var only *session.ID
-	if opts.Session != (session.ID{}) {
-		only = &opts.Session
-	}
-	var since *time.Time
-	if !opts.Since.IsZero() {
-		since = &opts.Since
-	}
-	rows, err := v.store.Pool().Query(ctx, sqlSessionsToVerify, only, since)
+	ids, err := v.store.SessionIDs(ctx, session.SessionFilter{ID: opts.Session, Since: opts.Since})
 	if err != nil {
-		return Report{}, fmt.Errorf("verify: list sessions: %w", err)
+		return Report{}, fmt.Errorf("verify: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[session.ID])
-	if err != nil {
-		return Report{}, fmt.Errorf("verify: list sessions: %w", err)
-	}
-	if only != nil && len(ids) == 0 {
+	if opts.Session != (session.ID{}) && len(ids) == 0 {
 		return Report{}, fmt.Errorf("verify session %s: %w", opts.Session, ErrNotFound)
 	}
 	var r Report
@@ -123,37 +103,17 @@ type CheckpointHead struct {
 	Hash    string     `json:"hash"` // hex
 }
 
-const sqlHeads = `
-SELECT DISTINCT ON (session_id) session_id, seq, hash FROM events ORDER BY session_id, seq DESC`
-
 // TakeCheckpoint reads every session's head in one snapshot.
 func (v *Verifier) TakeCheckpoint(ctx context.Context) (Checkpoint, error) {
-	cp := Checkpoint{FormatVersion: 1}
-	err := pgx.BeginTxFunc(ctx, v.store.Pool(), pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
-		func(tx pgx.Tx) error {
-			if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&cp.TakenAt); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, sqlHeads)
-			if err != nil {
-				return err
-			}
-			cp.Heads, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (CheckpointHead, error) {
-				var h CheckpointHead
-				var hash []byte
-				err := r.Scan(&h.Session, &h.Seq, &hash)
-				h.Hash = hex.EncodeToString(hash)
-				return h, err
-			})
-			return err
-		})
+	cp := Checkpoint{FormatVersion: 1, Heads: []CheckpointHead{}}
+	at, err := v.store.Heads(ctx, func(h session.SessionHead) error {
+		cp.Heads = append(cp.Heads, CheckpointHead{Session: h.Session, Seq: h.Seq, Hash: hex.EncodeToString(h.Hash)})
+		return nil
+	})
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("take checkpoint: %w", err)
 	}
-	cp.TakenAt = cp.TakenAt.UTC()
-	if cp.Heads == nil {
-		cp.Heads = []CheckpointHead{}
-	}
+	cp.TakenAt = at.UTC()
 	return cp, nil
 }
 
@@ -192,8 +152,6 @@ func ReadCheckpoint(ctx context.Context, src *blob.Bucket, key string, pub ed255
 	return cp, nil
 }
 
-const sqlHashAt = `SELECT hash FROM events WHERE session_id = $1 AND seq = $2`
-
 // VerifyAgainst verifies every session of the checkpoint (whole chains, as Verify) and
 // checks that the event at each checkpointed head still has the checkpointed hash: a chain
 // rewritten consistently since the checkpoint differs there, and a truncated one lacks it.
@@ -208,10 +166,9 @@ func (v *Verifier) VerifyAgainst(ctx context.Context, cp Checkpoint) (Report, er
 		r.Sessions++
 		r.Events += res.Events
 		r.Purged += res.Purged
-		var hash []byte
-		err = v.store.Pool().QueryRow(ctx, sqlHashAt, h.Session, h.Seq).Scan(&hash)
+		hash, err := v.store.HashAt(ctx, h.Session, h.Seq)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
+		case errors.Is(err, session.ErrNotFound):
 			r.Findings = append(r.Findings, Finding{Session: h.Session, Seq: h.Seq,
 				Reason: fmt.Sprintf("the event at the checkpoint's head (taken %s) is gone", cp.TakenAt.Format(time.RFC3339))})
 			continue

@@ -44,7 +44,7 @@ func TestSignedExportFailsOnAnyChangedByte(t *testing.T) {
 	_, otherPubPEM := mustKey(t)
 	otherPub, _ := audit.ParsePublicKey(otherPubPEM)
 
-	exp := audit.NewExporter(f.auditor, audit.ExporterOptions{SigningKey: priv, Settle: 1})
+	exp := audit.NewExporter(f.auditor, f.auditorPool, audit.ExporterOptions{SigningKey: priv, Settle: 1})
 	bucket, dir := newBucket(t)
 	if _, err := exp.Export(ctx, audit.Query{From: first.CreatedAt, To: to}, bucket, "signed"); err != nil {
 		t.Fatal(err)

@@ -12,10 +12,26 @@ import (
 	"github.com/logbook/logbook/session"
 )
 
+// cellDeps is what every cell of a runner works with, built once by NewRunner.
+type cellDeps struct {
+	log      zerolog.Logger
+	store    logStore
+	agent    Agent
+	titler   Titler
+	deliver  *Deliverer
+	hands    HandsFactory
+	searcher brain.Searcher
+	metrics  *Metrics
+	channel  func(ctx context.Context, id string) string
+	clock    Clock
+	probe    *Probe
+	cfg      RunnerConfig
+}
+
 // Cell runs one session: a single-owner actor. Its state lives in one goroutine; signals
 // arrive on poke; an idle timer ends it. See the package documentation for its lifecycle.
 type Cell struct {
-	r      *Runner
+	deps   *cellDeps
 	id     session.ID
 	reason string
 	poke   chan struct{}
@@ -23,34 +39,37 @@ type Cell struct {
 
 	log   zerolog.Logger
 	sess  session.Session
-	flog  fencedLog
+	flog  *cellLog
 	hands *Hands
+	// woken is the seq of this cell's cell_woken marker: 0 until it is appended, which
+	// happens with the cell's first write (alone, or with the turn_started it wakes for).
+	woken int64
 	// queued is the highest user_message seq already given a queued marker.
 	queued int64
 }
 
-// turnState is what the log says about the session's turns.
-type turnState struct {
-	open        bool  // a turn_started without turn_completed
-	turnSeq     int64 // that turn's seq
-	through     int64 // the last user_message seq the open (or last completed) turn answers
-	lastUser    int64
-	lastUserMsg session.UserMessage
-}
+var errLeaseLost = errors.New("lease lost")
+
+// maxTurnFailures is how many times in a row a cell retries a failing turn before it exits
+// and leaves the session to the poll.
+const maxTurnFailures = 6
 
 func (c *Cell) run(ctx context.Context) {
-	r := c.r
-	c.log = r.log.With().Str("session_id", c.id.String()).Logger()
-	sess, err := r.store.Session(ctx, c.id)
+	d := c.deps
+	exit := "error"
+	defer func() { d.probe.cellExited(c.id, exit) }()
+	c.log = d.log.With().Str("session_id", c.id.String()).Logger()
+	sess, err := d.store.Session(ctx, c.id)
 	if err != nil {
 		c.log.Warn().Err(err).Msg("cell: read session")
 		return
 	}
 	c.sess = sess
-	acquiredAt := time.Now()
-	lease, err := r.store.AcquireLease(ctx, c.id, r.cfg.Owner, r.cfg.LeaseTTL)
+	acquiredAt := d.clock.Now()
+	lease, err := d.store.AcquireLease(ctx, c.id, d.cfg.Owner, d.cfg.LeaseTTL)
 	if errors.Is(err, session.ErrLeaseHeld) {
 		c.log.Debug().Msg("cell: another replica holds the session")
+		exit = "held"
 		return
 	}
 	if err != nil {
@@ -58,9 +77,9 @@ func (c *Cell) run(ctx context.Context) {
 		return
 	}
 	if lease.Epoch > 1 && c.reason != "message" && c.reason != "notify" {
-		r.metrics.leaseSteals.Inc()
+		d.metrics.leaseSteals.Inc()
 	}
-	c.flog = fencedLog{store: r.store, id: c.id, epoch: lease.Epoch}
+	c.flog = newCellLog(d.store, c.id, lease.Epoch)
 	c.log = c.log.With().Int64("epoch", lease.Epoch).Logger()
 
 	// The lease is renewed in the background; losing it cancels everything the cell does.
@@ -69,7 +88,7 @@ func (c *Cell) run(ctx context.Context) {
 	renewDone := make(chan struct{})
 	// The lease is trusted until a local deadline measured from before the call that took it,
 	// so a skewed database clock cannot stretch it.
-	validUntil := acquiredAt.Add(r.cfg.LeaseTTL)
+	validUntil := acquiredAt.Add(d.cfg.LeaseTTL)
 	go func() {
 		defer close(renewDone)
 		c.renew(ctx, cancel, lease, validUntil)
@@ -79,61 +98,73 @@ func (c *Cell) run(ctx context.Context) {
 		<-renewDone
 		rel, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer stop()
-		if err := r.store.ReleaseLease(rel, lease); err != nil {
+		if err := d.store.ReleaseLease(rel, lease); err != nil {
 			c.log.Warn().Err(err).Msg("cell: release lease")
 		}
 	}()
 
-	host := r.cfg.Host
-	if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeCellWoken, Actor: c.actor(),
-		Payload: session.CellWoken{Host: host, PID: os.Getpid(), Reason: c.reason, Epoch: lease.Epoch}}); err != nil {
-		c.log.Warn().Err(err).Msg("cell: append cell_woken")
-		return
+	d.metrics.rehydrations.Inc()
+	if d.hands != nil {
+		c.hands = d.hands(c.flog, sess)
 	}
-	r.metrics.rehydrations.Inc()
-	if r.hands != nil {
-		c.hands = r.hands(c.flog, sess)
-	}
-	reason := c.loop(ctx)
+	reason := c.loop(ctx, lease.Epoch)
+	exit = reason
 
 	if c.hands != nil {
 		c.hands.Close()
 	}
 	if context.Cause(ctx) == errLeaseLost {
 		c.log.Warn().Msg("cell: lease lost; exiting without writing")
-		r.metrics.evictions.Inc()
+		d.metrics.evictions.Inc()
+		exit = "lease_lost"
 		return
 	}
 	out, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer stop()
-	if _, err := c.flog.Append(out, session.NewEvent{Type: session.TypeCellEvicted, Actor: c.actor(),
-		Payload: session.CellEvicted{Reason: reason}}); err != nil {
+	var evs []session.NewEvent
+	if c.woken == 0 {
+		evs = append(evs, c.wokenEvent(lease.Epoch))
+	}
+	evs = append(evs, session.NewEvent{Type: session.TypeCellEvicted, Actor: cellActor, Payload: session.CellEvicted{Reason: reason}})
+	if _, err := c.flog.Append(out, evs...); err != nil {
 		c.log.Warn().Err(err).Msg("cell: append cell_evicted")
 	}
-	r.metrics.evictions.Inc()
+	d.metrics.evictions.Inc()
 	c.log.Debug().Str("reason", reason).Msg("cell evicted")
 }
 
-var errLeaseLost = errors.New("lease lost")
+var cellActor = session.Actor{Kind: session.ActorSystem, ID: "cell"}
 
-// maxTurnFailures is how many times in a row a cell retries a failing turn before it exits
-// and leaves the session to the poll.
-const maxTurnFailures = 6
+func (c *Cell) wokenEvent(epoch int64) session.NewEvent {
+	return session.NewEvent{Type: session.TypeCellWoken, Actor: cellActor,
+		Payload: session.CellWoken{Host: c.deps.cfg.Host, PID: os.Getpid(), Reason: c.reason, Epoch: epoch}}
+}
 
-// maxResumes is how many cells may take up one unfinished turn before it is abandoned.
-const maxResumes = 3
+// appendWoken appends cell_woken, and evs after it in the same append when this is the
+// cell's first write; otherwise just evs.
+func (c *Cell) appendWoken(ctx context.Context, epoch int64, evs ...session.NewEvent) ([]session.Event, error) {
+	if c.woken > 0 {
+		return c.flog.Append(ctx, evs...)
+	}
+	stored, err := c.flog.Append(ctx, append([]session.NewEvent{c.wokenEvent(epoch)}, evs...)...)
+	// cell_woken and evs are stored together, or neither is.
+	if err != nil {
+		return nil, err
+	}
+	c.woken = stored[0].Seq
+	return stored[1:], nil
+}
 
 func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease session.Lease, validUntil time.Time) {
-	t := time.NewTicker(c.r.cfg.LeaseTTL / 4)
-	defer t.Stop()
+	d := c.deps
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			sent := time.Now()
-			rctx, stop := context.WithTimeout(ctx, c.r.cfg.LeaseTTL/8)
-			l, err := c.r.store.RenewLease(rctx, lease, c.r.cfg.LeaseTTL)
+		case <-d.clock.After(d.cfg.LeaseTTL / 4):
+			sent := d.clock.Now()
+			rctx, stop := context.WithTimeout(ctx, d.cfg.LeaseTTL/8)
+			l, err := d.store.RenewLease(rctx, lease, d.cfg.LeaseTTL)
 			stop()
 			if errors.Is(err, session.ErrFenced) {
 				cancel(errLeaseLost)
@@ -146,7 +177,7 @@ func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease 
 				// Not renewed: once the lease may have expired (measured on our own clock
 				// from before the last successful call, with a margin), another replica may
 				// run the session: stop now.
-				if time.Now().After(validUntil.Add(-c.r.cfg.LeaseTTL / 4)) {
+				if d.clock.Now().After(validUntil.Add(-d.cfg.LeaseTTL / 4)) {
 					c.log.Warn().Err(err).Msg("cell: lease could not be renewed before it expired")
 					cancel(errLeaseLost)
 					return
@@ -154,32 +185,29 @@ func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease 
 				c.log.Warn().Err(err).Msg("cell: renew lease; retrying")
 				continue
 			}
-			lease, validUntil = l, sent.Add(c.r.cfg.LeaseTTL)
+			lease, validUntil = l, sent.Add(d.cfg.LeaseTTL)
 		}
 	}
 }
 
-func (c *Cell) actor() session.Actor {
-	return session.Actor{Kind: session.ActorSystem, ID: "cell"}
-}
-
 // loop runs turns while there is work, and waits for signals otherwise. It returns the
 // eviction reason.
-func (c *Cell) loop(ctx context.Context) string {
-	idle := time.NewTimer(c.r.cfg.IdleTimeout)
-	defer idle.Stop()
+func (c *Cell) loop(ctx context.Context, epoch int64) string {
+	d := c.deps
+	idleAt := d.clock.Now().Add(d.cfg.IdleTimeout)
 	failures := 0
 	for {
-		st, err := c.state(ctx)
-		if err != nil {
+		if err := c.flog.sync(ctx); err != nil {
 			if ctx.Err() != nil {
 				return "shutdown"
 			}
-			c.log.Warn().Err(err).Msg("cell: read turn state")
+			c.log.Warn().Err(err).Msg("cell: read the log")
 			return "error"
 		}
+		st := readTurnState(c.flog.snapshot())
 		if st.open || st.lastUser > st.through {
-			if err := c.turn(ctx, st); err != nil {
+			t := &turn{cell: c, epoch: epoch, state: st}
+			if err := t.run(ctx); err != nil {
 				if ctx.Err() != nil {
 					return "shutdown"
 				}
@@ -193,12 +221,12 @@ func (c *Cell) loop(ctx context.Context) string {
 				select {
 				case <-ctx.Done():
 					return "shutdown"
-				case <-time.After(wait):
+				case <-d.clock.After(wait):
 				}
 				continue
 			}
 			failures = 0
-			idle.Reset(c.r.cfg.IdleTimeout)
+			idleAt = d.clock.Now().Add(d.cfg.IdleTimeout)
 			continue
 		}
 		select {
@@ -207,212 +235,47 @@ func (c *Cell) loop(ctx context.Context) string {
 		case <-c.poke:
 		case <-c.evict:
 			return "idle"
-		case <-idle.C:
+		case <-d.clock.After(idleAt.Sub(d.clock.Now())):
 			return "idle"
 		}
 	}
 }
 
-// state reads the session's turn state from the log: the last turn_started,
-// turn_completed and user_message.
-func (c *Cell) state(ctx context.Context) (turnState, error) {
+// turnState is what the log says about the session's turns.
+type turnState struct {
+	open        bool  // a turn_started without turn_completed
+	turnSeq     int64 // that turn's seq
+	through     int64 // the last user_message seq the open (or last completed) turn answers
+	lastUser    int64
+	lastUserMsg session.UserMessage
+}
+
+// readTurnState folds the log into the turn state: the last turn_started, turn_completed and
+// user_message.
+func readTurnState(evs []session.Event) turnState {
 	var st turnState
-	latest, err := c.r.store.Latest(ctx, c.id, session.TypeTurnStarted, session.TypeTurnCompleted, session.TypeUserMessage)
-	if err != nil {
-		return st, err
-	}
-	if user, ok := latest[session.TypeUserMessage]; ok {
-		st.lastUser = user.Seq
-		_ = user.Decode(&st.lastUserMsg) // only its ts, for the working reaction
-	}
-	if started, ok := latest[session.TypeTurnStarted]; ok {
-		var ts session.TurnStarted
-		if err := started.Decode(&ts); err != nil {
-			return st, err
-		}
-		completed, done := latest[session.TypeTurnCompleted]
-		st.through = ts.Through
-		st.turnSeq = started.Seq
-		st.open = !done || completed.Seq < started.Seq
-	}
-	return st, nil
-}
-
-// turn runs (or resumes) one turn: turn_started, the agent, delivery, turn_completed.
-func (c *Cell) turn(ctx context.Context, st turnState) error {
-	r := c.r
-	resumed := st.open
-	if !st.open {
-		if err := c.replyBudget(ctx); err != nil {
-			return err
-		}
-		evs, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeTurnStarted, Actor: c.actor(),
-			Payload: session.TurnStarted{Through: st.lastUser, Reason: "message"}})
-		if err != nil {
-			return err
-		}
-		st.turnSeq, st.through = evs[0].Seq, st.lastUser
-		c.queued = max(c.queued, st.lastUser)
-	}
-	log := c.log.With().Int64("turn", st.turnSeq).Bool("resumed", resumed).Logger()
-	if resumed {
-		// A turn that keeps failing across cells (an unsearchable thread, Slack refusing the
-		// post) is closed with an error instead of being woken forever.
-		woken, err := c.flog.Events(ctx, session.Range{From: st.turnSeq + 1, Types: []session.Type{session.TypeCellWoken}})
-		if err != nil {
-			return err
-		}
-		if len(woken) > maxResumes {
-			log.Warn().Int("cells", len(woken)).Msg("turn abandoned after repeated failures")
-			_, err := c.flog.Append(ctx,
-				session.NewEvent{Type: session.TypeError, Actor: c.actor(), Payload: session.ErrorEvent{Stage: "turn", Code: "abandoned",
-					Message: "the turn failed in every attempt; its reply may not have reached Slack"}},
-				session.NewEvent{Type: session.TypeTurnCompleted, Actor: c.actor(),
-					Payload: session.TurnCompleted{Turn: st.turnSeq, Status: brain.StatusError, Reason: "abandoned", Through: st.through}})
-			return err
-		}
-	}
-	working := r.deliver.Working(ctx, c.sess.Key.Channel, st.lastUserMsg.TS)
-	defer working()
-
-	// A resumed turn may have its reply already (a crash after the reply, before delivery):
-	// it is delivered, not produced again.
-	var reply session.Event
-	found := false
-	if resumed {
-		var err error
-		if reply, found, err = c.existingReply(ctx, st.turnSeq); err != nil {
-			return err
-		}
-	}
-	status, reason := brain.StatusOK, ""
-	where := r.cfg.Where
-	where.ThreadTS = c.sess.Key.ThreadTS
-	where.Channel = c.sess.Key.Channel
-	t := brain.Turn{Session: c.sess, Log: c.flog, Searcher: r.searcher, Where: where, TurnSeq: st.turnSeq}
-	if c.hands != nil {
-		t.Hands = c.hands
-	}
-	if !found {
-		if r.cfg.Channel != nil {
-			if name := r.cfg.Channel(ctx, c.sess.Key.Channel); name != "" {
-				t.Where.Channel = name
+	var started, completed int64
+	for i := len(evs) - 1; i >= 0 && (st.lastUser == 0 || started == 0 || completed == 0); i-- {
+		e := evs[i]
+		switch e.Type {
+		case session.TypeUserMessage:
+			if st.lastUser == 0 {
+				st.lastUser = e.Seq
+				_ = e.Decode(&st.lastUserMsg) // only its ts, for the working reaction
+			}
+		case session.TypeTurnStarted:
+			if started == 0 {
+				started = e.Seq
+				var ts session.TurnStarted
+				_ = e.Decode(&ts)
+				st.through, st.turnSeq = ts.Through, e.Seq
+			}
+		case session.TypeTurnCompleted:
+			if completed == 0 {
+				completed = e.Seq
 			}
 		}
-		done := make(chan struct{})
-		var res brain.Reply
-		var runErr error
-		go func() {
-			defer close(done)
-			res, runErr = r.agent.Run(ctx, t)
-		}()
-		c.whileRunning(ctx, done, st.through)
-		if runErr != nil {
-			return runErr
-		}
-		reply, status, reason = res.Event, res.Status, res.Reason
 	}
-	completed := func(status, reason string) session.NewEvent {
-		return session.NewEvent{Type: session.TypeTurnCompleted, Actor: c.actor(),
-			Payload: session.TurnCompleted{Turn: st.turnSeq, Status: status, Reason: reason, Through: st.through}}
-	}
-	// delivered and turn_completed go in one append.
-	// Fresh: produced by this turn in this process, so never delivered before.
-	fresh := !resumed && reply.Seq > st.turnSeq
-	if err := r.deliver.Deliver(ctx, c.flog, c.sess, reply, fresh, completed(status, reason)); err != nil {
-		if ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed) {
-			// The turn stays open: it is resumed (the thread searched first) after a backoff.
-			return err
-		}
-		log.Warn().Err(err).Msg("delivery failed for good")
-		status, reason = brain.StatusError, "delivery"
-		if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeError, Actor: c.actor(),
-			Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}}, completed(status, reason)); err != nil {
-			return err
-		}
-	}
-	r.metrics.turns.WithLabelValues(status).Inc()
-	// A title comes after the reply reached the thread, not before.
-	if titler, ok := r.agent.(interface {
-		Title(ctx context.Context, t brain.Turn, reply session.Event)
-	}); ok && status == brain.StatusOK {
-		titler.Title(ctx, t, reply)
-	}
-	return nil
-}
-
-// whileRunning waits for the agent to finish, appending a queued marker for every user
-// message that arrives meanwhile (they are answered by the next turn).
-func (c *Cell) whileRunning(ctx context.Context, done <-chan struct{}, through int64) {
-	for {
-		select {
-		case <-done:
-			return
-		case <-c.poke:
-			evs, err := c.flog.Events(ctx, session.Range{From: max(through, c.queued) + 1, Types: []session.Type{session.TypeUserMessage}})
-			if err != nil {
-				continue
-			}
-			var marks []session.NewEvent
-			for _, e := range evs {
-				marks = append(marks, session.NewEvent{Type: session.TypeQueued, Actor: c.actor(),
-					IdempotencyKey: "queued/" + e.ID.String(), Payload: session.Queued{MessageSeq: e.Seq}})
-				c.queued = max(c.queued, e.Seq)
-			}
-			if len(marks) > 0 {
-				if _, err := c.flog.Append(ctx, marks...); err != nil && ctx.Err() == nil {
-					c.log.Warn().Err(err).Msg("append queued markers")
-				}
-			}
-			// The poke is consumed; the loop re-reads the state after the turn anyway.
-		}
-	}
-}
-
-// replyBudget waits until the thread may get another reply: replies per thread are capped
-// (C05, RunnerConfig.MaxReplies per minute), a safety net against bot-to-bot ping-pong that
-// slips past the filters.
-func (c *Cell) replyBudget(ctx context.Context) error {
-	limit := c.r.cfg.MaxReplies
-	if limit < 0 {
-		return nil
-	}
-	evs, err := c.flog.Events(ctx, session.Range{Types: []session.Type{session.TypeDelivered}, Desc: true, Limit: limit})
-	if err != nil || len(evs) < limit {
-		return err
-	}
-	wait := time.Until(evs[limit-1].CreatedAt.Add(c.r.cfg.ReplyWindow))
-	if wait <= 0 {
-		return nil
-	}
-	c.log.Warn().Dur("wait", wait).Msg("cell: reply cap reached for this thread; waiting")
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(wait):
-		return nil
-	}
-}
-
-// existingReply returns the reply assistant_message of the turn, if the log has one.
-func (c *Cell) existingReply(ctx context.Context, turnSeq int64) (session.Event, bool, error) {
-	evs, err := c.flog.Events(ctx, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeAssistantMessage}})
-	if err != nil {
-		return session.Event{}, false, err
-	}
-	for i := len(evs) - 1; i >= 0; i-- {
-		var m session.AssistantMessage
-		if err := evs[i].Decode(&m); err == nil && m.Reply() {
-			return evs[i], true, nil
-		}
-	}
-	return session.Event{}, false, nil
-}
-
-func shortError(err error) string {
-	s := err.Error()
-	if len(s) > 200 {
-		s = s[:200]
-	}
-	return s
+	st.open = started > 0 && completed < started
+	return st
 }

@@ -224,8 +224,14 @@ func TestNoTransactionSpansTheModelCall(t *testing.T) {
 	if idle != 0 {
 		t.Fatalf("%d connections idle in a transaction during the model call", idle)
 	}
+	// A pool opened as the harness opens the store's.
+	app, err := session.Connect(context.Background(), h.dbURL, session.PoolOptions{Role: "logbook_app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
 	var timeout string
-	if err := h.store.Pool().QueryRow(context.Background(), `SHOW idle_in_transaction_session_timeout`).Scan(&timeout); err != nil || timeout != "5s" {
+	if err := app.QueryRow(context.Background(), `SHOW idle_in_transaction_session_timeout`).Scan(&timeout); err != nil || timeout != "5s" {
 		t.Fatalf("idle_in_transaction_session_timeout = %q (%v), want 5s", timeout, err)
 	}
 	close(agent.block)

@@ -20,11 +20,12 @@ const MetadataEventType = "logbook_reply"
 
 // DeliveryConfig configures a Deliverer. Zero values take defaults.
 type DeliveryConfig struct {
-	PartLimit int           // characters per posted part; default mrkdwn.DefaultLimit (3,900)
-	Attempts  int           // posts of one part that fail other than by a rate limit; default 3
-	MaxWait   time.Duration // how long one part may keep being retried (rate limits included); default 2m
-	Reaction  string        // reaction that shows the bot is working; default "eyes"; "-" for none
-	Sleep     func(ctx context.Context, d time.Duration) error
+	PartLimit int                                              // characters per posted part; default mrkdwn.DefaultLimit (3,900)
+	Attempts  int                                              // posts of one part that fail other than by a rate limit; default 3
+	MaxWait   time.Duration                                    // how long one part may keep being retried (rate limits included); default 2m
+	Reaction  string                                           // reaction that shows the bot is working; default "eyes"; "-" for none
+	Sleep     func(ctx context.Context, d time.Duration) error // default: waits on Clock
+	Clock     Clock                                            // default: the wall clock
 }
 
 // Deliverer posts replies to Slack exactly once (see the package documentation). One
@@ -53,12 +54,12 @@ func NewDeliverer(api slackAPI, log zerolog.Logger, metrics *Metrics, cfg Delive
 	if cfg.Reaction == "" {
 		cfg.Reaction = "eyes"
 	}
+	cfg.Clock = clockOr(cfg.Clock)
 	if cfg.Sleep == nil {
+		clock := cfg.Clock
 		cfg.Sleep = func(ctx context.Context, d time.Duration) error {
-			t := time.NewTimer(d)
-			defer t.Stop()
 			select {
-			case <-t.C:
+			case <-clock.After(d):
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
@@ -66,6 +67,59 @@ func NewDeliverer(api slackAPI, log zerolog.Logger, metrics *Metrics, cfg Delive
 		}
 	}
 	return &Deliverer{api: api, log: log, metrics: metrics, cfg: cfg, notBefore: map[string]time.Time{}}
+}
+
+// Deliver posts the reply to the session's thread and returns the ts of every part it
+// consists of, in order. It neither reads nor writes the log: the turn decides whether the
+// reply was delivered before and records the delivery. search says the reply may be in the
+// thread already (a resumed turn): parts found there by metadata are not posted again. After
+// an ambiguous failure the thread is searched in any case.
+func (d *Deliverer) Deliver(ctx context.Context, sess session.Session, reply session.Event, search bool) ([]string, error) {
+	var msg session.AssistantMessage
+	if err := reply.Decode(&msg); err != nil {
+		return nil, err
+	}
+	text := msg.Text
+	if text == "" {
+		text = "(empty reply)"
+	}
+	parts := mrkdwn.Split(mrkdwn.FromMarkdown(text), d.cfg.PartLimit)
+	channel, thread := sess.Key.Channel, sess.Key.ThreadTS
+	posted := make([]string, len(parts))
+	if search {
+		if err := d.lookup(ctx, channel, thread, reply.ID.String(), posted); err != nil {
+			if !errors.Is(err, ErrDeliveryFailed) {
+				return nil, err
+			}
+			// The thread can never be searched (no scope, say): losing the reply is worse
+			// than perhaps showing a part twice.
+			d.log.Warn().Err(err).Msg("cannot search the thread; posting the reply again, parts may repeat")
+		}
+	}
+	resplit := false
+	for i := 0; i < len(parts); i++ {
+		if posted[i] != "" {
+			continue
+		}
+		ts, err := d.post(ctx, channel, thread, reply.ID.String(), i, len(parts), parts[i])
+		if errors.Is(err, errTooLong) && resplit {
+			return nil, fmt.Errorf("%w: slack refused part %d as too long even after splitting it finer", ErrDeliveryFailed, i+1)
+		}
+		if errors.Is(err, errTooLong) {
+			// Slack measured the part longer than we did (C10): split it finer, once.
+			resplit = true
+			pieces := mrkdwn.Split(parts[i], max(d.cfg.PartLimit/2, 500))
+			parts = append(parts[:i:i], append(pieces, parts[i+1:]...)...)
+			posted = append(posted[:i:i], append(make([]string, len(pieces)), posted[i+1:]...)...)
+			i--
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("post part %d of %d of reply %s: %w", i+1, len(parts), reply.ID, err)
+		}
+		posted[i] = ts
+	}
+	return posted, nil
 }
 
 // Working shows that the bot works on the message at ts (a reaction) and returns the function
@@ -97,88 +151,6 @@ func (d *Deliverer) Working(ctx context.Context, channel, ts string) func() {
 	}
 }
 
-// deliveryLog is what delivery needs of the session's (fenced) log.
-type deliveryLog interface {
-	Events(ctx context.Context, r session.Range) ([]session.Event, error)
-	Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error)
-}
-
-// Deliver posts the reply to the session's thread unless the log says it was delivered,
-// then appends delivered with the ts of every part, followed by the events in then (in the
-// same append). fresh says the reply was produced by this process just now, so neither the
-// log nor the thread need be searched for an earlier delivery; otherwise (and after any
-// ambiguous failure) parts already in the thread, found by metadata, are not posted again.
-func (d *Deliverer) Deliver(ctx context.Context, log deliveryLog, sess session.Session, reply session.Event, fresh bool, then ...session.NewEvent) error {
-	if !fresh {
-		done, err := log.Events(ctx, session.Range{From: reply.Seq + 1, Types: []session.Type{session.TypeDelivered}})
-		if err != nil {
-			return err
-		}
-		for _, e := range done {
-			var p session.Delivered
-			if e.Decode(&p) == nil && p.EventID == reply.ID.String() {
-				if len(then) > 0 {
-					_, err = log.Append(ctx, then...)
-				}
-				return err
-			}
-		}
-	}
-	var msg session.AssistantMessage
-	if err := reply.Decode(&msg); err != nil {
-		return err
-	}
-	text := msg.Text
-	if text == "" {
-		text = "(empty reply)"
-	}
-	parts := mrkdwn.Split(mrkdwn.FromMarkdown(text), d.cfg.PartLimit)
-	channel, thread := sess.Key.Channel, sess.Key.ThreadTS
-	posted := make([]string, len(parts))
-	if !fresh {
-		if err := d.lookup(ctx, channel, thread, reply.ID.String(), posted); err != nil {
-			if !errors.Is(err, ErrDeliveryFailed) {
-				return err
-			}
-			// The thread can never be searched (no scope, say): losing the reply is worse
-			// than perhaps showing a part twice.
-			d.log.Warn().Err(err).Msg("cannot search the thread; posting the reply again, parts may repeat")
-		}
-	}
-	resplit := false
-	for i := 0; i < len(parts); i++ {
-		if posted[i] != "" {
-			continue
-		}
-		ts, err := d.post(ctx, channel, thread, reply.ID.String(), i, len(parts), parts[i])
-		if errors.Is(err, errTooLong) && resplit {
-			return fmt.Errorf("%w: slack refused part %d as too long even after splitting it finer", ErrDeliveryFailed, i+1)
-		}
-		if errors.Is(err, errTooLong) {
-			// Slack measured the part longer than we did (C10): split it finer, once.
-			resplit = true
-			pieces := mrkdwn.Split(parts[i], max(d.cfg.PartLimit/2, 500))
-			parts = append(parts[:i:i], append(pieces, parts[i+1:]...)...)
-			posted = append(posted[:i:i], append(make([]string, len(pieces)), posted[i+1:]...)...)
-			i--
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("post part %d of %d of reply %s: %w", i+1, len(parts), reply.ID, err)
-		}
-		posted[i] = ts
-	}
-	_, err := log.Append(ctx, append([]session.NewEvent{{
-		Type: session.TypeDelivered, Actor: session.Actor{Kind: session.ActorSystem, ID: "delivery"},
-		IdempotencyKey: "delivered/" + reply.ID.String(),
-		Payload:        session.Delivered{EventID: reply.ID.String(), Seq: reply.Seq, Channel: channel, TS: posted},
-	}}, then...)...)
-	if err == nil {
-		d.metrics.deliveries.Inc()
-	}
-	return err
-}
-
 // ErrDeliveryFailed wraps a delivery failure that a retry cannot change (a deleted or archived
 // channel, an invalid message): the turn ends with an error. Other delivery errors leave the
 // turn open, to be resumed — the thread is searched before anything is posted again.
@@ -190,9 +162,9 @@ var errTooLong = errors.New("slack says the message is too long")
 // ambiguous failure (the post may have landed) the thread is searched by metadata, and when
 // that search fails too, post gives up rather than risk a second copy.
 func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, part, parts int, text string) (string, error) {
-	deadline := time.Now().Add(d.cfg.MaxWait)
+	deadline := d.cfg.Clock.Now().Add(d.cfg.MaxWait)
 	var lastErr error
-	for attempt := 0; attempt < d.cfg.Attempts && time.Now().Before(deadline); {
+	for attempt := 0; attempt < d.cfg.Attempts && d.cfg.Clock.Now().Before(deadline); {
 		if err := d.waitTurn(ctx, "chat.postMessage"); err != nil {
 			return "", err
 		}
@@ -268,7 +240,7 @@ func (d *Deliverer) hold(method string, wait time.Duration) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if t := time.Now().Add(wait); t.After(d.notBefore[method]) {
+	if t := d.cfg.Clock.Now().Add(wait); t.After(d.notBefore[method]) {
 		d.notBefore[method] = t
 	}
 }
@@ -276,7 +248,7 @@ func (d *Deliverer) hold(method string, wait time.Duration) {
 // waitTurn waits until method may be called again.
 func (d *Deliverer) waitTurn(ctx context.Context, method string) error {
 	d.mu.Lock()
-	wait := time.Until(d.notBefore[method])
+	wait := d.notBefore[method].Sub(d.cfg.Clock.Now())
 	d.mu.Unlock()
 	if wait <= 0 {
 		return nil

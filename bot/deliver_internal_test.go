@@ -59,17 +59,6 @@ func (f *fakeSlack) GetConversationRepliesContext(ctx context.Context, p *slack.
 	return append([]slack.Message(nil), f.msgs...), false, "", nil
 }
 
-type fakeDeliveryLog struct{ appended []session.NewEvent }
-
-func (l *fakeDeliveryLog) Events(ctx context.Context, r session.Range) ([]session.Event, error) {
-	return nil, nil
-}
-
-func (l *fakeDeliveryLog) Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error) {
-	l.appended = append(l.appended, evs...)
-	return nil, nil
-}
-
 // newTestDeliverer is the one place these tests build a Deliverer.
 func newTestDeliverer(api slackAPI, cfg DeliveryConfig) *Deliverer {
 	return NewDeliverer(api, zerolog.Nop(), NewMetrics(prometheus.NewRegistry()), cfg)
@@ -96,13 +85,12 @@ func TestDeliveryReviewResplitThenRetryableFailureKeepsEveryPart(t *testing.T) {
 	}}
 	d := newTestDeliverer(fs, DeliveryConfig{PartLimit: 1000,
 		Sleep: func(ctx context.Context, _ time.Duration) error { return nil }})
-	log := &fakeDeliveryLog{}
-	err := d.Deliver(context.Background(), log, sess, reply, true)
+	_, err := d.Deliver(context.Background(), sess, reply, false)
 	if err == nil || errors.Is(err, ErrDeliveryFailed) {
 		t.Fatalf("first delivery: %v; want a retryable error", err)
 	}
 	// The cell resumes the open turn: fresh=false.
-	if err := d.Deliver(context.Background(), log, sess, reply, false); err != nil {
+	if _, err := d.Deliver(context.Background(), sess, reply, true); err != nil {
 		t.Fatalf("resumed delivery: %v", err)
 	}
 	var all strings.Builder
@@ -111,7 +99,7 @@ func TestDeliveryReviewResplitThenRetryableFailureKeepsEveryPart(t *testing.T) {
 	}
 	for _, w := range []string{"alpha", "bravo", "charlie", "delta"} {
 		if !strings.Contains(all.String(), w) {
-			t.Errorf("the words %q of the reply were never posted; posted %d messages, delivered recorded: %d events", w, len(fs.msgs), len(log.appended))
+			t.Errorf("the words %q of the reply were never posted; posted %d messages", w, len(fs.msgs))
 		}
 	}
 }
@@ -169,7 +157,7 @@ func TestDeliveryReviewRepliesRateLimitDoesNotHoldPosts(t *testing.T) {
 	}
 	sa, ra := mk("1.1")
 	doneA := make(chan error, 1)
-	go func() { doneA <- d.Deliver(context.Background(), &fakeDeliveryLog{}, sa, ra, false) }() // resumed: searches thread A
+	go func() { _, err := d.Deliver(context.Background(), sa, ra, true); doneA <- err }() // resumed: searches thread A
 	defer func() {
 		close(release)
 		if err := <-doneA; err != nil {
@@ -179,7 +167,7 @@ func TestDeliveryReviewRepliesRateLimitDoesNotHoldPosts(t *testing.T) {
 	<-held // thread A saw the rate limit and waits it out
 	sb, rb := mk("2.2")
 	start := time.Now()
-	if err := d.Deliver(context.Background(), &fakeDeliveryLog{}, sb, rb, true); err != nil {
+	if _, err := d.Deliver(context.Background(), sb, rb, false); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took > time.Second {
@@ -203,7 +191,7 @@ func TestDeliveryReviewPersistentMsgTooLongIsFinal(t *testing.T) {
 	reply := session.Event{Seq: 2, ID: uuid.Must(uuid.NewV7()), Type: session.TypeAssistantMessage, Payload: payload}
 	sess := session.Session{Key: session.ThreadKey{Team: "T1", Channel: "C1", ThreadTS: "1.1"}}
 	for i := range 3 {
-		err := d.Deliver(context.Background(), &fakeDeliveryLog{}, sess, reply, i == 0)
+		_, err := d.Deliver(context.Background(), sess, reply, i != 0)
 		if !errors.Is(err, ErrDeliveryFailed) {
 			t.Fatalf("attempt %d: %v — not ErrDeliveryFailed, so the turn stays open and is retried forever", i+1, err)
 		}

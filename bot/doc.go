@@ -23,14 +23,33 @@
 // # Cells
 //
 // A [Cell] is a single-owner actor for one session. The [Runner] starts it when a session
-// is signalled; it takes the session's lease (an epoch-fenced row: every append the cell
-// makes carries the epoch, and the database refuses appends from a stale one), appends
-// cell_woken, rehydrates from the log, and runs turns: turn_started, the agent (which appends
-// tool calls, tool results and the reply), delivery (post with metadata carrying the event
-// id, then delivered), turn_completed. Messages that arrive mid-turn get a queued marker and
-// are answered in the next turn. After the idle timeout the cell appends cell_evicted, closes
+// is signalled, from the dependencies it was built with (no back-pointer); the cell takes the
+// session's lease (an epoch-fenced row: every append the cell makes carries the epoch, and the
+// database refuses appends from a stale one), reads the log once (cellLog keeps it in memory
+// and afterwards reads only what others appended), and runs turns while the log shows work.
+// Its first write carries cell_woken. After the idle timeout it appends cell_evicted, closes
 // its sandbox, releases the lease and exits, keeping nothing in memory. On start the runner
 // wakes every session with an unfinished turn; a crash is a replay.
+//
+// # Turns
+//
+// A turn lives in turn.go; it is the only code that appends a turn's markers. In order:
+//
+//  1. turn_started{through} (with cell_woken when it is the cell's first write). through is
+//     the last user message the turn answers; later ones get a queued marker while the
+//     turn runs and are answered by the next turn.
+//  2. the agent ([Agent], the brain) appends the conversation through the cell's log:
+//     assistant_message with its tool_call events, tool_result, context_summary, and the
+//     reply assistant_message. It is given the turn's bounds (brain.Turn.Through).
+//  3. the [Deliverer] posts the reply and returns the ts of its parts; the turn then appends
+//     delivered and turn_completed in one append (error and turn_completed{status: error}
+//     when delivery can never succeed).
+//  4. the [Titler] names the session after its first reply reached the thread.
+//
+// A resumed turn (turn_started without turn_completed: the previous cell died) delivers the
+// reply the log already has, searching the thread first, or runs the agent again; a turn
+// taken up by more than three cells is closed with an error. A first turn without tools
+// costs its cell eight round trips and one read of the log (TestFirstTurnCost).
 //
 // # Delivery
 //

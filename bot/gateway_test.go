@@ -167,8 +167,13 @@ func TestPrivateConversationsAreNeverStored(t *testing.T) {
 			}
 		}
 	}
+	su, err := pgxpool.New(context.Background(), h.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close()
 	var n int
-	if err := h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&n); err != nil || n != 0 {
+	if err := su.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d events stored from private conversations (%v)", n, err)
 	}
 	if eph := h.emu.Ephemerals(); len(eph) != 1 || eph[0].Channel != secret {

@@ -18,7 +18,7 @@ import (
 type Hands struct {
 	provider sandbox.Provider
 	recipe   sandbox.Recipe
-	log      deliveryLog
+	log      appendLog
 	key      string
 	zl       zerolog.Logger
 
@@ -31,10 +31,15 @@ func NewHandsFactory(provider sandbox.Provider, recipe sandbox.Recipe, log zerol
 	if provider == nil {
 		return nil
 	}
-	return func(l fencedLog, sess session.Session) *Hands {
+	return func(l appendLog, sess session.Session) *Hands {
 		return &Hands{provider: provider, recipe: recipe, log: l, key: sess.ID.String(),
 			zl: log.With().Str("session_id", sess.ID.String()).Logger()}
 	}
+}
+
+// appendLog is what the hands need of the session's (fenced) log.
+type appendLog interface {
+	Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error)
 }
 
 var sandboxActor = session.Actor{Kind: session.ActorSystem, ID: "sandbox"}

@@ -196,7 +196,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if poll == 0 {
 		poll = 200 * time.Millisecond
 	}
-	runner := bot.NewRunner(log, h.store, h.dbURL, h.agent, deliver, nil, nil, metrics, bot.RunnerConfig{
+	runner := bot.NewRunner(bot.RunnerDeps{Log: log, Store: h.store, DatabaseURL: h.dbURL, Agent: h.agent, Deliver: deliver, Metrics: metrics}, bot.RunnerConfig{
 		IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, MaxReplies: o.maxReplies, ReplyWindow: o.replyWindow,
 		Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
 	})

@@ -2,22 +2,160 @@ package bot
 
 import (
 	"context"
+	"slices"
+	"sync"
+	"time"
 
 	"github.com/logbook/logbook/session"
 )
 
-// fencedLog is one session's log bound to a lease epoch: every append carries the epoch, so
-// the database refuses it once another replica has taken the session. It satisfies brain.Log.
-type fencedLog struct {
-	store *session.Store
+// logStore is what a cell needs of session.Store.
+type logStore interface {
+	Session(ctx context.Context, id session.ID) (session.Session, error)
+	AcquireLease(ctx context.Context, id session.ID, owner string, ttl time.Duration) (session.Lease, error)
+	RenewLease(ctx context.Context, l session.Lease, ttl time.Duration) (session.Lease, error)
+	ReleaseLease(ctx context.Context, l session.Lease) error
+	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
+	AppendWith(ctx context.Context, id session.ID, opts session.AppendOptions, evs ...session.NewEvent) ([]session.Event, error)
+}
+
+// cellLog is one session's log as its cell sees it. Every append carries the lease epoch, so
+// the database refuses it once another replica has taken the session. What the cell has read
+// or appended is kept in memory as a contiguous prefix of the log (seqs are dense, so the
+// event of seq n is known[n-1]): a turn reads the log from the database once, and afterwards
+// only what others appended since (sync). It satisfies brain.Log; Events answers from memory,
+// as of the last sync or append — a gap left by someone else's append (seen when one of ours
+// comes back with a seq past the known prefix) is read first.
+//
+// A cellLog belongs to one cell, but the cell's agent and sandbox call it from their own
+// goroutines while the cell waits, so it is locked.
+type cellLog struct {
+	store logStore
 	id    session.ID
 	epoch int64
+
+	mu    sync.Mutex
+	known []session.Event // seq 1..len(known)
+	ahead []session.Event // our own appends past a gap, by seq
+	reads int             // round trips that read the log, for tests and metrics
 }
 
-func (l fencedLog) Events(ctx context.Context, r session.Range) ([]session.Event, error) {
-	return l.store.Events(ctx, l.id, r)
+func newCellLog(store logStore, id session.ID, epoch int64) *cellLog {
+	return &cellLog{store: store, id: id, epoch: epoch}
 }
 
-func (l fencedLog) Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error) {
-	return l.store.AppendWith(ctx, l.id, session.AppendOptions{Epoch: l.epoch}, evs...)
+// sync reads what was appended after the known prefix: the whole log the first time, then
+// only the tail. One round trip.
+func (l *cellLog) sync(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.syncLocked(ctx)
+}
+
+func (l *cellLog) syncLocked(ctx context.Context) error {
+	evs, err := l.store.Events(ctx, l.id, session.Range{From: int64(len(l.known)) + 1})
+	if err != nil {
+		return err
+	}
+	l.reads++
+	l.add(evs)
+	return nil
+}
+
+// add puts stored events into the prefix, or beyond it when they leave a gap.
+func (l *cellLog) add(evs []session.Event) {
+	for _, e := range evs {
+		switch n := int64(len(l.known)); {
+		case e.Seq <= n:
+			// Already known (an idempotent append that found its earlier event).
+		case e.Seq == n+1:
+			l.known = append(l.known, e)
+		default:
+			if i, found := slices.BinarySearchFunc(l.ahead, e.Seq, func(a session.Event, s int64) int { return int(a.Seq - s) }); !found {
+				l.ahead = slices.Insert(l.ahead, i, e)
+			}
+		}
+	}
+	for len(l.ahead) > 0 && l.ahead[0].Seq <= int64(len(l.known))+1 {
+		if l.ahead[0].Seq == int64(len(l.known))+1 {
+			l.known = append(l.known, l.ahead[0])
+		}
+		l.ahead = l.ahead[1:]
+	}
+}
+
+// head is the seq of the last known event.
+func (l *cellLog) head() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int64(len(l.known))
+}
+
+// snapshot returns the known events. The slice is shared: callers must not modify it.
+func (l *cellLog) snapshot() []session.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.known[:len(l.known):len(l.known)]
+}
+
+// Events returns the known events selected by r, filling a gap first.
+func (l *cellLog) Events(ctx context.Context, r session.Range) ([]session.Event, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.ahead) > 0 {
+		if err := l.syncLocked(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return selectEvents(l.known, r), nil
+}
+
+// Append appends evs with the cell's epoch and keeps what was stored.
+func (l *cellLog) Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error) {
+	stored, err := l.store.AppendWith(ctx, l.id, session.AppendOptions{Epoch: l.epoch}, evs...)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.add(stored)
+	l.mu.Unlock()
+	return stored, nil
+}
+
+// selectEvents applies a session.Range to known, a prefix of the log (known[i].Seq == i+1),
+// exactly as session.Store.Events does in SQL.
+func selectEvents(known []session.Event, r session.Range) []session.Event {
+	lo, hi := int64(1), int64(len(known))
+	if r.From > lo {
+		lo = r.From
+	}
+	if r.To > 0 && r.To < hi {
+		hi = r.To
+	}
+	if r.Before > 0 && r.Before-1 < hi {
+		hi = r.Before - 1
+	}
+	var out []session.Event
+	if lo > hi {
+		return out
+	}
+	want := func(e session.Event) bool { return len(r.Types) == 0 || slices.Contains(r.Types, e.Type) }
+	desc := r.Desc || r.Before > 0
+	if desc {
+		for s := hi; s >= lo && (r.Limit <= 0 || len(out) < r.Limit); s-- {
+			if e := known[s-1]; want(e) {
+				out = append(out, e)
+			}
+		}
+		if r.Before > 0 && !r.Desc {
+			slices.Reverse(out)
+		}
+		return out
+	}
+	for s := lo; s <= hi && (r.Limit <= 0 || len(out) < r.Limit); s++ {
+		if e := known[s-1]; want(e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }

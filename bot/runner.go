@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/brain"
@@ -18,6 +16,12 @@ import (
 // Agent runs one turn of a session; *brain.Brain is the real one.
 type Agent interface {
 	Run(ctx context.Context, t brain.Turn) (brain.Reply, error)
+}
+
+// Titler names a session once its first reply has reached the thread, so the title's model
+// call never delays that reply; *brain.Brain is one (with brain.Config.DeferTitle).
+type Titler interface {
+	Title(ctx context.Context, t brain.Turn, reply session.Event)
 }
 
 // RunnerConfig configures a Runner. Zero values take defaults.
@@ -34,23 +38,58 @@ type RunnerConfig struct {
 	// WakeWindow bounds how far back the poll and wake look for unfinished work; default 7 days.
 	WakeWindow time.Duration
 	Where      brain.Where // workspace and bot name for the system prompt; channel and thread are filled per session
-	// Channel returns a channel's name for the system prompt (may be nil).
+}
+
+// RunnerDeps are what a Runner's cells work with. Store, Agent, Deliver and Metrics are
+// required; the rest may be nil.
+type RunnerDeps struct {
+	Log     zerolog.Logger
+	Store   *session.Store
+	Agent   Agent
+	Titler  Titler // nil: sessions get no title
+	Deliver *Deliverer
+	Hands   HandsFactory   // nil: no sandbox tools
+	Search  brain.Searcher // nil: no search tool
+	Metrics *Metrics
+	// Channel returns a channel's name for the system prompt (nil: the id is used).
 	Channel func(ctx context.Context, id string) string
+	// DatabaseURL is for the dedicated LISTEN connection; empty: no listener (poll only).
+	DatabaseURL string
+	Clock       Clock  // nil: the wall clock
+	Probe       *Probe // nil: none
+}
+
+// Probe is told of a cell's milestones as they happen: test signals, and dev's status. Each
+// func may be nil and must not block.
+type Probe struct {
+	// TurnDone: a turn's turn_completed is in the log (status "ok" or "error").
+	TurnDone func(id session.ID, turnSeq int64, status string)
+	// CellExited: a cell let go of its session ("idle", "shutdown", "error", "lease_lost",
+	// "held": another replica holds it).
+	CellExited func(id session.ID, reason string)
+}
+
+func (p *Probe) turnDone(id session.ID, seq int64, status string) {
+	if p != nil && p.TurnDone != nil {
+		p.TurnDone(id, seq, status)
+	}
+}
+
+func (p *Probe) cellExited(id session.ID, reason string) {
+	if p != nil && p.CellExited != nil {
+		p.CellExited(id, reason)
+	}
 }
 
 // Runner owns the cells of this process: it starts one per signalled session, wakes
 // sessions with unfinished turns on start and by polling, and listens for other replicas'
 // signals through PostgreSQL NOTIFY.
 type Runner struct {
-	log      zerolog.Logger
-	store    *session.Store
-	dbURL    string // for the dedicated LISTEN connection; empty: no listener (poll only)
-	agent    Agent
-	deliver  *Deliverer
-	hands    HandsFactory
-	searcher brain.Searcher
-	metrics  *Metrics
-	cfg      RunnerConfig
+	log   zerolog.Logger
+	store *session.Store
+	dbURL string // for the dedicated LISTEN connection; empty: no listener (poll only)
+	cfg   RunnerConfig
+	deps  *cellDeps
 
 	// base is the cells' context: cancelled when Run's context ends.
 	base   context.Context
@@ -64,11 +103,10 @@ type Runner struct {
 }
 
 // HandsFactory provides a session's sandbox lazily; nil disables sandbox tools.
-type HandsFactory func(log fencedLog, sess session.Session) *Hands
+type HandsFactory func(log appendLog, sess session.Session) *Hands
 
-// NewRunner returns a Runner. dbURL is used for the LISTEN connection (empty: poll only).
-func NewRunner(log zerolog.Logger, store *session.Store, dbURL string, agent Agent, deliver *Deliverer,
-	hands HandsFactory, searcher brain.Searcher, metrics *Metrics, cfg RunnerConfig) *Runner {
+// NewRunner returns a Runner.
+func NewRunner(d RunnerDeps, cfg RunnerConfig) *Runner {
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}
@@ -84,8 +122,9 @@ func NewRunner(log zerolog.Logger, store *session.Store, dbURL string, agent Age
 	}
 	cfg.ReplyWindow = nonZero(cfg.ReplyWindow, time.Minute)
 	base, cancel := context.WithCancel(context.Background())
-	return &Runner{base: base, cancel: cancel, log: log, store: store, dbURL: dbURL, agent: agent, deliver: deliver, hands: hands,
-		searcher: searcher, metrics: metrics, cfg: cfg,
+	deps := &cellDeps{log: d.Log, store: d.Store, agent: d.Agent, titler: d.Titler, deliver: d.Deliver, hands: d.Hands,
+		searcher: d.Search, metrics: d.Metrics, channel: d.Channel, clock: clockOr(d.Clock), probe: d.Probe, cfg: cfg}
+	return &Runner{base: base, cancel: cancel, log: d.Log, store: d.Store, dbURL: d.DatabaseURL, cfg: cfg, deps: deps,
 		cells: map[session.ID]*Cell{}, notify: make(chan session.ID, 1024)}
 }
 
@@ -142,16 +181,16 @@ func (r *Runner) wake(id session.ID, reason string) {
 		}
 		return
 	}
-	c := &Cell{r: r, id: id, reason: reason, poke: make(chan struct{}, 1), evict: make(chan struct{}, 1)}
+	c := &Cell{deps: r.deps, id: id, reason: reason, poke: make(chan struct{}, 1), evict: make(chan struct{}, 1)}
 	r.cells[id] = c
-	r.metrics.cellsActive.Inc()
+	r.deps.metrics.cellsActive.Inc()
 	r.wg.Go(func() {
 		c.run(r.base)
 		r.mu.Lock()
 		delete(r.cells, id)
 		pending := len(c.poke) > 0 // a signal that reached the cell as it was exiting
 		r.mu.Unlock()
-		r.metrics.cellsActive.Dec()
+		r.deps.metrics.cellsActive.Dec()
 		if pending {
 			r.wake(id, "message")
 		}
@@ -168,8 +207,6 @@ func (r *Runner) Run(ctx context.Context) error {
 		wg.Go(func() { r.listen(ctx) })
 	}
 	r.poll(ctx, "wake")
-	t := time.NewTicker(r.cfg.PollInterval)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -180,38 +217,20 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.wg.Wait()
 			wg.Wait()
 			return nil
-		case <-t.C:
+		case <-r.deps.clock.After(r.cfg.PollInterval):
 			r.poll(ctx, "poll")
 		}
 	}
 }
 
-const sqlPending = `
-WITH recent AS (
-    SELECT DISTINCT session_id FROM events
-    WHERE type = 'user_message' AND created_at > clock_timestamp() - $1::interval
-)
-SELECT r.session_id FROM recent r
-WHERE (SELECT max(e.seq) FROM events e WHERE e.session_id = r.session_id AND e.type = 'user_message')
-    > coalesce((SELECT (e.payload->>'through')::bigint FROM events e
-                 WHERE e.session_id = r.session_id AND e.type = 'turn_completed'
-                 ORDER BY e.seq DESC LIMIT 1), 0)
-  AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = r.session_id
-                  AND l.expires_at > clock_timestamp() AND l.owner <> $2)`
-
 // poll wakes every session with a user message no completed turn answered, unless another
 // replica holds its lease.
 func (r *Runner) poll(ctx context.Context, reason string) {
-	rows, err := r.store.Pool().Query(ctx, sqlPending, r.cfg.WakeWindow, r.cfg.Owner)
+	ids, err := r.store.Pending(ctx, r.cfg.Owner, r.cfg.WakeWindow)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn().Err(err).Msg("look for sessions with unfinished turns")
 		}
-		return
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[session.ID])
-	if err != nil {
-		r.log.Warn().Err(err).Msg("look for sessions with unfinished turns")
 		return
 	}
 	for _, id := range ids {
@@ -227,7 +246,7 @@ func (r *Runner) notifier(ctx context.Context) {
 			return
 		case id := <-r.notify:
 			// The payload names the sender, whose own listener ignores it.
-			if _, err := r.store.Pool().Exec(ctx, `SELECT pg_notify('logbook_session', $1)`, id.String()+" "+r.cfg.Owner); err != nil && ctx.Err() == nil {
+			if err := r.store.Notify(ctx, id, r.cfg.Owner); err != nil && ctx.Err() == nil {
 				r.log.Debug().Err(err).Msg("notify; the other replicas' poll will find the session")
 			}
 		}
@@ -255,33 +274,10 @@ func (r *Runner) listen(ctx context.Context) {
 }
 
 func (r *Runner) listenOnce(ctx context.Context) error {
-	cfg, err := pgx.ParseConfig(r.dbURL)
-	if err != nil {
-		return fmt.Errorf("parse database URL: %w", err)
-	}
-	cfg.RuntimeParams["application_name"] = "logbook-listen"
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN logbook_session"); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	r.poll(ctx, "listen_catch_up")
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		sid, sender, _ := strings.Cut(n.Payload, " ")
+	return session.Listen(ctx, r.dbURL, func() { r.poll(ctx, "listen_catch_up") }, func(id session.ID, sender string) {
 		if sender == r.cfg.Owner {
-			continue // our own signal; the cell was poked in process
-		}
-		id, err := session.ParseID(sid)
-		if err != nil {
-			continue
+			return // our own signal; the cell was poked in process
 		}
 		r.wake(id, "notify")
-	}
+	})
 }

@@ -21,7 +21,7 @@ import (
 // 10,000-event session through Events against a raw SELECT of the same rows. Run it with
 // -benchtime=1x (bench/session.sh does); figures are reported as metrics and ratios.
 func BenchmarkLog(b *testing.B) {
-	st, dbURL := newStoreTB(b, 40)
+	st, app, dbURL := newStorePool(b, 40)
 	ctx := context.Background()
 	su, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
@@ -32,7 +32,6 @@ func BenchmarkLog(b *testing.B) {
 		GRANT SELECT, INSERT ON raw_events TO logbook_app`); err != nil {
 		b.Fatal(err)
 	}
-	app := st.Pool()
 	const perWorker = 300
 	for range b.N {
 		for _, workers := range []int{1, 8, 32} {

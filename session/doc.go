@@ -27,6 +27,23 @@
 //  4. [Store.Verify] recomputes a session's chain in Go, independently of the SQL that wrote
 //     it, and reports the first broken seq.
 //
+// # Pending work and signals
+//
+// A session has pending work when its last user_message is above the Through of its latest
+// turn_completed. The log keeps that state as it appends (table session_work, kept by a
+// trigger that fires only for user_message and turn_completed, inside the append's
+// transaction), so [Store.Pending] — the poll every replica runs — costs what the pending
+// sessions cost, not what the log holds, and a retention purge of payloads does not change
+// it. [Store.Notify] signals other replicas through PostgreSQL NOTIFY; [Listen] holds the
+// dedicated LISTEN connection and calls its catch-up only once LISTEN is in place, so nothing
+// signalled while it was away is lost. Signals are hints: Pending finds the work without them.
+//
+// # Audit reads
+//
+// [Store.SessionIDs], [Store.Heads], [Store.HashAt] and [ScanEventText] are the reads that
+// verification, checkpoints and exports need; no other package queries the log's tables.
+// Every advisory-lock key, in Go or in the migrations' SQL, is listed in locks.go.
+//
 // # Text PostgreSQL cannot store
 //
 // jsonb rejects U+0000 and unpaired surrogates, and invalid UTF-8 cannot be text at all. Such

@@ -36,9 +36,6 @@ func NewStore(pool *pgxpool.Pool, opts Options) *Store {
 	return &Store{pool: pool, maxPayload: cmp.Or(opts.MaxPayload, DefaultMaxPayload)}
 }
 
-// Pool returns the store's pool, for packages that keep their own tables beside the log.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
-
 // ThreadKey identifies a Slack thread: the session's natural key.
 type ThreadKey struct {
 	Team     string

@@ -27,13 +27,20 @@ func newStore(t *testing.T) (*session.Store, string) { return newStoreTB(t, 4) }
 // other packages' tests on one server: ask only for the connections a test needs.
 func newStoreTB(t testing.TB, maxConns int32) (*session.Store, string) {
 	t.Helper()
+	st, _, dbURL := newStorePool(t, maxConns)
+	return st, dbURL
+}
+
+// newStorePool is newStoreTB that also returns the store's pool (the application role's).
+func newStorePool(t testing.TB, maxConns int32) (*session.Store, *pgxpool.Pool, string) {
+	t.Helper()
 	dbURL := pgtest.New(t)
 	pool, err := session.Connect(context.Background(), dbURL, session.PoolOptions{Role: "logbook_app", MaxConns: maxConns})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return session.NewStore(pool, session.Options{}), dbURL
+	return session.NewStore(pool, session.Options{}), pool, dbURL
 }
 
 func superuser(t *testing.T, dbURL string) *pgxpool.Pool {
@@ -327,13 +334,13 @@ func TestFencedAppend(t *testing.T) {
 
 func TestBadInputGetsTypedErrorsAndWritesNothing(t *testing.T) {
 	t.Parallel()
-	st, _ := newStore(t)
+	st, pool, _ := newStorePool(t, 4)
 	ctx := context.Background()
 	s := openSession(t, st, "1700000000.000100")
 	if _, err := st.Append(ctx, s.ID, msg("first")); err != nil {
 		t.Fatal(err)
 	}
-	small := session.NewStore(st.Pool(), session.Options{MaxPayload: 64})
+	small := session.NewStore(pool, session.Options{MaxPayload: 64})
 
 	for _, tc := range []struct {
 		name  string
@@ -409,7 +416,7 @@ func TestTextPostgresCannotStoreIsSanitizedNotLost(t *testing.T) {
 
 func TestAppendOnlyEnforcedByTheDatabase(t *testing.T) {
 	t.Parallel()
-	st, dbURL := newStore(t)
+	st, app, dbURL := newStorePool(t, 4)
 	ctx := context.Background()
 	s := openSession(t, st, "1700000000.000100")
 	for i := range 3 {
@@ -417,7 +424,6 @@ func TestAppendOnlyEnforcedByTheDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	app := st.Pool()
 	su := superuser(t, dbURL)
 	for _, stmt := range []string{
 		"UPDATE events SET payload = '{}' WHERE seq = 2",

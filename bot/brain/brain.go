@@ -55,10 +55,12 @@ type Turn struct {
 	Hands    Hands    // nil: no sandbox tools are offered
 	Searcher Searcher // nil: search_sessions is not offered
 	Where    Where
-	// TurnSeq is the seq of the turn_started marker the caller appended for this turn. Its
-	// Through (the last user message the turn answers) keeps messages that arrive while the
-	// turn runs for the next turn.
+	// TurnSeq is the seq of the turn_started marker the caller appended for this turn.
 	TurnSeq int64
+	// Through is the seq of the last user message the turn answers (its turn_started's
+	// Through): messages that arrive while the turn runs are kept for the next turn. 0: no
+	// bound, every message is answered.
+	Through int64
 }
 
 // Reply is the outcome of a turn.
@@ -198,23 +200,17 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		return Reply{}, errors.New("run turn: no log")
 	}
 	st := &turn{
-		Turn:   t,
-		log:    b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
-		tools:  toolSpecs(t.Hands != nil, t.Searcher != nil),
-		budget: outputBudget{perResult: b.cfg.MaxToolOutput, left: b.cfg.MaxTurnOutput},
-		bot:    session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
+		Turn:    t,
+		through: t.Through,
+		log:     b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
+		tools:   toolSpecs(t.Hands != nil, t.Searcher != nil),
+		budget:  outputBudget{perResult: b.cfg.MaxToolOutput, left: b.cfg.MaxTurnOutput},
+		bot:     session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
 	}
 	st.system = systemPrompt(t.Where, st.tools, b.now())
 	turnCtx, cancel := context.WithTimeout(ctx, b.cfg.MaxTurnTime)
 	defer cancel()
 
-	if t.TurnSeq > 0 {
-		started, err := t.Log.Events(ctx, session.Range{From: t.TurnSeq, To: t.TurnSeq})
-		if err != nil {
-			return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
-		}
-		st.through = turnThrough(started, t.TurnSeq)
-	}
 	evs, err := b.load(ctx, t.Log)
 	if err != nil {
 		return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
@@ -320,16 +316,10 @@ func (b *Brain) Title(ctx context.Context, t Turn, reply session.Event) {
 		return
 	}
 	st := &turn{
-		Turn: t,
-		log:  b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
-		bot:  session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
-	}
-	if t.TurnSeq > 0 {
-		started, err := t.Log.Events(ctx, session.Range{From: t.TurnSeq, To: t.TurnSeq})
-		if err != nil {
-			return
-		}
-		st.through = turnThrough(started, t.TurnSeq)
+		Turn:    t,
+		through: t.Through,
+		log:     b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
+		bot:     session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
 	}
 	evs, err := b.load(ctx, t.Log)
 	if err != nil {
@@ -402,19 +392,6 @@ func historyUsesTools(h history) bool {
 		}
 	}
 	return false
-}
-
-// turnThrough is the Through of the turn_started at seq, or 0 (no limit) when it is absent.
-func turnThrough(evs []session.Event, seq int64) int64 {
-	for _, e := range evs {
-		if e.Seq == seq && e.Type == session.TypeTurnStarted {
-			var ts session.TurnStarted
-			if e.Decode(&ts) == nil {
-				return ts.Through
-			}
-		}
-	}
-	return 0
 }
 
 // repair appends a synthetic error tool_result, in call order, for every tool_call the log has

@@ -108,9 +108,23 @@ func (e *env) after(seq int64) []session.Event {
 	return evs
 }
 
+// turn is the brain.Turn of the turn_started at turnSeq (0: a turn without one), bounded by
+// that marker's Through as the cell bounds it.
 func (e *env) turn(hands brain.Hands, turnSeq int64) brain.Turn {
+	e.t.Helper()
+	var through int64
+	if turnSeq > 0 {
+		evs, err := e.st.Events(context.Background(), e.sess.ID, session.Range{From: turnSeq, To: turnSeq})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		var ts session.TurnStarted
+		if len(evs) == 1 && evs[0].Type == session.TypeTurnStarted && evs[0].Decode(&ts) == nil {
+			through = ts.Through
+		}
+	}
 	return brain.Turn{
-		Session: e.sess, Log: e.log, Hands: hands, TurnSeq: turnSeq,
+		Session: e.sess, Log: e.log, Hands: hands, TurnSeq: turnSeq, Through: through,
 		Where: brain.Where{Workspace: "Acme", Channel: "general", ThreadTS: "1700000000.000100", BotName: "logbook", BotUserID: "UB000001"},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // interruptedResult is the content of the synthetic tool_result written for a tool_call whose
@@ -77,8 +78,10 @@ func hasToolUse(m Message) bool {
 
 // buildHistory turns a session's events (oldest first) into provider messages:
 //   - the newest context_summary stands in for the events it covers;
-//   - markers (turn_started, title, error, ...) are skipped by type;
-//   - a user message shows its newest edit's text, and deleted ones are left out;
+//   - the rest is folded by session/thread: a user message shows its newest edit's text,
+//     deleted ones are left out, and an edit of a message outside the events (summarised,
+//     or never logged) is shown as a note where it happened;
+//   - markers (turn_started, title, error, ...) are skipped;
 //   - the order is the turns' order, not raw seq order: a user message that arrived while a
 //     turn ran, and was not one that turn answered, follows that turn's reply (see turnOrder);
 //   - each assistant message is followed by one user message holding the results of its tool
@@ -90,46 +93,16 @@ func hasToolUse(m Message) bool {
 // The result is normalised (see normalize) but not validated.
 func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 	var b builder
-	edits := map[string]string{}
-	deleted := map[string]bool{}
-	calls := map[string]session.ToolCall{}
-	results := map[string]session.ToolResult{}
 	for _, e := range evs {
-		switch e.Type {
-		case session.TypeContextSummary:
-			var s session.ContextSummary
-			if err := e.Decode(&s); err != nil {
-				return history{}, err
-			}
-			if s.ToSeq < e.Seq && strings.TrimSpace(s.Summary) != "" {
-				b.h.Summary = s
-			}
-		case session.TypeUserMessageEdited:
-			var ed session.UserMessageEdited
-			if err := e.Decode(&ed); err != nil {
-				return history{}, err
-			}
-			edits[ed.OrigTS] = ed.Text
-		case session.TypeUserMessageDeleted:
-			var d session.UserMessageDeleted
-			if err := e.Decode(&d); err != nil {
-				return history{}, err
-			}
-			deleted[d.DeletedTS] = true
-		case session.TypeToolCall:
-			var c session.ToolCall
-			if err := e.Decode(&c); err != nil {
-				return history{}, err
-			}
-			calls[c.CallID] = c
-		case session.TypeToolResult:
-			var r session.ToolResult
-			if err := e.Decode(&r); err != nil {
-				return history{}, err
-			}
-			if _, dup := results[r.CallID]; !dup {
-				results[r.CallID] = r
-			}
+		if e.Type != session.TypeContextSummary {
+			continue
+		}
+		var s session.ContextSummary
+		if err := e.Decode(&s); err != nil {
+			return history{}, err
+		}
+		if s.ToSeq < e.Seq && strings.TrimSpace(s.Summary) != "" {
+			b.h.Summary = s
 		}
 	}
 	if s := b.h.Summary; s.ToSeq > 0 {
@@ -137,92 +110,84 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 			"[Summary of the earlier conversation (events %d–%d), written by the harness]\n%s",
 			s.FromSeq, s.ToSeq, strings.TrimSpace(s.Summary))})
 	}
-	kept := map[string]bool{} // ts of user messages shown in full
-	for _, e := range evs {
-		if e.Seq <= b.h.Summary.ToSeq || e.Type != session.TypeUserMessage {
-			continue
-		}
-		var m session.UserMessage
-		if e.Decode(&m) == nil {
-			kept[m.TS] = true
+	recent := evs
+	if to := b.h.Summary.ToSeq; to > 0 {
+		recent = make([]session.Event, 0, len(evs))
+		for _, e := range evs {
+			if e.Seq > to {
+				recent = append(recent, e)
+			}
 		}
 	}
-	ordered, held, err := turnOrder(evs)
+	th := thread.Fold(recent)
+	for _, it := range th.Items {
+		if it.Kind != thread.KindUnreadable || it.Event.Type == session.TypeTitle {
+			continue
+		}
+		if it.Event.Type == session.TypeUserMessage && opt.Through > 0 && it.Seq() > opt.Through {
+			continue // never shown: it waits for the next turn
+		}
+		return history{}, it.Err
+	}
+	ordered, held, err := turnOrder(evs, th.Items)
 	if err != nil {
 		return history{}, err
 	}
-	for _, e := range ordered {
-		if e.Seq <= b.h.Summary.ToSeq {
-			continue
-		}
-		switch e.Type {
-		case session.TypeUserMessage:
-			if opt.Through > 0 && e.Seq > opt.Through {
+	for _, it := range ordered {
+		switch it.Kind {
+		case thread.KindUser:
+			m := it.Message
+			if m.Stray {
+				if !m.Edited {
+					continue // a deletion, or an edit of a deleted message
+				}
+				text, content := renderUser(m.User, "(edited an earlier message to) "+m.Text, opt)
+				b.h.Content = b.h.Content || content
+				b.add(RoleUser, it.Seq(), false, Block{Text: text})
 				continue
 			}
-			var m session.UserMessage
-			if err := e.Decode(&m); err != nil {
-				return history{}, err
-			}
-			if deleted[m.TS] {
+			if opt.Through > 0 && it.Seq() > opt.Through || m.Deleted {
 				continue
 			}
-			text := m.Text
-			if t, ok := edits[m.TS]; ok {
-				text = t
-			}
-			text, content := renderUser(speaker(m), text, opt)
+			text, content := renderUser(speaker(*m.Original), m.Text, opt)
 			b.h.Content = b.h.Content || content
 			// A message held back past a turn's reply is no place to cut: the reply before it
 			// has a higher seq, so no summary range could end between them.
-			boundary := !held[e.Seq]
+			boundary := !held[it.Seq()]
 			if last := b.last(); last != nil && last.Role == RoleUser {
 				boundary = false // merged into the message before
 			}
-			b.add(RoleUser, e.Seq, boundary, Block{Text: text})
-		case session.TypeUserMessageEdited:
-			var ed session.UserMessageEdited
-			if err := e.Decode(&ed); err != nil {
-				return history{}, err
-			}
-			if kept[ed.OrigTS] || deleted[ed.OrigTS] {
-				continue // shown in place, as the message's text
-			}
-			text, content := renderUser(ed.User, "(edited an earlier message to) "+ed.Text, opt)
-			b.h.Content = b.h.Content || content
-			b.add(RoleUser, e.Seq, false, Block{Text: text})
-		case session.TypeAssistantMessage:
-			var m session.AssistantMessage
-			if err := e.Decode(&m); err != nil {
-				return history{}, err
-			}
+			b.add(RoleUser, it.Seq(), boundary, Block{Text: text})
+		case thread.KindAssistant:
+			m := it.Assistant
 			var blocks []Block
 			if strings.TrimSpace(m.Text) != "" {
 				blocks = append(blocks, Block{Text: m.Text})
 			}
 			var resultBlocks []Block
 			for _, id := range m.ToolCallIDs {
-				c, ok := calls[id]
+				tool, ok := th.Call(id)
 				if !ok {
 					continue // a call that was never recorded cannot be shown; its result is dropped as an orphan
 				}
+				c := tool.Call
 				input := c.Input
 				if !json.Valid(input) || len(input) == 0 || input[0] != '{' {
 					input = json.RawMessage("{}")
 				}
 				blocks = append(blocks, Block{ToolUse: &ToolUse{ID: c.CallID, Name: c.Name, Input: input}})
-				r, ok := results[id]
-				if !ok {
-					r = session.ToolResult{CallID: id, Content: interruptedResult, IsError: true}
+				r := session.ToolResult{CallID: id, Content: interruptedResult, IsError: true}
+				if tool.Result != nil {
+					r = *tool.Result
 				}
 				resultBlocks = append(resultBlocks, Block{ToolResult: &ToolResult{
 					CallID: id, Content: nonEmpty(r.Content, "(no output)"), IsError: r.IsError,
 				}})
 			}
-			b.add(RoleAssistant, e.Seq, false, blocks...)
+			b.add(RoleAssistant, it.Seq(), false, blocks...)
 			if len(resultBlocks) > 0 {
 				b.h.Messages = append(b.h.Messages, Message{Role: RoleUser, Blocks: resultBlocks})
-				b.h.Start = append(b.h.Start, e.Seq)
+				b.h.Start = append(b.h.Start, it.Seq())
 				b.h.Boundary = append(b.h.Boundary, false)
 			}
 		}
@@ -231,15 +196,17 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 	return b.h, nil
 }
 
-// turnOrder returns evs in the order the conversation happened for the model: a user message
-// that arrived while a turn ran and is not among the messages that turn answers (its seq is
-// above the turn's turn_started Through and below the turn's turn_completed) is moved to just
-// after that turn_completed, so it follows the turn's reply and never falls between a tool_use
-// and its tool_result. Everything else keeps its seq order, held messages among themselves
-// too. held holds the seqs of the moved messages. A turn without turn_completed (the current
-// one, or one that died) moves nothing: the caller's Through leaves out what the current turn
-// does not answer, and a turn whose Through is 0 (no limit) answered everything.
-func turnOrder(evs []session.Event) (ordered []session.Event, held map[int64]bool, err error) {
+// turnOrder returns items (a fold of the events after the summary) in the order the
+// conversation happened for the model: a user message that arrived while a turn ran and is
+// not among the messages that turn answers (its seq is above the turn's turn_started Through
+// and below the turn's turn_completed) is moved to just after that turn_completed, so it
+// follows the turn's reply and never falls between a tool_use and its tool_result.
+// Everything else keeps its seq order, held messages among themselves too. held holds the
+// seqs of the moved messages. Turns are read from all of evs. A turn without turn_completed
+// (the current one, or one that died) moves nothing: the caller's Through leaves out what
+// the current turn does not answer, and a turn whose Through is 0 (no limit) answered
+// everything.
+func turnOrder(evs []session.Event, items []thread.Item) (ordered []thread.Item, held map[int64]bool, err error) {
 	type span struct{ through, completed int64 }
 	var turns []span // in turn_started order; Through never decreases
 	index := map[int64]int{}
@@ -262,31 +229,37 @@ func turnOrder(evs []session.Event) (ordered []session.Event, held map[int64]boo
 			}
 		}
 	}
-	after := map[int64][]session.Event{} // turn_completed seq -> messages held back until it
 	held = map[int64]bool{}
-	for _, e := range evs {
-		if e.Type != session.TypeUserMessage || len(turns) == 0 {
+	if len(turns) == 0 {
+		return items, held, nil
+	}
+	after := map[int64][]thread.Item{} // turn_completed seq -> messages held back until it
+	for _, it := range items {
+		if it.Kind != thread.KindUser || it.Message.Stray {
 			continue
 		}
+		seq := it.Seq()
 		// The last turn whose Through is below the message is the only one that can have
 		// been running without answering it: a later turn starts after this one completed and
 		// answers every message that arrived before.
-		i := sort.Search(len(turns), func(i int) bool { return turns[i].through >= e.Seq }) - 1
-		if i >= 0 && turns[i].through > 0 && turns[i].completed > e.Seq {
-			after[turns[i].completed] = append(after[turns[i].completed], e)
-			held[e.Seq] = true
+		i := sort.Search(len(turns), func(i int) bool { return turns[i].through >= seq }) - 1
+		if i >= 0 && turns[i].through > 0 && turns[i].completed > seq {
+			after[turns[i].completed] = append(after[turns[i].completed], it)
+			held[seq] = true
 		}
 	}
 	if len(held) == 0 {
-		return evs, held, nil
+		return items, held, nil
 	}
-	ordered = make([]session.Event, 0, len(evs))
-	for _, e := range evs {
-		if e.Type == session.TypeUserMessage && held[e.Seq] {
+	ordered = make([]thread.Item, 0, len(items))
+	for _, it := range items {
+		if it.Kind == thread.KindUser && held[it.Seq()] && !it.Message.Stray {
 			continue
 		}
-		ordered = append(ordered, e)
-		ordered = append(ordered, after[e.Seq]...)
+		ordered = append(ordered, it)
+		if it.Kind == thread.KindMarker && it.Event.Type == session.TypeTurnCompleted {
+			ordered = append(ordered, after[it.Seq()]...)
+		}
 	}
 	return ordered, held, nil
 }

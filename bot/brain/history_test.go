@@ -9,8 +9,12 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"go.uber.org/goleak"
+
 	"github.com/logbook/logbook/session"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // events builds an in-memory log; seqs are 1..n in order.
 type events []session.Event
@@ -164,6 +168,27 @@ func TestBuildHistory(t *testing.T) {
 				es.add(session.TypeContextSummary, session.ContextSummary{FromSeq: 1, ToSeq: 5, Summary: "S"})
 			},
 			want: "U[text:[Summary of the earlier conversation (events 1–5), written by the harness]\nS|text:Alice: new|text:Alice: (edited an earlier message to) old, edited]",
+		},
+		{
+			name: "edits of a message outside the events: one note with the newest text; an edited then deleted one says nothing",
+			build: func(es *events) {
+				es.user("5", "now")
+				es.add(session.TypeUserMessageEdited, session.UserMessageEdited{OrigTS: "1", User: "Alice", Text: "first try"})
+				es.add(session.TypeUserMessageEdited, session.UserMessageEdited{OrigTS: "1", User: "Alice", Text: "second try"})
+				es.add(session.TypeUserMessageEdited, session.UserMessageEdited{OrigTS: "2", User: "Alice", Text: "gone"})
+				es.add(session.TypeUserMessageDeleted, session.UserMessageDeleted{DeletedTS: "2"})
+			},
+			want: "U[text:Alice: now|text:Alice: (edited an earlier message to) second try]",
+		},
+		{
+			name: "an edit or deletion logged before its message applies to it",
+			build: func(es *events) {
+				es.add(session.TypeUserMessageEdited, session.UserMessageEdited{OrigTS: "1", User: "U1", Text: "edited first"})
+				es.add(session.TypeUserMessageDeleted, session.UserMessageDeleted{DeletedTS: "2"})
+				es.user("1", "original")
+				es.user("2", "secret")
+			},
+			want: "U[text:Alice: edited first]",
 		},
 		{
 			name: "an assistant message first gets a note before it",

@@ -250,13 +250,13 @@ func inlineElement(m map[string]any, names Names) string {
 		return text + " (" + url + ")"
 	case "user":
 		id := str(m, "user_id")
-		return "@" + firstNonEmpty(names.lookup(KindUser, id), id)
+		return "@" + firstNonEmpty(lookup(names, KindUser, id), id)
 	case "channel":
 		id := str(m, "channel_id")
-		return "#" + firstNonEmpty(names.lookup(KindChannel, id), id)
+		return "#" + firstNonEmpty(lookup(names, KindChannel, id), id)
 	case "usergroup":
 		id := str(m, "usergroup_id")
-		return "@" + firstNonEmpty(names.lookup(KindUsergroup, id), id)
+		return "@" + firstNonEmpty(lookup(names, KindUsergroup, id), id)
 	case "emoji":
 		if s := emojiChars(str(m, "unicode")); s != "" {
 			return s

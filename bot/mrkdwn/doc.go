@@ -73,7 +73,8 @@
 // # Inbound: ToPlain, StripBotMention, BlocksText, AttachmentsText
 //
 // ToPlain decodes Slack-formatted text from an event into plain text for the
-// model, the transcript and search (&amp; → &, <@U1> → @name, <url|label> →
+// model, the transcript and search; it is session/slacktext's decoder, which
+// the session readers share (&amp; → &, <@U1> → @name, <url|label> →
 // "label (url)"). StripBotMention removes the bot's own mention first and
 // may return "" (the caller must not send an empty turn). BlocksText and
 // AttachmentsText flatten rich_text blocks and legacy attachments for

@@ -34,37 +34,6 @@ func EscapeText(s string) string {
 	return b.String()
 }
 
-// unescapeText decodes Slack's three entities (&amp; &lt; &gt;) and nothing
-// else, in a single left-to-right pass, so "&amp;lt;" becomes "&lt;".
-func unescapeText(s string) string {
-	if !strings.Contains(s, "&") {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); {
-		if s[i] == '&' {
-			switch {
-			case strings.HasPrefix(s[i:], "&amp;"):
-				b.WriteByte('&')
-				i += 5
-				continue
-			case strings.HasPrefix(s[i:], "&lt;"):
-				b.WriteByte('<')
-				i += 4
-				continue
-			case strings.HasPrefix(s[i:], "&gt;"):
-				b.WriteByte('>')
-				i += 4
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-		i++
-	}
-	return b.String()
-}
-
 // escapeMarkdownText escapes literal Markdown text for Slack. A character
 // reference (&amp; &copy; &#39; …) means its character in Markdown, so it is
 // decoded and the result escaped; "&amp;", "&lt;" and "&gt;" therefore come

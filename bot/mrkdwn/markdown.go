@@ -13,6 +13,8 @@ import (
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
+
+	"github.com/logbook/logbook/session/slacktext"
 )
 
 // maxPasses bounds the fixpoint loop in FromMarkdown.
@@ -661,7 +663,7 @@ func (r *renderer) link(b *strings.Builder, dest, label string, c ctx) {
 // all Slack can link.
 func hasScheme(u string) bool {
 	colon := strings.IndexByte(u, ':')
-	return colon >= 0 && validScheme(u[:colon]) && colon+1 < len(u)
+	return colon >= 0 && slacktext.ValidScheme(u[:colon]) && colon+1 < len(u)
 }
 
 // escapeURL makes a URL safe inside "<url|label>": & < > as entities,

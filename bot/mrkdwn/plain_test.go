@@ -20,49 +20,6 @@ func testNames(kind, id string) string {
 	return ""
 }
 
-// C13 inbound: Slack-escaped user text is decoded exactly once.
-func TestToPlainC13(t *testing.T) {
-	t.Parallel()
-	if got, want := ToPlain("a &amp; b &lt;tag&gt;", nil), "a & b <tag>"; got != want {
-		t.Fatalf("got %q, want %q", got, want)
-	}
-}
-
-func TestToPlain(t *testing.T) {
-	t.Parallel()
-	tests := []struct{ name, in, want string }{
-		{"entities once", "&amp;lt; &#39; &quot;", "&lt; &#39; &quot;"},
-		{"user known", "hi <@U0000001>", "hi @ada"},
-		{"user unknown", "hi <@U0000009>", "hi @U0000009"},
-		{"user with label", "<@U0000009|bob>", "@bob"},
-		{"channel label", "<#C0000001|general>", "#general"},
-		{"channel names", "<#C0000002>", "#ops"},
-		{"channel unknown", "<#C0000009>", "#C0000009"},
-		{"special", "<!here> <!channel> <!everyone> <!here|here>", "@here @channel @everyone @here"},
-		{"usergroup label", "<!subteam^S0000009|@devs>", "@devs"},
-		{"usergroup names", "<!subteam^S0000001>", "@oncall"},
-		{"date fallback", "<!date^1700000000^{date_short}|Nov 14, 2023>", "Nov 14, 2023"},
-		{"date no fallback", "<!date^1700000000^{date_short}>", "2023-11-14T22:13:20Z"},
-		{"url", "<https://ci.example/1>", "https://ci.example/1"},
-		{"url label", "<https://ci.example/1|build 1>", "build 1 (https://ci.example/1)"},
-		{"url label same", "<https://ci.example/1|ci.example/1>", "https://ci.example/1"},
-		{"url entities", "<https://x.com/?a=1&amp;b=2|q &amp; a>", "q & a (https://x.com/?a=1&b=2)"},
-		{"mailto", "<mailto:a@b.co|a@b.co>", "a@b.co"},
-		{"mailto label", "<mailto:a@b.co|Ada>", "Ada (a@b.co)"},
-		{"stray bracket", "a < b <c", "a < b <c"},
-		{"formatting kept", "*bold* _it_", "*bold* _it_"},
-		{"empty", "", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if got := ToPlain(tt.in, testNames); got != tt.want {
-				t.Fatalf("ToPlain(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-		})
-	}
-}
-
 // C09(b): a message that is only the bot mention becomes empty.
 func TestStripBotMention(t *testing.T) {
 	t.Parallel()

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,7 +32,7 @@ const auditEnvHelp = `Environment:
   LOGBOOK_AUDIT_TZ                zone of the schedule and of --from/--to without an offset (default UTC)
   LOGBOOK_AUDIT_DEST              destination of scheduled exports: a directory or a bucket URL
   LOGBOOK_AUDIT_ACTORS            comma-separated actor ids for scheduled exports (default all)
-  LOGBOOK_AUDIT_PER_ACTOR         "true": one scheduled export per actor
+  LOGBOOK_AUDIT_PER_ACTOR         on: one scheduled export per actor (default off)
   LOGBOOK_AUDIT_CHANNEL           one channel id for scheduled exports (default all)
   LOGBOOK_AUDIT_FORMAT            jsonl (default) or csv
   LOGBOOK_AUDIT_SCHEDULE_NAME     name of the schedule in run records (default "default")
@@ -62,16 +61,19 @@ func auditRole(e env) string {
 	}
 }
 
-func openAuditStore(ctx context.Context, e env) (*session.Store, error) {
+// openAudit opens the auditor's pool and the log's store over it: audit reads the log through
+// the store and writes its own tables (access records, runs, holds) through the pool. Close
+// the pool when done.
+func openAudit(ctx context.Context, e env) (*session.Store, *pgxpool.Pool, error) {
 	dsn, err := auditDSN(e)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pool, err := session.Connect(ctx, dsn, session.PoolOptions{Role: auditRole(e), MaxConns: 4})
 	if err != nil {
-		return nil, fmt.Errorf("auditor connection: %w", err)
+		return nil, nil, fmt.Errorf("auditor connection: %w", err)
 	}
-	return session.NewStore(pool, session.Options{}), nil
+	return session.NewStore(pool, session.Options{}), pool, nil
 }
 
 func openRetentionPool(ctx context.Context, e env) (*pgxpool.Pool, error) {
@@ -236,11 +238,11 @@ func newAuditExportCmd(e env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store, err := openAuditStore(ctx, e)
+			store, pool, err := openAudit(ctx, e)
 			if err != nil {
 				return err
 			}
-			defer store.Pool().Close()
+			defer pool.Close()
 			bucket, err := audit.OpenBucket(ctx, out)
 			if err != nil {
 				return err
@@ -248,10 +250,10 @@ func newAuditExportCmd(e env) *cobra.Command {
 			defer bucket.Close()
 			filters := q.Filters()
 			filters["destination"] = redactURL(out)
-			if _, err := audit.RecordAccess(ctx, store.Pool(), who, "export", filters); err != nil {
+			if _, err := audit.RecordAccess(ctx, pool, who, "export", filters); err != nil {
 				return err
 			}
-			exp := audit.NewExporter(store, audit.ExporterOptions{Version: generatorVersion(), SigningKey: key})
+			exp := audit.NewExporter(store, pool, audit.ExporterOptions{Version: generatorVersion(), SigningKey: key})
 			m, err := exp.Export(ctx, q, bucket, "")
 			if err != nil {
 				return err
@@ -421,16 +423,16 @@ detects a chain that was rewritten consistently by someone who disabled the trig
 				cp = &read
 				filters["against"] = redactURL(against)
 			}
-			store, err := openAuditStore(ctx, e)
+			store, pool, err := openAudit(ctx, e)
 			if err != nil {
 				return err
 			}
-			defer store.Pool().Close()
+			defer pool.Close()
 			action := "verify"
 			if cp != nil {
 				action = "verify-checkpoint"
 			}
-			if _, err := audit.RecordAccess(ctx, store.Pool(), who, action, filters); err != nil {
+			if _, err := audit.RecordAccess(ctx, pool, who, action, filters); err != nil {
 				return err
 			}
 			v := audit.NewVerifier(store)
@@ -498,11 +500,11 @@ func newAuditCheckpointCmd(e env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store, err := openAuditStore(ctx, e)
+			store, pool, err := openAudit(ctx, e)
 			if err != nil {
 				return err
 			}
-			defer store.Pool().Close()
+			defer pool.Close()
 			cp, err := audit.NewVerifier(store).TakeCheckpoint(ctx)
 			if err != nil {
 				return err
@@ -525,14 +527,62 @@ func newAuditCheckpointCmd(e env) *cobra.Command {
 	return cmd
 }
 
-// auditSchedulerFromEnv builds the scheduled export from the environment for `logbook audit
-// schedule` and `logbook serve`. It returns nil and no error when LOGBOOK_AUDIT_SCHEDULE is
-// unset. close releases its connections and destination after Run returns.
-func auditSchedulerFromEnv(ctx context.Context, e env, log zerolog.Logger) (s *audit.Scheduler, closeAll func(), err error) {
+// auditSchedule is the scheduled export's settings (LOGBOOK_AUDIT_SCHEDULE and the settings
+// it needs), read and checked before anything is contacted.
+type auditSchedule struct {
+	spec     *audit.Spec
+	dest     string
+	format   audit.Format
+	actors   []string
+	perActor bool
+	keep     time.Duration
+	key      ed25519.PrivateKey
+	name     string
+	channel  string
+}
+
+// loadAuditSchedule reads the scheduled export's settings. It returns nil and no error when
+// LOGBOOK_AUDIT_SCHEDULE is unset; every bad value is an error naming its variable.
+func loadAuditSchedule(e env) (*auditSchedule, error) {
 	spec := strings.TrimSpace(e.getenv("LOGBOOK_AUDIT_SCHEDULE"))
 	if spec == "" {
-		return nil, func() {}, nil
+		return nil, nil
 	}
+	loc, err := auditZone(e, "")
+	if err != nil {
+		return nil, fmt.Errorf("LOGBOOK_AUDIT_TZ: %w", err)
+	}
+	a := &auditSchedule{name: e.getenv("LOGBOOK_AUDIT_SCHEDULE_NAME"), channel: strings.TrimSpace(e.getenv("LOGBOOK_AUDIT_CHANNEL"))}
+	if a.spec, err = audit.ParseSpec(spec, loc); err != nil {
+		return nil, fmt.Errorf("LOGBOOK_AUDIT_SCHEDULE: %w", err)
+	}
+	if a.dest = strings.TrimSpace(e.getenv("LOGBOOK_AUDIT_DEST")); a.dest == "" {
+		return nil, errors.New("LOGBOOK_AUDIT_SCHEDULE is set but LOGBOOK_AUDIT_DEST (a directory or bucket URL) is not")
+	}
+	if a.format, err = audit.ParseFormat(e.getenv("LOGBOOK_AUDIT_FORMAT")); err != nil {
+		return nil, fmt.Errorf("LOGBOOK_AUDIT_FORMAT: %w", err)
+	}
+	for _, actor := range strings.Split(e.getenv("LOGBOOK_AUDIT_ACTORS"), ",") {
+		if actor = strings.TrimSpace(actor); actor != "" {
+			a.actors = append(a.actors, actor)
+		}
+	}
+	if a.perActor, err = envBool(e, "LOGBOOK_AUDIT_PER_ACTOR", false); err != nil {
+		return nil, err
+	}
+	if a.keep, err = audit.ParseRetention(e.getenv("LOGBOOK_RETENTION")); err != nil {
+		return nil, fmt.Errorf("LOGBOOK_RETENTION: %w", err)
+	}
+	if a.key, err = signingKey(e, ""); err != nil {
+		return nil, fmt.Errorf("LOGBOOK_AUDIT_SIGNING_KEY: %w", err)
+	}
+	return a, nil
+}
+
+// start connects what the scheduled export needs and returns its scheduler, for `logbook
+// audit schedule` and `logbook serve`. closeAll releases its connections and destination
+// after Run returns.
+func (a *auditSchedule) start(ctx context.Context, e env, log zerolog.Logger) (s *audit.Scheduler, closeAll func(), err error) {
 	var closers []func()
 	closeAll = func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -544,63 +594,32 @@ func auditSchedulerFromEnv(ctx context.Context, e env, log zerolog.Logger) (s *a
 			closeAll()
 		}
 	}()
-	loc, err := auditZone(e, "")
+	store, auditPool, err := openAudit(ctx, e)
 	if err != nil {
 		return nil, nil, err
 	}
-	sp, err := audit.ParseSpec(spec, loc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("LOGBOOK_AUDIT_SCHEDULE: %w", err)
-	}
-	dest := strings.TrimSpace(e.getenv("LOGBOOK_AUDIT_DEST"))
-	if dest == "" {
-		return nil, nil, errors.New("LOGBOOK_AUDIT_SCHEDULE is set but LOGBOOK_AUDIT_DEST (a directory or bucket URL) is not")
-	}
-	format, err := audit.ParseFormat(e.getenv("LOGBOOK_AUDIT_FORMAT"))
-	if err != nil {
-		return nil, nil, fmt.Errorf("LOGBOOK_AUDIT_FORMAT: %w", err)
-	}
-	var actors []string
-	for _, a := range strings.Split(e.getenv("LOGBOOK_AUDIT_ACTORS"), ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			actors = append(actors, a)
-		}
-	}
-	perActor, _ := strconv.ParseBool(e.getenv("LOGBOOK_AUDIT_PER_ACTOR"))
-	keep, err := audit.ParseRetention(e.getenv("LOGBOOK_RETENTION"))
-	if err != nil {
-		return nil, nil, fmt.Errorf("LOGBOOK_RETENTION: %w", err)
-	}
-	key, err := signingKey(e, "")
-	if err != nil {
-		return nil, nil, err
-	}
-	store, err := openAuditStore(ctx, e)
-	if err != nil {
-		return nil, nil, err
-	}
-	closers = append(closers, store.Pool().Close)
-	bucket, err := audit.OpenBucket(ctx, dest)
+	closers = append(closers, auditPool.Close)
+	bucket, err := audit.OpenBucket(ctx, a.dest)
 	if err != nil {
 		return nil, nil, err
 	}
 	closers = append(closers, func() { bucket.Close() })
 	var ret *audit.Retention
-	if keep > 0 {
+	if a.keep > 0 {
 		pool, err := openRetentionPool(ctx, e)
 		if err != nil {
 			return nil, nil, err
 		}
 		closers = append(closers, pool.Close)
-		if ret, err = audit.NewRetention(pool, keep); err != nil {
+		if ret, err = audit.NewRetention(pool, a.keep); err != nil {
 			return nil, nil, err
 		}
 	}
 	host, _ := os.Hostname()
-	exp := audit.NewExporter(store, audit.ExporterOptions{Version: generatorVersion(), SigningKey: key})
-	s, err = audit.NewScheduler(store.Pool(), exp, audit.NewVerifier(store), audit.SchedulerConfig{
-		Name: e.getenv("LOGBOOK_AUDIT_SCHEDULE_NAME"), Spec: sp, Actors: actors, PerActor: perActor,
-		Channel: e.getenv("LOGBOOK_AUDIT_CHANNEL"), Format: format, Dest: bucket, SigningKey: key,
+	exp := audit.NewExporter(store, auditPool, audit.ExporterOptions{Version: generatorVersion(), SigningKey: a.key})
+	s, err = audit.NewScheduler(auditPool, exp, audit.NewVerifier(store), audit.SchedulerConfig{
+		Name: a.name, Spec: a.spec, Actors: a.actors, PerActor: a.perActor,
+		Channel: a.channel, Format: a.format, Dest: bucket, SigningKey: a.key,
 		Retention: ret, Node: host, Logger: log,
 	})
 	if err != nil {
@@ -622,12 +641,16 @@ replicas export each window once.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			log := zerolog.New(e.stderr).Level(zerolog.InfoLevel).With().Timestamp().Logger()
-			s, closeAll, err := auditSchedulerFromEnv(c.Context(), e, log)
+			a, err := loadAuditSchedule(e)
+			if err != nil {
+				return usageError{err}
+			}
+			if a == nil {
+				return usageError{errors.New("LOGBOOK_AUDIT_SCHEDULE is not set (e.g. \"CRON_TZ=UTC 0 2 * * *\")")}
+			}
+			s, closeAll, err := a.start(c.Context(), e, log)
 			if err != nil {
 				return err
-			}
-			if s == nil {
-				return usageError{errors.New("LOGBOOK_AUDIT_SCHEDULE is not set (e.g. \"CRON_TZ=UTC 0 2 * * *\")")}
 			}
 			defer closeAll()
 			return s.Run(c.Context())
@@ -666,12 +689,12 @@ func newAuditHoldCmd(e env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store, err := openAuditStore(ctx, e)
+			_, pool, err := openAudit(ctx, e)
 			if err != nil {
 				return err
 			}
-			defer store.Pool().Close()
-			h, err := audit.AddHold(ctx, store.Pool(), who, scope, value, reason)
+			defer pool.Close()
+			h, err := audit.AddHold(ctx, pool, who, scope, value, reason)
 			if err != nil {
 				return err
 			}
@@ -703,12 +726,12 @@ func newAuditHoldCmd(e env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store, err := openAuditStore(ctx, e)
+			_, pool, err := openAudit(ctx, e)
 			if err != nil {
 				return err
 			}
-			defer store.Pool().Close()
-			if err := audit.RemoveHold(ctx, store.Pool(), who, id, removeReason); err != nil {
+			defer pool.Close()
+			if err := audit.RemoveHold(ctx, pool, who, id, removeReason); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "hold %s removed\n", id)
@@ -724,12 +747,12 @@ func newAuditHoldCmd(e env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
-			store, err := openAuditStore(ctx, e)
+			_, pool, err := openAudit(ctx, e)
 			if err != nil {
 				return err
 			}
-			defer store.Pool().Close()
-			hs, err := audit.Holds(ctx, store.Pool())
+			defer pool.Close()
+			hs, err := audit.Holds(ctx, pool)
 			if err != nil {
 				return err
 			}
@@ -806,12 +829,12 @@ func newAuditRunsCmd(e env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
-			store, err := openAuditStore(ctx, e)
+			_, pool, err := openAudit(ctx, e)
 			if err != nil {
 				return err
 			}
-			defer store.Pool().Close()
-			runs, err := audit.Runs(ctx, store.Pool(), name)
+			defer pool.Close()
+			runs, err := audit.Runs(ctx, pool, name)
 			if err != nil {
 				return err
 			}

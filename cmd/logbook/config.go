@@ -1,8 +1,16 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
+
+	"github.com/logbook/logbook/sandbox"
 )
 
 // Secret is a value that must never be shown: tokens, keys, passwords. It prints, marshals
@@ -26,4 +34,124 @@ func databaseURL(e env) (string, error) {
 		return "", fmt.Errorf("DATABASE_URL is not set (e.g. postgres://logbook@127.0.0.1:5432/logbook)")
 	}
 	return u, nil
+}
+
+func envDuration(e env, name string, def time.Duration) (time.Duration, error) {
+	v := strings.TrimSpace(e.getenv(name))
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q is not a positive duration (e.g. 10m, 30s)", name, v)
+	}
+	return d, nil
+}
+
+func envBool(e env, name string, def bool) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(e.getenv(name))) {
+	case "":
+		return def, nil
+	case "1", "on", "true", "yes":
+		return true, nil
+	case "0", "off", "false", "no":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s=%q: want on or off", name, e.getenv(name))
+}
+
+func loadServeConfig(e env) (serveConfig, error) {
+	var cfg serveConfig
+	dsn, err := databaseURL(e)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.DatabaseURL = Secret(dsn)
+	cfg.AppToken = Secret(strings.TrimSpace(e.getenv("SLACK_APP_TOKEN")))
+	cfg.BotToken = Secret(strings.TrimSpace(e.getenv("SLACK_BOT_TOKEN")))
+	switch {
+	case cfg.AppToken == "":
+		return cfg, errors.New("SLACK_APP_TOKEN is not set (the app-level token, xapp-..., with connections:write)")
+	case !strings.HasPrefix(cfg.AppToken.Reveal(), "xapp-"):
+		return cfg, errors.New("SLACK_APP_TOKEN must be an app-level token starting with xapp- (is it the bot token?)")
+	case cfg.BotToken == "":
+		return cfg, errors.New("SLACK_BOT_TOKEN is not set (the bot token, xoxb-...)")
+	case !strings.HasPrefix(cfg.BotToken.Reveal(), "xoxb-"):
+		return cfg, errors.New("SLACK_BOT_TOKEN must be a bot token starting with xoxb- (is it a user or app token?)")
+	}
+	cfg.APIURL = strings.TrimSpace(e.getenv("SLACK_API_URL"))
+	if cfg.APIURL == "" {
+		cfg.APIURL = slack.APIURL
+	}
+	if !strings.HasSuffix(cfg.APIURL, "/") {
+		cfg.APIURL += "/" // slack-go concatenates method names onto it
+	}
+	if err := cfg.readSettings(e); err != nil {
+		return cfg, err
+	}
+	if cfg.Model == "" {
+		return cfg, errors.New("no model configured: set LOGBOOK_MODEL (anthropic:<model>, openai:<model>, or offline for a demo without a language model)")
+	}
+	if cfg.HTTPAddr == "" {
+		cfg.HTTPAddr = ":8080"
+	}
+	return cfg, nil
+}
+
+// readSettings reads the settings serve and dev share (the model, LOGBOOK_*), checking each:
+// a bad value is an error naming its variable. Unset durations stay zero (the bot's defaults
+// apply); an unset HTTP address stays "" (serve and dev default it differently).
+func (cfg *serveConfig) readSettings(e env) error {
+	var err error
+	cfg.readModel(e)
+	cfg.Sandbox = strings.TrimSpace(e.getenv("LOGBOOK_SANDBOX"))
+	switch cfg.Sandbox {
+	case "", sandbox.KindBwrap, sandbox.KindProcess, sandbox.KindNone:
+	default:
+		return fmt.Errorf("LOGBOOK_SANDBOX=%q: want bwrap, process or none", cfg.Sandbox)
+	}
+	cfg.SandboxDir = strings.TrimSpace(e.getenv("LOGBOOK_SANDBOX_DIR"))
+	if cfg.SandboxNet, err = envBool(e, "LOGBOOK_SANDBOX_NETWORK", false); err != nil {
+		return err
+	}
+	if cfg.IdleTimeout, err = envDuration(e, "LOGBOOK_IDLE_TIMEOUT", 0); err != nil {
+		return err
+	}
+	if cfg.LeaseTTL, err = envDuration(e, "LOGBOOK_LEASE_TTL", 0); err != nil {
+		return err
+	}
+	if cfg.PollInterval, err = envDuration(e, "LOGBOOK_POLL_INTERVAL", 0); err != nil {
+		return err
+	}
+	cfg.HTTPAddr = strings.TrimSpace(e.getenv("LOGBOOK_HTTP_ADDR"))
+	if cfg.HTTPAddr != "" && cfg.HTTPAddr != "off" {
+		if _, _, err := net.SplitHostPort(cfg.HTTPAddr); err != nil {
+			return fmt.Errorf("LOGBOOK_HTTP_ADDR=%q: want host:port, :port or off", cfg.HTTPAddr)
+		}
+	}
+	if v := strings.TrimSpace(e.getenv("LOGBOOK_LOG_LEVEL")); v != "" {
+		if l, err := zerolog.ParseLevel(strings.ToLower(v)); err != nil || l == zerolog.NoLevel {
+			return fmt.Errorf("LOGBOOK_LOG_LEVEL=%q: want debug, info, warn or error", v)
+		}
+	}
+	switch v := strings.TrimSpace(e.getenv("LOGBOOK_LOG_FORMAT")); v {
+	case "", "json", "console":
+	default:
+		return fmt.Errorf("LOGBOOK_LOG_FORMAT=%q: want json or console", v)
+	}
+	cfg.DBRole = strings.TrimSpace(e.getenv("LOGBOOK_DB_ROLE"))
+	if cfg.DBRole == "" {
+		cfg.DBRole = "logbook_app"
+	}
+	if cfg.PrivateNote, err = envBool(e, "LOGBOOK_PRIVATE_NOTE", true); err != nil {
+		return err
+	}
+	cfg.Domain = strings.TrimSpace(e.getenv("LOGBOOK_WORKSPACE_DOMAIN"))
+	if err := cfg.readWebAccess(e); err != nil {
+		return err
+	}
+	if cfg.AuditSchedule, err = loadAuditSchedule(e); err != nil {
+		return err
+	}
+	return nil
 }

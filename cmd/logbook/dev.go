@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -114,22 +115,20 @@ func runDev(ctx context.Context, e env, slackAddr string) error {
 	cfg := serveConfig{
 		DatabaseURL: Secret(dsn), AppToken: Secret(emu.AppToken()), BotToken: Secret(emu.BotToken()),
 		APIURL: emu.APIURL(), DBRole: "logbook_app", PrivateNote: true,
-		LeaseTTL: 30 * time.Second, PollInterval: 2 * time.Second,
 	}
-	cfg.readModel(e)
+	if err := cfg.readSettings(e); err != nil {
+		return usageError{err}
+	}
+	// dev's own: its database and Slack are the local ones, its web address loopback, and it
+	// polls more often (a playground, one replica).
+	cfg.DBRole = "logbook_app"
+	cfg.HTTPAddr = cmp.Or(cfg.HTTPAddr, "127.0.0.1:0")
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, 2*time.Second)
 	if cfg.Model == "" {
 		cfg.Model = "offline"
 		say("model           offline — NOT a language model (set ANTHROPIC_API_KEY or OPENAI_API_KEY/OPENAI_BASE_URL for one); try \"run: uname -a\"")
 	} else {
 		say("model           %s", cfg.Model)
-	}
-	cfg.Sandbox = strings.TrimSpace(e.getenv("LOGBOOK_SANDBOX"))
-	if cfg.IdleTimeout, err = envDuration(e, "LOGBOOK_IDLE_TIMEOUT", 10*time.Minute); err != nil {
-		return err
-	}
-	cfg.HTTPAddr = strings.TrimSpace(e.getenv("LOGBOOK_HTTP_ADDR"))
-	if cfg.HTTPAddr == "" {
-		cfg.HTTPAddr = "127.0.0.1:0"
 	}
 	say("logs            %s", logPath)
 

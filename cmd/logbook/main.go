@@ -69,7 +69,8 @@ func exitCode(err error) int {
 	return 1
 }
 
-// run is main without the process: end-to-end tests call it directly.
+// run is main without the process: arguments, environment and streams passed in, so a test
+// can call it (the end-to-end tests exec the built binary instead, to test the process too).
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{

@@ -21,7 +21,6 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/bot"
@@ -93,15 +92,19 @@ func newServeCmd(e env) *cobra.Command {
 				return usageError{err}
 			}
 			log := newLogger(e)
-			cfg.Audit = func(ctx context.Context, log zerolog.Logger) (*audit.Scheduler, func(), error) {
-				return auditSchedulerFromEnv(ctx, e, log)
+			if a := cfg.AuditSchedule; a != nil {
+				cfg.Audit = func(ctx context.Context, log zerolog.Logger) (*audit.Scheduler, func(), error) {
+					return a.start(ctx, e, log)
+				}
 			}
 			return serve(c.Context(), cfg, log, nil)
 		},
 	}
 }
 
-// serveConfig is everything serve needs, read from the environment once and validated.
+// serveConfig is everything serve needs, read from the environment once and validated
+// before anything is contacted. A duration left unset is zero: the bot's own default applies
+// (the defaults live in bot.NewRunner and friends, and nowhere else).
 type serveConfig struct {
 	DatabaseURL  Secret
 	AppToken     Secret
@@ -122,11 +125,12 @@ type serveConfig struct {
 	PrivateNote  bool
 	Domain       string
 	PollInterval time.Duration
-	// Audit builds the scheduled audit exports (nil, or a nil scheduler: none).
-	Audit       func(ctx context.Context, log zerolog.Logger) (*audit.Scheduler, func(), error) `json:"-"`
-	WebTokens   []webToken
-	WebProxy    string
-	WebAuditors []string
+	// AuditSchedule is the scheduled audit export's settings (nil: none); Audit starts it.
+	AuditSchedule *auditSchedule                                                                  `json:"-"`
+	Audit         func(ctx context.Context, log zerolog.Logger) (*audit.Scheduler, func(), error) `json:"-"`
+	WebTokens     []webToken
+	WebProxy      string
+	WebAuditors   []string
 }
 
 // webToken is a web page bearer token as configured; its secret never prints.
@@ -142,92 +146,6 @@ func (cfg serveConfig) webAccess() web.Access {
 		a.Tokens = append(a.Tokens, web.Token{Name: t.Name, Secret: t.Secret.Reveal(), Auditor: t.Auditor})
 	}
 	return a
-}
-
-func envDuration(e env, name string, def time.Duration) (time.Duration, error) {
-	v := strings.TrimSpace(e.getenv(name))
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q is not a positive duration (e.g. 10m, 30s)", name, v)
-	}
-	return d, nil
-}
-
-func envBool(e env, name string, def bool) (bool, error) {
-	switch strings.ToLower(strings.TrimSpace(e.getenv(name))) {
-	case "":
-		return def, nil
-	case "1", "on", "true", "yes":
-		return true, nil
-	case "0", "off", "false", "no":
-		return false, nil
-	}
-	return false, fmt.Errorf("%s=%q: want on or off", name, e.getenv(name))
-}
-
-func loadServeConfig(e env) (serveConfig, error) {
-	var cfg serveConfig
-	dsn, err := databaseURL(e)
-	if err != nil {
-		return cfg, err
-	}
-	cfg.DatabaseURL = Secret(dsn)
-	cfg.AppToken = Secret(strings.TrimSpace(e.getenv("SLACK_APP_TOKEN")))
-	cfg.BotToken = Secret(strings.TrimSpace(e.getenv("SLACK_BOT_TOKEN")))
-	switch {
-	case cfg.AppToken == "":
-		return cfg, errors.New("SLACK_APP_TOKEN is not set (the app-level token, xapp-..., with connections:write)")
-	case !strings.HasPrefix(cfg.AppToken.Reveal(), "xapp-"):
-		return cfg, errors.New("SLACK_APP_TOKEN must be an app-level token starting with xapp- (is it the bot token?)")
-	case cfg.BotToken == "":
-		return cfg, errors.New("SLACK_BOT_TOKEN is not set (the bot token, xoxb-...)")
-	case !strings.HasPrefix(cfg.BotToken.Reveal(), "xoxb-"):
-		return cfg, errors.New("SLACK_BOT_TOKEN must be a bot token starting with xoxb- (is it a user or app token?)")
-	}
-	cfg.APIURL = strings.TrimSpace(e.getenv("SLACK_API_URL"))
-	if cfg.APIURL == "" {
-		cfg.APIURL = slack.APIURL
-	}
-	if !strings.HasSuffix(cfg.APIURL, "/") {
-		cfg.APIURL += "/" // slack-go concatenates method names onto it
-	}
-	cfg.readModel(e)
-	if cfg.Model == "" {
-		return cfg, errors.New("no model configured: set LOGBOOK_MODEL (anthropic:<model>, openai:<model>, or offline for a demo without a language model)")
-	}
-	cfg.Sandbox = strings.TrimSpace(e.getenv("LOGBOOK_SANDBOX"))
-	cfg.SandboxDir = strings.TrimSpace(e.getenv("LOGBOOK_SANDBOX_DIR"))
-	if cfg.SandboxNet, err = envBool(e, "LOGBOOK_SANDBOX_NETWORK", false); err != nil {
-		return cfg, err
-	}
-	if cfg.IdleTimeout, err = envDuration(e, "LOGBOOK_IDLE_TIMEOUT", 10*time.Minute); err != nil {
-		return cfg, err
-	}
-	if cfg.LeaseTTL, err = envDuration(e, "LOGBOOK_LEASE_TTL", 30*time.Second); err != nil {
-		return cfg, err
-	}
-	if cfg.PollInterval, err = envDuration(e, "LOGBOOK_POLL_INTERVAL", 5*time.Second); err != nil {
-		return cfg, err
-	}
-	cfg.HTTPAddr = strings.TrimSpace(e.getenv("LOGBOOK_HTTP_ADDR"))
-	if cfg.HTTPAddr == "" {
-		cfg.HTTPAddr = ":8080"
-	}
-	cfg.DBRole = strings.TrimSpace(e.getenv("LOGBOOK_DB_ROLE"))
-	if cfg.DBRole == "" {
-		cfg.DBRole = "logbook_app"
-	}
-	if cfg.PrivateNote, err = envBool(e, "LOGBOOK_PRIVATE_NOTE", true); err != nil {
-		return cfg, err
-	}
-	cfg.Domain = strings.TrimSpace(e.getenv("LOGBOOK_WORKSPACE_DOMAIN"))
-	if err := cfg.readWebAccess(e); err != nil {
-		return cfg, err
-	}
-	return cfg, nil
 }
 
 // readModel reads the model settings; Model stays "" when nothing is configured.
@@ -316,10 +234,10 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		return err
 	}
 	defer pool.Close()
-	if err := checkMigrated(ctx, pool); err != nil {
+	store := session.NewStore(pool, session.Options{})
+	if err := checkMigrated(ctx, store, pool); err != nil {
 		return err
 	}
-	store := session.NewStore(pool, session.Options{})
 	// The gateway has a pool of its own, so an ack never queues behind the cells' work.
 	gwPool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 4})
 	if err != nil {
@@ -328,33 +246,9 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	defer gwPool.Close()
 	gwStore := session.NewStore(gwPool, session.Options{})
 
-	kind := cfg.Sandbox
-	if kind == "" {
-		// Only bubblewrap isolates. The plain-process provider runs commands as logbook's
-		// own user, who can read logbook's environment: never chosen without being asked.
-		if _, err := exec.LookPath("bwrap"); err != nil {
-			log.Warn().Msg("bubblewrap is not installed: command tools are OFF (apt-get install -y bubblewrap; " +
-				"or LOGBOOK_SANDBOX=process to run commands without isolation)")
-			kind = sandbox.KindNone
-		} else {
-			kind = sandbox.KindBwrap
-		}
-	}
-	if kind == sandbox.KindProcess {
-		log.Warn().Msg("LOGBOOK_SANDBOX=process: commands run WITHOUT isolation, as logbook's own user; " +
-			"they can read files and processes of that user")
-	}
-	var provs sandbox.Provider
-	if kind != sandbox.KindNone {
-		dir := cfg.SandboxDir
-		if dir == "" {
-			dir = defaultSandboxDir()
-		}
-		provs, err = sandbox.New(kind, sandbox.Config{BaseDir: dir, AllowNetwork: cfg.SandboxNet}, log.With().Str("part", "sandbox").Logger())
-		if err != nil {
-			return fmt.Errorf("sandbox: %w (LOGBOOK_SANDBOX=none turns command tools off)", err)
-		}
-		log.Info().Str("sandbox", provs.Name()).Msg("sandbox provider ready")
+	provs, err := sandboxProvider(cfg, log)
+	if err != nil {
+		return err
 	}
 
 	b, err := brain.New(brain.Config{Provider: provider, Logger: log.With().Str("part", "brain").Logger(), DeferTitle: true})
@@ -368,17 +262,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := bot.NewMetrics(reg)
 	dir := bot.NewDirectory(api, 5*time.Minute)
-	deliver := bot.NewDeliverer(api, log.With().Str("part", "delivery").Logger(), metrics, bot.DeliveryConfig{})
-	runner := bot.NewRunner(log.With().Str("part", "cells").Logger(), store, cfg.DatabaseURL.Reveal(), b, deliver,
-		bot.NewHandsFactory(provs, sandbox.Recipe{}, log), brainSearcher{searcher}, metrics, bot.RunnerConfig{
-			IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
-			Where:   brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
-			Channel: dir.ChannelName,
-		})
-	sm := socketmode.New(api)
-	gw := bot.NewGateway(log.With().Str("part", "gateway").Logger(), gwStore, api, sm, me, runner.Signal, metrics,
-		slashHandler(searcher), bot.GatewayConfig{PrivateNote: cfg.PrivateNote})
-
+	parts := []bot.Part{{Name: "indexer", Run: indexer.Run}}
 	var sched *audit.Scheduler
 	if cfg.Audit != nil {
 		s, closeAll, err := cfg.Audit(ctx, log.With().Str("part", "audit").Logger())
@@ -412,39 +296,92 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 
-	g, ctx := errgroup.WithContext(ctx)
 	if sched != nil {
 		log.Info().Msg("audit: scheduled exports on (LOGBOOK_AUDIT_SCHEDULE)")
-		g.Go(func() error { return sched.Run(ctx) })
+		parts = append(parts, bot.Part{Name: "audit", Run: sched.Run})
 	}
-	g.Go(func() error { return gw.Run(ctx) })
-	g.Go(func() error { return runner.Run(ctx) })
-	g.Go(func() error { return indexer.Run(ctx) })
 	if srv != nil {
 		log.Info().Str("addr", ln.Addr().String()).Msg("http: /healthz /readyz /metrics")
-		g.Go(func() error {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		})
-		g.Go(func() error {
-			<-ctx.Done()
-			sh, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			return srv.Shutdown(sh)
-		})
+		parts = append(parts, bot.Part{Name: "http", Run: func(ctx context.Context) error { return serveHTTP(ctx, srv, ln) }})
+	}
+	svc, err := bot.NewService(bot.ServiceConfig{
+		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
+			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote},
+	}, bot.ServiceDeps{
+		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
+		DatabaseURL: cfg.DatabaseURL.Reveal(), Agent: b, Titler: b,
+		Hands: bot.NewHandsFactory(provs, sandbox.Recipe{}, log), Search: bot.SearchTool(searcher),
+		Slash: bot.SlashCommands(searcher), Metrics: metrics, Channel: dir.ChannelName, Parts: parts,
+	})
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return err
 	}
 	if ready != nil {
-		rt := running{store: store, runner: runner, search: searcher, index: indexer, me: me}
+		rt := running{store: store, runner: svc.Runner(), search: searcher, index: indexer, me: me}
 		if ln != nil {
 			rt.http = ln.Addr().String()
 		}
 		ready(rt)
 	}
-	err = g.Wait()
+	err = svc.Run(ctx)
 	log.Info().Msg("logbook serve stopped")
 	return err
+}
+
+// serveHTTP serves srv on ln until ctx ends, then shuts it down.
+func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener) error {
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sh, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(sh)
+	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) {
+		return serr
+	}
+	return err
+}
+
+// sandboxProvider is the sandbox that LOGBOOK_SANDBOX asks for (nil: none).
+func sandboxProvider(cfg serveConfig, log zerolog.Logger) (sandbox.Provider, error) {
+	kind := cfg.Sandbox
+	if kind == "" {
+		// Only bubblewrap isolates. The plain-process provider runs commands as logbook's
+		// own user, who can read logbook's environment: never chosen without being asked.
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			log.Warn().Msg("bubblewrap is not installed: command tools are OFF (apt-get install -y bubblewrap; " +
+				"or LOGBOOK_SANDBOX=process to run commands without isolation)")
+			kind = sandbox.KindNone
+		} else {
+			kind = sandbox.KindBwrap
+		}
+	}
+	if kind == sandbox.KindProcess {
+		log.Warn().Msg("LOGBOOK_SANDBOX=process: commands run WITHOUT isolation, as logbook's own user; " +
+			"they can read files and processes of that user")
+	}
+	if kind != sandbox.KindNone {
+		dir := cfg.SandboxDir
+		if dir == "" {
+			dir = defaultSandboxDir()
+		}
+		provs, err := sandbox.New(kind, sandbox.Config{BaseDir: dir, AllowNetwork: cfg.SandboxNet}, log.With().Str("part", "sandbox").Logger())
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: %w (LOGBOOK_SANDBOX=none turns command tools off)", err)
+		}
+		log.Info().Str("sandbox", provs.Name()).Msg("sandbox provider ready")
+		return provs, nil
+	}
+	return nil, nil
+
 }
 
 // checkSlack checks both tokens before anything starts, naming the wrong one in one line.
@@ -490,63 +427,6 @@ func httpHandler(pool interface{ Ping(context.Context) error }, reg *prometheus.
 	return mux
 }
 
-// brainSearcher renders search hits as text for the model's search tool.
-type brainSearcher struct{ s *search.Searcher }
-
-func (b brainSearcher) Search(ctx context.Context, query string, limit int) (string, error) {
-	hits, err := b.s.Search(ctx, search.Query{Text: query, Limit: limit})
-	if err != nil {
-		return "", err
-	}
-	if len(hits) == 0 {
-		return "no past sessions match", nil
-	}
-	var sb strings.Builder
-	for i, h := range hits {
-		fmt.Fprintf(&sb, "%d. session %s (#%s, %s, %s): %s\n", i+1, h.SessionID, h.Channel,
-			h.CreatedAt.UTC().Format(time.RFC3339), h.ActorName, h.SnippetText("", ""))
-	}
-	return sb.String(), nil
-}
-
-// slashHandler answers /logbook.
-func slashHandler(s *search.Searcher) bot.SlashHandler {
-	return func(ctx context.Context, cmd slack.SlashCommand) string {
-		sub, rest, _ := strings.Cut(strings.TrimSpace(cmd.Text), " ")
-		switch sub {
-		case "search":
-			rest = strings.TrimSpace(rest)
-			hits, err := s.Search(ctx, search.Query{Text: rest, Limit: 5})
-			if errors.Is(err, search.ErrInvalidQuery) {
-				return "That search did not parse: " + err.Error()
-			}
-			if err != nil {
-				return "Search is unavailable right now."
-			}
-			if len(hits) == 0 {
-				return "No past threads match “" + rest + "”."
-			}
-			var sb strings.Builder
-			for _, h := range hits {
-				link := h.Permalink
-				if link == "" {
-					link = "session " + h.SessionID.String()
-				}
-				fmt.Fprintf(&sb, "• %s — %s\n", h.SnippetText("*", "*"), link)
-			}
-			return sb.String()
-		case "transcript":
-			return "Slack does not tell a slash command which thread it was typed in: open the thread's page on logbook's web pages, or run `logbook transcript <thread permalink>`."
-		default:
-			return "logbook — an agent whose every thread is a searchable record.\n" +
-				"• Mention @" + "logbook in a public channel to start a thread; reply in the thread to continue.\n" +
-				"• `/logbook search <words>` finds past threads (quotes for phrases, -word to exclude, OR).\n" +
-				"• `/logbook transcript` links this thread's transcript.\n" +
-				"Private channels and DMs are never stored."
-		}
-	}
-}
-
 // defaultSandboxDir is where sandbox workspaces live: under the user cache dir, or for root
 // (whose home the unprivileged sandbox user cannot reach) under /var/lib/logbook.
 func defaultSandboxDir() string {
@@ -578,16 +458,21 @@ func (cfg *serveConfig) readWebAccess(e env) error {
 	return nil
 }
 
-// checkMigrated fails when the database lacks the tables of the newest migrations.
-func checkMigrated(ctx context.Context, pool *pgxpool.Pool) error {
-	var missing []string
-	err := pool.QueryRow(ctx, `SELECT array_remove(ARRAY[
-		CASE WHEN to_regclass('events') IS NULL THEN 'events' END,
-		CASE WHEN to_regclass('search_docs') IS NULL THEN 'search_docs' END,
-		CASE WHEN to_regclass('audit_access') IS NULL THEN 'audit_access' END], NULL)`).Scan(&missing)
+// checkMigrated fails when the database lacks the tables of the newest migrations: the log's
+// (asked of the store) and those of search and audit.
+func checkMigrated(ctx context.Context, store *session.Store, pool *pgxpool.Pool) error {
+	missing, err := store.MissingTables(ctx)
 	if err != nil {
 		return fmt.Errorf("check the database schema: %w", err)
 	}
+	var others []string
+	err = pool.QueryRow(ctx, `SELECT array_remove(ARRAY[
+		CASE WHEN to_regclass('search_docs') IS NULL THEN 'search_docs' END,
+		CASE WHEN to_regclass('audit_access') IS NULL THEN 'audit_access' END], NULL)`).Scan(&others)
+	if err != nil {
+		return fmt.Errorf("check the database schema: %w", err)
+	}
+	missing = append(missing, others...)
 	if len(missing) > 0 {
 		return fmt.Errorf("the database is not migrated (no %s): run 'logbook migrate up' with a role that owns the schema", strings.Join(missing, ", "))
 	}

@@ -29,6 +29,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for goose
 
 	"github.com/logbook/logbook/migrations"
+	"github.com/logbook/logbook/session"
 )
 
 // DefaultURL is used when neither LOGBOOK_TEST_DATABASE_URL nor DATABASE_URL is set.
@@ -106,10 +107,10 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn, server string) (string
 	}
 	name := "lbt_template_" + sum[:16]
 	// Serialise template builders across test processes.
-	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock(7461001)"); err != nil {
+	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock($1)", session.LockTestTemplate); err != nil {
 		return "", err
 	}
-	defer admin.Exec(context.Background(), "SELECT pg_advisory_unlock(7461001)") //nolint:errcheck
+	defer admin.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", session.LockTestTemplate) //nolint:errcheck
 
 	var exists bool
 	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {

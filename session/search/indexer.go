@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // MaxBody is the most text of one message that is indexed, in bytes; longer tool output is
@@ -26,9 +27,6 @@ const MaxBody = 64 << 10
 
 // cursorName names the indexer's row in search_cursor.
 const cursorName = "search"
-
-// indexerLock is the advisory lock key that serialises indexers (replicas, CLI catch-ups).
-const indexerLock = 7461002
 
 // IndexerOptions configure an Indexer. Zero values take defaults.
 type IndexerOptions struct {
@@ -135,9 +133,11 @@ ON CONFLICT (name) DO UPDATE SET tx_id = EXCLUDED.tx_id, position = EXCLUDED.pos
 
 	sqlInsertDoc = `
 INSERT INTO search_docs (session_id, seq, kind, channel_id, thread_ts, ts, actor_kind, actor_id,
-                         actor_name, created_at, body)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                         actor_name, created_at, body, edited, deleted)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (session_id, seq) DO NOTHING`
+	// Edits and deletions of messages indexed by an earlier step (the fold of this step's
+	// events applies the others before the message is inserted).
 	sqlEditDoc = `
 UPDATE search_docs SET body = $3, edited = true
 WHERE session_id = $1 AND ts = $2 AND kind = 'user' AND NOT deleted`
@@ -181,7 +181,7 @@ func (ix *Indexer) step(ctx context.Context) (int, error) {
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it is a no-op
 
 	// The advisory lock assigns no transaction id, so it does not hold back ReadAll.
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", indexerLock); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", session.LockSearchIndexer); err != nil {
 		return 0, fmt.Errorf("index for search: lock: %w", err)
 	}
 	var cur session.Cursor
@@ -228,12 +228,14 @@ func (ix *Indexer) step(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("index for search: read sessions: %w", err)
 	}
 
-	b := &pgx.Batch{}
+	bySession := map[session.ID][]session.Event{}
 	for _, e := range evs {
-		ix.queue(b, e, aggs[e.SessionID])
+		bySession[e.SessionID] = append(bySession[e.SessionID], e)
 	}
+	b := &pgx.Batch{}
 	for _, id := range ids {
 		a := aggs[id]
+		ix.queue(b, bySession[id], a)
 		b.Queue(sqlUpsertSession, id, a.key.Team, a.key.Channel, a.key.ThreadTS, a.title, a.first, a.last, a.messages)
 		if a.touchedUserMessage {
 			b.Queue(sqlFirstText, id)
@@ -249,95 +251,75 @@ func (ix *Indexer) step(ctx context.Context) (int, error) {
 	return len(evs), nil
 }
 
-// queue adds the projection changes of one event to b. Events whose payload cannot be read
-// are logged and skipped: one bad event must not stop search for everyone.
-func (ix *Indexer) queue(b *pgx.Batch, e session.Event, a *sessionAgg) {
-	if e.CreatedAt.Before(a.first) {
-		a.first = e.CreatedAt
+// queue adds the projection changes of one session's events in this step to b: it folds them
+// (session/thread applies edits and deletions) and writes what the fold holds. Edits and
+// deletions of messages indexed by an earlier step are strays of the fold, applied to the
+// stored documents. Events whose payload cannot be read are logged and skipped: one bad event
+// must not stop search for everyone.
+func (ix *Indexer) queue(b *pgx.Batch, evs []session.Event, a *sessionAgg) {
+	for _, e := range evs {
+		if e.CreatedAt.Before(a.first) {
+			a.first = e.CreatedAt
+		}
+		if e.CreatedAt.After(a.last) {
+			a.last = e.CreatedAt
+		}
 	}
-	if e.CreatedAt.After(a.last) {
-		a.last = e.CreatedAt
-	}
-	if e.Payload == nil { // purged by retention: nothing left to index
-		return
-	}
-	skip := func(err error) {
+	skip := func(e session.Event, err error) {
 		ix.log.Warn().Err(err).Str("session_id", e.SessionID.String()).Int64("seq", e.Seq).
 			Str("type", string(e.Type)).Msg("event not indexed for search: unreadable payload")
 	}
-	doc := func(kind, ts, actorName, body string) {
+	doc := func(e session.Event, kind, ts, actorName, body string, edited, deleted bool) {
 		b.Queue(sqlInsertDoc, e.SessionID, e.Seq, kind, a.key.Channel, a.key.ThreadTS, ts,
-			string(e.Actor.Kind), e.Actor.ID, actorName, e.CreatedAt, clip(body))
+			string(e.Actor.Kind), e.Actor.ID, actorName, e.CreatedAt, clip(body), edited, deleted)
 	}
-	switch e.Type {
-	case session.TypeUserMessage:
-		var m session.UserMessage
-		if err := e.Decode(&m); err != nil {
-			skip(err)
-			return
+	th := thread.Fold(evs)
+	a.title = th.Title
+	for _, it := range th.Items {
+		e := it.Event
+		switch it.Kind {
+		case thread.KindUnreadable:
+			if e.Payload != nil { // a purged payload left nothing to index
+				skip(e, it.Err)
+			}
+		case thread.KindUser:
+			m := it.Message
+			a.touchedUserMessage = true
+			switch {
+			case !m.Stray:
+				a.messages++
+				doc(e, "user", m.TS, m.UserName, m.Text, m.Edited, m.Deleted)
+			case m.Deleted: // C08: the deleted text stops being returned by search
+				b.Queue(sqlDeleteDoc, e.SessionID, m.TS)
+			case m.Edited:
+				b.Queue(sqlEditDoc, e.SessionID, m.TS, clip(m.Text))
+			}
+		case thread.KindAssistant:
+			if strings.TrimSpace(it.Assistant.Text) == "" {
+				continue
+			}
+			a.messages++
+			doc(e, "assistant", "", "", it.Assistant.Text, false, false)
+		case thread.KindTool:
+			if c := it.Tool.Call; c != nil {
+				doc(e, "tool", "", "", c.Name+" "+compactJSON(c.Input), false, false)
+			}
+			if r := it.Tool.Result; r != nil && r.Content != "" {
+				doc(it.Tool.ResultEvent, "tool", "", "", r.Content, false, false)
+			}
+		case thread.KindMarker:
+			if e.Type != session.TypeDelivered || e.Payload == nil {
+				continue
+			}
+			var m session.Delivered
+			if err := e.Decode(&m); err != nil {
+				skip(e, err)
+				continue
+			}
+			if len(m.TS) > 0 {
+				b.Queue(sqlDeliveredDoc, e.SessionID, m.Seq, m.TS[0])
+			}
 		}
-		a.messages++
-		a.touchedUserMessage = true
-		doc("user", m.TS, m.UserName, m.Text)
-	case session.TypeUserMessageEdited:
-		var m session.UserMessageEdited
-		if err := e.Decode(&m); err != nil {
-			skip(err)
-			return
-		}
-		a.touchedUserMessage = true
-		b.Queue(sqlEditDoc, e.SessionID, m.OrigTS, clip(m.Text))
-	case session.TypeUserMessageDeleted:
-		var m session.UserMessageDeleted
-		if err := e.Decode(&m); err != nil {
-			skip(err)
-			return
-		}
-		a.touchedUserMessage = true
-		b.Queue(sqlDeleteDoc, e.SessionID, m.DeletedTS)
-	case session.TypeAssistantMessage:
-		var m session.AssistantMessage
-		if err := e.Decode(&m); err != nil {
-			skip(err)
-			return
-		}
-		if strings.TrimSpace(m.Text) == "" {
-			return
-		}
-		a.messages++
-		doc("assistant", "", "", m.Text)
-	case session.TypeDelivered:
-		var m session.Delivered
-		if err := e.Decode(&m); err != nil {
-			skip(err)
-			return
-		}
-		if len(m.TS) > 0 {
-			b.Queue(sqlDeliveredDoc, e.SessionID, m.Seq, m.TS[0])
-		}
-	case session.TypeToolCall:
-		var m session.ToolCall
-		if err := e.Decode(&m); err != nil {
-			skip(err)
-			return
-		}
-		doc("tool", "", "", m.Name+" "+compactJSON(m.Input))
-	case session.TypeToolResult:
-		var m session.ToolResult
-		if err := e.Decode(&m); err != nil {
-			skip(err)
-			return
-		}
-		if m.Content != "" {
-			doc("tool", "", "", m.Content)
-		}
-	case session.TypeTitle:
-		var m session.Title
-		if err := e.Decode(&m); err != nil {
-			skip(err)
-			return
-		}
-		a.title = strings.TrimSpace(m.Text)
 	}
 }
 

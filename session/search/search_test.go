@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
@@ -28,6 +29,8 @@ type fixture struct {
 	ix    *search.Indexer
 	s     *search.Searcher
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newFixture(t *testing.T, opts search.Options) *fixture {
 	t.Helper()
@@ -196,6 +199,36 @@ func TestSearchFollowsEditsAndDeletions(t *testing.T) {
 	}
 	if strings.Contains(sum.FirstText, "sk-") || sum.FirstText != "deploy to prod" {
 		t.Errorf("session first text = %q, want the edited first message", sum.FirstText)
+	}
+}
+
+// C07 and C08 within one indexing step: the fold applies the edit and the deletion before
+// the messages are written, so the deleted text is never indexed at all.
+func TestSearchFollowsEditsAndDeletionsInOneStep(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, search.Options{})
+	s := f.open("C0000001", "1700000000.001200")
+	user := session.Actor{Kind: session.ActorUser, ID: "U0000001"}
+	f.append(s,
+		userMsg(s, "U0000001", "alice", "1700000000.001500", "deploy to staging"),
+		userMsg(s, "U0000001", "alice", "1700000000.001600", "token is sk-XXXX"),
+		session.NewEvent{Type: session.TypeUserMessageEdited, Actor: user,
+			Payload: session.UserMessageEdited{OrigTS: "1700000000.001500", User: "U0000001", Text: "deploy to prod"}},
+		session.NewEvent{Type: session.TypeUserMessageDeleted, Actor: user,
+			Payload: session.UserMessageDeleted{DeletedTS: "1700000000.001600", User: "U0000001"}},
+	)
+	f.catchUp()
+	for _, q := range []string{"sk-XXXX", "token", "staging"} {
+		if hits := f.search(search.Query{Text: q}); len(hits) != 0 {
+			t.Errorf("%q finds %q", q, texts(hits))
+		}
+	}
+	if hits := f.search(search.Query{Text: "prod"}); len(hits) != 1 || !hits[0].Edited {
+		t.Fatalf("prod: %+v, want the edited message", hits)
+	}
+	var deleted bool
+	if err := f.admin.QueryRow(f.ctx, `SELECT deleted FROM search_docs WHERE session_id = $1 AND ts = '1700000000.001600'`, s.ID).Scan(&deleted); err != nil || !deleted {
+		t.Fatalf("deleted doc: deleted = %v, %v", deleted, err)
 	}
 }
 
@@ -538,7 +571,7 @@ func TestIndexerSkipsUnreadablePayloads(t *testing.T) {
 func TestIndexerRun(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, search.Options{})
-	pool, err := session.Connect(f.ctx, f.store.Pool().Config().ConnString(), session.PoolOptions{Role: "logbook_app"})
+	pool, err := session.Connect(f.ctx, f.admin.Config().ConnString(), session.PoolOptions{Role: "logbook_app"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,61 +3,23 @@ package transcript
 import (
 	"regexp"
 	"strings"
+
+	"github.com/logbook/logbook/session/slacktext"
 )
-
-// slackToken matches Slack's angle-bracket markup: <@U123>, <@U123|name>, <#C123|general>,
-// <!here>, <!subteam^S123|@team>, <https://x|label>, <mailto:a@b|a@b>. Anything else in
-// angle brackets (a user's literal "<tag>") is left alone.
-var slackToken = regexp.MustCompile(`<([@#!][^<>|\s]+|(?:https?|mailto):[^<>|\s]+)(?:\|([^<>]*))?>`)
-
-var entities = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
 
 // readable returns a message's text for reading. text is the stored readable text (Slack's
 // escapes already decoded at store time); when it is empty, raw (as Slack sent it) is
-// decoded instead. Slack markup left in the text becomes plain: mentions as display names
-// from names (captured at store time), channels as #name, links as "label (url)". Emoji
-// shortcodes become emoji. Code (``` blocks and `spans`) is left exactly as written.
+// decoded instead, with slacktext.ToPlain. Slack markup left in the text (the model writes
+// <url|label> links too) is decoded by the same rules, entities excepted, since they were
+// decoded once already: mentions as display names from names (captured at store time),
+// channels as #name, links as "label (url)". Emoji shortcodes become emoji. Code (```
+// blocks and `spans`) is left exactly as written.
 func readable(text, raw string, names map[string]string) string {
+	n := slacktext.Map(names)
 	if strings.TrimSpace(text) == "" && raw != "" {
-		text = entities.Replace(raw)
+		return outsideCode(slacktext.ToPlain(raw, n), emojify)
 	}
-	return outsideCode(text, func(s string) string {
-		s = slackToken.ReplaceAllStringFunc(s, func(tok string) string {
-			m := slackToken.FindStringSubmatch(tok)
-			target, label := m[1], m[2]
-			switch {
-			case strings.HasPrefix(target, "@"):
-				id := target[1:]
-				if n := names[id]; n != "" {
-					return "@" + n
-				}
-				if label != "" {
-					return "@" + strings.TrimPrefix(label, "@")
-				}
-				return "@" + id
-			case strings.HasPrefix(target, "#"):
-				if label != "" {
-					return "#" + label
-				}
-				if n := names[target[1:]]; n != "" {
-					return "#" + n
-				}
-				return target
-			case strings.HasPrefix(target, "!"):
-				if label != "" {
-					return label
-				}
-				name, _, _ := strings.Cut(target[1:], "^")
-				return "@" + name
-			}
-			url := target
-			if label == "" || label == url || "mailto:"+label == url {
-				return strings.TrimPrefix(url, "mailto:")
-			}
-			return label + " (" + url + ")"
-		})
-		return emojify(s)
-	})
+	return outsideCode(text, func(s string) string { return emojify(slacktext.Markup(s, n)) })
 }
 
 // outsideCode applies f to the parts of s that are not code.

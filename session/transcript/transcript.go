@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // Format is an output format.
@@ -106,8 +107,6 @@ type Entry struct {
 	DeletedText string `json:"deleted_text,omitempty"` // only with RevealDeleted
 	Tool        *Tool  `json:"tool,omitempty"`
 	Marker      string `json:"marker,omitempty"` // what a marker event says, in one line
-
-	names map[string]string
 }
 
 // Tool is a tool call with its result, when one was recorded.
@@ -136,10 +135,10 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 		SessionID: sess.ID, Team: sess.Key.Team, Channel: sess.Key.Channel, ThreadTS: sess.Key.ThreadTS,
 		Permalink: opts.Permalink, All: opts.All, Entries: []Entry{}, opts: opts,
 	}
-	byTS := map[string]int{}       // user message ts -> entry index
-	byCall := map[string]int{}     // tool call id -> entry index
-	rawText := map[string]string{} // user message ts -> latest text, for RevealDeleted
-	for _, e := range events {
+	th := thread.Fold(events)
+	t.Title = th.Title
+	for _, it := range th.Items {
+		e := it.Event
 		en := Entry{Seq: e.Seq, Type: e.Type, Time: e.CreatedAt.UTC(), AuthorID: e.Actor.ID}
 		marker := func(format string, args ...any) {
 			if !opts.All {
@@ -155,139 +154,83 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 			}
 			continue
 		}
-		switch e.Type {
-		case session.TypeUserMessage:
-			var m session.UserMessage
-			if !decode(e, &m, &en, t) {
-				continue
-			}
-			en.Kind, en.TS, en.names = KindUser, m.TS, m.Names
+		switch it.Kind {
+		case thread.KindUnreadable:
+			// An unreadable payload is a visible marker entry, never a silent gap.
+			en.Kind, en.Marker = KindMarker, fmt.Sprintf("%s event with an unreadable payload", e.Type)
+			t.Entries = append(t.Entries, en)
+		case thread.KindUser:
+			m := it.Message
+			en.Kind, en.TS, en.Edited, en.Deleted = KindUser, m.TS, m.Edited, m.Deleted
 			en.AuthorID = cmp.Or(m.User, e.Actor.ID)
-			en.Author = cmp.Or(m.UserName, m.Names[en.AuthorID], en.AuthorID)
-			if ts, ok := slackTime(m.TS); ok {
-				en.Time = ts
+			en.Author = en.AuthorID
+			if !m.Stray {
+				// The edited message is not in this session's log (e.g. sent before logbook
+				// joined) when it is a stray: the edit or deletion itself is shown.
+				en.Author = cmp.Or(m.UserName, m.Names[en.AuthorID], en.AuthorID)
+				if ts, ok := slackTime(m.TS); ok {
+					en.Time = ts
+				}
 			}
 			en.Text = readable(m.Text, m.Raw, m.Names)
-			byTS[m.TS] = len(t.Entries)
-			rawText[m.TS] = en.Text
+			if m.Deleted && opts.RevealDeleted {
+				en.DeletedText = readable(m.DeletedText, m.DeletedRaw, m.Names)
+			}
 			t.Entries = append(t.Entries, en)
-		case session.TypeUserMessageEdited:
-			var m session.UserMessageEdited
-			if !decode(e, &m, &en, t) {
-				continue
+		case thread.KindChange:
+			verb := "edited"
+			if e.Type == session.TypeUserMessageDeleted {
+				verb = "deleted"
 			}
-			if i, ok := byTS[m.OrigTS]; ok {
-				orig := &t.Entries[i]
-				text := readable(m.Text, m.Raw, orig.names)
-				rawText[m.OrigTS] = text
-				if !orig.Deleted {
-					orig.Text, orig.Edited = text, true
-				} else if opts.RevealDeleted {
-					orig.DeletedText = text
-				}
-				marker("message %s edited", m.OrigTS)
-				continue
-			}
-			// The edited message is not in this session's log (e.g. sent before logbook
-			// joined): show the edit itself.
-			en.Kind, en.TS, en.Edited = KindUser, m.OrigTS, true
-			en.AuthorID = cmp.Or(m.User, e.Actor.ID)
-			en.Author = en.AuthorID
-			en.Text = readable(m.Text, m.Raw, nil)
-			byTS[m.OrigTS] = len(t.Entries)
-			rawText[m.OrigTS] = en.Text
-			t.Entries = append(t.Entries, en)
-		case session.TypeUserMessageDeleted:
-			var m session.UserMessageDeleted
-			if !decode(e, &m, &en, t) {
-				continue
-			}
-			if i, ok := byTS[m.DeletedTS]; ok {
-				orig := &t.Entries[i]
-				orig.Deleted, orig.Text, orig.Edited = true, "", false
-				if opts.RevealDeleted {
-					orig.DeletedText = rawText[m.DeletedTS]
-				}
-				marker("message %s deleted", m.DeletedTS)
-				continue
-			}
-			en.Kind, en.TS, en.Deleted = KindUser, m.DeletedTS, true
-			en.AuthorID = cmp.Or(m.User, e.Actor.ID)
-			en.Author = en.AuthorID
-			t.Entries = append(t.Entries, en)
-		case session.TypeAssistantMessage:
-			var m session.AssistantMessage
-			if !decode(e, &m, &en, t) {
-				continue
-			}
+			marker("message %s %s", th.Items[it.Target].Message.TS, verb)
+		case thread.KindAssistant:
+			m := it.Assistant
 			if strings.TrimSpace(m.Text) == "" {
-				if opts.All {
-					marker("assistant called %d tool(s) without text", len(m.ToolCallIDs))
-				}
+				marker("assistant called %d tool(s) without text", len(m.ToolCallIDs))
 				continue
 			}
 			en.Kind, en.Author = KindAssistant, opts.BotName
 			en.Text = readable(m.Text, "", nil)
 			t.Entries = append(t.Entries, en)
-		case session.TypeToolCall:
-			var m session.ToolCall
-			if !decode(e, &m, &en, t) {
-				continue
-			}
+		case thread.KindTool:
 			en.Kind, en.Author = KindTool, opts.BotName
-			en.Tool = &Tool{CallID: m.CallID, Name: m.Name, Input: toolInput(m.Input)}
-			if !opts.All {
-				en.Tool.Input, en.Tool.HiddenInputs = clipLines(en.Tool.Input, opts.ToolLines)
+			tool := &Tool{}
+			if c := it.Tool.Call; c != nil {
+				tool.CallID, tool.Name, tool.Input = c.CallID, c.Name, toolInput(c.Input)
+				if !opts.All {
+					tool.Input, tool.HiddenInputs = clipLines(tool.Input, opts.ToolLines)
+				}
+			} else {
+				en.Author = "tool"
+				tool.CallID, tool.Name = it.Tool.Result.CallID, "(unknown call)"
 			}
-			byCall[m.CallID] = len(t.Entries)
+			if r := it.Tool.Result; r != nil {
+				tool.HasResult, tool.Output, tool.IsError, tool.ExitCode = true, r.Content, r.IsError, r.ExitCode
+				tool.DurationMS, tool.Truncated, tool.Synthetic, tool.ResultSeq = r.DurationMS, r.Truncated, r.Synthetic, it.Tool.ResultEvent.Seq
+				if !opts.All {
+					tool.Output, tool.HiddenLines = clipLines(tool.Output, opts.ToolLines)
+				}
+			}
+			en.Tool = tool
 			t.Entries = append(t.Entries, en)
-		case session.TypeToolResult:
-			var m session.ToolResult
-			if !decode(e, &m, &en, t) {
-				continue
-			}
-			i, ok := byCall[m.CallID]
-			if !ok || t.Entries[i].Tool.HasResult {
-				en.Kind, en.Author = KindTool, "tool"
-				en.Tool = &Tool{CallID: m.CallID, Name: "(unknown call)"}
-				i = len(t.Entries)
-				t.Entries = append(t.Entries, en)
-			}
-			tool := t.Entries[i].Tool
-			tool.HasResult, tool.Output, tool.IsError, tool.ExitCode = true, m.Content, m.IsError, m.ExitCode
-			tool.DurationMS, tool.Truncated, tool.Synthetic, tool.ResultSeq = m.DurationMS, m.Truncated, m.Synthetic, e.Seq
+		case thread.KindMarker:
 			if !opts.All {
-				tool.Output, tool.HiddenLines = clipLines(tool.Output, opts.ToolLines)
-			}
-		case session.TypeTitle:
-			var m session.Title
-			if !decode(e, &m, &en, t) {
 				continue
 			}
-			t.Title = strings.TrimSpace(m.Text)
-			marker("title: %s", t.Title)
-		default:
-			if opts.All {
-				en.Kind, en.Marker = KindMarker, describeMarker(e)
-				t.Entries = append(t.Entries, en)
+			if e.Type == session.TypeTitle {
+				var m session.Title
+				_ = json.Unmarshal(e.Payload, &m) // the fold read it already
+				marker("title: %s", strings.TrimSpace(m.Text))
+				continue
 			}
+			en.Kind, en.Marker = KindMarker, describeMarker(e)
+			t.Entries = append(t.Entries, en)
 		}
 	}
 	for i := range t.Entries {
 		t.Entries[i].TimeText = formatTime(t.Entries[i].Time, opts.Location)
 	}
 	return t
-}
-
-// decode reads e's payload into v; an unreadable payload becomes a visible marker entry,
-// never a silent gap.
-func decode(e session.Event, v any, en *Entry, t *Transcript) bool {
-	if err := json.Unmarshal(e.Payload, v); err != nil {
-		en.Kind, en.Marker = KindMarker, fmt.Sprintf("%s event with an unreadable payload", e.Type)
-		t.Entries = append(t.Entries, *en)
-		return false
-	}
-	return true
 }
 
 // Render writes the transcript of sess in opts.Format.

@@ -13,10 +13,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.uber.org/goleak"
 
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/transcript"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
 

@@ -1,0 +1,239 @@
+package bot
+
+import (
+	"context"
+	"errors"
+
+	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/session"
+)
+
+// maxResumes is how many cells may take up one unfinished turn before it is abandoned.
+const maxResumes = 3
+
+// turn is one turn of a session, run by its cell: the only code that appends a turn's markers
+// (turn_started, queued, delivered, turn_completed, and the turn's own error events). In
+// order:
+//
+//  1. turn_started{through: the last user message} — with the cell's cell_woken when it is
+//     the cell's first write; a resumed turn (open in the log) appends nothing here.
+//  2. the agent: it appends the conversation — assistant_message with its tool_call events,
+//     tool_result, context_summary, the reply assistant_message — through the cell's log.
+//     Meanwhile every user message that arrives gets a queued marker.
+//  3. delivery: the reply is posted (a resumed turn searches the thread first), then
+//     delivered and turn_completed are appended together; a delivery that can never succeed
+//     appends error and turn_completed{status: error} instead.
+//  4. the title, once, after the first reply reached the thread (the Titler appends it).
+//
+// A turn reads the log only from the cell's memory (see cellLog); it costs one append per
+// step above.
+type turn struct {
+	cell  *Cell
+	epoch int64
+	state turnState
+	log   zerolog.Logger
+}
+
+func (t *turn) run(ctx context.Context) error {
+	c, d, st := t.cell, t.cell.deps, &t.state
+	resumed := st.open
+	if !resumed {
+		if err := t.replyBudget(ctx); err != nil {
+			return err
+		}
+		evs, err := c.appendWoken(ctx, t.epoch, session.NewEvent{Type: session.TypeTurnStarted, Actor: cellActor,
+			Payload: session.TurnStarted{Through: st.lastUser, Reason: "message"}})
+		if err != nil {
+			return err
+		}
+		st.turnSeq, st.through = evs[0].Seq, st.lastUser
+		c.queued = max(c.queued, st.lastUser)
+	} else if _, err := c.appendWoken(ctx, t.epoch); err != nil {
+		return err
+	}
+	t.log = c.log.With().Int64("turn", st.turnSeq).Bool("resumed", resumed).Logger()
+	evs := c.flog.snapshot()
+	if resumed {
+		// A turn that keeps failing across cells (an unsearchable thread, Slack refusing the
+		// post) is closed with an error instead of being woken forever.
+		if woken := len(selectEvents(evs, session.Range{From: st.turnSeq + 1, Types: []session.Type{session.TypeCellWoken}})); woken > maxResumes {
+			t.log.Warn().Int("cells", woken).Msg("turn abandoned after repeated failures")
+			return t.complete(ctx, brain.StatusError, "abandoned", session.NewEvent{Type: session.TypeError, Actor: cellActor,
+				Payload: session.ErrorEvent{Stage: "turn", Code: "abandoned",
+					Message: "the turn failed in every attempt; its reply may not have reached Slack"}})
+		}
+	}
+	working := d.deliver.Working(ctx, c.sess.Key.Channel, st.lastUserMsg.TS)
+	defer working()
+
+	bt := brain.Turn{Session: c.sess, Log: c.flog, Searcher: d.searcher, Where: d.cfg.Where, TurnSeq: st.turnSeq, Through: st.through}
+	bt.Where.ThreadTS = c.sess.Key.ThreadTS
+	bt.Where.Channel = c.sess.Key.Channel
+	if c.hands != nil {
+		bt.Hands = c.hands
+	}
+	// A resumed turn may have its reply already (a crash after the reply, before delivery):
+	// it is delivered, not produced again.
+	reply, found := session.Event{}, false
+	if resumed {
+		reply, found = turnReply(evs, st.turnSeq)
+	}
+	status, reason := brain.StatusOK, ""
+	if !found {
+		if d.channel != nil {
+			if name := d.channel(ctx, c.sess.Key.Channel); name != "" {
+				bt.Where.Channel = name
+			}
+		}
+		res, err := t.runAgent(ctx, bt)
+		if err != nil {
+			return err
+		}
+		reply, status, reason = res.Event, res.Status, res.Reason
+	}
+
+	if resumed && delivered(c.flog.snapshot(), reply) {
+		if err := t.complete(ctx, status, reason); err != nil {
+			return err
+		}
+	} else {
+		// Fresh: produced by this turn in this process, so never posted before.
+		fresh := !resumed && reply.Seq > st.turnSeq
+		posted, err := d.deliver.Deliver(ctx, c.sess, reply, !fresh)
+		switch {
+		case err == nil:
+			if err := t.complete(ctx, status, reason, session.NewEvent{
+				Type: session.TypeDelivered, Actor: deliveryActor, IdempotencyKey: "delivered/" + reply.ID.String(),
+				Payload: session.Delivered{EventID: reply.ID.String(), Seq: reply.Seq, Channel: c.sess.Key.Channel, TS: posted},
+			}); err != nil {
+				return err
+			}
+			d.metrics.deliveries.Inc()
+		case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
+			// The turn stays open: it is resumed (the thread searched first) after a backoff.
+			return err
+		default:
+			t.log.Warn().Err(err).Msg("delivery failed for good")
+			status = brain.StatusError
+			if err := t.complete(ctx, status, "delivery", session.NewEvent{Type: session.TypeError, Actor: cellActor,
+				Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}}); err != nil {
+				return err
+			}
+		}
+	}
+	// A title comes after the reply reached the thread, not before.
+	if d.titler != nil && status == brain.StatusOK {
+		d.titler.Title(ctx, bt, reply)
+	}
+	return nil
+}
+
+var deliveryActor = session.Actor{Kind: session.ActorSystem, ID: "delivery"}
+
+// complete appends first, then turn_completed, in one append, and tells the probe.
+func (t *turn) complete(ctx context.Context, status, reason string, first ...session.NewEvent) error {
+	st := t.state
+	evs := append(first, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
+		Payload: session.TurnCompleted{Turn: st.turnSeq, Status: status, Reason: reason, Through: st.through}})
+	if _, err := t.cell.flog.Append(ctx, evs...); err != nil {
+		return err
+	}
+	t.cell.deps.metrics.turns.WithLabelValues(status).Inc()
+	t.cell.deps.probe.turnDone(t.cell.id, st.turnSeq, status)
+	return nil
+}
+
+// runAgent runs the agent, appending a queued marker for every user message that arrives
+// meanwhile (they are answered by the next turn).
+func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error) {
+	c := t.cell
+	done := make(chan struct{})
+	var res brain.Reply
+	var err error
+	go func() {
+		defer close(done)
+		res, err = c.deps.agent.Run(ctx, bt)
+	}()
+	for {
+		select {
+		case <-done:
+			return res, err
+		case <-c.poke:
+			if err := c.flog.sync(ctx); err != nil {
+				continue
+			}
+			var marks []session.NewEvent
+			for _, e := range selectEvents(c.flog.snapshot(), session.Range{From: max(t.state.through, c.queued) + 1,
+				Types: []session.Type{session.TypeUserMessage}}) {
+				marks = append(marks, session.NewEvent{Type: session.TypeQueued, Actor: cellActor,
+					IdempotencyKey: "queued/" + e.ID.String(), Payload: session.Queued{MessageSeq: e.Seq}})
+				c.queued = max(c.queued, e.Seq)
+			}
+			if len(marks) > 0 {
+				if _, err := c.flog.Append(ctx, marks...); err != nil && ctx.Err() == nil {
+					c.log.Warn().Err(err).Msg("append queued markers")
+				}
+			}
+			// The poke is consumed; the cell reads the log again after the turn anyway.
+		}
+	}
+}
+
+// replyBudget waits until the thread may get another reply: replies per thread are capped
+// (C05, RunnerConfig.MaxReplies per ReplyWindow), a safety net against bot-to-bot ping-pong
+// that slips past the filters.
+func (t *turn) replyBudget(ctx context.Context) error {
+	d := t.cell.deps
+	limit := d.cfg.MaxReplies
+	if limit < 0 {
+		return nil
+	}
+	evs := selectEvents(t.cell.flog.snapshot(), session.Range{Types: []session.Type{session.TypeDelivered}, Desc: true, Limit: limit})
+	if len(evs) < limit {
+		return nil
+	}
+	wait := evs[limit-1].CreatedAt.Add(d.cfg.ReplyWindow).Sub(d.clock.Now())
+	if wait <= 0 {
+		return nil
+	}
+	t.cell.log.Warn().Dur("wait", wait).Msg("cell: reply cap reached for this thread; waiting")
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.clock.After(wait):
+		return nil
+	}
+}
+
+// turnReply returns the reply assistant_message of the turn at turnSeq, if the log has one.
+func turnReply(evs []session.Event, turnSeq int64) (session.Event, bool) {
+	replies := selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeAssistantMessage}})
+	for i := len(replies) - 1; i >= 0; i-- {
+		var m session.AssistantMessage
+		if err := replies[i].Decode(&m); err == nil && m.Reply() {
+			return replies[i], true
+		}
+	}
+	return session.Event{}, false
+}
+
+// delivered reports whether the log records the delivery of reply.
+func delivered(evs []session.Event, reply session.Event) bool {
+	for _, e := range selectEvents(evs, session.Range{From: reply.Seq + 1, Types: []session.Type{session.TypeDelivered}}) {
+		var p session.Delivered
+		if e.Decode(&p) == nil && p.EventID == reply.ID.String() {
+			return true
+		}
+	}
+	return false
+}
+
+func shortError(err error) string {
+	s := err.Error()
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}

@@ -1,0 +1,40 @@
+package session
+
+// Advisory locks. Every PostgreSQL advisory-lock key logbook takes, in Go or inside an SQL
+// function of migrations/, is listed here with its purpose, so that no two purposes share a
+// key by accident (they would block each other). All keys are bigint keys (the one-argument
+// pg_advisory_* functions); a test checks that every key written in the migrations is one of
+// these.
+//
+// Keys taken inside SQL functions cannot use these constants; their literal values must stay
+// equal to them:
+//
+//   - LockSessionSeed: hashtextextended(session id, 7461) in logbook_append,
+//     logbook_acquire_lease, logbook_renew_lease, logbook_release_lease
+//     (migrations/00001_log.sql) and per session in logbook_purge_expired (00003_audit.sql).
+//   - LockRetention: 7461002 in logbook_purge_expired (00003_audit.sql).
+const (
+	// LockSessionSeed is the seed of the per-session lock, hashtextextended(session id::text,
+	// LockSessionSeed), transaction-scoped. It serialises one session's appends, lease changes
+	// and purge, so appenders of other sessions never wait.
+	LockSessionSeed int64 = 7461
+
+	// LockTestTemplate serialises migrations/pgtest's builders of the template database across
+	// test processes (session-scoped, on the server's maintenance database).
+	LockTestTemplate int64 = 7461001
+
+	// LockRetention serialises legal-hold changes (audit.AddHold, audit.RemoveHold) with
+	// retention purges (logbook_purge_expired), transaction-scoped, so a purge never misses a
+	// hold committed just before it.
+	LockRetention int64 = 7461002
+
+	// LockScheduleSeed is the seed of a scheduled export's lock, hashtextextended(schedule
+	// name, LockScheduleSeed), session-scoped (audit.Scheduler.Tick): one replica runs a
+	// schedule's tick at a time.
+	LockScheduleSeed int64 = 7461003
+
+	// LockSearchIndexer serialises search indexers (session/search.Indexer: replicas and
+	// one-shot CLI catch-ups), transaction-scoped around each batch. It used to be 7461002,
+	// LockRetention's key, so indexing and purges or hold changes waited for each other.
+	LockSearchIndexer int64 = 7461004
+)

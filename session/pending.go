@@ -1,0 +1,103 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// sqlPending reads session_work (migrations/00004_pending.sql), which the log keeps as it
+// appends user_message and turn_completed events: its cost grows with the sessions that have
+// pending work, not with the size of the log. The cutoff is a subquery, computed once, so
+// that it bounds the scan of the partial index session_work_pending (a volatile expression
+// in the condition could only filter every pending session ever).
+const sqlPending = `
+SELECT w.session_id FROM session_work w
+WHERE w.last_message_seq > w.answered_through
+  AND w.last_message_at > (SELECT clock_timestamp() - $1::interval)
+  AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = w.session_id
+                  AND l.expires_at > clock_timestamp() AND l.owner <> $2)`
+
+// Pending returns the sessions with work nobody runs: a user_message newer than window whose
+// seq is above the Through of the session's latest turn_completed (0 when none), and no
+// unexpired lease held by an owner other than owner. window is measured on the database's
+// clock. The order is unspecified.
+func (s *Store) Pending(ctx context.Context, owner string, window time.Duration) ([]ID, error) {
+	rows, err := s.pool.Query(ctx, sqlPending, window, owner)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions with pending work: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[ID])
+	if err != nil {
+		return nil, fmt.Errorf("list sessions with pending work: %w", err)
+	}
+	return ids, nil
+}
+
+// notifyChannel is the PostgreSQL NOTIFY channel of session signals. A payload is the
+// session id, a space, and the sender's name.
+const notifyChannel = "logbook_session"
+
+// Notify signals every Listen on the database that session id has new work. sender names
+// the signalling process (e.g. a lease owner) so that its own listener can ignore the
+// signal. A signal is a hint: it is lost when nobody listens, and readers must not depend on
+// it (Pending finds the work).
+func (s *Store) Notify(ctx context.Context, id ID, sender string) error {
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify('`+notifyChannel+`', $1)`, id.String()+" "+sender); err != nil {
+		return fmt.Errorf("notify session %s: %w", id, err)
+	}
+	return nil
+}
+
+// Listen holds one dedicated connection to dsn (not a pooled one: LISTEN belongs to a
+// connection) that LISTENs for Notify's signals, until ctx ends or the connection fails.
+// Once LISTEN is in place it calls listening, on its own goroutine, before it reads any
+// signal: a caller that catches up there (e.g. with Pending) loses nothing signalled while it
+// was not listening. Then it calls notified with each signal's session and sender, in order.
+// Payloads that do not name a session are skipped. Listen always returns an error: ctx's
+// error once ctx ends, otherwise why the connection failed (reconnecting is the caller's).
+func Listen(ctx context.Context, dsn string, listening func(), notified func(id ID, sender string)) error {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("parse database URL: %w", redactedError{err})
+	}
+	cfg.RuntimeParams["application_name"] = "logbook-listen"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	listening()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		sid, sender, _ := strings.Cut(n.Payload, " ")
+		id, err := ParseID(sid)
+		if err != nil {
+			continue
+		}
+		notified(id, sender)
+	}
+}
+
+const sqlMissingTables = `SELECT array_remove(ARRAY[
+	CASE WHEN to_regclass('events') IS NULL THEN 'events' END,
+	CASE WHEN to_regclass('session_work') IS NULL THEN 'session_work' END], NULL)`
+
+// MissingTables returns the log's tables that the database lacks, none when it has every
+// migration the store needs (session_work came with migration 00004).
+func (s *Store) MissingTables(ctx context.Context) ([]string, error) {
+	var missing []string
+	if err := s.pool.QueryRow(ctx, sqlMissingTables).Scan(&missing); err != nil {
+		return nil, fmt.Errorf("check the log's tables: %w", err)
+	}
+	return missing, nil
+}
