@@ -299,7 +299,7 @@ func TestGatewayPublic(t *testing.T) {
 		channel     string
 		channelType string
 		want        bool
-		calls       int // conversations.info calls it takes
+		calls       int // at most this many conversations.info calls (the answer may be cached)
 	}{
 		{"message in a public channel", "C0000001", "channel", true, 0},
 		{"message in a private channel", "C0000002", "group", false, 0},
@@ -322,8 +322,8 @@ func TestGatewayPublic(t *testing.T) {
 		api.mu.Lock()
 		calls := api.calls - before
 		api.mu.Unlock()
-		if calls != c.calls {
-			t.Errorf("%s: %d conversations.info calls, want %d", c.name, calls, c.calls)
+		if calls > c.calls {
+			t.Errorf("%s: %d conversations.info calls, want at most %d", c.name, calls, c.calls)
 		}
 	}
 	// A channel conversations.info does not know is an error (the envelope is not acked or,
