@@ -3,16 +3,19 @@ package bot_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
@@ -22,6 +25,15 @@ import (
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
+)
+
+const (
+	general = "C0000001"
+	secret  = "C0000002"
+	dm      = "D0000001"
+	ada     = "U0000001"
+	grace   = "U0000002"
+	botUser = "UB000001"
 )
 
 // echoAgent is a hand-written agent for the bot's tests: it appends one reply that names the
@@ -100,6 +112,7 @@ type harness struct {
 	dbURL  string
 	agent  bot.Agent
 	reps   []*replica
+	logs   *logTap
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -142,7 +155,8 @@ func newHarness(t *testing.T, agent bot.Agent, o harnessOptions) *harness {
 	}
 	t.Cleanup(pool.Close)
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{t: t, emu: emu, store: session.NewStore(pool, session.Options{}), dbURL: dbURL, agent: agent, ctx: ctx, cancel: cancel}
+	h := &harness{t: t, emu: emu, store: session.NewStore(pool, session.Options{}), dbURL: dbURL, agent: agent,
+		logs: newLogTap(), ctx: ctx, cancel: cancel}
 	for range max(o.replicas, 1) {
 		h.startReplica(o)
 	}
@@ -168,7 +182,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}
 	reg := prometheus.NewRegistry()
 	metrics := bot.NewMetrics(reg)
-	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	log := zerolog.New(io.MultiWriter(zerolog.NewTestWriter(t), h.logs)).Level(zerolog.InfoLevel)
 	deliver := bot.NewDeliverer(api, log, metrics, o.delivery)
 	idle := o.idle
 	if idle == 0 {
@@ -274,12 +288,15 @@ func (h *harness) events(id session.ID, types ...session.Type) []session.Event {
 // waitFor polls cond (a database or process state the emulator cannot signal) until it holds.
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	ctx := h.waitCtx()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
 			h.t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -301,4 +318,203 @@ func conversation(evs []session.Event) []session.Event {
 		}
 	}
 	return out
+}
+
+// acked waits until every event of p is acked (not stale): the gateway is done with them, so
+// whatever they store is in the log.
+func (h *harness) acked(p slackemu.Posted) {
+	h.t.Helper()
+	for _, id := range p.EventIDs {
+		if _, err := h.emu.WaitForAck(h.waitCtx(), id); err != nil {
+			h.t.Fatalf("event %s of %s not acked (state %s): %v", id, p.TS, h.emu.DeliveryState(id), err)
+		}
+	}
+}
+
+// everyEnvelopeAcked waits until the bot has acked every envelope written to a socket so far
+// as many times as it was written (an injected duplicate is written twice, a dropped one
+// not at all): the gateway is done with everything sent.
+func (h *harness) everyEnvelopeAcked() {
+	h.t.Helper()
+	var pending []string
+	err := h.emu.Wait(h.waitCtx(), func() bool {
+		written := map[string]int{}
+		for _, d := range h.emu.Deliveries() {
+			switch {
+			case d.ConnID == 0 || d.Fault == string(slackemu.FaultDrop):
+			case d.Fault == string(slackemu.FaultDuplicate):
+				written[d.EnvelopeID] += 2
+			default:
+				written[d.EnvelopeID]++
+			}
+		}
+		for _, a := range h.emu.Acks() {
+			written[a.EnvelopeID]--
+		}
+		pending = pending[:0]
+		for env, n := range written {
+			if n > 0 {
+				pending = append(pending, env)
+			}
+		}
+		return len(pending) == 0
+	})
+	if err != nil {
+		h.t.Fatalf("envelopes never acked: %v: %v", pending, err)
+	}
+}
+
+// awaitingRetry waits until Slack counts the first delivery of every event of p as failed
+// (not acked in its window), so FireRetries sends them again.
+func (h *harness) awaitingRetry(p slackemu.Posted) {
+	h.t.Helper()
+	for _, id := range p.EventIDs {
+		if err := h.emu.Wait(h.waitCtx(), func() bool { return h.emu.DeliveryState(id) == slackemu.StateAwaitingRetry }); err != nil {
+			h.t.Fatalf("event %s of %s: state %s, want %s: %v", id, p.TS, h.emu.DeliveryState(id), slackemu.StateAwaitingRetry, err)
+		}
+	}
+}
+
+// answered waits until the session has no work left: no open turn, and the last completed
+// turn answers its last user message. With every envelope acked (see acked), nothing more
+// happens in the session until a new message arrives, so a negative check made after it
+// cannot pass merely because the system had no time.
+func (h *harness) answered(id session.ID) {
+	h.t.Helper()
+	h.waitFor("every user message answered by a completed turn", func() bool {
+		latest, err := h.store.Latest(context.Background(), id, session.TypeTurnStarted, session.TypeTurnCompleted, session.TypeUserMessage)
+		if err != nil {
+			return false
+		}
+		user, started, completed := latest[session.TypeUserMessage], latest[session.TypeTurnStarted], latest[session.TypeTurnCompleted]
+		if user.Seq == 0 || completed.Seq == 0 || completed.Seq < started.Seq {
+			return false
+		}
+		var tc session.TurnCompleted
+		return completed.Decode(&tc) == nil && tc.Through >= user.Seq
+	})
+}
+
+// metric returns the sum over the replicas of the counter or gauge name with the given label
+// values (name=value pairs; none: every series).
+func (h *harness) metric(name string, labels ...string) float64 {
+	h.t.Helper()
+	var sum float64
+	for _, r := range h.reps {
+		mfs, err := r.reg.Gather()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				if hasLabels(m, labels) {
+					sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
+
+func hasLabels(m *dto.Metric, pairs []string) bool {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		found := false
+		for _, l := range m.GetLabel() {
+			if l.GetName() == pairs[i] && l.GetValue() == pairs[i+1] {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// waitMetric waits until metric(name, labels...) reaches at least min.
+func (h *harness) waitMetric(min float64, name string, labels ...string) {
+	h.t.Helper()
+	h.waitFor(fmt.Sprintf("%s%v >= %v", name, labels, min), func() bool { return h.metric(name, labels...) >= min })
+}
+
+// logTap keeps the bot's log lines so a test can wait for one: the only signal some states
+// have (see waitLog).
+type logTap struct {
+	mu      sync.Mutex
+	lines   []string
+	changed chan struct{}
+}
+
+func newLogTap() *logTap { return &logTap{changed: make(chan struct{})} }
+
+func (l *logTap) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, string(p))
+	close(l.changed)
+	l.changed = make(chan struct{})
+	return len(p), nil
+}
+
+// waitLog waits until the bot logs a line whose message is msg, and returns that line. Use it
+// only when no event, metric or Slack call marks the state: the wording of a log line is not
+// a contract.
+func (h *harness) waitLog(msg string) string {
+	h.t.Helper()
+	want := `"message":` + strconv.Quote(msg)
+	ctx := h.waitCtx()
+	for {
+		h.logs.mu.Lock()
+		changed := h.logs.changed
+		for _, line := range h.logs.lines {
+			if strings.Contains(line, want) {
+				h.logs.mu.Unlock()
+				return line
+			}
+		}
+		h.logs.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			h.t.Fatalf("the bot never logged %q", msg)
+		}
+	}
+}
+
+// scaledSleep is a DeliveryConfig.Sleep that records every wait asked for and waits a
+// twentieth of it: Retry-After is still honoured in order (and checked by the test through
+// the record), without the test spending Slack's seconds.
+type scaledSleep struct {
+	mu    sync.Mutex
+	asked []time.Duration
+}
+
+func (s *scaledSleep) Sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.asked = append(s.asked, d)
+	s.mu.Unlock()
+	t := time.NewTimer(d / 20)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// longWaits returns how many waits of at least d were asked for.
+func (s *scaledSleep) longWaits(d time.Duration) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, a := range s.asked {
+		if a >= d {
+			n++
+		}
+	}
+	return n
 }

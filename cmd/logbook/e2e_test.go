@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/slackemu"
@@ -45,9 +46,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build logbook for the end-to-end tests:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// The run fails if it leaves goroutines behind; the binary's directory goes either way.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
 
 const (
@@ -256,6 +259,13 @@ func (e *e2e) serve(extra ...string) *proc {
 // run runs a logbook subcommand to completion and returns its stdout.
 func (e *e2e) run(args ...string) string {
 	e.t.Helper()
+	out, _ := e.runStderr(args...)
+	return out
+}
+
+// runStderr runs a one-shot logbook command and returns its stdout and stderr (warnings).
+func (e *e2e) runStderr(args ...string) (string, string) {
+	e.t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = e.env()
 	var stdout, stderr bytes.Buffer
@@ -263,7 +273,7 @@ func (e *e2e) run(args ...string) string {
 	if err := cmd.Run(); err != nil {
 		e.t.Fatalf("logbook %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
-	return stdout.String()
+	return stdout.String(), stderr.String()
 }
 
 func (e *e2e) post(p slackemu.Post) slackemu.Posted {
@@ -574,12 +584,12 @@ func TestE2ESearchAndExport(t *testing.T) {
 	s := e.session(top.TS)
 	e.waitFor("turn_completed", func() bool { return len(e.events(s.ID, session.TypeTurnCompleted)) == 1 })
 
-	out := e.run("search", "--json", "certificate expired")
+	out, warnings := e.runStderr("search", "--json", "certificate expired")
 	var hits []struct {
 		SessionID string `json:"session_id"`
 	}
 	if err := json.Unmarshal([]byte(out), &hits); err != nil || len(hits) == 0 || hits[0].SessionID != s.ID.String() {
-		t.Fatalf("search: %v\n%s", err, out)
+		t.Fatalf("search: %v\n%s\nstderr:\n%s", err, out, warnings)
 	}
 	dir := t.TempDir()
 	today := time.Now().UTC().Format("2006-01-02")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,11 +59,17 @@ func (f *fakeSlack) GetConversationRepliesContext(ctx context.Context, p *slack.
 	return append([]slack.Message(nil), f.msgs...), false, "", nil
 }
 
+// newTestDeliverer is the one place these tests build a Deliverer.
+func newTestDeliverer(api slackAPI, cfg DeliveryConfig) *Deliverer {
+	return NewDeliverer(api, zerolog.Nop(), NewMetrics(prometheus.NewRegistry()), cfg)
+}
+
 // A part re-split after msg_too_long shifts the part indices in the metadata; when a later
 // part then fails retryably, the turn is resumed with fresh=false and lookup() matches the
 // re-split pieces by index against the original split: the last original part counts as
 // posted and is never posted.
 func TestDeliveryReviewResplitThenRetryableFailureKeepsEveryPart(t *testing.T) {
+	t.Parallel()
 	para := func(w string) string { return strings.TrimSpace(strings.Repeat(w+" ", 80)) } // ~480 chars
 	text := para("alpha") + "\n\n" + para("bravo") + "\n\n" + para("charlie") + "\n\n" + para("delta")
 	payload, _ := json.Marshal(session.AssistantMessage{Text: text, Turn: 1})
@@ -76,7 +83,7 @@ func TestDeliveryReviewResplitThenRetryableFailureKeepsEveryPart(t *testing.T) {
 		slack.SlackErrorResponse{Err: "internal_error"},
 		slack.SlackErrorResponse{Err: "internal_error"},
 	}}
-	d := NewDeliverer(fs, zerolog.Nop(), NewMetrics(prometheus.NewRegistry()), DeliveryConfig{PartLimit: 1000,
+	d := newTestDeliverer(fs, DeliveryConfig{PartLimit: 1000,
 		Sleep: func(ctx context.Context, _ time.Duration) error { return nil }})
 	_, err := d.Deliver(context.Background(), sess, reply, false)
 	if err == nil || errors.Is(err, ErrDeliveryFailed) {
@@ -118,16 +125,46 @@ func (f *rlSlack) GetConversationRepliesContext(ctx context.Context, p *slack.Ge
 // holds every chat.postMessage of the workspace: a fresh reply in thread B, which calls
 // nothing but chat.postMessage, waits out conversations.replies' Retry-After.
 func TestDeliveryReviewRepliesRateLimitDoesNotHoldPosts(t *testing.T) {
+	t.Parallel()
 	fs := &rlSlack{}
-	d := NewDeliverer(fs, zerolog.Nop(), NewMetrics(prometheus.NewRegistry()), DeliveryConfig{})
+	// The first wait is thread A's, for conversations.replies' Retry-After: it says so and
+	// holds until the test is done with thread B. Any later wait is real.
+	held, release := make(chan struct{}), make(chan struct{})
+	var waits atomic.Int32
+	d := newTestDeliverer(fs, DeliveryConfig{Sleep: func(ctx context.Context, dur time.Duration) error {
+		if waits.Add(1) == 1 {
+			close(held)
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		timer := time.NewTimer(dur)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
 	payload, _ := json.Marshal(session.AssistantMessage{Text: "hi", Turn: 1})
 	mk := func(thread string) (session.Session, session.Event) {
 		return session.Session{Key: session.ThreadKey{Team: "T1", Channel: "C1", ThreadTS: thread}},
 			session.Event{Seq: 2, ID: uuid.Must(uuid.NewV7()), Type: session.TypeAssistantMessage, Payload: payload}
 	}
 	sa, ra := mk("1.1")
-	go d.Deliver(context.Background(), sa, ra, true) // resumed: searches thread A
-	time.Sleep(100 * time.Millisecond)
+	doneA := make(chan error, 1)
+	go func() { _, err := d.Deliver(context.Background(), sa, ra, true); doneA <- err }() // resumed: searches thread A
+	defer func() {
+		close(release)
+		if err := <-doneA; err != nil {
+			t.Errorf("thread A, after its wait: %v", err)
+		}
+	}()
+	<-held // thread A saw the rate limit and waits it out
 	sb, rb := mk("2.2")
 	start := time.Now()
 	if _, err := d.Deliver(context.Background(), sb, rb, false); err != nil {
@@ -142,12 +179,13 @@ func TestDeliveryReviewRepliesRateLimitDoesNotHoldPosts(t *testing.T) {
 // 2x, e.g. entity expansion): after the one re-split Deliver returns a plain error, which the
 // cell treats as retryable (cell.go:297) — the turn stays open and is resumed forever.
 func TestDeliveryReviewPersistentMsgTooLongIsFinal(t *testing.T) {
+	t.Parallel()
 	errs := make([]error, 20)
 	for i := range errs {
 		errs[i] = slack.SlackErrorResponse{Err: "msg_too_long"}
 	}
 	fs := &fakeSlack{postErrs: errs}
-	d := NewDeliverer(fs, zerolog.Nop(), NewMetrics(prometheus.NewRegistry()), DeliveryConfig{
+	d := newTestDeliverer(fs, DeliveryConfig{
 		Sleep: func(ctx context.Context, _ time.Duration) error { return nil }})
 	payload, _ := json.Marshal(session.AssistantMessage{Text: "hi", Turn: 1})
 	reply := session.Event{Seq: 2, ID: uuid.Must(uuid.NewV7()), Type: session.TypeAssistantMessage, Payload: payload}

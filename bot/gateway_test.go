@@ -1,0 +1,582 @@
+package bot_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/session"
+)
+
+// C01, C02: one post delivered as app_mention + message, duplicated and retried, gives one
+// user_message and one reply; the envelope is acked while the model is still working.
+func TestOnePostManyDeliveriesOneReply(t *testing.T) {
+	t.Parallel()
+	agent := &echoAgent{block: make(chan struct{})}
+	h := newHarness(t, agent, harnessOptions{replicas: 2})
+	h.emu.InjectDeliveryFault(slackemu.DeliveryFault{Kind: slackemu.FaultDuplicate, Times: 4})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> summarize"})
+	for _, id := range top.EventIDs {
+		if _, err := h.emu.WaitForAck(h.waitCtx(), id); err != nil {
+			t.Fatalf("envelope of %s not acked while the model works: %v", id, err)
+		}
+	}
+	h.waitFor("the agent to start", func() bool { return agent.Runs() == 1 })
+	close(agent.block)
+	h.replies(general, top.TS, 1)
+	s := h.session(general, top.TS)
+	h.waitFor("turn_completed", func() bool { return len(h.events(s.ID, session.TypeTurnCompleted)) == 1 })
+	// Every copy of every envelope (each was sent twice) is handled, and every stored
+	// message answered: a second user_message or reply would be there by now.
+	h.everyEnvelopeAcked()
+	h.answered(s.ID)
+	if n := len(h.events(s.ID, session.TypeUserMessage)); n != 1 {
+		t.Fatalf("%d user_message events, want 1", n)
+	}
+	if n := len(h.emu.BotReplies(general, top.TS)); n != 1 || agent.Runs() != 1 {
+		t.Fatalf("%d replies and %d agent runs, want 1 and 1", n, agent.Runs())
+	}
+}
+
+// C04, C05: the bot's own posts and other bots' posts are acked and never stored.
+func TestBotMessagesAreIgnored(t *testing.T) {
+	t.Parallel()
+	agent := &echoAgent{}
+	h := newHarness(t, agent, harnessOptions{})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> hi"})
+	h.replies(general, top.TS, 1) // our own post echoes back as a message event
+	other := h.post(slackemu.Post{Channel: general, User: "U0000009", Text: "<@" + botUser + "> status?"})
+	legacy := h.post(slackemu.Post{Channel: general, User: "U0000009", BotMessage: true, Text: "<@" + botUser + "> status?"})
+	inThread := h.post(slackemu.Post{Channel: general, User: "U0000009", ThreadTS: top.TS, Text: "<@" + botUser + "> ping"})
+	for _, p := range []slackemu.Posted{other, legacy, inThread} {
+		for _, id := range p.EventIDs {
+			if _, err := h.emu.WaitForAck(h.waitCtx(), id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s := h.session(general, top.TS)
+	if n := len(h.events(s.ID, session.TypeUserMessage)); n != 1 {
+		t.Fatalf("%d user messages, want 1", n)
+	}
+	for _, ts := range []string{other.TS, legacy.TS} {
+		if _, err := h.store.SessionByThread(context.Background(), session.ThreadKey{Team: h.emu.TeamID(), Channel: general, ThreadTS: ts}); err == nil {
+			t.Fatalf("a bot's post %s started a session", ts)
+		}
+	}
+	if agent.Runs() != 1 {
+		t.Fatalf("agent ran %d times, want 1", agent.Runs())
+	}
+}
+
+// C07, C08: edits and deletions become new events; the original row is untouched.
+func TestEditsAndDeletionsBecomeEvents(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> help me deploy"})
+	h.replies(general, top.TS, 1)
+	m := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "deploy to staging"})
+	h.replies(general, top.TS, 2)
+	s := h.session(general, top.TS)
+
+	edit, err := h.emu.Edit(general, m.TS, "deploy to prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := h.emu.Edit(general, m.TS, "deploy to prod") // same text: ignored
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both edits are handled (the gateway acks after it stored what it keeps).
+	h.acked(edit)
+	h.acked(same)
+	if n := len(h.events(s.ID, session.TypeUserMessageEdited)); n != 1 {
+		t.Fatalf("%d user_message_edited events, want 1 (an edit that keeps the text is ignored)", n)
+	}
+	var ed session.UserMessageEdited
+	if err := h.events(s.ID, session.TypeUserMessageEdited)[0].Decode(&ed); err != nil || ed.OrigTS != m.TS || ed.Text != "deploy to prod" {
+		t.Fatalf("edit event %+v %v", ed, err)
+	}
+	// The edited text is what the next turn sees.
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "go"})
+	third := h.replies(general, top.TS, 3)
+	if !strings.Contains(third[2].Text, "deploy to prod") {
+		t.Fatalf("next turn did not see the edit: %q", third[2].Text)
+	}
+
+	secretMsg := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "token is sk-XXXX"})
+	h.replies(general, top.TS, 4)
+	if _, err := h.emu.Delete(general, secretMsg.TS); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("user_message_deleted", func() bool { return len(h.events(s.ID, session.TypeUserMessageDeleted)) == 1 })
+	var del session.UserMessageDeleted
+	if err := h.events(s.ID, session.TypeUserMessageDeleted)[0].Decode(&del); err != nil || del.DeletedTS != secretMsg.TS {
+		t.Fatalf("delete event %+v %v", del, err)
+	}
+	// The original rows are untouched (the log is append-only).
+	var orig session.UserMessage
+	if err := h.events(s.ID, session.TypeUserMessage)[1].Decode(&orig); err != nil || orig.Text != "deploy to staging" {
+		t.Fatalf("original user_message %+v %v", orig, err)
+	}
+}
+
+// C09: content only in blocks reaches the log as text; a bare mention is stored empty.
+func TestBlocksOnlyMessage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + ">"})
+	h.replies(general, top.TS, 1)
+	blocks := json.RawMessage(`[{"type":"rich_text","block_id":"b1","elements":[{"type":"rich_text_section","elements":[{"type":"text","text":"rollback failed on "},{"type":"link","url":"https://ci.example/1"}]}]}]`)
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "", Blocks: blocks})
+	h.replies(general, top.TS, 2)
+	msgs := h.events(h.session(general, top.TS).ID, session.TypeUserMessage)
+	var first, second session.UserMessage
+	if err := msgs[0].Decode(&first); err != nil || first.Text != "" || !first.Mentioned {
+		t.Fatalf("bare mention stored as %+v", first)
+	}
+	if err := msgs[1].Decode(&second); err != nil || second.Text != "rollback failed on https://ci.example/1" {
+		t.Fatalf("blocks-only message stored as %q", second.Text)
+	}
+}
+
+// C15 and the public-channels-only rule: nothing from a private channel or a DM is stored;
+// the user gets one note.
+func TestPrivateConversationsAreNeverStored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{
+		privateNote: true,
+		emu:         slackemu.Options{Subscriptions: []string{slackemu.SubAppMention, slackemu.SubMessageChannels, slackemu.SubMessageGroups, slackemu.SubMessageIM}},
+	})
+	var posts []slackemu.Posted
+	posts = append(posts, h.post(slackemu.Post{Channel: secret, User: ada, Text: "<@" + botUser + "> my salary is 123"}))
+	posts = append(posts, h.post(slackemu.Post{Channel: secret, User: ada, Text: "<@" + botUser + "> again"}))
+	posts = append(posts, h.post(slackemu.Post{Channel: dm, User: ada, Text: "my salary is 123"}))
+	for _, p := range posts {
+		for _, id := range p.EventIDs {
+			if _, err := h.emu.WaitForAck(h.waitCtx(), id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	su, err := pgxpool.New(context.Background(), h.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close()
+	var n int
+	if err := su.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d events stored from private conversations (%v)", n, err)
+	}
+	if eph := h.emu.Ephemerals(); len(eph) != 1 || eph[0].Channel != secret {
+		t.Fatalf("ephemeral notes %+v, want one in the private channel", eph)
+	}
+}
+
+// C03: after refresh_requested (and after a socket silently dropped), the bot reconnects and
+// later events still arrive.
+func TestReconnectsAfterDisconnect(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> one"})
+	h.replies(general, top.TS, 1)
+	opened := h.emu.ConnectionsOpened()
+	if _, err := h.emu.DisconnectAll("refresh_requested"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("a new connection", func() bool { return h.emu.ConnectionsOpened() > opened })
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "two"})
+	h.replies(general, top.TS, 2)
+
+	opened = h.emu.ConnectionsOpened()
+	if err := h.emu.DropConnection(0); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("a new connection after the drop", func() bool { return h.emu.ConnectionsOpened() > opened })
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "three"})
+	h.replies(general, top.TS, 3)
+}
+
+// A database that goes away: appends fail, envelopes are not acked, Slack redelivers, and once
+// the database is back the message is stored once and answered once.
+func TestDatabaseGoesAwayNothingLost(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{emu: slackemu.Options{
+		// Retries fire only when the test says so (FireRetries), like Slack's minutes; the
+		// ack window that precedes them is short.
+		AckTimeout: time.Second, RetrySchedule: []time.Duration{time.Hour, time.Hour, time.Hour},
+	}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> before the outage"})
+	h.replies(general, top.TS, 1)
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+
+	su, err := pgxpool.New(context.Background(), h.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close()
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := su.Exec(context.Background(), sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The outage: the app's connections are cut and it may not write.
+	exec(`REVOKE INSERT ON events FROM logbook_app`)
+	exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	p := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "during the outage"})
+	h.waitFor("the delivery to fail", func() bool { return h.emu.DeliveryState(p.EventIDs[0]) == "awaiting_retry" })
+	if n := len(h.events(s.ID, session.TypeUserMessage)); n != 1 {
+		t.Fatalf("%d user messages during the outage", n)
+	}
+	exec(`GRANT INSERT ON events TO logbook_app`)
+	h.emu.FireRetries()
+	replies := h.replies(general, top.TS, 2)
+	h.acked(p)
+	if replies[1].Text != "seen: before the outage | during the outage" {
+		t.Fatalf("reply after the outage: %q", replies[1].Text)
+	}
+	h.turns(s.ID, 2)
+	h.answered(s.ID)
+	if n := len(h.events(s.ID, session.TypeUserMessage)); n != 2 {
+		t.Fatalf("%d user messages, want 2", n)
+	}
+	if n := len(h.emu.BotReplies(general, top.TS)); n != 2 {
+		t.Fatalf("%d replies, want 2", n)
+	}
+}
+
+// The database refuses the append: the gateway must not ack, must keep running, and the
+// redelivery must store the message once and answer once.
+func TestGatewayDatabaseRefusesAppendThenRecovers(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{emu: slackemu.Options{
+		// A short ack window, and retries only when the test fires them.
+		AckTimeout: time.Second, RetrySchedule: []time.Duration{time.Hour, time.Hour, time.Hour}}})
+	h.waitFor("socket", func() bool { return len(h.emu.Connections()) > 0 })
+	admin, err := pgx.Connect(context.Background(), h.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(context.Background(), `REVOKE INSERT ON events FROM logbook_app`); err != nil {
+		t.Fatal(err)
+	}
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> during an outage"})
+	// The gateway has decided about every envelope once it counted each as not persisted.
+	h.waitMetric(float64(len(top.EventIDs)), "logbook_persist_failures_total")
+	for _, a := range h.emu.Acks() {
+		if !a.Stale {
+			t.Fatalf("acked %s while the database refused the append", a.EventID)
+		}
+	}
+	if _, err := admin.Exec(context.Background(), `GRANT INSERT ON events TO logbook_app`); err != nil {
+		t.Fatal(err)
+	}
+	h.awaitingRetry(top)
+	h.emu.FireRetries()
+	h.replies(general, top.TS, 1)
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+	if n := len(h.events(s.ID, session.TypeUserMessage)); n != 1 {
+		t.Fatalf("%d user messages", n)
+	}
+	// Every redelivery is stored and answered: nothing more is posted from here on.
+	h.acked(top)
+	h.answered(s.ID)
+	if n := len(h.emu.BotReplies(general, top.TS)); n != 1 {
+		t.Fatalf("%d replies", n)
+	}
+}
+
+// REVIEW-3: the session's first message is redelivered (its first delivery failed: dropped,
+// socket down, or a DB blip so it was not acked) and a follow-up in its thread arrives before
+// the retry. The follow-up is acked as "no_session" and lost for good.
+func TestGatewayThreadReplyBeforeSessionIsNotLost(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{emu: slackemu.Options{
+		AckTimeout: time.Second, RetrySchedule: []time.Duration{time.Hour, time.Hour, time.Hour}}})
+	h.waitFor("socket", func() bool { return len(h.emu.Connections()) > 0 })
+	h.emu.InjectDeliveryFault(slackemu.DeliveryFault{Kind: slackemu.FaultDrop, Times: 2}) // message + app_mention of the parent
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> the deploy failed"})
+	follow := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "here is the log: build 1234"})
+	// The follow-up is handled (and acked) while its thread has no session yet; only then is
+	// the parent redelivered.
+	h.acked(follow)
+	h.awaitingRetry(top)
+	h.emu.FireRetries()
+	h.acked(top)
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+	// Every envelope is acked, and the gateway acks only after it stored what it keeps.
+	if n := len(h.events(s.ID, session.TypeUserMessage)); n != 2 {
+		t.Fatalf("%d user_message events, want 2 (the thread reply was acked and dropped as no_session)", n)
+	}
+}
+
+// REVIEW-4: a message_deleted without previous_message (Slack omits it in some cases) for a
+// reply inside a session's thread is resolved to thread = deleted_ts, finds no session, and
+// is acked and dropped: the deleted text ("sk-...") stays in transcripts and search.
+func TestGatewayDeleteWithoutPreviousMessage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> hi"})
+	h.replies(general, top.TS, 1)
+	sec := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "token is sk-XXXX"})
+	h.replies(general, top.TS, 2)
+	s := h.session(general, top.TS)
+	inner := map[string]any{"type": "message", "subtype": "message_deleted", "hidden": true, "channel": general,
+		"channel_type": "channel", "ts": "1800000000.000001", "deleted_ts": sec.TS, "event_ts": "1800000000.000001"}
+	id, err := h.emu.PublishEvent(mustJSON(t, inner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The gateway acks only after it stored what it keeps.
+	if _, err := h.emu.WaitForAck(h.waitCtx(), id); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.events(s.ID, session.TypeUserMessageDeleted)); n != 1 {
+		t.Fatalf("%d user_message_deleted events, want 1: the deletion of %s was dropped", n, sec.TS)
+	}
+}
+
+// REVIEW-5: an event that can never be stored (NUL in the user id / ts) is a permanent
+// error, yet the gateway answers it like a DB outage: no ack, error log, Slack retries it
+// until it gives up. It must be acked (and counted) instead.
+func TestGatewayPoisonEnvelopeIsAcked(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{})
+	inner := map[string]any{"type": "message", "channel": general, "channel_type": "channel",
+		"user": "U000\u00001", "text": "<@" + botUser + "> hi", "ts": "1700000000.000900", "event_ts": "1700000000.000900"}
+	id, err := h.emu.PublishEvent(mustJSON(t, inner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	if _, err := h.emu.WaitForAck(ctx, id); err != nil {
+		t.Fatalf("poison envelope never acked (state %s): %v", h.emu.DeliveryState(id), err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Malformed frames: each envelope must be acked and nothing may panic.
+func TestGatewayMalformedEnvelopesAreAcked(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{})
+	h.waitFor("socket", func() bool { return len(h.emu.Connections()) > 0 })
+	cb := func(event string) string {
+		return `{"type":"event_callback","team_id":"T0000001","api_app_id":"A0000001","event_id":"EvX","event_time":1700000000,"event":` + event + `}`
+	}
+	frames := map[string]string{
+		"m1": `{"envelope_id":"m1","type":"events_api","accepts_response_payload":false,"retry_attempt":0,"retry_reason":"","payload":"junk"}`,
+		"m2": `{"envelope_id":"m2","type":"events_api","payload":` + cb(`{"type":"foo_bar","x":1}`) + `}`,
+		"m3": `{"envelope_id":"m3","type":"events_api","payload":` + cb(`{"type":"message","subtype":"message_changed","channel":"C0000001","channel_type":"channel","ts":"1.2"}`) + `}`,
+		"m4": `{"envelope_id":"m4","type":"events_api","payload":` + cb(`{"type":"message","subtype":"message_deleted","channel":"C0000001","channel_type":"channel","ts":"1.3"}`) + `}`,
+		"m5": `{"envelope_id":"m5","type":"events_api","payload":` + cb(`{"type":"message","text":"no channel no user"}`) + `}`,
+		"m6": `{"envelope_id":"m6","type":"slash_commands","accepts_response_payload":true,"payload":{"command":7}}`,
+		"m7": `{"envelope_id":"m7","type":"events_api","payload":{"type":"event_callback"}}`,
+		"m9": `{"envelope_id":"m9","type":"interactive","accepts_response_payload":true,"payload":{"type":"shortcut","callback_id":"x","trigger_id":"1.2","team":{"id":"T0000001"},"user":{"id":"U0000001"}}}`,
+		"m8": `{"envelope_id":"m8","type":"events_api","payload":` + cb(`{"type":"app_mention","user":"U0000001","text":"<@UB000001> x","ts":"1700000000.7","channel":"C_NOPE"}`) + `}`,
+	}
+	for _, f := range frames {
+		if err := h.emu.SendRaw(0, []byte(f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var missing []string
+	unacked := func() []string {
+		acked := map[string]bool{}
+		for _, a := range h.emu.Acks() {
+			acked[a.EnvelopeID] = true
+		}
+		var out []string
+		for id := range frames {
+			if !acked[id] {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	_ = h.emu.Wait(h.waitCtx(), func() bool { missing = unacked(); return len(missing) == 0 })
+	if len(missing) > 0 {
+		t.Fatalf("envelopes never acked: %v", missing)
+	}
+}
+
+// REVIEW-9: the Web API client has no timeout (slack.New's default http.Client{}) and the
+// gateway calls users.info (and conversations.info) on the ack path with the gateway's
+// lifetime context. One hung users.info call and the envelope is never acked; every retry
+// hangs the same way and the message is lost. "A name is a nicety, never a reason to lose a
+// message" (directory.UserName).
+func TestGatewayHungUsersInfoDoesNotBlockAck(t *testing.T) {
+	t.Parallel()
+	hang := make(chan struct{})
+	h := newHarness(t, &echoAgent{}, harnessOptions{apiProxy: func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		if strings.HasSuffix(r.URL.Path, "/users.info") {
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		next.ServeHTTP(w, r)
+	}})
+	t.Cleanup(func() { close(hang) }) // before the proxy closes: it waits for the hung calls
+
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> are you there?"})
+	wctx, wcancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer wcancel()
+	for _, id := range top.EventIDs {
+		if _, err := h.emu.WaitForAck(wctx, id); err != nil {
+			t.Fatalf("event %s never acked while users.info hangs (state %s): %v", id, h.emu.DeliveryState(id), err)
+		}
+	}
+}
+
+// threadBeforeMention: a human thread with two messages the bot never saw, then a mention
+// inside it (the session opens late and the gateway backfills).
+func threadBeforeMention(h *harness) (top, r1, mention slackemu.Posted) {
+	top = h.post(slackemu.Post{Channel: general, User: ada, Text: "prod deploy failed with exit 137"})
+	r1 = h.post(slackemu.Post{Channel: general, User: grace, ThreadTS: top.TS, Text: "OOM killer in the logs"})
+	for _, id := range append(top.EventIDs, r1.EventIDs...) {
+		if _, err := h.emu.WaitForAck(h.waitCtx(), id); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	mention = h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> what should we do?"})
+	return
+}
+
+// R-D: the backfilled messages are appended after the mention that opened the session, so the
+// model's history (seq order) puts the question first and the context after it; the last
+// user message the model sees is not the question.
+func TestDeliveryReviewBackfillOrder(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{})
+	top, _, mention := threadBeforeMention(h)
+	h.replies(general, top.TS, 1)
+	s := h.session(general, top.TS)
+	h.acked(mention) // both envelopes of the mention handled: the backfill is in the log
+	msgs := h.events(s.ID, session.TypeUserMessage)
+	var ts []string
+	for _, e := range msgs {
+		var m session.UserMessage
+		if err := e.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, m.TS)
+	}
+	reply := h.emu.BotReplies(general, top.TS)[0].Text
+	if len(ts) != 3 || !sort.StringsAreSorted(ts) {
+		t.Fatalf("user messages in log order have ts %v (want 3, in thread order); the model saw: %q", ts, reply)
+	}
+}
+
+// R-E: one rate limit (or any error) on the backfill's conversations.replies call and the
+// backfill gives up for good: the thread's earlier messages are never stored.
+//
+// Known defect, so this test fails about one run in 15-30: withThread still gives up on the
+// 429. It passes only when the mention's other envelope (app_mention and message arrive
+// together) reads the thread before the first one's append commits; when it reads it after,
+// emptySession is false, nothing is backfilled, and the count is 1.
+func TestDeliveryReviewBackfillAfterARateLimit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{})
+	h.emu.InjectMethodFault(slackemu.MethodFault{Method: "conversations.replies", Status: 429, RetryAfter: 1, Times: 1})
+	top, _, mention := threadBeforeMention(h)
+	h.replies(general, top.TS, 1)
+	s := h.session(general, top.TS)
+	// The backfill is part of handling the mention's envelopes: once both are acked, what it
+	// stores is in the log.
+	h.acked(mention)
+	if n := len(h.events(s.ID, session.TypeUserMessage)); n != 3 {
+		t.Fatalf("%d user messages stored, want 3: the backfill stopped at one 429", n)
+	}
+}
+
+// R-C: the Created flag lives only in the memory of the Open call. When that call's append
+// fails (DB blip: the envelope is not acked) — or the process dies between Open and Append —
+// the redelivery finds the session (cached, Created=false) and never backfills.
+func TestDeliveryReviewBackfillSurvivesAFailedAppend(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{emu: slackemu.Options{
+		AckTimeout: time.Second, RetrySchedule: []time.Duration{time.Hour, time.Hour, time.Hour}}})
+	admin, err := pgx.Connect(context.Background(), h.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "prod deploy failed with exit 137"})
+	r1 := h.post(slackemu.Post{Channel: general, User: grace, ThreadTS: top.TS, Text: "OOM killer in the logs"})
+	h.acked(top)
+	h.acked(r1)
+	if _, err := admin.Exec(context.Background(), `REVOKE INSERT ON events FROM logbook_app`); err != nil {
+		t.Fatal(err)
+	}
+	mention := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> what should we do?"})
+	s := h.session(general, top.TS) // Open committed; the append failed
+	h.waitMetric(float64(len(mention.EventIDs)), "logbook_persist_failures_total")
+	if _, err := admin.Exec(context.Background(), `GRANT INSERT ON events TO logbook_app`); err != nil {
+		t.Fatal(err)
+	}
+	h.awaitingRetry(mention)
+	h.emu.FireRetries()
+	h.replies(general, top.TS, 1)
+	h.acked(mention) // the redeliveries are stored, backfill included
+	if n := len(h.events(s.ID, session.TypeUserMessage)); n != 3 {
+		t.Fatalf("%d user messages stored, want 3 (the thread's two earlier messages were never backfilled); reply: %q",
+			n, h.emu.BotReplies(general, top.TS)[0].Text)
+	}
+}
+
+// R-F: the backfill races the poll (and live messages): when conversations.replies is slow,
+// the poll starts a turn on the mention alone before the backfill appends the thread's
+// earlier messages; the backfill's messages then start a second turn: two replies, the first
+// without the context.
+func TestDeliveryReviewSlowBackfillAnswersOnce(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	h := newHarness(t, &echoAgent{}, harnessOptions{apiProxy: func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		if strings.HasSuffix(r.URL.Path, "/conversations.replies") {
+			// As slow as the caller lets it be: answered only once the caller gave up.
+			select {
+			case <-r.Context().Done():
+				return
+			case <-release:
+			}
+		}
+		next.ServeHTTP(w, r)
+	}})
+	t.Cleanup(func() { close(release) }) // before the proxy closes
+	top, _, mention := threadBeforeMention(h)
+	h.replies(general, top.TS, 1)
+	// Every envelope of the mention is handled and every stored message answered: a second
+	// reply, if any, has been posted by now.
+	h.acked(mention)
+	h.answered(h.session(general, top.TS).ID)
+	var texts []string
+	for _, m := range h.emu.BotReplies(general, top.TS) {
+		texts = append(texts, m.Text)
+	}
+	if len(texts) != 1 {
+		t.Fatalf("%d replies to one mention: %q", len(texts), texts)
+	}
+}
