@@ -254,8 +254,8 @@ func TestReplyCapPerThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The cell has had its chance: it read the third message and decided to wait for the
-	// reply budget (only its log line says so; see waitLog).
-	h.waitLog("cell: reply cap reached for this thread; waiting")
+	// reply budget.
+	h.waitMetric(1, "logbook_reply_cap_waits_total")
 	if n := len(h.emu.BotReplies(general, top.TS)); n != 2 {
 		t.Fatalf("%d replies with a cap of 2 per hour", n)
 	}

@@ -3,12 +3,10 @@ package bot_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -112,7 +110,6 @@ type harness struct {
 	dbURL  string
 	agent  bot.Agent
 	reps   []*replica
-	logs   *logTap
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -135,6 +132,8 @@ type harnessOptions struct {
 	poll        time.Duration
 	maxReplies  int
 	replyWindow time.Duration
+	slash       bot.SlashHandler
+	probe       *bot.Probe
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
@@ -156,7 +155,7 @@ func newHarness(t *testing.T, agent bot.Agent, o harnessOptions) *harness {
 	t.Cleanup(pool.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harness{t: t, emu: emu, store: session.NewStore(pool, session.Options{}), dbURL: dbURL, agent: agent,
-		logs: newLogTap(), ctx: ctx, cancel: cancel}
+		ctx: ctx, cancel: cancel}
 	for range max(o.replicas, 1) {
 		h.startReplica(o)
 	}
@@ -182,8 +181,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}
 	reg := prometheus.NewRegistry()
 	metrics := bot.NewMetrics(reg)
-	log := zerolog.New(io.MultiWriter(zerolog.NewTestWriter(t), h.logs)).Level(zerolog.InfoLevel)
-	deliver := bot.NewDeliverer(api, log, metrics, o.delivery)
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 	idle := o.idle
 	if idle == 0 {
 		idle = time.Minute
@@ -196,26 +194,26 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if poll == 0 {
 		poll = 200 * time.Millisecond
 	}
-	runner := bot.NewRunner(bot.RunnerDeps{Log: log, Store: h.store, DatabaseURL: h.dbURL, Agent: h.agent, Deliver: deliver, Metrics: metrics}, bot.RunnerConfig{
-		IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, MaxReplies: o.maxReplies, ReplyWindow: o.replyWindow,
-		Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
-	})
-	gw := bot.NewGateway(log, h.store, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{PrivateNote: o.privateNote})
+	// The same wiring as serve and dev: bot.Service.
+	svc, err := bot.NewService(bot.ServiceConfig{
+		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, MaxReplies: o.maxReplies,
+			ReplyWindow: o.replyWindow, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote},
+		Delivery: o.delivery,
+	}, bot.ServiceDeps{Log: log, API: api, Socket: sm, Me: me, Cells: h.store, Gateway: h.store, DatabaseURL: h.dbURL,
+		Agent: h.agent, Slash: o.slash, Metrics: metrics, Probe: o.probe})
+	if err != nil {
+		t.Fatal(err)
+	}
 	opened := h.emu.ConnectionsOpened()
 	ctx, cancel := context.WithCancel(h.ctx)
-	r := &replica{runner: runner, cancel: cancel, done: make(chan struct{}), metrics: metrics, reg: reg}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := gw.Run(ctx); err != nil {
-			t.Errorf("gateway: %v", err)
+	r := &replica{runner: svc.Runner(), cancel: cancel, done: make(chan struct{}), metrics: metrics, reg: reg}
+	go func() {
+		defer close(r.done)
+		if err := svc.Run(ctx); err != nil {
+			t.Errorf("service: %v", err)
 		}
-	})
-	wg.Go(func() {
-		if err := runner.Run(ctx); err != nil {
-			t.Errorf("runner: %v", err)
-		}
-	})
-	go func() { wg.Wait(); close(r.done) }()
+	}()
 	h.reps = append(h.reps, r)
 	// Slack delivers what is posted while no socket is open only by later retries: wait for
 	// this replica's socket before the test posts.
@@ -438,50 +436,6 @@ func hasLabels(m *dto.Metric, pairs []string) bool {
 func (h *harness) waitMetric(min float64, name string, labels ...string) {
 	h.t.Helper()
 	h.waitFor(fmt.Sprintf("%s%v >= %v", name, labels, min), func() bool { return h.metric(name, labels...) >= min })
-}
-
-// logTap keeps the bot's log lines so a test can wait for one: the only signal some states
-// have (see waitLog).
-type logTap struct {
-	mu      sync.Mutex
-	lines   []string
-	changed chan struct{}
-}
-
-func newLogTap() *logTap { return &logTap{changed: make(chan struct{})} }
-
-func (l *logTap) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, string(p))
-	close(l.changed)
-	l.changed = make(chan struct{})
-	return len(p), nil
-}
-
-// waitLog waits until the bot logs a line whose message is msg, and returns that line. Use it
-// only when no event, metric or Slack call marks the state: the wording of a log line is not
-// a contract.
-func (h *harness) waitLog(msg string) string {
-	h.t.Helper()
-	want := `"message":` + strconv.Quote(msg)
-	ctx := h.waitCtx()
-	for {
-		h.logs.mu.Lock()
-		changed := h.logs.changed
-		for _, line := range h.logs.lines {
-			if strings.Contains(line, want) {
-				h.logs.mu.Unlock()
-				return line
-			}
-		}
-		h.logs.mu.Unlock()
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			h.t.Fatalf("the bot never logged %q", msg)
-		}
-	}
 }
 
 // scaledSleep is a DeliveryConfig.Sleep that records every wait asked for and waits a

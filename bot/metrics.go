@@ -18,6 +18,7 @@ type Metrics struct {
 	leaseSteals     prometheus.Counter
 	deliveryRetries prometheus.Counter
 	deliveries      prometheus.Counter
+	replyCapWaits   prometheus.Counter
 }
 
 // NewMetrics creates the bot's metrics and registers them on reg (nil: not registered).
@@ -44,10 +45,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		leaseSteals:     c("lease_steals_total", "Leases taken over after another owner's expired."),
 		deliveryRetries: c("delivery_retries_total", "Slack posts retried (rate limits, ambiguous failures)."),
 		deliveries:      c("deliveries_total", "Replies delivered to Slack."),
+		replyCapWaits:   c("reply_cap_waits_total", "Turns that waited because their thread reached its reply cap (C05)."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.envelopes, m.acks, m.appends, m.duplicates, m.persistFailures, m.deferred, m.ignored, m.turns,
-			m.cellsActive, m.evictions, m.rehydrations, m.leaseSteals, m.deliveryRetries, m.deliveries)
+			m.cellsActive, m.evictions, m.rehydrations, m.leaseSteals, m.deliveryRetries, m.deliveries, m.replyCapWaits)
 	}
 	return m
 }

@@ -199,6 +199,7 @@ func (t *turn) replyBudget(ctx context.Context) error {
 		return nil
 	}
 	t.cell.log.Warn().Dur("wait", wait).Msg("cell: reply cap reached for this thread; waiting")
+	d.metrics.replyCapWaits.Inc()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
