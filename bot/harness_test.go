@@ -123,17 +123,18 @@ type replica struct {
 }
 
 type harnessOptions struct {
-	emu         slackemu.Options
-	idle        time.Duration
-	leaseTTL    time.Duration
-	replicas    int
-	privateNote bool
-	delivery    bot.DeliveryConfig
-	poll        time.Duration
-	maxReplies  int
-	replyWindow time.Duration
-	slash       bot.SlashHandler
-	probe       *bot.Probe
+	emu           slackemu.Options
+	idle          time.Duration
+	leaseTTL      time.Duration
+	replicas      int
+	privateNote   bool
+	delivery      bot.DeliveryConfig
+	poll          time.Duration
+	maxReplies    int
+	replyWindow   time.Duration
+	threadReplies bot.ThreadReplies
+	slash         bot.SlashHandler
+	probe         *bot.Probe
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
@@ -197,7 +198,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, MaxReplies: o.maxReplies,
-			ReplyWindow: o.replyWindow, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote},
 		Delivery: o.delivery,
 	}, bot.ServiceDeps{Log: log, API: api, Socket: sm, Me: me, Cells: h.store, Gateway: h.store, DatabaseURL: h.dbURL,

@@ -38,6 +38,9 @@ type RunnerConfig struct {
 	// WakeWindow bounds how far back the poll and wake look for unfinished work; default 7 days.
 	WakeWindow time.Duration
 	Where      brain.Where // workspace and bot name for the system prompt; channel and thread are filled per session
+	// ThreadReplies says which messages of a session's thread are answered (default
+	// RepliesAddressed); the rest are recorded with a not_addressed marker.
+	ThreadReplies ThreadReplies
 }
 
 // RunnerDeps are what a Runner's cells work with. Store, Agent, Deliver and Metrics are
@@ -121,6 +124,9 @@ func NewRunner(d RunnerDeps, cfg RunnerConfig) *Runner {
 		cfg.MaxReplies = 10
 	}
 	cfg.ReplyWindow = nonZero(cfg.ReplyWindow, time.Minute)
+	if cfg.ThreadReplies == "" {
+		cfg.ThreadReplies = RepliesAddressed
+	}
 	base, cancel := context.WithCancel(context.Background())
 	deps := &cellDeps{log: d.Log, store: d.Store, agent: d.Agent, titler: d.Titler, deliver: d.Deliver, hands: d.Hands,
 		searcher: d.Search, metrics: d.Metrics, channel: d.Channel, clock: clockOr(d.Clock), probe: d.Probe, cfg: cfg}

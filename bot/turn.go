@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -40,16 +41,38 @@ func (t *turn) run(ctx context.Context) error {
 	c, d, st := t.cell, t.cell.deps, &t.state
 	resumed := st.open
 	if !resumed {
-		if err := t.replyBudget(ctx); err != nil {
-			return err
+		// Which of the new messages are for the bot (thread manners): the rest are recorded
+		// as not addressed, and a turn that answers none of them is closed at once, silently.
+		h := hearAll(d.cfg.ThreadReplies, c.flog.snapshot(), st.through, st.lastUser)
+		if h.answer && h.canned == "" {
+			if err := t.replyBudget(ctx); err != nil {
+				return err
+			}
 		}
-		evs, err := c.appendWoken(ctx, t.epoch, session.NewEvent{Type: session.TypeTurnStarted, Actor: cellActor,
-			Payload: session.TurnStarted{Through: st.lastUser, Reason: "message"}})
+		evs := append([]session.NewEvent{{Type: session.TypeTurnStarted, Actor: cellActor,
+			Payload: session.TurnStarted{Through: st.lastUser, Reason: "message"}}}, h.marks...)
+		if h.canned != "" {
+			// A reply that needs no model (mute, unmute, a mention while muted) is stored
+			// with the turn, so a resumed turn finds it and delivers it.
+			evs = append(evs, session.NewEvent{Type: session.TypeAssistantMessage,
+				Actor: session.Actor{Kind: session.ActorBot, ID: cmp.Or(d.cfg.Where.BotUserID, "logbook")},
+				Payload: session.AssistantMessage{Text: h.canned}})
+		}
+		if !h.answer {
+			evs = append(evs, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
+				Payload: session.TurnCompleted{Status: StatusSilent, Reason: "not_addressed", Through: st.lastUser}})
+		}
+		stored, err := c.appendWoken(ctx, t.epoch, evs...)
 		if err != nil {
 			return err
 		}
-		st.turnSeq, st.through = evs[0].Seq, st.lastUser
+		st.turnSeq, st.through = stored[0].Seq, st.lastUser
 		c.queued = max(c.queued, st.lastUser)
+		if !h.answer {
+			d.metrics.turns.WithLabelValues(StatusSilent).Inc()
+			d.probe.turnDone(c.id, st.turnSeq, StatusSilent)
+			return nil
+		}
 	} else if _, err := c.appendWoken(ctx, t.epoch); err != nil {
 		return err
 	}
@@ -74,12 +97,10 @@ func (t *turn) run(ctx context.Context) error {
 	if c.hands != nil {
 		bt.Hands = c.hands
 	}
-	// A resumed turn may have its reply already (a crash after the reply, before delivery):
-	// it is delivered, not produced again.
-	reply, found := session.Event{}, false
-	if resumed {
-		reply, found = turnReply(evs, st.turnSeq)
-	}
+	// A resumed turn may have its reply already (a crash after the reply, before delivery),
+	// and a canned reply is stored with its turn_started: either is delivered, not produced
+	// again.
+	reply, found := turnReply(c.flog.snapshot(), st.turnSeq)
 	status, reason := brain.StatusOK, ""
 	if !found {
 		if d.channel != nil {
@@ -131,6 +152,10 @@ func (t *turn) run(ctx context.Context) error {
 }
 
 var deliveryActor = session.Actor{Kind: session.ActorSystem, ID: "delivery"}
+
+// StatusSilent is the turn_completed status of a turn that answered nothing: every message
+// it took up was not addressed to the bot (see ThreadReplies).
+const StatusSilent = "silent"
 
 // complete appends first, then turn_completed, in one append, and tells the probe.
 func (t *turn) complete(ctx context.Context, status, reason string, first ...session.NewEvent) error {

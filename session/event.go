@@ -48,6 +48,10 @@ const (
 	TypeError              Type = "error"
 	TypeContextSummary     Type = "context_summary"
 	TypeDuplicateDelivery  Type = "duplicate_delivery"
+	// Thread manners: why the bot stayed silent, and who muted it.
+	TypeNotAddressed  Type = "not_addressed"
+	TypeThreadMuted   Type = "thread_muted"
+	TypeThreadUnmuted Type = "thread_unmuted"
 )
 
 var knownTypes = map[Type]bool{
@@ -57,6 +61,7 @@ var knownTypes = map[Type]bool{
 	TypeFileRef: true, TypeDelivered: true, TypeCellWoken: true, TypeCellEvicted: true,
 	TypeSandboxProvisioned: true, TypeSandboxLost: true, TypeError: true,
 	TypeContextSummary: true, TypeDuplicateDelivery: true,
+	TypeNotAddressed: true, TypeThreadMuted: true, TypeThreadUnmuted: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

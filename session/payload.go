@@ -95,8 +95,10 @@ type TurnStarted struct {
 
 // TurnCompleted closes a turn (type turn_completed): the tail of a completed exchange.
 type TurnCompleted struct {
-	Turn   int64  `json:"turn"`             // seq of the turn_started marker
-	Status string `json:"status"`           // "ok", "error"
+	// Turn is the seq of the turn_started marker; 0 for a silent turn, whose turn_started is
+	// in the same append, just before.
+	Turn   int64  `json:"turn"`
+	Status string `json:"status"`           // "ok", "error", or "silent": nothing taken up was for the bot
 	Reason string `json:"reason,omitempty"` // why, when not ok
 	// Through is the last user_message seq the turn answered; a later user message is work
 	// for the next turn.
@@ -180,4 +182,24 @@ type DuplicateDelivery struct {
 	TS           string `json:"ts"`
 	SlackEventID string `json:"slack_event_id,omitempty"`
 	RetryAttempt int    `json:"retry_attempt,omitempty"`
+}
+
+// NotAddressed records that a user message in a session's thread was stored and not answered
+// (type not_addressed), and why: "aside" (it starts with (aside) or !aside), "other_person" (it
+// mentions someone else and not the bot), "not_mentioned" (the thread answers only mentions),
+// "muted" (the thread is muted). The model still sees the message as context next turn.
+type NotAddressed struct {
+	MessageSeq int64  `json:"message_seq"`
+	Reason     string `json:"reason"`
+}
+
+// ThreadMuted records that someone muted the bot in the thread (type thread_muted; the actor
+// is who did); ThreadUnmuted that someone resumed it (type thread_unmuted).
+type ThreadMuted struct {
+	MessageSeq int64 `json:"message_seq"`
+}
+
+// ThreadUnmuted: see ThreadMuted.
+type ThreadUnmuted struct {
+	MessageSeq int64 `json:"message_seq"`
 }

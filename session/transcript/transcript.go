@@ -395,6 +395,13 @@ func describeMarker(e session.Event) string {
 		if json.Unmarshal(e.Payload, &m) == nil {
 			detail = fmt.Sprintf("Slack delivered %s again (retry %d)", m.TS, m.RetryAttempt)
 		}
+	case session.TypeNotAddressed:
+		var m session.NotAddressed
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("#%d not answered (%s)", m.MessageSeq, strings.ReplaceAll(m.Reason, "_", " "))
+		}
+	case session.TypeThreadMuted, session.TypeThreadUnmuted:
+		detail = "by " + e.Actor.ID
 	}
 	if detail != "" {
 		b.WriteString(": " + detail)

@@ -1,0 +1,154 @@
+package bot
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/logbook/logbook/session"
+)
+
+// ThreadReplies says which messages in a session's thread the bot answers
+// (LOGBOOK_THREAD_REPLIES). Every message is recorded whatever the mode.
+type ThreadReplies string
+
+// The modes of ThreadReplies.
+const (
+	// RepliesAddressed (the default) answers every message except asides ("(aside) …",
+	// "!aside …") and messages that mention another person but not the bot.
+	RepliesAddressed ThreadReplies = "addressed"
+	// RepliesMentions answers only messages that mention the bot.
+	RepliesMentions ThreadReplies = "mentions"
+	// RepliesAll answers every message.
+	RepliesAll ThreadReplies = "all"
+)
+
+// ParseThreadReplies parses a ThreadReplies mode; "" is the default, addressed.
+func ParseThreadReplies(s string) (ThreadReplies, error) {
+	switch m := ThreadReplies(strings.ToLower(strings.TrimSpace(s))); m {
+	case "":
+		return RepliesAddressed, nil
+	case RepliesAddressed, RepliesMentions, RepliesAll:
+		return m, nil
+	}
+	return "", fmt.Errorf("%q: want addressed, mentions or all", s)
+}
+
+// Reasons a message is not answered (session.NotAddressed.Reason).
+const (
+	reasonAside        = "aside"
+	reasonOtherPerson  = "other_person"
+	reasonNotMentioned = "not_mentioned"
+	reasonMuted        = "muted"
+)
+
+// Canned replies: answers that need no model.
+const (
+	mutedReply   = "Muted: I'll keep recording this thread but won't answer. Say `unmute` to bring me back."
+	unmutedReply = "Unmuted — I'm listening again."
+	stillMuted   = "I'm muted in this thread. Say `unmute` to bring me back."
+)
+
+// hearing is what the bot makes of one user message in a session's thread.
+type hearing struct {
+	answer bool   // the message starts a turn
+	reason string // why not, when !answer
+	mute   int    // +1: the message mutes the thread, -1: unmutes it
+	canned string // the reply, when it needs no model
+}
+
+// hear decides what to do with msg, in a thread that is muted or not. The thread's opening
+// message (first) is always answered: it mentioned the bot to start the session.
+func hear(mode ThreadReplies, msg session.UserMessage, muted, first bool) hearing {
+	text := strings.ToLower(strings.TrimSpace(msg.Text))
+	switch strings.TrimRight(text, ".! ") {
+	case "mute":
+		if muted {
+			return hearing{reason: reasonMuted}
+		}
+		return hearing{answer: true, mute: +1, canned: mutedReply}
+	case "unmute":
+		if !muted {
+			return hearing{answer: true, canned: unmutedReply}
+		}
+		return hearing{answer: true, mute: -1, canned: unmutedReply}
+	}
+	if muted {
+		if msg.Mentioned {
+			return hearing{answer: true, canned: stillMuted}
+		}
+		return hearing{reason: reasonMuted}
+	}
+	if first || mode == RepliesAll {
+		return hearing{answer: true}
+	}
+	if mode == RepliesMentions && !msg.Mentioned {
+		return hearing{reason: reasonNotMentioned}
+	}
+	if strings.HasPrefix(text, "(aside)") || strings.HasPrefix(text, "!aside") {
+		return hearing{reason: reasonAside}
+	}
+	if !msg.Mentioned && len(msg.Names) > 0 {
+		return hearing{reason: reasonOtherPerson}
+	}
+	return hearing{answer: true}
+}
+
+// heard is the outcome for the user messages a turn takes up.
+type heard struct {
+	answer bool               // some message is to be answered
+	canned string             // the reply when the last answered message needs no model
+	marks  []session.NewEvent // not_addressed, thread_muted, thread_unmuted, in log order
+}
+
+// hearAll applies hear to the user messages after through up to last, in order, starting
+// from the thread's mute state in evs (the log so far).
+func hearAll(mode ThreadReplies, evs []session.Event, through, last int64) heard {
+	muted := isMuted(evs)
+	var out heard
+	firstUser := int64(0)
+	for _, e := range evs {
+		if e.Type == session.TypeUserMessage {
+			firstUser = e.Seq
+			break
+		}
+	}
+	for _, e := range selectEvents(evs, session.Range{From: through + 1, To: last, Types: []session.Type{session.TypeUserMessage}}) {
+		var m session.UserMessage
+		if e.Decode(&m) != nil {
+			out.answer, out.canned = true, "" // unreadable: let the agent see what it can
+			continue
+		}
+		h := hear(mode, m, muted, e.Seq == firstUser)
+		actor := session.Actor{Kind: session.ActorUser, ID: m.User}
+		switch h.mute {
+		case +1:
+			muted = true
+			out.marks = append(out.marks, session.NewEvent{Type: session.TypeThreadMuted, Actor: actor,
+				IdempotencyKey: "muted/" + e.ID.String(), Payload: session.ThreadMuted{MessageSeq: e.Seq}})
+		case -1:
+			muted = false
+			out.marks = append(out.marks, session.NewEvent{Type: session.TypeThreadUnmuted, Actor: actor,
+				IdempotencyKey: "unmuted/" + e.ID.String(), Payload: session.ThreadUnmuted{MessageSeq: e.Seq}})
+		}
+		if !h.answer {
+			out.marks = append(out.marks, session.NewEvent{Type: session.TypeNotAddressed, Actor: cellActor,
+				IdempotencyKey: "not_addressed/" + e.ID.String(), Payload: session.NotAddressed{MessageSeq: e.Seq, Reason: h.reason}})
+			continue
+		}
+		out.answer, out.canned = true, h.canned
+	}
+	return out
+}
+
+// isMuted reports whether the log's last mute marker mutes the thread.
+func isMuted(evs []session.Event) bool {
+	for i := len(evs) - 1; i >= 0; i-- {
+		switch evs[i].Type {
+		case session.TypeThreadMuted:
+			return true
+		case session.TypeThreadUnmuted:
+			return false
+		}
+	}
+	return false
+}

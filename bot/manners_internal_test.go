@@ -1,0 +1,62 @@
+package bot
+
+import (
+	"testing"
+
+	"github.com/logbook/logbook/session"
+)
+
+func TestHear(t *testing.T) {
+	t.Parallel()
+	other := map[string]string{"U0000002": "grace"}
+	cases := []struct {
+		name   string
+		mode   ThreadReplies
+		msg    session.UserMessage
+		muted  bool
+		first  bool
+		answer bool
+		reason string
+		mute   int
+		canned string
+	}{
+		{name: "plain", mode: RepliesAddressed, msg: session.UserMessage{Text: "what now?"}, answer: true},
+		{name: "mentions another person", mode: RepliesAddressed, msg: session.UserMessage{Text: "@grace look", Names: other}, reason: reasonOtherPerson},
+		{name: "mentions the bot and another person", mode: RepliesAddressed, msg: session.UserMessage{Text: "ask @grace", Names: other, Mentioned: true}, answer: true},
+		{name: "aside", mode: RepliesAddressed, msg: session.UserMessage{Text: "(aside) lunch?"}, reason: reasonAside},
+		{name: "aside uppercase", mode: RepliesAddressed, msg: session.UserMessage{Text: "(ASIDE) lunch?"}, reason: reasonAside},
+		{name: "bang aside", mode: RepliesAddressed, msg: session.UserMessage{Text: "!aside lunch?"}, reason: reasonAside},
+		{name: "aside with mention", mode: RepliesAddressed, msg: session.UserMessage{Text: "(aside) not for you", Mentioned: true}, reason: reasonAside},
+		{name: "first message always", mode: RepliesMentions, msg: session.UserMessage{Text: "@grace hi", Names: other}, first: true, answer: true},
+		{name: "mentions mode without mention", mode: RepliesMentions, msg: session.UserMessage{Text: "what now?"}, reason: reasonNotMentioned},
+		{name: "mentions mode with mention", mode: RepliesMentions, msg: session.UserMessage{Text: "what now?", Mentioned: true}, answer: true},
+		{name: "all mode answers asides", mode: RepliesAll, msg: session.UserMessage{Text: "(aside) lunch?"}, answer: true},
+		{name: "all mode answers other person", mode: RepliesAll, msg: session.UserMessage{Text: "@grace", Names: other}, answer: true},
+		{name: "mute", mode: RepliesAddressed, msg: session.UserMessage{Text: "Mute."}, answer: true, mute: +1, canned: mutedReply},
+		{name: "mute in all mode", mode: RepliesAll, msg: session.UserMessage{Text: "mute"}, answer: true, mute: +1, canned: mutedReply},
+		{name: "mute when muted", mode: RepliesAddressed, msg: session.UserMessage{Text: "mute"}, muted: true, reason: reasonMuted},
+		{name: "unmute", mode: RepliesAddressed, msg: session.UserMessage{Text: "unmute!"}, muted: true, answer: true, mute: -1, canned: unmutedReply},
+		{name: "unmute when not muted", mode: RepliesMentions, msg: session.UserMessage{Text: "unmute"}, answer: true, canned: unmutedReply},
+		{name: "muted plain", mode: RepliesAll, msg: session.UserMessage{Text: "what now?"}, muted: true, reason: reasonMuted},
+		{name: "muted mention gets a reminder", mode: RepliesAddressed, msg: session.UserMessage{Text: "hello?", Mentioned: true}, muted: true, answer: true, canned: stillMuted},
+		{name: "mute as part of a sentence is a message", mode: RepliesAddressed, msg: session.UserMessage{Text: "mute the alerts"}, answer: true},
+	}
+	for _, c := range cases {
+		h := hear(c.mode, c.msg, c.muted, c.first)
+		if h.answer != c.answer || h.reason != c.reason || h.mute != c.mute || h.canned != c.canned {
+			t.Errorf("%s: got %+v, want answer=%v reason=%q mute=%d canned=%q", c.name, h, c.answer, c.reason, c.mute, c.canned)
+		}
+	}
+}
+
+func TestParseThreadReplies(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]ThreadReplies{"": RepliesAddressed, "addressed": RepliesAddressed, " Mentions ": RepliesMentions, "ALL": RepliesAll} {
+		if got, err := ParseThreadReplies(in); err != nil || got != want {
+			t.Errorf("%q: %q %v", in, got, err)
+		}
+	}
+	if _, err := ParseThreadReplies("sometimes"); err == nil {
+		t.Error("sometimes: accepted")
+	}
+}
