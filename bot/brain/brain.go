@@ -226,7 +226,8 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		}
 		h, err := buildHistory(evs, st.historyOptions())
 		if err != nil {
-			return b.fail(ctx, st, "context", "bad_event", "I could not read this thread's history: "+cut(err.Error(), 200), err)
+			return b.fail(ctx, st, "context", "bad_event",
+				"I could not read this thread's history, so I stopped. An operator can find the details in the log.", err)
 		}
 		if !h.Content {
 			return b.reply(ctx, st, EmptyMentionReply, nil, StatusOK, "")
@@ -248,7 +249,6 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 			}
 		}
 		if err := validate(h.Messages, true); err != nil {
-			st.log.Error().Err(err).Msg("model history is invalid")
 			return b.fail(ctx, st, "context", "invalid_history",
 				"I could not put this thread's history into a form the model accepts, so I stopped. The problem is recorded in the log.", err)
 		}
@@ -522,12 +522,15 @@ func (b *Brain) reply(ctx context.Context, st *turn, text string, usage *session
 	return Reply{Event: evs[0], Message: m, Status: status, Reason: reason}, nil
 }
 
-// fail ends the turn early: an error event with a short safe message, then a reply that says
-// what happened.
+// fail ends the turn early: a log line and an error event with the detail for operators, then
+// a reply that says what happened in a plain sentence. replyText is fixed text chosen by the
+// caller and never carries the cause's text (ids, SQL, Go error chains): that stays in the log
+// line and the error event.
 func (b *Brain) fail(ctx context.Context, st *turn, stage, code, replyText string, cause error) (Reply, error) {
 	if ctx.Err() != nil {
 		return Reply{}, fmt.Errorf("run turn %d: %w", st.TurnSeq, ctx.Err())
 	}
+	st.log.Error().Err(cause).Str("stage", stage).Str("code", code).Msg("turn ended early")
 	msg := cut(cause.Error(), 300)
 	var pe *ProviderError
 	if errors.As(cause, &pe) {
@@ -557,8 +560,6 @@ func (b *Brain) modelFailure(ctx, turnCtx context.Context, st *turn, err error) 
 		}
 		return b.fail(ctx, st, "model", "error", "I could not get an answer from the model; the error is recorded in the log.", err)
 	}
-	st.log.Error().Str("provider", pe.Provider).Int("status", pe.Status).Str("code", pe.Code).Bool("transient", pe.Transient).
-		Msg("model call failed")
 	code, text := failureText(pe)
 	return b.fail(ctx, st, "model", code, text, err)
 }

@@ -64,7 +64,9 @@
 //
 // A model that refuses the request, stays unavailable, or a turn that runs out of time ends
 // with an error event {stage, code, message} and a short reply that says so (Reply.Status
-// "error"), so the thread always hears back. Run returns an error only when the log refuses an
+// "error"), so the thread always hears back. The reply is a fixed sentence: an error's text
+// (ids, SQL, Go error chains, the API's message) goes to the operator's log line and the error
+// event, never to the thread (issue 17). Run returns an error only when the log refuses an
 // append (session.ErrFenced after a lost lease) or ctx ends; the next turn repairs whatever
 // was left half done. A turn whose reply is already in the log (an assistant_message whose
 // Turn is this turn's turn_started seq) returns that reply without a model call, so re-running

@@ -218,7 +218,10 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 			if ctx.Err() != nil {
 				return fail("search stopped: the turn ran out of time")
 			}
-			return fail("search failed: %s", cut(err.Error(), 200))
+			// The searcher's error is the database's: ids and SQL are for operators, not for the
+			// model, which could quote them in the thread.
+			b.log.Error().Err(err).Str("session_id", t.Session.ID.String()).Msg("search_sessions failed")
+			return fail("search failed; the error is recorded in the operator's log. Answer without it or try again later")
 		}
 		return toolOutcome{Content: nonEmpty(s, "no matches")}
 	}
