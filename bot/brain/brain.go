@@ -93,7 +93,16 @@ type Config struct {
 	CommandTimeout time.Duration // per run_command; default 2m
 	MaxToolOutput  int           // bytes of one tool result; default 16 KiB
 	MaxTurnOutput  int           // bytes of all tool results of a turn; default 128 KiB
-	MaxTokens      int64         // output tokens per reply; default 4096
+	// MaxTokens is the output limit of one model call, in tokens (LOGBOOK_MAX_OUTPUT_TOKENS);
+	// default 4096. A reply the limit cuts is continued (MaxContinuations); a tool call it
+	// cuts is not run.
+	MaxTokens int64
+	// MaxContinuations is how many further calls may continue a reply the output limit cut
+	// (LOGBOOK_MAX_CONTINUATIONS); default 2. A reply still cut after them says so.
+	MaxContinuations int
+	// RepeatLimit ends the turn when one tool call (same tool, same input) has failed the
+	// same way this many times in it (LOGBOOK_REPEAT_LIMIT); default 3.
+	RepeatLimit int
 	// ContextBudget is the history size, in estimated tokens, over which older turns are
 	// summarised into a context_summary; default 100000.
 	ContextBudget int
@@ -128,6 +137,8 @@ func New(cfg Config) (*Brain, error) {
 	cfg.MaxToolOutput = cmp.Or(cfg.MaxToolOutput, 16<<10)
 	cfg.MaxTurnOutput = cmp.Or(cfg.MaxTurnOutput, 128<<10)
 	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 4096)
+	cfg.MaxContinuations = cmp.Or(cfg.MaxContinuations, 2)
+	cfg.RepeatLimit = cmp.Or(cfg.RepeatLimit, 3)
 	cfg.ContextBudget = cmp.Or(cfg.ContextBudget, 100_000)
 	cfg.Retry.Attempts = cmp.Or(cfg.Retry.Attempts, 5)
 	cfg.Retry.Base = cmp.Or(cfg.Retry.Base, time.Second)
@@ -181,6 +192,7 @@ type turn struct {
 	tools   []ToolSpec
 	system  string
 	budget  outputBudget
+	repeats repeats
 	bot     session.Actor
 }
 
@@ -205,6 +217,7 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		log:     b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
 		tools:   toolSpecs(t.Hands != nil, t.Searcher != nil),
 		budget:  outputBudget{perResult: b.cfg.MaxToolOutput, left: b.cfg.MaxTurnOutput},
+		repeats: repeats{limit: b.cfg.RepeatLimit},
 		bot:     session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
 	}
 	st.system = systemPrompt(t.Where, st.tools, b.now())
@@ -264,13 +277,30 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		if err != nil {
 			return b.modelFailure(ctx, turnCtx, st, err)
 		}
+		stop := classifyStop(resp.StopReason)
+		switch stop {
+		case stopRefused:
+			// Whatever came with a refusal is not an answer, and its tool calls are not run.
+			return b.failUsage(ctx, st, "model", resp.StopReason, refusalText(resp),
+				fmt.Errorf("the model stopped with %q", resp.StopReason), usage)
+		case stopUnknown:
+			st.log.Warn().Str("stop_reason", resp.StopReason).Msg("unknown stop reason; taking the response as complete")
+		}
 		if len(resp.ToolUses) == 0 || req.NoTools {
-			text := resp.Text
-			if strings.TrimSpace(text) == "" {
+			text, cutOff := resp.Text, false
+			if stop == stopCut || stop == stopPaused {
+				text, usage, cutOff = b.continueReply(turnCtx, st, req, resp, usage)
+			}
+			text = strings.TrimSpace(text)
+			if text == "" {
 				text = "(The model returned an empty reply.)"
-				if round >= b.cfg.MaxRounds {
+				if cutOff {
+					text = fmt.Sprintf("I have no answer: the model spent its output limit (%d tokens) before writing any reply. Ask me again, perhaps for something shorter.", b.cfg.MaxTokens)
+				} else if round >= b.cfg.MaxRounds {
 					text = fmt.Sprintf("I stopped after %d rounds of tool calls, the limit for one turn, without a final answer. Ask me to continue.", b.cfg.MaxRounds)
 				}
+			} else if cutOff {
+				text += b.cutNote()
 			}
 			r, err := b.reply(ctx, st, text, usage, StatusOK, "")
 			if err != nil {
@@ -291,14 +321,32 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		if err := b.appendCalls(ctx, st, resp.Text, uses, usage); err != nil {
 			return Reply{}, err
 		}
-		for _, use := range uses {
-			out := b.runTool(turnCtx, t, use, &st.budget)
+		var repeated *ToolUse
+		for i, use := range uses {
+			var out toolOutcome
+			if stop == stopCut && i == len(uses)-1 {
+				// The output limit struck while the model wrote this call (the last one): its
+				// input may be incomplete, so it is not run. The calls before it are whole.
+				out = b.cutToolResult(use.Name)
+				st.log.Warn().Str("tool", use.Name).Str("call_id", use.ID).Msg("tool call cut by the output limit; not run")
+			} else {
+				out = b.runTool(turnCtx, t, use, &st.budget)
+			}
 			if ctx.Err() != nil {
 				return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, ctx.Err())
 			}
 			if err := b.appendResult(ctx, st, use, out); err != nil {
 				return Reply{}, err
 			}
+			if st.repeats.record(use, out) && repeated == nil {
+				repeated = &uses[i]
+			}
+		}
+		if repeated != nil {
+			return b.fail(ctx, st, "tool", "repeated_tool_failure", fmt.Sprintf(
+				"I stopped: I called %s %d times with the same input and it failed the same way each time, so trying again would not help. "+
+					"The calls and their results are in this thread's log.", repeated.Name, b.cfg.RepeatLimit),
+				fmt.Errorf("%s call %s failed identically %d times in turn %d", repeated.Name, repeated.ID, b.cfg.RepeatLimit, t.TurnSeq))
 		}
 		if turnCtx.Err() != nil {
 			return b.fail(ctx, st, "turn", "wall_time",
@@ -527,6 +575,11 @@ func (b *Brain) reply(ctx context.Context, st *turn, text string, usage *session
 // caller and never carries the cause's text (ids, SQL, Go error chains): that stays in the log
 // line and the error event.
 func (b *Brain) fail(ctx context.Context, st *turn, stage, code, replyText string, cause error) (Reply, error) {
+	return b.failUsage(ctx, st, stage, code, replyText, cause, nil)
+}
+
+// failUsage is fail for a turn that ends on a model call's answer, whose usage the reply keeps.
+func (b *Brain) failUsage(ctx context.Context, st *turn, stage, code, replyText string, cause error, usage *session.Usage) (Reply, error) {
 	if ctx.Err() != nil {
 		return Reply{}, fmt.Errorf("run turn %d: %w", st.TurnSeq, ctx.Err())
 	}
@@ -544,7 +597,7 @@ func (b *Brain) fail(ctx context.Context, st *turn, stage, code, replyText strin
 	if _, err := st.Log.Append(ctx, ev); err != nil {
 		return Reply{}, fmt.Errorf("run turn %d: append error: %w", st.TurnSeq, err)
 	}
-	return b.reply(ctx, st, replyText, nil, StatusError, code)
+	return b.reply(ctx, st, replyText, usage, StatusError, code)
 }
 
 // modelFailure ends the turn after a model call failed for good.

@@ -51,6 +51,13 @@
 //     next round starts at 2. A response without tool uses is appended as the reply
 //     (assistant_message with no tool_call_ids) and returned. Usage (provider, model, tokens,
 //     stop reason, latency) is recorded on every assistant_message that came from a call.
+//     Every stop reason is handled (see classifyStop): a reply cut by the output limit
+//     (max_tokens, length) or paused (pause_turn) is continued up to Config.MaxContinuations
+//     times and otherwise says plainly that it was cut; of a response with tool uses that the
+//     limit cut, the last call (the one being written) is not run and its result says so, so
+//     the model can retry smaller; a refusal or content_filter ends the turn with an honest
+//     reply and runs nothing. A tool call (same tool, same input) failing the same way
+//     Config.RepeatLimit times in a turn ends it with a reply that says so.
 //  7. Title. After the first reply of a session, a short model-written title event is appended
 //     (the first words of the thread if that call fails); at most one per session.
 //

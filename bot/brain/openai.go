@@ -122,19 +122,23 @@ func (p *openAIProvider) Complete(ctx context.Context, req Request) (Response, e
 	}
 	choice := cc.Choices[0]
 	out.StopReason = choice.FinishReason
-	out.Text = strings.TrimSpace(choice.Message.Content)
+	// The text is kept as sent: a reply cut by the limit is continued, and the continuation's
+	// leading space matters. The brain trims the whole reply.
+	out.Text = choice.Message.Content
+	if choice.Message.Refusal != "" {
+		// A refusal in the message's own field; say so whatever the finish reason.
+		out.StopReason, out.Text = "refusal", ""
+	}
 	for _, tc := range choice.Message.ToolCalls {
 		if tc.Type != "" && tc.Type != "function" {
 			continue
 		}
-		input := json.RawMessage(tc.Function.Arguments)
-		if !json.Valid(input) || len(strings.TrimSpace(tc.Function.Arguments)) == 0 {
-			// A local model may send arguments that are not JSON; keep them visible to the
-			// tool layer, which answers with an error result the model can read.
-			b, _ := json.Marshal(map[string]string{"_invalid_arguments": tc.Function.Arguments})
-			input = b
-		}
-		out.ToolUses = append(out.ToolUses, ToolUse{ID: tc.ID, Name: tc.Function.Name, Input: input})
+		out.ToolUses = append(out.ToolUses, ToolUse{ID: tc.ID, Name: tc.Function.Name, Input: toolArguments(tc.Function.Arguments)})
+	}
+	if fc := choice.Message.FunctionCall; len(out.ToolUses) == 0 && fc.Name != "" {
+		// The deprecated function_call form (finish_reason function_call) of older servers: one
+		// call without an id; the brain gives it one.
+		out.ToolUses = append(out.ToolUses, ToolUse{Name: fc.Name, Input: toolArguments(fc.Arguments)})
 	}
 	return out, nil
 }
@@ -156,4 +160,16 @@ func (p *openAIProvider) translate(ctx context.Context, err error) error {
 		pe.RetryAfter = retryAfter(apiErr.Response.Header, time.Now())
 	}
 	return pe
+}
+
+// toolArguments is a call's arguments as a JSON object. A local model may send arguments that
+// are not JSON (and the output limit may cut them); they stay visible to the tool layer, which
+// answers with an error result the model can read.
+func toolArguments(args string) json.RawMessage {
+	input := json.RawMessage(args)
+	if !json.Valid(input) || len(strings.TrimSpace(args)) == 0 {
+		b, _ := json.Marshal(map[string]string{"_invalid_arguments": args})
+		return b
+	}
+	return input
 }

@@ -31,6 +31,10 @@ type Reply struct {
 	ToolCalls    []ToolCall
 	InputTokens  int64
 	OutputTokens int64
+	// StopReason, when set, is sent as the stop_reason (Anthropic) or finish_reason (OpenAI)
+	// instead of the one the content implies ("end_turn"/"tool_use", "stop"/"tool_calls"):
+	// "max_tokens", "length", "refusal", "content_filter", "pause_turn", ...
+	StopReason string
 }
 
 // ToolCall is a scripted tool use.
@@ -231,11 +235,20 @@ func anthropicResponse(r Reply, n int) any {
 		content = append(content, map[string]any{"type": "text", "text": r.Text})
 	}
 	for _, tc := range r.ToolCalls {
-		content = append(content, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": json.RawMessage(tc.Input)})
+		// A tool_use cut by max_tokens still arrives as a JSON object in a non-streaming
+		// response; an input scripted as cut JSON is sent as the object parsed so far: {}.
+		input := json.RawMessage(tc.Input)
+		if !json.Valid(input) {
+			input = json.RawMessage("{}")
+		}
+		content = append(content, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": input})
 	}
 	stop := "end_turn"
 	if len(r.ToolCalls) > 0 {
 		stop = "tool_use"
+	}
+	if r.StopReason != "" {
+		stop = r.StopReason
 	}
 	return map[string]any{
 		"id": "msg_fake" + strconv.Itoa(n), "type": "message", "role": "assistant", "model": "claude-fake-1",
@@ -258,6 +271,14 @@ func openAIResponse(r Reply, n int) any {
 		}
 		msg["tool_calls"] = tcs
 		finish = "tool_calls"
+		if r.StopReason == "function_call" && len(r.ToolCalls) == 1 {
+			// The deprecated form: one function_call, no id, no tool_calls.
+			delete(msg, "tool_calls")
+			msg["function_call"] = map[string]any{"name": r.ToolCalls[0].Name, "arguments": r.ToolCalls[0].Input}
+		}
+	}
+	if r.StopReason != "" {
+		finish = r.StopReason
 	}
 	return map[string]any{
 		"id": "chatcmpl-fake" + strconv.Itoa(n), "object": "chat.completion", "created": 1700000000, "model": "gpt-fake-1",
