@@ -51,9 +51,9 @@ func (p *anthropicProvider) Complete(ctx context.Context, req Request) (Response
 		for _, b := range m.Blocks {
 			switch {
 			case b.ToolUse != nil:
-				blocks = append(blocks, anthropic.NewToolUseBlock(b.ToolUse.ID, b.ToolUse.Input, b.ToolUse.Name))
+				blocks = append(blocks, anthropic.NewToolUseBlock(anthropicToolID(b.ToolUse.ID), b.ToolUse.Input, b.ToolUse.Name))
 			case b.ToolResult != nil:
-				blocks = append(blocks, anthropic.NewToolResultBlock(b.ToolResult.CallID, b.ToolResult.Content, b.ToolResult.IsError))
+				blocks = append(blocks, anthropic.NewToolResultBlock(anthropicToolID(b.ToolResult.CallID), b.ToolResult.Content, b.ToolResult.IsError))
 			default:
 				blocks = append(blocks, anthropic.NewTextBlock(b.Text))
 			}

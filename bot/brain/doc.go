@@ -90,6 +90,12 @@
 // defaults. Keys never reach a log line or an event. A failing provider is never replaced by
 // the offline one.
 //
+// A session may switch provider between turns. Tool-call ids are logged as the provider that
+// made them sent them and mapped on the wire only, by a pure function of the id (ids.go): the
+// Anthropic API gets ids matching ^[a-zA-Z0-9_-]+$ ("functions.run_command:0" becomes
+// "functions_run_command_0_<hash>"), OpenAI-compatible APIs get ids of at most 40 characters;
+// an id the API accepts is sent unchanged, and a tool_use and its tool_result always agree.
+//
 // Package fakeprovider, beside this one, serves both HTTP APIs for tests and rejects what the
 // real APIs reject.
 package brain

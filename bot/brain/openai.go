@@ -63,7 +63,7 @@ func (p *openAIProvider) Complete(ctx context.Context, req Request) (Response, e
 				case b.ToolUse != nil:
 					am.ToolCalls = append(am.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
 						OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-							ID: b.ToolUse.ID,
+							ID: openAIToolID(b.ToolUse.ID),
 							Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
 								Name: b.ToolUse.Name, Arguments: string(b.ToolUse.Input),
 							},
@@ -87,7 +87,7 @@ func (p *openAIProvider) Complete(ctx context.Context, req Request) (Response, e
 					if b.ToolResult.IsError {
 						content = "ERROR: " + content
 					}
-					params.Messages = append(params.Messages, openai.ToolMessage(content, b.ToolResult.CallID))
+					params.Messages = append(params.Messages, openai.ToolMessage(content, openAIToolID(b.ToolResult.CallID)))
 				case b.ToolUse == nil:
 					text = append(text, b.Text)
 				}

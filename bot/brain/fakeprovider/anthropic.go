@@ -3,8 +3,12 @@ package fakeprovider
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 )
+
+// toolIDPattern is what the Messages API requires of tool_use ids (and so of tool_use_id).
+var toolIDPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 type anthropicRequest struct {
 	Model     string          `json:"model"`
@@ -154,6 +158,9 @@ func validateAnthropic(c Call) error {
 				if !tools[b.Name] {
 					return fmt.Errorf("messages.%d.content.%d: tool %q is not defined in tools", i, j, b.Name)
 				}
+				if !toolIDPattern.MatchString(b.ID) {
+					return fmt.Errorf("messages.%d.content.%d.id: String should match pattern '^[a-zA-Z0-9_-]+$'", i, j)
+				}
 				if b.ID == "" || seen[b.ID] {
 					return fmt.Errorf("messages.%d.content.%d: `tool_use` ids must be unique", i, j)
 				}
@@ -161,6 +168,9 @@ func validateAnthropic(c Call) error {
 			case "tool_result":
 				if m.Role != "user" {
 					return fmt.Errorf("messages.%d.content.%d: tool_result blocks are only allowed in user messages", i, j)
+				}
+				if !toolIDPattern.MatchString(b.ToolUseID) {
+					return fmt.Errorf("messages.%d.content.%d.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'", i, j)
 				}
 				if !pending[b.ToolUseID] {
 					return fmt.Errorf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. "+
