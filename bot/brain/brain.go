@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -250,16 +251,23 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 			st.log.Info().Int64("reply_seq", r.Event.Seq).Msg("turn already answered")
 			return r, nil
 		}
-		tools, noTools := st.tools, round >= b.cfg.MaxRounds
-		if len(tools) == 0 && historyUsesTools(h) {
-			// The history shows tool calls (made when a sandbox was there): the APIs want
-			// the tools declared, but none may be called now.
-			tools, noTools = toolSpecs(true, true), true
-		}
+		tools, noTools := st.toolsFor(h), round >= b.cfg.MaxRounds
+		st.system = systemPrompt(t.Where, tools, b.now())
 		if estimateTokens(st.system, h.Messages, tools) > b.cfg.ContextBudget {
 			if h, err = b.compact(turnCtx, st, evs, h); err != nil {
 				return Reply{}, err
 			}
+			tools = st.toolsFor(h) // a new summary offers read_log
+			st.system = systemPrompt(t.Where, tools, b.now())
+		}
+		if len(tools) == 0 && historyUsesTools(h) {
+			// The history shows tool calls (made when a sandbox was there): the APIs want
+			// the tools declared, but none may be called now.
+			tools, noTools = allToolSpecs(), true
+		} else if missing := undeclaredTools(h, tools); len(missing) > 0 {
+			// Declare the tools the history used that this turn does not offer (a sandbox
+			// gone, say); calling one answers with an error result.
+			tools = append(slices.Clip(tools), missing...)
 		}
 		if err := validate(h.Messages, true); err != nil {
 			return b.fail(ctx, st, "context", "invalid_history",
@@ -380,6 +388,33 @@ func (b *Brain) Title(ctx context.Context, t Turn, reply session.Event) {
 		}
 	}
 	b.maybeTitle(ctx, st, before, Reply{Event: reply, Message: msg})
+}
+
+// toolsFor is the tools a round offers: the turn's, and read_log when the history opens with
+// a summary.
+func (st *turn) toolsFor(h history) []ToolSpec {
+	if h.Summary.ToSeq > 0 {
+		return append(slices.Clip(st.tools), readLogSpec())
+	}
+	return st.tools
+}
+
+// undeclaredTools is the specs of tools the history calls that tools lacks.
+func undeclaredTools(h history, tools []ToolSpec) []ToolSpec {
+	var missing []ToolSpec
+	for _, m := range h.Messages {
+		for _, b := range m.Blocks {
+			if b.ToolUse == nil || hasTool(tools, b.ToolUse.Name) || hasTool(missing, b.ToolUse.Name) {
+				continue
+			}
+			for _, s := range allToolSpecs() {
+				if s.Name == b.ToolUse.Name {
+					missing = append(missing, s)
+				}
+			}
+		}
+	}
+	return missing
 }
 
 func (st *turn) historyOptions() historyOptions {

@@ -20,6 +20,9 @@ const (
 	ToolSearchSessions = "search_sessions"
 )
 
+// allToolSpecs is every tool this package knows: what a history may show calls of.
+func allToolSpecs() []ToolSpec { return append(toolSpecs(true, true), readLogSpec()) }
+
 // toolSpecs lists the tools a turn offers: the sandbox tools when hands is set, search when
 // searcher is set.
 func toolSpecs(hands, search bool) []ToolSpec {
@@ -169,6 +172,8 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 		return fail("%s is not available: this deployment has no sandbox", use.Name)
 	}
 	switch use.Name {
+	case ToolReadLog:
+		return b.readLog(ctx, t, use.Input)
 	case ToolRunCommand:
 		if strings.TrimSpace(in.Command) == "" {
 			return fail("command is required")
