@@ -104,8 +104,9 @@ type Config struct {
 	// RepeatLimit ends the turn when one tool call (same tool, same input) has failed the
 	// same way this many times in it (LOGBOOK_REPEAT_LIMIT); default 3.
 	RepeatLimit int
-	// ContextBudget is the history size, in estimated tokens, over which older turns are
-	// summarised into a context_summary; default 100000.
+	// ContextBudget is the history size, in input tokens (counted by the provider where it
+	// can, else estimated), over which older turns are summarised into a context_summary
+	// (LOGBOOK_CONTEXT_BUDGET); default 100000.
 	ContextBudget int
 	Retry         RetryPolicy
 	// DeferTitle leaves the session's title to a later call of Title, so the first reply is
@@ -253,8 +254,11 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		}
 		tools, noTools := st.toolsFor(h), round >= b.cfg.MaxRounds
 		st.system = systemPrompt(t.Where, tools, b.now())
-		if estimateTokens(st.system, h.Messages, tools) > b.cfg.ContextBudget {
-			if h, err = b.compact(turnCtx, st, evs, h); err != nil {
+		tokens, method := b.measure(turnCtx, st, Request{System: st.system, Messages: h.Messages, Tools: tools})
+		if tokens > int64(b.cfg.ContextBudget) {
+			st.log.Info().Int64("tokens", tokens).Int("budget", b.cfg.ContextBudget).Str("method", method).
+				Msg("history over the context budget; summarising older turns")
+			if h, err = b.compact(turnCtx, st, evs, h, tokens, method); err != nil {
 				return Reply{}, err
 			}
 			tools = st.toolsFor(h) // a new summary offers read_log

@@ -31,11 +31,20 @@
 //     assistant message is followed by one user message with its tool results in call order;
 //     consecutive messages of one role are merged; results that answer no tool use of the
 //     message before are dropped.
-//  3. Budget. When the estimated size (bytes/4 plus a little per block) is over
+//  3. Budget. The history is measured in input tokens: by the provider where it can count
+//     ([TokenCounter]: Anthropic's count-tokens endpoint through the SDK; tiktoken, offline
+//     from embedded BPE files, for OpenAI's own models), else — and whenever counting fails,
+//     or the estimate is under a quarter of the budget — by the estimate (bytes/4 plus a
+//     little per block; OpenAI-compatible local models always use it). Over
 //     Config.ContextBudget, the older turns are summarised by the model and the summary is
-//     appended as context_summary{from_seq, to_seq, summary}. Cuts fall only at turn boundaries
-//     (a user message after a plain reply), so a tool_use and its tool_result are kept or
-//     dropped together (C24). Later requests send the summary plus the events after to_seq.
+//     appended as context_summary{from_seq, to_seq, summary, tokens, budget, method}: the
+//     budget's decision is in the log. Cuts fall only at turn boundaries (a user message after
+//     a plain reply), so a tool_use and its tool_result are kept or dropped together (C24).
+//     Later requests send the summary plus the events after to_seq, and offer the read_log
+//     tool (only then: without a summary every message is in the request). The model rereads
+//     its own session's log through Turn.Log — a seq range, some conversation types, or the
+//     events before a seq; never markers, at most 50 events and 12 KiB a call — and the
+//     tool_call and tool_result events record what it reread.
 //  4. Validate. Before every request a validator checks what the providers check: the first
 //     and last messages are the user's, roles alternate, no block is empty, every tool_use is
 //     answered by a tool_result at the head of the next message and every tool_result answers

@@ -39,6 +39,28 @@ func newOpenAI(model, apiKey, baseURL string, hc *http.Client) *openAIProvider {
 	return &openAIProvider{model: model, chat: openai.NewChatCompletionService(opts...), hosted: hosted}
 }
 
+// CountMethod is "tiktoken_<encoding>" for OpenAI's models, "" for others.
+func (p *openAIProvider) CountMethod() string {
+	if enc := openAIEncoding(p.model); enc != "" {
+		return "tiktoken_" + enc
+	}
+	return ""
+}
+
+// CountTokens counts req with the model's tiktoken encoding, offline: Chat Completions has no
+// count endpoint.
+func (p *openAIProvider) CountTokens(ctx context.Context, req Request) (int64, error) {
+	name := openAIEncoding(p.model)
+	if name == "" {
+		return 0, errNoTokenizer
+	}
+	enc, err := encoding(name)
+	if err != nil {
+		return 0, err
+	}
+	return countChatTokens(enc, req), nil
+}
+
 func (p *openAIProvider) Name() string  { return "openai" }
 func (p *openAIProvider) Model() string { return p.model }
 

@@ -38,7 +38,10 @@ type anthropicBlock struct {
 	IsError   bool            `json:"is_error"`
 }
 
-func parseAnthropic(body []byte) (Call, error) {
+func parseAnthropic(body []byte) (Call, error) { return parseAnthropicRequest(body, true) }
+
+// parseAnthropicRequest parses a Messages request; count-tokens requests take no max_tokens.
+func parseAnthropicRequest(body []byte, needMaxTokens bool) (Call, error) {
 	var req anthropicRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return Call{}, fmt.Errorf("the request body is not valid JSON: %v", err)
@@ -46,7 +49,7 @@ func parseAnthropic(body []byte) (Call, error) {
 	if req.Model == "" {
 		return Call{}, fmt.Errorf("model: Field required")
 	}
-	if req.MaxTokens < 1 {
+	if needMaxTokens && req.MaxTokens < 1 {
 		return Call{}, fmt.Errorf("max_tokens: Field required")
 	}
 	var c Call
