@@ -175,6 +175,13 @@ type ContextSummary struct {
 	FromSeq int64  `json:"from_seq"`
 	ToSeq   int64  `json:"to_seq"`
 	Summary string `json:"summary"`
+	// The budget's decision: the history measured Tokens (input tokens) against Budget when
+	// it was summarised, measured by Method: "anthropic_count_tokens" (the provider's
+	// count-tokens endpoint), "tiktoken_<encoding>" (a local tokenizer) or "estimate" (a
+	// quarter of the bytes; also when counting failed). Absent on older summaries.
+	Tokens int64  `json:"tokens,omitempty"`
+	Budget int64  `json:"budget,omitempty"`
+	Method string `json:"method,omitempty"`
 }
 
 // DuplicateDelivery records that Slack delivered an already stored message again.

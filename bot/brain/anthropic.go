@@ -37,7 +37,37 @@ func newAnthropic(model, apiKey, baseURL string, hc *http.Client) *anthropicProv
 func (p *anthropicProvider) Name() string  { return "anthropic" }
 func (p *anthropicProvider) Model() string { return p.model }
 
+// CountMethod is "anthropic_count_tokens".
+func (p *anthropicProvider) CountMethod() string { return MethodAnthropicCountTokens }
+
+// CountTokens counts req's input tokens with the API's count-tokens endpoint
+// (POST /v1/messages/count_tokens), which takes the request a Messages call would send.
+func (p *anthropicProvider) CountTokens(ctx context.Context, req Request) (int64, error) {
+	mp := p.params(req)
+	params := anthropic.MessageCountTokensParams{Model: mp.Model, Messages: mp.Messages, ToolChoice: mp.ToolChoice}
+	if len(mp.System) > 0 {
+		params.System = anthropic.MessageCountTokensParamsSystemUnion{OfTextBlockArray: mp.System}
+	}
+	for _, t := range mp.Tools {
+		params.Tools = append(params.Tools, anthropic.MessageCountTokensToolUnionParam{OfTool: t.OfTool})
+	}
+	res, err := p.messages.CountTokens(ctx, params)
+	if err != nil {
+		return 0, p.translate(ctx, err)
+	}
+	return res.InputTokens, nil
+}
+
 func (p *anthropicProvider) Complete(ctx context.Context, req Request) (Response, error) {
+	msg, err := p.messages.New(ctx, p.params(req))
+	if err != nil {
+		return Response{}, p.translate(ctx, err)
+	}
+	return p.response(msg), nil
+}
+
+// params is req as the SDK's request.
+func (p *anthropicProvider) params(req Request) anthropic.MessageNewParams {
 	params := anthropic.MessageNewParams{
 		Model:     anthropic.Model(p.model),
 		MaxTokens: cmp.Or(req.MaxTokens, 4096),
@@ -51,9 +81,9 @@ func (p *anthropicProvider) Complete(ctx context.Context, req Request) (Response
 		for _, b := range m.Blocks {
 			switch {
 			case b.ToolUse != nil:
-				blocks = append(blocks, anthropic.NewToolUseBlock(b.ToolUse.ID, b.ToolUse.Input, b.ToolUse.Name))
+				blocks = append(blocks, anthropic.NewToolUseBlock(anthropicToolID(b.ToolUse.ID), b.ToolUse.Input, b.ToolUse.Name))
 			case b.ToolResult != nil:
-				blocks = append(blocks, anthropic.NewToolResultBlock(b.ToolResult.CallID, b.ToolResult.Content, b.ToolResult.IsError))
+				blocks = append(blocks, anthropic.NewToolResultBlock(anthropicToolID(b.ToolResult.CallID), b.ToolResult.Content, b.ToolResult.IsError))
 			default:
 				blocks = append(blocks, anthropic.NewTextBlock(b.Text))
 			}
@@ -78,11 +108,11 @@ func (p *anthropicProvider) Complete(ctx context.Context, req Request) (Response
 	if req.NoTools && len(params.Tools) > 0 {
 		params.ToolChoice = anthropic.ToolChoiceUnionParam{OfNone: &anthropic.ToolChoiceNoneParam{}}
 	}
+	return params
+}
 
-	msg, err := p.messages.New(ctx, params)
-	if err != nil {
-		return Response{}, p.translate(ctx, err)
-	}
+// response is the SDK's answer as a Response.
+func (p *anthropicProvider) response(msg *anthropic.Message) Response {
 	out := Response{
 		StopReason:   string(msg.StopReason),
 		Model:        string(msg.Model),
@@ -105,7 +135,7 @@ func (p *anthropicProvider) Complete(ctx context.Context, req Request) (Response
 		}
 	}
 	out.Text = strings.Join(text, "\n\n")
-	return out, nil
+	return out
 }
 
 // translate turns the SDK's error into a *ProviderError, once, at the provider edge.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,9 +94,19 @@ type Config struct {
 	CommandTimeout time.Duration // per run_command; default 2m
 	MaxToolOutput  int           // bytes of one tool result; default 16 KiB
 	MaxTurnOutput  int           // bytes of all tool results of a turn; default 128 KiB
-	MaxTokens      int64         // output tokens per reply; default 4096
-	// ContextBudget is the history size, in estimated tokens, over which older turns are
-	// summarised into a context_summary; default 100000.
+	// MaxTokens is the output limit of one model call, in tokens (LOGBOOK_MAX_OUTPUT_TOKENS);
+	// default 4096. A reply the limit cuts is continued (MaxContinuations); a tool call it
+	// cuts is not run.
+	MaxTokens int64
+	// MaxContinuations is how many further calls may continue a reply the output limit cut
+	// (LOGBOOK_MAX_CONTINUATIONS); default 2. A reply still cut after them says so.
+	MaxContinuations int
+	// RepeatLimit ends the turn when one tool call (same tool, same input) has failed the
+	// same way this many times in it (LOGBOOK_REPEAT_LIMIT); default 3.
+	RepeatLimit int
+	// ContextBudget is the history size, in input tokens (counted by the provider where it
+	// can, else estimated), over which older turns are summarised into a context_summary
+	// (LOGBOOK_CONTEXT_BUDGET); default 100000.
 	ContextBudget int
 	Retry         RetryPolicy
 	// DeferTitle leaves the session's title to a later call of Title, so the first reply is
@@ -128,6 +139,8 @@ func New(cfg Config) (*Brain, error) {
 	cfg.MaxToolOutput = cmp.Or(cfg.MaxToolOutput, 16<<10)
 	cfg.MaxTurnOutput = cmp.Or(cfg.MaxTurnOutput, 128<<10)
 	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 4096)
+	cfg.MaxContinuations = cmp.Or(cfg.MaxContinuations, 2)
+	cfg.RepeatLimit = cmp.Or(cfg.RepeatLimit, 3)
 	cfg.ContextBudget = cmp.Or(cfg.ContextBudget, 100_000)
 	cfg.Retry.Attempts = cmp.Or(cfg.Retry.Attempts, 5)
 	cfg.Retry.Base = cmp.Or(cfg.Retry.Base, time.Second)
@@ -181,6 +194,7 @@ type turn struct {
 	tools   []ToolSpec
 	system  string
 	budget  outputBudget
+	repeats repeats
 	bot     session.Actor
 }
 
@@ -205,6 +219,7 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		log:     b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
 		tools:   toolSpecs(t.Hands != nil, t.Searcher != nil),
 		budget:  outputBudget{perResult: b.cfg.MaxToolOutput, left: b.cfg.MaxTurnOutput},
+		repeats: repeats{limit: b.cfg.RepeatLimit},
 		bot:     session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
 	}
 	st.system = systemPrompt(t.Where, st.tools, b.now())
@@ -226,7 +241,8 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		}
 		h, err := buildHistory(evs, st.historyOptions())
 		if err != nil {
-			return b.fail(ctx, st, "context", "bad_event", "I could not read this thread's history: "+cut(err.Error(), 200), err)
+			return b.fail(ctx, st, "context", "bad_event",
+				"I could not read this thread's history, so I stopped. An operator can find the details in the log.", err)
 		}
 		if !h.Content {
 			return b.reply(ctx, st, EmptyMentionReply, nil, StatusOK, "")
@@ -236,19 +252,28 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 			st.log.Info().Int64("reply_seq", r.Event.Seq).Msg("turn already answered")
 			return r, nil
 		}
-		tools, noTools := st.tools, round >= b.cfg.MaxRounds
+		tools, noTools := st.toolsFor(h), round >= b.cfg.MaxRounds
+		st.system = systemPrompt(t.Where, tools, b.now())
+		tokens, method := b.measure(turnCtx, st, Request{System: st.system, Messages: h.Messages, Tools: tools})
+		if tokens > int64(b.cfg.ContextBudget) {
+			st.log.Info().Int64("tokens", tokens).Int("budget", b.cfg.ContextBudget).Str("method", method).
+				Msg("history over the context budget; summarising older turns")
+			if h, err = b.compact(turnCtx, st, evs, h, tokens, method); err != nil {
+				return Reply{}, err
+			}
+			tools = st.toolsFor(h) // a new summary offers read_log
+			st.system = systemPrompt(t.Where, tools, b.now())
+		}
 		if len(tools) == 0 && historyUsesTools(h) {
 			// The history shows tool calls (made when a sandbox was there): the APIs want
 			// the tools declared, but none may be called now.
-			tools, noTools = toolSpecs(true, true), true
-		}
-		if estimateTokens(st.system, h.Messages, tools) > b.cfg.ContextBudget {
-			if h, err = b.compact(turnCtx, st, evs, h); err != nil {
-				return Reply{}, err
-			}
+			tools, noTools = allToolSpecs(), true
+		} else if missing := undeclaredTools(h, tools); len(missing) > 0 {
+			// Declare the tools the history used that this turn does not offer (a sandbox
+			// gone, say); calling one answers with an error result.
+			tools = append(slices.Clip(tools), missing...)
 		}
 		if err := validate(h.Messages, true); err != nil {
-			st.log.Error().Err(err).Msg("model history is invalid")
 			return b.fail(ctx, st, "context", "invalid_history",
 				"I could not put this thread's history into a form the model accepts, so I stopped. The problem is recorded in the log.", err)
 		}
@@ -264,13 +289,30 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		if err != nil {
 			return b.modelFailure(ctx, turnCtx, st, err)
 		}
+		stop := classifyStop(resp.StopReason)
+		switch stop {
+		case stopRefused:
+			// Whatever came with a refusal is not an answer, and its tool calls are not run.
+			return b.failUsage(ctx, st, "model", resp.StopReason, refusalText(resp),
+				fmt.Errorf("the model stopped with %q", resp.StopReason), usage)
+		case stopUnknown:
+			st.log.Warn().Str("stop_reason", resp.StopReason).Msg("unknown stop reason; taking the response as complete")
+		}
 		if len(resp.ToolUses) == 0 || req.NoTools {
-			text := resp.Text
-			if strings.TrimSpace(text) == "" {
+			text, cutOff := resp.Text, false
+			if stop == stopCut || stop == stopPaused {
+				text, usage, cutOff = b.continueReply(turnCtx, st, req, resp, usage)
+			}
+			text = strings.TrimSpace(text)
+			if text == "" {
 				text = "(The model returned an empty reply.)"
-				if round >= b.cfg.MaxRounds {
+				if cutOff {
+					text = fmt.Sprintf("I have no answer: the model spent its output limit (%d tokens) before writing any reply. Ask me again, perhaps for something shorter.", b.cfg.MaxTokens)
+				} else if round >= b.cfg.MaxRounds {
 					text = fmt.Sprintf("I stopped after %d rounds of tool calls, the limit for one turn, without a final answer. Ask me to continue.", b.cfg.MaxRounds)
 				}
+			} else if cutOff {
+				text += b.cutNote()
 			}
 			r, err := b.reply(ctx, st, text, usage, StatusOK, "")
 			if err != nil {
@@ -291,14 +333,32 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		if err := b.appendCalls(ctx, st, resp.Text, uses, usage); err != nil {
 			return Reply{}, err
 		}
-		for _, use := range uses {
-			out := b.runTool(turnCtx, t, use, &st.budget)
+		var repeated *ToolUse
+		for i, use := range uses {
+			var out toolOutcome
+			if stop == stopCut && i == len(uses)-1 {
+				// The output limit struck while the model wrote this call (the last one): its
+				// input may be incomplete, so it is not run. The calls before it are whole.
+				out = b.cutToolResult(use.Name)
+				st.log.Warn().Str("tool", use.Name).Str("call_id", use.ID).Msg("tool call cut by the output limit; not run")
+			} else {
+				out = b.runTool(turnCtx, t, use, &st.budget)
+			}
 			if ctx.Err() != nil {
 				return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, ctx.Err())
 			}
 			if err := b.appendResult(ctx, st, use, out); err != nil {
 				return Reply{}, err
 			}
+			if st.repeats.record(use, out) && repeated == nil {
+				repeated = &uses[i]
+			}
+		}
+		if repeated != nil {
+			return b.fail(ctx, st, "tool", "repeated_tool_failure", fmt.Sprintf(
+				"I stopped: I called %s %d times with the same input and it failed the same way each time, so trying again would not help. "+
+					"The calls and their results are in this thread's log.", repeated.Name, b.cfg.RepeatLimit),
+				fmt.Errorf("%s call %s failed identically %d times in turn %d", repeated.Name, repeated.ID, b.cfg.RepeatLimit, t.TurnSeq))
 		}
 		if turnCtx.Err() != nil {
 			return b.fail(ctx, st, "turn", "wall_time",
@@ -332,6 +392,33 @@ func (b *Brain) Title(ctx context.Context, t Turn, reply session.Event) {
 		}
 	}
 	b.maybeTitle(ctx, st, before, Reply{Event: reply, Message: msg})
+}
+
+// toolsFor is the tools a round offers: the turn's, and read_log when the history opens with
+// a summary.
+func (st *turn) toolsFor(h history) []ToolSpec {
+	if h.Summary.ToSeq > 0 {
+		return append(slices.Clip(st.tools), readLogSpec())
+	}
+	return st.tools
+}
+
+// undeclaredTools is the specs of tools the history calls that tools lacks.
+func undeclaredTools(h history, tools []ToolSpec) []ToolSpec {
+	var missing []ToolSpec
+	for _, m := range h.Messages {
+		for _, b := range m.Blocks {
+			if b.ToolUse == nil || hasTool(tools, b.ToolUse.Name) || hasTool(missing, b.ToolUse.Name) {
+				continue
+			}
+			for _, s := range allToolSpecs() {
+				if s.Name == b.ToolUse.Name {
+					missing = append(missing, s)
+				}
+			}
+		}
+	}
+	return missing
 }
 
 func (st *turn) historyOptions() historyOptions {
@@ -522,12 +609,20 @@ func (b *Brain) reply(ctx context.Context, st *turn, text string, usage *session
 	return Reply{Event: evs[0], Message: m, Status: status, Reason: reason}, nil
 }
 
-// fail ends the turn early: an error event with a short safe message, then a reply that says
-// what happened.
+// fail ends the turn early: a log line and an error event with the detail for operators, then
+// a reply that says what happened in a plain sentence. replyText is fixed text chosen by the
+// caller and never carries the cause's text (ids, SQL, Go error chains): that stays in the log
+// line and the error event.
 func (b *Brain) fail(ctx context.Context, st *turn, stage, code, replyText string, cause error) (Reply, error) {
+	return b.failUsage(ctx, st, stage, code, replyText, cause, nil)
+}
+
+// failUsage is fail for a turn that ends on a model call's answer, whose usage the reply keeps.
+func (b *Brain) failUsage(ctx context.Context, st *turn, stage, code, replyText string, cause error, usage *session.Usage) (Reply, error) {
 	if ctx.Err() != nil {
 		return Reply{}, fmt.Errorf("run turn %d: %w", st.TurnSeq, ctx.Err())
 	}
+	st.log.Error().Err(cause).Str("stage", stage).Str("code", code).Msg("turn ended early")
 	msg := cut(cause.Error(), 300)
 	var pe *ProviderError
 	if errors.As(cause, &pe) {
@@ -541,7 +636,7 @@ func (b *Brain) fail(ctx context.Context, st *turn, stage, code, replyText strin
 	if _, err := st.Log.Append(ctx, ev); err != nil {
 		return Reply{}, fmt.Errorf("run turn %d: append error: %w", st.TurnSeq, err)
 	}
-	return b.reply(ctx, st, replyText, nil, StatusError, code)
+	return b.reply(ctx, st, replyText, usage, StatusError, code)
 }
 
 // modelFailure ends the turn after a model call failed for good.
@@ -557,8 +652,6 @@ func (b *Brain) modelFailure(ctx, turnCtx context.Context, st *turn, err error) 
 		}
 		return b.fail(ctx, st, "model", "error", "I could not get an answer from the model; the error is recorded in the log.", err)
 	}
-	st.log.Error().Str("provider", pe.Provider).Int("status", pe.Status).Str("code", pe.Code).Bool("transient", pe.Transient).
-		Msg("model call failed")
 	code, text := failureText(pe)
 	return b.fail(ctx, st, "model", code, text, err)
 }

@@ -46,12 +46,13 @@ const summarySystem = "You condense a Slack thread between engineers and an AI a
 	"will read instead of the original messages. Keep: who asked what, decisions, facts learned, commands run and " +
 	"what they showed, files written, open questions. Drop pleasantries. Plain text, at most 300 words."
 
-// compact summarises the older turns of an over-budget history into a context_summary event and
+// compact summarises the older turns of an over-budget history (tokens, measured by method,
+// are recorded in the summary) into a context_summary event and
 // returns the history rebuilt from summary + recent events. Cuts fall only at turn boundaries,
 // so a tool_use and its tool_result stay together (C24). When there is no boundary to cut at,
 // or the summary call fails, the history is returned as it was and the turn goes on: the
 // original events are never changed either way. It returns an error only when the log fails.
-func (b *Brain) compact(ctx context.Context, st *turn, evs []session.Event, h history) (history, error) {
+func (b *Brain) compact(ctx context.Context, st *turn, evs []session.Event, h history, tokens int64, method string) (history, error) {
 	i, ok := cutPoint(h, st.system, st.tools, b.cfg.ContextBudget/2)
 	if !ok {
 		st.log.Warn().Msg("history over the context budget, but no turn boundary to cut at")
@@ -79,9 +80,10 @@ func (b *Brain) compact(ctx context.Context, st *turn, evs []session.Event, h hi
 		from = evs[0].Seq
 	}
 	stored, err := st.Log.Append(ctx, session.NewEvent{
-		Type:    session.TypeContextSummary,
-		Actor:   st.bot,
-		Payload: session.ContextSummary{FromSeq: from, ToSeq: toSeq, Summary: resp.Text},
+		Type:  session.TypeContextSummary,
+		Actor: st.bot,
+		Payload: session.ContextSummary{FromSeq: from, ToSeq: toSeq, Summary: resp.Text,
+			Tokens: tokens, Budget: int64(b.cfg.ContextBudget), Method: method},
 	})
 	if err != nil {
 		return h, fmt.Errorf("run turn %d: append context summary: %w", st.TurnSeq, err)

@@ -31,11 +31,20 @@
 //     assistant message is followed by one user message with its tool results in call order;
 //     consecutive messages of one role are merged; results that answer no tool use of the
 //     message before are dropped.
-//  3. Budget. When the estimated size (bytes/4 plus a little per block) is over
+//  3. Budget. The history is measured in input tokens: by the provider where it can count
+//     ([TokenCounter]: Anthropic's count-tokens endpoint through the SDK; tiktoken, offline
+//     from embedded BPE files, for OpenAI's own models), else — and whenever counting fails,
+//     or the estimate is under a quarter of the budget — by the estimate (bytes/4 plus a
+//     little per block; OpenAI-compatible local models always use it). Over
 //     Config.ContextBudget, the older turns are summarised by the model and the summary is
-//     appended as context_summary{from_seq, to_seq, summary}. Cuts fall only at turn boundaries
-//     (a user message after a plain reply), so a tool_use and its tool_result are kept or
-//     dropped together (C24). Later requests send the summary plus the events after to_seq.
+//     appended as context_summary{from_seq, to_seq, summary, tokens, budget, method}: the
+//     budget's decision is in the log. Cuts fall only at turn boundaries (a user message after
+//     a plain reply), so a tool_use and its tool_result are kept or dropped together (C24).
+//     Later requests send the summary plus the events after to_seq, and offer the read_log
+//     tool (only then: without a summary every message is in the request). The model rereads
+//     its own session's log through Turn.Log — a seq range, some conversation types, or the
+//     events before a seq; never markers, at most 50 events and 12 KiB a call — and the
+//     tool_call and tool_result events record what it reread.
 //  4. Validate. Before every request a validator checks what the providers check: the first
 //     and last messages are the user's, roles alternate, no block is empty, every tool_use is
 //     answered by a tool_result at the head of the next message and every tool_result answers
@@ -51,6 +60,13 @@
 //     next round starts at 2. A response without tool uses is appended as the reply
 //     (assistant_message with no tool_call_ids) and returned. Usage (provider, model, tokens,
 //     stop reason, latency) is recorded on every assistant_message that came from a call.
+//     Every stop reason is handled (see classifyStop): a reply cut by the output limit
+//     (max_tokens, length) or paused (pause_turn) is continued up to Config.MaxContinuations
+//     times and otherwise says plainly that it was cut; of a response with tool uses that the
+//     limit cut, the last call (the one being written) is not run and its result says so, so
+//     the model can retry smaller; a refusal or content_filter ends the turn with an honest
+//     reply and runs nothing. A tool call (same tool, same input) failing the same way
+//     Config.RepeatLimit times in a turn ends it with a reply that says so.
 //  7. Title. After the first reply of a session, a short model-written title event is appended
 //     (the first words of the thread if that call fails); at most one per session.
 //
@@ -64,7 +80,9 @@
 //
 // A model that refuses the request, stays unavailable, or a turn that runs out of time ends
 // with an error event {stage, code, message} and a short reply that says so (Reply.Status
-// "error"), so the thread always hears back. Run returns an error only when the log refuses an
+// "error"), so the thread always hears back. The reply is a fixed sentence: an error's text
+// (ids, SQL, Go error chains, the API's message) goes to the operator's log line and the error
+// event, never to the thread (issue 17). Run returns an error only when the log refuses an
 // append (session.ErrFenced after a lost lease) or ctx ends; the next turn repairs whatever
 // was left half done. A turn whose reply is already in the log (an assistant_message whose
 // Turn is this turn's turn_started seq) returns that reply without a model call, so re-running
@@ -80,6 +98,12 @@
 // package never reads the environment, and the SDKs are built without their environment
 // defaults. Keys never reach a log line or an event. A failing provider is never replaced by
 // the offline one.
+//
+// A session may switch provider between turns. Tool-call ids are logged as the provider that
+// made them sent them and mapped on the wire only, by a pure function of the id (ids.go): the
+// Anthropic API gets ids matching ^[a-zA-Z0-9_-]+$ ("functions.run_command:0" becomes
+// "functions_run_command_0_<hash>"), OpenAI-compatible APIs get ids of at most 40 characters;
+// an id the API accepts is sent unchanged, and a tool_use and its tool_result always agree.
 //
 // Package fakeprovider, beside this one, serves both HTTP APIs for tests and rejects what the
 // real APIs reject.

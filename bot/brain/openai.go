@@ -39,6 +39,28 @@ func newOpenAI(model, apiKey, baseURL string, hc *http.Client) *openAIProvider {
 	return &openAIProvider{model: model, chat: openai.NewChatCompletionService(opts...), hosted: hosted}
 }
 
+// CountMethod is "tiktoken_<encoding>" for OpenAI's models, "" for others.
+func (p *openAIProvider) CountMethod() string {
+	if enc := openAIEncoding(p.model); enc != "" {
+		return "tiktoken_" + enc
+	}
+	return ""
+}
+
+// CountTokens counts req with the model's tiktoken encoding, offline: Chat Completions has no
+// count endpoint.
+func (p *openAIProvider) CountTokens(ctx context.Context, req Request) (int64, error) {
+	name := openAIEncoding(p.model)
+	if name == "" {
+		return 0, errNoTokenizer
+	}
+	enc, err := encoding(name)
+	if err != nil {
+		return 0, err
+	}
+	return countChatTokens(enc, req), nil
+}
+
 func (p *openAIProvider) Name() string  { return "openai" }
 func (p *openAIProvider) Model() string { return p.model }
 
@@ -63,7 +85,7 @@ func (p *openAIProvider) Complete(ctx context.Context, req Request) (Response, e
 				case b.ToolUse != nil:
 					am.ToolCalls = append(am.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
 						OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-							ID: b.ToolUse.ID,
+							ID: openAIToolID(b.ToolUse.ID),
 							Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
 								Name: b.ToolUse.Name, Arguments: string(b.ToolUse.Input),
 							},
@@ -87,7 +109,7 @@ func (p *openAIProvider) Complete(ctx context.Context, req Request) (Response, e
 					if b.ToolResult.IsError {
 						content = "ERROR: " + content
 					}
-					params.Messages = append(params.Messages, openai.ToolMessage(content, b.ToolResult.CallID))
+					params.Messages = append(params.Messages, openai.ToolMessage(content, openAIToolID(b.ToolResult.CallID)))
 				case b.ToolUse == nil:
 					text = append(text, b.Text)
 				}
@@ -122,19 +144,23 @@ func (p *openAIProvider) Complete(ctx context.Context, req Request) (Response, e
 	}
 	choice := cc.Choices[0]
 	out.StopReason = choice.FinishReason
-	out.Text = strings.TrimSpace(choice.Message.Content)
+	// The text is kept as sent: a reply cut by the limit is continued, and the continuation's
+	// leading space matters. The brain trims the whole reply.
+	out.Text = choice.Message.Content
+	if choice.Message.Refusal != "" {
+		// A refusal in the message's own field; say so whatever the finish reason.
+		out.StopReason, out.Text = "refusal", ""
+	}
 	for _, tc := range choice.Message.ToolCalls {
 		if tc.Type != "" && tc.Type != "function" {
 			continue
 		}
-		input := json.RawMessage(tc.Function.Arguments)
-		if !json.Valid(input) || len(strings.TrimSpace(tc.Function.Arguments)) == 0 {
-			// A local model may send arguments that are not JSON; keep them visible to the
-			// tool layer, which answers with an error result the model can read.
-			b, _ := json.Marshal(map[string]string{"_invalid_arguments": tc.Function.Arguments})
-			input = b
-		}
-		out.ToolUses = append(out.ToolUses, ToolUse{ID: tc.ID, Name: tc.Function.Name, Input: input})
+		out.ToolUses = append(out.ToolUses, ToolUse{ID: tc.ID, Name: tc.Function.Name, Input: toolArguments(tc.Function.Arguments)})
+	}
+	if fc := choice.Message.FunctionCall; len(out.ToolUses) == 0 && fc.Name != "" {
+		// The deprecated function_call form (finish_reason function_call) of older servers: one
+		// call without an id; the brain gives it one.
+		out.ToolUses = append(out.ToolUses, ToolUse{Name: fc.Name, Input: toolArguments(fc.Arguments)})
 	}
 	return out, nil
 }
@@ -156,4 +182,16 @@ func (p *openAIProvider) translate(ctx context.Context, err error) error {
 		pe.RetryAfter = retryAfter(apiErr.Response.Header, time.Now())
 	}
 	return pe
+}
+
+// toolArguments is a call's arguments as a JSON object. A local model may send arguments that
+// are not JSON (and the output limit may cut them); they stay visible to the tool layer, which
+// answers with an error result the model can read.
+func toolArguments(args string) json.RawMessage {
+	input := json.RawMessage(args)
+	if !json.Valid(input) || len(strings.TrimSpace(args)) == 0 {
+		b, _ := json.Marshal(map[string]string{"_invalid_arguments": args})
+		return b
+	}
+	return input
 }

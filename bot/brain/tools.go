@@ -20,6 +20,9 @@ const (
 	ToolSearchSessions = "search_sessions"
 )
 
+// allToolSpecs is every tool this package knows: what a history may show calls of.
+func allToolSpecs() []ToolSpec { return append(toolSpecs(true, true), readLogSpec()) }
+
 // toolSpecs lists the tools a turn offers: the sandbox tools when hands is set, search when
 // searcher is set.
 func toolSpecs(hands, search bool) []ToolSpec {
@@ -169,6 +172,8 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 		return fail("%s is not available: this deployment has no sandbox", use.Name)
 	}
 	switch use.Name {
+	case ToolReadLog:
+		return b.readLog(ctx, t, use.Input)
 	case ToolRunCommand:
 		if strings.TrimSpace(in.Command) == "" {
 			return fail("command is required")
@@ -218,7 +223,10 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 			if ctx.Err() != nil {
 				return fail("search stopped: the turn ran out of time")
 			}
-			return fail("search failed: %s", cut(err.Error(), 200))
+			// The searcher's error is the database's: ids and SQL are for operators, not for the
+			// model, which could quote them in the thread.
+			b.log.Error().Err(err).Str("session_id", t.Session.ID.String()).Msg("search_sessions failed")
+			return fail("search failed; the error is recorded in the operator's log. Answer without it or try again later")
 		}
 		return toolOutcome{Content: nonEmpty(s, "no matches")}
 	}

@@ -3,8 +3,12 @@ package fakeprovider
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 )
+
+// toolIDPattern is what the Messages API requires of tool_use ids (and so of tool_use_id).
+var toolIDPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 type anthropicRequest struct {
 	Model     string          `json:"model"`
@@ -34,7 +38,10 @@ type anthropicBlock struct {
 	IsError   bool            `json:"is_error"`
 }
 
-func parseAnthropic(body []byte) (Call, error) {
+func parseAnthropic(body []byte) (Call, error) { return parseAnthropicRequest(body, true) }
+
+// parseAnthropicRequest parses a Messages request; count-tokens requests take no max_tokens.
+func parseAnthropicRequest(body []byte, needMaxTokens bool) (Call, error) {
 	var req anthropicRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return Call{}, fmt.Errorf("the request body is not valid JSON: %v", err)
@@ -42,7 +49,7 @@ func parseAnthropic(body []byte) (Call, error) {
 	if req.Model == "" {
 		return Call{}, fmt.Errorf("model: Field required")
 	}
-	if req.MaxTokens < 1 {
+	if needMaxTokens && req.MaxTokens < 1 {
 		return Call{}, fmt.Errorf("max_tokens: Field required")
 	}
 	var c Call
@@ -154,6 +161,9 @@ func validateAnthropic(c Call) error {
 				if !tools[b.Name] {
 					return fmt.Errorf("messages.%d.content.%d: tool %q is not defined in tools", i, j, b.Name)
 				}
+				if !toolIDPattern.MatchString(b.ID) {
+					return fmt.Errorf("messages.%d.content.%d.id: String should match pattern '^[a-zA-Z0-9_-]+$'", i, j)
+				}
 				if b.ID == "" || seen[b.ID] {
 					return fmt.Errorf("messages.%d.content.%d: `tool_use` ids must be unique", i, j)
 				}
@@ -161,6 +171,9 @@ func validateAnthropic(c Call) error {
 			case "tool_result":
 				if m.Role != "user" {
 					return fmt.Errorf("messages.%d.content.%d: tool_result blocks are only allowed in user messages", i, j)
+				}
+				if !toolIDPattern.MatchString(b.ToolUseID) {
+					return fmt.Errorf("messages.%d.content.%d.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'", i, j)
 				}
 				if !pending[b.ToolUseID] {
 					return fmt.Errorf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. "+

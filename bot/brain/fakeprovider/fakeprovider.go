@@ -31,6 +31,10 @@ type Reply struct {
 	ToolCalls    []ToolCall
 	InputTokens  int64
 	OutputTokens int64
+	// StopReason, when set, is sent as the stop_reason (Anthropic) or finish_reason (OpenAI)
+	// instead of the one the content implies ("end_turn"/"tool_use", "stop"/"tool_calls"):
+	// "max_tokens", "length", "refusal", "content_filter", "pause_turn", ...
+	StopReason string
 }
 
 // ToolCall is a scripted tool use.
@@ -78,9 +82,36 @@ type Server struct {
 	kind string
 	srv  *httptest.Server
 
-	mu     sync.Mutex
-	script []Reply
-	calls  []Call
+	mu      sync.Mutex
+	script  []Reply
+	calls   []Call
+	counts  []Count // scripted count_tokens answers
+	counted []Call  // count_tokens requests
+}
+
+// Count is one scripted answer of Anthropic's count-tokens endpoint
+// (POST /v1/messages/count_tokens). Without one, the endpoint counts a quarter of the
+// request's text bytes plus 4 per block, about what the brain estimates.
+type Count struct {
+	InputTokens int64
+	// Status, when not 0 or 200, answers with the API's error body (ErrorType, "count failed").
+	Status    int
+	ErrorType string
+}
+
+// PushCount appends count_tokens answers to their script.
+func (s *Server) PushCount(cs ...Count) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts = append(s.counts, cs...)
+}
+
+// CountCalls returns every count_tokens request received so far (Anthropic), in order; they
+// are not among Calls.
+func (s *Server) CountCalls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.counted...)
 }
 
 // NewAnthropic starts a fake Anthropic Messages API accepting key; it stops when the test ends.
@@ -132,6 +163,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	wantPath := "/v1/messages"
 	if s.kind == "openai" {
 		wantPath = "/v1/chat/completions"
+	}
+	if s.kind == "anthropic" && r.Method == http.MethodPost && r.URL.Path == "/v1/messages/count_tokens" {
+		s.serveCount(w, r)
+		return
 	}
 	if r.Method != http.MethodPost || r.URL.Path != wantPath {
 		s.writeError(w, http.StatusNotFound, "not_found_error", "no route "+r.Method+" "+r.URL.Path)
@@ -206,6 +241,57 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
+// serveCount answers Anthropic's count-tokens endpoint: the same checks as a Messages call,
+// except that max_tokens is not taken.
+func (s *Server) serveCount(w http.ResponseWriter, r *http.Request) {
+	if !s.authorised(r) {
+		s.writeError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.writeError(w, http.StatusBadRequest, "invalid_request_error", "unreadable body")
+		return
+	}
+	call, err := parseAnthropicRequest(body, false)
+	if err == nil {
+		err = validateAnthropic(call)
+	}
+	call.Body = body
+	s.mu.Lock()
+	if err != nil {
+		call.Invalid = err.Error()
+		s.counted = append(s.counted, call)
+		s.mu.Unlock()
+		s.writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	c := Count{InputTokens: estimate(call)}
+	if len(s.counts) > 0 {
+		c, s.counts = s.counts[0], s.counts[1:]
+	}
+	s.counted = append(s.counted, call)
+	s.mu.Unlock()
+	if c.Status != 0 && c.Status != http.StatusOK {
+		s.writeError(w, c.Status, c.ErrorType, "count failed")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"input_tokens": c.InputTokens})
+}
+
+// estimate is the fake's tokenizer: a quarter of the text bytes plus 4 per block.
+func estimate(c Call) int64 {
+	n, blocks := len(c.System), 0
+	for _, m := range c.Messages {
+		for _, b := range m.Blocks {
+			blocks++
+			n += len(b.Text) + len(b.Name) + len(b.Input)
+		}
+	}
+	return int64(n/4 + 4*blocks)
+}
+
 func (s *Server) authorised(r *http.Request) bool {
 	if s.kind == "openai" {
 		return r.Header.Get("Authorization") == "Bearer "+s.Key
@@ -231,11 +317,20 @@ func anthropicResponse(r Reply, n int) any {
 		content = append(content, map[string]any{"type": "text", "text": r.Text})
 	}
 	for _, tc := range r.ToolCalls {
-		content = append(content, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": json.RawMessage(tc.Input)})
+		// A tool_use cut by max_tokens still arrives as a JSON object in a non-streaming
+		// response; an input scripted as cut JSON is sent as the object parsed so far: {}.
+		input := json.RawMessage(tc.Input)
+		if !json.Valid(input) {
+			input = json.RawMessage("{}")
+		}
+		content = append(content, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": input})
 	}
 	stop := "end_turn"
 	if len(r.ToolCalls) > 0 {
 		stop = "tool_use"
+	}
+	if r.StopReason != "" {
+		stop = r.StopReason
 	}
 	return map[string]any{
 		"id": "msg_fake" + strconv.Itoa(n), "type": "message", "role": "assistant", "model": "claude-fake-1",
@@ -258,6 +353,14 @@ func openAIResponse(r Reply, n int) any {
 		}
 		msg["tool_calls"] = tcs
 		finish = "tool_calls"
+		if r.StopReason == "function_call" && len(r.ToolCalls) == 1 {
+			// The deprecated form: one function_call, no id, no tool_calls.
+			delete(msg, "tool_calls")
+			msg["function_call"] = map[string]any{"name": r.ToolCalls[0].Name, "arguments": r.ToolCalls[0].Input}
+		}
+	}
+	if r.StopReason != "" {
+		finish = r.StopReason
 	}
 	return map[string]any{
 		"id": "chatcmpl-fake" + strconv.Itoa(n), "object": "chat.completion", "created": 1700000000, "model": "gpt-fake-1",

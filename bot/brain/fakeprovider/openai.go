@@ -118,9 +118,13 @@ func validateOpenAI(c Call) error {
 			if len(m.Blocks) == 0 {
 				return fmt.Errorf("Invalid 'messages[%d]': an assistant message needs content or tool_calls", i)
 			}
-			for _, b := range m.Blocks {
+			for j, b := range m.Blocks {
 				if b.Type != "tool_use" {
 					continue
+				}
+				if len(b.ID) > maxToolCallID {
+					return fmt.Errorf("Invalid 'messages[%d].tool_calls[%d].id': string too long. Expected a string with maximum length %d, "+
+						"but got a string with length %d instead.", i, j-textBlocks(m), maxToolCallID, len(b.ID))
 				}
 				if !tools[b.Name] {
 					return fmt.Errorf("Invalid 'messages[%d].tool_calls': function %q is not among the tools", i, b.Name)
@@ -133,6 +137,10 @@ func validateOpenAI(c Call) error {
 			}
 		case "tool":
 			id := m.Blocks[0].ToolUseID
+			if len(id) > maxToolCallID {
+				return fmt.Errorf("Invalid 'messages[%d].tool_call_id': string too long. Expected a string with maximum length %d, "+
+					"but got a string with length %d instead.", i, maxToolCallID, len(id))
+			}
 			ok := false
 			for _, p := range pending {
 				ok = ok || p == id
@@ -152,4 +160,17 @@ func validateOpenAI(c Call) error {
 		}
 	}
 	return nil
+}
+
+// maxToolCallID is the longest tool call id Chat Completions accepts.
+const maxToolCallID = 40
+
+func textBlocks(m Message) int {
+	n := 0
+	for _, b := range m.Blocks {
+		if b.Type == "text" {
+			n++
+		}
+	}
+	return n
 }
