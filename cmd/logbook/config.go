@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 
+	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/sandbox"
 )
 
@@ -46,6 +48,19 @@ func envDuration(e env, name string, def time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("%s=%q is not a positive duration (e.g. 10m, 30s)", name, v)
 	}
 	return d, nil
+}
+
+// envInt reads a positive whole number; unset is 0 (the default of whoever takes it).
+func envInt(e env, name string) (int, error) {
+	v := strings.TrimSpace(e.getenv(name))
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q is not a positive whole number", name, v)
+	}
+	return n, nil
 }
 
 func envBool(e env, name string, def bool) (bool, error) {
@@ -147,6 +162,18 @@ func (cfg *serveConfig) readSettings(e env) error {
 		return err
 	}
 	cfg.Domain = strings.TrimSpace(e.getenv("LOGBOOK_WORKSPACE_DOMAIN"))
+	if cfg.ThreadReplies, err = bot.ParseThreadReplies(e.getenv("LOGBOOK_THREAD_REPLIES")); err != nil {
+		return fmt.Errorf("LOGBOOK_THREAD_REPLIES=%w", err)
+	}
+	for _, n := range []struct {
+		name string
+		v    *int
+	}{{"LOGBOOK_MAX_OUTPUT_TOKENS", &cfg.MaxOutputTokens}, {"LOGBOOK_MAX_CONTINUATIONS", &cfg.MaxContinuations},
+		{"LOGBOOK_REPEAT_LIMIT", &cfg.RepeatLimit}, {"LOGBOOK_CONTEXT_BUDGET", &cfg.ContextBudget}} {
+		if *n.v, err = envInt(e, n.name); err != nil {
+			return err
+		}
+	}
 	if err := cfg.readWebAccess(e); err != nil {
 		return err
 	}

@@ -40,6 +40,11 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		{"LOGBOOK_LOG_FORMAT", "xml"},
 		{"LOGBOOK_WEB_TOKENS", "ops:short"},
 		{"LOGBOOK_AUDIT_SCHEDULE", "every day"},
+		{"LOGBOOK_THREAD_REPLIES", "sometimes"},
+		{"LOGBOOK_MAX_OUTPUT_TOKENS", "lots"},
+		{"LOGBOOK_MAX_CONTINUATIONS", "-1"},
+		{"LOGBOOK_REPEAT_LIMIT", "0"},
+		{"LOGBOOK_CONTEXT_BUDGET", "1e5"},
 	}
 	for _, c := range cases {
 		vars := baseVars()

@@ -61,6 +61,15 @@ Environment:
   LOGBOOK_SANDBOX_DIR     workspaces directory (default: the user cache dir;
                           /var/lib/logbook/sandboxes as root)
   LOGBOOK_SANDBOX_NETWORK on to let sandboxed commands use the network (default off)
+  LOGBOOK_THREAD_REPLIES  which messages in a session's thread the bot answers: addressed
+                          (default: all but asides — "(aside) …", "!aside …" — and messages
+                          that mention someone else and not the bot), mentions (only those
+                          that mention the bot) or all. Every message is recorded; "mute" and
+                          "unmute" in a thread silence and resume the bot there.
+  LOGBOOK_MAX_OUTPUT_TOKENS  output tokens per model call (default 4096); a cut reply is
+                          continued up to LOGBOOK_MAX_CONTINUATIONS times (default 2)
+  LOGBOOK_REPEAT_LIMIT    a tool call failing the same way this often ends the turn (default 3)
+  LOGBOOK_CONTEXT_BUDGET  history size in tokens before older turns are summarised (default 100000)
   LOGBOOK_IDLE_TIMEOUT    idle time before a cell exits (default 10m)
   LOGBOOK_LEASE_TTL       session lease length (default 30s)
   LOGBOOK_POLL_INTERVAL   how often to look for sessions with unanswered messages (default 5s)
@@ -125,6 +134,13 @@ type serveConfig struct {
 	PrivateNote  bool
 	Domain       string
 	PollInterval time.Duration
+	// ThreadReplies says which messages of a session's thread are answered.
+	ThreadReplies bot.ThreadReplies
+	// The brain's limits (0: the brain's defaults).
+	MaxOutputTokens  int
+	MaxContinuations int
+	RepeatLimit      int
+	ContextBudget    int
 	// AuditSchedule is the scheduled audit export's settings (nil: none); Audit starts it.
 	AuditSchedule *auditSchedule                                                                  `json:"-"`
 	Audit         func(ctx context.Context, log zerolog.Logger) (*audit.Scheduler, func(), error) `json:"-"`
@@ -251,7 +267,9 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		return err
 	}
 
-	b, err := brain.New(brain.Config{Provider: provider, Logger: log.With().Str("part", "brain").Logger(), DeferTitle: true})
+	b, err := brain.New(brain.Config{Provider: provider, Logger: log.With().Str("part", "brain").Logger(), DeferTitle: true,
+		MaxTokens: int64(cfg.MaxOutputTokens), MaxContinuations: cfg.MaxContinuations, RepeatLimit: cfg.RepeatLimit,
+		ContextBudget: cfg.ContextBudget})
 	if err != nil {
 		return err
 	}
@@ -306,7 +324,8 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	}
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
-			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+			ThreadReplies: cfg.ThreadReplies,
+			Where:         brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote},
 	}, bot.ServiceDeps{
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
