@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
@@ -75,8 +76,9 @@ func NewDeliverer(api slackAPI, log zerolog.Logger, metrics *Metrics, cfg Delive
 // consists of, in order. It neither reads nor writes the log: the turn decides whether the
 // reply was delivered before and records the delivery. search says the reply may be in the
 // thread already (a resumed turn): parts found there by metadata are not posted again. After
-// an ambiguous failure the thread is searched in any case.
-func (d *Deliverer) Deliver(ctx context.Context, sess session.Session, reply session.Event, search bool) ([]string, error) {
+// an ambiguous failure the thread is searched in any case. footer, when set, is a small
+// context line (mrkdwn) under the last part: the transcript link, the turn's usage.
+func (d *Deliverer) Deliver(ctx context.Context, sess session.Session, reply session.Event, search bool, footer string) ([]string, error) {
 	var msg session.AssistantMessage
 	if err := reply.Decode(&msg); err != nil {
 		return nil, err
@@ -103,7 +105,11 @@ func (d *Deliverer) Deliver(ctx context.Context, sess session.Session, reply ses
 		if posted[i] != "" {
 			continue
 		}
-		ts, err := d.post(ctx, channel, thread, reply.ID.String(), i, len(parts), parts[i])
+		var foot string
+		if i == len(parts)-1 {
+			foot = footer
+		}
+		ts, err := d.post(ctx, channel, thread, reply.ID.String(), i, len(parts), parts[i], foot)
 		if errors.Is(err, errTooLong) && resplit {
 			return nil, fmt.Errorf("%w: slack refused part %d as too long even after splitting it finer", ErrDeliveryFailed, i+1)
 		}
@@ -153,6 +159,22 @@ func (d *Deliverer) Working(ctx context.Context, channel, ts string) func() {
 	}
 }
 
+// sectionLimit is the most text a section block holds.
+const sectionLimit = 3000
+
+// withFooter shows footer as a context block under text: the text goes in a section block
+// (the message's text stays as the notification fallback). A part too long for a section
+// keeps its text and gets the footer as a last line instead.
+func withFooter(text, footer string) slack.MsgOption {
+	if utf8.RuneCountInString(text) > sectionLimit {
+		return slack.MsgOptionText(text+"\n\n"+footer, false)
+	}
+	return slack.MsgOptionBlocks(
+		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, text, false, false), nil, nil),
+		slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, footer, false, false)),
+	)
+}
+
 // ErrDeliveryFailed wraps a delivery failure that a retry cannot change (a deleted or archived
 // channel, an invalid message): the turn ends with an error. Other delivery errors leave the
 // turn open, to be resumed — the thread is searched before anything is posted again.
@@ -163,7 +185,16 @@ var errTooLong = errors.New("slack says the message is too long")
 // post posts one part. Rate limits are waited out (for up to MaxWait in all); after an
 // ambiguous failure (the post may have landed) the thread is searched by metadata, and when
 // that search fails too, post gives up rather than risk a second copy.
-func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, part, parts int, text string) (string, error) {
+func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, part, parts int, text, footer string) (string, error) {
+	opts := []slack.MsgOption{
+		slack.MsgOptionText(text, false),
+		slack.MsgOptionTS(thread),
+		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: MetadataEventType,
+			EventPayload: map[string]any{"event_id": eventID, "part": part, "parts": parts}}),
+	}
+	if footer != "" {
+		opts = append(opts, withFooter(text, footer))
+	}
 	deadline := d.cfg.Clock.Now().Add(d.cfg.MaxWait)
 	var lastErr error
 	limited := 0 // rate limits in a row that said no Retry-After
@@ -171,12 +202,7 @@ func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, p
 		if err := d.waitTurn(ctx, "chat.postMessage"); err != nil {
 			return "", err
 		}
-		_, ts, err := d.api.PostMessageContext(ctx, channel,
-			slack.MsgOptionText(text, false),
-			slack.MsgOptionTS(thread),
-			slack.MsgOptionMetadata(slack.SlackMetadata{EventType: MetadataEventType,
-				EventPayload: map[string]any{"event_id": eventID, "part": part, "parts": parts}}),
-		)
+		_, ts, err := d.api.PostMessageContext(ctx, channel, opts...)
 		if err == nil {
 			return ts, nil
 		}

@@ -85,12 +85,12 @@ func TestDeliveryReviewResplitThenRetryableFailureKeepsEveryPart(t *testing.T) {
 	}}
 	d := newTestDeliverer(fs, DeliveryConfig{PartLimit: 1000,
 		Sleep: func(ctx context.Context, _ time.Duration) error { return nil }})
-	_, err := d.Deliver(context.Background(), sess, reply, false)
+	_, err := d.Deliver(context.Background(), sess, reply, false, "")
 	if err == nil || errors.Is(err, ErrDeliveryFailed) {
 		t.Fatalf("first delivery: %v; want a retryable error", err)
 	}
 	// The cell resumes the open turn: fresh=false.
-	if _, err := d.Deliver(context.Background(), sess, reply, true); err != nil {
+	if _, err := d.Deliver(context.Background(), sess, reply, true, ""); err != nil {
 		t.Fatalf("resumed delivery: %v", err)
 	}
 	var all strings.Builder
@@ -157,7 +157,7 @@ func TestDeliveryReviewRepliesRateLimitDoesNotHoldPosts(t *testing.T) {
 	}
 	sa, ra := mk("1.1")
 	doneA := make(chan error, 1)
-	go func() { _, err := d.Deliver(context.Background(), sa, ra, true); doneA <- err }() // resumed: searches thread A
+	go func() { _, err := d.Deliver(context.Background(), sa, ra, true, ""); doneA <- err }() // resumed: searches thread A
 	defer func() {
 		close(release)
 		if err := <-doneA; err != nil {
@@ -167,7 +167,7 @@ func TestDeliveryReviewRepliesRateLimitDoesNotHoldPosts(t *testing.T) {
 	<-held // thread A saw the rate limit and waits it out
 	sb, rb := mk("2.2")
 	start := time.Now()
-	if _, err := d.Deliver(context.Background(), sb, rb, false); err != nil {
+	if _, err := d.Deliver(context.Background(), sb, rb, false, ""); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took > time.Second {
@@ -191,7 +191,7 @@ func TestDeliveryReviewPersistentMsgTooLongIsFinal(t *testing.T) {
 	reply := session.Event{Seq: 2, ID: uuid.Must(uuid.NewV7()), Type: session.TypeAssistantMessage, Payload: payload}
 	sess := session.Session{Key: session.ThreadKey{Team: "T1", Channel: "C1", ThreadTS: "1.1"}}
 	for i := range 3 {
-		_, err := d.Deliver(context.Background(), sess, reply, i != 0)
+		_, err := d.Deliver(context.Background(), sess, reply, i != 0, "")
 		if !errors.Is(err, ErrDeliveryFailed) {
 			t.Fatalf("attempt %d: %v — not ErrDeliveryFailed, so the turn stays open and is retried forever", i+1, err)
 		}
@@ -244,7 +244,7 @@ func TestDeliverRateLimitWithoutRetryAfterBacksOff(t *testing.T) {
 			payload, _ := json.Marshal(session.AssistantMessage{Text: "hi", Turn: 1})
 			reply := session.Event{Seq: 2, ID: uuid.Must(uuid.NewV7()), Type: session.TypeAssistantMessage, Payload: payload}
 			sess := session.Session{Key: session.ThreadKey{Team: "T1", Channel: "C1", ThreadTS: "1.1"}}
-			posted, err := d.Deliver(context.Background(), sess, reply, false)
+			posted, err := d.Deliver(context.Background(), sess, reply, false, "")
 			if err != nil || len(posted) != 1 || posted[0] == "" {
 				t.Fatalf("deliver: %v %v", posted, err)
 			}

@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -165,5 +166,35 @@ func TestDeliveryReviewTransientPostFailureWithUnsearchableThreadIsDelivered(t *
 	if n := len(h.emu.BotReplies(general, top.TS)); n != 1 || len(h.events(s.ID, session.TypeTurnCompleted)) != 1 {
 		t.Fatalf("after one transient post failure: %d replies, %d turn_completed (want 1, 1); %d conversations.replies calls; log: %s",
 			n, len(h.events(s.ID, session.TypeTurnCompleted)), h.emu.Calls("conversations.replies"), typesOf(evs))
+	}
+}
+
+// With LOGBOOK_REPLY_FOOTER=usage the final reply carries a context line: the link to the
+// session's web transcript, the turn's model and tokens, and its cost from the price table.
+func TestDeliverFooterLinksTheTranscript(t *testing.T) {
+	t.Parallel()
+	agent := &echoAgent{usage: &session.Usage{Provider: "anthropic", Model: "claude-sonnet-4-5", InputTokens: 1200, OutputTokens: 300}}
+	h := newHarness(t, agent, harnessOptions{footer: bot.Footer{Mode: bot.FooterUsage, PublicURL: "https://lb.example/",
+		Prices: bot.DefaultPrices()}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> hello"})
+	msg := h.replies(general, top.TS, 1)[0]
+	s := h.session(general, top.TS)
+	var blocks []struct {
+		Type     string                  `json:"type"`
+		Text     struct{ Text string }   `json:"text"`
+		Elements []struct{ Text string } `json:"elements"`
+	}
+	if err := json.Unmarshal(msg.Blocks, &blocks); err != nil || len(blocks) != 2 {
+		t.Fatalf("blocks %s: %v", msg.Blocks, err)
+	}
+	if blocks[0].Type != "section" || !strings.Contains(blocks[0].Text.Text, "seen: hello") {
+		t.Fatalf("the reply's text is not the first block: %s", msg.Blocks)
+	}
+	want := "<https://lb.example/sessions/" + s.ID.String() + "|Transcript> · claude-sonnet-4-5 · 1,200 in · 300 out · $0.0081"
+	if blocks[1].Type != "context" || len(blocks[1].Elements) != 1 || blocks[1].Elements[0].Text != want {
+		t.Fatalf("footer %s; want %q", msg.Blocks, want)
+	}
+	if !strings.Contains(msg.Text, "seen: hello") {
+		t.Fatalf("the notification text %q lost the reply", msg.Text)
 	}
 }

@@ -42,6 +42,7 @@ type echoAgent struct {
 	runs  int
 	reply func(texts []string) string
 	block chan struct{}
+	usage *session.Usage // the usage the reply records, when set
 }
 
 func (a *echoAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error) {
@@ -88,7 +89,7 @@ func (a *echoAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error) 
 	if a.reply != nil {
 		text = a.reply(texts)
 	}
-	msg := session.AssistantMessage{Text: text, Turn: t.TurnSeq}
+	msg := session.AssistantMessage{Text: text, Turn: t.TurnSeq, Usage: a.usage}
 	stored, err := t.Log.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage,
 		Actor: session.Actor{Kind: session.ActorBot, ID: t.Where.BotUserID}, Payload: msg})
 	if err != nil {
@@ -133,6 +134,7 @@ type harnessOptions struct {
 	maxReplies    int
 	replyWindow   time.Duration
 	threadReplies bot.ThreadReplies
+	footer        bot.Footer
 	slash         bot.SlashHandler
 	probe         *bot.Probe
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
@@ -198,7 +200,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, MaxReplies: o.maxReplies,
-			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote},
 		Delivery: o.delivery,
 	}, bot.ServiceDeps{Log: log, API: api, Socket: sm, Me: me, Cells: h.store, Gateway: h.store, DatabaseURL: h.dbURL,

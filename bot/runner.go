@@ -41,6 +41,8 @@ type RunnerConfig struct {
 	// ThreadReplies says which messages of a session's thread are answered (default
 	// RepliesAddressed); the rest are recorded with a not_addressed marker.
 	ThreadReplies ThreadReplies
+	// Footer is the line under final replies (LOGBOOK_REPLY_FOOTER; default none).
+	Footer Footer
 }
 
 // RunnerDeps are what a Runner's cells work with. Store, Agent, Deliver and Metrics are

@@ -55,7 +55,7 @@ func (t *turn) run(ctx context.Context) error {
 			// A reply that needs no model (mute, unmute, a mention while muted) is stored
 			// with the turn, so a resumed turn finds it and delivers it.
 			evs = append(evs, session.NewEvent{Type: session.TypeAssistantMessage,
-				Actor: session.Actor{Kind: session.ActorBot, ID: cmp.Or(d.cfg.Where.BotUserID, "logbook")},
+				Actor:   session.Actor{Kind: session.ActorBot, ID: cmp.Or(d.cfg.Where.BotUserID, "logbook")},
 				Payload: session.AssistantMessage{Text: h.canned}})
 		}
 		if !h.answer {
@@ -122,7 +122,7 @@ func (t *turn) run(ctx context.Context) error {
 	} else {
 		// Fresh: produced by this turn in this process, so never posted before.
 		fresh := !resumed && reply.Seq > st.turnSeq
-		posted, err := d.deliver.Deliver(ctx, c.sess, reply, !fresh)
+		posted, err := d.deliver.Deliver(ctx, c.sess, reply, !fresh, t.footer(reply))
 		switch {
 		case err == nil:
 			if err := t.complete(ctx, status, reason, session.NewEvent{
@@ -149,6 +149,15 @@ func (t *turn) run(ctx context.Context) error {
 		d.titler.Title(ctx, bt, reply)
 	}
 	return nil
+}
+
+// footer is the line under reply: none for a canned reply (stored with the turn, Turn 0).
+func (t *turn) footer(reply session.Event) string {
+	var m session.AssistantMessage
+	if reply.Decode(&m) != nil || m.Turn == 0 {
+		return ""
+	}
+	return t.cell.deps.cfg.Footer.line(t.cell.id, turnUsage(t.cell.flog.snapshot(), t.state.turnSeq))
 }
 
 var deliveryActor = session.Actor{Kind: session.ActorSystem, ID: "delivery"}

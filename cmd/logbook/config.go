@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -162,6 +163,19 @@ func (cfg *serveConfig) readSettings(e env) error {
 		return err
 	}
 	cfg.Domain = strings.TrimSpace(e.getenv("LOGBOOK_WORKSPACE_DOMAIN"))
+	if pub := strings.TrimSpace(e.getenv("LOGBOOK_PUBLIC_URL")); pub != "" {
+		u, err := url.Parse(pub)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fmt.Errorf("LOGBOOK_PUBLIC_URL=%q: want the web pages' external address, e.g. https://logbook.example.com", pub)
+		}
+		cfg.Footer.PublicURL = pub
+	}
+	if cfg.Footer.Mode, err = bot.ParseFooterMode(e.getenv("LOGBOOK_REPLY_FOOTER"), cfg.Footer.PublicURL); err != nil {
+		return fmt.Errorf("LOGBOOK_REPLY_FOOTER=%w", err)
+	}
+	if cfg.Footer.Prices, err = bot.ParsePrices(e.getenv("LOGBOOK_PRICES")); err != nil {
+		return fmt.Errorf("LOGBOOK_PRICES: %w", err)
+	}
 	if cfg.ThreadReplies, err = bot.ParseThreadReplies(e.getenv("LOGBOOK_THREAD_REPLIES")); err != nil {
 		return fmt.Errorf("LOGBOOK_THREAD_REPLIES=%w", err)
 	}

@@ -41,6 +41,10 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		{"LOGBOOK_WEB_TOKENS", "ops:short"},
 		{"LOGBOOK_AUDIT_SCHEDULE", "every day"},
 		{"LOGBOOK_THREAD_REPLIES", "sometimes"},
+		{"LOGBOOK_PUBLIC_URL", "logbook.example.com"},
+		{"LOGBOOK_REPLY_FOOTER", "usage"}, // without LOGBOOK_PUBLIC_URL
+		{"LOGBOOK_REPLY_FOOTER", "loud"},
+		{"LOGBOOK_PRICES", "gpt-4o=cheap"},
 		{"LOGBOOK_MAX_OUTPUT_TOKENS", "lots"},
 		{"LOGBOOK_MAX_CONTINUATIONS", "-1"},
 		{"LOGBOOK_REPEAT_LIMIT", "0"},

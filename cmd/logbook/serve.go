@@ -66,6 +66,15 @@ Environment:
                           that mention someone else and not the bot), mentions (only those
                           that mention the bot) or all. Every message is recorded; "mute" and
                           "unmute" in a thread silence and resume the bot there.
+  LOGBOOK_PUBLIC_URL      the web pages' external address (e.g. https://logbook.example.com),
+                          for links from Slack to a session's transcript
+  LOGBOOK_REPLY_FOOTER    off | link | usage: a small line under each final reply with the
+                          transcript link and, with usage, the turn's tokens and cost
+                          (default link when LOGBOOK_PUBLIC_URL is set, else off)
+  LOGBOOK_PRICES          model=input/output,... in US dollars per million tokens, over the
+                          built-in list prices (claude-opus-4-1=15/75, claude-sonnet-4-5=3/15,
+                          claude-haiku-4-5=1/5, gpt-4o=2.5/10, gpt-4o-mini=0.15/0.6); a model
+                          not priced shows tokens only
   LOGBOOK_MAX_OUTPUT_TOKENS  output tokens per model call (default 4096); a cut reply is
                           continued up to LOGBOOK_MAX_CONTINUATIONS times (default 2)
   LOGBOOK_REPEAT_LIMIT    a tool call failing the same way this often ends the turn (default 3)
@@ -136,6 +145,8 @@ type serveConfig struct {
 	PollInterval time.Duration
 	// ThreadReplies says which messages of a session's thread are answered.
 	ThreadReplies bot.ThreadReplies
+	// Footer is the line under final replies (LOGBOOK_PUBLIC_URL, LOGBOOK_REPLY_FOOTER, LOGBOOK_PRICES).
+	Footer bot.Footer
 	// The brain's limits (0: the brain's defaults).
 	MaxOutputTokens  int
 	MaxContinuations int
@@ -324,8 +335,8 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	}
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
-			ThreadReplies: cfg.ThreadReplies,
-			Where:         brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer,
+			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote},
 	}, bot.ServiceDeps{
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,

@@ -1,0 +1,143 @@
+package bot
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/logbook/logbook/session"
+)
+
+// FooterMode says what the small line under a final reply shows (LOGBOOK_REPLY_FOOTER).
+type FooterMode string
+
+// The footer modes.
+const (
+	FooterOff   FooterMode = "off"
+	FooterLink  FooterMode = "link"  // a link to the session's web transcript
+	FooterUsage FooterMode = "usage" // the link, the turn's tokens and, when priced, its cost
+)
+
+// ParseFooterMode parses a FooterMode; "" is link when the web pages have a public address,
+// else off.
+func ParseFooterMode(s string, publicURL string) (FooterMode, error) {
+	switch m := FooterMode(strings.ToLower(strings.TrimSpace(s))); m {
+	case "":
+		if publicURL == "" {
+			return FooterOff, nil
+		}
+		return FooterLink, nil
+	case FooterOff, FooterLink, FooterUsage:
+		if m != FooterOff && publicURL == "" {
+			return "", fmt.Errorf("%q needs the web pages' public address (LOGBOOK_PUBLIC_URL)", s)
+		}
+		return m, nil
+	}
+	return "", fmt.Errorf("%q: want off, link or usage", s)
+}
+
+// Price is what a model costs, in US dollars per million tokens.
+type Price struct {
+	Input, Output float64
+}
+
+// Prices maps model names to prices; a model that is not listed shows tokens without cost.
+type Prices map[string]Price
+
+// DefaultPrices are list prices in US dollars per million tokens as published by the
+// providers when this table was written (LOGBOOK_PRICES adds to and overrides them).
+func DefaultPrices() Prices {
+	return Prices{
+		"claude-opus-4-1":   {Input: 15, Output: 75},
+		"claude-sonnet-4-5": {Input: 3, Output: 15},
+		"claude-haiku-4-5":  {Input: 1, Output: 5},
+		"gpt-4o":            {Input: 2.5, Output: 10},
+		"gpt-4o-mini":       {Input: 0.15, Output: 0.6},
+	}
+}
+
+// ParsePrices reads "model=input/output,..." (US dollars per million tokens) over the
+// defaults.
+func ParsePrices(s string) (Prices, error) {
+	p := DefaultPrices()
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		model, cost, ok := strings.Cut(item, "=")
+		in, out, ok2 := strings.Cut(cost, "/")
+		if !ok || !ok2 || strings.TrimSpace(model) == "" {
+			return nil, fmt.Errorf("%q: want model=input/output in dollars per million tokens", item)
+		}
+		i, err1 := strconv.ParseFloat(strings.TrimSpace(in), 64)
+		o, err2 := strconv.ParseFloat(strings.TrimSpace(out), 64)
+		if err1 != nil || err2 != nil || i < 0 || o < 0 {
+			return nil, fmt.Errorf("%q: the prices must be non-negative numbers", item)
+		}
+		p[strings.TrimSpace(model)] = Price{Input: i, Output: o}
+	}
+	return p, nil
+}
+
+// Footer is the line under a final reply.
+type Footer struct {
+	Mode      FooterMode
+	PublicURL string // the web pages' external address, e.g. https://logbook.example.com
+	Prices    Prices
+}
+
+// line is the footer for a reply of session id whose turn made the calls in usages ("" when
+// off).
+func (f Footer) line(id session.ID, usages []session.Usage) string {
+	if f.Mode == "" || f.Mode == FooterOff || f.PublicURL == "" {
+		return ""
+	}
+	link := strings.TrimRight(f.PublicURL, "/") + "/sessions/" + url.PathEscape(id.String())
+	parts := []string{"<" + link + "|Transcript>"}
+	if f.Mode == FooterUsage && len(usages) > 0 {
+		var in, out int64
+		var cost float64
+		priced := true
+		models := map[string]bool{}
+		for _, u := range usages {
+			in, out = in+u.InputTokens, out+u.OutputTokens
+			models[u.Model] = true
+			p, ok := f.Prices[u.Model]
+			priced = priced && ok
+			cost += (float64(u.InputTokens)*p.Input + float64(u.OutputTokens)*p.Output) / 1e6
+		}
+		names := make([]string, 0, len(models))
+		for m := range models {
+			names = append(names, m)
+		}
+		sort.Strings(names)
+		parts = append(parts, strings.Join(names, ", "), fmt.Sprintf("%s in · %s out", thousands(in), thousands(out)))
+		if priced {
+			parts = append(parts, fmt.Sprintf("$%.4f", cost))
+		}
+	}
+	return strings.Join(parts, " · ")
+}
+
+// thousands writes n with thousands separators.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// turnUsage collects the usage of every model call of the turn at turnSeq.
+func turnUsage(evs []session.Event, turnSeq int64) []session.Usage {
+	var out []session.Usage
+	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeAssistantMessage}}) {
+		var m session.AssistantMessage
+		if e.Decode(&m) == nil && m.Usage != nil {
+			out = append(out, *m.Usage)
+		}
+	}
+	return out
+}

@@ -1,0 +1,45 @@
+package bot
+
+import (
+	"testing"
+
+	"github.com/logbook/logbook/session"
+)
+
+func TestFooterLine(t *testing.T) {
+	t.Parallel()
+	id := session.ID{1}
+	usages := []session.Usage{{Model: "gpt-4o-mini", InputTokens: 1_000_000, OutputTokens: 2_000_000}, {Model: "gpt-4o-mini", InputTokens: 234}}
+	prices, err := ParsePrices("gpt-4o-mini=1/2, local-llama=0/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := "<https://x.example/sessions/" + id.String() + "|Transcript>"
+	for _, c := range []struct {
+		f      Footer
+		usages []session.Usage
+		want   string
+	}{
+		{Footer{Mode: FooterOff, PublicURL: "https://x.example"}, usages, ""},
+		{Footer{Mode: FooterLink}, usages, ""},
+		{Footer{Mode: FooterLink, PublicURL: "https://x.example/"}, usages, link},
+		{Footer{Mode: FooterUsage, PublicURL: "https://x.example", Prices: prices}, usages, link + " · gpt-4o-mini · 1,000,234 in · 2,000,000 out · $5.0002"},
+		{Footer{Mode: FooterUsage, PublicURL: "https://x.example", Prices: prices}, []session.Usage{{Model: "mystery", InputTokens: 5}}, link + " · mystery · 5 in · 0 out"},
+		{Footer{Mode: FooterUsage, PublicURL: "https://x.example", Prices: prices}, nil, link},
+	} {
+		if got := c.f.line(id, c.usages); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.f, got, c.want)
+		}
+	}
+	for _, bad := range []string{"x", "x=1", "x=a/b", "=1/2", "x=-1/2"} {
+		if _, err := ParsePrices(bad); err == nil {
+			t.Errorf("ParsePrices(%q) accepted", bad)
+		}
+	}
+	if m, err := ParseFooterMode("", "https://x"); err != nil || m != FooterLink {
+		t.Errorf("default with a public URL: %q %v", m, err)
+	}
+	if m, err := ParseFooterMode("", ""); err != nil || m != FooterOff {
+		t.Errorf("default without: %q %v", m, err)
+	}
+}
