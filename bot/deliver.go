@@ -41,6 +41,9 @@ type Deliverer struct {
 
 	mu        sync.Mutex
 	notBefore map[string]time.Time // per Web API method: no call before this (Retry-After)
+	// unavailable holds the Web API methods this workspace refused for good (unknown_method,
+	// missing_scope, not_allowed_token_type, ...): not called again by this process.
+	unavailable map[string]bool
 }
 
 // NewDeliverer returns a Deliverer posting with api.
@@ -69,7 +72,7 @@ func NewDeliverer(api slackAPI, log zerolog.Logger, metrics *Metrics, cfg Delive
 			}
 		}
 	}
-	return &Deliverer{api: api, log: log, metrics: metrics, cfg: cfg, notBefore: map[string]time.Time{}}
+	return &Deliverer{api: api, log: log, metrics: metrics, cfg: cfg, notBefore: map[string]time.Time{}, unavailable: map[string]bool{}}
 }
 
 // Deliver posts the reply to the session's thread and returns the ts of every part it
@@ -128,6 +131,42 @@ func (d *Deliverer) Deliver(ctx context.Context, sess session.Session, reply ses
 		posted[i] = ts
 	}
 	return posted, nil
+}
+
+// SetTitle shows the session's title in Slack, where the workspace allows it: on the thread's
+// agent session (agents.sessions.rename), else as the thread's title
+// (assistant.threads.setTitle). Best-effort: a refusal is logged at debug level, and a method
+// the workspace refuses for good is not tried again.
+func (d *Deliverer) SetTitle(ctx context.Context, channel, thread, title string) bool {
+	try := func(method string, call func() error) bool {
+		d.mu.Lock()
+		skip := d.unavailable[method]
+		d.mu.Unlock()
+		if skip {
+			return false
+		}
+		err := call()
+		if err == nil {
+			return true
+		}
+		var se slack.SlackErrorResponse
+		if errors.As(err, &se) {
+			switch se.Err {
+			case "unknown_method", "missing_scope", "not_allowed_token_type", "method_deprecated", "not_allowed", "feature_not_enabled":
+				d.mu.Lock()
+				d.unavailable[method] = true
+				d.mu.Unlock()
+			}
+		}
+		d.log.Debug().Err(err).Str("method", method).Msg("set the thread's title")
+		return false
+	}
+	return try("agents.sessions.rename", func() error {
+		_, err := d.api.RenameAgentSessionContext(ctx, slack.AgentSessionRenameParameters{ChannelID: channel, ThreadTS: thread, Title: title})
+		return err
+	}) || try("assistant.threads.setTitle", func() error {
+		return d.api.SetAssistantThreadsTitleContext(ctx, slack.AssistantThreadsSetTitleParameters{ChannelID: channel, ThreadTS: thread, Title: title})
+	})
 }
 
 // Working shows that the bot works on the message at ts (a reaction) and returns the function

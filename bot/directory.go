@@ -19,6 +19,8 @@ type slackAPI interface {
 	AddReactionContext(ctx context.Context, name string, item slack.ItemRef) error
 	RemoveReactionContext(ctx context.Context, name string, item slack.ItemRef) error
 	GetPermalinkContext(ctx context.Context, params *slack.PermalinkParameters) (string, error)
+	RenameAgentSessionContext(ctx context.Context, params slack.AgentSessionRenameParameters) (*slack.AgentSessionRenameResponse, error)
+	SetAssistantThreadsTitleContext(ctx context.Context, params slack.AssistantThreadsSetTitleParameters) error
 }
 
 // Directory answers channel names from conversations.info, cached; for the system prompt.

@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,6 +48,9 @@ type GatewayConfig struct {
 	ChannelTTL time.Duration
 	// SlashCommand is the command name logbook answers (default "/logbook").
 	SlashCommand string
+	// PublicURL is the web pages' external address (LOGBOOK_PUBLIC_URL), for the "Open
+	// transcript" message shortcut; empty: the shortcut says the pages are not published.
+	PublicURL string
 }
 
 // Gateway receives Slack envelopes over Socket Mode, persists what belongs to a session, and
@@ -169,7 +173,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 				return nil
 			}
 			switch evt.Type {
-			case socketmode.EventTypeEventsAPI, socketmode.EventTypeSlashCommand:
+			case socketmode.EventTypeEventsAPI, socketmode.EventTypeSlashCommand, socketmode.EventTypeInteractive:
 				if evt.Request == nil {
 					continue
 				}
@@ -208,8 +212,12 @@ func (g *Gateway) handle(ctx context.Context, evt socketmode.Event) {
 	defer cancel()
 	req := *evt.Request
 	log := g.log.With().Str("envelope_id", req.EnvelopeID).Logger()
-	if evt.Type == socketmode.EventTypeSlashCommand {
+	switch evt.Type {
+	case socketmode.EventTypeSlashCommand:
 		g.slashCommand(ctx, log, req, evt)
+		return
+	case socketmode.EventTypeInteractive:
+		g.interactive(ctx, log, req, evt)
 		return
 	}
 	ev, ok := evt.Data.(slackevents.EventsAPIEvent)
@@ -259,6 +267,50 @@ func (g *Gateway) slashCommand(ctx context.Context, log zerolog.Logger, req sock
 		&slack.WebhookMessage{ResponseType: "ephemeral", Text: text}); err != nil {
 		log.Warn().Err(err).Str("command", cmd.Command).Msg("answer a slash command through its response_url")
 	}
+}
+
+// TranscriptShortcut is the callback_id of the "Open transcript" message shortcut (in the
+// app manifest): on any message of a session's thread it answers, to the person only, with
+// the link to the session's web transcript — the thread a slash command cannot name.
+const TranscriptShortcut = "open_transcript"
+
+// interactive acks an interactive envelope at once and answers the message shortcuts logbook
+// has; other interactions are acked and ignored.
+func (g *Gateway) interactive(ctx context.Context, log zerolog.Logger, req socketmode.Request, evt socketmode.Event) {
+	g.ack(log, req, nil)
+	cb, ok := evt.Data.(slack.InteractionCallback)
+	if !ok || cb.Type != slack.InteractionTypeMessageAction || cb.CallbackID != TranscriptShortcut || cb.ResponseURL == "" {
+		g.metrics.ignored.WithLabelValues("interaction").Inc()
+		return
+	}
+	text := g.transcriptLink(ctx, cb)
+	if err := slack.PostWebhookCustomHTTPContext(ctx, cb.ResponseURL, g.hook,
+		&slack.WebhookMessage{ResponseType: "ephemeral", Text: text}); err != nil {
+		log.Warn().Err(err).Msg("answer the transcript shortcut through its response_url")
+	}
+}
+
+// transcriptLink is the answer to the transcript shortcut on a message.
+func (g *Gateway) transcriptLink(ctx context.Context, cb slack.InteractionCallback) string {
+	thread := cmp.Or(cb.Message.ThreadTimestamp, cb.Message.Timestamp, cb.MessageTs)
+	team := cmp.Or(cb.Team.ID, g.me.Team)
+	in := inbound{Team: team, Channel: cb.Channel.ID, ChannelType: "", User: cb.User.ID}
+	if public, err := g.public(ctx, in); err != nil {
+		return "I could not check this channel right now; try again in a moment."
+	} else if !public {
+		return "logbook keeps no record of private channels, group DMs or DMs."
+	}
+	sess, err := g.store.SessionByThread(ctx, session.ThreadKey{Team: team, Channel: cb.Channel.ID, ThreadTS: thread})
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		return "This thread is not a logbook session: mention me in a public channel to start one."
+	case err != nil:
+		return "I could not look this thread up right now; try again in a moment."
+	case g.cfg.PublicURL == "":
+		return "This thread is session " + sess.ID.String() + ". logbook's web pages have no public address " +
+			"(LOGBOOK_PUBLIC_URL); an operator can print it with `logbook transcript " + sess.ID.String() + "`."
+	}
+	return "<" + strings.TrimRight(g.cfg.PublicURL, "/") + "/sessions/" + sess.ID.String() + "|Open this thread's transcript>"
 }
 
 func (g *Gateway) ack(log zerolog.Logger, req socketmode.Request, payload any) {

@@ -735,3 +735,34 @@ func TestGatewaySlashCommandAckedAtOnceAnsweredThroughResponseURL(t *testing.T) 
 		t.Fatalf("answer %+v; want the text through the response_url", e)
 	}
 }
+
+// The "Open transcript" message shortcut on any message of a session's thread answers the
+// person, and only them, with the link to that session's web transcript.
+func TestGatewayTranscriptShortcut(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{footer: bot.Footer{Mode: bot.FooterOff, PublicURL: "https://lb.example"}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> hello"})
+	reply := h.replies(general, top.TS, 1)[0]
+	s := h.session(general, top.TS)
+	other := h.post(slackemu.Post{Channel: general, User: grace, Text: "a message outside any session"})
+	for i, c := range []struct{ ts, want string }{
+		{reply.TS, "<https://lb.example/sessions/" + s.ID.String() + "|"}, // the bot's reply in the thread
+		{top.TS, "<https://lb.example/sessions/" + s.ID.String() + "|"},   // the thread's parent
+		{other.TS, "not a logbook session"},
+	} {
+		sent, err := h.emu.SendMessageShortcut(slackemu.MessageShortcut{CallbackID: bot.TranscriptShortcut, Channel: general, TS: c.ts, User: grace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.emu.WaitForAck(h.waitCtx(), sent.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.emu.Wait(h.waitCtx(), func() bool { return len(h.emu.Ephemerals()) == i+1 }); err != nil {
+			t.Fatalf("shortcut %d: no answer: %v", i, err)
+		}
+		e := h.emu.Ephemerals()[i]
+		if !strings.Contains(e.Text, c.want) || e.User != grace || e.Source != "response_url" {
+			t.Fatalf("shortcut on %s: %+v; want %q to %s through the response_url", c.ts, e, c.want, grace)
+		}
+	}
+}

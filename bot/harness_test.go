@@ -135,6 +135,7 @@ type harnessOptions struct {
 	replyWindow   time.Duration
 	threadReplies bot.ThreadReplies
 	footer        bot.Footer
+	titler        bot.Titler
 	slash         bot.SlashHandler
 	probe         *bot.Probe
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
@@ -201,10 +202,10 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, MaxReplies: o.maxReplies,
 			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
-		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote},
+		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL},
 		Delivery: o.delivery,
 	}, bot.ServiceDeps{Log: log, API: api, Socket: sm, Me: me, Cells: h.store, Gateway: h.store, DatabaseURL: h.dbURL,
-		Agent: h.agent, Slash: o.slash, Metrics: metrics, Probe: o.probe})
+		Agent: h.agent, Titler: o.titler, Slash: o.slash, Metrics: metrics, Probe: o.probe})
 	if err != nil {
 		t.Fatal(err)
 	}

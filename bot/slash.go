@@ -62,7 +62,8 @@ func SlashCommands(s *search.Searcher) SlashHandler {
 			}
 			return sb.String()
 		case "transcript":
-			return "Slack does not tell a slash command which thread it was typed in: open the thread's page on logbook's web pages, or run `logbook transcript <thread permalink>`."
+			return "Slack does not tell a slash command which thread it was typed in: on any message of the thread, " +
+				"open its ⋯ menu and choose *Open transcript* (a message shortcut), or open the thread's page on logbook's web pages."
 		default:
 			return "logbook — an agent whose every thread is a searchable record.\n" +
 				"• Mention @" + "logbook in a public channel to start a thread; reply in the thread to continue.\n" +

@@ -144,9 +144,17 @@ func (t *turn) run(ctx context.Context) error {
 			}
 		}
 	}
-	// A title comes after the reply reached the thread, not before.
+	// A title comes after the reply reached the thread, not before; Slack shows it where it
+	// can (the thread's agent session, or its assistant-thread title).
 	if d.titler != nil && status == brain.StatusOK {
+		before := len(selectEvents(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}))
 		d.titler.Title(ctx, bt, reply)
+		if titles := selectEvents(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}); len(titles) > before {
+			var tt session.Title
+			if titles[len(titles)-1].Decode(&tt) == nil && tt.Text != "" {
+				d.deliver.SetTitle(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, tt.Text)
+			}
+		}
 	}
 	return nil
 }

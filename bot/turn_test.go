@@ -170,3 +170,29 @@ func TestFirstTurnCost(t *testing.T) {
 		t.Errorf("a first turn costs %d round trips and %d full reads; want at most 8 and 1 (before the turn had one home: 19 and 3)", trips, full)
 	}
 }
+
+// fixedTitler names every session the same, once, as brain.Title does.
+type fixedTitler struct{ text string }
+
+func (f fixedTitler) Title(ctx context.Context, t brain.Turn, reply session.Event) {
+	_, _ = t.Log.Append(ctx, session.NewEvent{Type: session.TypeTitle, Actor: session.Actor{Kind: session.ActorBot, ID: botUser},
+		IdempotencyKey: "title", Payload: session.Title{Text: f.text}})
+}
+
+// The session's title appears in Slack: the thread has no agent session (logbook does not
+// open one yet), so agents.sessions.rename is refused and assistant.threads.setTitle sets it.
+func TestTurnTitleShownInSlack(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{titler: fixedTitler{"Why the build is red"}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> why is the build red?"})
+	h.replies(general, top.TS, 1)
+	if err := h.emu.Wait(h.waitCtx(), func() bool { return h.emu.ThreadTitle(general, top.TS) != "" }); err != nil {
+		t.Fatalf("no title in Slack: %v", err)
+	}
+	if got := h.emu.ThreadTitle(general, top.TS); got != "Why the build is red" {
+		t.Fatalf("title %q", got)
+	}
+	if n := h.emu.Calls("agents.sessions.rename"); n != 1 {
+		t.Fatalf("agents.sessions.rename called %d times, want 1 (tried first)", n)
+	}
+}

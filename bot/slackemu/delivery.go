@@ -19,7 +19,7 @@ const (
 // delivery is the life of one event (or slash command) across its attempts.
 type delivery struct {
 	id         string // event_id, or the slash command's id
-	kind       string // "events_api" | "slash_commands"
+	kind       string // "events_api" | "slash_commands" | "interactive"
 	eventType  string // inner event type, or the command
 	payload    json.RawMessage
 	retries    bool
@@ -110,7 +110,7 @@ func (d *delivery) envelopeFrame() []byte {
 		RetryAttempt           int             `json:"retry_attempt"`
 		RetryReason            string          `json:"retry_reason"`
 		Payload                json.RawMessage `json:"payload"`
-	}{d.envelopeID, d.kind, d.kind == "slash_commands", d.attempt, d.reason, d.payload})
+	}{d.envelopeID, d.kind, d.kind == "slash_commands" || d.kind == "interactive", d.attempt, d.reason, d.payload})
 	return frame
 }
 

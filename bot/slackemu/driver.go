@@ -363,6 +363,21 @@ func (s *Server) Ephemerals() []Ephemeral {
 	return slices.Clone(s.ephemerals)
 }
 
+// ThreadTitle returns the title the bot gave the thread (assistant.threads.setTitle or
+// agents.sessions.*), "" if none.
+func (s *Server) ThreadTitle(channel, threadTS string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.titles[channel+"/"+threadTS]
+}
+
+// AgentSessionStatus returns the thread's agent session status, "" when there is none.
+func (s *Server) AgentSessionStatus(channel, threadTS string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.agentSessions[channel+"/"+threadTS]
+}
+
 // AssistantStatus returns the status last set by assistant.threads.setStatus for
 // the thread, "" once cleared or after the bot replied there.
 func (s *Server) AssistantStatus(channel, threadTS string) string {

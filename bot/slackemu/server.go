@@ -64,8 +64,11 @@ type Server struct {
 	requests   []Request
 	ephemerals []Ephemeral
 	statuses   map[string]string
-	slashSeq   int
-	responses  map[string]*responseURL
+	titles     map[string]string // channel/thread_ts → title (assistant.threads.setTitle, agents.sessions.*)
+	// agentSessions maps channel/thread_ts to the agent session's status.
+	agentSessions map[string]string
+	slashSeq      int
+	responses     map[string]*responseURL
 }
 
 // Start listens on opts.Addr and serves the emulator until Close.
@@ -92,6 +95,7 @@ func Start(opts Options) (*Server, error) {
 		buckets:   map[string]*bucket{},
 		calls:     map[string]int{},
 		statuses:  map[string]string{},
+		titles:    map[string]string{}, agentSessions: map[string]string{},
 		responses: map[string]*responseURL{},
 	}
 	s.users[opts.BotUserID] = &User{ID: opts.BotUserID, Name: opts.BotName, RealName: opts.BotName, IsBot: true, BotID: opts.BotID, TZ: "UTC"}

@@ -202,6 +202,12 @@ func (s *Server) handler(method string) apiHandler {
 		return func(_ *http.Request, p url.Values) map[string]any { return s.reaction(p, false) }
 	case "assistant.threads.setStatus":
 		return s.assistantSetStatus
+	case "assistant.threads.setTitle":
+		return s.assistantSetTitle
+	case "agents.sessions.setStatus":
+		return s.agentSessionSetStatus
+	case "agents.sessions.rename":
+		return s.agentSessionRename
 	}
 	return nil
 }
@@ -632,4 +638,61 @@ func (s *Server) assistantSetStatus(_ *http.Request, p url.Values) map[string]an
 		delete(s.statuses, key)
 	}
 	return map[string]any{"ok": true}
+}
+
+// assistantSetTitle records a thread's title (assistant.threads.setTitle: channel_id,
+// thread_ts, title).
+func (s *Server) assistantSetTitle(_ *http.Request, p url.Values) map[string]any {
+	ch, code := s.botChannel(p.Get("channel_id"), false)
+	if code != "" {
+		return fail(code)
+	}
+	if p.Get("thread_ts") == "" || ch.byTS[p.Get("thread_ts")] == nil {
+		return fail("invalid_thread_ts")
+	}
+	if p.Get("title") == "" {
+		return fail("invalid_arguments")
+	}
+	s.titles[ch.ID+"/"+p.Get("thread_ts")] = p.Get("title")
+	return map[string]any{"ok": true}
+}
+
+// agentSessionSetStatus creates or updates the thread's agent session (agents.sessions.setStatus:
+// channel_id, thread_ts, status processing|active|suspended|closed, title on creation).
+func (s *Server) agentSessionSetStatus(_ *http.Request, p url.Values) map[string]any {
+	ch, code := s.botChannel(p.Get("channel_id"), false)
+	if code != "" {
+		return fail(code)
+	}
+	if p.Get("thread_ts") == "" || ch.byTS[p.Get("thread_ts")] == nil {
+		return fail("invalid_thread_ts")
+	}
+	switch st := p.Get("status"); st {
+	case "processing", "active", "suspended", "closed":
+		key := ch.ID + "/" + p.Get("thread_ts")
+		if _, ok := s.agentSessions[key]; !ok && p.Get("title") != "" {
+			s.titles[key] = p.Get("title")
+		}
+		s.agentSessions[key] = st
+		return map[string]any{"ok": true, "status": st, "agent_status": st, "title": s.titles[key]}
+	}
+	return fail("invalid_status")
+}
+
+// agentSessionRename sets the title of the thread's agent session, which setStatus must have
+// created (the emulator answers agent_session_not_found otherwise).
+func (s *Server) agentSessionRename(_ *http.Request, p url.Values) map[string]any {
+	ch, code := s.botChannel(p.Get("channel_id"), false)
+	if code != "" {
+		return fail(code)
+	}
+	key := ch.ID + "/" + p.Get("thread_ts")
+	if _, ok := s.agentSessions[key]; !ok {
+		return fail("agent_session_not_found")
+	}
+	if p.Get("title") == "" {
+		return fail("invalid_arguments")
+	}
+	s.titles[key] = p.Get("title")
+	return map[string]any{"ok": true, "title": p.Get("title")}
 }

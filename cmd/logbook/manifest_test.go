@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v4"
+
+	"github.com/logbook/logbook/bot"
 )
 
 // manifestPath is the Slack app manifest users create the app from (docs/deploy.md).
@@ -24,6 +26,10 @@ type slackManifest struct {
 			ShouldEscape *bool  `yaml:"should_escape"`
 			URL          string `yaml:"url"`
 		} `yaml:"slash_commands"`
+		Shortcuts []struct {
+			Type       string `yaml:"type"`
+			CallbackID string `yaml:"callback_id"`
+		} `yaml:"shortcuts"`
 	} `yaml:"features"`
 	OAuthConfig struct {
 		Scopes map[string][]string `yaml:"scopes"`
@@ -35,6 +41,9 @@ type slackManifest struct {
 			UserEvents []string `yaml:"user_events"`
 		} `yaml:"event_subscriptions"`
 		SocketModeEnabled *bool `yaml:"socket_mode_enabled"`
+		Interactivity     struct {
+			IsEnabled bool `yaml:"is_enabled"`
+		} `yaml:"interactivity"`
 	} `yaml:"settings"`
 }
 
@@ -87,6 +96,14 @@ func TestSlackAppManifest(t *testing.T) {
 		}
 		t.Errorf("slash command %s (should_escape %s, url %q), want /logbook with should_escape false and no url",
 			cmd.Command, escape, cmd.URL)
+	}
+
+	// The transcript message shortcut, delivered as interactive envelopes over Socket Mode.
+	if len(m.Features.Shortcuts) != 1 || m.Features.Shortcuts[0].Type != "message" || m.Features.Shortcuts[0].CallbackID != bot.TranscriptShortcut {
+		t.Errorf("shortcuts %+v, want exactly the message shortcut %q", m.Features.Shortcuts, bot.TranscriptShortcut)
+	}
+	if !m.Settings.Interactivity.IsEnabled {
+		t.Errorf("interactivity must be on for the transcript shortcut")
 	}
 
 	// Nowhere in the manifest, under any key: the subscriptions that deliver DMs, private

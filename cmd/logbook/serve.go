@@ -337,7 +337,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer,
 			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
-		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote},
+		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL},
 	}, bot.ServiceDeps{
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
 		DatabaseURL: cfg.DatabaseURL.Reveal(), Agent: b, Titler: b,
