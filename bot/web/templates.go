@@ -54,7 +54,7 @@ const pageTemplates = `
 {{if .Sessions}}<ul class="sessions">
 {{range .Sessions}}<li data-session="{{.SessionID}}">
 <a class="title" href="/sessions/{{.SessionID}}">{{.Heading}}</a>
-<div class="meta">#{{.Channel}} · {{.Messages}} messages · last activity {{.When}}{{with .Permalink}} · <a href="{{.}}">Slack</a>{{end}}</div>
+<div class="meta">#{{.ChannelName}} · {{.Messages}} messages · last activity {{.When}}{{with .Permalink}} · <a href="{{.}}">Slack</a>{{end}}</div>
 </li>
 {{end}}</ul>
 {{with .Next}}<p><a href="{{.}}">Older sessions</a></p>{{end}}
@@ -90,7 +90,7 @@ const pageTemplates = `
 {{range .Hits}}<li class="hit" data-session="{{.SessionID}}">
 <a class="title" href="/sessions/{{.SessionID}}#e{{.Seq}}">{{if .Title}}{{.Title}}{{else}}Thread {{.ThreadTS}}{{end}}</a>
 <p class="snippet">{{.Snippet}}</p>
-<div class="meta">{{.Who}} · #{{.Channel}} · {{.When}}{{if .Edited}} · edited{{end}}{{with .Permalink}} · <a href="{{.}}">Open in Slack</a>{{end}} · session <code>{{.SessionID}}</code></div>
+<div class="meta">{{.Who}} · #{{.ChannelName}} · {{.When}}{{if .Edited}} · edited{{end}}{{with .Permalink}} · <a href="{{.}}">Open in Slack</a>{{end}} · session <code>{{.SessionID}}</code></div>
 </li>
 {{end}}</ol>
 {{else}}<p class="empty">No messages match “{{.Q}}”.</p>{{end}}

@@ -41,7 +41,10 @@ type Config struct {
 	Access    Access
 	// Visibility re-checks whether a session's channel is still public; nil: every logged
 	// channel counts as public (the log never holds private channels to begin with).
-	Visibility    ChannelVisibility
+	Visibility ChannelVisibility
+	// Channels names channels (Slack's conversations.info, cached by the caller) so pages say
+	// #general, not C0000001; nil, or a name it cannot learn: the id.
+	Channels      ChannelNamer
 	VisibilityTTL time.Duration // default 10 minutes
 	// Location shows times in this timezone; a reader may pass ?tz=Area/City. nil: ISO 8601 UTC.
 	Location *time.Location
@@ -137,9 +140,25 @@ func (s *server) formatTime(t time.Time, loc *time.Location) string {
 	return t.In(loc).Format("2006-01-02 15:04 MST")
 }
 
+// ChannelNamer answers a channel's name ("" when unknown); bot.Directory is one.
+type ChannelNamer interface {
+	ChannelName(ctx context.Context, id string) string
+}
+
+// channelName is the channel's name for a page, or its id.
+func (s *server) channelName(ctx context.Context, id string) string {
+	if s.cfg.Channels != nil {
+		if n := s.cfg.Channels.ChannelName(ctx, id); n != "" {
+			return n
+		}
+	}
+	return id
+}
+
 type sessionRow struct {
 	search.Summary
-	When string
+	When        string
+	ChannelName string
 }
 
 func (s *server) list(w http.ResponseWriter, r *http.Request) {
@@ -165,7 +184,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 		if s.hidden(ctx, m.Channel) {
 			continue
 		}
-		data.Sessions = append(data.Sessions, sessionRow{Summary: m, When: s.formatTime(m.LastEventAt, loc)})
+		data.Sessions = append(data.Sessions, sessionRow{Summary: m, When: s.formatTime(m.LastEventAt, loc), ChannelName: s.channelName(ctx, m.Channel)})
 	}
 	if len(sums) == limit {
 		data.Next = "/?before=" + url.QueryEscape(sums[len(sums)-1].LastEventAt.Format(time.RFC3339Nano))
@@ -210,6 +229,7 @@ func (s *server) transcriptOptions(r *http.Request, sess session.Session) transc
 		RevealDeleted: q.Get("deleted") == "1" && identityFrom(r.Context()).Auditor,
 		Location:      s.location(r),
 		Permalink:     s.cfg.Finder.Permalink(sess.Key.Channel, sess.Key.ThreadTS, ""),
+		ChannelName:   s.channelName(r.Context(), sess.Key.Channel),
 	}
 }
 
@@ -279,9 +299,10 @@ func (s *server) download(w http.ResponseWriter, r *http.Request) {
 
 type hitRow struct {
 	search.Hit
-	When    string
-	Who     string
-	Snippet template.HTML
+	When        string
+	Who         string
+	Snippet     template.HTML
+	ChannelName string
 }
 
 func (s *server) search(w http.ResponseWriter, r *http.Request) {
@@ -328,7 +349,8 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 			if h.ActorKind == "bot" {
 				who = "logbook"
 			}
-			data.Hits = append(data.Hits, hitRow{Hit: h, When: s.formatTime(h.CreatedAt, loc), Who: who, Snippet: snippetHTML(h.Snippet)})
+			data.Hits = append(data.Hits, hitRow{Hit: h, When: s.formatTime(h.CreatedAt, loc), Who: who, Snippet: snippetHTML(h.Snippet),
+				ChannelName: s.channelName(ctx, h.Channel)})
 		}
 	}
 	logged := data.Q

@@ -309,7 +309,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		// running.
 		mux := httpHandler(pool, reg)
 		if len(cfg.WebTokens) > 0 || cfg.WebProxy != "" {
-			pages, err := web.Handler(web.Config{Sessions: store, Finder: searcher, AccessLog: pool, Access: cfg.webAccess(),
+			pages, err := web.Handler(web.Config{Sessions: store, Finder: searcher, AccessLog: pool, Access: cfg.webAccess(), Channels: dir,
 				Visibility: dir, Log: log.With().Str("part", "web").Logger()})
 			if err != nil {
 				return err

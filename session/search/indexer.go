@@ -153,12 +153,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (session_id) DO UPDATE SET
     title         = CASE WHEN EXCLUDED.title <> '' THEN EXCLUDED.title ELSE s.title END,
     started_at    = least(s.started_at, EXCLUDED.started_at),
-    last_event_at = greatest(s.last_event_at, EXCLUDED.last_event_at),
+    last_event_at = CASE WHEN $9::bool THEN greatest(s.last_event_at, EXCLUDED.last_event_at) ELSE s.last_event_at END,
     messages      = s.messages + EXCLUDED.messages`
 	// first_text follows edits and deletions: it never shows a deleted message.
 	sqlFirstText = `
 UPDATE search_sessions s SET first_text = coalesce((
-    SELECT left(d.body, 200) FROM search_docs d
+    SELECT CASE WHEN length(d.body) > 200 THEN left(d.body, 199) || '…' ELSE d.body END FROM search_docs d
     WHERE d.session_id = s.session_id AND d.kind = 'user' AND NOT d.deleted
     ORDER BY d.seq LIMIT 1), '')
 WHERE s.session_id = $1`
@@ -170,6 +170,7 @@ type sessionAgg struct {
 	first, last        time.Time
 	messages           int
 	touchedUserMessage bool
+	hadMessage         bool // the step has a user or assistant message: last is its time
 }
 
 // step indexes one batch in one transaction and returns how many events it read.
@@ -207,7 +208,7 @@ func (ix *Indexer) step(ctx context.Context) (int, error) {
 	var ids []session.ID
 	for _, e := range evs {
 		if aggs[e.SessionID] == nil {
-			aggs[e.SessionID] = &sessionAgg{first: e.CreatedAt, last: e.CreatedAt}
+			aggs[e.SessionID] = &sessionAgg{first: e.CreatedAt}
 			ids = append(ids, e.SessionID)
 		}
 	}
@@ -236,7 +237,11 @@ func (ix *Indexer) step(ctx context.Context) (int, error) {
 	for _, id := range ids {
 		a := aggs[id]
 		ix.queue(b, bySession[id], a)
-		b.Queue(sqlUpsertSession, id, a.key.Team, a.key.Channel, a.key.ThreadTS, a.title, a.first, a.last, a.messages)
+		last := a.last
+		if !a.hadMessage {
+			last = a.first // only for a session seen first without a message; not an update
+		}
+		b.Queue(sqlUpsertSession, id, a.key.Team, a.key.Channel, a.key.ThreadTS, a.title, a.first, last, a.messages, a.hadMessage)
 		if a.touchedUserMessage {
 			b.Queue(sqlFirstText, id)
 		}
@@ -261,8 +266,9 @@ func (ix *Indexer) queue(b *pgx.Batch, evs []session.Event, a *sessionAgg) {
 		if e.CreatedAt.Before(a.first) {
 			a.first = e.CreatedAt
 		}
-		if e.CreatedAt.After(a.last) {
-			a.last = e.CreatedAt
+		// Last activity is the last message, not a marker (a cell's eviction, a delivery).
+		if (e.Type == session.TypeUserMessage || e.Type == session.TypeAssistantMessage) && e.CreatedAt.After(a.last) {
+			a.last, a.hadMessage = e.CreatedAt, true
 		}
 	}
 	skip := func(e session.Event, err error) {

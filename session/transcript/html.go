@@ -27,6 +27,7 @@ h1 { font-size: 1.5rem; line-height: 1.25; margin: .5rem 0; overflow-wrap: anywh
 .text p { margin: .25rem 0; white-space: pre-wrap; overflow-wrap: anywhere; }
 pre { background: var(--code); padding: .5rem .75rem; border-radius: 4px; overflow-x: auto; font: 13px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; margin: .35rem 0; }
 .assistant .author { color: #2e7d32; }
+.unposted { opacity: .7; border-left-style: dashed; }
 .tool { font-size: .9rem; }
 .tool .status { color: var(--muted); }
 .tool .status.error { color: #b00020; }
@@ -70,7 +71,7 @@ var fragmentTmpl = template.Must(template.New("transcript").Funcs(template.FuncM
 }).Parse(`{{define "text"}}{{range blocks .}}{{if .Code}}<pre><code{{with .Lang}} class="language-{{.}}"{{end}}>{{.Text}}</code></pre>{{else}}<p>{{linkify .Text}}</p>{{end}}{{end}}{{end -}}
 <article class="transcript" data-session="{{.SessionID}}">
 <h1>{{.Heading}}</h1>
-<p class="meta">Session <code>{{.SessionID}}</code> · #{{.Channel}} · thread {{.ThreadTS}}{{if .Permalink}} · <a href="{{.Permalink}}">Open in Slack</a>{{end}}</p>
+<p class="meta">Session <code>{{.SessionID}}</code> · #{{.ChannelLabel}} · thread {{.ThreadTS}}{{if .Permalink}} · <a href="{{.Permalink}}">Open in Slack</a>{{end}}</p>
 {{- range .Entries}}
 {{- if eq .Kind "marker"}}
 <div class="entry marker" id="e{{.Seq}}" data-seq="{{.Seq}}"><span class="time">{{.TimeText}}</span> · {{.Marker}}</div>
@@ -82,8 +83,8 @@ var fragmentTmpl = template.Must(template.New("transcript").Funcs(template.FuncM
 {{- if .Output}}<pre class="output"><code>{{.Output}}</code></pre>{{end}}{{if .HiddenLines}}<p class="status">… {{.HiddenLines}} more lines</p>{{end}}{{end}}
 </section>
 {{- else}}
-<section class="entry {{.Kind}}" id="e{{.Seq}}" data-seq="{{.Seq}}">
-<header><span class="author">{{.Author}}</span><time class="time" datetime="{{.Time.Format "2006-01-02T15:04:05Z07:00"}}">{{.TimeText}}</time></header>
+<section class="entry {{.Kind}}{{if .Unposted}} unposted{{end}}" id="e{{.Seq}}" data-seq="{{.Seq}}">
+<header><span class="author">{{.Author}}</span>{{if .Unposted}} <span class="status">(not posted to Slack)</span>{{end}}<time class="time" datetime="{{.Time.Format "2006-01-02T15:04:05Z07:00"}}">{{.TimeText}}</time></header>
 <div class="text">
 {{- if .Deleted}}<p class="deleted">[message deleted]</p>{{with .DeletedText}}<div class="auditor"><p>Auditor view: the deleted message said</p>{{template "text" .}}</div>{{end}}
 {{- else}}{{template "text" .Text}}{{if .Edited}}<p class="edited">(edited)</p>{{end}}{{end -}}

@@ -12,9 +12,9 @@ func (t *Transcript) writeMarkdown(w io.Writer) error {
 	fmt.Fprintf(b, "# %s\n\n", mdEscapeLine(t.Heading()))
 	fmt.Fprintf(b, "- Session: `%s`\n", t.SessionID)
 	if t.Permalink != "" {
-		fmt.Fprintf(b, "- Thread: [#%s %s](%s)\n", t.Channel, t.ThreadTS, t.Permalink)
+		fmt.Fprintf(b, "- Thread: [#%s %s](%s)\n", t.ChannelLabel(), t.ThreadTS, t.Permalink)
 	} else {
-		fmt.Fprintf(b, "- Thread: #%s %s\n", t.Channel, t.ThreadTS)
+		fmt.Fprintf(b, "- Thread: #%s %s\n", t.ChannelLabel(), t.ThreadTS)
 	}
 	for _, e := range t.Entries {
 		b.WriteString("\n")
@@ -40,7 +40,11 @@ func (t *Transcript) writeMarkdown(w io.Writer) error {
 				fmt.Fprintf(b, "\n_… %d more lines_\n", tl.HiddenLines)
 			}
 		default:
-			fmt.Fprintf(b, "**%s** · %s\n\n", mdEscapeLine(e.Author), e.TimeText)
+			if e.Unposted {
+				fmt.Fprintf(b, "**%s** %s · %s\n\n", mdEscapeLine(e.Author), unpostedLabel, e.TimeText)
+			} else {
+				fmt.Fprintf(b, "**%s** · %s\n\n", mdEscapeLine(e.Author), e.TimeText)
+			}
 			switch {
 			case e.Deleted:
 				fmt.Fprintf(b, "_%s_\n", deletedLabel)

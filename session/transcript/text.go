@@ -16,7 +16,7 @@ const (
 func (t *Transcript) writeText(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	fmt.Fprintln(b, t.Heading())
-	fmt.Fprintf(b, "Session %s · #%s · thread %s\n", t.SessionID, t.Channel, t.ThreadTS)
+	fmt.Fprintf(b, "Session %s · #%s · thread %s\n", t.SessionID, t.ChannelLabel(), t.ThreadTS)
 	if t.Permalink != "" {
 		fmt.Fprintln(b, t.Permalink)
 	}
@@ -43,7 +43,11 @@ func (t *Transcript) writeText(w io.Writer) error {
 				fmt.Fprintf(b, "    … %d more lines\n", tl.HiddenLines)
 			}
 		default:
-			fmt.Fprintf(b, "[%s] %s:\n", e.TimeText, e.Author)
+			if e.Unposted {
+				fmt.Fprintf(b, "[%s] %s %s:\n", e.TimeText, e.Author, unpostedLabel)
+			} else {
+				fmt.Fprintf(b, "[%s] %s:\n", e.TimeText, e.Author)
+			}
 			switch {
 			case e.Deleted:
 				indent(b, "  ", deletedLabel)

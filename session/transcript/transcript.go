@@ -63,6 +63,8 @@ type Options struct {
 	BotName string
 	// Permalink links the Slack thread in the header, when set.
 	Permalink string
+	// ChannelName shows the channel by name (#general) instead of its id, when set.
+	ChannelName string
 	// ToolLines is how many lines of tool input and output the compact view shows; default 8.
 	ToolLines int
 }
@@ -72,11 +74,13 @@ type Transcript struct {
 	SessionID session.ID `json:"session_id"`
 	Team      string     `json:"team"`
 	Channel   string     `json:"channel"`
-	ThreadTS  string     `json:"thread_ts"`
-	Title     string     `json:"title,omitempty"`
-	Permalink string     `json:"permalink,omitempty"`
-	All       bool       `json:"all"` // markers and full tool output included
-	Entries   []Entry    `json:"entries"`
+	// ChannelName is the channel's name when the caller knew it (Options.ChannelName).
+	ChannelName string  `json:"channel_name,omitempty"`
+	ThreadTS    string  `json:"thread_ts"`
+	Title       string  `json:"title,omitempty"`
+	Permalink   string  `json:"permalink,omitempty"`
+	All         bool    `json:"all"` // markers and full tool output included
+	Entries     []Entry `json:"entries"`
 
 	opts Options
 }
@@ -107,7 +111,14 @@ type Entry struct {
 	DeletedText string `json:"deleted_text,omitempty"` // only with RevealDeleted
 	Tool        *Tool  `json:"tool,omitempty"`
 	Marker      string `json:"marker,omitempty"` // what a marker event says, in one line
+	// Unposted marks an assistant text that never reached Slack: the words that came with
+	// tool calls, or a reply whose delivery is not recorded. It is shown as such, not as a
+	// message of the thread.
+	Unposted bool `json:"unposted,omitempty"`
 }
+
+// unpostedLabel names an assistant text that never reached Slack, in every format.
+const unpostedLabel = "(not posted to Slack)"
 
 // Tool is a tool call with its result, when one was recorded.
 type Tool struct {
@@ -132,11 +143,18 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 	opts.BotName = cmp.Or(opts.BotName, "logbook")
 	opts.ToolLines = cmp.Or(opts.ToolLines, 8)
 	t := &Transcript{
-		SessionID: sess.ID, Team: sess.Key.Team, Channel: sess.Key.Channel, ThreadTS: sess.Key.ThreadTS,
+		SessionID: sess.ID, Team: sess.Key.Team, Channel: sess.Key.Channel, ChannelName: opts.ChannelName, ThreadTS: sess.Key.ThreadTS,
 		Permalink: opts.Permalink, All: opts.All, Entries: []Entry{}, opts: opts,
 	}
 	th := thread.Fold(events)
 	t.Title = th.Title
+	delivered := map[string]bool{} // assistant_message ids and seqs whose delivery is recorded
+	for _, e := range events {
+		var d session.Delivered
+		if e.Type == session.TypeDelivered && e.Decode(&d) == nil {
+			delivered[d.EventID], delivered[fmt.Sprint(d.Seq)] = true, true
+		}
+	}
 	for _, it := range th.Items {
 		e := it.Event
 		en := Entry{Seq: e.Seq, Type: e.Type, Time: e.CreatedAt.UTC(), AuthorID: e.Actor.ID}
@@ -191,6 +209,7 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 			}
 			en.Kind, en.Author = KindAssistant, opts.BotName
 			en.Text = readable(m.Text, "", nil)
+			en.Unposted = !m.Reply() || !(delivered[e.ID.String()] || delivered[fmt.Sprint(e.Seq)])
 			t.Entries = append(t.Entries, en)
 		case thread.KindTool:
 			en.Kind, en.Author = KindTool, opts.BotName
@@ -261,8 +280,11 @@ func (t *Transcript) Heading() string {
 	if t.Title != "" {
 		return t.Title
 	}
-	return "Thread " + t.ThreadTS + " in #" + t.Channel
+	return "Thread " + t.ThreadTS + " in #" + t.ChannelLabel()
 }
+
+// ChannelLabel is the channel's name when known, else its id.
+func (t *Transcript) ChannelLabel() string { return cmp.Or(t.ChannelName, t.Channel) }
 
 func formatTime(t time.Time, loc *time.Location) string {
 	if loc == nil {
