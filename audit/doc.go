@@ -43,8 +43,10 @@
 // Verify recomputes chains (session.Store.Verify) and, against a Checkpoint kept outside
 // the database, detects a chain rewritten consistently by someone who disabled the
 // triggers. Retention.Purge calls logbook_purge_expired, a SECURITY DEFINER function owned
-// by logbook_retention, which nulls payloads of expired sessions not under a legal hold and
-// appends an audit_purges row per session. Removing whole sessions (rows) is deliberately
+// by logbook_retention, which nulls payloads of expired sessions not under a legal hold,
+// removes what was derived from them (the session's search_docs rows, its title and first
+// text in search_sessions: see migrations/00005_purge_projections.sql) and appends an
+// audit_purges row per session. Removing whole sessions (rows) is deliberately
 // not implemented: it would break chain verification of what remains and the evidence that
 // the session existed; if required, do it as logbook_retention with logbook.purge = 'on'
 // after exporting, and keep the purge records.
