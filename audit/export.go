@@ -104,11 +104,11 @@ func (q Query) filter() session.EventFilter {
 }
 
 const sqlAccessInWindow = `
-SELECT id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), who, who_kind, db_user, action,
-       filters::text
+SELECT id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), who, who_kind, who_source, db_user,
+       action, filters::text
 FROM audit_access WHERE at >= $1 AND at < $2 ORDER BY at, id`
 
-var accessColumns = []string{"id", "at", "who", "who_kind", "db_user", "action", "filters"}
+var accessColumns = []string{"id", "at", "who", "who_kind", "who_source", "db_user", "action", "filters"}
 
 // Export writes the events selected by q, the access records of the window, and the
 // manifest (signed when a key is configured) under prefix in dst, and returns the manifest.
