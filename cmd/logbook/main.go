@@ -39,9 +39,9 @@ type env struct {
 	// account names the operating system account running logbook (nil: os/user.Current);
 	// audit commands fall back to it for the operator's name.
 	account func() (string, error)
-	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
 }
 
 // exitError carries a specific exit code (e.g. 1 for "verification failed").
