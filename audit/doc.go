@@ -13,7 +13,9 @@
 // directory of files:
 //
 //	events.jsonl | events.csv   one event per line
-//	access.jsonl | access.csv   access records (who read or held what) in the window
+//	access.jsonl | access.csv   access records (who exported, verified or held what) in the window
+//	web_access.jsonl | .csv     the web pages' access_log in the window: page views, searches and
+//	                            downloads by person (bot/web)
 //	manifest.json               query, counts, first/last ids, chains, sha256 of every file
 //	manifest.json.sig           base64 ed25519 signature of manifest.json, when a key is set
 //

@@ -57,5 +57,6 @@
 // status, client address, user agent, time) before the page is sent; if the record cannot
 // be written the page is not shown (503). Requests without a valid identity are answered
 // 401 and not recorded. The table's columns are documented in
-// migrations/00002_search.sql; audit exports include it.
+// migrations/00002_search.sql; audit exports include it (web_access.jsonl or .csv, listed and
+// hashed in the export's manifest).
 package web
