@@ -49,7 +49,7 @@ type RunnerDeps struct {
 	Titler  Titler // nil: sessions get no title
 	Deliver *Deliverer
 	Hands   HandsFactory   // nil: no sandbox tools
-	Search  brain.Searcher // nil: no search tool
+	Search  Searcher // nil: no search tool
 	Metrics *Metrics
 	// Channel returns a channel's name for the system prompt (nil: the id is used).
 	Channel func(ctx context.Context, id string) string

@@ -47,6 +47,10 @@ What logbook handles:
              Ignored: bot_message, messages by any bot or by logbook itself, channel_join
              and every other subtype.
   commands   /logbook help, /logbook search <words> (answered ephemerally).
+  search     /logbook search, the agent's search tool and the web pages show only channels
+             that are public now (conversations.info, cached 5m). In a channel shared with
+             another organisation (Slack Connect), and for a person of another team, search
+             covers that one channel.
 
 Environment:
   DATABASE_URL            PostgreSQL (run 'logbook migrate up' first)
@@ -323,8 +327,8 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	}, bot.ServiceDeps{
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
 		DatabaseURL: cfg.DatabaseURL.Reveal(), Agent: b, Titler: b,
-		Hands: bot.NewHandsFactory(provs, sandbox.Recipe{}, log), Search: bot.SearchTool(searcher),
-		Slash: bot.SlashCommands(searcher), Metrics: metrics, Channel: dir.ChannelName, Parts: parts,
+		Hands: bot.NewHandsFactory(provs, sandbox.Recipe{}, log), Search: bot.SearchTool(searcher, dir),
+		Slash: bot.SlashCommands(searcher, dir, me.TeamID), Metrics: metrics, Channel: dir.ChannelName, Parts: parts,
 	})
 	if err != nil {
 		if ln != nil {
