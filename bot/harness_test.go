@@ -134,6 +134,7 @@ type harnessOptions struct {
 	replyWindow time.Duration
 	slash       bot.SlashHandler
 	probe       *bot.Probe
+	clock       bot.Clock // nil: the wall clock
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
@@ -201,7 +202,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote},
 		Delivery: o.delivery,
 	}, bot.ServiceDeps{Log: log, API: api, Socket: sm, Me: me, Cells: h.store, Gateway: h.store, DatabaseURL: h.dbURL,
-		Agent: h.agent, Slash: o.slash, Metrics: metrics, Probe: o.probe})
+		Agent: h.agent, Slash: o.slash, Metrics: metrics, Probe: o.probe, Clock: o.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
