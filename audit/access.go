@@ -33,6 +33,17 @@ var (
 type Who struct {
 	Name   string // e.g. an operator's login or "scheduler"
 	System bool   // the scheduler or retention, not a person
+	// Source says where Name came from, recorded as audit_access.who_source: "--as",
+	// "LOGBOOK_AUDIT_OPERATOR", "USER" or "os-account" for a person; "" is "system" for a
+	// System Who and unrecorded otherwise.
+	Source string
+}
+
+func (w Who) source() string {
+	if w.Source == "" && w.System {
+		return "system"
+	}
+	return w.Source
 }
 
 func (w Who) kind() string {
@@ -53,7 +64,7 @@ type Access struct {
 }
 
 const sqlRecordAccess = `
-INSERT INTO audit_access (id, who, who_kind, action, filters) VALUES ($1, $2, $3, $4, $5)
+INSERT INTO audit_access (id, who, who_kind, who_source, action, filters) VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING at, db_user`
 
 // RecordAccess appends an access record. It is called before the action, so an action that
@@ -74,7 +85,7 @@ func RecordAccess(ctx context.Context, db dbtx, who Who, action string, filters 
 		return Access{}, fmt.Errorf("record %s access by %s: encode filters: %w", action, who.Name, err)
 	}
 	a := Access{ID: id, Who: who, Action: action, Filters: filters}
-	if err := db.QueryRow(ctx, sqlRecordAccess, id, who.Name, who.kind(), action, b).Scan(&a.At, &a.DBUser); err != nil {
+	if err := db.QueryRow(ctx, sqlRecordAccess, id, who.Name, who.kind(), who.source(), action, b).Scan(&a.At, &a.DBUser); err != nil {
 		return Access{}, fmt.Errorf("record %s access by %s: %w", action, who.Name, err)
 	}
 	return a, nil

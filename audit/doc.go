@@ -13,7 +13,9 @@
 // directory of files:
 //
 //	events.jsonl | events.csv   one event per line
-//	access.jsonl | access.csv   access records (who read or held what) in the window
+//	access.jsonl | access.csv   access records (who exported, verified or held what) in the window
+//	web_access.jsonl | .csv     the web pages' access_log in the window: page views, searches and
+//	                            downloads by person (bot/web)
 //	manifest.json               query, counts, first/last ids, chains, sha256 of every file
 //	manifest.json.sig           base64 ed25519 signature of manifest.json, when a key is set
 //
@@ -43,8 +45,10 @@
 // Verify recomputes chains (session.Store.Verify) and, against a Checkpoint kept outside
 // the database, detects a chain rewritten consistently by someone who disabled the
 // triggers. Retention.Purge calls logbook_purge_expired, a SECURITY DEFINER function owned
-// by logbook_retention, which nulls payloads of expired sessions not under a legal hold and
-// appends an audit_purges row per session. Removing whole sessions (rows) is deliberately
+// by logbook_retention, which nulls payloads of expired sessions not under a legal hold,
+// removes what was derived from them (the session's search_docs rows, its title and first
+// text in search_sessions: see migrations/00005_purge_projections.sql) and appends an
+// audit_purges row per session. Removing whole sessions (rows) is deliberately
 // not implemented: it would break chain verification of what remains and the evidence that
 // the session existed; if required, do it as logbook_retention with logbook.purge = 'on'
 // after exporting, and keep the purge records.

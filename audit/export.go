@@ -104,14 +104,12 @@ func (q Query) filter() session.EventFilter {
 }
 
 const sqlAccessInWindow = `
-SELECT id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), who, who_kind, db_user, action,
-       filters::text
+SELECT id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), who, who_kind, who_source, db_user,
+       action, filters::text
 FROM audit_access WHERE at >= $1 AND at < $2 ORDER BY at, id`
 
-var accessColumns = []string{"id", "at", "who", "who_kind", "db_user", "action", "filters"}
-
-// Export writes the events selected by q, the access records of the window, and the
-// manifest (signed when a key is configured) under prefix in dst, and returns the manifest.
+// Export writes the events selected by q, the access records of the window (audit commands'
+// in access.*, the web pages' in web_access.*), and the manifest (signed when a key is configured) under prefix in dst, and returns the manifest.
 // It waits first for transactions running at its start to finish (see the package doc).
 // Errors: ErrInvalid for a bad query; otherwise database or destination failures, in which
 // case the files written so far are incomplete and no manifest is written.
@@ -161,12 +159,16 @@ func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix
 	if err != nil {
 		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
+	wf, err := writeWebAccess(ctx, tx, q, dst, prefix+"web_access."+ext)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
-	ef.Name, af.Name = "events."+ext, "access."+ext
-	m.Files = []File{ef, af}
-	m.AccessRecords = af.Records
+	ef.Name, af.Name, wf.Name = "events."+ext, "access."+ext, "web_access."+ext
+	m.Files = []File{ef, af, wf}
+	m.AccessRecords, m.WebAccessRecords = af.Records, wf.Records
 
 	ids := make([]string, 0, len(sessions))
 	for id := range sessions {
@@ -454,7 +456,39 @@ func appendEventCSV(b []byte, v [][]byte) []byte {
 	return append(b, '\n')
 }
 
+// recordColumn is one column of a record file (access.*, web_access.*): its name and how its
+// text value is written in JSON.
+type recordColumn struct {
+	name string
+	kind byte // 's' string, 'n' number, 'b' boolean (t/f), 'j' JSON text; NULL is null
+}
+
+var (
+	accessRecordColumns = []recordColumn{{"id", 's'}, {"at", 's'}, {"who", 's'}, {"who_kind", 's'},
+		{"who_source", 's'}, {"db_user", 's'}, {"action", 's'}, {"filters", 'j'}}
+	// The web pages' access_log (bot/web, migrations/00002_search.sql): page views, searches
+	// and downloads by person.
+	webAccessRecordColumns = []recordColumn{{"id", 'n'}, {"at", 's'}, {"who", 's'}, {"via", 's'},
+		{"auditor", 'b'}, {"action", 's'}, {"session_id", 's'}, {"format", 's'}, {"query", 's'},
+		{"results", 'n'}, {"status", 'n'}, {"remote_addr", 's'}, {"user_agent", 's'}}
+)
+
+const sqlWebAccessInWindow = `
+SELECT id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), who, via, auditor, action,
+       session_id, format, query, results, status, remote_addr, user_agent
+FROM access_log WHERE at >= $1 AND at < $2 ORDER BY id`
+
 func writeAccess(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key string) (File, error) {
+	return writeRecords(ctx, tx, q, dst, key, "access records", sqlAccessInWindow, accessRecordColumns)
+}
+
+func writeWebAccess(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key string) (File, error) {
+	return writeRecords(ctx, tx, q, dst, key, "web access records", sqlWebAccessInWindow, webAccessRecordColumns)
+}
+
+// writeRecords writes the rows of query (over the window) as one record file.
+func writeRecords(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key, what, query string,
+	cols []recordColumn) (File, error) {
 	ct := "application/x-ndjson"
 	if q.Format == CSV {
 		ct = "text/csv"
@@ -464,26 +498,38 @@ func writeAccess(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key 
 		return File{}, err
 	}
 	if q.Format == CSV {
-		if err := o.writeLine([]byte(strings.Join(accessColumns, ",") + "\n")); err != nil {
+		names := make([]string, len(cols))
+		for i, c := range cols {
+			names[i] = c.name
+		}
+		if err := o.writeLine([]byte(strings.Join(names, ",") + "\n")); err != nil {
 			o.abort()
 			return File{}, err
 		}
 	}
-	rows, err := tx.Query(ctx, sqlAccessInWindow, pgx.QueryResultFormats{pgx.TextFormatCode}, q.From.UTC(), q.To.UTC())
+	rows, err := tx.Query(ctx, query, pgx.QueryResultFormats{pgx.TextFormatCode}, q.From.UTC(), q.To.UTC())
 	if err != nil {
 		o.abort()
-		return File{}, fmt.Errorf("read access records: %w", err)
+		return File{}, fmt.Errorf("read %s: %w", what, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		v := rows.RawValues()
+		if len(v) != len(cols) {
+			o.abort()
+			return File{}, fmt.Errorf("read %s: %d columns, want %d", what, len(v), len(cols))
+		}
 		b := o.line[:0]
 		if q.Format == CSV {
 			for i, val := range v {
 				if i > 0 {
 					b = append(b, ',')
 				}
-				b = appendCSVField(b, val)
+				if cols[i].kind == 'b' {
+					b = append(b, boolText(val)...)
+				} else {
+					b = appendCSVField(b, val)
+				}
 			}
 			b = append(b, '\n')
 		} else {
@@ -493,11 +539,16 @@ func writeAccess(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key 
 				} else {
 					b = append(b, ',')
 				}
-				b = appendJSONString(b, []byte(accessColumns[i]))
+				b = appendJSONString(b, []byte(cols[i].name))
 				b = append(b, ':')
-				if i == len(v)-1 {
-					b = append(b, val...) // filters: JSON
-				} else {
+				switch {
+				case val == nil:
+					b = append(b, "null"...)
+				case cols[i].kind == 'j' || cols[i].kind == 'n':
+					b = append(b, val...)
+				case cols[i].kind == 'b':
+					b = append(b, boolText(val)...)
+				default:
 					b = appendJSONString(b, val)
 				}
 			}
@@ -512,7 +563,7 @@ func writeAccess(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key 
 	}
 	if err := rows.Err(); err != nil {
 		o.abort()
-		return File{}, fmt.Errorf("read access records: %w", err)
+		return File{}, fmt.Errorf("read %s: %w", what, err)
 	}
 	return o.close(key)
 }

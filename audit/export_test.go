@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/csv"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +16,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/logbook/logbook/audit"
+	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/search"
 )
 
 var (
@@ -314,10 +318,77 @@ func TestAccessRecordsShowUpInExportsAndFileURLsWork(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if !slices.Equal(names, []string{"access.jsonl", "events.jsonl", "manifest.json"}) {
+	if !slices.Equal(names, []string{"access.jsonl", "events.jsonl", "manifest.json", "web_access.jsonl"}) {
 		t.Errorf("file:// export wrote %v", names)
 	}
 	if b, k := audit.SplitObject("file://" + dir + "/cp/1.json"); b != "file://"+dir+"/cp" || k != "1.json" {
 		t.Errorf("SplitObject = %q, %q", b, k)
+	}
+}
+
+// The web pages' access_log (who viewed, searched, downloaded what) is in every export, a
+// file of its own, listed, counted and hashed in the manifest like the others; the
+// migrations promised it and exports left it out (issue 17).
+func TestWebAccessLogIsInExports(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	s := f.open(t, "C0000001", "1700000000.000100")
+	first := f.append(t, s.ID, alice, session.TypeUserMessage, map[string]any{"text": "x"})
+	pages, err := web.Handler(web.Config{Sessions: f.app, Finder: search.NewSearcher(f.appPool, search.Options{}),
+		AccessLog: f.appPool, Access: web.Access{Tokens: []web.Token{{Name: "ci-bot", Secret: "0123456789abcdef-secret"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/search?q=rollout", nil)
+	req.Header.Set("Authorization", "Bearer 0123456789abcdef-secret")
+	req.Header.Set("User-Agent", "curl/8")
+	rec := httptest.NewRecorder()
+	pages.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("search page: %d", rec.Code)
+	}
+	for _, format := range []audit.Format{audit.JSONL, audit.CSV} {
+		bucket, dir := newBucket(t)
+		m, err := audit.NewExporter(f.auditor, f.auditorPool, audit.ExporterOptions{Settle: time.Millisecond}).Export(ctx,
+			audit.Query{From: first.CreatedAt, To: f.dbNow(t), Format: format}, bucket, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := "web_access." + string(format)
+		var listed *audit.File
+		for i := range m.Files {
+			if m.Files[i].Name == name {
+				listed = &m.Files[i]
+			}
+		}
+		if listed == nil || listed.Records != 1 || m.WebAccessRecords != 1 {
+			t.Fatalf("%s: manifest files %+v, web_access_records %d; want %s with 1 record", format, m.Files, m.WebAccessRecords, name)
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if format == audit.JSONL {
+			recs := jsonlEvents(t, filepath.Join(dir, name))
+			if len(recs) != 1 || recs[0]["who"] != "ci-bot" || recs[0]["via"] != "bearer_token" || recs[0]["action"] != "search" ||
+				recs[0]["query"] != "rollout" || recs[0]["status"] != float64(200) || recs[0]["auditor"] != false ||
+				recs[0]["session_id"] != nil || recs[0]["user_agent"] != "curl/8" {
+				t.Errorf("web access records: %v", recs)
+			}
+		} else if lines := strings.Split(strings.TrimSpace(string(raw)), "\n"); len(lines) != 2 ||
+			!strings.HasPrefix(lines[0], "id,at,who,via,auditor,action,") || !strings.Contains(lines[1], ",ci-bot,bearer_token,false,search,") {
+			t.Errorf("web_access.csv:\n%s", raw)
+		}
+		if _, err := audit.VerifyExport(ctx, bucket, "", nil); err != nil {
+			t.Errorf("%s: verify-export: %v", format, err)
+		}
+		// The file is protected like the others: a changed byte fails verification.
+		if err := os.WriteFile(filepath.Join(dir, name), append(raw, ' '), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := audit.VerifyExport(ctx, bucket, "", nil); !errors.Is(err, audit.ErrTampered) {
+			t.Errorf("%s: verify-export of a changed %s: %v, want ErrTampered", format, name, err)
+		}
 	}
 }

@@ -27,17 +27,19 @@ type Manifest struct {
 	Query         ManifestQuery `json:"query"`
 	// AsOf is the database's clock when the export began reading; WindowClosed says the
 	// window had ended by then, so no event can still be added to it.
-	AsOf          time.Time      `json:"as_of"`
-	WindowClosed  bool           `json:"window_closed"`
-	Counts        Counts         `json:"counts"`
-	FirstEventID  string         `json:"first_event_id,omitempty"`
-	FirstPosition int64          `json:"first_position,omitempty"`
-	LastEventID   string         `json:"last_event_id,omitempty"`
-	LastPosition  int64          `json:"last_position,omitempty"`
-	AccessRecords int64          `json:"access_records"`
-	ChainsChecked bool           `json:"chains_checked"`
-	Sessions      []SessionChain `json:"sessions"`
-	Files         []File         `json:"files"`
+	AsOf          time.Time `json:"as_of"`
+	WindowClosed  bool      `json:"window_closed"`
+	Counts        Counts    `json:"counts"`
+	FirstEventID  string    `json:"first_event_id,omitempty"`
+	FirstPosition int64     `json:"first_position,omitempty"`
+	LastEventID   string    `json:"last_event_id,omitempty"`
+	LastPosition  int64     `json:"last_position,omitempty"`
+	AccessRecords int64     `json:"access_records"`
+	// WebAccessRecords counts the web pages' access records (web_access.*) in the window.
+	WebAccessRecords int64          `json:"web_access_records"`
+	ChainsChecked    bool           `json:"chains_checked"`
+	Sessions         []SessionChain `json:"sessions"`
+	Files            []File         `json:"files"`
 	// SigningKey is the sha256 fingerprint (hex) of the public key whose signature is in
 	// manifest.json.sig; empty when unsigned.
 	SigningKey string `json:"signing_key,omitempty"`

@@ -8,7 +8,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/session"
 )
 
@@ -20,7 +19,7 @@ type cellDeps struct {
 	titler   Titler
 	deliver  *Deliverer
 	hands    HandsFactory
-	searcher brain.Searcher
+	searcher Searcher
 	metrics  *Metrics
 	channel  func(ctx context.Context, id string) string
 	clock    Clock

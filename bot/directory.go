@@ -23,7 +23,9 @@ type slackAPI interface {
 	SetAssistantThreadsTitleContext(ctx context.Context, params slack.AssistantThreadsSetTitleParameters) error
 }
 
-// Directory answers channel names from conversations.info, cached; for the system prompt.
+// Directory answers what the bot needs to know of channels now — names (for the system
+// prompt), privacy and Slack Connect sharing (for every surface that shows logged content) —
+// from conversations.info, cached.
 type Directory struct{ d *directory }
 
 // NewDirectory returns a Directory over api with answers cached for ttl.
@@ -49,10 +51,21 @@ func (d *Directory) ChannelPrivate(ctx context.Context, id string) (bool, error)
 	return !k.Public, nil
 }
 
+// ChannelExtShared reports whether the channel is shared with another organisation (Slack
+// Connect, conversations.info is_ext_shared).
+func (d *Directory) ChannelExtShared(ctx context.Context, id string) (bool, error) {
+	k, err := d.d.Channel(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	return k.ExtShared, nil
+}
+
 // channelKind is what the bot needs to know of a conversation.
 type channelKind struct {
-	Public bool // a public channel: not private, not a DM or group DM
-	Name   string
+	Public    bool // a public channel: not private, not a DM or group DM
+	ExtShared bool // shared with another organisation (Slack Connect)
+	Name      string
 }
 
 // directory caches conversations.info and users.info answers for a TTL.
@@ -89,7 +102,7 @@ func (d *directory) Channel(ctx context.Context, id string) (channelKind, error)
 	if err != nil {
 		return channelKind{}, fmt.Errorf("conversations.info %s: %w", id, err)
 	}
-	k := channelKind{Public: !ch.IsPrivate && !ch.IsIM && !ch.IsMpIM, Name: ch.Name}
+	k := channelKind{Public: !ch.IsPrivate && !ch.IsIM && !ch.IsMpIM, ExtShared: ch.IsExtShared, Name: ch.Name}
 	d.mu.Lock()
 	d.channels[id] = cached[channelKind]{v: k, at: d.now()}
 	d.mu.Unlock()

@@ -138,6 +138,7 @@ type harnessOptions struct {
 	titler        bot.Titler
 	slash         bot.SlashHandler
 	probe         *bot.Probe
+	clock         bot.Clock // nil: the wall clock
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
@@ -205,7 +206,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL},
 		Delivery: o.delivery,
 	}, bot.ServiceDeps{Log: log, API: api, Socket: sm, Me: me, Cells: h.store, Gateway: h.store, DatabaseURL: h.dbURL,
-		Agent: h.agent, Titler: o.titler, Slash: o.slash, Metrics: metrics, Probe: o.probe})
+		Agent: h.agent, Titler: o.titler, Slash: o.slash, Metrics: metrics, Probe: o.probe, Clock: o.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,8 +53,8 @@ type RunnerDeps struct {
 	Agent   Agent
 	Titler  Titler // nil: sessions get no title
 	Deliver *Deliverer
-	Hands   HandsFactory   // nil: no sandbox tools
-	Search  brain.Searcher // nil: no search tool
+	Hands   HandsFactory // nil: no sandbox tools
+	Search  Searcher     // nil: no search tool
 	Metrics *Metrics
 	// Channel returns a channel's name for the system prompt (nil: the id is used).
 	Channel func(ctx context.Context, id string) string

@@ -10,7 +10,6 @@ import (
 	"github.com/slack-go/slack/socketmode"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/session"
 )
 
@@ -37,10 +36,10 @@ type ServiceDeps struct {
 	// DatabaseURL is for the LISTEN connection that hears other replicas (empty: poll only).
 	DatabaseURL string
 	Agent       Agent
-	Titler      Titler         // nil: no titles
-	Hands       HandsFactory   // nil: no sandbox tools
-	Search      brain.Searcher // nil: no search tool
-	Slash       SlashHandler   // nil: slash commands get no answer
+	Titler      Titler       // nil: no titles
+	Hands       HandsFactory // nil: no sandbox tools
+	Search      Searcher     // nil: no search tool
+	Slash       SlashHandler // nil: slash commands get no answer
 	Metrics     *Metrics
 	// Channel names a channel for the system prompt (nil: the id).
 	Channel func(ctx context.Context, id string) string

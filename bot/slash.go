@@ -13,21 +13,114 @@ import (
 	"github.com/logbook/logbook/session/search"
 )
 
-// SearchTool is the agent's search_sessions tool over past threads: it renders search hits
-// as text for the model.
-func SearchTool(s *search.Searcher) brain.Searcher { return searchTool{s} }
+// Visibility is what every surface that shows logged content must know of a channel now
+// (Directory has it: conversations.info, cached). A channel whose answer cannot be had counts
+// as private and as shared: its content is hidden, and search from it stays inside it.
+type Visibility interface {
+	// ChannelPrivate reports whether the channel is no longer a public channel.
+	ChannelPrivate(ctx context.Context, channel string) (bool, error)
+	// ChannelExtShared reports whether the channel is shared with another organisation
+	// (Slack Connect: conversations.info is_ext_shared).
+	ChannelExtShared(ctx context.Context, channel string) (bool, error)
+}
 
-type searchTool struct{ s *search.Searcher }
+// Search scope, the same for /logbook search and the agent's search_sessions tool:
+//
+//   - every hit is re-checked against the channel's current visibility: a channel made
+//     private after it was logged (or whose visibility cannot be learnt) shows nothing, as
+//     on the web pages for non-auditors;
+//   - in an internal public channel, search covers every public channel of the workspace;
+//   - in an externally shared channel (Slack Connect), search covers that channel only,
+//     whoever asks: the agent's answer is read by both organisations, and a person of the
+//     other organisation must not get the company's other channels;
+//   - a person whose team is not the workspace's (slash command team_id) gets results from the
+//     channel they ask in only, wherever that is;
+//   - the CLI (`logbook search`) is an operator's tool and is not scoped (its --help says so).
+//
+// scopeChannel returns the only channel a search from channel may cover, or "" for every
+// public channel.
+func scopeChannel(ctx context.Context, vis Visibility, channel string, external bool) string {
+	if external {
+		return channel
+	}
+	if vis == nil || channel == "" {
+		return ""
+	}
+	shared, err := vis.ChannelExtShared(ctx, channel)
+	if err != nil || shared {
+		return channel
+	}
+	return ""
+}
+
+// visibleSearch runs q and keeps the hits whose channel is public now, at most limit.
+func visibleSearch(ctx context.Context, s *search.Searcher, vis Visibility, q search.Query, limit int) ([]search.Hit, error) {
+	q.Limit = min(max(limit*4, limit), search.MaxLimit) // room for hits that are dropped
+	hits, err := s.Search(ctx, q)
+	if err != nil || vis == nil {
+		if len(hits) > limit {
+			hits = hits[:limit]
+		}
+		return hits, err
+	}
+	private := map[string]bool{}
+	out := hits[:0]
+	for _, h := range hits {
+		p, ok := private[h.Channel]
+		if !ok {
+			var err error
+			p, err = vis.ChannelPrivate(ctx, h.Channel)
+			p = p || err != nil
+			private[h.Channel] = p
+		}
+		if !p {
+			out = append(out, h)
+		}
+		if len(out) == limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// Searcher gives each session's turn the agent's search_sessions tool, scoped to the
+// session's channel (see scopeChannel).
+type Searcher interface {
+	For(channel string) brain.Searcher
+}
+
+// SearchTool is the agent's search_sessions tool over past threads: it renders visible,
+// scoped search hits as text for the model. vis nil: hits are not re-checked and no channel
+// counts as shared (tests only; serve passes its Directory).
+func SearchTool(s *search.Searcher, vis Visibility) Searcher { return searchTool{s: s, vis: vis} }
+
+type searchTool struct {
+	s       *search.Searcher
+	vis     Visibility
+	channel string
+}
+
+func (b searchTool) For(channel string) brain.Searcher {
+	b.channel = channel
+	return b
+}
 
 func (b searchTool) Search(ctx context.Context, query string, limit int) (string, error) {
-	hits, err := b.s.Search(ctx, search.Query{Text: query, Limit: limit})
+	only := scopeChannel(ctx, b.vis, b.channel, false)
+	hits, err := visibleSearch(ctx, b.s, b.vis, search.Query{Text: query, Channel: only}, limit)
 	if err != nil {
 		return "", err
 	}
 	if len(hits) == 0 {
+		if only != "" {
+			return "no past sessions of this channel match (this channel is shared with another organisation: search covers it alone)", nil
+		}
 		return "no past sessions match", nil
 	}
 	var sb strings.Builder
+	if only != "" {
+		sb.WriteString("(this channel is shared with another organisation: only its own sessions are searched)\n")
+	}
 	for i, h := range hits {
 		fmt.Fprintf(&sb, "%d. session %s (#%s, %s, %s): %s\n", i+1, h.SessionID, h.Channel,
 			h.CreatedAt.UTC().Format(time.RFC3339), h.ActorName, h.SnippetText("", ""))
@@ -35,24 +128,32 @@ func (b searchTool) Search(ctx context.Context, query string, limit int) (string
 	return sb.String(), nil
 }
 
-// SlashCommands answers /logbook: help, search and transcript.
-func SlashCommands(s *search.Searcher) SlashHandler {
+// SlashCommands answers /logbook: help, search and transcript. Search results are scoped and
+// re-checked as the agent's (see scopeChannel); team is the workspace's team id, to tell
+// people of other organisations. vis nil: no re-check (tests only).
+func SlashCommands(s *search.Searcher, vis Visibility, team string) SlashHandler {
 	return func(ctx context.Context, cmd slack.SlashCommand) string {
 		sub, rest, _ := strings.Cut(strings.TrimSpace(cmd.Text), " ")
 		switch sub {
 		case "search":
 			rest = strings.TrimSpace(rest)
-			hits, err := s.Search(ctx, search.Query{Text: rest, Limit: 5})
+			external := team != "" && cmd.TeamID != "" && cmd.TeamID != team
+			only := scopeChannel(ctx, vis, cmd.ChannelID, external)
+			hits, err := visibleSearch(ctx, s, vis, search.Query{Text: rest, Channel: only}, 5)
 			if errors.Is(err, search.ErrInvalidQuery) {
 				return "That search did not parse: " + err.Error()
 			}
 			if err != nil {
 				return "Search is unavailable right now."
 			}
-			if len(hits) == 0 {
-				return "No past threads match “" + rest + "”."
-			}
 			var sb strings.Builder
+			if only != "" {
+				sb.WriteString("_Only this channel's threads are searched here._\n")
+			}
+			if len(hits) == 0 {
+				sb.WriteString("No past threads match “" + rest + "”.")
+				return sb.String()
+			}
 			for _, h := range hits {
 				link := h.Permalink
 				if link == "" {
@@ -67,7 +168,7 @@ func SlashCommands(s *search.Searcher) SlashHandler {
 		default:
 			return "logbook — an agent whose every thread is a searchable record.\n" +
 				"• Mention @" + "logbook in a public channel to start a thread; reply in the thread to continue.\n" +
-				"• `/logbook search <words>` finds past threads (quotes for phrases, -word to exclude, OR).\n" +
+				"• `/logbook search <words>` finds past threads in public channels (quotes for phrases, -word to exclude, OR); in a channel shared with another organisation, only that channel's.\n" +
 				"• `/logbook transcript` links this thread's transcript.\n" +
 				"Private channels and DMs are never stored."
 		}

@@ -91,7 +91,10 @@ func (t *turn) run(ctx context.Context) error {
 	working := d.deliver.Working(ctx, c.sess.Key.Channel, st.lastUserMsg.TS)
 	defer working()
 
-	bt := brain.Turn{Session: c.sess, Log: c.flog, Searcher: d.searcher, Where: d.cfg.Where, TurnSeq: st.turnSeq, Through: st.through}
+	bt := brain.Turn{Session: c.sess, Log: c.flog, Where: d.cfg.Where, TurnSeq: st.turnSeq, Through: st.through}
+	if d.searcher != nil { // scoped to this session's channel
+		bt.Searcher = d.searcher.For(c.sess.Key.Channel)
+	}
 	bt.Where.ThreadTS = c.sess.Key.ThreadTS
 	bt.Where.Channel = c.sess.Key.Channel
 	if c.hands != nil {

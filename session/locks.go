@@ -11,8 +11,11 @@ package session
 //
 //   - LockSessionSeed: hashtextextended(session id, 7461) in logbook_append,
 //     logbook_acquire_lease, logbook_renew_lease, logbook_release_lease
-//     (migrations/00001_log.sql) and per session in logbook_purge_expired (00003_audit.sql).
-//   - LockRetention: 7461002 in logbook_purge_expired (00003_audit.sql).
+//     (migrations/00001_log.sql) and per session in logbook_purge_expired (00003_audit.sql,
+//     00005_purge_projections.sql).
+//   - LockRetention: 7461002 in logbook_purge_expired (00003_audit.sql, 00005).
+//   - LockSearchIndexer: 7461004 in logbook_purge_expired (00005_purge_projections.sql), so
+//     that no indexer batch writes the search projection while a purge empties it.
 const (
 	// LockSessionSeed is the seed of the per-session lock, hashtextextended(session id::text,
 	// LockSessionSeed), transaction-scoped. It serialises one session's appends, lease changes
@@ -34,7 +37,9 @@ const (
 	LockScheduleSeed int64 = 7461003
 
 	// LockSearchIndexer serialises search indexers (session/search.Indexer: replicas and
-	// one-shot CLI catch-ups), transaction-scoped around each batch. It used to be 7461002,
+	// one-shot CLI catch-ups), transaction-scoped around each batch; the retention purge takes
+	// it too (after LockRetention) before it removes a purged session's projection rows. It
+	// used to be 7461002,
 	// LockRetention's key, so indexing and purges or hold changes waited for each other.
 	LockSearchIndexer int64 = 7461004
 )

@@ -15,8 +15,9 @@ import (
 func TestAdvisoryLockKeysInSQLAreDocumented(t *testing.T) {
 	t.Parallel()
 	inSQL := map[int64]string{
-		session.LockSessionSeed: "per-session seed",
-		session.LockRetention:   "retention and holds",
+		session.LockSessionSeed:   "per-session seed",
+		session.LockRetention:     "retention and holds",
+		session.LockSearchIndexer: "search indexer, taken by the purge (00005)",
 	}
 	keys := map[string]*regexp.Regexp{
 		"plain":  regexp.MustCompile(`pg_(?:try_)?advisory_(?:xact_)?(?:un)?lock(?:_shared)?\(\s*(\d+)\s*\)`),

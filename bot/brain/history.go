@@ -14,6 +14,10 @@ import (
 	"github.com/logbook/logbook/session/thread"
 )
 
+// purgedNote opens the history of a thread whose earlier events were purged by retention.
+const purgedNote = "[Earlier messages of this thread were removed under the workspace's retention policy; " +
+	"they are not shown here and cannot be recovered. Answer from what follows, and say so if the question needs them.]"
+
 // interruptedResult is the content of the synthetic tool_result written for a tool_call whose
 // outcome is unknown (the process died between the call and its result).
 const interruptedResult = "interrupted; outcome unknown"
@@ -82,6 +86,8 @@ func hasToolUse(m Message) bool {
 //     deleted ones are left out, and an edit of a message outside the events (summarised,
 //     or never logged) is shown as a note where it happened;
 //   - markers (turn_started, title, error, ...) are skipped;
+//   - events whose payload retention purged are left out, and a note saying so opens the
+//     history (purgedNote);
 //   - the order is the turns' order, not raw seq order: a user message that arrived while a
 //     turn ran, and was not one that turn answered, follows that turn's reply (see turnOrder);
 //   - each assistant message is followed by one user message holding the results of its tool
@@ -94,7 +100,7 @@ func hasToolUse(m Message) bool {
 func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 	var b builder
 	for _, e := range evs {
-		if e.Type != session.TypeContextSummary {
+		if e.Type != session.TypeContextSummary || e.Payload == nil { // nil: purged by retention
 			continue
 		}
 		var s session.ContextSummary
@@ -120,6 +126,7 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 		}
 	}
 	th := thread.Fold(recent)
+	purged := false
 	for _, it := range th.Items {
 		if it.Kind != thread.KindUnreadable || it.Event.Type == session.TypeTitle {
 			continue
@@ -127,7 +134,14 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 		if it.Event.Type == session.TypeUserMessage && opt.Through > 0 && it.Seq() > opt.Through {
 			continue // never shown: it waits for the next turn
 		}
+		if errors.Is(it.Err, session.ErrPurged) {
+			purged = true // removed under retention: left out, and the model is told
+			continue
+		}
 		return history{}, it.Err
+	}
+	if purged && b.h.Summary.ToSeq == 0 {
+		b.add(RoleUser, 0, true, Block{Text: purgedNote})
 	}
 	ordered, held, err := turnOrder(evs, th.Items)
 	if err != nil {
@@ -213,6 +227,9 @@ func turnOrder(evs []session.Event, items []thread.Item) (ordered []thread.Item,
 	for _, e := range evs {
 		switch e.Type {
 		case session.TypeTurnStarted:
+			if e.Payload == nil { // purged by retention, with the messages of its turn
+				continue
+			}
 			var ts session.TurnStarted
 			if err := e.Decode(&ts); err != nil {
 				return nil, nil, err
@@ -220,6 +237,9 @@ func turnOrder(evs []session.Event, items []thread.Item) (ordered []thread.Item,
 			index[e.Seq] = len(turns)
 			turns = append(turns, span{through: ts.Through})
 		case session.TypeTurnCompleted:
+			if e.Payload == nil {
+				continue
+			}
 			var tc session.TurnCompleted
 			if err := e.Decode(&tc); err != nil {
 				return nil, nil, err

@@ -526,3 +526,37 @@ func TestHeadTailKeepsBinaryOutput(t *testing.T) {
 		t.Errorf("headTail = %q (%d bytes)", got, len(got))
 	}
 }
+
+// A thread whose earlier events retention purged (payloads nil) still builds: the purged
+// events are left out, a note says why, and the new message is answered (issue 17: the
+// history failed with "payload purged by retention" and the turn ended in an error).
+func TestHistoryOfAPurgedThread(t *testing.T) {
+	var es events
+	es.user("1.1", "the old question")
+	es.add(session.TypeTurnStarted, session.TurnStarted{Through: 1})
+	es.assistant("checking", "t1")
+	es.call("t1")
+	es.result("t1", "old output")
+	es.assistant("the old answer")
+	es.add(session.TypeTurnCompleted, session.TurnCompleted{Turn: 2, Through: 1, Status: "ok"})
+	es.add(session.TypeTitle, session.Title{Text: "old title"})
+	es.add(session.TypeContextSummary, session.ContextSummary{FromSeq: 1, ToSeq: 6, Summary: "old summary"})
+	for i := range es {
+		es[i].Payload = nil // the purge
+	}
+	es.user("2.1", "is it still broken?")
+	es.add(session.TypeTurnStarted, session.TurnStarted{Through: 10})
+	h := mustBuild(t, es, historyOptions{Through: 10})
+	if got, want := shape(h.Messages), "U[text:"+purgedNote+"|text:Alice: is it still broken?]"; got != want {
+		t.Fatalf("history:\n%s\nwant\n%s", got, want)
+	}
+	if err := validate(h.Messages, true); err != nil {
+		t.Fatal(err)
+	}
+	// A thread with nothing purged has no note.
+	var fresh events
+	fresh.user("3.1", "hello")
+	if got := shape(mustBuild(t, fresh, historyOptions{}).Messages); strings.Contains(got, "retention") {
+		t.Errorf("an unpurged history mentions retention: %s", got)
+	}
+}

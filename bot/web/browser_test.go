@@ -49,7 +49,7 @@ type browser struct {
 }
 
 // newBrowser starts Chromium signed in as who (through the trusted proxy header, as
-// oauth2-proxy would set it).
+// oauth2-proxy would set it); with who "", signed in as nobody.
 func newBrowser(t *testing.T, who string) *browser {
 	t.Helper()
 	path := chromiumPath(t)
@@ -68,8 +68,10 @@ func newBrowser(t *testing.T, who string) *browser {
 	if _, err := chromedp.Call(bctx, network.Enable, network.EnableParams{}); err != nil {
 		t.Fatalf("start Chromium (%s): %v\n%s", path, err, installChromium)
 	}
-	if _, err := chromedp.Call(bctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{proxyHeader: who}}); err != nil {
-		t.Fatalf("start Chromium (%s): %v\n%s", path, err, installChromium)
+	if who != "" {
+		if _, err := chromedp.Call(bctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{proxyHeader: who}}); err != nil {
+			t.Fatalf("start Chromium (%s): %v\n%s", path, err, installChromium)
+		}
 	}
 	out := filepath.Join("testdata", "out")
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -246,5 +248,64 @@ func TestBrowserSearch(t *testing.T) {
 	text = b.open(f.srv.URL + "/search?q=the")
 	if !strings.Contains(text, "Cannot search for that") {
 		t.Errorf("a query of only common words is not explained:\n%s", text)
+	}
+}
+
+// The README's token way, in a browser: the pages answer a sign-in form; pasting the token
+// the operator gave (LOGBOOK_WEB_TOKENS) opens them, and signing out closes them again.
+func TestBrowserSignInWithAToken(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	b := newBrowser(t, "")
+	text := b.open(f.srv.URL + "/search?q=timeout")
+	if !strings.Contains(text, "Sign in required") || strings.Contains(text, "billing") {
+		t.Fatalf("without signing in the pages show:\n%s", text)
+	}
+	b.screenshot("signin")
+
+	// A wrong token is refused.
+	b.call(chromedp.Do(b.ctx,
+		chromedp.SendKeys(chromedp.CSS(`#signin input[name=token]`), "not-the-token-at-all"),
+		chromedp.Submit(chromedp.CSS(`#signin input[name=token]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[role=alert]`)),
+	))
+	var alert string
+	b.eval(`document.querySelector('[role=alert]').innerText`, &alert)
+	if !strings.Contains(alert, "not valid") {
+		t.Errorf("a wrong token is answered %q", alert)
+	}
+
+	// The right one opens the pages, as its holder.
+	b.call(chromedp.Do(b.ctx,
+		chromedp.SendKeys(chromedp.CSS(`#signin input[name=token]`), tokenSecret),
+		chromedp.Submit(chromedp.CSS(`#signin input[name=token]`)),
+		chromedp.WaitVisible(chromedp.CSS(`ul.sessions`)),
+	))
+	b.eval(`document.body.innerText`, &text)
+	for _, want := range []string{"Recent sessions", "billing-api crash loop", "ci-bot"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("after signing in the list does not show %q:\n%s", want, text)
+		}
+	}
+	var cookieVisible bool
+	b.eval(`document.cookie.includes('logbook_token')`, &cookieVisible)
+	if cookieVisible {
+		t.Error("the token cookie is readable by scripts (want HttpOnly)")
+	}
+	if text := b.open(f.srv.URL + "/search?q=timeout"); !strings.Contains(text, "kafka consumer lag") {
+		t.Errorf("search after signing in:\n%s", text)
+	}
+	b.screenshot("signed-in")
+
+	if got := f.accessLog(); len(got) != 2 || got[0].Who != "ci-bot" || got[0].Via != "bearer_token" || got[1].Action != "search" {
+		t.Errorf("access log = %+v, want the list and the search by ci-bot", got)
+	}
+
+	// Signing out forgets the token.
+	if text := b.open(f.srv.URL + "/signout"); !strings.Contains(text, "Sign in required") {
+		t.Errorf("after signing out:\n%s", text)
+	}
+	if text := b.open(f.srv.URL + "/"); !strings.Contains(text, "Sign in required") || strings.Contains(text, "billing") {
+		t.Errorf("after signing out the list shows:\n%s", text)
 	}
 }

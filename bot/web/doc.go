@@ -9,6 +9,7 @@
 //	GET /sessions/{id}                     transcript (?all=1 markers, ?deleted=1 auditors, ?tz=Area/City)
 //	GET /sessions/{id}/download?format=md  transcript as an attachment: text, md, html or json
 //	GET /search?q=&actor=&channel=&since=&until=
+//	GET /signin, POST /signin, GET /signout  the token sign-in form for browsers (no identity needed)
 //
 // # Access
 //
@@ -37,9 +38,16 @@
 // Slack's OpenID Connect accepts any Slack account, not only your workspace's: restrict
 // sign-in with --email-domain (or --authenticated-emails-file) to your people.
 //
-// The header is trusted blindly, so logbook must listen where only the proxy can reach it
-// (127.0.0.1 or a private network), and the proxy must overwrite the header on every
-// request (oauth2-proxy does). Auditors are listed by that header's value (Access.Auditors);
+// The header is believed only on connections whose peer address is in Access.TrustedProxies
+// (default loopback: 127.0.0.0/8, ::1/128; cmd/logbook reads LOGBOOK_WEB_TRUSTED_PROXIES);
+// from any other address it is ignored, so a forged header sent straight to logbook gets
+// 401. The proxy must still overwrite the header on every request (oauth2-proxy does), and
+// logbook should listen where only the proxy can reach it (127.0.0.1 or a private network).
+//
+// Browsers without a proxy sign in with a token: GET /signin (also the body of every 401)
+// is a form; POST /signin with a valid token's secret sets an HttpOnly, SameSite=Strict
+// cookie (Secure over HTTPS) holding it for 12 hours, which then counts as the bearer token;
+// GET /signout clears it. Auditors are listed by that header's value (Access.Auditors);
 // they also see sessions whose channel became private and may reveal deleted messages.
 //
 // # Private channels
@@ -57,5 +65,6 @@
 // status, client address, user agent, time) before the page is sent; if the record cannot
 // be written the page is not shown (503). Requests without a valid identity are answered
 // 401 and not recorded. The table's columns are documented in
-// migrations/00002_search.sql; audit exports include it.
+// migrations/00002_search.sql; audit exports include it (web_access.jsonl or .csv, listed and
+// hashed in the export's manifest).
 package web

@@ -49,6 +49,17 @@ const pageTemplates = `
 <p class="notice">{{.Message}}</p>
 {{template "foot" .}}{{end}}
 
+{{define "signin"}}{{template "head" .}}
+<h1>{{.Title}}</h1>
+<p class="notice">{{.Message}}</p>
+{{if .TokenForm}}<form action="/signin" method="post" class="filters" id="signin">
+<label>Access token (from your logbook operator)<input type="password" name="token" autocomplete="current-password" required></label>
+<label>&nbsp;<button type="submit">Sign in</button></label>
+</form>
+{{with .Problem}}<p class="notice" role="alert">{{.}}</p>{{end}}
+<p class="empty">The token is kept in this browser for 12 hours; <a href="/signout">sign out</a> forgets it.</p>{{end}}
+{{template "foot" .}}{{end}}
+
 {{define "list"}}{{template "head" .}}
 <h1>Recent sessions</h1>
 {{if .Sessions}}<ul class="sessions">

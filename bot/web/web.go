@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
@@ -92,16 +93,69 @@ func Handler(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /sessions/{id}", s.view)
 	mux.HandleFunc("GET /sessions/{id}/download", s.download)
 	mux.HandleFunc("GET /search", s.search)
-	return s.authenticate(mux), nil
+	outer := http.NewServeMux()
+	outer.HandleFunc("GET /signin", s.signinForm)
+	outer.HandleFunc("POST /signin", s.signin)
+	outer.HandleFunc("GET /signout", s.signout)
+	outer.Handle("/", s.authenticate(mux))
+	return outer, nil
+}
+
+// signinForm is the sign-in page: a form for a bearer token's secret, for browsers (which
+// cannot send an Authorization header by themselves).
+func (s *server) signinForm(w http.ResponseWriter, r *http.Request) {
+	s.unauthorized(w, http.StatusOK, "")
+}
+
+// signin checks a pasted token and, when it is valid, keeps it in an HttpOnly, SameSite=Strict
+// cookie (Secure over HTTPS) for tokenCookieAge, then goes to the list. A wrong token is
+// answered 401 and not recorded, like any request without an identity.
+func (s *server) signin(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	secret := strings.TrimSpace(r.PostFormValue("token"))
+	if _, ok := s.auth.token(secret); !ok || secret == "" {
+		s.unauthorized(w, http.StatusUnauthorized, "That token is not valid.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(secret)),
+		Path: "/", MaxAge: int(tokenCookieAge / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: s.https(r)})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// signout forgets the sign-in cookie.
+func (s *server) signout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: s.https(r)})
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// https reports whether the browser reached the pages over HTTPS: directly, or through a
+// trusted proxy that says so.
+func (s *server) https(r *http.Request) bool {
+	return r.TLS != nil || (s.auth.fromTrustedProxy(r) && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"))
+}
+
+// unauthorized answers the sign-in page with status: the token form when tokens are
+// configured, and a pointer to the organisation's sign-in when a proxy header is.
+func (s *server) unauthorized(w http.ResponseWriter, status int, problem string) {
+	w.Header().Set("Cache-Control", "no-store")
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="logbook"`)
+	}
+	msg := "These pages show your workspace's conversations."
+	if s.auth.header != "" {
+		msg += " Sign in through your organisation's sign-in page."
+	}
+	s.page(w, status, "signin", pageData{Title: "Sign in required", Message: msg, Problem: problem,
+		TokenForm: len(s.auth.tokens) > 0})
 }
 
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := s.auth.identify(r)
 		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="logbook"`)
-			s.page(w, http.StatusUnauthorized, "message", pageData{Title: "Sign in required",
-				Message: "These pages show your workspace's conversations. Sign in through your organisation's sign-in page, or send a bearer token."})
+			s.unauthorized(w, http.StatusUnauthorized, "")
 			return
 		}
 		w.Header().Set("Cache-Control", "private, no-store")
@@ -444,6 +498,9 @@ type pageData struct {
 	Title   string
 	Who     string
 	Message string
+	// sign-in
+	Problem   string
+	TokenForm bool
 	// list
 	Sessions []sessionRow
 	Next     string

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -426,6 +427,7 @@ func TestNothingIsShownUnrecorded(t *testing.T) {
 	for _, path := range []string{"/", "/search?q=timeout", "/sessions/" + f.sessions["billing-api crash loop"].String(),
 		"/sessions/" + f.sessions["billing-api crash loop"].String() + "/download?format=json"} {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.RemoteAddr = "127.0.0.1:4180" // the proxy on the same host
 		req.Header.Set(proxyHeader, "alice@example.com")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -447,5 +449,78 @@ func TestUnknownVisibilityHidesFromNonAuditors(t *testing.T) {
 	}
 	if status, _, _ := f.get("/sessions/"+s.ID.String(), asAuditor); status != http.StatusOK {
 		t.Errorf("session in a channel of unknown visibility: %d, want 200 for an auditor", status)
+	}
+}
+
+// The proxy header is believed only from a trusted proxy's address (issue 17: a forged
+// X-Forwarded-Email sent straight to logbook reached the auditor-only pages). By default only
+// loopback is trusted; forwarded-for headers change nothing.
+func TestForgedProxyHeaderFromAnUntrustedAddressIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	hidden := "/sessions/" + f.sessions["secret reorg plans"].String() // auditors only
+	serve := func(h http.Handler, remote, path string, headers map[string]string) (int, string) {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.RemoteAddr = remote
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	forged := map[string]string{proxyHeader: "auditor@example.com", "X-Forwarded-For": "127.0.0.1", "X-Real-Ip": "127.0.0.1"}
+	handler := func(trusted []netip.Prefix) http.Handler {
+		h, err := web.Handler(web.Config{Sessions: f.store, Finder: f.searcher, AccessLog: f.app, Visibility: f.vis,
+			Access: web.Access{ProxyHeader: proxyHeader, Auditors: []string{"auditor@example.com"}, TrustedProxies: trusted,
+				Tokens: []web.Token{{Name: "ci-bot", Secret: tokenSecret}}},
+			Log: zerolog.New(zerolog.NewTestWriter(t))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	def := handler(nil)
+	for _, remote := range []string{"203.0.113.9:51000", "192.0.2.1:1234", "[2001:db8::1]:443", "10.0.0.5:4180"} {
+		for _, path := range []string{"/", hidden, "/search?q=reorg", hidden + "/download?format=json"} {
+			if code, body := serve(def, remote, path, forged); code != http.StatusUnauthorized || strings.Contains(body, "reorg") {
+				t.Errorf("forged header from %s to %s: %d, want 401 without content", remote, path, code)
+			}
+		}
+	}
+	// The positive control: the same header from the proxy on loopback is believed.
+	for _, remote := range []string{"127.0.0.1:4180", "[::1]:4180", "[::ffff:127.0.0.1]:4180"} {
+		if code, body := serve(def, remote, hidden, forged); code != http.StatusOK || !strings.Contains(body, "reorg") {
+			t.Errorf("header from the proxy at %s: %d, want 200 with the auditor's page", remote, code)
+		}
+	}
+	// A bearer token still works from anywhere.
+	if code, _ := serve(def, "203.0.113.9:51000", "/", asToken); code != http.StatusOK {
+		t.Errorf("bearer token from outside: %d, want 200", code)
+	}
+	// Configured proxies replace the default.
+	private := handler([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")})
+	if code, _ := serve(private, "10.1.2.3:4180", hidden, forged); code != http.StatusOK {
+		t.Errorf("header from a configured proxy: %d, want 200", code)
+	}
+	if code, _ := serve(private, "127.0.0.1:4180", hidden, forged); code != http.StatusUnauthorized {
+		t.Errorf("header from loopback when only 10.0.0.0/8 is trusted: %d, want 401", code)
+	}
+	// Refusals are not recorded: only the 5 requests answered 200 are.
+	if got := f.accessLog(); len(got) != 5 {
+		t.Errorf("access log holds %d records, want 5: %+v", len(got), got)
+	}
+}
+
+func TestParseTrustedProxies(t *testing.T) {
+	t.Parallel()
+	got, err := web.ParseTrustedProxies(" 10.0.0.0/8, 192.0.2.7 ,::1/128,,fd00::/8")
+	if err != nil || len(got) != 4 || got[1] != netip.MustParsePrefix("192.0.2.7/32") {
+		t.Errorf("ParseTrustedProxies = %v, %v", got, err)
+	}
+	for _, bad := range []string{"10.0.0.0/33", "not-an-ip", "10.0.0/8"} {
+		if _, err := web.ParseTrustedProxies(bad); err == nil {
+			t.Errorf("ParseTrustedProxies(%q): no error", bad)
+		}
 	}
 }

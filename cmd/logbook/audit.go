@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/user"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,7 +27,8 @@ import (
 const auditEnvHelp = `Environment:
   LOGBOOK_AUDIT_DATABASE_URL      auditor connection (falls back to DATABASE_URL)
   LOGBOOK_AUDIT_ROLE              role assumed on it (default logbook_auditor; "none": the login's own)
-  LOGBOOK_AUDIT_OPERATOR          who is acting, for the access record (falls back to USER)
+  LOGBOOK_AUDIT_OPERATOR          who is acting, for the access record (falls back to USER, then to
+                                  the OS account; the record says which named the operator)
   LOGBOOK_AUDIT_SIGNING_KEY       path of an ed25519 private key (PEM) that signs manifests and checkpoints
   LOGBOOK_AUDIT_PUBLIC_KEY        path of the public key that verify-export and verify --against check
   LOGBOOK_AUDIT_SCHEDULE          cron spec of scheduled exports (seconds optional, CRON_TZ= prefix)
@@ -91,19 +94,40 @@ func openRetentionPool(ctx context.Context, e env) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// operator is the person acting, for access records.
+// operator is the person acting, for access records: --as, else LOGBOOK_AUDIT_OPERATOR, else
+// USER, else the operating system account (containers and cron jobs often have no USER).
+// Who.Source records which of them named the person.
 func operator(e env, flag string) (audit.Who, error) {
-	name := strings.TrimSpace(flag)
-	if name == "" {
-		name = strings.TrimSpace(e.getenv("LOGBOOK_AUDIT_OPERATOR"))
+	if name := strings.TrimSpace(flag); name != "" {
+		return audit.Who{Name: name, Source: "--as"}, nil
 	}
-	if name == "" {
-		name = strings.TrimSpace(e.getenv("USER"))
+	for _, k := range []string{"LOGBOOK_AUDIT_OPERATOR", "USER"} {
+		if name := strings.TrimSpace(e.getenv(k)); name != "" {
+			return audit.Who{Name: name, Source: k}, nil
+		}
 	}
-	if name == "" {
-		return audit.Who{}, usageError{errors.New("say who is acting: --as, LOGBOOK_AUDIT_OPERATOR or USER")}
+	account := e.account
+	if account == nil {
+		account = osAccount
 	}
-	return audit.Who{Name: name}, nil
+	name, err := account()
+	if err != nil || strings.TrimSpace(name) == "" {
+		return audit.Who{}, usageError{fmt.Errorf("say who is acting: --as, LOGBOOK_AUDIT_OPERATOR or USER (the OS account is unknown: %v)", err)}
+	}
+	return audit.Who{Name: strings.TrimSpace(name), Source: "os-account"}, nil
+}
+
+// osAccount is the login name of the process's user, or "uid:<n>" when the user database
+// does not know the uid (a container run with an arbitrary uid).
+func osAccount() (string, error) {
+	u, err := user.Current()
+	if err == nil && u.Username != "" {
+		return u.Username, nil
+	}
+	if uid := os.Getuid(); uid >= 0 {
+		return "uid:" + strconv.Itoa(uid), nil
+	}
+	return "", fmt.Errorf("look up the current user: %w", err)
 }
 
 func signingKey(e env, flag string) (ed25519.PrivateKey, error) {
@@ -187,7 +211,8 @@ func newAuditCmd(e env) *cobra.Command {
 Commands connect with LOGBOOK_AUDIT_DATABASE_URL (falling back to DATABASE_URL) as the role
 logbook_auditor (LOGBOOK_AUDIT_ROLE=none keeps the login's own role). Every export,
 verification and hold change is recorded, append-only, with who (--as,
-LOGBOOK_AUDIT_OPERATOR or USER) and which filters; those records appear in exports.
+LOGBOOK_AUDIT_OPERATOR, USER, or else the OS account), which of those named them
+(who_source), and which filters; those records appear in exports.
 
 Destinations are a directory or a URL: file:///path is built in; s3://, gs:// and
 azblob:// need the matching gocloud.dev/blob driver compiled in.
@@ -291,7 +316,7 @@ func newAuditExportCmd(e env) *cobra.Command {
 	fl.StringVar(&out, "out", "", "destination: a directory or a bucket URL (file:///..., s3://...)")
 	fl.StringVar(&zone, "tz", "", "zone of --from/--to without an offset (default LOGBOOK_AUDIT_TZ or UTC)")
 	fl.StringVar(&keyPath, "sign-key", "", "ed25519 private key (PEM) to sign the manifest (default LOGBOOK_AUDIT_SIGNING_KEY)")
-	fl.StringVar(&as, "as", "", "who is exporting (default LOGBOOK_AUDIT_OPERATOR or USER)")
+	fl.StringVar(&as, "as", "", "who is exporting (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
 	return cmd
 }
 
@@ -467,7 +492,7 @@ detects a chain that was rewritten consistently by someone who disabled the trig
 	fl.StringVar(&against, "against", "", "a checkpoint file or URL to compare heads with")
 	fl.StringVar(&pubPath, "public-key", "", "public key that signed the checkpoint (default LOGBOOK_AUDIT_PUBLIC_KEY)")
 	fl.StringVar(&zone, "tz", "", "zone of --since without an offset (default LOGBOOK_AUDIT_TZ or UTC)")
-	fl.StringVar(&as, "as", "", "who is verifying (default LOGBOOK_AUDIT_OPERATOR or USER)")
+	fl.StringVar(&as, "as", "", "who is verifying (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
 	return cmd
 }
 
@@ -706,7 +731,7 @@ func newAuditHoldCmd(e env) *cobra.Command {
 	add.Flags().StringVar(&channel, "channel", "", "a Slack channel id: every session of the channel")
 	add.Flags().StringVar(&actor, "actor", "", "an actor id: every session the actor took part in")
 	add.Flags().StringVar(&reason, "reason", "", "why (required; recorded)")
-	add.Flags().StringVar(&as, "as", "", "who (default LOGBOOK_AUDIT_OPERATOR or USER)")
+	add.Flags().StringVar(&as, "as", "", "who (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
 
 	var removeReason, removeAs string
 	remove := &cobra.Command{
@@ -739,7 +764,7 @@ func newAuditHoldCmd(e env) *cobra.Command {
 		},
 	}
 	remove.Flags().StringVar(&removeReason, "reason", "", "why (required; recorded)")
-	remove.Flags().StringVar(&removeAs, "as", "", "who (default LOGBOOK_AUDIT_OPERATOR or USER)")
+	remove.Flags().StringVar(&removeAs, "as", "", "who (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
 
 	list := &cobra.Command{
 		Use:   "list",
@@ -817,7 +842,7 @@ append-only purge record. Runs as logbook_retention (LOGBOOK_RETENTION_DATABASE_
 		},
 	}
 	cmd.Flags().StringVar(&olderThan, "older-than", "", "retention period (default LOGBOOK_RETENTION), e.g. 400d")
-	cmd.Flags().StringVar(&as, "as", "", "who (default LOGBOOK_AUDIT_OPERATOR or USER)")
+	cmd.Flags().StringVar(&as, "as", "", "who (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
 	return cmd
 }
 

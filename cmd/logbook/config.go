@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -109,9 +110,37 @@ func loadServeConfig(e env) (serveConfig, error) {
 		return cfg, errors.New("no model configured: set LOGBOOK_MODEL (anthropic:<model>, openai:<model>, or offline for a demo without a language model)")
 	}
 	if cfg.HTTPAddr == "" {
-		cfg.HTTPAddr = ":8080"
+		// Loopback: the pages' trusted proxy header and /metrics are not for the network
+		// unless the operator says so.
+		cfg.HTTPAddr = "127.0.0.1:8080"
 	}
 	return cfg, nil
+}
+
+// webExposure returns a warning when the web pages believe a proxy header and listen on a
+// non-loopback address (anyone who reaches the port from a trusted address can name
+// themselves), or "" when there is nothing to warn about.
+func webExposure(addr, proxyHeader string, trusted []netip.Prefix) string {
+	if proxyHeader == "" || addr == "off" {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if a, err := netip.ParseAddr(host); err == nil && a.Unmap().IsLoopback() {
+		return ""
+	}
+	if host == "localhost" {
+		return ""
+	}
+	proxies := "loopback only"
+	if len(trusted) > 0 {
+		proxies = fmt.Sprint(trusted)
+	}
+	return fmt.Sprintf("LOGBOOK_HTTP_ADDR=%s listens beyond loopback while LOGBOOK_WEB_PROXY_HEADER=%s is on: "+
+		"the header is believed from LOGBOOK_WEB_TRUSTED_PROXIES (%s); make sure only your proxy can reach the port from there",
+		addr, proxyHeader, proxies)
 }
 
 // readSettings reads the settings serve and dev share (the model, LOGBOOK_*), checking each:

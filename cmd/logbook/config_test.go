@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,8 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		{"LOGBOOK_LOG_LEVEL", "loud"},
 		{"LOGBOOK_LOG_FORMAT", "xml"},
 		{"LOGBOOK_WEB_TOKENS", "ops:short"},
+		{"LOGBOOK_WEB_TRUSTED_PROXIES", "10.0.0.0/33"},
+		{"LOGBOOK_WEB_TRUSTED_PROXIES", "127.0.0.1/8,proxy.internal"},
 		{"LOGBOOK_AUDIT_SCHEDULE", "every day"},
 		{"LOGBOOK_THREAD_REPLIES", "sometimes"},
 		{"LOGBOOK_PUBLIC_URL", "logbook.example.com"},
@@ -116,5 +119,54 @@ func TestConfigLeavesDefaultsToTheBot(t *testing.T) {
 	vars["LOGBOOK_LEASE_TTL"] = "5s"
 	if cfg, err = load(vars); err != nil || cfg.LeaseTTL != 5*time.Second {
 		t.Fatalf("LOGBOOK_LEASE_TTL=5s: %v %v", cfg.LeaseTTL, err)
+	}
+}
+
+// The web pages listen on loopback unless told otherwise, believe the proxy header from
+// loopback unless told otherwise, and serve warns when the header is on beyond loopback
+// (issue 17: the default was :8080 with the header trusted from anywhere).
+func TestConfigWebDefaultsStayOnLoopback(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(baseVars())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAddr != "127.0.0.1:8080" || cfg.WebTrustedProxies != nil {
+		t.Errorf("defaults: LOGBOOK_HTTP_ADDR %q, trusted proxies %v; want 127.0.0.1:8080 and none set (loopback)", cfg.HTTPAddr, cfg.WebTrustedProxies)
+	}
+	vars := baseVars()
+	vars["LOGBOOK_HTTP_ADDR"] = "off"
+	if cfg, err := load(vars); err != nil || cfg.HTTPAddr != "off" {
+		t.Errorf("LOGBOOK_HTTP_ADDR=off: %q, %v", cfg.HTTPAddr, err)
+	}
+	vars = baseVars()
+	vars["LOGBOOK_WEB_PROXY_HEADER"] = "X-Forwarded-Email"
+	vars["LOGBOOK_WEB_TRUSTED_PROXIES"] = "10.0.0.0/8, 192.0.2.7"
+	cfg, err = load(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32")}
+	if len(cfg.WebTrustedProxies) != 2 || cfg.WebTrustedProxies[0] != want[0] || cfg.WebTrustedProxies[1] != want[1] ||
+		len(cfg.webAccess().TrustedProxies) != 2 {
+		t.Errorf("LOGBOOK_WEB_TRUSTED_PROXIES: %v, want %v", cfg.WebTrustedProxies, want)
+	}
+	for _, c := range []struct {
+		addr, header string
+		warn         bool
+	}{
+		{"127.0.0.1:8080", "X-Forwarded-Email", false},
+		{"[::1]:8080", "X-Forwarded-Email", false},
+		{"localhost:8080", "X-Forwarded-Email", false},
+		{":8080", "X-Forwarded-Email", true},
+		{"0.0.0.0:8080", "X-Forwarded-Email", true},
+		{"10.0.0.2:8080", "X-Forwarded-Email", true},
+		{":8080", "", false},
+		{"off", "X-Forwarded-Email", false},
+	} {
+		got := webExposure(c.addr, c.header, nil)
+		if (got != "") != c.warn || (c.warn && !strings.Contains(got, "LOGBOOK_WEB_TRUSTED_PROXIES")) {
+			t.Errorf("webExposure(%q, %q) = %q, want a warning: %v", c.addr, c.header, got, c.warn)
+		}
 	}
 }

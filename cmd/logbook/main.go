@@ -36,9 +36,12 @@ func main() {
 // env is what every subcommand gets: the environment and the standard streams.
 type env struct {
 	getenv func(string) string
-	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
+	// account names the operating system account running logbook (nil: os/user.Current);
+	// audit commands fall back to it for the operator's name.
+	account func() (string, error)
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
 }
 
 // exitError carries a specific exit code (e.g. 1 for "verification failed").

@@ -70,7 +70,8 @@ func newTranscriptCmd(e env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "transcript <session id | Slack permalink | channel thread-ts>",
 		Short: "Print a session's transcript (DATABASE_URL)",
-		Long: `Print a session as text, Markdown, HTML or JSON.
+		Long: `Print a session as text, Markdown, HTML or JSON. An operator's tool: it prints any logged
+session, whatever its channel's visibility now (the web pages hide private ones).
 
 The session is named by its id, by a Slack permalink of the thread or of any message in it,
 or by a channel id and a thread ts as two arguments:
@@ -220,7 +221,13 @@ by relevance blended with recency and show a snippet, the session id and, with
 LOGBOOK_WORKSPACE_DOMAIN (acme.slack.com), a link to the message in Slack.
 
 --since and --until take a date (2024-05-01), a time (2024-05-01T15:04:05Z) or an age
-(90m, 36h, 7d, 2w).`,
+(90m, 36h, 7d, 2w).
+
+This is an operator's tool: it shows every logged session that the database role can read,
+including sessions whose channel became private since and channels shared with other
+organisations (Slack Connect); it asks Slack nothing. People search through the web pages,
+/logbook search and the agent, which hide channels that are private now and keep searches
+from a shared channel inside it. Retention-purged text is gone here too.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			q.Text = strings.Join(args, " ")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,10 @@ What logbook handles:
              Ignored: bot_message, messages by any bot or by logbook itself, channel_join
              and every other subtype.
   commands   /logbook help, /logbook search <words> (answered ephemerally).
+  search     /logbook search, the agent's search tool and the web pages show only channels
+             that are public now (conversations.info, cached 5m). In a channel shared with
+             another organisation (Slack Connect), and for a person of another team, search
+             covers that one channel.
 
 Environment:
   DATABASE_URL            PostgreSQL (run 'logbook migrate up' first)
@@ -82,7 +87,8 @@ Environment:
   LOGBOOK_IDLE_TIMEOUT    idle time before a cell exits (default 10m)
   LOGBOOK_LEASE_TTL       session lease length (default 30s)
   LOGBOOK_POLL_INTERVAL   how often to look for sessions with unanswered messages (default 5s)
-  LOGBOOK_HTTP_ADDR       /healthz, /readyz, /metrics and the web pages (default :8080;
+  LOGBOOK_HTTP_ADDR       /healthz, /readyz, /metrics and the web pages (default
+                          127.0.0.1:8080, loopback only; e.g. :8080 for every interface;
                           "off" for none)
   LOGBOOK_DB_ROLE         role assumed on every connection (default logbook_app)
   LOGBOOK_PRIVATE_NOTE    on|off (default on)
@@ -93,6 +99,10 @@ Environment:
   LOGBOOK_WEB_PROXY_HEADER  header a trusted proxy sets to the signed-in person
                           (oauth2-proxy: X-Forwarded-Email); LOGBOOK_WEB_AUDITORS lists
                           the values that are auditors
+  LOGBOOK_WEB_TRUSTED_PROXIES  comma-separated CIDRs whose connections may set that header
+                          (default 127.0.0.0/8,::1/128: a proxy on the same host); from
+                          anywhere else the header is ignored (401). serve warns when the
+                          header is on and LOGBOOK_HTTP_ADDR is not loopback
   LOGBOOK_LOG_FORMAT      json | console (default: console on a terminal, else json)
   LOGBOOK_LOG_LEVEL       debug | info | warn | error (default info)
   LOGBOOK_AUDIT_SCHEDULE  cron spec of scheduled audit exports inside serve
@@ -157,7 +167,10 @@ type serveConfig struct {
 	Audit         func(ctx context.Context, log zerolog.Logger) (*audit.Scheduler, func(), error) `json:"-"`
 	WebTokens     []webToken
 	WebProxy      string
-	WebAuditors   []string
+	// WebTrustedProxies are the peers whose WebProxy header is believed (nil: loopback only,
+	// web.DefaultTrustedProxies).
+	WebTrustedProxies []netip.Prefix
+	WebAuditors       []string
 }
 
 // webToken is a web page bearer token as configured; its secret never prints.
@@ -168,7 +181,7 @@ type webToken struct {
 }
 
 func (cfg serveConfig) webAccess() web.Access {
-	a := web.Access{ProxyHeader: cfg.WebProxy, Auditors: cfg.WebAuditors}
+	a := web.Access{ProxyHeader: cfg.WebProxy, TrustedProxies: cfg.WebTrustedProxies, Auditors: cfg.WebAuditors}
 	for _, t := range cfg.WebTokens {
 		a.Tokens = append(a.Tokens, web.Token{Name: t.Name, Secret: t.Secret.Reveal(), Auditor: t.Auditor})
 	}
@@ -322,6 +335,9 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		if err != nil {
 			return fmt.Errorf("listen on LOGBOOK_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 		}
+		if warning := webExposure(cfg.HTTPAddr, cfg.WebProxy, cfg.WebTrustedProxies); warning != "" {
+			log.Warn().Msg(warning)
+		}
 		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 
@@ -341,8 +357,8 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	}, bot.ServiceDeps{
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
 		DatabaseURL: cfg.DatabaseURL.Reveal(), Agent: b, Titler: b,
-		Hands: bot.NewHandsFactory(provs, sandbox.Recipe{}, log), Search: bot.SearchTool(searcher),
-		Slash: bot.SlashCommands(searcher), Metrics: metrics, Channel: dir.ChannelName, Parts: parts,
+		Hands: bot.NewHandsFactory(provs, sandbox.Recipe{}, log), Search: bot.SearchTool(searcher, dir),
+		Slash: bot.SlashCommands(searcher, dir, me.TeamID), Metrics: metrics, Channel: dir.ChannelName, Parts: parts,
 	})
 	if err != nil {
 		if ln != nil {
@@ -480,6 +496,12 @@ func (cfg *serveConfig) readWebAccess(e env) error {
 		cfg.WebTokens = append(cfg.WebTokens, webToken{Name: parts[0], Secret: Secret(parts[1]), Auditor: len(parts) == 3})
 	}
 	cfg.WebProxy = strings.TrimSpace(e.getenv("LOGBOOK_WEB_PROXY_HEADER"))
+	proxies, err := web.ParseTrustedProxies(e.getenv("LOGBOOK_WEB_TRUSTED_PROXIES"))
+	if err != nil {
+		return fmt.Errorf("LOGBOOK_WEB_TRUSTED_PROXIES=%q: want comma-separated CIDRs or addresses (e.g. 127.0.0.0/8,::1/128): %v",
+			e.getenv("LOGBOOK_WEB_TRUSTED_PROXIES"), err)
+	}
+	cfg.WebTrustedProxies = proxies
 	for _, v := range strings.Split(e.getenv("LOGBOOK_WEB_AUDITORS"), ",") {
 		if v = strings.TrimSpace(v); v != "" {
 			cfg.WebAuditors = append(cfg.WebAuditors, v)
