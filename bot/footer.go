@@ -94,8 +94,7 @@ func (f Footer) line(id session.ID, usages []session.Usage) string {
 	if f.Mode == "" || f.Mode == FooterOff || f.PublicURL == "" {
 		return ""
 	}
-	link := strings.TrimRight(f.PublicURL, "/") + "/sessions/" + url.PathEscape(id.String())
-	parts := []string{"<" + link + "|Transcript>"}
+	parts := []string{"<" + TranscriptURL(f.PublicURL, id) + "|Transcript>"}
 	if f.Mode == FooterUsage && len(usages) > 0 {
 		var in, out int64
 		var cost float64
@@ -119,6 +118,12 @@ func (f Footer) line(id session.ID, usages []session.Usage) string {
 		}
 	}
 	return strings.Join(parts, " · ")
+}
+
+// TranscriptURL is the address of session id's web transcript under the pages' public
+// address (LOGBOOK_PUBLIC_URL): what the footer and the Open transcript shortcut link to.
+func TranscriptURL(publicURL string, id session.ID) string {
+	return strings.TrimRight(publicURL, "/") + "/sessions/" + url.PathEscape(id.String())
 }
 
 // thousands writes n with thousands separators.

@@ -310,7 +310,7 @@ func (g *Gateway) transcriptLink(ctx context.Context, cb slack.InteractionCallba
 		return "This thread is session " + sess.ID.String() + ". logbook's web pages have no public address " +
 			"(LOGBOOK_PUBLIC_URL); an operator can print it with `logbook transcript " + sess.ID.String() + "`."
 	}
-	return "<" + strings.TrimRight(g.cfg.PublicURL, "/") + "/sessions/" + sess.ID.String() + "|Open this thread's transcript>"
+	return "<" + TranscriptURL(g.cfg.PublicURL, sess.ID) + "|Open this thread's transcript>"
 }
 
 func (g *Gateway) ack(log zerolog.Logger, req socketmode.Request, payload any) {

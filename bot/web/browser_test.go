@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	logbot "github.com/logbook/logbook/bot"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -308,4 +309,25 @@ func TestBrowserSignInWithAToken(t *testing.T) {
 	if text := b.open(f.srv.URL + "/"); !strings.Contains(text, "Sign in required") || strings.Contains(text, "billing") {
 		t.Errorf("after signing out the list shows:\n%s", text)
 	}
+}
+
+// The link a reply's footer (and the Open transcript shortcut) carries opens that session's
+// page; the pages name channels, not their ids.
+func TestBrowserFooterLinkOpensTheTranscript(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	b := newBrowser(t, "alice@example.com")
+	id := f.sessions["billing-api crash loop"]
+	link := logbot.TranscriptURL(f.srv.URL+"/", id)
+	text := b.open(link)
+	for _, want := range []string{"billing-api crash loop", "#general", id.String(), "The pods cannot reach Postgres"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the footer's link %s does not show %q:\n%s", link, want, text)
+		}
+	}
+	list := b.open(f.srv.URL + "/")
+	if !strings.Contains(list, "#general") || !strings.Contains(list, "#data") || strings.Contains(list, "#C0000001") {
+		t.Errorf("the list does not name its channels:\n%s", list)
+	}
+	b.screenshot("footer-link")
 }

@@ -95,6 +95,7 @@ func newFixture(t *testing.T) *fixture {
 			Auditors:    []string{"Auditor@example.com"},
 		},
 		Visibility: f.vis,
+		Channels:   channelNames{"C0000001": "general", "C0000002": "data"},
 		Log:        log,
 	})
 	if err != nil {
@@ -104,6 +105,11 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(f.srv.Close)
 	return f
 }
+
+// channelNames is a web.ChannelNamer over a fixed map.
+type channelNames map[string]string
+
+func (n channelNames) ChannelName(_ context.Context, id string) string { return n[id] }
 
 var (
 	alice = session.Actor{Kind: session.ActorUser, ID: "U0000001"}
