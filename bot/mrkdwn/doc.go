@@ -28,7 +28,8 @@
 //	- [x] / - [ ]        → • ☑ / • ☐
 //	text[^n] + [^n]: def → text[1], and "[1] def" lines at the end
 //
-// Blocks are separated by one newline, or a blank line where the source had
+// Line endings "\r\n" and a lone "\r" count as "\n" (as in CommonMark) and
+// come out as "\n". Blocks are separated by one newline, or a blank line where the source had
 // one (and always after a quote, before a table and before footnotes); the
 // result has no trailing newline. Blocks inside list items are not indented
 // (a code block in an item starts at column 0), because Markdown would strip

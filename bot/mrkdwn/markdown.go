@@ -36,7 +36,7 @@ const (
 // FromMarkdown(x). Slack tokens the model writes (<@U…>, <#C…|name>,
 // <!here>, <url|label>, <mailto:…>) pass through unchanged.
 func FromMarkdown(md string) string {
-	out := convert(md)
+	out := convert(normalizeNewlines(md))
 	// One conversion is normally already a fixpoint; the loop catches rare
 	// inputs whose output still contains something Markdown would rewrite.
 	for range maxPasses - 1 {
@@ -47,6 +47,16 @@ func FromMarkdown(md string) string {
 		out = next
 	}
 	return out
+}
+
+// normalizeNewlines turns the CommonMark line endings "\r\n" and a lone
+// "\r" into "\n", the only line break Slack and the rest of this package know.
+func normalizeNewlines(s string) string {
+	if !strings.Contains(s, "\r") {
+		return s
+	}
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	return strings.ReplaceAll(s, "\r", "\n")
 }
 
 func newParser() parser.Parser {

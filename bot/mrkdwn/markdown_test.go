@@ -194,3 +194,34 @@ func BenchmarkFromMarkdown(b *testing.B) {
 		}
 	})
 }
+
+// checkMarkdown runs FromMarkdown table tests and checks idempotence.
+func checkMarkdown(t *testing.T, tests []struct{ name, in, want string }) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := FromMarkdown(tt.in)
+			if got != tt.want {
+				t.Fatalf("FromMarkdown(%q)\n got %q\nwant %q", tt.in, got, tt.want)
+			}
+			if again := FromMarkdown(got); again != got {
+				t.Fatalf("not idempotent: %q → %q", got, again)
+			}
+		})
+	}
+}
+
+// A lone "\r" and "\r\n" are line endings, as in CommonMark.
+func TestFromMarkdownCarriageReturn(t *testing.T) {
+	t.Parallel()
+	checkMarkdown(t, []struct{ name, in, want string }{
+		{"lone cr is a line break", "a\rb", "a\nb"},
+		{"crlf", "a\r\nb", "a\nb"},
+		{"cr paragraphs", "a\r\rb", "a\n\nb"},
+		{"cr list", "- a\r- b", "• a\n• b"},
+		{"cr heading", "# T\rbody", "*T*\nbody"},
+		{"cr in code block", "```\rx\ry\r```", "```\nx\ny\n```"},
+		{"mixed", "a\r\n\rb\rc", "a\n\nb\nc"},
+	})
+}
