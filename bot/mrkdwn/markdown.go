@@ -77,7 +77,7 @@ func newParser() parser.Parser {
 	p.AddOptions(
 		parser.WithBlockParsers(util.Prioritized(extension.NewFootnoteBlockParser(), 999)),
 		parser.WithInlineParsers(
-			util.Prioritized(extension.NewStrikethroughParser(), 500),
+			util.Prioritized(strikeParser{}, 500),
 			util.Prioritized(extension.NewFootnoteParser(), 101),
 			util.Prioritized(extension.NewTaskCheckBoxParser(), 0),
 		),
@@ -129,6 +129,36 @@ func (s *emphasisParser) Parse(parent ast.Node, block text.Reader, pc parser.Con
 	line, segment := block.PeekLine()
 	node := parser.ScanDelimiter(line, before, 1, s.proc)
 	if node == nil {
+		return nil
+	}
+	node.Segment = segment.WithStop(segment.Start + node.OriginalLength)
+	block.Advance(node.OriginalLength)
+	pc.PushDelimiter(node)
+	return node
+}
+
+// strikeProcessor pairs "~" runs as GFM specifies: an opener closes only
+// with a run of the same length ("~~a ~/x~~" is one strike holding a "~").
+// goldmark's own processor pairs any two runs and drops the odd tilde.
+type strikeProcessor struct{}
+
+func (strikeProcessor) IsDelimiter(b byte) bool { return b == '~' }
+
+func (strikeProcessor) CanOpenCloser(opener, closer *parser.Delimiter) bool {
+	return opener.Char == closer.Char && opener.OriginalLength == closer.OriginalLength
+}
+
+func (strikeProcessor) OnMatch(consumes int) ast.Node { return east.NewStrikethrough() }
+
+type strikeParser struct{}
+
+func (strikeParser) Trigger() []byte { return []byte{'~'} }
+
+func (strikeParser) Parse(parent ast.Node, block text.Reader, pc parser.Context) ast.Node {
+	before := block.PrecendingCharacter()
+	line, segment := block.PeekLine()
+	node := parser.ScanDelimiter(line, before, 1, strikeProcessor{})
+	if node == nil || node.OriginalLength > 2 || before == '~' {
 		return nil
 	}
 	node.Segment = segment.WithStop(segment.Start + node.OriginalLength)

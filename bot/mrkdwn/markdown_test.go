@@ -225,3 +225,16 @@ func TestFromMarkdownCarriageReturn(t *testing.T) {
 		{"mixed", "a\r\n\rb\rc", "a\n\nb\nc"},
 	})
 }
+
+// GFM strikethrough pairs only runs of equal length, so a "~" inside
+// "~~…~~" is text.
+func TestFromMarkdownTildeInStrike(t *testing.T) {
+	t.Parallel()
+	checkMarkdown(t, []struct{ name, in, want string }{
+		{"home dir in strike", "~~Change to ~/.config~~", "~Change to ~/.config~"},
+		{"lone tilde in strike", "~~a ~ b~~", "~a ~ b~"},
+		{"approx in strike", "~~costs ~5 USD~~ now", "~costs ~5 USD~ now"},
+		{"nested strike flattens", "~~x ~y~ z~~", "~x y z~"},
+		{"tilde path outside", "cd ~/src and ~~old~~", "cd ~/src and ~old~"},
+	})
+}
