@@ -202,7 +202,8 @@ func protect(md string) (protected, string) {
 	}
 	var b strings.Builder
 	for i := 0; i < len(md); {
-		if md[i] == '<' {
+		// "](<url>)" is an angle-bracket link destination, not a Slack link.
+		if md[i] == '<' && !strings.HasSuffix(md[:i], "](") {
 			if _, n := scanToken(md[i:]); n > 0 {
 				pr.add(&b, md[i:i+n], false)
 				i += n
@@ -210,7 +211,11 @@ func protect(md string) (protected, string) {
 			}
 		}
 		if md[i] == 'h' || md[i] == 'H' {
-			if n := scanBareURL(md, i); n > 0 {
+			n := scanBareURL(md, i)
+			if strings.HasSuffix(md[:i], "](") {
+				n = scanDestURL(md, i)
+			}
+			if n > 0 {
 				pr.add(&b, md[i:i+n], true)
 				i += n
 				continue

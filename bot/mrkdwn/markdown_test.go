@@ -238,3 +238,24 @@ func TestFromMarkdownTildeInStrike(t *testing.T) {
 		{"tilde path outside", "cd ~/src and ~~old~~", "cd ~/src and ~old~"},
 	})
 }
+
+// A link converts whatever character follows its closing parenthesis: the
+// bare-URL scanner must stop where the link destination ends.
+func TestFromMarkdownLinkFollowedByText(t *testing.T) {
+	t.Parallel()
+	checkMarkdown(t, []struct{ name, in, want string }{
+		{"japanese after link", "[Google](https://google.com)へのリンク", "<https://google.com|Google>へのリンク"},
+		{"possessive", "[x](https://a.b/c)'s", "<https://a.b/c|x>'s"},
+		{"em dash", "[x](https://a.b/c)—next", "<https://a.b/c|x>—next"},
+		{"letter", "[x](https://a.b/c)abc", "<https://a.b/c|x>abc"},
+		{"closing paren", "([x](https://a.b/c))", "(<https://a.b/c|x>)"},
+		{"parens in url", "[w](https://en.wikipedia.org/wiki/Go_(lang))s", "<https://en.wikipedia.org/wiki/Go_(lang)|w>s"},
+		{"title", `[x](https://a.b/c "T")'s`, "<https://a.b/c|x>'s"},
+		{"image", "![a](https://i.example/p.png)!x", "<https://i.example/p.png|a>!x"},
+		{"two links", "[a](https://a.b/1)/[b](https://a.b/2)x", "<https://a.b/1|a>/<https://a.b/2|b>x"},
+		{"angle destination", "[x](<https://a.b/c>)'s", "<https://a.b/c|x>'s"},
+		{"bold after", "[x](https://a.b/c)**b**", "<https://a.b/c|x>*b*"},
+		{"escaped paren in url", `[x](https://a.b/c\)d)'s`, "<https://a.b/c)d|x>'s"},
+		{"not a link keeps url", "x](https://a.b/c)'s", "x](https://a.b/c)'s"},
+	})
+}
