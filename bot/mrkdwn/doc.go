@@ -34,7 +34,9 @@
 // result has no trailing newline. Blocks inside list items are not indented
 // (a code block in an item starts at column 0), because Markdown would strip
 // or reinterpret the indentation on a second pass; only nested lists are
-// indented. Formatting Slack cannot nest (bold
+// indented, and their code block lines are not. An item whose first block is
+// a code block or a table puts its marker on a line of its own ("•" then the
+// fence), since a fence after "• " is not a fence. Formatting Slack cannot nest (bold
 // in bold, bold in a heading) is flattened.
 //
 // Escaping: in literal text only & < > are escaped (&amp; &lt; &gt;), so

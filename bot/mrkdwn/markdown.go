@@ -462,9 +462,13 @@ func (r *renderer) list(l *ast.List) string {
 			num++
 		}
 		body := r.listItem(item)
-		if body == "" {
+		switch {
+		case body == "":
 			b.WriteString(marker)
-		} else {
+		case startsFence(body):
+			// After "• " a fence is no fence: it must start its own line.
+			b.WriteString(marker + "\n" + body)
+		default:
 			b.WriteString(marker + " " + body)
 		}
 		i++
@@ -484,7 +488,7 @@ func (r *renderer) listItem(item ast.Node) string {
 			continue
 		}
 		if _, nested := c.(*ast.List); nested && !first {
-			s = prefixLines(s, nestIndent, "")
+			s = indentOutsideCode(s, nestIndent)
 		}
 		if !first {
 			b.WriteString(r.separator(c, s))
@@ -493,6 +497,21 @@ func (r *renderer) listItem(item ast.Node) string {
 		b.WriteString(s)
 	}
 	return b.String()
+}
+
+// indentOutsideCode prefixes the non-empty lines of s with indent, except
+// code block lines: an indented fence is no longer a fence for Slack.
+func indentOutsideCode(s, indent string) string {
+	lines := strings.Split(s, "\n")
+	var st fenceState
+	for i, l := range lines {
+		next := st.next(l)
+		if l != "" && !st.open && !next.open {
+			lines[i] = indent + l
+		}
+		st = next
+	}
+	return strings.Join(lines, "\n")
 }
 
 // table renders a GFM table as aligned columns inside a code block, padding

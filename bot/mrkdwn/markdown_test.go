@@ -259,3 +259,45 @@ func TestFromMarkdownLinkFollowedByText(t *testing.T) {
 		{"not a link keeps url", "x](https://a.b/c)'s", "x](https://a.b/c)'s"},
 	})
 }
+
+// A code block or table that opens a list item must still start on a line
+// of its own: after "• " its fence is not a fence, and everything after it
+// would be read as code.
+func TestFromMarkdownListItemStartsWithFence(t *testing.T) {
+	t.Parallel()
+	checkMarkdown(t, []struct{ name, in, want string }{
+		{"bullet code", "- ```\n  code\n  ```\n- b\n\nprose *b*", "•\n```\ncode\n```\n• b\n\nprose *b*"},
+		{"ordered code", "1. ```\n   x\n   ```\n2. y", "1.\n```\nx\n```\n2. y"},
+		{"bullet table", "- | a | b |\n  |---|---|\n  | 1 | 2 |\n- next\n\npara", "•\n```\n| a | b |\n| - | - |\n| 1 | 2 |\n```\n• next\n\npara"},
+		{"indented code item", "-     x := 1\n- y", "•\n```\nx := 1\n```\n• y"},
+		{"nested item code", "- a\n  - ```\n    x\n    ```\n  - b\n- c", "• a\n\u00a0\u00a0\u00a0\u00a0•\n```\nx\n```\n\u00a0\u00a0\u00a0\u00a0• b\n• c"},
+		{"nested item with code later", "- a\n  - b:\n    ```\n    x\n    ```\n- c", "• a\n\u00a0\u00a0\u00a0\u00a0• b:\n```\nx\n```\n• c"},
+		{"task item code", "- [ ] todo\n  ```\n  x\n  ```", "• ☐ todo\n```\nx\n```"},
+		{"quoted item code", "> - ```\n>   x\n>   ```", "> •\n> ```\n> x\n> ```"},
+	})
+}
+
+// Prose after a list whose items hold code stays outside code blocks, and
+// the output's fences pair up line by line, as Split and Slack read them.
+func TestFromMarkdownFencesPair(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		"- ```\n  code\n  ```\n- b\n\nPROSE",
+		"- | a |\n  |---|\n  | 1 |\n- b\n\nPROSE",
+		"- a\n  - ```\n    x\n    ```\n- b\n\nPROSE",
+		"1. x\n   1. | a |\n      |---|\n      | 1 |\n2. y\n\nPROSE",
+		"1. ```\n   x\n   ```\n2. y\n\nPROSE",
+	} {
+		out := FromMarkdown(in)
+		var st fenceState
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "PROSE") && st.open {
+				t.Errorf("FromMarkdown(%q) = %q puts prose in code", in, out)
+			}
+			st = st.next(line)
+		}
+		if st.open {
+			t.Errorf("FromMarkdown(%q) = %q leaves a code block open", in, out)
+		}
+	}
+}
