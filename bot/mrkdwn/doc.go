@@ -19,9 +19,9 @@
 //	- item / 1. item     → "• item" / "1. item" (start number and '.'/')'
 //	                       kept); nested lists indented four NBSPs per level
 //	> quote              → "> " on every line
-//	`code`               → unchanged, byte for byte (backtick runs included)
-//	```lang … ```        → ``` … ```: content byte-exact, language tag
-//	                       dropped (Slack would show it as a first code line);
+//	`code`               → unchanged but for escaping (backtick runs kept)
+//	```lang … ```        → ``` … ```: content kept but for escaping, language
+//	                       tag dropped (Slack would show it as a first line);
 //	                       indented and ~~~ blocks become ``` blocks too
 //	tables               → columns padded with spaces inside a ``` block
 //	--- (rule)           → ──────────
@@ -44,10 +44,12 @@
 // first (&copy; → ©, &amp; stays &amp;), except one for Markdown punctuation
 // (&#42;), which is kept as text. Backslash escapes (\*) are kept as written,
 // backslash included: Slack has no escape syntax, and dropping the backslash
-// would let a second pass read "*" as markup. Code spans and code blocks are
-// not escaped at all (byte-exact, as required); Slack shows their < and &
-// as written, except that a "<…>" that looks like a Slack link or mention
-// may still be interpreted by Slack.
+// would let a second pass read "*" as markup. Slack parses & < > inside
+// code too ("`map<K,V>`" would lose "<K,V>", "`<@U1>`" would mention), so
+// code spans, code blocks and table cells are escaped as well; there an
+// "&amp;", "&lt;" or "&gt;" the model wrote is taken as already escaped
+// (kept, so a second pass changes nothing), which means code that spells
+// those entities literally shows their characters instead.
 //
 // Slack tokens the model writes are kept exactly: <@U…>, <#C…|name>,
 // <!here>, <!subteam^…>, <!date^…|…>, <url|label>, <mailto:…>. Bare http(s)

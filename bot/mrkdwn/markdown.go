@@ -402,7 +402,7 @@ func (r *renderer) codeBlock(n ast.Node) string {
 		seg := lines.At(i)
 		content.Write(seg.Value(r.src))
 	}
-	body := r.prot.expandString(content.String(), expandRaw)
+	body := escapeCode(r.prot.expandString(content.String(), expandRaw))
 	return fenced(body)
 }
 
@@ -555,7 +555,7 @@ func writeRow(b *strings.Builder, row []string, widths []int) {
 		if i < len(row) {
 			c = row[i]
 		}
-		b.WriteString(" " + c + strings.Repeat(" ", max(0, w-displayWidth(c))) + " |")
+		b.WriteString(" " + EscapeText(c) + strings.Repeat(" ", max(0, w-displayWidth(c))) + " |")
 	}
 	b.WriteString("\n")
 }
@@ -637,12 +637,7 @@ func (r *renderer) inline(b *strings.Builder, n ast.Node, c ctx) {
 	case *ast.String:
 		r.literal(b, string(n.Value), c)
 	case *ast.CodeSpan:
-		if c.label {
-			// Inside <url|label> a raw '>' would end the link early.
-			b.WriteString(EscapeText(r.codeSpan(n)))
-			return
-		}
-		b.WriteString(r.codeSpan(n))
+		b.WriteString(r.codeSpan(n)) // escaped, so also safe inside <url|label>
 	case *ast.Emphasis:
 		marker, _ := n.AttributeString(markerAttr)
 		if n.Level >= 2 || marker == byte('*') {
@@ -775,7 +770,7 @@ func (r *renderer) codeSpan(n *ast.CodeSpan) string {
 	}
 	open, pad := r.runBefore(first)
 	closeRun, padAfter := r.runAfter(last)
-	body := r.prot.expandString(content.String(), expandRaw)
+	body := escapeCode(r.prot.expandString(content.String(), expandRaw))
 	return strings.Repeat("`", open) + pad + body + padAfter + strings.Repeat("`", closeRun)
 }
 

@@ -70,9 +70,9 @@ func TestFromMarkdown(t *testing.T) {
 		{"quote lazy line", "> a\nb", "> a\n> b"},
 		{"quote with list", "> - x", "> • x"},
 		{"list after quote", "> note\n- item", "> note\n\n• item"},
-		{"code span untouched", "`a < b && **c**`", "`a < b && **c**`"},
+		{"code span escaped only", "`a < b && **c**`", "`a &lt; b &amp;&amp; **c**`"},
 		{"double backtick span", "`` a ` b ``", "`` a ` b ``"},
-		{"fence language dropped", "```go\nif a < b && c {\n\t**x**\n}\n```", "```\nif a < b && c {\n\t**x**\n}\n```"},
+		{"fence language dropped", "```go\nif a < b && c {\n\t**x**\n}\n```", "```\nif a &lt; b &amp;&amp; c {\n\t**x**\n}\n```"},
 		{"tilde fence", "~~~\nx\n~~~", "```\nx\n```"},
 		{"indented code", "    x := 1\n    y", "```\nx := 1\ny\n```"},
 		{"fence holding backticks", "````\n```\n````", "````\n```\n````"},
@@ -104,7 +104,7 @@ func TestFromMarkdown(t *testing.T) {
 		{"code in link label", "[`a>b`](https://e.com)", "<https://e.com|`a&gt;b`>"},
 		{"line break in link label", "[a\nb](https://e.com)", "<https://e.com|a b>"},
 		{"token inside bold", "**<@U1> said**", "*<@U1> said*"},
-		{"token in code", "`<@U1>` and `https://x.com/*a*`", "`<@U1>` and `https://x.com/*a*`"},
+		{"token in code", "`<@U1>` and `https://x.com/*a*`", "`&lt;@U1&gt;` and `https://x.com/*a*`"},
 		{"escape in heading", "# a<b", "*a&lt;b*"},
 		{"escape in list", "- x > y & z", "• x &gt; y &amp; z"},
 		{"escape in quote", "> <b>", "> &lt;b&gt;"},
@@ -300,4 +300,23 @@ func TestFromMarkdownFencesPair(t *testing.T) {
 			t.Errorf("FromMarkdown(%q) = %q leaves a code block open", in, out)
 		}
 	}
+}
+
+// Slack parses & < > in code too: "`map<string,string>`" would show as
+// "mapstring,string". Code spans, code blocks and table cells are escaped.
+func TestFromMarkdownEscapesCode(t *testing.T) {
+	t.Parallel()
+	checkMarkdown(t, []struct{ name, in, want string }{
+		{"generic type in span", "`map<string,string>`", "`map&lt;string,string&gt;`"},
+		{"operators in span", "`a < b && c > d`", "`a &lt; b &amp;&amp; c &gt; d`"},
+		{"slack token in span", "`<@U1>` and `<https://x.com|y>`", "`&lt;@U1&gt;` and `&lt;https://x.com|y&gt;`"},
+		{"html in block", "```html\n<div class=\"a\">&nbsp;</div>\n```", "```\n&lt;div class=\"a\"&gt;&amp;nbsp;&lt;/div&gt;\n```"},
+		{"indented block", "    if a<b {}", "```\nif a&lt;b {}\n```"},
+		{"escaped entity stays", "`&lt;` `&amp;` `&gt;`", "`&lt;` `&amp;` `&gt;`"},
+		{"table cells", "| a<b | c&d |\n|--|--|\n| <x> | `y>z` |", "```\n| a&lt;b | c&amp;d |\n| --- | --- |\n| &lt;x&gt; | y&gt;z |\n```"},
+		{"table token cell", "| who |\n|--|\n| <@U1> |", "```\n| who   |\n| ----- |\n| &lt;@U1&gt; |\n```"},
+		{"span in link label", "[`a>b`](https://e.com)", "<https://e.com|`a&gt;b`>"},
+		{"entity text in cell", "| &amp;amp; |\n|--|\n| x |", "```\n| &amp;amp; |\n| ----- |\n| x     |\n```"},
+		{"span in table with pipe", "| `a\\|b` |\n|--|\n| x |", "```\n| a|b |\n| --- |\n| x   |\n```"},
+	})
 }
