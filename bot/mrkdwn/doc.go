@@ -52,9 +52,23 @@
 // those entities literally shows their characters instead.
 //
 // Slack tokens the model writes are kept exactly: <@U…>, <#C…|name>,
-// <!here>, <!subteam^…>, <!date^…|…>, <url|label>, <mailto:…>. Bare http(s)
-// URLs are kept as written (with & escaped), so "__init__" in a URL never
-// turns bold. Both are cut out before parsing and put back afterwards.
+// <!date^…|…>, <url|label>, <mailto:…>. Bare http(s) URLs are kept as
+// written (with & escaped), so "__init__" in a URL never turns bold. Both
+// are cut out before parsing and put back afterwards.
+//
+// # Mentions
+//
+// Model output is untrusted, so it can never ping a whole channel or group.
+// A broadcast token (<!here>, <!channel>, <!everyone>, <!group>,
+// <!subteam^S1|@ops>: every "<!…>" but a date) becomes inert text, "@" and
+// a zero-width space (U+200B) before the word, label or id: "@​here",
+// "@​ops". The text "@here", "@channel" and "@everyone" (any case, a
+// whole word) gets the same zero-width space wherever it appears, code and
+// tables included, so it reads the same but pings no one even if the
+// message is posted with link_names. In code a broadcast token shows
+// escaped, as written. User mentions <@U…> are kept live: the bot answering
+// "<@U1> asked…" is legitimate and notifies one person, whom the model can
+// only name from the conversation.
 //
 // # Idempotence
 //

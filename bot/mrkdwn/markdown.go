@@ -34,7 +34,8 @@ const (
 //
 // The conversion is idempotent: FromMarkdown(FromMarkdown(x)) ==
 // FromMarkdown(x). Slack tokens the model writes (<@U…>, <#C…|name>,
-// <!here>, <url|label>, <mailto:…>) pass through unchanged.
+// <url|label>, <mailto:…>) pass through unchanged; broadcast mentions
+// (<!here>, "@channel", <!subteam^…>) are made inert (see "Mentions").
 func FromMarkdown(md string) string {
 	out := convert(normalizeNewlines(md))
 	// One conversion is normally already a fixpoint; the loop catches rare
@@ -173,7 +174,54 @@ func convert(md string) string {
 	p := newParser()
 	doc := p.Parse(text.NewReader([]byte(src)))
 	r := &renderer{src: []byte(src), prot: prot}
-	return strings.TrimRight(r.blocks(doc), "\n")
+	return neutralizeBroadcasts(strings.TrimRight(r.blocks(doc), "\n"))
+}
+
+// zwsp is U+200B ZERO WIDTH SPACE: invisible, but it ends a word for Slack.
+const zwsp = "\u200b"
+
+// broadcastWords are the "@word"s Slack may turn into a channel-wide ping.
+var broadcastWords = [...]string{"here", "channel", "everyone"}
+
+// neutralizeBroadcasts puts a zero-width space after the "@" of every
+// "@here", "@channel" and "@everyone" (any case, as a whole word), anywhere
+// in s, code included: shown the same, but never a ping. "ops@here.com"
+// and "@hereafter" are left alone.
+func neutralizeBroadcasts(s string) string {
+	if !strings.Contains(s, "@") {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != '@' || i > 0 && isWordByte(s[i-1]) {
+			continue
+		}
+		for _, w := range broadcastWords {
+			end := i + 1 + len(w)
+			if end <= len(s) && strings.EqualFold(s[i+1:end], w) {
+				if next, _ := utf8.DecodeRuneInString(s[end:]); end == len(s) || !isWordRune(next) {
+					b.WriteString(s[last : i+1])
+					b.WriteString(zwsp)
+					last = i + 1
+				}
+				break
+			}
+		}
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' || c == '+'
+}
+
+func isWordRune(r rune) bool {
+	return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
 }
 
 // protected holds the spans FromMarkdown passes through unparsed: Slack
@@ -186,8 +234,9 @@ type protected struct {
 }
 
 type span struct {
-	raw   string
-	isURL bool // a bare URL (escaped in text), not a Slack token (kept verbatim)
+	raw   string // as written: what code shows (escaped)
+	text  string // what prose shows: raw, or a broadcast made inert
+	isURL bool   // a bare URL (escaped in text), not a Slack token (kept verbatim)
 }
 
 func protect(md string) (protected, string) {
@@ -204,8 +253,8 @@ func protect(md string) (protected, string) {
 	for i := 0; i < len(md); {
 		// "](<url>)" is an angle-bracket link destination, not a Slack link.
 		if md[i] == '<' && !strings.HasSuffix(md[:i], "](") {
-			if _, n := scanToken(md[i:]); n > 0 {
-				pr.add(&b, md[i:i+n], false)
+			if tok, n := scanToken(md[i:]); n > 0 {
+				pr.addToken(&b, md[i:i+n], tok)
 				i += n
 				continue
 			}
@@ -228,10 +277,40 @@ func protect(md string) (protected, string) {
 }
 
 func (p *protected) add(b *strings.Builder, raw string, isURL bool) {
+	p.addSpan(b, span{raw: raw, text: raw, isURL: isURL})
+}
+
+// addToken protects a Slack token. A broadcast (<!here>, <!channel>,
+// <!everyone>, <!subteam^…>, any "!" token but a date) is shown in prose as
+// inert text ("@\u200bhere"), never as markup: model output must not ping.
+func (p *protected) addToken(b *strings.Builder, raw string, tok slacktext.Token) {
+	sp := span{raw: raw, text: raw}
+	word, arg, _ := strings.Cut(tok.Target[1:], "^")
+	if tok.Target[0] == '!' && !strings.EqualFold(word, "date") {
+		name := word
+		if strings.EqualFold(word, "subteam") {
+			id, _, _ := strings.Cut(arg, "^")
+			name = cmpOr(strings.TrimPrefix(tok.Label, "@"), id, word)
+		}
+		sp.text = "@" + zwsp + name
+	}
+	p.addSpan(b, sp)
+}
+
+func (p *protected) addSpan(b *strings.Builder, sp span) {
 	b.WriteRune(p.marker)
 	b.WriteString(strconv.Itoa(len(p.spans)))
 	b.WriteRune(p.marker)
-	p.spans = append(p.spans, span{raw: raw, isURL: isURL})
+	p.spans = append(p.spans, sp)
+}
+
+func cmpOr(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 type expandMode int
@@ -271,9 +350,9 @@ func (p *protected) expand(b *strings.Builder, s string, mode expandMode, lit fu
 		case mode == expandRaw:
 			b.WriteString(sp.raw)
 		case mode == expandText && !sp.isURL:
-			b.WriteString(sp.raw)
+			b.WriteString(sp.text)
 		default:
-			escapeMarkdownText(b, sp.raw)
+			escapeMarkdownText(b, sp.text)
 		}
 		s = s[i+ml+j+ml:]
 	}

@@ -96,7 +96,7 @@ func TestFromMarkdown(t *testing.T) {
 		{"html is text", "<div>\n**x**\n</div>", "&lt;div&gt;\n*x*\n&lt;/div&gt;"},
 		{"slack user", "hi <@U0000001>!", "hi <@U0000001>!"},
 		{"slack channel", "see <#C0000001|general>", "see <#C0000001|general>"},
-		{"slack special", "<!here> <!channel> <!subteam^S1|@ops>", "<!here> <!channel> <!subteam^S1|@ops>"},
+		{"slack broadcasts made inert", "<!here> <!channel> <!subteam^S1|@ops>", "@\u200bhere @\u200bchannel @\u200bops"},
 		{"slack link with label", "<https://x.com/a_b?q=1&amp;r=2|the *docs*>", "<https://x.com/a_b?q=1&amp;r=2|the *docs*>"},
 		{"slack mailto", "<mailto:a@b.co|mail me>", "<mailto:a@b.co|mail me>"},
 		{"slack date", "<!date^1700000000^{date_short}|Nov 14>", "<!date^1700000000^{date_short}|Nov 14>"},
@@ -318,5 +318,33 @@ func TestFromMarkdownEscapesCode(t *testing.T) {
 		{"span in link label", "[`a>b`](https://e.com)", "<https://e.com|`a&gt;b`>"},
 		{"entity text in cell", "| &amp;amp; |\n|--|\n| x |", "```\n| &amp;amp; |\n| ----- |\n| x     |\n```"},
 		{"span in table with pipe", "| `a\\|b` |\n|--|\n| x |", "```\n| a|b |\n| --- |\n| x   |\n```"},
+	})
+}
+
+// Model output is untrusted: no broadcast mention it writes may ping, in
+// any form or place, and each stays visible as text.
+func TestFromMarkdownNeutralizesBroadcasts(t *testing.T) {
+	t.Parallel()
+	const z = "\u200b"
+	checkMarkdown(t, []struct{ name, in, want string }{
+		{"raw here", "<!here> look", "@" + z + "here look"},
+		{"raw channel and everyone", "<!channel> <!everyone>", "@" + z + "channel @" + z + "everyone"},
+		{"labelled here", "<!here|here>", "@" + z + "here"},
+		{"upper case", "<!HERE>", "@" + z + "HERE"},
+		{"group", "<!group>", "@" + z + "group"},
+		{"subteam with label", "<!subteam^S1|@ops> please", "@" + z + "ops please"},
+		{"subteam without label", "<!subteam^S0000001>", "@" + z + "S0000001"},
+		{"text here", "@here the build broke", "@" + z + "here the build broke"},
+		{"text channel and everyone", "hi @channel, @everyone.", "hi @" + z + "channel, @" + z + "everyone."},
+		{"text case", "@Here", "@" + z + "Here"},
+		{"in bold", "**@here now**", "*@" + z + "here now*"},
+		{"in code span", "`<!here>` `@here`", "`&lt;!here&gt;` `@" + z + "here`"},
+		{"in code block", "```\n<!channel> @channel\n```", "```\n&lt;!channel&gt; @" + z + "channel\n```"},
+		{"in table", "| who |\n|--|\n| <!everyone> |\n| @here |", "```\n| who         |\n| ----------- |\n| &lt;!everyone&gt; |\n| @" + z + "here       |\n```"},
+		{"in link label", "[@here](https://x.com) <https://y.com|@channel>", "<https://x.com|@" + z + "here> <https://y.com|@" + z + "channel>"},
+		{"entity form stays text", "&lt;!here&gt;", "&lt;!here&gt;"},
+		{"email is not a mention", "ops@here.com and @hereafter", "ops@here.com and @hereafter"},
+		{"user mention kept", "<@U0000001> asked", "<@U0000001> asked"},
+		{"date kept", "<!date^1700000000^{date_short}|Nov 14>", "<!date^1700000000^{date_short}|Nov 14>"},
 	})
 }
