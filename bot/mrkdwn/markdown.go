@@ -689,10 +689,58 @@ type ctx struct {
 
 func (r *renderer) inlines(n ast.Node, c ctx) string {
 	var b strings.Builder
+	afterMarker := false // b ends with a closing marker wrap added
 	for ch := n.FirstChild(); ch != nil; ch = ch.NextSibling() {
-		r.inline(&b, ch, c)
+		if !isFormat(ch) {
+			if !afterMarker {
+				r.inline(&b, ch, c)
+				continue
+			}
+			var t strings.Builder
+			r.inline(&t, ch, c)
+			if first, _ := utf8.DecodeRuneInString(t.String()); isWordRune(first) {
+				b.WriteString(zwsp)
+			}
+			b.WriteString(t.String())
+			afterMarker = t.Len() == 0 && afterMarker
+			continue
+		}
+		s, wrapped := r.format(ch, c)
+		if wrapped {
+			// Slack formats only at word boundaries: "he*l*lo" is no bold.
+			last, _ := utf8.DecodeLastRuneInString(b.String())
+			if afterMarker || isWordRune(last) {
+				b.WriteString(zwsp)
+			}
+		}
+		b.WriteString(s)
+		afterMarker = wrapped || s == "" && afterMarker
 	}
 	return b.String()
+}
+
+func isFormat(n ast.Node) bool {
+	switch n.(type) {
+	case *ast.Emphasis, *east.Strikethrough:
+		return true
+	}
+	return false
+}
+
+// format renders emphasis or strikethrough and reports whether it wrapped
+// it in markers.
+func (r *renderer) format(n ast.Node, c ctx) (string, bool) {
+	switch n := n.(type) {
+	case *ast.Emphasis:
+		marker, _ := n.AttributeString(markerAttr)
+		if n.Level >= 2 || marker == byte('*') {
+			return r.wrap(n, "*", c.bold, ctx{bold: true, italic: c.italic, strike: c.strike, label: c.label})
+		}
+		return r.wrap(n, "_", c.italic, ctx{bold: c.bold, italic: true, strike: c.strike, label: c.label})
+	case *east.Strikethrough:
+		return r.wrap(n, "~", c.strike, ctx{bold: c.bold, italic: c.italic, strike: true, label: c.label})
+	}
+	return "", false
 }
 
 func (r *renderer) literal(b *strings.Builder, s string, c ctx) {
@@ -711,21 +759,19 @@ func (r *renderer) inline(b *strings.Builder, n ast.Node, c ctx) {
 		case (n.HardLineBreak() || n.SoftLineBreak()) && c.label:
 			b.WriteString(" ") // a link label must stay on one line
 		case n.HardLineBreak() || n.SoftLineBreak():
+			if strings.HasSuffix(b.String(), `\`) {
+				// A "\" ending a line would be a hard break on a second pass.
+				b.WriteString(zwsp)
+			}
 			b.WriteString("\n")
 		}
 	case *ast.String:
 		r.literal(b, string(n.Value), c)
 	case *ast.CodeSpan:
 		b.WriteString(r.codeSpan(n)) // escaped, so also safe inside <url|label>
-	case *ast.Emphasis:
-		marker, _ := n.AttributeString(markerAttr)
-		if n.Level >= 2 || marker == byte('*') {
-			r.wrap(b, n, "*", c.bold, ctx{bold: true, italic: c.italic, strike: c.strike, label: c.label})
-		} else {
-			r.wrap(b, n, "_", c.italic, ctx{bold: c.bold, italic: true, strike: c.strike, label: c.label})
-		}
-	case *east.Strikethrough:
-		r.wrap(b, n, "~", c.strike, ctx{bold: c.bold, italic: c.italic, strike: true, label: c.label})
+	case *ast.Emphasis, *east.Strikethrough:
+		s, _ := r.format(n, c)
+		b.WriteString(s)
 	case *ast.Link:
 		r.link(b, string(n.Destination), r.inlines(n, ctx{label: true}), c)
 	case *ast.Image:
@@ -757,13 +803,12 @@ func (r *renderer) inline(b *strings.Builder, n ast.Node, c ctx) {
 
 // wrap renders n's children between marker characters, unless the same
 // formatting is already open (Slack cannot nest it).
-func (r *renderer) wrap(b *strings.Builder, n ast.Node, marker string, open bool, inner ctx) {
+func (r *renderer) wrap(n ast.Node, marker string, open bool, inner ctx) (string, bool) {
 	s := r.inlines(n, inner)
 	if open || !wrappable(s, marker) {
-		b.WriteString(s)
-		return
+		return s, false
 	}
-	b.WriteString(marker + s + marker)
+	return marker + s + marker, true
 }
 
 // wrappable reports whether marker+s+marker reads as formatting: Slack (and

@@ -348,3 +348,26 @@ func TestFromMarkdownNeutralizesBroadcasts(t *testing.T) {
 		{"date kept", "<!date^1700000000^{date_short}|Nov 14>", "<!date^1700000000^{date_short}|Nov 14>"},
 	})
 }
+
+// Slack formats *b*, _i_ and ~s~ only at word boundaries: next to a letter
+// or digit a zero-width space goes between, as slackify-markdown does.
+func TestFromMarkdownEmphasisWordBoundary(t *testing.T) {
+	t.Parallel()
+	const z = "\u200b"
+	checkMarkdown(t, []struct{ name, in, want string }{
+		{"inside a word", "he**l**lo", "he" + z + "*l*" + z + "lo"},
+		{"japanese", "これは**太字**です", "これは" + z + "*太字*" + z + "です"},
+		{"before only", "x**b**", "x" + z + "*b*"},
+		{"after only", "**b**x", "*b*" + z + "x"},
+		{"digits", "1**2**3", "1" + z + "*2*" + z + "3"},
+		{"italic star is bold", "a*b*c", "a" + z + "*b*" + z + "c"},
+		{"strike", "a~~b~~c", "a" + z + "~b~" + z + "c"},
+		{"japanese italic", "日本*語*です", "日本" + z + "*語*" + z + "です"},
+		{"spaces need nothing", "a **b** c", "a *b* c"},
+		{"punctuation needs nothing", "(**b**), **c**.", "(*b*), *c*."},
+		{"snake case untouched", "a_b_c", "a_b_c"},
+		{"in link label", "[x**y**](https://e.com)", "<https://e.com|x" + z + "*y*>"},
+		{"two in a row", "**a**__b__", "*a*" + z + "*b*"},
+		{"bold then strike", "**a**~~b~~", "*a*" + z + "~b~"},
+	})
+}
