@@ -36,8 +36,13 @@
 // or reinterpret the indentation on a second pass; only nested lists are
 // indented, and their code block lines are not. An item whose first block is
 // a code block or a table puts its marker on a line of its own ("•" then the
-// fence), since a fence after "• " is not a fence. Formatting Slack cannot nest (bold
-// in bold, bold in a heading) is flattened.
+// fence), since a fence after "• " is not a fence. Formatting Slack cannot
+// nest (bold in bold, bold in a heading) is flattened. Slack formats *b*,
+// _i_ and ~s~ only at word boundaries, so markers that touch a letter or
+// digit (or another marker) get a zero-width space (U+200B) between:
+// "he**l**lo" → "he\u200b*l*\u200blo", "これは**太字**です" likewise; so
+// does a "\" that ends a line, which a second pass would read as a hard
+// break.
 //
 // Escaping: in literal text only & < > are escaped (&amp; &lt; &gt;), so
 // "We've" stays "We've". A character reference in the Markdown is decoded
