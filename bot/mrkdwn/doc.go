@@ -91,8 +91,11 @@
 //
 // Split cuts long text into parts of at most DefaultLimit (3,900) runes for
 // separate messages, at paragraph, line, word, then rune boundaries, closing
-// a ``` block at the end of a part and reopening it at the start of the next;
-// Join undoes exactly that. EscapeText escapes user-derived fragments.
+// a ``` block at the end of a part and reopening it at the start of the next
+// (on a line of its own, even after a cut inside a long code line). It does
+// not cut inside an entity, a <…> token or a code span, and closes and
+// reopens a bold, italic or strike pair it has to cut; Join undoes exactly
+// that. EscapeText escapes user-derived fragments.
 //
 // # Inbound: ToPlain, StripBotMention, BlocksText, AttachmentsText
 //
