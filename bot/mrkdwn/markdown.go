@@ -220,6 +220,12 @@ func isWordByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' || c == '+'
 }
 
+// isAlnum reports whether r is a letter, digit or combining mark: next to
+// one, a formatting marker is inside a word for Slack.
+func isAlnum(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
+}
+
 func isWordRune(r rune) bool {
 	return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
 }
@@ -698,7 +704,7 @@ func (r *renderer) inlines(n ast.Node, c ctx) string {
 			}
 			var t strings.Builder
 			r.inline(&t, ch, c)
-			if first, _ := utf8.DecodeRuneInString(t.String()); isWordRune(first) {
+			if first, _ := utf8.DecodeRuneInString(t.String()); isAlnum(first) {
 				b.WriteString(zwsp)
 			}
 			b.WriteString(t.String())
@@ -709,7 +715,7 @@ func (r *renderer) inlines(n ast.Node, c ctx) string {
 		if wrapped {
 			// Slack formats only at word boundaries: "he*l*lo" is no bold.
 			last, _ := utf8.DecodeLastRuneInString(b.String())
-			if afterMarker || isWordRune(last) {
+			if afterMarker || isAlnum(last) {
 				b.WriteString(zwsp)
 			}
 		}

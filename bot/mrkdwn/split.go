@@ -487,7 +487,7 @@ func (ix *lineIndex) cut(s, limit int) int {
 	prefix := len(ix.reopen(s))
 	type cand struct{ p, runes int }
 	var best [numCuts]cand
-	forced, inPair, inPairWord, inAtom := cand{p: -1}, cand{p: -1}, cand{p: -1}, cand{p: -1}
+	forced, inPair, inPairWord, inAtom, anyCut := cand{p: -1}, cand{p: -1}, cand{p: -1}, cand{p: -1}, cand{p: -1}
 	for i := range best {
 		best[i].p = -1
 	}
@@ -545,17 +545,17 @@ func (ix *lineIndex) cut(s, limit int) int {
 				}
 			}
 		}
+		if !atLineStart && (ix.fenceLike[k] || startsFence(text[p:])) {
+			// Never inside a fence line, nor where the next part would start
+			// with a fence line the text does not have.
+			anyCut = cand{p, runes}
+			continue
+		}
 		if a < len(ix.atoms) && ix.atoms[a].start < p {
 			inAtom = cand{p, runes}
 			continue
 		}
 		forced = cand{p, runes}
-		if !atLineStart && ix.fenceLike[k] {
-			continue // never inside a fence line
-		}
-		if !atLineStart && startsFence(text[p:]) {
-			continue // the next part would start with a fence line the text does not have
-		}
 		if !graphemeBoundary(r, next, text[:p-w]) {
 			continue
 		}
@@ -585,7 +585,7 @@ func (ix *lineIndex) cut(s, limit int) int {
 	if inPairWord.p > s && inPairWord.runes >= half {
 		inPair = inPairWord
 	}
-	for _, c := range []cand{far, inPair, forced, inAtom} {
+	for _, c := range []cand{far, inPair, forced, inAtom, anyCut} {
 		if c.p > s {
 			return c.p
 		}
