@@ -472,6 +472,28 @@ func (ix *lineIndex) closer(p int) string {
 	return reverse(ix.openPairs(p))
 }
 
+// ambiguousFences reports whether line k-1 closes a code block with
+// exactly its opening fence and line k is that fence again: the text then
+// reads like a part closed by Split after a cut inside a code line
+// ("\n```\n") and the next part reopening it ("```\n").
+func (ix *lineIndex) ambiguousFences(k int) bool {
+	prev := ix.states[k-1]
+	if !prev.open || ix.states[k].open {
+		return false
+	}
+	f := fence(prev.n)
+	return ix.lineText(k-1) == f && ix.lineText(k) == f
+}
+
+// lineText is line k without its "\n".
+func (ix *lineIndex) lineText(k int) string {
+	end := len(ix.text)
+	if k+1 < len(ix.starts) {
+		end = ix.starts[k+1] - 1
+	}
+	return ix.text[ix.starts[k]:end]
+}
+
 // Cut classes, best first.
 const (
 	cutParagraph = iota
@@ -526,8 +548,8 @@ func (ix *lineIndex) cut(s, limit int) int {
 		if st.open && atLineStart {
 			continue // the cut before this line's "\n" is better, and the fences stay whole
 		}
-		if atLineStart && k > 0 && ix.fenceLike[k] && ix.states[k-1].open && !st.open {
-			continue // after a closing fence, before a fence line: Join would take them for Split's
+		if atLineStart && k > 0 && ix.fenceLike[k] && ix.ambiguousFences(k) {
+			continue // Join would take the text's fences here for Split's
 		}
 		if !st.open {
 			if pm := ix.pairsAround(p); pm != "" {
