@@ -551,7 +551,7 @@ func (ix *lineIndex) cut(s, limit int) int {
 		if atLineStart && k > 0 && ix.fenceLike[k] && ix.ambiguousFences(k) {
 			continue // Join would take the text's fences here for Split's
 		}
-		if !st.open {
+		if !st.open && len(ix.pairs) > 0 {
 			if pm := ix.pairsAround(p); pm != "" {
 				if ix.pairCut(p) && prefix+runes+len(pm) <= limit && graphemeBoundary(r, next, text[:p-w]) {
 					inPair = cand{p, runes}
@@ -561,13 +561,13 @@ func (ix *lineIndex) cut(s, limit int) int {
 				}
 				continue
 			}
-			if isMarker(text[p]) {
-				if t := strings.TrimRight(text[s:p], " \t"); t != "" && isMarker(t[len(t)-1]) {
-					continue // Join would take the markers for Split's
-				}
+		}
+		if !st.open && isMarker(text[p]) {
+			if t := strings.TrimRight(text[s:p], " \t"); t != "" && isMarker(t[len(t)-1]) {
+				continue // Join would take the markers for Split's
 			}
 		}
-		if !atLineStart && (ix.fenceLike[k] || startsFence(text[p:])) {
+		if c := text[p]; !atLineStart && (ix.fenceLike[k] || (c == '`' || c == ' ' || c == '\t') && startsFence(text[p:])) {
 			// Never inside a fence line, nor where the next part would start
 			// with a fence line the text does not have.
 			anyCut = cand{p, runes}
