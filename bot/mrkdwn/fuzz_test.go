@@ -135,10 +135,12 @@ func lostWord(md, out string) string {
 		switch n := n.(type) {
 		case *ast.Text:
 			v := n.Segment.Value(src)
-			if _, code := n.Parent().(*ast.CodeSpan); !code {
-				v = util.ResolveEntityNames(util.ResolveNumericReferences(v))
+			if _, code := n.Parent().(*ast.CodeSpan); code {
+				// Documented: &amp; &lt; &gt; in code count as escaped.
+				check(slacktext.Unescape(string(v)))
+				break
 			}
-			check(string(v))
+			check(string(util.ResolveEntityNames(util.ResolveNumericReferences(v))))
 		case *ast.String:
 			check(string(n.Value))
 		case *ast.AutoLink:
@@ -146,7 +148,7 @@ func lostWord(md, out string) string {
 		case *ast.FencedCodeBlock, *ast.CodeBlock:
 			for i := 0; i < n.Lines().Len(); i++ {
 				seg := n.Lines().At(i)
-				check(string(seg.Value(src)))
+				check(slacktext.Unescape(string(seg.Value(src))))
 			}
 		}
 		return ast.WalkContinue, nil
