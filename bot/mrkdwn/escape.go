@@ -34,6 +34,37 @@ func EscapeText(s string) string {
 	return b.String()
 }
 
+// escapeCode escapes code (span, block or table cell content) for Slack,
+// which parses & < > inside code as well: "<@U1>" in code would mention
+// and "map<K,V>" would lose "<K,V>". An "&amp;", "&lt;" or "&gt;" already in
+// the code is taken as escaped and kept, so converting the output again
+// changes nothing; the price is that code which means those five
+// characters literally shows "&", "<" or ">" instead.
+func escapeCode(s string) string {
+	if !strings.ContainsAny(s, "&<>") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '&':
+			if rest := s[i+1:]; strings.HasPrefix(rest, "amp;") || strings.HasPrefix(rest, "lt;") || strings.HasPrefix(rest, "gt;") {
+				b.WriteByte('&')
+			} else {
+				b.WriteString("&amp;")
+			}
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
 // escapeMarkdownText escapes literal Markdown text for Slack. A character
 // reference (&amp; &copy; &#39; …) means its character in Markdown, so it is
 // decoded and the result escaped; "&amp;", "&lt;" and "&gt;" therefore come

@@ -4,7 +4,14 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
+
+	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
+
+	"github.com/logbook/logbook/session/slacktext"
 )
 
 var markdownSeeds = []string{
@@ -23,6 +30,11 @@ var markdownSeeds = []string{
 	"*a **b** c* _a *b* c_ **a _b_ c** foo**bar**baz __x__y",
 	"# * x\n# A\n===",
 	"- [x] done\n- [ ] todo\n\nSee[^1].\n\n[^1]: A note.",
+	"[Google](https://google.com)へのリンク [x](https://a.b/c)'s [y](https://a.b/(d))—",
+	"- ```\n  code `x`\n  ```\n- | a | b |\n  |---|---|\n  | <@U1> | a&b |\n\nprose",
+	"<!here> @channel <!EVERYONE> <!subteam^S1|@ops> `<!here> @everyone`\n```\n@here <!channel>\n```",
+	"he**l**lo これは**太字**です ~~Change to ~/.config~~ a\rb\r\nc",
+	"`map<string,string>` &amp;&lt; " + "*bold words that go on for a while* and more words",
 }
 
 func FuzzFromMarkdown(f *testing.F) {
@@ -41,7 +53,107 @@ func FuzzFromMarkdown(f *testing.F) {
 		if utf8.ValidString(md) && !utf8.ValidString(once) {
 			t.Fatalf("valid UTF-8 in, invalid out: %q", once)
 		}
+		if live := liveBroadcast(once); live != "" {
+			t.Fatalf("output holds a live %q\nin:  %q\nout: %q", live, md, once)
+		}
+		if utf8.ValidString(md) {
+			if w := lostWord(md, once); w != "" {
+				t.Fatalf("word %q lost\nin:  %q\nout: %q", w, md, once)
+			}
+		}
+		var sc fenceScanner
+		sc.feed(once + "\n")
+		if sc.state().open {
+			t.Fatalf("output leaves a code block open\nin:  %q\nout: %q", md, once)
+		}
+		for _, limit := range []int{40, 200} {
+			parts := Split(once, limit)
+			if got := Join(parts); got != once {
+				t.Fatalf("Join(Split(out, %d)) != out\nout:   %q\nparts: %q", limit, once, parts)
+			}
+			for i, p := range parts {
+				if fenceLines(p)%2 != 0 && !longFence(once, limit) {
+					t.Fatalf("part %d of Split(out, %d) has an odd number of fence lines\nin:    %q\nparts: %q", i, limit, md, parts)
+				}
+				if live := liveBroadcast(p); live != "" {
+					t.Fatalf("part %d holds a live %q: %q", i, live, parts)
+				}
+			}
+		}
 	})
+}
+
+// liveBroadcast returns a broadcast mention in s that Slack would act on:
+// "<!here", "<!channel", "<!everyone", "<!group", "<!subteam^", or the
+// text "@here" (etc.) as a whole word; "" if none.
+func liveBroadcast(s string) string {
+	low := strings.ToLower(s)
+	for _, m := range []string{"<!here", "<!channel", "<!everyone", "<!group", "<!subteam^"} {
+		if strings.Contains(low, m) {
+			return m
+		}
+	}
+	if n := neutralizeBroadcasts(s); n != s {
+		return "@word"
+	}
+	return ""
+}
+
+// lostWord returns a word of md's plain text (the text, code and labels a
+// reader sees, Slack tokens aside, which FromMarkdown keeps or neutralizes)
+// that out does not show, modulo markup: zero-width spaces and Slack's
+// three entities are undone before looking. "" means none is lost.
+func lostWord(md, out string) string {
+	md = normalizeNewlines(md)
+	var b strings.Builder
+	for i := 0; i < len(md); {
+		if md[i] == '<' {
+			if _, n := scanToken(md[i:]); n > 0 {
+				b.WriteRune(0xE000) // not a space, as in protect: the structure stays
+				i += n
+				continue
+			}
+		}
+		b.WriteByte(md[i])
+		i++
+	}
+	src := []byte(b.String())
+	doc := newParser().Parse(text.NewReader(src))
+	shown := slacktext.Unescape(strings.ReplaceAll(out, zwsp, ""))
+	var lost string
+	check := func(s string) {
+		for _, w := range strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+			if lost == "" && !strings.Contains(shown, w) {
+				lost = w
+			}
+		}
+	}
+	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		if !entering {
+			return ast.WalkContinue, nil
+		}
+		switch n := n.(type) {
+		case *ast.Text:
+			v := n.Segment.Value(src)
+			if _, code := n.Parent().(*ast.CodeSpan); code {
+				// Documented: &amp; &lt; &gt; in code count as escaped.
+				check(slacktext.Unescape(string(v)))
+				break
+			}
+			check(string(util.ResolveEntityNames(util.ResolveNumericReferences(v))))
+		case *ast.String:
+			check(string(n.Value))
+		case *ast.AutoLink:
+			check(string(n.Label(src)))
+		case *ast.FencedCodeBlock, *ast.CodeBlock:
+			for i := 0; i < n.Lines().Len(); i++ {
+				seg := n.Lines().At(i)
+				check(slacktext.Unescape(string(seg.Value(src))))
+			}
+		}
+		return ast.WalkContinue, nil
+	})
+	return lost
 }
 
 func FuzzSplit(f *testing.F) {

@@ -34,9 +34,10 @@ const (
 //
 // The conversion is idempotent: FromMarkdown(FromMarkdown(x)) ==
 // FromMarkdown(x). Slack tokens the model writes (<@U…>, <#C…|name>,
-// <!here>, <url|label>, <mailto:…>) pass through unchanged.
+// <url|label>, <mailto:…>) pass through unchanged; broadcast mentions
+// (<!here>, "@channel", <!subteam^…>) are made inert (see "Mentions").
 func FromMarkdown(md string) string {
-	out := convert(md)
+	out := convert(normalizeNewlines(md))
 	// One conversion is normally already a fixpoint; the loop catches rare
 	// inputs whose output still contains something Markdown would rewrite.
 	for range maxPasses - 1 {
@@ -47,6 +48,16 @@ func FromMarkdown(md string) string {
 		out = next
 	}
 	return out
+}
+
+// normalizeNewlines turns the CommonMark line endings "\r\n" and a lone
+// "\r" into "\n", the only line break Slack and the rest of this package know.
+func normalizeNewlines(s string) string {
+	if !strings.Contains(s, "\r") {
+		return s
+	}
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	return strings.ReplaceAll(s, "\r", "\n")
 }
 
 func newParser() parser.Parser {
@@ -67,7 +78,7 @@ func newParser() parser.Parser {
 	p.AddOptions(
 		parser.WithBlockParsers(util.Prioritized(extension.NewFootnoteBlockParser(), 999)),
 		parser.WithInlineParsers(
-			util.Prioritized(extension.NewStrikethroughParser(), 500),
+			util.Prioritized(strikeParser{}, 500),
 			util.Prioritized(extension.NewFootnoteParser(), 101),
 			util.Prioritized(extension.NewTaskCheckBoxParser(), 0),
 		),
@@ -127,13 +138,96 @@ func (s *emphasisParser) Parse(parent ast.Node, block text.Reader, pc parser.Con
 	return node
 }
 
+// strikeProcessor pairs "~" runs as GFM specifies: an opener closes only
+// with a run of the same length ("~~a ~/x~~" is one strike holding a "~").
+// goldmark's own processor pairs any two runs and drops the odd tilde.
+type strikeProcessor struct{}
+
+func (strikeProcessor) IsDelimiter(b byte) bool { return b == '~' }
+
+func (strikeProcessor) CanOpenCloser(opener, closer *parser.Delimiter) bool {
+	return opener.Char == closer.Char && opener.OriginalLength == closer.OriginalLength
+}
+
+func (strikeProcessor) OnMatch(consumes int) ast.Node { return east.NewStrikethrough() }
+
+type strikeParser struct{}
+
+func (strikeParser) Trigger() []byte { return []byte{'~'} }
+
+func (strikeParser) Parse(parent ast.Node, block text.Reader, pc parser.Context) ast.Node {
+	before := block.PrecendingCharacter()
+	line, segment := block.PeekLine()
+	node := parser.ScanDelimiter(line, before, 1, strikeProcessor{})
+	if node == nil || node.OriginalLength > 2 || before == '~' {
+		return nil
+	}
+	node.Segment = segment.WithStop(segment.Start + node.OriginalLength)
+	block.Advance(node.OriginalLength)
+	pc.PushDelimiter(node)
+	return node
+}
+
 // convert is one Markdown → mrkdwn pass.
 func convert(md string) string {
 	prot, src := protect(md)
 	p := newParser()
 	doc := p.Parse(text.NewReader([]byte(src)))
 	r := &renderer{src: []byte(src), prot: prot}
-	return strings.TrimRight(r.blocks(doc), "\n")
+	return neutralizeBroadcasts(strings.TrimRight(r.blocks(doc), "\n"))
+}
+
+// zwsp is U+200B ZERO WIDTH SPACE: invisible, but it ends a word for Slack.
+const zwsp = "\u200b"
+
+// broadcastWords are the "@word"s Slack may turn into a channel-wide ping.
+var broadcastWords = [...]string{"here", "channel", "everyone"}
+
+// neutralizeBroadcasts puts a zero-width space after the "@" of every
+// "@here", "@channel" and "@everyone" (any case, as a whole word), anywhere
+// in s, code included: shown the same, but never a ping. "ops@here.com"
+// and "@hereafter" are left alone.
+func neutralizeBroadcasts(s string) string {
+	if !strings.Contains(s, "@") {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != '@' || i > 0 && isWordByte(s[i-1]) {
+			continue
+		}
+		for _, w := range broadcastWords {
+			end := i + 1 + len(w)
+			if end <= len(s) && strings.EqualFold(s[i+1:end], w) {
+				if next, _ := utf8.DecodeRuneInString(s[end:]); end == len(s) || !isWordRune(next) {
+					b.WriteString(s[last : i+1])
+					b.WriteString(zwsp)
+					last = i + 1
+				}
+				break
+			}
+		}
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' || c == '+'
+}
+
+// isAlnum reports whether r is a letter, digit or combining mark: next to
+// one, a formatting marker is inside a word for Slack.
+func isAlnum(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
+}
+
+func isWordRune(r rune) bool {
+	return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
 }
 
 // protected holds the spans FromMarkdown passes through unparsed: Slack
@@ -146,8 +240,9 @@ type protected struct {
 }
 
 type span struct {
-	raw   string
-	isURL bool // a bare URL (escaped in text), not a Slack token (kept verbatim)
+	raw   string // as written: what code shows (escaped)
+	text  string // what prose shows: raw, or a broadcast made inert
+	isURL bool   // a bare URL (escaped in text), not a Slack token (kept verbatim)
 }
 
 func protect(md string) (protected, string) {
@@ -162,15 +257,20 @@ func protect(md string) (protected, string) {
 	}
 	var b strings.Builder
 	for i := 0; i < len(md); {
-		if md[i] == '<' {
-			if _, n := scanToken(md[i:]); n > 0 {
-				pr.add(&b, md[i:i+n], false)
+		// "](<url>)" is an angle-bracket link destination, not a Slack link.
+		if md[i] == '<' && !strings.HasSuffix(md[:i], "](") {
+			if tok, n := scanToken(md[i:]); n > 0 {
+				pr.addToken(&b, md[i:i+n], tok)
 				i += n
 				continue
 			}
 		}
 		if md[i] == 'h' || md[i] == 'H' {
-			if n := scanBareURL(md, i); n > 0 {
+			n := scanBareURL(md, i)
+			if strings.HasSuffix(md[:i], "](") {
+				n = scanDestURL(md, i)
+			}
+			if n > 0 {
 				pr.add(&b, md[i:i+n], true)
 				i += n
 				continue
@@ -183,10 +283,40 @@ func protect(md string) (protected, string) {
 }
 
 func (p *protected) add(b *strings.Builder, raw string, isURL bool) {
+	p.addSpan(b, span{raw: raw, text: raw, isURL: isURL})
+}
+
+// addToken protects a Slack token. A broadcast (<!here>, <!channel>,
+// <!everyone>, <!subteam^…>, any "!" token but a date) is shown in prose as
+// inert text ("@\u200bhere"), never as markup: model output must not ping.
+func (p *protected) addToken(b *strings.Builder, raw string, tok slacktext.Token) {
+	sp := span{raw: raw, text: raw}
+	word, arg, _ := strings.Cut(tok.Target[1:], "^")
+	if tok.Target[0] == '!' && !strings.EqualFold(word, "date") {
+		name := word
+		if strings.EqualFold(word, "subteam") {
+			id, _, _ := strings.Cut(arg, "^")
+			name = cmpOr(strings.TrimPrefix(tok.Label, "@"), id, word)
+		}
+		sp.text = "@" + zwsp + name
+	}
+	p.addSpan(b, sp)
+}
+
+func (p *protected) addSpan(b *strings.Builder, sp span) {
 	b.WriteRune(p.marker)
 	b.WriteString(strconv.Itoa(len(p.spans)))
 	b.WriteRune(p.marker)
-	p.spans = append(p.spans, span{raw: raw, isURL: isURL})
+	p.spans = append(p.spans, sp)
+}
+
+func cmpOr(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 type expandMode int
@@ -226,9 +356,9 @@ func (p *protected) expand(b *strings.Builder, s string, mode expandMode, lit fu
 		case mode == expandRaw:
 			b.WriteString(sp.raw)
 		case mode == expandText && !sp.isURL:
-			b.WriteString(sp.raw)
+			b.WriteString(sp.text)
 		default:
-			escapeMarkdownText(b, sp.raw)
+			escapeMarkdownText(b, sp.text)
 		}
 		s = s[i+ml+j+ml:]
 	}
@@ -357,7 +487,7 @@ func (r *renderer) codeBlock(n ast.Node) string {
 		seg := lines.At(i)
 		content.Write(seg.Value(r.src))
 	}
-	body := r.prot.expandString(content.String(), expandRaw)
+	body := escapeCode(r.prot.expandString(content.String(), expandRaw))
 	return fenced(body)
 }
 
@@ -417,9 +547,13 @@ func (r *renderer) list(l *ast.List) string {
 			num++
 		}
 		body := r.listItem(item)
-		if body == "" {
+		switch {
+		case body == "":
 			b.WriteString(marker)
-		} else {
+		case startsFence(body):
+			// After "• " a fence is no fence: it must start its own line.
+			b.WriteString(marker + "\n" + body)
+		default:
 			b.WriteString(marker + " " + body)
 		}
 		i++
@@ -439,7 +573,7 @@ func (r *renderer) listItem(item ast.Node) string {
 			continue
 		}
 		if _, nested := c.(*ast.List); nested && !first {
-			s = prefixLines(s, nestIndent, "")
+			s = indentOutsideCode(s, nestIndent)
 		}
 		if !first {
 			b.WriteString(r.separator(c, s))
@@ -448,6 +582,21 @@ func (r *renderer) listItem(item ast.Node) string {
 		b.WriteString(s)
 	}
 	return b.String()
+}
+
+// indentOutsideCode prefixes the non-empty lines of s with indent, except
+// code block lines: an indented fence is no longer a fence for Slack.
+func indentOutsideCode(s, indent string) string {
+	lines := strings.Split(s, "\n")
+	var st fenceState
+	for i, l := range lines {
+		next := st.next(l)
+		if l != "" && !st.open && !next.open {
+			lines[i] = indent + l
+		}
+		st = next
+	}
+	return strings.Join(lines, "\n")
 }
 
 // table renders a GFM table as aligned columns inside a code block, padding
@@ -491,7 +640,7 @@ func writeRow(b *strings.Builder, row []string, widths []int) {
 		if i < len(row) {
 			c = row[i]
 		}
-		b.WriteString(" " + c + strings.Repeat(" ", max(0, w-displayWidth(c))) + " |")
+		b.WriteString(" " + EscapeText(c) + strings.Repeat(" ", max(0, w-displayWidth(c))) + " |")
 	}
 	b.WriteString("\n")
 }
@@ -546,10 +695,58 @@ type ctx struct {
 
 func (r *renderer) inlines(n ast.Node, c ctx) string {
 	var b strings.Builder
+	afterMarker := false // b ends with a closing marker wrap added
 	for ch := n.FirstChild(); ch != nil; ch = ch.NextSibling() {
-		r.inline(&b, ch, c)
+		if !isFormat(ch) {
+			if !afterMarker {
+				r.inline(&b, ch, c)
+				continue
+			}
+			var t strings.Builder
+			r.inline(&t, ch, c)
+			if first, _ := utf8.DecodeRuneInString(t.String()); isAlnum(first) {
+				b.WriteString(zwsp)
+			}
+			b.WriteString(t.String())
+			afterMarker = t.Len() == 0 && afterMarker
+			continue
+		}
+		s, wrapped := r.format(ch, c)
+		if wrapped {
+			// Slack formats only at word boundaries: "he*l*lo" is no bold.
+			last, _ := utf8.DecodeLastRuneInString(b.String())
+			if afterMarker || isAlnum(last) {
+				b.WriteString(zwsp)
+			}
+		}
+		b.WriteString(s)
+		afterMarker = wrapped || s == "" && afterMarker
 	}
 	return b.String()
+}
+
+func isFormat(n ast.Node) bool {
+	switch n.(type) {
+	case *ast.Emphasis, *east.Strikethrough:
+		return true
+	}
+	return false
+}
+
+// format renders emphasis or strikethrough and reports whether it wrapped
+// it in markers.
+func (r *renderer) format(n ast.Node, c ctx) (string, bool) {
+	switch n := n.(type) {
+	case *ast.Emphasis:
+		marker, _ := n.AttributeString(markerAttr)
+		if n.Level >= 2 || marker == byte('*') {
+			return r.wrap(n, "*", c.bold, ctx{bold: true, italic: c.italic, strike: c.strike, label: c.label})
+		}
+		return r.wrap(n, "_", c.italic, ctx{bold: c.bold, italic: true, strike: c.strike, label: c.label})
+	case *east.Strikethrough:
+		return r.wrap(n, "~", c.strike, ctx{bold: c.bold, italic: c.italic, strike: true, label: c.label})
+	}
+	return "", false
 }
 
 func (r *renderer) literal(b *strings.Builder, s string, c ctx) {
@@ -568,26 +765,19 @@ func (r *renderer) inline(b *strings.Builder, n ast.Node, c ctx) {
 		case (n.HardLineBreak() || n.SoftLineBreak()) && c.label:
 			b.WriteString(" ") // a link label must stay on one line
 		case n.HardLineBreak() || n.SoftLineBreak():
+			if strings.HasSuffix(b.String(), `\`) {
+				// A "\" ending a line would be a hard break on a second pass.
+				b.WriteString(zwsp)
+			}
 			b.WriteString("\n")
 		}
 	case *ast.String:
 		r.literal(b, string(n.Value), c)
 	case *ast.CodeSpan:
-		if c.label {
-			// Inside <url|label> a raw '>' would end the link early.
-			b.WriteString(EscapeText(r.codeSpan(n)))
-			return
-		}
-		b.WriteString(r.codeSpan(n))
-	case *ast.Emphasis:
-		marker, _ := n.AttributeString(markerAttr)
-		if n.Level >= 2 || marker == byte('*') {
-			r.wrap(b, n, "*", c.bold, ctx{bold: true, italic: c.italic, strike: c.strike, label: c.label})
-		} else {
-			r.wrap(b, n, "_", c.italic, ctx{bold: c.bold, italic: true, strike: c.strike, label: c.label})
-		}
-	case *east.Strikethrough:
-		r.wrap(b, n, "~", c.strike, ctx{bold: c.bold, italic: c.italic, strike: true, label: c.label})
+		b.WriteString(r.codeSpan(n)) // escaped, so also safe inside <url|label>
+	case *ast.Emphasis, *east.Strikethrough:
+		s, _ := r.format(n, c)
+		b.WriteString(s)
 	case *ast.Link:
 		r.link(b, string(n.Destination), r.inlines(n, ctx{label: true}), c)
 	case *ast.Image:
@@ -619,13 +809,12 @@ func (r *renderer) inline(b *strings.Builder, n ast.Node, c ctx) {
 
 // wrap renders n's children between marker characters, unless the same
 // formatting is already open (Slack cannot nest it).
-func (r *renderer) wrap(b *strings.Builder, n ast.Node, marker string, open bool, inner ctx) {
+func (r *renderer) wrap(n ast.Node, marker string, open bool, inner ctx) (string, bool) {
 	s := r.inlines(n, inner)
 	if open || !wrappable(s, marker) {
-		b.WriteString(s)
-		return
+		return s, false
 	}
-	b.WriteString(marker + s + marker)
+	return marker + s + marker, true
 }
 
 // wrappable reports whether marker+s+marker reads as formatting: Slack (and
@@ -711,7 +900,7 @@ func (r *renderer) codeSpan(n *ast.CodeSpan) string {
 	}
 	open, pad := r.runBefore(first)
 	closeRun, padAfter := r.runAfter(last)
-	body := r.prot.expandString(content.String(), expandRaw)
+	body := escapeCode(r.prot.expandString(content.String(), expandRaw))
 	return strings.Repeat("`", open) + pad + body + padAfter + strings.Repeat("`", closeRun)
 }
 

@@ -70,9 +70,9 @@ func TestFromMarkdown(t *testing.T) {
 		{"quote lazy line", "> a\nb", "> a\n> b"},
 		{"quote with list", "> - x", "> • x"},
 		{"list after quote", "> note\n- item", "> note\n\n• item"},
-		{"code span untouched", "`a < b && **c**`", "`a < b && **c**`"},
+		{"code span escaped only", "`a < b && **c**`", "`a &lt; b &amp;&amp; **c**`"},
 		{"double backtick span", "`` a ` b ``", "`` a ` b ``"},
-		{"fence language dropped", "```go\nif a < b && c {\n\t**x**\n}\n```", "```\nif a < b && c {\n\t**x**\n}\n```"},
+		{"fence language dropped", "```go\nif a < b && c {\n\t**x**\n}\n```", "```\nif a &lt; b &amp;&amp; c {\n\t**x**\n}\n```"},
 		{"tilde fence", "~~~\nx\n~~~", "```\nx\n```"},
 		{"indented code", "    x := 1\n    y", "```\nx := 1\ny\n```"},
 		{"fence holding backticks", "````\n```\n````", "````\n```\n````"},
@@ -96,7 +96,7 @@ func TestFromMarkdown(t *testing.T) {
 		{"html is text", "<div>\n**x**\n</div>", "&lt;div&gt;\n*x*\n&lt;/div&gt;"},
 		{"slack user", "hi <@U0000001>!", "hi <@U0000001>!"},
 		{"slack channel", "see <#C0000001|general>", "see <#C0000001|general>"},
-		{"slack special", "<!here> <!channel> <!subteam^S1|@ops>", "<!here> <!channel> <!subteam^S1|@ops>"},
+		{"slack broadcasts made inert", "<!here> <!channel> <!subteam^S1|@ops>", "@\u200bhere @\u200bchannel @\u200bops"},
 		{"slack link with label", "<https://x.com/a_b?q=1&amp;r=2|the *docs*>", "<https://x.com/a_b?q=1&amp;r=2|the *docs*>"},
 		{"slack mailto", "<mailto:a@b.co|mail me>", "<mailto:a@b.co|mail me>"},
 		{"slack date", "<!date^1700000000^{date_short}|Nov 14>", "<!date^1700000000^{date_short}|Nov 14>"},
@@ -104,7 +104,7 @@ func TestFromMarkdown(t *testing.T) {
 		{"code in link label", "[`a>b`](https://e.com)", "<https://e.com|`a&gt;b`>"},
 		{"line break in link label", "[a\nb](https://e.com)", "<https://e.com|a b>"},
 		{"token inside bold", "**<@U1> said**", "*<@U1> said*"},
-		{"token in code", "`<@U1>` and `https://x.com/*a*`", "`<@U1>` and `https://x.com/*a*`"},
+		{"token in code", "`<@U1>` and `https://x.com/*a*`", "`&lt;@U1&gt;` and `https://x.com/*a*`"},
 		{"escape in heading", "# a<b", "*a&lt;b*"},
 		{"escape in list", "- x > y & z", "• x &gt; y &amp; z"},
 		{"escape in quote", "> <b>", "> &lt;b&gt;"},
@@ -192,5 +192,182 @@ func BenchmarkFromMarkdown(b *testing.B) {
 		for b.Loop() {
 			FromMarkdown(in)
 		}
+	})
+}
+
+// checkMarkdown runs FromMarkdown table tests and checks idempotence.
+func checkMarkdown(t *testing.T, tests []struct{ name, in, want string }) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := FromMarkdown(tt.in)
+			if got != tt.want {
+				t.Fatalf("FromMarkdown(%q)\n got %q\nwant %q", tt.in, got, tt.want)
+			}
+			if again := FromMarkdown(got); again != got {
+				t.Fatalf("not idempotent: %q → %q", got, again)
+			}
+		})
+	}
+}
+
+// A lone "\r" and "\r\n" are line endings, as in CommonMark.
+func TestFromMarkdownCarriageReturn(t *testing.T) {
+	t.Parallel()
+	checkMarkdown(t, []struct{ name, in, want string }{
+		{"lone cr is a line break", "a\rb", "a\nb"},
+		{"crlf", "a\r\nb", "a\nb"},
+		{"cr paragraphs", "a\r\rb", "a\n\nb"},
+		{"cr list", "- a\r- b", "• a\n• b"},
+		{"cr heading", "# T\rbody", "*T*\nbody"},
+		{"cr in code block", "```\rx\ry\r```", "```\nx\ny\n```"},
+		{"mixed", "a\r\n\rb\rc", "a\n\nb\nc"},
+	})
+}
+
+// GFM strikethrough pairs only runs of equal length, so a "~" inside
+// "~~…~~" is text.
+func TestFromMarkdownTildeInStrike(t *testing.T) {
+	t.Parallel()
+	checkMarkdown(t, []struct{ name, in, want string }{
+		{"home dir in strike", "~~Change to ~/.config~~", "~Change to ~/.config~"},
+		{"lone tilde in strike", "~~a ~ b~~", "~a ~ b~"},
+		{"approx in strike", "~~costs ~5 USD~~ now", "~costs ~5 USD~ now"},
+		{"nested strike flattens", "~~x ~y~ z~~", "~x y z~"},
+		{"tilde path outside", "cd ~/src and ~~old~~", "cd ~/src and ~old~"},
+	})
+}
+
+// A link converts whatever character follows its closing parenthesis: the
+// bare-URL scanner must stop where the link destination ends.
+func TestFromMarkdownLinkFollowedByText(t *testing.T) {
+	t.Parallel()
+	checkMarkdown(t, []struct{ name, in, want string }{
+		{"japanese after link", "[Google](https://google.com)へのリンク", "<https://google.com|Google>へのリンク"},
+		{"possessive", "[x](https://a.b/c)'s", "<https://a.b/c|x>'s"},
+		{"em dash", "[x](https://a.b/c)—next", "<https://a.b/c|x>—next"},
+		{"letter", "[x](https://a.b/c)abc", "<https://a.b/c|x>abc"},
+		{"closing paren", "([x](https://a.b/c))", "(<https://a.b/c|x>)"},
+		{"parens in url", "[w](https://en.wikipedia.org/wiki/Go_(lang))s", "<https://en.wikipedia.org/wiki/Go_(lang)|w>s"},
+		{"title", `[x](https://a.b/c "T")'s`, "<https://a.b/c|x>'s"},
+		{"image", "![a](https://i.example/p.png)!x", "<https://i.example/p.png|a>!x"},
+		{"two links", "[a](https://a.b/1)/[b](https://a.b/2)x", "<https://a.b/1|a>/<https://a.b/2|b>x"},
+		{"angle destination", "[x](<https://a.b/c>)'s", "<https://a.b/c|x>'s"},
+		{"bold after", "[x](https://a.b/c)**b**", "<https://a.b/c|x>*b*"},
+		{"escaped paren in url", `[x](https://a.b/c\)d)'s`, "<https://a.b/c)d|x>'s"},
+		{"not a link keeps url", "x](https://a.b/c)'s", "x](https://a.b/c)'s"},
+	})
+}
+
+// A code block or table that opens a list item must still start on a line
+// of its own: after "• " its fence is not a fence, and everything after it
+// would be read as code.
+func TestFromMarkdownListItemStartsWithFence(t *testing.T) {
+	t.Parallel()
+	checkMarkdown(t, []struct{ name, in, want string }{
+		{"bullet code", "- ```\n  code\n  ```\n- b\n\nprose *b*", "•\n```\ncode\n```\n• b\n\nprose *b*"},
+		{"ordered code", "1. ```\n   x\n   ```\n2. y", "1.\n```\nx\n```\n2. y"},
+		{"bullet table", "- | a | b |\n  |---|---|\n  | 1 | 2 |\n- next\n\npara", "•\n```\n| a | b |\n| - | - |\n| 1 | 2 |\n```\n• next\n\npara"},
+		{"indented code item", "-     x := 1\n- y", "•\n```\nx := 1\n```\n• y"},
+		{"nested item code", "- a\n  - ```\n    x\n    ```\n  - b\n- c", "• a\n\u00a0\u00a0\u00a0\u00a0•\n```\nx\n```\n\u00a0\u00a0\u00a0\u00a0• b\n• c"},
+		{"nested item with code later", "- a\n  - b:\n    ```\n    x\n    ```\n- c", "• a\n\u00a0\u00a0\u00a0\u00a0• b:\n```\nx\n```\n• c"},
+		{"task item code", "- [ ] todo\n  ```\n  x\n  ```", "• ☐ todo\n```\nx\n```"},
+		{"quoted item code", "> - ```\n>   x\n>   ```", "> •\n> ```\n> x\n> ```"},
+	})
+}
+
+// Prose after a list whose items hold code stays outside code blocks, and
+// the output's fences pair up line by line, as Split and Slack read them.
+func TestFromMarkdownFencesPair(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		"- ```\n  code\n  ```\n- b\n\nPROSE",
+		"- | a |\n  |---|\n  | 1 |\n- b\n\nPROSE",
+		"- a\n  - ```\n    x\n    ```\n- b\n\nPROSE",
+		"1. x\n   1. | a |\n      |---|\n      | 1 |\n2. y\n\nPROSE",
+		"1. ```\n   x\n   ```\n2. y\n\nPROSE",
+	} {
+		out := FromMarkdown(in)
+		var st fenceState
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "PROSE") && st.open {
+				t.Errorf("FromMarkdown(%q) = %q puts prose in code", in, out)
+			}
+			st = st.next(line)
+		}
+		if st.open {
+			t.Errorf("FromMarkdown(%q) = %q leaves a code block open", in, out)
+		}
+	}
+}
+
+// Slack parses & < > in code too: "`map<string,string>`" would show as
+// "mapstring,string". Code spans, code blocks and table cells are escaped.
+func TestFromMarkdownEscapesCode(t *testing.T) {
+	t.Parallel()
+	checkMarkdown(t, []struct{ name, in, want string }{
+		{"generic type in span", "`map<string,string>`", "`map&lt;string,string&gt;`"},
+		{"operators in span", "`a < b && c > d`", "`a &lt; b &amp;&amp; c &gt; d`"},
+		{"slack token in span", "`<@U1>` and `<https://x.com|y>`", "`&lt;@U1&gt;` and `&lt;https://x.com|y&gt;`"},
+		{"html in block", "```html\n<div class=\"a\">&nbsp;</div>\n```", "```\n&lt;div class=\"a\"&gt;&amp;nbsp;&lt;/div&gt;\n```"},
+		{"indented block", "    if a<b {}", "```\nif a&lt;b {}\n```"},
+		{"escaped entity stays", "`&lt;` `&amp;` `&gt;`", "`&lt;` `&amp;` `&gt;`"},
+		{"table cells", "| a<b | c&d |\n|--|--|\n| <x> | `y>z` |", "```\n| a&lt;b | c&amp;d |\n| --- | --- |\n| &lt;x&gt; | y&gt;z |\n```"},
+		{"table token cell", "| who |\n|--|\n| <@U1> |", "```\n| who   |\n| ----- |\n| &lt;@U1&gt; |\n```"},
+		{"span in link label", "[`a>b`](https://e.com)", "<https://e.com|`a&gt;b`>"},
+		{"entity text in cell", "| &amp;amp; |\n|--|\n| x |", "```\n| &amp;amp; |\n| ----- |\n| x     |\n```"},
+		{"span in table with pipe", "| `a\\|b` |\n|--|\n| x |", "```\n| a|b |\n| --- |\n| x   |\n```"},
+	})
+}
+
+// Model output is untrusted: no broadcast mention it writes may ping, in
+// any form or place, and each stays visible as text.
+func TestFromMarkdownNeutralizesBroadcasts(t *testing.T) {
+	t.Parallel()
+	const z = "\u200b"
+	checkMarkdown(t, []struct{ name, in, want string }{
+		{"raw here", "<!here> look", "@" + z + "here look"},
+		{"raw channel and everyone", "<!channel> <!everyone>", "@" + z + "channel @" + z + "everyone"},
+		{"labelled here", "<!here|here>", "@" + z + "here"},
+		{"upper case", "<!HERE>", "@" + z + "HERE"},
+		{"group", "<!group>", "@" + z + "group"},
+		{"subteam with label", "<!subteam^S1|@ops> please", "@" + z + "ops please"},
+		{"subteam without label", "<!subteam^S0000001>", "@" + z + "S0000001"},
+		{"text here", "@here the build broke", "@" + z + "here the build broke"},
+		{"text channel and everyone", "hi @channel, @everyone.", "hi @" + z + "channel, @" + z + "everyone."},
+		{"text case", "@Here", "@" + z + "Here"},
+		{"in bold", "**@here now**", "*@" + z + "here now*"},
+		{"in code span", "`<!here>` `@here`", "`&lt;!here&gt;` `@" + z + "here`"},
+		{"in code block", "```\n<!channel> @channel\n```", "```\n&lt;!channel&gt; @" + z + "channel\n```"},
+		{"in table", "| who |\n|--|\n| <!everyone> |\n| @here |", "```\n| who         |\n| ----------- |\n| &lt;!everyone&gt; |\n| @" + z + "here       |\n```"},
+		{"in link label", "[@here](https://x.com) <https://y.com|@channel>", "<https://x.com|@" + z + "here> <https://y.com|@" + z + "channel>"},
+		{"entity form stays text", "&lt;!here&gt;", "&lt;!here&gt;"},
+		{"email is not a mention", "ops@here.com and @hereafter", "ops@here.com and @hereafter"},
+		{"user mention kept", "<@U0000001> asked", "<@U0000001> asked"},
+		{"date kept", "<!date^1700000000^{date_short}|Nov 14>", "<!date^1700000000^{date_short}|Nov 14>"},
+	})
+}
+
+// Slack formats *b*, _i_ and ~s~ only at word boundaries: next to a letter
+// or digit a zero-width space goes between, as slackify-markdown does.
+func TestFromMarkdownEmphasisWordBoundary(t *testing.T) {
+	t.Parallel()
+	const z = "\u200b"
+	checkMarkdown(t, []struct{ name, in, want string }{
+		{"inside a word", "he**l**lo", "he" + z + "*l*" + z + "lo"},
+		{"japanese", "これは**太字**です", "これは" + z + "*太字*" + z + "です"},
+		{"before only", "x**b**", "x" + z + "*b*"},
+		{"after only", "**b**x", "*b*" + z + "x"},
+		{"digits", "1**2**3", "1" + z + "*2*" + z + "3"},
+		{"italic star is bold", "a*b*c", "a" + z + "*b*" + z + "c"},
+		{"strike", "a~~b~~c", "a" + z + "~b~" + z + "c"},
+		{"japanese italic", "日本*語*です", "日本" + z + "*語*" + z + "です"},
+		{"spaces need nothing", "a **b** c", "a *b* c"},
+		{"punctuation needs nothing", "(**b**), **c**.", "(*b*), *c*."},
+		{"snake case untouched", "a_b_c", "a_b_c"},
+		{"in link label", "[x**y**](https://e.com)", "<https://e.com|x" + z + "*y*>"},
+		{"two in a row", "**a**__b__", "*a*" + z + "*b*"},
+		{"bold then strike", "**a**~~b~~", "*a*" + z + "~b~"},
 	})
 }

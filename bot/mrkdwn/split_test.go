@@ -154,3 +154,68 @@ func BenchmarkSplit(b *testing.B) {
 		}
 	})
 }
+
+// Split never cuts inside an entity, a <…> token or a code span, and
+// avoids cutting inside a bold, italic or strike pair; if it must, it
+// closes the pair at the end of the part and reopens it in the next.
+func TestSplitKeepsInlineMarkup(t *testing.T) {
+	t.Parallel()
+	x13 := strings.Repeat("x", 13)
+	tests := []struct {
+		name  string
+		text  string
+		limit int
+		want  []string
+	}{
+		{"entity", x13 + "&amp;yyyy", 16, []string{x13, "&amp;yyyy"}},
+		{"entity lt", "a b " + x13 + "&lt;c", 20, []string{"a b " + x13, "&lt;c"}},
+		{"link token", "see <https://e.com/a|the docs page> now and more", 32, []string{"see ", "<https://e.com/a|the docs page> ", "now and more"}},
+		{"user token", x13 + "<@U0000001> hi", 16, []string{x13, "<@U0000001> hi"}},
+		{"code span", "run `go test ./...` then", 18, []string{"run ", "`go test ./...` ", "then"}},
+		{"bold pair", "aaaa *bold text more* b", 16, []string{"aaaa ", "*bold text more*", " b"}},
+		{"italic pair", "aaaa _it al ic_ bb", 16, []string{"aaaa _it al ic_ ", "bb"}},
+		{"italic pair late", "aaaa bb _it al ic_ b", 16, []string{"aaaa bb ", "_it al ic_ b"}},
+		{"forced bold", "*aaaa bbbb cccc dddd eeee*", 16, []string{"*aaaa bbbb* ", "*cccc dddd eeee*"}},
+		{"forced bold and italic", "*aa _bb cc dd ee ff_ gg*", 16, []string{"*aa _bb cc dd_* ", "*_ee ff_ gg*"}},
+		{"entity in code block", "```\n" + strings.Repeat("y", 9) + "&amp;&lt;\n```", 20, []string{"```\n" + strings.Repeat("y", 9) + "\n```\n", "```\n&amp;&lt;\n```"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := Split(tt.text, tt.limit)
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("Split(%q, %d)\n got %q\nwant %q", tt.text, tt.limit, got, tt.want)
+			}
+			checkParts(t, tt.text, got, tt.limit)
+		})
+	}
+}
+
+// A cut inside a code line must not glue the reopening fence onto the rest
+// of the line: "```x`y" is no fence, and the next part's fences would not
+// pair.
+func TestSplitMidLineInCode(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		text  string
+		limit int
+	}{
+		{"backticks in long line", "```\n" + strings.Repeat("a`b ", 40) + "\n```", 30},
+		{"backtick right after cut", "```\n" + strings.Repeat("x", 20) + "`y`\n```\nafter", 24},
+		{"long line then short", "```\n" + strings.Repeat("q=`v` ", 30) + "\nshort\n```\n", 40},
+		{"json line", "```\n" + strings.Repeat(`{"k":"`+"`"+`x"},`, 50) + "\n```", 64},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			parts := Split(tt.text, tt.limit)
+			checkParts(t, tt.text, parts, tt.limit)
+			for i, p := range parts {
+				if n := fenceLines(p); n%2 != 0 {
+					t.Fatalf("part %d has %d fence lines: %q", i, n, p)
+				}
+			}
+		})
+	}
+}

@@ -45,6 +45,41 @@ func scanBareURL(s string, i int) (n int) {
 	return len(u)
 }
 
+// scanDestURL reads an http(s) URL at s[i:] that starts a link destination
+// ("](" precedes it): it runs to white space or to the ')' that closes the
+// destination, whatever follows that, so "[x](https://a.b)'s" keeps its
+// link. n == 0 means none.
+func scanDestURL(s string, i int) (n int) {
+	rest := s[i:]
+	if !(hasPrefixFold(rest, "https://") || hasPrefixFold(rest, "http://")) {
+		return 0
+	}
+	depth := 0
+	end := len(rest)
+scan:
+	for j := 0; j < len(rest); j++ {
+		switch rest[j] {
+		case '\\': // an escaped ')' does not close the destination
+			j++
+		case ' ', '\t', '\r', '\n', '<', '>', '`':
+			end = j
+			break scan
+		case '(':
+			depth++
+		case ')':
+			if depth == 0 {
+				end = j
+				break scan
+			}
+			depth--
+		}
+	}
+	if strings.Index(rest[:end], "://")+3 >= end {
+		return 0
+	}
+	return end
+}
+
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }

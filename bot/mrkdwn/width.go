@@ -21,7 +21,7 @@ func displayWidth(s string) int {
 func runeWidth(r rune) int {
 	switch {
 	case r == 0x200D, r >= 0xFE00 && r <= 0xFE0F, r >= 0x1F3FB && r <= 0x1F3FF,
-		unicode.In(r, unicode.Mn, unicode.Me):
+		unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf):
 		return 0
 	case r < 0x1100:
 		return 1
