@@ -62,6 +62,42 @@ type Turn struct {
 	// Through): messages that arrive while the turn runs are kept for the next turn. 0: no
 	// bound, every message is answered.
 	Through int64
+	// Live is told of the turn's progress as it happens (nil: no live view). See Live.
+	Live Live
+}
+
+// Live is told of a turn's progress while it runs, for the live view in Slack: a status, the
+// model's text as it is written, a card per tool call. The log stays the record; Live is
+// best-effort, must return quickly, and never fails the turn. Calls come from the turn's
+// goroutine, in order.
+type Live interface {
+	// Status says in a few words what the turn does now ("thinking", "running `make test`").
+	Status(text string)
+	// Text is the next piece of the text of the model call in progress, as it streams.
+	Text(delta string)
+	// EndRound: the model call in progress ended. reply says its text is the turn's reply
+	// (stored as an assistant_message without tool calls); otherwise the text, if any,
+	// came with tool calls, whose Tool progress follows.
+	EndRound(reply bool)
+	// Tool: a tool call changed state.
+	Tool(p ToolProgress)
+}
+
+// Tool call states of ToolProgress.Status, as Slack's task cards name them.
+const (
+	ToolPending    = "pending"     // the model asked for it
+	ToolInProgress = "in_progress" // it runs
+	ToolComplete   = "complete"    // its result is stored
+	ToolError      = "error"       // its result is an error
+)
+
+// ToolProgress is the state of one tool call, for a task card.
+type ToolProgress struct {
+	CallID string
+	Name   string
+	Title  string // what runs, one line: "run_command: make test"
+	Status string // ToolPending, ToolInProgress, ToolComplete, ToolError
+	Output string // a short excerpt of the result once there is one
 }
 
 // Reply is the outcome of a turn.

@@ -78,6 +78,10 @@ type Request struct {
 	Tools     []ToolSpec
 	NoTools   bool  // tools stay declared (the history may use them) but the model must not call one
 	MaxTokens int64 // output tokens
+	// OnText, when set, asks the provider to stream: it is called with each piece of text as
+	// the model writes it, in order, before Complete returns the whole Response (whose Text
+	// is the concatenation). Providers that cannot stream call it once with the whole text.
+	OnText func(delta string)
 }
 
 // Response is a model's answer to a Request.
