@@ -33,7 +33,7 @@ type readDeps struct {
 }
 
 func openRead(ctx context.Context, e env) (*readDeps, error) {
-	dsn, err := databaseURL(e)
+	dsn, err := cliDatabaseURL(ctx, e)
 	if err != nil {
 		return nil, err
 	}
