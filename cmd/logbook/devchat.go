@@ -81,12 +81,15 @@ func (c *chat) run(ctx context.Context, inputs <-chan input) error {
 // handle acts on one input; it returns true for /quit.
 func (c *chat) handle(ctx context.Context, in input) bool {
 	line := in.text
-	if c.echo {
-		c.printf("%s\n", line)
-	}
 	if in.note != "" {
+		if c.echo {
+			c.printf("%s\n", cutRunes(line, 60))
+		}
 		c.printf("%s\n", in.note)
 		return false
+	}
+	if c.echo {
+		c.printf("%s\n", line)
 	}
 	cmd, arg, _ := strings.Cut(line, " ")
 	arg = strings.TrimSpace(arg)
@@ -336,4 +339,13 @@ func (c *chat) signInLink() string {
 		return ""
 	}
 	return link
+}
+
+// cutRunes shortens s to n characters, marking the cut with an ellipsis.
+func cutRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
 }

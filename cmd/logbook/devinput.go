@@ -24,11 +24,10 @@ const (
 	fence = `"""`
 )
 
-// input is one message or command typed into the chat, or a note saying why something typed
-// is not sent.
+// input is one message or command typed into the chat.
 type input struct {
 	text string
-	note string // set: nothing is sent; say this
+	note string // set: text is not sent; say this instead
 }
 
 // readInputs reads in until it ends and sends what was typed on the channel it returns,
@@ -112,12 +111,12 @@ func readInputs(ctx context.Context, in io.Reader, window time.Duration) <-chan 
 func checkInput(lines []string, tty bool) input {
 	text := strings.TrimSpace(strings.Join(lines, "\n"))
 	if n := utf8.RuneCountInString(text); n > slackMaxChars {
-		return input{note: fmt.Sprintf("(not sent: %d characters; Slack takes at most 40,000 in one message — split it)", n)}
+		return input{text: text, note: fmt.Sprintf("(not sent: %d characters; Slack takes at most 40,000 in one message — split it)", n)}
 	}
 	if tty {
 		for _, l := range lines {
 			if len(l) == ttyLineMax {
-				return input{note: "(not sent: a line of 4,095 bytes is the most a terminal passes on, so it probably cut this one; " +
+				return input{text: text, note: "(not sent: a line of 4,095 bytes is the most a terminal passes on, so it probably cut this one; " +
 					"send long text with /send FILE, or pipe it into logbook dev between \"\"\" lines)"}
 			}
 		}
