@@ -247,7 +247,7 @@ LOGBOOK_WORKSPACE_DOMAIN (acme.slack.com), a link to the message in Slack.
 			hits, err := d.searcher.Search(ctx, q)
 			if errors.Is(err, search.ErrEmptyQuery) || errors.Is(err, search.ErrInvalidQuery) {
 				fmt.Fprintln(e.stderr, "logbook search:", err)
-				return usageError{err}
+				return flagError{err}
 			}
 			if err != nil {
 				return err
@@ -328,5 +328,5 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 // usage reports a bad argument the way flag errors are reported: message, then usage.
 func usage(e env, c *cobra.Command, err error) error {
 	fmt.Fprintf(e.stderr, "logbook %s: %v\n%s", c.Name(), err, c.UsageString())
-	return usageError{err}
+	return flagError{err}
 }
