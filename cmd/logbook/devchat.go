@@ -27,6 +27,8 @@ type chat struct {
 	signIn *web.SignIn
 	echo   bool // piped input: print what "you" said, and read the next line only once answered
 
+	prompted bool // "you> " is the last thing printed
+
 	thread  string             // the current thread's ts; "" before the first message
 	listed  []string           // thread ts values of the last /threads
 	waiting map[string]pending // thread → its newest message not answered yet
@@ -42,9 +44,15 @@ type pending struct {
 // replyPatience is how long piped input waits for a turn before going on.
 const replyPatience = 10 * time.Minute
 
-func (c *chat) printf(format string, a ...any) { fmt.Fprintf(c.out, format, a...) }
+func (c *chat) printf(format string, a ...any) {
+	c.prompted = false
+	fmt.Fprintf(c.out, format, a...)
+}
 
-func (c *chat) prompt() { c.printf("you> ") }
+func (c *chat) prompt() {
+	c.printf("you> ")
+	c.prompted = true
+}
 
 // run reads inputs until they end, /quit or ctx; it returns nil then.
 func (c *chat) run(ctx context.Context, inputs <-chan input) error {
@@ -71,7 +79,7 @@ func (c *chat) run(ctx context.Context, inputs <-chan input) error {
 				c.prompt()
 			}
 		case <-tick.C:
-			if c.refresh(ctx) && len(c.waiting) == 0 {
+			if c.refresh(ctx) && (len(c.waiting) == 0 || !c.echo) {
 				c.prompt()
 			}
 		}
@@ -186,7 +194,8 @@ func (c *chat) markShown(thread string) {
 }
 
 // refresh prints the bot's new messages in the threads waiting for an answer and forgets
-// those whose turn completed. It reports whether a thread stopped waiting.
+// those whose turn completed. It reports whether it printed a reply or a thread stopped
+// waiting.
 func (c *chat) refresh(ctx context.Context) bool {
 	done := false
 	for thread, p := range c.waiting {
@@ -201,6 +210,10 @@ func (c *chat) refresh(ctx context.Context) bool {
 				continue
 			}
 			c.shown[m.TS] = true
+			done = true
+			if c.prompted {
+				c.printf("\r") // the reply takes the prompt's place; the prompt follows it
+			}
 			who := "logbook"
 			if thread != c.thread {
 				who = "logbook (thread " + thread + ")"
