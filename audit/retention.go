@@ -208,13 +208,13 @@ func ParseRetention(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(days)
 		if err != nil || n <= 0 {
-			return 0, fmt.Errorf("retention %q: %w: use a positive number of days like 400d", s, ErrInvalid)
+			return 0, fmt.Errorf("retention %q: %w: use a positive period: days like 400d, or hours and minutes like 36h or 90m", s, ErrInvalid)
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("retention %q: %w: use e.g. 400d or 72h", s, errors.Join(ErrInvalid, err))
+		return 0, fmt.Errorf("retention %q: %w: use a positive period: days like 400d, or hours and minutes like 36h or 90m", s, errors.Join(ErrInvalid, err))
 	}
 	return d, nil
 }

@@ -35,7 +35,11 @@ func (Offline) Complete(ctx context.Context, req Request) (Response, error) {
 	case PurposeTitle:
 		// The request carries a transcript ("ada: hello…\nassistant: …"): title its first line.
 		line, _, _ := strings.Cut(strings.TrimSpace(lastUserText(req.Messages).Blocks[0].Text), "\n")
-		resp.Text = firstWords(Message{Role: RoleUser, Blocks: []Block{{Text: line}}}, 6)
+		msg := Message{Role: RoleUser, Blocks: []Block{{Text: line}}}
+		resp.Text = firstWords(msg, 6)
+		if resp.Text != firstWords(msg, len(line)) {
+			resp.Text += "…" // cut at a word boundary, and said so
+		}
 	case PurposeSummary:
 		text := lastUserText(req.Messages)
 		resp.Text = fmt.Sprintf("Offline summary (not written by a model): %d lines of conversation. They began: %s",
@@ -84,7 +88,7 @@ func offlineReply(req Request) (string, []ToolUse) {
 		return OfflineNotice + "\nRunning `" + cmd + "`.", []ToolUse{{ID: id, Name: ToolRunCommand, Input: input}}
 	}
 	return OfflineNotice + "\nI can't understand or answer questions. Write `run: <command>` to run a shell command " +
-		"in this thread's sandbox. To talk to a real model, set LOGBOOK_MODEL to anthropic:<model> or openai:<model>.", nil
+		"in this thread's sandbox. To talk to a real model, set ANTHROPIC_API_KEY (or OPENAI_API_KEY / OPENAI_BASE_URL) and restart.", nil
 }
 
 // runCommand finds "run: <command>" in a message: the rest of the line after the last "run:".

@@ -15,6 +15,9 @@
 // another app's bot U0000009 (B0000009), channels C0000001 (public),
 // C0000002 (private), C0000003 (public, bot not a member), C0000004 (archived),
 // DM D0000001, and the subscriptions app_mention + message.channels.
+// With Options.StateFile the workspace (users, channels, messages and threads)
+// is loaded from that file on Start and saved to it, atomically, on every
+// change, so a restarted emulator (`logbook dev`) accepts replies in old threads.
 //
 // # Emulated, each exercised by this package's tests
 //

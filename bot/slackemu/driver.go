@@ -176,6 +176,8 @@ func (s *Server) AddUser(u User) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.users[u.ID] = &u
+	s.dirty = true
+	s.notifyLocked()
 }
 
 // AddChannel adds or replaces a conversation (its messages are dropped when replaced).
@@ -184,6 +186,7 @@ func (s *Server) AddChannel(c Channel) {
 	defer s.mu.Unlock()
 	c.Members = slices.Clone(c.Members)
 	s.addChannelLocked(c)
+	s.notifyLocked()
 }
 
 // SetSubscriptions replaces the app's event subscriptions (Sub* constants).

@@ -32,6 +32,7 @@ func (s *Server) messageEvent(ch *channelState, m *Message) map[string]any {
 
 func (s *Server) clientMsgID() string {
 	s.clientMsgSeq++
+	s.dirty = true
 	return fmt.Sprintf("00000000-0000-4000-8000-%012d", s.clientMsgSeq)
 }
 
@@ -128,6 +129,7 @@ func (s *Server) publishDeletedLocked(ch *channelState, prev Message, delTS stri
 // makes the first delivery attempt. It returns the event_id.
 func (s *Server) publishLocked(eventType string, inner map[string]any) string {
 	s.eventSeq++
+	s.dirty = true
 	id := fmt.Sprintf("Ev%010d", s.eventSeq)
 	outer := map[string]any{
 		"token": "emu-verification-token", "team_id": s.opts.TeamID, "api_app_id": s.opts.AppID,

@@ -72,6 +72,14 @@ type Options struct {
 	// BadFrames) and the settled deliveries kept for DeliveryState; the oldest go
 	// first. Default 100,000 — bounded memory for load tests and `logbook dev`.
 	RecordLimit int
+	// StateFile, when set, keeps the workspace across restarts in this file: users, channels
+	// and their members, and every message (threads, edits, reactions, files, metadata), with
+	// the counters behind ts values and ids. Start loads it when it exists (it then replaces
+	// Users and Channels) and fails when it cannot be read or written; every change is saved
+	// before the call that made it returns, atomically (a temporary file in the same
+	// directory, synced, renamed over the old one). Deliveries, acks, ephemerals, response
+	// URLs, faults and rate limits are not kept. Default "": the workspace lives in memory only.
+	StateFile string
 	// RepliesForbidden makes conversations.replies answer missing_scope for channel threads,
 	// as Slack's docs page claims it does for bot tokens.
 	RepliesForbidden bool

@@ -41,6 +41,7 @@ type Server struct {
 	eventSeq     int
 	fileSeq      int
 	clientMsgSeq int
+	dirty        bool // the workspace changed since it was last saved to Options.StateFile
 
 	// socket mode
 	tickets   map[string]bool
@@ -110,6 +111,17 @@ func Start(opts Options) (*Server, error) {
 	}
 	for m, l := range opts.RateLimits {
 		s.limits[m] = l
+	}
+	if opts.StateFile != "" {
+		// Load, then save at once: a file that cannot be written fails Start, not a later post.
+		if err := s.loadState(opts.StateFile); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		if err := s.saveLocked(); err != nil {
+			ln.Close()
+			return nil, err
+		}
 	}
 
 	mux := http.NewServeMux()
@@ -218,8 +230,10 @@ func (s *Server) Wait(ctx context.Context, cond func() bool) error {
 	}
 }
 
-// notifyLocked wakes every Wait. Callers hold s.mu.
+// notifyLocked saves the workspace when Options.StateFile asks for it and it changed, then
+// wakes every Wait. Callers hold s.mu.
 func (s *Server) notifyLocked() {
+	s.persistLocked()
 	close(s.changed)
 	s.changed = make(chan struct{})
 }

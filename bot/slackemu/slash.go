@@ -82,6 +82,7 @@ func (s *Server) SlashCommand(c SlashCommand) (SlashResult, error) {
 		return SlashResult{}, fmt.Errorf("slash command by %s in %s: %w", c.User, c.Channel, ErrNotFound)
 	}
 	s.slashSeq++
+	s.dirty = true
 	id := fmt.Sprintf("Sc%010d", s.slashSeq)
 	tok := uuid.NewString()
 	s.responses[tok] = &responseURL{channel: ch.ID, user: u.ID, expires: time.Now().Add(responseURLTTL)}
@@ -107,6 +108,7 @@ func (s *Server) SlashCommand(c SlashCommand) (SlashResult, error) {
 	d := &delivery{id: id, kind: "slash_commands", eventType: c.Command, payload: raw, slash: &slashState{cmd: c}}
 	s.byEvent[id] = d
 	s.attemptLocked(d)
+	s.persistLocked()
 	if d.state == deliveryFailed {
 		return res, fmt.Errorf("slash command %s: %w", id, ErrNoConnection)
 	}

@@ -618,6 +618,7 @@ func (s *Server) reaction(p url.Values, add bool) map[string]any {
 			delete(m.Reactions, name)
 		}
 	}
+	s.dirty = true
 	return map[string]any{"ok": true}
 }
 

@@ -78,6 +78,7 @@ type channelState struct {
 }
 
 func (s *Server) addChannelLocked(c Channel) {
+	s.dirty = true
 	cs := &channelState{Channel: c, members: map[string]bool{}, byTS: map[string]*Message{}, created: time.Now().Unix()}
 	for _, m := range c.Members {
 		cs.members[m] = true
@@ -96,12 +97,14 @@ func (s *Server) nextTS() string {
 		micro = s.lastMicro + 1
 	}
 	s.lastMicro = micro
+	s.dirty = true
 	return fmt.Sprintf("%d.%06d", micro/1_000_000, micro%1_000_000)
 }
 
 // insertLocked stores m (whose ts is newer than every stored one) and updates
 // its thread parent.
 func (s *Server) insertLocked(ch *channelState, m *Message) {
+	s.dirty = true
 	ch.msgs = append(ch.msgs, m)
 	ch.byTS[m.TS] = m
 	if m.ThreadTS == "" {
@@ -118,6 +121,7 @@ func (s *Server) insertLocked(ch *channelState, m *Message) {
 
 // removeLocked deletes m. A thread parent with replies becomes a tombstone, as in Slack.
 func (s *Server) removeLocked(ch *channelState, m *Message) {
+	s.dirty = true
 	if m.ThreadTS == "" && m.ReplyCount > 0 {
 		m.Subtype = "tombstone"
 		m.Text = "This message was deleted."

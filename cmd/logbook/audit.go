@@ -42,11 +42,11 @@ const auditEnvHelp = `Environment:
   LOGBOOK_RETENTION               e.g. 400d; off by default
   LOGBOOK_RETENTION_DATABASE_URL  connection for purges (falls back to the auditor's); role logbook_retention`
 
-func auditDSN(e env) (string, error) {
+func auditDSN(ctx context.Context, e env) (string, error) {
 	if u := strings.TrimSpace(e.getenv("LOGBOOK_AUDIT_DATABASE_URL")); u != "" {
 		return u, nil
 	}
-	u, err := databaseURL(e)
+	u, err := cliDatabaseURL(ctx, e)
 	if err != nil {
 		return "", fmt.Errorf("%w (or LOGBOOK_AUDIT_DATABASE_URL for a separate auditor connection)", err)
 	}
@@ -68,7 +68,7 @@ func auditRole(e env) string {
 // the store and writes its own tables (access records, runs, holds) through the pool. Close
 // the pool when done.
 func openAudit(ctx context.Context, e env) (*session.Store, *pgxpool.Pool, error) {
-	dsn, err := auditDSN(e)
+	dsn, err := auditDSN(ctx, e)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -83,7 +83,7 @@ func openRetentionPool(ctx context.Context, e env) (*pgxpool.Pool, error) {
 	dsn := strings.TrimSpace(e.getenv("LOGBOOK_RETENTION_DATABASE_URL"))
 	if dsn == "" {
 		var err error
-		if dsn, err = auditDSN(e); err != nil {
+		if dsn, err = auditDSN(ctx, e); err != nil {
 			return nil, err
 		}
 	}

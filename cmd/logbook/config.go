@@ -35,7 +35,7 @@ func (s Secret) Reveal() string { return string(s) }
 func databaseURL(e env) (string, error) {
 	u := strings.TrimSpace(e.getenv("DATABASE_URL"))
 	if u == "" {
-		return "", fmt.Errorf("DATABASE_URL is not set (e.g. postgres://logbook@127.0.0.1:5432/logbook)")
+		return "", fmt.Errorf("DATABASE_URL is not set (e.g. postgres://logbook_serve:PASSWORD@db.internal:5432/logbook, see docs/deploy.md; a running logbook dev prints its own)")
 	}
 	return u, nil
 }

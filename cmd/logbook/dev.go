@@ -1,67 +1,99 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
-	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/cmd/logbook/localpg"
 	"github.com/logbook/logbook/migrations"
-	"github.com/logbook/logbook/session"
-	"github.com/logbook/logbook/session/transcript"
 )
 
 const devHelp = `Run logbook locally: no Slack workspace and no model key needed.
 
 It starts the Slack emulator, uses DATABASE_URL or else a local PostgreSQL of its own (data
-kept in the user cache directory, so sessions survive restarts), applies migrations, runs
-the same code as 'logbook serve' against the emulator, and opens a terminal chat where you
-are a user (ada) in the public channel #general.
+kept in the user cache directory, or /var/lib/logbook/pg as root, or --data-dir), applies
+migrations, runs the same code as 'logbook serve' against the emulator, and opens a terminal
+chat where you are a user (ada) in the public channel #general. The emulator's workspace is
+kept next to the database, so threads survive a restart of dev: /threads, /switch N and a
+reply continue one, rehydrated from the log. It reads the same settings as 'logbook serve'
+(LOGBOOK_*; see 'logbook serve --help'), prints the DATABASE_URL of its database (logbook
+search, transcript and audit find it by themselves while dev runs), and serves the web pages
+on loopback behind a one-time sign-in link.
 
 With ANTHROPIC_API_KEY, or OPENAI_API_KEY / OPENAI_BASE_URL (or LOGBOOK_MODEL), it uses that
 model; otherwise the offline provider, which is not a language model (try "run: ls -la").
 
 Chat commands:
-  <text>          say something: a new thread mentioning the bot, or a reply in the current one
+  <text>          say something: a new thread mentioning the bot, or a reply in the current
+                  one. A multi-line paste is one message; so are the lines between two lines
+                  of """ (type or pipe them). At most 40,000 characters, as in Slack.
+                  While logbook works, "… logbook is thinking" shows; what you type
+                  meanwhile is sent and shown as queued, and answered after the current turn.
+  /send FILE      say the contents of FILE as one message
+  /logbook TEXT   the /logbook slash command (help, search <words>); its answer is ephemeral
   /new            the next message starts a new thread
   /threads        list sessions;  /switch N  continue thread N of that list
   /transcript     print the current thread's transcript
   /evict          force idle eviction now (the next message rehydrates from the log)
+  /web            print a new one-time sign-in link for the web pages
   /status         cells running, model, current thread, metrics address
   /quit           stop (Ctrl-C or Ctrl-D too); everything dev started is stopped`
 
 func newDevCmd(e env) *cobra.Command {
-	var slackAddr string
+	var o devOptions
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run logbook locally against a Slack emulator, with a terminal chat",
 		Long:  devHelp,
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runDev(c.Context(), e, slackAddr)
+			return runDev(c.Context(), e, o)
 		},
 	}
-	cmd.Flags().StringVar(&slackAddr, "slack-addr", "127.0.0.1:0", "address of the Slack emulator")
+	cmd.Flags().StringVar(&o.slackAddr, "slack-addr", "127.0.0.1:0", "address of the Slack emulator")
+	cmd.Flags().StringVar(&o.dataDir, "data-dir", "", "directory of dev's PostgreSQL and emulator workspace "+
+		"(default: the user cache dir's logbook/pg, or /var/lib/logbook/pg as root)")
 	return cmd
 }
 
-func runDev(ctx context.Context, e env, slackAddr string) error {
+// devOptions are dev's flags.
+type devOptions struct {
+	slackAddr string
+	dataDir   string
+}
+
+// devUser is "you" in the chat: ada, in #general.
+const devChannel, devUser = "C0000001", "U0000001"
+
+func runDev(ctx context.Context, e env, o devOptions) error {
 	out := e.stdout
 	say := func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) }
+
+	// Under a pipe (logbook dev | tee dev.log) Ctrl-C interrupts tee too, and the next write
+	// to the pipe would kill dev by SIGPIPE before it stops its PostgreSQL. Caught, SIGPIPE
+	// makes that write fail with EPIPE instead, and shutdown goes on. (Caught, not ignored:
+	// children get the default disposition back.)
+	sigpipe := make(chan os.Signal, 1)
+	signal.Notify(sigpipe, syscall.SIGPIPE)
+	defer signal.Stop(sigpipe)
 
 	// Logs go to a file: the terminal is the chat.
 	logDir := filepath.Join(cacheDir(), "logbook")
@@ -76,17 +108,11 @@ func runDev(ctx context.Context, e env, slackAddr string) error {
 	defer logFile.Close()
 	log := zerolog.New(logFile).With().Timestamp().Logger()
 
-	emuLog := log.With().Str("part", "slackemu").Logger()
-	emu, err := slackemu.Start(slackemu.Options{Addr: slackAddr, Logger: &emuLog})
-	if err != nil {
-		return fmt.Errorf("start the Slack emulator: %w", err)
-	}
-	defer emu.Close()
-	say("slack emulator  %s (workspace %s, you are ada in #general)", emu.URL(), emu.TeamID())
-
+	// The database first: the emulator's workspace is kept next to it.
 	dsn := strings.TrimSpace(e.getenv("DATABASE_URL"))
+	var stateFile string
 	if dsn == "" {
-		pg, err := localpg.Start(ctx, localpg.Options{Log: prefixWriter{out, "postgres        "}})
+		pg, err := localpg.Start(ctx, localpg.Options{Dir: o.dataDir, Log: prefixWriter{out, "postgres        "}})
 		if err != nil {
 			return err
 		}
@@ -98,10 +124,30 @@ func runDev(ctx context.Context, e env, slackAddr string) error {
 			}
 		}()
 		dsn = pg.URL()
+		stateFile = filepath.Join(pg.Dir(), "slackemu.json")
 		say("postgres        local server in %s", pg.Dir())
+		unpublish, err := publishDevDatabase(devDatabaseFile(), dsn)
+		if err != nil {
+			return err
+		}
+		defer unpublish()
+		say("database        DATABASE_URL='%s'", dsn)
+		say("                (psql takes it; logbook search, transcript and audit find it by themselves while dev runs)")
 	} else {
+		// One workspace file per database, so the emulator's threads match the sessions.
+		sum := sha256.Sum256([]byte(dsn))
+		stateFile = filepath.Join(logDir, "slackemu-"+hex.EncodeToString(sum[:6])+".json")
 		say("postgres        DATABASE_URL")
 	}
+
+	emuLog := log.With().Str("part", "slackemu").Logger()
+	emu, err := slackemu.Start(slackemu.Options{Addr: o.slackAddr, Logger: &emuLog, StateFile: stateFile})
+	if err != nil {
+		return fmt.Errorf("start the Slack emulator: %w", err)
+	}
+	defer emu.Close()
+	say("slack emulator  %s (workspace %s, you are ada in #general; kept in %s)", emu.URL(), emu.TeamID(), stateFile)
+
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		return err
@@ -124,6 +170,15 @@ func runDev(ctx context.Context, e env, slackAddr string) error {
 	cfg.DBRole = "logbook_app"
 	cfg.HTTPAddr = cmp.Or(cfg.HTTPAddr, "127.0.0.1:0")
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, 2*time.Second)
+	if cfg.HTTPAddr != "off" {
+		if isLoopback(cfg.HTTPAddr) {
+			if cfg.SignIn, err = web.NewSignIn("ada", false); err != nil {
+				return err
+			}
+		} else {
+			say("web pages       no sign-in link: LOGBOOK_HTTP_ADDR=%s is not a loopback address (LOGBOOK_WEB_TOKENS still work)", cfg.HTTPAddr)
+		}
+	}
 	if cfg.Model == "" {
 		cfg.Model = "offline"
 		say("model           offline — NOT a language model (set ANTHROPIC_API_KEY or OPENAI_API_KEY/OPENAI_BASE_URL for one); try \"run: uname -a\"")
@@ -149,20 +204,47 @@ func runDev(ctx context.Context, e env, slackAddr string) error {
 	err = emu.Wait(wctx, func() bool { return len(emu.Connections()) > 0 })
 	wcancel()
 	if err != nil {
+		cancel()
+		<-serveErr
 		return fmt.Errorf("the bot did not connect to the Slack emulator: %w", err)
 	}
+	c := &chat{out: out, emu: emu, rt: rt, model: cfg.Model, signIn: cfg.SignIn,
+		waiting: map[string]pending{}, shown: map[string]bool{}}
 	if rt.http != "" {
-		say("http            http://%s/metrics (web pages need LOGBOOK_WEB_TOKENS)", rt.http)
+		if link := c.signInLink(); link != "" {
+			say("web pages       %s", link)
+			say("                (a one-time sign-in link; /web prints another)")
+		}
+		say("metrics         http://%s/metrics", rt.http)
 	}
 	say("ready. Type a message (/help for commands).")
 
-	err = chat(ctx, e.stdin, out, emu, rt, cfg.Model)
+	window := time.Duration(0)
+	if f, ok := e.stdin.(*os.File); ok && isTerminal(f) {
+		window = pasteWindow
+	} else {
+		c.echo = true // piped input: show what "you" said
+	}
+	err = c.run(ctx, readInputs(ctx, e.stdin, window))
 	cancel()
 	if serr := <-serveErr; serr != nil && !errors.Is(serr, context.Canceled) {
 		return serr
 	}
 	say("stopped.")
 	return err
+}
+
+// isLoopback reports whether a host:port address listens on loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func cacheDir() string {
@@ -183,163 +265,6 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
-}
-
-// chat is the terminal side of `logbook dev`.
-func chat(ctx context.Context, in io.Reader, out io.Writer, emu *slackemu.Server, rt running, model string) error {
-	const channel, user = "C0000001", "U0000001"
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(in)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	thread := ""
-	var listed []string
-	f, ok := in.(*os.File)
-	echo := !ok || !isTerminal(f)
-	prompt := func() { fmt.Fprint(out, "you> ") }
-	prompt()
-	for {
-		var line string
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return nil
-		case line, ok = <-lines:
-			if !ok {
-				fmt.Fprintln(out)
-				return nil
-			}
-		}
-		line = strings.TrimSpace(line)
-		if echo {
-			fmt.Fprintln(out, line) // piped input: show what "you" said
-		}
-		switch {
-		case line == "":
-		case line == "/quit" || line == "/exit":
-			return nil
-		case line == "/help":
-			fmt.Fprintln(out, devHelp[strings.Index(devHelp, "Chat commands:"):])
-		case line == "/new":
-			thread = ""
-			fmt.Fprintln(out, "(the next message starts a new thread)")
-		case line == "/status":
-			fmt.Fprintf(out, "cells running: %d · model: %s · thread: %s · metrics: http://%s/metrics\n", rt.runner.Active(), model, orNone(thread), rt.http)
-		case line == "/evict":
-			rt.runner.Evict()
-			waitUntil(ctx, 5*time.Second, func() bool { return rt.runner.Active() == 0 })
-			fmt.Fprintf(out, "(evicted: %d cells running; the next message rehydrates from the log)\n", rt.runner.Active())
-		case line == "/threads":
-			if _, err := rt.index.CatchUp(ctx); err != nil {
-				fmt.Fprintln(out, "search index:", err)
-			}
-			sums, err := rt.search.Recent(ctx, time.Now().Add(time.Minute), 20)
-			if err != nil {
-				fmt.Fprintln(out, "list sessions:", err)
-				break
-			}
-			listed = listed[:0]
-			for i, s := range sums {
-				listed = append(listed, s.ThreadTS)
-				mark := " "
-				if s.ThreadTS == thread {
-					mark = "*"
-				}
-				fmt.Fprintf(out, "%s%2d. %s  (%d messages, %s)\n", mark, i+1, s.Heading(), s.Messages, s.LastEventAt.Local().Format(time.Kitchen))
-			}
-			if len(sums) == 0 {
-				fmt.Fprintln(out, "(no sessions yet)")
-			}
-		case strings.HasPrefix(line, "/switch"):
-			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "/switch")))
-			if err != nil || n < 1 || n > len(listed) {
-				fmt.Fprintln(out, "usage: /switch N (a number from /threads)")
-				break
-			}
-			thread = listed[n-1]
-			fmt.Fprintf(out, "(continuing thread %s)\n", thread)
-		case line == "/transcript":
-			if thread == "" {
-				fmt.Fprintln(out, "(no current thread)")
-				break
-			}
-			sess, err := rt.store.SessionByThread(ctx, session.ThreadKey{Team: emu.TeamID(), Channel: channel, ThreadTS: thread})
-			if err != nil {
-				fmt.Fprintln(out, "transcript:", err)
-				break
-			}
-			evs, err := rt.store.Events(ctx, sess.ID, session.Range{})
-			if err != nil {
-				fmt.Fprintln(out, "transcript:", err)
-				break
-			}
-			if err := transcript.Render(out, sess, evs, transcript.Options{Location: time.Local}); err != nil {
-				fmt.Fprintln(out, "transcript:", err)
-			}
-		case strings.HasPrefix(line, "/"):
-			fmt.Fprintln(out, "unknown command; /help lists them")
-		default:
-			if err := say(ctx, out, emu, rt, channel, user, &thread, line); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				fmt.Fprintln(out, "error:", err)
-			}
-		}
-		prompt()
-	}
-}
-
-// say posts line as the user and waits for the bot's reply, showing that it works.
-func say(ctx context.Context, out io.Writer, emu *slackemu.Server, rt running, channel, user string, thread *string, line string) error {
-	p := slackemu.Post{Channel: channel, User: user, Text: line, ThreadTS: *thread}
-	if *thread == "" {
-		p.Text = "<@" + emu.BotUserID() + "> " + line
-	}
-	before := len(emu.BotReplies(channel, *thread))
-	if *thread == "" {
-		before = 0
-	}
-	posted, err := emu.Post(p)
-	if err != nil {
-		return err
-	}
-	if *thread == "" {
-		*thread = posted.TS
-		fmt.Fprintf(out, "(new thread %s)\n", posted.TS)
-	}
-	tty := isTerminal(out)
-	if tty {
-		fmt.Fprint(out, "logbook is working…")
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	_, err = emu.WaitForReplies(wctx, channel, *thread, before+1)
-	if tty {
-		fmt.Fprint(out, "\r                    \r")
-	}
-	if err != nil {
-		return fmt.Errorf("no reply yet (it will appear in the thread): %w", err)
-	}
-	// A reply may come in parts; give the rest a moment to land.
-	select {
-	case <-ctx.Done():
-	case <-time.After(300 * time.Millisecond):
-	}
-	replies := emu.BotReplies(channel, *thread)
-	for _, r := range replies[before:] {
-		fmt.Fprintf(out, "logbook> %s\n", mrkdwn.ToPlain(r.Text, nil))
-	}
-	return nil
 }
 
 func orNone(s string) string {

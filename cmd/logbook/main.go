@@ -25,11 +25,17 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		var fe flagError
-		if !errors.As(err, &fe) { // flag errors were printed with the usage already
-			fmt.Fprintln(os.Stderr, "logbook:", err)
-		}
+		report(os.Stderr, err)
 		os.Exit(exitCode(err))
+	}
+}
+
+// report prints err once: an error whose message was printed already (flag errors and bad
+// arguments, with the usage) is not printed again.
+func report(stderr io.Writer, err error) {
+	var fe flagError
+	if !errors.As(err, &fe) {
+		fmt.Fprintln(stderr, "logbook:", err)
 	}
 }
 
@@ -56,7 +62,8 @@ func (e exitError) Unwrap() error { return e.err }
 // usageError is a mistake in how logbook was called: exit code 2.
 type usageError struct{ error }
 
-// flagError is a usageError whose message and usage were printed already.
+// flagError is a usageError whose message (and, for flags and arguments, the usage) was
+// printed already.
 type flagError struct{ error }
 
 func exitCode(err error) int {

@@ -33,7 +33,7 @@ type readDeps struct {
 }
 
 func openRead(ctx context.Context, e env) (*readDeps, error) {
-	dsn, err := databaseURL(e)
+	dsn, err := cliDatabaseURL(ctx, e)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +254,7 @@ from a shared channel inside it. Retention-purged text is gone here too.`,
 			hits, err := d.searcher.Search(ctx, q)
 			if errors.Is(err, search.ErrEmptyQuery) || errors.Is(err, search.ErrInvalidQuery) {
 				fmt.Fprintln(e.stderr, "logbook search:", err)
-				return usageError{err}
+				return flagError{err}
 			}
 			if err != nil {
 				return err
@@ -335,5 +335,5 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 // usage reports a bad argument the way flag errors are reported: message, then usage.
 func usage(e env, c *cobra.Command, err error) error {
 	fmt.Fprintf(e.stderr, "logbook %s: %v\n%s", c.Name(), err, c.UsageString())
-	return usageError{err}
+	return flagError{err}
 }

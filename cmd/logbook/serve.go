@@ -171,6 +171,8 @@ type serveConfig struct {
 	// web.DefaultTrustedProxies).
 	WebTrustedProxies []netip.Prefix
 	WebAuditors       []string
+	// SignIn, set by dev only, also admits whoever opens one of its one-time links.
+	SignIn *web.SignIn `json:"-"`
 }
 
 // webToken is a web page bearer token as configured; its secret never prints.
@@ -321,11 +323,18 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		// Listen and build the pages before anything starts, so a failure here leaves nothing
 		// running.
 		mux := httpHandler(pool, reg)
-		if len(cfg.WebTokens) > 0 || cfg.WebProxy != "" {
-			pages, err := web.Handler(web.Config{Sessions: store, Finder: searcher, AccessLog: pool, Access: cfg.webAccess(), Channels: dir,
+		if len(cfg.WebTokens) > 0 || cfg.WebProxy != "" || cfg.SignIn != nil {
+			access := cfg.webAccess()
+			if cfg.SignIn != nil {
+				access.Tokens = append(access.Tokens, cfg.SignIn.Token())
+			}
+			pages, err := web.Handler(web.Config{Sessions: store, Finder: searcher, AccessLog: pool, Access: access, Channels: dir,
 				Visibility: dir, Log: log.With().Str("part", "web").Logger()})
 			if err != nil {
 				return err
+			}
+			if cfg.SignIn != nil {
+				pages = cfg.SignIn.Wrap(pages)
 			}
 			mux.Handle("/", pages)
 		} else {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -21,19 +22,22 @@ type account struct {
 
 // runAs picks the account for a root caller: the owner of an existing cluster if that is
 // not root (so a directory keeps working), else the system user name, created when missing.
-func runAs(ctx context.Context, data, name string) (*account, error) {
+// It says which account on log (one line), and that it creates one when it does.
+func runAs(ctx context.Context, data, name string, log io.Writer) (*account, error) {
 	if fi, err := os.Stat(data); err == nil {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
 			a := &account{name: strconv.Itoa(int(st.Uid)), uid: st.Uid, gid: st.Gid}
 			if u, err := user.LookupId(a.name); err == nil {
 				a.name = u.Username
 			}
+			fmt.Fprintf(log, "running as root: PostgreSQL runs as user %s, the owner of %s (it refuses to run as root)\n", a.name, data)
 			return a, nil
 		}
 	}
 	u, err := user.Lookup(name)
 	var unknown user.UnknownUserError
 	if errors.As(err, &unknown) {
+		fmt.Fprintf(log, "running as root: creating the system user %s (no home, no login shell) to run PostgreSQL as (it refuses to run as root)\n", name)
 		if err := createSystemUser(ctx, name); err != nil {
 			return nil, err
 		}
@@ -53,6 +57,7 @@ func runAs(ctx context.Context, data, name string) (*account, error) {
 	if uid == 0 {
 		return nil, fmt.Errorf("user %s has uid 0; PostgreSQL refuses to run as root: choose another user", name)
 	}
+	fmt.Fprintf(log, "running as root: PostgreSQL runs as the system user %s (it refuses to run as root)\n", name)
 	return &account{name: name, uid: uint32(uid), gid: uint32(gid)}, nil
 }
 

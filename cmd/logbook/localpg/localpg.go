@@ -12,6 +12,8 @@
 // run as an unprivileged system user ("logbook", created with useradd when missing) that owns
 // the directory.
 //
+// Start says on Options.Log which user the server runs as, and when it creates that user.
+//
 // Layout of the directory:
 //
 //	<dir>/data/           the cluster (PGDATA); initdb works in data.initdb/, renamed when done
@@ -116,7 +118,7 @@ func start(ctx context.Context, opts Options, f finder) (*Server, error) {
 		return nil, err
 	}
 	if root {
-		if s.as, err = runAs(ctx, s.dataDir(), cmp.Or(opts.User, "logbook")); err != nil {
+		if s.as, err = runAs(ctx, s.dataDir(), cmp.Or(opts.User, "logbook"), s.log); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/bot/brain/fakeprovider"
+)
+
+// devProc is a running `logbook dev` with piped stdin and stdout.
+type devProc struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *syncBuffer
+	rd    *os.File // the read end of its stdout
+	read  chan struct{}
+	done  chan struct{}
+}
+
+const devWait = 90 * time.Second
+
+// startDev starts dev with env and waits until it is ready.
+func startDev(t *testing.T, env []string, args ...string) *devProc {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"dev"}, args...)...)
+	cmd.Env = env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = wr, wr
+	d := &devProc{t: t, cmd: cmd, stdin: stdin, out: &syncBuffer{}, rd: rd, read: make(chan struct{}), done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wr.Close()
+	go func() { io.Copy(d.out, rd); close(d.read) }()
+	go func() { cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-d.done:
+		default:
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-d.done:
+			case <-time.After(60 * time.Second):
+				cmd.Process.Kill()
+				<-d.done
+			}
+		}
+		rd.Close()
+		if t.Failed() {
+			t.Logf("logbook dev output:\n%s", d.out.String())
+		}
+	})
+	d.waitFor("ready.")
+	return d
+}
+
+// waitFor waits until dev has printed s, and returns everything printed so far.
+func (d *devProc) waitFor(s string) string {
+	d.t.Helper()
+	deadline := time.Now().Add(devWait)
+	for {
+		out := d.out.String()
+		if strings.Contains(out, s) {
+			return out
+		}
+		select {
+		case <-d.done:
+			d.t.Fatalf("logbook dev exited before printing %q:\n%s", s, out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("logbook dev did not print %q:\n%s", s, out)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func (d *devProc) type_(s string) {
+	d.t.Helper()
+	if _, err := io.WriteString(d.stdin, s); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+func (d *devProc) wait() {
+	d.t.Helper()
+	select {
+	case <-d.done:
+	case <-time.After(devWait):
+		d.t.Fatalf("logbook dev did not stop:\n%s", d.out.String())
+	}
+}
+
+// devEnv is a dev environment whose data lives under home and data.
+func devEnv(home string, extra ...string) []string {
+	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
+		"LOGBOOK_SANDBOX=none", "LOGBOOK_AUDIT_OPERATOR=e2e-test"}, extra...)
+}
+
+// devDataDir is a short directory (the socket path must fit) that dev's unprivileged
+// PostgreSQL user can reach when the tests run as root.
+func devDataDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "lbdev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "pg")
+}
+
+func waitPending(t *testing.T, m *fakeprovider.Server) {
+	t.Helper()
+	deadline := time.Now().Add(devWait)
+	for m.Pending() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d scripted model replies never used", m.Pending())
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// `logbook dev`, stopped and started again on the same data, continues an old thread with the
+// context from before the restart. While it runs its web pages open from the sign-in link
+// (and LOGBOOK_WEB_TOKENS), the CLIs find its database, a multi-line message is one message,
+// a message over 40,000 characters is refused, and /logbook answers ephemerally. Ctrl-C with
+// its stdout a broken pipe (dev | tee, tee gone) still stops its PostgreSQL.
+func TestE2EDevRestartContinuesOldThreads(t *testing.T) {
+	t.Parallel()
+	home, data := t.TempDir(), devDataDir(t)
+	model := fakeprovider.NewAnthropic(t, apiKey)
+	const webToken = "ci-reader-token-0123456789"
+	env := devEnv(home, "ANTHROPIC_API_KEY="+apiKey, "ANTHROPIC_BASE_URL="+model.URL,
+		"LOGBOOK_WEB_TOKENS=ci:"+webToken, "LOGBOOK_POLL_INTERVAL=200ms")
+
+	d := startDev(t, env, "--data-dir", data)
+	banner := d.out.String()
+	if !strings.Contains(banner, "DATABASE_URL='postgres://") {
+		t.Errorf("dev does not print its DATABASE_URL:\n%s", banner)
+	}
+	model.Push(fakeprovider.Reply{Text: "Noted: the code is 7-alpha."}, fakeprovider.Reply{Text: "Code 7-alpha"})
+	d.type_("remember the code 7-alpha\n")
+	d.waitFor("… logbook is thinking")
+	d.waitFor("logbook> Noted: the code is 7-alpha.")
+	waitPending(t, model)
+
+	// Lines between """ are one message, answered once.
+	calls := len(model.Calls())
+	model.Push(fakeprovider.Reply{Text: "Two lines received."})
+	d.type_("\"\"\"\nfirst line\nsecond line\n\"\"\"\n")
+	d.waitFor("logbook> Two lines received.")
+	if got := model.Calls(); len(got) != calls+1 || !strings.Contains(fmt.Sprint(got[len(got)-1].Messages), "first line\nsecond line") {
+		t.Errorf("the multi-line message was not one message: %d calls, last %+v", len(got)-calls, got[len(got)-1].Messages)
+	}
+	d.type_(strings.Repeat("x", 40_001) + "\n")
+	d.waitFor("(not sent: 40001 characters; Slack takes at most 40,000")
+	d.type_("/logbook help\n")
+	d.waitFor("logbook (only you can see this)> logbook — ")
+
+	// The web pages: the sign-in link, once; the cookie; LOGBOOK_WEB_TOKENS; nothing else.
+	m := regexp.MustCompile(`web pages +(http://(\S+?)/\?signin=\S+)`).FindStringSubmatch(banner)
+	if m == nil {
+		t.Fatalf("no sign-in link in the banner:\n%s", banner)
+	}
+	link, base := m[1], "http://"+m[2]+"/"
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(u string, h ...string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		for i := 0; i+1 < len(h); i += 2 {
+			req.Header.Set(h[i], h[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	if resp, _ := get(base); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("pages without sign-in: %d, want 401", resp.StatusCode)
+	}
+	resp, _ := get(link)
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		cookie = c
+	}
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" || cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode {
+		t.Fatalf("sign-in link: %d, Location %q, cookie %+v", resp.StatusCode, resp.Header.Get("Location"), cookie)
+	}
+	for deadline := time.Now().Add(devWait); ; time.Sleep(100 * time.Millisecond) { // the list follows the search index
+		resp, body := get(base, "Cookie", cookie.Name+"="+cookie.Value)
+		if resp.StatusCode == http.StatusOK && strings.Contains(body, "7-alpha") {
+			break
+		}
+		if resp.StatusCode != http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("pages with the sign-in cookie: %d\n%s", resp.StatusCode, body)
+		}
+	}
+	if resp, _ := get(link); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the sign-in link used twice: %d, want 401", resp.StatusCode)
+	}
+	if resp, _ := get(base, "Authorization", "Bearer "+webToken); resp.StatusCode != http.StatusOK {
+		t.Errorf("pages with a LOGBOOK_WEB_TOKENS token: %d, want 200", resp.StatusCode)
+	}
+
+	// The CLIs find the running dev's database without DATABASE_URL, and say so once.
+	cli := func(args ...string) (string, string, error) {
+		cmd := exec.Command(binary, args...)
+		cmd.Env = devEnv(home)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	for _, args := range [][]string{{"search", "7-alpha"}, {"audit", "verify"}} {
+		out, stderr, err := cli(args...)
+		if err != nil || strings.Count(stderr, "using the database of the running logbook dev") != 1 {
+			t.Errorf("logbook %s without DATABASE_URL: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out, stderr)
+		}
+		if args[0] == "search" && !strings.Contains(out, "7-alpha") {
+			t.Errorf("logbook search found nothing:\n%s", out)
+		}
+	}
+	if out, _, err := cli("transcript", "C0000001", regexp.MustCompile(`\(new thread (\S+)\)`).FindStringSubmatch(d.out.String())[1]); err != nil || !strings.Contains(out, "remember the code 7-alpha") {
+		t.Errorf("logbook transcript without DATABASE_URL: %v\n%s", err, out)
+	}
+
+	d.type_("/quit\n")
+	d.wait()
+	d.waitFor("stopped PostgreSQL")
+	if _, stderr, err := cli("search", "7-alpha"); err == nil || !strings.Contains(stderr, "DATABASE_URL is not set") {
+		t.Errorf("logbook search after dev stopped: %v\n%s", err, stderr)
+	}
+
+	// Started again: the old thread continues, with its context.
+	d = startDev(t, env, "--data-dir", data)
+	model.Push(fakeprovider.Reply{Text: "You said 7-alpha."})
+	d.type_("/threads\n/switch 1\nwhat was the code?\n")
+	out := d.waitFor("logbook> You said 7-alpha.")
+	if strings.Contains(out, "error:") {
+		t.Errorf("dev printed an error:\n%s", out)
+	}
+	got := model.Calls()
+	if last := fmt.Sprint(got[len(got)-1].Messages); !strings.Contains(last, "remember the code 7-alpha") || !strings.Contains(last, "what was the code?") {
+		t.Errorf("the reply after the restart lacks the context from before it: %s", last)
+	}
+	d.waitFor("you> ")
+
+	// Ctrl-C with stdout gone (as `logbook dev | tee` after tee got the same SIGINT): dev
+	// still stops its PostgreSQL.
+	pidFile, err := os.ReadFile(filepath.Join(data, "data", "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(pidFile), "\n", 2)[0]))
+	d.rd.Close()
+	<-d.read
+	if err := d.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	d.wait()
+	if ws, ok := d.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		t.Errorf("dev was killed by %v", ws.Signal())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("postmaster %d still runs after Ctrl-C with stdout a broken pipe (kill: %v)", pid, err)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".cache", "logbook", "dev-database-url")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dev left its database URL file behind: %v", err)
+	}
+}

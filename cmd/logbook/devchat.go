@@ -1,0 +1,364 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/bot/web"
+	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/transcript"
+)
+
+// chat is the terminal side of `logbook dev`: what you type is posted to the emulator as
+// ada in #general, and the bot's replies are printed as they arrive.
+type chat struct {
+	out    io.Writer
+	emu    *slackemu.Server
+	rt     running
+	model  string
+	signIn *web.SignIn
+	echo   bool // piped input: print what "you" said, and read the next line only once answered
+
+	prompted bool // "you> " is the last thing printed
+
+	thread  string             // the current thread's ts; "" before the first message
+	listed  []string           // thread ts values of the last /threads
+	waiting map[string]pending // thread → its newest message not answered yet
+	shown   map[string]bool    // ts of the bot's messages printed (or there before we looked)
+}
+
+// pending is a message whose turn has not completed.
+type pending struct {
+	ts    string
+	since time.Time
+}
+
+// replyPatience is how long piped input waits for a turn before going on.
+const replyPatience = 10 * time.Minute
+
+func (c *chat) printf(format string, a ...any) {
+	c.prompted = false
+	fmt.Fprintf(c.out, format, a...)
+}
+
+func (c *chat) prompt() {
+	c.printf("you> ")
+	c.prompted = true
+}
+
+// run reads inputs until they end, /quit or ctx; it returns nil then.
+func (c *chat) run(ctx context.Context, inputs <-chan input) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	c.prompt()
+	for {
+		in := inputs
+		if c.echo && len(c.waiting) > 0 {
+			in = nil // piped input: one message at a time, as someone waiting for the answer
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case msg, ok := <-in:
+			if !ok {
+				c.printf("\n")
+				return nil
+			}
+			if quit := c.handle(ctx, msg); quit {
+				return nil
+			}
+			if len(c.waiting) == 0 || !c.echo {
+				c.prompt()
+			}
+		case <-tick.C:
+			if c.refresh(ctx) && (len(c.waiting) == 0 || !c.echo) {
+				c.prompt()
+			}
+		}
+	}
+}
+
+// handle acts on one input; it returns true for /quit.
+func (c *chat) handle(ctx context.Context, in input) bool {
+	line := in.text
+	if in.note != "" {
+		if c.echo {
+			c.printf("%s\n", cutRunes(line, 60))
+		}
+		c.printf("%s\n", in.note)
+		return false
+	}
+	if c.echo {
+		c.printf("%s\n", line)
+	}
+	cmd, arg, _ := strings.Cut(line, " ")
+	arg = strings.TrimSpace(arg)
+	switch {
+	case line == "":
+	case line == "/quit" || line == "/exit":
+		return true
+	case line == "/help":
+		c.printf("%s\n", devHelp[strings.Index(devHelp, "Chat commands:"):])
+	case line == "/new":
+		c.thread = ""
+		c.printf("(the next message starts a new thread)\n")
+	case line == "/status":
+		c.printf("cells running: %d · model: %s · thread: %s · metrics: http://%s/metrics\n", c.rt.runner.Active(), c.model, orNone(c.thread), c.rt.http)
+	case line == "/evict":
+		c.rt.runner.Evict()
+		waitUntil(ctx, 5*time.Second, func() bool { return c.rt.runner.Active() == 0 })
+		c.printf("(evicted: %d cells running; the next message rehydrates from the log)\n", c.rt.runner.Active())
+	case line == "/threads":
+		c.threads(ctx)
+	case cmd == "/switch":
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 1 || n > len(c.listed) {
+			c.printf("usage: /switch N (a number from /threads)\n")
+			break
+		}
+		c.thread = c.listed[n-1]
+		c.markShown(c.thread)
+		c.printf("(continuing thread %s)\n", c.thread)
+	case line == "/transcript":
+		c.transcript(ctx)
+	case line == "/web":
+		if link := c.signInLink(); link != "" {
+			c.printf("%s\n(a one-time sign-in link)\n", link)
+		} else {
+			c.printf("(no sign-in links: the web pages are off or not on loopback)\n")
+		}
+	case cmd == "/logbook":
+		c.slash(ctx, arg)
+	case cmd == "/send":
+		b, err := os.ReadFile(arg)
+		if err != nil {
+			c.printf("usage: /send FILE (%v)\n", err)
+			break
+		}
+		if in := checkInput([]string{string(b)}, false); in.note != "" {
+			c.printf("%s\n", in.note)
+		} else if err := c.post(in.text); err != nil {
+			c.printf("error: %v\n", err)
+		}
+	case strings.HasPrefix(line, "/"):
+		c.printf("unknown command; /help lists them\n")
+	default:
+		if err := c.post(line); err != nil {
+			c.printf("error: %v\n", err)
+		}
+	}
+	return false
+}
+
+// post says text as ada: a new thread mentioning the bot, or a reply in the current one.
+func (c *chat) post(text string) error {
+	p := slackemu.Post{Channel: devChannel, User: devUser, Text: text, ThreadTS: c.thread}
+	if c.thread == "" {
+		p.Text = "<@" + c.emu.BotUserID() + "> " + text
+	}
+	posted, err := c.emu.Post(p)
+	if err != nil {
+		return err
+	}
+	if c.thread == "" {
+		c.thread = posted.TS
+		c.printf("(new thread %s)\n", posted.TS)
+	}
+	c.markShown(c.thread)
+	if _, busy := c.waiting[c.thread]; busy {
+		c.printf("(queued: logbook is still on the previous message; it answers this one next)\n")
+	} else {
+		c.printf("… logbook is thinking\n")
+	}
+	c.waiting[c.thread] = pending{ts: posted.TS, since: time.Now()}
+	return nil
+}
+
+// markShown counts the bot's messages already in thread as printed, the first time the chat
+// looks at it (a thread from /switch or before a restart shows only what comes next).
+func (c *chat) markShown(thread string) {
+	if _, busy := c.waiting[thread]; busy {
+		return
+	}
+	for _, m := range c.emu.BotReplies(devChannel, thread) {
+		c.shown[m.TS] = true
+	}
+}
+
+// refresh prints the bot's new messages in the threads waiting for an answer and forgets
+// those whose turn completed. It reports whether it printed a reply or a thread stopped
+// waiting.
+func (c *chat) refresh(ctx context.Context) bool {
+	done := false
+	for thread, p := range c.waiting {
+		// Ask the log first: a turn completes after its replies were delivered, so once it
+		// has, every reply is in the emulator.
+		answered, err := c.answered(ctx, thread, p.ts)
+		if err != nil && ctx.Err() == nil {
+			c.printf("error: %v\n", err)
+		}
+		for _, m := range c.emu.BotReplies(devChannel, thread) {
+			if c.shown[m.TS] {
+				continue
+			}
+			c.shown[m.TS] = true
+			done = true
+			if c.prompted {
+				c.printf("\r") // the reply takes the prompt's place; the prompt follows it
+			}
+			who := "logbook"
+			if thread != c.thread {
+				who = "logbook (thread " + thread + ")"
+			}
+			c.printf("%s> %s\n", who, mrkdwn.ToPlain(m.Text, nil))
+		}
+		if !answered && c.echo && time.Since(p.since) > replyPatience {
+			c.printf("(no answer after %v; it will appear in thread %s)\n", replyPatience, thread)
+			answered = true
+		}
+		if answered {
+			delete(c.waiting, thread)
+			done = true
+		}
+	}
+	return done
+}
+
+// answered reports whether the log holds a completed turn that answered the message ts of
+// thread.
+func (c *chat) answered(ctx context.Context, thread, ts string) (bool, error) {
+	sess, err := c.rt.store.SessionByThread(ctx, session.ThreadKey{Team: c.emu.TeamID(), Channel: devChannel, ThreadTS: thread})
+	if errors.Is(err, session.ErrNotFound) {
+		return false, nil // not stored yet
+	}
+	if err != nil {
+		return false, err
+	}
+	evs, err := c.rt.store.Events(ctx, sess.ID, session.Range{Types: []session.Type{session.TypeUserMessage, session.TypeTurnCompleted}})
+	if err != nil {
+		return false, err
+	}
+	var seq int64
+	for _, ev := range evs {
+		switch ev.Type {
+		case session.TypeUserMessage:
+			var um session.UserMessage
+			if ev.Decode(&um) == nil && um.TS == ts {
+				seq = ev.Seq
+			}
+		case session.TypeTurnCompleted:
+			var tc session.TurnCompleted
+			if seq > 0 && ev.Decode(&tc) == nil && tc.Through >= seq {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+func (c *chat) threads(ctx context.Context) {
+	if _, err := c.rt.index.CatchUp(ctx); err != nil {
+		c.printf("search index: %v\n", err)
+	}
+	sums, err := c.rt.search.Recent(ctx, time.Now().Add(time.Minute), 20)
+	if err != nil {
+		c.printf("list sessions: %v\n", err)
+		return
+	}
+	c.listed = c.listed[:0]
+	for i, s := range sums {
+		c.listed = append(c.listed, s.ThreadTS)
+		mark := " "
+		if s.ThreadTS == c.thread {
+			mark = "*"
+		}
+		c.printf("%s%2d. %s  (%d messages, %s)\n", mark, i+1, s.Heading(), s.Messages, s.LastEventAt.Local().Format(time.Kitchen))
+	}
+	if len(sums) == 0 {
+		c.printf("(no sessions yet)\n")
+	}
+}
+
+func (c *chat) transcript(ctx context.Context) {
+	if c.thread == "" {
+		c.printf("(no current thread)\n")
+		return
+	}
+	sess, err := c.rt.store.SessionByThread(ctx, session.ThreadKey{Team: c.emu.TeamID(), Channel: devChannel, ThreadTS: c.thread})
+	if err != nil {
+		c.printf("transcript: %v\n", err)
+		return
+	}
+	evs, err := c.rt.store.Events(ctx, sess.ID, session.Range{})
+	if err != nil {
+		c.printf("transcript: %v\n", err)
+		return
+	}
+	if err := transcript.Render(c.out, sess, evs, transcript.Options{Location: time.Local}); err != nil {
+		c.printf("transcript: %v\n", err)
+	}
+}
+
+// slash runs `/logbook text` in #general and prints its answer, an ephemeral that arrives
+// through the command's response_url (or the ack).
+func (c *chat) slash(ctx context.Context, text string) {
+	before := len(c.ephemerals())
+	if _, err := c.emu.SlashCommand(slackemu.SlashCommand{Command: "/logbook", Text: text, User: devUser, Channel: devChannel}); err != nil {
+		c.printf("error: %v\n", err)
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var got []slackemu.Ephemeral
+	err := c.emu.Wait(wctx, func() bool {
+		got = c.ephemerals()
+		return len(got) > before
+	})
+	if err != nil {
+		c.printf("(no answer to /logbook %s: %v)\n", text, err)
+		return
+	}
+	for _, m := range got[before:] {
+		c.printf("logbook (only you can see this)> %s\n", mrkdwn.ToPlain(m.Text, nil))
+	}
+}
+
+// ephemerals are the ephemeral messages to ada in #general.
+func (c *chat) ephemerals() []slackemu.Ephemeral {
+	var out []slackemu.Ephemeral
+	for _, m := range c.emu.Ephemerals() {
+		if m.User == devUser && m.Channel == devChannel {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// signInLink is a new one-time link to the web pages, or "" without them.
+func (c *chat) signInLink() string {
+	if c.signIn == nil || c.rt.http == "" {
+		return ""
+	}
+	link, err := c.signIn.Link("http://" + c.rt.http + "/")
+	if err != nil {
+		return ""
+	}
+	return link
+}
+
+// cutRunes shortens s to n characters, marking the cut with an ellipsis.
+func cutRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
