@@ -71,7 +71,10 @@
 // ReadFile and WriteFile work from the host side through os.Root on the
 // workspace, which refuses "..", absolute paths elsewhere and symbolic links
 // leading out (a sandboxed command can plant such links): ErrOutsideWorkspace.
-// Written files are owned by the sandbox user.
+// They touch regular files only: a FIFO, socket or device (which a command
+// can also plant) is refused with ErrNotRegular without being waited on,
+// since the open is non-blocking and checked with fstat, so neither they nor
+// Close can wedge on one. Written files are owned by the sandbox user.
 //
 // # Threat model
 //

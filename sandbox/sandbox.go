@@ -30,6 +30,10 @@ var (
 	ErrDisabled = errors.New("sandbox disabled")
 	// ErrTooLarge is returned by ReadFile for a file over Limits.FileSizeBytes.
 	ErrTooLarge = errors.New("file too large")
+	// ErrNotRegular is returned by ReadFile and WriteFile for anything but a
+	// regular file: a directory, a FIFO, a socket or a device. They are
+	// refused without blocking, whatever is at the other end.
+	ErrNotRegular = errors.New("not a regular file")
 )
 
 // Provider kinds accepted by New.
@@ -225,10 +229,12 @@ type Sandbox interface {
 	// workspace or absolute under the workspace as the sandbox sees it (e.g.
 	// /workspace/a.txt with bwrap); anything else, including a symbolic link
 	// out, is ErrOutsideWorkspace. Files over Limits.FileSizeBytes give
-	// ErrTooLarge.
+	// ErrTooLarge; directories, FIFOs, sockets and devices ErrNotRegular
+	// (at once, never blocking on them). ctx's error when ctx ends first.
 	ReadFile(ctx context.Context, path string) ([]byte, error)
-	// WriteFile creates or replaces a file of the workspace (mode 0644,
-	// parents created 0755, owned by the sandbox user). Same path rules.
+	// WriteFile creates or replaces a regular file of the workspace (mode
+	// 0644, parents created 0755, owned by the sandbox user). Same path rules
+	// and errors as ReadFile.
 	WriteFile(ctx context.Context, path string, data []byte) error
 	// Alive returns nil, or ErrLost wrapped with the reason.
 	Alive(ctx context.Context) error
