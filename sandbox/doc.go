@@ -51,8 +51,10 @@
 //     inherited, not even by bwrap itself, whose /proc/1/environ the
 //     sandbox can read;
 //   - limits set by util-linux prlimit inside the namespaces: CPU seconds,
-//     address space, open files, processes (counted per command, since each
-//     command has its own user namespace), file size, no core dumps;
+//     data size (RLIMIT_DATA, not the address space, which runtimes such as
+//     V8 and the JVM reserve by the gigabyte), open files, processes
+//     (counted per command, since each command has its own user namespace),
+//     file size, no core dumps;
 //   - a wall-clock timeout and an output cap: exec.Cmd.Cancel SIGKILLs the
 //     process group and WaitDelay bounds the wait for pipes; killing bwrap
 //     kills its pid namespace, so nothing a command started (background
@@ -97,10 +99,11 @@
 //     secrets out of world-readable files, or narrow Config.ReadOnlyPaths.
 //     The sandbox can also read its own bwrap command line (/proc/1/cmdline),
 //     which shows the host path of its workspace and its limits.
-//   - Memory is RLIMIT_AS per process (virtual address space), not a cgroup
-//     limit on the sandbox's total resident memory; many processes can each
-//     use up to the limit, and runtimes that reserve large address spaces
-//     need a generous value. No CPU share or I/O bandwidth limit either.
+//   - Memory is RLIMIT_DATA per process unless a cgroup v2 memory
+//     controller is available (ExecResult.MemoryBound and the startup log
+//     say which): many processes can each use up to the limit, and file
+//     mappings and the stack are not counted. No CPU share or I/O bandwidth
+//     limit either.
 //   - Disk: the workspace has no quota. FileSizeBytes caps each file, not
 //     their number. /tmp is capped by Limits.TmpBytes (memory-backed).
 //   - With AllowNetwork the sandbox shares the host's network namespace and
@@ -115,8 +118,9 @@
 //     would kill a running command: it then reports ExitCode -1.
 //
 // The process provider defends none of the above except the environment
-// allowlist, the limits (its process limit counts every process of the
-// sandbox uid on the host), timeouts and process-group kill; it runs
+// allowlist, the limits (but no process limit: RLIMIT_NPROC would count
+// every process of the sandbox uid on the host, so a fork bomb is stopped
+// only by the timeout), timeouts and process-group kill; it runs
 // commands as nobody when the bot is root, so the bot's own root-only files
 // stay out of reach, but everything world-readable is readable and the
 // network is open.

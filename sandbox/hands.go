@@ -136,7 +136,7 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 
 	start := time.Now()
 	err = cmd.Run()
-	res := ExecResult{Duration: time.Since(start), ExitCode: -1}
+	res := ExecResult{Duration: time.Since(start), ExitCode: -1, MemoryBound: s.p.memoryBound}
 	var outCut, errCut bool
 	res.Stdout, outCut = stdout.result()
 	res.Stderr, errCut = stderr.result()

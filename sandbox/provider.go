@@ -32,6 +32,11 @@ type provider struct {
 	// -1 leaves ownership as is.
 	chownUID, chownGID int
 	prlimit            string
+	// limitProcesses sets RLIMIT_NPROC; only meaningful in a user namespace
+	// of its own, where it counts the command's processes, not the uid's.
+	limitProcesses bool
+	// memoryBound says how memory is bounded (MemoryBound* constants).
+	memoryBound string
 	// inside maps a workspace's host path to the path commands see.
 	inside func(workspace string) string
 	// wrap returns the host command line running inner in the sandbox with
@@ -91,17 +96,24 @@ func (p *provider) prepareBase() error {
 // followed by the command.
 func (p *provider) limitArgs() []string {
 	l := p.cfg.Limits
-	return []string{
+	args := []string{
 		p.prlimit,
 		// SIGXCPU at the soft limit says why; SIGKILL a second later if ignored.
 		"--cpu=" + strconv.Itoa(l.CPUSeconds) + ":" + strconv.Itoa(l.CPUSeconds+1),
-		"--as=" + strconv.FormatInt(l.MemoryBytes, 10),
+		// RLIMIT_DATA, not RLIMIT_AS: it counts what a process can dirty
+		// (heap, private writable mappings) and not the address space
+		// V8's WebAssembly cages or the JVM's class space only reserve.
+		"--data=" + strconv.FormatInt(l.MemoryBytes, 10),
 		"--nofile=" + strconv.Itoa(l.OpenFiles),
-		"--nproc=" + strconv.Itoa(l.Processes),
-		"--fsize=" + strconv.FormatInt(l.FileSizeBytes, 10),
+	}
+	if p.limitProcesses {
+		args = append(args, "--nproc="+strconv.Itoa(l.Processes))
+	}
+	return append(args,
+		"--fsize="+strconv.FormatInt(l.FileSizeBytes, 10),
 		"--core=0",
 		"--",
-	}
+	)
 }
 
 // clampToHard lowers each limit above the bot's own hard limit to that hard
@@ -119,7 +131,7 @@ func clampToHard(l Limits, log zerolog.Logger) Limits {
 		return lowered
 	}
 	l.CPUSeconds = int(clamp("cpu_seconds", unix.RLIMIT_CPU, int64(l.CPUSeconds), 1))
-	l.MemoryBytes = clamp("memory_bytes", unix.RLIMIT_AS, l.MemoryBytes, 0)
+	l.MemoryBytes = clamp("memory_bytes", unix.RLIMIT_DATA, l.MemoryBytes, 0)
 	l.OpenFiles = int(clamp("open_files", unix.RLIMIT_NOFILE, int64(l.OpenFiles), 0))
 	l.Processes = int(clamp("processes", unix.RLIMIT_NPROC, int64(l.Processes), 0))
 	l.FileSizeBytes = clamp("file_size_bytes", unix.RLIMIT_FSIZE, l.FileSizeBytes, 0)

@@ -66,14 +66,20 @@ type Limits struct {
 	// SIGXCPU then, reported as Killed "cpu limit"; the hard limit (SIGKILL)
 	// is one second later (60).
 	CPUSeconds int
-	// MemoryBytes is RLIMIT_AS per process: virtual address space, not RSS
-	// (2 GiB).
+	// MemoryBytes bounds memory, in bytes (2 GiB): RLIMIT_DATA of each
+	// process, which counts the heap and private writable mappings (what a
+	// process can actually dirty) but not address space merely reserved, so
+	// Node's WebAssembly and fetch and the JVM start. Where a cgroup v2
+	// memory controller is delegated to the bot it is also the memory.max
+	// of each sandbox as a whole (ExecResult.MemoryBound says which).
 	MemoryBytes int64
 	// OpenFiles is RLIMIT_NOFILE per process (1024).
 	OpenFiles int
 	// Processes is RLIMIT_NPROC: tasks (processes and threads) of the sandbox
 	// user. With bwrap it is counted per command, because each command gets
-	// its own user namespace (256).
+	// its own user namespace (256). The process provider does not set it:
+	// outside a user namespace it would count every process of the uid on
+	// the host, and a uid already busy elsewhere could not fork at all.
 	Processes int
 	// FileSizeBytes is RLIMIT_FSIZE, the largest file a process may write,
 	// in bytes; ReadFile refuses larger files with ErrTooLarge (256 MiB).
@@ -194,11 +200,24 @@ type ExecRequest struct {
 	Timeout time.Duration
 }
 
+// How a sandbox bounds memory, as ExecResult.MemoryBound and the provider's
+// startup log ("memory_bound") say.
+const (
+	// MemoryBoundRlimitData: Limits.MemoryBytes is RLIMIT_DATA of each
+	// process (heap and private writable mappings), nothing bounds the
+	// sandbox's total.
+	MemoryBoundRlimitData = "rlimit-data"
+	// MemoryBoundCgroup: additionally, the sandbox's processes share one
+	// cgroup v2 whose memory.max is Limits.MemoryBytes (swap off).
+	MemoryBoundCgroup = "cgroup"
+)
+
 // ExecResult is what a command did. ExitCode is -1 when the command was
 // killed by a signal (timeout, output limit, loss). Stdout and Stderr keep
 // head and tail of each stream; Truncated says something was cut. Killed
 // says why the sandbox killed the command: "timeout", "output limit",
-// "cpu limit", or "" when it was not killed by the sandbox.
+// "cpu limit", or "" when it was not killed by the sandbox. MemoryBound is
+// how memory was bounded: MemoryBoundRlimitData or MemoryBoundCgroup.
 type ExecResult struct {
 	Stdout, Stderr string
 	ExitCode       int
@@ -206,6 +225,7 @@ type ExecResult struct {
 	Truncated      bool
 	TimedOut       bool
 	Killed         string
+	MemoryBound    string
 }
 
 // Provider creates sandboxes.
