@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,6 +46,14 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 		return nil, fmt.Errorf("bwrap sandbox: %w", err)
 	}
 	uid, gid := p.sandboxIDs()
+	if !slices.Contains(cfg.ReadOnlyPaths, "/etc") {
+		etc, data, err := etcMounts(uid, gid, cfg.AllowNetwork)
+		if err != nil {
+			return nil, fmt.Errorf("bwrap sandbox: %w", err)
+		}
+		mounts = append(mounts, etc...)
+		p.inputData = data
+	}
 	isolation := []string{
 		"--unshare-user", "--uid", strconv.FormatUint(uint64(uid), 10), "--gid", strconv.FormatUint(uint64(gid), 10),
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox", "--unshare-cgroup-try",
@@ -142,7 +152,14 @@ func (p *provider) probe() error {
 	cmd.WaitDelay = waitDelay
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	inputs, err := p.inputs()
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	cmd.ExtraFiles = inputs
+	err = cmd.Run()
+	closeAll(inputs)
+	if err != nil {
 		return fmt.Errorf("probe: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	if stdout.String() != "ok\n" {
@@ -170,4 +187,69 @@ func diagnose(bwrap string, cred *syscall.Credential) string {
 	}
 	return fmt.Sprintf(" (refused here: %s; check user.max_user_namespaces, kernel.unprivileged_userns_clone and the container's seccomp/AppArmor profile, or choose the process provider knowingly)",
 		strings.Join(failed, " "))
+}
+
+// hostEtc are the parts of the host's /etc a bwrap sandbox sees, read-only,
+// when present: what the dynamic loader, TLS clients (CA certificates),
+// Debian's alternatives and the JVM's and Python's configuration need.
+// Patterns are filepath.Glob patterns. Accounts, shadow files, host name,
+// machine id, SSH and sudo configuration and the like stay out.
+var hostEtc = []string{
+	"/etc/alternatives",
+	"/etc/ca-certificates",
+	"/etc/ssl/certs",
+	"/etc/ssl/openssl.cnf",
+	"/etc/pki/tls/certs",
+	"/etc/pki/ca-trust",
+	"/etc/ld.so.cache",
+	"/etc/ld.so.conf",
+	"/etc/ld.so.conf.d",
+	"/etc/localtime",
+	"/etc/protocols",
+	"/etc/services",
+	"/etc/mime.types",
+	"/etc/os-release",
+	"/etc/gai.conf",
+	"/etc/java-*",
+	"/etc/python3*",
+	"/etc/perl",
+}
+
+// etcMounts returns bwrap arguments building the sandbox's own /etc and
+// the generated files they copy in from fds 3, 4, ... (in order): passwd and
+// group naming only the sandbox user and nobody, hosts with localhost,
+// nsswitch.conf reading files; then the hostEtc allowlist and, only with
+// network, the host's resolv.conf. Nothing is written on the host.
+func etcMounts(uid, gid uint32, network bool) ([]string, [][]byte, error) {
+	generated := []struct{ name, data string }{
+		{"passwd", fmt.Sprintf("sandbox:x:%d:%d:sandbox:%s:/bin/sh\nnobody:x:%d:%d:nobody:/nonexistent:/usr/sbin/nologin\n",
+			uid, gid, insideWorkspace, nobody, nobody)},
+		{"group", fmt.Sprintf("sandbox:x:%d:\nnogroup:x:%d:\n", gid, nobody)},
+		{"hosts", "127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
+		{"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n"},
+	}
+	args := []string{"--dir", "/etc"}
+	var data [][]byte
+	for i, g := range generated {
+		args = append(args, "--perms", "0644", "--file", strconv.Itoa(3+i), "/etc/"+g.name)
+		data = append(data, []byte(g.data))
+	}
+	var host []string
+	for _, pattern := range hostEtc {
+		matches, err := filepath.Glob(pattern)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sandbox /etc pattern %q: %w", pattern, err)
+		}
+		host = append(host, matches...)
+	}
+	if network {
+		host = append(host, "/etc/resolv.conf")
+	}
+	for _, p := range host {
+		if _, err := os.Stat(p); err != nil {
+			continue // missing, or a dangling link
+		}
+		args = append(args, "--ro-bind", p, p)
+	}
+	return args, data, nil
 }

@@ -36,8 +36,12 @@
 //     loopback unless Config.AllowNetwork is set; --disable-userns forbids
 //     nested user namespaces (if this bwrap or kernel lacks it, New logs a
 //     DEGRADED warning and goes on);
-//   - a root made of: Config.ReadOnlyPaths (/usr, /etc and the /bin, /lib...
-//     links by default) read-only; a fresh /proc of its own pid namespace;
+//   - a root made of: Config.ReadOnlyPaths (/usr and the /bin, /lib...
+//     links by default) read-only; an /etc of its own (passwd and group
+//     naming only the sandbox user and nobody, hosts with localhost, CA
+//     certificates, the loader cache, alternatives, JVM and Python
+//     configuration; resolv.conf only with AllowNetwork; no shadow, no host
+//     accounts, host name or machine id); a fresh /proc of its own pid namespace;
 //     a minimal /dev; a private size-limited tmpfs on /tmp; the workspace
 //     bound read-write on /workspace, the only place that persists and the
 //     only host directory it can write; the root itself remounted
@@ -94,9 +98,10 @@
 //     seccomp filter, no VM. A kernel bug reachable from an unprivileged user
 //     namespace breaks isolation. Run the bot on a host you would also
 //     trust with unprivileged user namespaces.
-//   - What the read-only paths reveal: by default all of /etc and /usr are
-//     readable, so any world-readable secret there is readable. Keep
-//     secrets out of world-readable files, or narrow Config.ReadOnlyPaths.
+//   - What the read-only paths reveal: by default all of /usr and the
+//     allowlisted parts of /etc are readable, so any world-readable secret
+//     there is readable. Keep secrets out of world-readable files, or
+//     narrow Config.ReadOnlyPaths.
 //     The sandbox can also read its own bwrap command line (/proc/1/cmdline),
 //     which shows the host path of its workspace and its limits.
 //   - Memory is RLIMIT_DATA per process unless a cgroup v2 memory

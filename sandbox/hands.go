@@ -134,8 +134,17 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 		cmd.Stdin = bytes.NewReader(req.Stdin)
 	}
 
+	inputs, err := s.p.inputs()
+	if err != nil {
+		return ExecResult{}, err
+	}
+	cmd.ExtraFiles = inputs
 	start := time.Now()
-	err = cmd.Run()
+	err = cmd.Start()
+	closeAll(inputs)
+	if err == nil {
+		err = cmd.Wait()
+	}
 	res := ExecResult{Duration: time.Since(start), ExitCode: -1, MemoryBound: s.p.memoryBound}
 	var outCut, errCut bool
 	res.Stdout, outCut = stdout.result()

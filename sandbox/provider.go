@@ -37,6 +37,9 @@ type provider struct {
 	limitProcesses bool
 	// memoryBound says how memory is bounded (MemoryBound* constants).
 	memoryBound string
+	// inputData is what every wrapped command line reads from fds 3, 4, ...
+	// (bwrap copies the sandbox's generated /etc files from them).
+	inputData [][]byte
 	// inside maps a workspace's host path to the path commands see.
 	inside func(workspace string) string
 	// wrap returns the host command line running inner in the sandbox with
@@ -114,6 +117,37 @@ func (p *provider) limitArgs() []string {
 		"--core=0",
 		"--",
 	)
+}
+
+// inputs returns the read ends of pipes already holding p.inputData, to be
+// a command's ExtraFiles; the caller closes them once it started. Each item
+// must fit in a pipe buffer (64 KiB on Linux) since nobody else writes.
+func (p *provider) inputs() ([]*os.File, error) {
+	files := make([]*os.File, 0, len(p.inputData))
+	for _, data := range p.inputData {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(files)
+			return nil, fmt.Errorf("command input pipe: %w", err)
+		}
+		_, err = w.Write(data)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = r.Close()
+			closeAll(files)
+			return nil, fmt.Errorf("command input pipe: %w", err)
+		}
+		files = append(files, r)
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
 }
 
 // clampToHard lowers each limit above the bot's own hard limit to that hard
@@ -220,7 +254,14 @@ func (s *sandbox) startSentinel(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start sentinel: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
+	inputs, err := s.p.inputs()
+	if err != nil {
+		return fmt.Errorf("start sentinel: %w", err)
+	}
+	cmd.ExtraFiles = inputs
+	err = cmd.Start()
+	closeAll(inputs)
+	if err != nil {
 		return fmt.Errorf("start sentinel: %w", err)
 	}
 	ready := make(chan error, 1)

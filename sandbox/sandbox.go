@@ -144,7 +144,12 @@ type Config struct {
 	PrlimitPath string
 	// ReadOnlyPaths are the host directories mounted read-only in bwrap
 	// sandboxes; symbolic links among them are recreated as links. Missing
-	// ones are skipped. Default: /usr /bin /sbin /lib /lib32 /lib64 /libx32 /etc.
+	// ones are skipped. Default: /usr /bin /sbin /lib /lib32 /lib64 /libx32.
+	// Unless it names /etc (which then shares the host's whole /etc), the
+	// sandbox gets a minimal /etc of its own: passwd and group with only its
+	// user ("sandbox") and nobody, hosts with localhost, nsswitch.conf, CA
+	// certificates, the loader cache, Debian's alternatives, the JVM's and
+	// Python's configuration, and resolv.conf only with AllowNetwork.
 	ReadOnlyPaths []string
 	// UID and GID run the sandboxed commands. Zero means: nobody (65534)
 	// when the bot runs as root, else the bot's own user. Root is never used.
@@ -289,7 +294,7 @@ func New(kind string, cfg Config, log zerolog.Logger) (Provider, error) {
 	cfg.BwrapPath = cmp.Or(cfg.BwrapPath, "bwrap")
 	cfg.PrlimitPath = cmp.Or(cfg.PrlimitPath, "prlimit")
 	if cfg.ReadOnlyPaths == nil {
-		cfg.ReadOnlyPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+		cfg.ReadOnlyPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 	}
 	log = log.With().Str("component", "sandbox").Logger()
 
