@@ -41,6 +41,7 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 	if err := p.prepareBase(); err != nil {
 		return nil, fmt.Errorf("bwrap sandbox: %w", err)
 	}
+	p.sweepAtStart()
 	mounts, err := readOnlyMounts(cfg.ReadOnlyPaths)
 	if err != nil {
 		return nil, fmt.Errorf("bwrap sandbox: %w", err)
@@ -131,11 +132,14 @@ func readOnlyMounts(paths []string) ([]string, error) {
 
 // probe runs one command the way Exec would, in a throwaway workspace.
 func (p *provider) probe() error {
-	ws, err := os.MkdirTemp(p.cfg.BaseDir, ".probe-")
+	ws, lock, err := p.newWorkspace(".probe-")
 	if err != nil {
 		return fmt.Errorf("create probe workspace: %w", err)
 	}
-	defer func() { _ = os.RemoveAll(ws) }()
+	defer func() {
+		_ = os.RemoveAll(ws)
+		_ = lock.Close()
+	}()
 	if p.chownUID >= 0 {
 		if err := os.Chown(ws, p.chownUID, p.chownGID); err != nil {
 			return fmt.Errorf("chown probe workspace: %w", err)
@@ -143,7 +147,7 @@ func (p *provider) probe() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	argv, dir := p.wrap(ws, ".", append(p.limitArgs(), "/bin/sh", "-c", "echo ok > probe && cat probe"))
+	argv, dir := p.wrap(ws, ".", append(p.limitArgs(p.cfg.Limits.FileSizeBytes), "/bin/sh", "-c", "echo ok > probe && cat probe"))
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = p.cfg.environ(p.inside(ws))

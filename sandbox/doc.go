@@ -11,10 +11,12 @@
 // "none" (Provision works, every operation returns ErrDisabled, so command
 // tools are off). cmd/logbook maps LOGBOOK_SANDBOX to the kind.
 //
-// Provider.Provision creates a fresh workspace directory under
-// Config.BaseDir, starts the sandbox's sentinel process and runs the
-// Recipe's steps in it; a failing step returns a *StepError and leaves
-// nothing behind. The caller appends sandbox_provisioned.
+// New first removes workspaces a crashed bot left under Config.BaseDir
+// (those no live sandbox holds locked). Provider.Provision creates a fresh,
+// locked workspace directory under Config.BaseDir, starts the sandbox's
+// sentinel process and runs the Recipe's steps in it; a failing step
+// returns a *StepError and leaves nothing behind. The caller appends
+// sandbox_provisioned.
 //
 // Sandbox.Exec runs one command; Sandbox.ReadFile and Sandbox.WriteFile move
 // bytes in and out of the workspace. When the sentinel dies (killed by an
@@ -109,15 +111,22 @@
 //     say which): many processes can each use up to the limit, and file
 //     mappings and the stack are not counted. No CPU share or I/O bandwidth
 //     limit either.
-//   - Disk: the workspace has no quota. FileSizeBytes caps each file, not
-//     their number. /tmp is capped by Limits.TmpBytes (memory-backed).
+//   - Disk: without Config.DiskQuota a workspace has no quota and
+//     FileSizeBytes caps each file, not their number. With it, a command
+//     can overshoot the quota by at most what it writes to several files
+//     at once before the measurement after it; from then on files cannot
+//     grow until usage is back under. Empty files (inodes) are not bounded.
+//     /tmp is capped by Limits.TmpBytes (memory-backed).
 //   - With AllowNetwork the sandbox shares the host's network namespace and
 //     reaches everything the host reaches, 127.0.0.1 included.
 //   - All sandboxes run as the same host uid; they are kept apart by mount
 //     namespaces, not by file ownership.
 //   - If the bot dies, its sandboxes' processes die with it (the sentinel
 //     sees its pipe close; each command's bwrap has a parent-death signal),
-//     but workspaces stay on disk under BaseDir until someone removes them.
+//     and their workspaces stay on disk under BaseDir until the next New
+//     sweeps them (each live workspace is flock'ed by its sandbox; New
+//     removes those whose lock it can take, never a live one of another
+//     provider or process).
 //     Go ties the parent-death signal to the OS thread that started the
 //     child, so a thread ending early (runtime.LockOSThread without unlock)
 //     would kill a running command: it then reports ExitCode -1.

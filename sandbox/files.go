@@ -102,6 +102,17 @@ func (s *sandbox) WriteFile(ctx context.Context, name string, data []byte) error
 		return err
 	}
 	defer r.Close()
+	// With a quota, refuse data that would take the workspace over it,
+	// counting the file it replaces as freed.
+	var oldAlloc int64
+	if q := s.p.cfg.DiskQuota; q > 0 {
+		if fi, err := r.Stat(rel); err == nil && fi.Mode().IsRegular() {
+			oldAlloc = allocated(fi)
+		}
+		if would := s.usage() - oldAlloc + int64(len(data)); would > q {
+			return fmt.Errorf("write %q: %w", name, &DiskQuotaError{Usage: would, Quota: q})
+		}
+	}
 	if err := s.mkdirs(r, path.Dir(rel)); err != nil {
 		return fmt.Errorf("write %q: %w", name, err)
 	}
@@ -126,6 +137,11 @@ func (s *sandbox) WriteFile(ctx context.Context, name string, data []byte) error
 			return fmt.Errorf("write %q: %w", name, err)
 		}
 		rest = rest[n:]
+	}
+	if s.p.cfg.DiskQuota > 0 {
+		if fi, err := f.Stat(); err == nil {
+			s.addUsage(allocated(fi) - oldAlloc)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %q: %w", name, err)

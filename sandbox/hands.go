@@ -29,9 +29,13 @@ type sandbox struct {
 	sentinelIn   io.WriteCloser
 	sentinelDone chan struct{} // closed once the sentinel is reaped
 
+	// lock holds the workspace's flock (see workspace.go) until Close.
+	lock *os.File
+
 	mu     sync.Mutex
 	gone   chan struct{} // closed when lost or closed; reason says why
 	reason string
+	used   int64          // the workspace's disk usage in bytes, as last measured
 	ops    sync.WaitGroup // in-flight operations, added to only while not gone
 
 	closeOnce sync.Once
@@ -117,7 +121,7 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 	defer cancelRun()
 
 	lim := s.p.cfg.Limits
-	argv, hostDir := s.p.wrap(s.workspace, dir, append(s.p.limitArgs(), inner...))
+	argv, hostDir := s.p.wrap(s.workspace, dir, append(s.p.limitArgs(s.fileSizeLimit()), inner...))
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	cmd.Dir = hostDir
 	cmd.Env = s.env
@@ -175,6 +179,11 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 	case <-s.gone:
 		return res, s.lostErr()
 	default:
+	}
+	if over := s.measure(ctx); over > 0 {
+		res.DiskOverQuota = over
+		res.Stderr += fmt.Sprintf("\n[sandbox: the workspace is %d bytes over its disk quota of %d bytes; files cannot grow until some are removed]\n",
+			over, s.p.cfg.DiskQuota)
 	}
 	return res, nil
 }
@@ -253,6 +262,7 @@ func (s *sandbox) Close() error {
 		<-s.sentinelDone
 		s.ops.Wait()
 		s.closeErr = removeWorkspace(s.workspace)
+		_ = s.lock.Close() // only now may a sweep take the directory
 		s.p.log.Debug().Str("key", s.key).Str("workspace", s.workspace).Msg("sandbox closed")
 	})
 	return s.closeErr

@@ -137,3 +137,5 @@ func hostProcessesWith(tb testing.TB, token string) []string {
 	}
 	return found
 }
+
+func zerologTo(w *syncBuffer) zerolog.Logger { return zerolog.New(w) }

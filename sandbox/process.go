@@ -23,6 +23,7 @@ func newProcess(cfg Config, log zerolog.Logger) (Provider, error) {
 	if err := p.prepareBase(); err != nil {
 		return nil, fmt.Errorf("process sandbox: %w", err)
 	}
+	p.sweepAtStart()
 	p.inside = func(ws string) string { return ws }
 	p.wrap = func(ws, dir string, inner []string) ([]string, string) {
 		return inner, filepath.Join(ws, filepath.FromSlash(dir))

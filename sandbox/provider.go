@@ -95,9 +95,9 @@ func (p *provider) prepareBase() error {
 	return nil
 }
 
-// limitArgs is the prlimit command line that applies the limits, to be
-// followed by the command.
-func (p *provider) limitArgs() []string {
+// limitArgs is the prlimit command line that applies the limits, with
+// fileSize as RLIMIT_FSIZE, to be followed by the command.
+func (p *provider) limitArgs(fileSize int64) []string {
 	l := p.cfg.Limits
 	args := []string{
 		p.prlimit,
@@ -113,7 +113,7 @@ func (p *provider) limitArgs() []string {
 		args = append(args, "--nproc="+strconv.Itoa(l.Processes))
 	}
 	return append(args,
-		"--fsize="+strconv.FormatInt(l.FileSizeBytes, 10),
+		"--fsize="+strconv.FormatInt(fileSize, 10),
 		"--core=0",
 		"--",
 	)
@@ -197,13 +197,14 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 		}
 	}
 	start := time.Now()
-	ws, err := os.MkdirTemp(p.cfg.BaseDir, workspaceName(key)+"-")
+	ws, lock, err := p.newWorkspace(workspaceName(key) + "-")
 	if err != nil {
 		return nil, fmt.Errorf("provision sandbox %s: create workspace: %w", key, err)
 	}
 	if p.chownUID >= 0 {
 		if err := os.Chown(ws, p.chownUID, p.chownGID); err != nil {
 			_ = os.RemoveAll(ws)
+			_ = lock.Close()
 			return nil, fmt.Errorf("provision sandbox %s: chown workspace: %w", key, err)
 		}
 	}
@@ -211,6 +212,7 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 		p:            p,
 		key:          key,
 		workspace:    ws,
+		lock:         lock,
 		inside:       p.inside(ws),
 		gone:         make(chan struct{}),
 		sentinelDone: make(chan struct{}),
@@ -218,6 +220,7 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 	s.env = p.cfg.environ(s.inside)
 	if err := s.startSentinel(ctx); err != nil {
 		_ = os.RemoveAll(ws)
+		_ = lock.Close()
 		return nil, fmt.Errorf("provision sandbox %s: %w", key, err)
 	}
 	for i, st := range recipe.Steps {

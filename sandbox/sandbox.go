@@ -34,7 +34,23 @@ var (
 	// regular file: a directory, a FIFO, a socket or a device. They are
 	// refused without blocking, whatever is at the other end.
 	ErrNotRegular = errors.New("not a regular file")
+	// ErrDiskQuota is matched by a *DiskQuotaError: the workspace holds, or
+	// a WriteFile would make it hold, more than Config.DiskQuota.
+	ErrDiskQuota = errors.New("workspace over its disk quota")
 )
+
+// DiskQuotaError says how far a workspace is, or would be, over
+// Config.DiskQuota; errors.Is(err, ErrDiskQuota) holds. Sizes are bytes of
+// disk allocated to the workspace's files and directories.
+type DiskQuotaError struct {
+	Usage, Quota int64
+}
+
+func (e *DiskQuotaError) Error() string {
+	return fmt.Sprintf("workspace would use %d bytes, over its disk quota of %d bytes; remove files first", e.Usage, e.Quota)
+}
+
+func (e *DiskQuotaError) Is(target error) bool { return target == ErrDiskQuota }
 
 // Provider kinds accepted by New.
 const (
@@ -151,6 +167,18 @@ type Config struct {
 	// certificates, the loader cache, Debian's alternatives, the JVM's and
 	// Python's configuration, and resolv.conf only with AllowNetwork.
 	ReadOnlyPaths []string
+	// DiskQuota bounds each workspace, in bytes of disk allocated to its
+	// files and directories (hard links counted once); zero means no quota.
+	// cmd/logbook sets it from LOGBOOK_SANDBOX_DISK. How it is enforced:
+	// every command runs with RLIMIT_FSIZE at most the quota left, so no one
+	// file outgrows it; after each command the workspace is measured, and a
+	// command that left it over the quota reports ExecResult.DiskOverQuota
+	// and a note on stderr. While over, WriteFile fails with a
+	// *DiskQuotaError and commands run with RLIMIT_FSIZE 0: files can be
+	// read, truncated and removed but not grown, until usage is back under
+	// the quota. WriteFile refuses data that would go over. Not bounded:
+	// inodes of empty files, and /tmp (see Limits.TmpBytes).
+	DiskQuota int64
 	// UID and GID run the sandboxed commands. Zero means: nobody (65534)
 	// when the bot runs as root, else the bot's own user. Root is never used.
 	UID, GID uint32
@@ -163,6 +191,9 @@ var secretNameParts = []string{"TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "
 func (c Config) validate() error {
 	if err := c.Limits.validate(); err != nil {
 		return err
+	}
+	if c.DiskQuota < 0 {
+		return errors.New("disk quota must not be negative")
 	}
 	for name := range c.Env {
 		if name == "" || strings.ContainsAny(name, "=\x00") {
@@ -223,6 +254,8 @@ const (
 // says why the sandbox killed the command: "timeout", "output limit",
 // "cpu limit", or "" when it was not killed by the sandbox. MemoryBound is
 // how memory was bounded: MemoryBoundRlimitData or MemoryBoundCgroup.
+// DiskOverQuota is how many bytes the workspace is over Config.DiskQuota
+// after the command (0 when within; see Config.DiskQuota).
 type ExecResult struct {
 	Stdout, Stderr string
 	ExitCode       int
@@ -231,6 +264,7 @@ type ExecResult struct {
 	TimedOut       bool
 	Killed         string
 	MemoryBound    string
+	DiskOverQuota  int64
 }
 
 // Provider creates sandboxes.
