@@ -35,12 +35,12 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 		return nil, fmt.Errorf("bwrap sandbox: prlimit not found (Debian package util-linux): %w", err)
 	}
 	cfg.Limits = clampToHard(cfg.Limits, log)
-	p := &provider{name: KindBwrap, cfg: cfg, log: log, prlimit: prlimit, limitProcesses: true,
-		memoryBound: MemoryBoundRlimitData}
+	p := &provider{name: KindBwrap, cfg: cfg, log: log, prlimit: prlimit, limitProcesses: true}
 	p.setUser()
 	if err := p.prepareBase(); err != nil {
 		return nil, fmt.Errorf("bwrap sandbox: %w", err)
 	}
+	p.chooseMemoryBound()
 	p.sweepAtStart()
 	mounts, err := readOnlyMounts(cfg.ReadOnlyPaths)
 	if err != nil {
@@ -98,7 +98,8 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 		log.Warn().Err(probeErr).Msg("bwrap sandbox DEGRADED: --disable-userns is not available, sandboxed code may create nested user namespaces")
 	}
 	log.Info().Str("bwrap", bwrap).Str("base_dir", cfg.BaseDir).Uint32("uid", uid).
-		Bool("network", cfg.AllowNetwork).Str("memory_bound", p.memoryBound).Int64("memory_bytes", cfg.Limits.MemoryBytes).
+		Bool("network", cfg.AllowNetwork).Str("memory_bound", p.memoryBound).Str("memory_bound_why", p.memoryWhy).
+		Str("cgroup_parent", p.cgroupParent).Int64("memory_bytes", cfg.Limits.MemoryBytes).
 		Msg("sandbox provider bwrap ready")
 	return p, nil
 }

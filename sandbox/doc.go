@@ -60,7 +60,10 @@
 //     data size (RLIMIT_DATA, not the address space, which runtimes such as
 //     V8 and the JVM reserve by the gigabyte), open files, processes
 //     (counted per command, since each command has its own user namespace),
-//     file size, no core dumps;
+//     file size, no core dumps; and where the host delegates a cgroup v2
+//     memory controller to the bot, one cgroup per sandbox, holding all its
+//     processes, with memory.max (see cgroup.go; New detects it and logs
+//     memory_bound "cgroup" or "rlimit-data" with the reason);
 //   - a wall-clock timeout and an output cap: exec.Cmd.Cancel SIGKILLs the
 //     process group and WaitDelay bounds the wait for pipes; killing bwrap
 //     kills its pid namespace, so nothing a command started (background

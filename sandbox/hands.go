@@ -31,6 +31,10 @@ type sandbox struct {
 
 	// lock holds the workspace's flock (see workspace.go) until Close.
 	lock *os.File
+	// cgroup is the sandbox's own cgroup, nil when memory is bounded by
+	// RLIMIT_DATA alone; memoryBound says which.
+	cgroup      *os.File
+	memoryBound string
 
 	mu     sync.Mutex
 	gone   chan struct{} // closed when lost or closed; reason says why
@@ -125,7 +129,7 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	cmd.Dir = hostDir
 	cmd.Env = s.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: s.p.cred, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = s.sysProcAttr(syscall.SIGKILL)
 	// Setsid made the command's first process a group leader: the group
 	// holds bwrap, its init and every process not moved out by setsid, and
 	// bwrap's death tears down its pid namespace with those too.
@@ -143,13 +147,17 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 		return ExecResult{}, err
 	}
 	cmd.ExtraFiles = inputs
+	var oomBefore int64
+	if s.cgroup != nil {
+		oomBefore = oomKills(s.cgroup)
+	}
 	start := time.Now()
 	err = cmd.Start()
 	closeAll(inputs)
 	if err == nil {
 		err = cmd.Wait()
 	}
-	res := ExecResult{Duration: time.Since(start), ExitCode: -1, MemoryBound: s.p.memoryBound}
+	res := ExecResult{Duration: time.Since(start), ExitCode: -1, MemoryBound: s.memoryBound}
 	var outCut, errCut bool
 	res.Stdout, outCut = stdout.result()
 	res.Stderr, errCut = stderr.result()
@@ -174,6 +182,9 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 	}
 	if res.Killed == "" && killedByCPULimit(cmd.ProcessState) {
 		res.Killed = "cpu limit"
+	}
+	if res.Killed == "" && s.cgroup != nil && oomKills(s.cgroup) > oomBefore {
+		res.Killed = "memory limit"
 	}
 	select {
 	case <-s.gone:
@@ -262,6 +273,9 @@ func (s *sandbox) Close() error {
 		<-s.sentinelDone
 		s.ops.Wait()
 		s.closeErr = removeWorkspace(s.workspace)
+		if s.cgroup != nil {
+			removeCgroup(s.cgroup)
+		}
 		_ = s.lock.Close() // only now may a sweep take the directory
 		s.p.log.Debug().Str("key", s.key).Str("workspace", s.workspace).Msg("sandbox closed")
 	})

@@ -80,6 +80,9 @@ func TestMemoryBoundIsReported(t *testing.T) {
 			if !strings.Contains(logs.String(), `"memory_bound":"`+res.MemoryBound+`"`) {
 				t.Errorf("the startup log does not say the memory bound %q: %s", res.MemoryBound, logs.String())
 			}
+			if res.MemoryBound == MemoryBoundRlimitData && !strings.Contains(logs.String(), `"memory_bound_why":"no delegated cgroup v2 memory controller: `) {
+				t.Errorf("the startup log does not say why memory is not bounded by cgroup: %s", logs.String())
+			}
 			limit := "536870912" // testLimits' 512 MiB
 			var data, as string
 			for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {

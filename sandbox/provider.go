@@ -35,8 +35,11 @@ type provider struct {
 	// limitProcesses sets RLIMIT_NPROC; only meaningful in a user namespace
 	// of its own, where it counts the command's processes, not the uid's.
 	limitProcesses bool
-	// memoryBound says how memory is bounded (MemoryBound* constants).
-	memoryBound string
+	// memoryBound says how memory is bounded (MemoryBound* constants), and
+	// memoryWhy why not by cgroup; cgroupParent is where sandboxes get
+	// their cgroups ("" for none, see cgroup.go).
+	memoryBound, memoryWhy string
+	cgroupParent           string
 	// inputData is what every wrapped command line reads from fds 3, 4, ...
 	// (bwrap copies the sandbox's generated /etc files from them).
 	inputData [][]byte
@@ -218,8 +221,12 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 		sentinelDone: make(chan struct{}),
 	}
 	s.env = p.cfg.environ(s.inside)
+	s.joinCgroup()
 	if err := s.startSentinel(ctx); err != nil {
 		_ = os.RemoveAll(ws)
+		if s.cgroup != nil {
+			removeCgroup(s.cgroup)
+		}
 		_ = lock.Close()
 		return nil, fmt.Errorf("provision sandbox %s: %w", key, err)
 	}
@@ -246,7 +253,7 @@ func (s *sandbox) startSentinel(ctx context.Context) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = s.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: s.p.cred}
+	cmd.SysProcAttr = s.sysProcAttr(0)
 	stderr := newHeadTail(4<<10, nil)
 	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()

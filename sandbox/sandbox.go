@@ -252,7 +252,9 @@ const (
 // killed by a signal (timeout, output limit, loss). Stdout and Stderr keep
 // head and tail of each stream; Truncated says something was cut. Killed
 // says why the sandbox killed the command: "timeout", "output limit",
-// "cpu limit", or "" when it was not killed by the sandbox. MemoryBound is
+// "cpu limit", "memory limit" (only with MemoryBoundCgroup: the kernel's
+// OOM killer acted in the sandbox's cgroup), or "" when it was not killed
+// by the sandbox. MemoryBound is
 // how memory was bounded: MemoryBoundRlimitData or MemoryBoundCgroup.
 // DiskOverQuota is how many bytes the workspace is over Config.DiskQuota
 // after the command (0 when within; see Config.DiskQuota).

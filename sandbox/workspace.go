@@ -93,6 +93,9 @@ func (p *provider) sweep() (int, error) {
 			continue
 		}
 		err = removeWorkspace(dir)
+		if p.cgroupParent != "" {
+			removeCgroupDir(filepath.Join(p.cgroupParent, cgroupPrefix+e.Name()))
+		}
 		_ = lock.Close()
 		if err != nil {
 			errs = append(errs, err)
