@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,16 +35,26 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 		return nil, fmt.Errorf("bwrap sandbox: prlimit not found (Debian package util-linux): %w", err)
 	}
 	cfg.Limits = clampToHard(cfg.Limits, log)
-	p := &provider{name: KindBwrap, cfg: cfg, log: log, prlimit: prlimit}
+	p := &provider{name: KindBwrap, cfg: cfg, log: log, prlimit: prlimit, limitProcesses: true}
 	p.setUser()
 	if err := p.prepareBase(); err != nil {
 		return nil, fmt.Errorf("bwrap sandbox: %w", err)
 	}
+	p.chooseMemoryBound()
+	p.sweepAtStart()
 	mounts, err := readOnlyMounts(cfg.ReadOnlyPaths)
 	if err != nil {
 		return nil, fmt.Errorf("bwrap sandbox: %w", err)
 	}
 	uid, gid := p.sandboxIDs()
+	if !slices.Contains(cfg.ReadOnlyPaths, "/etc") {
+		etc, data, err := etcMounts(uid, gid, cfg.AllowNetwork)
+		if err != nil {
+			return nil, fmt.Errorf("bwrap sandbox: %w", err)
+		}
+		mounts = append(mounts, etc...)
+		p.inputData = data
+	}
 	isolation := []string{
 		"--unshare-user", "--uid", strconv.FormatUint(uint64(uid), 10), "--gid", strconv.FormatUint(uint64(gid), 10),
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox", "--unshare-cgroup-try",
@@ -86,7 +98,9 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 		log.Warn().Err(probeErr).Msg("bwrap sandbox DEGRADED: --disable-userns is not available, sandboxed code may create nested user namespaces")
 	}
 	log.Info().Str("bwrap", bwrap).Str("base_dir", cfg.BaseDir).Uint32("uid", uid).
-		Bool("network", cfg.AllowNetwork).Msg("sandbox provider bwrap ready")
+		Bool("network", cfg.AllowNetwork).Str("memory_bound", p.memoryBound).Str("memory_bound_why", p.memoryWhy).
+		Str("cgroup_parent", p.cgroupParent).Int64("memory_bytes", cfg.Limits.MemoryBytes).
+		Msg("sandbox provider bwrap ready")
 	return p, nil
 }
 
@@ -119,11 +133,14 @@ func readOnlyMounts(paths []string) ([]string, error) {
 
 // probe runs one command the way Exec would, in a throwaway workspace.
 func (p *provider) probe() error {
-	ws, err := os.MkdirTemp(p.cfg.BaseDir, ".probe-")
+	ws, lock, err := p.newWorkspace(".probe-")
 	if err != nil {
 		return fmt.Errorf("create probe workspace: %w", err)
 	}
-	defer func() { _ = os.RemoveAll(ws) }()
+	defer func() {
+		_ = os.RemoveAll(ws)
+		_ = lock.Close()
+	}()
 	if p.chownUID >= 0 {
 		if err := os.Chown(ws, p.chownUID, p.chownGID); err != nil {
 			return fmt.Errorf("chown probe workspace: %w", err)
@@ -131,7 +148,7 @@ func (p *provider) probe() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	argv, dir := p.wrap(ws, ".", append(p.limitArgs(), "/bin/sh", "-c", "echo ok > probe && cat probe"))
+	argv, dir := p.wrap(ws, ".", append(p.limitArgs(p.cfg.Limits.FileSizeBytes), "/bin/sh", "-c", "echo ok > probe && cat probe"))
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = p.cfg.environ(p.inside(ws))
@@ -140,7 +157,14 @@ func (p *provider) probe() error {
 	cmd.WaitDelay = waitDelay
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	inputs, err := p.inputs()
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	cmd.ExtraFiles = inputs
+	err = cmd.Run()
+	closeAll(inputs)
+	if err != nil {
 		return fmt.Errorf("probe: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	if stdout.String() != "ok\n" {
@@ -168,4 +192,69 @@ func diagnose(bwrap string, cred *syscall.Credential) string {
 	}
 	return fmt.Sprintf(" (refused here: %s; check user.max_user_namespaces, kernel.unprivileged_userns_clone and the container's seccomp/AppArmor profile, or choose the process provider knowingly)",
 		strings.Join(failed, " "))
+}
+
+// hostEtc are the parts of the host's /etc a bwrap sandbox sees, read-only,
+// when present: what the dynamic loader, TLS clients (CA certificates),
+// Debian's alternatives and the JVM's and Python's configuration need.
+// Patterns are filepath.Glob patterns. Accounts, shadow files, host name,
+// machine id, SSH and sudo configuration and the like stay out.
+var hostEtc = []string{
+	"/etc/alternatives",
+	"/etc/ca-certificates",
+	"/etc/ssl/certs",
+	"/etc/ssl/openssl.cnf",
+	"/etc/pki/tls/certs",
+	"/etc/pki/ca-trust",
+	"/etc/ld.so.cache",
+	"/etc/ld.so.conf",
+	"/etc/ld.so.conf.d",
+	"/etc/localtime",
+	"/etc/protocols",
+	"/etc/services",
+	"/etc/mime.types",
+	"/etc/os-release",
+	"/etc/gai.conf",
+	"/etc/java-*",
+	"/etc/python3*",
+	"/etc/perl",
+}
+
+// etcMounts returns bwrap arguments building the sandbox's own /etc and
+// the generated files they copy in from fds 3, 4, ... (in order): passwd and
+// group naming only the sandbox user and nobody, hosts with localhost,
+// nsswitch.conf reading files; then the hostEtc allowlist and, only with
+// network, the host's resolv.conf. Nothing is written on the host.
+func etcMounts(uid, gid uint32, network bool) ([]string, [][]byte, error) {
+	generated := []struct{ name, data string }{
+		{"passwd", fmt.Sprintf("sandbox:x:%d:%d:sandbox:%s:/bin/sh\nnobody:x:%d:%d:nobody:/nonexistent:/usr/sbin/nologin\n",
+			uid, gid, insideWorkspace, nobody, nobody)},
+		{"group", fmt.Sprintf("sandbox:x:%d:\nnogroup:x:%d:\n", gid, nobody)},
+		{"hosts", "127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
+		{"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n"},
+	}
+	args := []string{"--dir", "/etc"}
+	var data [][]byte
+	for i, g := range generated {
+		args = append(args, "--perms", "0644", "--file", strconv.Itoa(3+i), "/etc/"+g.name)
+		data = append(data, []byte(g.data))
+	}
+	var host []string
+	for _, pattern := range hostEtc {
+		matches, err := filepath.Glob(pattern)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sandbox /etc pattern %q: %w", pattern, err)
+		}
+		host = append(host, matches...)
+	}
+	if network {
+		host = append(host, "/etc/resolv.conf")
+	}
+	for _, p := range host {
+		if _, err := os.Stat(p); err != nil {
+			continue // missing, or a dangling link
+		}
+		args = append(args, "--ro-bind", p, p)
+	}
+	return args, data, nil
 }

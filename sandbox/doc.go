@@ -11,10 +11,12 @@
 // "none" (Provision works, every operation returns ErrDisabled, so command
 // tools are off). cmd/logbook maps LOGBOOK_SANDBOX to the kind.
 //
-// Provider.Provision creates a fresh workspace directory under
-// Config.BaseDir, starts the sandbox's sentinel process and runs the
-// Recipe's steps in it; a failing step returns a *StepError and leaves
-// nothing behind. The caller appends sandbox_provisioned.
+// New first removes workspaces a crashed bot left under Config.BaseDir
+// (those no live sandbox holds locked). Provider.Provision creates a fresh,
+// locked workspace directory under Config.BaseDir, starts the sandbox's
+// sentinel process and runs the Recipe's steps in it; a failing step
+// returns a *StepError and leaves nothing behind. The caller appends
+// sandbox_provisioned.
 //
 // Sandbox.Exec runs one command; Sandbox.ReadFile and Sandbox.WriteFile move
 // bytes in and out of the workspace. When the sentinel dies (killed by an
@@ -36,8 +38,12 @@
 //     loopback unless Config.AllowNetwork is set; --disable-userns forbids
 //     nested user namespaces (if this bwrap or kernel lacks it, New logs a
 //     DEGRADED warning and goes on);
-//   - a root made of: Config.ReadOnlyPaths (/usr, /etc and the /bin, /lib...
-//     links by default) read-only; a fresh /proc of its own pid namespace;
+//   - a root made of: Config.ReadOnlyPaths (/usr and the /bin, /lib...
+//     links by default) read-only; an /etc of its own (passwd and group
+//     naming only the sandbox user and nobody, hosts with localhost, CA
+//     certificates, the loader cache, alternatives, JVM and Python
+//     configuration; resolv.conf only with AllowNetwork; no shadow, no host
+//     accounts, host name or machine id); a fresh /proc of its own pid namespace;
 //     a minimal /dev; a private size-limited tmpfs on /tmp; the workspace
 //     bound read-write on /workspace, the only place that persists and the
 //     only host directory it can write; the root itself remounted
@@ -51,8 +57,13 @@
 //     inherited, not even by bwrap itself, whose /proc/1/environ the
 //     sandbox can read;
 //   - limits set by util-linux prlimit inside the namespaces: CPU seconds,
-//     address space, open files, processes (counted per command, since each
-//     command has its own user namespace), file size, no core dumps;
+//     data size (RLIMIT_DATA, not the address space, which runtimes such as
+//     V8 and the JVM reserve by the gigabyte), open files, processes
+//     (counted per command, since each command has its own user namespace),
+//     file size, no core dumps; and where the host delegates a cgroup v2
+//     memory controller to the bot, one cgroup per sandbox, holding all its
+//     processes, with memory.max (see cgroup.go; New detects it and logs
+//     memory_bound "cgroup" or "rlimit-data" with the reason);
 //   - a wall-clock timeout and an output cap: exec.Cmd.Cancel SIGKILLs the
 //     process group and WaitDelay bounds the wait for pipes; killing bwrap
 //     kills its pid namespace, so nothing a command started (background
@@ -71,7 +82,10 @@
 // ReadFile and WriteFile work from the host side through os.Root on the
 // workspace, which refuses "..", absolute paths elsewhere and symbolic links
 // leading out (a sandboxed command can plant such links): ErrOutsideWorkspace.
-// Written files are owned by the sandbox user.
+// They touch regular files only: a FIFO, socket or device (which a command
+// can also plant) is refused with ErrNotRegular without being waited on,
+// since the open is non-blocking and checked with fstat, so neither they nor
+// Close can wedge on one. Written files are owned by the sandbox user.
 //
 // # Threat model
 //
@@ -89,31 +103,41 @@
 //     seccomp filter, no VM. A kernel bug reachable from an unprivileged user
 //     namespace breaks isolation. Run the bot on a host you would also
 //     trust with unprivileged user namespaces.
-//   - What the read-only paths reveal: by default all of /etc and /usr are
-//     readable, so any world-readable secret there is readable. Keep
-//     secrets out of world-readable files, or narrow Config.ReadOnlyPaths.
+//   - What the read-only paths reveal: by default all of /usr and the
+//     allowlisted parts of /etc are readable, so any world-readable secret
+//     there is readable. Keep secrets out of world-readable files, or
+//     narrow Config.ReadOnlyPaths.
 //     The sandbox can also read its own bwrap command line (/proc/1/cmdline),
 //     which shows the host path of its workspace and its limits.
-//   - Memory is RLIMIT_AS per process (virtual address space), not a cgroup
-//     limit on the sandbox's total resident memory; many processes can each
-//     use up to the limit, and runtimes that reserve large address spaces
-//     need a generous value. No CPU share or I/O bandwidth limit either.
-//   - Disk: the workspace has no quota. FileSizeBytes caps each file, not
-//     their number. /tmp is capped by Limits.TmpBytes (memory-backed).
+//   - Memory is RLIMIT_DATA per process unless a cgroup v2 memory
+//     controller is available (ExecResult.MemoryBound and the startup log
+//     say which): many processes can each use up to the limit, and file
+//     mappings and the stack are not counted. No CPU share or I/O bandwidth
+//     limit either.
+//   - Disk: without Config.DiskQuota a workspace has no quota and
+//     FileSizeBytes caps each file, not their number. With it, a command
+//     can overshoot the quota by at most what it writes to several files
+//     at once before the measurement after it; from then on files cannot
+//     grow until usage is back under. Empty files (inodes) are not bounded.
+//     /tmp is capped by Limits.TmpBytes (memory-backed).
 //   - With AllowNetwork the sandbox shares the host's network namespace and
 //     reaches everything the host reaches, 127.0.0.1 included.
 //   - All sandboxes run as the same host uid; they are kept apart by mount
 //     namespaces, not by file ownership.
 //   - If the bot dies, its sandboxes' processes die with it (the sentinel
 //     sees its pipe close; each command's bwrap has a parent-death signal),
-//     but workspaces stay on disk under BaseDir until someone removes them.
+//     and their workspaces stay on disk under BaseDir until the next New
+//     sweeps them (each live workspace is flock'ed by its sandbox; New
+//     removes those whose lock it can take, never a live one of another
+//     provider or process).
 //     Go ties the parent-death signal to the OS thread that started the
 //     child, so a thread ending early (runtime.LockOSThread without unlock)
 //     would kill a running command: it then reports ExitCode -1.
 //
 // The process provider defends none of the above except the environment
-// allowlist, the limits (its process limit counts every process of the
-// sandbox uid on the host), timeouts and process-group kill; it runs
+// allowlist, the limits (but no process limit: RLIMIT_NPROC would count
+// every process of the sandbox uid on the host, so a fork bomb is stopped
+// only by the timeout), timeouts and process-group kill; it runs
 // commands as nobody when the bot is root, so the bot's own root-only files
 // stay out of reach, but everything world-readable is readable and the
 // network is open.

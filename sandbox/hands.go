@@ -29,9 +29,17 @@ type sandbox struct {
 	sentinelIn   io.WriteCloser
 	sentinelDone chan struct{} // closed once the sentinel is reaped
 
+	// lock holds the workspace's flock (see workspace.go) until Close.
+	lock *os.File
+	// cgroup is the sandbox's own cgroup, nil when memory is bounded by
+	// RLIMIT_DATA alone; memoryBound says which.
+	cgroup      *os.File
+	memoryBound string
+
 	mu     sync.Mutex
 	gone   chan struct{} // closed when lost or closed; reason says why
 	reason string
+	used   int64          // the workspace's disk usage in bytes, as last measured
 	ops    sync.WaitGroup // in-flight operations, added to only while not gone
 
 	closeOnce sync.Once
@@ -117,11 +125,11 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 	defer cancelRun()
 
 	lim := s.p.cfg.Limits
-	argv, hostDir := s.p.wrap(s.workspace, dir, append(s.p.limitArgs(), inner...))
+	argv, hostDir := s.p.wrap(s.workspace, dir, append(s.p.limitArgs(s.fileSizeLimit()), inner...))
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	cmd.Dir = hostDir
 	cmd.Env = s.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: s.p.cred, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = s.sysProcAttr(syscall.SIGKILL)
 	// Setsid made the command's first process a group leader: the group
 	// holds bwrap, its init and every process not moved out by setsid, and
 	// bwrap's death tears down its pid namespace with those too.
@@ -134,9 +142,22 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 		cmd.Stdin = bytes.NewReader(req.Stdin)
 	}
 
+	inputs, err := s.p.inputs()
+	if err != nil {
+		return ExecResult{}, err
+	}
+	cmd.ExtraFiles = inputs
+	var oomBefore int64
+	if s.cgroup != nil {
+		oomBefore = oomKills(s.cgroup)
+	}
 	start := time.Now()
-	err = cmd.Run()
-	res := ExecResult{Duration: time.Since(start), ExitCode: -1}
+	err = cmd.Start()
+	closeAll(inputs)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	res := ExecResult{Duration: time.Since(start), ExitCode: -1, MemoryBound: s.memoryBound}
 	var outCut, errCut bool
 	res.Stdout, outCut = stdout.result()
 	res.Stderr, errCut = stderr.result()
@@ -162,10 +183,18 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 	if res.Killed == "" && killedByCPULimit(cmd.ProcessState) {
 		res.Killed = "cpu limit"
 	}
+	if res.Killed == "" && s.cgroup != nil && oomKills(s.cgroup) > oomBefore {
+		res.Killed = "memory limit"
+	}
 	select {
 	case <-s.gone:
 		return res, s.lostErr()
 	default:
+	}
+	if over := s.measure(ctx); over > 0 {
+		res.DiskOverQuota = over
+		res.Stderr += fmt.Sprintf("\n[sandbox: the workspace is %d bytes over its disk quota of %d bytes; files cannot grow until some are removed]\n",
+			over, s.p.cfg.DiskQuota)
 	}
 	return res, nil
 }
@@ -244,6 +273,10 @@ func (s *sandbox) Close() error {
 		<-s.sentinelDone
 		s.ops.Wait()
 		s.closeErr = removeWorkspace(s.workspace)
+		if s.cgroup != nil {
+			removeCgroup(s.cgroup)
+		}
+		_ = s.lock.Close() // only now may a sweep take the directory
 		s.p.log.Debug().Str("key", s.key).Str("workspace", s.workspace).Msg("sandbox closed")
 	})
 	return s.closeErr

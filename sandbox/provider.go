@@ -32,6 +32,17 @@ type provider struct {
 	// -1 leaves ownership as is.
 	chownUID, chownGID int
 	prlimit            string
+	// limitProcesses sets RLIMIT_NPROC; only meaningful in a user namespace
+	// of its own, where it counts the command's processes, not the uid's.
+	limitProcesses bool
+	// memoryBound says how memory is bounded (MemoryBound* constants), and
+	// memoryWhy why not by cgroup; cgroupParent is where sandboxes get
+	// their cgroups ("" for none, see cgroup.go).
+	memoryBound, memoryWhy string
+	cgroupParent           string
+	// inputData is what every wrapped command line reads from fds 3, 4, ...
+	// (bwrap copies the sandbox's generated /etc files from them).
+	inputData [][]byte
 	// inside maps a workspace's host path to the path commands see.
 	inside func(workspace string) string
 	// wrap returns the host command line running inner in the sandbox with
@@ -87,20 +98,58 @@ func (p *provider) prepareBase() error {
 	return nil
 }
 
-// limitArgs is the prlimit command line that applies the limits, to be
-// followed by the command.
-func (p *provider) limitArgs() []string {
+// limitArgs is the prlimit command line that applies the limits, with
+// fileSize as RLIMIT_FSIZE, to be followed by the command.
+func (p *provider) limitArgs(fileSize int64) []string {
 	l := p.cfg.Limits
-	return []string{
+	args := []string{
 		p.prlimit,
 		// SIGXCPU at the soft limit says why; SIGKILL a second later if ignored.
 		"--cpu=" + strconv.Itoa(l.CPUSeconds) + ":" + strconv.Itoa(l.CPUSeconds+1),
-		"--as=" + strconv.FormatInt(l.MemoryBytes, 10),
+		// RLIMIT_DATA, not RLIMIT_AS: it counts what a process can dirty
+		// (heap, private writable mappings) and not the address space
+		// V8's WebAssembly cages or the JVM's class space only reserve.
+		"--data=" + strconv.FormatInt(l.MemoryBytes, 10),
 		"--nofile=" + strconv.Itoa(l.OpenFiles),
-		"--nproc=" + strconv.Itoa(l.Processes),
-		"--fsize=" + strconv.FormatInt(l.FileSizeBytes, 10),
+	}
+	if p.limitProcesses {
+		args = append(args, "--nproc="+strconv.Itoa(l.Processes))
+	}
+	return append(args,
+		"--fsize="+strconv.FormatInt(fileSize, 10),
 		"--core=0",
 		"--",
+	)
+}
+
+// inputs returns the read ends of pipes already holding p.inputData, to be
+// a command's ExtraFiles; the caller closes them once it started. Each item
+// must fit in a pipe buffer (64 KiB on Linux) since nobody else writes.
+func (p *provider) inputs() ([]*os.File, error) {
+	files := make([]*os.File, 0, len(p.inputData))
+	for _, data := range p.inputData {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(files)
+			return nil, fmt.Errorf("command input pipe: %w", err)
+		}
+		_, err = w.Write(data)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = r.Close()
+			closeAll(files)
+			return nil, fmt.Errorf("command input pipe: %w", err)
+		}
+		files = append(files, r)
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		_ = f.Close()
 	}
 }
 
@@ -119,7 +168,7 @@ func clampToHard(l Limits, log zerolog.Logger) Limits {
 		return lowered
 	}
 	l.CPUSeconds = int(clamp("cpu_seconds", unix.RLIMIT_CPU, int64(l.CPUSeconds), 1))
-	l.MemoryBytes = clamp("memory_bytes", unix.RLIMIT_AS, l.MemoryBytes, 0)
+	l.MemoryBytes = clamp("memory_bytes", unix.RLIMIT_DATA, l.MemoryBytes, 0)
 	l.OpenFiles = int(clamp("open_files", unix.RLIMIT_NOFILE, int64(l.OpenFiles), 0))
 	l.Processes = int(clamp("processes", unix.RLIMIT_NPROC, int64(l.Processes), 0))
 	l.FileSizeBytes = clamp("file_size_bytes", unix.RLIMIT_FSIZE, l.FileSizeBytes, 0)
@@ -151,13 +200,14 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 		}
 	}
 	start := time.Now()
-	ws, err := os.MkdirTemp(p.cfg.BaseDir, workspaceName(key)+"-")
+	ws, lock, err := p.newWorkspace(workspaceName(key) + "-")
 	if err != nil {
 		return nil, fmt.Errorf("provision sandbox %s: create workspace: %w", key, err)
 	}
 	if p.chownUID >= 0 {
 		if err := os.Chown(ws, p.chownUID, p.chownGID); err != nil {
 			_ = os.RemoveAll(ws)
+			_ = lock.Close()
 			return nil, fmt.Errorf("provision sandbox %s: chown workspace: %w", key, err)
 		}
 	}
@@ -165,13 +215,19 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 		p:            p,
 		key:          key,
 		workspace:    ws,
+		lock:         lock,
 		inside:       p.inside(ws),
 		gone:         make(chan struct{}),
 		sentinelDone: make(chan struct{}),
 	}
 	s.env = p.cfg.environ(s.inside)
+	s.joinCgroup()
 	if err := s.startSentinel(ctx); err != nil {
 		_ = os.RemoveAll(ws)
+		if s.cgroup != nil {
+			removeCgroup(s.cgroup)
+		}
+		_ = lock.Close()
 		return nil, fmt.Errorf("provision sandbox %s: %w", key, err)
 	}
 	for i, st := range recipe.Steps {
@@ -197,7 +253,7 @@ func (s *sandbox) startSentinel(ctx context.Context) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = s.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: s.p.cred}
+	cmd.SysProcAttr = s.sysProcAttr(0)
 	stderr := newHeadTail(4<<10, nil)
 	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
@@ -208,7 +264,14 @@ func (s *sandbox) startSentinel(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start sentinel: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
+	inputs, err := s.p.inputs()
+	if err != nil {
+		return fmt.Errorf("start sentinel: %w", err)
+	}
+	cmd.ExtraFiles = inputs
+	err = cmd.Start()
+	closeAll(inputs)
+	if err != nil {
 		return fmt.Errorf("start sentinel: %w", err)
 	}
 	ready := make(chan error, 1)

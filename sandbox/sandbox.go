@@ -30,7 +30,27 @@ var (
 	ErrDisabled = errors.New("sandbox disabled")
 	// ErrTooLarge is returned by ReadFile for a file over Limits.FileSizeBytes.
 	ErrTooLarge = errors.New("file too large")
+	// ErrNotRegular is returned by ReadFile and WriteFile for anything but a
+	// regular file: a directory, a FIFO, a socket or a device. They are
+	// refused without blocking, whatever is at the other end.
+	ErrNotRegular = errors.New("not a regular file")
+	// ErrDiskQuota is matched by a *DiskQuotaError: the workspace holds, or
+	// a WriteFile would make it hold, more than Config.DiskQuota.
+	ErrDiskQuota = errors.New("workspace over its disk quota")
 )
+
+// DiskQuotaError says how far a workspace is, or would be, over
+// Config.DiskQuota; errors.Is(err, ErrDiskQuota) holds. Sizes are bytes of
+// disk allocated to the workspace's files and directories.
+type DiskQuotaError struct {
+	Usage, Quota int64
+}
+
+func (e *DiskQuotaError) Error() string {
+	return fmt.Sprintf("workspace would use %d bytes, over its disk quota of %d bytes; remove files first", e.Usage, e.Quota)
+}
+
+func (e *DiskQuotaError) Is(target error) bool { return target == ErrDiskQuota }
 
 // Provider kinds accepted by New.
 const (
@@ -62,14 +82,20 @@ type Limits struct {
 	// SIGXCPU then, reported as Killed "cpu limit"; the hard limit (SIGKILL)
 	// is one second later (60).
 	CPUSeconds int
-	// MemoryBytes is RLIMIT_AS per process: virtual address space, not RSS
-	// (2 GiB).
+	// MemoryBytes bounds memory, in bytes (2 GiB): RLIMIT_DATA of each
+	// process, which counts the heap and private writable mappings (what a
+	// process can actually dirty) but not address space merely reserved, so
+	// Node's WebAssembly and fetch and the JVM start. Where a cgroup v2
+	// memory controller is delegated to the bot it is also the memory.max
+	// of each sandbox as a whole (ExecResult.MemoryBound says which).
 	MemoryBytes int64
 	// OpenFiles is RLIMIT_NOFILE per process (1024).
 	OpenFiles int
 	// Processes is RLIMIT_NPROC: tasks (processes and threads) of the sandbox
 	// user. With bwrap it is counted per command, because each command gets
-	// its own user namespace (256).
+	// its own user namespace (256). The process provider does not set it:
+	// outside a user namespace it would count every process of the uid on
+	// the host, and a uid already busy elsewhere could not fork at all.
 	Processes int
 	// FileSizeBytes is RLIMIT_FSIZE, the largest file a process may write,
 	// in bytes; ReadFile refuses larger files with ErrTooLarge (256 MiB).
@@ -134,8 +160,25 @@ type Config struct {
 	PrlimitPath string
 	// ReadOnlyPaths are the host directories mounted read-only in bwrap
 	// sandboxes; symbolic links among them are recreated as links. Missing
-	// ones are skipped. Default: /usr /bin /sbin /lib /lib32 /lib64 /libx32 /etc.
+	// ones are skipped. Default: /usr /bin /sbin /lib /lib32 /lib64 /libx32.
+	// Unless it names /etc (which then shares the host's whole /etc), the
+	// sandbox gets a minimal /etc of its own: passwd and group with only its
+	// user ("sandbox") and nobody, hosts with localhost, nsswitch.conf, CA
+	// certificates, the loader cache, Debian's alternatives, the JVM's and
+	// Python's configuration, and resolv.conf only with AllowNetwork.
 	ReadOnlyPaths []string
+	// DiskQuota bounds each workspace, in bytes of disk allocated to its
+	// files and directories (hard links counted once); zero means no quota.
+	// cmd/logbook sets it from LOGBOOK_SANDBOX_DISK. How it is enforced:
+	// every command runs with RLIMIT_FSIZE at most the quota left, so no one
+	// file outgrows it; after each command the workspace is measured, and a
+	// command that left it over the quota reports ExecResult.DiskOverQuota
+	// and a note on stderr. While over, WriteFile fails with a
+	// *DiskQuotaError and commands run with RLIMIT_FSIZE 0: files can be
+	// read, truncated and removed but not grown, until usage is back under
+	// the quota. WriteFile refuses data that would go over. Not bounded:
+	// inodes of empty files, and /tmp (see Limits.TmpBytes).
+	DiskQuota int64
 	// UID and GID run the sandboxed commands. Zero means: nobody (65534)
 	// when the bot runs as root, else the bot's own user. Root is never used.
 	UID, GID uint32
@@ -148,6 +191,9 @@ var secretNameParts = []string{"TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "
 func (c Config) validate() error {
 	if err := c.Limits.validate(); err != nil {
 		return err
+	}
+	if c.DiskQuota < 0 {
+		return errors.New("disk quota must not be negative")
 	}
 	for name := range c.Env {
 		if name == "" || strings.ContainsAny(name, "=\x00") {
@@ -190,11 +236,28 @@ type ExecRequest struct {
 	Timeout time.Duration
 }
 
+// How a sandbox bounds memory, as ExecResult.MemoryBound and the provider's
+// startup log ("memory_bound") say.
+const (
+	// MemoryBoundRlimitData: Limits.MemoryBytes is RLIMIT_DATA of each
+	// process (heap and private writable mappings), nothing bounds the
+	// sandbox's total.
+	MemoryBoundRlimitData = "rlimit-data"
+	// MemoryBoundCgroup: additionally, the sandbox's processes share one
+	// cgroup v2 whose memory.max is Limits.MemoryBytes (swap off).
+	MemoryBoundCgroup = "cgroup"
+)
+
 // ExecResult is what a command did. ExitCode is -1 when the command was
 // killed by a signal (timeout, output limit, loss). Stdout and Stderr keep
 // head and tail of each stream; Truncated says something was cut. Killed
 // says why the sandbox killed the command: "timeout", "output limit",
-// "cpu limit", or "" when it was not killed by the sandbox.
+// "cpu limit", "memory limit" (only with MemoryBoundCgroup: the kernel's
+// OOM killer acted in the sandbox's cgroup), or "" when it was not killed
+// by the sandbox. MemoryBound is
+// how memory was bounded: MemoryBoundRlimitData or MemoryBoundCgroup.
+// DiskOverQuota is how many bytes the workspace is over Config.DiskQuota
+// after the command (0 when within; see Config.DiskQuota).
 type ExecResult struct {
 	Stdout, Stderr string
 	ExitCode       int
@@ -202,6 +265,8 @@ type ExecResult struct {
 	Truncated      bool
 	TimedOut       bool
 	Killed         string
+	MemoryBound    string
+	DiskOverQuota  int64
 }
 
 // Provider creates sandboxes.
@@ -225,10 +290,12 @@ type Sandbox interface {
 	// workspace or absolute under the workspace as the sandbox sees it (e.g.
 	// /workspace/a.txt with bwrap); anything else, including a symbolic link
 	// out, is ErrOutsideWorkspace. Files over Limits.FileSizeBytes give
-	// ErrTooLarge.
+	// ErrTooLarge; directories, FIFOs, sockets and devices ErrNotRegular
+	// (at once, never blocking on them). ctx's error when ctx ends first.
 	ReadFile(ctx context.Context, path string) ([]byte, error)
-	// WriteFile creates or replaces a file of the workspace (mode 0644,
-	// parents created 0755, owned by the sandbox user). Same path rules.
+	// WriteFile creates or replaces a regular file of the workspace (mode
+	// 0644, parents created 0755, owned by the sandbox user). Same path rules
+	// and errors as ReadFile.
 	WriteFile(ctx context.Context, path string, data []byte) error
 	// Alive returns nil, or ErrLost wrapped with the reason.
 	Alive(ctx context.Context) error
@@ -263,7 +330,7 @@ func New(kind string, cfg Config, log zerolog.Logger) (Provider, error) {
 	cfg.BwrapPath = cmp.Or(cfg.BwrapPath, "bwrap")
 	cfg.PrlimitPath = cmp.Or(cfg.PrlimitPath, "prlimit")
 	if cfg.ReadOnlyPaths == nil {
-		cfg.ReadOnlyPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+		cfg.ReadOnlyPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 	}
 	log = log.With().Str("component", "sandbox").Logger()
 
