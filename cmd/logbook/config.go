@@ -65,6 +65,34 @@ func envInt(e env, name string) (int, error) {
 	return n, nil
 }
 
+// envBytes reads a size in bytes, with an optional K, M, G or T suffix (powers of 1024, an
+// optional "iB" or "B" after it): "512M", "2GiB", "1048576". Unset is 0.
+func envBytes(e env, name string) (int64, error) {
+	v := strings.TrimSpace(e.getenv(name))
+	if v == "" {
+		return 0, nil
+	}
+	num := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(v), "B"), "I")
+	mult := int64(1)
+	if n := len(num); n > 0 {
+		switch num[n-1] {
+		case 'K':
+			mult, num = 1<<10, num[:n-1]
+		case 'M':
+			mult, num = 1<<20, num[:n-1]
+		case 'G':
+			mult, num = 1<<30, num[:n-1]
+		case 'T':
+			mult, num = 1<<40, num[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%s=%q is not a size (e.g. 512M, 2GiB, or bytes)", name, v)
+	}
+	return n * mult, nil
+}
+
 func envBool(e env, name string, def bool) (bool, error) {
 	switch strings.ToLower(strings.TrimSpace(e.getenv(name))) {
 	case "":
@@ -156,6 +184,9 @@ func (cfg *serveConfig) readSettings(e env) error {
 		return fmt.Errorf("LOGBOOK_SANDBOX=%q: want bwrap, process or none", cfg.Sandbox)
 	}
 	cfg.SandboxDir = strings.TrimSpace(e.getenv("LOGBOOK_SANDBOX_DIR"))
+	if cfg.SandboxDisk, err = envBytes(e, "LOGBOOK_SANDBOX_DISK"); err != nil {
+		return err
+	}
 	if cfg.SandboxNet, err = envBool(e, "LOGBOOK_SANDBOX_NETWORK", false); err != nil {
 		return err
 	}

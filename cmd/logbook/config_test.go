@@ -48,6 +48,8 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		{"LOGBOOK_REPLY_FOOTER", "usage"}, // without LOGBOOK_PUBLIC_URL
 		{"LOGBOOK_REPLY_FOOTER", "loud"},
 		{"LOGBOOK_PRICES", "gpt-4o=cheap"},
+		{"LOGBOOK_SANDBOX_DISK", "lots"},
+		{"LOGBOOK_SANDBOX_DISK", "-1G"},
 		{"LOGBOOK_MAX_OUTPUT_TOKENS", "lots"},
 		{"LOGBOOK_MAX_CONTINUATIONS", "-1"},
 		{"LOGBOOK_REPEAT_LIMIT", "0"},
@@ -167,6 +169,18 @@ func TestConfigWebDefaultsStayOnLoopback(t *testing.T) {
 		got := webExposure(c.addr, c.header, nil)
 		if (got != "") != c.warn || (c.warn && !strings.Contains(got, "LOGBOOK_WEB_TRUSTED_PROXIES")) {
 			t.Errorf("webExposure(%q, %q) = %q, want a warning: %v", c.addr, c.header, got, c.warn)
+		}
+	}
+}
+
+func TestConfigSandboxDisk(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int64{"": 0, "1048576": 1 << 20, "512M": 512 << 20, "2GiB": 2 << 30, "1g": 1 << 30, "3KB": 3 << 10} {
+		vars := baseVars()
+		vars["LOGBOOK_SANDBOX_DISK"] = in
+		cfg, err := load(vars)
+		if err != nil || cfg.SandboxDisk != want {
+			t.Errorf("%q: %d %v, want %d", in, cfg.SandboxDisk, err, want)
 		}
 	}
 }

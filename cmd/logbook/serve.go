@@ -66,6 +66,8 @@ Environment:
   LOGBOOK_SANDBOX_DIR     workspaces directory (default: the user cache dir;
                           /var/lib/logbook/sandboxes as root)
   LOGBOOK_SANDBOX_NETWORK on to let sandboxed commands use the network (default off)
+  LOGBOOK_SANDBOX_DISK    a workspace's disk quota, e.g. 2G (default none): a command that
+                          goes over is reported, and writes fail until files are removed
   LOGBOOK_THREAD_REPLIES  which messages in a session's thread the bot answers: addressed
                           (default: all but asides — "(aside) …", "!aside …" — and messages
                           that mention someone else and not the bot), mentions (only those
@@ -146,6 +148,7 @@ type serveConfig struct {
 	Sandbox      string
 	SandboxDir   string
 	SandboxNet   bool
+	SandboxDisk  int64 // bytes of a workspace (LOGBOOK_SANDBOX_DISK); 0: no quota
 	IdleTimeout  time.Duration
 	LeaseTTL     time.Duration
 	HTTPAddr     string
@@ -428,7 +431,7 @@ func sandboxProvider(cfg serveConfig, log zerolog.Logger) (sandbox.Provider, err
 		if dir == "" {
 			dir = defaultSandboxDir()
 		}
-		provs, err := sandbox.New(kind, sandbox.Config{BaseDir: dir, AllowNetwork: cfg.SandboxNet}, log.With().Str("part", "sandbox").Logger())
+		provs, err := sandbox.New(kind, sandbox.Config{BaseDir: dir, AllowNetwork: cfg.SandboxNet, DiskQuota: cfg.SandboxDisk}, log.With().Str("part", "sandbox").Logger())
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: %w (LOGBOOK_SANDBOX=none turns command tools off)", err)
 		}
