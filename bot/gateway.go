@@ -503,9 +503,21 @@ func (g *Gateway) withThread(ctx context.Context, log zerolog.Logger, sess sessi
 	}
 	var thread []msg
 	cursor := ""
-	for page := 0; page < 5; page++ {
+	for page, limited := 0, 0; page < 5; page++ {
 		msgs, more, next, err := g.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
 			ChannelID: key.Channel, Timestamp: key.ThreadTS, Cursor: cursor, Limit: 200})
+		if wait, ok := rateLimited(err); ok && limited < 2 {
+			// A rate limit posted nothing: wait it out if the ack can still afford it.
+			limited++
+			if deadline, _ := ctx.Deadline(); time.Now().Add(cmp.Or(wait, time.Second)).Before(deadline) {
+				select {
+				case <-ctx.Done():
+				case <-time.After(cmp.Or(wait, time.Second)):
+					page--
+					continue
+				}
+			}
+		}
 		if err != nil {
 			log.Warn().Err(err).Msg("read the thread of a late-opened session; its earlier messages are left out")
 			break
