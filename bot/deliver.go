@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -389,6 +390,235 @@ func (d *Deliverer) lookup(ctx context.Context, channel, thread, eventID string,
 		}
 		if !more || next == "" {
 			return nil
+		}
+		cursor = next
+	}
+}
+
+// unavailableCodes are Slack's answers meaning a method will not work for this app or
+// workspace, however often it is called.
+var unavailableCodes = map[string]bool{
+	"unknown_method": true, "missing_scope": true, "not_allowed_token_type": true, "method_deprecated": true,
+	"not_allowed": true, "feature_not_enabled": true, "team_not_allowed": true, "not_enabled": true,
+}
+
+func (d *Deliverer) isUnavailable(method string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.unavailable[method]
+}
+
+// call makes one Web API call through f: rate limits (429 with or without Retry-After, ok:false
+// ratelimited) are waited out, for up to MaxWait; an answer that the method is unavailable is
+// remembered (later calls fail at once) and returned wrapped in errUnavailable.
+func (d *Deliverer) call(ctx context.Context, method string, f func() error) error {
+	if d.isUnavailable(method) {
+		return fmt.Errorf("%s: %w", method, errUnavailable)
+	}
+	deadline := d.cfg.Clock.Now().Add(d.cfg.MaxWait)
+	for limited := 0; ; {
+		if err := d.waitTurn(ctx, method); err != nil {
+			return err
+		}
+		err := f()
+		if wait, ok := rateLimited(err); ok && d.cfg.Clock.Now().Before(deadline) {
+			if wait == 0 {
+				wait = noRetryAfter(limited)
+				limited++
+			}
+			d.hold(method, wait)
+			d.metrics.deliveryRetries.Inc()
+			continue
+		}
+		var se slack.SlackErrorResponse
+		if errors.As(err, &se) && unavailableCodes[se.Err] {
+			d.mu.Lock()
+			d.unavailable[method] = true
+			d.mu.Unlock()
+			return fmt.Errorf("%s: %w (%s)", method, errUnavailable, se.Err)
+		}
+		return err
+	}
+}
+
+// replace shows reply in the live message target (chat.update: its first part, with the
+// reply's metadata; the footer under the last part), removes the live messages in drop, and
+// posts the reply's other parts after it. It returns the ts of every part.
+func (d *Deliverer) replace(ctx context.Context, sess session.Session, reply session.Event, target string, drop []string, footer string) ([]string, error) {
+	var msg session.AssistantMessage
+	if err := reply.Decode(&msg); err != nil {
+		return nil, err
+	}
+	text := msg.Text
+	if strings.TrimSpace(text) == "" {
+		text = "(empty reply)"
+	}
+	parts := mrkdwn.Split(mrkdwn.FromMarkdown(text), d.cfg.PartLimit)
+	channel, thread := sess.Key.Channel, sess.Key.ThreadTS
+	opts := []slack.MsgOption{slack.MsgOptionText(parts[0], false),
+		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: MetadataEventType,
+			EventPayload: map[string]any{"event_id": reply.ID.String(), "part": 0, "parts": len(parts)}})}
+	if len(parts) == 1 && footer != "" {
+		opts = append(opts, withFooter(parts[0], footer))
+	} else {
+		opts = append(opts, slack.MsgOptionBlocks()) // the stream's cards and text give way to the reply
+	}
+	if err := d.call(ctx, "chat.update", func() error {
+		_, _, _, err := d.api.UpdateMessageContext(ctx, channel, target, opts...)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("show reply %s in message %s: %w", reply.ID, target, err)
+	}
+	for _, ts := range drop {
+		if err := d.call(ctx, "chat.delete", func() error {
+			_, _, err := d.api.DeleteMessageContext(ctx, channel, ts)
+			return err
+		}); err != nil && !isSlackErr(err, "message_not_found") {
+			return nil, fmt.Errorf("remove live message %s: %w", ts, err)
+		}
+	}
+	posted := []string{target}
+	for i := 1; i < len(parts); i++ {
+		var foot string
+		if i == len(parts)-1 {
+			foot = footer
+		}
+		ts, err := d.post(ctx, channel, thread, reply.ID.String(), i, len(parts), parts[i], foot)
+		if err != nil {
+			return nil, fmt.Errorf("post part %d of %d of reply %s: %w", i+1, len(parts), reply.ID, err)
+		}
+		posted = append(posted, ts)
+	}
+	return posted, nil
+}
+
+func isSlackErr(err error, code string) bool {
+	var se slack.SlackErrorResponse
+	return errors.As(err, &se) && se.Err == code
+}
+
+// threadStatus is what shows that the bot works on a thread, from the turn's start to its
+// end: the thread's agent session (processing, with Slack's stop button), else the assistant
+// thread status with a loading message, else the working reaction.
+type threadStatus struct {
+	d               *Deliverer
+	channel, thread string
+	mu              sync.Mutex
+	kind            string // "agent", "assistant", "reaction" or ""
+	shown           string // the loading message shown
+	ready           chan struct{}
+	clearReaction   func()
+}
+
+// Status shows at once that the bot works on the thread (see threadStatus); title names a new
+// agent session. It returns without waiting for Slack; the status's end func waits for it,
+// then clears it.
+func (d *Deliverer) Status(ctx context.Context, channel, thread, ts, title string) func() {
+	st := d.startStatus(ctx, channel, thread, ts, title)
+	return st.end
+}
+
+func (d *Deliverer) startStatus(ctx context.Context, channel, thread, ts, title string) *threadStatus {
+	st := &threadStatus{d: d, channel: channel, thread: thread, ready: make(chan struct{})}
+	go func() {
+		defer close(st.ready)
+		if err := d.call(ctx, "agents.sessions.setStatus", func() error {
+			_, err := d.api.SetAgentSessionStatusContext(ctx, slack.AgentSessionSetStatusParameters{
+				Status: "processing", ChannelID: channel, ThreadTS: thread, Title: title})
+			return err
+		}); err == nil {
+			st.kind = "agent"
+			return
+		}
+		if err := d.call(ctx, "assistant.threads.setStatus", func() error {
+			return d.api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
+				ChannelID: channel, ThreadTS: thread, Status: "is working on it…", LoadingMessages: []string{"Reading the thread…"}})
+		}); err == nil {
+			st.kind, st.shown = "assistant", "Reading the thread…"
+			return
+		}
+		st.kind, st.clearReaction = "reaction", d.Working(ctx, channel, ts)
+	}()
+	return st
+}
+
+// update shows what the turn does now, where the status can say it (assistant threads).
+func (st *threadStatus) update(ctx context.Context, text string) {
+	select {
+	case <-st.ready:
+	default:
+		return // not shown yet: the next update will do
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.kind != "assistant" || text == "" || text == st.shown {
+		return
+	}
+	msg := cutRunes(strings.ToUpper(text[:1])+text[1:], 100)
+	if err := st.d.call(ctx, "assistant.threads.setStatus", func() error {
+		return st.d.api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
+			ChannelID: st.channel, ThreadTS: st.thread, Status: "is working on it…", LoadingMessages: []string{msg}})
+	}); err == nil {
+		st.shown = text
+	}
+}
+
+// end clears the status: the agent session goes back to active, the assistant status is
+// cleared, the reaction removed. It outlives ctx's cancellation (a turn cut short still
+// clears its status).
+func (st *threadStatus) end() {
+	<-st.ready
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var err error
+	switch st.kind {
+	case "agent":
+		err = st.d.call(ctx, "agents.sessions.setStatus", func() error {
+			_, err := st.d.api.SetAgentSessionStatusContext(ctx, slack.AgentSessionSetStatusParameters{
+				Status: "active", ChannelID: st.channel, ThreadTS: st.thread})
+			return err
+		})
+	case "assistant":
+		err = st.d.call(ctx, "assistant.threads.setStatus", func() error {
+			return st.d.api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
+				ChannelID: st.channel, ThreadTS: st.thread, Status: ""})
+		})
+	case "reaction":
+		st.clearReaction()
+	}
+	if err != nil {
+		st.d.log.Debug().Err(err).Str("status", st.kind).Msg("clear the thread's status")
+	}
+}
+
+// unknownBotMessages lists the bot's messages (by user botUser) in the thread after the ts
+// `after` that known does not name.
+func (d *Deliverer) unknownBotMessages(ctx context.Context, channel, thread, after, botUser string, known map[string]bool) ([]string, error) {
+	if botUser == "" || after == "" {
+		return nil, nil
+	}
+	var out []string
+	cursor := ""
+	for {
+		var msgs []slack.Message
+		var more bool
+		var next string
+		err := d.call(ctx, "conversations.replies", func() error {
+			var err error
+			msgs, more, next, err = d.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+				ChannelID: channel, Timestamp: thread, Cursor: cursor, Limit: 200, Oldest: after})
+			return err
+		})
+		if err != nil {
+			return out, err
+		}
+		for _, m := range msgs {
+			if m.User == botUser && !known[m.Timestamp] && tsLess(after, m.Timestamp) && m.Timestamp != thread {
+				out = append(out, m.Timestamp)
+			}
+		}
+		if !more || next == "" {
+			return out, nil
 		}
 		cursor = next
 	}

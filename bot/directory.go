@@ -21,6 +21,13 @@ type slackAPI interface {
 	GetPermalinkContext(ctx context.Context, params *slack.PermalinkParameters) (string, error)
 	RenameAgentSessionContext(ctx context.Context, params slack.AgentSessionRenameParameters) (*slack.AgentSessionRenameResponse, error)
 	SetAssistantThreadsTitleContext(ctx context.Context, params slack.AssistantThreadsSetTitleParameters) error
+	SetAssistantThreadsStatusContext(ctx context.Context, params slack.AssistantThreadsSetStatusParameters) error
+	SetAgentSessionStatusContext(ctx context.Context, params slack.AgentSessionSetStatusParameters) (*slack.AgentSessionSetStatusResponse, error)
+	StartStreamContext(ctx context.Context, channelID string, options ...slack.MsgOption) (string, string, error)
+	AppendStreamContext(ctx context.Context, channelID, timestamp string, options ...slack.MsgOption) (string, string, error)
+	StopStreamContext(ctx context.Context, channelID, timestamp string, options ...slack.MsgOption) (string, string, error)
+	UpdateMessageContext(ctx context.Context, channelID, timestamp string, options ...slack.MsgOption) (string, string, string, error)
+	DeleteMessageContext(ctx context.Context, channel, messageTimestamp string) (string, string, error)
 }
 
 // Directory answers what the bot needs to know of channels now — names (for the system

@@ -43,6 +43,8 @@ type RunnerConfig struct {
 	ThreadReplies ThreadReplies
 	// Footer is the line under final replies (LOGBOOK_REPLY_FOOTER; default none).
 	Footer Footer
+	// Live is how a turn shows itself while it runs (LOGBOOK_STREAM and friends).
+	Live LiveConfig
 }
 
 // RunnerDeps are what a Runner's cells work with. Store, Agent, Deliver and Metrics are

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/rs/zerolog"
 
@@ -88,8 +89,10 @@ func (t *turn) run(ctx context.Context) error {
 					Message: "the turn failed in every attempt; its reply may not have reached Slack"}})
 		}
 	}
-	working := d.deliver.Working(ctx, c.sess.Key.Channel, st.lastUserMsg.TS)
-	defer working()
+	// A status at once: the thread's agent session, else its assistant-thread status, else a
+	// reaction; cleared on every way out of the turn.
+	working := d.deliver.startStatus(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, st.lastUserMsg.TS, threadTitle(c.flog.snapshot()))
+	defer working.end()
 
 	bt := brain.Turn{Session: c.sess, Log: c.flog, Where: d.cfg.Where, TurnSeq: st.turnSeq, Through: st.through}
 	if d.searcher != nil { // scoped to this session's channel
@@ -105,6 +108,24 @@ func (t *turn) run(ctx context.Context) error {
 	// again.
 	reply, found := turnReply(c.flog.snapshot(), st.turnSeq)
 	status, reason := brain.StatusOK, ""
+	// Live messages a dead cell left behind: finished from the log, so the thread ends with
+	// the whole reply exactly once and nothing left streaming.
+	var live *liveView
+	recovered, err := t.recoverLive(ctx, reply, found)
+	if err != nil {
+		return err
+	}
+	if recovered {
+		return t.titleAfter(ctx, bt, reply, status)
+	}
+	if !found && d.cfg.Live.Mode != StreamOff {
+		live = newLiveView(d.deliver, c.flog, t.log, d.clock, d.cfg.Live, c.sess, st.turnSeq,
+			st.lastUserMsg.User, cmp.Or(st.lastUserMsg.Team, c.sess.Key.Team), threadTitle(c.flog.snapshot()))
+		live.status = working
+		go live.run(ctx)
+		defer live.close()
+		bt.Live = live
+	}
 	if !found {
 		if d.channel != nil {
 			if name := d.channel(ctx, c.sess.Key.Channel); name != "" {
@@ -118,7 +139,23 @@ func (t *turn) run(ctx context.Context) error {
 		reply, status, reason = res.Event, res.Status, res.Reason
 	}
 
-	if resumed && delivered(c.flog.snapshot(), reply) {
+	if live != nil {
+		live.close()
+	}
+	if live != nil && live.shown() {
+		// The live view shows the reply: its messages take the place of posting it.
+		posted, stopped, err := live.finish(ctx, reply, t.footer(reply))
+		if err != nil {
+			return err // the turn stays open; the next cell finishes the live messages
+		}
+		if err := t.complete(ctx, status, reason, append(stopped, session.NewEvent{
+			Type: session.TypeDelivered, Actor: deliveryActor, IdempotencyKey: "delivered/" + reply.ID.String(),
+			Payload: session.Delivered{EventID: reply.ID.String(), Seq: reply.Seq, Channel: c.sess.Key.Channel, TS: posted},
+		})...); err != nil {
+			return err
+		}
+		d.metrics.deliveries.Inc()
+	} else if resumed && delivered(c.flog.snapshot(), reply) {
 		if err := t.complete(ctx, status, reason); err != nil {
 			return err
 		}
@@ -147,6 +184,12 @@ func (t *turn) run(ctx context.Context) error {
 			}
 		}
 	}
+	return t.titleAfter(ctx, bt, reply, status)
+}
+
+// titleAfter names the session once its reply reached the thread.
+func (t *turn) titleAfter(ctx context.Context, bt brain.Turn, reply session.Event, status string) error {
+	c, d := t.cell, t.cell.deps
 	// A title comes after the reply reached the thread, not before; Slack shows it where it
 	// can (the thread's agent session, or its assistant-thread title).
 	if d.titler != nil && status == brain.StatusOK {
@@ -282,4 +325,124 @@ func shortError(err error) string {
 		s = s[:200]
 	}
 	return s
+}
+
+// threadTitle is the session's newest title, "" when it has none.
+func threadTitle(evs []session.Event) string {
+	titles := selectEvents(evs, session.Range{Types: []session.Type{session.TypeTitle}, Desc: true, Limit: 1})
+	var t session.Title
+	if len(titles) == 1 && titles[0].Decode(&t) == nil {
+		return t.Text
+	}
+	return ""
+}
+
+// recoverLive finishes the live messages a dead cell left for this turn. With the reply in
+// the log, the turn's first live message is made to show it whole (the others are removed) and
+// the turn is completed: it reports true. Without one, every live message of the turn is
+// removed (the agent runs again and shows itself anew): it reports false.
+func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool) (bool, error) {
+	c, d := t.cell, t.cell.deps
+	if !t.state.open {
+		return false, nil // a fresh turn: nothing of it is in the thread yet
+	}
+	msgs := liveMessages(c.flog.snapshot(), t.state.turnSeq)
+	var keep []liveRecord
+	for _, m := range msgs {
+		if !m.deleted {
+			keep = append(keep, m)
+		}
+	}
+	channel := c.sess.Key.Channel
+	// A cell killed between Slack's answer and its record leaves a message the log does not
+	// know: the bot's messages in the thread after the message this turn answers, that no
+	// delivered or stream_started names, are this turn's too.
+	orphans, err := d.deliver.unknownBotMessages(ctx, channel, c.sess.Key.ThreadTS, t.state.lastUserMsg.TS,
+		d.cfg.Where.BotUserID, knownMessages(c.flog.snapshot()))
+	if err != nil {
+		t.log.Warn().Err(err).Msg("live view: could not look for messages a dead cell left; going on")
+	}
+	var found0 []session.NewEvent // the orphans' records, written with what becomes of them
+	for _, ts := range orphans {
+		keep = append(keep, liveRecord{ts: ts, mode: "stream", open: true})
+		found0 = append(found0, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor, IdempotencyKey: "stream/" + ts,
+			Payload: session.StreamStarted{Turn: t.state.turnSeq, Channel: channel, TS: ts, Mode: "found"}})
+	}
+	if len(keep) == 0 {
+		return false, nil
+	}
+	evs := found0
+	for _, m := range keep {
+		if m.open && m.mode == "stream" {
+			// Best-effort: a stream Slack already closed answers message_not_in_streaming_state.
+			if err := d.deliver.call(ctx, "chat.stopStream", func() error {
+				_, _, err := d.deliver.api.StopStreamContext(ctx, channel, m.ts)
+				return err
+			}); err != nil && !streamClosed(err) && !isSlackErr(err, "message_not_found") && !errors.Is(err, errUnavailable) {
+				return false, fmt.Errorf("stop live message %s: %w", m.ts, err)
+			}
+		}
+	}
+	if found && !delivered(c.flog.snapshot(), reply) {
+		var drop []string
+		for _, m := range keep[1:] {
+			drop = append(drop, m.ts)
+		}
+		t.log.Info().Str("ts", keep[0].ts).Int("removed", len(drop)).Msg("live view: finishing the reply a dead cell streamed")
+		posted, err := d.deliver.replace(ctx, c.sess, reply, keep[0].ts, drop, t.footer(reply))
+		if err != nil {
+			return false, err
+		}
+		if keep[0].open {
+			evs = append(evs, streamStopped(keep[0].ts, "recovered", 0))
+		}
+		for _, m := range keep[1:] {
+			evs = append(evs, streamStopped(m.ts, "deleted", 0))
+		}
+		evs = append(evs, session.NewEvent{Type: session.TypeDelivered, Actor: deliveryActor, IdempotencyKey: "delivered/" + reply.ID.String(),
+			Payload: session.Delivered{EventID: reply.ID.String(), Seq: reply.Seq, Channel: channel, TS: posted}})
+		if err := t.complete(ctx, brain.StatusOK, "", evs...); err != nil {
+			return false, err
+		}
+		d.metrics.deliveries.Inc()
+		return true, nil
+	}
+	if found {
+		return false, nil // delivered already: the turn only needs closing
+	}
+	for _, m := range keep {
+		if err := d.deliver.call(ctx, "chat.delete", func() error {
+			_, _, err := d.deliver.api.DeleteMessageContext(ctx, channel, m.ts)
+			return err
+		}); err != nil && !isSlackErr(err, "message_not_found") {
+			return false, fmt.Errorf("remove live message %s: %w", m.ts, err)
+		}
+		evs = append(evs, streamStopped(m.ts, "deleted", 0))
+	}
+	t.log.Info().Int("removed", len(keep)).Msg("live view: removed the partial messages of a dead cell; running the turn again")
+	_, err = c.flog.Append(ctx, evs...)
+	return false, err
+}
+
+// knownMessages is every Slack message of the bot that the log names: deliveries and live
+// messages.
+func knownMessages(evs []session.Event) map[string]bool {
+	known := map[string]bool{}
+	for _, e := range selectEvents(evs, session.Range{Types: []session.Type{session.TypeDelivered, session.TypeStreamStarted}}) {
+		switch e.Type {
+		case session.TypeDelivered:
+			var d session.Delivered
+			if e.Decode(&d) == nil {
+				for _, ts := range d.TS {
+					known[ts] = true
+				}
+			}
+		case session.TypeStreamStarted:
+			var s session.StreamStarted
+			if e.Decode(&s) == nil {
+				known[s.TS] = true
+			}
+		}
+	}
+	return known
 }

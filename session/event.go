@@ -52,6 +52,9 @@ const (
 	TypeNotAddressed  Type = "not_addressed"
 	TypeThreadMuted   Type = "thread_muted"
 	TypeThreadUnmuted Type = "thread_unmuted"
+	// The live turn: a message streamed (or posted and updated) while the turn runs.
+	TypeStreamStarted Type = "stream_started"
+	TypeStreamStopped Type = "stream_stopped"
 )
 
 var knownTypes = map[Type]bool{
@@ -62,6 +65,7 @@ var knownTypes = map[Type]bool{
 	TypeSandboxProvisioned: true, TypeSandboxLost: true, TypeError: true,
 	TypeContextSummary: true, TypeDuplicateDelivery: true,
 	TypeNotAddressed: true, TypeThreadMuted: true, TypeThreadUnmuted: true,
+	TypeStreamStarted: true, TypeStreamStopped: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

@@ -210,3 +210,26 @@ type ThreadMuted struct {
 type ThreadUnmuted struct {
 	MessageSeq int64 `json:"message_seq"`
 }
+
+// StreamStarted records a Slack message a turn began to show live (type stream_started): the
+// reply streamed as the model writes it, with a card per tool call. TS is the message's ts;
+// Mode is "stream" (chat.startStream) or "update" (chat.postMessage, then chat.update where
+// streaming is unavailable). The reply's assistant_message stays the record; the message is
+// finished from the log if its cell dies (see bot's doc).
+type StreamStarted struct {
+	Turn    int64  `json:"turn"`
+	Channel string `json:"channel"`
+	TS      string `json:"ts"`
+	Mode    string `json:"mode"`
+}
+
+// StreamStopped records that a live message was finished (type stream_stopped). Reason is
+// "done" (the turn's reply completed it), "rollover" (near Slack's age or size limit the turn
+// went on in a new message), "recovered" (a later cell stopped it after a crash), or "deleted"
+// (a later cell removed a partial message and showed the reply in another). Chars counts the
+// text the message shows.
+type StreamStopped struct {
+	TS     string `json:"ts"`
+	Reason string `json:"reason"`
+	Chars  int    `json:"chars,omitempty"`
+}

@@ -424,6 +424,16 @@ func describeMarker(e session.Event) string {
 		}
 	case session.TypeThreadMuted, session.TypeThreadUnmuted:
 		detail = "by " + e.Actor.ID
+	case session.TypeStreamStarted:
+		var m session.StreamStarted
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("%s %s (%s)", m.Channel, m.TS, m.Mode)
+		}
+	case session.TypeStreamStopped:
+		var m session.StreamStopped
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("%s %s, %d characters", m.TS, m.Reason, m.Chars)
+		}
 	}
 	if detail != "" {
 		b.WriteString(": " + detail)

@@ -1,0 +1,629 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
+
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/session"
+)
+
+// StreamMode says how a turn shows itself while it runs (LOGBOOK_STREAM).
+type StreamMode string
+
+// The stream modes.
+const (
+	// StreamAuto streams the reply as it is written (chat.startStream), falling back to a
+	// post updated as the text grows where the workspace refuses streaming.
+	StreamAuto StreamMode = "auto"
+	// StreamOff posts the whole reply when the turn ends.
+	StreamOff StreamMode = "off"
+)
+
+// ParseStreamMode parses a StreamMode; "" is auto.
+func ParseStreamMode(s string) (StreamMode, error) {
+	switch m := StreamMode(strings.ToLower(strings.TrimSpace(s))); m {
+	case "":
+		return StreamAuto, nil
+	case StreamAuto, StreamOff:
+		return m, nil
+	}
+	return "", fmt.Errorf("%q: want auto or off", s)
+}
+
+// LiveConfig configures the live view of turns. Zero values take defaults.
+type LiveConfig struct {
+	Mode StreamMode // default StreamAuto
+	// Interval is the least time between two appends to one message (LOGBOOK_STREAM_INTERVAL);
+	// text that arrives meanwhile is sent together. Default 1s: chat.appendStream and
+	// chat.update are rate-limited per workspace, and a second apart keeps many turns at once
+	// under those limits.
+	Interval time.Duration
+	// MaxAge and MaxChars roll a message over to a new one before Slack stops accepting
+	// appends to it (about five minutes, and its size limit). Defaults 4m and 10,000.
+	MaxAge   time.Duration
+	MaxChars int
+}
+
+func (c LiveConfig) withDefaults() LiveConfig {
+	if c.Mode == "" {
+		c.Mode = StreamAuto
+	}
+	c.Interval = nonZero(c.Interval, time.Second)
+	c.MaxAge = nonZero(c.MaxAge, 4*time.Minute)
+	if c.MaxChars <= 0 {
+		c.MaxChars = 10_000
+	}
+	return c
+}
+
+// liveMsg is one Slack message of a turn's live view.
+type liveMsg struct {
+	ts      string
+	started time.Time
+	chars   int    // characters of text sent to it
+	text    string // the text sent to it (a posted message is updated with all of it)
+	closed  bool   // rolled over: the view goes on in a new message
+}
+
+// liveView shows one turn in Slack while it runs: the model's text as it is written and a
+// task card per tool call, in a streamed message (chat.startStream), or in a posted message
+// updated as it grows where streaming is unavailable. It implements brain.Live. The log
+// records every message it starts (stream_started) and finishes (stream_stopped); the reply's
+// assistant_message stays the truth, and finish makes the thread show it exactly once.
+//
+// The brain's calls (Text, EndRound, Tool, Status) only buffer, under mu, and return at once.
+// One sender sends: the flusher goroutine every Interval, then finish once the flusher has
+// stopped; the messages and the mode are the sender's alone.
+type liveView struct {
+	d       *Deliverer
+	flog    *cellLog
+	log     zerolog.Logger
+	clock   Clock
+	cfg     LiveConfig
+	sess    session.Session
+	turnSeq int64
+	user    string // the recipient: the author of the message the turn answers
+	team    string
+	title   string // the plan's title: the session's title when there is one
+
+	// The brain's side.
+	mu        sync.Mutex
+	buf       string // text not sent yet
+	round     int    // rounds ended with tool calls so far
+	roundText string // everything the model wrote in the current round, sent or not
+	cards     map[string]slack.TaskUpdateChunk
+	order     []string // card ids in order
+	dirty     []string // cards changed since the last send
+	doing     string   // what the turn does now (Status)
+
+	// The sender's side.
+	mode       string // "stream" or "update"; "" until the first send
+	off        bool   // the view gave up: the reply is delivered whole at the end
+	msgs       []*liveMsg
+	sentRound  int // the round of the last text sent
+	roundAt    int // index in msgs of the message the current round's text began in
+	failures   int
+	status     *threadStatus // the thread's status, told what the turn does (may be nil)
+	statusSaid string        // the status text last given to it
+
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+var (
+	_ brain.Live = (*liveView)(nil)
+
+	errUnavailable = errors.New("unavailable in this workspace")
+)
+
+func newLiveView(d *Deliverer, flog *cellLog, log zerolog.Logger, clock Clock, cfg LiveConfig, sess session.Session,
+	turnSeq int64, user, team, title string) *liveView {
+	return &liveView{d: d, flog: flog, log: log, clock: clock, cfg: cfg.withDefaults(), sess: sess, turnSeq: turnSeq,
+		user: user, team: team, title: title, cards: map[string]slack.TaskUpdateChunk{}, sentRound: -1,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// run is the flusher: it sends what the brain buffered, at most once per Interval, until
+// close.
+func (v *liveView) run(ctx context.Context) {
+	defer close(v.done)
+	for {
+		select {
+		case <-v.stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-v.wake:
+		}
+		v.flush(ctx)
+		select {
+		case <-v.stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-v.clock.After(v.cfg.Interval):
+		}
+	}
+}
+
+// close stops the flusher and waits for it: the sender's side is then the caller's.
+func (v *liveView) close() {
+	select {
+	case <-v.stop:
+	default:
+		close(v.stop)
+	}
+	<-v.done
+}
+
+func (v *liveView) poke() {
+	select {
+	case v.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Status keeps what the turn does now, for the thread's status.
+func (v *liveView) Status(text string) {
+	v.mu.Lock()
+	v.doing = text
+	v.mu.Unlock()
+	v.poke()
+}
+
+// Text buffers a piece of the model's text.
+func (v *liveView) Text(delta string) {
+	if delta == "" {
+		return
+	}
+	v.mu.Lock()
+	v.buf += delta
+	v.roundText += delta
+	v.mu.Unlock()
+	v.poke()
+}
+
+// EndRound separates the text of a round that came with tool calls from what follows.
+func (v *liveView) EndRound(reply bool) {
+	if reply {
+		return
+	}
+	v.mu.Lock()
+	if strings.TrimSpace(v.roundText) != "" {
+		v.buf += "\n\n"
+	}
+	v.roundText = ""
+	v.round++
+	v.mu.Unlock()
+	v.poke()
+}
+
+// Tool updates the tool call's card.
+func (v *liveView) Tool(p brain.ToolProgress) {
+	v.mu.Lock()
+	c, seen := v.cards[p.CallID]
+	if !seen {
+		c = slack.NewTaskUpdateChunk(p.CallID, cutRunes(mrkdwn.Inert(cmpText(p.Title, p.Name)), 200))
+		v.order = append(v.order, p.CallID)
+	}
+	c.Status = slack.TaskCardStatus(p.Status)
+	if p.Output != "" {
+		c.Output = cutRunes(mrkdwn.Inert(p.Output), 500)
+	}
+	v.cards[p.CallID] = c
+	v.dirty = append(v.dirty, p.CallID)
+	v.mu.Unlock()
+	v.poke()
+}
+
+// take returns what is ready to send: text (without a tail that may still become a mention
+// or a token), the changed cards, and the round the text belongs to.
+func (v *liveView) take() (text string, cards []slack.StreamChunk, ndirty, round int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	text, _ = mrkdwn.HoldBack(v.buf)
+	for _, id := range dedupe(v.dirty) {
+		cards = append(cards, v.cards[id])
+	}
+	return text, cards, len(v.dirty), v.round
+}
+
+// sent drops what was sent from the buffers (they may have grown meanwhile).
+func (v *liveView) sent(text string, ndirty int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.buf = v.buf[len(text):]
+	v.dirty = v.dirty[ndirty:]
+}
+
+// flush sends the buffered text and card changes (the sender).
+func (v *liveView) flush(ctx context.Context) {
+	v.mu.Lock()
+	doing := v.doing
+	v.mu.Unlock()
+	if v.status != nil && doing != v.statusSaid {
+		v.status.update(ctx, doing)
+		v.statusSaid = doing
+	}
+	if v.off {
+		return
+	}
+	text, cards, ndirty, round := v.take()
+	if text == "" && len(cards) == 0 {
+		return
+	}
+	if err := v.send(ctx, text, cards, round); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		v.failures++
+		v.log.Warn().Err(err).Int("failures", v.failures).Msg("live view: send")
+		if v.failures >= 3 {
+			v.log.Warn().Msg("live view: giving up; the reply is delivered whole at the end")
+			v.off = true
+		}
+		return
+	}
+	v.failures = 0
+	v.sent(text, ndirty)
+}
+
+// send shows text and cards in the current message, or in a new one (the sender).
+func (v *liveView) send(ctx context.Context, text string, cards []slack.StreamChunk, round int) error {
+	if v.mode == "" {
+		v.mode = "stream"
+		if v.d.isUnavailable("chat.startStream") {
+			v.mode = "update"
+		}
+	}
+	cur := v.current()
+	if cur != nil && (v.clock.Now().Sub(cur.started) > v.cfg.MaxAge || cur.chars+utf8.RuneCountInString(text) > v.cfg.MaxChars) {
+		v.rollover(ctx, cur, "rollover")
+		cur = nil
+	}
+	var err error
+	switch {
+	case v.mode == "update":
+		err = v.update(ctx, cur, text)
+	case cur == nil:
+		err = v.start(ctx, text, cards)
+		if errors.Is(err, errUnavailable) {
+			v.mode = "update"
+			err = v.update(ctx, nil, text)
+		}
+	default:
+		err = v.appendTo(ctx, cur, text, cards)
+		if streamClosed(err) {
+			// Slack stopped taking appends (its age or size limit came first): go on in a
+			// new message, nothing lost.
+			v.rollover(ctx, cur, "rollover")
+			err = v.start(ctx, text, cards)
+		}
+	}
+	if err == nil && text != "" && round != v.sentRound {
+		v.sentRound, v.roundAt = round, len(v.msgs)-1
+	}
+	return err
+}
+
+// current is the message the view sends to now; nil before the first and after a rollover.
+func (v *liveView) current() *liveMsg {
+	if len(v.msgs) == 0 || v.msgs[len(v.msgs)-1].closed {
+		return nil
+	}
+	return v.msgs[len(v.msgs)-1]
+}
+
+func (v *liveView) appendTo(ctx context.Context, cur *liveMsg, text string, cards []slack.StreamChunk) error {
+	var chunks []slack.StreamChunk
+	if text != "" {
+		chunks = append(chunks, slack.NewMarkdownTextChunk(mrkdwn.Inert(text)))
+	}
+	chunks = append(chunks, cards...)
+	err := v.d.call(ctx, "chat.appendStream", func() error {
+		_, _, err := v.d.api.AppendStreamContext(ctx, v.sess.Key.Channel, cur.ts, slack.MsgOptionChunks(chunks...))
+		return err
+	})
+	if err == nil {
+		cur.chars += utf8.RuneCountInString(text)
+		cur.text += text
+	}
+	return err
+}
+
+// start starts a streamed message with text and cards, and records it.
+func (v *liveView) start(ctx context.Context, text string, cards []slack.StreamChunk) error {
+	var chunks []slack.StreamChunk
+	if v.title != "" && len(v.msgs) == 0 {
+		chunks = append(chunks, slack.NewPlanUpdateChunk(cutRunes(mrkdwn.Inert(v.title), 150)))
+	}
+	if text != "" {
+		chunks = append(chunks, slack.NewMarkdownTextChunk(mrkdwn.Inert(text)))
+	}
+	chunks = append(chunks, cards...)
+	opts := []slack.MsgOption{slack.MsgOptionTS(v.sess.Key.ThreadTS),
+		slack.MsgOptionRecipientUserID(v.user), slack.MsgOptionRecipientTeamID(v.team),
+		slack.MsgOptionTaskDisplayMode(slack.TaskDisplayModeTimeline)}
+	if len(chunks) > 0 {
+		opts = append(opts, slack.MsgOptionChunks(chunks...))
+	}
+	var ts string
+	err := v.d.call(ctx, "chat.startStream", func() error {
+		var err error
+		_, ts, err = v.d.api.StartStreamContext(ctx, v.sess.Key.Channel, opts...)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return v.record(ctx, ts, "stream", text)
+}
+
+// update shows text in a posted message that is updated as it grows: where streaming is
+// unavailable, the same live view by other means.
+func (v *liveView) update(ctx context.Context, cur *liveMsg, text string) error {
+	if cur == nil {
+		var ts string
+		err := v.d.call(ctx, "chat.postMessage", func() error {
+			var err error
+			_, ts, err = v.d.api.PostMessageContext(ctx, v.sess.Key.Channel,
+				slack.MsgOptionText(mrkdwn.FromMarkdown(cmpText(text+v.cardLines(), "…")), false), slack.MsgOptionTS(v.sess.Key.ThreadTS))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		return v.record(ctx, ts, "update", text)
+	}
+	full := cur.text + text
+	if utf8.RuneCountInString(mrkdwn.FromMarkdown(full)) > v.d.cfg.PartLimit {
+		v.rollover(ctx, cur, "rollover")
+		return v.update(ctx, nil, text)
+	}
+	err := v.d.call(ctx, "chat.update", func() error {
+		_, _, _, err := v.d.api.UpdateMessageContext(ctx, v.sess.Key.Channel, cur.ts,
+			slack.MsgOptionText(mrkdwn.FromMarkdown(cmpText(full+v.cardLines(), "…")), false))
+		return err
+	})
+	if err == nil {
+		cur.text, cur.chars = full, utf8.RuneCountInString(full)
+	}
+	return err
+}
+
+// cardLines renders the cards as lines, for a posted (not streamed) message.
+func (v *liveView) cardLines() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var b strings.Builder
+	for _, id := range v.order {
+		c := v.cards[id]
+		fmt.Fprintf(&b, "\n\n• %s — %s", c.Title, strings.ReplaceAll(string(c.Status), "_", " "))
+	}
+	return b.String()
+}
+
+// record appends stream_started for a new message of the view.
+func (v *liveView) record(ctx context.Context, ts, mode, text string) error {
+	v.msgs = append(v.msgs, &liveMsg{ts: ts, started: v.clock.Now(), chars: utf8.RuneCountInString(text), text: text})
+	// The message is in the thread now: its record must not be lost to the turn's
+	// cancellation (a shutdown), or the next cell could not finish it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := v.flog.Append(ctx, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor,
+		IdempotencyKey: "stream/" + ts, Payload: session.StreamStarted{Turn: v.turnSeq, Channel: v.sess.Key.Channel, TS: ts, Mode: mode}})
+	return err
+}
+
+// rollover finishes cur so the turn goes on in a new message, and records it.
+func (v *liveView) rollover(ctx context.Context, cur *liveMsg, reason string) {
+	if v.mode == "stream" {
+		if err := v.d.call(ctx, "chat.stopStream", func() error {
+			_, _, err := v.d.api.StopStreamContext(ctx, v.sess.Key.Channel, cur.ts)
+			return err
+		}); err != nil && !streamClosed(err) {
+			v.log.Warn().Err(err).Msg("live view: stop a stream to roll over")
+		}
+	}
+	if _, err := v.flog.Append(ctx, streamStopped(cur.ts, reason, cur.chars)); err != nil {
+		v.log.Warn().Err(err).Msg("live view: record a rollover")
+	}
+	cur.closed = true
+}
+
+// shown reports whether the view showed anything (the sender's side: after close). Then
+// finish completes it; otherwise the reply is delivered as usual.
+func (v *liveView) shown() bool { return len(v.msgs) > 0 && !v.off }
+
+// finish makes the live view show the turn's reply, exactly once; call it after close. When
+// what the view sent of the final round is the reply's beginning, the rest of the reply goes
+// into the current message as it stops (with the reply's metadata); otherwise the message the
+// final round began in gets the whole reply (chat.update) and the view's later messages are
+// removed. It returns the ts of the messages that show the reply, and the events that record
+// the end of the view's messages, for the turn's delivered append.
+func (v *liveView) finish(ctx context.Context, reply session.Event, footer string) ([]string, []session.NewEvent, error) {
+	v.close()
+	var msg session.AssistantMessage
+	if err := reply.Decode(&msg); err != nil {
+		return nil, nil, err
+	}
+	v.mu.Lock()
+	sentOfRound := strings.TrimSuffix(v.roundText, v.buf)
+	if v.round != v.sentRound {
+		sentOfRound = "" // nothing of the final round was sent yet
+	}
+	var cards []slack.StreamChunk
+	for _, id := range dedupe(v.dirty) {
+		cards = append(cards, v.cards[id])
+	}
+	v.mu.Unlock()
+	cur := v.current()
+	meta := slack.MsgOptionMetadata(slack.SlackMetadata{EventType: MetadataEventType,
+		EventPayload: map[string]any{"event_id": reply.ID.String(), "part": 0, "parts": 1}})
+	whole := strings.TrimLeft(msg.Text, " \n\t")
+	sent := strings.TrimLeft(sentOfRound, " \n\t")
+	rest, continues := strings.CutPrefix(whole, sent)
+	continues = continues && cur != nil && v.mode == "stream" && whole != "" &&
+		utf8.RuneCountInString(rest)+cur.chars <= v.cfg.MaxChars+2000 // a rest too long for one message is replaced instead
+	var stopped []session.NewEvent
+	stop := func(m *liveMsg, reason string) { stopped = append(stopped, streamStopped(m.ts, reason, m.chars)) }
+	if continues {
+		var chunks []slack.StreamChunk
+		if rest != "" {
+			chunks = append(chunks, slack.NewMarkdownTextChunk(mrkdwn.Inert(rest)))
+		}
+		chunks = append(chunks, cards...)
+		opts := []slack.MsgOption{meta}
+		if len(chunks) > 0 {
+			opts = append(opts, slack.MsgOptionChunks(chunks...))
+		}
+		if footer != "" {
+			opts = append(opts, slack.MsgOptionBlocks(slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, footer, false, false))))
+		}
+		err := v.d.call(ctx, "chat.stopStream", func() error {
+			_, _, err := v.d.api.StopStreamContext(ctx, v.sess.Key.Channel, cur.ts, opts...)
+			return err
+		})
+		if err == nil {
+			cur.chars += utf8.RuneCountInString(rest)
+			stop(cur, "done")
+			return v.tsList(v.roundAt), stopped, nil
+		}
+		if !streamClosed(err) {
+			return nil, nil, err
+		}
+		// The stream closed under us: show the reply by replacing instead.
+	}
+	if cur != nil && v.mode == "stream" {
+		if err := v.d.call(ctx, "chat.stopStream", func() error {
+			_, _, err := v.d.api.StopStreamContext(ctx, v.sess.Key.Channel, cur.ts)
+			return err
+		}); err != nil && !streamClosed(err) {
+			v.log.Warn().Err(err).Msg("live view: stop the stream before replacing its text")
+		}
+	}
+	at := min(max(v.roundAt, 0), len(v.msgs)-1)
+	var drop []string
+	for _, m := range v.msgs[at+1:] {
+		drop = append(drop, m.ts)
+	}
+	posted, err := v.d.replace(ctx, v.sess, reply, v.msgs[at].ts, drop, footer)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, m := range v.msgs {
+		if !m.closed {
+			reason := "done"
+			if i > at {
+				reason = "deleted"
+			}
+			stop(m, reason)
+		}
+	}
+	for _, m := range v.msgs[at+1:] {
+		if m.closed {
+			stop(m, "deleted")
+		}
+	}
+	return posted, stopped, nil
+}
+
+// tsList is the ts of the view's messages from index at on: those that show the reply.
+func (v *liveView) tsList(at int) []string {
+	var out []string
+	for _, m := range v.msgs[min(max(at, 0), len(v.msgs)):] {
+		out = append(out, m.ts)
+	}
+	return out
+}
+
+// cmpText is s, or def when s is only white space.
+func cmpText(s, def string) string {
+	if strings.TrimSpace(s) == "" {
+		return def
+	}
+	return s
+}
+
+// streamClosed reports Slack saying a stream takes no more appends.
+func streamClosed(err error) bool {
+	var se slack.SlackErrorResponse
+	return errors.As(err, &se) && (se.Err == "message_not_in_streaming_state" || se.Err == "msg_too_long" ||
+		se.Err == "msg_blocks_too_long")
+}
+
+func dedupe(ids []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func cutRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// streamStopped is the record of a live message's end. A deletion has a key of its own: a
+// message may be stopped (rolled over) first and deleted later.
+func streamStopped(ts, reason string, chars int) session.NewEvent {
+	key := "stream_stopped/" + ts
+	if reason == "deleted" {
+		key = "stream_deleted/" + ts
+	}
+	return session.NewEvent{Type: session.TypeStreamStopped, Actor: deliveryActor, IdempotencyKey: key,
+		Payload: session.StreamStopped{TS: ts, Reason: reason, Chars: chars}}
+}
+
+// liveMessages are the live messages of the turn at turnSeq that the log records, in order,
+// with whether each is still open (not stopped) and whether it was deleted.
+type liveRecord struct {
+	ts, mode      string
+	open, deleted bool
+}
+
+func liveMessages(evs []session.Event, turnSeq int64) []liveRecord {
+	var out []liveRecord
+	index := map[string]int{}
+	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeStreamStarted, session.TypeStreamStopped}}) {
+		switch e.Type {
+		case session.TypeStreamStarted:
+			var p session.StreamStarted
+			if e.Decode(&p) == nil && p.Turn == turnSeq {
+				index[p.TS] = len(out)
+				out = append(out, liveRecord{ts: p.TS, mode: p.Mode, open: true})
+			}
+		case session.TypeStreamStopped:
+			var p session.StreamStopped
+			if i, ok := index[p.TS]; e.Decode(&p) == nil && ok {
+				out[i].open = false
+				out[i].deleted = out[i].deleted || p.Reason == "deleted"
+			} else if e.Decode(&p) == nil {
+				if i, ok := index[p.TS]; ok {
+					out[i].open = false
+					out[i].deleted = out[i].deleted || p.Reason == "deleted"
+				}
+			}
+		}
+	}
+	return out
+}

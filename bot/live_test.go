@@ -1,0 +1,237 @@
+package bot_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/session"
+)
+
+// liveAgent drives the live view as the brain does: a tool round (text, then a tool call's
+// card from pending to complete), then the reply's text in pieces. Before each piece after the
+// first it waits on step, so a test can look at Slack between pieces; then it stores the
+// reply, the pieces joined (or final, when set: a reply that differs from what streamed).
+type liveAgent struct {
+	preamble string
+	pieces   []string
+	final    string
+	step     chan struct{}
+	mu       sync.Mutex
+	runs     int
+}
+
+func (a *liveAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error) {
+	a.mu.Lock()
+	a.runs++
+	a.mu.Unlock()
+	bot := session.Actor{Kind: session.ActorBot, ID: t.Where.BotUserID}
+	if live := t.Live; live != nil && a.preamble != "" {
+		live.Status("thinking")
+		live.Text(a.preamble)
+		live.EndRound(false)
+		live.Tool(brain.ToolProgress{CallID: "call_1", Name: "run_command", Title: "run_command: make test", Status: brain.ToolPending})
+		live.Status("running `make test`")
+		live.Tool(brain.ToolProgress{CallID: "call_1", Name: "run_command", Title: "run_command: make test", Status: brain.ToolInProgress})
+		live.Tool(brain.ToolProgress{CallID: "call_1", Name: "run_command", Title: "run_command: make test", Status: brain.ToolComplete, Output: "ok"})
+	}
+	for i, p := range a.pieces {
+		if i > 0 && a.step != nil {
+			select {
+			case <-a.step:
+			case <-ctx.Done():
+				return brain.Reply{}, ctx.Err()
+			}
+		}
+		if t.Live != nil {
+			t.Live.Text(p)
+		}
+	}
+	text := strings.Join(a.pieces, "")
+	if a.final != "" {
+		text = a.final
+	}
+	if t.Live != nil {
+		t.Live.EndRound(true)
+	}
+	msg := session.AssistantMessage{Text: text, Turn: t.TurnSeq}
+	stored, err := t.Log.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage, Actor: bot, Payload: msg})
+	if err != nil {
+		return brain.Reply{}, err
+	}
+	return brain.Reply{Event: stored[0], Message: msg, Status: brain.StatusOK}, nil
+}
+
+// botMessages is every message the bot has in the thread (replies and live messages).
+func (h *harness) botMessages(thread string) []slackemu.Message {
+	h.t.Helper()
+	return h.emu.BotReplies(general, thread)
+}
+
+// Where the workspace has no streaming, the live view posts the reply's beginning and updates
+// that message as the text grows; at the end the same message shows the whole reply with its
+// metadata, exactly once, and the log records the message from start to end.
+func TestLiveFallbackPostsThenUpdates(t *testing.T) {
+	t.Parallel()
+	agent := &liveAgent{preamble: "Let me run the tests.", pieces: []string{"The tests ", "pass: ", "all 42 of them."}, step: make(chan struct{})}
+	h := newHarness(t, agent, harnessOptions{live: bot.LiveConfig{Interval: 1}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> do the tests pass?"})
+	// The reply's first piece is visible while the model still writes.
+	msgs := h.replies(general, top.TS, 1)
+	if err := h.emu.Wait(h.waitCtx(), func() bool {
+		m := h.botMessages(top.TS)
+		return len(m) == 1 && strings.Contains(m[0].Text, "The tests")
+	}); err != nil {
+		t.Fatalf("the first piece never showed: %v (%+v)", err, h.botMessages(top.TS))
+	}
+	if strings.Contains(h.botMessages(top.TS)[0].Text, "all 42") {
+		t.Fatal("the end of the reply showed before the model wrote it")
+	}
+	agent.step <- struct{}{}
+	if err := h.emu.Wait(h.waitCtx(), func() bool {
+		m := h.botMessages(top.TS)
+		return len(m) == 1 && strings.Contains(m[0].Text, "The tests pass:")
+	}); err != nil {
+		t.Fatalf("the second piece never showed: %v", err)
+	}
+	agent.step <- struct{}{}
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+	msgs = h.botMessages(top.TS)
+	if len(msgs) != 1 {
+		t.Fatalf("%d bot messages; want the one live message", len(msgs))
+	}
+	if got := msgs[0].Text; !strings.Contains(got, "The tests pass: all 42 of them.") || strings.Contains(got, "make test") {
+		t.Fatalf("final text %q: want the reply, whole, without the live view's cards", got)
+	}
+	if !strings.Contains(string(msgs[0].Metadata), "logbook_reply") {
+		t.Fatalf("the final message lacks the reply's metadata: %s", msgs[0].Metadata)
+	}
+	if h.emu.Calls("chat.update") < 2 {
+		t.Fatalf("chat.update called %d times: the message did not grow", h.emu.Calls("chat.update"))
+	}
+	started, stopped := h.events(s.ID, session.TypeStreamStarted), h.events(s.ID, session.TypeStreamStopped)
+	if len(started) != 1 || len(stopped) != 1 {
+		t.Fatalf("stream events %s", typesOf(h.events(s.ID, session.TypeStreamStarted, session.TypeStreamStopped)))
+	}
+	var ss session.StreamStarted
+	if err := started[0].Decode(&ss); err != nil || ss.Mode != "update" || ss.TS != msgs[0].TS {
+		t.Fatalf("stream_started %+v %v; want mode update on %s", ss, err, msgs[0].TS)
+	}
+	var d session.Delivered
+	if err := h.events(s.ID, session.TypeDelivered)[0].Decode(&d); err != nil || len(d.TS) != 1 || d.TS[0] != msgs[0].TS {
+		t.Fatalf("delivered %+v: want the live message", d)
+	}
+}
+
+// LOGBOOK_STREAM=off: nothing shows before the end, and the reply is posted as before.
+func TestLiveOffPostsTheReplyAtTheEnd(t *testing.T) {
+	t.Parallel()
+	agent := &liveAgent{pieces: []string{"one ", "two"}}
+	h := newHarness(t, agent, harnessOptions{live: bot.LiveConfig{Mode: bot.StreamOff}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> count"})
+	msgs := h.replies(general, top.TS, 1)
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+	if msgs[0].Text != "one two" || h.emu.Calls("chat.update") != 0 || len(h.events(s.ID, session.TypeStreamStarted)) != 0 {
+		t.Fatalf("reply %q, %d updates, %d live messages", msgs[0].Text, h.emu.Calls("chat.update"), len(h.events(s.ID, session.TypeStreamStarted)))
+	}
+}
+
+// crashAgent shows part of a reply, then (first run) stores the whole reply or not, and
+// waits for its cell to die; a later run answers at once.
+type crashAgent struct {
+	storeFirst bool
+	shown      chan struct{} // closed when the first run has shown its first piece
+	mu         sync.Mutex
+	runs       int
+}
+
+func (a *crashAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error) {
+	a.mu.Lock()
+	a.runs++
+	first := a.runs == 1
+	a.mu.Unlock()
+	botActor := session.Actor{Kind: session.ActorBot, ID: t.Where.BotUserID}
+	reply := session.AssistantMessage{Text: "The deploy failed because the image tag is wrong.", Turn: t.TurnSeq}
+	if t.Live != nil {
+		t.Live.Text("The deploy failed ")
+	}
+	if first {
+		if a.storeFirst {
+			if _, err := t.Log.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage, Actor: botActor, Payload: reply}); err != nil {
+				return brain.Reply{}, err
+			}
+		}
+		close(a.shown)
+		<-ctx.Done() // the cell dies before the reply is delivered
+		return brain.Reply{}, ctx.Err()
+	}
+	if t.Live != nil {
+		t.Live.Text("because the image tag is wrong.")
+		t.Live.EndRound(true)
+	}
+	stored, err := t.Log.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage, Actor: botActor, Payload: reply})
+	if err != nil {
+		return brain.Reply{}, err
+	}
+	return brain.Reply{Event: stored[0], Message: reply, Status: brain.StatusOK}, nil
+}
+
+// A cell that dies while its live message shows part of the reply: the next cell finishes
+// from the log. With the reply stored, the live message is made to show it whole; without,
+// the partial message is removed and the turn runs again. Either way the thread ends with
+// the whole reply exactly once and nothing left half-written.
+func TestLiveCrashMidStreamIsFinishedFromTheLog(t *testing.T) {
+	t.Parallel()
+	for _, storeFirst := range []bool{true, false} {
+		name := map[bool]string{true: "reply stored", false: "reply not stored"}[storeFirst]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			agent := &crashAgent{storeFirst: storeFirst, shown: make(chan struct{})}
+			o := harnessOptions{live: bot.LiveConfig{Interval: 1}, poll: 50 * time.Millisecond}
+			h := newHarness(t, agent, o)
+			top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> why did the deploy fail?"})
+			<-agent.shown
+			if err := h.emu.Wait(h.waitCtx(), func() bool {
+				m := h.botMessages(top.TS)
+				return len(m) == 1 && strings.Contains(m[0].Text, "The deploy failed")
+			}); err != nil {
+				t.Fatalf("the partial reply never showed: %v", err)
+			}
+			partial := h.botMessages(top.TS)[0].TS
+			// The replica dies (its cell is cancelled mid-turn, the turn stays open); another
+			// takes the session over.
+			h.reps[0].cancel()
+			<-h.reps[0].done
+			h.startReplica(o)
+			s := h.session(general, top.TS)
+			h.turns(s.ID, 1)
+			msgs := h.botMessages(top.TS)
+			if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "The deploy failed because the image tag is wrong.") {
+				t.Fatalf("bot messages after the crash: %+v; want the whole reply once", msgs)
+			}
+			if storeFirst != (msgs[0].TS == partial) {
+				t.Fatalf("reply stored %v: the reply is in %s, the partial message was %s", storeFirst, msgs[0].TS, partial)
+			}
+			var reasons []string
+			for _, e := range h.events(s.ID, session.TypeStreamStopped) {
+				var p session.StreamStopped
+				_ = e.Decode(&p)
+				reasons = append(reasons, p.Reason)
+			}
+			want := map[bool]string{true: "recovered", false: "deleted done"}[storeFirst]
+			if strings.Join(reasons, " ") != want {
+				t.Fatalf("stream_stopped reasons %v, want %s", reasons, want)
+			}
+			if n := len(h.events(s.ID, session.TypeDelivered)); n != 1 {
+				t.Fatalf("%d delivered events", n)
+			}
+		})
+	}
+}
