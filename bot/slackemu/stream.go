@@ -201,7 +201,7 @@ func (st *streamState) streamChars() int {
 	return n
 }
 
-// applyLocked adds in to st, or answers the error that leaves st unchanged.
+// applyStreamLocked adds in to st, or answers the error that leaves st unchanged.
 func (s *Server) applyStreamLocked(st *streamState, in streamInput) map[string]any {
 	if utf8.RuneCountInString(in.text) > s.opts.StreamMaxCallChars {
 		return fail("msg_too_long")
@@ -301,7 +301,7 @@ func (st *streamState) renderBlocks() json.RawMessage {
 	return b
 }
 
-// syncMessageLocked copies st into its message and counts the change.
+// syncStreamLocked copies st into its message and counts the change.
 func (s *Server) syncStreamLocked(st *streamState) {
 	st.Version++
 	s.dirty = true
