@@ -14,7 +14,8 @@
 // bot user UB000001 / bot id B0000001 / app A0000001, users U0000001, U0000002,
 // another app's bot U0000009 (B0000009), channels C0000001 (public),
 // C0000002 (private), C0000003 (public, bot not a member), C0000004 (archived),
-// DM D0000001, and the subscriptions app_mention + message.channels.
+// DM D0000001, and the subscriptions app_mention + message.channels +
+// agent_session_stopped.
 // With Options.StateFile the workspace (users, channels, messages and threads)
 // is loaded from that file on Start and saved to it, atomically, on every
 // change, so a restarted emulator (`logbook dev`) accepts replies in old threads.
@@ -88,12 +89,50 @@
 // invalid_cursor, not_in_channel); conversations.history (top level and
 // broadcasts, newest first); users.info (user_not_found); reactions.add/remove
 // (already_reacted, no_reaction, invalid_name); assistant.threads.setStatus
-// (stored, cleared when the bot replies in the thread). Rate limits are token
+// (stored with up to 10 loading_messages, as a JSON array or slack-go's comma list;
+// cleared when the bot replies or starts a stream in the thread);
+// agents.sessions.setStatus (processing|active|suspended|closed, else invalid_status;
+// every status kept in order) and agents.sessions.rename (agent_session_not_found
+// before a setStatus). Rate limits are token
 // buckets per method, optionally per channel (Options.RateLimits,
 // SetRateLimit), answered with HTTP 429, Retry-After in whole seconds and
 // error ratelimited, which slack-go turns into *slack.RateLimitedError.
 // InjectMethodFault makes a method answer a Slack error code or an HTTP status,
 // optionally after really performing the call (an ambiguous failure).
+//
+// Streaming (chat.startStream, chat.appendStream, chat.stopStream; a Stream per message):
+//   - chat.startStream (channel, thread_ts, markdown_text, chunks, recipient_user_id,
+//     recipient_team_id, task_display_mode timeline|plan|dense) posts the bot's reply
+//     at once: it is in conversations.replies and Thread, Message.Streaming is true, and
+//     it echoes as a `message` event exactly like a chat.postMessage reply — once, at the
+//     start (appends and the stop fire no events). Outside DMs a missing recipient answers
+//     missing_recipient_user_id, then missing_recipient_team_id; an unknown user
+//     user_not_found; another mode invalid_arguments; channel errors as chat.postMessage.
+//   - chunks: markdown_text (appended to the text), task_update (id, title, status
+//     pending|in_progress|complete|error, details, output, sources; a known id updates its
+//     card: title and status replace, details append, output and sources replace),
+//     plan_update (title), blocks. Anything else, a task without id or a title over 256
+//     characters answers invalid_chunks. The message's text is the accumulated markdown;
+//     its blocks are the task cards (task_card blocks, one plan block in plan mode), then
+//     the blocks chunks, then the stop's blocks.
+//   - chat.appendStream (channel, ts, markdown_text and/or chunks; neither: no_text),
+//     chat.stopStream (channel, ts, markdown_text, chunks, blocks rendered at the bottom,
+//     metadata stored as chat.postMessage's, session_status default active, applied to the
+//     thread's agent session when it has one). Errors: message_not_found,
+//     message_not_owned_by_app, message_not_in_streaming_state (not a stream, stopped,
+//     or older than Options.StreamMaxAge, default 5m, or past Options.StreamMaxAppends),
+//     stopped_by_user (an append after StopAgentSession; its stop answers
+//     message_not_in_streaming_state), msg_too_long (over Options.StreamMaxCallChars,
+//     default 12,000, in one call, or over Options.StreamMaxChars, default 40,000, in the
+//     message: markdown plus task card text), msg_blocks_too_many (over 50 blocks in the
+//     blocks chunks, or in the stop's blocks). A refused call changes nothing.
+//   - chat.update of a streaming message answers streaming_state_conflict and
+//     chat.delete cant_delete_message; once stopped or expired it is an ordinary message.
+//   - SlackRateLimits: chat.startStream and chat.stopStream Tier 2, chat.appendStream
+//     Tier 4 per channel (10 at once, then 100 a minute).
+//   - StopAgentSession is the stop button: the thread's open streams end as
+//     stopped_by_user and agent_session_stopped (channel, thread_ts, user,
+//     streaming_message_ts, event_ts) is delivered when subscribed.
 //
 // # Driving it
 //
@@ -103,8 +142,14 @@
 // WaitForAck, Deliveries, DeliveryState, BadFrames; InjectDeliveryFault,
 // InjectMethodFault, SetRateLimit, ClearFaults, FireRetries; Connections,
 // ConnectionsOpened, Disconnect, DisconnectAll, DropConnection, Stall,
-// SendRaw; Calls, Requests, Ephemerals, AssistantStatus; AddUser, AddChannel,
-// SetSubscriptions. Waits are condition-based: they re-check after every state
+// SendRaw; Calls, Requests, Ephemerals, AssistantStatus, AssistantLoadingMessages,
+// AgentSessionStatus, AgentSessionStatuses, ThreadTitle; Streams, StreamState,
+// WaitStream, ExpireStream, StopAgentSession; AddUser, AddChannel, SetSubscriptions.
+// A terminal (`logbook dev`) shows a reply growing by looping on WaitStream with the
+// Version it last saw, printing the new part of Stream.Text and Stream.TaskLines
+// ("[x] title: details → output"), until the stream is no longer Streaming; a
+// one-off refusal is InjectMethodFault{Method: "chat.appendStream", Error:
+// "message_not_in_streaming_state", Times: 1}, a real end ExpireStream. Waits are condition-based: they re-check after every state
 // change and end with the context.
 // From another process, JSON over HTTP under /_emu/ (errors are
 // {"ok":false,"error":…} with 400, 404, 408 or 409):
@@ -140,6 +185,16 @@
 //     sent; user messages carry no generated rich_text blocks; links never unfurl
 //     (so no unfurl message_changed); block validation covers only the limits
 //     listed above; attachments are not validated.
+//   - Streams (assumptions, from developers' live probes where Slack's pages are
+//     silent): the ~5-minute absolute lifetime (measured ~306s), details appending, the
+//     256-character titles, the 40,000-character total (reports range from ~12,000 to
+//     ~40,000), streaming_state_conflict and cant_delete_message for an open stream;
+//     invalid_thread_ts for a thread_ts naming no top-level message, and a missing
+//     thread_ts streaming top-level, are choices. Not emulated: the ~30s idle stop some
+//     report, Slack's markdown-to-rich_text rendering and the interleaving of text and
+//     task cards in timeline mode, dense mode's grouping, icon/username overrides, the
+//     ~2-minute expiry of an assistant status. Streams are not kept in
+//     Options.StateFile (their messages are, no longer streaming).
 //   - chat.update's 4,000-character limit follows its docs page; the unthreaded
 //     post for a bad thread_ts and the response_url 404 after five uses are
 //     choices, not verified against Slack.

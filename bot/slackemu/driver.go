@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"time"
 )
 
 // Driver errors, wrapped with the ids involved; test them with errors.Is.
@@ -203,6 +204,7 @@ func (s *Server) SetSubscriptions(subs ...string) {
 func (s *Server) Message(channel, ts string) (Message, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireStreamsLocked(time.Now())
 	if ch := s.channels[channel]; ch != nil && ch.byTS[ts] != nil {
 		return ch.byTS[ts].clone(), true
 	}
@@ -213,6 +215,7 @@ func (s *Server) Message(channel, ts string) (Message, bool) {
 func (s *Server) Thread(channel, ts string) ([]Message, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireStreamsLocked(time.Now())
 	ch := s.channels[channel]
 	if ch == nil {
 		return nil, fmt.Errorf("thread %s in %s: channel %w", ts, channel, ErrNotFound)
@@ -232,6 +235,7 @@ func (s *Server) Thread(channel, ts string) ([]Message, error) {
 func (s *Server) History(channel string) []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireStreamsLocked(time.Now())
 	ch := s.channels[channel]
 	if ch == nil {
 		return nil
@@ -247,6 +251,7 @@ func (s *Server) History(channel string) []Message {
 func (s *Server) BotReplies(channel, threadTS string) []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireStreamsLocked(time.Now())
 	ch := s.channels[channel]
 	if ch == nil {
 		return nil
@@ -381,6 +386,22 @@ func (s *Server) AgentSessionStatus(channel, threadTS string) string {
 	return s.agentSessions[channel+"/"+threadTS]
 }
 
+// AgentSessionStatuses returns every status the thread's agent session was given, in order
+// (agents.sessions.setStatus, and chat.stopStream's session_status), e.g. processing then active.
+func (s *Server) AgentSessionStatuses(channel, threadTS string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.agentHistory[channel+"/"+threadTS])
+}
+
+// AssistantLoadingMessages returns the loading_messages of the thread's current assistant
+// status (at most 10), nil once the status is cleared.
+func (s *Server) AssistantLoadingMessages(channel, threadTS string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.loadingMessages[channel+"/"+threadTS])
+}
+
 // AssistantStatus returns the status last set by assistant.threads.setStatus for
 // the thread, "" once cleared or after the bot replied there.
 func (s *Server) AssistantStatus(channel, threadTS string) string {
@@ -428,4 +449,99 @@ func (s *Server) PublishEvent(inner json.RawMessage) (string, error) {
 	id := s.publishLocked(typ, ev)
 	s.notifyLocked()
 	return id, nil
+}
+
+// Streams returns every streamed message (chat.startStream), in start order.
+func (s *Server) Streams() []Stream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireStreamsLocked(time.Now())
+	out := make([]Stream, 0, len(s.streamOrder))
+	for _, key := range s.streamOrder {
+		out = append(out, s.streams[key].clone())
+	}
+	return out
+}
+
+// StreamState returns the stream of message ts in channel; false if that message was not streamed.
+func (s *Server) StreamState(channel, ts string) (Stream, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireStreamsLocked(time.Now())
+	st := s.streams[streamKey(channel, ts)]
+	if st == nil {
+		return Stream{}, false
+	}
+	return st.clone(), true
+}
+
+// WaitStream waits until the stream of message ts in channel has a Version above after (0
+// waits for it to exist) and returns it. A terminal showing a reply as it grows loops on it:
+// print the new part of Text and the TaskLines, then wait again with the Version it had,
+// until the stream is no longer Streaming.
+func (s *Server) WaitStream(ctx context.Context, channel, ts string, after int) (Stream, error) {
+	var got Stream
+	err := s.Wait(ctx, func() bool {
+		st, ok := s.StreamState(channel, ts)
+		got = st
+		return ok && st.Version > after
+	})
+	if err != nil {
+		return got, fmt.Errorf("wait for stream %s in %s past version %d: %w", ts, channel, after, err)
+	}
+	return got, nil
+}
+
+// ExpireStream ends a stream as Slack does when it times one out: later appends and its
+// stop answer message_not_in_streaming_state; the message keeps what was streamed.
+func (s *Server) ExpireStream(channel, ts string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.streams[streamKey(channel, ts)]
+	if st == nil {
+		return fmt.Errorf("expire stream %s in %s: %w", ts, channel, ErrNotFound)
+	}
+	s.endStreamLocked(st, StreamExpired, time.Now())
+	s.notifyLocked()
+	return nil
+}
+
+// StopAgentSession is user pressing the stop button of the agent session of thread threadTS:
+// the thread's messages still streaming stop (appends then answer stopped_by_user, a stop
+// message_not_in_streaming_state) and, when the app subscribes to agent_session_stopped,
+// that event is delivered (channel, thread_ts, user, streaming_message_ts, event_ts), which
+// slack-go decodes as slackevents.AgentSessionStoppedEvent. The session's status is left as
+// it is: the app must move it. Posted.TS is the event's ts.
+func (s *Server) StopAgentSession(channel, threadTS, user string) (Posted, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return Posted{}, ErrClosed
+	}
+	ch, _, err := s.userChannelLocked(channel, user)
+	if err != nil {
+		return Posted{}, fmt.Errorf("stop agent session %s: %w", threadTS, err)
+	}
+	if p := ch.byTS[threadTS]; p == nil || p.ThreadTS != "" {
+		return Posted{}, fmt.Errorf("stop agent session in %s: thread %s %w", channel, threadTS, ErrNotFound)
+	}
+	now := time.Now()
+	s.expireStreamsLocked(now)
+	halted := []string{}
+	for _, key := range s.streamOrder {
+		if st := s.streams[key]; st.Channel == ch.ID && st.ThreadTS == threadTS && st.Streaming() {
+			s.endStreamLocked(st, StreamStoppedByUser, now)
+			halted = append(halted, st.TS)
+		}
+	}
+	ts := s.nextTS()
+	var ids []string
+	if s.subs[SubAgentSessionStopped] {
+		ids = append(ids, s.publishLocked(SubAgentSessionStopped, map[string]any{
+			"type": SubAgentSessionStopped, "channel": ch.ID, "thread_ts": threadTS, "user": user,
+			"streaming_message_ts": halted, "event_ts": ts,
+		}))
+	}
+	s.notifyLocked()
+	return Posted{Channel: ch.ID, TS: ts, EventIDs: ids}, nil
 }

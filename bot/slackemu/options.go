@@ -14,6 +14,9 @@ const (
 	SubMessageGroups   = "message.groups"
 	SubMessageIM       = "message.im"
 	SubMessageMPIM     = "message.mpim"
+	// SubAgentSessionStopped is the event an agent app gets when a user presses the stop
+	// button of a thread's agent session (Server.StopAgentSession).
+	SubAgentSessionStopped = "agent_session_stopped"
 )
 
 // Options configures a Server. The zero value is usable: every empty field gets
@@ -44,7 +47,8 @@ type Options struct {
 	//   D0000001           DM between U0000001 and the bot
 	Channels []Channel
 	// Subscriptions are the bot events the app subscribes to (Sub* constants).
-	// Default: app_mention and message.channels — what logbook subscribes to.
+	// Default: app_mention, message.channels and agent_session_stopped — what logbook
+	// subscribes to.
 	Subscriptions []string
 
 	// PingInterval is how often a WebSocket PING control frame is sent on each socket.
@@ -83,6 +87,26 @@ type Options struct {
 	// RepliesForbidden makes conversations.replies answer missing_scope for channel threads,
 	// as Slack's docs page claims it does for bot tokens.
 	RepliesForbidden bool
+
+	// Streaming messages (chat.startStream, chat.appendStream, chat.stopStream).
+
+	// StreamMaxAge is how long after chat.startStream a message accepts appends and its stop;
+	// later calls answer message_not_in_streaming_state and the message stays as streamed so
+	// far. Appends do not extend it. Default 5m: developers measure about 306s (Slack documents
+	// no lifetime). Tests set a few milliseconds to exercise a rollover.
+	StreamMaxAge time.Duration
+	// StreamMaxAppends, when > 0, ends a stream after that many successful chat.appendStream
+	// calls, as StreamMaxAge does (the next append answers message_not_in_streaming_state).
+	// Default 0: no such limit (Slack has none; it is a test knob).
+	StreamMaxAppends int
+	// StreamMaxCallChars caps the markdown of one call (markdown_text plus markdown_text
+	// chunks); more answers msg_too_long. Default 12,000 (the methods' docs pages).
+	StreamMaxCallChars int
+	// StreamMaxChars caps what one streamed message holds: its markdown plus the text of its
+	// task cards (titles, details, output); a call that would pass it answers msg_too_long and
+	// changes nothing. Default 40,000 (chat.postMessage's text limit, which public reports
+	// of the stream cap match; one report saw the cap near 12,000 — set that to test it).
+	StreamMaxChars int
 }
 
 // User is a member of the emulated workspace.
@@ -166,6 +190,11 @@ func SlackRateLimits() map[string]RateLimit {
 		"users.info":            tier(100),
 		"reactions.add":         tier(50),
 		"reactions.remove":      tier(50),
+		// Streams: startStream and stopStream are Tier 2, appendStream Tier 4 (the methods'
+		// docs pages); appends are limited per channel, 10 at once then 100 a minute.
+		"chat.startStream":  tier(20),
+		"chat.appendStream": {Burst: 10, Every: time.Minute / 100, PerChannel: true},
+		"chat.stopStream":   tier(20),
 	}
 }
 
@@ -202,7 +231,7 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	if o.Subscriptions == nil {
-		o.Subscriptions = []string{SubAppMention, SubMessageChannels}
+		o.Subscriptions = []string{SubAppMention, SubMessageChannels, SubAgentSessionStopped}
 	}
 	o.PingInterval = cmp.Or(o.PingInterval, 5*time.Second)
 	o.AckTimeout = cmp.Or(o.AckTimeout, 3*time.Second)
@@ -215,5 +244,8 @@ func (o Options) withDefaults() Options {
 	o.DisconnectGrace = cmp.Or(o.DisconnectGrace, time.Second)
 	o.RepliesMaxLimit = cmp.Or(o.RepliesMaxLimit, 1000)
 	o.RecordLimit = cmp.Or(o.RecordLimit, 100_000)
+	o.StreamMaxAge = cmp.Or(o.StreamMaxAge, 5*time.Minute)
+	o.StreamMaxCallChars = cmp.Or(o.StreamMaxCallChars, 12_000)
+	o.StreamMaxChars = cmp.Or(o.StreamMaxChars, 40_000)
 	return o
 }

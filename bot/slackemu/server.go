@@ -66,10 +66,18 @@ type Server struct {
 	ephemerals []Ephemeral
 	statuses   map[string]string
 	titles     map[string]string // channel/thread_ts → title (assistant.threads.setTitle, agents.sessions.*)
-	// agentSessions maps channel/thread_ts to the agent session's status.
+	// agentSessions maps channel/thread_ts to the agent session's status; agentHistory to
+	// every status it was given, in order.
 	agentSessions map[string]string
-	slashSeq      int
-	responses     map[string]*responseURL
+	agentHistory  map[string][]string
+	// loadingMessages maps channel/thread_ts to assistant.threads.setStatus' loading_messages.
+	loadingMessages map[string][]string
+	// streams maps channel/ts to a streamed message's state; streamOrder holds their keys
+	// in start order.
+	streams     map[string]*streamState
+	streamOrder []string
+	slashSeq    int
+	responses   map[string]*responseURL
 }
 
 // Start listens on opts.Addr and serves the emulator until Close.
@@ -97,6 +105,8 @@ func Start(opts Options) (*Server, error) {
 		calls:     map[string]int{},
 		statuses:  map[string]string{},
 		titles:    map[string]string{}, agentSessions: map[string]string{},
+		agentHistory: map[string][]string{}, loadingMessages: map[string][]string{},
+		streams:   map[string]*streamState{},
 		responses: map[string]*responseURL{},
 	}
 	s.users[opts.BotUserID] = &User{ID: opts.BotUserID, Name: opts.BotName, RealName: opts.BotName, IsBot: true, BotID: opts.BotID, TZ: "UTC"}

@@ -90,6 +90,7 @@ func (s *Server) loadState(path string) error {
 		ch.created = c.Created
 		for i := range c.Messages {
 			m := c.Messages[i]
+			m.Streaming = false // streams end with the emulator that served them
 			ch.msgs = append(ch.msgs, &m)
 			ch.byTS[m.TS] = &m
 		}

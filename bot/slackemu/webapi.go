@@ -200,6 +200,12 @@ func (s *Server) handler(method string) apiHandler {
 		return func(_ *http.Request, p url.Values) map[string]any { return s.reaction(p, true) }
 	case "reactions.remove":
 		return func(_ *http.Request, p url.Values) map[string]any { return s.reaction(p, false) }
+	case "chat.startStream":
+		return s.chatStartStream
+	case "chat.appendStream":
+		return s.chatAppendStream
+	case "chat.stopStream":
+		return s.chatStopStream
 	case "assistant.threads.setStatus":
 		return s.assistantSetStatus
 	case "assistant.threads.setTitle":
@@ -340,7 +346,7 @@ func (s *Server) chatPostMessage(_ *http.Request, p url.Values) map[string]any {
 		if parseBool(p.Get("reply_broadcast")) {
 			m.Subtype = "thread_broadcast"
 		}
-		delete(s.statuses, ch.ID+"/"+parent.TS)
+		s.clearStatusLocked(ch.ID, parent.TS)
 	}
 	s.insertLocked(ch, m)
 	s.publishNewLocked(ch, m)
@@ -369,6 +375,10 @@ func (s *Server) chatUpdate(_ *http.Request, p url.Values) map[string]any {
 	}
 	if m.User != s.opts.BotUserID {
 		return fail("cant_update_message")
+	}
+	s.expireStreamsLocked(time.Now())
+	if m.Streaming {
+		return fail("streaming_state_conflict")
 	}
 	text, hasBlocks := p.Get("text"), p.Has("blocks")
 	if text == "" && !hasBlocks && p.Get("markdown_text") == "" {
@@ -410,6 +420,10 @@ func (s *Server) chatDelete(_ *http.Request, p url.Values) map[string]any {
 		return fail("message_not_found")
 	}
 	if m.User != s.opts.BotUserID {
+		return fail("cant_delete_message")
+	}
+	s.expireStreamsLocked(time.Now())
+	if m.Streaming {
 		return fail("cant_delete_message")
 	}
 	prev := m.clone()
@@ -635,8 +649,9 @@ func (s *Server) assistantSetStatus(_ *http.Request, p url.Values) map[string]an
 	key := ch.ID + "/" + p.Get("thread_ts")
 	if st := p.Get("status"); st != "" {
 		s.statuses[key] = st
+		s.loadingMessages[key] = parseLoadingMessages(p.Get("loading_messages"))
 	} else {
-		delete(s.statuses, key)
+		s.clearStatusLocked(ch.ID, p.Get("thread_ts"))
 	}
 	return map[string]any{"ok": true}
 }
@@ -674,7 +689,7 @@ func (s *Server) agentSessionSetStatus(_ *http.Request, p url.Values) map[string
 		if _, ok := s.agentSessions[key]; !ok && p.Get("title") != "" {
 			s.titles[key] = p.Get("title")
 		}
-		s.agentSessions[key] = st
+		s.setAgentStatusLocked(key, st)
 		return map[string]any{"ok": true, "status": st, "agent_status": st, "title": s.titles[key]}
 	}
 	return fail("invalid_status")

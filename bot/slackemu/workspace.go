@@ -30,6 +30,9 @@ type Message struct {
 	ReplyCount  int                 `json:"reply_count,omitempty"`
 	ReplyUsers  []string            `json:"reply_users,omitempty"`
 	LatestReply string              `json:"latest_reply,omitempty"`
+	// Streaming is true while the message is a stream that accepts appends (chat.startStream
+	// until chat.stopStream or its end); StreamState has the rest.
+	Streaming bool `json:"streaming,omitempty"`
 }
 
 // Edited records the last edit of a message.
