@@ -80,6 +80,7 @@ func TestLiveFallbackPostsThenUpdates(t *testing.T) {
 	t.Parallel()
 	agent := &liveAgent{preamble: "Let me run the tests.", pieces: []string{"The tests ", "pass: ", "all 42 of them."}, step: make(chan struct{})}
 	h := newHarness(t, agent, harnessOptions{live: bot.LiveConfig{Interval: 1}})
+	h.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.startStream", Error: "not_allowed_token_type"})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> do the tests pass?"})
 	// The reply's first piece is visible while the model still writes.
 	msgs := h.replies(general, top.TS, 1)
@@ -233,5 +234,105 @@ func TestLiveCrashMidStreamIsFinishedFromTheLog(t *testing.T) {
 				t.Fatalf("%d delivered events", n)
 			}
 		})
+	}
+}
+
+// The reply streams as it is written (chat.startStream, appends), with a task card per tool
+// call; the stream stops with the rest of the reply and its metadata, and the thread has one
+// message: the reply, whole, once.
+func TestLiveStreamsTheReplyWithTaskCards(t *testing.T) {
+	t.Parallel()
+	agent := &liveAgent{preamble: "Let me run the tests, <!here> @channel.", pieces: []string{"The tests ", "pass: ", "all 42 of them."}, step: make(chan struct{})}
+	h := newHarness(t, agent, harnessOptions{live: bot.LiveConfig{Interval: 1}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> do the tests pass?"})
+	var ts string
+	if err := h.emu.Wait(h.waitCtx(), func() bool {
+		for _, st := range h.emu.Streams() {
+			if st.ThreadTS == top.TS && strings.Contains(st.Text, "The tests") {
+				ts = st.TS
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("the reply never started streaming: %v", err)
+	}
+	st, _ := h.emu.StreamState(general, ts)
+	if !st.Streaming() || strings.Contains(st.Text, "all 42") {
+		t.Fatalf("stream %+v: want it streaming, the reply not complete yet", st)
+	}
+	if lines := strings.Join(st.TaskLines(), "\n"); !strings.Contains(lines, "make test") {
+		t.Fatalf("no task card for the tool call: %q", lines)
+	}
+	agent.step <- struct{}{}
+	agent.step <- struct{}{}
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+	st, _ = h.emu.StreamState(general, ts)
+	if st.Streaming() || !strings.Contains(st.Text, "The tests pass: all 42 of them.") || !strings.Contains(string(st.Metadata), "logbook_reply") {
+		t.Fatalf("after the turn: %+v; want the stream stopped with the whole reply and its metadata", st)
+	}
+	if strings.Contains(st.Text, "<!here>") || strings.Contains(st.Text, "@channel") || !strings.Contains(st.Text, "channel") {
+		t.Fatalf("the model's broadcast mentions reached the stream live (or vanished): %q", st.Text)
+	}
+	if n := strings.Count(st.Text, "all 42 of them."); n != 1 {
+		t.Fatalf("the reply's end shows %d times: %q", n, st.Text)
+	}
+	if msgs := h.botMessages(top.TS); len(msgs) != 1 || msgs[0].TS != ts {
+		t.Fatalf("bot messages %+v; want only the stream", msgs)
+	}
+	if n := h.emu.Calls("chat.startStream"); n != 1 {
+		t.Fatalf("%d streams started", n)
+	}
+	if got := h.emu.AgentSessionStatuses(general, top.TS); len(got) < 2 || got[0] != "processing" || got[len(got)-1] != "active" {
+		t.Fatalf("agent session statuses %v; want processing, then active at the end", got)
+	}
+}
+
+// A stream Slack stops taking (its age limit, or an unexpected message_not_in_streaming_state)
+// rolls over into a new message; nothing is lost, the reply's text is whole across them, and
+// the log records the rollover.
+func TestLiveRollsOverWhenTheStreamCloses(t *testing.T) {
+	t.Parallel()
+	agent := &liveAgent{pieces: []string{"one ", "two ", "three"}, step: make(chan struct{})}
+	h := newHarness(t, agent, harnessOptions{live: bot.LiveConfig{Interval: 1}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> count"})
+	var first string
+	if err := h.emu.Wait(h.waitCtx(), func() bool {
+		for _, st := range h.emu.Streams() {
+			if st.ThreadTS == top.TS {
+				first = st.TS
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.emu.ExpireStream(general, first); err != nil {
+		t.Fatal(err)
+	}
+	agent.step <- struct{}{}
+	if err := h.emu.Wait(h.waitCtx(), func() bool { return len(h.botMessages(top.TS)) == 2 }); err != nil {
+		t.Fatalf("no new message after the stream closed: %v", err)
+	}
+	agent.step <- struct{}{}
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+	var all strings.Builder
+	for _, m := range h.botMessages(top.TS) {
+		all.WriteString(m.Text)
+	}
+	if got := strings.Join(strings.Fields(all.String()), " "); got != "one two three" {
+		t.Fatalf("the thread shows %q across %d messages; want the reply once", got, len(h.botMessages(top.TS)))
+	}
+	var reasons []string
+	for _, e := range h.events(s.ID, session.TypeStreamStopped) {
+		var p session.StreamStopped
+		_ = e.Decode(&p)
+		reasons = append(reasons, p.Reason)
+	}
+	if strings.Join(reasons, " ") != "rollover done" {
+		t.Fatalf("stream_stopped reasons %v", reasons)
 	}
 }
