@@ -13,8 +13,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 )
 
-// anthropicProvider calls the Anthropic Messages API (POST /v1/messages, non-streaming)
-// through the official SDK. It is built from the message service alone, not anthropic.NewClient,
+// anthropicProvider calls the Anthropic Messages API (POST /v1/messages) through the official
+// SDK: non-streaming, or streaming (Messages.NewStreaming) when the request has OnText. It is built from the message service alone, not anthropic.NewClient,
 // so the SDK never reads ANTHROPIC_* from the environment: configuration comes in through
 // ProviderConfig. The SDK's own retries are off; the brain retries within its turn budget.
 type anthropicProvider struct {
@@ -59,11 +59,71 @@ func (p *anthropicProvider) CountTokens(ctx context.Context, req Request) (int64
 }
 
 func (p *anthropicProvider) Complete(ctx context.Context, req Request) (Response, error) {
+	if req.OnText != nil {
+		return p.stream(ctx, req)
+	}
 	msg, err := p.messages.New(ctx, p.params(req))
 	if err != nil {
 		return Response{}, p.translate(ctx, err)
 	}
 	return p.response(msg), nil
+}
+
+// stream makes the call with server-sent events, accumulating them with the SDK into the
+// message a non-streaming call returns, and hands each text_delta to req.OnText. The pieces
+// add up to the Response's Text: the "\n\n" that joins text blocks is sent before the next
+// block's first text, and a block that holds only whitespace (which Text leaves out) is never
+// sent. A stream that fails part way (an error event, a dropped connection, no message_stop)
+// is a *ProviderError like a failed non-streaming call.
+func (p *anthropicProvider) stream(ctx context.Context, req Request) (Response, error) {
+	s := p.messages.NewStreaming(ctx, p.params(req))
+	defer s.Close()
+	var (
+		msg      anthropic.Message
+		stopped  bool
+		sentText bool   // a text block was sent: the next one opens with "\n\n"
+		held     string // the whitespace a text block opened with, sent when text follows
+		sending  bool   // the current text block has been sent in part
+	)
+	for s.Next() {
+		ev := s.Current()
+		if err := msg.Accumulate(ev); err != nil {
+			return Response{}, &ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "malformed event stream", Err: err}
+		}
+		switch ev.Type {
+		case "content_block_start":
+			held, sending = "", false
+		case "content_block_delta":
+			if ev.Delta.Type != "text_delta" || ev.Delta.Text == "" {
+				continue
+			}
+			if !sending && strings.TrimSpace(held+ev.Delta.Text) == "" {
+				held += ev.Delta.Text
+				continue
+			}
+			piece := ev.Delta.Text
+			if !sending {
+				piece = held + piece
+				if sentText {
+					piece = "\n\n" + piece
+				}
+				sending, sentText = true, true
+			}
+			req.OnText(piece)
+		case "message_stop":
+			stopped = true
+		}
+	}
+	if err := s.Err(); err != nil {
+		return Response{}, p.translate(ctx, err)
+	}
+	if !stopped {
+		if ctx.Err() != nil {
+			return Response{}, ctx.Err()
+		}
+		return Response{}, &ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "no response: the stream ended before message_stop", Transient: true}
+	}
+	return p.response(&msg), nil
 }
 
 // params is req as the SDK's request.
@@ -128,7 +188,9 @@ func (p *anthropicProvider) response(msg *anthropic.Message) Response {
 			}
 		case "tool_use":
 			input := json.RawMessage(c.Input)
-			if len(input) == 0 || string(input) == "null" {
+			if len(input) == 0 || string(input) == "null" || !json.Valid(input) {
+				// A streamed input the output limit cut is partial JSON; the
+				// non-streaming API sends what it parsed of it, an object.
 				input = json.RawMessage("{}")
 			}
 			out.ToolUses = append(out.ToolUses, ToolUse{ID: c.ID, Name: c.Name, Input: input})
@@ -144,16 +206,46 @@ func (p *anthropicProvider) translate(ctx context.Context, err error) error {
 	if !errors.As(err, &apiErr) {
 		return networkError(ctx, p.Name(), err)
 	}
+	status := apiErr.StatusCode
+	if status == http.StatusOK {
+		// An error event in a stream that began with 200: the status a non-streaming call
+		// would have had, so retries and replies treat both alike.
+		status = anthropicErrorStatus(string(apiErr.Type()))
+	}
 	pe := &ProviderError{
 		Provider:  p.Name(),
-		Status:    apiErr.StatusCode,
+		Status:    status,
 		Code:      string(apiErr.Type()),
 		Message:   apiMessage(apiErr.RawJSON()),
-		Transient: transientStatus(apiErr.StatusCode) || apiErr.Type() == "overloaded_error",
+		Transient: transientStatus(status) || apiErr.Type() == "overloaded_error",
 		Err:       err,
 	}
 	if apiErr.Response != nil {
 		pe.RetryAfter = retryAfter(apiErr.Response.Header, time.Now())
 	}
 	return pe
+}
+
+// anthropicErrorStatus is the HTTP status the Messages API gives an error type
+// (docs.anthropic.com "Errors"); 500 for a type it does not list.
+func anthropicErrorStatus(typ string) int {
+	switch typ {
+	case "invalid_request_error":
+		return http.StatusBadRequest
+	case "authentication_error":
+		return http.StatusUnauthorized
+	case "permission_error":
+		return http.StatusForbidden
+	case "not_found_error":
+		return http.StatusNotFound
+	case "request_too_large":
+		return http.StatusRequestEntityTooLarge
+	case "rate_limit_error":
+		return http.StatusTooManyRequests
+	case "timeout_error":
+		return http.StatusGatewayTimeout
+	case "overloaded_error":
+		return 529
+	}
+	return http.StatusInternalServerError
 }

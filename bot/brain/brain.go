@@ -69,12 +69,38 @@ type Turn struct {
 // Live is told of a turn's progress while it runs, for the live view in Slack: a status, the
 // model's text as it is written, a card per tool call. The log stays the record; Live is
 // best-effort, must return quickly, and never fails the turn. Calls come from the turn's
-// goroutine, in order.
+// goroutine, in order, and never after Run returns. A nil Live costs nothing: the model is
+// then called without streaming.
+//
+// A turn is a sequence of rounds, one per model call that answered (a reply cut by the output
+// limit and continued stays one round: the continuation's text follows in the same round):
+//
+//	Status("thinking")
+//	Text(delta)…            the model's text as it streams (reply rounds only, never titles or summaries)
+//	EndRound(false)         the text came with tool calls; then per call:
+//	Tool(pending)…          every call of the round, in call order, once they are in the log
+//	Status("running `ls`")  then Tool(in_progress), then Tool(complete|error) with an excerpt
+//	Status("thinking")      the next round…
+//	Text(delta)…
+//	EndRound(true)          its text is the turn's reply
+//
+// Retries: when a model call fails part way and is retried (a dropped stream, an overloaded
+// error event), Restart says the round's text so far is void; the text still valid (that of
+// an earlier, continued part of the round) is then sent again with Text, and the retried
+// call's text follows. Restart also voids the text of a response the model refused, before
+// its EndRound(true). Status("retrying") precedes the wait before a retry.
+//
+// The reply Run returns is what the thread gets: its text may differ from the streamed text
+// (spaces trimmed, a note that it was cut, or a fixed sentence when the turn failed; a failed
+// model call's round ends with EndRound(true) too, its text void).
 type Live interface {
 	// Status says in a few words what the turn does now ("thinking", "running `make test`").
 	Status(text string)
 	// Text is the next piece of the text of the model call in progress, as it streams.
 	Text(delta string)
+	// Restart: the text sent with Text since the round began is void (the call is retried,
+	// or its answer was refused); Text calls that follow start the round's text afresh.
+	Restart()
 	// EndRound: the model call in progress ended. reply says its text is the turn's reply
 	// (stored as an assistant_message without tool calls); otherwise the text, if any,
 	// came with tool calls, whose Tool progress follows.
@@ -97,7 +123,7 @@ type ToolProgress struct {
 	Name   string
 	Title  string // what runs, one line: "run_command: make test"
 	Status string // ToolPending, ToolInProgress, ToolComplete, ToolError
-	Output string // a short excerpt of the result once there is one
+	Output string // with ToolComplete and ToolError: at most 200 characters of the result, its first and last lines when longer
 }
 
 // Reply is the outcome of a turn.
@@ -232,6 +258,7 @@ type turn struct {
 	budget  outputBudget
 	repeats repeats
 	bot     session.Actor
+	live    live // drives Turn.Live
 }
 
 // Run runs one turn: it repairs the history (a synthetic tool_result for every tool_call the
@@ -257,6 +284,7 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		budget:  outputBudget{perResult: b.cfg.MaxToolOutput, left: b.cfg.MaxTurnOutput},
 		repeats: repeats{limit: b.cfg.RepeatLimit},
 		bot:     session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
+		live:    live{l: t.Live},
 	}
 	st.system = systemPrompt(t.Where, st.tools, b.now())
 	turnCtx, cancel := context.WithTimeout(ctx, b.cfg.MaxTurnTime)
@@ -320,17 +348,27 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 			Tools:     tools,
 			NoTools:   noTools,
 			MaxTokens: b.cfg.MaxTokens,
+			OnText:    st.live.onText(), // nil without a live view: no streaming
 		}
-		resp, usage, err := b.call(turnCtx, req)
+		resp, usage, err := b.call(turnCtx, req, &st.live)
 		if err != nil {
-			return b.modelFailure(ctx, turnCtx, st, err)
+			r, err := b.modelFailure(ctx, turnCtx, st, err)
+			if err == nil {
+				st.live.endRound(true)
+			}
+			return r, err
 		}
 		stop := classifyStop(resp.StopReason)
 		switch stop {
 		case stopRefused:
 			// Whatever came with a refusal is not an answer, and its tool calls are not run.
-			return b.failUsage(ctx, st, "model", resp.StopReason, refusalText(resp),
+			st.live.discard()
+			r, err := b.failUsage(ctx, st, "model", resp.StopReason, refusalText(resp),
 				fmt.Errorf("the model stopped with %q", resp.StopReason), usage)
+			if err == nil {
+				st.live.endRound(true)
+			}
+			return r, err
 		case stopUnknown:
 			st.log.Warn().Str("stop_reason", resp.StopReason).Msg("unknown stop reason; taking the response as complete")
 		}
@@ -354,6 +392,7 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 			if err != nil {
 				return r, err
 			}
+			st.live.endRound(true)
 			if !b.cfg.DeferTitle {
 				b.maybeTitle(turnCtx, st, evs, r)
 			}
@@ -369,6 +408,10 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		if err := b.appendCalls(ctx, st, resp.Text, uses, usage); err != nil {
 			return Reply{}, err
 		}
+		st.live.endRound(false)
+		for _, use := range uses {
+			st.live.tool(use, ToolPending, "")
+		}
 		var repeated *ToolUse
 		for i, use := range uses {
 			var out toolOutcome
@@ -378,6 +421,8 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 				out = b.cutToolResult(use.Name)
 				st.log.Warn().Str("tool", use.Name).Str("call_id", use.ID).Msg("tool call cut by the output limit; not run")
 			} else {
+				st.live.status(toolStatus(use))
+				st.live.tool(use, ToolInProgress, "")
 				out = b.runTool(turnCtx, t, use, &st.budget)
 			}
 			if ctx.Err() != nil {
@@ -385,6 +430,11 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 			}
 			if err := b.appendResult(ctx, st, use, out); err != nil {
 				return Reply{}, err
+			}
+			if out.IsError {
+				st.live.tool(use, ToolError, out.Content)
+			} else {
+				st.live.tool(use, ToolComplete, out.Content)
 			}
 			if st.repeats.record(use, out) && repeated == nil {
 				repeated = &uses[i]
@@ -719,12 +769,20 @@ func codeSuffix(code string) string {
 
 // call makes one model call, retrying transient errors with exponential backoff and full
 // jitter (at least the server's Retry-After), within the attempts of the retry policy and the
-// time left in ctx.
-func (b *Brain) call(ctx context.Context, req Request) (Response, *session.Usage, error) {
+// time left in ctx. lv, when not nil, is told of each attempt ("thinking"), of a failed
+// attempt's text being void (Restart) and of a retry's wait ("retrying"); req.OnText is then
+// its onText.
+func (b *Brain) call(ctx context.Context, req Request, lv *live) (Response, *session.Usage, error) {
 	p := b.cfg.Provider
 	for attempt := 1; ; attempt++ {
 		start := b.now()
+		lv.status("thinking")
 		resp, err := p.Complete(ctx, req)
+		if err != nil {
+			lv.callFailed()
+		} else {
+			lv.callDone()
+		}
 		if err == nil {
 			return resp, &session.Usage{
 				Provider: p.Name(), Model: cmp.Or(resp.Model, p.Model()),
@@ -745,6 +803,7 @@ func (b *Brain) call(ctx context.Context, req Request) (Response, *session.Usage
 		}
 		b.log.Warn().Str("provider", pe.Provider).Int("status", pe.Status).Str("code", pe.Code).
 			Int("attempt", attempt).Dur("backoff", d).Msg("transient model error, retrying")
+		lv.status("retrying")
 		if err := b.cfg.Sleep(ctx, d); err != nil {
 			return Response{}, nil, err
 		}

@@ -67,7 +67,7 @@ func (b *Brain) compact(ctx context.Context, st *turn, evs []session.Event, h hi
 		Messages:  []Message{{Role: RoleUser, Blocks: []Block{{Text: "Summarise this conversation:\n\n" + older}}}},
 		MaxTokens: 1024,
 	}
-	resp, _, err := b.call(ctx, req)
+	resp, _, err := b.call(ctx, req, nil)
 	if err != nil || strings.TrimSpace(resp.Text) == "" {
 		st.log.Warn().Err(err).Msg("summarising the history failed; sending it whole")
 		return h, nil
@@ -115,7 +115,7 @@ func (b *Brain) maybeTitle(ctx context.Context, st *turn, evs []session.Event, r
 		MaxTokens: 30,
 	}
 	title := ""
-	if resp, _, err := b.call(ctx, req); err == nil {
+	if resp, _, err := b.call(ctx, req, nil); err == nil {
 		title = cleanTitle(resp.Text)
 	} else {
 		st.log.Warn().Err(err).Msg("title call failed; using the first words")

@@ -99,6 +99,15 @@
 // defaults. Keys never reach a log line or an event. A failing provider is never replaced by
 // the offline one.
 //
+// A request with OnText streams (the Anthropic SDK's Messages.NewStreaming, accumulated with
+// Message.Accumulate; Chat Completions with stream_options.include_usage, accumulated with
+// ChatCompletionAccumulator; the offline provider in groups of words) and returns the same
+// Response as without: text, tool uses, usage and stop reason. A stream that fails part way —
+// a dropped connection, an error event such as overloaded_error, a stream that ends before
+// its stop — is the same *ProviderError as a failed call (an error event gets the status the
+// API gives its type: overloaded_error 529, rate_limit_error 429), so the retries apply.
+// Without OnText the calls do not stream.
+//
 // A session may switch provider between turns. Tool-call ids are logged as the provider that
 // made them sent them and mapped on the wire only, by a pure function of the id (ids.go): the
 // Anthropic API gets ids matching ^[a-zA-Z0-9_-]+$ ("functions.run_command:0" becomes

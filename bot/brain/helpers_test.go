@@ -192,7 +192,7 @@ func (s *sleeps) all() []time.Duration {
 	return append([]time.Duration(nil), s.d...)
 }
 
-func anthropicProvider(t *testing.T, fake *fakeprovider.Server, key string) brain.Provider {
+func anthropicProvider(t testing.TB, fake *fakeprovider.Server, key string) brain.Provider {
 	t.Helper()
 	p, err := brain.NewProvider("anthropic:claude-test", brain.ProviderConfig{AnthropicAPIKey: key, AnthropicBaseURL: fake.URL})
 	if err != nil {
@@ -201,7 +201,7 @@ func anthropicProvider(t *testing.T, fake *fakeprovider.Server, key string) brai
 	return p
 }
 
-func openAIProvider(t *testing.T, fake *fakeprovider.Server, key string) brain.Provider {
+func openAIProvider(t testing.TB, fake *fakeprovider.Server, key string) brain.Provider {
 	t.Helper()
 	p, err := brain.NewProvider("openai:gpt-test", brain.ProviderConfig{OpenAIAPIKey: key, OpenAIBaseURL: fake.URL})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
+	"unicode"
 )
 
 // Offline is the provider for demos and `logbook dev` when no model is configured. It is not a
@@ -14,7 +16,20 @@ import (
 // still drives the whole loop — a message containing "run: <command>" becomes a run_command
 // tool call, whose result it then reports. It is chosen only by the spec "offline", never as a
 // fallback for a failing provider.
-type Offline struct{}
+//
+// With Request.OnText it streams its text in groups of a few words, Pace apart, so a live view
+// shows a reply growing as it would with a model.
+type Offline struct {
+	// Pace is the wait between two streamed pieces; 0 streams them at once. NewProvider's
+	// offline provider uses OfflinePace.
+	Pace time.Duration
+}
+
+// OfflinePace is the pace of the offline provider NewProvider returns.
+const OfflinePace = 60 * time.Millisecond
+
+// offlineWords is how many words one streamed piece of an offline reply holds.
+const offlineWords = 4
 
 // Name returns "offline".
 func (Offline) Name() string { return "offline" }
@@ -26,7 +41,45 @@ func (Offline) Model() string { return "offline" }
 const OfflineNotice = "(offline mode: I am logbook's stand-in, not a language model.)"
 
 // Complete answers deterministically from the request's last message.
-func (Offline) Complete(ctx context.Context, req Request) (Response, error) {
+func (o Offline) Complete(ctx context.Context, req Request) (Response, error) {
+	resp, err := o.answer(ctx, req)
+	if err != nil || req.OnText == nil {
+		return resp, err
+	}
+	for i, piece := range wordGroups(resp.Text, offlineWords) {
+		if i > 0 && o.Pace > 0 {
+			if err := sleep(ctx, o.Pace); err != nil {
+				return Response{}, err
+			}
+		}
+		req.OnText(piece)
+	}
+	return resp, nil
+}
+
+// wordGroups splits s into pieces of n words each, every piece keeping the spacing after its
+// words, so the pieces concatenate to s.
+func wordGroups(s string, n int) []string {
+	var out []string
+	words, start, inWord := 0, 0, false
+	for i, r := range s {
+		space := unicode.IsSpace(r)
+		if !space && !inWord {
+			if words == n {
+				out = append(out, s[start:i])
+				start, words = i, 0
+			}
+			words++
+		}
+		inWord = !space
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+func (Offline) answer(ctx context.Context, req Request) (Response, error) {
 	if err := ctx.Err(); err != nil {
 		return Response{}, err
 	}

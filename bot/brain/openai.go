@@ -11,11 +11,13 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 )
 
-// openAIProvider calls an OpenAI-compatible Chat Completions API (POST /chat/completions,
-// non-streaming) through the official SDK: hosted OpenAI, Ollama, vLLM, llama.cpp's server.
+// openAIProvider calls an OpenAI-compatible Chat Completions API (POST /chat/completions)
+// through the official SDK, streaming (with stream_options.include_usage) when the request has
+// OnText: hosted OpenAI, Ollama, vLLM, llama.cpp's server.
 // Like the Anthropic provider it is built from the service alone, so the SDK never reads
 // OPENAI_* from the environment, and the SDK's retries are off.
 type openAIProvider struct {
@@ -65,6 +67,68 @@ func (p *openAIProvider) Name() string  { return "openai" }
 func (p *openAIProvider) Model() string { return p.model }
 
 func (p *openAIProvider) Complete(ctx context.Context, req Request) (Response, error) {
+	if req.OnText != nil {
+		return p.stream(ctx, req)
+	}
+	cc, err := p.chat.New(ctx, p.params(req))
+	if err != nil {
+		return Response{}, p.translate(ctx, err)
+	}
+	return p.response(cc)
+}
+
+// stream makes the call as a stream of chunks, accumulated with the SDK's
+// ChatCompletionAccumulator into the completion a non-streaming call returns (content,
+// tool_calls pieces, finish_reason, and the usage of the last chunk that
+// stream_options.include_usage asks for); each content piece goes to req.OnText. The
+// deprecated function_call form, which the accumulator leaves out, is accumulated here. A
+// stream that fails part way (an error chunk, a dropped connection, no finish_reason) is a
+// *ProviderError like a failed non-streaming call.
+func (p *openAIProvider) stream(ctx context.Context, req Request) (Response, error) {
+	params := p.params(req)
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	s := p.chat.NewStreaming(ctx, params)
+	defer s.Close()
+	var (
+		acc      openai.ChatCompletionAccumulator
+		fc       openai.ChatCompletionMessageFunctionCall
+		finished bool
+	)
+	for s.Next() {
+		chunk := s.Current()
+		if !acc.AddChunk(chunk) {
+			return Response{}, &ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "malformed chunk stream"}
+		}
+		for _, c := range chunk.Choices {
+			if c.Index != 0 {
+				continue
+			}
+			if c.Delta.Content != "" {
+				req.OnText(c.Delta.Content)
+			}
+			fc.Name += c.Delta.FunctionCall.Name
+			fc.Arguments += c.Delta.FunctionCall.Arguments
+			finished = finished || c.FinishReason != ""
+		}
+	}
+	if err := s.Err(); err != nil {
+		return Response{}, p.translate(ctx, err)
+	}
+	if !finished {
+		if ctx.Err() != nil {
+			return Response{}, ctx.Err()
+		}
+		return Response{}, &ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "no response: the stream ended before a finish_reason", Transient: true}
+	}
+	cc := acc.ChatCompletion
+	if len(cc.Choices) > 0 && cc.Choices[0].Message.FunctionCall.Name == "" {
+		cc.Choices[0].Message.FunctionCall = fc
+	}
+	return p.response(&cc)
+}
+
+// params is req as the SDK's request.
+func (p *openAIProvider) params(req Request) openai.ChatCompletionNewParams {
 	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(p.model)}
 	switch {
 	case req.MaxTokens > 0 && p.hosted:
@@ -129,11 +193,11 @@ func (p *openAIProvider) Complete(ctx context.Context, req Request) (Response, e
 	if req.NoTools && len(params.Tools) > 0 {
 		params.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("none")}
 	}
+	return params
+}
 
-	cc, err := p.chat.New(ctx, params)
-	if err != nil {
-		return Response{}, p.translate(ctx, err)
-	}
+// response is the SDK's completion as a Response.
+func (p *openAIProvider) response(cc *openai.ChatCompletion) (Response, error) {
 	out := Response{
 		Model:        cc.Model,
 		InputTokens:  cc.Usage.PromptTokens,
@@ -166,6 +230,10 @@ func (p *openAIProvider) Complete(ctx context.Context, req Request) (Response, e
 }
 
 func (p *openAIProvider) translate(ctx context.Context, err error) error {
+	var streamErr *ssestream.StreamError
+	if errors.As(err, &streamErr) {
+		return p.streamError(streamErr)
+	}
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) {
 		return networkError(ctx, p.Name(), err)
@@ -182,6 +250,35 @@ func (p *openAIProvider) translate(ctx context.Context, err error) error {
 		pe.RetryAfter = retryAfter(apiErr.Response.Header, time.Now())
 	}
 	return pe
+}
+
+// streamError is an error chunk of a stream that began with 200 ({"error":{"message","type",
+// "code"}}), with the status a non-streaming call would have had, so retries and replies
+// treat both alike.
+func (p *openAIProvider) streamError(se *ssestream.StreamError) error {
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    any    `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(se.Event.Data, &body)
+	code := body.Error.Type
+	if c, ok := body.Error.Code.(string); ok && c != "" {
+		code = c
+	}
+	status := http.StatusInternalServerError // server_error, and what the API does not name
+	switch {
+	case strings.Contains(code, "rate_limit"), code == "insufficient_quota":
+		status = http.StatusTooManyRequests
+	case code == "invalid_request_error", code == "context_length_exceeded":
+		status = http.StatusBadRequest
+	}
+	return &ProviderError{
+		Provider: p.Name(), Status: status, Code: code, Message: cut(body.Error.Message, 300),
+		Transient: transientStatus(status), Err: se,
+	}
 }
 
 // toolArguments is a call's arguments as a JSON object. A local model may send arguments that

@@ -243,7 +243,7 @@ var ErrBadModelSpec = errors.New("bad model spec")
 func NewProvider(spec string, cfg ProviderConfig) (Provider, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "offline" {
-		return Offline{}, nil
+		return Offline{Pace: OfflinePace}, nil
 	}
 	kind, model, ok := strings.Cut(spec, ":")
 	model = strings.TrimSpace(model)

@@ -16,7 +16,7 @@ import (
 var kinds = []string{"anthropic", "openai"}
 
 // fakeFor starts the fake of one provider kind and returns it with a provider that calls it.
-func fakeFor(t *testing.T, kind string) (*fakeprovider.Server, brain.Provider) {
+func fakeFor(t testing.TB, kind string) (*fakeprovider.Server, brain.Provider) {
 	t.Helper()
 	if kind == "anthropic" {
 		fake := fakeprovider.NewAnthropic(t, anthropicKey)

@@ -25,6 +25,7 @@ type anthropicRequest struct {
 	ToolChoice *struct {
 		Type string `json:"type"`
 	} `json:"tool_choice"`
+	Stream *bool `json:"stream"`
 }
 
 type anthropicBlock struct {
@@ -53,6 +54,12 @@ func parseAnthropicRequest(body []byte, needMaxTokens bool) (Call, error) {
 		return Call{}, fmt.Errorf("max_tokens: Field required")
 	}
 	var c Call
+	if req.Stream != nil {
+		if !needMaxTokens {
+			return Call{}, fmt.Errorf("stream: Extra inputs are not permitted")
+		}
+		c.Stream = *req.Stream
+	}
 	if len(req.System) > 0 {
 		if s, ok, err := textOf(req.System); err == nil && ok {
 			c.System = s

@@ -4,7 +4,8 @@
 // credentials, alternating roles, non-empty text, every tool_use answered by a tool_result in
 // the next message and no tool_result without its tool_use — and answers HTTP 400 with the
 // API's error shape when a check fails, so a test sees the same failure production would.
-// Responses are non-streaming.
+// A request that asks for streaming gets the API's server-sent events, paced and cut as the
+// Reply's Stream says; other requests get the whole response as JSON.
 package fakeprovider
 
 import (
@@ -16,6 +17,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Reply is one scripted answer, used for the next request that passes the checks.
@@ -35,6 +37,8 @@ type Reply struct {
 	// instead of the one the content implies ("end_turn"/"tool_use", "stop"/"tool_calls"):
 	// "max_tokens", "length", "refusal", "content_filter", "pause_turn", ...
 	StopReason string
+	// Stream paces a streamed answer and can break it part way; see Stream.
+	Stream Stream
 }
 
 // ToolCall is a scripted tool use.
@@ -68,6 +72,7 @@ type Call struct {
 	Messages   []Message
 	Tools      []string // names
 	ToolChoice string   // "none", "auto", ... as sent; "" when absent
+	Stream     bool     // the request asked for streaming
 	// Invalid is the reason the server rejected the request with 400 (no scripted reply was
 	// used); "" for a request that passed the checks.
 	Invalid string
@@ -228,17 +233,32 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", reply.RetryAfter)
 	}
 	if reply.Status != 0 && reply.Status != http.StatusOK {
+		// An error status answers before any stream starts, as the APIs do.
 		s.writeError(w, reply.Status, reply.ErrorType, reply.ErrorMessage)
+		return
+	}
+	n := len(s.Calls())
+	switch {
+	case call.Stream && s.kind == "openai":
+		streamOpenAI(w, r, reply, n)
+		return
+	case call.Stream:
+		streamAnthropic(w, r, reply, n)
+		return
+	}
+	if d := generationTime(reply); d > 0 && !sleepCtx(r, d) {
 		return
 	}
 	var out any
 	if s.kind == "openai" {
-		out = openAIResponse(reply, len(s.Calls()))
+		out = openAIResponse(reply, n)
 	} else {
-		out = anthropicResponse(reply, len(s.Calls()))
+		out = anthropicResponse(reply, n)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(out)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // the APIs send "&" and "<" as they are
+	_ = enc.Encode(out)
 }
 
 // serveCount answers Anthropic's count-tokens endpoint: the same checks as a Messages call,
@@ -325,16 +345,9 @@ func anthropicResponse(r Reply, n int) any {
 		}
 		content = append(content, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": input})
 	}
-	stop := "end_turn"
-	if len(r.ToolCalls) > 0 {
-		stop = "tool_use"
-	}
-	if r.StopReason != "" {
-		stop = r.StopReason
-	}
 	return map[string]any{
 		"id": "msg_fake" + strconv.Itoa(n), "type": "message", "role": "assistant", "model": "claude-fake-1",
-		"content": content, "stop_reason": stop, "stop_sequence": nil,
+		"content": content, "stop_reason": anthropicStop(r), "stop_sequence": nil,
 		"usage": map[string]any{"input_tokens": r.InputTokens, "output_tokens": r.OutputTokens},
 	}
 }
@@ -344,7 +357,6 @@ func openAIResponse(r Reply, n int) any {
 	if r.Text != "" {
 		msg["content"] = r.Text
 	}
-	finish := "stop"
 	if len(r.ToolCalls) > 0 {
 		var tcs []map[string]any
 		for _, tc := range r.ToolCalls {
@@ -352,21 +364,51 @@ func openAIResponse(r Reply, n int) any {
 				"function": map[string]any{"name": tc.Name, "arguments": tc.Input}})
 		}
 		msg["tool_calls"] = tcs
-		finish = "tool_calls"
 		if r.StopReason == "function_call" && len(r.ToolCalls) == 1 {
 			// The deprecated form: one function_call, no id, no tool_calls.
 			delete(msg, "tool_calls")
 			msg["function_call"] = map[string]any{"name": r.ToolCalls[0].Name, "arguments": r.ToolCalls[0].Input}
 		}
 	}
-	if r.StopReason != "" {
-		finish = r.StopReason
-	}
 	return map[string]any{
 		"id": "chatcmpl-fake" + strconv.Itoa(n), "object": "chat.completion", "created": 1700000000, "model": "gpt-fake-1",
-		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
+		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": openAIFinish(r), "logprobs": nil}},
 		"usage": map[string]any{"prompt_tokens": r.InputTokens, "completion_tokens": r.OutputTokens,
 			"total_tokens": r.InputTokens + r.OutputTokens},
+	}
+}
+
+// anthropicStop is the stop_reason of r: its StopReason, else the one its content implies.
+func anthropicStop(r Reply) string {
+	switch {
+	case r.StopReason != "":
+		return r.StopReason
+	case len(r.ToolCalls) > 0:
+		return "tool_use"
+	}
+	return "end_turn"
+}
+
+// openAIFinish is the finish_reason of r: its StopReason, else the one its content implies.
+func openAIFinish(r Reply) string {
+	switch {
+	case r.StopReason != "":
+		return r.StopReason
+	case len(r.ToolCalls) > 0:
+		return "tool_calls"
+	}
+	return "stop"
+}
+
+// sleepCtx waits d unless the request ends first; it reports whether d passed.
+func sleepCtx(r *http.Request, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
 	}
 }
 

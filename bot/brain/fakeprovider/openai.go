@@ -28,7 +28,11 @@ type openAIRequest struct {
 			Parameters json.RawMessage `json:"parameters"`
 		} `json:"function"`
 	} `json:"tools"`
-	ToolChoice json.RawMessage `json:"tool_choice"`
+	ToolChoice    json.RawMessage `json:"tool_choice"`
+	Stream        *bool           `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage *bool `json:"include_usage"`
+	} `json:"stream_options"`
 }
 
 func parseOpenAI(body []byte) (Call, error) {
@@ -40,6 +44,17 @@ func parseOpenAI(body []byte) (Call, error) {
 		return Call{}, fmt.Errorf("you must provide a model parameter")
 	}
 	var c Call
+	if req.Stream != nil {
+		c.Stream = *req.Stream
+	}
+	if req.StreamOptions != nil && !c.Stream {
+		return Call{}, fmt.Errorf("The 'stream_options' parameter is only allowed when 'stream' is enabled.")
+	}
+	if c.Stream && (req.StreamOptions == nil || req.StreamOptions.IncludeUsage == nil || !*req.StreamOptions.IncludeUsage) {
+		// Stricter than the API, which streams without usage: the brain records usage on
+		// every call, so a stream without it is a bug here.
+		return Call{}, fmt.Errorf("fakeprovider: a streaming request must set stream_options.include_usage, or the stream carries no usage")
+	}
 	for _, t := range req.Tools {
 		if t.Type != "function" || t.Function.Name == "" {
 			return Call{}, fmt.Errorf("Invalid value for 'tools': each tool needs type 'function' and a name")
