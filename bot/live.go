@@ -105,6 +105,7 @@ type liveView struct {
 	order     []string // card ids in order
 	dirty     []string // cards changed since the last send
 	doing     string   // what the turn does now (Status)
+	voided    bool     // a retried call's text reached Slack: finish replaces the text
 
 	// The sender's side.
 	mode       string // "stream" or "update"; "" until the first send
@@ -192,6 +193,24 @@ func (v *liveView) Text(delta string) {
 	v.roundText += delta
 	v.mu.Unlock()
 	v.poke()
+}
+
+// Restart voids the text of the current round (the model call is being retried): what was
+// not sent yet is dropped; what was sent stays until finish replaces it with the reply.
+func (v *liveView) Restart() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	unsent := v.buf
+	if len(unsent) > len(v.roundText) {
+		unsent = unsent[len(unsent)-len(v.roundText):]
+	}
+	if strings.HasSuffix(v.buf, unsent) && strings.HasSuffix(v.roundText, unsent) {
+		v.buf = strings.TrimSuffix(v.buf, unsent)
+		if len(unsent) < len(v.roundText) {
+			v.voided = true // part of the void text is in Slack already
+		}
+	}
+	v.roundText = ""
 }
 
 // EndRound separates the text of a round that came with tool calls from what follows.
@@ -467,6 +486,7 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 	for _, id := range dedupe(v.dirty) {
 		cards = append(cards, v.cards[id])
 	}
+	voidedRound := v.voided
 	v.mu.Unlock()
 	cur := v.current()
 	meta := slack.MsgOptionMetadata(slack.SlackMetadata{EventType: MetadataEventType,
@@ -474,7 +494,7 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 	whole := strings.TrimLeft(msg.Text, " \n\t")
 	sent := strings.TrimLeft(sentOfRound, " \n\t")
 	rest, continues := strings.CutPrefix(whole, sent)
-	continues = continues && cur != nil && v.mode == "stream" && whole != "" &&
+	continues = continues && !voidedRound && cur != nil && v.mode == "stream" && whole != "" &&
 		utf8.RuneCountInString(rest)+cur.chars <= v.cfg.MaxChars+2000 // a rest too long for one message is replaced instead
 	var stopped []session.NewEvent
 	stop := func(m *liveMsg, reason string) { stopped = append(stopped, streamStopped(m.ts, reason, m.chars)) }

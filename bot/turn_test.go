@@ -118,6 +118,8 @@ func TestFirstTurnCost(t *testing.T) {
 	deliver := bot.NewDeliverer(api, log, metrics, bot.DeliveryConfig{Reaction: "-"})
 	runner := bot.NewRunner(bot.RunnerDeps{Log: log, Store: store, Agent: agent, Titler: agent, Deliver: deliver, Metrics: metrics}, bot.RunnerConfig{
 		PollInterval: time.Hour, LeaseTTL: time.Minute,
+		// The core of a turn; a live view adds one append (stream_started) and Slack calls.
+		Live:  bot.LiveConfig{Mode: bot.StreamOff},
 		Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
 	})
 	done := make(chan struct{})
