@@ -236,6 +236,12 @@ func (cfg *serveConfig) readSettings(e env) error {
 	if cfg.Footer.Prices, err = bot.ParsePrices(e.getenv("LOGBOOK_PRICES")); err != nil {
 		return fmt.Errorf("LOGBOOK_PRICES: %w", err)
 	}
+	if cfg.Live.Mode, err = bot.ParseStreamMode(e.getenv("LOGBOOK_STREAM")); err != nil {
+		return fmt.Errorf("LOGBOOK_STREAM=%w", err)
+	}
+	if cfg.Live.Interval, err = envDuration(e, "LOGBOOK_STREAM_INTERVAL", 0); err != nil {
+		return err
+	}
 	if cfg.ThreadReplies, err = bot.ParseThreadReplies(e.getenv("LOGBOOK_THREAD_REPLIES")); err != nil {
 		return fmt.Errorf("LOGBOOK_THREAD_REPLIES=%w", err)
 	}

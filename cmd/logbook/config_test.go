@@ -49,6 +49,8 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		{"LOGBOOK_REPLY_FOOTER", "loud"},
 		{"LOGBOOK_PRICES", "gpt-4o=cheap"},
 		{"LOGBOOK_SANDBOX_DISK", "lots"},
+		{"LOGBOOK_STREAM", "sometimes"},
+		{"LOGBOOK_STREAM_INTERVAL", "fast"},
 		{"LOGBOOK_SANDBOX_DISK", "-1G"},
 		{"LOGBOOK_MAX_OUTPUT_TOKENS", "lots"},
 		{"LOGBOOK_MAX_CONTINUATIONS", "-1"},

@@ -73,6 +73,11 @@ Environment:
                           that mention someone else and not the bot), mentions (only those
                           that mention the bot) or all. Every message is recorded; "mute" and
                           "unmute" in a thread silence and resume the bot there.
+  LOGBOOK_STREAM          auto | off (default auto): a status at once, then the reply streamed
+                          as it is written with a card per tool call (chat.startStream; a
+                          message updated as it grows where streaming is unavailable); off
+                          posts the whole reply at the end
+  LOGBOOK_STREAM_INTERVAL least time between two appends to a live message (default 1s)
   LOGBOOK_PUBLIC_URL      the web pages' external address (e.g. https://logbook.example.com),
                           for links from Slack to a session's transcript
   LOGBOOK_REPLY_FOOTER    off | link | usage: a small line under each final reply with the
@@ -158,6 +163,8 @@ type serveConfig struct {
 	PollInterval time.Duration
 	// ThreadReplies says which messages of a session's thread are answered.
 	ThreadReplies bot.ThreadReplies
+	// Live is how a turn shows itself while it runs (LOGBOOK_STREAM, LOGBOOK_STREAM_INTERVAL).
+	Live bot.LiveConfig
 	// Footer is the line under final replies (LOGBOOK_PUBLIC_URL, LOGBOOK_REPLY_FOOTER, LOGBOOK_PRICES).
 	Footer bot.Footer
 	// The brain's limits (0: the brain's defaults).
@@ -363,7 +370,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	}
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
-			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer,
+			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live,
 			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL},
 	}, bot.ServiceDeps{
