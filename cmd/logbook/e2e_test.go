@@ -117,7 +117,22 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(resp.StatusCode)
-	io.Copy(w, resp.Body)
+	// Pass a streamed (SSE) answer on as it comes, piece by piece.
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (g *gate) close() {
@@ -605,5 +620,54 @@ func TestE2ESearchAndExport(t *testing.T) {
 	})
 	if !found {
 		t.Fatalf("the export of %s for today lacks the message", ada)
+	}
+}
+
+// kill -9 while the reply is streaming: the next process finishes from the log — the
+// partial message is removed and the turn answered again — so the thread ends with the whole
+// reply exactly once and nothing left streaming.
+func TestE2EKillMidStream(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, slackemu.Options{})
+	hold := make(chan struct{}) // never closed: the first stream stops before its last piece
+	e.model.Push(
+		fakeprovider.Reply{Text: "This first answer is cut off by the crash and must never be seen whole.",
+			Stream: fakeprovider.Stream{Chunk: 6, Every: 10 * time.Millisecond, BeforeLast: hold}},
+		fakeprovider.Reply{Text: "The answer, whole, once."},
+		fakeprovider.Reply{Text: "Crash"},
+	)
+	a := e.serve()
+	top := e.post(slackemu.Post{Channel: general, User: ada, Text: mention("a long question")})
+	var partial string
+	e.waitFor("a partial reply streaming in the thread", func() bool {
+		for _, st := range e.emu.Streams() {
+			if st.ThreadTS == top.TS && st.Streaming() && strings.Contains(st.Text, "first answer") {
+				partial = st.TS
+				return true
+			}
+		}
+		return false
+	})
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.done
+	e.serve()
+	s := e.session(top.TS)
+	e.waitFor("turn_completed", func() bool { return len(e.events(s.ID, session.TypeTurnCompleted)) == 1 })
+	msgs := e.emu.BotReplies(general, top.TS)
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "The answer, whole, once.") || strings.Contains(msgs[0].Text, "first answer") {
+		t.Fatalf("bot messages after the crash: %+v; want the whole reply once", msgs)
+	}
+	for _, st := range e.emu.Streams() {
+		if st.ThreadTS == top.TS && st.Streaming() {
+			t.Fatalf("message %s is still streaming", st.TS)
+		}
+	}
+	if msgs[0].TS == partial {
+		t.Fatal("the partial message was kept")
+	}
+	if out := e.run("audit", "verify"); !strings.Contains(strings.ToLower(out), "ok") {
+		t.Fatalf("audit verify:\n%s", out)
 	}
 }
