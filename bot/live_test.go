@@ -336,3 +336,51 @@ func TestLiveRollsOverWhenTheStreamCloses(t *testing.T) {
 		t.Fatalf("stream_stopped reasons %v", reasons)
 	}
 }
+
+// Near the size limit (MaxChars) the live view rolls over to a new message before Slack would
+// refuse; an unexpected message_not_in_streaming_state does the same. The reply is whole
+// across the messages, once.
+func TestLiveRollsOverAtTheSizeLimitAndOnAnUnexpectedClose(t *testing.T) {
+	t.Parallel()
+	for name, cfg := range map[string]struct {
+		live  bot.LiveConfig
+		fault bool
+	}{
+		"size":  {live: bot.LiveConfig{Interval: 1, MaxChars: 12}},
+		"fault": {live: bot.LiveConfig{Interval: 1}, fault: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			agent := &liveAgent{pieces: []string{"alpha beta ", "gamma delta ", "epsilon"}, step: make(chan struct{})}
+			h := newHarness(t, agent, harnessOptions{live: cfg.live})
+			if cfg.fault {
+				h.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.appendStream", Error: "message_not_in_streaming_state", Times: 1})
+			}
+			top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> letters"})
+			for i := range 2 {
+				if err := h.emu.Wait(h.waitCtx(), func() bool {
+					var all strings.Builder
+					for _, m := range h.botMessages(top.TS) {
+						all.WriteString(m.Text)
+					}
+					return strings.Contains(all.String(), []string{"alpha", "gamma"}[i])
+				}); err != nil {
+					t.Fatalf("piece %d never showed: %v", i, err)
+				}
+				agent.step <- struct{}{}
+			}
+			s := h.session(general, top.TS)
+			h.turns(s.ID, 1)
+			var all strings.Builder
+			for _, m := range h.botMessages(top.TS) {
+				all.WriteString(m.Text + " ")
+			}
+			if got := strings.Join(strings.Fields(all.String()), " "); got != "alpha beta gamma delta epsilon" {
+				t.Fatalf("the thread shows %q", got)
+			}
+			if n := len(h.botMessages(top.TS)); n < 2 {
+				t.Fatalf("%d messages: no rollover", n)
+			}
+		})
+	}
+}
