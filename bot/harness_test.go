@@ -131,6 +131,7 @@ type harnessOptions struct {
 	privateNote   bool
 	delivery      bot.DeliveryConfig
 	poll          time.Duration
+	drain         time.Duration // default 500ms, so a test's cleanup never waits long for a blocked agent
 	maxReplies    int
 	replyWindow   time.Duration
 	threadReplies bot.ThreadReplies
@@ -199,9 +200,13 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if poll == 0 {
 		poll = 200 * time.Millisecond
 	}
+	drain := o.drain
+	if drain == 0 {
+		drain = 500 * time.Millisecond
+	}
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
-		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, MaxReplies: o.maxReplies,
+		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, MaxReplies: o.maxReplies,
 			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL},
 		Delivery: o.delivery,
