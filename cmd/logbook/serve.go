@@ -369,7 +369,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	}
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
-			DrainTimeout: cfg.DrainTimeout,
+			DrainTimeout:  cfg.DrainTimeout,
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer,
 			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL},
