@@ -138,6 +138,7 @@ func TestE2EFailoverFigures(t *testing.T) {
 		for i := range reps {
 			t.Run(kind.String()+"/"+strconv.Itoa(i), func(t *testing.T) {
 				_, _, _, d := measureFailover(t, kind)
+				t.Logf("%s: %v", kind, d.Round(time.Millisecond))
 				took = append(took, d)
 			})
 		}
