@@ -25,8 +25,10 @@ type cellDeps struct {
 	clock    Clock
 	probe    *Probe
 	cfg      RunnerConfig
-	// claimed reports whether the runner holds its liveness claim now.
-	claimed func() bool
+	// claimed reports whether the runner holds its liveness claim now; firstClaim (nil: the
+	// runner has no claim) is closed once it was first held.
+	claimed    func() bool
+	firstClaim <-chan struct{}
 	// draining is closed when the runner stops gracefully.
 	draining <-chan struct{}
 }
@@ -68,6 +70,17 @@ func (c *Cell) run(ctx context.Context) {
 		return
 	}
 	c.sess = sess
+	if d.firstClaim != nil {
+		// A cell woken as the process starts (a message) waits a moment for the claim: a
+		// lease taken without it would hold the session for its whole TTL should the process
+		// die.
+		select {
+		case <-d.firstClaim:
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
 	acquiredAt := d.clock.Now()
 	lease, err := d.store.AcquireLeaseWith(ctx, c.id, d.cfg.Owner, d.cfg.LeaseTTL, session.LeaseOptions{Claimed: d.claimed()})
 	if errors.Is(err, session.ErrLeaseHeld) {

@@ -190,3 +190,15 @@ func TestAbandonedTurnTellsTheThreadOnce(t *testing.T) {
 		Payload: session.AssistantMessage{Text: bot.AbandonedText}})
 	check(s2, p2)
 }
+
+// The dead-owner poll runs far more often than the poll for unowned work; it must not put
+// that poll off: a session with work and no lease, never signalled, is still found.
+func TestFrequentOrphanPollLeavesThePollRunning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{poll: 300 * time.Millisecond, orphan: 20 * time.Millisecond})
+	s, p := openTurn(t, h, "anyone there?", 0)
+	if r := h.replies(general, p.TS, 1); r[0].Text != "seen: anyone there?" {
+		t.Fatalf("reply %q", r[0].Text)
+	}
+	h.answered(s.ID)
+}

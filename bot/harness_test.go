@@ -132,6 +132,7 @@ type harnessOptions struct {
 	delivery      bot.DeliveryConfig
 	poll          time.Duration
 	drain         time.Duration // default 500ms, so a test's cleanup never waits long for a blocked agent
+	orphan        time.Duration // the dead-owner poll; default the runner's
 	maxReplies    int
 	replyWindow   time.Duration
 	threadReplies bot.ThreadReplies
@@ -206,7 +207,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
-		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, MaxReplies: o.maxReplies,
+		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: o.orphan, MaxReplies: o.maxReplies,
 			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL},
 		Delivery: o.delivery,

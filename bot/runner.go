@@ -117,8 +117,11 @@ type Runner struct {
 	wg      sync.WaitGroup
 	notify  chan session.ID
 
-	// claimed is true while the LISTEN connection holds this runner's liveness claim.
-	claimed atomic.Bool
+	// claimed is true while the LISTEN connection holds this runner's liveness claim;
+	// firstClaim is closed when it is first held.
+	claimed    atomic.Bool
+	firstClaim chan struct{}
+	claimOnce  sync.Once
 	// draining is closed when a graceful stop begins.
 	draining chan struct{}
 }
@@ -149,10 +152,14 @@ func NewRunner(d RunnerDeps, cfg RunnerConfig) *Runner {
 	}
 	base, cancel := context.WithCancel(context.Background())
 	r := &Runner{base: base, cancel: cancel, log: d.Log, store: d.Store, dbURL: d.DatabaseURL, cfg: cfg,
-		cells: map[session.ID]*Cell{}, notify: make(chan session.ID, 1024), draining: make(chan struct{})}
+		cells: map[session.ID]*Cell{}, notify: make(chan session.ID, 1024), draining: make(chan struct{}),
+		firstClaim: make(chan struct{})}
 	r.deps = &cellDeps{log: d.Log, store: d.Store, agent: d.Agent, titler: d.Titler, deliver: d.Deliver, hands: d.Hands,
 		searcher: d.Search, metrics: d.Metrics, channel: d.Channel, clock: clockOr(d.Clock), probe: d.Probe, cfg: cfg,
 		claimed: r.claimed.Load, draining: r.draining}
+	if d.DatabaseURL != "" {
+		r.deps.firstClaim = r.firstClaim
+	}
 	return r
 }
 
@@ -245,14 +252,17 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.poll(ctx, "wake")
 	} // else the listener's catch-up wakes them, once the claim is held: leases taken before
 	// it would be unclaimed, and wait out their TTL should this process die.
-	orphans := r.deps.clock.After(r.cfg.OrphanInterval)
+	// Each timer is renewed only when it fires: the frequent dead-owner poll must not put
+	// the slow poll off forever.
+	polls, orphans := r.deps.clock.After(r.cfg.PollInterval), r.deps.clock.After(r.cfg.OrphanInterval)
 	for {
 		select {
 		case <-ctx.Done():
 			r.drain()
 			return nil
-		case <-r.deps.clock.After(r.cfg.PollInterval):
+		case <-polls:
 			r.poll(ctx, "poll")
+			polls = r.deps.clock.After(r.cfg.PollInterval)
 		case <-orphans:
 			r.orphans(ctx)
 			orphans = r.deps.clock.After(r.cfg.OrphanInterval)
@@ -354,6 +364,7 @@ func (r *Runner) listenOnce(ctx context.Context) error {
 	defer r.claimed.Store(false)
 	return session.ListenClaimed(ctx, r.dbURL, r.cfg.Owner, func() {
 		r.claimed.Store(true)
+		r.claimOnce.Do(func() { close(r.firstClaim) })
 		r.poll(ctx, "listen_catch_up")
 	}, func(id session.ID, sender string) {
 		if sender == r.cfg.Owner {
