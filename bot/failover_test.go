@@ -49,20 +49,9 @@ func TestDeadReplicasTurnResumesAtOnce(t *testing.T) {
 	h := newHarness(t, &echoAgent{}, harnessOptions{poll: time.Hour, leaseTTL: time.Hour})
 	s, p := openTurn(t, h, "deploy the fix", 1)
 
-	// The dead replica: it held its claim and took the lease with it, as a runner does.
-	ctx, cancel := context.WithCancel(context.Background())
-	held, done := make(chan struct{}), make(chan error, 1)
-	go func() {
-		done <- session.ListenClaimed(ctx, h.dbURL, "dead-replica", func() { close(held) }, func(session.ID, string) {})
-	}()
-	<-held
-	lease, err := h.store.AcquireLeaseWith(context.Background(), s.ID, "dead-replica", time.Hour, session.LeaseOptions{Claimed: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// kill -9: the connection that holds the claim ends; the lease stays, unexpired for an hour.
-	cancel()
-	<-done
+	// The dead replica held its claim and took the lease with it, as a runner does; then its
+	// process died: the lease stays, unexpired for an hour.
+	lease := deadOwner(t, h, s.ID)
 	died := time.Now()
 	r := h.replies(general, p.TS, 1)
 	took := time.Since(died)
@@ -201,4 +190,49 @@ func TestFrequentOrphanPollLeavesThePollRunning(t *testing.T) {
 		t.Fatalf("reply %q", r[0].Text)
 	}
 	h.answered(s.ID)
+}
+
+// deadOwner takes the session's lease as a replica holding its liveness claim, then ends that
+// replica's connection without releasing anything, as kill -9 would. It returns the lease.
+func deadOwner(t *testing.T, h *harness, id session.ID) session.Lease {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	held, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- session.ListenClaimed(ctx, h.dbURL, "dead-replica", func() { close(held) }, func(session.ID, string) {})
+	}()
+	select {
+	case <-held:
+	case err := <-done:
+		cancel()
+		t.Fatalf("claim: %v", err)
+	}
+	lease, err := h.store.AcquireLeaseWith(context.Background(), id, "dead-replica", time.Hour, session.LeaseOptions{Claimed: true})
+	cancel()
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lease
+}
+
+// A thread merely idle on a replica that died (its lease unexpired for an hour) answers its
+// next message at once: the gateway's signal wakes a cell that takes the dead owner's lease.
+// Both polls are an hour here, so nothing else can.
+func TestIdleThreadOfADeadReplicaAnswersAtOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{poll: time.Hour, orphan: time.Hour, leaseTTL: time.Hour})
+	s, p := openTurn(t, h, "first", 0, session.NewEvent{Type: session.TypeTurnCompleted,
+		Actor: session.Actor{Kind: session.ActorSystem, ID: "cell"}, Payload: session.TurnCompleted{Turn: 2, Status: "ok", Through: 1}})
+	deadOwner(t, h, s.ID)
+	start := time.Now()
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: p.TS, Text: "second"})
+	r := h.replies(general, p.TS, 1)
+	t.Logf("idle thread of a dead replica answered in %v", time.Since(start).Round(time.Millisecond))
+	if r[0].Text != "seen: first | second" {
+		t.Fatalf("reply %q", r[0].Text)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("answered after %v", took)
+	}
 }
