@@ -25,6 +25,12 @@ type cellDeps struct {
 	clock    Clock
 	probe    *Probe
 	cfg      RunnerConfig
+	// claimed reports whether the runner holds its liveness claim now; firstClaim (nil: the
+	// runner has no claim) is closed once it was first held.
+	claimed    func() bool
+	firstClaim <-chan struct{}
+	// draining is closed when the runner stops gracefully.
+	draining <-chan struct{}
 }
 
 // Cell runs one session: a single-owner actor. Its state lives in one goroutine; signals
@@ -64,8 +70,19 @@ func (c *Cell) run(ctx context.Context) {
 		return
 	}
 	c.sess = sess
+	if d.firstClaim != nil {
+		// A cell woken as the process starts (a message) waits a moment for the claim: a
+		// lease taken without it would hold the session for its whole TTL should the process
+		// die.
+		select {
+		case <-d.firstClaim:
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
 	acquiredAt := d.clock.Now()
-	lease, err := d.store.AcquireLease(ctx, c.id, d.cfg.Owner, d.cfg.LeaseTTL)
+	lease, err := d.store.AcquireLeaseWith(ctx, c.id, d.cfg.Owner, d.cfg.LeaseTTL, session.LeaseOptions{Claimed: d.claimed()})
 	if errors.Is(err, session.ErrLeaseHeld) {
 		c.log.Debug().Msg("cell: another replica holds the session")
 		exit = "held"
@@ -85,6 +102,7 @@ func (c *Cell) run(ctx context.Context) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	renewDone := make(chan struct{})
+	var handOver bool // set on a graceful stop with work left: a peer is woken once the lease is released
 	// The lease is trusted until a local deadline measured from before the call that took it,
 	// so a skewed database clock cannot stretch it.
 	validUntil := acquiredAt.Add(d.cfg.LeaseTTL)
@@ -99,6 +117,13 @@ func (c *Cell) run(ctx context.Context) {
 		defer stop()
 		if err := d.store.ReleaseLease(rel, lease); err != nil {
 			c.log.Warn().Err(err).Msg("cell: release lease")
+			return
+		}
+		if handOver {
+			// Only after the release: the peer's cell takes the lease at once.
+			if err := d.store.Notify(rel, c.id, d.cfg.Owner); err != nil {
+				c.log.Warn().Err(err).Msg("cell: hand over; a peer's poll will find the session")
+			}
 		}
 	}()
 
@@ -129,7 +154,22 @@ func (c *Cell) run(ctx context.Context) {
 		c.log.Warn().Err(err).Msg("cell: append cell_evicted")
 	}
 	d.metrics.evictions.Inc()
-	c.log.Debug().Str("reason", reason).Msg("cell evicted")
+	if reason == "drain" || reason == "shutdown" {
+		handOver = c.flog.sync(out) != nil || hasWork(readTurnState(c.flog.snapshot()))
+	}
+	c.log.Debug().Str("reason", reason).Bool("hand_over", handOver).Msg("cell evicted")
+}
+
+func hasWork(st turnState) bool { return st.open || st.lastUser > st.through }
+
+// isDraining reports whether the runner is stopping gracefully.
+func (d *cellDeps) isDraining() bool {
+	select {
+	case <-d.draining:
+		return true
+	default:
+		return false
+	}
 }
 
 var cellActor = session.Actor{Kind: session.ActorSystem, ID: "cell"}
@@ -203,8 +243,12 @@ func (c *Cell) loop(ctx context.Context, epoch int64) string {
 			c.log.Warn().Err(err).Msg("cell: read the log")
 			return "error"
 		}
+		if d.isDraining() {
+			// A graceful stop: no new turn here; the session is handed over.
+			return "drain"
+		}
 		st := readTurnState(c.flog.snapshot())
-		if st.open || st.lastUser > st.through {
+		if hasWork(st) {
 			t := &turn{cell: c, epoch: epoch, state: st}
 			if err := t.run(ctx); err != nil {
 				if ctx.Err() != nil {
@@ -220,6 +264,8 @@ func (c *Cell) loop(ctx context.Context, epoch int64) string {
 				select {
 				case <-ctx.Done():
 					return "shutdown"
+				case <-d.draining:
+					return "drain"
 				case <-d.clock.After(wait):
 				}
 				continue
@@ -234,6 +280,8 @@ func (c *Cell) loop(ctx context.Context, epoch int64) string {
 		case <-c.poke:
 		case <-c.evict:
 			return "idle"
+		case <-d.draining:
+			return "drain"
 		case <-d.clock.After(idleAt.Sub(d.clock.Now())):
 			return "idle"
 		}

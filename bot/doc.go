@@ -31,6 +31,24 @@
 // its sandbox, releases the lease and exits, keeping nothing in memory. On start the runner
 // wakes every session with an unfinished turn; a crash is a replay.
 //
+// # Failover
+//
+// The runner's LISTEN connection also holds its liveness claim (session.ListenClaimed: a
+// session-level advisory lock on its owner name), and cells take leases as claimed while it
+// is held. PostgreSQL frees the claim the moment that connection ends, so when a process
+// dies (kill -9, OOM) its sessions are free at once, not after the lease's TTL: a restarted
+// process finds them in its first poll, a peer in its dead-owner poll (Store.Orphaned, every
+// RunnerConfig.OrphanInterval, 500ms), and a new message in an idle thread of the dead
+// process takes the lease at once. A replica alive but cut off from the database keeps its
+// claim as long as PostgreSQL keeps its connection, and is stopped by lease expiry and the
+// epoch fence exactly as before.
+//
+// On a graceful stop (SIGTERM, Run's ctx ends) the gateway stops reading envelopes (those
+// not acked are delivered again by Slack, to a peer) and the runner drains: no new cells or
+// turns; idle cells exit at once; running turns get RunnerConfig.DrainTimeout to finish and
+// are then cancelled. Every cell whose session still has work releases its lease and then
+// NOTIFYs, so a peer resumes it at once; the claim is held until the drain ends.
+//
 // # Turns
 //
 // A turn lives in turn.go; it is the only code that appends a turn's markers. In order:
@@ -48,7 +66,8 @@
 //
 // A resumed turn (turn_started without turn_completed: the previous cell died) delivers the
 // reply the log already has, searching the thread first, or runs the agent again; a turn
-// taken up by more than three cells is closed with an error. A first turn without tools
+// taken up by more than three cells is closed with an error, and the thread is told so once
+// (abandon.go: a stored assistant_message, delivered like any reply). A first turn without tools
 // costs its cell eight round trips and one read of the log (TestFirstTurnCost).
 //
 // # Delivery

@@ -131,6 +131,8 @@ type harnessOptions struct {
 	privateNote   bool
 	delivery      bot.DeliveryConfig
 	poll          time.Duration
+	drain         time.Duration // default 500ms, so a test's cleanup never waits long for a blocked agent
+	orphan        time.Duration // the dead-owner poll; default the runner's
 	maxReplies    int
 	replyWindow   time.Duration
 	threadReplies bot.ThreadReplies
@@ -200,9 +202,13 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if poll == 0 {
 		poll = 200 * time.Millisecond
 	}
+	drain := o.drain
+	if drain == 0 {
+		drain = 500 * time.Millisecond
+	}
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
-		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, MaxReplies: o.maxReplies,
+		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: o.orphan, MaxReplies: o.maxReplies,
 			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL},
 		Delivery: o.delivery,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -31,6 +32,14 @@ type RunnerConfig struct {
 	IdleTimeout  time.Duration // a cell exits after this long without work; default 10m
 	LeaseTTL     time.Duration // lease length, renewed at a third of it; default 30s
 	PollInterval time.Duration // how often to look for sessions with work nobody runs; default 5s
+	// OrphanInterval is how often to look for sessions with work whose lease belongs to a dead
+	// replica (its liveness claim is free): a cheap query, so that such a session resumes
+	// here within about this long; default 500ms.
+	OrphanInterval time.Duration
+	// DrainTimeout bounds a graceful stop (Run's ctx ends): idle cells hand their sessions
+	// over at once, running turns may finish for this long, then they are cut short and
+	// handed over (lease released, a peer woken through NOTIFY); default 20s.
+	DrainTimeout time.Duration
 	// MaxReplies caps the replies of one thread per ReplyWindow (default a minute; a turn over
 	// the cap waits): a safety net against bot-to-bot loops. Default 10; negative: no cap.
 	MaxReplies  int
@@ -61,6 +70,8 @@ type RunnerDeps struct {
 	// Channel returns a channel's name for the system prompt (nil: the id is used).
 	Channel func(ctx context.Context, id string) string
 	// DatabaseURL is for the dedicated LISTEN connection; empty: no listener (poll only).
+	// It also holds the runner's liveness claim (session.ListenClaimed), so that other
+	// replicas may take this runner's sessions at once if the process dies.
 	DatabaseURL string
 	Clock       Clock  // nil: the wall clock
 	Probe       *Probe // nil: none
@@ -71,8 +82,8 @@ type RunnerDeps struct {
 type Probe struct {
 	// TurnDone: a turn's turn_completed is in the log (status "ok" or "error").
 	TurnDone func(id session.ID, turnSeq int64, status string)
-	// CellExited: a cell let go of its session ("idle", "shutdown", "error", "lease_lost",
-	// "held": another replica holds it).
+	// CellExited: a cell let go of its session ("idle", "shutdown", "drain": handed over
+	// on a graceful stop, "error", "lease_lost", "held": another replica holds it).
 	CellExited func(id session.ID, reason string)
 }
 
@@ -107,6 +118,14 @@ type Runner struct {
 	stopped bool
 	wg      sync.WaitGroup
 	notify  chan session.ID
+
+	// claimed is true while the LISTEN connection holds this runner's liveness claim;
+	// firstClaim is closed when it is first held.
+	claimed    atomic.Bool
+	firstClaim chan struct{}
+	claimOnce  sync.Once
+	// draining is closed when a graceful stop begins.
+	draining chan struct{}
 }
 
 // HandsFactory provides a session's sandbox lazily; nil disables sandbox tools.
@@ -123,6 +142,8 @@ func NewRunner(d RunnerDeps, cfg RunnerConfig) *Runner {
 	cfg.IdleTimeout = nonZero(cfg.IdleTimeout, 10*time.Minute)
 	cfg.LeaseTTL = nonZero(cfg.LeaseTTL, 30*time.Second)
 	cfg.PollInterval = nonZero(cfg.PollInterval, 5*time.Second)
+	cfg.OrphanInterval = nonZero(cfg.OrphanInterval, 500*time.Millisecond)
+	cfg.DrainTimeout = nonZero(cfg.DrainTimeout, 20*time.Second)
 	cfg.WakeWindow = nonZero(cfg.WakeWindow, 7*24*time.Hour)
 	if cfg.MaxReplies == 0 {
 		cfg.MaxReplies = 10
@@ -132,10 +153,16 @@ func NewRunner(d RunnerDeps, cfg RunnerConfig) *Runner {
 		cfg.ThreadReplies = RepliesAddressed
 	}
 	base, cancel := context.WithCancel(context.Background())
-	deps := &cellDeps{log: d.Log, store: d.Store, agent: d.Agent, titler: d.Titler, deliver: d.Deliver, hands: d.Hands,
-		searcher: d.Search, metrics: d.Metrics, channel: d.Channel, clock: clockOr(d.Clock), probe: d.Probe, cfg: cfg}
-	return &Runner{base: base, cancel: cancel, log: d.Log, store: d.Store, dbURL: d.DatabaseURL, cfg: cfg, deps: deps,
-		cells: map[session.ID]*Cell{}, notify: make(chan session.ID, 1024)}
+	r := &Runner{base: base, cancel: cancel, log: d.Log, store: d.Store, dbURL: d.DatabaseURL, cfg: cfg,
+		cells: map[session.ID]*Cell{}, notify: make(chan session.ID, 1024), draining: make(chan struct{}),
+		firstClaim: make(chan struct{})}
+	r.deps = &cellDeps{log: d.Log, store: d.Store, agent: d.Agent, titler: d.Titler, deliver: d.Deliver, hands: d.Hands,
+		searcher: d.Search, metrics: d.Metrics, channel: d.Channel, clock: clockOr(d.Clock), probe: d.Probe, cfg: cfg,
+		claimed: r.claimed.Load, draining: r.draining}
+	if d.DatabaseURL != "" {
+		r.deps.firstClaim = r.firstClaim
+	}
+	return r
 }
 
 func nonZero(d, def time.Duration) time.Duration {
@@ -177,18 +204,19 @@ func (r *Runner) Evict() {
 	}
 }
 
-// wake pokes the session's cell, starting one if none runs here.
+// wake pokes the session's cell, starting one if none runs here (and the runner is not
+// stopping: a draining cell is still poked, so it hands over the work it learns of).
 func (r *Runner) wake(id session.ID, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stopped {
-		return
-	}
 	if c, ok := r.cells[id]; ok {
 		select {
 		case c.poke <- struct{}{}:
 		default:
 		}
+		return
+	}
+	if r.stopped {
 		return
 	}
 	c := &Cell{deps: r.deps, id: id, reason: reason, poke: make(chan struct{}, 1), evict: make(chan struct{}, 1)}
@@ -207,29 +235,78 @@ func (r *Runner) wake(id session.ID, reason string) {
 	})
 }
 
-// Run wakes sessions with unfinished work, then listens and polls until ctx ends. It returns
-// after every cell has exited (each checkpoints into the log: a turn cut short is resumed by
-// the next process).
+// Run wakes sessions with unfinished work, then listens and polls until ctx ends. Then it
+// drains (see RunnerConfig.DrainTimeout) and returns after every cell has exited: each
+// releases its lease and, when its session still has work, wakes a peer through NOTIFY (and
+// a turn cut short is resumed from the log by whoever takes the session next).
 func (r *Runner) Run(ctx context.Context) error {
+	// The LISTEN connection holds the liveness claim: it must outlive the drain, or peers
+	// would take the sessions of turns still finishing here.
+	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { r.notifier(ctx) })
+	defer wg.Wait()
+	defer stopBg()
+	wg.Go(func() { r.notifier(bg) })
 	if r.dbURL != "" {
-		wg.Go(func() { r.listen(ctx) })
+		wg.Go(func() { r.listen(bg) })
 	}
-	r.poll(ctx, "wake")
+	if r.dbURL == "" {
+		r.poll(ctx, "wake")
+	} // else the listener's catch-up wakes them, once the claim is held: leases taken before
+	// it would be unclaimed, and wait out their TTL should this process die.
+	// Each timer is renewed only when it fires: the frequent dead-owner poll must not put
+	// the slow poll off forever.
+	polls, orphans := r.deps.clock.After(r.cfg.PollInterval), r.deps.clock.After(r.cfg.OrphanInterval)
 	for {
 		select {
 		case <-ctx.Done():
-			r.mu.Lock()
-			r.stopped = true
-			r.mu.Unlock()
-			r.cancel()
-			r.wg.Wait()
-			wg.Wait()
+			r.drain()
 			return nil
-		case <-r.deps.clock.After(r.cfg.PollInterval):
+		case <-polls:
 			r.poll(ctx, "poll")
+			polls = r.deps.clock.After(r.cfg.PollInterval)
+		case <-orphans:
+			r.orphans(ctx)
+			orphans = r.deps.clock.After(r.cfg.OrphanInterval)
 		}
+	}
+}
+
+// drain stops the runner gracefully: no new cells; idle cells hand over at once; running turns
+// get DrainTimeout to finish, then are cancelled. It returns once every cell has exited.
+func (r *Runner) drain() {
+	r.mu.Lock()
+	r.stopped = true
+	n := len(r.cells)
+	r.mu.Unlock()
+	close(r.draining)
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	// The deadline is the operator's, on the wall clock (an injected test clock may stand still).
+	timer := time.NewTimer(r.cfg.DrainTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		r.log.Warn().Int("cells", r.Active()).Dur("drain_timeout", r.cfg.DrainTimeout).
+			Msg("drain: turns still running; cutting them short and handing them over")
+	}
+	r.cancel()
+	<-done
+	r.log.Info().Int("cells", n).Msg("drained: every session handed over")
+}
+
+// orphans wakes every session with work whose lease belongs to a dead replica.
+func (r *Runner) orphans(ctx context.Context) {
+	ids, err := r.store.Orphaned(ctx, r.cfg.Owner, r.cfg.WakeWindow)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn().Err(err).Msg("look for sessions of dead replicas")
+		}
+		return
+	}
+	for _, id := range ids {
+		r.wake(id, "orphan")
 	}
 }
 
@@ -283,8 +360,15 @@ func (r *Runner) listen(ctx context.Context) {
 	}
 }
 
+// listenOnce holds the LISTEN connection, which also holds the runner's liveness claim: cells
+// take leases as claimed only while it is held.
 func (r *Runner) listenOnce(ctx context.Context) error {
-	return session.Listen(ctx, r.dbURL, func() { r.poll(ctx, "listen_catch_up") }, func(id session.ID, sender string) {
+	defer r.claimed.Store(false)
+	return session.ListenClaimed(ctx, r.dbURL, r.cfg.Owner, func() {
+		r.claimed.Store(true)
+		r.claimOnce.Do(func() { close(r.firstClaim) })
+		r.poll(ctx, "listen_catch_up")
+	}, func(id session.ID, sender string) {
 		if sender == r.cfg.Owner {
 			return // our own signal; the cell was poked in process
 		}

@@ -83,10 +83,7 @@ func (t *turn) run(ctx context.Context) error {
 		// A turn that keeps failing across cells (an unsearchable thread, Slack refusing the
 		// post) is closed with an error instead of being woken forever.
 		if woken := len(selectEvents(evs, session.Range{From: st.turnSeq + 1, Types: []session.Type{session.TypeCellWoken}})); woken > maxResumes {
-			t.log.Warn().Int("cells", woken).Msg("turn abandoned after repeated failures")
-			return t.complete(ctx, brain.StatusError, "abandoned", session.NewEvent{Type: session.TypeError, Actor: cellActor,
-				Payload: session.ErrorEvent{Stage: "turn", Code: "abandoned",
-					Message: "the turn failed in every attempt; its reply may not have reached Slack"}})
+			return t.abandon(ctx, woken) // abandon.go: the thread is told, once
 		}
 	}
 	// A status at once: the thread's agent session, else its assistant-thread status, else a

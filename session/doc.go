@@ -38,6 +38,15 @@
 // dedicated LISTEN connection and calls its catch-up only once LISTEN is in place, so nothing
 // signalled while it was away is lost. Signals are hints: Pending finds the work without them.
 //
+// # Leases and liveness
+//
+// A lease ([Store.AcquireLeaseWith]) is epoch-fenced: every append of its holder carries the
+// epoch, and the database refuses a stale one. A replica that holds its liveness claim
+// ([ListenClaimed], lock key [LockLivenessSeed]) takes leases as claimed; a claimed lease
+// whose owner's claim is free (the owner's connection ended: the process died) may be taken
+// before it expires, with a new epoch, and [Store.Pending] and [Store.Orphaned] count it as
+// nobody's. An unclaimed lease is taken only once it expires or is released.
+//
 // # Audit reads
 //
 // [Store.SessionIDs], [Store.Heads], [Store.HashAt] and [ScanEventText] are the reads that

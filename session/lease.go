@@ -20,12 +20,28 @@ type Lease struct {
 }
 
 // AcquireLease takes the session's lease for owner for ttl, or renews it if owner already
-// holds it. It returns ErrLeaseHeld when another owner holds an unexpired lease. The epoch
-// grows whenever the lease changes hands (or is taken again after it expired).
+// holds it, as an owner without a liveness claim (see LeaseOptions). It returns ErrLeaseHeld
+// when another owner holds an unexpired lease that may not be taken over. The epoch grows
+// whenever the lease changes hands (or is taken again after it expired).
 func (s *Store) AcquireLease(ctx context.Context, id ID, owner string, ttl time.Duration) (Lease, error) {
+	return s.AcquireLeaseWith(ctx, id, owner, ttl, LeaseOptions{})
+}
+
+// LeaseOptions qualify AcquireLeaseWith.
+type LeaseOptions struct {
+	// Claimed says the caller holds its liveness claim (ListenClaimed with the same owner
+	// name, listening). The lease is then recorded as claimed: other replicas may take it
+	// over, before it expires, as soon as the claim is free (the owner's connection died).
+	// Leave it false when unsure: the lease is then taken over only once it expires.
+	Claimed bool
+}
+
+// AcquireLeaseWith is AcquireLease with options. Besides an expired lease it also takes over
+// a claimed one whose owner's liveness claim is free (a dead replica), with a new epoch.
+func (s *Store) AcquireLeaseWith(ctx context.Context, id ID, owner string, ttl time.Duration, o LeaseOptions) (Lease, error) {
 	l := Lease{Session: id, Owner: owner}
-	err := s.pool.QueryRow(ctx, `SELECT epoch, expires_at FROM logbook_acquire_lease($1, $2, $3)`,
-		id, owner, ttl).Scan(&l.Epoch, &l.ExpiresAt)
+	err := s.pool.QueryRow(ctx, `SELECT epoch, expires_at FROM logbook_acquire_lease($1, $2, $3, $4)`,
+		id, owner, ttl, o.Claimed).Scan(&l.Epoch, &l.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Lease{}, fmt.Errorf("lease session %s for %s: %w", id, owner, ErrLeaseHeld)
 	}

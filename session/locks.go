@@ -16,6 +16,8 @@ package session
 //   - LockRetention: 7461002 in logbook_purge_expired (00003_audit.sql, 00005).
 //   - LockSearchIndexer: 7461004 in logbook_purge_expired (00005_purge_projections.sql), so
 //     that no indexer batch writes the search projection while a purge empties it.
+//   - LockLivenessSeed: hashtextextended(owner, 7461005) in logbook_claim_free
+//     (00007_liveness.sql), which logbook_acquire_lease and Pending call.
 const (
 	// LockSessionSeed is the seed of the per-session lock, hashtextextended(session id::text,
 	// LockSessionSeed), transaction-scoped. It serialises one session's appends, lease changes
@@ -42,4 +44,11 @@ const (
 	// used to be 7461002,
 	// LockRetention's key, so indexing and purges or hold changes waited for each other.
 	LockSearchIndexer int64 = 7461004
+
+	// LockLivenessSeed is the seed of a replica's liveness claim, hashtextextended(lease
+	// owner, LockLivenessSeed). The replica holds it session-scoped on its dedicated LISTEN
+	// connection for its whole life (ListenClaimed), so PostgreSQL frees it the moment that
+	// connection dies; logbook_claim_free tries it transaction-scoped (never keeping it) to
+	// tell a dead lease owner from a live one.
+	LockLivenessSeed int64 = 7461005
 )

@@ -18,6 +18,7 @@ func TestAdvisoryLockKeysInSQLAreDocumented(t *testing.T) {
 		session.LockSessionSeed:   "per-session seed",
 		session.LockRetention:     "retention and holds",
 		session.LockSearchIndexer: "search indexer, taken by the purge (00005)",
+		session.LockLivenessSeed:  "liveness claims (00007)",
 	}
 	keys := map[string]*regexp.Regexp{
 		"plain":  regexp.MustCompile(`pg_(?:try_)?advisory_(?:xact_)?(?:un)?lock(?:_shared)?\(\s*(\d+)\s*\)`),
@@ -69,7 +70,7 @@ func TestAdvisoryLockKeysAreDistinct(t *testing.T) {
 	for name, k := range map[string]int64{
 		"LockSessionSeed": session.LockSessionSeed, "LockTestTemplate": session.LockTestTemplate,
 		"LockRetention": session.LockRetention, "LockScheduleSeed": session.LockScheduleSeed,
-		"LockSearchIndexer": session.LockSearchIndexer,
+		"LockSearchIndexer": session.LockSearchIndexer, "LockLivenessSeed": session.LockLivenessSeed,
 	} {
 		if other, ok := seen[k]; ok {
 			t.Errorf("%s and %s share advisory-lock key %d", name, other, k)

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -19,12 +20,14 @@ SELECT w.session_id FROM session_work w
 WHERE w.last_message_seq > w.answered_through
   AND w.last_message_at > (SELECT clock_timestamp() - $1::interval)
   AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = w.session_id
-                  AND l.expires_at > clock_timestamp() AND l.owner <> $2)`
+                  AND l.expires_at > clock_timestamp() AND l.owner <> $2
+                  AND NOT (l.claimed AND logbook_claim_free(l.owner)))`
 
 // Pending returns the sessions with work nobody runs: a user_message newer than window whose
 // seq is above the Through of the session's latest turn_completed (0 when none), and no
-// unexpired lease held by an owner other than owner. window is measured on the database's
-// clock. The order is unspecified.
+// unexpired lease held by a live owner other than owner (a claimed lease whose owner's
+// liveness claim is free counts as nobody's; see LeaseOptions). window is measured on the
+// database's clock. The order is unspecified.
 func (s *Store) Pending(ctx context.Context, owner string, window time.Duration) ([]ID, error) {
 	rows, err := s.pool.Query(ctx, sqlPending, window, owner)
 	if err != nil {
@@ -33,6 +36,31 @@ func (s *Store) Pending(ctx context.Context, owner string, window time.Duration)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[ID])
 	if err != nil {
 		return nil, fmt.Errorf("list sessions with pending work: %w", err)
+	}
+	return ids, nil
+}
+
+// sqlOrphaned is sqlPending restricted to sessions whose unexpired lease belongs to a dead
+// owner: the same partial-index scan of pending sessions, then one lease row and one lock
+// try per candidate, so it may run far more often than the poll.
+const sqlOrphaned = `
+SELECT w.session_id FROM session_work w JOIN leases l ON l.session_id = w.session_id
+WHERE w.last_message_seq > w.answered_through
+  AND w.last_message_at > (SELECT clock_timestamp() - $1::interval)
+  AND l.expires_at > clock_timestamp() AND l.owner <> $2 AND l.claimed
+  AND logbook_claim_free(l.owner)`
+
+// Orphaned returns the sessions with pending work (as Pending) whose lease is unexpired but
+// held by another owner that is dead: it took the lease with its liveness claim, and the
+// claim is free now. AcquireLeaseWith takes such a lease at once. The order is unspecified.
+func (s *Store) Orphaned(ctx context.Context, owner string, window time.Duration) ([]ID, error) {
+	rows, err := s.pool.Query(ctx, sqlOrphaned, window, owner)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions of dead owners: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[ID])
+	if err != nil {
+		return nil, fmt.Errorf("list sessions of dead owners: %w", err)
 	}
 	return ids, nil
 }
@@ -60,6 +88,24 @@ func (s *Store) Notify(ctx context.Context, id ID, sender string) error {
 // Payloads that do not name a session are skipped. Listen always returns an error: ctx's
 // error once ctx ends, otherwise why the connection failed (reconnecting is the caller's).
 func Listen(ctx context.Context, dsn string, listening func(), notified func(id ID, sender string)) error {
+	return listen(ctx, dsn, "", listening, notified)
+}
+
+// ListenClaimed is Listen on a connection that first takes owner's liveness claim: a
+// session-scoped advisory lock (LockLivenessSeed) that PostgreSQL frees the moment the
+// connection ends, however the process ends. It waits for the claim while an earlier
+// connection of the same owner still holds it. listening is called once both the claim and
+// LISTEN are in place: from then until ListenClaimed returns, owner may take leases with
+// LeaseOptions.Claimed. When it returns the claim is gone (or going: a connection cut off
+// without a goodbye is freed when the server notices).
+func ListenClaimed(ctx context.Context, dsn, owner string, listening func(), notified func(id ID, sender string)) error {
+	if owner == "" {
+		return errors.New("listen claimed: no owner")
+	}
+	return listen(ctx, dsn, owner, listening, notified)
+}
+
+func listen(ctx context.Context, dsn, owner string, listening func(), notified func(id ID, sender string)) error {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return fmt.Errorf("parse database URL: %w", redactedError{err})
@@ -70,6 +116,11 @@ func Listen(ctx context.Context, dsn string, listening func(), notified func(id 
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if owner != "" {
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, $2))`, owner, LockLivenessSeed); err != nil {
+			return fmt.Errorf("take the liveness claim of %s: %w", owner, err)
+		}
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}

@@ -199,6 +199,12 @@ func (cfg *serveConfig) readSettings(e env) error {
 	if cfg.PollInterval, err = envDuration(e, "LOGBOOK_POLL_INTERVAL", 0); err != nil {
 		return err
 	}
+	if cfg.DrainTimeout, err = envDuration(e, "LOGBOOK_DRAIN_TIMEOUT", 0); err != nil {
+		return err
+	}
+	if cfg.DrainTimeout > 10*time.Minute {
+		return fmt.Errorf("LOGBOOK_DRAIN_TIMEOUT=%s: at most 10m (a deploy waits that long for the running turns)", cfg.DrainTimeout)
+	}
 	cfg.HTTPAddr = strings.TrimSpace(e.getenv("LOGBOOK_HTTP_ADDR"))
 	if cfg.HTTPAddr != "" && cfg.HTTPAddr != "off" {
 		if _, _, err := net.SplitHostPort(cfg.HTTPAddr); err != nil {

@@ -94,6 +94,14 @@ Environment:
   LOGBOOK_IDLE_TIMEOUT    idle time before a cell exits (default 10m)
   LOGBOOK_LEASE_TTL       session lease length (default 30s)
   LOGBOOK_POLL_INTERVAL   how often to look for sessions with unanswered messages (default 5s)
+  LOGBOOK_DRAIN_TIMEOUT   on SIGTERM (a rolling deploy): new envelopes are left to the other
+                          replicas (Slack redelivers them), idle sessions are handed over at
+                          once, running turns may finish for this long, then they are handed
+                          over too: the lease released and a peer woken, which resumes the
+                          turn from the log (default 20s, at most 10m). A replica that dies
+                          without SIGTERM frees its sessions as soon as PostgreSQL sees its
+                          connection close; one cut off from the database keeps them until
+                          LOGBOOK_LEASE_TTL runs out.
   LOGBOOK_HTTP_ADDR       /healthz, /readyz, /metrics and the web pages (default
                           127.0.0.1:8080, loopback only; e.g. :8080 for every interface;
                           "off" for none)
@@ -161,6 +169,7 @@ type serveConfig struct {
 	PrivateNote  bool
 	Domain       string
 	PollInterval time.Duration
+	DrainTimeout time.Duration
 	// ThreadReplies says which messages of a session's thread are answered.
 	ThreadReplies bot.ThreadReplies
 	// Live is how a turn shows itself while it runs (LOGBOOK_STREAM, LOGBOOK_STREAM_INTERVAL).
@@ -370,6 +379,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	}
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
+			DrainTimeout:  cfg.DrainTimeout,
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live,
 			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL},

@@ -1,0 +1,69 @@
+package bot
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/session"
+)
+
+// AbandonedText is what a thread is told when its turn is abandoned: taken up by more than
+// maxResumes cells (each died, lost its lease or kept failing) without finishing.
+const AbandonedText = "Sorry — I could not finish answering this: my attempts kept failing " +
+	"(the service restarted or an error repeated). Send your message again to retry."
+
+// abandon closes a turn no cell could finish (cells took it up), never silently: the thread
+// gets one plain message saying so and how to retry, and the error event says why. The
+// message is stored first as an assistant_message with an idempotency key and delivered
+// like any reply (the thread searched first), so a crash while it is posted is recovered
+// like any reply: it is stored once and shown once. A reply of the turn that the log
+// already records as delivered needs no notice: the turn is closed as answered. When even
+// the notice cannot reach the thread after maxResumes more cells, the turn is closed with
+// the error alone.
+func (t *turn) abandon(ctx context.Context, cells int) error {
+	c, d, st := t.cell, t.cell.deps, t.state
+	why := fmt.Sprintf("the turn was taken up by %d cells and none finished it (each died, lost its lease or kept failing); "+
+		"the thread was told to send the message again", cells)
+	if reply, ok := turnReply(c.flog.snapshot(), st.turnSeq); ok && delivered(c.flog.snapshot(), reply) {
+		return t.complete(ctx, brain.StatusOK, "")
+	}
+	if cells > 2*maxResumes {
+		t.log.Warn().Int("cells", cells).Msg("turn abandoned; the notice could not be delivered either")
+		return t.complete(ctx, brain.StatusError, "abandoned", abandonedError(fmt.Sprintf(
+			"the turn was taken up by %d cells and none finished it; the notice to the thread could not be delivered either", cells)))
+	}
+	stored, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage,
+		Actor:          session.Actor{Kind: session.ActorBot, ID: cmp.Or(d.cfg.Where.BotUserID, "logbook")},
+		IdempotencyKey: "abandoned/" + strconv.FormatInt(st.turnSeq, 10),
+		Payload:        session.AssistantMessage{Text: AbandonedText}})
+	if err != nil {
+		return err
+	}
+	notice := stored[0]
+	if delivered(c.flog.snapshot(), notice) {
+		return t.complete(ctx, brain.StatusError, "abandoned", abandonedError(why))
+	}
+	t.log.Warn().Int("cells", cells).Msg("turn abandoned after repeated failures; telling the thread")
+	// A notice stored by an earlier cell may have been posted already: search first.
+	posted, err := d.deliver.Deliver(ctx, c.sess, notice, true, "")
+	switch {
+	case err == nil:
+		d.metrics.deliveries.Inc()
+		return t.complete(ctx, brain.StatusError, "abandoned", abandonedError(why), session.NewEvent{
+			Type: session.TypeDelivered, Actor: deliveryActor, IdempotencyKey: "delivered/" + notice.ID.String(),
+			Payload: session.Delivered{EventID: notice.ID.String(), Seq: notice.Seq, Channel: c.sess.Key.Channel, TS: posted}})
+	case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
+		return err // the turn stays open; the next attempt finds the notice stored
+	default:
+		return t.complete(ctx, brain.StatusError, "abandoned", abandonedError(why+"; but the notice could not be delivered: "+shortError(err)))
+	}
+}
+
+func abandonedError(msg string) session.NewEvent {
+	return session.NewEvent{Type: session.TypeError, Actor: cellActor,
+		Payload: session.ErrorEvent{Stage: "turn", Code: "abandoned", Message: msg}}
+}

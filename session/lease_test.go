@@ -1,0 +1,95 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/session"
+)
+
+// holdClaim runs ListenClaimed for owner until the returned stop is called, and returns once
+// the claim is held. stop ends the connection, as a process death would.
+func holdClaim(t *testing.T, dbURL, owner string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	held := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- session.ListenClaimed(ctx, dbURL, owner, func() { close(held) }, func(session.ID, string) {})
+	}()
+	select {
+	case <-held:
+	case err := <-done:
+		cancel()
+		t.Fatalf("ListenClaimed for %s: %v", owner, err)
+	}
+	var once bool
+	stop = func() {
+		if once {
+			return
+		}
+		once = true
+		cancel()
+		<-done
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// A claimed lease whose owner's liveness connection is gone may be taken at once, with a new
+// epoch, and the dead owner's appends are fenced; while the owner lives, nobody takes it
+// before it expires; an unclaimed lease waits for its expiry whatever becomes of its owner.
+func TestLeaseOfADeadOwnerIsFreeAtOnce(t *testing.T) {
+	t.Parallel()
+	st, dbURL := newStore(t)
+	ctx := context.Background()
+	a := openSession(t, st, "1700000000.000100")
+	b := openSession(t, st, "1700000000.000200")
+	mustAppend(t, st, a.ID, msg("one"))
+	mustAppend(t, st, b.ID, msg("one"))
+	const week = 7 * 24 * time.Hour
+
+	stopA := holdClaim(t, dbURL, "replica-a")
+	la, err := st.AcquireLeaseWith(ctx, a.ID, "replica-a", time.Hour, session.LeaseOptions{Claimed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An owner without a claim: its lease is never taken early.
+	lb, err := st.AcquireLease(ctx, b.ID, "replica-old", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AcquireLeaseWith(ctx, a.ID, "replica-b", time.Hour, session.LeaseOptions{Claimed: true}); !errors.Is(err, session.ErrLeaseHeld) {
+		t.Fatalf("took a live owner's lease: %v", err)
+	}
+	mustPending(t, st, "replica-b", week)
+	if got, err := st.Orphaned(ctx, "replica-b", week); err != nil || len(got) != 0 {
+		t.Fatalf("orphaned %v %v while the owner lives", got, err)
+	}
+	// The liveness check must not leave the taker holding the claim: the owner's next
+	// connection can take it again.
+	stopA()
+	if got, err := st.Orphaned(ctx, "replica-b", week); err != nil || len(got) != 1 || got[0] != a.ID {
+		t.Fatalf("orphaned %v %v, want %s", got, err, a.ID)
+	}
+	mustPending(t, st, "replica-b", week, a.ID)
+	again := holdClaim(t, dbURL, "replica-a") // would block if a check had kept the lock
+	again()
+
+	lb2, err := st.AcquireLeaseWith(ctx, a.ID, "replica-b", time.Hour, session.LeaseOptions{Claimed: true})
+	if err != nil {
+		t.Fatalf("dead owner's lease: %v", err)
+	}
+	if lb2.Epoch != la.Epoch+1 {
+		t.Fatalf("epoch %d, want %d", lb2.Epoch, la.Epoch+1)
+	}
+	if _, err := st.AppendWith(ctx, a.ID, session.AppendOptions{Epoch: la.Epoch}, msg("late")); !errors.Is(err, session.ErrFenced) {
+		t.Fatalf("the dead owner's append: %v, want ErrFenced", err)
+	}
+	if _, err := st.AcquireLeaseWith(ctx, b.ID, "replica-b", time.Hour, session.LeaseOptions{Claimed: true}); !errors.Is(err, session.ErrLeaseHeld) {
+		t.Fatalf("took an unclaimed lease before its expiry: %v", err)
+	}
+	_ = lb
+}
