@@ -147,7 +147,9 @@ func (v *liveView) run(ctx context.Context) {
 			return
 		case <-v.wake:
 		}
-		v.flush(ctx)
+		if !v.flush(ctx) {
+			continue // nothing was sent: the next piece goes out at once
+		}
 		select {
 		case <-v.stop:
 			return
@@ -266,8 +268,9 @@ func (v *liveView) sent(text string, ndirty int) {
 	v.dirty = v.dirty[ndirty:]
 }
 
-// flush sends the buffered text and card changes (the sender).
-func (v *liveView) flush(ctx context.Context) {
+// flush sends the buffered text and card changes (the sender), and reports whether it sent
+// anything.
+func (v *liveView) flush(ctx context.Context) bool {
 	v.mu.Lock()
 	doing := v.doing
 	v.mu.Unlock()
@@ -276,15 +279,15 @@ func (v *liveView) flush(ctx context.Context) {
 		v.statusSaid = doing
 	}
 	if v.off {
-		return
+		return false
 	}
 	text, cards, ndirty, round := v.take()
 	if text == "" && len(cards) == 0 {
-		return
+		return false
 	}
 	if err := v.send(ctx, text, cards, round); err != nil {
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		v.failures++
 		v.log.Warn().Err(err).Int("failures", v.failures).Msg("live view: send")
@@ -292,10 +295,11 @@ func (v *liveView) flush(ctx context.Context) {
 			v.log.Warn().Msg("live view: giving up; the reply is delivered whole at the end")
 			v.off = true
 		}
-		return
+		return true // wait before trying again
 	}
 	v.failures = 0
 	v.sent(text, ndirty)
+	return true
 }
 
 // send shows text and cards in the current message, or in a new one (the sender).

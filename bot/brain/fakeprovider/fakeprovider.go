@@ -76,7 +76,8 @@ type Call struct {
 	// Invalid is the reason the server rejected the request with 400 (no scripted reply was
 	// used); "" for a request that passed the checks.
 	Invalid string
-	Reply   Reply // the answer given, for accepted requests
+	Reply   Reply     // the answer given, for accepted requests
+	At      time.Time // when the request arrived
 }
 
 // Server is a fake provider API on a local httptest server.
@@ -206,7 +207,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			err = validateAnthropic(call)
 		}
 	}
-	call.Body = body
+	call.Body, call.At = body, time.Now()
 	s.mu.Lock()
 	if err != nil {
 		call.Invalid = err.Error()
@@ -277,7 +278,7 @@ func (s *Server) serveCount(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = validateAnthropic(call)
 	}
-	call.Body = body
+	call.Body, call.At = body, time.Now()
 	s.mu.Lock()
 	if err != nil {
 		call.Invalid = err.Error()
