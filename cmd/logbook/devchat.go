@@ -33,6 +33,14 @@ type chat struct {
 	listed  []string           // thread ts values of the last /threads
 	waiting map[string]pending // thread → its newest message not answered yet
 	shown   map[string]bool    // ts of the bot's messages printed (or there before we looked)
+	// live holds what was printed of each message still streaming: its text, and its task
+	// cards' lines.
+	live map[string]*livePrinted
+}
+
+type livePrinted struct {
+	text  string
+	tasks map[string]bool
 }
 
 // pending is a message whose turn has not completed.
@@ -209,8 +217,25 @@ func (c *chat) refresh(ctx context.Context) bool {
 			if c.shown[m.TS] {
 				continue
 			}
+			if c.printLive(thread, m) {
+				continue // still being written: printed as it grows
+			}
 			c.shown[m.TS] = true
 			done = true
+			if lp := c.live[m.TS]; lp != nil {
+				// The end of a reply that was printed as it grew.
+				final := strings.TrimSpace(m.Text)
+				switch rest, ok := strings.CutPrefix(final, lp.text); {
+				case final == strings.TrimSpace(lp.text):
+					c.printf("\n")
+				case ok && lp.text != "":
+					c.printf("%s\n", rest)
+				default: // the message was made to show the reply alone
+					c.printf("\nlogbook (the reply)> %s\n", mrkdwn.ToPlain(final, nil))
+				}
+				delete(c.live, m.TS)
+				continue
+			}
 			if c.prompted {
 				c.printf("\r") // the reply takes the prompt's place; the prompt follows it
 			}
@@ -361,4 +386,40 @@ func cutRunes(s string, n int) string {
 		return s
 	}
 	return string(r[:n]) + "…"
+}
+
+// printLive prints what is new in a bot message that is still streaming: its text as it grows
+// and each task card's line when it changes. It reports whether the message is streaming.
+func (c *chat) printLive(thread string, m slackemu.Message) bool {
+	st, ok := c.emu.StreamState(devChannel, m.TS)
+	if !ok || !st.Streaming() {
+		return false
+	}
+	if c.live == nil {
+		c.live = map[string]*livePrinted{}
+	}
+	lp := c.live[m.TS]
+	if lp == nil {
+		lp = &livePrinted{tasks: map[string]bool{}}
+		c.live[m.TS] = lp
+		if c.prompted {
+			c.printf("\r")
+		}
+		who := "logbook"
+		if thread != c.thread {
+			who = "logbook (thread " + thread + ")"
+		}
+		c.printf("%s> ", who)
+	}
+	for _, line := range st.TaskLines() {
+		if !lp.tasks[line] {
+			lp.tasks[line] = true
+			c.printf("\n  ⚙ %s\n", line)
+		}
+	}
+	if rest, ok := strings.CutPrefix(st.Text, lp.text); ok && rest != "" {
+		c.printf("%s", rest)
+		lp.text = st.Text
+	}
+	return true
 }
