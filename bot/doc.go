@@ -70,6 +70,33 @@
 // (abandon.go: a stored assistant_message, delivered like any reply). A first turn without tools
 // costs its cell eight round trips and one read of the log (TestFirstTurnCost).
 //
+// # The live turn
+//
+// While a turn runs, its live view (live.go, a brain.Live) shows it in Slack: the thread's
+// status at once (agent session, else assistant-thread status, else a reaction; cleared on
+// every way out of the turn), then the model's text in a streamed message as it is written
+// and a task card per tool call, sent at most every LiveConfig.Interval by one flusher
+// goroutine; the brain's calls only buffer. Where streaming is unavailable the text goes into
+// a posted message updated as it grows. Before Slack's age or size limit, or when Slack stops
+// taking appends, the view rolls over to a new message. The log records each message
+// (stream_started) and its end (stream_stopped: done, rollover, recovered, deleted). At the end
+// the view shows the reply exactly once: the rest of it appended as the stream stops, with
+// the reply's metadata, or — when what streamed is not the reply's beginning — the message
+// the final round began in replaced by the whole reply and later ones removed. A cell that
+// dies mid-stream leaves live messages the next cell finishes from the log (recoverLive):
+// with the reply stored, the first is made to show it; without, they are removed and the turn
+// runs again. The bot's messages in the thread that the log does not know (a cell killed
+// between Slack's answer and its record) are treated the same.
+//
+// # Thread manners
+//
+// manners.go decides, for each message a turn takes up, whether it is for the bot
+// (RunnerConfig.ThreadReplies): asides and messages for someone else are recorded with a
+// not_addressed marker; mute and unmute append thread_muted / thread_unmuted. A turn that
+// answers none is closed at once, silently (turn_completed{status: silent}), in the same
+// append as its turn_started; canned replies (mute, unmute, a mention while muted) are stored
+// with the turn_started and delivered like any reply.
+//
 // # Delivery
 //
 // A reply is posted in parts (Slack mrkdwn, split under Slack's limits without breaking code
