@@ -337,7 +337,7 @@ func TestLiveRollsOverWhenTheStreamCloses(t *testing.T) {
 	}
 }
 
-// Near the size limit (MaxChars) the live view rolls over to a new message before Slack would
+// Near the age or size limit (MaxAge, MaxChars) the live view rolls over to a new message before Slack would
 // refuse; an unexpected message_not_in_streaming_state does the same. The reply is whole
 // across the messages, once.
 func TestLiveRollsOverAtTheSizeLimitAndOnAnUnexpectedClose(t *testing.T) {
@@ -347,6 +347,7 @@ func TestLiveRollsOverAtTheSizeLimitAndOnAnUnexpectedClose(t *testing.T) {
 		fault bool
 	}{
 		"size":  {live: bot.LiveConfig{Interval: 1, MaxChars: 12}},
+		"age":   {live: bot.LiveConfig{Interval: 1, MaxAge: time.Nanosecond}},
 		"fault": {live: bot.LiveConfig{Interval: 1}, fault: true},
 	} {
 		t.Run(name, func(t *testing.T) {
