@@ -120,6 +120,14 @@ func listen(ctx context.Context, dsn, owner string, listening func(), notified f
 		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, $2))`, owner, LockLivenessSeed); err != nil {
 			return fmt.Errorf("take the liveness claim of %s: %w", owner, err)
 		}
+		// A stop lets go of the claim before the connection closes: the server ends a closed
+		// connection's backend a moment later, and a peer must not see the claim held
+		// meanwhile. (A crash frees it when the connection drops.)
+		defer func() {
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			_, _ = conn.Exec(uctx, `SELECT pg_advisory_unlock(hashtextextended($1, $2))`, owner, LockLivenessSeed)
+		}()
 	}
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return fmt.Errorf("listen: %w", err)
