@@ -466,8 +466,10 @@ func (v *liveView) rollover(ctx context.Context, cur *liveMsg, reason string) {
 }
 
 // shown reports whether the view showed anything (the sender's side: after close). Then
-// finish completes it; otherwise the reply is delivered as usual.
-func (v *liveView) shown() bool { return len(v.msgs) > 0 && !v.off }
+// finish completes it; otherwise the reply is delivered as usual. A view that gave up still
+// has its messages in the thread: finish replaces them, rather than leaving them partial (and
+// streaming) next to the reply posted anew.
+func (v *liveView) shown() bool { return len(v.msgs) > 0 }
 
 // finish makes the live view show the turn's reply, exactly once; call it after close. When
 // what the view sent of the final round is the reply's beginning, the rest of the reply goes
@@ -498,7 +500,7 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 	whole := strings.TrimLeft(msg.Text, " \n\t")
 	sent := strings.TrimLeft(sentOfRound, " \n\t")
 	rest, continues := strings.CutPrefix(whole, sent)
-	continues = continues && !voidedRound && cur != nil && v.mode == "stream" && whole != "" &&
+	continues = continues && !voidedRound && !v.off && cur != nil && v.mode == "stream" && whole != "" &&
 		utf8.RuneCountInString(rest)+cur.chars <= v.cfg.MaxChars+2000 // a rest too long for one message is replaced instead
 	var stopped []session.NewEvent
 	stop := func(m *liveMsg, reason string) { stopped = append(stopped, streamStopped(m.ts, reason, m.chars)) }

@@ -384,3 +384,37 @@ func TestLiveRollsOverAtTheSizeLimitAndOnAnUnexpectedClose(t *testing.T) {
 		})
 	}
 }
+
+// A live view that gives up (Slack keeps refusing appends) has a message in the thread
+// already: the turn still ends with the reply shown once, in that message, and nothing left
+// streaming or half-written — not the partial stream plus the reply posted anew.
+func TestLiveGivingUpLeavesNoPartialMessage(t *testing.T) {
+	t.Parallel()
+	agent := &liveAgent{pieces: []string{"one ", "two ", "three ", "four"}, step: make(chan struct{})}
+	h := newHarness(t, agent, harnessOptions{live: bot.LiveConfig{Interval: 1}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> count"})
+	if err := h.emu.Wait(h.waitCtx(), func() bool {
+		m := h.botMessages(top.TS)
+		return len(m) == 1 && strings.Contains(m[0].Text, "one")
+	}); err != nil {
+		t.Fatalf("the stream never started: %v", err)
+	}
+	h.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.appendStream", Error: "internal_error", Times: 3})
+	for i := 1; i <= 3; i++ {
+		agent.step <- struct{}{}
+		if err := h.emu.Wait(h.waitCtx(), func() bool { return h.emu.Calls("chat.appendStream") >= i }); err != nil {
+			t.Fatalf("append %d never tried: %v", i, err)
+		}
+	}
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+	msgs := h.botMessages(top.TS)
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "one two three four") {
+		t.Fatalf("bot messages %+v; want the reply once", msgs)
+	}
+	for _, st := range h.emu.Streams() {
+		if st.ThreadTS == top.TS && st.Streaming() {
+			t.Fatalf("stream %s left streaming: %q", st.TS, st.Text)
+		}
+	}
+}
