@@ -99,6 +99,7 @@ type liveView struct {
 	// The brain's side.
 	mu        sync.Mutex
 	buf       string // text not sent yet
+	sending   int    // bytes at buf's start the sender is sending now: Restart cannot take them back
 	round     int    // rounds ended with tool calls so far
 	roundText string // everything the model wrote in the current round, sent or not
 	cards     map[string]slack.TaskUpdateChunk
@@ -202,7 +203,7 @@ func (v *liveView) Text(delta string) {
 func (v *liveView) Restart() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	unsent := v.buf
+	unsent := v.buf[v.sending:] // what is in flight reaches Slack: it counts as sent
 	if len(unsent) > len(v.roundText) {
 		unsent = unsent[len(unsent)-len(v.roundText):]
 	}
@@ -254,6 +255,7 @@ func (v *liveView) take() (text string, cards []slack.StreamChunk, ndirty, round
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	text, _ = mrkdwn.HoldBack(v.buf)
+	v.sending = len(text)
 	for _, id := range dedupe(v.dirty) {
 		cards = append(cards, v.cards[id])
 	}
@@ -266,6 +268,15 @@ func (v *liveView) sent(text string, ndirty int) {
 	defer v.mu.Unlock()
 	v.buf = v.buf[len(text):]
 	v.dirty = v.dirty[ndirty:]
+	v.sending = 0
+}
+
+// unsent says the send of what take returned failed: it stays in the buffer, to be sent again
+// (had Restart come meanwhile, it marked the view voided, and finish replaces the text).
+func (v *liveView) unsent() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.sending = 0
 }
 
 // flush sends the buffered text and card changes (the sender), and reports whether it sent
@@ -286,6 +297,7 @@ func (v *liveView) flush(ctx context.Context) bool {
 		return false
 	}
 	if err := v.send(ctx, text, cards, round); err != nil {
+		v.unsent()
 		if ctx.Err() != nil {
 			return false
 		}
