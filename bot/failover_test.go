@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slack-go/slack"
+
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/slackemu"
@@ -234,5 +236,49 @@ func TestIdleThreadOfADeadReplicaAnswersAtOnce(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("answered after %v", took)
+	}
+}
+
+// A turn abandoned after its cells kept dying mid-stream: the live message the last dead cell
+// left is not left streaming, half-written, above the notice.
+func TestAbandonedTurnRemovesTheLiveMessagesLeftBehind(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{})
+	ctx := context.Background()
+	p := h.post(slackemu.Post{Channel: general, User: ada, Text: "why did the deploy fail?"})
+	h.acked(p)
+	api := slack.New(h.emu.BotToken(), slack.OptionAPIURL(h.emu.APIURL()))
+	_, live, err := api.StartStreamContext(ctx, general, slack.MsgOptionTS(p.TS),
+		slack.MsgOptionRecipientUserID(ada), slack.MsgOptionRecipientTeamID(h.emu.TeamID()),
+		slack.MsgOptionChunks(slack.NewMarkdownTextChunk("The deploy failed ")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := h.store.Open(ctx, session.ThreadKey{Team: h.emu.TeamID(), Channel: general, ThreadTS: p.TS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cell := session.Actor{Kind: session.ActorSystem, ID: "cell"}
+	evs := []session.NewEvent{
+		{Type: session.TypeUserMessage, Actor: session.Actor{Kind: session.ActorUser, ID: ada}, IdempotencyKey: "test/" + p.TS,
+			Payload: session.UserMessage{Team: h.emu.TeamID(), Channel: general, ThreadTS: p.TS, TS: p.TS, User: ada, Text: "why?"}},
+		{Type: session.TypeTurnStarted, Actor: cell, Payload: session.TurnStarted{Through: 1, Reason: "message"}},
+		{Type: session.TypeStreamStarted, Actor: cell, IdempotencyKey: "stream/" + live,
+			Payload: session.StreamStarted{Turn: 2, Channel: general, TS: live, Mode: "stream"}},
+	}
+	for i := range 4 {
+		evs = append(evs, session.NewEvent{Type: session.TypeCellWoken, Actor: cell,
+			Payload: session.CellWoken{Host: "gone", PID: 1, Reason: "message", Epoch: int64(i + 1)}})
+	}
+	if _, err := h.store.Append(ctx, s.ID, evs...); err != nil {
+		t.Fatal(err)
+	}
+	h.turns(s.ID, 1)
+	msgs := h.emu.BotReplies(general, p.TS)
+	if len(msgs) != 1 || msgs[0].Text != bot.AbandonedText {
+		t.Fatalf("bot messages %+v; want the notice alone", msgs)
+	}
+	if st, ok := h.emu.StreamState(general, live); ok && st.Streaming() {
+		t.Fatalf("the dead cell's live message is still streaming: %q", st.Text)
 	}
 }

@@ -136,16 +136,26 @@ func WhoAmI(ctx context.Context, api *slack.Client) (Identity, error) {
 // token). Envelopes in flight are finished before Run returns.
 func (g *Gateway) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	smErr := make(chan error, 1)
-	go func() { smErr <- g.sm.RunContext(ctx) }()
+	smDone := make(chan struct{})
+	go func() {
+		defer close(smDone)
+		smErr <- g.sm.RunContext(ctx)
+	}()
 
 	// The read loop never waits for a handler: envelopes go to a bounded backlog that
 	// MaxInFlight workers drain. Leaving the socket unread would stop pongs, and Slack would
 	// drop the connection with everything in flight.
 	backlog := make(chan socketmode.Event, g.cfg.Backlog)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	// However Run ends (ctx, a fatal socket error, a refused token), the workers and the
+	// socket client are stopped first and then waited for: waiting before cancelling would
+	// hang on workers that only stop with ctx.
+	defer func() {
+		cancel()
+		wg.Wait()
+		<-smDone
+	}()
 	for range g.cfg.MaxInFlight {
 		wg.Go(func() {
 			for {
@@ -161,7 +171,6 @@ func (g *Gateway) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			<-smErr
 			return nil
 		case err := <-smErr:
 			if ctx.Err() != nil {

@@ -770,3 +770,32 @@ func TestGatewayTranscriptShortcut(t *testing.T) {
 		}
 	}
 }
+
+// A Socket Mode client that fails for good (the app token refused) ends Run with the error:
+// the workers stop with it, and Run does not wait for the caller's ctx to end.
+func TestGatewayRunReturnsWhenTheAppTokenIsRefused(t *testing.T) {
+	t.Parallel()
+	emu := slackemu.MustStart(t, slackemu.Options{})
+	api := slack.New(emu.BotToken(), slack.OptionAPIURL(emu.APIURL()), slack.OptionAppLevelToken("xapp-wrong"))
+	sm := socketmode.New(api)
+	me, err := bot.WhoAmI(context.Background(), api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := bot.NewGateway(zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel), nil, api, sm, me,
+		func(session.ID) {}, bot.NewMetrics(prometheus.NewRegistry()), nil, bot.GatewayConfig{MaxInFlight: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- gw.Run(ctx) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Run returned nil for a refused app token")
+		}
+	case <-time.After(10 * time.Second):
+		cancel()
+		<-done
+		t.Fatal("Run did not return after the app token was refused")
+	}
+}

@@ -99,6 +99,7 @@ type liveView struct {
 	// The brain's side.
 	mu        sync.Mutex
 	buf       string // text not sent yet
+	sending   int    // bytes at buf's start the sender is sending now: Restart cannot take them back
 	round     int    // rounds ended with tool calls so far
 	roundText string // everything the model wrote in the current round, sent or not
 	cards     map[string]slack.TaskUpdateChunk
@@ -202,7 +203,7 @@ func (v *liveView) Text(delta string) {
 func (v *liveView) Restart() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	unsent := v.buf
+	unsent := v.buf[v.sending:] // what is in flight reaches Slack: it counts as sent
 	if len(unsent) > len(v.roundText) {
 		unsent = unsent[len(unsent)-len(v.roundText):]
 	}
@@ -254,6 +255,7 @@ func (v *liveView) take() (text string, cards []slack.StreamChunk, ndirty, round
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	text, _ = mrkdwn.HoldBack(v.buf)
+	v.sending = len(text)
 	for _, id := range dedupe(v.dirty) {
 		cards = append(cards, v.cards[id])
 	}
@@ -266,6 +268,15 @@ func (v *liveView) sent(text string, ndirty int) {
 	defer v.mu.Unlock()
 	v.buf = v.buf[len(text):]
 	v.dirty = v.dirty[ndirty:]
+	v.sending = 0
+}
+
+// unsent says the send of what take returned failed: it stays in the buffer, to be sent again
+// (had Restart come meanwhile, it marked the view voided, and finish replaces the text).
+func (v *liveView) unsent() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.sending = 0
 }
 
 // flush sends the buffered text and card changes (the sender), and reports whether it sent
@@ -286,6 +297,7 @@ func (v *liveView) flush(ctx context.Context) bool {
 		return false
 	}
 	if err := v.send(ctx, text, cards, round); err != nil {
+		v.unsent()
 		if ctx.Err() != nil {
 			return false
 		}
@@ -466,8 +478,10 @@ func (v *liveView) rollover(ctx context.Context, cur *liveMsg, reason string) {
 }
 
 // shown reports whether the view showed anything (the sender's side: after close). Then
-// finish completes it; otherwise the reply is delivered as usual.
-func (v *liveView) shown() bool { return len(v.msgs) > 0 && !v.off }
+// finish completes it; otherwise the reply is delivered as usual. A view that gave up still
+// has its messages in the thread: finish replaces them, rather than leaving them partial (and
+// streaming) next to the reply posted anew.
+func (v *liveView) shown() bool { return len(v.msgs) > 0 }
 
 // finish makes the live view show the turn's reply, exactly once; call it after close. When
 // what the view sent of the final round is the reply's beginning, the rest of the reply goes
@@ -498,7 +512,7 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 	whole := strings.TrimLeft(msg.Text, " \n\t")
 	sent := strings.TrimLeft(sentOfRound, " \n\t")
 	rest, continues := strings.CutPrefix(whole, sent)
-	continues = continues && !voidedRound && cur != nil && v.mode == "stream" && whole != "" &&
+	continues = continues && !voidedRound && !v.off && cur != nil && v.mode == "stream" && whole != "" &&
 		utf8.RuneCountInString(rest)+cur.chars <= v.cfg.MaxChars+2000 // a rest too long for one message is replaced instead
 	var stopped []session.NewEvent
 	stop := func(m *liveMsg, reason string) { stopped = append(stopped, streamStopped(m.ts, reason, m.chars)) }

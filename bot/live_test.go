@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -383,5 +384,97 @@ func TestLiveRollsOverAtTheSizeLimitAndOnAnUnexpectedClose(t *testing.T) {
 				t.Fatalf("%d messages: no rollover", n)
 			}
 		})
+	}
+}
+
+// A live view that gives up (Slack keeps refusing appends) has a message in the thread
+// already: the turn still ends with the reply shown once, in that message, and nothing left
+// streaming or half-written — not the partial stream plus the reply posted anew.
+func TestLiveGivingUpLeavesNoPartialMessage(t *testing.T) {
+	t.Parallel()
+	agent := &liveAgent{pieces: []string{"one ", "two ", "three ", "four"}, step: make(chan struct{})}
+	h := newHarness(t, agent, harnessOptions{live: bot.LiveConfig{Interval: 1}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> count"})
+	if err := h.emu.Wait(h.waitCtx(), func() bool {
+		m := h.botMessages(top.TS)
+		return len(m) == 1 && strings.Contains(m[0].Text, "one")
+	}); err != nil {
+		t.Fatalf("the stream never started: %v", err)
+	}
+	h.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.appendStream", Error: "internal_error", Times: 3})
+	for i := 1; i <= 3; i++ {
+		agent.step <- struct{}{}
+		if err := h.emu.Wait(h.waitCtx(), func() bool { return h.emu.Calls("chat.appendStream") >= i }); err != nil {
+			t.Fatalf("append %d never tried: %v", i, err)
+		}
+	}
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+	msgs := h.botMessages(top.TS)
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "one two three four") {
+		t.Fatalf("bot messages %+v; want the reply once", msgs)
+	}
+	for _, st := range h.emu.Streams() {
+		if st.ThreadTS == top.TS && st.Streaming() {
+			t.Fatalf("stream %s left streaming: %q", st.TS, st.Text)
+		}
+	}
+}
+
+// restartAgent writes text, and while the live view is sending it (the first chat.startStream
+// is held by the test) the model call is retried: Restart, then the retried call's text.
+type restartAgent struct {
+	inflight chan struct{} // closed by the proxy when the first startStream arrives
+	release  chan struct{} // closed by the agent to let it through
+}
+
+func (a *restartAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error) {
+	t.Live.Text("Hello world. ")
+	select {
+	case <-a.inflight:
+	case <-ctx.Done():
+		return brain.Reply{}, ctx.Err()
+	}
+	t.Live.Restart()
+	t.Live.Text("Hi")
+	close(a.release)
+	t.Live.EndRound(true)
+	msg := session.AssistantMessage{Text: "Hi", Turn: t.TurnSeq}
+	stored, err := t.Log.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage,
+		Actor: session.Actor{Kind: session.ActorBot, ID: t.Where.BotUserID}, Payload: msg})
+	if err != nil {
+		return brain.Reply{}, err
+	}
+	return brain.Reply{Event: stored[0], Message: msg, Status: brain.StatusOK}, nil
+}
+
+// A retried model call (Restart) while the live view is sending the void text: the text in
+// flight reaches Slack, so it counts as sent — the view neither loses track of its buffer
+// (slicing past its end) nor shows the void text in the final reply.
+func TestLiveRestartWhileSending(t *testing.T) {
+	t.Parallel()
+	agent := &restartAgent{inflight: make(chan struct{}), release: make(chan struct{})}
+	var once sync.Once
+	h := newHarness(t, agent, harnessOptions{live: bot.LiveConfig{Interval: 1},
+		apiProxy: func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+			if strings.HasSuffix(r.URL.Path, "/chat.startStream") {
+				once.Do(func() {
+					close(agent.inflight)
+					<-agent.release
+				})
+			}
+			next.ServeHTTP(w, r)
+		}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> greet"})
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+	msgs := h.botMessages(top.TS)
+	if len(msgs) != 1 || strings.Contains(msgs[0].Text, "Hello") || strings.Count(msgs[0].Text, "Hi") != 1 {
+		t.Fatalf("bot messages %+v; want the reply, Hi, once and without the void text", msgs)
+	}
+	for _, st := range h.emu.Streams() {
+		if st.ThreadTS == top.TS && st.Streaming() {
+			t.Fatalf("stream %s left streaming: %q", st.TS, st.Text)
+		}
 	}
 }

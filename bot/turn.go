@@ -83,6 +83,12 @@ func (t *turn) run(ctx context.Context) error {
 		// A turn that keeps failing across cells (an unsearchable thread, Slack refusing the
 		// post) is closed with an error instead of being woken forever.
 		if woken := len(selectEvents(evs, session.Range{From: st.turnSeq + 1, Types: []session.Type{session.TypeCellWoken}})); woken > maxResumes {
+			// The live messages the dead cells left are removed first: the thread gets the
+			// notice, not a half-written reply left streaming above it. Best-effort: the
+			// turn is abandoned whatever Slack says.
+			if _, err := t.recoverLive(ctx, session.Event{}, false); err != nil {
+				t.log.Warn().Err(err).Msg("live view: could not remove the live messages of an abandoned turn")
+			}
 			return t.abandon(ctx, woken) // abandon.go: the thread is told, once
 		}
 	}
