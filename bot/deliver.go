@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
@@ -139,6 +140,7 @@ func (d *Deliverer) Deliver(ctx context.Context, sess session.Session, reply ses
 // (assistant.threads.setTitle). Best-effort: a refusal is logged at debug level, and a method
 // the workspace refuses for good is not tried again.
 func (d *Deliverer) SetTitle(ctx context.Context, channel, thread, title string) bool {
+	title = mrkdwn.Inert(title) // the model wrote it
 	try := func(method string, call func() error) bool {
 		d.mu.Lock()
 		skip := d.unavailable[method]
@@ -524,7 +526,7 @@ func (d *Deliverer) startStatus(ctx context.Context, channel, thread, ts, title 
 		defer close(st.ready)
 		if err := d.call(ctx, "agents.sessions.setStatus", func() error {
 			_, err := d.api.SetAgentSessionStatusContext(ctx, slack.AgentSessionSetStatusParameters{
-				Status: "processing", ChannelID: channel, ThreadTS: thread, Title: title})
+				Status: "processing", ChannelID: channel, ThreadTS: thread, Title: mrkdwn.Inert(title)})
 			return err
 		}); err == nil {
 			st.kind = "agent"
@@ -554,7 +556,8 @@ func (st *threadStatus) update(ctx context.Context, text string) {
 	if st.kind != "assistant" || text == "" || text == st.shown {
 		return
 	}
-	msg := cutRunes(strings.ToUpper(text[:1])+text[1:], 100)
+	r, size := utf8.DecodeRuneInString(text)
+	msg := cutRunes(mrkdwn.Inert(string(unicode.ToUpper(r))+text[size:]), 100)
 	if err := st.d.call(ctx, "assistant.threads.setStatus", func() error {
 		return st.d.api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
 			ChannelID: st.channel, ThreadTS: st.thread, Status: "is working on it…", LoadingMessages: []string{msg}})

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -274,8 +275,18 @@ func (g *Gateway) slashCommand(ctx context.Context, log zerolog.Logger, req sock
 	text := g.slash(ctx, cmd)
 	if err := slack.PostWebhookCustomHTTPContext(ctx, cmd.ResponseURL, g.hook,
 		&slack.WebhookMessage{ResponseType: "ephemeral", Text: text}); err != nil {
-		log.Warn().Err(err).Str("command", cmd.Command).Msg("answer a slash command through its response_url")
+		log.Warn().Str("error", withoutURL(err)).Str("command", cmd.Command).Msg("answer a slash command through its response_url")
 	}
+}
+
+// withoutURL is err's text without the URL a net/http error names: a response_url is a
+// short-lived credential that can post to the channel, and must not reach a log.
+func withoutURL(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Op + " response_url: " + ue.Err.Error()
+	}
+	return err.Error()
 }
 
 // TranscriptShortcut is the callback_id of the "Open transcript" message shortcut (in the
@@ -295,7 +306,7 @@ func (g *Gateway) interactive(ctx context.Context, log zerolog.Logger, req socke
 	text := g.transcriptLink(ctx, cb)
 	if err := slack.PostWebhookCustomHTTPContext(ctx, cb.ResponseURL, g.hook,
 		&slack.WebhookMessage{ResponseType: "ephemeral", Text: text}); err != nil {
-		log.Warn().Err(err).Msg("answer the transcript shortcut through its response_url")
+		log.Warn().Str("error", withoutURL(err)).Msg("answer the transcript shortcut through its response_url")
 	}
 }
 

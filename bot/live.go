@@ -456,9 +456,13 @@ func (v *liveView) record(ctx context.Context, ts, mode, text string) error {
 	// cancellation (a shutdown), or the next cell could not finish it.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, err := v.flog.Append(ctx, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor,
-		IdempotencyKey: "stream/" + ts, Payload: session.StreamStarted{Turn: v.turnSeq, Channel: v.sess.Key.Channel, TS: ts, Mode: mode}})
-	return err
+	if _, err := v.flog.Append(ctx, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor,
+		IdempotencyKey: "stream/" + ts, Payload: session.StreamStarted{Turn: v.turnSeq, Channel: v.sess.Key.Channel, TS: ts, Mode: mode}}); err != nil {
+		// The text is in Slack: it counts as sent (sending it again would show it twice). A
+		// later cell finds the message as one of the bot's the log does not know.
+		v.log.Warn().Err(err).Str("ts", ts).Msg("live view: record a live message")
+	}
+	return nil
 }
 
 // rollover finishes cur so the turn goes on in a new message, and records it.

@@ -105,6 +105,7 @@ type heard struct {
 func hearAll(mode ThreadReplies, evs []session.Event, through, last int64) heard {
 	muted := isMuted(evs)
 	var out heard
+	normal := false // some message the model should answer
 	firstUser := int64(0)
 	for _, e := range evs {
 		if e.Type == session.TypeUserMessage {
@@ -136,6 +137,12 @@ func hearAll(mode ThreadReplies, evs []session.Event, through, last int64) heard
 			continue
 		}
 		out.answer, out.canned = true, h.canned
+		normal = normal || h.canned == ""
+	}
+	if out.canned != "" && out.canned != mutedReply && normal {
+		// "unmute" (or a mention while muted) with a question in the same turn: the model
+		// answers the question, and sees the unmute.
+		out.canned = ""
 	}
 	return out
 }

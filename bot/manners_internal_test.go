@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/logbook/logbook/session"
@@ -58,5 +59,29 @@ func TestParseThreadReplies(t *testing.T) {
 	}
 	if _, err := ParseThreadReplies("sometimes"); err == nil {
 		t.Error("sometimes: accepted")
+	}
+}
+
+func TestHearAllAnswersAQuestionThatCameWithUnmute(t *testing.T) {
+	t.Parallel()
+	user := func(seq int64, text string) session.Event {
+		p, _ := json.Marshal(session.UserMessage{Text: text, User: "U1"})
+		return session.Event{Seq: seq, Type: session.TypeUserMessage, Actor: session.Actor{Kind: session.ActorUser, ID: "U1"}, Payload: p}
+	}
+	muted := session.Event{Seq: 2, Type: session.TypeThreadMuted, Payload: json.RawMessage(`{"message_seq":1}`)}
+	for _, c := range []struct {
+		name    string
+		evs     []session.Event
+		through int64
+		canned  string
+	}{
+		{"question then unmute", []session.Event{user(1, "hello"), user(2, "what failed?"), user(3, "unmute")}, 1, ""},
+		{"unmute alone", []session.Event{user(1, "mute"), muted, user(3, "unmute")}, 2, unmutedReply},
+		{"question then mute", []session.Event{user(1, "hello"), user(2, "what failed?"), user(3, "mute")}, 1, mutedReply},
+	} {
+		h := hearAll(RepliesAddressed, c.evs, c.through, c.evs[len(c.evs)-1].Seq)
+		if !h.answer || h.canned != c.canned {
+			t.Errorf("%s: answer %v canned %q, want %q", c.name, h.answer, h.canned, c.canned)
+		}
 	}
 }
