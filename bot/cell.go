@@ -301,7 +301,7 @@ type turnState struct {
 // user_message.
 func readTurnState(evs []session.Event) turnState {
 	var st turnState
-	var started, completed int64
+	var started, completed, doneThrough int64
 	for i := len(evs) - 1; i >= 0 && (st.lastUser == 0 || started == 0 || completed == 0); i-- {
 		e := evs[i]
 		switch e.Type {
@@ -320,9 +320,18 @@ func readTurnState(evs []session.Event) turnState {
 		case session.TypeTurnCompleted:
 			if completed == 0 {
 				completed = e.Seq
+				var tc session.TurnCompleted
+				if e.Decode(&tc) == nil {
+					doneThrough = tc.Through
+				}
 			}
 		}
 	}
 	st.open = started > 0 && completed < started
+	if !st.open {
+		// A completed turn may have answered further than it set out to (a stopped turn
+		// takes up its "stop" message).
+		st.through = max(st.through, doneThrough)
+	}
 	return st
 }

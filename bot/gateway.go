@@ -235,6 +235,10 @@ func (g *Gateway) handle(ctx context.Context, evt socketmode.Event) {
 		g.ack(log, req, nil)
 		return
 	}
+	if stop, ok := ev.InnerEvent.Data.(*slackevents.AgentSessionStoppedEvent); ok {
+		g.stopButton(ctx, log, req, ev.TeamID, stop)
+		return
+	}
 	in, ok := inboundFromEvent(ev, req.RetryAttempt)
 	if !ok {
 		g.metrics.ignored.WithLabelValues("event_" + ev.InnerEvent.Type).Inc()
@@ -277,6 +281,31 @@ func (g *Gateway) slashCommand(ctx context.Context, log zerolog.Logger, req sock
 		&slack.WebhookMessage{ResponseType: "ephemeral", Text: text}); err != nil {
 		log.Warn().Str("error", withoutURL(err)).Str("command", cmd.Command).Msg("answer a slash command through its response_url")
 	}
+}
+
+// stopButton records a press of Slack's stop button (agent_session_stopped) in the thread's
+// session and signals it: whichever replica runs the turn stops it. It acks once the request
+// is stored; a thread that is no session is acked and ignored.
+func (g *Gateway) stopButton(ctx context.Context, log zerolog.Logger, req socketmode.Request, team string, e *slackevents.AgentSessionStoppedEvent) {
+	team = cmp.Or(team, g.me.Team)
+	sess, err := g.session(ctx, session.ThreadKey{Team: team, Channel: e.Channel, ThreadTS: e.ThreadTimestamp}, false)
+	if errors.Is(err, session.ErrNotFound) || e.User == "" {
+		g.metrics.ignored.WithLabelValues("stop_no_session").Inc()
+		g.ack(log, req, nil)
+		return
+	}
+	if err == nil {
+		_, err = g.store.Append(ctx, sess.ID, session.NewEvent{Type: session.TypeStopRequested,
+			Actor: session.Actor{Kind: session.ActorUser, ID: e.User}, IdempotencyKey: "stop/" + e.Channel + "/" + e.EventTimestamp,
+			Payload: session.StopRequested{Source: "button"}})
+	}
+	if err != nil {
+		g.metrics.persistFailures.Inc()
+		log.Error().Err(err).Msg("could not store a stop request; not acking so Slack redelivers it")
+		return
+	}
+	g.ack(log, req, nil)
+	g.signal(sess.ID)
 }
 
 // withoutURL is err's text without the URL a net/http error names: a response_url is a

@@ -669,3 +669,39 @@ func liveMessages(evs []session.Event, turnSeq int64) []liveRecord {
 	}
 	return out
 }
+
+// stopWith finishes the view's message with a note (a stopped turn: no reply follows) and
+// returns the records of its end. Best-effort: a message Slack no longer takes is left as it is.
+func (v *liveView) stopWith(ctx context.Context, note string) []session.NewEvent {
+	v.close()
+	cur := v.current()
+	if cur == nil {
+		return nil
+	}
+	var err error
+	switch v.mode {
+	case "stream":
+		err = v.d.call(ctx, "chat.stopStream", func() error {
+			_, _, err := v.d.api.StopStreamContext(ctx, v.sess.Key.Channel, cur.ts, slack.MsgOptionChunks(slack.NewMarkdownTextChunk("\n\n"+note)))
+			return err
+		})
+	case "update":
+		err = v.d.call(ctx, "chat.update", func() error {
+			_, _, _, err := v.d.api.UpdateMessageContext(ctx, v.sess.Key.Channel, cur.ts,
+				slack.MsgOptionText(mrkdwn.FromMarkdown(cur.text)+"\n\n"+note, false))
+			return err
+		})
+	}
+	if v.mode == "stream" && (streamClosed(err) || isSlackErr(err, "stopped_by_user")) {
+		// Slack ended the stream itself (its stop button does): the note goes on by update.
+		err = v.d.call(ctx, "chat.update", func() error {
+			_, _, _, err := v.d.api.UpdateMessageContext(ctx, v.sess.Key.Channel, cur.ts,
+				slack.MsgOptionText(mrkdwn.FromMarkdown(cmpText(cur.text, "…"))+"\n\n"+note, false))
+			return err
+		})
+	}
+	if err != nil {
+		v.log.Warn().Err(err).Msg("live view: finish a stopped turn's message")
+	}
+	return []session.NewEvent{streamStopped(cur.ts, "stopped", cur.chars)}
+}

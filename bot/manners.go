@@ -43,9 +43,10 @@ const (
 
 // Canned replies: answers that need no model.
 const (
-	mutedReply   = "Muted: I'll keep recording this thread but won't answer. Say `unmute` to bring me back."
-	unmutedReply = "Unmuted — I'm listening again."
-	stillMuted   = "I'm muted in this thread. Say `unmute` to bring me back."
+	mutedReply    = "Muted: I'll keep recording this thread but won't answer. Say `unmute` to bring me back."
+	unmutedReply  = "Unmuted — I'm listening again."
+	stillMuted    = "I'm muted in this thread. Say `unmute` to bring me back."
+	nothingToStop = "Nothing is running here to stop."
 )
 
 // hearing is what the bot makes of one user message in a session's thread.
@@ -66,6 +67,12 @@ func hear(mode ThreadReplies, msg session.UserMessage, muted, first bool) hearin
 			return hearing{reason: reasonMuted}
 		}
 		return hearing{answer: true, mute: +1, canned: mutedReply}
+	case "stop":
+		// A stop that reached no running turn (one that did is taken up by that turn).
+		if muted {
+			return hearing{reason: reasonMuted}
+		}
+		return hearing{answer: true, canned: nothingToStop}
 	case "unmute":
 		if !muted {
 			return hearing{answer: true, canned: unmutedReply}

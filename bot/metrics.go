@@ -19,6 +19,7 @@ type Metrics struct {
 	deliveryRetries prometheus.Counter
 	deliveries      prometheus.Counter
 	replyCapWaits   prometheus.Counter
+	stops           prometheus.Counter
 }
 
 // NewMetrics creates the bot's metrics and registers them on reg (nil: not registered).
@@ -46,10 +47,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		deliveryRetries: c("delivery_retries_total", "Slack posts retried (rate limits, ambiguous failures)."),
 		deliveries:      c("deliveries_total", "Replies delivered to Slack."),
 		replyCapWaits:   c("reply_cap_waits_total", "Turns that waited because their thread reached its reply cap (C05)."),
+		stops:           c("turn_stops_total", "Turns a person stopped (the stop button, a \"stop\" message)."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.envelopes, m.acks, m.appends, m.duplicates, m.persistFailures, m.deferred, m.ignored, m.turns,
-			m.cellsActive, m.evictions, m.rehydrations, m.leaseSteals, m.deliveryRetries, m.deliveries, m.replyCapWaits)
+			m.cellsActive, m.evictions, m.rehydrations, m.leaseSteals, m.deliveryRetries, m.deliveries, m.replyCapWaits, m.stops)
 	}
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -136,6 +137,13 @@ func (t *turn) run(ctx context.Context) error {
 			}
 		}
 		res, err := t.runAgent(ctx, bt)
+		var s *stopRequest
+		if errors.As(err, &s) {
+			if live != nil {
+				live.close()
+			}
+			return t.stop(ctx, live, s)
+		}
 		if err != nil {
 			return err
 		}
@@ -240,19 +248,33 @@ func (t *turn) complete(ctx context.Context, status, reason string, first ...ses
 // meanwhile (they are answered by the next turn).
 func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error) {
 	c := t.cell
+	if s, ok := stopAsked(c.flog.snapshot(), t.state.turnSeq, t.state.through); ok {
+		return brain.Reply{}, s // asked before the agent started
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	done := make(chan struct{})
 	var res brain.Reply
 	var err error
 	go func() {
 		defer close(done)
-		res, err = c.deps.agent.Run(ctx, bt)
+		res, err = c.deps.agent.Run(actx, bt)
 	}()
 	for {
 		select {
 		case <-done:
+			var s *stopRequest
+			if errors.As(context.Cause(actx), &s) {
+				return brain.Reply{}, s // stopped: whatever the agent returned is not posted
+			}
 			return res, err
 		case <-c.poke:
 			if err := c.flog.sync(ctx); err != nil {
+				continue
+			}
+			if s, ok := stopAsked(c.flog.snapshot(), t.state.turnSeq, t.state.through); ok {
+				// The model call and the sandbox's commands end with the agent's context.
+				cancel(s)
 				continue
 			}
 			var marks []session.NewEvent
@@ -448,4 +470,61 @@ func knownMessages(evs []session.Event) map[string]bool {
 		}
 	}
 	return known
+}
+
+// stopRequest is a person's request to stop the running turn: a press of Slack's stop button
+// (stop_requested) or a thread message that is exactly "stop".
+type stopRequest struct {
+	by, source string
+	seq        int64 // the request's event
+}
+
+func (s *stopRequest) Error() string { return "stopped by " + s.by + " (" + s.source + ")" }
+
+// stopAsked finds the first stop request after the turn began: a stop_requested event, or a
+// user message "stop" that arrived while the turn ran (after through).
+func stopAsked(evs []session.Event, turnSeq, through int64) (*stopRequest, bool) {
+	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeStopRequested, session.TypeUserMessage}}) {
+		switch e.Type {
+		case session.TypeStopRequested:
+			var p session.StopRequested
+			_ = e.Decode(&p)
+			return &stopRequest{by: e.Actor.ID, source: cmp.Or(p.Source, "button"), seq: e.Seq}, true
+		case session.TypeUserMessage:
+			var m session.UserMessage
+			if e.Seq > through && e.Decode(&m) == nil && isStop(m.Text) {
+				return &stopRequest{by: m.User, source: "message", seq: e.Seq}, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// stop ends a turn a person stopped: the live view's message is finished with a short note,
+// and the log records who stopped it. Nothing else is posted for the turn. The next turn
+// starts after the "stop" message, which it does not answer.
+func (t *turn) stop(ctx context.Context, live *liveView, s *stopRequest) error {
+	d := t.cell.deps
+	ctx = context.WithoutCancel(ctx) // the agent's context ended; the record must not
+	var evs []session.NewEvent
+	if live != nil {
+		evs = append(evs, live.stopWith(ctx, "_Stopped by <@"+s.by+">._")...)
+	}
+	evs = append(evs, session.NewEvent{Type: session.TypeTurnStopped, Actor: cellActor,
+		Payload: session.TurnStopped{Turn: t.state.turnSeq, By: s.by, Source: s.source, Request: s.seq}})
+	if s.source == "message" {
+		t.state.through = max(t.state.through, s.seq)
+	}
+	t.log.Info().Str("by", s.by).Str("source", s.source).Msg("turn stopped")
+	d.metrics.stops.Inc()
+	return t.complete(ctx, StatusStopped, s.source, evs...)
+}
+
+// StatusStopped is the turn_completed status of a turn a person stopped.
+const StatusStopped = "stopped"
+
+// isStop reports a message that is exactly "stop", with or without the mention (which the
+// gateway strips) and trailing punctuation.
+func isStop(text string) bool {
+	return strings.EqualFold(strings.TrimRight(strings.TrimSpace(text), ".! "), "stop")
 }

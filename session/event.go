@@ -55,6 +55,9 @@ const (
 	// The live turn: a message streamed (or posted and updated) while the turn runs.
 	TypeStreamStarted Type = "stream_started"
 	TypeStreamStopped Type = "stream_stopped"
+	// A person in charge of a running turn: a stop asked for, and the turn it stopped.
+	TypeStopRequested Type = "stop_requested"
+	TypeTurnStopped   Type = "turn_stopped"
 )
 
 var knownTypes = map[Type]bool{
@@ -66,6 +69,7 @@ var knownTypes = map[Type]bool{
 	TypeContextSummary: true, TypeDuplicateDelivery: true,
 	TypeNotAddressed: true, TypeThreadMuted: true, TypeThreadUnmuted: true,
 	TypeStreamStarted: true, TypeStreamStopped: true,
+	TypeStopRequested: true, TypeTurnStopped: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

@@ -233,3 +233,21 @@ type StreamStopped struct {
 	Reason string `json:"reason"`
 	Chars  int    `json:"chars,omitempty"`
 }
+
+// StopRequested records that a person asked the running turn to stop (type stop_requested; the
+// actor is who asked). Source is "button" (Slack's stop button: agent_session_stopped) or
+// "message" (a thread message that is exactly "stop": its seq is MessageSeq).
+type StopRequested struct {
+	Source     string `json:"source"`
+	MessageSeq int64  `json:"message_seq,omitempty"`
+}
+
+// TurnStopped records that a turn was stopped at a person's request (type turn_stopped): the
+// model call and the sandbox were cancelled and nothing more was posted. By is the Slack user
+// who asked; Request the seq of the stop_requested or "stop" message.
+type TurnStopped struct {
+	Turn    int64  `json:"turn"`
+	By      string `json:"by"`
+	Source  string `json:"source"`
+	Request int64  `json:"request"`
+}

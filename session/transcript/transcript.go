@@ -424,6 +424,16 @@ func describeMarker(e session.Event) string {
 		}
 	case session.TypeThreadMuted, session.TypeThreadUnmuted:
 		detail = "by " + e.Actor.ID
+	case session.TypeStopRequested:
+		var m session.StopRequested
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("by %s (%s)", e.Actor.ID, m.Source)
+		}
+	case session.TypeTurnStopped:
+		var m session.TurnStopped
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("turn #%d stopped by %s (%s)", m.Turn, m.By, m.Source)
+		}
 	case session.TypeStreamStarted:
 		var m session.StreamStarted
 		if json.Unmarshal(e.Payload, &m) == nil {

@@ -1,0 +1,137 @@
+package bot_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/session"
+)
+
+// runawayAgent writes the start of a reply, then works until its context ends — a turn that
+// only a stop ends. Later runs answer at once.
+type runawayAgent struct {
+	echoAgent
+	started chan struct{}
+}
+
+func (a *runawayAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error) {
+	a.mu.Lock()
+	a.runs++
+	first := a.runs == 1
+	a.mu.Unlock()
+	if !first {
+		return appendReply(ctx, t, "answered after the stop")
+	}
+	if t.Live != nil {
+		t.Live.Text("Working through every file, ")
+	}
+	close(a.started)
+	<-ctx.Done()
+	return brain.Reply{}, ctx.Err()
+}
+
+// appendReply stores text as the turn's reply, as the brain does.
+func appendReply(ctx context.Context, t brain.Turn, text string) (brain.Reply, error) {
+	msg := session.AssistantMessage{Text: text, Turn: t.TurnSeq}
+	stored, err := t.Log.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage,
+		Actor: session.Actor{Kind: session.ActorBot, ID: t.Where.BotUserID}, Payload: msg})
+	if err != nil {
+		return brain.Reply{}, err
+	}
+	return brain.Reply{Event: stored[0], Message: msg, Status: brain.StatusOK}, nil
+}
+
+// stopped waits for the session's turn_stopped and returns it.
+func (h *harness) stopped(id session.ID) session.TurnStopped {
+	h.t.Helper()
+	h.waitFor("turn_stopped", func() bool { return len(h.events(id, session.TypeTurnStopped)) == 1 })
+	var ts session.TurnStopped
+	if err := h.events(id, session.TypeTurnStopped)[0].Decode(&ts); err != nil {
+		h.t.Fatal(err)
+	}
+	return ts
+}
+
+// Slack's stop button (agent_session_stopped), on one replica and across two: whichever
+// replica runs the turn cancels it, the live message ends with a "stopped by" note, the log
+// says who stopped it, nothing more is posted, and the next message is answered normally.
+func TestStopButtonStopsTheRunningTurn(t *testing.T) {
+	t.Parallel()
+	for _, replicas := range []int{1, 2} {
+		t.Run(map[int]string{1: "one replica", 2: "two replicas"}[replicas], func(t *testing.T) {
+			t.Parallel()
+			agent := &runawayAgent{started: make(chan struct{})}
+			h := newHarness(t, agent, harnessOptions{replicas: replicas, live: bot.LiveConfig{Interval: 1}})
+			top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> refactor everything"})
+			<-agent.started
+			if err := h.emu.Wait(h.waitCtx(), func() bool { return len(h.botMessages(top.TS)) == 1 }); err != nil {
+				t.Fatal(err)
+			}
+			asked := time.Now()
+			if _, err := h.emu.StopAgentSession(general, top.TS, grace); err != nil {
+				t.Fatal(err)
+			}
+			s := h.session(general, top.TS)
+			st := h.stopped(s.ID)
+			t.Logf("%d replica(s): stop button → turn_stopped in %v", replicas, time.Since(asked).Round(time.Millisecond))
+			if st.By != grace || st.Source != "button" {
+				t.Fatalf("turn_stopped %+v; want by %s from the button", st, grace)
+			}
+			h.turns(s.ID, 1)
+			msgs := h.botMessages(top.TS)
+			if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "Stopped by <@"+grace+">") || !strings.Contains(msgs[0].Text, "Working through") {
+				t.Fatalf("bot messages after the stop: %+v", msgs)
+			}
+			var tc session.TurnCompleted
+			if err := h.events(s.ID, session.TypeTurnCompleted)[0].Decode(&tc); err != nil || tc.Status != bot.StatusStopped {
+				t.Fatalf("turn_completed %+v %v", tc, err)
+			}
+			if got := h.emu.AgentSessionStatuses(general, top.TS); got[len(got)-1] != "active" {
+				t.Fatalf("agent session statuses %v: not set back", got)
+			}
+			h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "ok, just the README then"})
+			msgs = h.replies(general, top.TS, 2)
+			if !strings.Contains(msgs[1].Text, "answered after the stop") {
+				t.Fatalf("the next message got %q", msgs[1].Text)
+			}
+		})
+	}
+}
+
+// A thread message that is exactly "stop" (mention or not) stops the running turn and is not
+// answered itself; "stop" when nothing runs gets one short note.
+func TestStopMessage(t *testing.T) {
+	t.Parallel()
+	agent := &runawayAgent{started: make(chan struct{})}
+	h := newHarness(t, agent, harnessOptions{live: bot.LiveConfig{Interval: 1}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> refactor everything"})
+	<-agent.started
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> STOP"})
+	s := h.session(general, top.TS)
+	if st := h.stopped(s.ID); st.By != ada || st.Source != "message" {
+		t.Fatalf("turn_stopped %+v", st)
+	}
+	h.answered(s.ID)
+	if n := len(h.botMessages(top.TS)); n > 1 {
+		t.Fatalf("%d bot messages: the stop was answered", n)
+	}
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "stop"})
+	if err := h.emu.Wait(h.waitCtx(), func() bool {
+		for _, m := range h.botMessages(top.TS) {
+			if strings.Contains(m.Text, "Nothing is running") {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("no note for a stop with nothing running: %v", err)
+	}
+	if agent.Runs() != 1 {
+		t.Fatalf("the model was called %d times; the stops call it never", agent.Runs())
+	}
+}
