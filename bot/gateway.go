@@ -236,7 +236,11 @@ func (g *Gateway) handle(ctx context.Context, evt socketmode.Event) {
 		return
 	}
 	if stop, ok := ev.InnerEvent.Data.(*slackevents.AgentSessionStoppedEvent); ok {
-		g.stopButton(ctx, log, req, ev.TeamID, stop)
+		g.requestStop(ctx, log, req, ev.TeamID, stop.Channel, stop.ThreadTimestamp, stop.User, "button", stop.EventTimestamp)
+		return
+	}
+	if r, ok := ev.InnerEvent.Data.(*slackevents.ReactionAddedEvent); ok {
+		g.stopReaction(ctx, log, req, ev.TeamID, r)
 		return
 	}
 	in, ok := inboundFromEvent(ev, req.RetryAttempt)
@@ -283,21 +287,43 @@ func (g *Gateway) slashCommand(ctx context.Context, log zerolog.Logger, req sock
 	}
 }
 
-// stopButton records a press of Slack's stop button (agent_session_stopped) in the thread's
-// session and signals it: whichever replica runs the turn stops it. It acks once the request
-// is stored; a thread that is no session is acked and ignored.
-func (g *Gateway) stopButton(ctx context.Context, log zerolog.Logger, req socketmode.Request, team string, e *slackevents.AgentSessionStoppedEvent) {
+// StopReaction is the reaction that stops a running turn when anyone adds it to a message of
+// the thread.
+const StopReaction = "octagonal_sign"
+
+// stopReaction turns the stop reaction on any message of a session's thread into a stop
+// request; other reactions are acked and ignored.
+func (g *Gateway) stopReaction(ctx context.Context, log zerolog.Logger, req socketmode.Request, team string, r *slackevents.ReactionAddedEvent) {
+	if r.Reaction != StopReaction || r.Item.Type != "message" || r.Item.Channel == "" || r.Item.Timestamp == "" {
+		g.metrics.ignored.WithLabelValues("reaction").Inc()
+		g.ack(log, req, nil)
+		return
+	}
+	// The reaction names the message, not its thread: the message is the thread's parent, or
+	// Slack says which thread it is in.
+	thread := r.Item.Timestamp
+	if msgs, _, _, err := g.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+		ChannelID: r.Item.Channel, Timestamp: r.Item.Timestamp, Limit: 1}); err == nil && len(msgs) > 0 && msgs[0].ThreadTimestamp != "" {
+		thread = msgs[0].ThreadTimestamp
+	}
+	g.requestStop(ctx, log, req, team, r.Item.Channel, thread, r.User, "reaction", r.EventTimestamp)
+}
+
+// requestStop records a person's stop request (the stop button, the stop reaction) in the
+// thread's session and signals it: whichever replica runs the turn stops it. It acks once the
+// request is stored; a thread that is no session is acked and ignored.
+func (g *Gateway) requestStop(ctx context.Context, log zerolog.Logger, req socketmode.Request, team, channel, thread, user, source, eventTS string) {
 	team = cmp.Or(team, g.me.Team)
-	sess, err := g.session(ctx, session.ThreadKey{Team: team, Channel: e.Channel, ThreadTS: e.ThreadTimestamp}, false)
-	if errors.Is(err, session.ErrNotFound) || e.User == "" {
+	sess, err := g.session(ctx, session.ThreadKey{Team: team, Channel: channel, ThreadTS: thread}, false)
+	if errors.Is(err, session.ErrNotFound) || user == "" || user == g.me.UserID {
 		g.metrics.ignored.WithLabelValues("stop_no_session").Inc()
 		g.ack(log, req, nil)
 		return
 	}
 	if err == nil {
 		_, err = g.store.Append(ctx, sess.ID, session.NewEvent{Type: session.TypeStopRequested,
-			Actor: session.Actor{Kind: session.ActorUser, ID: e.User}, IdempotencyKey: "stop/" + e.Channel + "/" + e.EventTimestamp,
-			Payload: session.StopRequested{Source: "button"}})
+			Actor: session.Actor{Kind: session.ActorUser, ID: user}, IdempotencyKey: "stop/" + channel + "/" + cmp.Or(eventTS, thread),
+			Payload: session.StopRequested{Source: source}})
 	}
 	if err != nil {
 		g.metrics.persistFailures.Inc()

@@ -135,3 +135,41 @@ func TestStopMessage(t *testing.T) {
 		t.Fatalf("the model was called %d times; the stops call it never", agent.Runs())
 	}
 }
+
+// The octagonal_sign reaction on any message of the thread — here the bot's own live message,
+// whose thread Slack's event does not name — stops the running turn.
+func TestStopReaction(t *testing.T) {
+	t.Parallel()
+	agent := &runawayAgent{started: make(chan struct{})}
+	h := newHarness(t, agent, harnessOptions{live: bot.LiveConfig{Interval: 1}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> refactor everything"})
+	<-agent.started
+	if err := h.emu.Wait(h.waitCtx(), func() bool { return len(h.botMessages(top.TS)) == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	live := h.botMessages(top.TS)[0]
+	id, err := h.emu.PublishEvent([]byte(`{"type":"reaction_added","user":"` + grace + `","reaction":"` + bot.StopReaction +
+		`","item":{"type":"message","channel":"` + general + `","ts":"` + live.TS + `"},"event_ts":"1700000000.123456"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.emu.WaitForAck(h.waitCtx(), id); err != nil {
+		t.Fatal(err)
+	}
+	s := h.session(general, top.TS)
+	if st := h.stopped(s.ID); st.By != grace || st.Source != "reaction" {
+		t.Fatalf("turn_stopped %+v", st)
+	}
+	// Another reaction is only a reaction.
+	other, err := h.emu.PublishEvent([]byte(`{"type":"reaction_added","user":"` + grace + `","reaction":"eyes","item":{"type":"message","channel":"` +
+		general + `","ts":"` + top.TS + `"},"event_ts":"1700000000.223456"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.emu.WaitForAck(h.waitCtx(), other); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.events(s.ID, session.TypeStopRequested)); n != 1 {
+		t.Fatalf("%d stop requests", n)
+	}
+}

@@ -236,7 +236,8 @@ type StreamStopped struct {
 
 // StopRequested records that a person asked the running turn to stop (type stop_requested; the
 // actor is who asked). Source is "button" (Slack's stop button: agent_session_stopped) or
-// "message" (a thread message that is exactly "stop": its seq is MessageSeq).
+// "reaction" (the octagonal_sign reaction on any message of the thread) or "message" (a thread
+// message that is exactly "stop": its seq is MessageSeq).
 type StopRequested struct {
 	Source     string `json:"source"`
 	MessageSeq int64  `json:"message_seq,omitempty"`

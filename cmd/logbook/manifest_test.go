@@ -68,11 +68,11 @@ func TestSlackAppManifest(t *testing.T) {
 	if len(m.Settings.EventSubscriptions.UserEvents) > 0 {
 		t.Errorf("user_events %v: logbook subscribes to no user events", m.Settings.EventSubscriptions.UserEvents)
 	}
-	if got, want := sorted(m.Settings.EventSubscriptions.BotEvents), []string{"agent_session_stopped", "app_mention", "message.channels"}; !slices.Equal(got, want) {
+	if got, want := sorted(m.Settings.EventSubscriptions.BotEvents), []string{"agent_session_stopped", "app_mention", "message.channels", "reaction_added"}; !slices.Equal(got, want) {
 		t.Errorf("bot_events %v, want exactly %v", got, want)
 	}
 
-	wantBot := []string{"app_mentions:read", "channels:history", "channels:read", "chat:write", "commands", "reactions:write", "users:read"}
+	wantBot := []string{"app_mentions:read", "channels:history", "channels:read", "chat:write", "commands", "reactions:read", "reactions:write", "users:read"}
 	if got := sorted(m.OAuthConfig.Scopes["bot"]); !slices.Equal(got, wantBot) {
 		t.Errorf("bot scopes %v, want exactly %v", got, wantBot)
 	}
