@@ -142,6 +142,7 @@ type harnessOptions struct {
 	probe         *bot.Probe
 	clock         bot.Clock // nil: the wall clock
 	live          bot.LiveConfig
+	midTurn       string
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
@@ -209,7 +210,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: o.orphan, MaxReplies: o.maxReplies,
-			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL},
 		Delivery: o.delivery,
 	}, bot.ServiceDeps{Log: log, API: api, Socket: sm, Me: me, Cells: h.store, Gateway: h.store, DatabaseURL: h.dbURL,

@@ -54,6 +54,10 @@ type RunnerConfig struct {
 	Footer Footer
 	// Live is how a turn shows itself while it runs (LOGBOOK_STREAM and friends).
 	Live LiveConfig
+	// MidTurn says what becomes of a message written while a turn runs (LOGBOOK_MIDTURN):
+	// MidTurnSteer (the default) hands it to the model at its next call in the same turn;
+	// MidTurnQueue keeps it for the next turn.
+	MidTurn string
 }
 
 // RunnerDeps are what a Runner's cells work with. Store, Agent, Deliver and Metrics are
@@ -149,6 +153,9 @@ func NewRunner(d RunnerDeps, cfg RunnerConfig) *Runner {
 		cfg.MaxReplies = 10
 	}
 	cfg.ReplyWindow = nonZero(cfg.ReplyWindow, time.Minute)
+	if cfg.MidTurn == "" {
+		cfg.MidTurn = MidTurnSteer
+	}
 	if cfg.ThreadReplies == "" {
 		cfg.ThreadReplies = RepliesAddressed
 	}

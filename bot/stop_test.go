@@ -2,7 +2,9 @@ package bot_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,5 +173,82 @@ func TestStopReaction(t *testing.T) {
 	}
 	if n := len(h.events(s.ID, session.TypeStopRequested)); n != 1 {
 		t.Fatalf("%d stop requests", n)
+	}
+}
+
+// steerAgent, in its first turn, waits for a message written meanwhile, asks the turn to steer
+// (as the brain does before its next model call) and answers what it then sees.
+type steerAgent struct {
+	written chan struct{} // the test has posted the mid-turn messages
+	started chan struct{}
+	mu      sync.Mutex
+	saw     []int64 // the Through each Steer returned
+}
+
+func (a *steerAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error) {
+	select {
+	case <-a.started:
+	default:
+		close(a.started)
+		select {
+		case <-a.written:
+		case <-ctx.Done():
+			return brain.Reply{}, ctx.Err()
+		}
+	}
+	through := t.Through
+	if t.Steer != nil {
+		var err error
+		if through, err = t.Steer(ctx, t.Through); err != nil {
+			return brain.Reply{}, err
+		}
+	}
+	a.mu.Lock()
+	a.saw = append(a.saw, through)
+	a.mu.Unlock()
+	r, err := appendReply(ctx, t, fmt.Sprintf("answered through #%d", through))
+	r.Through = through
+	return r, err
+}
+
+// LOGBOOK_MIDTURN=steer: a message written while a turn runs is handed to the model at its
+// next call in the same turn, recorded as steered; an aside written meanwhile is not; no
+// second turn answers them again. queue keeps them for the next turn.
+func TestSteerHandsMidTurnMessagesToTheRunningTurn(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{bot.MidTurnSteer, bot.MidTurnQueue} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			agent := &steerAgent{written: make(chan struct{}), started: make(chan struct{})}
+			h := newHarness(t, agent, harnessOptions{midTurn: mode})
+			top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> check the build"})
+			<-agent.started
+			h.acked(h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "only the linux job"}))
+			h.acked(h.post(slackemu.Post{Channel: general, User: grace, ThreadTS: top.TS, Text: "(aside) coffee?"}))
+			s := h.session(general, top.TS)
+			// The cell has seen both (its queued markers) before the agent goes on.
+			h.waitFor("queued markers", func() bool { return len(h.events(s.ID, session.TypeQueued)) == 2 })
+			close(agent.written)
+			h.answered(s.ID)
+			steered := h.events(s.ID, session.TypeSteered)
+			turns := len(h.events(s.ID, session.TypeTurnStarted))
+			switch mode {
+			case bot.MidTurnSteer:
+				if len(steered) != 1 || turns != 1 {
+					t.Fatalf("%d steered, %d turns; want the message handed to the one turn", len(steered), turns)
+				}
+				var p session.Steered
+				if err := steered[0].Decode(&p); err != nil || p.MessageSeq != h.events(s.ID, session.TypeUserMessage)[1].Seq {
+					t.Fatalf("steered %+v", p)
+				}
+				if n := len(h.events(s.ID, session.TypeNotAddressed)); n != 1 {
+					t.Fatalf("%d not_addressed; the aside written meanwhile is not for the model", n)
+				}
+			case bot.MidTurnQueue:
+				if len(steered) != 0 || turns != 2 {
+					t.Fatalf("%d steered, %d turns; want the message kept for the next turn", len(steered), turns)
+				}
+			}
+		})
 	}
 }

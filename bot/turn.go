@@ -107,6 +107,9 @@ func (t *turn) run(ctx context.Context) error {
 	if c.hands != nil {
 		bt.Hands = c.hands
 	}
+	if d.cfg.MidTurn == MidTurnSteer {
+		bt.Steer = t.steer
+	}
 	// A resumed turn may have its reply already (a crash after the reply, before delivery),
 	// and a canned reply is stored with its turn_started: either is delivered, not produced
 	// again.
@@ -137,6 +140,9 @@ func (t *turn) run(ctx context.Context) error {
 			}
 		}
 		res, err := t.runAgent(ctx, bt)
+		if res.Through > st.through {
+			st.through = res.Through // messages steered the turn: it answered them too
+		}
 		var s *stopRequest
 		if errors.As(err, &s) {
 			if live != nil {
@@ -527,4 +533,48 @@ const StatusStopped = "stopped"
 // gateway strips) and trailing punctuation.
 func isStop(text string) bool {
 	return strings.EqualFold(strings.TrimRight(strings.TrimSpace(text), ".! "), "stop")
+}
+
+// What becomes of a message written while a turn runs (RunnerConfig.MidTurn).
+const (
+	MidTurnSteer = "steer"
+	MidTurnQueue = "queue"
+)
+
+// steer is the brain's Turn.Steer: the user messages after through that arrived while the turn
+// ran and are for the model (thread manners) are handed to it now, each recorded as steered;
+// those not for it get their not_addressed marker. It stops at a "stop" (the cell stops the
+// turn) and at mute or unmute (the next turn takes those up). It returns the new through.
+func (t *turn) steer(ctx context.Context, through int64) (int64, error) {
+	c, d := t.cell, t.cell.deps
+	evs := c.flog.snapshot()
+	muted := isMuted(evs)
+	var marks []session.NewEvent
+	next := through
+	for _, e := range selectEvents(evs, session.Range{From: through + 1, Types: []session.Type{session.TypeUserMessage}}) {
+		var m session.UserMessage
+		if e.Decode(&m) != nil || isStop(m.Text) {
+			break
+		}
+		h := hear(d.cfg.ThreadReplies, m, muted, false)
+		if h.mute != 0 || h.canned != "" {
+			break
+		}
+		if h.answer {
+			marks = append(marks, session.NewEvent{Type: session.TypeSteered, Actor: cellActor,
+				IdempotencyKey: "steered/" + e.ID.String(), Payload: session.Steered{Turn: t.state.turnSeq, MessageSeq: e.Seq}})
+		} else {
+			marks = append(marks, session.NewEvent{Type: session.TypeNotAddressed, Actor: cellActor,
+				IdempotencyKey: "not_addressed/" + e.ID.String(), Payload: session.NotAddressed{MessageSeq: e.Seq, Reason: h.reason}})
+		}
+		next = e.Seq
+	}
+	if len(marks) == 0 {
+		return through, nil
+	}
+	if _, err := c.flog.Append(ctx, marks...); err != nil {
+		return through, err
+	}
+	t.log.Info().Int64("through", next).Msg("messages written meanwhile steer the running turn")
+	return next, nil
 }

@@ -58,6 +58,7 @@ const (
 	// A person in charge of a running turn: a stop asked for, and the turn it stopped.
 	TypeStopRequested Type = "stop_requested"
 	TypeTurnStopped   Type = "turn_stopped"
+	TypeSteered       Type = "steered"
 )
 
 var knownTypes = map[Type]bool{
@@ -69,7 +70,7 @@ var knownTypes = map[Type]bool{
 	TypeContextSummary: true, TypeDuplicateDelivery: true,
 	TypeNotAddressed: true, TypeThreadMuted: true, TypeThreadUnmuted: true,
 	TypeStreamStarted: true, TypeStreamStopped: true,
-	TypeStopRequested: true, TypeTurnStopped: true,
+	TypeStopRequested: true, TypeTurnStopped: true, TypeSteered: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

@@ -252,3 +252,10 @@ type TurnStopped struct {
 	Source  string `json:"source"`
 	Request int64  `json:"request"`
 }
+
+// Steered records that a user message written while a turn ran was handed to the model at its
+// next call inside that turn (type steered), instead of waiting for the next turn.
+type Steered struct {
+	Turn       int64 `json:"turn"`
+	MessageSeq int64 `json:"message_seq"`
+}

@@ -64,6 +64,11 @@ type Turn struct {
 	Through int64
 	// Live is told of the turn's progress as it happens (nil: no live view). See Live.
 	Live Live
+	// Steer, when set, is asked before each model call after the first for messages that
+	// arrived while the turn ran and are for the model now: it returns the new Through (the
+	// last such message), having recorded them as steering the turn, or the Through it was
+	// given. nil: such messages wait for the next turn.
+	Steer func(ctx context.Context, through int64) (int64, error)
 }
 
 // Live is told of a turn's progress while it runs, for the live view in Slack: a status, the
@@ -137,6 +142,9 @@ type Reply struct {
 	// event's code. Both are meant for turn_completed.
 	Status string
 	Reason string
+	// Through is the last user message the reply answers: the Turn's Through, or later when
+	// messages steered the turn.
+	Through int64
 }
 
 // RetryPolicy bounds retries of transient model errors within a turn.
@@ -299,6 +307,14 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 	}
 
 	for round := 0; ; round++ {
+		if round > 0 && t.Steer != nil {
+			// A message written while the turn ran reaches the model at its next call.
+			through, err := t.Steer(ctx, st.through)
+			if err != nil {
+				return Reply{}, fmt.Errorf("run turn %d: steer: %w", t.TurnSeq, err)
+			}
+			st.through = max(st.through, through)
+		}
 		evs, err := b.load(ctx, t.Log)
 		if err != nil {
 			return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
@@ -692,7 +708,7 @@ func (b *Brain) reply(ctx context.Context, st *turn, text string, usage *session
 	if err != nil {
 		return Reply{}, fmt.Errorf("run turn %d: append reply: %w", st.TurnSeq, err)
 	}
-	return Reply{Event: evs[0], Message: m, Status: status, Reason: reason}, nil
+	return Reply{Event: evs[0], Message: m, Status: status, Reason: reason, Through: st.through}, nil
 }
 
 // fail ends the turn early: a log line and an error event with the detail for operators, then

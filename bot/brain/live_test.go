@@ -245,3 +245,53 @@ func TestLiveOfflineStreamsAReply(t *testing.T) {
 		t.Errorf("the offline reply came in %d pieces, want several", rec.pieces)
 	}
 }
+
+// Turn.Steer is asked before each model call after the first: a message written while the
+// tool ran reaches the model's next call in the same turn, and the reply answers through it.
+func TestSteerReachesTheNextModelCall(t *testing.T) {
+	t.Parallel()
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			fake, p := fakeFor(t, kind)
+			fake.Push(
+				fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "call_1", Name: "run_command", Input: `{"command":"ls"}`}}},
+				fakeprovider.Reply{Text: "Only the linux job failed."},
+				fakeprovider.Reply{Text: "The linux job"}, // title
+			)
+			b, _ := newBrain(t, p, nil)
+			msgSeq, _ := e.user("@logbook check the build")
+			tn := e.turn(&fakeHands{}, e.startTurn(msgSeq))
+			var later int64
+			var asked []int64
+			tn.Steer = func(ctx context.Context, through int64) (int64, error) {
+				asked = append(asked, through)
+				if later == 0 {
+					later, _ = e.user("only the linux job, please")
+				}
+				return later, nil
+			}
+			r, err := b.Run(context.Background(), tn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(asked) != 1 || asked[0] != msgSeq {
+				t.Fatalf("Steer asked %v; want once, before the second call, with through %d", asked, msgSeq)
+			}
+			calls := mustAllValid(t, fake, 3)
+			var last strings.Builder
+			for _, m := range calls[1].Messages {
+				for _, bl := range m.Blocks {
+					last.WriteString(bl.Text)
+				}
+			}
+			if !strings.Contains(last.String(), "only the linux job") {
+				t.Fatalf("the second call does not carry the steering message:\n%s", last.String())
+			}
+			if r.Through != later {
+				t.Fatalf("reply through %d, want %d", r.Through, later)
+			}
+		})
+	}
+}

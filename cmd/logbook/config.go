@@ -248,6 +248,11 @@ func (cfg *serveConfig) readSettings(e env) error {
 	if cfg.Live.Interval, err = envDuration(e, "LOGBOOK_STREAM_INTERVAL", 0); err != nil {
 		return err
 	}
+	switch cfg.MidTurn = strings.ToLower(strings.TrimSpace(e.getenv("LOGBOOK_MIDTURN"))); cfg.MidTurn {
+	case "", bot.MidTurnSteer, bot.MidTurnQueue:
+	default:
+		return fmt.Errorf("LOGBOOK_MIDTURN=%q: want steer or queue", cfg.MidTurn)
+	}
 	if cfg.ThreadReplies, err = bot.ParseThreadReplies(e.getenv("LOGBOOK_THREAD_REPLIES")); err != nil {
 		return fmt.Errorf("LOGBOOK_THREAD_REPLIES=%w", err)
 	}

@@ -53,6 +53,7 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		{"LOGBOOK_PRICES", "gpt-4o=cheap"},
 		{"LOGBOOK_SANDBOX_DISK", "lots"},
 		{"LOGBOOK_STREAM", "sometimes"},
+		{"LOGBOOK_MIDTURN", "interrupt"},
 		{"LOGBOOK_STREAM_INTERVAL", "fast"},
 		{"LOGBOOK_SANDBOX_DISK", "-1G"},
 		{"LOGBOOK_MAX_OUTPUT_TOKENS", "lots"},

@@ -73,6 +73,9 @@ Environment:
                           that mention someone else and not the bot), mentions (only those
                           that mention the bot) or all. Every message is recorded; "mute" and
                           "unmute" in a thread silence and resume the bot there.
+  LOGBOOK_MIDTURN         steer | queue (default steer): a message written while a turn runs
+                          reaches the model at its next call in that turn (recorded as
+                          steered), or waits for the next turn
   LOGBOOK_STREAM          auto | off (default auto): a status at once, then the reply streamed
                           as it is written with a card per tool call (chat.startStream; a
                           message updated as it grows where streaming is unavailable); off
@@ -172,6 +175,8 @@ type serveConfig struct {
 	DrainTimeout time.Duration
 	// ThreadReplies says which messages of a session's thread are answered.
 	ThreadReplies bot.ThreadReplies
+	// MidTurn: steer (a message written while a turn runs reaches its next model call) or queue.
+	MidTurn string
 	// Live is how a turn shows itself while it runs (LOGBOOK_STREAM, LOGBOOK_STREAM_INTERVAL).
 	Live bot.LiveConfig
 	// Footer is the line under final replies (LOGBOOK_PUBLIC_URL, LOGBOOK_REPLY_FOOTER, LOGBOOK_PRICES).
@@ -380,7 +385,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 			DrainTimeout:  cfg.DrainTimeout,
-			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live,
+			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
 			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL},
 	}, bot.ServiceDeps{

@@ -424,6 +424,11 @@ func describeMarker(e session.Event) string {
 		}
 	case session.TypeThreadMuted, session.TypeThreadUnmuted:
 		detail = "by " + e.Actor.ID
+	case session.TypeSteered:
+		var m session.Steered
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("#%d handed to the running turn", m.MessageSeq)
+		}
 	case session.TypeStopRequested:
 		var m session.StopRequested
 		if json.Unmarshal(e.Payload, &m) == nil {
