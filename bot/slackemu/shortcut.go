@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // MessageShortcut is a person choosing one of the app's message shortcuts on a message.
@@ -36,15 +34,8 @@ func (s *Server) SendMessageShortcut(m MessageShortcut) (SlashResult, error) {
 	if msg == nil {
 		return SlashResult{}, fmt.Errorf("message shortcut on %s/%s: %w", m.Channel, m.TS, ErrNotFound)
 	}
-	s.slashSeq++
-	id := fmt.Sprintf("Ms%010d", s.slashSeq)
-	tok := uuid.NewString()
-	s.responses[tok] = &responseURL{channel: ch.ID, user: u.ID, expires: time.Now().Add(responseURLTTL)}
-	res := SlashResult{
-		ID:          id,
-		ResponseURL: fmt.Sprintf("%s/commands/%s/%d/%s", s.URL(), s.opts.TeamID, s.slashSeq, tok),
-		TriggerID:   fmt.Sprintf("%d.%s", s.slashSeq, tok[:8]),
-	}
+	res := s.newResponseLocked("Ms", ch.ID, u.ID)
+	id := res.ID
 	message := map[string]any{"type": "message", "ts": msg.TS, "text": msg.Text, "user": msg.User}
 	if msg.ThreadTS != "" {
 		message["thread_ts"] = msg.ThreadTS

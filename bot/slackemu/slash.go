@@ -81,16 +81,8 @@ func (s *Server) SlashCommand(c SlashCommand) (SlashResult, error) {
 	if u == nil || ch == nil {
 		return SlashResult{}, fmt.Errorf("slash command by %s in %s: %w", c.User, c.Channel, ErrNotFound)
 	}
-	s.slashSeq++
-	s.dirty = true
-	id := fmt.Sprintf("Sc%010d", s.slashSeq)
-	tok := uuid.NewString()
-	s.responses[tok] = &responseURL{channel: ch.ID, user: u.ID, expires: time.Now().Add(responseURLTTL)}
-	res := SlashResult{
-		ID:          id,
-		ResponseURL: fmt.Sprintf("%s/commands/%s/%d/%s", s.URL(), s.opts.TeamID, s.slashSeq, tok),
-		TriggerID:   fmt.Sprintf("%d.%s", s.slashSeq, tok[:8]),
-	}
+	res := s.newResponseLocked("Sc", ch.ID, u.ID)
+	id := res.ID
 	payload := map[string]any{
 		"token": "emu-verification-token", "team_id": s.opts.TeamID, "team_domain": s.opts.TeamDomain,
 		"channel_id": ch.ID, "channel_name": ch.Name, "user_id": u.ID, "user_name": u.Name,
@@ -113,6 +105,20 @@ func (s *Server) SlashCommand(c SlashCommand) (SlashResult, error) {
 		return res, fmt.Errorf("slash command %s: %w", id, ErrNoConnection)
 	}
 	return res, nil
+}
+
+// newResponseLocked registers a response_url (and a trigger_id) for an interaction by user in
+// channel, with an id that starts with prefix.
+func (s *Server) newResponseLocked(prefix, channel, user string) SlashResult {
+	s.slashSeq++
+	s.dirty = true
+	tok := uuid.NewString()
+	s.responses[tok] = &responseURL{channel: channel, user: user, expires: time.Now().Add(responseURLTTL)}
+	return SlashResult{
+		ID:          fmt.Sprintf("%s%010d", prefix, s.slashSeq),
+		ResponseURL: fmt.Sprintf("%s/commands/%s/%d/%s", s.URL(), s.opts.TeamID, s.slashSeq, tok),
+		TriggerID:   fmt.Sprintf("%d.%s", s.slashSeq, tok[:8]),
+	}
 }
 
 // applySlashAckLocked turns an ack payload into the immediate response message.
