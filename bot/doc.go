@@ -88,6 +88,19 @@
 // runs again. The bot's messages in the thread that the log does not know (a cell killed
 // between Slack's answer and its record) are treated the same.
 //
+// # Stop and steer
+//
+// A person stops a running turn with Slack's stop button (agent_session_stopped), the
+// octagonal_sign reaction on any message of the thread (both stored by the gateway as
+// stop_requested, with who asked, and signalled like any message), or a thread message that
+// is exactly "stop". Whichever cell runs the turn sees it on its next read of the log and
+// cancels the agent's context — the model call and the sandbox's commands end with it —,
+// finishes the live message with a "Stopped by" note, and completes the turn with
+// turn_stopped and turn_completed{status: stopped}; nothing more is posted. With
+// RunnerConfig.MidTurn "steer" (the default), a message written while a turn runs is handed
+// to the model at its next call (brain.Turn.Steer), recorded as steered, and the turn's
+// turn_completed covers it.
+//
 // # Thread manners
 //
 // manners.go decides, for each message a turn takes up, whether it is for the bot
