@@ -43,6 +43,13 @@
 // claim as long as PostgreSQL keeps its connection, and is stopped by lease expiry and the
 // epoch fence exactly as before.
 //
+// When the log cannot be written (an append or session lookup fails) the gateway leaves the
+// envelope unacked for Slack to redeliver, marks Health (serve's /readyz is unready until an
+// append succeeds), and notes a gap; so does a socket that reconnects. Once the log takes
+// writes again it catches up from Slack (catchup.go): the threads of sessions active since
+// the gap and the top-level messages of their channels are read back and go through the
+// envelopes' own path, so what Slack gave up redelivering is stored once and answered.
+//
 // On a graceful stop (SIGTERM, Run's ctx ends) the gateway stops reading envelopes (those
 // not acked are delivered again by Slack, to a peer) and the runner drains: no new cells or
 // turns; idle cells exit at once; running turns get RunnerConfig.DrainTimeout to finish and

@@ -29,6 +29,7 @@ type sessionLog interface {
 	SessionByEventKey(ctx context.Context, team, channel, key string) (session.Session, error)
 	Head(ctx context.Context, id session.ID) (session.Head, error)
 	Append(ctx context.Context, id session.ID, evs ...session.NewEvent) ([]session.Event, error)
+	Recent(ctx context.Context, team string, since time.Time, limit int) ([]session.Session, error)
 }
 
 // GatewayConfig configures a Gateway. Zero values take defaults.
@@ -52,6 +53,9 @@ type GatewayConfig struct {
 	// PublicURL is the web pages' external address (LOGBOOK_PUBLIC_URL), for the "Open
 	// transcript" message shortcut; empty: the shortcut says the pages are not published.
 	PublicURL string
+	// CatchUp bounds the catch-up from Slack after a gap (see catchup.go). Zero values take
+	// defaults.
+	CatchUp CatchUpConfig
 }
 
 // Gateway receives Slack envelopes over Socket Mode, persists what belongs to a session, and
@@ -68,6 +72,9 @@ type Gateway struct {
 	cfg     GatewayConfig
 	slash   SlashHandler
 	hook    *http.Client // for response_url
+	health  *Health
+	gap     gap
+	kick    chan struct{} // a catch-up is worth trying now
 
 	notedMu sync.Mutex
 	noted   map[string]bool // conversations already told "public channels only"
@@ -88,6 +95,12 @@ type SlashHandler func(ctx context.Context, cmd slack.SlashCommand) string
 // client (app token) built on the same slack.Client; signal wakes a session's cell.
 func NewGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *socketmode.Client, me Identity,
 	signal func(session.ID), metrics *Metrics, slash SlashHandler, cfg GatewayConfig) *Gateway {
+	return newGateway(log, store, api, sm, me, signal, metrics, slash, nil, cfg)
+}
+
+// newGateway is NewGateway that reports its appends to health (nil: to nobody).
+func newGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *socketmode.Client, me Identity,
+	signal func(session.ID), metrics *Metrics, slash SlashHandler, health *Health, cfg GatewayConfig) *Gateway {
 	cfg.MaxInFlight = max(cfg.MaxInFlight, 0)
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = 64
@@ -104,8 +117,10 @@ func NewGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *soc
 	if cfg.SlashCommand == "" {
 		cfg.SlashCommand = "/logbook"
 	}
+	cfg.CatchUp = cfg.CatchUp.withDefaults()
 	return &Gateway{
 		log: log, store: store, api: api, sm: sm, signal: signal, metrics: metrics, cfg: cfg, slash: slash,
+		health: health, kick: make(chan struct{}, 1),
 		hook:  &http.Client{Timeout: 10 * time.Second},
 		me:    identity{Team: me.TeamID, UserID: me.UserID, BotID: me.BotID},
 		dir:   newDirectory(api, cfg.ChannelTTL, time.Now),
@@ -157,6 +172,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 		wg.Wait()
 		<-smDone
 	}()
+	wg.Go(func() { g.catchUpLoop(ctx) })
+	connected := false
 	for range g.cfg.MaxInFlight {
 		wg.Go(func() {
 			for {
@@ -201,10 +218,18 @@ func (g *Gateway) Run(ctx context.Context) error {
 				return errors.New("socket mode: the app token was refused (invalid_auth): check SLACK_APP_TOKEN")
 			case socketmode.EventTypeConnectionError:
 				g.log.Warn().Msg("socket mode connection error; slack-go reconnects with backoff")
+				g.gap.mark(time.Now())
 			case socketmode.EventTypeConnected:
 				g.log.Info().Msg("socket mode connected")
+				if connected {
+					// What Slack sent while the socket was down may be gone for good.
+					g.gap.mark(time.Now())
+					g.kickCatchUp()
+				}
+				connected = true
 			case socketmode.EventTypeDisconnect:
 				g.log.Info().Msg("socket mode disconnect requested; reconnecting")
+				g.gap.mark(time.Now())
 			default:
 				// interactive and any envelope type logbook does not handle: ack, so Slack
 				// does not retry it, and store nothing.
@@ -250,7 +275,7 @@ func (g *Gateway) handle(ctx context.Context, evt socketmode.Event) {
 		return
 	}
 	log = log.With().Str("channel", in.Channel).Str("slack_event_id", in.EventID).Logger()
-	if err := g.process(ctx, log, in); err != nil {
+	if _, err := g.process(ctx, log, in); err != nil {
 		if unstorable(err) {
 			// No redelivery can change this: ack, count it, keep no content.
 			g.metrics.ignored.WithLabelValues("unstorable").Inc()
@@ -434,23 +459,24 @@ func (g *Gateway) ackBadMessage(ctx context.Context, evt socketmode.Event) {
 	}
 }
 
-// process persists what in means. A nil error means the envelope may be acked.
-func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) error {
+// process persists what in means. A nil error means the envelope may be acked; fresh reports
+// that something not stored before was appended.
+func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) (fresh bool, err error) {
 	d := Classify(in, g.me)
 	if d.Action == actIgnore {
 		g.metrics.ignored.WithLabelValues(d.Reason).Inc()
-		return nil
+		return false, nil
 	}
 	public, err := g.public(ctx, in)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !public {
 		g.metrics.ignored.WithLabelValues("not_public").Inc()
 		if d.Mentioned {
 			g.notePrivate(ctx, log, in)
 		}
-		return nil
+		return false, nil
 	}
 	team := in.Team
 	if team == "" {
@@ -463,7 +489,7 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) e
 		// opening mention is still being stored. Look once more.
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-time.After(300 * time.Millisecond):
 		}
 		sess, err = g.session(ctx, key, false)
@@ -475,10 +501,11 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) e
 	}
 	if errors.Is(err, session.ErrNotFound) {
 		g.metrics.ignored.WithLabelValues("no_session").Inc()
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		g.logFailed(time.Now())
+		return false, err
 	}
 	log = log.With().Str("session_id", sess.ID.String()).Logger()
 
@@ -539,18 +566,27 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) e
 	}
 	stored, err := g.store.Append(ctx, sess.ID, evs...)
 	if err != nil {
-		return err
+		g.logFailed(time.Now())
+		return false, err
 	}
+	g.health.appendSucceeded()
 	g.metrics.appends.Add(float64(len(stored)))
 	if !slices.ContainsFunc(stored, func(e session.Event) bool { return !e.Duplicate }) {
 		g.metrics.duplicates.Inc()
 		log.Debug().Int("retry_attempt", in.RetryAttempt).Msg("duplicate delivery of a stored message")
-		return nil
+		return false, nil
 	}
 	if d.Action == actMessage {
 		g.signal(sess.ID)
 	}
-	return nil
+	return true, nil
+}
+
+// logFailed records that the log could not be read or written at t: the replica is unready,
+// and what Slack sent meanwhile is caught up once the log is back.
+func (g *Gateway) logFailed(t time.Time) {
+	g.health.appendFailed()
+	g.gap.mark(t)
 }
 
 // emptySession reports whether the session has no events yet: it was just opened, or opened
@@ -598,8 +634,7 @@ func (g *Gateway) withThread(ctx context.Context, log zerolog.Logger, sess sessi
 			break
 		}
 		for _, m := range msgs {
-			in := inbound{Team: key.Team, Kind: "message", Subtype: m.SubType, Channel: key.Channel, ChannelType: "channel",
-				User: m.User, BotID: m.BotID, Text: m.Text, Blocks: m.Blocks, TS: m.Timestamp, ThreadTS: m.ThreadTimestamp}
+			in := inboundFromMessage(key.Team, key.Channel, "channel", m)
 			if m.Timestamp == ts || Classify(in, g.me).Action != actMessage {
 				continue
 			}

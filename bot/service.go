@@ -45,6 +45,8 @@ type ServiceDeps struct {
 	Channel func(ctx context.Context, id string) string
 	Clock   Clock  // nil: the wall clock
 	Probe   *Probe // nil: none
+	// Health, when set, learns whether the gateway's appends succeed (serve's /readyz).
+	Health *Health
 	// Parts run beside the gateway and the runner (the search indexer, the audit scheduler,
 	// the HTTP server); each Run returns when its ctx ends.
 	Parts []Part
@@ -80,8 +82,8 @@ func NewService(cfg ServiceConfig, d ServiceDeps) (*Service, error) {
 	runner := NewRunner(RunnerDeps{Log: d.Log.With().Str("part", "cells").Logger(), Store: d.Cells, Agent: d.Agent,
 		Titler: d.Titler, Deliver: deliver, Hands: d.Hands, Search: d.Search, Metrics: d.Metrics, Channel: d.Channel,
 		DatabaseURL: d.DatabaseURL, Clock: d.Clock, Probe: d.Probe}, cfg.Runner)
-	gw := NewGateway(d.Log.With().Str("part", "gateway").Logger(), d.Gateway, d.API, d.Socket, d.Me, runner.Signal,
-		d.Metrics, d.Slash, cfg.Gateway)
+	gw := newGateway(d.Log.With().Str("part", "gateway").Logger(), d.Gateway, d.API, d.Socket, d.Me, runner.Signal,
+		d.Metrics, d.Slash, d.Health, cfg.Gateway)
 	return &Service{gateway: gw, runner: runner, parts: d.Parts}, nil
 }
 

@@ -23,6 +23,8 @@ var (
 	ErrPurged = errors.New("payload purged by retention")
 	// ErrLeaseHeld: another owner holds an unexpired lease on the session.
 	ErrLeaseHeld = errors.New("lease held by another owner")
+	// ErrReadOnly: the server takes no writes (a standby, or a read-only session).
+	ErrReadOnly = errors.New("database is read-only")
 )
 
 // ConflictError is returned by an append whose expected seq is not the session's head.

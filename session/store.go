@@ -312,3 +312,40 @@ func (s *Store) appendError(id ID, opts AppendOptions, err error) error {
 func cleanText(s string) bool {
 	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
+
+const sqlRecent = `
+SELECT s.id, s.team_id, s.channel_id, s.thread_ts, s.created_at FROM sessions s
+WHERE s.team_id = $1 AND s.id IN (SELECT DISTINCT e.session_id FROM events e WHERE e.created_at >= $2)
+ORDER BY s.created_at DESC, s.id DESC
+LIMIT $3`
+
+// Recent returns the team's sessions with an event at or after since, newest session first,
+// at most limit of them.
+func (s *Store) Recent(ctx context.Context, team string, since time.Time, limit int) ([]Session, error) {
+	rows, err := s.pool.Query(ctx, sqlRecent, team, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions of %s active since %s: %w", team, since.Format(time.RFC3339), err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Session, error) { return scanSession(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list sessions of %s active since %s: %w", team, since.Format(time.RFC3339), err)
+	}
+	return out, nil
+}
+
+const sqlWritable = `SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'`
+
+// CheckWritable asks the server, in one round trip, whether this pool's connections may
+// write: ErrReadOnly when the server is a standby or the session is read-only; the
+// connection's error (wrapped) when the server does not answer within ctx. It takes no lock
+// and writes nothing, so it does not show an append that is blocked on a lock or a full disk.
+func (s *Store) CheckWritable(ctx context.Context) error {
+	var readOnly bool
+	if err := s.pool.QueryRow(ctx, sqlWritable).Scan(&readOnly); err != nil {
+		return fmt.Errorf("check the database is writable: %w", err)
+	}
+	if readOnly {
+		return ErrReadOnly
+	}
+	return nil
+}

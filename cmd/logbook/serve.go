@@ -329,6 +329,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := bot.NewMetrics(reg)
+	health := bot.NewHealth()
 	dir := bot.NewDirectory(api, 5*time.Minute)
 	parts := []bot.Part{{Name: "indexer", Run: indexer.Run}}
 	var sched *audit.Scheduler
@@ -346,7 +347,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if cfg.HTTPAddr != "off" {
 		// Listen and build the pages before anything starts, so a failure here leaves nothing
 		// running.
-		mux := httpHandler(pool, reg)
+		mux := httpHandler(readiness(gwStore, health), reg)
 		if len(cfg.WebTokens) > 0 || cfg.WebProxy != "" || cfg.SignIn != nil {
 			access := cfg.webAccess()
 			if cfg.SignIn != nil {
@@ -392,7 +393,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
 		DatabaseURL: cfg.DatabaseURL.Reveal(), Agent: b, Titler: b,
 		Hands: bot.NewHandsFactory(provs, sandbox.Recipe{}, log), Search: bot.SearchTool(searcher, dir),
-		Slash: bot.SlashCommands(searcher, dir, me.TeamID), Metrics: metrics, Channel: dir.ChannelName, Parts: parts,
+		Slash: bot.SlashCommands(searcher, dir, me.TeamID), Metrics: metrics, Health: health, Channel: dir.ChannelName, Parts: parts,
 	})
 	if err != nil {
 		if ln != nil {
@@ -491,17 +492,39 @@ func slackReason(err error) string {
 	return err.Error()
 }
 
-func httpHandler(pool interface{ Ping(context.Context) error }, reg *prometheus.Registry) *http.ServeMux {
+// readyTimeout bounds /readyz's question to the database: a server that stalls is unready
+// within a second, not after a probe's own timeout.
+const readyTimeout = time.Second
+
+// readiness is /readyz's check: the log can be written. The gateway's pool must answer, within
+// readyTimeout, that the server takes writes (not a standby, not read-only), and the gateway's
+// latest append must not have failed (bot.Health: a lock, a full disk or a revoked grant
+// fail appends while a plain query still answers).
+func readiness(gw *session.Store, health *bot.Health) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+		defer cancel()
+		if err := gw.CheckWritable(ctx); err != nil {
+			return err
+		}
+		return health.Err()
+	}
+}
+
+func httpHandler(ready func(context.Context) error, reg *prometheus.Registry) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := pool.Ping(ctx); err != nil {
+		switch err := ready(r.Context()); {
+		case errors.Is(err, bot.ErrLogUnwritable):
+			http.Error(w, "the log cannot be written: the last append failed", http.StatusServiceUnavailable)
+		case errors.Is(err, session.ErrReadOnly):
+			http.Error(w, "the database is read-only", http.StatusServiceUnavailable)
+		case err != nil:
 			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
-			return
+		default:
+			io.WriteString(w, "ready\n")
 		}
-		io.WriteString(w, "ready\n")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux

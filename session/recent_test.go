@@ -1,0 +1,58 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/session"
+)
+
+// Recent lists the sessions with an event since the given time, newest first, within the
+// team and the limit; an empty session (opened, nothing appended) is not active.
+func TestRecentSessions(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	ctx := context.Background()
+	a, b, empty := openSession(t, st, "1700000001.000100"), openSession(t, st, "1700000002.000100"), openSession(t, st, "1700000003.000100")
+	other, err := st.Open(ctx, session.ThreadKey{Team: "T0000002", Channel: "C0000001", ThreadTS: "1700000004.000100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []session.ID{a.ID, b.ID, other.ID} {
+		if _, err := st.Append(ctx, id, msg("hello")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.Recent(ctx, "T0000001", time.Now().Add(-time.Minute), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != b.ID || got[1].ID != a.ID || got[0].Key.ThreadTS != b.Key.ThreadTS {
+		t.Fatalf("recent: %+v; want b then a (not the empty %s, not the other team's)", got, empty.ID)
+	}
+	if got, err := st.Recent(ctx, "T0000001", time.Now().Add(-time.Minute), 1); err != nil || len(got) != 1 || got[0].ID != b.ID {
+		t.Fatalf("recent with limit 1: %+v %v", got, err)
+	}
+	if got, err := st.Recent(ctx, "T0000001", time.Now().Add(time.Minute), 10); err != nil || len(got) != 0 {
+		t.Fatalf("recent since the future: %+v %v", got, err)
+	}
+}
+
+// CheckWritable passes on a primary and says ErrReadOnly in a read-only session.
+func TestCheckWritable(t *testing.T) {
+	t.Parallel()
+	st, _, dbURL := newStorePool(t, 1)
+	if err := st.CheckWritable(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := session.Connect(context.Background(), dbURL+"&options=-c%20default_transaction_read_only%3Don", session.PoolOptions{Role: "logbook_app", MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := session.NewStore(pool, session.Options{}).CheckWritable(context.Background()); !errors.Is(err, session.ErrReadOnly) {
+		t.Fatalf("read-only session: %v, want ErrReadOnly", err)
+	}
+}
