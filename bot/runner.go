@@ -126,6 +126,7 @@ type Runner struct {
 	// claimed is true while the LISTEN connection holds this runner's liveness claim;
 	// firstClaim is closed when it is first held.
 	claimed    atomic.Bool
+	wasClaimed atomic.Bool // the last LISTEN connection held the claim (it connected)
 	firstClaim chan struct{}
 	claimOnce  sync.Once
 	// draining is closed when a graceful stop begins.
@@ -351,11 +352,15 @@ func (r *Runner) notifier(ctx context.Context) {
 // (re)connect it LISTENs first, then polls, so nothing signalled while it was away is lost
 // (C21); correctness never depends on NOTIFY.
 func (r *Runner) listen(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	const first = 100 * time.Millisecond
+	backoff := first
 	for ctx.Err() == nil {
 		err := r.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if r.wasClaimed.Swap(false) {
+			backoff = first // it had connected: an outage starts the backoff again
 		}
 		r.log.Warn().Err(err).Dur("retry_in", backoff).Msg("LISTEN connection lost; reconnecting")
 		select {
@@ -373,6 +378,7 @@ func (r *Runner) listenOnce(ctx context.Context) error {
 	defer r.claimed.Store(false)
 	return session.ListenClaimed(ctx, r.dbURL, r.cfg.Owner, func() {
 		r.claimed.Store(true)
+		r.wasClaimed.Store(true)
 		r.claimOnce.Do(func() { close(r.firstClaim) })
 		r.poll(ctx, "listen_catch_up")
 	}, func(id session.ID, sender string) {
