@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -230,6 +231,33 @@ func slowModel(w http.ResponseWriter, r *http.Request) {
 	tag := "none"
 	if m := questionTag.FindAllSubmatch(body, -1); len(m) > 0 {
 		tag = string(m[len(m)-1][1])
+	}
+	if bytes.Contains(body, []byte(`"stream":true`)) {
+		// The live turn streams: answer in Anthropic's server-sent events.
+		w.Header().Set("Content-Type", "text/event-stream")
+		in := len(body) / 4
+		for _, ev := range []struct {
+			name string
+			data any
+		}{
+			{"message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": "msg_chaos", "type": "message",
+				"role": "assistant", "model": "claude-e2e", "content": []any{}, "stop_reason": nil, "stop_sequence": nil,
+				"usage": map[string]any{"input_tokens": in, "output_tokens": 0}}}},
+			{"content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}}},
+			{"content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": "re: "}}},
+			{"content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": tag}}},
+			{"content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}},
+			{"message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
+				"usage": map[string]any{"output_tokens": 5}}},
+			{"message_stop", map[string]any{"type": "message_stop"}},
+		} {
+			b, _ := json.Marshal(ev.data)
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, b)
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+		}
+		return
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"id": "msg_chaos", "type": "message", "role": "assistant", "model": "claude-e2e",
