@@ -97,16 +97,17 @@ type liveView struct {
 	title   string // the plan's title: the session's title when there is one
 
 	// The brain's side.
-	mu        sync.Mutex
-	buf       string // text not sent yet
-	sending   int    // bytes at buf's start the sender is sending now: Restart cannot take them back
-	round     int    // rounds ended with tool calls so far
-	roundText string // everything the model wrote in the current round, sent or not
-	cards     map[string]slack.TaskUpdateChunk
-	order     []string // card ids in order
-	dirty     []string // cards changed since the last send
-	doing     string   // what the turn does now (Status)
-	voided    bool     // a retried call's text reached Slack: finish replaces the text
+	mu         sync.Mutex
+	buf        string // text not sent yet
+	sending    int    // bytes at buf's start the sender is sending now: Restart cannot take them back
+	roundAtBuf int    // where in buf the current round's text begins (before it: earlier rounds' unsent text)
+	round      int    // rounds ended with tool calls so far
+	roundText  string // everything the model wrote in the current round, sent or not
+	cards      map[string]slack.TaskUpdateChunk
+	order      []string // card ids in order
+	dirty      []string // cards changed since the last send
+	doing      string   // what the turn does now (Status)
+	voided     bool     // a retried call's text reached Slack: finish replaces the text
 
 	// The sender's side.
 	mode       string // "stream" or "update"; "" until the first send
@@ -214,6 +215,7 @@ func (v *liveView) Restart() {
 		}
 	}
 	v.roundText = ""
+	v.roundAtBuf = min(v.roundAtBuf, len(v.buf))
 }
 
 // EndRound separates the text of a round that came with tool calls from what follows.
@@ -226,6 +228,7 @@ func (v *liveView) EndRound(reply bool) {
 		v.buf += "\n\n"
 	}
 	v.roundText = ""
+	v.roundAtBuf = len(v.buf)
 	v.round++
 	v.mu.Unlock()
 	v.poke()
@@ -267,6 +270,7 @@ func (v *liveView) sent(text string, ndirty int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.buf = v.buf[len(text):]
+	v.roundAtBuf = max(0, v.roundAtBuf-len(text))
 	v.dirty = v.dirty[ndirty:]
 	v.sending = 0
 }
@@ -500,10 +504,10 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 		return nil, nil, err
 	}
 	v.mu.Lock()
-	sentOfRound := strings.TrimSuffix(v.roundText, v.buf)
-	if v.round != v.sentRound {
-		sentOfRound = "" // nothing of the final round was sent yet
-	}
+	// buf holds what earlier rounds left unsent, then what the final round left unsent.
+	cut := min(v.roundAtBuf, len(v.buf))
+	earlier, finalUnsent := v.buf[:cut], v.buf[cut:]
+	sentOfRound := strings.TrimSuffix(v.roundText, finalUnsent)
 	var cards []slack.StreamChunk
 	for _, id := range dedupe(v.dirty) {
 		cards = append(cards, v.cards[id])
@@ -522,8 +526,8 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 	stop := func(m *liveMsg, reason string) { stopped = append(stopped, streamStopped(m.ts, reason, m.chars)) }
 	if continues {
 		var chunks []slack.StreamChunk
-		if rest != "" {
-			chunks = append(chunks, slack.NewMarkdownTextChunk(mrkdwn.Inert(rest)))
+		if earlier+rest != "" {
+			chunks = append(chunks, slack.NewMarkdownTextChunk(mrkdwn.Inert(earlier+rest)))
 		}
 		chunks = append(chunks, cards...)
 		opts := []slack.MsgOption{meta}
@@ -538,7 +542,7 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 			return err
 		})
 		if err == nil {
-			cur.chars += utf8.RuneCountInString(rest)
+			cur.chars += utf8.RuneCountInString(earlier + rest)
 			stop(cur, "done")
 			return v.tsList(v.roundAt), stopped, nil
 		}

@@ -478,3 +478,48 @@ func TestLiveRestartWhileSending(t *testing.T) {
 		}
 	}
 }
+
+// preambleAgent writes a tool round's text in two pieces — the second never flushed before
+// the round ends — then the reply at once: what earlier rounds left unsent must still reach
+// the message, before the reply, when the stream stops.
+type preambleAgent struct{ shown chan struct{} }
+
+func (a *preambleAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error) {
+	t.Live.Text("First part of the preamble, ")
+	select {
+	case <-a.shown:
+	case <-ctx.Done():
+		return brain.Reply{}, ctx.Err()
+	}
+	t.Live.Text("second part.")
+	t.Live.EndRound(false)
+	t.Live.Tool(brain.ToolProgress{CallID: "c1", Name: "run_command", Title: "run_command: true", Status: brain.ToolComplete})
+	t.Live.Text("The reply, whole.")
+	t.Live.EndRound(true)
+	return appendReply(ctx, t, "The reply, whole.")
+}
+
+func TestLiveKeepsEarlierRoundsUnsentText(t *testing.T) {
+	t.Parallel()
+	agent := &preambleAgent{shown: make(chan struct{})}
+	h := newHarness(t, agent, harnessOptions{live: bot.LiveConfig{Interval: time.Hour}}) // one flush, then none until the end
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> go"})
+	if err := h.emu.Wait(h.waitCtx(), func() bool {
+		m := h.botMessages(top.TS)
+		return len(m) == 1 && strings.Contains(m[0].Text, "First part")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	close(agent.shown)
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+	got := h.botMessages(top.TS)
+	if len(got) != 1 {
+		t.Fatalf("%d messages", len(got))
+	}
+	text := got[0].Text
+	if !strings.Contains(text, "First part of the preamble, second part.") || strings.Count(text, "The reply, whole.") != 1 ||
+		strings.Index(text, "second part.") > strings.Index(text, "The reply") {
+		t.Fatalf("the message shows %q; want the whole preamble, then the reply once", text)
+	}
+}

@@ -169,7 +169,8 @@ func SlashCommands(s *search.Searcher, vis Visibility, team string) SlashHandler
 			return "logbook — an agent whose every thread is a searchable record.\n" +
 				"• Mention @" + "logbook in a public channel to start a thread; reply in the thread to continue.\n" +
 				"• `/logbook search <words>` finds past threads in public channels (quotes for phrases, -word to exclude, OR); in a channel shared with another organisation, only that channel's.\n" +
-				"• `/logbook transcript` links this thread's transcript.\n" +
+				"• *Open transcript* in the ⋯ menu of any message of a thread links that thread's transcript.\n" +
+				"• `stop` in a thread (or the 🛑 reaction, or the stop button) stops a running answer; `mute` / `unmute` silence and resume me there.\n" +
 				"Private channels and DMs are never stored."
 		}
 	}

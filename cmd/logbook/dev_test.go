@@ -115,10 +115,10 @@ func TestChatShowsThinkingAndQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.String()
-	if !strings.Contains(got, "(new thread ") || !strings.Contains(got, "… logbook is thinking\n") || !strings.Contains(got, "(queued: ") {
+	if !strings.Contains(got, "(new thread ") || !strings.Contains(got, "… logbook is thinking\n") || !strings.Contains(got, "(logbook is still working") {
 		t.Fatalf("chat printed:\n%s", got)
 	}
-	if strings.Index(got, "thinking") > strings.Index(got, "queued") {
+	if strings.Index(got, "thinking") > strings.Index(got, "still working") {
 		t.Fatalf("queued before thinking:\n%s", got)
 	}
 }

@@ -182,7 +182,7 @@ func (c *chat) post(text string) error {
 	}
 	c.markShown(c.thread)
 	if _, busy := c.waiting[c.thread]; busy {
-		c.printf("(queued: logbook is still on the previous message; it answers this one next)\n")
+		c.printf("(logbook is still working: it takes this message up at its next step, or answers it next)\n")
 	} else {
 		c.printf("… logbook is thinking\n")
 	}
@@ -412,6 +412,9 @@ func (c *chat) printLive(thread string, m slackemu.Message) bool {
 		c.printf("%s> ", who)
 	}
 	for _, line := range st.TaskLines() {
+		if line == st.PlanTitle {
+			continue // the thread's title, not a task
+		}
 		if !lp.tasks[line] {
 			lp.tasks[line] = true
 			c.printf("\n  ⚙ %s\n", line)

@@ -279,7 +279,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	// silent fall back to offline.
 	provider, err := brain.NewProvider(cfg.Model, cfg.providers())
 	if err != nil {
-		return err
+		return fmt.Errorf("LOGBOOK_MODEL=%q: %w", cfg.Model, err)
 	}
 	if cfg.Model == "offline" {
 		log.Warn().Msg("model: offline — deterministic replies, NOT a language model")

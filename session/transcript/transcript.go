@@ -149,10 +149,15 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 	th := thread.Fold(events)
 	t.Title = th.Title
 	delivered := map[string]bool{} // assistant_message ids and seqs whose delivery is recorded
+	live := map[int64]bool{}       // turns shown live: their text, tool rounds' included, was in Slack
 	for _, e := range events {
 		var d session.Delivered
-		if e.Type == session.TypeDelivered && e.Decode(&d) == nil {
+		var st session.StreamStarted
+		switch {
+		case e.Type == session.TypeDelivered && e.Decode(&d) == nil:
 			delivered[d.EventID], delivered[fmt.Sprint(d.Seq)] = true, true
+		case e.Type == session.TypeStreamStarted && e.Decode(&st) == nil:
+			live[st.Turn] = true
 		}
 	}
 	for _, it := range th.Items {
@@ -209,7 +214,7 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 			}
 			en.Kind, en.Author = KindAssistant, opts.BotName
 			en.Text = readable(m.Text, "", nil)
-			en.Unposted = !m.Reply() || !(delivered[e.ID.String()] || delivered[fmt.Sprint(e.Seq)])
+			en.Unposted = !(live[m.Turn] && m.Turn != 0) && (!m.Reply() || !(delivered[e.ID.String()] || delivered[fmt.Sprint(e.Seq)]))
 			t.Entries = append(t.Entries, en)
 		case thread.KindTool:
 			en.Kind, en.Author = KindTool, opts.BotName
