@@ -7,8 +7,9 @@
 # and post→reply p50/p99.
 #   bench/chaos.sh            3 minutes
 #   bench/chaos.sh 90s        shorter (any Go duration)
+#   bench/chaos.sh 90s 2      two replicas at once, each kill hitting one of them
 # Needs the test PostgreSQL server (see README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LOGBOOK_CHAOS="${1:-3m}" go test -count=1 -timeout 30m -run '^TestE2EChaos$' -v ./cmd/logbook |
+LOGBOOK_CHAOS="${1:-3m}" LOGBOOK_CHAOS_REPLICAS="${2:-1}" go test -count=1 -timeout 30m -run '^TestE2EChaos$' -v ./cmd/logbook |
 	grep -E 'CHAOS|chaos_e2e_test|e2e_test.go|^--- |^ok|FAIL|panic'

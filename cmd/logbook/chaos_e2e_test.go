@@ -12,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -91,7 +92,15 @@ func TestE2EChaos(t *testing.T) {
 		})
 	}
 
-	cur := e.serve(env...)
+	// LOGBOOK_CHAOS_REPLICAS (default 1) replicas run at once; each kill hits one of them.
+	replicas := 1
+	if n, err := strconv.Atoi(os.Getenv("LOGBOOK_CHAOS_REPLICAS")); err == nil && n > 1 {
+		replicas = n
+	}
+	procs := make([]*proc, replicas)
+	for i := range procs {
+		procs[i] = e.serve(env...)
+	}
 	kills := 0
 	deadline := time.After(period)
 chaos:
@@ -101,10 +110,11 @@ chaos:
 			break chaos
 		case <-time.After(2*time.Second + rand.N(4*time.Second)):
 		}
-		cur.cmd.Process.Signal(syscall.SIGKILL)
-		<-cur.done
+		i := rand.N(len(procs))
+		procs[i].cmd.Process.Signal(syscall.SIGKILL)
+		<-procs[i].done
 		kills++
-		cur = e.serve(env...)
+		procs[i] = e.serve(env...)
 	}
 	close(stop)
 	settleFrom := time.Now()
