@@ -24,6 +24,10 @@
 // created_at < To (To in the past, by at least ExporterOptions.Settle) was inserted by a
 // transaction older than a fresh transaction id taken now; once all of those have finished,
 // one REPEATABLE READ snapshot sees all of them. A late commit is never missed (case C18).
+// The files are spooled to local temporary files (ExporterOptions.SpoolDir) while that
+// transaction reads, and uploaded only after it has ended, so a destination that is slow to
+// accept or close a file never holds the snapshot open (PostgreSQL would end it after
+// idle_in_transaction_session_timeout, SQLSTATE 25P03).
 //
 // VerifyExport checks every file against the manifest and the manifest against its
 // signature; any changed, missing or extra byte fails. Without a signature, only the files
