@@ -40,7 +40,9 @@
 // on the wall clock of the spec's zone, so a DST change neither skips nor doubles a day (a
 // 02:00 job on a spring-forward day fires at 03:00, a 01:30 job on a fall-back day fires
 // once). Each window starts where the last succeeded one ended, so windows are contiguous
-// and missed ones are caught up. Runs are recorded in audit_runs; a session advisory lock
+// and missed ones are caught up. A window is due once it is over by the database's clock
+// (which stamps created_at), whatever this host's clock says, and a run whose export still
+// saw the window open is recorded failed, never succeeded. Runs are recorded in audit_runs; a session advisory lock
 // and a unique index make each window succeed once across replicas. Each run also writes a
 // checkpoint of every session's head.
 //
