@@ -24,6 +24,10 @@
 // created_at < To (To in the past, by at least ExporterOptions.Settle) was inserted by a
 // transaction older than a fresh transaction id taken now; once all of those have finished,
 // one REPEATABLE READ snapshot sees all of them. A late commit is never missed (case C18).
+// The files are spooled to local temporary files (ExporterOptions.SpoolDir) while that
+// transaction reads, and uploaded only after it has ended, so a destination that is slow to
+// accept or close a file never holds the snapshot open (PostgreSQL would end it after
+// idle_in_transaction_session_timeout, SQLSTATE 25P03).
 //
 // VerifyExport checks every file against the manifest and the manifest against its
 // signature; any changed, missing or extra byte fails. Without a signature, only the files
@@ -36,7 +40,9 @@
 // on the wall clock of the spec's zone, so a DST change neither skips nor doubles a day (a
 // 02:00 job on a spring-forward day fires at 03:00, a 01:30 job on a fall-back day fires
 // once). Each window starts where the last succeeded one ended, so windows are contiguous
-// and missed ones are caught up. Runs are recorded in audit_runs; a session advisory lock
+// and missed ones are caught up. A window is due once it is over by the database's clock
+// (which stamps created_at), whatever this host's clock says, and a run whose export still
+// saw the window open is recorded failed, never succeeded. Runs are recorded in audit_runs; a session advisory lock
 // and a unique index make each window succeed once across replicas. Each run also writes a
 // checkpoint of every session's head.
 //

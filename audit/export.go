@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +64,10 @@ type ExporterOptions struct {
 	Settle time.Duration
 	// ChainWorkers is how many sessions' chains are verified at once (default 4).
 	ChainWorkers int
+	// SpoolDir holds an export's files while its transaction reads them; they are uploaded
+	// to the destination after it ends (default: os.TempDir()). It needs room for the
+	// largest export.
+	SpoolDir string
 }
 
 // Exporter writes exports. It is safe for concurrent use.
@@ -151,20 +156,36 @@ func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
 
-	ef, err := x.writeEvents(ctx, tx, q, dst, prefix+"events."+ext, &m, sessions)
+	// The files are spooled locally while the snapshot reads, and uploaded once it has
+	// ended: a destination slow to take or close a file must not hold the transaction open.
+	var staged []*objectWriter
+	defer func() {
+		for _, o := range staged {
+			o.abort()
+		}
+	}()
+	eo, ef, err := x.writeEvents(ctx, tx, q, dst, prefix+"events."+ext, &m, sessions)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
-	af, err := writeAccess(ctx, tx, q, dst, prefix+"access."+ext)
+	staged = append(staged, eo)
+	ao, af, err := writeAccess(ctx, tx, q, dst, prefix+"access."+ext, x.opts.SpoolDir)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
-	wf, err := writeWebAccess(ctx, tx, q, dst, prefix+"web_access."+ext)
+	staged = append(staged, ao)
+	wo, wf, err := writeWebAccess(ctx, tx, q, dst, prefix+"web_access."+ext, x.opts.SpoolDir)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
+	staged = append(staged, wo)
 	if err := tx.Commit(ctx); err != nil {
 		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+	}
+	for _, o := range staged {
+		if err := o.publish(ctx); err != nil {
+			return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+		}
 	}
 	ef.Name, af.Name, wf.Name = "events."+ext, "access."+ext, "web_access."+ext
 	m.Files = []File{ef, af, wf}
@@ -275,26 +296,30 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// objectWriter writes one object and measures it: bytes, sha256, records.
+// objectWriter writes one object and measures it: bytes, sha256, records. It spools to a
+// local temporary file while the export's transaction reads, and uploads only after the
+// transaction has ended (publish): a slow destination (an upload, a Close that takes
+// seconds) must never hold the snapshot open, or PostgreSQL ends it
+// (idle_in_transaction_session_timeout, SQLSTATE 25P03).
 type objectWriter struct {
-	w       *blob.Writer
-	cancel  context.CancelFunc
-	buf     *bufio.Writer
-	sum     hash.Hash
-	n       int64
-	records int64
-	line    []byte
+	dst         *blob.Bucket
+	key         string
+	contentType string
+	f           *os.File
+	buf         *bufio.Writer
+	sum         hash.Hash
+	n           int64
+	records     int64
+	line        []byte
 }
 
-func newObjectWriter(ctx context.Context, dst *blob.Bucket, key, contentType string) (*objectWriter, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	w, err := dst.NewWriter(wctx, key, &blob.WriterOptions{ContentType: contentType})
+func newObjectWriter(_ context.Context, dst *blob.Bucket, key, contentType, spoolDir string) (*objectWriter, error) {
+	f, err := os.CreateTemp(spoolDir, "logbook-export-*")
 	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("create %s: %w", key, err)
+		return nil, fmt.Errorf("create %s: spool: %w", key, err)
 	}
-	o := &objectWriter{w: w, cancel: cancel, sum: sha256.New(), line: make([]byte, 0, 4096)}
-	o.buf = bufio.NewWriterSize(io.MultiWriter(w, o.sum), 256<<10)
+	o := &objectWriter{dst: dst, key: key, contentType: contentType, f: f, sum: sha256.New(), line: make([]byte, 0, 4096)}
+	o.buf = bufio.NewWriterSize(io.MultiWriter(f, o.sum), 256<<10)
 	return o, nil
 }
 
@@ -304,39 +329,64 @@ func (o *objectWriter) writeLine(b []byte) error {
 	return err
 }
 
-// abort discards the object: a cancelled writer's Close does not commit it.
+// abort discards the spooled object; nothing reaches the destination. Safe to call twice.
 func (o *objectWriter) abort() {
-	o.cancel()
-	o.w.Close() //nolint:errcheck // aborting
+	if o.f == nil {
+		return
+	}
+	o.f.Close() //nolint:errcheck // discarding
+	os.Remove(o.f.Name())
+	o.f = nil
 }
 
-// close flushes and closes the object; on error the object is aborted where the driver can.
+// close flushes the spool and returns what the object will be; publish uploads it. On error
+// the spool is discarded.
 func (o *objectWriter) close(name string) (File, error) {
 	if err := o.buf.Flush(); err != nil {
 		o.abort()
 		return File{}, fmt.Errorf("write %s: %w", name, err)
 	}
-	defer o.cancel()
-	if err := o.w.Close(); err != nil {
-		return File{}, fmt.Errorf("write %s: %w", name, err)
-	}
 	return File{Name: name, SHA256: hex.EncodeToString(o.sum.Sum(nil)), Bytes: o.n, Records: o.records}, nil
 }
 
+// publish uploads the spooled object to its key and removes the spool. A failed upload is
+// aborted where the driver can (a cancelled writer's Close does not commit).
+func (o *objectWriter) publish(ctx context.Context) error {
+	defer o.abort()
+	if _, err := o.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("write %s: spool: %w", o.key, err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := o.dst.NewWriter(wctx, o.key, &blob.WriterOptions{ContentType: o.contentType})
+	if err != nil {
+		return fmt.Errorf("create %s: %w", o.key, err)
+	}
+	if _, err := io.Copy(w, o.f); err != nil {
+		cancel()
+		w.Close() //nolint:errcheck // aborting
+		return fmt.Errorf("write %s: %w", o.key, err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", o.key, err)
+	}
+	return nil
+}
+
 func (x *Exporter) writeEvents(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket,
-	key string, m *Manifest, sessions map[string]int64) (File, error) {
+	key string, m *Manifest, sessions map[string]int64) (*objectWriter, File, error) {
 	ct := "application/x-ndjson"
 	if q.Format == CSV {
 		ct = "text/csv"
 	}
-	o, err := newObjectWriter(ctx, dst, key, ct)
+	o, err := newObjectWriter(ctx, dst, key, ct, x.opts.SpoolDir)
 	if err != nil {
-		return File{}, err
+		return nil, File{}, err
 	}
 	if q.Format == CSV {
 		if err := o.writeLine([]byte(strings.Join(append(eventColumns[:11:11], append([]string{"purged"}, eventColumns[11:]...)...), ",") + "\n")); err != nil {
 			o.abort()
-			return File{}, err
+			return nil, File{}, err
 		}
 	}
 	actor := make([]byte, 0, 64)
@@ -365,13 +415,17 @@ func (x *Exporter) writeEvents(ctx context.Context, tx pgx.Tx, q Query, dst *blo
 	})
 	if err != nil {
 		o.abort()
-		return File{}, err
+		return nil, File{}, err
 	}
 	if m.lastEventID != nil {
 		m.LastEventID, m.LastPosition = string(m.lastEventID), atoi(m.lastPosition)
 	}
 	m.Counts.Events = o.records
-	return o.close(key)
+	f, err := o.close(key)
+	if err != nil {
+		return nil, File{}, err
+	}
+	return o, f, nil
 }
 
 // count increments m[string(k)] without allocating for keys already present.
@@ -478,24 +532,24 @@ SELECT id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), who,
        session_id, format, query, results, status, remote_addr, user_agent
 FROM access_log WHERE at >= $1 AND at < $2 ORDER BY id`
 
-func writeAccess(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key string) (File, error) {
-	return writeRecords(ctx, tx, q, dst, key, "access records", sqlAccessInWindow, accessRecordColumns)
+func writeAccess(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key, spool string) (*objectWriter, File, error) {
+	return writeRecords(ctx, tx, q, dst, key, spool, "access records", sqlAccessInWindow, accessRecordColumns)
 }
 
-func writeWebAccess(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key string) (File, error) {
-	return writeRecords(ctx, tx, q, dst, key, "web access records", sqlWebAccessInWindow, webAccessRecordColumns)
+func writeWebAccess(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key, spool string) (*objectWriter, File, error) {
+	return writeRecords(ctx, tx, q, dst, key, spool, "web access records", sqlWebAccessInWindow, webAccessRecordColumns)
 }
 
 // writeRecords writes the rows of query (over the window) as one record file.
-func writeRecords(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key, what, query string,
-	cols []recordColumn) (File, error) {
+func writeRecords(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key, spool, what, query string,
+	cols []recordColumn) (*objectWriter, File, error) {
 	ct := "application/x-ndjson"
 	if q.Format == CSV {
 		ct = "text/csv"
 	}
-	o, err := newObjectWriter(ctx, dst, key, ct)
+	o, err := newObjectWriter(ctx, dst, key, ct, spool)
 	if err != nil {
-		return File{}, err
+		return nil, File{}, err
 	}
 	if q.Format == CSV {
 		names := make([]string, len(cols))
@@ -504,20 +558,20 @@ func writeRecords(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key
 		}
 		if err := o.writeLine([]byte(strings.Join(names, ",") + "\n")); err != nil {
 			o.abort()
-			return File{}, err
+			return nil, File{}, err
 		}
 	}
 	rows, err := tx.Query(ctx, query, pgx.QueryResultFormats{pgx.TextFormatCode}, q.From.UTC(), q.To.UTC())
 	if err != nil {
 		o.abort()
-		return File{}, fmt.Errorf("read %s: %w", what, err)
+		return nil, File{}, fmt.Errorf("read %s: %w", what, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		v := rows.RawValues()
 		if len(v) != len(cols) {
 			o.abort()
-			return File{}, fmt.Errorf("read %s: %d columns, want %d", what, len(v), len(cols))
+			return nil, File{}, fmt.Errorf("read %s: %d columns, want %d", what, len(v), len(cols))
 		}
 		b := o.line[:0]
 		if q.Format == CSV {
@@ -557,13 +611,17 @@ func writeRecords(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key
 		o.line = b
 		if err := o.writeLine(b); err != nil {
 			o.abort()
-			return File{}, fmt.Errorf("write %s: %w", key, err)
+			return nil, File{}, fmt.Errorf("write %s: %w", key, err)
 		}
 		o.records++
 	}
 	if err := rows.Err(); err != nil {
 		o.abort()
-		return File{}, fmt.Errorf("read %s: %w", what, err)
+		return nil, File{}, fmt.Errorf("read %s: %w", what, err)
 	}
-	return o.close(key)
+	f, err := o.close(key)
+	if err != nil {
+		return nil, File{}, err
+	}
+	return o, f, nil
 }

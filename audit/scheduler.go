@@ -154,7 +154,8 @@ type Run struct {
 	Err    string
 }
 
-// Tick exports every window due at now (catching up missed ones, oldest first), writes a
+// Tick exports every window due at now, or at the database's clock when that is earlier
+// (catching up missed ones, oldest first), writes a
 // checkpoint after each, then applies retention when configured. It stops at the first
 // failed window, which the next tick retries. It returns the runs it made, and ErrBusy
 // when another tick holds the schedule (here or on another replica). A panic in an export
@@ -185,10 +186,20 @@ func (s *Scheduler) Tick(ctx context.Context, now time.Time) ([]Run, error) {
 		}
 	}()
 
+	// A window is over by the database's clock, which stamps the events (created_at), not
+	// by this host's: a host running fast would close a window while events still land in
+	// it, and they would appear in no export. A host running slow only exports later.
 	var lastEnd *time.Time
-	if err := conn.QueryRow(ctx, `SELECT max(window_end) FROM audit_runs WHERE schedule = $1 AND status = 'succeeded'`,
-		s.cfg.Name).Scan(&lastEnd); err != nil {
+	var dbNow time.Time
+	if err := conn.QueryRow(ctx, `SELECT max(window_end), clock_timestamp() FROM audit_runs WHERE schedule = $1 AND status = 'succeeded'`,
+		s.cfg.Name).Scan(&lastEnd, &dbNow); err != nil {
 		return nil, fmt.Errorf("audit tick: last run: %w", err)
+	}
+	if now.After(dbNow) {
+		if skew := now.Sub(dbNow); skew > time.Second {
+			s.log.Warn().Dur("ahead", skew).Msg("this host's clock is ahead of the database's; windows close by the database's")
+		}
+		now = dbNow
 	}
 	var start time.Time
 	if lastEnd != nil {
@@ -315,6 +326,10 @@ func (s *Scheduler) export(ctx context.Context, w Window) ([]string, int64, erro
 		m, err := s.exp.Export(ctx, q, s.cfg.Dest, j.prefix)
 		if err != nil {
 			return keys, events, err
+		}
+		if !m.WindowClosed {
+			// Never record a window done that the database has not finished writing.
+			return keys, events, fmt.Errorf("export %s: the window is still open at the database's clock (as of %s)", w, m.AsOf.Format(time.RFC3339Nano))
 		}
 		events += m.Counts.Events
 		for _, f := range m.Files {

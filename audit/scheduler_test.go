@@ -365,3 +365,31 @@ func TestShutdownRecordsARunningExportInterrupted(t *testing.T) {
 		t.Fatalf("runs %+v; want one interrupted", runs)
 	}
 }
+
+// A host whose clock runs 20s ahead of the database's does not close a window early: the
+// windows it marks done end by the database's clock, so an event appended right after the
+// tick lands in a window still to come, and no event falls between exports.
+func TestFastHostClockDoesNotCloseAWindowEarly(t *testing.T) {
+	t.Parallel()
+	e := newSchedEnv(t)
+	ctx := context.Background()
+	s := e.f.open(t, "C0000001", "1700000000.000100")
+	e.f.append(t, s.ID, alice, session.TypeUserMessage, map[string]any{"text": "before"})
+	host := func() time.Time { return e.f.dbNow(t).Add(20 * time.Second) }
+	sched := e.scheduler(t, e.f.auditorPool, "*/5 * * * * *", nil, func(c *audit.SchedulerConfig) { c.Now = host })
+
+	runs, err := sched.Tick(ctx, host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) == 0 {
+		t.Fatal("no window was due at the database's clock; want the last closed one exported")
+	}
+	late := e.f.append(t, s.ID, bob, session.TypeUserMessage, map[string]any{"text": "still landing"})
+	for _, w := range succeededWindows(t, e.f.su, "default") {
+		if w.End.After(late.CreatedAt) {
+			t.Errorf("window %s was marked done, but event %d (created %s) still landed in it: no export will hold it",
+				w, late.Seq, late.CreatedAt.Format(time.RFC3339Nano))
+		}
+	}
+}

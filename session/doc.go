@@ -47,6 +47,14 @@
 // before it expires, with a new epoch, and [Store.Pending] and [Store.Orphaned] count it as
 // nobody's. An unclaimed lease is taken only once it expires or is released.
 //
+// # Connection poolers
+//
+// [Connect] with [PoolOptions].Pooled works through PgBouncer in transaction pooling mode,
+// where nothing session-scoped survives a transaction: no startup parameter but
+// application_name, no named prepared statements, no SET ROLE (the login must inherit the
+// role). [Listen] and [ListenClaimed] hold LISTEN and a session advisory lock: give them a
+// URL of PostgreSQL itself, never the pooler's.
+//
 // # Audit reads
 //
 // [Store.SessionIDs], [Store.Heads], [Store.HashAt] and [ScanEventText] are the reads that

@@ -2,25 +2,45 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // PoolOptions configure Connect.
 type PoolOptions struct {
 	// Role, when set, is assumed on every connection (SET ROLE), so the process works with
-	// that role's privileges: logbook_app for the bot, logbook_auditor for audit reads.
+	// that role's privileges: logbook_app for the bot, logbook_auditor for audit reads
+	// (Pooled: checked, not assumed).
 	Role string
 	// IdleInTransaction ends a session left idle inside a transaction after this long, so a
 	// stuck caller cannot hold the log's locks (default 5s).
 	IdleInTransaction time.Duration
 	MaxConns          int32 // default: pgxpool's
+	// Pooled says dsn reaches a transaction-pooling PgBouncer, where consecutive
+	// transactions of one client may run on different server connections: nothing
+	// session-scoped may be set. Then Connect sends no startup parameter but
+	// application_name (set idle_in_transaction_session_timeout on the login role instead:
+	// ALTER ROLE ... SET), uses no named prepared statements (QueryExecModeCacheDescribe: PgBouncer before
+	// 1.21 cannot pool them), and does not SET ROLE: the login must be Role itself or a
+	// member that inherits its privileges (GRANT logbook_app TO the login), which Connect
+	// checks. LISTEN and session advisory locks need a direct connection (Listen,
+	// ListenClaimed).
+	Pooled bool
 }
 
-// Connect opens a pool on dsn for the log. Errors never include the DSN's password.
+// ErrStartupRefused means the server refused the startup parameters Connect sends, with
+// SQLSTATE 08P01: what PgBouncer answers to a parameter it does not pass on (unless its
+// ignore_startup_parameters lists it). Connect with PoolOptions.Pooled through a
+// transaction-pooling PgBouncer.
+var ErrStartupRefused = errors.New("the server refused the connection's startup parameters (a connection pooler such as PgBouncer?)")
+
+// Connect opens a pool on dsn for the log. Errors never include the DSN's password; a
+// refused startup wraps ErrStartupRefused.
 func Connect(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -30,16 +50,22 @@ func Connect(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, 
 	if idle == 0 {
 		idle = 5 * time.Second
 	}
-	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(idle.Milliseconds())
 	cfg.ConnConfig.RuntimeParams["application_name"] = "logbook"
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
-	if opts.Role != "" {
-		role := opts.Role
-		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-			_, err := c.Exec(ctx, "SET ROLE "+pgx.Identifier{role}.Sanitize())
-			return err
+	if opts.Pooled {
+		// Describe results are cached per connection, and every execution parses its statement
+		// anew (unnamed, in one round trip): nothing prepared outlives a round trip.
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	} else {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(idle.Milliseconds())
+		if opts.Role != "" {
+			role := opts.Role
+			cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+				_, err := c.Exec(ctx, "SET ROLE "+pgx.Identifier{role}.Sanitize())
+				return err
+			}
 		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -48,8 +74,24 @@ func Connect(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, 
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
+		var pgErr *pgconn.PgError
+		if !opts.Pooled && errors.As(err, &pgErr) && pgErr.Code == "08P01" {
+			err = fmt.Errorf("%w: %w", ErrStartupRefused, err)
+		}
 		return nil, fmt.Errorf("connect to database %s@%s:%d/%s: %w", cfg.ConnConfig.User, cfg.ConnConfig.Host,
 			cfg.ConnConfig.Port, cfg.ConnConfig.Database, err)
+	}
+	if opts.Pooled && opts.Role != "" {
+		var ok bool
+		if err := pool.QueryRow(ctx, `SELECT pg_has_role(current_user, $1::text, 'USAGE')`, opts.Role).Scan(&ok); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("check the role of %s: %w", cfg.ConnConfig.User, err)
+		}
+		if !ok {
+			pool.Close()
+			return nil, fmt.Errorf("through a transaction pooler logbook cannot SET ROLE %s on shared connections: "+
+				"connect as a login that has its privileges (GRANT %s TO %s; with INHERIT)", opts.Role, opts.Role, cfg.ConnConfig.User)
+		}
 	}
 	return pool, nil
 }

@@ -43,8 +43,12 @@ const auditEnvHelp = `Environment:
   LOGBOOK_RETENTION_DATABASE_URL  connection for purges (falls back to the auditor's); role logbook_retention`
 
 func auditDSN(ctx context.Context, e env) (string, error) {
-	if u := strings.TrimSpace(e.getenv("LOGBOOK_AUDIT_DATABASE_URL")); u != "" {
-		return u, nil
+	// Audit holds a session advisory lock, SETs ROLE and sets startup parameters: never
+	// through a transaction pooler, so the direct URL comes before DATABASE_URL.
+	for _, k := range []string{"LOGBOOK_AUDIT_DATABASE_URL", "LOGBOOK_DIRECT_DATABASE_URL"} {
+		if u := strings.TrimSpace(e.getenv(k)); u != "" {
+			return u, nil
+		}
 	}
 	u, err := cliDatabaseURL(ctx, e)
 	if err != nil {

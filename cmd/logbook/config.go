@@ -112,6 +112,9 @@ func loadServeConfig(e env) (serveConfig, error) {
 		return cfg, err
 	}
 	cfg.DatabaseURL = Secret(dsn)
+	if err := cfg.readPooler(e); err != nil {
+		return cfg, err
+	}
 	cfg.AppToken = Secret(strings.TrimSpace(e.getenv("SLACK_APP_TOKEN")))
 	cfg.BotToken = Secret(strings.TrimSpace(e.getenv("SLACK_BOT_TOKEN")))
 	switch {
@@ -273,3 +276,46 @@ func (cfg *serveConfig) readSettings(e env) error {
 	}
 	return nil
 }
+
+// Values of LOGBOOK_DB_POOLER.
+const (
+	poolerAuto      = ""          // unset: PostgreSQL itself; a PgBouncer is detected and refused
+	poolerNone      = "none"      // PostgreSQL itself (or a session-pooling proxy)
+	poolerPgBouncer = "pgbouncer" // a transaction-pooling PgBouncer
+)
+
+// readPooler reads LOGBOOK_DB_POOLER and LOGBOOK_DIRECT_DATABASE_URL: what DATABASE_URL
+// reaches, and the direct connection for what needs a session of its own (LISTEN, the
+// liveness claim, scheduled audit exports).
+func (cfg *serveConfig) readPooler(e env) error {
+	cfg.DBPooler = strings.ToLower(strings.TrimSpace(e.getenv("LOGBOOK_DB_POOLER")))
+	switch cfg.DBPooler {
+	case poolerAuto, poolerNone, poolerPgBouncer:
+	default:
+		return fmt.Errorf("LOGBOOK_DB_POOLER=%q: want pgbouncer (DATABASE_URL is a transaction-pooling PgBouncer) or none", cfg.DBPooler)
+	}
+	cfg.DirectDatabaseURL = Secret(strings.TrimSpace(e.getenv("LOGBOOK_DIRECT_DATABASE_URL")))
+	if cfg.DirectDatabaseURL == "" {
+		if cfg.DBPooler == poolerPgBouncer {
+			return errors.New(needDirect)
+		}
+		cfg.DirectDatabaseURL = cfg.DatabaseURL
+	}
+	if cfg.DBPooler == poolerPgBouncer && cfg.DirectDatabaseURL == cfg.DatabaseURL {
+		return errors.New(needDirect)
+	}
+	return nil
+}
+
+const needDirect = "LOGBOOK_DB_POOLER=pgbouncer needs LOGBOOK_DIRECT_DATABASE_URL: a URL of PostgreSQL itself " +
+	"(not the PgBouncer; e.g. postgres://logbook_serve:PASSWORD@db.internal:5432/logbook), " +
+	"for LISTEN, the liveness claim and audit exports, which need a session of their own"
+
+// pgbouncerDetected is serve's answer to a DATABASE_URL that refuses logbook's startup
+// parameters, as a transaction-pooling PgBouncer does.
+const pgbouncerDetected = "DATABASE_URL looks like a PgBouncer (it refused the startup parameter " +
+	"idle_in_transaction_session_timeout): logbook needs session state that transaction pooling " +
+	"does not keep. Set LOGBOOK_DB_POOLER=pgbouncer and LOGBOOK_DIRECT_DATABASE_URL to PostgreSQL " +
+	"itself (LISTEN, the liveness claim and audit exports go there), and make the DATABASE_URL login " +
+	"a member of LOGBOOK_DB_ROLE (no SET ROLE through the pooler: GRANT logbook_app TO <login>); " +
+	"or point DATABASE_URL at PostgreSQL"

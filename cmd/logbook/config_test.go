@@ -190,3 +190,34 @@ func TestConfigSandboxDisk(t *testing.T) {
 		}
 	}
 }
+
+// LOGBOOK_DB_POOLER=pgbouncer needs a direct URL other than DATABASE_URL; without a pooler
+// the direct URL defaults to DATABASE_URL.
+func TestConfigPooler(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		pooler, direct string
+		wantErr        string
+		wantDirect     string
+	}{
+		{pooler: "", direct: "", wantDirect: "postgres://bot@db/x"},
+		{pooler: "none", direct: "postgres://bot@pg/x", wantDirect: "postgres://bot@pg/x"},
+		{pooler: "pgbouncer", direct: "postgres://bot@pg:5432/x", wantDirect: "postgres://bot@pg:5432/x"},
+		{pooler: "pgbouncer", direct: "", wantErr: "LOGBOOK_DIRECT_DATABASE_URL"},
+		{pooler: "pgbouncer", direct: "postgres://bot@db/x", wantErr: "LOGBOOK_DIRECT_DATABASE_URL"},
+		{pooler: "pgpool", wantErr: "LOGBOOK_DB_POOLER"},
+	}
+	for _, c := range cases {
+		vars := baseVars()
+		vars["LOGBOOK_DB_POOLER"], vars["LOGBOOK_DIRECT_DATABASE_URL"] = c.pooler, c.direct
+		cfg, err := load(vars)
+		switch {
+		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+			t.Errorf("pooler %q direct %q: err %v, want one naming %s", c.pooler, c.direct, err, c.wantErr)
+		case c.wantErr == "" && err != nil:
+			t.Errorf("pooler %q direct %q: %v", c.pooler, c.direct, err)
+		case c.wantErr == "" && cfg.DirectDatabaseURL.Reveal() != c.wantDirect:
+			t.Errorf("pooler %q direct %q: direct URL %q, want %q", c.pooler, c.direct, cfg.DirectDatabaseURL.Reveal(), c.wantDirect)
+		}
+	}
+}

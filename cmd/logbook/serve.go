@@ -53,7 +53,18 @@ What logbook handles:
              covers that one channel.
 
 Environment:
-  DATABASE_URL            PostgreSQL (run 'logbook migrate up' first)
+  DATABASE_URL            PostgreSQL (run 'logbook migrate up' first), or a PgBouncer with
+                          LOGBOOK_DB_POOLER=pgbouncer
+  LOGBOOK_DB_POOLER       pgbouncer | none (default: none; a PgBouncer at DATABASE_URL is
+                          detected and refused with what to set). pgbouncer: DATABASE_URL is a
+                          PgBouncer in transaction pooling mode; logbook then sends no
+                          startup parameter but application_name, uses no prepared
+                          statements, and does not SET ROLE (the login must be a member of
+                          LOGBOOK_DB_ROLE; set idle_in_transaction_session_timeout on it with
+                          ALTER ROLE)
+  LOGBOOK_DIRECT_DATABASE_URL  PostgreSQL itself, for what needs a session of its own: LISTEN,
+                          the liveness claim, scheduled audit exports (default DATABASE_URL;
+                          required with LOGBOOK_DB_POOLER=pgbouncer)
   SLACK_APP_TOKEN         app-level token, xapp-... (scope connections:write)
   SLACK_BOT_TOKEN         bot token, xoxb-...
   SLACK_API_URL           Web API base URL, default https://slack.com/api/
@@ -152,7 +163,13 @@ func newServeCmd(e env) *cobra.Command {
 // before anything is contacted. A duration left unset is zero: the bot's own default applies
 // (the defaults live in bot.NewRunner and friends, and nowhere else).
 type serveConfig struct {
-	DatabaseURL  Secret
+	DatabaseURL Secret
+	// DirectDatabaseURL reaches PostgreSQL itself, never a pooler: LISTEN, the liveness
+	// claim and scheduled audit exports (LOGBOOK_DIRECT_DATABASE_URL; default DatabaseURL).
+	DirectDatabaseURL Secret
+	// DBPooler is what DatabaseURL reaches (LOGBOOK_DB_POOLER): "" or "none" PostgreSQL,
+	// "pgbouncer" a transaction-pooling PgBouncer.
+	DBPooler     string
 	AppToken     Secret
 	BotToken     Secret
 	APIURL       string
@@ -295,7 +312,15 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	log = log.With().Str("team", me.TeamID).Logger()
 	log.Info().Str("bot_user", me.UserID).Str("bot_id", me.BotID).Msg("slack tokens checked (auth.test, apps.connections.open)")
 
-	pool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 8})
+	pooled := cfg.DBPooler == poolerPgBouncer
+	if pooled {
+		log.Info().Msg("database: DATABASE_URL is a transaction-pooling PgBouncer (LOGBOOK_DB_POOLER); " +
+			"LISTEN and the liveness claim use LOGBOOK_DIRECT_DATABASE_URL")
+	}
+	pool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 8, Pooled: pooled})
+	if errors.Is(err, session.ErrStartupRefused) && cfg.DBPooler == poolerAuto {
+		return errors.New(pgbouncerDetected)
+	}
 	if err != nil {
 		return err
 	}
@@ -305,7 +330,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		return err
 	}
 	// The gateway has a pool of its own, so an ack never queues behind the cells' work.
-	gwPool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 4})
+	gwPool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 4, Pooled: pooled})
 	if err != nil {
 		return err
 	}
@@ -391,7 +416,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL},
 	}, bot.ServiceDeps{
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
-		DatabaseURL: cfg.DatabaseURL.Reveal(), Agent: b, Titler: b,
+		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Titler: b,
 		Hands: bot.NewHandsFactory(provs, sandbox.Recipe{}, log), Search: bot.SearchTool(searcher, dir),
 		Slash: bot.SlashCommands(searcher, dir, me.TeamID), Metrics: metrics, Health: health, Channel: dir.ChannelName, Parts: parts,
 	})
