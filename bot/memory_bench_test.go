@@ -79,9 +79,21 @@ func BenchmarkServeMemory(b *testing.B) {
 					parents[th] = posted.TS
 				}
 			}
+			// Each round waits for the bot's answer in every thread (a thread's reply count
+			// also counts the people's messages, some of which may still be on their way).
 			waitUntil(b, fmt.Sprintf("round %d answered", m), func() bool {
 				for _, ts := range parents {
-					if msg, ok := emu.Message(general, ts); !ok || msg.ReplyCount < m+1 {
+					msgs, err := emu.Thread(general, ts)
+					if err != nil {
+						return false
+					}
+					answers := 0
+					for _, msg := range msgs {
+						if msg.User == botUser {
+							answers++
+						}
+					}
+					if answers < m+1 {
 						return false
 					}
 				}
@@ -97,6 +109,9 @@ func BenchmarkServeMemory(b *testing.B) {
 		evicted := measureMemory()
 		time.Sleep(3 * time.Second) // what is still in flight (deliveries, pool buffers) settles
 		settled := measureMemory()
+		if n := runner.Active(); n != 0 {
+			b.Fatalf("%d cells woke again after eviction: the settled figure would measure them", n)
+		}
 
 		b.Logf("serve memory: none %s | %d active sessions %s | after eviction %s | 3s later %s (the in-process Slack emulator keeps every message)",
 			idle, sessions, active, evicted, settled)
