@@ -180,9 +180,6 @@ func nonZero(d, def time.Duration) time.Duration {
 	return d
 }
 
-// Owner is the name this runner's leases carry.
-func (r *Runner) Owner() string { return r.cfg.Owner }
-
 // Signal tells the session's cell there is new work: in this process at once, and to other
 // replicas through NOTIFY. It never blocks.
 func (r *Runner) Signal(id session.ID) {

@@ -25,7 +25,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for goose
 
 	"github.com/logbook/logbook/migrations"
@@ -84,18 +83,6 @@ func New(tb testing.TB) string {
 		}
 	})
 	return withDatabase(server, name)
-}
-
-// Pool returns a pool on a fresh database (see New), closed when tb ends.
-func Pool(tb testing.TB) (*pgxpool.Pool, string) {
-	tb.Helper()
-	dbURL := New(tb)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		tb.Fatalf("pgtest: open pool: %v", err)
-	}
-	tb.Cleanup(pool.Close)
-	return pool, dbURL
 }
 
 // ensureTemplate creates (once per set of migrations, across processes) a template database
