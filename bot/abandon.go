@@ -53,9 +53,7 @@ func (t *turn) abandon(ctx context.Context, cells int) error {
 	switch {
 	case err == nil:
 		d.metrics.deliveries.Inc()
-		return t.complete(ctx, brain.StatusError, "abandoned", abandonedError(why), session.NewEvent{
-			Type: session.TypeDelivered, Actor: deliveryActor, IdempotencyKey: "delivered/" + notice.ID.String(),
-			Payload: session.Delivered{EventID: notice.ID.String(), Seq: notice.Seq, Channel: c.sess.Key.Channel, TS: posted}})
+		return t.complete(ctx, brain.StatusError, "abandoned", abandonedError(why), deliveredEvent(notice, c.sess.Key.Channel, posted))
 	case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
 		return err // the turn stays open; the next attempt finds the notice stored
 	default:

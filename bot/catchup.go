@@ -164,7 +164,7 @@ func (g *Gateway) catchUp(ctx context.Context, since time.Time) (catchUpCounts, 
 			if err != nil {
 				return nil, "", err
 			}
-			return r.Messages, cmp.Or(r.ResponseMetaData.NextCursor, ""), nil
+			return r.Messages, r.ResponseMetaData.NextCursor, nil
 		}, func(m slack.Message) error {
 			if m.ThreadTimestamp != "" && m.ThreadTimestamp != m.Timestamp && m.SubType != "thread_broadcast" {
 				return nil

@@ -142,24 +142,18 @@ func (d *Deliverer) Deliver(ctx context.Context, sess session.Session, reply ses
 func (d *Deliverer) SetTitle(ctx context.Context, channel, thread, title string) bool {
 	title = mrkdwn.Inert(title) // the model wrote it
 	try := func(method string, call func() error) bool {
-		d.mu.Lock()
-		skip := d.unavailable[method]
-		d.mu.Unlock()
-		if skip {
+		if d.isUnavailable(method) {
 			return false
 		}
 		err := call()
 		if err == nil {
 			return true
 		}
-		var se slack.SlackErrorResponse
-		if errors.As(err, &se) {
-			switch se.Err {
-			case "unknown_method", "missing_scope", "not_allowed_token_type", "method_deprecated", "not_allowed", "feature_not_enabled":
-				d.mu.Lock()
-				d.unavailable[method] = true
-				d.mu.Unlock()
-			}
+		// Not through call: a title is not worth waiting out a rate limit for.
+		if se := (slack.SlackErrorResponse{}); errors.As(err, &se) && unavailableCodes[se.Err] {
+			d.mu.Lock()
+			d.unavailable[method] = true
+			d.mu.Unlock()
 		}
 		d.log.Debug().Err(err).Str("method", method).Msg("set the thread's title")
 		return false
@@ -512,14 +506,9 @@ type threadStatus struct {
 	clearReaction   func()
 }
 
-// Status shows at once that the bot works on the thread (see threadStatus); title names a new
-// agent session. It returns without waiting for Slack; the status's end func waits for it,
+// startStatus shows at once that the bot works on the thread (see threadStatus); title names a
+// new agent session. It returns without waiting for Slack; the status's end func waits for it,
 // then clears it.
-func (d *Deliverer) Status(ctx context.Context, channel, thread, ts, title string) func() {
-	st := d.startStatus(ctx, channel, thread, ts, title)
-	return st.end
-}
-
 func (d *Deliverer) startStatus(ctx context.Context, channel, thread, ts, title string) *threadStatus {
 	st := &threadStatus{d: d, channel: channel, thread: thread, ready: make(chan struct{})}
 	go func() {

@@ -400,7 +400,7 @@ func (g *Gateway) transcriptLink(ctx context.Context, cb slack.InteractionCallba
 	} else if !public {
 		return "logbook keeps no record of private channels, group DMs or DMs."
 	}
-	sess, err := g.store.SessionByThread(ctx, session.ThreadKey{Team: team, Channel: cb.Channel.ID, ThreadTS: thread})
+	sess, err := g.session(ctx, session.ThreadKey{Team: team, Channel: cb.Channel.ID, ThreadTS: thread}, false)
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return "This thread is not a logbook session: mention me in a public channel to start one."

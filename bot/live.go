@@ -629,6 +629,13 @@ func cutRunes(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
+// deliveredEvent is the record that reply was posted to channel as the messages ts. Its key
+// makes it once per reply, whichever cell writes it.
+func deliveredEvent(reply session.Event, channel string, ts []string) session.NewEvent {
+	return session.NewEvent{Type: session.TypeDelivered, Actor: deliveryActor, IdempotencyKey: "delivered/" + reply.ID.String(),
+		Payload: session.Delivered{EventID: reply.ID.String(), Seq: reply.Seq, Channel: channel, TS: ts}}
+}
+
 // streamStopped is the record of a live message's end. A deletion has a key of its own: a
 // message may be stopped (rolled over) first and deleted later.
 func streamStopped(ts, reason string, chars int) session.NewEvent {
@@ -660,10 +667,7 @@ func liveMessages(evs []session.Event, turnSeq int64) []liveRecord {
 			}
 		case session.TypeStreamStopped:
 			var p session.StreamStopped
-			if i, ok := index[p.TS]; e.Decode(&p) == nil && ok {
-				out[i].open = false
-				out[i].deleted = out[i].deleted || p.Reason == "deleted"
-			} else if e.Decode(&p) == nil {
+			if e.Decode(&p) == nil {
 				if i, ok := index[p.TS]; ok {
 					out[i].open = false
 					out[i].deleted = out[i].deleted || p.Reason == "deleted"

@@ -145,10 +145,7 @@ func (t *turn) run(ctx context.Context) error {
 		}
 		var s *stopRequest
 		if errors.As(err, &s) {
-			if live != nil {
-				live.close()
-			}
-			return t.stop(ctx, live, s)
+			return t.stop(ctx, live, s) // stopWith closes the live view first
 		}
 		if err != nil {
 			return err
@@ -165,10 +162,7 @@ func (t *turn) run(ctx context.Context) error {
 		if err != nil {
 			return err // the turn stays open; the next cell finishes the live messages
 		}
-		if err := t.complete(ctx, status, reason, append(stopped, session.NewEvent{
-			Type: session.TypeDelivered, Actor: deliveryActor, IdempotencyKey: "delivered/" + reply.ID.String(),
-			Payload: session.Delivered{EventID: reply.ID.String(), Seq: reply.Seq, Channel: c.sess.Key.Channel, TS: posted},
-		})...); err != nil {
+		if err := t.complete(ctx, status, reason, append(stopped, deliveredEvent(reply, c.sess.Key.Channel, posted))...); err != nil {
 			return err
 		}
 		d.metrics.deliveries.Inc()
@@ -182,10 +176,7 @@ func (t *turn) run(ctx context.Context) error {
 		posted, err := d.deliver.Deliver(ctx, c.sess, reply, !fresh, t.footer(reply))
 		switch {
 		case err == nil:
-			if err := t.complete(ctx, status, reason, session.NewEvent{
-				Type: session.TypeDelivered, Actor: deliveryActor, IdempotencyKey: "delivered/" + reply.ID.String(),
-				Payload: session.Delivered{EventID: reply.ID.String(), Seq: reply.Seq, Channel: c.sess.Key.Channel, TS: posted},
-			}); err != nil {
+			if err := t.complete(ctx, status, reason, deliveredEvent(reply, c.sess.Key.Channel, posted)); err != nil {
 				return err
 			}
 			d.metrics.deliveries.Inc()
@@ -430,8 +421,7 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 		for _, m := range keep[1:] {
 			evs = append(evs, streamStopped(m.ts, "deleted", 0))
 		}
-		evs = append(evs, session.NewEvent{Type: session.TypeDelivered, Actor: deliveryActor, IdempotencyKey: "delivered/" + reply.ID.String(),
-			Payload: session.Delivered{EventID: reply.ID.String(), Seq: reply.Seq, Channel: channel, TS: posted}})
+		evs = append(evs, deliveredEvent(reply, channel, posted))
 		if err := t.complete(ctx, brain.StatusOK, "", evs...); err != nil {
 			return false, err
 		}
