@@ -413,18 +413,26 @@ func (h *harness) metric(name string, labels ...string) float64 {
 	h.t.Helper()
 	var sum float64
 	for _, r := range h.reps {
-		mfs, err := r.reg.Gather()
-		if err != nil {
-			h.t.Fatal(err)
+		sum += r.metric(h.t, name, labels...)
+	}
+	return sum
+}
+
+// metric is harness.metric of this replica alone.
+func (r *replica) metric(t testing.TB, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
 		}
-		for _, mf := range mfs {
-			if mf.GetName() != name {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				if hasLabels(m, labels) {
-					sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-				}
+		for _, m := range mf.GetMetric() {
+			if hasLabels(m, labels) {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}
