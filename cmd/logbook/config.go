@@ -40,10 +40,11 @@ func databaseURL(e env) (string, error) {
 	return u, nil
 }
 
-func envDuration(e env, name string, def time.Duration) (time.Duration, error) {
+// envDuration reads a positive duration; unset is 0 (the default of whoever takes it).
+func envDuration(e env, name string) (time.Duration, error) {
 	v := strings.TrimSpace(e.getenv(name))
 	if v == "" {
-		return def, nil
+		return 0, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
@@ -193,16 +194,16 @@ func (cfg *serveConfig) readSettings(e env) error {
 	if cfg.SandboxNet, err = envBool(e, "LOGBOOK_SANDBOX_NETWORK", false); err != nil {
 		return err
 	}
-	if cfg.IdleTimeout, err = envDuration(e, "LOGBOOK_IDLE_TIMEOUT", 0); err != nil {
+	if cfg.IdleTimeout, err = envDuration(e, "LOGBOOK_IDLE_TIMEOUT"); err != nil {
 		return err
 	}
-	if cfg.LeaseTTL, err = envDuration(e, "LOGBOOK_LEASE_TTL", 0); err != nil {
+	if cfg.LeaseTTL, err = envDuration(e, "LOGBOOK_LEASE_TTL"); err != nil {
 		return err
 	}
-	if cfg.PollInterval, err = envDuration(e, "LOGBOOK_POLL_INTERVAL", 0); err != nil {
+	if cfg.PollInterval, err = envDuration(e, "LOGBOOK_POLL_INTERVAL"); err != nil {
 		return err
 	}
-	if cfg.DrainTimeout, err = envDuration(e, "LOGBOOK_DRAIN_TIMEOUT", 0); err != nil {
+	if cfg.DrainTimeout, err = envDuration(e, "LOGBOOK_DRAIN_TIMEOUT"); err != nil {
 		return err
 	}
 	if cfg.DrainTimeout > 10*time.Minute {
@@ -248,7 +249,7 @@ func (cfg *serveConfig) readSettings(e env) error {
 	if cfg.Live.Mode, err = bot.ParseStreamMode(e.getenv("LOGBOOK_STREAM")); err != nil {
 		return fmt.Errorf("LOGBOOK_STREAM=%w", err)
 	}
-	if cfg.Live.Interval, err = envDuration(e, "LOGBOOK_STREAM_INTERVAL", 0); err != nil {
+	if cfg.Live.Interval, err = envDuration(e, "LOGBOOK_STREAM_INTERVAL"); err != nil {
 		return err
 	}
 	switch cfg.MidTurn = strings.ToLower(strings.TrimSpace(e.getenv("LOGBOOK_MIDTURN"))); cfg.MidTurn {
