@@ -249,10 +249,14 @@ func (c *Cell) loop(ctx context.Context, epoch int64) string {
 		}
 		st := readTurnState(c.flog.snapshot())
 		if hasWork(st) {
-			t := &turn{cell: c, epoch: epoch, state: st}
+			t := &turn{cell: c, epoch: epoch, state: st, changed: make(chan struct{}, 1)}
 			if err := t.run(ctx); err != nil {
 				if ctx.Err() != nil {
 					return "shutdown"
+				}
+				if errors.Is(err, errSuspended) {
+					// The turn waits for a person; the log wakes the session when they decide.
+					return "suspended"
 				}
 				failures++
 				if failures >= maxTurnFailures {

@@ -598,14 +598,17 @@ func (d *Deliverer) unknownBotMessages(ctx context.Context, channel, thread, aft
 		err := d.call(ctx, "conversations.replies", func() error {
 			var err error
 			msgs, more, next, err = d.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
-				ChannelID: channel, Timestamp: thread, Cursor: cursor, Limit: 200, Oldest: after})
+				ChannelID: channel, Timestamp: thread, Cursor: cursor, Limit: 200, Oldest: after, IncludeAllMetadata: true})
 			return err
 		})
 		if err != nil {
 			return out, err
 		}
 		for _, m := range msgs {
-			if m.User == botUser && !known[m.Timestamp] && tsLess(after, m.Timestamp) && m.Timestamp != thread {
+			// An approval card the log does not know yet is found again by its metadata
+			// (findCard), not removed.
+			if m.User == botUser && !known[m.Timestamp] && tsLess(after, m.Timestamp) && m.Timestamp != thread &&
+				m.Metadata.EventType != ApprovalMetadataType {
 				out = append(out, m.Timestamp)
 			}
 		}

@@ -30,6 +30,8 @@ type sessionLog interface {
 	Head(ctx context.Context, id session.ID) (session.Head, error)
 	Append(ctx context.Context, id session.ID, evs ...session.NewEvent) ([]session.Event, error)
 	Recent(ctx context.Context, team string, since time.Time, limit int) ([]session.Session, error)
+	Session(ctx context.Context, id session.ID) (session.Session, error)
+	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
 }
 
 // GatewayConfig configures a Gateway. Zero values take defaults.
@@ -56,6 +58,8 @@ type GatewayConfig struct {
 	// CatchUp bounds the catch-up from Slack after a gap (see catchup.go). Zero values take
 	// defaults.
 	CatchUp CatchUpConfig
+	// Approvers says who may decide approval cards (LOGBOOK_TOOL_APPROVERS).
+	Approvers Approvers
 }
 
 // Gateway receives Slack envelopes over Socket Mode, persists what belongs to a session, and
@@ -374,11 +378,20 @@ func withoutURL(err error) string {
 // the link to the session's web transcript — the thread a slash command cannot name.
 const TranscriptShortcut = "open_transcript"
 
-// interactive acks an interactive envelope at once and answers the message shortcuts logbook
-// has; other interactions are acked and ignored.
+// interactive acks an interactive envelope at once (Slack allows 3 s) and answers the message
+// shortcuts logbook has and the approval cards' buttons (decide.go); other interactions are
+// acked and ignored.
 func (g *Gateway) interactive(ctx context.Context, log zerolog.Logger, req socketmode.Request, evt socketmode.Event) {
 	g.ack(log, req, nil)
 	cb, ok := evt.Data.(slack.InteractionCallback)
+	if ok && cb.Type == slack.InteractionTypeBlockActions {
+		for _, a := range cb.ActionCallback.BlockActions {
+			if a != nil && (a.ActionID == ActionApprove || a.ActionID == ActionDeny) {
+				g.decide(ctx, log, cb, a)
+				return
+			}
+		}
+	}
 	if !ok || cb.Type != slack.InteractionTypeMessageAction || cb.CallbackID != TranscriptShortcut || cb.ResponseURL == "" {
 		g.metrics.ignored.WithLabelValues("interaction").Inc()
 		return

@@ -20,6 +20,7 @@ type Metrics struct {
 	deliveries      prometheus.Counter
 	replyCapWaits   prometheus.Counter
 	stops           prometheus.Counter
+	approvals       *prometheus.CounterVec
 	catchUps        prometheus.Counter
 	caughtUp        prometheus.Counter
 }
@@ -50,13 +51,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		deliveries:      c("deliveries_total", "Replies delivered to Slack."),
 		replyCapWaits:   c("reply_cap_waits_total", "Turns that waited because their thread reached its reply cap (C05)."),
 		stops:           c("turn_stops_total", "Turns a person stopped (the stop button, a \"stop\" message)."),
-		catchUps:        c("catch_ups_total", "Catch-ups from Slack tried after a gap (a failed append, a reconnected socket); tried again until one succeeds."),
-		caughtUp:        c("caught_up_messages_total", "Messages the log lacked that a catch-up from Slack appended."),
+		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "approvals_total",
+			Help: "Approval cards posted (requested) and decisions recorded (approved, denied, timeout, canceled), and clicks refused (not_permitted, stale)."}, []string{"event"}),
+		catchUps: c("catch_ups_total", "Catch-ups from Slack tried after a gap (a failed append, a reconnected socket); tried again until one succeeds."),
+		caughtUp: c("caught_up_messages_total", "Messages the log lacked that a catch-up from Slack appended."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.envelopes, m.acks, m.appends, m.duplicates, m.persistFailures, m.deferred, m.ignored, m.turns,
 			m.cellsActive, m.evictions, m.rehydrations, m.leaseSteals, m.deliveryRetries, m.deliveries, m.replyCapWaits,
-			m.stops, m.catchUps, m.caughtUp)
+			m.stops, m.approvals, m.catchUps, m.caughtUp)
 	}
 	return m
 }

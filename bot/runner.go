@@ -58,6 +58,9 @@ type RunnerConfig struct {
 	// MidTurnSteer (the default) hands it to the model at its next call in the same turn;
 	// MidTurnQueue keeps it for the next turn.
 	MidTurn string
+	// Approval is the tool approval policy (LOGBOOK_TOOL_APPROVAL, LOGBOOK_TOOL_APPROVERS,
+	// LOGBOOK_APPROVAL_TIMEOUT); the zero value allows every tool.
+	Approval ApprovalConfig
 }
 
 // RunnerDeps are what a Runner's cells work with. Store, Agent, Deliver and Metrics are

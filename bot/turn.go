@@ -37,6 +37,10 @@ type turn struct {
 	epoch int64
 	state turnState
 	log   zerolog.Logger
+	// changed is signalled (never blocking) each time the running turn's cell read what others
+	// appended: an approval's wait looks again.
+	changed chan struct{}
+	live    *liveView // nil: none (yet)
 }
 
 func (t *turn) run(ctx context.Context) error {
@@ -83,7 +87,10 @@ func (t *turn) run(ctx context.Context) error {
 	if resumed {
 		// A turn that keeps failing across cells (an unsearchable thread, Slack refusing the
 		// post) is closed with an error instead of being woken forever.
-		if woken := len(selectEvents(evs, session.Range{From: st.turnSeq + 1, Types: []session.Type{session.TypeCellWoken}})); woken > maxResumes {
+		// Cells that took the turn up after it was suspended for an approval do not count.
+		woken := len(selectEvents(evs, session.Range{From: st.turnSeq + 1, Types: []session.Type{session.TypeCellWoken}})) -
+			len(selectEvents(evs, session.Range{From: st.turnSeq + 1, Types: []session.Type{session.TypeTurnSuspended}}))
+		if woken > maxResumes {
 			// The live messages the dead cells left are removed first: the thread gets the
 			// notice, not a half-written reply left streaming above it. Best-effort: the
 			// turn is abandoned whatever Slack says.
@@ -110,6 +117,7 @@ func (t *turn) run(ctx context.Context) error {
 	if d.cfg.MidTurn == MidTurnSteer {
 		bt.Steer = t.steer
 	}
+	bt.Approve = t.approve
 	// A resumed turn may have its reply already (a crash after the reply, before delivery),
 	// and a canned reply is stored with its turn_started: either is delivered, not produced
 	// again.
@@ -132,6 +140,7 @@ func (t *turn) run(ctx context.Context) error {
 		go live.run(ctx)
 		defer live.close()
 		bt.Live = live
+		t.live = live
 	}
 	if !found {
 		if d.channel != nil {
@@ -146,6 +155,9 @@ func (t *turn) run(ctx context.Context) error {
 		var s *stopRequest
 		if errors.As(err, &s) {
 			return t.stop(ctx, live, s) // stopWith closes the live view first
+		}
+		if errors.Is(err, errSuspended) {
+			return err // turn_suspended is in the log; the cell goes away
 		}
 		if err != nil {
 			return err
@@ -273,6 +285,10 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 				// The model call and the sandbox's commands end with the agent's context.
 				cancel(s)
 				continue
+			}
+			select {
+			case t.changed <- struct{}{}: // an approval's wait looks again
+			default:
 			}
 			var marks []session.NewEvent
 			for _, e := range selectEvents(c.flog.snapshot(), session.Range{From: max(t.state.through, c.queued) + 1,
@@ -446,7 +462,7 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 }
 
 // knownMessages is every Slack message of the bot that the log names: deliveries and live
-// messages.
+// messages. (Approval cards are known by their metadata: see unknownBotMessages.)
 func knownMessages(evs []session.Event) map[string]bool {
 	known := map[string]bool{}
 	for _, e := range selectEvents(evs, session.Range{Types: []session.Type{session.TypeDelivered, session.TypeStreamStarted}}) {
@@ -506,6 +522,7 @@ func (t *turn) stop(ctx context.Context, live *liveView, s *stopRequest) error {
 	if live != nil {
 		evs = append(evs, live.stopWith(ctx, "_Stopped by <@"+s.by+">._")...)
 	}
+	evs = append(evs, t.cancelApprovals(ctx, s.by)...)
 	evs = append(evs, session.NewEvent{Type: session.TypeTurnStopped, Actor: cellActor,
 		Payload: session.TurnStopped{Turn: t.state.turnSeq, By: s.by, Source: s.source, Request: s.seq}})
 	if s.source == "message" {

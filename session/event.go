@@ -59,6 +59,11 @@ const (
 	TypeStopRequested Type = "stop_requested"
 	TypeTurnStopped   Type = "turn_stopped"
 	TypeSteered       Type = "steered"
+	// Approvals: a tool call waiting for a person's decision, the decision, and a turn whose
+	// cell stopped waiting in memory (the session sleeps until something can move it on).
+	TypeApprovalRequested Type = "approval_requested"
+	TypeApprovalDecided   Type = "approval_decided"
+	TypeTurnSuspended     Type = "turn_suspended"
 )
 
 var knownTypes = map[Type]bool{
@@ -71,6 +76,7 @@ var knownTypes = map[Type]bool{
 	TypeNotAddressed: true, TypeThreadMuted: true, TypeThreadUnmuted: true,
 	TypeStreamStarted: true, TypeStreamStopped: true,
 	TypeStopRequested: true, TypeTurnStopped: true, TypeSteered: true,
+	TypeApprovalRequested: true, TypeApprovalDecided: true, TypeTurnSuspended: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

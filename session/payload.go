@@ -1,6 +1,9 @@
 package session
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Payload shapes of the event types. Every writer and reader of an event type uses these, so a
 // payload's JSON field names are as stable as the type names. Times are Slack ts strings
@@ -258,4 +261,48 @@ type TurnStopped struct {
 type Steered struct {
 	Turn       int64 `json:"turn"`
 	MessageSeq int64 `json:"message_seq"`
+}
+
+// ApprovalRequested records that a tool call waits for a person's approval (type
+// approval_requested). It is appended before the card is posted in the thread (the card shows
+// Summary, exactly what will run, with Approve and Deny buttons; its message metadata names
+// CallID, so a later cell finds it instead of posting it again). Past ExpiresAt the call is
+// denied (a timeout).
+type ApprovalRequested struct {
+	Turn      int64     `json:"turn"`
+	CallID    string    `json:"call_id"`
+	Tool      string    `json:"tool"`
+	Summary   string    `json:"summary"`
+	Channel   string    `json:"channel"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Decisions of ApprovalDecided.
+const (
+	DecisionApproved = "approved"
+	DecisionDenied   = "denied"
+	DecisionTimeout  = "timeout"  // nobody decided before the deadline: a denial
+	DecisionCanceled = "canceled" // the turn ended (stopped) before anyone decided
+)
+
+// ApprovalDecided records the decision on an approval request (type approval_decided; the
+// actor is the person who decided, or the system for a timeout). The first decision wins: it
+// is appended with the idempotency key ApprovalKey(CallID). Via is "button" (the card's
+// buttons in Slack), "timeout" or "stop".
+type ApprovalDecided struct {
+	CallID   string `json:"call_id"`
+	Decision string `json:"decision"`
+	Via      string `json:"via"`
+}
+
+// ApprovalKey is the idempotency key of the decision on call: whoever appends first decides.
+func ApprovalKey(call string) string { return "approval_decided/" + call }
+
+// TurnSuspended records that the cell running a turn stopped waiting for a decision in memory
+// and went away (type turn_suspended): the session is not pending work until Until passes, a
+// user message arrives, or a decision or stop request is appended.
+type TurnSuspended struct {
+	Turn   int64     `json:"turn"`
+	CallID string    `json:"call_id"`
+	Until  time.Time `json:"until"`
 }

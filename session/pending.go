@@ -19,12 +19,15 @@ const sqlPending = `
 SELECT w.session_id FROM session_work w
 WHERE w.last_message_seq > w.answered_through
   AND w.last_message_at > (SELECT clock_timestamp() - $1::interval)
+  AND (w.awaiting_until IS NULL OR w.awaiting_until <= clock_timestamp() OR w.last_message_seq > w.awaiting_through)
   AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = w.session_id
                   AND l.expires_at > clock_timestamp() AND l.owner <> $2
                   AND NOT (l.claimed AND logbook_claim_free(l.owner)))`
 
 // Pending returns the sessions with work nobody runs: a user_message newer than window whose
-// seq is above the Through of the session's latest turn_completed (0 when none), and no
+// seq is above the Through of the session's latest turn_completed (0 when none), not
+// suspended waiting for a person (turn_suspended, until its deadline passes, a user message
+// arrives, or approval_decided or stop_requested is appended; 00008_awaiting.sql), and no
 // unexpired lease held by a live owner other than owner (a claimed lease whose owner's
 // liveness claim is free counts as nobody's; see LeaseOptions). window is measured on the
 // database's clock. The order is unspecified.
@@ -47,6 +50,7 @@ const sqlOrphaned = `
 SELECT w.session_id FROM session_work w JOIN leases l ON l.session_id = w.session_id
 WHERE w.last_message_seq > w.answered_through
   AND w.last_message_at > (SELECT clock_timestamp() - $1::interval)
+  AND (w.awaiting_until IS NULL OR w.awaiting_until <= clock_timestamp() OR w.last_message_seq > w.awaiting_through)
   AND l.expires_at > clock_timestamp() AND l.owner <> $2 AND l.claimed
   AND logbook_claim_free(l.owner)`
 
@@ -149,10 +153,13 @@ func listen(ctx context.Context, dsn, owner string, listening func(), notified f
 
 const sqlMissingTables = `SELECT array_remove(ARRAY[
 	CASE WHEN to_regclass('events') IS NULL THEN 'events' END,
-	CASE WHEN to_regclass('session_work') IS NULL THEN 'session_work' END], NULL)`
+	CASE WHEN to_regclass('session_work') IS NULL THEN 'session_work' END,
+	CASE WHEN NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+	     AND table_name = 'session_work' AND column_name = 'awaiting_until') THEN 'session_work.awaiting_until' END], NULL)`
 
 // MissingTables returns the log's tables that the database lacks, none when it has every
-// migration the store needs (session_work came with migration 00004).
+// migration the store needs (session_work came with migration 00004, its awaiting columns
+// with 00008).
 func (s *Store) MissingTables(ctx context.Context) ([]string, error) {
 	var missing []string
 	if err := s.pool.QueryRow(ctx, sqlMissingTables).Scan(&missing); err != nil {

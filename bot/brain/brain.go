@@ -69,6 +69,18 @@ type Turn struct {
 	// last such message), having recorded them as steering the turn, or the Through it was
 	// given. nil: such messages wait for the next turn.
 	Steer func(ctx context.Context, through int64) (int64, error)
+	// Approve, when set, is asked before each tool call runs whether it may (a person may
+	// have to decide: it may block for long, and the wait does not count against the turn's
+	// wall time). A call not allowed is not run: Decision.Result is its tool_result, an error
+	// the model sees. An error ends the turn (Run returns it; the call keeps no result, and
+	// a later Run of the same turn asks again before running it). nil: every call runs.
+	Approve func(ctx context.Context, use ToolUse) (Decision, error)
+}
+
+// Decision is Turn.Approve's answer on one tool call.
+type Decision struct {
+	Allow  bool
+	Result string // when not allowed: why, for the model (who denied it, or that nobody decided)
 }
 
 // Live is told of a turn's progress while it runs, for the live view in Slack: a status, the
@@ -267,6 +279,11 @@ type turn struct {
 	repeats repeats
 	bot     session.Actor
 	live    live // drives Turn.Live
+	// turnCtx ends at deadline, the turn's wall time, which waits for approval push back;
+	// cancel releases it.
+	turnCtx  context.Context
+	cancel   context.CancelFunc
+	deadline time.Time
 }
 
 // Run runs one turn: it repairs the history (a synthetic tool_result for every tool_call the
@@ -295,18 +312,32 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		live:    live{l: t.Live},
 	}
 	st.system = systemPrompt(t.Where, st.tools, b.now())
-	turnCtx, cancel := context.WithTimeout(ctx, b.cfg.MaxTurnTime)
-	defer cancel()
+	st.deadline = time.Now().Add(b.cfg.MaxTurnTime)
+	turnCtx, cancel := context.WithDeadline(ctx, st.deadline)
+	st.turnCtx, st.cancel = turnCtx, cancel
+	defer func() { st.cancel() }()
 
 	evs, err := b.load(ctx, t.Log)
 	if err != nil {
 		return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
 	}
-	if err := b.repair(ctx, st, evs); err != nil {
+	// A round whose calls were waiting for a decision when the turn's cell went away goes on
+	// where it stopped; the calls of other rounds left without a result are repaired.
+	resume := waitingRound(evs, t.TurnSeq)
+	if err := b.repair(ctx, st, evs, resume); err != nil {
 		return Reply{}, err
 	}
+	first := 0
+	if len(resume) > 0 {
+		st.log.Info().Int("calls", len(resume)).Msg("resuming a round that waited for approval")
+		if r, done, err := b.runRound(ctx, st, resume, false); done || err != nil {
+			return r, err
+		}
+		first = 1
+	}
 
-	for round := 0; ; round++ {
+	for round := first; ; round++ {
+		turnCtx := st.turnCtx
 		if round > 0 && t.Steer != nil {
 			// A message written while the turn ran reaches the model at its next call.
 			through, err := t.Steer(ctx, st.through)
@@ -425,49 +456,147 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 			return Reply{}, err
 		}
 		st.live.endRound(false)
-		for _, use := range uses {
-			st.live.tool(use, ToolPending, "")
-		}
-		var repeated *ToolUse
-		for i, use := range uses {
-			var out toolOutcome
-			if stop == stopCut && i == len(uses)-1 {
-				// The output limit struck while the model wrote this call (the last one): its
-				// input may be incomplete, so it is not run. The calls before it are whole.
-				out = b.cutToolResult(use.Name)
-				st.log.Warn().Str("tool", use.Name).Str("call_id", use.ID).Msg("tool call cut by the output limit; not run")
-			} else {
-				st.live.status(toolStatus(use))
-				st.live.tool(use, ToolInProgress, "")
-				out = b.runTool(turnCtx, t, use, &st.budget)
-			}
-			if ctx.Err() != nil {
-				return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, ctx.Err())
-			}
-			if err := b.appendResult(ctx, st, use, out); err != nil {
-				return Reply{}, err
-			}
-			if out.IsError {
-				st.live.tool(use, ToolError, out.Content)
-			} else {
-				st.live.tool(use, ToolComplete, out.Content)
-			}
-			if st.repeats.record(use, out) && repeated == nil {
-				repeated = &uses[i]
-			}
-		}
-		if repeated != nil {
-			return b.fail(ctx, st, "tool", "repeated_tool_failure", fmt.Sprintf(
-				"I stopped: I called %s %d times with the same input and it failed the same way each time, so trying again would not help. "+
-					"The calls and their results are in this thread's log.", repeated.Name, b.cfg.RepeatLimit),
-				fmt.Errorf("%s call %s failed identically %d times in turn %d", repeated.Name, repeated.ID, b.cfg.RepeatLimit, t.TurnSeq))
-		}
-		if turnCtx.Err() != nil {
-			return b.fail(ctx, st, "turn", "wall_time",
-				fmt.Sprintf("I stopped: this turn reached its time limit (%s) before I finished. Ask me to continue.", b.cfg.MaxTurnTime),
-				turnCtx.Err())
+		if r, done, err := b.runRound(ctx, st, uses, stop == stopCut); done || err != nil {
+			return r, err
 		}
 	}
+}
+
+// runRound runs a round's tool calls in order and appends each result; cutLast says the output
+// limit struck while the model wrote the last call, which is then not run. done reports that
+// the turn ended (r is its reply): a tool failed the same way too often, or the wall time ran
+// out.
+func (b *Brain) runRound(ctx context.Context, st *turn, uses []ToolUse, cutLast bool) (r Reply, done bool, err error) {
+	t := st.Turn
+	for _, use := range uses {
+		st.live.tool(use, ToolPending, "")
+	}
+	var repeated *ToolUse
+	for i, use := range uses {
+		var out toolOutcome
+		if cutLast && i == len(uses)-1 {
+			// The output limit struck while the model wrote this call (the last one): its
+			// input may be incomplete, so it is not run. The calls before it are whole.
+			out = b.cutToolResult(use.Name)
+			st.log.Warn().Str("tool", use.Name).Str("call_id", use.ID).Msg("tool call cut by the output limit; not run")
+		} else {
+			allowed, result, err := b.approve(ctx, st, use)
+			if err != nil {
+				return Reply{}, false, err
+			}
+			if allowed {
+				st.live.status(toolStatus(use))
+				st.live.tool(use, ToolInProgress, "")
+				out = b.runTool(st.turnCtx, t, use, &st.budget)
+			} else {
+				content, _ := st.budget.fit(result)
+				out = toolOutcome{Content: content, IsError: true}
+			}
+		}
+		if ctx.Err() != nil {
+			return Reply{}, false, fmt.Errorf("run turn %d: %w", t.TurnSeq, ctx.Err())
+		}
+		if err := b.appendResult(ctx, st, use, out); err != nil {
+			return Reply{}, false, err
+		}
+		if out.IsError {
+			st.live.tool(use, ToolError, out.Content)
+		} else {
+			st.live.tool(use, ToolComplete, out.Content)
+		}
+		if st.repeats.record(use, out) && repeated == nil {
+			repeated = &uses[i]
+		}
+	}
+	if repeated != nil {
+		r, err := b.fail(ctx, st, "tool", "repeated_tool_failure", fmt.Sprintf(
+			"I stopped: I called %s %d times with the same input and it failed the same way each time, so trying again would not help. "+
+				"The calls and their results are in this thread's log.", repeated.Name, b.cfg.RepeatLimit),
+			fmt.Errorf("%s call %s failed identically %d times in turn %d", repeated.Name, repeated.ID, b.cfg.RepeatLimit, t.TurnSeq))
+		return r, true, err
+	}
+	if st.turnCtx.Err() != nil {
+		r, err := b.fail(ctx, st, "turn", "wall_time",
+			fmt.Sprintf("I stopped: this turn reached its time limit (%s) before I finished. Ask me to continue.", b.cfg.MaxTurnTime),
+			st.turnCtx.Err())
+		return r, true, err
+	}
+	return Reply{}, false, nil
+}
+
+// approve asks the turn's Approve whether use may run. The time spent waiting for a person is
+// given back to the turn's wall time.
+func (b *Brain) approve(ctx context.Context, st *turn, use ToolUse) (bool, string, error) {
+	if st.Approve == nil {
+		return true, "", nil
+	}
+	st.live.status("waiting for approval")
+	start := time.Now()
+	d, err := st.Approve(ctx, use)
+	if err != nil {
+		return false, "", fmt.Errorf("run turn %d: approval of %s: %w", st.TurnSeq, use.ID, err)
+	}
+	if waited := time.Since(start); waited > 0 && st.turnCtx.Err() == nil {
+		st.cancel()
+		st.deadline = st.deadline.Add(waited)
+		st.turnCtx, st.cancel = context.WithDeadline(ctx, st.deadline)
+	}
+	if d.Allow {
+		return true, "", nil
+	}
+	return false, nonEmpty(d.Result, "this call was not approved; it did not run"), nil
+}
+
+// waitingRound returns the calls of this turn's last round that are still to run because
+// the first of them was waiting for approval (an approval_requested and no result) when the
+// turn's cell went away: that call and the ones after it, which never started. nil otherwise.
+func waitingRound(evs []session.Event, turnSeq int64) []ToolUse {
+	asked, done := map[string]bool{}, map[string]bool{}
+	calls := map[string]ToolUse{}
+	var last []string
+	for _, e := range evs {
+		if e.Seq <= turnSeq {
+			continue
+		}
+		switch e.Type {
+		case session.TypeApprovalRequested:
+			var a session.ApprovalRequested
+			if e.Decode(&a) == nil {
+				asked[a.CallID] = true
+			}
+		case session.TypeToolCall:
+			var c session.ToolCall
+			if e.Decode(&c) == nil {
+				calls[c.CallID] = ToolUse{ID: c.CallID, Name: c.Name, Input: c.Input}
+			}
+		case session.TypeToolResult:
+			var r session.ToolResult
+			if e.Decode(&r) == nil {
+				done[r.CallID] = true
+			}
+		case session.TypeAssistantMessage:
+			var m session.AssistantMessage
+			if e.Decode(&m) == nil && len(m.ToolCallIDs) > 0 {
+				last = m.ToolCallIDs
+			}
+		}
+	}
+	for i, id := range last {
+		if done[id] {
+			continue
+		}
+		if !asked[id] {
+			return nil // it was running: its outcome is unknown (repair)
+		}
+		var uses []ToolUse
+		for _, id := range last[i:] {
+			if u, ok := calls[id]; ok && !done[id] {
+				uses = append(uses, u)
+			}
+		}
+		return uses
+	}
+	return nil
 }
 
 // Title appends the session's title, once, after reply (the turn's stored reply) has been
@@ -586,7 +715,7 @@ func historyUsesTools(h history) bool {
 // repair appends a synthetic error tool_result, in call order, for every tool_call the log has
 // no result for: the process died between the call and its result (C23). The calls are not run
 // again: their outcome is unknown and they may not be idempotent.
-func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event) error {
+func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resume []ToolUse) error {
 	calls := map[string]bool{}
 	done := map[string]bool{}
 	for _, e := range evs {
@@ -602,6 +731,9 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event) error
 				done[r.CallID] = true
 			}
 		}
+	}
+	for _, u := range resume {
+		done[u.ID] = true // they go on where they stopped
 	}
 	var fix []session.NewEvent
 	for _, e := range evs {

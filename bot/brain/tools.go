@@ -20,6 +20,15 @@ const (
 	ToolSearchSessions = "search_sessions"
 )
 
+// ToolNames is the name of every tool a turn may offer, for policies that name tools.
+func ToolNames() []string {
+	var names []string
+	for _, s := range allToolSpecs() {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
 // allToolSpecs is every tool this package knows: what a history may show calls of.
 func allToolSpecs() []ToolSpec { return append(toolSpecs(true, true), readLogSpec()) }
 

@@ -59,3 +59,95 @@ func (s *Server) SendMessageShortcut(m MessageShortcut) (SlashResult, error) {
 	}
 	return res, nil
 }
+
+// Click is a person clicking a button of a message's Block Kit blocks.
+type Click struct {
+	Channel  string `json:"channel"`   // default "C0000001"
+	TS       string `json:"ts"`        // the message whose button is clicked
+	ActionID string `json:"action_id"` // the button's action_id
+	User     string `json:"user"`      // default "U0000001"
+}
+
+// ClickButton sends an interactive envelope with a block_actions payload, as Slack does when a
+// person clicks a button: the user, the container (the message, its channel and thread), the
+// channel, the message with its blocks, a response_url (answered like a slash command's: see
+// Ephemerals) and the action (action_id, block_id, value, type "button"). The message must
+// show a button with that action_id now: a card whose buttons were removed cannot be clicked
+// (ErrNotFound). Interactive envelopes are not retried.
+func (s *Server) ClickButton(c Click) (SlashResult, error) {
+	c.User = cmpOr(c.User, "U0000001")
+	c.Channel = cmpOr(c.Channel, "C0000001")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return SlashResult{}, ErrClosed
+	}
+	u, ch := s.users[c.User], s.channels[c.Channel]
+	if u == nil || ch == nil {
+		return SlashResult{}, fmt.Errorf("click by %s in %s: %w", c.User, c.Channel, ErrNotFound)
+	}
+	msg := ch.byTS[c.TS]
+	if msg == nil || msg.Subtype == "tombstone" {
+		return SlashResult{}, fmt.Errorf("click on %s/%s: %w", c.Channel, c.TS, ErrNotFound)
+	}
+	blockID, value, ok := findButton(msg.Blocks, c.ActionID)
+	if !ok {
+		return SlashResult{}, fmt.Errorf("click on %s/%s: no button %q: %w", c.Channel, c.TS, c.ActionID, ErrNotFound)
+	}
+	res := s.newResponseLocked("Ba", ch.ID, u.ID)
+	actionTS := fmt.Sprintf("%d.%06d", time.Now().Unix(), time.Now().Nanosecond()/1000)
+	container := map[string]any{"type": "message", "message_ts": msg.TS, "channel_id": ch.ID, "is_ephemeral": false}
+	message := map[string]any{"type": "message", "ts": msg.TS, "text": msg.Text, "user": msg.User, "bot_id": msg.BotID, "blocks": msg.Blocks}
+	if msg.ThreadTS != "" {
+		container["thread_ts"] = msg.ThreadTS
+		message["thread_ts"] = msg.ThreadTS
+	}
+	raw, _ := json.Marshal(map[string]any{
+		"type": "block_actions", "token": "emu-verification-token", "api_app_id": s.opts.AppID,
+		"team":         map[string]any{"id": s.opts.TeamID, "domain": s.opts.TeamDomain},
+		"user":         map[string]any{"id": u.ID, "username": u.Name, "name": u.Name, "team_id": s.opts.TeamID},
+		"container":    container,
+		"trigger_id":   res.TriggerID,
+		"channel":      map[string]any{"id": ch.ID, "name": ch.Name},
+		"message":      message,
+		"response_url": res.ResponseURL,
+		"actions": []map[string]any{{
+			"type": "button", "action_id": c.ActionID, "block_id": blockID, "value": value, "action_ts": actionTS,
+			"text": map[string]any{"type": "plain_text", "text": c.ActionID},
+		}},
+	})
+	d := &delivery{id: res.ID, kind: "interactive", eventType: "block_actions", payload: raw}
+	s.byEvent[res.ID] = d
+	s.attemptLocked(d)
+	if d.state == deliveryFailed {
+		return res, fmt.Errorf("click %s: %w", res.ID, ErrNoConnection)
+	}
+	return res, nil
+}
+
+// findButton finds the button with actionID in blocks (actions blocks' elements, and section
+// accessories): its block_id and value.
+func findButton(blocks json.RawMessage, actionID string) (blockID, value string, ok bool) {
+	var bs []struct {
+		Type      string `json:"type"`
+		BlockID   string `json:"block_id"`
+		Elements  []map[string]any
+		Accessory map[string]any `json:"accessory"`
+	}
+	if json.Unmarshal(blocks, &bs) != nil {
+		return "", "", false
+	}
+	for _, b := range bs {
+		els := b.Elements
+		if b.Accessory != nil {
+			els = append(els, b.Accessory)
+		}
+		for _, e := range els {
+			if e["type"] == "button" && e["action_id"] == actionID {
+				v, _ := e["value"].(string)
+				return b.BlockID, v, true
+			}
+		}
+	}
+	return "", "", false
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/sandbox"
 )
 
@@ -256,6 +257,15 @@ func (cfg *serveConfig) readSettings(e env) error {
 	case "", bot.MidTurnSteer, bot.MidTurnQueue:
 	default:
 		return fmt.Errorf("LOGBOOK_MIDTURN=%q: want steer or queue", cfg.MidTurn)
+	}
+	if cfg.Approval.Policy, err = bot.ParseToolApproval(e.getenv("LOGBOOK_TOOL_APPROVAL"), brain.ToolNames()); err != nil {
+		return fmt.Errorf("LOGBOOK_TOOL_APPROVAL: %w", err)
+	}
+	if cfg.Approval.Approvers, err = bot.ParseApprovers(e.getenv("LOGBOOK_TOOL_APPROVERS")); err != nil {
+		return fmt.Errorf("LOGBOOK_TOOL_APPROVERS: %w", err)
+	}
+	if cfg.Approval.Timeout, err = envDuration(e, "LOGBOOK_APPROVAL_TIMEOUT"); err != nil {
+		return err
 	}
 	if cfg.ThreadReplies, err = bot.ParseThreadReplies(e.getenv("LOGBOOK_THREAD_REPLIES")); err != nil {
 		return fmt.Errorf("LOGBOOK_THREAD_REPLIES=%w", err)

@@ -87,6 +87,14 @@ Environment:
   LOGBOOK_MIDTURN         steer | queue (default steer): a message written while a turn runs
                           reaches the model at its next call in that turn (recorded as
                           steered), or waits for the next turn
+  LOGBOOK_TOOL_APPROVAL   per-tool approval policy, e.g. run_command=ask,write_file=ask,*=allow
+                          (modes allow, ask, deny; default allow for every tool); an entry
+                          CHANNEL/tool=mode (e.g. C0123ABCD/run_command=allow) holds in that
+                          channel only and wins. ask posts a card with Approve and Deny
+  LOGBOOK_TOOL_APPROVERS  who may decide a card: thread (default: anyone who has posted in the
+                          thread) or a comma list of Slack user ids
+  LOGBOOK_APPROVAL_TIMEOUT how long a card waits for a decision (default 30m); a timeout is a
+                          denial
   LOGBOOK_STREAM          auto | off (default auto): a status at once, then the reply streamed
                           as it is written with a card per tool call (chat.startStream; a
                           message updated as it grows where streaming is unavailable); off
@@ -194,6 +202,8 @@ type serveConfig struct {
 	ThreadReplies bot.ThreadReplies
 	// MidTurn: steer (a message written while a turn runs reaches its next model call) or queue.
 	MidTurn string
+	// Approval: LOGBOOK_TOOL_APPROVAL, LOGBOOK_TOOL_APPROVERS, LOGBOOK_APPROVAL_TIMEOUT.
+	Approval bot.ApprovalConfig
 	// Live is how a turn shows itself while it runs (LOGBOOK_STREAM, LOGBOOK_STREAM_INTERVAL).
 	Live bot.LiveConfig
 	// Footer is the line under final replies (LOGBOOK_PUBLIC_URL, LOGBOOK_REPLY_FOOTER, LOGBOOK_PRICES).
@@ -412,8 +422,9 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 			DrainTimeout:  cfg.DrainTimeout,
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
+			Approval: cfg.Approval,
 			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
-		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL},
+		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL, Approvers: cfg.Approval.Approvers},
 	}, bot.ServiceDeps{
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Titler: b,

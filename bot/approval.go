@@ -1,0 +1,524 @@
+package bot
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"github.com/slack-go/slack"
+
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/session"
+)
+
+// Approval modes of a tool (LOGBOOK_TOOL_APPROVAL).
+const (
+	ApprovalAllow = "allow" // the call runs
+	ApprovalAsk   = "ask"   // a person in the thread approves or denies it first
+	ApprovalDeny  = "deny"  // the call never runs; the model is told so
+)
+
+// ToolApproval is the per-tool approval policy, LOGBOOK_TOOL_APPROVAL: comma-separated
+// entries tool=mode, where tool is a tool's name or * (every other tool) and mode is allow,
+// ask or deny; an entry CHANNEL/tool=mode (a channel id, e.g. C0123ABCD/run_command=allow)
+// applies in that channel only and takes precedence. Unset: every tool is allowed.
+type ToolApproval struct {
+	rules map[string]map[string]string // channel ("" for every channel) → tool (or "*") → mode
+}
+
+// ParseToolApproval reads a LOGBOOK_TOOL_APPROVAL value; known lists the tool names an entry
+// may name (besides *), so that a typo is an error rather than a policy that never applies.
+func ParseToolApproval(s string, known []string) (ToolApproval, error) {
+	p := ToolApproval{rules: map[string]map[string]string{}}
+	for _, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		key, mode, ok := strings.Cut(entry, "=")
+		mode = strings.ToLower(strings.TrimSpace(mode))
+		if !ok || (mode != ApprovalAllow && mode != ApprovalAsk && mode != ApprovalDeny) {
+			return ToolApproval{}, fmt.Errorf("%q: want tool=allow|ask|deny (tool a tool's name or *, optionally CHANNEL/ before it)", entry)
+		}
+		channel, tool, scoped := strings.Cut(strings.TrimSpace(key), "/")
+		if !scoped {
+			channel, tool = "", channel
+		}
+		if scoped && !validChannelID(channel) {
+			return ToolApproval{}, fmt.Errorf("%q: %q is not a channel id (e.g. C0123ABCD)", entry, channel)
+		}
+		if tool != "*" && !slices.Contains(known, tool) {
+			return ToolApproval{}, fmt.Errorf("%q: no tool is named %q (tools: %s, or *)", entry, tool, strings.Join(known, ", "))
+		}
+		if p.rules[channel] == nil {
+			p.rules[channel] = map[string]string{}
+		}
+		p.rules[channel][tool] = mode
+	}
+	return p, nil
+}
+
+func validChannelID(s string) bool {
+	if len(s) < 2 || !strings.ContainsRune("CDG", rune(s[0])) {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'A' || r > 'Z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// For returns the mode of tool in channel: the channel's entry for the tool, its *, the
+// global entry for the tool, the global *, else allow.
+func (p ToolApproval) For(channel, tool string) string {
+	for _, ch := range []string{channel, ""} {
+		if m := p.rules[ch][tool]; m != "" {
+			return m
+		}
+		if m := p.rules[ch]["*"]; m != "" {
+			return m
+		}
+	}
+	return ApprovalAllow
+}
+
+// Asks reports whether any tool in any channel needs a person's approval.
+func (p ToolApproval) Asks() bool {
+	for _, tools := range p.rules {
+		for _, m := range tools {
+			if m == ApprovalAsk {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Approvers says who may decide an approval card (LOGBOOK_TOOL_APPROVERS): nil users means
+// anyone who has posted in the thread (the default); otherwise exactly the listed user ids.
+type Approvers struct{ users []string }
+
+// ParseApprovers reads a LOGBOOK_TOOL_APPROVERS value: empty or "thread" for anyone who has
+// posted in the thread, or a comma list of Slack user ids.
+func ParseApprovers(s string) (Approvers, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.EqualFold(s, "thread") {
+		return Approvers{}, nil
+	}
+	var a Approvers
+	for _, u := range strings.Split(s, ",") {
+		u = strings.TrimSpace(u)
+		if u == "" {
+			continue
+		}
+		if len(u) < 2 || (u[0] != 'U' && u[0] != 'W') || strings.ToUpper(u) != u {
+			return Approvers{}, fmt.Errorf("%q is not a Slack user id (e.g. U0123ABCD); want a comma list of them, or thread", u)
+		}
+		a.users = append(a.users, u)
+	}
+	if len(a.users) == 0 {
+		return Approvers{}, errors.New("no user ids; want a comma list of them, or thread")
+	}
+	return a, nil
+}
+
+// may reports whether user may decide in a thread whose events are evs.
+func (a Approvers) may(user string, evs []session.Event) bool {
+	if a.users != nil {
+		return slices.Contains(a.users, user)
+	}
+	for _, e := range evs {
+		if e.Type == session.TypeUserMessage && e.Actor.Kind == session.ActorUser && e.Actor.ID == user {
+			return true
+		}
+	}
+	return false
+}
+
+func (a Approvers) describe() string {
+	if a.users == nil {
+		return "anyone who has posted in this thread"
+	}
+	names := make([]string, len(a.users))
+	for i, u := range a.users {
+		names[i] = "<@" + u + ">"
+	}
+	return strings.Join(names, ", ")
+}
+
+// ApprovalConfig is how tool calls are approved (RunnerConfig.Approval, GatewayConfig.Approvers).
+type ApprovalConfig struct {
+	Policy    ToolApproval  // LOGBOOK_TOOL_APPROVAL
+	Approvers Approvers     // LOGBOOK_TOOL_APPROVERS
+	Timeout   time.Duration // LOGBOOK_APPROVAL_TIMEOUT; default 30m: a timeout is a denial
+}
+
+// Block Kit names of the approval card.
+const (
+	ApprovalMetadataType = "logbook_approval" // the card's message metadata event_type
+	ActionApprove        = "logbook_approve"
+	ActionDeny           = "logbook_deny"
+	approvalBlock        = "logbook_approval"
+)
+
+var approvalActor = session.Actor{Kind: session.ActorSystem, ID: "approval"}
+
+// errSuspended ends a turn whose cell stopped waiting for a decision in memory: the turn
+// stays open and turn_suspended is in the log; a decision, a stop or a message wakes the
+// session again, on any replica.
+var errSuspended = errors.New("turn suspended while waiting for approval")
+
+// approve is the brain's Turn.Approve: the policy's answer, or, for ask, a card in the thread
+// and a person's decision. The request is in the log before its card is posted, and the card
+// is posted once, whatever happens to cells: a later cell finds the request in the log and
+// the card in the thread by its metadata (posting it only when it is not there). The wait is
+// the log's: a decision appended by any replica's gateway, the deadline, or a stop. After the
+// cell's idle timeout (or on a graceful stop) it suspends the turn instead of waiting on.
+func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, error) {
+	c, d := t.cell, t.cell.deps
+	switch d.cfg.Approval.Policy.For(c.sess.Key.Channel, use.Name) {
+	case ApprovalAllow:
+		return brain.Decision{Allow: true}, nil
+	case ApprovalDeny:
+		return brain.Decision{Result: fmt.Sprintf("%s is not allowed in this channel by the deployment's policy (LOGBOOK_TOOL_APPROVAL); the call did not run. Say what you would have done instead.", use.Name)}, nil
+	}
+	req, card, err := t.requestApproval(ctx, use)
+	if err != nil {
+		return brain.Decision{}, err
+	}
+	idleAt := d.clock.Now().Add(d.cfg.IdleTimeout)
+	for {
+		if dec, ok := approvalDecision(c.flog.snapshot(), use.ID); ok {
+			return decisionFor(dec, req), nil
+		}
+		now := d.clock.Now()
+		if !now.Before(req.ExpiresAt) {
+			// Nobody decided in time: a denial. Whoever appends first decides (a click that
+			// raced the deadline may win); the card then shows what was decided.
+			stored, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeApprovalDecided, Actor: approvalActor,
+				IdempotencyKey: session.ApprovalKey(use.ID),
+				Payload:        session.ApprovalDecided{CallID: use.ID, Decision: session.DecisionTimeout, Via: "timeout"}})
+			if err != nil {
+				return brain.Decision{}, err
+			}
+			if !stored[0].Duplicate {
+				d.metrics.approvals.WithLabelValues(session.DecisionTimeout).Inc()
+				d.deliver.showDecision(ctx, req, card, stored[0])
+			}
+			continue
+		}
+		if !now.Before(idleAt) || d.isDraining() {
+			return brain.Decision{}, t.suspend(ctx, req)
+		}
+		select {
+		case <-ctx.Done():
+			return brain.Decision{}, ctx.Err()
+		case <-t.changed:
+		case <-d.clock.After(req.ExpiresAt.Sub(now)):
+		case <-d.clock.After(idleAt.Sub(now)):
+		case <-d.draining:
+		}
+	}
+}
+
+// requestApproval returns use's request and the ts of its card: recorded and posted now, or
+// as an earlier cell left them (the card found by its metadata, posted when it is missing: that
+// cell died between the record and the post). A decided request's card is not looked for.
+func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.ApprovalRequested, string, error) {
+	c, d := t.cell, t.cell.deps
+	req, ok := approvalRequest(c.flog.snapshot(), use.ID)
+	if ok {
+		if _, decided := approvalDecision(c.flog.snapshot(), use.ID); decided {
+			return req, "", nil
+		}
+		ts, err := d.deliver.findCard(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, use.ID)
+		if err != nil || ts != "" {
+			return req, ts, err
+		}
+	} else {
+		req = session.ApprovalRequested{Turn: t.state.turnSeq, CallID: use.ID, Tool: use.Name,
+			Summary: t.approvalSummary(ctx, use), Channel: c.sess.Key.Channel,
+			ExpiresAt: d.clock.Now().Add(cmp.Or(d.cfg.Approval.Timeout, 30*time.Minute))}
+		if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeApprovalRequested, Actor: approvalActor,
+			IdempotencyKey: "approval_requested/" + use.ID, Payload: req}); err != nil {
+			return req, "", err
+		}
+	}
+	ts, err := d.deliver.postCard(ctx, c.sess, req, d.cfg.Approval.Approvers)
+	if err != nil {
+		return req, "", fmt.Errorf("post the approval card for %s: %w", use.ID, err)
+	}
+	t.log.Info().Str("tool", use.Name).Str("call_id", use.ID).Str("card", ts).Msg("tool call waits for approval")
+	d.metrics.approvals.WithLabelValues("requested").Inc()
+	return req, ts, nil
+}
+
+// suspend ends the cell's wait: the live message says the turn waits, and turn_suspended
+// makes the session sleep until something can move it on.
+func (t *turn) suspend(ctx context.Context, req session.ApprovalRequested) error {
+	var evs []session.NewEvent
+	if t.live != nil {
+		evs = t.live.stopWith(ctx, "_Waiting for approval…_")
+	}
+	evs = append(evs, session.NewEvent{Type: session.TypeTurnSuspended, Actor: cellActor,
+		Payload: session.TurnSuspended{Turn: t.state.turnSeq, CallID: req.CallID, Until: req.ExpiresAt}})
+	if _, err := t.cell.flog.Append(ctx, evs...); err != nil {
+		return err
+	}
+	t.log.Info().Str("call_id", req.CallID).Time("until", req.ExpiresAt).Msg("turn suspended while it waits for approval")
+	return errSuspended
+}
+
+// cancelApprovals closes the open approval cards of a stopped turn: nobody can decide them any
+// more. Best-effort for the cards; the decisions are in the log.
+func (t *turn) cancelApprovals(ctx context.Context, by string) []session.NewEvent {
+	c, d := t.cell, t.cell.deps
+	var evs []session.NewEvent
+	snap := c.flog.snapshot()
+	for _, e := range selectEvents(snap, session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypeApprovalRequested}}) {
+		var req session.ApprovalRequested
+		if e.Decode(&req) != nil {
+			continue
+		}
+		if _, ok := approvalDecision(snap, req.CallID); ok {
+			continue
+		}
+		p := session.ApprovalDecided{CallID: req.CallID, Decision: session.DecisionCanceled, Via: "stop"}
+		ev := session.NewEvent{Type: session.TypeApprovalDecided, Actor: session.Actor{Kind: session.ActorUser, ID: by},
+			IdempotencyKey: session.ApprovalKey(req.CallID), Payload: p}
+		evs = append(evs, ev)
+		d.metrics.approvals.WithLabelValues(session.DecisionCanceled).Inc()
+		card, err := d.deliver.findCard(ctx, req.Channel, c.sess.Key.ThreadTS, req.CallID)
+		if err != nil || card == "" {
+			continue
+		}
+		raw, _ := json.Marshal(p)
+		d.deliver.showDecision(ctx, req, card, session.Event{Type: ev.Type, Actor: ev.Actor, CreatedAt: d.clock.Now(), Payload: raw})
+	}
+	return evs
+}
+
+// approvalRequest finds the request for call in evs (any selection of the log, oldest first).
+func approvalRequest(evs []session.Event, call string) (session.ApprovalRequested, bool) {
+	for _, e := range evs {
+		var r session.ApprovalRequested
+		if e.Type == session.TypeApprovalRequested && e.Decode(&r) == nil && r.CallID == call {
+			return r, true
+		}
+	}
+	return session.ApprovalRequested{}, false
+}
+
+// approvalDecision finds the decision on call in evs: the first one (it won).
+func approvalDecision(evs []session.Event, call string) (session.Event, bool) {
+	for _, e := range evs {
+		var p session.ApprovalDecided
+		if e.Type == session.TypeApprovalDecided && e.Decode(&p) == nil && p.CallID == call {
+			return e, true
+		}
+	}
+	return session.Event{}, false
+}
+
+// decisionFor is what the model is told of a decision.
+func decisionFor(e session.Event, req session.ApprovalRequested) brain.Decision {
+	var p session.ApprovalDecided
+	_ = e.Decode(&p)
+	switch p.Decision {
+	case session.DecisionApproved:
+		return brain.Decision{Allow: true}
+	case session.DecisionTimeout:
+		return brain.Decision{Result: fmt.Sprintf("Nobody approved this %s call within the approval timeout, so it did not run (a timeout counts as a denial). Say what you would have done.", req.Tool)}
+	case session.DecisionCanceled:
+		return brain.Decision{Result: "The turn was stopped before anyone decided; the call did not run."}
+	default:
+		return brain.Decision{Result: fmt.Sprintf("<@%s> denied this %s call, so it did not run. Say what you would have done, or ask how to go on.", e.Actor.ID, req.Tool)}
+	}
+}
+
+// maxSummary bounds what a card shows of one call (a section's text holds 3,000 characters).
+const maxSummary = 2600
+
+// approvalSummary is exactly what will run, for the card: the command; the path and a
+// unified diff for a write (against the file as the sandbox has it now).
+func (t *turn) approvalSummary(ctx context.Context, use brain.ToolUse) string {
+	var in struct {
+		Command string  `json:"command"`
+		Path    string  `json:"path"`
+		Content *string `json:"content"`
+		Query   string  `json:"query"`
+	}
+	_ = json.Unmarshal(use.Input, &in)
+	switch use.Name {
+	case brain.ToolRunCommand:
+		return "$ " + in.Command
+	case brain.ToolWriteFile:
+		var old string
+		if t.cell.hands != nil && in.Path != "" {
+			if b, err := t.cell.hands.ReadFile(ctx, in.Path); err == nil {
+				old = string(b)
+			}
+		}
+		diff, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+			A: lines(old), B: lines(derefOr(in.Content)),
+			FromFile: "a/" + in.Path, ToFile: "b/" + in.Path, Context: 3})
+		if old == "" {
+			diff = strings.Replace(diff, "--- a/"+in.Path, "--- /dev/null", 1)
+		}
+		return "write " + in.Path + "\n" + cmp.Or(diff, "(no change)")
+	case brain.ToolReadFile:
+		return "read " + in.Path
+	case brain.ToolSearchSessions:
+		return "search past threads for: " + in.Query
+	}
+	return string(use.Input)
+}
+
+// lines splits s after each newline, for the diff; a last line without one gets it.
+func lines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	if !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	return strings.SplitAfter(s[:len(s)-1], "\n")
+}
+
+func derefOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// codeBlock shows untrusted text verbatim in mrkdwn: escaped (no mention, no link can form)
+// and unable to close its own fence, cut to max characters with a note.
+func codeBlock(s string, max int) string {
+	if r := []rune(s); len(r) > max {
+		s = string(r[:max]) + fmt.Sprintf("\n… (%d more characters; the whole call is in the session's log)", len(r)-max)
+	}
+	s = strings.ReplaceAll(mrkdwn.EscapeText(s), "```", "`\u200b`\u200b`")
+	return "```" + s + "```"
+}
+
+// cardBlocks is the approval card: what will run, who may decide, the deadline, and the
+// buttons (without them once decided: decided then says who and when).
+func cardBlocks(sess session.Session, req session.ApprovalRequested, approvers Approvers, decided string) []slack.Block {
+	head := fmt.Sprintf("*Approval needed:* I want to use `%s`.", req.Tool)
+	if decided != "" {
+		head = fmt.Sprintf("*Approval for* `%s`", req.Tool)
+	}
+	blocks := []slack.Block{
+		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, head, false, false), nil, nil),
+		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, codeBlock(req.Summary, maxSummary), false, false), nil, nil),
+	}
+	if decided != "" {
+		return append(blocks, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, decided, false, false)))
+	}
+	value := sess.ID.String() + " " + req.CallID
+	approve := slack.NewButtonBlockElement(ActionApprove, value, slack.NewTextBlockObject(slack.PlainTextType, "Approve", false, false))
+	approve.Style = slack.StylePrimary
+	deny := slack.NewButtonBlockElement(ActionDeny, value, slack.NewTextBlockObject(slack.PlainTextType, "Deny", false, false))
+	deny.Style = slack.StyleDanger
+	return append(blocks,
+		slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, fmt.Sprintf("Who may decide: %s. Without a decision by %s, the call is denied.",
+			approvers.describe(), slackDate(req.ExpiresAt)), false, false)),
+		slack.NewActionBlock(approvalBlock, approve, deny))
+}
+
+// slackDate is t in Slack's date formatting, shown in each reader's time zone.
+func slackDate(t time.Time) string {
+	return fmt.Sprintf("<!date^%d^{date_short_pretty} {time}|%s>", t.Unix(), t.UTC().Format("2006-01-02 15:04 UTC"))
+}
+
+// decidedLine is the card's last line once decision (an approval_decided event) is in the log.
+func decidedLine(decision session.Event) string {
+	var p session.ApprovalDecided
+	_ = decision.Decode(&p)
+	when := slackDate(decision.CreatedAt)
+	switch p.Decision {
+	case session.DecisionApproved:
+		return fmt.Sprintf(":white_check_mark: Approved by <@%s> at %s.", decision.Actor.ID, when)
+	case session.DecisionDenied:
+		return fmt.Sprintf(":no_entry: Denied by <@%s> at %s.", decision.Actor.ID, when)
+	case session.DecisionCanceled:
+		return fmt.Sprintf(":octagonal_sign: Not decided: the turn was stopped by <@%s> at %s.", decision.Actor.ID, when)
+	default:
+		return fmt.Sprintf(":hourglass: Nobody decided in time; denied at %s.", when)
+	}
+}
+
+// postCard posts the approval card in the session's thread, with metadata naming the call so
+// a resumed turn finds it.
+func (d *Deliverer) postCard(ctx context.Context, sess session.Session, req session.ApprovalRequested, approvers Approvers) (string, error) {
+	var ts string
+	err := d.call(ctx, "chat.postMessage", func() error {
+		var err error
+		_, ts, err = d.api.PostMessageContext(ctx, sess.Key.Channel,
+			slack.MsgOptionTS(sess.Key.ThreadTS),
+			slack.MsgOptionText(fmt.Sprintf("Approval needed: %s", req.Tool), false),
+			slack.MsgOptionBlocks(cardBlocks(sess, req, approvers, "")...),
+			slack.MsgOptionMetadata(slack.SlackMetadata{EventType: ApprovalMetadataType,
+				EventPayload: map[string]any{"call_id": req.CallID, "session_id": sess.ID.String()}}))
+		return err
+	})
+	return ts, err
+}
+
+// findCard looks for the approval card of call in the thread; "" when it is not there.
+func (d *Deliverer) findCard(ctx context.Context, channel, thread, call string) (string, error) {
+	var found string
+	err := d.call(ctx, "conversations.replies", func() error {
+		cursor := ""
+		for {
+			msgs, more, next, err := d.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+				ChannelID: channel, Timestamp: thread, Cursor: cursor, Limit: 200, IncludeAllMetadata: true})
+			if err != nil {
+				return err
+			}
+			for _, m := range msgs {
+				if m.Metadata.EventType == ApprovalMetadataType && m.Metadata.EventPayload["call_id"] == call {
+					found = m.Timestamp
+					return nil
+				}
+			}
+			if !more || next == "" {
+				return nil
+			}
+			cursor = next
+		}
+	})
+	return found, err
+}
+
+// showDecision updates the card of req (the message card) to show the decision, without its
+// buttons. Best-effort: the decision is in the log whatever Slack says.
+func (d *Deliverer) showDecision(ctx context.Context, req session.ApprovalRequested, card string, decision session.Event) {
+	if card == "" {
+		return
+	}
+	if err := d.call(ctx, "chat.update", func() error { return updateCard(ctx, d.api, req, card, decision) }); err != nil {
+		d.log.Warn().Err(err).Str("call_id", req.CallID).Msg("could not update the approval card; the decision is in the log")
+	}
+}
+
+// updateCard makes card, the card of req, show decision (an approval_decided event), without
+// buttons.
+func updateCard(ctx context.Context, api slackAPI, req session.ApprovalRequested, card string, decision session.Event) error {
+	var p session.ApprovalDecided
+	_ = decision.Decode(&p)
+	_, _, _, err := api.UpdateMessageContext(ctx, req.Channel, card,
+		slack.MsgOptionText(fmt.Sprintf("Approval for %s: %s", req.Tool, p.Decision), false),
+		slack.MsgOptionBlocks(cardBlocks(session.Session{}, req, Approvers{}, decidedLine(decision))...))
+	return err
+}

@@ -1,0 +1,418 @@
+package bot_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/brain/fakeprovider"
+	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/sandbox"
+	"github.com/logbook/logbook/session"
+)
+
+// modelHarness is a harness whose agent is the real brain, calling a fake Anthropic server
+// through the official SDK, with a real (process) sandbox for its tools.
+func modelHarness(t *testing.T, o harnessOptions) (*harness, *fakeprovider.Server) {
+	t.Helper()
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	model := fakeprovider.NewAnthropic(t, "sk-test")
+	provider, err := brain.NewProvider("anthropic:claude-test", brain.ProviderConfig{AnthropicAPIKey: "sk-test", AnthropicBaseURL: model.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := brain.New(brain.Config{Provider: provider, Logger: log, DeferTitle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sandbox user (nobody, when tests run as root) must be able to reach the workspaces.
+	base := t.TempDir()
+	for _, d := range []string{base, filepath.Dir(base)} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hands, err := sandbox.New(sandbox.KindProcess, sandbox.Config{BaseDir: filepath.Join(base, "sandboxes")}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.hands = bot.NewHandsFactory(hands, sandbox.Recipe{}, log)
+	if o.live == (bot.LiveConfig{}) {
+		o.live = bot.LiveConfig{Interval: 1}
+	}
+	return newHarness(t, agent, o), model
+}
+
+func askFor(t *testing.T, spec string) bot.ToolApproval {
+	t.Helper()
+	p, err := bot.ParseToolApproval(spec, brain.ToolNames())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// card waits for the approval card in the thread and returns it.
+func (h *harness) card(thread string) slackemu.Message {
+	h.t.Helper()
+	var card slackemu.Message
+	h.waitFor("an approval card", func() bool {
+		cards := h.cards(thread)
+		if len(cards) > 0 {
+			card = cards[0]
+		}
+		return len(cards) > 0
+	})
+	return card
+}
+
+// cards is the approval cards in the thread, as the emulator shows them now.
+func (h *harness) cards(thread string) []slackemu.Message {
+	var out []slackemu.Message
+	for _, m := range h.botMessages(thread) {
+		var md struct {
+			EventType string `json:"event_type"`
+		}
+		if json.Unmarshal(m.Metadata, &md) == nil && md.EventType == bot.ApprovalMetadataType {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (h *harness) click(thread, action, user string) {
+	h.t.Helper()
+	card := h.card(thread)
+	if _, err := h.emu.ClickButton(slackemu.Click{Channel: general, TS: card.TS, ActionID: action, User: user}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// toolResult waits for the result of call and returns it.
+func (h *harness) toolResult(id session.ID, call string) session.ToolResult {
+	h.t.Helper()
+	var found session.ToolResult
+	h.waitFor("the result of "+call, func() bool {
+		for _, e := range h.events(id, session.TypeToolResult) {
+			var r session.ToolResult
+			if e.Decode(&r) == nil && r.CallID == call {
+				found = r
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+func decisionOf(t *testing.T, h *harness, id session.ID) session.Event {
+	t.Helper()
+	h.waitFor("approval_decided", func() bool { return len(h.events(id, session.TypeApprovalDecided)) > 0 })
+	evs := h.events(id, session.TypeApprovalDecided)
+	if len(evs) != 1 {
+		t.Fatalf("%d decisions; want 1", len(evs))
+	}
+	return evs[0]
+}
+
+// showing counts the bot's messages in the thread that show text, and fails the test if one
+// is left streaming.
+func (h *harness) showing(thread, text string) int {
+	h.t.Helper()
+	n := 0
+	for _, m := range h.botMessages(thread) {
+		if m.Streaming {
+			h.t.Fatalf("a message is left streaming: %+v", m)
+		}
+		if strings.Contains(m.Text, text) {
+			n++
+		}
+	}
+	return n
+}
+
+// cardText is the card's text and its blocks' JSON, unescaped (<@U…>, not \u003c@U…\u003e).
+func cardText(m slackemu.Message) string {
+	var v any
+	_ = json.Unmarshal(m.Blocks, &v)
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return m.Text + " " + b.String()
+}
+
+// ask: the card shows exactly what will run; Approve runs it, once, and the card then shows
+// who decided, without buttons; the decision is in the log with the approver as actor.
+func TestApprovalApproveRunsTheCall(t *testing.T) {
+	t.Parallel()
+	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=ask")}})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo \"ran-$((40+2)) <!channel>\""}`}}},
+		fakeprovider.Reply{Text: "It printed ran-42."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> print something"})
+	card := h.card(top.TS)
+	if !strings.Contains(cardText(card), `$ echo \"ran-$((40+2))`) || !strings.Contains(cardText(card), bot.ActionApprove) {
+		t.Fatalf("card does not show the command and the buttons: %s", cardText(card))
+	}
+	if strings.Contains(cardText(card), "<!channel>") || !strings.Contains(cardText(card), "&lt;!channel&gt;") {
+		t.Fatalf("the card pings the channel: %s", card.Blocks)
+	}
+	s := h.session(general, top.TS)
+	if n := len(h.events(s.ID, session.TypeToolResult)); n != 0 {
+		t.Fatalf("%d tool results before anyone decided", n)
+	}
+	clicked := time.Now()
+	h.click(top.TS, bot.ActionApprove, ada)
+	r := h.toolResult(s.ID, "toolu_1")
+	t.Logf("click → tool result in %v", time.Since(clicked).Round(time.Millisecond))
+	if r.IsError || !strings.Contains(r.Content, "ran-42") {
+		t.Fatalf("tool result %+v; want the command's output", r)
+	}
+	h.answered(s.ID)
+	dec := decisionOf(t, h, s.ID)
+	var p session.ApprovalDecided
+	if err := dec.Decode(&p); err != nil || p.Decision != session.DecisionApproved || dec.Actor.ID != ada || dec.Actor.Kind != session.ActorUser {
+		t.Fatalf("decision %+v by %+v", p, dec.Actor)
+	}
+	card = h.cards(top.TS)[0]
+	if !strings.Contains(cardText(card), "Approved by <@"+ada+">") || strings.Contains(cardText(card), bot.ActionApprove) {
+		t.Fatalf("card after the decision: %s", cardText(card))
+	}
+	if _, err := h.emu.ClickButton(slackemu.Click{Channel: general, TS: card.TS, ActionID: bot.ActionDeny, User: ada}); !errors.Is(err, slackemu.ErrNotFound) {
+		t.Fatalf("a decided card still has buttons: %v", err)
+	}
+	if n := len(h.cards(top.TS)); n != 1 {
+		t.Fatalf("%d cards; want 1", n)
+	}
+	if n := h.showing(top.TS, "It printed ran-42."); n != 1 {
+		t.Fatalf("the reply shows %d times: %+v", n, h.botMessages(top.TS))
+	}
+}
+
+// Deny: the call does not run and the model is told who denied it, as the tool's result.
+func TestApprovalDenyReachesTheModel(t *testing.T) {
+	t.Parallel()
+	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "*=ask")}})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo RAN > marker"}`}}},
+		fakeprovider.Reply{Text: "I would have written a marker file."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> write a marker"})
+	h.click(top.TS, bot.ActionDeny, ada)
+	s := h.session(general, top.TS)
+	r := h.toolResult(s.ID, "toolu_1")
+	if !r.IsError || !strings.Contains(r.Content, "denied") || !strings.Contains(r.Content, ada) {
+		t.Fatalf("tool result %+v; want a denial naming who denied", r)
+	}
+	h.answered(s.ID)
+	calls := model.Calls()
+	last := calls[len(calls)-1]
+	found := false
+	for _, m := range last.Messages {
+		for _, b := range m.Blocks {
+			if b.Type == "tool_result" && b.ToolUseID == "toolu_1" && b.IsError && strings.Contains(b.Text, "denied") {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("the model's next request has no error tool_result for the denied call: %+v", last.Messages)
+	}
+	if !strings.Contains(cardText(h.cards(top.TS)[0]), "Denied by <@"+ada+">") {
+		t.Fatalf("card: %s", cardText(h.cards(top.TS)[0]))
+	}
+}
+
+// Someone not permitted gets an ephemeral note and the card stays open; an approver then
+// decides. With a list of approvers, only they may decide, posted in the thread or not.
+func TestApprovalOnlyPermittedPeopleDecide(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		approvers string
+		refused   string
+		decider   string
+	}{
+		{"thread default", "", grace, ada}, // grace never posted in the thread
+		{"listed ids", grace, ada, grace},  // only grace may, though ada asked
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			approvers, err := bot.ParseApprovers(tc.approvers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=ask"), Approvers: approvers}})
+			model.Push(
+				fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo hi"}`}}},
+				fakeprovider.Reply{Text: "done"})
+			top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> say hi"})
+			h.click(top.TS, bot.ActionApprove, tc.refused)
+			h.waitFor("an ephemeral note", func() bool {
+				for _, e := range h.emu.Ephemerals() {
+					if e.User == tc.refused && strings.Contains(e.Text, "Only ") {
+						return true
+					}
+				}
+				return false
+			})
+			s := h.session(general, top.TS)
+			if n := len(h.events(s.ID, session.TypeApprovalDecided)); n != 0 {
+				t.Fatalf("%d decisions after a click by someone not permitted", n)
+			}
+			if !strings.Contains(cardText(h.cards(top.TS)[0]), bot.ActionApprove) {
+				t.Fatal("the card lost its buttons after a refused click")
+			}
+			h.click(top.TS, bot.ActionApprove, tc.decider)
+			if dec := decisionOf(t, h, s.ID); dec.Actor.ID != tc.decider {
+				t.Fatalf("decided by %s; want %s", dec.Actor.ID, tc.decider)
+			}
+			h.answered(s.ID)
+		})
+	}
+}
+
+// A timeout is a denial: the model is told nobody approved, and the card says so.
+func TestApprovalTimeoutIsADenial(t *testing.T) {
+	t.Parallel()
+	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=ask"), Timeout: 300 * time.Millisecond}})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo RAN"}`}}},
+		fakeprovider.Reply{Text: "Nobody approved, so I did not run it."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> run it"})
+	s := h.session(general, top.TS)
+	dec := decisionOf(t, h, s.ID)
+	var p session.ApprovalDecided
+	if err := dec.Decode(&p); err != nil || p.Decision != session.DecisionTimeout || dec.Actor.Kind != session.ActorSystem {
+		t.Fatalf("decision %+v by %+v; want a timeout by the system", p, dec.Actor)
+	}
+	if r := h.toolResult(s.ID, "toolu_1"); !r.IsError || strings.Contains(r.Content, "RAN") || !strings.Contains(r.Content, "Nobody approved") {
+		t.Fatalf("tool result %+v", r)
+	}
+	h.answered(s.ID)
+	h.waitFor("the card to say nobody decided", func() bool { return strings.Contains(cardText(h.cards(top.TS)[0]), "Nobody decided in time") })
+}
+
+// deny and allow need nobody: no card; a denied call's result says the policy refused it. A
+// channel's entry wins over the global one.
+func TestApprovalPolicyDenyAndChannelOverride(t *testing.T) {
+	t.Parallel()
+	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=deny,"+general+"/read_file=deny,read_file=ask")}})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{
+			{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo RAN"}`},
+			{ID: "toolu_2", Name: "read_file", Input: `{"path":"x"}`},
+			{ID: "toolu_3", Name: "write_file", Input: `{"path":"x","content":"y"}`}}},
+		fakeprovider.Reply{Text: "done"})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> try"})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	for _, call := range []string{"toolu_1", "toolu_2"} {
+		if r := h.toolResult(s.ID, call); !r.IsError || !strings.Contains(r.Content, "LOGBOOK_TOOL_APPROVAL") {
+			t.Fatalf("%s: %+v; want a policy denial", call, r)
+		}
+	}
+	if r := h.toolResult(s.ID, "toolu_3"); r.IsError {
+		t.Fatalf("write_file (allowed by default) failed: %+v", r)
+	}
+	if n := len(h.cards(top.TS)); n != 0 {
+		t.Fatalf("%d cards for calls that need nobody", n)
+	}
+}
+
+// A write's card shows the path and a diff against the file as the sandbox has it.
+func TestApprovalCardShowsTheDiffOfAWrite(t *testing.T) {
+	t.Parallel()
+	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "write_file=ask")}})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "write_file", Input: `{"path":"conf.ini","content":"a=1\nb=2\n"}`}}},
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_2", Name: "write_file", Input: `{"path":"conf.ini","content":"a=1\nb=3\n"}`}}},
+		fakeprovider.Reply{Text: "done"})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> edit the config"})
+	first := h.card(top.TS)
+	if !strings.Contains(cardText(first), "/dev/null") || !strings.Contains(cardText(first), "+b=2") {
+		t.Fatalf("first card: %s", first.Blocks)
+	}
+	h.click(top.TS, bot.ActionApprove, ada)
+	h.waitFor("a second card", func() bool { return len(h.cards(top.TS)) == 2 })
+	second := h.cards(top.TS)[1]
+	if b := cardText(second); !strings.Contains(b, "-b=2") || !strings.Contains(b, "+b=3") || !strings.Contains(b, "conf.ini") {
+		t.Fatalf("second card: %s", b)
+	}
+	if _, err := h.emu.ClickButton(slackemu.Click{Channel: general, TS: second.TS, ActionID: bot.ActionApprove, User: ada}); err != nil {
+		t.Fatal(err)
+	}
+	h.answered(h.session(general, top.TS).ID)
+}
+
+// The cell may go away while it waits: after its idle timeout it suspends the turn (the
+// session is then no pending work: no poll wakes it), and the decision wakes it on whichever
+// replica takes it up. Nothing is posted twice.
+func TestApprovalDecisionAfterEviction(t *testing.T) {
+	t.Parallel()
+	h, model := modelHarness(t, harnessOptions{replicas: 2, idle: 300 * time.Millisecond,
+		approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=ask")}})
+	model.Push(
+		fakeprovider.Reply{Text: "Let me look. ", ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo after-eviction"}`}}},
+		fakeprovider.Reply{Text: "It printed after-eviction."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> go"})
+	s := h.session(general, top.TS)
+	h.card(top.TS)
+	h.waitFor("turn_suspended", func() bool { return len(h.events(s.ID, session.TypeTurnSuspended)) == 1 })
+	h.waitFor("the cell to exit", func() bool { return h.reps[0].runner.Active()+h.reps[1].runner.Active() == 0 })
+	pending, err := h.store.Pending(context.Background(), "someone-else", 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range pending {
+		if id == s.ID {
+			t.Fatal("a suspended session counts as pending work: every poll would wake it")
+		}
+	}
+	h.click(top.TS, bot.ActionApprove, ada)
+	if r := h.toolResult(s.ID, "toolu_1"); !strings.Contains(r.Content, "after-eviction") {
+		t.Fatalf("tool result %+v", r)
+	}
+	h.answered(s.ID)
+	if n := len(h.cards(top.TS)); n != 1 {
+		t.Fatalf("%d cards; want 1", n)
+	}
+	if n := h.showing(top.TS, "It printed after-eviction."); n != 1 {
+		t.Fatalf("the reply shows %d times: %+v", n, h.botMessages(top.TS))
+	}
+	if model.Pending() != 0 {
+		t.Fatalf("%d scripted model replies unused", model.Pending())
+	}
+}
+
+// A stop while a call waits closes its card (nobody can decide it any more) and stops the turn.
+func TestStopWhileWaitingForApproval(t *testing.T) {
+	t.Parallel()
+	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=ask")}})
+	model.Push(fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo RAN"}`}}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> go"})
+	h.card(top.TS)
+	h.post(slackemu.Post{Channel: general, User: grace, ThreadTS: top.TS, Text: "stop"})
+	s := h.session(general, top.TS)
+	if st := h.stopped(s.ID); st.By != grace {
+		t.Fatalf("turn_stopped %+v", st)
+	}
+	var p session.ApprovalDecided
+	if err := decisionOf(t, h, s.ID).Decode(&p); err != nil || p.Decision != session.DecisionCanceled {
+		t.Fatalf("decision %+v", p)
+	}
+	h.waitFor("the card to close", func() bool { return !strings.Contains(cardText(h.cards(top.TS)[0]), bot.ActionApprove) })
+	if n := len(h.events(s.ID, session.TypeToolResult)); n != 0 {
+		// The stopped turn leaves the call without a result; the next turn repairs it.
+		t.Fatalf("%d tool results", n)
+	}
+}
