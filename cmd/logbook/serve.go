@@ -423,7 +423,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 			DrainTimeout:  cfg.DrainTimeout,
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
 			Approval: cfg.Approval,
-			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+			Where:    brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL, Approvers: cfg.Approval.Approvers},
 	}, bot.ServiceDeps{
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
