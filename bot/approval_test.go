@@ -1,12 +1,17 @@
 package bot_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -414,5 +419,50 @@ func TestStopWhileWaitingForApproval(t *testing.T) {
 	if n := len(h.events(s.ID, session.TypeToolResult)); n != 0 {
 		// The stopped turn leaves the call without a result; the next turn repairs it.
 		t.Fatalf("%d tool results", n)
+	}
+}
+
+// A card post that lands but whose answer is lost (the cell cannot tell it was posted, as
+// when it dies between the post and its next step): the turn is taken up again, finds the
+// request in the log and the card in the thread by its metadata, and does not post another.
+func TestApprovalCardPostedOnceAfterAnAmbiguousPost(t *testing.T) {
+	t.Parallel()
+	var lost atomic.Bool
+	h, model := modelHarness(t, harnessOptions{
+		approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=ask")},
+		apiProxy: func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+			if !strings.HasSuffix(r.URL.Path, "/chat.postMessage") {
+				next.ServeHTTP(w, r)
+				return
+			}
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if !strings.Contains(string(body), bot.ApprovalMetadataType) || !lost.CompareAndSwap(false, true) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			next.ServeHTTP(httptest.NewRecorder(), r) // Slack posts it …
+			http.Error(w, "upstream connect error", http.StatusBadGateway) // … and the answer is lost
+		}})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo once"}`}}},
+		fakeprovider.Reply{Text: "It printed once."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> go"})
+	s := h.session(general, top.TS)
+	h.waitFor("the lost answer", lost.Load)
+	// The failed turn is taken up again by the same cell after its backoff: it looks for the
+	// live messages the failed attempt left (one conversations.replies), then for the card
+	// (another), and waits on it.
+	h.waitFor("the resumed turn to look for its card", func() bool { return h.emu.Calls("conversations.replies") >= 2 })
+	h.click(top.TS, bot.ActionApprove, ada)
+	if r := h.toolResult(s.ID, "toolu_1"); !strings.Contains(r.Content, "once") {
+		t.Fatalf("tool result %+v", r)
+	}
+	h.answered(s.ID)
+	if n := len(h.cards(top.TS)); n != 1 {
+		t.Fatalf("%d cards; want 1", n)
+	}
+	if n := len(h.events(s.ID, session.TypeApprovalRequested)); n != 1 {
+		t.Fatalf("%d approval requests; want 1", n)
 	}
 }

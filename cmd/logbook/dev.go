@@ -51,6 +51,9 @@ Chat commands:
   /logbook TEXT   the /logbook slash command (help, search <words>); its answer is ephemeral
   /new            the next message starts a new thread
   /threads        list sessions;  /switch N  continue thread N of that list
+  /stop           stop the current thread's running turn (Slack's stop button)
+  /approve /deny  decide the approval card waiting in the current thread
+                  (LOGBOOK_TOOL_APPROVAL=run_command=ask, say, asks before each command)
   /transcript     print the current thread's transcript
   /evict          force idle eviction now (the next message rehydrates from the log)
   /web            print a new one-time sign-in link for the web pages

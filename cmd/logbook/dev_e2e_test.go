@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
+	"github.com/logbook/logbook/migrations/pgtest"
 )
 
 // devProc is a running `logbook dev` with piped stdin and stdout.
@@ -295,4 +296,31 @@ func TestE2EDevRestartContinuesOldThreads(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(home, ".cache", "logbook", "dev-database-url")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("dev left its database URL file behind: %v", err)
 	}
+}
+
+// In dev, /approve decides the approval card of the current thread and /stop presses the stop
+// button; piped, both act while the turn runs (other lines wait for the answer).
+func TestE2EDevApproveAndStop(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	sb, err := os.MkdirTemp("", "logbook-dev-sandbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(sb, 0o755)
+	t.Cleanup(func() { os.RemoveAll(sb) })
+	d := startDev(t, devEnv(home, "DATABASE_URL="+pgtest.New(t), "LOGBOOK_SANDBOX=process", "LOGBOOK_SANDBOX_DIR="+sb,
+		"LOGBOOK_TOOL_APPROVAL=run_command=ask"))
+	d.type_("run: echo hi-from-$((6*7))\n/approve\n")
+	out := d.waitFor("hi-from-42")
+	if !strings.Contains(out, "logbook asks for approval>") || !strings.Contains(out, "echo hi-from-$((6*7))") || !strings.Contains(out, "(approved)") {
+		t.Fatalf("no card or decision printed:\n%s", out)
+	}
+	d.type_("run: sleep 60\n/approve\n/stop\n")
+	out = d.waitFor("(the turn was stopped")
+	if !strings.Contains(out, "(stop requested)") {
+		t.Fatalf("no stop printed:\n%s", out)
+	}
+	d.type_("/quit\n")
+	d.wait()
 }

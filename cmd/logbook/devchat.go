@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/bot/web"
@@ -67,18 +68,39 @@ func (c *chat) run(ctx context.Context, inputs <-chan input) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	c.prompt()
+	var held *input // piped input read while a turn runs: said once it is answered
+	ended := false
 	for {
 		in := inputs
-		if c.echo && len(c.waiting) > 0 {
-			in = nil // piped input: one message at a time, as someone waiting for the answer
+		if ended || held != nil {
+			in = nil
+		}
+		if held != nil && (!c.echo || len(c.waiting) == 0) {
+			msg := *held
+			held = nil
+			if quit := c.handle(ctx, msg); quit {
+				return nil
+			}
+			c.prompt()
+			continue
+		}
+		if ended && held == nil && (!c.echo || len(c.waiting) == 0) {
+			c.printf("\n")
+			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case msg, ok := <-in:
 			if !ok {
-				c.printf("\n")
-				return nil
+				ended = true // piped input: its last message is still answered
+				continue
+			}
+			if c.echo && len(c.waiting) > 0 && !controlsTurn(msg.text) {
+				// Piped input: one message at a time, as someone waiting for the answer;
+				// what controls the running turn (/stop, /approve, /deny) acts at once.
+				held = &msg
+				continue
 			}
 			if quit := c.handle(ctx, msg); quit {
 				return nil
@@ -92,6 +114,11 @@ func (c *chat) run(ctx context.Context, inputs <-chan input) error {
 			}
 		}
 	}
+}
+
+// controlsTurn reports a chat command that acts on the running turn.
+func controlsTurn(line string) bool {
+	return line == "/stop" || line == "/approve" || line == "/deny" || line == "/quit" || line == "/exit"
 }
 
 // handle acts on one input; it returns true for /quit.
@@ -135,6 +162,33 @@ func (c *chat) handle(ctx context.Context, in input) bool {
 		c.thread = c.listed[n-1]
 		c.markShown(c.thread)
 		c.printf("(continuing thread %s)\n", c.thread)
+	case line == "/stop":
+		if c.thread == "" {
+			c.printf("(no current thread)\n")
+			break
+		}
+		// Slack's stop button: the agent session's agent_session_stopped.
+		if _, err := c.emu.StopAgentSession(devChannel, c.thread, devUser); err != nil {
+			c.printf("error: %v\n", err)
+			break
+		}
+		c.printf("(stop requested)\n")
+	case line == "/approve" || line == "/deny":
+		card := c.awaitCard(ctx)
+		if card == "" {
+			c.printf("(no approval card waits in this thread)\n")
+			break
+		}
+		c.refresh(ctx) // the card is printed before what is decided on it
+		action := bot.ActionApprove
+		if line == "/deny" {
+			action = bot.ActionDeny
+		}
+		if _, err := c.emu.ClickButton(slackemu.Click{Channel: devChannel, TS: card, ActionID: action, User: devUser}); err != nil {
+			c.printf("error: %v\n", err)
+			break
+		}
+		c.printf("(%s)\n", map[string]string{"/approve": "approved", "/deny": "denied"}[line])
 	case line == "/transcript":
 		c.transcript(ctx)
 	case line == "/web":
@@ -222,6 +276,17 @@ func (c *chat) refresh(ctx context.Context) bool {
 			}
 			c.shown[m.TS] = true
 			done = true
+			if isCard(m) {
+				if c.prompted {
+					c.printf("\r")
+				}
+				if len(c.live) > 0 {
+					c.printf("\n") // a live reply was being printed on this line
+				}
+				summary, _ := mrkdwn.BlocksText(m.Blocks, nil)
+				c.printf("logbook asks for approval> %s\n  (/approve or /deny)\n", strings.TrimSpace(mrkdwn.ToPlain(summary, nil)))
+				continue
+			}
 			if lp := c.live[m.TS]; lp != nil {
 				// The end of a reply that was printed as it grew.
 				final := strings.TrimSpace(m.Text)
@@ -250,6 +315,9 @@ func (c *chat) refresh(ctx context.Context) bool {
 			answered = true
 		}
 		if answered {
+			if c.stopped(ctx, thread) {
+				c.printf("(the turn was stopped; nothing more is posted for it)\n")
+			}
 			delete(c.waiting, thread)
 			done = true
 		}
@@ -425,4 +493,56 @@ func (c *chat) printLive(thread string, m slackemu.Message) bool {
 		lp.text = st.Text
 	}
 	return true
+}
+
+// isCard reports whether m is an approval card.
+func isCard(m slackemu.Message) bool {
+	return strings.Contains(string(m.Metadata), bot.ApprovalMetadataType)
+}
+
+// openCard is the ts of the newest approval card in thread that still has its buttons, "" if
+// none.
+func (c *chat) openCard(thread string) string {
+	if thread == "" {
+		return ""
+	}
+	msgs := c.emu.BotReplies(devChannel, thread)
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if isCard(msgs[i]) && strings.Contains(string(msgs[i].Blocks), bot.ActionApprove) {
+			return msgs[i].TS
+		}
+	}
+	return ""
+}
+
+// awaitCard is the current thread's open approval card; while its turn runs, it waits for one
+// (a piped "/approve" may come before the card), or for the turn's end.
+func (c *chat) awaitCard(ctx context.Context) string {
+	p, busy := c.waiting[c.thread]
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(replyPatience); ; {
+		if card := c.openCard(c.thread); card != "" || !busy {
+			return card
+		}
+		if done, err := c.answered(ctx, c.thread, p.ts); done || err != nil || time.Now().After(deadline) {
+			return ""
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-tick.C:
+		}
+	}
+}
+
+// stopped reports whether the thread's last turn was stopped by a person.
+func (c *chat) stopped(ctx context.Context, thread string) bool {
+	sess, err := c.rt.store.SessionByThread(ctx, session.ThreadKey{Team: c.emu.TeamID(), Channel: devChannel, ThreadTS: thread})
+	if err != nil {
+		return false
+	}
+	evs, err := c.rt.store.Events(ctx, sess.ID, session.Range{Types: []session.Type{session.TypeTurnCompleted}, Desc: true, Limit: 1})
+	var tc session.TurnCompleted
+	return err == nil && len(evs) == 1 && evs[0].Decode(&tc) == nil && tc.Status == bot.StatusStopped
 }
