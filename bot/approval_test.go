@@ -441,7 +441,7 @@ func TestApprovalCardPostedOnceAfterAnAmbiguousPost(t *testing.T) {
 				next.ServeHTTP(w, r)
 				return
 			}
-			next.ServeHTTP(httptest.NewRecorder(), r) // Slack posts it …
+			next.ServeHTTP(httptest.NewRecorder(), r)                      // Slack posts it …
 			http.Error(w, "upstream connect error", http.StatusBadGateway) // … and the answer is lost
 		}})
 	model.Push(
