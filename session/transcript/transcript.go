@@ -238,7 +238,7 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 			en.Tool = tool
 			t.Entries = append(t.Entries, en)
 		case thread.KindMarker:
-			if !opts.All {
+			if !opts.All && !inCharge[e.Type] {
 				continue
 			}
 			if e.Type == session.TypeTitle {
@@ -348,6 +348,13 @@ func clipLines(s string, n int) (string, int) {
 	return strings.Join(lines[:n], "\n"), len(lines) - n
 }
 
+// inCharge are the markers of what people did to the bot's work — stops and approvals —,
+// shown in every transcript, not only with Options.All.
+var inCharge = map[session.Type]bool{
+	session.TypeStopRequested: true, session.TypeTurnStopped: true,
+	session.TypeApprovalRequested: true, session.TypeApprovalDecided: true,
+}
+
 func describeMarker(e session.Event) string {
 	var b strings.Builder
 	b.WriteString(strings.ReplaceAll(string(e.Type), "_", " "))
@@ -444,6 +451,21 @@ func describeMarker(e session.Event) string {
 		if json.Unmarshal(e.Payload, &m) == nil {
 			detail = fmt.Sprintf("turn #%d stopped by %s (%s)", m.Turn, m.By, m.Source)
 		}
+	case session.TypeApprovalRequested:
+		var m session.ApprovalRequested
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("%s call %s waits for a person: %s", m.Tool, m.CallID, firstLine(m.Summary))
+		}
+	case session.TypeApprovalDecided:
+		var m session.ApprovalDecided
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("call %s %s by %s (%s)", m.CallID, m.Decision, e.Actor.ID, m.Via)
+		}
+	case session.TypeTurnSuspended:
+		var m session.TurnSuspended
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("turn #%d sleeps until call %s is decided (at the latest %s)", m.Turn, m.CallID, m.Until.UTC().Format(time.RFC3339))
+		}
 	case session.TypeStreamStarted:
 		var m session.StreamStarted
 		if json.Unmarshal(e.Payload, &m) == nil {
@@ -459,4 +481,12 @@ func describeMarker(e session.Event) string {
 		b.WriteString(": " + detail)
 	}
 	return b.String()
+}
+
+// firstLine is s's first line, marked when more follows.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
 }

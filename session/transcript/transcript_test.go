@@ -347,3 +347,45 @@ func BenchmarkRender(b *testing.B) {
 		})
 	}
 }
+
+// What people did to the bot's work — approvals and stops — shows in every transcript, not
+// only with --all, with who did it; the bookkeeping around it (turn_suspended) only with --all.
+func TestApprovalsAndStopsAreShown(t *testing.T) {
+	t.Parallel()
+	grace := session.Actor{Kind: session.ActorUser, ID: "U0000002"}
+	b := &builder{t: time.Date(2023, 11, 14, 22, 13, 20, 0, time.UTC)}
+	b.user("1700000000.001200", "@logbook clean up", "<@UB000001> clean up", nil)
+	b.add(session.TypeTurnStarted, sys, session.TurnStarted{Through: 1})
+	b.add(session.TypeAssistantMessage, bot, session.AssistantMessage{ToolCallIDs: []string{"call_1"}, Turn: 2})
+	b.add(session.TypeToolCall, bot, session.ToolCall{CallID: "call_1", Name: "run_command", Input: json.RawMessage(`{"command":"rm -rf build"}`)})
+	b.add(session.TypeApprovalRequested, session.Actor{Kind: session.ActorSystem, ID: "approval"},
+		session.ApprovalRequested{Turn: 2, CallID: "call_1", Tool: "run_command", Summary: "$ rm -rf build", Channel: "C0000001"})
+	b.add(session.TypeTurnSuspended, sys, session.TurnSuspended{Turn: 2, CallID: "call_1", Until: b.t.Add(time.Hour)})
+	b.add(session.TypeApprovalDecided, alice, session.ApprovalDecided{CallID: "call_1", Decision: session.DecisionDenied, Via: "button"})
+	b.add(session.TypeStopRequested, grace, session.StopRequested{Source: "button"})
+	b.add(session.TypeTurnStopped, sys, session.TurnStopped{Turn: 2, By: "U0000002", Source: "button", Request: 8})
+	var out bytes.Buffer
+	if err := transcript.Render(&out, sess, b.evs, transcript.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"approval requested: run_command call call_1 waits for a person: $ rm -rf build",
+		"approval decided: call call_1 denied by U0000001 (button)",
+		"stop requested: by U0000002 (button)",
+		"turn stopped: turn #2 stopped by U0000002 (button)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("transcript lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "turn suspended") {
+		t.Errorf("the conversation view shows turn_suspended:\n%s", out.String())
+	}
+	out.Reset()
+	if err := transcript.Render(&out, sess, b.evs, transcript.Options{All: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "turn suspended: turn #2 sleeps until call call_1 is decided") {
+		t.Errorf("--all lacks turn_suspended:\n%s", out.String())
+	}
+}
