@@ -27,7 +27,7 @@ import (
 
 // modelHarness is a harness whose agent is the real brain, calling a fake Anthropic server
 // through the official SDK, with a real (process) sandbox for its tools.
-func modelHarness(t *testing.T, o harnessOptions) (*harness, *fakeprovider.Server) {
+func modelHarness(t testing.TB, o harnessOptions) (*harness, *fakeprovider.Server) {
 	t.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	model := fakeprovider.NewAnthropic(t, "sk-test")
@@ -57,7 +57,7 @@ func modelHarness(t *testing.T, o harnessOptions) (*harness, *fakeprovider.Serve
 	return newHarness(t, agent, o), model
 }
 
-func askFor(t *testing.T, spec string) bot.ToolApproval {
+func askFor(t testing.TB, spec string) bot.ToolApproval {
 	t.Helper()
 	p, err := bot.ParseToolApproval(spec, brain.ToolNames())
 	if err != nil {

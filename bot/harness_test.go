@@ -105,7 +105,7 @@ func (a *echoAgent) Runs() int {
 }
 
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	emu    *slackemu.Server
 	store  *session.Store
 	dbURL  string
@@ -150,7 +150,7 @@ type harnessOptions struct {
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
 
-func newHarness(t *testing.T, agent bot.Agent, o harnessOptions) *harness {
+func newHarness(t testing.TB, agent bot.Agent, o harnessOptions) *harness {
 	t.Helper()
 	if o.emu.PingInterval == 0 {
 		o.emu.PingInterval = 100 * time.Millisecond

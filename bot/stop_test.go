@@ -93,8 +93,12 @@ func TestStopButtonStopsTheRunningTurn(t *testing.T) {
 			if err := h.events(s.ID, session.TypeTurnCompleted)[0].Decode(&tc); err != nil || tc.Status != bot.StatusStopped {
 				t.Fatalf("turn_completed %+v %v", tc, err)
 			}
-			if got := h.emu.AgentSessionStatuses(general, top.TS); got[len(got)-1] != "active" {
-				t.Fatalf("agent session statuses %v: not set back", got)
+			// The status is set back as the turn's last step, just after turn_completed.
+			if err := h.emu.Wait(h.waitCtx(), func() bool {
+				got := h.emu.AgentSessionStatuses(general, top.TS)
+				return len(got) > 0 && got[len(got)-1] == "active"
+			}); err != nil {
+				t.Fatalf("agent session statuses %v: not set back", h.emu.AgentSessionStatuses(general, top.TS))
 			}
 			h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "ok, just the README then"})
 			msgs = h.replies(general, top.TS, 2)
