@@ -108,6 +108,24 @@
 // to the model at its next call (brain.Turn.Steer), recorded as steered, and the turn's
 // turn_completed covers it.
 //
+// # Approvals
+//
+// RunnerConfig.Approval.Policy (LOGBOOK_TOOL_APPROVAL) says per tool, and per channel, whether
+// a call runs (allow), never runs (deny: the model is told so as the tool's result) or waits
+// for a person (ask). The brain asks the turn before each call (brain.Turn.Approve, approval.go).
+// For ask, the turn appends approval_requested (what will run, the deadline), then posts a
+// Block Kit card with Approve and Deny whose message metadata names the call. A click arrives
+// as a block_actions envelope; the gateway (decide.go) acks it, checks that the clicker may
+// decide (GatewayConfig.Approvers; anyone else gets an ephemeral note), appends
+// approval_decided with the clicker as actor under the call's idempotency key (the first
+// decision wins), updates the card and signals the session. The waiting turn sees the decision
+// on its next read of the log; at the deadline it appends the timeout itself. A turn that waits
+// past the cell's idle timeout, or during a graceful stop, is suspended: turn_suspended, and the
+// cell goes away; migration 00008 keeps the session out of the pending poll until a decision, a
+// stop request, a user message or the deadline. The next cell resumes the open turn: the brain
+// goes on with the round that waited, finding the request in the log and its card in the
+// thread, so no card is ever shown twice.
+//
 // # Thread manners
 //
 // manners.go decides, for each message a turn takes up, whether it is for the bot
