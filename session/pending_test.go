@@ -155,3 +155,54 @@ func TestListenIsInPlaceBeforeTheCatchUp(t *testing.T) {
 		t.Fatal("Listen returned nil")
 	}
 }
+
+// A turn suspended while it waits for a person is no pending work until something can move
+// it on: a decision, a stop request, a user message after the suspension, or its deadline
+// (measured on the database's clock). A malformed deadline reads as "not waiting".
+func TestPendingSkipsSuspendedTurns(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	const week = 7 * 24 * time.Hour
+	suspended := func(until time.Time) session.NewEvent {
+		return session.NewEvent{Type: session.TypeTurnSuspended, Actor: bot1,
+			Payload: session.TurnSuspended{Turn: 2, CallID: "c1", Until: until}}
+	}
+	later := time.Now().Add(time.Hour)
+	for _, tc := range []struct {
+		name string
+		wake session.NewEvent
+	}{
+		{"decision", session.NewEvent{Type: session.TypeApprovalDecided, Actor: session.Actor{Kind: session.ActorUser, ID: "U1"},
+			Payload: session.ApprovalDecided{CallID: "c1", Decision: session.DecisionApproved, Via: "button"}}},
+		{"stop", session.NewEvent{Type: session.TypeStopRequested, Actor: session.Actor{Kind: session.ActorUser, ID: "U1"},
+			Payload: session.StopRequested{Source: "button"}}},
+		{"message", msg("any news?")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openSession(t, st, "1700000001.000"+tc.name)
+			mustAppend(t, st, s.ID, msg("go"), session.NewEvent{Type: session.TypeTurnStarted, Actor: bot1, Payload: session.TurnStarted{Through: 1}})
+			mustPending(t, st, "me", week, s.ID)
+			mustAppend(t, st, s.ID, suspended(later))
+			mustPending(t, st, "me", week)
+			mustAppend(t, st, s.ID, tc.wake)
+			mustPending(t, st, "me", week, s.ID)
+			// Suspended again (after the message, say): asleep again.
+			mustAppend(t, st, s.ID, suspended(later))
+			mustPending(t, st, "me", week)
+			mustAppend(t, st, s.ID, turnCompleted(10))
+			mustPending(t, st, "me", week)
+		})
+	}
+	t.Run("deadline", func(t *testing.T) {
+		s := openSession(t, st, "1700000002.000100")
+		mustAppend(t, st, s.ID, msg("go"), suspended(time.Now().Add(-time.Second)))
+		mustPending(t, st, "me", week, s.ID)
+		mustAppend(t, st, s.ID, turnCompleted(10))
+	})
+	t.Run("malformed deadline", func(t *testing.T) {
+		s := openSession(t, st, "1700000002.000200")
+		mustAppend(t, st, s.ID, msg("go"), session.NewEvent{Type: session.TypeTurnSuspended, Actor: bot1,
+			Payload: map[string]any{"turn": 2, "until": "next tuesday"}})
+		mustPending(t, st, "me", week, s.ID)
+	})
+}
