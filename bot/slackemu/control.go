@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -30,6 +31,9 @@ const maxControlWait = 5 * time.Minute
 //	POST /_emu/method_fault    MethodFault
 //	POST /_emu/delivery_fault  {"kind","delay_ms","event_type","times"}
 //	POST /_emu/rate_limit      {"method","burst","every_ms","per_channel"}
+//	POST /_emu/download_fault  {"file_id","status","times"}          (status 0 breaks the transfer half way)
+//	POST /_emu/delete_file     {"file_id"}
+//	GET  /_emu/file?id=                                              → {"file","content" (base64),"url","downloads","download_attempts"}
 //	POST /_emu/clear_faults    {}
 //	POST /_emu/fire_retries    {}                                    → {"fired":n}
 func (s *Server) registerControl(mux *http.ServeMux) {
@@ -104,8 +108,8 @@ func (s *Server) registerControl(mux *http.ServeMux) {
 	})
 	post("method_fault", func() any { return &MethodFault{} }, func(v any) (any, error) {
 		f := v.(*MethodFault)
-		if f.Method == "" || (f.Error == "" && f.Status == 0) {
-			return nil, errBadRequest("method and error or status are required")
+		if f.Method == "" || (f.Error == "" && f.Status == 0 && !f.Drop) {
+			return nil, errBadRequest("method and error, status or drop are required")
 		}
 		s.InjectMethodFault(*f)
 		return ok, nil
@@ -139,6 +143,19 @@ func (s *Server) registerControl(mux *http.ServeMux) {
 		}
 		s.SetRateLimit(l.Method, RateLimit{Burst: l.Burst, Every: time.Duration(l.EveryMS) * time.Millisecond, PerChannel: l.PerChannel})
 		return ok, nil
+	})
+	type fileRef struct {
+		FileID string `json:"file_id"`
+		Status int    `json:"status"`
+		Times  int    `json:"times"`
+	}
+	post("download_fault", func() any { return &fileRef{} }, func(v any) (any, error) {
+		f := v.(*fileRef)
+		s.InjectDownloadFault(f.FileID, f.Status, f.Times)
+		return ok, nil
+	})
+	post("delete_file", func() any { return &fileRef{} }, func(v any) (any, error) {
+		return ok, s.DeleteFile(v.(*fileRef).FileID)
 	})
 	post("clear_faults", func() any { return nil }, func(any) (any, error) {
 		s.ClearFaults()
@@ -174,6 +191,17 @@ func (s *Server) registerControl(mux *http.ServeMux) {
 	})
 	get("ephemerals", func(*http.Request) (any, error) {
 		return map[string]any{"ok": true, "ephemerals": s.Ephemerals()}, nil
+	})
+	get("file", func(r *http.Request) (any, error) {
+		id := r.URL.Query().Get("id")
+		f, found := s.UploadedFile(id)
+		if !found {
+			return nil, fmt.Errorf("file %s: %w", id, ErrNotFound)
+		}
+		return map[string]any{
+			"ok": true, "file": f, "content": f.Content, "url": s.FileURL(id),
+			"downloads": s.Downloads(id), "download_attempts": s.DownloadAttempts(id),
+		}, nil
 	})
 	get("calls", func(r *http.Request) (any, error) {
 		m := r.URL.Query().Get("method")

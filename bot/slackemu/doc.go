@@ -16,9 +16,10 @@
 // C0000002 (private), C0000003 (public, bot not a member), C0000004 (archived),
 // DM D0000001, and the subscriptions app_mention + message.channels +
 // agent_session_stopped.
-// With Options.StateFile the workspace (users, channels, messages and threads)
-// is loaded from that file on Start and saved to it, atomically, on every
-// change, so a restarted emulator (`logbook dev`) accepts replies in old threads.
+// With Options.StateFile the workspace (users, channels, messages and threads, files
+// and their bytes) is loaded from that file on Start and saved to it, atomically, on
+// every change, so a restarted emulator (`logbook dev`) accepts replies in old threads
+// and still serves old files.
 //
 // # Emulated, each exercised by this package's tests
 //
@@ -97,8 +98,44 @@
 // buckets per method, optionally per channel (Options.RateLimits,
 // SetRateLimit), answered with HTTP 429, Retry-After in whole seconds and
 // error ratelimited, which slack-go turns into *slack.RateLimitedError.
-// InjectMethodFault makes a method answer a Slack error code or an HTTP status,
-// optionally after really performing the call (an ambiguous failure).
+// InjectMethodFault makes a method answer a Slack error code or an HTTP status, or
+// close the connection without an answer (Drop), optionally after really performing
+// the call (an ambiguous failure).
+//
+// Files (a File is metadata plus Content; Post.Files and ShareFile store them, Size
+// defaulting to len(Content), Mimetype and Filetype inferred when empty):
+//   - Downloads: a file object's url_private is URL()+"/files-pri/{team}-{file}/{name}"
+//     and url_private_download ".../files-pri/{team}-{file}/download/{name}", on the
+//     emulator's host, so slack-go's GetFile sends the token there. GET with
+//     "Authorization: Bearer <bot token>" answers 200 with the bytes and the file's
+//     Content-Type (Content-Disposition attachment for the download URL); no or another
+//     token, or a file outside the bot's conversations, 403 (Options.FileAuthRedirect: a
+//     302 to a sign-in page instead, as files.slack.com does); an unknown, deleted or
+//     uncompleted file 404. Downloads and DownloadAttempts count them per file;
+//     InjectDownloadFault answers a status (or breaks the transfer half way) a number
+//     of times.
+//   - Uploads: files.getUploadURLExternal (filename and length > 0 required, else
+//     invalid_arguments; alt_txt over 1,000 characters alt_txt_too_large; snippet_type)
+//     answers upload_url URL()+"/upload/v1/{token}" and a new file_id. A POST there takes
+//     the bytes raw or multipart (the first file part: slack-go's UploadToURL sends field
+//     "file", curl -F filename=@… field "filename") and answers 200 "OK - <bytes>"; 404
+//     once the file is completed or deleted. files.completeUploadExternal (files
+//     [{"id","title"}], channel_id and/or channels, user ids meaning their DM with the
+//     bot, thread_ts, initial_comment, blocks) posts, per conversation, one bot message
+//     (user, bot_id, app_id, bot_profile, subtype file_share, upload false, the files)
+//     and fires its `message` event like chat.postMessage; it answers {"ok":true,"files":
+//     [file objects]}. Without a channel the file stays private (unshared). An id not
+//     reserved by the app or whose bytes never arrived answers file_not_found; channel
+//     errors are chat.postMessage's (channel_not_found, not_in_channel, is_archived).
+//     Completing a file again shares it again, so exactly-once needs a files.info check.
+//   - files.info (file): the full file object with channels, groups, ims and shares
+//     {"public"|"private":{"C…":[{ts, thread_ts (for a thread reply), channel_name,
+//     team_id, share_user_id, reply_count, reply_users, reply_users_count,
+//     latest_reply}]}}, as slack-go's File.Shares decodes them; file_not_found for an
+//     unknown file, an upload not completed, or a file outside the bot's conversations;
+//     file_deleted once deleted. files.delete (file): the app's own files
+//     (cant_delete_file for others', file_deleted, file_not_found). A deleted file shows
+//     as {"id","mode":"tombstone"} in the messages that carried it.
 //
 // Streaming (chat.startStream, chat.appendStream, chat.stopStream; a Stream per message):
 //   - chat.startStream (channel, thread_ts, markdown_text, chunks, recipient_user_id,
@@ -137,7 +174,8 @@
 // # Driving it
 //
 // From Go: Post (user, channel, thread, broadcast, blocks, files, bot posts),
-// Edit, Delete, ShareFile, Join, SlashCommand, PublishEvent; Thread, History,
+// Edit, Delete, ShareFile, DeleteFile, Join, SlashCommand, PublishEvent; UploadedFile,
+// FileURL, Downloads, DownloadAttempts, InjectDownloadFault; Thread, History,
 // Message, BotReplies, WaitForReply, WaitForReplies, Wait(ctx, cond); Acks,
 // WaitForAck, Deliveries, DeliveryState, BadFrames; InjectDeliveryFault,
 // InjectMethodFault, SetRateLimit, ClearFaults, FireRetries; Connections,
@@ -169,6 +207,9 @@
 //	POST /_emu/method_fault    MethodFault
 //	POST /_emu/delivery_fault  {"kind","delay_ms","event_type","times"}
 //	POST /_emu/rate_limit      {"method","burst","every_ms","per_channel"}
+//	POST /_emu/download_fault  {"file_id","status","times"}          (status 0 breaks the transfer)
+//	POST /_emu/delete_file     {"file_id"}
+//	GET  /_emu/file?id=                                              → {"file","content" (base64),"url","downloads","download_attempts"}
 //	POST /_emu/clear_faults, /_emu/fire_retries
 //
 // # Not emulated (or only approximately)
@@ -198,7 +239,17 @@
 //   - chat.update's 4,000-character limit follows its docs page; the unthreaded
 //     post for a bad thread_ts and the response_url 404 after five uses are
 //     choices, not verified against Slack.
-//   - Interactive payloads, modals, views, files upload API, chat.scheduleMessage,
-//     pins, bookmarks, users.list, conversations.members and every method not
-//     listed above (answered with unknown_method).
+//   - Files: Slack processes uploads asynchronously (the share message may appear a
+//     moment after files.completeUploadExternal returns); the emulator shares at once.
+//     The declared length is not checked against the bytes (Size is what arrived).
+//     Thumbnails, previews, file comments, files.list, files.upload (sunset), remote
+//     files, public URLs and file_shared/file_created/file_deleted events are not
+//     emulated; a deletion fires no message_changed. Choices, not verified against
+//     Slack: a second completion sharing again (its docs page says the method "can only
+//     be called once" without saying what happens next), file_not_found for an
+//     incomplete upload, 404 for an upload URL after completion, the filetype and
+//     pretty_type names, and upload false on the app's own file shares.
+//   - Interactive payloads, modals, views, chat.scheduleMessage, pins, bookmarks,
+//     users.list, conversations.members and every method not listed above (answered
+//     with unknown_method).
 package slackemu

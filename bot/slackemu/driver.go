@@ -30,7 +30,11 @@ type Post struct {
 	// Broadcast also shows a thread reply in the channel (subtype thread_broadcast).
 	Broadcast bool            `json:"broadcast"`
 	Blocks    json.RawMessage `json:"blocks,omitempty"`
-	// Files makes the post a file share (subtype file_share); empty IDs are assigned.
+	// Files makes the post a file share (subtype file_share). A file whose ID names a stored
+	// file shares that file again (Content, if set, replaces its bytes); any other is stored
+	// as a new file uploaded by User (an empty ID is assigned, Size defaults to len(Content),
+	// empty Mimetype and Filetype are inferred from Name and Content), so the bot can
+	// download it from its url_private with the bot token.
 	Files []File `json:"files,omitempty"`
 	// BotMessage posts as a legacy integration: subtype bot_message, the user's
 	// bot_id and username, no user field.
@@ -73,14 +77,16 @@ func (s *Server) Post(p Post) (Posted, error) {
 			m.Subtype = "thread_broadcast"
 		}
 	}
+	for _, f := range p.Files {
+		if fs := s.files[f.ID]; fs != nil && f.ID != "" && fs.deleted {
+			return Posted{}, fmt.Errorf("share file %s in %s: deleted: %w", f.ID, ch.ID, ErrNotFound)
+		}
+	}
 	if len(p.Files) > 0 {
 		m.Subtype = "file_share"
+		created := time.Now().Unix()
 		for _, f := range p.Files {
-			if f.ID == "" {
-				s.fileSeq++
-				f.ID = fmt.Sprintf("F%09d", s.fileSeq)
-			}
-			m.Files = append(m.Files, f)
+			m.Files = append(m.Files, s.sharedFileLocked(f, user, created).meta())
 		}
 	}
 	s.insertLocked(ch, m)
@@ -89,7 +95,8 @@ func (s *Server) Post(p Post) (Posted, error) {
 	return Posted{Channel: ch.ID, TS: m.TS, EventIDs: ids}, nil
 }
 
-// ShareFile posts f in channel (in thread threadTS if set) by user, with text.
+// ShareFile posts f in channel (in thread threadTS if set) by user, with text; f is stored as
+// Post.Files describes (set f.Content to make it downloadable).
 func (s *Server) ShareFile(channel, user, threadTS, text string, f File) (Posted, error) {
 	return s.Post(Post{Channel: channel, User: user, ThreadTS: threadTS, Text: text, Files: []File{f}})
 }

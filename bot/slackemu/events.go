@@ -56,7 +56,7 @@ func (s *Server) appMentionEvent(ch *channelState, m *Message) map[string]any {
 	}
 	if len(m.Files) > 0 {
 		ev["files"] = s.renderFiles(m)
-		ev["upload"] = true
+		ev["upload"] = m.BotID == "" || m.BotID != s.opts.BotID
 	}
 	if m.Edited != nil {
 		ev["edited"] = map[string]any{"user": m.Edited.User, "ts": m.Edited.TS}

@@ -21,6 +21,10 @@ type MethodFault struct {
 	// ApplyFirst runs the method for real before answering with the fault: an
 	// ambiguous failure (the message is posted, the client sees an error).
 	ApplyFirst bool `json:"apply_first"`
+	// Drop closes the connection without an answer instead (Error and Status are then
+	// ignored): the client sees a transport error such as EOF. With ApplyFirst the call is
+	// performed first, e.g. files.completeUploadExternal shares the file, then the answer is lost.
+	Drop bool `json:"drop"`
 }
 
 // InjectMethodFault makes the next matching Web API calls fail as f describes.
@@ -37,11 +41,11 @@ func (s *Server) InjectDeliveryFault(f DeliveryFault) {
 	s.dfaults = append(s.dfaults, &f)
 }
 
-// ClearFaults removes every injected method and delivery fault.
+// ClearFaults removes every injected method, delivery and download fault.
 func (s *Server) ClearFaults() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mfaults, s.dfaults = nil, nil
+	s.mfaults, s.dfaults, s.dlfaults = nil, nil, nil
 }
 
 // SetRateLimit sets method's limit; a zero RateLimit removes it.

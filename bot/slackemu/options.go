@@ -77,16 +77,22 @@ type Options struct {
 	// first. Default 100,000 — bounded memory for load tests and `logbook dev`.
 	RecordLimit int
 	// StateFile, when set, keeps the workspace across restarts in this file: users, channels
-	// and their members, and every message (threads, edits, reactions, files, metadata), with
-	// the counters behind ts values and ids. Start loads it when it exists (it then replaces
+	// and their members, every message (threads, edits, reactions, files, metadata), every file
+	// with its content (base64; pending uploads included) and the counters behind ts values
+	// and ids. Start loads it when it exists (it then replaces
 	// Users and Channels) and fails when it cannot be read or written; every change is saved
 	// before the call that made it returns, atomically (a temporary file in the same
 	// directory, synced, renamed over the old one). Deliveries, acks, ephemerals, response
-	// URLs, faults and rate limits are not kept. Default "": the workspace lives in memory only.
+	// URLs, download counts, faults and rate limits are not kept. Default "": the workspace
+	// lives in memory only.
 	StateFile string
 	// RepliesForbidden makes conversations.replies answer missing_scope for channel threads,
 	// as Slack's docs page claims it does for bot tokens.
 	RepliesForbidden bool
+	// FileAuthRedirect makes a file download without the bot token (or of a file the bot cannot
+	// see) redirect to an HTML sign-in page (/signin?redir=<path>), as files.slack.com does,
+	// instead of answering 403; slack-go's GetFile reports that redirect as an error.
+	FileAuthRedirect bool
 
 	// Streaming messages (chat.startStream, chat.appendStream, chat.stopStream).
 
@@ -195,6 +201,11 @@ func SlackRateLimits() map[string]RateLimit {
 		"chat.startStream":  tier(20),
 		"chat.appendStream": {Burst: 10, Every: time.Minute / 100, PerChannel: true},
 		"chat.stopStream":   tier(20),
+		// Files: the upload methods and files.info are Tier 4, files.delete Tier 3.
+		"files.getUploadURLExternal":   tier(100),
+		"files.completeUploadExternal": tier(100),
+		"files.info":                   tier(100),
+		"files.delete":                 tier(50),
 	}
 }
 

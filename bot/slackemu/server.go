@@ -17,8 +17,8 @@ import (
 var ErrClosed = errors.New("slackemu: server closed")
 
 // Server is a running emulated Slack workspace: the Web API under /api/, Socket Mode
-// WebSockets under /link/, slash-command response URLs under /commands/ and the
-// JSON control surface under /_emu/. Create it with Start; stop it with Close.
+// WebSockets under /link/, slash-command response URLs under /commands/, file downloads
+// under /files-pri/, upload URLs under /upload/v1/ and the JSON control surface under /_emu/. Create it with Start; stop it with Close.
 // All methods are safe for concurrent use.
 type Server struct {
 	opts Options
@@ -78,6 +78,15 @@ type Server struct {
 	streamOrder []string
 	slashSeq    int
 	responses   map[string]*responseURL
+
+	// files: the store (by id, fileOrder in creation order), upload URL tokens → file ids,
+	// served downloads and download attempts per file id, and injected download faults.
+	files      map[string]*fileState
+	fileOrder  []string
+	uploads    map[string]string
+	downloads  map[string]int
+	dlAttempts map[string]int
+	dlfaults   []*downloadFault
 }
 
 // Start listens on opts.Addr and serves the emulator until Close.
@@ -108,6 +117,8 @@ func Start(opts Options) (*Server, error) {
 		agentHistory: map[string][]string{}, loadingMessages: map[string][]string{},
 		streams:   map[string]*streamState{},
 		responses: map[string]*responseURL{},
+		files:     map[string]*fileState{}, uploads: map[string]string{},
+		downloads: map[string]int{}, dlAttempts: map[string]int{},
 	}
 	s.users[opts.BotUserID] = &User{ID: opts.BotUserID, Name: opts.BotName, RealName: opts.BotName, IsBot: true, BotID: opts.BotID, TZ: "UTC"}
 	for _, u := range opts.Users {
@@ -138,6 +149,9 @@ func Start(opts Options) (*Server, error) {
 	mux.HandleFunc("/api/", s.handleAPI)
 	mux.HandleFunc("/link/", s.handleSocket)
 	mux.HandleFunc("/commands/", s.handleResponseURL)
+	mux.HandleFunc("/files-pri/", s.handleFileDownload)
+	mux.HandleFunc("/upload/v1/", s.handleUpload)
+	mux.HandleFunc("/signin", s.handleSignin)
 	s.registerControl(mux)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	s.wg.Go(func() {

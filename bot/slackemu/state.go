@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -14,9 +15,10 @@ import (
 const stateVersion = 1
 
 // state is the part of a Server that Options.StateFile keeps: what the emulator needs to
-// accept a reply in an old thread and answer conversations.replies, history and users.info
-// for it after a restart. Deliveries, acks, ephemerals, response URLs, faults and rate
-// limits are not kept: they belong to a connection, not to the workspace.
+// accept a reply in an old thread and answer conversations.replies, history, users.info,
+// files.info and file downloads for it after a restart. Deliveries, acks, ephemerals,
+// response URLs, download counts, faults and rate limits are not kept: they belong to a
+// connection, not to the workspace.
 type state struct {
 	Version      int            `json:"version"`
 	Team         string         `json:"team"`
@@ -27,6 +29,24 @@ type state struct {
 	FileSeq      int            `json:"file_seq"`
 	ClientMsgSeq int            `json:"client_msg_seq"`
 	SlashSeq     int            `json:"slash_seq"`
+	// Files holds every file with its content; absent from files written before files were kept.
+	Files []fileSaved `json:"files,omitempty"`
+}
+
+// fileSaved is a stored file as Options.StateFile keeps it.
+type fileSaved struct {
+	File
+	// Data is File.Content (which JSON skips), base64-encoded.
+	Data        []byte `json:"content,omitempty"`
+	User        string `json:"user"`
+	Created     int64  `json:"created"`
+	Deleted     bool   `json:"deleted,omitempty"`
+	AltTxt      string `json:"alt_txt,omitempty"`
+	SnippetType string `json:"snippet_type,omitempty"`
+	UploadToken string `json:"upload_token,omitempty"`
+	Length      int    `json:"length,omitempty"`
+	Received    bool   `json:"received,omitempty"`
+	Completed   bool   `json:"completed,omitempty"`
 }
 
 type channelSaved struct {
@@ -51,6 +71,14 @@ func (s *Server) snapshotLocked() state {
 			c.Messages = append(c.Messages, m.clone())
 		}
 		st.Channels = append(st.Channels, c)
+	}
+	for _, id := range s.fileOrder {
+		f := s.files[id]
+		st.Files = append(st.Files, fileSaved{
+			File: f.meta(), Data: f.Content, User: f.user, Created: f.created, Deleted: f.deleted,
+			AltTxt: f.altTxt, SnippetType: f.snippetType, UploadToken: f.uploadToken, Length: f.length,
+			Received: f.received, Completed: f.completed,
+		})
 	}
 	return st
 }
@@ -93,6 +121,28 @@ func (s *Server) loadState(path string) error {
 			m.Streaming = false // streams end with the emulator that served them
 			ch.msgs = append(ch.msgs, &m)
 			ch.byTS[m.TS] = &m
+		}
+	}
+	s.files, s.fileOrder, s.uploads = map[string]*fileState{}, nil, map[string]string{}
+	for _, f := range st.Files {
+		file := f.File
+		file.Content = f.Data
+		s.addFileLocked(&fileState{
+			File: file, user: f.User, created: f.Created, deleted: f.Deleted, altTxt: f.AltTxt,
+			snippetType: f.SnippetType, uploadToken: f.UploadToken, length: f.Length,
+			received: f.Received, completed: f.Completed,
+		})
+	}
+	// Files of messages saved before files were kept: their metadata, without content.
+	for _, c := range st.Channels {
+		for _, m := range c.Messages {
+			for _, f := range m.Files {
+				if _, ok := s.files[f.ID]; !ok && f.ID != "" {
+					sec, _, _ := strings.Cut(m.TS, ".")
+					created, _ := strconv.ParseInt(sec, 10, 64)
+					s.addFileLocked(&fileState{File: f, user: m.User, created: created})
+				}
+			}
 		}
 	}
 	s.lastMicro, s.eventSeq, s.fileSeq, s.clientMsgSeq, s.slashSeq = st.LastMicro, st.EventSeq, st.FileSeq, st.ClientMsgSeq, st.SlashSeq

@@ -98,18 +98,24 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 		token = bearer
 	}
 	params.Del("token")
-	status, retryAfter, body := s.callAPI(r, method, token, params)
+	status, retryAfter, body, drop := s.callAPI(r, method, token, params)
+	if drop {
+		dropConnection(w)
+		return
+	}
 	if retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	}
 	writeJSON(w, status, body)
 }
 
-func (s *Server) callAPI(r *http.Request, method, token string, params url.Values) (status, retryAfter int, body map[string]any) {
+// callAPI performs method; drop means the connection is to be closed without an answer
+// (MethodFault.Drop).
+func (s *Server) callAPI(r *http.Request, method, token string, params url.Values) (status, retryAfter int, body map[string]any, drop bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return http.StatusServiceUnavailable, 0, fail("service_unavailable")
+		return http.StatusServiceUnavailable, 0, fail("service_unavailable"), false
 	}
 	s.calls[method]++
 	s.requests = capped(append(s.requests, Request{Method: method, Params: maps.Clone(params), At: time.Now()}), s.opts.RecordLimit)
@@ -117,23 +123,23 @@ func (s *Server) callAPI(r *http.Request, method, token string, params url.Value
 
 	h := s.handler(method)
 	if h == nil {
-		return http.StatusOK, 0, fail("unknown_method")
+		return http.StatusOK, 0, fail("unknown_method"), false
 	}
 	if code := s.checkToken(method, token); code != "" {
-		return http.StatusOK, 0, fail(code)
+		return http.StatusOK, 0, fail(code), false
 	}
 	f := s.takeMethodFaultLocked(method)
 	if f != nil && !f.ApplyFirst {
 		return faultResponse(f)
 	}
 	if wait := s.rateLimitLocked(method, cmpOr(params.Get("channel"), params.Get("channel_id")), time.Now()); wait > 0 {
-		return http.StatusTooManyRequests, wait, fail("ratelimited")
+		return http.StatusTooManyRequests, wait, fail("ratelimited"), false
 	}
 	body = h(r, params)
 	if f != nil {
 		return faultResponse(f)
 	}
-	return http.StatusOK, 0, body
+	return http.StatusOK, 0, body, false
 }
 
 func cmpOr(a, b string) string {
@@ -143,14 +149,16 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-func faultResponse(f *MethodFault) (int, int, map[string]any) {
-	switch f.Status {
-	case 0, http.StatusOK:
-		return http.StatusOK, 0, fail(f.Error)
-	case http.StatusTooManyRequests:
-		return f.Status, max(1, f.RetryAfter), fail("ratelimited")
+func faultResponse(f *MethodFault) (int, int, map[string]any, bool) {
+	switch {
+	case f.Drop:
+		return 0, 0, nil, true
+	case f.Status == 0 || f.Status == http.StatusOK:
+		return http.StatusOK, 0, fail(f.Error), false
+	case f.Status == http.StatusTooManyRequests:
+		return f.Status, max(1, f.RetryAfter), fail("ratelimited"), false
 	default:
-		return f.Status, 0, fail(cmpOr(f.Error, "internal_error"))
+		return f.Status, 0, fail(cmpOr(f.Error, "internal_error")), false
 	}
 }
 
@@ -214,6 +222,14 @@ func (s *Server) handler(method string) apiHandler {
 		return s.agentSessionSetStatus
 	case "agents.sessions.rename":
 		return s.agentSessionRename
+	case "files.getUploadURLExternal":
+		return s.filesGetUploadURLExternal
+	case "files.completeUploadExternal":
+		return s.filesCompleteUploadExternal
+	case "files.info":
+		return s.filesInfo
+	case "files.delete":
+		return s.filesDelete
 	}
 	return nil
 }

@@ -41,14 +41,19 @@ type Edited struct {
 	TS   string `json:"ts"`
 }
 
-// File is a shared file's metadata (no content is stored).
+// File is a file of the workspace: its metadata and, where the driver or an upload gave
+// them, its bytes, which the emulator serves at the file's url_private and
+// url_private_download (see Server.FileURL). Messages carry the metadata only.
 type File struct {
 	ID       string `json:"id"`
 	Name     string `json:"name"`
 	Title    string `json:"title"`
 	Mimetype string `json:"mimetype"`
 	Filetype string `json:"filetype"`
-	Size     int    `json:"size"`
+	// Size defaults to len(Content) when 0.
+	Size int `json:"size"`
+	// Content is the file's bytes (Options.StateFile keeps them with the file, not in messages).
+	Content []byte `json:"-"`
 }
 
 func (m *Message) clone() Message {
@@ -215,7 +220,9 @@ func (s *Server) renderMessage(m *Message, withMetadata bool) map[string]any {
 	}
 	if len(m.Files) > 0 {
 		out["files"] = s.renderFiles(m)
-		out["upload"] = true
+		// A person's upload carries upload true; the app's own (files.completeUploadExternal) false.
+		out["upload"] = m.BotID == "" || m.BotID != s.opts.BotID
+		out["display_as_bot"] = false
 	}
 	if m.Edited != nil {
 		out["edited"] = map[string]any{"user": m.Edited.User, "ts": m.Edited.TS}
@@ -245,20 +252,19 @@ func (s *Server) renderMessage(m *Message, withMetadata bool) map[string]any {
 	return out
 }
 
+// renderFiles is m's files[]: each file as it is now (a tombstone once deleted).
 func (s *Server) renderFiles(m *Message) []map[string]any {
 	out := make([]map[string]any, 0, len(m.Files))
-	sec, _, _ := strings.Cut(m.TS, ".")
-	var created int64
-	fmt.Sscan(sec, &created)
 	for _, f := range m.Files {
-		out = append(out, map[string]any{
-			"id": f.ID, "created": created, "timestamp": created, "name": f.Name, "title": f.Title,
-			"mimetype": f.Mimetype, "filetype": f.Filetype, "pretty_type": f.Filetype, "user": m.User,
-			"size": f.Size, "mode": "hosted", "is_external": false, "is_public": true,
-			"url_private":          "https://files.slack.com/files-pri/" + s.opts.TeamID + "-" + f.ID + "/" + f.Name,
-			"url_private_download": "https://files.slack.com/files-pri/" + s.opts.TeamID + "-" + f.ID + "/download/" + f.Name,
-			"permalink":            "https://" + s.opts.TeamDomain + ".slack.com/files/" + m.User + "/" + f.ID + "/" + f.Name,
-		})
+		fs := s.files[f.ID]
+		if fs == nil {
+			// Not in the file store (a state file written before files were kept): its metadata.
+			sec, _, _ := strings.Cut(m.TS, ".")
+			var created int64
+			fmt.Sscan(sec, &created)
+			fs = &fileState{File: f, user: m.User, created: created}
+		}
+		out = append(out, s.renderFileLocked(fs, false))
 	}
 	return out
 }
