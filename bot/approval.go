@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pmezard/go-difflib/difflib"
 	"github.com/slack-go/slack"
@@ -89,6 +91,18 @@ func (p ToolApproval) For(channel, tool string) string {
 		}
 	}
 	return ApprovalAllow
+}
+
+// Restricts reports whether any tool in any channel is not simply allowed.
+func (p ToolApproval) Restricts() bool {
+	for _, tools := range p.rules {
+		for _, m := range tools {
+			if m != ApprovalAllow {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Asks reports whether any tool in any channel needs a person's approval.
@@ -191,6 +205,9 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 	case ApprovalDeny:
 		return brain.Decision{Result: fmt.Sprintf("%s is not allowed in this channel by the deployment's policy (LOGBOOK_TOOL_APPROVAL); the call did not run. Say what you would have done instead.", use.Name)}, nil
 	}
+	if t.live != nil {
+		t.live.Status("waiting for approval")
+	}
 	req, card, err := t.requestApproval(ctx, use)
 	if err != nil {
 		return brain.Decision{}, err
@@ -269,8 +286,14 @@ func (t *turn) suspend(ctx context.Context, req session.ApprovalRequested) error
 	if t.live != nil {
 		evs = t.live.stopWith(ctx, "_Waiting for approval…_")
 	}
+	// Seen: a message the cell has not read by now wakes the session again, as do a decision
+	// or a stop appended meanwhile (the trigger looks).
+	var seen int64
+	if last := selectEvents(t.cell.flog.snapshot(), session.Range{Types: []session.Type{session.TypeUserMessage}, Desc: true, Limit: 1}); len(last) == 1 {
+		seen = last[0].Seq
+	}
 	evs = append(evs, session.NewEvent{Type: session.TypeTurnSuspended, Actor: cellActor,
-		Payload: session.TurnSuspended{Turn: t.state.turnSeq, CallID: req.CallID, Until: req.ExpiresAt}})
+		Payload: session.TurnSuspended{Turn: t.state.turnSeq, CallID: req.CallID, Until: req.ExpiresAt, Seen: seen}})
 	if _, err := t.cell.flog.Append(ctx, evs...); err != nil {
 		return err
 	}
@@ -278,11 +301,13 @@ func (t *turn) suspend(ctx context.Context, req session.ApprovalRequested) error
 	return errSuspended
 }
 
-// cancelApprovals closes the open approval cards of a stopped turn: nobody can decide them any
-// more. Best-effort for the cards; the decisions are in the log.
-func (t *turn) cancelApprovals(ctx context.Context, by string) []session.NewEvent {
+// cancelApprovals returns the decisions that close the open approval requests of a stopped
+// turn (nobody can decide them any more), and a func that shows them on their cards, to call
+// once they are stored: a card never says more than the log.
+func (t *turn) cancelApprovals(ctx context.Context, by string) ([]session.NewEvent, func(stored []session.Event)) {
 	c, d := t.cell, t.cell.deps
 	var evs []session.NewEvent
+	var reqs []session.ApprovalRequested
 	snap := c.flog.snapshot()
 	for _, e := range selectEvents(snap, session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypeApprovalRequested}}) {
 		var req session.ApprovalRequested
@@ -292,19 +317,25 @@ func (t *turn) cancelApprovals(ctx context.Context, by string) []session.NewEven
 		if _, ok := approvalDecision(snap, req.CallID); ok {
 			continue
 		}
-		p := session.ApprovalDecided{CallID: req.CallID, Decision: session.DecisionCanceled, Via: "stop"}
-		ev := session.NewEvent{Type: session.TypeApprovalDecided, Actor: session.Actor{Kind: session.ActorUser, ID: by},
-			IdempotencyKey: session.ApprovalKey(req.CallID), Payload: p}
-		evs = append(evs, ev)
-		d.metrics.approvals.WithLabelValues(session.DecisionCanceled).Inc()
-		card, err := d.deliver.findCard(ctx, req.Channel, c.sess.Key.ThreadTS, req.CallID)
-		if err != nil || card == "" {
-			continue
-		}
-		raw, _ := json.Marshal(p)
-		d.deliver.showDecision(ctx, req, card, session.Event{Type: ev.Type, Actor: ev.Actor, CreatedAt: d.clock.Now(), Payload: raw})
+		reqs = append(reqs, req)
+		evs = append(evs, session.NewEvent{Type: session.TypeApprovalDecided, Actor: session.Actor{Kind: session.ActorUser, ID: by},
+			IdempotencyKey: session.ApprovalKey(req.CallID),
+			Payload:        session.ApprovalDecided{CallID: req.CallID, Decision: session.DecisionCanceled, Via: "stop"}})
 	}
-	return evs
+	return evs, func(stored []session.Event) {
+		for _, req := range reqs {
+			dec, ok := approvalDecision(stored, req.CallID)
+			if !ok {
+				continue
+			}
+			if !dec.Duplicate {
+				d.metrics.approvals.WithLabelValues(session.DecisionCanceled).Inc()
+			}
+			if card, err := d.deliver.findCard(ctx, req.Channel, c.sess.Key.ThreadTS, req.CallID); err == nil && card != "" {
+				d.deliver.showDecision(ctx, req, card, dec)
+			}
+		}
+	}
 }
 
 // approvalRequest finds the request for call in evs (any selection of the log, oldest first).
@@ -335,7 +366,7 @@ func decisionFor(e session.Event, req session.ApprovalRequested) brain.Decision 
 	_ = e.Decode(&p)
 	switch p.Decision {
 	case session.DecisionApproved:
-		return brain.Decision{Allow: true}
+		return brain.Decision{Allow: true, Asked: true}
 	case session.DecisionTimeout:
 		return brain.Decision{Result: fmt.Sprintf("Nobody approved this %s call within the approval timeout, so it did not run (a timeout counts as a denial). Say what you would have done.", req.Tool)}
 	case session.DecisionCanceled:
@@ -362,19 +393,7 @@ func (t *turn) approvalSummary(ctx context.Context, use brain.ToolUse) string {
 	case brain.ToolRunCommand:
 		return "$ " + in.Command
 	case brain.ToolWriteFile:
-		var old string
-		if t.cell.hands != nil && in.Path != "" {
-			if b, err := t.cell.hands.ReadFile(ctx, in.Path); err == nil {
-				old = string(b)
-			}
-		}
-		diff, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-			A: lines(old), B: lines(derefOr(in.Content)),
-			FromFile: "a/" + in.Path, ToFile: "b/" + in.Path, Context: 3})
-		if old == "" {
-			diff = strings.Replace(diff, "--- a/"+in.Path, "--- /dev/null", 1)
-		}
-		return "write " + in.Path + "\n" + cmp.Or(diff, "(no change)")
+		return "write " + in.Path + "\n" + t.writeDiff(ctx, in.Path, derefOr(in.Content))
 	case brain.ToolReadFile:
 		return "read " + in.Path
 	case brain.ToolSearchSessions:
@@ -383,15 +402,62 @@ func (t *turn) approvalSummary(ctx context.Context, use brain.ToolUse) string {
 	return string(use.Input)
 }
 
-// lines splits s after each newline, for the diff; a last line without one gets it.
+// maxDiffInput bounds the files a card diffs (difflib is quadratic at worst); larger writes
+// show their size and the new content's beginning.
+const maxDiffInput = 64 << 10
+
+// writeDiff shows a write of content to path: a unified diff against the file as the sandbox
+// has it. The current file is read only where read_file would be allowed without asking, as
+// the card shows it in the channel before anyone approves.
+func (t *turn) writeDiff(ctx context.Context, path, content string) string {
+	c := t.cell
+	readable := c.deps.cfg.Approval.Policy.For(c.sess.Key.Channel, brain.ToolReadFile) == ApprovalAllow
+	old, from := "", "/dev/null"
+	switch {
+	case !readable:
+		return fmt.Sprintf("(the current file is not shown: read_file is not allowed here without approval)\nnew content, %d bytes:\n%s", len(content), content)
+	case c.hands == nil || path == "":
+	default:
+		b, err := c.hands.ReadFile(ctx, path)
+		switch {
+		case err == nil:
+			old, from = string(b), "a/"+path
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			return fmt.Sprintf("(the current file could not be read: %s)\nnew content, %d bytes:\n%s", cut(err.Error(), 120), len(content), content)
+		}
+	}
+	if len(old) > maxDiffInput || len(content) > maxDiffInput {
+		return fmt.Sprintf("(too large to diff: replaces %d bytes with %d bytes)\nnew content begins:\n%s", len(old), len(content), content)
+	}
+	diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: lines(old), B: lines(content),
+		FromFile: from, ToFile: "b/" + path, Context: 3})
+	if err != nil || diff == "" {
+		return "(no change)"
+	}
+	return diff
+}
+
+func cut(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// lines splits s into lines that each end in a newline (difflib prints them as they are); a
+// last line without one gets one.
 func lines(s string) []string {
 	if s == "" {
 		return nil
 	}
-	if !strings.HasSuffix(s, "\n") {
-		s += "\n"
+	out := strings.SplitAfter(s, "\n")
+	if out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	} else {
+		out[len(out)-1] += "\n"
 	}
-	return strings.SplitAfter(s[:len(s)-1], "\n")
+	return out
 }
 
 func derefOr(s *string) string {
@@ -401,14 +467,35 @@ func derefOr(s *string) string {
 	return *s
 }
 
-// codeBlock shows untrusted text verbatim in mrkdwn: escaped (no mention, no link can form)
-// and unable to close its own fence, cut to max characters with a note.
+// codeBlock shows untrusted text verbatim in mrkdwn, in at most max characters: escaped (no
+// mention, no link can form), unable to close its fence early (a zero-width space splits runs
+// of backticks and ends a trailing one), and cut — after escaping, never inside an entity —
+// with a note saying how much was left out.
 func codeBlock(s string, max int) string {
-	if r := []rune(s); len(r) > max {
-		s = string(r[:max]) + fmt.Sprintf("\n… (%d more characters; the whole call is in the session's log)", len(r)-max)
+	const note = "\n… (%d more characters; the whole call is in the session's log)"
+	room := max - 6 - len(note) - 10 // the fences, the note and its number
+	var b strings.Builder
+	n, prev := 0, rune(0)
+	rs := []rune(s)
+	for i, r := range rs {
+		piece := mrkdwn.EscapeText(string(r))
+		if r == '`' && prev == '`' {
+			piece = "\u200b`"
+		}
+		if w := utf8.RuneCountInString(piece); n+w > room {
+			fmt.Fprintf(&b, note, len(rs)-i)
+			prev = 0
+			break
+		} else {
+			n += w
+		}
+		b.WriteString(piece)
+		prev = r
 	}
-	s = strings.ReplaceAll(mrkdwn.EscapeText(s), "```", "`\u200b`\u200b`")
-	return "```" + s + "```"
+	if prev == '`' {
+		b.WriteString("\u200b")
+	}
+	return "```" + b.String() + "```"
 }
 
 // cardBlocks is the approval card: what will run, who may decide, the deadline, and the

@@ -350,7 +350,7 @@ func TestApprovalCardShowsTheDiffOfAWrite(t *testing.T) {
 	h.click(top.TS, bot.ActionApprove, ada)
 	h.waitFor("a second card", func() bool { return len(h.cards(top.TS)) == 2 })
 	second := h.cards(top.TS)[1]
-	if b := cardText(second); !strings.Contains(b, "-b=2") || !strings.Contains(b, "+b=3") || !strings.Contains(b, "conf.ini") {
+	if b := cardText(second); !strings.Contains(b, `-b=2\n+b=3\n`) || !strings.Contains(b, "--- a/conf.ini") {
 		t.Fatalf("second card: %s", b)
 	}
 	if _, err := h.emu.ClickButton(slackemu.Click{Channel: general, TS: second.TS, ActionID: bot.ActionApprove, User: ada}); err != nil {
@@ -465,4 +465,33 @@ func TestApprovalCardPostedOnceAfterAnAmbiguousPost(t *testing.T) {
 	if n := len(h.events(s.ID, session.TypeApprovalRequested)); n != 1 {
 		t.Fatalf("%d approval requests; want 1", n)
 	}
+}
+
+// A command full of characters that mrkdwn escapes (&, <, >) still makes a card Slack takes:
+// cut after escaping, under the section's 3,000 characters, saying how much was left out; a
+// trailing backtick cannot close the fence.
+func TestApprovalCardFitsSlacksLimits(t *testing.T) {
+	t.Parallel()
+	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=ask")}})
+	cmd := "echo '" + strings.Repeat("<b>&", 900) + "' `"
+	input, _ := json.Marshal(map[string]string{"command": cmd})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: string(input)}}},
+		fakeprovider.Reply{Text: "done"})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> go"})
+	card := h.card(top.TS)
+	var blocks []struct {
+		Text struct {
+			Text string `json:"text"`
+		} `json:"text"`
+	}
+	if err := json.Unmarshal(card.Blocks, &blocks); err != nil {
+		t.Fatal(err)
+	}
+	code := blocks[1].Text.Text
+	if n := len([]rune(code)); n > 3000 || !strings.Contains(code, "more characters") || !strings.HasPrefix(code, "```$ echo '&lt;b&gt;&amp;") {
+		t.Fatalf("section of %d characters: %.200s…", n, code)
+	}
+	h.click(top.TS, bot.ActionDeny, ada)
+	h.answered(h.session(general, top.TS).ID)
 }

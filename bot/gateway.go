@@ -58,7 +58,8 @@ type GatewayConfig struct {
 	// CatchUp bounds the catch-up from Slack after a gap (see catchup.go). Zero values take
 	// defaults.
 	CatchUp CatchUpConfig
-	// Approvers says who may decide approval cards (LOGBOOK_TOOL_APPROVERS).
+	// Approvers says who may decide approval cards; NewService sets it from
+	// RunnerConfig.Approval.Approvers (LOGBOOK_TOOL_APPROVERS).
 	Approvers Approvers
 }
 
@@ -382,16 +383,16 @@ const TranscriptShortcut = "open_transcript"
 // shortcuts logbook has and the approval cards' buttons (decide.go); other interactions are
 // acked and ignored.
 func (g *Gateway) interactive(ctx context.Context, log zerolog.Logger, req socketmode.Request, evt socketmode.Event) {
-	g.ack(log, req, nil)
 	cb, ok := evt.Data.(slack.InteractionCallback)
 	if ok && cb.Type == slack.InteractionTypeBlockActions {
 		for _, a := range cb.ActionCallback.BlockActions {
 			if a != nil && (a.ActionID == ActionApprove || a.ActionID == ActionDeny) {
-				g.decide(ctx, log, cb, a)
+				g.decide(ctx, log, req, cb, a) // acks once the decision is stored
 				return
 			}
 		}
 	}
+	g.ack(log, req, nil)
 	if !ok || cb.Type != slack.InteractionTypeMessageAction || cb.CallbackID != TranscriptShortcut || cb.ResponseURL == "" {
 		g.metrics.ignored.WithLabelValues("interaction").Inc()
 		return

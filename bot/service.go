@@ -82,6 +82,13 @@ func NewService(cfg ServiceConfig, d ServiceDeps) (*Service, error) {
 	runner := NewRunner(RunnerDeps{Log: d.Log.With().Str("part", "cells").Logger(), Store: d.Cells, Agent: d.Agent,
 		Titler: d.Titler, Deliver: deliver, Hands: d.Hands, Search: d.Search, Metrics: d.Metrics, Channel: d.Channel,
 		DatabaseURL: d.DatabaseURL, Clock: d.Clock, Probe: d.Probe}, cfg.Runner)
+	// Who may decide an approval card is the runner's setting: the card says so, the gateway
+	// enforces it.
+	cfg.Gateway.Approvers = cfg.Runner.Approval.Approvers
+	if cfg.Runner.Approval.Policy.Asks() && cfg.Runner.Approval.Approvers.users == nil {
+		d.Log.Warn().Msg("LOGBOOK_TOOL_APPROVAL asks for approvals and LOGBOOK_TOOL_APPROVERS is unset: anyone who has posted in a thread " +
+			"(a guest of a shared channel, or whoever wrote the prompt) may approve its calls; set LOGBOOK_TOOL_APPROVERS to a list of user ids to restrict it")
+	}
 	gw := newGateway(d.Log.With().Str("part", "gateway").Logger(), d.Gateway, d.API, d.Socket, d.Me, runner.Signal,
 		d.Metrics, d.Slash, d.Health, cfg.Gateway)
 	return &Service{gateway: gw, runner: runner, parts: d.Parts}, nil

@@ -87,10 +87,7 @@ func (t *turn) run(ctx context.Context) error {
 	if resumed {
 		// A turn that keeps failing across cells (an unsearchable thread, Slack refusing the
 		// post) is closed with an error instead of being woken forever.
-		// Cells that took the turn up after it was suspended for an approval do not count.
-		woken := len(selectEvents(evs, session.Range{From: st.turnSeq + 1, Types: []session.Type{session.TypeCellWoken}})) -
-			len(selectEvents(evs, session.Range{From: st.turnSeq + 1, Types: []session.Type{session.TypeTurnSuspended}}))
-		if woken > maxResumes {
+		if woken := resumes(evs, st.turnSeq); woken > maxResumes {
 			// The live messages the dead cells left are removed first: the thread gets the
 			// notice, not a half-written reply left streaming above it. Best-effort: the
 			// turn is abandoned whatever Slack says.
@@ -117,7 +114,9 @@ func (t *turn) run(ctx context.Context) error {
 	if d.cfg.MidTurn == MidTurnSteer {
 		bt.Steer = t.steer
 	}
-	bt.Approve = t.approve
+	if d.cfg.Approval.Policy.Restricts() {
+		bt.Approve = t.approve
+	}
 	// A resumed turn may have its reply already (a crash after the reply, before delivery),
 	// and a canned reply is stored with its turn_started: either is delivered, not produced
 	// again.
@@ -205,6 +204,24 @@ func (t *turn) run(ctx context.Context) error {
 		}
 	}
 	return t.titleAfter(ctx, bt, reply, status)
+}
+
+// resumes counts the cells that took up the turn at turnSeq after the one that began it,
+// leaving out each that woke after the turn was suspended for an approval (that is the wait
+// going on, not a failure).
+func resumes(evs []session.Event, turnSeq int64) int {
+	n, suspended := 0, false
+	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeCellWoken, session.TypeTurnSuspended}}) {
+		switch {
+		case e.Type == session.TypeTurnSuspended:
+			suspended = true
+		case suspended:
+			suspended = false
+		default:
+			n++
+		}
+	}
+	return n
 }
 
 // titleAfter names the session once its reply reached the thread.
@@ -522,7 +539,8 @@ func (t *turn) stop(ctx context.Context, live *liveView, s *stopRequest) error {
 	if live != nil {
 		evs = append(evs, live.stopWith(ctx, "_Stopped by <@"+s.by+">._")...)
 	}
-	evs = append(evs, t.cancelApprovals(ctx, s.by)...)
+	canceled, show := t.cancelApprovals(ctx, s.by)
+	evs = append(evs, canceled...)
 	evs = append(evs, session.NewEvent{Type: session.TypeTurnStopped, Actor: cellActor,
 		Payload: session.TurnStopped{Turn: t.state.turnSeq, By: s.by, Source: s.source, Request: s.seq}})
 	if s.source == "message" {
@@ -530,7 +548,11 @@ func (t *turn) stop(ctx context.Context, live *liveView, s *stopRequest) error {
 	}
 	t.log.Info().Str("by", s.by).Str("source", s.source).Msg("turn stopped")
 	d.metrics.stops.Inc()
-	return t.complete(ctx, StatusStopped, s.source, evs...)
+	if err := t.complete(ctx, StatusStopped, s.source, evs...); err != nil {
+		return err
+	}
+	show(t.cell.flog.snapshot())
+	return nil
 }
 
 // StatusStopped is the turn_completed status of a turn a person stopped.

@@ -5,9 +5,9 @@
 -- The cell that stops waiting in memory appends turn_suspended {"until": the approval's
 -- deadline}. session_work then records:
 --   awaiting_until    the deadline (NULL: the session waits for nobody)
---   awaiting_through  last_message_seq when the turn was suspended
+--   awaiting_through  the last user message the suspending cell had read (payload "seen")
 -- and the session is pending again when any of these happens: the deadline passes (the
--- timeout is a denial the next cell records), a user message arrives after the suspension
+-- timeout is a denial the next cell records), a user message the cell had not read arrives
 -- (it may be "stop"), or a decision, a stop request or the turn's end clears awaiting_until.
 -- Payloads are read when the event is appended, so a retention purge does not change them.
 
@@ -29,6 +29,14 @@ END
 $$;
 -- +goose StatementEnd
 
+-- logbook_payload_int reads a payload's integer field, 0 when absent or not an integer.
+-- +goose StatementBegin
+CREATE FUNCTION logbook_payload_int(p jsonb, field text) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p->>field ~ '^\s*[-+]?[0-9]{1,18}\s*$' THEN (p->>field)::bigint ELSE 0 END
+$$;
+-- +goose StatementEnd
+
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION logbook_track_work() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -47,9 +55,17 @@ BEGIN
                awaiting_until = NULL
          WHERE w.answered_seq < EXCLUDED.answered_seq;
     ELSIF NEW.type = 'turn_suspended' THEN
+        -- What the cell did not see before it went away still wakes the session: messages
+        -- after the last one it read ("seen"), and a decision or stop appended meanwhile
+        -- (they cleared a deadline that was not set yet).
         UPDATE session_work
-           SET awaiting_until = logbook_payload_time(NEW.payload, 'until'),
-               awaiting_through = last_message_seq
+           SET awaiting_until = CASE WHEN EXISTS (
+                   SELECT 1 FROM events e
+                    WHERE e.session_id = NEW.session_id AND e.seq > logbook_payload_int(NEW.payload, 'turn')
+                      AND ((e.type = 'approval_decided' AND e.payload->>'call_id' = NEW.payload->>'call_id')
+                        OR e.type = 'stop_requested'))
+               THEN NULL ELSE logbook_payload_time(NEW.payload, 'until') END,
+               awaiting_through = least(last_message_seq, logbook_payload_int(NEW.payload, 'seen'))
          WHERE session_id = NEW.session_id;
     ELSE -- approval_decided, stop_requested: the waiting turn can move on
         UPDATE session_work SET awaiting_until = NULL
@@ -91,5 +107,6 @@ $$;
 CREATE TRIGGER events_track_work AFTER INSERT ON events
     FOR EACH ROW WHEN (NEW.type IN ('user_message', 'turn_completed'))
     EXECUTE FUNCTION logbook_track_work();
+DROP FUNCTION logbook_payload_int(jsonb, text);
 DROP FUNCTION logbook_payload_time(jsonb, text);
 ALTER TABLE session_work DROP COLUMN awaiting_through, DROP COLUMN awaiting_until;

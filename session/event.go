@@ -64,6 +64,8 @@ const (
 	TypeApprovalRequested Type = "approval_requested"
 	TypeApprovalDecided   Type = "approval_decided"
 	TypeTurnSuspended     Type = "turn_suspended"
+	// An approved call about to run: a later cell never runs it again (its outcome is unknown).
+	TypeToolStarted Type = "tool_started"
 )
 
 var knownTypes = map[Type]bool{
@@ -76,7 +78,7 @@ var knownTypes = map[Type]bool{
 	TypeNotAddressed: true, TypeThreadMuted: true, TypeThreadUnmuted: true,
 	TypeStreamStarted: true, TypeStreamStopped: true,
 	TypeStopRequested: true, TypeTurnStopped: true, TypeSteered: true,
-	TypeApprovalRequested: true, TypeApprovalDecided: true, TypeTurnSuspended: true,
+	TypeApprovalRequested: true, TypeApprovalDecided: true, TypeTurnSuspended: true, TypeToolStarted: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

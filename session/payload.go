@@ -300,9 +300,18 @@ func ApprovalKey(call string) string { return "approval_decided/" + call }
 
 // TurnSuspended records that the cell running a turn stopped waiting for a decision in memory
 // and went away (type turn_suspended): the session is not pending work until Until passes, a
-// user message arrives, or a decision or stop request is appended.
+// user message after Seen (the last one the cell had read) arrives, or a decision or stop
+// request is appended. A decision on CallID or a stop request after Turn already in the log
+// when it is appended keeps the session pending.
 type TurnSuspended struct {
 	Turn   int64     `json:"turn"`
 	CallID string    `json:"call_id"`
 	Until  time.Time `json:"until"`
+	Seen   int64     `json:"seen"`
+}
+
+// ToolStarted records that an approved tool call is about to run (type tool_started): a cell
+// that takes the turn up later finds its outcome unknown and does not run it again.
+type ToolStarted struct {
+	CallID string `json:"call_id"`
 }

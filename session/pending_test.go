@@ -163,17 +163,18 @@ func TestPendingSkipsSuspendedTurns(t *testing.T) {
 	t.Parallel()
 	st, _ := newStore(t)
 	const week = 7 * 24 * time.Hour
-	suspended := func(until time.Time) session.NewEvent {
+	suspended := func(until time.Time, seen int64) session.NewEvent {
 		return session.NewEvent{Type: session.TypeTurnSuspended, Actor: bot1,
-			Payload: session.TurnSuspended{Turn: 2, CallID: "c1", Until: until}}
+			Payload: session.TurnSuspended{Turn: 2, CallID: "c1", Until: until, Seen: seen}}
 	}
+	decided := session.NewEvent{Type: session.TypeApprovalDecided, Actor: session.Actor{Kind: session.ActorUser, ID: "U1"},
+		Payload: session.ApprovalDecided{CallID: "c1", Decision: session.DecisionApproved, Via: "button"}}
 	later := time.Now().Add(time.Hour)
 	for _, tc := range []struct {
 		name string
 		wake session.NewEvent
 	}{
-		{"decision", session.NewEvent{Type: session.TypeApprovalDecided, Actor: session.Actor{Kind: session.ActorUser, ID: "U1"},
-			Payload: session.ApprovalDecided{CallID: "c1", Decision: session.DecisionApproved, Via: "button"}}},
+		{"decision", decided},
 		{"stop", session.NewEvent{Type: session.TypeStopRequested, Actor: session.Actor{Kind: session.ActorUser, ID: "U1"},
 			Payload: session.StopRequested{Source: "button"}}},
 		{"message", msg("any news?")},
@@ -182,20 +183,41 @@ func TestPendingSkipsSuspendedTurns(t *testing.T) {
 			s := openSession(t, st, "1700000001.000"+tc.name)
 			mustAppend(t, st, s.ID, msg("go"), session.NewEvent{Type: session.TypeTurnStarted, Actor: bot1, Payload: session.TurnStarted{Through: 1}})
 			mustPending(t, st, "me", week, s.ID)
-			mustAppend(t, st, s.ID, suspended(later))
+			mustAppend(t, st, s.ID, suspended(later, 1))
 			mustPending(t, st, "me", week)
-			mustAppend(t, st, s.ID, tc.wake)
+			woke := mustAppend(t, st, s.ID, tc.wake)[0]
 			mustPending(t, st, "me", week, s.ID)
-			// Suspended again (after the message, say): asleep again.
-			mustAppend(t, st, s.ID, suspended(later))
-			mustPending(t, st, "me", week)
+			if tc.name == "message" {
+				// Suspended again, having read the message: asleep again.
+				mustAppend(t, st, s.ID, suspended(later, woke.Seq))
+				mustPending(t, st, "me", week)
+			}
 			mustAppend(t, st, s.ID, turnCompleted(10))
 			mustPending(t, st, "me", week)
 		})
 	}
+	// What landed before the suspension, unseen by the suspending cell, keeps the session
+	// pending: a decision, a stop, a message after the last one it read.
+	for _, tc := range []struct {
+		name string
+		ev   session.NewEvent
+	}{
+		{"decision before", decided},
+		{"stop before", session.NewEvent{Type: session.TypeStopRequested, Actor: session.Actor{Kind: session.ActorUser, ID: "U1"},
+			Payload: session.StopRequested{Source: "reaction"}}},
+		{"message before", msg("stop")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openSession(t, st, "1700000003.000"+tc.name)
+			mustAppend(t, st, s.ID, msg("go"), session.NewEvent{Type: session.TypeTurnStarted, Actor: bot1, Payload: session.TurnStarted{Through: 1}})
+			mustAppend(t, st, s.ID, tc.ev, suspended(later, 1))
+			mustPending(t, st, "me", week, s.ID)
+			mustAppend(t, st, s.ID, turnCompleted(10))
+		})
+	}
 	t.Run("deadline", func(t *testing.T) {
 		s := openSession(t, st, "1700000002.000100")
-		mustAppend(t, st, s.ID, msg("go"), suspended(time.Now().Add(-time.Second)))
+		mustAppend(t, st, s.ID, msg("go"), suspended(time.Now().Add(-time.Second), 1))
 		mustPending(t, st, "me", week, s.ID)
 		mustAppend(t, st, s.ID, turnCompleted(10))
 	})

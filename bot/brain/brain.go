@@ -81,6 +81,9 @@ type Turn struct {
 type Decision struct {
 	Allow  bool
 	Result string // when not allowed: why, for the model (who denied it, or that nobody decided)
+	// Asked says a person decided (not a policy): the call is then marked tool_started before
+	// it runs, so that a later Run of the turn never runs it again.
+	Asked bool
 }
 
 // Live is told of a turn's progress while it runs, for the live view in Slack: a status, the
@@ -284,6 +287,7 @@ type turn struct {
 	turnCtx  context.Context
 	cancel   context.CancelFunc
 	deadline time.Time
+	asked    []string // calls a person approved in this Run
 }
 
 // Run runs one turn: it repairs the history (a synthetic tool_result for every tool_call the
@@ -323,14 +327,14 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 	}
 	// A round whose calls were waiting for a decision when the turn's cell went away goes on
 	// where it stopped; the calls of other rounds left without a result are repaired.
-	resume := waitingRound(evs, t.TurnSeq)
+	resume, cutLast := waitingRound(evs, t.TurnSeq)
 	if err := b.repair(ctx, st, evs, resume); err != nil {
 		return Reply{}, err
 	}
 	first := 0
 	if len(resume) > 0 {
 		st.log.Info().Int("calls", len(resume)).Msg("resuming a round that waited for approval")
-		if r, done, err := b.runRound(ctx, st, resume, false); done || err != nil {
+		if r, done, err := b.runRound(ctx, st, resume, cutLast); done || err != nil {
 			return r, err
 		}
 		first = 1
@@ -485,6 +489,9 @@ func (b *Brain) runRound(ctx context.Context, st *turn, uses []ToolUse, cutLast 
 				return Reply{}, false, err
 			}
 			if allowed {
+				if err := b.markStarted(ctx, st, use); err != nil {
+					return Reply{}, false, err
+				}
 				st.live.status(toolStatus(use))
 				st.live.tool(use, ToolInProgress, "")
 				out = b.runTool(st.turnCtx, t, use, &st.budget)
@@ -525,35 +532,53 @@ func (b *Brain) runRound(ctx context.Context, st *turn, uses []ToolUse, cutLast 
 }
 
 // approve asks the turn's Approve whether use may run. The time spent waiting for a person is
-// given back to the turn's wall time.
+// given back to the turn's wall time. st.asked records the calls a person approved.
 func (b *Brain) approve(ctx context.Context, st *turn, use ToolUse) (bool, string, error) {
 	if st.Approve == nil {
 		return true, "", nil
 	}
-	st.live.status("waiting for approval")
-	start := time.Now()
+	start := time.Now() // the turn's deadline is on the wall clock (a context's)
 	d, err := st.Approve(ctx, use)
 	if err != nil {
 		return false, "", fmt.Errorf("run turn %d: approval of %s: %w", st.TurnSeq, use.ID, err)
 	}
-	if waited := time.Since(start); waited > 0 && st.turnCtx.Err() == nil {
+	if waited := time.Since(start); waited > time.Millisecond {
+		// Even when the wall time ran out while a person decided: the decision is honoured.
 		st.cancel()
 		st.deadline = st.deadline.Add(waited)
 		st.turnCtx, st.cancel = context.WithDeadline(ctx, st.deadline)
 	}
 	if d.Allow {
+		if d.Asked {
+			st.asked = append(st.asked, use.ID)
+		}
 		return true, "", nil
 	}
 	return false, nonEmpty(d.Result, "this call was not approved; it did not run"), nil
 }
 
+// markStarted appends tool_started for a call a person approved, just before it runs: should
+// the turn's cell go away while it runs, the next one repairs it instead of running it again.
+func (b *Brain) markStarted(ctx context.Context, st *turn, use ToolUse) error {
+	if !slices.Contains(st.asked, use.ID) {
+		return nil
+	}
+	if _, err := st.Log.Append(ctx, session.NewEvent{Type: session.TypeToolStarted, Actor: session.Actor{Kind: session.ActorSystem, ID: "brain"},
+		IdempotencyKey: "tool_started:" + use.ID, Payload: session.ToolStarted{CallID: use.ID}}); err != nil {
+		return fmt.Errorf("run turn %d: mark %s started: %w", st.TurnSeq, use.ID, err)
+	}
+	return nil
+}
+
 // waitingRound returns the calls of this turn's last round that are still to run because
-// the first of them was waiting for approval (an approval_requested and no result) when the
-// turn's cell went away: that call and the ones after it, which never started. nil otherwise.
-func waitingRound(evs []session.Event, turnSeq int64) []ToolUse {
-	asked, done := map[string]bool{}, map[string]bool{}
+// the first of them was waiting for approval (an approval_requested, no tool_started, no
+// result) when the turn's cell went away: that call and the ones after it, which never
+// started. cutLast says the round's model answer was cut by the output limit, and its last
+// call is among them (it is not run). nil when there is no such round.
+func waitingRound(evs []session.Event, turnSeq int64) (uses []ToolUse, cutLast bool) {
+	asked, started, done := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	calls := map[string]ToolUse{}
-	var last []string
+	var last session.AssistantMessage
 	for _, e := range evs {
 		if e.Seq <= turnSeq {
 			continue
@@ -563,6 +588,11 @@ func waitingRound(evs []session.Event, turnSeq int64) []ToolUse {
 			var a session.ApprovalRequested
 			if e.Decode(&a) == nil {
 				asked[a.CallID] = true
+			}
+		case session.TypeToolStarted:
+			var p session.ToolStarted
+			if e.Decode(&p) == nil {
+				started[p.CallID] = true
 			}
 		case session.TypeToolCall:
 			var c session.ToolCall
@@ -577,26 +607,27 @@ func waitingRound(evs []session.Event, turnSeq int64) []ToolUse {
 		case session.TypeAssistantMessage:
 			var m session.AssistantMessage
 			if e.Decode(&m) == nil && len(m.ToolCallIDs) > 0 {
-				last = m.ToolCallIDs
+				last = m
 			}
 		}
 	}
-	for i, id := range last {
+	ids := last.ToolCallIDs
+	for i, id := range ids {
 		if done[id] {
 			continue
 		}
-		if !asked[id] {
-			return nil // it was running: its outcome is unknown (repair)
+		if !asked[id] || started[id] {
+			return nil, false // it was running: its outcome is unknown (repair)
 		}
-		var uses []ToolUse
-		for _, id := range last[i:] {
+		for _, id := range ids[i:] {
 			if u, ok := calls[id]; ok && !done[id] {
 				uses = append(uses, u)
 			}
 		}
-		return uses
+		cut := last.Usage != nil && classifyStop(last.Usage.StopReason) == stopCut
+		return uses, cut && len(uses) > 0 && uses[len(uses)-1].ID == ids[len(ids)-1]
 	}
-	return nil
+	return nil, false
 }
 
 // Title appends the session's title, once, after reply (the turn's stored reply) has been

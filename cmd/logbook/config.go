@@ -267,6 +267,10 @@ func (cfg *serveConfig) readSettings(e env) error {
 	if cfg.Approval.Timeout, err = envDuration(e, "LOGBOOK_APPROVAL_TIMEOUT"); err != nil {
 		return err
 	}
+	if cfg.Approval.Timeout > 24*time.Hour {
+		// A waiting turn is found again by the wake window (7 days); a day is plenty.
+		return fmt.Errorf("LOGBOOK_APPROVAL_TIMEOUT=%s: at most 24h", cfg.Approval.Timeout)
+	}
 	if cfg.ThreadReplies, err = bot.ParseThreadReplies(e.getenv("LOGBOOK_THREAD_REPLIES")); err != nil {
 		return fmt.Errorf("LOGBOOK_THREAD_REPLIES=%w", err)
 	}

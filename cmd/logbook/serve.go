@@ -424,7 +424,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
 			Approval: cfg.Approval,
 			Where:    brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
-		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL, Approvers: cfg.Approval.Approvers},
+		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL},
 	}, bot.ServiceDeps{
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Titler: b,
