@@ -495,3 +495,28 @@ func TestApprovalCardFitsSlacksLimits(t *testing.T) {
 	h.click(top.TS, bot.ActionDeny, ada)
 	h.answered(h.session(general, top.TS).ID)
 }
+
+// The policy's precedence: the channel's entry for the tool, the channel's *, the global entry
+// for the tool, the global *, then allow.
+func TestToolApprovalPrecedence(t *testing.T) {
+	t.Parallel()
+	p := askFor(t, "run_command=ask, *=deny, C0000009/run_command=allow, C0000008/*=ask, write_file=allow")
+	for _, tc := range []struct{ channel, tool, want string }{
+		{"C0000001", "run_command", bot.ApprovalAsk},
+		{"C0000001", "read_file", bot.ApprovalDeny},
+		{"C0000001", "write_file", bot.ApprovalAllow},
+		{"C0000009", "run_command", bot.ApprovalAllow},
+		{"C0000009", "read_file", bot.ApprovalDeny},
+		{"C0000008", "write_file", bot.ApprovalAsk},
+	} {
+		if got := p.For(tc.channel, tc.tool); got != tc.want {
+			t.Errorf("For(%s, %s) = %s, want %s", tc.channel, tc.tool, got, tc.want)
+		}
+	}
+	if none := askFor(t, ""); none.For("C0000001", "run_command") != bot.ApprovalAllow || none.Restricts() {
+		t.Error("an empty policy restricts something")
+	}
+	if _, err := bot.ParseApprovers("U0000001, W0000002"); err != nil {
+		t.Error(err)
+	}
+}
