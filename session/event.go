@@ -66,6 +66,9 @@ const (
 	TypeTurnSuspended     Type = "turn_suspended"
 	// An approved call about to run: a later cell never runs it again (its outcome is unknown).
 	TypeToolStarted Type = "tool_started"
+	// Files: a shared file's content fetched (or why not), and a file the agent handed back.
+	TypeFileFetched Type = "file_fetched"
+	TypeFileUpload  Type = "file_upload"
 )
 
 var knownTypes = map[Type]bool{
@@ -79,6 +82,7 @@ var knownTypes = map[Type]bool{
 	TypeStreamStarted: true, TypeStreamStopped: true,
 	TypeStopRequested: true, TypeTurnStopped: true, TypeSteered: true,
 	TypeApprovalRequested: true, TypeApprovalDecided: true, TypeTurnSuspended: true, TypeToolStarted: true,
+	TypeFileFetched: true, TypeFileUpload: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

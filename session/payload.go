@@ -127,8 +127,10 @@ type FileRef struct {
 	Mimetype  string `json:"mimetype,omitempty"`
 	Size      int64  `json:"size,omitempty"` // bytes
 	Permalink string `json:"permalink,omitempty"`
-	TS        string `json:"ts"`
-	User      string `json:"user"`
+	// URL is the file's url_private_download: fetched with the bot token (files:read).
+	URL  string `json:"url,omitempty"`
+	TS   string `json:"ts"`
+	User string `json:"user"`
 }
 
 // Delivered records that an assistant_message reached Slack (type delivered).
@@ -314,4 +316,44 @@ type TurnSuspended struct {
 // that takes the turn up later finds its outcome unknown and does not run it again.
 type ToolStarted struct {
 	CallID string `json:"call_id"`
+}
+
+// Statuses of FileFetched.
+const (
+	FileStored   = "stored"    // the content is stored under SHA256
+	FileTooLarge = "too_large" // over the size limit (LOGBOOK_FILE_MAX): not fetched
+	FileFailed   = "failed"    // the download failed, retries included (Reason says how)
+)
+
+// FileFetched records what became of the content of a file shared in the thread (type
+// file_fetched; one per file_ref, by FileID and TS, the message that shared it): stored
+// content-addressed (SHA256, hex, so the chain covers the content), or why not. Workspace,
+// when set, is where the file was copied in the session's sandbox.
+type FileFetched struct {
+	FileID    string `json:"file_id"`
+	TS        string `json:"ts"`
+	Name      string `json:"name"`
+	Mimetype  string `json:"mimetype,omitempty"`
+	Size      int64  `json:"size"`
+	SHA256    string `json:"sha256,omitempty"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason,omitempty"`
+	Attempts  int    `json:"attempts,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+}
+
+// FileUpload records a file the agent handed back (type file_upload): Status "uploaded" once
+// its bytes are at Slack under FileID (before it is shared: a later cell finds out from Slack
+// whether the share happened), "shared" once it is in the thread (TS, the message). CallID is
+// the attach_file call that asked for it.
+type FileUpload struct {
+	CallID   string `json:"call_id"`
+	FileID   string `json:"file_id"`
+	Name     string `json:"name"`
+	Title    string `json:"title,omitempty"`
+	Mimetype string `json:"mimetype,omitempty"`
+	Size     int64  `json:"size"`
+	SHA256   string `json:"sha256"`
+	Status   string `json:"status"`
+	TS       string `json:"ts,omitempty"`
 }
