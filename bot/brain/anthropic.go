@@ -3,6 +3,7 @@ package brain
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -144,6 +145,14 @@ func (p *anthropicProvider) params(req Request) anthropic.MessageNewParams {
 				blocks = append(blocks, anthropic.NewToolUseBlock(anthropicToolID(b.ToolUse.ID), b.ToolUse.Input, b.ToolUse.Name))
 			case b.ToolResult != nil:
 				blocks = append(blocks, anthropic.NewToolResultBlock(anthropicToolID(b.ToolResult.CallID), b.ToolResult.Content, b.ToolResult.IsError))
+			case b.Image != nil:
+				blocks = append(blocks, anthropic.NewImageBlockBase64(b.Image.MediaType, base64.StdEncoding.EncodeToString(b.Image.Data)))
+			case b.Document != nil:
+				doc := anthropic.NewDocumentBlock(anthropic.Base64PDFSourceParam{Data: base64.StdEncoding.EncodeToString(b.Document.Data)})
+				if name := strings.TrimSpace(b.Document.Name); name != "" {
+					doc.OfDocument.Title = anthropic.String(cut(name, 200))
+				}
+				blocks = append(blocks, doc)
 			default:
 				blocks = append(blocks, anthropic.NewTextBlock(b.Text))
 			}

@@ -69,6 +69,16 @@ type Turn struct {
 	// last such message), having recorded them as steering the turn, or the Through it was
 	// given. nil: such messages wait for the next turn.
 	Steer func(ctx context.Context, through int64) (int64, error)
+	// Files reads the content of the files shared in the thread (file_fetched events with
+	// status stored), by hash. Run reads each file once and shows it to the model: an image or
+	// a PDF as such, text in the request's text, anything else as a note naming it. nil: files
+	// are only named. A failed read is a note, never a failed turn.
+	Files FileReader
+	// Attach, when set together with Hands, offers the attach_file tool: it attaches the file
+	// at path (relative to the sandbox workspace) to the reply in the thread, with an optional
+	// title. callID is the tool call's id (the same call after a crash gets the same id). What
+	// it returns is the tool result; an error is an error result the model reads.
+	Attach func(ctx context.Context, callID, path, title string) (string, error)
 	// Approve, when set, is asked before each tool call runs whether it may (a person may
 	// have to decide: it may block for long, and the wait does not count against the turn's
 	// wall time). A call not allowed is not run: Decision.Result is its tool_result, an error
@@ -287,7 +297,8 @@ type turn struct {
 	turnCtx  context.Context
 	cancel   context.CancelFunc
 	deadline time.Time
-	asked    []string // calls a person approved in this Run
+	asked    []string   // calls a person approved in this Run
+	files    *fileCache // the shared files' content, read once a Run; nil without Turn.Files
 }
 
 // Run runs one turn: it repairs the history (a synthetic tool_result for every tool_call the
@@ -309,11 +320,12 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		Turn:    t,
 		through: t.Through,
 		log:     b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
-		tools:   toolSpecs(t.Hands != nil, t.Searcher != nil),
+		tools:   toolSpecs(t.Hands != nil, t.Searcher != nil, t.Hands != nil && t.Attach != nil),
 		budget:  outputBudget{perResult: b.cfg.MaxToolOutput, left: b.cfg.MaxTurnOutput},
 		repeats: repeats{limit: b.cfg.RepeatLimit},
 		bot:     session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
 		live:    live{l: t.Live},
+		files:   newFileCache(t.Files),
 	}
 	st.system = systemPrompt(t.Where, st.tools, b.now())
 	st.deadline = time.Now().Add(b.cfg.MaxTurnTime)
@@ -354,6 +366,7 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		if err != nil {
 			return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
 		}
+		st.files.load(turnCtx, evs, st.log) // only files not read yet in this Run
 		h, err := buildHistory(evs, st.historyOptions())
 		if err != nil {
 			return b.fail(ctx, st, "context", "bad_event",
@@ -684,7 +697,8 @@ func undeclaredTools(h history, tools []ToolSpec) []ToolSpec {
 }
 
 func (st *turn) historyOptions() historyOptions {
-	return historyOptions{Through: st.through, BotName: st.Where.BotName, BotUserID: st.Where.BotUserID}
+	return historyOptions{Through: st.through, BotName: st.Where.BotName, BotUserID: st.Where.BotUserID,
+		Files: st.files, Sandbox: st.Hands != nil}
 }
 
 // load reads the events the history needs: those after the newest context_summary's range (the

@@ -30,7 +30,8 @@
 //     splits a tool_use from its tool_result and the next turn's request ends with it; each
 //     assistant message is followed by one user message with its tool results in call order;
 //     consecutive messages of one role are merged; results that answer no tool use of the
-//     message before are dropped.
+//     message before are dropped. The files shared with a user message follow its text (see
+//     Files below).
 //  3. Budget. The history is measured in input tokens: by the provider where it can count
 //     ([TokenCounter]: Anthropic's count-tokens endpoint through the SDK; tiktoken, offline
 //     from embedded BPE files, for OpenAI's own models), else — and whenever counting fails,
@@ -75,6 +76,35 @@
 // bytes per result and Config.MaxTurnOutput bytes for all results of the turn; cut output
 // keeps its head and tail around a "[… output truncated: N bytes omitted …]" marker and the
 // result has truncated set.
+//
+// # Files
+//
+// A file shared in the thread is a file_ref event (with the ts of the message that shared it)
+// and, once the bot tried to fetch it, a file_fetched event: stored under its sha256, too
+// large, or failed. Run reads the content of the stored files its history shows through
+// Turn.Files, each once a Run (a failed read is a note, never a failed turn; without
+// Turn.Files files are only named), and [FileKind] decides how each is shown, after its
+// message's text:
+//   - an image the providers take (PNG, JPEG, GIF, WebP; at most 5 MB base64-encoded, as
+//     Anthropic counts, and 8000 pixels a side): a line naming it, then an Image block —
+//     Anthropic's base64 image block, Chat Completions' image_url part with a data: URL;
+//   - a PDF (at most 100 pages): a line naming it, then a Document block — Anthropic's base64
+//     document block; on api.openai.com the file part (file_data a data: URL, filename);
+//     OpenAI-compatible servers, which do not take it, get a note;
+//   - text (by content: valid UTF-8 without NUL bytes; or by a text mimetype or extension): a
+//     line naming it, then its content in a fenced block, head and tail kept within 32 KiB a
+//     file and 96 KiB for all files of a request, with a line saying what was cut;
+//   - anything else, and whatever was too large, failed, was never fetched or could not be
+//     loaded: a note naming it (name, type, size, who shared it) and why, and where its copy
+//     in the sandbox is, if it has one (file_fetched's Workspace), for run_command.
+//
+// The budgets of a request go to the newest files first; the images and documents of one
+// request stay within 20 and 28 MiB base64-encoded (both APIs take 32 MB), and older ones
+// past that are named instead. Images and documents appear only in user messages, never in a
+// tool result; a summary or a title request is text, where each is a one-line note.
+//
+// With Hands and Turn.Attach, the attach_file tool attaches a file of the sandbox workspace to
+// the reply in the thread: Attach does it, and what it returns is the tool result.
 //
 // # Failures
 //

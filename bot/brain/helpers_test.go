@@ -286,7 +286,8 @@ func (s *fakeSearcher) Search(ctx context.Context, query string, limit int) (str
 	return "thread 1700000000.000001 in #ops: the deploy key rotated on Monday", nil
 }
 
-// blockTexts renders a received message's blocks compactly: "text:...", "tool_use:id", "tool_result:id".
+// blockTexts renders a received message's blocks compactly: "text:...", "tool_use:id",
+// "tool_result:id", "image:image/png:<bytes>", "document:application/pdf:<name>:<bytes>".
 func blockTexts(m fakeprovider.Message) []string {
 	var out []string
 	for _, b := range m.Blocks {
@@ -295,6 +296,10 @@ func blockTexts(m fakeprovider.Message) []string {
 			out = append(out, "tool_use:"+b.ID)
 		case "tool_result":
 			out = append(out, "tool_result:"+b.ToolUseID)
+		case "image":
+			out = append(out, fmt.Sprintf("image:%s:%d", b.MediaType, len(b.Data)))
+		case "document":
+			out = append(out, fmt.Sprintf("document:%s:%s:%d", b.MediaType, b.Name, len(b.Data)))
 		default:
 			out = append(out, "text:"+b.Text)
 		}

@@ -47,6 +47,11 @@ type historyOptions struct {
 	Through   int64
 	BotName   string // display name of the bot, whose leading @mentions are stripped
 	BotUserID string // Slack user id of the bot, same
+	// Files holds the content of the shared files (the turn's FileReader, read once a Run);
+	// nil: files are only named.
+	Files *fileCache
+	// Sandbox says the turn offers sandbox tools, for the notes on files copied there.
+	Sandbox bool
 }
 
 // builder accumulates messages.
@@ -93,6 +98,12 @@ func hasToolUse(m Message) bool {
 //   - each assistant message is followed by one user message holding the results of its tool
 //     calls in call order (a call without a result gets an in-memory interrupted result; Run
 //     appends real ones to the log before it builds), then any user text that arrived meanwhile;
+//   - the files shared with a user message (file_ref events with its ts, in order) follow its
+//     text: an image or a PDF as an Image or Document block after a line naming it, a text
+//     file as a fenced block, anything else — and whatever could not be fetched, loaded or
+//     shown — as a note naming it and saying why (see renderFile); the budgets of one request
+//     (maxFilesText of text, maxRequestMedia and maxMediaBlocks of media) go to the newest
+//     files first;
 //   - consecutive messages of one role are merged;
 //   - no text block is empty.
 //
@@ -147,6 +158,7 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 	if err != nil {
 		return history{}, err
 	}
+	files := messageFiles(ordered, sharedFiles(recent), opt)
 	for _, it := range ordered {
 		switch it.Kind {
 		case thread.KindUser:
@@ -164,14 +176,18 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 				continue
 			}
 			text, content := renderUser(speaker(*m.Original), m.Text, opt)
-			b.h.Content = b.h.Content || content
+			shared := files[it.Seq()]
+			if !content && len(shared) > 0 {
+				text = speaker(*m.Original) + ": (shared " + plural(len(shared), "file") + ")"
+			}
+			b.h.Content = b.h.Content || content || len(shared) > 0
 			// A message held back past a turn's reply is no place to cut: the reply before it
 			// has a higher seq, so no summary range could end between them.
 			boundary := !held[it.Seq()]
 			if last := b.last(); last != nil && last.Role == RoleUser {
 				boundary = false // merged into the message before
 			}
-			b.add(RoleUser, it.Seq(), boundary, Block{Text: text})
+			b.add(RoleUser, it.Seq(), boundary, append([]Block{{Text: text}}, shared...)...)
 		case thread.KindAssistant:
 			m := it.Assistant
 			var blocks []Block
@@ -208,6 +224,45 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 	}
 	normalize(&b.h)
 	return b.h, nil
+}
+
+// messageFiles returns the blocks showing the files shared with each user message ordered
+// shows (by the message's seq): shared is the files by message ts (sharedFiles). Messages a
+// history leaves out (deleted, or after opt.Through) show no files.
+func messageFiles(ordered []thread.Item, shared map[string][]sharedFile, opt historyOptions) map[int64][]Block {
+	if len(shared) == 0 {
+		return nil
+	}
+	var views []fileView
+	owner := map[int64]int64{} // file_ref seq -> message seq
+	for _, it := range ordered {
+		if it.Kind != thread.KindUser || it.Message.Stray || it.Message.Deleted || opt.Through > 0 && it.Seq() > opt.Through {
+			continue
+		}
+		m := it.Message
+		for _, f := range shared[m.TS] {
+			who := speaker(*m.Original)
+			if u := f.Ref.User; u != "" && u != m.Original.User {
+				who = nonEmpty(m.Names[u], u)
+			}
+			views = append(views, fileView{sharedFile: f, who: who})
+			owner[f.Seq] = it.Seq()
+		}
+	}
+	rendered := renderFiles(views, opt)
+	out := map[int64][]Block{}
+	for _, v := range views {
+		seq := owner[v.Seq]
+		out[seq] = append(out[seq], rendered[v.Seq]...)
+	}
+	return out
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "a " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // turnOrder returns items (a fold of the events after the summary) in the order the
@@ -343,7 +398,7 @@ func normalize(h *history) {
 				if b.ToolResult != nil && !prevUses[b.ToolResult.CallID] {
 					continue
 				}
-				if b.ToolResult == nil && b.ToolUse == nil && strings.TrimSpace(b.Text) == "" {
+				if b.ToolResult == nil && b.ToolUse == nil && b.media() == nil && strings.TrimSpace(b.Text) == "" {
 					continue
 				}
 				kept = append(kept, b)
@@ -394,7 +449,8 @@ func startsWithResults(m Message) bool {
 var errInvalidHistory = errors.New("invalid model history")
 
 // validate is the pre-send check (C23, C24): the first message is the user's and roles
-// alternate; no message is empty and no text block is blank; every tool_use of an assistant
+// alternate; no message is empty and no text block is blank; images and documents are in
+// user messages only, with data and a type the providers take; every tool_use of an assistant
 // message is answered by a tool_result at the head of the next user message, in any order but
 // each exactly once, and every tool_result answers a tool_use of the message just before.
 // When wantUserLast is set, the last message must be the user's.
@@ -432,6 +488,12 @@ func validate(msgs []Message, wantUserLast bool) error {
 			if b.ToolResult != nil {
 				n++
 			}
+			if b.Image != nil {
+				n++
+			}
+			if b.Document != nil {
+				n++
+			}
 			if n > 1 {
 				return fmt.Errorf("%w: message %d block %d is two kinds at once", errInvalidHistory, i, j)
 			}
@@ -452,6 +514,18 @@ func validate(msgs []Message, wantUserLast bool) error {
 					return fmt.Errorf("%w: message %d: tool_result %q answers no tool_use of the message before", errInvalidHistory, i, b.ToolResult.CallID)
 				}
 				delete(pending, b.ToolResult.CallID)
+			case b.media() != nil:
+				inResults = false
+				md := b.media()
+				if m.Role != RoleUser {
+					return fmt.Errorf("%w: message %d block %d: an image or document in a %s message", errInvalidHistory, i, j, m.Role)
+				}
+				if len(md.Data) == 0 {
+					return fmt.Errorf("%w: message %d block %d: an image or document without data", errInvalidHistory, i, j)
+				}
+				if b.Image != nil && !providerImages[md.MediaType] || b.Document != nil && md.MediaType != "application/pdf" {
+					return fmt.Errorf("%w: message %d block %d: media type %q is not one the providers take here", errInvalidHistory, i, j, md.MediaType)
+				}
 			default:
 				inResults = false
 				if strings.TrimSpace(b.Text) == "" {
@@ -490,7 +564,7 @@ func estimateTokens(system string, msgs []Message, tools []ToolSpec) int {
 	for _, m := range msgs {
 		for _, b := range m.Blocks {
 			blocks++
-			n += len(b.Text)
+			n += len(b.Text) + 4*mediaTokens(b)
 			if b.ToolUse != nil {
 				n += len(b.ToolUse.Name) + len(b.ToolUse.Input)
 			}
@@ -520,7 +594,7 @@ func cutPoint(h history, system string, tools []ToolSpec, target int) (int, bool
 }
 
 // transcript renders messages as plain text for the summariser; tool outputs are cut to
-// maxResult bytes each.
+// maxResult bytes each, and each image or document is a one-line note.
 func transcript(msgs []Message, maxResult int) string {
 	var sb strings.Builder
 	for _, m := range msgs {
@@ -534,6 +608,9 @@ func transcript(msgs []Message, maxResult int) string {
 					status = "error result"
 				}
 				fmt.Fprintf(&sb, "[tool %s]\n%s\n", status, cut(b.ToolResult.Content, maxResult))
+			case b.media() != nil:
+				// A transcript is text: a summary or title request never carries media.
+				sb.WriteString(mediaNote(b) + "\n")
 			case m.Role == RoleAssistant:
 				fmt.Fprintf(&sb, "assistant: %s\n", b.Text)
 			default:

@@ -60,6 +60,10 @@ func shape(msgs []Message) string {
 					r += "!"
 				}
 				bs = append(bs, r)
+			case b.Image != nil:
+				bs = append(bs, "image:"+b.Image.Name)
+			case b.Document != nil:
+				bs = append(bs, "document:"+b.Document.Name)
 			default:
 				bs = append(bs, "text:"+b.Text)
 			}
@@ -474,7 +478,7 @@ func TestHeadTail(t *testing.T) {
 
 func TestOfflineIsDeterministic(t *testing.T) {
 	t.Parallel()
-	req := Request{Purpose: PurposeReply, Tools: toolSpecs(true, false), Messages: []Message{{Role: RoleUser, Blocks: []Block{{Text: "Alice: run: `uname -a`"}}}}}
+	req := Request{Purpose: PurposeReply, Tools: toolSpecs(true, false, false), Messages: []Message{{Role: RoleUser, Blocks: []Block{{Text: "Alice: run: `uname -a`"}}}}}
 	r1, err := Offline{}.Complete(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)

@@ -119,6 +119,8 @@ func toolStatus(use ToolUse) string {
 		return "writing " + a.Path
 	case ToolSearchSessions:
 		return "searching past threads"
+	case ToolAttachFile:
+		return "attaching " + a.Path
 	case ToolReadLog:
 		return "rereading this thread's log"
 	}

@@ -115,14 +115,19 @@ func offlineReply(req Request) (string, []ToolUse) {
 	last := req.Messages[len(req.Messages)-1]
 	var results []string
 	var said []string
+	media := 0
 	for _, b := range last.Blocks {
 		switch {
+		case b.media() != nil:
+			media++
 		case b.ToolResult != nil:
 			status := "finished"
 			if b.ToolResult.IsError {
 				status = "failed"
 			}
 			results = append(results, fmt.Sprintf("The tool call %s:\n```\n%s\n```", status, cut(b.ToolResult.Content, 3000)))
+		case strings.HasPrefix(b.Text, "[File "):
+			// A shared file, not what someone said: its text never becomes a command.
 		case b.Text != "":
 			said = append(said, b.Text)
 		}
@@ -131,6 +136,10 @@ func offlineReply(req Request) (string, []ToolUse) {
 		return OfflineNotice + "\n" + strings.Join(results, "\n"), nil
 	}
 	text := strings.Join(said, "\n")
+	seen := ""
+	if media > 0 {
+		seen = fmt.Sprintf("\nI got %d shared image(s) or document(s), but I can't look at them.", media)
+	}
 	if cmd, ok := runCommand(text); ok {
 		if !hasTool(req.Tools, ToolRunCommand) || req.NoTools {
 			return OfflineNotice + "\nI would run `" + cmd + "`, but command tools are not available here.", nil
@@ -140,7 +149,7 @@ func offlineReply(req Request) (string, []ToolUse) {
 		id := "offline_" + hex.EncodeToString(sum[:8])
 		return OfflineNotice + "\nRunning `" + cmd + "`.", []ToolUse{{ID: id, Name: ToolRunCommand, Input: input}}
 	}
-	return OfflineNotice + "\nI can't understand or answer questions. Write `run: <command>` to run a shell command " +
+	return OfflineNotice + seen + "\nI can't understand or answer questions. Write `run: <command>` to run a shell command " +
 		"in this thread's sandbox. To talk to a real model, set ANTHROPIC_API_KEY (or OPENAI_API_KEY / OPENAI_BASE_URL) and restart.", nil
 }
 

@@ -3,8 +3,10 @@ package brain
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -165,7 +167,17 @@ func (p *openAIProvider) params(req Request) openai.ChatCompletionNewParams {
 			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &am})
 		default:
 			// Tool results become "tool" messages right after the assistant message that
-			// called them; the user's text follows as a user message.
+			// called them (text only: the API takes no image in a tool message); the user's
+			// text follows as a user message, a string, or an array of content parts when the
+			// message carries images or documents.
+			var parts []openai.ChatCompletionContentPartUnionParam
+			flush := func() {
+				if len(text) > 0 {
+					parts = append(parts, openai.TextContentPart(strings.Join(text, "\n\n")))
+					text = nil
+				}
+			}
+			media := false
 			for _, b := range m.Blocks {
 				switch {
 				case b.ToolResult != nil:
@@ -174,11 +186,34 @@ func (p *openAIProvider) params(req Request) openai.ChatCompletionNewParams {
 						content = "ERROR: " + content
 					}
 					params.Messages = append(params.Messages, openai.ToolMessage(content, openAIToolID(b.ToolResult.CallID)))
+				case b.Image != nil:
+					flush()
+					media = true
+					parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{
+						URL: dataURL(b.Image),
+					}))
+				case b.Document != nil && p.hosted:
+					flush()
+					media = true
+					parts = append(parts, openai.FileContentPart(openai.ChatCompletionContentPartFileFileParam{
+						FileData: openai.String(dataURL(b.Document)),
+						Filename: openai.String(nonEmpty(b.Document.Name, "document.pdf")),
+					}))
+				case b.Document != nil:
+					// OpenAI-compatible servers (Ollama, vLLM, llama.cpp) do not take the file
+					// part, and a request they refuse would fail every later turn of the thread:
+					// they are told of the PDF instead.
+					text = append(text, fmt.Sprintf("[The PDF %s (%s) is not shown: this model server does not take PDF documents.]",
+						nonEmpty(b.Document.Name, "document"), humanSize(int64(len(b.Document.Data)))))
 				case b.ToolUse == nil:
 					text = append(text, b.Text)
 				}
 			}
-			if len(text) > 0 {
+			switch {
+			case media:
+				flush()
+				params.Messages = append(params.Messages, openai.UserMessage(parts))
+			case len(text) > 0:
 				params.Messages = append(params.Messages, openai.UserMessage(strings.Join(text, "\n\n")))
 			}
 		}
@@ -194,6 +229,11 @@ func (p *openAIProvider) params(req Request) openai.ChatCompletionNewParams {
 		params.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("none")}
 	}
 	return params
+}
+
+// dataURL is m as a data: URL, "data:<media type>;base64,<data>".
+func dataURL(m *Media) string {
+	return "data:" + m.MediaType + ";base64," + base64.StdEncoding.EncodeToString(m.Data)
 }
 
 // response is the SDK's completion as a Response.

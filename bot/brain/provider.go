@@ -30,12 +30,23 @@ type Message struct {
 	Blocks []Block
 }
 
-// Block is one part of a message: exactly one of Text (a non-empty text block), ToolUse or
-// ToolResult is set.
+// Block is one part of a message: exactly one of Text (a non-empty text block), ToolUse,
+// ToolResult, Image or Document is set. Images and documents (PDF) are files people shared in
+// the thread; they appear only in user messages, after the text, never in a tool result.
 type Block struct {
 	Text       string
 	ToolUse    *ToolUse
 	ToolResult *ToolResult
+	Image      *Media // MediaType image/png, image/jpeg, image/gif or image/webp
+	Document   *Media // MediaType application/pdf
+}
+
+// media is the block's image or document, nil for other blocks.
+func (b Block) media() *Media {
+	if b.Image != nil {
+		return b.Image
+	}
+	return b.Document
 }
 
 // ToolUse is the model's request to run a tool.

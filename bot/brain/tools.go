@@ -18,6 +18,7 @@ const (
 	ToolReadFile       = "read_file"
 	ToolWriteFile      = "write_file"
 	ToolSearchSessions = "search_sessions"
+	ToolAttachFile     = "attach_file"
 )
 
 // ToolNames is the name of every tool a turn may offer, for policies that name tools.
@@ -30,11 +31,11 @@ func ToolNames() []string {
 }
 
 // allToolSpecs is every tool this package knows: what a history may show calls of.
-func allToolSpecs() []ToolSpec { return append(toolSpecs(true, true), readLogSpec()) }
+func allToolSpecs() []ToolSpec { return append(toolSpecs(true, true, true), readLogSpec()) }
 
 // toolSpecs lists the tools a turn offers: the sandbox tools when hands is set, search when
-// searcher is set.
-func toolSpecs(hands, search bool) []ToolSpec {
+// search is set, attach_file when attach is set (the turn has hands and Attach).
+func toolSpecs(hands, search, attach bool) []ToolSpec {
 	var specs []ToolSpec
 	if hands {
 		specs = append(specs,
@@ -72,6 +73,21 @@ func toolSpecs(hands, search bool) []ToolSpec {
 					"required": []string{"path", "content"},
 				},
 			})
+	}
+	if hands && attach {
+		specs = append(specs, ToolSpec{
+			Name: ToolAttachFile,
+			Description: "Attach a file from the sandbox workspace to the reply in the Slack thread, so people can " +
+				"download it (a report, a patch, a chart, a log). Write the file first; say in the reply what it is.",
+			Schema: map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"path":  map[string]any{"type": "string", "description": "path relative to the workspace"},
+					"title": map[string]any{"type": "string", "description": "optional title shown in Slack; default the file name"},
+				},
+				"required": []string{"path"},
+			},
+		})
 	}
 	if search {
 		specs = append(specs, ToolSpec{
@@ -123,11 +139,27 @@ func headTail(s string, n int) (string, bool) {
 	if len(s) <= n {
 		return s, false
 	}
-	marker := fmt.Sprintf("\n[… output truncated: %d bytes omitted …]\n", len(s)-n)
-	if n <= len(marker)+16 {
+	marker := func(omitted int) string {
+		return fmt.Sprintf("\n[… output truncated: %d bytes omitted …]\n", omitted)
+	}
+	if n <= len(marker(len(s)-n))+16 {
 		return fmt.Sprintf("[output omitted: %d bytes, over the turn's output limit]", len(s)), true
 	}
-	room := n - len(marker) - 2 // the final count may have more digits
+	out, _ := headTailWith(s, n, marker)
+	return out, true
+}
+
+// headTailWith keeps at most n bytes of s: two thirds of the room from its head, one third
+// from its tail, around marker(omitted). It returns the result and how many bytes of s were
+// left out (0: s fits whole). When n leaves no room beside the marker, only the marker is left.
+func headTailWith(s string, n int, marker func(omitted int) string) (string, int) {
+	if len(s) <= n {
+		return s, 0
+	}
+	room := n - len(marker(len(s)-n)) - 2 // the final count may have more digits
+	if room <= 0 {
+		return marker(len(s)), len(s)
+	}
 	i := room * 2 / 3
 	for i > 0 && !utf8.RuneStart(s[i]) {
 		i--
@@ -136,7 +168,7 @@ func headTail(s string, n int) (string, bool) {
 	for j < len(s) && !utf8.RuneStart(s[j]) {
 		j++
 	}
-	return s[:i] + fmt.Sprintf("\n[… output truncated: %d bytes omitted …]\n", j-i) + s[j:], true
+	return s[:i] + marker(j-i) + s[j:], j - i
 }
 
 // runTool runs one tool call. Every failure is an outcome the model sees (IsError), never an
@@ -164,6 +196,7 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 		Content        *string `json:"content"`
 		Query          string  `json:"query"`
 		Limit          int     `json:"limit"`
+		Title          string  `json:"title"`
 		Invalid        string  `json:"_invalid_arguments"`
 	}
 	var obj map[string]json.RawMessage
@@ -176,7 +209,7 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 	if in.Invalid != "" {
 		return fail("the tool arguments are not valid JSON: %s", cut(in.Invalid, 200))
 	}
-	needHands := use.Name == ToolRunCommand || use.Name == ToolReadFile || use.Name == ToolWriteFile
+	needHands := use.Name == ToolRunCommand || use.Name == ToolReadFile || use.Name == ToolWriteFile || use.Name == ToolAttachFile
 	if needHands && t.Hands == nil {
 		return fail("%s is not available: this deployment has no sandbox", use.Name)
 	}
@@ -216,6 +249,18 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 			return sandboxFailure(err)
 		}
 		return toolOutcome{Content: fmt.Sprintf("wrote %d bytes to %s", len(*in.Content), in.Path), FromHands: true}
+	case ToolAttachFile:
+		if t.Attach == nil {
+			return fail("attach_file is not available: this turn cannot attach files to the thread")
+		}
+		if strings.TrimSpace(in.Path) == "" {
+			return fail("path is required")
+		}
+		res, err := t.Attach(ctx, use.ID, in.Path, in.Title)
+		if err != nil {
+			return fail("%s", cutRunes(err.Error(), 200))
+		}
+		return toolOutcome{Content: res}
 	case ToolSearchSessions:
 		if t.Searcher == nil {
 			return fail("search_sessions is not available in this deployment")

@@ -37,6 +37,8 @@ type anthropicBlock struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	Source    json.RawMessage `json:"source"` // image, document
+	Title     *string         `json:"title"`  // document
 }
 
 func parseAnthropic(body []byte) (Call, error) { return parseAnthropicRequest(body, true) }
@@ -76,6 +78,7 @@ func parseAnthropicRequest(body []byte, needMaxTokens bool) (Call, error) {
 	if req.ToolChoice != nil {
 		c.ToolChoice = req.ToolChoice.Type
 	}
+	images := 0
 	for i, m := range req.Messages {
 		msg := Message{Role: m.Role}
 		var s string
@@ -113,11 +116,23 @@ func parseAnthropicRequest(body []byte, needMaxTokens bool) (Call, error) {
 					return Call{}, fmt.Errorf("messages.%d.content.%d.content: %v", i, j, err)
 				}
 				msg.Blocks = append(msg.Blocks, Block{Type: "tool_result", ToolUseID: b.ToolUseID, Text: text, IsError: b.IsError})
+			case "image", "document":
+				mb, err := parseAnthropicMedia(i, j, m.Role, b)
+				if err != nil {
+					return Call{}, err
+				}
+				if mb.Type == "image" {
+					images++
+				}
+				msg.Blocks = append(msg.Blocks, mb)
 			default:
 				return Call{}, fmt.Errorf("messages.%d.content.%d: unsupported block type %q", i, j, b.Type)
 			}
 		}
 		c.Messages = append(c.Messages, msg)
+	}
+	if images > maxImages {
+		return Call{}, fmt.Errorf("messages: too many images in the request: %d > %d", images, maxImages)
 	}
 	return c, nil
 }

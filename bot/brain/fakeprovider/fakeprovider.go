@@ -48,15 +48,19 @@ type ToolCall struct {
 	Input string // a JSON object
 }
 
-// Block is one part of a received message, the same shape for both APIs.
+// Block is one part of a received message, the same shape for both APIs. Images and
+// documents (Anthropic's image and document blocks; OpenAI's image_url and file parts) arrive
+// decoded: Data is the bytes the base64 carried.
 type Block struct {
-	Type      string // "text", "tool_use", "tool_result"
+	Type      string // "text", "tool_use", "tool_result", "image", "document"
 	Text      string // text, or a tool result's content
 	ID        string // tool_use id, or the id a tool_result answers
-	Name      string // tool name
+	Name      string // tool name; a document's title (Anthropic) or filename (OpenAI)
 	Input     string // tool_use input (JSON)
 	IsError   bool
 	ToolUseID string
+	MediaType string // image or document: "image/png", ..., "application/pdf"
+	Data      []byte // image or document: the decoded content
 }
 
 // Message is one received message. For OpenAI, "system" and "tool" roles are kept as sent.
@@ -194,6 +198,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusBadRequest, "invalid_request_error", "unreadable body")
 		return
 	}
+	if s.kind == "anthropic" && len(body) > maxAnthropicBody {
+		s.mu.Lock()
+		s.calls = append(s.calls, Call{Body: body, Invalid: "request_too_large", At: time.Now()})
+		s.mu.Unlock()
+		s.writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", "Request exceeds the maximum allowed number of bytes.")
+		return
+	}
 	var call Call
 	if s.kind == "openai" {
 		call, err = parseOpenAI(body)
@@ -274,6 +285,10 @@ func (s *Server) serveCount(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusBadRequest, "invalid_request_error", "unreadable body")
 		return
 	}
+	if len(body) > maxAnthropicBody {
+		s.writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", "Request exceeds the maximum allowed number of bytes.")
+		return
+	}
 	call, err := parseAnthropicRequest(body, false)
 	if err == nil {
 		err = validateAnthropic(call)
@@ -301,16 +316,22 @@ func (s *Server) serveCount(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"input_tokens": c.InputTokens})
 }
 
-// estimate is the fake's tokenizer: a quarter of the text bytes plus 4 per block.
+// estimate is the fake's tokenizer: a quarter of the text bytes plus 4 per block, and 1600
+// per image or document (about what the API bills a resized image).
 func estimate(c Call) int64 {
-	n, blocks := len(c.System), 0
+	n, blocks, media := len(c.System), 0, 0
 	for _, m := range c.Messages {
 		for _, b := range m.Blocks {
 			blocks++
-			n += len(b.Text) + len(b.Name) + len(b.Input)
+			switch b.Type {
+			case "image", "document":
+				media++
+			default:
+				n += len(b.Text) + len(b.Name) + len(b.Input)
+			}
 		}
 	}
-	return int64(n/4 + 4*blocks)
+	return int64(n/4 + 4*blocks + 1600*media)
 }
 
 func (s *Server) authorised(r *http.Request) bool {
@@ -413,7 +434,9 @@ func sleepCtx(r *http.Request, d time.Duration) bool {
 	}
 }
 
-// textOf reads a content field that is a string or an array of text parts.
+// textOf reads a content field that is a string or an array of text parts; a part of another
+// type is an error (images and documents go in user messages only, never in a system prompt
+// or a tool result, as far as the brain is concerned).
 func textOf(raw json.RawMessage) (string, bool, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", false, nil
@@ -430,7 +453,10 @@ func textOf(raw json.RawMessage) (string, bool, error) {
 		return "", false, fmt.Errorf("content is neither a string nor a list of parts")
 	}
 	out := ""
-	for _, p := range parts {
+	for i, p := range parts {
+		if p.Type != "text" {
+			return "", false, fmt.Errorf("content part %d has type %q: fakeprovider takes only text parts here", i, p.Type)
+		}
 		out += p.Text
 	}
 	return out, true, nil

@@ -70,16 +70,26 @@ func parseOpenAI(body []byte) (Call, error) {
 		}
 	}
 	for i, m := range req.Messages {
+		msg := Message{Role: m.Role}
+		if m.Role == "user" {
+			blocks, err := parseOpenAIUser(i, m.Content)
+			if err != nil {
+				return Call{}, err
+			}
+			msg.Blocks = blocks
+			c.Messages = append(c.Messages, msg)
+			continue
+		}
+		if err := openAINonUserParts(i, m.Role, m.Content); err != nil {
+			return Call{}, err
+		}
 		text, has, err := textOf(m.Content)
 		if err != nil {
 			return Call{}, fmt.Errorf("Invalid 'messages[%d].content': %v", i, err)
 		}
-		msg := Message{Role: m.Role}
 		switch m.Role {
 		case "system", "developer":
 			c.System += text
-			msg.Blocks = []Block{{Type: "text", Text: text}}
-		case "user":
 			msg.Blocks = []Block{{Type: "text", Text: text}}
 		case "assistant":
 			if has && text != "" {
@@ -126,7 +136,11 @@ func validateOpenAI(c Call) error {
 		}
 		switch m.Role {
 		case "user":
-			if strings.TrimSpace(m.Blocks[0].Text) == "" {
+			empty := true
+			for _, b := range m.Blocks {
+				empty = empty && b.Type == "text" && strings.TrimSpace(b.Text) == ""
+			}
+			if empty {
 				return fmt.Errorf("Invalid 'messages[%d].content': user content must not be empty", i)
 			}
 		case "assistant":
