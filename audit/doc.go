@@ -16,6 +16,10 @@
 //	access.jsonl | access.csv   access records (who exported, verified or held what) in the window
 //	web_access.jsonl | .csv     the web pages' access_log in the window: page views, searches and
 //	                            downloads by person (bot/web)
+//	files/<sha256>              with ExporterOptions.Files (logbook audit export --with-files): the
+//	                            content of every file an exported event references (file_fetched
+//	                            stored, file_upload), listed in the manifest's file_contents;
+//	                            content gone (purged) is listed in missing_files instead
 //	manifest.json               query, counts, first/last ids, chains, sha256 of every file
 //	manifest.json.sig           base64 ed25519 signature of manifest.json, when a key is set
 //
@@ -53,8 +57,10 @@
 // triggers. Retention.Purge calls logbook_purge_expired, a SECURITY DEFINER function owned
 // by logbook_retention, which nulls payloads of expired sessions not under a legal hold,
 // removes what was derived from them (the session's search_docs rows, its title and first
-// text in search_sessions: see migrations/00005_purge_projections.sql) and appends an
-// audit_purges row per session. Removing whole sessions (rows) is deliberately
+// text in search_sessions: see migrations/00005_purge_projections.sql; its file references
+// and the file content no other session references: migrations/00009_files.sql) and appends an
+// audit_purges row per session. Content kept in a bucket (LOGBOOK_BLOB_URL) is marked by the
+// purge; with Retention.WithFiles the same run deletes its objects, then its rows. Removing whole sessions (rows) is deliberately
 // not implemented: it would break chain verification of what remains and the evidence that
 // the session existed; if required, do it as logbook_retention with logbook.purge = 'on'
 // after exporting, and keep the purge records.

@@ -7,6 +7,8 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -68,7 +70,22 @@ type ExporterOptions struct {
 	// to the destination after it ends (default: os.TempDir()). It needs room for the
 	// largest export.
 	SpoolDir string
+	// Files, when set, reads the content of the files the exported events reference (a
+	// file_fetched that stored one, a file_upload, by their sha256): each is written as
+	// files/<sha256> and listed in the manifest (file_contents); content that is gone
+	// (purged by retention) is listed as missing (missing_files), which fails nothing.
+	// nil: events list files by hash only.
+	Files FileReader
 }
+
+// FileReader reads stored file content by its sha256 (filestore.Store has it):
+// session.ErrNotFound when there is none.
+type FileReader interface {
+	FileContent(ctx context.Context, sha string) ([]byte, error)
+}
+
+// FilesDir is the folder of an export that holds file content, by sha256.
+const FilesDir = "files/"
 
 // Exporter writes exports. It is safe for concurrent use.
 type Exporter struct {
@@ -164,7 +181,11 @@ func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix
 			o.abort()
 		}
 	}()
-	eo, ef, err := x.writeEvents(ctx, tx, q, dst, prefix+"events."+ext, &m, sessions)
+	var refs map[string]bool // the content the events reference, when the export includes it
+	if x.opts.Files != nil {
+		refs = map[string]bool{}
+	}
+	eo, ef, err := x.writeEvents(ctx, tx, q, dst, prefix+"events."+ext, &m, sessions, refs)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
@@ -190,6 +211,11 @@ func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix
 	ef.Name, af.Name, wf.Name = "events."+ext, "access."+ext, "web_access."+ext
 	m.Files = []File{ef, af, wf}
 	m.AccessRecords, m.WebAccessRecords = af.Records, wf.Records
+	if refs != nil {
+		if err := x.writeContents(ctx, dst, prefix, refs, &m); err != nil {
+			return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+		}
+	}
 
 	ids := make([]string, 0, len(sessions))
 	for id := range sessions {
@@ -373,8 +399,77 @@ func (o *objectWriter) publish(ctx context.Context) error {
 	return nil
 }
 
+// writeContents writes the content of every file in refs (by sha256) as files/<sha256> under
+// prefix, one at a time, and lists it in the manifest; content the store no longer has, or
+// whose bytes do not hash to their name, is listed as missing instead.
+func (x *Exporter) writeContents(ctx context.Context, dst *blob.Bucket, prefix string, refs map[string]bool, m *Manifest) error {
+	m.WithFiles = true
+	shas := make([]string, 0, len(refs))
+	for sha := range refs {
+		shas = append(shas, sha)
+	}
+	slices.Sort(shas)
+	for _, sha := range shas {
+		data, err := x.opts.Files.FileContent(ctx, sha)
+		switch {
+		case errors.Is(err, session.ErrNotFound):
+			m.MissingFiles = append(m.MissingFiles, MissingFile{SHA256: sha, Reason: "not in the file store (purged by retention)"})
+			continue
+		case err != nil:
+			return fmt.Errorf("read file %s: %w", sha, err)
+		case session.FileHash(data) != sha:
+			m.MissingFiles = append(m.MissingFiles, MissingFile{SHA256: sha, Mismatch: true,
+				Reason: "the stored content does not hash to it (not exported)"})
+			continue
+		}
+		name := FilesDir + sha
+		if err := dst.WriteAll(ctx, prefix+name, data, &blob.WriterOptions{ContentType: "application/octet-stream"}); err != nil {
+			return fmt.Errorf("write %s: %w", prefix+name, err)
+		}
+		m.FileContents = append(m.FileContents, ContentFile{Name: name, SHA256: sha, Bytes: int64(len(data))})
+	}
+	return nil
+}
+
+// fileRef is what an event says of the content of a file (session.FileFetched,
+// session.FileUpload).
+type fileRef struct {
+	SHA256 string `json:"sha256"`
+	Status string `json:"status"`
+}
+
+// collectFileRef adds the sha256 of the content a file_fetched (stored) or file_upload
+// payload references to refs.
+func collectFileRef(refs map[string]bool, typ, payload []byte) {
+	if payload == nil || (string(typ) != string(session.TypeFileFetched) && string(typ) != string(session.TypeFileUpload)) {
+		return
+	}
+	var r fileRef
+	if json.Unmarshal(payload, &r) != nil || !validSHA(r.SHA256) {
+		return
+	}
+	if string(typ) == string(session.TypeFileFetched) && r.Status != session.FileStored {
+		return
+	}
+	refs[r.SHA256] = true
+}
+
+// validSHA reports whether s is a sha256 in lowercase hex (content is stored under those, and
+// only those name files in an export).
+func validSHA(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 func (x *Exporter) writeEvents(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket,
-	key string, m *Manifest, sessions map[string]int64) (*objectWriter, File, error) {
+	key string, m *Manifest, sessions map[string]int64, refs map[string]bool) (*objectWriter, File, error) {
 	ct := "application/x-ndjson"
 	if q.Format == CSV {
 		ct = "text/csv"
@@ -407,6 +502,9 @@ func (x *Exporter) writeEvents(ctx context.Context, tx pgx.Tx, q Query, dst *blo
 		actor = append(append(append(actor[:0], v[7]...), ':'), v[8]...)
 		count(m.Counts.ByActor, actor)
 		count(sessions, v[1])
+		if refs != nil {
+			collectFileRef(refs, v[6], v[10])
+		}
 		if m.FirstEventID == "" {
 			m.FirstEventID, m.FirstPosition = string(v[5]), atoi(v[0])
 		}

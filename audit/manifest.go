@@ -40,6 +40,11 @@ type Manifest struct {
 	ChainsChecked    bool           `json:"chains_checked"`
 	Sessions         []SessionChain `json:"sessions"`
 	Files            []File         `json:"files"`
+	// WithFiles says the export includes the content of the files its events reference:
+	// FileContents, one files/<sha256> each, and MissingFiles, what it could not include.
+	WithFiles    bool          `json:"with_files,omitempty"`
+	FileContents []ContentFile `json:"file_contents,omitempty"`
+	MissingFiles []MissingFile `json:"missing_files,omitempty"`
 	// SigningKey is the sha256 fingerprint (hex) of the public key whose signature is in
 	// manifest.json.sig; empty when unsigned.
 	SigningKey string `json:"signing_key,omitempty"`
@@ -91,6 +96,22 @@ type File struct {
 	SHA256  string `json:"sha256"`
 	Bytes   int64  `json:"bytes"`
 	Records int64  `json:"records"`
+}
+
+// ContentFile is the content of a file an exported event references, in the export as Name
+// (files/<sha256>).
+type ContentFile struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// MissingFile is content an exported event references that the export does not include, and
+// why: purged by retention, or (Mismatch) stored bytes that do not hash to it.
+type MissingFile struct {
+	SHA256   string `json:"sha256"`
+	Reason   string `json:"reason"`
+	Mismatch bool   `json:"mismatch,omitempty"`
 }
 
 // KeyFingerprint is the hex sha256 of an ed25519 public key.
@@ -165,8 +186,8 @@ type ExportCheck struct {
 
 // VerifyExport checks the export under prefix in src: the manifest parses, its signature
 // verifies against pub (required when pub is set, and required to be given when the
-// manifest says it is signed), every listed file exists with the listed size and sha256,
-// and no other object is there. Every problem is reported, joined; each wraps ErrTampered.
+// manifest says it is signed), every listed file (file contents under files/ included)
+// exists with the listed size and sha256, and no other object is there (nor under files/). Every problem is reported, joined; each wraps ErrTampered.
 func VerifyExport(ctx context.Context, src *blob.Bucket, prefix string, pub ed25519.PublicKey) (ExportCheck, error) {
 	prefix = strings.TrimSuffix(prefix, "/")
 	if prefix != "" {
@@ -204,14 +225,34 @@ func VerifyExport(ctx context.Context, src *blob.Bucket, prefix string, pub ed25
 			errs = append(errs, err)
 		}
 	}
-	it := src.List(&blob.ListOptions{Prefix: prefix, Delimiter: "/"})
+	for _, f := range m.FileContents {
+		if !validSHA(f.SHA256) || f.Name != FilesDir+f.SHA256 {
+			errs = append(errs, fmt.Errorf("%s: %w: file content %q is not named %s<sha256>", prefix+ManifestName, ErrTampered, f.Name, FilesDir))
+			continue
+		}
+		listed[f.Name] = true
+		if err := checkFile(ctx, src, prefix+f.Name, File{Name: f.Name, SHA256: f.SHA256, Bytes: f.Bytes}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, unlisted(ctx, src, prefix, "", "/", listed)...)
+	// File content is one level down: every object there must be listed too.
+	errs = append(errs, unlisted(ctx, src, prefix, FilesDir, "", listed)...)
+	return check, errors.Join(errs...)
+}
+
+// unlisted reports the objects under prefix+sub (listed with delimiter: "/" for one level,
+// "" for all) whose name relative to the export's prefix the manifest does not list.
+func unlisted(ctx context.Context, src *blob.Bucket, prefix, sub, delimiter string, listed map[string]bool) []error {
+	var errs []error
+	it := src.List(&blob.ListOptions{Prefix: prefix + sub, Delimiter: delimiter})
 	for {
 		obj, err := it.Next(ctx)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("list %s: %w", prefix, err))
+			errs = append(errs, fmt.Errorf("list %s: %w", prefix+sub, err))
 			break
 		}
 		if obj.IsDir {
@@ -221,7 +262,7 @@ func VerifyExport(ctx context.Context, src *blob.Bucket, prefix string, pub ed25
 			errs = append(errs, fmt.Errorf("%s: %w: not listed in the manifest", obj.Key, ErrTampered))
 		}
 	}
-	return check, errors.Join(errs...)
+	return errs
 }
 
 func checkFile(ctx context.Context, src *blob.Bucket, key string, f File) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/filestore"
 	"github.com/logbook/logbook/session/search"
 )
 
@@ -105,6 +106,7 @@ func TestRetentionPurgeLeavesNoTextInAnyTable(t *testing.T) {
 	s := f.open(t, "C0000001", "1700000000.000100")
 	held := f.open(t, "C00000HC", "1700000000.000200") // a legal hold keeps it whole
 	const heldWord = "Heldwombat"
+	shas := map[session.ID]string{} // the content of each session's file
 	for sess, w := range map[session.Session]string{s: word, held: heldWord} {
 		f.append(t, sess.ID, alice, session.TypeUserMessage, session.UserMessage{Team: "T0000001", Channel: sess.Key.Channel,
 			ThreadTS: sess.Key.ThreadTS, TS: sess.Key.ThreadTS, User: alice.ID, UserName: "alice",
@@ -116,6 +118,17 @@ func TestRetentionPurgeLeavesNoTextInAnyTable(t *testing.T) {
 			session.ToolResult{CallID: "c1", Content: "notes.txt: " + w + " ships friday"})
 		f.append(t, sess.ID, botA, session.TypeAssistantMessage, session.AssistantMessage{Text: "The " + w + " rollout ships Friday."})
 		f.append(t, sess.ID, botA, session.TypeTitle, session.Title{Text: w + " rollout"})
+		// A file shared in the thread, its content stored in the database (file_blobs).
+		dump := []byte("core dump: " + w + " ran out of memory\x00\x01")
+		sha, err := filestore.NewStore(f.app).Put(ctx, sess.ID, dump)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.append(t, sess.ID, alice, session.TypeFileRef, session.FileRef{FileID: "F1", Name: w + ".dump", Mimetype: "application/octet-stream",
+			Size: int64(len(dump)), TS: sess.Key.ThreadTS, User: alice.ID})
+		f.append(t, sess.ID, session.Actor{Kind: session.ActorSystem, ID: "files"}, session.TypeFileFetched, session.FileFetched{FileID: "F1",
+			TS: sess.Key.ThreadTS, Name: w + ".dump", Mimetype: "application/octet-stream", Size: int64(len(dump)), SHA256: sha, Status: session.FileStored})
+		shas[sess.ID] = sha
 	}
 	if _, err := audit.AddHold(ctx, f.auditorPool, audit.Who{Name: "legal@example.com"}, audit.HoldChannel, "C00000HC", "litigation"); err != nil {
 		t.Fatal(err)
@@ -151,7 +164,7 @@ func TestRetentionPurgeLeavesNoTextInAnyTable(t *testing.T) {
 	// The positive control: before the purge the word is where the scan must look.
 	before := strings.Join(holding(t, f.su, word, lexeme), " ")
 	for _, want := range []string{"public.events.payload", "public.search_docs.body", "public.search_docs.tsv",
-		"public.search_sessions.title", "public.search_sessions.first_text"} {
+		"public.search_sessions.title", "public.search_sessions.first_text", "public.file_blobs.content"} {
 		if !strings.Contains(before+" ", want+" ") {
 			t.Errorf("before the purge, %s does not hold %q (found in: %s): the scan is blind", want, word, before)
 		}
@@ -206,6 +219,17 @@ func TestRetentionPurgeLeavesNoTextInAnyTable(t *testing.T) {
 	after := holding(t, f.su, word, lexeme)
 	if len(after) != 0 {
 		t.Errorf("after the purge %q is still in %v", word, after)
+	}
+	// The purged session's file is gone, content and reference; the held one's stays.
+	for id, want := range map[session.ID]int{s.ID: 0, held.ID: 1} {
+		var blobs, refs int
+		if err := f.su.QueryRow(ctx, `SELECT (SELECT count(*) FROM file_blobs WHERE sha256 = $1),
+			(SELECT count(*) FROM file_refs WHERE sha256 = $1)`, shas[id]).Scan(&blobs, &refs); err != nil {
+			t.Fatal(err)
+		}
+		if blobs != want || refs != want {
+			t.Errorf("session %s: %d file_blobs and %d file_refs rows of its file after the purge, want %d", id, blobs, refs, want)
+		}
 	}
 	if kept := holding(t, f.su, heldWord, strings.ToLower(heldWord)); len(kept) < 5 {
 		t.Errorf("the held session's words are only in %v", kept)

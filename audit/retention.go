@@ -155,8 +155,25 @@ type Purge struct {
 // Retention removes the payloads of expired sessions through logbook_purge_expired. Its pool
 // must act as logbook_retention (the only role that may execute the function).
 type Retention struct {
-	pool *pgxpool.Pool
-	keep time.Duration
+	pool  *pgxpool.Pool
+	keep  time.Duration
+	files FileRemover
+}
+
+// FileRemover deletes the bucket copy of a file's content (filestore.Store has it).
+type FileRemover interface {
+	Delete(ctx context.Context, sha string) error
+}
+
+// WithFiles makes Purge delete, after the purge function ran, the bucket objects of content
+// it left unreferenced (marked purged: session.Store.PurgedBucketFiles), then their rows
+// (session.Store.ForgetFile). bucket must be the store the content was written to
+// (LOGBOOK_BLOB_URL): without it, marked content stays marked, its objects in the bucket,
+// until a retention run that has it. Content kept in the database needs none of this: the
+// purge function removes it. It returns r.
+func (r *Retention) WithFiles(bucket FileRemover) *Retention {
+	r.files = bucket
+	return r
 }
 
 // NewRetention returns a retention that keeps sessions whose last event is younger than
@@ -195,7 +212,51 @@ func (r *Retention) Purge(ctx context.Context, who Who, now time.Time) ([]Purge,
 	if err != nil {
 		return nil, fmt.Errorf("purge sessions older than %s: %w", cutoff.UTC().Format(time.RFC3339), err)
 	}
+	if r.files != nil {
+		if _, err := r.DeletePurgedFiles(ctx); err != nil {
+			return ps, fmt.Errorf("purge sessions older than %s: %w", cutoff.UTC().Format(time.RFC3339), err)
+		}
+	}
 	return ps, nil
+}
+
+// DeletePurgedFiles deletes the bucket objects of content a purge left unreferenced, then
+// forgets them, and returns their hashes; Purge calls it when WithFiles was given one. Content
+// a session references again since it was marked is left alone. What fails stays marked, for
+// the next run. Without WithFiles it deletes nothing.
+func (r *Retention) DeletePurgedFiles(ctx context.Context) ([]string, error) {
+	if r.files == nil {
+		return nil, nil
+	}
+	st := session.NewStore(r.pool, session.Options{})
+	shas, err := st.PurgedBucketFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var deleted []string
+	for _, sha := range shas {
+		referenced, err := st.FileReferenced(ctx, sha)
+		if err != nil {
+			return deleted, err
+		}
+		if referenced {
+			continue
+		}
+		if err := r.files.Delete(ctx, sha); err != nil {
+			return deleted, err
+		}
+		if err := st.ForgetFile(ctx, sha); err != nil {
+			return deleted, err
+		}
+		deleted = append(deleted, sha)
+	}
+	return deleted, nil
+}
+
+// PendingFiles returns the hashes of bucket content a purge marked whose objects are not
+// deleted yet (a run without WithFiles, or one that failed midway).
+func (r *Retention) PendingFiles(ctx context.Context) ([]string, error) {
+	return session.NewStore(r.pool, session.Options{}).PurgedBucketFiles(ctx)
 }
 
 // ParseRetention parses a retention period: "400d", "36h", "off" or "" (0: off). Errors

@@ -8,6 +8,7 @@
 //	GET /                                  recent sessions (?before=<RFC 3339> pages back)
 //	GET /sessions/{id}                     transcript (?all=1 markers, ?deleted=1 auditors, ?tz=Area/City)
 //	GET /sessions/{id}/download?format=md  transcript as an attachment: text, md, html or json
+//	GET /sessions/{id}/files/{sha256}      a file the session holds (Config.Files; see Files)
 //	GET /search?q=&actor=&channel=&since=&until=
 //	GET /signin, POST /signin, GET /signout  the token sign-in form for browsers (no identity needed)
 //
@@ -58,9 +59,21 @@
 // ChannelVisibility (Slack's conversations.info, is_private), cached for
 // Config.VisibilityTTL; a channel whose visibility cannot be learnt counts as private.
 //
+// # Files
+//
+// With Config.Files, the transcript page links each stored file shared in (or handed back to)
+// the thread to GET /sessions/{id}/files/{sha256}, and shows PNG, JPEG, GIF and WebP images
+// inline. The route answers only a reader who may see the session (the page's checks,
+// visibility included) and only for content the session holds (session.Store.HasFile);
+// anything else is 404. Content is served with X-Content-Type-Options: nosniff, a
+// Content-Security-Policy of default-src 'none' (and sandbox), as an attachment under its
+// recorded name; images whose bytes are what they claim are served inline; HTML, SVG, XML and
+// scripts are served as application/octet-stream.
+//
 // # Access log
 //
-// Every list, view, search and download is recorded in the append-only access_log table
+// Every list, view, search and download (a file's: action download, format "file:<sha256>")
+// is recorded in the append-only access_log table
 // (who, how identified, auditor or not, action, session, format, query, result count,
 // status, client address, user agent, time) before the page is sent; if the record cannot
 // be written the page is not shown (503). Requests without a valid identity are answered

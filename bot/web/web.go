@@ -25,6 +25,14 @@ import (
 type sessionReader interface {
 	Session(ctx context.Context, id session.ID) (session.Session, error)
 	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
+	// HasFile reports whether the session holds the content sha (its reference to it).
+	HasFile(ctx context.Context, id session.ID, sha string) (bool, error)
+}
+
+// FileReader reads stored file content by its sha256 (filestore.Store has it):
+// session.ErrNotFound when there is none.
+type FileReader interface {
+	FileContent(ctx context.Context, sha string) ([]byte, error)
 }
 
 // finder is what the list and search pages need (search.Searcher has it).
@@ -53,6 +61,10 @@ type Config struct {
 	Now      func() time.Time // default time.Now
 	// RecentLimit is how many sessions the list shows; default 50.
 	RecentLimit int
+	// Files serves the content of the files a session holds (GET /sessions/{id}/files/{sha256})
+	// and makes the transcript page link them and show images inline; nil: files are listed,
+	// not linked.
+	Files FileReader
 }
 
 type server struct {
@@ -92,6 +104,7 @@ func Handler(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /{$}", s.list)
 	mux.HandleFunc("GET /sessions/{id}", s.view)
 	mux.HandleFunc("GET /sessions/{id}/download", s.download)
+	mux.HandleFunc("GET /sessions/{id}/files/{sha256}", s.file)
 	mux.HandleFunc("GET /search", s.search)
 	outer := http.NewServeMux()
 	outer.HandleFunc("GET /signin", s.signinForm)
@@ -246,17 +259,19 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	s.respond(w, r, "list", data, access{action: "list", results: len(data.Sessions)})
 }
 
-// load reads a session for the transcript pages, or answers 404.
-func (s *server) load(w http.ResponseWriter, r *http.Request, action string) (session.Session, []session.Event, bool) {
+// load reads a session for the transcript pages, or answers 404 (recording a, with the
+// session and the status).
+func (s *server) load(w http.ResponseWriter, r *http.Request, a access) (session.Session, []session.Event, bool) {
 	ctx := r.Context()
 	id, err := session.ParseID(r.PathValue("id"))
 	if err != nil {
-		s.notFound(w, r, action, session.ID{})
+		s.notFound(w, r, a)
 		return session.Session{}, nil, false
 	}
+	a.session = id
 	sess, err := s.cfg.Sessions.Session(ctx, id)
 	if errors.Is(err, session.ErrNotFound) {
-		s.notFound(w, r, action, id)
+		s.notFound(w, r, a)
 		return session.Session{}, nil, false
 	}
 	if err != nil {
@@ -265,7 +280,7 @@ func (s *server) load(w http.ResponseWriter, r *http.Request, action string) (se
 	}
 	if s.hidden(ctx, sess.Key.Channel) {
 		// Hidden sessions look like missing ones: their existence is not for everyone.
-		s.notFound(w, r, action, id)
+		s.notFound(w, r, a)
 		return session.Session{}, nil, false
 	}
 	evs, err := s.cfg.Sessions.Events(ctx, id, session.Range{})
@@ -288,11 +303,14 @@ func (s *server) transcriptOptions(r *http.Request, sess session.Session) transc
 }
 
 func (s *server) view(w http.ResponseWriter, r *http.Request) {
-	sess, evs, ok := s.load(w, r, "view")
+	sess, evs, ok := s.load(w, r, access{action: "view"})
 	if !ok {
 		return
 	}
 	opts := s.transcriptOptions(r, sess)
+	if s.cfg.Files != nil {
+		opts.FileURL = func(sha string) string { return fileURL(sess.ID, sha) }
+	}
 	t := transcript.Build(sess, evs, opts)
 	body, err := t.HTMLFragment()
 	if err != nil {
@@ -331,7 +349,7 @@ func (s *server) download(w http.ResponseWriter, r *http.Request) {
 		s.page(w, http.StatusBadRequest, "message", pageData{Title: "Unknown format", Message: err.Error()})
 		return
 	}
-	sess, evs, ok := s.load(w, r, "download")
+	sess, evs, ok := s.load(w, r, access{action: "download"})
 	if !ok {
 		return
 	}
@@ -460,8 +478,9 @@ func (s *server) respond(w http.ResponseWriter, r *http.Request, tmpl string, da
 	w.Write(b.Bytes()) //nolint:errcheck // the client went away
 }
 
-func (s *server) notFound(w http.ResponseWriter, r *http.Request, action string, id session.ID) {
-	if err := record(r.Context(), s.cfg.AccessLog, r, access{action: action, session: id, status: http.StatusNotFound}); err != nil {
+func (s *server) notFound(w http.ResponseWriter, r *http.Request, a access) {
+	a.status = http.StatusNotFound
+	if err := record(r.Context(), s.cfg.AccessLog, r, a); err != nil {
 		s.unrecorded(w, err)
 		return
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/filestore"
 )
 
 // auditEnvHelp lists the audit commands' settings, for --help.
@@ -40,7 +41,9 @@ const auditEnvHelp = `Environment:
   LOGBOOK_AUDIT_FORMAT            jsonl (default) or csv
   LOGBOOK_AUDIT_SCHEDULE_NAME     name of the schedule in run records (default "default")
   LOGBOOK_RETENTION               e.g. 400d; off by default
-  LOGBOOK_RETENTION_DATABASE_URL  connection for purges (falls back to the auditor's); role logbook_retention`
+  LOGBOOK_RETENTION_DATABASE_URL  connection for purges (falls back to the auditor's); role logbook_retention
+  LOGBOOK_BLOB_URL                the bucket of shared files' content, as serve has it: export --with-files
+                                  reads it, and purges delete what retention removed from it`
 
 func auditDSN(ctx context.Context, e env) (string, error) {
 	// Audit holds a session advisory lock, SETs ROLE and sets startup parameters: never
@@ -228,11 +231,29 @@ azblob:// need the matching gocloud.dev/blob driver compiled in.
 	return cmd
 }
 
+// openFiles opens the store of shared files' content over log (LOGBOOK_BLOB_URL: a bucket;
+// unset: the database). The caller closes it.
+func openFiles(ctx context.Context, e env, log filestore.Log) (*filestore.Store, error) {
+	return filestore.Open(ctx, log, strings.TrimSpace(e.getenv("LOGBOOK_BLOB_URL")))
+}
+
+// retentionBucket opens the bucket of shared files' content when LOGBOOK_BLOB_URL names one,
+// for retention to delete what its purges left unreferenced there (Retention.WithFiles); nil
+// when there is none: content in the database goes with the purge itself. The caller closes
+// it.
+func retentionBucket(ctx context.Context, e env, pool *pgxpool.Pool) (*filestore.Store, error) {
+	if strings.TrimSpace(e.getenv("LOGBOOK_BLOB_URL")) == "" {
+		return nil, nil
+	}
+	return openFiles(ctx, e, session.NewStore(pool, session.Options{}))
+}
+
 func newAuditExportCmd(e env) *cobra.Command {
 	var (
 		actors                         []string
 		from, to, channel, format, out string
 		zone, keyPath, as              string
+		withFiles                      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "export --from <time> --to <time> --out <dir or URL> [--actor <id>]... [--channel <id>] [--format jsonl|csv]",
@@ -277,12 +298,24 @@ func newAuditExportCmd(e env) *cobra.Command {
 				return err
 			}
 			defer bucket.Close()
+			opts := audit.ExporterOptions{Version: generatorVersion(), SigningKey: key}
+			if withFiles {
+				fs, err := openFiles(ctx, e, store)
+				if err != nil {
+					return err
+				}
+				defer fs.Close()
+				opts.Files = fs
+			}
 			filters := q.Filters()
 			filters["destination"] = redactURL(out)
+			if withFiles {
+				filters["with_files"] = true
+			}
 			if _, err := audit.RecordAccess(ctx, pool, who, "export", filters); err != nil {
 				return err
 			}
-			exp := audit.NewExporter(store, pool, audit.ExporterOptions{Version: generatorVersion(), SigningKey: key})
+			exp := audit.NewExporter(store, pool, opts)
 			m, err := exp.Export(ctx, q, bucket, "")
 			if err != nil {
 				return err
@@ -298,6 +331,20 @@ func newAuditExportCmd(e env) *cobra.Command {
 			for _, f := range m.Files {
 				fmt.Fprintf(e.stdout, "  %s  %s  %d bytes\n", f.SHA256, f.Name, f.Bytes)
 			}
+			mismatched := 0
+			if m.WithFiles {
+				var n int64
+				for _, f := range m.FileContents {
+					n += f.Bytes
+				}
+				fmt.Fprintf(e.stdout, "%d files' content (%d bytes) under %s\n", len(m.FileContents), n, audit.FilesDir)
+				for _, f := range m.MissingFiles {
+					fmt.Fprintf(e.stderr, "logbook: file %s is not in the export: %s\n", f.SHA256, f.Reason)
+					if f.Mismatch {
+						mismatched++
+					}
+				}
+			}
 			if m.SigningKey != "" {
 				fmt.Fprintf(e.stdout, "manifest signed by key %s\n", m.SigningKey)
 			}
@@ -307,6 +354,9 @@ func newAuditExportCmd(e env) *cobra.Command {
 			}
 			if broken > 0 {
 				return exitError{code: 1, err: fmt.Errorf("%w: %d exported sessions have a broken chain (see manifest.json)", audit.ErrTampered, broken)}
+			}
+			if mismatched > 0 {
+				return exitError{code: 1, err: fmt.Errorf("%w: the stored content of %d files does not match its hash (see missing_files in manifest.json)", audit.ErrTampered, mismatched)}
 			}
 			return nil
 		},
@@ -321,6 +371,7 @@ func newAuditExportCmd(e env) *cobra.Command {
 	fl.StringVar(&zone, "tz", "", "zone of --from/--to without an offset (default LOGBOOK_AUDIT_TZ or UTC)")
 	fl.StringVar(&keyPath, "sign-key", "", "ed25519 private key (PEM) to sign the manifest (default LOGBOOK_AUDIT_SIGNING_KEY)")
 	fl.StringVar(&as, "as", "", "who is exporting (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
+	fl.BoolVar(&withFiles, "with-files", false, "also export the content of the files the events reference, as files/<sha256> (LOGBOOK_BLOB_URL when kept in a bucket)")
 	return cmd
 }
 
@@ -643,6 +694,14 @@ func (a *auditSchedule) start(ctx context.Context, e env, log zerolog.Logger) (s
 		if ret, err = audit.NewRetention(pool, a.keep); err != nil {
 			return nil, nil, err
 		}
+		fs, err := retentionBucket(ctx, e, pool)
+		if err != nil {
+			return nil, nil, err
+		}
+		if fs != nil {
+			closers = append(closers, func() { fs.Close() })
+			ret.WithFiles(fs)
+		}
 	}
 	host, _ := os.Hostname()
 	exp := audit.NewExporter(store, auditPool, audit.ExporterOptions{Version: generatorVersion(), SigningKey: a.key})
@@ -805,7 +864,9 @@ func newAuditPurgeCmd(e env) *cobra.Command {
 		Long: `Remove the payloads of every session whose last event is older than the retention
 period and that no legal hold covers. Each event's skeleton (ids, seq, type, actor, time,
 payload hash, chain hashes) stays, so chains still verify; each purged session gets an
-append-only purge record. Runs as logbook_retention (LOGBOOK_RETENTION_DATABASE_URL).`,
+append-only purge record. The content of shared files that only purged sessions held goes
+too: from the database with the purge, and from the bucket (LOGBOOK_BLOB_URL) right after.
+Runs as logbook_retention (LOGBOOK_RETENTION_DATABASE_URL).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
@@ -833,6 +894,13 @@ append-only purge record. Runs as logbook_retention (LOGBOOK_RETENTION_DATABASE_
 			if err != nil {
 				return err
 			}
+			fs, err := retentionBucket(ctx, e, pool)
+			if err != nil {
+				return err
+			}
+			if fs != nil {
+				defer fs.Close()
+			}
 			ps, err := ret.Purge(ctx, who, time.Now())
 			if err != nil {
 				return err
@@ -842,6 +910,21 @@ append-only purge record. Runs as logbook_retention (LOGBOOK_RETENTION_DATABASE_
 					p.Session, p.FromSeq, p.ToSeq, p.Purged, p.HeadSeq, p.HeadHash)
 			}
 			fmt.Fprintf(e.stdout, "%d sessions purged (retention %s)\n", len(ps), audit.FormatRetention(keep))
+			// The bucket's copies of content the purge left unreferenced go too (content kept
+			// in the database went with the purge).
+			if fs != nil {
+				deleted, err := ret.WithFiles(fs).DeletePurgedFiles(ctx)
+				if len(deleted) > 0 {
+					fmt.Fprintf(e.stdout, "%d purged files' content deleted from the bucket\n", len(deleted))
+				}
+				if err != nil {
+					return err
+				}
+			} else if pending, err := ret.PendingFiles(ctx); err != nil {
+				return err
+			} else if len(pending) > 0 {
+				fmt.Fprintf(e.stderr, "logbook: warning: %d purged files' content waits in the bucket: set LOGBOOK_BLOB_URL and run purge again to delete it\n", len(pending))
+			}
 			return nil
 		},
 	}

@@ -33,6 +33,11 @@ pre { background: var(--code); padding: .5rem .75rem; border-radius: 4px; overfl
 .tool .status.error { color: #b00020; }
 .marker { color: var(--muted); font-size: .8rem; padding: .25rem 0; }
 .edited, .deleted { color: var(--muted); font-style: italic; }
+.files { list-style: none; padding: 0; margin: .35rem 0; font-size: .9rem; }
+.file { margin: .2rem 0; overflow-wrap: anywhere; }
+.file .status { color: var(--muted); }
+.file.missing .status { color: #b00020; }
+.file-image { display: block; max-width: 100%; max-height: 24rem; margin: .35rem 0; border: 1px solid var(--line); }
 .auditor { border-left: 3px solid #b00020; padding-left: .5rem; color: #5a0010; }
 mark { background: var(--mark); color: inherit; padding: 0 .1em; }
 nav { display: flex; flex-wrap: wrap; gap: 1rem; align-items: center; padding: .6rem 1rem; border-bottom: 1px solid var(--line); }
@@ -89,6 +94,14 @@ var fragmentTmpl = template.Must(template.New("transcript").Funcs(template.FuncM
 {{- if .Deleted}}<p class="deleted">[message deleted]</p>{{with .DeletedText}}<div class="auditor"><p>Auditor view: the deleted message said</p>{{template "text" .}}</div>{{end}}
 {{- else}}{{template "text" .Text}}{{if .Edited}}<p class="edited">(edited)</p>{{end}}{{end -}}
 </div>
+{{- with .Files}}
+<ul class="files">
+{{- range .}}
+<li class="file{{if not .Stored}} missing{{end}}"{{with .SHA256}} data-sha256="{{.}}"{{end}}>📎 {{if .URL}}<a class="name" href="{{.URL}}">{{.Name}}</a>{{else}}<span class="name">{{.Name}}</span>{{end}} <span class="status">({{or .Mimetype "unknown type"}}, {{.SizeText}}){{with .StatusText}} — {{.}}{{else}} · sha256 <code title="{{.SHA256}}">{{.ShortSHA}}</code>{{end}}</span>
+{{- if and .URL .Image}}<a href="{{.URL}}"><img class="file-image" src="{{.URL}}" alt="{{.Name}}" loading="lazy"></a>{{end}}</li>
+{{- end}}
+</ul>
+{{- end}}
 </section>
 {{- end}}
 {{- end}}

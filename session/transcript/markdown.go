@@ -60,8 +60,19 @@ func (t *Transcript) writeMarkdown(w io.Writer) error {
 					text += "\n"
 				}
 				fmt.Fprintf(b, "%s _%s_\n", text, editedLabel)
+			case e.Text == "" && len(e.Files) > 0:
 			default:
 				fmt.Fprintf(b, "%s\n", strings.TrimRight(e.Text, "\n"))
+			}
+			if len(e.Files) > 0 && (e.Text != "" || e.Deleted) {
+				b.WriteString("\n")
+			}
+			for _, f := range e.Files {
+				name := mdEscapeLine(oneLine(f.Name))
+				if f.URL != "" {
+					name = "[" + name + "](<" + f.URL + ">)"
+				}
+				fmt.Fprintf(b, "- %s %s %s\n", fileLabel, name, mdEscapeLine(f.describe()))
 			}
 		}
 	}

@@ -59,10 +59,19 @@ func (t *Transcript) writeText(w io.Writer) error {
 			default:
 				indent(b, "  ", e.Text)
 			}
+			for _, f := range e.Files {
+				indent(b, "  ", fileLabel+" "+oneLine(f.Name)+" "+f.describe())
+			}
 		}
 	}
 	return b.Flush()
 }
+
+// fileLabel marks a file in every format.
+const fileLabel = "📎"
+
+// oneLine keeps s (a file name) on one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // toolStatus says how a tool call ended, in a few words.
 func toolStatus(tl *Tool) string {

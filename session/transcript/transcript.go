@@ -7,7 +7,11 @@
 // their position. Edits show the latest text with "(edited)"; a deletion shows "[message
 // deleted]", and what the message said only with Options.RevealDeleted, which callers grant
 // to auditors alone. Mentions are shown with the display names captured when the message
-// was stored, so a later rename does not rewrite history.
+// was stored, so a later rename does not rewrite history. A user entry lists the files shared
+// with that message (file_ref, matched by ts) with what became of their content (file_fetched:
+// stored under its sha256, too large, failed, or not fetched); a file the agent handed back
+// (file_upload, shared) is an assistant entry of its own. A deleted message's files are shown
+// only with RevealDeleted.
 package transcript
 
 import (
@@ -15,6 +19,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -67,6 +74,9 @@ type Options struct {
 	ChannelName string
 	// ToolLines is how many lines of tool input and output the compact view shows; default 8.
 	ToolLines int
+	// FileURL, when set, links the stored content of a file (by its sha256) in the HTML and
+	// Markdown formats, and the HTML shows images inline; nil: files are listed, not linked.
+	FileURL func(sha256 string) string
 }
 
 // Transcript is a session made readable.
@@ -110,7 +120,10 @@ type Entry struct {
 	Deleted     bool   `json:"deleted,omitempty"`
 	DeletedText string `json:"deleted_text,omitempty"` // only with RevealDeleted
 	Tool        *Tool  `json:"tool,omitempty"`
-	Marker      string `json:"marker,omitempty"` // what a marker event says, in one line
+	// Files are the files shared with a user message (matched by its ts), or the file an
+	// assistant entry of type file_upload handed back to the thread.
+	Files  []File `json:"files,omitempty"`
+	Marker string `json:"marker,omitempty"` // what a marker event says, in one line
 	// Unposted marks an assistant text that never reached Slack: the words that came with
 	// tool calls, or a reply whose delivery is not recorded. It is shown as such, not as a
 	// message of the thread.
@@ -137,6 +150,162 @@ type Tool struct {
 	HiddenInputs int    `json:"hidden_inputs,omitempty"` // input lines left out of the compact view
 }
 
+// File statuses beyond session.FileStored, FileTooLarge and FileFailed.
+const (
+	// FileNotFetched is a file shared in the thread whose content no fetch recorded (the
+	// deployment keeps no files, or the turn that would fetch it has not run).
+	FileNotFetched = "not_fetched"
+	// FileShared is a file the agent handed back, shared in the thread.
+	FileShared = "shared"
+)
+
+// File is a file shared with a message, or handed back by the agent, as the log records it.
+type File struct {
+	FileID   string `json:"file_id,omitempty"` // Slack's id
+	Name     string `json:"name"`
+	Mimetype string `json:"mimetype,omitempty"`
+	Size     int64  `json:"size"`             // bytes
+	SHA256   string `json:"sha256,omitempty"` // hex, when the content is stored
+	// Status is session.FileStored, FileTooLarge or FileFailed, FileNotFetched, or
+	// FileShared (handed back by the agent).
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"` // why it was not stored
+	// URL links the stored content (Options.FileURL); not part of the JSON.
+	URL string `json:"-"`
+}
+
+// Stored reports whether the file's content is kept (under SHA256).
+func (f File) Stored() bool {
+	return f.SHA256 != "" && (f.Status == session.FileStored || f.Status == FileShared)
+}
+
+// Image reports whether the file is an image a page may show inline (PNG, JPEG, GIF, WebP),
+// by its type or, when none is recorded, its name's extension.
+func (f File) Image() bool {
+	mt := f.Mimetype
+	if strings.TrimSpace(mt) == "" {
+		mt = mime.TypeByExtension(strings.ToLower(path.Ext(f.Name)))
+	}
+	switch strings.ToLower(strings.TrimSpace(strings.SplitN(mt, ";", 2)[0])) {
+	case "image/png", "image/jpeg", "image/gif", "image/webp":
+		return true
+	}
+	return false
+}
+
+// ShortSHA is the first 12 hex digits of the hash, enough to tell files apart when reading.
+func (f File) ShortSHA() string {
+	if len(f.SHA256) > 12 {
+		return f.SHA256[:12]
+	}
+	return f.SHA256
+}
+
+// SizeText is the size for people: 512 B, 3.4 KB, 45.0 MB.
+func (f File) SizeText() string { return byteSize(f.Size) }
+
+// StatusText says in a few words what became of a file that is not stored ("" when stored).
+func (f File) StatusText() string {
+	var s string
+	switch f.Status {
+	case session.FileStored, FileShared:
+		if f.SHA256 != "" {
+			return ""
+		}
+		s = "content not recorded"
+	case session.FileTooLarge:
+		s = "too large, not stored"
+	case session.FileFailed:
+		s = "fetch failed, not stored"
+	case FileNotFetched:
+		s = "not fetched"
+	default:
+		s = strings.ReplaceAll(cmp.Or(f.Status, "unknown"), "_", " ")
+	}
+	if r := strings.TrimSuffix(strings.TrimSpace(f.Reason), "."); r != "" {
+		s += ": " + r
+	}
+	return s
+}
+
+// describe is the file in one line, without its name: type, size, and the hash or what
+// became of it.
+func (f File) describe() string {
+	s := fmt.Sprintf("(%s, %s)", cmp.Or(f.Mimetype, "unknown type"), f.SizeText())
+	if st := f.StatusText(); st != "" {
+		return s + " — " + st
+	}
+	return s + " sha256 " + f.ShortSHA()
+}
+
+// byteSize renders n bytes for people.
+func byteSize(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1000_000:
+		return fmt.Sprintf("%.1f KB", float64(n)/1000)
+	case n < 1000_000_000:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.1f GB", float64(n)/1e9)
+}
+
+// sharedFiles are the files shared with each message, by its ts, in log order, with what
+// became of their content.
+func sharedFiles(events []session.Event) map[string][]File {
+	fetched := map[string]session.FileFetched{} // FileID/TS -> the last record
+	for _, e := range events {
+		var ff session.FileFetched
+		if e.Type == session.TypeFileFetched && e.Decode(&ff) == nil {
+			fetched[ff.FileID+"/"+ff.TS] = ff
+		}
+	}
+	out := map[string][]File{}
+	seen := map[string]bool{}
+	for _, e := range events {
+		var ref session.FileRef
+		if e.Type != session.TypeFileRef || e.Decode(&ref) != nil || ref.TS == "" || seen[ref.FileID+"/"+ref.TS] {
+			continue
+		}
+		seen[ref.FileID+"/"+ref.TS] = true
+		f := File{FileID: ref.FileID, Name: cmp.Or(ref.Name, ref.Title, ref.FileID), Mimetype: ref.Mimetype, Size: ref.Size, Status: FileNotFetched}
+		if ff, ok := fetched[ref.FileID+"/"+ref.TS]; ok {
+			f.Status, f.Reason = ff.Status, ff.Reason
+			f.Name, f.Mimetype = cmp.Or(ff.Name, f.Name), cmp.Or(ff.Mimetype, f.Mimetype)
+			if ff.Status == session.FileStored {
+				f.SHA256, f.Size = ff.SHA256, ff.Size
+			}
+		}
+		out[ref.TS] = append(out[ref.TS], f)
+	}
+	return out
+}
+
+// fileTS is the ts of the message a file_ref or file_fetched event is about.
+func fileTS(e session.Event) (string, bool) {
+	var v struct {
+		TS string `json:"ts"`
+	}
+	if (e.Type != session.TypeFileRef && e.Type != session.TypeFileFetched) || json.Unmarshal(e.Payload, &v) != nil || v.TS == "" {
+		return "", false
+	}
+	return v.TS, true
+}
+
+// linkFiles sets the URL of every stored file when the options link them.
+func linkFiles(fs []File, opts Options) []File {
+	if opts.FileURL == nil {
+		return fs
+	}
+	for i := range fs {
+		if fs[i].Stored() {
+			fs[i].URL = opts.FileURL(fs[i].SHA256)
+		}
+	}
+	return fs
+}
+
 // Build makes a transcript of sess from its events (in seq order, as session.Store.Events
 // returns them).
 func Build(sess session.Session, events []session.Event, opts Options) *Transcript {
@@ -148,6 +317,7 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 	}
 	th := thread.Fold(events)
 	t.Title = th.Title
+	files := sharedFiles(events)
 	delivered := map[string]bool{} // assistant_message ids and seqs whose delivery is recorded
 	live := map[int64]bool{}       // turns shown live: their text, tool rounds' included, was in Slack
 	for _, e := range events {
@@ -199,6 +369,10 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 			if m.Deleted && opts.RevealDeleted {
 				en.DeletedText = readable(m.DeletedText, m.DeletedRaw, m.Names)
 			}
+			// The files went with the message: a deleted message's are shown to auditors only.
+			if !m.Stray && (!m.Deleted || opts.RevealDeleted) {
+				en.Files = linkFiles(slices.Clone(files[m.TS]), opts)
+			}
 			t.Entries = append(t.Entries, en)
 		case thread.KindChange:
 			verb := "edited"
@@ -238,8 +412,27 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 			en.Tool = tool
 			t.Entries = append(t.Entries, en)
 		case thread.KindMarker:
+			var up session.FileUpload
+			if e.Type == session.TypeFileUpload && e.Decode(&up) == nil && up.Status == FileShared {
+				// A file the agent handed back is a message of the bot's in the thread.
+				en.Kind, en.Author, en.TS = KindAssistant, opts.BotName, up.TS
+				if ts, ok := slackTime(up.TS); ok {
+					en.Time = ts
+				}
+				en.Files = linkFiles([]File{{FileID: up.FileID, Name: cmp.Or(up.Title, up.Name, up.FileID), Mimetype: up.Mimetype,
+					Size: up.Size, SHA256: up.SHA256, Status: FileShared}}, opts)
+				t.Entries = append(t.Entries, en)
+				continue
+			}
 			if !opts.All && !inCharge[e.Type] {
 				continue
+			}
+			if ts, ok := fileTS(e); ok {
+				if m, ok := th.Message(ts); ok && m.Deleted && !opts.RevealDeleted {
+					// What a deleted message shared is for auditors, like what it said.
+					marker("%s of deleted message %s", strings.ReplaceAll(string(e.Type), "_", " "), ts)
+					continue
+				}
 			}
 			if e.Type == session.TypeTitle {
 				var m session.Title
@@ -390,6 +583,18 @@ func describeMarker(e session.Event) string {
 		var m session.FileRef
 		if json.Unmarshal(e.Payload, &m) == nil {
 			detail = fmt.Sprintf("%s (%s, %d bytes)", cmp.Or(m.Title, m.Name, m.FileID), cmp.Or(m.Mimetype, "unknown type"), m.Size)
+		}
+	case session.TypeFileFetched:
+		var m session.FileFetched
+		if json.Unmarshal(e.Payload, &m) == nil {
+			f := File{Name: m.Name, Mimetype: m.Mimetype, Size: m.Size, SHA256: m.SHA256, Status: m.Status, Reason: m.Reason}
+			detail = f.Name + " " + f.describe()
+		}
+	case session.TypeFileUpload:
+		var m session.FileUpload
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("%s (%s, %s) %s for call %s, sha256 %s", cmp.Or(m.Title, m.Name, m.FileID), cmp.Or(m.Mimetype, "unknown type"),
+				byteSize(m.Size), m.Status, m.CallID, File{SHA256: m.SHA256}.ShortSHA())
 		}
 	case session.TypeCellWoken:
 		var m session.CellWoken
