@@ -8,7 +8,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/filestore"
 )
 
 // cellDeps is what every cell of a runner works with, built once by NewRunner.
@@ -20,6 +22,9 @@ type cellDeps struct {
 	deliver  *Deliverer
 	hands    HandsFactory
 	searcher Searcher
+	files    *filestore.Store
+	fetcher  *files.Fetcher
+	uploader Uploader
 	metrics  *Metrics
 	channel  func(ctx context.Context, id string) string
 	clock    Clock

@@ -607,8 +607,9 @@ func (d *Deliverer) unknownBotMessages(ctx context.Context, channel, thread, aft
 		for _, m := range msgs {
 			// An approval card the log does not know yet is found again by its metadata
 			// (findCard), not removed.
+			// Nor is a file the bot shared (finishUploads records those).
 			if m.User == botUser && !known[m.Timestamp] && tsLess(after, m.Timestamp) && m.Timestamp != thread &&
-				m.Metadata.EventType != ApprovalMetadataType {
+				m.Metadata.EventType != ApprovalMetadataType && len(m.Files) == 0 {
 				out = append(out, m.Timestamp)
 			}
 		}

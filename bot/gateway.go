@@ -541,7 +541,7 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) (
 			evs = append(evs, session.NewEvent{
 				Type: session.TypeFileRef, Actor: actor, IdempotencyKey: prefix + in.TS + "/file/" + f.ID,
 				Payload: session.FileRef{FileID: f.ID, Name: f.Name, Title: f.Title, Mimetype: f.Mimetype,
-					Size: int64(f.Size), Permalink: f.Permalink, TS: in.TS, User: in.User},
+					Size: int64(f.Size), Permalink: f.Permalink, URL: cmp.Or(f.URLPrivateDownload, f.URLPrivate), TS: in.TS, User: in.User},
 			})
 		}
 		if d.Start && (in.RetryAttempt > 0 || d.ThreadTS != in.TS) && g.emptySession(ctx, sess) {

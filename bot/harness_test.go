@@ -20,9 +20,11 @@ import (
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/filestore"
 )
 
 const (
@@ -146,6 +148,10 @@ type harnessOptions struct {
 	catchUp       bot.CatchUpConfig
 	approval      bot.ApprovalConfig
 	hands         bot.HandsFactory // nil: no sandbox tools
+	// files fetches shared files into a store in the database (and lets the agent attach
+	// files); fileMax is the size limit (0: the default).
+	files   bool
+	fileMax int64
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
@@ -210,6 +216,14 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if drain == 0 {
 		drain = 500 * time.Millisecond
 	}
+	var fileStore *filestore.Store
+	var fetcher *files.Fetcher
+	var uploader bot.Uploader
+	if o.files {
+		fileStore = filestore.NewStore(h.store)
+		fetcher = files.NewFetcher(api, files.FetchConfig{Max: o.fileMax, Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() }})
+		uploader = api
+	}
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: o.orphan, MaxReplies: o.maxReplies,
@@ -217,7 +231,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL, CatchUp: o.catchUp},
 		Delivery: o.delivery,
 	}, bot.ServiceDeps{Log: log, API: api, Socket: sm, Me: me, Cells: h.store, Gateway: h.store, DatabaseURL: h.dbURL,
-		Agent: h.agent, Titler: o.titler, Slash: o.slash, Hands: o.hands, Metrics: metrics, Probe: o.probe, Clock: o.clock})
+		Agent: h.agent, Titler: o.titler, Slash: o.slash, Hands: o.hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Metrics: metrics, Probe: o.probe, Clock: o.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

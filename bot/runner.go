@@ -11,7 +11,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/filestore"
 )
 
 // Agent runs one turn of a session; *brain.Brain is the real one.
@@ -73,7 +75,13 @@ type RunnerDeps struct {
 	Deliver *Deliverer
 	Hands   HandsFactory // nil: no sandbox tools
 	Search  Searcher     // nil: no search tool
-	Metrics *Metrics
+	// Files keeps shared files' content and Fetcher downloads them (nil: files are only named
+	// to the model, never fetched).
+	Files   *filestore.Store
+	Fetcher *files.Fetcher
+	// Uploader hands files back to the thread (nil: no attach_file tool).
+	Uploader Uploader
+	Metrics  *Metrics
 	// Channel returns a channel's name for the system prompt (nil: the id is used).
 	Channel func(ctx context.Context, id string) string
 	// DatabaseURL is for the dedicated LISTEN connection; empty: no listener (poll only).
@@ -168,7 +176,8 @@ func NewRunner(d RunnerDeps, cfg RunnerConfig) *Runner {
 		cells: map[session.ID]*Cell{}, notify: make(chan session.ID, 1024), draining: make(chan struct{}),
 		firstClaim: make(chan struct{})}
 	r.deps = &cellDeps{log: d.Log, store: d.Store, agent: d.Agent, titler: d.Titler, deliver: d.Deliver, hands: d.Hands,
-		searcher: d.Search, metrics: d.Metrics, channel: d.Channel, clock: clockOr(d.Clock), probe: d.Probe, cfg: cfg,
+		searcher: d.Search, files: d.Files, fetcher: d.Fetcher, uploader: d.Uploader,
+		metrics: d.Metrics, channel: d.Channel, clock: clockOr(d.Clock), probe: d.Probe, cfg: cfg,
 		claimed: r.claimed.Load, draining: r.draining}
 	if d.DatabaseURL != "" {
 		r.deps.firstClaim = r.firstClaim

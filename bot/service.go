@@ -10,7 +10,9 @@ import (
 	"github.com/slack-go/slack/socketmode"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/filestore"
 )
 
 // ServiceConfig configures a Service: one config per part. Zero values take the parts'
@@ -38,9 +40,13 @@ type ServiceDeps struct {
 	Agent       Agent
 	Titler      Titler       // nil: no titles
 	Hands       HandsFactory // nil: no sandbox tools
-	Search      Searcher     // nil: no search tool
-	Slash       SlashHandler // nil: slash commands get no answer
-	Metrics     *Metrics
+	// Files, Fetcher and Uploader: shared files in and out (nil: files are only named).
+	Files    *filestore.Store
+	Fetcher  *files.Fetcher
+	Uploader Uploader
+	Search   Searcher     // nil: no search tool
+	Slash    SlashHandler // nil: slash commands get no answer
+	Metrics  *Metrics
 	// Channel names a channel for the system prompt (nil: the id).
 	Channel func(ctx context.Context, id string) string
 	Clock   Clock  // nil: the wall clock
@@ -80,7 +86,8 @@ func NewService(cfg ServiceConfig, d ServiceDeps) (*Service, error) {
 	}
 	deliver := NewDeliverer(d.API, d.Log.With().Str("part", "delivery").Logger(), d.Metrics, withClock(cfg.Delivery, d.Clock))
 	runner := NewRunner(RunnerDeps{Log: d.Log.With().Str("part", "cells").Logger(), Store: d.Cells, Agent: d.Agent,
-		Titler: d.Titler, Deliver: deliver, Hands: d.Hands, Search: d.Search, Metrics: d.Metrics, Channel: d.Channel,
+		Titler: d.Titler, Deliver: deliver, Hands: d.Hands, Search: d.Search, Files: d.Files, Fetcher: d.Fetcher,
+		Uploader: d.Uploader, Metrics: d.Metrics, Channel: d.Channel,
 		DatabaseURL: d.DatabaseURL, Clock: d.Clock, Probe: d.Probe}, cfg.Runner)
 	// Who may decide an approval card is the runner's setting: the card says so, the gateway
 	// enforces it.

@@ -110,6 +110,12 @@ func (t *turn) run(ctx context.Context) error {
 	bt.Where.Channel = c.sess.Key.Channel
 	if c.hands != nil {
 		bt.Hands = c.hands
+		if d.uploader != nil {
+			bt.Attach = t.attach
+		}
+	}
+	if d.files != nil {
+		bt.Files = d.files
 	}
 	if d.cfg.MidTurn == MidTurnSteer {
 		bt.Steer = t.steer
@@ -125,6 +131,12 @@ func (t *turn) run(ctx context.Context) error {
 	// Live messages a dead cell left behind: finished from the log, so the thread ends with
 	// the whole reply exactly once and nothing left streaming.
 	var live *liveView
+	// Files a dead cell uploaded but did not record as shared: Slack says whether they are in
+	// the thread (then their message is known, not a live message to remove), else they are
+	// shared now.
+	if err := t.finishUploads(ctx); err != nil {
+		return err
+	}
 	recovered, err := t.recoverLive(ctx, reply, found)
 	if err != nil {
 		return err
@@ -146,6 +158,10 @@ func (t *turn) run(ctx context.Context) error {
 			if name := d.channel(ctx, c.sess.Key.Channel); name != "" {
 				bt.Where.Channel = name
 			}
+		}
+		// The model reads what was shared with the messages it answers.
+		if err := t.fetchFiles(ctx); err != nil {
+			return err
 		}
 		res, err := t.runAgent(ctx, bt)
 		if res.Through > st.through {
@@ -242,13 +258,18 @@ func (t *turn) titleAfter(ctx context.Context, bt brain.Turn, reply session.Even
 	return nil
 }
 
-// footer is the line under reply: none for a canned reply (stored with the turn, Turn 0).
+// footer is the line under reply — notes on the files the turn could not read, then the
+// transcript link and usage: none for a canned reply (stored with the turn, Turn 0).
 func (t *turn) footer(reply session.Event) string {
 	var m session.AssistantMessage
 	if reply.Decode(&m) != nil || m.Turn == 0 {
 		return ""
 	}
-	return t.cell.deps.cfg.Footer.line(t.cell.id, turnUsage(t.cell.flog.snapshot(), t.state.turnSeq))
+	lines := t.fileNotes()
+	if f := t.cell.deps.cfg.Footer.line(t.cell.id, turnUsage(t.cell.flog.snapshot(), t.state.turnSeq)); f != "" {
+		lines = append(lines, f)
+	}
+	return strings.Join(lines, "\n")
 }
 
 var deliveryActor = session.Actor{Kind: session.ActorSystem, ID: "delivery"}
@@ -478,12 +499,18 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	return false, err
 }
 
-// knownMessages is every Slack message of the bot that the log names: deliveries and live
-// messages. (Approval cards are known by their metadata: see unknownBotMessages.)
+// knownMessages is every Slack message of the bot that the log names: deliveries, live
+// messages and shared files. (Approval cards are known by their metadata: see
+// unknownBotMessages.)
 func knownMessages(evs []session.Event) map[string]bool {
 	known := map[string]bool{}
-	for _, e := range selectEvents(evs, session.Range{Types: []session.Type{session.TypeDelivered, session.TypeStreamStarted}}) {
+	for _, e := range selectEvents(evs, session.Range{Types: []session.Type{session.TypeDelivered, session.TypeStreamStarted, session.TypeFileUpload}}) {
 		switch e.Type {
+		case session.TypeFileUpload:
+			var u session.FileUpload
+			if e.Decode(&u) == nil && u.TS != "" {
+				known[u.TS] = true
+			}
 		case session.TypeDelivered:
 			var d session.Delivered
 			if e.Decode(&d) == nil {

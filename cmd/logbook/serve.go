@@ -26,9 +26,11 @@ import (
 	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/filestore"
 	"github.com/logbook/logbook/session/search"
 )
 
@@ -87,6 +89,11 @@ Environment:
   LOGBOOK_MIDTURN         steer | queue (default steer): a message written while a turn runs
                           reaches the model at its next call in that turn (recorded as
                           steered), or waits for the next turn
+  LOGBOOK_FILE_MAX        largest shared file fetched, e.g. 20M (default 20 MB); bigger ones
+                          are named to the model and in the reply, not fetched (files:read)
+  LOGBOOK_BLOB_URL        where shared files' content is kept: a gocloud.dev/blob URL
+                          (file:///var/lib/logbook/files; s3://, gs:// need their driver) or
+                          unset for PostgreSQL (default); content-addressed by sha256
   LOGBOOK_TOOL_APPROVAL   per-tool approval policy, e.g. run_command=ask,write_file=ask,*=allow
                           (modes allow, ask, deny; default allow for every tool); an entry
                           CHANNEL/tool=mode (e.g. C0123ABCD/run_command=allow) holds in that
@@ -189,7 +196,9 @@ type serveConfig struct {
 	Sandbox      string
 	SandboxDir   string
 	SandboxNet   bool
-	SandboxDisk  int64 // bytes of a workspace (LOGBOOK_SANDBOX_DISK); 0: no quota
+	SandboxDisk  int64  // bytes of a workspace (LOGBOOK_SANDBOX_DISK); 0: no quota
+	FileMax      int64  // bytes of a shared file fetched (LOGBOOK_FILE_MAX); 0: files.DefaultMax
+	BlobURL      string // where shared files' content lives (LOGBOOK_BLOB_URL); "": the database
 	IdleTimeout  time.Duration
 	LeaseTTL     time.Duration
 	HTTPAddr     string
@@ -351,6 +360,12 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if err != nil {
 		return err
 	}
+	fileStore, err := filestore.Open(ctx, store, cfg.BlobURL)
+	if err != nil {
+		return err
+	}
+	defer fileStore.Close()
+	fetcher := files.NewFetcher(api, files.FetchConfig{Max: cfg.FileMax})
 
 	b, err := brain.New(brain.Config{Provider: provider, Logger: log.With().Str("part", "brain").Logger(), DeferTitle: true,
 		MaxTokens: int64(cfg.MaxOutputTokens), MaxContinuations: cfg.MaxContinuations, RepeatLimit: cfg.RepeatLimit,
@@ -389,7 +404,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 				access.Tokens = append(access.Tokens, cfg.SignIn.Token())
 			}
 			pages, err := web.Handler(web.Config{Sessions: store, Finder: searcher, AccessLog: pool, Access: access, Channels: dir,
-				Visibility: dir, Log: log.With().Str("part", "web").Logger()})
+				Visibility: dir, Files: fileStore, Log: log.With().Str("part", "web").Logger()})
 			if err != nil {
 				return err
 			}
@@ -429,6 +444,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Titler: b,
 		Hands: bot.NewHandsFactory(provs, sandbox.Recipe{}, log), Search: bot.SearchTool(searcher, dir),
+		Files: fileStore, Fetcher: fetcher, Uploader: api,
 		Slash: bot.SlashCommands(searcher, dir, me.TeamID), Metrics: metrics, Health: health, Channel: dir.ChannelName, Parts: parts,
 	})
 	if err != nil {

@@ -1,0 +1,154 @@
+package bot
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/files"
+	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/session"
+)
+
+var filesActor = session.Actor{Kind: session.ActorSystem, ID: "files"}
+
+// fetchFiles stores the content of the files shared with the messages this turn answers (the
+// file_refs up to its through without a file_fetched), before the model is called: each gets
+// a file_fetched — stored, with its hash, or too large, or failed after retries, saying why.
+// A file of a kind the model cannot read (not an image, a PDF or text) is also copied into the
+// session's sandbox, where its tools can. A message is never lost for its file: whatever the
+// download does, the turn goes on; only a log that cannot be written fails it.
+func (t *turn) fetchFiles(ctx context.Context) error {
+	c, d := t.cell, t.cell.deps
+	if d.fetcher == nil || d.files == nil {
+		return nil
+	}
+	snap := c.flog.snapshot()
+	done := map[string]bool{}
+	for _, e := range selectEvents(snap, session.Range{Types: []session.Type{session.TypeFileFetched}}) {
+		var ff session.FileFetched
+		if e.Decode(&ff) == nil {
+			done[ff.FileID+"/"+ff.TS] = true
+		}
+	}
+	// The messages this turn answers (a file_ref follows its message in the same append).
+	answers := map[string]bool{}
+	for _, e := range selectEvents(snap, session.Range{To: t.state.through, Types: []session.Type{session.TypeUserMessage}}) {
+		var m session.UserMessage
+		if e.Decode(&m) == nil {
+			answers[m.TS] = true
+		}
+	}
+	var evs []session.NewEvent
+	for _, e := range selectEvents(snap, session.Range{Types: []session.Type{session.TypeFileRef}}) {
+		var ref session.FileRef
+		if e.Decode(&ref) != nil || ref.FileID == "" || !answers[ref.TS] || done[ref.FileID+"/"+ref.TS] {
+			continue
+		}
+		done[ref.FileID+"/"+ref.TS] = true
+		ff, err := t.fetchFile(ctx, ref)
+		if err != nil {
+			return err
+		}
+		t.log.Info().Str("file_id", ref.FileID).Str("status", ff.Status).Int64("size", ff.Size).Str("reason", ff.Reason).Msg("shared file")
+		evs = append(evs, session.NewEvent{Type: session.TypeFileFetched, Actor: filesActor,
+			IdempotencyKey: "file_fetched/" + ref.FileID + "/" + ref.TS, Payload: ff})
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	_, err := c.flog.Append(ctx, evs...)
+	return err
+}
+
+// fetchFile fetches and stores one file. Only a failure to store is an error.
+func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.FileFetched, error) {
+	c, d := t.cell, t.cell.deps
+	ff := session.FileFetched{FileID: ref.FileID, TS: ref.TS, Name: cmp.Or(ref.Name, ref.Title, ref.FileID),
+		Mimetype: ref.Mimetype, Size: ref.Size}
+	limit := d.fetcher.Max()
+	if ref.Size > limit {
+		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("%s is over the %s limit (LOGBOOK_FILE_MAX)", byteSize(ref.Size), byteSize(limit))
+		return ff, nil
+	}
+	if ref.URL == "" {
+		ff.Status, ff.Reason = session.FileFailed, "Slack gave no download address for it"
+		return ff, nil
+	}
+	data, attempts, err := d.fetcher.Fetch(ctx, ref.URL)
+	ff.Attempts = attempts
+	switch {
+	case errors.Is(err, files.ErrTooLarge):
+		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("it is over the %s limit (LOGBOOK_FILE_MAX)", byteSize(limit))
+		return ff, nil
+	case ctx.Err() != nil:
+		return ff, ctx.Err()
+	case err != nil:
+		ff.Status, ff.Reason = session.FileFailed, err.Error()
+		return ff, nil
+	}
+	sha, err := d.files.Put(ctx, c.id, data)
+	if err != nil {
+		return ff, err
+	}
+	ff.Status, ff.SHA256, ff.Size = session.FileStored, sha, int64(len(data))
+	if brain.FileKind(ref.Mimetype, ff.Name, data) == "other" && c.hands != nil {
+		p := "shared/" + safeName(ff.Name)
+		if err := c.hands.WriteFile(ctx, p, data); err != nil {
+			t.log.Warn().Err(err).Str("file_id", ref.FileID).Msg("could not copy a shared file into the sandbox")
+		} else {
+			ff.Workspace = p
+		}
+	}
+	return ff, nil
+}
+
+// safeName is a file name fit for the sandbox workspace: its last element, no leading dots.
+func safeName(name string) string {
+	name = strings.TrimLeft(path.Base(strings.ReplaceAll(name, "\\", "/")), ".")
+	name = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '_'
+		}
+		return r
+	}, name)
+	return cmp.Or(name, "file")
+}
+
+// byteSize renders n bytes for people: 512 B, 3.4 KB, 45 MB.
+func byteSize(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1000_000:
+		return fmt.Sprintf("%.1f KB", float64(n)/1000)
+	case n < 1000_000_000:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.1f GB", float64(n)/1e9)
+}
+
+// fileNotes are the lines the turn's reply carries about files it could not read, so the
+// people in the thread know, whatever the model says: too large, failed, or of a kind
+// nothing here reads.
+func (t *turn) fileNotes() []string {
+	var notes []string
+	for _, e := range selectEvents(t.cell.flog.snapshot(), session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypeFileFetched}}) {
+		var ff session.FileFetched
+		if e.Decode(&ff) != nil {
+			continue
+		}
+		name := "`" + mrkdwn.EscapeText(strings.ReplaceAll(ff.Name, "`", "'")) + "`"
+		switch {
+		case ff.Status == session.FileTooLarge, ff.Status == session.FileFailed:
+			notes = append(notes, fmt.Sprintf(":warning: I could not read %s: %s.", name, mrkdwn.EscapeText(strings.TrimSuffix(ff.Reason, "."))))
+		case ff.Status == session.FileStored && ff.Workspace == "" && brain.FileKind(ff.Mimetype, ff.Name, nil) == "other":
+			notes = append(notes, fmt.Sprintf(":warning: I cannot read %s (%s): it is not text, an image or a PDF.", name, mrkdwn.EscapeText(cmp.Or(ff.Mimetype, "unknown type"))))
+		}
+	}
+	return notes
+}

@@ -1,0 +1,131 @@
+package files
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"time"
+
+	"github.com/slack-go/slack"
+)
+
+// DefaultMax is the largest file fetched by default (LOGBOOK_FILE_MAX): 20 MB.
+const DefaultMax = 20 << 20
+
+// ErrTooLarge is Fetch's error for a file over the size limit.
+var ErrTooLarge = errors.New("file over the size limit")
+
+// Downloader is the Slack client's file download (slack.Client.GetFileContext): it sends the
+// bot token, only to Slack's own hosts, and reports a redirect to the sign-in page.
+type Downloader interface {
+	GetFileContext(ctx context.Context, downloadURL string, writer io.Writer) error
+}
+
+// Fetcher downloads shared files.
+type Fetcher struct {
+	slack    Downloader
+	max      int64
+	attempts int
+	sleep    func(ctx context.Context, d time.Duration) error
+}
+
+// FetchConfig configures a Fetcher; zero values take the defaults.
+type FetchConfig struct {
+	Max      int64 // bytes; default DefaultMax
+	Attempts int   // downloads of one file before it is reported failed; default 3
+	// Sleep waits between attempts (1 s, then 2 s, …); default a timer. Tests pass their clock.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// NewFetcher returns a Fetcher downloading through d.
+func NewFetcher(d Downloader, cfg FetchConfig) *Fetcher {
+	f := &Fetcher{slack: d, max: cfg.Max, attempts: cfg.Attempts, sleep: cfg.Sleep}
+	if f.max <= 0 {
+		f.max = DefaultMax
+	}
+	if f.attempts <= 0 {
+		f.attempts = 3
+	}
+	if f.sleep == nil {
+		f.sleep = func(ctx context.Context, d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return f
+}
+
+// Max is the size limit in bytes.
+func (f *Fetcher) Max() int64 { return f.max }
+
+// Fetch downloads url (a file's url_private_download). Failures — Slack down, a refusal, a
+// deleted file — are tried again, up to the attempts, with a growing pause; a file over the
+// limit is not (ErrTooLarge). It returns the content and the attempts made; the error's text
+// is fit for a log line and the model (it holds no token and no URL).
+func (f *Fetcher) Fetch(ctx context.Context, downloadURL string) ([]byte, int, error) {
+	var last error
+	for attempt := 1; ; attempt++ {
+		var buf bytes.Buffer
+		err := f.slack.GetFileContext(ctx, downloadURL, &limitWriter{w: &buf, left: f.max})
+		if err == nil {
+			return buf.Bytes(), attempt, nil
+		}
+		if errors.Is(err, ErrTooLarge) {
+			return nil, attempt, err
+		}
+		last = describe(err)
+		if attempt >= f.attempts || ctx.Err() != nil {
+			return nil, attempt, last
+		}
+		if err := f.sleep(ctx, time.Duration(attempt)*time.Second); err != nil {
+			return nil, attempt, last
+		}
+	}
+}
+
+// describe says what went wrong without the URL (net/http errors name it).
+func describe(err error) error {
+	var sc slack.StatusCodeError
+	switch {
+	case errors.As(err, &sc) && sc.Code == 403:
+		return errors.New("Slack refused the download (HTTP 403): the app may lack files:read")
+	case errors.As(err, &sc) && (sc.Code == 404 || sc.Code == 410):
+		return fmt.Errorf("the file is gone from Slack (HTTP %d): deleted, or never shared here", sc.Code)
+	case errors.As(err, &sc):
+		return fmt.Errorf("Slack answered HTTP %d", sc.Code)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return errors.New("the download was cut short")
+	}
+	msg := err.Error()
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		msg = ue.Err.Error() // without the URL
+	}
+	if len(msg) > 160 {
+		msg = msg[:160]
+	}
+	return errors.New("the download failed: " + msg)
+}
+
+// limitWriter fails once more than left bytes are written.
+type limitWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.left {
+		return 0, ErrTooLarge
+	}
+	l.left -= int64(len(p))
+	return l.w.Write(p)
+}
