@@ -126,6 +126,17 @@
 // goes on with the round that waited, finding the request in the log and its card in the
 // thread, so no card is ever shown twice.
 //
+// # Files
+//
+// The file_refs of the messages a turn answers are fetched before the model is called
+// (fetch.go): downloaded with the bot token (bot/files), stored content-addressed
+// (session/filestore), and recorded as file_fetched — stored with its hash, too large, or failed
+// after retries; a kind the model cannot read is also copied into the sandbox. The brain
+// gives the model what it can read (brain.Turn.Files); the reply's footer names what could not
+// be read. attach.go hands files back (brain.Turn.Attach): the upload is recorded
+// (file_upload "uploaded") before files.completeUploadExternal shares it, and a resumed turn
+// asks files.info before sharing anything (finishUploads), so a file is shared once.
+//
 // # Thread manners
 //
 // manners.go decides, for each message a turn takes up, whether it is for the bot
