@@ -48,6 +48,8 @@ Chat commands:
                   While logbook works, "… logbook is thinking" shows; what you type
                   meanwhile is sent and shown as queued, and answered after the current turn.
   /send FILE      say the contents of FILE as one message
+  /share FILE [text]  share FILE (its bytes, as a Slack file) with a message; the model reads
+                  images, PDFs and text files, the rest lands in its sandbox
   /logbook TEXT   the /logbook slash command (help, search <words>); its answer is ephemeral
   /new            the next message starts a new thread
   /threads        list sessions;  /switch N  continue thread N of that list

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -321,6 +322,14 @@ func TestE2EDevApproveAndStop(t *testing.T) {
 	if !strings.Contains(out, "(stop requested)") {
 		t.Fatalf("no stop printed:\n%s", out)
 	}
+	// /share shares a file with a message: fetched, stored, and given to the model.
+	png, _ := base64.StdEncoding.DecodeString("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+	pic := filepath.Join(home, "pixel.png")
+	if err := os.WriteFile(pic, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.type_("/share " + pic + " what is this?\n")
+	d.waitFor("I got 1 shared image(s)")
 	d.type_("/quit\n")
 	d.wait()
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -199,6 +202,17 @@ func (c *chat) handle(ctx context.Context, in input) bool {
 		}
 	case cmd == "/logbook":
 		c.slash(ctx, arg)
+	case cmd == "/share":
+		file, text, _ := strings.Cut(arg, " ")
+		b, err := os.ReadFile(file)
+		if err != nil {
+			c.printf("usage: /share FILE [message] (%v)\n", err)
+			break
+		}
+		f := slackemu.File{Name: filepath.Base(file), Mimetype: mime.TypeByExtension(filepath.Ext(file)), Content: b}
+		if err := c.post(cmp.Or(strings.TrimSpace(text), "(shared "+f.Name+")"), f); err != nil {
+			c.printf("error: %v\n", err)
+		}
 	case cmd == "/send":
 		b, err := os.ReadFile(arg)
 		if err != nil {
@@ -221,8 +235,8 @@ func (c *chat) handle(ctx context.Context, in input) bool {
 }
 
 // post says text as ada: a new thread mentioning the bot, or a reply in the current one.
-func (c *chat) post(text string) error {
-	p := slackemu.Post{Channel: devChannel, User: devUser, Text: text, ThreadTS: c.thread}
+func (c *chat) post(text string, files ...slackemu.File) error {
+	p := slackemu.Post{Channel: devChannel, User: devUser, Text: text, ThreadTS: c.thread, Files: files}
 	if c.thread == "" {
 		p.Text = "<@" + c.emu.BotUserID() + "> " + text
 	}
