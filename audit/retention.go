@@ -167,7 +167,7 @@ type FileRemover interface {
 
 // WithFiles makes Purge delete, after the purge function ran, the bucket objects of content
 // it left unreferenced (marked purged: session.Store.PurgedBucketFiles), then their rows
-// (session.Store.ForgetFile). bucket must be the store the content was written to
+// (session.Store.SweepPurgedFile). bucket must be the store the content was written to
 // (LOGBOOK_BLOB_URL): without it, marked content stays marked, its objects in the bucket,
 // until a retention run that has it. Content kept in the database needs none of this: the
 // purge function removes it. It returns r.
@@ -235,20 +235,13 @@ func (r *Retention) DeletePurgedFiles(ctx context.Context) ([]string, error) {
 	}
 	var deleted []string
 	for _, sha := range shas {
-		referenced, err := st.FileReferenced(ctx, sha)
+		removed, err := st.SweepPurgedFile(ctx, sha, func(ctx context.Context) error { return r.files.Delete(ctx, sha) })
 		if err != nil {
 			return deleted, err
 		}
-		if referenced {
-			continue
+		if removed {
+			deleted = append(deleted, sha)
 		}
-		if err := r.files.Delete(ctx, sha); err != nil {
-			return deleted, err
-		}
-		if err := st.ForgetFile(ctx, sha); err != nil {
-			return deleted, err
-		}
-		deleted = append(deleted, sha)
 	}
 	return deleted, nil
 }

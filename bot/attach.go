@@ -9,9 +9,11 @@ import (
 	"io/fs"
 	"mime"
 	"path"
+	"time"
 
 	"github.com/slack-go/slack"
 
+	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
 )
@@ -60,7 +62,7 @@ func (t *turn) attach(ctx context.Context, callID, p, title string) (string, err
 			t.log.Warn().Err(err).Str("call_id", callID).Msg("attach_file: could not read the file")
 			return "", fmt.Errorf("%s could not be read from the sandbox", p)
 		}
-		limit := int64(20 << 20)
+		limit := int64(files.DefaultMax)
 		if d.fetcher != nil {
 			limit = d.fetcher.Max()
 		}
@@ -115,13 +117,24 @@ func (t *turn) share(ctx context.Context, rec session.FileUpload) error {
 		_, err := d.uploader.CompleteUploadExternalContext(ctx, slack.CompleteUploadExternalParameters{
 			Files: []slack.FileSummary{{ID: rec.FileID, Title: cmp.Or(rec.Title, rec.Name)}}, Channel: c.sess.Key.Channel,
 			ThreadTimestamp: c.sess.Key.ThreadTS})
-		// Whatever the answer said, Slack's record decides: an answer lost after the share
-		// must not share the file again.
-		if ts, _ = t.sharedAt(ctx, rec.FileID); ts == "" {
-			if err == nil {
-				err = errors.New("Slack did not show it in the thread")
+		// An ok answer means shared (Slack fills in files.info's shares a moment later); after
+		// an error Slack's record decides, asked a few times: an answer lost after the share
+		// must not lead to sharing the file again.
+		for wait := 250 * time.Millisecond; err != nil && ts == "" && wait <= 2*time.Second; wait *= 2 {
+			if ts, _ = t.sharedAt(ctx, rec.FileID); ts != "" {
+				break
 			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-d.clock.After(wait):
+			}
+		}
+		if err != nil && ts == "" {
 			return fmt.Errorf("sharing %s in the thread failed: %s", rec.Name, withoutURL(err))
+		}
+		if ts == "" {
+			ts, _ = t.sharedAt(ctx, rec.FileID) // best-effort: the message's ts for the record
 		}
 	}
 	rec.Status, rec.TS = uploadShared, ts
@@ -151,7 +164,8 @@ func (t *turn) sharedAt(ctx context.Context, file string) (string, error) {
 }
 
 // finishUploads shares the files a dead cell uploaded and recorded but did not record as
-// shared (it may have shared them: Slack says), before the turn goes on.
+// shared (it may have shared them: Slack says), before the turn goes on. Only a context that
+// ends is an error.
 func (t *turn) finishUploads(ctx context.Context) error {
 	if t.cell.deps.uploader == nil {
 		return nil
@@ -167,10 +181,11 @@ func (t *turn) finishUploads(ctx context.Context) error {
 		}
 		t.log.Info().Str("file_id", rec.FileID).Str("call_id", rec.CallID).Msg("finishing an upload a dead cell left")
 		if err := t.share(ctx, rec); err != nil {
-			return err
+			// Best-effort: one file Slack will not share must not keep the turn from its reply.
+			t.log.Warn().Err(err).Str("file_id", rec.FileID).Msg("could not finish an upload a dead cell left; going on")
 		}
 	}
-	return nil
+	return ctx.Err()
 }
 
 // upload finds the file_upload of call with status in evs.

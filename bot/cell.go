@@ -56,6 +56,8 @@ type Cell struct {
 	woken int64
 	// queued is the highest user_message seq already given a queued marker.
 	queued int64
+	// copied holds the sandbox paths of shared files written into this cell's sandbox.
+	copied map[string]bool
 }
 
 var errLeaseLost = errors.New("lease lost")

@@ -46,7 +46,9 @@ func (t *turn) fetchFiles(ctx context.Context) error {
 	var evs []session.NewEvent
 	for _, e := range selectEvents(snap, session.Range{Types: []session.Type{session.TypeFileRef}}) {
 		var ref session.FileRef
-		if e.Decode(&ref) != nil || ref.FileID == "" || !answers[ref.TS] || done[ref.FileID+"/"+ref.TS] {
+		// A ref without a download address was stored before logbook fetched files: it stays
+		// named only ("not fetched"), not reported as a failure at every turn.
+		if e.Decode(&ref) != nil || ref.FileID == "" || ref.URL == "" || !answers[ref.TS] || done[ref.FileID+"/"+ref.TS] {
 			continue
 		}
 		done[ref.FileID+"/"+ref.TS] = true
@@ -75,10 +77,6 @@ func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.File
 		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("%s is over the %s limit (LOGBOOK_FILE_MAX)", byteSize(ref.Size), byteSize(limit))
 		return ff, nil
 	}
-	if ref.URL == "" {
-		ff.Status, ff.Reason = session.FileFailed, "Slack gave no download address for it"
-		return ff, nil
-	}
 	data, attempts, err := d.fetcher.Fetch(ctx, ref.URL)
 	ff.Attempts = attempts
 	switch {
@@ -93,18 +91,55 @@ func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.File
 	}
 	sha, err := d.files.Put(ctx, c.id, data)
 	if err != nil {
-		return ff, err
+		if ctx.Err() != nil {
+			return ff, ctx.Err()
+		}
+		// Recorded as failed, not retried at every turn; the database's words stay in the
+		// operator's log.
+		t.log.Error().Err(err).Str("file_id", ref.FileID).Msg("could not store a shared file")
+		ff.Status, ff.Reason = session.FileFailed, "it could not be stored (the error is in the operator's log)"
+		return ff, nil
 	}
 	ff.Status, ff.SHA256, ff.Size = session.FileStored, sha, int64(len(data))
-	if brain.FileKind(ref.Mimetype, ff.Name, data) == "other" && c.hands != nil {
-		p := "shared/" + safeName(ff.Name)
+	if brain.FileKind(ref.Mimetype, ff.Name, data) == brain.FileKindOther && c.hands != nil {
+		p := workspacePath(ref.FileID, ff.Name)
 		if err := c.hands.WriteFile(ctx, p, data); err != nil {
 			t.log.Warn().Err(err).Str("file_id", ref.FileID).Msg("could not copy a shared file into the sandbox")
 		} else {
 			ff.Workspace = p
+			c.copied[p] = true
 		}
 	}
 	return ff, nil
+}
+
+// workspacePath is where a shared file is copied in the sandbox: unique per file.
+func workspacePath(fileID, name string) string {
+	return "shared/" + safeName(fileID) + "-" + safeName(name)
+}
+
+// restoreCopies writes the session's shared files that were copied into a sandbox into this
+// cell's (sandboxes are disposable: an evicted cell's is gone), so what the model was told is
+// in the sandbox is there. Best-effort.
+func (t *turn) restoreCopies(ctx context.Context) {
+	c, d := t.cell, t.cell.deps
+	if c.hands == nil || d.files == nil {
+		return
+	}
+	for _, e := range selectEvents(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeFileFetched}}) {
+		var ff session.FileFetched
+		if e.Decode(&ff) != nil || ff.Workspace == "" || ff.SHA256 == "" || c.copied[ff.Workspace] {
+			continue
+		}
+		c.copied[ff.Workspace] = true
+		data, err := d.files.FileContent(ctx, ff.SHA256)
+		if err == nil {
+			err = c.hands.WriteFile(ctx, ff.Workspace, data)
+		}
+		if err != nil {
+			t.log.Warn().Err(err).Str("file_id", ff.FileID).Msg("could not restore a shared file into the sandbox")
+		}
+	}
 }
 
 // safeName is a file name fit for the sandbox workspace: its last element, no leading dots.
@@ -146,7 +181,7 @@ func (t *turn) fileNotes() []string {
 		switch {
 		case ff.Status == session.FileTooLarge, ff.Status == session.FileFailed:
 			notes = append(notes, fmt.Sprintf(":warning: I could not read %s: %s.", name, mrkdwn.EscapeText(strings.TrimSuffix(ff.Reason, "."))))
-		case ff.Status == session.FileStored && ff.Workspace == "" && brain.FileKind(ff.Mimetype, ff.Name, nil) == "other":
+		case ff.Status == session.FileStored && ff.Workspace == "" && brain.FileKind(ff.Mimetype, ff.Name, nil) == brain.FileKindOther:
 			notes = append(notes, fmt.Sprintf(":warning: I cannot read %s (%s): it is not text, an image or a PDF.", name, mrkdwn.EscapeText(cmp.Or(ff.Mimetype, "unknown type"))))
 		}
 	}

@@ -236,7 +236,7 @@ func (r *Runner) wake(id session.ID, reason string) {
 	if r.stopped {
 		return
 	}
-	c := &Cell{deps: r.deps, id: id, reason: reason, poke: make(chan struct{}, 1), evict: make(chan struct{}, 1)}
+	c := &Cell{deps: r.deps, id: id, reason: reason, poke: make(chan struct{}, 1), evict: make(chan struct{}, 1), copied: map[string]bool{}}
 	r.cells[id] = c
 	r.deps.metrics.cellsActive.Inc()
 	r.wg.Go(func() {

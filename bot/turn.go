@@ -159,10 +159,12 @@ func (t *turn) run(ctx context.Context) error {
 				bt.Where.Channel = name
 			}
 		}
-		// The model reads what was shared with the messages it answers.
+		// The model reads what was shared with the messages it answers; what it was told is in
+		// the sandbox is put back there.
 		if err := t.fetchFiles(ctx); err != nil {
 			return err
 		}
+		t.restoreCopies(ctx)
 		res, err := t.runAgent(ctx, bt)
 		if res.Through > st.through {
 			st.through = res.Through // messages steered the turn: it answered them too

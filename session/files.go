@@ -77,7 +77,7 @@ func (s *Store) HasFile(ctx context.Context, id ID, sha string) (bool, error) {
 }
 
 // PurgedBucketFiles returns the hashes of bucket-kept content a retention purge left without
-// any reference: the caller deletes the objects, then ForgetFile.
+// any reference: the caller sweeps them (SweepPurgedFile).
 func (s *Store) PurgedBucketFiles(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT sha256 FROM file_blobs WHERE in_bucket AND purged_at IS NOT NULL ORDER BY sha256`)
 	if err != nil {
@@ -90,20 +90,37 @@ func (s *Store) PurgedBucketFiles(ctx context.Context) ([]string, error) {
 	return shas, nil
 }
 
-// ForgetFile removes the row of purged bucket content whose object is deleted.
-func (s *Store) ForgetFile(ctx context.Context, sha string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM file_blobs WHERE sha256 = $1 AND purged_at IS NOT NULL
-		AND NOT EXISTS (SELECT 1 FROM file_refs WHERE sha256 = $1)`, sha); err != nil {
-		return fmt.Errorf("forget purged file %s: %w", sha, err)
-	}
-	return nil
-}
+const sqlLockPurgedFile = `
+SELECT NOT EXISTS (SELECT 1 FROM file_refs r WHERE r.sha256 = b.sha256)
+FROM file_blobs b WHERE b.sha256 = $1 AND b.in_bucket AND b.purged_at IS NOT NULL
+FOR UPDATE`
 
-// FileReferenced reports whether any session references the content sha.
-func (s *Store) FileReferenced(ctx context.Context, sha string) (bool, error) {
-	var ok bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM file_refs WHERE sha256 = $1)`, sha).Scan(&ok); err != nil {
-		return false, fmt.Errorf("look up references of file %s: %w", sha, err)
+// SweepPurgedFile finishes the purge of bucket content sha: with its row locked — a session
+// sharing the same content again (PutFile) waits — it checks that nothing references it,
+// calls remove (which deletes the bucket's object), and deletes the row. It reports whether
+// it removed it; content shared again since the purge is left alone.
+func (s *Store) SweepPurgedFile(ctx context.Context, sha string, remove func(ctx context.Context) error) (bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("sweep purged file %s: %w", sha, err)
 	}
-	return ok, nil
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var unreferenced bool
+	err = tx.QueryRow(ctx, sqlLockPurgedFile, sha).Scan(&unreferenced)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !unreferenced) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sweep purged file %s: %w", sha, err)
+	}
+	if err := remove(ctx); err != nil {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM file_blobs WHERE sha256 = $1`, sha); err != nil {
+		return false, fmt.Errorf("sweep purged file %s: %w", sha, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("sweep purged file %s: %w", sha, err)
+	}
+	return true, nil
 }

@@ -763,8 +763,14 @@ func historyUsesTools(h history) bool {
 func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resume []ToolUse) error {
 	calls := map[string]bool{}
 	done := map[string]bool{}
+	attached := map[string]session.FileUpload{} // attach_file calls whose file is in the thread
 	for _, e := range evs {
 		switch e.Type {
+		case session.TypeFileUpload:
+			var u session.FileUpload
+			if e.Decode(&u) == nil && u.Status == "shared" {
+				attached[u.CallID] = u
+			}
 		case session.TypeToolCall:
 			var c session.ToolCall
 			if e.Decode(&c) == nil {
@@ -792,10 +798,16 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 		for _, id := range m.ToolCallIDs {
 			if calls[id] && !done[id] {
 				done[id] = true
+				r := session.ToolResult{CallID: id, Content: interruptedResult, IsError: true, Synthetic: true}
+				if u, ok := attached[id]; ok {
+					// The file reached the thread before the process died (the log says so): the
+					// model must not attach it again.
+					r = session.ToolResult{CallID: id, Content: fmt.Sprintf("attached %s to the thread", u.Name), Synthetic: true}
+				}
 				fix = append(fix, session.NewEvent{
 					Type:           session.TypeToolResult,
 					Actor:          session.Actor{Kind: session.ActorSystem, ID: "brain"},
-					Payload:        session.ToolResult{CallID: id, Content: interruptedResult, IsError: true, Synthetic: true},
+					Payload:        r,
 					IdempotencyKey: "tool_result:" + id,
 				})
 			}

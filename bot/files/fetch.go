@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -83,7 +84,7 @@ func (f *Fetcher) Fetch(ctx context.Context, downloadURL string) ([]byte, int, e
 			return nil, attempt, err
 		}
 		last = describe(err)
-		if attempt >= f.attempts || ctx.Err() != nil {
+		if attempt >= f.attempts || ctx.Err() != nil || permanent(err) {
 			return nil, attempt, last
 		}
 		if err := f.sleep(ctx, time.Duration(attempt)*time.Second); err != nil {
@@ -92,10 +93,25 @@ func (f *Fetcher) Fetch(ctx context.Context, downloadURL string) ([]byte, int, e
 	}
 }
 
-// describe says what went wrong without the URL (net/http errors name it).
+// permanent reports a failure no retry can change: the file is gone, or the token may not
+// be sent to where it lives (a remote file), or the download led to a sign-in page.
+func permanent(err error) bool {
+	var sc slack.StatusCodeError
+	msg := err.Error()
+	return (errors.As(err, &sc) && (sc.Code == 404 || sc.Code == 410)) ||
+		strings.Contains(msg, "refusing to send the token") || strings.Contains(msg, "sign-in page")
+}
+
+// describe says what went wrong in a fixed sentence: no URL (net/http errors and slack-go's
+// refusals name it), no token.
 func describe(err error) error {
 	var sc slack.StatusCodeError
+	msg := err.Error()
 	switch {
+	case strings.Contains(msg, "refusing to send the token"):
+		return errors.New("the file is not stored at Slack (a remote file), so it cannot be fetched with the bot token")
+	case strings.Contains(msg, "sign-in page"):
+		return errors.New("Slack sent the download to its sign-in page: the app cannot read this file (files:read, or not shared with it)")
 	case errors.As(err, &sc) && sc.Code == 403:
 		return errors.New("Slack refused the download (HTTP 403): the app may lack files:read")
 	case errors.As(err, &sc) && (sc.Code == 404 || sc.Code == 410):
@@ -105,15 +121,11 @@ func describe(err error) error {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return errors.New("the download was cut short")
 	}
-	msg := err.Error()
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		msg = ue.Err.Error() // without the URL
+		return errors.New("the download failed: " + cutText(ue.Err.Error(), 160)) // without the URL
 	}
-	if len(msg) > 160 {
-		msg = msg[:160]
-	}
-	return errors.New("the download failed: " + msg)
+	return errors.New("the download failed")
 }
 
 // limitWriter fails once more than left bytes are written.
@@ -128,4 +140,11 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	}
 	l.left -= int64(len(p))
 	return l.w.Write(p)
+}
+
+func cutText(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }

@@ -59,17 +59,18 @@ func (s *Store) Close() error {
 
 func key(sha string) string { return "files/" + sha[:2] + "/" + sha }
 
-// Put stores data for session id and returns its hash. The bytes reach the bucket before the
-// database refers to them.
+// Put stores data for session id and returns its hash. The database's reference comes first,
+// then the bucket's object: a retention run sweeping the same content away holds its row
+// locked, so a share that races it waits, and writes the object after the sweep.
 func (s *Store) Put(ctx context.Context, id session.ID, data []byte) (string, error) {
 	sha := session.FileHash(data)
+	if err := s.log.PutFile(ctx, id, sha, data, s.bucket != nil); err != nil {
+		return "", err
+	}
 	if s.bucket != nil {
 		if err := s.bucket.WriteAll(ctx, key(sha), data, nil); err != nil {
 			return "", fmt.Errorf("store file %s in the bucket: %w", sha, err)
 		}
-	}
-	if err := s.log.PutFile(ctx, id, sha, data, s.bucket != nil); err != nil {
-		return "", err
 	}
 	return sha, nil
 }
