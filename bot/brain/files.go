@@ -286,6 +286,9 @@ func humanSize(n int64) string {
 	return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
 }
 
+// maxLoad is the largest file a Run reads into memory: more than a request takes in any form.
+const maxLoad = 32 << 20
+
 // fileCache holds the content of the shared files of one Run, by hash: each is read from the
 // turn's FileReader once, the first time a history shows its file_fetched. A failed read is
 // kept too: the file is then shown as a note, and not read again in the Run.
@@ -318,8 +321,8 @@ func (c *fileCache) load(ctx context.Context, evs []session.Event, log zerolog.L
 			continue
 		}
 		var f session.FileFetched
-		if e.Decode(&f) != nil || f.Status != session.FileStored || f.SHA256 == "" {
-			continue
+		if e.Decode(&f) != nil || f.Status != session.FileStored || f.SHA256 == "" || f.Size > maxLoad {
+			continue // larger than anything a request can carry (LOGBOOK_FILE_MAX may allow more)
 		}
 		sha := strings.ToLower(f.SHA256)
 		if _, ok := c.files[sha]; ok {
