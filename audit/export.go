@@ -445,27 +445,13 @@ func collectFileRef(refs map[string]bool, typ, payload []byte) {
 		return
 	}
 	var r fileRef
-	if json.Unmarshal(payload, &r) != nil || !validSHA(r.SHA256) {
+	if json.Unmarshal(payload, &r) != nil || !session.ValidFileHash(r.SHA256) {
 		return
 	}
 	if string(typ) == string(session.TypeFileFetched) && r.Status != session.FileStored {
 		return
 	}
 	refs[r.SHA256] = true
-}
-
-// validSHA reports whether s is a sha256 in lowercase hex (content is stored under those, and
-// only those name files in an export).
-func validSHA(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func (x *Exporter) writeEvents(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket,

@@ -16,6 +16,8 @@ import (
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+
+	"github.com/logbook/logbook/session"
 )
 
 // Manifest describes an export. Every time is UTC (TimeZone says so explicitly).
@@ -226,7 +228,7 @@ func VerifyExport(ctx context.Context, src *blob.Bucket, prefix string, pub ed25
 		}
 	}
 	for _, f := range m.FileContents {
-		if !validSHA(f.SHA256) || f.Name != FilesDir+f.SHA256 {
+		if !session.ValidFileHash(f.SHA256) || f.Name != FilesDir+f.SHA256 {
 			errs = append(errs, fmt.Errorf("%s: %w: file content %q is not named %s<sha256>", prefix+ManifestName, ErrTampered, f.Name, FilesDir))
 			continue
 		}

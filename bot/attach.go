@@ -70,7 +70,7 @@ func (t *turn) attach(ctx context.Context, callID, p, title string) (string, err
 		case len(data) == 0:
 			return "", fmt.Errorf("%s is empty; Slack takes no empty files", p)
 		case int64(len(data)) > limit:
-			return "", fmt.Errorf("%s is %s, over the %s limit (LOGBOOK_FILE_MAX)", p, byteSize(int64(len(data))), byteSize(limit))
+			return "", fmt.Errorf("%s is %s, over the %s limit (LOGBOOK_FILE_MAX)", p, session.FileSize(int64(len(data))), session.FileSize(limit))
 		}
 		sha := session.FileHash(data)
 		if d.files != nil {
@@ -102,7 +102,7 @@ func (t *turn) attach(ctx context.Context, callID, p, title string) (string, err
 		t.log.Warn().Err(err).Str("call_id", callID).Str("file_id", rec.FileID).Msg("attach_file: could not share the file")
 		return "", errors.New("the file could not be shared in the thread; the error is in the operator's log")
 	}
-	return fmt.Sprintf("attached %s (%s) to the thread", rec.Name, byteSize(rec.Size)), nil
+	return fmt.Sprintf("attached %s (%s) to the thread", rec.Name, session.FileSize(rec.Size)), nil
 }
 
 // share shares an uploaded file in the session's thread unless Slack says it is there

@@ -74,14 +74,14 @@ func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.File
 		Mimetype: ref.Mimetype, Size: ref.Size}
 	limit := d.fetcher.Max()
 	if ref.Size > limit {
-		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("%s is over the %s limit (LOGBOOK_FILE_MAX)", byteSize(ref.Size), byteSize(limit))
+		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("%s is over the %s limit (LOGBOOK_FILE_MAX)", session.FileSize(ref.Size), session.FileSize(limit))
 		return ff, nil
 	}
 	data, attempts, err := d.fetcher.Fetch(ctx, ref.URL)
 	ff.Attempts = attempts
 	switch {
 	case errors.Is(err, files.ErrTooLarge):
-		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("it is over the %s limit (LOGBOOK_FILE_MAX)", byteSize(limit))
+		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("it is over the %s limit (LOGBOOK_FILE_MAX)", session.FileSize(limit))
 		return ff, nil
 	case ctx.Err() != nil:
 		return ff, ctx.Err()
@@ -152,19 +152,6 @@ func safeName(name string) string {
 		return r
 	}, name)
 	return cmp.Or(name, "file")
-}
-
-// byteSize renders n bytes for people: 512 B, 3.4 KB, 45 MB.
-func byteSize(n int64) string {
-	switch {
-	case n < 1000:
-		return fmt.Sprintf("%d B", n)
-	case n < 1000_000:
-		return fmt.Sprintf("%.1f KB", float64(n)/1000)
-	case n < 1000_000_000:
-		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-	}
-	return fmt.Sprintf("%.1f GB", float64(n)/1e9)
 }
 
 // fileNotes are the lines the turn's reply carries about files it could not read, so the

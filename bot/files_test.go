@@ -85,7 +85,7 @@ func TestSharedFilesReachTheModel(t *testing.T) {
 // each, the reply says so whatever the model writes, and the message itself is answered.
 func TestUnreadableFilesAreReported(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, &echoAgent{}, harnessOptions{files: true, fileMax: 1000})
+	h := newHarness(t, &echoAgent{}, harnessOptions{files: true, fileMax: 1024})
 	h.emu.InjectDownloadFault("F0000FAIL1", 500, 0)
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> look", Files: []slackemu.File{
 		{ID: "F000BIG001", Name: "big.log", Mimetype: "text/plain", Content: bytes.Repeat([]byte("x"), 5000)},

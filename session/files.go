@@ -16,6 +16,34 @@ func FileHash(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// ValidFileHash reports whether s is a content address as FileHash makes them: a sha256 in
+// lowercase hex.
+func ValidFileHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// FileSize renders n bytes for people, in binary units as LOGBOOK_FILE_MAX reads them:
+// "812 B", "3.4 KB", "20.0 MB".
+func FileSize(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
+}
+
 // ErrInBucket is FileContent's answer for content kept in a bucket, not in the database.
 var ErrInBucket = errors.New("file content is in the bucket")
 

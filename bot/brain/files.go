@@ -193,7 +193,7 @@ func pdfProblem(data []byte) string {
 func imageProblem(data []byte) string {
 	if n := base64.StdEncoding.EncodedLen(len(data)); n > maxImageBase64 {
 		return fmt.Sprintf("it is too large to show as an image (%s; the limit is %s base64-encoded, about %s)",
-			humanSize(int64(len(data))), humanSize(maxImageBase64), humanSize(maxImageBase64/4*3))
+			session.FileSize(int64(len(data))), session.FileSize(maxImageBase64), session.FileSize(maxImageBase64/4*3))
 	}
 	w, h, ok := imageSize(data)
 	if !ok {
@@ -271,19 +271,6 @@ func mediaTokens(b Block) int {
 		return max(1, pdfPages(b.Document.Data)) * pdfPageTokens
 	}
 	return 0
-}
-
-// humanSize is a byte count for people: "812 B", "3.4 KB", "1.2 MB" (binary units).
-func humanSize(n int64) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
 }
 
 // maxLoad is the largest file a Run reads into memory: more than a request takes in any form.
@@ -441,7 +428,7 @@ func (v fileView) label() string {
 	if t := strings.ReplaceAll(strings.TrimSpace(v.Ref.Title), "\n", " "); t != "" && t != v.name() {
 		fmt.Fprintf(&sb, " titled %q", t)
 	}
-	fmt.Fprintf(&sb, " (%s, %s) shared by %s", nonEmpty(v.mimetype(), "unknown type"), humanSize(v.size()), v.who)
+	fmt.Fprintf(&sb, " (%s, %s) shared by %s", nonEmpty(v.mimetype(), "unknown type"), session.FileSize(v.size()), v.who)
 	return sb.String()
 }
 
@@ -516,7 +503,7 @@ func renderFile(v fileView, opt historyOptions, budget *fileBudget) []Block {
 		return []Block{{Text: v.label() + withCopy(ws) + "]"}, {Image: &Media{MediaType: imageType(data), Data: data, Name: v.name()}}}
 	case FileKindPDF:
 		if len(data) > maxPDFBytes {
-			return note(fmt.Sprintf("it is too large to show as a document (the limit is %s).", humanSize(maxPDFBytes)) + copyNote())
+			return note(fmt.Sprintf("it is too large to show as a document (the limit is %s).", session.FileSize(maxPDFBytes)) + copyNote())
 		}
 		if why := pdfProblem(data); why != "" {
 			return note(why + "." + copyNote())
@@ -524,7 +511,7 @@ func renderFile(v fileView, opt historyOptions, budget *fileBudget) []Block {
 		enc := base64.StdEncoding.EncodedLen(len(data))
 		if enc > maxRequestMedia {
 			return note(fmt.Sprintf("it is too large to show as a document (%s; a request carries at most %s of images and documents, base64-encoded).",
-				humanSize(int64(len(data))), humanSize(maxRequestMedia)) + copyNote())
+				session.FileSize(int64(len(data))), session.FileSize(maxRequestMedia)) + copyNote())
 		}
 		if budget.blocks == 0 || enc > budget.media {
 			return note("it is not shown as a document: later files already fill what one request may carry." + copyNote())
@@ -564,7 +551,7 @@ func renderText(v fileView, data []byte, opt historyOptions, budget *fileBudget)
 	room := min(maxFileText, budget.text)
 	if len(s) > room && room < minFileText {
 		return v.label() + ": its text is not shown: the files shared later already fill the " +
-			humanSize(maxFilesText) + " of file text one request may carry." + where + "]"
+			session.FileSize(maxFilesText) + " of file text one request may carry." + where + "]"
 	}
 	content, omitted := headTailWith(s, room, func(n int) string {
 		return fmt.Sprintf("\n[… %d bytes of the file left out here …]\n", n)
@@ -582,7 +569,7 @@ func renderText(v fileView, data []byte, opt historyOptions, budget *fileBudget)
 	sb.WriteString(fence)
 	if omitted > 0 {
 		fmt.Fprintf(&sb, "\n[The file has %d bytes; %d bytes from its middle are left out above (a request shows at most %s of one file and %s of all shared files).%s]",
-			len(s), omitted, humanSize(maxFileText), humanSize(maxFilesText), where)
+			len(s), omitted, session.FileSize(maxFileText), session.FileSize(maxFilesText), where)
 	}
 	return sb.String()
 }
@@ -609,5 +596,5 @@ func mediaNote(b Block) string {
 		m, what = b.Document, "document"
 	}
 	return fmt.Sprintf("[%s %s (%s, %s) was shown to the model here; it is not included in this text]",
-		what, nonEmpty(m.Name, "unnamed"), m.MediaType, humanSize(int64(len(m.Data))))
+		what, nonEmpty(m.Name, "unnamed"), m.MediaType, session.FileSize(int64(len(m.Data))))
 }

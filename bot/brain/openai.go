@@ -15,6 +15,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/logbook/logbook/session"
 )
 
 // openAIProvider calls an OpenAI-compatible Chat Completions API (POST /chat/completions)
@@ -204,7 +206,7 @@ func (p *openAIProvider) params(req Request) openai.ChatCompletionNewParams {
 					// part, and a request they refuse would fail every later turn of the thread:
 					// they are told of the PDF instead.
 					text = append(text, fmt.Sprintf("[The PDF %s (%s) is not shown: this model server does not take PDF documents.]",
-						nonEmpty(b.Document.Name, "document"), humanSize(int64(len(b.Document.Data)))))
+						nonEmpty(b.Document.Name, "document"), session.FileSize(int64(len(b.Document.Data)))))
 				case b.ToolUse == nil:
 					text = append(text, b.Text)
 				}

@@ -18,19 +18,6 @@ func fileURL(id session.ID, sha string) string {
 	return "/sessions/" + url.PathEscape(id.String()) + "/files/" + url.PathEscape(sha)
 }
 
-// validSHA reports whether s is a sha256 in lowercase hex, as content is stored under.
-func validSHA(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // fileMeta is what the session's log says of a content: the name and type it was shared
 // or handed back with (the latest record that names it; the type from the name's extension
 // when the record has none).
@@ -98,7 +85,7 @@ func (s *server) file(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	sha := r.PathValue("sha256")
 	a := access{action: "download", format: "file"}
-	if validSHA(sha) {
+	if session.ValidFileHash(sha) {
 		a.format = "file:" + sha
 	}
 	sess, evs, ok := s.load(w, r, a)
@@ -106,7 +93,7 @@ func (s *server) file(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.session = sess.ID
-	if s.cfg.Files == nil || !validSHA(sha) {
+	if s.cfg.Files == nil || !session.ValidFileHash(sha) {
 		s.notFound(w, r, a)
 		return
 	}

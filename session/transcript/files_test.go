@@ -146,7 +146,7 @@ func TestFilesInEveryFormat(t *testing.T) {
 			wants = append(wants, `"sha256": "`+logSHA+`"`, `"status": "too_large"`, `"status": "failed"`, `"status": "shared"`,
 				`"status": "not_fetched"`, `"size": 12345`, "Slack answered 500")
 		} else {
-			wants = append(wants, "12.3 KB", logSHA[:12], pngSHA[:12], outSHA[:12], "too large, not stored", "fetch failed, not stored",
+			wants = append(wants, "12.1 KB", logSHA[:12], pngSHA[:12], outSHA[:12], "too large, not stored", "fetch failed, not stored",
 				"Slack answered 500", "not fetched")
 		}
 		for _, w := range wants {
@@ -179,7 +179,7 @@ func TestFilesInEveryFormat(t *testing.T) {
 		t.Errorf("linked Markdown:\n%s", md)
 	}
 	all := render(t, evs, transcript.Options{All: true})
-	for _, w := range []string{"file fetched: report.pdf (application/pdf, 1.0 KB) — fetch failed, not stored: Slack answered 500",
+	for _, w := range []string{"file fetched: report.pdf (application/pdf, 1000 B) — fetch failed, not stored: Slack answered 500",
 		"file upload: summary.md (text/markdown, 321 B) uploaded for call call_1, sha256 " + outSHA[:12]} {
 		if !strings.Contains(all, w) {
 			t.Errorf("--all lacks %q:\n%s", w, all)

@@ -202,7 +202,7 @@ func (f File) ShortSHA() string {
 }
 
 // SizeText is the size for people: 512 B, 3.4 KB, 45.0 MB.
-func (f File) SizeText() string { return byteSize(f.Size) }
+func (f File) SizeText() string { return session.FileSize(f.Size) }
 
 // StatusText says in a few words what became of a file that is not stored ("" when stored).
 func (f File) StatusText() string {
@@ -236,19 +236,6 @@ func (f File) describe() string {
 		return s + " — " + st
 	}
 	return s + " sha256 " + f.ShortSHA()
-}
-
-// byteSize renders n bytes for people.
-func byteSize(n int64) string {
-	switch {
-	case n < 1000:
-		return fmt.Sprintf("%d B", n)
-	case n < 1000_000:
-		return fmt.Sprintf("%.1f KB", float64(n)/1000)
-	case n < 1000_000_000:
-		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-	}
-	return fmt.Sprintf("%.1f GB", float64(n)/1e9)
 }
 
 // sharedFiles are the files shared with each message, by its ts, in log order, with what
@@ -594,7 +581,7 @@ func describeMarker(e session.Event) string {
 		var m session.FileUpload
 		if json.Unmarshal(e.Payload, &m) == nil {
 			detail = fmt.Sprintf("%s (%s, %s) %s for call %s, sha256 %s", cmp.Or(m.Title, m.Name, m.FileID), cmp.Or(m.Mimetype, "unknown type"),
-				byteSize(m.Size), m.Status, m.CallID, File{SHA256: m.SHA256}.ShortSHA())
+				session.FileSize(m.Size), m.Status, m.CallID, File{SHA256: m.SHA256}.ShortSHA())
 		}
 	case session.TypeCellWoken:
 		var m session.CellWoken
