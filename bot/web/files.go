@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/transcript"
 )
 
 // fileURL is the route of a session's file content.
@@ -102,7 +103,7 @@ func (s *server) file(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if !has {
+	if !has || !shown(sess, evs, sha, identityFrom(ctx).Auditor) {
 		s.notFound(w, r, a)
 		return
 	}
@@ -142,4 +143,18 @@ func (s *server) file(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; sandbox")
 	h.Set("Cross-Origin-Resource-Policy", "same-origin")
 	w.Write(data) //nolint:errcheck // the client went away
+}
+
+// shown reports whether the session's transcript shows the content sha to this reader: a file
+// of a deleted message is shown (and served) to auditors only, as its text is.
+func shown(sess session.Session, evs []session.Event, sha string, auditor bool) bool {
+	t := transcript.Build(sess, evs, transcript.Options{All: true, RevealDeleted: auditor})
+	for _, e := range t.Entries {
+		for _, f := range e.Files {
+			if f.SHA256 == sha {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -196,8 +196,13 @@ func mimeDisposition(t *testing.T, ff *filesFixture, name string) string {
 	if err := ff.store.PutFile(ff.ctx, s.ID, sha, data, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ff.store.Append(ff.ctx, s.ID, session.NewEvent{Type: session.TypeFileFetched, Actor: filesActor,
-		Payload: session.FileFetched{FileID: "F9", TS: "1700000900.000100", Name: name, Mimetype: "text/plain", Size: 7, SHA256: sha, Status: session.FileStored}}); err != nil {
+	ts := "1700000900.000100"
+	if _, err := ff.store.Append(ff.ctx, s.ID,
+		session.NewEvent{Type: session.TypeUserMessage, Actor: alice, Payload: session.UserMessage{Team: "T0000001", Channel: "C0000001",
+			ThreadTS: ts, TS: ts, User: "U0000001", Text: "a file"}},
+		session.NewEvent{Type: session.TypeFileRef, Actor: alice, Payload: session.FileRef{FileID: "F9", Name: name, Mimetype: "text/plain", Size: 7, TS: ts, User: "U0000001"}},
+		session.NewEvent{Type: session.TypeFileFetched, Actor: filesActor,
+			Payload: session.FileFetched{FileID: "F9", TS: ts, Name: name, Mimetype: "text/plain", Size: 7, SHA256: sha, Status: session.FileStored}}); err != nil {
 		t.Fatal(err)
 	}
 	status, _, hdr := ff.getFiles("/sessions/"+s.ID.String()+"/files/"+sha, asAlice)
@@ -357,4 +362,37 @@ func chromedpWaitImages(b *browser) error {
 	_, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`Array.from(document.images).every(i => i.complete)`,
 		chromedp.WithPollingTimeout(20*time.Second)))
 	return err
+}
+
+// A file shared with a message that was deleted is served to auditors only, as the message's
+// text is shown to them only.
+func TestFileOfADeletedMessageIsForAuditors(t *testing.T) {
+	t.Parallel()
+	ff := newFilesFixture(t)
+	s, err := ff.store.Open(ff.ctx, session.ThreadKey{Team: "T0000001", Channel: "C0000001", ThreadTS: "1700000950.000100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("regret")
+	sha := session.FileHash(data)
+	if err := ff.store.PutFile(ff.ctx, s.ID, sha, data, false); err != nil {
+		t.Fatal(err)
+	}
+	ts := "1700000950.000100"
+	if _, err := ff.store.Append(ff.ctx, s.ID,
+		session.NewEvent{Type: session.TypeUserMessage, Actor: alice, Payload: session.UserMessage{Team: "T0000001", Channel: "C0000001",
+			ThreadTS: ts, TS: ts, User: "U0000001", Text: "oops"}},
+		session.NewEvent{Type: session.TypeFileRef, Actor: alice, Payload: session.FileRef{FileID: "F8", Name: "oops.txt", Mimetype: "text/plain", Size: 6, TS: ts, User: "U0000001"}},
+		session.NewEvent{Type: session.TypeFileFetched, Actor: filesActor,
+			Payload: session.FileFetched{FileID: "F8", TS: ts, Name: "oops.txt", Mimetype: "text/plain", Size: 6, SHA256: sha, Status: session.FileStored}},
+		session.NewEvent{Type: session.TypeUserMessageDeleted, Actor: alice, Payload: session.UserMessageDeleted{DeletedTS: ts, User: "U0000001"}}); err != nil {
+		t.Fatal(err)
+	}
+	route := "/sessions/" + s.ID.String() + "/files/" + sha
+	if status, _, _ := ff.getFiles(route, asAlice); status != http.StatusNotFound {
+		t.Errorf("a reader got the deleted message's file: %d", status)
+	}
+	if status, body, _ := ff.getFiles(route, asAuditor); status != http.StatusOK || body != "regret" {
+		t.Errorf("an auditor: %d %q", status, body)
+	}
 }
