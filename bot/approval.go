@@ -160,7 +160,7 @@ func (a Approvers) may(user string, evs []session.Event) bool {
 
 func (a Approvers) describe() string {
 	if a.users == nil {
-		return "anyone who has posted in this thread"
+		return "people who have posted in this thread"
 	}
 	names := make([]string, len(a.users))
 	for i, u := range a.users {
@@ -215,6 +215,9 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 	idleAt := d.clock.Now().Add(d.cfg.IdleTimeout)
 	for {
 		if dec, ok := approvalDecision(c.flog.snapshot(), use.ID); ok {
+			// The card shows the decision even if the gateway's update did not get through
+			// (a rate limit, a lost answer): an idempotent chat.update.
+			d.deliver.showDecision(ctx, req, card, dec)
 			return decisionFor(dec, req), nil
 		}
 		now := d.clock.Now()
@@ -229,9 +232,10 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 			}
 			if !stored[0].Duplicate {
 				d.metrics.approvals.WithLabelValues(session.DecisionTimeout).Inc()
-				d.deliver.showDecision(ctx, req, card, stored[0])
 			}
-			continue
+			// The stored decision — the timeout, or a click that won the race — decides.
+			d.deliver.showDecision(ctx, req, card, stored[0])
+			return decisionFor(stored[0], req), nil
 		}
 		if !now.Before(idleAt) || d.isDraining() {
 			return brain.Decision{}, t.suspend(ctx, req)

@@ -73,6 +73,9 @@ func (t *turn) attach(ctx context.Context, callID, p, title string) (string, err
 			return "", fmt.Errorf("%s is %s, over the %s limit (LOGBOOK_FILE_MAX)", p, session.FileSize(int64(len(data))), session.FileSize(limit))
 		}
 		sha := session.FileHash(data)
+		if prior, ok := sharedInTurn(c.flog.snapshot(), t.state.turnSeq, safeName(path.Base(p)), sha); ok {
+			return fmt.Sprintf("%s is attached to the thread already (this turn, the same content)", prior.Name), nil
+		}
 		if d.files != nil {
 			if sha, err = d.files.Put(ctx, c.id, data); err != nil {
 				// The database's words are for operators, not for the model to quote.
@@ -186,6 +189,18 @@ func (t *turn) finishUploads(ctx context.Context) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// sharedInTurn finds a file of this name and content the turn at turnSeq shared already: the
+// same file attached again in one turn is shared once.
+func sharedInTurn(evs []session.Event, turnSeq int64, name, sha string) (session.FileUpload, bool) {
+	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeFileUpload}}) {
+		var rec session.FileUpload
+		if e.Decode(&rec) == nil && rec.Status == uploadShared && rec.Name == name && rec.SHA256 == sha {
+			return rec, true
+		}
+	}
+	return session.FileUpload{}, false
 }
 
 // upload finds the file_upload of call with status in evs.

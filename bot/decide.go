@@ -81,7 +81,8 @@ func (g *Gateway) recordDecision(ctx context.Context, log zerolog.Logger, cb sla
 		return "failed", retry, session.Event{}, req
 	}
 	thread := cmp.Or(cb.Container.ThreadTs, cb.Message.ThreadTimestamp)
-	if channel := cmp.Or(cb.Channel.ID, cb.Container.ChannelID); channel != sess.Key.Channel || (thread != "" && thread != sess.Key.ThreadTS) {
+	card := cmp.Or(cb.Container.MessageTs, cb.Message.Timestamp)
+	if channel := cmp.Or(cb.Channel.ID, cb.Container.ChannelID); channel != sess.Key.Channel || thread != sess.Key.ThreadTS || card == "" {
 		// A button value copied into another channel's or thread's message decides nothing.
 		g.metrics.ignored.WithLabelValues("approval_wrong_thread").Inc()
 		return "wrong_thread", "This button does not belong to a request in this thread.", session.Event{}, req

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/files"
@@ -22,7 +23,10 @@ var filesActor = session.Actor{Kind: session.ActorSystem, ID: "files"}
 // A file of a kind the model cannot read (not an image, a PDF or text) is also copied into the
 // session's sandbox, where its tools can. A message is never lost for its file: whatever the
 // download does, the turn goes on; only a log that cannot be written fails it.
-func (t *turn) fetchFiles(ctx context.Context) error {
+func (t *turn) fetchFiles(ctx context.Context) error { return t.fetchThrough(ctx, t.state.through) }
+
+// fetchThrough is fetchFiles for the messages up to through (steering moves it on).
+func (t *turn) fetchThrough(ctx context.Context, through int64) error {
 	c, d := t.cell, t.cell.deps
 	if d.fetcher == nil || d.files == nil {
 		return nil
@@ -37,7 +41,7 @@ func (t *turn) fetchFiles(ctx context.Context) error {
 	}
 	// The messages this turn answers (a file_ref follows its message in the same append).
 	answers := map[string]bool{}
-	for _, e := range selectEvents(snap, session.Range{To: t.state.through, Types: []session.Type{session.TypeUserMessage}}) {
+	for _, e := range selectEvents(snap, session.Range{To: through, Types: []session.Type{session.TypeUserMessage}}) {
 		var m session.UserMessage
 		if e.Decode(&m) == nil {
 			answers[m.TS] = true
@@ -74,7 +78,8 @@ func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.File
 		Mimetype: ref.Mimetype, Size: ref.Size}
 	limit := d.fetcher.Max()
 	if ref.Size > limit {
-		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("%s is over the %s limit (LOGBOOK_FILE_MAX)", session.FileSize(ref.Size), session.FileSize(limit))
+		size, max := sizes(ref.Size, limit)
+		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("%s is over the %s limit (LOGBOOK_FILE_MAX)", size, max)
 		return ff, nil
 	}
 	data, attempts, err := d.fetcher.Fetch(ctx, ref.URL)
@@ -101,7 +106,8 @@ func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.File
 		return ff, nil
 	}
 	ff.Status, ff.SHA256, ff.Size = session.FileStored, sha, int64(len(data))
-	if brain.FileKind(ref.Mimetype, ff.Name, data) == brain.FileKindOther && c.hands != nil {
+	ff.Kind = brain.FileKind(ref.Mimetype, ff.Name, data)
+	if ff.Kind == brain.FileKindOther && c.hands != nil {
 		p := workspacePath(ref.FileID, ff.Name)
 		if err := c.hands.WriteFile(ctx, p, data); err != nil {
 			t.log.Warn().Err(err).Str("file_id", ref.FileID).Msg("could not copy a shared file into the sandbox")
@@ -142,16 +148,38 @@ func (t *turn) restoreCopies(ctx context.Context) {
 	}
 }
 
-// safeName is a file name fit for the sandbox workspace: its last element, no leading dots.
+// safeName is a file name fit for the sandbox workspace: its last element, no leading dots,
+// no control characters, at most 200 bytes (cut on a rune boundary, keeping the extension).
 func safeName(name string) string {
-	name = strings.TrimLeft(path.Base(strings.ReplaceAll(name, "\\", "/")), ".")
+	name = strings.Trim(strings.ReplaceAll(name, "\\", "/"), "/")
+	name = strings.TrimLeft(path.Base(name), ".")
 	name = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
+		if r < 0x20 || r == 0x7f || r == '/' {
 			return '_'
 		}
 		return r
 	}, name)
+	if len(name) > 200 {
+		ext := path.Ext(name)
+		if len(ext) > 20 {
+			ext = ""
+		}
+		base := name[:200-len(ext)]
+		for len(base) > 0 && !utf8.RuneStart(name[len(base)]) {
+			base = base[:len(base)-1]
+		}
+		name = base + ext
+	}
 	return cmp.Or(name, "file")
+}
+
+// sizes renders a size against a limit, exactly when rounding would make them look alike.
+func sizes(n, limit int64) (string, string) {
+	a, b := session.FileSize(n), session.FileSize(limit)
+	if a == b {
+		return fmt.Sprintf("%d bytes", n), fmt.Sprintf("%d bytes", limit)
+	}
+	return a, b
 }
 
 // fileNotes are the lines the turn's reply carries about files it could not read, so the
@@ -168,7 +196,7 @@ func (t *turn) fileNotes() []string {
 		switch {
 		case ff.Status == session.FileTooLarge, ff.Status == session.FileFailed:
 			notes = append(notes, fmt.Sprintf(":warning: I could not read %s: %s.", name, mrkdwn.EscapeText(strings.TrimSuffix(ff.Reason, "."))))
-		case ff.Status == session.FileStored && ff.Workspace == "" && brain.FileKind(ff.Mimetype, ff.Name, nil) == brain.FileKindOther:
+		case ff.Status == session.FileStored && ff.Workspace == "" && cmp.Or(ff.Kind, brain.FileKind(ff.Mimetype, ff.Name, nil)) == brain.FileKindOther:
 			notes = append(notes, fmt.Sprintf(":warning: I cannot read %s (%s): it is not text, an image or a PDF.", name, mrkdwn.EscapeText(cmp.Or(ff.Mimetype, "unknown type"))))
 		}
 	}

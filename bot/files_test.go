@@ -165,3 +165,32 @@ func TestAttachFileSharesItOnce(t *testing.T) {
 		t.Fatalf("file_upload records %+v", recs)
 	}
 }
+
+// A session opened late — a mention inside a thread people already wrote in — takes in the
+// files of the thread's earlier messages too, and fetches them for its first turn.
+func TestFilesOfEarlierThreadMessagesAreFetched(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{files: true})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "deploy failed"})
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "here is the crash log", Files: []slackemu.File{
+		{ID: "F0000CRSH1", Name: "crash.log", Mimetype: "text/plain", Content: []byte("panic: nil map\n")}}})
+	h.post(slackemu.Post{Channel: general, User: grace, ThreadTS: top.TS, Text: "<@" + botUser + "> what does the log above say?"})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	if f := h.fetched(s.ID, 1)["F0000CRSH1"]; f.Status != session.FileStored || f.Kind != "text" {
+		t.Fatalf("crash.log %+v", f)
+	}
+}
+
+// An empty file is content like any other: stored, not reported as a failure.
+func TestEmptyFileIsStored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{files: true})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> see", Files: []slackemu.File{
+		{ID: "F000EMPTY1", Name: "empty.txt", Mimetype: "text/plain", Content: []byte{}}}})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	if f := h.fetched(s.ID, 1)["F000EMPTY1"]; f.Status != session.FileStored || f.SHA256 != session.FileHash(nil) {
+		t.Fatalf("empty.txt %+v", f)
+	}
+}

@@ -537,13 +537,7 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) (
 				SlackEventID: in.EventID, Mentioned: d.Mentioned,
 			},
 		})
-		for _, f := range in.Files {
-			evs = append(evs, session.NewEvent{
-				Type: session.TypeFileRef, Actor: actor, IdempotencyKey: prefix + in.TS + "/file/" + f.ID,
-				Payload: session.FileRef{FileID: f.ID, Name: f.Name, Title: f.Title, Mimetype: f.Mimetype,
-					Size: int64(f.Size), Permalink: f.Permalink, URL: cmp.Or(f.URLPrivateDownload, f.URLPrivate), TS: in.TS, User: in.User},
-			})
-		}
+		evs = append(evs, fileRefs(prefix, in.TS, in.User, in.Files)...)
 		if d.Start && (in.RetryAttempt > 0 || d.ThreadTS != in.TS) && g.emptySession(ctx, sess) {
 			// A session opened late — a redelivered mention, or a mention inside a thread
 			// people already wrote in — first takes in the thread's earlier messages (and any
@@ -623,8 +617,8 @@ func (g *Gateway) withThread(ctx context.Context, log zerolog.Logger, sess sessi
 	key := sess.Key
 	prefix := key.Team + "/" + key.Channel + "/"
 	type msg struct {
-		ts string
-		ev session.NewEvent
+		ts  string
+		evs []session.NewEvent
 	}
 	var thread []msg
 	cursor := ""
@@ -653,11 +647,11 @@ func (g *Gateway) withThread(ctx context.Context, log zerolog.Logger, sess sessi
 				continue
 			}
 			text, raw, names := g.readable(ctx, m.Text, m.Blocks)
-			thread = append(thread, msg{ts: m.Timestamp, ev: session.NewEvent{
+			thread = append(thread, msg{ts: m.Timestamp, evs: append([]session.NewEvent{{
 				Type: session.TypeUserMessage, Actor: session.Actor{Kind: session.ActorUser, ID: m.User}, IdempotencyKey: prefix + m.Timestamp,
 				Payload: session.UserMessage{Team: key.Team, Channel: key.Channel, ThreadTS: key.ThreadTS, TS: m.Timestamp, User: m.User,
 					UserName: g.dir.UserName(ctx, m.User), Text: text, Raw: raw, Names: names},
-			}})
+			}}, fileRefs(prefix, m.Timestamp, m.User, m.Files)...)})
 		}
 		if !more || next == "" {
 			break
@@ -673,12 +667,28 @@ func (g *Gateway) withThread(ctx context.Context, log zerolog.Logger, sess sessi
 		if !placed && tsLess(ts, m.ts) {
 			out, placed = append(out, evs...), true
 		}
-		out = append(out, m.ev)
+		out = append(out, m.evs...)
 	}
 	if !placed {
 		out = append(out, evs...)
 	}
 	return out
+}
+
+// fileRefs are the file_ref events of the files a message (ts, by user) shares.
+func fileRefs(prefix, ts, user string, files []slack.File) []session.NewEvent {
+	var evs []session.NewEvent
+	for _, f := range files {
+		if f.ID == "" {
+			continue
+		}
+		evs = append(evs, session.NewEvent{
+			Type: session.TypeFileRef, Actor: session.Actor{Kind: session.ActorUser, ID: user}, IdempotencyKey: prefix + ts + "/file/" + f.ID,
+			Payload: session.FileRef{FileID: f.ID, Name: f.Name, Title: f.Title, Mimetype: f.Mimetype,
+				Size: int64(f.Size), Permalink: f.Permalink, URL: cmp.Or(f.URLPrivateDownload, f.URLPrivate), TS: ts, User: user},
+		})
+	}
+	return evs
 }
 
 // justPosted reports whether the Slack ts is less than 30 seconds old.

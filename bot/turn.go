@@ -634,5 +634,9 @@ func (t *turn) steer(ctx context.Context, through int64) (int64, error) {
 		return through, err
 	}
 	t.log.Info().Int64("through", next).Msg("messages written meanwhile steer the running turn")
+	// Files shared with those messages reach the model's next call too.
+	if err := t.fetchThrough(ctx, next); err != nil {
+		return through, err
+	}
 	return next, nil
 }

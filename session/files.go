@@ -66,6 +66,8 @@ func (s *Store) PutFile(ctx context.Context, id ID, sha string, data []byte, inB
 	content := data
 	if inBucket {
 		content = nil
+	} else if content == nil {
+		content = []byte{} // an empty file is content too (NULL means "in the bucket")
 	}
 	if _, err := s.pool.Exec(ctx, sqlPutFile, id, sha, int64(len(data)), content, inBucket); err != nil {
 		return fmt.Errorf("put file %s of session %s: %w", sha, id, err)

@@ -340,6 +340,9 @@ type FileFetched struct {
 	Reason    string `json:"reason,omitempty"`
 	Attempts  int    `json:"attempts,omitempty"`
 	Workspace string `json:"workspace,omitempty"`
+	// Kind is what the content is to the model, decided on the bytes: image, pdf, text or
+	// other.
+	Kind string `json:"kind,omitempty"`
 }
 
 // FileUpload records a file the agent handed back (type file_upload): Status "uploaded" once

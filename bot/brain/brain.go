@@ -764,8 +764,14 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 	calls := map[string]bool{}
 	done := map[string]bool{}
 	attached := map[string]session.FileUpload{} // attach_file calls whose file is in the thread
+	decided := map[string]string{}              // calls that never ran: the decision that said so
 	for _, e := range evs {
 		switch e.Type {
+		case session.TypeApprovalDecided:
+			var d session.ApprovalDecided
+			if e.Decode(&d) == nil && d.Decision != session.DecisionApproved {
+				decided[d.CallID] = notRun(d.Decision, e.Actor.ID)
+			}
 		case session.TypeFileUpload:
 			var u session.FileUpload
 			if e.Decode(&u) == nil && u.Status == "shared" {
@@ -799,7 +805,10 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 			if calls[id] && !done[id] {
 				done[id] = true
 				r := session.ToolResult{CallID: id, Content: interruptedResult, IsError: true, Synthetic: true}
-				if u, ok := attached[id]; ok {
+				if why, ok := decided[id]; ok {
+					// Not run, and the log says why: no outcome is unknown.
+					r = session.ToolResult{CallID: id, Content: why, IsError: true, Synthetic: true}
+				} else if u, ok := attached[id]; ok {
 					// The file reached the thread before the process died (the log says so): the
 					// model must not attach it again.
 					r = session.ToolResult{CallID: id, Content: fmt.Sprintf("attached %s to the thread", u.Name), Synthetic: true}
@@ -821,6 +830,17 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 		return fmt.Errorf("run turn %d: append interrupted tool results: %w", st.TurnSeq, err)
 	}
 	return nil
+}
+
+// notRun is the result of a call a decision kept from running.
+func notRun(decision, by string) string {
+	switch decision {
+	case session.DecisionCanceled:
+		return "not run: the turn was stopped by <@" + by + "> while the call waited for approval"
+	case session.DecisionTimeout:
+		return "not run: nobody approved it within the approval timeout (a timeout counts as a denial)"
+	}
+	return "not run: <@" + by + "> denied it"
 }
 
 // uniqueIDs gives every tool use an id that is non-empty and new to the session (some local

@@ -197,7 +197,7 @@ func (cfg *serveConfig) readSettings(e env) error {
 	}
 	if cfg.BlobURL = strings.TrimSpace(e.getenv("LOGBOOK_BLOB_URL")); cfg.BlobURL != "" {
 		if u, err := url.Parse(cfg.BlobURL); err != nil || len(u.Scheme) < 2 {
-			return fmt.Errorf("LOGBOOK_BLOB_URL: want a gocloud.dev/blob URL such as file:///var/lib/logbook/files or s3://bucket?region=eu-west-1")
+			return fmt.Errorf("LOGBOOK_BLOB_URL: want a file:// URL of a directory, such as file:///var/lib/logbook/files")
 		}
 	}
 	if cfg.SandboxNet, err = envBool(e, "LOGBOOK_SANDBOX_NETWORK", false); err != nil {

@@ -46,7 +46,8 @@ Chat commands:
                   one. A multi-line paste is one message; so are the lines between two lines
                   of """ (type or pipe them). At most 40,000 characters, as in Slack.
                   While logbook works, "… logbook is thinking" shows; what you type
-                  meanwhile is sent and shown as queued, and answered after the current turn.
+                  meanwhile is handed to the running turn at its next model call
+                  (LOGBOOK_MIDTURN=queue: answered after it); "stop" stops it.
   /send FILE      say the contents of FILE as one message
   /share FILE [text]  share FILE (its bytes, as a Slack file) with a message; the model reads
                   images, PDFs and text files, the rest lands in its sandbox

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -311,7 +312,7 @@ func TestE2EDevApproveAndStop(t *testing.T) {
 	os.Chmod(sb, 0o755)
 	t.Cleanup(func() { os.RemoveAll(sb) })
 	d := startDev(t, devEnv(home, "DATABASE_URL="+pgtest.New(t), "LOGBOOK_SANDBOX=process", "LOGBOOK_SANDBOX_DIR="+sb,
-		"LOGBOOK_TOOL_APPROVAL=run_command=ask"))
+		"LOGBOOK_TOOL_APPROVAL=run_command=ask", "LOGBOOK_FILE_MAX=1K"))
 	d.type_("run: echo hi-from-$((6*7))\n/approve\n")
 	out := d.waitFor("hi-from-42")
 	if !strings.Contains(out, "logbook asks for approval>") || !strings.Contains(out, "echo hi-from-$((6*7))") || !strings.Contains(out, "(approved)") {
@@ -330,6 +331,13 @@ func TestE2EDevApproveAndStop(t *testing.T) {
 	}
 	d.type_("/share " + pic + " what is this?\n")
 	d.waitFor("I got 1 shared image(s)")
+	// What could not be read is said under the reply, as Slack shows its footer.
+	big := filepath.Join(home, "big.log")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("log line\n"), 300), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.type_("/share " + big + "\n")
+	d.waitFor("I could not read `big.log`: 2.6 KB is over the 1.0 KB limit")
 	d.type_("/quit\n")
 	d.wait()
 }

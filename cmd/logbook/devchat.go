@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -170,6 +171,10 @@ func (c *chat) handle(ctx context.Context, in input) bool {
 			c.printf("(no current thread)\n")
 			break
 		}
+		if _, busy := c.waiting[c.thread]; !busy {
+			c.printf("(nothing is running in this thread)\n")
+			break
+		}
 		// Slack's stop button: the agent session's agent_session_stopped.
 		if _, err := c.emu.StopAgentSession(devChannel, c.thread, devUser); err != nil {
 			c.printf("error: %v\n", err)
@@ -249,7 +254,9 @@ func (c *chat) post(text string, files ...slackemu.File) error {
 		c.printf("(new thread %s)\n", posted.TS)
 	}
 	c.markShown(c.thread)
-	if _, busy := c.waiting[c.thread]; busy {
+	if _, busy := c.waiting[c.thread]; busy && strings.EqualFold(strings.TrimSpace(text), "stop") {
+		c.printf("(stopping the running turn)\n")
+	} else if busy {
 		c.printf("(logbook is still working: it takes this message up at its next step, or answers it next)\n")
 	} else {
 		c.printf("… logbook is thinking\n")
@@ -312,6 +319,7 @@ func (c *chat) refresh(ctx context.Context) bool {
 				default: // the message was made to show the reply alone
 					c.printf("\nlogbook (the reply)> %s\n", mrkdwn.ToPlain(final, nil))
 				}
+				c.printFooter(m)
 				delete(c.live, m.TS)
 				continue
 			}
@@ -323,6 +331,7 @@ func (c *chat) refresh(ctx context.Context) bool {
 				who = "logbook (thread " + thread + ")"
 			}
 			c.printf("%s> %s\n", who, mrkdwn.ToPlain(m.Text, nil))
+			c.printFooter(m)
 		}
 		if !answered && c.echo && time.Since(p.since) > replyPatience {
 			c.printf("(no answer after %v; it will appear in thread %s)\n", replyPatience, thread)
@@ -559,4 +568,30 @@ func (c *chat) stopped(ctx context.Context, thread string) bool {
 	evs, err := c.rt.store.Events(ctx, sess.ID, session.Range{Types: []session.Type{session.TypeTurnCompleted}, Desc: true, Limit: 1})
 	var tc session.TurnCompleted
 	return err == nil && len(evs) == 1 && evs[0].Decode(&tc) == nil && tc.Status == bot.StatusStopped
+}
+
+// printFooter prints the small print under a reply (its context blocks: notes on files it
+// could not read, the transcript link), as Slack shows it under the message.
+func (c *chat) printFooter(m slackemu.Message) {
+	var blocks []struct {
+		Type     string `json:"type"`
+		Elements []struct {
+			Text string `json:"text"`
+		} `json:"elements"`
+	}
+	if json.Unmarshal(m.Blocks, &blocks) != nil {
+		return
+	}
+	for _, b := range blocks {
+		if b.Type != "context" {
+			continue
+		}
+		for _, e := range b.Elements {
+			for _, line := range strings.Split(mrkdwn.ToPlain(e.Text, nil), "\n") {
+				if line = strings.TrimSpace(line); line != "" {
+					c.printf("  · %s\n", line)
+				}
+			}
+		}
+	}
 }

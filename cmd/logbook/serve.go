@@ -91,11 +91,13 @@ Environment:
                           steered), or waits for the next turn
   LOGBOOK_FILE_MAX        largest shared file fetched, e.g. 20M (default 20 MB); bigger ones
                           are named to the model and in the reply, not fetched (files:read)
-  LOGBOOK_BLOB_URL        where shared files' content is kept: a gocloud.dev/blob URL
-                          (file:///var/lib/logbook/files; s3://, gs:// need their driver) or
-                          unset for PostgreSQL (default); content-addressed by sha256
+  LOGBOOK_BLOB_URL        where shared files' content is kept: a file:// URL of a directory
+                          (file:///var/lib/logbook/files; this build has no other bucket
+                          driver) or unset for PostgreSQL (default); content-addressed by sha256
   LOGBOOK_TOOL_APPROVAL   per-tool approval policy, e.g. run_command=ask,write_file=ask,*=allow
-                          (modes allow, ask, deny; default allow for every tool); an entry
+                          (modes allow, ask, deny; default allow for every tool; tools
+                          run_command, read_file, write_file, attach_file, search_sessions,
+                          read_log); a card waits past LOGBOOK_IDLE_TIMEOUT; an entry
                           CHANNEL/tool=mode (e.g. C0123ABCD/run_command=allow) holds in that
                           channel only and wins. ask posts a card with Approve and Deny
   LOGBOOK_TOOL_APPROVERS  who may decide a card: thread (default: anyone who has posted in the

@@ -75,10 +75,13 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // toolStatus says how a tool call ended, in a few words.
 func toolStatus(tl *Tool) string {
-	if !tl.HasResult {
-		return "no result recorded"
-	}
 	var parts []string
+	if tl.Approval != "" {
+		parts = append(parts, tl.Approval) // before it ran: "approved by U…"
+	}
+	if !tl.HasResult {
+		return strings.Join(append(parts, "no result recorded"), ", ")
+	}
 	switch {
 	case tl.IsError:
 		parts = append(parts, "error")

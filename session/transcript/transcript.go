@@ -148,6 +148,9 @@ type Tool struct {
 	ResultSeq    int64  `json:"result_seq,omitempty"`
 	HiddenLines  int    `json:"hidden_lines,omitempty"`  // output lines left out of the compact view
 	HiddenInputs int    `json:"hidden_inputs,omitempty"` // input lines left out of the compact view
+	// Approval is what a person decided on the call before it ran (approved, denied, …, by
+	// whom), when the policy asked: "approved by U0000001".
+	Approval string `json:"approval,omitempty"`
 }
 
 // File statuses beyond session.FileStored, FileTooLarge and FileFailed.
@@ -317,6 +320,13 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 			live[st.Turn] = true
 		}
 	}
+	approvals := map[string]string{} // call id → the decision on it
+	for _, e := range events {
+		var d session.ApprovalDecided
+		if e.Type == session.TypeApprovalDecided && e.Decode(&d) == nil {
+			approvals[d.CallID] = d.Decision + " by " + e.Actor.ID
+		}
+	}
 	for _, it := range th.Items {
 		e := it.Event
 		en := Entry{Seq: e.Seq, Type: e.Type, Time: e.CreatedAt.UTC(), AuthorID: e.Actor.ID}
@@ -396,6 +406,7 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 					tool.Output, tool.HiddenLines = clipLines(tool.Output, opts.ToolLines)
 				}
 			}
+			tool.Approval = approvals[tool.CallID]
 			en.Tool = tool
 			t.Entries = append(t.Entries, en)
 		case thread.KindMarker:

@@ -373,6 +373,7 @@ func TestApprovalsAndStopsAreShown(t *testing.T) {
 		"approval decided: call call_1 denied by U0000001 (button)",
 		"stop requested: by U0000002 (button)",
 		"turn stopped: turn #2 stopped by U0000002 (button)",
+		"→ denied by U0000001, no result recorded", // on the call itself, before any result
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("transcript lacks %q:\n%s", want, out.String())
