@@ -21,6 +21,7 @@ import (
 type anthropicProvider struct {
 	model    string
 	messages anthropic.MessageService
+	noVision bool // LOGBOOK_MODEL_VISION=off: images are named, not sent
 }
 
 func newAnthropic(model, apiKey, baseURL string, hc *http.Client) *anthropicProvider {
@@ -145,6 +146,8 @@ func (p *anthropicProvider) params(req Request) anthropic.MessageNewParams {
 				blocks = append(blocks, anthropic.NewToolUseBlock(anthropicToolID(b.ToolUse.ID), b.ToolUse.Input, b.ToolUse.Name))
 			case b.ToolResult != nil:
 				blocks = append(blocks, anthropic.NewToolResultBlock(anthropicToolID(b.ToolResult.CallID), b.ToolResult.Content, b.ToolResult.IsError))
+			case b.Image != nil && p.noVision:
+				blocks = append(blocks, anthropic.NewTextBlock(imageNote(b.Image)))
 			case b.Image != nil:
 				blocks = append(blocks, anthropic.NewImageBlockBase64(b.Image.MediaType, base64.StdEncoding.EncodeToString(b.Image.Data)))
 			case b.Document != nil:

@@ -239,7 +239,7 @@ func TestOpenAIHostedSendsPDFAsFilePart(t *testing.T) {
 	fake := fakeprovider.NewOpenAI(t, "sk-test")
 	fake.Push(fakeprovider.Reply{Text: "A report."})
 	p := newOpenAI("gpt-4o", "sk-test", fake.URL, http.DefaultClient)
-	p.hosted = true // as for api.openai.com
+	p.hosted, p.vision = true, true // as for api.openai.com
 	pdf := []byte("%PDF-1.7\n1 0 obj << /Type /Page >> endobj\n%%EOF\n")
 	pic := pngOf(t, 3, 2)
 	_, err := p.Complete(t.Context(), Request{Messages: []Message{{Role: RoleUser, Blocks: []Block{

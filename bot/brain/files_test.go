@@ -619,3 +619,30 @@ func TestFakeProviderMediaShapes(t *testing.T) {
 		}
 	})
 }
+
+// An OpenAI-compatible server other than api.openai.com gets no images by default (a text-only
+// model would refuse the request, and every later turn of the thread with it): it is told of
+// the image instead. LOGBOOK_MODEL_VISION=on sends them.
+func TestImagesAreNotSentToOtherServersByDefault(t *testing.T) {
+	t.Parallel()
+	fake := fakeprovider.NewOpenAI(t, openAIKey)
+	fake.Push(fakeprovider.Reply{Text: "ok"})
+	p, err := brain.NewProvider("openai:llava", brain.ProviderConfig{OpenAIAPIKey: openAIKey, OpenAIBaseURL: fake.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pic := []byte("\x89PNG\r\n\x1a\n not really")
+	if _, err := p.Complete(context.Background(), brain.Request{MaxTokens: 50, Messages: []brain.Message{{Role: brain.RoleUser, Blocks: []brain.Block{
+		{Text: "Alice: look"}, {Image: &brain.Media{MediaType: "image/png", Data: pic, Name: "shot.png"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.Calls()[0]
+	for _, b := range c.Messages[len(c.Messages)-1].Blocks {
+		if b.Type == "image" {
+			t.Fatal("an image was sent to a server not known to take images")
+		}
+	}
+	if !bytes.Contains(c.Body, []byte("The image shot.png")) || !bytes.Contains(c.Body, []byte("LOGBOOK_MODEL_VISION")) {
+		t.Fatalf("the model is not told of the image: %s", c.Body)
+	}
+}

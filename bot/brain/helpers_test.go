@@ -203,7 +203,8 @@ func anthropicProvider(t testing.TB, fake *fakeprovider.Server, key string) brai
 
 func openAIProvider(t testing.TB, fake *fakeprovider.Server, key string) brain.Provider {
 	t.Helper()
-	p, err := brain.NewProvider("openai:gpt-test", brain.ProviderConfig{OpenAIAPIKey: key, OpenAIBaseURL: fake.URL})
+	// The fake stands in for a vision model (a local server gets no images by default).
+	p, err := brain.NewProvider("openai:gpt-test", brain.ProviderConfig{OpenAIAPIKey: key, OpenAIBaseURL: fake.URL, Vision: brain.VisionOn})
 	if err != nil {
 		t.Fatal(err)
 	}

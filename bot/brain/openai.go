@@ -30,6 +30,8 @@ type openAIProvider struct {
 	// hosted is set for api.openai.com, whose newer models take max_completion_tokens and
 	// refuse max_tokens; local servers (Ollama, vLLM, llama.cpp) know max_tokens.
 	hosted bool
+	// vision: images are sent (ProviderConfig.Vision); otherwise the model is told of them.
+	vision bool
 }
 
 func newOpenAI(model, apiKey, baseURL string, hc *http.Client) *openAIProvider {
@@ -188,6 +190,8 @@ func (p *openAIProvider) params(req Request) openai.ChatCompletionNewParams {
 						content = "ERROR: " + content
 					}
 					params.Messages = append(params.Messages, openai.ToolMessage(content, openAIToolID(b.ToolResult.CallID)))
+				case b.Image != nil && !p.vision:
+					text = append(text, imageNote(b.Image))
 				case b.Image != nil:
 					flush()
 					media = true
@@ -333,4 +337,10 @@ func toolArguments(args string) json.RawMessage {
 		return b
 	}
 	return input
+}
+
+// imageNote tells a model that is not sent images of one.
+func imageNote(m *Media) string {
+	return fmt.Sprintf("[The image %s (%s) is not shown: this model is not given images (LOGBOOK_MODEL_VISION).]",
+		nonEmpty(m.Name, "image"), session.FileSize(int64(len(m.Data))))
 }

@@ -242,7 +242,19 @@ type ProviderConfig struct {
 	// HTTPClient, when set, makes the calls (tests, proxies). Default: a client with a
 	// 10-minute timeout per call.
 	HTTPClient *http.Client
+	// Vision says whether the model takes images (LOGBOOK_MODEL_VISION): "on", "off", or ""
+	// (auto) — Anthropic and api.openai.com do, other OpenAI-compatible servers are not sent
+	// images (a text-only model refusing one would fail every later turn of the thread); they
+	// are told of them instead.
+	Vision string
 }
+
+// Vision settings of ProviderConfig.
+const (
+	VisionAuto = ""
+	VisionOn   = "on"
+	VisionOff  = "off"
+)
 
 // ErrBadModelSpec is returned by NewProvider for a spec it cannot use.
 var ErrBadModelSpec = errors.New("bad model spec")
@@ -270,9 +282,13 @@ func NewProvider(spec string, cfg ProviderConfig) (Provider, error) {
 		if cfg.AnthropicAPIKey == "" {
 			return nil, fmt.Errorf("model %q: %w: ANTHROPIC_API_KEY is not set", spec, ErrBadModelSpec)
 		}
-		return newAnthropic(model, cfg.AnthropicAPIKey, cfg.AnthropicBaseURL, httpClient), nil
+		p := newAnthropic(model, cfg.AnthropicAPIKey, cfg.AnthropicBaseURL, httpClient)
+		p.noVision = cfg.Vision == VisionOff
+		return p, nil
 	case "openai":
-		return newOpenAI(model, cfg.OpenAIAPIKey, cfg.OpenAIBaseURL, httpClient), nil
+		p := newOpenAI(model, cfg.OpenAIAPIKey, cfg.OpenAIBaseURL, httpClient)
+		p.vision = cfg.Vision == VisionOn || (cfg.Vision == VisionAuto && p.hosted)
+		return p, nil
 	}
 	return nil, fmt.Errorf("model %q: %w: unknown provider %q (want anthropic, openai or offline)", spec, ErrBadModelSpec, kind)
 }

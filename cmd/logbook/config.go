@@ -195,6 +195,14 @@ func (cfg *serveConfig) readSettings(e env) error {
 	if cfg.FileMax, err = envBytes(e, "LOGBOOK_FILE_MAX"); err != nil {
 		return err
 	}
+	if cfg.FileMax > 512<<20 {
+		return fmt.Errorf("LOGBOOK_FILE_MAX=%d: at most 512M (a file is held in memory and stored whole)", cfg.FileMax)
+	}
+	switch cfg.Vision {
+	case brain.VisionAuto, brain.VisionOn, brain.VisionOff:
+	default:
+		return fmt.Errorf("LOGBOOK_MODEL_VISION=%q: want auto, on or off", cfg.Vision)
+	}
 	if cfg.BlobURL = strings.TrimSpace(e.getenv("LOGBOOK_BLOB_URL")); cfg.BlobURL != "" {
 		if u, err := url.Parse(cfg.BlobURL); err != nil || len(u.Scheme) < 2 {
 			return fmt.Errorf("LOGBOOK_BLOB_URL: want a file:// URL of a directory, such as file:///var/lib/logbook/files")

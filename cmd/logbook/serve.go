@@ -89,6 +89,10 @@ Environment:
   LOGBOOK_MIDTURN         steer | queue (default steer): a message written while a turn runs
                           reaches the model at its next call in that turn (recorded as
                           steered), or waits for the next turn
+  LOGBOOK_MODEL_VISION    auto | on | off (default auto): whether shared images are sent to the
+                          model; auto sends them to Anthropic and api.openai.com, not to other
+                          OpenAI-compatible servers (a text-only model would refuse them), which
+                          are told of the image instead
   LOGBOOK_FILE_MAX        largest shared file fetched, e.g. 20M (default 20 MB); bigger ones
                           are named to the model and in the reply, not fetched (files:read)
   LOGBOOK_BLOB_URL        where shared files' content is kept: a file:// URL of a directory
@@ -200,6 +204,7 @@ type serveConfig struct {
 	SandboxNet   bool
 	SandboxDisk  int64  // bytes of a workspace (LOGBOOK_SANDBOX_DISK); 0: no quota
 	FileMax      int64  // bytes of a shared file fetched (LOGBOOK_FILE_MAX); 0: files.DefaultMax
+	Vision       string // whether the model is sent images (LOGBOOK_MODEL_VISION): auto (""), on, off
 	BlobURL      string // where shared files' content lives (LOGBOOK_BLOB_URL); "": the database
 	IdleTimeout  time.Duration
 	LeaseTTL     time.Duration
@@ -259,6 +264,10 @@ func (cfg *serveConfig) readModel(e env) {
 	cfg.OpenAIKey = Secret(strings.TrimSpace(e.getenv("OPENAI_API_KEY")))
 	cfg.OpenAIURL = strings.TrimSpace(e.getenv("OPENAI_BASE_URL"))
 	cfg.Model = strings.TrimSpace(e.getenv("LOGBOOK_MODEL"))
+	cfg.Vision = strings.ToLower(strings.TrimSpace(e.getenv("LOGBOOK_MODEL_VISION")))
+	if cfg.Vision == "auto" {
+		cfg.Vision = brain.VisionAuto
+	}
 	if cfg.Model != "" {
 		return
 	}
@@ -273,7 +282,7 @@ func (cfg *serveConfig) readModel(e env) {
 func (cfg serveConfig) providers() brain.ProviderConfig {
 	return brain.ProviderConfig{
 		AnthropicAPIKey: cfg.AnthropicKey.Reveal(), AnthropicBaseURL: cfg.AnthropicURL,
-		OpenAIAPIKey: cfg.OpenAIKey.Reveal(), OpenAIBaseURL: cfg.OpenAIURL,
+		OpenAIAPIKey: cfg.OpenAIKey.Reveal(), OpenAIBaseURL: cfg.OpenAIURL, Vision: cfg.Vision,
 	}
 }
 
