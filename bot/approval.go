@@ -402,6 +402,10 @@ func (t *turn) approvalSummary(ctx context.Context, use brain.ToolUse) string {
 		return "read " + in.Path
 	case brain.ToolSearchSessions:
 		return "search past threads for: " + in.Query
+	case brain.ToolPullRequest:
+		var pr struct{ Branch, Title, Body string }
+		_ = json.Unmarshal(use.Input, &pr)
+		return "open a pull request from " + pr.Branch + ": " + pr.Title + "\n\n" + pr.Body
 	}
 	return string(use.Input)
 }

@@ -25,6 +25,7 @@ type cellDeps struct {
 	files    *filestore.Store
 	fetcher  *files.Fetcher
 	uploader Uploader
+	forge    Forge
 	metrics  *Metrics
 	channel  func(ctx context.Context, id string) string
 	clock    Clock

@@ -152,6 +152,9 @@ type harnessOptions struct {
 	// files); fileMax is the size limit (0: the default).
 	files   bool
 	fileMax int64
+	// forge and repos: create_pull_request.
+	forge bot.Forge
+	repos bot.Repos
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
@@ -227,11 +230,11 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: o.orphan, MaxReplies: o.maxReplies,
-			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Repos: o.repos, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL, CatchUp: o.catchUp},
 		Delivery: o.delivery,
 	}, bot.ServiceDeps{Log: log, API: api, Socket: sm, Me: me, Cells: h.store, Gateway: h.store, DatabaseURL: h.dbURL,
-		Agent: h.agent, Titler: o.titler, Slash: o.slash, Hands: o.hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Metrics: metrics, Probe: o.probe, Clock: o.clock})
+		Agent: h.agent, Titler: o.titler, Slash: o.slash, Hands: o.hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Metrics: metrics, Probe: o.probe, Clock: o.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

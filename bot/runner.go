@@ -63,6 +63,8 @@ type RunnerConfig struct {
 	// Approval is the tool approval policy (LOGBOOK_TOOL_APPROVAL, LOGBOOK_TOOL_APPROVERS,
 	// LOGBOOK_APPROVAL_TIMEOUT); the zero value allows every tool.
 	Approval ApprovalConfig
+	// Repos names each channel's repository (LOGBOOK_REPOS), for create_pull_request.
+	Repos Repos
 }
 
 // RunnerDeps are what a Runner's cells work with. Store, Agent, Deliver and Metrics are
@@ -81,7 +83,9 @@ type RunnerDeps struct {
 	Fetcher *files.Fetcher
 	// Uploader hands files back to the thread (nil: no attach_file tool).
 	Uploader Uploader
-	Metrics  *Metrics
+	// Forge opens pull requests (nil: no create_pull_request tool).
+	Forge   Forge
+	Metrics *Metrics
 	// Channel returns a channel's name for the system prompt (nil: the id is used).
 	Channel func(ctx context.Context, id string) string
 	// DatabaseURL is for the dedicated LISTEN connection; empty: no listener (poll only).
@@ -176,7 +180,7 @@ func NewRunner(d RunnerDeps, cfg RunnerConfig) *Runner {
 		cells: map[session.ID]*Cell{}, notify: make(chan session.ID, 1024), draining: make(chan struct{}),
 		firstClaim: make(chan struct{})}
 	r.deps = &cellDeps{log: d.Log, store: d.Store, agent: d.Agent, titler: d.Titler, deliver: d.Deliver, hands: d.Hands,
-		searcher: d.Search, files: d.Files, fetcher: d.Fetcher, uploader: d.Uploader,
+		searcher: d.Search, files: d.Files, fetcher: d.Fetcher, uploader: d.Uploader, forge: d.Forge,
 		metrics: d.Metrics, channel: d.Channel, clock: clockOr(d.Clock), probe: d.Probe, cfg: cfg,
 		claimed: r.claimed.Load, draining: r.draining}
 	if d.DatabaseURL != "" {

@@ -44,6 +44,7 @@ type ServiceDeps struct {
 	Files    *filestore.Store
 	Fetcher  *files.Fetcher
 	Uploader Uploader
+	Forge    Forge        // nil: no create_pull_request
 	Search   Searcher     // nil: no search tool
 	Slash    SlashHandler // nil: slash commands get no answer
 	Metrics  *Metrics
@@ -87,7 +88,7 @@ func NewService(cfg ServiceConfig, d ServiceDeps) (*Service, error) {
 	deliver := NewDeliverer(d.API, d.Log.With().Str("part", "delivery").Logger(), d.Metrics, withClock(cfg.Delivery, d.Clock))
 	runner := NewRunner(RunnerDeps{Log: d.Log.With().Str("part", "cells").Logger(), Store: d.Cells, Agent: d.Agent,
 		Titler: d.Titler, Deliver: deliver, Hands: d.Hands, Search: d.Search, Files: d.Files, Fetcher: d.Fetcher,
-		Uploader: d.Uploader, Metrics: d.Metrics, Channel: d.Channel,
+		Uploader: d.Uploader, Forge: d.Forge, Metrics: d.Metrics, Channel: d.Channel,
 		DatabaseURL: d.DatabaseURL, Clock: d.Clock, Probe: d.Probe}, cfg.Runner)
 	// Who may decide an approval card is the runner's setting: the card says so, the gateway
 	// enforces it.

@@ -117,6 +117,9 @@ func (t *turn) run(ctx context.Context) error {
 	if d.files != nil {
 		bt.Files = d.files
 	}
+	if _, ok := d.cfg.Repos.For(c.sess.Key.Channel); ok && d.forge != nil {
+		bt.PullRequest = t.pullRequest
+	}
 	if d.cfg.MidTurn == MidTurnSteer {
 		bt.Steer = t.steer
 	}
@@ -267,7 +270,7 @@ func (t *turn) footer(reply session.Event) string {
 	if reply.Decode(&m) != nil || m.Turn == 0 {
 		return ""
 	}
-	lines := t.fileNotes()
+	lines := append(t.pullNotes(), t.fileNotes()...)
 	if f := t.cell.deps.cfg.Footer.line(t.cell.id, turnUsage(t.cell.flog.snapshot(), t.state.turnSeq)); f != "" {
 		lines = append(lines, f)
 	}

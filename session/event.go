@@ -69,6 +69,8 @@ const (
 	// Files: a shared file's content fetched (or why not), and a file the agent handed back.
 	TypeFileFetched Type = "file_fetched"
 	TypeFileUpload  Type = "file_upload"
+	// A pull request the agent opened (or found open) on the channel's repository.
+	TypePullRequest Type = "pull_request"
 )
 
 var knownTypes = map[Type]bool{
@@ -82,7 +84,7 @@ var knownTypes = map[Type]bool{
 	TypeStreamStarted: true, TypeStreamStopped: true,
 	TypeStopRequested: true, TypeTurnStopped: true, TypeSteered: true,
 	TypeApprovalRequested: true, TypeApprovalDecided: true, TypeTurnSuspended: true, TypeToolStarted: true,
-	TypeFileFetched: true, TypeFileUpload: true,
+	TypeFileFetched: true, TypeFileUpload: true, TypePullRequest: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

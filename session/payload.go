@@ -360,3 +360,16 @@ type FileUpload struct {
 	Status   string `json:"status"`
 	TS       string `json:"ts,omitempty"`
 }
+
+// PullRequest records a pull request create_pull_request opened, or found already open for the
+// branch (type pull_request; Found says which): one per repository and branch, whatever
+// retries, crashes or replicas do.
+type PullRequest struct {
+	CallID string `json:"call_id"`
+	Repo   string `json:"repo"` // owner/name
+	Branch string `json:"branch"`
+	Base   string `json:"base"`
+	Number int    `json:"number"`
+	URL    string `json:"url"`
+	Found  bool   `json:"found,omitempty"`
+}

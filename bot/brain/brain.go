@@ -79,6 +79,10 @@ type Turn struct {
 	// title. callID is the tool call's id (the same call after a crash gets the same id). What
 	// it returns is the tool result; an error is an error result the model reads.
 	Attach func(ctx context.Context, callID, path, title string) (string, error)
+	// PullRequest, when set, opens a pull request on the channel's repository from branch
+	// (create_pull_request): callID is the tool call's id; the string is the tool's result, an
+	// error an error result.
+	PullRequest func(ctx context.Context, callID, branch, title, body string) (string, error)
 	// Approve, when set, is asked before each tool call runs whether it may (a person may
 	// have to decide: it may block for long, and the wait does not count against the turn's
 	// wall time). A call not allowed is not run: Decision.Result is its tool_result, an error
@@ -320,7 +324,7 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 		Turn:    t,
 		through: t.Through,
 		log:     b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
-		tools:   toolSpecs(t.Hands != nil, t.Searcher != nil, t.Hands != nil && t.Attach != nil),
+		tools:   append(toolSpecs(t.Hands != nil, t.Searcher != nil, t.Hands != nil && t.Attach != nil), pullRequestSpecs(t.PullRequest != nil)...),
 		budget:  outputBudget{perResult: b.cfg.MaxToolOutput, left: b.cfg.MaxTurnOutput},
 		repeats: repeats{limit: b.cfg.RepeatLimit},
 		bot:     session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},

@@ -19,6 +19,7 @@ const (
 	ToolWriteFile      = "write_file"
 	ToolSearchSessions = "search_sessions"
 	ToolAttachFile     = "attach_file"
+	ToolPullRequest    = "create_pull_request"
 )
 
 // ToolNames is the name of every tool a turn may offer, for policies that name tools.
@@ -31,7 +32,30 @@ func ToolNames() []string {
 }
 
 // allToolSpecs is every tool this package knows: what a history may show calls of.
-func allToolSpecs() []ToolSpec { return append(toolSpecs(true, true, true), readLogSpec()) }
+func allToolSpecs() []ToolSpec {
+	return append(append(toolSpecs(true, true, true), pullRequestSpecs(true)...), readLogSpec())
+}
+
+// pullRequestSpecs is create_pull_request, when the turn can open pull requests.
+func pullRequestSpecs(on bool) []ToolSpec {
+	if !on {
+		return nil
+	}
+	return []ToolSpec{{
+		Name: ToolPullRequest,
+		Description: "Open a pull request on this channel's repository from a branch already pushed to it, " +
+			"against the repository's default branch. Opening it again for the same branch returns the same pull request.",
+		Schema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"branch": map[string]any{"type": "string", "description": "the pushed branch with the changes"},
+				"title":  map[string]any{"type": "string", "description": "the pull request's title"},
+				"body":   map[string]any{"type": "string", "description": "what changed and why, in Markdown"},
+			},
+			"required": []string{"branch", "title"},
+		},
+	}}
+}
 
 // toolSpecs lists the tools a turn offers: the sandbox tools when hands is set, search when
 // search is set, attach_file when attach is set (the turn has hands and Attach).
@@ -197,6 +221,8 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 		Query          string  `json:"query"`
 		Limit          int     `json:"limit"`
 		Title          string  `json:"title"`
+		Branch         string  `json:"branch"`
+		Body           string  `json:"body"`
 		Invalid        string  `json:"_invalid_arguments"`
 	}
 	var obj map[string]json.RawMessage
@@ -259,6 +285,18 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 		res, err := t.Attach(ctx, use.ID, in.Path, in.Title)
 		if err != nil {
 			return fail("%s", cutRunes(err.Error(), 200))
+		}
+		return toolOutcome{Content: res}
+	case ToolPullRequest:
+		if t.PullRequest == nil {
+			return fail("create_pull_request is not available: this channel has no repository configured")
+		}
+		if strings.TrimSpace(in.Branch) == "" || strings.TrimSpace(in.Title) == "" {
+			return fail("branch and title are required")
+		}
+		res, err := t.PullRequest(ctx, use.ID, strings.TrimSpace(in.Branch), strings.TrimSpace(in.Title), in.Body)
+		if err != nil {
+			return fail("%s", cutRunes(err.Error(), 300))
 		}
 		return toolOutcome{Content: res}
 	case ToolSearchSessions:

@@ -287,6 +287,18 @@ func (cfg *serveConfig) readSettings(e env) error {
 		// A waiting turn is found again by the wake window (7 days); a day is plenty.
 		return fmt.Errorf("LOGBOOK_APPROVAL_TIMEOUT=%s: at most 24h", cfg.Approval.Timeout)
 	}
+	if cfg.Repos, err = bot.ParseRepos(e.getenv("LOGBOOK_REPOS")); err != nil {
+		return fmt.Errorf("LOGBOOK_REPOS: %w", err)
+	}
+	cfg.GitHubToken = Secret(strings.TrimSpace(e.getenv("GITHUB_TOKEN")))
+	if cfg.GitHubAPI = strings.TrimSpace(e.getenv("LOGBOOK_GITHUB_API_URL")); cfg.GitHubAPI != "" {
+		if u, err := url.Parse(cfg.GitHubAPI); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fmt.Errorf("LOGBOOK_GITHUB_API_URL=%q: want https://api.github.com or https://HOST/api/v3", cfg.GitHubAPI)
+		}
+	}
+	if len(cfg.Repos) > 0 && cfg.GitHubToken == "" {
+		return errors.New("LOGBOOK_REPOS is set and GITHUB_TOKEN is not: create_pull_request needs a token")
+	}
 	if cfg.ThreadReplies, err = bot.ParseThreadReplies(e.getenv("LOGBOOK_THREAD_REPLIES")); err != nil {
 		return fmt.Errorf("LOGBOOK_THREAD_REPLIES=%w", err)
 	}

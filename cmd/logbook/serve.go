@@ -27,6 +27,7 @@ import (
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/files"
+	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
@@ -98,6 +99,11 @@ Environment:
   LOGBOOK_BLOB_URL        where shared files' content is kept: a file:// URL of a directory
                           (file:///var/lib/logbook/files; this build has no other bucket
                           driver) or unset for PostgreSQL (default); content-addressed by sha256
+  LOGBOOK_REPOS           each channel's repository, for create_pull_request: CHANNEL=owner/name
+                          [@base] entries, *=owner/name[@base] for the rest (base default main)
+  GITHUB_TOKEN            token logbook (never the sandbox) opens pull requests with
+  LOGBOOK_GITHUB_API_URL  GitHub's REST API (default https://api.github.com; GitHub Enterprise:
+                          https://HOST/api/v3)
   LOGBOOK_TOOL_APPROVAL   per-tool approval policy, e.g. run_command=ask,write_file=ask,*=allow
                           (modes allow, ask, deny; default allow for every tool; tools
                           run_command, read_file, write_file, attach_file, search_sessions,
@@ -220,6 +226,11 @@ type serveConfig struct {
 	MidTurn string
 	// Approval: LOGBOOK_TOOL_APPROVAL, LOGBOOK_TOOL_APPROVERS, LOGBOOK_APPROVAL_TIMEOUT.
 	Approval bot.ApprovalConfig
+	// Repos (LOGBOOK_REPOS), GitHubToken (GITHUB_TOKEN) and GitHubAPI (LOGBOOK_GITHUB_API_URL):
+	// create_pull_request.
+	Repos       bot.Repos
+	GitHubToken Secret
+	GitHubAPI   string
 	// Live is how a turn shows itself while it runs (LOGBOOK_STREAM, LOGBOOK_STREAM_INTERVAL).
 	Live bot.LiveConfig
 	// Footer is the line under final replies (LOGBOOK_PUBLIC_URL, LOGBOOK_REPLY_FOOTER, LOGBOOK_PRICES).
@@ -448,14 +459,14 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 			DrainTimeout:  cfg.DrainTimeout,
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
-			Approval: cfg.Approval,
-			Where:    brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+			Approval: cfg.Approval, Repos: cfg.Repos,
+			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL},
 	}, bot.ServiceDeps{
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Titler: b,
 		Hands: bot.NewHandsFactory(provs, sandbox.Recipe{}, log), Search: bot.SearchTool(searcher, dir),
-		Files: fileStore, Fetcher: fetcher, Uploader: api,
+		Files: fileStore, Fetcher: fetcher, Uploader: api, Forge: pullRequests(cfg),
 		Slash: bot.SlashCommands(searcher, dir, me.TeamID), Metrics: metrics, Health: health, Channel: dir.ChannelName, Parts: parts,
 	})
 	if err != nil {
@@ -649,4 +660,13 @@ func checkMigrated(ctx context.Context, store *session.Store, pool *pgxpool.Pool
 		return fmt.Errorf("the database is not migrated (no %s): run 'logbook migrate up' with a role that owns the schema", strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// pullRequests is the forge create_pull_request uses: GitHub, with GITHUB_TOKEN, where any
+// channel has a repository (LOGBOOK_REPOS); nil otherwise (no such tool).
+func pullRequests(cfg serveConfig) bot.Forge {
+	if len(cfg.Repos) == 0 || cfg.GitHubToken == "" {
+		return nil
+	}
+	return forge.NewGitHub(cfg.GitHubAPI, cfg.GitHubToken.Reveal(), nil)
 }

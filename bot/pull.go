@@ -1,0 +1,141 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/session"
+)
+
+// Forge is what create_pull_request needs of the forge (*forge.GitHub).
+type Forge interface {
+	FindPull(ctx context.Context, repo forge.Repo, branch string) (*forge.Pull, error)
+	CreatePull(ctx context.Context, repo forge.Repo, branch, title, body string) (*forge.Pull, error)
+}
+
+// Repos maps channels to their repository (LOGBOOK_REPOS): CHANNEL=owner/name[@base] entries,
+// and *=… for every other channel.
+type Repos map[string]forge.Repo
+
+// ParseRepos reads a LOGBOOK_REPOS value.
+func ParseRepos(s string) (Repos, error) {
+	r := Repos{}
+	for _, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		channel, spec, ok := strings.Cut(entry, "=")
+		channel = strings.TrimSpace(channel)
+		if !ok || (channel != "*" && !validChannelID(channel)) {
+			return nil, fmt.Errorf("%q: want CHANNEL=owner/name[@branch] or *=owner/name[@branch]", entry)
+		}
+		repo, err := forge.ParseRepo(spec)
+		if err != nil {
+			return nil, err
+		}
+		r[channel] = repo
+	}
+	return r, nil
+}
+
+// For returns channel's repository.
+func (r Repos) For(channel string) (forge.Repo, bool) {
+	if repo, ok := r[channel]; ok {
+		return repo, true
+	}
+	repo, ok := r["*"]
+	return repo, ok
+}
+
+var forgeActor = session.Actor{Kind: session.ActorSystem, ID: "forge"}
+
+// pullRequest is the brain's Turn.PullRequest: it opens a pull request from branch into the
+// channel's repository, exactly once per repository and branch — the log is asked first, then
+// GitHub (a pull request from the branch, open or not, is the one), and only then one is
+// created; an ambiguous failure is checked with GitHub before anything is said. The result is
+// recorded (pull_request) and the reply's footer links it. The body links the transcript.
+func (t *turn) pullRequest(ctx context.Context, callID, branch, title, body string) (string, error) {
+	c, d := t.cell, t.cell.deps
+	repo, ok := d.cfg.Repos.For(c.sess.Key.Channel)
+	if !ok {
+		return "", errors.New("this channel has no repository (LOGBOOK_REPOS)")
+	}
+	if !forge.ValidBranch(branch) || branch == repo.Base {
+		return "", fmt.Errorf("%q cannot be the pull request's branch (it must be a pushed branch other than %s)", branch, repo.Base)
+	}
+	if pr, ok := pullRecorded(c.flog.snapshot(), repo.String(), branch); ok {
+		return fmt.Sprintf("pull request #%d from %s is open already: %s", pr.Number, branch, pr.URL), nil
+	}
+	record := func(p *forge.Pull, found bool) (string, error) {
+		pr := session.PullRequest{CallID: callID, Repo: repo.String(), Branch: branch, Base: repo.Base, Number: p.Number, URL: p.HTMLURL, Found: found}
+		if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypePullRequest, Actor: forgeActor,
+			IdempotencyKey: "pull_request/" + repo.String() + "/" + branch, Payload: pr}); err != nil {
+			t.log.Error().Err(err).Str("url", p.HTMLURL).Msg("create_pull_request: could not record the pull request")
+			return "", errors.New("the pull request could not be recorded; it is " + p.HTMLURL)
+		}
+		verb := "opened"
+		if found {
+			verb = "found, already there:"
+		}
+		return fmt.Sprintf("pull request #%d %s %s", p.Number, verb, p.HTMLURL), nil
+	}
+	existing, err := d.forge.FindPull(ctx, repo, branch)
+	if err != nil {
+		return "", forgeFailure(err)
+	}
+	if existing != nil {
+		return record(existing, true)
+	}
+	if link := d.cfg.Footer.PublicURL; link != "" {
+		body = strings.TrimRight(body, "\n") + "\n\n---\nOpened by logbook from a Slack thread: [transcript](" + TranscriptURL(link, c.id) + ")"
+	}
+	created, err := d.forge.CreatePull(ctx, repo, branch, title, body)
+	if err != nil {
+		var fe *forge.Error
+		if !errors.As(err, &fe) {
+			// No answer: it may have been created. GitHub says.
+			if again, ferr := d.forge.FindPull(ctx, repo, branch); ferr == nil && again != nil {
+				return record(again, false)
+			}
+		}
+		return "", forgeFailure(err)
+	}
+	return record(created, false)
+}
+
+// forgeFailure is what the model is told of a failed call to the forge: GitHub's own words
+// (they name the branch or the commits), never the token or a URL with it.
+func forgeFailure(err error) error {
+	var fe *forge.Error
+	if errors.As(err, &fe) {
+		return fmt.Errorf("GitHub refused: %s (HTTP %d)", fe.Message, fe.Status)
+	}
+	return errors.New("GitHub did not answer; try again later")
+}
+
+// pullRecorded finds the recorded pull request of repo and branch.
+func pullRecorded(evs []session.Event, repo, branch string) (session.PullRequest, bool) {
+	for _, e := range selectEvents(evs, session.Range{Types: []session.Type{session.TypePullRequest}}) {
+		var pr session.PullRequest
+		if e.Decode(&pr) == nil && pr.Repo == repo && pr.Branch == branch {
+			return pr, true
+		}
+	}
+	return session.PullRequest{}, false
+}
+
+// pullNotes are the reply's footer lines linking the pull requests this turn opened.
+func (t *turn) pullNotes() []string {
+	var notes []string
+	for _, e := range selectEvents(t.cell.flog.snapshot(), session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypePullRequest}}) {
+		var pr session.PullRequest
+		if e.Decode(&pr) == nil && strings.HasPrefix(pr.URL, "https://") {
+			notes = append(notes, fmt.Sprintf(":twisted_rightwards_arrows: <%s|%s#%d> (%s)", pr.URL, pr.Repo, pr.Number, pr.Branch))
+		}
+	}
+	return notes
+}

@@ -1,0 +1,217 @@
+package bot_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/brain/fakeprovider"
+	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/session"
+)
+
+// fakeGitHub speaks the two REST calls create_pull_request makes, as GitHub documents them, and
+// refuses what GitHub refuses: no token, a wrong body, a head branch it does not have.
+type fakeGitHub struct {
+	t        *testing.T
+	mu       sync.Mutex
+	branches map[string]bool
+	pulls    []map[string]any
+	creates  int
+	dropNext bool // create the next pull request, then drop the connection without an answer
+	srv      *httptest.Server
+}
+
+func newFakeGitHub(t *testing.T, branches ...string) *fakeGitHub {
+	g := &fakeGitHub{t: t, branches: map[string]bool{"main": true}}
+	for _, b := range branches {
+		g.branches[b] = true
+	}
+	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
+	t.Cleanup(g.srv.Close)
+	return g
+}
+
+func (g *fakeGitHub) serve(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	fail := func(status int, msg string) {
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(map[string]any{"message": msg, "documentation_url": "https://docs.github.com/rest"})
+	}
+	if r.Header.Get("Authorization") != "Bearer ghp_test" {
+		fail(401, "Bad credentials")
+		return
+	}
+	if r.URL.Path != "/repos/acme/api/pulls" {
+		fail(404, "Not Found")
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		head := r.URL.Query().Get("head")
+		out := []map[string]any{}
+		for _, p := range g.pulls {
+			if "acme:"+p["head"].(map[string]any)["ref"].(string) == head {
+				out = append(out, p)
+			}
+		}
+		json.NewEncoder(w).Encode(out)
+	case http.MethodPost:
+		var in struct {
+			Title, Head, Base, Body *string
+		}
+		if r.Header.Get("Content-Type") != "application/json" || json.NewDecoder(r.Body).Decode(&in) != nil || in.Title == nil || in.Head == nil || in.Base == nil {
+			fail(422, "Validation Failed")
+			return
+		}
+		if !g.branches[*in.Head] {
+			w.WriteHeader(422)
+			json.NewEncoder(w).Encode(map[string]any{"message": "Validation Failed", "errors": []map[string]any{{"resource": "PullRequest", "field": "head", "code": "invalid"}}})
+			return
+		}
+		for _, p := range g.pulls {
+			if p["head"].(map[string]any)["ref"] == *in.Head && p["state"] == "open" {
+				w.WriteHeader(422)
+				json.NewEncoder(w).Encode(map[string]any{"message": "Validation Failed", "errors": []map[string]any{{"message": "A pull request already exists for acme:" + *in.Head + "."}}})
+				return
+			}
+		}
+		g.creates++
+		n := len(g.pulls) + 1
+		p := map[string]any{"number": n, "html_url": fmt.Sprintf("https://github.com/acme/api/pull/%d", n), "state": "open",
+			"head": map[string]any{"ref": *in.Head}, "base": map[string]any{"ref": *in.Base}, "title": *in.Title, "body": deref(in.Body)}
+		g.pulls = append(g.pulls, p)
+		if g.dropNext {
+			g.dropNext = false
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
+			return
+		}
+		w.WriteHeader(201)
+		json.NewEncoder(w).Encode(p)
+	default:
+		fail(404, "Not Found")
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func (g *fakeGitHub) state() (creates int, pulls []map[string]any) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.creates, append([]map[string]any(nil), g.pulls...)
+}
+
+func prHarness(t *testing.T, gh *fakeGitHub, o harnessOptions) (*harness, *fakeprovider.Server) {
+	t.Helper()
+	repos, err := bot.ParseRepos(general + "=acme/api@main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.repos, o.forge = repos, forge.NewGitHub(gh.srv.URL, "ghp_test", nil)
+	o.footer.PublicURL = "https://logbook.example.com"
+	return modelHarness(t, o)
+}
+
+func prCall(id, branch string) fakeprovider.Reply {
+	return fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: id, Name: "create_pull_request",
+		Input: `{"branch":"` + branch + `","title":"Fix the flaky test","body":"It waited on a sleep."}`}}}
+}
+
+// create_pull_request opens one pull request; asked again for the branch — in a later turn,
+// or from another thread — it returns that one; the reply links it, the log records it, and
+// its body links the transcript.
+func TestPullRequestOpenedOnce(t *testing.T) {
+	t.Parallel()
+	gh := newFakeGitHub(t, "fix-flaky")
+	h, model := prHarness(t, gh, harnessOptions{})
+	model.Push(prCall("toolu_1", "fix-flaky"), fakeprovider.Reply{Text: "Opened it."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> open the PR"})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	if r := h.toolResult(s.ID, "toolu_1"); r.IsError || !strings.Contains(r.Content, "https://github.com/acme/api/pull/1") {
+		t.Fatalf("result %+v", r)
+	}
+	if reply := cardText(h.replies(general, top.TS, 1)[0]); !strings.Contains(reply, "<https://github.com/acme/api/pull/1|acme/api#1>") {
+		t.Fatalf("the reply does not link the pull request: %s", reply)
+	}
+	creates, pulls := gh.state()
+	if creates != 1 || !strings.Contains(pulls[0]["body"].(string), "https://logbook.example.com/sessions/"+s.ID.String()) {
+		t.Fatalf("%d creates; body %q", creates, pulls[0]["body"])
+	}
+	var pr session.PullRequest
+	if evs := h.events(s.ID, session.TypePullRequest); len(evs) != 1 || evs[0].Decode(&pr) != nil || pr.Number != 1 || pr.Branch != "fix-flaky" || pr.Found {
+		t.Fatalf("pull_request events %+v", evs)
+	}
+
+	// Again in the same thread: the log answers. From another thread: GitHub does.
+	model.Push(prCall("toolu_2", "fix-flaky"), fakeprovider.Reply{Text: "Same one."})
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "open it again"})
+	h.turns(s.ID, 2)
+	model.Push(prCall("toolu_3", "fix-flaky"), fakeprovider.Reply{Text: "Already there."})
+	other := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> open the PR for fix-flaky"})
+	o := h.session(general, other.TS)
+	h.answered(o.ID)
+	if r := h.toolResult(o.ID, "toolu_3"); !strings.Contains(r.Content, "already there") {
+		t.Fatalf("another thread: %+v", r)
+	}
+	if creates, _ := gh.state(); creates != 1 {
+		t.Fatalf("%d pull requests created; want 1", creates)
+	}
+}
+
+// GitHub creates the pull request and the answer is lost: the next look finds it, and no
+// second one is opened. A branch GitHub does not have is refused in GitHub's words.
+func TestPullRequestAfterALostAnswerAndARefusal(t *testing.T) {
+	t.Parallel()
+	gh := newFakeGitHub(t, "fix-flaky")
+	gh.dropNext = true
+	h, model := prHarness(t, gh, harnessOptions{})
+	model.Push(prCall("toolu_1", "fix-flaky"), prCall("toolu_2", "no-such-branch"), fakeprovider.Reply{Text: "done"})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> open the PRs"})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	if r := h.toolResult(s.ID, "toolu_1"); r.IsError || !strings.Contains(r.Content, "pull/1") {
+		t.Fatalf("after the lost answer: %+v", r)
+	}
+	if r := h.toolResult(s.ID, "toolu_2"); !r.IsError || !strings.Contains(r.Content, "GitHub refused: Validation Failed") {
+		t.Fatalf("unknown branch: %+v", r)
+	}
+	if creates, pulls := gh.state(); creates != 1 || len(pulls) != 1 {
+		t.Fatalf("%d creates, %d pulls", creates, len(pulls))
+	}
+}
+
+// Through the approvals policy like any tool: create_pull_request=ask shows the branch and
+// title on the card, and nothing is opened before someone approves.
+func TestPullRequestNeedsApproval(t *testing.T) {
+	t.Parallel()
+	gh := newFakeGitHub(t, "fix-flaky")
+	h, model := prHarness(t, gh, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "create_pull_request=ask")}})
+	model.Push(prCall("toolu_1", "fix-flaky"), fakeprovider.Reply{Text: "Opened."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> open the PR"})
+	card := h.card(top.TS)
+	if !strings.Contains(cardText(card), "open a pull request from fix-flaky: Fix the flaky test") {
+		t.Fatalf("card %s", cardText(card))
+	}
+	if creates, _ := gh.state(); creates != 0 {
+		t.Fatal("opened before approval")
+	}
+	h.click(top.TS, bot.ActionApprove, ada)
+	h.answered(h.session(general, top.TS).ID)
+	if creates, _ := gh.state(); creates != 1 {
+		t.Fatalf("%d creates", creates)
+	}
+}
