@@ -159,6 +159,10 @@ type SandboxProvisioned struct {
 	Provider   string `json:"provider"`
 	Steps      int    `json:"steps"`
 	DurationMS int64  `json:"duration_ms"`
+	// Repo and Commit: the repository checked out into the workspace (its URL, without
+	// credentials) and the commit it is at.
+	Repo   string `json:"repo,omitempty"`
+	Commit string `json:"commit,omitempty"`
 }
 
 // SandboxLost records that the session's sandbox was found gone.
