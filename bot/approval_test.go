@@ -50,7 +50,7 @@ func modelHarness(t testing.TB, o harnessOptions) (*harness, *fakeprovider.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.hands = bot.NewHandsFactory(hands, sandbox.Recipe{}, log)
+	o.sandbox = hands
 	if o.live == (bot.LiveConfig{}) {
 		o.live = bot.LiveConfig{Interval: 1}
 	}

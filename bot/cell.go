@@ -143,7 +143,10 @@ func (c *Cell) run(ctx context.Context) {
 	exit = reason
 
 	if c.hands != nil {
-		c.hands.Close()
+		// The work tree's uncommitted changes are saved while the lease is still ours.
+		save, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		c.hands.Close(save, context.Cause(ctx) != errLeaseLost)
+		stop()
 	}
 	if context.Cause(ctx) == errLeaseLost {
 		c.log.Warn().Msg("cell: lease lost; exiting without writing")

@@ -19,20 +19,41 @@ type Hands struct {
 	provider sandbox.Provider
 	recipe   sandbox.Recipe
 	log      appendLog
+	work     WorkStore // nil: uncommitted work is not kept
+	id       session.ID
 	key      string
 	zl       zerolog.Logger
 
-	mu sync.Mutex
-	sb sandbox.Sandbox
+	mu     sync.Mutex
+	sb     sandbox.Sandbox
+	commit string // the repository's commit in sb, "" without one
+}
+
+// WorkStore keeps saved work by hash (a *filestore.Store).
+type WorkStore interface {
+	Put(ctx context.Context, id session.ID, data []byte) (string, error)
+	FileContent(ctx context.Context, sha string) ([]byte, error)
+}
+
+// HandsConfig is what sandboxes are made from: the recipe, the repository of a channel (nil:
+// an empty workspace), and where uncommitted work is kept across sandboxes.
+type HandsConfig struct {
+	Recipe sandbox.Recipe
+	Repo   func(channel string) *sandbox.RepoSpec
+	Work   WorkStore
 }
 
 // NewHandsFactory returns a HandsFactory over provider (nil: no sandbox tools).
-func NewHandsFactory(provider sandbox.Provider, recipe sandbox.Recipe, log zerolog.Logger) HandsFactory {
+func NewHandsFactory(provider sandbox.Provider, cfg HandsConfig, log zerolog.Logger) HandsFactory {
 	if provider == nil {
 		return nil
 	}
 	return func(l appendLog, sess session.Session) *Hands {
-		return &Hands{provider: provider, recipe: recipe, log: l, key: sess.ID.String(),
+		recipe := cfg.Recipe
+		if cfg.Repo != nil {
+			recipe.Repo = cfg.Repo(sess.Key.Channel)
+		}
+		return &Hands{provider: provider, recipe: recipe, log: l, work: cfg.Work, id: sess.ID, key: sess.ID.String(),
 			zl: log.With().Str("session_id", sess.ID.String()).Logger()}
 	}
 }
@@ -40,6 +61,7 @@ func NewHandsFactory(provider sandbox.Provider, recipe sandbox.Recipe, log zerol
 // appendLog is what the hands need of the session's (fenced) log.
 type appendLog interface {
 	Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error)
+	Events(ctx context.Context, r session.Range) ([]session.Event, error)
 }
 
 var sandboxActor = session.Actor{Kind: session.ActorSystem, ID: "sandbox"}
@@ -56,14 +78,43 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := h.log.Append(ctx, session.NewEvent{Type: session.TypeSandboxProvisioned, Actor: sandboxActor,
-		Payload: session.SandboxProvisioned{Provider: h.provider.Name(), Steps: len(h.recipe.Steps),
-			DurationMS: time.Since(t0).Milliseconds()}}); err != nil {
+	p := session.SandboxProvisioned{Provider: h.provider.Name(), Steps: len(h.recipe.Steps)}
+	if h.recipe.Repo != nil {
+		p.Repo, p.Commit = h.recipe.Repo.URL, sandbox.Commit(sb)
+	}
+	// The work a closed sandbox left uncommitted, on the commit it was made on.
+	if err := h.restore(ctx, sb); err != nil {
+		h.zl.Warn().Err(err).Msg("could not restore the saved work into the new sandbox")
+	}
+	p.DurationMS = time.Since(t0).Milliseconds()
+	if _, err := h.log.Append(ctx, session.NewEvent{Type: session.TypeSandboxProvisioned, Actor: sandboxActor, Payload: p}); err != nil {
 		sb.Close()
 		return nil, err
 	}
-	h.sb = sb
+	h.sb, h.commit = sb, p.Commit
 	return sb, nil
+}
+
+// restore applies the newest saved work to sb: a repository checked out at the same commit
+// gets the patch back; at another commit it is tried the same way (git apply refuses what no
+// longer fits, and the patch stays in the file store).
+func (h *Hands) restore(ctx context.Context, sb sandbox.Sandbox) error {
+	if h.work == nil || h.recipe.Repo == nil {
+		return nil
+	}
+	saved, err := h.log.Events(ctx, session.Range{Types: []session.Type{session.TypeWorkSaved}, Desc: true, Limit: 1})
+	if err != nil || len(saved) == 0 {
+		return err
+	}
+	var w session.WorkSaved
+	if err := saved[0].Decode(&w); err != nil || w.SHA256 == "" || w.Size == 0 {
+		return err
+	}
+	patch, err := h.work.FileContent(ctx, w.SHA256)
+	if err != nil {
+		return err
+	}
+	return sandbox.RestoreWork(ctx, sb, patch)
 }
 
 // lost records that sb is gone and forgets it, so the next call provisions a fresh one.
@@ -116,12 +167,35 @@ func (h *Hands) WriteFile(ctx context.Context, path string, data []byte) error {
 	return err
 }
 
-// Close closes the sandbox, if one was provisioned.
-func (h *Hands) Close() {
+// Close closes the sandbox, if one was provisioned. With save (the cell still holds its
+// lease), the work tree's uncommitted changes are kept first (work_saved), for the next
+// sandbox: sandboxes are disposable, work is not.
+func (h *Hands) Close(ctx context.Context, save bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.sb != nil {
-		h.sb.Close()
-		h.sb = nil
+	if h.sb == nil {
+		return
 	}
+	if save && h.work != nil && h.recipe.Repo != nil {
+		if err := h.save(ctx, h.sb); err != nil {
+			h.zl.Warn().Err(err).Msg("could not save the sandbox's uncommitted work")
+		}
+	}
+	h.sb.Close()
+	h.sb = nil
+}
+
+func (h *Hands) save(ctx context.Context, sb sandbox.Sandbox) error {
+	patch, err := sandbox.SaveWork(ctx, sb)
+	if err != nil {
+		return err
+	}
+	w := session.WorkSaved{Commit: h.commit, Size: int64(len(patch))}
+	if len(patch) > 0 {
+		if w.SHA256, err = h.work.Put(ctx, h.id, patch); err != nil {
+			return err
+		}
+	}
+	_, err = h.log.Append(ctx, session.NewEvent{Type: session.TypeWorkSaved, Actor: sandboxActor, Payload: w})
+	return err
 }

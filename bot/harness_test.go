@@ -23,6 +23,7 @@ import (
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/migrations/pgtest"
+	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/filestore"
 )
@@ -147,7 +148,10 @@ type harnessOptions struct {
 	midTurn       string
 	catchUp       bot.CatchUpConfig
 	approval      bot.ApprovalConfig
-	hands         bot.HandsFactory // nil: no sandbox tools
+	// sandbox gives the agent a sandbox (nil: no sandbox tools); repo, a repository checked
+	// out into it, with uncommitted work kept in the file store across sandboxes.
+	sandbox sandbox.Provider
+	repo    *sandbox.RepoSpec
 	// files fetches shared files into a store in the database (and lets the agent attach
 	// files); fileMax is the size limit (0: the default).
 	files   bool
@@ -219,6 +223,15 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if drain == 0 {
 		drain = 500 * time.Millisecond
 	}
+	var hands bot.HandsFactory
+	if o.sandbox != nil {
+		hc := bot.HandsConfig{}
+		if o.repo != nil {
+			hc.Repo = func(string) *sandbox.RepoSpec { return o.repo }
+			hc.Work = filestore.NewStore(h.store)
+		}
+		hands = bot.NewHandsFactory(o.sandbox, hc, log)
+	}
 	var fileStore *filestore.Store
 	var fetcher *files.Fetcher
 	var uploader bot.Uploader
@@ -234,7 +247,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL, CatchUp: o.catchUp},
 		Delivery: o.delivery,
 	}, bot.ServiceDeps{Log: log, API: api, Socket: sm, Me: me, Cells: h.store, Gateway: h.store, DatabaseURL: h.dbURL,
-		Agent: h.agent, Titler: o.titler, Slash: o.slash, Hands: o.hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Metrics: metrics, Probe: o.probe, Clock: o.clock})
+		Agent: h.agent, Titler: o.titler, Slash: o.slash, Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Metrics: metrics, Probe: o.probe, Clock: o.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

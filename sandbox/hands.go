@@ -23,6 +23,7 @@ type sandbox struct {
 	key       string
 	workspace string // host path
 	inside    string // the workspace's path as commands see it
+	commit    string // the checked-out commit of Recipe.Repo, or ""
 	env       []string
 
 	sentinel     *exec.Cmd

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -51,6 +52,9 @@ type provider struct {
 	wrap func(workspace, dir string, inner []string) (argv []string, hostDir string)
 	// escapeErr is the error value os.Root uses for paths escaping the root.
 	escapeErr error
+	// defaultMirrors is the cache used when Config.Mirrors is nil.
+	mirrorsOnce    sync.Once
+	defaultMirrors *Mirrors
 }
 
 const (
@@ -204,6 +208,16 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 	if err != nil {
 		return nil, fmt.Errorf("provision sandbox %s: create workspace: %w", key, err)
 	}
+	var commit string
+	if recipe.Repo != nil {
+		// Before the sentinel starts: nothing of the sandbox has run in ws yet.
+		commit, err = p.checkoutRepo(ctx, ws, recipe.Repo)
+		if err != nil {
+			_ = removeWorkspace(ws)
+			_ = lock.Close()
+			return nil, fmt.Errorf("provision sandbox %s: repository %s: %w", key, recipe.Repo.URL, err)
+		}
+	}
 	if p.chownUID >= 0 {
 		if err := os.Chown(ws, p.chownUID, p.chownGID); err != nil {
 			_ = os.RemoveAll(ws)
@@ -212,6 +226,7 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 		}
 	}
 	s := &sandbox{
+		commit:       commit,
 		p:            p,
 		key:          key,
 		workspace:    ws,
@@ -242,7 +257,7 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 		}
 	}
 	p.log.Info().Str("provider", p.name).Str("key", key).Str("workspace", ws).
-		Int("steps", len(recipe.Steps)).Dur("took", time.Since(start)).Msg("sandbox provisioned")
+		Int("steps", len(recipe.Steps)).Str("commit", commit).Dur("took", time.Since(start)).Msg("sandbox provisioned")
 	return s, nil
 }
 

@@ -62,8 +62,13 @@ const (
 // Recipe is the declarative setup of a sandbox. Its steps run in order, as
 // shell scripts inside the fresh workspace, at Provision; since a lost
 // sandbox is replaced by provisioning again, they run again after a loss.
+//
+// Repo, if set, is checked out into the workspace before the steps run:
+// the workspace is the work tree, at the commit the branch points to in
+// the host's mirror (see Mirrors) at Provision, origin set to Repo.URL.
 type Recipe struct {
 	Steps []Step
+	Repo  *RepoSpec
 }
 
 // Step is one recipe step: Run is a shell script run by /bin/sh -c in the
@@ -182,6 +187,9 @@ type Config struct {
 	// UID and GID run the sandboxed commands. Zero means: nobody (65534)
 	// when the bot runs as root, else the bot's own user. Root is never used.
 	UID, GID uint32
+	// Mirrors caches the repositories recipes check out; nil means a cache
+	// under BaseDir/mirrors, made at the first Recipe.Repo.
+	Mirrors *Mirrors
 }
 
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"

@@ -71,6 +71,8 @@ const (
 	TypeFileUpload  Type = "file_upload"
 	// A pull request the agent opened (or found open) on the channel's repository.
 	TypePullRequest Type = "pull_request"
+	// The sandbox's uncommitted work, saved when it closed (content in the file store).
+	TypeWorkSaved Type = "work_saved"
 )
 
 var knownTypes = map[Type]bool{
@@ -84,7 +86,7 @@ var knownTypes = map[Type]bool{
 	TypeStreamStarted: true, TypeStreamStopped: true,
 	TypeStopRequested: true, TypeTurnStopped: true, TypeSteered: true,
 	TypeApprovalRequested: true, TypeApprovalDecided: true, TypeTurnSuspended: true, TypeToolStarted: true,
-	TypeFileFetched: true, TypeFileUpload: true, TypePullRequest: true,
+	TypeFileFetched: true, TypeFileUpload: true, TypePullRequest: true, TypeWorkSaved: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

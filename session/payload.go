@@ -377,3 +377,12 @@ type PullRequest struct {
 	URL    string `json:"url"`
 	Found  bool   `json:"found,omitempty"`
 }
+
+// WorkSaved records the uncommitted changes of the session's work tree, saved as a patch
+// against Commit when its sandbox closed (type work_saved): content-addressed (SHA256, in the
+// file store), and applied in the next sandbox. Size 0: the tree was clean.
+type WorkSaved struct {
+	Commit string `json:"commit"`
+	SHA256 string `json:"sha256,omitempty"`
+	Size   int64  `json:"size"`
+}

@@ -296,8 +296,10 @@ func (cfg *serveConfig) readSettings(e env) error {
 			return fmt.Errorf("LOGBOOK_GITHUB_API_URL=%q: want https://api.github.com or https://HOST/api/v3", cfg.GitHubAPI)
 		}
 	}
-	if len(cfg.Repos) > 0 && cfg.GitHubToken == "" {
-		return errors.New("LOGBOOK_REPOS is set and GITHUB_TOKEN is not: create_pull_request needs a token")
+	if cfg.RepoURL = strings.TrimSpace(e.getenv("LOGBOOK_REPO_URL")); cfg.RepoURL != "" {
+		if u, err := url.Parse(strings.ReplaceAll(cfg.RepoURL, "{repo}", "o/r")); err != nil || u.Host == "" || u.User != nil || !strings.Contains(cfg.RepoURL, "{repo}") {
+			return fmt.Errorf("LOGBOOK_REPO_URL=%q: want a URL with {repo} and no credentials, e.g. https://git.example.com/{repo}.git", cfg.RepoURL)
+		}
 	}
 	if cfg.ThreadReplies, err = bot.ParseThreadReplies(e.getenv("LOGBOOK_THREAD_REPLIES")); err != nil {
 		return fmt.Errorf("LOGBOOK_THREAD_REPLIES=%w", err)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -101,7 +103,12 @@ Environment:
                           driver) or unset for PostgreSQL (default); content-addressed by sha256
   LOGBOOK_REPOS           each channel's repository, for create_pull_request: CHANNEL=owner/name
                           [@base] entries, *=owner/name[@base] for the rest (base default main)
-  GITHUB_TOKEN            token logbook (never the sandbox) opens pull requests with
+  LOGBOOK_REPO_URL        where a channel's repository is cloned from, {repo} for owner/name
+                          (default https://github.com/{repo}.git); the sandbox gets a checkout
+                          of its base branch from a mirror on this host, at a recorded commit,
+                          and its uncommitted work is saved when it closes and restored in the
+                          next one
+  GITHUB_TOKEN            token logbook (never the sandbox) clones and opens pull requests with
   LOGBOOK_GITHUB_API_URL  GitHub's REST API (default https://api.github.com; GitHub Enterprise:
                           https://HOST/api/v3)
   LOGBOOK_TOOL_APPROVAL   per-tool approval policy, e.g. run_command=ask,write_file=ask,*=allow
@@ -231,6 +238,9 @@ type serveConfig struct {
 	Repos       bot.Repos
 	GitHubToken Secret
 	GitHubAPI   string
+	// RepoURL is where a channel's repository is cloned from (LOGBOOK_REPO_URL, {repo} for
+	// owner/name; default https://github.com/{repo}.git).
+	RepoURL string
 	// Live is how a turn shows itself while it runs (LOGBOOK_STREAM, LOGBOOK_STREAM_INTERVAL).
 	Live bot.LiveConfig
 	// Footer is the line under final replies (LOGBOOK_PUBLIC_URL, LOGBOOK_REPLY_FOOTER, LOGBOOK_PRICES).
@@ -465,7 +475,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	}, bot.ServiceDeps{
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Titler: b,
-		Hands: bot.NewHandsFactory(provs, sandbox.Recipe{}, log), Search: bot.SearchTool(searcher, dir),
+		Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg), Work: fileStore}, log), Search: bot.SearchTool(searcher, dir),
 		Files: fileStore, Fetcher: fetcher, Uploader: api, Forge: pullRequests(cfg),
 		Slash: bot.SlashCommands(searcher, dir, me.TeamID), Metrics: metrics, Health: health, Channel: dir.ChannelName, Parts: parts,
 	})
@@ -663,10 +673,33 @@ func checkMigrated(ctx context.Context, store *session.Store, pool *pgxpool.Pool
 }
 
 // pullRequests is the forge create_pull_request uses: GitHub, with GITHUB_TOKEN, where any
-// channel has a repository (LOGBOOK_REPOS); nil otherwise (no such tool).
+// channel has a repository (LOGBOOK_REPOS); nil otherwise (no such tool; public repositories
+// are still checked out).
 func pullRequests(cfg serveConfig) bot.Forge {
 	if len(cfg.Repos) == 0 || cfg.GitHubToken == "" {
 		return nil
 	}
 	return forge.NewGitHub(cfg.GitHubAPI, cfg.GitHubToken.Reveal(), nil)
+}
+
+// repoCheckout is the repository a channel's sandbox checks out (LOGBOOK_REPOS), cloned from
+// LOGBOOK_REPO_URL ({repo} is owner/name; default GitHub) through a mirror on this host, with
+// GITHUB_TOKEN in an HTTP header of the host's git only: never in the sandbox, on disk or in
+// the log. nil without repositories.
+func repoCheckout(cfg serveConfig) func(channel string) *sandbox.RepoSpec {
+	if len(cfg.Repos) == 0 {
+		return nil
+	}
+	tmpl := cmp.Or(cfg.RepoURL, "https://github.com/{repo}.git")
+	var header string
+	if cfg.GitHubToken != "" {
+		header = "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+cfg.GitHubToken.Reveal()))
+	}
+	return func(channel string) *sandbox.RepoSpec {
+		repo, ok := cfg.Repos.For(channel)
+		if !ok {
+			return nil
+		}
+		return &sandbox.RepoSpec{URL: strings.ReplaceAll(tmpl, "{repo}", repo.String()), Branch: repo.Base, Header: header}
+	}
 }

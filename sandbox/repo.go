@@ -1,0 +1,352 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// RepoSpec is the repository a recipe checks out into the workspace: URL
+// and Branch are recorded, Header (an HTTP header for the host's git, e.g.
+// "Authorization: Bearer <token>") is a secret: never serialised, never
+// printed by %v or %#v, never written to disk, never given to the sandbox.
+type RepoSpec struct {
+	URL    string `json:"url"`
+	Branch string `json:"branch,omitempty"`
+	Header string `json:"-"`
+}
+
+// String hides Header.
+func (r RepoSpec) String() string {
+	h := ""
+	if r.Header != "" {
+		h = " header=[hidden]"
+	}
+	return fmt.Sprintf("{url=%s branch=%s%s}", r.URL, r.Branch, h)
+}
+
+// GoString hides Header.
+func (r RepoSpec) GoString() string { return "sandbox.RepoSpec" + r.String() }
+
+// validateRepoURL refuses URLs git could take for an option, and URLs
+// carrying a password (credentials go in Header, never in a URL, which git
+// writes into the mirror's config).
+func validateRepoURL(raw string) error {
+	if raw == "" || strings.HasPrefix(raw, "-") || strings.ContainsAny(raw, "\x00\n\r") {
+		return fmt.Errorf("repository URL %q is invalid", raw)
+	}
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			return errors.New("repository URL carries a password; pass credentials as RepoSpec.Header")
+		}
+	}
+	return nil
+}
+
+func validateBranch(b string) error {
+	if b == "" || strings.HasPrefix(b, "-") || strings.ContainsAny(b, "\x00\n\r :~^?*[\\") || strings.Contains(b, "..") {
+		return fmt.Errorf("branch %q is invalid", b)
+	}
+	return nil
+}
+
+// Mirrors is a host-side cache of bare mirrors (git clone --mirror), one
+// per repository URL, under a directory only the bot reads. Checkout clones
+// a mirror the first time and fetches it later (at most every FetchEvery).
+// Every git it runs has a clean environment: no system or global
+// configuration, HOME an empty directory, no terminal prompts; a header is
+// passed through git's environment configuration (GIT_CONFIG_COUNT), never
+// on a command line other users can read, never in a file.
+type Mirrors struct {
+	dir string
+	log zerolog.Logger
+	// FetchEvery is how long a fetched mirror is considered fresh; zero or
+	// negative fetches on every Checkout. NewMirrors sets 30 seconds. Set
+	// it before the first Checkout.
+	FetchEvery time.Duration
+
+	mu    sync.Mutex
+	repos map[string]*mirror
+}
+
+type mirror struct {
+	mu      sync.Mutex
+	path    string
+	fetched time.Time
+}
+
+// NewMirrors returns a cache under dir (created 0700 at first use).
+func NewMirrors(dir string, log zerolog.Logger) *Mirrors {
+	return &Mirrors{dir: dir, log: log.With().Str("component", "sandbox-mirrors").Logger(),
+		FetchEvery: 30 * time.Second, repos: map[string]*mirror{}}
+}
+
+// home is the empty HOME of every git the cache runs.
+func (m *Mirrors) home() string { return filepath.Join(m.dir, ".home") }
+
+func (m *Mirrors) get(rawURL string) *mirror {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sum := sha256.Sum256([]byte(rawURL))
+	key := hex.EncodeToString(sum[:16])
+	mr := m.repos[key]
+	if mr == nil {
+		mr = &mirror{path: filepath.Join(m.dir, key+".git")}
+		m.repos[key] = mr
+	}
+	return mr
+}
+
+// Checkout brings the mirror of rawURL up to date (cloning it the first
+// time) and resolves branch ("" for the remote's HEAD) to a commit. src is
+// the mirror's path, to be cloned locally. header, if set, is an HTTP
+// header given to the host's git for this call only.
+func (m *Mirrors) Checkout(ctx context.Context, rawURL, branch, header string) (commit, src string, err error) {
+	if err := validateRepoURL(rawURL); err != nil {
+		return "", "", err
+	}
+	if branch != "" {
+		if err := validateBranch(branch); err != nil {
+			return "", "", err
+		}
+	}
+	if strings.ContainsAny(header, "\x00\n\r") {
+		return "", "", errors.New("repository header is invalid")
+	}
+	mr := m.get(rawURL)
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	if err := os.MkdirAll(m.home(), 0o700); err != nil {
+		return "", "", fmt.Errorf("mirror dir: %w", err)
+	}
+	start := time.Now()
+	if _, err := os.Stat(filepath.Join(mr.path, "HEAD")); err != nil {
+		_ = os.RemoveAll(mr.path) // a half-made clone
+		tmp, err := os.MkdirTemp(m.dir, ".clone-")
+		if err != nil {
+			return "", "", fmt.Errorf("mirror dir: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		if _, err := runGit(ctx, m.home(), m.dir, header, "clone", "--mirror", "--quiet", "--", rawURL, filepath.Join(tmp, "m.git")); err != nil {
+			return "", "", fmt.Errorf("mirror %s: %w", rawURL, err)
+		}
+		if err := os.Rename(filepath.Join(tmp, "m.git"), mr.path); err != nil {
+			return "", "", fmt.Errorf("mirror %s: %w", rawURL, err)
+		}
+		mr.fetched = time.Now()
+		m.log.Info().Str("url", rawURL).Dur("took", time.Since(start)).Msg("repository mirror cloned")
+	} else if m.FetchEvery <= 0 || time.Since(mr.fetched) >= m.FetchEvery {
+		// gc.auto=0: objects of a commit already handed out stay until the
+		// operator collects garbage.
+		if _, err := runGit(ctx, m.home(), mr.path, header, "-c", "gc.auto=0", "fetch", "--prune", "--quiet", "origin"); err != nil {
+			return "", "", fmt.Errorf("fetch mirror %s: %w", rawURL, err)
+		}
+		mr.fetched = time.Now()
+		m.log.Debug().Str("url", rawURL).Dur("took", time.Since(start)).Msg("repository mirror fetched")
+	}
+	ref := "HEAD"
+	if branch != "" {
+		ref = "refs/heads/" + branch
+	}
+	out, err := runGit(ctx, m.home(), mr.path, "", "rev-parse", "--verify", "--quiet", ref+"^{commit}")
+	if err != nil {
+		return "", "", fmt.Errorf("mirror %s: branch %q not found: %w", rawURL, branch, err)
+	}
+	return strings.TrimSpace(out), mr.path, nil
+}
+
+// gitEnv is the complete environment of the host's git: nothing of the
+// bot's environment or of the host's git configuration.
+func gitEnv(home, header string) []string {
+	env := []string{
+		"PATH=" + defaultPath,
+		"HOME=" + home,
+		"XDG_CONFIG_HOME=" + home,
+		"LANG=C",
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_ASKPASS=/bin/false",
+		"SSH_ASKPASS=/bin/false",
+		"GIT_SSH_COMMAND=ssh -o BatchMode=yes",
+	}
+	if header != "" {
+		env = append(env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader", "GIT_CONFIG_VALUE_0="+header)
+	}
+	return env
+}
+
+// runGit runs the host's git in dir and returns its stdout. Its stderr, with
+// any trace of header scrubbed, goes into the error.
+func runGit(ctx context.Context, home, dir, header string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = gitEnv(home, header)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if header != "" {
+			msg = strings.ReplaceAll(msg, header, "[header]")
+			if _, v, ok := strings.Cut(header, ":"); ok && strings.TrimSpace(v) != "" {
+				msg = strings.ReplaceAll(msg, strings.TrimSpace(v), "[header]")
+			}
+		}
+		if len(msg) > 2000 {
+			msg = msg[:2000] + "..."
+		}
+		return "", fmt.Errorf("git %s: %w: %s", args[0], err, msg)
+	}
+	return stdout.String(), nil
+}
+
+// checkoutRepo fills the fresh, still empty workspace ws (which no sandbox
+// process has seen yet) with a work tree of spec at the mirror's current
+// commit, origin set to spec.URL, and returns the commit. Only here does the
+// host's git touch a workspace: once the sandbox has run, its .git is
+// untrusted.
+func (p *provider) checkoutRepo(ctx context.Context, ws string, spec *RepoSpec) (string, error) {
+	m := p.mirrors()
+	commit, src, err := m.Checkout(ctx, spec.URL, spec.Branch, spec.Header)
+	if err != nil {
+		return "", err
+	}
+	// --no-hardlinks: the workspace is handed to the sandbox user, who must
+	// not share inodes with the mirror.
+	if _, err := runGit(ctx, m.home(), ws, "", "clone", "--quiet", "--no-hardlinks", "--no-checkout", "--", src, ws); err != nil {
+		return "", fmt.Errorf("clone from mirror: %w", err)
+	}
+	if _, err := runGit(ctx, m.home(), ws, "", "remote", "set-url", "origin", spec.URL); err != nil {
+		return "", err
+	}
+	co := []string{"checkout", "--quiet", "--detach", commit}
+	if spec.Branch != "" {
+		co = []string{"checkout", "--quiet", "-B", spec.Branch, commit}
+	}
+	if _, err := runGit(ctx, m.home(), ws, "", co...); err != nil {
+		return "", fmt.Errorf("check out %s: %w", commit, err)
+	}
+	if p.chownUID >= 0 {
+		err := filepath.WalkDir(ws, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(path, p.chownUID, p.chownGID)
+		})
+		if err != nil {
+			return "", fmt.Errorf("chown work tree: %w", err)
+		}
+	}
+	return commit, nil
+}
+
+func (p *provider) mirrors() *Mirrors {
+	if p.cfg.Mirrors != nil {
+		return p.cfg.Mirrors
+	}
+	p.mirrorsOnce.Do(func() {
+		p.defaultMirrors = NewMirrors(filepath.Join(p.cfg.BaseDir, "mirrors"), p.log)
+	})
+	return p.defaultMirrors
+}
+
+// Commit returns the commit the sandbox's workspace was checked out at ("" if
+// its recipe has no repository, or sb is not one of this package's).
+func Commit(sb Sandbox) string {
+	if c, ok := sb.(interface{ Commit() string }); ok {
+		return c.Commit()
+	}
+	return ""
+}
+
+// Commit is the commit the workspace was checked out at, "" without a repository.
+func (s *sandbox) Commit() string { return s.commit }
+
+// Files SaveWork and RestoreWork use inside the work tree's .git.
+const (
+	savePatch    = ".git/logbook-save.patch"
+	restorePatch = ".git/logbook-restore.patch"
+)
+
+// sandboxGit makes the sandbox's git ignore the workspace-as-HOME's
+// .gitconfig (the work tree may carry one) and never prompt.
+const sandboxGit = `export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0; `
+
+// SaveWork returns the uncommitted work of sb's work tree as a binary patch
+// against HEAD, untracked (not ignored) files included; empty when clean.
+// It runs the sandbox's own git through Exec (a temporary index, so the
+// sandbox's index is left as it was) and reads the patch with ReadFile: a
+// patch over Limits.FileSizeBytes fails (RLIMIT_FSIZE stops git, or
+// ReadFile returns ErrTooLarge) rather than being cut; Limits.Timeout
+// bounds the command.
+func SaveWork(ctx context.Context, sb Sandbox) ([]byte, error) {
+	script := sandboxGit + `set -e
+top=$(git rev-parse --show-toplevel)
+cd "$top"
+base=$(git rev-parse -q --verify HEAD || echo 4b825dc642cb6eb9a060e54bf8d69288fbee4904)
+export GIT_INDEX_FILE=.git/logbook-save.index
+rm -f "$GIT_INDEX_FILE" ` + savePatch + `
+if [ -f .git/index ]; then cp .git/index "$GIT_INDEX_FILE"; fi
+trap 'rm -f "$GIT_INDEX_FILE"' EXIT
+git add -A
+git diff --cached --binary --no-color --no-ext-diff "$base" > ` + savePatch + `
+`
+	res, err := sb.Exec(ctx, ExecRequest{Shell: script})
+	if err != nil {
+		return nil, fmt.Errorf("save work: %w", err)
+	}
+	if res.ExitCode != 0 || res.Killed != "" {
+		_, _ = sb.Exec(ctx, ExecRequest{Argv: []string{"rm", "-f", savePatch}})
+		if res.ExitCode == 128+int(syscall.SIGXFSZ) {
+			return nil, fmt.Errorf("save work: %w: the patch is over the file size limit", ErrTooLarge)
+		}
+		return nil, fmt.Errorf("save work: git exited %d %s: %s", res.ExitCode, res.Killed, strings.TrimSpace(res.Stderr))
+	}
+	patch, err := sb.ReadFile(ctx, savePatch)
+	if _, rmErr := sb.Exec(ctx, ExecRequest{Argv: []string{"rm", "-f", savePatch}}); err == nil && rmErr != nil {
+		err = rmErr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("save work: read patch: %w", err)
+	}
+	return patch, nil
+}
+
+// RestoreWork applies a patch made by SaveWork to sb's work tree with the
+// sandbox's own git (git apply: changes come back unstaged, new files
+// untracked). An empty patch does nothing. The patch is written with
+// WriteFile (so Limits.FileSizeBytes and Config.DiskQuota bound it) into
+// .git and removed afterwards.
+func RestoreWork(ctx context.Context, sb Sandbox, patch []byte) error {
+	if len(patch) == 0 {
+		return nil
+	}
+	if err := sb.WriteFile(ctx, restorePatch, patch); err != nil {
+		return fmt.Errorf("restore work: write patch: %w", err)
+	}
+	res, err := sb.Exec(ctx, ExecRequest{Shell: sandboxGit + `git apply --whitespace=nowarn ` + restorePatch + `; rc=$?; rm -f ` + restorePatch + `; exit $rc`})
+	if err != nil {
+		return fmt.Errorf("restore work: %w", err)
+	}
+	if res.ExitCode != 0 || res.Killed != "" {
+		return fmt.Errorf("restore work: git apply exited %d %s: %s", res.ExitCode, res.Killed, strings.TrimSpace(res.Stderr))
+	}
+	return nil
+}
