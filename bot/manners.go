@@ -1,9 +1,11 @@
 package bot
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
+	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/session"
 )
 
@@ -39,14 +41,18 @@ const (
 	reasonOtherPerson  = "other_person"
 	reasonNotMentioned = "not_mentioned"
 	reasonMuted        = "muted"
+	reasonTakenOver    = "taken_over"
 )
 
 // Canned replies: answers that need no model.
 const (
-	mutedReply    = "Muted: I'll keep recording this thread but won't answer. Say `unmute` to bring me back."
-	unmutedReply  = "Unmuted — I'm listening again."
-	stillMuted    = "I'm muted in this thread. Say `unmute` to bring me back."
-	nothingToStop = "Nothing is running here to stop."
+	mutedReply   = "Muted: I'll keep recording this thread but won't answer. Say `unmute` to bring me back."
+	unmutedReply = "Unmuted — I'm listening again."
+	stillMuted   = "I'm muted in this thread. Say `unmute` to bring me back."
+	// takenOverReply answers a mention while a person holds the session (%s: who).
+	takenOverReply  = "%s has taken this thread over; I'm recording it but not answering. Say `handback` (or run `logbook handback`) to give it back to me."
+	handedBackReply = "Handed back — I'm answering again."
+	nothingToStop   = "Nothing is running here to stop."
 )
 
 // hearing is what the bot makes of one user message in a session's thread.
@@ -111,6 +117,7 @@ type heard struct {
 // from the thread's mute state in evs (the log so far).
 func hearAll(mode ThreadReplies, evs []session.Event, through, last int64) heard {
 	muted := isMuted(evs)
+	holder := takenOverBy(evs)
 	var out heard
 	normal := false // some message the model should answer
 	firstUser := int64(0)
@@ -126,8 +133,25 @@ func hearAll(mode ThreadReplies, evs []session.Event, through, last int64) heard
 			out.answer, out.canned = true, "" // unreadable: let the agent see what it can
 			continue
 		}
-		h := hear(mode, m, muted, e.Seq == firstUser)
 		actor := session.Actor{Kind: session.ActorUser, ID: m.User}
+		if holder != "" {
+			// A person holds the session: the bot answers nothing but "handback", and a
+			// mention gets a reminder of who has it.
+			switch {
+			case strings.EqualFold(strings.TrimRight(strings.TrimSpace(m.Text), ".! "), "handback"):
+				holder = ""
+				out.marks = append(out.marks, session.NewEvent{Type: session.TypeHandedBack, Actor: actor,
+					IdempotencyKey: "handed_back/" + e.ID.String(), Payload: session.HandedBack{By: m.User, Source: "message"}})
+				out.answer, out.canned = true, handedBackReply
+			case m.Mentioned:
+				out.answer, out.canned = true, fmt.Sprintf(takenOverReply, mrkdwn.EscapeText(holder))
+			default:
+				out.marks = append(out.marks, session.NewEvent{Type: session.TypeNotAddressed, Actor: cellActor,
+					IdempotencyKey: "not_addressed/" + e.ID.String(), Payload: session.NotAddressed{MessageSeq: e.Seq, Reason: reasonTakenOver}})
+			}
+			continue
+		}
+		h := hear(mode, m, muted, e.Seq == firstUser)
 		switch h.mute {
 		case +1:
 			muted = true
@@ -155,6 +179,22 @@ func hearAll(mode ThreadReplies, evs []session.Event, through, last int64) heard
 }
 
 // isMuted reports whether the log's last mute marker mutes the thread.
+// takenOverBy is who holds the session (the newest taken_over not followed by handed_back),
+// "" when the bot has it.
+func takenOverBy(evs []session.Event) string {
+	for i := len(evs) - 1; i >= 0; i-- {
+		switch evs[i].Type {
+		case session.TypeTakenOver:
+			var t session.TakenOver
+			_ = evs[i].Decode(&t)
+			return cmp.Or(t.By, evs[i].Actor.ID)
+		case session.TypeHandedBack:
+			return ""
+		}
+	}
+	return ""
+}
+
 func isMuted(evs []session.Event) bool {
 	for i := len(evs) - 1; i >= 0; i-- {
 		switch evs[i].Type {

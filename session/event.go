@@ -73,6 +73,9 @@ const (
 	TypePullRequest Type = "pull_request"
 	// The sandbox's uncommitted work, saved when it closed (content in the file store).
 	TypeWorkSaved Type = "work_saved"
+	// A person took the session over from the bot (it stays silent), and handed it back.
+	TypeTakenOver  Type = "taken_over"
+	TypeHandedBack Type = "handed_back"
 )
 
 var knownTypes = map[Type]bool{
@@ -87,6 +90,7 @@ var knownTypes = map[Type]bool{
 	TypeStopRequested: true, TypeTurnStopped: true, TypeSteered: true,
 	TypeApprovalRequested: true, TypeApprovalDecided: true, TypeTurnSuspended: true, TypeToolStarted: true,
 	TypeFileFetched: true, TypeFileUpload: true, TypePullRequest: true, TypeWorkSaved: true,
+	TypeTakenOver: true, TypeHandedBack: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

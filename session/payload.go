@@ -386,3 +386,17 @@ type WorkSaved struct {
 	SHA256 string `json:"sha256,omitempty"`
 	Size   int64  `json:"size"`
 }
+
+// TakenOver records that a person took the session over (type taken_over; the actor is the
+// person): the bot records the thread but answers nothing until handed_back.
+type TakenOver struct {
+	By string `json:"by"`
+}
+
+// HandedBack records that the session was handed back to the bot (type handed_back; the
+// actor is who did it). Source is "cli" (logbook handback) or "message" (a thread message
+// that is exactly "handback").
+type HandedBack struct {
+	By     string `json:"by"`
+	Source string `json:"source"`
+}

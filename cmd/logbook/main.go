@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	})
 	root.AddCommand(
 		newMigrateCmd(e),
-		newTranscriptCmd(e), newSearchCmd(e),
+		newTranscriptCmd(e), newSearchCmd(e), newTakeoverCmd(e), newHandbackCmd(e),
 		newAuditCmd(e),
 		newServeCmd(e),
 		newDevCmd(e),

@@ -539,11 +539,13 @@ func clipLines(s string, n int) (string, int) {
 	return strings.Join(lines[:n], "\n"), len(lines) - n
 }
 
-// inCharge are the markers of what people did to the bot's work — stops and approvals —,
+// inCharge are the markers of what people did to the bot's work — stops, approvals,
+// takeovers —,
 // shown in every transcript, not only with Options.All.
 var inCharge = map[session.Type]bool{
 	session.TypeStopRequested: true, session.TypeTurnStopped: true,
 	session.TypeApprovalRequested: true, session.TypeApprovalDecided: true,
+	session.TypeTakenOver: true, session.TypeHandedBack: true,
 }
 
 func describeMarker(e session.Event) string {
@@ -663,6 +665,13 @@ func describeMarker(e session.Event) string {
 		var m session.ApprovalDecided
 		if json.Unmarshal(e.Payload, &m) == nil {
 			detail = fmt.Sprintf("call %s %s by %s (%s)", m.CallID, m.Decision, e.Actor.ID, m.Via)
+		}
+	case session.TypeTakenOver:
+		detail = "by " + e.Actor.ID + "; the bot stays silent until it is handed back"
+	case session.TypeHandedBack:
+		var m session.HandedBack
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("by %s (%s)", e.Actor.ID, m.Source)
 		}
 	case session.TypeTurnSuspended:
 		var m session.TurnSuspended
