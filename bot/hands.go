@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -27,6 +28,9 @@ type Hands struct {
 	mu     sync.Mutex
 	sb     sandbox.Sandbox
 	commit string // the repository's commit in sb, "" without one
+	// unrestored: saved work exists that this sandbox did not get back (another commit, a
+	// failed apply).
+	unrestored bool
 }
 
 // WorkStore keeps saved work by hash (a *filestore.Store).
@@ -110,11 +114,20 @@ func (h *Hands) restore(ctx context.Context, sb sandbox.Sandbox) error {
 	if err := saved[0].Decode(&w); err != nil || w.SHA256 == "" || w.Size == 0 {
 		return err
 	}
+	// Until it is back in a sandbox, the saved work must not be shadowed by a clean save.
+	h.unrestored = true
+	if commit := sandbox.Commit(sb); commit != w.Commit {
+		return fmt.Errorf("the saved work is on %s and the new checkout on %s; it is kept (%s), not applied", w.Commit, commit, w.SHA256)
+	}
 	patch, err := h.work.FileContent(ctx, w.SHA256)
 	if err != nil {
 		return err
 	}
-	return sandbox.RestoreWork(ctx, sb, patch)
+	if err := sandbox.RestoreWork(ctx, sb, patch); err != nil {
+		return err
+	}
+	h.unrestored = false
+	return nil
 }
 
 // lost records that sb is gone and forgets it, so the next call provisions a fresh one.
@@ -189,6 +202,9 @@ func (h *Hands) save(ctx context.Context, sb sandbox.Sandbox) error {
 	patch, err := sandbox.SaveWork(ctx, sb)
 	if err != nil {
 		return err
+	}
+	if len(patch) == 0 && h.unrestored {
+		return nil // a clean tree that never got the saved work back: that work stays the newest
 	}
 	w := session.WorkSaved{Commit: h.commit, Size: int64(len(patch))}
 	if len(patch) > 0 {

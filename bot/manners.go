@@ -50,7 +50,7 @@ const (
 	unmutedReply = "Unmuted — I'm listening again."
 	stillMuted   = "I'm muted in this thread. Say `unmute` to bring me back."
 	// takenOverReply answers a mention while a person holds the session (%s: who).
-	takenOverReply  = "%s has taken this thread over; I'm recording it but not answering. Say `handback` (or run `logbook handback`) to give it back to me."
+	takenOverReply  = "%s has taken this thread over; I'm recording it but not answering until they hand it back (`logbook handback`)."
 	handedBackReply = "Handed back — I'm answering again."
 	nothingToStop   = "Nothing is running here to stop."
 )
@@ -135,10 +135,10 @@ func hearAll(mode ThreadReplies, evs []session.Event, through, last int64) heard
 		}
 		actor := session.Actor{Kind: session.ActorUser, ID: m.User}
 		if holder != "" {
-			// A person holds the session: the bot answers nothing but "handback", and a
-			// mention gets a reminder of who has it.
+			// A person holds the session: the bot answers nothing but their "handback", and
+			// a mention gets a reminder of who has it.
 			switch {
-			case strings.EqualFold(strings.TrimRight(strings.TrimSpace(m.Text), ".! "), "handback"):
+			case strings.EqualFold(strings.TrimRight(strings.TrimSpace(m.Text), ".! "), "handback") && m.User == holder:
 				holder = ""
 				out.marks = append(out.marks, session.NewEvent{Type: session.TypeHandedBack, Actor: actor,
 					IdempotencyKey: "handed_back/" + e.ID.String(), Payload: session.HandedBack{By: m.User, Source: "message"}})

@@ -55,7 +55,7 @@ var forgeActor = session.Actor{Kind: session.ActorSystem, ID: "forge"}
 
 // pullRequest is the brain's Turn.PullRequest: it opens a pull request from branch into the
 // channel's repository, exactly once per repository and branch — the log is asked first, then
-// GitHub (a pull request from the branch, open or not, is the one), and only then one is
+// GitHub (an open pull request from the branch is the one), and only then one is
 // created; an ambiguous failure is checked with GitHub before anything is said. The result is
 // recorded (pull_request) and the reply's footer links it. The body links the transcript.
 func (t *turn) pullRequest(ctx context.Context, callID, branch, title, body string) (string, error) {
@@ -68,7 +68,7 @@ func (t *turn) pullRequest(ctx context.Context, callID, branch, title, body stri
 		return "", fmt.Errorf("%q cannot be the pull request's branch (it must be a pushed branch other than %s)", branch, repo.Base)
 	}
 	if pr, ok := pullRecorded(c.flog.snapshot(), repo.String(), branch); ok {
-		return fmt.Sprintf("pull request #%d from %s is open already: %s", pr.Number, branch, pr.URL), nil
+		return fmt.Sprintf("pull request #%d from %s was opened in this thread already: %s", pr.Number, branch, pr.URL), nil
 	}
 	record := func(p *forge.Pull, found bool) (string, error) {
 		pr := session.PullRequest{CallID: callID, Repo: repo.String(), Branch: branch, Base: repo.Base, Number: p.Number, URL: p.HTMLURL, Found: found}
@@ -96,7 +96,9 @@ func (t *turn) pullRequest(ctx context.Context, callID, branch, title, body stri
 	created, err := d.forge.CreatePull(ctx, repo, branch, title, body)
 	if err != nil {
 		var fe *forge.Error
-		if !errors.As(err, &fe) {
+		// No answer (it may have been created), or GitHub's 422 when another session opened
+		// one meanwhile: GitHub says which.
+		if !errors.As(err, &fe) || fe.Status == 422 {
 			// No answer: it may have been created. GitHub says.
 			if again, ferr := d.forge.FindPull(ctx, repo, branch); ferr == nil && again != nil {
 				return record(again, false)

@@ -329,6 +329,10 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 				cancel(s)
 				continue
 			}
+			if s, ok := takenOverDuring(c.flog.snapshot(), t.state.turnSeq); ok {
+				cancel(s) // a person took the session over: the running turn gives way
+				continue
+			}
 			select {
 			case t.changed <- struct{}{}: // an approval's wait looks again
 			default:
@@ -557,6 +561,15 @@ func stopAsked(evs []session.Event, turnSeq, through int64) (*stopRequest, bool)
 				return &stopRequest{by: m.User, source: "message", seq: e.Seq}, true
 			}
 		}
+	}
+	return nil, false
+}
+
+// takenOverDuring finds a takeover appended after the turn began: the turn stops as if the
+// person had asked.
+func takenOverDuring(evs []session.Event, turnSeq int64) (*stopRequest, bool) {
+	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeTakenOver}}) {
+		return &stopRequest{by: e.Actor.ID, source: "takeover", seq: e.Seq}, true
 	}
 	return nil, false
 }

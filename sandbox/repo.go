@@ -43,16 +43,15 @@ func (r RepoSpec) String() string {
 func (r RepoSpec) GoString() string { return "sandbox.RepoSpec" + r.String() }
 
 // validateRepoURL refuses URLs git could take for an option, and URLs
-// carrying a password (credentials go in Header, never in a URL, which git
-// writes into the mirror's config).
+// carrying credentials (they go in Header, never in a URL, which git writes
+// into the mirror's config).
 func validateRepoURL(raw string) error {
 	if raw == "" || strings.HasPrefix(raw, "-") || strings.ContainsAny(raw, "\x00\n\r") {
 		return fmt.Errorf("repository URL %q is invalid", raw)
 	}
 	if u, err := url.Parse(raw); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			return errors.New("repository URL carries a password; pass credentials as RepoSpec.Header")
-		}
+		// A token passes as a user name as well as a password.
+		return errors.New("repository URL carries credentials; pass them as RepoSpec.Header")
 	}
 	return nil
 }
@@ -184,8 +183,12 @@ func gitEnv(home, header string) []string {
 		"SSH_ASKPASS=/bin/false",
 		"GIT_SSH_COMMAND=ssh -o BatchMode=yes",
 	}
+	// No redirects: git would send the header to wherever one leads.
+	env = append(env, "GIT_CONFIG_KEY_0=http.followRedirects", "GIT_CONFIG_VALUE_0=false")
 	if header != "" {
-		env = append(env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader", "GIT_CONFIG_VALUE_0="+header)
+		env = append(env, "GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_1=http.extraHeader", "GIT_CONFIG_VALUE_1="+header)
+	} else {
+		env = append(env, "GIT_CONFIG_COUNT=1")
 	}
 	return env
 }

@@ -75,7 +75,7 @@ func validName(s string) bool {
 // validBranch accepts what git check-ref-format accepts for a branch, more or less: no spaces,
 // control characters, "..", "~^:?*[\", no leading "-" or trailing "/" or ".lock".
 func validBranch(s string) bool {
-	if s == "" || len(s) > 250 || strings.HasPrefix(s, "-") || strings.HasPrefix(s, "/") || strings.HasSuffix(s, "/") ||
+	if s == "" || s == "HEAD" || len(s) > 250 || strings.HasPrefix(s, "-") || strings.HasPrefix(s, "/") || strings.HasSuffix(s, "/") ||
 		strings.HasSuffix(s, ".lock") || strings.Contains(s, "..") || strings.Contains(s, "//") || strings.Contains(s, "@{") {
 		return false
 	}
@@ -110,9 +110,10 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("GitHub answered HTTP %d: %s", e.Status, e.Message)
 }
 
-// FindPull returns the pull request, open or not, from branch of repo (nil when none).
+// FindPull returns the open pull request from branch of repo (nil when none: a closed one
+// does not keep a reused branch name from getting a new one).
 func (g *GitHub) FindPull(ctx context.Context, repo Repo, branch string) (*Pull, error) {
-	q := url.Values{"head": {repo.Owner + ":" + branch}, "state": {"all"}, "per_page": {"1"}}
+	q := url.Values{"head": {repo.Owner + ":" + branch}, "state": {"open"}, "per_page": {"1"}}
 	var pulls []Pull
 	if err := g.do(ctx, http.MethodGet, "/repos/"+url.PathEscape(repo.Owner)+"/"+url.PathEscape(repo.Name)+"/pulls?"+q.Encode(), nil, &pulls); err != nil {
 		return nil, err

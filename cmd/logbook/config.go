@@ -292,8 +292,8 @@ func (cfg *serveConfig) readSettings(e env) error {
 	}
 	cfg.GitHubToken = Secret(strings.TrimSpace(e.getenv("GITHUB_TOKEN")))
 	if cfg.GitHubAPI = strings.TrimSpace(e.getenv("LOGBOOK_GITHUB_API_URL")); cfg.GitHubAPI != "" {
-		if u, err := url.Parse(cfg.GitHubAPI); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return fmt.Errorf("LOGBOOK_GITHUB_API_URL=%q: want https://api.github.com or https://HOST/api/v3", cfg.GitHubAPI)
+		if u, err := url.Parse(cfg.GitHubAPI); err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Host))) {
+			return fmt.Errorf("LOGBOOK_GITHUB_API_URL=%q: want https://api.github.com or https://HOST/api/v3 (http only on loopback)", cfg.GitHubAPI)
 		}
 	}
 	if cfg.RepoURL = strings.TrimSpace(e.getenv("LOGBOOK_REPO_URL")); cfg.RepoURL != "" {

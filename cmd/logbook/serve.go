@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -695,11 +696,21 @@ func repoCheckout(cfg serveConfig) func(channel string) *sandbox.RepoSpec {
 	if cfg.GitHubToken != "" {
 		header = "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+cfg.GitHubToken.Reveal()))
 	}
+	// The token goes only to GitHub (github.com, or the Enterprise host of
+	// LOGBOOK_GITHUB_API_URL), over https: never to whatever host LOGBOOK_REPO_URL names.
+	forgeHost := "github.com"
+	if u, err := url.Parse(cfg.GitHubAPI); err == nil && cfg.GitHubAPI != "" {
+		forgeHost = u.Hostname()
+	}
 	return func(channel string) *sandbox.RepoSpec {
 		repo, ok := cfg.Repos.For(channel)
 		if !ok {
 			return nil
 		}
-		return &sandbox.RepoSpec{URL: strings.ReplaceAll(tmpl, "{repo}", repo.String()), Branch: repo.Base, Header: header}
+		spec := &sandbox.RepoSpec{URL: strings.ReplaceAll(tmpl, "{repo}", repo.String()), Branch: repo.Base}
+		if u, err := url.Parse(spec.URL); err == nil && u.Scheme == "https" && strings.EqualFold(u.Hostname(), forgeHost) {
+			spec.Header = header
+		}
+		return spec
 	}
 }

@@ -111,15 +111,11 @@ func takeover(ctx context.Context, e env, args []string, as, dir string) error {
 		return err
 	}
 	defer d.pool.Close()
-	if _, err := d.store.Append(ctx, sess.ID, session.NewEvent{Type: session.TypeTakenOver,
-		Actor: session.Actor{Kind: session.ActorUser, ID: who.Name}, Payload: session.TakenOver{By: who.Name}}); err != nil {
-		return err
-	}
-	note(ctx, e, sess, who.Name+" has taken this thread over; logbook records it but stays silent until it is handed back.")
 	if dir == "" {
 		dir = "takeover-" + sess.ID.String()
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The workspace first: the session is recorded as taken over only once it is ready.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	evs, err := d.store.Events(ctx, sess.ID, session.Range{})
@@ -130,21 +126,33 @@ func takeover(ctx context.Context, e env, args []string, as, dir string) error {
 	if err := transcript.Render(&md, sess, evs, transcript.Options{Format: transcript.FormatMarkdown}); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "TRANSCRIPT.md"), md.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "TRANSCRIPT.md"), md.Bytes(), 0o600); err != nil {
 		return err
 	}
+	if err := checkoutWorkspace(ctx, e, d, sess, evs, filepath.Join(dir, "repo")); err != nil {
+		return err
+	}
+	if _, err := d.store.Append(ctx, sess.ID, session.NewEvent{Type: session.TypeTakenOver,
+		Actor: session.Actor{Kind: session.ActorUser, ID: who.Name}, Payload: session.TakenOver{By: who.Name}}); err != nil {
+		return err
+	}
+	note(ctx, e, sess, who.Name+" has taken this thread over; logbook records it but stays silent until it is handed back.")
 	fmt.Fprintf(e.stdout, "session %s taken over by %s\ntranscript: %s\n", sess.ID, who.Name, filepath.Join(dir, "TRANSCRIPT.md"))
+	return nil
+}
+
+// checkoutWorkspace clones the session's repository into work at the recorded commit and
+// applies its saved work — a patch the sandbox made, so it is checked first: no symbolic
+// links, nothing under .git. Nothing to do without a repository.
+func checkoutWorkspace(ctx context.Context, e env, d *readDeps, sess session.Session, evs []session.Event, work string) error {
 	repo, commit, patch := workspaceOf(evs)
 	if repo == "" {
 		return nil
 	}
-	store, err := filestore.Open(ctx, d.store, strings.TrimSpace(e.getenv("LOGBOOK_BLOB_URL")))
-	if err != nil {
-		return err
+	if strings.HasPrefix(repo, "-") || len(commit) != 40 || strings.Trim(commit, "0123456789abcdef") != "" {
+		return fmt.Errorf("the log's workspace is not usable: repository %q at commit %q", repo, commit)
 	}
-	defer store.Close()
-	work := filepath.Join(dir, "repo")
-	if out, err := exec.CommandContext(ctx, "git", "clone", "-q", repo, work).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "git", "clone", "-q", "--", repo, work).CombinedOutput(); err != nil {
 		return fmt.Errorf("clone %s: %v: %s", repo, err, out)
 	}
 	if out, err := exec.CommandContext(ctx, "git", "-C", work, "checkout", "-q", "-B", "takeover-"+sess.ID.String()[:8], commit).CombinedOutput(); err != nil {
@@ -154,16 +162,30 @@ func takeover(ctx context.Context, e env, args []string, as, dir string) error {
 	if patch == "" {
 		return nil
 	}
+	store, err := filestore.Open(ctx, d.store, strings.TrimSpace(e.getenv("LOGBOOK_BLOB_URL")))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
 	data, err := store.FileContent(ctx, patch)
 	if err != nil {
 		return fmt.Errorf("the saved work %s: %w", patch, err)
 	}
-	cmd := exec.CommandContext(ctx, "git", "-C", work, "apply", "-")
-	cmd.Stdin = bytes.NewReader(data)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	summary := exec.CommandContext(ctx, "git", "-C", work, "apply", "--summary", "--numstat", "-")
+	summary.Stdin = bytes.NewReader(data)
+	out, err := summary.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("read the saved work: %v: %s", err, out)
+	}
+	if strings.Contains(string(out), " mode 120000 ") {
+		return fmt.Errorf("the saved work creates symbolic links; not applied (it is %s in the file store):\n%s", patch, out)
+	}
+	apply := exec.CommandContext(ctx, "git", "-C", work, "apply", "-")
+	apply.Stdin = bytes.NewReader(data)
+	if out, err := apply.CombinedOutput(); err != nil {
 		return fmt.Errorf("apply the saved work: %v: %s", err, out)
 	}
-	fmt.Fprintf(e.stdout, "saved work applied (%d bytes of patch)\n", len(data))
+	fmt.Fprintf(e.stdout, "saved work applied (%d bytes of patch); it changes:\n%s", len(data), out)
 	return nil
 }
 
