@@ -102,7 +102,8 @@ Environment:
   LOGBOOK_BLOB_URL        where shared files' content is kept: a file:// URL of a directory
                           (file:///var/lib/logbook/files; this build has no other bucket
                           driver) or unset for PostgreSQL (default); content-addressed by sha256
-  LOGBOOK_REPOS           each channel's repository, for create_pull_request: CHANNEL=owner/name
+  LOGBOOK_REPOS           each channel's repository (checked out in its sandboxes, and for
+                          create_pull_request): CHANNEL=owner/name
                           [@base] entries, *=owner/name[@base] for the rest (base default main)
   LOGBOOK_REPO_URL        where a channel's repository is cloned from, {repo} for owner/name
                           (default https://github.com/{repo}.git); the sandbox gets a checkout
