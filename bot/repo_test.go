@@ -1,65 +1,23 @@
 package bot_test
 
 import (
-	"net/http/cgi"
-	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/sandbox"
+	"github.com/logbook/logbook/sandbox/gittest"
 	"github.com/logbook/logbook/session"
 )
-
-// gitRepo serves a new repository holding files over HTTP (git http-backend on loopback) and
-// returns its URL and head commit.
-func gitRepo(t *testing.T, files map[string]string) (string, string) {
-	t.Helper()
-	gitBin, err := exec.LookPath("git")
-	if err != nil {
-		t.Fatal("git is needed (apt-get install git); .ci/run's machine has it")
-	}
-	root := t.TempDir()
-	work := filepath.Join(root, "work")
-	run := func(dir string, args ...string) string {
-		cmd := exec.Command(gitBin, args...)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + root, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v: %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run(work, "init", "-q", "-b", "main")
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run(work, "add", "-A")
-	run(work, "commit", "-q", "-m", "first")
-	run(root, "clone", "-q", "--bare", work, filepath.Join(root, "repo.git"))
-	srv := httptest.NewServer(&cgi.Handler{Path: gitBin, Args: []string{"http-backend"}, Dir: root,
-		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + root}})
-	t.Cleanup(srv.Close)
-	return srv.URL + "/repo.git", run(work, "rev-parse", "HEAD")
-}
 
 // The sandbox is a checkout of the channel's repository at a recorded commit; sandboxes are
 // disposable, uncommitted work is not: an edit made before the cell was evicted is there in
 // the next cell's sandbox.
 func TestUncommittedWorkSurvivesEviction(t *testing.T) {
 	t.Parallel()
-	url, commit := gitRepo(t, map[string]string{"README.md": "# api\n", "main.go": "package main\n"})
+	base, commit := gittest.Serve(t, "repo.git", map[string]string{"README.md": "# api\n", "main.go": "package main\n"})
+	url := base + "/repo.git"
 	h, model := modelHarness(t, harnessOptions{repo: &sandbox.RepoSpec{URL: url, Branch: "main"}})
 	model.Push(
 		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_w", Name: "write_file", Input: `{"path":"README.md","content":"# api\nnow documented\n"}`},

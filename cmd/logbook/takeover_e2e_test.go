@@ -1,8 +1,6 @@
 package main
 
 import (
-	"net/http/cgi"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,46 +10,9 @@ import (
 
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/sandbox/gittest"
 	"github.com/logbook/logbook/session"
 )
-
-// gitServe serves a new repository acme/api holding files (git http-backend on loopback) and
-// returns the LOGBOOK_REPO_URL for it and its head commit.
-func gitServe(t *testing.T, files map[string]string) (string, string) {
-	t.Helper()
-	gitBin, err := exec.LookPath("git")
-	if err != nil {
-		t.Fatal("git is needed (apt-get install git); .ci/run installs it")
-	}
-	root := t.TempDir()
-	work := filepath.Join(root, "work")
-	run := func(dir string, args ...string) string {
-		cmd := exec.Command(gitBin, args...)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + root, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v: %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	os.MkdirAll(work, 0o755)
-	run(work, "init", "-q", "-b", "main")
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run(work, "add", "-A")
-	run(work, "commit", "-q", "-m", "first")
-	os.MkdirAll(filepath.Join(root, "acme"), 0o755)
-	run(root, "clone", "-q", "--bare", work, filepath.Join(root, "acme", "api.git"))
-	srv := httptest.NewServer(&cgi.Handler{Path: gitBin, Args: []string{"http-backend"}, Dir: root,
-		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + root}})
-	t.Cleanup(srv.Close)
-	return srv.URL + "/{repo}.git", run(work, "rev-parse", "HEAD")
-}
 
 // logbook takeover gives a person the transcript and the workspace as it stands — the
 // repository at its recorded commit with the saved uncommitted work — and silences the bot in
@@ -60,7 +21,8 @@ func gitServe(t *testing.T, files map[string]string) (string, string) {
 func TestE2ETakeoverAndHandback(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, slackemu.Options{})
-	repoURL, commit := gitServe(t, map[string]string{"README.md": "# api\n"})
+	base, commit := gittest.Serve(t, "acme/api.git", map[string]string{"README.md": "# api\n"})
+	repoURL := base + "/{repo}.git"
 	e.model.Push(
 		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_w", Name: "write_file", Input: `{"path":"README.md","content":"# api\nhalf done\n"}`}}},
 		fakeprovider.Reply{Text: "Started on the README."},
