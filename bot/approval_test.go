@@ -520,3 +520,49 @@ func TestToolApprovalPrecedence(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// block_actions that are malformed or point elsewhere — a value that names no session, a
+// session of another thread, no card at all — are acked and decide nothing; the real click
+// still decides.
+func TestApprovalMalformedClicksDecideNothing(t *testing.T) {
+	t.Parallel()
+	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=ask")}})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo hi"}`}}},
+		fakeprovider.Reply{Text: "done"})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> say hi"})
+	card := h.card(top.TS)
+	s := h.session(general, top.TS)
+	conn := h.emu.Connections()[0].ID
+	send := func(envelope, value, thread, cardTS string) {
+		t.Helper()
+		frame, _ := json.Marshal(map[string]any{"envelope_id": envelope, "type": "interactive", "accepts_response_payload": false,
+			"payload": map[string]any{"type": "block_actions", "user": map[string]any{"id": ada}, "team": map[string]any{"id": h.emu.TeamID()},
+				"channel":   map[string]any{"id": general},
+				"container": map[string]any{"type": "message", "channel_id": general, "message_ts": cardTS, "thread_ts": thread},
+				"actions":   []map[string]any{{"type": "button", "action_id": bot.ActionApprove, "block_id": "logbook_approval", "value": value}}}})
+		if err := h.emu.SendRaw(conn, frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("env-bad-value", "not-a-session toolu_1", top.TS, card.TS)
+	send("env-no-call", s.ID.String(), top.TS, card.TS)
+	send("env-other-thread", s.ID.String()+" toolu_1", "1700000000.000001", card.TS)
+	send("env-no-card", s.ID.String()+" toolu_1", top.TS, "")
+	send("env-nul", s.ID.String()+" toolu\x00_1", top.TS, card.TS)
+	h.waitFor("the acks", func() bool {
+		acked := map[string]bool{}
+		for _, a := range h.emu.Acks() {
+			acked[a.EnvelopeID] = true
+		}
+		return acked["env-bad-value"] && acked["env-no-call"] && acked["env-other-thread"] && acked["env-no-card"] && acked["env-nul"]
+	})
+	if n := len(h.events(s.ID, session.TypeApprovalDecided)); n != 0 {
+		t.Fatalf("%d decisions from malformed clicks", n)
+	}
+	h.click(top.TS, bot.ActionApprove, ada)
+	if dec := decisionOf(t, h, s.ID); dec.Actor.ID != ada {
+		t.Fatalf("decided by %s", dec.Actor.ID)
+	}
+	h.answered(s.ID)
+}
