@@ -3,20 +3,66 @@
 package gittest
 
 import (
+	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
+
+// Options say what ServeWith serves.
+type Options struct {
+	// Path is the repository's path on the server ("repo.git", "acme/api.git").
+	Path string
+	// Files are the first commit's files, on branch main.
+	Files map[string]string
+	// Push lets anyone push (http.receivepack).
+	Push bool
+	// Auth, if set, is the Authorization header every request must carry (401 otherwise).
+	Auth string
+}
+
+// Server is a served repository.
+type Server struct {
+	// URL is the repository's URL; Base the server's.
+	URL, Base string
+	// Commit is the head of main at start.
+	Commit string
+	// Bare is the repository's directory, for git commands of the test's own.
+	Bare string
+
+	git  func(dir string, args ...string) string
+	mu   sync.Mutex
+	auth []string
+}
+
+// Authorizations returns the Authorization header of every request so far ("" for none).
+func (s *Server) Authorizations() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.auth...)
+}
+
+// Git runs git in the bare repository and returns its trimmed output.
+func (s *Server) Git(args ...string) string { return s.git(s.Bare, args...) }
 
 // Serve serves a new repository holding files at path (e.g. "repo.git", "acme/api.git")
 // until the test ends, and returns the server's base URL and the repository's head commit.
 // The repository's URL is base + "/" + path. It fails the test when git is missing.
 func Serve(tb testing.TB, path string, files map[string]string) (base, commit string) {
 	tb.Helper()
+	s := ServeWith(tb, Options{Path: path, Files: files})
+	return s.Base, s.Commit
+}
+
+// ServeWith serves a new repository as opt says until the test ends.
+func ServeWith(tb testing.TB, opt Options) *Server {
+	tb.Helper()
+	path, files := opt.Path, opt.Files
 	gitBin, err := exec.LookPath("git")
 	if err != nil {
 		tb.Fatal("git is needed (apt-get install git); .ci/run installs it")
@@ -50,8 +96,25 @@ func Serve(tb testing.TB, path string, files map[string]string) (base, commit st
 		tb.Fatal(err)
 	}
 	run(root, "clone", "-q", "--bare", work, bare)
-	srv := httptest.NewServer(&cgi.Handler{Path: gitBin, Args: []string{"http-backend"}, Dir: root,
-		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + root}})
+	if opt.Push {
+		run(bare, "config", "http.receivepack", "true")
+	}
+	s := &Server{Bare: bare, Commit: run(work, "rev-parse", "HEAD"), git: run}
+	backend := &cgi.Handler{Path: gitBin, Args: []string{"http-backend"}, Dir: root,
+		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + root}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := r.Header.Get("Authorization")
+		s.mu.Lock()
+		s.auth = append(s.auth, got)
+		s.mu.Unlock()
+		if opt.Auth != "" && got != opt.Auth {
+			w.Header().Set("WWW-Authenticate", `Basic realm="gittest"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		backend.ServeHTTP(w, r)
+	}))
 	tb.Cleanup(srv.Close)
-	return srv.URL, run(work, "rev-parse", "HEAD")
+	s.Base, s.URL = srv.URL, srv.URL+"/"+path
+	return s
 }
