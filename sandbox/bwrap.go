@@ -62,7 +62,7 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 	if !cfg.AllowNetwork {
 		isolation = append(isolation, "--unshare-net")
 	}
-	build := func(hardening []string) func(ws, dir string, inner []string) ([]string, string) {
+	build := func(hardening []string) func(ws, dir string, binds, inner []string) ([]string, string) {
 		fixed := []string{bwrap}
 		fixed = append(fixed, isolation...)
 		fixed = append(fixed, hardening...)
@@ -75,9 +75,10 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 		fixed = append(fixed, mounts...)
 		fixed = append(fixed, "--proc", "/proc", "--dev", "/dev",
 			"--size", strconv.FormatInt(cfg.Limits.TmpBytes, 10), "--tmpfs", "/tmp")
-		return func(ws, dir string, inner []string) ([]string, string) {
-			argv := make([]string, 0, len(fixed)+8+len(inner))
+		return func(ws, dir string, binds, inner []string) ([]string, string) {
+			argv := make([]string, 0, len(fixed)+len(binds)+8+len(inner))
 			argv = append(argv, fixed...)
+			argv = append(argv, binds...)
 			argv = append(argv, "--bind", ws, insideWorkspace, "--remount-ro", "/",
 				"--chdir", path.Join(insideWorkspace, dir), "--")
 			return append(argv, inner...), "/"
@@ -148,7 +149,7 @@ func (p *provider) probe() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	argv, dir := p.wrap(ws, ".", append(p.limitArgs(p.cfg.Limits.FileSizeBytes), "/bin/sh", "-c", "echo ok > probe && cat probe"))
+	argv, dir := p.wrap(ws, ".", nil, append(p.limitArgs(p.cfg.Limits.FileSizeBytes), "/bin/sh", "-c", "echo ok > probe && cat probe"))
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = p.cfg.environ(p.inside(ws))

@@ -26,6 +26,15 @@ type sandbox struct {
 	commit    string // the checked-out commit of Recipe.Repo, or ""
 	env       []string
 
+	// egress is Recipe.Egress, served on egressSock (bwrap; "" for a
+	// loopback port); binds and prefix put the socket and the forwarder
+	// into every command (nil without egress, or with the process provider).
+	egress     Egress
+	egressSock string
+	egressDone chan error
+	binds      []string
+	prefix     []string
+
 	sentinel     *exec.Cmd
 	sentinelIn   io.WriteCloser
 	sentinelDone chan struct{} // closed once the sentinel is reaped
@@ -126,7 +135,8 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 	defer cancelRun()
 
 	lim := s.p.cfg.Limits
-	argv, hostDir := s.p.wrap(s.workspace, dir, append(s.p.limitArgs(s.fileSizeLimit()), inner...))
+	line := append(append(append([]string(nil), s.prefix...), s.p.limitArgs(s.fileSizeLimit())...), inner...)
+	argv, hostDir := s.p.wrap(s.workspace, dir, s.binds, line)
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	cmd.Dir = hostDir
 	cmd.Env = s.env
@@ -273,6 +283,7 @@ func (s *sandbox) Close() error {
 		_ = s.sentinelIn.Close()
 		<-s.sentinelDone
 		s.ops.Wait()
+		s.closeEgress()
 		s.closeErr = removeWorkspace(s.workspace)
 		if s.cgroup != nil {
 			removeCgroup(s.cgroup)
@@ -281,6 +292,47 @@ func (s *sandbox) Close() error {
 		s.p.log.Debug().Str("key", s.key).Str("workspace", s.workspace).Msg("sandbox closed")
 	})
 	return s.closeErr
+}
+
+// startEgress serves e on a new listener and sets up what commands need to
+// reach it; it returns the proxy URL they use.
+func (s *sandbox) startEgress(e Egress) (string, error) {
+	var fwd string
+	if s.p.name == KindBwrap && !s.p.cfg.AllowNetwork {
+		var err error
+		if fwd, err = s.p.forwarderBinary(); err != nil {
+			return "", err
+		}
+	}
+	l, sock, url, err := s.p.listenEgress()
+	if err != nil {
+		return "", err
+	}
+	s.egress, s.egressSock, s.egressDone = e, sock, make(chan error, 1)
+	go func() { s.egressDone <- e.Serve(l) }()
+	if sock != "" {
+		s.binds = []string{"--ro-bind", fwd, insideForwarder, "--bind", sock, insideSocket}
+		s.prefix = egressPrefix()
+	}
+	s.env = withEnv(s.env, egressEnv(url))
+	return url, nil
+}
+
+// closeEgress closes the egress, waits for it and removes its socket.
+func (s *sandbox) closeEgress() {
+	if s.egress == nil {
+		return
+	}
+	if err := s.egress.Close(); err != nil {
+		s.p.log.Warn().Err(err).Str("key", s.key).Msg("close sandbox egress")
+	}
+	if err := <-s.egressDone; err != nil {
+		s.p.log.Warn().Err(err).Str("key", s.key).Msg("sandbox egress stopped")
+	}
+	if s.egressSock != "" {
+		_ = os.Remove(s.egressSock)
+	}
+	s.egress = nil
 }
 
 // local turns a path given by a caller (relative to the workspace, or

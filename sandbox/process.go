@@ -26,7 +26,7 @@ func newProcess(cfg Config, log zerolog.Logger) (Provider, error) {
 	p.chooseMemoryBound()
 	p.sweepAtStart()
 	p.inside = func(ws string) string { return ws }
-	p.wrap = func(ws, dir string, inner []string) ([]string, string) {
+	p.wrap = func(ws, dir string, _, inner []string) ([]string, string) {
 		return inner, filepath.Join(ws, filepath.FromSlash(dir))
 	}
 	uid, _ := p.sandboxIDs()

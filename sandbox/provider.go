@@ -48,13 +48,18 @@ type provider struct {
 	inside func(workspace string) string
 	// wrap returns the host command line running inner in the sandbox with
 	// working directory dir (a clean, local, slash-separated path, "" for the
-	// workspace root) and the host working directory of that command line.
-	wrap func(workspace, dir string, inner []string) (argv []string, hostDir string)
+	// workspace root) and the host working directory of that command line;
+	// binds are more bwrap mount arguments (the process provider has none).
+	wrap func(workspace, dir string, binds, inner []string) (argv []string, hostDir string)
 	// escapeErr is the error value os.Root uses for paths escaping the root.
 	escapeErr error
 	// defaultMirrors is the cache used when Config.Mirrors is nil.
 	mirrorsOnce    sync.Once
 	defaultMirrors *Mirrors
+	// forwarderPath is the copy of Config.Forwarder bwrap sandboxes run.
+	forwarderOnce sync.Once
+	forwarderPath string
+	forwarderErr  error
 }
 
 const (
@@ -208,25 +213,7 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 	if err != nil {
 		return nil, fmt.Errorf("provision sandbox %s: create workspace: %w", key, err)
 	}
-	var commit string
-	if recipe.Repo != nil {
-		// Before the sentinel starts: nothing of the sandbox has run in ws yet.
-		commit, err = p.checkoutRepo(ctx, ws, recipe.Repo)
-		if err != nil {
-			_ = removeWorkspace(ws)
-			_ = lock.Close()
-			return nil, fmt.Errorf("provision sandbox %s: repository %s: %w", key, recipe.Repo.URL, err)
-		}
-	}
-	if p.chownUID >= 0 {
-		if err := os.Chown(ws, p.chownUID, p.chownGID); err != nil {
-			_ = os.RemoveAll(ws)
-			_ = lock.Close()
-			return nil, fmt.Errorf("provision sandbox %s: chown workspace: %w", key, err)
-		}
-	}
 	s := &sandbox{
-		commit:       commit,
 		p:            p,
 		key:          key,
 		workspace:    ws,
@@ -236,13 +223,39 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 		sentinelDone: make(chan struct{}),
 	}
 	s.env = p.cfg.environ(s.inside)
+	// abandon undoes what was made so far, before the sentinel exists.
+	abandon := func() {
+		_ = removeWorkspace(ws)
+		s.closeEgress()
+		_ = lock.Close()
+	}
+	proxyURL := ""
+	if recipe.Egress != nil {
+		if proxyURL, err = s.startEgress(recipe.Egress); err != nil {
+			abandon()
+			return nil, fmt.Errorf("provision sandbox %s: %w", key, err)
+		}
+	}
+	if recipe.Repo != nil {
+		// Before the sentinel starts: nothing of the sandbox has run in ws yet.
+		s.commit, err = p.checkoutRepo(ctx, ws, recipe.Repo, proxyURL)
+		if err != nil {
+			abandon()
+			return nil, fmt.Errorf("provision sandbox %s: repository %s: %w", key, recipe.Repo.URL, err)
+		}
+	}
+	if p.chownUID >= 0 {
+		if err := os.Chown(ws, p.chownUID, p.chownGID); err != nil {
+			abandon()
+			return nil, fmt.Errorf("provision sandbox %s: chown workspace: %w", key, err)
+		}
+	}
 	s.joinCgroup()
 	if err := s.startSentinel(ctx); err != nil {
-		_ = os.RemoveAll(ws)
 		if s.cgroup != nil {
 			removeCgroup(s.cgroup)
 		}
-		_ = lock.Close()
+		abandon()
 		return nil, fmt.Errorf("provision sandbox %s: %w", key, err)
 	}
 	for i, st := range recipe.Steps {
@@ -257,14 +270,14 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 		}
 	}
 	p.log.Info().Str("provider", p.name).Str("key", key).Str("workspace", ws).
-		Int("steps", len(recipe.Steps)).Str("commit", commit).Dur("took", time.Since(start)).Msg("sandbox provisioned")
+		Int("steps", len(recipe.Steps)).Str("commit", s.commit).Bool("egress", recipe.Egress != nil).Dur("took", time.Since(start)).Msg("sandbox provisioned")
 	return s, nil
 }
 
 // startSentinel starts the sandbox's long-lived process and waits until it
 // says it is ready. Its exit, whoever causes it, marks the sandbox lost.
 func (s *sandbox) startSentinel(ctx context.Context) error {
-	argv, dir := s.p.wrap(s.workspace, "", []string{"/bin/sh", "-c", "echo ready; read _"})
+	argv, dir := s.p.wrap(s.workspace, "", nil, []string{"/bin/sh", "-c", "echo ready; read _"})
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = s.env

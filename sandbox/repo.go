@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/sandbox/egress"
 )
 
 // RepoSpec is the repository a recipe checks out into the workspace: URL
@@ -225,7 +227,10 @@ func runGit(ctx context.Context, home, dir, header string, args ...string) (stri
 // commit, origin set to spec.URL, and returns the commit. Only here does the
 // host's git touch a workspace: once the sandbox has run, its .git is
 // untrusted.
-func (p *provider) checkoutRepo(ctx context.Context, ws string, spec *RepoSpec) (string, error) {
+//
+// With proxyURL (the sandbox has an egress), the checkout's git reaches
+// spec.URL through it: url.<proxyURL>/session.git.insteadOf = spec.URL.
+func (p *provider) checkoutRepo(ctx context.Context, ws string, spec *RepoSpec, proxyURL string) (string, error) {
 	m := p.mirrors()
 	commit, src, err := m.Checkout(ctx, spec.URL, spec.Branch, spec.Header)
 	if err != nil {
@@ -238,6 +243,11 @@ func (p *provider) checkoutRepo(ctx context.Context, ws string, spec *RepoSpec) 
 	}
 	if _, err := runGit(ctx, m.home(), ws, "", "remote", "set-url", "origin", spec.URL); err != nil {
 		return "", err
+	}
+	if proxyURL != "" {
+		if _, err := runGit(ctx, m.home(), ws, "", "config", "url."+proxyURL+egress.GitPath+".insteadOf", spec.URL); err != nil {
+			return "", err
+		}
 	}
 	co := []string{"checkout", "--quiet", "--detach", commit}
 	if spec.Branch != "" {

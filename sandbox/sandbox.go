@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,9 +67,27 @@ const (
 // Repo, if set, is checked out into the workspace before the steps run:
 // the workspace is the work tree, at the commit the branch points to in
 // the host's mirror (see Mirrors) at Provision, origin set to Repo.URL.
+//
+// Egress, if set, is the sandbox's way out (an *egress.Proxy, made for
+// this sandbox alone): every command gets HTTP_PROXY and HTTPS_PROXY naming
+// it, recipe steps included. In a bwrap sandbox, whose network is its own
+// loopback, it is the only way out: a forwarder in each command's network
+// namespace listens on ProxyAddr and carries each connection over a Unix
+// socket bound into the sandbox to Egress, outside. The process provider
+// serves Egress on a loopback port of the host, which nothing enforces.
+// With Repo too, the checkout's origin reaches Repo.URL through Egress (a
+// git insteadOf rule to egress.GitPath in .git/config). Close closes it.
 type Recipe struct {
-	Steps []Step
-	Repo  *RepoSpec
+	Steps  []Step
+	Repo   *RepoSpec
+	Egress Egress
+}
+
+// Egress serves a sandbox's connections: Serve until Close, which ends every
+// connection and waits for them (*egress.Proxy).
+type Egress interface {
+	Serve(l net.Listener) error
+	Close() error
 }
 
 // Step is one recipe step: Run is a shell script run by /bin/sh -c in the
@@ -190,6 +209,12 @@ type Config struct {
 	// Mirrors caches the repositories recipes check out; nil means a cache
 	// under BaseDir/mirrors, made at the first Recipe.Repo.
 	Mirrors *Mirrors
+	// Forwarder is the host path of a binary that runs the in-sandbox
+	// forwarder when its first argument is ForwarderCommand (it calls
+	// MaybeForward first thing); bwrap sandboxes with Recipe.Egress need it.
+	// Default: this process's own executable. It is copied under BaseDir,
+	// where the sandbox user can read it.
+	Forwarder string
 }
 
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"

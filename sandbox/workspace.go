@@ -109,6 +109,7 @@ func (p *provider) sweep() (int, error) {
 // sweepAtStart runs sweep and logs what it did; a failing sweep does not
 // keep the provider from starting.
 func (p *provider) sweepAtStart() {
+	p.sweepSockets()
 	n, err := p.sweep()
 	if err != nil {
 		p.log.Warn().Err(err).Int("removed", n).Str("base_dir", p.cfg.BaseDir).Msg("sweep of stale sandbox workspaces incomplete")
