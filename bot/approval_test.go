@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -46,7 +47,14 @@ func modelHarness(t testing.TB, o harnessOptions) (*harness, *fakeprovider.Serve
 			t.Fatal(err)
 		}
 	}
-	hands, err := sandbox.New(sandbox.KindProcess, sandbox.Config{BaseDir: filepath.Join(base, "sandboxes")}, log)
+	kind := sandbox.KindProcess
+	if o.bwrap {
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			t.Skip("SKIPPING: bubblewrap is not installed (apt-get install bubblewrap; .ci/run installs it)")
+		}
+		kind = sandbox.KindBwrap
+	}
+	hands, err := sandbox.New(kind, sandbox.Config{BaseDir: filepath.Join(base, "sandboxes")}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/sandbox"
+	"github.com/logbook/logbook/sandbox/egress"
 	"github.com/logbook/logbook/session"
 )
 
@@ -21,6 +23,7 @@ type Hands struct {
 	recipe   sandbox.Recipe
 	log      appendLog
 	work     WorkStore // nil: uncommitted work is not kept
+	egress   *Egress   // nil: no proxy
 	id       session.ID
 	key      string
 	zl       zerolog.Logger
@@ -45,6 +48,19 @@ type HandsConfig struct {
 	Recipe sandbox.Recipe
 	Repo   func(channel string) *sandbox.RepoSpec
 	Work   WorkStore
+	Egress *Egress
+}
+
+// Egress is the sandboxes' way out (LOGBOOK_SANDBOX_EGRESS): each sandbox gets a proxy of its
+// own that reaches only Allow's hosts and serves the session's repository (if any) with its
+// credentials added outside, pushes to its base branch refused. Every connection is recorded
+// (egress_connection).
+type Egress struct {
+	Allow egress.Allowlist
+	// Transport carries requests to the repository (nil: a fresh http.Transport).
+	Transport http.RoundTripper
+	// Resolver looks names up for the allowlist (nil: the system's).
+	Resolver egress.Resolver
 }
 
 // NewHandsFactory returns a HandsFactory over provider (nil: no sandbox tools).
@@ -57,7 +73,7 @@ func NewHandsFactory(provider sandbox.Provider, cfg HandsConfig, log zerolog.Log
 		if cfg.Repo != nil {
 			recipe.Repo = cfg.Repo(sess.Key.Channel)
 		}
-		return &Hands{provider: provider, recipe: recipe, log: l, work: cfg.Work, id: sess.ID, key: sess.ID.String(),
+		return &Hands{provider: provider, recipe: recipe, log: l, work: cfg.Work, egress: cfg.Egress, id: sess.ID, key: sess.ID.String(),
 			zl: log.With().Str("session_id", sess.ID.String()).Logger()}
 	}
 }
@@ -78,7 +94,11 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 		return h.sb, nil
 	}
 	t0 := time.Now()
-	sb, err := h.provider.Provision(ctx, h.key, h.recipe)
+	recipe := h.recipe
+	if h.egress != nil {
+		recipe.Egress = h.newProxy()
+	}
+	sb, err := h.provider.Provision(ctx, h.key, recipe)
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +117,30 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 	}
 	h.sb, h.commit = sb, p.Commit
 	return sb, nil
+}
+
+// newProxy is a fresh proxy for one sandbox (its Close is the sandbox's).
+func (h *Hands) newProxy() *egress.Proxy {
+	opt := egress.Options{Allow: h.egress.Allow, Transport: h.egress.Transport, Resolver: h.egress.Resolver, Record: h.recordConnection}
+	if r := h.recipe.Repo; r != nil {
+		opt.Git = &egress.Remote{URL: r.URL, Header: r.Header}
+		if r.Branch != "" {
+			opt.Git.Protected = []string{r.Branch}
+		}
+	}
+	return egress.New(opt)
+}
+
+// recordConnection appends an egress_connection event: called by the proxy as each
+// connection ends, while the command that made it may still run.
+func (h *Hands) recordConnection(c egress.Connection) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p := session.EgressConnection{Kind: c.Kind, Host: c.Host, Port: c.Port, Allowed: c.Allowed, Reason: c.Reason,
+		BytesOut: c.BytesOut, BytesIn: c.BytesIn, DurationMS: c.Duration.Milliseconds(), Refs: c.Refs}
+	if _, err := h.log.Append(ctx, session.NewEvent{Type: session.TypeEgressConnection, Actor: sandboxActor, Payload: p}); err != nil {
+		h.zl.Warn().Err(err).Str("host", c.Host).Int("port", c.Port).Bool("allowed", c.Allowed).Msg("could not record an egress connection")
+	}
 }
 
 // restore applies the newest saved work to sb: a repository checked out at the same commit

@@ -152,6 +152,9 @@ type harnessOptions struct {
 	// out into it, with uncommitted work kept in the file store across sandboxes.
 	sandbox sandbox.Provider
 	repo    *sandbox.RepoSpec
+	// egress gives sandboxes a proxy; bwrap makes modelHarness's sandboxes bwrap ones.
+	egress *bot.Egress
+	bwrap  bool
 	// files fetches shared files into a store in the database (and lets the agent attach
 	// files); fileMax is the size limit (0: the default).
 	files   bool
@@ -225,7 +228,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}
 	var hands bot.HandsFactory
 	if o.sandbox != nil {
-		hc := bot.HandsConfig{}
+		hc := bot.HandsConfig{Egress: o.egress}
 		if o.repo != nil {
 			hc.Repo = func(string) *sandbox.RepoSpec { return o.repo }
 			hc.Work = filestore.NewStore(h.store)

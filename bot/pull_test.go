@@ -1,6 +1,7 @@
 package bot_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/sandbox"
+	"github.com/logbook/logbook/sandbox/gittest"
 	"github.com/logbook/logbook/session"
 )
 
@@ -26,6 +29,8 @@ type fakeGitHub struct {
 	creates  int
 	dropNext bool // create the next pull request, then drop the connection without an answer
 	srv      *httptest.Server
+	// hasBranch, if set, says which branches the repository has (a real git server's).
+	hasBranch func(string) bool
 }
 
 func newFakeGitHub(t *testing.T, branches ...string) *fakeGitHub {
@@ -71,7 +76,7 @@ func (g *fakeGitHub) serve(w http.ResponseWriter, r *http.Request) {
 			fail(422, "Validation Failed")
 			return
 		}
-		if !g.branches[*in.Head] {
+		if !g.branches[*in.Head] && (g.hasBranch == nil || !g.hasBranch(*in.Head)) {
 			w.WriteHeader(422)
 			json.NewEncoder(w).Encode(map[string]any{"message": "Validation Failed", "errors": []map[string]any{{"resource": "PullRequest", "field": "head", "code": "invalid"}}})
 			return
@@ -213,5 +218,61 @@ func TestPullRequestNeedsApproval(t *testing.T) {
 	h.answered(h.session(general, top.TS).ID)
 	if creates, _ := gh.state(); creates != 1 {
 		t.Fatalf("%d creates", creates)
+	}
+}
+
+// The whole way, with the network off: the agent edits the channel's repository, runs its
+// test, commits and pushes a branch through logbook's egress proxy (which adds the token
+// outside the sandbox), and opens one pull request; a host not on the allowlist is refused;
+// every connection is in the log, and the token is in none of it.
+func TestAgentPushesThroughEgressAndOpensPullRequest(t *testing.T) {
+	t.Parallel()
+	const token = "ghs_bot-level-T0KEN"
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token))
+	repo := gittest.ServeWith(t, gittest.Options{Path: "acme/api.git", Files: map[string]string{"README.md": "# api\n", "test.sh": "grep -q fixed fix.txt\n"}, Push: true, Auth: auth})
+	gh := newFakeGitHub(t)
+	gh.hasBranch = func(b string) bool { return repo.Branch(b) != "" }
+	h, model := prHarness(t, gh, harnessOptions{bwrap: true, egress: &bot.Egress{},
+		repo: &sandbox.RepoSpec{URL: repo.URL, Branch: "main", Header: "Authorization: " + auth}})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_c", Name: "run_command", Input: `{"command":` +
+			`"echo fixed > fix.txt && sh test.sh && git checkout -q -b logbook/fix && git add fix.txt && git commit -q -m fix && git push -q origin logbook/fix 2>&1 && echo pushed; ` +
+			`curl -s -o /dev/null -w 'connect %{http_connect}' https://example.com/"}`}}},
+		prCall("toolu_p", "logbook/fix"),
+		fakeprovider.Reply{Text: "Pushed and opened."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> fix it and open a PR"})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	if r := h.toolResult(s.ID, "toolu_c"); !strings.Contains(r.Content, "pushed") || !strings.Contains(r.Content, "connect 403") {
+		t.Fatalf("the command: %s", r.Content)
+	}
+	if repo.Branch("logbook/fix") == "" {
+		t.Fatal("the branch was not pushed")
+	}
+	if r := h.toolResult(s.ID, "toolu_p"); r.IsError || !strings.Contains(r.Content, "pull/1") {
+		t.Fatalf("create_pull_request: %+v", r)
+	}
+	if creates, _ := gh.state(); creates != 1 {
+		t.Fatalf("%d pull requests", creates)
+	}
+	var push, refusal bool
+	for _, e := range h.events(s.ID, session.TypeEgressConnection) {
+		var c session.EgressConnection
+		if err := e.Decode(&c); err != nil {
+			t.Fatal(err)
+		}
+		push = push || c.Kind == "git" && c.Allowed && len(c.Refs) == 1 && c.Refs[0] == "refs/heads/logbook/fix"
+		refusal = refusal || c.Kind == "connect" && !c.Allowed && c.Host == "example.com" && c.Port == 443
+		if e.Actor.ID != "sandbox" {
+			t.Errorf("egress_connection by %+v", e.Actor)
+		}
+	}
+	if !push || !refusal {
+		t.Fatalf("egress_connection events: push %v, refusal %v", push, refusal)
+	}
+	for _, e := range h.events(s.ID) {
+		if strings.Contains(string(e.Payload), token) || strings.Contains(string(e.Payload), auth[len("Basic "):]) {
+			t.Fatalf("%s holds the token: %s", e.Type, e.Payload)
+		}
 	}
 }

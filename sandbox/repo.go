@@ -244,6 +244,12 @@ func (p *provider) checkoutRepo(ctx context.Context, ws string, spec *RepoSpec, 
 	if _, err := runGit(ctx, m.home(), ws, "", "remote", "set-url", "origin", spec.URL); err != nil {
 		return "", err
 	}
+	// The sandbox commits as logbook (the log says who asked for what).
+	for _, kv := range [][2]string{{"user.name", "logbook"}, {"user.email", "logbook@localhost"}} {
+		if _, err := runGit(ctx, m.home(), ws, "", "config", kv[0], kv[1]); err != nil {
+			return "", err
+		}
+	}
 	if proxyURL != "" {
 		if _, err := runGit(ctx, m.home(), ws, "", "config", "url."+proxyURL+egress.GitPath+".insteadOf", spec.URL); err != nil {
 			return "", err

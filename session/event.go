@@ -76,6 +76,8 @@ const (
 	// A person took the session over from the bot (it stays silent), and handed it back.
 	TypeTakenOver  Type = "taken_over"
 	TypeHandedBack Type = "handed_back"
+	// A connection the sandbox asked its egress proxy for: allowed or refused, and its bytes.
+	TypeEgressConnection Type = "egress_connection"
 )
 
 var knownTypes = map[Type]bool{
@@ -90,7 +92,7 @@ var knownTypes = map[Type]bool{
 	TypeStopRequested: true, TypeTurnStopped: true, TypeSteered: true,
 	TypeApprovalRequested: true, TypeApprovalDecided: true, TypeTurnSuspended: true, TypeToolStarted: true,
 	TypeFileFetched: true, TypeFileUpload: true, TypePullRequest: true, TypeWorkSaved: true,
-	TypeTakenOver: true, TypeHandedBack: true,
+	TypeTakenOver: true, TypeHandedBack: true, TypeEgressConnection: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

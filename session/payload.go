@@ -378,6 +378,23 @@ type PullRequest struct {
 	Found  bool   `json:"found,omitempty"`
 }
 
+// EgressConnection records one connection the session's sandbox asked its egress proxy for
+// (type egress_connection): Kind "connect" (a CONNECT tunnel), "http" (a plain-http request)
+// or "git" (a request to the session's repository, which logbook serves with credentials the
+// sandbox never holds); the host and port asked for; whether it was allowed (Reason says why
+// not, or which git service it was); the bytes each way; for a push, the refs it updated.
+type EgressConnection struct {
+	Kind       string   `json:"kind"`
+	Host       string   `json:"host"`
+	Port       int      `json:"port"`
+	Allowed    bool     `json:"allowed"`
+	Reason     string   `json:"reason,omitempty"`
+	BytesOut   int64    `json:"bytes_out"`
+	BytesIn    int64    `json:"bytes_in"`
+	DurationMS int64    `json:"duration_ms"`
+	Refs       []string `json:"refs,omitempty"`
+}
+
 // WorkSaved records the uncommitted changes of the session's work tree, saved as a patch
 // against Commit when its sandbox closed (type work_saved): content-addressed (SHA256, in the
 // file store), and applied in the next sandbox. Size 0: the tree was clean.

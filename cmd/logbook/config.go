@@ -16,6 +16,7 @@ import (
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/sandbox"
+	"github.com/logbook/logbook/sandbox/egress"
 )
 
 // Secret is a value that must never be shown: tokens, keys, passwords. It prints, marshals
@@ -210,6 +211,12 @@ func (cfg *serveConfig) readSettings(e env) error {
 	}
 	if cfg.SandboxNet, err = envBool(e, "LOGBOOK_SANDBOX_NETWORK", false); err != nil {
 		return err
+	}
+	if cfg.SandboxEgress, err = egress.ParseAllowlist(e.getenv("LOGBOOK_SANDBOX_EGRESS")); err != nil {
+		return fmt.Errorf("LOGBOOK_SANDBOX_EGRESS: %w", err)
+	}
+	if cfg.SandboxNet && !cfg.SandboxEgress.Empty() {
+		return errors.New("LOGBOOK_SANDBOX_NETWORK=on shares the host's whole network, so LOGBOOK_SANDBOX_EGRESS would restrict nothing: set one of them")
 	}
 	if cfg.IdleTimeout, err = envDuration(e, "LOGBOOK_IDLE_TIMEOUT"); err != nil {
 		return err

@@ -15,9 +15,13 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/logbook/logbook/sandbox"
 )
 
 func main() {
+	// In a sandbox, this binary is also the forwarder to logbook's egress proxy.
+	sandbox.MaybeForward(os.Args)
 	if err := harden(); err != nil {
 		fmt.Fprintln(os.Stderr, "logbook: could not make the process undumpable:", err)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/sandbox"
+	"github.com/logbook/logbook/sandbox/egress"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/filestore"
 	"github.com/logbook/logbook/session/search"
@@ -82,7 +83,16 @@ Environment:
                           process runs commands WITHOUT isolation, as logbook's own user)
   LOGBOOK_SANDBOX_DIR     workspaces directory (default: the user cache dir;
                           /var/lib/logbook/sandboxes as root)
-  LOGBOOK_SANDBOX_NETWORK on to let sandboxed commands use the network (default off)
+  LOGBOOK_SANDBOX_NETWORK on to let sandboxed commands use the host's whole network (default
+                          off; LOGBOOK_SANDBOX_EGRESS is the narrow way)
+  LOGBOOK_SANDBOX_EGRESS  what sandboxed commands may reach, through a proxy logbook runs
+                          outside the sandbox: host:port patterns, e.g.
+                          registry.npmjs.org:443,*.pythonhosted.org:443,pypi.org:443 (a name
+                          never reaches a private address; name one by its address). Nothing
+                          else is reachable, and every connection is recorded
+                          (egress_connection). With LOGBOOK_REPOS the checkout fetches and
+                          pushes through it too, the token added outside the sandbox; pushes to
+                          the base branch are refused
   LOGBOOK_SANDBOX_DISK    a workspace's disk quota, e.g. 2G (default none): a command that
                           goes over is reported, and writes fail until files are removed
   LOGBOOK_THREAD_REPLIES  which messages in a session's thread the bot answers: addressed
@@ -217,18 +227,21 @@ type serveConfig struct {
 	Sandbox      string
 	SandboxDir   string
 	SandboxNet   bool
-	SandboxDisk  int64  // bytes of a workspace (LOGBOOK_SANDBOX_DISK); 0: no quota
-	FileMax      int64  // bytes of a shared file fetched (LOGBOOK_FILE_MAX); 0: files.DefaultMax
-	Vision       string // whether the model is sent images (LOGBOOK_MODEL_VISION): auto (""), on, off
-	BlobURL      string // where shared files' content lives (LOGBOOK_BLOB_URL); "": the database
-	IdleTimeout  time.Duration
-	LeaseTTL     time.Duration
-	HTTPAddr     string
-	DBRole       string
-	PrivateNote  bool
-	Domain       string
-	PollInterval time.Duration
-	DrainTimeout time.Duration
+	// SandboxEgress is what sandboxed commands may reach through logbook's proxy
+	// (LOGBOOK_SANDBOX_EGRESS).
+	SandboxEgress egress.Allowlist
+	SandboxDisk   int64  // bytes of a workspace (LOGBOOK_SANDBOX_DISK); 0: no quota
+	FileMax       int64  // bytes of a shared file fetched (LOGBOOK_FILE_MAX); 0: files.DefaultMax
+	Vision        string // whether the model is sent images (LOGBOOK_MODEL_VISION): auto (""), on, off
+	BlobURL       string // where shared files' content lives (LOGBOOK_BLOB_URL); "": the database
+	IdleTimeout   time.Duration
+	LeaseTTL      time.Duration
+	HTTPAddr      string
+	DBRole        string
+	PrivateNote   bool
+	Domain        string
+	PollInterval  time.Duration
+	DrainTimeout  time.Duration
 	// ThreadReplies says which messages of a session's thread are answered.
 	ThreadReplies bot.ThreadReplies
 	// MidTurn: steer (a message written while a turn runs reaches its next model call) or queue.
@@ -477,7 +490,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	}, bot.ServiceDeps{
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Titler: b,
-		Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg), Work: fileStore}, log), Search: bot.SearchTool(searcher, dir),
+		Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg), Work: fileStore, Egress: sandboxEgress(cfg)}, log), Search: bot.SearchTool(searcher, dir),
 		Files: fileStore, Fetcher: fetcher, Uploader: api, Forge: pullRequests(cfg),
 		Slash: bot.SlashCommands(searcher, dir, me.TeamID), Metrics: metrics, Health: health, Channel: dir.ChannelName, Parts: parts,
 	})
@@ -672,6 +685,16 @@ func checkMigrated(ctx context.Context, store *session.Store, pool *pgxpool.Pool
 		return fmt.Errorf("the database is not migrated (no %s): run 'logbook migrate up' with a role that owns the schema", strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// sandboxEgress is the sandboxes' proxy: on with an allowlist (LOGBOOK_SANDBOX_EGRESS) or a
+// repository to fetch and push (LOGBOOK_REPOS); nil otherwise (no way out at all, unless
+// LOGBOOK_SANDBOX_NETWORK).
+func sandboxEgress(cfg serveConfig) *bot.Egress {
+	if cfg.SandboxEgress.Empty() && len(cfg.Repos) == 0 {
+		return nil
+	}
+	return &bot.Egress{Allow: cfg.SandboxEgress}
 }
 
 // pullRequests is the forge create_pull_request uses: GitHub, with GITHUB_TOKEN, where any

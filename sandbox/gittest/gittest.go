@@ -47,6 +47,18 @@ func (s *Server) Authorizations() []string {
 	return append([]string(nil), s.auth...)
 }
 
+// Branch returns the commit branch points to, "" when there is no such branch.
+func (s *Server) Branch(name string) string {
+	cmd := exec.Command("git", "rev-parse", "--verify", "--quiet", "refs/heads/"+name)
+	cmd.Dir = s.Bare
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // Git runs git in the bare repository and returns its trimmed output.
 func (s *Server) Git(args ...string) string { return s.git(s.Bare, args...) }
 

@@ -610,6 +610,24 @@ func describeMarker(e session.Event) string {
 		var m session.SandboxProvisioned
 		if json.Unmarshal(e.Payload, &m) == nil {
 			detail = fmt.Sprintf("%s, %d steps, %d ms", m.Provider, m.Steps, m.DurationMS)
+			if m.Repo != "" {
+				detail += fmt.Sprintf(", %s at %s", m.Repo, m.Commit)
+			}
+		}
+	case session.TypeEgressConnection:
+		var m session.EgressConnection
+		if json.Unmarshal(e.Payload, &m) == nil {
+			verdict := "refused"
+			if m.Allowed {
+				verdict = "allowed"
+			}
+			detail = fmt.Sprintf("%s %s:%d %s, %d bytes out, %d in", m.Kind, m.Host, m.Port, verdict, m.BytesOut, m.BytesIn)
+			if len(m.Refs) > 0 {
+				detail += ", refs " + strings.Join(m.Refs, " ")
+			}
+			if m.Reason != "" {
+				detail += " (" + m.Reason + ")"
+			}
 		}
 	case session.TypeSandboxLost:
 		var m session.SandboxLost
