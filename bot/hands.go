@@ -34,6 +34,8 @@ type Hands struct {
 	// unrestored: saved work exists that this sandbox did not get back (another commit, a
 	// failed apply).
 	unrestored bool
+	// saved is the work as last saved (or restored), so an unchanged tree is not saved again.
+	saved session.WorkSaved
 }
 
 // WorkStore keeps saved work by hash (a *filestore.Store).
@@ -116,6 +118,9 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 		return nil, err
 	}
 	h.sb, h.commit = sb, p.Commit
+	if h.saved.Commit != p.Commit {
+		h.saved = session.WorkSaved{} // saved against another checkout: the next save records anew
+	}
 	return sb, nil
 }
 
@@ -143,9 +148,10 @@ func (h *Hands) recordConnection(c egress.Connection) {
 	}
 }
 
-// restore applies the newest saved work to sb: a repository checked out at the same commit
-// gets the patch back; at another commit it is tried the same way (git apply refuses what no
-// longer fits, and the patch stays in the file store).
+// restore puts the newest saved work back into sb: its commits (same ids, same branch),
+// HEAD where it was, and the uncommitted changes on top — whatever commit the new checkout
+// is at, as long as the saved HEAD's history is there. What no longer fits is refused by git
+// and stays in the file store.
 func (h *Hands) restore(ctx context.Context, sb sandbox.Sandbox) error {
 	if h.work == nil || h.recipe.Repo == nil {
 		return nil
@@ -154,23 +160,34 @@ func (h *Hands) restore(ctx context.Context, sb sandbox.Sandbox) error {
 	if err != nil || len(saved) == 0 {
 		return err
 	}
-	var w session.WorkSaved
-	if err := saved[0].Decode(&w); err != nil || w.SHA256 == "" || w.Size == 0 {
+	var ws session.WorkSaved
+	if err := saved[0].Decode(&ws); err != nil {
 		return err
+	}
+	w := sandbox.Work{Head: ws.Head, Branch: ws.Branch}
+	if ws.Head == "" {
+		w.Head = ws.Commit // saved before HEAD was recorded: the patch is against the checkout
+	}
+	if w.Clean(sandbox.Commit(sb)) && ws.SHA256 == "" && ws.BundleSHA256 == "" {
+		return nil
 	}
 	// Until it is back in a sandbox, the saved work must not be shadowed by a clean save.
 	h.unrestored = true
-	if commit := sandbox.Commit(sb); commit != w.Commit {
-		return fmt.Errorf("the saved work is on %s and the new checkout on %s; it is kept (%s), not applied", w.Commit, commit, w.SHA256)
+	if ws.SHA256 != "" {
+		if w.Patch, err = h.work.FileContent(ctx, ws.SHA256); err != nil {
+			return err
+		}
 	}
-	patch, err := h.work.FileContent(ctx, w.SHA256)
-	if err != nil {
-		return err
+	if ws.BundleSHA256 != "" {
+		if w.Bundle, err = h.work.FileContent(ctx, ws.BundleSHA256); err != nil {
+			return err
+		}
 	}
-	if err := sandbox.RestoreWork(ctx, sb, patch); err != nil {
-		return err
+	if err := sandbox.RestoreWork(ctx, sb, w); err != nil {
+		return fmt.Errorf("the saved work (head %s, patch %s, bundle %s) is kept, not applied: %w", ws.Head, ws.SHA256, ws.BundleSHA256, err)
 	}
 	h.unrestored = false
+	h.saved = ws
 	return nil
 }
 
@@ -208,9 +225,14 @@ func do[T any](ctx context.Context, h *Hands, f func(sandbox.Sandbox) (T, error)
 	}
 }
 
-// Exec runs a command in the sandbox.
+// Exec runs a command in the sandbox; the work it leaves is saved (work_saved) before the
+// result goes back, so a crash after it loses nothing the command did.
 func (h *Hands) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	return do(ctx, h, func(sb sandbox.Sandbox) (sandbox.ExecResult, error) { return sb.Exec(ctx, req) })
+	res, err := do(ctx, h, func(sb sandbox.Sandbox) (sandbox.ExecResult, error) { return sb.Exec(ctx, req) })
+	if err == nil {
+		h.checkpoint(ctx)
+	}
+	return res, err
 }
 
 // ReadFile reads a file of the workspace.
@@ -218,10 +240,29 @@ func (h *Hands) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	return do(ctx, h, func(sb sandbox.Sandbox) ([]byte, error) { return sb.ReadFile(ctx, path) })
 }
 
-// WriteFile writes a file of the workspace.
+// WriteFile writes a file of the workspace, and saves the work.
 func (h *Hands) WriteFile(ctx context.Context, path string, data []byte) error {
 	_, err := do(ctx, h, func(sb sandbox.Sandbox) (struct{}, error) { return struct{}{}, sb.WriteFile(ctx, path, data) })
+	if err == nil {
+		h.checkpoint(ctx)
+	}
 	return err
+}
+
+// checkpoint saves the work tree when it changed since the last save. A failure is logged:
+// the command's result stands, and the next save (or the one at Close) tries again.
+func (h *Hands) checkpoint(ctx context.Context) {
+	if h.work == nil || h.recipe.Repo == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sb == nil {
+		return
+	}
+	if err := h.save(ctx, h.sb); err != nil {
+		h.zl.Warn().Err(err).Msg("could not save the sandbox's work")
+	}
 }
 
 // Close closes the sandbox, if one was provisioned. With save (the cell still holds its
@@ -243,19 +284,40 @@ func (h *Hands) Close(ctx context.Context, save bool) {
 }
 
 func (h *Hands) save(ctx context.Context, sb sandbox.Sandbox) error {
-	patch, err := sandbox.SaveWork(ctx, sb)
+	w, err := sandbox.SaveWork(ctx, sb, h.commit)
 	if err != nil {
 		return err
 	}
-	if len(patch) == 0 && h.unrestored {
+	if w.Clean(h.commit) && h.unrestored {
 		return nil // a clean tree that never got the saved work back: that work stays the newest
 	}
-	w := session.WorkSaved{Commit: h.commit, Size: int64(len(patch))}
-	if len(patch) > 0 {
-		if w.SHA256, err = h.work.Put(ctx, h.id, patch); err != nil {
+	ws := session.WorkSaved{Commit: h.commit, Head: w.Head, Branch: w.Branch, Size: int64(len(w.Patch)), BundleSize: int64(len(w.Bundle))}
+	if len(w.Patch) > 0 {
+		ws.SHA256 = session.FileHash(w.Patch)
+	}
+	if len(w.Bundle) > 0 {
+		ws.BundleSHA256 = session.FileHash(w.Bundle)
+	}
+	if ws == h.saved {
+		return nil // as saved last
+	}
+	if h.saved == (session.WorkSaved{}) && w.Clean(h.commit) {
+		h.saved = ws // nothing saved before and nothing to save
+		return nil
+	}
+	if len(w.Patch) > 0 {
+		if _, err := h.work.Put(ctx, h.id, w.Patch); err != nil {
 			return err
 		}
 	}
-	_, err = h.log.Append(ctx, session.NewEvent{Type: session.TypeWorkSaved, Actor: sandboxActor, Payload: w})
-	return err
+	if len(w.Bundle) > 0 {
+		if _, err := h.work.Put(ctx, h.id, w.Bundle); err != nil {
+			return err
+		}
+	}
+	if _, err = h.log.Append(ctx, session.NewEvent{Type: session.TypeWorkSaved, Actor: sandboxActor, Payload: ws}); err != nil {
+		return err
+	}
+	h.saved = ws
+	return nil
 }

@@ -300,72 +300,168 @@ func (s *sandbox) Commit() string { return s.commit }
 
 // Files SaveWork and RestoreWork use inside the work tree's .git.
 const (
-	savePatch    = ".git/logbook-save.patch"
-	restorePatch = ".git/logbook-restore.patch"
+	savePatch     = ".git/logbook-save.patch"
+	saveBundle    = ".git/logbook-save.bundle"
+	restorePatch  = ".git/logbook-restore.patch"
+	restoreBundle = ".git/logbook-restore.bundle"
 )
 
 // sandboxGit makes the sandbox's git ignore the workspace-as-HOME's
 // .gitconfig (the work tree may carry one) and never prompt.
 const sandboxGit = `export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0; `
 
-// SaveWork returns the uncommitted work of sb's work tree as a binary patch
-// against HEAD, untracked (not ignored) files included; empty when clean.
-// It runs the sandbox's own git through Exec (a temporary index, so the
-// sandbox's index is left as it was) and reads the patch with ReadFile: a
-// patch over Limits.FileSizeBytes fails (RLIMIT_FSIZE stops git, or
-// ReadFile returns ErrTooLarge) rather than being cut; Limits.Timeout
-// bounds the command.
-func SaveWork(ctx context.Context, sb Sandbox) ([]byte, error) {
+// Work is what a work tree holds beyond the commit it was checked out at:
+// the commits made on it since (a git bundle of base..HEAD, nil when HEAD is
+// still base), where HEAD is (its commit, and its branch or "" when
+// detached), and the uncommitted changes against HEAD as a binary patch,
+// untracked (not ignored) files included (nil when clean). Everything in it
+// comes from the sandbox: RestoreWork checks it before use.
+type Work struct {
+	Head, Branch string
+	Bundle       []byte
+	Patch        []byte
+}
+
+// Clean reports whether w holds nothing beyond base: HEAD at base (or
+// unknown) and no changes.
+func (w Work) Clean(base string) bool {
+	return len(w.Bundle) == 0 && len(w.Patch) == 0 && (w.Head == "" || w.Head == base)
+}
+
+// SaveWork returns sb's work beyond base, the commit its work tree was
+// checked out at ("" when unknown: no bundle then). It runs the sandbox's
+// own git through Exec (a temporary index, so the sandbox's index is left
+// as it was) and reads patch and bundle with ReadFile: either over
+// Limits.FileSizeBytes fails (RLIMIT_FSIZE stops git, or ReadFile returns
+// ErrTooLarge) rather than being cut; Limits.Timeout bounds the command.
+func SaveWork(ctx context.Context, sb Sandbox, base string) (Work, error) {
+	if base != "" && !isCommitID(base) {
+		return Work{}, fmt.Errorf("save work: base %q is not a commit id", base)
+	}
 	script := sandboxGit + `set -e
 top=$(git rev-parse --show-toplevel)
 cd "$top"
-base=$(git rev-parse -q --verify HEAD || echo 4b825dc642cb6eb9a060e54bf8d69288fbee4904)
+head=$(git rev-parse -q --verify HEAD || true)
+empty=4b825dc642cb6eb9a060e54bf8d69288fbee4904
 export GIT_INDEX_FILE=.git/logbook-save.index
-rm -f "$GIT_INDEX_FILE" ` + savePatch + `
+rm -f "$GIT_INDEX_FILE" ` + savePatch + ` ` + saveBundle + `
 if [ -f .git/index ]; then cp .git/index "$GIT_INDEX_FILE"; fi
 trap 'rm -f "$GIT_INDEX_FILE"' EXIT
 git add -A
-git diff --cached --binary --no-color --no-ext-diff "$base" > ` + savePatch + `
+git diff --cached --binary --no-color --no-ext-diff "${head:-$empty}" > ` + savePatch + `
+base='` + base + `'
+if [ -n "$base" ] && [ -n "$head" ] && [ "$head" != "$base" ] && [ "$(git rev-list --count "$base..$head")" -gt 0 ]; then
+  git bundle create ` + saveBundle + ` "$base..HEAD" 2>/dev/null
+fi
+printf '%s\n%s\n' "$head" "$(git symbolic-ref -q --short HEAD || true)"
 `
 	res, err := sb.Exec(ctx, ExecRequest{Shell: script})
+	cleanup := func() { _, _ = sb.Exec(ctx, ExecRequest{Argv: []string{"rm", "-f", savePatch, saveBundle}}) }
 	if err != nil {
-		return nil, fmt.Errorf("save work: %w", err)
+		return Work{}, fmt.Errorf("save work: %w", err)
 	}
 	if res.ExitCode != 0 || res.Killed != "" {
-		_, _ = sb.Exec(ctx, ExecRequest{Argv: []string{"rm", "-f", savePatch}})
+		cleanup()
 		if res.ExitCode == 128+int(syscall.SIGXFSZ) {
-			return nil, fmt.Errorf("save work: %w: the patch is over the file size limit", ErrTooLarge)
+			return Work{}, fmt.Errorf("save work: %w: the patch is over the file size limit", ErrTooLarge)
 		}
-		return nil, fmt.Errorf("save work: git exited %d %s: %s", res.ExitCode, res.Killed, strings.TrimSpace(res.Stderr))
+		return Work{}, fmt.Errorf("save work: git exited %d %s: %s", res.ExitCode, res.Killed, strings.TrimSpace(res.Stderr))
 	}
-	patch, err := sb.ReadFile(ctx, savePatch)
-	if _, rmErr := sb.Exec(ctx, ExecRequest{Argv: []string{"rm", "-f", savePatch}}); err == nil && rmErr != nil {
+	var w Work
+	lines := strings.Split(res.Stdout, "\n")
+	if len(lines) >= 2 {
+		w.Head, w.Branch = lines[0], lines[1]
+	}
+	if w.Head != "" && !isCommitID(w.Head) || w.Branch != "" && validateBranch(w.Branch) != nil {
+		cleanup()
+		return Work{}, fmt.Errorf("save work: the sandbox's git said HEAD is %q on %q", truncateText(w.Head, 80), truncateText(w.Branch, 80))
+	}
+	w.Patch, err = sb.ReadFile(ctx, savePatch)
+	if err == nil && base != "" && w.Head != "" && w.Head != base {
+		w.Bundle, err = sb.ReadFile(ctx, saveBundle)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil // HEAD is not a descendant of base: nothing to bundle
+		}
+	}
+	if _, rmErr := sb.Exec(ctx, ExecRequest{Argv: []string{"rm", "-f", savePatch, saveBundle}}); err == nil && rmErr != nil {
 		err = rmErr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("save work: read patch: %w", err)
+		return Work{}, fmt.Errorf("save work: read patch and bundle: %w", err)
 	}
-	return patch, nil
+	if len(w.Patch) == 0 {
+		w.Patch = nil
+	}
+	return w, nil
 }
 
-// RestoreWork applies a patch made by SaveWork to sb's work tree with the
-// sandbox's own git (git apply: changes come back unstaged, new files
-// untracked). An empty patch does nothing. The patch is written with
-// WriteFile (so Limits.FileSizeBytes and Config.DiskQuota bound it) into
-// .git and removed afterwards.
-func RestoreWork(ctx context.Context, sb Sandbox, patch []byte) error {
-	if len(patch) == 0 {
+func isCommitID(s string) bool {
+	return (len(s) == 40 || len(s) == 64) && strings.Trim(s, "0123456789abcdef") == ""
+}
+
+func truncateText(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// RestoreWork puts w back into sb's fresh work tree with the sandbox's own
+// git: the bundle's commits are fetched, HEAD is moved to w.Head (on
+// w.Branch, or detached) when it is not there already, and the patch is
+// applied (git apply: changes come back unstaged, new files untracked).
+// Patch and bundle are written with WriteFile (so Limits.FileSizeBytes and
+// Config.DiskQuota bound them) into .git and removed afterwards.
+func RestoreWork(ctx context.Context, sb Sandbox, w Work) error {
+	if w.Head != "" && !isCommitID(w.Head) || w.Branch != "" && validateBranch(w.Branch) != nil {
+		return fmt.Errorf("restore work: HEAD %q on %q is not a commit and branch", truncateText(w.Head, 80), truncateText(w.Branch, 80))
+	}
+	run := func(what string, req ExecRequest) error {
+		res, err := sb.Exec(ctx, req)
+		if err != nil {
+			return fmt.Errorf("restore work: %s: %w", what, err)
+		}
+		if res.ExitCode != 0 || res.Killed != "" {
+			return fmt.Errorf("restore work: %s exited %d %s: %s", what, res.ExitCode, res.Killed, strings.TrimSpace(res.Stderr))
+		}
 		return nil
 	}
-	if err := sb.WriteFile(ctx, restorePatch, patch); err != nil {
+	gitArgv := func(args ...string) []string {
+		return append([]string{"env", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "git"}, args...)
+	}
+	if len(w.Bundle) > 0 {
+		if err := sb.WriteFile(ctx, restoreBundle, w.Bundle); err != nil {
+			return fmt.Errorf("restore work: write bundle: %w", err)
+		}
+		err := run("git fetch from the bundle", ExecRequest{Argv: gitArgv("fetch", "-q", "--no-write-fetch-head", restoreBundle, "+HEAD:refs/logbook/restored")})
+		_ = run("remove the bundle", ExecRequest{Argv: []string{"rm", "-f", restoreBundle}})
+		if err != nil {
+			return err
+		}
+	}
+	if w.Head != "" {
+		res, err := sb.Exec(ctx, ExecRequest{Argv: gitArgv("rev-parse", "-q", "--verify", "HEAD")})
+		if err != nil {
+			return fmt.Errorf("restore work: %w", err)
+		}
+		if strings.TrimSpace(res.Stdout) != w.Head || w.Branch != "" {
+			co := gitArgv("checkout", "-q", "--detach", w.Head)
+			if w.Branch != "" {
+				co = gitArgv("checkout", "-q", "-B", w.Branch, w.Head)
+			}
+			if err := run("git checkout of the saved HEAD", ExecRequest{Argv: co}); err != nil {
+				return err
+			}
+		}
+		if len(w.Bundle) > 0 {
+			_ = run("drop the restore ref", ExecRequest{Argv: gitArgv("update-ref", "-d", "refs/logbook/restored")})
+		}
+	}
+	if len(w.Patch) == 0 {
+		return nil
+	}
+	if err := sb.WriteFile(ctx, restorePatch, w.Patch); err != nil {
 		return fmt.Errorf("restore work: write patch: %w", err)
 	}
-	res, err := sb.Exec(ctx, ExecRequest{Shell: sandboxGit + `git apply --whitespace=nowarn ` + restorePatch + `; rc=$?; rm -f ` + restorePatch + `; exit $rc`})
-	if err != nil {
-		return fmt.Errorf("restore work: %w", err)
-	}
-	if res.ExitCode != 0 || res.Killed != "" {
-		return fmt.Errorf("restore work: git apply exited %d %s: %s", res.ExitCode, res.Killed, strings.TrimSpace(res.Stderr))
-	}
-	return nil
+	return run("git apply", ExecRequest{Shell: sandboxGit + `git apply --whitespace=nowarn ` + restorePatch + `; rc=$?; rm -f ` + restorePatch + `; exit $rc`})
 }

@@ -270,8 +270,9 @@ func TestRepoSaveRestoreWork(t *testing.T) {
 			recipe := Recipe{Repo: &RepoSpec{URL: gs.URL, Branch: "main", Header: gs.Header}}
 			ctx := context.Background()
 			sb := mustProvision(t, p, "work", recipe)
-			if patch, err := SaveWork(ctx, sb); err != nil || len(patch) != 0 {
-				t.Fatalf("SaveWork of a clean tree = %q, %v", patch, err)
+			base := Commit(sb)
+			if w, err := SaveWork(ctx, sb, base); err != nil || !w.Clean(base) || w.Head != base || w.Branch != "main" {
+				t.Fatalf("SaveWork of a clean tree = %+v, %v", w, err)
 			}
 			binary := []byte{0, 1, 2, 255, 254, 0, 'x'}
 			mustExec(t, sb, ExecRequest{Shell: "printf 'hello\\nedited\\n' > README && mkdir -p new && printf 'fresh\\n' > new/file.txt && git add keep.txt"})
@@ -279,9 +280,9 @@ func TestRepoSaveRestoreWork(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := mustExec(t, sb, ExecRequest{Shell: sandboxGit + "git status --porcelain"}).Stdout
-			patch, err := SaveWork(ctx, sb)
-			if err != nil || len(patch) == 0 {
-				t.Fatalf("SaveWork = %d bytes, %v", len(patch), err)
+			patch, err := SaveWork(ctx, sb, base)
+			if err != nil || len(patch.Patch) == 0 || patch.Bundle != nil {
+				t.Fatalf("SaveWork = %+v, %v", patch, err)
 			}
 			if after := mustExec(t, sb, ExecRequest{Shell: sandboxGit + "git status --porcelain; ls .git/logbook-* 2>/dev/null"}).Stdout; after != before {
 				t.Fatalf("SaveWork changed the status: %q, was %q", after, before)
@@ -301,10 +302,47 @@ func TestRepoSaveRestoreWork(t *testing.T) {
 			if !strings.Contains(st, " M README") || !strings.Contains(st, "?? new/") || strings.Contains(st, "logbook") {
 				t.Fatalf("status after RestoreWork: %q", st)
 			}
-			if err := RestoreWork(ctx, fresh, nil); err != nil {
+			if err := RestoreWork(ctx, fresh, Work{}); err != nil {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// Commits made in the sandbox come back as they were — the same ids, on the same branch —
+// with the uncommitted changes on top: a push of them again is a push of the same commits.
+func TestRepoSaveRestoreLocalCommits(t *testing.T) {
+	t.Parallel()
+	gs := newGitServer(t, map[string][]byte{"README": []byte("hello\n")})
+	p, _ := mustProvider(t, KindBwrap, nil)
+	recipe := Recipe{Repo: &RepoSpec{URL: gs.URL, Branch: "main", Header: gs.Header}}
+	ctx := context.Background()
+	sb := mustProvision(t, p, "commits", recipe)
+	base := Commit(sb)
+	head := strings.TrimSpace(mustExec(t, sb, ExecRequest{Shell: sandboxGit + `set -e
+git checkout -q -b logbook/fix
+echo one > one.txt && git add one.txt && git -c user.name=a -c user.email=a@example.com commit -q -m one
+echo two > two.txt && git add two.txt && git -c user.name=a -c user.email=a@example.com commit -q -m two
+echo wip >> README
+git rev-parse HEAD`}).Stdout)
+	w, err := SaveWork(ctx, sb, base)
+	if err != nil || w.Head != head || w.Branch != "logbook/fix" || len(w.Bundle) == 0 || len(w.Patch) == 0 {
+		t.Fatalf("SaveWork = head %s branch %q, %d bytes of bundle, %d of patch, %v", w.Head, w.Branch, len(w.Bundle), len(w.Patch), err)
+	}
+	fresh := mustProvision(t, p, "commits2", recipe)
+	if err := RestoreWork(ctx, fresh, w); err != nil {
+		t.Fatal(err)
+	}
+	got := mustExec(t, fresh, ExecRequest{Shell: sandboxGit + `git rev-parse HEAD; git symbolic-ref --short HEAD; git status --porcelain; git log --format=%s; git for-each-ref refs/logbook`}).Stdout
+	want := head + "\nlogbook/fix\n M README\ntwo\none\nfirst\n"
+	if !strings.HasPrefix(got, want) || strings.Contains(got, "refs/logbook") {
+		t.Fatalf("after RestoreWork:\n%s\nwant:\n%s", got, want)
+	}
+	// What the sandbox says of itself is checked before use.
+	for _, bad := range []Work{{Head: "--upload-pack=x"}, {Head: head, Branch: "-f"}, {Head: head, Branch: "a b"}} {
+		if err := RestoreWork(ctx, fresh, bad); err == nil {
+			t.Errorf("RestoreWork(%+v) took it", bad)
+		}
 	}
 }
 
@@ -314,7 +352,7 @@ func TestRepoSaveWorkOverLimit(t *testing.T) {
 	p, _ := mustProvider(t, KindProcess, nil) // FileSizeBytes 1 MiB
 	sb := mustProvision(t, p, "big", Recipe{Repo: &RepoSpec{URL: gs.URL, Header: gs.Header}})
 	mustExec(t, sb, ExecRequest{Shell: "head -c 900000 /dev/urandom > a.bin; head -c 900000 /dev/urandom > b.bin"})
-	if patch, err := SaveWork(context.Background(), sb); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("SaveWork of a patch over the file size limit = %d bytes, %v; want ErrTooLarge", len(patch), err)
+	if w, err := SaveWork(context.Background(), sb, Commit(sb)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("SaveWork of a patch over the file size limit = %d bytes, %v; want ErrTooLarge", len(w.Patch), err)
 	}
 }

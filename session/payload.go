@@ -395,13 +395,21 @@ type EgressConnection struct {
 	Refs       []string `json:"refs,omitempty"`
 }
 
-// WorkSaved records the uncommitted changes of the session's work tree, saved as a patch
-// against Commit when its sandbox closed (type work_saved): content-addressed (SHA256, in the
-// file store), and applied in the next sandbox. Size 0: the tree was clean.
+// WorkSaved records the session's work tree beyond the commit it was checked out at (type
+// work_saved), saved after each command or write that may have changed it and when its
+// sandbox closed, and put back in the next sandbox: Head and Branch are where HEAD was (its
+// commit, its branch or "" when detached); BundleSHA256 the commits made since Commit (a git
+// bundle, BundleSize bytes); SHA256 the uncommitted changes against Head (a binary patch,
+// Size bytes). Contents are in the file store, by hash. Size 0 and no bundle: nothing beyond
+// Commit, or only commits already bundled before.
 type WorkSaved struct {
-	Commit string `json:"commit"`
-	SHA256 string `json:"sha256,omitempty"`
-	Size   int64  `json:"size"`
+	Commit       string `json:"commit"`
+	SHA256       string `json:"sha256,omitempty"`
+	Size         int64  `json:"size"`
+	Head         string `json:"head,omitempty"`
+	Branch       string `json:"branch,omitempty"`
+	BundleSHA256 string `json:"bundle_sha256,omitempty"`
+	BundleSize   int64  `json:"bundle_size,omitempty"`
 }
 
 // TakenOver records that a person took the session over (type taken_over; the actor is the

@@ -141,72 +141,121 @@ func takeover(ctx context.Context, e env, args []string, as, dir string) error {
 	return nil
 }
 
-// checkoutWorkspace clones the session's repository into work at the recorded commit and
-// applies its saved work — a patch the sandbox made, so it is checked first: no symbolic
-// links, nothing under .git. Nothing to do without a repository.
+// checkoutWorkspace clones the session's repository into work at the recorded commit and puts
+// its saved work back: the commits made in the sandbox (fetched from their bundle), HEAD where
+// it was, and the uncommitted changes — a patch the sandbox made, so it is checked first: no
+// symbolic links, nothing under .git. Nothing to do without a repository.
 func checkoutWorkspace(ctx context.Context, e env, d *readDeps, sess session.Session, evs []session.Event, work string) error {
-	repo, commit, patch := workspaceOf(evs)
+	repo, commit, w := workspaceOf(evs)
 	if repo == "" {
 		return nil
 	}
-	if strings.HasPrefix(repo, "-") || len(commit) != 40 || strings.Trim(commit, "0123456789abcdef") != "" {
-		return fmt.Errorf("the log's workspace is not usable: repository %q at commit %q", repo, commit)
+	if strings.HasPrefix(repo, "-") || !commitID(commit) || (w.Head != "" && !commitID(w.Head)) {
+		return fmt.Errorf("the log's workspace is not usable: repository %q at commit %q, head %q", repo, commit, w.Head)
+	}
+	git := func(stdin []byte, args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", work}, args...)...)
+		if stdin != nil {
+			cmd.Stdin = bytes.NewReader(stdin)
+		}
+		return cmd.CombinedOutput()
 	}
 	if out, err := exec.CommandContext(ctx, "git", "clone", "-q", "--", repo, work).CombinedOutput(); err != nil {
 		return fmt.Errorf("clone %s: %v: %s", repo, err, out)
 	}
-	if out, err := exec.CommandContext(ctx, "git", "-C", work, "checkout", "-q", "-B", "takeover-"+sess.ID.String()[:8], commit).CombinedOutput(); err != nil {
-		return fmt.Errorf("check out %s: %v: %s", commit, err, out)
+	var store *filestore.Store
+	content := func(sha string) ([]byte, error) {
+		if store == nil {
+			var err error
+			if store, err = filestore.Open(ctx, d.store, strings.TrimSpace(e.getenv("LOGBOOK_BLOB_URL"))); err != nil {
+				return nil, err
+			}
+		}
+		data, err := store.FileContent(ctx, sha)
+		if err != nil {
+			return nil, fmt.Errorf("the saved work %s: %w", sha, err)
+		}
+		return data, nil
 	}
-	fmt.Fprintf(e.stdout, "workspace: %s at %s\n", work, commit)
-	if patch == "" {
+	defer func() {
+		if store != nil {
+			store.Close()
+		}
+	}()
+	head := commit
+	if w.BundleSHA256 != "" {
+		data, err := content(w.BundleSHA256)
+		if err != nil {
+			return err
+		}
+		bundle := filepath.Join(work, ".git", "logbook-takeover.bundle")
+		if err := os.WriteFile(bundle, data, 0o600); err != nil {
+			return err
+		}
+		out, err := git(nil, "fetch", "-q", "--no-write-fetch-head", bundle, "+HEAD:refs/logbook/takeover")
+		os.Remove(bundle)
+		if err != nil {
+			return fmt.Errorf("fetch the sandbox's commits: %v: %s", err, out)
+		}
+		git(nil, "update-ref", "-d", "refs/logbook/takeover")
+	}
+	if w.Head != "" {
+		head = w.Head
+	}
+	if out, err := git(nil, "checkout", "-q", "-B", "takeover-"+sess.ID.String()[:8], head); err != nil {
+		return fmt.Errorf("check out %s: %v: %s", head, err, out)
+	}
+	fmt.Fprintf(e.stdout, "workspace: %s at %s", work, head)
+	if w.Branch != "" {
+		fmt.Fprintf(e.stdout, " (the sandbox's branch %s)", w.Branch)
+	}
+	fmt.Fprintln(e.stdout)
+	if w.SHA256 == "" {
 		return nil
 	}
-	store, err := filestore.Open(ctx, d.store, strings.TrimSpace(e.getenv("LOGBOOK_BLOB_URL")))
+	data, err := content(w.SHA256)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	data, err := store.FileContent(ctx, patch)
-	if err != nil {
-		return fmt.Errorf("the saved work %s: %w", patch, err)
-	}
-	summary := exec.CommandContext(ctx, "git", "-C", work, "apply", "--summary", "--numstat", "-")
-	summary.Stdin = bytes.NewReader(data)
-	out, err := summary.CombinedOutput()
+	out, err := git(data, "apply", "--summary", "--numstat", "-")
 	if err != nil {
 		return fmt.Errorf("read the saved work: %v: %s", err, out)
 	}
 	if strings.Contains(string(out), " mode 120000 ") {
-		return fmt.Errorf("the saved work creates symbolic links; not applied (it is %s in the file store):\n%s", patch, out)
+		return fmt.Errorf("the saved work creates symbolic links; not applied (it is %s in the file store):\n%s", w.SHA256, out)
 	}
-	apply := exec.CommandContext(ctx, "git", "-C", work, "apply", "-")
-	apply.Stdin = bytes.NewReader(data)
-	if out, err := apply.CombinedOutput(); err != nil {
+	if out, err := git(data, "apply", "-"); err != nil {
 		return fmt.Errorf("apply the saved work: %v: %s", err, out)
 	}
 	fmt.Fprintf(e.stdout, "saved work applied (%d bytes of patch); it changes:\n%s", len(data), out)
 	return nil
 }
 
+func commitID(s string) bool {
+	return (len(s) == 40 || len(s) == 64) && strings.Trim(s, "0123456789abcdef") == ""
+}
+
 // workspaceOf is the session's workspace as the log records it: the repository and commit of
-// its newest sandbox, and the newest saved work on that commit (its hash; "" when none).
-func workspaceOf(evs []session.Event) (repo, commit, patch string) {
+// its newest sandbox, and the newest saved work.
+func workspaceOf(evs []session.Event) (repo, commit string, work session.WorkSaved) {
 	for _, e := range evs {
 		switch e.Type {
 		case session.TypeSandboxProvisioned:
 			var p session.SandboxProvisioned
 			if e.Decode(&p) == nil && p.Repo != "" {
-				repo, commit, patch = p.Repo, p.Commit, ""
+				repo, commit = p.Repo, p.Commit
 			}
 		case session.TypeWorkSaved:
 			var w session.WorkSaved
-			if e.Decode(&w) == nil && w.Commit == commit {
-				patch = w.SHA256
+			if e.Decode(&w) == nil {
+				work = w
+				if w.Head == "" {
+					work.Head = w.Commit // saved before HEAD was recorded
+				}
 			}
 		}
 	}
-	return repo, commit, patch
+	return repo, commit, work
 }
 
 // note posts text in the session's thread with SLACK_BOT_TOKEN (SLACK_API_URL), when it is
