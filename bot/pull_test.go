@@ -2,130 +2,31 @@ package bot_test
 
 import (
 	"encoding/base64"
-	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/bot/forge/forgetest"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/sandbox/gittest"
 	"github.com/logbook/logbook/session"
 )
 
-// fakeGitHub speaks the two REST calls create_pull_request makes, as GitHub documents them, and
-// refuses what GitHub refuses: no token, a wrong body, a head branch it does not have.
-type fakeGitHub struct {
-	t        *testing.T
-	mu       sync.Mutex
-	branches map[string]bool
-	pulls    []map[string]any
-	creates  int
-	dropNext bool // create the next pull request, then drop the connection without an answer
-	srv      *httptest.Server
-	// hasBranch, if set, says which branches the repository has (a real git server's).
-	hasBranch func(string) bool
+// newFakeGitHub is GitHub for acme/api, taking the token ghp_test, with branches besides main.
+func newFakeGitHub(t *testing.T, branches ...string) *forgetest.Server {
+	return forgetest.New(t, forgetest.Options{Token: "ghp_test", Repo: "acme/api", Branches: branches})
 }
 
-func newFakeGitHub(t *testing.T, branches ...string) *fakeGitHub {
-	g := &fakeGitHub{t: t, branches: map[string]bool{"main": true}}
-	for _, b := range branches {
-		g.branches[b] = true
-	}
-	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
-	t.Cleanup(g.srv.Close)
-	return g
-}
-
-func (g *fakeGitHub) serve(w http.ResponseWriter, r *http.Request) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	fail := func(status int, msg string) {
-		w.WriteHeader(status)
-		json.NewEncoder(w).Encode(map[string]any{"message": msg, "documentation_url": "https://docs.github.com/rest"})
-	}
-	if r.Header.Get("Authorization") != "Bearer ghp_test" {
-		fail(401, "Bad credentials")
-		return
-	}
-	if r.URL.Path != "/repos/acme/api/pulls" {
-		fail(404, "Not Found")
-		return
-	}
-	switch r.Method {
-	case http.MethodGet:
-		head := r.URL.Query().Get("head")
-		out := []map[string]any{}
-		for _, p := range g.pulls {
-			if "acme:"+p["head"].(map[string]any)["ref"].(string) == head {
-				out = append(out, p)
-			}
-		}
-		json.NewEncoder(w).Encode(out)
-	case http.MethodPost:
-		var in struct {
-			Title, Head, Base, Body *string
-		}
-		if r.Header.Get("Content-Type") != "application/json" || json.NewDecoder(r.Body).Decode(&in) != nil || in.Title == nil || in.Head == nil || in.Base == nil {
-			fail(422, "Validation Failed")
-			return
-		}
-		if !g.branches[*in.Head] && (g.hasBranch == nil || !g.hasBranch(*in.Head)) {
-			w.WriteHeader(422)
-			json.NewEncoder(w).Encode(map[string]any{"message": "Validation Failed", "errors": []map[string]any{{"resource": "PullRequest", "field": "head", "code": "invalid"}}})
-			return
-		}
-		for _, p := range g.pulls {
-			if p["head"].(map[string]any)["ref"] == *in.Head && p["state"] == "open" {
-				w.WriteHeader(422)
-				json.NewEncoder(w).Encode(map[string]any{"message": "Validation Failed", "errors": []map[string]any{{"message": "A pull request already exists for acme:" + *in.Head + "."}}})
-				return
-			}
-		}
-		g.creates++
-		n := len(g.pulls) + 1
-		p := map[string]any{"number": n, "html_url": fmt.Sprintf("https://github.com/acme/api/pull/%d", n), "state": "open",
-			"head": map[string]any{"ref": *in.Head}, "base": map[string]any{"ref": *in.Base}, "title": *in.Title, "body": deref(in.Body)}
-		g.pulls = append(g.pulls, p)
-		if g.dropNext {
-			g.dropNext = false
-			conn, _, _ := w.(http.Hijacker).Hijack()
-			conn.Close()
-			return
-		}
-		w.WriteHeader(201)
-		json.NewEncoder(w).Encode(p)
-	default:
-		fail(404, "Not Found")
-	}
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-func (g *fakeGitHub) state() (creates int, pulls []map[string]any) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.creates, append([]map[string]any(nil), g.pulls...)
-}
-
-func prHarness(t *testing.T, gh *fakeGitHub, o harnessOptions) (*harness, *fakeprovider.Server) {
+func prHarness(t *testing.T, gh *forgetest.Server, o harnessOptions) (*harness, *fakeprovider.Server) {
 	t.Helper()
 	repos, err := bot.ParseRepos(general + "=acme/api@main")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.repos, o.forge = repos, forge.NewGitHub(gh.srv.URL, "ghp_test", nil)
+	o.repos, o.forge = repos, forge.NewGitHub(gh.URL, "ghp_test", nil)
 	o.footer.PublicURL = "https://logbook.example.com"
 	return modelHarness(t, o)
 }
@@ -152,7 +53,7 @@ func TestPullRequestOpenedOnce(t *testing.T) {
 	if reply := cardText(h.replies(general, top.TS, 1)[0]); !strings.Contains(reply, "<https://github.com/acme/api/pull/1|acme/api#1>") {
 		t.Fatalf("the reply does not link the pull request: %s", reply)
 	}
-	creates, pulls := gh.state()
+	creates, pulls := gh.State()
 	if creates != 1 || !strings.Contains(pulls[0]["body"].(string), "https://logbook.example.com/sessions/"+s.ID.String()) {
 		t.Fatalf("%d creates; body %q", creates, pulls[0]["body"])
 	}
@@ -172,7 +73,7 @@ func TestPullRequestOpenedOnce(t *testing.T) {
 	if r := h.toolResult(o.ID, "toolu_3"); !strings.Contains(r.Content, "already there") {
 		t.Fatalf("another thread: %+v", r)
 	}
-	if creates, _ := gh.state(); creates != 1 {
+	if creates, _ := gh.State(); creates != 1 {
 		t.Fatalf("%d pull requests created; want 1", creates)
 	}
 }
@@ -182,7 +83,7 @@ func TestPullRequestOpenedOnce(t *testing.T) {
 func TestPullRequestAfterALostAnswerAndARefusal(t *testing.T) {
 	t.Parallel()
 	gh := newFakeGitHub(t, "fix-flaky")
-	gh.dropNext = true
+	gh.DropNext()
 	h, model := prHarness(t, gh, harnessOptions{})
 	model.Push(prCall("toolu_1", "fix-flaky"), prCall("toolu_2", "no-such-branch"), fakeprovider.Reply{Text: "done"})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> open the PRs"})
@@ -194,7 +95,7 @@ func TestPullRequestAfterALostAnswerAndARefusal(t *testing.T) {
 	if r := h.toolResult(s.ID, "toolu_2"); !r.IsError || !strings.Contains(r.Content, "GitHub refused: Validation Failed") {
 		t.Fatalf("unknown branch: %+v", r)
 	}
-	if creates, pulls := gh.state(); creates != 1 || len(pulls) != 1 {
+	if creates, pulls := gh.State(); creates != 1 || len(pulls) != 1 {
 		t.Fatalf("%d creates, %d pulls", creates, len(pulls))
 	}
 }
@@ -211,12 +112,12 @@ func TestPullRequestNeedsApproval(t *testing.T) {
 	if !strings.Contains(cardText(card), "open a pull request from fix-flaky: Fix the flaky test") {
 		t.Fatalf("card %s", cardText(card))
 	}
-	if creates, _ := gh.state(); creates != 0 {
+	if creates, _ := gh.State(); creates != 0 {
 		t.Fatal("opened before approval")
 	}
 	h.click(top.TS, bot.ActionApprove, ada)
 	h.answered(h.session(general, top.TS).ID)
-	if creates, _ := gh.state(); creates != 1 {
+	if creates, _ := gh.State(); creates != 1 {
 		t.Fatalf("%d creates", creates)
 	}
 }
@@ -230,8 +131,7 @@ func TestAgentPushesThroughEgressAndOpensPullRequest(t *testing.T) {
 	const token = "ghs_bot-level-T0KEN"
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token))
 	repo := gittest.ServeWith(t, gittest.Options{Path: "acme/api.git", Files: map[string]string{"README.md": "# api\n", "test.sh": "grep -q fixed fix.txt\n"}, Push: true, Auth: auth})
-	gh := newFakeGitHub(t)
-	gh.hasBranch = func(b string) bool { return repo.Branch(b) != "" }
+	gh := forgetest.New(t, forgetest.Options{Token: "ghp_test", Repo: "acme/api", HasBranch: func(b string) bool { return repo.Branch(b) != "" }})
 	h, model := prHarness(t, gh, harnessOptions{bwrap: true, egress: &bot.Egress{},
 		repo: &sandbox.RepoSpec{URL: repo.URL, Branch: "main", Header: "Authorization: " + auth}})
 	model.Push(
@@ -252,7 +152,7 @@ func TestAgentPushesThroughEgressAndOpensPullRequest(t *testing.T) {
 	if r := h.toolResult(s.ID, "toolu_p"); r.IsError || !strings.Contains(r.Content, "pull/1") {
 		t.Fatalf("create_pull_request: %+v", r)
 	}
-	if creates, _ := gh.state(); creates != 1 {
+	if creates, _ := gh.State(); creates != 1 {
 		t.Fatalf("%d pull requests", creates)
 	}
 	var push, refusal bool

@@ -227,13 +227,22 @@ func (t *turn) run(ctx context.Context) error {
 	return t.titleAfter(ctx, bt, reply, status)
 }
 
-// resumes counts the cells that took up the turn at turnSeq after the one that began it,
-// leaving out each that woke after the turn was suspended for an approval (that is the wait
-// going on, not a failure).
+// resumes counts the cells that took up the turn at turnSeq since its last finished tool call
+// (or since the cell that began it), leaving out each that woke after the turn was suspended
+// for an approval (that is the wait going on, not a failure): the cells that failed in a row
+// without moving the turn on.
 func resumes(evs []session.Event, turnSeq int64) int {
 	n, suspended := 0, false
-	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeCellWoken, session.TypeTurnSuspended}}) {
+	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeCellWoken, session.TypeTurnSuspended, session.TypeToolResult}}) {
 		switch {
+		case e.Type == session.TypeToolResult:
+			// A tool that finished is progress: the cells before it were not failing on
+			// the turn itself (a process killed between steps, say). A synthetic result (a
+			// call a dead cell left "interrupted") is not.
+			var r session.ToolResult
+			if e.Decode(&r) == nil && !r.Synthetic {
+				n = 0
+			}
 		case e.Type == session.TypeTurnSuspended:
 			suspended = true
 		case suspended:

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/logbook/logbook/sandbox/egress"
 )
 
 // The benchmarks time each sandbox operation next to a plain
@@ -87,4 +89,29 @@ func percentile(ds []time.Duration, p int) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[min(len(s)-1, (len(s)*p+99)/100-1)]
+}
+
+// BenchmarkExecEgress is what the egress forwarder adds to every command of a bwrap
+// sandbox: Exec("true") with an egress, next to the same in a sandbox without one (the
+// "floor" columns), in the same loop.
+func BenchmarkExecEgress(b *testing.B) {
+	p, _ := mustProvider(b, KindBwrap, nil)
+	with := mustProvision(b, p, "bench-egress", Recipe{Egress: egress.New(egress.Options{})})
+	without := mustProvision(b, p, "bench-plain", Recipe{})
+	ctx := context.Background()
+	req := ExecRequest{Argv: []string{"true"}}
+	var op, floor []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if res, err := without.Exec(ctx, req); err != nil || res.ExitCode != 0 {
+			b.Fatalf("Exec: %+v, %v", res, err)
+		}
+		floor = append(floor, time.Since(start))
+		start = time.Now()
+		if res, err := with.Exec(ctx, req); err != nil || res.ExitCode != 0 {
+			b.Fatalf("Exec with egress: %+v, %v", res, err)
+		}
+		op = append(op, time.Since(start))
+	}
+	reportLatencies(b, op, floor)
 }

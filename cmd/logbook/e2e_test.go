@@ -83,6 +83,7 @@ type gate struct {
 	waiting int
 	dropped int // requests whose caller went away while they waited
 	open    chan struct{}
+	tickets chan struct{} // each lets one waiting request through a closed gate
 	target  *url.URL
 }
 
@@ -99,6 +100,10 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if closed {
 		select {
 		case <-open:
+		case <-g.tickets:
+			g.mu.Lock()
+			g.waiting--
+			g.mu.Unlock()
 		case <-r.Context().Done():
 			// The caller went away (killed): this request is never forwarded.
 			g.mu.Lock()
@@ -144,6 +149,9 @@ func (g *gate) close() {
 	g.closed, g.open, g.waiting = true, make(chan struct{}), 0
 }
 
+// admit lets one request through the closed gate: one waiting now, or the next to come.
+func (g *gate) admit() { g.tickets <- struct{}{} }
+
 func (g *gate) release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -176,7 +184,7 @@ func newE2E(t *testing.T, emuOpts slackemu.Options) *e2e {
 	emu := slackemu.MustStart(t, emuOpts)
 	model := fakeprovider.NewAnthropic(t, apiKey)
 	target, _ := url.Parse(strings.TrimSuffix(model.URL, "/"))
-	g := &gate{target: target}
+	g := &gate{target: target, tickets: make(chan struct{}, 16)}
 	gs := httptest.NewServer(g)
 	t.Cleanup(gs.Close)
 	t.Cleanup(g.release)

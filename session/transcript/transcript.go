@@ -614,6 +614,22 @@ func describeMarker(e session.Event) string {
 				detail += fmt.Sprintf(", %s at %s", m.Repo, m.Commit)
 			}
 		}
+	case session.TypeWorkSaved:
+		var m session.WorkSaved
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = "HEAD " + shortID(cmp.Or(m.Head, m.Commit))
+			if m.Branch != "" {
+				detail += " on " + m.Branch
+			}
+			if m.BundleSize > 0 {
+				detail += fmt.Sprintf(", commits since %s in a %d-byte bundle", shortID(m.Commit), m.BundleSize)
+			}
+			if m.Size > 0 {
+				detail += fmt.Sprintf(", %d bytes of uncommitted changes", m.Size)
+			} else {
+				detail += ", nothing uncommitted"
+			}
+		}
 	case session.TypeEgressConnection:
 		var m session.EgressConnection
 		if json.Unmarshal(e.Payload, &m) == nil {
@@ -719,4 +735,12 @@ func firstLine(s string) string {
 		return s[:i] + " …"
 	}
 	return s
+}
+
+// shortID is a commit id cut to 12 characters, as git shows them.
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
