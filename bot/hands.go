@@ -24,6 +24,8 @@ type Hands struct {
 	log      appendLog
 	work     WorkStore // nil: uncommitted work is not kept
 	egress   *Egress   // nil: no proxy
+	repoFor  func(ctx context.Context, team, channel string) (*sandbox.RepoSpec, error)
+	sess     session.ThreadKey
 	id       session.ID
 	key      string
 	zl       zerolog.Logger
@@ -48,7 +50,9 @@ type WorkStore interface {
 // an empty workspace), and where uncommitted work is kept across sandboxes.
 type HandsConfig struct {
 	Recipe sandbox.Recipe
-	Repo   func(channel string) *sandbox.RepoSpec
+	// Repo is the repository a channel's sandboxes check out, asked at each provisioning
+	// (nil spec: none).
+	Repo   func(ctx context.Context, team, channel string) (*sandbox.RepoSpec, error)
 	Work   WorkStore
 	Egress *Egress
 }
@@ -71,11 +75,7 @@ func NewHandsFactory(provider sandbox.Provider, cfg HandsConfig, log zerolog.Log
 		return nil
 	}
 	return func(l appendLog, sess session.Session) *Hands {
-		recipe := cfg.Recipe
-		if cfg.Repo != nil {
-			recipe.Repo = cfg.Repo(sess.Key.Channel)
-		}
-		return &Hands{provider: provider, recipe: recipe, log: l, work: cfg.Work, egress: cfg.Egress, id: sess.ID, key: sess.ID.String(),
+		return &Hands{provider: provider, recipe: cfg.Recipe, repoFor: cfg.Repo, sess: sess.Key, log: l, work: cfg.Work, egress: cfg.Egress, id: sess.ID, key: sess.ID.String(),
 			zl: log.With().Str("session_id", sess.ID.String()).Logger()}
 	}
 }
@@ -96,6 +96,14 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 		return h.sb, nil
 	}
 	t0 := time.Now()
+	if h.repoFor != nil {
+		// Asked at each provisioning: a repository an admin set since applies to the next sandbox.
+		spec, err := h.repoFor(ctx, h.sess.Team, h.sess.Channel)
+		if err != nil {
+			return nil, fmt.Errorf("the channel's repository: %w", err)
+		}
+		h.recipe.Repo = spec
+	}
 	recipe := h.recipe
 	if h.egress != nil {
 		recipe.Egress = h.newProxy()

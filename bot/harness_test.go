@@ -162,6 +162,9 @@ type harnessOptions struct {
 	// forge and repos: create_pull_request.
 	forge bot.Forge
 	repos bot.Repos
+	// repoAdmins turns /logbook repo on (the harness's store keeps what it sets), and makes
+	// sandboxes check out what it says (with forge host 127.0.0.1) instead of repo.
+	repoAdmins []string
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
@@ -226,11 +229,26 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if drain == 0 {
 		drain = 500 * time.Millisecond
 	}
+	repos := &bot.ChannelRepos{Static: o.repos}
+	if o.repoAdmins != nil {
+		repos.Store, repos.ForgeHost = h.store, "127.0.0.1"
+		o.slash = bot.SlashCommands(nil, nil, "", repos, o.repoAdmins)
+	}
 	var hands bot.HandsFactory
 	if o.sandbox != nil {
 		hc := bot.HandsConfig{Egress: o.egress}
 		if o.repo != nil {
-			hc.Repo = func(string) *sandbox.RepoSpec { return o.repo }
+			hc.Repo = func(context.Context, string, string) (*sandbox.RepoSpec, error) { return o.repo, nil }
+			hc.Work = filestore.NewStore(h.store)
+		}
+		if o.repoAdmins != nil {
+			hc.Repo = func(ctx context.Context, team, channel string) (*sandbox.RepoSpec, error) {
+				r, ok, err := repos.For(ctx, team, channel)
+				if err != nil || !ok {
+					return nil, err
+				}
+				return &sandbox.RepoSpec{URL: r.URL, Branch: r.Branch}, nil
+			}
 			hc.Work = filestore.NewStore(h.store)
 		}
 		hands = bot.NewHandsFactory(o.sandbox, hc, log)
@@ -246,7 +264,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: o.orphan, MaxReplies: o.maxReplies,
-			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Repos: o.repos, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Repos: repos, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL, CatchUp: o.catchUp},
 		Delivery: o.delivery,
 	}, bot.ServiceDeps{Log: log, API: api, Socket: sm, Me: me, Cells: h.store, Gateway: h.store, DatabaseURL: h.dbURL,

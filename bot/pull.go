@@ -60,10 +60,14 @@ var forgeActor = session.Actor{Kind: session.ActorSystem, ID: "forge"}
 // recorded (pull_request) and the reply's footer links it. The body links the transcript.
 func (t *turn) pullRequest(ctx context.Context, callID, branch, title, body string) (string, error) {
 	c, d := t.cell, t.cell.deps
-	repo, ok := d.cfg.Repos.For(c.sess.Key.Channel)
-	if !ok {
-		return "", errors.New("this channel has no repository (LOGBOOK_REPOS)")
+	r, ok, err := d.cfg.Repos.For(ctx, c.sess.Key.Team, c.sess.Key.Channel)
+	switch {
+	case err != nil:
+		return "", errors.New("the channel's repository cannot be read right now; try again later")
+	case !ok || !r.OnForge:
+		return "", errors.New("this channel has no repository on GitHub (LOGBOOK_REPOS, /logbook repo)")
 	}
+	repo := r.Forge
 	if !forge.ValidBranch(branch) || branch == repo.Base {
 		return "", fmt.Errorf("%q cannot be the pull request's branch (it must be a pushed branch other than %s)", branch, repo.Base)
 	}

@@ -51,3 +51,59 @@ func TestUncommittedWorkSurvivesEviction(t *testing.T) {
 		}
 	}
 }
+
+// An admin sets the channel's repository with /logbook repo; others may only ask what it is.
+// The channel's next sandbox checks it out; off switches it off.
+func TestRepoCommandSetsTheChannelsRepository(t *testing.T) {
+	t.Parallel()
+	repo := gittest.ServeWith(t, gittest.Options{Path: "acme/api.git", Files: map[string]string{"README.md": "# the api\n"}})
+	h, model := modelHarness(t, harnessOptions{repoAdmins: []string{ada}})
+	slash := func(user, text string) string {
+		t.Helper()
+		before := len(h.emu.Ephemerals())
+		if _, err := h.emu.SlashCommand(slackemu.SlashCommand{Command: "/logbook", Text: text, User: user, Channel: general}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.emu.Wait(h.waitCtx(), func() bool { return len(h.emu.Ephemerals()) > before }); err != nil {
+			t.Fatalf("no answer to %q: %v", text, err)
+		}
+		return h.emu.Ephemerals()[before].Text
+	}
+	if got := slash(ada, "repo"); !strings.Contains(got, "no repository") {
+		t.Fatalf("before: %s", got)
+	}
+	if got := slash(grace, "repo "+repo.URL+" main"); !strings.Contains(got, "Only logbook's admins") {
+		t.Fatalf("a non-admin: %s", got)
+	}
+	for _, bad := range []string{"repo ftp://x/y.git", "repo https://tok:en@github.com/a/b.git", "repo https://example.com/a.git -f", "repo http://example.com/a.git"} {
+		if got := slash(ada, bad); !strings.Contains(got, "not") {
+			t.Errorf("%q: %s", bad, got)
+		}
+	}
+	if got := slash(ada, "repo <"+repo.URL+"> main"); !strings.Contains(got, "New sandboxes of this channel check out `"+repo.URL+"` at `main`") ||
+		!strings.Contains(got, "create_pull_request opens pull requests on it") {
+		t.Fatalf("set: %s", got)
+	}
+	if got := slash(grace, "repo"); !strings.Contains(got, "set by <@"+ada+">") {
+		t.Fatalf("shown to anyone: %s", got)
+	}
+
+	model.Push(fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_r", Name: "run_command", Input: `{"command":"cat README.md; git rev-parse HEAD"}`}}},
+		fakeprovider.Reply{Text: "It is the api."})
+	top := h.post(slackemu.Post{Channel: general, User: grace, Text: "<@" + botUser + "> what is this repository?"})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	if r := h.toolResult(s.ID, "toolu_r"); !strings.Contains(r.Content, "# the api") || !strings.Contains(r.Content, repo.Commit) {
+		t.Fatalf("the sandbox: %s", r.Content)
+	}
+	var p session.SandboxProvisioned
+	if evs := h.events(s.ID, session.TypeSandboxProvisioned); len(evs) != 1 || evs[0].Decode(&p) != nil || p.Repo != repo.URL || p.Commit != repo.Commit {
+		t.Fatalf("sandbox_provisioned: %+v", evs)
+	}
+	if got := slash(ada, "repo off"); !strings.Contains(got, "no repository now") {
+		t.Fatalf("off: %s", got)
+	}
+	if got := slash(ada, "repo"); !strings.Contains(got, "no repository") {
+		t.Fatalf("after off: %s", got)
+	}
+}

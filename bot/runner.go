@@ -63,8 +63,9 @@ type RunnerConfig struct {
 	// Approval is the tool approval policy (LOGBOOK_TOOL_APPROVAL, LOGBOOK_TOOL_APPROVERS,
 	// LOGBOOK_APPROVAL_TIMEOUT); the zero value allows every tool.
 	Approval ApprovalConfig
-	// Repos names each channel's repository (LOGBOOK_REPOS), for create_pull_request.
-	Repos Repos
+	// Repos names each channel's repository (LOGBOOK_REPOS, /logbook repo), for
+	// create_pull_request; nil: none.
+	Repos *ChannelRepos
 }
 
 // RunnerDeps are what a Runner's cells work with. Store, Agent, Deliver and Metrics are

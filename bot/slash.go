@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -128,13 +129,19 @@ func (b searchTool) Search(ctx context.Context, query string, limit int) (string
 	return sb.String(), nil
 }
 
-// SlashCommands answers /logbook: help, search and transcript. Search results are scoped and
-// re-checked as the agent's (see scopeChannel); team is the workspace's team id, to tell
-// people of other organisations. vis nil: no re-check (tests only).
-func SlashCommands(s *search.Searcher, vis Visibility, team string) SlashHandler {
+// SlashCommands answers /logbook: help, search, transcript and repo. Search results are
+// scoped and re-checked as the agent's (see scopeChannel); team is the workspace's team id, to
+// tell people of other organisations. vis nil: no re-check (tests only). repos and admins are
+// for /logbook repo (nil repos: no repositories).
+func SlashCommands(s *search.Searcher, vis Visibility, team string, repos *ChannelRepos, admins []string) SlashHandler {
 	return func(ctx context.Context, cmd slack.SlashCommand) string {
 		sub, rest, _ := strings.Cut(strings.TrimSpace(cmd.Text), " ")
 		switch sub {
+		case "repo":
+			if team != "" && cmd.TeamID != "" && cmd.TeamID != team {
+				return "Only people of this workspace's organisation may see or set a channel's repository."
+			}
+			return repoCommand(ctx, repos, admins, cmp.Or(cmd.TeamID, team), cmd.ChannelID, cmd.UserID, rest)
 		case "search":
 			rest = strings.TrimSpace(rest)
 			external := team != "" && cmd.TeamID != "" && cmd.TeamID != team
@@ -171,6 +178,7 @@ func SlashCommands(s *search.Searcher, vis Visibility, team string) SlashHandler
 				"• `/logbook search <words>` finds past threads in public channels (quotes for phrases, -word to exclude, OR); in a channel shared with another organisation, only that channel's.\n" +
 				"• *Open transcript* in the ⋯ menu of any message of a thread links that thread's transcript.\n" +
 				"• `stop` in a thread (or the 🛑 reaction, or the stop button) stops a running answer; `mute` / `unmute` silence and resume me there.\n" +
+				"• `/logbook repo` says which repository this channel's sandboxes check out; an admin sets it with `/logbook repo <https-url> [branch]` or `off`.\n" +
 				"Private channels and DMs are never stored."
 		}
 	}

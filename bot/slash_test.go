@@ -98,10 +98,10 @@ func TestSearchSurfacesCheckVisibilityAndSlackConnectScope(t *testing.T) {
 	vis := channels{private: map[string]bool{privChan: true}, shared: map[string]bool{sharedChan: true}}
 
 	// The positive control: without the check every channel's thread is found.
-	all := bot.SlashCommands(s, nil, homeTeam)(ctx, slack.SlashCommand{Text: "search quasar", TeamID: homeTeam, ChannelID: pubChan, UserID: ada})
+	all := bot.SlashCommands(s, nil, homeTeam, nil, nil)(ctx, slack.SlashCommand{Text: "search quasar", TeamID: homeTeam, ChannelID: pubChan, UserID: ada})
 	shows(t, "unchecked search", all, []string{"alpha", "bravo", "charlie", "delta"}, nil)
 
-	slash := bot.SlashCommands(s, vis, homeTeam)
+	slash := bot.SlashCommands(s, vis, homeTeam, nil, nil)
 	ask := func(team, channel string) string {
 		return slash(ctx, slack.SlashCommand{Text: "search quasar", TeamID: team, ChannelID: channel, UserID: grace})
 	}

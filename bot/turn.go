@@ -117,8 +117,12 @@ func (t *turn) run(ctx context.Context) error {
 	if d.files != nil {
 		bt.Files = d.files
 	}
-	if _, ok := d.cfg.Repos.For(c.sess.Key.Channel); ok && d.forge != nil {
-		bt.PullRequest = t.pullRequest
+	if d.forge != nil {
+		if r, ok, err := d.cfg.Repos.For(ctx, c.sess.Key.Team, c.sess.Key.Channel); err != nil {
+			t.log.Warn().Err(err).Msg("the channel's repository cannot be read: no create_pull_request this turn")
+		} else if ok && r.OnForge {
+			bt.PullRequest = t.pullRequest
+		}
 	}
 	if d.cfg.MidTurn == MidTurnSteer {
 		bt.Steer = t.steer

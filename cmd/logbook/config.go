@@ -297,6 +297,9 @@ func (cfg *serveConfig) readSettings(e env) error {
 	if cfg.Repos, err = bot.ParseRepos(e.getenv("LOGBOOK_REPOS")); err != nil {
 		return fmt.Errorf("LOGBOOK_REPOS: %w", err)
 	}
+	if cfg.Admins, err = bot.ParseAdmins(e.getenv("LOGBOOK_ADMINS")); err != nil {
+		return fmt.Errorf("LOGBOOK_ADMINS: %w", err)
+	}
 	cfg.GitHubToken = Secret(strings.TrimSpace(e.getenv("GITHUB_TOKEN")))
 	if cfg.GitHubAPI = strings.TrimSpace(e.getenv("LOGBOOK_GITHUB_API_URL")); cfg.GitHubAPI != "" {
 		if u, err := url.Parse(cfg.GitHubAPI); err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Host))) {

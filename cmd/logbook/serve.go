@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -115,6 +114,10 @@ Environment:
   LOGBOOK_REPOS           each channel's repository (checked out in its sandboxes, and for
                           create_pull_request): CHANNEL=owner/name
                           [@base] entries, *=owner/name[@base] for the rest (base default main)
+  LOGBOOK_ADMINS          Slack user ids (comma-separated) who may set a channel's repository
+                          with /logbook repo <https-url> [branch] (or off); it wins over
+                          LOGBOOK_REPOS, is kept with who set it and when, and applies to the
+                          channel's next sandboxes
   LOGBOOK_REPO_URL        where a channel's repository is cloned from, {repo} for owner/name
                           (default https://github.com/{repo}.git); the sandbox gets a checkout
                           of its base branch from a mirror on this host, at a recorded commit,
@@ -227,6 +230,8 @@ type serveConfig struct {
 	Sandbox      string
 	SandboxDir   string
 	SandboxNet   bool
+	// Admins may set a channel's repository with /logbook repo (LOGBOOK_ADMINS).
+	Admins []string
 	// SandboxEgress is what sandboxed commands may reach through logbook's proxy
 	// (LOGBOOK_SANDBOX_EGRESS).
 	SandboxEgress egress.Allowlist
@@ -480,19 +485,20 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		log.Info().Str("addr", ln.Addr().String()).Msg("http: /healthz /readyz /metrics")
 		parts = append(parts, bot.Part{Name: "http", Run: func(ctx context.Context) error { return serveHTTP(ctx, srv, ln) }})
 	}
+	repos := channelRepos(cfg, store)
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 			DrainTimeout:  cfg.DrainTimeout,
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
-			Approval: cfg.Approval, Repos: cfg.Repos,
+			Approval: cfg.Approval, Repos: repos,
 			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL},
 	}, bot.ServiceDeps{
 		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Titler: b,
-		Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg), Work: fileStore, Egress: sandboxEgress(cfg)}, log), Search: bot.SearchTool(searcher, dir),
+		Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, repos), Work: fileStore, Egress: sandboxEgress(cfg)}, log), Search: bot.SearchTool(searcher, dir),
 		Files: fileStore, Fetcher: fetcher, Uploader: api, Forge: pullRequests(cfg),
-		Slash: bot.SlashCommands(searcher, dir, me.TeamID), Metrics: metrics, Health: health, Channel: dir.ChannelName, Parts: parts,
+		Slash: bot.SlashCommands(searcher, dir, me.TeamID, repos, cfg.Admins), Metrics: metrics, Health: health, Channel: dir.ChannelName, Parts: parts,
 	})
 	if err != nil {
 		if ln != nil {
@@ -687,54 +693,59 @@ func checkMigrated(ctx context.Context, store *session.Store, pool *pgxpool.Pool
 	return nil
 }
 
-// sandboxEgress is the sandboxes' proxy: on with an allowlist (LOGBOOK_SANDBOX_EGRESS) or a
-// repository to fetch and push (LOGBOOK_REPOS); nil otherwise (no way out at all, unless
-// LOGBOOK_SANDBOX_NETWORK).
+// sandboxEgress is the sandboxes' proxy: on with an allowlist (LOGBOOK_SANDBOX_EGRESS), or
+// where a channel may have a repository to fetch and push (LOGBOOK_REPOS, or admins who may
+// set one); nil otherwise (no way out at all, unless LOGBOOK_SANDBOX_NETWORK).
 func sandboxEgress(cfg serveConfig) *bot.Egress {
-	if cfg.SandboxEgress.Empty() && len(cfg.Repos) == 0 {
+	if cfg.SandboxEgress.Empty() && len(cfg.Repos) == 0 && len(cfg.Admins) == 0 {
 		return nil
 	}
 	return &bot.Egress{Allow: cfg.SandboxEgress}
 }
 
-// pullRequests is the forge create_pull_request uses: GitHub, with GITHUB_TOKEN, where any
-// channel has a repository (LOGBOOK_REPOS); nil otherwise (no such tool; public repositories
-// are still checked out).
+// pullRequests is the forge create_pull_request uses: GitHub, with GITHUB_TOKEN, where a
+// channel may have a repository (LOGBOOK_REPOS, or admins who may set one); nil otherwise (no
+// such tool; public repositories are still checked out).
 func pullRequests(cfg serveConfig) bot.Forge {
-	if len(cfg.Repos) == 0 || cfg.GitHubToken == "" {
+	if (len(cfg.Repos) == 0 && len(cfg.Admins) == 0) || cfg.GitHubToken == "" {
 		return nil
 	}
 	return forge.NewGitHub(cfg.GitHubAPI, cfg.GitHubToken.Reveal(), nil)
 }
 
-// repoCheckout is the repository a channel's sandbox checks out (LOGBOOK_REPOS), cloned from
-// LOGBOOK_REPO_URL ({repo} is owner/name; default GitHub) through a mirror on this host, with
-// GITHUB_TOKEN in an HTTP header of the host's git only: never in the sandbox, on disk or in
-// the log. nil without repositories.
-func repoCheckout(cfg serveConfig) func(channel string) *sandbox.RepoSpec {
-	if len(cfg.Repos) == 0 {
-		return nil
+// forgeHost is GitHub's host: github.com, or the Enterprise host of LOGBOOK_GITHUB_API_URL.
+func forgeHost(cfg serveConfig) string {
+	if u, err := url.Parse(cfg.GitHubAPI); err == nil && cfg.GitHubAPI != "" {
+		return u.Hostname()
 	}
-	tmpl := cmp.Or(cfg.RepoURL, "https://github.com/{repo}.git")
+	return "github.com"
+}
+
+// channelRepos is where channels' repositories come from: what an admin set with /logbook
+// repo (kept in the database), else LOGBOOK_REPOS cloned from LOGBOOK_REPO_URL.
+func channelRepos(cfg serveConfig, store bot.ChannelRepoStore) *bot.ChannelRepos {
+	return &bot.ChannelRepos{Static: cfg.Repos, URLTemplate: cfg.RepoURL, ForgeHost: forgeHost(cfg), Store: store}
+}
+
+// repoCheckout is the repository a channel's sandbox checks out (see channelRepos), through a
+// mirror on this host, with GITHUB_TOKEN in an HTTP header of the host's git (and of the
+// egress proxy's requests to it) only: never in the sandbox, on disk or in the log. The token
+// goes only to GitHub (forgeHost), over https: never to whatever other host a URL names.
+func repoCheckout(cfg serveConfig, repos *bot.ChannelRepos) func(ctx context.Context, team, channel string) (*sandbox.RepoSpec, error) {
 	var header string
 	if cfg.GitHubToken != "" {
 		header = "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+cfg.GitHubToken.Reveal()))
 	}
-	// The token goes only to GitHub (github.com, or the Enterprise host of
-	// LOGBOOK_GITHUB_API_URL), over https: never to whatever host LOGBOOK_REPO_URL names.
-	forgeHost := "github.com"
-	if u, err := url.Parse(cfg.GitHubAPI); err == nil && cfg.GitHubAPI != "" {
-		forgeHost = u.Hostname()
-	}
-	return func(channel string) *sandbox.RepoSpec {
-		repo, ok := cfg.Repos.For(channel)
-		if !ok {
-			return nil
+	host := forgeHost(cfg)
+	return func(ctx context.Context, team, channel string) (*sandbox.RepoSpec, error) {
+		r, ok, err := repos.For(ctx, team, channel)
+		if err != nil || !ok {
+			return nil, err
 		}
-		spec := &sandbox.RepoSpec{URL: strings.ReplaceAll(tmpl, "{repo}", repo.String()), Branch: repo.Base}
-		if u, err := url.Parse(spec.URL); err == nil && u.Scheme == "https" && strings.EqualFold(u.Hostname(), forgeHost) {
+		spec := &sandbox.RepoSpec{URL: r.URL, Branch: r.Branch}
+		if u, err := url.Parse(spec.URL); err == nil && u.Scheme == "https" && strings.EqualFold(u.Hostname(), host) {
 			spec.Header = header
 		}
-		return spec
+		return spec, nil
 	}
 }

@@ -1,0 +1,184 @@
+package bot
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/session"
+)
+
+// ChannelRepoStore keeps what admins set with /logbook repo (*session.Store).
+type ChannelRepoStore interface {
+	SetChannelRepo(ctx context.Context, r session.ChannelRepo) (session.ChannelRepo, error)
+	ChannelRepo(ctx context.Context, team, channel string) (session.ChannelRepo, error)
+}
+
+// ChannelRepos says which repository a channel's sandboxes check out and its pull requests go
+// to: what an admin last set with `/logbook repo` (Store), else LOGBOOK_REPOS (Static), whose
+// owner/name is cloned from URLTemplate (LOGBOOK_REPO_URL, {repo} for owner/name; default
+// https://github.com/{repo}.git). A nil *ChannelRepos knows no repository.
+type ChannelRepos struct {
+	Static      Repos
+	URLTemplate string
+	// ForgeHost is the host whose repository URLs are the forge's (github.com, or the GitHub
+	// Enterprise host): an admin's URL on it gets pull requests, others only a checkout.
+	ForgeHost string
+	Store     ChannelRepoStore
+}
+
+// ChannelRepo is a channel's repository: where it is cloned from and its base branch; Forge
+// is set (OnForge) when pull requests can be opened on it. SetBy names the admin who set it
+// ("" when it comes from the configuration).
+type ChannelRepo struct {
+	URL, Branch string
+	Forge       forge.Repo
+	OnForge     bool
+	SetBy       string
+}
+
+// For returns the channel's repository; ok false when it has none.
+func (c *ChannelRepos) For(ctx context.Context, team, channel string) (ChannelRepo, bool, error) {
+	if c == nil {
+		return ChannelRepo{}, false, nil
+	}
+	if c.Store != nil {
+		set, err := c.Store.ChannelRepo(ctx, team, channel)
+		switch {
+		case err == nil && set.URL == "":
+			return ChannelRepo{}, false, nil // switched off by an admin
+		case err == nil:
+			r := ChannelRepo{URL: set.URL, Branch: set.Branch, SetBy: set.SetBy}
+			r.Forge, r.OnForge = c.onForge(set.URL, set.Branch)
+			return r, true, nil
+		case !errors.Is(err, session.ErrNotFound):
+			return ChannelRepo{}, false, err
+		}
+	}
+	repo, ok := c.Static.For(channel)
+	if !ok {
+		return ChannelRepo{}, false, nil
+	}
+	tmpl := cmp.Or(c.URLTemplate, "https://github.com/{repo}.git")
+	return ChannelRepo{URL: strings.ReplaceAll(tmpl, "{repo}", repo.String()), Branch: repo.Base, Forge: repo, OnForge: true}, true, nil
+}
+
+// onForge reads owner/name off a URL of the forge's host.
+func (c *ChannelRepos) onForge(raw, branch string) (forge.Repo, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || !strings.EqualFold(u.Hostname(), cmp.Or(c.ForgeHost, "github.com")) {
+		return forge.Repo{}, false
+	}
+	path := strings.TrimSuffix(strings.Trim(u.Path, "/"), ".git")
+	spec := path
+	if branch != "" {
+		spec += "@" + branch
+	}
+	repo, err := forge.ParseRepo(spec)
+	if err != nil || strings.Count(path, "/") != 1 {
+		return forge.Repo{}, false
+	}
+	return repo, true
+}
+
+// ParseAdmins reads LOGBOOK_ADMINS: Slack user ids, comma-separated.
+func ParseAdmins(s string) ([]string, error) {
+	var ids []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !validUserID(f) {
+			return nil, fmt.Errorf("%q is not a Slack user id (U… or W…)", f)
+		}
+		ids = append(ids, f)
+	}
+	return ids, nil
+}
+
+func validUserID(s string) bool {
+	if len(s) < 3 || len(s) > 20 || (s[0] != 'U' && s[0] != 'W') {
+		return false
+	}
+	return strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == ""
+}
+
+// repoCommand is /logbook repo: with no argument it says what the channel has; an admin
+// (LOGBOOK_ADMINS) sets it with `<url> [branch]`, or `off`. The URL must be https (http only
+// to a loopback host) and carry no credentials: logbook adds those itself, and only for the
+// forge's host.
+func repoCommand(ctx context.Context, repos *ChannelRepos, admins []string, team, channel, user, args string) string {
+	f := strings.Fields(args)
+	if len(f) == 0 {
+		r, ok, err := repos.For(ctx, team, channel)
+		switch {
+		case err != nil:
+			return "The channel's repository cannot be read right now."
+		case !ok:
+			return "This channel has no repository. An admin sets one with `/logbook repo <https-url> [branch]`."
+		}
+		by := "the configuration (LOGBOOK_REPOS)"
+		if r.SetBy != "" {
+			by = "<@" + r.SetBy + ">"
+		}
+		prs := "pull requests are opened on it"
+		if !r.OnForge {
+			prs = "no pull requests (not a repository of the configured GitHub)"
+		}
+		return fmt.Sprintf("This channel's sandboxes check out `%s` at `%s` (set by %s); %s.", r.URL, cmp.Or(r.Branch, "its default branch"), by, prs)
+	}
+	if repos == nil || repos.Store == nil {
+		return "Repositories are set in logbook's configuration here (LOGBOOK_REPOS)."
+	}
+	allowed := false
+	for _, a := range admins {
+		allowed = allowed || a == user
+	}
+	if !allowed {
+		return "Only logbook's admins (LOGBOOK_ADMINS) may set a channel's repository."
+	}
+	set := session.ChannelRepo{Team: team, Channel: channel, SetBy: user}
+	if !(len(f) == 1 && f[0] == "off") {
+		if len(f) > 2 {
+			return "Usage: `/logbook repo <https-url> [branch]`, or `/logbook repo off`."
+		}
+		raw := strings.Trim(f[0], "<>") // Slack wraps links in <…>
+		if before, _, ok := strings.Cut(raw, "|"); ok {
+			raw = before
+		}
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" ||
+			(u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname()))) ||
+			strings.ContainsAny(raw, " \x00\n\r") || strings.HasPrefix(raw, "-") {
+			return "That is not a repository URL logbook takes: `https://host/owner/name.git`, without credentials."
+		}
+		set.URL = u.String()
+		if len(f) == 2 {
+			if !forge.ValidBranch(f[1]) {
+				return fmt.Sprintf("`%s` is not a branch name.", f[1])
+			}
+			set.Branch = f[1]
+		}
+	}
+	if _, err := repos.Store.SetChannelRepo(ctx, set); err != nil {
+		return "The repository could not be saved; try again."
+	}
+	if set.URL == "" {
+		return "This channel has no repository now (set by <@" + user + ">)."
+	}
+	r, _, _ := repos.For(ctx, team, channel)
+	prs := "create_pull_request opens pull requests on it"
+	if !r.OnForge {
+		prs = "it is not a repository of the configured GitHub, so there are no pull requests"
+	}
+	return fmt.Sprintf("New sandboxes of this channel check out `%s` at `%s`; %s. (Set by <@%s>.)", set.URL, cmp.Or(set.Branch, "its default branch"), prs, user)
+}
+
+func isLoopbackHost(h string) bool {
+	return h == "localhost" || h == "127.0.0.1" || h == "::1"
+}
