@@ -33,8 +33,8 @@ type Hands struct {
 	mu     sync.Mutex
 	sb     sandbox.Sandbox
 	commit string // the repository's commit in sb, "" without one
-	// unrestored: saved work exists that this sandbox did not get back (another commit, a
-	// failed apply).
+	// unrestored: saved work exists that this sandbox did not get back (git refused it); a
+	// clean tree does not shadow it until new work is saved.
 	unrestored bool
 	// saved is the work as last saved (or restored), so an unchanged tree is not saved again.
 	saved session.WorkSaved
@@ -132,11 +132,14 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 	return sb, nil
 }
 
+// PushPrefix is where the sandbox may push: its own branches, never a person's or the base.
+const PushPrefix = "logbook/"
+
 // newProxy is a fresh proxy for one sandbox (its Close is the sandbox's).
 func (h *Hands) newProxy() *egress.Proxy {
 	opt := egress.Options{Allow: h.egress.Allow, Transport: h.egress.Transport, Resolver: h.egress.Resolver, Record: h.recordConnection}
 	if r := h.recipe.Repo; r != nil {
-		opt.Git = &egress.Remote{URL: r.URL, Header: r.Header}
+		opt.Git = &egress.Remote{URL: r.URL, Header: r.Header, BranchPrefix: PushPrefix}
 		if r.Branch != "" {
 			opt.Git.Protected = []string{r.Branch}
 		}
@@ -176,7 +179,9 @@ func (h *Hands) restore(ctx context.Context, sb sandbox.Sandbox) error {
 	if ws.Head == "" {
 		w.Head = ws.Commit // saved before HEAD was recorded: the patch is against the checkout
 	}
-	if w.Clean(sandbox.Commit(sb)) && ws.SHA256 == "" && ws.BundleSHA256 == "" {
+	if ws.SHA256 == "" && ws.BundleSHA256 == "" && w.Head == ws.Commit {
+		// Nothing beyond the checkout it was saved on: the new checkout (the branch as
+		// it is now) is the work, not the old commit.
 		return nil
 	}
 	// Until it is back in a sandbox, the saved work must not be shadowed by a clean save.
@@ -268,14 +273,14 @@ func (h *Hands) checkpoint(ctx context.Context) {
 	if h.sb == nil {
 		return
 	}
-	if err := h.save(ctx, h.sb); err != nil {
+	if err := h.save(ctx, h.sb, true); err != nil {
 		h.zl.Warn().Err(err).Msg("could not save the sandbox's work")
 	}
 }
 
 // Close closes the sandbox, if one was provisioned. With save (the cell still holds its
-// lease), the work tree's uncommitted changes are kept first (work_saved), for the next
-// sandbox: sandboxes are disposable, work is not.
+// lease), its work — commits and uncommitted changes — is saved first (work_saved) if it
+// changed since the last save, for the next sandbox: sandboxes are disposable, work is not.
 func (h *Hands) Close(ctx context.Context, save bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -283,7 +288,7 @@ func (h *Hands) Close(ctx context.Context, save bool) {
 		return
 	}
 	if save && h.work != nil && h.recipe.Repo != nil {
-		if err := h.save(ctx, h.sb); err != nil {
+		if err := h.save(ctx, h.sb, false); err != nil {
 			h.zl.Warn().Err(err).Msg("could not save the sandbox's uncommitted work")
 		}
 	}
@@ -291,41 +296,56 @@ func (h *Hands) Close(ctx context.Context, save bool) {
 	h.sb = nil
 }
 
-func (h *Hands) save(ctx context.Context, sb sandbox.Sandbox) error {
-	w, err := sandbox.SaveWork(ctx, sb, h.commit)
+func (h *Hands) save(ctx context.Context, sb sandbox.Sandbox, checkpoint bool) error {
+	prev := sandbox.WorkID{Head: h.saved.Head, Branch: h.saved.Branch, PatchSHA256: h.saved.SHA256, BundleSHA256: h.saved.BundleSHA256}
+	w, id, err := sandbox.SaveWork(ctx, sb, h.commit, prev)
 	if err != nil {
 		return err
 	}
-	if w.Clean(h.commit) && h.unrestored {
-		return nil // a clean tree that never got the saved work back: that work stays the newest
-	}
-	ws := session.WorkSaved{Commit: h.commit, Head: w.Head, Branch: w.Branch, Size: int64(len(w.Patch)), BundleSize: int64(len(w.Bundle))}
-	if len(w.Patch) > 0 {
-		ws.SHA256 = session.FileHash(w.Patch)
-	}
-	if len(w.Bundle) > 0 {
-		ws.BundleSHA256 = session.FileHash(w.Bundle)
-	}
-	if ws == h.saved {
+	if id == prev {
 		return nil // as saved last
 	}
-	if h.saved == (session.WorkSaved{}) && w.Clean(h.commit) {
-		h.saved = ws // nothing saved before and nothing to save
+	if id.Clean(h.commit) && (h.unrestored || h.saved == (session.WorkSaved{})) {
+		// A clean tree: nothing to keep when nothing was saved before, and a sandbox that
+		// never got the saved work back must not shadow it.
+		if !h.unrestored {
+			h.saved = session.WorkSaved{Commit: h.commit, Head: id.Head, Branch: id.Branch}
+		}
 		return nil
 	}
-	if len(w.Patch) > 0 {
-		if _, err := h.work.Put(ctx, h.id, w.Patch); err != nil {
-			return err
-		}
+	if checkpoint && len(w.Patch)+len(w.Bundle) > checkpointMax {
+		// Stored at every command this would grow the file store fast; the save when the
+		// sandbox closes keeps it.
+		h.zl.Debug().Int("bytes", len(w.Patch)+len(w.Bundle)).Msg("work over the checkpoint bound: saved when the sandbox closes")
+		return nil
 	}
-	if len(w.Bundle) > 0 {
-		if _, err := h.work.Put(ctx, h.id, w.Bundle); err != nil {
+	ws := session.WorkSaved{Commit: h.commit, Head: id.Head, Branch: id.Branch, SHA256: id.PatchSHA256, BundleSHA256: id.BundleSHA256,
+		Size: h.saved.Size, BundleSize: h.saved.BundleSize}
+	if id.PatchSHA256 == "" {
+		ws.Size = 0
+	}
+	if id.BundleSHA256 == "" {
+		ws.BundleSize = 0
+	}
+	for _, c := range []struct {
+		data []byte
+		size *int64
+	}{{w.Patch, &ws.Size}, {w.Bundle, &ws.BundleSize}} {
+		if len(c.data) == 0 {
+			continue
+		}
+		if _, err := h.work.Put(ctx, h.id, c.data); err != nil {
 			return err
 		}
+		*c.size = int64(len(c.data))
 	}
 	if _, err = h.log.Append(ctx, session.NewEvent{Type: session.TypeWorkSaved, Actor: sandboxActor, Payload: ws}); err != nil {
 		return err
 	}
-	h.saved = ws
+	h.saved, h.unrestored = ws, false
 	return nil
 }
+
+// checkpointMax bounds the work saved after each command (patch and bundle together); more is
+// saved only when the sandbox closes.
+const checkpointMax = 16 << 20

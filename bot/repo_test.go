@@ -1,6 +1,8 @@
 package bot_test
 
 import (
+	"context"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -105,5 +107,45 @@ func TestRepoCommandSetsTheChannelsRepository(t *testing.T) {
 	}
 	if got := slash(ada, "repo"); !strings.Contains(got, "no repository") {
 		t.Fatalf("after off: %s", got)
+	}
+}
+
+// A session whose last save recorded nothing beyond an older checkout (as every save at Close
+// did before HEAD was recorded) gets the branch as it is now in its next sandbox — not the old
+// commit, not a detached HEAD.
+func TestNothingSavedOnAnOldCommitDoesNotPinTheSession(t *testing.T) {
+	t.Parallel()
+	repo := gittest.ServeWith(t, gittest.Options{Path: "repo.git", Files: map[string]string{"README.md": "# v1\n"}, Push: true})
+	old := repo.Commit
+	work := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = work
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + work, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("clone", "-q", repo.URL, ".")
+	git("commit", "-q", "--allow-empty", "-m", "v2")
+	git("push", "-q", "origin", "HEAD:main")
+	current := repo.Branch("main")
+	h, model := modelHarness(t, harnessOptions{repo: &sandbox.RepoSpec{URL: repo.URL, Branch: "main"}})
+	model.Push(fakeprovider.Reply{Text: "Hello."},
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_h", Name: "run_command", Input: `{"command":"git rev-parse HEAD; git symbolic-ref --short HEAD"}`}}},
+		fakeprovider.Reply{Text: "There."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> hi"})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	if _, err := h.store.Append(context.Background(), s.ID, session.NewEvent{Type: session.TypeWorkSaved,
+		Actor: session.Actor{Kind: session.ActorSystem, ID: "sandbox"}, Payload: session.WorkSaved{Commit: old}}); err != nil {
+		t.Fatal(err)
+	}
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "where are you?"})
+	h.turns(s.ID, 2)
+	if r := h.toolResult(s.ID, "toolu_h"); !strings.Contains(r.Content, current+"\nmain") {
+		t.Fatalf("the sandbox is not on main at %s: %s", current, r.Content)
 	}
 }

@@ -13,8 +13,12 @@ import (
 	"github.com/logbook/logbook/session"
 )
 
-// maxResumes is how many cells may take up one unfinished turn before it is abandoned.
-const maxResumes = 3
+// maxResumes is how many cells in a row may take up one unfinished turn without moving it on
+// (no tool call finished) before it is abandoned; maxCells how many may take it up at all.
+const (
+	maxResumes = 3
+	maxCells   = 4 * maxResumes
+)
 
 // turn is one turn of a session, run by its cell: the only code that appends a turn's markers
 // (turn_started, queued, delivered, turn_completed, and the turn's own error events). In
@@ -87,7 +91,8 @@ func (t *turn) run(ctx context.Context) error {
 	if resumed {
 		// A turn that keeps failing across cells (an unsearchable thread, Slack refusing the
 		// post) is closed with an error instead of being woken forever.
-		if woken := resumes(evs, st.turnSeq); woken > maxResumes {
+		if woken, all := resumes(evs, st.turnSeq); woken > maxResumes || all > maxCells {
+			woken = max(woken, all)
 			// The live messages the dead cells left are removed first: the thread gets the
 			// notice, not a half-written reply left streaming above it. Best-effort: the
 			// turn is abandoned whatever Slack says.
@@ -235,8 +240,11 @@ func (t *turn) run(ctx context.Context) error {
 // (or since the cell that began it), leaving out each that woke after the turn was suspended
 // for an approval (that is the wait going on, not a failure): the cells that failed in a row
 // without moving the turn on.
-func resumes(evs []session.Event, turnSeq int64) int {
-	n, suspended := 0, false
+//
+// all counts every such cell, progress or not: past maxCells the turn is abandoned whatever
+// it did (cells that each finish one call and die would otherwise go on for ever).
+func resumes(evs []session.Event, turnSeq int64) (n, all int) {
+	suspended := false
 	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeCellWoken, session.TypeTurnSuspended, session.TypeToolResult}}) {
 		switch {
 		case e.Type == session.TypeToolResult:
@@ -253,9 +261,10 @@ func resumes(evs []session.Event, turnSeq int64) int {
 			suspended = false
 		default:
 			n++
+			all++
 		}
 	}
-	return n
+	return n, all
 }
 
 // titleAfter names the session once its reply reached the thread.

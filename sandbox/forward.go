@@ -20,7 +20,7 @@ import (
 const ForwarderCommand = "sandbox-forward"
 
 // ProxyAddr is where the commands of a bwrap sandbox with Recipe.Egress
-// reach it: HTTP_PROXY and HTTPS_PROXY are http://ProxyAddr.
+// reach it: HTTP_PROXY and HTTPS_PROXY are http://logbook:SECRET@ProxyAddr.
 const ProxyAddr = "127.0.0.1:3128"
 
 // Where a bwrap sandbox sees the egress socket and the forwarder.
@@ -127,9 +127,16 @@ func withEnv(env, extra []string) []string {
 }
 
 // forwarderBinary copies Config.Forwarder (or this executable) to BaseDir,
-// readable by the sandbox user, once per provider.
+// readable by the sandbox user, once per provider (tried again after a
+// failure).
 func (p *provider) forwarderBinary() (string, error) {
-	p.forwarderOnce.Do(func() {
+	p.forwarderMu.Lock()
+	defer p.forwarderMu.Unlock()
+	if p.forwarderPath != "" {
+		return p.forwarderPath, nil
+	}
+	p.forwarderErr = nil
+	func() {
 		src := p.cfg.Forwarder
 		if src == "" {
 			if src, p.forwarderErr = os.Executable(); p.forwarderErr != nil {
@@ -164,7 +171,7 @@ func (p *provider) forwarderBinary() (string, error) {
 			return
 		}
 		p.forwarderPath = dst
-	})
+	}()
 	return p.forwarderPath, p.forwarderErr
 }
 
@@ -174,7 +181,7 @@ func (p *provider) runDir() string { return filepath.Join(p.cfg.BaseDir, ".run")
 // listenEgress makes the sandbox's listener: a Unix socket under runDir for
 // bwrap (owned by the sandbox user), a loopback port for the process
 // provider. It returns the listener, the socket's path ("" for a port) and
-// the proxy URL commands use.
+// the address commands reach it at.
 func (p *provider) listenEgress() (net.Listener, string, string, error) {
 	if p.name != KindBwrap || p.cfg.AllowNetwork {
 		// No network namespace of the sandbox's own: the host's loopback.
@@ -182,7 +189,7 @@ func (p *provider) listenEgress() (net.Listener, string, string, error) {
 		if err != nil {
 			return nil, "", "", fmt.Errorf("egress listener: %w", err)
 		}
-		return l, "", "http://" + l.Addr().String(), nil
+		return l, "", l.Addr().String(), nil
 	}
 	if err := os.MkdirAll(p.runDir(), 0o711); err != nil {
 		return nil, "", "", fmt.Errorf("egress socket dir: %w", err)
@@ -194,6 +201,14 @@ func (p *provider) listenEgress() (net.Listener, string, string, error) {
 	sock := filepath.Join(p.runDir(), fmt.Sprintf("%x.sock", name))
 	if len(sock) > 104 {
 		return nil, "", "", fmt.Errorf("egress socket path %s is too long for a Unix socket; choose a shorter sandbox base dir", sock)
+	}
+	base, err := os.Open(p.cfg.BaseDir)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("egress socket dir: %w", err)
+	}
+	defer base.Close() // releases the shared lock
+	if err := flock(base, unix.LOCK_SH); err != nil {
+		return nil, "", "", fmt.Errorf("lock base dir: %w", err)
 	}
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -209,11 +224,29 @@ func (p *provider) listenEgress() (net.Listener, string, string, error) {
 		l.Close()
 		return nil, "", "", fmt.Errorf("egress socket: %w", err)
 	}
-	return l, sock, "http://" + ProxyAddr, nil
+	return l, sock, ProxyAddr, nil
 }
 
-// sweepSockets removes sockets under runDir no process listens on.
+// sweepSockets removes sockets under runDir no process listens on, and
+// copies of the forwarder a crash left half made. It holds BaseDir's
+// exclusive lock: a socket is made (bound, then listening) under the shared
+// one, so none is seen in between.
 func (p *provider) sweepSockets() {
+	if tmps, err := filepath.Glob(filepath.Join(p.cfg.BaseDir, ".forwarder-*")); err == nil {
+		for _, t := range tmps {
+			if fi, err := os.Stat(t); err == nil && time.Since(fi.ModTime()) > time.Minute {
+				_ = os.Remove(t)
+			}
+		}
+	}
+	base, err := os.Open(p.cfg.BaseDir)
+	if err != nil {
+		return
+	}
+	defer base.Close()
+	if err := flock(base, unix.LOCK_EX); err != nil {
+		return
+	}
 	entries, err := os.ReadDir(p.runDir())
 	if err != nil {
 		return

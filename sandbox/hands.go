@@ -295,7 +295,7 @@ func (s *sandbox) Close() error {
 }
 
 // startEgress serves e on a new listener and sets up what commands need to
-// reach it; it returns the proxy URL they use.
+// reach it; it returns the URL the checkout's origin is reached at.
 func (s *sandbox) startEgress(e Egress) (string, error) {
 	var fwd string
 	if s.p.name == KindBwrap && !s.p.cfg.AllowNetwork {
@@ -304,7 +304,7 @@ func (s *sandbox) startEgress(e Egress) (string, error) {
 			return "", err
 		}
 	}
-	l, sock, url, err := s.p.listenEgress()
+	l, sock, addr, err := s.p.listenEgress()
 	if err != nil {
 		return "", err
 	}
@@ -314,8 +314,8 @@ func (s *sandbox) startEgress(e Egress) (string, error) {
 		s.binds = []string{"--ro-bind", fwd, insideForwarder, "--bind", sock, insideSocket}
 		s.prefix = egressPrefix()
 	}
-	s.env = withEnv(s.env, egressEnv(url))
-	return url, nil
+	s.env = withEnv(s.env, egressEnv("http://logbook:"+e.Secret()+"@"+addr))
+	return "http://" + addr + e.GitPath(), nil
 }
 
 // closeEgress closes the egress, waits for it and removes its socket.

@@ -57,7 +57,7 @@ type provider struct {
 	mirrorsOnce    sync.Once
 	defaultMirrors *Mirrors
 	// forwarderPath is the copy of Config.Forwarder bwrap sandboxes run.
-	forwarderOnce sync.Once
+	forwarderMu   sync.Mutex
 	forwarderPath string
 	forwarderErr  error
 }
@@ -229,16 +229,16 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 		s.closeEgress()
 		_ = lock.Close()
 	}
-	proxyURL := ""
+	gitURL := ""
 	if recipe.Egress != nil {
-		if proxyURL, err = s.startEgress(recipe.Egress); err != nil {
+		if gitURL, err = s.startEgress(recipe.Egress); err != nil {
 			abandon()
 			return nil, fmt.Errorf("provision sandbox %s: %w", key, err)
 		}
 	}
 	if recipe.Repo != nil {
 		// Before the sentinel starts: nothing of the sandbox has run in ws yet.
-		s.commit, err = p.checkoutRepo(ctx, ws, recipe.Repo, proxyURL)
+		s.commit, err = p.checkoutRepo(ctx, ws, recipe.Repo, gitURL)
 		if err != nil {
 			abandon()
 			return nil, fmt.Errorf("provision sandbox %s: repository %s: %w", key, recipe.Repo.URL, err)

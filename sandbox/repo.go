@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/logbook/logbook/sandbox/egress"
 )
 
 // RepoSpec is the repository a recipe checks out into the workspace: URL
@@ -59,7 +57,8 @@ func validateRepoURL(raw string) error {
 }
 
 func validateBranch(b string) error {
-	if b == "" || strings.HasPrefix(b, "-") || strings.ContainsAny(b, "\x00\n\r :~^?*[\\") || strings.Contains(b, "..") {
+	if b == "" || strings.HasPrefix(b, "-") || strings.ContainsAny(b, " :~^?*[\\") || strings.Contains(b, "..") ||
+		strings.IndexFunc(b, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
 		return fmt.Errorf("branch %q is invalid", b)
 	}
 	return nil
@@ -228,9 +227,10 @@ func runGit(ctx context.Context, home, dir, header string, args ...string) (stri
 // host's git touch a workspace: once the sandbox has run, its .git is
 // untrusted.
 //
-// With proxyURL (the sandbox has an egress), the checkout's git reaches
-// spec.URL through it: url.<proxyURL>/session.git.insteadOf = spec.URL.
-func (p *provider) checkoutRepo(ctx context.Context, ws string, spec *RepoSpec, proxyURL string) (string, error) {
+// With gitURL (the sandbox has an egress: the repository's URL at the
+// proxy), the checkout's git reaches spec.URL through it: url.<gitURL>.insteadOf
+// = spec.URL.
+func (p *provider) checkoutRepo(ctx context.Context, ws string, spec *RepoSpec, gitURL string) (string, error) {
 	m := p.mirrors()
 	commit, src, err := m.Checkout(ctx, spec.URL, spec.Branch, spec.Header)
 	if err != nil {
@@ -250,8 +250,8 @@ func (p *provider) checkoutRepo(ctx context.Context, ws string, spec *RepoSpec, 
 			return "", err
 		}
 	}
-	if proxyURL != "" {
-		if _, err := runGit(ctx, m.home(), ws, "", "config", "url."+proxyURL+egress.GitPath+".insteadOf", spec.URL); err != nil {
+	if gitURL != "" {
+		if _, err := runGit(ctx, m.home(), ws, "", "config", "url."+gitURL+".insteadOf", spec.URL); err != nil {
 			return "", err
 		}
 	}
@@ -312,36 +312,58 @@ const sandboxGit = `export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT
 
 // Work is what a work tree holds beyond the commit it was checked out at:
 // the commits made on it since (a git bundle of base..HEAD, nil when HEAD is
-// still base), where HEAD is (its commit, and its branch or "" when
-// detached), and the uncommitted changes against HEAD as a binary patch,
-// untracked (not ignored) files included (nil when clean). Everything in it
-// comes from the sandbox: RestoreWork checks it before use.
+// still base or an ancestor of it), where HEAD is (its commit, and its branch
+// or "" when detached), and the uncommitted changes against HEAD as a binary
+// patch, untracked (not ignored) files included (nil when clean). Everything
+// in it comes from the sandbox: RestoreWork checks it before use.
 type Work struct {
 	Head, Branch string
 	Bundle       []byte
 	Patch        []byte
 }
 
-// Clean reports whether w holds nothing beyond base: HEAD at base (or
-// unknown) and no changes.
-func (w Work) Clean(base string) bool {
-	return len(w.Bundle) == 0 && len(w.Patch) == 0 && (w.Head == "" || w.Head == base)
+// WorkID names a Work without its contents: HEAD, its branch, and the
+// sha256 (hex) of the patch and of the bundle ("" for none).
+type WorkID struct {
+	Head, Branch              string
+	PatchSHA256, BundleSHA256 string
 }
 
-// SaveWork returns sb's work beyond base, the commit its work tree was
-// checked out at ("" when unknown: no bundle then). It runs the sandbox's
-// own git through Exec (a temporary index, so the sandbox's index is left
-// as it was) and reads patch and bundle with ReadFile: either over
-// Limits.FileSizeBytes fails (RLIMIT_FSIZE stops git, or ReadFile returns
-// ErrTooLarge) rather than being cut; Limits.Timeout bounds the command.
-func SaveWork(ctx context.Context, sb Sandbox, base string) (Work, error) {
-	if base != "" && !isCommitID(base) {
-		return Work{}, fmt.Errorf("save work: base %q is not a commit id", base)
+// Clean reports whether the work holds nothing beyond base: HEAD at base (or
+// unknown) and no changes.
+func (id WorkID) Clean(base string) bool {
+	return id.PatchSHA256 == "" && id.BundleSHA256 == "" && (id.Head == "" || id.Head == base)
+}
+
+// SaveWork returns the ID of sb's work beyond base (the commit its work tree
+// was checked out at; "" when unknown: no bundle then), and the contents of
+// it that prev (the work as saved last; the zero value for none) does not
+// name: the patch when it changed, the bundle when HEAD moved. A tree as
+// prev says costs one command and reads nothing.
+//
+// It runs the sandbox's own git through Exec (a temporary index, so the
+// sandbox's index is left as it was) and reads patch and bundle with
+// ReadFile: either over Limits.FileSizeBytes fails with ErrTooLarge
+// (RLIMIT_FSIZE stops git, or ReadFile refuses) rather than being cut;
+// Limits.Timeout bounds the command.
+func SaveWork(ctx context.Context, sb Sandbox, base string, prev WorkID) (Work, WorkID, error) {
+	for _, id := range []string{base, prev.Head} {
+		if id != "" && !isCommitID(id) {
+			return Work{}, WorkID{}, fmt.Errorf("save work: %q is not a commit id", id)
+		}
 	}
+	if prev.PatchSHA256 != "" && !isSHA256(prev.PatchSHA256) || prev.Branch != "" && validateBranch(prev.Branch) != nil {
+		return Work{}, WorkID{}, errors.New("save work: the previous work's id is invalid")
+	}
+	// prev comes on stdin, never into the script's text.
 	script := sandboxGit + `set -e
+IFS= read -r prev_head || true
+IFS= read -r prev_branch || true
+IFS= read -r prev_patch || true
 top=$(git rev-parse --show-toplevel)
 cd "$top"
 head=$(git rev-parse -q --verify HEAD || true)
+branch=$(git symbolic-ref -q --short HEAD || true)
 empty=4b825dc642cb6eb9a060e54bf8d69288fbee4904
 export GIT_INDEX_FILE=.git/logbook-save.index
 rm -f "$GIT_INDEX_FILE" ` + savePatch + ` ` + saveBundle + `
@@ -349,51 +371,92 @@ if [ -f .git/index ]; then cp .git/index "$GIT_INDEX_FILE"; fi
 trap 'rm -f "$GIT_INDEX_FILE"' EXIT
 git add -A
 git diff --cached --binary --no-color --no-ext-diff "${head:-$empty}" > ` + savePatch + `
-base='` + base + `'
-if [ -n "$base" ] && [ -n "$head" ] && [ "$head" != "$base" ] && [ "$(git rev-list --count "$base..$head")" -gt 0 ]; then
-  git bundle create ` + saveBundle + ` "$base..HEAD" 2>/dev/null
+psha=
+if [ -s ` + savePatch + ` ]; then psha=$(sha256sum < ` + savePatch + ` | cut -c1-64); fi
+if [ "$head" = "$prev_head" ] && [ "$branch" = "$prev_branch" ] && [ "$psha" = "$prev_patch" ]; then
+  rm -f ` + savePatch + `
+  echo unchanged
+  exit 0
 fi
-printf '%s\n%s\n' "$head" "$(git symbolic-ref -q --short HEAD || true)"
+base='` + base + `'
+if [ -n "$base" ] && [ -n "$head" ] && [ "$head" != "$base" ] && [ "$head" != "$prev_head" ] &&
+   [ "$(git rev-list --count "$base..$head")" -gt 0 ]; then
+  if ! git bundle create ` + saveBundle + ` "$base..HEAD" 2>.git/logbook-save.err; then
+    echo "git bundle: $(tail -c 400 .git/logbook-save.err)" >&2
+    rm -f .git/logbook-save.err
+    exit 3
+  fi
+  rm -f .git/logbook-save.err
+fi
+printf 'changed\n%s\n%s\n%s\n' "$head" "$branch" "$psha"
 `
-	res, err := sb.Exec(ctx, ExecRequest{Shell: script})
+	res, err := sb.Exec(ctx, ExecRequest{Shell: script, Stdin: []byte(prev.Head + "\n" + prev.Branch + "\n" + prev.PatchSHA256 + "\n")})
 	cleanup := func() { _, _ = sb.Exec(ctx, ExecRequest{Argv: []string{"rm", "-f", savePatch, saveBundle}}) }
 	if err != nil {
-		return Work{}, fmt.Errorf("save work: %w", err)
+		return Work{}, WorkID{}, fmt.Errorf("save work: %w", err)
 	}
 	if res.ExitCode != 0 || res.Killed != "" {
 		cleanup()
-		if res.ExitCode == 128+int(syscall.SIGXFSZ) {
-			return Work{}, fmt.Errorf("save work: %w: the patch is over the file size limit", ErrTooLarge)
+		if res.ExitCode == 128+int(syscall.SIGXFSZ) || strings.Contains(res.Stderr, "File size limit") || strings.Contains(res.Stderr, "signal 25") {
+			return Work{}, WorkID{}, fmt.Errorf("save work: %w: the patch or bundle is over the file size limit", ErrTooLarge)
 		}
-		return Work{}, fmt.Errorf("save work: git exited %d %s: %s", res.ExitCode, res.Killed, strings.TrimSpace(res.Stderr))
+		return Work{}, WorkID{}, fmt.Errorf("save work: git exited %d %s: %s", res.ExitCode, res.Killed, strings.TrimSpace(res.Stderr))
+	}
+	if strings.TrimSpace(res.Stdout) == "unchanged" {
+		return Work{}, prev, nil
+	}
+	lines := strings.Split(res.Stdout, "\n")
+	if len(lines) < 4 || lines[0] != "changed" {
+		cleanup()
+		return Work{}, WorkID{}, fmt.Errorf("save work: the sandbox's git said %q", truncateText(res.Stdout, 200))
+	}
+	id := WorkID{Head: lines[1], Branch: lines[2], PatchSHA256: lines[3]}
+	if id.Head != "" && !isCommitID(id.Head) || id.Branch != "" && validateBranch(id.Branch) != nil || id.PatchSHA256 != "" && !isSHA256(id.PatchSHA256) {
+		cleanup()
+		return Work{}, WorkID{}, fmt.Errorf("save work: the sandbox's git said HEAD is %q on %q", truncateText(id.Head, 80), truncateText(id.Branch, 80))
 	}
 	var w Work
-	lines := strings.Split(res.Stdout, "\n")
-	if len(lines) >= 2 {
-		w.Head, w.Branch = lines[0], lines[1]
+	w.Head, w.Branch = id.Head, id.Branch
+	if id.PatchSHA256 != "" && id.PatchSHA256 != prev.PatchSHA256 {
+		w.Patch, err = sb.ReadFile(ctx, savePatch)
+		if err == nil {
+			// What the sandbox hashed is not trusted: the hash is ours.
+			id.PatchSHA256 = sha256Hex(w.Patch)
+		}
 	}
-	if w.Head != "" && !isCommitID(w.Head) || w.Branch != "" && validateBranch(w.Branch) != nil {
-		cleanup()
-		return Work{}, fmt.Errorf("save work: the sandbox's git said HEAD is %q on %q", truncateText(w.Head, 80), truncateText(w.Branch, 80))
-	}
-	w.Patch, err = sb.ReadFile(ctx, savePatch)
-	if err == nil && base != "" && w.Head != "" && w.Head != base {
+	switch {
+	case err != nil:
+	case id.Head == prev.Head:
+		id.BundleSHA256 = prev.BundleSHA256 // the same commits
+	case base != "" && id.Head != "" && id.Head != base:
 		w.Bundle, err = sb.ReadFile(ctx, saveBundle)
 		if errors.Is(err, fs.ErrNotExist) {
-			err = nil // HEAD is not a descendant of base: nothing to bundle
+			err = nil // HEAD is base's ancestor: no commits to bundle
+		} else if err == nil {
+			id.BundleSHA256 = sha256Hex(w.Bundle)
 		}
 	}
 	if _, rmErr := sb.Exec(ctx, ExecRequest{Argv: []string{"rm", "-f", savePatch, saveBundle}}); err == nil && rmErr != nil {
 		err = rmErr
 	}
 	if err != nil {
-		return Work{}, fmt.Errorf("save work: read patch and bundle: %w", err)
+		return Work{}, WorkID{}, fmt.Errorf("save work: read patch and bundle: %w", err)
 	}
 	if len(w.Patch) == 0 {
 		w.Patch = nil
 	}
-	return w, nil
+	return w, id, nil
 }
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func isSHA256(s string) bool { return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == "" }
+
+// ValidCommitID reports whether s is a full git object id (sha1 or sha256, lowercase hex).
+func ValidCommitID(s string) bool { return isCommitID(s) }
 
 func isCommitID(s string) bool {
 	return (len(s) == 40 || len(s) == 64) && strings.Trim(s, "0123456789abcdef") == ""

@@ -271,8 +271,9 @@ func TestRepoSaveRestoreWork(t *testing.T) {
 			ctx := context.Background()
 			sb := mustProvision(t, p, "work", recipe)
 			base := Commit(sb)
-			if w, err := SaveWork(ctx, sb, base); err != nil || !w.Clean(base) || w.Head != base || w.Branch != "main" {
-				t.Fatalf("SaveWork of a clean tree = %+v, %v", w, err)
+			clean, cleanID, err := SaveWork(ctx, sb, base, WorkID{})
+			if err != nil || !cleanID.Clean(base) || cleanID.Head != base || cleanID.Branch != "main" || clean.Patch != nil {
+				t.Fatalf("SaveWork of a clean tree = %+v, %v", cleanID, err)
 			}
 			binary := []byte{0, 1, 2, 255, 254, 0, 'x'}
 			mustExec(t, sb, ExecRequest{Shell: "printf 'hello\\nedited\\n' > README && mkdir -p new && printf 'fresh\\n' > new/file.txt && git add keep.txt"})
@@ -280,9 +281,13 @@ func TestRepoSaveRestoreWork(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := mustExec(t, sb, ExecRequest{Shell: sandboxGit + "git status --porcelain"}).Stdout
-			patch, err := SaveWork(ctx, sb, base)
-			if err != nil || len(patch.Patch) == 0 || patch.Bundle != nil {
-				t.Fatalf("SaveWork = %+v, %v", patch, err)
+			patch, id, err := SaveWork(ctx, sb, base, cleanID)
+			if err != nil || len(patch.Patch) == 0 || patch.Bundle != nil || id.PatchSHA256 != sha256Hex(patch.Patch) {
+				t.Fatalf("SaveWork = %+v, %v", id, err)
+			}
+			// Saved again unchanged: nothing is read, the same id comes back.
+			if again, againID, err := SaveWork(ctx, sb, base, id); err != nil || againID != id || again.Patch != nil {
+				t.Fatalf("SaveWork unchanged = %+v (%d bytes), %v", againID, len(again.Patch), err)
 			}
 			if after := mustExec(t, sb, ExecRequest{Shell: sandboxGit + "git status --porcelain; ls .git/logbook-* 2>/dev/null"}).Stdout; after != before {
 				t.Fatalf("SaveWork changed the status: %q, was %q", after, before)
@@ -325,10 +330,17 @@ echo one > one.txt && git add one.txt && git -c user.name=a -c user.email=a@exam
 echo two > two.txt && git add two.txt && git -c user.name=a -c user.email=a@example.com commit -q -m two
 echo wip >> README
 git rev-parse HEAD`}).Stdout)
-	w, err := SaveWork(ctx, sb, base)
-	if err != nil || w.Head != head || w.Branch != "logbook/fix" || len(w.Bundle) == 0 || len(w.Patch) == 0 {
+	w, id, err := SaveWork(ctx, sb, base, WorkID{})
+	if err != nil || w.Head != head || w.Branch != "logbook/fix" || len(w.Bundle) == 0 || len(w.Patch) == 0 || id.BundleSHA256 != sha256Hex(w.Bundle) {
 		t.Fatalf("SaveWork = head %s branch %q, %d bytes of bundle, %d of patch, %v", w.Head, w.Branch, len(w.Bundle), len(w.Patch), err)
 	}
+	// More uncommitted work on the same commits: the bundle is not made or read again.
+	mustExec(t, sb, ExecRequest{Shell: "echo more >> README"})
+	more, moreID, err := SaveWork(ctx, sb, base, id)
+	if err != nil || more.Bundle != nil || len(more.Patch) == 0 || moreID.BundleSHA256 != id.BundleSHA256 || moreID.PatchSHA256 == id.PatchSHA256 {
+		t.Fatalf("SaveWork after more changes = %+v (%d bytes of bundle), %v", moreID, len(more.Bundle), err)
+	}
+	mustExec(t, sb, ExecRequest{Shell: "git checkout -q README && echo wip >> README"})
 	fresh := mustProvision(t, p, "commits2", recipe)
 	if err := RestoreWork(ctx, fresh, w); err != nil {
 		t.Fatal(err)
@@ -352,7 +364,22 @@ func TestRepoSaveWorkOverLimit(t *testing.T) {
 	p, _ := mustProvider(t, KindProcess, nil) // FileSizeBytes 1 MiB
 	sb := mustProvision(t, p, "big", Recipe{Repo: &RepoSpec{URL: gs.URL, Header: gs.Header}})
 	mustExec(t, sb, ExecRequest{Shell: "head -c 900000 /dev/urandom > a.bin; head -c 900000 /dev/urandom > b.bin"})
-	if w, err := SaveWork(context.Background(), sb, Commit(sb)); !errors.Is(err, ErrTooLarge) {
+	if w, _, err := SaveWork(context.Background(), sb, Commit(sb), WorkID{}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("SaveWork of a patch over the file size limit = %d bytes, %v; want ErrTooLarge", len(w.Patch), err)
+	}
+}
+
+// A bundle of commits over the file size limit fails as ErrTooLarge too, saying so.
+func TestRepoSaveWorkBundleOverLimit(t *testing.T) {
+	t.Parallel()
+	gs := newGitServer(t, map[string][]byte{"README": []byte("hello\n")})
+	p, _ := mustProvider(t, KindProcess, nil) // FileSizeBytes 1 MiB
+	sb := mustProvision(t, p, "bigcommit", Recipe{Repo: &RepoSpec{URL: gs.URL, Header: gs.Header}})
+	res := mustExec(t, sb, ExecRequest{Shell: sandboxGit + "head -c 900000 /dev/urandom > a.bin && head -c 900000 /dev/urandom > b.bin && git add . && git -c user.name=a -c user.email=a@example.com commit -q -m big && echo ok"})
+	if !strings.Contains(res.Stdout, "ok") {
+		t.Fatalf("commit: %+v", res)
+	}
+	if _, _, err := SaveWork(context.Background(), sb, Commit(sb), WorkID{}); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("SaveWork of commits over the file size limit: %v; want ErrTooLarge", err)
 	}
 }

@@ -70,13 +70,15 @@ const (
 //
 // Egress, if set, is the sandbox's way out (an *egress.Proxy, made for
 // this sandbox alone): every command gets HTTP_PROXY and HTTPS_PROXY naming
-// it, recipe steps included. In a bwrap sandbox, whose network is its own
-// loopback, it is the only way out: a forwarder in each command's network
-// namespace listens on ProxyAddr and carries each connection over a Unix
-// socket bound into the sandbox to Egress, outside. The process provider
-// serves Egress on a loopback port of the host, which nothing enforces.
+// it, with its secret, recipe steps included. In a bwrap sandbox whose
+// network is its own loopback (no AllowNetwork) it is the only way out: a
+// forwarder in each command's network namespace listens on ProxyAddr and
+// carries each connection over a Unix socket bound into the sandbox to
+// Egress, outside. The process provider, and bwrap with AllowNetwork, serve
+// Egress on a loopback port of the host: proxied, not enforced (its secret
+// keeps other local processes out of it).
 // With Repo too, the checkout's origin reaches Repo.URL through Egress (a
-// git insteadOf rule to egress.GitPath in .git/config). Close closes it.
+// git insteadOf rule to Egress.GitPath in .git/config). Close closes it.
 type Recipe struct {
 	Steps  []Step
 	Repo   *RepoSpec
@@ -84,10 +86,13 @@ type Recipe struct {
 }
 
 // Egress serves a sandbox's connections: Serve until Close, which ends every
-// connection and waits for them (*egress.Proxy).
+// connection and waits for them (*egress.Proxy). Secret is the password of
+// the proxy URL commands get, GitPath the path the repository is served at.
 type Egress interface {
 	Serve(l net.Listener) error
 	Close() error
+	Secret() string
+	GitPath() string
 }
 
 // Step is one recipe step: Run is a shell script run by /bin/sh -c in the

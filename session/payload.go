@@ -401,7 +401,8 @@ type EgressConnection struct {
 // commit, its branch or "" when detached); BundleSHA256 the commits made since Commit (a git
 // bundle, BundleSize bytes); SHA256 the uncommitted changes against Head (a binary patch,
 // Size bytes). Contents are in the file store, by hash. Size 0 and no bundle: nothing beyond
-// Commit, or only commits already bundled before.
+// Commit (or HEAD moved to one of its ancestors). A bundle holds every commit since Commit,
+// not only those since the last save.
 type WorkSaved struct {
 	Commit       string `json:"commit"`
 	SHA256       string `json:"sha256,omitempty"`

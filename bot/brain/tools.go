@@ -44,7 +44,9 @@ func pullRequestSpecs(on bool) []ToolSpec {
 	return []ToolSpec{{
 		Name: ToolPullRequest,
 		Description: "Open a pull request on this channel's repository from a branch already pushed to it, " +
-			"against the repository's default branch. Opening it again for the same branch returns the same pull request.",
+			"against the repository's default branch. Opening it again for the same branch returns the same pull request. " +
+			"The workspace is the repository's checkout: commit, then push with `git push origin HEAD:logbook/<name>` " +
+			"(the sandbox may push only branches under logbook/).",
 		Schema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{

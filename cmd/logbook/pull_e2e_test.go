@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/forge/forgetest"
@@ -95,11 +94,14 @@ func TestE2EPullRequestThroughKills(t *testing.T) {
 	created, release := gh.HoldNext()
 	defer release()
 	e.gate.admit()
-	select {
-	case <-created:
-	case <-time.After(30 * time.Second):
-		t.Fatal("create_pull_request never reached GitHub")
-	}
+	e.waitFor("create_pull_request to reach GitHub", func() bool {
+		select {
+		case <-created:
+			return true
+		default:
+			return false
+		}
+	})
 	kill()
 	e.gate.release() // the rest runs through
 	e.waitFor("turn_completed", func() bool { return len(e.events(s.ID, session.TypeTurnCompleted)) == 1 })

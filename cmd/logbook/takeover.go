@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/filestore"
 	"github.com/logbook/logbook/session/transcript"
@@ -150,7 +151,7 @@ func checkoutWorkspace(ctx context.Context, e env, d *readDeps, sess session.Ses
 	if repo == "" {
 		return nil
 	}
-	if strings.HasPrefix(repo, "-") || !commitID(commit) || (w.Head != "" && !commitID(w.Head)) {
+	if strings.HasPrefix(repo, "-") || !sandbox.ValidCommitID(commit) || (w.Head != "" && !sandbox.ValidCommitID(w.Head)) {
 		return fmt.Errorf("the log's workspace is not usable: repository %q at commit %q, head %q", repo, commit, w.Head)
 	}
 	git := func(stdin []byte, args ...string) ([]byte, error) {
@@ -202,12 +203,25 @@ func checkoutWorkspace(ctx context.Context, e env, d *readDeps, sess session.Ses
 	if w.Head != "" {
 		head = w.Head
 	}
+	// The sandbox's commits are checked like its patch before they reach this machine's
+	// work tree: no symbolic links, no submodules.
+	if head != commit {
+		out, err := git(nil, "diff-tree", "-r", "--no-renames", commit, head)
+		if err != nil {
+			return fmt.Errorf("compare the sandbox's commits with %s: %v: %s", commit, err, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && (f[1] == "120000" || f[1] == "160000") {
+				return fmt.Errorf("the sandbox's commits create symbolic links or submodules; not checked out (head %s):\n%s", head, out)
+			}
+		}
+	}
 	if out, err := git(nil, "checkout", "-q", "-B", "takeover-"+sess.ID.String()[:8], head); err != nil {
 		return fmt.Errorf("check out %s: %v: %s", head, err, out)
 	}
 	fmt.Fprintf(e.stdout, "workspace: %s at %s", work, head)
 	if w.Branch != "" {
-		fmt.Fprintf(e.stdout, " (the sandbox's branch %s)", w.Branch)
+		fmt.Fprintf(e.stdout, " (the sandbox's branch %q)", w.Branch)
 	}
 	fmt.Fprintln(e.stdout)
 	if w.SHA256 == "" {
@@ -229,10 +243,6 @@ func checkoutWorkspace(ctx context.Context, e env, d *readDeps, sess session.Ses
 	}
 	fmt.Fprintf(e.stdout, "saved work applied (%d bytes of patch); it changes:\n%s", len(data), out)
 	return nil
-}
-
-func commitID(s string) bool {
-	return (len(s) == 40 || len(s) == 64) && strings.Trim(s, "0123456789abcdef") == ""
 }
 
 // workspaceOf is the session's workspace as the log records it: the repository and commit of

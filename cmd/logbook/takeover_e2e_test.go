@@ -33,7 +33,8 @@ func TestE2ETakeoverAndHandback(t *testing.T) {
 	top := e.post(slackemu.Post{Channel: general, User: ada, Text: mention("document the api")})
 	s := e.session(top.TS)
 	e.waitFor("turn_completed", func() bool { return len(e.events(s.ID, session.TypeTurnCompleted)) == 1 })
-	// A graceful stop closes the sandbox, saving its uncommitted work.
+	// The write saved the work at once; a graceful stop closes the sandbox (with nothing new
+	// to save).
 	a.cmd.Process.Signal(syscall.SIGTERM)
 	<-a.done
 	if n := len(e.events(s.ID, session.TypeWorkSaved)); n != 1 {
@@ -92,5 +93,60 @@ func TestE2ETakeoverAndHandback(t *testing.T) {
 	byOperator := e.exported("e2e-test")
 	if !strings.Contains(byOperator, `"taken_over"`) || !strings.Contains(byOperator, `"handed_back"`) {
 		t.Fatalf("the export for e2e-test lacks the takeover:\n%s", byOperator)
+	}
+}
+
+// The sandbox's commits come with a takeover — the same commit, from the bundle saved after
+// the command that made it — but commits that create a symbolic link are refused, as a patch
+// that does is: they would land on the person's machine.
+func TestE2ETakeoverBringsTheSandboxsCommits(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, slackemu.Options{})
+	base, _ := gittest.Serve(t, "acme/api.git", map[string]string{"README.md": "# api\n"})
+	run := func(id, command string) fakeprovider.Reply {
+		return fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: id, Name: "run_command", Input: `{"command":"` + command + `"}`}}}
+	}
+	e.model.Push(
+		run("toolu_c", "git checkout -q -b logbook/docs && echo more >> README.md && git commit -qam docs && echo wip > notes.txt && git rev-parse HEAD"),
+		fakeprovider.Reply{Text: "Committed."}, fakeprovider.Reply{Text: "Docs"},
+		run("toolu_l", "git checkout -q -b logbook/link && ln -s /etc/passwd notes.md && git add notes.md && git commit -qm link && echo linked"),
+		fakeprovider.Reply{Text: "Linked."}, fakeprovider.Reply{Text: "Link"},
+	)
+	e.serve("LOGBOOK_SANDBOX=process", "LOGBOOK_REPOS="+general+"=acme/api@main", "LOGBOOK_REPO_URL="+base+"/{repo}.git")
+	session1 := func(text string) session.Session {
+		top := e.post(slackemu.Post{Channel: general, User: ada, Text: mention(text)})
+		s := e.session(top.TS)
+		e.waitFor("turn_completed", func() bool { return len(e.events(s.ID, session.TypeTurnCompleted)) == 1 })
+		return s
+	}
+	docs := session1("commit the docs")
+	var head string
+	for _, ev := range e.events(docs.ID, session.TypeToolResult) {
+		var r session.ToolResult
+		if ev.Decode(&r) == nil {
+			if f := strings.Fields(r.Content); len(f) > 0 {
+				head = f[len(f)-1]
+			}
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "docs")
+	out := e.run("takeover", docs.ID.String(), "--dir", dir)
+	got, err := exec.Command("git", "-C", filepath.Join(dir, "repo"), "rev-parse", "HEAD").Output()
+	if err != nil || strings.TrimSpace(string(got)) != head || !strings.Contains(out, `the sandbox's branch "logbook/docs"`) {
+		t.Fatalf("the takeover is at %s (%v), the sandbox was at %q:\n%s", got, err, head, out)
+	}
+	if notes, err := os.ReadFile(filepath.Join(dir, "repo", "notes.txt")); err != nil || string(notes) != "wip\n" {
+		t.Fatalf("the uncommitted file on top: %q %v", notes, err)
+	}
+
+	link := session1("link the notes")
+	cmd := exec.Command(binary, "takeover", link.ID.String(), "--dir", filepath.Join(t.TempDir(), "link"))
+	cmd.Env = e.env()
+	msg, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(msg), "symbolic links") {
+		t.Fatalf("a takeover of commits with a symbolic link: %v\n%s", err, msg)
+	}
+	if evs := e.events(link.ID, session.TypeTakenOver); len(evs) != 0 {
+		t.Fatal("the refused takeover was recorded as one")
 	}
 }

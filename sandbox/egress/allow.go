@@ -104,12 +104,13 @@ func validName(h string) bool {
 	return true
 }
 
-// errRefused is why a connection was refused; its text is shown to the sandbox and recorded.
-type errRefused struct{ why string }
+// refusedError is why a connection was refused by the policy (not failed); its text is shown
+// to the sandbox and recorded.
+type refusedError struct{ why string }
 
-func (e errRefused) Error() string { return e.why }
+func (e refusedError) Error() string { return e.why }
 
-func refused(format string, args ...any) error { return errRefused{fmt.Sprintf(format, args...)} }
+func refused(format string, args ...any) error { return refusedError{fmt.Sprintf(format, args...)} }
 
 // allows checks host (a name or an address literal) and port against the patterns. byAddr
 // says a pattern named the address itself, which is what lets a non-public address through.
@@ -139,14 +140,50 @@ func (a Allowlist) allows(host string, port int) (ok, byAddr bool) {
 }
 
 // public reports whether ip is an address of the internet at large: not loopback, private,
-// link-local (the cloud metadata service), unspecified, multicast or carrier-grade NAT.
+// link-local (the cloud metadata service), unspecified, multicast, carrier-grade NAT or any
+// other special-purpose range (RFC 6890); an IPv6 address carrying an IPv4 one (NAT64,
+// 6to4, IPv4-compatible) is judged by the IPv4 address too.
 func public(ip netip.Addr) bool {
 	ip = ip.Unmap()
 	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
 		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
 		return false
 	}
-	return !netip.MustParsePrefix("100.64.0.0/10").Contains(ip) && !netip.MustParsePrefix("0.0.0.0/8").Contains(ip)
+	for _, p := range specialPurpose {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	if ip.Is6() {
+		b := ip.As16()
+		var v4 netip.Addr
+		switch {
+		case nat64.Contains(ip), nat64Local.Contains(ip), v4Compatible.Contains(ip):
+			v4 = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+		case sixToFour.Contains(ip):
+			v4 = netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})
+		}
+		if v4.IsValid() && !public(v4) {
+			return false
+		}
+	}
+	return true
 }
+
+var (
+	nat64        = netip.MustParsePrefix("64:ff9b::/96")
+	nat64Local   = netip.MustParsePrefix("64:ff9b:1::/48")
+	v4Compatible = netip.MustParsePrefix("::/96")
+	sixToFour    = netip.MustParsePrefix("2002::/16")
+	// specialPurpose are the ranges no name of the internet should resolve to.
+	specialPurpose = []netip.Prefix{
+		netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("100.64.0.0/10"),
+		netip.MustParsePrefix("192.0.0.0/24"), netip.MustParsePrefix("192.0.2.0/24"),
+		netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("198.51.100.0/24"),
+		netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("240.0.0.0/4"),
+		netip.MustParsePrefix("fec0::/10"), netip.MustParsePrefix("2001:db8::/32"),
+		netip.MustParsePrefix("100::/64"),
+	}
+)
 
 var errNoAddress = errors.New("no address")

@@ -85,7 +85,7 @@ func (r *recorder) all() []Connection {
 	return append([]Connection(nil), r.conns...)
 }
 
-// serveProxy starts a proxy on loopback and returns its URL.
+// serveProxy starts a proxy on loopback and returns its URL, with its credentials.
 func serveProxy(t *testing.T, opt Options) (*Proxy, string, *recorder) {
 	t.Helper()
 	rec := &recorder{}
@@ -105,7 +105,7 @@ func serveProxy(t *testing.T, opt Options) (*Proxy, string, *recorder) {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return p, "http://" + l.Addr().String(), rec
+	return p, "http://logbook:" + p.Secret() + "@" + l.Addr().String(), rec
 }
 
 // echoServer answers each line with "echo: line".
@@ -148,7 +148,12 @@ func connectThrough(t *testing.T, proxyURL, target string) (string, net.Conn, *b
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	auth := ""
+	if u.User != nil {
+		pass, _ := u.User.Password()
+		auth = "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass)) + "\r\n"
+	}
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, target, auth)
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil {
@@ -183,13 +188,24 @@ func TestConnectAllowedAndRefused(t *testing.T) {
 	_, port, _ := net.SplitHostPort(echo)
 	for _, target := range []string{"127.0.0.2:" + port, "localhost:" + port, "example.com:443"} {
 		status, _, _ := connectThrough(t, proxyURL, target)
-		if !strings.HasPrefix(status, "403") || !strings.Contains(status, "not allowed (LOGBOOK_SANDBOX_EGRESS)") {
+		if !strings.HasPrefix(status, "403") || !strings.Contains(status, "not on the sandbox's egress allowlist") {
 			t.Errorf("CONNECT %s: %s", target, status)
 		}
 	}
+	// Without the proxy's secret, nothing: another sandbox or process on the host finds the
+	// port, not the password.
+	u, _ := url.Parse(proxyURL)
+	u.User = url.UserPassword("logbook", "guessed")
+	if status, _, _ := connectThrough(t, u.String(), echo); !strings.HasPrefix(status, "407") {
+		t.Errorf("CONNECT with a wrong secret: %s", status)
+	}
+	u.User = nil
+	if status, _, _ := connectThrough(t, u.String(), echo); !strings.HasPrefix(status, "407") {
+		t.Errorf("CONNECT without credentials: %s", status)
+	}
 	p.Close() // waits for the tunnel's handler, so its record is in
 	got := rec.all()
-	if len(got) != 4 {
+	if len(got) != 6 {
 		t.Fatalf("records: %+v", got)
 	}
 	var tunnel Connection
@@ -210,7 +226,7 @@ func TestConnectAllowedAndRefused(t *testing.T) {
 			}
 		}
 	}
-	if !refusedHosts["127.0.0.2"] || !refusedHosts["localhost"] || !refusedHosts["example.com"] {
+	if !refusedHosts["127.0.0.2"] || !refusedHosts["localhost"] || !refusedHosts["example.com"] || !refusedHosts["127.0.0.1"] {
 		t.Errorf("refusals recorded: %v", refusedHosts)
 	}
 }
@@ -240,7 +256,7 @@ func TestNameResolvingToPrivateAddressIsRefused(t *testing.T) {
 
 func TestPlainHTTPForwarded(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Proxy-Authorization") != "" {
+		if r.Header.Get("Proxy-Authorization") != "" || r.Header.Get("Proxy-Connection") != "" {
 			t.Error("a hop-by-hop header reached the server")
 		}
 		fmt.Fprintf(w, "hello %s", r.URL.Path)
@@ -254,7 +270,7 @@ func TestPlainHTTPForwarded(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 	req, _ := http.NewRequest("GET", srv.URL+"/x", nil)
-	req.Header.Set("Proxy-Authorization", "Basic c2VjcmV0")
+	req.Header.Set("Proxy-Connection", "keep-alive")
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -297,11 +313,12 @@ func TestGitRemoteAddsCredentialsAndGuardsPushes(t *testing.T) {
 	const token = "ghs_sekrit-token-value"
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token))
 	repo := gittest.ServeWith(t, gittest.Options{Path: "acme/api.git", Files: map[string]string{"README.md": "# api\n"}, Push: true, Auth: auth})
-	_, proxyURL, rec := serveProxy(t, Options{Git: &Remote{URL: repo.URL, Header: "Authorization: " + auth, Protected: []string{"main"}}})
+	p, proxyURL, rec := serveProxy(t, Options{Git: &Remote{URL: repo.URL, Header: "Authorization: " + auth, Protected: []string{"main"}, BranchPrefix: "logbook/"}})
 
 	work := filepath.Join(t.TempDir(), "w")
 	// The checkout's origin is the repository's URL; the rule sends it through the proxy.
-	rewrite := []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url." + proxyURL + GitPath + ".insteadOf", "GIT_CONFIG_VALUE_0=" + repo.URL}
+	pu, _ := url.Parse(proxyURL)
+	rewrite := []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url.http://" + pu.Host + p.GitPath() + ".insteadOf", "GIT_CONFIG_VALUE_0=" + repo.URL}
 	if out, err := hostGit(t, "", rewrite, "clone", "-q", repo.URL, work); err != nil {
 		t.Fatalf("clone through the proxy: %v\n%s", err, out)
 	}
@@ -329,6 +346,7 @@ func TestGitRemoteAddsCredentialsAndGuardsPushes(t *testing.T) {
 		{"HEAD:refs/heads/main", "main is protected"},
 		{"HEAD:refs/tags/v1", "refs/tags/v1 is not a branch"},
 		{":refs/heads/logbook/fix", "deleting logbook/fix is not allowed"},
+		{"HEAD:refs/heads/release", "release is not one of the sandbox's branches: push to a branch under logbook/"},
 	} {
 		out, err := hostGit(t, work, rewrite, "push", "origin", c.ref)
 		if err == nil || !strings.Contains(out, "[remote rejected]") || !strings.Contains(out, c.want) {
@@ -360,15 +378,17 @@ func TestGitRemoteAddsCredentialsAndGuardsPushes(t *testing.T) {
 			pushes++
 		}
 	}
-	if pushes != 1 || refusals != 3 {
+	if pushes != 1 || refusals != 4 {
 		t.Errorf("pushes %d, refusals %d: %+v", pushes, refusals, rec.all())
 	}
 }
 
 func TestGitRemoteWithoutCredentialsNeverAsksTheSandbox(t *testing.T) {
 	repo := gittest.ServeWith(t, gittest.Options{Path: "r.git", Files: map[string]string{"a": "a"}, Auth: "Basic d3Jvbmc="})
-	_, proxyURL, rec := serveProxy(t, Options{Git: &Remote{URL: repo.URL}})
-	resp, err := http.Get(proxyURL + GitPath + "/info/refs?service=git-upload-pack")
+	p, proxyURL, rec := serveProxy(t, Options{Git: &Remote{URL: repo.URL}})
+	pu, _ := url.Parse(proxyURL)
+	base := "http://" + pu.Host
+	resp, err := http.Get(base + p.GitPath() + "/info/refs?service=git-upload-pack")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,8 +396,8 @@ func TestGitRemoteWithoutCredentialsNeverAsksTheSandbox(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("WWW-Authenticate") != "" {
 		t.Errorf("a 401 upstream reached the sandbox as %s %v", resp.Status, resp.Header)
 	}
-	for _, path := range []string{GitPath + "/HEAD", GitPath + "/objects/info/packs", "/other.git/info/refs", "/"} {
-		resp, err := http.Get(proxyURL + path)
+	for _, path := range []string{p.GitPath() + "/HEAD", p.GitPath() + "/objects/info/packs", GitPath + "/info/refs?service=git-upload-pack", "/"} {
+		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -386,7 +406,104 @@ func TestGitRemoteWithoutCredentialsNeverAsksTheSandbox(t *testing.T) {
 			t.Errorf("GET %s: %s", path, resp.Status)
 		}
 	}
+	// (The path without the secret is not the repository: it is "not a proxy request".)
 	if got := rec.all(); len(got) != 5 || got[0].Allowed != true || got[1].Allowed {
 		t.Errorf("records: %+v", got)
+	}
+}
+
+// A push over git's http.postBuffer (1 MiB) starts with a probe whose body is a lone flush;
+// it goes on, and the push with it.
+func TestGitRemoteLargePush(t *testing.T) {
+	repo := gittest.ServeWith(t, gittest.Options{Path: "r.git", Files: map[string]string{"a": "a"}, Push: true})
+	p, proxyURL, _ := serveProxy(t, Options{Git: &Remote{URL: repo.URL, Protected: []string{"main"}, BranchPrefix: "logbook/"}})
+	pu, _ := url.Parse(proxyURL)
+	rewrite := []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url.http://" + pu.Host + p.GitPath() + ".insteadOf", "GIT_CONFIG_VALUE_0=" + repo.URL}
+	work := filepath.Join(t.TempDir(), "w")
+	if out, err := hostGit(t, "", rewrite, "clone", "-q", repo.URL, work); err != nil {
+		t.Fatalf("clone: %v\n%s", err, out)
+	}
+	big := make([]byte, 3<<20)
+	for i := range big {
+		big[i] = byte(i*7919 + i>>8) // compresses badly
+	}
+	if err := os.WriteFile(filepath.Join(work, "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"add", "big.bin"}, {"commit", "-q", "-m", "big"}, {"push", "-q", "origin", "HEAD:refs/heads/logbook/big"}} {
+		if out, err := hostGit(t, work, rewrite, args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	if repo.Branch("logbook/big") == "" {
+		t.Fatal("the large push did not arrive")
+	}
+}
+
+// A command list over its bounds is refused at once, without holding it.
+func TestGitRemoteBoundsThePushCommands(t *testing.T) {
+	repo := gittest.ServeWith(t, gittest.Options{Path: "r.git", Files: map[string]string{"a": "a"}, Push: true})
+	p, proxyURL, rec := serveProxy(t, Options{Git: &Remote{URL: repo.URL}})
+	pu, _ := url.Parse(proxyURL)
+	zero := strings.Repeat("0", 40)
+	line := func(ref string) string {
+		return fmt.Sprintf("%04x%s %s %s\n", len(zero)*2+len(ref)+7, zero, "1"+zero[1:], ref)
+	}
+	for name, body := range map[string]string{
+		"too many refs":  strings.Repeat(line("refs/heads/logbook/x"), maxCommands+1) + "0000",
+		"too long a ref": line("refs/heads/"+strings.Repeat("x", maxRefLength)) + "0000",
+		"too much":       strings.Repeat(line("refs/heads/"+strings.Repeat("y", 900)), 300) + "0000",
+		"no flush":       line("refs/heads/logbook/x"),
+		"not pkt-lines":  "hello world",
+	} {
+		resp, err := http.Post("http://"+pu.Host+p.GitPath()+"/git-receive-pack", "application/x-git-receive-pack-request", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: %s", name, resp.Status)
+		}
+	}
+	for _, r := range rec.all() {
+		if r.Allowed || !strings.HasPrefix(r.Reason, "push refused") || len(r.Reason) > maxRecordText+3 || len(r.Refs) > maxRecordRefs+1 {
+			t.Errorf("record: allowed %v, reason %q (%d bytes), %d refs", r.Allowed, cutText(r.Reason), len(r.Reason), len(r.Refs))
+		}
+	}
+}
+
+// Past maxRecords, a sandbox's connections are summed up in one record per kind and verdict,
+// given at Close: a flood of connections cannot flood the log.
+func TestRecordsSummedUpPastTheirBound(t *testing.T) {
+	p, proxyURL, rec := serveProxy(t, Options{})
+	for i := 0; i < maxRecords+5; i++ {
+		status, c, _ := connectThrough(t, proxyURL, "example.com:443")
+		c.Close()
+		if !strings.HasPrefix(status, "403") {
+			t.Fatalf("connection %d: %s", i, status)
+		}
+	}
+	if n := len(rec.all()); n != maxRecords {
+		t.Fatalf("%d records before Close; want %d", n, maxRecords)
+	}
+	p.Close()
+	got := rec.all()
+	if len(got) != maxRecords+1 || !strings.HasPrefix(got[maxRecords].Reason, "5 more connections like this") {
+		t.Fatalf("%d records; the last %+v", len(got), got[len(got)-1])
+	}
+}
+
+func TestPublicAddresses(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"140.82.112.3": true, "2606:4700::6810:84e5": true,
+		"127.0.0.1": false, "10.0.0.1": false, "169.254.169.254": false, "100.64.0.1": false,
+		"192.0.0.8": false, "198.18.0.1": false, "240.0.0.1": false, "255.255.255.255": false,
+		"192.0.2.1": false, "::1": false, "fd00::1": false, "fe80::1": false, "fec0::1": false,
+		"64:ff9b::a9fe:a9fe": false, "64:ff9b::8c52:7003": true, "2002:7f00:1::": false,
+		"::10.0.0.1": false, "::ffff:127.0.0.1": false,
+	} {
+		if got := public(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("public(%s) = %v, want %v", addr, got, want)
+		}
 	}
 }

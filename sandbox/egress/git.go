@@ -13,9 +13,10 @@ import (
 	"time"
 )
 
-// GitPath is where the proxy serves the session's repository: the sandbox's checkout reaches
-// its origin as http://PROXY/session.git (a git insteadOf rule), and the proxy carries each
-// smart-HTTP request on to Remote.URL with Remote.Header added.
+// GitPath is where, after the proxy's secret (Proxy.GitPath), the proxy serves the session's
+// repository: the sandbox's checkout reaches its origin as http://PROXY/SECRET/session.git (a
+// git insteadOf rule), and the proxy carries each smart-HTTP request on to Remote.URL with
+// Remote.Header added.
 const GitPath = "/session.git"
 
 // Remote is the session's repository as the proxy serves it.
@@ -29,7 +30,18 @@ type Remote struct {
 	// Protected are branches the sandbox may not push to (the default branch). Pushes may
 	// only update branches (refs/heads/...), and never delete one.
 	Protected []string
+	// BranchPrefix, if set, is the only place pushes may go ("logbook/": the sandbox's own
+	// branches, never a person's).
+	BranchPrefix string
 }
+
+// Bounds on a push's command list, read (and held) before anything is sent on.
+const (
+	maxCommands     = 100
+	maxCommandBytes = 256 << 10
+	maxRefLength    = 1024
+	commandsTimeout = 30 * time.Second
+)
 
 // String hides Header.
 func (r *Remote) String() string { return "egress.Remote{" + r.URL + "}" }
@@ -65,14 +77,14 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 	rec := Connection{Kind: KindGit}
 	if g == nil {
 		rec.Reason = "this sandbox has no repository"
-		p.opt.Record(rec)
+		p.record(rec)
 		http.Error(w, "logbook egress proxy: "+rec.Reason, http.StatusNotFound)
 		return
 	}
 	up, err := url.Parse(g.URL)
 	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
 		rec.Reason = "the repository URL cannot be served"
-		p.opt.Record(rec)
+		p.record(rec)
 		http.Error(w, "logbook egress proxy: "+rec.Reason, http.StatusBadGateway)
 		return
 	}
@@ -84,7 +96,7 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 	suffix, service := gitRequest(r)
 	if service == "" {
 		rec.Reason = fmt.Sprintf("%s %s is not a request of git's smart HTTP protocol", r.Method, r.URL.Path)
-		p.opt.Record(rec)
+		p.record(rec)
 		http.Error(w, "logbook egress proxy: "+rec.Reason, http.StatusForbidden)
 		return
 	}
@@ -92,7 +104,16 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 	body := &countReader{r: r.Body}
 	var reqBody io.Reader = body
 	if suffix == "/git-receive-pack" {
+		// The command list comes first and must come soon; the pack after it may take long.
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(commandsTimeout))
 		cmds, raw, err := readCommands(bufio.NewReaderSize(body, 64<<10), r.Header.Get("Content-Encoding"))
+		_ = rc.SetReadDeadline(time.Time{})
+		if err == nil && len(cmds) == 0 && !bytes.Equal(raw.consumed, []byte("0000")) {
+			err = errors.New("the push updates no ref")
+		}
+		// A body of a lone flush updates nothing: it is git's probe before a large push
+		// (over http.postBuffer), and goes on.
 		for _, c := range cmds {
 			rec.Refs = append(rec.Refs, c.ref)
 		}
@@ -101,9 +122,10 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil {
 			rec.Reason = "push refused: " + err.Error()
+			_ = rc.SetReadDeadline(time.Now().Add(commandsTimeout))
 			_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<30))
 			rec.BytesOut, rec.Duration = body.n, time.Since(start)
-			p.opt.Record(rec)
+			p.record(rec)
 			refusePush(w, cmds, err.Error())
 			return
 		}
@@ -116,7 +138,7 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, target, reqBody)
 	if err != nil {
 		rec.Reason = err.Error()
-		p.opt.Record(rec)
+		p.record(rec)
 		http.Error(w, "logbook egress proxy: "+err.Error(), http.StatusBadGateway)
 		return
 	}
@@ -137,7 +159,7 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 		// The error names the URL, never the header.
 		rec.Allowed, rec.Reason = true, service+": "+err.Error()
 		rec.BytesOut, rec.Duration = body.n, time.Since(start)
-		p.opt.Record(rec)
+		p.record(rec)
 		http.Error(w, "logbook egress proxy: the repository did not answer", http.StatusBadGateway)
 		return
 	}
@@ -147,7 +169,7 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 		// The sandbox must not be asked for credentials it does not have.
 		rec.Reason = service + ": the repository refused logbook's credentials (HTTP " + strconv.Itoa(resp.StatusCode) + ")"
 		rec.BytesOut, rec.Duration = body.n, time.Since(start)
-		p.opt.Record(rec)
+		p.record(rec)
 		http.Error(w, "logbook egress proxy: the repository refused logbook's credentials", http.StatusForbidden)
 		return
 	}
@@ -159,7 +181,7 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(resp.StatusCode)
 	n, _ := io.Copy(flushWriter{w}, resp.Body)
 	rec.BytesOut, rec.BytesIn, rec.Duration = body.n, n, time.Since(start)
-	p.opt.Record(rec)
+	p.record(rec)
 }
 
 // command is one ref update of a push.
@@ -187,6 +209,9 @@ func readCommands(br *bufio.Reader, encoding string) ([]command, rawBody, error)
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
 			return cmds, raw, errors.New("the push's command list is cut short")
 		}
+		if len(raw.consumed)+len(hdr) > maxCommandBytes {
+			return cmds, raw, fmt.Errorf("the push's command list is over %d bytes", maxCommandBytes)
+		}
 		raw.consumed = append(raw.consumed, hdr[:]...)
 		n, err := strconv.ParseUint(string(hdr[:]), 16, 16)
 		if err != nil {
@@ -198,35 +223,31 @@ func readCommands(br *bufio.Reader, encoding string) ([]command, rawBody, error)
 		if n < 4 || n > 65520 {
 			return cmds, raw, errors.New("the push's command list is not in pkt-line format")
 		}
-		line := make([]byte, n-4)
-		if _, err := io.ReadFull(br, line); err != nil {
+		if len(raw.consumed)+int(n-4) > maxCommandBytes {
+			return cmds, raw, fmt.Errorf("the push's command list is over %d bytes", maxCommandBytes)
+		}
+		start := len(raw.consumed)
+		raw.consumed = append(raw.consumed, make([]byte, n-4)...)
+		if _, err := io.ReadFull(br, raw.consumed[start:]); err != nil {
 			return cmds, raw, errors.New("the push's command list is cut short")
 		}
-		raw.consumed = append(raw.consumed, line...)
-		text, caps, _ := strings.Cut(strings.TrimSuffix(string(line), "\n"), "\x00")
+		text, caps, _ := strings.Cut(strings.TrimSuffix(string(raw.consumed[start:]), "\n"), "\x00")
 		if strings.HasPrefix(text, "shallow ") {
 			continue
 		}
 		f := strings.Fields(text)
 		if len(f) != 3 {
-			return cmds, raw, fmt.Errorf("the push sends %q, which logbook does not let through", truncate(text, 60))
+			return cmds, raw, fmt.Errorf("the push sends %q, which logbook does not let through", cutText(text))
+		}
+		if len(f[2]) > maxRefLength {
+			return cmds, raw, fmt.Errorf("the push names a ref over %d bytes", maxRefLength)
+		}
+		if len(cmds) == maxCommands {
+			return cmds, raw, fmt.Errorf("the push updates more than %d refs", maxCommands)
 		}
 		cmds = append(cmds, command{old: f[0], new: f[1], ref: f[2], caps: caps})
-		if len(cmds) > 1000 {
-			return cmds, raw, errors.New("the push updates more than 1000 refs")
-		}
-	}
-	if len(cmds) == 0 {
-		return nil, raw, errors.New("the push updates no ref")
 	}
 	return cmds, raw, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }
 
 // allowPush checks every update: branches only, never a protected one, never a deletion.
@@ -243,6 +264,9 @@ func (g *Remote) allowPush(cmds []command) error {
 			if branch == p {
 				return fmt.Errorf("%s is protected; push a branch of your own and open a pull request", branch)
 			}
+		}
+		if g.BranchPrefix != "" && !strings.HasPrefix(branch, g.BranchPrefix) {
+			return fmt.Errorf("%s is not one of the sandbox's branches: push to a branch under %s (e.g. %sfix-the-test)", branch, g.BranchPrefix, g.BranchPrefix)
 		}
 	}
 	return nil

@@ -2,6 +2,10 @@ package egress
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Kinds of Connection.
@@ -64,16 +69,45 @@ type Options struct {
 }
 
 // Proxy serves one sandbox's connections. Serve it on a listener; Close ends everything.
+//
+// Every request carries the proxy's Secret, made at New: CONNECT and plain-http requests as
+// the password of Proxy-Authorization (HTTP_PROXY=http://logbook:SECRET@…), requests to the
+// repository in the path (GitPath). A proxy on a loopback port (the process provider, or a
+// sandbox sharing the host's network) is reachable by every local process: only the sandbox
+// it was made for knows the secret.
 type Proxy struct {
-	opt   Options
-	srv   *http.Server
-	slots chan struct{}
+	opt     Options
+	srv     *http.Server
+	secret  string
+	slots   chan struct{} // requests being served
+	records chan struct{} // Record calls at once: a flood waits, it does not pile up appends
 
 	mu     sync.Mutex
 	closed bool
 	conns  map[net.Conn]struct{} // hijacked tunnels, closed by Close
 	wg     sync.WaitGroup        // tunnels and handlers
+	open   sync.WaitGroup        // the server's connections, until closed or hijacked
+	nconns int
+	// recorded counts the records made; past maxRecords, records are summed up in
+	// suppressed (by kind and verdict), given to Record at Close.
+	recorded   int
+	suppressed map[[2]string]*suppressedRecords
 }
+
+type suppressedRecords struct {
+	Connection
+	n int
+}
+
+// Bounds on what one sandbox may hold open or have recorded.
+const (
+	maxOpenConns  = 256              // connections to the proxy at once
+	idleTimeout   = 60 * time.Second // a kept-alive connection with no request
+	tunnelGrace   = 30 * time.Second // a tunnel's other side, once one side is done
+	maxRecordText = 256              // bytes of a record's Host and Reason
+	maxRecordRefs = 20               // refs of a record
+	maxRecords    = 1000             // records one by one per sandbox; the rest summed up
+)
 
 // New returns a proxy.
 func New(opt Options) *Proxy {
@@ -89,7 +123,12 @@ func New(opt Options) *Proxy {
 	if opt.Record == nil {
 		opt.Record = func(Connection) {}
 	}
-	p := &Proxy{opt: opt, slots: make(chan struct{}, opt.MaxConnections), conns: map[net.Conn]struct{}{}}
+	var key [16]byte
+	if _, err := rand.Read(key[:]); err != nil {
+		panic("egress: no randomness: " + err.Error()) // crypto/rand never fails on Linux
+	}
+	p := &Proxy{opt: opt, secret: hex.EncodeToString(key[:]), slots: make(chan struct{}, opt.MaxConnections),
+		records: make(chan struct{}, 2), conns: map[net.Conn]struct{}{}, suppressed: map[[2]string]*suppressedRecords{}}
 	if p.opt.Transport == nil {
 		p.opt.Transport = &http.Transport{
 			Proxy: nil, DialContext: (&net.Dialer{Timeout: opt.DialTimeout}).DialContext,
@@ -98,8 +137,78 @@ func New(opt Options) *Proxy {
 			DisableCompression: true, IdleConnTimeout: 30 * time.Second,
 		}
 	}
-	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleTimeout, ConnState: p.connState}
 	return p
+}
+
+// Secret is what every request must carry (see Proxy).
+func (p *Proxy) Secret() string { return p.secret }
+
+// GitPath is the path the session's repository is served under: the sandbox's checkout
+// reaches its origin as http://PROXY + GitPath (a git insteadOf rule).
+func (p *Proxy) GitPath() string { return "/" + p.secret + GitPath }
+
+// connState bounds the connections held open and tracks them, so Close can wait for their
+// goroutines.
+func (p *Proxy) connState(c net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		p.mu.Lock()
+		p.nconns++
+		over := p.nconns > maxOpenConns
+		p.open.Add(1)
+		p.mu.Unlock()
+		if over {
+			_ = c.Close()
+		}
+	case http.StateClosed, http.StateHijacked:
+		p.mu.Lock()
+		p.nconns--
+		p.mu.Unlock()
+		p.open.Done()
+	}
+}
+
+// record hands c to Options.Record, cut to size, at most two at a time.
+func (p *Proxy) record(c Connection) {
+	c.Host, c.Reason = cutText(c.Host), cutText(c.Reason)
+	if len(c.Refs) > maxRecordRefs {
+		c.Refs = append(c.Refs[:maxRecordRefs:maxRecordRefs], fmt.Sprintf("... %d more", len(c.Refs)-maxRecordRefs))
+	}
+	for i, r := range c.Refs {
+		c.Refs[i] = cutText(r)
+	}
+	p.mu.Lock()
+	if p.recorded >= maxRecords {
+		key := [2]string{c.Kind, strconv.FormatBool(c.Allowed)}
+		sum := p.suppressed[key]
+		if sum == nil {
+			sum = &suppressedRecords{Connection: Connection{Kind: c.Kind, Host: "*", Allowed: c.Allowed}}
+			p.suppressed[key] = sum
+		}
+		sum.n++
+		sum.BytesOut += c.BytesOut
+		sum.BytesIn += c.BytesIn
+		sum.Duration += c.Duration
+		p.mu.Unlock()
+		return
+	}
+	p.recorded++
+	p.mu.Unlock()
+	p.records <- struct{}{}
+	defer func() { <-p.records }()
+	p.opt.Record(c)
+}
+
+func cutText(s string) string {
+	if len(s) <= maxRecordText {
+		return s
+	}
+	s = s[:maxRecordText]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "..."
 }
 
 // Serve serves connections on l until Close; it returns nil after Close.
@@ -122,6 +231,16 @@ func (p *Proxy) Close() error {
 	p.mu.Unlock()
 	err := p.srv.Close()
 	p.wg.Wait()
+	p.open.Wait()
+	p.mu.Lock()
+	sums := p.suppressed
+	p.suppressed = map[[2]string]*suppressedRecords{}
+	p.mu.Unlock()
+	for _, sum := range sums {
+		c := sum.Connection
+		c.Reason = fmt.Sprintf("%d more connections like this, summed up here: over %d in this sandbox are not recorded one by one", sum.n, maxRecords)
+		p.opt.Record(c)
+	}
 	if t, ok := p.opt.Transport.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
 	}
@@ -168,24 +287,43 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer func() { <-p.slots }()
 	default:
 		host, port := target(r)
-		p.opt.Record(Connection{Kind: kindOf(r), Host: host, Port: port, Reason: "too many connections at once"})
+		p.record(Connection{Kind: kindOf(r), Host: host, Port: port, Reason: "too many connections at once"})
 		http.Error(w, "logbook egress proxy: too many connections at once", http.StatusServiceUnavailable)
 		return
 	}
+	gitPath := p.GitPath()
 	switch {
+	case r.Method != http.MethodConnect && strings.HasPrefix(r.URL.Path, gitPath+"/") && (!r.URL.IsAbs() || isLoopbackHost(r.URL.Hostname())):
+		// The repository, asked directly or (NO_PROXY unset) of the proxy as a proxy.
+		r.URL.Path = strings.TrimPrefix(r.URL.Path, "/"+p.secret)
+		p.gitRemote(w, r)
+	case r.Method != http.MethodConnect && !r.URL.IsAbs():
+		p.record(Connection{Kind: KindHTTP, Host: r.Host, Reason: "not a proxy request"})
+		http.Error(w, "logbook egress proxy: send requests through HTTP_PROXY/HTTPS_PROXY (absolute URLs or CONNECT)", http.StatusBadRequest)
+	case !p.authorized(r):
+		host, port := target(r)
+		p.record(Connection{Kind: kindOf(r), Host: host, Port: port, Reason: "no proxy credentials (HTTP_PROXY carries them)"})
+		w.Header().Set("Proxy-Authenticate", `Basic realm="logbook egress"`)
+		http.Error(w, "logbook egress proxy: proxy credentials required (use HTTP_PROXY as set)", http.StatusProxyAuthRequired)
 	case r.Method == http.MethodConnect:
 		p.connect(w, r)
-	case r.URL.IsAbs() && strings.HasPrefix(r.URL.Path, GitPath+"/") && isLoopbackHost(r.URL.Hostname()):
-		// The repository's URL asked of the proxy as a proxy (NO_PROXY unset).
-		p.gitRemote(w, r)
-	case r.URL.IsAbs():
-		p.forward(w, r)
-	case strings.HasPrefix(r.URL.Path, GitPath+"/"):
-		p.gitRemote(w, r)
 	default:
-		p.opt.Record(Connection{Kind: KindHTTP, Host: r.Host, Reason: "not a proxy request"})
-		http.Error(w, "logbook egress proxy: send requests through HTTP_PROXY/HTTPS_PROXY (absolute URLs or CONNECT)", http.StatusBadRequest)
+		p.forward(w, r)
 	}
+}
+
+// authorized reports whether r carries the proxy's secret as its proxy password.
+func (p *Proxy) authorized(r *http.Request) bool {
+	auth, ok := strings.CutPrefix(r.Header.Get("Proxy-Authorization"), "Basic ")
+	if !ok {
+		return false
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(auth))
+	if err != nil {
+		return false
+	}
+	_, pass, _ := strings.Cut(string(raw), ":")
+	return subtle.ConstantTimeCompare([]byte(pass), []byte(p.secret)) == 1
 }
 
 func kindOf(r *http.Request) string {
@@ -231,7 +369,7 @@ func (p *Proxy) dial(ctx context.Context, host string, port int) (net.Conn, erro
 	}
 	ok, byAddr := p.opt.Allow.allows(host, port)
 	if !ok {
-		return nil, refused("%s is not allowed (LOGBOOK_SANDBOX_EGRESS)", net.JoinHostPort(host, strconv.Itoa(port)))
+		return nil, refused("%s is not on the sandbox's egress allowlist", net.JoinHostPort(host, strconv.Itoa(port)))
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.opt.DialTimeout)
 	defer cancel()
@@ -266,6 +404,18 @@ func (p *Proxy) dial(ctx context.Context, host string, port int) (net.Conn, erro
 	return nil, last
 }
 
+// refuse records rec as refused for err and tells the sandbox: 403 for the policy, 502 for a
+// dial that failed.
+func (p *Proxy) refuse(w http.ResponseWriter, rec Connection, err error) {
+	rec.Allowed, rec.Reason = false, err.Error()
+	p.record(rec)
+	status := http.StatusBadGateway
+	if errors.As(err, new(refusedError)) {
+		status = http.StatusForbidden
+	}
+	http.Error(w, "logbook egress proxy: "+err.Error(), status)
+}
+
 // connect is a CONNECT tunnel.
 func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -273,13 +423,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	rec := Connection{Kind: KindConnect, Host: host, Port: port}
 	up, err := p.dial(r.Context(), host, port)
 	if err != nil {
-		rec.Reason = err.Error()
-		p.opt.Record(rec)
-		status := http.StatusBadGateway
-		if errors.As(err, new(errRefused)) {
-			status = http.StatusForbidden
-		}
-		http.Error(w, "logbook egress proxy: "+err.Error(), status)
+		p.refuse(w, rec, err)
 		return
 	}
 	rec.Allowed = true
@@ -287,7 +431,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		up.Close()
 		rec.Allowed, rec.Reason = false, "cannot tunnel over this connection"
-		p.opt.Record(rec)
+		p.record(rec)
 		http.Error(w, "logbook egress proxy: cannot tunnel", http.StatusInternalServerError)
 		return
 	}
@@ -295,25 +439,23 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		up.Close()
 		rec.Allowed, rec.Reason = false, err.Error()
-		p.opt.Record(rec)
+		p.record(rec)
 		return
 	}
-	if !p.track(down) {
+	if !p.track(down) || !p.track(up) {
 		up.Close()
 		down.Close()
+		p.untrack(down)
+		rec.Allowed, rec.Reason = false, "the sandbox is closing"
+		p.record(rec)
 		return
 	}
 	defer p.untrack(down)
-	if !p.track(up) {
-		up.Close()
-		down.Close()
-		return
-	}
 	defer p.untrack(up)
 	if _, err := io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		up.Close()
 		down.Close()
-		p.opt.Record(rec)
+		p.record(rec)
 		return
 	}
 	var out, in atomic.Int64
@@ -325,15 +467,18 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(up, io.MultiReader(io.LimitReader(rw.Reader, int64(rw.Reader.Buffered())), down))
 		out.Add(n)
 		closeWrite(up)
+		// The sandbox is done sending: the other side gets a while to finish, not forever.
+		_ = up.SetReadDeadline(time.Now().Add(tunnelGrace))
 	}()
 	n, _ := io.Copy(down, up)
 	in.Add(n)
 	closeWrite(down)
+	_ = down.SetReadDeadline(time.Now().Add(tunnelGrace))
 	wg.Wait()
 	up.Close()
 	down.Close()
 	rec.BytesOut, rec.BytesIn, rec.Duration = out.Load(), in.Load(), time.Since(start)
-	p.opt.Record(rec)
+	p.record(rec)
 }
 
 func closeWrite(c net.Conn) {
@@ -356,19 +501,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 	rec := Connection{Kind: KindHTTP, Host: host, Port: port}
 	if r.URL.Scheme != "http" {
 		rec.Reason = "only http:// is forwarded; https goes through CONNECT"
-		p.opt.Record(rec)
+		p.record(rec)
 		http.Error(w, "logbook egress proxy: "+rec.Reason, http.StatusBadRequest)
 		return
 	}
 	up, err := p.dial(r.Context(), host, port)
 	if err != nil {
-		rec.Reason = err.Error()
-		p.opt.Record(rec)
-		status := http.StatusBadGateway
-		if errors.As(err, new(errRefused)) {
-			status = http.StatusForbidden
-		}
-		http.Error(w, "logbook egress proxy: "+err.Error(), status)
+		p.refuse(w, rec, err)
 		return
 	}
 	rec.Allowed = true
@@ -398,14 +537,14 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		rec.Reason, rec.BytesOut, rec.Duration = "upstream: "+err.Error(), body.n, time.Since(start)
-		p.opt.Record(rec)
+		p.record(rec)
 		http.Error(w, "logbook egress proxy: "+err.Error(), http.StatusBadGateway)
 		return
 	}
 	defer resp.Body.Close()
 	n := copyResponse(w, resp)
 	rec.BytesOut, rec.BytesIn, rec.Duration = body.n, n, time.Since(start)
-	p.opt.Record(rec)
+	p.record(rec)
 }
 
 // copyResponse writes resp to w, flushing as it goes, and returns the body bytes written.

@@ -3,6 +3,8 @@
 package gittest
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -123,6 +125,17 @@ func ServeWith(tb testing.TB, opt Options) *Server {
 			w.Header().Set("WWW-Authenticate", `Basic realm="gittest"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
 			return
+		}
+		if r.ContentLength < 0 && r.Body != nil {
+			// net/http/cgi refuses chunked bodies (git sends large pushes chunked): buffer.
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+			r.Header.Del("Transfer-Encoding")
+			r.TransferEncoding = nil
 		}
 		backend.ServeHTTP(w, r)
 	}))
