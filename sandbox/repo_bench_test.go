@@ -52,3 +52,40 @@ func BenchmarkProvisionRepo(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSaveWorkUnchanged is what saving the work after a command costs when the command
+// changed nothing (the common case: a test run, a grep): SaveWork of a checkout of 1,000
+// files with one uncommitted change, against the work as saved, next to Exec("true") in the
+// same sandbox (the "floor" columns).
+func BenchmarkSaveWorkUnchanged(b *testing.B) {
+	files := map[string][]byte{}
+	for i := range 1000 {
+		files[fmt.Sprintf("d%02d/f%04d.txt", i%20, i)] = []byte(fmt.Sprintf("file %d\n", i))
+	}
+	gs := newGitServer(b, files)
+	for _, kind := range providerKinds {
+		b.Run(kind, func(b *testing.B) {
+			p, _ := mustProvider(b, kind, nil)
+			sb := mustProvision(b, p, "bench-save", Recipe{Repo: &RepoSpec{URL: gs.URL, Branch: "main", Header: gs.Header}})
+			ctx := context.Background()
+			mustExec(b, sb, ExecRequest{Shell: "echo changed >> d00/f0000.txt"})
+			_, id, err := SaveWork(ctx, sb, Commit(sb), WorkID{})
+			if err != nil || id.PatchSHA256 == "" {
+				b.Fatalf("first save: %+v %v", id, err)
+			}
+			var op, floor []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				mustExec(b, sb, ExecRequest{Argv: []string{"true"}})
+				floor = append(floor, time.Since(start))
+				start = time.Now()
+				w, again, err := SaveWork(ctx, sb, Commit(sb), id)
+				op = append(op, time.Since(start))
+				if err != nil || again != id || w.Patch != nil {
+					b.Fatalf("unchanged save: %+v %v", again, err)
+				}
+			}
+			reportLatencies(b, op, floor)
+		})
+	}
+}
