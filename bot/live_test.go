@@ -392,7 +392,10 @@ func TestLiveRollsOverAtTheSizeLimitAndOnAnUnexpectedClose(t *testing.T) {
 // streaming or half-written — not the partial stream plus the reply posted anew.
 func TestLiveGivingUpLeavesNoPartialMessage(t *testing.T) {
 	t.Parallel()
-	agent := &liveAgent{pieces: []string{"one ", "two ", "three ", "four"}, step: make(chan struct{})}
+	// Each failing append is waited for before the next piece; the last piece comes after
+	// the third failure, so the view has given up before the turn ends (were the third piece
+	// the last, the turn could end before the view tried it).
+	agent := &liveAgent{pieces: []string{"one ", "two ", "three ", "four ", "five"}, step: make(chan struct{})}
 	h := newHarness(t, agent, harnessOptions{live: bot.LiveConfig{Interval: 1}})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> count"})
 	if err := h.emu.Wait(h.waitCtx(), func() bool {
@@ -408,10 +411,11 @@ func TestLiveGivingUpLeavesNoPartialMessage(t *testing.T) {
 			t.Fatalf("append %d never tried: %v", i, err)
 		}
 	}
+	agent.step <- struct{}{}
 	s := h.session(general, top.TS)
 	h.turns(s.ID, 1)
 	msgs := h.botMessages(top.TS)
-	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "one two three four") {
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "one two three four five") {
 		t.Fatalf("bot messages %+v; want the reply once", msgs)
 	}
 	for _, st := range h.emu.Streams() {
