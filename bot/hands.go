@@ -105,11 +105,13 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 		h.recipe.Repo = spec
 	}
 	recipe := h.recipe
-	if h.egress != nil {
+	if h.egress != nil || recipe.Repo != nil {
+		// A repository is fetched and pushed through the proxy, allowlist or not.
 		recipe.Egress = h.newProxy()
 	}
 	sb, err := h.provider.Provision(ctx, h.key, recipe)
 	if err != nil {
+		h.zl.Warn().Err(err).Msg("could not provision the sandbox")
 		return nil, err
 	}
 	p := session.SandboxProvisioned{Provider: h.provider.Name(), Steps: len(h.recipe.Steps)}
@@ -137,7 +139,11 @@ const PushPrefix = "logbook/"
 
 // newProxy is a fresh proxy for one sandbox (its Close is the sandbox's).
 func (h *Hands) newProxy() *egress.Proxy {
-	opt := egress.Options{Allow: h.egress.Allow, Transport: h.egress.Transport, Resolver: h.egress.Resolver, Record: h.recordConnection}
+	cfg := Egress{}
+	if h.egress != nil {
+		cfg = *h.egress
+	}
+	opt := egress.Options{Allow: cfg.Allow, Transport: cfg.Transport, Resolver: cfg.Resolver, Record: h.recordConnection}
 	if r := h.recipe.Repo; r != nil {
 		opt.Git = &egress.Remote{URL: r.URL, Header: r.Header, BranchPrefix: PushPrefix}
 		if r.Branch != "" {

@@ -231,7 +231,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}
 	repos := &bot.ChannelRepos{Static: o.repos}
 	if o.repoAdmins != nil {
-		repos.Store, repos.ForgeHost = h.store, "127.0.0.1"
+		repos.Store, repos.ForgeHost, repos.PullRequests = h.store, "127.0.0.1", true
 		o.slash = bot.SlashCommands(nil, nil, "", repos, o.repoAdmins)
 	}
 	var hands bot.HandsFactory

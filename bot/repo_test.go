@@ -90,12 +90,14 @@ func TestRepoCommandSetsTheChannelsRepository(t *testing.T) {
 		t.Fatalf("shown to anyone: %s", got)
 	}
 
-	model.Push(fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_r", Name: "run_command", Input: `{"command":"cat README.md; git rev-parse HEAD"}`}}},
+	model.Push(fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_r", Name: "run_command", Input: `{"command":"cat README.md; git rev-parse HEAD; git config --get-regexp '^url[.]'"}`}}},
 		fakeprovider.Reply{Text: "It is the api."})
 	top := h.post(slackemu.Post{Channel: general, User: grace, Text: "<@" + botUser + "> what is this repository?"})
 	s := h.session(general, top.TS)
 	h.answered(s.ID)
-	if r := h.toolResult(s.ID, "toolu_r"); !strings.Contains(r.Content, "# the api") || !strings.Contains(r.Content, repo.Commit) {
+	// With no allowlist at all, the repository is still fetched and pushed through the proxy.
+	if r := h.toolResult(s.ID, "toolu_r"); !strings.Contains(r.Content, "# the api") || !strings.Contains(r.Content, repo.Commit) ||
+		!strings.Contains(r.Content, "/session.git.insteadof "+repo.URL) {
 		t.Fatalf("the sandbox: %s", r.Content)
 	}
 	var p session.SandboxProvisioned

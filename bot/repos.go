@@ -29,6 +29,8 @@ type ChannelRepos struct {
 	// Enterprise host): an admin's URL on it gets pull requests, others only a checkout.
 	ForgeHost string
 	Store     ChannelRepoStore
+	// PullRequests says whether logbook can open pull requests at all (GITHUB_TOKEN).
+	PullRequests bool
 }
 
 // ChannelRepo is a channel's repository: where it is cloned from and its base branch; Forge
@@ -120,17 +122,18 @@ func repoCommand(ctx context.Context, repos *ChannelRepos, admins []string, team
 		case err != nil:
 			return "The channel's repository cannot be read right now."
 		case !ok:
+			if repos != nil && repos.Store != nil {
+				if off, err := repos.Store.ChannelRepo(ctx, team, channel); err == nil && off.URL == "" {
+					return "This channel has no repository: <@" + off.SetBy + "> switched it off (`/logbook repo off`), whatever LOGBOOK_REPOS says. An admin sets one with `/logbook repo <https-url> [branch]`."
+				}
+			}
 			return "This channel has no repository. An admin sets one with `/logbook repo <https-url> [branch]`."
 		}
 		by := "the configuration (LOGBOOK_REPOS)"
 		if r.SetBy != "" {
 			by = "<@" + r.SetBy + ">"
 		}
-		prs := "pull requests are opened on it"
-		if !r.OnForge {
-			prs = "no pull requests (not a repository of the configured GitHub)"
-		}
-		return fmt.Sprintf("This channel's sandboxes check out `%s` at `%s` (set by %s); %s.", r.URL, cmp.Or(r.Branch, "its default branch"), by, prs)
+		return fmt.Sprintf("This channel's sandboxes check out `%s` at %s (set by %s); %s.", r.URL, branchText(r.Branch), by, repos.pullsText(r))
 	}
 	if repos == nil || repos.Store == nil {
 		return "Repositories are set in logbook's configuration here (LOGBOOK_REPOS)."
@@ -172,11 +175,26 @@ func repoCommand(ctx context.Context, repos *ChannelRepos, admins []string, team
 		return "This channel has no repository now (set by <@" + user + ">)."
 	}
 	r, _, _ := repos.For(ctx, team, channel)
-	prs := "create_pull_request opens pull requests on it"
-	if !r.OnForge {
-		prs = "it is not a repository of the configured GitHub, so there are no pull requests"
+	return fmt.Sprintf("New sandboxes of this channel check out `%s` at %s; %s. (Set by <@%s>.)", set.URL, branchText(set.Branch), repos.pullsText(r), user)
+}
+
+func branchText(b string) string {
+	if b == "" {
+		return "its default branch"
 	}
-	return fmt.Sprintf("New sandboxes of this channel check out `%s` at `%s`; %s. (Set by <@%s>.)", set.URL, cmp.Or(set.Branch, "its default branch"), prs, user)
+	return "`" + b + "`"
+}
+
+// pullsText says whether create_pull_request works on r.
+func (c *ChannelRepos) pullsText(r ChannelRepo) string {
+	switch {
+	case !c.PullRequests:
+		return "no pull requests (logbook has no GITHUB_TOKEN)"
+	case !r.OnForge:
+		return "no pull requests (not a repository of the configured GitHub)"
+	default:
+		return "create_pull_request opens pull requests on it"
+	}
 }
 
 func isLoopbackHost(h string) bool {

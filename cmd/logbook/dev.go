@@ -51,7 +51,7 @@ Chat commands:
   /send FILE      say the contents of FILE as one message
   /share FILE [text]  share FILE (its bytes, as a Slack file) with a message; the model reads
                   images, PDFs and text files, the rest lands in its sandbox
-  /logbook TEXT   the /logbook slash command (help, search <words>); its answer is ephemeral
+  /logbook TEXT   the /logbook slash command (help, search <words>, repo [<url> [branch] | off]); its answer is ephemeral
   /new            the next message starts a new thread
   /threads        list sessions;  /switch N  continue thread N of that list
   /stop           stop the current thread's running turn (Slack's stop button)

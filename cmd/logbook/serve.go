@@ -52,7 +52,8 @@ What logbook handles:
              session's messages become user_message_edited / user_message_deleted.
              Ignored: bot_message, messages by any bot or by logbook itself, channel_join
              and every other subtype.
-  commands   /logbook help, /logbook search <words> (answered ephemerally).
+  commands   /logbook help, /logbook search <words>, /logbook repo [<url> [branch] | off]
+             (answered ephemerally).
   search     /logbook search, the agent's search tool and the web pages show only channels
              that are public now (conversations.info, cached 5m). In a channel shared with
              another organisation (Slack Connect), and for a person of another team, search
@@ -693,11 +694,11 @@ func checkMigrated(ctx context.Context, store *session.Store, pool *pgxpool.Pool
 	return nil
 }
 
-// sandboxEgress is the sandboxes' proxy: on with an allowlist (LOGBOOK_SANDBOX_EGRESS), or
-// where a channel may have a repository to fetch and push (LOGBOOK_REPOS, or admins who may
-// set one); nil otherwise (no way out at all, unless LOGBOOK_SANDBOX_NETWORK).
+// sandboxEgress is what the sandboxes' proxy lets through (LOGBOOK_SANDBOX_EGRESS); nil without
+// an allowlist: a sandbox with a repository still gets a proxy for it, others no way out at
+// all (unless LOGBOOK_SANDBOX_NETWORK).
 func sandboxEgress(cfg serveConfig) *bot.Egress {
-	if cfg.SandboxEgress.Empty() && len(cfg.Repos) == 0 && len(cfg.Admins) == 0 {
+	if cfg.SandboxEgress.Empty() {
 		return nil
 	}
 	return &bot.Egress{Allow: cfg.SandboxEgress}
@@ -724,7 +725,8 @@ func forgeHost(cfg serveConfig) string {
 // channelRepos is where channels' repositories come from: what an admin set with /logbook
 // repo (kept in the database), else LOGBOOK_REPOS cloned from LOGBOOK_REPO_URL.
 func channelRepos(cfg serveConfig, store bot.ChannelRepoStore) *bot.ChannelRepos {
-	return &bot.ChannelRepos{Static: cfg.Repos, URLTemplate: cfg.RepoURL, ForgeHost: forgeHost(cfg), Store: store}
+	return &bot.ChannelRepos{Static: cfg.Repos, URLTemplate: cfg.RepoURL, ForgeHost: forgeHost(cfg), Store: store,
+		PullRequests: pullRequests(cfg) != nil}
 }
 
 // repoCheckout is the repository a channel's sandbox checks out (see channelRepos), through a

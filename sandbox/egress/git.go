@@ -101,6 +101,9 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Reason = service
+	if r.Method == http.MethodGet {
+		rec.Reason += " (refs advertised)"
+	}
 	body := &countReader{r: r.Body}
 	var reqBody io.Reader = body
 	if suffix == "/git-receive-pack" {
