@@ -66,7 +66,10 @@ func validateBranch(b string) error {
 
 // Mirrors is a host-side cache of bare mirrors (git clone --mirror), one
 // per repository URL, under a directory only the bot reads. Checkout clones
-// a mirror the first time and fetches it later (at most every FetchEvery).
+// a mirror the first time; later it fetches it first when it is older than
+// FetchEvery — unless Run keeps the mirrors fresh in the background, when a
+// Checkout fetches only a mirror Run has not managed to fetch for
+// 10 × FetchEvery.
 // Every git it runs has a clean environment: no system or global
 // configuration, HOME an empty directory, no terminal prompts; a header is
 // passed through git's environment configuration (GIT_CONFIG_COUNT), never
@@ -79,14 +82,17 @@ type Mirrors struct {
 	// it before the first Checkout.
 	FetchEvery time.Duration
 
-	mu    sync.Mutex
-	repos map[string]*mirror
+	mu         sync.Mutex
+	repos      map[string]*mirror
+	background bool // Run is refreshing the mirrors
 }
 
 type mirror struct {
 	mu      sync.Mutex
 	path    string
 	fetched time.Time
+	// url and header, for Run's fetches: the header (a secret) in memory only.
+	url, header string
 }
 
 // NewMirrors returns a cache under dir (created 0700 at first use).
@@ -133,6 +139,13 @@ func (m *Mirrors) Checkout(ctx context.Context, rawURL, branch, header string) (
 	if err := os.MkdirAll(m.home(), 0o700); err != nil {
 		return "", "", fmt.Errorf("mirror dir: %w", err)
 	}
+	mr.url, mr.header = rawURL, header
+	m.mu.Lock()
+	fresh := m.FetchEvery
+	if m.background {
+		fresh = 10 * m.FetchEvery
+	}
+	m.mu.Unlock()
 	start := time.Now()
 	if _, err := os.Stat(filepath.Join(mr.path, "HEAD")); err != nil {
 		_ = os.RemoveAll(mr.path) // a half-made clone
@@ -149,13 +162,10 @@ func (m *Mirrors) Checkout(ctx context.Context, rawURL, branch, header string) (
 		}
 		mr.fetched = time.Now()
 		m.log.Info().Str("url", rawURL).Dur("took", time.Since(start)).Msg("repository mirror cloned")
-	} else if m.FetchEvery <= 0 || time.Since(mr.fetched) >= m.FetchEvery {
-		// gc.auto=0: objects of a commit already handed out stay until the
-		// operator collects garbage.
-		if _, err := runGit(ctx, m.home(), mr.path, header, "-c", "gc.auto=0", "fetch", "--prune", "--quiet", "origin"); err != nil {
-			return "", "", fmt.Errorf("fetch mirror %s: %w", rawURL, err)
+	} else if fresh <= 0 || time.Since(mr.fetched) >= fresh {
+		if err := m.fetch(ctx, mr); err != nil {
+			return "", "", err
 		}
-		mr.fetched = time.Now()
 		m.log.Debug().Str("url", rawURL).Dur("took", time.Since(start)).Msg("repository mirror fetched")
 	}
 	ref := "HEAD"
@@ -167,6 +177,67 @@ func (m *Mirrors) Checkout(ctx context.Context, rawURL, branch, header string) (
 		return "", "", fmt.Errorf("mirror %s: branch %q not found: %w", rawURL, branch, err)
 	}
 	return strings.TrimSpace(out), mr.path, nil
+}
+
+// fetch brings mr up to date; mr.mu is held.
+func (m *Mirrors) fetch(ctx context.Context, mr *mirror) error {
+	// gc.auto=0: objects of a commit already handed out stay until the operator collects
+	// garbage.
+	if _, err := runGit(ctx, m.home(), mr.path, mr.header, "-c", "gc.auto=0", "fetch", "--prune", "--quiet", "origin"); err != nil {
+		return fmt.Errorf("fetch mirror %s: %w", mr.url, err)
+	}
+	mr.fetched = time.Now()
+	return nil
+}
+
+// Run fetches every mirror a Checkout has used each FetchEvery (at least a second), so
+// Checkouts need not, until ctx ends. A failed fetch is logged and tried again next time.
+func (m *Mirrors) Run(ctx context.Context) error {
+	every := max(m.FetchEvery, time.Second)
+	m.mu.Lock()
+	m.background = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.background = false
+		m.mu.Unlock()
+	}()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		m.Refresh(ctx)
+	}
+}
+
+// Refresh fetches, one after the other, every mirror a Checkout has used whose last fetch is
+// older than FetchEvery.
+func (m *Mirrors) Refresh(ctx context.Context) {
+	m.mu.Lock()
+	all := make([]*mirror, 0, len(m.repos))
+	for _, mr := range m.repos {
+		all = append(all, mr)
+	}
+	m.mu.Unlock()
+	for _, mr := range all {
+		if ctx.Err() != nil {
+			return
+		}
+		mr.mu.Lock()
+		if mr.url != "" && !mr.fetched.IsZero() && time.Since(mr.fetched) >= m.FetchEvery {
+			start := time.Now()
+			if err := m.fetch(ctx, mr); err != nil && ctx.Err() == nil {
+				m.log.Warn().Err(err).Str("url", mr.url).Msg("repository mirror: background fetch failed; trying again later")
+			} else if err == nil {
+				m.log.Debug().Str("url", mr.url).Dur("took", time.Since(start)).Msg("repository mirror fetched in the background")
+			}
+		}
+		mr.mu.Unlock()
+	}
 }
 
 // gitEnv is the complete environment of the host's git: nothing of the

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -381,5 +382,34 @@ func TestRepoSaveWorkBundleOverLimit(t *testing.T) {
 	}
 	if _, _, err := SaveWork(context.Background(), sb, Commit(sb), WorkID{}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("SaveWork of commits over the file size limit: %v; want ErrTooLarge", err)
+	}
+}
+
+// Refresh fetches the mirrors Checkouts used, so the next Checkout gets what was pushed since
+// without fetching itself.
+func TestMirrorsRefresh(t *testing.T) {
+	t.Parallel()
+	gs := newGitServer(t, map[string][]byte{"README": []byte("v1\n")})
+	m := NewMirrors(filepath.Join(t.TempDir(), "mirrors"), zerolog.Nop())
+	ctx := context.Background()
+	first, _, err := m.Checkout(ctx, gs.URL, "main", gs.Header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := gs.push(t, map[string][]byte{"README": []byte("v2\n")}, "v2")
+	m.FetchEvery = time.Hour // a Checkout now would not fetch
+	if got, _, err := m.Checkout(ctx, gs.URL, "main", gs.Header); err != nil || got != first {
+		t.Fatalf("before Refresh: %s %v; want the cached %s", got, err, first)
+	}
+	m.FetchEvery = 0
+	m.Refresh(ctx)
+	m.FetchEvery = time.Hour
+	if got, _, err := m.Checkout(ctx, gs.URL, "main", gs.Header); err != nil || got != second {
+		t.Fatalf("after Refresh: %s %v; want %s", got, err, second)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := m.Run(cancelled); err != nil {
+		t.Fatal(err)
 	}
 }

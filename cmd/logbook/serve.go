@@ -409,7 +409,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	defer gwPool.Close()
 	gwStore := session.NewStore(gwPool, session.Options{})
 
-	provs, err := sandboxProvider(cfg, log)
+	provs, mirrors, err := sandboxProvider(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -435,6 +435,10 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	health := bot.NewHealth()
 	dir := bot.NewDirectory(api, 5*time.Minute)
 	parts := []bot.Part{{Name: "indexer", Run: indexer.Run}}
+	if mirrors != nil {
+		// Repositories' mirrors are fetched in the background: provisioning only clones.
+		parts = append(parts, bot.Part{Name: "mirrors", Run: mirrors.Run})
+	}
 	var sched *audit.Scheduler
 	if cfg.Audit != nil {
 		s, closeAll, err := cfg.Audit(ctx, log.With().Str("part", "audit").Logger())
@@ -537,8 +541,9 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener) error {
 	return err
 }
 
-// sandboxProvider is the sandbox that LOGBOOK_SANDBOX asks for (nil: none).
-func sandboxProvider(cfg serveConfig, log zerolog.Logger) (sandbox.Provider, error) {
+// sandboxProvider is the sandbox that LOGBOOK_SANDBOX asks for (nil: none), and the cache of
+// repository mirrors its checkouts come from.
+func sandboxProvider(cfg serveConfig, log zerolog.Logger) (sandbox.Provider, *sandbox.Mirrors, error) {
 	kind := cfg.Sandbox
 	if kind == "" {
 		// Only bubblewrap isolates. The plain-process provider runs commands as logbook's
@@ -560,14 +565,16 @@ func sandboxProvider(cfg serveConfig, log zerolog.Logger) (sandbox.Provider, err
 		if dir == "" {
 			dir = defaultSandboxDir()
 		}
-		provs, err := sandbox.New(kind, sandbox.Config{BaseDir: dir, AllowNetwork: cfg.SandboxNet, DiskQuota: cfg.SandboxDisk}, log.With().Str("part", "sandbox").Logger())
+		slog := log.With().Str("part", "sandbox").Logger()
+		mirrors := sandbox.NewMirrors(filepath.Join(dir, "mirrors"), slog)
+		provs, err := sandbox.New(kind, sandbox.Config{BaseDir: dir, AllowNetwork: cfg.SandboxNet, DiskQuota: cfg.SandboxDisk, Mirrors: mirrors}, slog)
 		if err != nil {
-			return nil, fmt.Errorf("sandbox: %w (LOGBOOK_SANDBOX=none turns command tools off)", err)
+			return nil, nil, fmt.Errorf("sandbox: %w (LOGBOOK_SANDBOX=none turns command tools off)", err)
 		}
 		log.Info().Str("sandbox", provs.Name()).Msg("sandbox provider ready")
-		return provs, nil
+		return provs, mirrors, nil
 	}
-	return nil, nil
+	return nil, nil, nil
 
 }
 
