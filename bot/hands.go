@@ -36,8 +36,11 @@ type Hands struct {
 	// unrestored: saved work exists that this sandbox did not get back (git refused it); a
 	// clean tree does not shadow it until new work is saved.
 	unrestored bool
-	// saved is the work as last saved (or restored), so an unchanged tree is not saved again.
+	// saved is the work as last saved (or restored), so an unchanged tree is not saved again;
+	// seen is the work as last looked at (saved, or too large to save after a command), so
+	// an unchanged one is not read again.
 	saved session.WorkSaved
+	seen  sandbox.WorkID
 }
 
 // WorkStore keeps saved work by hash (a *filestore.Store).
@@ -131,6 +134,7 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 	if h.saved.Commit != p.Commit {
 		h.saved = session.WorkSaved{} // saved against another checkout: the next save records anew
 	}
+	h.seen = sandbox.WorkID{}
 	return sb, nil
 }
 
@@ -180,6 +184,9 @@ func (h *Hands) restore(ctx context.Context, sb sandbox.Sandbox) error {
 	var ws session.WorkSaved
 	if err := saved[0].Decode(&ws); err != nil {
 		return err
+	}
+	if ws.Repo != "" && ws.Repo != h.recipe.Repo.URL {
+		return nil // work on another repository (the channel's was changed since): it stays in the log
 	}
 	w := sandbox.Work{Head: ws.Head, Branch: ws.Branch}
 	if ws.Head == "" {
@@ -271,12 +278,9 @@ func (h *Hands) WriteFile(ctx context.Context, path string, data []byte) error {
 // checkpoint saves the work tree when it changed since the last save. A failure is logged:
 // the command's result stands, and the next save (or the one at Close) tries again.
 func (h *Hands) checkpoint(ctx context.Context) {
-	if h.work == nil || h.recipe.Repo == nil {
-		return
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.sb == nil {
+	if h.work == nil || h.recipe.Repo == nil || h.sb == nil {
 		return
 	}
 	if err := h.save(ctx, h.sb, true); err != nil {
@@ -303,19 +307,24 @@ func (h *Hands) Close(ctx context.Context, save bool) {
 }
 
 func (h *Hands) save(ctx context.Context, sb sandbox.Sandbox, checkpoint bool) error {
-	prev := sandbox.WorkID{Head: h.saved.Head, Branch: h.saved.Branch, PatchSHA256: h.saved.SHA256, BundleSHA256: h.saved.BundleSHA256}
+	saved := sandbox.WorkID{Head: h.saved.Head, Branch: h.saved.Branch, PatchSHA256: h.saved.SHA256, BundleSHA256: h.saved.BundleSHA256}
+	prev := saved
+	if checkpoint && h.seen != (sandbox.WorkID{}) {
+		prev = h.seen // unchanged since a look that did not save: nothing to read
+	}
 	w, id, err := sandbox.SaveWork(ctx, sb, h.commit, prev)
 	if err != nil {
 		return err
 	}
 	if id == prev {
-		return nil // as saved last
+		return nil // as saved, or looked at, last
 	}
+	h.seen = sandbox.WorkID{}
 	if id.Clean(h.commit) && (h.unrestored || h.saved == (session.WorkSaved{})) {
 		// A clean tree: nothing to keep when nothing was saved before, and a sandbox that
 		// never got the saved work back must not shadow it.
 		if !h.unrestored {
-			h.saved = session.WorkSaved{Commit: h.commit, Head: id.Head, Branch: id.Branch}
+			h.saved = session.WorkSaved{Repo: h.recipe.Repo.URL, Commit: h.commit, Head: id.Head, Branch: id.Branch}
 		}
 		return nil
 	}
@@ -323,10 +332,11 @@ func (h *Hands) save(ctx context.Context, sb sandbox.Sandbox, checkpoint bool) e
 		// Stored at every command this would grow the file store fast; the save when the
 		// sandbox closes keeps it.
 		h.zl.Debug().Int("bytes", len(w.Patch)+len(w.Bundle)).Msg("work over the checkpoint bound: saved when the sandbox closes")
+		h.seen = id
 		return nil
 	}
-	ws := session.WorkSaved{Commit: h.commit, Head: id.Head, Branch: id.Branch, SHA256: id.PatchSHA256, BundleSHA256: id.BundleSHA256,
-		Size: h.saved.Size, BundleSize: h.saved.BundleSize}
+	ws := session.WorkSaved{Repo: h.recipe.Repo.URL, Commit: h.commit, Head: id.Head, Branch: id.Branch, SHA256: id.PatchSHA256,
+		BundleSHA256: id.BundleSHA256, Size: h.saved.Size, BundleSize: h.saved.BundleSize}
 	if id.PatchSHA256 == "" {
 		ws.Size = 0
 	}

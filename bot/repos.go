@@ -111,7 +111,7 @@ func validUserID(s string) bool {
 }
 
 // repoCommand is /logbook repo: with no argument it says what the channel has; an admin
-// (LOGBOOK_ADMINS) sets it with `<url> [branch]`, or `off`. The URL must be https (http only
+// (LOGBOOK_ADMINS) sets it with `<url> [branch]` (branch default main), or `off`. The URL must be https (http only
 // to a loopback host) and carry no credentials: logbook adds those itself, and only for the
 // forge's host.
 func repoCommand(ctx context.Context, repos *ChannelRepos, admins []string, team, channel, user, args string) string {
@@ -145,7 +145,12 @@ func repoCommand(ctx context.Context, repos *ChannelRepos, admins []string, team
 	if !allowed {
 		return "Only logbook's admins (LOGBOOK_ADMINS) may set a channel's repository."
 	}
-	set := session.ChannelRepo{Team: team, Channel: channel, SetBy: user}
+	if !strings.HasPrefix(channel, "C") && !strings.HasPrefix(channel, "G") {
+		return "A repository belongs to a channel: set it in the channel whose threads should use it."
+	}
+	// The base branch defaults to main, as in LOGBOOK_REPOS: the branch the sandbox checks
+	// out is the one pull requests go to.
+	set := session.ChannelRepo{Team: team, Channel: channel, SetBy: user, Branch: "main"}
 	if !(len(f) == 1 && f[0] == "off") {
 		if len(f) > 2 {
 			return "Usage: `/logbook repo <https-url> [branch]`, or `/logbook repo off`."

@@ -88,7 +88,9 @@ type Mirrors struct {
 }
 
 type mirror struct {
-	mu      sync.Mutex
+	// lock is held (a token in it) by the one git command on the mirror at a time; a waiter
+	// gives up when its context ends.
+	lock    chan struct{}
 	path    string
 	fetched time.Time
 	// url and header, for Run's fetches: the header (a secret) in memory only.
@@ -111,7 +113,7 @@ func (m *Mirrors) get(rawURL string) *mirror {
 	key := hex.EncodeToString(sum[:16])
 	mr := m.repos[key]
 	if mr == nil {
-		mr = &mirror{path: filepath.Join(m.dir, key+".git")}
+		mr = &mirror{path: filepath.Join(m.dir, key+".git"), lock: make(chan struct{}, 1)}
 		m.repos[key] = mr
 	}
 	return mr
@@ -134,8 +136,12 @@ func (m *Mirrors) Checkout(ctx context.Context, rawURL, branch, header string) (
 		return "", "", errors.New("repository header is invalid")
 	}
 	mr := m.get(rawURL)
-	mr.mu.Lock()
-	defer mr.mu.Unlock()
+	select {
+	case mr.lock <- struct{}{}:
+	case <-ctx.Done():
+		return "", "", fmt.Errorf("mirror %s: %w (another fetch of it is still running)", rawURL, ctx.Err())
+	}
+	defer func() { <-mr.lock }()
 	if err := os.MkdirAll(m.home(), 0o700); err != nil {
 		return "", "", fmt.Errorf("mirror dir: %w", err)
 	}
@@ -179,7 +185,7 @@ func (m *Mirrors) Checkout(ctx context.Context, rawURL, branch, header string) (
 	return strings.TrimSpace(out), mr.path, nil
 }
 
-// fetch brings mr up to date; mr.mu is held.
+// fetch brings mr up to date; mr.lock is held.
 func (m *Mirrors) fetch(ctx context.Context, mr *mirror) error {
 	// gc.auto=0: objects of a commit already handed out stay until the operator collects
 	// garbage.
@@ -227,18 +233,29 @@ func (m *Mirrors) Refresh(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		mr.mu.Lock()
+		select {
+		case mr.lock <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		if mr.url != "" && !mr.fetched.IsZero() && time.Since(mr.fetched) >= m.FetchEvery {
 			start := time.Now()
-			if err := m.fetch(ctx, mr); err != nil && ctx.Err() == nil {
+			// Bounded: a stalled server must not hold the mirror (Checkouts wait for it).
+			fctx, cancel := context.WithTimeout(ctx, backgroundFetchTimeout)
+			err := m.fetch(fctx, mr)
+			cancel()
+			if err != nil && ctx.Err() == nil {
 				m.log.Warn().Err(err).Str("url", mr.url).Msg("repository mirror: background fetch failed; trying again later")
 			} else if err == nil {
 				m.log.Debug().Str("url", mr.url).Dur("took", time.Since(start)).Msg("repository mirror fetched in the background")
 			}
 		}
-		mr.mu.Unlock()
+		<-mr.lock
 	}
 }
+
+// backgroundFetchTimeout bounds one background fetch of a mirror.
+const backgroundFetchTimeout = 5 * time.Minute
 
 // gitEnv is the complete environment of the host's git: nothing of the
 // bot's environment or of the host's git configuration.
@@ -255,12 +272,15 @@ func gitEnv(home, header string) []string {
 		"SSH_ASKPASS=/bin/false",
 		"GIT_SSH_COMMAND=ssh -o BatchMode=yes",
 	}
-	// No redirects: git would send the header to wherever one leads.
-	env = append(env, "GIT_CONFIG_KEY_0=http.followRedirects", "GIT_CONFIG_VALUE_0=false")
+	// No redirects: git would send the header to wherever one leads. A transfer slower than
+	// 1 KB/s for a minute is given up (a stalled server holds the mirror otherwise).
+	env = append(env, "GIT_CONFIG_KEY_0=http.followRedirects", "GIT_CONFIG_VALUE_0=false",
+		"GIT_CONFIG_KEY_1=http.lowSpeedLimit", "GIT_CONFIG_VALUE_1=1000",
+		"GIT_CONFIG_KEY_2=http.lowSpeedTime", "GIT_CONFIG_VALUE_2=60")
 	if header != "" {
-		env = append(env, "GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_1=http.extraHeader", "GIT_CONFIG_VALUE_1="+header)
+		env = append(env, "GIT_CONFIG_COUNT=4", "GIT_CONFIG_KEY_3=http.extraHeader", "GIT_CONFIG_VALUE_3="+header)
 	} else {
-		env = append(env, "GIT_CONFIG_COUNT=1")
+		env = append(env, "GIT_CONFIG_COUNT=3")
 	}
 	return env
 }
@@ -322,8 +342,19 @@ func (p *provider) checkoutRepo(ctx context.Context, ws string, spec *RepoSpec, 
 		}
 	}
 	if gitURL != "" {
-		if _, err := runGit(ctx, m.home(), ws, "", "config", "url."+gitURL+".insteadOf", spec.URL); err != nil {
-			return "", err
+		// Written into .git/config, not given to git config: the URL holds the proxy's secret,
+		// and a command line is visible to every process of the host.
+		quote := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+		rule := fmt.Sprintf("[url \"%s\"]\n\tinsteadOf = \"%s\"\n", quote.Replace(gitURL), quote.Replace(spec.URL))
+		f, err := os.OpenFile(filepath.Join(ws, ".git", "config"), os.O_WRONLY|os.O_APPEND, 0)
+		if err == nil {
+			_, err = f.WriteString(rule)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return "", fmt.Errorf("point the checkout at the egress proxy: %w", err)
 		}
 	}
 	co := []string{"checkout", "--quiet", "--detach", commit}
@@ -562,6 +593,16 @@ func RestoreWork(ctx context.Context, sb Sandbox, w Work) error {
 	}
 	gitArgv := func(args ...string) []string {
 		return append([]string{"env", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "git"}, args...)
+	}
+	if len(w.Patch) == 0 && w.Head != "" {
+		// Commits the checkout holds already (merged since): nothing to bring back.
+		res, err := sb.Exec(ctx, ExecRequest{Argv: gitArgv("merge-base", "--is-ancestor", w.Head, "HEAD")})
+		if err != nil {
+			return fmt.Errorf("restore work: %w", err)
+		}
+		if res.ExitCode == 0 {
+			return nil
+		}
 	}
 	if len(w.Bundle) > 0 {
 		if err := sb.WriteFile(ctx, restoreBundle, w.Bundle); err != nil {

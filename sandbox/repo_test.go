@@ -413,3 +413,38 @@ func TestMirrorsRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Work whose commits the checkout holds already (merged since) is not brought back: HEAD stays
+// where the checkout has it.
+func TestRepoRestoreOfMergedWorkLeavesHEAD(t *testing.T) {
+	t.Parallel()
+	gs := newGitServer(t, map[string][]byte{"README": []byte("hello\n")})
+	p, _ := mustProvider(t, KindProcess, nil)
+	sb := mustProvision(t, p, "merged", Recipe{Repo: &RepoSpec{URL: gs.URL, Branch: "main", Header: gs.Header}})
+	base := Commit(sb)
+	ahead := strings.TrimSpace(mustExec(t, sb, ExecRequest{Shell: sandboxGit + "git -c user.name=a -c user.email=a@example.com commit -q --allow-empty -m later && git rev-parse HEAD"}).Stdout)
+	if err := RestoreWork(context.Background(), sb, Work{Head: base, Branch: "logbook/old"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(mustExec(t, sb, ExecRequest{Shell: sandboxGit + "git rev-parse HEAD; git symbolic-ref --short HEAD"}).Stdout); got != ahead+"\nmain" {
+		t.Fatalf("after restoring merged work: %q; want %s on main", got, ahead)
+	}
+}
+
+// A Checkout waiting for a mirror another git command holds gives up when its context ends.
+func TestMirrorsCheckoutWaitEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	gs := newGitServer(t, map[string][]byte{"README": []byte("v1\n")})
+	m := NewMirrors(filepath.Join(t.TempDir(), "mirrors"), zerolog.Nop())
+	mr := m.get(gs.URL)
+	mr.lock <- struct{}{} // a fetch that never ends
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := m.Checkout(ctx, gs.URL, "main", gs.Header); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Checkout behind a held mirror: %v", err)
+	}
+	<-mr.lock
+	if _, _, err := m.Checkout(context.Background(), gs.URL, "main", gs.Header); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -404,6 +404,8 @@ type EgressConnection struct {
 // Commit (or HEAD moved to one of its ancestors). A bundle holds every commit since Commit,
 // not only those since the last save.
 type WorkSaved struct {
+	// Repo is the repository's URL (empty in saves made before it was recorded).
+	Repo         string `json:"repo,omitempty"`
 	Commit       string `json:"commit"`
 	SHA256       string `json:"sha256,omitempty"`
 	Size         int64  `json:"size"`

@@ -253,11 +253,14 @@ func workspaceOf(evs []session.Event) (repo, commit string, work session.WorkSav
 		case session.TypeSandboxProvisioned:
 			var p session.SandboxProvisioned
 			if e.Decode(&p) == nil && p.Repo != "" {
+				if p.Repo != repo {
+					work = session.WorkSaved{} // another repository: its work is not this one's
+				}
 				repo, commit = p.Repo, p.Commit
 			}
 		case session.TypeWorkSaved:
 			var w session.WorkSaved
-			if e.Decode(&w) == nil {
+			if e.Decode(&w) == nil && (w.Repo == "" || w.Repo == repo) {
 				work = w
 				if w.Head == "" {
 					work.Head = w.Commit // saved before HEAD was recorded

@@ -291,9 +291,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "logbook egress proxy: too many connections at once", http.StatusServiceUnavailable)
 		return
 	}
-	gitPath := p.GitPath()
 	switch {
-	case r.Method != http.MethodConnect && strings.HasPrefix(r.URL.Path, gitPath+"/") && (!r.URL.IsAbs() || isLoopbackHost(r.URL.Hostname())):
+	case r.Method != http.MethodConnect && p.gitRequest(r.URL.Path) && (!r.URL.IsAbs() || isLoopbackHost(r.URL.Hostname())):
 		// The repository, asked directly or (NO_PROXY unset) of the proxy as a proxy.
 		r.URL.Path = strings.TrimPrefix(r.URL.Path, "/"+p.secret)
 		p.gitRemote(w, r)
@@ -310,6 +309,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		p.forward(w, r)
 	}
+}
+
+// gitRequest reports whether path is under GitPath (the secret compared in constant time).
+func (p *Proxy) gitRequest(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/")
+	if !ok {
+		return false
+	}
+	secret, rest, _ := strings.Cut(rest, "/")
+	return subtle.ConstantTimeCompare([]byte(secret), []byte(p.secret)) == 1 && strings.HasPrefix("/"+rest, GitPath+"/")
 }
 
 // authorized reports whether r carries the proxy's secret as its proxy password.
