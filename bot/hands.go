@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,7 +111,7 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 	recipe := h.recipe
 	if h.egress != nil || recipe.Repo != nil {
 		// A repository is fetched and pushed through the proxy, allowlist or not.
-		recipe.Egress = h.newProxy()
+		recipe.Egress = h.newProxy(h.pushedBranches(ctx))
 	}
 	sb, err := h.provider.Provision(ctx, h.key, recipe)
 	if err != nil {
@@ -142,19 +143,41 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 const PushPrefix = "logbook/"
 
 // newProxy is a fresh proxy for one sandbox (its Close is the sandbox's).
-func (h *Hands) newProxy() *egress.Proxy {
+func (h *Hands) newProxy(owned []string) *egress.Proxy {
 	cfg := Egress{}
 	if h.egress != nil {
 		cfg = *h.egress
 	}
 	opt := egress.Options{Allow: cfg.Allow, Transport: cfg.Transport, Resolver: cfg.Resolver, Record: h.recordConnection}
 	if r := h.recipe.Repo; r != nil {
-		opt.Git = &egress.Remote{URL: r.URL, Header: r.Header, BranchPrefix: PushPrefix}
+		opt.Git = &egress.Remote{URL: r.URL, Header: r.Header, BranchPrefix: PushPrefix, Owned: owned}
 		if r.Branch != "" {
 			opt.Git.Protected = []string{r.Branch}
 		}
 	}
 	return egress.New(opt)
+}
+
+// pushedBranches are the branches the session's sandboxes pushed, as the log records them: its
+// own, which a new sandbox may push again.
+func (h *Hands) pushedBranches(ctx context.Context) []string {
+	evs, err := h.log.Events(ctx, session.Range{Types: []session.Type{session.TypeEgressConnection}})
+	if err != nil {
+		h.zl.Warn().Err(err).Msg("could not read the session's pushes: its branches count as others'")
+		return nil
+	}
+	var owned []string
+	for _, e := range evs {
+		var c session.EgressConnection
+		if e.Decode(&c) == nil && c.Kind == egress.KindGit && c.Allowed && c.Reason == "git-receive-pack" {
+			for _, ref := range c.Refs {
+				if b, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
+					owned = append(owned, b)
+				}
+			}
+		}
+	}
+	return owned
 }
 
 // recordConnection appends an egress_connection event: called by the proxy as each

@@ -507,3 +507,53 @@ func TestPublicAddresses(t *testing.T) {
 		}
 	}
 }
+
+// A session may update only the logbook/ branches it pushed (now, or in an earlier sandbox:
+// Remote.Owned); another session's existing branch is refused, a new one is fine.
+func TestGitRemotePushesOnlyItsOwnBranches(t *testing.T) {
+	repo := gittest.ServeWith(t, gittest.Options{Path: "r.git", Files: map[string]string{"a": "a"}, Push: true})
+	clone := func(p *Proxy, proxyURL string) (string, []string) {
+		pu, _ := url.Parse(proxyURL)
+		rewrite := []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url.http://" + pu.Host + p.GitPath() + ".insteadOf", "GIT_CONFIG_VALUE_0=" + repo.URL}
+		work := filepath.Join(t.TempDir(), "w")
+		if out, err := hostGit(t, "", rewrite, "clone", "-q", repo.URL, work); err != nil {
+			t.Fatalf("clone: %v\n%s", err, out)
+		}
+		return work, rewrite
+	}
+	push := func(work string, rewrite []string, msg, ref string, force bool) (string, error) {
+		if out, err := hostGit(t, work, rewrite, "commit", "-q", "--allow-empty", "-m", msg); err != nil {
+			t.Fatalf("commit: %v\n%s", err, out)
+		}
+		args := []string{"push", "origin", "HEAD:" + ref}
+		if force {
+			args = append(args, "--force")
+		}
+		return hostGit(t, work, rewrite, args...)
+	}
+	remote := func(owned ...string) *Remote {
+		return &Remote{URL: repo.URL, Protected: []string{"main"}, BranchPrefix: "logbook/", Owned: owned}
+	}
+	pa, urlA, _ := serveProxy(t, Options{Git: remote()})
+	workA, rwA := clone(pa, urlA)
+	if out, err := push(workA, rwA, "a1", "refs/heads/logbook/a", false); err != nil {
+		t.Fatalf("a new branch: %v\n%s", err, out)
+	}
+	if out, err := push(workA, rwA, "a2", "refs/heads/logbook/a", true); err != nil {
+		t.Fatalf("its own branch again: %v\n%s", err, out)
+	}
+	pb, urlB, _ := serveProxy(t, Options{Git: remote()})
+	workB, rwB := clone(pb, urlB)
+	if out, err := push(workB, rwB, "b1", "refs/heads/logbook/a", true); err == nil || !strings.Contains(out, "logbook/a exists and was not pushed from this thread") {
+		t.Fatalf("another session's branch: %v\n%s", err, out)
+	}
+	if out, err := push(workB, rwB, "b2", "refs/heads/logbook/b", false); err != nil {
+		t.Fatalf("a new branch of its own: %v\n%s", err, out)
+	}
+	// A's next sandbox knows its branch from the log.
+	pa2, urlA2, _ := serveProxy(t, Options{Git: remote("logbook/a")})
+	workA2, rwA2 := clone(pa2, urlA2)
+	if out, err := push(workA2, rwA2, "a3", "refs/heads/logbook/a", true); err != nil {
+		t.Fatalf("its own branch from a new sandbox: %v\n%s", err, out)
+	}
+}

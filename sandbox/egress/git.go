@@ -33,6 +33,10 @@ type Remote struct {
 	// BranchPrefix, if set, is the only place pushes may go ("logbook/": the sandbox's own
 	// branches, never a person's).
 	BranchPrefix string
+	// Owned are the branches this session pushed before (its earlier sandboxes'): with
+	// BranchPrefix set, an existing branch may be updated only if it is one of them or the
+	// proxy let a push to it through since; new branches may always be made.
+	Owned []string
 }
 
 // Bounds on a push's command list, read (and held) before anything is sent on.
@@ -106,6 +110,7 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 	}
 	body := &countReader{r: r.Body}
 	var reqBody io.Reader = body
+	var pushing []command
 	if suffix == "/git-receive-pack" {
 		// The command list comes first and must come soon; the pack after it may take long.
 		rc := http.NewResponseController(w)
@@ -121,7 +126,7 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 			rec.Refs = append(rec.Refs, c.ref)
 		}
 		if err == nil {
-			err = g.allowPush(cmds)
+			err = p.allowPush(cmds)
 		}
 		if err != nil {
 			rec.Reason = "push refused: " + err.Error()
@@ -133,6 +138,7 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		reqBody = io.MultiReader(bytes.NewReader(raw.consumed), raw.rest)
+		pushing = cmds
 	}
 	target := strings.TrimSuffix(g.URL, "/") + suffix
 	if r.URL.RawQuery != "" {
@@ -168,6 +174,9 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	rec.Allowed = true
+	if pushing != nil && resp.StatusCode == http.StatusOK {
+		p.pushed(pushing)
+	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusProxyAuthRequired {
 		// The sandbox must not be asked for credentials it does not have.
 		rec.Reason = service + ": the repository refused logbook's credentials (HTTP " + strconv.Itoa(resp.StatusCode) + ")"
@@ -254,7 +263,8 @@ func readCommands(br *bufio.Reader, encoding string) ([]command, rawBody, error)
 }
 
 // allowPush checks every update: branches only, never a protected one, never a deletion.
-func (g *Remote) allowPush(cmds []command) error {
+func (p *Proxy) allowPush(cmds []command) error {
+	g := p.opt.Git
 	for _, c := range cmds {
 		branch, ok := strings.CutPrefix(c.ref, "refs/heads/")
 		switch {
@@ -271,8 +281,29 @@ func (g *Remote) allowPush(cmds []command) error {
 		if g.BranchPrefix != "" && !strings.HasPrefix(branch, g.BranchPrefix) {
 			return fmt.Errorf("%s is not one of the sandbox's branches: push to a branch under %s (e.g. %sfix-the-test)", branch, g.BranchPrefix, g.BranchPrefix)
 		}
+		if g.BranchPrefix != "" && strings.Trim(c.old, "0") != "" && !p.owns(branch) {
+			return fmt.Errorf("%s exists and was not pushed from this thread: push a new branch under %s", branch, g.BranchPrefix)
+		}
 	}
 	return nil
+}
+
+// owns reports whether this session pushed branch before.
+func (p *Proxy) owns(branch string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.owned[branch]
+}
+
+// pushed marks the branches of a push the repository accepted as this session's.
+func (p *Proxy) pushed(cmds []command) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cmds {
+		if branch, ok := strings.CutPrefix(c.ref, "refs/heads/"); ok {
+			p.owned[branch] = true
+		}
+	}
 }
 
 // refusePush answers a refused push in git's receive-pack protocol, so the sandbox's git

@@ -92,6 +92,8 @@ type Proxy struct {
 	// suppressed (by kind and verdict), given to Record at Close.
 	recorded   int
 	suppressed map[[2]string]*suppressedRecords
+	// owned are the branches this session pushed (Remote.Owned, and since).
+	owned map[string]bool
 }
 
 type suppressedRecords struct {
@@ -128,7 +130,13 @@ func New(opt Options) *Proxy {
 		panic("egress: no randomness: " + err.Error()) // crypto/rand never fails on Linux
 	}
 	p := &Proxy{opt: opt, secret: hex.EncodeToString(key[:]), slots: make(chan struct{}, opt.MaxConnections),
-		records: make(chan struct{}, 2), conns: map[net.Conn]struct{}{}, suppressed: map[[2]string]*suppressedRecords{}}
+		records: make(chan struct{}, 2), conns: map[net.Conn]struct{}{}, suppressed: map[[2]string]*suppressedRecords{},
+		owned: map[string]bool{}}
+	if opt.Git != nil {
+		for _, b := range opt.Git.Owned {
+			p.owned[b] = true
+		}
+	}
 	if p.opt.Transport == nil {
 		p.opt.Transport = &http.Transport{
 			Proxy: nil, DialContext: (&net.Dialer{Timeout: opt.DialTimeout}).DialContext,
