@@ -342,6 +342,13 @@ func (h *Hands) save(ctx context.Context, sb sandbox.Sandbox, checkpoint bool) e
 	if id == prev {
 		return nil // as saved, or looked at, last
 	}
+	if prev != saved && (unread(id.PatchSHA256, saved.PatchSHA256, w.Patch) || unread(id.BundleSHA256, saved.BundleSHA256, w.Bundle)) {
+		// A part the look before did not save is unchanged, so it was not read: read
+		// everything not stored yet.
+		if w, id, err = sandbox.SaveWork(ctx, sb, h.commit, saved); err != nil {
+			return err
+		}
+	}
 	h.seen = sandbox.WorkID{}
 	if id.Clean(h.commit) && (h.unrestored || h.saved == (session.WorkSaved{})) {
 		// A clean tree: nothing to keep when nothing was saved before, and a sandbox that
@@ -384,6 +391,9 @@ func (h *Hands) save(ctx context.Context, sb sandbox.Sandbox, checkpoint bool) e
 	h.saved, h.unrestored = ws, false
 	return nil
 }
+
+// unread reports whether a part named sha is neither stored (stored) nor read (data).
+func unread(sha, stored string, data []byte) bool { return sha != "" && sha != stored && data == nil }
 
 // checkpointMax bounds the work saved after each command (patch and bundle together); more is
 // saved only when the sandbox closes.

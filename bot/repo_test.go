@@ -151,3 +151,30 @@ func TestNothingSavedOnAnOldCommitDoesNotPinTheSession(t *testing.T) {
 		t.Fatalf("the sandbox is not on main at %s: %s", current, r.Content)
 	}
 }
+
+// Work too large to save after a command is saved when the sandbox closes, whole — also when
+// a later command changed only HEAD (the large part, unchanged, was not read again).
+func TestLargeWorkSavedAtCloseAfterHEADMoved(t *testing.T) {
+	t.Parallel()
+	repo := gittest.ServeWith(t, gittest.Options{Path: "repo.git", Files: map[string]string{"README.md": "# api\n"}})
+	h, model := modelHarness(t, harnessOptions{repo: &sandbox.RepoSpec{URL: repo.URL, Branch: "main"}})
+	run := func(id, command string) fakeprovider.Reply {
+		return fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: id, Name: "run_command", Input: `{"command":"` + command + `"}`}}}
+	}
+	model.Push(
+		run("toolu_big", "head -c 17000000 /dev/urandom > big.bin && echo made"), // over the 16 MiB checkpoint bound
+		run("toolu_head", "git -c user.name=a -c user.email=a@example.com commit -q --allow-empty -m moved && echo moved"),
+		fakeprovider.Reply{Text: "Done."},
+		run("toolu_check", "wc -c < big.bin; git log --format=%s -1"),
+		fakeprovider.Reply{Text: "Still there."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> make a big file"})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	h.reps[0].runner.Evict()
+	h.waitFor("the cell to go", func() bool { return h.reps[0].runner.Active() == 0 })
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "is it still there?"})
+	h.turns(s.ID, 2)
+	if r := h.toolResult(s.ID, "toolu_check"); !strings.Contains(r.Content, "17000000") || !strings.Contains(r.Content, "moved") {
+		t.Fatalf("after eviction: %s", r.Content)
+	}
+}
