@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/sandbox/egress"
 	"github.com/logbook/logbook/session"
 )
 
@@ -161,7 +162,7 @@ func repoCommand(ctx context.Context, repos *ChannelRepos, admins []string, team
 		}
 		u, err := url.Parse(raw)
 		if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" ||
-			(u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname()))) ||
+			(u.Scheme != "https" && !(u.Scheme == "http" && egress.IsLoopbackHost(u.Hostname()))) ||
 			strings.ContainsAny(raw, " \x00\n\r") || strings.HasPrefix(raw, "-") {
 			return "That is not a repository URL logbook takes: `https://host/owner/name.git`, without credentials."
 		}
@@ -200,8 +201,4 @@ func (c *ChannelRepos) pullsText(r ChannelRepo) string {
 	default:
 		return "create_pull_request opens pull requests on it"
 	}
-}
-
-func isLoopbackHost(h string) bool {
-	return h == "localhost" || h == "127.0.0.1" || h == "::1"
 }

@@ -450,7 +450,7 @@ func (id WorkID) Clean(base string) bool {
 // Limits.Timeout bounds the command.
 func SaveWork(ctx context.Context, sb Sandbox, base string, prev WorkID) (Work, WorkID, error) {
 	for _, id := range []string{base, prev.Head} {
-		if id != "" && !isCommitID(id) {
+		if id != "" && !ValidCommitID(id) {
 			return Work{}, WorkID{}, fmt.Errorf("save work: %q is not a commit id", id)
 		}
 	}
@@ -513,7 +513,7 @@ printf 'changed\n%s\n%s\n%s\n' "$head" "$branch" "$psha"
 		return Work{}, WorkID{}, fmt.Errorf("save work: the sandbox's git said %q", truncateText(res.Stdout, 200))
 	}
 	id := WorkID{Head: lines[1], Branch: lines[2], PatchSHA256: lines[3]}
-	if id.Head != "" && !isCommitID(id.Head) || id.Branch != "" && validateBranch(id.Branch) != nil || id.PatchSHA256 != "" && !isSHA256(id.PatchSHA256) {
+	if id.Head != "" && !ValidCommitID(id.Head) || id.Branch != "" && validateBranch(id.Branch) != nil || id.PatchSHA256 != "" && !isSHA256(id.PatchSHA256) {
 		cleanup()
 		return Work{}, WorkID{}, fmt.Errorf("save work: the sandbox's git said HEAD is %q on %q", truncateText(id.Head, 80), truncateText(id.Branch, 80))
 	}
@@ -558,9 +558,7 @@ func sha256Hex(b []byte) string {
 func isSHA256(s string) bool { return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == "" }
 
 // ValidCommitID reports whether s is a full git object id (sha1 or sha256, lowercase hex).
-func ValidCommitID(s string) bool { return isCommitID(s) }
-
-func isCommitID(s string) bool {
+func ValidCommitID(s string) bool {
 	return (len(s) == 40 || len(s) == 64) && strings.Trim(s, "0123456789abcdef") == ""
 }
 
@@ -578,7 +576,7 @@ func truncateText(s string, n int) string {
 // Patch and bundle are written with WriteFile (so Limits.FileSizeBytes and
 // Config.DiskQuota bound them) into .git and removed afterwards.
 func RestoreWork(ctx context.Context, sb Sandbox, w Work) error {
-	if w.Head != "" && !isCommitID(w.Head) || w.Branch != "" && validateBranch(w.Branch) != nil {
+	if w.Head != "" && !ValidCommitID(w.Head) || w.Branch != "" && validateBranch(w.Branch) != nil {
 		return fmt.Errorf("restore work: HEAD %q on %q is not a commit and branch", truncateText(w.Head, 80), truncateText(w.Branch, 80))
 	}
 	run := func(what string, req ExecRequest) error {

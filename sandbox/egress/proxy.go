@@ -300,7 +300,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case r.Method != http.MethodConnect && p.gitRequest(r.URL.Path) && (!r.URL.IsAbs() || isLoopbackHost(r.URL.Hostname())):
+	case r.Method != http.MethodConnect && p.gitRequest(r.URL.Path) && (!r.URL.IsAbs() || IsLoopbackHost(r.URL.Hostname())):
 		// The repository, asked directly or (NO_PROXY unset) of the proxy as a proxy.
 		r.URL.Path = strings.TrimPrefix(r.URL.Path, "/"+p.secret)
 		p.gitRemote(w, r)
@@ -370,7 +370,8 @@ func target(r *http.Request) (string, int) {
 	return strings.Trim(host, "[]"), n
 }
 
-func isLoopbackHost(h string) bool {
+// IsLoopbackHost reports whether h (a host, no port) is localhost or a loopback address.
+func IsLoopbackHost(h string) bool {
 	if h == "localhost" {
 		return true
 	}

@@ -95,7 +95,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		fail(401, "Bad credentials")
 		return
 	}
-	owner, _, _ := cut(s.opt.Repo)
+	owner, _, _ := strings.Cut(s.opt.Repo, "/")
 	if r.URL.Path != "/repos/"+s.opt.Repo+"/pulls" {
 		fail(404, "Not Found")
 		return
@@ -157,8 +157,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		fail(404, "Not Found")
 	}
 }
-
-func cut(repo string) (owner, name string, ok bool) { return strings.Cut(repo, "/") }
 
 func deref(s *string) string {
 	if s == nil {
