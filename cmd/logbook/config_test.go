@@ -73,6 +73,12 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		{"LOGBOOK_MAX_CONTINUATIONS", "-1"},
 		{"LOGBOOK_REPEAT_LIMIT", "0"},
 		{"LOGBOOK_CONTEXT_BUDGET", "1e5"},
+		{"LOGBOOK_SANDBOX_EGRESS", "example.com"},
+		{"LOGBOOK_SANDBOX_EGRESS", "example.com:http"},
+		{"LOGBOOK_SANDBOX_EGRESS", "*:443"},
+		{"LOGBOOK_ADMINS", "ada"},
+		{"LOGBOOK_REPO_URL", "https://tok:en@github.com/{repo}.git"},
+		{"LOGBOOK_REPO_URL", "https://github.com/acme/api.git"},
 	}
 	for _, c := range cases {
 		vars := baseVars()
@@ -85,6 +91,22 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		if !strings.Contains(err.Error(), c.name) {
 			t.Errorf("%s=%q: the error does not name the variable: %v", c.name, c.value, err)
 		}
+	}
+}
+
+// LOGBOOK_SANDBOX_NETWORK=on shares the host's whole network: an egress allowlist beside it
+// would restrict nothing, so the two together are refused, naming both.
+func TestConfigEgressAndNetworkExclusive(t *testing.T) {
+	t.Parallel()
+	vars := baseVars()
+	vars["LOGBOOK_SANDBOX_NETWORK"], vars["LOGBOOK_SANDBOX_EGRESS"] = "on", "registry.npmjs.org:443"
+	if _, err := load(vars); err == nil || !strings.Contains(err.Error(), "LOGBOOK_SANDBOX_NETWORK") || !strings.Contains(err.Error(), "LOGBOOK_SANDBOX_EGRESS") {
+		t.Fatalf("network and egress together: %v", err)
+	}
+	vars["LOGBOOK_SANDBOX_NETWORK"] = "off"
+	cfg, err := load(vars)
+	if err != nil || cfg.SandboxEgress.String() != "registry.npmjs.org:443" {
+		t.Fatalf("egress alone: %v %v", cfg.SandboxEgress, err)
 	}
 }
 
