@@ -39,8 +39,11 @@ type Connection struct {
 	// BytesOut went from the sandbox to the host, BytesIn back into the sandbox.
 	BytesOut, BytesIn int64
 	Duration          time.Duration
-	// Refs are the refs a push updated (or would have).
+	// Refs are the refs a push asked to update.
 	Refs []string
+	// Pushed are the refs the repository reported updated (report-status "ok"); a push
+	// it refused, wholly or in part, says why in Reason.
+	Pushed []string
 }
 
 // Resolver looks host names up (net.DefaultResolver).
