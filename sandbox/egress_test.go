@@ -256,3 +256,85 @@ curl -s --noproxy '*' -H 'Content-Type: application/x-git-receive-pack-request' 
 		t.Errorf("records (the hand-made create refused %v, the half-refused push %v): %+v", crafted, half, rec.all())
 	}
 }
+
+// sentQueries records the requests a proxy sends to the repository.
+type sentQueries struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (s *sentQueries) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	s.sent = append(s.sent, r.Method+" "+r.URL.EscapedPath()+"?"+r.URL.RawQuery)
+	s.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (s *sentQueries) all() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.sent...)
+}
+
+// TestEgressRecordsWhatWasSent: from a bwrap sandbox, requests the proxy could read one way
+// and send on another — a repeated or unknown query parameter, an escaped path, a query on a
+// POST — are refused and recorded refused, and never reach the repository; what goes on is
+// what the record says. A plain-http request's Host header does not pick another site than
+// its URL, which the record names.
+func TestEgressRecordsWhatWasSent(t *testing.T) {
+	requireGit(t)
+	repo := gittest.ServeWith(t, gittest.Options{Path: "acme/api.git", Files: map[string]string{"README.md": "# api\n"}, Push: true})
+	hosts := make(chan string, 1)
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hosts <- r.Host }))
+	defer site.Close()
+	su, _ := url.Parse(site.URL)
+	allow, err := egress.ParseAllowlist(su.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &sentQueries{}
+	rec := &records{}
+	proxy := egress.New(egress.Options{Allow: allow, Record: rec.add, Transport: sent,
+		Git: &egress.Remote{URL: repo.URL, Protected: []string{"main"}, BranchPrefix: "logbook/"}})
+	p, _ := mustProvider(t, KindBwrap, nil)
+	sb := mustProvision(t, p, "differ", Recipe{Repo: &RepoSpec{URL: repo.URL, Branch: "main"}, Egress: proxy})
+	res := mustExec(t, sb, ExecRequest{Shell: `u=$(git config --get-regexp '^url\..*\.insteadof$' | sed -e 's/^url\.//' -e 's/\.insteadof .*$//')
+c() { curl -s -o /dev/null -w '%{http_code}\n' --noproxy '*' "$@"; }
+c "$u/info/refs?service=git-upload-pack&service=git-receive-pack"
+c "$u/info/refs?service=git-upload-pack&x=1"
+c "$u/info/refs?service=git-upload-pack;x=1"
+c "$u/info%2Frefs?service=git-upload-pack"
+c --data-binary 0000 "$u/git-upload-pack?service=git-receive-pack"
+git ls-remote -q origin refs/heads/main >/dev/null && echo listed
+curl -s -o /dev/null -w '%{http_code}\n' --noproxy '' -H 'Host: elsewhere.example' ` + site.URL + `/`})
+	if got := strings.Fields(res.Stdout); !slices.Equal(got, []string{"403", "403", "403", "403", "403", "listed", "200"}) {
+		t.Fatalf("the ambiguous requests, then git, then plain http: %+v", res)
+	}
+	if got := <-hosts; got != su.Host {
+		t.Errorf("the site was asked for Host %q through the proxy, not %q", got, su.Host)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sent.all(); !slices.Equal(got, []string{"GET /acme/api.git/info/refs?service=git-upload-pack", "POST /acme/api.git/git-upload-pack?"}) {
+		t.Errorf("the repository was sent %q; want only git's ls-remote", got)
+	}
+	var refused, listed, site1 int
+	for _, c := range rec.all() {
+		switch {
+		case c.Kind == egress.KindGit && !c.Allowed && strings.Contains(c.Reason, "not a request of git's smart HTTP protocol") ||
+			c.Kind == egress.KindGit && !c.Allowed && strings.Contains(c.Reason, "takes one query parameter") ||
+			c.Kind == egress.KindGit && !c.Allowed && strings.Contains(c.Reason, "takes no query"):
+			refused++
+		case c.Kind == egress.KindGit && c.Allowed && (c.Reason == "git-upload-pack (refs advertised)" || c.Reason == "git-upload-pack"):
+			listed++
+		case c.Kind == egress.KindHTTP && c.Allowed && net.JoinHostPort(c.Host, fmt.Sprint(c.Port)) == su.Host:
+			site1++
+		default:
+			t.Errorf("record: %+v", c)
+		}
+	}
+	if refused != 5 || listed != 2 || site1 != 1 {
+		t.Errorf("records: %d refused, %d listed, %d of the site: %+v", refused, listed, site1, rec.all())
+	}
+}
