@@ -195,12 +195,7 @@ func (p *Proxy) connState(c net.Conn, state http.ConnState) {
 // record hands c to Options.Record, cut to size, at most two at a time.
 func (p *Proxy) record(c Connection) {
 	c.Host, c.Reason = cutText(c.Host), cutText(c.Reason)
-	if len(c.Refs) > maxRecordRefs {
-		c.Refs = append(c.Refs[:maxRecordRefs:maxRecordRefs], fmt.Sprintf("... %d more", len(c.Refs)-maxRecordRefs))
-	}
-	for i, r := range c.Refs {
-		c.Refs[i] = cutText(r)
-	}
+	c.Refs, c.Pushed = cutRefs(c.Refs), cutRefs(c.Pushed)
 	p.mu.Lock()
 	if p.recorded >= maxRecords {
 		key := [2]string{c.Kind, strconv.FormatBool(c.Allowed)}
@@ -221,6 +216,23 @@ func (p *Proxy) record(c Connection) {
 	p.records <- struct{}{}
 	defer func() { <-p.records }()
 	p.opt.Record(c)
+}
+
+// cutRefs is refs cut to maxRecordRefs, each to maxRecordText. (A cut name ends in "...",
+// which no ref name may hold: it is never taken for another branch.)
+func cutRefs(refs []string) []string {
+	if refs == nil {
+		return nil
+	}
+	out := make([]string, 0, min(len(refs), maxRecordRefs+1))
+	for i, r := range refs {
+		if i == maxRecordRefs {
+			out = append(out, fmt.Sprintf("... %d more", len(refs)-maxRecordRefs))
+			break
+		}
+		out = append(out, cutText(r))
+	}
+	return out
 }
 
 func cutText(s string) string {

@@ -1,7 +1,11 @@
 package egress
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -86,5 +90,53 @@ func TestPushReportBounded(t *testing.T) {
 	_, _ = r.Write([]byte(sideband(pkt("unpack ok\n")+pkt("ok refs/heads/a\n")+"0000", 100)))
 	if allowed, reason, pushed := r.outcome(200); allowed || pushed != nil || !strings.Contains(reason, fmt.Sprintf("over %d bytes", maxReportBytes)) {
 		t.Errorf("outcome: %v %q %q", allowed, reason, pushed)
+	}
+}
+
+// The refs advertisement is read with or without smart HTTP's preamble, an empty
+// repository's included; one that cannot be read makes the push refused, not let through.
+func TestAdvertisedRefs(t *testing.T) {
+	zero := strings.Repeat("0", 40)
+	one := "1" + zero[1:]
+	want := map[string]string{"refs/heads/logbook/a": "logbook/a", "refs/heads/logbook/b": "logbook/b"}
+	refs := pkt(one+" refs/heads/main\x00report-status side-band-64k\n") + pkt(one+" refs/heads/logbook/a\n") + "0000"
+	for _, c := range []struct {
+		name, body string
+		status     int
+		exists     []string
+		err        string
+	}{
+		{"smart HTTP", pkt("# service=git-receive-pack\n") + "0000" + refs, 200, []string{"refs/heads/logbook/a"}, ""},
+		{"no preamble", refs, 200, []string{"refs/heads/logbook/a"}, ""},
+		{"empty repository", pkt("# service=git-receive-pack\n") + "0000" + pkt(zero+" capabilities^{}\x00report-status\n") + "0000", 200, nil, ""},
+		{"cut short", pkt("# service=git-receive-pack\n") + "0000" + pkt(one+" refs/heads/main\n"), 200, nil, "cut short"},
+		{"no flush after the preamble", pkt("# service=git-receive-pack\n") + refs, 200, nil, "no flush after its preamble"},
+		{"not pkt-lines", "<html>", 200, nil, "not in pkt-line format"},
+		{"HTTP 500", refs, 500, nil, "answered HTTP 500"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/r.git/info/refs" || r.URL.RawQuery != "service=git-receive-pack" || r.Header.Get("Authorization") != "Basic c2VrcmV0" {
+					t.Errorf("asked %s %s", r.URL, r.Header)
+				}
+				w.WriteHeader(c.status)
+				io.WriteString(w, c.body)
+			}))
+			defer srv.Close()
+			p := New(Options{Git: &Remote{URL: srv.URL + "/r.git", Header: "Authorization: Basic c2VrcmV0", BranchPrefix: "logbook/"}})
+			defer p.Close()
+			got, err := p.advertisedRefs(context.Background(), srv.URL+"/r.git", want)
+			var names []string
+			for ref := range got {
+				names = append(names, ref)
+			}
+			if (c.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.err) || !slices.Equal(names, c.exists) {
+				t.Errorf("%q, %v; want %q, error with %q", names, err, c.exists, c.err)
+			}
+			cmds := []command{{old: zero, new: one, ref: "refs/heads/logbook/a"}}
+			if err := p.allowCreates(context.Background(), srv.URL+"/r.git", cmds); err == nil && (c.err != "" || len(c.exists) > 0) {
+				t.Errorf("a create of logbook/a was let through")
+			}
+		})
 	}
 }
