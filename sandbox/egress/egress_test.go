@@ -465,6 +465,17 @@ func TestGitRemoteBoundsThePushCommands(t *testing.T) {
 			t.Errorf("%s: %s", name, resp.Status)
 		}
 	}
+	// Two encodings: the one the proxy would read might not be the one the repository does.
+	req, _ := http.NewRequest(http.MethodPost, "http://"+pu.Host+p.GitPath()+"/git-receive-pack", strings.NewReader(pkt(zero+" "+"1"+zero[1:]+" refs/heads/logbook/x\x00report-status\n")+"0000"))
+	req.Header["Content-Encoding"] = []string{"identity", "gzip"}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("two encodings: %s", resp.Status)
+	}
 	for _, r := range rec.all() {
 		if r.Allowed || !strings.HasPrefix(r.Reason, "push refused") || len(r.Reason) > maxRecordText+3 || len(r.Refs) > maxRecordRefs+1 {
 			t.Errorf("record: allowed %v, reason %q (%d bytes), %d refs", r.Allowed, cutText(r.Reason), len(r.Reason), len(r.Refs))

@@ -263,7 +263,9 @@ func (a *admittedPush) refs() []string {
 func (p *Proxy) admitPush(w http.ResponseWriter, r *http.Request, body *countReader, base string) (*admittedPush, error) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(commandsTimeout))
-	cmds, raw, err := readCommands(bufio.NewReaderSize(body, 64<<10), r.Header.Get("Content-Encoding"))
+	// One encoding, the one read here, is what the repository decodes too.
+	encoding := strings.Join(r.Header.Values("Content-Encoding"), ", ")
+	cmds, raw, err := readCommands(bufio.NewReaderSize(body, 64<<10), encoding)
 	_ = rc.SetReadDeadline(time.Time{})
 	push := &admittedPush{cmds: cmds, body: io.MultiReader(bytes.NewReader(raw.consumed), raw.rest)}
 	// A body of a lone flush updates nothing: it is git's probe before a large push (over
