@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -343,8 +344,9 @@ func readCommands(br *bufio.Reader, encoding string) ([]command, rawBody, error)
 		if strings.HasPrefix(text, "shallow ") {
 			continue
 		}
-		f := strings.Fields(text)
-		if len(f) != 3 {
+		// Exactly as receive-pack reads it: "OLD NEW REF", single spaces, object ids in hex.
+		f := strings.Split(text, " ")
+		if len(f) != 3 || !objectID(f[0]) || len(f[1]) != len(f[0]) || !objectID(f[1]) || f[2] == "" {
 			return cmds, raw, fmt.Errorf("the push sends %q, which logbook does not let through", cutText(text))
 		}
 		if len(f[2]) > maxRefLength {
@@ -356,6 +358,15 @@ func readCommands(br *bufio.Reader, encoding string) ([]command, rawBody, error)
 		cmds = append(cmds, command{old: f[0], new: f[1], ref: f[2], caps: caps})
 	}
 	return cmds, raw, nil
+}
+
+// objectID reports whether s is a SHA-1 or SHA-256 object id in lower-case hex.
+func objectID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil && strings.ToLower(s) == s
 }
 
 // allowPush checks every update: branches only, never a protected one, never a deletion.
