@@ -35,7 +35,8 @@ type Connection struct {
 	Port    int
 	Allowed bool
 	// Reason says why it was refused; for git, which service it was ("git-upload-pack",
-	// "git-receive-pack").
+	// "git-receive-pack"), and for a push the repository took in part, which refs it
+	// refused and why. A push is Allowed only when the repository took at least one ref.
 	Reason string
 	// BytesOut went from the sandbox to the host, BytesIn back into the sandbox.
 	BytesOut, BytesIn int64
