@@ -159,7 +159,8 @@ func (h *Hands) newProxy(owned []string) *egress.Proxy {
 }
 
 // pushedBranches are the branches the session's sandboxes pushed, as the log records them: its
-// own, which a new sandbox may push again.
+// own, which a new sandbox may push again. Only refs the repository reported updated count
+// (EgressConnection.Pushed), never those a push merely asked for.
 func (h *Hands) pushedBranches(ctx context.Context) []string {
 	evs, err := h.log.Events(ctx, session.Range{Types: []session.Type{session.TypeEgressConnection}})
 	if err != nil {
@@ -169,8 +170,8 @@ func (h *Hands) pushedBranches(ctx context.Context) []string {
 	var owned []string
 	for _, e := range evs {
 		var c session.EgressConnection
-		if e.Decode(&c) == nil && c.Kind == egress.KindGit && c.Allowed && c.Reason == "git-receive-pack" {
-			for _, ref := range c.Refs {
+		if e.Decode(&c) == nil && c.Kind == egress.KindGit && c.Allowed {
+			for _, ref := range c.Pushed {
 				if b, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
 					owned = append(owned, b)
 				}
@@ -186,7 +187,7 @@ func (h *Hands) recordConnection(c egress.Connection) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	p := session.EgressConnection{Kind: c.Kind, Host: c.Host, Port: c.Port, Allowed: c.Allowed, Reason: c.Reason,
-		BytesOut: c.BytesOut, BytesIn: c.BytesIn, DurationMS: c.Duration.Milliseconds(), Refs: c.Refs}
+		BytesOut: c.BytesOut, BytesIn: c.BytesIn, DurationMS: c.Duration.Milliseconds(), Refs: c.Refs, Pushed: c.Pushed}
 	if _, err := h.log.Append(ctx, session.NewEvent{Type: session.TypeEgressConnection, Actor: sandboxActor, Payload: p}); err != nil {
 		h.zl.Warn().Err(err).Str("host", c.Host).Int("port", c.Port).Bool("allowed", c.Allowed).Msg("could not record an egress connection")
 	}

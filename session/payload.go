@@ -382,7 +382,10 @@ type PullRequest struct {
 // (type egress_connection): Kind "connect" (a CONNECT tunnel), "http" (a plain-http request)
 // or "git" (a request to the session's repository, which logbook serves with credentials the
 // sandbox never holds); the host and port asked for; whether it was allowed (Reason says why
-// not, or which git service it was); the bytes each way; for a push, the refs it updated.
+// not, or which git service it was); the bytes each way; for a push, the refs it asked to
+// update (Refs) and those the repository reported updated (Pushed): a push is allowed when
+// the repository took at least one ref, and Reason says why any other was not taken.
+// Records made before Pushed was recorded have none: they prove no push.
 type EgressConnection struct {
 	Kind       string   `json:"kind"`
 	Host       string   `json:"host"`
@@ -393,6 +396,7 @@ type EgressConnection struct {
 	BytesIn    int64    `json:"bytes_in"`
 	DurationMS int64    `json:"duration_ms"`
 	Refs       []string `json:"refs,omitempty"`
+	Pushed     []string `json:"pushed,omitempty"`
 }
 
 // WorkSaved records the session's work tree beyond the commit it was checked out at (type

@@ -455,6 +455,11 @@ func TestGitRemoteBoundsThePushCommands(t *testing.T) {
 		"too much":       strings.Repeat(line("refs/heads/"+strings.Repeat("y", 900)), 300) + "0000",
 		"no flush":       line("refs/heads/logbook/x"),
 		"not pkt-lines":  "hello world",
+		// What the proxy would read one way and receive-pack another.
+		"two spaces":       pkt(zero+"  "+"1"+zero[1:]+" refs/heads/logbook/x\x00report-status\n") + "0000",
+		"a tab":            pkt(zero+" "+"1"+zero[1:]+"\trefs/heads/logbook/x\x00report-status\n") + "0000",
+		"a trailing space": pkt(zero+" "+"1"+zero[1:]+" refs/heads/logbook/x \x00report-status\n") + "0000",
+		"not an id":        pkt("main "+"1"+zero[1:]+" refs/heads/logbook/x\x00report-status\n") + "0000",
 	} {
 		resp, err := http.Post("http://"+pu.Host+p.GitPath()+"/git-receive-pack", "application/x-git-receive-pack-request", strings.NewReader(body))
 		if err != nil {
@@ -464,6 +469,17 @@ func TestGitRemoteBoundsThePushCommands(t *testing.T) {
 		if resp.StatusCode != http.StatusForbidden {
 			t.Errorf("%s: %s", name, resp.Status)
 		}
+	}
+	// Two encodings: the one the proxy would read might not be the one the repository does.
+	req, _ := http.NewRequest(http.MethodPost, "http://"+pu.Host+p.GitPath()+"/git-receive-pack", strings.NewReader(pkt(zero+" "+"1"+zero[1:]+" refs/heads/logbook/x\x00report-status\n")+"0000"))
+	req.Header["Content-Encoding"] = []string{"identity", "gzip"}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("two encodings: %s", resp.Status)
 	}
 	for _, r := range rec.all() {
 		if r.Allowed || !strings.HasPrefix(r.Reason, "push refused") || len(r.Reason) > maxRecordText+3 || len(r.Refs) > maxRecordRefs+1 {

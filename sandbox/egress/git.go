@@ -3,11 +3,13 @@ package egress
 import (
 	"bufio"
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,20 +55,42 @@ func (r *Remote) String() string { return "egress.Remote{" + r.URL + "}" }
 // GoString hides Header.
 func (r *Remote) GoString() string { return r.String() }
 
-// gitRequest maps a smart-HTTP request path under GitPath to its service, or "" when it is
-// not one git's smart protocol makes.
-func gitRequest(r *http.Request) (suffix, service string) {
-	suffix = strings.TrimPrefix(r.URL.Path, GitPath)
+// gitRoute is a smart-HTTP request of the session's repository, as the proxy forwards it:
+// what is recorded is what is sent.
+type gitRoute struct {
+	// suffix is the path under the repository ("/info/refs", "/git-upload-pack", ...).
+	suffix string
+	// service is "git-upload-pack" or "git-receive-pack".
+	service string
+	// query is the query sent on ("service=..." or "").
+	query string
+}
+
+// parseGitRoute maps a request under GitPath to the one git's smart protocol makes, or says
+// why it is not one. Nothing ambiguous goes on: no escaped path, no query but a lone
+// service= on a refs advertisement, none on a POST; the query forwarded is made from the
+// value parsed, not copied.
+func parseGitRoute(r *http.Request) (gitRoute, error) {
+	suffix := strings.TrimPrefix(r.URL.Path, GitPath)
+	notGit := fmt.Errorf("%s %s is not a request of git's smart HTTP protocol", r.Method, cutText(r.URL.EscapedPath()))
+	if r.URL.RawPath != "" {
+		return gitRoute{}, notGit
+	}
 	switch {
 	case r.Method == http.MethodGet && suffix == "/info/refs":
-		switch s := r.URL.Query().Get("service"); s {
-		case "git-upload-pack", "git-receive-pack":
-			return suffix, s
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		s := q.Get("service")
+		if err != nil || len(q) != 1 || len(q["service"]) != 1 || (s != "git-upload-pack" && s != "git-receive-pack") {
+			return gitRoute{}, fmt.Errorf("GET %s?%s: a refs advertisement takes one query parameter, service=git-upload-pack or service=git-receive-pack", suffix, cutText(r.URL.RawQuery))
 		}
+		return gitRoute{suffix: suffix, service: s, query: "service=" + s}, nil
 	case r.Method == http.MethodPost && (suffix == "/git-upload-pack" || suffix == "/git-receive-pack"):
-		return suffix, suffix[1:]
+		if r.URL.RawQuery != "" || r.URL.ForceQuery {
+			return gitRoute{}, fmt.Errorf("POST %s takes no query", suffix)
+		}
+		return gitRoute{suffix: suffix, service: suffix[1:]}, nil
 	}
-	return "", ""
+	return gitRoute{}, notGit
 }
 
 // forwardedGitHeaders are the sandbox's request headers the forge gets; nothing else (no
@@ -74,99 +98,46 @@ func gitRequest(r *http.Request) (suffix, service string) {
 var forwardedGitHeaders = []string{"Accept", "Accept-Language", "Content-Type", "Content-Encoding", "Content-Length", "Git-Protocol", "User-Agent"}
 
 // gitRemote serves the session's repository: fetches and pushes go to Remote.URL with the
-// credentials added; pushes only to unprotected branches.
+// credentials added; pushes only to branches the sandbox may update, and only the refs the
+// repository reports updated count as the session's.
 func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	g := p.opt.Git
 	rec := Connection{Kind: KindGit}
-	if g == nil {
-		rec.Reason = "this sandbox has no repository"
-		p.record(rec)
-		http.Error(w, "logbook egress proxy: "+rec.Reason, http.StatusNotFound)
+	base, status, err := p.upstream(&rec)
+	if err != nil {
+		p.gitRefuse(w, rec, err, status)
 		return
 	}
-	up, err := url.Parse(g.URL)
-	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
-		rec.Reason = "the repository URL cannot be served"
-		p.record(rec)
-		http.Error(w, "logbook egress proxy: "+rec.Reason, http.StatusBadGateway)
+	route, err := parseGitRoute(r)
+	if err != nil {
+		p.gitRefuse(w, rec, err, http.StatusForbidden)
 		return
 	}
-	rec.Host = up.Hostname()
-	rec.Port, _ = strconv.Atoi(up.Port())
-	if rec.Port == 0 {
-		rec.Port = map[string]int{"http": 80, "https": 443}[up.Scheme]
-	}
-	suffix, service := gitRequest(r)
-	if service == "" {
-		rec.Reason = fmt.Sprintf("%s %s is not a request of git's smart HTTP protocol", r.Method, r.URL.Path)
-		p.record(rec)
-		http.Error(w, "logbook egress proxy: "+rec.Reason, http.StatusForbidden)
-		return
-	}
-	rec.Reason = service
+	rec.Reason = route.service
 	if r.Method == http.MethodGet {
 		rec.Reason += " (refs advertised)"
 	}
 	body := &countReader{r: r.Body}
 	var reqBody io.Reader = body
-	var pushing []command
-	if suffix == "/git-receive-pack" {
-		// The command list comes first and must come soon; the pack after it may take long.
-		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(time.Now().Add(commandsTimeout))
-		cmds, raw, err := readCommands(bufio.NewReaderSize(body, 64<<10), r.Header.Get("Content-Encoding"))
-		_ = rc.SetReadDeadline(time.Time{})
-		if err == nil && len(cmds) == 0 && !bytes.Equal(raw.consumed, []byte("0000")) {
-			err = errors.New("the push updates no ref")
-		}
-		// A body of a lone flush updates nothing: it is git's probe before a large push
-		// (over http.postBuffer), and goes on.
-		for _, c := range cmds {
-			rec.Refs = append(rec.Refs, c.ref)
-		}
-		if err == nil {
-			err = p.allowPush(cmds)
-		}
-		if err != nil {
-			rec.Reason = "push refused: " + err.Error()
-			_ = rc.SetReadDeadline(time.Now().Add(commandsTimeout))
-			_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<30))
+	var push *admittedPush
+	if route.suffix == "/git-receive-pack" {
+		if push, err = p.admitPush(w, r, body, base); err != nil {
+			rec.Reason, rec.Refs = "push refused: "+err.Error(), push.refs()
 			rec.BytesOut, rec.Duration = body.n, time.Since(start)
 			p.record(rec)
-			refusePush(w, cmds, err.Error())
+			refusePush(w, push.cmds, err.Error())
 			return
 		}
-		reqBody = io.MultiReader(bytes.NewReader(raw.consumed), raw.rest)
-		pushing = cmds
+		reqBody, rec.Refs = push.body, push.refs()
 	}
-	target := strings.TrimSuffix(g.URL, "/") + suffix
-	if r.URL.RawQuery != "" {
-		target += "?" + r.URL.RawQuery
+	var report *pushReport // nil: nothing to count (not a push, or git's probe)
+	if push != nil && len(push.cmds) > 0 {
+		report = newPushReport(push.cmds)
 	}
-	out, err := http.NewRequestWithContext(r.Context(), r.Method, target, reqBody)
-	if err != nil {
-		rec.Reason = err.Error()
-		p.record(rec)
-		http.Error(w, "logbook egress proxy: "+err.Error(), http.StatusBadGateway)
-		return
-	}
-	for _, h := range forwardedGitHeaders {
-		if v := r.Header.Values(h); len(v) > 0 {
-			out.Header[h] = v
-		}
-	}
-	out.ContentLength = r.ContentLength
-	if r.Method == http.MethodGet {
-		out.Body, out.ContentLength = nil, 0
-	}
-	if name, value, ok := strings.Cut(g.Header, ":"); ok && g.Header != "" {
-		out.Header.Set(strings.TrimSpace(name), strings.TrimSpace(value))
-	}
-	resp, err := p.opt.Transport.RoundTrip(out)
+	resp, err := p.sendUpstream(r, base+route.suffix, route.query, reqBody)
 	if err != nil {
 		// The error names the URL, never the header.
-		rec.Allowed, rec.Reason = true, service+": "+err.Error()
+		rec.Allowed, rec.Reason = report == nil, route.service+": "+err.Error()
 		rec.BytesOut, rec.Duration = body.n, time.Since(start)
 		p.record(rec)
 		http.Error(w, "logbook egress proxy: the repository did not answer", http.StatusBadGateway)
@@ -174,16 +145,88 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	rec.Allowed = true
-	if pushing != nil && resp.StatusCode == http.StatusOK {
-		p.pushed(pushing)
+	rec.BytesIn = relayGitResponse(w, resp, report)
+	rec.BytesOut, rec.Duration = body.n, time.Since(start)
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusProxyAuthRequired:
+		rec.Allowed, rec.Reason = report == nil, route.service+": the repository refused logbook's credentials (HTTP "+strconv.Itoa(resp.StatusCode)+")"
+	case report != nil:
+		rec.Allowed, rec.Reason, rec.Pushed = report.outcome(resp.StatusCode)
+		p.pushed(rec.Pushed)
+	}
+	p.record(rec)
+}
+
+// gitRefuse records rec as refused for err and tells the sandbox so.
+func (p *Proxy) gitRefuse(w http.ResponseWriter, rec Connection, err error, status int) {
+	rec.Allowed, rec.Reason = false, err.Error()
+	p.record(rec)
+	http.Error(w, "logbook egress proxy: "+rec.Reason, status)
+}
+
+// upstream is the repository's URL (without a trailing slash), its host and port put in
+// rec; or why it cannot be served, with the status to answer.
+func (p *Proxy) upstream(rec *Connection) (string, int, error) {
+	g := p.opt.Git
+	if g == nil {
+		return "", http.StatusNotFound, errors.New("this sandbox has no repository")
+	}
+	up, err := url.Parse(g.URL)
+	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" || up.RawQuery != "" || up.Fragment != "" {
+		return "", http.StatusBadGateway, errors.New("the repository URL cannot be served")
+	}
+	rec.Host = up.Hostname()
+	rec.Port, _ = strconv.Atoi(up.Port())
+	if rec.Port == 0 {
+		rec.Port = map[string]int{"http": 80, "https": 443}[up.Scheme]
+	}
+	return strings.TrimSuffix(g.URL, "/"), 0, nil
+}
+
+// sendUpstream sends the sandbox's request r on to target?query with the credentials added
+// and only forwardedGitHeaders of its own.
+func (p *Proxy) sendUpstream(r *http.Request, target, query string, body io.Reader) (*http.Response, error) {
+	if query != "" {
+		target += "?" + query
+	}
+	if r.Method == http.MethodGet {
+		body = nil
+	}
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, target, body)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range forwardedGitHeaders {
+		if v := r.Header.Values(h); len(v) > 0 {
+			out.Header[h] = v
+		}
+	}
+	if r.Method != http.MethodGet {
+		out.ContentLength = r.ContentLength
+	}
+	p.addCredentials(out)
+	return p.opt.Transport.RoundTrip(out)
+}
+
+// addCredentials sets Remote.Header on a request upstream.
+func (p *Proxy) addCredentials(out *http.Request) {
+	if name, value, ok := strings.Cut(p.opt.Git.Header, ":"); ok {
+		out.Header.Set(strings.TrimSpace(name), strings.TrimSpace(value))
+	}
+}
+
+// relayGitResponse writes the repository's answer to the sandbox, reading a push's report
+// as it goes by (to its end, should the sandbox stop reading), and returns the body bytes
+// relayed. A 401 or 407 is answered 403: the sandbox must not be asked for credentials it
+// does not have.
+func relayGitResponse(w http.ResponseWriter, resp *http.Response, report *pushReport) int64 {
+	var src io.Reader = resp.Body
+	if report != nil {
+		src = io.TeeReader(resp.Body, report)
 	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusProxyAuthRequired {
-		// The sandbox must not be asked for credentials it does not have.
-		rec.Reason = service + ": the repository refused logbook's credentials (HTTP " + strconv.Itoa(resp.StatusCode) + ")"
-		rec.BytesOut, rec.Duration = body.n, time.Since(start)
-		p.record(rec)
 		http.Error(w, "logbook egress proxy: the repository refused logbook's credentials", http.StatusForbidden)
-		return
+		return 0
 	}
 	for _, h := range []string{"Content-Type", "Content-Encoding", "Content-Length", "Cache-Control", "Expires", "Pragma", "Location"} {
 		if v := resp.Header.Values(h); len(v) > 0 {
@@ -191,10 +234,64 @@ func (p *Proxy) gitRemote(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	n, _ := io.Copy(flushWriter{w}, resp.Body)
-	rec.BytesOut, rec.BytesIn, rec.Duration = body.n, n, time.Since(start)
-	p.record(rec)
+	n, err := io.Copy(flushWriter{w}, src)
+	if report != nil && err != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(src, maxReportBytes))
+	}
+	return n
 }
+
+// admittedPush is a push let through: its commands, and the body to send on.
+type admittedPush struct {
+	cmds []command
+	body io.Reader
+}
+
+func (a *admittedPush) refs() []string {
+	if a == nil {
+		return nil
+	}
+	refs := make([]string, len(a.cmds))
+	for i, c := range a.cmds {
+		refs[i] = c.ref
+	}
+	return refs
+}
+
+// admitPush reads a push's command list (it must come soon; the pack after it may take
+// long) and checks it; a refused push is read to its end (bounded), so the sandbox's git
+// hears why. The push is returned, with its commands, refused or not.
+func (p *Proxy) admitPush(w http.ResponseWriter, r *http.Request, body *countReader, base string) (*admittedPush, error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(commandsTimeout))
+	// One encoding, the one read here, is what the repository decodes too.
+	encoding := strings.Join(r.Header.Values("Content-Encoding"), ", ")
+	cmds, raw, err := readCommands(bufio.NewReaderSize(body, 64<<10), encoding)
+	_ = rc.SetReadDeadline(time.Time{})
+	push := &admittedPush{cmds: cmds, body: io.MultiReader(bytes.NewReader(raw.consumed), raw.rest)}
+	// A body of a lone flush updates nothing: it is git's probe before a large push (over
+	// http.postBuffer), and goes on.
+	if err == nil && len(cmds) == 0 && !bytes.Equal(raw.consumed, []byte("0000")) {
+		err = errors.New("the push updates no ref")
+	}
+	if err == nil && len(cmds) > 0 && !hasCapability(cmds[0].caps, "report-status") && !hasCapability(cmds[0].caps, "report-status-v2") {
+		err = errors.New("the push must ask for report-status: only the refs the repository reports updated count as pushed")
+	}
+	if err == nil {
+		err = p.allowPush(cmds)
+	}
+	if err == nil {
+		err = p.allowCreates(r.Context(), base, cmds)
+	}
+	if err != nil {
+		_ = rc.SetReadDeadline(time.Now().Add(commandsTimeout))
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<30))
+		return push, err
+	}
+	return push, nil
+}
+
+func hasCapability(caps, name string) bool { return slices.Contains(strings.Fields(caps), name) }
 
 // command is one ref update of a push.
 type command struct {
@@ -247,8 +344,9 @@ func readCommands(br *bufio.Reader, encoding string) ([]command, rawBody, error)
 		if strings.HasPrefix(text, "shallow ") {
 			continue
 		}
-		f := strings.Fields(text)
-		if len(f) != 3 {
+		// Exactly as receive-pack reads it: "OLD NEW REF", single spaces, object ids in hex.
+		f := strings.Split(text, " ")
+		if len(f) != 3 || !objectID(f[0]) || len(f[1]) != len(f[0]) || !objectID(f[1]) || f[2] == "" {
 			return cmds, raw, fmt.Errorf("the push sends %q, which logbook does not let through", cutText(text))
 		}
 		if len(f[2]) > maxRefLength {
@@ -260,6 +358,15 @@ func readCommands(br *bufio.Reader, encoding string) ([]command, rawBody, error)
 		cmds = append(cmds, command{old: f[0], new: f[1], ref: f[2], caps: caps})
 	}
 	return cmds, raw, nil
+}
+
+// objectID reports whether s is a SHA-1 or SHA-256 object id in lower-case hex.
+func objectID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil && strings.ToLower(s) == s
 }
 
 // allowPush checks every update: branches only, never a protected one, never a deletion.
@@ -295,12 +402,12 @@ func (p *Proxy) owns(branch string) bool {
 	return p.owned[branch]
 }
 
-// pushed marks the branches of a push the repository accepted as this session's.
-func (p *Proxy) pushed(cmds []command) {
+// pushed marks the branches the repository reported updated as this session's.
+func (p *Proxy) pushed(refs []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range cmds {
-		if branch, ok := strings.CutPrefix(c.ref, "refs/heads/"); ok {
+	for _, ref := range refs {
+		if branch, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
 			p.owned[branch] = true
 		}
 	}
@@ -311,9 +418,9 @@ func (p *Proxy) pushed(cmds []command) {
 func refusePush(w http.ResponseWriter, cmds []command, why string) {
 	caps := ""
 	if len(cmds) > 0 {
-		caps = " " + cmds[0].caps + " "
+		caps = cmds[0].caps
 	}
-	if !strings.Contains(caps, " report-status ") && !strings.Contains(caps, " report-status-v2 ") {
+	if !hasCapability(caps, "report-status") && !hasCapability(caps, "report-status-v2") {
 		http.Error(w, "logbook egress proxy: push refused: "+why, http.StatusForbidden)
 		return
 	}
@@ -326,7 +433,7 @@ func refusePush(w http.ResponseWriter, cmds []command, why string) {
 	report.WriteString("0000")
 	w.Header().Set("Content-Type", "application/x-git-receive-pack-result")
 	w.Header().Set("Cache-Control", "no-cache")
-	if !strings.Contains(caps, " side-band-64k ") && !strings.Contains(caps, " side-band ") {
+	if !hasCapability(caps, "side-band-64k") && !hasCapability(caps, "side-band") {
 		_, _ = w.Write(report.Bytes())
 		return
 	}

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -34,13 +35,17 @@ type Connection struct {
 	Port    int
 	Allowed bool
 	// Reason says why it was refused; for git, which service it was ("git-upload-pack",
-	// "git-receive-pack").
+	// "git-receive-pack"), and for a push the repository took in part, which refs it
+	// refused and why. A push is Allowed only when the repository took at least one ref.
 	Reason string
 	// BytesOut went from the sandbox to the host, BytesIn back into the sandbox.
 	BytesOut, BytesIn int64
 	Duration          time.Duration
-	// Refs are the refs a push updated (or would have).
+	// Refs are the refs a push asked to update.
 	Refs []string
+	// Pushed are the refs the repository reported updated (report-status "ok"); a push
+	// it refused, wholly or in part, says why in Reason.
+	Pushed []string
 }
 
 // Resolver looks host names up (net.DefaultResolver).
@@ -66,6 +71,11 @@ type Options struct {
 	MaxConnections int
 	// DialTimeout bounds each dial (10 seconds).
 	DialTimeout time.Duration
+
+	// Tests only: isPublic replaces public (to reach loopback servers by name), helloTimeout
+	// bounds the wait for a tunnel's ClientHello (helloTimeout's 10 seconds).
+	isPublic     func(netip.Addr) bool
+	helloTimeout time.Duration
 }
 
 // Proxy serves one sandbox's connections. Serve it on a listener; Close ends everything.
@@ -125,6 +135,12 @@ func New(opt Options) *Proxy {
 	if opt.Record == nil {
 		opt.Record = func(Connection) {}
 	}
+	if opt.isPublic == nil {
+		opt.isPublic = public
+	}
+	if opt.helloTimeout <= 0 {
+		opt.helloTimeout = helloTimeout
+	}
 	var key [16]byte
 	if _, err := rand.Read(key[:]); err != nil {
 		panic("egress: no randomness: " + err.Error()) // crypto/rand never fails on Linux
@@ -180,12 +196,7 @@ func (p *Proxy) connState(c net.Conn, state http.ConnState) {
 // record hands c to Options.Record, cut to size, at most two at a time.
 func (p *Proxy) record(c Connection) {
 	c.Host, c.Reason = cutText(c.Host), cutText(c.Reason)
-	if len(c.Refs) > maxRecordRefs {
-		c.Refs = append(c.Refs[:maxRecordRefs:maxRecordRefs], fmt.Sprintf("... %d more", len(c.Refs)-maxRecordRefs))
-	}
-	for i, r := range c.Refs {
-		c.Refs[i] = cutText(r)
-	}
+	c.Refs, c.Pushed = cutRefs(c.Refs), cutRefs(c.Pushed)
 	p.mu.Lock()
 	if p.recorded >= maxRecords {
 		key := [2]string{c.Kind, strconv.FormatBool(c.Allowed)}
@@ -206,6 +217,23 @@ func (p *Proxy) record(c Connection) {
 	p.records <- struct{}{}
 	defer func() { <-p.records }()
 	p.opt.Record(c)
+}
+
+// cutRefs is refs cut to maxRecordRefs, each to maxRecordText. (A cut name ends in "...",
+// which no ref name may hold: it is never taken for another branch.)
+func cutRefs(refs []string) []string {
+	if refs == nil {
+		return nil
+	}
+	out := make([]string, 0, min(len(refs), maxRecordRefs+1))
+	for i, r := range refs {
+		if i == maxRecordRefs {
+			out = append(out, fmt.Sprintf("... %d more", len(refs)-maxRecordRefs))
+			break
+		}
+		out = append(out, cutText(r))
+	}
+	return out
 }
 
 func cutText(s string) string {
@@ -401,7 +429,7 @@ func (p *Proxy) dial(ctx context.Context, host string, port int) (net.Conn, erro
 			return nil, refused("%s: %v", host, err)
 		}
 		for _, ip := range found {
-			if !public(ip) {
+			if !p.opt.isPublic(ip) {
 				return nil, refused("%s resolves to %s, a non-public address; only a pattern naming the address reaches it", host, ip)
 			}
 		}
@@ -476,13 +504,21 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		p.record(rec)
 		return
 	}
+	hello, err := p.checkHello(down, rw.Reader, host)
+	if err != nil {
+		up.Close()
+		down.Close()
+		rec.Allowed, rec.Reason, rec.Duration = false, err.Error(), time.Since(start)
+		p.record(rec)
+		return
+	}
 	var out, in atomic.Int64
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		// What the client sent after its CONNECT line, already buffered, goes first.
-		n, _ := io.Copy(up, io.MultiReader(io.LimitReader(rw.Reader, int64(rw.Reader.Buffered())), down))
+		// The ClientHello, then what the client sent after it, already buffered, go first.
+		n, _ := io.Copy(up, io.MultiReader(bytes.NewReader(hello), io.LimitReader(rw.Reader, int64(rw.Reader.Buffered())), down))
 		out.Add(n)
 		closeWrite(up)
 		// The sandbox is done sending: the other side gets a while to finish, not forever.
@@ -497,6 +533,35 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	down.Close()
 	rec.BytesOut, rec.BytesIn, rec.Duration = out.Load(), in.Load(), time.Since(start)
 	p.record(rec)
+}
+
+// checkHello reads the ClientHello a tunnel to host starts with (br reads down) and returns
+// it, to be sent on; or refuses the tunnel, with a TLS alert when it was TLS. A tunnel to a
+// name must be TLS naming that name (SNI): through a shared front (a CDN) another would reach
+// another site. A tunnel to an address (allowed only by a pattern naming it) carries
+// anything, unread: TLS names no address (RFC 6066), and the pattern names the machine.
+func (p *Proxy) checkHello(down net.Conn, br io.Reader, host string) ([]byte, error) {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil, nil
+	}
+	_ = down.SetReadDeadline(time.Now().Add(p.opt.helloTimeout))
+	raw, hello, err := readClientHello(br)
+	_ = down.SetReadDeadline(time.Time{})
+	var name string
+	if err == nil {
+		name, err = serverName(hello)
+	}
+	want := strings.ToLower(strings.TrimSuffix(host, "."))
+	if err == nil && strings.TrimSuffix(name, ".") != want {
+		err = fmt.Errorf("the TLS ClientHello names %s, not %s, the host the tunnel was allowed for", cutText(name), want)
+	}
+	if err != nil {
+		if !errors.Is(err, errNotHello) {
+			_, _ = down.Write(unrecognizedName)
+		}
+		return nil, fmt.Errorf("tunnel refused: %w", err)
+	}
+	return raw, nil
 }
 
 func closeWrite(c net.Conn) {

@@ -641,6 +641,9 @@ func describeMarker(e session.Event) string {
 			if len(m.Refs) > 0 {
 				detail += ", refs " + strings.Join(m.Refs, " ")
 			}
+			if len(m.Pushed) > 0 {
+				detail += ", pushed " + strings.Join(m.Pushed, " ")
+			}
 			if m.Reason != "" {
 				detail += " (" + m.Reason + ")"
 			}
