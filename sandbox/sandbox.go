@@ -38,6 +38,10 @@ var (
 	// ErrDiskQuota is matched by a *DiskQuotaError: the workspace holds, or
 	// a WriteFile would make it hold, more than Config.DiskQuota.
 	ErrDiskQuota = errors.New("workspace over its disk quota")
+	// ErrGitDir is returned by WriteFile for a path in a git directory (see gitguard.go):
+	// what is written there (config, hooks) configures the commands git runs, so it is
+	// changed by commands only, under the approval policy of commands.
+	ErrGitDir = errors.New("writes into a git directory (.git) are refused; change the repository with git commands instead")
 )
 
 // DiskQuotaError says how far a workspace is, or would be, over

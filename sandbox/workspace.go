@@ -93,6 +93,7 @@ func (p *provider) sweep() (int, error) {
 			continue
 		}
 		err = removeWorkspace(dir)
+		removeGitDirs(p.cfg.BaseDir, dir)
 		if p.cgroupParent != "" {
 			removeCgroupDir(filepath.Join(p.cgroupParent, cgroupPrefix+e.Name()))
 		}
@@ -102,6 +103,14 @@ func (p *provider) sweep() (int, error) {
 			continue
 		}
 		removed++
+	}
+	// Save git dirs whose workspace is gone (a crash between the two removals).
+	if dirs, err := os.ReadDir(filepath.Join(p.cfg.BaseDir, savegitRoot)); err == nil {
+		for _, e := range dirs {
+			if _, err := os.Lstat(filepath.Join(p.cfg.BaseDir, e.Name())); errors.Is(err, fs.ErrNotExist) {
+				removeGitDirs(p.cfg.BaseDir, e.Name())
+			}
+		}
 	}
 	return removed, errors.Join(errs...)
 }
