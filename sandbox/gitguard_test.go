@@ -20,16 +20,16 @@ func hostileGitConfig(marks string) string {
 mkdir -p %[1]s hooks
 cat >> .git/config <<'CFG'
 [core]
-	fsmonitor = "touch %[1]s/fsmonitor; false"
+	fsmonitor = "mkdir -p %[1]s; touch %[1]s/fsmonitor; false"
 	hooksPath = hooks
 [filter "evil"]
-	clean = "touch %[1]s/filter; cat"
-	smudge = "touch %[1]s/smudge; cat"
+	clean = "mkdir -p %[1]s; touch %[1]s/filter; cat"
+	smudge = "mkdir -p %[1]s; touch %[1]s/smudge; cat"
 [diff "evil"]
-	textconv = "touch %[1]s/textconv; cat"
+	textconv = "mkdir -p %[1]s; touch %[1]s/textconv; cat"
 CFG
 printf '* filter=evil diff=evil\n' > .gitattributes
-printf '#!/bin/sh\ntouch %[1]s/hook\n' > hooks/post-index-change
+printf '#!/bin/sh\nmkdir -p %[1]s; touch %[1]s/hook\n' > hooks/post-index-change
 cp hooks/post-index-change .git/hooks/post-index-change
 chmod +x hooks/post-index-change .git/hooks/post-index-change
 `, marks)
