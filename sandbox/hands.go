@@ -150,11 +150,19 @@ func (s *sandbox) execute(ctx context.Context, c command) (ExecResult, error) {
 	}()
 	runCtx, cancelRun := context.WithTimeoutCause(ctx, c.timeout, errTimeout)
 	defer cancelRun()
-	cmd, stdout, stderr := s.prepare(runCtx, c, func() { cancel(errOutputLimit) })
 	inputs, err := s.p.inputs()
 	if err != nil {
 		return ExecResult{}, err
 	}
+	var g *gate
+	if s.cgroup != nil && s.p.cgroupV1 {
+		if g, err = newGate(len(inputs)); err != nil {
+			closeAll(inputs)
+			return ExecResult{}, err
+		}
+		inputs = append(inputs, g.r)
+	}
+	cmd, stdout, stderr := s.prepare(runCtx, c, g, func() { cancel(errOutputLimit) })
 	cmd.ExtraFiles = inputs
 	var oomBefore int64
 	if s.cgroup != nil {
@@ -163,6 +171,15 @@ func (s *sandbox) execute(ctx context.Context, c command) (ExecResult, error) {
 	start := time.Now()
 	err = cmd.Start()
 	closeAll(inputs)
+	if err == nil && g != nil {
+		if err = g.admit(s.cgroup, cmd.Process.Pid); err != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			return ExecResult{}, err
+		}
+	} else if g != nil {
+		g.close()
+	}
 	if err == nil {
 		err = cmd.Wait()
 	}
@@ -177,10 +194,14 @@ func (s *sandbox) execute(ctx context.Context, c command) (ExecResult, error) {
 	return s.outcome(ctx, runCtx, cmd, res, err, oomBefore)
 }
 
-// prepare builds the host command of c: a process group of its own the context's end kills
-// whole, and stdout and stderr kept head and tail, over the output budget calling exceeded.
-func (s *sandbox) prepare(ctx context.Context, c command, exceeded func()) (*exec.Cmd, *headTail, *headTail) {
+// prepare builds the host command of c: behind g (cgroup v1; nil: none), a process group of
+// its own the context's end kills whole, and stdout and stderr kept head and tail, over the
+// output budget calling exceeded.
+func (s *sandbox) prepare(ctx context.Context, c command, g *gate, exceeded func()) (*exec.Cmd, *headTail, *headTail) {
 	argv, hostDir := s.p.wrap(s.workspace, c.dir, c.binds, c.line)
+	if g != nil {
+		argv = g.wrap(argv) // outside bwrap: nothing runs before the move into the cgroup
+	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = hostDir
 	cmd.Env = c.env

@@ -41,6 +41,7 @@ type provider struct {
 	// their cgroups ("" for none, see cgroup.go).
 	memoryBound, memoryWhy string
 	cgroupParent           string
+	cgroupV1               bool // cgroupParent is a cgroup v1 memory directory (commands start behind a gate)
 	// inputData is what every wrapped command line reads from fds 3, 4, ...
 	// (bwrap copies the sandbox's generated /etc files from them).
 	inputData [][]byte
