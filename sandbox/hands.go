@@ -249,6 +249,10 @@ func (s *sandbox) outcome(ctx, runCtx context.Context, cmd *exec.Cmd, res ExecRe
 		return res, s.lostErr()
 	default:
 	}
+	if s.diskFull() {
+		res.DiskQuotaStopped = true
+		res.Stderr += quotaNote(s.p.cfg.DiskQuota)
+	}
 	if over := s.measure(ctx); over > 0 {
 		res.DiskOverQuota = over
 		res.Stderr += fmt.Sprintf("\n[sandbox: the workspace is %d bytes over its disk quota of %d bytes; files cannot grow until some are removed]\n",

@@ -93,8 +93,14 @@ Environment:
                           (egress_connection). With LOGBOOK_REPOS the checkout fetches and
                           pushes through it too, the token added outside the sandbox; pushes to
                           the base branch are refused
-  LOGBOOK_SANDBOX_DISK    a workspace's disk quota, e.g. 2G (default none): a command that
-                          goes over is reported, and writes fail until files are removed
+  LOGBOOK_SANDBOX_DISK    a workspace's disk quota, e.g. 2G (default none). Run as root, each
+                          workspace is a loop-mounted filesystem of that size (plus 1/32 and
+                          1 MiB of slack), so a command is stopped as it writes past it, and
+                          its result says so; otherwise usage is measured after each command,
+                          and one command may overshoot. Over the quota, writes fail until
+                          files are removed. Memory (2 GiB per sandbox) is bounded for the
+                          sandbox as a whole with a cgroup (v2 delegated, or v1 as root);
+                          without one, per process only — the startup log says which
   LOGBOOK_THREAD_REPLIES  which messages in a session's thread the bot answers: addressed
                           (default: all but asides — "(aside) …", "!aside …" — and messages
                           that mention someone else and not the bot), mentions (only those
