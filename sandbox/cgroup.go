@@ -89,11 +89,24 @@ func cgroupV1MemoryDir(self, mountinfo []byte) (string, error) {
 	if !found {
 		return "", errors.New("no memory controller on cgroup v1")
 	}
+	dir, ok := mountedAt(mountinfo, path, func(fstype, superOpts string) bool {
+		return fstype == "cgroup" && slices.Contains(strings.Split(superOpts, ","), "memory")
+	})
+	if !ok {
+		return "", errors.New("the cgroup v1 memory hierarchy is not mounted")
+	}
+	return dir, nil
+}
+
+// mountedAt returns where path (of a cgroup hierarchy) is seen, on the first mount in
+// mountinfo whose file system type and super options match and whose root holds path.
+func mountedAt(mountinfo []byte, path string, match func(fstype, superOpts string) bool) (string, bool) {
 	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
 	for sc.Scan() {
+		// id parent major:minor root mount-point options [optional...] - fstype source super-options
 		pre, post, ok := strings.Cut(sc.Text(), " - ")
 		pf, f := strings.Fields(post), strings.Fields(pre)
-		if !ok || len(pf) < 3 || pf[0] != "cgroup" || !slices.Contains(strings.Split(pf[2], ","), "memory") || len(f) < 5 {
+		if !ok || len(pf) < 3 || len(f) < 5 || !match(pf[0], pf[2]) {
 			continue
 		}
 		root, mount := f[3], f[4]
@@ -101,9 +114,9 @@ func cgroupV1MemoryDir(self, mountinfo []byte) (string, error) {
 		if !ok || rel != "" && root != "/" && !strings.HasPrefix(rel, "/") {
 			continue
 		}
-		return filepath.Join(mount, rel), nil
+		return filepath.Join(mount, rel), true
 	}
-	return "", errors.New("the cgroup v1 memory hierarchy is not mounted")
+	return "", false
 }
 
 // cgroupV2Dir finds the bot's own cgroup v2 directory from the contents of
@@ -128,25 +141,11 @@ func cgroupV2Dir(self, mountinfo []byte) (string, error) {
 	if !found {
 		return "", errors.New("the bot is in no cgroup v2")
 	}
-	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
-	for sc.Scan() {
-		// id parent major:minor root mount-point options [optional...] - fstype source super-options
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok || !strings.HasPrefix(post, "cgroup2 ") {
-			continue
-		}
-		f := strings.Fields(pre)
-		if len(f) < 5 {
-			continue
-		}
-		root, mount := f[3], f[4]
-		rel, ok := strings.CutPrefix(path, root)
-		if !ok || rel != "" && root != "/" && !strings.HasPrefix(rel, "/") {
-			continue
-		}
-		return filepath.Join(mount, rel), nil
+	dir, ok := mountedAt(mountinfo, path, func(fstype, _ string) bool { return fstype == "cgroup2" })
+	if !ok {
+		return "", errors.New("no cgroup2 file system is mounted")
 	}
-	return "", errors.New("no cgroup2 file system is mounted")
+	return dir, nil
 }
 
 // probeCgroupParent checks that sandboxes can get memory-limited cgroups

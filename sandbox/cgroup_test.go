@@ -109,3 +109,18 @@ func TestSandboxMemoryBoundsTheWholeSandbox(t *testing.T) {
 		})
 	}
 }
+
+func TestCgroupV1MemoryDir(t *testing.T) {
+	t.Parallel()
+	const mounts = "30 23 0:26 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n31 23 0:27 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
+	got, err := cgroupV1MemoryDir([]byte("5:cpu:/a\n4:memory:/process_api/x\n0::/\n"), []byte(mounts))
+	if err != nil || got != "/sys/fs/cgroup/memory/process_api/x" {
+		t.Errorf("cgroupV1MemoryDir = %q, %v", got, err)
+	}
+	if _, err := cgroupV1MemoryDir([]byte("0::/\n"), []byte(mounts)); err == nil {
+		t.Error("no memory controller on v1, and no error")
+	}
+	if _, err := cgroupV1MemoryDir([]byte("4:memory:/x\n"), []byte("31 23 0:27 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n")); err == nil {
+		t.Error("memory hierarchy not mounted, and no error")
+	}
+}
