@@ -31,9 +31,10 @@ type cellDeps struct {
 	clock    Clock
 	probe    *Probe
 	cfg      RunnerConfig
-	// claimed reports whether the runner holds its liveness claim now; firstClaim (nil: the
+	// claim reports whether the runner holds its liveness claim now, and a channel closed
+	// when that claim ends; firstClaim (nil: the
 	// runner has no claim) is closed once it was first held.
-	claimed    func() bool
+	claim      func() (bool, <-chan struct{})
 	firstClaim <-chan struct{}
 	// draining is closed when the runner stops gracefully.
 	draining <-chan struct{}
@@ -61,7 +62,11 @@ type Cell struct {
 	copied map[string]bool
 }
 
-var errLeaseLost = errors.New("lease lost")
+var (
+	errLeaseLost = errors.New("lease lost")
+	// errClaimLost: the liveness claim the lease was taken with ended.
+	errClaimLost = errors.New("liveness claim lost")
+)
 
 // maxTurnFailures is how many times in a row a cell retries a failing turn before it exits
 // and leaves the session to the poll.
@@ -90,7 +95,8 @@ func (c *Cell) run(ctx context.Context) {
 		}
 	}
 	acquiredAt := d.clock.Now()
-	lease, err := d.store.AcquireLeaseWith(ctx, c.id, d.cfg.Owner, d.cfg.LeaseTTL, session.LeaseOptions{Claimed: d.claimed()})
+	claimed, claimLost := d.claim()
+	lease, err := d.store.AcquireLeaseWith(ctx, c.id, d.cfg.Owner, d.cfg.LeaseTTL, session.LeaseOptions{Claimed: claimed})
 	if errors.Is(err, session.ErrLeaseHeld) {
 		c.log.Debug().Msg("cell: another replica holds the session")
 		exit = "held"
@@ -114,9 +120,12 @@ func (c *Cell) run(ctx context.Context) {
 	// The lease is trusted until a local deadline measured from before the call that took it,
 	// so a skewed database clock cannot stretch it.
 	validUntil := acquiredAt.Add(d.cfg.LeaseTTL)
+	if !claimed {
+		claimLost = nil // a lease taken without the claim holds for its TTL alone
+	}
 	go func() {
 		defer close(renewDone)
-		c.renew(ctx, cancel, lease, validUntil)
+		c.renew(ctx, cancel, lease, validUntil, claimLost)
 	}()
 	defer func() {
 		cancel(nil)
@@ -145,13 +154,17 @@ func (c *Cell) run(ctx context.Context) {
 	if c.hands != nil {
 		// The work tree's uncommitted changes are saved while the lease is still ours.
 		save, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		c.hands.Close(save, context.Cause(ctx) != errLeaseLost)
+		cause := context.Cause(ctx)
+		c.hands.Close(save, cause != errLeaseLost && cause != errClaimLost)
 		stop()
 	}
-	if context.Cause(ctx) == errLeaseLost {
-		c.log.Warn().Msg("cell: lease lost; exiting without writing")
+	if cause := context.Cause(ctx); cause == errLeaseLost || cause == errClaimLost {
+		c.log.Warn().Err(cause).Msg("cell: exiting without writing")
 		d.metrics.evictions.Inc()
 		exit = "lease_lost"
+		if cause == errClaimLost {
+			exit = "claim_lost"
+		}
 		return
 	}
 	out, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -205,11 +218,17 @@ func (c *Cell) appendWoken(ctx context.Context, epoch int64, evs ...session.NewE
 	return stored[1:], nil
 }
 
-func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease session.Lease, validUntil time.Time) {
+// renew keeps the lease, and cancels the cell (errLeaseLost) once it cannot, or (errClaimLost)
+// the moment claimLost is closed: the runner's liveness claim, which the lease was taken
+// with, ended, so a peer may take the session now (nil: no claim).
+func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease session.Lease, validUntil time.Time, claimLost <-chan struct{}) {
 	d := c.deps
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-claimLost:
+			cancel(errClaimLost)
 			return
 		case <-d.clock.After(d.cfg.LeaseTTL / 4):
 			sent := d.clock.Now()

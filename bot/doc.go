@@ -39,9 +39,14 @@
 // dies (kill -9, OOM) its sessions are free at once, not after the lease's TTL: a restarted
 // process finds them in its first poll, a peer in its dead-owner poll (Store.Orphaned, every
 // RunnerConfig.OrphanInterval, 500ms), and a new message in an idle thread of the dead
-// process takes the lease at once. A replica alive but cut off from the database keeps its
-// claim as long as PostgreSQL keeps its connection, and is stopped by lease expiry and the
-// epoch fence exactly as before.
+// process takes the lease at once. The claim's connection keeps TCP keepalive on and makes a
+// round trip every RunnerConfig.ClaimCheck (5s), which must answer within ClaimCheck: a
+// connection that fails or goes silent (a failover that leaves its socket open to a server
+// that no longer answers, while the new primary holds no claim of it) ends the claim, and
+// the runner cancels every cell whose lease was taken with it at once (exit "claim_lost",
+// logbook_liveness_claims_lost_total), since peers may take those sessions now. A replica
+// whose claim connection still answers keeps its claim, and is stopped by lease expiry and
+// the epoch fence exactly as before.
 //
 // When the log cannot be written (an append or session lookup fails) the gateway leaves the
 // envelope unacked for Slack to redeliver, marks Health (serve's /readyz is unready until an

@@ -203,7 +203,7 @@ func deadOwner(t *testing.T, h *harness, id session.ID) session.Lease {
 	ctx, cancel := context.WithCancel(context.Background())
 	held, done := make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- session.ListenClaimed(ctx, h.dbURL, "dead-replica", func() { close(held) }, func(session.ID, string) {})
+		done <- session.ListenClaimed(ctx, h.dbURL, "dead-replica", session.ListenOptions{}, func() { close(held) }, func(session.ID, string) {})
 	}()
 	select {
 	case <-held:

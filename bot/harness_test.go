@@ -124,6 +124,7 @@ type replica struct {
 	done    chan struct{}
 	metrics *bot.Metrics
 	reg     *prometheus.Registry
+	listen  *pgtest.Proxy // with harnessOptions.listenProxy
 }
 
 type harnessOptions struct {
@@ -165,6 +166,10 @@ type harnessOptions struct {
 	// repoAdmins turns /logbook repo on (the harness's store keeps what it sets), and makes
 	// sandboxes check out what it says (with forge host 127.0.0.1) instead of repo.
 	repoAdmins []string
+	// listenProxy puts a pgtest.Proxy between each replica's LISTEN connection (its liveness
+	// claim) and the database (replica.listen); claimCheck is RunnerConfig.ClaimCheck.
+	listenProxy bool
+	claimCheck  time.Duration
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
@@ -261,20 +266,25 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		fetcher = files.NewFetcher(api, files.FetchConfig{Max: o.fileMax, Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() }})
 		uploader = api
 	}
+	listenURL := h.dbURL
+	var listenProxy *pgtest.Proxy
+	if o.listenProxy {
+		listenProxy, listenURL = pgtest.NewProxy(t, h.dbURL)
+	}
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
-		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: o.orphan, MaxReplies: o.maxReplies,
+		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: o.orphan, ClaimCheck: o.claimCheck, MaxReplies: o.maxReplies,
 			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Repos: repos, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL, CatchUp: o.catchUp},
 		Delivery: o.delivery,
-	}, bot.ServiceDeps{Log: log, API: api, Socket: sm, Me: me, Cells: h.store, Gateway: h.store, DatabaseURL: h.dbURL,
+	}, bot.ServiceDeps{Log: log, API: api, Socket: sm, Me: me, Cells: h.store, Gateway: h.store, DatabaseURL: listenURL,
 		Agent: h.agent, Titler: o.titler, Slash: o.slash, Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Metrics: metrics, Probe: o.probe, Clock: o.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	opened := h.emu.ConnectionsOpened()
 	ctx, cancel := context.WithCancel(h.ctx)
-	r := &replica{runner: svc.Runner(), cancel: cancel, done: make(chan struct{}), metrics: metrics, reg: reg}
+	r := &replica{runner: svc.Runner(), cancel: cancel, done: make(chan struct{}), metrics: metrics, reg: reg, listen: listenProxy}
 	go func() {
 		defer close(r.done)
 		if err := svc.Run(ctx); err != nil {

@@ -23,6 +23,7 @@ type Metrics struct {
 	approvals       *prometheus.CounterVec
 	catchUps        prometheus.Counter
 	caughtUp        prometheus.Counter
+	claimsLost      prometheus.Counter
 }
 
 // NewMetrics creates the bot's metrics and registers them on reg (nil: not registered).
@@ -55,11 +56,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Approval cards posted (requested) and decisions recorded (approved, denied, timeout, canceled), and clicks refused (not_permitted, stale)."}, []string{"event"}),
 		catchUps: c("catch_ups_total", "Catch-ups from Slack tried after a gap (a failed append, a reconnected socket); tried again until one succeeds."),
 		caughtUp: c("caught_up_messages_total", "Messages the log lacked that a catch-up from Slack appended."),
+		claimsLost: c("liveness_claims_lost_total",
+			"Times the replica could no longer prove its liveness claim (its LISTEN connection failed or did not answer its check): the turns run under it were cancelled."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.envelopes, m.acks, m.appends, m.duplicates, m.persistFailures, m.deferred, m.ignored, m.turns,
 			m.cellsActive, m.evictions, m.rehydrations, m.leaseSteals, m.deliveryRetries, m.deliveries, m.replyCapWaits,
-			m.stops, m.approvals, m.catchUps, m.caughtUp)
+			m.stops, m.approvals, m.catchUps, m.caughtUp, m.claimsLost)
 	}
 	return m
 }

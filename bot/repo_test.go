@@ -3,6 +3,7 @@ package bot_test
 import (
 	"context"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -176,5 +177,61 @@ func TestLargeWorkSavedAtCloseAfterHEADMoved(t *testing.T) {
 	h.turns(s.ID, 2)
 	if r := h.toolResult(s.ID, "toolu_check"); !strings.Contains(r.Content, "17000000") || !strings.Contains(r.Content, "moved") {
 		t.Fatalf("after eviction: %s", r.Content)
+	}
+}
+
+// A hostile repository configuration — core.fsmonitor, a filter and a textconv driver named
+// in .gitattributes, a post-index-change hook — runs nothing when logbook saves the work after
+// a write_file or a command. write_file into .git is refused outright; a command (held to the
+// approval policy of commands) may write .git/config, and the same configuration then does
+// run its commands on the sandbox's own `git add` (the control, last), but never on a save.
+func TestSavingWorkRunsNoCommandOfTheRepository(t *testing.T) {
+	t.Parallel()
+	base, _ := gittest.Serve(t, "repo.git", map[string]string{"README.md": "# api\n"})
+	h, model := modelHarness(t, harnessOptions{repo: &sandbox.RepoSpec{URL: base + "/repo.git", Branch: "main"}})
+	const hostile = `set -e
+M=$(pwd)/marks
+cat >> .git/config <<CFG
+[core]
+	fsmonitor = "mkdir -p $M; touch $M/fsmonitor; false"
+[filter "evil"]
+	clean = "mkdir -p $M; touch $M/filter; cat"
+[diff "evil"]
+	textconv = "mkdir -p $M; touch $M/textconv; cat"
+CFG
+printf '* filter=evil diff=evil\n' > .gitattributes
+printf '#!/bin/sh\nmkdir -p %s; touch %s/hook\n' "$M" "$M" > .git/hooks/post-index-change
+chmod +x .git/hooks/post-index-change
+echo configured`
+	call := func(id, name, input string) fakeprovider.Reply {
+		return fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: id, Name: name, Input: input}}}
+	}
+	model.Push(
+		call("toolu_cfg", "write_file", `{"path":".git/config","content":"[core]\n\tfsmonitor = \"touch pwned\"\n"}`),
+		call("toolu_cmd", "run_command", `{"command":`+strconv.Quote(hostile)+`}`),
+		call("toolu_w", "write_file", `{"path":"README.md","content":"# api\nedited\n"}`),
+		call("toolu_ls", "run_command", `{"command":"ls marks 2>&1; echo end"}`),
+		call("toolu_ctl", "run_command", `{"command":"git add -A; git diff --cached HEAD >/dev/null; ls marks"}`),
+		fakeprovider.Reply{Text: "Done."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> configure the repository"})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	if r := h.toolResult(s.ID, "toolu_cfg"); !r.IsError || !strings.Contains(r.Content, "writes into a git directory") {
+		t.Fatalf("write_file of .git/config: %+v", r)
+	}
+	if r := h.toolResult(s.ID, "toolu_cmd"); !strings.Contains(r.Content, "configured") {
+		t.Fatalf("the command: %+v", r)
+	}
+	if r := h.toolResult(s.ID, "toolu_ls"); !strings.Contains(r.Content, "No such file") || !strings.Contains(r.Content, "end") {
+		t.Fatalf("saving the work after the command and the write ran the repository's commands: %s", r.Content)
+	}
+	if len(h.events(s.ID, session.TypeWorkSaved)) == 0 {
+		t.Fatal("no work was saved: the test proves nothing")
+	}
+	r := h.toolResult(s.ID, "toolu_ctl")
+	for _, m := range []string{"fsmonitor", "filter", "hook"} {
+		if !strings.Contains(r.Content, m) {
+			t.Fatalf("the control: the hostile config did not run %s on the sandbox's own git add: %s", m, r.Content)
+		}
 	}
 }

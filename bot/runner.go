@@ -38,6 +38,10 @@ type RunnerConfig struct {
 	// replica (its liveness claim is free): a cheap query, so that such a session resumes
 	// here within about this long; default 500ms.
 	OrphanInterval time.Duration
+	// ClaimCheck is how often the connection holding the liveness claim proves it is alive
+	// with a round trip, which must answer within ClaimCheck too (on Clock); when it does not,
+	// the claim is taken as lost and the turns run under it are cancelled; default 5s.
+	ClaimCheck time.Duration
 	// DrainTimeout bounds a graceful stop (Run's ctx ends): idle cells hand their sessions
 	// over at once, running turns may finish for this long, then they are cut short and
 	// handed over (lease released, a peer woken through NOTIFY); default 20s.
@@ -103,8 +107,17 @@ type Probe struct {
 	// TurnDone: a turn's turn_completed is in the log (status "ok" or "error").
 	TurnDone func(id session.ID, turnSeq int64, status string)
 	// CellExited: a cell let go of its session ("idle", "shutdown", "drain": handed over
-	// on a graceful stop, "error", "lease_lost", "held": another replica holds it).
+	// on a graceful stop, "error", "lease_lost", "held": another replica holds it,
+	// "claim_lost": the runner could no longer prove its liveness claim).
 	CellExited func(id session.ID, reason string)
+	// ClaimLost: the runner's liveness claim ended while it ran (err says why).
+	ClaimLost func(err error)
+}
+
+func (p *Probe) claimLost(err error) {
+	if p != nil && p.ClaimLost != nil {
+		p.ClaimLost(err)
+	}
 }
 
 func (p *Probe) turnDone(id session.ID, seq int64, status string) {
@@ -139,9 +152,12 @@ type Runner struct {
 	wg      sync.WaitGroup
 	notify  chan session.ID
 
-	// claimed is true while the LISTEN connection holds this runner's liveness claim;
-	// firstClaim is closed when it is first held.
+	// claimed is true while the LISTEN connection holds this runner's liveness claim, and
+	// claimLost is closed when that claim ends (a new channel for each claim; guarded by
+	// claimMu); firstClaim is closed when it is first held.
+	claimMu    sync.Mutex
 	claimed    atomic.Bool
+	claimLost  chan struct{}
 	wasClaimed atomic.Bool // the last LISTEN connection held the claim (it connected)
 	firstClaim chan struct{}
 	claimOnce  sync.Once
@@ -165,6 +181,7 @@ func NewRunner(d RunnerDeps, cfg RunnerConfig) *Runner {
 	cfg.PollInterval = nonZero(cfg.PollInterval, 5*time.Second)
 	cfg.OrphanInterval = nonZero(cfg.OrphanInterval, 500*time.Millisecond)
 	cfg.DrainTimeout = nonZero(cfg.DrainTimeout, 20*time.Second)
+	cfg.ClaimCheck = nonZero(cfg.ClaimCheck, 5*time.Second)
 	cfg.WakeWindow = nonZero(cfg.WakeWindow, 7*24*time.Hour)
 	if cfg.MaxReplies == 0 {
 		cfg.MaxReplies = 10
@@ -183,7 +200,7 @@ func NewRunner(d RunnerDeps, cfg RunnerConfig) *Runner {
 	r.deps = &cellDeps{log: d.Log, store: d.Store, agent: d.Agent, titler: d.Titler, deliver: d.Deliver, hands: d.Hands,
 		searcher: d.Search, files: d.Files, fetcher: d.Fetcher, uploader: d.Uploader, forge: d.Forge,
 		metrics: d.Metrics, channel: d.Channel, clock: clockOr(d.Clock), probe: d.Probe, cfg: cfg,
-		claimed: r.claimed.Load, draining: r.draining}
+		claim: r.claim, draining: r.draining}
 	if d.DatabaseURL != "" {
 		r.deps.firstClaim = r.firstClaim
 	}
@@ -387,11 +404,19 @@ func (r *Runner) listen(ctx context.Context) {
 }
 
 // listenOnce holds the LISTEN connection, which also holds the runner's liveness claim: cells
-// take leases as claimed only while it is held.
+// take leases as claimed only while it is held, and those leases' cells are cancelled the
+// moment it ends — the connection failed, or failed its check (a failover may have freed the
+// claim on a new primary): peers may take the sessions at once, so nothing more may be done
+// in them here.
 func (r *Runner) listenOnce(ctx context.Context) error {
-	defer r.claimed.Store(false)
-	return session.ListenClaimed(ctx, r.dbURL, r.cfg.Owner, func() {
+	var err error
+	defer func() { r.loseClaim(ctx, err) }()
+	opt := session.ListenOptions{CheckEvery: r.cfg.ClaimCheck, After: r.deps.clock.After}
+	err = session.ListenClaimed(ctx, r.dbURL, r.cfg.Owner, opt, func() {
+		r.claimMu.Lock()
+		r.claimLost = make(chan struct{})
 		r.claimed.Store(true)
+		r.claimMu.Unlock()
 		r.wasClaimed.Store(true)
 		r.claimOnce.Do(func() { close(r.firstClaim) })
 		r.poll(ctx, "listen_catch_up")
@@ -401,4 +426,30 @@ func (r *Runner) listenOnce(ctx context.Context) error {
 		}
 		r.wake(id, "notify")
 	})
+	return err
+}
+
+// claim reports whether the liveness claim is held now, and a channel closed when it ends.
+func (r *Runner) claim() (bool, <-chan struct{}) {
+	r.claimMu.Lock()
+	defer r.claimMu.Unlock()
+	return r.claimed.Load(), r.claimLost
+}
+
+// loseClaim records that the liveness claim ended (err says why): the cells whose leases
+// were taken with it stop.
+func (r *Runner) loseClaim(ctx context.Context, err error) {
+	r.claimMu.Lock()
+	held := r.claimed.Swap(false)
+	if held {
+		close(r.claimLost)
+	}
+	r.claimMu.Unlock()
+	if !held || ctx.Err() != nil {
+		return
+	}
+	r.log.Warn().Err(err).Int("cells", r.Active()).
+		Msg("liveness claim lost: its LISTEN connection failed or did not answer; cancelling the turns run under it")
+	r.deps.metrics.claimsLost.Inc()
+	r.deps.probe.claimLost(err)
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 )
 
 // FS holds the SQL migrations.
@@ -28,8 +29,16 @@ type Status struct {
 	Applied bool
 }
 
+// provider is goose's over db. Every migration runs under a PostgreSQL session advisory lock
+// (goose's default lock id), so replicas that all run `migrate up` at once take turns: the
+// first applies what is pending, the others then find nothing to do. A waiter tries again
+// every second, for up to ten minutes.
 func provider(db *sql.DB) (*goose.Provider, error) {
-	p, err := goose.NewProvider(goose.DialectPostgres, db, FS, goose.WithDisableGlobalRegistry(true))
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 600))
+	if err != nil {
+		return nil, fmt.Errorf("migration lock: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, FS, goose.WithDisableGlobalRegistry(true), goose.WithSessionLocker(locker))
 	if err != nil {
 		return nil, fmt.Errorf("load migrations: %w", err)
 	}

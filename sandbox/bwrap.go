@@ -42,6 +42,7 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 	}
 	p.chooseMemoryBound()
 	p.sweepAtStart()
+	p.chooseDiskBound()
 	mounts, err := readOnlyMounts(cfg.ReadOnlyPaths)
 	if err != nil {
 		return nil, fmt.Errorf("bwrap sandbox: %w", err)

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCgroupV2Dir(t *testing.T) {
@@ -67,7 +68,7 @@ func TestCgroupV2Dir(t *testing.T) {
 // memory.max and are reported as killed by the memory limit.
 func TestBwrapCgroupMemoryBound(t *testing.T) {
 	t.Parallel()
-	if _, err := detectMemoryCgroup(); err != nil {
+	if _, _, err := detectMemoryCgroup(); err != nil {
 		t.Skipf("SKIPPING: the cgroup memory bound is NOT being tested here (sandboxes fall back to RLIMIT_DATA): %v", err)
 	}
 	p, logs := mustProvider(t, KindBwrap, func(c *Config) { c.Limits.MemoryBytes = 96 << 20 })
@@ -79,5 +80,47 @@ func TestBwrapCgroupMemoryBound(t *testing.T) {
 	res := mustExec(t, sb, ExecRequest{Shell: `for i in 1 2 3 4; do awk 'BEGIN { s = sprintf("%64000000s", ""); gsub(/ /, "x", s); system("sleep 5") }' & done; wait`})
 	if res.MemoryBound != MemoryBoundCgroup || res.Killed != "memory limit" {
 		t.Errorf("four 64 MB processes under a 96 MiB cgroup: %+v", res)
+	}
+}
+
+// The issue's case: four processes of 400 MB each, every one within the 512 MiB limit (its
+// RLIMIT_DATA), together over it. Where the bot may use a memory cgroup (v2 delegated, or v1
+// as root — this test's machine), the sandbox as a whole is bounded and the command is
+// reported killed by the memory limit, with either provider. Where it may not, the provider
+// says so at start: the bound is per process.
+func TestSandboxMemoryBoundsTheWholeSandbox(t *testing.T) {
+	t.Parallel()
+	_, _, cgErr := detectMemoryCgroup()
+	for _, kind := range providerKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			p, logs := mustProvider(t, kind, func(c *Config) { c.Limits.MemoryBytes = 512 << 20; c.Limits.Timeout = time.Minute })
+			if cgErr != nil {
+				if !strings.Contains(logs.String(), "PER PROCESS only") {
+					t.Fatalf("no cgroup here (%v), and the startup log does not say the bound is per process: %s", cgErr, logs)
+				}
+				t.Skipf("SKIPPING the whole-sandbox bound: no memory cgroup usable here (%v); the startup log says the bound is per process", cgErr)
+			}
+			sb := mustProvision(t, p, "mem-total", Recipe{})
+			res := mustExec(t, sb, ExecRequest{Shell: `for i in 1 2 3 4; do awk 'BEGIN { s = sprintf("%400000000s", ""); system("sleep 3"); print length(s) }' & done; wait`})
+			if res.MemoryBound != MemoryBoundCgroup || res.Killed != "memory limit" || strings.Count(res.Stdout, "400000000") == 4 {
+				t.Fatalf("four 400 MB processes under a 512 MiB sandbox: %+v", res)
+			}
+		})
+	}
+}
+
+func TestCgroupV1MemoryDir(t *testing.T) {
+	t.Parallel()
+	const mounts = "30 23 0:26 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n31 23 0:27 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
+	got, err := cgroupV1MemoryDir([]byte("5:cpu:/a\n4:memory:/process_api/x\n0::/\n"), []byte(mounts))
+	if err != nil || got != "/sys/fs/cgroup/memory/process_api/x" {
+		t.Errorf("cgroupV1MemoryDir = %q, %v", got, err)
+	}
+	if _, err := cgroupV1MemoryDir([]byte("0::/\n"), []byte(mounts)); err == nil {
+		t.Error("no memory controller on v1, and no error")
+	}
+	if _, err := cgroupV1MemoryDir([]byte("4:memory:/x\n"), []byte("31 23 0:27 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n")); err == nil {
+		t.Error("memory hierarchy not mounted, and no error")
 	}
 }

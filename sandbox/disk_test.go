@@ -140,3 +140,39 @@ func TestNewSweepsStaleWorkspaces(t *testing.T) {
 		})
 	}
 }
+
+// One command that writes five times the quota, in many files (each under RLIMIT_FSIZE), is
+// stopped near the quota while it runs — at most diskSlack past it — and its result says the
+// quota stopped it.
+func TestDiskQuotaHoldsWhileACommandRuns(t *testing.T) {
+	t.Parallel()
+	const quota = 4 << 20
+	for _, kind := range providerKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			p, logs := mustProvider(t, kind, func(c *Config) { c.DiskQuota = quota; c.Limits.FileSizeBytes = 8 << 20 })
+			if strings.Contains(logs.String(), "MEASURED AFTER EACH COMMAND") {
+				t.Skipf("SKIPPING: workspaces cannot get a filesystem of their own here (%s); the quota is measured after each command only", logs)
+			}
+			sb := mustProvision(t, p, "quota-run", Recipe{})
+			res := mustExec(t, sb, ExecRequest{Shell: "for i in $(seq 1 40); do head -c 524288 /dev/urandom > f$i || exit 7; done; echo all written"})
+			used, err := diskUsage(context.Background(), sb.(*sandbox).workspace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("a command writing %d bytes under a %d-byte quota left %d bytes (%+v)", 40*524288, quota, used, res)
+			if used > quota+diskSlack(quota) || strings.Contains(res.Stdout, "all written") || res.ExitCode != 7 {
+				t.Fatalf("the quota did not stop the command: %d bytes used under a %d-byte quota: %+v", used, quota, res)
+			}
+			if !res.DiskQuotaStopped || !strings.Contains(res.Stderr, "disk quota of 4194304 bytes stopped this command's writes") {
+				t.Fatalf("the result does not say the quota stopped the command: %+v", res)
+			}
+			// Room again once files are removed.
+			mustExec(t, sb, ExecRequest{Shell: "rm -f f*"})
+			res = mustExec(t, sb, ExecRequest{Shell: "head -c 1000000 /dev/urandom > again && echo ok"})
+			if res.Stdout != "ok\n" || res.DiskQuotaStopped {
+				t.Fatalf("after removing the files: %+v", res)
+			}
+		})
+	}
+}

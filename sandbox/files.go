@@ -113,11 +113,21 @@ func (s *sandbox) WriteFile(ctx context.Context, name string, data []byte) error
 			return fmt.Errorf("write %q: %w", name, &DiskQuotaError{Usage: would, Quota: q})
 		}
 	}
+	if err := s.refuseGitDir(r, rel, nil); err != nil {
+		return fmt.Errorf("write %q: %w", name, err)
+	}
 	if err := s.mkdirs(r, path.Dir(rel)); err != nil {
 		return fmt.Errorf("write %q: %w", name, err)
 	}
-	f, _, err := s.openRegular(ctx, r, rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	// Truncated only once the file opened is known to lie outside any git directory.
+	f, _, err := s.openRegular(ctx, r, rel, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
+		return fmt.Errorf("write %q: %w", name, err)
+	}
+	if err := s.refuseGitDir(r, rel, f); err == nil {
+		err = f.Truncate(0)
+	} else {
+		_ = f.Close()
 		return fmt.Errorf("write %q: %w", name, err)
 	}
 	if s.p.chownUID >= 0 {

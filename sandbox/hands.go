@@ -116,7 +116,24 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 	if err := s.checkDir(dir); err != nil {
 		return ExecResult{}, fmt.Errorf("exec dir %q: %w", req.Dir, err)
 	}
+	line := append(append(append([]string(nil), s.prefix...), s.p.limitArgs(s.fileSizeLimit())...), inner...)
+	return s.execute(ctx, command{line: line, dir: dir, binds: s.binds, env: s.env, stdin: req.Stdin, timeout: timeout})
+}
 
+// command is one process tree to run in the sandbox: its command line (limits included), its
+// working directory (local to the workspace), extra bwrap mounts and its complete environment.
+type command struct {
+	line       []string
+	dir        string
+	binds, env []string
+	stdin      []byte
+	timeout    time.Duration
+}
+
+// execute runs c until it exits, its timeout, an output or disk limit, ctx's end, or the
+// sandbox's loss (each kills the whole process tree), and reports what happened; the caller
+// holds an operation (enter).
+func (s *sandbox) execute(ctx context.Context, c command) (ExecResult, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	watched := make(chan struct{})
 	go func() {
@@ -131,32 +148,21 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 		cancel(nil)
 		<-watched
 	}()
-	runCtx, cancelRun := context.WithTimeoutCause(ctx, timeout, errTimeout)
+	runCtx, cancelRun := context.WithTimeoutCause(ctx, c.timeout, errTimeout)
 	defer cancelRun()
-
-	lim := s.p.cfg.Limits
-	line := append(append(append([]string(nil), s.prefix...), s.p.limitArgs(s.fileSizeLimit())...), inner...)
-	argv, hostDir := s.p.wrap(s.workspace, dir, s.binds, line)
-	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
-	cmd.Dir = hostDir
-	cmd.Env = s.env
-	cmd.SysProcAttr = s.sysProcAttr(syscall.SIGKILL)
-	// Setsid made the command's first process a group leader: the group
-	// holds bwrap, its init and every process not moved out by setsid, and
-	// bwrap's death tears down its pid namespace with those too.
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = waitDelay
-	budget := &outputBudget{limit: lim.OutputKillBytes, exceeded: func() { cancel(errOutputLimit) }}
-	stdout, stderr := newHeadTail(lim.OutputBytes, budget), newHeadTail(lim.OutputBytes, budget)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if req.Stdin != nil {
-		cmd.Stdin = bytes.NewReader(req.Stdin)
-	}
-
 	inputs, err := s.p.inputs()
 	if err != nil {
 		return ExecResult{}, err
 	}
+	var g *gate
+	if s.cgroup != nil && s.p.cgroupV1 {
+		if g, err = newGate(len(inputs)); err != nil {
+			closeAll(inputs)
+			return ExecResult{}, err
+		}
+		inputs = append(inputs, g.r)
+	}
+	cmd, stdout, stderr := s.prepare(runCtx, c, g, func() { cancel(errOutputLimit) })
 	cmd.ExtraFiles = inputs
 	var oomBefore int64
 	if s.cgroup != nil {
@@ -165,6 +171,15 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 	start := time.Now()
 	err = cmd.Start()
 	closeAll(inputs)
+	if err == nil && g != nil {
+		if err = g.admit(s.cgroup, cmd.Process.Pid); err != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			return ExecResult{}, err
+		}
+	} else if g != nil {
+		g.close()
+	}
 	if err == nil {
 		err = cmd.Wait()
 	}
@@ -176,7 +191,39 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 	if cmd.ProcessState != nil {
 		res.ExitCode = cmd.ProcessState.ExitCode()
 	}
+	return s.outcome(ctx, runCtx, cmd, res, err, oomBefore)
+}
 
+// prepare builds the host command of c: behind g (cgroup v1; nil: none), a process group of
+// its own the context's end kills whole, and stdout and stderr kept head and tail, over the
+// output budget calling exceeded.
+func (s *sandbox) prepare(ctx context.Context, c command, g *gate, exceeded func()) (*exec.Cmd, *headTail, *headTail) {
+	argv, hostDir := s.p.wrap(s.workspace, c.dir, c.binds, c.line)
+	if g != nil {
+		argv = g.wrap(argv) // outside bwrap: nothing runs before the move into the cgroup
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = hostDir
+	cmd.Env = c.env
+	cmd.SysProcAttr = s.sysProcAttr(syscall.SIGKILL)
+	// Setsid made the command's first process a group leader: the group
+	// holds bwrap, its init and every process not moved out by setsid, and
+	// bwrap's death tears down its pid namespace with those too.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = waitDelay
+	lim := s.p.cfg.Limits
+	budget := &outputBudget{limit: lim.OutputKillBytes, exceeded: exceeded}
+	stdout, stderr := newHeadTail(lim.OutputBytes, budget), newHeadTail(lim.OutputBytes, budget)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if c.stdin != nil {
+		cmd.Stdin = bytes.NewReader(c.stdin)
+	}
+	return cmd, stdout, stderr
+}
+
+// outcome says why the command ended (its own exit, or which limit killed it) and measures
+// the workspace against its disk quota.
+func (s *sandbox) outcome(ctx, runCtx context.Context, cmd *exec.Cmd, res ExecResult, err error, oomBefore int64) (ExecResult, error) {
 	switch cause := context.Cause(runCtx); {
 	case runCtx.Err() == nil:
 	case errors.Is(cause, errTimeout):
@@ -201,6 +248,10 @@ func (s *sandbox) run(ctx context.Context, req ExecRequest, timeout time.Duratio
 	case <-s.gone:
 		return res, s.lostErr()
 	default:
+	}
+	if s.diskFull() {
+		res.DiskQuotaStopped = true
+		res.Stderr += quotaNote(s.p.cfg.DiskQuota)
 	}
 	if over := s.measure(ctx); over > 0 {
 		res.DiskOverQuota = over
@@ -285,6 +336,7 @@ func (s *sandbox) Close() error {
 		s.ops.Wait()
 		s.closeEgress()
 		s.closeErr = removeWorkspace(s.workspace)
+		removeGitDirs(s.p.cfg.BaseDir, s.workspace)
 		if s.cgroup != nil {
 			removeCgroup(s.cgroup)
 		}

@@ -139,3 +139,7 @@ func hostProcessesWith(tb testing.TB, token string) []string {
 }
 
 func zerologTo(w *syncBuffer) zerolog.Logger { return zerolog.New(w) }
+
+// sandboxGit makes a test's git in the sandbox ignore the workspace-as-HOME's .gitconfig and
+// never prompt.
+const sandboxGit = `export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0; `

@@ -25,6 +25,7 @@ func newProcess(cfg Config, log zerolog.Logger) (Provider, error) {
 	}
 	p.chooseMemoryBound()
 	p.sweepAtStart()
+	p.chooseDiskBound()
 	p.inside = func(ws string) string { return ws }
 	p.wrap = func(ws, dir string, _, inner []string) ([]string, string) {
 		return inner, filepath.Join(ws, filepath.FromSlash(dir))

@@ -41,6 +41,9 @@ type provider struct {
 	// their cgroups ("" for none, see cgroup.go).
 	memoryBound, memoryWhy string
 	cgroupParent           string
+	cgroupV1               bool // cgroupParent is a cgroup v1 memory directory (commands start behind a gate)
+	// diskFS: each workspace is a filesystem of its own, of about Config.DiskQuota (diskfs.go).
+	diskFS bool
 	// inputData is what every wrapped command line reads from fds 3, 4, ...
 	// (bwrap copies the sandbox's generated /etc files from them).
 	inputData [][]byte
@@ -361,6 +364,9 @@ func lookPath(name string) (string, error) {
 // removeWorkspace removes a workspace, first making directories the sandbox
 // user locked (chmod 000) writable again when not running as root.
 func removeWorkspace(dir string) error {
+	if err := unmountDiskFS(dir); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}

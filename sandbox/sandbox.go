@@ -38,6 +38,10 @@ var (
 	// ErrDiskQuota is matched by a *DiskQuotaError: the workspace holds, or
 	// a WriteFile would make it hold, more than Config.DiskQuota.
 	ErrDiskQuota = errors.New("workspace over its disk quota")
+	// ErrGitDir is returned by WriteFile for a path in a git directory (see gitguard.go):
+	// what is written there (config, hooks) configures the commands git runs, so it is
+	// changed by commands only, under the approval policy of commands.
+	ErrGitDir = errors.New("writes into a git directory (.git) are refused; change the repository with git commands instead")
 )
 
 // DiskQuotaError says how far a workspace is, or would be, over
@@ -199,6 +203,11 @@ type Config struct {
 	// DiskQuota bounds each workspace, in bytes of disk allocated to its
 	// files and directories (hard links counted once); zero means no quota.
 	// cmd/logbook sets it from LOGBOOK_SANDBOX_DISK. How it is enforced:
+	// run as root, each workspace is a filesystem of its own of the quota
+	// plus a slack of quota/32 + 1 MiB (diskfs.go), so the kernel stops a
+	// command's writes while it runs (ExecResult.DiskQuotaStopped); else it
+	// is measured after each command only, and one command may write past it
+	// (the startup log says which). In both cases
 	// every command runs with RLIMIT_FSIZE at most the quota left, so no one
 	// file outgrows it; after each command the workspace is measured, and a
 	// command that left it over the quota reports ExecResult.DiskOverQuota
@@ -206,7 +215,8 @@ type Config struct {
 	// *DiskQuotaError and commands run with RLIMIT_FSIZE 0: files can be
 	// read, truncated and removed but not grown, until usage is back under
 	// the quota. WriteFile refuses data that would go over. Not bounded:
-	// inodes of empty files, and /tmp (see Limits.TmpBytes).
+	// /tmp (see Limits.TmpBytes), and without a filesystem of its own, inodes
+	// of empty files.
 	DiskQuota int64
 	// UID and GID run the sandboxed commands. Zero means: nobody (65534)
 	// when the bot runs as root, else the bot's own user. Root is never used.
@@ -295,7 +305,9 @@ const (
 // by the sandbox. MemoryBound is
 // how memory was bounded: MemoryBoundRlimitData or MemoryBoundCgroup.
 // DiskOverQuota is how many bytes the workspace is over Config.DiskQuota
-// after the command (0 when within; see Config.DiskQuota).
+// after the command (0 when within; see Config.DiskQuota). DiskQuotaStopped
+// says the workspace's own filesystem (diskfs.go) was full after the
+// command: the quota refused some of its writes (a note on stderr says so).
 type ExecResult struct {
 	Stdout, Stderr string
 	ExitCode       int
@@ -305,6 +317,8 @@ type ExecResult struct {
 	Killed         string
 	MemoryBound    string
 	DiskOverQuota  int64
+	// DiskQuotaStopped: the quota refused the command's writes as it ran.
+	DiskQuotaStopped bool
 }
 
 // Provider creates sandboxes.

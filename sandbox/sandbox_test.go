@@ -121,7 +121,7 @@ func TestExecRequestValidation(t *testing.T) {
 
 func TestProcessProviderWarnsAndStillBounds(t *testing.T) {
 	t.Parallel()
-	p, logs := mustProvider(t, KindProcess, func(c *Config) { c.Limits.Timeout = 300 * time.Millisecond })
+	p, logs := mustProvider(t, KindProcess, nil)
 	if p.Name() != KindProcess {
 		t.Errorf("Name = %q", p.Name())
 	}
@@ -142,7 +142,7 @@ func TestProcessProviderWarnsAndStillBounds(t *testing.T) {
 		}
 	}
 	const token = "1000.7777"
-	res = mustExec(t, sb, ExecRequest{Shell: "sleep " + token + " & sleep " + token})
+	res = mustExec(t, sb, ExecRequest{Shell: "sleep " + token + " & sleep " + token, Timeout: 300 * time.Millisecond})
 	if !res.TimedOut || res.Killed != "timeout" {
 		t.Errorf("sleep not timed out: %+v", res)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -47,6 +48,14 @@ func (p *provider) newWorkspace(prefix string) (string, *os.File, error) {
 	dir, err := os.MkdirTemp(p.cfg.BaseDir, prefix)
 	if err != nil {
 		return "", nil, err
+	}
+	if p.diskFS && prefix != ".probe-" {
+		// Mounted before the lock is taken: the lock is on the directory as every later
+		// open sees it, the filesystem's root.
+		if err := p.mountDiskFS(dir); err != nil {
+			_ = os.Remove(dir)
+			return "", nil, err
+		}
 	}
 	lock, err := os.Open(dir)
 	if err == nil {
@@ -93,6 +102,7 @@ func (p *provider) sweep() (int, error) {
 			continue
 		}
 		err = removeWorkspace(dir)
+		removeGitDirs(p.cfg.BaseDir, dir)
 		if p.cgroupParent != "" {
 			removeCgroupDir(filepath.Join(p.cgroupParent, cgroupPrefix+e.Name()))
 		}
@@ -102,6 +112,23 @@ func (p *provider) sweep() (int, error) {
 			continue
 		}
 		removed++
+	}
+	// Save git dirs whose workspace is gone (a crash between the two removals).
+	if dirs, err := os.ReadDir(filepath.Join(p.cfg.BaseDir, savegitRoot)); err == nil {
+		for _, e := range dirs {
+			if _, err := os.Lstat(filepath.Join(p.cfg.BaseDir, e.Name())); errors.Is(err, fs.ErrNotExist) {
+				removeGitDirs(p.cfg.BaseDir, e.Name())
+			}
+		}
+	}
+	// Images of workspace filesystems whose workspace is gone.
+	if imgs, err := filepath.Glob(filepath.Join(p.cfg.BaseDir, ".disk", "*.img")); err == nil {
+		for _, img := range imgs {
+			ws := filepath.Join(p.cfg.BaseDir, strings.TrimSuffix(filepath.Base(img), ".img"))
+			if _, err := os.Lstat(ws); errors.Is(err, fs.ErrNotExist) {
+				_ = os.Remove(img)
+			}
+		}
 	}
 	return removed, errors.Join(errs...)
 }

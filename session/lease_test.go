@@ -17,7 +17,7 @@ func holdClaim(t *testing.T, dbURL, owner string) (stop func()) {
 	held := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- session.ListenClaimed(ctx, dbURL, owner, func() { close(held) }, func(session.ID, string) {})
+		done <- session.ListenClaimed(ctx, dbURL, owner, session.ListenOptions{}, func() { close(held) }, func(session.ID, string) {})
 	}()
 	select {
 	case <-held:

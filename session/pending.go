@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
 // sqlPending reads session_work (migrations/00004_pending.sql), which the log keeps as it
@@ -91,43 +95,77 @@ func (s *Store) Notify(ctx context.Context, id ID, sender string) error {
 // was not listening. Then it calls notified with each signal's session and sender, in order.
 // Payloads that do not name a session are skipped. Listen always returns an error: ctx's
 // error once ctx ends, otherwise why the connection failed (reconnecting is the caller's).
+// The connection is checked as ListenOptions' zero value says.
 func Listen(ctx context.Context, dsn string, listening func(), notified func(id ID, sender string)) error {
-	return listen(ctx, dsn, "", listening, notified)
+	return listen(ctx, dsn, "", ListenOptions{}, listening, notified)
 }
+
+// ListenOptions says how the LISTEN connection proves it is alive. A connection whose server
+// went away without a word (a failover, a cut network) reads nothing forever: TCP keepalive
+// (every few seconds once idle) makes the kernel notice a peer that stopped answering, and a
+// round trip every CheckEvery, which must be answered within CheckEvery, notices a server
+// that is stalled or a path that drops everything. A failed check ends Listen with
+// ErrListenUnresponsive.
+type ListenOptions struct {
+	// CheckEvery is the time between two round trips, and how long one may take (5 s).
+	CheckEvery time.Duration
+	// After times the checks (nil: time.After): a test's clock.
+	After func(time.Duration) <-chan time.Time
+}
+
+// ErrListenUnresponsive: the LISTEN connection did not answer its check in time.
+var ErrListenUnresponsive = errors.New("the LISTEN connection did not answer its check in time")
 
 // ListenClaimed is Listen on a connection that first takes owner's liveness claim: a
 // session-scoped advisory lock (LockLivenessSeed) that PostgreSQL frees the moment the
 // connection ends, however the process ends. It waits for the claim while an earlier
 // connection of the same owner still holds it. listening is called once both the claim and
 // LISTEN are in place: from then until ListenClaimed returns, owner may take leases with
-// LeaseOptions.Claimed. When it returns the claim is gone (or going: a connection cut off
-// without a goodbye is freed when the server notices).
-func ListenClaimed(ctx context.Context, dsn, owner string, listening func(), notified func(id ID, sender string)) error {
+// LeaseOptions.Claimed. When it returns the claim is gone, or can no longer be proven held (a
+// connection that failed its check: the server, or a new primary after a failover, may have
+// freed it already), so the caller must stop what it does under the claim at once.
+func ListenClaimed(ctx context.Context, dsn, owner string, opt ListenOptions, listening func(), notified func(id ID, sender string)) error {
 	if owner == "" {
 		return errors.New("listen claimed: no owner")
 	}
-	return listen(ctx, dsn, owner, listening, notified)
+	return listen(ctx, dsn, owner, opt, listening, notified)
 }
 
-func listen(ctx context.Context, dsn, owner string, listening func(), notified func(id ID, sender string)) error {
+func listen(ctx context.Context, dsn, owner string, opt ListenOptions, listening func(), notified func(id ID, sender string)) error {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return fmt.Errorf("parse database URL: %w", redactedError{err})
 	}
 	cfg.RuntimeParams["application_name"] = "logbook-listen"
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second // a silent network must not hold a reconnect forever
+	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second,
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3}}
+	cfg.DialFunc = dialer.DialContext
+	// A cancelled wait (the next check is due) sets a deadline on the socket at once and
+	// leaves the connection usable, instead of sending the server a cancel request.
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	dead := false
 	if owner != "" {
 		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, $2))`, owner, LockLivenessSeed); err != nil {
 			return fmt.Errorf("take the liveness claim of %s: %w", owner, err)
 		}
 		// A stop lets go of the claim before the connection closes: the server ends a closed
 		// connection's backend a moment later, and a peer must not see the claim held
-		// meanwhile. (A crash frees it when the connection drops.)
+		// meanwhile. (A crash frees it when the connection drops; a dead connection is not
+		// asked.)
 		defer func() {
+			if dead {
+				return
+			}
 			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			defer cancel()
 			_, _ = conn.Exec(uctx, `SELECT pg_advisory_unlock(hashtextextended($1, $2))`, owner, LockLivenessSeed)
@@ -137,10 +175,54 @@ func listen(ctx context.Context, dsn, owner string, listening func(), notified f
 		return fmt.Errorf("listen: %w", err)
 	}
 	listening()
+	err = wait(ctx, conn, opt, notified)
+	dead = errors.Is(err, ErrListenUnresponsive)
+	return err
+}
+
+// wait reads signals and checks the connection every opt.CheckEvery, until either fails or
+// ctx ends.
+func wait(ctx context.Context, conn *pgx.Conn, opt ListenOptions, notified func(id ID, sender string)) error {
+	every := opt.CheckEvery
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	after := opt.After
+	if after == nil {
+		after = time.After
+	}
+	due := after(every)
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		// The wait ends when a signal comes or the check is due, whichever is first.
+		wctx, stop := context.WithCancel(ctx)
+		var isDue atomic.Bool
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			select {
+			case <-due:
+				isDue.Store(true)
+				stop()
+			case <-wctx.Done():
+			}
+		}()
+		n, err := conn.WaitForNotification(wctx)
+		stop()
+		<-done
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil && !(isDue.Load() && errors.Is(err, context.Canceled)) {
 			return err
+		}
+		if isDue.Load() {
+			if err := check(ctx, conn, every, after); err != nil {
+				return err
+			}
+			due = after(every)
+		}
+		if n == nil {
+			continue
 		}
 		sid, sender, _ := strings.Cut(n.Payload, " ")
 		id, err := ParseID(sid)
@@ -149,6 +231,35 @@ func listen(ctx context.Context, dsn, owner string, listening func(), notified f
 		}
 		notified(id, sender)
 	}
+}
+
+// check makes one round trip on conn, which must answer within timeout (on after's clock).
+func check(ctx context.Context, conn *pgx.Conn, timeout time.Duration, after func(time.Duration) <-chan time.Time) error {
+	cctx, cancel := context.WithCancel(ctx)
+	var late atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-after(timeout):
+			late.Store(true)
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	err := conn.Ping(cctx)
+	cancel()
+	<-done
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if late.Load() {
+		return fmt.Errorf("%w (%s)", ErrListenUnresponsive, timeout)
+	}
+	if err != nil {
+		return fmt.Errorf("check the LISTEN connection: %w", err)
+	}
+	return nil
 }
 
 const sqlMissingTables = `SELECT array_remove(ARRAY[

@@ -193,6 +193,9 @@ func (cfg *serveConfig) readSettings(e env) error {
 	if cfg.SandboxDisk, err = envBytes(e, "LOGBOOK_SANDBOX_DISK"); err != nil {
 		return err
 	}
+	if cfg.SandboxMemory, err = envBytes(e, "LOGBOOK_SANDBOX_MEMORY"); err != nil {
+		return err
+	}
 	if cfg.FileMax, err = envBytes(e, "LOGBOOK_FILE_MAX"); err != nil {
 		return err
 	}

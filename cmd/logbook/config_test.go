@@ -52,6 +52,7 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		{"LOGBOOK_REPLY_FOOTER", "loud"},
 		{"LOGBOOK_PRICES", "gpt-4o=cheap"},
 		{"LOGBOOK_SANDBOX_DISK", "lots"},
+		{"LOGBOOK_SANDBOX_MEMORY", "lots"},
 		{"LOGBOOK_STREAM", "sometimes"},
 		{"LOGBOOK_MIDTURN", "interrupt"},
 		{"LOGBOOK_TOOL_APPROVAL", "run_command=maybe"},

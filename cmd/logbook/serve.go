@@ -93,8 +93,17 @@ Environment:
                           (egress_connection). With LOGBOOK_REPOS the checkout fetches and
                           pushes through it too, the token added outside the sandbox; pushes to
                           the base branch are refused
-  LOGBOOK_SANDBOX_DISK    a workspace's disk quota, e.g. 2G (default none): a command that
-                          goes over is reported, and writes fail until files are removed
+  LOGBOOK_SANDBOX_DISK    a workspace's disk quota, e.g. 2G (default none). Run as root, each
+                          workspace is a loop-mounted filesystem of that size (plus 1/32 and
+                          1 MiB of slack), so a command is stopped as it writes past it, and
+                          its result says so; otherwise usage is measured after each command,
+                          and one command may overshoot. Over the quota, writes fail until
+                          files are removed
+  LOGBOOK_SANDBOX_MEMORY  a sandbox's memory, e.g. 1G (default 2G): for the sandbox as a
+                          whole where a memory cgroup is usable (v2 delegated to logbook, or
+                          v1 as root); without one it bounds each PROCESS only (RLIMIT_DATA),
+                          and several processes together may use more — the startup log says
+                          which ("memory_bound")
   LOGBOOK_THREAD_REPLIES  which messages in a session's thread the bot answers: addressed
                           (default: all but asides — "(aside) …", "!aside …" — and messages
                           that mention someone else and not the bot), mentions (only those
@@ -237,6 +246,7 @@ type serveConfig struct {
 	// (LOGBOOK_SANDBOX_EGRESS).
 	SandboxEgress egress.Allowlist
 	SandboxDisk   int64  // bytes of a workspace (LOGBOOK_SANDBOX_DISK); 0: no quota
+	SandboxMemory int64  // bytes of memory of a sandbox (LOGBOOK_SANDBOX_MEMORY); 0: 2 GiB
 	FileMax       int64  // bytes of a shared file fetched (LOGBOOK_FILE_MAX); 0: files.DefaultMax
 	Vision        string // whether the model is sent images (LOGBOOK_MODEL_VISION): auto (""), on, off
 	BlobURL       string // where shared files' content lives (LOGBOOK_BLOB_URL); "": the database
@@ -567,7 +577,8 @@ func sandboxProvider(cfg serveConfig, log zerolog.Logger) (sandbox.Provider, *sa
 		}
 		slog := log.With().Str("part", "sandbox").Logger()
 		mirrors := sandbox.NewMirrors(filepath.Join(dir, "mirrors"), slog)
-		provs, err := sandbox.New(kind, sandbox.Config{BaseDir: dir, AllowNetwork: cfg.SandboxNet, DiskQuota: cfg.SandboxDisk, Mirrors: mirrors}, slog)
+		provs, err := sandbox.New(kind, sandbox.Config{BaseDir: dir, AllowNetwork: cfg.SandboxNet, DiskQuota: cfg.SandboxDisk,
+			Limits: sandbox.Limits{MemoryBytes: cfg.SandboxMemory}, Mirrors: mirrors}, slog)
 		if err != nil {
 			return nil, nil, fmt.Errorf("sandbox: %w (LOGBOOK_SANDBOX=none turns command tools off)", err)
 		}

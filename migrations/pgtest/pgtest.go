@@ -52,6 +52,18 @@ func ServerURL() string {
 // when tb ends.
 func New(tb testing.TB) string {
 	tb.Helper()
+	return newDatabase(tb, true)
+}
+
+// NewEmpty creates a fresh database with no migration applied (template0's contents) for tb
+// and returns its URL. The database is dropped when tb ends.
+func NewEmpty(tb testing.TB) string {
+	tb.Helper()
+	return newDatabase(tb, false)
+}
+
+func newDatabase(tb testing.TB, migrated bool) string {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	server := ServerURL()
@@ -61,9 +73,11 @@ func New(tb testing.TB) string {
 	}
 	defer admin.Close(context.Background())
 
-	tmpl, err := ensureTemplate(ctx, admin, server)
-	if err != nil {
-		tb.Fatalf("pgtest: prepare template database: %v", err)
+	tmpl := "template0"
+	if migrated {
+		if tmpl, err = ensureTemplate(ctx, admin, server); err != nil {
+			tb.Fatalf("pgtest: prepare template database: %v", err)
+		}
 	}
 	name := fmt.Sprintf("lbt_%d_%s", time.Now().UnixNano(), randHex(4))
 	if err := createFromTemplate(ctx, admin, name, tmpl); err != nil {
