@@ -132,7 +132,9 @@ Environment:
                           run_command, read_file, write_file, attach_file, search_sessions,
                           read_log); a card waits past LOGBOOK_IDLE_TIMEOUT; an entry
                           CHANNEL/tool=mode (e.g. C0123ABCD/run_command=allow) holds in that
-                          channel only and wins. ask posts a card with Approve and Deny
+                          channel only and wins. ask posts a card with Approve and Deny; a
+                          call too long for the card is cut with a link to the whole call
+                          (LOGBOOK_PUBLIC_URL), and denied without asking when that is unset
   LOGBOOK_TOOL_APPROVERS  who may decide a card: thread (default: anyone who has posted in the
                           thread) or a comma list of Slack user ids
   LOGBOOK_APPROVAL_TIMEOUT how long a card waits for a decision (default 30m); a timeout is a
