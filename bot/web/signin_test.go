@@ -107,6 +107,25 @@ func TestSignInLink(t *testing.T) {
 	if resp, _ := get(evilURL, nil); resp.Header.Get("Location") != "/" {
 		t.Errorf("redirect for %s: %q, want /", evilURL, resp.Header.Get("Location"))
 	}
+
+	// Signing out (the pages' button) ends the link's session; another site cannot.
+	c := client{t, srv.URL}
+	signedIn := &http.Cookie{Name: cookie.Name, Value: cookie.Value}
+	if a := c.do(http.MethodPost, "/signout", url.Values{}, map[string]string{"Origin": "https://evil.example"}, signedIn); a.status != http.StatusForbidden {
+		t.Errorf("cross-site sign-out: %d, want 403", a.status)
+	}
+	if a := c.do(http.MethodGet, "/", nil, nil, signedIn); a.status != http.StatusOK || !strings.Contains(a.body, `action="/signout"`) {
+		t.Fatalf("after a refused sign-out: %d, want 200 with the sign-out button", a.status)
+	}
+	if a := c.do(http.MethodPost, "/signout", url.Values{}, map[string]string{"Origin": srv.URL}, signedIn); a.status != http.StatusSeeOther {
+		t.Errorf("sign-out: %d, want 303", a.status)
+	}
+	if a := c.do(http.MethodGet, "/", nil, nil, signedIn); a.status != http.StatusUnauthorized {
+		t.Errorf("the link's cookie after sign-out: %d, want 401", a.status)
+	}
+	if a := c.do(http.MethodGet, "/?signin=made-up", nil, nil); a.header.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("a sign-in link's answer lacks the security headers: %v", a.header)
+	}
 }
 
 func mustQuery(t *testing.T, link string) url.Values {
