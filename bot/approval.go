@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/pmezard/go-difflib/difflib"
@@ -256,31 +258,81 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 // cell died between the record and the post). A decided request's card is not looked for.
 func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.ApprovalRequested, string, error) {
 	c, d := t.cell, t.cell.deps
+	link := t.callLink(use.ID)
 	req, ok := approvalRequest(c.flog.snapshot(), use.ID)
+	decided := ""
 	if ok {
-		if _, decided := approvalDecision(c.flog.snapshot(), use.ID); decided {
+		dec, done := approvalDecision(c.flog.snapshot(), use.ID)
+		if done && !unshowable(dec) {
 			return req, "", nil
 		}
 		ts, err := d.deliver.findCard(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, use.ID)
 		if err != nil || ts != "" {
 			return req, ts, err
 		}
+		if done {
+			decided = decidedLine(dec) // the refusal's card, which the cell that recorded it did not post
+		}
 	} else {
 		req = session.ApprovalRequested{Turn: t.state.turnSeq, CallID: use.ID, Tool: use.Name,
 			Summary: t.approvalSummary(ctx, use), Channel: c.sess.Key.Channel,
 			ExpiresAt: d.clock.Now().Add(cmp.Or(d.cfg.Approval.Timeout, 30*time.Minute))}
-		if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeApprovalRequested, Actor: approvalActor,
-			IdempotencyKey: "approval_requested/" + use.ID, Payload: req}); err != nil {
+		evs := []session.NewEvent{{Type: session.TypeApprovalRequested, Actor: approvalActor,
+			IdempotencyKey: "approval_requested/" + use.ID, Payload: req}}
+		if _, hidden := codeBlock(req.Summary, maxSummary); hidden > 0 && link == "" {
+			// Nobody can approve what the card cannot show, and there is no page to show it
+			// whole: denied at once, in the same append, and the card says why.
+			evs = append(evs, session.NewEvent{Type: session.TypeApprovalDecided, Actor: approvalActor,
+				IdempotencyKey: session.ApprovalKey(use.ID),
+				Payload:        session.ApprovalDecided{CallID: use.ID, Decision: session.DecisionDenied, Via: viaUnshowable}})
+		}
+		stored, err := c.flog.Append(ctx, evs...)
+		if err != nil {
 			return req, "", err
 		}
+		if len(stored) == 2 {
+			decided = decidedLine(stored[1])
+			d.metrics.approvals.WithLabelValues(session.DecisionDenied).Inc()
+			t.log.Warn().Str("tool", use.Name).Str("call_id", use.ID).Int("characters", utf8.RuneCountInString(req.Summary)).
+				Msg("tool call denied without asking: its card cannot show it whole and LOGBOOK_PUBLIC_URL is not set")
+		}
 	}
-	ts, err := d.deliver.postCard(ctx, c.sess, req, d.cfg.Approval.Approvers)
+	ts, err := d.deliver.postCard(ctx, c.sess, req, d.cfg.Approval.Approvers, link, decided)
 	if err != nil {
 		return req, "", fmt.Errorf("post the approval card for %s: %w", use.ID, err)
 	}
-	t.log.Info().Str("tool", use.Name).Str("call_id", use.ID).Str("card", ts).Msg("tool call waits for approval")
-	d.metrics.approvals.WithLabelValues("requested").Inc()
+	if decided == "" {
+		t.log.Info().Str("tool", use.Name).Str("call_id", use.ID).Str("card", ts).Msg("tool call waits for approval")
+		d.metrics.approvals.WithLabelValues("requested").Inc()
+	}
 	return req, ts, nil
+}
+
+// viaUnshowable is the Via of a denial made without asking: the call is longer than its card
+// can show, and without LOGBOOK_PUBLIC_URL there is no page that shows it whole.
+const viaUnshowable = "unshowable"
+
+func unshowable(decision session.Event) bool {
+	var p session.ApprovalDecided
+	return decision.Decode(&p) == nil && p.Via == viaUnshowable
+}
+
+// callLink is the web page of the session, landing on call's tool call with nothing of it cut
+// (?all=1), or "" without LOGBOOK_PUBLIC_URL.
+func (t *turn) callLink(call string) string {
+	c := t.cell
+	pub := c.deps.cfg.Footer.PublicURL
+	if pub == "" {
+		return ""
+	}
+	page := TranscriptURL(pub, c.sess.ID) + "?all=1"
+	for _, e := range selectEvents(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeToolCall}}) {
+		var p session.ToolCall
+		if e.Decode(&p) == nil && p.CallID == call {
+			return page + "#e" + strconv.FormatInt(e.Seq, 10)
+		}
+	}
+	return page
 }
 
 // suspend ends the cell's wait: the live message says the turn waits, and turn_suspended
@@ -375,9 +427,13 @@ func decisionFor(e session.Event, req session.ApprovalRequested) brain.Decision 
 		return brain.Decision{Result: fmt.Sprintf("Nobody approved this %s call within the approval timeout, so it did not run (a timeout counts as a denial). Say what you would have done.", req.Tool)}
 	case session.DecisionCanceled:
 		return brain.Decision{Result: "The turn was stopped before anyone decided; the call did not run."}
-	default:
-		return brain.Decision{Result: fmt.Sprintf("<@%s> denied this %s call, so it did not run. Say what you would have done, or ask how to go on.", e.Actor.ID, req.Tool)}
 	}
+	if p.Via == viaUnshowable {
+		return brain.Decision{Result: fmt.Sprintf("This %s call did not run and nobody was asked: it is longer than an approval card can show (%d characters), "+
+			"and there is no web page to show it whole (LOGBOOK_PUBLIC_URL is not set), so nobody could approve it having seen it. "+
+			"Make the call shorter (smaller steps), or say what you would have done.", req.Tool, utf8.RuneCountInString(req.Summary))}
+	}
+	return brain.Decision{Result: fmt.Sprintf("<@%s> denied this %s call, so it did not run. Say what you would have done, or ask how to go on.", e.Actor.ID, req.Tool)}
 }
 
 // maxSummary bounds what a card shows of one call (a section's text holds 3,000 characters).
@@ -475,24 +531,24 @@ func derefOr(s *string) string {
 	return *s
 }
 
-// codeBlock shows untrusted text verbatim in mrkdwn, in at most max characters: escaped (no
-// mention, no link can form), unable to close its fence early (a zero-width space splits runs
-// of backticks and ends a trailing one), and cut — after escaping, never inside an entity —
-// with a note saying how much was left out.
-func codeBlock(s string, max int) string {
-	const note = "\n… (%d more characters; the whole call is in the session's log)"
-	room := max - 6 - len(note) - 10 // the fences, the note and its number
+// codeBlock shows untrusted text as it is in mrkdwn, in at most max characters, and returns
+// how many characters of it (as shownText has them) are left out. The text is shownText'ed
+// (nothing invisible, reordering or padding), escaped (no mention, no link can form) and
+// unable to close its fence early (a zero-width space splits runs of backticks and ends a
+// trailing one), so no line of it can pass for a line of the card; it is cut after escaping,
+// never inside an entity.
+func codeBlock(s string, max int) (string, int) {
+	room := max - 6 // the fences
 	var b strings.Builder
-	n, prev := 0, rune(0)
-	rs := []rune(s)
+	n, prev, hidden := 0, rune(0), 0
+	rs := []rune(shownText(s))
 	for i, r := range rs {
 		piece := mrkdwn.EscapeText(string(r))
 		if r == '`' && prev == '`' {
 			piece = "\u200b`"
 		}
-		if w := utf8.RuneCountInString(piece); n+w > room {
-			fmt.Fprintf(&b, note, len(rs)-i)
-			prev = 0
+		if w := utf8.RuneCountInString(piece); n+w > room-1 { // room for a closing zero-width space
+			hidden = len(rs) - i
 			break
 		} else {
 			n += w
@@ -503,19 +559,74 @@ func codeBlock(s string, max int) string {
 	if prev == '`' {
 		b.WriteString("\u200b")
 	}
-	return "```" + b.String() + "```"
+	return "```" + b.String() + "```", hidden
+}
+
+// shownText makes untrusted text safe to show as it is: control and format characters
+// (bidirectional overrides and isolates, zero-width characters, escapes, carriage returns, line
+// and paragraph separators) become visible [U+XXXX] marks, so nothing can reorder, hide or
+// overwrite what is shown; a run of more than two empty lines becomes one line saying how many
+// there were, so padding cannot push the rest of a call out of sight.
+func shownText(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Co, unicode.Cs) || r == utf8.RuneError:
+			fmt.Fprintf(&b, "[U+%04X]", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	var out []string
+	blank := 0
+	flush := func() {
+		if blank > 2 {
+			out = append(out, fmt.Sprintf("[%d empty lines]", blank))
+		} else {
+			for range blank {
+				out = append(out, "")
+			}
+		}
+		blank = 0
+	}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.TrimSpace(l) == "" {
+			blank++
+			continue
+		}
+		flush()
+		out = append(out, l)
+	}
+	flush()
+	return strings.Join(out, "\n")
+}
+
+// cutNote tells an approver that the card shows only the beginning of the call, how much is
+// not shown, and where the whole call is.
+func cutNote(hidden int, link string) string {
+	if link == "" {
+		return fmt.Sprintf(":warning: *The call is cut here:* %s more characters are not shown above. The whole call is in the session's log.", thousands(int64(hidden)))
+	}
+	return fmt.Sprintf(":warning: *The call is cut here:* %s more characters are not shown above. <%s|Read the whole call> before you decide.", thousands(int64(hidden)), link)
 }
 
 // cardBlocks is the approval card: what will run, who may decide, the deadline, and the
 // buttons (without them once decided: decided then says who and when).
-func cardBlocks(sess session.Session, req session.ApprovalRequested, approvers Approvers, decided string) []slack.Block {
-	head := fmt.Sprintf("*Approval needed:* I want to use `%s`.", req.Tool)
+func cardBlocks(sess session.Session, req session.ApprovalRequested, approvers Approvers, decided, link string) []slack.Block {
+	tool := mrkdwn.EscapeText(strings.ReplaceAll(req.Tool, "`", "'"))
+	head := fmt.Sprintf("*Approval needed:* I want to use `%s`.", tool)
 	if decided != "" {
-		head = fmt.Sprintf("*Approval for* `%s`", req.Tool)
+		head = fmt.Sprintf("*Approval for* `%s`", tool)
 	}
+	code, hidden := codeBlock(req.Summary, maxSummary)
 	blocks := []slack.Block{
 		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, head, false, false), nil, nil),
-		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, codeBlock(req.Summary, maxSummary), false, false), nil, nil),
+		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, code, false, false), nil, nil),
+	}
+	if hidden > 0 {
+		blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, cutNote(hidden, link), false, false), nil, nil))
 	}
 	if decided != "" {
 		return append(blocks, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, decided, false, false)))
@@ -545,6 +656,10 @@ func decidedLine(decision session.Event) string {
 	case session.DecisionApproved:
 		return fmt.Sprintf(":white_check_mark: Approved by <@%s> at %s.", decision.Actor.ID, when)
 	case session.DecisionDenied:
+		if p.Via == viaUnshowable {
+			return fmt.Sprintf(":no_entry: Not asked, denied at %s: this call is longer than the card can show, and there is no web page "+
+				"to show it whole (LOGBOOK_PUBLIC_URL is not set). Nobody can approve what they cannot see.", when)
+		}
 		return fmt.Sprintf(":no_entry: Denied by <@%s> at %s.", decision.Actor.ID, when)
 	case session.DecisionCanceled:
 		return fmt.Sprintf(":octagonal_sign: Not decided: the turn was stopped by <@%s> at %s.", decision.Actor.ID, when)
@@ -555,14 +670,16 @@ func decidedLine(decision session.Event) string {
 
 // postCard posts the approval card in the session's thread, with metadata naming the call so
 // a resumed turn finds it.
-func (d *Deliverer) postCard(ctx context.Context, sess session.Session, req session.ApprovalRequested, approvers Approvers) (string, error) {
+// decided, when not "", is the card's last line instead of the buttons (a call denied without
+// asking); link is the whole call's page ("" for none).
+func (d *Deliverer) postCard(ctx context.Context, sess session.Session, req session.ApprovalRequested, approvers Approvers, link, decided string) (string, error) {
 	var ts string
 	err := d.call(ctx, "chat.postMessage", func() error {
 		var err error
 		_, ts, err = d.api.PostMessageContext(ctx, sess.Key.Channel,
 			slack.MsgOptionTS(sess.Key.ThreadTS),
 			slack.MsgOptionText(fmt.Sprintf("Approval needed: %s", req.Tool), false),
-			slack.MsgOptionBlocks(cardBlocks(sess, req, approvers, "")...),
+			slack.MsgOptionBlocks(cardBlocks(sess, req, approvers, decided, link)...),
 			slack.MsgOptionMetadata(slack.SlackMetadata{EventType: ApprovalMetadataType,
 				EventPayload: map[string]any{"call_id": req.CallID, "session_id": sess.ID.String()}}))
 		return err
@@ -614,6 +731,6 @@ func updateCard(ctx context.Context, api slackAPI, req session.ApprovalRequested
 	_ = decision.Decode(&p)
 	_, _, _, err := api.UpdateMessageContext(ctx, req.Channel, card,
 		slack.MsgOptionText(fmt.Sprintf("Approval for %s: %s", req.Tool, p.Decision), false),
-		slack.MsgOptionBlocks(cardBlocks(session.Session{}, req, Approvers{}, decidedLine(decision))...))
+		slack.MsgOptionBlocks(cardBlocks(session.Session{}, req, Approvers{}, decidedLine(decision), "")...))
 	return err
 }

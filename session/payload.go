@@ -294,7 +294,8 @@ const (
 // ApprovalDecided records the decision on an approval request (type approval_decided; the
 // actor is the person who decided, or the system for a timeout). The first decision wins: it
 // is appended with the idempotency key ApprovalKey(CallID). Via is "button" (the card's
-// buttons in Slack), "timeout" or "stop".
+// buttons in Slack), "timeout", "stop", or "unshowable" (denied by the system without asking:
+// the call is longer than its card can show and there is no web page to show it whole).
 type ApprovalDecided struct {
 	CallID   string `json:"call_id"`
 	Decision string `json:"decision"`

@@ -1,16 +1,21 @@
 package web
 
 import (
+	"cmp"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/logbook/logbook/session"
 )
 
 // Token is a bearer token that may read the pages: `Authorization: Bearer <Secret>`.
@@ -34,10 +39,20 @@ type Access struct {
 	// DefaultTrustedProxies (loopback only). A request from anywhere else that carries the
 	// header is treated as carrying no identity (401).
 	TrustedProxies []netip.Prefix
+	// ProxySecret, when set, is a secret the proxy sends on every request in the
+	// ProxySecretHeader header (X-Logbook-Proxy-Secret): ProxyHeader is then believed only on
+	// requests that carry it (compared in constant time) from TrustedProxies. It is what
+	// keeps a loopback caller that is not the proxy — a sandboxed command sharing the host's
+	// network — from naming itself; cmd/logbook requires it where sandboxes share the host's
+	// network (LOGBOOK_WEB_PROXY_SECRET). At least 16 characters.
+	ProxySecret string
 	// Auditors are the ProxyHeader values (e.g. e-mail addresses) of auditors, who also see
 	// sessions whose channel became private and may reveal deleted messages.
 	Auditors []string
 }
+
+// ProxySecretHeader is the header that carries Access.ProxySecret from the proxy.
+const ProxySecretHeader = "X-Logbook-Proxy-Secret"
 
 // DefaultTrustedProxies is where ProxyHeader is believed from when Access.TrustedProxies is
 // empty: loopback only (127.0.0.0/8 and ::1/128), for a proxy on the same host.
@@ -71,19 +86,28 @@ func ParseTrustedProxies(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// tokenCookie holds a bearer token's secret (base64url) for browsers that signed in on the
-// sign-in page; HttpOnly, SameSite=Strict, Secure over HTTPS.
+// sessionCookie holds the opaque id of a browser's sign-in (see signin): 32 random bytes,
+// base64url; the server keeps only its sha256 (SignInStore). HttpOnly, SameSite=Strict, Secure
+// over HTTPS. legacyTokenCookie is the cookie that held the token's secret itself before
+// (issue 27): it is never read any more, and sign-in and sign-out clear it.
 const (
-	tokenCookie    = "logbook_token"
-	tokenCookieAge = 12 * time.Hour
+	sessionCookie     = "logbook_session"
+	sessionAge        = 12 * time.Hour
+	legacyTokenCookie = "logbook_token"
 )
 
 // Identity is the person behind a request.
 type Identity struct {
 	Who     string
-	Via     string // "proxy_header" or "bearer_token"
+	Via     string // "proxy_header" or "bearer_token" (a sign-in cookie stands for its token)
 	Auditor bool
+	// browser: signed in through a cookie (the sign-in form's, or a SignIn link's), so the
+	// pages offer a sign-out button.
+	browser bool
 }
+
+// anonymous is who a failed sign-in is recorded as: nobody was identified.
+var anonymous = Identity{Who: "anonymous", Via: "none"}
 
 type identityKey struct{}
 
@@ -96,8 +120,10 @@ func identityFrom(ctx context.Context) Identity {
 type authenticator struct {
 	tokens   []Token
 	hashes   [][32]byte
+	macs     [][32]byte // sessionMAC of each token's secret
 	header   string
 	trusted  []netip.Prefix
+	secret   *[32]byte // sha256 of Access.ProxySecret; nil: none asked
 	auditors map[string]bool
 }
 
@@ -107,8 +133,13 @@ func newAuthenticator(a Access) *authenticator {
 	if len(au.trusted) == 0 {
 		au.trusted = DefaultTrustedProxies()
 	}
+	if a.ProxySecret != "" {
+		sum := sha256.Sum256([]byte(a.ProxySecret))
+		au.secret = &sum
+	}
 	for _, t := range a.Tokens {
 		au.hashes = append(au.hashes, sha256.Sum256([]byte(t.Secret)))
+		au.macs = append(au.macs, sessionMAC(t.Secret))
 	}
 	for _, who := range a.Auditors {
 		au.auditors[strings.ToLower(strings.TrimSpace(who))] = true
@@ -116,30 +147,73 @@ func newAuthenticator(a Access) *authenticator {
 	return au
 }
 
-// identify returns the request's identity; ok is false when it has none or a wrong token.
-// A bearer token (header, else the sign-in cookie) comes first; the proxy header counts only
-// from a trusted peer.
-func (au *authenticator) identify(r *http.Request) (Identity, bool) {
+// sessionMAC ties a sign-in session to the secret of the token it was opened with, without
+// storing the secret: HMAC-SHA256 keyed by the secret over a fixed label.
+func sessionMAC(secret string) [32]byte {
+	m := hmac.New(sha256.New, []byte(strings.TrimSpace(secret)))
+	m.Write([]byte("logbook web session v1"))
+	var out [32]byte
+	copy(out[:], m.Sum(nil))
+	return out
+}
+
+// Credentials a failed sign-in tried (access_log.format of its record).
+const (
+	triedForm   = "form"         // the sign-in form
+	triedBearer = "bearer"       // an Authorization header
+	triedCookie = "cookie"       // a sign-in cookie that is not (any more) valid
+	triedHeader = "proxy_header" // the proxy header from an untrusted peer or without the proxy's secret
+)
+
+// identify returns the request's identity; ok is false when it has none. tried names the
+// credential that was presented and failed ("" when none was). A bearer token comes first,
+// then the sign-in cookie, then the proxy header, believed only from the trusted proxy.
+func (s *server) identify(r *http.Request) (id Identity, ok bool, tried string, err error) {
+	au := s.auth
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, secret, _ := strings.Cut(h, " ")
-		if !strings.EqualFold(scheme, "Bearer") || secret == "" {
-			return Identity{}, false
-		}
-		return au.token(secret)
-	}
-	if c, err := r.Cookie(tokenCookie); err == nil && c.Value != "" {
-		if secret, err := base64.RawURLEncoding.DecodeString(c.Value); err == nil {
-			if id, ok := au.token(string(secret)); ok {
-				return id, true
+		if strings.EqualFold(scheme, "Bearer") && secret != "" {
+			if id, ok := au.token(secret); ok {
+				id.browser = r.Context().Value(signInLinkKey{}) != nil
+				return id, true, "", nil
 			}
 		}
+		return Identity{}, false, triedBearer, nil
 	}
-	if au.header != "" && au.fromTrustedProxy(r) {
+	if c, cerr := r.Cookie(sessionCookie); cerr == nil && c.Value != "" && s.cfg.SignIns != nil {
+		id, ok, err := s.signedIn(r.Context(), c.Value)
+		if err != nil || ok {
+			return id, ok, "", err
+		}
+		tried = triedCookie
+	}
+	if au.header != "" {
 		if who := strings.TrimSpace(r.Header.Get(au.header)); who != "" {
-			return Identity{Who: who, Via: "proxy_header", Auditor: au.auditors[strings.ToLower(who)]}, true
+			if au.proxied(r) {
+				return Identity{Who: who, Via: "proxy_header", Auditor: au.auditors[strings.ToLower(who)]}, true, "", nil
+			}
+			tried = cmp.Or(tried, triedHeader)
 		}
 	}
-	return Identity{}, false
+	return Identity{}, false, tried, nil
+}
+
+// signedIn returns the identity of the sign-in cookie value: its session must exist, not have
+// expired, and name a token still configured with the secret it was opened with.
+func (s *server) signedIn(ctx context.Context, value string) (Identity, bool, error) {
+	ws, err := s.cfg.SignIns.WebSession(ctx, sha256.Sum256([]byte(value)), s.now())
+	if errors.Is(err, session.ErrNotFound) {
+		return Identity{}, false, nil
+	}
+	if err != nil {
+		return Identity{}, false, fmt.Errorf("check a sign-in: %w", err)
+	}
+	for i, t := range s.auth.tokens {
+		if t.Name == ws.Who && hmac.Equal(s.auth.macs[i][:], ws.TokenMAC[:]) {
+			return Identity{Who: t.Name, Via: "bearer_token", Auditor: t.Auditor, browser: true}, true, nil
+		}
+	}
+	return Identity{}, false, nil
 }
 
 // token returns the identity of the token whose secret this is.
@@ -152,6 +226,19 @@ func (au *authenticator) token(secret string) (Identity, bool) {
 		}
 	}
 	return Identity{}, false
+}
+
+// proxied reports whether the request comes from the trusted proxy: from a trusted address,
+// and with the proxy's secret when one is asked.
+func (au *authenticator) proxied(r *http.Request) bool {
+	if !au.fromTrustedProxy(r) {
+		return false
+	}
+	if au.secret == nil {
+		return true
+	}
+	got := sha256.Sum256([]byte(r.Header.Get(ProxySecretHeader)))
+	return subtle.ConstantTimeCompare(got[:], au.secret[:]) == 1
 }
 
 // fromTrustedProxy reports whether the request's peer (r.RemoteAddr, the connection's address;

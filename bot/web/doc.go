@@ -10,7 +10,8 @@
 //	GET /sessions/{id}/download?format=md  transcript as an attachment: text, md, html or json
 //	GET /sessions/{id}/files/{sha256}      a file the session holds (Config.Files; see Files)
 //	GET /search?q=&actor=&channel=&since=&until=
-//	GET /signin, POST /signin, GET /signout  the token sign-in form for browsers (no identity needed)
+//	GET /signin, POST /signin              the token sign-in form for browsers (no identity needed)
+//	GET /signout, POST /signout            the sign-out button, and signing out
 //
 // # Access
 //
@@ -44,11 +45,22 @@
 // from any other address it is ignored, so a forged header sent straight to logbook gets
 // 401. The proxy must still overwrite the header on every request (oauth2-proxy does), and
 // logbook should listen where only the proxy can reach it (127.0.0.1 or a private network).
+// With Access.ProxySecret the header is believed only with the proxy's secret in
+// X-Logbook-Proxy-Secret too: an address does not tell the proxy from a sandboxed command on
+// the same host (cmd/logbook requires the secret where sandboxes share the host's network).
 //
 // Browsers without a proxy sign in with a token: GET /signin (also the body of every 401)
-// is a form; POST /signin with a valid token's secret sets an HttpOnly, SameSite=Strict
-// cookie (Secure over HTTPS) holding it for 12 hours, which then counts as the bearer token;
-// GET /signout clears it. Auditors are listed by that header's value (Access.Auditors);
+// is a form; POST /signin with a valid token's secret opens a sign-in session
+// (Config.SignIns, in PostgreSQL): the HttpOnly, SameSite=Strict cookie (Secure over HTTPS)
+// holds a random id, the store only its sha256 and an HMAC tying it to the token's secret. It
+// lasts 12 hours, or until POST /signout (the button on every page) ends it for every copy of
+// the cookie on every replica, or until the token's secret changes.
+//
+// Every state-changing request (any method but GET and HEAD) must come from the pages
+// themselves — Sec-Fetch-Site "same-origin", else an Origin, else a Referer, of the request's
+// own host or Config.PublicURL — or it is refused 403 (no login CSRF, no forced sign-out).
+// Every answer carries a Content-Security-Policy (no script, frame-ancestors 'none') and
+// X-Frame-Options: DENY. Auditors are listed by that header's value (Access.Auditors);
 // they also see sessions whose channel became private and may reveal deleted messages.
 //
 // # Private channels
@@ -76,8 +88,12 @@
 // is recorded in the append-only access_log table
 // (who, how identified, auditor or not, action, session, format, query, result count,
 // status, client address, user agent, time) before the page is sent; if the record cannot
-// be written the page is not shown (503). Requests without a valid identity are answered
-// 401 and not recorded. The table's columns are documented in
+// be written the page is not shown (503). So are sign-ins and sign-outs (actions signin and
+// signout) and every failed attempt: a wrong token (form or header), a cookie whose session
+// ended, a refused cross-origin form, the proxy header from an untrusted peer or without the
+// secret — as who "anonymous", via "none", format the credential tried (form, bearer, cookie,
+// proxy_header), never the secret. Requests with no credential at all are answered 401 and not
+// recorded. The table's columns are documented in
 // migrations/00002_search.sql; audit exports include it (web_access.jsonl or .csv, listed and
 // hashed in the export's manifest).
 package web

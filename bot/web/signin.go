@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -74,17 +75,36 @@ func (s *SignIn) Link(base string) (string, error) {
 	return u.String(), nil
 }
 
+// signInLinkKey marks a request signed in through a SignIn link's cookie; its value is the
+// Identity of SignIn's token.
+type signInLinkKey struct{}
+
 // Wrap redeems sign-in links and lets requests carrying a valid sign-in cookie through to
-// pages as the bearer of Token. Other requests reach pages unchanged.
+// pages as the bearer of Token. A sign-out from the pages themselves (POST /signout) ends the
+// cookie's session here, then reaches pages, which record it. Other requests reach pages
+// unchanged. Every answer carries the pages' security headers.
 func (s *SignIn) Wrap(pages http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		securityHeaders(w.Header())
 		q := r.URL.Query()
 		if q.Has(signInParam) {
 			s.redeem(w, r, q)
 			return
 		}
-		if c, err := r.Cookie(signInCookie); err == nil && r.Header.Get("Authorization") == "" && s.signedIn(c.Value) {
-			r = r.Clone(r.Context())
+		c, err := r.Cookie(signInCookie)
+		if err != nil || r.Header.Get("Authorization") != "" || !s.signedIn(c.Value) {
+			pages.ServeHTTP(w, r)
+			return
+		}
+		id := Identity{Who: s.token.Name, Via: "bearer_token", Auditor: s.token.Auditor, browser: true}
+		r = r.Clone(context.WithValue(r.Context(), signInLinkKey{}, id))
+		if r.Method == http.MethodPost && r.URL.Path == "/signout" && sameOrigin(r, "") {
+			s.mu.Lock()
+			delete(s.sessions, sha256.Sum256([]byte(c.Value)))
+			s.mu.Unlock()
+			http.SetCookie(w, &http.Cookie{Name: signInCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+				SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		} else {
 			r.Header.Set("Authorization", "Bearer "+s.token.Secret)
 		}
 		pages.ServeHTTP(w, r)

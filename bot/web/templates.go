@@ -16,6 +16,7 @@ ul.sessions li, ol.hits li { border-top: 1px solid var(--line); padding: .6rem 0
 .actions { display: flex; flex-wrap: wrap; gap: .75rem; font-size: .875rem; margin: .5rem 0; }
 .empty { color: var(--muted); }
 button { font-size: 1rem; padding: .35rem .8rem; }
+nav form.signout { flex: 0 0 auto; }
 `
 
 const pageTemplates = `
@@ -34,6 +35,7 @@ const pageTemplates = `
 <a href="/">Recent</a>
 <form action="/search" method="get" role="search"><input type="search" name="q" value="{{.Q}}" placeholder="Search conversations" aria-label="Search conversations"><button type="submit">Search</button></form>
 {{with .Who}}<span class="who">{{.}}</span>{{end}}
+{{if .SignOut}}<form action="/signout" method="post" class="signout"><button type="submit">Sign out</button></form>{{end}}
 </nav>
 <main>
 {{end}}
@@ -57,7 +59,12 @@ const pageTemplates = `
 <label>&nbsp;<button type="submit">Sign in</button></label>
 </form>
 {{with .Problem}}<p class="notice" role="alert">{{.}}</p>{{end}}
-<p class="empty">The token is kept in this browser for 12 hours; <a href="/signout">sign out</a> forgets it.</p>{{end}}
+<p class="empty">You stay signed in in this browser for 12 hours, or until you sign out (the button at the top of every page). The browser keeps a sign-in id, never the token.</p>{{end}}
+{{template "foot" .}}{{end}}
+
+{{define "signout"}}{{template "head" .}}
+<h1>Sign out</h1>
+<form action="/signout" method="post" id="signout"><button type="submit">Sign out</button></form>
 {{template "foot" .}}{{end}}
 
 {{define "list"}}{{template "head" .}}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
@@ -65,6 +64,22 @@ type Config struct {
 	// and makes the transcript page link them and show images inline; nil: files are listed,
 	// not linked.
 	Files FileReader
+	// SignIns keeps browsers signed in through the sign-in form (*session.Store has it): the
+	// cookie holds an opaque id, the store its hash. nil: no sign-in form; tokens work as an
+	// Authorization header only.
+	SignIns SignInStore
+	// PublicURL is the pages' external address (LOGBOOK_PUBLIC_URL): a form sent from its
+	// origin counts as same-origin, as one sent from the request's own Host does.
+	PublicURL string
+}
+
+// SignInStore keeps the browsers' sign-ins (session.Store has it): created at sign-in, read
+// on every request with the cookie, ended at sign-out. WebSession answers session.ErrNotFound
+// for an id that is unknown, ended or expired by now.
+type SignInStore interface {
+	CreateWebSession(ctx context.Context, ws session.WebSession) error
+	WebSession(ctx context.Context, idHash [32]byte, now time.Time) (session.WebSession, error)
+	EndWebSession(ctx context.Context, idHash [32]byte) (bool, error)
 }
 
 type server struct {
@@ -83,6 +98,9 @@ func Handler(cfg Config) (http.Handler, error) {
 	}
 	if len(cfg.Access.Tokens) == 0 && strings.TrimSpace(cfg.Access.ProxyHeader) == "" {
 		return nil, errors.New("web: no access configured: set a bearer token or a trusted proxy header (the pages are closed by default)")
+	}
+	if cfg.Access.ProxySecret != "" && (len(cfg.Access.ProxySecret) < 16 || strings.TrimSpace(cfg.Access.ProxyHeader) == "") {
+		return nil, errors.New("web: a proxy secret needs a proxy header and at least 16 characters")
 	}
 	for _, t := range cfg.Access.Tokens {
 		if len(t.Secret) < 16 || t.Name == "" {
@@ -109,44 +127,16 @@ func Handler(cfg Config) (http.Handler, error) {
 	outer := http.NewServeMux()
 	outer.HandleFunc("GET /signin", s.signinForm)
 	outer.HandleFunc("POST /signin", s.signin)
-	outer.HandleFunc("GET /signout", s.signout)
+	outer.HandleFunc("GET /signout", s.signoutForm)
+	outer.HandleFunc("POST /signout", s.signout)
 	outer.Handle("/", s.authenticate(mux))
-	return outer, nil
-}
-
-// signinForm is the sign-in page: a form for a bearer token's secret, for browsers (which
-// cannot send an Authorization header by themselves).
-func (s *server) signinForm(w http.ResponseWriter, r *http.Request) {
-	s.unauthorized(w, http.StatusOK, "")
-}
-
-// signin checks a pasted token and, when it is valid, keeps it in an HttpOnly, SameSite=Strict
-// cookie (Secure over HTTPS) for tokenCookieAge, then goes to the list. A wrong token is
-// answered 401 and not recorded, like any request without an identity.
-func (s *server) signin(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 4096)
-	secret := strings.TrimSpace(r.PostFormValue("token"))
-	if _, ok := s.auth.token(secret); !ok || secret == "" {
-		s.unauthorized(w, http.StatusUnauthorized, "That token is not valid.")
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(secret)),
-		Path: "/", MaxAge: int(tokenCookieAge / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: s.https(r)})
-	http.Redirect(w, r, "/", http.StatusSeeOther)
-}
-
-// signout forgets the sign-in cookie.
-func (s *server) signout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: s.https(r)})
-	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+	return s.guard(outer), nil
 }
 
 // https reports whether the browser reached the pages over HTTPS: directly, or through a
 // trusted proxy that says so.
 func (s *server) https(r *http.Request) bool {
-	return r.TLS != nil || (s.auth.fromTrustedProxy(r) && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"))
+	return r.TLS != nil || (s.auth.proxied(r) && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"))
 }
 
 // unauthorized answers the sign-in page with status: the token form when tokens are
@@ -161,20 +151,25 @@ func (s *server) unauthorized(w http.ResponseWriter, status int, problem string)
 		msg += " Sign in through your organisation's sign-in page."
 	}
 	s.page(w, status, "signin", pageData{Title: "Sign in required", Message: msg, Problem: problem,
-		TokenForm: len(s.auth.tokens) > 0})
+		TokenForm: len(s.auth.tokens) > 0 && s.cfg.SignIns != nil})
 }
 
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := s.auth.identify(r)
+		id, ok, tried, err := s.identify(r)
+		if err != nil {
+			s.log.Error().Err(err).Msg("check a sign-in")
+			s.page(w, http.StatusServiceUnavailable, "message", pageData{Title: "Try again", Message: "Your sign-in cannot be checked right now. Please try again shortly."})
+			return
+		}
 		if !ok {
+			if tried != "" {
+				s.recordFailure(r, "signin", tried, http.StatusUnauthorized)
+			}
 			s.unauthorized(w, http.StatusUnauthorized, "")
 			return
 		}
 		w.Header().Set("Cache-Control", "private, no-store")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Referrer-Policy", "same-origin")
-		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'")
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 	})
 }
@@ -465,6 +460,7 @@ func parseDay(s string, end bool) (time.Time, error) {
 func (s *server) respond(w http.ResponseWriter, r *http.Request, tmpl string, data pageData, a access) {
 	var b bytes.Buffer
 	data.Who = identityFrom(r.Context()).Who
+	data.SignOut = identityFrom(r.Context()).browser
 	if err := pages.ExecuteTemplate(&b, tmpl, data); err != nil {
 		s.fail(w, r, err)
 		return
@@ -516,6 +512,7 @@ func (s *server) page(w http.ResponseWriter, status int, tmpl string, data pageD
 type pageData struct {
 	Title   string
 	Who     string
+	SignOut bool // signed in through a cookie: the nav has a sign-out button
 	Message string
 	// sign-in
 	Problem   string

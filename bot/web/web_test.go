@@ -96,6 +96,7 @@ func newFixture(t *testing.T) *fixture {
 		},
 		Visibility: f.vis,
 		Channels:   channelNames{"C0000001": "general", "C0000002": "data"},
+		SignIns:    f.store,
 		Log:        log,
 	})
 	if err != nil {
@@ -231,8 +232,16 @@ func TestPagesAreClosedByDefault(t *testing.T) {
 			}
 		}
 	}
-	if got := f.accessLog(); len(got) != 0 {
-		t.Errorf("access log has %d rows for refused requests, want none", len(got))
+	// A wrong credential is a failed sign-in, recorded as anonymous (2 headers × 3 pages); a
+	// request with none, or with a header that is not the configured one, is not.
+	got := f.accessLog()
+	for _, r := range got {
+		if r.Action != "signin" || r.Who != "anonymous" || r.Via != "none" || r.Format != "bearer" || r.Status != http.StatusUnauthorized {
+			t.Errorf("refused request recorded as %+v, want a failed bearer sign-in", r)
+		}
+	}
+	if len(got) != 6 {
+		t.Errorf("access log has %d rows for the 6 wrong credentials: %+v", len(got), got)
 	}
 	if _, err := web.Handler(web.Config{Sessions: f.store, Finder: f.searcher, AccessLog: f.app}); err == nil {
 		t.Error("Handler accepted a configuration that admits nobody")
@@ -512,9 +521,19 @@ func TestForgedProxyHeaderFromAnUntrustedAddressIsRefused(t *testing.T) {
 	if code, _ := serve(private, "127.0.0.1:4180", hidden, forged); code != http.StatusUnauthorized {
 		t.Errorf("header from loopback when only 10.0.0.0/8 is trusted: %d, want 401", code)
 	}
-	// Refusals are not recorded: only the 5 requests answered 200 are.
-	if got := f.accessLog(); len(got) != 5 {
-		t.Errorf("access log holds %d records, want 5: %+v", len(got), got)
+	// The 5 requests answered 200 are recorded as views; each forged header (16 from outside,
+	// 1 from loopback when only 10.0.0.0/8 is trusted) as a failed sign-in.
+	var views, forgeries int
+	for _, r := range f.accessLog() {
+		switch {
+		case r.Action == "signin" && r.Who == "anonymous" && r.Format == "proxy_header" && r.Status == http.StatusUnauthorized:
+			forgeries++
+		case r.Action != "signin":
+			views++
+		}
+	}
+	if views != 5 || forgeries != 17 {
+		t.Errorf("access log holds %d views and %d forgeries, want 5 and 17", views, forgeries)
 	}
 }
 
@@ -527,6 +546,70 @@ func TestParseTrustedProxies(t *testing.T) {
 	for _, bad := range []string{"10.0.0.0/33", "not-an-ip", "10.0.0/8"} {
 		if _, err := web.ParseTrustedProxies(bad); err == nil {
 			t.Errorf("ParseTrustedProxies(%q): no error", bad)
+		}
+	}
+}
+
+// With a proxy secret, the identity header is believed only when the proxy's secret comes
+// with it: a loopback caller that is not the proxy (a sandboxed command on the host's network)
+// cannot name itself an auditor (issue 27). Real HTTP over loopback.
+func TestProxyHeaderWithoutTheProxySecretIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const secret = "proxy-secret-0123456789"
+	h, err := web.Handler(web.Config{Sessions: f.store, Finder: f.searcher, AccessLog: f.app, Visibility: f.vis,
+		Access: web.Access{ProxyHeader: proxyHeader, ProxySecret: secret, Auditors: []string{"auditor@example.com"}},
+		Log:    zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h) // 127.0.0.1: a trusted address by default
+	t.Cleanup(srv.Close)
+	hidden := "/sessions/" + f.sessions["secret reorg plans"].String() // auditors only
+	get := func(headers map[string]string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+hidden, nil)
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, forged := range []map[string]string{
+		{proxyHeader: "auditor@example.com"},
+		{proxyHeader: "auditor@example.com", web.ProxySecretHeader: "guess-0123456789abcd"},
+		{proxyHeader: "auditor@example.com", web.ProxySecretHeader: secret[:len(secret)-1]},
+		{proxyHeader: "auditor@example.com", web.ProxySecretHeader: ""},
+	} {
+		if code, body := get(forged); code != http.StatusUnauthorized || strings.Contains(body, "reorg") {
+			t.Errorf("header with %q from loopback: %d, want 401 without content", forged[web.ProxySecretHeader], code)
+		}
+	}
+	if code, body := get(map[string]string{proxyHeader: "auditor@example.com", web.ProxySecretHeader: secret}); code != http.StatusOK ||
+		!strings.Contains(body, "the reorg timeout is friday") {
+		t.Errorf("header with the proxy's secret: %d, want 200 with the auditor's page", code)
+	}
+	var views, forgeries int
+	for _, r := range f.accessLog() {
+		switch {
+		case r.Action == "view" && r.Who == "auditor@example.com" && r.Auditor:
+			views++
+		case r.Action == "signin" && r.Who == "anonymous" && r.Format == "proxy_header":
+			forgeries++
+		default:
+			t.Errorf("unexpected access record %+v", r)
+		}
+	}
+	if views != 1 || forgeries != 4 {
+		t.Errorf("access log: %d views by the auditor and %d forgeries, want 1 and 4", views, forgeries)
+	}
+	for _, bad := range []web.Access{{ProxyHeader: proxyHeader, ProxySecret: "short"}, {ProxySecret: secret, Tokens: []web.Token{{Name: "x", Secret: tokenSecret}}}} {
+		if _, err := web.Handler(web.Config{Sessions: f.store, Finder: f.searcher, AccessLog: f.app, Access: bad}); err == nil {
+			t.Errorf("Handler accepted %+v", bad)
 		}
 	}
 }

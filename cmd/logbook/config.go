@@ -15,6 +15,7 @@ import (
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/sandbox/egress"
 )
@@ -177,6 +178,31 @@ func webExposure(addr, proxyHeader string, trusted []netip.Prefix) string {
 		addr, proxyHeader, proxies)
 }
 
+// checkWebIdentity refuses a proxy header believed by address alone where sandboxed commands
+// share the host's network: there a command is a loopback caller like the proxy, and could
+// name itself an auditor. LOGBOOK_WEB_PROXY_SECRET is what tells the proxy apart.
+func (cfg *serveConfig) checkWebIdentity() error {
+	if cfg.WebProxy == "" || cfg.WebProxySecret != "" {
+		return nil
+	}
+	var shared string
+	switch {
+	case cfg.Sandbox == sandbox.KindNone:
+		return nil // no commands
+	case cfg.Sandbox == sandbox.KindProcess:
+		shared = "LOGBOOK_SANDBOX=process runs commands on the host's network"
+	case cfg.SandboxNet:
+		shared = "LOGBOOK_SANDBOX_NETWORK=on gives sandboxed commands the host's network"
+	case cfg.SandboxEgress.NamesLoopback():
+		shared = "LOGBOOK_SANDBOX_EGRESS lets sandboxed commands reach a loopback address"
+	default:
+		return nil
+	}
+	return fmt.Errorf("LOGBOOK_WEB_PROXY_HEADER=%s is believed from LOGBOOK_WEB_TRUSTED_PROXIES by address alone, and %s: "+
+		"any command could send the header and pass for an auditor. Set LOGBOOK_WEB_PROXY_SECRET (16+ characters) "+
+		"and have the proxy send it in %s on every request", cfg.WebProxy, shared, web.ProxySecretHeader)
+}
+
 // readSettings reads the settings serve and dev share (the model, LOGBOOK_*), checking each:
 // a bad value is an error naming its variable. Unset durations stay zero (the bot's defaults
 // apply); an unset HTTP address stays "" (serve and dev default it differently).
@@ -327,6 +353,9 @@ func (cfg *serveConfig) readSettings(e env) error {
 		}
 	}
 	if err := cfg.readWebAccess(e); err != nil {
+		return err
+	}
+	if err := cfg.checkWebIdentity(); err != nil {
 		return err
 	}
 	if cfg.AuditSchedule, err = loadAuditSchedule(e); err != nil {

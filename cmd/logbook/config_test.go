@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -254,6 +255,87 @@ func TestConfigPooler(t *testing.T) {
 			t.Errorf("pooler %q direct %q: %v", c.pooler, c.direct, err)
 		case c.wantErr == "" && cfg.DirectDatabaseURL.Reveal() != c.wantDirect:
 			t.Errorf("pooler %q direct %q: direct URL %q, want %q", c.pooler, c.direct, cfg.DirectDatabaseURL.Reveal(), c.wantDirect)
+		}
+	}
+}
+
+// Where sandboxed commands share the host's network, a command is a loopback caller like the
+// proxy and could send the identity header as an auditor (issue 27): the header is then
+// refused at start unless LOGBOOK_WEB_PROXY_SECRET is set, and the error names the settings.
+func TestConfigWebProxyHeaderNeedsASecretWhereSandboxesShareTheNetwork(t *testing.T) {
+	t.Parallel()
+	const secret = "proxy-secret-0123456789"
+	cases := []struct {
+		name    string
+		vars    map[string]string
+		refused string // the sandbox setting the error names; "" when accepted
+	}{
+		{"process", map[string]string{"LOGBOOK_SANDBOX": "process"}, "LOGBOOK_SANDBOX"},
+		{"network on", map[string]string{"LOGBOOK_SANDBOX_NETWORK": "on"}, "LOGBOOK_SANDBOX_NETWORK"},
+		{"bwrap network on", map[string]string{"LOGBOOK_SANDBOX": "bwrap", "LOGBOOK_SANDBOX_NETWORK": "on"}, "LOGBOOK_SANDBOX_NETWORK"},
+		{"egress to loopback", map[string]string{"LOGBOOK_SANDBOX_EGRESS": "github.com:443,127.0.0.1:8080"}, "LOGBOOK_SANDBOX_EGRESS"},
+		{"egress to ::1", map[string]string{"LOGBOOK_SANDBOX_EGRESS": "[::1]:*"}, "LOGBOOK_SANDBOX_EGRESS"},
+		{"bwrap isolated", map[string]string{"LOGBOOK_SANDBOX": "bwrap"}, ""},
+		{"default isolated", map[string]string{"LOGBOOK_SANDBOX_EGRESS": "github.com:443"}, ""},
+		{"no commands", map[string]string{"LOGBOOK_SANDBOX": "none", "LOGBOOK_SANDBOX_NETWORK": "on"}, ""},
+	}
+	for _, c := range cases {
+		for _, withSecret := range []bool{false, true} {
+			vars := baseVars()
+			vars["LOGBOOK_WEB_PROXY_HEADER"] = "X-Forwarded-Email"
+			for k, v := range c.vars {
+				vars[k] = v
+			}
+			if withSecret {
+				vars["LOGBOOK_WEB_PROXY_SECRET"] = secret
+			}
+			cfg, err := load(vars)
+			switch {
+			case c.refused != "" && !withSecret:
+				if err == nil {
+					t.Errorf("%s: the header without a secret was accepted", c.name)
+					continue
+				}
+				for _, name := range []string{"LOGBOOK_WEB_PROXY_HEADER", c.refused, "LOGBOOK_WEB_PROXY_SECRET"} {
+					if !strings.Contains(err.Error(), name) {
+						t.Errorf("%s: the error does not name %s: %v", c.name, name, err)
+					}
+				}
+			case err != nil:
+				t.Errorf("%s (secret %v): %v", c.name, withSecret, err)
+			case withSecret && cfg.webAccess().ProxySecret != secret:
+				t.Errorf("%s: the secret does not reach the pages' access (%q)", c.name, cfg.webAccess().ProxySecret)
+			}
+		}
+		// Without the header nothing is asked.
+		vars := baseVars()
+		for k, v := range c.vars {
+			vars[k] = v
+		}
+		if _, err := load(vars); err != nil {
+			t.Errorf("%s without the header: %v", c.name, err)
+		}
+	}
+	// The secret never prints, and a bad one is refused by name.
+	vars := baseVars()
+	vars["LOGBOOK_WEB_PROXY_HEADER"], vars["LOGBOOK_WEB_PROXY_SECRET"] = "X-Forwarded-Email", secret
+	cfg, err := load(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := fmt.Sprintf("%v %+v", cfg, cfg); strings.Contains(s, secret) {
+		t.Error("the config prints the proxy secret")
+	}
+	for _, bad := range []map[string]string{
+		{"LOGBOOK_WEB_PROXY_HEADER": "X-Forwarded-Email", "LOGBOOK_WEB_PROXY_SECRET": "short"},
+		{"LOGBOOK_WEB_PROXY_SECRET": secret}, // without the header
+	} {
+		vars := baseVars()
+		for k, v := range bad {
+			vars[k] = v
+		}
+		if _, err := load(vars); err == nil || !strings.Contains(err.Error(), "LOGBOOK_WEB_PROXY_SECRET") {
+			t.Errorf("%v: %v, want an error naming LOGBOOK_WEB_PROXY_SECRET", bad, err)
 		}
 	}
 }

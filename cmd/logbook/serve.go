@@ -141,7 +141,9 @@ Environment:
                           run_command, read_file, write_file, attach_file, search_sessions,
                           read_log); a card waits past LOGBOOK_IDLE_TIMEOUT; an entry
                           CHANNEL/tool=mode (e.g. C0123ABCD/run_command=allow) holds in that
-                          channel only and wins. ask posts a card with Approve and Deny
+                          channel only and wins. ask posts a card with Approve and Deny; a
+                          call too long for the card is cut with a link to the whole call
+                          (LOGBOOK_PUBLIC_URL), and denied without asking when that is unset
   LOGBOOK_TOOL_APPROVERS  who may decide a card: thread (default: anyone who has posted in the
                           thread) or a comma list of Slack user ids
   LOGBOOK_APPROVAL_TIMEOUT how long a card waits for a decision (default 30m); a timeout is a
@@ -191,6 +193,13 @@ Environment:
                           (default 127.0.0.0/8,::1/128: a proxy on the same host); from
                           anywhere else the header is ignored (401). serve warns when the
                           header is on and LOGBOOK_HTTP_ADDR is not loopback
+  LOGBOOK_WEB_PROXY_SECRET  a secret (16+ characters) the proxy sends on every request in
+                          X-Logbook-Proxy-Secret: the header is believed only with it.
+                          Required with LOGBOOK_WEB_PROXY_HEADER where sandboxed commands
+                          share the host's network (LOGBOOK_SANDBOX=process,
+                          LOGBOOK_SANDBOX_NETWORK=on, or a loopback address in
+                          LOGBOOK_SANDBOX_EGRESS): there any command is a loopback caller,
+                          and without it serve refuses to start
   LOGBOOK_LOG_FORMAT      json | console (default: console on a terminal, else json)
   LOGBOOK_LOG_LEVEL       debug | info | warn | error (default info)
   LOGBOOK_AUDIT_SCHEDULE  cron spec of scheduled audit exports inside serve
@@ -289,7 +298,10 @@ type serveConfig struct {
 	// WebTrustedProxies are the peers whose WebProxy header is believed (nil: loopback only,
 	// web.DefaultTrustedProxies).
 	WebTrustedProxies []netip.Prefix
-	WebAuditors       []string
+	// WebProxySecret, when set, must come with every WebProxy header, in the
+	// X-Logbook-Proxy-Secret header (LOGBOOK_WEB_PROXY_SECRET).
+	WebProxySecret Secret
+	WebAuditors    []string
 	// SignIn, set by dev only, also admits whoever opens one of its one-time links.
 	SignIn *web.SignIn `json:"-"`
 }
@@ -302,7 +314,8 @@ type webToken struct {
 }
 
 func (cfg serveConfig) webAccess() web.Access {
-	a := web.Access{ProxyHeader: cfg.WebProxy, TrustedProxies: cfg.WebTrustedProxies, Auditors: cfg.WebAuditors}
+	a := web.Access{ProxyHeader: cfg.WebProxy, TrustedProxies: cfg.WebTrustedProxies, Auditors: cfg.WebAuditors,
+		ProxySecret: cfg.WebProxySecret.Reveal()}
 	for _, t := range cfg.WebTokens {
 		a.Tokens = append(a.Tokens, web.Token{Name: t.Name, Secret: t.Secret.Reveal(), Auditor: t.Auditor})
 	}
@@ -471,7 +484,8 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 				access.Tokens = append(access.Tokens, cfg.SignIn.Token())
 			}
 			pages, err := web.Handler(web.Config{Sessions: store, Finder: searcher, AccessLog: pool, Access: access, Channels: dir,
-				Visibility: dir, Files: fileStore, Log: log.With().Str("part", "web").Logger()})
+				Visibility: dir, Files: fileStore, SignIns: store, PublicURL: cfg.Footer.PublicURL,
+				Log: log.With().Str("part", "web").Logger()})
 			if err != nil {
 				return err
 			}
@@ -683,6 +697,10 @@ func (cfg *serveConfig) readWebAccess(e env) error {
 			e.getenv("LOGBOOK_WEB_TRUSTED_PROXIES"), err)
 	}
 	cfg.WebTrustedProxies = proxies
+	cfg.WebProxySecret = Secret(strings.TrimSpace(e.getenv("LOGBOOK_WEB_PROXY_SECRET")))
+	if cfg.WebProxySecret != "" && (cfg.WebProxy == "" || len(cfg.WebProxySecret) < 16) {
+		return errors.New("LOGBOOK_WEB_PROXY_SECRET: a secret of at least 16 characters, and only with LOGBOOK_WEB_PROXY_HEADER")
+	}
 	for _, v := range strings.Split(e.getenv("LOGBOOK_WEB_AUDITORS"), ",") {
 		if v = strings.TrimSpace(v); v != "" {
 			cfg.WebAuditors = append(cfg.WebAuditors, v)
@@ -701,7 +719,8 @@ func checkMigrated(ctx context.Context, store *session.Store, pool *pgxpool.Pool
 	var others []string
 	err = pool.QueryRow(ctx, `SELECT array_remove(ARRAY[
 		CASE WHEN to_regclass('search_docs') IS NULL THEN 'search_docs' END,
-		CASE WHEN to_regclass('audit_access') IS NULL THEN 'audit_access' END], NULL)`).Scan(&others)
+		CASE WHEN to_regclass('audit_access') IS NULL THEN 'audit_access' END,
+		CASE WHEN to_regclass('web_sessions') IS NULL THEN 'web_sessions' END], NULL)`).Scan(&others)
 	if err != nil {
 		return fmt.Errorf("check the database schema: %w", err)
 	}

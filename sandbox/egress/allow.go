@@ -87,6 +87,17 @@ func (a Allowlist) String() string {
 // Empty reports whether nothing is allowed.
 func (a Allowlist) Empty() bool { return len(a.patterns) == 0 }
 
+// NamesLoopback reports whether a pattern names a loopback address: through the proxy, a
+// sandbox then reaches the host's own loopback services as a loopback caller.
+func (a Allowlist) NamesLoopback() bool {
+	for _, p := range a.patterns {
+		if p.ip.IsValid() && p.ip.IsLoopback() {
+			return true
+		}
+	}
+	return false
+}
+
 func validName(h string) bool {
 	if h == "" || len(h) > 253 {
 		return false
