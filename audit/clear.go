@@ -58,9 +58,13 @@ func objectsUnder(ctx context.Context, dst *blob.Bucket, prefix string) ([]strin
 	}
 }
 
-// checkEmpty fails with ErrNotEmpty, naming an object, when prefix holds any; with
-// overwrite, only when it holds an object that is no export's file (which
-// ClearExport would not delete).
+// CheckEmpty fails with ErrNotEmpty, naming an object, when prefix in dst holds any; with
+// overwrite, only when it holds an object that is no export's file (which ClearExport would
+// not delete). Export checks it first; a caller may check it before it records the export.
+func CheckEmpty(ctx context.Context, dst *blob.Bucket, prefix string, overwrite bool) error {
+	return checkEmpty(ctx, dst, normPrefix(prefix), overwrite)
+}
+
 func checkEmpty(ctx context.Context, dst *blob.Bucket, prefix string, overwrite bool) error {
 	keys, err := objectsUnder(ctx, dst, prefix)
 	if err != nil {

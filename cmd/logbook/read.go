@@ -32,6 +32,8 @@ type readDeps struct {
 	indexer  *search.Indexer
 }
 
+// openRead connects the reads of transcript, search, takeover and handback, once the schema
+// is known to be migrated (checkMigrated). Close d.pool when done.
 func openRead(ctx context.Context, e env) (*readDeps, error) {
 	dsn, err := cliDatabaseURL(ctx, e)
 	if err != nil {
@@ -42,6 +44,10 @@ func openRead(ctx context.Context, e env) (*readDeps, error) {
 		return nil, err
 	}
 	store := session.NewStore(pool, session.Options{})
+	if err := checkMigrated(ctx, store); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	log := zerolog.New(e.stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	return &readDeps{
 		pool:     pool,
