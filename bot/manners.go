@@ -53,7 +53,7 @@ const (
 	handedBackReply = "Handed back — I'm answering again."
 	// notHolderReply answers "handback" from someone other than the holder (%s: who).
 	notHolderReply = "%s has taken this thread over; only they can hand it back, by writing `handback` here if they took it over as their Slack user id (`logbook takeover --as <id>`), or anyone with the database with `logbook handback`."
-	nothingToStop   = "Nothing is running here to stop."
+	nothingToStop  = "Nothing is running here to stop."
 )
 
 // hearing is what the bot makes of one user message in a session's thread.
