@@ -301,7 +301,7 @@ func ParseRetention(s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("retention %q: %w: use a positive period: days like 400d, or hours and minutes like 36h or 90m", s, errors.Join(ErrInvalid, err))
+		return 0, fmt.Errorf("retention %q: %w: use a positive period: days like 400d, or hours and minutes like 36h or 90m", s, ErrInvalid)
 	}
 	return d, nil
 }

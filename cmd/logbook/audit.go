@@ -488,12 +488,20 @@ func newAuditVerifyExportCmd(e env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if u, err := url.Parse(args[0]); err != nil || len(u.Scheme) <= 1 {
+				if _, err := os.Stat(args[0]); err != nil {
+					return fmt.Errorf("verify export: %w", err) // not created, as a destination would be
+				}
+			}
 			bucket, err := audit.OpenBucket(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			defer bucket.Close()
 			check, err := audit.VerifyExport(ctx, bucket, "", pub)
+			if errors.Is(err, audit.ErrNotFound) {
+				return exitError{code: 1, err: fmt.Errorf("%s holds no export: %w", redactURL(args[0]), err)}
+			}
 			if err != nil {
 				return tampered(err)
 			}

@@ -192,3 +192,42 @@ func TestAuditHoldAddRefusesWhatDoesNotExist(t *testing.T) {
 		t.Errorf("holds after refusals: %v\n%s", err, stdout)
 	}
 }
+
+// A bad argument gets one precise line, never a misleading one (issue 29: --limit 0 searched
+// and printed "No messages match"; a web URL was "not a Slack channel id"; keygen's prefix
+// was an "unknown command"; a bad retention period took two lines).
+func TestBadArgumentsGetAPreciseLine(t *testing.T) {
+	t.Parallel()
+	vars := map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/none", "USER": "op"}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"search", "--limit", "0", "foo"}, "--limit 0: give a number of hits from 1 to 200"},
+		{[]string{"search", "--limit", "1000", "foo"}, "--limit 1000: give a number of hits from 1 to 200"},
+		{[]string{"transcript", "https://example.com/foo"}, `"https://example.com/foo" is not a Slack permalink: "example.com" is not a Slack workspace`},
+		{[]string{"transcript", "https://acme.slack.com/team/U1"}, `"https://acme.slack.com/team/U1" is not a Slack permalink (https://<workspace>.slack.com/archives/<channel>/p<ts>)`},
+		{[]string{"audit", "keygen", "PREFIX"}, `takes no arguments (got "PREFIX")`},
+		{[]string{"audit", "purge", "--older-than", "5x"}, `retention "5x": invalid audit request: use a positive period`},
+		{[]string{"audit", "export", "--from", "2025-01-02", "--to", "2025-01-01", "--out", t.TempDir()}, "--to 2025-01-01 is not after --from 2025-01-02"},
+		{[]string{"audit", "hold", "remove", "nope", "--reason", "x"}, `"nope" is not a hold id`},
+		{[]string{"audit", "verify", "--session", "nope"}, `--session "nope" is not a session id`},
+	}
+	for _, c := range cases {
+		err, code, stdout, stderr := runCLI(t, vars, c.args...)
+		line := strings.TrimSpace(stderr)
+		if err != nil && line == "" {
+			line = err.Error()
+		}
+		if code != 2 || !strings.Contains(line, c.want) || strings.Contains(line, "\n") || stdout != "" {
+			t.Errorf("logbook %s: exit %d, %q (stdout %q); want exit 2 and one line containing %q", strings.Join(c.args, " "), code, line, stdout, c.want)
+		}
+	}
+	missing := filepath.Join(t.TempDir(), "nothing-here")
+	if err, code, _, _ := runCLI(t, vars, "audit", "verify-export", missing); code != 1 || !strings.Contains(err.Error(), "no such file or directory") {
+		t.Errorf("verify-export of a missing directory: %v (exit %d)", err, code)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("verify-export created the directory it was asked to verify (%v)", err)
+	}
+}
