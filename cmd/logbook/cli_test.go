@@ -43,6 +43,7 @@ func TestUnknownSubcommandsAndExtraArgumentsExit2(t *testing.T) {
 		{[]string{"migrate", "upp"}, `unknown command "upp" for "logbook migrate"; did you mean "up"?`},
 		{[]string{"migrate", "down"}, `unknown command "down" for "logbook migrate"; its commands: status, up`},
 		{[]string{"audit", "hold", "lst"}, `unknown command "lst" for "logbook audit hold"; did you mean "list"?`},
+		{[]string{"audit", "verfy", "--session", "01a226cc-2ba6-7d4b-9f06-a738362db19d"}, `unknown command "verfy" for "logbook audit"; did you mean "verify"?`},
 		{[]string{"serach", "x"}, `unknown command "serach" for "logbook"; did you mean "search"?`},
 		{[]string{"audit", "keygen", "PREFIX"}, `audit keygen: takes no arguments (got "PREFIX"); usage: logbook audit keygen [--out <prefix>]`},
 		{[]string{"audit", "runs", "extra"}, `audit runs: takes no arguments (got "extra")`},

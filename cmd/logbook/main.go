@@ -100,6 +100,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// "logbook audit verfy --session x": the group cannot parse verify's flags, but the
+		// mistake is the subcommand.
+		if args := c.Flags().Args(); c.HasSubCommands() && len(args) > 0 {
+			return usageError{unknownCommand(c, args[0])}
+		}
 		fmt.Fprintf(stderr, "logbook %s: %v\n%s", c.Name(), err, c.UsageString())
 		return flagError{err}
 	})
