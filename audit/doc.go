@@ -33,6 +33,10 @@
 // accept or close a file never holds the snapshot open (PostgreSQL would end it after
 // idle_in_transaction_session_timeout, SQLSTATE 25P03).
 //
+// An export's prefix must be empty (ErrNotEmpty); with ExporterOptions.Overwrite an earlier
+// export there is replaced: ClearExport deletes its files, manifest first, after the new
+// export's snapshot has been read, and never deletes an object that is no export's file.
+//
 // VerifyExport checks every file against the manifest and the manifest against its
 // signature; any changed, missing or extra byte fails. Without a signature, only the files
 // listed by the manifest are protected: sign exports that leave your hands.
@@ -46,9 +50,13 @@
 // once). Each window starts where the last succeeded one ended, so windows are contiguous
 // and missed ones are caught up. A window is due once it is over by the database's clock
 // (which stamps created_at), whatever this host's clock says, and a run whose export still
-// saw the window open is recorded failed, never succeeded. Runs are recorded in audit_runs; a session advisory lock
-// and a unique index make each window succeed once across replicas. Each run also writes a
-// checkpoint of every session's head.
+// saw the window open is recorded failed, never succeeded. Each window is exported under its
+// own prefix (<schedule>/<start>_<end>/); a prefix that holds objects no run of the window
+// left is a collision, recorded as a failed run that wrote nothing, never overwritten; what an
+// earlier run of the window left (it failed or died midway) is cleared by the retry
+// (ClearExport). Runs are recorded in audit_runs; a session advisory lock and a unique index
+// make each window succeed once across replicas. Each run also writes a checkpoint of every
+// session's head.
 //
 // # Verify, retain, hold
 //

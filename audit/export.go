@@ -70,6 +70,11 @@ type ExporterOptions struct {
 	// to the destination after it ends (default: os.TempDir()). It needs room for the
 	// largest export.
 	SpoolDir string
+	// Overwrite lets an export replace an earlier one under its prefix: the earlier export's
+	// files are deleted (ClearExport) once the new one's are read and spooled, before they are
+	// uploaded. An object there that is no export's file is never deleted: Export refuses
+	// (ErrNotEmpty), as it refuses any object there without Overwrite.
+	Overwrite bool
 	// Files, when set, reads the content of the files the exported events reference (a
 	// file_fetched that stored one, a file_upload, by their sha256): each is written as
 	// files/<sha256> and listed in the manifest (file_contents); content that is gone
@@ -131,23 +136,47 @@ SELECT id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), who,
 FROM audit_access WHERE at >= $1 AND at < $2 ORDER BY at, id`
 
 // Export writes the events selected by q, the access records of the window (audit commands'
-// in access.*, the web pages' in web_access.*), and the manifest (signed when a key is configured) under prefix in dst, and returns the manifest.
-// It waits first for transactions running at its start to finish (see the package doc).
-// Errors: ErrInvalid for a bad query; otherwise database or destination failures, in which
-// case the files written so far are incomplete and no manifest is written.
+// in access.*, the web pages' in web_access.*), and the manifest (signed when a key is
+// configured) under prefix in dst, and returns the manifest. It waits first for transactions
+// running at its start to finish (see the package doc).
+// Errors: ErrInvalid for a bad query; ErrNotEmpty when prefix holds objects already (with
+// ExporterOptions.Overwrite: objects that are no export's files), before anything is read or
+// written; otherwise database or destination failures, in which case the files written so
+// far are incomplete and no manifest is written.
 func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix string) (Manifest, error) {
 	if err := q.validate(); err != nil {
 		return Manifest{}, fmt.Errorf("export: %w", err)
 	}
 	q.Format, _ = ParseFormat(string(q.Format))
-	prefix = strings.TrimSuffix(prefix, "/")
-	if prefix != "" {
-		prefix += "/"
+	prefix = normPrefix(prefix)
+	if err := checkEmpty(ctx, dst, prefix, x.opts.Overwrite); err != nil {
+		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
 	asOf, err := waitForInflight(ctx, x.pool, q.To, x.opts.Settle)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
+	m := x.newManifest(q, asOf)
+	sessions, refs, err := x.writeSnapshot(ctx, q, dst, prefix, &m)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+	}
+	if refs != nil {
+		if err := x.writeContents(ctx, dst, prefix, refs, &m); err != nil {
+			return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+		}
+	}
+	if err := x.verifyChains(ctx, sessions, &m); err != nil {
+		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+	}
+	if err := writeManifest(ctx, dst, prefix, &m, x.opts.SigningKey); err != nil {
+		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+	}
+	return m, nil
+}
+
+// newManifest is the manifest of q read at asOf, before its files are written.
+func (x *Exporter) newManifest(q Query, asOf time.Time) Manifest {
 	m := Manifest{
 		FormatVersion: 1,
 		Generator:     Generator{Name: "logbook audit", Version: x.opts.Version},
@@ -164,59 +193,69 @@ func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix
 	if m.Query.Actors == nil {
 		m.Query.Actors = []string{}
 	}
-	ext := string(q.Format)
-	sessions := map[string]int64{}
+	return m
+}
 
+// writeSnapshot writes the event and record files, read in one read-only repeatable-read
+// transaction, and lists them in m. It returns the exported events' count by session and,
+// when the export includes file content, the content they reference. The files are spooled
+// locally while the snapshot reads and uploaded once it has ended: a destination slow to take
+// or close a file must not hold the transaction open. With Overwrite, the earlier export is
+// cleared only then, once the new one's files are ready.
+func (x *Exporter) writeSnapshot(ctx context.Context, q Query, dst *blob.Bucket, prefix string, m *Manifest) (sessions map[string]int64, refs map[string]bool, err error) {
+	ext := string(q.Format)
+	sessions = map[string]int64{}
+	if x.opts.Files != nil {
+		refs = map[string]bool{}
+	}
 	tx, err := x.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return Manifest{}, fmt.Errorf("export %s: begin: %w", q.window(), err)
+		return nil, nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
-
-	// The files are spooled locally while the snapshot reads, and uploaded once it has
-	// ended: a destination slow to take or close a file must not hold the transaction open.
 	var staged []*objectWriter
 	defer func() {
 		for _, o := range staged {
 			o.abort()
 		}
 	}()
-	var refs map[string]bool // the content the events reference, when the export includes it
-	if x.opts.Files != nil {
-		refs = map[string]bool{}
-	}
-	eo, ef, err := x.writeEvents(ctx, tx, q, dst, prefix+"events."+ext, &m, sessions, refs)
+	eo, ef, err := x.writeEvents(ctx, tx, q, dst, prefix+"events."+ext, m, sessions, refs)
 	if err != nil {
-		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+		return nil, nil, err
 	}
 	staged = append(staged, eo)
 	ao, af, err := writeAccess(ctx, tx, q, dst, prefix+"access."+ext, x.opts.SpoolDir)
 	if err != nil {
-		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+		return nil, nil, err
 	}
 	staged = append(staged, ao)
 	wo, wf, err := writeWebAccess(ctx, tx, q, dst, prefix+"web_access."+ext, x.opts.SpoolDir)
 	if err != nil {
-		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+		return nil, nil, err
 	}
 	staged = append(staged, wo)
 	if err := tx.Commit(ctx); err != nil {
-		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+		return nil, nil, err
+	}
+	if x.opts.Overwrite {
+		if err := ClearExport(ctx, dst, prefix); err != nil {
+			return nil, nil, err
+		}
 	}
 	for _, o := range staged {
 		if err := o.publish(ctx); err != nil {
-			return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
+			return nil, nil, err
 		}
 	}
 	ef.Name, af.Name, wf.Name = "events."+ext, "access."+ext, "web_access."+ext
 	m.Files = []File{ef, af, wf}
 	m.AccessRecords, m.WebAccessRecords = af.Records, wf.Records
-	if refs != nil {
-		if err := x.writeContents(ctx, dst, prefix, refs, &m); err != nil {
-			return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
-		}
-	}
+	return sessions, refs, nil
+}
 
+// verifyChains verifies the chains of the exported sessions (unless SkipChains) and lists
+// them in m, in id order.
+func (x *Exporter) verifyChains(ctx context.Context, sessions map[string]int64, m *Manifest) error {
 	ids := make([]string, 0, len(sessions))
 	for id := range sessions {
 		ids = append(ids, id)
@@ -246,16 +285,7 @@ func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
-	}
-	if m.Sessions == nil {
-		m.Sessions = []SessionChain{}
-	}
-	if err := writeManifest(ctx, dst, prefix, &m, x.opts.SigningKey); err != nil {
-		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
-	}
-	return m, nil
+	return g.Wait()
 }
 
 func (q Query) window() string { return Window{Start: q.From, End: q.To}.String() }

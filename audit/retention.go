@@ -44,9 +44,12 @@ const sqlAddHold = `
 INSERT INTO audit_holds (hold_id, action, scope, value, reason, who) VALUES ($1, 'add', $2, $3, $4, $5)
 RETURNING at`
 
-// AddHold opens a legal hold and records the change (and the access) append-only. db must be
-// allowed to insert into audit_holds and audit_access (logbook_auditor is). Errors:
-// ErrInvalid for an unknown scope, an empty value, reason or who, or a malformed session id.
+// AddHold opens a legal hold and records the change (and the access) append-only. A hold
+// names something that exists: a session of the log, a channel some session is in, an actor
+// of some event; a typo would hold nothing and let what was meant be purged. db must be
+// allowed to read the log and insert into audit_holds and audit_access (logbook_auditor is).
+// Errors: ErrInvalid for an unknown scope, an empty value, reason or who, or a malformed
+// session id; ErrNotFound, naming it, for a session, channel or actor the log does not have.
 func AddHold(ctx context.Context, db *pgxpool.Pool, who Who, scope HoldScope, value, reason string) (Hold, error) {
 	switch scope {
 	case HoldSession:
@@ -59,6 +62,9 @@ func AddHold(ctx context.Context, db *pgxpool.Pool, who Who, scope HoldScope, va
 	}
 	if value == "" || strings.TrimSpace(reason) == "" || who.Name == "" {
 		return Hold{}, fmt.Errorf("add hold: %w: value, reason and who are required", ErrInvalid)
+	}
+	if err := holdTargetExists(ctx, session.NewStore(db, session.Options{}), scope, value); err != nil {
+		return Hold{}, fmt.Errorf("add hold: %w", err)
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -79,6 +85,33 @@ func AddHold(ctx context.Context, db *pgxpool.Pool, who Who, scope HoldScope, va
 		return Hold{}, fmt.Errorf("add %s hold on %s: %w", scope, value, err)
 	}
 	return h, nil
+}
+
+// holdTargetExists fails with ErrNotFound when the log has no session, channel or actor
+// value (by scope).
+func holdTargetExists(ctx context.Context, log *session.Store, scope HoldScope, value string) error {
+	var found bool
+	var err error
+	switch scope {
+	case HoldSession:
+		id, _ := session.ParseID(value) // checked by the caller
+		_, err = log.Session(ctx, id)
+		found = err == nil
+		if errors.Is(err, session.ErrNotFound) {
+			err = nil
+		}
+	case HoldChannel:
+		found, err = log.ChannelAppears(ctx, value)
+	case HoldActor:
+		found, err = log.ActorAppears(ctx, value)
+	}
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("%w: no %s %q in the log", ErrNotFound, scope, value)
+	}
+	return nil
 }
 
 const sqlRemoveHold = `
@@ -268,7 +301,7 @@ func ParseRetention(s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("retention %q: %w: use a positive period: days like 400d, or hours and minutes like 36h or 90m", s, errors.Join(ErrInvalid, err))
+		return 0, fmt.Errorf("retention %q: %w: use a positive period: days like 400d, or hours and minutes like 36h or 90m", s, ErrInvalid)
 	}
 	return d, nil
 }

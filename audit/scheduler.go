@@ -237,6 +237,16 @@ func (s *Scheduler) runWindow(ctx context.Context, w Window) (r Run) {
 	}
 	r = Run{ID: id, Window: w, Status: RunStarted}
 	log := s.log.With().Str("run_id", id.String()).Stringer("window", w).Logger()
+	if err := s.checkCollision(ctx, w, id); err != nil {
+		// Recorded failed without a started row: the run wrote nothing, and no retry may
+		// take the objects there for its own leftovers.
+		r.Status, r.Err = RunFailed, err.Error()
+		log.Error().Err(err).Msg("audit export refused")
+		if err := s.record(ctx, r); err != nil {
+			log.Error().Err(err).Msg("record audit run outcome")
+		}
+		return r
+	}
 	if err := s.record(ctx, r); err != nil {
 		r.Status, r.Err = RunFailed, err.Error()
 		log.Error().Err(err).Msg("audit run not started")
@@ -254,7 +264,7 @@ func (s *Scheduler) runWindow(ctx context.Context, w Window) (r Run) {
 			}
 		}
 	}()
-	files, events, err := s.export(ctx, w)
+	files, events, err := s.export(ctx, w, id)
 	r.Files, r.Events = files, events
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -297,24 +307,68 @@ func (s *Scheduler) record(ctx context.Context, r Run) error {
 	return nil
 }
 
-// export writes the window's exports and a checkpoint, and returns the object keys written.
-func (s *Scheduler) export(ctx context.Context, w Window) ([]string, int64, error) {
+// exportJob is one export of a window: its prefix and actors.
+type exportJob struct {
+	prefix string
+	actors []string
+}
+
+// jobs are the exports of window w, each under its own prefix: the window's, or one per actor
+// below it.
+func (s *Scheduler) jobs(w Window) []exportJob {
 	base := s.cfg.Prefix
 	if base != "" {
 		base += "/"
 	}
 	base += s.cfg.Name + "/" + w.key()
-	type job struct {
-		prefix string
-		actors []string
+	if !s.cfg.PerActor || len(s.cfg.Actors) == 0 {
+		return []exportJob{{prefix: base, actors: s.cfg.Actors}}
 	}
-	jobs := []job{{prefix: base, actors: s.cfg.Actors}}
-	if s.cfg.PerActor && len(s.cfg.Actors) > 0 {
-		jobs = jobs[:0]
-		for _, a := range s.cfg.Actors {
-			jobs = append(jobs, job{prefix: base + "/actor=" + a, actors: []string{a}})
+	var jobs []exportJob
+	for _, a := range s.cfg.Actors {
+		jobs = append(jobs, exportJob{prefix: base + "/actor=" + a, actors: []string{a}})
+	}
+	return jobs
+}
+
+const sqlRunStarted = `
+SELECT EXISTS (SELECT 1 FROM audit_runs WHERE schedule = $1 AND window_start = $2 AND window_end = $3 AND status = 'started' AND run_id <> $4)`
+
+// startedBefore reports whether a run of window w other than run has started (and, the
+// window being due, not succeeded): what is under its prefixes is what that run left.
+func (s *Scheduler) startedBefore(ctx context.Context, w Window, run uuid.UUID) (bool, error) {
+	var started bool
+	if err := s.pool.QueryRow(ctx, sqlRunStarted, s.cfg.Name, w.Start, w.End, run).Scan(&started); err != nil {
+		return false, fmt.Errorf("export %s: earlier runs: %w", w, err)
+	}
+	return started, nil
+}
+
+// checkCollision fails (ErrNotEmpty) when a prefix of window w holds objects and no run of
+// the window has started before: they are someone else's, and a collision is an error, never
+// an overwrite.
+func (s *Scheduler) checkCollision(ctx context.Context, w Window, run uuid.UUID) error {
+	started, err := s.startedBefore(ctx, w, run)
+	if err != nil || started {
+		return err
+	}
+	for _, j := range s.jobs(w) {
+		if err := checkEmpty(ctx, s.cfg.Dest, normPrefix(j.prefix), false); err != nil {
+			return fmt.Errorf("export %s to %s: %w", w, j.prefix, err)
 		}
 	}
+	return nil
+}
+
+// export writes the window's exports and a checkpoint, and returns the object keys written.
+// What an earlier run of the window left under its prefixes (checkCollision let it through)
+// is cleared first, so the new export never mixes with it.
+func (s *Scheduler) export(ctx context.Context, w Window, run uuid.UUID) ([]string, int64, error) {
+	started, err := s.startedBefore(ctx, w, run)
+	if err != nil {
+		return nil, 0, err
+	}
+	jobs := s.jobs(w)
 	var keys []string
 	var events int64
 	for _, j := range jobs {
@@ -322,6 +376,11 @@ func (s *Scheduler) export(ctx context.Context, w Window) ([]string, int64, erro
 			Zone: s.cfg.Spec.Location.String()}
 		if _, err := RecordAccess(ctx, s.pool, Who{Name: "scheduler:" + s.cfg.Name, System: true}, "export", q.filters()); err != nil {
 			return keys, events, err
+		}
+		if started { // by a run before this one, which has recorded its start too
+			if err := ClearExport(ctx, s.cfg.Dest, j.prefix); err != nil {
+				return keys, events, fmt.Errorf("export %s: what an earlier run left: %w", w, err)
+			}
 		}
 		m, err := s.exp.Export(ctx, q, s.cfg.Dest, j.prefix)
 		if err != nil {

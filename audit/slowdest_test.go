@@ -3,6 +3,8 @@ package audit_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,10 +25,37 @@ type slowBucket struct {
 	closeDelay time.Duration
 	mu         sync.Mutex
 	objects    map[string][]byte
+	// maxDeletes, when above 0, is how many deletes succeed; the rest fail.
+	maxDeletes, deleted int
+}
+
+func (b *slowBucket) Delete(_ context.Context, key string, _ *driver.DeleteOptions) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.maxDeletes > 0 && b.deleted >= b.maxDeletes {
+		return errors.New("delete refused")
+	}
+	b.deleted++
+	delete(b.objects, key)
+	return nil
 }
 
 func (b *slowBucket) NewTypedWriter(ctx context.Context, key, _ string, _ *driver.WriterOptions) (driver.Writer, error) {
 	return &slowWriter{ctx: ctx, b: b, key: key}, nil
+}
+
+// ListPaged lists the objects written so far, in one page (an export checks its
+// destination is empty first).
+func (b *slowBucket) ListPaged(_ context.Context, opts *driver.ListOptions) (*driver.ListPage, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	page := &driver.ListPage{}
+	for k, v := range b.objects {
+		if strings.HasPrefix(k, opts.Prefix) {
+			page.Objects = append(page.Objects, &driver.ListObject{Key: k, Size: int64(len(v))})
+		}
+	}
+	return page, nil
 }
 func (b *slowBucket) ErrorCode(error) gcerrors.ErrorCode { return gcerrors.Unknown }
 func (b *slowBucket) As(any) bool                        { return false }

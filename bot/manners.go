@@ -1,7 +1,6 @@
 package bot
 
 import (
-	"cmp"
 	"fmt"
 	"strings"
 
@@ -52,7 +51,9 @@ const (
 	// takenOverReply answers a mention while a person holds the session (%s: who).
 	takenOverReply  = "%s has taken this thread over; I'm recording it but not answering until they hand it back (`logbook handback`)."
 	handedBackReply = "Handed back — I'm answering again."
-	nothingToStop   = "Nothing is running here to stop."
+	// notHolderReply answers "handback" from someone other than the holder (%s: who).
+	notHolderReply = "%s has taken this thread over; only they can hand it back, by writing `handback` here if they took it over as their Slack user id (`logbook takeover --as <id>`), or anyone with the database with `logbook handback`."
+	nothingToStop  = "Nothing is running here to stop."
 )
 
 // hearing is what the bot makes of one user message in a session's thread.
@@ -138,11 +139,14 @@ func hearAll(mode ThreadReplies, evs []session.Event, through, last int64) heard
 			// A person holds the session: the bot answers nothing but their "handback", and
 			// a mention gets a reminder of who has it.
 			switch {
-			case strings.EqualFold(strings.TrimRight(strings.TrimSpace(m.Text), ".! "), "handback") && m.User == holder:
+			case isHandback(m.Text) && m.User == holder:
 				holder = ""
 				out.marks = append(out.marks, session.NewEvent{Type: session.TypeHandedBack, Actor: actor,
 					IdempotencyKey: "handed_back/" + e.ID.String(), Payload: session.HandedBack{By: m.User, Source: "message"}})
 				out.answer, out.canned = true, handedBackReply
+			case isHandback(m.Text):
+				// Someone else: say who holds it, rather than ignore them.
+				out.answer, out.canned = true, fmt.Sprintf(notHolderReply, mrkdwn.EscapeText(holder))
 			case m.Mentioned:
 				out.answer, out.canned = true, fmt.Sprintf(takenOverReply, mrkdwn.EscapeText(holder))
 			default:
@@ -178,23 +182,18 @@ func hearAll(mode ThreadReplies, evs []session.Event, through, last int64) heard
 	return out
 }
 
-// isMuted reports whether the log's last mute marker mutes the thread.
-// takenOverBy is who holds the session (the newest taken_over not followed by handed_back),
-// "" when the bot has it.
+// takenOverBy is who holds the session (session.HolderOf), "" when the bot has it.
 func takenOverBy(evs []session.Event) string {
-	for i := len(evs) - 1; i >= 0; i-- {
-		switch evs[i].Type {
-		case session.TypeTakenOver:
-			var t session.TakenOver
-			_ = evs[i].Decode(&t)
-			return cmp.Or(t.By, evs[i].Actor.ID)
-		case session.TypeHandedBack:
-			return ""
-		}
-	}
-	return ""
+	h, _ := session.HolderOf(evs)
+	return h.By
 }
 
+// isHandback reports whether text is "handback" alone (any case, trailing "." or "!").
+func isHandback(text string) bool {
+	return strings.EqualFold(strings.TrimRight(strings.TrimSpace(text), ".! "), "handback")
+}
+
+// isMuted reports whether the log's last mute marker mutes the thread.
 func isMuted(evs []session.Event) bool {
 	for i := len(evs) - 1; i >= 0; i-- {
 		switch evs[i].Type {

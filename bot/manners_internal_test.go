@@ -2,6 +2,7 @@ package bot
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/logbook/logbook/session"
@@ -82,6 +83,43 @@ func TestHearAllAnswersAQuestionThatCameWithUnmute(t *testing.T) {
 		h := hearAll(RepliesAddressed, c.evs, c.through, c.evs[len(c.evs)-1].Seq)
 		if !h.answer || h.canned != c.canned {
 			t.Errorf("%s: answer %v canned %q, want %q", c.name, h.answer, h.canned, c.canned)
+		}
+	}
+}
+
+// "handback" from someone other than the holder is answered with who holds the thread
+// (issue 29: after a takeover by a login name, as by default, every "handback" was silently
+// ignored); from the holder it hands the thread back.
+func TestHandbackFromSomeoneElseSaysWhoHoldsIt(t *testing.T) {
+	t.Parallel()
+	user := func(seq int64, who, text string) session.Event {
+		p, _ := json.Marshal(session.UserMessage{Text: text, User: who})
+		return session.Event{Seq: seq, Type: session.TypeUserMessage, Actor: session.Actor{Kind: session.ActorUser, ID: who}, Payload: p}
+	}
+	taken := func(seq int64, by string) session.Event {
+		p, _ := json.Marshal(session.TakenOver{By: by})
+		return session.Event{Seq: seq, Type: session.TypeTakenOver, Actor: session.Actor{Kind: session.ActorUser, ID: by}, Payload: p}
+	}
+	for _, c := range []struct {
+		name, by, from string
+		canned         string
+		handedBack     bool
+	}{
+		{"the holder", "U1", "U1", handedBackReply, true},
+		{"another person", "U1", "U2", fmt.Sprintf(notHolderReply, "U1"), false},
+		{"anyone after a takeover by login name", "alice", "U1", fmt.Sprintf(notHolderReply, "alice"), false},
+	} {
+		evs := []session.Event{user(1, c.from, "hi"), taken(2, c.by), user(3, c.from, "handback")}
+		h := hearAll(RepliesAddressed, evs, 2, 3)
+		if !h.answer || h.canned != c.canned {
+			t.Errorf("%s: answer %v canned %q; want %q", c.name, h.answer, h.canned, c.canned)
+		}
+		back := false
+		for _, m := range h.marks {
+			back = back || m.Type == session.TypeHandedBack
+		}
+		if back != c.handedBack {
+			t.Errorf("%s: handed back %v, want %v (marks %+v)", c.name, back, c.handedBack, h.marks)
 		}
 	}
 }

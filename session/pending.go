@@ -265,15 +265,18 @@ func check(ctx context.Context, conn *pgx.Conn, timeout time.Duration, after fun
 const sqlMissingTables = `SELECT array_remove(ARRAY[
 	CASE WHEN to_regclass('events') IS NULL THEN 'events' END,
 	CASE WHEN to_regclass('session_work') IS NULL THEN 'session_work' END,
-	CASE WHEN NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
-	     AND table_name = 'session_work' AND column_name = 'awaiting_until') THEN 'session_work.awaiting_until' END], NULL)`
+	CASE WHEN NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('session_work')
+	     AND attname = 'awaiting_until' AND NOT attisdropped) THEN 'session_work.awaiting_until' END], NULL)
+	|| ARRAY(SELECT t FROM unnest($1::text[]) AS t WHERE to_regclass(t) IS NULL)`
 
-// MissingTables returns the log's tables that the database lacks, none when it has every
+// MissingTables returns the log's tables that the database lacks, and those of also (the
+// tables of other parts, such as search_docs or audit_access), none when it has every
 // migration the store needs (session_work came with migration 00004, its awaiting columns
-// with 00008).
-func (s *Store) MissingTables(ctx context.Context) ([]string, error) {
+// with 00008). It reads the catalog, which every role may, whatever its grants on the
+// tables (information_schema would hide a column from a role without them).
+func (s *Store) MissingTables(ctx context.Context, also ...string) ([]string, error) {
 	var missing []string
-	if err := s.pool.QueryRow(ctx, sqlMissingTables).Scan(&missing); err != nil {
+	if err := s.pool.QueryRow(ctx, sqlMissingTables, append([]string{}, also...)).Scan(&missing); err != nil {
 		return nil, fmt.Errorf("check the log's tables: %w", err)
 	}
 	return missing, nil

@@ -71,9 +71,9 @@ func auditRole(e env) string {
 	}
 }
 
-// openAudit opens the auditor's pool and the log's store over it: audit reads the log through
-// the store and writes its own tables (access records, runs, holds) through the pool. Close
-// the pool when done.
+// openAudit opens the auditor's pool and the log's store over it, once the schema is known
+// to be migrated (checkMigrated): audit reads the log through the store and writes its own
+// tables (access records, runs, holds) through the pool. Close the pool when done.
 func openAudit(ctx context.Context, e env) (*session.Store, *pgxpool.Pool, error) {
 	dsn, err := auditDSN(ctx, e)
 	if err != nil {
@@ -83,9 +83,41 @@ func openAudit(ctx context.Context, e env) (*session.Store, *pgxpool.Pool, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("auditor connection: %w", err)
 	}
-	return session.NewStore(pool, session.Options{}), pool, nil
+	store := session.NewStore(pool, session.Options{})
+	if err := checkMigrated(ctx, store); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return store, pool, nil
 }
 
+// accessRecord is what an audit command records before it acts (audit.RecordAccess).
+type accessRecord struct {
+	who     audit.Who
+	action  string
+	filters map[string]any
+}
+
+// withAudit is every audit command's preamble and close: it opens the auditor's connection
+// (openAudit), records rec when there is one — before the action, so an action that fails
+// later is still on record — runs fn, and closes the connection. Commands whose audit call
+// records its own access (hold add, hold remove) or that only read audit's records pass nil.
+func withAudit(ctx context.Context, e env, rec *accessRecord, fn func(store *session.Store, pool *pgxpool.Pool) error) error {
+	store, pool, err := openAudit(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if rec != nil {
+		if _, err := audit.RecordAccess(ctx, pool, rec.who, rec.action, rec.filters); err != nil {
+			return err
+		}
+	}
+	return fn(store, pool)
+}
+
+// openRetentionPool opens the connection of purges (role logbook_retention), once the schema
+// is known to be migrated.
 func openRetentionPool(ctx context.Context, e env) (*pgxpool.Pool, error) {
 	dsn := strings.TrimSpace(e.getenv("LOGBOOK_RETENTION_DATABASE_URL"))
 	if dsn == "" {
@@ -97,6 +129,10 @@ func openRetentionPool(ctx context.Context, e env) (*pgxpool.Pool, error) {
 	pool, err := session.Connect(ctx, dsn, session.PoolOptions{Role: "logbook_retention", MaxConns: 2})
 	if err != nil {
 		return nil, fmt.Errorf("retention connection (its login must be a member of logbook_retention): %w", err)
+	}
+	if err := checkMigrated(ctx, session.NewStore(pool, session.Options{})); err != nil {
+		pool.Close()
+		return nil, err
 	}
 	return pool, nil
 }
@@ -248,131 +284,158 @@ func retentionBucket(ctx context.Context, e env, pool *pgxpool.Pool) (*filestore
 	return openFiles(ctx, e, session.NewStore(pool, session.Options{}))
 }
 
+// exportFlags are the flags of audit export.
+type exportFlags struct {
+	actors                                            []string
+	from, to, channel, format, out, zone, keyPath, as string
+	withFiles, overwrite                              bool
+}
+
 func newAuditExportCmd(e env) *cobra.Command {
-	var (
-		actors                         []string
-		from, to, channel, format, out string
-		zone, keyPath, as              string
-		withFiles                      bool
-	)
+	var f exportFlags
 	cmd := &cobra.Command{
-		Use:   "export --from <time> --to <time> --out <dir or URL> [--actor <id>]... [--channel <id>] [--format jsonl|csv]",
+		Use:   "export --from <time> --to <time> --out <dir or URL> [--actor <id>]... [--channel <id>] [--format jsonl|csv] [--overwrite]",
 		Short: "Export the events of a half-open time window [from, to), by actor or all",
-		Args:  cobra.NoArgs,
+		Long: `Export the events of a half-open time window [from, to), the access records of the window and
+a manifest listing every file with its sha256 (signed with --sign-key).
+
+--out must be an empty directory or bucket prefix: an export never mixes with what is there.
+--overwrite replaces an earlier export there: its files are deleted, manifest first, once the
+new export has been read, and only files an export writes are ever deleted (anything else
+there is refused). If the process dies midway, what is left has no manifest and fails
+verify-export; run the export again with --overwrite.`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
-			loc, err := auditZone(e, zone)
+			q, rec, key, err := f.request(e)
 			if err != nil {
 				return err
 			}
-			if from == "" || to == "" || out == "" {
-				return usageError{errors.New("--from, --to and --out are required")}
-			}
-			q := audit.Query{Actors: actors, Channel: channel, Zone: loc.String()}
-			if q.From, err = parseAuditTime(from, loc); err != nil {
-				return err
-			}
-			if q.To, err = parseAuditTime(to, loc); err != nil {
-				return err
-			}
-			f, err := audit.ParseFormat(format)
-			if err != nil {
-				return usageError{err}
-			}
-			q.Format = f
-			who, err := operator(e, as)
-			if err != nil {
-				return err
-			}
-			key, err := signingKey(e, keyPath)
-			if err != nil {
-				return err
-			}
-			store, pool, err := openAudit(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			bucket, err := audit.OpenBucket(ctx, out)
+			bucket, err := audit.OpenBucket(ctx, f.out)
 			if err != nil {
 				return err
 			}
 			defer bucket.Close()
-			opts := audit.ExporterOptions{Version: generatorVersion(), SigningKey: key}
-			if withFiles {
-				fs, err := openFiles(ctx, e, store)
+			// Refused before anything is recorded or read.
+			if err := audit.CheckEmpty(ctx, bucket, "", f.overwrite); err != nil {
+				return fmt.Errorf("export to %s: %w; give --overwrite to replace an earlier export there, or another --out", redactURL(f.out), err)
+			}
+			return withAudit(ctx, e, &rec, func(store *session.Store, pool *pgxpool.Pool) error {
+				opts := audit.ExporterOptions{Version: generatorVersion(), SigningKey: key, Overwrite: f.overwrite}
+				if f.withFiles {
+					fs, err := openFiles(ctx, e, store)
+					if err != nil {
+						return err
+					}
+					defer fs.Close()
+					opts.Files = fs
+				}
+				m, err := audit.NewExporter(store, pool, opts).Export(ctx, q, bucket, "")
 				if err != nil {
 					return err
 				}
-				defer fs.Close()
-				opts.Files = fs
-			}
-			filters := q.Filters()
-			filters["destination"] = redactURL(out)
-			if withFiles {
-				filters["with_files"] = true
-			}
-			if _, err := audit.RecordAccess(ctx, pool, who, "export", filters); err != nil {
-				return err
-			}
-			exp := audit.NewExporter(store, pool, opts)
-			m, err := exp.Export(ctx, q, bucket, "")
-			if err != nil {
-				return err
-			}
-			broken := 0
-			for _, s := range m.Sessions {
-				if !s.ChainOK {
-					broken++
-				}
-			}
-			fmt.Fprintf(e.stdout, "exported %d events of %d sessions (%d access records) to %s\n",
-				m.Counts.Events, len(m.Sessions), m.AccessRecords, redactURL(out))
-			for _, f := range m.Files {
-				fmt.Fprintf(e.stdout, "  %s  %s  %d bytes\n", f.SHA256, f.Name, f.Bytes)
-			}
-			mismatched := 0
-			if m.WithFiles {
-				var n int64
-				for _, f := range m.FileContents {
-					n += f.Bytes
-				}
-				fmt.Fprintf(e.stdout, "%d files' content (%d bytes) under %s\n", len(m.FileContents), n, audit.FilesDir)
-				for _, f := range m.MissingFiles {
-					fmt.Fprintf(e.stderr, "logbook: file %s is not in the export: %s\n", f.SHA256, f.Reason)
-					if f.Mismatch {
-						mismatched++
-					}
-				}
-			}
-			if m.SigningKey != "" {
-				fmt.Fprintf(e.stdout, "manifest signed by key %s\n", m.SigningKey)
-			}
-			if !m.WindowClosed {
-				fmt.Fprintf(e.stderr, "logbook: warning: the window ends after %s (now): later events may still fall in it\n",
-					m.AsOf.Format(time.RFC3339))
-			}
-			if broken > 0 {
-				return exitError{code: 1, err: fmt.Errorf("%w: %d exported sessions have a broken chain (see manifest.json)", audit.ErrTampered, broken)}
-			}
-			if mismatched > 0 {
-				return exitError{code: 1, err: fmt.Errorf("%w: the stored content of %d files does not match its hash (see missing_files in manifest.json)", audit.ErrTampered, mismatched)}
-			}
-			return nil
+				return reportExport(e, m, f.out)
+			})
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringArrayVar(&actors, "actor", nil, "actor id (Slack user id, bot id or system part); repeat; default all")
-	fl.StringVar(&from, "from", "", "window start, inclusive: RFC 3339 or a date")
-	fl.StringVar(&to, "to", "", "window end, exclusive: RFC 3339 or a date")
-	fl.StringVar(&channel, "channel", "", "only this Slack channel id")
-	fl.StringVar(&format, "format", "jsonl", "jsonl or csv")
-	fl.StringVar(&out, "out", "", "destination: a directory or a bucket URL (file:///..., s3://...)")
-	fl.StringVar(&zone, "tz", "", "zone of --from/--to without an offset (default LOGBOOK_AUDIT_TZ or UTC)")
-	fl.StringVar(&keyPath, "sign-key", "", "ed25519 private key (PEM) to sign the manifest (default LOGBOOK_AUDIT_SIGNING_KEY)")
-	fl.StringVar(&as, "as", "", "who is exporting (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
-	fl.BoolVar(&withFiles, "with-files", false, "also export the content of the files the events reference, as files/<sha256> (LOGBOOK_BLOB_URL when kept in a bucket)")
+	fl.StringArrayVar(&f.actors, "actor", nil, "actor id (Slack user id, bot id or system part); repeat; default all")
+	fl.StringVar(&f.from, "from", "", "window start, inclusive: RFC 3339 or a date")
+	fl.StringVar(&f.to, "to", "", "window end, exclusive: RFC 3339 or a date")
+	fl.StringVar(&f.channel, "channel", "", "only this Slack channel id")
+	fl.StringVar(&f.format, "format", "jsonl", "jsonl or csv")
+	fl.StringVar(&f.out, "out", "", "destination: an empty directory or bucket URL (file:///..., s3://...)")
+	fl.BoolVar(&f.overwrite, "overwrite", false, "replace an earlier export at --out (only an export's files are deleted)")
+	fl.StringVar(&f.zone, "tz", "", "zone of --from/--to without an offset (default LOGBOOK_AUDIT_TZ or UTC)")
+	fl.StringVar(&f.keyPath, "sign-key", "", "ed25519 private key (PEM) to sign the manifest (default LOGBOOK_AUDIT_SIGNING_KEY)")
+	fl.StringVar(&f.as, "as", "", "who is exporting (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
+	fl.BoolVar(&f.withFiles, "with-files", false, "also export the content of the files the events reference, as files/<sha256> (LOGBOOK_BLOB_URL when kept in a bucket)")
 	return cmd
+}
+
+// request reads export's flags: the query, its access record and the signing key.
+func (f exportFlags) request(e env) (audit.Query, accessRecord, ed25519.PrivateKey, error) {
+	loc, err := auditZone(e, f.zone)
+	if err != nil {
+		return audit.Query{}, accessRecord{}, nil, err
+	}
+	if f.from == "" || f.to == "" || f.out == "" {
+		return audit.Query{}, accessRecord{}, nil, usageError{errors.New("--from, --to and --out are required")}
+	}
+	q := audit.Query{Actors: f.actors, Channel: f.channel, Zone: loc.String()}
+	if q.From, err = parseAuditTime(f.from, loc); err != nil {
+		return audit.Query{}, accessRecord{}, nil, err
+	}
+	if q.To, err = parseAuditTime(f.to, loc); err != nil {
+		return audit.Query{}, accessRecord{}, nil, err
+	}
+	if !q.To.After(q.From) {
+		return audit.Query{}, accessRecord{}, nil, usageError{fmt.Errorf("--to %s is not after --from %s: the window [from, to) would be empty", f.to, f.from)}
+	}
+	if q.Format, err = audit.ParseFormat(f.format); err != nil {
+		return audit.Query{}, accessRecord{}, nil, usageError{fmt.Errorf("--format: %w", err)}
+	}
+	who, err := operator(e, f.as)
+	if err != nil {
+		return audit.Query{}, accessRecord{}, nil, err
+	}
+	key, err := signingKey(e, f.keyPath)
+	if err != nil {
+		return audit.Query{}, accessRecord{}, nil, err
+	}
+	filters := q.Filters()
+	filters["destination"] = redactURL(f.out)
+	if f.withFiles {
+		filters["with_files"] = true
+	}
+	if f.overwrite {
+		filters["overwrite"] = true
+	}
+	return q, accessRecord{who: who, action: "export", filters: filters}, key, nil
+}
+
+// reportExport prints what an export wrote, and fails (exit 1) when an exported chain is
+// broken or a file's stored content does not match its hash.
+func reportExport(e env, m audit.Manifest, out string) error {
+	broken := 0
+	for _, s := range m.Sessions {
+		if !s.ChainOK {
+			broken++
+		}
+	}
+	fmt.Fprintf(e.stdout, "exported %d events of %d sessions (%d access records) to %s\n",
+		m.Counts.Events, len(m.Sessions), m.AccessRecords, redactURL(out))
+	for _, f := range m.Files {
+		fmt.Fprintf(e.stdout, "  %s  %s  %d bytes\n", f.SHA256, f.Name, f.Bytes)
+	}
+	mismatched := 0
+	if m.WithFiles {
+		var n int64
+		for _, f := range m.FileContents {
+			n += f.Bytes
+		}
+		fmt.Fprintf(e.stdout, "%d files' content (%d bytes) under %s\n", len(m.FileContents), n, audit.FilesDir)
+		for _, f := range m.MissingFiles {
+			fmt.Fprintf(e.stderr, "logbook: file %s is not in the export: %s\n", f.SHA256, f.Reason)
+			if f.Mismatch {
+				mismatched++
+			}
+		}
+	}
+	if m.SigningKey != "" {
+		fmt.Fprintf(e.stdout, "manifest signed by key %s\n", m.SigningKey)
+	}
+	if !m.WindowClosed {
+		fmt.Fprintf(e.stderr, "logbook: warning: the window ends after %s (now): later events may still fall in it\n",
+			m.AsOf.Format(time.RFC3339))
+	}
+	if broken > 0 {
+		return exitError{code: 1, err: fmt.Errorf("%w: %d exported sessions have a broken chain (see manifest.json)", audit.ErrTampered, broken)}
+	}
+	if mismatched > 0 {
+		return exitError{code: 1, err: fmt.Errorf("%w: the stored content of %d files does not match its hash (see missing_files in manifest.json)", audit.ErrTampered, mismatched)}
+	}
+	return nil
 }
 
 func newAuditKeygenCmd(e env) *cobra.Command {
@@ -425,12 +488,20 @@ func newAuditVerifyExportCmd(e env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if u, err := url.Parse(args[0]); err != nil || len(u.Scheme) <= 1 {
+				if _, err := os.Stat(args[0]); err != nil {
+					return fmt.Errorf("verify export: %w", err) // not created, as a destination would be
+				}
+			}
 			bucket, err := audit.OpenBucket(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			defer bucket.Close()
 			check, err := audit.VerifyExport(ctx, bucket, "", pub)
+			if errors.Is(err, audit.ErrNotFound) {
+				return exitError{code: 1, err: fmt.Errorf("%s holds no export: %w", redactURL(args[0]), err)}
+			}
 			if err != nil {
 				return tampered(err)
 			}
@@ -460,85 +531,24 @@ detects a chain that was rewritten consistently by someone who disabled the trig
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
-			var opts audit.VerifyOptions
-			filters := map[string]any{}
-			if sessionID != "" {
-				id, err := session.ParseID(sessionID)
-				if err != nil {
-					return usageError{err}
-				}
-				opts.Session = id
-				filters["session"] = id
-			}
-			if since != "" {
-				loc, err := auditZone(e, zone)
-				if err != nil {
-					return err
-				}
-				if opts.Since, err = parseAuditTime(since, loc); err != nil {
-					return err
-				}
-				filters["since"] = opts.Since.UTC()
-			}
-			who, err := operator(e, as)
+			opts, filters, err := verifyOptions(e, sessionID, since, zone)
 			if err != nil {
+				return err
+			}
+			rec := accessRecord{action: "verify", filters: filters}
+			if rec.who, err = operator(e, as); err != nil {
 				return err
 			}
 			var cp *audit.Checkpoint
 			if against != "" {
-				pub, err := publicKey(e, pubPath)
-				if err != nil {
+				if cp, err = readCheckpointAt(ctx, e, against, pubPath); err != nil {
 					return err
 				}
-				dir, key := audit.SplitObject(against)
-				bucket, err := audit.OpenBucket(ctx, dir)
-				if err != nil {
-					return err
-				}
-				read, err := audit.ReadCheckpoint(ctx, bucket, key, pub)
-				bucket.Close()
-				if err != nil {
-					return tampered(err)
-				}
-				cp = &read
-				filters["against"] = redactURL(against)
+				rec.action, filters["against"] = "verify-checkpoint", redactURL(against)
 			}
-			store, pool, err := openAudit(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			action := "verify"
-			if cp != nil {
-				action = "verify-checkpoint"
-			}
-			if _, err := audit.RecordAccess(ctx, pool, who, action, filters); err != nil {
-				return err
-			}
-			v := audit.NewVerifier(store)
-			r, err := v.Verify(ctx, opts)
-			if err != nil {
-				return err
-			}
-			if cp != nil {
-				rc, err := v.VerifyAgainst(ctx, *cp)
-				if err != nil {
-					return err
-				}
-				r.Findings = mergeFindings(rc.Findings, r.Findings)
-			}
-			for _, f := range r.Findings {
-				fmt.Fprintln(e.stdout, "BROKEN:", f)
-			}
-			if err := r.Err(); err != nil {
-				return exitError{code: 1, err: err}
-			}
-			msg := fmt.Sprintf("OK: %d sessions, %d events verified (%d purged by retention)", r.Sessions, r.Events, r.Purged)
-			if cp != nil {
-				msg += fmt.Sprintf("; %d sessions match the checkpoint of %s", len(cp.Heads), cp.TakenAt.Format(time.RFC3339))
-			}
-			fmt.Fprintln(e.stdout, msg)
-			return nil
+			return withAudit(ctx, e, &rec, func(store *session.Store, _ *pgxpool.Pool) error {
+				return verifyChains(ctx, e, audit.NewVerifier(store), opts, cp)
+			})
 		},
 	}
 	fl := cmd.Flags()
@@ -549,6 +559,79 @@ detects a chain that was rewritten consistently by someone who disabled the trig
 	fl.StringVar(&zone, "tz", "", "zone of --since without an offset (default LOGBOOK_AUDIT_TZ or UTC)")
 	fl.StringVar(&as, "as", "", "who is verifying (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
 	return cmd
+}
+
+// verifyOptions reads verify's --session and --since, and the filters they record.
+func verifyOptions(e env, sessionID, since, zone string) (audit.VerifyOptions, map[string]any, error) {
+	var opts audit.VerifyOptions
+	filters := map[string]any{}
+	if sessionID != "" {
+		id, err := session.ParseID(sessionID)
+		if err != nil {
+			return opts, nil, usageError{fmt.Errorf("--session %q is not a session id", sessionID)}
+		}
+		opts.Session = id
+		filters["session"] = id
+	}
+	if since != "" {
+		loc, err := auditZone(e, zone)
+		if err != nil {
+			return opts, nil, err
+		}
+		if opts.Since, err = parseAuditTime(since, loc); err != nil {
+			return opts, nil, err
+		}
+		filters["since"] = opts.Since.UTC()
+	}
+	return opts, filters, nil
+}
+
+// readCheckpointAt reads the checkpoint at loc (a file or URL), checking its signature with
+// the public key of pubPath or LOGBOOK_AUDIT_PUBLIC_KEY when there is one.
+func readCheckpointAt(ctx context.Context, e env, loc, pubPath string) (*audit.Checkpoint, error) {
+	pub, err := publicKey(e, pubPath)
+	if err != nil {
+		return nil, err
+	}
+	dir, key := audit.SplitObject(loc)
+	bucket, err := audit.OpenBucket(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer bucket.Close()
+	cp, err := audit.ReadCheckpoint(ctx, bucket, key, pub)
+	if err != nil {
+		return nil, tampered(err)
+	}
+	return &cp, nil
+}
+
+// verifyChains verifies the chains (and, with cp, compares them with the checkpoint) and
+// prints the findings; a finding fails with exit status 1.
+func verifyChains(ctx context.Context, e env, v *audit.Verifier, opts audit.VerifyOptions, cp *audit.Checkpoint) error {
+	r, err := v.Verify(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if cp != nil {
+		rc, err := v.VerifyAgainst(ctx, *cp)
+		if err != nil {
+			return err
+		}
+		r.Findings = mergeFindings(rc.Findings, r.Findings)
+	}
+	for _, f := range r.Findings {
+		fmt.Fprintln(e.stdout, "BROKEN:", f)
+	}
+	if err := r.Err(); err != nil {
+		return exitError{code: 1, err: err}
+	}
+	msg := fmt.Sprintf("OK: %d sessions, %d events verified (%d purged by retention)", r.Sessions, r.Events, r.Purged)
+	if cp != nil {
+		msg += fmt.Sprintf("; %d sessions match the checkpoint of %s", len(cp.Heads), cp.TakenAt.Format(time.RFC3339))
+	}
+	fmt.Fprintln(e.stdout, msg)
+	return nil
 }
 
 // mergeFindings lists checkpoint findings first, then chain findings of other sessions.
@@ -580,26 +663,23 @@ func newAuditCheckpointCmd(e env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store, pool, err := openAudit(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			cp, err := audit.NewVerifier(store).TakeCheckpoint(ctx)
-			if err != nil {
-				return err
-			}
-			dir, name := audit.SplitObject(out)
-			bucket, err := audit.OpenBucket(ctx, dir)
-			if err != nil {
-				return err
-			}
-			defer bucket.Close()
-			if err := audit.WriteCheckpoint(ctx, bucket, name, cp, key); err != nil {
-				return err
-			}
-			fmt.Fprintf(e.stdout, "checkpoint of %d sessions at %s written to %s\n", len(cp.Heads), cp.TakenAt.Format(time.RFC3339), redactURL(out))
-			return nil
+			return withAudit(ctx, e, nil, func(store *session.Store, _ *pgxpool.Pool) error {
+				cp, err := audit.NewVerifier(store).TakeCheckpoint(ctx)
+				if err != nil {
+					return err
+				}
+				dir, name := audit.SplitObject(out)
+				bucket, err := audit.OpenBucket(ctx, dir)
+				if err != nil {
+					return err
+				}
+				defer bucket.Close()
+				if err := audit.WriteCheckpoint(ctx, bucket, name, cp, key); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "checkpoint of %d sessions at %s written to %s\n", len(cp.Heads), cp.TakenAt.Format(time.RFC3339), redactURL(out))
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "checkpoint file or URL")
@@ -751,13 +831,20 @@ func newAuditHoldCmd(e env) *cobra.Command {
 		Use:   "hold",
 		Short: "Add, remove or list legal holds (retention purges nothing a hold covers)",
 	}
+	cmd.AddCommand(newAuditHoldAddCmd(e), newAuditHoldRemoveCmd(e), newAuditHoldListCmd(e))
+	return cmd
+}
+
+func newAuditHoldAddCmd(e env) *cobra.Command {
 	var sessionID, channel, actor, reason, as string
-	add := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "add (--session <id> | --channel <id> | --actor <id>) --reason <text>",
-		Short: "Open a legal hold",
-		Args:  cobra.NoArgs,
+		Short: "Open a legal hold on a session, a channel or an actor the log has",
+		Long: `Open a legal hold: retention purges nothing it covers. It names something the log has —
+a session, a channel some session is in, or an actor of some event — or fails naming what
+was not found, so a typo never holds nothing.`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			ctx := c.Context()
 			var scope audit.HoldScope
 			var value string
 			n := 0
@@ -773,87 +860,83 @@ func newAuditHoldCmd(e env) *cobra.Command {
 			if n != 1 || strings.TrimSpace(reason) == "" {
 				return usageError{errors.New("give exactly one of --session, --channel, --actor, and --reason")}
 			}
+			if _, err := session.ParseID(value); scope == audit.HoldSession && err != nil {
+				return usageError{fmt.Errorf("--session %q is not a session id", value)}
+			}
 			who, err := operator(e, as)
 			if err != nil {
 				return err
 			}
-			_, pool, err := openAudit(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			h, err := audit.AddHold(ctx, pool, who, scope, value, reason)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(e.stdout, "hold %s on %s %s\n", h.ID, h.Scope, h.Value)
-			return nil
+			return withAudit(c.Context(), e, nil, func(_ *session.Store, pool *pgxpool.Pool) error {
+				h, err := audit.AddHold(c.Context(), pool, who, scope, value, reason)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "hold %s on %s %s\n", h.ID, h.Scope, h.Value)
+				return nil
+			})
 		},
 	}
-	add.Flags().StringVar(&sessionID, "session", "", "a session id")
-	add.Flags().StringVar(&channel, "channel", "", "a Slack channel id: every session of the channel")
-	add.Flags().StringVar(&actor, "actor", "", "an actor id: every session the actor took part in")
-	add.Flags().StringVar(&reason, "reason", "", "why (required; recorded)")
-	add.Flags().StringVar(&as, "as", "", "who (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
+	cmd.Flags().StringVar(&sessionID, "session", "", "a session id")
+	cmd.Flags().StringVar(&channel, "channel", "", "a Slack channel id: every session of the channel")
+	cmd.Flags().StringVar(&actor, "actor", "", "an actor id: every session the actor took part in")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (required; recorded)")
+	cmd.Flags().StringVar(&as, "as", "", "who (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
+	return cmd
+}
 
-	var removeReason, removeAs string
-	remove := &cobra.Command{
+func newAuditHoldRemoveCmd(e env) *cobra.Command {
+	var reason, as string
+	cmd := &cobra.Command{
 		Use:   "remove <hold id> --reason <text>",
 		Short: "End a legal hold",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			ctx := c.Context()
 			id, err := uuid.Parse(args[0])
 			if err != nil {
-				return usageError{fmt.Errorf("hold id %q: %w", args[0], err)}
+				return usageError{fmt.Errorf("%q is not a hold id (logbook audit hold list shows them)", args[0])}
 			}
-			if strings.TrimSpace(removeReason) == "" {
+			if strings.TrimSpace(reason) == "" {
 				return usageError{errors.New("--reason is required")}
 			}
-			who, err := operator(e, removeAs)
+			who, err := operator(e, as)
 			if err != nil {
 				return err
 			}
-			_, pool, err := openAudit(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			if err := audit.RemoveHold(ctx, pool, who, id, removeReason); err != nil {
-				return err
-			}
-			fmt.Fprintf(e.stdout, "hold %s removed\n", id)
-			return nil
+			return withAudit(c.Context(), e, nil, func(_ *session.Store, pool *pgxpool.Pool) error {
+				if err := audit.RemoveHold(c.Context(), pool, who, id, reason); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "hold %s removed\n", id)
+				return nil
+			})
 		},
 	}
-	remove.Flags().StringVar(&removeReason, "reason", "", "why (required; recorded)")
-	remove.Flags().StringVar(&removeAs, "as", "", "who (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (required; recorded)")
+	cmd.Flags().StringVar(&as, "as", "", "who (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
+	return cmd
+}
 
-	list := &cobra.Command{
+func newAuditHoldListCmd(e env) *cobra.Command {
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List open legal holds",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			ctx := c.Context()
-			_, pool, err := openAudit(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			hs, err := audit.Holds(ctx, pool)
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "HOLD\tSCOPE\tVALUE\tSINCE\tBY\tREASON")
-			for _, h := range hs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", h.ID, h.Scope, h.Value, h.At.UTC().Format(time.RFC3339), h.Who, h.Reason)
-			}
-			return tw.Flush()
+			return withAudit(c.Context(), e, nil, func(_ *session.Store, pool *pgxpool.Pool) error {
+				hs, err := audit.Holds(c.Context(), pool)
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "HOLD\tSCOPE\tVALUE\tSINCE\tBY\tREASON")
+				for _, h := range hs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", h.ID, h.Scope, h.Value, h.At.UTC().Format(time.RFC3339), h.Who, h.Reason)
+				}
+				return tw.Flush()
+			})
 		},
 	}
-	cmd.AddCommand(add, remove, list)
-	return cmd
 }
 
 func newAuditPurgeCmd(e env) *cobra.Command {
@@ -940,22 +1023,18 @@ func newAuditRunsCmd(e env) *cobra.Command {
 		Short: "List scheduled export runs and their outcome",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			ctx := c.Context()
-			_, pool, err := openAudit(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			runs, err := audit.Runs(ctx, pool, name)
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tWINDOW\tSTATUS\tEVENTS\tERROR")
-			for _, r := range runs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.ID, r.Window, r.Status, r.Events, r.Err)
-			}
-			return tw.Flush()
+			return withAudit(c.Context(), e, nil, func(_ *session.Store, pool *pgxpool.Pool) error {
+				runs, err := audit.Runs(c.Context(), pool, name)
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "RUN\tWINDOW\tSTATUS\tEVENTS\tERROR")
+				for _, r := range runs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.ID, r.Window, r.Status, r.Events, r.Err)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "schedule", "default", "schedule name")

@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -98,6 +100,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// "logbook audit verfy --session x": the group cannot parse verify's flags, but the
+		// mistake is the subcommand.
+		if args := c.Flags().Args(); c.HasSubCommands() && len(args) > 0 {
+			return usageError{unknownCommand(c, args[0])}
+		}
 		fmt.Fprintf(stderr, "logbook %s: %v\n%s", c.Name(), err, c.UsageString())
 		return flagError{err}
 	})
@@ -109,5 +116,63 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		newDevCmd(e),
 		newSlackEmulatorCmd(e),
 	)
+	strictArgs(root)
 	return root.ExecuteContext(ctx)
+}
+
+// strictArgs makes every command refuse what it does not take, with exit status 2 and one
+// line naming the word: a command group (logbook, audit, migrate, audit hold, …) an unknown
+// subcommand, with the nearest ones cobra suggests (SuggestionsMinimumDistance); a command
+// its arguments' validator rejects. Without it cobra prints a group's help and exits 0 for
+// a mistyped subcommand, so a cron job with a typo would never run anything.
+func strictArgs(c *cobra.Command) {
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2
+	}
+	if c.HasSubCommands() {
+		c.Args = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			return usageError{unknownCommand(c, args[0])}
+		}
+		if c.RunE == nil && c.Run == nil {
+			c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+		}
+	} else if valid := c.Args; valid != nil {
+		c.Args = func(c *cobra.Command, args []string) error {
+			err := valid(c, args)
+			switch {
+			case err == nil:
+				return nil
+			case len(args) > 0 && valid(c, nil) == nil:
+				// cobra.NoArgs calls an argument an unknown command.
+				err = fmt.Errorf("takes no arguments (got %q)", args[0])
+			}
+			return usageError{fmt.Errorf("%s: %w; usage: %s", strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "), err, c.UseLine())}
+		}
+	}
+	for _, sub := range c.Commands() {
+		strictArgs(sub)
+	}
+}
+
+// unknownCommand says that word is not a subcommand of group, and which it may have meant:
+// the nearest by cobra's suggestions, else every subcommand there is.
+func unknownCommand(group *cobra.Command, word string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", word, group.CommandPath())
+	if near := group.SuggestionsFor(word); len(near) > 0 {
+		quoted := make([]string, len(near))
+		for i, n := range near {
+			quoted[i] = strconv.Quote(n)
+		}
+		return fmt.Errorf("%s; did you mean %s?", msg, strings.Join(quoted, " or "))
+	}
+	var names []string
+	for _, sub := range group.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	return fmt.Errorf("%s; its commands: %s", msg, strings.Join(names, ", "))
 }

@@ -32,6 +32,8 @@ type readDeps struct {
 	indexer  *search.Indexer
 }
 
+// openRead connects the reads of transcript, search, takeover and handback, once the schema
+// is known to be migrated (checkMigrated). Close d.pool when done.
 func openRead(ctx context.Context, e env) (*readDeps, error) {
 	dsn, err := cliDatabaseURL(ctx, e)
 	if err != nil {
@@ -42,6 +44,10 @@ func openRead(ctx context.Context, e env) (*readDeps, error) {
 		return nil, err
 	}
 	store := session.NewStore(pool, session.Options{})
+	if err := checkMigrated(ctx, store); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	log := zerolog.New(e.stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	return &readDeps{
 		pool:     pool,
@@ -165,7 +171,7 @@ func parseSessionRef(args []string) (sessionRef, error) {
 		if id, err := session.ParseID(a); err == nil {
 			return sessionRef{id: id}, nil
 		}
-		if strings.Contains(a, "/archives/") {
+		if u, err := url.Parse(a); strings.Contains(a, "/archives/") || (err == nil && u.Scheme != "" && u.Host != "") {
 			return parsePermalink(a)
 		}
 		if ch, ts, ok := strings.Cut(a, "/"); ok {
@@ -190,9 +196,12 @@ func parsePermalink(s string) (sessionRef, error) {
 	if err != nil {
 		return sessionRef{}, fmt.Errorf("%q is not a Slack permalink: %w", s, err)
 	}
+	if host := strings.ToLower(u.Hostname()); host != "slack.com" && !strings.HasSuffix(host, ".slack.com") {
+		return sessionRef{}, fmt.Errorf("%q is not a Slack permalink: %q is not a Slack workspace (https://<workspace>.slack.com/archives/<channel>/p<ts>)", s, u.Host)
+	}
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
 	if len(parts) != 3 || parts[0] != "archives" || !channelID.MatchString(parts[1]) {
-		return sessionRef{}, fmt.Errorf("%q is not a Slack permalink (https://<workspace>/archives/<channel>/p<ts>)", s)
+		return sessionRef{}, fmt.Errorf("%q is not a Slack permalink (https://<workspace>.slack.com/archives/<channel>/p<ts>)", s)
 	}
 	if ts := u.Query().Get("thread_ts"); slackTS.MatchString(ts) {
 		return sessionRef{channel: parts[1], ts: ts}, nil
@@ -231,6 +240,9 @@ from a shared channel inside it. Retention-purged text is gone here too.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			q.Text = strings.Join(args, " ")
+			if q.Limit < 1 || q.Limit > search.MaxLimit {
+				return usage(e, c, fmt.Errorf("--limit %d: give a number of hits from 1 to %d", q.Limit, search.MaxLimit))
+			}
 			now := time.Now()
 			var err error
 			if q.Since, err = parseWhen(since, now); err != nil {
@@ -332,8 +344,8 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is not a date (2024-05-01), a time (2024-05-01T15:04:05Z) or an age (7d)", s)
 }
 
-// usage reports a bad argument the way flag errors are reported: message, then usage.
+// usage reports a bad argument in one line, with where to read more; exit status 2.
 func usage(e env, c *cobra.Command, err error) error {
-	fmt.Fprintf(e.stderr, "logbook %s: %v\n%s", c.Name(), err, c.UsageString())
+	fmt.Fprintf(e.stderr, "logbook %s: %v (see %s --help)\n", c.Name(), err, c.CommandPath())
 	return flagError{err}
 }

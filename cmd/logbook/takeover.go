@@ -9,10 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/slack-go/slack"
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
@@ -27,8 +29,13 @@ func newTakeoverCmd(e env) *cobra.Command {
 		Short: "Take a session over from the bot: its transcript and workspace, and the bot silent (DATABASE_URL)",
 		Long: `Take a session over: the log records who took it (taken_over, the person as actor: --as,
 else LOGBOOK_AUDIT_OPERATOR or USER), the bot stays silent in the thread until the session is
-handed back (logbook handback, or a thread message that is exactly "handback"), and, with
-SLACK_BOT_TOKEN, the thread gets a note saying who took it over.
+handed back, and, with SLACK_BOT_TOKEN, the thread gets a note saying who took it over.
+A session taken over already is refused, naming who holds it and since when.
+
+Who may hand it back: anyone who can run 'logbook handback' against the database; in the
+thread, only the holder, by a message that is exactly "handback" — and only when --as named
+their Slack user id (e.g. --as U0123ABCD), since the thread knows people by that id. Anyone
+else who writes "handback" there is told who holds the thread.
 
 --dir (default ./takeover-<session>) receives the transcript (TRANSCRIPT.md) and, when the
 session's sandbox had the channel's repository, a clone at the recorded commit with the saved
@@ -38,7 +45,7 @@ uncommitted work applied (repo/). The clone uses your own git and credentials.`,
 			return takeover(c.Context(), e, args, as, dir)
 		},
 	}
-	cmd.Flags().StringVar(&as, "as", "", "who takes it over (default LOGBOOK_AUDIT_OPERATOR, then USER)")
+	cmd.Flags().StringVar(&as, "as", "", "who takes it over (default LOGBOOK_AUDIT_OPERATOR, then USER); a Slack user id lets them hand it back in the thread")
 	cmd.Flags().StringVar(&dir, "dir", "", "where the transcript and the workspace go (default ./takeover-<session>)")
 	return cmd
 }
@@ -48,29 +55,89 @@ func newHandbackCmd(e env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "handback <session id | Slack permalink | channel thread-ts>",
 		Short: "Hand a session taken over back to the bot (DATABASE_URL)",
-		Args:  cobra.RangeArgs(1, 2),
+		Long: `Hand a session taken over back to the bot: the log records who (handed_back, --as, else
+LOGBOOK_AUDIT_OPERATOR or USER) and, with SLACK_BOT_TOKEN, the thread gets a note. Anyone who
+can run it against the database may hand back any session, whoever holds it; the output says
+who held it since when. A session that is not taken over is refused.`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
-			who, err := operator(e, as)
+			t, err := openTakeover(ctx, e, args, as)
 			if err != nil {
 				return err
 			}
-			d, sess, err := openSession(ctx, e, args)
+			defer t.d.pool.Close()
+			var was session.Holder
+			err = t.appendChecked(ctx, func(evs []session.Event) error {
+				h, held := session.HolderOf(evs)
+				if !held {
+					return fmt.Errorf("session %s is not taken over: the bot has it, there is nothing to hand back", t.sess.ID)
+				}
+				was = h
+				return nil
+			}, session.NewEvent{Type: session.TypeHandedBack, Actor: session.Actor{Kind: session.ActorUser, ID: t.who.Name},
+				Payload: session.HandedBack{By: t.who.Name, Source: "cli"}})
 			if err != nil {
 				return err
 			}
-			defer d.pool.Close()
-			if _, err := d.store.Append(ctx, sess.ID, session.NewEvent{Type: session.TypeHandedBack,
-				Actor: session.Actor{Kind: session.ActorUser, ID: who.Name}, Payload: session.HandedBack{By: who.Name, Source: "cli"}}); err != nil {
-				return err
-			}
-			note(ctx, e, sess, who.Name+" handed this thread back to logbook; it answers again.")
-			fmt.Fprintf(e.stdout, "session %s handed back by %s\n", sess.ID, who.Name)
+			note(ctx, e, t.sess, t.who.Name+" handed this thread back to logbook; it answers again.")
+			fmt.Fprintf(e.stdout, "session %s handed back by %s (taken over by %s since %s)\n", t.sess.ID, t.who.Name, was.By, was.Since.UTC().Format(time.RFC3339))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&as, "as", "", "who hands it back (default LOGBOOK_AUDIT_OPERATOR, then USER)")
 	return cmd
+}
+
+// takeoverTarget is the session a takeover or handback names, its log as read, and who acts.
+type takeoverTarget struct {
+	d    *readDeps
+	sess session.Session
+	evs  []session.Event
+	who  audit.Who
+}
+
+// openTakeover resolves who acts and the session args name, and reads its log. The caller
+// closes t.d.pool.
+func openTakeover(ctx context.Context, e env, args []string, as string) (*takeoverTarget, error) {
+	who, err := operator(e, as)
+	if err != nil {
+		return nil, err
+	}
+	d, sess, err := openSession(ctx, e, args)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := d.store.Events(ctx, sess.ID, session.Range{})
+	if err != nil {
+		d.pool.Close()
+		return nil, err
+	}
+	return &takeoverTarget{d: d, sess: sess, evs: evs, who: who}, nil
+}
+
+// appendChecked appends ev if check passes on the session's log, expecting the head it
+// checked: when something was appended meanwhile (a message, another takeover or handback),
+// it reads what came and checks again, so two operators never both take a session over.
+func (t *takeoverTarget) appendChecked(ctx context.Context, check func([]session.Event) error, ev session.NewEvent) error {
+	for {
+		if err := check(t.evs); err != nil {
+			return err
+		}
+		var head int64
+		if len(t.evs) > 0 {
+			head = t.evs[len(t.evs)-1].Seq
+		}
+		_, err := t.d.store.AppendWith(ctx, t.sess.ID, session.AppendOptions{CheckSeq: true, ExpectedSeq: head}, ev)
+		if !errors.Is(err, session.ErrConflict) {
+			return err
+		}
+		newer, err := t.d.store.Events(ctx, t.sess.ID, session.Range{From: head + 1})
+		if err != nil {
+			return err
+		}
+		t.evs = append(t.evs, newer...)
+	}
 }
 
 // openSession resolves a session reference against the log.
@@ -102,16 +169,27 @@ func openSession(ctx context.Context, e env, args []string) (*readDeps, session.
 	return d, sess, nil
 }
 
+// notHeld is takeover's check: the session must not be taken over already.
+func notHeld(id session.ID) func([]session.Event) error {
+	return func(evs []session.Event) error {
+		if h, held := session.HolderOf(evs); held {
+			return fmt.Errorf("session %s is taken over already, by %s since %s: hand it back first (logbook handback %s)",
+				id, h.By, h.Since.UTC().Format(time.RFC3339), id)
+		}
+		return nil
+	}
+}
+
 func takeover(ctx context.Context, e env, args []string, as, dir string) error {
-	who, err := operator(e, as)
+	t, err := openTakeover(ctx, e, args, as)
 	if err != nil {
 		return err
 	}
-	d, sess, err := openSession(ctx, e, args)
-	if err != nil {
-		return err
+	defer t.d.pool.Close()
+	sess := t.sess
+	if err := notHeld(sess.ID)(t.evs); err != nil {
+		return err // before any work: nothing to clone for a session someone holds
 	}
-	defer d.pool.Close()
 	if dir == "" {
 		dir = "takeover-" + sess.ID.String()
 	}
@@ -119,26 +197,22 @@ func takeover(ctx context.Context, e env, args []string, as, dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	evs, err := d.store.Events(ctx, sess.ID, session.Range{})
-	if err != nil {
-		return err
-	}
 	var md bytes.Buffer
-	if err := transcript.Render(&md, sess, evs, transcript.Options{Format: transcript.FormatMarkdown}); err != nil {
+	if err := transcript.Render(&md, sess, t.evs, transcript.Options{Format: transcript.FormatMarkdown}); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "TRANSCRIPT.md"), md.Bytes(), 0o600); err != nil {
 		return err
 	}
-	if err := checkoutWorkspace(ctx, e, d, sess, evs, filepath.Join(dir, "repo")); err != nil {
+	if err := checkoutWorkspace(ctx, e, t.d, sess, t.evs, filepath.Join(dir, "repo")); err != nil {
 		return err
 	}
-	if _, err := d.store.Append(ctx, sess.ID, session.NewEvent{Type: session.TypeTakenOver,
-		Actor: session.Actor{Kind: session.ActorUser, ID: who.Name}, Payload: session.TakenOver{By: who.Name}}); err != nil {
+	if err := t.appendChecked(ctx, notHeld(sess.ID), session.NewEvent{Type: session.TypeTakenOver,
+		Actor: session.Actor{Kind: session.ActorUser, ID: t.who.Name}, Payload: session.TakenOver{By: t.who.Name}}); err != nil {
 		return err
 	}
-	note(ctx, e, sess, who.Name+" has taken this thread over; logbook records it but stays silent until it is handed back.")
-	fmt.Fprintf(e.stdout, "session %s taken over by %s\ntranscript: %s\n", sess.ID, who.Name, filepath.Join(dir, "TRANSCRIPT.md"))
+	note(ctx, e, sess, t.who.Name+" has taken this thread over; logbook records it but stays silent until it is handed back.")
+	fmt.Fprintf(e.stdout, "session %s taken over by %s\ntranscript: %s\n", sess.ID, t.who.Name, filepath.Join(dir, "TRANSCRIPT.md"))
 	return nil
 }
 
