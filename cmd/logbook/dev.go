@@ -132,7 +132,7 @@ func runDev(ctx context.Context, e env, o devOptions) error {
 		dsn = pg.URL()
 		stateFile = filepath.Join(pg.Dir(), "slackemu.json")
 		say("postgres        local server in %s", pg.Dir())
-		unpublish, err := publishDevDatabase(devDatabaseFile(), dsn)
+		unpublish, err := publishDevDatabase(devDatabaseFile(devDatabaseDir(), pg.Dir()), dsn, pg.Dir())
 		if err != nil {
 			return err
 		}

@@ -250,6 +250,19 @@ func TestE2EDevRestartContinuesOldThreads(t *testing.T) {
 		t.Errorf("logbook transcript without DATABASE_URL: %v\n%s", err, out)
 	}
 
+	// A second dev on another data dir leaves its own pointer: while both run the CLIs pick
+	// neither and name both; once it stops they use the first again, and say which.
+	d2 := startDev(t, devEnv(home), "--data-dir", devDataDir(t))
+	if _, stderr, err := cli("search", "7-alpha"); err == nil || !strings.Contains(stderr, "2 logbook dev runs are live") ||
+		!strings.Contains(stderr, "data dir "+data+":") || !strings.Contains(stderr, "set DATABASE_URL") {
+		t.Errorf("logbook search with two devs running: %v\n%s", err, stderr)
+	}
+	d2.type_("/quit\n")
+	d2.wait()
+	if out, stderr, err := cli("search", "7-alpha"); err != nil || !strings.Contains(stderr, "with data dir "+data+" ") || !strings.Contains(out, "7-alpha") {
+		t.Errorf("logbook search after the second dev stopped: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
+
 	d.type_("/quit\n")
 	d.wait()
 	d.waitFor("stopped PostgreSQL")
@@ -295,8 +308,8 @@ func TestE2EDevRestartContinuesOldThreads(t *testing.T) {
 		syscall.Kill(pid, syscall.SIGKILL)
 		t.Fatalf("postmaster %d still runs after Ctrl-C with stdout a broken pipe (kill: %v)", pid, err)
 	}
-	if _, err := os.Stat(filepath.Join(home, ".cache", "logbook", "dev-database-url")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("dev left its database URL file behind: %v", err)
+	if left, _ := filepath.Glob(filepath.Join(home, ".cache", "logbook", "dev-databases", "*")); len(left) > 0 {
+		t.Errorf("dev left its database URL file behind: %q", left)
 	}
 }
 
