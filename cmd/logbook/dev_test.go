@@ -101,8 +101,8 @@ func TestReadInputsTooLong(t *testing.T) {
 	}
 }
 
-// A message typed while logbook works on the thread shows as queued; the first shows that
-// logbook is thinking.
+// A message typed while logbook works on the thread shows as queued; the first shows its new
+// thread and nothing of thinking yet: that is printed once the log shows a turn took it up.
 func TestChatShowsThinkingAndQueued(t *testing.T) {
 	t.Parallel()
 	emu := slackemu.MustStart(t, slackemu.Options{})
@@ -111,15 +111,28 @@ func TestChatShowsThinkingAndQueued(t *testing.T) {
 	if err := c.post("first"); err != nil {
 		t.Fatal(err)
 	}
+	if got := out.String(); !strings.Contains(got, "(new thread ") || strings.Contains(got, "thinking") {
+		t.Fatalf("chat printed:\n%s", got)
+	}
 	if err := c.post("second"); err != nil {
 		t.Fatal(err)
 	}
-	got := out.String()
-	if !strings.Contains(got, "(new thread ") || !strings.Contains(got, "… logbook is thinking\n") || !strings.Contains(got, "(logbook is still working") {
+	if got := out.String(); !strings.Contains(got, "(logbook is still working") {
 		t.Fatalf("chat printed:\n%s", got)
 	}
-	if strings.Index(got, "thinking") > strings.Index(got, "still working") {
-		t.Fatalf("queued before thinking:\n%s", got)
+}
+
+// A card's lines are whole terminal lines: its text, then the code of what will run indented,
+// without Slack's fences or bold markers.
+func TestCardLines(t *testing.T) {
+	t.Parallel()
+	blocks := `[{"type":"section","text":{"type":"mrkdwn","text":"*Approval needed:* I want to use ` + "`write_file`" + `."}},
+		{"type":"section","text":{"type":"mrkdwn","text":"` + "```" + `notes.txt\n--- a\n+++ b\n+hello &amp; bye` + "```" + `"}},
+		{"type":"context","elements":[{"type":"mrkdwn","text":"Who may decide: <@U1>."}]}]`
+	got := cardLines(slackemu.Message{Blocks: []byte(blocks)})
+	want := []string{"Approval needed: I want to use `write_file`.", "  notes.txt", "  --- a", "  +++ b", "  +hello & bye", "Who may decide: @U1."}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("card lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
