@@ -132,6 +132,19 @@ func devDataDir(t *testing.T) string {
 	return filepath.Join(dir, "pg")
 }
 
+// devSandboxDir is a directory for dev's process sandboxes, reachable when the tests run as
+// root.
+func devSandboxDir(t *testing.T) string {
+	t.Helper()
+	sb, err := os.MkdirTemp("", "logbook-dev-sandbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(sb, 0o755)
+	t.Cleanup(func() { os.RemoveAll(sb) })
+	return sb
+}
+
 func waitPending(t *testing.T, m *fakeprovider.Server) {
 	t.Helper()
 	deadline := time.Now().Add(devWait)
@@ -318,12 +331,7 @@ func TestE2EDevRestartContinuesOldThreads(t *testing.T) {
 func TestE2EDevApproveAndStop(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	sb, err := os.MkdirTemp("", "logbook-dev-sandbox")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(sb, 0o755)
-	t.Cleanup(func() { os.RemoveAll(sb) })
+	sb := devSandboxDir(t)
 	d := startDev(t, devEnv(home, "DATABASE_URL="+pgtest.New(t), "LOGBOOK_SANDBOX=process", "LOGBOOK_SANDBOX_DIR="+sb,
 		"LOGBOOK_TOOL_APPROVAL=run_command=ask", "LOGBOOK_FILE_MAX=1K"))
 	d.type_("run: echo hi-from-$((6*7))\n/approve\n")
@@ -362,12 +370,7 @@ func TestE2EDevApproveAndStop(t *testing.T) {
 func TestE2EDevChatShowsWhatTheBotDid(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	sb, err := os.MkdirTemp("", "logbook-dev-sandbox")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(sb, 0o755)
-	t.Cleanup(func() { os.RemoveAll(sb) })
+	sb := devSandboxDir(t)
 	env := devEnv(home, "DATABASE_URL="+pgtest.New(t), "LOGBOOK_SANDBOX=process", "LOGBOOK_SANDBOX_DIR="+sb,
 		"LOGBOOK_TOOL_APPROVAL=run_command=ask")
 
