@@ -37,8 +37,9 @@ chat where you are a user (ada) in the public channel #general. The emulator's w
 kept next to the database, so threads survive a restart of dev: /threads, /switch N and a
 reply continue one, rehydrated from the log. It reads the same settings as 'logbook serve'
 (LOGBOOK_*; see 'logbook serve --help'), prints the DATABASE_URL of its database (logbook
-search, transcript and audit find it by themselves while dev runs), and serves the web pages
-on loopback behind a one-time sign-in link.
+search, transcript and audit find it by themselves while dev runs and say which data dir's;
+with several dev runs live they list them and ask for DATABASE_URL), and serves the web
+pages on loopback behind a one-time sign-in link.
 
 With ANTHROPIC_API_KEY, or OPENAI_API_KEY / OPENAI_BASE_URL (or LOGBOOK_MODEL), it uses that
 model; otherwise the offline provider, which is not a language model but calls the tools:
@@ -59,7 +60,8 @@ Chat commands:
   /send FILE      say the contents of FILE as one message
   /share FILE [text]  share FILE (its bytes, as a Slack file) with a message; the model reads
                   images, PDFs and text files, the rest lands in its sandbox
-  /logbook TEXT   the /logbook slash command (help, search <words>, repo [<url> [branch] | off]); its answer is ephemeral
+  /logbook TEXT   the /logbook slash command (help, search <words>, repo [<url> [branch] |
+                  off]); its answer is ephemeral
   /new            the next message starts a new thread
   /threads        list sessions;  /switch N  continue thread N of that list
   /stop           stop the current thread's running turn (Slack's stop button)
