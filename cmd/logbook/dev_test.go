@@ -122,6 +122,15 @@ func TestChatShowsThinkingAndQueued(t *testing.T) {
 	}
 }
 
+// A task card's line with a command's output keeps the output under it, indented.
+func TestTaskLines(t *testing.T) {
+	t.Parallel()
+	got := taskLines("[x] run_command: uname → exit code: 0\n--- stdout ---\nLinux\n")
+	if want := "  ⚙ [x] run_command: uname → exit code: 0\n    --- stdout ---\n    Linux"; got != want {
+		t.Errorf("task lines:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 // A card's lines are whole terminal lines: its text, then the code of what will run indented,
 // without Slack's fences or bold markers.
 func TestCardLines(t *testing.T) {

@@ -122,7 +122,9 @@ func (c *chat) run(ctx context.Context, inputs <-chan input) error {
 			if quit := c.handle(ctx, msg); quit {
 				return nil
 			}
-			c.prompt()
+			if len(c.waiting) == 0 || !c.echo {
+				c.prompt()
+			}
 			continue
 		}
 		if ended && held == nil && (!c.echo || len(c.waiting) == 0) {
@@ -377,14 +379,17 @@ func (c *chat) post(text string, files ...slackemu.File) error {
 	return nil
 }
 
-// markShown counts the bot's messages already in thread as printed, the first time the chat
-// looks at it (a thread from /switch or before a restart shows only what comes next).
+// markShown counts the bot's finished messages already in thread as printed, the first time
+// the chat looks at it (a thread from /switch or before a restart shows only what comes next,
+// and what a turn running there writes).
 func (c *chat) markShown(thread string) {
 	if _, busy := c.waiting[thread]; busy {
 		return
 	}
 	for _, m := range c.emu.BotReplies(devChannel, thread) {
-		c.shown[m.TS] = true
+		if st, ok := c.emu.StreamState(devChannel, m.TS); !ok || !st.Streaming() {
+			c.shown[m.TS] = true // a message still streaming is a turn running now: shown as it goes
+		}
 	}
 }
 
@@ -539,7 +544,7 @@ func cardLines(m slackemu.Message) []string {
 
 // messageState is what the log says of the message ts of thread.
 type messageState struct {
-	started    bool   // a turn took it up
+	started    bool   // a turn took it up (or the running one was steered by it)
 	answered   bool   // a completed turn covers it
 	unanswered string // why the bot does not answer it (its not_addressed reason), "" if it does
 }
@@ -565,7 +570,7 @@ func (c *chat) messageState(ctx context.Context, thread, ts string) (messageStat
 		return st, err
 	}
 	evs, err := c.rt.store.Events(ctx, sess.ID, session.Range{Types: []session.Type{session.TypeUserMessage,
-		session.TypeTurnStarted, session.TypeNotAddressed, session.TypeTurnCompleted}})
+		session.TypeTurnStarted, session.TypeSteered, session.TypeNotAddressed, session.TypeTurnCompleted}})
 	if err != nil {
 		return st, err
 	}
@@ -584,8 +589,8 @@ func (c *chat) messageState(ctx context.Context, thread, ts string) (messageStat
 		case ev.Type == session.TypeUserMessage && p.TS == ts:
 			seq = ev.Seq
 		case seq == 0:
-		case ev.Type == session.TypeTurnStarted && p.Through >= seq:
-			st.started = true
+		case ev.Type == session.TypeTurnStarted && p.Through >= seq, ev.Type == session.TypeSteered && p.MessageSeq == seq:
+			st.started = true // a turn took it up: a new one, or the running one (steered)
 		case ev.Type == session.TypeNotAddressed && p.MessageSeq == seq:
 			st.unanswered = cmp.Or(notAnswered[p.Reason], p.Reason)
 		case ev.Type == session.TypeTurnCompleted && p.Through >= seq:
@@ -725,7 +730,7 @@ func (c *chat) printLive(thread string, m slackemu.Message) bool {
 		}
 		if !lp.tasks[line] {
 			lp.tasks[line] = true
-			c.printf("  ⚙ %s\n", line)
+			c.printf("%s\n", taskLines(line))
 		}
 	}
 	if rest, ok := strings.CutPrefix(st.Text, lp.text); ok && rest != "" {
@@ -733,6 +738,12 @@ func (c *chat) printLive(thread string, m slackemu.Message) bool {
 		lp.text = st.Text
 	}
 	return true
+}
+
+// taskLines is a task card's line as the chat prints it: its output's lines (a command's
+// stdout) stay under it, indented, never at the start of a line of their own.
+func taskLines(line string) string {
+	return "  ⚙ " + strings.ReplaceAll(strings.TrimRight(line, "\n"), "\n", "\n    ")
 }
 
 // isCard reports whether m is an approval card.
