@@ -144,6 +144,9 @@ func SlashCommands(s *search.Searcher, vis Visibility, team string, repos *Chann
 			return repoCommand(ctx, repos, admins, cmp.Or(cmd.TeamID, team), cmd.ChannelID, cmd.UserID, rest)
 		case "search":
 			rest = strings.TrimSpace(rest)
+			if rest == "" {
+				return searchUsage
+			}
 			external := team != "" && cmd.TeamID != "" && cmd.TeamID != team
 			only := scopeChannel(ctx, vis, cmd.ChannelID, external)
 			hits, err := visibleSearch(ctx, s, vis, search.Query{Text: rest, Channel: only}, 5)
@@ -172,14 +175,33 @@ func SlashCommands(s *search.Searcher, vis Visibility, team string, repos *Chann
 		case "transcript":
 			return "Slack does not tell a slash command which thread it was typed in: on any message of the thread, " +
 				"open its ⋯ menu and choose *Open transcript* (a message shortcut), or open the thread's page on logbook's web pages."
+		case "", "help":
+			return slashHelp
 		default:
-			return "logbook — an agent whose every thread is a searchable record.\n" +
-				"• Mention @" + "logbook in a public channel to start a thread; reply in the thread to continue.\n" +
-				"• `/logbook search <words>` finds past threads in public channels (quotes for phrases, -word to exclude, OR); in a channel shared with another organisation, only that channel's.\n" +
-				"• *Open transcript* in the ⋯ menu of any message of a thread links that thread's transcript.\n" +
-				"• `stop` in a thread (or the 🛑 reaction, or the stop button) stops a running answer; `mute` / `unmute` silence and resume me there.\n" +
-				"• `/logbook repo` says which repository this channel's sandboxes check out; an admin sets it with `/logbook repo <https-url> [branch]` or `off`.\n" +
-				"Private channels and DMs are never stored."
+			return "There is no `/logbook " + cutCommand(sub) + "`: type `/logbook help`, `/logbook search <words>`, " +
+				"`/logbook repo` or `/logbook transcript`.\n" + slashHelp
 		}
 	}
 }
+
+// searchUsage answers /logbook search without words.
+const searchUsage = "Say what to look for: `/logbook search <words>` (quotes for a phrase, -word to exclude, OR between alternatives), " +
+	"e.g. `/logbook search deploy timeout`."
+
+// cutCommand is an unknown subcommand as the answer names it: at most 40 characters, shown
+// as typed inside a code span (no backtick to end it, Slack's &, < and > escaped).
+func cutCommand(sub string) string {
+	if r := []rune(sub); len(r) > 40 {
+		sub = string(r[:40]) + "…"
+	}
+	return strings.NewReplacer("`", "'", "&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(sub)
+}
+
+// slashHelp answers /logbook and /logbook help.
+const slashHelp = "logbook — an agent whose every thread is a searchable record.\n" +
+	"• Mention @" + "logbook in a public channel to start a thread; reply in the thread to continue.\n" +
+	"• `/logbook search <words>` finds past threads in public channels (quotes for phrases, -word to exclude, OR); in a channel shared with another organisation, only that channel's.\n" +
+	"• *Open transcript* in the ⋯ menu of any message of a thread links that thread's transcript.\n" +
+	"• `stop` in a thread (or the 🛑 reaction, or the stop button) stops a running answer; `mute` / `unmute` silence and resume me there.\n" +
+	"• `/logbook repo` says which repository this channel's sandboxes check out; an admin sets it with `/logbook repo <https-url> [branch]` or `off`.\n" +
+	"Private channels and DMs are never stored."

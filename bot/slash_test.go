@@ -134,3 +134,22 @@ func TestSearchSurfacesCheckVisibilityAndSlackConnectScope(t *testing.T) {
 		t.Errorf("the agent's unchecked search (positive control) misses the private channel's thread:\n%s", out)
 	}
 }
+
+// /logbook answers what was typed: search without words says what to type (not that search
+// is unavailable), an unknown subcommand is named as not existing, help and nothing are help.
+func TestSlashAnswersSayWhatToType(t *testing.T) {
+	t.Parallel()
+	slash := bot.SlashCommands(searchFixture(t), nil, homeTeam, nil, nil)
+	ask := func(text string) string {
+		return slash(context.Background(), slack.SlashCommand{Text: text, TeamID: homeTeam, ChannelID: pubChan, UserID: ada})
+	}
+	for _, text := range []string{"search", "search   "} {
+		shows(t, "/logbook "+text, ask(text), []string{"Say what to look for: `/logbook search <words>`"}, []string{"unavailable"})
+	}
+	shows(t, "/logbook frobnicate", ask("frobnicate now"), []string{"There is no `/logbook frobnicate`", "logbook — an agent"}, nil)
+	shows(t, "/logbook <`x`>", ask("<`x`>"), []string{"There is no `/logbook &lt;'x'&gt;`"}, nil)
+	for _, text := range []string{"", "help"} {
+		shows(t, "/logbook "+text, ask(text), []string{"logbook — an agent"}, []string{"There is no"})
+	}
+	shows(t, "/logbook search quasar", ask("search quasar"), []string{"alpha"}, []string{"Say what to look for"})
+}

@@ -611,6 +611,66 @@ func TestOfflineProviderRunsTheLoop(t *testing.T) {
 	}
 }
 
+// The offline provider also writes a file ("write: PATH" and the lines after it) and hands one
+// back ("attach: PATH"), so files out and write approvals can be tried without a model; where
+// the tool is not offered it says so instead of calling it.
+func TestOfflineProviderWritesAndAttaches(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.titled()
+	hands := &fakeHands{}
+	var attached []string
+	b, _ := newBrain(t, brain.Offline{}, nil)
+	turn := func(text string, attach bool) []session.Event {
+		t.Helper()
+		seq, _ := e.user(text)
+		turnSeq := e.startTurn(seq)
+		tu := e.turn(hands, turnSeq)
+		if attach {
+			tu.Attach = func(ctx context.Context, callID, path, title string) (string, error) {
+				attached = append(attached, path)
+				return "attached " + path, nil
+			}
+		}
+		if _, err := b.Run(context.Background(), tu); err != nil {
+			t.Fatal(err)
+		}
+		return e.after(turnSeq)
+	}
+
+	// Without Attach (no files:write) attach_file is not offered (asked first, so no earlier
+	// call of it makes the history declare it): no call, and the reply says why.
+	evs := turn("attach: notes/todo.txt", false)
+	wantTypes(t, evs, session.TypeAssistantMessage)
+	if m := decode[session.AssistantMessage](t, evs[0]); !strings.Contains(m.Text, "attach_file is not available here") {
+		t.Errorf("reply = %q", m.Text)
+	}
+	evs = turn("@logbook write: notes/todo.txt\nfirst line\nrun: not a command\n", true)
+	wantTypes(t, evs, session.TypeAssistantMessage, session.TypeToolCall, session.TypeToolResult, session.TypeAssistantMessage)
+	if c := decode[session.ToolCall](t, evs[1]); c.Name != brain.ToolWriteFile {
+		t.Errorf("tool call = %+v, want write_file", c)
+	}
+	if got := hands.files["notes/todo.txt"]; got != "first line\nrun: not a command" {
+		t.Errorf("written %q", got)
+	}
+	if len(hands.ran()) != 0 {
+		t.Errorf("the content ran as a command: %q", hands.ran())
+	}
+
+	evs = turn("attach: `notes/todo.txt`", true)
+	wantTypes(t, evs, session.TypeAssistantMessage, session.TypeToolCall, session.TypeToolResult, session.TypeAssistantMessage)
+	if c := decode[session.ToolCall](t, evs[1]); c.Name != brain.ToolAttachFile || !slices.Equal(attached, []string{"notes/todo.txt"}) {
+		t.Errorf("tool call = %+v, attached %q", c, attached)
+	}
+
+	// A plain message names all three commands.
+	evs = turn("hello", true)
+	if m := decode[session.AssistantMessage](t, evs[0]); !strings.Contains(m.Text, brain.OfflineCommands) ||
+		!strings.Contains(m.Text, "write: <path>") || !strings.Contains(m.Text, "attach: <path>") {
+		t.Errorf("reply = %q", m.Text)
+	}
+}
+
 func TestToolOutputIsCappedAndMarked(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -13,8 +13,9 @@ import (
 
 // Offline is the provider for demos and `logbook dev` when no model is configured. It is not a
 // language model and says so: it needs no network, answers the same request the same way, and
-// still drives the whole loop — a message containing "run: <command>" becomes a run_command
-// tool call, whose result it then reports. It is chosen only by the spec "offline", never as a
+// still drives the whole loop — "run: <command>" becomes a run_command tool call,
+// "write: <path>" and the lines after it a write_file call, "attach: <path>" an attach_file
+// call (see OfflineCommands), and it then reports the tool's result. It is chosen only by the spec "offline", never as a
 // fallback for a failing provider.
 //
 // With Request.OnText it streams its text in groups of a few words, Pace apart, so a live view
@@ -140,17 +141,61 @@ func offlineReply(req Request) (string, []ToolUse) {
 	if media > 0 {
 		seen = fmt.Sprintf("\nI got %d shared image(s) or document(s), but I can't look at them.", media)
 	}
-	if cmd, ok := runCommand(text); ok {
-		if !hasTool(req.Tools, ToolRunCommand) || req.NoTools {
-			return OfflineNotice + "\nI would run `" + cmd + "`, but command tools are not available here.", nil
+	if call, ok := offlineCall(text); ok {
+		if !hasTool(req.Tools, call.tool) || req.NoTools {
+			return OfflineNotice + "\nI would " + call.what + ", but " + call.tool + " is not available here.", nil
 		}
-		input, _ := json.Marshal(map[string]string{"command": cmd})
+		input, _ := json.Marshal(call.input)
 		sum := sha256.Sum256([]byte(transcript(req.Messages, 1<<20)))
 		id := "offline_" + hex.EncodeToString(sum[:8])
-		return OfflineNotice + "\nRunning `" + cmd + "`.", []ToolUse{{ID: id, Name: ToolRunCommand, Input: input}}
+		return OfflineNotice + "\n" + call.doing + ".", []ToolUse{{ID: id, Name: call.tool, Input: input}}
 	}
-	return OfflineNotice + seen + "\nI can't understand or answer questions. Write `run: <command>` to run a shell command " +
-		"in this thread's sandbox. To talk to a real model, set ANTHROPIC_API_KEY (or OPENAI_API_KEY / OPENAI_BASE_URL) and restart.", nil
+	return OfflineNotice + seen + "\nI can't understand or answer questions. " + OfflineCommands +
+		" To talk to a real model, set ANTHROPIC_API_KEY (or OPENAI_API_KEY / OPENAI_BASE_URL) and restart.", nil
+}
+
+// OfflineCommands says what the offline provider does; `logbook dev`'s help lists the same.
+const OfflineCommands = "Write `run: <command>` to run a shell command in this thread's sandbox, " +
+	"`write: <path>` with the file's content on the lines after it to write a file there, " +
+	"or `attach: <path>` to hand a file of the sandbox back in the thread."
+
+// offlineToolCall is a tool call the offline provider read in a message.
+type offlineToolCall struct {
+	tool  string
+	input map[string]string
+	what  string // "run `ls`", for a refusal
+	doing string // "Running `ls`"
+}
+
+// offlineCall finds the tool call a message asks for: a line starting with "write: PATH" (the
+// lines after it are the content, whatever they say), else one starting with
+// "attach: PATH", else "run: <command>" anywhere.
+func offlineCall(text string) (offlineToolCall, bool) {
+	if path, content, ok := directive(text, "write:"); ok {
+		return offlineToolCall{tool: ToolWriteFile, input: map[string]string{"path": path, "content": content},
+			what: "write `" + path + "`", doing: fmt.Sprintf("Writing `%s` (%d bytes)", path, len(content))}, true
+	}
+	if path, _, ok := directive(text, "attach:"); ok {
+		return offlineToolCall{tool: ToolAttachFile, input: map[string]string{"path": path},
+			what: "attach `" + path + "`", doing: "Attaching `" + path + "`"}, true
+	}
+	if cmd, ok := runCommand(text); ok {
+		return offlineToolCall{tool: ToolRunCommand, input: map[string]string{"command": cmd},
+			what: "run `" + cmd + "`", doing: "Running `" + cmd + "`"}, true
+	}
+	return offlineToolCall{}, false
+}
+
+// directive finds the first word (case aside) in text: the rest of its line, trimmed of
+// spaces and backticks, and the lines after that line.
+func directive(text, word string) (arg, rest string, ok bool) {
+	i := strings.Index(strings.ToLower(text), word)
+	if i < 0 {
+		return "", "", false
+	}
+	arg, rest, _ = strings.Cut(text[i+len(word):], "\n")
+	arg = strings.Trim(strings.TrimSpace(arg), "`")
+	return arg, rest, arg != ""
 }
 
 // runCommand finds "run: <command>" in a message: the rest of the line after the last "run:".

@@ -205,10 +205,43 @@ func (cfg *serveConfig) checkWebIdentity() error {
 
 // readSettings reads the settings serve and dev share (the model, LOGBOOK_*), checking each:
 // a bad value is an error naming its variable. Unset durations stay zero (the bot's defaults
-// apply); an unset HTTP address stays "" (serve and dev default it differently).
+// apply); an unset HTTP address stays "" (serve and dev default it differently). Each group
+// below reads its settings top to bottom.
 func (cfg *serveConfig) readSettings(e env) error {
-	var err error
 	cfg.readModel(e)
+	for _, read := range []func(env) error{cfg.readSandbox, cfg.readRuntime, cfg.readReplies, cfg.readRepos} {
+		if err := read(e); err != nil {
+			return err
+		}
+	}
+	var err error
+	if cfg.ThreadReplies, err = bot.ParseThreadReplies(e.getenv("LOGBOOK_THREAD_REPLIES")); err != nil {
+		return fmt.Errorf("LOGBOOK_THREAD_REPLIES=%w", err)
+	}
+	for _, n := range []struct {
+		name string
+		v    *int
+	}{{"LOGBOOK_MAX_OUTPUT_TOKENS", &cfg.MaxOutputTokens}, {"LOGBOOK_MAX_CONTINUATIONS", &cfg.MaxContinuations},
+		{"LOGBOOK_REPEAT_LIMIT", &cfg.RepeatLimit}, {"LOGBOOK_CONTEXT_BUDGET", &cfg.ContextBudget}} {
+		if *n.v, err = envInt(e, n.name); err != nil {
+			return err
+		}
+	}
+	if err := cfg.readWebAccess(e); err != nil {
+		return err
+	}
+	if err := cfg.checkWebIdentity(); err != nil {
+		return err
+	}
+	if cfg.AuditSchedule, err = loadAuditSchedule(e); err != nil {
+		return err
+	}
+	return nil
+}
+
+// readSandbox reads the sandbox, its way out, and the files the model is given.
+func (cfg *serveConfig) readSandbox(e env) error {
+	var err error
 	cfg.Sandbox = strings.TrimSpace(e.getenv("LOGBOOK_SANDBOX"))
 	switch cfg.Sandbox {
 	case "", sandbox.KindBwrap, sandbox.KindProcess, sandbox.KindNone:
@@ -247,6 +280,13 @@ func (cfg *serveConfig) readSettings(e env) error {
 	if cfg.SandboxNet && !cfg.SandboxEgress.Empty() {
 		return errors.New("LOGBOOK_SANDBOX_NETWORK=on shares the host's whole network, so LOGBOOK_SANDBOX_EGRESS would restrict nothing: set one of them")
 	}
+	return nil
+}
+
+// readRuntime reads how serve runs: cells, leases, polling, draining, its HTTP address, logs,
+// its database role and Slack workspace.
+func (cfg *serveConfig) readRuntime(e env) error {
+	var err error
 	if cfg.IdleTimeout, err = envDuration(e, "LOGBOOK_IDLE_TIMEOUT"); err != nil {
 		return err
 	}
@@ -286,6 +326,13 @@ func (cfg *serveConfig) readSettings(e env) error {
 		return err
 	}
 	cfg.Domain = strings.TrimSpace(e.getenv("LOGBOOK_WORKSPACE_DOMAIN"))
+	return nil
+}
+
+// readReplies reads how a turn shows itself and asks: the footer, streaming, messages
+// written mid-turn, tool approvals.
+func (cfg *serveConfig) readReplies(e env) error {
+	var err error
 	if pub := strings.TrimSpace(e.getenv("LOGBOOK_PUBLIC_URL")); pub != "" {
 		u, err := url.Parse(pub)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -323,6 +370,12 @@ func (cfg *serveConfig) readSettings(e env) error {
 		// A waiting turn is found again by the wake window (7 days); a day is plenty.
 		return fmt.Errorf("LOGBOOK_APPROVAL_TIMEOUT=%s: at most 24h", cfg.Approval.Timeout)
 	}
+	return nil
+}
+
+// readRepos reads the channels' repositories, who may set them, and GitHub.
+func (cfg *serveConfig) readRepos(e env) error {
+	var err error
 	if cfg.Repos, err = bot.ParseRepos(e.getenv("LOGBOOK_REPOS")); err != nil {
 		return fmt.Errorf("LOGBOOK_REPOS: %w", err)
 	}
@@ -339,27 +392,6 @@ func (cfg *serveConfig) readSettings(e env) error {
 		if u, err := url.Parse(strings.ReplaceAll(cfg.RepoURL, "{repo}", "o/r")); err != nil || u.Host == "" || u.User != nil || !strings.Contains(cfg.RepoURL, "{repo}") {
 			return fmt.Errorf("LOGBOOK_REPO_URL=%q: want a URL with {repo} and no credentials, e.g. https://git.example.com/{repo}.git", cfg.RepoURL)
 		}
-	}
-	if cfg.ThreadReplies, err = bot.ParseThreadReplies(e.getenv("LOGBOOK_THREAD_REPLIES")); err != nil {
-		return fmt.Errorf("LOGBOOK_THREAD_REPLIES=%w", err)
-	}
-	for _, n := range []struct {
-		name string
-		v    *int
-	}{{"LOGBOOK_MAX_OUTPUT_TOKENS", &cfg.MaxOutputTokens}, {"LOGBOOK_MAX_CONTINUATIONS", &cfg.MaxContinuations},
-		{"LOGBOOK_REPEAT_LIMIT", &cfg.RepeatLimit}, {"LOGBOOK_CONTEXT_BUDGET", &cfg.ContextBudget}} {
-		if *n.v, err = envInt(e, n.name); err != nil {
-			return err
-		}
-	}
-	if err := cfg.readWebAccess(e); err != nil {
-		return err
-	}
-	if err := cfg.checkWebIdentity(); err != nil {
-		return err
-	}
-	if cfg.AuditSchedule, err = loadAuditSchedule(e); err != nil {
-		return err
 	}
 	return nil
 }

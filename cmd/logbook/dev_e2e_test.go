@@ -132,6 +132,19 @@ func devDataDir(t *testing.T) string {
 	return filepath.Join(dir, "pg")
 }
 
+// devSandboxDir is a directory for dev's process sandboxes, reachable when the tests run as
+// root.
+func devSandboxDir(t *testing.T) string {
+	t.Helper()
+	sb, err := os.MkdirTemp("", "logbook-dev-sandbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(sb, 0o755)
+	t.Cleanup(func() { os.RemoveAll(sb) })
+	return sb
+}
+
 func waitPending(t *testing.T, m *fakeprovider.Server) {
 	t.Helper()
 	deadline := time.Now().Add(devWait)
@@ -250,6 +263,19 @@ func TestE2EDevRestartContinuesOldThreads(t *testing.T) {
 		t.Errorf("logbook transcript without DATABASE_URL: %v\n%s", err, out)
 	}
 
+	// A second dev on another data dir leaves its own pointer: while both run the CLIs pick
+	// neither and name both; once it stops they use the first again, and say which.
+	d2 := startDev(t, devEnv(home), "--data-dir", devDataDir(t))
+	if _, stderr, err := cli("search", "7-alpha"); err == nil || !strings.Contains(stderr, "2 logbook dev runs are live") ||
+		!strings.Contains(stderr, "data dir "+data+":") || !strings.Contains(stderr, "set DATABASE_URL") {
+		t.Errorf("logbook search with two devs running: %v\n%s", err, stderr)
+	}
+	d2.type_("/quit\n")
+	d2.wait()
+	if out, stderr, err := cli("search", "7-alpha"); err != nil || !strings.Contains(stderr, "with data dir "+data+" ") || !strings.Contains(out, "7-alpha") {
+		t.Errorf("logbook search after the second dev stopped: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
+
 	d.type_("/quit\n")
 	d.wait()
 	d.waitFor("stopped PostgreSQL")
@@ -295,8 +321,8 @@ func TestE2EDevRestartContinuesOldThreads(t *testing.T) {
 		syscall.Kill(pid, syscall.SIGKILL)
 		t.Fatalf("postmaster %d still runs after Ctrl-C with stdout a broken pipe (kill: %v)", pid, err)
 	}
-	if _, err := os.Stat(filepath.Join(home, ".cache", "logbook", "dev-database-url")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("dev left its database URL file behind: %v", err)
+	if left, _ := filepath.Glob(filepath.Join(home, ".cache", "logbook", "dev-databases", "*")); len(left) > 0 {
+		t.Errorf("dev left its database URL file behind: %q", left)
 	}
 }
 
@@ -305,17 +331,12 @@ func TestE2EDevRestartContinuesOldThreads(t *testing.T) {
 func TestE2EDevApproveAndStop(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	sb, err := os.MkdirTemp("", "logbook-dev-sandbox")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(sb, 0o755)
-	t.Cleanup(func() { os.RemoveAll(sb) })
+	sb := devSandboxDir(t)
 	d := startDev(t, devEnv(home, "DATABASE_URL="+pgtest.New(t), "LOGBOOK_SANDBOX=process", "LOGBOOK_SANDBOX_DIR="+sb,
 		"LOGBOOK_TOOL_APPROVAL=run_command=ask", "LOGBOOK_FILE_MAX=1K"))
 	d.type_("run: echo hi-from-$((6*7))\n/approve\n")
 	out := d.waitFor("hi-from-42")
-	if !strings.Contains(out, "logbook asks for approval>") || !strings.Contains(out, "echo hi-from-$((6*7))") || !strings.Contains(out, "(approved)") {
+	if !strings.Contains(out, "logbook asks for approval>") || !strings.Contains(out, "echo hi-from-$((6*7))") || !strings.Contains(out, "logbook updated the card> :white_check_mark: Approved by @U0000001") {
 		t.Fatalf("no card or decision printed:\n%s", out)
 	}
 	d.type_("run: sleep 60\n/approve\n/stop\n")
@@ -338,6 +359,87 @@ func TestE2EDevApproveAndStop(t *testing.T) {
 	}
 	d.type_("/share " + big + "\n")
 	d.waitFor("I could not read `big.log`: 2.6 KB is over the 1.0 KB limit")
+	d.type_("/quit\n")
+	d.wait()
+}
+
+// dev's chat prints what the bot did, from what the thread got and the log: a refused /approve
+// prints the bot's note (not "approved"); a card left from before a restart is decided and its
+// turn's output shown; a message the bot will not answer says so instead of "thinking"; a file
+// handed back is named and saved; the card's code is indented, its lines whole.
+func TestE2EDevChatShowsWhatTheBotDid(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	sb := devSandboxDir(t)
+	// dev's own PostgreSQL: /threads lists what the search index holds, and on the shared test
+	// server another database's long transaction can hold the index back (see README).
+	data := devDataDir(t)
+	env := devEnv(home, "LOGBOOK_SANDBOX=process", "LOGBOOK_SANDBOX_DIR="+sb, "LOGBOOK_TOOL_APPROVAL=run_command=ask")
+
+	d := startDev(t, append(env, "LOGBOOK_TOOL_APPROVERS=U0000999"), "--data-dir", data)
+	d.type_("run: echo one-$((1+1))\n/approve\n")
+	out := d.waitFor("logbook (only you can see this)> Only @U0000999 may approve or deny this request; it stays open.")
+	if strings.Contains(out, "(approved)") || strings.Contains(out, "Approved by") {
+		t.Errorf("a refused /approve printed a decision:\n%s", out)
+	}
+	if !strings.Contains(out, "logbook asks for approval> Approval needed: I want to use `run_command`.\n    $ echo one-$((1+1))\n  Who may decide: @U0000999.") || strings.Contains(out, "```") {
+		t.Errorf("the card is not printed as indented lines:\n%s", out)
+	}
+	d.type_("/quit\n")
+	d.wait()
+
+	// Started again (anyone who posted may decide now): the card from before the restart.
+	d = startDev(t, env, "--data-dir", data)
+	d.type_("/threads\n/switch 1\n/approve\n")
+	out = d.waitFor("one-2")
+	if !strings.Contains(out, "logbook updated the card> :white_check_mark: Approved by @U0000001") {
+		t.Errorf("the decision on the old card is not printed:\n%s", out)
+	}
+	d.waitFor("you> ")
+	mark := len(d.out.String())
+	d.type_("(aside) not for you\n")
+	d.waitFor("(logbook does not answer this message: it is an aside)")
+	if got := d.out.String()[mark:]; strings.Contains(got, "thinking") {
+		t.Errorf("an aside showed as thinking:\n%s", got)
+	}
+	d.type_("\"\"\"\nwrite: out.txt\nhello file\n\"\"\"\nattach: out.txt\n")
+	out = d.waitFor("📎 out.txt (10 bytes, text/plain) saved to ")
+	saved := regexp.MustCompile(`saved to (\S+)`).FindStringSubmatch(out)[1]
+	if b, err := os.ReadFile(saved); err != nil || string(b) != "hello file" {
+		t.Errorf("the handed-back file: %q %v", b, err)
+	}
+	if strings.Count(d.out.String()[mark:], "… logbook is thinking") != 2 {
+		t.Errorf("want one thinking line for each answered message:\n%s", d.out.String()[mark:])
+	}
+	d.type_("/switch 99\n")
+	d.waitFor("(there is no thread 99: /threads listed 1, numbered 1 to 1)")
+	d.type_("/quit\n")
+	d.wait()
+}
+
+// Without bubblewrap (and LOGBOOK_SANDBOX unset) dev says at start that commands are off and
+// how to turn them on, and does not suggest "run:".
+func TestE2EDevWithoutBubblewrapSaysCommandsAreOff(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	var env []string
+	for _, kv := range devEnv(home, "DATABASE_URL="+pgtest.New(t)) {
+		switch {
+		case strings.HasPrefix(kv, "LOGBOOK_SANDBOX="):
+		case strings.HasPrefix(kv, "PATH="):
+			env = append(env, "PATH="+t.TempDir()) // no bwrap there
+		default:
+			env = append(env, kv)
+		}
+	}
+	d := startDev(t, env)
+	banner := d.out.String()
+	if !strings.Contains(banner, "commands are OFF: bubblewrap is not installed") || !strings.Contains(banner, "apt-get install -y bubblewrap") ||
+		!strings.Contains(banner, "LOGBOOK_SANDBOX=process") || strings.Contains(banner, "run: uname -a") {
+		t.Errorf("banner without bubblewrap:\n%s", banner)
+	}
+	d.type_("run: uname -a\n")
+	d.waitFor("I would run `uname -a`, but run_command is not available here.")
 	d.type_("/quit\n")
 	d.wait()
 }

@@ -101,8 +101,8 @@ func TestReadInputsTooLong(t *testing.T) {
 	}
 }
 
-// A message typed while logbook works on the thread shows as queued; the first shows that
-// logbook is thinking.
+// A message typed while logbook works on the thread shows as queued; the first shows its new
+// thread and nothing of thinking yet: that is printed once the log shows a turn took it up.
 func TestChatShowsThinkingAndQueued(t *testing.T) {
 	t.Parallel()
 	emu := slackemu.MustStart(t, slackemu.Options{})
@@ -111,56 +111,108 @@ func TestChatShowsThinkingAndQueued(t *testing.T) {
 	if err := c.post("first"); err != nil {
 		t.Fatal(err)
 	}
+	if got := out.String(); !strings.Contains(got, "(new thread ") || strings.Contains(got, "thinking") {
+		t.Fatalf("chat printed:\n%s", got)
+	}
 	if err := c.post("second"); err != nil {
 		t.Fatal(err)
 	}
-	got := out.String()
-	if !strings.Contains(got, "(new thread ") || !strings.Contains(got, "… logbook is thinking\n") || !strings.Contains(got, "(logbook is still working") {
+	if got := out.String(); !strings.Contains(got, "(logbook is still working") {
 		t.Fatalf("chat printed:\n%s", got)
 	}
-	if strings.Index(got, "thinking") > strings.Index(got, "still working") {
-		t.Fatalf("queued before thinking:\n%s", got)
+}
+
+// A task card's line with a command's output keeps the output under it, indented.
+func TestTaskLines(t *testing.T) {
+	t.Parallel()
+	got := taskLines("[x] run_command: uname → exit code: 0\n--- stdout ---\nLinux\n")
+	if want := "  ⚙ [x] run_command: uname → exit code: 0\n    --- stdout ---\n    Linux"; got != want {
+		t.Errorf("task lines:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// A card's lines are whole terminal lines: its text, then the code of what will run indented,
+// without Slack's fences or bold markers.
+func TestCardLines(t *testing.T) {
+	t.Parallel()
+	blocks := `[{"type":"section","text":{"type":"mrkdwn","text":"*Approval needed:* I want to use ` + "`write_file`" + `."}},
+		{"type":"section","text":{"type":"mrkdwn","text":"` + "```" + `notes.txt\n--- a\n+++ b\n+hello &amp; bye` + "```" + `"}},
+		{"type":"context","elements":[{"type":"mrkdwn","text":"Who may decide: <@U1>."}]}]`
+	got := cardLines(slackemu.Message{Blocks: []byte(blocks)})
+	want := []string{"Approval needed: I want to use `write_file`.", "  notes.txt", "  --- a", "  +++ b", "  +hello & bye", "Who may decide: @U1."}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("card lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
 // The CLIs use a running dev's database only when its URL file is there and the server
-// answers; otherwise they say what to set.
+// answers; otherwise they say what to set. Two devs on two data dirs leave two files: with
+// both live the CLIs pick neither and name both, with one live they use it and name its data dir.
 func TestDevDatabaseDiscovery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "logbook", "dev-database-url")
-	if _, err := runningDevDatabase(ctx, path); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("no file: %v", err)
+	dir := filepath.Join(t.TempDir(), "logbook", "dev-databases")
+	pick := func() (string, string, error) {
+		var stderr strings.Builder
+		u, err := pickDatabaseURL(ctx, env{getenv: func(string) string { return "" }, stderr: &stderr}, dir)
+		return u, stderr.String(), err
 	}
-	url := pgtest.New(t)
-	unpublish, err := publishDevDatabase(path, url)
+	if _, _, err := pick(); err == nil || !strings.Contains(err.Error(), "DATABASE_URL is not set") {
+		t.Fatalf("no dev: %v", err)
+	}
+	urlA, urlB := pgtest.New(t), pgtest.New(t)
+	fileA, fileB := devDatabaseFile(dir, "/data/a/pg"), devDatabaseFile(dir, "/data/b/pg")
+	if fileA == fileB || devDatabaseFile(dir, "/data/a/pg/") != fileA {
+		t.Fatalf("pointer files %s and %s: want one per data dir", fileA, fileB)
+	}
+	unpublishA, err := publishDevDatabase(fileA, urlA, "/data/a/pg")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(fileA); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("URL file %v %v, want mode 0600", fi, err)
 	}
-	if got, err := runningDevDatabase(ctx, path); err != nil || got != url {
-		t.Fatalf("running dev database: %q %v", got, err)
+	if got, stderr, err := pick(); err != nil || got != urlA || !strings.Contains(stderr, "using the database of the running logbook dev with data dir /data/a/pg") {
+		t.Fatalf("one dev: %q %v\n%s", got, err, stderr)
 	}
-	unpublish()
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("unpublish left the file: %v", err)
-	}
-	// A dev that died without removing its file: the server does not answer.
-	stale := "postgres://postgres@/logbook?host=" + dir + "&port=5433&sslmode=disable"
-	if _, err := publishDevDatabase(path, stale); err != nil {
+	unpublishB, err := publishDevDatabase(fileB, urlB, "/data/b/pg")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runningDevDatabase(ctx, path); err == nil || !strings.Contains(err.Error(), "is logbook dev still running?") {
+	got, stderr, err := pick()
+	if err == nil || got != "" || stderr != "" {
+		t.Fatalf("two live devs: picked %q (stderr %q), want an error", got, stderr)
+	}
+	for _, want := range []string{"2 logbook dev runs are live", "set DATABASE_URL", "data dir /data/a/pg: DATABASE_URL='" + urlA + "'", "data dir /data/b/pg: DATABASE_URL='" + urlB + "'"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("two live devs: error lacks %q:\n%v", want, err)
+		}
+	}
+	// Set, DATABASE_URL wins whatever runs.
+	if u, err := pickDatabaseURL(ctx, env{getenv: func(k string) string { return map[string]string{"DATABASE_URL": urlB}[k] }, stderr: io.Discard}, dir); err != nil || u != urlB {
+		t.Fatalf("DATABASE_URL set: %q %v", u, err)
+	}
+	unpublishA()
+	if _, err := os.Stat(fileA); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("unpublish left the file: %v", err)
+	}
+	if got, stderr, err := pick(); err != nil || got != urlB || !strings.Contains(stderr, "data dir /data/b/pg") {
+		t.Fatalf("the other dev after the first stopped: %q %v\n%s", got, err, stderr)
+	}
+	unpublishB()
+	// A dev that died without removing its file: the server does not answer.
+	stale := "postgres://postgres@/logbook?host=" + dir + "&port=5433&sslmode=disable"
+	if _, err := publishDevDatabase(fileA, stale, "/data/a/pg"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := pick(); err == nil || !strings.Contains(err.Error(), "is logbook dev still running?") || !strings.Contains(err.Error(), "DATABASE_URL is not set") {
 		t.Fatalf("stale URL file: %v", err)
 	}
 	// Another dev replaced the file: unpublish leaves it.
-	unpublish, _ = publishDevDatabase(path, "postgres://first")
-	publishDevDatabase(path, "postgres://second")
+	unpublish, _ := publishDevDatabase(fileB, "postgres://first", "/data/b/pg")
+	publishDevDatabase(fileB, "postgres://second", "/data/b/pg")
 	unpublish()
-	if b, _ := os.ReadFile(path); strings.TrimSpace(string(b)) != "postgres://second" {
-		t.Fatalf("unpublish removed another dev's file: %q", b)
+	if d, err := readDevDatabase(fileB); err != nil || d.url != "postgres://second" {
+		t.Fatalf("unpublish removed another dev's file: %+v %v", d, err)
 	}
 }

@@ -41,25 +41,62 @@ type chat struct {
 	// live holds what was printed of each message still streaming: its text, and its task
 	// cards' lines.
 	live map[string]*livePrinted
+	// open is the live message whose text the current line ends with (nil: none); anything
+	// else printed ends that line first.
+	open *livePrinted
+	// filesDir is where files the bot hands back (attach_file) are saved; "" keeps them in
+	// the emulator only.
+	filesDir string
 }
 
 type livePrinted struct {
+	who   string // "logbook", or "logbook (thread …)"
 	text  string
 	tasks map[string]bool
+	head  bool // its "logbook> " is printed
+	cut   bool // something else was printed since its last text: the next text says "…"
 }
 
-// pending is a message whose turn has not completed.
+// pending is a message whose turn has not completed, and what the chat said of it.
 type pending struct {
-	ts    string
-	since time.Time
+	ts       string
+	since    time.Time
+	thinking bool // "… logbook is thinking" was printed (a turn took it up)
+	noted    bool // that the bot does not answer it was printed
 }
 
 // replyPatience is how long piped input waits for a turn before going on.
 const replyPatience = 10 * time.Minute
 
+// printf prints a line of the chat's own, after ending the line a live reply is written on.
 func (c *chat) printf(format string, a ...any) {
+	if c.open != nil {
+		io.WriteString(c.out, "\n")
+		c.open.cut, c.open = true, nil
+	}
 	c.prompted = false
 	fmt.Fprintf(c.out, format, a...)
+}
+
+// liveText prints text of the live message lp, continuing its line (or starting one that says
+// whose continuation it is).
+func (c *chat) liveText(lp *livePrinted, text string) {
+	if c.open != lp {
+		c.printf("") // ends another live line
+		switch {
+		case !lp.head:
+			if c.prompted {
+				io.WriteString(c.out, "\r") // the reply takes the prompt's place
+			}
+			fmt.Fprintf(c.out, "%s> ", lp.who)
+		case lp.cut:
+			fmt.Fprintf(c.out, "%s> …", lp.who)
+		}
+		lp.head, lp.cut = true, false
+	}
+	c.prompted = false
+	io.WriteString(c.out, text)
+	c.open = lp
 }
 
 func (c *chat) prompt() {
@@ -85,7 +122,9 @@ func (c *chat) run(ctx context.Context, inputs <-chan input) error {
 			if quit := c.handle(ctx, msg); quit {
 				return nil
 			}
-			c.prompt()
+			if len(c.waiting) == 0 || !c.echo {
+				c.prompt()
+			}
 			continue
 		}
 		if ended && held == nil && (!c.echo || len(c.waiting) == 0) {
@@ -138,105 +177,181 @@ func (c *chat) handle(ctx context.Context, in input) bool {
 	if c.echo {
 		c.printf("%s\n", line)
 	}
-	cmd, arg, _ := strings.Cut(line, " ")
-	arg = strings.TrimSpace(arg)
 	switch {
 	case line == "":
 	case line == "/quit" || line == "/exit":
 		return true
-	case line == "/help":
-		c.printf("%s\n", devHelp[strings.Index(devHelp, "Chat commands:"):])
-	case line == "/new":
-		c.thread = ""
-		c.printf("(the next message starts a new thread)\n")
-	case line == "/status":
-		c.printf("cells running: %d · model: %s · thread: %s · metrics: http://%s/metrics\n", c.rt.runner.Active(), c.model, orNone(c.thread), c.rt.http)
-	case line == "/evict":
-		c.rt.runner.Evict()
-		waitUntil(ctx, 5*time.Second, func() bool { return c.rt.runner.Active() == 0 })
-		c.printf("(evicted: %d cells running; the next message rehydrates from the log)\n", c.rt.runner.Active())
-	case line == "/threads":
-		c.threads(ctx)
-	case cmd == "/switch":
-		n, err := strconv.Atoi(arg)
-		if err != nil || n < 1 || n > len(c.listed) {
-			c.printf("usage: /switch N (a number from /threads)\n")
-			break
-		}
-		c.thread = c.listed[n-1]
-		c.markShown(c.thread)
-		c.printf("(continuing thread %s)\n", c.thread)
-	case line == "/stop":
-		if c.thread == "" {
-			c.printf("(no current thread)\n")
-			break
-		}
-		if _, busy := c.waiting[c.thread]; !busy {
-			c.printf("(nothing is running in this thread)\n")
-			break
-		}
-		// Slack's stop button: the agent session's agent_session_stopped.
-		if _, err := c.emu.StopAgentSession(devChannel, c.thread, devUser); err != nil {
-			c.printf("error: %v\n", err)
-			break
-		}
-		c.printf("(stop requested)\n")
-	case line == "/approve" || line == "/deny":
-		card := c.awaitCard(ctx)
-		if card == "" {
-			c.printf("(no approval card waits in this thread)\n")
-			break
-		}
-		c.refresh(ctx) // the card is printed before what is decided on it
-		action := bot.ActionApprove
-		if line == "/deny" {
-			action = bot.ActionDeny
-		}
-		if _, err := c.emu.ClickButton(slackemu.Click{Channel: devChannel, TS: card, ActionID: action, User: devUser}); err != nil {
-			c.printf("error: %v\n", err)
-			break
-		}
-		c.printf("(%s)\n", map[string]string{"/approve": "approved", "/deny": "denied"}[line])
-	case line == "/transcript":
-		c.transcript(ctx)
-	case line == "/web":
-		if link := c.signInLink(); link != "" {
-			c.printf("%s\n(a one-time sign-in link)\n", link)
-		} else {
-			c.printf("(no sign-in links: the web pages are off or not on loopback)\n")
-		}
-	case cmd == "/logbook":
-		c.slash(ctx, arg)
-	case cmd == "/share":
-		file, text, _ := strings.Cut(arg, " ")
-		b, err := os.ReadFile(file)
-		if err != nil {
-			c.printf("usage: /share FILE [message] (%v)\n", err)
-			break
-		}
-		f := slackemu.File{Name: filepath.Base(file), Mimetype: mime.TypeByExtension(filepath.Ext(file)), Content: b}
-		if err := c.post(cmp.Or(strings.TrimSpace(text), "(shared "+f.Name+")"), f); err != nil {
-			c.printf("error: %v\n", err)
-		}
-	case cmd == "/send":
-		b, err := os.ReadFile(arg)
-		if err != nil {
-			c.printf("usage: /send FILE (%v)\n", err)
-			break
-		}
-		if in := checkInput([]string{string(b)}, false); in.note != "" {
-			c.printf("%s\n", in.note)
-		} else if err := c.post(in.text); err != nil {
-			c.printf("error: %v\n", err)
-		}
 	case strings.HasPrefix(line, "/"):
-		c.printf("unknown command; /help lists them\n")
+		name, arg, _ := strings.Cut(line, " ")
+		run, ok := c.commands()[name]
+		if !ok {
+			c.printf("unknown command %s; /help lists them\n", cutRunes(name, 40))
+			break
+		}
+		run(ctx, strings.TrimSpace(arg))
 	default:
 		if err := c.post(line); err != nil {
 			c.printf("error: %v\n", err)
 		}
 	}
 	return false
+}
+
+// commands are the chat's slash commands (devHelp lists them), each given the rest of its line.
+func (c *chat) commands() map[string]func(ctx context.Context, arg string) {
+	return map[string]func(context.Context, string){
+		"/help": func(context.Context, string) { c.printf("%s\n", devHelp[strings.Index(devHelp, "Chat commands:"):]) },
+		"/new": func(context.Context, string) {
+			c.thread = ""
+			c.printf("(the next message starts a new thread)\n")
+		},
+		"/status": func(context.Context, string) {
+			c.printf("cells running: %d · model: %s · thread: %s · metrics: http://%s/metrics\n", c.rt.runner.Active(), c.model, orNone(c.thread), c.rt.http)
+		},
+		"/evict": func(ctx context.Context, _ string) {
+			c.rt.runner.Evict()
+			waitUntil(ctx, 5*time.Second, func() bool { return c.rt.runner.Active() == 0 })
+			c.printf("(evicted: %d cells running; the next message rehydrates from the log)\n", c.rt.runner.Active())
+		},
+		"/threads":    func(ctx context.Context, _ string) { c.threads(ctx) },
+		"/switch":     func(_ context.Context, arg string) { c.switchTo(arg) },
+		"/stop":       func(context.Context, string) { c.stop() },
+		"/approve":    func(ctx context.Context, _ string) { c.decide(ctx, bot.ActionApprove) },
+		"/deny":       func(ctx context.Context, _ string) { c.decide(ctx, bot.ActionDeny) },
+		"/transcript": func(ctx context.Context, _ string) { c.transcript(ctx) },
+		"/web": func(context.Context, string) {
+			if link := c.signInLink(); link != "" {
+				c.printf("%s\n(a one-time sign-in link)\n", link)
+			} else {
+				c.printf("(no sign-in links: the web pages are off or not on loopback)\n")
+			}
+		},
+		"/logbook": c.slash,
+		"/share":   func(_ context.Context, arg string) { c.share(arg) },
+		"/send":    func(_ context.Context, arg string) { c.send(arg) },
+	}
+}
+
+// switchTo makes thread n of the last /threads the current one.
+func (c *chat) switchTo(arg string) {
+	n, err := strconv.Atoi(arg)
+	switch {
+	case err != nil:
+		c.printf("usage: /switch N (a number from /threads)\n")
+	case len(c.listed) == 0:
+		c.printf("(there is no thread %s: /threads lists the threads and numbers them)\n", cutRunes(arg, 20))
+	case n < 1 || n > len(c.listed):
+		c.printf("(there is no thread %d: /threads listed %d, numbered 1 to %d)\n", n, len(c.listed), len(c.listed))
+	default:
+		c.thread = c.listed[n-1]
+		c.markShown(c.thread)
+		c.printf("(continuing thread %s)\n", c.thread)
+	}
+}
+
+// stop presses the stop button of the current thread's running turn.
+func (c *chat) stop() {
+	if c.thread == "" {
+		c.printf("(no current thread)\n")
+		return
+	}
+	if _, busy := c.waiting[c.thread]; !busy {
+		c.printf("(nothing is running in this thread)\n")
+		return
+	}
+	// Slack's stop button: the agent session's agent_session_stopped.
+	if _, err := c.emu.StopAgentSession(devChannel, c.thread, devUser); err != nil {
+		c.printf("error: %v\n", err)
+		return
+	}
+	c.printf("(stop requested)\n")
+}
+
+// share shares "FILE [message]" as ada: the file's bytes as a Slack file, with the message.
+func (c *chat) share(arg string) {
+	file, text, _ := strings.Cut(arg, " ")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		c.printf("usage: /share FILE [message] (%v)\n", err)
+		return
+	}
+	f := slackemu.File{Name: filepath.Base(file), Mimetype: mime.TypeByExtension(filepath.Ext(file)), Content: b}
+	if err := c.post(cmp.Or(strings.TrimSpace(text), "(shared "+f.Name+")"), f); err != nil {
+		c.printf("error: %v\n", err)
+	}
+}
+
+// send says the contents of a file as one message.
+func (c *chat) send(file string) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		c.printf("usage: /send FILE (%v)\n", err)
+		return
+	}
+	if in := checkInput([]string{string(b)}, false); in.note != "" {
+		c.printf("%s\n", in.note)
+	} else if err := c.post(in.text); err != nil {
+		c.printf("error: %v\n", err)
+	}
+}
+
+// decide clicks Approve or Deny on the current thread's open approval card as ada, and prints
+// what the bot did with the click: the card as it updated it, or the note it sent ada (someone
+// not permitted to decide, a request no longer waiting). A decided card's thread is followed
+// until its turn completes, a card from before a restart included.
+func (c *chat) decide(ctx context.Context, action string) {
+	card := c.awaitCard(ctx)
+	if card == "" {
+		c.printf("(no approval card waits in this thread)\n")
+		return
+	}
+	c.refresh(ctx) // the card is printed before what is decided on it
+	before := len(c.ephemerals())
+	if _, err := c.emu.ClickButton(slackemu.Click{Channel: devChannel, TS: card, ActionID: action, User: devUser}); err != nil {
+		c.printf("error: %v\n", err)
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var notes []slackemu.Ephemeral
+	var decided *slackemu.Message
+	err := c.emu.Wait(wctx, func() bool {
+		notes = c.ephemerals()[before:]
+		if m, ok := c.emu.Message(devChannel, card); ok && !strings.Contains(string(m.Blocks), bot.ActionApprove) {
+			decided = &m
+		}
+		return len(notes) > 0 || decided != nil
+	})
+	if err != nil {
+		c.printf("(the bot did not answer the click: %v)\n", err)
+		return
+	}
+	for _, m := range notes {
+		c.printf("logbook (only you can see this)> %s\n", mrkdwn.ToPlain(m.Text, nil))
+	}
+	if decided != nil {
+		lines := cardLines(*decided)
+		c.printf("logbook updated the card> %s\n", strings.TrimSpace(lines[len(lines)-1]))
+		c.follow(c.thread)
+	}
+}
+
+// follow prints what the bot posts in thread until its turn completes: a thread the chat was
+// not waiting for (a card decided after a restart) waits for ada's newest message there.
+func (c *chat) follow(thread string) {
+	if _, busy := c.waiting[thread]; busy {
+		return
+	}
+	msgs, err := c.emu.Thread(devChannel, thread)
+	if err != nil {
+		return
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].User == devUser {
+			c.waiting[thread] = pending{ts: msgs[i].TS, since: time.Now(), thinking: true}
+			return
+		}
+	}
 }
 
 // post says text as ada: a new thread mentioning the bot, or a reply in the current one.
@@ -258,81 +373,55 @@ func (c *chat) post(text string, files ...slackemu.File) error {
 		c.printf("(stopping the running turn)\n")
 	} else if busy {
 		c.printf("(logbook is still working: it takes this message up at its next step, or answers it next)\n")
-	} else {
-		c.printf("… logbook is thinking\n")
 	}
+	// "… logbook is thinking", or why it will not answer, is printed from the log (refresh).
 	c.waiting[c.thread] = pending{ts: posted.TS, since: time.Now()}
 	return nil
 }
 
-// markShown counts the bot's messages already in thread as printed, the first time the chat
-// looks at it (a thread from /switch or before a restart shows only what comes next).
+// markShown counts the bot's finished messages already in thread as printed, the first time
+// the chat looks at it (a thread from /switch or before a restart shows only what comes next,
+// and what a turn running there writes).
 func (c *chat) markShown(thread string) {
 	if _, busy := c.waiting[thread]; busy {
 		return
 	}
 	for _, m := range c.emu.BotReplies(devChannel, thread) {
-		c.shown[m.TS] = true
+		if st, ok := c.emu.StreamState(devChannel, m.TS); !ok || !st.Streaming() {
+			c.shown[m.TS] = true // a message still streaming is a turn running now: shown as it goes
+		}
 	}
 }
 
-// refresh prints the bot's new messages in the threads waiting for an answer and forgets
-// those whose turn completed. It reports whether it printed a reply or a thread stopped
-// waiting.
+// refresh prints, for each thread waiting for an answer, what the log says the bot does with
+// the message (takes it up, or will not answer it and why) and the bot's new messages, and
+// forgets the threads whose turn completed. It reports whether it printed a reply or a thread
+// stopped waiting.
 func (c *chat) refresh(ctx context.Context) bool {
 	done := false
 	for thread, p := range c.waiting {
 		// Ask the log first: a turn completes after its replies were delivered, so once it
 		// has, every reply is in the emulator.
-		answered, err := c.answered(ctx, thread, p.ts)
+		st, err := c.messageState(ctx, thread, p.ts)
 		if err != nil && ctx.Err() == nil {
 			c.printf("error: %v\n", err)
 		}
-		for _, m := range c.emu.BotReplies(devChannel, thread) {
-			if c.shown[m.TS] {
-				continue
-			}
-			if c.printLive(thread, m) {
-				continue // still being written: printed as it grows
-			}
-			c.shown[m.TS] = true
-			done = true
-			if isCard(m) {
-				if c.prompted {
-					c.printf("\r")
-				}
-				if len(c.live) > 0 {
-					c.printf("\n") // a live reply was being printed on this line
-				}
-				summary, _ := mrkdwn.BlocksText(m.Blocks, nil)
-				c.printf("logbook asks for approval> %s\n  (/approve or /deny)\n", strings.TrimSpace(mrkdwn.ToPlain(summary, nil)))
-				continue
-			}
-			if lp := c.live[m.TS]; lp != nil {
-				// The end of a reply that was printed as it grew.
-				final := strings.TrimSpace(m.Text)
-				switch rest, ok := strings.CutPrefix(final, lp.text); {
-				case final == strings.TrimSpace(lp.text):
-					c.printf("\n")
-				case ok && lp.text != "":
-					c.printf("%s\n", rest)
-				default: // the message was made to show the reply alone
-					c.printf("\nlogbook (the reply)> %s\n", mrkdwn.ToPlain(final, nil))
-				}
-				c.printFooter(m)
-				delete(c.live, m.TS)
-				continue
-			}
-			if c.prompted {
-				c.printf("\r") // the reply takes the prompt's place; the prompt follows it
-			}
-			who := "logbook"
-			if thread != c.thread {
-				who = "logbook (thread " + thread + ")"
-			}
-			c.printf("%s> %s\n", who, mrkdwn.ToPlain(m.Text, nil))
-			c.printFooter(m)
+		switch {
+		case st.unanswered != "" && !p.noted:
+			c.status("(logbook does not answer this message: %s)\n", st.unanswered)
+			p.noted, done = true, true
+		case st.started && st.unanswered == "" && !p.thinking:
+			c.status("… logbook is thinking\n")
+			p.thinking, done = true, true
 		}
+		c.waiting[thread] = p
+		for _, m := range c.emu.BotReplies(devChannel, thread) {
+			if !c.shown[m.TS] && c.printReply(thread, m) {
+				c.shown[m.TS] = true
+				done = true
+			}
+		}
+		answered := st.answered
 		if !answered && c.echo && time.Since(p.since) > replyPatience {
 			c.printf("(no answer after %v; it will appear in thread %s)\n", replyPatience, thread)
 			answered = true
@@ -348,36 +437,174 @@ func (c *chat) refresh(ctx context.Context) bool {
 	return done
 }
 
-// answered reports whether the log holds a completed turn that answered the message ts of
-// thread.
-func (c *chat) answered(ctx context.Context, thread, ts string) (bool, error) {
-	sess, err := c.rt.store.SessionByThread(ctx, session.ThreadKey{Team: c.emu.TeamID(), Channel: devChannel, ThreadTS: thread})
-	if errors.Is(err, session.ErrNotFound) {
-		return false, nil // not stored yet
+// status prints a line on what the bot does, in the prompt's place as a reply does.
+func (c *chat) status(format string, a ...any) {
+	if c.prompted {
+		c.printf("\r")
 	}
-	if err != nil {
-		return false, err
+	c.printf(format, a...)
+}
+
+// printReply prints a bot message of thread that the chat has not shown; it reports false
+// for one still streaming (printed as it grows, and again when it ends).
+func (c *chat) printReply(thread string, m slackemu.Message) bool {
+	if c.printLive(thread, m) {
+		return false
 	}
-	evs, err := c.rt.store.Events(ctx, sess.ID, session.Range{Types: []session.Type{session.TypeUserMessage, session.TypeTurnCompleted}})
-	if err != nil {
-		return false, err
+	if isCard(m) {
+		lines := cardLines(m)
+		c.printf("logbook asks for approval> %s\n", lines[0])
+		for _, l := range lines[1:] {
+			c.printf("  %s\n", l)
+		}
+		c.printf("  (/approve or /deny)\n")
+		return true
 	}
-	var seq int64
-	for _, ev := range evs {
-		switch ev.Type {
-		case session.TypeUserMessage:
-			var um session.UserMessage
-			if ev.Decode(&um) == nil && um.TS == ts {
-				seq = ev.Seq
+	if lp := c.live[m.TS]; lp != nil {
+		// The end of a reply that was printed as it grew.
+		final := strings.TrimSpace(m.Text)
+		rest, ok := strings.CutPrefix(final, lp.text)
+		if !ok {
+			rest, ok = strings.CutPrefix(final, strings.TrimSpace(lp.text))
+		}
+		switch {
+		case ok && lp.head:
+			if rest != "" || c.open == lp {
+				c.liveText(lp, rest+"\n")
 			}
-		case session.TypeTurnCompleted:
-			var tc session.TurnCompleted
-			if seq > 0 && ev.Decode(&tc) == nil && tc.Through >= seq {
-				return true, nil
+			c.open = nil
+		case lp.head: // the message was made to show the reply alone
+			c.printf("%s (the reply)> %s\n", lp.who, mrkdwn.ToPlain(final, nil))
+		default:
+			c.printf("%s> %s\n", lp.who, mrkdwn.ToPlain(final, nil))
+		}
+		c.printFiles(m)
+		c.printFooter(m)
+		delete(c.live, m.TS)
+		return true
+	}
+	if c.prompted {
+		c.printf("\r") // the reply takes the prompt's place; the prompt follows it
+	}
+	who := "logbook"
+	if thread != c.thread {
+		who = "logbook (thread " + thread + ")"
+	}
+	if text := strings.TrimSpace(mrkdwn.ToPlain(m.Text, nil)); text != "" || len(m.Files) == 0 {
+		c.printf("%s> %s\n", who, text)
+	} else {
+		c.printf("%s> (a file)\n", who)
+	}
+	c.printFiles(m)
+	c.printFooter(m)
+	return true
+}
+
+// printFiles prints the files a bot message carries (what attach_file handed back), saved
+// where you can open them.
+func (c *chat) printFiles(m slackemu.Message) {
+	for _, f := range m.Files {
+		where := "in the emulator only"
+		if full, ok := c.emu.UploadedFile(f.ID); ok && c.filesDir != "" {
+			path := filepath.Join(c.filesDir, f.ID+"-"+filepath.Base(cmp.Or(f.Name, "file")))
+			err := os.MkdirAll(c.filesDir, 0o700)
+			if err == nil {
+				err = os.WriteFile(path, full.Content, 0o600)
+			}
+			where = "saved to " + path
+			if err != nil {
+				where = fmt.Sprintf("not saved: %v", err)
+			}
+		}
+		c.printf("  📎 %s (%d bytes, %s) %s\n", cmp.Or(f.Title, f.Name), max(f.Size, 0), cmp.Or(f.Mimetype, "unknown type"), where)
+	}
+}
+
+// cardLines is an approval card as terminal lines: its sections and context, the code of what
+// will run indented under them, Slack's markup decoded.
+func cardLines(m slackemu.Message) []string {
+	text, _ := mrkdwn.BlocksText(m.Blocks, nil)
+	text = strings.ReplaceAll(mrkdwn.ToPlain(text, nil), "\u200b", "")
+	var out []string
+	for i, part := range strings.Split(text, "```") {
+		for _, l := range strings.Split(strings.Trim(part, "\n"), "\n") {
+			switch {
+			case i%2 == 1: // inside a code block
+				out = append(out, "  "+l)
+			case strings.TrimSpace(l) != "":
+				out = append(out, strings.ReplaceAll(strings.TrimSpace(l), "*", ""))
 			}
 		}
 	}
-	return false, nil
+	if len(out) == 0 {
+		out = append(out, "(an approval card without text)")
+	}
+	return out
+}
+
+// messageState is what the log says of the message ts of thread.
+type messageState struct {
+	started    bool   // a turn took it up (or the running one was steered by it)
+	answered   bool   // a completed turn covers it
+	unanswered string // why the bot does not answer it (its not_addressed reason), "" if it does
+}
+
+// notAnswered says each not_addressed reason (bot/manners.go) as the chat prints it.
+var notAnswered = map[string]string{
+	"aside":         "it is an aside",
+	"other_person":  "it mentions someone else and not the bot",
+	"not_mentioned": "it does not mention the bot (LOGBOOK_THREAD_REPLIES=mentions)",
+	"muted":         "the thread is muted (unmute resumes)",
+	"taken_over":    "a person has taken the session over (handback gives it back)",
+}
+
+// messageState reads the log for the message ts of thread: whether a turn took it up,
+// answered it, or recorded that it is not answered.
+func (c *chat) messageState(ctx context.Context, thread, ts string) (messageState, error) {
+	var st messageState
+	sess, err := c.rt.store.SessionByThread(ctx, session.ThreadKey{Team: c.emu.TeamID(), Channel: devChannel, ThreadTS: thread})
+	if errors.Is(err, session.ErrNotFound) {
+		return st, nil // not stored yet
+	}
+	if err != nil {
+		return st, err
+	}
+	evs, err := c.rt.store.Events(ctx, sess.ID, session.Range{Types: []session.Type{session.TypeUserMessage,
+		session.TypeTurnStarted, session.TypeSteered, session.TypeNotAddressed, session.TypeTurnCompleted}})
+	if err != nil {
+		return st, err
+	}
+	var seq int64
+	for _, ev := range evs {
+		var p struct {
+			TS         string `json:"ts"`
+			Through    int64  `json:"through"`
+			MessageSeq int64  `json:"message_seq"`
+			Reason     string `json:"reason"`
+		}
+		if ev.Decode(&p) != nil {
+			continue
+		}
+		switch {
+		case ev.Type == session.TypeUserMessage && p.TS == ts:
+			seq = ev.Seq
+		case seq == 0:
+		case ev.Type == session.TypeTurnStarted && p.Through >= seq, ev.Type == session.TypeSteered && p.MessageSeq == seq:
+			st.started = true // a turn took it up: a new one, or the running one (steered)
+		case ev.Type == session.TypeNotAddressed && p.MessageSeq == seq:
+			st.unanswered = cmp.Or(notAnswered[p.Reason], p.Reason)
+		case ev.Type == session.TypeTurnCompleted && p.Through >= seq:
+			st.answered = true
+		}
+	}
+	return st, nil
+}
+
+// answered reports whether the log holds a completed turn that answered the message ts of
+// thread.
+func (c *chat) answered(ctx context.Context, thread, ts string) (bool, error) {
+	st, err := c.messageState(ctx, thread, ts)
+	return st.answered, err
 }
 
 func (c *chat) threads(ctx context.Context) {
@@ -491,16 +718,11 @@ func (c *chat) printLive(thread string, m slackemu.Message) bool {
 	}
 	lp := c.live[m.TS]
 	if lp == nil {
-		lp = &livePrinted{tasks: map[string]bool{}}
-		c.live[m.TS] = lp
-		if c.prompted {
-			c.printf("\r")
-		}
-		who := "logbook"
+		lp = &livePrinted{who: "logbook", tasks: map[string]bool{}}
 		if thread != c.thread {
-			who = "logbook (thread " + thread + ")"
+			lp.who = "logbook (thread " + thread + ")"
 		}
-		c.printf("%s> ", who)
+		c.live[m.TS] = lp
 	}
 	for _, line := range st.TaskLines() {
 		if line == st.PlanTitle {
@@ -508,14 +730,20 @@ func (c *chat) printLive(thread string, m slackemu.Message) bool {
 		}
 		if !lp.tasks[line] {
 			lp.tasks[line] = true
-			c.printf("\n  ⚙ %s\n", line)
+			c.printf("%s\n", taskLines(line))
 		}
 	}
 	if rest, ok := strings.CutPrefix(st.Text, lp.text); ok && rest != "" {
-		c.printf("%s", rest)
+		c.liveText(lp, rest)
 		lp.text = st.Text
 	}
 	return true
+}
+
+// taskLines is a task card's line as the chat prints it: its output's lines (a command's
+// stdout) stay under it, indented, never at the start of a line of their own.
+func taskLines(line string) string {
+	return "  ⚙ " + strings.ReplaceAll(strings.TrimRight(line, "\n"), "\n", "\n    ")
 }
 
 // isCard reports whether m is an approval card.
