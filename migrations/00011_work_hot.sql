@@ -18,10 +18,11 @@
 --     place (the table keeps free room on each page for that: fillfactor 50).
 --   * the poll bounds its index scan by the hour of its window's start and then checks
 --     last_message_at exactly, so it returns what it returned before.
---   * the trigger's user_message branch is a plain UPDATE, and inserts the row only for the
---     session's first user_message or turn marker.
--- The trigger keeps firing for user_message (any insert into events keeps session_work, not
--- only logbook_append), and its other branches are those of 00008_awaiting.sql.
+--   * a user_message is kept by a trigger of its own (events_track_message) whose update is a
+--     plain UPDATE; it inserts the row only for the session's first user_message or turn
+--     marker. events_track_work (00008_awaiting.sql, unchanged) no longer fires for
+--     user_message, so its first branch is not reached any more.
+-- A trigger, not logbook_append, still keeps session_work: any insert into events keeps it.
 
 -- +goose Up
 DROP INDEX session_work_pending;
@@ -34,87 +35,41 @@ ALTER TABLE session_work SET (fillfactor = 50);
 CREATE INDEX session_work_pending ON session_work (last_message_hour) WHERE pending;
 
 -- +goose StatementBegin
-CREATE OR REPLACE FUNCTION logbook_track_work() RETURNS trigger
+CREATE FUNCTION logbook_track_message() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.type = 'user_message' THEN
-        -- seqs only grow; created_at may not (the clock can step back), hence greatest.
-        UPDATE session_work AS w
-           SET last_message_seq = NEW.seq,
-               last_message_at  = greatest(w.last_message_at, NEW.created_at)
-         WHERE w.session_id = NEW.session_id AND w.last_message_seq < NEW.seq;
-        IF NOT FOUND THEN
-            INSERT INTO session_work AS w (session_id, last_message_seq, last_message_at)
-            VALUES (NEW.session_id, NEW.seq, NEW.created_at)
-            ON CONFLICT (session_id) DO UPDATE
-               SET last_message_seq = greatest(w.last_message_seq, EXCLUDED.last_message_seq),
-                   last_message_at  = greatest(w.last_message_at, EXCLUDED.last_message_at);
-        END IF;
-    ELSIF NEW.type = 'turn_completed' THEN -- the latest one by seq counts
-        INSERT INTO session_work AS w (session_id, answered_seq, answered_through)
-        VALUES (NEW.session_id, NEW.seq, logbook_turn_through(NEW.payload))
+    -- seqs only grow; created_at may not (the clock can step back), hence greatest.
+    UPDATE session_work AS w
+       SET last_message_seq = NEW.seq,
+           last_message_at  = greatest(w.last_message_at, NEW.created_at)
+     WHERE w.session_id = NEW.session_id AND w.last_message_seq < NEW.seq;
+    IF NOT FOUND THEN
+        INSERT INTO session_work AS w (session_id, last_message_seq, last_message_at)
+        VALUES (NEW.session_id, NEW.seq, NEW.created_at)
         ON CONFLICT (session_id) DO UPDATE
-           SET answered_seq = EXCLUDED.answered_seq, answered_through = EXCLUDED.answered_through,
-               awaiting_until = NULL
-         WHERE w.answered_seq < EXCLUDED.answered_seq;
-    ELSIF NEW.type = 'turn_suspended' THEN
-        -- What the cell did not see before it went away still wakes the session: messages
-        -- after the last one it read ("seen"), and a decision or stop appended meanwhile
-        -- (they cleared a deadline that was not set yet).
-        UPDATE session_work
-           SET awaiting_until = CASE WHEN EXISTS (
-                   SELECT 1 FROM events e
-                    WHERE e.session_id = NEW.session_id AND e.seq > logbook_payload_int(NEW.payload, 'turn')
-                      AND ((e.type = 'approval_decided' AND e.payload->>'call_id' = NEW.payload->>'call_id')
-                        OR e.type = 'stop_requested'))
-               THEN NULL ELSE logbook_payload_time(NEW.payload, 'until') END,
-               awaiting_through = least(last_message_seq, logbook_payload_int(NEW.payload, 'seen'))
-         WHERE session_id = NEW.session_id;
-    ELSE -- approval_decided, stop_requested: the waiting turn can move on
-        UPDATE session_work SET awaiting_until = NULL
-         WHERE session_id = NEW.session_id AND awaiting_until IS NOT NULL;
+           SET last_message_seq = greatest(w.last_message_seq, EXCLUDED.last_message_seq),
+               last_message_at  = greatest(w.last_message_at, EXCLUDED.last_message_at);
     END IF;
     RETURN NULL;
 END
 $$;
 -- +goose StatementEnd
 
+DROP TRIGGER events_track_work ON events;
+CREATE TRIGGER events_track_work AFTER INSERT ON events
+    FOR EACH ROW WHEN (NEW.type IN ('turn_completed', 'turn_suspended', 'approval_decided', 'stop_requested'))
+    EXECUTE FUNCTION logbook_track_work();
+CREATE TRIGGER events_track_message AFTER INSERT ON events
+    FOR EACH ROW WHEN (NEW.type = 'user_message')
+    EXECUTE FUNCTION logbook_track_message();
+
 -- +goose Down
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION logbook_track_work() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.type = 'user_message' THEN
-        INSERT INTO session_work AS w (session_id, last_message_seq, last_message_at)
-        VALUES (NEW.session_id, NEW.seq, NEW.created_at)
-        ON CONFLICT (session_id) DO UPDATE
-           SET last_message_seq = greatest(w.last_message_seq, EXCLUDED.last_message_seq),
-               last_message_at  = greatest(w.last_message_at, EXCLUDED.last_message_at);
-    ELSIF NEW.type = 'turn_completed' THEN -- the latest one by seq counts
-        INSERT INTO session_work AS w (session_id, answered_seq, answered_through)
-        VALUES (NEW.session_id, NEW.seq, logbook_turn_through(NEW.payload))
-        ON CONFLICT (session_id) DO UPDATE
-           SET answered_seq = EXCLUDED.answered_seq, answered_through = EXCLUDED.answered_through,
-               awaiting_until = NULL
-         WHERE w.answered_seq < EXCLUDED.answered_seq;
-    ELSIF NEW.type = 'turn_suspended' THEN
-        UPDATE session_work
-           SET awaiting_until = CASE WHEN EXISTS (
-                   SELECT 1 FROM events e
-                    WHERE e.session_id = NEW.session_id AND e.seq > logbook_payload_int(NEW.payload, 'turn')
-                      AND ((e.type = 'approval_decided' AND e.payload->>'call_id' = NEW.payload->>'call_id')
-                        OR e.type = 'stop_requested'))
-               THEN NULL ELSE logbook_payload_time(NEW.payload, 'until') END,
-               awaiting_through = least(last_message_seq, logbook_payload_int(NEW.payload, 'seen'))
-         WHERE session_id = NEW.session_id;
-    ELSE
-        UPDATE session_work SET awaiting_until = NULL
-         WHERE session_id = NEW.session_id AND awaiting_until IS NOT NULL;
-    END IF;
-    RETURN NULL;
-END
-$$;
--- +goose StatementEnd
+DROP TRIGGER events_track_message ON events;
+DROP FUNCTION logbook_track_message();
+DROP TRIGGER events_track_work ON events;
+CREATE TRIGGER events_track_work AFTER INSERT ON events
+    FOR EACH ROW WHEN (NEW.type IN ('user_message', 'turn_completed', 'turn_suspended', 'approval_decided', 'stop_requested'))
+    EXECUTE FUNCTION logbook_track_work();
 DROP INDEX session_work_pending;
 ALTER TABLE session_work RESET (fillfactor);
 ALTER TABLE session_work DROP COLUMN last_message_hour, DROP COLUMN pending;
