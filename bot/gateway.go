@@ -511,14 +511,14 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) (
 		return false, nil
 	}
 	if err != nil {
-		g.logFailed(g.clock.Now())
+		g.logFailed(time.Now())
 		return false, err
 	}
 	log = log.With().Str("session_id", sess.ID.String()).Logger()
 	evs := g.eventsOf(ctx, log, team, in, d, sess)
 	stored, err := g.store.Append(ctx, sess.ID, evs...)
 	if err != nil {
-		g.logFailed(g.clock.Now())
+		g.logFailed(time.Now())
 		return false, err
 	}
 	g.health.appendSucceeded()

@@ -187,3 +187,45 @@ func TestGatewayUsesTheDirectoryItIsGiven(t *testing.T) {
 		t.Fatalf("stored %#v; want the user's name from the directory", log.appends[0][0].Payload)
 	}
 }
+
+// oneChannel is a Slack API whose conversations.info answers with shared, counting calls.
+type oneChannel struct {
+	slackAPI
+	mu     sync.Mutex
+	calls  int
+	shared bool
+}
+
+func (o *oneChannel) GetConversationInfoContext(ctx context.Context, input *slack.GetConversationInfoInput) (*slack.Channel, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls++
+	ch := &slack.Channel{}
+	ch.ID, ch.Name, ch.IsExtShared = input.ChannelID, "general", o.shared
+	return ch, nil
+}
+
+// The gateway's channel_type hints go into the shared directory without making its
+// conversations.info answer look younger: a channel shared with another organisation after
+// the answer is found out once the TTL has passed, however many messages arrived meanwhile.
+func TestChannelTypeHintsDoNotKeepAnOldAnswerFresh(t *testing.T) {
+	t.Parallel()
+	api := &oneChannel{}
+	now := time.Unix(1_700_000_000, 0)
+	d := newDirectory(api, time.Minute, func() time.Time { return now })
+	ctx := context.Background()
+	if shared, _ := (&Directory{d: d}).ChannelExtShared(ctx, "C1"); shared {
+		t.Fatal("shared before it is")
+	}
+	api.mu.Lock()
+	api.shared = true
+	api.mu.Unlock()
+	for range 4 { // a message every 20 s, for 80 s
+		now = now.Add(20 * time.Second)
+		d.remember("C1", true)
+	}
+	shared, err := (&Directory{d: d}).ChannelExtShared(ctx, "C1")
+	if err != nil || !shared || api.calls != 2 {
+		t.Fatalf("80 s after the first answer: shared %v (%v) after %d conversations.info calls; want true after 2", shared, err, api.calls)
+	}
+}
