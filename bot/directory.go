@@ -117,12 +117,17 @@ func (d *directory) Channel(ctx context.Context, id string) (channelKind, error)
 	return k, nil
 }
 
-// remember records a channel's kind learned from an event's channel_type.
+// remember records a channel's kind learned from an event's channel_type. It leaves the age
+// of what conversations.info said as it was: the directory is shared (pages, slash commands,
+// cells), and a stream of messages must not keep a stale name or Slack Connect flag fresh.
 func (d *directory) remember(id string, public bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	c := d.channels[id]
-	c.v.Public, c.at = public, d.now()
+	c, ok := d.channels[id]
+	if !ok {
+		c.at = d.now()
+	}
+	c.v.Public = public
 	d.channels[id] = c
 }
 

@@ -48,8 +48,12 @@ type GatewayConfig struct {
 	// HandleTimeout bounds the handling of one envelope (default 30s): an envelope whose
 	// append does not finish in time is not acked, and Slack delivers it again.
 	HandleTimeout time.Duration
-	// ChannelTTL is how long conversations.info and users.info answers are cached (default 5m).
+	// ChannelTTL is how long conversations.info and users.info answers are cached (default
+	// 5m) when the gateway is given no directory and keeps its own.
 	ChannelTTL time.Duration
+	// Clock times the gateway's waits (nil: the wall clock); NewService sets it from
+	// ServiceDeps.Clock.
+	Clock Clock
 	// SlashCommand is the command name logbook answers (default "/logbook").
 	SlashCommand string
 	// PublicURL is the web pages' external address (LOGBOOK_PUBLIC_URL), for the "Open
@@ -72,6 +76,7 @@ type Gateway struct {
 	sm      *socketmode.Client
 	me      identity
 	dir     *directory
+	clock   Clock
 	signal  func(session.ID)
 	metrics *Metrics
 	cfg     GatewayConfig
@@ -97,15 +102,17 @@ const maxKnown = 100_000
 type SlashHandler func(ctx context.Context, cmd slack.SlashCommand) string
 
 // NewGateway returns a gateway. api is the Web API client (bot token); sm is the Socket Mode
-// client (app token) built on the same slack.Client; signal wakes a session's cell.
+// client (app token) built on the same slack.Client; signal wakes a session's cell. The
+// gateway keeps a directory of its own (NewService gives it the service's).
 func NewGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *socketmode.Client, me Identity,
 	signal func(session.ID), metrics *Metrics, slash SlashHandler, cfg GatewayConfig) *Gateway {
-	return newGateway(log, store, api, sm, me, signal, metrics, slash, nil, cfg)
+	return newGateway(log, store, api, sm, me, signal, metrics, slash, nil, nil, cfg)
 }
 
-// newGateway is NewGateway that reports its appends to health (nil: to nobody).
+// newGateway is NewGateway that reports its appends to health (nil: to nobody) and looks
+// channels and users up in dir (nil: a directory of its own, over api).
 func newGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *socketmode.Client, me Identity,
-	signal func(session.ID), metrics *Metrics, slash SlashHandler, health *Health, cfg GatewayConfig) *Gateway {
+	signal func(session.ID), metrics *Metrics, slash SlashHandler, health *Health, dir *Directory, cfg GatewayConfig) *Gateway {
 	cfg.MaxInFlight = max(cfg.MaxInFlight, 0)
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = 64
@@ -123,12 +130,16 @@ func newGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *soc
 		cfg.SlashCommand = "/logbook"
 	}
 	cfg.CatchUp = cfg.CatchUp.withDefaults()
+	clock := clockOr(cfg.Clock)
+	if dir == nil {
+		dir = &Directory{d: newDirectory(api, cfg.ChannelTTL, clock.Now)}
+	}
 	return &Gateway{
 		log: log, store: store, api: api, sm: sm, signal: signal, metrics: metrics, cfg: cfg, slash: slash,
-		health: health, kick: make(chan struct{}, 1),
+		health: health, kick: make(chan struct{}, 1), clock: clock,
 		hook:  &http.Client{Timeout: 10 * time.Second},
 		me:    identity{Team: me.TeamID, UserID: me.UserID, BotID: me.BotID},
-		dir:   newDirectory(api, cfg.ChannelTTL, time.Now),
+		dir:   dir.d,
 		noted: map[string]bool{},
 		known: map[session.ThreadKey]session.Session{},
 	}
@@ -474,7 +485,8 @@ func (g *Gateway) ackBadMessage(ctx context.Context, evt socketmode.Event) {
 }
 
 // process persists what in means. A nil error means the envelope may be acked; fresh reports
-// that something not stored before was appended.
+// that something not stored before was appended. Its phases: decide, find the session, build
+// the events, append.
 func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) (fresh bool, err error) {
 	d := Classify(in, g.me)
 	if d.Action == actIgnore {
@@ -492,27 +504,8 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) (
 		}
 		return false, nil
 	}
-	team := in.Team
-	if team == "" {
-		team = g.me.Team
-	}
-	key := session.ThreadKey{Team: team, Channel: in.Channel, ThreadTS: d.ThreadTS}
-	sess, err := g.session(ctx, key, d.Action == actMessage && d.Start)
-	if errors.Is(err, session.ErrNotFound) && d.Action == actMessage && justPosted(d.ThreadTS, time.Now()) {
-		// Envelopes are handled concurrently: a quick reply can be handled while its thread's
-		// opening mention is still being stored. Look once more.
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(300 * time.Millisecond):
-		}
-		sess, err = g.session(ctx, key, false)
-	}
-	if errors.Is(err, session.ErrNotFound) && d.Action == actDelete && in.Previous == nil {
-		// The deletion does not say which thread the message was in: find the session that
-		// stored it.
-		sess, err = g.store.SessionByEventKey(ctx, team, in.Channel, team+"/"+in.Channel+"/"+d.TS)
-	}
+	team := cmp.Or(in.Team, g.me.Team)
+	sess, err := g.sessionOf(ctx, team, in, d)
 	if errors.Is(err, session.ErrNotFound) {
 		g.metrics.ignored.WithLabelValues("no_session").Inc()
 		return false, nil
@@ -522,56 +515,7 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) (
 		return false, err
 	}
 	log = log.With().Str("session_id", sess.ID.String()).Logger()
-
-	var evs []session.NewEvent
-	actor := session.Actor{Kind: session.ActorUser, ID: in.User}
-	prefix := team + "/" + in.Channel + "/"
-	switch d.Action {
-	case actMessage:
-		text, raw, names := g.readable(ctx, in.Text, in.Blocks)
-		evs = append(evs, session.NewEvent{
-			Type: session.TypeUserMessage, Actor: actor, IdempotencyKey: prefix + in.TS,
-			Payload: session.UserMessage{
-				Team: team, Channel: in.Channel, ThreadTS: d.ThreadTS, TS: in.TS, User: in.User,
-				UserName: g.dir.UserName(ctx, in.User), Text: text, Raw: raw, Names: names,
-				SlackEventID: in.EventID, Mentioned: d.Mentioned,
-			},
-		})
-		evs = append(evs, fileRefs(prefix, in.TS, in.User, in.Files)...)
-		if d.Start && (in.RetryAttempt > 0 || d.ThreadTS != in.TS) && g.emptySession(ctx, sess) {
-			// A session opened late — a redelivered mention, or a mention inside a thread
-			// people already wrote in — first takes in the thread's earlier messages (and any
-			// reply that arrived before it and was not stored), in Slack's order, in the same
-			// append as the mention.
-			evs = g.withThread(ctx, log, sess, in.TS, evs)
-		}
-	case actEdit:
-		m := in.Changed
-		text, raw, _ := g.readable(ctx, m.Text, m.Blocks)
-		editTS := in.TS
-		if m.Edited != nil && m.Edited.Timestamp != "" {
-			editTS = m.Edited.Timestamp
-		}
-		actor.ID = m.User
-		evs = append(evs, session.NewEvent{
-			Type: session.TypeUserMessageEdited, Actor: actor, IdempotencyKey: prefix + d.TS + "/edit/" + editTS,
-			Payload: session.UserMessageEdited{OrigTS: d.TS, EditTS: editTS, User: m.User, Text: text, Raw: raw},
-		})
-	case actDelete:
-		user := ""
-		if in.Previous != nil {
-			user = in.Previous.User
-		}
-		if user == "" {
-			actor = session.Actor{Kind: session.ActorSystem, ID: "slack"}
-		} else {
-			actor.ID = user
-		}
-		evs = append(evs, session.NewEvent{
-			Type: session.TypeUserMessageDeleted, Actor: actor, IdempotencyKey: prefix + d.TS + "/deleted",
-			Payload: session.UserMessageDeleted{DeletedTS: d.TS, User: user},
-		})
-	}
+	evs := g.eventsOf(ctx, log, team, in, d, sess)
 	stored, err := g.store.Append(ctx, sess.ID, evs...)
 	if err != nil {
 		g.logFailed(time.Now())
@@ -588,6 +532,98 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) (
 		g.signal(sess.ID)
 	}
 	return true, nil
+}
+
+// sessionOf returns the session the event belongs to (opening it for a mention that starts
+// one), or ErrNotFound when it belongs to none.
+func (g *Gateway) sessionOf(ctx context.Context, team string, in inbound, d decision) (session.Session, error) {
+	key := session.ThreadKey{Team: team, Channel: in.Channel, ThreadTS: d.ThreadTS}
+	sess, err := g.session(ctx, key, d.Action == actMessage && d.Start)
+	if errors.Is(err, session.ErrNotFound) && d.Action == actMessage && justPosted(d.ThreadTS, g.clock.Now()) {
+		// Envelopes are handled concurrently: a quick reply can be handled while its thread's
+		// opening mention is still being stored.
+		return g.awaitSession(ctx, key)
+	}
+	if errors.Is(err, session.ErrNotFound) && d.Action == actDelete && in.Previous == nil {
+		// The deletion does not say which thread the message was in: find the session that
+		// stored it.
+		return g.store.SessionByEventKey(ctx, team, in.Channel, team+"/"+in.Channel+"/"+d.TS)
+	}
+	return sess, err
+}
+
+// sessionWaits are the waits before each further look for a thread whose opening mention is
+// still being stored: 700 ms in all, well inside the 3 s Slack gives an ack.
+var sessionWaits = []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
+
+// awaitSession looks for the thread's session again after each of sessionWaits, on the
+// gateway's clock, until it is found, the looks run out (ErrNotFound) or ctx ends.
+func (g *Gateway) awaitSession(ctx context.Context, key session.ThreadKey) (session.Session, error) {
+	for _, wait := range sessionWaits {
+		select {
+		case <-ctx.Done():
+			return session.Session{}, ctx.Err()
+		case <-g.clock.After(wait):
+		}
+		sess, err := g.session(ctx, key, false)
+		if !errors.Is(err, session.ErrNotFound) {
+			return sess, err
+		}
+	}
+	return session.Session{}, fmt.Errorf("session of thread %s after %d looks: %w", key.ThreadTS, len(sessionWaits)+1, session.ErrNotFound)
+}
+
+// eventsOf builds the events that record in, in session sess.
+func (g *Gateway) eventsOf(ctx context.Context, log zerolog.Logger, team string, in inbound, d decision, sess session.Session) []session.NewEvent {
+	actor := session.Actor{Kind: session.ActorUser, ID: in.User}
+	prefix := team + "/" + in.Channel + "/"
+	switch d.Action {
+	case actMessage:
+		text, raw, names := g.readable(ctx, in.Text, in.Blocks)
+		evs := []session.NewEvent{{
+			Type: session.TypeUserMessage, Actor: actor, IdempotencyKey: prefix + in.TS,
+			Payload: session.UserMessage{
+				Team: team, Channel: in.Channel, ThreadTS: d.ThreadTS, TS: in.TS, User: in.User,
+				UserName: g.dir.UserName(ctx, in.User), Text: text, Raw: raw, Names: names,
+				SlackEventID: in.EventID, Mentioned: d.Mentioned,
+			},
+		}}
+		evs = append(evs, fileRefs(prefix, in.TS, in.User, in.Files)...)
+		if d.Start && (in.RetryAttempt > 0 || d.ThreadTS != in.TS) && g.emptySession(ctx, sess) {
+			// A session opened late — a redelivered mention, or a mention inside a thread
+			// people already wrote in — first takes in the thread's earlier messages (and any
+			// reply that arrived before it and was not stored), in Slack's order, in the same
+			// append as the mention.
+			evs = g.withThread(ctx, log, sess, in.TS, evs)
+		}
+		return evs
+	case actEdit:
+		m := in.Changed
+		text, raw, _ := g.readable(ctx, m.Text, m.Blocks)
+		editTS := in.TS
+		if m.Edited != nil && m.Edited.Timestamp != "" {
+			editTS = m.Edited.Timestamp
+		}
+		actor.ID = m.User
+		return []session.NewEvent{{
+			Type: session.TypeUserMessageEdited, Actor: actor, IdempotencyKey: prefix + d.TS + "/edit/" + editTS,
+			Payload: session.UserMessageEdited{OrigTS: d.TS, EditTS: editTS, User: m.User, Text: text, Raw: raw},
+		}}
+	default: // actDelete
+		user := ""
+		if in.Previous != nil {
+			user = in.Previous.User
+		}
+		if user == "" {
+			actor = session.Actor{Kind: session.ActorSystem, ID: "slack"}
+		} else {
+			actor.ID = user
+		}
+		return []session.NewEvent{{
+			Type: session.TypeUserMessageDeleted, Actor: actor, IdempotencyKey: prefix + d.TS + "/deleted",
+			Payload: session.UserMessageDeleted{DeletedTS: d.TS, User: user},
+		}}
+	}
 }
 
 // logFailed records that the log could not be read or written at t: the replica is unready,

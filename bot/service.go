@@ -54,6 +54,9 @@ type ServiceDeps struct {
 	Probe   *Probe // nil: none
 	// Health, when set, learns whether the gateway's appends succeed (serve's /readyz).
 	Health *Health
+	// Directory answers the gateway's channel and user look-ups (nil: the gateway keeps its
+	// own); serve gives it the one its pages, slash commands and cells use.
+	Directory *Directory
 	// Parts run beside the gateway and the runner (the search indexer, the audit scheduler,
 	// the HTTP server); each Run returns when its ctx ends.
 	Parts []Part
@@ -97,8 +100,11 @@ func NewService(cfg ServiceConfig, d ServiceDeps) (*Service, error) {
 		d.Log.Warn().Msg("LOGBOOK_TOOL_APPROVAL asks for approvals and LOGBOOK_TOOL_APPROVERS is unset: anyone who has posted in a thread " +
 			"(a guest of a shared channel, or whoever wrote the prompt) may approve its calls; set LOGBOOK_TOOL_APPROVERS to a list of user ids to restrict it")
 	}
+	if cfg.Gateway.Clock == nil {
+		cfg.Gateway.Clock = d.Clock
+	}
 	gw := newGateway(d.Log.With().Str("part", "gateway").Logger(), d.Gateway, d.API, d.Socket, d.Me, runner.Signal,
-		d.Metrics, d.Slash, d.Health, cfg.Gateway)
+		d.Metrics, d.Slash, d.Health, d.Directory, cfg.Gateway)
 	return &Service{gateway: gw, runner: runner, parts: d.Parts}, nil
 }
 

@@ -14,15 +14,27 @@ import (
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
+// sqlWindow is the start of a poll's window ($1 back from the database's clock), read once:
+// at, and hour, its hour in UTC as session_work.last_message_hour is.
+const sqlWindow = `
+WITH win AS MATERIALIZED (
+    SELECT t AS at, date_trunc('hour', t AT TIME ZONE 'UTC') AS hour
+    FROM (SELECT clock_timestamp() - $1::interval AS t) c
+)`
+
 // sqlPending reads session_work (migrations/00004_pending.sql), which the log keeps as it
 // appends user_message and turn_completed events: its cost grows with the sessions that have
-// pending work, not with the size of the log. The cutoff is a subquery, computed once, so
+// pending work, not with the size of the log. The window's start is computed once (a CTE) so
 // that it bounds the scan of the partial index session_work_pending (a volatile expression
-// in the condition could only filter every pending session ever).
-const sqlPending = `
+// in the condition could only filter every pending session ever). The index is keyed by the
+// hour of the last message (00011_work_hot.sql: so that most appends update the row in
+// place), so the scan starts at the hour of the window's start and last_message_at is then
+// checked exactly.
+const sqlPending = sqlWindow + `
 SELECT w.session_id FROM session_work w
-WHERE w.last_message_seq > w.answered_through
-  AND w.last_message_at > (SELECT clock_timestamp() - $1::interval)
+WHERE w.pending
+  AND w.last_message_hour >= (SELECT hour FROM win)
+  AND w.last_message_at > (SELECT at FROM win)
   AND (w.awaiting_until IS NULL OR w.awaiting_until <= clock_timestamp() OR w.last_message_seq > w.awaiting_through)
   AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = w.session_id
                   AND l.expires_at > clock_timestamp() AND l.owner <> $2
@@ -50,10 +62,11 @@ func (s *Store) Pending(ctx context.Context, owner string, window time.Duration)
 // sqlOrphaned is sqlPending restricted to sessions whose unexpired lease belongs to a dead
 // owner: the same partial-index scan of pending sessions, then one lease row and one lock
 // try per candidate, so it may run far more often than the poll.
-const sqlOrphaned = `
+const sqlOrphaned = sqlWindow + `
 SELECT w.session_id FROM session_work w JOIN leases l ON l.session_id = w.session_id
-WHERE w.last_message_seq > w.answered_through
-  AND w.last_message_at > (SELECT clock_timestamp() - $1::interval)
+WHERE w.pending
+  AND w.last_message_hour >= (SELECT hour FROM win)
+  AND w.last_message_at > (SELECT at FROM win)
   AND (w.awaiting_until IS NULL OR w.awaiting_until <= clock_timestamp() OR w.last_message_seq > w.awaiting_through)
   AND l.expires_at > clock_timestamp() AND l.owner <> $2 AND l.claimed
   AND logbook_claim_free(l.owner)`
@@ -266,14 +279,17 @@ const sqlMissingTables = `SELECT array_remove(ARRAY[
 	CASE WHEN to_regclass('events') IS NULL THEN 'events' END,
 	CASE WHEN to_regclass('session_work') IS NULL THEN 'session_work' END,
 	CASE WHEN NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('session_work')
-	     AND attname = 'awaiting_until' AND NOT attisdropped) THEN 'session_work.awaiting_until' END], NULL)
+	     AND attname = 'awaiting_until' AND NOT attisdropped) THEN 'session_work.awaiting_until' END,
+	CASE WHEN NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('session_work')
+	     AND attname = 'last_message_hour' AND NOT attisdropped) THEN 'session_work.last_message_hour' END], NULL)
 	|| ARRAY(SELECT t FROM unnest($1::text[]) AS t WHERE to_regclass(t) IS NULL)`
 
 // MissingTables returns the log's tables that the database lacks, and those of also (the
 // tables of other parts, such as search_docs or audit_access), none when it has every
 // migration the store needs (session_work came with migration 00004, its awaiting columns
-// with 00008). It reads the catalog, which every role may, whatever its grants on the
-// tables (information_schema would hide a column from a role without them).
+// with 00008, the columns its poll index is on with 00011). It reads the catalog, which every
+// role may, whatever its grants on the tables (information_schema would hide a column from a
+// role without them).
 func (s *Store) MissingTables(ctx context.Context, also ...string) ([]string, error) {
 	var missing []string
 	if err := s.pool.QueryRow(ctx, sqlMissingTables, append([]string{}, also...)).Scan(&missing); err != nil {

@@ -526,7 +526,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Titler: b,
 		Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, repos), Work: fileStore, Egress: sandboxEgress(cfg)}, log), Search: bot.SearchTool(searcher, dir),
 		Files: fileStore, Fetcher: fetcher, Uploader: api, Forge: pullRequests(cfg),
-		Slash: bot.SlashCommands(searcher, dir, me.TeamID, repos, cfg.Admins), Metrics: metrics, Health: health, Channel: dir.ChannelName, Parts: parts,
+		Slash: bot.SlashCommands(searcher, dir, me.TeamID, repos, cfg.Admins), Metrics: metrics, Health: health, Directory: dir, Channel: dir.ChannelName, Parts: parts,
 	})
 	if err != nil {
 		if ln != nil {

@@ -1,0 +1,85 @@
+package session_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A user_message append keeps session_work with an in-place (HOT) update: no new index
+// entries, no row lock before the update (00011_work_hot.sql). Before, every one was a
+// non-HOT upsert, and appends of different sessions queued on session_work's index pages.
+func TestUserMessageUpdatesSessionWorkInPlace(t *testing.T) {
+	st, dbURL := newStore(t)
+	ctx := context.Background()
+	sess := openSession(t, st, "1700000000.000100")
+	if _, err := st.Append(ctx, sess.ID, msg("first: inserts the session's row")); err != nil {
+		t.Fatal(err)
+	}
+	su := superuser(t, dbURL)
+	const appends = 5
+	err := pgx.BeginFunc(ctx, su, func(tx pgx.Tx) error {
+		for range appends {
+			if _, err := tx.Exec(ctx, `SELECT * FROM logbook_append($1, NULL, NULL, ARRAY[gen_random_uuid()], ARRAY['user_message'],
+				ARRAY['user'], ARRAY['U0000001'], ARRAY['{"text":"again"}'::jsonb], ARRAY[NULL::text], ARRAY[false])`, sess.ID); err != nil {
+				return err
+			}
+		}
+		var updated, hot int64
+		if err := tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_updated('session_work'::regclass),
+			pg_stat_get_xact_tuples_hot_updated('session_work'::regclass)`).Scan(&updated, &hot); err != nil {
+			return err
+		}
+		if updated != appends || hot != appends {
+			t.Errorf("%d user_message appends: %d updates of session_work, %d of them in place; want %d and %d",
+				appends, updated, hot, appends, appends)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lastSeq int64
+	if err := su.QueryRow(ctx, `SELECT last_message_seq FROM session_work WHERE session_id = $1`, sess.ID).Scan(&lastSeq); err != nil {
+		t.Fatal(err)
+	}
+	if lastSeq != 1+appends {
+		t.Errorf("last_message_seq = %d, want %d", lastSeq, 1+appends)
+	}
+}
+
+// The poll's index is keyed by the hour of the last message; the window still ends exactly
+// at its start: a message 90 minutes old is inside a 100-minute window and outside an
+// 80-minute one, whichever hours the three instants fall in.
+func TestPendingWindowIsExactWithinTheHour(t *testing.T) {
+	st, dbURL := newStore(t)
+	ctx := context.Background()
+	sess := openSession(t, st, "1700000000.000200")
+	if _, err := st.Append(ctx, sess.ID, msg("an old question")); err != nil {
+		t.Fatal(err)
+	}
+	su := superuser(t, dbURL)
+	if _, err := su.Exec(ctx, `UPDATE session_work SET last_message_at = clock_timestamp() - interval '90 minutes'
+		WHERE session_id = $1`, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		window time.Duration
+		want   bool
+	}{{100 * time.Minute, true}, {80 * time.Minute, false}, {91 * time.Minute, true}, {89 * time.Minute, false}} {
+		ids, err := st.Pending(ctx, "me", c.window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Contains(ids, sess.ID); got != c.want {
+			t.Errorf("Pending(window %v) lists the session whose message is 90 minutes old: %v, want %v", c.window, got, c.want)
+		}
+		orphans, err := st.Orphaned(ctx, "me", c.window)
+		if err != nil || len(orphans) != 0 {
+			t.Errorf("Orphaned(window %v) = %v, %v; want none (no lease)", c.window, orphans, err)
+		}
+	}
+}
