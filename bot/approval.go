@@ -293,7 +293,7 @@ func (t *turn) suspend(ctx context.Context, req session.ApprovalRequested) error
 	// Seen: a message the cell has not read by now wakes the session again, as do a decision
 	// or a stop appended meanwhile (the trigger looks).
 	var seen int64
-	if last := selectEvents(t.cell.flog.snapshot(), session.Range{Types: []session.Type{session.TypeUserMessage}, Desc: true, Limit: 1}); len(last) == 1 {
+	if last := session.Select(t.cell.flog.snapshot(), session.Range{Types: []session.Type{session.TypeUserMessage}, Desc: true, Limit: 1}); len(last) == 1 {
 		seen = last[0].Seq
 	}
 	evs = append(evs, session.NewEvent{Type: session.TypeTurnSuspended, Actor: cellActor,
@@ -313,7 +313,7 @@ func (t *turn) cancelApprovals(ctx context.Context, by string) ([]session.NewEve
 	var evs []session.NewEvent
 	var reqs []session.ApprovalRequested
 	snap := c.flog.snapshot()
-	for _, e := range selectEvents(snap, session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypeApprovalRequested}}) {
+	for _, e := range session.Select(snap, session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypeApprovalRequested}}) {
 		var req session.ApprovalRequested
 		if e.Decode(&req) != nil {
 			continue

@@ -60,7 +60,7 @@ func (t *turn) run(ctx context.Context) error {
 			}
 		}
 		evs := append([]session.NewEvent{{Type: session.TypeTurnStarted, Actor: cellActor,
-			Payload: session.TurnStarted{Through: st.lastUser, Reason: "message"}}}, h.marks...)
+			Payload: session.TurnStarted{Through: st.lastUser, Reason: session.StartMessage}}}, h.marks...)
 		if h.canned != "" {
 			// A reply that needs no model (mute, unmute, a mention while muted) is stored
 			// with the turn, so a resumed turn finds it and delivers it.
@@ -70,7 +70,7 @@ func (t *turn) run(ctx context.Context) error {
 		}
 		if !h.answer {
 			evs = append(evs, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
-				Payload: session.TurnCompleted{Status: StatusSilent, Reason: "not_addressed", Through: st.lastUser}})
+				Payload: session.TurnCompleted{Status: session.StatusSilent, Reason: session.ReasonNotAddressed, Through: st.lastUser}})
 		}
 		stored, err := c.appendWoken(ctx, t.epoch, evs...)
 		if err != nil {
@@ -79,8 +79,8 @@ func (t *turn) run(ctx context.Context) error {
 		st.turnSeq, st.through = stored[0].Seq, st.lastUser
 		c.queued = max(c.queued, st.lastUser)
 		if !h.answer {
-			d.metrics.turns.WithLabelValues(StatusSilent).Inc()
-			d.probe.turnDone(c.id, st.turnSeq, StatusSilent)
+			d.metrics.turns.WithLabelValues(session.StatusSilent).Inc()
+			d.probe.turnDone(c.id, st.turnSeq, session.StatusSilent)
 			return nil
 		}
 	} else if _, err := c.appendWoken(ctx, t.epoch); err != nil {
@@ -139,7 +139,7 @@ func (t *turn) run(ctx context.Context) error {
 	// and a canned reply is stored with its turn_started: either is delivered, not produced
 	// again.
 	reply, found := turnReply(c.flog.snapshot(), st.turnSeq)
-	status, reason := brain.StatusOK, ""
+	status, reason := session.StatusOK, ""
 	// Live messages a dead cell left behind: finished from the log, so the thread ends with
 	// the whole reply exactly once and nothing left streaming.
 	var live *liveView
@@ -226,8 +226,8 @@ func (t *turn) run(ctx context.Context) error {
 			return err
 		default:
 			t.log.Warn().Err(err).Msg("delivery failed for good")
-			status = brain.StatusError
-			if err := t.complete(ctx, status, "delivery", session.NewEvent{Type: session.TypeError, Actor: cellActor,
+			status = session.StatusError
+			if err := t.complete(ctx, status, session.ReasonDelivery, session.NewEvent{Type: session.TypeError, Actor: cellActor,
 				Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}}); err != nil {
 				return err
 			}
@@ -245,7 +245,7 @@ func (t *turn) run(ctx context.Context) error {
 // it did (cells that each finish one call and die would otherwise go on for ever).
 func resumes(evs []session.Event, turnSeq int64) (n, all int) {
 	suspended := false
-	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeCellWoken, session.TypeTurnSuspended, session.TypeToolResult}}) {
+	for _, e := range session.Select(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeCellWoken, session.TypeTurnSuspended, session.TypeToolResult}}) {
 		switch {
 		case e.Type == session.TypeToolResult:
 			// A tool that finished is progress: the cells before it were not failing on
@@ -272,10 +272,10 @@ func (t *turn) titleAfter(ctx context.Context, bt brain.Turn, reply session.Even
 	c, d := t.cell, t.cell.deps
 	// A title comes after the reply reached the thread, not before; Slack shows it where it
 	// can (the thread's agent session, or its assistant-thread title).
-	if d.titler != nil && status == brain.StatusOK {
-		before := len(selectEvents(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}))
+	if d.titler != nil && status == session.StatusOK {
+		before := len(session.Select(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}))
 		d.titler.Title(ctx, bt, reply)
-		if titles := selectEvents(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}); len(titles) > before {
+		if titles := session.Select(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}); len(titles) > before {
 			var tt session.Title
 			if titles[len(titles)-1].Decode(&tt) == nil && tt.Text != "" {
 				d.deliver.SetTitle(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, tt.Text)
@@ -300,10 +300,6 @@ func (t *turn) footer(reply session.Event) string {
 }
 
 var deliveryActor = session.Actor{Kind: session.ActorSystem, ID: "delivery"}
-
-// StatusSilent is the turn_completed status of a turn that answered nothing: every message
-// it took up was not addressed to the bot (see ThreadReplies).
-const StatusSilent = "silent"
 
 // complete appends first, then turn_completed, in one append, and tells the probe.
 func (t *turn) complete(ctx context.Context, status, reason string, first ...session.NewEvent) error {
@@ -360,7 +356,7 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 			default:
 			}
 			var marks []session.NewEvent
-			for _, e := range selectEvents(c.flog.snapshot(), session.Range{From: max(t.state.through, c.queued) + 1,
+			for _, e := range session.Select(c.flog.snapshot(), session.Range{From: max(t.state.through, c.queued) + 1,
 				Types: []session.Type{session.TypeUserMessage}}) {
 				marks = append(marks, session.NewEvent{Type: session.TypeQueued, Actor: cellActor,
 					IdempotencyKey: "queued/" + e.ID.String(), Payload: session.Queued{MessageSeq: e.Seq}})
@@ -385,7 +381,7 @@ func (t *turn) replyBudget(ctx context.Context) error {
 	if limit < 0 {
 		return nil
 	}
-	evs := selectEvents(t.cell.flog.snapshot(), session.Range{Types: []session.Type{session.TypeDelivered}, Desc: true, Limit: limit})
+	evs := session.Select(t.cell.flog.snapshot(), session.Range{Types: []session.Type{session.TypeDelivered}, Desc: true, Limit: limit})
 	if len(evs) < limit {
 		return nil
 	}
@@ -405,7 +401,7 @@ func (t *turn) replyBudget(ctx context.Context) error {
 
 // turnReply returns the reply assistant_message of the turn at turnSeq, if the log has one.
 func turnReply(evs []session.Event, turnSeq int64) (session.Event, bool) {
-	replies := selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeAssistantMessage}})
+	replies := session.Select(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeAssistantMessage}})
 	for i := len(replies) - 1; i >= 0; i-- {
 		var m session.AssistantMessage
 		if err := replies[i].Decode(&m); err == nil && m.Reply() {
@@ -417,7 +413,7 @@ func turnReply(evs []session.Event, turnSeq int64) (session.Event, bool) {
 
 // delivered reports whether the log records the delivery of reply.
 func delivered(evs []session.Event, reply session.Event) bool {
-	for _, e := range selectEvents(evs, session.Range{From: reply.Seq + 1, Types: []session.Type{session.TypeDelivered}}) {
+	for _, e := range session.Select(evs, session.Range{From: reply.Seq + 1, Types: []session.Type{session.TypeDelivered}}) {
 		var p session.Delivered
 		if e.Decode(&p) == nil && p.EventID == reply.ID.String() {
 			return true
@@ -436,7 +432,7 @@ func shortError(err error) string {
 
 // threadTitle is the session's newest title, "" when it has none.
 func threadTitle(evs []session.Event) string {
-	titles := selectEvents(evs, session.Range{Types: []session.Type{session.TypeTitle}, Desc: true, Limit: 1})
+	titles := session.Select(evs, session.Range{Types: []session.Type{session.TypeTitle}, Desc: true, Limit: 1})
 	var t session.Title
 	if len(titles) == 1 && titles[0].Decode(&t) == nil {
 		return t.Text
@@ -501,13 +497,13 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			return false, err
 		}
 		if keep[0].open {
-			evs = append(evs, streamStopped(keep[0].ts, "recovered", 0))
+			evs = append(evs, streamStopped(keep[0].ts, session.StreamRecovered, 0))
 		}
 		for _, m := range keep[1:] {
-			evs = append(evs, streamStopped(m.ts, "deleted", 0))
+			evs = append(evs, streamStopped(m.ts, session.StreamDeleted, 0))
 		}
 		evs = append(evs, deliveredEvent(reply, channel, posted))
-		if err := t.complete(ctx, brain.StatusOK, "", evs...); err != nil {
+		if err := t.complete(ctx, session.StatusOK, "", evs...); err != nil {
 			return false, err
 		}
 		d.metrics.deliveries.Inc()
@@ -523,7 +519,7 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 		}); err != nil && !isSlackErr(err, "message_not_found") {
 			return false, fmt.Errorf("remove live message %s: %w", m.ts, err)
 		}
-		evs = append(evs, streamStopped(m.ts, "deleted", 0))
+		evs = append(evs, streamStopped(m.ts, session.StreamDeleted, 0))
 	}
 	t.log.Info().Int("removed", len(keep)).Msg("live view: removed the partial messages of a dead cell; running the turn again")
 	_, err = c.flog.Append(ctx, evs...)
@@ -535,7 +531,7 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 // unknownBotMessages.)
 func knownMessages(evs []session.Event) map[string]bool {
 	known := map[string]bool{}
-	for _, e := range selectEvents(evs, session.Range{Types: []session.Type{session.TypeDelivered, session.TypeStreamStarted, session.TypeFileUpload}}) {
+	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypeDelivered, session.TypeStreamStarted, session.TypeFileUpload}}) {
 		switch e.Type {
 		case session.TypeFileUpload:
 			var u session.FileUpload
@@ -571,7 +567,7 @@ func (s *stopRequest) Error() string { return "stopped by " + s.by + " (" + s.so
 // stopAsked finds the first stop request after the turn began: a stop_requested event, or a
 // user message "stop" that arrived while the turn ran (after through).
 func stopAsked(evs []session.Event, turnSeq, through int64) (*stopRequest, bool) {
-	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeStopRequested, session.TypeUserMessage}}) {
+	for _, e := range session.Select(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeStopRequested, session.TypeUserMessage}}) {
 		switch e.Type {
 		case session.TypeStopRequested:
 			var p session.StopRequested
@@ -590,7 +586,7 @@ func stopAsked(evs []session.Event, turnSeq, through int64) (*stopRequest, bool)
 // takenOverDuring finds a takeover appended after the turn began: the turn stops as if the
 // person had asked.
 func takenOverDuring(evs []session.Event, turnSeq int64) (*stopRequest, bool) {
-	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeTakenOver}}) {
+	for _, e := range session.Select(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeTakenOver}}) {
 		return &stopRequest{by: e.Actor.ID, source: "takeover", seq: e.Seq}, true
 	}
 	return nil, false
@@ -615,15 +611,12 @@ func (t *turn) stop(ctx context.Context, live *liveView, s *stopRequest) error {
 	}
 	t.log.Info().Str("by", s.by).Str("source", s.source).Msg("turn stopped")
 	d.metrics.stops.Inc()
-	if err := t.complete(ctx, StatusStopped, s.source, evs...); err != nil {
+	if err := t.complete(ctx, session.StatusStopped, s.source, evs...); err != nil {
 		return err
 	}
 	show(t.cell.flog.snapshot())
 	return nil
 }
-
-// StatusStopped is the turn_completed status of a turn a person stopped.
-const StatusStopped = "stopped"
 
 // isStop reports a message that is exactly "stop", with or without the mention (which the
 // gateway strips) and trailing punctuation.
@@ -647,7 +640,7 @@ func (t *turn) steer(ctx context.Context, through int64) (int64, error) {
 	muted := isMuted(evs)
 	var marks []session.NewEvent
 	next := through
-	for _, e := range selectEvents(evs, session.Range{From: through + 1, Types: []session.Type{session.TypeUserMessage}}) {
+	for _, e := range session.Select(evs, session.Range{From: through + 1, Types: []session.Type{session.TypeUserMessage}}) {
 		var m session.UserMessage
 		if e.Decode(&m) != nil || isStop(m.Text) {
 			break

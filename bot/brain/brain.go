@@ -272,12 +272,6 @@ func (b *Brain) now() time.Time { return b.cfg.Now() }
 // Provider returns the brain's model provider.
 func (b *Brain) Provider() Provider { return b.cfg.Provider }
 
-// Status values of a Reply.
-const (
-	StatusOK    = "ok"
-	StatusError = "error"
-)
-
 // Reply texts that do not come from the model.
 const (
 	// EmptyMentionReply answers a thread whose messages hold nothing but mentions of the bot
@@ -377,7 +371,7 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 				"I could not read this thread's history, so I stopped. An operator can find the details in the log.", err)
 		}
 		if !h.Content {
-			return b.reply(ctx, st, EmptyMentionReply, nil, StatusOK, "")
+			return b.reply(ctx, st, EmptyMentionReply, nil, session.StatusOK, "")
 		}
 		if r, ok := answered(evs, h, st.through, t.TurnSeq); ok {
 			// The process died after appending this turn's reply: deliver that one.
@@ -456,7 +450,7 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 			} else if cutOff {
 				text += b.cutNote()
 			}
-			r, err := b.reply(ctx, st, text, usage, StatusOK, "")
+			r, err := b.reply(ctx, st, text, usage, session.StatusOK, "")
 			if err != nil {
 				return r, err
 			}
@@ -747,7 +741,7 @@ func answered(evs []session.Event, h history, through, turnSeq int64) (Reply, bo
 		if turnSeq > 0 && m.Turn != turnSeq && (m.Turn != 0 || e.Seq < turnSeq) {
 			return Reply{}, false
 		}
-		return Reply{Event: e, Message: m, Status: StatusOK}, true
+		return Reply{Event: e, Message: m, Status: session.StatusOK}, true
 	}
 	return Reply{}, false
 }
@@ -951,7 +945,7 @@ func (b *Brain) failUsage(ctx context.Context, st *turn, stage, code, replyText 
 	if _, err := st.Log.Append(ctx, ev); err != nil {
 		return Reply{}, fmt.Errorf("run turn %d: append error: %w", st.TurnSeq, err)
 	}
-	return b.reply(ctx, st, replyText, usage, StatusError, code)
+	return b.reply(ctx, st, replyText, usage, session.StatusError, code)
 }
 
 // modelFailure ends the turn after a model call failed for good.

@@ -567,7 +567,7 @@ func (c *chat) stopped(ctx context.Context, thread string) bool {
 	}
 	evs, err := c.rt.store.Events(ctx, sess.ID, session.Range{Types: []session.Type{session.TypeTurnCompleted}, Desc: true, Limit: 1})
 	var tc session.TurnCompleted
-	return err == nil && len(evs) == 1 && evs[0].Decode(&tc) == nil && tc.Status == bot.StatusStopped
+	return err == nil && len(evs) == 1 && evs[0].Decode(&tc) == nil && tc.Status == session.StatusStopped
 }
 
 // printFooter prints the small print under a reply (its context blocks: notes on files it
