@@ -65,4 +65,3 @@ func TestSelectAnswersAsEvents(t *testing.T) {
 		}
 	}
 }
-
