@@ -27,7 +27,7 @@ func (t *turn) abandon(ctx context.Context, cells int) error {
 	c, d, st := t.cell, t.cell.deps, t.state
 	why := fmt.Sprintf("the turn was taken up by %d cells and none finished it (each died, lost its lease or kept failing); "+
 		"the thread was told to send the message again", cells)
-	if reply, ok := turnReply(c.flog.snapshot(), st.turnSeq); ok && delivered(c.flog.snapshot(), reply) {
+	if _, tn := t.turns(); tn.Reply.Seq > 0 && tn.Delivered {
 		return t.complete(ctx, session.StatusOK, "")
 	}
 	if cells > 2*maxResumes {
@@ -43,7 +43,7 @@ func (t *turn) abandon(ctx context.Context, cells int) error {
 		return err
 	}
 	notice := stored[0]
-	if delivered(c.flog.snapshot(), notice) {
+	if ts, _ := t.turns(); ts.Delivered(notice) {
 		return t.complete(ctx, session.StatusError, session.ReasonAbandoned, abandonedError(why))
 	}
 	t.log.Warn().Int("cells", cells).Msg("turn abandoned after repeated failures; telling the thread")

@@ -18,6 +18,7 @@ import (
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // Approval modes of a tool (LOGBOOK_TOOL_APPROVAL).
@@ -214,11 +215,11 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 	}
 	idleAt := d.clock.Now().Add(d.cfg.IdleTimeout)
 	for {
-		if dec, ok := approvalDecision(c.flog.snapshot(), use.ID); ok {
+		if dec, p, ok := thread.FoldTurns(c.flog.snapshot()).Decision(use.ID); ok {
 			// The card shows the decision even if the gateway's update did not get through
 			// (a rate limit, a lost answer): an idempotent chat.update.
 			d.deliver.showDecision(ctx, req, card, dec)
-			return decisionFor(dec, req), nil
+			return decisionFor(dec, p, req), nil
 		}
 		now := d.clock.Now()
 		if !now.Before(req.ExpiresAt) {
@@ -234,8 +235,9 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 				d.metrics.approvals.WithLabelValues(session.DecisionTimeout).Inc()
 			}
 			// The stored decision — the timeout, or a click that won the race — decides.
-			d.deliver.showDecision(ctx, req, card, stored[0])
-			return decisionFor(stored[0], req), nil
+			dec, p, _ := thread.FoldTurns(stored).Decision(use.ID)
+			d.deliver.showDecision(ctx, req, card, dec)
+			return decisionFor(dec, p, req), nil
 		}
 		if !now.Before(idleAt) || d.isDraining() {
 			return brain.Decision{}, t.suspend(ctx, req)
@@ -256,9 +258,11 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 // cell died between the record and the post). A decided request's card is not looked for.
 func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.ApprovalRequested, string, error) {
 	c, d := t.cell, t.cell.deps
-	req, ok := approvalRequest(c.flog.snapshot(), use.ID)
-	if ok {
-		if _, decided := approvalDecision(c.flog.snapshot(), use.ID); decided {
+	folded := thread.FoldTurns(c.flog.snapshot())
+	var req session.ApprovalRequested
+	if a, ok := folded.Approval(use.ID); ok {
+		req = a.Request
+		if _, _, decided := folded.Decision(use.ID); decided {
 			return req, "", nil
 		}
 		ts, err := d.deliver.findCard(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, use.ID)
@@ -312,13 +316,10 @@ func (t *turn) cancelApprovals(ctx context.Context, by string) ([]session.NewEve
 	c, d := t.cell, t.cell.deps
 	var evs []session.NewEvent
 	var reqs []session.ApprovalRequested
-	snap := c.flog.snapshot()
-	for _, e := range session.Select(snap, session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypeApprovalRequested}}) {
-		var req session.ApprovalRequested
-		if e.Decode(&req) != nil {
-			continue
-		}
-		if _, ok := approvalDecision(snap, req.CallID); ok {
+	ts, tn := t.turns()
+	for _, a := range tn.Approvals {
+		req := a.Request
+		if _, _, ok := ts.Decision(req.CallID); ok {
 			continue
 		}
 		reqs = append(reqs, req)
@@ -327,8 +328,9 @@ func (t *turn) cancelApprovals(ctx context.Context, by string) ([]session.NewEve
 			Payload:        session.ApprovalDecided{CallID: req.CallID, Decision: session.DecisionCanceled, Via: "stop"}})
 	}
 	return evs, func(stored []session.Event) {
+		decided := thread.FoldTurns(stored)
 		for _, req := range reqs {
-			dec, ok := approvalDecision(stored, req.CallID)
+			dec, _, ok := decided.Decision(req.CallID)
 			if !ok {
 				continue
 			}
@@ -342,32 +344,8 @@ func (t *turn) cancelApprovals(ctx context.Context, by string) ([]session.NewEve
 	}
 }
 
-// approvalRequest finds the request for call in evs (any selection of the log, oldest first).
-func approvalRequest(evs []session.Event, call string) (session.ApprovalRequested, bool) {
-	for _, e := range evs {
-		var r session.ApprovalRequested
-		if e.Type == session.TypeApprovalRequested && e.Decode(&r) == nil && r.CallID == call {
-			return r, true
-		}
-	}
-	return session.ApprovalRequested{}, false
-}
-
-// approvalDecision finds the decision on call in evs: the first one (it won).
-func approvalDecision(evs []session.Event, call string) (session.Event, bool) {
-	for _, e := range evs {
-		var p session.ApprovalDecided
-		if e.Type == session.TypeApprovalDecided && e.Decode(&p) == nil && p.CallID == call {
-			return e, true
-		}
-	}
-	return session.Event{}, false
-}
-
-// decisionFor is what the model is told of a decision.
-func decisionFor(e session.Event, req session.ApprovalRequested) brain.Decision {
-	var p session.ApprovalDecided
-	_ = e.Decode(&p)
+// decisionFor is what the model is told of a decision (e, with its payload p).
+func decisionFor(e session.Event, p session.ApprovalDecided, req session.ApprovalRequested) brain.Decision {
 	switch p.Decision {
 	case session.DecisionApproved:
 		return brain.Decision{Allow: true, Asked: true}
@@ -538,8 +516,7 @@ func slackDate(t time.Time) string {
 
 // decidedLine is the card's last line once decision (an approval_decided event) is in the log.
 func decidedLine(decision session.Event) string {
-	var p session.ApprovalDecided
-	_ = decision.Decode(&p)
+	p := thread.Decided(decision)
 	when := slackDate(decision.CreatedAt)
 	switch p.Decision {
 	case session.DecisionApproved:
@@ -610,8 +587,7 @@ func (d *Deliverer) showDecision(ctx context.Context, req session.ApprovalReques
 // updateCard makes card, the card of req, show decision (an approval_decided event), without
 // buttons.
 func updateCard(ctx context.Context, api slackAPI, req session.ApprovalRequested, card string, decision session.Event) error {
-	var p session.ApprovalDecided
-	_ = decision.Decode(&p)
+	p := thread.Decided(decision)
 	_, _, _, err := api.UpdateMessageContext(ctx, req.Channel, card,
 		slack.MsgOptionText(fmt.Sprintf("Approval for %s: %s", req.Tool, p.Decision), false),
 		slack.MsgOptionBlocks(cardBlocks(session.Session{}, req, Approvers{}, decidedLine(decision))...))

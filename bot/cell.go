@@ -11,6 +11,7 @@ import (
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/filestore"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // cellDeps is what every cell of a runner works with, built once by NewRunner.
@@ -303,50 +304,24 @@ func (c *Cell) loop(ctx context.Context, epoch int64) string {
 	}
 }
 
-// turnState is what the log says about the session's turns.
+// turnState is what the log says about the session's turns, as the cell runs them.
 type turnState struct {
-	open        bool  // a turn_started without turn_completed
+	open        bool  // the newest turn has no turn_completed
 	turnSeq     int64 // that turn's seq
 	through     int64 // the last user_message seq the open (or last completed) turn answers
 	lastUser    int64
 	lastUserMsg session.UserMessage
 }
 
-// readTurnState folds the log into the turn state: the last turn_started, turn_completed and
-// user_message.
+// readTurnState reads the turn state off the turns fold: the newest turn and user message.
 func readTurnState(evs []session.Event) turnState {
-	var st turnState
-	var started, completed, doneThrough int64
-	for i := len(evs) - 1; i >= 0 && (st.lastUser == 0 || started == 0 || completed == 0); i-- {
-		e := evs[i]
-		switch e.Type {
-		case session.TypeUserMessage:
-			if st.lastUser == 0 {
-				st.lastUser = e.Seq
-				_ = e.Decode(&st.lastUserMsg) // only its ts, for the working reaction
-			}
-		case session.TypeTurnStarted:
-			if started == 0 {
-				started = e.Seq
-				var ts session.TurnStarted
-				_ = e.Decode(&ts)
-				st.through, st.turnSeq = ts.Through, e.Seq
-			}
-		case session.TypeTurnCompleted:
-			if completed == 0 {
-				completed = e.Seq
-				var tc session.TurnCompleted
-				if e.Decode(&tc) == nil {
-					doneThrough = tc.Through
-				}
-			}
-		}
+	ts := thread.FoldTurns(evs)
+	st := turnState{lastUser: ts.LastUser.Seq}
+	if st.lastUser > 0 {
+		_ = ts.LastUser.Decode(&st.lastUserMsg) // only its ts, user and team, for the working reaction
 	}
-	st.open = started > 0 && completed < started
-	if !st.open {
-		// A completed turn may have answered further than it set out to (a stopped turn
-		// takes up its "stop" message).
-		st.through = max(st.through, doneThrough)
+	if t := ts.Last(); t != nil {
+		st.open, st.turnSeq, st.through = t.Open, t.Seq, t.Covered()
 	}
 	return st
 }

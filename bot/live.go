@@ -647,37 +647,6 @@ func streamStopped(ts, reason string, chars int) session.NewEvent {
 		Payload: session.StreamStopped{TS: ts, Reason: reason, Chars: chars}}
 }
 
-// liveMessages are the live messages of the turn at turnSeq that the log records, in order,
-// with whether each is still open (not stopped) and whether it was deleted.
-type liveRecord struct {
-	ts, mode      string
-	open, deleted bool
-}
-
-func liveMessages(evs []session.Event, turnSeq int64) []liveRecord {
-	var out []liveRecord
-	index := map[string]int{}
-	for _, e := range session.Select(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeStreamStarted, session.TypeStreamStopped}}) {
-		switch e.Type {
-		case session.TypeStreamStarted:
-			var p session.StreamStarted
-			if e.Decode(&p) == nil && p.Turn == turnSeq {
-				index[p.TS] = len(out)
-				out = append(out, liveRecord{ts: p.TS, mode: p.Mode, open: true})
-			}
-		case session.TypeStreamStopped:
-			var p session.StreamStopped
-			if e.Decode(&p) == nil {
-				if i, ok := index[p.TS]; ok {
-					out[i].open = false
-					out[i].deleted = out[i].deleted || p.Reason == session.StreamDeleted
-				}
-			}
-		}
-	}
-	return out
-}
-
 // stopWith finishes the view's message with a note (a stopped turn: no reply follows) and
 // returns the records of its end. Best-effort: a message Slack no longer takes is left as it is.
 func (v *liveView) stopWith(ctx context.Context, note string) []session.NewEvent {

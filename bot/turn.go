@@ -11,6 +11,7 @@ import (
 
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // maxResumes is how many cells in a row may take up one unfinished turn without moving it on
@@ -87,12 +88,13 @@ func (t *turn) run(ctx context.Context) error {
 		return err
 	}
 	t.log = c.log.With().Int64("turn", st.turnSeq).Bool("resumed", resumed).Logger()
-	evs := c.flog.snapshot()
 	if resumed {
 		// A turn that keeps failing across cells (an unsearchable thread, Slack refusing the
-		// post) is closed with an error instead of being woken forever.
-		if woken, all := resumes(evs, st.turnSeq); woken > maxResumes || all > maxCells {
-			woken = max(woken, all)
+		// post) is closed with an error instead of being woken forever: cells that took it up
+		// without moving it on, or too many cells at all (cells that each finish one call and
+		// die would otherwise go on for ever).
+		if _, tn := t.turns(); tn.Resumes > maxResumes || tn.Cells > maxCells {
+			woken := max(tn.Resumes, tn.Cells)
 			// The live messages the dead cells left are removed first: the thread gets the
 			// notice, not a half-written reply left streaming above it. Best-effort: the
 			// turn is abandoned whatever Slack says.
@@ -138,7 +140,8 @@ func (t *turn) run(ctx context.Context) error {
 	// A resumed turn may have its reply already (a crash after the reply, before delivery),
 	// and a canned reply is stored with its turn_started: either is delivered, not produced
 	// again.
-	reply, found := turnReply(c.flog.snapshot(), st.turnSeq)
+	_, tn := t.turns()
+	reply, found := tn.Reply, tn.Reply.Seq > 0
 	status, reason := session.StatusOK, ""
 	// Live messages a dead cell left behind: finished from the log, so the thread ends with
 	// the whole reply exactly once and nothing left streaming.
@@ -207,7 +210,7 @@ func (t *turn) run(ctx context.Context) error {
 			return err
 		}
 		d.metrics.deliveries.Inc()
-	} else if resumed && delivered(c.flog.snapshot(), reply) {
+	} else if ts, _ := t.turns(); resumed && ts.Delivered(reply) {
 		if err := t.complete(ctx, status, reason); err != nil {
 			return err
 		}
@@ -234,37 +237,6 @@ func (t *turn) run(ctx context.Context) error {
 		}
 	}
 	return t.titleAfter(ctx, bt, reply, status)
-}
-
-// resumes counts the cells that took up the turn at turnSeq since its last finished tool call
-// (or since the cell that began it), leaving out each that woke after the turn was suspended
-// for an approval (that is the wait going on, not a failure): the cells that failed in a row
-// without moving the turn on.
-//
-// all counts every such cell, progress or not: past maxCells the turn is abandoned whatever
-// it did (cells that each finish one call and die would otherwise go on for ever).
-func resumes(evs []session.Event, turnSeq int64) (n, all int) {
-	suspended := false
-	for _, e := range session.Select(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeCellWoken, session.TypeTurnSuspended, session.TypeToolResult}}) {
-		switch {
-		case e.Type == session.TypeToolResult:
-			// A tool that finished is progress: the cells before it were not failing on
-			// the turn itself (a process killed between steps, say). A synthetic result (a
-			// call a dead cell left "interrupted") is not.
-			var r session.ToolResult
-			if e.Decode(&r) == nil && !r.Synthetic {
-				n = 0
-			}
-		case e.Type == session.TypeTurnSuspended:
-			suspended = true
-		case suspended:
-			suspended = false
-		default:
-			n++
-			all++
-		}
-	}
-	return n, all
 }
 
 // titleAfter names the session once its reply reached the thread.
@@ -318,7 +290,7 @@ func (t *turn) complete(ctx context.Context, status, reason string, first ...ses
 // meanwhile (they are answered by the next turn).
 func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error) {
 	c := t.cell
-	if s, ok := stopAsked(c.flog.snapshot(), t.state.turnSeq, t.state.through); ok {
+	if s, ok := t.stopAsked(); ok {
 		return brain.Reply{}, s // asked before the agent started
 	}
 	actx, cancel := context.WithCancelCause(ctx)
@@ -342,7 +314,7 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 			if err := c.flog.sync(ctx); err != nil {
 				continue
 			}
-			if s, ok := stopAsked(c.flog.snapshot(), t.state.turnSeq, t.state.through); ok {
+			if s, ok := t.stopAsked(); ok {
 				// The model call and the sandbox's commands end with the agent's context.
 				cancel(s)
 				continue
@@ -399,27 +371,14 @@ func (t *turn) replyBudget(ctx context.Context) error {
 	}
 }
 
-// turnReply returns the reply assistant_message of the turn at turnSeq, if the log has one.
-func turnReply(evs []session.Event, turnSeq int64) (session.Event, bool) {
-	replies := session.Select(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeAssistantMessage}})
-	for i := len(replies) - 1; i >= 0; i-- {
-		var m session.AssistantMessage
-		if err := replies[i].Decode(&m); err == nil && m.Reply() {
-			return replies[i], true
-		}
+// turns folds the cell's log: all its turns, and this one (an empty one should the log not
+// know it, which a turn that began in this cell's memory rules out).
+func (t *turn) turns() (*thread.Turns, *thread.Turn) {
+	ts := thread.FoldTurns(t.cell.flog.snapshot())
+	if tn, ok := ts.Turn(t.state.turnSeq); ok {
+		return ts, tn
 	}
-	return session.Event{}, false
-}
-
-// delivered reports whether the log records the delivery of reply.
-func delivered(evs []session.Event, reply session.Event) bool {
-	for _, e := range session.Select(evs, session.Range{From: reply.Seq + 1, Types: []session.Type{session.TypeDelivered}}) {
-		var p session.Delivered
-		if e.Decode(&p) == nil && p.EventID == reply.ID.String() {
-			return true
-		}
-	}
-	return false
+	return ts, &thread.Turn{Seq: t.state.turnSeq}
 }
 
 func shortError(err error) string {
@@ -449,10 +408,10 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	if !t.state.open {
 		return false, nil // a fresh turn: nothing of it is in the thread yet
 	}
-	msgs := liveMessages(c.flog.snapshot(), t.state.turnSeq)
-	var keep []liveRecord
-	for _, m := range msgs {
-		if !m.deleted {
+	ts, tn := t.turns()
+	var keep []thread.LiveMessage
+	for _, m := range tn.Live {
+		if !m.Deleted {
 			keep = append(keep, m)
 		}
 	}
@@ -461,46 +420,46 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	// know: the bot's messages in the thread after the message this turn answers, that no
 	// delivered or stream_started names, are this turn's too.
 	orphans, err := d.deliver.unknownBotMessages(ctx, channel, c.sess.Key.ThreadTS, t.state.lastUserMsg.TS,
-		d.cfg.Where.BotUserID, knownMessages(c.flog.snapshot()))
+		d.cfg.Where.BotUserID, knownMessages(ts, c.flog.snapshot()))
 	if err != nil {
 		t.log.Warn().Err(err).Msg("live view: could not look for messages a dead cell left; going on")
 	}
 	var found0 []session.NewEvent // the orphans' records, written with what becomes of them
-	for _, ts := range orphans {
-		keep = append(keep, liveRecord{ts: ts, mode: "stream", open: true})
-		found0 = append(found0, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor, IdempotencyKey: "stream/" + ts,
-			Payload: session.StreamStarted{Turn: t.state.turnSeq, Channel: channel, TS: ts, Mode: "found"}})
+	for _, orphan := range orphans {
+		keep = append(keep, thread.LiveMessage{TS: orphan, Mode: "stream", Open: true})
+		found0 = append(found0, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor, IdempotencyKey: "stream/" + orphan,
+			Payload: session.StreamStarted{Turn: t.state.turnSeq, Channel: channel, TS: orphan, Mode: "found"}})
 	}
 	if len(keep) == 0 {
 		return false, nil
 	}
 	evs := found0
 	for _, m := range keep {
-		if m.open && m.mode == "stream" {
+		if m.Open && m.Mode == "stream" {
 			// Best-effort: a stream Slack already closed answers message_not_in_streaming_state.
 			if err := d.deliver.call(ctx, "chat.stopStream", func() error {
-				_, _, err := d.deliver.api.StopStreamContext(ctx, channel, m.ts)
+				_, _, err := d.deliver.api.StopStreamContext(ctx, channel, m.TS)
 				return err
 			}); err != nil && !streamClosed(err) && !isSlackErr(err, "message_not_found") && !errors.Is(err, errUnavailable) {
-				return false, fmt.Errorf("stop live message %s: %w", m.ts, err)
+				return false, fmt.Errorf("stop live message %s: %w", m.TS, err)
 			}
 		}
 	}
-	if found && !delivered(c.flog.snapshot(), reply) {
+	if found && !ts.Delivered(reply) {
 		var drop []string
 		for _, m := range keep[1:] {
-			drop = append(drop, m.ts)
+			drop = append(drop, m.TS)
 		}
-		t.log.Info().Str("ts", keep[0].ts).Int("removed", len(drop)).Msg("live view: finishing the reply a dead cell streamed")
-		posted, err := d.deliver.replace(ctx, c.sess, reply, keep[0].ts, drop, t.footer(reply))
+		t.log.Info().Str("ts", keep[0].TS).Int("removed", len(drop)).Msg("live view: finishing the reply a dead cell streamed")
+		posted, err := d.deliver.replace(ctx, c.sess, reply, keep[0].TS, drop, t.footer(reply))
 		if err != nil {
 			return false, err
 		}
-		if keep[0].open {
-			evs = append(evs, streamStopped(keep[0].ts, session.StreamRecovered, 0))
+		if keep[0].Open {
+			evs = append(evs, streamStopped(keep[0].TS, session.StreamRecovered, 0))
 		}
 		for _, m := range keep[1:] {
-			evs = append(evs, streamStopped(m.ts, session.StreamDeleted, 0))
+			evs = append(evs, streamStopped(m.TS, session.StreamDeleted, 0))
 		}
 		evs = append(evs, deliveredEvent(reply, channel, posted))
 		if err := t.complete(ctx, session.StatusOK, "", evs...); err != nil {
@@ -514,12 +473,12 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	}
 	for _, m := range keep {
 		if err := d.deliver.call(ctx, "chat.delete", func() error {
-			_, _, err := d.deliver.api.DeleteMessageContext(ctx, channel, m.ts)
+			_, _, err := d.deliver.api.DeleteMessageContext(ctx, channel, m.TS)
 			return err
 		}); err != nil && !isSlackErr(err, "message_not_found") {
-			return false, fmt.Errorf("remove live message %s: %w", m.ts, err)
+			return false, fmt.Errorf("remove live message %s: %w", m.TS, err)
 		}
-		evs = append(evs, streamStopped(m.ts, session.StreamDeleted, 0))
+		evs = append(evs, streamStopped(m.TS, session.StreamDeleted, 0))
 	}
 	t.log.Info().Int("removed", len(keep)).Msg("live view: removed the partial messages of a dead cell; running the turn again")
 	_, err = c.flog.Append(ctx, evs...)
@@ -527,29 +486,17 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 }
 
 // knownMessages is every Slack message of the bot that the log names: deliveries, live
-// messages and shared files. (Approval cards are known by their metadata: see
-// unknownBotMessages.)
-func knownMessages(evs []session.Event) map[string]bool {
+// messages (ts, the fold of evs) and shared files. (Approval cards are known by their
+// metadata: see unknownBotMessages.)
+func knownMessages(ts *thread.Turns, evs []session.Event) map[string]bool {
 	known := map[string]bool{}
-	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypeDelivered, session.TypeStreamStarted, session.TypeFileUpload}}) {
-		switch e.Type {
-		case session.TypeFileUpload:
-			var u session.FileUpload
-			if e.Decode(&u) == nil && u.TS != "" {
-				known[u.TS] = true
-			}
-		case session.TypeDelivered:
-			var d session.Delivered
-			if e.Decode(&d) == nil {
-				for _, ts := range d.TS {
-					known[ts] = true
-				}
-			}
-		case session.TypeStreamStarted:
-			var s session.StreamStarted
-			if e.Decode(&s) == nil {
-				known[s.TS] = true
-			}
+	for _, m := range ts.Posted {
+		known[m] = true
+	}
+	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypeFileUpload}}) {
+		var u session.FileUpload
+		if e.Decode(&u) == nil && u.TS != "" {
+			known[u.TS] = true
 		}
 	}
 	return known
@@ -566,21 +513,22 @@ func (s *stopRequest) Error() string { return "stopped by " + s.by + " (" + s.so
 
 // stopAsked finds the first stop request after the turn began: a stop_requested event, or a
 // user message "stop" that arrived while the turn ran (after through).
-func stopAsked(evs []session.Event, turnSeq, through int64) (*stopRequest, bool) {
-	for _, e := range session.Select(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeStopRequested, session.TypeUserMessage}}) {
-		switch e.Type {
-		case session.TypeStopRequested:
-			var p session.StopRequested
-			_ = e.Decode(&p)
-			return &stopRequest{by: e.Actor.ID, source: cmp.Or(p.Source, "button"), seq: e.Seq}, true
-		case session.TypeUserMessage:
-			var m session.UserMessage
-			if e.Seq > through && e.Decode(&m) == nil && isStop(m.Text) {
-				return &stopRequest{by: m.User, source: "message", seq: e.Seq}, true
-			}
+func (t *turn) stopAsked() (*stopRequest, bool) {
+	_, tn := t.turns()
+	var asked *stopRequest
+	if r := tn.StopRequest; r != nil {
+		asked = &stopRequest{by: r.By, source: r.Source, seq: r.Seq}
+	}
+	for _, e := range session.Select(t.cell.flog.snapshot(), session.Range{From: max(tn.Seq, t.state.through) + 1, Types: []session.Type{session.TypeUserMessage}}) {
+		if asked != nil && asked.seq < e.Seq {
+			break
+		}
+		var m session.UserMessage
+		if e.Decode(&m) == nil && isStop(m.Text) {
+			return &stopRequest{by: m.User, source: "message", seq: e.Seq}, true
 		}
 	}
-	return nil, false
+	return asked, asked != nil
 }
 
 // takenOverDuring finds a takeover appended after the turn began: the turn stops as if the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // Log is one session's event log as the brain needs it. The caller binds it to the session and
@@ -587,52 +589,33 @@ func (b *Brain) markStarted(ctx context.Context, st *turn, use ToolUse) error {
 // started. cutLast says the round's model answer was cut by the output limit, and its last
 // call is among them (it is not run). nil when there is no such round.
 func waitingRound(evs []session.Event, turnSeq int64) (uses []ToolUse, cutLast bool) {
-	asked, started, done := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	calls := map[string]ToolUse{}
-	var last session.AssistantMessage
-	for _, e := range evs {
-		if e.Seq <= turnSeq {
-			continue
+	i := sort.Search(len(evs), func(i int) bool { return evs[i].Seq > turnSeq })
+	th, folded := thread.Fold(evs[i:]), thread.FoldTurns(evs)
+	done := map[string]bool{}
+	var last *session.AssistantMessage
+	for _, it := range th.Items {
+		switch {
+		case it.Kind == thread.KindTool && it.Tool.Result != nil:
+			done[it.Tool.Result.CallID] = true
+		case it.Kind == thread.KindAssistant && len(it.Assistant.ToolCallIDs) > 0:
+			last = it.Assistant
 		}
-		switch e.Type {
-		case session.TypeApprovalRequested:
-			var a session.ApprovalRequested
-			if e.Decode(&a) == nil {
-				asked[a.CallID] = true
-			}
-		case session.TypeToolStarted:
-			var p session.ToolStarted
-			if e.Decode(&p) == nil {
-				started[p.CallID] = true
-			}
-		case session.TypeToolCall:
-			var c session.ToolCall
-			if e.Decode(&c) == nil {
-				calls[c.CallID] = ToolUse{ID: c.CallID, Name: c.Name, Input: c.Input}
-			}
-		case session.TypeToolResult:
-			var r session.ToolResult
-			if e.Decode(&r) == nil {
-				done[r.CallID] = true
-			}
-		case session.TypeAssistantMessage:
-			var m session.AssistantMessage
-			if e.Decode(&m) == nil && len(m.ToolCallIDs) > 0 {
-				last = m
-			}
-		}
+	}
+	if last == nil {
+		return nil, false
 	}
 	ids := last.ToolCallIDs
 	for i, id := range ids {
 		if done[id] {
 			continue
 		}
-		if !asked[id] || started[id] {
+		if a, asked := folded.Approval(id); !asked || a.Event.Seq <= turnSeq || a.Started {
 			return nil, false // it was running: its outcome is unknown (repair)
 		}
 		for _, id := range ids[i:] {
-			if u, ok := calls[id]; ok && !done[id] {
-				uses = append(uses, u)
+			if tool, ok := th.Call(id); ok && tool.Call != nil && !done[id] {
+				c := tool.Call
+				uses = append(uses, ToolUse{ID: c.CallID, Name: c.Name, Input: c.Input})
 			}
 		}
 		cut := last.Usage != nil && classifyStop(last.Usage.StopReason) == stopCut
@@ -762,14 +745,9 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 	calls := map[string]bool{}
 	done := map[string]bool{}
 	attached := map[string]session.FileUpload{} // attach_file calls whose file is in the thread
-	decided := map[string]string{}              // calls that never ran: the decision that said so
+	folded := thread.FoldTurns(evs)             // the decisions that kept calls from running
 	for _, e := range evs {
 		switch e.Type {
-		case session.TypeApprovalDecided:
-			var d session.ApprovalDecided
-			if e.Decode(&d) == nil && d.Decision != session.DecisionApproved {
-				decided[d.CallID] = notRun(d.Decision, e.Actor.ID)
-			}
 		case session.TypeFileUpload:
 			var u session.FileUpload
 			if e.Decode(&u) == nil && u.Status == "shared" {
@@ -803,9 +781,9 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 			if calls[id] && !done[id] {
 				done[id] = true
 				r := session.ToolResult{CallID: id, Content: interruptedResult, IsError: true, Synthetic: true}
-				if why, ok := decided[id]; ok {
+				if dec, p, ok := folded.Decision(id); ok && p.Decision != session.DecisionApproved {
 					// Not run, and the log says why: no outcome is unknown.
-					r = session.ToolResult{CallID: id, Content: why, IsError: true, Synthetic: true}
+					r = session.ToolResult{CallID: id, Content: notRun(p.Decision, dec.Actor.ID), IsError: true, Synthetic: true}
 				} else if u, ok := attached[id]; ok {
 					// The file reached the thread before the process died (the log says so): the
 					// model must not attach it again.

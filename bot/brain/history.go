@@ -277,31 +277,14 @@ func plural(n int, what string) string {
 // everything.
 func turnOrder(evs []session.Event, items []thread.Item) (ordered []thread.Item, held map[int64]bool, err error) {
 	type span struct{ through, completed int64 }
+	folded := thread.FoldTurns(evs)
+	if folded.Err != nil {
+		return nil, nil, folded.Err
+	}
 	var turns []span // in turn_started order; Through never decreases
-	index := map[int64]int{}
-	for _, e := range evs {
-		switch e.Type {
-		case session.TypeTurnStarted:
-			if e.Payload == nil { // purged by retention, with the messages of its turn
-				continue
-			}
-			var ts session.TurnStarted
-			if err := e.Decode(&ts); err != nil {
-				return nil, nil, err
-			}
-			index[e.Seq] = len(turns)
-			turns = append(turns, span{through: ts.Through})
-		case session.TypeTurnCompleted:
-			if e.Payload == nil {
-				continue
-			}
-			var tc session.TurnCompleted
-			if err := e.Decode(&tc); err != nil {
-				return nil, nil, err
-			}
-			if i, ok := index[tc.Turn]; ok && turns[i].completed == 0 && e.Seq > tc.Turn {
-				turns[i].completed = e.Seq
-			}
+	for _, t := range folded.List {
+		if !t.Unread { // a turn_started purged by retention goes with the messages of its turn
+			turns = append(turns, span{through: t.Through, completed: t.Completed})
 		}
 	}
 	held = map[int64]bool{}

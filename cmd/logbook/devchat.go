@@ -19,6 +19,7 @@ import (
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 	"github.com/logbook/logbook/session/transcript"
 )
 
@@ -350,8 +351,8 @@ func (c *chat) refresh(ctx context.Context) bool {
 
 // answered reports whether the log holds a completed turn that answered the message ts of
 // thread.
-func (c *chat) answered(ctx context.Context, thread, ts string) (bool, error) {
-	sess, err := c.rt.store.SessionByThread(ctx, session.ThreadKey{Team: c.emu.TeamID(), Channel: devChannel, ThreadTS: thread})
+func (c *chat) answered(ctx context.Context, threadTS, ts string) (bool, error) {
+	sess, err := c.rt.store.SessionByThread(ctx, session.ThreadKey{Team: c.emu.TeamID(), Channel: devChannel, ThreadTS: threadTS})
 	if errors.Is(err, session.ErrNotFound) {
 		return false, nil // not stored yet
 	}
@@ -364,20 +365,12 @@ func (c *chat) answered(ctx context.Context, thread, ts string) (bool, error) {
 	}
 	var seq int64
 	for _, ev := range evs {
-		switch ev.Type {
-		case session.TypeUserMessage:
-			var um session.UserMessage
-			if ev.Decode(&um) == nil && um.TS == ts {
-				seq = ev.Seq
-			}
-		case session.TypeTurnCompleted:
-			var tc session.TurnCompleted
-			if seq > 0 && ev.Decode(&tc) == nil && tc.Through >= seq {
-				return true, nil
-			}
+		var um session.UserMessage
+		if ev.Type == session.TypeUserMessage && ev.Decode(&um) == nil && um.TS == ts {
+			seq = ev.Seq
 		}
 	}
-	return false, nil
+	return seq > 0 && thread.FoldTurns(evs).Answered >= seq, nil
 }
 
 func (c *chat) threads(ctx context.Context) {
@@ -560,14 +553,17 @@ func (c *chat) awaitCard(ctx context.Context) string {
 }
 
 // stopped reports whether the thread's last turn was stopped by a person.
-func (c *chat) stopped(ctx context.Context, thread string) bool {
-	sess, err := c.rt.store.SessionByThread(ctx, session.ThreadKey{Team: c.emu.TeamID(), Channel: devChannel, ThreadTS: thread})
+func (c *chat) stopped(ctx context.Context, threadTS string) bool {
+	sess, err := c.rt.store.SessionByThread(ctx, session.ThreadKey{Team: c.emu.TeamID(), Channel: devChannel, ThreadTS: threadTS})
 	if err != nil {
 		return false
 	}
-	evs, err := c.rt.store.Events(ctx, sess.ID, session.Range{Types: []session.Type{session.TypeTurnCompleted}, Desc: true, Limit: 1})
-	var tc session.TurnCompleted
-	return err == nil && len(evs) == 1 && evs[0].Decode(&tc) == nil && tc.Status == session.StatusStopped
+	evs, err := c.rt.store.Events(ctx, sess.ID, session.Range{Types: []session.Type{session.TypeTurnStarted, session.TypeTurnCompleted}})
+	if err != nil {
+		return false
+	}
+	last := thread.FoldTurns(evs).Last()
+	return last != nil && !last.Open && last.Status == session.StatusStopped
 }
 
 // printFooter prints the small print under a reply (its context blocks: notes on files it

@@ -308,25 +308,7 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 	th := thread.Fold(events)
 	t.Title = th.Title
 	files := sharedFiles(events)
-	delivered := map[string]bool{} // assistant_message ids and seqs whose delivery is recorded
-	live := map[int64]bool{}       // turns shown live: their text, tool rounds' included, was in Slack
-	for _, e := range events {
-		var d session.Delivered
-		var st session.StreamStarted
-		switch {
-		case e.Type == session.TypeDelivered && e.Decode(&d) == nil:
-			delivered[d.EventID], delivered[fmt.Sprint(d.Seq)] = true, true
-		case e.Type == session.TypeStreamStarted && e.Decode(&st) == nil:
-			live[st.Turn] = true
-		}
-	}
-	approvals := map[string]string{} // call id → the decision on it
-	for _, e := range events {
-		var d session.ApprovalDecided
-		if e.Type == session.TypeApprovalDecided && e.Decode(&d) == nil {
-			approvals[d.CallID] = d.Decision + " by " + e.Actor.ID
-		}
-	}
+	turns := thread.FoldTurns(events)
 	for _, it := range th.Items {
 		e := it.Event
 		en := Entry{Seq: e.Seq, Type: e.Type, Time: e.CreatedAt.UTC(), AuthorID: e.Actor.ID}
@@ -385,7 +367,10 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 			}
 			en.Kind, en.Author = KindAssistant, opts.BotName
 			en.Text = readable(m.Text, "", nil)
-			en.Unposted = !(live[m.Turn] && m.Turn != 0) && (!m.Reply() || !(delivered[e.ID.String()] || delivered[fmt.Sprint(e.Seq)]))
+			// A turn shown live had its text, tool rounds' included, in Slack.
+			tn, ok := turns.Turn(m.Turn)
+			shown := ok && m.Turn != 0 && len(tn.Live) > 0
+			en.Unposted = !shown && (!m.Reply() || !turns.Delivered(e))
 			t.Entries = append(t.Entries, en)
 		case thread.KindTool:
 			en.Kind, en.Author = KindTool, opts.BotName
@@ -406,7 +391,9 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 					tool.Output, tool.HiddenLines = clipLines(tool.Output, opts.ToolLines)
 				}
 			}
-			tool.Approval = approvals[tool.CallID]
+			if dec, p, ok := turns.Decision(tool.CallID); ok {
+				tool.Approval = p.Decision + " by " + dec.Actor.ID
+			}
 			en.Tool = tool
 			t.Entries = append(t.Entries, en)
 		case thread.KindMarker:
@@ -438,7 +425,7 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 				marker("title: %s", strings.TrimSpace(m.Text))
 				continue
 			}
-			en.Kind, en.Marker = KindMarker, describeMarker(e)
+			en.Kind, en.Marker = KindMarker, describeMarker(e, turns)
 			t.Entries = append(t.Entries, en)
 		}
 	}
@@ -548,25 +535,25 @@ var inCharge = map[session.Type]bool{
 	session.TypeTakenOver: true, session.TypeHandedBack: true,
 }
 
-func describeMarker(e session.Event) string {
+// describeMarker is the line of marker e; a turn's lines are read off turns, the fold of the
+// transcript's events.
+func describeMarker(e session.Event, turns *thread.Turns) string {
 	var b strings.Builder
 	b.WriteString(strings.ReplaceAll(string(e.Type), "_", " "))
 	var detail string
 	switch e.Type {
 	case session.TypeTurnStarted:
-		var m session.TurnStarted
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("through #%d", m.Through)
-			if m.Reason != "" {
-				detail += ", " + m.Reason
+		if t, ok := turns.Turn(e.Seq); ok && !t.Unread {
+			detail = fmt.Sprintf("through #%d", t.Through)
+			if t.Reason != "" {
+				detail += ", " + t.Reason
 			}
 		}
 	case session.TypeTurnCompleted:
-		var m session.TurnCompleted
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = cmp.Or(m.Status, "?")
-			if m.Reason != "" {
-				detail += ": " + m.Reason
+		if t, ok := turns.Completed(e.Seq); ok && !t.CompletionUnread {
+			detail = cmp.Or(t.Status, "?")
+			if t.StatusReason != "" {
+				detail += ": " + t.StatusReason
 			}
 		}
 	case session.TypeQueued:
