@@ -93,8 +93,9 @@ func (t *turn) run(ctx context.Context) error {
 		// post) is closed with an error instead of being woken forever: cells that took it up
 		// without moving it on, or too many cells at all (cells that each finish one call and
 		// die would otherwise go on for ever).
-		if _, tn := t.turns(); tn.Resumes > maxResumes || tn.Cells > maxCells {
-			woken := max(tn.Resumes, tn.Cells)
+		_, tn := t.turns()
+		if woken, all := tn.Resumes(); woken > maxResumes || all > maxCells {
+			woken = max(woken, all)
 			// The live messages the dead cells left are removed first: the thread gets the
 			// notice, not a half-written reply left streaming above it. Best-effort: the
 			// turn is abandoned whatever Slack says.

@@ -100,13 +100,38 @@ type Turn struct {
 	Suspended *session.TurnSuspended
 	// Approvals is the turn's approval requests, in order.
 	Approvals []*Approval
-	// Resumes counts the cells that took the turn up since its last finished tool call (a
-	// synthetic result is no progress), leaving out each that woke after the turn was
-	// suspended for an approval (that is the wait going on, not a failure); Cells counts every
-	// such cell, progress or not.
-	Resumes, Cells int
 
-	wokeSuspended bool // the newest cell_woken-relevant event was a turn_suspended
+	progress []session.Event // cell_woken, turn_suspended and tool_result since it began, for Resumes
+}
+
+// Resumes counts the cells that took the turn up since its last finished tool call (a
+// synthetic result is no progress), leaving out each that woke after the turn was suspended
+// for an approval (that is the wait going on, not a failure): the cells that failed in a row
+// without moving the turn on. cells counts every such cell, progress or not. It reads the
+// turn's tool results, which the fold itself leaves unread.
+func (t *Turn) Resumes() (n, cells int) {
+	suspended := false
+	for _, e := range t.progress {
+		switch e.Type {
+		case session.TypeToolResult:
+			var r struct {
+				Synthetic bool `json:"synthetic"`
+			}
+			if e.Payload != nil && json.Unmarshal(e.Payload, &r) == nil && !r.Synthetic {
+				n = 0
+			}
+		case session.TypeTurnSuspended:
+			suspended = true
+		case session.TypeCellWoken:
+			if suspended {
+				suspended = false
+				continue
+			}
+			n++
+			cells++
+		}
+	}
+	return n, cells
 }
 
 // Covered is the last user message the turn took up: its Through while open, and once closed
@@ -341,21 +366,9 @@ func (ts *Turns) add(e session.Event) {
 		}
 	case session.TypeTurnSuspended:
 		ts.suspend(e)
-	case session.TypeCellWoken:
+	case session.TypeCellWoken, session.TypeToolResult:
 		if t := ts.Last(); t != nil {
-			if t.wokeSuspended {
-				t.wokeSuspended = false
-			} else {
-				t.Resumes++
-				t.Cells++
-			}
-		}
-	case session.TypeToolResult:
-		var r struct {
-			Synthetic bool `json:"synthetic"`
-		}
-		if t := ts.Last(); t != nil && e.Payload != nil && json.Unmarshal(e.Payload, &r) == nil && !r.Synthetic {
-			t.Resumes = 0 // a tool that finished is progress
+			t.progress = append(t.progress, e)
 		}
 	case session.TypeStreamStarted:
 		var p session.StreamStarted
@@ -406,7 +419,7 @@ func (ts *Turns) suspend(e session.Event) {
 	var p session.TurnSuspended
 	ok := ts.decode(e, &p)
 	if t := ts.Last(); t != nil {
-		t.wokeSuspended = true
+		t.progress = append(t.progress, e)
 	}
 	if !ok {
 		ts.awaitingUntil = time.Time{}
