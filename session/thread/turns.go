@@ -274,6 +274,18 @@ func (ts *Turns) current(seq int64) *Turn {
 
 func (ts *Turns) add(e session.Event) {
 	switch e.Type {
+	case session.TypeUserMessage, session.TypeTurnStarted, session.TypeTurnCompleted, session.TypeAssistantMessage, session.TypeDelivered:
+		ts.addLifecycle(e)
+	case session.TypeApprovalRequested, session.TypeApprovalDecided, session.TypeToolStarted, session.TypeTurnSuspended:
+		ts.addApproval(e)
+	default:
+		ts.addDuring(e)
+	}
+}
+
+// addLifecycle folds what opens, answers and closes a turn.
+func (ts *Turns) addLifecycle(e session.Event) {
+	switch e.Type {
 	case session.TypeUserMessage:
 		ts.LastUser = e
 	case session.TypeTurnStarted:
@@ -307,6 +319,13 @@ func (ts *Turns) add(e session.Event) {
 				break
 			}
 		}
+	}
+}
+
+// addDuring folds what happens to the newest turn while it runs: messages steered into it or
+// queued for the next, stops, resumes and live messages.
+func (ts *Turns) addDuring(e session.Event) {
+	switch e.Type {
 	case session.TypeQueued:
 		var p session.Queued
 		if t := ts.Last(); t != nil && ts.decode(e, &p) {
@@ -334,6 +353,37 @@ func (ts *Turns) add(e session.Event) {
 				t.Stopped = &p
 			}
 		}
+	case session.TypeCellWoken, session.TypeToolResult:
+		if t := ts.Last(); t != nil {
+			t.progress = append(t.progress, e)
+		}
+	case session.TypeStreamStarted:
+		var p session.StreamStarted
+		if !ts.decode(e, &p) {
+			return
+		}
+		ts.Posted = append(ts.Posted, p.TS)
+		if i, ok := ts.bySeq[p.Turn]; ok {
+			t := ts.List[i]
+			ts.live[p.TS] = [2]int{i, len(t.Live)}
+			t.Live = append(t.Live, LiveMessage{TS: p.TS, Mode: p.Mode, Open: true})
+		}
+	case session.TypeStreamStopped:
+		var p session.StreamStopped
+		if !ts.decode(e, &p) {
+			return
+		}
+		if at, ok := ts.live[p.TS]; ok {
+			m := &ts.List[at[0]].Live[at[1]]
+			m.Open, m.Deleted = false, m.Deleted || p.Reason == session.StreamDeleted
+		}
+	}
+}
+
+// addApproval folds a tool call's wait for a person: the request, the decision, the call
+// starting, and the turn suspended meanwhile.
+func (ts *Turns) addApproval(e session.Event) {
+	switch e.Type {
 	case session.TypeApprovalRequested:
 		var p session.ApprovalRequested
 		if !ts.decode(e, &p) {
@@ -366,30 +416,6 @@ func (ts *Turns) add(e session.Event) {
 		}
 	case session.TypeTurnSuspended:
 		ts.suspend(e)
-	case session.TypeCellWoken, session.TypeToolResult:
-		if t := ts.Last(); t != nil {
-			t.progress = append(t.progress, e)
-		}
-	case session.TypeStreamStarted:
-		var p session.StreamStarted
-		if !ts.decode(e, &p) {
-			return
-		}
-		ts.Posted = append(ts.Posted, p.TS)
-		if i, ok := ts.bySeq[p.Turn]; ok {
-			t := ts.List[i]
-			ts.live[p.TS] = [2]int{i, len(t.Live)}
-			t.Live = append(t.Live, LiveMessage{TS: p.TS, Mode: p.Mode, Open: true})
-		}
-	case session.TypeStreamStopped:
-		var p session.StreamStopped
-		if !ts.decode(e, &p) {
-			return
-		}
-		if at, ok := ts.live[p.TS]; ok {
-			m := &ts.List[at[0]].Live[at[1]]
-			m.Open, m.Deleted = false, m.Deleted || p.Reason == session.StreamDeleted
-		}
 	}
 }
 
