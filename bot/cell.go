@@ -141,10 +141,16 @@ func (c *Cell) run(ctx context.Context) {
 		c.hands = d.hands(c.flog, sess)
 	}
 	reason := c.loop(ctx, lease.Epoch)
-	exit = reason
+	exit, handOver = c.leave(ctx, lease.Epoch, reason)
+}
 
+// leave ends the cell after its loop returned reason: the work tree's changes saved while the
+// lease is still ours, then cell_evicted (with cell_woken when the cell wrote nothing before).
+// It returns the cell's exit reason, and whether a peer should be woken once the lease is
+// released (a graceful stop with work left). A lost lease writes nothing.
+func (c *Cell) leave(ctx context.Context, epoch int64, reason string) (exit string, handOver bool) {
+	d := c.deps
 	if c.hands != nil {
-		// The work tree's uncommitted changes are saved while the lease is still ours.
 		save, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		c.hands.Close(save, context.Cause(ctx) != errLeaseLost)
 		stop()
@@ -152,14 +158,13 @@ func (c *Cell) run(ctx context.Context) {
 	if context.Cause(ctx) == errLeaseLost {
 		c.log.Warn().Msg("cell: lease lost; exiting without writing")
 		d.metrics.evictions.Inc()
-		exit = "lease_lost"
-		return
+		return "lease_lost", false
 	}
 	out, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer stop()
 	var evs []session.NewEvent
 	if c.woken == 0 {
-		evs = append(evs, c.wokenEvent(lease.Epoch))
+		evs = append(evs, c.wokenEvent(epoch))
 	}
 	evs = append(evs, session.NewEvent{Type: session.TypeCellEvicted, Actor: cellActor, Payload: session.CellEvicted{Reason: reason}})
 	if _, err := c.flog.Append(out, evs...); err != nil {
@@ -170,6 +175,7 @@ func (c *Cell) run(ctx context.Context) {
 		handOver = c.flog.sync(out) != nil || hasWork(readTurnState(c.flog.snapshot()))
 	}
 	c.log.Debug().Str("reason", reason).Bool("hand_over", handOver).Msg("cell evicted")
+	return reason, handOver
 }
 
 func hasWork(st turnState) bool { return st.open || st.lastUser > st.through }

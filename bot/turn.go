@@ -48,68 +48,107 @@ type turn struct {
 	live    *liveView // nil: none (yet)
 }
 
+// run runs the turn in the phases turn's doc lists: begin (or resume), abandon a turn
+// no cell could finish, prepare the brain's turn, produce the reply (or find it), deliver it
+// and complete the turn, then title the session.
 func (t *turn) run(ctx context.Context) error {
-	c, d, st := t.cell, t.cell.deps, &t.state
-	resumed := st.open
+	resumed := t.state.open
 	if !resumed {
-		// Which of the new messages are for the bot (thread manners): the rest are recorded
-		// as not addressed, and a turn that answers none of them is closed at once, silently.
-		h := hearAll(d.cfg.ThreadReplies, c.flog.snapshot(), st.through, st.lastUser)
-		if h.answer && h.canned == "" {
-			if err := t.replyBudget(ctx); err != nil {
-				return err
-			}
+		if answer, err := t.begin(ctx); err != nil || !answer {
+			return err // a turn that answers nothing is closed at once, silently
 		}
-		evs := append([]session.NewEvent{{Type: session.TypeTurnStarted, Actor: cellActor,
-			Payload: session.TurnStarted{Through: st.lastUser, Reason: session.StartMessage}}}, h.marks...)
-		if h.canned != "" {
-			// A reply that needs no model (mute, unmute, a mention while muted) is stored
-			// with the turn, so a resumed turn finds it and delivers it.
-			evs = append(evs, session.NewEvent{Type: session.TypeAssistantMessage,
-				Actor:   session.Actor{Kind: session.ActorBot, ID: cmp.Or(d.cfg.Where.BotUserID, "logbook")},
-				Payload: session.AssistantMessage{Text: h.canned}})
-		}
-		if !h.answer {
-			evs = append(evs, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
-				Payload: session.TurnCompleted{Status: session.StatusSilent, Reason: session.ReasonNotAddressed, Through: st.lastUser}})
-		}
-		stored, err := c.appendWoken(ctx, t.epoch, evs...)
-		if err != nil {
-			return err
-		}
-		st.turnSeq, st.through = stored[0].Seq, st.lastUser
-		c.queued = max(c.queued, st.lastUser)
-		if !h.answer {
-			d.metrics.turns.WithLabelValues(session.StatusSilent).Inc()
-			d.probe.turnDone(c.id, st.turnSeq, session.StatusSilent)
-			return nil
-		}
-	} else if _, err := c.appendWoken(ctx, t.epoch); err != nil {
+	} else if _, err := t.cell.appendWoken(ctx, t.epoch); err != nil {
 		return err
 	}
-	t.log = c.log.With().Int64("turn", st.turnSeq).Bool("resumed", resumed).Logger()
+	t.log = t.cell.log.With().Int64("turn", t.state.turnSeq).Bool("resumed", resumed).Logger()
 	if resumed {
-		// A turn that keeps failing across cells (an unsearchable thread, Slack refusing the
-		// post) is closed with an error instead of being woken forever: cells that took it up
-		// without moving it on, or too many cells at all (cells that each finish one call and
-		// die would otherwise go on for ever).
-		_, tn := t.turns()
-		if woken, all := tn.Resumes(); woken > maxResumes || all > maxCells {
-			woken = max(woken, all)
-			// The live messages the dead cells left are removed first: the thread gets the
-			// notice, not a half-written reply left streaming above it. Best-effort: the
-			// turn is abandoned whatever Slack says.
-			if _, err := t.recoverLive(ctx, session.Event{}, false); err != nil {
-				t.log.Warn().Err(err).Msg("live view: could not remove the live messages of an abandoned turn")
-			}
-			return t.abandon(ctx, woken) // abandon.go: the thread is told, once
+		if cells, give := t.givingUp(); give {
+			return t.giveUp(ctx, cells)
 		}
 	}
 	// A status at once: the thread's agent session, else its assistant-thread status, else a
 	// reaction; cleared on every way out of the turn.
-	working := d.deliver.startStatus(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, st.lastUserMsg.TS, threadTitle(c.flog.snapshot()))
+	c := t.cell
+	working := c.deps.deliver.startStatus(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, t.state.lastUserMsg.TS, threadTitle(c.flog.snapshot()))
 	defer working.end()
+	bt := t.prepare(ctx)
+	p, err := t.produce(ctx, bt, working)
+	if p.live != nil {
+		defer p.live.close()
+	}
+	if err != nil || p.ended {
+		return err
+	}
+	if !p.completed {
+		if p.status, err = t.deliver(ctx, resumed, p); err != nil {
+			return err
+		}
+	}
+	return t.titleAfter(ctx, bt, p.reply, p.status)
+}
 
+// begin opens a fresh turn: which of the new messages are for the bot (thread manners) — the
+// rest are recorded as not addressed —, the reply cap, then turn_started with its markers (and a
+// canned reply, or the turn_completed of a turn that answers nothing) in one append. It
+// reports whether the turn goes on to answer.
+func (t *turn) begin(ctx context.Context) (answer bool, err error) {
+	c, d, st := t.cell, t.cell.deps, &t.state
+	h := hearAll(d.cfg.ThreadReplies, c.flog.snapshot(), st.through, st.lastUser)
+	if h.answer && h.canned == "" {
+		if err := t.replyBudget(ctx); err != nil {
+			return false, err
+		}
+	}
+	evs := append([]session.NewEvent{{Type: session.TypeTurnStarted, Actor: cellActor,
+		Payload: session.TurnStarted{Through: st.lastUser, Reason: session.StartMessage}}}, h.marks...)
+	if h.canned != "" {
+		// A reply that needs no model (mute, unmute, a mention while muted) is stored
+		// with the turn, so a resumed turn finds it and delivers it.
+		evs = append(evs, session.NewEvent{Type: session.TypeAssistantMessage,
+			Actor:   session.Actor{Kind: session.ActorBot, ID: cmp.Or(d.cfg.Where.BotUserID, "logbook")},
+			Payload: session.AssistantMessage{Text: h.canned}})
+	}
+	if !h.answer {
+		evs = append(evs, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
+			Payload: session.TurnCompleted{Status: session.StatusSilent, Reason: session.ReasonNotAddressed, Through: st.lastUser}})
+	}
+	stored, err := c.appendWoken(ctx, t.epoch, evs...)
+	if err != nil {
+		return false, err
+	}
+	st.turnSeq, st.through = stored[0].Seq, st.lastUser
+	c.queued = max(c.queued, st.lastUser)
+	if !h.answer {
+		d.metrics.turns.WithLabelValues(session.StatusSilent).Inc()
+		d.probe.turnDone(c.id, st.turnSeq, session.StatusSilent)
+	}
+	return h.answer, nil
+}
+
+// givingUp reports a resumed turn that keeps failing across cells (an unsearchable thread,
+// Slack refusing the post), to close with an error instead of waking it forever: cells that
+// took it up without moving it on, or too many cells at all (cells that each finish one call
+// and die would otherwise go on for ever).
+func (t *turn) givingUp() (cells int, give bool) {
+	_, tn := t.turns()
+	woken, all := tn.Resumes()
+	return max(woken, all), woken > maxResumes || all > maxCells
+}
+
+// giveUp abandons the turn. The live messages the dead cells left are removed first: the
+// thread gets the notice, not a half-written reply left streaming above it. Best-effort: the
+// turn is abandoned whatever Slack says.
+func (t *turn) giveUp(ctx context.Context, cells int) error {
+	if _, err := t.recoverLive(ctx, session.Event{}, false); err != nil {
+		t.log.Warn().Err(err).Msg("live view: could not remove the live messages of an abandoned turn")
+	}
+	return t.abandon(ctx, cells) // abandon.go: the thread is told, once
+}
+
+// prepare is the brain's turn: the session, its log, and the optional features this
+// deployment and channel offer.
+func (t *turn) prepare(ctx context.Context) brain.Turn {
+	c, d, st := t.cell, t.cell.deps, t.state
 	bt := brain.Turn{Session: c.sess, Log: c.flog, Where: d.cfg.Where, TurnSeq: st.turnSeq, Through: st.through}
 	if d.searcher != nil { // scoped to this session's channel
 		bt.Searcher = d.searcher.For(c.sess.Key.Channel)
@@ -138,66 +177,83 @@ func (t *turn) run(ctx context.Context) error {
 	if d.cfg.Approval.Policy.Restricts() {
 		bt.Approve = t.approve
 	}
-	// A resumed turn may have its reply already (a crash after the reply, before delivery),
-	// and a canned reply is stored with its turn_started: either is delivered, not produced
-	// again.
-	_, tn := t.turns()
-	reply, found := tn.Reply, tn.Reply.Seq > 0
-	status, reason := session.StatusOK, ""
-	// Live messages a dead cell left behind: finished from the log, so the thread ends with
-	// the whole reply exactly once and nothing left streaming.
-	var live *liveView
-	// Files a dead cell uploaded but did not record as shared: Slack says whether they are in
-	// the thread (then their message is known, not a live message to remove), else they are
-	// shared now.
-	if err := t.finishUploads(ctx); err != nil {
-		return err
-	}
-	recovered, err := t.recoverLive(ctx, reply, found)
-	if err != nil {
-		return err
-	}
-	if recovered {
-		return t.titleAfter(ctx, bt, reply, status)
-	}
-	if !found && d.cfg.Live.Mode != StreamOff {
-		live = newLiveView(d.deliver, c.flog, t.log, d.clock, d.cfg.Live, c.sess, st.turnSeq,
-			st.lastUserMsg.User, cmp.Or(st.lastUserMsg.Team, c.sess.Key.Team), threadTitle(c.flog.snapshot()))
-		live.status = working
-		go live.run(ctx)
-		defer live.close()
-		bt.Live = live
-		t.live = live
-	}
-	if !found {
-		if d.channel != nil {
-			if name := d.channel(ctx, c.sess.Key.Channel); name != "" {
-				bt.Where.Channel = name
-			}
-		}
-		// The model reads what was shared with the messages it answers; what it was told is in
-		// the sandbox is put back there.
-		if err := t.fetchFiles(ctx); err != nil {
-			return err
-		}
-		t.restoreCopies(ctx)
-		res, err := t.runAgent(ctx, bt)
-		if res.Through > st.through {
-			st.through = res.Through // messages steered the turn: it answered them too
-		}
-		var s *stopRequest
-		if errors.As(err, &s) {
-			return t.stop(ctx, live, s) // stopWith closes the live view first
-		}
-		if errors.Is(err, errSuspended) {
-			return err // turn_suspended is in the log; the cell goes away
-		}
-		if err != nil {
-			return err
-		}
-		reply, status, reason = res.Event, res.Status, res.Reason
-	}
+	return bt
+}
 
+// produced is what produce leaves for delivery: the reply and the turn_completed status it
+// goes with, and the live view showing the turn (nil: none). ended says the turn ended there
+// (stopped, suspended); completed that its reply was delivered and the turn completed (a dead
+// cell's live messages finished from the log).
+type produced struct {
+	reply            session.Event
+	status, reason   string
+	live             *liveView
+	ended, completed bool
+}
+
+// produce finds the turn's reply or has the agent write it. A resumed turn may have its reply
+// already (a crash after the reply, before delivery), and a canned reply is stored with its
+// turn_started: either is delivered, not produced again. What a dead cell left in the thread
+// is settled first: files it uploaded but did not record as shared (Slack says whether they
+// are in the thread, else they are shared now), and its live messages, finished from the log
+// so the thread ends with the whole reply exactly once and nothing left streaming.
+func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus) (produced, error) {
+	c, d, st := t.cell, t.cell.deps, &t.state
+	_, tn := t.turns()
+	p := produced{reply: tn.Reply, status: session.StatusOK}
+	found := tn.Reply.Seq > 0
+	if err := t.finishUploads(ctx); err != nil {
+		return p, err
+	}
+	recovered, err := t.recoverLive(ctx, p.reply, found)
+	if err != nil || recovered {
+		p.completed = recovered
+		return p, err
+	}
+	if found {
+		return p, nil
+	}
+	if d.cfg.Live.Mode != StreamOff {
+		p.live = newLiveView(d.deliver, c.flog, t.log, d.clock, d.cfg.Live, c.sess, st.turnSeq,
+			st.lastUserMsg.User, cmp.Or(st.lastUserMsg.Team, c.sess.Key.Team), threadTitle(c.flog.snapshot()))
+		p.live.status = working
+		go p.live.run(ctx)
+		bt.Live = p.live
+		t.live = p.live
+	}
+	if d.channel != nil {
+		if name := d.channel(ctx, c.sess.Key.Channel); name != "" {
+			bt.Where.Channel = name
+		}
+	}
+	// The model reads what was shared with the messages it answers; what it was told is in
+	// the sandbox is put back there.
+	if err := t.fetchFiles(ctx); err != nil {
+		return p, err
+	}
+	t.restoreCopies(ctx)
+	res, err := t.runAgent(ctx, bt)
+	if res.Through > st.through {
+		st.through = res.Through // messages steered the turn: it answered them too
+	}
+	var s *stopRequest
+	switch {
+	case errors.As(err, &s):
+		p.ended = true
+		return p, t.stop(ctx, p.live, s) // stopWith closes the live view first
+	case err != nil:
+		return p, err // errSuspended: turn_suspended is in the log; the cell goes away
+	}
+	p.reply, p.status, p.reason = res.Event, res.Status, res.Reason
+	return p, nil
+}
+
+// deliver posts the reply (or finishes the live view that shows it) and completes the turn
+// with it, in one append; it returns the status the turn completed with. A delivery that fails
+// for a reason that may pass leaves the turn open (it is resumed, the thread searched first,
+// after a backoff); one that can never succeed completes it with an error.
+func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (string, error) {
+	c, d, live, reply := t.cell, t.cell.deps, p.live, p.reply
 	if live != nil {
 		live.close()
 	}
@@ -205,39 +261,34 @@ func (t *turn) run(ctx context.Context) error {
 		// The live view shows the reply: its messages take the place of posting it.
 		posted, stopped, err := live.finish(ctx, reply, t.footer(reply))
 		if err != nil {
-			return err // the turn stays open; the next cell finishes the live messages
+			return p.status, err // the turn stays open; the next cell finishes the live messages
 		}
-		if err := t.complete(ctx, status, reason, append(stopped, deliveredEvent(reply, c.sess.Key.Channel, posted))...); err != nil {
-			return err
+		if err := t.complete(ctx, p.status, p.reason, append(stopped, deliveredEvent(reply, c.sess.Key.Channel, posted))...); err != nil {
+			return p.status, err
 		}
 		d.metrics.deliveries.Inc()
-	} else if ts, _ := t.turns(); resumed && ts.Delivered(reply) {
-		if err := t.complete(ctx, status, reason); err != nil {
-			return err
-		}
-	} else {
-		// Fresh: produced by this turn in this process, so never posted before.
-		fresh := !resumed && reply.Seq > st.turnSeq
-		posted, err := d.deliver.Deliver(ctx, c.sess, reply, !fresh, t.footer(reply))
-		switch {
-		case err == nil:
-			if err := t.complete(ctx, status, reason, deliveredEvent(reply, c.sess.Key.Channel, posted)); err != nil {
-				return err
-			}
-			d.metrics.deliveries.Inc()
-		case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
-			// The turn stays open: it is resumed (the thread searched first) after a backoff.
-			return err
-		default:
-			t.log.Warn().Err(err).Msg("delivery failed for good")
-			status = session.StatusError
-			if err := t.complete(ctx, status, session.ReasonDelivery, session.NewEvent{Type: session.TypeError, Actor: cellActor,
-				Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}}); err != nil {
-				return err
-			}
-		}
+		return p.status, nil
 	}
-	return t.titleAfter(ctx, bt, reply, status)
+	if ts, _ := t.turns(); resumed && ts.Delivered(reply) {
+		return p.status, t.complete(ctx, p.status, p.reason)
+	}
+	// Fresh: produced by this turn in this process, so never posted before.
+	fresh := !resumed && reply.Seq > t.state.turnSeq
+	posted, err := d.deliver.Deliver(ctx, c.sess, reply, !fresh, t.footer(reply))
+	switch {
+	case err == nil:
+		if err := t.complete(ctx, p.status, p.reason, deliveredEvent(reply, c.sess.Key.Channel, posted)); err != nil {
+			return p.status, err
+		}
+		d.metrics.deliveries.Inc()
+		return p.status, nil
+	case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
+		return p.status, err
+	default:
+		t.log.Warn().Err(err).Msg("delivery failed for good")
+		return session.StatusError, t.complete(ctx, session.StatusError, session.ReasonDelivery, session.NewEvent{Type: session.TypeError, Actor: cellActor,
+			Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}})
+	}
 }
 
 // titleAfter names the session once its reply reached the thread.
