@@ -51,7 +51,7 @@ const (
 	// in the log.
 	KindChange
 	// KindMarker is any other event: turns, queued, title, file_ref, delivered, lifecycle,
-	// errors, context_summary. Readers decode Event themselves.
+	// errors, context_summary. Readers of turns use [Turns]; others decode Event themselves.
 	KindMarker
 	// KindUnreadable is an event the fold needed to read whose payload it could not decode
 	// (Err; errors.Is(Err, session.ErrPurged) after a retention purge).
