@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/session"
 )
 
@@ -28,12 +27,12 @@ func (t *turn) abandon(ctx context.Context, cells int) error {
 	c, d, st := t.cell, t.cell.deps, t.state
 	why := fmt.Sprintf("the turn was taken up by %d cells and none finished it (each died, lost its lease or kept failing); "+
 		"the thread was told to send the message again", cells)
-	if reply, ok := turnReply(c.flog.snapshot(), st.turnSeq); ok && delivered(c.flog.snapshot(), reply) {
-		return t.complete(ctx, brain.StatusOK, "")
+	if _, tn := t.turns(); tn.Reply.Seq > 0 && tn.Delivered {
+		return t.complete(ctx, session.StatusOK, "")
 	}
 	if cells > 2*maxResumes {
 		t.log.Warn().Int("cells", cells).Msg("turn abandoned; the notice could not be delivered either")
-		return t.complete(ctx, brain.StatusError, "abandoned", abandonedError(fmt.Sprintf(
+		return t.complete(ctx, session.StatusError, session.ReasonAbandoned, abandonedError(fmt.Sprintf(
 			"the turn was taken up by %d cells and none finished it; the notice to the thread could not be delivered either", cells)))
 	}
 	stored, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage,
@@ -44,8 +43,8 @@ func (t *turn) abandon(ctx context.Context, cells int) error {
 		return err
 	}
 	notice := stored[0]
-	if delivered(c.flog.snapshot(), notice) {
-		return t.complete(ctx, brain.StatusError, "abandoned", abandonedError(why))
+	if ts, _ := t.turns(); ts.Delivered(notice) {
+		return t.complete(ctx, session.StatusError, session.ReasonAbandoned, abandonedError(why))
 	}
 	t.log.Warn().Int("cells", cells).Msg("turn abandoned after repeated failures; telling the thread")
 	// A notice stored by an earlier cell may have been posted already: search first.
@@ -53,11 +52,11 @@ func (t *turn) abandon(ctx context.Context, cells int) error {
 	switch {
 	case err == nil:
 		d.metrics.deliveries.Inc()
-		return t.complete(ctx, brain.StatusError, "abandoned", abandonedError(why), deliveredEvent(notice, c.sess.Key.Channel, posted))
+		return t.complete(ctx, session.StatusError, session.ReasonAbandoned, abandonedError(why), deliveredEvent(notice, c.sess.Key.Channel, posted))
 	case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
 		return err // the turn stays open; the next attempt finds the notice stored
 	default:
-		return t.complete(ctx, brain.StatusError, "abandoned", abandonedError(why+"; but the notice could not be delivered: "+shortError(err)))
+		return t.complete(ctx, session.StatusError, session.ReasonAbandoned, abandonedError(why+"; but the notice could not be delivered: "+shortError(err)))
 	}
 }
 

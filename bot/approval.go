@@ -20,6 +20,7 @@ import (
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // Approval modes of a tool (LOGBOOK_TOOL_APPROVAL).
@@ -216,11 +217,11 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 	}
 	idleAt := d.clock.Now().Add(d.cfg.IdleTimeout)
 	for {
-		if dec, ok := approvalDecision(c.flog.snapshot(), use.ID); ok {
+		if dec, p, ok := thread.FoldTurns(c.flog.snapshot()).Decision(use.ID); ok {
 			// The card shows the decision even if the gateway's update did not get through
 			// (a rate limit, a lost answer): an idempotent chat.update.
 			d.deliver.showDecision(ctx, req, card, dec)
-			return decisionFor(dec, req), nil
+			return decisionFor(dec, p, req), nil
 		}
 		now := d.clock.Now()
 		if !now.Before(req.ExpiresAt) {
@@ -236,8 +237,9 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 				d.metrics.approvals.WithLabelValues(session.DecisionTimeout).Inc()
 			}
 			// The stored decision — the timeout, or a click that won the race — decides.
-			d.deliver.showDecision(ctx, req, card, stored[0])
-			return decisionFor(stored[0], req), nil
+			dec, p, _ := thread.FoldTurns(stored).Decision(use.ID)
+			d.deliver.showDecision(ctx, req, card, dec)
+			return decisionFor(dec, p, req), nil
 		}
 		if !now.Before(idleAt) || d.isDraining() {
 			return brain.Decision{}, t.suspend(ctx, req)
@@ -259,10 +261,12 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.ApprovalRequested, string, error) {
 	c, d := t.cell, t.cell.deps
 	link := t.callLink(use.ID)
-	req, ok := approvalRequest(c.flog.snapshot(), use.ID)
+	folded := thread.FoldTurns(c.flog.snapshot())
+	var req session.ApprovalRequested
 	decided := ""
-	if ok {
-		dec, done := approvalDecision(c.flog.snapshot(), use.ID)
+	if a, ok := folded.Approval(use.ID); ok {
+		req = a.Request
+		dec, _, done := folded.Decision(use.ID)
 		if done && !unshowable(dec) {
 			return req, "", nil
 		}
@@ -313,8 +317,7 @@ func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.
 const viaUnshowable = "unshowable"
 
 func unshowable(decision session.Event) bool {
-	var p session.ApprovalDecided
-	return decision.Decode(&p) == nil && p.Via == viaUnshowable
+	return thread.Decided(decision).Via == viaUnshowable
 }
 
 // callLink is the web page of the session, landing on call's tool call with nothing of it cut
@@ -326,7 +329,7 @@ func (t *turn) callLink(call string) string {
 		return ""
 	}
 	page := TranscriptURL(pub, c.sess.ID) + "?all=1"
-	for _, e := range selectEvents(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeToolCall}}) {
+	for _, e := range session.Select(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeToolCall}}) {
 		var p session.ToolCall
 		if e.Decode(&p) == nil && p.CallID == call {
 			return page + "#e" + strconv.FormatInt(e.Seq, 10)
@@ -345,7 +348,7 @@ func (t *turn) suspend(ctx context.Context, req session.ApprovalRequested) error
 	// Seen: a message the cell has not read by now wakes the session again, as do a decision
 	// or a stop appended meanwhile (the trigger looks).
 	var seen int64
-	if last := selectEvents(t.cell.flog.snapshot(), session.Range{Types: []session.Type{session.TypeUserMessage}, Desc: true, Limit: 1}); len(last) == 1 {
+	if last := session.Select(t.cell.flog.snapshot(), session.Range{Types: []session.Type{session.TypeUserMessage}, Desc: true, Limit: 1}); len(last) == 1 {
 		seen = last[0].Seq
 	}
 	evs = append(evs, session.NewEvent{Type: session.TypeTurnSuspended, Actor: cellActor,
@@ -364,13 +367,10 @@ func (t *turn) cancelApprovals(ctx context.Context, by string) ([]session.NewEve
 	c, d := t.cell, t.cell.deps
 	var evs []session.NewEvent
 	var reqs []session.ApprovalRequested
-	snap := c.flog.snapshot()
-	for _, e := range selectEvents(snap, session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypeApprovalRequested}}) {
-		var req session.ApprovalRequested
-		if e.Decode(&req) != nil {
-			continue
-		}
-		if _, ok := approvalDecision(snap, req.CallID); ok {
+	ts, tn := t.turns()
+	for _, a := range tn.Approvals {
+		req := a.Request
+		if _, _, ok := ts.Decision(req.CallID); ok {
 			continue
 		}
 		reqs = append(reqs, req)
@@ -379,8 +379,9 @@ func (t *turn) cancelApprovals(ctx context.Context, by string) ([]session.NewEve
 			Payload:        session.ApprovalDecided{CallID: req.CallID, Decision: session.DecisionCanceled, Via: "stop"}})
 	}
 	return evs, func(stored []session.Event) {
+		decided := thread.FoldTurns(stored)
 		for _, req := range reqs {
-			dec, ok := approvalDecision(stored, req.CallID)
+			dec, _, ok := decided.Decision(req.CallID)
 			if !ok {
 				continue
 			}
@@ -394,32 +395,8 @@ func (t *turn) cancelApprovals(ctx context.Context, by string) ([]session.NewEve
 	}
 }
 
-// approvalRequest finds the request for call in evs (any selection of the log, oldest first).
-func approvalRequest(evs []session.Event, call string) (session.ApprovalRequested, bool) {
-	for _, e := range evs {
-		var r session.ApprovalRequested
-		if e.Type == session.TypeApprovalRequested && e.Decode(&r) == nil && r.CallID == call {
-			return r, true
-		}
-	}
-	return session.ApprovalRequested{}, false
-}
-
-// approvalDecision finds the decision on call in evs: the first one (it won).
-func approvalDecision(evs []session.Event, call string) (session.Event, bool) {
-	for _, e := range evs {
-		var p session.ApprovalDecided
-		if e.Type == session.TypeApprovalDecided && e.Decode(&p) == nil && p.CallID == call {
-			return e, true
-		}
-	}
-	return session.Event{}, false
-}
-
-// decisionFor is what the model is told of a decision.
-func decisionFor(e session.Event, req session.ApprovalRequested) brain.Decision {
-	var p session.ApprovalDecided
-	_ = e.Decode(&p)
+// decisionFor is what the model is told of a decision (e, with its payload p).
+func decisionFor(e session.Event, p session.ApprovalDecided, req session.ApprovalRequested) brain.Decision {
 	switch p.Decision {
 	case session.DecisionApproved:
 		return brain.Decision{Allow: true, Asked: true}
@@ -649,8 +626,7 @@ func slackDate(t time.Time) string {
 
 // decidedLine is the card's last line once decision (an approval_decided event) is in the log.
 func decidedLine(decision session.Event) string {
-	var p session.ApprovalDecided
-	_ = decision.Decode(&p)
+	p := thread.Decided(decision)
 	when := slackDate(decision.CreatedAt)
 	switch p.Decision {
 	case session.DecisionApproved:
@@ -727,8 +703,7 @@ func (d *Deliverer) showDecision(ctx context.Context, req session.ApprovalReques
 // updateCard makes card, the card of req, show decision (an approval_decided event), without
 // buttons.
 func updateCard(ctx context.Context, api slackAPI, req session.ApprovalRequested, card string, decision session.Event) error {
-	var p session.ApprovalDecided
-	_ = decision.Decode(&p)
+	p := thread.Decided(decision)
 	_, _, _, err := api.UpdateMessageContext(ctx, req.Channel, card,
 		slack.MsgOptionText(fmt.Sprintf("Approval for %s: %s", req.Tool, p.Decision), false),
 		slack.MsgOptionBlocks(cardBlocks(session.Session{}, req, Approvers{}, decidedLine(decision), "")...))

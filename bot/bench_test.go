@@ -156,7 +156,7 @@ func (instantAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error) 
 	if err != nil {
 		return brain.Reply{}, err
 	}
-	return brain.Reply{Event: stored[0], Message: msg, Status: brain.StatusOK}, nil
+	return brain.Reply{Event: stored[0], Message: msg, Status: session.StatusOK}, nil
 }
 
 const (

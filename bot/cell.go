@@ -11,6 +11,7 @@ import (
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/filestore"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // cellDeps is what every cell of a runner works with, built once by NewRunner.
@@ -149,10 +150,16 @@ func (c *Cell) run(ctx context.Context) {
 		c.hands = d.hands(c.flog, sess)
 	}
 	reason := c.loop(ctx, lease.Epoch)
-	exit = reason
+	exit, handOver = c.leave(ctx, lease.Epoch, reason)
+}
 
+// leave ends the cell after its loop returned reason: the work tree's changes saved while the
+// lease is still ours, then cell_evicted (with cell_woken when the cell wrote nothing before).
+// It returns the cell's exit reason, and whether a peer should be woken once the lease is
+// released (a graceful stop with work left). A lost lease writes nothing.
+func (c *Cell) leave(ctx context.Context, epoch int64, reason string) (exit string, handOver bool) {
+	d := c.deps
 	if c.hands != nil {
-		// The work tree's uncommitted changes are saved while the lease is still ours.
 		save, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		cause := context.Cause(ctx)
 		c.hands.Close(save, cause != errLeaseLost && cause != errClaimLost)
@@ -161,17 +168,16 @@ func (c *Cell) run(ctx context.Context) {
 	if cause := context.Cause(ctx); cause == errLeaseLost || cause == errClaimLost {
 		c.log.Warn().Err(cause).Msg("cell: exiting without writing")
 		d.metrics.evictions.Inc()
-		exit = "lease_lost"
 		if cause == errClaimLost {
-			exit = "claim_lost"
+			return "claim_lost", false
 		}
-		return
+		return "lease_lost", false
 	}
 	out, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer stop()
 	var evs []session.NewEvent
 	if c.woken == 0 {
-		evs = append(evs, c.wokenEvent(lease.Epoch))
+		evs = append(evs, c.wokenEvent(epoch))
 	}
 	evs = append(evs, session.NewEvent{Type: session.TypeCellEvicted, Actor: cellActor, Payload: session.CellEvicted{Reason: reason}})
 	if _, err := c.flog.Append(out, evs...); err != nil {
@@ -182,6 +188,7 @@ func (c *Cell) run(ctx context.Context) {
 		handOver = c.flog.sync(out) != nil || hasWork(readTurnState(c.flog.snapshot()))
 	}
 	c.log.Debug().Str("reason", reason).Bool("hand_over", handOver).Msg("cell evicted")
+	return reason, handOver
 }
 
 func hasWork(st turnState) bool { return st.open || st.lastUser > st.through }
@@ -322,50 +329,24 @@ func (c *Cell) loop(ctx context.Context, epoch int64) string {
 	}
 }
 
-// turnState is what the log says about the session's turns.
+// turnState is what the log says about the session's turns, as the cell runs them.
 type turnState struct {
-	open        bool  // a turn_started without turn_completed
+	open        bool  // the newest turn has no turn_completed
 	turnSeq     int64 // that turn's seq
 	through     int64 // the last user_message seq the open (or last completed) turn answers
 	lastUser    int64
 	lastUserMsg session.UserMessage
 }
 
-// readTurnState folds the log into the turn state: the last turn_started, turn_completed and
-// user_message.
+// readTurnState reads the turn state off the turns fold: the newest turn and user message.
 func readTurnState(evs []session.Event) turnState {
-	var st turnState
-	var started, completed, doneThrough int64
-	for i := len(evs) - 1; i >= 0 && (st.lastUser == 0 || started == 0 || completed == 0); i-- {
-		e := evs[i]
-		switch e.Type {
-		case session.TypeUserMessage:
-			if st.lastUser == 0 {
-				st.lastUser = e.Seq
-				_ = e.Decode(&st.lastUserMsg) // only its ts, for the working reaction
-			}
-		case session.TypeTurnStarted:
-			if started == 0 {
-				started = e.Seq
-				var ts session.TurnStarted
-				_ = e.Decode(&ts)
-				st.through, st.turnSeq = ts.Through, e.Seq
-			}
-		case session.TypeTurnCompleted:
-			if completed == 0 {
-				completed = e.Seq
-				var tc session.TurnCompleted
-				if e.Decode(&tc) == nil {
-					doneThrough = tc.Through
-				}
-			}
-		}
+	ts := thread.FoldTurns(evs)
+	st := turnState{lastUser: ts.LastUser.Seq}
+	if st.lastUser > 0 {
+		_ = ts.LastUser.Decode(&st.lastUserMsg) // only its ts, user and team, for the working reaction
 	}
-	st.open = started > 0 && completed < started
-	if !st.open {
-		// A completed turn may have answered further than it set out to (a stopped turn
-		// takes up its "stop" message).
-		st.through = max(st.through, doneThrough)
+	if t := ts.Last(); t != nil {
+		st.open, st.turnSeq, st.through = t.Open, t.Seq, t.Covered()
 	}
 	return st
 }

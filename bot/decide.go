@@ -13,6 +13,7 @@ import (
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // decideBudget bounds the work before a click is acked: Slack wants the ack within 3 s.
@@ -80,30 +81,34 @@ func (g *Gateway) recordDecision(ctx context.Context, log zerolog.Logger, cb sla
 		g.logFailed(time.Now())
 		return "failed", retry, session.Event{}, req
 	}
-	thread := cmp.Or(cb.Container.ThreadTs, cb.Message.ThreadTimestamp)
+	threadTS := cmp.Or(cb.Container.ThreadTs, cb.Message.ThreadTimestamp)
 	card := cmp.Or(cb.Container.MessageTs, cb.Message.Timestamp)
-	if channel := cmp.Or(cb.Channel.ID, cb.Container.ChannelID); channel != sess.Key.Channel || thread != sess.Key.ThreadTS || card == "" {
+	if channel := cmp.Or(cb.Channel.ID, cb.Container.ChannelID); channel != sess.Key.Channel || threadTS != sess.Key.ThreadTS || card == "" {
 		// A button value copied into another channel's or thread's message decides nothing.
 		g.metrics.ignored.WithLabelValues("approval_wrong_thread").Inc()
 		return "wrong_thread", "This button does not belong to a request in this thread.", session.Event{}, req
 	}
 	evs, err := g.store.Events(ctx, id, session.Range{Types: []session.Type{session.TypeUserMessage,
-		session.TypeApprovalRequested, session.TypeApprovalDecided, session.TypeTurnCompleted}})
+		session.TypeApprovalRequested, session.TypeApprovalDecided, session.TypeTurnStarted, session.TypeTurnCompleted}})
 	if err != nil {
 		log.Warn().Err(err).Msg("approval click: read the log")
 		g.logFailed(time.Now())
 		return "failed", retry, session.Event{}, req
 	}
-	req, ok := approvalRequest(evs, call)
+	ts := thread.FoldTurns(evs)
+	a, ok := ts.Approval(call)
+	if ok {
+		req = a.Request
+	}
 	if !ok {
 		g.metrics.approvals.WithLabelValues("stale").Inc()
 		return "stale", "This approval request is not in the session's log.", session.Event{}, req
 	}
-	if dec, ok := approvalDecision(evs, call); ok {
+	if dec, _, ok := ts.Decision(call); ok {
 		g.metrics.approvals.WithLabelValues("stale").Inc()
 		return "stale", "Already decided. " + decidedLine(dec), session.Event{}, req
 	}
-	if turnEnded(evs, req.Turn) {
+	if tn, ok := ts.Turn(req.Turn); ok && !tn.Open {
 		g.metrics.approvals.WithLabelValues("stale").Inc()
 		return "stale", "This request is no longer waiting: its turn ended before anyone decided.", session.Event{}, req
 	}
@@ -133,15 +138,4 @@ func (g *Gateway) recordDecision(ctx context.Context, log zerolog.Logger, cb sla
 	g.metrics.approvals.WithLabelValues(decision).Inc()
 	log.Info().Str("decision", decision).Msg("approval decided")
 	return "decided", "", stored[0], req
-}
-
-// turnEnded reports whether evs hold the turn_completed of the turn at turnSeq.
-func turnEnded(evs []session.Event, turnSeq int64) bool {
-	for _, e := range evs {
-		var tc session.TurnCompleted
-		if e.Type == session.TypeTurnCompleted && e.Seq > turnSeq && e.Decode(&tc) == nil && (tc.Turn == turnSeq || tc.Turn == 0) {
-			return true
-		}
-	}
-	return false
 }

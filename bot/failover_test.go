@@ -162,7 +162,7 @@ func TestAbandonedTurnTellsTheThreadOnce(t *testing.T) {
 		}
 		var tc session.TurnCompleted
 		tcs := h.events(s.ID, session.TypeTurnCompleted)
-		if err := tcs[0].Decode(&tc); err != nil || tc.Status != brain.StatusError || tc.Reason != "abandoned" {
+		if err := tcs[0].Decode(&tc); err != nil || tc.Status != session.StatusError || tc.Reason != "abandoned" {
 			t.Fatalf("turn_completed %+v %v", tc, err)
 		}
 		var e session.ErrorEvent

@@ -33,7 +33,7 @@ func (t *turn) fetchThrough(ctx context.Context, through int64) error {
 	}
 	snap := c.flog.snapshot()
 	done := map[string]bool{}
-	for _, e := range selectEvents(snap, session.Range{Types: []session.Type{session.TypeFileFetched}}) {
+	for _, e := range session.Select(snap, session.Range{Types: []session.Type{session.TypeFileFetched}}) {
 		var ff session.FileFetched
 		if e.Decode(&ff) == nil {
 			done[ff.FileID+"/"+ff.TS] = true
@@ -41,14 +41,14 @@ func (t *turn) fetchThrough(ctx context.Context, through int64) error {
 	}
 	// The messages this turn answers (a file_ref follows its message in the same append).
 	answers := map[string]bool{}
-	for _, e := range selectEvents(snap, session.Range{To: through, Types: []session.Type{session.TypeUserMessage}}) {
+	for _, e := range session.Select(snap, session.Range{To: through, Types: []session.Type{session.TypeUserMessage}}) {
 		var m session.UserMessage
 		if e.Decode(&m) == nil {
 			answers[m.TS] = true
 		}
 	}
 	var evs []session.NewEvent
-	for _, e := range selectEvents(snap, session.Range{Types: []session.Type{session.TypeFileRef}}) {
+	for _, e := range session.Select(snap, session.Range{Types: []session.Type{session.TypeFileRef}}) {
 		var ref session.FileRef
 		// A ref without a download address was stored before logbook fetched files: it stays
 		// named only ("not fetched"), not reported as a failure at every turn.
@@ -132,7 +132,7 @@ func (t *turn) restoreCopies(ctx context.Context) {
 	if c.hands == nil || d.files == nil {
 		return
 	}
-	for _, e := range selectEvents(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeFileFetched}}) {
+	for _, e := range session.Select(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeFileFetched}}) {
 		var ff session.FileFetched
 		if e.Decode(&ff) != nil || ff.Workspace == "" || ff.SHA256 == "" || c.copied[ff.Workspace] {
 			continue
@@ -187,7 +187,7 @@ func sizes(n, limit int64) (string, string) {
 // nothing here reads.
 func (t *turn) fileNotes() []string {
 	var notes []string
-	for _, e := range selectEvents(t.cell.flog.snapshot(), session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypeFileFetched}}) {
+	for _, e := range session.Select(t.cell.flog.snapshot(), session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypeFileFetched}}) {
 		var ff session.FileFetched
 		if e.Decode(&ff) != nil {
 			continue

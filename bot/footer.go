@@ -138,7 +138,7 @@ func thousands(n int64) string {
 // turnUsage collects the usage of every model call of the turn at turnSeq.
 func turnUsage(evs []session.Event, turnSeq int64) []session.Usage {
 	var out []session.Usage
-	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeAssistantMessage}}) {
+	for _, e := range session.Select(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeAssistantMessage}}) {
 		var m session.AssistantMessage
 		if e.Decode(&m) == nil && m.Usage != nil {
 			out = append(out, *m.Usage)

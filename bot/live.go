@@ -328,7 +328,7 @@ func (v *liveView) send(ctx context.Context, text string, cards []slack.StreamCh
 	}
 	cur := v.current()
 	if cur != nil && (v.clock.Now().Sub(cur.started) > v.cfg.MaxAge || cur.chars+utf8.RuneCountInString(text) > v.cfg.MaxChars) {
-		v.rollover(ctx, cur, "rollover")
+		v.rollover(ctx, cur, session.StreamRollover)
 		cur = nil
 	}
 	var err error
@@ -346,7 +346,7 @@ func (v *liveView) send(ctx context.Context, text string, cards []slack.StreamCh
 		if streamClosed(err) {
 			// Slack stopped taking appends (its age or size limit came first): go on in a
 			// new message, nothing lost.
-			v.rollover(ctx, cur, "rollover")
+			v.rollover(ctx, cur, session.StreamRollover)
 			err = v.start(ctx, text, cards)
 		}
 	}
@@ -427,7 +427,7 @@ func (v *liveView) update(ctx context.Context, cur *liveMsg, text string) error 
 	}
 	full := cur.text + text
 	if utf8.RuneCountInString(mrkdwn.FromMarkdown(full)) > v.d.cfg.PartLimit {
-		v.rollover(ctx, cur, "rollover")
+		v.rollover(ctx, cur, session.StreamRollover)
 		return v.update(ctx, nil, text)
 	}
 	err := v.d.call(ctx, "chat.update", func() error {
@@ -543,7 +543,7 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 		})
 		if err == nil {
 			cur.chars += utf8.RuneCountInString(earlier + rest)
-			stop(cur, "done")
+			stop(cur, session.StreamDone)
 			return v.tsList(v.roundAt), stopped, nil
 		}
 		if !streamClosed(err) {
@@ -570,16 +570,16 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 	}
 	for i, m := range v.msgs {
 		if !m.closed {
-			reason := "done"
+			reason := session.StreamDone
 			if i > at {
-				reason = "deleted"
+				reason = session.StreamDeleted
 			}
 			stop(m, reason)
 		}
 	}
 	for _, m := range v.msgs[at+1:] {
 		if m.closed {
-			stop(m, "deleted")
+			stop(m, session.StreamDeleted)
 		}
 	}
 	return posted, stopped, nil
@@ -640,42 +640,11 @@ func deliveredEvent(reply session.Event, channel string, ts []string) session.Ne
 // message may be stopped (rolled over) first and deleted later.
 func streamStopped(ts, reason string, chars int) session.NewEvent {
 	key := "stream_stopped/" + ts
-	if reason == "deleted" {
+	if reason == session.StreamDeleted {
 		key = "stream_deleted/" + ts
 	}
 	return session.NewEvent{Type: session.TypeStreamStopped, Actor: deliveryActor, IdempotencyKey: key,
 		Payload: session.StreamStopped{TS: ts, Reason: reason, Chars: chars}}
-}
-
-// liveMessages are the live messages of the turn at turnSeq that the log records, in order,
-// with whether each is still open (not stopped) and whether it was deleted.
-type liveRecord struct {
-	ts, mode      string
-	open, deleted bool
-}
-
-func liveMessages(evs []session.Event, turnSeq int64) []liveRecord {
-	var out []liveRecord
-	index := map[string]int{}
-	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeStreamStarted, session.TypeStreamStopped}}) {
-		switch e.Type {
-		case session.TypeStreamStarted:
-			var p session.StreamStarted
-			if e.Decode(&p) == nil && p.Turn == turnSeq {
-				index[p.TS] = len(out)
-				out = append(out, liveRecord{ts: p.TS, mode: p.Mode, open: true})
-			}
-		case session.TypeStreamStopped:
-			var p session.StreamStopped
-			if e.Decode(&p) == nil {
-				if i, ok := index[p.TS]; ok {
-					out[i].open = false
-					out[i].deleted = out[i].deleted || p.Reason == "deleted"
-				}
-			}
-		}
-	}
-	return out
 }
 
 // stopWith finishes the view's message with a note (a stopped turn: no reply follows) and
@@ -711,5 +680,5 @@ func (v *liveView) stopWith(ctx context.Context, note string) []session.NewEvent
 	if err != nil {
 		v.log.Warn().Err(err).Msg("live view: finish a stopped turn's message")
 	}
-	return []session.NewEvent{streamStopped(cur.ts, "stopped", cur.chars)}
+	return []session.NewEvent{streamStopped(cur.ts, session.StreamCutShort, cur.chars)}
 }

@@ -65,7 +65,7 @@ func (a *liveAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error) 
 	if err != nil {
 		return brain.Reply{}, err
 	}
-	return brain.Reply{Event: stored[0], Message: msg, Status: brain.StatusOK}, nil
+	return brain.Reply{Event: stored[0], Message: msg, Status: session.StatusOK}, nil
 }
 
 // botMessages is every message the bot has in the thread (replies and live messages).
@@ -182,7 +182,7 @@ func (a *crashAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error)
 	if err != nil {
 		return brain.Reply{}, err
 	}
-	return brain.Reply{Event: stored[0], Message: reply, Status: brain.StatusOK}, nil
+	return brain.Reply{Event: stored[0], Message: reply, Status: session.StatusOK}, nil
 }
 
 // A cell that dies while its live message shows part of the reply: the next cell finishes
@@ -449,7 +449,7 @@ func (a *restartAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, erro
 	if err != nil {
 		return brain.Reply{}, err
 	}
-	return brain.Reply{Event: stored[0], Message: msg, Status: brain.StatusOK}, nil
+	return brain.Reply{Event: stored[0], Message: msg, Status: session.StatusOK}, nil
 }
 
 // A retried model call (Restart) while the live view is sending the void text: the text in

@@ -108,7 +108,7 @@ func (l *cellLog) Events(ctx context.Context, r session.Range) ([]session.Event,
 			return nil, err
 		}
 	}
-	return selectEvents(l.known, r), nil
+	return session.Select(l.known, r), nil
 }
 
 // Append appends evs with the cell's epoch and keeps what was stored.
@@ -121,42 +121,4 @@ func (l *cellLog) Append(ctx context.Context, evs ...session.NewEvent) ([]sessio
 	l.add(stored)
 	l.mu.Unlock()
 	return stored, nil
-}
-
-// selectEvents applies a session.Range to known, a prefix of the log (known[i].Seq == i+1),
-// exactly as session.Store.Events does in SQL.
-func selectEvents(known []session.Event, r session.Range) []session.Event {
-	lo, hi := int64(1), int64(len(known))
-	if r.From > lo {
-		lo = r.From
-	}
-	if r.To > 0 && r.To < hi {
-		hi = r.To
-	}
-	if r.Before > 0 && r.Before-1 < hi {
-		hi = r.Before - 1
-	}
-	var out []session.Event
-	if lo > hi {
-		return out
-	}
-	want := func(e session.Event) bool { return len(r.Types) == 0 || slices.Contains(r.Types, e.Type) }
-	desc := r.Desc || r.Before > 0
-	if desc {
-		for s := hi; s >= lo && (r.Limit <= 0 || len(out) < r.Limit); s-- {
-			if e := known[s-1]; want(e) {
-				out = append(out, e)
-			}
-		}
-		if r.Before > 0 && !r.Desc {
-			slices.Reverse(out)
-		}
-		return out
-	}
-	for s := lo; s <= hi && (r.Limit <= 0 || len(out) < r.Limit); s++ {
-		if e := known[s-1]; want(e) {
-			out = append(out, e)
-		}
-	}
-	return out
 }

@@ -29,66 +29,6 @@ func seqsOf(evs []session.Event) []int64 {
 	return out
 }
 
-// The cell's log answers every Range from memory exactly as the store answers it in SQL.
-func TestCellLogSelectsAsTheStore(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	store := newTestStore(t)
-	sess, err := store.Open(ctx, session.ThreadKey{Team: "T1", Channel: "C1", ThreadTS: "1.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	user := session.Actor{Kind: session.ActorUser, ID: "U1"}
-	types := []session.Type{session.TypeUserMessage, session.TypeTurnStarted, session.TypeAssistantMessage, session.TypeDelivered, session.TypeTurnCompleted}
-	for i := range 23 {
-		var p any = map[string]any{"n": i}
-		if types[i%len(types)] == session.TypeUserMessage {
-			p = session.UserMessage{TS: fmt.Sprintf("1.%d", i), Text: "hi"}
-		}
-		if _, err := store.Append(ctx, sess.ID, session.NewEvent{Type: types[i%len(types)], Actor: user, Payload: p}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l := newCellLog(store, sess.ID, 0)
-	if err := l.sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if l.head() != 23 {
-		t.Fatalf("head %d after sync, want 23", l.head())
-	}
-	var ranges []session.Range
-	for _, from := range []int64{0, 1, 5, 23, 30} {
-		for _, to := range []int64{0, 4, 22} {
-			for _, lim := range []int{0, 1, 3} {
-				for _, desc := range []bool{false, true} {
-					for _, ty := range [][]session.Type{nil, {session.TypeDelivered}, {session.TypeUserMessage, session.TypeTurnCompleted}} {
-						ranges = append(ranges, session.Range{From: from, To: to, Limit: lim, Desc: desc, Types: ty})
-					}
-				}
-			}
-		}
-	}
-	for _, before := range []int64{1, 2, 10, 24, 40} {
-		for _, lim := range []int{1, 4} {
-			ranges = append(ranges, session.Range{Before: before, Limit: lim}, session.Range{Before: before, Limit: lim, Desc: true},
-				session.Range{Before: before, Limit: lim, Types: []session.Type{session.TypeUserMessage}})
-		}
-	}
-	for _, r := range ranges {
-		want, err := store.Events(ctx, sess.ID, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := l.Events(ctx, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fmt.Sprint(seqsOf(got)) != fmt.Sprint(seqsOf(want)) {
-			t.Errorf("%+v: cell log %v, store %v", r, seqsOf(got), seqsOf(want))
-		}
-	}
-}
-
 // An append by someone else (the gateway) between the cell's own appends leaves a gap in
 // what the cell knows; the next read fills it, so nothing appended by others is missed.
 func TestCellLogFillsGapsLeftByOtherWriters(t *testing.T) {

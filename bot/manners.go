@@ -128,7 +128,7 @@ func hearAll(mode ThreadReplies, evs []session.Event, through, last int64) heard
 			break
 		}
 	}
-	for _, e := range selectEvents(evs, session.Range{From: through + 1, To: last, Types: []session.Type{session.TypeUserMessage}}) {
+	for _, e := range session.Select(evs, session.Range{From: through + 1, To: last, Types: []session.Type{session.TypeUserMessage}}) {
 		var m session.UserMessage
 		if e.Decode(&m) != nil {
 			out.answer, out.canned = true, "" // unreadable: let the agent see what it can

@@ -125,7 +125,7 @@ func forgeFailure(err error) error {
 
 // pullRecorded finds the recorded pull request of repo and branch.
 func pullRecorded(evs []session.Event, repo, branch string) (session.PullRequest, bool) {
-	for _, e := range selectEvents(evs, session.Range{Types: []session.Type{session.TypePullRequest}}) {
+	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypePullRequest}}) {
 		var pr session.PullRequest
 		if e.Decode(&pr) == nil && pr.Repo == repo && pr.Branch == branch {
 			return pr, true
@@ -137,7 +137,7 @@ func pullRecorded(evs []session.Event, repo, branch string) (session.PullRequest
 // pullNotes are the reply's footer lines linking the pull requests this turn opened.
 func (t *turn) pullNotes() []string {
 	var notes []string
-	for _, e := range selectEvents(t.cell.flog.snapshot(), session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypePullRequest}}) {
+	for _, e := range session.Select(t.cell.flog.snapshot(), session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypePullRequest}}) {
 		var pr session.PullRequest
 		if e.Decode(&pr) == nil && strings.HasPrefix(pr.URL, "https://") {
 			notes = append(notes, fmt.Sprintf(":twisted_rightwards_arrows: <%s|%s#%d> (%s)", pr.URL, pr.Repo, pr.Number, pr.Branch))

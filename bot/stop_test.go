@@ -45,7 +45,7 @@ func appendReply(ctx context.Context, t brain.Turn, text string) (brain.Reply, e
 	if err != nil {
 		return brain.Reply{}, err
 	}
-	return brain.Reply{Event: stored[0], Message: msg, Status: brain.StatusOK}, nil
+	return brain.Reply{Event: stored[0], Message: msg, Status: session.StatusOK}, nil
 }
 
 // stopped waits for the session's turn_stopped and returns it.
@@ -90,7 +90,7 @@ func TestStopButtonStopsTheRunningTurn(t *testing.T) {
 				t.Fatalf("bot messages after the stop: %+v", msgs)
 			}
 			var tc session.TurnCompleted
-			if err := h.events(s.ID, session.TypeTurnCompleted)[0].Decode(&tc); err != nil || tc.Status != bot.StatusStopped {
+			if err := h.events(s.ID, session.TypeTurnCompleted)[0].Decode(&tc); err != nil || tc.Status != session.StatusStopped {
 				t.Fatalf("turn_completed %+v %v", tc, err)
 			}
 			// The status is set back as the turn's last step, just after turn_completed.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // maxResumes is how many cells in a row may take up one unfinished turn without moving it on
@@ -47,66 +48,107 @@ type turn struct {
 	live    *liveView // nil: none (yet)
 }
 
+// run runs the turn in the phases turn's doc lists: begin (or resume), abandon a turn
+// no cell could finish, prepare the brain's turn, produce the reply (or find it), deliver it
+// and complete the turn, then title the session.
 func (t *turn) run(ctx context.Context) error {
-	c, d, st := t.cell, t.cell.deps, &t.state
-	resumed := st.open
+	resumed := t.state.open
 	if !resumed {
-		// Which of the new messages are for the bot (thread manners): the rest are recorded
-		// as not addressed, and a turn that answers none of them is closed at once, silently.
-		h := hearAll(d.cfg.ThreadReplies, c.flog.snapshot(), st.through, st.lastUser)
-		if h.answer && h.canned == "" {
-			if err := t.replyBudget(ctx); err != nil {
-				return err
-			}
+		if answer, err := t.begin(ctx); err != nil || !answer {
+			return err // a turn that answers nothing is closed at once, silently
 		}
-		evs := append([]session.NewEvent{{Type: session.TypeTurnStarted, Actor: cellActor,
-			Payload: session.TurnStarted{Through: st.lastUser, Reason: "message"}}}, h.marks...)
-		if h.canned != "" {
-			// A reply that needs no model (mute, unmute, a mention while muted) is stored
-			// with the turn, so a resumed turn finds it and delivers it.
-			evs = append(evs, session.NewEvent{Type: session.TypeAssistantMessage,
-				Actor:   session.Actor{Kind: session.ActorBot, ID: cmp.Or(d.cfg.Where.BotUserID, "logbook")},
-				Payload: session.AssistantMessage{Text: h.canned}})
-		}
-		if !h.answer {
-			evs = append(evs, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
-				Payload: session.TurnCompleted{Status: StatusSilent, Reason: "not_addressed", Through: st.lastUser}})
-		}
-		stored, err := c.appendWoken(ctx, t.epoch, evs...)
-		if err != nil {
-			return err
-		}
-		st.turnSeq, st.through = stored[0].Seq, st.lastUser
-		c.queued = max(c.queued, st.lastUser)
-		if !h.answer {
-			d.metrics.turns.WithLabelValues(StatusSilent).Inc()
-			d.probe.turnDone(c.id, st.turnSeq, StatusSilent)
-			return nil
-		}
-	} else if _, err := c.appendWoken(ctx, t.epoch); err != nil {
+	} else if _, err := t.cell.appendWoken(ctx, t.epoch); err != nil {
 		return err
 	}
-	t.log = c.log.With().Int64("turn", st.turnSeq).Bool("resumed", resumed).Logger()
-	evs := c.flog.snapshot()
+	t.log = t.cell.log.With().Int64("turn", t.state.turnSeq).Bool("resumed", resumed).Logger()
 	if resumed {
-		// A turn that keeps failing across cells (an unsearchable thread, Slack refusing the
-		// post) is closed with an error instead of being woken forever.
-		if woken, all := resumes(evs, st.turnSeq); woken > maxResumes || all > maxCells {
-			woken = max(woken, all)
-			// The live messages the dead cells left are removed first: the thread gets the
-			// notice, not a half-written reply left streaming above it. Best-effort: the
-			// turn is abandoned whatever Slack says.
-			if _, err := t.recoverLive(ctx, session.Event{}, false); err != nil {
-				t.log.Warn().Err(err).Msg("live view: could not remove the live messages of an abandoned turn")
-			}
-			return t.abandon(ctx, woken) // abandon.go: the thread is told, once
+		if cells, give := t.givingUp(); give {
+			return t.giveUp(ctx, cells)
 		}
 	}
 	// A status at once: the thread's agent session, else its assistant-thread status, else a
 	// reaction; cleared on every way out of the turn.
-	working := d.deliver.startStatus(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, st.lastUserMsg.TS, threadTitle(c.flog.snapshot()))
+	c := t.cell
+	working := c.deps.deliver.startStatus(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, t.state.lastUserMsg.TS, threadTitle(c.flog.snapshot()))
 	defer working.end()
+	bt := t.prepare(ctx)
+	p, err := t.produce(ctx, bt, working)
+	if p.live != nil {
+		defer p.live.close()
+	}
+	if err != nil || p.ended {
+		return err
+	}
+	if !p.completed {
+		if p.status, err = t.deliver(ctx, resumed, p); err != nil {
+			return err
+		}
+	}
+	return t.titleAfter(ctx, bt, p.reply, p.status)
+}
 
+// begin opens a fresh turn: which of the new messages are for the bot (thread manners) — the
+// rest are recorded as not addressed —, the reply cap, then turn_started with its markers (and a
+// canned reply, or the turn_completed of a turn that answers nothing) in one append. It
+// reports whether the turn goes on to answer.
+func (t *turn) begin(ctx context.Context) (answer bool, err error) {
+	c, d, st := t.cell, t.cell.deps, &t.state
+	h := hearAll(d.cfg.ThreadReplies, c.flog.snapshot(), st.through, st.lastUser)
+	if h.answer && h.canned == "" {
+		if err := t.replyBudget(ctx); err != nil {
+			return false, err
+		}
+	}
+	evs := append([]session.NewEvent{{Type: session.TypeTurnStarted, Actor: cellActor,
+		Payload: session.TurnStarted{Through: st.lastUser, Reason: session.StartMessage}}}, h.marks...)
+	if h.canned != "" {
+		// A reply that needs no model (mute, unmute, a mention while muted) is stored
+		// with the turn, so a resumed turn finds it and delivers it.
+		evs = append(evs, session.NewEvent{Type: session.TypeAssistantMessage,
+			Actor:   session.Actor{Kind: session.ActorBot, ID: cmp.Or(d.cfg.Where.BotUserID, "logbook")},
+			Payload: session.AssistantMessage{Text: h.canned}})
+	}
+	if !h.answer {
+		evs = append(evs, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
+			Payload: session.TurnCompleted{Status: session.StatusSilent, Reason: session.ReasonNotAddressed, Through: st.lastUser}})
+	}
+	stored, err := c.appendWoken(ctx, t.epoch, evs...)
+	if err != nil {
+		return false, err
+	}
+	st.turnSeq, st.through = stored[0].Seq, st.lastUser
+	c.queued = max(c.queued, st.lastUser)
+	if !h.answer {
+		d.metrics.turns.WithLabelValues(session.StatusSilent).Inc()
+		d.probe.turnDone(c.id, st.turnSeq, session.StatusSilent)
+	}
+	return h.answer, nil
+}
+
+// givingUp reports a resumed turn that keeps failing across cells (an unsearchable thread,
+// Slack refusing the post), to close with an error instead of waking it forever: cells that
+// took it up without moving it on, or too many cells at all (cells that each finish one call
+// and die would otherwise go on for ever).
+func (t *turn) givingUp() (cells int, give bool) {
+	_, tn := t.turns()
+	woken, all := tn.Resumes()
+	return max(woken, all), woken > maxResumes || all > maxCells
+}
+
+// giveUp abandons the turn. The live messages the dead cells left are removed first: the
+// thread gets the notice, not a half-written reply left streaming above it. Best-effort: the
+// turn is abandoned whatever Slack says.
+func (t *turn) giveUp(ctx context.Context, cells int) error {
+	if _, err := t.recoverLive(ctx, session.Event{}, false); err != nil {
+		t.log.Warn().Err(err).Msg("live view: could not remove the live messages of an abandoned turn")
+	}
+	return t.abandon(ctx, cells) // abandon.go: the thread is told, once
+}
+
+// prepare is the brain's turn: the session, its log, and the optional features this
+// deployment and channel offer.
+func (t *turn) prepare(ctx context.Context) brain.Turn {
+	c, d, st := t.cell, t.cell.deps, t.state
 	bt := brain.Turn{Session: c.sess, Log: c.flog, Where: d.cfg.Where, TurnSeq: st.turnSeq, Through: st.through}
 	if d.searcher != nil { // scoped to this session's channel
 		bt.Searcher = d.searcher.For(c.sess.Key.Channel)
@@ -135,65 +177,83 @@ func (t *turn) run(ctx context.Context) error {
 	if d.cfg.Approval.Policy.Restricts() {
 		bt.Approve = t.approve
 	}
-	// A resumed turn may have its reply already (a crash after the reply, before delivery),
-	// and a canned reply is stored with its turn_started: either is delivered, not produced
-	// again.
-	reply, found := turnReply(c.flog.snapshot(), st.turnSeq)
-	status, reason := brain.StatusOK, ""
-	// Live messages a dead cell left behind: finished from the log, so the thread ends with
-	// the whole reply exactly once and nothing left streaming.
-	var live *liveView
-	// Files a dead cell uploaded but did not record as shared: Slack says whether they are in
-	// the thread (then their message is known, not a live message to remove), else they are
-	// shared now.
-	if err := t.finishUploads(ctx); err != nil {
-		return err
-	}
-	recovered, err := t.recoverLive(ctx, reply, found)
-	if err != nil {
-		return err
-	}
-	if recovered {
-		return t.titleAfter(ctx, bt, reply, status)
-	}
-	if !found && d.cfg.Live.Mode != StreamOff {
-		live = newLiveView(d.deliver, c.flog, t.log, d.clock, d.cfg.Live, c.sess, st.turnSeq,
-			st.lastUserMsg.User, cmp.Or(st.lastUserMsg.Team, c.sess.Key.Team), threadTitle(c.flog.snapshot()))
-		live.status = working
-		go live.run(ctx)
-		defer live.close()
-		bt.Live = live
-		t.live = live
-	}
-	if !found {
-		if d.channel != nil {
-			if name := d.channel(ctx, c.sess.Key.Channel); name != "" {
-				bt.Where.Channel = name
-			}
-		}
-		// The model reads what was shared with the messages it answers; what it was told is in
-		// the sandbox is put back there.
-		if err := t.fetchFiles(ctx); err != nil {
-			return err
-		}
-		t.restoreCopies(ctx)
-		res, err := t.runAgent(ctx, bt)
-		if res.Through > st.through {
-			st.through = res.Through // messages steered the turn: it answered them too
-		}
-		var s *stopRequest
-		if errors.As(err, &s) {
-			return t.stop(ctx, live, s) // stopWith closes the live view first
-		}
-		if errors.Is(err, errSuspended) {
-			return err // turn_suspended is in the log; the cell goes away
-		}
-		if err != nil {
-			return err
-		}
-		reply, status, reason = res.Event, res.Status, res.Reason
-	}
+	return bt
+}
 
+// produced is what produce leaves for delivery: the reply and the turn_completed status it
+// goes with, and the live view showing the turn (nil: none). ended says the turn ended there
+// (stopped, suspended); completed that its reply was delivered and the turn completed (a dead
+// cell's live messages finished from the log).
+type produced struct {
+	reply            session.Event
+	status, reason   string
+	live             *liveView
+	ended, completed bool
+}
+
+// produce finds the turn's reply or has the agent write it. A resumed turn may have its reply
+// already (a crash after the reply, before delivery), and a canned reply is stored with its
+// turn_started: either is delivered, not produced again. What a dead cell left in the thread
+// is settled first: files it uploaded but did not record as shared (Slack says whether they
+// are in the thread, else they are shared now), and its live messages, finished from the log
+// so the thread ends with the whole reply exactly once and nothing left streaming.
+func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus) (produced, error) {
+	c, d, st := t.cell, t.cell.deps, &t.state
+	_, tn := t.turns()
+	p := produced{reply: tn.Reply, status: session.StatusOK}
+	found := tn.Reply.Seq > 0
+	if err := t.finishUploads(ctx); err != nil {
+		return p, err
+	}
+	recovered, err := t.recoverLive(ctx, p.reply, found)
+	if err != nil || recovered {
+		p.completed = recovered
+		return p, err
+	}
+	if found {
+		return p, nil
+	}
+	if d.cfg.Live.Mode != StreamOff {
+		p.live = newLiveView(d.deliver, c.flog, t.log, d.clock, d.cfg.Live, c.sess, st.turnSeq,
+			st.lastUserMsg.User, cmp.Or(st.lastUserMsg.Team, c.sess.Key.Team), threadTitle(c.flog.snapshot()))
+		p.live.status = working
+		go p.live.run(ctx)
+		bt.Live = p.live
+		t.live = p.live
+	}
+	if d.channel != nil {
+		if name := d.channel(ctx, c.sess.Key.Channel); name != "" {
+			bt.Where.Channel = name
+		}
+	}
+	// The model reads what was shared with the messages it answers; what it was told is in
+	// the sandbox is put back there.
+	if err := t.fetchFiles(ctx); err != nil {
+		return p, err
+	}
+	t.restoreCopies(ctx)
+	res, err := t.runAgent(ctx, bt)
+	if res.Through > st.through {
+		st.through = res.Through // messages steered the turn: it answered them too
+	}
+	var s *stopRequest
+	switch {
+	case errors.As(err, &s):
+		p.ended = true
+		return p, t.stop(ctx, p.live, s) // stopWith closes the live view first
+	case err != nil:
+		return p, err // errSuspended: turn_suspended is in the log; the cell goes away
+	}
+	p.reply, p.status, p.reason = res.Event, res.Status, res.Reason
+	return p, nil
+}
+
+// deliver posts the reply (or finishes the live view that shows it) and completes the turn
+// with it, in one append; it returns the status the turn completed with. A delivery that fails
+// for a reason that may pass leaves the turn open (it is resumed, the thread searched first,
+// after a backoff); one that can never succeed completes it with an error.
+func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (string, error) {
+	c, d, live, reply := t.cell, t.cell.deps, p.live, p.reply
 	if live != nil {
 		live.close()
 	}
@@ -201,70 +261,34 @@ func (t *turn) run(ctx context.Context) error {
 		// The live view shows the reply: its messages take the place of posting it.
 		posted, stopped, err := live.finish(ctx, reply, t.footer(reply))
 		if err != nil {
-			return err // the turn stays open; the next cell finishes the live messages
+			return p.status, err // the turn stays open; the next cell finishes the live messages
 		}
-		if err := t.complete(ctx, status, reason, append(stopped, deliveredEvent(reply, c.sess.Key.Channel, posted))...); err != nil {
-			return err
+		if err := t.complete(ctx, p.status, p.reason, append(stopped, deliveredEvent(reply, c.sess.Key.Channel, posted))...); err != nil {
+			return p.status, err
 		}
 		d.metrics.deliveries.Inc()
-	} else if resumed && delivered(c.flog.snapshot(), reply) {
-		if err := t.complete(ctx, status, reason); err != nil {
-			return err
-		}
-	} else {
-		// Fresh: produced by this turn in this process, so never posted before.
-		fresh := !resumed && reply.Seq > st.turnSeq
-		posted, err := d.deliver.Deliver(ctx, c.sess, reply, !fresh, t.footer(reply))
-		switch {
-		case err == nil:
-			if err := t.complete(ctx, status, reason, deliveredEvent(reply, c.sess.Key.Channel, posted)); err != nil {
-				return err
-			}
-			d.metrics.deliveries.Inc()
-		case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
-			// The turn stays open: it is resumed (the thread searched first) after a backoff.
-			return err
-		default:
-			t.log.Warn().Err(err).Msg("delivery failed for good")
-			status = brain.StatusError
-			if err := t.complete(ctx, status, "delivery", session.NewEvent{Type: session.TypeError, Actor: cellActor,
-				Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}}); err != nil {
-				return err
-			}
-		}
+		return p.status, nil
 	}
-	return t.titleAfter(ctx, bt, reply, status)
-}
-
-// resumes counts the cells that took up the turn at turnSeq since its last finished tool call
-// (or since the cell that began it), leaving out each that woke after the turn was suspended
-// for an approval (that is the wait going on, not a failure): the cells that failed in a row
-// without moving the turn on.
-//
-// all counts every such cell, progress or not: past maxCells the turn is abandoned whatever
-// it did (cells that each finish one call and die would otherwise go on for ever).
-func resumes(evs []session.Event, turnSeq int64) (n, all int) {
-	suspended := false
-	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeCellWoken, session.TypeTurnSuspended, session.TypeToolResult}}) {
-		switch {
-		case e.Type == session.TypeToolResult:
-			// A tool that finished is progress: the cells before it were not failing on
-			// the turn itself (a process killed between steps, say). A synthetic result (a
-			// call a dead cell left "interrupted") is not.
-			var r session.ToolResult
-			if e.Decode(&r) == nil && !r.Synthetic {
-				n = 0
-			}
-		case e.Type == session.TypeTurnSuspended:
-			suspended = true
-		case suspended:
-			suspended = false
-		default:
-			n++
-			all++
-		}
+	if ts, _ := t.turns(); resumed && ts.Delivered(reply) {
+		return p.status, t.complete(ctx, p.status, p.reason)
 	}
-	return n, all
+	// Fresh: produced by this turn in this process, so never posted before.
+	fresh := !resumed && reply.Seq > t.state.turnSeq
+	posted, err := d.deliver.Deliver(ctx, c.sess, reply, !fresh, t.footer(reply))
+	switch {
+	case err == nil:
+		if err := t.complete(ctx, p.status, p.reason, deliveredEvent(reply, c.sess.Key.Channel, posted)); err != nil {
+			return p.status, err
+		}
+		d.metrics.deliveries.Inc()
+		return p.status, nil
+	case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
+		return p.status, err
+	default:
+		t.log.Warn().Err(err).Msg("delivery failed for good")
+		return session.StatusError, t.complete(ctx, session.StatusError, session.ReasonDelivery, session.NewEvent{Type: session.TypeError, Actor: cellActor,
+			Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}})
+	}
 }
 
 // titleAfter names the session once its reply reached the thread.
@@ -272,10 +296,10 @@ func (t *turn) titleAfter(ctx context.Context, bt brain.Turn, reply session.Even
 	c, d := t.cell, t.cell.deps
 	// A title comes after the reply reached the thread, not before; Slack shows it where it
 	// can (the thread's agent session, or its assistant-thread title).
-	if d.titler != nil && status == brain.StatusOK {
-		before := len(selectEvents(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}))
+	if d.titler != nil && status == session.StatusOK {
+		before := len(session.Select(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}))
 		d.titler.Title(ctx, bt, reply)
-		if titles := selectEvents(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}); len(titles) > before {
+		if titles := session.Select(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}); len(titles) > before {
 			var tt session.Title
 			if titles[len(titles)-1].Decode(&tt) == nil && tt.Text != "" {
 				d.deliver.SetTitle(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, tt.Text)
@@ -301,10 +325,6 @@ func (t *turn) footer(reply session.Event) string {
 
 var deliveryActor = session.Actor{Kind: session.ActorSystem, ID: "delivery"}
 
-// StatusSilent is the turn_completed status of a turn that answered nothing: every message
-// it took up was not addressed to the bot (see ThreadReplies).
-const StatusSilent = "silent"
-
 // complete appends first, then turn_completed, in one append, and tells the probe.
 func (t *turn) complete(ctx context.Context, status, reason string, first ...session.NewEvent) error {
 	st := t.state
@@ -322,7 +342,7 @@ func (t *turn) complete(ctx context.Context, status, reason string, first ...ses
 // meanwhile (they are answered by the next turn).
 func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error) {
 	c := t.cell
-	if s, ok := stopAsked(c.flog.snapshot(), t.state.turnSeq, t.state.through); ok {
+	if s, ok := t.stopAsked(); ok {
 		return brain.Reply{}, s // asked before the agent started
 	}
 	actx, cancel := context.WithCancelCause(ctx)
@@ -346,7 +366,7 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 			if err := c.flog.sync(ctx); err != nil {
 				continue
 			}
-			if s, ok := stopAsked(c.flog.snapshot(), t.state.turnSeq, t.state.through); ok {
+			if s, ok := t.stopAsked(); ok {
 				// The model call and the sandbox's commands end with the agent's context.
 				cancel(s)
 				continue
@@ -360,7 +380,7 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 			default:
 			}
 			var marks []session.NewEvent
-			for _, e := range selectEvents(c.flog.snapshot(), session.Range{From: max(t.state.through, c.queued) + 1,
+			for _, e := range session.Select(c.flog.snapshot(), session.Range{From: max(t.state.through, c.queued) + 1,
 				Types: []session.Type{session.TypeUserMessage}}) {
 				marks = append(marks, session.NewEvent{Type: session.TypeQueued, Actor: cellActor,
 					IdempotencyKey: "queued/" + e.ID.String(), Payload: session.Queued{MessageSeq: e.Seq}})
@@ -385,7 +405,7 @@ func (t *turn) replyBudget(ctx context.Context) error {
 	if limit < 0 {
 		return nil
 	}
-	evs := selectEvents(t.cell.flog.snapshot(), session.Range{Types: []session.Type{session.TypeDelivered}, Desc: true, Limit: limit})
+	evs := session.Select(t.cell.flog.snapshot(), session.Range{Types: []session.Type{session.TypeDelivered}, Desc: true, Limit: limit})
 	if len(evs) < limit {
 		return nil
 	}
@@ -403,27 +423,14 @@ func (t *turn) replyBudget(ctx context.Context) error {
 	}
 }
 
-// turnReply returns the reply assistant_message of the turn at turnSeq, if the log has one.
-func turnReply(evs []session.Event, turnSeq int64) (session.Event, bool) {
-	replies := selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeAssistantMessage}})
-	for i := len(replies) - 1; i >= 0; i-- {
-		var m session.AssistantMessage
-		if err := replies[i].Decode(&m); err == nil && m.Reply() {
-			return replies[i], true
-		}
+// turns folds the cell's log: all its turns, and this one (an empty one should the log not
+// know it, which a turn that began in this cell's memory rules out).
+func (t *turn) turns() (*thread.Turns, *thread.Turn) {
+	ts := thread.FoldTurns(t.cell.flog.snapshot())
+	if tn, ok := ts.Turn(t.state.turnSeq); ok {
+		return ts, tn
 	}
-	return session.Event{}, false
-}
-
-// delivered reports whether the log records the delivery of reply.
-func delivered(evs []session.Event, reply session.Event) bool {
-	for _, e := range selectEvents(evs, session.Range{From: reply.Seq + 1, Types: []session.Type{session.TypeDelivered}}) {
-		var p session.Delivered
-		if e.Decode(&p) == nil && p.EventID == reply.ID.String() {
-			return true
-		}
-	}
-	return false
+	return ts, &thread.Turn{Seq: t.state.turnSeq}
 }
 
 func shortError(err error) string {
@@ -436,7 +443,7 @@ func shortError(err error) string {
 
 // threadTitle is the session's newest title, "" when it has none.
 func threadTitle(evs []session.Event) string {
-	titles := selectEvents(evs, session.Range{Types: []session.Type{session.TypeTitle}, Desc: true, Limit: 1})
+	titles := session.Select(evs, session.Range{Types: []session.Type{session.TypeTitle}, Desc: true, Limit: 1})
 	var t session.Title
 	if len(titles) == 1 && titles[0].Decode(&t) == nil {
 		return t.Text
@@ -453,10 +460,10 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	if !t.state.open {
 		return false, nil // a fresh turn: nothing of it is in the thread yet
 	}
-	msgs := liveMessages(c.flog.snapshot(), t.state.turnSeq)
-	var keep []liveRecord
-	for _, m := range msgs {
-		if !m.deleted {
+	ts, tn := t.turns()
+	var keep []thread.LiveMessage
+	for _, m := range tn.Live {
+		if !m.Deleted {
 			keep = append(keep, m)
 		}
 	}
@@ -465,49 +472,49 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	// know: the bot's messages in the thread after the message this turn answers, that no
 	// delivered or stream_started names, are this turn's too.
 	orphans, err := d.deliver.unknownBotMessages(ctx, channel, c.sess.Key.ThreadTS, t.state.lastUserMsg.TS,
-		d.cfg.Where.BotUserID, knownMessages(c.flog.snapshot()))
+		d.cfg.Where.BotUserID, knownMessages(ts, c.flog.snapshot()))
 	if err != nil {
 		t.log.Warn().Err(err).Msg("live view: could not look for messages a dead cell left; going on")
 	}
 	var found0 []session.NewEvent // the orphans' records, written with what becomes of them
-	for _, ts := range orphans {
-		keep = append(keep, liveRecord{ts: ts, mode: "stream", open: true})
-		found0 = append(found0, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor, IdempotencyKey: "stream/" + ts,
-			Payload: session.StreamStarted{Turn: t.state.turnSeq, Channel: channel, TS: ts, Mode: "found"}})
+	for _, orphan := range orphans {
+		keep = append(keep, thread.LiveMessage{TS: orphan, Mode: "stream", Open: true})
+		found0 = append(found0, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor, IdempotencyKey: "stream/" + orphan,
+			Payload: session.StreamStarted{Turn: t.state.turnSeq, Channel: channel, TS: orphan, Mode: "found"}})
 	}
 	if len(keep) == 0 {
 		return false, nil
 	}
 	evs := found0
 	for _, m := range keep {
-		if m.open && m.mode == "stream" {
+		if m.Open && m.Mode == "stream" {
 			// Best-effort: a stream Slack already closed answers message_not_in_streaming_state.
 			if err := d.deliver.call(ctx, "chat.stopStream", func() error {
-				_, _, err := d.deliver.api.StopStreamContext(ctx, channel, m.ts)
+				_, _, err := d.deliver.api.StopStreamContext(ctx, channel, m.TS)
 				return err
 			}); err != nil && !streamClosed(err) && !isSlackErr(err, "message_not_found") && !errors.Is(err, errUnavailable) {
-				return false, fmt.Errorf("stop live message %s: %w", m.ts, err)
+				return false, fmt.Errorf("stop live message %s: %w", m.TS, err)
 			}
 		}
 	}
-	if found && !delivered(c.flog.snapshot(), reply) {
+	if found && !ts.Delivered(reply) {
 		var drop []string
 		for _, m := range keep[1:] {
-			drop = append(drop, m.ts)
+			drop = append(drop, m.TS)
 		}
-		t.log.Info().Str("ts", keep[0].ts).Int("removed", len(drop)).Msg("live view: finishing the reply a dead cell streamed")
-		posted, err := d.deliver.replace(ctx, c.sess, reply, keep[0].ts, drop, t.footer(reply))
+		t.log.Info().Str("ts", keep[0].TS).Int("removed", len(drop)).Msg("live view: finishing the reply a dead cell streamed")
+		posted, err := d.deliver.replace(ctx, c.sess, reply, keep[0].TS, drop, t.footer(reply))
 		if err != nil {
 			return false, err
 		}
-		if keep[0].open {
-			evs = append(evs, streamStopped(keep[0].ts, "recovered", 0))
+		if keep[0].Open {
+			evs = append(evs, streamStopped(keep[0].TS, session.StreamRecovered, 0))
 		}
 		for _, m := range keep[1:] {
-			evs = append(evs, streamStopped(m.ts, "deleted", 0))
+			evs = append(evs, streamStopped(m.TS, session.StreamDeleted, 0))
 		}
 		evs = append(evs, deliveredEvent(reply, channel, posted))
-		if err := t.complete(ctx, brain.StatusOK, "", evs...); err != nil {
+		if err := t.complete(ctx, session.StatusOK, "", evs...); err != nil {
 			return false, err
 		}
 		d.metrics.deliveries.Inc()
@@ -518,12 +525,12 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	}
 	for _, m := range keep {
 		if err := d.deliver.call(ctx, "chat.delete", func() error {
-			_, _, err := d.deliver.api.DeleteMessageContext(ctx, channel, m.ts)
+			_, _, err := d.deliver.api.DeleteMessageContext(ctx, channel, m.TS)
 			return err
 		}); err != nil && !isSlackErr(err, "message_not_found") {
-			return false, fmt.Errorf("remove live message %s: %w", m.ts, err)
+			return false, fmt.Errorf("remove live message %s: %w", m.TS, err)
 		}
-		evs = append(evs, streamStopped(m.ts, "deleted", 0))
+		evs = append(evs, streamStopped(m.TS, session.StreamDeleted, 0))
 	}
 	t.log.Info().Int("removed", len(keep)).Msg("live view: removed the partial messages of a dead cell; running the turn again")
 	_, err = c.flog.Append(ctx, evs...)
@@ -531,29 +538,17 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 }
 
 // knownMessages is every Slack message of the bot that the log names: deliveries, live
-// messages and shared files. (Approval cards are known by their metadata: see
-// unknownBotMessages.)
-func knownMessages(evs []session.Event) map[string]bool {
+// messages (ts, the fold of evs) and shared files. (Approval cards are known by their
+// metadata: see unknownBotMessages.)
+func knownMessages(ts *thread.Turns, evs []session.Event) map[string]bool {
 	known := map[string]bool{}
-	for _, e := range selectEvents(evs, session.Range{Types: []session.Type{session.TypeDelivered, session.TypeStreamStarted, session.TypeFileUpload}}) {
-		switch e.Type {
-		case session.TypeFileUpload:
-			var u session.FileUpload
-			if e.Decode(&u) == nil && u.TS != "" {
-				known[u.TS] = true
-			}
-		case session.TypeDelivered:
-			var d session.Delivered
-			if e.Decode(&d) == nil {
-				for _, ts := range d.TS {
-					known[ts] = true
-				}
-			}
-		case session.TypeStreamStarted:
-			var s session.StreamStarted
-			if e.Decode(&s) == nil {
-				known[s.TS] = true
-			}
+	for _, m := range ts.Posted {
+		known[m] = true
+	}
+	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypeFileUpload}}) {
+		var u session.FileUpload
+		if e.Decode(&u) == nil && u.TS != "" {
+			known[u.TS] = true
 		}
 	}
 	return known
@@ -570,27 +565,28 @@ func (s *stopRequest) Error() string { return "stopped by " + s.by + " (" + s.so
 
 // stopAsked finds the first stop request after the turn began: a stop_requested event, or a
 // user message "stop" that arrived while the turn ran (after through).
-func stopAsked(evs []session.Event, turnSeq, through int64) (*stopRequest, bool) {
-	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeStopRequested, session.TypeUserMessage}}) {
-		switch e.Type {
-		case session.TypeStopRequested:
-			var p session.StopRequested
-			_ = e.Decode(&p)
-			return &stopRequest{by: e.Actor.ID, source: cmp.Or(p.Source, "button"), seq: e.Seq}, true
-		case session.TypeUserMessage:
-			var m session.UserMessage
-			if e.Seq > through && e.Decode(&m) == nil && isStop(m.Text) {
-				return &stopRequest{by: m.User, source: "message", seq: e.Seq}, true
-			}
+func (t *turn) stopAsked() (*stopRequest, bool) {
+	_, tn := t.turns()
+	var asked *stopRequest
+	if r := tn.StopRequest; r != nil {
+		asked = &stopRequest{by: r.By, source: r.Source, seq: r.Seq}
+	}
+	for _, e := range session.Select(t.cell.flog.snapshot(), session.Range{From: max(tn.Seq, t.state.through) + 1, Types: []session.Type{session.TypeUserMessage}}) {
+		if asked != nil && asked.seq < e.Seq {
+			break
+		}
+		var m session.UserMessage
+		if e.Decode(&m) == nil && isStop(m.Text) {
+			return &stopRequest{by: m.User, source: "message", seq: e.Seq}, true
 		}
 	}
-	return nil, false
+	return asked, asked != nil
 }
 
 // takenOverDuring finds a takeover appended after the turn began: the turn stops as if the
 // person had asked.
 func takenOverDuring(evs []session.Event, turnSeq int64) (*stopRequest, bool) {
-	for _, e := range selectEvents(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeTakenOver}}) {
+	for _, e := range session.Select(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeTakenOver}}) {
 		return &stopRequest{by: e.Actor.ID, source: "takeover", seq: e.Seq}, true
 	}
 	return nil, false
@@ -615,15 +611,12 @@ func (t *turn) stop(ctx context.Context, live *liveView, s *stopRequest) error {
 	}
 	t.log.Info().Str("by", s.by).Str("source", s.source).Msg("turn stopped")
 	d.metrics.stops.Inc()
-	if err := t.complete(ctx, StatusStopped, s.source, evs...); err != nil {
+	if err := t.complete(ctx, session.StatusStopped, s.source, evs...); err != nil {
 		return err
 	}
 	show(t.cell.flog.snapshot())
 	return nil
 }
-
-// StatusStopped is the turn_completed status of a turn a person stopped.
-const StatusStopped = "stopped"
 
 // isStop reports a message that is exactly "stop", with or without the mention (which the
 // gateway strips) and trailing punctuation.
@@ -647,7 +640,7 @@ func (t *turn) steer(ctx context.Context, through int64) (int64, error) {
 	muted := isMuted(evs)
 	var marks []session.NewEvent
 	next := through
-	for _, e := range selectEvents(evs, session.Range{From: through + 1, Types: []session.Type{session.TypeUserMessage}}) {
+	for _, e := range session.Select(evs, session.Range{From: through + 1, Types: []session.Type{session.TypeUserMessage}}) {
 		var m session.UserMessage
 		if e.Decode(&m) != nil || isStop(m.Text) {
 			break

@@ -93,20 +93,46 @@ type ToolResult struct {
 // turn answers.
 type TurnStarted struct {
 	Through int64  `json:"through"`
-	Reason  string `json:"reason,omitempty"` // "message", "resume", ...
+	Reason  string `json:"reason,omitempty"` // StartMessage
 }
+
+// StartMessage is the Reason of a turn_started that answers new user messages.
+const StartMessage = "message"
 
 // TurnCompleted closes a turn (type turn_completed): the tail of a completed exchange.
 type TurnCompleted struct {
 	// Turn is the seq of the turn_started marker; 0 for a silent turn, whose turn_started is
 	// in the same append, just before.
 	Turn   int64  `json:"turn"`
-	Status string `json:"status"`           // "ok", "error", or "silent": nothing taken up was for the bot
-	Reason string `json:"reason,omitempty"` // why, when not ok
+	Status string `json:"status"`           // StatusOK, StatusError, StatusSilent or StatusStopped
+	Reason string `json:"reason,omitempty"` // why, when not ok: see the statuses
 	// Through is the last user_message seq the turn answered; a later user message is work
 	// for the next turn.
 	Through int64 `json:"through"`
 }
+
+// Statuses of TurnCompleted, and the reasons that go with them.
+const (
+	// StatusOK: the turn's reply was delivered (or the log already recorded its delivery).
+	StatusOK = "ok"
+	// StatusError: the turn ended early. Its reply says so in a sentence and its Reason is
+	// the code of the error event in the log ("wall_time", "http_401", ...), or
+	// ReasonDelivery, or ReasonAbandoned.
+	StatusError = "error"
+	// StatusSilent: nothing the turn took up was for the bot (Reason ReasonNotAddressed); its
+	// turn_started is in the same append, just before, and nothing was posted.
+	StatusSilent = "silent"
+	// StatusStopped: a person stopped the turn (a turn_stopped precedes it); Reason is the
+	// stop's source ("button", "reaction", "message", "takeover").
+	StatusStopped = "stopped"
+)
+
+// Reasons of TurnCompleted that are not an error event's code or a stop's source.
+const (
+	ReasonNotAddressed = "not_addressed" // StatusSilent
+	ReasonDelivery     = "delivery"      // StatusError: the reply could never be posted
+	ReasonAbandoned    = "abandoned"     // StatusError: cell after cell took the turn up and none finished it
+)
 
 // Queued marks a user message that arrived while a turn ran (type queued); it is answered in
 // the next turn.
@@ -242,6 +268,15 @@ type StreamStopped struct {
 	Reason string `json:"reason"`
 	Chars  int    `json:"chars,omitempty"`
 }
+
+// Reasons of StreamStopped.
+const (
+	StreamDone      = "done"      // the turn's reply completed the message
+	StreamRollover  = "rollover"  // the turn went on in a new message
+	StreamRecovered = "recovered" // a later cell stopped it after a crash
+	StreamDeleted   = "deleted"   // a later cell removed it (the reply is shown in another)
+	StreamCutShort  = "stopped"   // finished with a note, no reply follows (a stop, a wait for approval)
+)
 
 // StopRequested records that a person asked the running turn to stop (type stop_requested; the
 // actor is who asked). Source is "button" (Slack's stop button: agent_session_stopped) or

@@ -91,6 +91,45 @@ func (s *Store) Events(ctx context.Context, id ID, r Range) ([]Event, error) {
 	return evs, nil
 }
 
+// Select applies r to known, a prefix of one session's log (known[i].Seq == i+1), in memory
+// exactly as Events does in SQL: a reader that holds the log (a cell) answers a Range without
+// a round trip. The result shares known's events.
+func Select(known []Event, r Range) []Event {
+	lo, hi := int64(1), int64(len(known))
+	if r.From > lo {
+		lo = r.From
+	}
+	if r.To > 0 && r.To < hi {
+		hi = r.To
+	}
+	if r.Before > 0 && r.Before-1 < hi {
+		hi = r.Before - 1
+	}
+	var out []Event
+	if lo > hi {
+		return out
+	}
+	want := func(e Event) bool { return len(r.Types) == 0 || slices.Contains(r.Types, e.Type) }
+	desc := r.Desc || r.Before > 0
+	if desc {
+		for s := hi; s >= lo && (r.Limit <= 0 || len(out) < r.Limit); s-- {
+			if e := known[s-1]; want(e) {
+				out = append(out, e)
+			}
+		}
+		if r.Before > 0 && !r.Desc {
+			slices.Reverse(out)
+		}
+		return out
+	}
+	for s := lo; s <= hi && (r.Limit <= 0 || len(out) < r.Limit); s++ {
+		if e := known[s-1]; want(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // Cursor is a position in the cross-session stream read by ReadAll. The zero Cursor is the
 // start of the stream.
 type Cursor struct {

@@ -34,7 +34,7 @@ func TestApprovalWaitDoesNotCountAgainstTheWallTime(t *testing.T) {
 		return brain.Decision{Allow: true, Asked: true}, nil
 	}
 	r, err := b.Run(context.Background(), turn)
-	if err != nil || r.Status != brain.StatusOK || !strings.Contains(r.Message.Text, "pass") {
+	if err != nil || r.Status != session.StatusOK || !strings.Contains(r.Message.Text, "pass") {
 		t.Fatalf("reply %+v, %v", r, err)
 	}
 	if got := hands.ran(); len(got) != 1 || got[0] != "make test" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // Log is one session's event log as the brain needs it. The caller binds it to the session and
@@ -272,12 +274,6 @@ func (b *Brain) now() time.Time { return b.cfg.Now() }
 // Provider returns the brain's model provider.
 func (b *Brain) Provider() Provider { return b.cfg.Provider }
 
-// Status values of a Reply.
-const (
-	StatusOK    = "ok"
-	StatusError = "error"
-)
-
 // Reply texts that do not come from the model.
 const (
 	// EmptyMentionReply answers a thread whose messages hold nothing but mentions of the bot
@@ -320,6 +316,21 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 	if t.Log == nil {
 		return Reply{}, errors.New("run turn: no log")
 	}
+	st := b.begin(ctx, t)
+	defer func() { st.cancel() }()
+	first, r, done, err := b.resume(ctx, st)
+	if done || err != nil {
+		return r, err
+	}
+	for round := first; ; round++ {
+		if r, done, err := b.round(ctx, st, round); done || err != nil {
+			return r, err
+		}
+	}
+}
+
+// begin is the state of one Run of t: its tools, budgets, system prompt and wall time.
+func (b *Brain) begin(ctx context.Context, t Turn) *turn {
 	st := &turn{
 		Turn:    t,
 		through: t.Through,
@@ -333,155 +344,164 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 	}
 	st.system = systemPrompt(t.Where, st.tools, b.now())
 	st.deadline = time.Now().Add(b.cfg.MaxTurnTime)
-	turnCtx, cancel := context.WithDeadline(ctx, st.deadline)
-	st.turnCtx, st.cancel = turnCtx, cancel
-	defer func() { st.cancel() }()
+	st.turnCtx, st.cancel = context.WithDeadline(ctx, st.deadline)
+	return st
+}
 
+// resume repairs the history and goes on with a round whose calls were waiting for a decision
+// when the turn's cell went away, where it stopped; the calls of other rounds left without a
+// result are repaired. first is the round the turn goes on with; done says the turn ended (r
+// is its reply).
+func (b *Brain) resume(ctx context.Context, st *turn) (first int, r Reply, done bool, err error) {
+	evs, err := b.load(ctx, st.Log)
+	if err != nil {
+		return 0, Reply{}, true, fmt.Errorf("run turn %d: %w", st.TurnSeq, err)
+	}
+	resume, cutLast := waitingRound(evs, st.TurnSeq)
+	if err := b.repair(ctx, st, evs, resume); err != nil {
+		return 0, Reply{}, true, err
+	}
+	if len(resume) == 0 {
+		return 0, Reply{}, false, nil
+	}
+	st.log.Info().Int("calls", len(resume)).Msg("resuming a round that waited for approval")
+	r, done, err = b.runRound(ctx, st, resume, cutLast)
+	return 1, r, done, err
+}
+
+// round is one model call and, when it asks for tools, their round: steered messages taken
+// up, the history rebuilt from the log (summarised when over budget), the call, then the
+// reply or the tool calls run. done says the turn ended (r is its reply).
+func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done bool, err error) {
+	t := st.Turn
+	turnCtx := st.turnCtx
+	if round > 0 && t.Steer != nil {
+		// A message written while the turn ran reaches the model at its next call.
+		through, err := t.Steer(ctx, st.through)
+		if err != nil {
+			return Reply{}, true, fmt.Errorf("run turn %d: steer: %w", t.TurnSeq, err)
+		}
+		st.through = max(st.through, through)
+	}
 	evs, err := b.load(ctx, t.Log)
 	if err != nil {
-		return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
+		return Reply{}, true, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
 	}
-	// A round whose calls were waiting for a decision when the turn's cell went away goes on
-	// where it stopped; the calls of other rounds left without a result are repaired.
-	resume, cutLast := waitingRound(evs, t.TurnSeq)
-	if err := b.repair(ctx, st, evs, resume); err != nil {
-		return Reply{}, err
+	st.files.load(turnCtx, evs, st.log) // only files not read yet in this Run
+	h, err := buildHistory(evs, st.historyOptions())
+	if err != nil {
+		return ended(b.fail(ctx, st, "context", "bad_event",
+			"I could not read this thread's history, so I stopped. An operator can find the details in the log.", err))
 	}
-	first := 0
-	if len(resume) > 0 {
-		st.log.Info().Int("calls", len(resume)).Msg("resuming a round that waited for approval")
-		if r, done, err := b.runRound(ctx, st, resume, cutLast); done || err != nil {
-			return r, err
+	if !h.Content {
+		return ended(b.reply(ctx, st, EmptyMentionReply, nil, session.StatusOK, ""))
+	}
+	if r, ok := answered(evs, h, st.through, t.TurnSeq); ok {
+		// The process died after appending this turn's reply: deliver that one.
+		st.log.Info().Int64("reply_seq", r.Event.Seq).Msg("turn already answered")
+		return r, true, nil
+	}
+	tools, noTools := st.toolsFor(h), round >= b.cfg.MaxRounds
+	st.system = systemPrompt(t.Where, tools, b.now())
+	tokens, method := b.measure(turnCtx, st, Request{System: st.system, Messages: h.Messages, Tools: tools})
+	if tokens > int64(b.cfg.ContextBudget) {
+		st.log.Info().Int64("tokens", tokens).Int("budget", b.cfg.ContextBudget).Str("method", method).
+			Msg("history over the context budget; summarising older turns")
+		if h, err = b.compact(turnCtx, st, evs, h, tokens, method); err != nil {
+			return Reply{}, true, err
 		}
-		first = 1
+		tools = st.toolsFor(h) // a new summary offers read_log
+		st.system = systemPrompt(t.Where, tools, b.now())
+	}
+	tools, noTools = declared(h, tools, noTools)
+	if err := validate(h.Messages, true); err != nil {
+		return ended(b.fail(ctx, st, "context", "invalid_history",
+			"I could not put this thread's history into a form the model accepts, so I stopped. The problem is recorded in the log.", err))
+	}
+	req := Request{
+		Purpose:   PurposeReply,
+		System:    st.system,
+		Messages:  h.Messages,
+		Tools:     tools,
+		NoTools:   noTools,
+		MaxTokens: b.cfg.MaxTokens,
+		OnText:    st.live.onText(), // nil without a live view: no streaming
+	}
+	resp, usage, err := b.call(turnCtx, req, &st.live)
+	if err != nil {
+		r, err := b.modelFailure(ctx, turnCtx, st, err)
+		if err == nil {
+			st.live.endRound(true)
+		}
+		return r, true, err
+	}
+	stop := classifyStop(resp.StopReason)
+	switch stop {
+	case stopRefused:
+		// Whatever came with a refusal is not an answer, and its tool calls are not run.
+		st.live.discard()
+		r, err := b.failUsage(ctx, st, "model", resp.StopReason, refusalText(resp),
+			fmt.Errorf("the model stopped with %q", resp.StopReason), usage)
+		if err == nil {
+			st.live.endRound(true)
+		}
+		return r, true, err
+	case stopUnknown:
+		st.log.Warn().Str("stop_reason", resp.StopReason).Msg("unknown stop reason; taking the response as complete")
+	}
+	if len(resp.ToolUses) == 0 || req.NoTools {
+		return ended(b.answer(ctx, turnCtx, st, req, resp, usage, stop, round, evs))
+	}
+	// Ids are checked against every tool_call of the session, not only the events after
+	// the summary: a repeated id would make the append idempotent and lose the call.
+	prior, err := t.Log.Events(ctx, session.Range{Types: []session.Type{session.TypeToolCall}})
+	if err != nil {
+		return Reply{}, true, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
+	}
+	uses := uniqueIDs(resp.ToolUses, prior, t.TurnSeq, round)
+	if err := b.appendCalls(ctx, st, resp.Text, uses, usage); err != nil {
+		return Reply{}, true, err
+	}
+	st.live.endRound(false)
+	if r, done, err := b.runRound(ctx, st, uses, stop == stopCut); done || err != nil {
+		return r, true, err
 	}
 
-	for round := first; ; round++ {
-		turnCtx := st.turnCtx
-		if round > 0 && t.Steer != nil {
-			// A message written while the turn ran reaches the model at its next call.
-			through, err := t.Steer(ctx, st.through)
-			if err != nil {
-				return Reply{}, fmt.Errorf("run turn %d: steer: %w", t.TurnSeq, err)
-			}
-			st.through = max(st.through, through)
-		}
-		evs, err := b.load(ctx, t.Log)
-		if err != nil {
-			return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
-		}
-		st.files.load(turnCtx, evs, st.log) // only files not read yet in this Run
-		h, err := buildHistory(evs, st.historyOptions())
-		if err != nil {
-			return b.fail(ctx, st, "context", "bad_event",
-				"I could not read this thread's history, so I stopped. An operator can find the details in the log.", err)
-		}
-		if !h.Content {
-			return b.reply(ctx, st, EmptyMentionReply, nil, StatusOK, "")
-		}
-		if r, ok := answered(evs, h, st.through, t.TurnSeq); ok {
-			// The process died after appending this turn's reply: deliver that one.
-			st.log.Info().Int64("reply_seq", r.Event.Seq).Msg("turn already answered")
-			return r, nil
-		}
-		tools, noTools := st.toolsFor(h), round >= b.cfg.MaxRounds
-		st.system = systemPrompt(t.Where, tools, b.now())
-		tokens, method := b.measure(turnCtx, st, Request{System: st.system, Messages: h.Messages, Tools: tools})
-		if tokens > int64(b.cfg.ContextBudget) {
-			st.log.Info().Int64("tokens", tokens).Int("budget", b.cfg.ContextBudget).Str("method", method).
-				Msg("history over the context budget; summarising older turns")
-			if h, err = b.compact(turnCtx, st, evs, h, tokens, method); err != nil {
-				return Reply{}, err
-			}
-			tools = st.toolsFor(h) // a new summary offers read_log
-			st.system = systemPrompt(t.Where, tools, b.now())
-		}
-		if len(tools) == 0 && historyUsesTools(h) {
-			// The history shows tool calls (made when a sandbox was there): the APIs want
-			// the tools declared, but none may be called now.
-			tools, noTools = allToolSpecs(), true
-		} else if missing := undeclaredTools(h, tools); len(missing) > 0 {
-			// Declare the tools the history used that this turn does not offer (a sandbox
-			// gone, say); calling one answers with an error result.
-			tools = append(slices.Clip(tools), missing...)
-		}
-		if err := validate(h.Messages, true); err != nil {
-			return b.fail(ctx, st, "context", "invalid_history",
-				"I could not put this thread's history into a form the model accepts, so I stopped. The problem is recorded in the log.", err)
-		}
-		req := Request{
-			Purpose:   PurposeReply,
-			System:    st.system,
-			Messages:  h.Messages,
-			Tools:     tools,
-			NoTools:   noTools,
-			MaxTokens: b.cfg.MaxTokens,
-			OnText:    st.live.onText(), // nil without a live view: no streaming
-		}
-		resp, usage, err := b.call(turnCtx, req, &st.live)
-		if err != nil {
-			r, err := b.modelFailure(ctx, turnCtx, st, err)
-			if err == nil {
-				st.live.endRound(true)
-			}
-			return r, err
-		}
-		stop := classifyStop(resp.StopReason)
-		switch stop {
-		case stopRefused:
-			// Whatever came with a refusal is not an answer, and its tool calls are not run.
-			st.live.discard()
-			r, err := b.failUsage(ctx, st, "model", resp.StopReason, refusalText(resp),
-				fmt.Errorf("the model stopped with %q", resp.StopReason), usage)
-			if err == nil {
-				st.live.endRound(true)
-			}
-			return r, err
-		case stopUnknown:
-			st.log.Warn().Str("stop_reason", resp.StopReason).Msg("unknown stop reason; taking the response as complete")
-		}
-		if len(resp.ToolUses) == 0 || req.NoTools {
-			text, cutOff := resp.Text, false
-			if stop == stopCut || stop == stopPaused {
-				text, usage, cutOff = b.continueReply(turnCtx, st, req, resp, usage)
-			}
-			text = strings.TrimSpace(text)
-			if text == "" {
-				text = "(The model returned an empty reply.)"
-				if cutOff {
-					text = fmt.Sprintf("I have no answer: the model spent its output limit (%d tokens) before writing any reply. Ask me again, perhaps for something shorter.", b.cfg.MaxTokens)
-				} else if round >= b.cfg.MaxRounds {
-					text = fmt.Sprintf("I stopped after %d rounds of tool calls, the limit for one turn, without a final answer. Ask me to continue.", b.cfg.MaxRounds)
-				}
-			} else if cutOff {
-				text += b.cutNote()
-			}
-			r, err := b.reply(ctx, st, text, usage, StatusOK, "")
-			if err != nil {
-				return r, err
-			}
-			st.live.endRound(true)
-			if !b.cfg.DeferTitle {
-				b.maybeTitle(turnCtx, st, evs, r)
-			}
-			return r, nil
-		}
-		// Ids are checked against every tool_call of the session, not only the events after
-		// the summary: a repeated id would make the append idempotent and lose the call.
-		prior, err := t.Log.Events(ctx, session.Range{Types: []session.Type{session.TypeToolCall}})
-		if err != nil {
-			return Reply{}, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
-		}
-		uses := uniqueIDs(resp.ToolUses, prior, t.TurnSeq, round)
-		if err := b.appendCalls(ctx, st, resp.Text, uses, usage); err != nil {
-			return Reply{}, err
-		}
-		st.live.endRound(false)
-		if r, done, err := b.runRound(ctx, st, uses, stop == stopCut); done || err != nil {
-			return r, err
-		}
-	}
+	return Reply{}, false, nil
 }
+
+// answer appends the round's text as the turn's reply: a reply the output limit cut is
+// continued (and marked when still cut), an empty one says why. The title follows unless it
+// is deferred.
+func (b *Brain) answer(ctx, turnCtx context.Context, st *turn, req Request, resp Response, usage *session.Usage, stop stopKind, round int, evs []session.Event) (Reply, error) {
+	text, cutOff := resp.Text, false
+	if stop == stopCut || stop == stopPaused {
+		text, usage, cutOff = b.continueReply(turnCtx, st, req, resp, usage)
+	}
+	text = strings.TrimSpace(text)
+	if text == "" {
+		text = "(The model returned an empty reply.)"
+		if cutOff {
+			text = fmt.Sprintf("I have no answer: the model spent its output limit (%d tokens) before writing any reply. Ask me again, perhaps for something shorter.", b.cfg.MaxTokens)
+		} else if round >= b.cfg.MaxRounds {
+			text = fmt.Sprintf("I stopped after %d rounds of tool calls, the limit for one turn, without a final answer. Ask me to continue.", b.cfg.MaxRounds)
+		}
+	} else if cutOff {
+		text += b.cutNote()
+	}
+	r, err := b.reply(ctx, st, text, usage, session.StatusOK, "")
+	if err != nil {
+		return r, err
+	}
+	st.live.endRound(true)
+	if !b.cfg.DeferTitle {
+		b.maybeTitle(turnCtx, st, evs, r)
+	}
+	return r, nil
+}
+
+// ended is a reply that ends the turn, for round.
+func ended(r Reply, err error) (Reply, bool, error) { return r, true, err }
 
 // runRound runs a round's tool calls in order and appends each result; cutLast says the output
 // limit struck while the model wrote the last call, which is then not run. done reports that
@@ -593,52 +613,33 @@ func (b *Brain) markStarted(ctx context.Context, st *turn, use ToolUse) error {
 // started. cutLast says the round's model answer was cut by the output limit, and its last
 // call is among them (it is not run). nil when there is no such round.
 func waitingRound(evs []session.Event, turnSeq int64) (uses []ToolUse, cutLast bool) {
-	asked, started, done := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	calls := map[string]ToolUse{}
-	var last session.AssistantMessage
-	for _, e := range evs {
-		if e.Seq <= turnSeq {
-			continue
+	i := sort.Search(len(evs), func(i int) bool { return evs[i].Seq > turnSeq })
+	th, folded := thread.Fold(evs[i:]), thread.FoldTurns(evs)
+	done := map[string]bool{}
+	var last *session.AssistantMessage
+	for _, it := range th.Items {
+		switch {
+		case it.Kind == thread.KindTool && it.Tool.Result != nil:
+			done[it.Tool.Result.CallID] = true
+		case it.Kind == thread.KindAssistant && len(it.Assistant.ToolCallIDs) > 0:
+			last = it.Assistant
 		}
-		switch e.Type {
-		case session.TypeApprovalRequested:
-			var a session.ApprovalRequested
-			if e.Decode(&a) == nil {
-				asked[a.CallID] = true
-			}
-		case session.TypeToolStarted:
-			var p session.ToolStarted
-			if e.Decode(&p) == nil {
-				started[p.CallID] = true
-			}
-		case session.TypeToolCall:
-			var c session.ToolCall
-			if e.Decode(&c) == nil {
-				calls[c.CallID] = ToolUse{ID: c.CallID, Name: c.Name, Input: c.Input}
-			}
-		case session.TypeToolResult:
-			var r session.ToolResult
-			if e.Decode(&r) == nil {
-				done[r.CallID] = true
-			}
-		case session.TypeAssistantMessage:
-			var m session.AssistantMessage
-			if e.Decode(&m) == nil && len(m.ToolCallIDs) > 0 {
-				last = m
-			}
-		}
+	}
+	if last == nil {
+		return nil, false
 	}
 	ids := last.ToolCallIDs
 	for i, id := range ids {
 		if done[id] {
 			continue
 		}
-		if !asked[id] || started[id] {
+		if a, asked := folded.Approval(id); !asked || a.Event.Seq <= turnSeq || a.Started {
 			return nil, false // it was running: its outcome is unknown (repair)
 		}
 		for _, id := range ids[i:] {
-			if u, ok := calls[id]; ok && !done[id] {
-				uses = append(uses, u)
+			if tool, ok := th.Call(id); ok && tool.Call != nil && !done[id] {
+				c := tool.Call
+				uses = append(uses, ToolUse{ID: c.CallID, Name: c.Name, Input: c.Input})
 			}
 		}
 		cut := last.Usage != nil && classifyStop(last.Usage.StopReason) == stopCut
@@ -680,6 +681,21 @@ func (st *turn) toolsFor(h history) []ToolSpec {
 		return append(slices.Clip(st.tools), readLogSpec())
 	}
 	return st.tools
+}
+
+// declared is the tools a request declares for h: the APIs want every tool the history calls
+// declared. When the turn offers none and the history shows tool calls (made when a sandbox
+// was there), all are declared and none may be called (noTools); otherwise the tools the
+// history used that this turn does not offer (a sandbox gone, say) are added, and calling one
+// answers with an error result.
+func declared(h history, tools []ToolSpec, noTools bool) ([]ToolSpec, bool) {
+	if len(tools) == 0 && historyUsesTools(h) {
+		return allToolSpecs(), true
+	}
+	if missing := undeclaredTools(h, tools); len(missing) > 0 {
+		return append(slices.Clip(tools), missing...), noTools
+	}
+	return tools, noTools
 }
 
 // undeclaredTools is the specs of tools the history calls that tools lacks.
@@ -747,7 +763,7 @@ func answered(evs []session.Event, h history, through, turnSeq int64) (Reply, bo
 		if turnSeq > 0 && m.Turn != turnSeq && (m.Turn != 0 || e.Seq < turnSeq) {
 			return Reply{}, false
 		}
-		return Reply{Event: e, Message: m, Status: StatusOK}, true
+		return Reply{Event: e, Message: m, Status: session.StatusOK}, true
 	}
 	return Reply{}, false
 }
@@ -768,14 +784,9 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 	calls := map[string]bool{}
 	done := map[string]bool{}
 	attached := map[string]session.FileUpload{} // attach_file calls whose file is in the thread
-	decided := map[string]string{}              // calls that never ran: the decision that said so
+	folded := thread.FoldTurns(evs)             // the decisions that kept calls from running
 	for _, e := range evs {
 		switch e.Type {
-		case session.TypeApprovalDecided:
-			var d session.ApprovalDecided
-			if e.Decode(&d) == nil && d.Decision != session.DecisionApproved {
-				decided[d.CallID] = notRun(d.Decision, e.Actor.ID)
-			}
 		case session.TypeFileUpload:
 			var u session.FileUpload
 			if e.Decode(&u) == nil && u.Status == "shared" {
@@ -809,9 +820,9 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 			if calls[id] && !done[id] {
 				done[id] = true
 				r := session.ToolResult{CallID: id, Content: interruptedResult, IsError: true, Synthetic: true}
-				if why, ok := decided[id]; ok {
+				if dec, p, ok := folded.Decision(id); ok && p.Decision != session.DecisionApproved {
 					// Not run, and the log says why: no outcome is unknown.
-					r = session.ToolResult{CallID: id, Content: why, IsError: true, Synthetic: true}
+					r = session.ToolResult{CallID: id, Content: notRun(p.Decision, dec.Actor.ID), IsError: true, Synthetic: true}
 				} else if u, ok := attached[id]; ok {
 					// The file reached the thread before the process died (the log says so): the
 					// model must not attach it again.
@@ -951,7 +962,7 @@ func (b *Brain) failUsage(ctx context.Context, st *turn, stage, code, replyText 
 	if _, err := st.Log.Append(ctx, ev); err != nil {
 		return Reply{}, fmt.Errorf("run turn %d: append error: %w", st.TurnSeq, err)
 	}
-	return b.reply(ctx, st, replyText, usage, StatusError, code)
+	return b.reply(ctx, st, replyText, usage, session.StatusError, code)
 }
 
 // modelFailure ends the turn after a model call failed for good.

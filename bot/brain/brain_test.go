@@ -77,7 +77,7 @@ func TestAnthropicMultiRoundToolConversation(t *testing.T) {
 	if !final.Reply() || final.Text != "notes.txt says hello." || final.Usage == nil || final.Usage.StopReason != "end_turn" {
 		t.Errorf("reply = %+v", final)
 	}
-	if r.Event.Seq != evs[6].Seq || r.Status != brain.StatusOK || r.Message.Text != final.Text {
+	if r.Event.Seq != evs[6].Seq || r.Status != session.StatusOK || r.Message.Text != final.Text {
 		t.Errorf("Run returned %+v, want the reply event %d", r, evs[6].Seq)
 	}
 	if title := decode[session.Title](t, evs[7]); title.Text != "Reading the notes" {
@@ -216,7 +216,7 @@ func TestCrashBetweenToolCallAndResultThenResume(t *testing.T) {
 			if syn != (session.ToolResult{CallID: "toolu_2", Content: "interrupted; outcome unknown", IsError: true, Synthetic: true}) {
 				t.Errorf("synthetic result = %+v", syn)
 			}
-			if r.Status != brain.StatusOK || !strings.HasPrefix(r.Message.Text, "Yes.") {
+			if r.Status != session.StatusOK || !strings.HasPrefix(r.Message.Text, "Yes.") {
 				t.Errorf("reply = %+v", r)
 			}
 			if got := hands.ran(); len(got) != 0 {
@@ -314,7 +314,7 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 	}
 	evs := e.after(turnSeq)
 	wantTypes(t, evs, session.TypeAssistantMessage)
-	if m := decode[session.AssistantMessage](t, evs[0]); m.Text != "Here you go." || m.Usage.OutputTokens != 3 || r.Status != brain.StatusOK {
+	if m := decode[session.AssistantMessage](t, evs[0]); m.Text != "Here you go." || m.Usage.OutputTokens != 3 || r.Status != session.StatusOK {
 		t.Errorf("reply = %+v, status %s", m, r.Status)
 	}
 	// First wait honours Retry-After (7s); the second is backoff 2s with jitter 0.5: 1s + 0.5s.
@@ -349,7 +349,7 @@ func TestOpenAIServerErrorsRetriedThenGiveUp(t *testing.T) {
 	if ev := decode[session.ErrorEvent](t, evs[0]); ev.Stage != "model" || ev.Code != "http_502" {
 		t.Errorf("error event = %+v", ev)
 	}
-	if r.Status != brain.StatusError || r.Reason != "http_502" || !strings.Contains(r.Message.Text, "unavailable") {
+	if r.Status != session.StatusError || r.Reason != "http_502" || !strings.Contains(r.Message.Text, "unavailable") {
 		t.Errorf("reply = %+v", r)
 	}
 	if got := len(sl.all()); got != 2 {
@@ -393,7 +393,7 @@ func TestPermanentErrorsEndTheTurn(t *testing.T) {
 				t.Errorf("error event = %+v", ev)
 			}
 			m := decode[session.AssistantMessage](t, evs[1])
-			if !m.Reply() || !strings.Contains(m.Text, c.replyHas) || r.Status != brain.StatusError || r.Reason != c.code || r.Event.Seq != evs[1].Seq {
+			if !m.Reply() || !strings.Contains(m.Text, c.replyHas) || r.Status != session.StatusError || r.Reason != c.code || r.Event.Seq != evs[1].Seq {
 				t.Errorf("reply = %+v (Run: %+v)", m, r)
 			}
 			if len(sl.all()) != 0 {
@@ -531,7 +531,7 @@ func TestBareMentionAsksWhatToDo(t *testing.T) {
 	}
 	evs := e.after(turnSeq)
 	wantTypes(t, evs, session.TypeAssistantMessage)
-	if r.Message.Text != brain.EmptyMentionReply || r.Event.Seq != evs[0].Seq || r.Status != brain.StatusOK {
+	if r.Message.Text != brain.EmptyMentionReply || r.Event.Seq != evs[0].Seq || r.Status != session.StatusOK {
 		t.Errorf("reply = %+v", r)
 	}
 	if n := len(fake.Calls()); n != 0 {
@@ -717,7 +717,7 @@ func TestTurnWallTimeEndsTheTurn(t *testing.T) {
 	if ev := decode[session.ErrorEvent](t, evs[3]); ev.Stage != "turn" || ev.Code != "wall_time" {
 		t.Errorf("error = %+v", ev)
 	}
-	if r.Status != brain.StatusError || r.Reason != "wall_time" || !strings.Contains(r.Message.Text, "time limit") {
+	if r.Status != session.StatusError || r.Reason != "wall_time" || !strings.Contains(r.Message.Text, "time limit") {
 		t.Errorf("reply = %+v", r)
 	}
 }
@@ -792,7 +792,7 @@ func TestRerunAfterReplyReturnsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r2.Event.Seq != r1.Event.Seq || r2.Message.Text != "Answer." || r2.Status != brain.StatusOK {
+	if r2.Event.Seq != r1.Event.Seq || r2.Message.Text != "Answer." || r2.Status != session.StatusOK {
 		t.Errorf("rerun = %+v, want the stored reply %d", r2, r1.Event.Seq)
 	}
 	wantTypes(t, e.after(turnSeq), session.TypeAssistantMessage, session.TypeUserMessage)
@@ -941,7 +941,7 @@ func TestQueuedMessageIsAnsweredByTheNextTurn(t *testing.T) {
 			a1 := e.append(session.NewEvent{Type: session.TypeAssistantMessage, Actor: bot, Payload: session.AssistantMessage{
 				Text: "A README and main.go.", Turn: turn1}})[0]
 			e.append(session.NewEvent{Type: session.TypeTurnCompleted, Actor: cell, Payload: session.TurnCompleted{
-				Turn: turn1, Status: brain.StatusOK, Through: q1}})
+				Turn: turn1, Status: session.StatusOK, Through: q1}})
 			turn2 := e.startTurn(q2)
 
 			var fake *fakeprovider.Server
@@ -959,7 +959,7 @@ func TestQueuedMessageIsAnsweredByTheNextTurn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Event.Seq == a1.Seq || r.Message.Text != "Two files, small." || r.Message.Turn != turn2 || r.Status != brain.StatusOK {
+			if r.Event.Seq == a1.Seq || r.Message.Text != "Two files, small." || r.Message.Turn != turn2 || r.Status != session.StatusOK {
 				t.Fatalf("reply seq %d turn %d %q status %s, want turn %d's own answer (turn 1's reply is %d)",
 					r.Event.Seq, r.Message.Turn, r.Message.Text, r.Status, turn2, a1.Seq)
 			}

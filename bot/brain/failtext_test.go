@@ -37,7 +37,7 @@ func TestRepliesNeverCarryErrorText(t *testing.T) {
 			t.Errorf("the error event lost the detail: %+v", ev)
 		}
 		mustBePlain(t, r.Message.Text, ev.Message, e.sess.ID.String(), "json", "unmarshal", "session.TurnStarted", "seq")
-		if r.Status != brain.StatusError || r.Reason != "bad_event" {
+		if r.Status != session.StatusError || r.Reason != "bad_event" {
 			t.Errorf("reply = %+v", r)
 		}
 	})

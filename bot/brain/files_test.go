@@ -277,7 +277,7 @@ func TestSharedFilesNamedWhenNotShown(t *testing.T) {
 			tu := e.turn(&fakeHands{}, turnSeq)
 			tu.Files = e.st
 			r, err := b.Run(context.Background(), tu)
-			if err != nil || r.Status != brain.StatusOK {
+			if err != nil || r.Status != session.StatusOK {
 				t.Fatalf("Run = %+v, %v", r, err)
 			}
 			calls := mustAllValid(t, fake, 1)

@@ -110,17 +110,9 @@ func hasToolUse(m Message) bool {
 // The result is normalised (see normalize) but not validated.
 func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 	var b builder
-	for _, e := range evs {
-		if e.Type != session.TypeContextSummary || e.Payload == nil { // nil: purged by retention
-			continue
-		}
-		var s session.ContextSummary
-		if err := e.Decode(&s); err != nil {
-			return history{}, err
-		}
-		if s.ToSeq < e.Seq && strings.TrimSpace(s.Summary) != "" {
-			b.h.Summary = s
-		}
+	var err error
+	if b.h.Summary, err = summaryOf(evs); err != nil {
+		return history{}, err
 	}
 	if s := b.h.Summary; s.ToSeq > 0 {
 		b.add(RoleUser, 0, true, Block{Text: fmt.Sprintf(
@@ -137,19 +129,9 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 		}
 	}
 	th := thread.Fold(recent)
-	purged := false
-	for _, it := range th.Items {
-		if it.Kind != thread.KindUnreadable || it.Event.Type == session.TypeTitle {
-			continue
-		}
-		if it.Event.Type == session.TypeUserMessage && opt.Through > 0 && it.Seq() > opt.Through {
-			continue // never shown: it waits for the next turn
-		}
-		if errors.Is(it.Err, session.ErrPurged) {
-			purged = true // removed under retention: left out, and the model is told
-			continue
-		}
-		return history{}, it.Err
+	purged, err := unreadable(th, opt)
+	if err != nil {
+		return history{}, err
 	}
 	if purged && b.h.Summary.ToSeq == 0 {
 		b.add(RoleUser, 0, true, Block{Text: purgedNote})
@@ -162,68 +144,118 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 	for _, it := range ordered {
 		switch it.Kind {
 		case thread.KindUser:
-			m := it.Message
-			if m.Stray {
-				if !m.Edited {
-					continue // a deletion, or an edit of a deleted message
-				}
-				text, content := renderUser(m.User, "(edited an earlier message to) "+m.Text, opt)
-				b.h.Content = b.h.Content || content
-				b.add(RoleUser, it.Seq(), false, Block{Text: text})
-				continue
-			}
-			if opt.Through > 0 && it.Seq() > opt.Through || m.Deleted {
-				continue
-			}
-			text, content := renderUser(speaker(*m.Original), m.Text, opt)
-			shared := files[it.Seq()]
-			if !content && len(shared) > 0 {
-				text = speaker(*m.Original) + ": (shared " + plural(len(shared), "file") + ")"
-			}
-			b.h.Content = b.h.Content || content || len(shared) > 0
-			// A message held back past a turn's reply is no place to cut: the reply before it
-			// has a higher seq, so no summary range could end between them.
-			boundary := !held[it.Seq()]
-			if last := b.last(); last != nil && last.Role == RoleUser {
-				boundary = false // merged into the message before
-			}
-			b.add(RoleUser, it.Seq(), boundary, append([]Block{{Text: text}}, shared...)...)
+			b.user(it, files[it.Seq()], held[it.Seq()], opt)
 		case thread.KindAssistant:
-			m := it.Assistant
-			var blocks []Block
-			if strings.TrimSpace(m.Text) != "" {
-				blocks = append(blocks, Block{Text: m.Text})
-			}
-			var resultBlocks []Block
-			for _, id := range m.ToolCallIDs {
-				tool, ok := th.Call(id)
-				if !ok {
-					continue // a call that was never recorded cannot be shown; its result is dropped as an orphan
-				}
-				c := tool.Call
-				input := c.Input
-				if !json.Valid(input) || len(input) == 0 || input[0] != '{' {
-					input = json.RawMessage("{}")
-				}
-				blocks = append(blocks, Block{ToolUse: &ToolUse{ID: c.CallID, Name: c.Name, Input: input}})
-				r := session.ToolResult{CallID: id, Content: interruptedResult, IsError: true}
-				if tool.Result != nil {
-					r = *tool.Result
-				}
-				resultBlocks = append(resultBlocks, Block{ToolResult: &ToolResult{
-					CallID: id, Content: nonEmpty(r.Content, "(no output)"), IsError: r.IsError,
-				}})
-			}
-			b.add(RoleAssistant, it.Seq(), false, blocks...)
-			if len(resultBlocks) > 0 {
-				b.h.Messages = append(b.h.Messages, Message{Role: RoleUser, Blocks: resultBlocks})
-				b.h.Start = append(b.h.Start, it.Seq())
-				b.h.Boundary = append(b.h.Boundary, false)
-			}
+			b.assistant(it, th)
 		}
 	}
 	normalize(&b.h)
 	return b.h, nil
+}
+
+// summaryOf is the newest context_summary of evs that stands in for earlier events (its
+// seqs are 0 when there is none).
+func summaryOf(evs []session.Event) (session.ContextSummary, error) {
+	var sum session.ContextSummary
+	for _, e := range evs {
+		if e.Type != session.TypeContextSummary || e.Payload == nil { // nil: purged by retention
+			continue
+		}
+		var s session.ContextSummary
+		if err := e.Decode(&s); err != nil {
+			return session.ContextSummary{}, err
+		}
+		if s.ToSeq < e.Seq && strings.TrimSpace(s.Summary) != "" {
+			sum = s
+		}
+	}
+	return sum, nil
+}
+
+// unreadable checks the items the fold could not read: one that retention purged is left
+// out (purged: the model is told), any other is an error. A message after opt.Through and a
+// title are never shown, readable or not.
+func unreadable(th *thread.Thread, opt historyOptions) (purged bool, err error) {
+	for _, it := range th.Items {
+		if it.Kind != thread.KindUnreadable || it.Event.Type == session.TypeTitle {
+			continue
+		}
+		if it.Event.Type == session.TypeUserMessage && opt.Through > 0 && it.Seq() > opt.Through {
+			continue // never shown: it waits for the next turn
+		}
+		if !errors.Is(it.Err, session.ErrPurged) {
+			return false, it.Err
+		}
+		purged = true
+	}
+	return purged, nil
+}
+
+// user adds a user message of the fold with the files shared with it; held says it was held
+// back past an earlier turn's reply (see turnOrder).
+func (b *builder) user(it thread.Item, shared []Block, held bool, opt historyOptions) {
+	m := it.Message
+	if m.Stray {
+		if !m.Edited {
+			return // a deletion, or an edit of a deleted message
+		}
+		text, content := renderUser(m.User, "(edited an earlier message to) "+m.Text, opt)
+		b.h.Content = b.h.Content || content
+		b.add(RoleUser, it.Seq(), false, Block{Text: text})
+		return
+	}
+	if opt.Through > 0 && it.Seq() > opt.Through || m.Deleted {
+		return
+	}
+	text, content := renderUser(speaker(*m.Original), m.Text, opt)
+	if !content && len(shared) > 0 {
+		text = speaker(*m.Original) + ": (shared " + plural(len(shared), "file") + ")"
+	}
+	b.h.Content = b.h.Content || content || len(shared) > 0
+	// A message held back past a turn's reply is no place to cut: the reply before it
+	// has a higher seq, so no summary range could end between them.
+	boundary := !held
+	if last := b.last(); last != nil && last.Role == RoleUser {
+		boundary = false // merged into the message before
+	}
+	b.add(RoleUser, it.Seq(), boundary, append([]Block{{Text: text}}, shared...)...)
+}
+
+// assistant adds an assistant message of the fold: its text and tool calls, then a user
+// message with their results in call order (a call without a result gets an in-memory
+// interrupted result).
+func (b *builder) assistant(it thread.Item, th *thread.Thread) {
+	m := it.Assistant
+	var blocks []Block
+	if strings.TrimSpace(m.Text) != "" {
+		blocks = append(blocks, Block{Text: m.Text})
+	}
+	var resultBlocks []Block
+	for _, id := range m.ToolCallIDs {
+		tool, ok := th.Call(id)
+		if !ok {
+			continue // a call that was never recorded cannot be shown; its result is dropped as an orphan
+		}
+		c := tool.Call
+		input := c.Input
+		if !json.Valid(input) || len(input) == 0 || input[0] != '{' {
+			input = json.RawMessage("{}")
+		}
+		blocks = append(blocks, Block{ToolUse: &ToolUse{ID: c.CallID, Name: c.Name, Input: input}})
+		r := session.ToolResult{CallID: id, Content: interruptedResult, IsError: true}
+		if tool.Result != nil {
+			r = *tool.Result
+		}
+		resultBlocks = append(resultBlocks, Block{ToolResult: &ToolResult{
+			CallID: id, Content: nonEmpty(r.Content, "(no output)"), IsError: r.IsError,
+		}})
+	}
+	b.add(RoleAssistant, it.Seq(), false, blocks...)
+	if len(resultBlocks) > 0 {
+		b.h.Messages = append(b.h.Messages, Message{Role: RoleUser, Blocks: resultBlocks})
+		b.h.Start = append(b.h.Start, it.Seq())
+		b.h.Boundary = append(b.h.Boundary, false)
+	}
 }
 
 // messageFiles returns the blocks showing the files shared with each user message ordered
@@ -277,31 +309,14 @@ func plural(n int, what string) string {
 // everything.
 func turnOrder(evs []session.Event, items []thread.Item) (ordered []thread.Item, held map[int64]bool, err error) {
 	type span struct{ through, completed int64 }
+	folded := thread.FoldTurns(evs)
+	if folded.Err != nil {
+		return nil, nil, folded.Err
+	}
 	var turns []span // in turn_started order; Through never decreases
-	index := map[int64]int{}
-	for _, e := range evs {
-		switch e.Type {
-		case session.TypeTurnStarted:
-			if e.Payload == nil { // purged by retention, with the messages of its turn
-				continue
-			}
-			var ts session.TurnStarted
-			if err := e.Decode(&ts); err != nil {
-				return nil, nil, err
-			}
-			index[e.Seq] = len(turns)
-			turns = append(turns, span{through: ts.Through})
-		case session.TypeTurnCompleted:
-			if e.Payload == nil {
-				continue
-			}
-			var tc session.TurnCompleted
-			if err := e.Decode(&tc); err != nil {
-				return nil, nil, err
-			}
-			if i, ok := index[tc.Turn]; ok && turns[i].completed == 0 && e.Seq > tc.Turn {
-				turns[i].completed = e.Seq
-			}
+	for _, t := range folded.List {
+		if !t.Unread { // a turn_started purged by retention goes with the messages of its turn
+			turns = append(turns, span{through: t.Through, completed: t.Completed})
 		}
 	}
 	held = map[int64]bool{}

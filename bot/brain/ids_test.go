@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/session"
 )
@@ -109,7 +108,7 @@ func TestSwitchingProviderMapsToolIDs(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if r.Status != brain.StatusOK || r.Message.Text != "Same files." {
+				if r.Status != session.StatusOK || r.Message.Text != "Same files." {
 					t.Fatalf("turn %d reply = %+v", i+2, r)
 				}
 			}

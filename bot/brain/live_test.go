@@ -10,6 +10,7 @@ import (
 
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
+	"github.com/logbook/logbook/session"
 )
 
 // recLive records a turn's Live calls as lines; consecutive Text pieces are joined into one
@@ -220,7 +221,7 @@ func TestLiveRefusalAndFailure(t *testing.T) {
 	tn = e.turn(nil, e.startTurn(msgSeq))
 	tn.Live = rec
 	r, err := b.Run(context.Background(), tn)
-	if err != nil || r.Status != brain.StatusError {
+	if err != nil || r.Status != session.StatusError {
 		t.Fatalf("run: %+v, %v", r, err)
 	}
 	wantCalls(t, rec.done(t), "status:thinking", "status:retrying", "status:thinking", "end:true")

@@ -68,7 +68,7 @@ func TestCutReplyIsContinued(t *testing.T) {
 			evs := e.after(turnSeq)
 			wantTypes(t, evs, session.TypeAssistantMessage)
 			m := decode[session.AssistantMessage](t, evs[0])
-			if m.Text != "The deploy has three steps: build, push and roll out." || r.Status != brain.StatusOK {
+			if m.Text != "The deploy has three steps: build, push and roll out." || r.Status != session.StatusOK {
 				t.Errorf("reply = %q (%s)", m.Text, r.Status)
 			}
 			if u := m.Usage; u == nil || u.InputTokens != 220 || u.OutputTokens != 55 || u.StopReason != "stop" && u.StopReason != "end_turn" {
@@ -213,7 +213,7 @@ func TestIdenticalFailuresStopTheLoop(t *testing.T) {
 				if ev := decode[session.ErrorEvent](t, evs[9]); ev.Stage != "tool" || ev.Code != "repeated_tool_failure" {
 					t.Errorf("error event = %+v", ev)
 				}
-				if r.Status != brain.StatusError || r.Reason != "repeated_tool_failure" ||
+				if r.Status != session.StatusError || r.Reason != "repeated_tool_failure" ||
 					!strings.Contains(r.Message.Text, c.tool+" 3 times") {
 					t.Errorf("reply = %+v", r)
 				}
@@ -249,7 +249,7 @@ func TestRefusalGetsAnHonestReply(t *testing.T) {
 			if ev := decode[session.ErrorEvent](t, evs[0]); ev.Stage != "model" || ev.Code != reason {
 				t.Errorf("error event = %+v", ev)
 			}
-			if r.Status != brain.StatusError || r.Reason != reason || strings.Contains(r.Message.Text, "here is how") ||
+			if r.Status != session.StatusError || r.Reason != reason || strings.Contains(r.Message.Text, "here is how") ||
 				!strings.Contains(r.Message.Text, reason) {
 				t.Errorf("reply = %+v", r)
 			}
@@ -277,7 +277,7 @@ func TestOtherStopReasons(t *testing.T) {
 		b, _ := newBrain(t, p, nil)
 		seq, _ := e.user("hi")
 		r, err := b.Run(context.Background(), e.turn(nil, e.startTurn(seq)))
-		if err != nil || r.Message.Text != "Done." || r.Status != brain.StatusOK {
+		if err != nil || r.Message.Text != "Done." || r.Status != session.StatusOK {
 			t.Errorf("reply = %+v, %v", r, err)
 		}
 		mustAllValid(t, fake, 1)

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 	"github.com/logbook/logbook/session/transcript"
 )
 
@@ -560,9 +562,9 @@ var notAnswered = map[string]string{
 
 // messageState reads the log for the message ts of thread: whether a turn took it up,
 // answered it, or recorded that it is not answered.
-func (c *chat) messageState(ctx context.Context, thread, ts string) (messageState, error) {
+func (c *chat) messageState(ctx context.Context, threadTS, ts string) (messageState, error) {
 	var st messageState
-	sess, err := c.rt.store.SessionByThread(ctx, session.ThreadKey{Team: c.emu.TeamID(), Channel: devChannel, ThreadTS: thread})
+	sess, err := c.rt.store.SessionByThread(ctx, session.ThreadKey{Team: c.emu.TeamID(), Channel: devChannel, ThreadTS: threadTS})
 	if errors.Is(err, session.ErrNotFound) {
 		return st, nil // not stored yet
 	}
@@ -576,25 +578,24 @@ func (c *chat) messageState(ctx context.Context, thread, ts string) (messageStat
 	}
 	var seq int64
 	for _, ev := range evs {
-		var p struct {
-			TS         string `json:"ts"`
-			Through    int64  `json:"through"`
-			MessageSeq int64  `json:"message_seq"`
-			Reason     string `json:"reason"`
-		}
-		if ev.Decode(&p) != nil {
-			continue
-		}
-		switch {
-		case ev.Type == session.TypeUserMessage && p.TS == ts:
+		var um session.UserMessage
+		if ev.Type == session.TypeUserMessage && ev.Decode(&um) == nil && um.TS == ts {
 			seq = ev.Seq
-		case seq == 0:
-		case ev.Type == session.TypeTurnStarted && p.Through >= seq, ev.Type == session.TypeSteered && p.MessageSeq == seq:
-			st.started = true // a turn took it up: a new one, or the running one (steered)
-		case ev.Type == session.TypeNotAddressed && p.MessageSeq == seq:
-			st.unanswered = cmp.Or(notAnswered[p.Reason], p.Reason)
-		case ev.Type == session.TypeTurnCompleted && p.Through >= seq:
-			st.answered = true
+		}
+	}
+	if seq == 0 {
+		return st, nil
+	}
+	turns := thread.FoldTurns(evs)
+	st.answered = turns.Answered >= seq
+	for _, t := range turns.List {
+		// A turn took it up: a new one, or the running one (steered).
+		st.started = st.started || t.Through >= seq || slices.Contains(t.Steered, seq)
+	}
+	for _, ev := range evs {
+		var na session.NotAddressed
+		if ev.Type == session.TypeNotAddressed && ev.Decode(&na) == nil && na.MessageSeq == seq {
+			st.unanswered = cmp.Or(notAnswered[na.Reason], na.Reason)
 		}
 	}
 	return st, nil
@@ -788,14 +789,17 @@ func (c *chat) awaitCard(ctx context.Context) string {
 }
 
 // stopped reports whether the thread's last turn was stopped by a person.
-func (c *chat) stopped(ctx context.Context, thread string) bool {
-	sess, err := c.rt.store.SessionByThread(ctx, session.ThreadKey{Team: c.emu.TeamID(), Channel: devChannel, ThreadTS: thread})
+func (c *chat) stopped(ctx context.Context, threadTS string) bool {
+	sess, err := c.rt.store.SessionByThread(ctx, session.ThreadKey{Team: c.emu.TeamID(), Channel: devChannel, ThreadTS: threadTS})
 	if err != nil {
 		return false
 	}
-	evs, err := c.rt.store.Events(ctx, sess.ID, session.Range{Types: []session.Type{session.TypeTurnCompleted}, Desc: true, Limit: 1})
-	var tc session.TurnCompleted
-	return err == nil && len(evs) == 1 && evs[0].Decode(&tc) == nil && tc.Status == bot.StatusStopped
+	evs, err := c.rt.store.Events(ctx, sess.ID, session.Range{Types: []session.Type{session.TypeTurnStarted, session.TypeTurnCompleted}})
+	if err != nil {
+		return false
+	}
+	last := thread.FoldTurns(evs).Last()
+	return last != nil && !last.Open && last.Status == session.StatusStopped
 }
 
 // printFooter prints the small print under a reply (its context blocks: notes on files it

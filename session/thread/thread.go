@@ -1,6 +1,7 @@
 // Package thread folds a session's events into the conversation they record: the one place
 // where edits, deletions and tool call/result pairing are decided, for every reader (the
-// brain's history, the search projection, the transcript).
+// brain's history, the search projection, the transcript). Beside it, [Turns] folds the same
+// events into the session's turns (see turns.go): the one reading of turn markers.
 //
 // A [Thread] holds [Item]s in the order of the events that opened them. User messages show
 // their newest edit; a deleted message keeps its place with its text gone (what it said last
@@ -50,7 +51,7 @@ const (
 	// in the log.
 	KindChange
 	// KindMarker is any other event: turns, queued, title, file_ref, delivered, lifecycle,
-	// errors, context_summary. Readers decode Event themselves.
+	// errors, context_summary. Readers of turns use [Turns]; others decode Event themselves.
 	KindMarker
 	// KindUnreadable is an event the fold needed to read whose payload it could not decode
 	// (Err; errors.Is(Err, session.ErrPurged) after a retention purge).

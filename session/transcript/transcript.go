@@ -305,147 +305,168 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 		SessionID: sess.ID, Team: sess.Key.Team, Channel: sess.Key.Channel, ChannelName: opts.ChannelName, ThreadTS: sess.Key.ThreadTS,
 		Permalink: opts.Permalink, All: opts.All, Entries: []Entry{}, opts: opts,
 	}
-	th := thread.Fold(events)
-	t.Title = th.Title
-	files := sharedFiles(events)
-	delivered := map[string]bool{} // assistant_message ids and seqs whose delivery is recorded
-	live := map[int64]bool{}       // turns shown live: their text, tool rounds' included, was in Slack
-	for _, e := range events {
-		var d session.Delivered
-		var st session.StreamStarted
-		switch {
-		case e.Type == session.TypeDelivered && e.Decode(&d) == nil:
-			delivered[d.EventID], delivered[fmt.Sprint(d.Seq)] = true, true
-		case e.Type == session.TypeStreamStarted && e.Decode(&st) == nil:
-			live[st.Turn] = true
-		}
-	}
-	approvals := map[string]string{} // call id → the decision on it
-	for _, e := range events {
-		var d session.ApprovalDecided
-		if e.Type == session.TypeApprovalDecided && e.Decode(&d) == nil {
-			approvals[d.CallID] = d.Decision + " by " + e.Actor.ID
-		}
-	}
-	for _, it := range th.Items {
-		e := it.Event
-		en := Entry{Seq: e.Seq, Type: e.Type, Time: e.CreatedAt.UTC(), AuthorID: e.Actor.ID}
-		marker := func(format string, args ...any) {
-			if !opts.All {
-				return
-			}
-			en.Kind, en.Marker = KindMarker, fmt.Sprintf(format, args...)
-			t.Entries = append(t.Entries, en)
-		}
-		if e.Payload == nil {
-			if e.Type.Conversation() || opts.All {
-				en.Kind, en.Marker = KindMarker, fmt.Sprintf("%s (payload purged by retention)", e.Type)
-				t.Entries = append(t.Entries, en)
-			}
-			continue
-		}
-		switch it.Kind {
-		case thread.KindUnreadable:
-			// An unreadable payload is a visible marker entry, never a silent gap.
-			en.Kind, en.Marker = KindMarker, fmt.Sprintf("%s event with an unreadable payload", e.Type)
-			t.Entries = append(t.Entries, en)
-		case thread.KindUser:
-			m := it.Message
-			en.Kind, en.TS, en.Edited, en.Deleted = KindUser, m.TS, m.Edited, m.Deleted
-			en.AuthorID = cmp.Or(m.User, e.Actor.ID)
-			en.Author = en.AuthorID
-			if !m.Stray {
-				// The edited message is not in this session's log (e.g. sent before logbook
-				// joined) when it is a stray: the edit or deletion itself is shown.
-				en.Author = cmp.Or(m.UserName, m.Names[en.AuthorID], en.AuthorID)
-				if ts, ok := slackTime(m.TS); ok {
-					en.Time = ts
-				}
-			}
-			en.Text = readable(m.Text, m.Raw, m.Names)
-			if m.Deleted && opts.RevealDeleted {
-				en.DeletedText = readable(m.DeletedText, m.DeletedRaw, m.Names)
-			}
-			// The files went with the message: a deleted message's are shown to auditors only.
-			if !m.Stray && (!m.Deleted || opts.RevealDeleted) {
-				en.Files = linkFiles(slices.Clone(files[m.TS]), opts)
-			}
-			t.Entries = append(t.Entries, en)
-		case thread.KindChange:
-			verb := "edited"
-			if e.Type == session.TypeUserMessageDeleted {
-				verb = "deleted"
-			}
-			marker("message %s %s", th.Items[it.Target].Message.TS, verb)
-		case thread.KindAssistant:
-			m := it.Assistant
-			if strings.TrimSpace(m.Text) == "" {
-				marker("assistant called %d tool(s) without text", len(m.ToolCallIDs))
-				continue
-			}
-			en.Kind, en.Author = KindAssistant, opts.BotName
-			en.Text = readable(m.Text, "", nil)
-			en.Unposted = !(live[m.Turn] && m.Turn != 0) && (!m.Reply() || !(delivered[e.ID.String()] || delivered[fmt.Sprint(e.Seq)]))
-			t.Entries = append(t.Entries, en)
-		case thread.KindTool:
-			en.Kind, en.Author = KindTool, opts.BotName
-			tool := &Tool{}
-			if c := it.Tool.Call; c != nil {
-				tool.CallID, tool.Name, tool.Input = c.CallID, c.Name, toolInput(c.Input)
-				if !opts.All {
-					tool.Input, tool.HiddenInputs = clipLines(tool.Input, opts.ToolLines)
-				}
-			} else {
-				en.Author = "tool"
-				tool.CallID, tool.Name = it.Tool.Result.CallID, "(unknown call)"
-			}
-			if r := it.Tool.Result; r != nil {
-				tool.HasResult, tool.Output, tool.IsError, tool.ExitCode = true, r.Content, r.IsError, r.ExitCode
-				tool.DurationMS, tool.Truncated, tool.Synthetic, tool.ResultSeq = r.DurationMS, r.Truncated, r.Synthetic, it.Tool.ResultEvent.Seq
-				if !opts.All {
-					tool.Output, tool.HiddenLines = clipLines(tool.Output, opts.ToolLines)
-				}
-			}
-			tool.Approval = approvals[tool.CallID]
-			en.Tool = tool
-			t.Entries = append(t.Entries, en)
-		case thread.KindMarker:
-			var up session.FileUpload
-			if e.Type == session.TypeFileUpload && e.Decode(&up) == nil && up.Status == FileShared {
-				// A file the agent handed back is a message of the bot's in the thread.
-				en.Kind, en.Author, en.TS = KindAssistant, opts.BotName, up.TS
-				if ts, ok := slackTime(up.TS); ok {
-					en.Time = ts
-				}
-				en.Files = linkFiles([]File{{FileID: up.FileID, Name: cmp.Or(up.Title, up.Name, up.FileID), Mimetype: up.Mimetype,
-					Size: up.Size, SHA256: up.SHA256, Status: FileShared}}, opts)
-				t.Entries = append(t.Entries, en)
-				continue
-			}
-			if !opts.All && !inCharge[e.Type] {
-				continue
-			}
-			if ts, ok := fileTS(e); ok {
-				if m, ok := th.Message(ts); ok && m.Deleted && !opts.RevealDeleted {
-					// What a deleted message shared is for auditors, like what it said.
-					marker("%s of deleted message %s", strings.ReplaceAll(string(e.Type), "_", " "), ts)
-					continue
-				}
-			}
-			if e.Type == session.TypeTitle {
-				var m session.Title
-				_ = json.Unmarshal(e.Payload, &m) // the fold read it already
-				marker("title: %s", strings.TrimSpace(m.Text))
-				continue
-			}
-			en.Kind, en.Marker = KindMarker, describeMarker(e)
-			t.Entries = append(t.Entries, en)
-		}
+	b := builder{t: t, th: thread.Fold(events), files: sharedFiles(events), turns: thread.FoldTurns(events), opts: opts}
+	t.Title = b.th.Title
+	for _, it := range b.th.Items {
+		b.item(it)
 	}
 	for i := range t.Entries {
 		t.Entries[i].TimeText = formatTime(t.Entries[i].Time, opts.Location)
 	}
 	return t
+}
+
+// builder makes a transcript's entries from the folds of its events.
+type builder struct {
+	t     *Transcript
+	th    *thread.Thread
+	files map[string][]File // by the ts of the message that shared them
+	turns *thread.Turns
+	opts  Options
+}
+
+func (b *builder) add(en Entry) { b.t.Entries = append(b.t.Entries, en) }
+
+// marker adds en as a marker line, shown only with Options.All.
+func (b *builder) marker(en Entry, format string, args ...any) {
+	if b.opts.All {
+		en.Kind, en.Marker = KindMarker, fmt.Sprintf(format, args...)
+		b.add(en)
+	}
+}
+
+// item adds the entry of one item of the fold, if it has one.
+func (b *builder) item(it thread.Item) {
+	e := it.Event
+	en := Entry{Seq: e.Seq, Type: e.Type, Time: e.CreatedAt.UTC(), AuthorID: e.Actor.ID}
+	if e.Payload == nil {
+		if e.Type.Conversation() || b.opts.All {
+			en.Kind, en.Marker = KindMarker, fmt.Sprintf("%s (payload purged by retention)", e.Type)
+			b.add(en)
+		}
+		return
+	}
+	switch it.Kind {
+	case thread.KindUnreadable:
+		// An unreadable payload is a visible marker entry, never a silent gap.
+		en.Kind, en.Marker = KindMarker, fmt.Sprintf("%s event with an unreadable payload", e.Type)
+		b.add(en)
+	case thread.KindUser:
+		b.user(en, it.Message)
+	case thread.KindChange:
+		verb := "edited"
+		if e.Type == session.TypeUserMessageDeleted {
+			verb = "deleted"
+		}
+		b.marker(en, "message %s %s", b.th.Items[it.Target].Message.TS, verb)
+	case thread.KindAssistant:
+		b.assistant(en, e, it.Assistant)
+	case thread.KindTool:
+		b.tool(en, it.Tool)
+	case thread.KindMarker:
+		b.other(en, e)
+	}
+}
+
+func (b *builder) user(en Entry, m *thread.Message) {
+	opts := b.opts
+	en.Kind, en.TS, en.Edited, en.Deleted = KindUser, m.TS, m.Edited, m.Deleted
+	en.AuthorID = cmp.Or(m.User, en.AuthorID)
+	en.Author = en.AuthorID
+	if !m.Stray {
+		// The edited message is not in this session's log (e.g. sent before logbook
+		// joined) when it is a stray: the edit or deletion itself is shown.
+		en.Author = cmp.Or(m.UserName, m.Names[en.AuthorID], en.AuthorID)
+		if ts, ok := slackTime(m.TS); ok {
+			en.Time = ts
+		}
+	}
+	en.Text = readable(m.Text, m.Raw, m.Names)
+	if m.Deleted && opts.RevealDeleted {
+		en.DeletedText = readable(m.DeletedText, m.DeletedRaw, m.Names)
+	}
+	// The files went with the message: a deleted message's are shown to auditors only.
+	if !m.Stray && (!m.Deleted || opts.RevealDeleted) {
+		en.Files = linkFiles(slices.Clone(b.files[m.TS]), opts)
+	}
+	b.add(en)
+}
+
+func (b *builder) assistant(en Entry, e session.Event, m *session.AssistantMessage) {
+	if strings.TrimSpace(m.Text) == "" {
+		b.marker(en, "assistant called %d tool(s) without text", len(m.ToolCallIDs))
+		return
+	}
+	en.Kind, en.Author = KindAssistant, b.opts.BotName
+	en.Text = readable(m.Text, "", nil)
+	// A turn shown live had its text, tool rounds' included, in Slack.
+	tn, ok := b.turns.Turn(m.Turn)
+	shown := ok && m.Turn != 0 && len(tn.Live) > 0
+	en.Unposted = !shown && (!m.Reply() || !b.turns.Delivered(e))
+	b.add(en)
+}
+
+func (b *builder) tool(en Entry, it *thread.Tool) {
+	opts := b.opts
+	en.Kind, en.Author = KindTool, opts.BotName
+	tool := &Tool{}
+	if c := it.Call; c != nil {
+		tool.CallID, tool.Name, tool.Input = c.CallID, c.Name, toolInput(c.Input)
+		if !opts.All {
+			tool.Input, tool.HiddenInputs = clipLines(tool.Input, opts.ToolLines)
+		}
+	} else {
+		en.Author = "tool"
+		tool.CallID, tool.Name = it.Result.CallID, "(unknown call)"
+	}
+	if r := it.Result; r != nil {
+		tool.HasResult, tool.Output, tool.IsError, tool.ExitCode = true, r.Content, r.IsError, r.ExitCode
+		tool.DurationMS, tool.Truncated, tool.Synthetic, tool.ResultSeq = r.DurationMS, r.Truncated, r.Synthetic, it.ResultEvent.Seq
+		if !opts.All {
+			tool.Output, tool.HiddenLines = clipLines(tool.Output, opts.ToolLines)
+		}
+	}
+	if dec, p, ok := b.turns.Decision(tool.CallID); ok {
+		tool.Approval = p.Decision + " by " + dec.Actor.ID
+	}
+	en.Tool = tool
+	b.add(en)
+}
+
+// other adds a marker's entry: a file the agent handed back as the bot's message, else its
+// marker line (markers of people in charge always, the rest with Options.All).
+func (b *builder) other(en Entry, e session.Event) {
+	opts := b.opts
+	var up session.FileUpload
+	if e.Type == session.TypeFileUpload && e.Decode(&up) == nil && up.Status == FileShared {
+		// A file the agent handed back is a message of the bot's in the thread.
+		en.Kind, en.Author, en.TS = KindAssistant, opts.BotName, up.TS
+		if ts, ok := slackTime(up.TS); ok {
+			en.Time = ts
+		}
+		en.Files = linkFiles([]File{{FileID: up.FileID, Name: cmp.Or(up.Title, up.Name, up.FileID), Mimetype: up.Mimetype,
+			Size: up.Size, SHA256: up.SHA256, Status: FileShared}}, opts)
+		b.add(en)
+		return
+	}
+	if !opts.All && !inCharge[e.Type] {
+		return
+	}
+	if ts, ok := fileTS(e); ok {
+		if m, ok := b.th.Message(ts); ok && m.Deleted && !opts.RevealDeleted {
+			// What a deleted message shared is for auditors, like what it said.
+			b.marker(en, "%s of deleted message %s", strings.ReplaceAll(string(e.Type), "_", " "), ts)
+			return
+		}
+	}
+	if e.Type == session.TypeTitle {
+		var m session.Title
+		_ = json.Unmarshal(e.Payload, &m) // the fold read it already
+		b.marker(en, "title: %s", strings.TrimSpace(m.Text))
+		return
+	}
+	en.Kind, en.Marker = KindMarker, describeMarker(e, b.turns)
+	b.add(en)
 }
 
 // Render writes the transcript of sess in opts.Format.
@@ -548,25 +569,32 @@ var inCharge = map[session.Type]bool{
 	session.TypeTakenOver: true, session.TypeHandedBack: true,
 }
 
-func describeMarker(e session.Event) string {
-	var b strings.Builder
-	b.WriteString(strings.ReplaceAll(string(e.Type), "_", " "))
-	var detail string
+// describeMarker is the line of marker e; a turn's lines are read off turns, the fold of the
+// transcript's events.
+func describeMarker(e session.Event, turns *thread.Turns) string {
+	line := strings.ReplaceAll(string(e.Type), "_", " ")
+	detail := cmp.Or(turnDetail(e, turns), fileDetail(e), sandboxDetail(e), threadDetail(e))
+	if detail != "" {
+		line += ": " + detail
+	}
+	return line
+}
+
+// turnDetail is the detail of a turn's marker: read off turns, the fold, for turn_started and turn_completed.
+func turnDetail(e session.Event, turns *thread.Turns) (detail string) {
 	switch e.Type {
 	case session.TypeTurnStarted:
-		var m session.TurnStarted
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("through #%d", m.Through)
-			if m.Reason != "" {
-				detail += ", " + m.Reason
+		if t, ok := turns.Turn(e.Seq); ok && !t.Unread {
+			detail = fmt.Sprintf("through #%d", t.Through)
+			if t.Reason != "" {
+				detail += ", " + t.Reason
 			}
 		}
 	case session.TypeTurnCompleted:
-		var m session.TurnCompleted
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = cmp.Or(m.Status, "?")
-			if m.Reason != "" {
-				detail += ": " + m.Reason
+		if t, ok := turns.Completed(e.Seq); ok && !t.CompletionUnread {
+			detail = cmp.Or(t.Status, "?")
+			if t.StatusReason != "" {
+				detail += ": " + t.StatusReason
 			}
 		}
 	case session.TypeQueued:
@@ -579,6 +607,53 @@ func describeMarker(e session.Event) string {
 		if json.Unmarshal(e.Payload, &m) == nil {
 			detail = fmt.Sprintf("#%d posted as %s", m.Seq, strings.Join(m.TS, ", "))
 		}
+	case session.TypeSteered:
+		var m session.Steered
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("#%d handed to the running turn", m.MessageSeq)
+		}
+	case session.TypeStopRequested:
+		var m session.StopRequested
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("by %s (%s)", e.Actor.ID, m.Source)
+		}
+	case session.TypeTurnStopped:
+		var m session.TurnStopped
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("turn #%d stopped by %s (%s)", m.Turn, m.By, m.Source)
+		}
+	case session.TypeApprovalRequested:
+		var m session.ApprovalRequested
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("%s call %s waits for a person: %s", m.Tool, m.CallID, firstLine(m.Summary))
+		}
+	case session.TypeApprovalDecided:
+		var m session.ApprovalDecided
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("call %s %s by %s (%s)", m.CallID, m.Decision, e.Actor.ID, m.Via)
+		}
+	case session.TypeTurnSuspended:
+		var m session.TurnSuspended
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("turn #%d sleeps until call %s is decided (at the latest %s)", m.Turn, m.CallID, m.Until.UTC().Format(time.RFC3339))
+		}
+	case session.TypeStreamStarted:
+		var m session.StreamStarted
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("%s %s (%s)", m.Channel, m.TS, m.Mode)
+		}
+	case session.TypeStreamStopped:
+		var m session.StreamStopped
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("%s %s, %d characters", m.TS, m.Reason, m.Chars)
+		}
+	}
+	return detail
+}
+
+// fileDetail is the detail of a file's marker: shared, fetched, handed back.
+func fileDetail(e session.Event) (detail string) {
+	switch e.Type {
 	case session.TypeFileRef:
 		var m session.FileRef
 		if json.Unmarshal(e.Payload, &m) == nil {
@@ -596,6 +671,13 @@ func describeMarker(e session.Event) string {
 			detail = fmt.Sprintf("%s (%s, %s) %s for call %s, sha256 %s", cmp.Or(m.Title, m.Name, m.FileID), cmp.Or(m.Mimetype, "unknown type"),
 				session.FileSize(m.Size), m.Status, m.CallID, File{SHA256: m.SHA256}.ShortSHA())
 		}
+	}
+	return detail
+}
+
+// sandboxDetail is the detail of a cell's or sandbox's marker: lifecycle, work saved, connections.
+func sandboxDetail(e session.Event) (detail string) {
+	switch e.Type {
 	case session.TypeCellWoken:
 		var m session.CellWoken
 		if json.Unmarshal(e.Payload, &m) == nil {
@@ -653,6 +735,13 @@ func describeMarker(e session.Event) string {
 		if json.Unmarshal(e.Payload, &m) == nil {
 			detail = m.Reason
 		}
+	}
+	return detail
+}
+
+// threadDetail is the detail of any other marker: errors, summaries, deliveries again, manners, takeovers.
+func threadDetail(e session.Event) (detail string) {
+	switch e.Type {
 	case session.TypeError:
 		var m session.ErrorEvent
 		if json.Unmarshal(e.Payload, &m) == nil {
@@ -678,31 +767,6 @@ func describeMarker(e session.Event) string {
 		}
 	case session.TypeThreadMuted, session.TypeThreadUnmuted:
 		detail = "by " + e.Actor.ID
-	case session.TypeSteered:
-		var m session.Steered
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("#%d handed to the running turn", m.MessageSeq)
-		}
-	case session.TypeStopRequested:
-		var m session.StopRequested
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("by %s (%s)", e.Actor.ID, m.Source)
-		}
-	case session.TypeTurnStopped:
-		var m session.TurnStopped
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("turn #%d stopped by %s (%s)", m.Turn, m.By, m.Source)
-		}
-	case session.TypeApprovalRequested:
-		var m session.ApprovalRequested
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("%s call %s waits for a person: %s", m.Tool, m.CallID, firstLine(m.Summary))
-		}
-	case session.TypeApprovalDecided:
-		var m session.ApprovalDecided
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("call %s %s by %s (%s)", m.CallID, m.Decision, e.Actor.ID, m.Via)
-		}
 	case session.TypeTakenOver:
 		detail = "by " + e.Actor.ID + "; the bot stays silent until it is handed back"
 	case session.TypeHandedBack:
@@ -710,26 +774,8 @@ func describeMarker(e session.Event) string {
 		if json.Unmarshal(e.Payload, &m) == nil {
 			detail = fmt.Sprintf("by %s (%s)", e.Actor.ID, m.Source)
 		}
-	case session.TypeTurnSuspended:
-		var m session.TurnSuspended
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("turn #%d sleeps until call %s is decided (at the latest %s)", m.Turn, m.CallID, m.Until.UTC().Format(time.RFC3339))
-		}
-	case session.TypeStreamStarted:
-		var m session.StreamStarted
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("%s %s (%s)", m.Channel, m.TS, m.Mode)
-		}
-	case session.TypeStreamStopped:
-		var m session.StreamStopped
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("%s %s, %d characters", m.TS, m.Reason, m.Chars)
-		}
 	}
-	if detail != "" {
-		b.WriteString(": " + detail)
-	}
-	return b.String()
+	return detail
 }
 
 // firstLine is s's first line, marked when more follows.
