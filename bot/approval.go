@@ -212,15 +212,15 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 	if err != nil {
 		return brain.Decision{}, err
 	}
-	idleAt := d.clock.Now().Add(d.cfg.IdleTimeout)
+	idleAt := d.Clock.Now().Add(d.cfg.IdleTimeout)
 	for {
 		if dec, ok := approvalDecision(c.flog.snapshot(), use.ID); ok {
 			// The card shows the decision even if the gateway's update did not get through
 			// (a rate limit, a lost answer): an idempotent chat.update.
-			d.deliver.showDecision(ctx, req, card, dec)
+			d.Deliver.showDecision(ctx, req, card, dec)
 			return decisionFor(dec, req), nil
 		}
-		now := d.clock.Now()
+		now := d.Clock.Now()
 		if !now.Before(req.ExpiresAt) {
 			// Nobody decided in time: a denial. Whoever appends first decides (a click that
 			// raced the deadline may win); the card then shows what was decided.
@@ -231,10 +231,10 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 				return brain.Decision{}, err
 			}
 			if !stored[0].Duplicate {
-				d.metrics.approvals.WithLabelValues(session.DecisionTimeout).Inc()
+				d.Metrics.approvals.WithLabelValues(session.DecisionTimeout).Inc()
 			}
 			// The stored decision — the timeout, or a click that won the race — decides.
-			d.deliver.showDecision(ctx, req, card, stored[0])
+			d.Deliver.showDecision(ctx, req, card, stored[0])
 			return decisionFor(stored[0], req), nil
 		}
 		if !now.Before(idleAt) || d.isDraining() {
@@ -244,8 +244,8 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 		case <-ctx.Done():
 			return brain.Decision{}, ctx.Err()
 		case <-t.changed:
-		case <-d.clock.After(req.ExpiresAt.Sub(now)):
-		case <-d.clock.After(idleAt.Sub(now)):
+		case <-d.Clock.After(req.ExpiresAt.Sub(now)):
+		case <-d.Clock.After(idleAt.Sub(now)):
 		case <-d.draining:
 		}
 	}
@@ -261,25 +261,25 @@ func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.
 		if _, decided := approvalDecision(c.flog.snapshot(), use.ID); decided {
 			return req, "", nil
 		}
-		ts, err := d.deliver.findCard(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, use.ID)
+		ts, err := d.Deliver.findCard(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, use.ID)
 		if err != nil || ts != "" {
 			return req, ts, err
 		}
 	} else {
 		req = session.ApprovalRequested{Turn: t.state.turnSeq, CallID: use.ID, Tool: use.Name,
 			Summary: t.approvalSummary(ctx, use), Channel: c.sess.Key.Channel,
-			ExpiresAt: d.clock.Now().Add(cmp.Or(d.cfg.Approval.Timeout, 30*time.Minute))}
+			ExpiresAt: d.Clock.Now().Add(cmp.Or(d.cfg.Approval.Timeout, 30*time.Minute))}
 		if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeApprovalRequested, Actor: approvalActor,
 			IdempotencyKey: "approval_requested/" + use.ID, Payload: req}); err != nil {
 			return req, "", err
 		}
 	}
-	ts, err := d.deliver.postCard(ctx, c.sess, req, d.cfg.Approval.Approvers)
+	ts, err := d.Deliver.postCard(ctx, c.sess, req, d.cfg.Approval.Approvers)
 	if err != nil {
 		return req, "", fmt.Errorf("post the approval card for %s: %w", use.ID, err)
 	}
 	t.log.Info().Str("tool", use.Name).Str("call_id", use.ID).Str("card", ts).Msg("tool call waits for approval")
-	d.metrics.approvals.WithLabelValues("requested").Inc()
+	d.Metrics.approvals.WithLabelValues("requested").Inc()
 	return req, ts, nil
 }
 
@@ -333,10 +333,10 @@ func (t *turn) cancelApprovals(ctx context.Context, by string) ([]session.NewEve
 				continue
 			}
 			if !dec.Duplicate {
-				d.metrics.approvals.WithLabelValues(session.DecisionCanceled).Inc()
+				d.Metrics.approvals.WithLabelValues(session.DecisionCanceled).Inc()
 			}
-			if card, err := d.deliver.findCard(ctx, req.Channel, c.sess.Key.ThreadTS, req.CallID); err == nil && card != "" {
-				d.deliver.showDecision(ctx, req, card, dec)
+			if card, err := d.Deliver.findCard(ctx, req.Channel, c.sess.Key.ThreadTS, req.CallID); err == nil && card != "" {
+				d.Deliver.showDecision(ctx, req, card, dec)
 			}
 		}
 	}
