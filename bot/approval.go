@@ -18,6 +18,7 @@ import (
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 )
 
 // Approval modes of a tool (LOGBOOK_TOOL_APPROVAL).
@@ -432,7 +433,7 @@ func (t *turn) writeDiff(ctx context.Context, path, content string) string {
 			old, from = string(b), "a/"+path
 		case errors.Is(err, fs.ErrNotExist):
 		default:
-			return fmt.Sprintf("(the current file could not be read: %s)\nnew content, %d bytes:\n%s", cut(err.Error(), 120), len(content), content)
+			return fmt.Sprintf("(the current file could not be read: %s)\nnew content, %d bytes:\n%s", clip.Text(err.Error(), 120), len(content), content)
 		}
 	}
 	if len(old) > maxDiffInput || len(content) > maxDiffInput {
@@ -444,13 +445,6 @@ func (t *turn) writeDiff(ctx context.Context, path, content string) string {
 		return "(no change)"
 	}
 	return diff
-}
-
-func cut(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }
 
 // lines splits s into lines that each end in a newline (difflib prints them as they are); a

@@ -18,6 +18,7 @@ import (
 
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 )
 
 // MetadataEventType is the message metadata event_type of every part of a reply.
@@ -546,7 +547,7 @@ func (st *threadStatus) update(ctx context.Context, text string) {
 		return
 	}
 	r, size := utf8.DecodeRuneInString(text)
-	msg := cutRunes(mrkdwn.Inert(string(unicode.ToUpper(r))+text[size:]), 100)
+	msg := clip.Text(mrkdwn.Inert(string(unicode.ToUpper(r))+text[size:]), 100)
 	if err := st.d.call(ctx, "assistant.threads.setStatus", func() error {
 		return st.d.api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
 			ChannelID: st.channel, ThreadTS: st.thread, Status: "is working on it…", LoadingMessages: []string{msg}})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 )
 
 // maxResumes is how many cells in a row may take up one unfinished turn without moving it on
@@ -426,13 +427,7 @@ func delivered(evs []session.Event, reply session.Event) bool {
 	return false
 }
 
-func shortError(err error) string {
-	s := err.Error()
-	if len(s) > 200 {
-		s = s[:200]
-	}
-	return s
-}
+func shortError(err error) string { return clip.Text(err.Error(), 200) }
 
 // threadTitle is the session's newest title, "" when it has none.
 func threadTitle(evs []session.Event) string {

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // RepoSpec is the repository a recipe checks out into the workspace: URL
@@ -510,12 +512,12 @@ printf 'changed\n%s\n%s\n%s\n' "$head" "$branch" "$psha"
 	lines := strings.Split(res.Stdout, "\n")
 	if len(lines) < 4 || lines[0] != "changed" {
 		cleanup()
-		return Work{}, WorkID{}, fmt.Errorf("save work: the sandbox's git said %q", truncateText(res.Stdout, 200))
+		return Work{}, WorkID{}, fmt.Errorf("save work: the sandbox's git said %q", clip.Text(res.Stdout, 200))
 	}
 	id := WorkID{Head: lines[1], Branch: lines[2], PatchSHA256: lines[3]}
 	if id.Head != "" && !ValidCommitID(id.Head) || id.Branch != "" && validateBranch(id.Branch) != nil || id.PatchSHA256 != "" && !isSHA256(id.PatchSHA256) {
 		cleanup()
-		return Work{}, WorkID{}, fmt.Errorf("save work: the sandbox's git said HEAD is %q on %q", truncateText(id.Head, 80), truncateText(id.Branch, 80))
+		return Work{}, WorkID{}, fmt.Errorf("save work: the sandbox's git said HEAD is %q on %q", clip.Text(id.Head, 80), clip.Text(id.Branch, 80))
 	}
 	var w Work
 	w.Head, w.Branch = id.Head, id.Branch
@@ -562,13 +564,6 @@ func ValidCommitID(s string) bool {
 	return (len(s) == 40 || len(s) == 64) && strings.Trim(s, "0123456789abcdef") == ""
 }
 
-func truncateText(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
-}
-
 // RestoreWork puts w back into sb's fresh work tree with the sandbox's own
 // git: the bundle's commits are fetched, HEAD is moved to w.Head (on
 // w.Branch, or detached) when it is not there already, and the patch is
@@ -577,7 +572,7 @@ func truncateText(s string, n int) string {
 // Config.DiskQuota bound them) into .git and removed afterwards.
 func RestoreWork(ctx context.Context, sb Sandbox, w Work) error {
 	if w.Head != "" && !ValidCommitID(w.Head) || w.Branch != "" && validateBranch(w.Branch) != nil {
-		return fmt.Errorf("restore work: HEAD %q on %q is not a commit and branch", truncateText(w.Head, 80), truncateText(w.Branch, 80))
+		return fmt.Errorf("restore work: HEAD %q on %q is not a commit and branch", clip.Text(w.Head, 80), clip.Text(w.Branch, 80))
 	}
 	run := func(what string, req ExecRequest) error {
 		res, err := sb.Exec(ctx, req)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // anthropicProvider calls the Anthropic Messages API (POST /v1/messages) through the official
@@ -153,7 +155,7 @@ func (p *anthropicProvider) params(req Request) anthropic.MessageNewParams {
 			case b.Document != nil:
 				doc := anthropic.NewDocumentBlock(anthropic.Base64PDFSourceParam{Data: base64.StdEncoding.EncodeToString(b.Document.Data)})
 				if name := strings.TrimSpace(b.Document.Name); name != "" {
-					doc.OfDocument.Title = anthropic.String(cut(name, 200))
+					doc.OfDocument.Title = anthropic.String(clip.Text(name, 200))
 				}
 				blocks = append(blocks, doc)
 			default:

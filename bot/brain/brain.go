@@ -14,6 +14,7 @@ import (
 
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 )
 
 // Log is one session's event log as the brain needs it. The caller binds it to the session and
@@ -938,10 +939,10 @@ func (b *Brain) failUsage(ctx context.Context, st *turn, stage, code, replyText 
 		return Reply{}, fmt.Errorf("run turn %d: %w", st.TurnSeq, ctx.Err())
 	}
 	st.log.Error().Err(cause).Str("stage", stage).Str("code", code).Msg("turn ended early")
-	msg := cut(cause.Error(), 300)
+	msg := clip.Text(cause.Error(), 300)
 	var pe *ProviderError
 	if errors.As(cause, &pe) {
-		msg = cut(pe.Error(), 300)
+		msg = clip.Text(pe.Error(), 300)
 	}
 	ev := session.NewEvent{
 		Type:    session.TypeError,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 )
 
 // systemPrompt tells the model where it is and what it can do.
@@ -111,7 +112,7 @@ func (b *Brain) maybeTitle(ctx context.Context, st *turn, evs []session.Event, r
 	req := Request{
 		Purpose:   PurposeTitle,
 		System:    titleSystem,
-		Messages:  []Message{{Role: RoleUser, Blocks: []Block{{Text: cut(transcript(msgs, 300), 4000)}}}},
+		Messages:  []Message{{Role: RoleUser, Blocks: []Block{{Text: clip.Text(transcript(msgs, 300), 4000)}}}},
 		MaxTokens: 30,
 	}
 	title := ""
@@ -136,7 +137,7 @@ func (b *Brain) maybeTitle(ctx context.Context, st *turn, evs []session.Event, r
 func cleanTitle(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	s = strings.Trim(strings.TrimSpace(s), "\"'`*#.")
-	return cut(strings.TrimSpace(s), 80)
+	return clip.Text(strings.TrimSpace(s), 80)
 }
 
 // firstWords is up to n words of a message's first text, without the speaker's name.

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 	"github.com/logbook/logbook/session/thread"
 )
 
@@ -601,13 +602,13 @@ func transcript(msgs []Message, maxResult int) string {
 		for _, b := range m.Blocks {
 			switch {
 			case b.ToolUse != nil:
-				fmt.Fprintf(&sb, "[assistant called %s %s]\n", b.ToolUse.Name, cut(string(b.ToolUse.Input), maxResult))
+				fmt.Fprintf(&sb, "[assistant called %s %s]\n", b.ToolUse.Name, clip.Text(string(b.ToolUse.Input), maxResult))
 			case b.ToolResult != nil:
 				status := "result"
 				if b.ToolResult.IsError {
 					status = "error result"
 				}
-				fmt.Fprintf(&sb, "[tool %s]\n%s\n", status, cut(b.ToolResult.Content, maxResult))
+				fmt.Fprintf(&sb, "[tool %s]\n%s\n", status, clip.Text(b.ToolResult.Content, maxResult))
 			case b.media() != nil:
 				// A transcript is text: a summary or title request never carries media.
 				sb.WriteString(mediaNote(b) + "\n")

@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 )
 
 // openAIProvider calls an OpenAI-compatible Chat Completions API (POST /chat/completions)
@@ -288,7 +289,7 @@ func (p *openAIProvider) translate(ctx context.Context, err error) error {
 		Provider:  p.Name(),
 		Status:    apiErr.StatusCode,
 		Code:      cmp.Or(apiErr.Code, apiErr.Type),
-		Message:   cut(apiErr.Message, 300),
+		Message:   clip.Text(apiErr.Message, 300),
 		Transient: transientStatus(apiErr.StatusCode),
 		Err:       err,
 	}
@@ -322,7 +323,7 @@ func (p *openAIProvider) streamError(se *ssestream.StreamError) error {
 		status = http.StatusBadRequest
 	}
 	return &ProviderError{
-		Provider: p.Name(), Status: status, Code: code, Message: cut(body.Error.Message, 300),
+		Provider: p.Name(), Status: status, Code: code, Message: clip.Text(body.Error.Message, 300),
 		Transient: transientStatus(status), Err: se,
 	}
 }

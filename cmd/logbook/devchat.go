@@ -19,6 +19,8 @@ import (
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
+	"github.com/logbook/logbook/session/slacktext"
 	"github.com/logbook/logbook/session/transcript"
 )
 
@@ -130,7 +132,7 @@ func (c *chat) handle(ctx context.Context, in input) bool {
 	line := in.text
 	if in.note != "" {
 		if c.echo {
-			c.printf("%s\n", cutRunes(line, 60))
+			c.printf("%s\n", clip.Text(line, 60))
 		}
 		c.printf("%s\n", in.note)
 		return false
@@ -305,7 +307,7 @@ func (c *chat) refresh(ctx context.Context) bool {
 					c.printf("\n") // a live reply was being printed on this line
 				}
 				summary, _ := mrkdwn.BlocksText(m.Blocks, nil)
-				c.printf("logbook asks for approval> %s\n  (/approve or /deny)\n", strings.TrimSpace(mrkdwn.ToPlain(summary, nil)))
+				c.printf("logbook asks for approval> %s\n  (/approve or /deny)\n", strings.TrimSpace(slacktext.ToPlain(summary, nil)))
 				continue
 			}
 			if lp := c.live[m.TS]; lp != nil {
@@ -317,7 +319,7 @@ func (c *chat) refresh(ctx context.Context) bool {
 				case ok && lp.text != "":
 					c.printf("%s\n", rest)
 				default: // the message was made to show the reply alone
-					c.printf("\nlogbook (the reply)> %s\n", mrkdwn.ToPlain(final, nil))
+					c.printf("\nlogbook (the reply)> %s\n", slacktext.ToPlain(final, nil))
 				}
 				c.printFooter(m)
 				delete(c.live, m.TS)
@@ -330,7 +332,7 @@ func (c *chat) refresh(ctx context.Context) bool {
 			if thread != c.thread {
 				who = "logbook (thread " + thread + ")"
 			}
-			c.printf("%s> %s\n", who, mrkdwn.ToPlain(m.Text, nil))
+			c.printf("%s> %s\n", who, slacktext.ToPlain(m.Text, nil))
 			c.printFooter(m)
 		}
 		if !answered && c.echo && time.Since(p.since) > replyPatience {
@@ -443,7 +445,7 @@ func (c *chat) slash(ctx context.Context, text string) {
 		return
 	}
 	for _, m := range got[before:] {
-		c.printf("logbook (only you can see this)> %s\n", mrkdwn.ToPlain(m.Text, nil))
+		c.printf("logbook (only you can see this)> %s\n", slacktext.ToPlain(m.Text, nil))
 	}
 }
 
@@ -468,15 +470,6 @@ func (c *chat) signInLink() string {
 		return ""
 	}
 	return link
-}
-
-// cutRunes shortens s to n characters, marking the cut with an ellipsis.
-func cutRunes(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }
 
 // printLive prints what is new in a bot message that is still streaming: its text as it grows
@@ -587,7 +580,7 @@ func (c *chat) printFooter(m slackemu.Message) {
 			continue
 		}
 		for _, e := range b.Elements {
-			for _, line := range strings.Split(mrkdwn.ToPlain(e.Text, nil), "\n") {
+			for _, line := range strings.Split(slacktext.ToPlain(e.Text, nil), "\n") {
 				if line = strings.TrimSpace(line); line != "" {
 					c.printf("  · %s\n", line)
 				}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // GitPath is where, after the proxy's secret (Proxy.GitPath), the proxy serves the session's
@@ -249,7 +251,7 @@ func readCommands(br *bufio.Reader, encoding string) ([]command, rawBody, error)
 		}
 		f := strings.Fields(text)
 		if len(f) != 3 {
-			return cmds, raw, fmt.Errorf("the push sends %q, which logbook does not let through", cutText(text))
+			return cmds, raw, fmt.Errorf("the push sends %q, which logbook does not let through", clip.Text(text, maxRecordText))
 		}
 		if len(f[2]) > maxRefLength {
 			return cmds, raw, fmt.Errorf("the push names a ref over %d bytes", maxRefLength)

@@ -17,7 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // Kinds of Connection.
@@ -179,12 +180,12 @@ func (p *Proxy) connState(c net.Conn, state http.ConnState) {
 
 // record hands c to Options.Record, cut to size, at most two at a time.
 func (p *Proxy) record(c Connection) {
-	c.Host, c.Reason = cutText(c.Host), cutText(c.Reason)
+	c.Host, c.Reason = clip.Text(c.Host, maxRecordText), clip.Text(c.Reason, maxRecordText)
 	if len(c.Refs) > maxRecordRefs {
 		c.Refs = append(c.Refs[:maxRecordRefs:maxRecordRefs], fmt.Sprintf("... %d more", len(c.Refs)-maxRecordRefs))
 	}
 	for i, r := range c.Refs {
-		c.Refs[i] = cutText(r)
+		c.Refs[i] = clip.Text(r, maxRecordText)
 	}
 	p.mu.Lock()
 	if p.recorded >= maxRecords {
@@ -206,17 +207,6 @@ func (p *Proxy) record(c Connection) {
 	p.records <- struct{}{}
 	defer func() { <-p.records }()
 	p.opt.Record(c)
-}
-
-func cutText(s string) string {
-	if len(s) <= maxRecordText {
-		return s
-	}
-	s = s[:maxRecordText]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s + "..."
 }
 
 // Serve serves connections on l until Close; it returns nil after Close.
