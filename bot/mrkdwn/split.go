@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/logbook/logbook/session/slacktext"
 )
 
 // DefaultLimit is the part size, in runes, Split uses when asked for limit
@@ -275,7 +277,7 @@ func (ix *lineIndex) scanInline(off int, line string, code bool) {
 			n = entityLen(line[i:])
 		case '<':
 			if !code {
-				_, n = scanToken(line[i:])
+				_, n = slacktext.Scan(line[i:])
 			}
 		case '`':
 			if !code {
