@@ -120,7 +120,8 @@ func (d *Deliverer) Deliver(ctx context.Context, sess session.Session, reply ses
 			return nil, fmt.Errorf("%w: slack refused part %d as too long even after splitting it finer", ErrDeliveryFailed, i+1)
 		}
 		if errors.Is(err, errTooLong) {
-			// Slack measured the part longer than we did (C10): split it finer, once.
+			// Slack measured the part longer than we did (it answered msg_too_long): split it
+			// finer and retry once, rather than show the person a generic error.
 			resplit = true
 			pieces := mrkdwn.Split(parts[i], max(d.cfg.PartLimit/2, 500))
 			parts = append(parts[:i:i], append(pieces, parts[i+1:]...)...)

@@ -332,7 +332,8 @@ func (r *Runner) notifier(ctx context.Context) {
 
 // listen keeps a dedicated connection LISTENing for other replicas' signals. After every
 // (re)connect it LISTENs first, then polls, so nothing signalled while it was away is lost
-// (C21); correctness never depends on NOTIFY.
+// (LISTEN is per connection: a NOTIFY sent before the new LISTEN reaches nobody); correctness
+// never depends on NOTIFY.
 func (r *Runner) listen(ctx context.Context) {
 	const first = 100 * time.Millisecond
 	backoff := first

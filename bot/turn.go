@@ -378,8 +378,8 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 }
 
 // replyBudget waits until the thread may get another reply: replies per thread are capped
-// (C05, RunnerConfig.MaxReplies per ReplyWindow), a safety net against bot-to-bot ping-pong
-// that slips past the filters.
+// (RunnerConfig.MaxReplies per ReplyWindow), a safety net against bot-to-bot ping-pong that
+// slips past the filters: a chain of two bots answering each other never exceeds the cap.
 func (t *turn) replyBudget(ctx context.Context) error {
 	d := t.cell.deps
 	limit := d.cfg.MaxReplies

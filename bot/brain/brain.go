@@ -281,8 +281,8 @@ const (
 
 // Reply texts that do not come from the model.
 const (
-	// EmptyMentionReply answers a thread whose messages hold nothing but mentions of the bot
-	// (C09): there is nothing to send the model.
+	// EmptyMentionReply answers a thread whose messages hold nothing but mentions of the bot:
+	// there is nothing to send the model, and an empty user message is invalid for its API.
 	EmptyMentionReply = "What can I help with?"
 )
 
@@ -763,7 +763,8 @@ func historyUsesTools(h history) bool {
 }
 
 // repair appends a synthetic error tool_result, in call order, for every tool_call the log has
-// no result for: the process died between the call and its result (C23). The calls are not run
+// no result for: the process died between the call and its result, and a provider rejects every
+// later request whose tool_use has no tool_result after it. The calls are not run
 // again: their outcome is unknown and they may not be idempotent.
 func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resume []ToolUse) error {
 	calls := map[string]bool{}

@@ -346,8 +346,8 @@ func speaker(m session.UserMessage) string {
 }
 
 // renderUser returns a user's text as the model sees it, "name: text", with leading mentions
-// of the bot removed, and whether anything but a mention was said (C09: a bare mention must
-// never become an empty text block).
+// of the bot removed, and whether anything but a mention was said (a bare mention must never
+// become an empty text block, which the model APIs refuse).
 func renderUser(name, text string, opt historyOptions) (string, bool) {
 	t := strings.TrimSpace(text)
 	for {
@@ -382,7 +382,8 @@ func nonEmpty(s, alt string) string {
 }
 
 // normalize makes a message list acceptable to the providers without changing what it says:
-// tool results that answer no tool use of the message before are dropped (C24), empty
+// tool results that answer no tool use of the message before are dropped (a history cut between
+// the two would otherwise be refused), empty
 // messages are dropped, messages of one role are merged, and a conversation that would open
 // with the assistant opens with a short note from the harness instead.
 func normalize(h *history) {
@@ -449,8 +450,9 @@ func startsWithResults(m Message) bool {
 // errInvalidHistory is returned by validate for a message list a provider would reject.
 var errInvalidHistory = errors.New("invalid model history")
 
-// validate is the pre-send check (C23, C24): the first message is the user's and roles
-// alternate; no message is empty and no text block is blank; images and documents are in
+// validate is the pre-send check, so that a history a provider would refuse (a tool_use
+// without its tool_result after a crash, a result whose call was cut away) never goes out: the
+// first message is the user's and roles alternate; no message is empty and no text block is blank; images and documents are in
 // user messages only, with data and a type the providers take; every tool_use of an assistant
 // message is answered by a tool_result at the head of the next user message, in any order but
 // each exactly once, and every tool_result answers a tool_use of the message just before.

@@ -36,7 +36,7 @@ type IndexerOptions struct {
 
 // Indexer keeps the search projection (search_docs, search_sessions) up to date with the
 // log. It reads the log with session.Store.ReadAll, so an event whose transaction commits
-// after later ones is still indexed (case C18), and it writes each batch and its cursor in
+// after later ones is still indexed (seqs become visible at COMMIT, not in order), and it writes each batch and its cursor in
 // one transaction, so a crash never indexes an event twice or skips one. Several indexers
 // (replicas, one-shot CLI commands) may run at once: an advisory lock serialises them.
 type Indexer struct {
@@ -295,7 +295,7 @@ func (ix *Indexer) queue(b *pgx.Batch, evs []session.Event, a *sessionAgg) {
 			case !m.Stray:
 				a.messages++
 				doc(e, "user", m.TS, m.UserName, m.Text, m.Edited, m.Deleted)
-			case m.Deleted: // C08: the deleted text stops being returned by search
+			case m.Deleted: // the deleted text (a leaked secret, say) stops being returned by search
 				b.Queue(sqlDeleteDoc, e.SessionID, m.TS)
 			case m.Edited:
 				b.Queue(sqlEditDoc, e.SessionID, m.TS, clip.Text(m.Text, MaxBody))
