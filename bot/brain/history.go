@@ -453,10 +453,11 @@ var errInvalidHistory = errors.New("invalid model history")
 // validate is the pre-send check, so that a history a provider would refuse (a tool_use
 // without its tool_result after a crash, a result whose call was cut away) never goes out: the
 // first message is the user's and roles alternate; no message is empty and no text block is
-// blank; images and documents are in user messages only, with data and a type the providers take; every tool_use of an assistant
-// message is answered by a tool_result at the head of the next user message, in any order but
-// each exactly once, and every tool_result answers a tool_use of the message just before.
-// When wantUserLast is set, the last message must be the user's.
+// blank; images and documents are in user messages only, with data and a type the providers
+// take; every tool_use of an assistant message is answered by a tool_result at the head of the
+// next user message, in any order but each exactly once, and every tool_result answers a
+// tool_use of the message just before. When wantUserLast is set, the last message must be the
+// user's.
 func validate(msgs []Message, wantUserLast bool) error {
 	if len(msgs) == 0 {
 		return fmt.Errorf("%w: no messages", errInvalidHistory)
