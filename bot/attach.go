@@ -205,11 +205,17 @@ func sharedInTurn(evs []session.Event, turnSeq int64, name, sha string) (session
 
 // upload finds the file_upload of call with status in evs.
 func upload(evs []session.Event, call, status string) (session.FileUpload, bool) {
-	for _, e := range selectEvents(evs, session.Range{Types: []session.Type{session.TypeFileUpload}}) {
-		var rec session.FileUpload
-		if e.Decode(&rec) == nil && rec.CallID == call && rec.Status == status {
+	return findRecord(evs, session.TypeFileUpload, func(rec session.FileUpload) bool { return rec.CallID == call && rec.Status == status })
+}
+
+// findRecord is the first event of type typ in evs whose payload match accepts.
+func findRecord[P any](evs []session.Event, typ session.Type, match func(P) bool) (P, bool) {
+	for _, e := range selectEvents(evs, session.Range{Types: []session.Type{typ}}) {
+		var rec P
+		if e.Decode(&rec) == nil && match(rec) {
 			return rec, true
 		}
 	}
-	return session.FileUpload{}, false
+	var none P
+	return none, false
 }

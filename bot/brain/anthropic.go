@@ -118,14 +118,8 @@ func (p *anthropicProvider) stream(ctx context.Context, req Request) (Response, 
 			stopped = true
 		}
 	}
-	if err := s.Err(); err != nil {
-		return Response{}, p.translate(ctx, err)
-	}
-	if !stopped {
-		if ctx.Err() != nil {
-			return Response{}, ctx.Err()
-		}
-		return Response{}, &ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "no response: the stream ended before message_stop", Transient: true}
+	if err := endOfStream(ctx, p.Name(), s.Err(), stopped, "message_stop", p.translate); err != nil {
+		return Response{}, err
 	}
 	return p.response(&msg), nil
 }

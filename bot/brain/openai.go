@@ -118,14 +118,8 @@ func (p *openAIProvider) stream(ctx context.Context, req Request) (Response, err
 			finished = finished || c.FinishReason != ""
 		}
 	}
-	if err := s.Err(); err != nil {
-		return Response{}, p.translate(ctx, err)
-	}
-	if !finished {
-		if ctx.Err() != nil {
-			return Response{}, ctx.Err()
-		}
-		return Response{}, &ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "no response: the stream ended before a finish_reason", Transient: true}
+	if err := endOfStream(ctx, p.Name(), s.Err(), finished, "a finish_reason", p.translate); err != nil {
+		return Response{}, err
 	}
 	cc := acc.ChatCompletion
 	if len(cc.Choices) > 0 && cc.Choices[0].Message.FunctionCall.Name == "" {

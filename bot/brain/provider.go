@@ -280,3 +280,18 @@ func NewProvider(spec string, cfg ProviderConfig) (Provider, error) {
 	}
 	return nil, fmt.Errorf("model %q: %w: unknown provider %q (want anthropic, openai or offline)", spec, ErrBadModelSpec, kind)
 }
+
+// endOfStream is how a provider's stream ended: nil when it reached its end marker, else its
+// error translated, the cancelled ctx's, or a stream cut before the marker (missing names it),
+// which a retry may cure.
+func endOfStream(ctx context.Context, provider string, err error, ended bool, missing string, translate func(context.Context, error) error) error {
+	switch {
+	case err != nil:
+		return translate(ctx, err)
+	case ended:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return &ProviderError{Provider: provider, Status: http.StatusOK, Message: "no response: the stream ended before " + missing, Transient: true}
+}

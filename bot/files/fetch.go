@@ -53,6 +53,7 @@ func NewFetcher(d Downloader, cfg FetchConfig) *Fetcher {
 		f.attempts = 3
 	}
 	if f.sleep == nil {
+		// The ctx-aware wait brain's retries use too: a package of its own would hold only it.
 		f.sleep = func(ctx context.Context, d time.Duration) error {
 			t := time.NewTimer(d)
 			defer t.Stop()

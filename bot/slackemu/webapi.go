@@ -260,6 +260,16 @@ func (s *Server) botChannel(id string, member bool) (*channelState, string) {
 	return ch, ""
 }
 
+// writableChannel is botChannel(id, true) for a method that writes to the channel: an
+// archived one answers is_archived.
+func (s *Server) writableChannel(id string) (*channelState, string) {
+	ch, code := s.botChannel(id, true)
+	if code == "" && ch.Archived {
+		return nil, "is_archived"
+	}
+	return ch, code
+}
+
 // validateBlocks checks raw as chat.postMessage's blocks parameter.
 func validateBlocks(raw string) (json.RawMessage, map[string]any) {
 	if raw == "" {
@@ -328,12 +338,9 @@ func truncateRunes(s string, n int) (string, bool) {
 }
 
 func (s *Server) chatPostMessage(_ *http.Request, p url.Values) map[string]any {
-	ch, code := s.botChannel(p.Get("channel"), true)
+	ch, code := s.writableChannel(p.Get("channel"))
 	if code != "" {
 		return fail(code)
-	}
-	if ch.Archived {
-		return fail("is_archived")
 	}
 	text, markdown := p.Get("text"), p.Get("markdown_text")
 	if markdown != "" && (text != "" || p.Get("blocks") != "") {
@@ -378,12 +385,9 @@ func (s *Server) chatPostMessage(_ *http.Request, p url.Values) map[string]any {
 }
 
 func (s *Server) chatUpdate(_ *http.Request, p url.Values) map[string]any {
-	ch, code := s.botChannel(p.Get("channel"), true)
+	ch, code := s.writableChannel(p.Get("channel"))
 	if code != "" {
 		return fail(code)
-	}
-	if ch.Archived {
-		return fail("is_archived")
 	}
 	m := ch.byTS[p.Get("ts")]
 	if m == nil || m.Subtype == "tombstone" {
@@ -469,12 +473,9 @@ func (s *Server) chatGetPermalink(_ *http.Request, p url.Values) map[string]any 
 }
 
 func (s *Server) chatPostEphemeral(_ *http.Request, p url.Values) map[string]any {
-	ch, code := s.botChannel(p.Get("channel"), true)
+	ch, code := s.writableChannel(p.Get("channel"))
 	if code != "" {
 		return fail(code)
-	}
-	if ch.Archived {
-		return fail("is_archived")
 	}
 	user := p.Get("user")
 	if s.users[user] == nil {
