@@ -95,13 +95,23 @@ func GenerateKey() (privPEM, pubPEM []byte, err error) {
 		pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: px}), nil
 }
 
+// pemBytes is the content of b's PEM block, which must be of type typ (what names the key in
+// the error, which never quotes b).
+func pemBytes(b []byte, typ, what string) ([]byte, error) {
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != typ {
+		return nil, fmt.Errorf("parse %s: %w: not a PEM %s block", what, ErrInvalid, typ)
+	}
+	return blk.Bytes, nil
+}
+
 // ParsePrivateKey parses a PEM PKCS #8 ed25519 private key. The error never quotes the key.
 func ParsePrivateKey(b []byte) (ed25519.PrivateKey, error) {
-	blk, _ := pem.Decode(b)
-	if blk == nil || blk.Type != "PRIVATE KEY" {
-		return nil, fmt.Errorf("parse private key: %w: not a PEM PRIVATE KEY block", ErrInvalid)
+	der, err := pemBytes(b, "PRIVATE KEY", "private key")
+	if err != nil {
+		return nil, err
 	}
-	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	k, err := x509.ParsePKCS8PrivateKey(der)
 	if err != nil {
 		return nil, fmt.Errorf("parse private key: %w: not PKCS #8", ErrInvalid)
 	}
@@ -114,11 +124,11 @@ func ParsePrivateKey(b []byte) (ed25519.PrivateKey, error) {
 
 // ParsePublicKey parses a PEM PKIX ed25519 public key.
 func ParsePublicKey(b []byte) (ed25519.PublicKey, error) {
-	blk, _ := pem.Decode(b)
-	if blk == nil || blk.Type != "PUBLIC KEY" {
-		return nil, fmt.Errorf("parse public key: %w: not a PEM PUBLIC KEY block", ErrInvalid)
+	der, err := pemBytes(b, "PUBLIC KEY", "public key")
+	if err != nil {
+		return nil, err
 	}
-	k, err := x509.ParsePKIXPublicKey(blk.Bytes)
+	k, err := x509.ParsePKIXPublicKey(der)
 	if err != nil {
 		return nil, fmt.Errorf("parse public key: %w: %v", ErrInvalid, err)
 	}

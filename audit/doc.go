@@ -27,7 +27,9 @@
 // window to finish: an event's created_at is taken at insert, so every event with
 // created_at < To (To in the past, by at least ExporterOptions.Settle) was inserted by a
 // transaction older than a fresh transaction id taken now; once all of those have finished,
-// one REPEATABLE READ snapshot sees all of them. A late commit is never missed (case C18).
+// one REPEATABLE READ snapshot sees all of them. A late commit is never missed (sequence numbers
+// are taken at INSERT but become visible at COMMIT, so a reader that bookmarks past a still-open
+// lower one would lose that event for good).
 // The files are spooled to local temporary files (ExporterOptions.SpoolDir) while that
 // transaction reads, and uploaded only after it has ended, so a destination that is slow to
 // accept or close a file never holds the snapshot open (PostgreSQL would end it after

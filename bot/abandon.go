@@ -48,10 +48,10 @@ func (t *turn) abandon(ctx context.Context, cells int) error {
 	}
 	t.log.Warn().Int("cells", cells).Msg("turn abandoned after repeated failures; telling the thread")
 	// A notice stored by an earlier cell may have been posted already: search first.
-	posted, err := d.deliver.Deliver(ctx, c.sess, notice, true, "")
+	posted, err := d.Deliver.Deliver(ctx, c.sess, notice, true, "")
 	switch {
 	case err == nil:
-		d.metrics.deliveries.Inc()
+		d.Metrics.deliveries.Inc()
 		return t.complete(ctx, session.StatusError, session.ReasonAbandoned, abandonedError(why), deliveredEvent(notice, c.sess.Key.Channel, posted))
 	case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
 		return err // the turn stays open; the next attempt finds the notice stored

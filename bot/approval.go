@@ -20,6 +20,7 @@ import (
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 	"github.com/logbook/logbook/session/thread"
 )
 
@@ -215,15 +216,15 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 	if err != nil {
 		return brain.Decision{}, err
 	}
-	idleAt := d.clock.Now().Add(d.cfg.IdleTimeout)
+	idleAt := d.Clock.Now().Add(d.cfg.IdleTimeout)
 	for {
 		if dec, p, ok := thread.FoldTurns(c.flog.snapshot()).Decision(use.ID); ok {
 			// The card shows the decision even if the gateway's update did not get through
 			// (a rate limit, a lost answer): an idempotent chat.update.
-			d.deliver.showDecision(ctx, req, card, dec)
+			d.Deliver.showDecision(ctx, req, card, dec)
 			return decisionFor(dec, p, req), nil
 		}
-		now := d.clock.Now()
+		now := d.Clock.Now()
 		if !now.Before(req.ExpiresAt) {
 			// Nobody decided in time: a denial. Whoever appends first decides (a click that
 			// raced the deadline may win); the card then shows what was decided.
@@ -234,11 +235,11 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 				return brain.Decision{}, err
 			}
 			if !stored[0].Duplicate {
-				d.metrics.approvals.WithLabelValues(session.DecisionTimeout).Inc()
+				d.Metrics.approvals.WithLabelValues(session.DecisionTimeout).Inc()
 			}
 			// The stored decision — the timeout, or a click that won the race — decides.
 			dec, p, _ := thread.FoldTurns(stored).Decision(use.ID)
-			d.deliver.showDecision(ctx, req, card, dec)
+			d.Deliver.showDecision(ctx, req, card, dec)
 			return decisionFor(dec, p, req), nil
 		}
 		if !now.Before(idleAt) || d.isDraining() {
@@ -248,8 +249,8 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 		case <-ctx.Done():
 			return brain.Decision{}, ctx.Err()
 		case <-t.changed:
-		case <-d.clock.After(req.ExpiresAt.Sub(now)):
-		case <-d.clock.After(idleAt.Sub(now)):
+		case <-d.Clock.After(req.ExpiresAt.Sub(now)):
+		case <-d.Clock.After(idleAt.Sub(now)):
 		case <-d.draining:
 		}
 	}
@@ -270,7 +271,7 @@ func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.
 		if done && !unshowable(dec) {
 			return req, "", nil
 		}
-		ts, err := d.deliver.findCard(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, use.ID)
+		ts, err := d.Deliver.findCard(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, use.ID)
 		if err != nil || ts != "" {
 			return req, ts, err
 		}
@@ -280,7 +281,7 @@ func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.
 	} else {
 		req = session.ApprovalRequested{Turn: t.state.turnSeq, CallID: use.ID, Tool: use.Name,
 			Summary: t.approvalSummary(ctx, use), Channel: c.sess.Key.Channel,
-			ExpiresAt: d.clock.Now().Add(cmp.Or(d.cfg.Approval.Timeout, 30*time.Minute))}
+			ExpiresAt: d.Clock.Now().Add(cmp.Or(d.cfg.Approval.Timeout, 30*time.Minute))}
 		evs := []session.NewEvent{{Type: session.TypeApprovalRequested, Actor: approvalActor,
 			IdempotencyKey: "approval_requested/" + use.ID, Payload: req}}
 		if _, hidden := codeBlock(req.Summary, maxSummary); hidden > 0 && link == "" {
@@ -296,18 +297,18 @@ func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.
 		}
 		if len(stored) == 2 {
 			decided = decidedLine(stored[1])
-			d.metrics.approvals.WithLabelValues(session.DecisionDenied).Inc()
+			d.Metrics.approvals.WithLabelValues(session.DecisionDenied).Inc()
 			t.log.Warn().Str("tool", use.Name).Str("call_id", use.ID).Int("characters", utf8.RuneCountInString(req.Summary)).
 				Msg("tool call denied without asking: its card cannot show it whole and LOGBOOK_PUBLIC_URL is not set")
 		}
 	}
-	ts, err := d.deliver.postCard(ctx, c.sess, req, d.cfg.Approval.Approvers, link, decided)
+	ts, err := d.Deliver.postCard(ctx, c.sess, req, d.cfg.Approval.Approvers, link, decided)
 	if err != nil {
 		return req, "", fmt.Errorf("post the approval card for %s: %w", use.ID, err)
 	}
 	if decided == "" {
 		t.log.Info().Str("tool", use.Name).Str("call_id", use.ID).Str("card", ts).Msg("tool call waits for approval")
-		d.metrics.approvals.WithLabelValues("requested").Inc()
+		d.Metrics.approvals.WithLabelValues("requested").Inc()
 	}
 	return req, ts, nil
 }
@@ -386,10 +387,10 @@ func (t *turn) cancelApprovals(ctx context.Context, by string) ([]session.NewEve
 				continue
 			}
 			if !dec.Duplicate {
-				d.metrics.approvals.WithLabelValues(session.DecisionCanceled).Inc()
+				d.Metrics.approvals.WithLabelValues(session.DecisionCanceled).Inc()
 			}
-			if card, err := d.deliver.findCard(ctx, req.Channel, c.sess.Key.ThreadTS, req.CallID); err == nil && card != "" {
-				d.deliver.showDecision(ctx, req, card, dec)
+			if card, err := d.Deliver.findCard(ctx, req.Channel, c.sess.Key.ThreadTS, req.CallID); err == nil && card != "" {
+				d.Deliver.showDecision(ctx, req, card, dec)
 			}
 		}
 	}
@@ -465,7 +466,7 @@ func (t *turn) writeDiff(ctx context.Context, path, content string) string {
 			old, from = string(b), "a/"+path
 		case errors.Is(err, fs.ErrNotExist):
 		default:
-			return fmt.Sprintf("(the current file could not be read: %s)\nnew content, %d bytes:\n%s", cut(err.Error(), 120), len(content), content)
+			return fmt.Sprintf("(the current file could not be read: %s)\nnew content, %d bytes:\n%s", clip.Text(err.Error(), 120), len(content), content)
 		}
 	}
 	if len(old) > maxDiffInput || len(content) > maxDiffInput {
@@ -477,13 +478,6 @@ func (t *turn) writeDiff(ctx context.Context, path, content string) string {
 		return "(no change)"
 	}
 	return diff
-}
-
-func cut(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }
 
 // lines splits s into lines that each end in a newline (difflib prints them as they are); a

@@ -63,8 +63,8 @@ func (t *turn) attach(ctx context.Context, callID, p, title string) (string, err
 			return "", fmt.Errorf("%s could not be read from the sandbox", p)
 		}
 		limit := int64(files.DefaultMax)
-		if d.fetcher != nil {
-			limit = d.fetcher.Max()
+		if d.Features.Fetcher != nil {
+			limit = d.Features.Fetcher.Max()
 		}
 		switch {
 		case len(data) == 0:
@@ -76,19 +76,19 @@ func (t *turn) attach(ctx context.Context, callID, p, title string) (string, err
 		if prior, ok := sharedInTurn(c.flog.snapshot(), t.state.turnSeq, safeName(path.Base(p)), sha); ok {
 			return fmt.Sprintf("%s is attached to the thread already (this turn, the same content)", prior.Name), nil
 		}
-		if d.files != nil {
-			if sha, err = d.files.Put(ctx, c.id, data); err != nil {
+		if d.Features.Files != nil {
+			if sha, err = d.Features.Files.Put(ctx, c.id, data); err != nil {
 				// The database's words are for operators, not for the model to quote.
 				t.log.Error().Err(err).Str("call_id", callID).Msg("attach_file: could not store the file")
 				return "", errors.New("the file could not be stored; the error is in the operator's log")
 			}
 		}
 		name := safeName(path.Base(p))
-		u, err := d.uploader.GetUploadURLExternalContext(ctx, slack.GetUploadURLExternalParameters{FileName: name, FileSize: len(data)})
+		u, err := d.Features.Uploader.GetUploadURLExternalContext(ctx, slack.GetUploadURLExternalParameters{FileName: name, FileSize: len(data)})
 		if err != nil {
 			return "", fmt.Errorf("Slack would not take the upload: %w", err)
 		}
-		if err := d.uploader.UploadToURL(ctx, slack.UploadToURLParameters{UploadURL: u.UploadURL, Reader: bytes.NewReader(data), Filename: name}); err != nil {
+		if err := d.Features.Uploader.UploadToURL(ctx, slack.UploadToURLParameters{UploadURL: u.UploadURL, Reader: bytes.NewReader(data), Filename: name}); err != nil {
 			// The upload URL is a short-lived credential: it stays out of the result.
 			t.log.Warn().Str("error", withoutURL(err)).Str("call_id", callID).Msg("attach_file: the upload failed")
 			return "", errors.New("the upload to Slack failed; the error is in the operator's log")
@@ -117,7 +117,7 @@ func (t *turn) share(ctx context.Context, rec session.FileUpload) error {
 		return err
 	}
 	if ts == "" {
-		_, err := d.uploader.CompleteUploadExternalContext(ctx, slack.CompleteUploadExternalParameters{
+		_, err := d.Features.Uploader.CompleteUploadExternalContext(ctx, slack.CompleteUploadExternalParameters{
 			Files: []slack.FileSummary{{ID: rec.FileID, Title: cmp.Or(rec.Title, rec.Name)}}, Channel: c.sess.Key.Channel,
 			ThreadTimestamp: c.sess.Key.ThreadTS})
 		// An ok answer means shared (Slack fills in files.info's shares a moment later); after
@@ -130,7 +130,7 @@ func (t *turn) share(ctx context.Context, rec session.FileUpload) error {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-d.clock.After(wait):
+			case <-d.Clock.After(wait):
 			}
 		}
 		if err != nil && ts == "" {
@@ -149,7 +149,7 @@ func (t *turn) share(ctx context.Context, rec session.FileUpload) error {
 // sharedAt is the ts of the message that shares file in the session's thread, "" if none.
 func (t *turn) sharedAt(ctx context.Context, file string) (string, error) {
 	c, d := t.cell, t.cell.deps
-	f, _, _, err := d.uploader.GetFileInfoContext(ctx, file, 0, 0)
+	f, _, _, err := d.Features.Uploader.GetFileInfoContext(ctx, file, 0, 0)
 	if isSlackErr(err, "file_not_found") {
 		return "", nil // uploaded, never shared: Slack shows no file until it is
 	}
@@ -170,7 +170,7 @@ func (t *turn) sharedAt(ctx context.Context, file string) (string, error) {
 // shared (it may have shared them: Slack says), before the turn goes on. Only a context that
 // ends is an error.
 func (t *turn) finishUploads(ctx context.Context) error {
-	if t.cell.deps.uploader == nil {
+	if t.cell.deps.Features.Uploader == nil {
 		return nil
 	}
 	snap := t.cell.flog.snapshot()

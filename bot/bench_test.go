@@ -270,7 +270,7 @@ func startLogbook(b *testing.B, emu *slackemu.Server, agent bot.Agent, w logbook
 	metrics := bot.NewMetrics(prometheus.NewRegistry())
 	log := zerolog.New(zerolog.NewTestWriter(b)).Level(zerolog.WarnLevel)
 	deliver := bot.NewDeliverer(api, log, metrics, bot.DeliveryConfig{})
-	runner := bot.NewRunner(bot.RunnerDeps{Log: log, Store: store, DatabaseURL: dbURL, Agent: agent, Deliver: deliver, Metrics: metrics}, bot.RunnerConfig{
+	runner := bot.NewRunner(bot.Deps{Log: log, Store: store, DatabaseURL: dbURL, Agent: agent, Deliver: deliver, Metrics: metrics}, bot.RunnerConfig{
 		MaxReplies:  -1, // the load sends each thread more than the per-thread reply cap allows
 		IdleTimeout: 10 * time.Minute,
 		Where:       brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},

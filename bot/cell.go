@@ -8,33 +8,17 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/session"
-	"github.com/logbook/logbook/session/filestore"
 	"github.com/logbook/logbook/session/thread"
 )
 
 // cellDeps is what every cell of a runner works with, built once by NewRunner.
 type cellDeps struct {
-	log      zerolog.Logger
-	store    logStore
-	agent    Agent
-	titler   Titler
-	deliver  *Deliverer
-	hands    HandsFactory
-	searcher Searcher
-	files    *filestore.Store
-	fetcher  *files.Fetcher
-	uploader Uploader
-	forge    Forge
-	metrics  *Metrics
-	channel  func(ctx context.Context, id string) string
-	clock    Clock
-	probe    *Probe
-	cfg      RunnerConfig
+	Deps
+	cfg RunnerConfig
 	// claim reports whether the runner holds its liveness claim now, and a channel closed
-	// when that claim ends; firstClaim (nil: the
-	// runner has no claim) is closed once it was first held.
+	// when that claim ends; firstClaim (nil: the runner has no claim) is closed once it was
+	// first held.
 	claim      func() (bool, <-chan struct{})
 	firstClaim <-chan struct{}
 	// draining is closed when the runner stops gracefully.
@@ -76,9 +60,9 @@ const maxTurnFailures = 6
 func (c *Cell) run(ctx context.Context) {
 	d := c.deps
 	exit := "error"
-	defer func() { d.probe.cellExited(c.id, exit) }()
-	c.log = d.log.With().Str("session_id", c.id.String()).Logger()
-	sess, err := d.store.Session(ctx, c.id)
+	defer func() { d.Probe.cellExited(c.id, exit) }()
+	c.log = d.Log.With().Str("session_id", c.id.String()).Logger()
+	sess, err := d.Store.Session(ctx, c.id)
 	if err != nil {
 		c.log.Warn().Err(err).Msg("cell: read session")
 		return
@@ -95,9 +79,9 @@ func (c *Cell) run(ctx context.Context) {
 		case <-time.After(2 * time.Second):
 		}
 	}
-	acquiredAt := d.clock.Now()
+	acquiredAt := d.Clock.Now()
 	claimed, claimLost := d.claim()
-	lease, err := d.store.AcquireLeaseWith(ctx, c.id, d.cfg.Owner, d.cfg.LeaseTTL, session.LeaseOptions{Claimed: claimed})
+	lease, err := d.Store.AcquireLeaseWith(ctx, c.id, d.cfg.Owner, d.cfg.LeaseTTL, session.LeaseOptions{Claimed: claimed})
 	if errors.Is(err, session.ErrLeaseHeld) {
 		c.log.Debug().Msg("cell: another replica holds the session")
 		exit = "held"
@@ -108,9 +92,9 @@ func (c *Cell) run(ctx context.Context) {
 		return
 	}
 	if lease.Epoch > 1 && c.reason != "message" && c.reason != "notify" {
-		d.metrics.leaseSteals.Inc()
+		d.Metrics.leaseSteals.Inc()
 	}
-	c.flog = newCellLog(d.store, c.id, lease.Epoch)
+	c.flog = newCellLog(d.Store, c.id, lease.Epoch)
 	c.log = c.log.With().Int64("epoch", lease.Epoch).Logger()
 
 	// The lease is renewed in the background; losing it cancels everything the cell does.
@@ -133,21 +117,21 @@ func (c *Cell) run(ctx context.Context) {
 		<-renewDone
 		rel, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer stop()
-		if err := d.store.ReleaseLease(rel, lease); err != nil {
+		if err := d.Store.ReleaseLease(rel, lease); err != nil {
 			c.log.Warn().Err(err).Msg("cell: release lease")
 			return
 		}
 		if handOver {
 			// Only after the release: the peer's cell takes the lease at once.
-			if err := d.store.Notify(rel, c.id, d.cfg.Owner); err != nil {
+			if err := d.Store.Notify(rel, c.id, d.cfg.Owner); err != nil {
 				c.log.Warn().Err(err).Msg("cell: hand over; a peer's poll will find the session")
 			}
 		}
 	}()
 
-	d.metrics.rehydrations.Inc()
-	if d.hands != nil {
-		c.hands = d.hands(c.flog, sess)
+	d.Metrics.rehydrations.Inc()
+	if d.Features.Hands != nil {
+		c.hands = d.Features.Hands(c.flog, sess)
 	}
 	reason := c.loop(ctx, lease.Epoch)
 	exit, handOver = c.leave(ctx, lease.Epoch, reason)
@@ -167,7 +151,7 @@ func (c *Cell) leave(ctx context.Context, epoch int64, reason string) (exit stri
 	}
 	if cause := context.Cause(ctx); cause == errLeaseLost || cause == errClaimLost {
 		c.log.Warn().Err(cause).Msg("cell: exiting without writing")
-		d.metrics.evictions.Inc()
+		d.Metrics.evictions.Inc()
 		if cause == errClaimLost {
 			return "claim_lost", false
 		}
@@ -183,7 +167,7 @@ func (c *Cell) leave(ctx context.Context, epoch int64, reason string) (exit stri
 	if _, err := c.flog.Append(out, evs...); err != nil {
 		c.log.Warn().Err(err).Msg("cell: append cell_evicted")
 	}
-	d.metrics.evictions.Inc()
+	d.Metrics.evictions.Inc()
 	if reason == "drain" || reason == "shutdown" {
 		handOver = c.flog.sync(out) != nil || hasWork(readTurnState(c.flog.snapshot()))
 	}
@@ -237,10 +221,10 @@ func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease 
 		case <-claimLost:
 			cancel(errClaimLost)
 			return
-		case <-d.clock.After(d.cfg.LeaseTTL / 4):
-			sent := d.clock.Now()
+		case <-d.Clock.After(d.cfg.LeaseTTL / 4):
+			sent := d.Clock.Now()
 			rctx, stop := context.WithTimeout(ctx, d.cfg.LeaseTTL/8)
-			l, err := d.store.RenewLease(rctx, lease, d.cfg.LeaseTTL)
+			l, err := d.Store.RenewLease(rctx, lease, d.cfg.LeaseTTL)
 			stop()
 			if errors.Is(err, session.ErrFenced) {
 				cancel(errLeaseLost)
@@ -253,7 +237,7 @@ func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease 
 				// Not renewed: once the lease may have expired (measured on our own clock
 				// from before the last successful call, with a margin), another replica may
 				// run the session: stop now.
-				if d.clock.Now().After(validUntil.Add(-d.cfg.LeaseTTL / 4)) {
+				if d.Clock.Now().After(validUntil.Add(-d.cfg.LeaseTTL / 4)) {
 					c.log.Warn().Err(err).Msg("cell: lease could not be renewed before it expired")
 					cancel(errLeaseLost)
 					return
@@ -270,7 +254,7 @@ func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease 
 // eviction reason.
 func (c *Cell) loop(ctx context.Context, epoch int64) string {
 	d := c.deps
-	idleAt := d.clock.Now().Add(d.cfg.IdleTimeout)
+	idleAt := d.Clock.Now().Add(d.cfg.IdleTimeout)
 	failures := 0
 	for {
 		if err := c.flog.sync(ctx); err != nil {
@@ -307,12 +291,12 @@ func (c *Cell) loop(ctx context.Context, epoch int64) string {
 					return "shutdown"
 				case <-d.draining:
 					return "drain"
-				case <-d.clock.After(wait):
+				case <-d.Clock.After(wait):
 				}
 				continue
 			}
 			failures = 0
-			idleAt = d.clock.Now().Add(d.cfg.IdleTimeout)
+			idleAt = d.Clock.Now().Add(d.cfg.IdleTimeout)
 			continue
 		}
 		select {
@@ -323,7 +307,7 @@ func (c *Cell) loop(ctx context.Context, epoch int64) string {
 			return "idle"
 		case <-d.draining:
 			return "drain"
-		case <-d.clock.After(idleAt.Sub(d.clock.Now())):
+		case <-d.Clock.After(idleAt.Sub(d.Clock.Now())):
 			return "idle"
 		}
 	}

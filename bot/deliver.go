@@ -18,6 +18,7 @@ import (
 
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 )
 
 // MetadataEventType is the message metadata event_type of every part of a reply.
@@ -119,7 +120,8 @@ func (d *Deliverer) Deliver(ctx context.Context, sess session.Session, reply ses
 			return nil, fmt.Errorf("%w: slack refused part %d as too long even after splitting it finer", ErrDeliveryFailed, i+1)
 		}
 		if errors.Is(err, errTooLong) {
-			// Slack measured the part longer than we did (C10): split it finer, once.
+			// Slack measured the part longer than we did (it answered msg_too_long): split it
+			// finer and retry once, rather than show the person a generic error.
 			resplit = true
 			pieces := mrkdwn.Split(parts[i], max(d.cfg.PartLimit/2, 500))
 			parts = append(parts[:i:i], append(pieces, parts[i+1:]...)...)
@@ -546,7 +548,7 @@ func (st *threadStatus) update(ctx context.Context, text string) {
 		return
 	}
 	r, size := utf8.DecodeRuneInString(text)
-	msg := cutRunes(mrkdwn.Inert(string(unicode.ToUpper(r))+text[size:]), 100)
+	msg := clip.Text(mrkdwn.Inert(string(unicode.ToUpper(r))+text[size:]), 100)
 	if err := st.d.call(ctx, "assistant.threads.setStatus", func() error {
 		return st.d.api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
 			ChannelID: st.channel, ThreadTS: st.thread, Status: "is working on it…", LoadingMessages: []string{msg}})

@@ -28,7 +28,7 @@ func (t *turn) fetchFiles(ctx context.Context) error { return t.fetchThrough(ctx
 // fetchThrough is fetchFiles for the messages up to through (steering moves it on).
 func (t *turn) fetchThrough(ctx context.Context, through int64) error {
 	c, d := t.cell, t.cell.deps
-	if d.fetcher == nil || d.files == nil {
+	if d.Features.Fetcher == nil || d.Features.Files == nil {
 		return nil
 	}
 	snap := c.flog.snapshot()
@@ -76,13 +76,13 @@ func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.File
 	c, d := t.cell, t.cell.deps
 	ff := session.FileFetched{FileID: ref.FileID, TS: ref.TS, Name: cmp.Or(ref.Name, ref.Title, ref.FileID),
 		Mimetype: ref.Mimetype, Size: ref.Size}
-	limit := d.fetcher.Max()
+	limit := d.Features.Fetcher.Max()
 	if ref.Size > limit {
 		size, max := sizes(ref.Size, limit)
 		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("%s is over the %s limit (LOGBOOK_FILE_MAX)", size, max)
 		return ff, nil
 	}
-	data, attempts, err := d.fetcher.Fetch(ctx, ref.URL)
+	data, attempts, err := d.Features.Fetcher.Fetch(ctx, ref.URL)
 	ff.Attempts = attempts
 	switch {
 	case errors.Is(err, files.ErrTooLarge):
@@ -94,7 +94,7 @@ func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.File
 		ff.Status, ff.Reason = session.FileFailed, err.Error()
 		return ff, nil
 	}
-	sha, err := d.files.Put(ctx, c.id, data)
+	sha, err := d.Features.Files.Put(ctx, c.id, data)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ff, ctx.Err()
@@ -129,7 +129,7 @@ func workspacePath(fileID, name string) string {
 // in the sandbox is there. Best-effort.
 func (t *turn) restoreCopies(ctx context.Context) {
 	c, d := t.cell, t.cell.deps
-	if c.hands == nil || d.files == nil {
+	if c.hands == nil || d.Features.Files == nil {
 		return
 	}
 	for _, e := range session.Select(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeFileFetched}}) {
@@ -138,7 +138,7 @@ func (t *turn) restoreCopies(ctx context.Context) {
 			continue
 		}
 		c.copied[ff.Workspace] = true
-		data, err := d.files.FileContent(ctx, ff.SHA256)
+		data, err := d.Features.Files.FileContent(ctx, ff.SHA256)
 		if err == nil {
 			err = c.hands.WriteFile(ctx, ff.Workspace, data)
 		}

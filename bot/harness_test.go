@@ -277,8 +277,9 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Repos: repos, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL, CatchUp: o.catchUp},
 		Delivery: o.delivery,
-	}, bot.ServiceDeps{Log: log, API: api, Socket: sm, Me: me, Cells: h.store, Gateway: h.store, DatabaseURL: listenURL,
-		Agent: h.agent, Titler: o.titler, Slash: o.slash, Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Metrics: metrics, Probe: o.probe, Clock: o.clock})
+	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.store, DatabaseURL: listenURL,
+		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Features: bot.Features{Titler: o.titler, Slash: o.slash,
+			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,20 +40,19 @@ func (h *Health) Err() error {
 	return nil
 }
 
-func (h *Health) appendFailed() {
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	h.lastFailure = h.now()
-	h.mu.Unlock()
-}
+func (h *Health) appendFailed()    { h.appended(false) }
+func (h *Health) appendSucceeded() { h.appended(true) }
 
-func (h *Health) appendSucceeded() {
+// appended records when an append last succeeded or failed; a nil Health records nothing.
+func (h *Health) appended(ok bool) {
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
-	h.lastSuccess = h.now()
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	if ok {
+		h.lastSuccess = h.now()
+	} else {
+		h.lastFailure = h.now()
+	}
 }

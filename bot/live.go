@@ -15,6 +15,7 @@ import (
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 )
 
 // StreamMode says how a turn shows itself while it runs (LOGBOOK_STREAM).
@@ -239,12 +240,12 @@ func (v *liveView) Tool(p brain.ToolProgress) {
 	v.mu.Lock()
 	c, seen := v.cards[p.CallID]
 	if !seen {
-		c = slack.NewTaskUpdateChunk(p.CallID, cutRunes(mrkdwn.Inert(cmpText(p.Title, p.Name)), 200))
+		c = slack.NewTaskUpdateChunk(p.CallID, clip.Text(mrkdwn.Inert(cmpText(p.Title, p.Name)), 200))
 		v.order = append(v.order, p.CallID)
 	}
 	c.Status = slack.TaskCardStatus(p.Status)
 	if p.Output != "" {
-		c.Output = cutRunes(mrkdwn.Inert(p.Output), 500)
+		c.Output = clip.Text(mrkdwn.Inert(p.Output), 500)
 	}
 	v.cards[p.CallID] = c
 	v.dirty = append(v.dirty, p.CallID)
@@ -385,7 +386,7 @@ func (v *liveView) appendTo(ctx context.Context, cur *liveMsg, text string, card
 func (v *liveView) start(ctx context.Context, text string, cards []slack.StreamChunk) error {
 	var chunks []slack.StreamChunk
 	if v.title != "" && len(v.msgs) == 0 {
-		chunks = append(chunks, slack.NewPlanUpdateChunk(cutRunes(mrkdwn.Inert(v.title), 150)))
+		chunks = append(chunks, slack.NewPlanUpdateChunk(clip.Text(mrkdwn.Inert(v.title), 150)))
 	}
 	if text != "" {
 		chunks = append(chunks, slack.NewMarkdownTextChunk(mrkdwn.Inert(text)))
@@ -619,14 +620,6 @@ func dedupe(ids []string) []string {
 		}
 	}
 	return out
-}
-
-func cutRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 // deliveredEvent is the record that reply was posted to channel as the messages ts. Its key

@@ -87,8 +87,8 @@ func liveTurnOnce(b *testing.B, mode bot.StreamMode, answer string) (status, fir
 	reg := prometheus.NewRegistry()
 	svc, err := bot.NewService(bot.ServiceConfig{Runner: bot.RunnerConfig{Live: bot.LiveConfig{Mode: mode},
 		Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}}},
-		bot.ServiceDeps{Log: zerolog.Nop(), API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: store,
-			Agent: agent, Titler: agent, Metrics: bot.NewMetrics(reg)})
+		bot.Deps{Log: zerolog.Nop(), API: api, Socket: socketmode.New(api), Me: me, Store: store, GatewayStore: store,
+			Agent: agent, Metrics: bot.NewMetrics(reg), Features: bot.Features{Titler: agent}})
 	if err != nil {
 		b.Fatal(err)
 	}

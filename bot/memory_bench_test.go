@@ -51,7 +51,7 @@ func BenchmarkServeMemory(b *testing.B) {
 		}
 		metrics := bot.NewMetrics(prometheus.NewRegistry())
 		log := zerolog.Nop() // a test writer keeps every line in memory until the benchmark ends
-		runner := bot.NewRunner(bot.RunnerDeps{Log: log, Store: store, DatabaseURL: dbURL, Agent: shortAgent{},
+		runner := bot.NewRunner(bot.Deps{Log: log, Store: store, DatabaseURL: dbURL, Agent: shortAgent{},
 			Deliver: bot.NewDeliverer(api, log, metrics, bot.DeliveryConfig{}), Metrics: metrics}, bot.RunnerConfig{
 			MaxReplies: -1, IdleTimeout: 10 * time.Minute,
 			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},

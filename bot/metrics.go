@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		leaseSteals:     c("lease_steals_total", "Leases taken over after another owner's expired."),
 		deliveryRetries: c("delivery_retries_total", "Slack posts retried (rate limits, ambiguous failures)."),
 		deliveries:      c("deliveries_total", "Replies delivered to Slack."),
-		replyCapWaits:   c("reply_cap_waits_total", "Turns that waited because their thread reached its reply cap (C05)."),
+		replyCapWaits:   c("reply_cap_waits_total", "Turns that waited because their thread reached its reply cap (a guard against bot-to-bot loops)."),
 		stops:           c("turn_stops_total", "Turns a person stopped (the stop button, a \"stop\" message)."),
 		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "approvals_total",
 			Help: "Approval cards posted (requested) and decisions recorded (approved, denied, timeout, canceled), and clicks refused (not_permitted, stale)."}, []string{"event"}),

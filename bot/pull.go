@@ -87,7 +87,7 @@ func (t *turn) pullRequest(ctx context.Context, callID, branch, title, body stri
 		}
 		return fmt.Sprintf("pull request #%d %s %s", p.Number, verb, p.HTMLURL), nil
 	}
-	existing, err := d.forge.FindPull(ctx, repo, branch)
+	existing, err := d.Features.Forge.FindPull(ctx, repo, branch)
 	if err != nil {
 		return "", forgeFailure(err)
 	}
@@ -97,14 +97,14 @@ func (t *turn) pullRequest(ctx context.Context, callID, branch, title, body stri
 	if link := d.cfg.Footer.PublicURL; link != "" {
 		body = strings.TrimRight(body, "\n") + "\n\n---\nOpened by logbook from a Slack thread: [transcript](" + TranscriptURL(link, c.id) + ")"
 	}
-	created, err := d.forge.CreatePull(ctx, repo, branch, title, body)
+	created, err := d.Features.Forge.CreatePull(ctx, repo, branch, title, body)
 	if err != nil {
 		var fe *forge.Error
 		// No answer (it may have been created), or GitHub's 422 when another session opened
 		// one meanwhile: GitHub says which.
 		if !errors.As(err, &fe) || fe.Status == 422 {
 			// No answer: it may have been created. GitHub says.
-			if again, ferr := d.forge.FindPull(ctx, repo, branch); ferr == nil && again != nil {
+			if again, ferr := d.Features.Forge.FindPull(ctx, repo, branch); ferr == nil && again != nil {
 				return record(again, false)
 			}
 		}

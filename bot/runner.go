@@ -11,9 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/brain"
-	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/session"
-	"github.com/logbook/logbook/session/filestore"
 )
 
 // Agent runs one turn of a session; *brain.Brain is the real one.
@@ -70,35 +68,6 @@ type RunnerConfig struct {
 	// Repos names each channel's repository (LOGBOOK_REPOS, /logbook repo), for
 	// create_pull_request; nil: none.
 	Repos *ChannelRepos
-}
-
-// RunnerDeps are what a Runner's cells work with. Store, Agent, Deliver and Metrics are
-// required; the rest may be nil.
-type RunnerDeps struct {
-	Log     zerolog.Logger
-	Store   *session.Store
-	Agent   Agent
-	Titler  Titler // nil: sessions get no title
-	Deliver *Deliverer
-	Hands   HandsFactory // nil: no sandbox tools
-	Search  Searcher     // nil: no search tool
-	// Files keeps shared files' content and Fetcher downloads them (nil: files are only named
-	// to the model, never fetched).
-	Files   *filestore.Store
-	Fetcher *files.Fetcher
-	// Uploader hands files back to the thread (nil: no attach_file tool).
-	Uploader Uploader
-	// Forge opens pull requests (nil: no create_pull_request tool).
-	Forge   Forge
-	Metrics *Metrics
-	// Channel returns a channel's name for the system prompt (nil: the id is used).
-	Channel func(ctx context.Context, id string) string
-	// DatabaseURL is for the dedicated LISTEN connection; empty: no listener (poll only).
-	// It also holds the runner's liveness claim (session.ListenClaimed), so that other
-	// replicas may take this runner's sessions at once if the process dies.
-	DatabaseURL string
-	Clock       Clock  // nil: the wall clock
-	Probe       *Probe // nil: none
 }
 
 // Probe is told of a cell's milestones as they happen: test signals, and dev's status. Each
@@ -169,7 +138,7 @@ type Runner struct {
 type HandsFactory func(log appendLog, sess session.Session) *Hands
 
 // NewRunner returns a Runner.
-func NewRunner(d RunnerDeps, cfg RunnerConfig) *Runner {
+func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}
@@ -193,14 +162,12 @@ func NewRunner(d RunnerDeps, cfg RunnerConfig) *Runner {
 	if cfg.ThreadReplies == "" {
 		cfg.ThreadReplies = RepliesAddressed
 	}
+	d.Clock = clockOr(d.Clock)
 	base, cancel := context.WithCancel(context.Background())
 	r := &Runner{base: base, cancel: cancel, log: d.Log, store: d.Store, dbURL: d.DatabaseURL, cfg: cfg,
 		cells: map[session.ID]*Cell{}, notify: make(chan session.ID, 1024), draining: make(chan struct{}),
 		firstClaim: make(chan struct{})}
-	r.deps = &cellDeps{log: d.Log, store: d.Store, agent: d.Agent, titler: d.Titler, deliver: d.Deliver, hands: d.Hands,
-		searcher: d.Search, files: d.Files, fetcher: d.Fetcher, uploader: d.Uploader, forge: d.Forge,
-		metrics: d.Metrics, channel: d.Channel, clock: clockOr(d.Clock), probe: d.Probe, cfg: cfg,
-		claim: r.claim, draining: r.draining}
+	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, draining: r.draining}
 	if d.DatabaseURL != "" {
 		r.deps.firstClaim = r.firstClaim
 	}
@@ -260,14 +227,14 @@ func (r *Runner) wake(id session.ID, reason string) {
 	}
 	c := &Cell{deps: r.deps, id: id, reason: reason, poke: make(chan struct{}, 1), evict: make(chan struct{}, 1), copied: map[string]bool{}}
 	r.cells[id] = c
-	r.deps.metrics.cellsActive.Inc()
+	r.deps.Metrics.cellsActive.Inc()
 	r.wg.Go(func() {
 		c.run(r.base)
 		r.mu.Lock()
 		delete(r.cells, id)
 		pending := len(c.poke) > 0 // a signal that reached the cell as it was exiting
 		r.mu.Unlock()
-		r.deps.metrics.cellsActive.Dec()
+		r.deps.Metrics.cellsActive.Dec()
 		if pending {
 			r.wake(id, "message")
 		}
@@ -295,7 +262,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	// it would be unclaimed, and wait out their TTL should this process die.
 	// Each timer is renewed only when it fires: the frequent dead-owner poll must not put
 	// the slow poll off forever.
-	polls, orphans := r.deps.clock.After(r.cfg.PollInterval), r.deps.clock.After(r.cfg.OrphanInterval)
+	polls, orphans := r.deps.Clock.After(r.cfg.PollInterval), r.deps.Clock.After(r.cfg.OrphanInterval)
 	for {
 		select {
 		case <-ctx.Done():
@@ -303,10 +270,10 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil
 		case <-polls:
 			r.poll(ctx, "poll")
-			polls = r.deps.clock.After(r.cfg.PollInterval)
+			polls = r.deps.Clock.After(r.cfg.PollInterval)
 		case <-orphans:
 			r.orphans(ctx)
-			orphans = r.deps.clock.After(r.cfg.OrphanInterval)
+			orphans = r.deps.Clock.After(r.cfg.OrphanInterval)
 		}
 	}
 }
@@ -381,7 +348,8 @@ func (r *Runner) notifier(ctx context.Context) {
 
 // listen keeps a dedicated connection LISTENing for other replicas' signals. After every
 // (re)connect it LISTENs first, then polls, so nothing signalled while it was away is lost
-// (C21); correctness never depends on NOTIFY.
+// (LISTEN is per connection: a NOTIFY sent before the new LISTEN reaches nobody); correctness
+// never depends on NOTIFY.
 func (r *Runner) listen(ctx context.Context) {
 	const first = 100 * time.Millisecond
 	backoff := first
@@ -411,7 +379,7 @@ func (r *Runner) listen(ctx context.Context) {
 func (r *Runner) listenOnce(ctx context.Context) error {
 	var err error
 	defer func() { r.loseClaim(ctx, err) }()
-	opt := session.ListenOptions{CheckEvery: r.cfg.ClaimCheck, After: r.deps.clock.After}
+	opt := session.ListenOptions{CheckEvery: r.cfg.ClaimCheck, After: r.deps.Clock.After}
 	err = session.ListenClaimed(ctx, r.dbURL, r.cfg.Owner, opt, func() {
 		r.claimMu.Lock()
 		r.claimLost = make(chan struct{})
@@ -450,6 +418,6 @@ func (r *Runner) loseClaim(ctx context.Context, err error) {
 	}
 	r.log.Warn().Err(err).Int("cells", r.Active()).
 		Msg("liveness claim lost: its LISTEN connection failed or did not answer; cancelling the turns run under it")
-	r.deps.metrics.claimsLost.Inc()
-	r.deps.probe.claimLost(err)
+	r.deps.Metrics.claimsLost.Inc()
+	r.deps.Probe.claimLost(err)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/session/slacktext"
 )
 
 var userMention = regexp.MustCompile(`<@([UW][A-Z0-9]+)(?:\|[^>]*)?>`)
@@ -44,11 +45,11 @@ func (g *Gateway) readable(ctx context.Context, text string, blocks slack.Blocks
 	if strings.TrimSpace(text) == "" && len(blocks.BlockSet) > 0 {
 		if b, err := json.Marshal(blocks); err == nil {
 			if s, err := mrkdwn.BlocksText(b, lookup); err == nil {
-				plain = mrkdwn.ToPlain(mrkdwn.StripBotMention(s, g.me.UserID), lookup)
+				plain = slacktext.ToPlain(mrkdwn.StripBotMention(s, g.me.UserID), lookup)
 			}
 		}
 	} else {
-		plain = mrkdwn.ToPlain(src, lookup)
+		plain = slacktext.ToPlain(src, lookup)
 	}
 	if g.me.UserID != "" {
 		delete(names, g.me.UserID)

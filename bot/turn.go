@@ -11,6 +11,7 @@ import (
 
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 	"github.com/logbook/logbook/session/thread"
 )
 
@@ -69,7 +70,7 @@ func (t *turn) run(ctx context.Context) error {
 	// A status at once: the thread's agent session, else its assistant-thread status, else a
 	// reaction; cleared on every way out of the turn.
 	c := t.cell
-	working := c.deps.deliver.startStatus(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, t.state.lastUserMsg.TS, threadTitle(c.flog.snapshot()))
+	working := c.deps.Deliver.startStatus(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, t.state.lastUserMsg.TS, threadTitle(c.flog.snapshot()))
 	defer working.end()
 	bt := t.prepare(ctx)
 	p, err := t.produce(ctx, bt, working)
@@ -119,8 +120,8 @@ func (t *turn) begin(ctx context.Context) (answer bool, err error) {
 	st.turnSeq, st.through = stored[0].Seq, st.lastUser
 	c.queued = max(c.queued, st.lastUser)
 	if !h.answer {
-		d.metrics.turns.WithLabelValues(session.StatusSilent).Inc()
-		d.probe.turnDone(c.id, st.turnSeq, session.StatusSilent)
+		d.Metrics.turns.WithLabelValues(session.StatusSilent).Inc()
+		d.Probe.turnDone(c.id, st.turnSeq, session.StatusSilent)
 	}
 	return h.answer, nil
 }
@@ -150,21 +151,21 @@ func (t *turn) giveUp(ctx context.Context, cells int) error {
 func (t *turn) prepare(ctx context.Context) brain.Turn {
 	c, d, st := t.cell, t.cell.deps, t.state
 	bt := brain.Turn{Session: c.sess, Log: c.flog, Where: d.cfg.Where, TurnSeq: st.turnSeq, Through: st.through}
-	if d.searcher != nil { // scoped to this session's channel
-		bt.Searcher = d.searcher.For(c.sess.Key.Channel)
+	if d.Features.Search != nil { // scoped to this session's channel
+		bt.Searcher = d.Features.Search.For(c.sess.Key.Channel)
 	}
 	bt.Where.ThreadTS = c.sess.Key.ThreadTS
 	bt.Where.Channel = c.sess.Key.Channel
 	if c.hands != nil {
 		bt.Hands = c.hands
-		if d.uploader != nil {
+		if d.Features.Uploader != nil {
 			bt.Attach = t.attach
 		}
 	}
-	if d.files != nil {
-		bt.Files = d.files
+	if d.Features.Files != nil {
+		bt.Files = d.Features.Files
 	}
-	if d.forge != nil {
+	if d.Features.Forge != nil {
 		if r, ok, err := d.cfg.Repos.For(ctx, c.sess.Key.Team, c.sess.Key.Channel); err != nil {
 			t.log.Warn().Err(err).Msg("the channel's repository cannot be read: no create_pull_request this turn")
 		} else if ok && r.OnForge {
@@ -214,15 +215,15 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		return p, nil
 	}
 	if d.cfg.Live.Mode != StreamOff {
-		p.live = newLiveView(d.deliver, c.flog, t.log, d.clock, d.cfg.Live, c.sess, st.turnSeq,
+		p.live = newLiveView(d.Deliver, c.flog, t.log, d.Clock, d.cfg.Live, c.sess, st.turnSeq,
 			st.lastUserMsg.User, cmp.Or(st.lastUserMsg.Team, c.sess.Key.Team), threadTitle(c.flog.snapshot()))
 		p.live.status = working
 		go p.live.run(ctx)
 		bt.Live = p.live
 		t.live = p.live
 	}
-	if d.channel != nil {
-		if name := d.channel(ctx, c.sess.Key.Channel); name != "" {
+	if d.Features.Channel != nil {
+		if name := d.Features.Channel(ctx, c.sess.Key.Channel); name != "" {
 			bt.Where.Channel = name
 		}
 	}
@@ -266,7 +267,7 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (string, e
 		if err := t.complete(ctx, p.status, p.reason, append(stopped, deliveredEvent(reply, c.sess.Key.Channel, posted))...); err != nil {
 			return p.status, err
 		}
-		d.metrics.deliveries.Inc()
+		d.Metrics.deliveries.Inc()
 		return p.status, nil
 	}
 	if ts, _ := t.turns(); resumed && ts.Delivered(reply) {
@@ -274,13 +275,13 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (string, e
 	}
 	// Fresh: produced by this turn in this process, so never posted before.
 	fresh := !resumed && reply.Seq > t.state.turnSeq
-	posted, err := d.deliver.Deliver(ctx, c.sess, reply, !fresh, t.footer(reply))
+	posted, err := d.Deliver.Deliver(ctx, c.sess, reply, !fresh, t.footer(reply))
 	switch {
 	case err == nil:
 		if err := t.complete(ctx, p.status, p.reason, deliveredEvent(reply, c.sess.Key.Channel, posted)); err != nil {
 			return p.status, err
 		}
-		d.metrics.deliveries.Inc()
+		d.Metrics.deliveries.Inc()
 		return p.status, nil
 	case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
 		return p.status, err
@@ -296,13 +297,13 @@ func (t *turn) titleAfter(ctx context.Context, bt brain.Turn, reply session.Even
 	c, d := t.cell, t.cell.deps
 	// A title comes after the reply reached the thread, not before; Slack shows it where it
 	// can (the thread's agent session, or its assistant-thread title).
-	if d.titler != nil && status == session.StatusOK {
+	if d.Features.Titler != nil && status == session.StatusOK {
 		before := len(session.Select(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}))
-		d.titler.Title(ctx, bt, reply)
+		d.Features.Titler.Title(ctx, bt, reply)
 		if titles := session.Select(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}); len(titles) > before {
 			var tt session.Title
 			if titles[len(titles)-1].Decode(&tt) == nil && tt.Text != "" {
-				d.deliver.SetTitle(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, tt.Text)
+				d.Deliver.SetTitle(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, tt.Text)
 			}
 		}
 	}
@@ -333,8 +334,8 @@ func (t *turn) complete(ctx context.Context, status, reason string, first ...ses
 	if _, err := t.cell.flog.Append(ctx, evs...); err != nil {
 		return err
 	}
-	t.cell.deps.metrics.turns.WithLabelValues(status).Inc()
-	t.cell.deps.probe.turnDone(t.cell.id, st.turnSeq, status)
+	t.cell.deps.Metrics.turns.WithLabelValues(status).Inc()
+	t.cell.deps.Probe.turnDone(t.cell.id, st.turnSeq, status)
 	return nil
 }
 
@@ -352,7 +353,7 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 	var err error
 	go func() {
 		defer close(done)
-		res, err = c.deps.agent.Run(actx, bt)
+		res, err = c.deps.Agent.Run(actx, bt)
 	}()
 	for {
 		select {
@@ -397,8 +398,8 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 }
 
 // replyBudget waits until the thread may get another reply: replies per thread are capped
-// (C05, RunnerConfig.MaxReplies per ReplyWindow), a safety net against bot-to-bot ping-pong
-// that slips past the filters.
+// (RunnerConfig.MaxReplies per ReplyWindow), a safety net against bot-to-bot ping-pong that
+// slips past the filters: a chain of two bots answering each other never exceeds the cap.
 func (t *turn) replyBudget(ctx context.Context) error {
 	d := t.cell.deps
 	limit := d.cfg.MaxReplies
@@ -409,16 +410,16 @@ func (t *turn) replyBudget(ctx context.Context) error {
 	if len(evs) < limit {
 		return nil
 	}
-	wait := evs[limit-1].CreatedAt.Add(d.cfg.ReplyWindow).Sub(d.clock.Now())
+	wait := evs[limit-1].CreatedAt.Add(d.cfg.ReplyWindow).Sub(d.Clock.Now())
 	if wait <= 0 {
 		return nil
 	}
 	t.cell.log.Warn().Dur("wait", wait).Msg("cell: reply cap reached for this thread; waiting")
-	d.metrics.replyCapWaits.Inc()
+	d.Metrics.replyCapWaits.Inc()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-d.clock.After(wait):
+	case <-d.Clock.After(wait):
 		return nil
 	}
 }
@@ -433,13 +434,7 @@ func (t *turn) turns() (*thread.Turns, *thread.Turn) {
 	return ts, &thread.Turn{Seq: t.state.turnSeq}
 }
 
-func shortError(err error) string {
-	s := err.Error()
-	if len(s) > 200 {
-		s = s[:200]
-	}
-	return s
-}
+func shortError(err error) string { return clip.Text(err.Error(), 200) }
 
 // threadTitle is the session's newest title, "" when it has none.
 func threadTitle(evs []session.Event) string {
@@ -471,7 +466,7 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	// A cell killed between Slack's answer and its record leaves a message the log does not
 	// know: the bot's messages in the thread after the message this turn answers, that no
 	// delivered or stream_started names, are this turn's too.
-	orphans, err := d.deliver.unknownBotMessages(ctx, channel, c.sess.Key.ThreadTS, t.state.lastUserMsg.TS,
+	orphans, err := d.Deliver.unknownBotMessages(ctx, channel, c.sess.Key.ThreadTS, t.state.lastUserMsg.TS,
 		d.cfg.Where.BotUserID, knownMessages(ts, c.flog.snapshot()))
 	if err != nil {
 		t.log.Warn().Err(err).Msg("live view: could not look for messages a dead cell left; going on")
@@ -489,8 +484,8 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	for _, m := range keep {
 		if m.Open && m.Mode == "stream" {
 			// Best-effort: a stream Slack already closed answers message_not_in_streaming_state.
-			if err := d.deliver.call(ctx, "chat.stopStream", func() error {
-				_, _, err := d.deliver.api.StopStreamContext(ctx, channel, m.TS)
+			if err := d.Deliver.call(ctx, "chat.stopStream", func() error {
+				_, _, err := d.Deliver.api.StopStreamContext(ctx, channel, m.TS)
 				return err
 			}); err != nil && !streamClosed(err) && !isSlackErr(err, "message_not_found") && !errors.Is(err, errUnavailable) {
 				return false, fmt.Errorf("stop live message %s: %w", m.TS, err)
@@ -503,7 +498,7 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			drop = append(drop, m.TS)
 		}
 		t.log.Info().Str("ts", keep[0].TS).Int("removed", len(drop)).Msg("live view: finishing the reply a dead cell streamed")
-		posted, err := d.deliver.replace(ctx, c.sess, reply, keep[0].TS, drop, t.footer(reply))
+		posted, err := d.Deliver.replace(ctx, c.sess, reply, keep[0].TS, drop, t.footer(reply))
 		if err != nil {
 			return false, err
 		}
@@ -517,15 +512,15 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 		if err := t.complete(ctx, session.StatusOK, "", evs...); err != nil {
 			return false, err
 		}
-		d.metrics.deliveries.Inc()
+		d.Metrics.deliveries.Inc()
 		return true, nil
 	}
 	if found {
 		return false, nil // delivered already: the turn only needs closing
 	}
 	for _, m := range keep {
-		if err := d.deliver.call(ctx, "chat.delete", func() error {
-			_, _, err := d.deliver.api.DeleteMessageContext(ctx, channel, m.TS)
+		if err := d.Deliver.call(ctx, "chat.delete", func() error {
+			_, _, err := d.Deliver.api.DeleteMessageContext(ctx, channel, m.TS)
 			return err
 		}); err != nil && !isSlackErr(err, "message_not_found") {
 			return false, fmt.Errorf("remove live message %s: %w", m.TS, err)
@@ -610,7 +605,7 @@ func (t *turn) stop(ctx context.Context, live *liveView, s *stopRequest) error {
 		t.state.through = max(t.state.through, s.seq)
 	}
 	t.log.Info().Str("by", s.by).Str("source", s.source).Msg("turn stopped")
-	d.metrics.stops.Inc()
+	d.Metrics.stops.Inc()
 	if err := t.complete(ctx, session.StatusStopped, s.source, evs...); err != nil {
 		return err
 	}

@@ -116,7 +116,7 @@ func TestFirstTurnCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	deliver := bot.NewDeliverer(api, log, metrics, bot.DeliveryConfig{Reaction: "-"})
-	runner := bot.NewRunner(bot.RunnerDeps{Log: log, Store: store, Agent: agent, Titler: agent, Deliver: deliver, Metrics: metrics}, bot.RunnerConfig{
+	runner := bot.NewRunner(bot.Deps{Log: log, Store: store, Agent: agent, Deliver: deliver, Metrics: metrics, Features: bot.Features{Titler: agent}}, bot.RunnerConfig{
 		PollInterval: time.Hour, LeaseTTL: time.Minute,
 		// The core of a turn; a live view adds one append (stream_started) and Slack calls.
 		Live:  bot.LiveConfig{Mode: bot.StreamOff},

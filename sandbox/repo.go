@@ -411,10 +411,3 @@ func isSHA256(s string) bool { return len(s) == 64 && strings.Trim(s, "012345678
 func ValidCommitID(s string) bool {
 	return (len(s) == 40 || len(s) == 64) && strings.Trim(s, "0123456789abcdef") == ""
 }
-
-func truncateText(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
-}

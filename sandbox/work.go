@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // Saving and restoring work runs git on a workspace whose .git the sandbox controls: any
@@ -168,7 +170,7 @@ func gitFailed(what string, res ExecResult) error {
 	if res.ExitCode == 128+int(syscall.SIGXFSZ) || strings.Contains(res.Stderr, "File size limit") || strings.Contains(res.Stderr, "signal 25") {
 		return fmt.Errorf("%s: %w: over the file size limit", what, ErrTooLarge)
 	}
-	return fmt.Errorf("%s: git exited %d %s: %s", what, res.ExitCode, res.Killed, truncateText(strings.TrimSpace(res.Stderr), 2000))
+	return fmt.Errorf("%s: git exited %d %s: %s", what, res.ExitCode, res.Killed, clip.Text(strings.TrimSpace(res.Stderr), 2000))
 }
 
 // readWorkspaceFile reads a regular file of the workspace (through os.Root: nothing outside
@@ -256,7 +258,7 @@ func (s *sandbox) workspaceHead() (head, branch string, err error) {
 	ref, ok := strings.CutPrefix(line, "ref: ")
 	b, isBranch := strings.CutPrefix(ref, "refs/heads/")
 	if !ok || !isBranch || validateBranch(b) != nil {
-		return "", "", fmt.Errorf("the work tree's HEAD is %q, neither a commit nor a branch", truncateText(line, 80))
+		return "", "", fmt.Errorf("the work tree's HEAD is %q, neither a commit nor a branch", clip.Text(line, 80))
 	}
 	id, err := s.resolveBranch(ref)
 	return id, b, err
@@ -470,7 +472,7 @@ func RestoreWork(ctx context.Context, sb Sandbox, w Work) error {
 		return fmt.Errorf("restore work: %w", errNotOurs)
 	}
 	if w.Head != "" && !ValidCommitID(w.Head) || w.Branch != "" && validateBranch(w.Branch) != nil {
-		return fmt.Errorf("restore work: HEAD %q on %q is not a commit and branch", truncateText(w.Head, 80), truncateText(w.Branch, 80))
+		return fmt.Errorf("restore work: HEAD %q on %q is not a commit and branch", clip.Text(w.Head, 80), clip.Text(w.Branch, 80))
 	}
 	cur, _, err := s.workspaceHead()
 	if err != nil {

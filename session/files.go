@@ -109,15 +109,7 @@ func (s *Store) HasFile(ctx context.Context, id ID, sha string) (bool, error) {
 // PurgedBucketFiles returns the hashes of bucket-kept content a retention purge left without
 // any reference: the caller sweeps them (SweepPurgedFile).
 func (s *Store) PurgedBucketFiles(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT sha256 FROM file_blobs WHERE in_bucket AND purged_at IS NOT NULL ORDER BY sha256`)
-	if err != nil {
-		return nil, fmt.Errorf("list purged bucket files: %w", err)
-	}
-	shas, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("list purged bucket files: %w", err)
-	}
-	return shas, nil
+	return column[string](ctx, s, "list purged bucket files", `SELECT sha256 FROM file_blobs WHERE in_bucket AND purged_at IS NOT NULL ORDER BY sha256`)
 }
 
 const sqlLockPurgedFile = `

@@ -48,15 +48,7 @@ WHERE w.pending
 // liveness claim is free counts as nobody's; see LeaseOptions). window is measured on the
 // database's clock. The order is unspecified.
 func (s *Store) Pending(ctx context.Context, owner string, window time.Duration) ([]ID, error) {
-	rows, err := s.pool.Query(ctx, sqlPending, window, owner)
-	if err != nil {
-		return nil, fmt.Errorf("list sessions with pending work: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[ID])
-	if err != nil {
-		return nil, fmt.Errorf("list sessions with pending work: %w", err)
-	}
-	return ids, nil
+	return column[ID](ctx, s, "list sessions with pending work", sqlPending, window, owner)
 }
 
 // sqlOrphaned is sqlPending restricted to sessions whose unexpired lease belongs to a dead
@@ -75,15 +67,7 @@ WHERE w.pending
 // held by another owner that is dead: it took the lease with its liveness claim, and the
 // claim is free now. AcquireLeaseWith takes such a lease at once. The order is unspecified.
 func (s *Store) Orphaned(ctx context.Context, owner string, window time.Duration) ([]ID, error) {
-	rows, err := s.pool.Query(ctx, sqlOrphaned, window, owner)
-	if err != nil {
-		return nil, fmt.Errorf("list sessions of dead owners: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[ID])
-	if err != nil {
-		return nil, fmt.Errorf("list sessions of dead owners: %w", err)
-	}
-	return ids, nil
+	return column[ID](ctx, s, "list sessions of dead owners", sqlOrphaned, window, owner)
 }
 
 // notifyChannel is the PostgreSQL NOTIFY channel of session signals. A payload is the

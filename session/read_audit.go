@@ -38,15 +38,7 @@ func (s *Store) SessionIDs(ctx context.Context, f SessionFilter) ([]ID, error) {
 	if !f.Since.IsZero() {
 		since = &f.Since
 	}
-	rows, err := s.pool.Query(ctx, sqlSessionIDs, only, since)
-	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[ID])
-	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
-	}
-	return ids, nil
+	return column[ID](ctx, s, "list sessions", sqlSessionIDs, only, since)
 }
 
 // SessionHead is one session's last event.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // anthropicProvider calls the Anthropic Messages API (POST /v1/messages) through the official
@@ -116,14 +118,8 @@ func (p *anthropicProvider) stream(ctx context.Context, req Request) (Response, 
 			stopped = true
 		}
 	}
-	if err := s.Err(); err != nil {
-		return Response{}, p.translate(ctx, err)
-	}
-	if !stopped {
-		if ctx.Err() != nil {
-			return Response{}, ctx.Err()
-		}
-		return Response{}, &ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "no response: the stream ended before message_stop", Transient: true}
+	if err := endOfStream(ctx, p.Name(), s.Err(), stopped, "message_stop", p.translate); err != nil {
+		return Response{}, err
 	}
 	return p.response(&msg), nil
 }
@@ -153,7 +149,7 @@ func (p *anthropicProvider) params(req Request) anthropic.MessageNewParams {
 			case b.Document != nil:
 				doc := anthropic.NewDocumentBlock(anthropic.Base64PDFSourceParam{Data: base64.StdEncoding.EncodeToString(b.Document.Data)})
 				if name := strings.TrimSpace(b.Document.Name); name != "" {
-					doc.OfDocument.Title = anthropic.String(cut(name, 200))
+					doc.OfDocument.Title = anthropic.String(clip.Text(name, 200))
 				}
 				blocks = append(blocks, doc)
 			default:

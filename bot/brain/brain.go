@@ -15,6 +15,7 @@ import (
 
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 	"github.com/logbook/logbook/session/thread"
 )
 
@@ -276,8 +277,8 @@ func (b *Brain) Provider() Provider { return b.cfg.Provider }
 
 // Reply texts that do not come from the model.
 const (
-	// EmptyMentionReply answers a thread whose messages hold nothing but mentions of the bot
-	// (C09): there is nothing to send the model.
+	// EmptyMentionReply answers a thread whose messages hold nothing but mentions of the bot:
+	// there is nothing to send the model, and an empty user message is invalid for its API.
 	EmptyMentionReply = "What can I help with?"
 )
 
@@ -778,7 +779,8 @@ func historyUsesTools(h history) bool {
 }
 
 // repair appends a synthetic error tool_result, in call order, for every tool_call the log has
-// no result for: the process died between the call and its result (C23). The calls are not run
+// no result for: the process died between the call and its result, and a provider rejects every
+// later request whose tool_use has no tool_result after it. The calls are not run
 // again: their outcome is unknown and they may not be idempotent.
 func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resume []ToolUse) error {
 	calls := map[string]bool{}
@@ -949,10 +951,10 @@ func (b *Brain) failUsage(ctx context.Context, st *turn, stage, code, replyText 
 		return Reply{}, fmt.Errorf("run turn %d: %w", st.TurnSeq, ctx.Err())
 	}
 	st.log.Error().Err(cause).Str("stage", stage).Str("code", code).Msg("turn ended early")
-	msg := cut(cause.Error(), 300)
+	msg := clip.Text(cause.Error(), 300)
 	var pe *ProviderError
 	if errors.As(cause, &pe) {
-		msg = cut(pe.Error(), 300)
+		msg = clip.Text(pe.Error(), 300)
 	}
 	ev := session.NewEvent{
 		Type:    session.TypeError,

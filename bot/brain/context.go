@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 )
 
 // systemPrompt tells the model where it is and what it can do.
@@ -49,7 +50,8 @@ const summarySystem = "You condense a Slack thread between engineers and an AI a
 // compact summarises the older turns of an over-budget history (tokens, measured by method,
 // are recorded in the summary) into a context_summary event and
 // returns the history rebuilt from summary + recent events. Cuts fall only at turn boundaries,
-// so a tool_use and its tool_result stay together (C24). When there is no boundary to cut at,
+// so a tool_use and its tool_result stay together (a provider refuses a tool_result whose
+// tool_use was cut away). When there is no boundary to cut at,
 // or the summary call fails, the history is returned as it was and the turn goes on: the
 // original events are never changed either way. It returns an error only when the log fails.
 func (b *Brain) compact(ctx context.Context, st *turn, evs []session.Event, h history, tokens int64, method string) (history, error) {
@@ -111,7 +113,7 @@ func (b *Brain) maybeTitle(ctx context.Context, st *turn, evs []session.Event, r
 	req := Request{
 		Purpose:   PurposeTitle,
 		System:    titleSystem,
-		Messages:  []Message{{Role: RoleUser, Blocks: []Block{{Text: cut(transcript(msgs, 300), 4000)}}}},
+		Messages:  []Message{{Role: RoleUser, Blocks: []Block{{Text: clip.Text(transcript(msgs, 300), 4000)}}}},
 		MaxTokens: 30,
 	}
 	title := ""
@@ -136,7 +138,7 @@ func (b *Brain) maybeTitle(ctx context.Context, st *turn, evs []session.Event, r
 func cleanTitle(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	s = strings.Trim(strings.TrimSpace(s), "\"'`*#.")
-	return cut(strings.TrimSpace(s), 80)
+	return clip.Text(strings.TrimSpace(s), 80)
 }
 
 // firstWords is up to n words of a message's first text, without the speaker's name.

@@ -17,13 +17,14 @@
 //
 //  1. Repair. Every tool_call in the log without a tool_result (the process died mid-tool) gets
 //     an appended tool_result{is_error, synthetic, "interrupted; outcome unknown"}, in call
-//     order (C23). The call is not run again: its outcome is unknown and it may not be
+//     order, so the provider accepts the history again. The call is not run again: its outcome is unknown and it may not be
 //     idempotent. Old events are never changed.
 //  2. Context. The events after the newest context_summary's range become provider-neutral
 //     messages ([Message], [Block]): markers are skipped by type; a user message shows its
 //     newest edit and deleted ones are left out; users are named ("Alice: ..."), a leading
-//     mention of the bot is removed, and a bare mention never becomes an empty text block (C09:
-//     a thread of bare mentions is answered "What can I help with?" without a model call);
+//     mention of the bot is removed, and a bare mention never becomes an empty text block (the
+//     APIs refuse one: a thread of bare mentions is answered "What can I help with?" without a
+//     model call);
 //     messages that arrived after the turn's Through wait for the next turn; the order is the
 //     turns' order, not raw seq order: a message that arrived while an earlier turn ran (above
 //     that turn's Through, below its turn_completed) follows that turn's reply, so it never
@@ -40,7 +41,8 @@
 //     Config.ContextBudget, the older turns are summarised by the model and the summary is
 //     appended as context_summary{from_seq, to_seq, summary, tokens, budget, method}: the
 //     budget's decision is in the log. Cuts fall only at turn boundaries (a user message after
-//     a plain reply), so a tool_use and its tool_result are kept or dropped together (C24).
+//     a plain reply), so a tool_use and its tool_result are kept or dropped together (a provider
+//     refuses either without the other).
 //     Later requests send the summary plus the events after to_seq, and offer the read_log
 //     tool (only then: without a summary every message is in the request). The model rereads
 //     its own session's log through Turn.Log — a seq range, some conversation types, or the

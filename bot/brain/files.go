@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 )
 
 // FileReader reads the content of files shared in the thread, by the content address a
@@ -536,7 +537,7 @@ func withCopy(ws string) string {
 }
 
 func oneLineReason(s string) string {
-	return cut(strings.Join(strings.Fields(s), " "), 300)
+	return clip.Text(strings.Join(strings.Fields(s), " "), 300)
 }
 
 // renderText shows a text file: its label, then its content in a fenced block, cut to its

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 	"github.com/logbook/logbook/session/thread"
 )
 
@@ -360,8 +361,8 @@ func speaker(m session.UserMessage) string {
 }
 
 // renderUser returns a user's text as the model sees it, "name: text", with leading mentions
-// of the bot removed, and whether anything but a mention was said (C09: a bare mention must
-// never become an empty text block).
+// of the bot removed, and whether anything but a mention was said (a bare mention must never
+// become an empty text block, which the model APIs refuse).
 func renderUser(name, text string, opt historyOptions) (string, bool) {
 	t := strings.TrimSpace(text)
 	for {
@@ -396,7 +397,8 @@ func nonEmpty(s, alt string) string {
 }
 
 // normalize makes a message list acceptable to the providers without changing what it says:
-// tool results that answer no tool use of the message before are dropped (C24), empty
+// tool results that answer no tool use of the message before are dropped (a history cut between
+// the two would otherwise be refused), empty
 // messages are dropped, messages of one role are merged, and a conversation that would open
 // with the assistant opens with a short note from the harness instead.
 func normalize(h *history) {
@@ -463,12 +465,14 @@ func startsWithResults(m Message) bool {
 // errInvalidHistory is returned by validate for a message list a provider would reject.
 var errInvalidHistory = errors.New("invalid model history")
 
-// validate is the pre-send check (C23, C24): the first message is the user's and roles
-// alternate; no message is empty and no text block is blank; images and documents are in
-// user messages only, with data and a type the providers take; every tool_use of an assistant
-// message is answered by a tool_result at the head of the next user message, in any order but
-// each exactly once, and every tool_result answers a tool_use of the message just before.
-// When wantUserLast is set, the last message must be the user's.
+// validate is the pre-send check, so that a history a provider would refuse (a tool_use
+// without its tool_result after a crash, a result whose call was cut away) never goes out: the
+// first message is the user's and roles alternate; no message is empty and no text block is
+// blank; images and documents are in user messages only, with data and a type the providers
+// take; every tool_use of an assistant message is answered by a tool_result at the head of the
+// next user message, in any order but each exactly once, and every tool_result answers a
+// tool_use of the message just before. When wantUserLast is set, the last message must be the
+// user's.
 func validate(msgs []Message, wantUserLast bool) error {
 	if len(msgs) == 0 {
 		return fmt.Errorf("%w: no messages", errInvalidHistory)
@@ -616,13 +620,13 @@ func transcript(msgs []Message, maxResult int) string {
 		for _, b := range m.Blocks {
 			switch {
 			case b.ToolUse != nil:
-				fmt.Fprintf(&sb, "[assistant called %s %s]\n", b.ToolUse.Name, cut(string(b.ToolUse.Input), maxResult))
+				fmt.Fprintf(&sb, "[assistant called %s %s]\n", b.ToolUse.Name, clip.Text(string(b.ToolUse.Input), maxResult))
 			case b.ToolResult != nil:
 				status := "result"
 				if b.ToolResult.IsError {
 					status = "error result"
 				}
-				fmt.Fprintf(&sb, "[tool %s]\n%s\n", status, cut(b.ToolResult.Content, maxResult))
+				fmt.Fprintf(&sb, "[tool %s]\n%s\n", status, clip.Text(b.ToolResult.Content, maxResult))
 			case b.media() != nil:
 				// A transcript is text: a summary or title request never carries media.
 				sb.WriteString(mediaNote(b) + "\n")

@@ -1,9 +1,11 @@
 package brain
 
 import (
+	"cmp"
 	"encoding/json"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // live drives a turn's Live. Its methods do nothing on a nil *live or a nil Live, so title and
@@ -101,7 +103,7 @@ func parseToolArgs(use ToolUse) toolArgs {
 // toolTitle is one line saying what a call runs: "run_command: make test".
 func toolTitle(use ToolUse) string {
 	a := parseToolArgs(use)
-	if arg := firstNonEmpty(a.Command, a.Path, a.Query); arg != "" {
+	if arg := cmp.Or(a.Command, a.Path, a.Query); arg != "" {
 		return use.Name + ": " + arg
 	}
 	return use.Name
@@ -127,66 +129,30 @@ func toolStatus(use ToolUse) string {
 	return "running " + use.Name
 }
 
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-// oneLine is s's first line, cut to 80 characters, "…" marking what was left out.
+// oneLine is s's first line, cut to 80 bytes (clip.Text), "…" marking what was left out.
 func oneLine(s string) string {
 	s = strings.TrimSpace(s)
 	line, rest, _ := strings.Cut(s, "\n")
 	line = strings.TrimSpace(line)
-	if out := cutRunes(line, 80); out != line || rest == "" {
+	if out := clip.Text(line, 80); out != line || rest == "" {
 		return out
 	}
 	return line + " …"
 }
 
-// excerpt is at most n characters of a tool result: all of it when short, else its first
-// and last lines (each cut) around a "…" line.
+// excerpt is at most n bytes of a tool result: all of it when short, else its first and last
+// lines (each cut) around a "…" line.
 func excerpt(s string, n int) string {
 	s = strings.TrimSpace(s)
-	if utf8.RuneCountInString(s) <= n {
+	if len(s) <= n {
 		return s
 	}
 	first, _, _ := strings.Cut(s, "\n")
 	last := s[strings.LastIndex(s, "\n")+1:]
 	if !strings.Contains(s, "\n") {
-		return cutRunes(s, n-1)
+		return clip.Text(s, n)
 	}
-	half := (n - 3) / 2 // "\n…\n" between the halves; each cut half ends with "…"
-	return cutRunes(first, half-1) + "\n…\n" + tailRunes(last, half-1)
-}
-
-// cutRunes is s cut to n characters, plus "…" when cut.
-func cutRunes(s string, n int) string {
-	i, k := 0, 0
-	for i < len(s) {
-		if k == n {
-			return s[:i] + "…"
-		}
-		_, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-		k++
-	}
-	return s
-}
-
-// tailRunes is the last n characters of s, "…" first when cut.
-func tailRunes(s string, n int) string {
-	i, k := len(s), 0
-	for i > 0 {
-		if k == n {
-			return "…" + s[i:]
-		}
-		_, size := utf8.DecodeLastRuneInString(s[:i])
-		i -= size
-		k++
-	}
-	return s
+	const gap = "\n…\n"
+	half := (n - len(gap)) / 2
+	return clip.Text(first, half) + gap + clip.Tail(last, half)
 }

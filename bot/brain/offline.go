@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // Offline is the provider for demos and `logbook dev` when no model is configured. It is not a
@@ -97,7 +99,7 @@ func (Offline) answer(ctx context.Context, req Request) (Response, error) {
 	case PurposeSummary:
 		text := lastUserText(req.Messages)
 		resp.Text = fmt.Sprintf("Offline summary (not written by a model): %d lines of conversation. They began: %s",
-			strings.Count(text.Blocks[0].Text, "\n"), cut(text.Blocks[0].Text, 400))
+			strings.Count(text.Blocks[0].Text, "\n"), clip.Text(text.Blocks[0].Text, 400))
 	default:
 		resp.Text, resp.ToolUses = offlineReply(req)
 		if len(resp.ToolUses) > 0 {
@@ -126,7 +128,7 @@ func offlineReply(req Request) (string, []ToolUse) {
 			if b.ToolResult.IsError {
 				status = "failed"
 			}
-			results = append(results, fmt.Sprintf("The tool call %s:\n```\n%s\n```", status, cut(b.ToolResult.Content, 3000)))
+			results = append(results, fmt.Sprintf("The tool call %s:\n```\n%s\n```", status, clip.Text(b.ToolResult.Content, 3000)))
 		case strings.HasPrefix(b.Text, "[File "):
 			// A shared file, not what someone said: its text never becomes a command.
 		case b.Text != "":

@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 )
 
 // openAIProvider calls an OpenAI-compatible Chat Completions API (POST /chat/completions)
@@ -117,14 +118,8 @@ func (p *openAIProvider) stream(ctx context.Context, req Request) (Response, err
 			finished = finished || c.FinishReason != ""
 		}
 	}
-	if err := s.Err(); err != nil {
-		return Response{}, p.translate(ctx, err)
-	}
-	if !finished {
-		if ctx.Err() != nil {
-			return Response{}, ctx.Err()
-		}
-		return Response{}, &ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "no response: the stream ended before a finish_reason", Transient: true}
+	if err := endOfStream(ctx, p.Name(), s.Err(), finished, "a finish_reason", p.translate); err != nil {
+		return Response{}, err
 	}
 	cc := acc.ChatCompletion
 	if len(cc.Choices) > 0 && cc.Choices[0].Message.FunctionCall.Name == "" {
@@ -146,82 +141,10 @@ func (p *openAIProvider) params(req Request) openai.ChatCompletionNewParams {
 		params.Messages = append(params.Messages, openai.SystemMessage(req.System))
 	}
 	for _, m := range req.Messages {
-		var text []string
-		switch m.Role {
-		case RoleAssistant:
-			am := openai.ChatCompletionAssistantMessageParam{}
-			for _, b := range m.Blocks {
-				switch {
-				case b.ToolUse != nil:
-					am.ToolCalls = append(am.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-						OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-							ID: openAIToolID(b.ToolUse.ID),
-							Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
-								Name: b.ToolUse.Name, Arguments: string(b.ToolUse.Input),
-							},
-						},
-					})
-				case b.ToolResult == nil:
-					text = append(text, b.Text)
-				}
-			}
-			if len(text) > 0 {
-				am.Content.OfString = openai.String(strings.Join(text, "\n\n"))
-			}
-			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &am})
-		default:
-			// Tool results become "tool" messages right after the assistant message that
-			// called them (text only: the API takes no image in a tool message); the user's
-			// text follows as a user message, a string, or an array of content parts when the
-			// message carries images or documents.
-			var parts []openai.ChatCompletionContentPartUnionParam
-			flush := func() {
-				if len(text) > 0 {
-					parts = append(parts, openai.TextContentPart(strings.Join(text, "\n\n")))
-					text = nil
-				}
-			}
-			media := false
-			for _, b := range m.Blocks {
-				switch {
-				case b.ToolResult != nil:
-					content := b.ToolResult.Content
-					if b.ToolResult.IsError {
-						content = "ERROR: " + content
-					}
-					params.Messages = append(params.Messages, openai.ToolMessage(content, openAIToolID(b.ToolResult.CallID)))
-				case b.Image != nil && !p.vision:
-					text = append(text, imageNote(b.Image))
-				case b.Image != nil:
-					flush()
-					media = true
-					parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{
-						URL: dataURL(b.Image),
-					}))
-				case b.Document != nil && p.hosted:
-					flush()
-					media = true
-					parts = append(parts, openai.FileContentPart(openai.ChatCompletionContentPartFileFileParam{
-						FileData: openai.String(dataURL(b.Document)),
-						Filename: openai.String(nonEmpty(b.Document.Name, "document.pdf")),
-					}))
-				case b.Document != nil:
-					// OpenAI-compatible servers (Ollama, vLLM, llama.cpp) do not take the file
-					// part, and a request they refuse would fail every later turn of the thread:
-					// they are told of the PDF instead.
-					text = append(text, fmt.Sprintf("[The PDF %s (%s) is not shown: this model server does not take PDF documents.]",
-						nonEmpty(b.Document.Name, "document"), session.FileSize(int64(len(b.Document.Data)))))
-				case b.ToolUse == nil:
-					text = append(text, b.Text)
-				}
-			}
-			switch {
-			case media:
-				flush()
-				params.Messages = append(params.Messages, openai.UserMessage(parts))
-			case len(text) > 0:
-				params.Messages = append(params.Messages, openai.UserMessage(strings.Join(text, "\n\n")))
-			}
+		if m.Role == RoleAssistant {
+			params.Messages = append(params.Messages, assistantParam(m))
+		} else {
+			params.Messages = append(params.Messages, p.userParams(m)...)
 		}
 	}
 	for _, t := range req.Tools {
@@ -235,6 +158,90 @@ func (p *openAIProvider) params(req Request) openai.ChatCompletionNewParams {
 		params.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("none")}
 	}
 	return params
+}
+
+// assistantParam is an assistant message: its text, and its tool calls as function calls.
+func assistantParam(m Message) openai.ChatCompletionMessageParamUnion {
+	var text []string
+	am := openai.ChatCompletionAssistantMessageParam{}
+	for _, b := range m.Blocks {
+		switch {
+		case b.ToolUse != nil:
+			am.ToolCalls = append(am.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+				OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+					ID: openAIToolID(b.ToolUse.ID),
+					Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+						Name: b.ToolUse.Name, Arguments: string(b.ToolUse.Input),
+					},
+				},
+			})
+		case b.ToolResult == nil:
+			text = append(text, b.Text)
+		}
+	}
+	if len(text) > 0 {
+		am.Content.OfString = openai.String(strings.Join(text, "\n\n"))
+	}
+	return openai.ChatCompletionMessageParamUnion{OfAssistant: &am}
+}
+
+// userParams is a user message: its tool results as "tool" messages, then the rest.
+func (p *openAIProvider) userParams(m Message) []openai.ChatCompletionMessageParamUnion {
+	var msgs []openai.ChatCompletionMessageParamUnion
+	var text []string
+	// Tool results become "tool" messages right after the assistant message that
+	// called them (text only: the API takes no image in a tool message); the user's
+	// text follows as a user message, a string, or an array of content parts when the
+	// message carries images or documents.
+	var parts []openai.ChatCompletionContentPartUnionParam
+	flush := func() {
+		if len(text) > 0 {
+			parts = append(parts, openai.TextContentPart(strings.Join(text, "\n\n")))
+			text = nil
+		}
+	}
+	media := false
+	for _, b := range m.Blocks {
+		switch {
+		case b.ToolResult != nil:
+			content := b.ToolResult.Content
+			if b.ToolResult.IsError {
+				content = "ERROR: " + content
+			}
+			msgs = append(msgs, openai.ToolMessage(content, openAIToolID(b.ToolResult.CallID)))
+		case b.Image != nil && !p.vision:
+			text = append(text, imageNote(b.Image))
+		case b.Image != nil:
+			flush()
+			media = true
+			parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{
+				URL: dataURL(b.Image),
+			}))
+		case b.Document != nil && p.hosted:
+			flush()
+			media = true
+			parts = append(parts, openai.FileContentPart(openai.ChatCompletionContentPartFileFileParam{
+				FileData: openai.String(dataURL(b.Document)),
+				Filename: openai.String(nonEmpty(b.Document.Name, "document.pdf")),
+			}))
+		case b.Document != nil:
+			// OpenAI-compatible servers (Ollama, vLLM, llama.cpp) do not take the file
+			// part, and a request they refuse would fail every later turn of the thread:
+			// they are told of the PDF instead.
+			text = append(text, fmt.Sprintf("[The PDF %s (%s) is not shown: this model server does not take PDF documents.]",
+				nonEmpty(b.Document.Name, "document"), session.FileSize(int64(len(b.Document.Data)))))
+		case b.ToolUse == nil:
+			text = append(text, b.Text)
+		}
+	}
+	switch {
+	case media:
+		flush()
+		msgs = append(msgs, openai.UserMessage(parts))
+	case len(text) > 0:
+		msgs = append(msgs, openai.UserMessage(strings.Join(text, "\n\n")))
+	}
+	return msgs
 }
 
 // dataURL is m as a data: URL, "data:<media type>;base64,<data>".
@@ -288,7 +295,7 @@ func (p *openAIProvider) translate(ctx context.Context, err error) error {
 		Provider:  p.Name(),
 		Status:    apiErr.StatusCode,
 		Code:      cmp.Or(apiErr.Code, apiErr.Type),
-		Message:   cut(apiErr.Message, 300),
+		Message:   clip.Text(apiErr.Message, 300),
 		Transient: transientStatus(apiErr.StatusCode),
 		Err:       err,
 	}
@@ -322,7 +329,7 @@ func (p *openAIProvider) streamError(se *ssestream.StreamError) error {
 		status = http.StatusBadRequest
 	}
 	return &ProviderError{
-		Provider: p.Name(), Status: status, Code: code, Message: cut(body.Error.Message, 300),
+		Provider: p.Name(), Status: status, Code: code, Message: clip.Text(body.Error.Message, 300),
 		Transient: transientStatus(status), Err: se,
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // Role is the author of a message in a model request.
@@ -214,22 +216,8 @@ func apiMessage(raw string) string {
 	if json.Unmarshal([]byte(raw), &body) != nil {
 		return ""
 	}
-	return cut(body.Error.Message, 300)
+	return clip.Text(body.Error.Message, 300)
 }
-
-// cut returns s cut to at most n bytes on a rune boundary, with "…" when cut.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !isRuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // ProviderConfig carries what the providers need from the environment. cmd/logbook fills it
 // from ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OPENAI_API_KEY and OPENAI_BASE_URL; the brain
@@ -291,4 +279,19 @@ func NewProvider(spec string, cfg ProviderConfig) (Provider, error) {
 		return p, nil
 	}
 	return nil, fmt.Errorf("model %q: %w: unknown provider %q (want anthropic, openai or offline)", spec, ErrBadModelSpec, kind)
+}
+
+// endOfStream is how a provider's stream ended: nil when it reached its end marker, else its
+// error translated, the cancelled ctx's, or a stream cut before the marker (missing names it),
+// which a retry may cure.
+func endOfStream(ctx context.Context, provider string, err error, ended bool, missing string, translate func(context.Context, error) error) error {
+	switch {
+	case err != nil:
+		return translate(ctx, err)
+	case ended:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return &ProviderError{Provider: provider, Status: http.StatusOK, Message: "no response: the stream ended before " + missing, Transient: true}
 }

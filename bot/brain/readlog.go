@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 )
 
 // ToolReadLog rereads the session's own log. It is offered when the session has a
@@ -167,7 +168,7 @@ func renderLogEvent(e session.Event) string {
 	if body == "" {
 		body = "(unreadable payload)"
 	}
-	return cut(head+": "+body, readLogPerEvent) + "\n"
+	return clip.Text(head+": "+body, readLogPerEvent) + "\n"
 }
 
 func typeNames(ts []session.Type) string {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/logbook/logbook/sandbox"
+	"github.com/logbook/logbook/session/clip"
 )
 
 // Tool names offered to the model.
@@ -235,7 +236,7 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 		return fail("the tool input does not match %s's schema: %v", use.Name, err)
 	}
 	if in.Invalid != "" {
-		return fail("the tool arguments are not valid JSON: %s", cut(in.Invalid, 200))
+		return fail("the tool arguments are not valid JSON: %s", clip.Text(in.Invalid, 200))
 	}
 	needHands := use.Name == ToolRunCommand || use.Name == ToolReadFile || use.Name == ToolWriteFile || use.Name == ToolAttachFile
 	if needHands && t.Hands == nil {
@@ -286,7 +287,7 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 		}
 		res, err := t.Attach(ctx, use.ID, in.Path, in.Title)
 		if err != nil {
-			return fail("%s", cutRunes(err.Error(), 200))
+			return fail("%s", clip.Text(err.Error(), 200))
 		}
 		return toolOutcome{Content: res}
 	case ToolPullRequest:
@@ -298,7 +299,7 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 		}
 		res, err := t.PullRequest(ctx, use.ID, strings.TrimSpace(in.Branch), strings.TrimSpace(in.Title), in.Body)
 		if err != nil {
-			return fail("%s", cutRunes(err.Error(), 300))
+			return fail("%s", clip.Text(err.Error(), 300))
 		}
 		return toolOutcome{Content: res}
 	case ToolSearchSessions:
@@ -367,7 +368,7 @@ func sandboxFailure(err error) toolOutcome {
 	case errors.Is(err, sandbox.ErrDisabled):
 		msg = "command tools are switched off on this deployment"
 	case errors.Is(err, sandbox.ErrLost):
-		msg = "the sandbox was lost (its workspace is gone); the next tool call gets a fresh one, so earlier files are gone: " + cut(err.Error(), 200)
+		msg = "the sandbox was lost (its workspace is gone); the next tool call gets a fresh one, so earlier files are gone: " + clip.Text(err.Error(), 200)
 	case errors.Is(err, sandbox.ErrOutsideWorkspace):
 		msg = "the path is outside the sandbox workspace"
 	case errors.Is(err, sandbox.ErrTooLarge):
@@ -375,7 +376,7 @@ func sandboxFailure(err error) toolOutcome {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		msg = "stopped: the turn ran out of time"
 	default:
-		msg = "the sandbox failed: " + cut(err.Error(), 200)
+		msg = "the sandbox failed: " + clip.Text(err.Error(), 200)
 	}
 	return toolOutcome{Content: msg, IsError: true, FromHands: true}
 }

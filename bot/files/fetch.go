@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // DefaultMax is the largest file fetched by default (LOGBOOK_FILE_MAX): 20 MB.
@@ -51,6 +53,7 @@ func NewFetcher(d Downloader, cfg FetchConfig) *Fetcher {
 		f.attempts = 3
 	}
 	if f.sleep == nil {
+		// The ctx-aware wait brain's retries use too: a package of its own would hold only it.
 		f.sleep = func(ctx context.Context, d time.Duration) error {
 			t := time.NewTimer(d)
 			defer t.Stop()
@@ -123,7 +126,7 @@ func describe(err error) error {
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return errors.New("the download failed: " + cutText(ue.Err.Error(), 160)) // without the URL
+		return errors.New("the download failed: " + clip.Text(ue.Err.Error(), 160)) // without the URL
 	}
 	return errors.New("the download failed")
 }
@@ -140,11 +143,4 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	}
 	l.left -= int64(len(p))
 	return l.w.Write(p)
-}
-
-func cutText(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }

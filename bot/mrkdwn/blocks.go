@@ -2,11 +2,14 @@ package mrkdwn
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/logbook/logbook/session/slacktext"
 )
 
 // BlocksText flattens a message's Block Kit blocks (the JSON array in an
@@ -23,7 +26,7 @@ import (
 //	broadcast → @here/@channel/@everyone; date → fallback; color → value
 //
 // section, header, context, markdown and image blocks contribute their text
-// (mrkdwn text objects are decoded with ToPlain). An element or block of an
+// (mrkdwn text objects are decoded with slacktext.ToPlain). An element or block of an
 // unknown type contributes its "text", "fallback", "url", "name" or "value"
 // field, or its nested elements, so new Slack types lose as little as
 // possible. Blocks are separated by newlines; the result is trimmed.
@@ -31,7 +34,7 @@ import (
 // Empty or null input gives "", nil. Input that is not JSON gives an error
 // that wraps the decoder's; a single block object is accepted too. To use a
 // slack-go value (slack.Blocks, []slack.Block), marshal it with encoding/json.
-func BlocksText(blocks json.RawMessage, names Names) (string, error) {
+func BlocksText(blocks json.RawMessage, names slacktext.Names) (string, error) {
 	items, err := decodeList(blocks, "blocks")
 	if err != nil {
 		return "", err
@@ -48,8 +51,8 @@ func BlocksText(blocks json.RawMessage, names Names) (string, error) {
 // AttachmentsText flattens legacy message attachments (the JSON array in an
 // event's "attachments" field): pretext, title (with its link), text and
 // fields as "title: value", or else fallback; attachments are separated by
-// newlines. Text fields are decoded with ToPlain. Errors as for BlocksText.
-func AttachmentsText(attachments json.RawMessage, names Names) (string, error) {
+// newlines. Text fields are decoded with slacktext.ToPlain. Errors as for BlocksText.
+func AttachmentsText(attachments json.RawMessage, names slacktext.Names) (string, error) {
 	items, err := decodeList(attachments, "attachments")
 	if err != nil {
 		return "", err
@@ -66,16 +69,16 @@ func AttachmentsText(attachments json.RawMessage, names Names) (string, error) {
 				lines = append(lines, s)
 			}
 		}
-		add(ToPlain(str(a, "pretext"), names))
-		title := ToPlain(str(a, "title"), names)
+		add(slacktext.ToPlain(str(a, "pretext"), names))
+		title := slacktext.ToPlain(str(a, "title"), names)
 		if link := str(a, "title_link"); link != "" && title != "" {
 			title += " (" + link + ")"
 		}
 		add(title)
-		add(ToPlain(str(a, "text"), names))
+		add(slacktext.ToPlain(str(a, "text"), names))
 		for _, f := range list(a, "fields") {
 			if fm, ok := f.(map[string]any); ok {
-				t, v := ToPlain(str(fm, "title"), names), ToPlain(str(fm, "value"), names)
+				t, v := slacktext.ToPlain(str(fm, "title"), names), slacktext.ToPlain(str(fm, "value"), names)
 				if t != "" && v != "" {
 					add(t + ": " + v)
 				} else {
@@ -84,7 +87,7 @@ func AttachmentsText(attachments json.RawMessage, names Names) (string, error) {
 			}
 		}
 		if len(lines) == 0 {
-			add(ToPlain(str(a, "fallback"), names))
+			add(slacktext.ToPlain(str(a, "fallback"), names))
 		}
 		if len(lines) > 0 {
 			out = append(out, strings.Join(lines, "\n"))
@@ -114,7 +117,7 @@ func decodeList(raw json.RawMessage, what string) ([]any, error) {
 	}
 }
 
-func blockText(v any, names Names) string {
+func blockText(v any, names slacktext.Names) string {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return ""
@@ -143,7 +146,7 @@ func blockText(v any, names Names) string {
 	case "markdown":
 		return str(m, "text")
 	case "image":
-		return firstNonEmpty(textObject(m["title"], names), str(m, "alt_text"))
+		return cmp.Or(textObject(m["title"], names), str(m, "alt_text"))
 	case "divider", "actions", "input", "file", "video":
 		return ""
 	}
@@ -152,14 +155,14 @@ func blockText(v any, names Names) string {
 
 // textObject reads a composition text object ({"type":"mrkdwn","text":…} or
 // plain_text) or a bare string.
-func textObject(v any, names Names) string {
+func textObject(v any, names slacktext.Names) string {
 	switch v := v.(type) {
 	case string:
 		return v
 	case map[string]any:
 		t := str(v, "text")
 		if str(v, "type") == "mrkdwn" {
-			return ToPlain(t, names)
+			return slacktext.ToPlain(t, names)
 		}
 		return t
 	}
@@ -167,7 +170,7 @@ func textObject(v any, names Names) string {
 }
 
 // richElements renders the children of a rich_text block, one per line.
-func richElements(elems []any, names Names) string {
+func richElements(elems []any, names slacktext.Names) string {
 	var b strings.Builder
 	for _, e := range elems {
 		m, ok := e.(map[string]any)
@@ -198,7 +201,7 @@ func richElements(elems []any, names Names) string {
 	return b.String()
 }
 
-func richList(m map[string]any, names Names) string {
+func richList(m map[string]any, names slacktext.Names) string {
 	indent := strings.Repeat("  ", max(0, min(10, intField(m, "indent"))))
 	ordered := str(m, "style") == "ordered"
 	n := intField(m, "offset") + 1
@@ -224,7 +227,7 @@ func richList(m map[string]any, names Names) string {
 	return strings.Join(lines, "\n")
 }
 
-func inlineElements(elems []any, names Names) string {
+func inlineElements(elems []any, names slacktext.Names) string {
 	var b strings.Builder
 	for _, e := range elems {
 		if m, ok := e.(map[string]any); ok {
@@ -234,7 +237,7 @@ func inlineElements(elems []any, names Names) string {
 	return b.String()
 }
 
-func inlineElement(m map[string]any, names Names) string {
+func inlineElement(m map[string]any, names slacktext.Names) string {
 	switch str(m, "type") {
 	case "text":
 		t := str(m, "text")
@@ -250,13 +253,13 @@ func inlineElement(m map[string]any, names Names) string {
 		return text + " (" + url + ")"
 	case "user":
 		id := str(m, "user_id")
-		return "@" + firstNonEmpty(lookup(names, KindUser, id), id)
+		return "@" + cmp.Or(names.Lookup(slacktext.KindUser, id), id)
 	case "channel":
 		id := str(m, "channel_id")
-		return "#" + firstNonEmpty(lookup(names, KindChannel, id), id)
+		return "#" + cmp.Or(names.Lookup(slacktext.KindChannel, id), id)
 	case "usergroup":
 		id := str(m, "usergroup_id")
-		return "@" + firstNonEmpty(lookup(names, KindUsergroup, id), id)
+		return "@" + cmp.Or(names.Lookup(slacktext.KindUsergroup, id), id)
 	case "emoji":
 		if s := emojiChars(str(m, "unicode")); s != "" {
 			return s
@@ -283,7 +286,7 @@ func inlineElement(m map[string]any, names Names) string {
 
 // fallbackText gets what text it can from an element or block of a type this
 // package does not know.
-func fallbackText(m map[string]any, names Names) string {
+func fallbackText(m map[string]any, names slacktext.Names) string {
 	if s := textObject(m["text"], names); s != "" {
 		return s
 	}

@@ -97,11 +97,11 @@
 // reopens a bold, italic or strike pair it has to cut; Join undoes exactly
 // that. EscapeText escapes user-derived fragments.
 //
-// # Inbound: ToPlain, StripBotMention, BlocksText, AttachmentsText
+// # Inbound: StripBotMention, BlocksText, AttachmentsText
 //
-// ToPlain decodes Slack-formatted text from an event into plain text for the
-// model, the transcript and search; it is session/slacktext's decoder, which
-// the session readers share (&amp; → &, <@U1> → @name, <url|label> →
+// Slack-formatted text from an event is decoded into plain text for the
+// model, the transcript and search by session/slacktext's ToPlain, which
+// callers use directly (&amp; → &, <@U1> → @name, <url|label> →
 // "label (url)"). StripBotMention removes the bot's own mention first and
 // may return "" (the caller must not send an empty turn). BlocksText and
 // AttachmentsText flatten rich_text blocks and legacy attachments for

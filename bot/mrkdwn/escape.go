@@ -13,26 +13,7 @@ import (
 // an apostrophe stays an apostrophe (never &#39;). Use it for user-derived
 // fragments (names, titles, file paths) spliced into a message that is sent
 // with slack.MsgOptionText(text, false).
-func EscapeText(s string) string {
-	if !strings.ContainsAny(s, "&<>") {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 8)
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '&':
-			b.WriteString("&amp;")
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
+func EscapeText(s string) string { return escapeControl(s, false) }
 
 // escapeCode escapes code (span, block or table cell content) for Slack,
 // which parses & < > inside code as well: "<@U1>" in code would mention
@@ -40,7 +21,11 @@ func EscapeText(s string) string {
 // the code is taken as escaped and kept, so converting the output again
 // changes nothing; the price is that code which means those five
 // characters literally shows "&", "<" or ">" instead.
-func escapeCode(s string) string {
+func escapeCode(s string) string { return escapeControl(s, true) }
+
+// escapeControl escapes & < > as EscapeText does; with keepEntities, an "&amp;", "&lt;" or
+// "&gt;" already there is kept as it is (escapeCode).
+func escapeControl(s string, keepEntities bool) string {
 	if !strings.ContainsAny(s, "&<>") {
 		return s
 	}
@@ -49,7 +34,7 @@ func escapeCode(s string) string {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; c {
 		case '&':
-			if rest := s[i+1:]; strings.HasPrefix(rest, "amp;") || strings.HasPrefix(rest, "lt;") || strings.HasPrefix(rest, "gt;") {
+			if rest := s[i+1:]; keepEntities && (strings.HasPrefix(rest, "amp;") || strings.HasPrefix(rest, "lt;") || strings.HasPrefix(rest, "gt;")) {
 				b.WriteByte('&')
 			} else {
 				b.WriteString("&amp;")

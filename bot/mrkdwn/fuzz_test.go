@@ -108,7 +108,7 @@ func lostWord(md, out string) string {
 	var b strings.Builder
 	for i := 0; i < len(md); {
 		if md[i] == '<' {
-			if _, n := scanToken(md[i:]); n > 0 {
+			if _, n := slacktext.Scan(md[i:]); n > 0 {
 				b.WriteRune(0xE000) // not a space, as in protect: the structure stays
 				i += n
 				continue
@@ -226,12 +226,12 @@ func FuzzToPlain(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		plain := ToPlain(text, testNames)
+		plain := slacktext.ToPlain(text, testNames)
 		if !strings.ContainsAny(text, "<&") && plain != text {
 			t.Fatalf("text without < or & changed: %q → %q", text, plain)
 		}
-		if got := ToPlain(EscapeText(text), nil); got != text {
-			t.Fatalf("ToPlain(EscapeText(%q)) = %q", text, got)
+		if got := slacktext.ToPlain(EscapeText(text), nil); got != text {
+			t.Fatalf("slacktext.ToPlain(EscapeText(%q)) = %q", text, got)
 		}
 		if s := StripBotMention(text, "UB1"); strings.Contains(s, "<@UB1>") {
 			t.Fatalf("StripBotMention left the mention: %q", s)

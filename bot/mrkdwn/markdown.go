@@ -259,7 +259,7 @@ func protect(md string) (protected, string) {
 	for i := 0; i < len(md); {
 		// "](<url>)" is an angle-bracket link destination, not a Slack link.
 		if md[i] == '<' && !strings.HasSuffix(md[:i], "](") {
-			if tok, n := scanToken(md[i:]); n > 0 {
+			if tok, n := slacktext.Scan(md[i:]); n > 0 {
 				pr.addToken(&b, md[i:i+n], tok)
 				i += n
 				continue

@@ -3,6 +3,8 @@ package mrkdwn
 import (
 	"strings"
 	"testing"
+
+	"github.com/logbook/logbook/session/slacktext"
 )
 
 // C12: model Markdown becomes mrkdwn once; converting again changes nothing.
@@ -170,8 +172,8 @@ func TestEscapeText(t *testing.T) {
 		if got := EscapeText(tt.in); got != tt.want {
 			t.Errorf("EscapeText(%q) = %q, want %q", tt.in, got, tt.want)
 		}
-		if back := ToPlain(EscapeText(tt.in), nil); back != tt.in {
-			t.Errorf("ToPlain(EscapeText(%q)) = %q", tt.in, back)
+		if back := slacktext.ToPlain(EscapeText(tt.in), nil); back != tt.in {
+			t.Errorf("slacktext.ToPlain(EscapeText(%q)) = %q", tt.in, back)
 		}
 	}
 }

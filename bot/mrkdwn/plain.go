@@ -6,41 +6,8 @@ import (
 	"github.com/logbook/logbook/session/slacktext"
 )
 
-// Kinds of ID a Names lookup is asked about (see slacktext).
-const (
-	KindUser      = slacktext.KindUser      // "U0000001", "W0000001"
-	KindChannel   = slacktext.KindChannel   // "C0000001"
-	KindUsergroup = slacktext.KindUsergroup // "S0000001"
-)
-
-// Names resolves a Slack ID of the given kind (KindUser, KindChannel,
-// KindUsergroup) to a display name without any "@" or "#" prefix; see
-// slacktext.Names.
-type Names = slacktext.Names
-
-func lookup(n Names, kind, id string) string {
-	if n == nil {
-		return ""
-	}
-	return n(kind, id)
-}
-
-// ToPlain decodes Slack-formatted message text into plain text for the
-// model, the transcript and search. It is slacktext.ToPlain, the one decoder
-// of Slack markup, which session's readers use too.
-func ToPlain(text string, names Names) string { return slacktext.ToPlain(text, names) }
-
-func firstNonEmpty(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
 // StripBotMention removes every mention of botUserID ("<@UB1>" or
-// "<@UB1|name>") from Slack-formatted text, before ToPlain. A leading mention
+// "<@UB1|name>") from Slack-formatted text, before slacktext.ToPlain. A leading mention
 // takes the ":" or "," and spaces after it with it ("<@UB1>: deploy" →
 // "deploy"); the result is trimmed of surrounding white space. It returns ""
 // when the text was only the mention: the caller must not send that to a
@@ -58,7 +25,7 @@ func StripBotMention(text, botUserID string) string {
 		}
 		b.WriteString(text[i : i+j])
 		i += j
-		tok, n := scanToken(text[i:])
+		tok, n := slacktext.Scan(text[i:])
 		if n == 0 || tok.Target != "@"+botUserID {
 			if n == 0 {
 				n = 1

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/logbook/logbook/session/slacktext"
 )
 
 // DefaultLimit is the part size, in runes, Split uses when asked for limit
@@ -275,7 +277,7 @@ func (ix *lineIndex) scanInline(off int, line string, code bool) {
 			n = entityLen(line[i:])
 		case '<':
 			if !code {
-				_, n = scanToken(line[i:])
+				_, n = slacktext.Scan(line[i:])
 			}
 		case '`':
 			if !code {
@@ -503,15 +505,43 @@ const (
 	numCuts
 )
 
-// cut returns the end offset of the part starting at s.
+// cut returns the end offset of the part starting at s: the best place the scan found, else
+// (nothing fits) one rune, or more until Join can undo the cut.
 func (ix *lineIndex) cut(s, limit int) int {
-	text := ix.text
 	prefix := len(ix.reopen(s))
-	type cand struct{ p, runes int }
-	var best [numCuts]cand
-	forced, inPair, inPairWord, inAtom, anyCut := cand{p: -1}, cand{p: -1}, cand{p: -1}, cand{p: -1}, cand{p: -1}
-	for i := range best {
-		best[i].p = -1
+	cs, whole := ix.cutCandidates(s, limit, prefix)
+	if whole {
+		return len(ix.text)
+	}
+	if p := cs.choose(s, (limit-prefix)/2); p > s {
+		return p
+	}
+	text := ix.text
+	_, w := utf8.DecodeRuneInString(text[s:])
+	e := s + w
+	for e < len(text) && isMarker(text[e-1]) && isMarker(text[e]) {
+		e++
+	}
+	return e
+}
+
+// cand is a place a part may end: its offset (-1: none) and the runes before it in the part.
+type cand struct{ p, runes int }
+
+// cutCandidates are the last places of each kind where a part starting at some offset may
+// end: by cut class (best), and the worse ones used only when no class fits.
+type cutCandidates struct {
+	best                                       [numCuts]cand
+	forced, inPair, inPairWord, inAtom, anyCut cand
+}
+
+// cutCandidates scans the part starting at s up to limit runes (after the prefix that reopens
+// its markup) for the places it may end; whole is true when the rest of the text fits.
+func (ix *lineIndex) cutCandidates(s, limit, prefix int) (cs cutCandidates, whole bool) {
+	text := ix.text
+	cs.forced, cs.inPair, cs.inPairWord, cs.inAtom, cs.anyCut = cand{p: -1}, cand{p: -1}, cand{p: -1}, cand{p: -1}, cand{p: -1}
+	for i := range cs.best {
+		cs.best[i].p = -1
 	}
 	runes := 0
 	k := ix.line(s)
@@ -524,7 +554,7 @@ func (ix *lineIndex) cut(s, limit int) int {
 			break
 		}
 		if p == len(text) {
-			return p
+			return cs, true
 		}
 		for k+1 < len(ix.starts) && ix.starts[k+1] <= p {
 			k++
@@ -554,9 +584,9 @@ func (ix *lineIndex) cut(s, limit int) int {
 		if !st.open && len(ix.pairs) > 0 {
 			if pm := ix.pairsAround(p); pm != "" {
 				if ix.pairCut(p) && prefix+runes+len(pm) <= limit && graphemeBoundary(r, next, text[:p-w]) {
-					inPair = cand{p, runes}
+					cs.inPair = cand{p, runes}
 					if r == ' ' || r == '\t' {
-						inPairWord = inPair
+						cs.inPairWord = cs.inPair
 					}
 				}
 				continue
@@ -570,14 +600,14 @@ func (ix *lineIndex) cut(s, limit int) int {
 		if c := text[p]; !atLineStart && (ix.fenceLike[k] || (c == '`' || c == ' ' || c == '\t') && startsFence(text[p:])) {
 			// Never inside a fence line, nor where the next part would start
 			// with a fence line the text does not have.
-			anyCut = cand{p, runes}
+			cs.anyCut = cand{p, runes}
 			continue
 		}
 		if a < len(ix.atoms) && ix.atoms[a].start < p {
-			inAtom = cand{p, runes}
+			cs.inAtom = cand{p, runes}
 			continue
 		}
-		forced = cand{p, runes}
+		cs.forced = cand{p, runes}
 		if !graphemeBoundary(r, next, text[:p-w]) {
 			continue
 		}
@@ -590,35 +620,35 @@ func (ix *lineIndex) cut(s, limit int) int {
 		case r == ' ' || r == '\t':
 			c = cutWord
 		}
-		best[c] = cand{p, runes}
+		cs.best[c] = cand{p, runes}
 	}
-	half := (limit - prefix) / 2
-	for _, c := range best {
+	return cs, false
+}
+
+// choose picks the end of the part starting at s: the best class that leaves the part at least
+// half full, else the farthest of any class, else the worse candidates in order; <= s: none.
+func (cs cutCandidates) choose(s, half int) int {
+	for _, c := range cs.best {
 		if c.p > s && c.runes >= half {
 			return c.p
 		}
 	}
 	far := cand{p: -1}
-	for _, c := range best {
+	for _, c := range cs.best {
 		if c.p > s && c.p > far.p {
 			far = c
 		}
 	}
-	if inPairWord.p > s && inPairWord.runes >= half {
-		inPair = inPairWord
+	inPair := cs.inPair
+	if cs.inPairWord.p > s && cs.inPairWord.runes >= half {
+		inPair = cs.inPairWord
 	}
-	for _, c := range []cand{far, inPair, forced, inAtom, anyCut} {
+	for _, c := range []cand{far, inPair, cs.forced, cs.inAtom, cs.anyCut} {
 		if c.p > s {
 			return c.p
 		}
 	}
-	// Nothing fits: take one rune, or more until Join can undo the cut.
-	_, w := utf8.DecodeRuneInString(text[s:])
-	e := s + w
-	for e < len(text) && isMarker(text[e-1]) && isMarker(text[e]) {
-		e++
-	}
-	return e
+	return -1
 }
 
 // graphemeBoundary reports whether a cut between r (with before being the

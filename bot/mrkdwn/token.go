@@ -1,13 +1,6 @@
 package mrkdwn
 
-import (
-	"strings"
-
-	"github.com/logbook/logbook/session/slacktext"
-)
-
-// scanToken reads a Slack control sequence at the start of s; see slacktext.Scan.
-func scanToken(s string) (slacktext.Token, int) { return slacktext.Scan(s) }
+import "strings"
 
 // scanBareURL reads a bare http(s) URL at s[i:], as GFM's autolink extension
 // would: it must start a word, runs to whitespace or one of "<>`[]", and

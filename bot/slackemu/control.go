@@ -37,82 +37,107 @@ const maxControlWait = 5 * time.Minute
 //	POST /_emu/clear_faults    {}
 //	POST /_emu/fire_retries    {}                                    → {"fired":n}
 func (s *Server) registerControl(mux *http.ServeMux) {
-	post := func(path string, in func() any, do func(v any) (any, error)) {
-		mux.HandleFunc("POST /_emu/"+path, func(w http.ResponseWriter, r *http.Request) {
-			v := in()
-			if v != nil {
-				if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 10<<20)).Decode(v); err != nil {
-					writeJSON(w, http.StatusBadRequest, fail("invalid JSON body: "+err.Error()))
-					return
-				}
-			}
-			out, err := do(v)
-			if err != nil {
-				writeJSON(w, controlStatus(err), fail(err.Error()))
+	c := controlMux{mux}
+	s.controlWorkspace(c)
+	s.controlSockets(c)
+	s.controlFaults(c)
+	s.controlReads(c)
+}
+
+// controlMux registers the control endpoints: JSON in (POST) or query parameters (GET), JSON
+// out, errors as {"ok": false, "error": ...} with controlStatus's status.
+type controlMux struct{ mux *http.ServeMux }
+
+// post registers POST /_emu/path: in returns what the body decodes into (nil: no body).
+func (c controlMux) post(path string, in func() any, do func(v any) (any, error)) {
+	c.mux.HandleFunc("POST /_emu/"+path, func(w http.ResponseWriter, r *http.Request) {
+		v := in()
+		if v != nil {
+			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 10<<20)).Decode(v); err != nil {
+				writeJSON(w, http.StatusBadRequest, fail("invalid JSON body: "+err.Error()))
 				return
 			}
-			writeJSON(w, http.StatusOK, out)
-		})
+		}
+		c.reply(w)(do(v))
+	})
+}
+
+// get registers GET /_emu/path.
+func (c controlMux) get(path string, do func(r *http.Request) (any, error)) {
+	c.mux.HandleFunc("GET /_emu/"+path, func(w http.ResponseWriter, r *http.Request) { c.reply(w)(do(r)) })
+}
+
+func (controlMux) reply(w http.ResponseWriter) func(out any, err error) {
+	return func(out any, err error) {
+		if err != nil {
+			writeJSON(w, controlStatus(err), fail(err.Error()))
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
 	}
-	get := func(path string, do func(r *http.Request) (any, error)) {
-		mux.HandleFunc("GET /_emu/"+path, func(w http.ResponseWriter, r *http.Request) {
-			out, err := do(r)
-			if err != nil {
-				writeJSON(w, controlStatus(err), fail(err.Error()))
-				return
-			}
-			writeJSON(w, http.StatusOK, out)
-		})
-	}
+}
+
+// controlOK is the answer of a control call that returns nothing else.
+var controlOK = map[string]any{"ok": true}
+
+// controlWorkspace: what people do in the workspace (post, edit, delete, join, a slash command).
+func (s *Server) controlWorkspace(c controlMux) {
 	type msgRef struct {
 		Channel string `json:"channel"`
 		TS      string `json:"ts"`
 		Text    string `json:"text"`
 		User    string `json:"user"`
 	}
+	c.post("post", func() any { return &Post{} }, func(v any) (any, error) { return s.Post(*v.(*Post)) })
+	c.post("edit", func() any { return &msgRef{} }, func(v any) (any, error) {
+		m := v.(*msgRef)
+		return s.Edit(m.Channel, m.TS, m.Text)
+	})
+	c.post("delete", func() any { return &msgRef{} }, func(v any) (any, error) {
+		m := v.(*msgRef)
+		return s.Delete(m.Channel, m.TS)
+	})
+	c.post("join", func() any { return &msgRef{} }, func(v any) (any, error) {
+		m := v.(*msgRef)
+		return s.Join(m.Channel, m.User)
+	})
+	c.post("slash", func() any { return &SlashCommand{} }, func(v any) (any, error) { return s.SlashCommand(*v.(*SlashCommand)) })
+}
+
+// controlSockets: what happens to the Socket Mode connections.
+func (s *Server) controlSockets(c controlMux) {
 	type connRef struct {
 		ConnID int    `json:"conn_id"`
 		Reason string `json:"reason"`
 		Frame  string `json:"frame"`
 	}
-	ok := map[string]any{"ok": true}
-
-	post("post", func() any { return &Post{} }, func(v any) (any, error) { return s.Post(*v.(*Post)) })
-	post("edit", func() any { return &msgRef{} }, func(v any) (any, error) {
-		m := v.(*msgRef)
-		return s.Edit(m.Channel, m.TS, m.Text)
-	})
-	post("delete", func() any { return &msgRef{} }, func(v any) (any, error) {
-		m := v.(*msgRef)
-		return s.Delete(m.Channel, m.TS)
-	})
-	post("join", func() any { return &msgRef{} }, func(v any) (any, error) {
-		m := v.(*msgRef)
-		return s.Join(m.Channel, m.User)
-	})
-	post("slash", func() any { return &SlashCommand{} }, func(v any) (any, error) { return s.SlashCommand(*v.(*SlashCommand)) })
-	post("disconnect", func() any { return &connRef{} }, func(v any) (any, error) {
-		c := v.(*connRef)
-		if c.ConnID == 0 {
-			n, err := s.DisconnectAll(c.Reason)
+	c.post("disconnect", func() any { return &connRef{} }, func(v any) (any, error) {
+		r := v.(*connRef)
+		if r.ConnID == 0 {
+			n, err := s.DisconnectAll(r.Reason)
 			return map[string]any{"ok": true, "sockets": n}, err
 		}
-		return ok, s.Disconnect(c.ConnID, c.Reason)
+		return controlOK, s.Disconnect(r.ConnID, r.Reason)
 	})
-	post("drop_connection", func() any { return &connRef{} }, func(v any) (any, error) {
-		return ok, s.DropConnection(v.(*connRef).ConnID)
+	c.post("drop_connection", func() any { return &connRef{} }, func(v any) (any, error) {
+		return controlOK, s.DropConnection(v.(*connRef).ConnID)
 	})
-	post("raw", func() any { return &connRef{} }, func(v any) (any, error) {
-		c := v.(*connRef)
-		return ok, s.SendRaw(c.ConnID, []byte(c.Frame))
+	c.post("raw", func() any { return &connRef{} }, func(v any) (any, error) {
+		r := v.(*connRef)
+		return controlOK, s.SendRaw(r.ConnID, []byte(r.Frame))
 	})
-	post("method_fault", func() any { return &MethodFault{} }, func(v any) (any, error) {
+}
+
+// controlFaults: Web API faults, delivery faults, rate limits and download faults, and their
+// clearing.
+func (s *Server) controlFaults(c controlMux) {
+	c.post("method_fault", func() any { return &MethodFault{} }, func(v any) (any, error) {
 		f := v.(*MethodFault)
 		if f.Method == "" || (f.Error == "" && f.Status == 0 && !f.Drop) {
 			return nil, errBadRequest("method and error, status or drop are required")
 		}
 		s.InjectMethodFault(*f)
-		return ok, nil
+		return controlOK, nil
 	})
 	type deliveryFaultJSON struct {
 		Kind      FaultKind `json:"kind"`
@@ -120,7 +145,7 @@ func (s *Server) registerControl(mux *http.ServeMux) {
 		EventType string    `json:"event_type"`
 		Times     int       `json:"times"`
 	}
-	post("delivery_fault", func() any { return &deliveryFaultJSON{} }, func(v any) (any, error) {
+	c.post("delivery_fault", func() any { return &deliveryFaultJSON{} }, func(v any) (any, error) {
 		f := v.(*deliveryFaultJSON)
 		switch f.Kind {
 		case FaultDrop, FaultDelay, FaultDuplicate:
@@ -128,7 +153,7 @@ func (s *Server) registerControl(mux *http.ServeMux) {
 			return nil, errBadRequest("kind must be drop, delay or duplicate")
 		}
 		s.InjectDeliveryFault(DeliveryFault{Kind: f.Kind, Delay: time.Duration(f.DelayMS) * time.Millisecond, EventType: f.EventType, Times: f.Times})
-		return ok, nil
+		return controlOK, nil
 	})
 	type rateLimitJSON struct {
 		Method     string `json:"method"`
@@ -136,40 +161,44 @@ func (s *Server) registerControl(mux *http.ServeMux) {
 		EveryMS    int    `json:"every_ms"`
 		PerChannel bool   `json:"per_channel"`
 	}
-	post("rate_limit", func() any { return &rateLimitJSON{} }, func(v any) (any, error) {
+	c.post("rate_limit", func() any { return &rateLimitJSON{} }, func(v any) (any, error) {
 		l := v.(*rateLimitJSON)
 		if l.Method == "" {
 			return nil, errBadRequest("method is required")
 		}
 		s.SetRateLimit(l.Method, RateLimit{Burst: l.Burst, Every: time.Duration(l.EveryMS) * time.Millisecond, PerChannel: l.PerChannel})
-		return ok, nil
+		return controlOK, nil
 	})
 	type fileRef struct {
 		FileID string `json:"file_id"`
 		Status int    `json:"status"`
 		Times  int    `json:"times"`
 	}
-	post("download_fault", func() any { return &fileRef{} }, func(v any) (any, error) {
+	c.post("download_fault", func() any { return &fileRef{} }, func(v any) (any, error) {
 		f := v.(*fileRef)
 		s.InjectDownloadFault(f.FileID, f.Status, f.Times)
-		return ok, nil
+		return controlOK, nil
 	})
-	post("delete_file", func() any { return &fileRef{} }, func(v any) (any, error) {
-		return ok, s.DeleteFile(v.(*fileRef).FileID)
+	c.post("delete_file", func() any { return &fileRef{} }, func(v any) (any, error) {
+		return controlOK, s.DeleteFile(v.(*fileRef).FileID)
 	})
-	post("clear_faults", func() any { return nil }, func(any) (any, error) {
+	c.post("clear_faults", func() any { return nil }, func(any) (any, error) {
 		s.ClearFaults()
-		return ok, nil
+		return controlOK, nil
 	})
-	post("fire_retries", func() any { return nil }, func(any) (any, error) {
+	c.post("fire_retries", func() any { return nil }, func(any) (any, error) {
 		return map[string]any{"ok": true, "fired": s.FireRetries()}, nil
 	})
+}
 
-	get("thread", func(r *http.Request) (any, error) {
+// controlReads: what the emulator saw and holds (threads, acks, deliveries, connections,
+// ephemeral messages, files, Web API calls).
+func (s *Server) controlReads(c controlMux) {
+	c.get("thread", func(r *http.Request) (any, error) {
 		msgs, err := s.Thread(r.URL.Query().Get("channel"), r.URL.Query().Get("ts"))
 		return map[string]any{"ok": true, "messages": msgs}, err
 	})
-	get("wait_replies", func(r *http.Request) (any, error) {
+	c.get("wait_replies", func(r *http.Request) (any, error) {
 		q := r.URL.Query()
 		n, _ := strconv.Atoi(q.Get("n"))
 		ms, _ := strconv.Atoi(q.Get("timeout_ms"))
@@ -182,17 +211,17 @@ func (s *Server) registerControl(mux *http.ServeMux) {
 		msgs, err := s.WaitForReplies(ctx, q.Get("channel"), q.Get("ts"), max(n, 1))
 		return map[string]any{"ok": true, "messages": msgs}, err
 	})
-	get("acks", func(*http.Request) (any, error) { return map[string]any{"ok": true, "acks": s.Acks()}, nil })
-	get("deliveries", func(*http.Request) (any, error) {
+	c.get("acks", func(*http.Request) (any, error) { return map[string]any{"ok": true, "acks": s.Acks()}, nil })
+	c.get("deliveries", func(*http.Request) (any, error) {
 		return map[string]any{"ok": true, "deliveries": s.Deliveries()}, nil
 	})
-	get("connections", func(*http.Request) (any, error) {
+	c.get("connections", func(*http.Request) (any, error) {
 		return map[string]any{"ok": true, "connections": s.Connections(), "opened": s.ConnectionsOpened()}, nil
 	})
-	get("ephemerals", func(*http.Request) (any, error) {
+	c.get("ephemerals", func(*http.Request) (any, error) {
 		return map[string]any{"ok": true, "ephemerals": s.Ephemerals()}, nil
 	})
-	get("file", func(r *http.Request) (any, error) {
+	c.get("file", func(r *http.Request) (any, error) {
 		id := r.URL.Query().Get("id")
 		f, found := s.UploadedFile(id)
 		if !found {
@@ -203,7 +232,7 @@ func (s *Server) registerControl(mux *http.ServeMux) {
 			"downloads": s.Downloads(id), "download_attempts": s.DownloadAttempts(id),
 		}, nil
 	})
-	get("calls", func(r *http.Request) (any, error) {
+	c.get("calls", func(r *http.Request) (any, error) {
 		m := r.URL.Query().Get("method")
 		return map[string]any{"ok": true, "count": s.Calls(m), "requests": s.Requests(m)}, nil
 	})

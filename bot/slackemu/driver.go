@@ -124,11 +124,10 @@ func (s *Server) userChannelLocked(channel, user string) (*channelState, *User, 
 func (s *Server) Edit(channel, ts, text string) (Posted, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch := s.channels[channel]
-	if ch == nil || ch.byTS[ts] == nil || ch.byTS[ts].Subtype == "tombstone" {
-		return Posted{}, fmt.Errorf("edit %s in %s: %w", ts, channel, ErrNotFound)
+	ch, m, err := s.liveMessageLocked("edit", channel, ts)
+	if err != nil {
+		return Posted{}, err
 	}
-	m := ch.byTS[ts]
 	prev := m.clone()
 	m.Text = text
 	editTS := s.nextTS()
@@ -143,11 +142,10 @@ func (s *Server) Edit(channel, ts, text string) (Posted, error) {
 func (s *Server) Delete(channel, ts string) (Posted, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch := s.channels[channel]
-	if ch == nil || ch.byTS[ts] == nil || ch.byTS[ts].Subtype == "tombstone" {
-		return Posted{}, fmt.Errorf("delete %s in %s: %w", ts, channel, ErrNotFound)
+	ch, m, err := s.liveMessageLocked("delete", channel, ts)
+	if err != nil {
+		return Posted{}, err
 	}
-	m := ch.byTS[ts]
 	prev := m.clone()
 	s.removeLocked(ch, m)
 	ids := s.publishDeletedLocked(ch, prev, s.nextTS())
@@ -551,4 +549,14 @@ func (s *Server) StopAgentSession(channel, threadTS, user string) (Posted, error
 	}
 	s.notifyLocked()
 	return Posted{Channel: ch.ID, TS: ts, EventIDs: ids}, nil
+}
+
+// liveMessageLocked is message ts of channel, unless it is gone (deleted, or a tombstone);
+// s.mu is held.
+func (s *Server) liveMessageLocked(op, channel, ts string) (*channelState, *Message, error) {
+	ch := s.channels[channel]
+	if ch == nil || ch.byTS[ts] == nil || ch.byTS[ts].Subtype == "tombstone" {
+		return nil, nil, fmt.Errorf("%s %s in %s: %w", op, ts, channel, ErrNotFound)
+	}
+	return ch, ch.byTS[ts], nil
 }

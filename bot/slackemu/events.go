@@ -51,16 +51,7 @@ func (s *Server) appMentionEvent(ch *channelState, m *Message) map[string]any {
 	} else {
 		ev["client_msg_id"] = s.clientMsgID()
 	}
-	if len(m.Blocks) > 0 {
-		ev["blocks"] = m.Blocks
-	}
-	if len(m.Files) > 0 {
-		ev["files"] = s.renderFiles(m)
-		ev["upload"] = m.BotID == "" || m.BotID != s.opts.BotID
-	}
-	if m.Edited != nil {
-		ev["edited"] = map[string]any{"user": m.Edited.User, "ts": m.Edited.TS}
-	}
+	s.addContent(ev, m)
 	return ev
 }
 
@@ -151,4 +142,20 @@ func (s *Server) publishLocked(eventType string, inner map[string]any) string {
 	s.byEvent[id] = d
 	s.attemptLocked(d)
 	return id
+}
+
+// addContent sets what a message carries besides its text, as both its event and the Web API
+// show it: blocks, files, and the edit.
+func (s *Server) addContent(out map[string]any, m *Message) {
+	if len(m.Blocks) > 0 {
+		out["blocks"] = m.Blocks
+	}
+	if len(m.Files) > 0 {
+		out["files"] = s.renderFiles(m)
+		// A person's upload carries upload true; the app's own (files.completeUploadExternal) false.
+		out["upload"] = m.BotID == "" || m.BotID != s.opts.BotID
+	}
+	if m.Edited != nil {
+		out["edited"] = map[string]any{"user": m.Edited.User, "ts": m.Edited.TS}
+	}
 }

@@ -19,16 +19,11 @@ type MessageShortcut struct {
 // when it is in a thread), a trigger_id and a response_url (answered like a slash command's:
 // see Ephemerals). Interactive envelopes are not retried.
 func (s *Server) SendMessageShortcut(m MessageShortcut) (SlashResult, error) {
-	m.User = cmpOr(m.User, "U0000001")
-	m.Channel = cmpOr(m.Channel, "C0000001")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return SlashResult{}, ErrClosed
-	}
-	u, ch := s.users[m.User], s.channels[m.Channel]
-	if u == nil || ch == nil {
-		return SlashResult{}, fmt.Errorf("message shortcut by %s in %s: %w", m.User, m.Channel, ErrNotFound)
+	u, ch, err := s.interactorLocked("message shortcut", &m.User, &m.Channel)
+	if err != nil {
+		return SlashResult{}, err
 	}
 	msg := ch.byTS[m.TS]
 	if msg == nil {
@@ -75,16 +70,11 @@ type Click struct {
 // show a button with that action_id now: a card whose buttons were removed cannot be clicked
 // (ErrNotFound). Interactive envelopes are not retried.
 func (s *Server) ClickButton(c Click) (SlashResult, error) {
-	c.User = cmpOr(c.User, "U0000001")
-	c.Channel = cmpOr(c.Channel, "C0000001")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return SlashResult{}, ErrClosed
-	}
-	u, ch := s.users[c.User], s.channels[c.Channel]
-	if u == nil || ch == nil {
-		return SlashResult{}, fmt.Errorf("click by %s in %s: %w", c.User, c.Channel, ErrNotFound)
+	u, ch, err := s.interactorLocked("click", &c.User, &c.Channel)
+	if err != nil {
+		return SlashResult{}, err
 	}
 	msg := ch.byTS[c.TS]
 	if msg == nil || msg.Subtype == "tombstone" {

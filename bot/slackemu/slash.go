@@ -70,16 +70,11 @@ type commandResponse struct {
 // no socket is open, the command fails (the user would see an error). The error
 // is ErrNoConnection in the latter case.
 func (s *Server) SlashCommand(c SlashCommand) (SlashResult, error) {
-	c.User = cmpOr(c.User, "U0000001")
-	c.Channel = cmpOr(c.Channel, "C0000001")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return SlashResult{}, ErrClosed
-	}
-	u, ch := s.users[c.User], s.channels[c.Channel]
-	if u == nil || ch == nil {
-		return SlashResult{}, fmt.Errorf("slash command by %s in %s: %w", c.User, c.Channel, ErrNotFound)
+	u, ch, err := s.interactorLocked("slash command", &c.User, &c.Channel)
+	if err != nil {
+		return SlashResult{}, err
 	}
 	res := s.newResponseLocked("Sc", ch.ID, u.ID)
 	id := res.ID
@@ -182,4 +177,18 @@ func (s *Server) handleResponseURL(w http.ResponseWriter, r *http.Request) {
 	ru.uses++
 	s.commandResponseLocked(ru.channel, ru.user, body, "response_url")
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+}
+
+// interactorLocked is the person and the channel of an interactive action (what: "click",
+// "slash command", ...), *user defaulting to U0000001 and *channel to C0000001; s.mu is held.
+func (s *Server) interactorLocked(what string, user, channel *string) (*User, *channelState, error) {
+	*user, *channel = cmpOr(*user, "U0000001"), cmpOr(*channel, "C0000001")
+	if s.closed {
+		return nil, nil, ErrClosed
+	}
+	u, ch := s.users[*user], s.channels[*channel]
+	if u == nil || ch == nil {
+		return nil, nil, fmt.Errorf("%s by %s in %s: %w", what, *user, *channel, ErrNotFound)
+	}
+	return u, ch, nil
 }

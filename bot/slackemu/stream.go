@@ -340,12 +340,9 @@ func (s *Server) expireStreamsLocked(now time.Time) {
 // streamTargetLocked resolves channel/ts for appendStream and stopStream: the bot's
 // message that was streamed. It answers the Slack error otherwise.
 func (s *Server) streamTargetLocked(p url.Values) (*channelState, *streamState, map[string]any) {
-	ch, code := s.botChannel(p.Get("channel"), true)
+	ch, code := s.writableChannel(p.Get("channel"))
 	if code != "" {
 		return nil, nil, fail(code)
-	}
-	if ch.Archived {
-		return nil, nil, fail("is_archived")
 	}
 	m := ch.byTS[p.Get("ts")]
 	if m == nil || m.Subtype == "tombstone" {
@@ -363,12 +360,9 @@ func (s *Server) streamTargetLocked(p url.Values) (*channelState, *streamState, 
 }
 
 func (s *Server) chatStartStream(_ *http.Request, p url.Values) map[string]any {
-	ch, code := s.botChannel(p.Get("channel"), true)
+	ch, code := s.writableChannel(p.Get("channel"))
 	if code != "" {
 		return fail(code)
-	}
-	if ch.Archived {
-		return fail("is_archived")
 	}
 	var parent *Message
 	if ts := p.Get("thread_ts"); ts != "" {

@@ -260,6 +260,16 @@ func (s *Server) botChannel(id string, member bool) (*channelState, string) {
 	return ch, ""
 }
 
+// writableChannel is botChannel(id, true) for a method that writes to the channel: an
+// archived one answers is_archived.
+func (s *Server) writableChannel(id string) (*channelState, string) {
+	ch, code := s.botChannel(id, true)
+	if code == "" && ch.Archived {
+		return nil, "is_archived"
+	}
+	return ch, code
+}
+
 // validateBlocks checks raw as chat.postMessage's blocks parameter.
 func validateBlocks(raw string) (json.RawMessage, map[string]any) {
 	if raw == "" {
@@ -328,12 +338,9 @@ func truncateRunes(s string, n int) (string, bool) {
 }
 
 func (s *Server) chatPostMessage(_ *http.Request, p url.Values) map[string]any {
-	ch, code := s.botChannel(p.Get("channel"), true)
+	ch, code := s.writableChannel(p.Get("channel"))
 	if code != "" {
 		return fail(code)
-	}
-	if ch.Archived {
-		return fail("is_archived")
 	}
 	text, markdown := p.Get("text"), p.Get("markdown_text")
 	if markdown != "" && (text != "" || p.Get("blocks") != "") {
@@ -378,23 +385,13 @@ func (s *Server) chatPostMessage(_ *http.Request, p url.Values) map[string]any {
 }
 
 func (s *Server) chatUpdate(_ *http.Request, p url.Values) map[string]any {
-	ch, code := s.botChannel(p.Get("channel"), true)
+	ch, code := s.writableChannel(p.Get("channel"))
 	if code != "" {
 		return fail(code)
 	}
-	if ch.Archived {
-		return fail("is_archived")
-	}
-	m := ch.byTS[p.Get("ts")]
-	if m == nil || m.Subtype == "tombstone" {
-		return fail("message_not_found")
-	}
-	if m.User != s.opts.BotUserID {
-		return fail("cant_update_message")
-	}
-	s.expireStreamsLocked(time.Now())
-	if m.Streaming {
-		return fail("streaming_state_conflict")
+	m, refused := s.ownMessageLocked(ch, p.Get("ts"), "cant_update_message", "streaming_state_conflict")
+	if refused != nil {
+		return refused
 	}
 	text, hasBlocks := p.Get("text"), p.Has("blocks")
 	if text == "" && !hasBlocks && p.Get("markdown_text") == "" {
@@ -426,21 +423,32 @@ func (s *Server) chatUpdate(_ *http.Request, p url.Values) map[string]any {
 	return map[string]any{"ok": true, "channel": ch.ID, "ts": m.TS, "text": m.Text, "message": s.renderMessage(m, true)}
 }
 
+// ownMessageLocked is the bot's own message ts of ch for chat.update or chat.delete, else
+// Slack's answer: message_not_found, notOwn for another's message, streaming for one that is
+// still being streamed (each method has its own codes).
+func (s *Server) ownMessageLocked(ch *channelState, ts, notOwn, streaming string) (*Message, map[string]any) {
+	m := ch.byTS[ts]
+	if m == nil || m.Subtype == "tombstone" {
+		return nil, fail("message_not_found")
+	}
+	if m.User != s.opts.BotUserID {
+		return nil, fail(notOwn)
+	}
+	s.expireStreamsLocked(time.Now())
+	if m.Streaming {
+		return nil, fail(streaming)
+	}
+	return m, nil
+}
+
 func (s *Server) chatDelete(_ *http.Request, p url.Values) map[string]any {
 	ch, code := s.botChannel(p.Get("channel"), true)
 	if code != "" {
 		return fail(code)
 	}
-	m := ch.byTS[p.Get("ts")]
-	if m == nil || m.Subtype == "tombstone" {
-		return fail("message_not_found")
-	}
-	if m.User != s.opts.BotUserID {
-		return fail("cant_delete_message")
-	}
-	s.expireStreamsLocked(time.Now())
-	if m.Streaming {
-		return fail("cant_delete_message")
+	m, refused := s.ownMessageLocked(ch, p.Get("ts"), "cant_delete_message", "cant_delete_message")
+	if refused != nil {
+		return refused
 	}
 	prev := m.clone()
 	s.removeLocked(ch, m)
@@ -469,12 +477,9 @@ func (s *Server) chatGetPermalink(_ *http.Request, p url.Values) map[string]any 
 }
 
 func (s *Server) chatPostEphemeral(_ *http.Request, p url.Values) map[string]any {
-	ch, code := s.botChannel(p.Get("channel"), true)
+	ch, code := s.writableChannel(p.Get("channel"))
 	if code != "" {
 		return fail(code)
-	}
-	if ch.Archived {
-		return fail("is_archived")
 	}
 	user := p.Get("user")
 	if s.users[user] == nil {

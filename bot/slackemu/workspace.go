@@ -215,17 +215,9 @@ func (s *Server) renderMessage(m *Message, withMetadata bool) map[string]any {
 	if m.BotID == s.opts.BotID && m.BotID != "" {
 		out["bot_profile"] = s.botProfile()
 	}
-	if len(m.Blocks) > 0 {
-		out["blocks"] = m.Blocks
-	}
+	s.addContent(out, m)
 	if len(m.Files) > 0 {
-		out["files"] = s.renderFiles(m)
-		// A person's upload carries upload true; the app's own (files.completeUploadExternal) false.
-		out["upload"] = m.BotID == "" || m.BotID != s.opts.BotID
 		out["display_as_bot"] = false
-	}
-	if m.Edited != nil {
-		out["edited"] = map[string]any{"user": m.Edited.User, "ts": m.Edited.TS}
 	}
 	if withMetadata && len(m.Metadata) > 0 {
 		out["metadata"] = m.Metadata

@@ -20,6 +20,8 @@ import (
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
+	"github.com/logbook/logbook/session/slacktext"
 	"github.com/logbook/logbook/session/thread"
 	"github.com/logbook/logbook/session/transcript"
 )
@@ -171,7 +173,7 @@ func (c *chat) handle(ctx context.Context, in input) bool {
 	line := in.text
 	if in.note != "" {
 		if c.echo {
-			c.printf("%s\n", cutRunes(line, 60))
+			c.printf("%s\n", clip.Text(line, 60))
 		}
 		c.printf("%s\n", in.note)
 		return false
@@ -187,7 +189,7 @@ func (c *chat) handle(ctx context.Context, in input) bool {
 		name, arg, _ := strings.Cut(line, " ")
 		run, ok := c.commands()[name]
 		if !ok {
-			c.printf("unknown command %s; /help lists them\n", cutRunes(name, 40))
+			c.printf("unknown command %s; /help lists them\n", clip.Text(name, 40))
 			break
 		}
 		run(ctx, strings.TrimSpace(arg))
@@ -241,7 +243,7 @@ func (c *chat) switchTo(arg string) {
 	case err != nil:
 		c.printf("usage: /switch N (a number from /threads)\n")
 	case len(c.listed) == 0:
-		c.printf("(there is no thread %s: /threads lists the threads and numbers them)\n", cutRunes(arg, 20))
+		c.printf("(there is no thread %s: /threads lists the threads and numbers them)\n", clip.Text(arg, 20))
 	case n < 1 || n > len(c.listed):
 		c.printf("(there is no thread %d: /threads listed %d, numbered 1 to %d)\n", n, len(c.listed), len(c.listed))
 	default:
@@ -329,7 +331,7 @@ func (c *chat) decide(ctx context.Context, action string) {
 		return
 	}
 	for _, m := range notes {
-		c.printf("logbook (only you can see this)> %s\n", mrkdwn.ToPlain(m.Text, nil))
+		c.printf("logbook (only you can see this)> %s\n", slacktext.ToPlain(m.Text, nil))
 	}
 	if decided != nil {
 		lines := cardLines(*decided)
@@ -476,9 +478,9 @@ func (c *chat) printReply(thread string, m slackemu.Message) bool {
 			}
 			c.open = nil
 		case lp.head: // the message was made to show the reply alone
-			c.printf("%s (the reply)> %s\n", lp.who, mrkdwn.ToPlain(final, nil))
+			c.printf("%s (the reply)> %s\n", lp.who, slacktext.ToPlain(final, nil))
 		default:
-			c.printf("%s> %s\n", lp.who, mrkdwn.ToPlain(final, nil))
+			c.printf("%s> %s\n", lp.who, slacktext.ToPlain(final, nil))
 		}
 		c.printFiles(m)
 		c.printFooter(m)
@@ -492,7 +494,7 @@ func (c *chat) printReply(thread string, m slackemu.Message) bool {
 	if thread != c.thread {
 		who = "logbook (thread " + thread + ")"
 	}
-	if text := strings.TrimSpace(mrkdwn.ToPlain(m.Text, nil)); text != "" || len(m.Files) == 0 {
+	if text := strings.TrimSpace(slacktext.ToPlain(m.Text, nil)); text != "" || len(m.Files) == 0 {
 		c.printf("%s> %s\n", who, text)
 	} else {
 		c.printf("%s> (a file)\n", who)
@@ -526,7 +528,7 @@ func (c *chat) printFiles(m slackemu.Message) {
 // will run indented under them, Slack's markup decoded.
 func cardLines(m slackemu.Message) []string {
 	text, _ := mrkdwn.BlocksText(m.Blocks, nil)
-	text = strings.ReplaceAll(mrkdwn.ToPlain(text, nil), "\u200b", "")
+	text = strings.ReplaceAll(slacktext.ToPlain(text, nil), "\u200b", "")
 	var out []string
 	for i, part := range strings.Split(text, "```") {
 		for _, l := range strings.Split(strings.Trim(part, "\n"), "\n") {
@@ -671,7 +673,7 @@ func (c *chat) slash(ctx context.Context, text string) {
 		return
 	}
 	for _, m := range got[before:] {
-		c.printf("logbook (only you can see this)> %s\n", mrkdwn.ToPlain(m.Text, nil))
+		c.printf("logbook (only you can see this)> %s\n", slacktext.ToPlain(m.Text, nil))
 	}
 }
 
@@ -696,15 +698,6 @@ func (c *chat) signInLink() string {
 		return ""
 	}
 	return link
-}
-
-// cutRunes shortens s to n characters, marking the cut with an ellipsis.
-func cutRunes(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }
 
 // printLive prints what is new in a bot message that is still streaming: its text as it grows
@@ -819,7 +812,7 @@ func (c *chat) printFooter(m slackemu.Message) {
 			continue
 		}
 		for _, e := range b.Elements {
-			for _, line := range strings.Split(mrkdwn.ToPlain(e.Text, nil), "\n") {
+			for _, line := range strings.Split(slacktext.ToPlain(e.Text, nil), "\n") {
 				if line = strings.TrimSpace(line); line != "" {
 					c.printf("  · %s\n", line)
 				}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -382,10 +383,13 @@ type running struct {
 	http   string // the HTTP address, "" when off
 }
 
-// serve runs the bot until ctx ends. ready, when set, is called once everything is up.
+// serve runs the bot until ctx ends. ready, when set, is called once everything is up. Its
+// phases: check the model and Slack, open the databases, build the bot's parts, listen for
+// HTTP, then run the bot beside the search indexer, the audit scheduler and the HTTP server
+// under one errgroup (on SIGTERM every part stops at once; the runner drains its turns for
+// LOGBOOK_DRAIN_TIMEOUT before the bot returns).
 func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(running)) error {
 	log.Info().Str("model", cfg.Model).Str("slack_api", cfg.APIURL).Msg("starting logbook serve")
-
 	// The model provider first: a configured provider that fails is an error, never a
 	// silent fall back to offline.
 	provider, err := brain.NewProvider(cfg.Model, cfg.providers())
@@ -395,7 +399,6 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if cfg.Model == "offline" {
 		log.Warn().Msg("model: offline — deterministic replies, NOT a language model")
 	}
-
 	// slack-go's default client has no timeout: a hung Web API call would hold an ack.
 	api := slack.New(cfg.BotToken.Reveal(), slack.OptionAPIURL(cfg.APIURL), slack.OptionAppLevelToken(cfg.AppToken.Reveal()),
 		slack.OptionHTTPClient(&http.Client{Timeout: 30 * time.Second}))
@@ -406,9 +409,73 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	log = log.With().Str("team", me.TeamID).Logger()
 	log.Info().Str("bot_user", me.UserID).Str("bot_id", me.BotID).Msg("slack tokens checked (auth.test, apps.connections.open)")
 
+	w := &wiring{cfg: cfg, log: log, api: api, me: me}
+	defer w.close()
+	if err := w.openDatabases(ctx); err != nil {
+		return err
+	}
+	if err := w.buildBot(ctx, provider); err != nil {
+		return err
+	}
+	if cfg.Audit != nil {
+		sched, closeAll, err := cfg.Audit(ctx, log.With().Str("part", "audit").Logger())
+		if err != nil {
+			return err
+		}
+		w.closers = append(w.closers, closeAll)
+		log.Info().Msg("audit: scheduled exports on (LOGBOOK_AUDIT_SCHEDULE)")
+		w.parts = append(w.parts, bot.Part{Name: "audit", Run: sched.Run})
+	}
+	// Listen and build the pages before anything starts, so a failure here leaves nothing
+	// running.
+	addr, err := w.listenHTTP()
+	if err != nil {
+		return err
+	}
+	svc, err := bot.NewService(w.serviceConfig(), w.deps)
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		ready(running{store: w.deps.Store, runner: svc.Runner(), search: w.search, index: w.indexer, me: me, http: addr})
+	}
+	err = bot.RunParts(ctx, append([]bot.Part{{Name: "bot", Run: svc.Run}}, w.parts...)...)
+	log.Info().Msg("logbook serve stopped")
+	return err
+}
+
+// wiring is what serve builds before anything runs: the bot's Deps, the parts that run beside
+// it, and what to close once they have all returned.
+type wiring struct {
+	cfg     serveConfig
+	log     zerolog.Logger
+	api     *slack.Client
+	me      bot.Identity
+	pool    *pgxpool.Pool
+	deps    bot.Deps
+	reg     *prometheus.Registry
+	dir     *bot.Directory
+	search  *search.Searcher
+	indexer *search.Indexer
+	repos   *bot.ChannelRepos
+	parts   []bot.Part
+	closers []func() // closed last first
+}
+
+// close closes what the phases opened, the last first.
+func (w *wiring) close() {
+	for i := len(w.closers) - 1; i >= 0; i-- {
+		w.closers[i]()
+	}
+}
+
+// openDatabases opens the cells' pool and the gateway's own (so an ack never queues behind the
+// cells' work), and checks that the schema is migrated.
+func (w *wiring) openDatabases(ctx context.Context) error {
+	cfg := w.cfg
 	pooled := cfg.DBPooler == poolerPgBouncer
 	if pooled {
-		log.Info().Msg("database: DATABASE_URL is a transaction-pooling PgBouncer (LOGBOOK_DB_POOLER); " +
+		w.log.Info().Msg("database: DATABASE_URL is a transaction-pooling PgBouncer (LOGBOOK_DB_POOLER); " +
 			"LISTEN and the liveness claim use LOGBOOK_DIRECT_DATABASE_URL")
 	}
 	pool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 8, Pooled: pooled})
@@ -418,19 +485,24 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	store := session.NewStore(pool, session.Options{})
-	if err := checkMigrated(ctx, store); err != nil {
+	w.closers = append(w.closers, pool.Close)
+	w.pool, w.deps.Store = pool, session.NewStore(pool, session.Options{})
+	if err := checkMigrated(ctx, w.deps.Store); err != nil {
 		return err
 	}
-	// The gateway has a pool of its own, so an ack never queues behind the cells' work.
 	gwPool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 4, Pooled: pooled})
 	if err != nil {
 		return err
 	}
-	defer gwPool.Close()
-	gwStore := session.NewStore(gwPool, session.Options{})
+	w.closers = append(w.closers, gwPool.Close)
+	w.deps.GatewayStore = session.NewStore(gwPool, session.Options{})
+	return nil
+}
 
+// buildBot builds the bot's Deps, once, and the parts that run beside it: the search indexer
+// and the repositories' mirrors.
+func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
+	cfg, log, store := w.cfg, w.log, w.deps.Store
 	provs, mirrors, err := sandboxProvider(cfg, log)
 	if err != nil {
 		return err
@@ -439,111 +511,88 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if err != nil {
 		return err
 	}
-	defer fileStore.Close()
-	fetcher := files.NewFetcher(api, files.FetchConfig{Max: cfg.FileMax})
-
+	w.closers = append(w.closers, func() { fileStore.Close() })
 	b, err := brain.New(brain.Config{Provider: provider, Logger: log.With().Str("part", "brain").Logger(), DeferTitle: true,
 		MaxTokens: int64(cfg.MaxOutputTokens), MaxContinuations: cfg.MaxContinuations, RepeatLimit: cfg.RepeatLimit,
 		ContextBudget: cfg.ContextBudget})
 	if err != nil {
 		return err
 	}
-	searcher := search.NewSearcher(pool, search.Options{WorkspaceDomain: cfg.Domain})
-	indexer := search.NewIndexer(store, pool, log.With().Str("part", "indexer").Logger(), search.IndexerOptions{})
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := bot.NewMetrics(reg)
-	health := bot.NewHealth()
-	dir := bot.NewDirectory(api, 5*time.Minute)
-	parts := []bot.Part{{Name: "indexer", Run: indexer.Run}}
+	w.search = search.NewSearcher(w.pool, search.Options{WorkspaceDomain: cfg.Domain})
+	w.indexer = search.NewIndexer(store, w.pool, log.With().Str("part", "indexer").Logger(), search.IndexerOptions{})
+	w.parts = append(w.parts, bot.Part{Name: "indexer", Run: w.indexer.Run})
 	if mirrors != nil {
 		// Repositories' mirrors are fetched in the background: provisioning only clones.
-		parts = append(parts, bot.Part{Name: "mirrors", Run: mirrors.Run})
+		w.parts = append(w.parts, bot.Part{Name: "mirrors", Run: mirrors.Run})
 	}
-	var sched *audit.Scheduler
-	if cfg.Audit != nil {
-		s, closeAll, err := cfg.Audit(ctx, log.With().Str("part", "audit").Logger())
-		if err != nil {
-			return err
-		}
-		defer closeAll()
-		sched = s
-	}
+	w.reg = prometheus.NewRegistry()
+	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	w.dir = bot.NewDirectory(w.api, 5*time.Minute)
+	w.repos = channelRepos(cfg, store)
+	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
+		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg),
+		Features: bot.Features{
+			Titler: b, Search: bot.SearchTool(w.search, w.dir), Channel: w.dir.ChannelName,
+			Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg)}, log),
+			Files: fileStore, Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: cfg.FileMax}), Uploader: w.api,
+			Forge: pullRequests(cfg), Slash: bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins),
+			Health: bot.NewHealth(), Directory: w.dir,
+		}}
+	return nil
+}
 
-	var srv *http.Server
-	var ln net.Listener
-	if cfg.HTTPAddr != "off" {
-		// Listen and build the pages before anything starts, so a failure here leaves nothing
-		// running.
-		mux := httpHandler(readiness(gwStore, health), reg)
-		if len(cfg.WebTokens) > 0 || cfg.WebProxy != "" || cfg.SignIn != nil {
-			access := cfg.webAccess()
-			if cfg.SignIn != nil {
-				access.Tokens = append(access.Tokens, cfg.SignIn.Token())
-			}
-			pages, err := web.Handler(web.Config{Sessions: store, Finder: searcher, AccessLog: pool, Access: access, Channels: dir,
-				Visibility: dir, Files: fileStore, SignIns: store, PublicURL: cfg.Footer.PublicURL,
-				Log: log.With().Str("part", "web").Logger()})
-			if err != nil {
-				return err
-			}
-			if cfg.SignIn != nil {
-				pages = cfg.SignIn.Wrap(pages)
-			}
-			mux.Handle("/", pages)
-		} else {
-			log.Info().Msg("web pages are off: set LOGBOOK_WEB_TOKENS or LOGBOOK_WEB_PROXY_HEADER to serve them")
-		}
-		ln, err = net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("listen on LOGBOOK_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
-		}
-		if warning := webExposure(cfg.HTTPAddr, cfg.WebProxy, cfg.WebTrustedProxies); warning != "" {
-			log.Warn().Msg(warning)
-		}
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	}
-
-	if sched != nil {
-		log.Info().Msg("audit: scheduled exports on (LOGBOOK_AUDIT_SCHEDULE)")
-		parts = append(parts, bot.Part{Name: "audit", Run: sched.Run})
-	}
-	if srv != nil {
-		log.Info().Str("addr", ln.Addr().String()).Msg("http: /healthz /readyz /metrics")
-		parts = append(parts, bot.Part{Name: "http", Run: func(ctx context.Context) error { return serveHTTP(ctx, srv, ln) }})
-	}
-	repos := channelRepos(cfg, store)
-	svc, err := bot.NewService(bot.ServiceConfig{
+// serviceConfig is the bot's configuration from serve's.
+func (w *wiring) serviceConfig() bot.ServiceConfig {
+	cfg, me := w.cfg, w.me
+	return bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 			DrainTimeout:  cfg.DrainTimeout,
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
-			Approval: cfg.Approval, Repos: repos,
+			Approval: cfg.Approval, Repos: w.repos,
 			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL},
-	}, bot.ServiceDeps{
-		Log: log, API: api, Socket: socketmode.New(api), Me: me, Cells: store, Gateway: gwStore,
-		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Titler: b,
-		Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, repos), Work: fileStore, Egress: sandboxEgress(cfg)}, log), Search: bot.SearchTool(searcher, dir),
-		Files: fileStore, Fetcher: fetcher, Uploader: api, Forge: pullRequests(cfg),
-		Slash: bot.SlashCommands(searcher, dir, me.TeamID, repos, cfg.Admins), Metrics: metrics, Health: health, Directory: dir, Channel: dir.ChannelName, Parts: parts,
-	})
+	}
+}
+
+// listenHTTP listens on LOGBOOK_HTTP_ADDR with /healthz, /readyz, /metrics and the web pages,
+// and adds the server to the parts; it returns the address ("" when off).
+func (w *wiring) listenHTTP() (string, error) {
+	cfg, log := w.cfg, w.log
+	if cfg.HTTPAddr == "off" {
+		return "", nil
+	}
+	mux := httpHandler(readiness(w.deps.GatewayStore, w.deps.Features.Health), w.reg)
+	if len(cfg.WebTokens) > 0 || cfg.WebProxy != "" || cfg.SignIn != nil {
+		access := cfg.webAccess()
+		if cfg.SignIn != nil {
+			access.Tokens = append(access.Tokens, cfg.SignIn.Token())
+		}
+		pages, err := web.Handler(web.Config{Sessions: w.deps.Store, Finder: w.search, AccessLog: w.pool, Access: access, Channels: w.dir,
+			Visibility: w.dir, Files: w.deps.Features.Files, SignIns: w.deps.Store, PublicURL: cfg.Footer.PublicURL,
+			Log: log.With().Str("part", "web").Logger()})
+		if err != nil {
+			return "", err
+		}
+		if cfg.SignIn != nil {
+			pages = cfg.SignIn.Wrap(pages)
+		}
+		mux.Handle("/", pages)
+	} else {
+		log.Info().Msg("web pages are off: set LOGBOOK_WEB_TOKENS or LOGBOOK_WEB_PROXY_HEADER to serve them")
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		if ln != nil {
-			ln.Close()
-		}
-		return err
+		return "", fmt.Errorf("listen on LOGBOOK_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 	}
-	if ready != nil {
-		rt := running{store: store, runner: svc.Runner(), search: searcher, index: indexer, me: me}
-		if ln != nil {
-			rt.http = ln.Addr().String()
-		}
-		ready(rt)
+	// The server closes it once it serves; this is for a later phase that fails first.
+	w.closers = append(w.closers, func() { ln.Close() })
+	if warning := webExposure(cfg.HTTPAddr, cfg.WebProxy, cfg.WebTrustedProxies); warning != "" {
+		log.Warn().Msg(warning)
 	}
-	err = svc.Run(ctx)
-	log.Info().Msg("logbook serve stopped")
-	return err
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Info().Str("addr", ln.Addr().String()).Msg("http: /healthz /readyz /metrics")
+	w.parts = append(w.parts, bot.Part{Name: "http", Run: func(ctx context.Context) error { return serveHTTP(ctx, srv, ln) }})
+	return ln.Addr().String(), nil
 }
 
 // serveHTTP serves srv on ln until ctx ends, then shuts it down.

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/logbook/logbook/sandbox/gittest"
+	"github.com/logbook/logbook/session/clip"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -482,8 +483,8 @@ func TestGitRemoteBoundsThePushCommands(t *testing.T) {
 		t.Errorf("two encodings: %s", resp.Status)
 	}
 	for _, r := range rec.all() {
-		if r.Allowed || !strings.HasPrefix(r.Reason, "push refused") || len(r.Reason) > maxRecordText+3 || len(r.Refs) > maxRecordRefs+1 {
-			t.Errorf("record: allowed %v, reason %q (%d bytes), %d refs", r.Allowed, cutText(r.Reason), len(r.Reason), len(r.Refs))
+		if r.Allowed || !strings.HasPrefix(r.Reason, "push refused") || len(r.Reason) > maxRecordText || len(r.Refs) > maxRecordRefs+1 {
+			t.Errorf("record: allowed %v, reason %q (%d bytes), %d refs", r.Allowed, clip.Text(r.Reason, maxRecordText), len(r.Reason), len(r.Refs))
 		}
 	}
 }

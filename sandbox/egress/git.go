@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // GitPath is where, after the proxy's secret (Proxy.GitPath), the proxy serves the session's
@@ -72,7 +74,7 @@ type gitRoute struct {
 // value parsed, not copied.
 func parseGitRoute(r *http.Request) (gitRoute, error) {
 	suffix := strings.TrimPrefix(r.URL.Path, GitPath)
-	notGit := fmt.Errorf("%s %s is not a request of git's smart HTTP protocol", r.Method, cutText(r.URL.EscapedPath()))
+	notGit := fmt.Errorf("%s %s is not a request of git's smart HTTP protocol", r.Method, clip.Text(r.URL.EscapedPath(), maxRecordText))
 	if r.URL.RawPath != "" {
 		return gitRoute{}, notGit
 	}
@@ -81,7 +83,7 @@ func parseGitRoute(r *http.Request) (gitRoute, error) {
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		s := q.Get("service")
 		if err != nil || len(q) != 1 || len(q["service"]) != 1 || (s != "git-upload-pack" && s != "git-receive-pack") {
-			return gitRoute{}, fmt.Errorf("GET %s?%s: a refs advertisement takes one query parameter, service=git-upload-pack or service=git-receive-pack", suffix, cutText(r.URL.RawQuery))
+			return gitRoute{}, fmt.Errorf("GET %s?%s: a refs advertisement takes one query parameter, service=git-upload-pack or service=git-receive-pack", suffix, clip.Text(r.URL.RawQuery, maxRecordText))
 		}
 		return gitRoute{suffix: suffix, service: s, query: "service=" + s}, nil
 	case r.Method == http.MethodPost && (suffix == "/git-upload-pack" || suffix == "/git-receive-pack"):
@@ -347,7 +349,7 @@ func readCommands(br *bufio.Reader, encoding string) ([]command, rawBody, error)
 		// Exactly as receive-pack reads it: "OLD NEW REF", single spaces, object ids in hex.
 		f := strings.Split(text, " ")
 		if len(f) != 3 || !objectID(f[0]) || len(f[1]) != len(f[0]) || !objectID(f[1]) || f[2] == "" {
-			return cmds, raw, fmt.Errorf("the push sends %q, which logbook does not let through", cutText(text))
+			return cmds, raw, fmt.Errorf("the push sends %q, which logbook does not let through", clip.Text(text, maxRecordText))
 		}
 		if len(f[2]) > maxRefLength {
 			return cmds, raw, fmt.Errorf("the push names a ref over %d bytes", maxRefLength)

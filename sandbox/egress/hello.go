@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // Bounds on the TLS ClientHello a tunnel to a name must start with.
@@ -160,7 +162,7 @@ func hostName(data bytesReader) (string, error) {
 		}
 		name = strings.ToLower(string(n))
 		if !validName(strings.TrimSuffix(name, ".")) {
-			return "", fmt.Errorf("the TLS ClientHello's server name %q is not a host name", cutText(name))
+			return "", fmt.Errorf("the TLS ClientHello's server name %q is not a host name", clip.Text(name, maxRecordText))
 		}
 	}
 	return name, nil

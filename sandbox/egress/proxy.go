@@ -18,7 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // Kinds of Connection.
@@ -195,7 +196,7 @@ func (p *Proxy) connState(c net.Conn, state http.ConnState) {
 
 // record hands c to Options.Record, cut to size, at most two at a time.
 func (p *Proxy) record(c Connection) {
-	c.Host, c.Reason = cutText(c.Host), cutText(c.Reason)
+	c.Host, c.Reason = clip.Text(c.Host, maxRecordText), clip.Text(c.Reason, maxRecordText)
 	c.Refs, c.Pushed = cutRefs(c.Refs), cutRefs(c.Pushed)
 	p.mu.Lock()
 	if p.recorded >= maxRecords {
@@ -231,20 +232,9 @@ func cutRefs(refs []string) []string {
 			out = append(out, fmt.Sprintf("... %d more", len(refs)-maxRecordRefs))
 			break
 		}
-		out = append(out, cutText(r))
+		out = append(out, clip.Text(r, maxRecordText))
 	}
 	return out
-}
-
-func cutText(s string) string {
-	if len(s) <= maxRecordText {
-		return s
-	}
-	s = s[:maxRecordText]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s + "..."
 }
 
 // Serve serves connections on l until Close; it returns nil after Close.
@@ -553,7 +543,7 @@ func (p *Proxy) checkHello(down net.Conn, br io.Reader, host string) ([]byte, er
 	}
 	want := strings.ToLower(strings.TrimSuffix(host, "."))
 	if err == nil && strings.TrimSuffix(name, ".") != want {
-		err = fmt.Errorf("the TLS ClientHello names %s, not %s, the host the tunnel was allowed for", cutText(name), want)
+		err = fmt.Errorf("the TLS ClientHello names %s, not %s, the host the tunnel was allowed for", clip.Text(name, maxRecordText), want)
 	}
 	if err != nil {
 		if !errors.Is(err, errNotHello) {

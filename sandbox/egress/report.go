@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // Bounds on what the proxy reads of the repository's answers.
@@ -161,7 +163,7 @@ func (r *pushReport) line(b []byte) error {
 	if r.unpack == "" {
 		status, ok := strings.CutPrefix(text, "unpack ")
 		if !ok || status == "" {
-			return fmt.Errorf("the report starts with %q, not unpack", cutText(text))
+			return fmt.Errorf("the report starts with %q, not unpack", clip.Text(text, maxRecordText))
 		}
 		r.unpack = status
 		return nil
@@ -172,7 +174,7 @@ func (r *pushReport) line(b []byte) error {
 		ref, why, _ := strings.Cut(rest, " ")
 		res := r.results[ref]
 		if res == nil || res.reported {
-			return fmt.Errorf("the report names %q, not a ref of the push or twice", cutText(ref))
+			return fmt.Errorf("the report names %q, not a ref of the push or twice", clip.Text(ref, maxRecordText))
 		}
 		res.reported, res.ok, res.why, r.last, r.options = true, verb == "ok", why, nil, 0
 		if res.ok {
@@ -191,7 +193,7 @@ func (r *pushReport) line(b []byte) error {
 			r.last.ok, r.last.why = false, "updated as "+value+" instead"
 		}
 	default:
-		return fmt.Errorf("the report holds %q", cutText(text))
+		return fmt.Errorf("the report holds %q", clip.Text(text, maxRecordText))
 	}
 	return nil
 }

@@ -11,13 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 	"github.com/logbook/logbook/session/thread"
 )
 
@@ -36,7 +36,7 @@ type IndexerOptions struct {
 
 // Indexer keeps the search projection (search_docs, search_sessions) up to date with the
 // log. It reads the log with session.Store.ReadAll, so an event whose transaction commits
-// after later ones is still indexed (case C18), and it writes each batch and its cursor in
+// after later ones is still indexed (seqs become visible at COMMIT, not in order), and it writes each batch and its cursor in
 // one transaction, so a crash never indexes an event twice or skips one. Several indexers
 // (replicas, one-shot CLI commands) may run at once: an advisory lock serialises them.
 type Indexer struct {
@@ -277,7 +277,7 @@ func (ix *Indexer) queue(b *pgx.Batch, evs []session.Event, a *sessionAgg) {
 	}
 	doc := func(e session.Event, kind, ts, actorName, body string, edited, deleted bool) {
 		b.Queue(sqlInsertDoc, e.SessionID, e.Seq, kind, a.key.Channel, a.key.ThreadTS, ts,
-			string(e.Actor.Kind), e.Actor.ID, actorName, e.CreatedAt, clip(body), edited, deleted)
+			string(e.Actor.Kind), e.Actor.ID, actorName, e.CreatedAt, clip.Text(body, MaxBody), edited, deleted)
 	}
 	th := thread.Fold(evs)
 	a.title = th.Title
@@ -295,10 +295,10 @@ func (ix *Indexer) queue(b *pgx.Batch, evs []session.Event, a *sessionAgg) {
 			case !m.Stray:
 				a.messages++
 				doc(e, "user", m.TS, m.UserName, m.Text, m.Edited, m.Deleted)
-			case m.Deleted: // C08: the deleted text stops being returned by search
+			case m.Deleted: // the deleted text (a leaked secret, say) stops being returned by search
 				b.Queue(sqlDeleteDoc, e.SessionID, m.TS)
 			case m.Edited:
-				b.Queue(sqlEditDoc, e.SessionID, m.TS, clip(m.Text))
+				b.Queue(sqlEditDoc, e.SessionID, m.TS, clip.Text(m.Text, MaxBody))
 			}
 		case thread.KindAssistant:
 			if strings.TrimSpace(it.Assistant.Text) == "" {
@@ -327,18 +327,6 @@ func (ix *Indexer) queue(b *pgx.Batch, evs []session.Event, a *sessionAgg) {
 			}
 		}
 	}
-}
-
-// clip cuts s to at most MaxBody bytes on a rune boundary.
-func clip(s string) string {
-	if len(s) <= MaxBody {
-		return s
-	}
-	n := MaxBody
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 func compactJSON(raw json.RawMessage) string {

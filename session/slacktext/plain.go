@@ -1,6 +1,7 @@
 package slacktext
 
 import (
+	"cmp"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +19,8 @@ const (
 // is then shown instead. A nil Names always falls back to IDs and labels.
 type Names func(kind, id string) string
 
-func (n Names) lookup(kind, id string) string {
+// Lookup is n(kind, id), or "" when n is nil.
+func (n Names) Lookup(kind, id string) string {
 	if n == nil {
 		return ""
 	}
@@ -89,10 +91,10 @@ func (t Token) plain(names Names, unescape func(string) string) string {
 	switch t.Target[0] {
 	case '@':
 		id := t.Target[1:]
-		return "@" + firstNonEmpty(names.lookup(KindUser, id), strings.TrimPrefix(label, "@"), id)
+		return "@" + cmp.Or(names.Lookup(KindUser, id), strings.TrimPrefix(label, "@"), id)
 	case '#':
 		id := t.Target[1:]
-		return "#" + firstNonEmpty(strings.TrimPrefix(label, "#"), names.lookup(KindChannel, id), id)
+		return "#" + cmp.Or(strings.TrimPrefix(label, "#"), names.Lookup(KindChannel, id), id)
 	case '!':
 		word, arg, _ := strings.Cut(t.Target[1:], "^")
 		switch word {
@@ -100,7 +102,7 @@ func (t Token) plain(names Names, unescape func(string) string) string {
 			return "@" + word
 		case "subteam":
 			id, _, _ := strings.Cut(arg, "^")
-			return "@" + firstNonEmpty(strings.TrimPrefix(label, "@"), names.lookup(KindUsergroup, id), id)
+			return "@" + cmp.Or(strings.TrimPrefix(label, "@"), names.Lookup(KindUsergroup, id), id)
 		case "date":
 			if label != "" {
 				return label
@@ -111,7 +113,7 @@ func (t Token) plain(names Names, unescape func(string) string) string {
 			}
 			return ts
 		}
-		return firstNonEmpty(label, word)
+		return cmp.Or(label, word)
 	}
 	url := unescape(t.Target)
 	if addr, ok := strings.CutPrefix(url, "mailto:"); ok {
@@ -162,13 +164,4 @@ func stripScheme(u string) string {
 		return u[i+3:]
 	}
 	return u
-}
-
-func firstNonEmpty(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

@@ -182,51 +182,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusNotFound, "not_found_error", "no route "+r.Method+" "+r.URL.Path)
 		return
 	}
-	if !s.authorised(r) {
-		s.mu.Lock()
-		s.calls = append(s.calls, Call{Invalid: "unauthorised: wrong or missing API key"})
-		s.mu.Unlock()
-		if s.kind == "openai" {
-			s.writeError(w, http.StatusUnauthorized, "invalid_api_key", "Incorrect API key provided.")
-		} else {
-			s.writeError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
-		}
-		return
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		s.writeError(w, http.StatusBadRequest, "invalid_request_error", "unreadable body")
-		return
-	}
-	if s.kind == "anthropic" && len(body) > maxAnthropicBody {
-		s.mu.Lock()
-		s.calls = append(s.calls, Call{Body: body, Invalid: "request_too_large", At: time.Now()})
-		s.mu.Unlock()
-		s.writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", "Request exceeds the maximum allowed number of bytes.")
-		return
-	}
-	var call Call
+	parse, validate := parseAnthropic, validateAnthropic
 	if s.kind == "openai" {
-		call, err = parseOpenAI(body)
-	} else {
-		call, err = parseAnthropic(body)
+		parse, validate = parseOpenAI, validateOpenAI
 	}
-	if err == nil {
-		if s.kind == "openai" {
-			err = validateOpenAI(call)
-		} else {
-			err = validateAnthropic(call)
-		}
-	}
-	call.Body, call.At = body, time.Now()
-	s.mu.Lock()
-	if err != nil {
-		call.Invalid = err.Error()
-		s.calls = append(s.calls, call)
-		s.mu.Unlock()
-		s.writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+	call, ok := s.request(w, r, &s.calls, parse, validate)
+	if !ok {
 		return
 	}
+	s.mu.Lock()
 	if len(s.script) == 0 {
 		call.Invalid = "no scripted reply left"
 		s.calls = append(s.calls, call)
@@ -240,7 +204,49 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	call.Reply = reply
 	s.calls = append(s.calls, call)
 	s.mu.Unlock()
+	s.answer(w, r, call, reply)
+}
 
+// request admits a call as the API would: the key, a readable body under the size limit, a
+// request that parses and passes validate. A refusal is recorded in record and answered here
+// (ok false); an admitted call is returned unrecorded.
+func (s *Server) request(w http.ResponseWriter, r *http.Request, record *[]Call, parse func([]byte) (Call, error), validate func(Call) error) (Call, bool) {
+	refuse := func(c Call, status int, typ, msg string) (Call, bool) {
+		s.mu.Lock()
+		*record = append(*record, c)
+		s.mu.Unlock()
+		s.writeError(w, status, typ, msg)
+		return Call{}, false
+	}
+	if !s.authorised(r) {
+		if s.kind == "openai" {
+			return refuse(Call{Invalid: "unauthorised: wrong or missing API key"}, http.StatusUnauthorized, "invalid_api_key", "Incorrect API key provided.")
+		}
+		return refuse(Call{Invalid: "unauthorised: wrong or missing API key"}, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.writeError(w, http.StatusBadRequest, "invalid_request_error", "unreadable body")
+		return Call{}, false
+	}
+	if s.kind == "anthropic" && len(body) > maxAnthropicBody {
+		return refuse(Call{Body: body, Invalid: "request_too_large", At: time.Now()},
+			http.StatusRequestEntityTooLarge, "request_too_large", "Request exceeds the maximum allowed number of bytes.")
+	}
+	call, err := parse(body)
+	if err == nil {
+		err = validate(call)
+	}
+	call.Body, call.At = body, time.Now()
+	if err != nil {
+		call.Invalid = err.Error()
+		return refuse(call, http.StatusBadRequest, "invalid_request_error", err.Error())
+	}
+	return call, true
+}
+
+// answer sends the scripted reply: an error status, a stream, or one JSON response.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, call Call, reply Reply) {
 	if reply.RetryAfter != "" {
 		w.Header().Set("Retry-After", reply.RetryAfter)
 	}
@@ -276,32 +282,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // serveCount answers Anthropic's count-tokens endpoint: the same checks as a Messages call,
 // except that max_tokens is not taken.
 func (s *Server) serveCount(w http.ResponseWriter, r *http.Request) {
-	if !s.authorised(r) {
-		s.writeError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+	call, ok := s.request(w, r, &s.counted, func(body []byte) (Call, error) { return parseAnthropicRequest(body, false) }, validateAnthropic)
+	if !ok {
 		return
 	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		s.writeError(w, http.StatusBadRequest, "invalid_request_error", "unreadable body")
-		return
-	}
-	if len(body) > maxAnthropicBody {
-		s.writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", "Request exceeds the maximum allowed number of bytes.")
-		return
-	}
-	call, err := parseAnthropicRequest(body, false)
-	if err == nil {
-		err = validateAnthropic(call)
-	}
-	call.Body, call.At = body, time.Now()
 	s.mu.Lock()
-	if err != nil {
-		call.Invalid = err.Error()
-		s.counted = append(s.counted, call)
-		s.mu.Unlock()
-		s.writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
-		return
-	}
 	c := Count{InputTokens: estimate(call)}
 	if len(s.counts) > 0 {
 		c, s.counts = s.counts[0], s.counts[1:]

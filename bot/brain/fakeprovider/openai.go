@@ -109,7 +109,7 @@ func parseOpenAI(body []byte) (Call, error) {
 }
 
 // validateOpenAI checks what Chat Completions checks about the conversation's shape, and that
-// no user message is empty (C09).
+// no user message is empty (which the real API refuses).
 func validateOpenAI(c Call) error {
 	if len(c.Messages) == 0 {
 		return fmt.Errorf("Invalid 'messages': empty array. Expected an array with minimum length 1.")

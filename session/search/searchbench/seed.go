@@ -66,14 +66,34 @@ var Phrases = map[string]float64{
 // and the matching search projection. Progress goes to progress.
 func Seed(ctx context.Context, admin *pgxpool.Pool, events, sessions int, progress io.Writer) error {
 	start := time.Now()
-	step := func(what, sql string, args ...any) error {
-		t := time.Now()
-		if _, err := admin.Exec(ctx, sql, args...); err != nil {
-			return fmt.Errorf("seed: %s: %w", what, err)
-		}
-		fmt.Fprintf(progress, "seed: %-28s %6.1fs\n", what, time.Since(t).Seconds())
-		return nil
+	sd := seeder{admin: admin, progress: progress}
+	if err := sd.log(ctx, events, sessions); err != nil {
+		return err
 	}
+	if err := sd.projections(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "seed: %d events, %d sessions in %.1fs\n", events, sessions, time.Since(start).Seconds())
+	return nil
+}
+
+// seeder runs Seed's steps, each one statement, timed on progress.
+type seeder struct {
+	admin    *pgxpool.Pool
+	progress io.Writer
+}
+
+func (sd seeder) step(ctx context.Context, what, sql string, args ...any) error {
+	t := time.Now()
+	if _, err := sd.admin.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("seed: %s: %w", what, err)
+	}
+	fmt.Fprintf(sd.progress, "seed: %-28s %6.1fs\n", what, time.Since(t).Seconds())
+	return nil
+}
+
+// log writes the sessions and their events, in chunks.
+func (sd seeder) log(ctx context.Context, events, sessions int) error {
 	rare := ""
 	for w, p := range Rare {
 		rare += fmt.Sprintf(" || CASE WHEN random() < %g THEN ' %s' ELSE '' END", p, w)
@@ -81,21 +101,21 @@ func Seed(ctx context.Context, admin *pgxpool.Pool, events, sessions int, progre
 	for ph, p := range Phrases {
 		rare += fmt.Sprintf(" || CASE WHEN random() < %g THEN ' %s' ELSE '' END", p, ph)
 	}
-	if err := step("text function", `
+	if err := sd.step(ctx, "text function", `
 CREATE OR REPLACE FUNCTION bench_text(words text[], n int) RETURNS text LANGUAGE sql VOLATILE AS $$
     SELECT string_agg(words[1 + floor(power(random(), 2.2) * array_length(words, 1))::int], ' ')
     FROM generate_series(1, n)
 $$`); err != nil {
 		return err
 	}
-	if err := step("session keys", `
+	if err := sd.step(ctx, "session keys", `
 CREATE TABLE bench_sessions AS
 SELECT i, gen_random_uuid() AS id, 'C' || lpad((i % 40)::text, 7, '0') AS channel_id,
        (1690000000 + i * 1500)::text || '.000100' AS thread_ts
 FROM generate_series(0, $1::int - 1) i`, sessions); err != nil {
 		return err
 	}
-	if err := step("sessions", `
+	if err := sd.step(ctx, "sessions", `
 INSERT INTO sessions (id, team_id, channel_id, thread_ts, created_at)
 SELECT id, 'T0000001', channel_id, thread_ts, now() - interval '365 days' + i * (interval '365 days' / $1::int)
 FROM bench_sessions`, sessions); err != nil {
@@ -104,7 +124,7 @@ FROM bench_sessions`, sessions); err != nil {
 	const chunk = 100_000
 	for lo := 0; lo < events; lo += chunk {
 		hi := min(lo+chunk, events)
-		err := step(fmt.Sprintf("events %d-%d", lo, hi-1), `
+		err := sd.step(ctx, fmt.Sprintf("events %d-%d", lo, hi-1), `
 INSERT INTO events (session_id, seq, event_id, type, actor_kind, actor_id, created_at, payload,
                     payload_hash, prev_hash, hash)
 SELECT s.id, g / $4::int + 1, gen_random_uuid(), t.type, t.actor_kind,
@@ -132,11 +152,17 @@ CROSS JOIN LATERAL (SELECT ty.type, CASE ty.type WHEN 'user_message' THEN 'user'
 			return err
 		}
 	}
+	return nil
+}
+
+// projections builds the search projection over the seeded log as the indexer would have
+// (search_docs, its GIN index, search_sessions, the cursor), then vacuums and drops the helpers.
+func (sd seeder) projections(ctx context.Context) error {
 	// Building the GIN index once after the rows is far faster than maintaining it per row.
-	if err := step("drop GIN index", `DROP INDEX search_docs_tsv`); err != nil {
+	if err := sd.step(ctx, "drop GIN index", `DROP INDEX search_docs_tsv`); err != nil {
 		return err
 	}
-	if err := step("search_docs", `
+	if err := sd.step(ctx, "search_docs", `
 INSERT INTO search_docs (session_id, seq, kind, channel_id, thread_ts, ts, actor_kind, actor_id,
                          actor_name, created_at, body)
 SELECT e.session_id, e.seq,
@@ -147,13 +173,13 @@ FROM events e JOIN sessions s ON s.id = e.session_id
 WHERE e.type IN ('user_message', 'assistant_message', 'tool_result')`); err != nil {
 		return err
 	}
-	if err := step("GIN index", `
+	if err := sd.step(ctx, "GIN index", `
 SET maintenance_work_mem = '512MB';
 CREATE INDEX search_docs_tsv ON search_docs USING gin (tsv);
 RESET maintenance_work_mem`); err != nil {
 		return err
 	}
-	if err := step("search_sessions", `
+	if err := sd.step(ctx, "search_sessions", `
 INSERT INTO search_sessions (session_id, team_id, channel_id, thread_ts, title, first_text, started_at,
                              last_event_at, messages)
 SELECT s.id, s.team_id, s.channel_id, s.thread_ts,
@@ -163,20 +189,19 @@ FROM sessions s JOIN events e ON e.session_id = s.id
 GROUP BY s.id`); err != nil {
 		return err
 	}
-	if err := step("cursor", `
+	if err := sd.step(ctx, "cursor", `
 INSERT INTO search_cursor (name, tx_id, position)
 SELECT 'search', tx_id, position FROM events ORDER BY tx_id DESC, position DESC LIMIT 1
 ON CONFLICT (name) DO UPDATE SET tx_id = EXCLUDED.tx_id, position = EXCLUDED.position`); err != nil {
 		return err
 	}
 	for _, t := range []string{"events", "sessions", "search_docs", "search_sessions"} {
-		if err := step("vacuum analyze "+t, "VACUUM ANALYZE "+t); err != nil {
+		if err := sd.step(ctx, "vacuum analyze "+t, "VACUUM ANALYZE "+t); err != nil {
 			return err
 		}
 	}
-	if err := step("drop helpers", `DROP TABLE bench_sessions; DROP FUNCTION bench_text(text[], int)`); err != nil {
+	if err := sd.step(ctx, "drop helpers", `DROP TABLE bench_sessions; DROP FUNCTION bench_text(text[], int)`); err != nil {
 		return err
 	}
-	fmt.Fprintf(progress, "seed: %d events, %d sessions in %.1fs\n", events, sessions, time.Since(start).Seconds())
 	return nil
 }

@@ -1,0 +1,71 @@
+package bot
+
+import (
+	"context"
+
+	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/logbook/logbook/bot/files"
+	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/filestore"
+)
+
+// Deps is everything the bot works with, listed once: cmd/logbook (or a test) builds it, and
+// NewService and NewRunner hand it down unchanged to the gateway, the runner and every cell.
+// Store, Agent and Metrics are required; NewService also needs API, Socket and GatewayStore,
+// NewRunner needs Deliver. A new optional part is a field of Features, set where the Deps is
+// built and read where it is used: nothing in between lists it again.
+type Deps struct {
+	Log zerolog.Logger
+	// Store is the log the cells use; GatewayStore a store over a pool of its own, so an ack
+	// never queues behind the cells' work (it may be the same store; NewService only).
+	Store        *session.Store
+	GatewayStore *session.Store
+	// API is the Web API client (bot token), Socket the Socket Mode client built on it, Me
+	// the bot's identity (NewService only).
+	API    *slack.Client
+	Socket *socketmode.Client
+	Me     Identity
+	Agent  Agent
+	// Deliver posts replies to threads: NewRunner needs it; NewService builds one from API
+	// and ServiceConfig.Delivery when it is nil.
+	Deliver *Deliverer
+	Metrics *Metrics
+	// DatabaseURL is for the dedicated LISTEN connection that hears other replicas; empty:
+	// no listener (poll only). It also holds the runner's liveness claim
+	// (session.ListenClaimed), so that other replicas may take this runner's sessions at
+	// once if the process dies.
+	DatabaseURL string
+	Clock       Clock  // nil: the wall clock
+	Probe       *Probe // nil: none
+	Features    Features
+}
+
+// Features are the bot's optional parts: each left nil turns its feature off.
+type Features struct {
+	// Titler names a session once its first reply has reached the thread (nil: no titles).
+	Titler Titler
+	// Hands gives a session its sandbox (nil: no sandbox tools).
+	Hands HandsFactory
+	// Search backs the agent's search tool (nil: no search tool).
+	Search Searcher
+	// Files keeps shared files' content and Fetcher downloads them (nil: files are only named
+	// to the model, never fetched).
+	Files   *filestore.Store
+	Fetcher *files.Fetcher
+	// Uploader hands files back to the thread (nil: no attach_file tool).
+	Uploader Uploader
+	// Forge opens pull requests (nil: no create_pull_request tool).
+	Forge Forge
+	// Channel returns a channel's name for the system prompt (nil: the id is used).
+	Channel func(ctx context.Context, id string) string
+	// Slash answers slash commands (nil: they get no answer).
+	Slash SlashHandler
+	// Health, when set, learns whether the gateway's appends succeed (serve's /readyz).
+	Health *Health
+	// Directory answers the gateway's channel and user look-ups (nil: the gateway keeps its
+	// own); serve gives it the one its pages, slash commands and cells use.
+	Directory *Directory
+}
