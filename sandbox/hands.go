@@ -175,6 +175,13 @@ func (s *sandbox) execute(ctx context.Context, c command) (ExecResult, error) {
 		if err = g.admit(s.cgroup, cmd.Process.Pid); err != nil {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			_ = cmd.Wait()
+			select {
+			case <-s.gone:
+				// Closed while the command waited at the gate: its cgroup (and so the gate's
+				// reader) went with the sandbox, and the command never ran.
+				return ExecResult{}, s.lostErr()
+			default:
+			}
 			return ExecResult{}, err
 		}
 	} else if g != nil {
