@@ -156,7 +156,9 @@ func TestNothingSavedOnAnOldCommitDoesNotPinTheSession(t *testing.T) {
 // Work too large to save after a command is saved when the sandbox closes, whole — also when
 // a later command changed only HEAD (the large part, unchanged, was not read again).
 func TestLargeWorkSavedAtCloseAfterHEADMoved(t *testing.T) {
-	t.Parallel()
+	// Not parallel: each save looks at 17 MB of random data (git hashes and compresses it in
+	// logbook's own git dir), which beside the package's parallel tests outran the harness's
+	// wait on two cores.
 	repo := gittest.ServeWith(t, gittest.Options{Path: "repo.git", Files: map[string]string{"README.md": "# api\n"}})
 	h, model := modelHarness(t, harnessOptions{repo: &sandbox.RepoSpec{URL: repo.URL, Branch: "main"}})
 	run := func(id, command string) fakeprovider.Reply {
