@@ -14,11 +14,18 @@ import (
 	"github.com/logbook/logbook/session"
 )
 
+// Serial saves: the tests here that save work at eviction run alone, before the package's
+// parallel tests. A save runs git in the sandbox behind logbook's own git dir (and, with a
+// cgroup v1 memory bound, behind a gate per command); beside the package's fifty parallel
+// tests on two cores, a close's save outran the harness's 20 s wait (seen in CI runs on this
+// machine), though alone it takes about 2 s.
+
+
 // The sandbox is a checkout of the channel's repository at a recorded commit; sandboxes are
 // disposable, uncommitted work is not: an edit made before the cell was evicted is there in
 // the next cell's sandbox.
 func TestUncommittedWorkSurvivesEviction(t *testing.T) {
-	t.Parallel()
+	// Not parallel: see "Serial saves" above.
 	base, commit := gittest.Serve(t, "repo.git", map[string]string{"README.md": "# api\n", "main.go": "package main\n"})
 	url := base + "/repo.git"
 	h, model := modelHarness(t, harnessOptions{repo: &sandbox.RepoSpec{URL: url, Branch: "main"}})
@@ -117,7 +124,7 @@ func TestRepoCommandSetsTheChannelsRepository(t *testing.T) {
 // did before HEAD was recorded) gets the branch as it is now in its next sandbox — not the old
 // commit, not a detached HEAD.
 func TestNothingSavedOnAnOldCommitDoesNotPinTheSession(t *testing.T) {
-	t.Parallel()
+	// Not parallel: see "Serial saves" above.
 	repo := gittest.ServeWith(t, gittest.Options{Path: "repo.git", Files: map[string]string{"README.md": "# v1\n"}, Push: true})
 	old := repo.Commit
 	work := t.TempDir()
@@ -156,9 +163,7 @@ func TestNothingSavedOnAnOldCommitDoesNotPinTheSession(t *testing.T) {
 // Work too large to save after a command is saved when the sandbox closes, whole — also when
 // a later command changed only HEAD (the large part, unchanged, was not read again).
 func TestLargeWorkSavedAtCloseAfterHEADMoved(t *testing.T) {
-	// Not parallel: each save looks at 17 MB of random data (git hashes and compresses it in
-	// logbook's own git dir), which beside the package's parallel tests outran the harness's
-	// wait on two cores.
+	// Not parallel: see "Serial saves" above; each save here also looks at 17 MB of random data.
 	repo := gittest.ServeWith(t, gittest.Options{Path: "repo.git", Files: map[string]string{"README.md": "# api\n"}})
 	h, model := modelHarness(t, harnessOptions{repo: &sandbox.RepoSpec{URL: repo.URL, Branch: "main"}})
 	run := func(id, command string) fakeprovider.Reply {
@@ -188,7 +193,7 @@ func TestLargeWorkSavedAtCloseAfterHEADMoved(t *testing.T) {
 // approval policy of commands) may write .git/config, and the same configuration then does
 // run its commands on the sandbox's own `git add` (the control, last), but never on a save.
 func TestSavingWorkRunsNoCommandOfTheRepository(t *testing.T) {
-	t.Parallel()
+	// Not parallel: see "Serial saves" above.
 	base, _ := gittest.Serve(t, "repo.git", map[string]string{"README.md": "# api\n"})
 	h, model := modelHarness(t, harnessOptions{repo: &sandbox.RepoSpec{URL: base + "/repo.git", Branch: "main"}})
 	const hostile = `set -e
