@@ -20,7 +20,6 @@ import (
 // tests on two cores, a close's save outran the harness's 20 s wait (seen in CI runs on this
 // machine), though alone it takes about 2 s.
 
-
 // The sandbox is a checkout of the channel's repository at a recorded commit; sandboxes are
 // disposable, uncommitted work is not: an edit made before the cell was evicted is there in
 // the next cell's sandbox.
