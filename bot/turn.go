@@ -47,12 +47,17 @@ type turn struct {
 	// appended: an approval's wait looks again.
 	changed chan struct{}
 	live    *liveView // nil: none (yet)
+	// channel is what the turn runs under from its channel's settings (channel.go).
+	channel channelTurn
 }
 
 // run runs the turn in the phases turn's doc lists: begin (or resume), abandon a turn
 // no cell could finish, prepare the brain's turn, produce the reply (or find it), deliver it
 // and complete the turn, then title the session.
 func (t *turn) run(ctx context.Context) error {
+	if err := t.loadChannel(ctx); err != nil {
+		return err
+	}
 	resumed := t.state.open
 	if !resumed {
 		if answer, err := t.begin(ctx); err != nil || !answer {
@@ -94,7 +99,7 @@ func (t *turn) run(ctx context.Context) error {
 // reports whether the turn goes on to answer.
 func (t *turn) begin(ctx context.Context) (answer bool, err error) {
 	c, d, st := t.cell, t.cell.deps, &t.state
-	h := hearAll(d.cfg.ThreadReplies, c.flog.snapshot(), st.through, st.lastUser)
+	h := hearAll(t.threadReplies(), c.flog.snapshot(), st.through, st.lastUser)
 	if h.answer && h.canned == "" {
 		if err := t.replyBudget(ctx); err != nil {
 			return false, err
@@ -175,9 +180,10 @@ func (t *turn) prepare(ctx context.Context) brain.Turn {
 	if d.cfg.MidTurn == MidTurnSteer {
 		bt.Steer = t.steer
 	}
-	if d.cfg.Approval.Policy.Restricts() {
+	if t.approvalPolicy().Restricts() {
 		bt.Approve = t.approve
 	}
+	t.guide(ctx, &bt) // the channel's instructions, the repository's, its memory
 	return bt
 }
 
@@ -353,7 +359,7 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 	var err error
 	go func() {
 		defer close(done)
-		res, err = c.deps.Agent.Run(actx, bt)
+		res, err = t.agent().Run(actx, bt) // the channel's model
 	}()
 	for {
 		select {
@@ -630,7 +636,7 @@ const (
 // those not for it get their not_addressed marker. It stops at a "stop" (the cell stops the
 // turn) and at mute or unmute (the next turn takes those up). It returns the new through.
 func (t *turn) steer(ctx context.Context, through int64) (int64, error) {
-	c, d := t.cell, t.cell.deps
+	c := t.cell
 	evs := c.flog.snapshot()
 	muted := isMuted(evs)
 	var marks []session.NewEvent
@@ -640,7 +646,7 @@ func (t *turn) steer(ctx context.Context, through int64) (int64, error) {
 		if e.Decode(&m) != nil || isStop(m.Text) {
 			break
 		}
-		h := hear(d.cfg.ThreadReplies, m, muted, false)
+		h := hear(t.threadReplies(), m, muted, false)
 		if h.mute != 0 || h.canned != "" {
 			break
 		}

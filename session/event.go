@@ -78,6 +78,9 @@ const (
 	TypeHandedBack Type = "handed_back"
 	// A connection the sandbox asked its egress proxy for: allowed or refused, and its bytes.
 	TypeEgressConnection Type = "egress_connection"
+	// What a turn ran under: the channel's settings, the repository's instructions, the
+	// memory offered (issue 31).
+	TypeTurnSettings Type = "turn_settings"
 )
 
 var knownTypes = map[Type]bool{
@@ -93,6 +96,7 @@ var knownTypes = map[Type]bool{
 	TypeApprovalRequested: true, TypeApprovalDecided: true, TypeTurnSuspended: true, TypeToolStarted: true,
 	TypeFileFetched: true, TypeFileUpload: true, TypePullRequest: true, TypeWorkSaved: true,
 	TypeTakenOver: true, TypeHandedBack: true, TypeEgressConnection: true,
+	TypeTurnSettings: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.
