@@ -31,7 +31,7 @@ type Store interface {
 
 // Defaults of Config.
 const (
-	DefaultOffer      = 20     // notes offered to a session, newest first
+	DefaultOffer      = 20      // notes offered to a session, newest first
 	DefaultOfferBytes = 8 << 10 // bytes of notes' text offered in all
 )
 

@@ -360,6 +360,7 @@ func (cfg *serveConfig) readReplies(e env) error {
 	if cfg.Approval.Policy, err = bot.ParseToolApproval(e.getenv("LOGBOOK_TOOL_APPROVAL"), brain.ToolNames()); err != nil {
 		return fmt.Errorf("LOGBOOK_TOOL_APPROVAL: %w", err)
 	}
+	cfg.ApprovalSpec = strings.TrimSpace(e.getenv("LOGBOOK_TOOL_APPROVAL"))
 	if cfg.Approval.Approvers, err = bot.ParseApprovers(e.getenv("LOGBOOK_TOOL_APPROVERS")); err != nil {
 		return fmt.Errorf("LOGBOOK_TOOL_APPROVERS: %w", err)
 	}
