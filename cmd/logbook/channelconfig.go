@@ -52,7 +52,8 @@ func printChannelSettings(e env, hist []session.ChannelSetting) {
 	defer w.Flush()
 	fmt.Fprintln(w, "Defaults (this environment):")
 	for _, d := range [][2]string{{settings.Model, "LOGBOOK_MODEL"}, {settings.Approvals, "LOGBOOK_TOOL_APPROVAL"}, {settings.ThreadReplies, "LOGBOOK_THREAD_REPLIES"}} {
-		fmt.Fprintf(w, "  %s\t%s\t(%s)\n", d[0], shown(strings.TrimSpace(e.getenv(d[1])), true), d[1])
+		v := strings.TrimSpace(e.getenv(d[1]))
+		fmt.Fprintf(w, "  %s\t%s\t(%s)\n", d[0], shown(v, v != ""), d[1])
 	}
 	if len(hist) == 0 {
 		fmt.Fprintln(w, "\nNo channel has settings of its own.")
@@ -81,7 +82,7 @@ func printChannelSettings(e env, hist []session.ChannelSetting) {
 	}
 }
 
-// shown is a value on one line, quoted; "default" when unset.
+// shown is a value on one line, quoted; "default" when unset (a default unset: none).
 func shown(v string, set bool) string {
 	if !set {
 		return "default"
