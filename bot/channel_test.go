@@ -120,6 +120,15 @@ func TestConfigChangesTheNextTurnsModelInstructionsAndApprovals(t *testing.T) {
 	if last := model.Calls()[len(model.Calls())-1]; !strings.Contains(string(last.Body), `"model":"claude-test"`) {
 		t.Fatalf("after the reset: %s", last.Body[:min(len(last.Body), 200)])
 	}
+
+	// The thread-replies mode: with mentions, a reply without one is recorded, not answered.
+	calls := len(model.Calls())
+	h.slash(ada, "config thread_replies mentions")
+	h.post(slackemu.Post{Channel: general, User: grace, ThreadTS: top.TS, Text: "and the tests?"})
+	h.turns(s.ID, 4)
+	if got := h.notAddressed(s.ID); len(got) != 1 || got[0] != "not_mentioned" || len(model.Calls()) != calls {
+		t.Fatalf("under thread_replies=mentions: not addressed %v, %d model calls (had %d)", got, len(model.Calls()), calls)
+	}
 }
 
 // A note added in one thread (by the agent's remember tool, and by a person with /logbook
