@@ -183,7 +183,6 @@ func (t *turn) prepare(ctx context.Context) brain.Turn {
 	if t.approvalPolicy().Restricts() {
 		bt.Approve = t.approve
 	}
-	t.guide(ctx, &bt) // the channel's instructions, the repository's, its memory
 	return bt
 }
 
@@ -239,6 +238,7 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		return p, err
 	}
 	t.restoreCopies(ctx)
+	t.guide(ctx, &bt) // the channel's instructions, the repository's, its memory; turn_settings
 	res, err := t.runAgent(ctx, bt)
 	if res.Through > st.through {
 		st.through = res.Through // messages steered the turn: it answered them too
