@@ -280,6 +280,9 @@ func (g *Gateway) handle(ctx context.Context, evt socketmode.Event) {
 		g.requestStop(ctx, log, req, ev.TeamID, stop.Channel, stop.ThreadTimestamp, stop.User, "button", stop.EventTimestamp)
 		return
 	}
+	if g.channelChanged(log, req, ev) {
+		return
+	}
 	if r, ok := ev.InnerEvent.Data.(*slackevents.ReactionAddedEvent); ok {
 		g.stopReaction(ctx, log, req, ev.TeamID, r)
 		return

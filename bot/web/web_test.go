@@ -272,11 +272,12 @@ func TestListHidesSessionsOfChannelsThatBecamePrivate(t *testing.T) {
 			t.Errorf("list as %v shows the now-private session: %v, want %v", c.who, got, c.seesSecret)
 		}
 	}
-	// The visibility answers are cached: four lists, one conversations.info per channel.
+	// The pages keep no visibility cache of their own (the caller's Directory is the one
+	// decision, shared with search in Slack): the two non-auditor lists ask twice per channel.
 	f.vis.mu.Lock()
 	for ch, n := range f.vis.calls {
-		if n != 1 {
-			t.Errorf("channel %s checked %d times, want 1 (cached)", ch, n)
+		if n < 2 {
+			t.Errorf("channel %s checked %d times, want every list to ask (no second cache)", ch, n)
 		}
 	}
 	f.vis.mu.Unlock()
