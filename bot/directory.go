@@ -41,6 +41,11 @@ func NewDirectory(api *slack.Client, ttl time.Duration) *Directory {
 	return &Directory{d: newDirectory(api, ttl, time.Now)}
 }
 
+// NewDirectoryAt is NewDirectory on the clock now (tests move time on without sleeping).
+func NewDirectoryAt(api *slack.Client, ttl time.Duration, now func() time.Time) *Directory {
+	return &Directory{d: newDirectory(api, ttl, now)}
+}
+
 // ChannelName returns the channel's name, or "" when conversations.info fails.
 func (d *Directory) ChannelName(ctx context.Context, id string) string {
 	k, err := d.d.Channel(ctx, id)

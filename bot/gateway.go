@@ -733,7 +733,8 @@ func fileRefs(prefix, ts, user string, files []slack.File) []session.NewEvent {
 		evs = append(evs, session.NewEvent{
 			Type: session.TypeFileRef, Actor: session.Actor{Kind: session.ActorUser, ID: user}, IdempotencyKey: prefix + ts + "/file/" + f.ID,
 			Payload: session.FileRef{FileID: f.ID, Name: f.Name, Title: f.Title, Mimetype: f.Mimetype,
-				Size: int64(f.Size), Permalink: f.Permalink, URL: cmp.Or(f.URLPrivateDownload, f.URLPrivate), TS: ts, User: user},
+				Size: int64(f.Size), Permalink: f.Permalink, URL: cmp.Or(f.URLPrivateDownload, f.URLPrivate), TS: ts, User: user,
+				Access: f.FileAccess},
 		})
 	}
 	return evs

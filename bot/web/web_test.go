@@ -614,3 +614,30 @@ func TestProxyHeaderWithoutTheProxySecretIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// The pages ask the caller's visibility on every request — the one decision search in Slack
+// uses, which follows privacy events — and keep no cache of their own: a channel made private
+// between two requests is hidden at the second, its page answers 404 and search drops it.
+func TestAChannelMadePrivateIsHiddenAtTheNextRequest(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	kafka := "/sessions/" + f.sessions["kafka consumer lag"].String()
+	if _, body, _ := f.get("/", asAlice); !strings.Contains(body, "kafka consumer lag") {
+		t.Fatal("the public session is not listed")
+	}
+	if status, _, _ := f.get(kafka, asAlice); status != http.StatusOK {
+		t.Fatalf("the public session's page: %d", status)
+	}
+	f.vis.mu.Lock()
+	f.vis.private["C0000002"] = true
+	f.vis.mu.Unlock()
+	if _, body, _ := f.get("/", asAlice); strings.Contains(body, "kafka consumer lag") {
+		t.Error("the list still shows a session of a channel made private")
+	}
+	if status, body, _ := f.get(kafka, asAlice); status != http.StatusNotFound || strings.Contains(body, "kafka") {
+		t.Errorf("the page of a session of a channel made private: %d, want 404", status)
+	}
+	if _, body, _ := f.get("/search?q=lag", asAlice); strings.Contains(body, "kafka consumer lag") {
+		t.Error("search still shows a session of a channel made private")
+	}
+}
