@@ -178,6 +178,10 @@ type harnessOptions struct {
 	channelAdmins []string
 	models        *bot.Models
 	defaults      map[string]string
+	// directory, when set, builds the Directory the gateway (and slashWith's handler) share;
+	// slashWith, when set, is the slash handler over it.
+	directory func(api *slack.Client) *bot.Directory
+	slashWith func(dir *bot.Directory) bot.SlashHandler
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
@@ -285,6 +289,13 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		fetcher = files.NewFetcher(api, files.FetchConfig{Max: o.fileMax, Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() }})
 		uploader = api
 	}
+	var dir *bot.Directory
+	if o.directory != nil {
+		dir = o.directory(api)
+		if o.slashWith != nil {
+			o.slash = o.slashWith(dir)
+		}
+	}
 	listenURL := h.dbURL
 	var listenProxy *pgtest.Proxy
 	if o.listenProxy {
@@ -298,7 +309,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Delivery: o.delivery,
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.store, DatabaseURL: listenURL,
 		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Features: bot.Features{Titler: o.titler, Slash: o.slash,
-			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge,
+			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Directory: dir,
 			Settings: chSettings, Models: o.models, Memory: mem}})
 	if err != nil {
 		t.Fatal(err)
