@@ -161,6 +161,10 @@ func (t *turn) guide(ctx context.Context, bt *brain.Turn) {
 		}
 		bt.Guidance.Repo = r.RepoInstructions
 		rec.RepoInstructions, rec.RepoInstructionsHash = r.Path, r.Hash
+		for _, n := range c.hands.NestedInstructions(ctx, c.flog.snapshot()) {
+			bt.Guidance.Nested = append(bt.Guidance.Nested, n.RepoInstructions)
+			rec.NestedInstructions = append(rec.NestedInstructions, n.Path+"@"+n.Hash)
+		}
 	}
 	if m := d.Features.Memory; m != nil {
 		notes, err := m.Offer(ctx, key.Team, key.Channel)
@@ -173,7 +177,7 @@ func (t *turn) guide(ctx context.Context, bt *brain.Turn) {
 		}
 		bt.Remember = t.remember
 	}
-	if t.channel.on || rec.RepoInstructions != "" || len(rec.Memory) > 0 {
+	if t.channel.on || rec.RepoInstructions != "" || len(rec.NestedInstructions) > 0 || len(rec.Memory) > 0 {
 		t.recordSettings(ctx, rec)
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io/fs"
+	"path"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/logbook/logbook/bot/brain"
@@ -106,4 +109,78 @@ func (h *Hands) Instructions(ctx context.Context) (repoInstructions, error) {
 	h.instr = r
 	h.mu.Unlock()
 	return r, nil
+}
+
+// maxNested bounds the nested instruction files a turn reads (directories of files the agent
+// touched), and MaxRepoInstructions their text in all.
+const maxNested = 5
+
+// touchedDirs is the directories (relative, below the root) of the files the session's agent
+// read or wrote (read_file, write_file, attach_file calls), newest first, each once.
+func touchedDirs(evs []session.Event) []string {
+	var dirs []string
+	seen := map[string]bool{}
+	calls := session.Select(evs, session.Range{Types: []session.Type{session.TypeToolCall}})
+	for i := len(calls) - 1; i >= 0; i-- {
+		var c session.ToolCall
+		var in struct {
+			Path string `json:"path"`
+		}
+		if calls[i].Decode(&c) != nil || (c.Name != brain.ToolReadFile && c.Name != brain.ToolWriteFile && c.Name != brain.ToolAttachFile) ||
+			json.Unmarshal(c.Input, &in) != nil {
+			continue
+		}
+		p := path.Clean("/" + strings.TrimPrefix(in.Path, "/workspace/"))
+		for d := path.Dir(p); d != "/" && d != "."; d = path.Dir(d) {
+			if rel := strings.TrimPrefix(d, "/"); !seen[rel] {
+				seen[rel] = true
+				dirs = append(dirs, rel)
+			}
+		}
+	}
+	return dirs
+}
+
+// NestedInstructions reads the instruction files (AGENTS.md, else CLAUDE.md) of the
+// directories of files the agent touched in the session (evs), nearest first, as other
+// agents do: at most maxNested, and MaxRepoInstructions bytes in all. Only from a sandbox
+// that is there with a repository: it provisions nothing.
+func (h *Hands) NestedInstructions(ctx context.Context, evs []session.Event) []repoInstructions {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	sb, commit := h.sb, h.commit
+	h.mu.Unlock()
+	if sb == nil || commit == "" {
+		return nil
+	}
+	var out []repoInstructions
+	left := MaxRepoInstructions
+	for _, dir := range touchedDirs(evs) {
+		if len(out) == maxNested || left <= 0 {
+			break
+		}
+		r, err := readInstructions(ctx, dirSandbox{sb, dir})
+		if err != nil || r.Path == "" {
+			continue
+		}
+		r.Path = dir + "/" + r.Path
+		if len(r.Text) > left {
+			r.Text, r.Cut = strings.ToValidUTF8(r.Text[:left], ""), true
+		}
+		left -= len(r.Text)
+		out = append(out, r)
+	}
+	return out
+}
+
+// dirSandbox reads files of sb relative to dir.
+type dirSandbox struct {
+	sandbox.Sandbox
+	dir string
+}
+
+func (d dirSandbox) ReadFile(ctx context.Context, name string) ([]byte, error) {
+	return d.Sandbox.ReadFile(ctx, d.dir+"/"+name)
 }

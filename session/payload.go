@@ -218,9 +218,12 @@ type TurnSettings struct {
 	Set           []string `json:"set,omitempty"`
 	// RepoInstructions and RepoInstructionsHash: the repository's instruction file put in the
 	// system prompt (sha256 of what was read, hex), "" without one.
-	RepoInstructions     string  `json:"repo_instructions,omitempty"`
-	RepoInstructionsHash string  `json:"repo_instructions_hash,omitempty"`
-	Memory               []int64 `json:"memory,omitempty"`
+	RepoInstructions     string `json:"repo_instructions,omitempty"`
+	RepoInstructionsHash string `json:"repo_instructions_hash,omitempty"`
+	// NestedInstructions are the instruction files of directories the agent worked in, as
+	// path@sha256.
+	NestedInstructions []string `json:"nested_instructions,omitempty"`
+	Memory             []int64  `json:"memory,omitempty"`
 }
 
 // SandboxLost records that the session's sandbox was found gone.

@@ -13,7 +13,10 @@ import (
 type Guidance struct {
 	Instructions string           // the channel's; "" for none
 	Repo         RepoInstructions // the repository's; Path "" for none
-	Memory       []Note           // newest first
+	// Nested are the instruction files of the directories of files the agent touched, nearest
+	// first (Path relative to the workspace).
+	Nested []RepoInstructions
+	Memory []Note // newest first
 }
 
 // RepoInstructions is the repository's instruction file (AGENTS.md, else CLAUDE.md) as read
@@ -47,6 +50,13 @@ func guidanceText(g Guidance) string {
 		if r.Cut {
 			fmt.Fprintf(&sb, "(%s was cut to its size limit; read the rest with read_file if you need it.)\n", r.Path)
 		}
+	}
+	for _, r := range g.Nested {
+		if strings.TrimSpace(r.Text) == "" {
+			continue
+		}
+		fmt.Fprintf(&sb, "\nA directory you worked in has its own instruction file, %s: the repository's text too, for files under that directory, "+
+			"under the same terms as the one above.\n<repository_instructions path=%q>\n%s\n</repository_instructions>\n", r.Path, r.Path, strings.TrimSpace(r.Text))
 	}
 	if len(g.Memory) > 0 {
 		sb.WriteString("\nThe channel's memory: notes people (or you, in earlier threads) asked to keep, newest first. They may be out of date: " +
