@@ -502,3 +502,6 @@ type SetupResult struct {
 	Egress     string `json:"egress,omitempty"`
 	DurationMS int64  `json:"duration_ms"`
 }
+
+// Key is n's idempotency key: one budget_notice per session, budget and day.
+func (n BudgetNotice) Key() string { return "budget_notice:" + n.Scope + ":" + n.Subject + ":" + n.Day }

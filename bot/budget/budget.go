@@ -276,7 +276,7 @@ const NoticeAt = 0.8
 
 // Notices are the notices a thread of channel should get now for person's turn: one per
 // budget (the channel's, the person's) that is at NoticeAt or more of today's amount. The
-// caller records each (budget_notice) under its idempotency key, so a thread gets each at
+// caller records each (budget_notice) under its Key, so a thread gets each at
 // most once a day.
 func (b *Budget) Notices(ctx context.Context, channel, person string) ([]session.BudgetNotice, error) {
 	day := session.UTCDay(b.cfg.Now())
@@ -302,11 +302,6 @@ func (b *Budget) Notices(ctx context.Context, channel, person string) ([]session
 				person, Money(tot.Person), pe.amount, cur, percent(tot.Person, pe.amount), b.whoRaises(fmt.Sprintf("`/logbook budget raise <amount> <@%s>`", person)))})
 	}
 	return out, nil
-}
-
-// NoticeKey is the idempotency key of n's budget_notice: one per session, budget and day.
-func NoticeKey(n session.BudgetNotice) string {
-	return "budget_notice:" + n.Scope + ":" + n.Subject + ":" + n.Day
 }
 
 func percent(spent int64, of Money) int64 {

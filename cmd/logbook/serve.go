@@ -285,6 +285,9 @@ type serveConfig struct {
 	Live bot.LiveConfig
 	// Footer is the line under final replies (LOGBOOK_PUBLIC_URL, LOGBOOK_REPLY_FOOTER, LOGBOOK_PRICES).
 	Footer bot.Footer
+	// Budget is the model calls' prices and daily budgets, and the channels' setup step
+	// (LOGBOOK_PRICES, LOGBOOK_BUDGET, LOGBOOK_SETUP_COMMAND, LOGBOOK_SETUP_EGRESS).
+	Budget budgetConfig
 	// The brain's limits (0: the brain's defaults).
 	MaxOutputTokens  int
 	MaxContinuations int
@@ -529,13 +532,18 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.dir = bot.NewDirectory(w.api, 5*time.Minute)
 	w.repos = channelRepos(cfg, store)
+	bgt, err := newBudget(cfg, store, log) // budget.go
+	if err != nil {
+		return err
+	}
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg),
 		Features: bot.Features{
 			Titler: b, Search: bot.SearchTool(w.search, w.dir), Channel: w.dir.ChannelName,
 			Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg)}, log),
 			Files: fileStore, Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: cfg.FileMax}), Uploader: w.api,
-			Forge: pullRequests(cfg), Slash: bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins),
+			Forge: pullRequests(cfg), Slash: budgetSlash(bgt, bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins)),
+			Budget: bgt,
 			Health: bot.NewHealth(), Directory: w.dir,
 		}}
 	return nil
@@ -569,6 +577,7 @@ func (w *wiring) listenHTTP() (string, error) {
 		}
 		pages, err := web.Handler(web.Config{Sessions: w.deps.Store, Finder: w.search, AccessLog: w.pool, Access: access, Channels: w.dir,
 			Visibility: w.dir, Files: w.deps.Features.Files, SignIns: w.deps.Store, PublicURL: cfg.Footer.PublicURL,
+			Usage: w.deps.Store, Currency: cfg.Budget.Prices.Currency,
 			Log: log.With().Str("part", "web").Logger()})
 		if err != nil {
 			return "", err
