@@ -43,7 +43,7 @@ func (t *turn) budgetNotices(ctx context.Context) error {
 		if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeBudgetNotice, Actor: budgetActor, IdempotencyKey: n.Key(), Payload: n}); err != nil {
 			return err
 		}
-		t.budgetNotes = append(t.budgetNotes, n.Text)
+		t.notes = append(t.notes, n.Text)
 	}
 	return nil
 }

@@ -170,6 +170,8 @@ type harnessOptions struct {
 	// claim) and the database (replica.listen); claimCheck is RunnerConfig.ClaimCheck.
 	listenProxy bool
 	claimCheck  time.Duration
+	// budget, when set, meters the turns' model calls (Features.Budget) over the harness's store.
+	budget func(*session.Store) bot.Budget
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
@@ -279,7 +281,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Delivery: o.delivery,
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.store, DatabaseURL: listenURL,
 		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Features: bot.Features{Titler: o.titler, Slash: o.slash,
-			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge}})
+			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Budget: harnessBudget(h.store, o.budget)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,6 +301,13 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		t.Fatalf("replica did not connect: %v", err)
 	}
 	return r
+}
+
+func harnessBudget(st *session.Store, mk func(*session.Store) bot.Budget) bot.Budget {
+	if mk == nil {
+		return nil
+	}
+	return mk(st)
 }
 
 func (h *harness) stop() {

@@ -47,8 +47,9 @@ type turn struct {
 	// appended: an approval's wait looks again.
 	changed chan struct{}
 	live    *liveView // nil: none (yet)
-	// budgetNotes are the budget notices this turn's reply carries (budget.go).
-	budgetNotes []string
+	// notes are lines this turn's reply carries: budget notices (budget.go), a failed
+	// setup (setup.go).
+	notes []string
 }
 
 // run runs the turn in the phases turn's doc lists: begin (or resume), abandon a turn
@@ -238,6 +239,7 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		return p, err
 	}
 	t.restoreCopies(ctx)
+	t.readyHands(ctx) // setup.go: the channel's setup runs before the first model call
 	res, err := t.runAgent(ctx, bt)
 	if res.Through > st.through {
 		st.through = res.Through // messages steered the turn: it answered them too
@@ -326,7 +328,7 @@ func (t *turn) footer(reply session.Event) string {
 		return ""
 	}
 	lines := append(t.pullNotes(), t.fileNotes()...)
-	lines = append(lines, t.budgetNotes...)
+	lines = append(lines, t.notes...)
 	if f := t.cell.deps.cfg.Footer.line(t.cell.id, turnUsage(t.cell.flog.snapshot(), t.state.turnSeq)); f != "" {
 		lines = append(lines, f)
 	}

@@ -147,3 +147,20 @@ last 7 days, today included.`,
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }
+
+// setupConfig is the channels' setup step: each channel's command (its settings, else
+// LOGBOOK_SETUP_COMMAND), LOGBOOK_SETUP_EGRESS while it runs, cached per commit.
+func setupConfig(cfg serveConfig, store *session.Store) bot.SetupConfig {
+	limits := channelLimits(cfg)
+	return bot.SetupConfig{
+		Command: func(ctx context.Context, _, channel string) (string, error) {
+			cmd, ok, err := limits.SetupCommand(ctx, channel)
+			if !ok {
+				return "", err
+			}
+			return cmd, err
+		},
+		Egress: cfg.Budget.SetupEgress,
+		Cache:  store,
+	}
+}

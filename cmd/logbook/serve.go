@@ -540,7 +540,8 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg),
 		Features: bot.Features{
 			Titler: b, Search: bot.SearchTool(w.search, w.dir), Channel: w.dir.ChannelName,
-			Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg)}, log),
+			Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg),
+				Setup: setupConfig(cfg, store)}, log),
 			Files: fileStore, Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: cfg.FileMax}), Uploader: w.api,
 			Forge: pullRequests(cfg), Slash: budgetSlash(bgt, bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins)),
 			Budget: bgt,
