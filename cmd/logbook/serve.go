@@ -158,10 +158,26 @@ Environment:
   LOGBOOK_REPLY_FOOTER    off | link | usage: a small line under each final reply with the
                           transcript link and, with usage, the turn's tokens and cost
                           (default link when LOGBOOK_PUBLIC_URL is set, else off)
-  LOGBOOK_PRICES          model=input/output,... in US dollars per million tokens, over the
-                          built-in list prices (claude-opus-4-1=15/75, claude-sonnet-4-5=3/15,
-                          claude-haiku-4-5=1/5, gpt-4o=2.5/10, gpt-4o-mini=0.15/0.6); a model
-                          not priced shows tokens only
+  LOGBOOK_PRICES          model=in/out[/cache_read[/cache_write]],... per million tokens,
+                          over the built-in USD list prices of Anthropic's and OpenAI's models
+                          (dated 2025-11-01); a model is a prefix of the names it prices
+                          (longest wins), optionally with its provider (openai:gpt-4o=2.5/10);
+                          currency=EUR drops the built-in table. Each model call is priced
+                          from the usage the provider reports (model_spend)
+  LOGBOOK_BUDGET          daily budgets in the prices' currency, per UTC day:
+                          channel=20/day (each channel, unless its settings say otherwise),
+                          person=5/day (each person, over all channels). At 80% the thread
+                          gets one notice; a call the rest cannot cover at its
+                          max_output_tokens does not start, and the thread says why and who
+                          can raise it: LOGBOOK_ADMINS, with /logbook budget raise <amount>
+                          [@person], for the day. 'logbook usage' and the /usage page sum it up
+  LOGBOOK_SETUP_COMMAND   a command (npm ci, go mod download) each new sandbox runs once
+                          before the first model call, unless the channel's settings say
+                          otherwise; its output is a setup_result, a failure is said under
+                          the reply, and the workspace it leaves is cached per commit
+  LOGBOOK_SETUP_EGRESS    host:port patterns the setup may reach besides
+                          LOGBOOK_SANDBOX_EGRESS, only while it runs (e.g.
+                          registry.npmjs.org:443,proxy.golang.org:443)
   LOGBOOK_MAX_OUTPUT_TOKENS  output tokens per model call (default 4096); a cut reply is
                           continued up to LOGBOOK_MAX_CONTINUATIONS times (default 2)
   LOGBOOK_REPEAT_LIMIT    a tool call failing the same way this often ends the turn (default 3)
