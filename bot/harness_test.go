@@ -170,6 +170,9 @@ type harnessOptions struct {
 	// claim) and the database (replica.listen); claimCheck is RunnerConfig.ClaimCheck.
 	listenProxy bool
 	claimCheck  time.Duration
+	// setup is the channels' setup step of the sandboxes (its Cache, when nil and the
+	// sandboxes have a repository, is the harness's store).
+	setup bot.SetupConfig
 	// budget, when set, meters the turns' model calls (Features.Budget) over the harness's store.
 	budget func(*session.Store) bot.Budget
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
@@ -257,6 +260,10 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 				return &sandbox.RepoSpec{URL: r.URL, Branch: r.Branch}, nil
 			}
 			hc.Work = filestore.NewStore(h.store)
+		}
+		hc.Setup = o.setup
+		if hc.Setup.Command != nil && hc.Setup.Cache == nil && hc.Work != nil {
+			hc.Setup.Cache = h.store
 		}
 		hands = bot.NewHandsFactory(o.sandbox, hc, log)
 	}
