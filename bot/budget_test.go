@@ -46,10 +46,10 @@ func TestBudgetStopsATurnBeforeACallItCannotAfford(t *testing.T) {
 		InputTokens: 3000, CacheReadTokens: 1000, OutputTokens: 6000}, // 0.002 + 0.0001 + 0.06
 		fakeprovider.Reply{Text: "never asked for"})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> run something"})
-	reply := h.replies(general, top.TS, 1)[0]
+	reply := h.final(general, top.TS, 1)
 	for _, want := range []string{"I stopped before calling the model", "budget for today (UTC) is 0.10 USD", "0.0621 of it is spent", "<@" + grace + ">", "/logbook budget raise"} {
-		if !strings.Contains(reply.Text, want) {
-			t.Errorf("reply %q lacks %q", reply.Text, want)
+		if !strings.Contains(reply, want) {
+			t.Errorf("reply %q lacks %q", reply, want)
 		}
 	}
 	if n := len(model.Calls()); n != 1 {
@@ -82,23 +82,31 @@ func TestBudgetNoticeAtEightyPercentOnce(t *testing.T) {
 		fakeprovider.Reply{Text: "second", InputTokens: 100, OutputTokens: 10},
 		fakeprovider.Reply{Text: "third", InputTokens: 100, OutputTokens: 10})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> one"})
-	first := h.replies(general, top.TS, 1)[0]
+	first := h.final(general, top.TS, 1)
 	const notice = "this channel has spent 0.8001 of its 1.00 USD model budget for today (UTC), 80%"
-	if !strings.Contains(first.Text, "first") || !strings.Contains(first.Text, notice) {
-		t.Fatalf("first reply %q, want the notice", first.Text)
+	if !strings.Contains(first, "first") || !strings.Contains(first, notice) {
+		t.Fatalf("first reply %q, want the notice", first)
 	}
 	s := h.session(general, top.TS)
-	h.turns(s.ID, 1)
 	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "two"})
-	second := h.replies(general, top.TS, 2)[1]
-	if !strings.Contains(second.Text, "second") || strings.Contains(second.Text, "budget") {
-		t.Fatalf("second reply %q: the notice again", second.Text)
+	second := h.final(general, top.TS, 2)
+	if !strings.Contains(second, "second") || strings.Contains(second, "budget") {
+		t.Fatalf("second reply %q: the notice again", second)
 	}
 	if n := len(h.events(s.ID, session.TypeBudgetNotice)); n != 1 {
 		t.Fatalf("%d budget_notice events, want 1", n)
 	}
 	other := h.post(slackemu.Post{Channel: general, User: grace, Text: "<@" + botUser + "> three"})
-	if third := h.replies(general, other.TS, 1)[0]; !strings.Contains(third.Text, "third") || !strings.Contains(third.Text, "model budget for today") {
-		t.Fatalf("a new thread's reply %q, want its own notice", third.Text)
+	if third := h.final(general, other.TS, 1); !strings.Contains(third, "third") || !strings.Contains(third, "model budget for today") {
+		t.Fatalf("a new thread's reply %q, want its own notice", third)
 	}
+}
+
+// final waits until the thread's session has answered every message with n replies, and
+// returns the last one as the thread shows it (text and blocks).
+func (h *harness) final(channel, thread string, n int) string {
+	h.t.Helper()
+	h.answered(h.session(channel, thread).ID)
+	msgs := h.replies(channel, thread, n)
+	return cardText(msgs[len(msgs)-1])
 }

@@ -78,9 +78,9 @@ func TestSetupFailureIsSaidInTheThread(t *testing.T) {
 	h, model := modelHarness(t, harnessOptions{setup: bot.SetupConfig{Command: setupCommand(`echo "no lockfile" >&2; exit 3`)}})
 	model.Push(fakeprovider.Reply{Text: "answered anyway"})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> hi"})
-	reply := h.replies(general, top.TS, 1)[0]
-	if !strings.Contains(reply.Text, "answered anyway") || !strings.Contains(reply.Text, "failed (exit 3)") || !strings.Contains(reply.Text, "no lockfile") {
-		t.Fatalf("reply %q; want the setup's failure said", reply.Text)
+	reply := h.final(general, top.TS, 1)
+	if !strings.Contains(reply, "answered anyway") || !strings.Contains(reply, "failed (exit 3)") || !strings.Contains(reply, "no lockfile") {
+		t.Fatalf("reply %q; want the setup's failure said", reply)
 	}
 	s := h.session(general, top.TS)
 	if rs := setupResults(t, h, s.ID); len(rs) != 1 || !rs[0].IsError || rs[0].ExitCode != 3 || !strings.Contains(rs[0].Output, "no lockfile") {

@@ -201,7 +201,8 @@ func (s *Store) Raised(ctx context.Context, scope, subject string, day time.Time
 	return n, nil
 }
 
-// UsageRow is the spend and tokens of one channel, person and day.
+// UsageRow is the spend and tokens of one channel, person and day: tokens of the calls that
+// answered (charges), cost of those and of holds still without a charge.
 type UsageRow struct {
 	Day              time.Time
 	Channel, Person  string
@@ -216,8 +217,10 @@ type UsageRow struct {
 
 const sqlUsage = `SELECT day, channel, person,
   count(*) FILTER (WHERE kind = 'charge')::bigint,
-  coalesce(sum(input_tokens), 0)::bigint, coalesce(sum(output_tokens), 0)::bigint,
-  coalesce(sum(cache_read_tokens), 0)::bigint, coalesce(sum(cache_write_tokens), 0)::bigint,
+  coalesce(sum(input_tokens) FILTER (WHERE kind = 'charge'), 0)::bigint,
+  coalesce(sum(output_tokens) FILTER (WHERE kind = 'charge'), 0)::bigint,
+  coalesce(sum(cache_read_tokens) FILTER (WHERE kind = 'charge'), 0)::bigint,
+  coalesce(sum(cache_write_tokens) FILTER (WHERE kind = 'charge'), 0)::bigint,
   coalesce(sum(cost_micros) FILTER (WHERE kind = 'charge' OR (kind = 'hold' AND NOT EXISTS (
     SELECT 1 FROM model_spend c WHERE c.call_id = s.call_id AND c.kind = 'charge'))), 0)::bigint,
   count(*) FILTER (WHERE kind = 'refused')::bigint
