@@ -104,4 +104,6 @@ func TestMeterAdmitsEachCallAndSeesTheUsage(t *testing.T) {
 
 type stubSearcher struct{}
 
-func (stubSearcher) Search(context.Context, string, int) (string, error) { return "no past sessions match", nil }
+func (stubSearcher) Search(context.Context, string, int) (string, error) {
+	return "no past sessions match", nil
+}

@@ -42,7 +42,7 @@ func TestUsageCLI(t *testing.T) {
 	spend(today, "C0000001", "U0000001", 1_500_000, 1000, true, -1)
 	spend(today, "C0000001", "U0000002", 250_000, 10, true, -1)
 	spend(today.AddDate(0, 0, -1), "C0000002", "U0000001", 10_000, 5, false, -1) // still running: its hold, 0.02
-	spend(today, "C0000001", "U0000002", 10_000_000, 5, false, 1)                 // refused
+	spend(today, "C0000001", "U0000002", 10_000_000, 5, false, 1)                // refused
 	env := map[string]string{"DATABASE_URL": dbURL}
 	err, code, out, stderr := runCLI(t, env, "usage", "--since", "3d")
 	if err != nil {
@@ -64,7 +64,9 @@ func TestUsageCLI(t *testing.T) {
 		t.Fatalf("usage --json: %v %s", err, stderr)
 	}
 	var rep struct {
-		All      struct{ Cost int64 `json:"cost_micros"` }
+		All struct {
+			Cost int64 `json:"cost_micros"`
+		}
 		Channels []struct{ Key string }
 		Days     []struct{ Key string }
 	}
