@@ -343,8 +343,8 @@ func (cfg *serveConfig) readReplies(e env) error {
 	if cfg.Footer.Mode, err = bot.ParseFooterMode(e.getenv("LOGBOOK_REPLY_FOOTER"), cfg.Footer.PublicURL); err != nil {
 		return fmt.Errorf("LOGBOOK_REPLY_FOOTER=%w", err)
 	}
-	if cfg.Footer.Prices, err = bot.ParsePrices(e.getenv("LOGBOOK_PRICES")); err != nil {
-		return fmt.Errorf("LOGBOOK_PRICES: %w", err)
+	if err := cfg.readBudget(e); err != nil { // budget.go
+		return err
 	}
 	if cfg.Live.Mode, err = bot.ParseStreamMode(e.getenv("LOGBOOK_STREAM")); err != nil {
 		return fmt.Errorf("LOGBOOK_STREAM=%w", err)
