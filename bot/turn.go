@@ -49,6 +49,9 @@ type turn struct {
 	live    *liveView // nil: none (yet)
 	// channel is what the turn runs under from its channel's settings (channel.go).
 	channel channelTurn
+	// notes are lines this turn's reply carries: budget notices (budget.go), a failed
+	// setup (setup.go).
+	notes []string
 }
 
 // run runs the turn in the phases turn's doc lists: begin (or resume), abandon a turn
@@ -183,6 +186,9 @@ func (t *turn) prepare(ctx context.Context) brain.Turn {
 	if t.approvalPolicy().Restricts() {
 		bt.Approve = t.approve
 	}
+	if d.Features.Budget != nil { // budget.go
+		bt.Meter = d.Features.Budget.For(c.sess.Key.Channel, st.lastUserMsg.User, c.sess.ID, st.turnSeq)
+	}
 	return bt
 }
 
@@ -238,6 +244,7 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		return p, err
 	}
 	t.restoreCopies(ctx)
+	t.readyHands(ctx) // setup.go: the channel's setup runs before the first model call
 	t.guide(ctx, &bt) // the channel's instructions, the repository's, its memory; turn_settings
 	res, err := t.runAgent(ctx, bt)
 	if res.Through > st.through {
@@ -252,6 +259,9 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		return p, err // errSuspended: turn_suspended is in the log; the cell goes away
 	}
 	p.reply, p.status, p.reason = res.Event, res.Status, res.Reason
+	if err := t.budgetNotices(ctx); err != nil { // budget.go: shown under the reply
+		return p, err
+	}
 	return p, nil
 }
 
@@ -324,6 +334,7 @@ func (t *turn) footer(reply session.Event) string {
 		return ""
 	}
 	lines := append(t.pullNotes(), t.fileNotes()...)
+	lines = append(lines, t.notes...)
 	if f := t.cell.deps.cfg.Footer.line(t.cell.id, turnUsage(t.cell.flog.snapshot(), t.state.turnSeq)); f != "" {
 		lines = append(lines, f)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/session"
 )
@@ -94,4 +96,49 @@ func shown(v string, set bool) string {
 		v = string(r[:100]) + "…"
 	}
 	return fmt.Sprintf("%q", v)
+}
+
+// defaultBudget is LOGBOOK_BUDGET's channel budget as the daily_budget setting shows it.
+func defaultBudget(cfg serveConfig) string {
+	if !cfg.Budget.Limits.HasChannel {
+		return ""
+	}
+	return cfg.Budget.Limits.Channel.String()
+}
+
+// settingsLimits are what the budget and the setup step read of a channel's settings: its
+// daily_budget and setup records, else the environment's (env). A daily_budget of "none"
+// counts as no record: LOGBOOK_BUDGET's channel budget applies (bot/budget's contract).
+type settingsLimits struct {
+	s    *settings.Settings
+	team string
+	env  budget.EnvLimits
+}
+
+func (l settingsLimits) DailyBudget(ctx context.Context, channel string) (budget.Money, bool, error) {
+	c, err := l.s.For(ctx, l.team, channel)
+	if err != nil {
+		return 0, false, err
+	}
+	r, ok := c.Record(settings.DailyBudget)
+	v := strings.TrimSpace(strings.TrimSuffix(strings.ToLower(r.New), "/day"))
+	if !ok || v == "none" || v == "" {
+		return l.env.DailyBudget(ctx, channel)
+	}
+	m, err := budget.ParseMoney(v)
+	if err != nil {
+		return 0, false, fmt.Errorf("daily_budget of %s: %w", channel, err)
+	}
+	return m, true, nil
+}
+
+func (l settingsLimits) SetupCommand(ctx context.Context, channel string) (string, bool, error) {
+	c, err := l.s.For(ctx, l.team, channel)
+	if err != nil {
+		return "", false, err
+	}
+	if _, ok := c.Record(settings.Setup); ok {
+		return c.SetupCommand(), c.SetupCommand() != "", nil
+	}
+	return l.env.SetupCommand(ctx, channel)
 }
