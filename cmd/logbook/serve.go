@@ -28,6 +28,7 @@ import (
 	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/web"
@@ -231,6 +232,8 @@ func newServeCmd(e env) *cobra.Command {
 // before anything is contacted. A duration left unset is zero: the bot's own default applies
 // (the defaults live in bot.NewRunner and friends, and nowhere else).
 type serveConfig struct {
+	// MCP is the connectors' file, LOGBOOK_MCP_CONFIG (nil: no connectors).
+	MCP *connectors.Config
 	DatabaseURL Secret
 	// DirectDatabaseURL reaches PostgreSQL itself, never a pooler: LISTEN, the liveness
 	// claim and scheduled audit exports (LOGBOOK_DIRECT_DATABASE_URL; default DatabaseURL).
