@@ -233,7 +233,7 @@ func newServeCmd(e env) *cobra.Command {
 // (the defaults live in bot.NewRunner and friends, and nowhere else).
 type serveConfig struct {
 	// MCP is the connectors' file, LOGBOOK_MCP_CONFIG (nil: no connectors).
-	MCP *connectors.Config
+	MCP         *connectors.Config
 	DatabaseURL Secret
 	// DirectDatabaseURL reaches PostgreSQL itself, never a pooler: LISTEN, the liveness
 	// claim and scheduled audit exports (LOGBOOK_DIRECT_DATABASE_URL; default DatabaseURL).
