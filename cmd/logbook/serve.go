@@ -532,14 +532,19 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.dir = bot.NewDirectory(w.api, 5*time.Minute)
 	w.repos = channelRepos(cfg, store)
+	var mcp *connectors.Connectors
+	if cfg.MCP != nil {
+		mcp = connectors.New(*cfg.MCP, connectors.Options{Logger: log})
+	}
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg),
 		Features: bot.Features{
 			Titler: b, Search: bot.SearchTool(w.search, w.dir), Channel: w.dir.ChannelName,
 			Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg)}, log),
 			Files: fileStore, Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: cfg.FileMax}), Uploader: w.api,
-			Forge: pullRequests(cfg), Slash: bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins),
-			Health: bot.NewHealth(), Directory: w.dir,
+			Forge: pullRequests(cfg), Slash: bot.ConnectorsCommand(bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins), mcp, w.dir.ChannelName, log),
+			Connectors: mcp,
+			Health:     bot.NewHealth(), Directory: w.dir,
 		}}
 	return nil
 }
