@@ -206,8 +206,8 @@ func (s *Session) Call(ctx context.Context, name string, input json.RawMessage) 
 	if !srv.offers(tool) {
 		return Result{Content: fmt.Sprintf("%s is not allowed by the connector's tools patterns", name), IsError: true}
 	}
-	var args map[string]any
-	if len(input) > 0 {
+	args := map[string]any{}
+	if len(input) > 0 && string(input) != "null" {
 		if err := json.Unmarshal(input, &args); err != nil {
 			return Result{Content: "the tool input is not a JSON object: " + err.Error(), IsError: true}
 		}

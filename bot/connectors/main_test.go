@@ -14,5 +14,6 @@ import (
 // egress forwarder when bwrap runs this binary as one.
 func TestMain(m *testing.M) {
 	sandbox.MaybeForward(os.Args)
+	maybeServeStdio()
 	goleak.VerifyTestMain(m)
 }
