@@ -24,7 +24,9 @@ import (
 // (answers when release is closed or the call's ctx ends).
 func testServer(release <-chan struct{}) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	obj := func(props map[string]any) map[string]any { return map[string]any{"type": "object", "properties": props} }
+	obj := func(props map[string]any) map[string]any {
+		return map[string]any{"type": "object", "properties": props}
+	}
 	str := map[string]any{"type": "string"}
 	s.AddTool(&mcp.Tool{Name: "lookup", Description: "Look an incident up.", InputSchema: obj(map[string]any{"query": str}),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
