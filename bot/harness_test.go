@@ -20,6 +20,7 @@ import (
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/migrations/pgtest"
@@ -170,6 +171,8 @@ type harnessOptions struct {
 	// claim) and the database (replica.listen); claimCheck is RunnerConfig.ClaimCheck.
 	listenProxy bool
 	claimCheck  time.Duration
+	// connectors offers MCP servers (nil: none).
+	connectors *connectors.Connectors
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
@@ -279,7 +282,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Delivery: o.delivery,
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.store, DatabaseURL: listenURL,
 		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Features: bot.Features{Titler: o.titler, Slash: o.slash,
-			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge}})
+			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Connectors: o.connectors}})
 	if err != nil {
 		t.Fatal(err)
 	}
