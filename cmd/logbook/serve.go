@@ -145,6 +145,12 @@ Environment:
                           channel only and wins. ask posts a card with Approve and Deny; a
                           call too long for the card is cut with a link to the whole call
                           (LOGBOOK_PUBLIC_URL), and denied without asking when that is unset
+                          mcp__<server>__<tool> patterns (mcp__sentry__*, mcp__*) name the
+                          connectors' tools
+  LOGBOOK_MCP_CONFIG      path of the MCP servers' JSON file ({"mcpServers": {...}}, see the
+                          README): remote servers (url, headers) called by logbook, local ones
+                          (command, args, env) run in each session's sandbox; each offered only
+                          in its channels; ${NAME} is taken from logbook's environment
   LOGBOOK_TOOL_APPROVERS  who may decide a card: thread (default: anyone who has posted in the
                           thread) or a comma list of Slack user ids
   LOGBOOK_APPROVAL_TIMEOUT how long a card waits for a decision (default 30m); a timeout is a
