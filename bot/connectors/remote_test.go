@@ -3,6 +3,8 @@ package connectors_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +154,29 @@ func TestToolListChanged(t *testing.T) {
 			t.Fatal("the new tool never appeared after tools/list_changed")
 		}
 		time.Sleep(20 * time.Millisecond) // the notification arrives on the server's stream
+	}
+}
+
+// TestRemoteSSEFallback: a server that offers only the older HTTP+SSE transport is reached
+// through it when streamable HTTP fails, and named sse in the file it is reached directly.
+func TestRemoteSSEFallback(t *testing.T) {
+	t.Parallel()
+	server := testServer(nil)
+	h := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	for _, typ := range []string{"", `"type": "sse", `} {
+		c := connectors.New(parse(t, `{"mcpServers": {"old": {`+typ+`"url": "`+srv.URL+`", "channels": ["C1"]}}}`, nil), connectors.Options{})
+		s := c.Session("C1", "", nil, zerolog.Nop())
+		if got := names(s.Tools(context.Background())); !strings.Contains(got, "mcp__old__lookup") {
+			t.Errorf("%s: tools = %s", typ, got)
+		}
+		if r := s.Call(context.Background(), "mcp__old__lookup", json.RawMessage(`{"query":"INC-3"}`)); r.IsError || !strings.HasPrefix(r.Content, "incident INC-3") {
+			t.Errorf("%s: lookup = %+v", typ, r)
+		}
+		s.Close()
 	}
 }
