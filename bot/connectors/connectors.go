@@ -60,6 +60,12 @@ type Options struct {
 	// ConnectTimeout bounds connecting to a server and listing its tools (default 20s);
 	// CallTimeout bounds one tool call (default 2m).
 	ConnectTimeout, CallTimeout time.Duration
+	// RetryAfter is how long a session leaves out a server it could not reach before it
+	// tries again when listing tools (default 1m), so an unreachable server does not cost
+	// every model call of a turn its ConnectTimeout. A call of its tool always tries.
+	RetryAfter time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 }
 
 // Connectors is the configured MCP servers. It is safe for concurrent use.
@@ -73,6 +79,10 @@ type Connectors struct {
 func New(cfg Config, opts Options) *Connectors {
 	opts.ConnectTimeout = cmp.Or(opts.ConnectTimeout, 20*time.Second)
 	opts.CallTimeout = cmp.Or(opts.CallTimeout, 2*time.Minute)
+	opts.RetryAfter = cmp.Or(opts.RetryAfter, time.Minute)
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	return &Connectors{cfg: cfg, opts: opts, log: opts.Logger.With().Str("component", "mcp").Logger()}
 }
 
@@ -136,6 +146,7 @@ type Session struct {
 	mu      sync.Mutex
 	conns   map[string]*conn
 	dialing map[string]*sync.Mutex
+	failed  map[string]time.Time // when listing a server's tools last failed
 	closed  bool
 }
 
@@ -149,7 +160,23 @@ func (s *Session) Offers() bool { return len(s.servers) > 0 }
 func (s *Session) Tools(ctx context.Context) []Tool {
 	var out []Tool
 	for _, srv := range s.servers {
+		s.mu.Lock()
+		at, failed := s.failed[srv.Name]
+		s.mu.Unlock()
+		if failed && s.c.opts.Now().Sub(at) < s.c.opts.RetryAfter {
+			continue
+		}
 		tools, err := s.toolsOf(ctx, srv)
+		s.mu.Lock()
+		if err != nil {
+			if s.failed == nil {
+				s.failed = map[string]time.Time{}
+			}
+			s.failed[srv.Name] = s.c.opts.Now()
+		} else {
+			delete(s.failed, srv.Name)
+		}
+		s.mu.Unlock()
 		if err != nil {
 			s.log.Warn().Str("server", srv.Name).Str("error", s.c.redact(err.Error())).Msg("MCP server unreachable: its tools are not offered")
 			continue

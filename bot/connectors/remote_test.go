@@ -180,3 +180,26 @@ func TestRemoteSSEFallback(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestUnreachableServerLeftOutForAWhile: a server that could not be reached is not tried
+// again at every listing, only after RetryAfter; a call of its tool still tries.
+func TestUnreachableServerLeftOutForAWhile(t *testing.T) {
+	t.Parallel()
+	var logs logBuffer
+	now := time.Unix(1_700_000_000, 0)
+	c := connectors.New(parse(t, `{"mcpServers": {"down": {"url": "http://127.0.0.1:1/mcp", "channels": ["C1"]}}}`, nil),
+		connectors.Options{Now: func() time.Time { return now }, RetryAfter: time.Minute})
+	s := c.Session("C1", "", nil, logs.logger())
+	defer s.Close()
+	tries := func() int { return strings.Count(logs.String(), "MCP server unreachable") }
+	s.Tools(context.Background())
+	s.Tools(context.Background())
+	if n := tries(); n != 1 {
+		t.Fatalf("%d attempts within RetryAfter; want 1", n)
+	}
+	now = now.Add(time.Minute)
+	s.Tools(context.Background())
+	if n := tries(); n != 2 {
+		t.Fatalf("%d attempts after RetryAfter; want 2", n)
+	}
+}
