@@ -173,6 +173,10 @@ type harnessOptions struct {
 	claimCheck  time.Duration
 	// connectors offers MCP servers (nil: none).
 	connectors *connectors.Connectors
+	// directory, when set, builds the Directory the gateway (and slashWith's handler) share;
+	// slashWith, when set, is the slash handler over it.
+	directory func(api *slack.Client) *bot.Directory
+	slashWith func(dir *bot.Directory) bot.SlashHandler
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
@@ -269,6 +273,13 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		fetcher = files.NewFetcher(api, files.FetchConfig{Max: o.fileMax, Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() }})
 		uploader = api
 	}
+	var dir *bot.Directory
+	if o.directory != nil {
+		dir = o.directory(api)
+		if o.slashWith != nil {
+			o.slash = o.slashWith(dir)
+		}
+	}
 	listenURL := h.dbURL
 	var listenProxy *pgtest.Proxy
 	if o.listenProxy {
@@ -282,7 +293,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Delivery: o.delivery,
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.store, DatabaseURL: listenURL,
 		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Features: bot.Features{Titler: o.titler, Slash: o.slash,
-			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Connectors: o.connectors}})
+			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Directory: dir, Connectors: o.connectors}})
 	if err != nil {
 		t.Fatal(err)
 	}

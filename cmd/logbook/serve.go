@@ -151,8 +151,11 @@ Environment:
                           README): remote servers (url, headers) called by logbook, local ones
                           (command, args, env) run in each session's sandbox; each offered only
                           in its channels; ${NAME} is taken from logbook's environment
-  LOGBOOK_TOOL_APPROVERS  who may decide a card: thread (default: anyone who has posted in the
-                          thread) or a comma list of Slack user ids
+  LOGBOOK_TOOL_APPROVERS  who may decide a card: thread (default: anyone of this workspace's
+                          organisation who has posted in the thread; people of another
+                          organisation in a Slack Connect channel may talk, not approve) or a
+                          comma list of Slack user ids (any organisation's); also read as
+                          LOGBOOK_APPROVERS
   LOGBOOK_APPROVAL_TIMEOUT how long a card waits for a decision (default 30m); a timeout is a
                           denial
   LOGBOOK_STREAM          auto | off (default auto): a status at once, then the reply streamed
