@@ -178,7 +178,10 @@ func (t *turn) prepare(ctx context.Context) brain.Turn {
 	if d.cfg.MidTurn == MidTurnSteer {
 		bt.Steer = t.steer
 	}
-	if d.cfg.Approval.Policy.Restricts() {
+	if c.mcp != nil {
+		bt.Connectors = c.mcp
+	}
+	if d.cfg.Approval.Policy.Restricts() || c.mcp != nil {
 		bt.Approve = t.approve
 	}
 	if d.Features.Budget != nil { // budget.go
