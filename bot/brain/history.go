@@ -142,12 +142,17 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 		return history{}, err
 	}
 	files := messageFiles(ordered, sharedFiles(recent), opt)
+	names := userNames(th)
 	for _, it := range ordered {
 		switch it.Kind {
 		case thread.KindUser:
 			b.user(it, files[it.Seq()], held[it.Seq()], opt)
 		case thread.KindAssistant:
 			b.assistant(it, th)
+		case thread.KindMarker:
+			if it.Event.Type == session.TypeTurnStopped {
+				b.stopped(it, names)
+			}
 		}
 	}
 	normalize(&b.h)
@@ -257,6 +262,48 @@ func (b *builder) assistant(it thread.Item, th *thread.Thread) {
 		b.h.Start = append(b.h.Start, it.Seq())
 		b.h.Boundary = append(b.h.Boundary, false)
 	}
+}
+
+// stopped adds a stopped turn as itself: the text of its stopped model call that the thread
+// showed, then a plain note that a named person stopped it, as the assistant's (the turn's
+// own tool calls and results are before it, from the log). The next user message is then a
+// turn of its own, answered for itself, not merged with the request that was stopped.
+func (b *builder) stopped(it thread.Item, names map[string]string) {
+	var ts session.TurnStopped
+	if it.Event.Payload == nil || it.Event.Decode(&ts) != nil {
+		return // purged or unreadable: the marker says nothing the model can use
+	}
+	who := nonEmpty(ts.ByName, nonEmpty(names[ts.By], nonEmpty(ts.By, "someone")))
+	how := map[string]string{"button": " with Slack's stop button", "reaction": " with the stop reaction", "message": " by writing \"stop\"",
+		"stream": " in Slack", "takeover": " by taking the session over"}[ts.Source]
+	var blocks []Block
+	if strings.TrimSpace(ts.Shown) != "" {
+		blocks = append(blocks, Block{Text: ts.Shown})
+	}
+	blocks = append(blocks, Block{Text: fmt.Sprintf("[%s stopped this turn here%s. What is above is all of it that was written or done; "+
+		"it was not finished, and is not to be taken up again unless someone asks. Answer what follows.]", who, how)})
+	b.add(RoleAssistant, it.Seq(), false, blocks...)
+}
+
+// userNames maps the Slack ids of the thread's people to the names their messages were
+// stored with.
+func userNames(th *thread.Thread) map[string]string {
+	names := map[string]string{}
+	for _, it := range th.Items {
+		if it.Kind != thread.KindUser || it.Message.Original == nil {
+			continue
+		}
+		m := it.Message.Original
+		for id, n := range m.Names {
+			if strings.TrimSpace(n) != "" {
+				names[id] = n
+			}
+		}
+		if strings.TrimSpace(m.UserName) != "" {
+			names[m.User] = m.UserName
+		}
+	}
+	return names
 }
 
 // messageFiles returns the blocks showing the files shared with each user message ordered
