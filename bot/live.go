@@ -114,8 +114,9 @@ type liveView struct {
 	mode       string // "stream" or "update"; "" until the first send
 	off        bool   // the view gave up: the reply is delivered whole at the end
 	msgs       []*liveMsg
-	sentRound  int // the round of the last text sent
-	roundAt    int // index in msgs of the message the current round's text began in
+	sentRound  int    // the round of the last text sent
+	roundSent  string // the text sent of that round (a retried call's void text included: Slack shows it)
+	roundAt    int    // index in msgs of the message the current round's text began in
 	failures   int
 	status     *threadStatus // the thread's status, told what the turn does (may be nil)
 	statusSaid string        // the status text last given to it
@@ -360,8 +361,11 @@ func (v *liveView) send(ctx context.Context, text string, cards []slack.StreamCh
 			err = v.start(ctx, text, cards)
 		}
 	}
-	if err == nil && text != "" && round != v.sentRound {
-		v.sentRound, v.roundAt = round, len(v.msgs)-1
+	if err == nil && text != "" {
+		if round != v.sentRound {
+			v.sentRound, v.roundAt, v.roundSent = round, len(v.msgs)-1, ""
+		}
+		v.roundSent += text
 	}
 	return err
 }
@@ -692,12 +696,12 @@ func (v *liveView) halted() bool { return v.haltedAt != "" }
 // the model call a stop cut short (the sender's side: after close).
 func (v *liveView) stoppedText() string {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	if len(v.msgs) == 0 || v.sentRound != v.round {
+	round := v.round
+	v.mu.Unlock()
+	if len(v.msgs) == 0 || v.sentRound != round {
 		return "" // nothing of the final round reached Slack
 	}
-	unsent := v.buf[min(v.roundAtBuf, len(v.buf)):]
-	return strings.TrimSpace(strings.TrimSuffix(v.roundText, unsent))
+	return strings.TrimSpace(v.roundSent)
 }
 
 // stopWith finishes the view's message with a note (a stopped turn: no reply follows) and

@@ -36,7 +36,8 @@ func stoppedCalls(evs []session.Event, turnSeq int64, by string) []session.NewEv
 		r := session.ToolResult{CallID: id, IsError: true, Synthetic: true, StoppedBy: by,
 			Content: "stopped by " + who + " while it ran; its outcome is unknown (it may have done part of its work)"}
 		if !running {
-			r = session.ToolResult{CallID: id, IsError: true, Synthetic: true,
+			// Not run: its outcome is known, so the result is not marked synthetic.
+			r = session.ToolResult{CallID: id, IsError: true,
 				Content: "not run: " + who + " stopped the turn before this call began"}
 		}
 		running = false
