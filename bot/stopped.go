@@ -49,17 +49,20 @@ func stoppedCalls(evs []session.Event, turnSeq int64, by string) []session.NewEv
 
 // stopperName is the display name of the person who asked for stop s: the one its
 // stop_requested carries, else the one their messages were stored with; "" when unknown.
-func stopperName(evs []session.Event, s *stopRequest) string {
-	for _, e := range session.Select(evs, session.Range{From: s.seq, To: s.seq, Types: []session.Type{session.TypeStopRequested}}) {
-		var p session.StopRequested
-		if e.Decode(&p) == nil && p.UserName != "" {
-			return p.UserName
-		}
+func stopperName(evs []session.Event, tn *thread.Turn, s *stopRequest) string {
+	if r := tn.StopRequest; r != nil && r.Seq == s.seq && r.UserName != "" {
+		return r.UserName
 	}
 	if name := nameOf(evs, s.by); name != s.by {
 		return name
 	}
 	return ""
+}
+
+// stopperName is stopperName for the running turn.
+func (t *turn) stopperName(s *stopRequest) string {
+	_, tn := t.turns()
+	return stopperName(t.cell.flog.snapshot(), tn, s)
 }
 
 // nameOf is the display name a user's messages in evs were stored with, else the id.

@@ -611,7 +611,7 @@ func (t *turn) stop(ctx context.Context, live *liveView, s *stopRequest) error {
 	evs = append(evs, stoppedCalls(t.cell.flog.snapshot(), t.state.turnSeq, s.by)...)
 	evs = append(evs, session.NewEvent{Type: session.TypeTurnStopped, Actor: cellActor,
 		Payload: session.TurnStopped{Turn: t.state.turnSeq, By: s.by, Source: s.source, Request: s.seq, Shown: shown,
-			ByName: stopperName(t.cell.flog.snapshot(), s)}})
+			ByName: t.stopperName(s)}})
 	if s.source == "message" {
 		t.state.through = max(t.state.through, s.seq)
 	}
