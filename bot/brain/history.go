@@ -143,9 +143,11 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 		return history{}, err
 	}
 	stops := map[int64]*session.TurnStopped{} // turn_stopped seq -> its payload
+	unshown := map[int64]bool{}               // replies of stopped turns: never posted, so never said
 	for _, t := range folded.List {
 		if t.Stopped != nil {
 			stops[t.StoppedSeq] = t.Stopped
+			unshown[t.Reply.Seq] = t.Reply.Seq > 0 && !t.Delivered
 		}
 	}
 	files := messageFiles(ordered, sharedFiles(recent), opt)
@@ -155,7 +157,9 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 		case thread.KindUser:
 			b.user(it, files[it.Seq()], held[it.Seq()], opt)
 		case thread.KindAssistant:
-			b.assistant(it, th)
+			if !unshown[it.Seq()] {
+				b.assistant(it, th)
+			}
 		case thread.KindMarker:
 			if ts := stops[it.Seq()]; ts != nil && it.Event.Type == session.TypeTurnStopped {
 				b.stopped(it.Seq(), *ts, names)

@@ -11,7 +11,8 @@ import (
 )
 
 // Issue 28: a stopped turn is in the model's next history as itself — its tool call and the
-// result the stop left, then the text the thread showed and a note that Alice stopped it — so
+// result the stop left, then the text the thread showed (not a reply that was never posted)
+// and a note that Alice stopped it — so
 // the next message is its own user turn, not merged with the request that was stopped.
 func TestStoppedTurnIsInTheNextHistoryAsItself(t *testing.T) {
 	t.Parallel()
@@ -26,6 +27,9 @@ func TestStoppedTurnIsInTheNextHistoryAsItself(t *testing.T) {
 		session.NewEvent{Type: session.TypeToolCall, Actor: bot, Payload: session.ToolCall{CallID: "toolu_1", Name: "run_command",
 			Input: json.RawMessage(`{"command":"ls services"}`)}})
 	e.append(session.NewEvent{Type: session.TypeToolResult, Actor: cell, Payload: session.ToolResult{CallID: "toolu_1", Content: "api\nbilling"}})
+	// The model finished just as the stop came: its reply was never posted, so never said.
+	e.append(session.NewEvent{Type: session.TypeAssistantMessage, Actor: bot, Payload: session.AssistantMessage{
+		Text: "THE WHOLE REPORT, never posted", Turn: turn}})
 	stop, _ := e.user("stop")
 	e.append(session.NewEvent{Type: session.TypeTurnStopped, Actor: cell, Payload: session.TurnStopped{
 		Turn: turn, By: "U0000001", Source: "message", Request: stop, Shown: "# Report\n\n## api\nThe api service"}},
@@ -55,6 +59,9 @@ func TestStoppedTurnIsInTheNextHistoryAsItself(t *testing.T) {
 		"user tool_result:api\\nbilling",
 		`assistant text:# Report\n\n## api\nThe api service | text:[Alice stopped this turn here by writing "stop".`,
 		"user text:Alice: stop | text:Alice: never mind, just tell me how many services there are",
+	}
+	if strings.Contains(got, "never posted") {
+		t.Errorf("the stopped turn's unposted reply is in the history:\n%s", got)
 	}
 	if len(msgs) != len(want) {
 		t.Fatalf("history:\n%s\nwant %d messages", got, len(want))
