@@ -24,7 +24,7 @@ const AbandonedText = "Sorry — I could not finish answering this: my attempts 
 // the notice cannot reach the thread after maxResumes more cells, the turn is closed with
 // the error alone.
 func (t *turn) abandon(ctx context.Context, cells int) error {
-	c, d, st := t.cell, t.cell.deps, t.state
+	st := t.state
 	why := fmt.Sprintf("the turn was taken up by %d cells and none finished it (each died, lost its lease or kept failing); "+
 		"the thread was told to send the message again", cells)
 	if _, tn := t.turns(); tn.Reply.Seq > 0 && tn.Delivered {
@@ -35,8 +35,8 @@ func (t *turn) abandon(ctx context.Context, cells int) error {
 		return t.complete(ctx, session.StatusError, session.ReasonAbandoned, abandonedError(fmt.Sprintf(
 			"the turn was taken up by %d cells and none finished it; the notice to the thread could not be delivered either", cells)))
 	}
-	stored, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage,
-		Actor:          session.Actor{Kind: session.ActorBot, ID: cmp.Or(d.cfg.Where.BotUserID, "logbook")},
+	stored, err := t.flog.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage,
+		Actor:          session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.cfg.Where.BotUserID, "logbook")},
 		IdempotencyKey: "abandoned/" + strconv.FormatInt(st.turnSeq, 10),
 		Payload:        session.AssistantMessage{Text: AbandonedText}})
 	if err != nil {
@@ -48,11 +48,11 @@ func (t *turn) abandon(ctx context.Context, cells int) error {
 	}
 	t.log.Warn().Int("cells", cells).Msg("turn abandoned after repeated failures; telling the thread")
 	// A notice stored by an earlier cell may have been posted already: search first.
-	posted, err := d.Deliver.Deliver(ctx, c.sess, notice, true, "")
+	posted, err := t.deliverer.Deliver(ctx, t.sess, notice, true, "")
 	switch {
 	case err == nil:
-		d.Metrics.deliveries.Inc()
-		return t.complete(ctx, session.StatusError, session.ReasonAbandoned, abandonedError(why), deliveredEvent(notice, c.sess.Key.Channel, posted))
+		t.metrics.deliveries.Inc()
+		return t.complete(ctx, session.StatusError, session.ReasonAbandoned, abandonedError(why), deliveredEvent(notice, t.sess.Key.Channel, posted))
 	case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
 		return err // the turn stays open; the next attempt finds the notice stored
 	default:
