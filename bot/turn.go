@@ -27,18 +27,20 @@ const (
 // delivered, turn_completed, and the turn's own error events). run goes through its phases,
 // in order:
 //
-//  1. begin: turn_started{through: the last user message} — with the cell's cell_woken when
-//     it is the cell's first write; a resumed turn (open in the log) appends nothing here but
-//     that cell_woken. A resumed turn no cell could finish is abandoned instead.
-//  2. prepare: the brain's turn, with the optional features this deployment and channel
+//  1. begin: a fresh turn appends turn_started{through: the last user message}, with the
+//     cell's cell_woken when it is the cell's first write; a resumed turn (open in the log)
+//     appends only that cell_woken.
+//  2. abandon, instead of going on, a resumed turn no cell could finish (abandon.go).
+//  3. prepare: the brain's turn, with the optional features this deployment and channel
 //     offer.
-//  3. produce: the agent appends the conversation — assistant_message with its tool_call
+//  4. produce: the agent appends the conversation — assistant_message with its tool_call
 //     events, tool_result, context_summary, the reply assistant_message — through the
-//     session's log. Meanwhile every user message that arrives gets a queued marker.
-//  4. deliver: the reply is posted (a resumed turn searches the thread first);
-//  5. complete: delivered and turn_completed are appended together; a delivery that can never
+//     session's log. Meanwhile every user message that arrives gets a queued marker. A
+//     resumed turn may find its reply in the log instead.
+//  5. deliver: the reply is posted (a resumed turn searches the thread first).
+//  6. complete: delivered and turn_completed are appended together; a delivery that can never
 //     succeed appends error and turn_completed{status: error} instead.
-//  6. title, once, after the first reply reached the thread (the Titler appends it).
+//  7. title, once, after the first reply reached the thread (the Titler appends it).
 //
 // A turn reads the log only from the cell's memory (see cellLog); it costs one append per
 // step above. A new optional part is a field of Features, read in the phase that uses it.
@@ -93,23 +95,16 @@ func (t *turn) appendWoken(ctx context.Context, evs ...session.NewEvent) ([]sess
 	return stored[1:], nil
 }
 
-// run runs the turn in the phases turn's doc lists: begin (or resume), abandon a turn
-// no cell could finish, prepare the brain's turn, produce the reply (or find it), deliver it
-// and complete the turn, then title the session.
+// run runs the turn through the phases turn's doc lists: begin (or resume), abandon a turn
+// no cell could finish, prepare the brain's turn, produce the reply (or find it), deliver it,
+// complete the turn, then title the session.
 func (t *turn) run(ctx context.Context) error {
 	resumed := t.state.open
-	if !resumed {
-		if answer, err := t.begin(ctx); err != nil || !answer {
-			return err // a turn that answers nothing is closed at once, silently
-		}
-	} else if _, err := t.appendWoken(ctx); err != nil {
-		return err
+	if answer, err := t.begin(ctx); err != nil || !answer {
+		return err // a turn that answers nothing is closed at once, silently
 	}
-	t.log = t.log.With().Int64("turn", t.state.turnSeq).Bool("resumed", resumed).Logger()
-	if resumed {
-		if cells, give := t.givingUp(); give {
-			return t.giveUp(ctx, cells)
-		}
+	if cells, give := t.givingUp(); give {
+		return t.giveUp(ctx, cells)
 	}
 	// A status at once: the thread's agent session, else its assistant-thread status, else a
 	// reaction; cleared on every way out of the turn.
@@ -123,19 +118,37 @@ func (t *turn) run(ctx context.Context) error {
 	if err != nil || p.ended {
 		return err
 	}
-	if !p.completed {
-		if p.status, err = t.deliver(ctx, resumed, p); err != nil {
-			return err
-		}
+	done, err := t.deliver(ctx, resumed, p)
+	if err != nil {
+		return err
 	}
-	return t.titleAfter(ctx, bt, p.reply, p.status)
+	if err := t.complete(ctx, done); err != nil {
+		return err
+	}
+	return t.title(ctx, bt, p.reply, done.status)
 }
 
-// begin opens a fresh turn: which of the new messages are for the bot (thread manners) — the
+// begin begins the turn: a fresh one is started (start); a resumed one, open in the log,
+// appends only the cell's cell_woken, when it is the cell's first write. It reports whether
+// the turn goes on to answer.
+func (t *turn) begin(ctx context.Context) (answer bool, err error) {
+	resumed := t.state.open
+	if !resumed {
+		if answer, err := t.start(ctx); err != nil || !answer {
+			return false, err
+		}
+	} else if _, err := t.appendWoken(ctx); err != nil {
+		return false, err
+	}
+	t.log = t.log.With().Int64("turn", t.state.turnSeq).Bool("resumed", resumed).Logger()
+	return true, nil
+}
+
+// start opens a fresh turn: which of the new messages are for the bot (thread manners) — the
 // rest are recorded as not addressed —, the reply cap, then turn_started with its markers (and a
 // canned reply, or the turn_completed of a turn that answers nothing) in one append. It
 // reports whether the turn goes on to answer.
-func (t *turn) begin(ctx context.Context) (answer bool, err error) {
+func (t *turn) start(ctx context.Context) (answer bool, err error) {
 	st := &t.state
 	h := hearAll(t.cfg.ThreadReplies, t.flog.snapshot(), st.through, st.lastUser)
 	if h.answer && h.canned == "" {
@@ -172,8 +185,11 @@ func (t *turn) begin(ctx context.Context) (answer bool, err error) {
 // givingUp reports a resumed turn that keeps failing across cells (an unsearchable thread,
 // Slack refusing the post), to close with an error instead of waking it forever: cells that
 // took it up without moving it on, or too many cells at all (cells that each finish one call
-// and die would otherwise go on for ever).
+// and die would otherwise go on for ever). A turn this cell started gives up never.
 func (t *turn) givingUp() (cells int, give bool) {
+	if !t.state.open {
+		return 0, false
+	}
 	_, tn := t.turns()
 	woken, all := tn.Resumes()
 	return max(woken, all), woken > maxResumes || all > maxCells
@@ -226,13 +242,22 @@ func (t *turn) prepare(ctx context.Context) brain.Turn {
 
 // produced is what produce leaves for delivery: the reply and the turn_completed status it
 // goes with, and the live view showing the turn (nil: none). ended says the turn ended there
-// (stopped, suspended); completed that its reply was delivered and the turn completed (a dead
+// (stopped, suspended); done, when set, is the outcome of a reply delivered already (a dead
 // cell's live messages finished from the log).
 type produced struct {
-	reply            session.Event
-	status, reason   string
-	live             *liveView
-	ended, completed bool
+	reply          session.Event
+	status, reason string
+	live           *liveView
+	ended          bool
+	done           *outcome
+}
+
+// outcome is how a turn completes: turn_completed's status and reason, the events appended
+// before it in the same append, and whether those hold the reply's delivered.
+type outcome struct {
+	status, reason string
+	evs            []session.NewEvent
+	delivered      bool
 }
 
 // produce finds the turn's reply or has the agent write it. A resumed turn may have its reply
@@ -250,8 +275,8 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		return p, err
 	}
 	recovered, err := t.recoverLive(ctx, p.reply, found)
-	if err != nil || recovered {
-		p.completed = recovered
+	if err != nil || recovered != nil {
+		p.done = recovered
 		return p, err
 	}
 	if found {
@@ -292,12 +317,16 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 	return p, nil
 }
 
-// deliver posts the reply (or finishes the live view that shows it) and completes the turn
-// with it, in one append; it returns the status the turn completed with. A delivery that fails
-// for a reason that may pass leaves the turn open (it is resumed, the thread searched first,
-// after a backoff); one that can never succeed completes it with an error.
-func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (string, error) {
+// deliver posts the reply (or finishes the live view that shows it) and returns the outcome
+// the turn completes with. A delivery that fails for a reason that may pass is an error: the
+// turn stays open (it is resumed, the thread searched first, after a backoff); one that can
+// never succeed is an outcome with an error.
+func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (outcome, error) {
+	if p.done != nil {
+		return *p.done, nil
+	}
 	live, reply := p.live, p.reply
+	done := outcome{status: p.status, reason: p.reason}
 	if live != nil {
 		live.close()
 	}
@@ -305,38 +334,32 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (string, e
 		// The live view shows the reply: its messages take the place of posting it.
 		posted, stopped, err := live.finish(ctx, reply, t.footer(reply))
 		if err != nil {
-			return p.status, err // the turn stays open; the next cell finishes the live messages
+			return done, err // the turn stays open; the next cell finishes the live messages
 		}
-		if err := t.complete(ctx, p.status, p.reason, append(stopped, deliveredEvent(reply, t.sess.Key.Channel, posted))...); err != nil {
-			return p.status, err
-		}
-		t.metrics.deliveries.Inc()
-		return p.status, nil
+		done.evs, done.delivered = append(stopped, deliveredEvent(reply, t.sess.Key.Channel, posted)), true
+		return done, nil
 	}
 	if ts, _ := t.turns(); resumed && ts.Delivered(reply) {
-		return p.status, t.complete(ctx, p.status, p.reason)
+		return done, nil
 	}
 	// Fresh: produced by this turn in this process, so never posted before.
 	fresh := !resumed && reply.Seq > t.state.turnSeq
 	posted, err := t.deliverer.Deliver(ctx, t.sess, reply, !fresh, t.footer(reply))
 	switch {
 	case err == nil:
-		if err := t.complete(ctx, p.status, p.reason, deliveredEvent(reply, t.sess.Key.Channel, posted)); err != nil {
-			return p.status, err
-		}
-		t.metrics.deliveries.Inc()
-		return p.status, nil
+		done.evs, done.delivered = []session.NewEvent{deliveredEvent(reply, t.sess.Key.Channel, posted)}, true
+		return done, nil
 	case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
-		return p.status, err
+		return done, err
 	default:
 		t.log.Warn().Err(err).Msg("delivery failed for good")
-		return session.StatusError, t.complete(ctx, session.StatusError, session.ReasonDelivery, session.NewEvent{Type: session.TypeError, Actor: cellActor,
-			Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}})
+		return outcome{status: session.StatusError, reason: session.ReasonDelivery, evs: []session.NewEvent{{Type: session.TypeError,
+			Actor: cellActor, Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}}}}, nil
 	}
 }
 
-// titleAfter names the session once its reply reached the thread.
-func (t *turn) titleAfter(ctx context.Context, bt brain.Turn, reply session.Event, status string) error {
+// title names the session once its reply reached the thread.
+func (t *turn) title(ctx context.Context, bt brain.Turn, reply session.Event, status string) error {
 	// A title comes after the reply reached the thread, not before; Slack shows it where it
 	// can (the thread's agent session, or its assistant-thread title).
 	if t.features.Titler != nil && status == session.StatusOK {
@@ -368,16 +391,20 @@ func (t *turn) footer(reply session.Event) string {
 
 var deliveryActor = session.Actor{Kind: session.ActorSystem, ID: "delivery"}
 
-// complete appends first, then turn_completed, in one append, and tells the probe.
-func (t *turn) complete(ctx context.Context, status, reason string, first ...session.NewEvent) error {
+// complete completes the turn with done: its events, then turn_completed, in one append; and
+// tells the metrics and the probe.
+func (t *turn) complete(ctx context.Context, done outcome) error {
 	st := t.state
-	evs := append(first, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
-		Payload: session.TurnCompleted{Turn: st.turnSeq, Status: status, Reason: reason, Through: st.through}})
+	evs := append(done.evs, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
+		Payload: session.TurnCompleted{Turn: st.turnSeq, Status: done.status, Reason: done.reason, Through: st.through}})
 	if _, err := t.flog.Append(ctx, evs...); err != nil {
 		return err
 	}
-	t.metrics.turns.WithLabelValues(status).Inc()
-	t.probe.turnDone(t.sess.ID, st.turnSeq, status)
+	if done.delivered {
+		t.metrics.deliveries.Inc()
+	}
+	t.metrics.turns.WithLabelValues(done.status).Inc()
+	t.probe.turnDone(t.sess.ID, st.turnSeq, done.status)
 	return nil
 }
 
@@ -487,12 +514,12 @@ func threadTitle(evs []session.Event) string {
 }
 
 // recoverLive finishes the live messages a dead cell left for this turn. With the reply in
-// the log, the turn's first live message is made to show it whole (the others are removed) and
-// the turn is completed: it reports true. Without one, every live message of the turn is
-// removed (the agent runs again and shows itself anew): it reports false.
-func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool) (bool, error) {
+// the log, the turn's first live message is made to show it whole (the others are removed):
+// it returns the outcome the turn completes with. Without one, every live message of the turn
+// is removed (the agent runs again and shows itself anew): it returns nil.
+func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool) (*outcome, error) {
 	if !t.state.open {
-		return false, nil // a fresh turn: nothing of it is in the thread yet
+		return nil, nil // a fresh turn: nothing of it is in the thread yet
 	}
 	ts, tn := t.turns()
 	var keep []thread.LiveMessage
@@ -517,7 +544,7 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			Payload: session.StreamStarted{Turn: t.state.turnSeq, Channel: channel, TS: orphan, Mode: "found"}})
 	}
 	if len(keep) == 0 {
-		return false, nil
+		return nil, nil
 	}
 	evs := found0
 	for _, m := range keep {
@@ -527,7 +554,7 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 				_, _, err := t.deliverer.api.StopStreamContext(ctx, channel, m.TS)
 				return err
 			}); err != nil && !streamClosed(err) && !isSlackErr(err, "message_not_found") && !errors.Is(err, errUnavailable) {
-				return false, fmt.Errorf("stop live message %s: %w", m.TS, err)
+				return nil, fmt.Errorf("stop live message %s: %w", m.TS, err)
 			}
 		}
 	}
@@ -539,7 +566,7 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 		t.log.Info().Str("ts", keep[0].TS).Int("removed", len(drop)).Msg("live view: finishing the reply a dead cell streamed")
 		posted, err := t.deliverer.replace(ctx, t.sess, reply, keep[0].TS, drop, t.footer(reply))
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if keep[0].Open {
 			evs = append(evs, streamStopped(keep[0].TS, session.StreamRecovered, 0))
@@ -548,27 +575,23 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			evs = append(evs, streamStopped(m.TS, session.StreamDeleted, 0))
 		}
 		evs = append(evs, deliveredEvent(reply, channel, posted))
-		if err := t.complete(ctx, session.StatusOK, "", evs...); err != nil {
-			return false, err
-		}
-		t.metrics.deliveries.Inc()
-		return true, nil
+		return &outcome{status: session.StatusOK, evs: evs, delivered: true}, nil
 	}
 	if found {
-		return false, nil // delivered already: the turn only needs closing
+		return nil, nil // delivered already: the turn only needs closing
 	}
 	for _, m := range keep {
 		if err := t.deliverer.call(ctx, "chat.delete", func() error {
 			_, _, err := t.deliverer.api.DeleteMessageContext(ctx, channel, m.TS)
 			return err
 		}); err != nil && !isSlackErr(err, "message_not_found") {
-			return false, fmt.Errorf("remove live message %s: %w", m.TS, err)
+			return nil, fmt.Errorf("remove live message %s: %w", m.TS, err)
 		}
 		evs = append(evs, streamStopped(m.TS, session.StreamDeleted, 0))
 	}
 	t.log.Info().Int("removed", len(keep)).Msg("live view: removed the partial messages of a dead cell; running the turn again")
 	_, err = t.flog.Append(ctx, evs...)
-	return false, err
+	return nil, err
 }
 
 // knownMessages is every Slack message of the bot that the log names: deliveries, live
@@ -644,7 +667,7 @@ func (t *turn) stop(ctx context.Context, live *liveView, s *stopRequest) error {
 	}
 	t.log.Info().Str("by", s.by).Str("source", s.source).Msg("turn stopped")
 	t.metrics.stops.Inc()
-	if err := t.complete(ctx, session.StatusStopped, s.source, evs...); err != nil {
+	if err := t.complete(ctx, outcome{status: session.StatusStopped, reason: s.source, evs: evs}); err != nil {
 		return err
 	}
 	show(t.flog.snapshot())
