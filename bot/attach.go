@@ -191,22 +191,14 @@ func (t *turn) finishUploads(ctx context.Context) error {
 // sharedInTurn finds a file of this name and content the turn at turnSeq shared already: the
 // same file attached again in one turn is shared once.
 func sharedInTurn(evs []session.Event, turnSeq int64, name, sha string) (session.FileUpload, bool) {
-	for _, e := range session.Select(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeFileUpload}}) {
-		var rec session.FileUpload
-		if e.Decode(&rec) == nil && rec.Status == uploadShared && rec.Name == name && rec.SHA256 == sha {
-			return rec, true
-		}
-	}
-	return session.FileUpload{}, false
+	return firstRecord(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeFileUpload}}, func(rec session.FileUpload) bool {
+		return rec.Status == uploadShared && rec.Name == name && rec.SHA256 == sha
+	})
 }
 
 // upload finds the file_upload of call with status in evs.
 func upload(evs []session.Event, call, status string) (session.FileUpload, bool) {
-	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypeFileUpload}}) {
-		var rec session.FileUpload
-		if e.Decode(&rec) == nil && rec.CallID == call && rec.Status == status {
-			return rec, true
-		}
-	}
-	return session.FileUpload{}, false
+	return firstRecord(evs, session.Range{Types: []session.Type{session.TypeFileUpload}}, func(rec session.FileUpload) bool {
+		return rec.CallID == call && rec.Status == status
+	})
 }

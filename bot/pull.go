@@ -124,13 +124,9 @@ func forgeFailure(err error) error {
 
 // pullRecorded finds the recorded pull request of repo and branch.
 func pullRecorded(evs []session.Event, repo, branch string) (session.PullRequest, bool) {
-	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypePullRequest}}) {
-		var pr session.PullRequest
-		if e.Decode(&pr) == nil && pr.Repo == repo && pr.Branch == branch {
-			return pr, true
-		}
-	}
-	return session.PullRequest{}, false
+	return firstRecord(evs, session.Range{Types: []session.Type{session.TypePullRequest}}, func(pr session.PullRequest) bool {
+		return pr.Repo == repo && pr.Branch == branch
+	})
 }
 
 // pullNotes are the reply's footer lines linking the pull requests this turn opened.

@@ -259,6 +259,8 @@ func New(cfg Config) (*Brain, error) {
 	return &Brain{cfg: cfg, log: cfg.Logger}, nil
 }
 
+// sleep waits d, or until ctx ends. bot/files' Fetcher has the same few lines as its default:
+// neither package imports the other, and a package of its own would hold only this.
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
