@@ -70,6 +70,9 @@ type turn struct {
 	// appended: an approval's wait looks again.
 	changed chan struct{}
 	live    *liveView
+	// notes are lines this turn's reply carries: budget notices (budget.go), a failed
+	// setup (setup.go).
+	notes []string
 }
 
 // carried is what a cell keeps from one of its turns to the next.
@@ -237,6 +240,9 @@ func (t *turn) prepare(ctx context.Context) brain.Turn {
 	if t.cfg.Approval.Policy.Restricts() {
 		bt.Approve = t.approve
 	}
+	if t.features.Budget != nil { // budget.go
+		bt.Meter = t.features.Budget.For(t.sess.Key.Channel, st.lastUserMsg.User, t.sess.ID, st.turnSeq)
+	}
 	return bt
 }
 
@@ -301,6 +307,7 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		return p, err
 	}
 	t.restoreCopies(ctx)
+	t.readyHands(ctx) // setup.go: the channel's setup runs before the first model call
 	res, err := t.runAgent(ctx, bt)
 	if res.Through > st.through {
 		st.through = res.Through // messages steered the turn: it answered them too
@@ -314,6 +321,9 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		return p, err // errSuspended: turn_suspended is in the log; the cell goes away
 	}
 	p.reply, p.status, p.reason = res.Event, res.Status, res.Reason
+	if err := t.budgetNotices(ctx); err != nil { // budget.go: shown under the reply
+		return p, err
+	}
 	return p, nil
 }
 
@@ -383,6 +393,7 @@ func (t *turn) footer(reply session.Event) string {
 		return ""
 	}
 	lines := append(t.pullNotes(), t.fileNotes()...)
+	lines = append(lines, t.notes...)
 	if f := t.cfg.Footer.line(t.sess.ID, turnUsage(t.flog.snapshot(), t.state.turnSeq)); f != "" {
 		lines = append(lines, f)
 	}

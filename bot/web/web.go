@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/search"
 	"github.com/logbook/logbook/session/transcript"
@@ -47,13 +48,14 @@ type Config struct {
 	Finder    finder        // *search.Searcher
 	AccessLog execer        // a pool whose role may INSERT into access_log (logbook_app)
 	Access    Access
-	// Visibility re-checks whether a session's channel is still public; nil: every logged
-	// channel counts as public (the log never holds private channels to begin with).
+	// Visibility re-checks, on every request, whether a session's channel is still public
+	// (bot.Directory: the same decision, and the same conversations.info answers, as search
+	// in Slack; the pages keep no cache of their own); nil: every logged channel counts as
+	// public (the log never holds private channels to begin with).
 	Visibility ChannelVisibility
 	// Channels names channels (Slack's conversations.info, cached by the caller) so pages say
 	// #general, not C0000001; nil, or a name it cannot learn: the id.
-	Channels      ChannelNamer
-	VisibilityTTL time.Duration // default 10 minutes
+	Channels ChannelNamer
 	// Location shows times in this timezone; a reader may pass ?tz=Area/City. nil: ISO 8601 UTC.
 	Location *time.Location
 	Log      zerolog.Logger
@@ -68,6 +70,10 @@ type Config struct {
 	// cookie holds an opaque id, the store its hash. nil: no sign-in form; tokens work as an
 	// Authorization header only.
 	SignIns SignInStore
+	// Usage reads the model spend for the usage page (GET /usage), in Currency (the prices'
+	// currency); nil: no usage page.
+	Usage    UsageReader
+	Currency string
 	// PublicURL is the pages' external address (LOGBOOK_PUBLIC_URL): a form sent from its
 	// origin counts as same-origin, as one sent from the request's own Host does.
 	PublicURL string
@@ -85,7 +91,7 @@ type SignInStore interface {
 type server struct {
 	cfg  Config
 	auth *authenticator
-	vis  *visibilityCache
+	vis  ChannelVisibility
 	now  func() time.Time
 	log  zerolog.Logger
 }
@@ -114,7 +120,7 @@ func Handler(cfg Config) (http.Handler, error) {
 	s := &server{
 		cfg:  cfg,
 		auth: newAuthenticator(cfg.Access),
-		vis:  &visibilityCache{src: cfg.Visibility, ttl: cmp.Or(cfg.VisibilityTTL, 10*time.Minute), now: now, entries: map[string]visibility{}},
+		vis:  cfg.Visibility,
 		now:  now,
 		log:  cfg.Log.With().Str("component", "web").Logger(),
 	}
@@ -124,6 +130,9 @@ func Handler(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /sessions/{id}/download", s.download)
 	mux.HandleFunc("GET /sessions/{id}/files/{sha256}", s.file)
 	mux.HandleFunc("GET /search", s.search)
+	if cfg.Usage != nil {
+		mux.HandleFunc("GET /usage", s.usage) // usage.go
+	}
 	outer := http.NewServeMux()
 	outer.HandleFunc("GET /signin", s.signinForm)
 	outer.HandleFunc("POST /signin", s.signin)
@@ -179,9 +188,13 @@ func (s *server) hidden(ctx context.Context, channel string) bool {
 	if identityFrom(ctx).Auditor {
 		return false
 	}
-	private, err := s.vis.private(ctx, channel)
+	if s.vis == nil {
+		return false
+	}
+	private, err := s.vis.ChannelPrivate(ctx, channel)
 	if err != nil {
 		s.log.Warn().Err(err).Str("channel", channel).Msg("channel visibility unknown; hiding its sessions from non-auditors")
+		return true
 	}
 	return private
 }
@@ -531,6 +544,8 @@ type pageData struct {
 	Q, Actor, Channel, Since, Until string
 	Searched                        bool
 	Hits                            []hitRow
+	// usage (usage.go)
+	Usage *usageData
 }
 
 func (d pageData) With(key, value string) string {
@@ -549,4 +564,7 @@ func (d pageData) With(key, value string) string {
 var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
 	"css":  func() template.CSS { return transcript.CSS + pageCSS },
 	"itoa": strconv.Itoa,
-}).Parse(pageTemplates))
+	"usageSection": func(title string, ts []budget.Total) usageSection {
+		return usageSection{Title: title, Totals: ts}
+	},
+}).Parse(pageTemplates + usageTemplate))
