@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/thread"
 )
@@ -38,6 +39,7 @@ type Cell struct {
 	sess  session.Session
 	flog  *cellLog
 	hands *Hands
+	mcp   *connectors.Session // nil: no MCP connectors in this channel
 	// carried is what the cell's turns hand on to the next: its cell_woken (appended with the
 	// cell's first write, alone or with the turn_started it wakes for), the queued markers,
 	// the files copied into its sandbox.
@@ -131,6 +133,7 @@ func (c *Cell) run(ctx context.Context) {
 	if d.Features.Hands != nil {
 		c.hands = d.Features.Hands(c.flog, sess)
 	}
+	c.openConnectors(ctx)
 	reason := c.loop(ctx)
 	exit, handOver = c.leave(ctx, reason)
 }
@@ -141,6 +144,7 @@ func (c *Cell) run(ctx context.Context) {
 // released (a graceful stop with work left). A lost lease writes nothing.
 func (c *Cell) leave(ctx context.Context, reason string) (exit string, handOver bool) {
 	d := c.deps
+	c.closeConnectors()
 	if c.hands != nil {
 		save, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		cause := context.Cause(ctx)
@@ -200,7 +204,7 @@ func (c *Cell) wokenEvent(epoch int64) session.NewEvent {
 // place a turn's parts are picked: a new one is a field of Features, handed on here whole.
 func (c *Cell) newTurn(st turnState) *turn {
 	d := c.deps
-	return &turn{sess: c.sess, flog: c.flog, hands: c.hands, poke: c.poke, carried: c.carried,
+	return &turn{sess: c.sess, flog: c.flog, hands: c.hands, mcp: c.mcp, poke: c.poke, carried: c.carried,
 		agent: d.Agent, deliverer: d.Deliver, clock: d.Clock, features: d.Features, cfg: &d.cfg,
 		metrics: d.Metrics, probe: d.Probe, draining: d.draining,
 		state: st, log: c.log, changed: make(chan struct{}, 1)}

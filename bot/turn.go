@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
 	"github.com/logbook/logbook/session/thread"
@@ -46,11 +47,12 @@ const (
 // step above. A new optional part is a field of Features, read in the phase that uses it.
 type turn struct {
 	// What the turn works on: the session, its log as the cell read it, its sandbox (nil:
-	// none), the cell's signals (the log may have grown), and what the cell carries from one
+	// none) and connectors, the cell's signals (the log may have grown), and what the cell carries from one
 	// turn to the next (read back once the turn ends).
 	sess    session.Session
 	flog    *cellLog
 	hands   *Hands
+	mcp     *connectors.Session // the channel's MCP connectors (nil: none)
 	poke    <-chan struct{}
 	carried carried
 	// What it works with: the runner's parts, the same for every turn.
@@ -237,7 +239,10 @@ func (t *turn) prepare(ctx context.Context) brain.Turn {
 	if t.cfg.MidTurn == MidTurnSteer {
 		bt.Steer = t.steer
 	}
-	if t.cfg.Approval.Policy.Restricts() {
+	if t.mcp != nil {
+		bt.Connectors = t.mcp
+	}
+	if t.cfg.Approval.Policy.Restricts() || t.mcp != nil {
 		bt.Approve = t.approve
 	}
 	if t.features.Budget != nil { // budget.go

@@ -77,6 +77,12 @@ type ToolCall struct {
 	CallID string          `json:"call_id"`
 	Name   string          `json:"name"`
 	Input  json.RawMessage `json:"input"`
+	// Server and Tool name an MCP connector's server and its own name of the tool, for calls
+	// of connector tools (Name mcp__<server>__<tool>); ReadOnly says the server marks the tool
+	// read-only (readOnlyHint), so a call the process died in may be made again.
+	Server   string `json:"server,omitempty"`
+	Tool     string `json:"tool,omitempty"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // ToolResult is the outcome of a tool call (type tool_result). An error is a result the model
@@ -91,6 +97,9 @@ type ToolResult struct {
 	// Synthetic is set on results the harness wrote for calls whose outcome is unknown
 	// (a crash between tool_call and tool_result).
 	Synthetic bool `json:"synthetic,omitempty"`
+	// Server and Tool name the MCP server and tool of a connector call's result.
+	Server string `json:"server,omitempty"`
+	Tool   string `json:"tool,omitempty"`
 }
 
 // TurnStarted opens a turn (type turn_started). Through is the last user_message seq the

@@ -166,10 +166,7 @@ func (p *anthropicProvider) params(req Request) anthropic.MessageNewParams {
 		tp := &anthropic.ToolParam{
 			Name:        t.Name,
 			Description: anthropic.String(t.Description),
-			InputSchema: anthropic.ToolInputSchemaParam{Properties: t.Schema["properties"]},
-		}
-		if required, ok := t.Schema["required"].([]string); ok {
-			tp.InputSchema.Required = required
+			InputSchema: anthropicSchema(t.Schema),
 		}
 		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: tp})
 	}
@@ -259,4 +256,36 @@ func anthropicErrorStatus(typ string) int {
 		return 529
 	}
 	return http.StatusInternalServerError
+}
+
+// anthropicSchema is a tool's input schema as the SDK sends it: properties, required (as our
+// tools write it, []string, or as a decoded JSON schema has it, []any), and every other
+// keyword (additionalProperties, $defs, ... of an MCP server's schema) as is. Properties is
+// never left nil: the SDK would then leave input_schema out, which the API refuses.
+func anthropicSchema(schema map[string]any) anthropic.ToolInputSchemaParam {
+	p := anthropic.ToolInputSchemaParam{Properties: schema["properties"]}
+	if p.Properties == nil {
+		p.Properties = map[string]any{}
+	}
+	switch r := schema["required"].(type) {
+	case []string:
+		p.Required = r
+	case []any:
+		for _, v := range r {
+			if s, ok := v.(string); ok {
+				p.Required = append(p.Required, s)
+			}
+		}
+	}
+	for k, v := range schema {
+		switch k {
+		case "type", "properties", "required":
+		default:
+			if p.ExtraFields == nil {
+				p.ExtraFields = map[string]any{}
+			}
+			p.ExtraFields[k] = v
+		}
+	}
+	return p
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
@@ -95,6 +96,8 @@ type Turn struct {
 	// Meter, when set, admits each model call of the turn against a budget and is told what
 	// it cost (see Meter). nil: calls are not metered.
 	Meter Meter
+	// Connectors, when set, offers the MCP tools of the turn's channel (mcp__<server>__<tool>).
+	Connectors Connectors
 }
 
 // Decision is Turn.Approve's answer on one tool call.
@@ -303,8 +306,9 @@ type turn struct {
 	turnCtx  context.Context
 	cancel   context.CancelFunc
 	deadline time.Time
-	asked    []string   // calls a person approved in this Run
-	files    *fileCache // the shared files' content, read once a Run; nil without Turn.Files
+	asked    []string          // calls a person approved in this Run
+	files    *fileCache        // the shared files' content, read once a Run; nil without Turn.Files
+	mcp      []connectors.Tool // the connector tools offered, as last asked
 }
 
 // Run runs one turn: it repairs the history (a synthetic tool_result for every tool_call the
@@ -348,9 +352,10 @@ func (b *Brain) begin(ctx context.Context, t Turn) *turn {
 		live:    live{l: t.Live},
 		files:   newFileCache(t.Files),
 	}
-	st.system = systemPrompt(t.Where, st.tools, b.now())
 	st.deadline = time.Now().Add(b.cfg.MaxTurnTime)
 	st.turnCtx, st.cancel = context.WithDeadline(ctx, st.deadline)
+	b.refreshConnectors(st.turnCtx, st)
+	st.system = systemPrompt(t.Where, st.tools, b.now())
 	return st
 }
 
@@ -381,13 +386,8 @@ func (b *Brain) resume(ctx context.Context, st *turn) (first int, r Reply, done 
 func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done bool, err error) {
 	t := st.Turn
 	turnCtx := st.turnCtx
-	if round > 0 && t.Steer != nil {
-		// A message written while the turn ran reaches the model at its next call.
-		through, err := t.Steer(ctx, st.through)
-		if err != nil {
-			return Reply{}, true, fmt.Errorf("run turn %d: steer: %w", t.TurnSeq, err)
-		}
-		st.through = max(st.through, through)
+	if err := steer(ctx, st, round); err != nil {
+		return Reply{}, true, err
 	}
 	evs, err := b.load(ctx, t.Log)
 	if err != nil {
@@ -407,6 +407,7 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 		st.log.Info().Int64("reply_seq", r.Event.Seq).Msg("turn already answered")
 		return r, true, nil
 	}
+	b.refreshConnectors(turnCtx, st) // a server's list may have changed
 	tools, noTools := st.toolsFor(h), round >= b.cfg.MaxRounds
 	st.system = systemPrompt(t.Where, tools, b.now())
 	tokens, method := b.measure(turnCtx, st, Request{System: st.system, Messages: h.Messages, Tools: tools})
@@ -477,6 +478,21 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 	}
 
 	return Reply{}, false, nil
+}
+
+// steer hands the model, from the round's second call on, the messages written while the
+// turn ran (Turn.Steer): they reach it at its next call.
+func steer(ctx context.Context, st *turn, round int) error {
+	t := st.Turn
+	if round == 0 || t.Steer == nil {
+		return nil
+	}
+	through, err := t.Steer(ctx, st.through)
+	if err != nil {
+		return fmt.Errorf("run turn %d: steer: %w", t.TurnSeq, err)
+	}
+	st.through = max(st.through, through)
+	return nil
 }
 
 // answer appends the round's text as the turn's reply: a reply the output limit cut is
@@ -720,6 +736,9 @@ func undeclaredTools(h history, tools []ToolSpec) []ToolSpec {
 					missing = append(missing, s)
 				}
 			}
+			if connectors.IsTool(b.ToolUse.Name) {
+				missing = append(missing, connectorSpec(b.ToolUse.Name))
+			}
 		}
 	}
 	return missing
@@ -792,6 +811,7 @@ func historyUsesTools(h history) bool {
 // again: their outcome is unknown and they may not be idempotent.
 func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resume []ToolUse) error {
 	calls := map[string]bool{}
+	payloads := map[string]session.ToolCall{}
 	done := map[string]bool{}
 	attached := map[string]session.FileUpload{} // attach_file calls whose file is in the thread
 	folded := thread.FoldTurns(evs)             // the decisions that kept calls from running
@@ -806,6 +826,7 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 			var c session.ToolCall
 			if e.Decode(&c) == nil {
 				calls[c.CallID] = true
+				payloads[c.CallID] = c
 			}
 		case session.TypeToolResult:
 			var r session.ToolResult
@@ -818,6 +839,7 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 		done[u.ID] = true // they go on where they stopped
 	}
 	var fix []session.NewEvent
+	var rerun []ToolUse
 	for _, e := range evs {
 		if e.Type != session.TypeAssistantMessage {
 			continue
@@ -829,6 +851,10 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 		for _, id := range m.ToolCallIDs {
 			if calls[id] && !done[id] {
 				done[id] = true
+				if use, ok := st.rerunnable(payloads, id); ok && !keptFromRunning(folded, id) {
+					rerun = append(rerun, use) // read-only by the server's word: safe to repeat
+					continue
+				}
 				r := session.ToolResult{CallID: id, Content: interruptedResult, IsError: true, Synthetic: true}
 				if dec, p, ok := folded.Decision(id); ok && p.Decision != session.DecisionApproved {
 					// Not run, and the log says why: no outcome is unknown.
@@ -847,12 +873,17 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 			}
 		}
 	}
-	if len(fix) == 0 {
-		return nil
+	if len(fix) > 0 {
+		st.log.Warn().Int("calls", len(fix)).Msg("tool calls without results: appending interrupted results")
+		if _, err := st.Log.Append(ctx, fix...); err != nil {
+			return fmt.Errorf("run turn %d: append interrupted tool results: %w", st.TurnSeq, err)
+		}
 	}
-	st.log.Warn().Int("calls", len(fix)).Msg("tool calls without results: appending interrupted results")
-	if _, err := st.Log.Append(ctx, fix...); err != nil {
-		return fmt.Errorf("run turn %d: append interrupted tool results: %w", st.TurnSeq, err)
+	for _, use := range rerun {
+		st.log.Info().Str("tool", use.Name).Str("call_id", use.ID).Msg("read-only MCP call without a result: calling it again")
+		if err := b.appendResult(ctx, st, use, b.runTool(st.turnCtx, st.Turn, use, &st.budget)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -900,7 +931,7 @@ func (b *Brain) appendCalls(ctx context.Context, st *turn, text string, uses []T
 		evs = append(evs, session.NewEvent{
 			Type:           session.TypeToolCall,
 			Actor:          st.bot,
-			Payload:        session.ToolCall{CallID: u.ID, Name: u.Name, Input: u.Input},
+			Payload:        st.toolCall(u),
 			IdempotencyKey: "tool_call:" + u.ID,
 		})
 	}
@@ -920,13 +951,17 @@ func (b *Brain) appendResult(ctx context.Context, st *turn, use ToolUse, out too
 	if out.FromHands {
 		actor = session.Actor{Kind: session.ActorSandbox, ID: "sandbox"}
 	}
+	p := session.ToolResult{
+		CallID: use.ID, Content: out.Content, IsError: out.IsError, Truncated: out.Truncated,
+		ExitCode: out.ExitCode, DurationMS: out.Duration.Milliseconds(),
+	}
+	if c := st.toolCall(use); c.Server != "" {
+		p.Server, p.Tool = c.Server, c.Tool
+	}
 	ev := session.NewEvent{
-		Type:  session.TypeToolResult,
-		Actor: actor,
-		Payload: session.ToolResult{
-			CallID: use.ID, Content: out.Content, IsError: out.IsError, Truncated: out.Truncated,
-			ExitCode: out.ExitCode, DurationMS: out.Duration.Milliseconds(),
-		},
+		Type:           session.TypeToolResult,
+		Actor:          actor,
+		Payload:        p,
 		IdempotencyKey: "tool_result:" + use.ID,
 	}
 	if _, err := st.Log.Append(ctx, ev); err != nil {

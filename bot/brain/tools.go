@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session/clip"
 )
@@ -193,7 +194,12 @@ func headTailWith(s string, n int, marker func(omitted int) string) (string, int
 // error of the turn; only the ctx's end stops it.
 func (b *Brain) runTool(ctx context.Context, t Turn, use ToolUse, budget *outputBudget) toolOutcome {
 	start := b.now()
-	out := b.dispatch(ctx, t, use)
+	var out toolOutcome
+	if connectors.IsTool(use.Name) {
+		out = b.callConnector(ctx, t, use)
+	} else {
+		out = b.dispatch(ctx, t, use)
+	}
 	if out.Duration == 0 {
 		out.Duration = b.now().Sub(start)
 	}
@@ -240,9 +246,10 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 	return run(ctx, t, use, in)
 }
 
-// tool is the toolFunc of the tool called name, false for a tool this brain does not know.
-// A tool is offered by toolSpecs (or its own specs func) and runs here: a new tool is one
-// case, and tools from elsewhere (a connector's) are looked up after the built-in ones.
+// tool is the toolFunc of the built-in tool called name, false for a name this brain does
+// not know. A tool is offered by toolSpecs (or its own specs func) and runs here: a new tool
+// is one case. Tools from elsewhere plug in beside dispatch, in runTool (a connector's
+// mcp__ tools go to callConnector).
 func (b *Brain) tool(name string) (toolFunc, bool) {
 	switch name {
 	case ToolReadLog:

@@ -28,6 +28,7 @@ import (
 	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/web"
@@ -144,6 +145,12 @@ Environment:
                           channel only and wins. ask posts a card with Approve and Deny; a
                           call too long for the card is cut with a link to the whole call
                           (LOGBOOK_PUBLIC_URL), and denied without asking when that is unset
+                          mcp__<server>__<tool> patterns (mcp__sentry__*, mcp__*) name the
+                          connectors' tools
+  LOGBOOK_MCP_CONFIG      path of the MCP servers' JSON file ({"mcpServers": {...}}, see the
+                          README): remote servers (url, headers) called by logbook, local ones
+                          (command, args, env) run in each session's sandbox; each offered only
+                          in its channels; ${NAME} is taken from logbook's environment
   LOGBOOK_TOOL_APPROVERS  who may decide a card: thread (default: anyone of this workspace's
                           organisation who has posted in the thread; people of another
                           organisation in a Slack Connect channel may talk, not approve) or a
@@ -250,6 +257,8 @@ func newServeCmd(e env) *cobra.Command {
 // before anything is contacted. A duration left unset is zero: the bot's own default applies
 // (the defaults live in bot.NewRunner and friends, and nowhere else).
 type serveConfig struct {
+	// MCP is the connectors' file, LOGBOOK_MCP_CONFIG (nil: no connectors).
+	MCP         *connectors.Config
 	DatabaseURL Secret
 	// DirectDatabaseURL reaches PostgreSQL itself, never a pooler: LISTEN, the liveness
 	// claim and scheduled audit exports (LOGBOOK_DIRECT_DATABASE_URL; default DatabaseURL).
@@ -555,6 +564,10 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	if err != nil {
 		return err
 	}
+	var mcp *connectors.Connectors
+	if cfg.MCP != nil {
+		mcp = connectors.New(*cfg.MCP, connectors.Options{Logger: log})
+	}
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg),
 		Features: bot.Features{
@@ -562,8 +575,9 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 			Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg),
 				Setup: setupConfig(cfg, store)}, log),
 			Files: fileStore, Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: cfg.FileMax}), Uploader: w.api,
-			Forge: pullRequests(cfg), Slash: budgetSlash(bgt, bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins)),
-			Budget: bgt,
+			Forge:  pullRequests(cfg),
+			Slash:  budgetSlash(bgt, bot.ConnectorsCommand(bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins), mcp, w.dir.ChannelName, log)),
+			Budget: bgt, Connectors: mcp,
 			Health: bot.NewHealth(), Directory: w.dir,
 		}}
 	return nil
