@@ -204,7 +204,7 @@ func (c *Cell) wokenEvent(epoch int64) session.NewEvent {
 // place a turn's parts are picked: a new one is a field of Features, handed on here whole.
 func (c *Cell) newTurn(st turnState) *turn {
 	d := c.deps
-	return &turn{sess: c.sess, flog: c.flog, hands: c.hands, mcp: c.mcp, poke: c.poke, carried: c.carried,
+	return &turn{sess: c.sess, flog: c.flog, hands: c.hands, mcp: c.mcp, poke: c.poke, wake: c.wake, carried: c.carried,
 		agent: d.Agent, deliverer: d.Deliver, clock: d.Clock, features: d.Features, cfg: &d.cfg,
 		metrics: d.Metrics, probe: d.Probe, draining: d.draining,
 		state: st, log: c.log, changed: make(chan struct{}, 1)}

@@ -54,6 +54,7 @@ type turn struct {
 	hands   *Hands
 	mcp     *connectors.Session // the channel's MCP connectors (nil: none)
 	poke    <-chan struct{}
+	wake    func() // pokes the cell, never waiting: the running turn reads the log again
 	carried carried
 	// What it works with: the runner's parts, the same for every turn.
 	agent     Agent
@@ -264,11 +265,13 @@ type produced struct {
 }
 
 // outcome is how a turn completes: turn_completed's status and reason, the events appended
-// before it in the same append, and whether those hold the reply's delivered.
+// before it in the same append, and whether those hold the reply's delivered. completed says
+// the turn was completed already (a stop completes its turn itself): nothing is appended.
 type outcome struct {
 	status, reason string
 	evs            []session.NewEvent
 	delivered      bool
+	completed      bool
 }
 
 // produce finds the turn's reply or has the agent write it. A resumed turn may have its reply
@@ -297,6 +300,7 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		p.live = newLiveView(t.deliverer, t.flog, t.log, t.clock, t.cfg.Live, t.sess, st.turnSeq,
 			st.lastUserMsg.User, cmp.Or(st.lastUserMsg.Team, t.sess.Key.Team), threadTitle(t.flog.snapshot()))
 		p.live.status = working
+		p.live.onHalt = t.wake // Slack halted the stream: runAgent reads the stop at once
 		go p.live.run(ctx)
 		bt.Live = p.live
 		t.live = p.live
@@ -345,9 +349,15 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (outcome, 
 	if live != nil {
 		live.close()
 	}
+	if s, ok := t.haltedInSlack(ctx, live); ok {
+		return outcome{status: session.StatusStopped, completed: true}, t.stop(ctx, live, s) // stopped in Slack: the reply is not posted
+	}
 	if live != nil && live.shown() {
 		// The live view shows the reply: its messages take the place of posting it.
 		posted, stopped, err := live.finish(ctx, reply, t.footer(reply))
+		if s, ok := t.haltedInSlack(ctx, live); ok && errors.Is(err, errHalted) {
+			return outcome{status: session.StatusStopped, completed: true}, t.stop(ctx, live, s)
+		}
 		if err != nil {
 			return done, err // the turn stays open; the next cell finishes the live messages
 		}
@@ -410,6 +420,9 @@ var deliveryActor = session.Actor{Kind: session.ActorSystem, ID: "delivery"}
 // complete completes the turn with done: its events, then turn_completed, in one append; and
 // tells the metrics and the probe.
 func (t *turn) complete(ctx context.Context, done outcome) error {
+	if done.completed {
+		return nil
+	}
 	st := t.state
 	evs := append(done.evs, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
 		Payload: session.TurnCompleted{Turn: st.turnSeq, Status: done.status, Reason: done.reason, Through: st.through}})
@@ -569,7 +582,7 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			if err := t.deliverer.call(ctx, "chat.stopStream", func() error {
 				_, _, err := t.deliverer.api.StopStreamContext(ctx, channel, m.TS)
 				return err
-			}); err != nil && !streamClosed(err) && !isSlackErr(err, "message_not_found") && !errors.Is(err, errUnavailable) {
+			}); err != nil && !streamClosed(err) && !isSlackErr(err, "message_not_found") && !isSlackErr(err, "stopped_by_user") && !errors.Is(err, errUnavailable) {
 				return nil, fmt.Errorf("stop live message %s: %w", m.TS, err)
 			}
 		}
@@ -671,13 +684,17 @@ func takenOverDuring(evs []session.Event, turnSeq int64) (*stopRequest, bool) {
 func (t *turn) stop(ctx context.Context, live *liveView, s *stopRequest) error {
 	ctx = context.WithoutCancel(ctx) // the agent's context ended; the record must not
 	var evs []session.NewEvent
+	var shown string // what the thread showed of the stopped model call, for the next history
 	if live != nil {
 		evs = append(evs, live.stopWith(ctx, "_Stopped by <@"+s.by+">._")...)
+		shown = clip.Text(live.stoppedText(), 32<<10)
 	}
 	canceled, show := t.cancelApprovals(ctx, s.by)
 	evs = append(evs, canceled...)
+	evs = append(evs, stoppedCalls(t.flog.snapshot(), t.state.turnSeq, s.by)...)
 	evs = append(evs, session.NewEvent{Type: session.TypeTurnStopped, Actor: cellActor,
-		Payload: session.TurnStopped{Turn: t.state.turnSeq, By: s.by, Source: s.source, Request: s.seq}})
+		Payload: session.TurnStopped{Turn: t.state.turnSeq, By: s.by, Source: s.source, Request: s.seq, Shown: shown,
+			ByName: t.stopperName(s)}})
 	if s.source == "message" {
 		t.state.through = max(t.state.through, s.seq)
 	}

@@ -1023,26 +1023,73 @@ func (b *Brain) modelFailure(ctx, turnCtx context.Context, st *turn, err error) 
 		}
 		return b.fail(ctx, st, "model", "error", "I could not get an answer from the model; the error is recorded in the log.", err)
 	}
-	code, text := failureText(pe)
+	code, text := failureText(pe, b.cfg.MaxTokens)
 	return b.fail(ctx, st, "model", code, text, err)
 }
 
-// failureText is the error code and the user-facing sentence for a failed model call.
-func failureText(pe *ProviderError) (code, text string) {
+// failureText is the error code and the user-facing sentence for a failed model call: what
+// happened, and what a person can do about it (which setting, which limit). A request the
+// provider refused is never called unreachable; the provider's own message stays in the log
+// (the error event), never in the thread.
+func failureText(pe *ProviderError, maxTokens int64) (code, text string) {
+	code = fmt.Sprintf("http_%d", pe.Status)
+	refused := fmt.Sprintf("I can't answer: the model provider (%s) rejected the request (HTTP %d%s)", pe.Provider, pe.Status, codeSuffix(pe.Code))
 	switch {
+	case pe.Code == CodeNotSent:
+		return CodeNotSent, fmt.Sprintf("I can't answer: logbook could not send the request to the model provider (%s); it was refused before it left. "+
+			"An operator can find why in the log; check LOGBOOK_MODEL, LOGBOOK_MAX_OUTPUT_TOKENS (now %d) and LOGBOOK_STREAM.", pe.Provider, maxTokens)
 	case pe.Status == 401 || pe.Status == 403:
-		return fmt.Sprintf("http_%d", pe.Status), fmt.Sprintf(
-			"I can't answer: the model provider (%s) refused logbook's credentials (HTTP %d). An operator needs to check the API key.", pe.Provider, pe.Status)
+		return code, fmt.Sprintf(
+			"I can't answer: the model provider (%s) refused logbook's credentials (HTTP %d). An operator needs to check the API key (%s).",
+			pe.Provider, pe.Status, providerSetting(pe.Provider, "API_KEY"))
 	case pe.Transient && pe.Status == 0:
-		return "unreachable", fmt.Sprintf("I can't answer right now: the model provider (%s) did not respond (%s). Please try again in a few minutes.", pe.Provider, pe.Message)
+		return "unreachable", fmt.Sprintf("I can't answer right now: the model provider (%s) did not respond (%s). Please try again in a few minutes; "+
+			"if it keeps happening, an operator should check %s and the network.", pe.Provider, pe.Message, providerSetting(pe.Provider, "BASE_URL"))
+	case pe.Status == 429 && pe.Code == "insufficient_quota":
+		return code, fmt.Sprintf("I can't answer: the model provider (%s) says the account's quota is used up (HTTP 429, insufficient_quota). "+
+			"An operator needs to add credit or raise the plan's limit.", pe.Provider)
+	case pe.Status == 429:
+		return code, fmt.Sprintf("I can't answer right now: the model provider (%s) is rate-limiting logbook (HTTP 429%s) and retrying did not help. "+
+			"Please try again in a few minutes; an operator can raise the account's rate limit.", pe.Provider, codeSuffix(pe.Code))
 	case pe.Transient:
-		return fmt.Sprintf("http_%d", pe.Status), fmt.Sprintf(
+		return code, fmt.Sprintf(
 			"I can't answer right now: the model provider (%s) is unavailable (HTTP %d%s) and retrying did not help. Please try again in a few minutes.",
 			pe.Provider, pe.Status, codeSuffix(pe.Code))
-	default:
-		return fmt.Sprintf("http_%d", pe.Status), fmt.Sprintf(
-			"I can't answer: the model provider (%s) rejected the request (HTTP %d%s). The error is recorded in the log.", pe.Provider, pe.Status, codeSuffix(pe.Code))
 	}
+	return code, refused + ": " + refusalHint(pe, maxTokens)
+}
+
+// refusalHint says, for a request the provider refused, what a person can do.
+func refusalHint(pe *ProviderError, maxTokens int64) string {
+	msg := strings.ToLower(pe.Message)
+	switch {
+	case pe.Code == "context_length_exceeded" || strings.Contains(msg, "prompt is too long") ||
+		strings.Contains(msg, "context length") || strings.Contains(msg, "context window"):
+		return "this thread is longer than the model's context window. Start a new thread, or an operator can set " +
+			"LOGBOOK_CONTEXT_BUDGET below the model's window so that older turns are summarised first."
+	case pe.Status == 413 || pe.Code == "request_too_large":
+		return "the request is larger than the provider takes; files shared in the thread count. An operator can lower " +
+			"LOGBOOK_FILE_MAX, or share smaller files (or fewer) in a new thread."
+	case strings.Contains(msg, "max_tokens") || strings.Contains(msg, "max_completion_tokens") || strings.Contains(msg, "output tokens"):
+		return fmt.Sprintf("the output limit is more than this model allows. An operator needs to lower LOGBOOK_MAX_OUTPUT_TOKENS (now %d) "+
+			"to the model's maximum.", maxTokens)
+	case pe.Code == "unsupported_parameter" || pe.Code == "unsupported_value":
+		return "the model server does not take a parameter logbook sends. An operator needs to check LOGBOOK_MODEL against what the server at " +
+			providerSetting(pe.Provider, "BASE_URL") + " serves."
+	case pe.Status == 404 || pe.Code == "not_found_error" || pe.Code == "model_not_found":
+		return "it does not know the model. An operator needs to fix LOGBOOK_MODEL (or " + providerSetting(pe.Provider, "BASE_URL") + ")."
+	}
+	return "an operator can find the provider's message in the log (the error event) and check LOGBOOK_MODEL and " +
+		providerSetting(pe.Provider, "BASE_URL") + "."
+}
+
+// providerSetting is the provider's setting with the suffix: ANTHROPIC_API_KEY,
+// OPENAI_BASE_URL, ...
+func providerSetting(provider, suffix string) string {
+	if provider == "anthropic" {
+		return "ANTHROPIC_" + suffix
+	}
+	return "OPENAI_" + suffix
 }
 
 func codeSuffix(code string) string {

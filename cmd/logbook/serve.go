@@ -189,7 +189,11 @@ Environment:
                           LOGBOOK_SANDBOX_EGRESS, only while it runs (e.g.
                           registry.npmjs.org:443,proxy.golang.org:443)
   LOGBOOK_MAX_OUTPUT_TOKENS  output tokens per model call (default 4096); a cut reply is
-                          continued up to LOGBOOK_MAX_CONTINUATIONS times (default 2)
+                          continued up to LOGBOOK_MAX_CONTINUATIONS times (default 2). Sent
+                          as max_completion_tokens to GPT-5 and o-series models (any base
+                          URL), else max_tokens; a server refusing one gets the other. With
+                          Anthropic, a limit the SDK will not send unstreamed is streamed
+                          even under LOGBOOK_STREAM=off
   LOGBOOK_REPEAT_LIMIT    a tool call failing the same way this often ends the turn (default 3)
   LOGBOOK_CONTEXT_BUDGET  history size in tokens before older turns are summarised (default 100000)
   LOGBOOK_IDLE_TIMEOUT    idle time before a cell exits (default 10m)
