@@ -219,7 +219,7 @@ func settingsHash(rec session.TurnSettings) string {
 // this session.
 func (t *turn) remember(ctx context.Context, callID, text string) (string, error) {
 	n, err := t.features.Memory.Remember(ctx, session.Note{Team: t.sess.Key.Team, Channel: t.sess.Key.Channel, Text: text,
-		ByKind: session.NoteByAgent, By: t.cfg.Where.BotUserID, Session: t.sess.ID, ThreadTS: t.sess.Key.ThreadTS})
+		ByKind: session.NoteByAgent, By: t.cfg.Where.BotUserID, Session: t.sess.ID, ThreadTS: t.sess.Key.ThreadTS, CallID: callID})
 	if err != nil {
 		return "", err
 	}

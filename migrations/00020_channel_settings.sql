@@ -45,10 +45,14 @@ CREATE TABLE channel_memory (
     by_id      text        NOT NULL CHECK (by_id <> ''),
     session_id uuid,
     thread_ts  text        NOT NULL DEFAULT '',
+    -- call_id: the agent's remember call that wrote the note (NULL: a person's
+    -- /logbook remember). A call replayed after a crash finds its note instead of adding it again.
+    call_id    text        CHECK (call_id <> ''),
     created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     purged_at  timestamptz
 );
 CREATE INDEX channel_memory_channel ON channel_memory (team, channel, id DESC);
+CREATE UNIQUE INDEX channel_memory_call ON channel_memory (session_id, call_id) WHERE call_id IS NOT NULL;
 
 -- +goose StatementBegin
 CREATE FUNCTION logbook_memory_reject_change() RETURNS trigger

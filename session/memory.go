@@ -29,18 +29,25 @@ type Note struct {
 	ByKind, By    string
 	Session       ID // zero: not written from a session
 	ThreadTS      string
-	At            time.Time
-	Purged        bool
-	Forgotten     bool
-	ForgottenBy   string
-	ForgottenAt   time.Time
+	// CallID is the agent's remember call that asked for the note ("": a person's). A note is
+	// added once per call: the same call again (replayed after a crash) returns the first.
+	CallID      string
+	At          time.Time
+	Purged      bool
+	Forgotten   bool
+	ForgottenBy string
+	ForgottenAt time.Time
 }
 
 // ErrForgotten: the note was removed already.
 var ErrForgotten = errors.New("note forgotten already")
 
-const sqlAddNote = `INSERT INTO channel_memory (team, channel, text, by_kind, by_id, session_id, thread_ts)
-VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, created_at`
+const sqlAddNote = `INSERT INTO channel_memory (team, channel, text, by_kind, by_id, session_id, thread_ts, call_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8, ''))
+ON CONFLICT (session_id, call_id) WHERE call_id IS NOT NULL DO NOTHING
+RETURNING id, created_at`
+
+const sqlNoteOfCall = `SELECT id, created_at, text FROM channel_memory WHERE session_id = $1 AND call_id = $2`
 
 // AddNote appends a note to its channel's memory and returns it with its id and time. Errors:
 // ErrInvalidEvent for an empty or too long text (MaxNoteText), a missing team, channel or who.
@@ -55,7 +62,11 @@ func (s *Store) AddNote(ctx context.Context, n Note) (Note, error) {
 	if n.Session != (ID{}) {
 		sid = &n.Session
 	}
-	if err := s.pool.QueryRow(ctx, sqlAddNote, n.Team, n.Channel, n.Text, n.ByKind, n.By, sid, n.ThreadTS).Scan(&n.ID, &n.At); err != nil {
+	err := s.pool.QueryRow(ctx, sqlAddNote, n.Team, n.Channel, n.Text, n.ByKind, n.By, sid, n.ThreadTS, n.CallID).Scan(&n.ID, &n.At)
+	if errors.Is(err, pgx.ErrNoRows) { // this call's note is stored already: return it
+		err = s.pool.QueryRow(ctx, sqlNoteOfCall, sid, n.CallID).Scan(&n.ID, &n.At, &n.Text)
+	}
+	if err != nil {
 		return n, fmt.Errorf("add a note to %s: %w", n.Channel, err)
 	}
 	return n, nil

@@ -116,3 +116,34 @@ func TestChannelMemoryNotesAndForgetting(t *testing.T) {
 		}
 	}
 }
+
+// A remember call replayed after a crash (the same session and call id) finds the note its
+// first run stored instead of adding a second one; another call adds its own.
+func TestRememberCallAddsItsNoteOnce(t *testing.T) {
+	t.Parallel()
+	st, _, _ := newStorePool(t, 2)
+	ctx := context.Background()
+	sess, err := st.Open(ctx, session.ThreadKey{Team: "T1", Channel: "C0001", ThreadTS: "1.000001"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := session.Note{Team: "T1", Channel: "C0001", Text: "deploys go through make ship", ByKind: session.NoteByAgent,
+		By: "UB1", Session: sess.ID, ThreadTS: "1.000001", CallID: "toolu_1"}
+	first, err := st.AddNote(ctx, note)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed, err := st.AddNote(ctx, note)
+	if err != nil || replayed.ID != first.ID || !replayed.At.Equal(first.At) {
+		t.Fatalf("replayed call: %+v %v, want note %d", replayed, err, first.ID)
+	}
+	note.CallID = "toolu_2"
+	other, err := st.AddNote(ctx, note)
+	if err != nil || other.ID == first.ID {
+		t.Fatalf("another call: %+v %v", other, err)
+	}
+	ns, err := st.Notes(ctx, "T1", "C0001", false, 10)
+	if err != nil || len(ns) != 2 {
+		t.Fatalf("notes: %d %v, want 2", len(ns), err)
+	}
+}
