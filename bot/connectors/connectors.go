@@ -64,8 +64,12 @@ type Options struct {
 	// tries again when listing tools (default 1m), so an unreachable server does not cost
 	// every model call of a turn its ConnectTimeout. A call of its tool always tries.
 	RetryAfter time.Duration
-	// Now is the clock (default time.Now).
+	// Now is the clock (default time.Now); OAuth tokens expire by it.
 	Now func() time.Time
+	// Tokens and Key keep the OAuth tokens of servers with oauth, sealed with Key
+	// (LOGBOOK_SECRET_KEY); nil: such servers cannot be connected.
+	Tokens TokenStore
+	Key    *SecretKey
 }
 
 // Connectors is the configured MCP servers. It is safe for concurrent use.
@@ -112,7 +116,7 @@ func (c *Connectors) redact(s string) string {
 // connected on first use. sb runs its local servers (nil: local servers are unavailable).
 // Close it when the session's cell ends.
 func (c *Connectors) Session(channelID, channelName string, sb Sandbox, log zerolog.Logger) *Session {
-	s := &Session{c: c, sb: sb, log: log.With().Str("component", "mcp").Logger(), conns: map[string]*conn{}}
+	s := &Session{c: c, sb: sb, channel: channelID, log: log.With().Str("component", "mcp").Logger(), conns: map[string]*conn{}}
 	for _, srv := range c.Offered(channelID, channelName) {
 		s.servers = append(s.servers, srv)
 	}
@@ -140,6 +144,7 @@ type Result struct {
 type Session struct {
 	c       *Connectors
 	sb      Sandbox
+	channel string // the channel's id
 	log     zerolog.Logger
 	servers []Server
 
