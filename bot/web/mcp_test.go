@@ -151,8 +151,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (l *syncBuffer) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
-func (l *syncBuffer) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+func (l *syncBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *syncBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // An admin connects a remote MCP server for a channel through the pages (authorization code
 // with PKCE, state checked); logbook's calls then carry the token; an expired token is
