@@ -210,6 +210,12 @@ func TestMCPOAuthConnect(t *testing.T) {
 		return resp.StatusCode, resp.Header.Get("Location"), b.String()
 	}
 
+	ctx := context.Background()
+	before := conns.Session("C0000001", "general", nil, log)
+	if r := before.Call(ctx, "mcp__incidents__lookup", nil); !r.IsError || !strings.Contains(r.Content, "not connected for this channel") {
+		t.Errorf("a call before the connect = %+v", r)
+	}
+	before.Close()
 	if st, _, _ := get(pages.URL+"/mcp/incidents/connect?channel=C0000001", tokenSecret); st != http.StatusForbidden {
 		t.Errorf("a non-admin's connect: %d, want 403", st)
 	}
@@ -235,7 +241,6 @@ func TestMCPOAuthConnect(t *testing.T) {
 		t.Errorf("a state used twice: %d, want 400", st)
 	}
 
-	ctx := context.Background()
 	call := func() {
 		t.Helper()
 		s := conns.Session("C0000001", "general", nil, log)
