@@ -13,6 +13,14 @@
 // are fetched once per Session and cached; a notifications/tools/list_changed from a server
 // drops its list, and the next [Session.Tools] fetches it again.
 //
+// # OAuth
+//
+// A remote server with an oauth key is connected per channel by an admin on the web pages
+// ([Connectors.StartOAuth], [Connectors.FinishOAuth]: authorization code with PKCE); its token
+// is stored sealed with LOGBOOK_SECRET_KEY ([SecretKey], [TokenStore]), refreshed here by
+// Options.Now when it expires and stored again, and added as Authorization: Bearer to the
+// server's requests by logbook, never given to the sandbox or the model.
+//
 // # Errors
 //
 // Nothing here fails a turn: a server that cannot be reached is left out of [Session.Tools]
