@@ -216,11 +216,15 @@ var errSuspended = errors.New("turn suspended while waiting for approval")
 // cell's idle timeout (or on a graceful stop) it suspends the turn instead of waiting on.
 func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, error) {
 	c, d := t.cell, t.cell.deps
-	switch t.connectorApproval(d.cfg.Approval.Policy.For(c.sess.Key.Channel, use.Name), use.Name) {
+	switch t.connectorApproval(t.approvalPolicy().For(c.sess.Key.Channel, use.Name), use.Name) {
 	case ApprovalAllow:
 		return brain.Decision{Allow: true}, nil
 	case ApprovalDeny:
-		return brain.Decision{Result: fmt.Sprintf("%s is not allowed in this channel by the deployment's policy (LOGBOOK_TOOL_APPROVAL); the call did not run. Say what you would have done instead.", use.Name)}, nil
+		by := "the deployment's policy (LOGBOOK_TOOL_APPROVAL)"
+		if t.channel.approval != nil {
+			by = "this channel's approvals setting (/logbook config approvals)"
+		}
+		return brain.Decision{Result: fmt.Sprintf("%s is not allowed in this channel by %s; the call did not run. Say what you would have done instead.", use.Name, by)}, nil
 	}
 	if t.live != nil {
 		t.live.Status("waiting for approval")
@@ -466,7 +470,7 @@ const maxDiffInput = 64 << 10
 // the card shows it in the channel before anyone approves.
 func (t *turn) writeDiff(ctx context.Context, path, content string) string {
 	c := t.cell
-	readable := c.deps.cfg.Approval.Policy.For(c.sess.Key.Channel, brain.ToolReadFile) == ApprovalAllow
+	readable := t.approvalPolicy().For(c.sess.Key.Channel, brain.ToolReadFile) == ApprovalAllow
 	old, from := "", "/dev/null"
 	switch {
 	case !readable:

@@ -113,6 +113,18 @@
 // to the model at its next call (brain.Turn.Steer), recorded as steered, and the turn's
 // turn_completed covers it.
 //
+// # Each channel its own agent
+//
+// With Features.Settings, a turn reads its channel's settings once, as it starts (channel.go:
+// a channel's record from /logbook config wins over the configuration): its thread-replies
+// mode decides what it answers, its approvals policy replaces RunnerConfig.Approval.Policy,
+// its model runs the turn (Features.Models: the brain with another provider), and its
+// instructions go into the system prompt after logbook's rules, with the repository's
+// instruction file (Hands.Instructions: read at provisioning — a channel with a repository
+// gets its sandbox before the first model call — and again at each later turn) and the
+// channel's memory (Features.Memory, with the remember tool). Before the agent runs, the turn
+// appends turn_settings: what it runs under, and a hash of it.
+//
 // # Approvals
 //
 // RunnerConfig.Approval.Policy (LOGBOOK_TOOL_APPROVAL) says per tool, and per channel, whether

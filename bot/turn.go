@@ -47,6 +47,8 @@ type turn struct {
 	// appended: an approval's wait looks again.
 	changed chan struct{}
 	live    *liveView // nil: none (yet)
+	// channel is what the turn runs under from its channel's settings (channel.go).
+	channel channelTurn
 	// notes are lines this turn's reply carries: budget notices (budget.go), a failed
 	// setup (setup.go).
 	notes []string
@@ -56,6 +58,9 @@ type turn struct {
 // no cell could finish, prepare the brain's turn, produce the reply (or find it), deliver it
 // and complete the turn, then title the session.
 func (t *turn) run(ctx context.Context) error {
+	if err := t.loadChannel(ctx); err != nil {
+		return err
+	}
 	resumed := t.state.open
 	if !resumed {
 		if answer, err := t.begin(ctx); err != nil || !answer {
@@ -97,7 +102,7 @@ func (t *turn) run(ctx context.Context) error {
 // reports whether the turn goes on to answer.
 func (t *turn) begin(ctx context.Context) (answer bool, err error) {
 	c, d, st := t.cell, t.cell.deps, &t.state
-	h := hearAll(d.cfg.ThreadReplies, c.flog.snapshot(), st.through, st.lastUser)
+	h := hearAll(t.threadReplies(), c.flog.snapshot(), st.through, st.lastUser)
 	if h.answer && h.canned == "" {
 		if err := t.replyBudget(ctx); err != nil {
 			return false, err
@@ -181,7 +186,7 @@ func (t *turn) prepare(ctx context.Context) brain.Turn {
 	if c.mcp != nil {
 		bt.Connectors = c.mcp
 	}
-	if d.cfg.Approval.Policy.Restricts() || c.mcp != nil {
+	if t.approvalPolicy().Restricts() || c.mcp != nil {
 		bt.Approve = t.approve
 	}
 	if d.Features.Budget != nil { // budget.go
@@ -244,6 +249,7 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 	}
 	t.restoreCopies(ctx)
 	t.readyHands(ctx) // setup.go: the channel's setup runs before the first model call
+	t.guide(ctx, &bt) // the channel's instructions, the repository's, its memory; turn_settings
 	res, err := t.runAgent(ctx, bt)
 	if res.Through > st.through {
 		st.through = res.Through // messages steered the turn: it answered them too
@@ -374,7 +380,7 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 	var err error
 	go func() {
 		defer close(done)
-		res, err = c.deps.Agent.Run(actx, bt)
+		res, err = t.agent().Run(actx, bt) // the channel's model
 	}()
 	for {
 		select {
@@ -655,7 +661,7 @@ const (
 // those not for it get their not_addressed marker. It stops at a "stop" (the cell stops the
 // turn) and at mute or unmute (the next turn takes those up). It returns the new through.
 func (t *turn) steer(ctx context.Context, through int64) (int64, error) {
-	c, d := t.cell, t.cell.deps
+	c := t.cell
 	evs := c.flog.snapshot()
 	muted := isMuted(evs)
 	var marks []session.NewEvent
@@ -665,7 +671,7 @@ func (t *turn) steer(ctx context.Context, through int64) (int64, error) {
 		if e.Decode(&m) != nil || isStop(m.Text) {
 			break
 		}
-		h := hear(d.cfg.ThreadReplies, m, muted, false)
+		h := hear(t.threadReplies(), m, muted, false)
 		if h.mute != 0 || h.canned != "" {
 			break
 		}

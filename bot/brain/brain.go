@@ -93,6 +93,12 @@ type Turn struct {
 	// the model sees. An error ends the turn (Run returns it; the call keeps no result, and
 	// a later Run of the same turn asks again before running it). nil: every call runs.
 	Approve func(ctx context.Context, use ToolUse) (Decision, error)
+	// Guidance is put in the system prompt after logbook's own rules: the channel's
+	// instructions, the repository's instruction file, the channel's memory.
+	Guidance Guidance
+	// Remember, when set, offers the remember tool: it adds text to the channel's memory (the
+	// string is the tool's result, an error an error result). callID is the tool call's id.
+	Remember func(ctx context.Context, callID, text string) (string, error)
 	// Meter, when set, admits each model call of the turn against a budget and is told what
 	// it cost (see Meter). nil: calls are not metered.
 	Meter Meter
@@ -281,6 +287,17 @@ func (b *Brain) now() time.Time { return b.cfg.Now() }
 // Provider returns the brain's model provider.
 func (b *Brain) Provider() Provider { return b.cfg.Provider }
 
+// WithProvider returns a Brain like b that calls p: a channel's own model (bot/settings).
+// p nil returns b.
+func (b *Brain) WithProvider(p Provider) *Brain {
+	if p == nil {
+		return b
+	}
+	c := *b
+	c.cfg.Provider = p
+	return &c
+}
+
 // Reply texts that do not come from the model.
 const (
 	// EmptyMentionReply answers a thread whose messages hold nothing but mentions of the bot:
@@ -343,7 +360,8 @@ func (b *Brain) begin(ctx context.Context, t Turn) *turn {
 		Turn:    t,
 		through: t.Through,
 		log:     b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
-		tools:   append(toolSpecs(t.Hands != nil, t.Searcher != nil, t.Hands != nil && t.Attach != nil), pullRequestSpecs(t.PullRequest != nil)...),
+		tools: append(append(toolSpecs(t.Hands != nil, t.Searcher != nil, t.Hands != nil && t.Attach != nil),
+			pullRequestSpecs(t.PullRequest != nil)...), rememberSpecs(t.Remember != nil)...),
 		budget:  outputBudget{perResult: b.cfg.MaxToolOutput, left: b.cfg.MaxTurnOutput},
 		repeats: repeats{limit: b.cfg.RepeatLimit},
 		bot:     session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
@@ -353,7 +371,7 @@ func (b *Brain) begin(ctx context.Context, t Turn) *turn {
 	st.deadline = time.Now().Add(b.cfg.MaxTurnTime)
 	st.turnCtx, st.cancel = context.WithDeadline(ctx, st.deadline)
 	b.refreshConnectors(st.turnCtx, st)
-	st.system = systemPrompt(t.Where, st.tools, b.now())
+	st.system = systemPrompt(t.Where, st.tools, b.now(), t.Guidance)
 	return st
 }
 
@@ -412,7 +430,7 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 	}
 	b.refreshConnectors(turnCtx, st) // a server's list may have changed
 	tools, noTools := st.toolsFor(h), round >= b.cfg.MaxRounds
-	st.system = systemPrompt(t.Where, tools, b.now())
+	st.system = systemPrompt(t.Where, tools, b.now(), t.Guidance)
 	tokens, method := b.measure(turnCtx, st, Request{System: st.system, Messages: h.Messages, Tools: tools})
 	if tokens > int64(b.cfg.ContextBudget) {
 		st.log.Info().Int64("tokens", tokens).Int("budget", b.cfg.ContextBudget).Str("method", method).
@@ -421,7 +439,7 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 			return Reply{}, true, err
 		}
 		tools = st.toolsFor(h) // a new summary offers read_log
-		st.system = systemPrompt(t.Where, tools, b.now())
+		st.system = systemPrompt(t.Where, tools, b.now(), t.Guidance)
 	}
 	tools, noTools = declared(h, tools, noTools)
 	if err := validate(h.Messages, true); err != nil {

@@ -35,7 +35,7 @@ func ToolNames() []string {
 
 // allToolSpecs is every tool this package knows: what a history may show calls of.
 func allToolSpecs() []ToolSpec {
-	return append(append(toolSpecs(true, true, true), pullRequestSpecs(true)...), readLogSpec())
+	return append(append(append(toolSpecs(true, true, true), pullRequestSpecs(true)...), rememberSpecs(true)...), readLogSpec())
 }
 
 // pullRequestSpecs is create_pull_request, when the turn can open pull requests.
@@ -251,6 +251,8 @@ func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
 	switch use.Name {
 	case ToolReadLog:
 		return b.readLog(ctx, t, use.Input)
+	case ToolRemember:
+		return remember(ctx, t, use)
 	case ToolRunCommand:
 		if strings.TrimSpace(in.Command) == "" {
 			return fail("command is required")
