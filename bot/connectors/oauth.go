@@ -173,6 +173,11 @@ func stamp(tok *oauth2.Token, now time.Time) {
 	}
 }
 
+// valid reports whether tok is in force at now, by expiryDelta.
+func valid(tok *oauth2.Token, now time.Time) bool {
+	return tok.AccessToken != "" && (tok.Expiry.IsZero() || now.Add(expiryDelta).Before(tok.Expiry))
+}
+
 // expiryDelta is how long before its expiry a token is refreshed.
 const expiryDelta = 30 * time.Second
 
@@ -213,8 +218,18 @@ func (t *storedToken) Token() (*oauth2.Token, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.c.opts.Now()
-	if t.tok.AccessToken != "" && (t.tok.Expiry.IsZero() || now.Add(expiryDelta).Before(t.tok.Expiry)) {
+	if valid(t.tok, now) {
 		return t.tok, nil
+	}
+	// Another session of the channel may have refreshed it already (and the server may have
+	// rotated the refresh token): take the stored one when it is in force.
+	if row, err := t.c.opts.Tokens.MCPTokenOf(t.ctx, t.server, t.channel); err == nil {
+		if stored, err := t.c.opts.Key.open(row.Sealed, t.server, t.channel); err == nil {
+			t.tok = stored
+			if valid(stored, now) {
+				return stored, nil
+			}
+		}
 	}
 	if t.tok.RefreshToken == "" {
 		return nil, fmt.Errorf("the token of MCP server %s has expired and has no refresh token: connect the server again", t.server)

@@ -99,6 +99,7 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.refreshes++
+		delete(a.refresh, r.PostForm.Get("refresh_token")) // rotated: a refresh token is good once
 		for k := range a.valid {
 			delete(a.valid, k)
 		}
@@ -241,23 +242,29 @@ func TestMCPOAuthConnect(t *testing.T) {
 		t.Errorf("a state used twice: %d, want 400", st)
 	}
 
-	call := func() {
+	call := func(s *connectors.Session) {
 		t.Helper()
-		s := conns.Session("C0000001", "general", nil, log)
-		defer s.Close()
 		if r := s.Call(ctx, "mcp__incidents__lookup", nil); r.IsError || r.Content != "incident INC-7: failover" {
 			t.Fatalf("lookup = %+v", r)
 		}
 	}
-	call()
+	// Two sessions of the channel, both connected before the token expires.
+	one, two := conns.Session("C0000001", "general", nil, log), conns.Session("C0000001", "general", nil, log)
+	defer one.Close()
+	defer two.Close()
+	call(one)
+	call(two)
 	if got := seen(); len(got) == 0 || got[0] != "Bearer "+auth.issued[0] {
 		t.Fatalf("the MCP server saw %q, want the issued access token", got)
 	}
 	mu.Lock()
 	now = now.Add(2 * time.Hour) // the access token has expired by logbook's clock
 	mu.Unlock()
-	call()
-	call() // the refreshed token is stored: no second refresh
+	call(one)
+	call(two) // takes the stored refreshed token: no second refresh with the rotated one
+	fresh := conns.Session("C0000001", "general", nil, log)
+	call(fresh)
+	fresh.Close()
 	auth.mu.Lock()
 	refreshes, issued := auth.refreshes, append([]string(nil), auth.issued...)
 	auth.mu.Unlock()
