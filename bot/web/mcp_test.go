@@ -294,10 +294,14 @@ func TestMCPOAuthConnect(t *testing.T) {
 	if len(rows) != 1 || rows[0].Who != "audit-bot" || rows[0].Query != "channel=C0000001&server=incidents" {
 		t.Errorf("mcp_connect records = %+v", rows)
 	}
-	everything := string(sealed) + logs.String() + fmt.Sprint(f.accessLog())
+	var events string
+	if err := f.admin.QueryRow(ctx, `SELECT coalesce(string_agg(payload::text, ' '), '') FROM events`).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	everything := string(sealed) + logs.String() + fmt.Sprint(f.accessLog()) + events
 	for _, tok := range issued {
 		if strings.Contains(everything, tok) {
-			t.Errorf("token %s is in the clear in the row, the log or the access log", tok)
+			t.Errorf("token %s is in the clear in the row, the log, the access log or the events", tok)
 		}
 	}
 	if !strings.Contains(logs.String(), "OAuth token refreshed") {
