@@ -81,25 +81,25 @@ type channelTurn struct {
 // default, an approvals policy to asking before every tool. Errors are the store's: a turn
 // never runs under settings it could not read.
 func (t *turn) loadChannel(ctx context.Context) error {
-	d, key := t.cell.deps, t.cell.sess.Key
-	if d.Features.Settings == nil {
+	key := t.sess.Key
+	if t.features.Settings == nil {
 		return nil
 	}
-	ch, err := d.Features.Settings.For(ctx, key.Team, key.Channel)
+	ch, err := t.features.Settings.For(ctx, key.Team, key.Channel)
 	if err != nil {
 		return fmt.Errorf("the settings of %s: %w", key.Channel, err)
 	}
 	ct := channelTurn{on: true, ch: ch, model: ch.Value(settings.Model)}
-	if _, ok := ch.Record(settings.Model); ok && d.Features.Models != nil {
-		if ct.agent, err = d.Features.Models.Agent(ct.model); err != nil {
-			t.cell.log.Warn().Err(err).Msg("the channel's model cannot be used: the turn runs the default one")
-			ct.agent, ct.model = nil, d.Features.Settings.Default(settings.Model)
+	if _, ok := ch.Record(settings.Model); ok && t.features.Models != nil {
+		if ct.agent, err = t.features.Models.Agent(ct.model); err != nil {
+			t.log.Warn().Err(err).Msg("the channel's model cannot be used: the turn runs the default one")
+			ct.agent, ct.model = nil, t.features.Settings.Default(settings.Model)
 		}
 	}
 	if v, ok := ch.Record(settings.Approvals); ok {
 		p, err := ParseToolApproval(v.New, brain.ToolNames())
 		if err != nil {
-			t.cell.log.Warn().Err(err).Msg("the channel's approvals policy does not parse: every tool asks")
+			t.log.Warn().Err(err).Msg("the channel's approvals policy does not parse: every tool asks")
 			p, _ = ParseToolApproval("*=ask", nil)
 		}
 		ct.approval = &p
@@ -118,7 +118,7 @@ func (t *turn) threadReplies() ThreadReplies {
 	if t.channel.replies != "" {
 		return t.channel.replies
 	}
-	return t.cell.deps.cfg.ThreadReplies
+	return t.cfg.ThreadReplies
 }
 
 // approvalPolicy is the channel's approvals policy.
@@ -126,22 +126,22 @@ func (t *turn) approvalPolicy() ToolApproval {
 	if t.channel.approval != nil {
 		return *t.channel.approval
 	}
-	return t.cell.deps.cfg.Approval.Policy
+	return t.cfg.Approval.Policy
 }
 
-// agent is the agent of the channel's model.
-func (t *turn) agent() Agent {
+// channelAgent is the agent of the channel's model.
+func (t *turn) channelAgent() Agent {
 	if t.channel.agent != nil {
 		return t.channel.agent
 	}
-	return t.cell.deps.Agent
+	return t.agent
 }
 
 // guide gives the brain's turn the channel's instructions, the repository's instruction file,
 // the channel's memory and the remember tool, then records what the turn runs under
 // (turn_settings). What cannot be read is logged and left out: the turn goes on.
 func (t *turn) guide(ctx context.Context, bt *brain.Turn) {
-	c, d, key := t.cell, t.cell.deps, t.cell.sess.Key
+	key := t.sess.Key
 	rec := session.TurnSettings{Turn: t.state.turnSeq}
 	if t.channel.on {
 		ch := t.channel.ch
@@ -154,19 +154,19 @@ func (t *turn) guide(ctx context.Context, bt *brain.Turn) {
 			}
 		}
 	}
-	if c.hands != nil {
-		r, err := c.hands.Instructions(ctx)
+	if t.hands != nil {
+		r, err := t.hands.Instructions(ctx)
 		if err != nil {
 			t.log.Warn().Err(err).Msg("the repository's instruction file could not be read: the turn goes without it")
 		}
 		bt.Guidance.Repo = r.RepoInstructions
 		rec.RepoInstructions, rec.RepoInstructionsHash = r.Path, r.Hash
-		for _, n := range c.hands.NestedInstructions(ctx, c.flog.snapshot()) {
+		for _, n := range t.hands.NestedInstructions(ctx, t.flog.snapshot()) {
 			bt.Guidance.Nested = append(bt.Guidance.Nested, n.RepoInstructions)
 			rec.NestedInstructions = append(rec.NestedInstructions, n.Path+"@"+n.Hash)
 		}
 	}
-	if m := d.Features.Memory; m != nil {
+	if m := t.features.Memory; m != nil {
 		notes, err := m.Offer(ctx, key.Team, key.Channel)
 		if err != nil {
 			t.log.Warn().Err(err).Msg("the channel's memory could not be read: the turn goes without it")
@@ -194,14 +194,14 @@ func noteBy(n session.Note) string {
 // resumed turn under the same settings).
 func (t *turn) recordSettings(ctx context.Context, rec session.TurnSettings) {
 	rec.Hash = settingsHash(rec)
-	for _, e := range slices.Backward(session.Select(t.cell.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTurnSettings}})) {
+	for _, e := range slices.Backward(session.Select(t.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTurnSettings}})) {
 		var prev session.TurnSettings
 		if e.Decode(&prev) == nil && prev.Turn == rec.Turn && prev.Hash == rec.Hash {
 			return
 		}
 		break
 	}
-	if _, err := t.cell.flog.Append(ctx, session.NewEvent{Type: session.TypeTurnSettings, Actor: cellActor, Payload: rec}); err != nil {
+	if _, err := t.flog.Append(ctx, session.NewEvent{Type: session.TypeTurnSettings, Actor: cellActor, Payload: rec}); err != nil {
 		t.log.Warn().Err(err).Msg("could not record the turn's settings")
 	}
 }
@@ -218,9 +218,8 @@ func settingsHash(rec session.TurnSettings) string {
 // remember is the brain's Turn.Remember: a note of the channel's memory, asked by the agent in
 // this session.
 func (t *turn) remember(ctx context.Context, callID, text string) (string, error) {
-	c, d := t.cell, t.cell.deps
-	n, err := d.Features.Memory.Remember(ctx, session.Note{Team: c.sess.Key.Team, Channel: c.sess.Key.Channel, Text: text,
-		ByKind: session.NoteByAgent, By: d.cfg.Where.BotUserID, Session: c.id, ThreadTS: c.sess.Key.ThreadTS})
+	n, err := t.features.Memory.Remember(ctx, session.Note{Team: t.sess.Key.Team, Channel: t.sess.Key.Channel, Text: text,
+		ByKind: session.NoteByAgent, By: t.cfg.Where.BotUserID, Session: t.sess.ID, ThreadTS: t.sess.Key.ThreadTS})
 	if err != nil {
 		return "", err
 	}

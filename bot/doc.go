@@ -63,7 +63,10 @@
 //
 // # Turns
 //
-// A turn lives in turn.go; it is the only code that appends a turn's markers. In order:
+// A turn lives in turn.go; it is the only code that appends a turn's markers. It is a value
+// the cell builds (Cell.newTurn) from the parts it uses: the session, its log and sandbox, the
+// runner's agent, deliverer, clock and config, and [Features] whole, so an optional part is a
+// field there and a call in the phase that uses it. In order:
 //
 //  1. turn_started{through} (with cell_woken when it is the cell's first write). through is
 //     the last user message the turn answers; later ones get a queued marker while the

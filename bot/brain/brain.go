@@ -271,6 +271,8 @@ func New(cfg Config) (*Brain, error) {
 	return &Brain{cfg: cfg, log: cfg.Logger}, nil
 }
 
+// sleep waits d, or until ctx ends. bot/files' Fetcher has the same few lines as its default:
+// neither package imports the other, and a package of its own would hold only this.
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -402,13 +404,8 @@ func (b *Brain) resume(ctx context.Context, st *turn) (first int, r Reply, done 
 func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done bool, err error) {
 	t := st.Turn
 	turnCtx := st.turnCtx
-	if round > 0 && t.Steer != nil {
-		// A message written while the turn ran reaches the model at its next call.
-		through, err := t.Steer(ctx, st.through)
-		if err != nil {
-			return Reply{}, true, fmt.Errorf("run turn %d: steer: %w", t.TurnSeq, err)
-		}
-		st.through = max(st.through, through)
+	if err := steer(ctx, st, round); err != nil {
+		return Reply{}, true, err
 	}
 	evs, err := b.load(ctx, t.Log)
 	if err != nil {
@@ -499,6 +496,21 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 	}
 
 	return Reply{}, false, nil
+}
+
+// steer hands the model, from the round's second call on, the messages written while the
+// turn ran (Turn.Steer): they reach it at its next call.
+func steer(ctx context.Context, st *turn, round int) error {
+	t := st.Turn
+	if round == 0 || t.Steer == nil {
+		return nil
+	}
+	through, err := t.Steer(ctx, st.through)
+	if err != nil {
+		return fmt.Errorf("run turn %d: steer: %w", t.TurnSeq, err)
+	}
+	st.through = max(st.through, through)
+	return nil
 }
 
 // answer appends the round's text as the turn's reply: a reply the output limit cut is
