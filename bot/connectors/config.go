@@ -34,6 +34,19 @@ type Server struct {
 	// Approve are patterns of tools whose calls need an approval card, matched against the
 	// server's tool name and the name the model sees (mcp__<server>__<tool>).
 	Approve []string
+	// OAuth, when set, has logbook add an OAuth access token (Authorization: Bearer) to the
+	// server's requests: an admin connects the server once per channel on the web pages.
+	OAuth *OAuth
+}
+
+// OAuth is a remote server's OAuth client (the file's "oauth" key): the authorization code
+// flow with PKCE at AuthURL and TokenURL.
+type OAuth struct {
+	ClientID     string
+	ClientSecret string // may be empty: a public client
+	AuthURL      string
+	TokenURL     string
+	Scopes       []string
 }
 
 // Remote reports whether logbook itself calls the server (outside the sandbox).
@@ -68,7 +81,16 @@ type rawServer struct {
 		Allow []string `json:"allow"`
 		Deny  []string `json:"deny"`
 	} `json:"tools"`
-	Approve []string `json:"approve"`
+	Approve []string  `json:"approve"`
+	OAuth   *rawOAuth `json:"oauth"`
+}
+
+type rawOAuth struct {
+	ClientID     string   `json:"client_id"`
+	ClientSecret string   `json:"client_secret"`
+	AuthURL      string   `json:"authorization_url"`
+	TokenURL     string   `json:"token_url"`
+	Scopes       []string `json:"scopes"`
 }
 
 // ConfigError names the server and the key of the file that is wrong.
@@ -162,7 +184,7 @@ func parseServer(name string, raw json.RawMessage, getenv func(string) string) (
 	var r rawServer
 	if err := strictDecode(raw, &r); err != nil {
 		if k := unknownKey(err); k != "" {
-			return bad(k, errors.New("unknown key (known: type, url, headers, command, args, env, channels, tools, approve)"))
+			return bad(k, errors.New("unknown key (known: type, url, headers, command, args, env, channels, tools, approve, oauth)"))
 		}
 		return bad("", err)
 	}
@@ -175,6 +197,10 @@ func parseServer(name string, raw json.RawMessage, getenv func(string) string) (
 	}
 	s.Headers = x.expandMap("headers", r.Headers)
 	s.Env = x.expandMap("env", r.Env)
+	if r.OAuth != nil {
+		s.OAuth = &OAuth{ClientID: x.expand("oauth.client_id", r.OAuth.ClientID), ClientSecret: x.expand("oauth.client_secret", r.OAuth.ClientSecret),
+			AuthURL: x.expand("oauth.authorization_url", r.OAuth.AuthURL), TokenURL: x.expand("oauth.token_url", r.OAuth.TokenURL), Scopes: r.OAuth.Scopes}
+	}
 	if x.err != nil {
 		return bad(x.key, x.err)
 	}
@@ -226,12 +252,48 @@ func (s *Server) check(typ string) (string, error) {
 			}
 		}
 	}
+	if key, err := s.checkOAuth(); err != nil {
+		return key, err
+	}
 	for _, c := range s.Channels {
 		if strings.TrimSpace(strings.TrimPrefix(c, "#")) == "" {
 			return "channels", errors.New("an empty channel")
 		}
 	}
 	return "", nil
+}
+
+// checkOAuth checks the oauth key: a remote server's, with a client id and both endpoints.
+func (s *Server) checkOAuth() (string, error) {
+	o := s.OAuth
+	switch {
+	case o == nil:
+		return "", nil
+	case !s.Remote():
+		return "oauth", errors.New("oauth is for remote servers (url): logbook adds the token to its own calls")
+	case o.ClientID == "":
+		return "oauth.client_id", errors.New("missing")
+	}
+	for key, u := range map[string]string{"oauth.authorization_url": o.AuthURL, "oauth.token_url": o.TokenURL} {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return key, errors.New("want an http:// or https:// URL")
+		}
+	}
+	if s.Headers["Authorization"] != "" || s.Headers["authorization"] != "" {
+		return "headers.Authorization", errors.New("a server with oauth gets its Authorization header from the token")
+	}
+	return "", nil
+}
+
+// NeedsSecretKey reports whether a server uses OAuth, whose tokens are stored sealed with
+// LOGBOOK_SECRET_KEY.
+func (c Config) NeedsSecretKey() bool {
+	for _, s := range c.Servers {
+		if s.OAuth != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // expander expands ${NAME} and ${NAME:-default}; the first failure is kept with its key.

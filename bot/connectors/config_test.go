@@ -65,6 +65,11 @@ func TestConfigRefused(t *testing.T) {
 		{"bad type", `{"mcpServers": {"a": {"url": "https://x", "type": "websocket"}}}`, "server a: key type:"},
 		{"headers on local", `{"mcpServers": {"a": {"command": "x", "headers": {"A": "b"}}}}`, "server a: key headers:"},
 		{"tools key", `{"mcpServers": {"a": {"url": "https://x", "tools": {"only": ["x"]}}}}`, "server a:"},
+		{"oauth on local", `{"mcpServers": {"a": {"command": "x", "oauth": {"client_id": "c", "authorization_url": "https://a", "token_url": "https://a"}}}}`, "server a: key oauth: oauth is for remote servers"},
+		{"oauth without client", `{"mcpServers": {"a": {"url": "https://x", "oauth": {"authorization_url": "https://a", "token_url": "https://a"}}}}`, "server a: key oauth.client_id: missing"},
+		{"oauth bad url", `{"mcpServers": {"a": {"url": "https://x", "oauth": {"client_id": "c", "authorization_url": "https://a", "token_url": "a/token"}}}}`, "server a: key oauth.token_url: want an http"},
+		{"oauth unset secret", `{"mcpServers": {"a": {"url": "https://x", "oauth": {"client_id": "c", "client_secret": "${CS}", "authorization_url": "https://a", "token_url": "https://a"}}}}`, "server a: key oauth.client_secret: ${CS} is not set"},
+		{"oauth and authorization header", `{"mcpServers": {"a": {"url": "https://x", "headers": {"Authorization": "x"}, "oauth": {"client_id": "c", "authorization_url": "https://a", "token_url": "https://a"}}}}`, "server a: key headers.Authorization:"},
 	} {
 		_, err := connectors.Parse("mcp.json", []byte(tc.data), env(nil))
 		var ce *connectors.ConfigError

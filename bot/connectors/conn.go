@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
 
 	"github.com/logbook/logbook/sandbox"
 )
@@ -152,7 +153,16 @@ func (s *Session) dialRemote(ctx, life context.Context, client *mcp.Client, srv 
 	if s.c.opts.Transport != nil {
 		base = s.c.opts.Transport
 	}
-	hc := &http.Client{Transport: headers{base: base, set: srv.Headers}}
+	var rt http.RoundTripper = headers{base: base, set: srv.Headers}
+	if srv.OAuth != nil {
+		// The bearer token is added here, by logbook: it never reaches the sandbox or the model.
+		src, err := s.tokenSource(ctx, srv, &http.Client{Transport: base})
+		if err != nil {
+			return err
+		}
+		rt = &oauth2.Transport{Source: src, Base: rt}
+	}
+	hc := &http.Client{Transport: rt}
 	var err error
 	if srv.Transport == TransportHTTP {
 		c.cs, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc, MaxRetries: 1}, nil)

@@ -13,6 +13,14 @@
 // are fetched once per Session and cached; a notifications/tools/list_changed from a server
 // drops its list, and the next [Session.Tools] fetches it again.
 //
+// # OAuth
+//
+// A remote server with an oauth key is connected per channel by an admin on the web pages
+// ([Connectors.StartOAuth], [Connectors.FinishOAuth]: authorization code with PKCE); its token
+// is stored sealed with LOGBOOK_SECRET_KEY ([SecretKey], [TokenStore]), refreshed here by
+// Options.Now when it expires and stored again, and added as Authorization: Bearer to the
+// server's requests by logbook, never given to the sandbox or the model.
+//
 // # Errors
 //
 // Nothing here fails a turn: a server that cannot be reached is left out of [Session.Tools]
@@ -64,8 +72,12 @@ type Options struct {
 	// tries again when listing tools (default 1m), so an unreachable server does not cost
 	// every model call of a turn its ConnectTimeout. A call of its tool always tries.
 	RetryAfter time.Duration
-	// Now is the clock (default time.Now).
+	// Now is the clock (default time.Now); OAuth tokens expire by it.
 	Now func() time.Time
+	// Tokens and Key keep the OAuth tokens of servers with oauth, sealed with Key
+	// (LOGBOOK_SECRET_KEY); nil: such servers cannot be connected.
+	Tokens TokenStore
+	Key    *SecretKey
 }
 
 // Connectors is the configured MCP servers. It is safe for concurrent use.
@@ -112,7 +124,7 @@ func (c *Connectors) redact(s string) string {
 // connected on first use. sb runs its local servers (nil: local servers are unavailable).
 // Close it when the session's cell ends.
 func (c *Connectors) Session(channelID, channelName string, sb Sandbox, log zerolog.Logger) *Session {
-	s := &Session{c: c, sb: sb, log: log.With().Str("component", "mcp").Logger(), conns: map[string]*conn{}}
+	s := &Session{c: c, sb: sb, channel: channelID, log: log.With().Str("component", "mcp").Logger(), conns: map[string]*conn{}}
 	for _, srv := range c.Offered(channelID, channelName) {
 		s.servers = append(s.servers, srv)
 	}
@@ -140,6 +152,7 @@ type Result struct {
 type Session struct {
 	c       *Connectors
 	sb      Sandbox
+	channel string // the channel's id
 	log     zerolog.Logger
 	servers []Server
 

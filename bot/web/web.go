@@ -77,6 +77,9 @@ type Config struct {
 	// PublicURL is the pages' external address (LOGBOOK_PUBLIC_URL): a form sent from its
 	// origin counts as same-origin, as one sent from the request's own Host does.
 	PublicURL string
+	// MCP connects remote MCP servers that use OAuth (GET /mcp/{server}/connect?channel=C,
+	// admins only; mcp.go); nil: no such pages.
+	MCP MCPOAuth
 }
 
 // SignInStore keeps the browsers' sign-ins (session.Store has it): created at sign-in, read
@@ -94,6 +97,8 @@ type server struct {
 	vis  ChannelVisibility
 	now  func() time.Time
 	log  zerolog.Logger
+
+	connects connects // mcp.go
 }
 
 // Handler returns the pages' handler. It returns an error when a required part is missing
@@ -124,6 +129,7 @@ func Handler(cfg Config) (http.Handler, error) {
 		now:  now,
 		log:  cfg.Log.With().Str("component", "web").Logger(),
 	}
+	s.connects.pending = map[string]pendingConnect{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.list)
 	mux.HandleFunc("GET /sessions/{id}", s.view)
@@ -132,6 +138,10 @@ func Handler(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /search", s.search)
 	if cfg.Usage != nil {
 		mux.HandleFunc("GET /usage", s.usage) // usage.go
+	}
+	if cfg.MCP != nil {
+		mux.HandleFunc("GET /mcp/{server}/connect", s.mcpConnect) // mcp.go
+		mux.HandleFunc("GET /mcp/callback", s.mcpCallback)
 	}
 	outer := http.NewServeMux()
 	outer.HandleFunc("GET /signin", s.signinForm)

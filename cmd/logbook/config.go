@@ -457,5 +457,14 @@ func (cfg *serveConfig) readConnectors(e env) error {
 		return fmt.Errorf("LOGBOOK_MCP_CONFIG: %w", err)
 	}
 	cfg.MCP = &c
+	key := e.getenv("LOGBOOK_SECRET_KEY")
+	switch {
+	case key == "" && c.NeedsSecretKey():
+		return errors.New("LOGBOOK_MCP_CONFIG: a server has oauth, and its tokens are stored sealed: set LOGBOOK_SECRET_KEY (openssl rand -base64 32)")
+	case key != "":
+		if cfg.SecretKey, err = connectors.ParseSecretKey(key); err != nil {
+			return fmt.Errorf("LOGBOOK_SECRET_KEY: %w", err)
+		}
+	}
 	return nil
 }

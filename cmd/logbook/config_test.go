@@ -372,3 +372,27 @@ func TestConfigMCPFileRefusedAtStart(t *testing.T) {
 		t.Fatalf("cfg.MCP = %+v, %v", cfg.MCP, err)
 	}
 }
+
+// A server with oauth needs LOGBOOK_SECRET_KEY, which must be 32 bytes: start is refused
+// without it, or with a bad one (never quoted), and goes on with a good one.
+func TestConfigMCPOAuthNeedsSecretKey(t *testing.T) {
+	t.Parallel()
+	file := t.TempDir() + "/mcp.json"
+	if err := os.WriteFile(file, []byte(`{"mcpServers": {"sentry": {"url": "https://x", "channels": ["C1"],
+	  "oauth": {"client_id": "c", "authorization_url": "https://a/authorize", "token_url": "https://a/token"}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"": "set LOGBOOK_SECRET_KEY", "too-short-secret-value": "LOGBOOK_SECRET_KEY: want 32 random bytes"} {
+		vars := baseVars()
+		vars["LOGBOOK_MCP_CONFIG"], vars["LOGBOOK_SECRET_KEY"] = file, key
+		_, err := load(vars)
+		if err == nil || !strings.Contains(err.Error(), want) || (key != "" && strings.Contains(err.Error(), key)) {
+			t.Errorf("key %q: err = %v, want %q", key, err, want)
+		}
+	}
+	vars := baseVars()
+	vars["LOGBOOK_MCP_CONFIG"], vars["LOGBOOK_SECRET_KEY"] = file, strings.Repeat("ab", 32)
+	if cfg, err := load(vars); err != nil || cfg.SecretKey == nil {
+		t.Fatalf("cfg.SecretKey = %v, %v", cfg.SecretKey, err)
+	}
+}

@@ -154,7 +154,11 @@ Environment:
   LOGBOOK_MCP_CONFIG      path of the MCP servers' JSON file ({"mcpServers": {...}}, see the
                           README): remote servers (url, headers) called by logbook, local ones
                           (command, args, env) run in each session's sandbox; each offered only
-                          in its channels; ${NAME} is taken from logbook's environment
+                          in its channels; ${NAME} is taken from logbook's environment; a
+                          remote server's "oauth" is connected per channel by an admin on the
+                          web pages (/mcp/<server>/connect?channel=C...)
+  LOGBOOK_SECRET_KEY      32 random bytes, base64 or hex (openssl rand -base64 32): seals the
+                          MCP servers' OAuth tokens (AES-256-GCM); required when one has oauth
   LOGBOOK_TOOL_APPROVERS  who may decide a card: thread (default: anyone of this workspace's
                           organisation who has posted in the thread; people of another
                           organisation in a Slack Connect channel may talk, not approve) or a
@@ -266,7 +270,9 @@ func newServeCmd(e env) *cobra.Command {
 // (the defaults live in bot.NewRunner and friends, and nowhere else).
 type serveConfig struct {
 	// MCP is the connectors' file, LOGBOOK_MCP_CONFIG (nil: no connectors).
-	MCP         *connectors.Config
+	MCP *connectors.Config
+	// SecretKey seals the MCP servers' OAuth tokens, LOGBOOK_SECRET_KEY (nil: unset).
+	SecretKey   *connectors.SecretKey
 	DatabaseURL Secret
 	// DirectDatabaseURL reaches PostgreSQL itself, never a pooler: LISTEN, the liveness
 	// claim and scheduled audit exports (LOGBOOK_DIRECT_DATABASE_URL; default DatabaseURL).
@@ -499,6 +505,7 @@ type wiring struct {
 	search  *search.Searcher
 	indexer *search.Indexer
 	repos   *bot.ChannelRepos
+	mcp     *connectors.Connectors // nil: no LOGBOOK_MCP_CONFIG
 	parts   []bot.Part
 	closers []func() // closed last first
 }
@@ -577,7 +584,8 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	}
 	var mcp *connectors.Connectors
 	if cfg.MCP != nil {
-		mcp = connectors.New(*cfg.MCP, connectors.Options{Logger: log})
+		mcp = connectors.New(*cfg.MCP, connectors.Options{Logger: log, Tokens: store, Key: cfg.SecretKey})
+		w.mcp = mcp
 	}
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg),
@@ -628,6 +636,14 @@ func (w *wiring) serviceConfig() bot.ServiceConfig {
 	}
 }
 
+// mcpOAuth is what connects the MCP servers with oauth on the web pages (nil: none).
+func (w *wiring) mcpOAuth() web.MCPOAuth {
+	if w.mcp == nil || len(w.mcp.OAuthServers()) == 0 {
+		return nil
+	}
+	return w.mcp
+}
+
 // listenHTTP listens on LOGBOOK_HTTP_ADDR with /healthz, /readyz, /metrics and the web pages,
 // and adds the server to the parts; it returns the address ("" when off).
 func (w *wiring) listenHTTP() (string, error) {
@@ -644,7 +660,7 @@ func (w *wiring) listenHTTP() (string, error) {
 		pages, err := web.Handler(web.Config{Sessions: w.deps.Store, Finder: w.search, AccessLog: w.pool, Access: access, Channels: w.dir,
 			Visibility: w.dir, Files: w.deps.Features.Files, SignIns: w.deps.Store, PublicURL: cfg.Footer.PublicURL,
 			Usage: w.deps.Store, Currency: cfg.Budget.Prices.Currency,
-			Log: log.With().Str("part", "web").Logger()})
+			Log: log.With().Str("part", "web").Logger(), MCP: w.mcpOAuth()})
 		if err != nil {
 			return "", err
 		}

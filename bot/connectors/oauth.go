@@ -1,0 +1,256 @@
+package connectors
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+
+	"github.com/logbook/logbook/session"
+)
+
+// TokenStore keeps the sealed OAuth tokens, one per (server, channel) (*session.Store has
+// it). MCPTokenOf answers session.ErrNotFound for a server never connected for the channel.
+type TokenStore interface {
+	ConnectMCP(ctx context.Context, t session.MCPToken) error
+	RefreshMCP(ctx context.Context, server, channel string, sealed []byte, at time.Time) error
+	MCPTokenOf(ctx context.Context, server, channel string) (session.MCPToken, error)
+}
+
+// SecretKey seals the stored tokens with AES-256-GCM (LOGBOOK_SECRET_KEY).
+type SecretKey struct{ aead cipher.AEAD }
+
+// ParseSecretKey reads LOGBOOK_SECRET_KEY: 32 random bytes, base64 or hex (openssl rand
+// -base64 32). The error never quotes the value.
+func ParseSecretKey(s string) (*SecretKey, error) {
+	s = strings.TrimSpace(s)
+	var key []byte
+	for _, dec := range []func(string) ([]byte, error){base64.StdEncoding.DecodeString, base64.RawStdEncoding.DecodeString,
+		base64.URLEncoding.DecodeString, base64.RawURLEncoding.DecodeString, hex.DecodeString} {
+		if k, err := dec(s); err == nil && len(k) == 32 {
+			key = k
+			break
+		}
+	}
+	if key == nil {
+		return nil, errors.New("want 32 random bytes, base64 or hex encoded (openssl rand -base64 32)")
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &SecretKey{aead: aead}, nil
+}
+
+// seal is the token as JSON sealed under the key, bound to its server and channel: the nonce,
+// then the ciphertext.
+func (k *SecretKey) seal(tok *oauth2.Token, server, channel string) ([]byte, error) {
+	plain, err := json.Marshal(tok)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, k.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return k.aead.Seal(nonce, nonce, plain, []byte(server+"\x00"+channel)), nil
+}
+
+func (k *SecretKey) open(sealed []byte, server, channel string) (*oauth2.Token, error) {
+	n := k.aead.NonceSize()
+	if len(sealed) < n {
+		return nil, errors.New("the stored token is truncated")
+	}
+	plain, err := k.aead.Open(nil, sealed[:n], sealed[n:], []byte(server+"\x00"+channel))
+	if err != nil {
+		return nil, errors.New("the stored token does not open with LOGBOOK_SECRET_KEY (was the key changed?): connect the server again")
+	}
+	var tok oauth2.Token
+	if err := json.Unmarshal(plain, &tok); err != nil {
+		return nil, fmt.Errorf("the stored token: %w", err)
+	}
+	return &tok, nil
+}
+
+func (o *OAuth) config(redirect string) *oauth2.Config {
+	return &oauth2.Config{ClientID: o.ClientID, ClientSecret: o.ClientSecret, Scopes: o.Scopes, RedirectURL: redirect,
+		Endpoint: oauth2.Endpoint{AuthURL: o.AuthURL, TokenURL: o.TokenURL}}
+}
+
+// oauthServer is the named server with oauth that is offered in the channel.
+func (c *Connectors) oauthServer(server, channelID, channelName string) (Server, error) {
+	for _, s := range c.cfg.Servers {
+		if s.Name != server {
+			continue
+		}
+		if s.OAuth == nil {
+			return Server{}, fmt.Errorf("MCP server %s has no oauth in LOGBOOK_MCP_CONFIG", server)
+		}
+		if !s.inChannel(channelID, channelName) {
+			return Server{}, fmt.Errorf("MCP server %s is not offered in %s", server, channelID)
+		}
+		if c.opts.Tokens == nil || c.opts.Key == nil {
+			return Server{}, errors.New("OAuth needs LOGBOOK_SECRET_KEY and the database")
+		}
+		return s, nil
+	}
+	return Server{}, fmt.Errorf("no MCP server %s in LOGBOOK_MCP_CONFIG", server)
+}
+
+// OAuthServers is the names of the servers with oauth.
+func (c *Connectors) OAuthServers() []string {
+	var out []string
+	for _, s := range c.cfg.Servers {
+		if s.OAuth != nil {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// StartOAuth begins connecting server for a channel: the authorization URL to send the
+// admin's browser to, with state and the S256 challenge of the PKCE verifier it returns,
+// which the caller keeps for FinishOAuth. redirect is the pages' callback URL.
+func (c *Connectors) StartOAuth(server, channelID, channelName, redirect, state string) (authURL, verifier string, err error) {
+	s, err := c.oauthServer(server, channelID, channelName)
+	if err != nil {
+		return "", "", err
+	}
+	verifier = oauth2.GenerateVerifier()
+	return s.OAuth.config(redirect).AuthCodeURL(state, oauth2.S256ChallengeOption(verifier)), verifier, nil
+}
+
+// FinishOAuth exchanges the authorization code (with the PKCE verifier) for a token and
+// stores it sealed, connected by who at now. The error never holds the token.
+func (c *Connectors) FinishOAuth(ctx context.Context, server, channelID, channelName, redirect, code, verifier, who string) error {
+	s, err := c.oauthServer(server, channelID, channelName)
+	if err != nil {
+		return err
+	}
+	hc, done := c.tokenClient()
+	defer done()
+	tok, err := s.OAuth.config(redirect).Exchange(context.WithValue(ctx, oauth2.HTTPClient, hc), code, oauth2.VerifierOption(verifier))
+	if err != nil {
+		return fmt.Errorf("MCP server %s: exchange the authorization code: %s", server, c.redact(err.Error()))
+	}
+	stamp(tok, c.opts.Now())
+	sealed, err := c.opts.Key.seal(tok, server, channelID)
+	if err != nil {
+		return err
+	}
+	return c.opts.Tokens.ConnectMCP(ctx, session.MCPToken{Server: server, Channel: channelID, Sealed: sealed, ConnectedBy: who, ConnectedAt: c.opts.Now()})
+}
+
+// tokenClient is the HTTP client of the token endpoint, and the func that closes its
+// connections.
+func (c *Connectors) tokenClient() (*http.Client, func()) {
+	if c.opts.Transport != nil {
+		return &http.Client{Transport: c.opts.Transport}, func() {}
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	return &http.Client{Transport: t}, t.CloseIdleConnections
+}
+
+// stamp sets the token's expiry by logbook's clock (oauth2 sets it by the real one).
+func stamp(tok *oauth2.Token, now time.Time) {
+	if tok.ExpiresIn > 0 {
+		tok.Expiry = now.Add(time.Duration(tok.ExpiresIn) * time.Second)
+	}
+}
+
+// valid reports whether tok is in force at now, by expiryDelta.
+func valid(tok *oauth2.Token, now time.Time) bool {
+	return tok.AccessToken != "" && (tok.Expiry.IsZero() || now.Add(expiryDelta).Before(tok.Expiry))
+}
+
+// expiryDelta is how long before its expiry a token is refreshed.
+const expiryDelta = 30 * time.Second
+
+// storedToken is a (server, channel)'s token source: the stored token, refreshed at the
+// token endpoint when it expires by the clock, and the refreshed one stored sealed again.
+type storedToken struct {
+	c               *Connectors
+	cfg             *oauth2.Config
+	ctx             context.Context // carries the token endpoint's HTTP client
+	server, channel string
+
+	mu  sync.Mutex
+	tok *oauth2.Token
+}
+
+// tokenSource loads the server's token for the channel.
+func (s *Session) tokenSource(ctx context.Context, srv Server, hc *http.Client) (*storedToken, error) {
+	if s.c.opts.Tokens == nil || s.c.opts.Key == nil {
+		return nil, errors.New("OAuth needs LOGBOOK_SECRET_KEY and the database")
+	}
+	row, err := s.c.opts.Tokens.MCPTokenOf(ctx, srv.Name, s.channel)
+	if errors.Is(err, session.ErrNotFound) {
+		return nil, fmt.Errorf("MCP server %s is not connected for this channel: an admin connects it on the web pages (/mcp)", srv.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	tok, err := s.c.opts.Key.open(row.Sealed, srv.Name, s.channel)
+	if err != nil {
+		return nil, err
+	}
+	return &storedToken{c: s.c, cfg: srv.OAuth.config(""), ctx: context.WithValue(context.WithoutCancel(ctx), oauth2.HTTPClient, hc),
+		server: srv.Name, channel: s.channel, tok: tok}, nil
+}
+
+// Token is the current access token, refreshed first when it has expired.
+func (t *storedToken) Token() (*oauth2.Token, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.c.opts.Now()
+	if valid(t.tok, now) {
+		return t.tok, nil
+	}
+	// Another session of the channel may have refreshed it already (and the server may have
+	// rotated the refresh token): take the stored one when it is in force.
+	if row, err := t.c.opts.Tokens.MCPTokenOf(t.ctx, t.server, t.channel); err == nil {
+		if stored, err := t.c.opts.Key.open(row.Sealed, t.server, t.channel); err == nil {
+			t.tok = stored
+			if valid(stored, now) {
+				return stored, nil
+			}
+		}
+	}
+	if t.tok.RefreshToken == "" {
+		return nil, fmt.Errorf("the token of MCP server %s has expired and has no refresh token: connect the server again", t.server)
+	}
+	// A token without an access token is one oauth2 refreshes at once.
+	fresh, err := t.cfg.TokenSource(t.ctx, &oauth2.Token{RefreshToken: t.tok.RefreshToken}).Token()
+	if err != nil {
+		return nil, fmt.Errorf("refresh the token of MCP server %s: %s", t.server, t.c.redact(err.Error()))
+	}
+	stamp(fresh, now)
+	if fresh.RefreshToken == "" { // the server keeps the refresh token
+		fresh.RefreshToken = t.tok.RefreshToken
+	}
+	sealed, err := t.c.opts.Key.seal(fresh, t.server, t.channel)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.c.opts.Tokens.RefreshMCP(t.ctx, t.server, t.channel, sealed, now); err != nil {
+		return nil, err
+	}
+	t.tok = fresh
+	t.c.log.Info().Str("server", t.server).Str("channel", t.channel).Msg("MCP server's OAuth token refreshed")
+	return fresh, nil
+}

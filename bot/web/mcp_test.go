@@ -1,0 +1,310 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/web"
+)
+
+// authServer is an OAuth authorization server as a real one behaves: /authorize redirects
+// back with a code bound to the PKCE challenge and redirect URI; /token exchanges the code
+// only with the matching verifier, and refreshes a refresh token into a new access token,
+// revoking the old one.
+type authServer struct {
+	*httptest.Server
+	mu        sync.Mutex
+	codes     map[string]grant // code → its grant
+	valid     map[string]bool  // access tokens in force
+	refresh   map[string]bool
+	refreshes int
+	issued    []string // every token issued, access and refresh
+}
+
+type grant struct{ challenge, redirect string }
+
+func newAuthServer(t *testing.T) *authServer {
+	a := &authServer{codes: map[string]grant{}, valid: map[string]bool{}, refresh: map[string]bool{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /authorize", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if q.Get("response_type") != "code" || q.Get("client_id") != "logbook-client" || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" {
+			http.Error(w, "bad authorization request", http.StatusBadRequest)
+			return
+		}
+		code := a.random("code")
+		a.mu.Lock()
+		a.codes[code] = grant{challenge: q.Get("code_challenge"), redirect: q.Get("redirect_uri")}
+		a.mu.Unlock()
+		http.Redirect(w, r, q.Get("redirect_uri")+"?"+url.Values{"code": {code}, "state": {q.Get("state")}}.Encode(), http.StatusFound)
+	})
+	mux.HandleFunc("POST /token", a.token)
+	a.Server = httptest.NewServer(mux)
+	t.Cleanup(a.Close)
+	return a
+}
+
+func (a *authServer) random(prefix string) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
+	_ = r.ParseForm()
+	id, secret, _ := r.BasicAuth()
+	if id == "" {
+		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+	}
+	fail := func(e string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, `{"error":%q}`, e)
+	}
+	if id != "logbook-client" || secret != "client-secret-42" {
+		fail("invalid_client")
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch r.PostForm.Get("grant_type") {
+	case "authorization_code":
+		g, ok := a.codes[r.PostForm.Get("code")]
+		delete(a.codes, r.PostForm.Get("code"))
+		sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
+		if !ok || g.redirect != r.PostForm.Get("redirect_uri") || base64.RawURLEncoding.EncodeToString(sum[:]) != g.challenge {
+			fail("invalid_grant")
+			return
+		}
+	case "refresh_token":
+		if !a.refresh[r.PostForm.Get("refresh_token")] {
+			fail("invalid_grant")
+			return
+		}
+		a.refreshes++
+		delete(a.refresh, r.PostForm.Get("refresh_token")) // rotated: a refresh token is good once
+		for k := range a.valid {
+			delete(a.valid, k)
+		}
+	default:
+		fail("unsupported_grant_type")
+		return
+	}
+	access, refresh := a.random("access"), a.random("refresh")
+	a.valid[access], a.refresh[refresh] = true, true
+	a.issued = append(a.issued, access, refresh)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"access_token": access, "token_type": "Bearer", "expires_in": 3600, "refresh_token": refresh})
+}
+
+func (a *authServer) accepts(h string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	return ok && a.valid[tok]
+}
+
+// protectedMCP is an MCP server (the SDK's, streamable HTTP) that answers only requests
+// bearing an access token the authorization server has in force, and records them.
+func protectedMCP(t *testing.T, a *authServer) (*httptest.Server, func() []string) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "incidents", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "lookup", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "incident INC-7: failover"}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.accepts(r.Header.Get("Authorization")) {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	return srv, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), seen...) }
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *syncBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *syncBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// An admin connects a remote MCP server for a channel through the pages (authorization code
+// with PKCE, state checked); logbook's calls then carry the token; an expired token is
+// refreshed and the new one stored sealed; a non-admin and a bad state are refused; no token
+// is in the database in the clear, the log lines or the access log.
+func TestMCPOAuthConnect(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	auth := newAuthServer(t)
+	mcpSrv, seen := protectedMCP(t, auth)
+	cfg, err := connectors.Parse("mcp.json", []byte(`{"mcpServers": {"incidents": {"url": "`+mcpSrv.URL+`", "channels": ["#general"],
+	  "oauth": {"client_id": "logbook-client", "client_secret": "${CLIENT_SECRET}", "authorization_url": "`+auth.URL+`/authorize",
+	            "token_url": "`+auth.URL+`/token", "scopes": ["incidents:read"]}}}}`),
+		func(k string) string { return map[string]string{"CLIENT_SECRET": "client-secret-42"}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := connectors.ParseSecretKey(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	log := zerolog.New(&logs)
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	conns := connectors.New(cfg, connectors.Options{Logger: log, Tokens: f.store, Key: key, Now: clock})
+	h, err := web.Handler(web.Config{Sessions: f.store, Finder: f.searcher, AccessLog: f.app, Log: log, MCP: conns,
+		Access:   web.Access{Tokens: []web.Token{{Name: "ci-bot", Secret: tokenSecret}, {Name: "audit-bot", Secret: auditorSecret, Auditor: true}}},
+		Channels: channelNames{"C0000001": "general"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := httptest.NewServer(h)
+	defer pages.Close()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	defer client.CloseIdleConnections()
+	get := func(u, secret string) (int, string, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		if secret != "" {
+			req.Header.Set("Authorization", "Bearer "+secret)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Location"), b.String()
+	}
+
+	ctx := context.Background()
+	before := conns.Session("C0000001", "general", nil, log)
+	if r := before.Call(ctx, "mcp__incidents__lookup", nil); !r.IsError || !strings.Contains(r.Content, "not connected for this channel") {
+		t.Errorf("a call before the connect = %+v", r)
+	}
+	before.Close()
+	if st, _, _ := get(pages.URL+"/mcp/incidents/connect?channel=C0000001", tokenSecret); st != http.StatusForbidden {
+		t.Errorf("a non-admin's connect: %d, want 403", st)
+	}
+	st, toAuth, body := get(pages.URL+"/mcp/incidents/connect?channel=C0000001", auditorSecret)
+	if st != http.StatusSeeOther || !strings.HasPrefix(toAuth, auth.URL+"/authorize?") {
+		t.Fatalf("connect: %d %q %s", st, toAuth, body)
+	}
+	st, back, _ := get(toAuth, "")
+	if st != http.StatusFound || !strings.HasPrefix(back, pages.URL+"/mcp/callback?") {
+		t.Fatalf("authorize: %d %q", st, back)
+	}
+	cb, _ := url.Parse(back)
+	if st, _, _ := get(pages.URL+"/mcp/callback?code="+cb.Query().Get("code")+"&state=forged", auditorSecret); st != http.StatusBadRequest {
+		t.Errorf("a bad state: %d, want 400", st)
+	}
+	if st, _, _ := get(back, tokenSecret); st != http.StatusForbidden {
+		t.Errorf("a non-admin's callback: %d, want 403", st)
+	}
+	if st, _, body := get(back, auditorSecret); st != http.StatusOK || !strings.Contains(body, "connected for #general") {
+		t.Fatalf("callback: %d %s", st, body)
+	}
+	if st, _, _ := get(back, auditorSecret); st != http.StatusBadRequest {
+		t.Errorf("a state used twice: %d, want 400", st)
+	}
+
+	call := func(s *connectors.Session) {
+		t.Helper()
+		if r := s.Call(ctx, "mcp__incidents__lookup", nil); r.IsError || r.Content != "incident INC-7: failover" {
+			t.Fatalf("lookup = %+v", r)
+		}
+	}
+	// Two sessions of the channel, both connected before the token expires.
+	one, two := conns.Session("C0000001", "general", nil, log), conns.Session("C0000001", "general", nil, log)
+	defer one.Close()
+	defer two.Close()
+	call(one)
+	call(two)
+	if got := seen(); len(got) == 0 || got[0] != "Bearer "+auth.issued[0] {
+		t.Fatalf("the MCP server saw %q, want the issued access token", got)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Hour) // the access token has expired by logbook's clock
+	mu.Unlock()
+	call(one)
+	call(two) // takes the stored refreshed token: no second refresh with the rotated one
+	fresh := conns.Session("C0000001", "general", nil, log)
+	call(fresh)
+	fresh.Close()
+	auth.mu.Lock()
+	refreshes, issued := auth.refreshes, append([]string(nil), auth.issued...)
+	auth.mu.Unlock()
+	if refreshes != 1 || len(issued) != 4 {
+		t.Fatalf("refreshes = %d, issued %d tokens; want 1 and 4", refreshes, len(issued))
+	}
+	if got := seen(); got[len(got)-1] != "Bearer "+issued[2] {
+		t.Errorf("after the refresh the server saw %q, want the new access token", got[len(got)-1])
+	}
+
+	var sealed []byte
+	var by string
+	var refreshed *time.Time
+	if err := f.admin.QueryRow(ctx, `SELECT sealed, connected_by, refreshed_at FROM mcp_tokens WHERE server = 'incidents' AND channel = 'C0000001'`).
+		Scan(&sealed, &by, &refreshed); err != nil {
+		t.Fatal(err)
+	}
+	if by != "audit-bot" || refreshed == nil {
+		t.Errorf("row: connected_by %q, refreshed_at %v", by, refreshed)
+	}
+	var rows []accessRow
+	for _, r := range f.accessLog() {
+		if r.Action == "mcp_connect" {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) != 1 || rows[0].Who != "audit-bot" || rows[0].Query != "channel=C0000001&server=incidents" {
+		t.Errorf("mcp_connect records = %+v", rows)
+	}
+	var events string
+	if err := f.admin.QueryRow(ctx, `SELECT coalesce(string_agg(payload::text, ' '), '') FROM events`).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	everything := string(sealed) + logs.String() + fmt.Sprint(f.accessLog()) + events
+	for _, tok := range issued {
+		if strings.Contains(everything, tok) {
+			t.Errorf("token %s is in the clear in the row, the log, the access log or the events", tok)
+		}
+	}
+	if !strings.Contains(logs.String(), "OAuth token refreshed") {
+		t.Errorf("no log line says the token was refreshed:\n%s", logs.String())
+	}
+}
