@@ -271,7 +271,7 @@ func (c *Cell) loop(ctx context.Context, epoch int64) string {
 		st := readTurnState(c.flog.snapshot())
 		if hasWork(st) {
 			t := &turn{cell: c, epoch: epoch, state: st, changed: make(chan struct{}, 1)}
-			if err := t.run(ctx); err != nil {
+			if err := c.runTurn(ctx, t); err != nil {
 				if ctx.Err() != nil {
 					return "shutdown"
 				}

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
 	"github.com/logbook/logbook/session/thread"
@@ -61,7 +62,7 @@ func (t *turn) run(ctx context.Context) error {
 	} else if _, err := t.cell.appendWoken(ctx, t.epoch); err != nil {
 		return err
 	}
-	t.log = t.cell.log.With().Int64("turn", t.state.turnSeq).Bool("resumed", resumed).Logger()
+	t.log = t.cell.log.With().Ctx(ctx).Int64("turn", t.state.turnSeq).Bool("resumed", resumed).Logger()
 	if resumed {
 		if cells, give := t.givingUp(); give {
 			return t.giveUp(ctx, cells)
@@ -101,7 +102,7 @@ func (t *turn) begin(ctx context.Context) (answer bool, err error) {
 		}
 	}
 	evs := append([]session.NewEvent{{Type: session.TypeTurnStarted, Actor: cellActor,
-		Payload: session.TurnStarted{Through: st.lastUser, Reason: session.StartMessage}}}, h.marks...)
+		Payload: session.TurnStarted{Through: st.lastUser, Reason: session.StartMessage, TraceID: telemetry.TraceID(ctx)}}}, h.marks...)
 	if h.canned != "" {
 		// A reply that needs no model (mute, unmute, a mention while muted) is stored
 		// with the turn, so a resumed turn finds it and delivers it.
@@ -330,7 +331,7 @@ var deliveryActor = session.Actor{Kind: session.ActorSystem, ID: "delivery"}
 func (t *turn) complete(ctx context.Context, status, reason string, first ...session.NewEvent) error {
 	st := t.state
 	evs := append(first, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
-		Payload: session.TurnCompleted{Turn: st.turnSeq, Status: status, Reason: reason, Through: st.through}})
+		Payload: session.TurnCompleted{Turn: st.turnSeq, Status: status, Reason: reason, Through: st.through, TraceID: telemetry.TraceID(ctx)}})
 	if _, err := t.cell.flog.Append(ctx, evs...); err != nil {
 		return err
 	}

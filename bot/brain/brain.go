@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
@@ -214,6 +216,11 @@ type Config struct {
 	// DeferTitle leaves the session's title to a later call of Title, so the first reply is
 	// not held back by the title's model call.
 	DeferTitle bool
+	// Tracer traces each model call and tool call (nil: no spans). TraceContent puts the
+	// prompt, the completion and tools' input and output in those spans
+	// (LOGBOOK_TRACE_CONTENT=on); off, spans carry no text of the conversation.
+	Tracer       trace.TracerProvider
+	TraceContent bool
 
 	// Now, Sleep and Jitter make time testable: defaults time.Now, a ctx-aware timer and
 	// math/rand/v2's Float64. Sleep returns ctx's error when ctx ends first; Jitter returns
@@ -226,8 +233,9 @@ type Config struct {
 // Brain runs turns. It holds no history of its own and is safe for concurrent use by many
 // sessions' cells.
 type Brain struct {
-	cfg Config
-	log zerolog.Logger
+	cfg    Config
+	log    zerolog.Logger
+	tracer trace.Tracer
 }
 
 // New returns a Brain. It fails only when cfg.Provider is nil.
@@ -256,7 +264,7 @@ func New(cfg Config) (*Brain, error) {
 	if cfg.Jitter == nil {
 		cfg.Jitter = rand.Float64
 	}
-	return &Brain{cfg: cfg, log: cfg.Logger}, nil
+	return &Brain{cfg: cfg, log: cfg.Logger, tracer: telemetry.Tracer(cfg.Tracer)}, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -335,7 +343,7 @@ func (b *Brain) begin(ctx context.Context, t Turn) *turn {
 	st := &turn{
 		Turn:    t,
 		through: t.Through,
-		log:     b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
+		log:     b.log.With().Ctx(ctx).Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
 		tools:   append(toolSpecs(t.Hands != nil, t.Searcher != nil, t.Hands != nil && t.Attach != nil), pullRequestSpecs(t.PullRequest != nil)...),
 		budget:  outputBudget{perResult: b.cfg.MaxToolOutput, left: b.cfg.MaxTurnOutput},
 		repeats: repeats{limit: b.cfg.RepeatLimit},
@@ -532,7 +540,7 @@ func (b *Brain) runRound(ctx context.Context, st *turn, uses []ToolUse, cutLast 
 				}
 				st.live.status(toolStatus(use))
 				st.live.tool(use, ToolInProgress, "")
-				out = b.runTool(st.turnCtx, t, use, &st.budget)
+				out = b.traceTool(st.turnCtx, t, use, &st.budget)
 			} else {
 				content, _ := st.budget.fit(result)
 				out = toolOutcome{Content: content, IsError: true}
@@ -659,7 +667,7 @@ func (b *Brain) Title(ctx context.Context, t Turn, reply session.Event) {
 	st := &turn{
 		Turn:    t,
 		through: t.Through,
-		log:     b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
+		log:     b.log.With().Ctx(ctx).Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
 		bot:     session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
 	}
 	evs, err := b.load(ctx, t.Log)
@@ -1019,7 +1027,7 @@ func (b *Brain) call(ctx context.Context, req Request, lv *live) (Response, *ses
 	for attempt := 1; ; attempt++ {
 		start := b.now()
 		lv.status("thinking")
-		resp, err := p.Complete(ctx, req)
+		resp, err := b.complete(ctx, p, req)
 		if err != nil {
 			lv.callFailed()
 		} else {
