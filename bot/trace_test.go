@@ -40,7 +40,9 @@ func TestTraceTurnSpans(t *testing.T) {
 			}
 			spans := recv.Spans()
 
-			turn := findSpan(t, spans, func(sp otlptest.Span) bool { return sp.Name == "turn" && sp.Attrs["logbook.session_id"] == s.ID.String() })
+			turn := findSpan(t, spans, func(sp otlptest.Span) bool {
+				return sp.Name == "turn" && sp.Attrs["logbook.session_id"] == s.ID.String()
+			})
 			if turn.ParentID != "" || turn.Attrs["logbook.turn"] == nil {
 				t.Errorf("turn span: parent %q, attributes %v; want a root with logbook.turn", turn.ParentID, turn.Attrs)
 			}
