@@ -59,6 +59,7 @@ func (c *Cell) runTurn(ctx context.Context, t *turn) error {
 	if err != nil && !errors.Is(err, errSuspended) {
 		span.SetStatus(codes.Error, shortError(err))
 	}
+	c.log.Debug().Ctx(ctx).Int64("turn", t.state.turnSeq).AnErr("error", err).Msg("turn ended") // with its trace id (telemetry.LogHook)
 	return err
 }
 
