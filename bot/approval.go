@@ -121,8 +121,14 @@ func (p ToolApproval) Asks() bool {
 	return false
 }
 
-// Approvers says who may decide an approval card (LOGBOOK_TOOL_APPROVERS): nil users means
-// anyone who has posted in the thread (the default); otherwise exactly the listed user ids.
+// Approvers says who may decide an approval card (LOGBOOK_TOOL_APPROVERS, or LOGBOOK_APPROVERS):
+// nil users means anyone of this workspace's organisation who has posted in the thread (the
+// default); otherwise exactly the listed user ids, whichever organisation they belong to.
+//
+// People of another organisation (Slack Connect: a click whose user team_id is not the bot's
+// team) may talk to the agent — their messages start and continue sessions like anyone's —
+// but by default they may not approve its tool calls: the calls run on this organisation's
+// sandbox and credentials. Listing their user ids in LOGBOOK_TOOL_APPROVERS lets them.
 type Approvers struct{ users []string }
 
 // ParseApprovers reads a LOGBOOK_TOOL_APPROVERS value: empty or "thread" for anyone who has
@@ -149,10 +155,14 @@ func ParseApprovers(s string) (Approvers, error) {
 	return a, nil
 }
 
-// may reports whether user may decide in a thread whose events are evs.
-func (a Approvers) may(user string, evs []session.Event) bool {
+// may reports whether user may decide in a thread whose events are evs; external says the
+// user is of another organisation than the bot's.
+func (a Approvers) may(user string, external bool, evs []session.Event) bool {
 	if a.users != nil {
 		return slices.Contains(a.users, user)
+	}
+	if external {
+		return false
 	}
 	for _, e := range evs {
 		if e.Type == session.TypeUserMessage && e.Actor.Kind == session.ActorUser && e.Actor.ID == user {
@@ -164,7 +174,7 @@ func (a Approvers) may(user string, evs []session.Event) bool {
 
 func (a Approvers) describe() string {
 	if a.users == nil {
-		return "people who have posted in this thread"
+		return "people of this workspace's organisation who have posted in this thread"
 	}
 	names := make([]string, len(a.users))
 	for i, u := range a.users {

@@ -112,7 +112,8 @@ func (g *Gateway) recordDecision(ctx context.Context, log zerolog.Logger, cb sla
 		g.metrics.approvals.WithLabelValues("stale").Inc()
 		return "stale", "This request is no longer waiting: its turn ended before anyone decided.", session.Event{}, req
 	}
-	if !g.cfg.Approvers.may(user, evs) {
+	external := cb.User.TeamID != "" && g.me.Team != "" && cb.User.TeamID != g.me.Team
+	if !g.cfg.Approvers.may(user, external, evs) {
 		g.metrics.approvals.WithLabelValues("not_permitted").Inc()
 		log.Info().Msg("approval click by someone not permitted to decide")
 		return "not_permitted", fmt.Sprintf("Only %s may approve or deny this request; it stays open.", g.cfg.Approvers.describe()), session.Event{}, req

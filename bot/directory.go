@@ -41,6 +41,11 @@ func NewDirectory(api *slack.Client, ttl time.Duration) *Directory {
 	return &Directory{d: newDirectory(api, ttl, time.Now)}
 }
 
+// NewDirectoryAt is NewDirectory on the clock now (tests move time on without sleeping).
+func NewDirectoryAt(api *slack.Client, ttl time.Duration, now func() time.Time) *Directory {
+	return &Directory{d: newDirectory(api, ttl, now)}
+}
+
 // ChannelName returns the channel's name, or "" when conversations.info fails.
 func (d *Directory) ChannelName(ctx context.Context, id string) string {
 	k, err := d.d.Channel(ctx, id)
@@ -50,9 +55,10 @@ func (d *Directory) ChannelName(ctx context.Context, id string) string {
 	return k.Name
 }
 
-// ChannelPrivate reports whether the channel is no longer a public channel.
+// ChannelPrivate reports whether the channel is no longer a public channel, from an answer at
+// most VisibilityMaxAge old (privacy.go).
 func (d *Directory) ChannelPrivate(ctx context.Context, id string) (bool, error) {
-	k, err := d.d.Channel(ctx, id)
+	k, err := d.d.fresh(ctx, id, VisibilityMaxAge)
 	if err != nil {
 		return false, err
 	}
@@ -60,9 +66,9 @@ func (d *Directory) ChannelPrivate(ctx context.Context, id string) (bool, error)
 }
 
 // ChannelExtShared reports whether the channel is shared with another organisation (Slack
-// Connect, conversations.info is_ext_shared).
+// Connect, conversations.info is_ext_shared), from an answer at most VisibilityMaxAge old.
 func (d *Directory) ChannelExtShared(ctx context.Context, id string) (bool, error) {
-	k, err := d.d.Channel(ctx, id)
+	k, err := d.d.fresh(ctx, id, VisibilityMaxAge)
 	if err != nil {
 		return false, err
 	}
@@ -74,6 +80,7 @@ type channelKind struct {
 	Public    bool // a public channel: not private, not a DM or group DM
 	ExtShared bool // shared with another organisation (Slack Connect)
 	Name      string
+	Marked    bool // made private by an event, not yet asked again (privacy.go)
 }
 
 // directory caches conversations.info and users.info answers for a TTL.
@@ -106,6 +113,14 @@ func (d *directory) Channel(ctx context.Context, id string) (channelKind, error)
 	if ok && c.v.Name != "" && d.now().Sub(c.at) < d.ttl {
 		return c.v, nil
 	}
+	if ok && c.v.Marked && d.now().Sub(c.at) < d.ttl {
+		return c.v, nil // private by an event (forget)
+	}
+	return d.refresh(ctx, id)
+}
+
+// refresh asks conversations.info for the channel's kind and caches the answer.
+func (d *directory) refresh(ctx context.Context, id string) (channelKind, error) {
 	ch, err := d.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: id})
 	if err != nil {
 		return channelKind{}, fmt.Errorf("conversations.info %s: %w", id, err)

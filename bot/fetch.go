@@ -51,8 +51,10 @@ func (t *turn) fetchThrough(ctx context.Context, through int64) error {
 	for _, e := range session.Select(snap, session.Range{Types: []session.Type{session.TypeFileRef}}) {
 		var ref session.FileRef
 		// A ref without a download address was stored before logbook fetched files: it stays
-		// named only ("not fetched"), not reported as a failure at every turn.
-		if e.Decode(&ref) != nil || ref.FileID == "" || ref.URL == "" || !answers[ref.TS] || done[ref.FileID+"/"+ref.TS] {
+		// named only ("not fetched"), not reported as a failure at every turn. One that says
+		// check_file_info (Slack Connect) is asked of files.info first.
+		if e.Decode(&ref) != nil || ref.FileID == "" || (ref.URL == "" && ref.Access != files.CheckFileInfo) ||
+			!answers[ref.TS] || done[ref.FileID+"/"+ref.TS] {
 			continue
 		}
 		done[ref.FileID+"/"+ref.TS] = true
@@ -74,6 +76,24 @@ func (t *turn) fetchThrough(ctx context.Context, through int64) error {
 // fetchFile fetches and stores one file. Only a failure to store is an error.
 func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.FileFetched, error) {
 	c, d := t.cell, t.cell.deps
+	if ref.URL == "" {
+		// Shared with file_access check_file_info (a Slack Connect channel): the message
+		// carried only the file's id, files.info has the rest.
+		info, err := d.Features.Fetcher.Info(ctx, ref.FileID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return session.FileFetched{}, ctx.Err()
+			}
+			return session.FileFetched{FileID: ref.FileID, TS: ref.TS, Name: ref.FileID, Status: session.FileFailed,
+				Reason: "Slack gave the file without its details and " + err.Error()}, nil
+		}
+		ref.Name, ref.Title, ref.Mimetype = cmp.Or(info.Name, ref.Name), cmp.Or(info.Title, ref.Title), cmp.Or(info.Mimetype, ref.Mimetype)
+		ref.Size, ref.URL = int64(info.Size), cmp.Or(info.URLPrivateDownload, info.URLPrivate)
+		if ref.URL == "" {
+			return session.FileFetched{FileID: ref.FileID, TS: ref.TS, Name: cmp.Or(ref.Name, ref.FileID), Mimetype: ref.Mimetype,
+				Status: session.FileFailed, Reason: "files.info gave no address to download it from"}, nil
+		}
+	}
 	ff := session.FileFetched{FileID: ref.FileID, TS: ref.TS, Name: cmp.Or(ref.Name, ref.Title, ref.FileID),
 		Mimetype: ref.Mimetype, Size: ref.Size}
 	limit := d.Features.Fetcher.Max()

@@ -28,10 +28,10 @@ import (
 type sessionLog interface {
 	Open(ctx context.Context, key session.ThreadKey) (session.Session, error)
 	SessionByThread(ctx context.Context, key session.ThreadKey) (session.Session, error)
-	SessionByEventKey(ctx context.Context, team, channel, key string) (session.Session, error)
+	SessionByMessage(ctx context.Context, channel, ts string) (session.Session, error)
 	Head(ctx context.Context, id session.ID) (session.Head, error)
 	Append(ctx context.Context, id session.ID, evs ...session.NewEvent) ([]session.Event, error)
-	Recent(ctx context.Context, team string, since time.Time, limit int) ([]session.Session, error)
+	Recent(ctx context.Context, since time.Time, limit int) ([]session.Session, error)
 	Session(ctx context.Context, id session.ID) (session.Session, error)
 	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
 }
@@ -92,8 +92,8 @@ type Gateway struct {
 	notedMu sync.Mutex
 	noted   map[string]bool // conversations already told "public channels only"
 
-	// known caches thread → session (a mapping that never changes), so an ack costs one
-	// commit. Bounded: cleared when it grows past maxKnown.
+	// known caches thread (channel and thread ts, team left empty) → session (a mapping that
+	// never changes), so an ack costs one commit. Bounded: cleared when it grows past maxKnown.
 	knownMu sync.Mutex
 	known   map[session.ThreadKey]session.Session
 }
@@ -285,11 +285,15 @@ func (g *Gateway) handle(ctx context.Context, evt socketmode.Event) {
 		g.requestStop(ctx, log, req, ev.TeamID, stop.Channel, stop.ThreadTimestamp, stop.User, "button", stop.EventTimestamp)
 		return
 	}
+	if g.channelChanged(log, req, ev) {
+		return
+	}
 	if r, ok := ev.InnerEvent.Data.(*slackevents.ReactionAddedEvent); ok {
 		g.stopReaction(ctx, log, req, ev.TeamID, r)
 		return
 	}
 	in, ok := inboundFromEvent(ev, req.RetryAttempt)
+	in.Team = envelopeTeams(req.Payload, ev.TeamID).owner()
 	if !ok {
 		g.metrics.ignored.WithLabelValues("event_" + ev.InnerEvent.Type).Inc()
 		g.ack(log, req, nil)
@@ -431,6 +435,8 @@ func (g *Gateway) transcriptLink(ctx context.Context, cb slack.InteractionCallba
 	} else if !public {
 		return "logbook keeps no record of private channels, group DMs or DMs."
 	}
+	// A thread is found by its channel and ts: the clicker's team may be either organisation
+	// of a Slack Connect channel.
 	sess, err := g.session(ctx, session.ThreadKey{Team: team, Channel: cb.Channel.ID, ThreadTS: thread}, false)
 	switch {
 	case errors.Is(err, session.ErrNotFound):
@@ -521,7 +527,7 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) (
 		return false, err
 	}
 	log = log.With().Str("session_id", sess.ID.String()).Logger()
-	evs := g.eventsOf(ctx, log, team, in, d, sess)
+	evs := g.eventsOf(ctx, log, in, d, sess)
 	stored, err := g.store.Append(ctx, sess.ID, evs...)
 	if err != nil {
 		g.logFailed(time.Now())
@@ -553,7 +559,7 @@ func (g *Gateway) sessionOf(ctx context.Context, team string, in inbound, d deci
 	if errors.Is(err, session.ErrNotFound) && d.Action == actDelete && in.Previous == nil {
 		// The deletion does not say which thread the message was in: find the session that
 		// stored it.
-		return g.store.SessionByEventKey(ctx, team, in.Channel, team+"/"+in.Channel+"/"+d.TS)
+		return g.store.SessionByMessage(ctx, in.Channel, d.TS)
 	}
 	return sess, err
 }
@@ -581,8 +587,13 @@ func (g *Gateway) awaitSession(ctx context.Context, key session.ThreadKey) (sess
 }
 
 // eventsOf builds the events that record in, in session sess.
-func (g *Gateway) eventsOf(ctx context.Context, log zerolog.Logger, team string, in inbound, d decision, sess session.Session) []session.NewEvent {
+//
+// A message's idempotency key is its session's team (the channel's owner as first recorded),
+// channel and ts, whichever organisation's envelope or read-back delivered it: one key per
+// message per thread.
+func (g *Gateway) eventsOf(ctx context.Context, log zerolog.Logger, in inbound, d decision, sess session.Session) []session.NewEvent {
 	actor := session.Actor{Kind: session.ActorUser, ID: in.User}
+	team := sess.Key.Team
 	prefix := team + "/" + in.Channel + "/"
 	switch d.Action {
 	case actMessage:
@@ -591,7 +602,7 @@ func (g *Gateway) eventsOf(ctx context.Context, log zerolog.Logger, team string,
 		evs := []session.NewEvent{{
 			Type: session.TypeUserMessage, Actor: actor, IdempotencyKey: prefix + in.TS,
 			Payload: session.UserMessage{
-				Team: team, Channel: in.Channel, ThreadTS: d.ThreadTS, TS: in.TS, User: in.User,
+				Team: cmp.Or(in.UserTeam, team), Channel: in.Channel, ThreadTS: d.ThreadTS, TS: in.TS, User: in.User,
 				UserName: g.dir.UserName(ctx, in.User), Text: text, Raw: raw, Names: names,
 				SlackEventID: in.EventID, Mentioned: d.Mentioned, TraceID: traceID, SpanID: spanID,
 			},
@@ -729,7 +740,8 @@ func fileRefs(prefix, ts, user string, files []slack.File) []session.NewEvent {
 		evs = append(evs, session.NewEvent{
 			Type: session.TypeFileRef, Actor: session.Actor{Kind: session.ActorUser, ID: user}, IdempotencyKey: prefix + ts + "/file/" + f.ID,
 			Payload: session.FileRef{FileID: f.ID, Name: f.Name, Title: f.Title, Mimetype: f.Mimetype,
-				Size: int64(f.Size), Permalink: f.Permalink, URL: cmp.Or(f.URLPrivateDownload, f.URLPrivate), TS: ts, User: user},
+				Size: int64(f.Size), Permalink: f.Permalink, URL: cmp.Or(f.URLPrivateDownload, f.URLPrivate), TS: ts, User: user,
+				Access: f.FileAccess},
 		})
 	}
 	return evs
@@ -758,8 +770,9 @@ func tsLess(a, b string) bool {
 // session returns the thread's session, opening it when open is set (else ErrNotFound when
 // it has none).
 func (g *Gateway) session(ctx context.Context, key session.ThreadKey, open bool) (session.Session, error) {
+	thread := session.ThreadKey{Channel: key.Channel, ThreadTS: key.ThreadTS}
 	g.knownMu.Lock()
-	sess, ok := g.known[key]
+	sess, ok := g.known[thread]
 	g.knownMu.Unlock()
 	if ok {
 		return sess, nil
@@ -779,7 +792,7 @@ func (g *Gateway) session(ctx context.Context, key session.ThreadKey, open bool)
 	}
 	cached := sess
 	cached.Created = false // only this caller created it
-	g.known[key] = cached
+	g.known[thread] = cached
 	g.knownMu.Unlock()
 	return sess, nil
 }

@@ -229,3 +229,53 @@ func TestChannelTypeHintsDoNotKeepAnOldAnswerFresh(t *testing.T) {
 		t.Fatalf("80 s after the first answer: shared %v (%v) after %d conversations.info calls; want true after 2", shared, err, api.calls)
 	}
 }
+
+// oneVisibility is a Slack API whose conversations.info says private, counting calls.
+type oneVisibility struct {
+	slackAPI
+	mu      sync.Mutex
+	calls   int
+	private bool
+}
+
+func (o *oneVisibility) GetConversationInfoContext(ctx context.Context, input *slack.GetConversationInfoInput) (*slack.Channel, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls++
+	ch := &slack.Channel{}
+	ch.ID, ch.Name, ch.IsPrivate = input.ChannelID, "general", o.private
+	return ch, nil
+}
+
+// A surface that shows logged content decides from a conversations.info answer at most
+// VisibilityMaxAge old, whatever the directory's TTL: a channel made private while this
+// replica got no event (it went to another replica) is hidden within 2 s. The gateway's own
+// look-ups keep the TTL.
+func TestVisibilityIsDecidedFromAnswersAtMostTwoSecondsOld(t *testing.T) {
+	t.Parallel()
+	api := &oneVisibility{}
+	now := time.Unix(1_700_000_000, 0)
+	d := newDirectory(api, 5*time.Minute, func() time.Time { return now })
+	dir := &Directory{d: d}
+	ctx := context.Background()
+	if p, err := dir.ChannelPrivate(ctx, "C1"); p || err != nil {
+		t.Fatalf("private before it is: %v %v", p, err)
+	}
+	api.mu.Lock()
+	api.private = true
+	api.mu.Unlock()
+	now = now.Add(VisibilityMaxAge - time.Millisecond)
+	if p, _ := dir.ChannelPrivate(ctx, "C1"); p {
+		t.Fatal("an answer younger than VisibilityMaxAge was asked again")
+	}
+	now = now.Add(time.Millisecond)
+	if p, err := dir.ChannelPrivate(ctx, "C1"); !p || err != nil {
+		t.Fatalf("%v after the change: private %v (%v) after %d calls; want hidden", VisibilityMaxAge, p, err, api.calls)
+	}
+	if k, err := d.Channel(ctx, "C1"); err != nil || k.Public {
+		t.Fatalf("the gateway's look-up after the refresh: %+v %v", k, err)
+	}
+	if VisibilityMaxAge > 2*time.Second {
+		t.Fatalf("VisibilityMaxAge %v; the issue allows 2 s", VisibilityMaxAge)
+	}
+}

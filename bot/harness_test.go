@@ -172,6 +172,10 @@ type harnessOptions struct {
 	// claim) and the database (replica.listen); claimCheck is RunnerConfig.ClaimCheck.
 	listenProxy bool
 	claimCheck  time.Duration
+	// directory, when set, builds the Directory the gateway (and slashWith's handler) share;
+	// slashWith, when set, is the slash handler over it.
+	directory func(api *slack.Client) *bot.Directory
+	slashWith func(dir *bot.Directory) bot.SlashHandler
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 	// tracer traces the bot as serve does (envelopes, turns, Slack calls, the store's
@@ -280,6 +284,13 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		fetcher = files.NewFetcher(api, files.FetchConfig{Max: o.fileMax, Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() }})
 		uploader = api
 	}
+	var dir *bot.Directory
+	if o.directory != nil {
+		dir = o.directory(api)
+		if o.slashWith != nil {
+			o.slash = o.slashWith(dir)
+		}
+	}
 	listenURL := h.dbURL
 	var listenProxy *pgtest.Proxy
 	if o.listenProxy {
@@ -293,7 +304,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Delivery: o.delivery,
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.store, DatabaseURL: listenURL,
 		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Tracer: o.tracer, Features: bot.Features{Titler: o.titler, Slash: o.slash,
-			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge}})
+			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Directory: dir}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"cmp"
 	"strings"
 
 	"github.com/slack-go/slack"
@@ -9,7 +10,10 @@ import (
 
 // inbound is a message-like inner event, normalised from app_mention and message events.
 type inbound struct {
+	// Team is the team that owns the channel (the envelope's context_team_id, else its
+	// team_id); UserTeam the author's own team, when the event says (Slack Connect).
 	Team         string
+	UserTeam     string
 	EventID      string // Events API event_id
 	RetryAttempt int
 	Kind         string // "app_mention" or "message"
@@ -162,12 +166,15 @@ func inboundFromEvent(ev slackevents.EventsAPIEvent, retry int) (inbound, bool) 
 	case *slackevents.AppMentionEvent:
 		in.Kind, in.Channel, in.User, in.BotID = "app_mention", e.Channel, e.User, e.BotID
 		in.Text, in.Blocks, in.TS, in.ThreadTS, in.Files = e.Text, e.Blocks, e.TimeStamp, e.ThreadTimeStamp, e.Files
+		in.UserTeam = cmp.Or(e.UserTeam, e.SourceTeam)
 	case *slackevents.MessageEvent:
 		in.Kind, in.Subtype, in.Channel, in.ChannelType = "message", e.SubType, e.Channel, e.ChannelType
 		in.User, in.BotID, in.Text, in.Blocks = e.User, e.BotID, e.Text, e.Blocks
 		in.TS, in.ThreadTS, in.DeletedTS = e.TimeStamp, e.ThreadTimeStamp, e.DeletedTimeStamp
+		in.UserTeam = cmp.Or(e.UserTeam, e.SourceTeam)
 		if e.Message != nil {
 			in.Files = e.Message.Files
+			in.UserTeam = cmp.Or(in.UserTeam, e.Message.Team)
 			if in.BotID == "" && e.SubType == "" {
 				in.BotID = e.Message.BotID
 			}

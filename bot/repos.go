@@ -16,7 +16,7 @@ import (
 // ChannelRepoStore keeps what admins set with /logbook repo (*session.Store).
 type ChannelRepoStore interface {
 	SetChannelRepo(ctx context.Context, r session.ChannelRepo) (session.ChannelRepo, error)
-	ChannelRepo(ctx context.Context, team, channel string) (session.ChannelRepo, error)
+	ChannelRepo(ctx context.Context, channel string) (session.ChannelRepo, error)
 }
 
 // ChannelRepos says which repository a channel's sandboxes check out and its pull requests go
@@ -44,13 +44,16 @@ type ChannelRepo struct {
 	SetBy       string
 }
 
-// For returns the channel's repository; ok false when it has none.
+// For returns the channel's repository; ok false when it has none. team is the session's (or
+// the asker's) team and does not narrow the look-up: a channel's repository is the channel's,
+// whichever organisation of a Slack Connect channel set it or asks.
 func (c *ChannelRepos) For(ctx context.Context, team, channel string) (ChannelRepo, bool, error) {
+	_ = team
 	if c == nil {
 		return ChannelRepo{}, false, nil
 	}
 	if c.Store != nil {
-		set, err := c.Store.ChannelRepo(ctx, team, channel)
+		set, err := c.Store.ChannelRepo(ctx, channel)
 		switch {
 		case err == nil && set.URL == "":
 			return ChannelRepo{}, false, nil // switched off by an admin
@@ -124,7 +127,7 @@ func repoCommand(ctx context.Context, repos *ChannelRepos, admins []string, team
 			return "The channel's repository cannot be read right now."
 		case !ok:
 			if repos != nil && repos.Store != nil {
-				if off, err := repos.Store.ChannelRepo(ctx, team, channel); err == nil && off.URL == "" {
+				if off, err := repos.Store.ChannelRepo(ctx, channel); err == nil && off.URL == "" {
 					return "This channel has no repository: <@" + off.SetBy + "> switched it off (`/logbook repo off`), whatever LOGBOOK_REPOS says. An admin sets one with `/logbook repo <https-url> [branch]`."
 				}
 			}

@@ -167,6 +167,9 @@ type FileRef struct {
 	URL  string `json:"url,omitempty"`
 	TS   string `json:"ts"`
 	User string `json:"user"`
+	// Access is the file's file_access as the message carried it: "check_file_info" (Slack
+	// Connect) means the message had no name, type or URL, and files.info has them.
+	Access string `json:"file_access,omitempty"`
 }
 
 // Delivered records that an assistant_message reached Slack (type delivered).

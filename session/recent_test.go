@@ -10,13 +10,14 @@ import (
 )
 
 // Recent lists the sessions with an event since the given time, newest first, within the
-// team and the limit; an empty session (opened, nothing appended) is not active.
+// limit, whichever team owns their channel (a Slack Connect channel hosted by another
+// organisation); an empty session (opened, nothing appended) is not active.
 func TestRecentSessions(t *testing.T) {
 	t.Parallel()
 	st, _ := newStore(t)
 	ctx := context.Background()
 	a, b, empty := openSession(t, st, "1700000001.000100"), openSession(t, st, "1700000002.000100"), openSession(t, st, "1700000003.000100")
-	other, err := st.Open(ctx, session.ThreadKey{Team: "T0000002", Channel: "C0000001", ThreadTS: "1700000004.000100"})
+	other, err := st.Open(ctx, session.ThreadKey{Team: "T0000002", Channel: "C0000009", ThreadTS: "1700000004.000100"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,17 +26,18 @@ func TestRecentSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := st.Recent(ctx, "T0000001", time.Now().Add(-time.Minute), 10)
+	got, err := st.Recent(ctx, time.Now().Add(-time.Minute), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].ID != b.ID || got[1].ID != a.ID || got[0].Key.ThreadTS != b.Key.ThreadTS {
-		t.Fatalf("recent: %+v; want b then a (not the empty %s, not the other team's)", got, empty.ID)
+	if len(got) != 3 || got[0].ID != other.ID || got[1].ID != b.ID || got[2].ID != a.ID || got[1].Key.ThreadTS != b.Key.ThreadTS ||
+		got[0].Key.Team != "T0000002" {
+		t.Fatalf("recent: %+v; want the other team's, b, then a (not the empty %s)", got, empty.ID)
 	}
-	if got, err := st.Recent(ctx, "T0000001", time.Now().Add(-time.Minute), 1); err != nil || len(got) != 1 || got[0].ID != b.ID {
+	if got, err := st.Recent(ctx, time.Now().Add(-time.Minute), 1); err != nil || len(got) != 1 || got[0].ID != other.ID {
 		t.Fatalf("recent with limit 1: %+v %v", got, err)
 	}
-	if got, err := st.Recent(ctx, "T0000001", time.Now().Add(time.Minute), 10); err != nil || len(got) != 0 {
+	if got, err := st.Recent(ctx, time.Now().Add(time.Minute), 10); err != nil || len(got) != 0 {
 		t.Fatalf("recent since the future: %+v %v", got, err)
 	}
 }

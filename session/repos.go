@@ -32,13 +32,14 @@ func (s *Store) SetChannelRepo(ctx context.Context, r ChannelRepo) (ChannelRepo,
 	return r, nil
 }
 
-const sqlChannelRepo = `SELECT url, branch, set_by, set_at FROM channel_repos WHERE team = $1 AND channel = $2
+const sqlChannelRepo = `SELECT team, url, branch, set_by, set_at FROM channel_repos WHERE channel = $1
 ORDER BY id DESC LIMIT 1`
 
-// ChannelRepo returns the channel's repository as last set; ErrNotFound when it never was.
-func (s *Store) ChannelRepo(ctx context.Context, team, channel string) (ChannelRepo, error) {
-	r := ChannelRepo{Team: team, Channel: channel}
-	err := s.pool.QueryRow(ctx, sqlChannelRepo, team, channel).Scan(&r.URL, &r.Branch, &r.SetBy, &r.SetAt)
+// ChannelRepo returns the channel's repository as last set, by whichever team's admin (a Slack
+// Connect channel has one id in every organisation it joins); ErrNotFound when it never was.
+func (s *Store) ChannelRepo(ctx context.Context, channel string) (ChannelRepo, error) {
+	r := ChannelRepo{Channel: channel}
+	err := s.pool.QueryRow(ctx, sqlChannelRepo, channel).Scan(&r.Team, &r.URL, &r.Branch, &r.SetBy, &r.SetAt)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return r, fmt.Errorf("repository of %s: %w", channel, ErrNotFound)

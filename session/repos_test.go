@@ -15,7 +15,7 @@ func TestChannelRepoIsARecord(t *testing.T) {
 	t.Parallel()
 	st, pool, dbURL := newStorePool(t, 2)
 	ctx := context.Background()
-	if _, err := st.ChannelRepo(ctx, "T1", "C0001"); !errors.Is(err, session.ErrNotFound) {
+	if _, err := st.ChannelRepo(ctx, "C0001"); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("never set: %v", err)
 	}
 	for _, r := range []session.ChannelRepo{
@@ -27,11 +27,11 @@ func TestChannelRepoIsARecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := st.ChannelRepo(ctx, "T1", "C0001")
+	got, err := st.ChannelRepo(ctx, "C0001")
 	if err != nil || got.URL != "https://github.com/acme/web.git" || got.Branch != "" || got.SetBy != "U2" || got.SetAt.IsZero() {
 		t.Fatalf("newest: %+v %v", got, err)
 	}
-	if off, err := st.ChannelRepo(ctx, "T1", "C0002"); err != nil || off.URL != "" {
+	if off, err := st.ChannelRepo(ctx, "C0002"); err != nil || off.URL != "" {
 		t.Fatalf("switched off: %+v %v", off, err)
 	}
 	if _, err := st.SetChannelRepo(ctx, session.ChannelRepo{Team: "T1", Channel: "C0001", URL: "x"}); !errors.Is(err, session.ErrInvalidEvent) {

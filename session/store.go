@@ -36,7 +36,10 @@ func NewStore(pool *pgxpool.Pool, opts Options) *Store {
 	return &Store{pool: pool, maxPayload: cmp.Or(opts.MaxPayload, DefaultMaxPayload)}
 }
 
-// ThreadKey identifies a Slack thread: the session's natural key.
+// ThreadKey identifies a Slack thread: the session's natural key is Channel and ThreadTS
+// (Slack's channel ids are global: a Slack Connect channel has one id in every organisation).
+// Team is the team that owns (hosts) the channel, recorded when the session is opened; it is
+// no part of the key, and lookups by thread ignore it.
 type ThreadKey struct {
 	Team     string
 	Channel  string
@@ -65,14 +68,19 @@ type Head struct {
 
 const sqlOpenInsert = `
 INSERT INTO sessions (id, team_id, channel_id, thread_ts) VALUES ($1, $2, $3, $4)
-ON CONFLICT (team_id, channel_id, thread_ts) DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING id, team_id, channel_id, thread_ts, created_at`
 
-// Open returns the session of the thread, creating it if needed. Two callers opening the same
-// thread concurrently (on any replicas) get the same session.
+// Open returns the session of the thread (channel and thread ts, whatever key.Team says),
+// creating it with key.Team as the channel's owner if it has none. Two callers opening the
+// same thread concurrently (on any replicas, through any organisation) get the same session.
 func (s *Store) Open(ctx context.Context, key ThreadKey) (Session, error) {
 	if !key.valid() {
 		return Session{}, fmt.Errorf("open session for %+v: %w: team, channel and thread ts are required", key, ErrInvalidEvent)
+	}
+	// A thread's session from before 00050 is not under the unique index: look first.
+	if sess, err := s.SessionByThread(ctx, key); !errors.Is(err, ErrNotFound) {
+		return sess, err
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -84,44 +92,49 @@ func (s *Store) Open(ctx context.Context, key ThreadKey) (Session, error) {
 		return sess, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return Session{}, fmt.Errorf("open session for %s/%s/%s: %w", key.Team, key.Channel, key.ThreadTS, err)
+		return Session{}, fmt.Errorf("open session for %s/%s: %w", key.Channel, key.ThreadTS, err)
 	}
 	return s.SessionByThread(ctx, key)
 }
 
+// The thread's session: the oldest, where sessions from before 00050 gave a thread two.
 const sqlSessionByThread = `
 SELECT id, team_id, channel_id, thread_ts, created_at FROM sessions
-WHERE team_id = $1 AND channel_id = $2 AND thread_ts = $3`
+WHERE channel_id = $1 AND thread_ts = $2
+ORDER BY created_at, id
+LIMIT 1`
 
-// SessionByThread returns the session of a thread, or ErrNotFound.
+// SessionByThread returns the session of a thread (channel and thread ts; key.Team is not
+// looked at), or ErrNotFound.
 func (s *Store) SessionByThread(ctx context.Context, key ThreadKey) (Session, error) {
-	sess, err := scanSession(s.pool.QueryRow(ctx, sqlSessionByThread, key.Team, key.Channel, key.ThreadTS))
+	sess, err := scanSession(s.pool.QueryRow(ctx, sqlSessionByThread, key.Channel, key.ThreadTS))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Session{}, fmt.Errorf("session for %s/%s/%s: %w", key.Team, key.Channel, key.ThreadTS, ErrNotFound)
+		return Session{}, fmt.Errorf("session for %s/%s: %w", key.Channel, key.ThreadTS, ErrNotFound)
 	}
 	if err != nil {
-		return Session{}, fmt.Errorf("session for %s/%s/%s: %w", key.Team, key.Channel, key.ThreadTS, err)
+		return Session{}, fmt.Errorf("session for %s/%s: %w", key.Channel, key.ThreadTS, err)
 	}
 	return sess, nil
 }
 
+// A stored Slack message's idempotency key is its session's team/channel/ts.
 const sqlSessionByMessage = `
 SELECT s.id, s.team_id, s.channel_id, s.thread_ts, s.created_at
-FROM sessions s JOIN events e ON e.session_id = s.id AND e.idempotency_key = $3
-WHERE s.team_id = $1 AND s.channel_id = $2
+FROM sessions s JOIN events e ON e.session_id = s.id AND e.idempotency_key = s.team_id || '/' || s.channel_id || '/' || $2
+WHERE s.channel_id = $1
+ORDER BY s.created_at, s.id
 LIMIT 1`
 
-// SessionByEventKey returns the session of the channel that holds an event with the given
-// idempotency key (e.g. a stored Slack message's team/channel/ts), or ErrNotFound. It probes
-// each session of the channel; meant for rare lookups such as a deletion that does not name
-// its thread.
-func (s *Store) SessionByEventKey(ctx context.Context, team, channel, key string) (Session, error) {
-	sess, err := scanSession(s.pool.QueryRow(ctx, sqlSessionByMessage, team, channel, key))
+// SessionByMessage returns the session of the channel that stored the Slack message ts (a
+// user_message), or ErrNotFound. It probes each session of the channel; meant for rare lookups
+// such as a deletion that does not name its thread.
+func (s *Store) SessionByMessage(ctx context.Context, channel, ts string) (Session, error) {
+	sess, err := scanSession(s.pool.QueryRow(ctx, sqlSessionByMessage, channel, ts))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Session{}, fmt.Errorf("session with event %q in %s/%s: %w", key, team, channel, ErrNotFound)
+		return Session{}, fmt.Errorf("session with message %s in %s: %w", ts, channel, ErrNotFound)
 	}
 	if err != nil {
-		return Session{}, fmt.Errorf("session with event %q in %s/%s: %w", key, team, channel, err)
+		return Session{}, fmt.Errorf("session with message %s in %s: %w", ts, channel, err)
 	}
 	return sess, nil
 }
@@ -315,20 +328,21 @@ func cleanText(s string) bool {
 
 const sqlRecent = `
 SELECT s.id, s.team_id, s.channel_id, s.thread_ts, s.created_at FROM sessions s
-WHERE s.team_id = $1 AND s.id IN (SELECT DISTINCT e.session_id FROM events e WHERE e.created_at >= $2)
+WHERE s.id IN (SELECT DISTINCT e.session_id FROM events e WHERE e.created_at >= $1)
 ORDER BY s.created_at DESC, s.id DESC
-LIMIT $3`
+LIMIT $2`
 
-// Recent returns the team's sessions with an event at or after since, newest session first,
-// at most limit of them.
-func (s *Store) Recent(ctx context.Context, team string, since time.Time, limit int) ([]Session, error) {
-	rows, err := s.pool.Query(ctx, sqlRecent, team, since, limit)
+// Recent returns the sessions with an event at or after since, whichever team owns their
+// channel (a Slack Connect channel may be hosted by another organisation), newest session
+// first, at most limit of them.
+func (s *Store) Recent(ctx context.Context, since time.Time, limit int) ([]Session, error) {
+	rows, err := s.pool.Query(ctx, sqlRecent, since, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list sessions of %s active since %s: %w", team, since.Format(time.RFC3339), err)
+		return nil, fmt.Errorf("list sessions active since %s: %w", since.Format(time.RFC3339), err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Session, error) { return scanSession(row) })
 	if err != nil {
-		return nil, fmt.Errorf("list sessions of %s active since %s: %w", team, since.Format(time.RFC3339), err)
+		return nil, fmt.Errorf("list sessions active since %s: %w", since.Format(time.RFC3339), err)
 	}
 	return out, nil
 }

@@ -535,7 +535,7 @@ func TestLatest(t *testing.T) {
 	}
 }
 
-func TestSessionByEventKey(t *testing.T) {
+func TestSessionByMessage(t *testing.T) {
 	t.Parallel()
 	st, _ := newStore(t)
 	ctx := context.Background()
@@ -546,11 +546,43 @@ func TestSessionByEventKey(t *testing.T) {
 	if _, err := st.Append(ctx, a.ID, ev); err != nil {
 		t.Fatal(err)
 	}
-	got, err := st.SessionByEventKey(ctx, "T0000001", "C0000001", ev.IdempotencyKey)
+	got, err := st.SessionByMessage(ctx, "C0000001", "1700000000.000150")
 	if err != nil || got.ID != a.ID {
-		t.Fatalf("SessionByEventKey = %v, %v; want %v", got.ID, err, a.ID)
+		t.Fatalf("SessionByMessage = %v, %v; want %v", got.ID, err, a.ID)
 	}
-	if _, err := st.SessionByEventKey(ctx, "T0000001", "C0000001", "nope"); !errors.Is(err, session.ErrNotFound) {
+	if _, err := st.SessionByMessage(ctx, "C0000001", "1700000000.000999"); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("unknown key: %v", err)
+	}
+}
+
+// A session is its channel and thread: opened through two organisations' team ids at once (a
+// Slack Connect channel: the envelope's team, our own team in a catch-up), the thread gets one
+// session, which records the first opener's team, and every lookup by thread finds it.
+func TestOneSessionPerThreadWhicheverTeamOpensIt(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	ctx := context.Background()
+	teams := []string{"T0000001", "T0000002", "T0000001", "T0000002", "T0000003", "T0000001"}
+	ids := make([]session.ID, len(teams))
+	var wg sync.WaitGroup
+	for i, team := range teams {
+		wg.Go(func() {
+			s, err := st.Open(ctx, session.ThreadKey{Team: team, Channel: "C0000005", ThreadTS: "1700000000.000100"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[i] = s.ID
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("one thread opened through several teams got several sessions: %v", ids)
+		}
+	}
+	got, err := st.SessionByThread(ctx, session.ThreadKey{Team: "T0000009", Channel: "C0000005", ThreadTS: "1700000000.000100"})
+	if err != nil || got.ID != ids[0] || !slices.Contains(teams, got.Key.Team) {
+		t.Fatalf("SessionByThread through another team = %+v, %v; want %v with its opener's team", got, err, ids[0])
 	}
 }

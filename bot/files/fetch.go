@@ -144,3 +144,47 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	l.left -= int64(len(p))
 	return l.w.Write(p)
 }
+
+// infoer is files.info (slack.Client.GetFileInfoContext).
+type infoer interface {
+	GetFileInfoContext(ctx context.Context, fileID string, count, page int) (*slack.File, []slack.Comment, *slack.Paging, error)
+}
+
+// CheckFileInfo is the file_access of a file that a message carries without its name, type or
+// address — files shared in Slack Connect channels: files.info has them.
+const CheckFileInfo = "check_file_info"
+
+// Info asks files.info for a file (its name, type, size and url_private_download), for a file
+// shared with file_access check_file_info. The error's text is fit for the model (no token, no
+// URL); a client without files.info is an error.
+func (f *Fetcher) Info(ctx context.Context, fileID string) (slack.File, error) {
+	in, ok := f.slack.(infoer)
+	if !ok {
+		return slack.File{}, errors.New("files.info is not available to logbook here")
+	}
+	var last error
+	for attempt := 1; ; attempt++ {
+		file, _, _, err := in.GetFileInfoContext(ctx, fileID, 0, 0)
+		if err == nil && file != nil {
+			return *file, nil
+		}
+		var se slack.SlackErrorResponse
+		if errors.As(err, &se) {
+			return slack.File{}, fmt.Errorf("files.info answered %s", se.Err)
+		}
+		last = describe(cmpErr(err))
+		if attempt >= f.attempts || ctx.Err() != nil {
+			return slack.File{}, last
+		}
+		if err := f.sleep(ctx, time.Duration(attempt)*time.Second); err != nil {
+			return slack.File{}, last
+		}
+	}
+}
+
+func cmpErr(err error) error {
+	if err == nil {
+		return errors.New("files.info gave no file")
+	}
+	return err
+}

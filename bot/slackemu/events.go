@@ -41,7 +41,10 @@ func (s *Server) clientMsgID() string {
 func (s *Server) appMentionEvent(ch *channelState, m *Message) map[string]any {
 	ev := map[string]any{
 		"type": "app_mention", "user": m.User, "text": m.Text, "ts": m.TS, "channel": ch.ID,
-		"event_ts": m.TS, "team": s.opts.TeamID,
+		"event_ts": m.TS, "team": s.userTeamLocked(m.User),
+	}
+	if s.extSharedLocked(ch) {
+		ev["user_team"], ev["source_team"] = s.userTeamLocked(m.User), s.userTeamLocked(m.User)
 	}
 	if m.ThreadTS != "" {
 		ev["thread_ts"] = m.ThreadTS
@@ -122,15 +125,23 @@ func (s *Server) publishLocked(eventType string, inner map[string]any) string {
 	s.eventSeq++
 	s.dirty = true
 	id := fmt.Sprintf("Ev%010d", s.eventSeq)
+	// In a channel hosted by another organisation, the outer team_id and context_team_id are
+	// the host's; authorizations stay ours.
+	host, shared := s.opts.TeamID, false
+	if c, _ := inner["channel"].(string); c != "" {
+		if ch := s.channels[c]; ch != nil {
+			host, shared = s.hostLocked(ch), s.extSharedLocked(ch)
+		}
+	}
 	outer := map[string]any{
-		"token": "emu-verification-token", "team_id": s.opts.TeamID, "api_app_id": s.opts.AppID,
+		"token": "emu-verification-token", "team_id": host, "api_app_id": s.opts.AppID,
 		"event": inner, "type": "event_callback", "event_id": id, "event_time": time.Now().Unix(),
 		"authorizations": []map[string]any{{
 			"enterprise_id": nil, "team_id": s.opts.TeamID, "user_id": s.opts.BotUserID,
 			"is_bot": true, "is_enterprise_install": false,
 		}},
-		"is_ext_shared_channel": false, "event_context": "4-emu-" + id,
-		"context_team_id": s.opts.TeamID, "context_enterprise_id": nil,
+		"is_ext_shared_channel": shared, "event_context": "4-emu-" + id,
+		"context_team_id": host, "context_enterprise_id": nil,
 	}
 	payload, err := json.Marshal(outer)
 	if err != nil {

@@ -47,8 +47,9 @@ type Options struct {
 	//   D0000001           DM between U0000001 and the bot
 	Channels []Channel
 	// Subscriptions are the bot events the app subscribes to (Sub* constants).
-	// Default: app_mention, message.channels and agent_session_stopped — what logbook
-	// subscribes to.
+	// Default: app_mention, message.channels, agent_session_stopped and the channel's life
+	// (channel_shared, channel_unshared, channel_archive, channel_deleted, member_left_channel)
+	// — what logbook subscribes to.
 	Subscriptions []string
 
 	// PingInterval is how often a WebSocket PING control frame is sent on each socket.
@@ -125,6 +126,9 @@ type User struct {
 	BotID   string `json:"bot_id,omitempty"`
 	Deleted bool   `json:"deleted"`
 	TZ      string `json:"tz"`
+	// Team is the user's own team: "" for this workspace's people, another team's id for a
+	// person of another organisation in a Slack Connect channel.
+	Team string `json:"team,omitempty"`
 }
 
 // Channel is a conversation of the emulated workspace.
@@ -139,6 +143,12 @@ type Channel struct {
 	Archived bool `json:"archived"`
 	// Members are user IDs; include the bot's user ID to make the bot a member.
 	Members []string `json:"members"`
+	// Slack Connect (connect.go): ExtShared marks a channel shared with another organisation;
+	// HostTeam, when set to another team's id, makes that organisation its host (and the
+	// channel shared); SharedTeams are the other teams it is shared with.
+	ExtShared   bool     `json:"ext_shared,omitempty"`
+	HostTeam    string   `json:"host_team,omitempty"`
+	SharedTeams []string `json:"shared_teams,omitempty"`
 }
 
 // channelType is the Events API channel_type of c.
@@ -242,7 +252,8 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	if o.Subscriptions == nil {
-		o.Subscriptions = []string{SubAppMention, SubMessageChannels, SubAgentSessionStopped}
+		o.Subscriptions = []string{SubAppMention, SubMessageChannels, SubAgentSessionStopped,
+			SubChannelShared, SubChannelUnshared, SubChannelArchive, SubChannelDeleted, SubMemberLeftChannel}
 	}
 	o.PingInterval = cmp.Or(o.PingInterval, 5*time.Second)
 	o.AckTimeout = cmp.Or(o.AckTimeout, 3*time.Second)

@@ -37,8 +37,8 @@ func (s *Server) SendMessageShortcut(m MessageShortcut) (SlashResult, error) {
 	}
 	raw, _ := json.Marshal(map[string]any{
 		"type": "message_action", "token": "emu-verification-token", "action_ts": fmt.Sprintf("%d.000000", time.Now().Unix()),
-		"team":         map[string]any{"id": s.opts.TeamID, "domain": s.opts.TeamDomain},
-		"user":         map[string]any{"id": u.ID, "name": u.Name, "team_id": s.opts.TeamID},
+		"team":         map[string]any{"id": s.userTeamLocked(u.ID), "domain": s.opts.TeamDomain},
+		"user":         map[string]any{"id": u.ID, "name": u.Name, "team_id": s.userTeamLocked(u.ID)},
 		"channel":      map[string]any{"id": ch.ID, "name": ch.Name},
 		"callback_id":  m.CallbackID,
 		"trigger_id":   res.TriggerID,
@@ -94,8 +94,8 @@ func (s *Server) ClickButton(c Click) (SlashResult, error) {
 	}
 	raw, _ := json.Marshal(map[string]any{
 		"type": "block_actions", "token": "emu-verification-token", "api_app_id": s.opts.AppID,
-		"team":         map[string]any{"id": s.opts.TeamID, "domain": s.opts.TeamDomain},
-		"user":         map[string]any{"id": u.ID, "username": u.Name, "name": u.Name, "team_id": s.opts.TeamID},
+		"team":         map[string]any{"id": s.userTeamLocked(u.ID), "domain": s.opts.TeamDomain},
+		"user":         map[string]any{"id": u.ID, "username": u.Name, "name": u.Name, "team_id": s.userTeamLocked(u.ID)},
 		"container":    container,
 		"trigger_id":   res.TriggerID,
 		"channel":      map[string]any{"id": ch.ID, "name": ch.Name},

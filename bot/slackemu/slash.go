@@ -79,7 +79,7 @@ func (s *Server) SlashCommand(c SlashCommand) (SlashResult, error) {
 	res := s.newResponseLocked("Sc", ch.ID, u.ID)
 	id := res.ID
 	payload := map[string]any{
-		"token": "emu-verification-token", "team_id": s.opts.TeamID, "team_domain": s.opts.TeamDomain,
+		"token": "emu-verification-token", "team_id": s.userTeamLocked(u.ID), "team_domain": s.opts.TeamDomain,
 		"channel_id": ch.ID, "channel_name": ch.Name, "user_id": u.ID, "user_name": u.Name,
 		"command": c.Command, "text": c.Text, "api_app_id": s.opts.AppID,
 		"response_url": res.ResponseURL, "trigger_id": res.TriggerID,

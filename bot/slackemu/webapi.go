@@ -247,7 +247,7 @@ func (s *Server) authTest(_ *http.Request, _ url.Values) map[string]any {
 // member is set (not_in_channel).
 func (s *Server) botChannel(id string, member bool) (*channelState, string) {
 	ch := s.channels[id]
-	if ch == nil {
+	if ch == nil || ch.gone {
 		return nil, "channel_not_found"
 	}
 	in := ch.members[s.opts.BotUserID]

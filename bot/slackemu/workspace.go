@@ -83,6 +83,7 @@ type channelState struct {
 	msgs    []*Message
 	byTS    map[string]*Message
 	created int64
+	gone    bool // deleted (DeleteChannel)
 }
 
 func (s *Server) addChannelLocked(c Channel) {
@@ -208,7 +209,10 @@ func (s *Server) renderMessage(m *Message, withMetadata bool) map[string]any {
 	set("thread_ts", m.ThreadTS)
 	set("parent_user_id", m.ParentUserID)
 	if m.Subtype != "tombstone" {
-		out["team"] = s.opts.TeamID
+		out["team"] = s.userTeamLocked(m.User)
+		if ch := s.channels[m.Channel]; ch != nil && s.extSharedLocked(ch) && m.User != "" {
+			out["user_team"], out["source_team"] = s.userTeamLocked(m.User), s.userTeamLocked(m.User)
+		}
 	} else {
 		out["hidden"] = true
 	}
@@ -247,6 +251,16 @@ func (s *Server) renderMessage(m *Message, withMetadata bool) map[string]any {
 // renderFiles is m's files[]: each file as it is now (a tombstone once deleted).
 func (s *Server) renderFiles(m *Message) []map[string]any {
 	out := make([]map[string]any, 0, len(m.Files))
+	if ch := s.channels[m.Channel]; ch != nil && s.extSharedLocked(ch) {
+		for _, f := range m.Files {
+			if fs := s.files[f.ID]; fs != nil && fs.deleted {
+				out = append(out, map[string]any{"id": f.ID, "mode": "tombstone"})
+			} else {
+				out = append(out, checkFileInfo(f.ID))
+			}
+		}
+		return out
+	}
 	for _, f := range m.Files {
 		fs := s.files[f.ID]
 		if fs == nil {
@@ -265,7 +279,8 @@ func (s *Server) renderChannel(ch *channelState) map[string]any {
 	out := map[string]any{
 		"id": ch.ID, "created": ch.created, "is_archived": ch.Archived, "is_im": ch.IM, "is_mpim": ch.MPIM,
 		"is_private": ch.Private || ch.IM || ch.MPIM, "is_member": ch.members[s.opts.BotUserID],
-		"context_team_id": s.opts.TeamID,
+		"context_team_id": s.hostLocked(ch), "is_ext_shared": s.extSharedLocked(ch), "is_shared": s.extSharedLocked(ch),
+		"conversation_host_id": s.hostLocked(ch), "shared_team_ids": s.sharedTeamsLocked(ch),
 	}
 	if ch.IM {
 		for _, m := range ch.Members {
@@ -289,12 +304,12 @@ func (s *Server) renderChannel(ch *channelState) map[string]any {
 }
 
 func (s *Server) renderUser(u *User) map[string]any {
-	profile := map[string]any{"display_name": u.Name, "real_name": u.RealName, "team": s.opts.TeamID}
+	profile := map[string]any{"display_name": u.Name, "real_name": u.RealName, "team": s.userTeamLocked(u.ID)}
 	if u.BotID != "" {
 		profile["bot_id"] = u.BotID
 	}
 	out := map[string]any{
-		"id": u.ID, "team_id": s.opts.TeamID, "name": u.Name, "real_name": u.RealName, "deleted": u.Deleted,
+		"id": u.ID, "team_id": s.userTeamLocked(u.ID), "name": u.Name, "real_name": u.RealName, "deleted": u.Deleted,
 		"is_bot": u.IsBot, "tz": u.TZ, "tz_offset": 0, "updated": 1690000000, "profile": profile,
 		"is_app_user": false, "is_admin": false, "is_owner": false,
 	}

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/logbook/logbook/session"
@@ -268,44 +267,8 @@ func (au *authenticator) fromTrustedProxy(r *http.Request) bool {
 }
 
 // ChannelVisibility tells whether a channel is private now. The caller implements it with
-// Slack's conversations.info (is_private); Handler caches the answers.
+// Slack's conversations.info (is_private) — bot.Directory, which every surface shares — and
+// answers from what it knows now: the pages ask it on every request and cache nothing.
 type ChannelVisibility interface {
 	ChannelPrivate(ctx context.Context, channel string) (bool, error)
-}
-
-// visibilityCache remembers ChannelVisibility answers for a while. Errors are not cached,
-// and a channel whose visibility cannot be learnt counts as private (hidden but to auditors).
-type visibilityCache struct {
-	src ChannelVisibility
-	ttl time.Duration
-	now func() time.Time
-
-	mu      sync.Mutex
-	entries map[string]visibility
-}
-
-type visibility struct {
-	private bool
-	until   time.Time
-}
-
-func (c *visibilityCache) private(ctx context.Context, channel string) (bool, error) {
-	if c.src == nil {
-		return false, nil
-	}
-	now := c.now()
-	c.mu.Lock()
-	v, ok := c.entries[channel]
-	c.mu.Unlock()
-	if ok && now.Before(v.until) {
-		return v.private, nil
-	}
-	private, err := c.src.ChannelPrivate(ctx, channel)
-	if err != nil {
-		return true, err
-	}
-	c.mu.Lock()
-	c.entries[channel] = visibility{private: private, until: now.Add(c.ttl)}
-	c.mu.Unlock()
-	return private, nil
 }

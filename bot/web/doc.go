@@ -68,8 +68,10 @@
 // Private-channel content never enters the log. A session whose channel became private
 // after it was logged is hidden from everyone but auditors: it is missing from the list and
 // from search results, and its pages answer 404. Channel visibility comes from the caller's
-// ChannelVisibility (Slack's conversations.info, is_private), cached for
-// Config.VisibilityTTL; a channel whose visibility cannot be learnt counts as private.
+// ChannelVisibility (Slack's conversations.info, is_private), asked on every request: the
+// pages use the same decision as search in Slack (bot.Directory, which follows privacy
+// events and answers from at most two seconds old), not a cache of their own; a channel
+// whose visibility cannot be learnt counts as private.
 //
 // # Files
 //

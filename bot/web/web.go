@@ -47,13 +47,14 @@ type Config struct {
 	Finder    finder        // *search.Searcher
 	AccessLog execer        // a pool whose role may INSERT into access_log (logbook_app)
 	Access    Access
-	// Visibility re-checks whether a session's channel is still public; nil: every logged
-	// channel counts as public (the log never holds private channels to begin with).
+	// Visibility re-checks, on every request, whether a session's channel is still public
+	// (bot.Directory: the same decision, and the same conversations.info answers, as search
+	// in Slack; the pages keep no cache of their own); nil: every logged channel counts as
+	// public (the log never holds private channels to begin with).
 	Visibility ChannelVisibility
 	// Channels names channels (Slack's conversations.info, cached by the caller) so pages say
 	// #general, not C0000001; nil, or a name it cannot learn: the id.
-	Channels      ChannelNamer
-	VisibilityTTL time.Duration // default 10 minutes
+	Channels ChannelNamer
 	// Location shows times in this timezone; a reader may pass ?tz=Area/City. nil: ISO 8601 UTC.
 	Location *time.Location
 	Log      zerolog.Logger
@@ -90,7 +91,7 @@ type server struct {
 	cfg  Config
 	oidc *oidcSignIn // nil: no OIDC sign-in
 	auth *authenticator
-	vis  *visibilityCache
+	vis  ChannelVisibility
 	now  func() time.Time
 	log  zerolog.Logger
 }
@@ -130,7 +131,7 @@ func Handler(cfg Config) (http.Handler, error) {
 		cfg:  cfg,
 		oidc: oidcIn,
 		auth: newAuthenticator(cfg.Access),
-		vis:  &visibilityCache{src: cfg.Visibility, ttl: cmp.Or(cfg.VisibilityTTL, 10*time.Minute), now: now, entries: map[string]visibility{}},
+		vis:  cfg.Visibility,
 		now:  now,
 		log:  cfg.Log.With().Str("component", "web").Logger(),
 	}
@@ -206,9 +207,13 @@ func (s *server) hidden(ctx context.Context, channel string) bool {
 	if identityFrom(ctx).Auditor {
 		return false
 	}
-	private, err := s.vis.private(ctx, channel)
+	if s.vis == nil {
+		return false
+	}
+	private, err := s.vis.ChannelPrivate(ctx, channel)
 	if err != nil {
 		s.log.Warn().Err(err).Str("channel", channel).Msg("channel visibility unknown; hiding its sessions from non-auditors")
+		return true
 	}
 	return private
 }

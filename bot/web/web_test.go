@@ -272,11 +272,12 @@ func TestListHidesSessionsOfChannelsThatBecamePrivate(t *testing.T) {
 			t.Errorf("list as %v shows the now-private session: %v, want %v", c.who, got, c.seesSecret)
 		}
 	}
-	// The visibility answers are cached: four lists, one conversations.info per channel.
+	// The pages keep no visibility cache of their own (the caller's Directory is the one
+	// decision, shared with search in Slack): the two non-auditor lists ask twice per channel.
 	f.vis.mu.Lock()
 	for ch, n := range f.vis.calls {
-		if n != 1 {
-			t.Errorf("channel %s checked %d times, want 1 (cached)", ch, n)
+		if n < 2 {
+			t.Errorf("channel %s checked %d times, want every list to ask (no second cache)", ch, n)
 		}
 	}
 	f.vis.mu.Unlock()
@@ -611,5 +612,32 @@ func TestProxyHeaderWithoutTheProxySecretIsRefused(t *testing.T) {
 		if _, err := web.Handler(web.Config{Sessions: f.store, Finder: f.searcher, AccessLog: f.app, Access: bad}); err == nil {
 			t.Errorf("Handler accepted %+v", bad)
 		}
+	}
+}
+
+// The pages ask the caller's visibility on every request — the one decision search in Slack
+// uses, which follows privacy events — and keep no cache of their own: a channel made private
+// between two requests is hidden at the second, its page answers 404 and search drops it.
+func TestAChannelMadePrivateIsHiddenAtTheNextRequest(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	kafka := "/sessions/" + f.sessions["kafka consumer lag"].String()
+	if _, body, _ := f.get("/", asAlice); !strings.Contains(body, "kafka consumer lag") {
+		t.Fatal("the public session is not listed")
+	}
+	if status, _, _ := f.get(kafka, asAlice); status != http.StatusOK {
+		t.Fatalf("the public session's page: %d", status)
+	}
+	f.vis.mu.Lock()
+	f.vis.private["C0000002"] = true
+	f.vis.mu.Unlock()
+	if _, body, _ := f.get("/", asAlice); strings.Contains(body, "kafka consumer lag") {
+		t.Error("the list still shows a session of a channel made private")
+	}
+	if status, body, _ := f.get(kafka, asAlice); status != http.StatusNotFound || strings.Contains(body, "kafka") {
+		t.Errorf("the page of a session of a channel made private: %d, want 404", status)
+	}
+	if _, body, _ := f.get("/search?q=lag", asAlice); strings.Contains(body, "kafka consumer lag") {
+		t.Error("search still shows a session of a channel made private")
 	}
 }

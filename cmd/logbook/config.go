@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -366,7 +367,12 @@ func (cfg *serveConfig) readReplies(e env) error {
 	if cfg.Approval.Policy, err = bot.ParseToolApproval(e.getenv("LOGBOOK_TOOL_APPROVAL"), brain.ToolNames()); err != nil {
 		return fmt.Errorf("LOGBOOK_TOOL_APPROVAL: %w", err)
 	}
-	if cfg.Approval.Approvers, err = bot.ParseApprovers(e.getenv("LOGBOOK_TOOL_APPROVERS")); err != nil {
+	// LOGBOOK_APPROVERS is the same setting under the name issue 28 gives it.
+	approvers, alias := e.getenv("LOGBOOK_TOOL_APPROVERS"), e.getenv("LOGBOOK_APPROVERS")
+	if approvers != "" && alias != "" && strings.TrimSpace(approvers) != strings.TrimSpace(alias) {
+		return errors.New("LOGBOOK_TOOL_APPROVERS and LOGBOOK_APPROVERS are one setting and disagree: set one of them")
+	}
+	if cfg.Approval.Approvers, err = bot.ParseApprovers(cmp.Or(approvers, alias)); err != nil {
 		return fmt.Errorf("LOGBOOK_TOOL_APPROVERS: %w", err)
 	}
 	if cfg.Approval.Timeout, err = envDuration(e, "LOGBOOK_APPROVAL_TIMEOUT"); err != nil {

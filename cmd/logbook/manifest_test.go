@@ -68,7 +68,8 @@ func TestSlackAppManifest(t *testing.T) {
 	if len(m.Settings.EventSubscriptions.UserEvents) > 0 {
 		t.Errorf("user_events %v: logbook subscribes to no user events", m.Settings.EventSubscriptions.UserEvents)
 	}
-	if got, want := sorted(m.Settings.EventSubscriptions.BotEvents), []string{"agent_session_stopped", "app_mention", "message.channels", "reaction_added"}; !slices.Equal(got, want) {
+	if got, want := sorted(m.Settings.EventSubscriptions.BotEvents), []string{"agent_session_stopped", "app_mention", "channel_archive", "channel_deleted", "channel_shared",
+		"channel_unshared", "member_left_channel", "message.channels", "reaction_added"}; !slices.Equal(got, want) {
 		t.Errorf("bot_events %v, want exactly %v", got, want)
 	}
 

@@ -148,8 +148,11 @@ Environment:
                           channel only and wins. ask posts a card with Approve and Deny; a
                           call too long for the card is cut with a link to the whole call
                           (LOGBOOK_PUBLIC_URL), and denied without asking when that is unset
-  LOGBOOK_TOOL_APPROVERS  who may decide a card: thread (default: anyone who has posted in the
-                          thread) or a comma list of Slack user ids
+  LOGBOOK_TOOL_APPROVERS  who may decide a card: thread (default: anyone of this workspace's
+                          organisation who has posted in the thread; people of another
+                          organisation in a Slack Connect channel may talk, not approve) or a
+                          comma list of Slack user ids (any organisation's); also read as
+                          LOGBOOK_APPROVERS
   LOGBOOK_APPROVAL_TIMEOUT how long a card waits for a decision (default 30m); a timeout is a
                           denial
   LOGBOOK_STREAM          auto | off (default auto): a status at once, then the reply streamed
