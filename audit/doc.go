@@ -16,6 +16,9 @@
 //	access.jsonl | access.csv   access records (who exported, verified or held what) in the window
 //	web_access.jsonl | .csv     the web pages' access_log in the window: page views, searches and
 //	                            downloads by person (bot/web)
+//	spend.jsonl | .csv          model calls' holds, charges and refusals in the window (model_spend):
+//	                            channel, person, session, model, tokens, cost (bot/budget)
+//	budget_raises.jsonl | .csv  admins' raises of a budget for a day, with who raised it
 //	files/<sha256>              with ExporterOptions.Files (logbook audit export --with-files): the
 //	                            content of every file an exported event references (file_fetched
 //	                            stored, file_upload), listed in the manifest's file_contents;

@@ -234,6 +234,17 @@ func (x *Exporter) writeSnapshot(ctx context.Context, q Query, dst *blob.Bucket,
 		return nil, nil, err
 	}
 	staged = append(staged, wo)
+	// The model spend and budget raises of the window (spend.go): the usage figures.
+	so, sf, err := writeRecords(ctx, tx, q, dst, prefix+"spend."+ext, x.opts.SpoolDir, "spend records", sqlSpendInWindow, spendRecordColumns, q.Channel)
+	if err != nil {
+		return nil, nil, err
+	}
+	staged = append(staged, so)
+	ro, rf, err := writeRecords(ctx, tx, q, dst, prefix+"budget_raises."+ext, x.opts.SpoolDir, "budget raises", sqlRaisesInWindow, raiseRecordColumns, q.Channel)
+	if err != nil {
+		return nil, nil, err
+	}
+	staged = append(staged, ro)
 	if err := tx.Commit(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -247,8 +258,8 @@ func (x *Exporter) writeSnapshot(ctx context.Context, q Query, dst *blob.Bucket,
 			return nil, nil, err
 		}
 	}
-	ef.Name, af.Name, wf.Name = "events."+ext, "access."+ext, "web_access."+ext
-	m.Files = []File{ef, af, wf}
+	ef.Name, af.Name, wf.Name, sf.Name, rf.Name = "events."+ext, "access."+ext, "web_access."+ext, "spend."+ext, "budget_raises."+ext
+	m.Files = []File{ef, af, wf, sf, rf}
 	m.AccessRecords, m.WebAccessRecords = af.Records, wf.Records
 	return sessions, refs, nil
 }
@@ -656,7 +667,7 @@ func writeWebAccess(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, k
 
 // writeRecords writes the rows of query (over the window) as one record file.
 func writeRecords(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key, spool, what, query string,
-	cols []recordColumn) (*objectWriter, File, error) {
+	cols []recordColumn, args ...any) (*objectWriter, File, error) {
 	ct := "application/x-ndjson"
 	if q.Format == CSV {
 		ct = "text/csv"
@@ -675,7 +686,7 @@ func writeRecords(ctx context.Context, tx pgx.Tx, q Query, dst *blob.Bucket, key
 			return nil, File{}, err
 		}
 	}
-	rows, err := tx.Query(ctx, query, pgx.QueryResultFormats{pgx.TextFormatCode}, q.From.UTC(), q.To.UTC())
+	rows, err := tx.Query(ctx, query, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}, q.From.UTC(), q.To.UTC()}, args...)...)
 	if err != nil {
 		o.abort()
 		return nil, File{}, fmt.Errorf("read %s: %w", what, err)

@@ -318,7 +318,7 @@ func TestAccessRecordsShowUpInExportsAndFileURLsWork(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if !slices.Equal(names, []string{"access.jsonl", "events.jsonl", "manifest.json", "web_access.jsonl"}) {
+	if !slices.Equal(names, []string{"access.jsonl", "budget_raises.jsonl", "events.jsonl", "manifest.json", "spend.jsonl", "web_access.jsonl"}) {
 		t.Errorf("file:// export wrote %v", names)
 	}
 	if b, k := audit.SplitObject("file://" + dir + "/cp/1.json"); b != "file://"+dir+"/cp" || k != "1.json" {

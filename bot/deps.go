@@ -68,6 +68,9 @@ type Features struct {
 	Slash SlashHandler
 	// Health, when set, learns whether the gateway's appends succeed (serve's /readyz).
 	Health *Health
+	// Budget meters each turn's model calls against the channel's and the person's daily
+	// budgets, and gives the thread its notice when one is nearly spent (nil: no budgets).
+	Budget Budget
 	// Directory answers the gateway's channel and user look-ups (nil: the gateway keeps its
 	// own); serve gives it the one its pages, slash commands and cells use.
 	Directory *Directory

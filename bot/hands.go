@@ -42,6 +42,10 @@ type Hands struct {
 	// an unchanged one is not read again.
 	saved session.WorkSaved
 	seen  sandbox.WorkID
+	// setup is the channel's setup step (setup.go); setupNote what the thread should be told
+	// of the last one (a failure), until Ready says it.
+	setup     SetupConfig
+	setupNote string
 }
 
 // WorkStore keeps saved work by hash (a *filestore.Store).
@@ -59,6 +63,8 @@ type HandsConfig struct {
 	Repo   func(ctx context.Context, team, channel string) (*sandbox.RepoSpec, error)
 	Work   WorkStore
 	Egress *Egress
+	// Setup is the channels' setup step (setup.go); zero: none.
+	Setup SetupConfig
 }
 
 // Egress is the sandboxes' way out (LOGBOOK_SANDBOX_EGRESS): each sandbox gets a proxy of its
@@ -79,7 +85,7 @@ func NewHandsFactory(provider sandbox.Provider, cfg HandsConfig, log zerolog.Log
 		return nil
 	}
 	return func(l appendLog, sess session.Session) *Hands {
-		return &Hands{provider: provider, recipe: cfg.Recipe, repoFor: cfg.Repo, sess: sess.Key, log: l, work: cfg.Work, egress: cfg.Egress, id: sess.ID, key: sess.ID.String(),
+		return &Hands{provider: provider, recipe: cfg.Recipe, repoFor: cfg.Repo, sess: sess.Key, log: l, work: cfg.Work, egress: cfg.Egress, id: sess.ID, key: sess.ID.String(), setup: cfg.Setup,
 			zl: log.With().Str("session_id", sess.ID.String()).Logger()}
 	}
 }
@@ -109,13 +115,21 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 		h.recipe.Repo = spec
 	}
 	recipe := h.recipe
-	if h.egress != nil || recipe.Repo != nil {
+	var proxy *egress.Proxy
+	if h.egress != nil || recipe.Repo != nil || !h.setup.Egress.Empty() {
 		// A repository is fetched and pushed through the proxy, allowlist or not.
-		recipe.Egress = h.newProxy(h.pushedBranches(ctx))
+		proxy = h.newProxy(h.pushedBranches(ctx))
+		recipe.Egress = proxy
 	}
 	sb, err := h.provider.Provision(ctx, h.key, recipe)
 	if err != nil {
 		h.zl.Warn().Err(err).Msg("could not provision the sandbox")
+		return nil, err
+	}
+	// The channel's setup, on the checkout as it is, before the saved work goes back on top.
+	setup, err := h.runSetup(ctx, sb, proxy, sandbox.Commit(sb))
+	if err != nil {
+		sb.Close()
 		return nil, err
 	}
 	p := session.SandboxProvisioned{Provider: h.provider.Name(), Steps: len(h.recipe.Steps)}
@@ -127,7 +141,11 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 		h.zl.Warn().Err(err).Msg("could not restore the saved work into the new sandbox")
 	}
 	p.DurationMS = time.Since(t0).Milliseconds()
-	if _, err := h.log.Append(ctx, session.NewEvent{Type: session.TypeSandboxProvisioned, Actor: sandboxActor, Payload: p}); err != nil {
+	evs := []session.NewEvent{{Type: session.TypeSandboxProvisioned, Actor: sandboxActor, Payload: p}}
+	if setup != nil {
+		evs = append(evs, session.NewEvent{Type: session.TypeSetupResult, Actor: sandboxActor, Payload: *setup})
+	}
+	if _, err := h.log.Append(ctx, evs...); err != nil {
 		sb.Close()
 		return nil, err
 	}

@@ -172,6 +172,11 @@ type harnessOptions struct {
 	// claim) and the database (replica.listen); claimCheck is RunnerConfig.ClaimCheck.
 	listenProxy bool
 	claimCheck  time.Duration
+	// setup is the channels' setup step of the sandboxes (its Cache, when nil and the
+	// sandboxes have a repository, is the harness's store).
+	setup bot.SetupConfig
+	// budget, when set, meters the turns' model calls (Features.Budget) over the harness's store.
+	budget func(*session.Store) bot.Budget
 	// directory, when set, builds the Directory the gateway (and slashWith's handler) share;
 	// slashWith, when set, is the slash handler over it.
 	directory func(api *slack.Client) *bot.Directory
@@ -274,6 +279,10 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 			}
 			hc.Work = filestore.NewStore(h.store)
 		}
+		hc.Setup = o.setup
+		if hc.Setup.Command != nil && hc.Setup.Cache == nil && hc.Work != nil {
+			hc.Setup.Cache = h.store
+		}
 		hands = bot.NewHandsFactory(o.sandbox, hc, log)
 	}
 	var fileStore *filestore.Store
@@ -304,7 +313,8 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Delivery: o.delivery,
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.store, DatabaseURL: listenURL,
 		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Tracer: o.tracer, Features: bot.Features{Titler: o.titler, Slash: o.slash,
-			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Directory: dir}})
+			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Directory: dir,
+			Budget: harnessBudget(h.store, o.budget)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,6 +334,13 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		t.Fatalf("replica did not connect: %v", err)
 	}
 	return r
+}
+
+func harnessBudget(st *session.Store, mk func(*session.Store) bot.Budget) bot.Budget {
+	if mk == nil {
+		return nil
+	}
+	return mk(st)
 }
 
 func (h *harness) stop() {

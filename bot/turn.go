@@ -48,6 +48,9 @@ type turn struct {
 	// appended: an approval's wait looks again.
 	changed chan struct{}
 	live    *liveView // nil: none (yet)
+	// notes are lines this turn's reply carries: budget notices (budget.go), a failed
+	// setup (setup.go).
+	notes []string
 }
 
 // run runs the turn in the phases turn's doc lists: begin (or resume), abandon a turn
@@ -179,6 +182,9 @@ func (t *turn) prepare(ctx context.Context) brain.Turn {
 	if d.cfg.Approval.Policy.Restricts() {
 		bt.Approve = t.approve
 	}
+	if d.Features.Budget != nil { // budget.go
+		bt.Meter = d.Features.Budget.For(c.sess.Key.Channel, st.lastUserMsg.User, c.sess.ID, st.turnSeq)
+	}
 	return bt
 }
 
@@ -234,6 +240,7 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		return p, err
 	}
 	t.restoreCopies(ctx)
+	t.readyHands(ctx) // setup.go: the channel's setup runs before the first model call
 	res, err := t.runAgent(ctx, bt)
 	if res.Through > st.through {
 		st.through = res.Through // messages steered the turn: it answered them too
@@ -247,6 +254,9 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		return p, err // errSuspended: turn_suspended is in the log; the cell goes away
 	}
 	p.reply, p.status, p.reason = res.Event, res.Status, res.Reason
+	if err := t.budgetNotices(ctx); err != nil { // budget.go: shown under the reply
+		return p, err
+	}
 	return p, nil
 }
 
@@ -319,6 +329,7 @@ func (t *turn) footer(reply session.Event) string {
 		return ""
 	}
 	lines := append(t.pullNotes(), t.fileNotes()...)
+	lines = append(lines, t.notes...)
 	if f := t.cell.deps.cfg.Footer.line(t.cell.id, turnUsage(t.cell.flog.snapshot(), t.state.turnSeq)); f != "" {
 		lines = append(lines, f)
 	}

@@ -31,11 +31,10 @@
 //
 // A session has pending work when its last user_message is above the Through of its latest
 // turn_completed. The log keeps that state as it appends (table session_work, kept by
-// triggers that fire only for user_message and the turn markers, inside the append's
-// transaction; a user_message updates its session's row in place), so [Store.Pending] — the
-// poll every replica runs — costs what the pending
-// sessions cost, not what the log holds, and a retention purge of payloads does not change
-// it. [Store.Notify] signals other replicas through PostgreSQL NOTIFY; [Listen] holds the
+// logbook_append for user_message and the turn markers, inside the append's transaction and
+// under its lock; a user_message updates its session's row in place), so [Store.Pending] —
+// the poll every replica runs — costs what the pending sessions cost, not what the log
+// holds, and a retention purge of payloads does not change it. [Store.Notify] signals other replicas through PostgreSQL NOTIFY; [Listen] holds the
 // dedicated LISTEN connection and calls its catch-up only once LISTEN is in place, so nothing
 // signalled while it was away is lost. Signals are hints: Pending finds the work without them.
 //

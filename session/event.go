@@ -78,6 +78,12 @@ const (
 	TypeHandedBack Type = "handed_back"
 	// A connection the sandbox asked its egress proxy for: allowed or refused, and its bytes.
 	TypeEgressConnection Type = "egress_connection"
+	// Budgets (bot/budget): the thread told that a daily budget is nearly spent (once per
+	// budget and day); the spend itself is in model_spend, a refused call an error event.
+	TypeBudgetNotice Type = "budget_notice"
+	// The channel's setup command, run in a new sandbox before the first model call (or
+	// its workspace taken from the cache of an earlier run on the same commit).
+	TypeSetupResult Type = "setup_result"
 )
 
 var knownTypes = map[Type]bool{
@@ -93,6 +99,7 @@ var knownTypes = map[Type]bool{
 	TypeApprovalRequested: true, TypeApprovalDecided: true, TypeTurnSuspended: true, TypeToolStarted: true,
 	TypeFileFetched: true, TypeFileUpload: true, TypePullRequest: true, TypeWorkSaved: true,
 	TypeTakenOver: true, TypeHandedBack: true, TypeEgressConnection: true,
+	TypeBudgetNotice: true, TypeSetupResult: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

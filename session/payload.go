@@ -54,8 +54,12 @@ type Usage struct {
 	Model        string `json:"model"`
 	InputTokens  int64  `json:"input_tokens"`
 	OutputTokens int64  `json:"output_tokens"`
-	StopReason   string `json:"stop_reason,omitempty"`
-	LatencyMS    int64  `json:"latency_ms"`
+	// CacheReadTokens and CacheWriteTokens are the parts of InputTokens read from and written
+	// to the provider's prompt cache (priced apart); absent when none.
+	CacheReadTokens  int64  `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64  `json:"cache_write_tokens,omitempty"`
+	StopReason       string `json:"stop_reason,omitempty"`
+	LatencyMS        int64  `json:"latency_ms"`
 }
 
 // AssistantMessage is the model's output for one call (type assistant_message). When
@@ -481,3 +485,36 @@ type HandedBack struct {
 	By     string `json:"by"`
 	Source string `json:"source"`
 }
+
+// BudgetNotice tells the thread that a daily budget is nearly spent (type budget_notice):
+// Scope "channel" or "person", Subject the channel or the person's user id, Day the UTC day
+// (YYYY-MM-DD), amounts in millionths of the prices' currency. Text is what the thread was
+// told. Its idempotency key makes it once per session, budget and day.
+type BudgetNotice struct {
+	Scope       string `json:"scope"`
+	Subject     string `json:"subject"`
+	Day         string `json:"day"`
+	SpentMicros int64  `json:"spent_micros"`
+	LimitMicros int64  `json:"limit_micros"`
+	Text        string `json:"text"`
+}
+
+// SetupResult is the outcome of the channel's setup command in a new sandbox (type
+// setup_result), recorded like a tool's result: its output (clipped), exit code, and whether
+// it failed. Cached says the workspace was taken from an earlier setup on the same commit
+// (the command did not run again); Egress is the setup's extra allowlist, open only while it
+// ran.
+type SetupResult struct {
+	Command    string `json:"command"`
+	Commit     string `json:"commit,omitempty"`
+	ExitCode   int    `json:"exit_code"`
+	Output     string `json:"output,omitempty"`
+	IsError    bool   `json:"is_error,omitempty"`
+	Cached     bool   `json:"cached,omitempty"`
+	CacheSHA   string `json:"cache_sha256,omitempty"`
+	Egress     string `json:"egress,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// Key is n's idempotency key: one budget_notice per session, budget and day.
+func (n BudgetNotice) Key() string { return "budget_notice:" + n.Scope + ":" + n.Subject + ":" + n.Day }

@@ -22,8 +22,8 @@ WITH win AS MATERIALIZED (
     FROM (SELECT clock_timestamp() - $1::interval AS t) c
 )`
 
-// sqlPending reads session_work (migrations/00004_pending.sql), which the log keeps as it
-// appends user_message and turn_completed events: its cost grows with the sessions that have
+// sqlPending reads session_work (migrations/00004_pending.sql), which logbook_append keeps as
+// it appends user_message events and turn markers (00060_append_keeps_work.sql): its cost grows with the sessions that have
 // pending work, not with the size of the log. The window's start is computed once (a CTE) so
 // that it bounds the scan of the partial index session_work_pending (a volatile expression
 // in the condition could only filter every pending session ever). The index is keyed by the

@@ -112,9 +112,9 @@ func medianDur(ds []time.Duration) time.Duration {
 }
 
 // seedPending writes about events events (threads of 48) into the database at dbURL as its
-// superuser, in one transaction, and returns how many it wrote. Triggers are off while it
-// inserts (session_replication_role = replica), so the trigger-kept session_work is then
-// filled in one statement, the backfill of migrations/00004_pending.sql. Hashes are not a
+// superuser, in one transaction, and returns how many it wrote. It inserts rows, not appends
+// (triggers off: session_replication_role = replica), so session_work, which logbook_append
+// keeps, is then filled in one statement, the backfill of migrations/00004_pending.sql. Hashes are not a
 // valid chain: the benchmark reads no chain.
 func seedPending(b *testing.B, dbURL string, events int) int {
 	b.Helper()

@@ -83,3 +83,56 @@ func TestPendingWindowIsExactWithinTheHour(t *testing.T) {
 		}
 	}
 }
+
+// An append writes its event and session_work and nothing else (00060_append_keeps_work.sql):
+// no trigger fires on an insert into events (each one's WHEN clause alone was compiled again
+// for every insert, whatever the event's type), and the session's row is not locked (the
+// foreign key's FOR KEY SHARE check wrote a row lock to the WAL and to the page of sessions
+// that the appends of many sessions share).
+func TestAppendLocksNoSessionAndFiresNoTrigger(t *testing.T) {
+	st, dbURL := newStore(t)
+	ctx := context.Background()
+	sess := openSession(t, st, "1700000000.000300")
+	su := superuser(t, dbURL)
+	// xmax of the session's row: the last transaction that locked it. The first message's
+	// insert into session_work locks it once (that table's foreign key).
+	locker := func() string {
+		t.Helper()
+		var x string
+		if err := su.QueryRow(ctx, `SELECT xmax::text FROM sessions WHERE id = $1`, sess.ID).Scan(&x); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	if _, err := st.Append(ctx, sess.ID, msg("first")); err != nil {
+		t.Fatal(err)
+	}
+	before := locker()
+	for _, text := range []string{"second", "third"} {
+		if _, err := st.Append(ctx, sess.ID, msg(text)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := locker(); after != before {
+		t.Errorf("the session's row was locked again by transaction %s (after %s); an append must not lock it", after, before)
+	}
+	rows, err := su.Query(ctx, `SELECT tgname FROM pg_trigger
+		WHERE tgrelid = 'events'::regclass AND tgtype & 4 <> 0 ORDER BY tgname`) // 4: TRIGGER_TYPE_INSERT
+	if err != nil {
+		t.Fatal(err)
+	}
+	triggers, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(triggers) > 0 {
+		t.Errorf("triggers on inserts into events: %v; want none (logbook_append does that work)", triggers)
+	}
+	var lastSeq int64
+	if err := su.QueryRow(ctx, `SELECT last_message_seq FROM session_work WHERE session_id = $1`, sess.ID).Scan(&lastSeq); err != nil {
+		t.Fatal(err)
+	}
+	if lastSeq != 3 {
+		t.Errorf("last_message_seq = %d, want 3", lastSeq)
+	}
+}

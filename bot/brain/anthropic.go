@@ -186,6 +186,9 @@ func (p *anthropicProvider) response(msg *anthropic.Message) Response {
 		Model:        string(msg.Model),
 		InputTokens:  msg.Usage.InputTokens + msg.Usage.CacheReadInputTokens + msg.Usage.CacheCreationInputTokens,
 		OutputTokens: msg.Usage.OutputTokens,
+		// Part of InputTokens, priced apart.
+		CacheReadTokens:  msg.Usage.CacheReadInputTokens,
+		CacheWriteTokens: msg.Usage.CacheCreationInputTokens,
 	}
 	var text []string
 	for _, c := range msg.Content {

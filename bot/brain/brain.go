@@ -94,6 +94,9 @@ type Turn struct {
 	// the model sees. An error ends the turn (Run returns it; the call keeps no result, and
 	// a later Run of the same turn asks again before running it). nil: every call runs.
 	Approve func(ctx context.Context, use ToolUse) (Decision, error)
+	// Meter, when set, admits each model call of the turn against a budget and is told what
+	// it cost (see Meter). nil: calls are not metered.
+	Meter Meter
 }
 
 // Decision is Turn.Approve's answer on one tool call.
@@ -436,7 +439,10 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 		MaxTokens: b.cfg.MaxTokens,
 		OnText:    st.live.onText(), // nil without a live view: no streaming
 	}
-	resp, usage, err := b.call(turnCtx, req, &st.live)
+	resp, usage, err := b.call(turnCtx, st.Meter, req, &st.live)
+	if ob := (*OverBudgetError)(nil); errors.As(err, &ob) {
+		return ended(b.fail(ctx, st, "budget", ob.Code, ob.Reply, err)) // budget.go
+	}
 	if err != nil {
 		r, err := b.modelFailure(ctx, turnCtx, st, err)
 		if err == nil {
@@ -1022,23 +1028,31 @@ func codeSuffix(code string) string {
 // time left in ctx. lv, when not nil, is told of each attempt ("thinking"), of a failed
 // attempt's text being void (Restart) and of a retry's wait ("retrying"); req.OnText is then
 // its onText.
-func (b *Brain) call(ctx context.Context, req Request, lv *live) (Response, *session.Usage, error) {
+func (b *Brain) call(ctx context.Context, m Meter, req Request, lv *live) (Response, *session.Usage, error) {
 	p := b.cfg.Provider
 	for attempt := 1; ; attempt++ {
+		settle, err := b.admit(ctx, m, req) // budget.go: before every call, retries included
+		if err != nil {
+			return Response{}, nil, err
+		}
 		start := b.now()
 		lv.status("thinking")
 		resp, err := b.complete(ctx, p, req)
 		if err != nil {
+			settle(ctx, nil)
 			lv.callFailed()
 		} else {
 			lv.callDone()
 		}
 		if err == nil {
-			return resp, &session.Usage{
+			u := &session.Usage{
 				Provider: p.Name(), Model: cmp.Or(resp.Model, p.Model()),
 				InputTokens: resp.InputTokens, OutputTokens: resp.OutputTokens,
+				CacheReadTokens: resp.CacheReadTokens, CacheWriteTokens: resp.CacheWriteTokens,
 				StopReason: resp.StopReason, LatencyMS: b.now().Sub(start).Milliseconds(),
-			}, nil
+			}
+			settle(ctx, u)
+			return resp, u, nil
 		}
 		var pe *ProviderError
 		if !errors.As(err, &pe) || !pe.Transient || attempt >= b.cfg.Retry.Attempts {

@@ -69,7 +69,7 @@ func (b *Brain) compact(ctx context.Context, st *turn, evs []session.Event, h hi
 		Messages:  []Message{{Role: RoleUser, Blocks: []Block{{Text: "Summarise this conversation:\n\n" + older}}}},
 		MaxTokens: 1024,
 	}
-	resp, _, err := b.call(ctx, req, nil)
+	resp, _, err := b.call(ctx, st.Meter, req, nil)
 	if err != nil || strings.TrimSpace(resp.Text) == "" {
 		st.log.Warn().Err(err).Msg("summarising the history failed; sending it whole")
 		return h, nil
@@ -117,7 +117,7 @@ func (b *Brain) maybeTitle(ctx context.Context, st *turn, evs []session.Event, r
 		MaxTokens: 30,
 	}
 	title := ""
-	if resp, _, err := b.call(ctx, req, nil); err == nil {
+	if resp, _, err := b.call(ctx, st.Meter, req, nil); err == nil {
 		title = cleanTitle(resp.Text)
 	} else {
 		st.log.Warn().Err(err).Msg("title call failed; using the first words")

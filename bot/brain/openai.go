@@ -255,6 +255,8 @@ func (p *openAIProvider) response(cc *openai.ChatCompletion) (Response, error) {
 		Model:        cc.Model,
 		InputTokens:  cc.Usage.PromptTokens,
 		OutputTokens: cc.Usage.CompletionTokens,
+		// Part of PromptTokens, priced apart.
+		CacheReadTokens: cc.Usage.PromptTokensDetails.CachedTokens,
 	}
 	if len(cc.Choices) == 0 {
 		return Response{}, &ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "the response has no choices", Transient: true}

@@ -99,12 +99,18 @@ type Request struct {
 
 // Response is a model's answer to a Request.
 type Response struct {
-	Text         string
-	ToolUses     []ToolUse
-	StopReason   string // the provider's own words: "end_turn", "tool_use", "stop", "tool_calls", ...
-	Model        string // the model that answered, as the provider names it
-	InputTokens  int64
-	OutputTokens int64
+	Text       string
+	ToolUses   []ToolUse
+	StopReason string // the provider's own words: "end_turn", "tool_use", "stop", "tool_calls", ...
+	Model      string // the model that answered, as the provider names it
+	// InputTokens is every input token of the call, cached ones included; CacheReadTokens
+	// and CacheWriteTokens are the parts of it read from and written to the provider's
+	// prompt cache, as the API reports them (Anthropic: cache_read_input_tokens and
+	// cache_creation_input_tokens; OpenAI: prompt_tokens_details.cached_tokens).
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
 }
 
 // Provider is a model API.

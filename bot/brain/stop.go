@@ -66,7 +66,7 @@ func (b *Brain) continueReply(ctx context.Context, st *turn, req Request, resp R
 			Message{Role: RoleAssistant, Blocks: []Block{{Text: text}}},
 			Message{Role: RoleUser, Blocks: []Block{{Text: continuePrompt}}})
 		next.NoTools = len(next.Tools) > 0
-		r, u, err := b.call(ctx, next, &st.live) // next.OnText streams into the same round
+		r, u, err := b.call(ctx, st.Meter, next, &st.live) // next.OnText streams into the same round
 		if err != nil {
 			st.log.Warn().Err(err).Int("continuation", n+1).Msg("continuing a cut reply failed; delivering it cut")
 			break
@@ -90,6 +90,8 @@ func addUsage(a, b *session.Usage) *session.Usage {
 	s := *a
 	s.InputTokens += b.InputTokens
 	s.OutputTokens += b.OutputTokens
+	s.CacheReadTokens += b.CacheReadTokens
+	s.CacheWriteTokens += b.CacheWriteTokens
 	s.LatencyMS += b.LatencyMS
 	s.StopReason = b.StopReason
 	s.Model = b.Model

@@ -70,18 +70,7 @@ func escapeMarkdownText(b *strings.Builder, s string) {
 		case '&':
 			decoded, n := charRef(s[i:])
 			if n > 0 && safeDecoded(decoded) {
-				for j := 0; j < len(decoded); j++ {
-					switch decoded[j] {
-					case '&':
-						b.WriteString("&amp;")
-					case '<':
-						b.WriteString("&lt;")
-					case '>':
-						b.WriteString("&gt;")
-					default:
-						b.WriteByte(decoded[j])
-					}
-				}
+				b.WriteString(escapeControl(decoded, false))
 				i += n
 				continue
 			}

@@ -122,35 +122,36 @@ func (s *Server) userChannelLocked(channel, user string) (*channelState, *User, 
 // Edit replaces the text of message ts in channel as its author and fires
 // `message_changed` (and `app_mention` with `edited` when the new text mentions the bot).
 func (s *Server) Edit(channel, ts, text string) (Posted, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ch, m, err := s.liveMessageLocked("edit", channel, ts)
-	if err != nil {
-		return Posted{}, err
-	}
-	prev := m.clone()
-	m.Text = text
-	editTS := s.nextTS()
-	m.Edited = &Edited{User: cmpOr(m.User, m.BotID), TS: editTS}
-	ids := s.publishChangedLocked(ch, m, prev, editTS)
-	s.notifyLocked()
-	return Posted{Channel: ch.ID, TS: editTS, EventIDs: ids}, nil
+	return s.changeMessage("edit", channel, ts, func(ch *channelState, m *Message, prev Message) (string, []string) {
+		m.Text = text
+		editTS := s.nextTS()
+		m.Edited = &Edited{User: cmpOr(m.User, m.BotID), TS: editTS}
+		return editTS, s.publishChangedLocked(ch, m, prev, editTS)
+	})
 }
 
 // Delete removes message ts from channel and fires `message_deleted`. A thread
 // parent with replies becomes a tombstone. Posted.TS is the deletion's event ts.
 func (s *Server) Delete(channel, ts string) (Posted, error) {
+	return s.changeMessage("delete", channel, ts, func(ch *channelState, m *Message, prev Message) (string, []string) {
+		s.removeLocked(ch, m)
+		return prev.TS, s.publishDeletedLocked(ch, prev, s.nextTS())
+	})
+}
+
+// changeMessage applies change to the live message ts of channel under the lock, with a copy
+// of it as it was (prev), and wakes the waiters; change returns the Posted's ts and the
+// events it fired.
+func (s *Server) changeMessage(op, channel, ts string, change func(ch *channelState, m *Message, prev Message) (string, []string)) (Posted, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch, m, err := s.liveMessageLocked("delete", channel, ts)
+	ch, m, err := s.liveMessageLocked(op, channel, ts)
 	if err != nil {
 		return Posted{}, err
 	}
-	prev := m.clone()
-	s.removeLocked(ch, m)
-	ids := s.publishDeletedLocked(ch, prev, s.nextTS())
+	postedTS, ids := change(ch, m, m.clone())
 	s.notifyLocked()
-	return Posted{Channel: ch.ID, TS: prev.TS, EventIDs: ids}, nil
+	return Posted{Channel: ch.ID, TS: postedTS, EventIDs: ids}, nil
 }
 
 // Join adds user (the bot's user ID included) to channel and posts the

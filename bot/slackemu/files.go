@@ -628,19 +628,9 @@ func (s *Server) handleSignin(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) takeDownloadFaultLocked(id string) *downloadFault {
-	for i, f := range s.dlfaults {
-		if f.fileID != "" && f.fileID != id {
-			continue
-		}
-		if f.times > 0 {
-			f.times--
-			if f.times == 0 {
-				s.dlfaults = append(s.dlfaults[:i:i], s.dlfaults[i+1:]...)
-			}
-		}
-		return f
-	}
-	return nil
+	f, _ := takeFault(&s.dlfaults, func(f *downloadFault) bool { return f.fileID == "" || f.fileID == id },
+		func(f *downloadFault) *int { return &f.times })
+	return f
 }
 
 // dropConnection closes the client's connection without an answer: the client sees a

@@ -63,19 +63,28 @@ func (s *Server) SetRateLimit(method string, l RateLimit) {
 }
 
 func (s *Server) takeMethodFaultLocked(method string) *MethodFault {
-	for i, f := range s.mfaults {
-		if f.Method != method {
+	f, _ := takeFault(&s.mfaults, func(f *MethodFault) bool { return f.Method == method },
+		func(f *MethodFault) *int { return &f.Times })
+	return f
+}
+
+// takeFault returns the first fault of *faults that matches, counting one use of it: a fault
+// whose count (*times) is used up leaves the list; a count below 1 lasts until ClearFaults.
+func takeFault[F any](faults *[]F, matches func(F) bool, times func(F) *int) (F, bool) {
+	for i, f := range *faults {
+		if !matches(f) {
 			continue
 		}
-		if f.Times > 0 {
-			f.Times--
-			if f.Times == 0 {
-				s.mfaults = append(s.mfaults[:i:i], s.mfaults[i+1:]...)
+		if n := times(f); *n > 0 {
+			*n--
+			if *n == 0 {
+				*faults = append((*faults)[:i:i], (*faults)[i+1:]...)
 			}
 		}
-		return f
+		return f, true
 	}
-	return nil
+	var none F
+	return none, false
 }
 
 // bucket is a token bucket for one method (and channel).

@@ -242,6 +242,19 @@ func (s *Server) authTest(_ *http.Request, _ url.Values) map[string]any {
 	}
 }
 
+// botThread resolves the bot's channel (channel_id) and checks that it holds the message
+// thread_ts names: the preamble of the assistant.threads and agents.sessions methods.
+func (s *Server) botThread(p url.Values) (*channelState, string) {
+	ch, code := s.botChannel(p.Get("channel_id"), false)
+	if code != "" {
+		return nil, code
+	}
+	if p.Get("thread_ts") == "" || ch.byTS[p.Get("thread_ts")] == nil {
+		return nil, "invalid_thread_ts"
+	}
+	return ch, ""
+}
+
 // botChannel resolves a channel for the bot. Private conversations the bot is not
 // in do not exist for it (channel_not_found); public ones need membership when
 // member is set (not_in_channel).
@@ -660,12 +673,9 @@ func (s *Server) reaction(p url.Values, add bool) map[string]any {
 // assistantSetStatus stores the status best-effort (Slack shows it only in
 // assistant threads); it clears when the bot replies in the thread.
 func (s *Server) assistantSetStatus(_ *http.Request, p url.Values) map[string]any {
-	ch, code := s.botChannel(p.Get("channel_id"), false)
+	ch, code := s.botThread(p)
 	if code != "" {
 		return fail(code)
-	}
-	if p.Get("thread_ts") == "" || ch.byTS[p.Get("thread_ts")] == nil {
-		return fail("invalid_thread_ts")
 	}
 	key := ch.ID + "/" + p.Get("thread_ts")
 	if st := p.Get("status"); st != "" {
@@ -680,12 +690,9 @@ func (s *Server) assistantSetStatus(_ *http.Request, p url.Values) map[string]an
 // assistantSetTitle records a thread's title (assistant.threads.setTitle: channel_id,
 // thread_ts, title).
 func (s *Server) assistantSetTitle(_ *http.Request, p url.Values) map[string]any {
-	ch, code := s.botChannel(p.Get("channel_id"), false)
+	ch, code := s.botThread(p)
 	if code != "" {
 		return fail(code)
-	}
-	if p.Get("thread_ts") == "" || ch.byTS[p.Get("thread_ts")] == nil {
-		return fail("invalid_thread_ts")
 	}
 	if p.Get("title") == "" {
 		return fail("invalid_arguments")
@@ -697,12 +704,9 @@ func (s *Server) assistantSetTitle(_ *http.Request, p url.Values) map[string]any
 // agentSessionSetStatus creates or updates the thread's agent session (agents.sessions.setStatus:
 // channel_id, thread_ts, status processing|active|suspended|closed, title on creation).
 func (s *Server) agentSessionSetStatus(_ *http.Request, p url.Values) map[string]any {
-	ch, code := s.botChannel(p.Get("channel_id"), false)
+	ch, code := s.botThread(p)
 	if code != "" {
 		return fail(code)
-	}
-	if p.Get("thread_ts") == "" || ch.byTS[p.Get("thread_ts")] == nil {
-		return fail("invalid_thread_ts")
 	}
 	switch st := p.Get("status"); st {
 	case "processing", "active", "suspended", "closed":

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/search"
 	"github.com/logbook/logbook/session/transcript"
@@ -69,6 +70,10 @@ type Config struct {
 	// cookie holds an opaque id, the store its hash. nil: no sign-in form; tokens work as an
 	// Authorization header only.
 	SignIns SignInStore
+	// Usage reads the model spend for the usage page (GET /usage), in Currency (the prices'
+	// currency); nil: no usage page.
+	Usage    UsageReader
+	Currency string
 	// PublicURL is the pages' external address (LOGBOOK_PUBLIC_URL): a form sent from its
 	// origin counts as same-origin, as one sent from the request's own Host does.
 	PublicURL string
@@ -141,6 +146,9 @@ func Handler(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /sessions/{id}/download", s.download)
 	mux.HandleFunc("GET /sessions/{id}/files/{sha256}", s.file)
 	mux.HandleFunc("GET /search", s.search)
+	if cfg.Usage != nil {
+		mux.HandleFunc("GET /usage", s.usage) // usage.go
+	}
 	outer := http.NewServeMux()
 	outer.HandleFunc("GET /signin", s.signinForm)
 	outer.HandleFunc("POST /signin", s.signin)
@@ -565,6 +573,8 @@ type pageData struct {
 	Q, Actor, Channel, Since, Until string
 	Searched                        bool
 	Hits                            []hitRow
+	// usage (usage.go)
+	Usage *usageData
 }
 
 func (d pageData) With(key, value string) string {
@@ -583,4 +593,7 @@ func (d pageData) With(key, value string) string {
 var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
 	"css":  func() template.CSS { return transcript.CSS + pageCSS },
 	"itoa": strconv.Itoa,
-}).Parse(pageTemplates))
+	"usageSection": func(title string, ts []budget.Total) usageSection {
+		return usageSection{Title: title, Totals: ts}
+	},
+}).Parse(pageTemplates + usageTemplate))

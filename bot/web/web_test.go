@@ -97,7 +97,8 @@ func newFixture(t *testing.T) *fixture {
 		Visibility: f.vis,
 		Channels:   channelNames{"C0000001": "general", "C0000002": "data"},
 		SignIns:    f.store,
-		Log:        log,
+		Usage:      f.store, Currency: "USD",
+		Log: log,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -44,39 +44,38 @@ func databaseURL(e env) (string, error) {
 	return u, nil
 }
 
-// envDuration reads a positive duration; unset is 0 (the default of whoever takes it).
-func envDuration(e env, name string) (time.Duration, error) {
+// envPositive reads name with parse: unset is 0 (the default of whoever takes it); a value
+// parse refuses, or one not above 0, is an error saying it should be want.
+func envPositive[T int | int64 | time.Duration](e env, name, want string, parse func(string) (T, error)) (T, error) {
 	v := strings.TrimSpace(e.getenv(name))
 	if v == "" {
 		return 0, nil
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q is not a positive duration (e.g. 10m, 30s)", name, v)
-	}
-	return d, nil
-}
-
-// envInt reads a positive whole number; unset is 0 (the default of whoever takes it).
-func envInt(e env, name string) (int, error) {
-	v := strings.TrimSpace(e.getenv(name))
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
+	n, err := parse(v)
 	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%s=%q is not a positive whole number", name, v)
+		return 0, fmt.Errorf("%s=%q is not %s", name, v, want)
 	}
 	return n, nil
+}
+
+// envDuration reads a positive duration; unset is 0.
+func envDuration(e env, name string) (time.Duration, error) {
+	return envPositive(e, name, "a positive duration (e.g. 10m, 30s)", time.ParseDuration)
+}
+
+// envInt reads a positive whole number; unset is 0.
+func envInt(e env, name string) (int, error) {
+	return envPositive(e, name, "a positive whole number", strconv.Atoi)
 }
 
 // envBytes reads a size in bytes, with an optional K, M, G or T suffix (powers of 1024, an
 // optional "iB" or "B" after it): "512M", "2GiB", "1048576". Unset is 0.
 func envBytes(e env, name string) (int64, error) {
-	v := strings.TrimSpace(e.getenv(name))
-	if v == "" {
-		return 0, nil
-	}
+	return envPositive(e, name, "a size (e.g. 512M, 2GiB, or bytes)", parseBytes)
+}
+
+// parseBytes reads "512M", "2GiB" or "1048576" as bytes.
+func parseBytes(v string) (int64, error) {
 	num := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(v), "B"), "I")
 	mult := int64(1)
 	if n := len(num); n > 0 {
@@ -92,8 +91,8 @@ func envBytes(e env, name string) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%s=%q is not a size (e.g. 512M, 2GiB, or bytes)", name, v)
+	if err != nil || n > (1<<62)/mult {
+		return 0, fmt.Errorf("not a size: %q", v)
 	}
 	return n * mult, nil
 }
@@ -350,8 +349,8 @@ func (cfg *serveConfig) readReplies(e env) error {
 	if cfg.Footer.Mode, err = bot.ParseFooterMode(e.getenv("LOGBOOK_REPLY_FOOTER"), cfg.Footer.PublicURL); err != nil {
 		return fmt.Errorf("LOGBOOK_REPLY_FOOTER=%w", err)
 	}
-	if cfg.Footer.Prices, err = bot.ParsePrices(e.getenv("LOGBOOK_PRICES")); err != nil {
-		return fmt.Errorf("LOGBOOK_PRICES: %w", err)
+	if err := cfg.readBudget(e); err != nil { // budget.go
+		return err
 	}
 	if cfg.Live.Mode, err = bot.ParseStreamMode(e.getenv("LOGBOOK_STREAM")); err != nil {
 		return fmt.Errorf("LOGBOOK_STREAM=%w", err)

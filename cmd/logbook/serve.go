@@ -165,10 +165,26 @@ Environment:
   LOGBOOK_REPLY_FOOTER    off | link | usage: a small line under each final reply with the
                           transcript link and, with usage, the turn's tokens and cost
                           (default link when LOGBOOK_PUBLIC_URL is set, else off)
-  LOGBOOK_PRICES          model=input/output,... in US dollars per million tokens, over the
-                          built-in list prices (claude-opus-4-1=15/75, claude-sonnet-4-5=3/15,
-                          claude-haiku-4-5=1/5, gpt-4o=2.5/10, gpt-4o-mini=0.15/0.6); a model
-                          not priced shows tokens only
+  LOGBOOK_PRICES          model=in/out[/cache_read[/cache_write]],... per million tokens,
+                          over the built-in USD list prices of Anthropic's and OpenAI's models
+                          (dated 2025-11-01); a model is a prefix of the names it prices
+                          (longest wins), optionally with its provider (openai:gpt-4o=2.5/10);
+                          currency=EUR drops the built-in table. Each model call is priced
+                          from the usage the provider reports (model_spend)
+  LOGBOOK_BUDGET          daily budgets in the prices' currency, per UTC day:
+                          channel=20/day (each channel, unless its settings say otherwise),
+                          person=5/day (each person, over all channels). At 80% the thread
+                          gets one notice; a call the rest cannot cover at its
+                          max_output_tokens does not start, and the thread says why and who
+                          can raise it: LOGBOOK_ADMINS, with /logbook budget raise <amount>
+                          [@person], for the day. 'logbook usage' and the /usage page sum it up
+  LOGBOOK_SETUP_COMMAND   a command (npm ci, go mod download) each new sandbox runs once
+                          before the first model call, unless the channel's settings say
+                          otherwise; its output is a setup_result, a failure is said under
+                          the reply, and the workspace it leaves is cached per commit
+  LOGBOOK_SETUP_EGRESS    host:port patterns the setup may reach besides
+                          LOGBOOK_SANDBOX_EGRESS, only while it runs (e.g.
+                          registry.npmjs.org:443,proxy.golang.org:443)
   LOGBOOK_MAX_OUTPUT_TOKENS  output tokens per model call (default 4096); a cut reply is
                           continued up to LOGBOOK_MAX_CONTINUATIONS times (default 2)
   LOGBOOK_REPEAT_LIMIT    a tool call failing the same way this often ends the turn (default 3)
@@ -323,6 +339,9 @@ type serveConfig struct {
 	Live bot.LiveConfig
 	// Footer is the line under final replies (LOGBOOK_PUBLIC_URL, LOGBOOK_REPLY_FOOTER, LOGBOOK_PRICES).
 	Footer bot.Footer
+	// Budget is the model calls' prices and daily budgets, and the channels' setup step
+	// (LOGBOOK_PRICES, LOGBOOK_BUDGET, LOGBOOK_SETUP_COMMAND, LOGBOOK_SETUP_EGRESS).
+	Budget budgetConfig
 	// The brain's limits (0: the brain's defaults).
 	MaxOutputTokens  int
 	MaxContinuations int
@@ -597,13 +616,19 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.dir = bot.NewDirectory(w.api, 5*time.Minute)
 	w.repos = channelRepos(cfg, store)
+	bgt, err := newBudget(cfg, store, log) // budget.go
+	if err != nil {
+		return err
+	}
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg), Tracer: w.tracer,
 		Features: bot.Features{
 			Titler: b, Search: bot.SearchTool(w.search, w.dir), Channel: w.dir.ChannelName,
-			Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg)}, log),
+			Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg),
+				Setup: setupConfig(cfg, store)}, log),
 			Files: fileStore, Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: cfg.FileMax}), Uploader: w.api,
-			Forge: pullRequests(cfg), Slash: bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins),
+			Forge: pullRequests(cfg), Slash: budgetSlash(bgt, bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins)),
+			Budget: bgt,
 			Health: bot.NewHealth(), Directory: w.dir,
 		}}
 	return nil
@@ -637,6 +662,7 @@ func (w *wiring) listenHTTP() (string, error) {
 		}
 		pages, err := web.Handler(web.Config{Sessions: w.deps.Store, Finder: w.search, AccessLog: w.pool, Access: access, Channels: w.dir,
 			Visibility: w.dir, Files: w.deps.Features.Files, SignIns: w.deps.Store, PublicURL: cfg.Footer.PublicURL, OIDC: cfg.OIDC.web(),
+			Usage: w.deps.Store, Currency: cfg.Budget.Prices.Currency,
 			Log: log.With().Str("part", "web").Logger()})
 		if err != nil {
 			return "", err

@@ -105,6 +105,9 @@ type Proxy struct {
 	suppressed map[[2]string]*suppressedRecords
 	// owned are the branches this session pushed (Remote.Owned, and since).
 	owned map[string]bool
+	// window is what Widen lets through besides Options.Allow, until its close (setup.go).
+	window    Allowlist
+	windowSet bool
 }
 
 type suppressedRecords struct {
@@ -404,6 +407,9 @@ func (p *Proxy) dial(ctx context.Context, host string, port int) (net.Conn, erro
 		return nil, refused("%s:%d is not a host and port", host, port)
 	}
 	ok, byAddr := p.opt.Allow.allows(host, port)
+	if !ok {
+		ok, byAddr = p.widened(host, port)
+	}
 	if !ok {
 		return nil, refused("%s is not on the sandbox's egress allowlist", net.JoinHostPort(host, strconv.Itoa(port)))
 	}

@@ -13,10 +13,11 @@ import (
 	"github.com/logbook/logbook/session/thread"
 )
 
-// session_work's trigger (migrations/00004_pending.sql, 00008_awaiting.sql) keeps its own SQL
-// reading of the turn markers, so that the poll stays flat in the log's size. It must agree
-// with the fold: after every append of many walks through the markers that move it, the
-// store's Pending lists a session exactly when the fold of its log says it is pending.
+// session_work (migrations/00004_pending.sql, 00008_awaiting.sql, kept by logbook_append since
+// 00060_append_keeps_work.sql) keeps its own SQL reading of the turn markers, so that the
+// poll stays flat in the log's size. It must agree with the fold: after every append of many
+// walks through the markers that move it, the store's Pending lists a session exactly when
+// the fold of its log says it is pending.
 func TestPendingMatchesTheFold(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -55,7 +55,7 @@ type Turns struct {
 	delivered    map[string]bool          // assistant_message ids and seqs ("#n") whose delivery is recorded
 	live         map[string][2]int        // live message ts -> turn index, index in its Live
 
-	// session_work's awaiting_until (zero: NULL) and awaiting_through, and what its trigger
+	// session_work's awaiting_until (zero: NULL) and awaiting_through, and what logbook_append
 	// looks up when a turn is suspended: the newest stop request and decision per call.
 	awaitingUntil   time.Time
 	awaitingThrough int64

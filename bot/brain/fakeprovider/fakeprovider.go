@@ -29,10 +29,18 @@ type Reply struct {
 	ErrorMessage string
 	RetryAfter   string // the Retry-After header, when set
 
-	Text         string
-	ToolCalls    []ToolCall
-	InputTokens  int64
-	OutputTokens int64
+	Text      string
+	ToolCalls []ToolCall
+	// InputTokens is the request's input tokens, cached ones included; CacheReadTokens and
+	// CacheWriteTokens are the parts of it read from and written to the prompt cache. Each
+	// API reports them its own way: Anthropic's input_tokens leaves out the cached parts
+	// (cache_read_input_tokens, cache_creation_input_tokens), OpenAI's prompt_tokens holds them
+	// and prompt_tokens_details.cached_tokens says how many were read (OpenAI has no cache
+	// writes: CacheWriteTokens is then plain input).
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
 	// StopReason, when set, is sent as the stop_reason (Anthropic) or finish_reason (OpenAI)
 	// instead of the one the content implies ("end_turn"/"tool_use", "stop"/"tool_calls"):
 	// "max_tokens", "length", "refusal", "content_filter", "pause_turn", ...
@@ -355,8 +363,23 @@ func anthropicResponse(r Reply, n int) any {
 	return map[string]any{
 		"id": "msg_fake" + strconv.Itoa(n), "type": "message", "role": "assistant", "model": "claude-fake-1",
 		"content": content, "stop_reason": anthropicStop(r), "stop_sequence": nil,
-		"usage": map[string]any{"input_tokens": r.InputTokens, "output_tokens": r.OutputTokens},
+		"usage": anthropicUsage(r, r.OutputTokens),
 	}
+}
+
+// anthropicUsage is r's usage as the Messages API reports it, with output tokens so far.
+func anthropicUsage(r Reply, output int64) map[string]any {
+	return map[string]any{"input_tokens": max(r.InputTokens-r.CacheReadTokens-r.CacheWriteTokens, 0),
+		"cache_read_input_tokens": r.CacheReadTokens, "cache_creation_input_tokens": r.CacheWriteTokens,
+		"output_tokens": output}
+}
+
+// openAIUsage is r's usage as Chat Completions reports it.
+func openAIUsage(r Reply) map[string]any {
+	return map[string]any{"prompt_tokens": r.InputTokens, "completion_tokens": r.OutputTokens,
+		"total_tokens":              r.InputTokens + r.OutputTokens,
+		"prompt_tokens_details":     map[string]any{"cached_tokens": r.CacheReadTokens, "audio_tokens": 0},
+		"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0}}
 }
 
 func openAIResponse(r Reply, n int) any {
@@ -380,8 +403,7 @@ func openAIResponse(r Reply, n int) any {
 	return map[string]any{
 		"id": "chatcmpl-fake" + strconv.Itoa(n), "object": "chat.completion", "created": 1700000000, "model": "gpt-fake-1",
 		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": openAIFinish(r), "logprobs": nil}},
-		"usage": map[string]any{"prompt_tokens": r.InputTokens, "completion_tokens": r.OutputTokens,
-			"total_tokens": r.InputTokens + r.OutputTokens},
+		"usage":   openAIUsage(r),
 	}
 }
 

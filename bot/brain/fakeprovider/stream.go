@@ -189,7 +189,7 @@ func streamAnthropic(w http.ResponseWriter, req *http.Request, r Reply, n int) {
 	e.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": "msg_fake" + strconv.Itoa(n), "type": "message", "role": "assistant", "model": "claude-fake-1",
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
-		"usage": map[string]any{"input_tokens": r.InputTokens, "output_tokens": min(r.OutputTokens, 1)},
+		"usage": anthropicUsage(r, min(r.OutputTokens, 1)),
 	}})
 	e.event("ping", map[string]any{"type": "ping"})
 	index := 0
@@ -230,7 +230,7 @@ func streamAnthropic(w http.ResponseWriter, req *http.Request, r Reply, n int) {
 	}
 	e.event("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": anthropicStop(r), "stop_sequence": nil},
-		"usage": map[string]any{"output_tokens": r.OutputTokens}})
+		"usage": anthropicUsage(r, r.OutputTokens)}) // the API repeats the input counts here
 	e.event("message_stop", map[string]any{"type": "message_stop"})
 }
 
@@ -278,8 +278,7 @@ func streamOpenAI(w http.ResponseWriter, req *http.Request, r Reply, n int) {
 	}
 	e.event("", chunk(map[string]any{}, openAIFinish(r)))
 	e.event("", map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1700000000, "model": "gpt-fake-1",
-		"choices": []any{}, "usage": map[string]any{"prompt_tokens": r.InputTokens, "completion_tokens": r.OutputTokens,
-			"total_tokens": r.InputTokens + r.OutputTokens}})
+		"choices": []any{}, "usage": openAIUsage(r)})
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	http.NewResponseController(w).Flush()
 }

@@ -1,0 +1,144 @@
+package budget
+
+import (
+	"cmp"
+	"fmt"
+	"html"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/logbook/logbook/session"
+)
+
+// Total is the spend and tokens of one key (a day, a channel, a person, or everything).
+type Total struct {
+	Key              string `json:"key"`
+	Calls            int64  `json:"calls"`
+	Refused          int64  `json:"refused"`
+	InputTokens      int64  `json:"input_tokens"`
+	OutputTokens     int64  `json:"output_tokens"`
+	CacheReadTokens  int64  `json:"cache_read_tokens"`
+	CacheWriteTokens int64  `json:"cache_write_tokens"`
+	Cost             Money  `json:"cost_micros"`
+}
+
+func (t *Total) add(u session.UsageRow) {
+	t.Calls += u.Calls
+	t.Refused += u.Refused
+	t.InputTokens += u.InputTokens
+	t.OutputTokens += u.OutputTokens
+	t.CacheReadTokens += u.CacheReadTokens
+	t.CacheWriteTokens += u.CacheWriteTokens
+	t.Cost += Money(u.CostMicros)
+}
+
+// Report is the spend per channel, per person and per day over [From, To) (UTC days): what
+// `logbook usage`, the usage page and audit exports show.
+type Report struct {
+	From, To time.Time
+	Currency string
+	Rows     []session.UsageRow // per day, channel and person
+	Days     []Total            // every day of the range, in order, empty ones included
+	Channels []Total            // by cost, highest first
+	People   []Total            // by cost, highest first; Key "" is calls no person asked for
+	All      Total
+}
+
+// NewReport sums rows up.
+func NewReport(rows []session.UsageRow, from, to time.Time, currency string) Report {
+	r := Report{From: session.UTCDay(from), To: session.UTCDay(to), Currency: currency, Rows: rows, All: Total{Key: "all"}}
+	days := map[string]*Total{}
+	for d := r.From; d.Before(r.To); d = d.AddDate(0, 0, 1) {
+		k := d.Format(time.DateOnly)
+		r.Days = append(r.Days, Total{Key: k})
+		days[k] = &r.Days[len(r.Days)-1]
+	}
+	chans, people := map[string]*Total{}, map[string]*Total{}
+	for _, u := range rows {
+		if d := days[u.Day.Format(time.DateOnly)]; d != nil {
+			d.add(u)
+		}
+		for _, g := range []struct {
+			m   map[string]*Total
+			key string
+		}{{chans, u.Channel}, {people, u.Person}} {
+			if g.m[g.key] == nil {
+				g.m[g.key] = &Total{Key: g.key}
+			}
+			g.m[g.key].add(u)
+		}
+		r.All.add(u)
+	}
+	r.Channels, r.People = sorted(chans), sorted(people)
+	return r
+}
+
+func sorted(m map[string]*Total) []Total {
+	out := make([]Total, 0, len(m))
+	for _, t := range m {
+		out = append(out, *t)
+	}
+	slices.SortFunc(out, func(a, b Total) int { return cmp.Or(cmp.Compare(b.Cost, a.Cost), cmp.Compare(a.Key, b.Key)) })
+	return out
+}
+
+// WriteText writes r as aligned tables: per channel, per person, per day, and every row.
+func (r Report) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "Model spend %s to %s (UTC days), in %s.\n", r.From.Format(time.DateOnly), r.To.AddDate(0, 0, -1).Format(time.DateOnly), r.Currency)
+	section := func(title string, ts []Total) {
+		fmt.Fprintf(tw, "\n%s\tcost\tcalls\trefused\tinput\toutput\tcache read\tcache write\t\n", title)
+		for _, t := range ts {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", cmp.Or(t.Key, "(nobody)"), t.Cost, t.Calls, t.Refused,
+				t.InputTokens, t.OutputTokens, t.CacheReadTokens, t.CacheWriteTokens)
+		}
+	}
+	section("channel", r.Channels)
+	section("person", r.People)
+	section("day", r.Days)
+	section("total", []Total{r.All})
+	fmt.Fprintf(tw, "\nday\tchannel\tperson\tcost\tcalls\trefused\tinput\toutput\tcache read\tcache write\t\n")
+	for _, u := range r.Rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", u.Day.Format(time.DateOnly), u.Channel, cmp.Or(u.Person, "(nobody)"),
+			Money(u.CostMicros), u.Calls, u.Refused, u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens)
+	}
+	return tw.Flush()
+}
+
+// SVG is a bar chart of the spend per day, drawn here (no script): one bar a day, its
+// height the day's cost against the highest day's, the amount above it and the date below.
+func (r Report) SVG() string {
+	const width, height, top, bottom, left = 720, 240, 24, 40, 8
+	n := max(len(r.Days), 1)
+	slot := float64(width-2*left) / float64(n)
+	var most Money
+	for _, d := range r.Days {
+		most = max(most, d.Cost)
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`,
+		width, height, width, height, html.EscapeString(fmt.Sprintf("model spend per day in %s", r.Currency)))
+	fmt.Fprintf(&sb, `<title>%s</title>`, html.EscapeString(fmt.Sprintf("Model spend per day, %s, total %s", r.Currency, r.All.Cost)))
+	fmt.Fprintf(&sb, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`, left, height-bottom, width-left, height-bottom)
+	for i, d := range r.Days {
+		h := 0.0
+		if most > 0 {
+			h = float64(height-top-bottom) * float64(d.Cost) / float64(most)
+		}
+		x := float64(left) + float64(i)*slot
+		y := float64(height-bottom) - h
+		fmt.Fprintf(&sb, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#4a7bd0"><title>%s: %s %s, %d calls</title></rect>`,
+			x+slot*0.15, y, slot*0.7, h, d.Key, d.Cost, html.EscapeString(r.Currency), d.Calls)
+		if d.Cost > 0 && n <= 31 {
+			fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" font-size="10" text-anchor="middle">%s</text>`, x+slot/2, y-4, d.Cost)
+		}
+		if n <= 14 || i%max(n/10, 1) == 0 {
+			fmt.Fprintf(&sb, `<text x="%.1f" y="%d" font-size="10" text-anchor="middle">%s</text>`, x+slot/2, height-bottom+14, d.Key[5:])
+		}
+	}
+	sb.WriteString(`</svg>`)
+	return sb.String()
+}

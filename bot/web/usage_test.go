@@ -1,0 +1,59 @@
+package web_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/logbook/logbook/session"
+)
+
+// The usage page shows the spend and tokens per channel, person and day with a chart drawn
+// as SVG on the server (no script); a channel that became private is left out for people who
+// are not auditors; the view is in the access log.
+func TestUsagePage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, c := range []struct {
+		channel, person string
+		cost            int64
+	}{{"C0000001", "U0000001", 1_250_000}, {"C0000001", "U0000002", 500_000}, {"C0000003", "U0000009", 9_000_000}} {
+		hold := session.Spend{CallID: uuid.New(), Day: time.Now(), Channel: c.channel, Person: c.person, Model: "claude-x", CostMicros: c.cost}
+		if _, _, err := f.store.AdmitSpend(f.ctx, hold, session.SpendLimits{Channel: -1, Person: -1}); err != nil {
+			t.Fatal(err)
+		}
+		hold.OutputTokens = 321
+		if err := f.store.ChargeSpend(f.ctx, hold); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status, body, _ := f.get("/usage?days=7", asAlice)
+	if status != 200 {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	for _, want := range []string{"<svg", "</svg>", "#general", "1.75", "U0000001", "1.25", "642"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("usage page lacks %q", want)
+		}
+	}
+	for _, not := range []string{"<script", "U0000009", "9.00"} {
+		if strings.Contains(body, not) {
+			t.Errorf("usage page has %q", not)
+		}
+	}
+	if status, body, _ := f.get("/usage?days=7", asAuditor); status != 200 || !strings.Contains(body, "U0000009") {
+		t.Errorf("an auditor does not see the private channel's spend: %d", status)
+	}
+	if status, _, _ := f.get("/usage?days=abc", asAlice); status != 400 {
+		t.Errorf("a bad days: %d", status)
+	}
+	var seen bool
+	for _, r := range f.accessLog() {
+		seen = seen || (r.Action == "usage" && r.Who == "alice@example.com" && r.Results == 2)
+	}
+	if !seen {
+		t.Errorf("the usage view is not in the access log: %+v", f.accessLog())
+	}
+}

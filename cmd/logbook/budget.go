@@ -1,0 +1,166 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
+	"github.com/spf13/cobra"
+
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/budget"
+	"github.com/logbook/logbook/sandbox/egress"
+	"github.com/logbook/logbook/session"
+)
+
+// budgetConfig is LOGBOOK_PRICES, LOGBOOK_BUDGET, LOGBOOK_SETUP_COMMAND and
+// LOGBOOK_SETUP_EGRESS, read once.
+type budgetConfig struct {
+	Prices budget.Prices
+	Limits budget.Limits
+	// Setup is every channel's setup command unless its settings say otherwise; SetupEgress
+	// what it may reach besides the sandbox's allowlist, while it runs.
+	Setup       string
+	SetupEgress egress.Allowlist
+}
+
+// readBudget reads the prices (which the footer shows too), the budgets and the setup step.
+func (cfg *serveConfig) readBudget(e env) error {
+	var err error
+	if cfg.Budget.Prices, err = budget.ParsePrices(e.getenv("LOGBOOK_PRICES")); err != nil {
+		return err
+	}
+	cfg.Footer.Prices = footerPrices(cfg.Budget.Prices)
+	if cfg.Budget.Limits, err = budget.ParseLimits(e.getenv("LOGBOOK_BUDGET")); err != nil {
+		return err
+	}
+	cfg.Budget.Setup = strings.TrimSpace(e.getenv("LOGBOOK_SETUP_COMMAND"))
+	if cfg.Budget.SetupEgress, err = egress.ParseAllowlist(e.getenv("LOGBOOK_SETUP_EGRESS")); err != nil {
+		return fmt.Errorf("LOGBOOK_SETUP_EGRESS: %w", err)
+	}
+	return nil
+}
+
+// footerPrices are p as the reply footer's table (input and output per million tokens).
+func footerPrices(p budget.Prices) bot.Prices {
+	out := bot.Prices{}
+	for _, m := range p.Models() {
+		pr, _ := p.For("", m)
+		out[m] = bot.Price{Input: float64(pr.In) / 1e6, Output: float64(pr.Out) / 1e6}
+	}
+	return out
+}
+
+// channelLimits are the channels' budgets and setup commands: the environment's, until the
+// channel settings records are wired here.
+func channelLimits(cfg serveConfig) budget.ChannelLimits {
+	return budget.EnvLimits{Limits: cfg.Budget.Limits, Setup: cfg.Budget.Setup}
+}
+
+// newBudget is the meter of every turn's model calls.
+func newBudget(cfg serveConfig, store *session.Store, log zerolog.Logger) (*budget.Budget, error) {
+	return budget.New(budget.Config{Store: store, Prices: cfg.Budget.Prices, Limits: cfg.Budget.Limits,
+		Channels: channelLimits(cfg), Admins: cfg.Admins, Log: log.With().Str("part", "budget").Logger()})
+}
+
+// budgetSlash answers /logbook budget, and hands every other subcommand to next.
+func budgetSlash(b *budget.Budget, next bot.SlashHandler) bot.SlashHandler {
+	return func(ctx context.Context, cmd slack.SlashCommand) string {
+		sub, rest, _ := strings.Cut(strings.TrimSpace(cmd.Text), " ")
+		if sub == "budget" && b != nil {
+			return b.Command(ctx, cmd.ChannelID, cmd.UserID, rest)
+		}
+		if next == nil {
+			return ""
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func newUsageCmd(e env) *cobra.Command {
+	var (
+		since, until, channel string
+		asJSON                bool
+	)
+	cmd := &cobra.Command{
+		Use:   "usage",
+		Short: "Print the model spend and tokens per channel, person and day (DATABASE_URL)",
+		Long: `Print what the model calls cost: per channel, per person and per UTC day, with their calls,
+the calls a budget refused, and their input, output and prompt-cache tokens. Costs are in
+the prices' currency (LOGBOOK_PRICES, else the built-in USD list prices), as each call was
+priced when it answered; a call still running (or whose process died) counts at the most it
+could cost, as the budget counts it.
+
+--since and --until take a date (2024-05-01), a time or an age (7d, 2w); the default is the
+last 7 days, today included.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			now := time.Now()
+			from, err := parseWhen(cmp.Or(since, "6d"), now)
+			if err != nil {
+				return usage(e, c, fmt.Errorf("--since: %w", err))
+			}
+			to := now
+			if until != "" {
+				if to, err = parseWhen(until, now); err != nil {
+					return usage(e, c, fmt.Errorf("--until: %w", err))
+				}
+				to = to.Add(-time.Nanosecond) // the day it falls in is the last one, unless it is midnight
+			}
+			to = session.UTCDay(to).AddDate(0, 0, 1)
+			if !session.UTCDay(from).Before(to) {
+				return usage(e, c, errors.New("--since is after --until"))
+			}
+			prices, err := budget.ParsePrices(e.getenv("LOGBOOK_PRICES"))
+			if err != nil {
+				return usage(e, c, err)
+			}
+			ctx := c.Context()
+			d, err := openRead(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer d.pool.Close()
+			rows, err := d.store.Usage(ctx, from, to, channel)
+			if err != nil {
+				return err
+			}
+			r := budget.NewReport(rows, from, to, prices.Currency)
+			if asJSON {
+				enc := json.NewEncoder(e.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
+			}
+			return r.WriteText(e.stdout)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&since, "since", "", "from this day (default 6d: the last 7 days)")
+	f.StringVar(&until, "until", "", "up to this time (default now)")
+	f.StringVar(&channel, "channel", "", "only this channel (a Slack channel id)")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+// setupConfig is the channels' setup step: each channel's command (its settings, else
+// LOGBOOK_SETUP_COMMAND), LOGBOOK_SETUP_EGRESS while it runs, cached per commit.
+func setupConfig(cfg serveConfig, store *session.Store) bot.SetupConfig {
+	limits := channelLimits(cfg)
+	return bot.SetupConfig{
+		Command: func(ctx context.Context, _, channel string) (string, error) {
+			cmd, ok, err := limits.SetupCommand(ctx, channel)
+			if !ok {
+				return "", err
+			}
+			return cmd, err
+		},
+		Egress: cfg.Budget.SetupEgress,
+		Cache:  store,
+	}
+}
