@@ -35,14 +35,20 @@ func TestTraceTurnSpans(t *testing.T) {
 			h.replies(general, top.TS, 1)
 			s := h.session(general, top.TS)
 			h.turns(s.ID, 1)
-			if err := tp.ForceFlush(context.Background()); err != nil {
-				t.Fatal(err)
+			// The turn's span ends when the turn's cell is done with it (after its title, say),
+			// a moment after turn_completed.
+			isTurn := func(sp otlptest.Span) bool {
+				return sp.Name == "turn" && sp.Attrs["logbook.session_id"] == s.ID.String()
 			}
+			h.waitFor("the turn's span", func() bool {
+				if err := tp.ForceFlush(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				return slices.ContainsFunc(recv.Spans(), isTurn)
+			})
 			spans := recv.Spans()
 
-			turn := findSpan(t, spans, func(sp otlptest.Span) bool {
-				return sp.Name == "turn" && sp.Attrs["logbook.session_id"] == s.ID.String()
-			})
+			turn := findSpan(t, spans, isTurn)
 			if turn.ParentID != "" || turn.Attrs["logbook.turn"] == nil {
 				t.Errorf("turn span: parent %q, attributes %v; want a root with logbook.turn", turn.ParentID, turn.Attrs)
 			}
