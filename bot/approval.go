@@ -60,7 +60,7 @@ func ParseToolApproval(s string, known []string) (ToolApproval, error) {
 		if scoped && !validChannelID(channel) {
 			return ToolApproval{}, fmt.Errorf("%q: %q is not a channel id (e.g. C0123ABCD)", entry, channel)
 		}
-		if tool != "*" && !slices.Contains(known, tool) {
+		if tool != "*" && !slices.Contains(known, tool) && !connectorPattern(tool) {
 			return ToolApproval{}, fmt.Errorf("%q: no tool is named %q (tools: %s, or *)", entry, tool, strings.Join(known, ", "))
 		}
 		if p.rules[channel] == nil {
@@ -88,6 +88,9 @@ func validChannelID(s string) bool {
 func (p ToolApproval) For(channel, tool string) string {
 	for _, ch := range []string{channel, ""} {
 		if m := p.rules[ch][tool]; m != "" {
+			return m
+		}
+		if m := matchConnector(p.rules[ch], tool); m != "" {
 			return m
 		}
 		if m := p.rules[ch]["*"]; m != "" {
@@ -213,7 +216,7 @@ var errSuspended = errors.New("turn suspended while waiting for approval")
 // cell's idle timeout (or on a graceful stop) it suspends the turn instead of waiting on.
 func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, error) {
 	c, d := t.cell, t.cell.deps
-	switch d.cfg.Approval.Policy.For(c.sess.Key.Channel, use.Name) {
+	switch t.connectorApproval(d.cfg.Approval.Policy.For(c.sess.Key.Channel, use.Name), use.Name) {
 	case ApprovalAllow:
 		return brain.Decision{Allow: true}, nil
 	case ApprovalDeny:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/thread"
 )
@@ -38,6 +39,7 @@ type Cell struct {
 	sess  session.Session
 	flog  *cellLog
 	hands *Hands
+	mcp   *connectors.Session // nil: no MCP connectors in this channel
 	// woken is the seq of this cell's cell_woken marker: 0 until it is appended, which
 	// happens with the cell's first write (alone, or with the turn_started it wakes for).
 	woken int64
@@ -133,6 +135,7 @@ func (c *Cell) run(ctx context.Context) {
 	if d.Features.Hands != nil {
 		c.hands = d.Features.Hands(c.flog, sess)
 	}
+	c.openConnectors(ctx)
 	reason := c.loop(ctx, lease.Epoch)
 	exit, handOver = c.leave(ctx, lease.Epoch, reason)
 }
@@ -143,6 +146,7 @@ func (c *Cell) run(ctx context.Context) {
 // released (a graceful stop with work left). A lost lease writes nothing.
 func (c *Cell) leave(ctx context.Context, epoch int64, reason string) (exit string, handOver bool) {
 	d := c.deps
+	c.closeConnectors()
 	if c.hands != nil {
 		save, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		cause := context.Cause(ctx)

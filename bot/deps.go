@@ -8,6 +8,7 @@ import (
 	"github.com/slack-go/slack/socketmode"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/filestore"
@@ -62,6 +63,8 @@ type Features struct {
 	Uploader Uploader
 	// Forge opens pull requests (nil: no create_pull_request tool).
 	Forge Forge
+	// Connectors offers the MCP servers of LOGBOOK_MCP_CONFIG in their channels (nil: none).
+	Connectors *connectors.Connectors
 	// Channel returns a channel's name for the system prompt (nil: the id is used).
 	Channel func(ctx context.Context, id string) string
 	// Slash answers slash commands (nil: they get no answer).

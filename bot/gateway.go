@@ -372,9 +372,14 @@ func (g *Gateway) requestStop(ctx context.Context, log zerolog.Logger, req socke
 		return
 	}
 	if err == nil {
+		// The name is for the model's note on the stopped turn ("Grace stopped this turn").
+		name := g.dir.UserName(ctx, user)
+		if name == user {
+			name = ""
+		}
 		_, err = g.store.Append(ctx, sess.ID, session.NewEvent{Type: session.TypeStopRequested,
 			Actor: session.Actor{Kind: session.ActorUser, ID: user}, IdempotencyKey: "stop/" + channel + "/" + cmp.Or(eventTS, thread),
-			Payload: session.StopRequested{Source: source}})
+			Payload: session.StopRequested{Source: source, UserName: name}})
 	}
 	if err != nil {
 		g.metrics.persistFailures.Inc()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/bot/telemetry"
@@ -177,6 +178,8 @@ type harnessOptions struct {
 	setup bot.SetupConfig
 	// budget, when set, meters the turns' model calls (Features.Budget) over the harness's store.
 	budget func(*session.Store) bot.Budget
+	// connectors offers MCP servers (nil: none).
+	connectors *connectors.Connectors
 	// directory, when set, builds the Directory the gateway (and slashWith's handler) share;
 	// slashWith, when set, is the slash handler over it.
 	directory func(api *slack.Client) *bot.Directory
@@ -314,7 +317,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.store, DatabaseURL: listenURL,
 		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Tracer: o.tracer, Features: bot.Features{Titler: o.titler, Slash: o.slash,
 			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Directory: dir,
-			Budget: harnessBudget(h.store, o.budget)}})
+			Budget: harnessBudget(h.store, o.budget), Connectors: o.connectors}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,11 +114,17 @@ type liveView struct {
 	mode       string // "stream" or "update"; "" until the first send
 	off        bool   // the view gave up: the reply is delivered whole at the end
 	msgs       []*liveMsg
-	sentRound  int // the round of the last text sent
-	roundAt    int // index in msgs of the message the current round's text began in
+	sentRound  int    // the round of the last text sent
+	roundSent  string // the text sent of that round (a retried call's void text included: Slack shows it)
+	roundAt    int    // index in msgs of the message the current round's text began in
 	failures   int
 	status     *threadStatus // the thread's status, told what the turn does (may be nil)
 	statusSaid string        // the status text last given to it
+	// haltedAt is the ts of the message Slack halted (a send answered stopped_by_user: a
+	// person pressed stop in Slack); "" while none was. onHalt, when set, is called once then,
+	// after the stop request is in the log, so the turn looks at once.
+	haltedAt string
+	onHalt   func()
 
 	wake chan struct{}
 	stop chan struct{}
@@ -306,6 +312,10 @@ func (v *liveView) flush(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return false
 		}
+		if isSlackErr(err, "stopped_by_user") {
+			v.halt(ctx)
+			return false
+		}
 		v.failures++
 		v.log.Warn().Err(err).Int("failures", v.failures).Msg("live view: send")
 		if v.failures >= 3 {
@@ -351,8 +361,11 @@ func (v *liveView) send(ctx context.Context, text string, cards []slack.StreamCh
 			err = v.start(ctx, text, cards)
 		}
 	}
-	if err == nil && text != "" && round != v.sentRound {
-		v.sentRound, v.roundAt = round, len(v.msgs)-1
+	if err == nil && text != "" {
+		if round != v.sentRound {
+			v.sentRound, v.roundAt, v.roundSent = round, len(v.msgs)-1, ""
+		}
+		v.roundSent += text
 	}
 	return err
 }
@@ -547,6 +560,10 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 			stop(cur, session.StreamDone)
 			return v.tsList(v.roundAt), stopped, nil
 		}
+		if isSlackErr(err, "stopped_by_user") {
+			v.halt(ctx) // a person stopped it in Slack: the turn stops, the reply is not posted
+			return nil, nil, errHalted
+		}
 		if !streamClosed(err) {
 			return nil, nil, err
 		}
@@ -556,7 +573,10 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 		if err := v.d.call(ctx, "chat.stopStream", func() error {
 			_, _, err := v.d.api.StopStreamContext(ctx, v.sess.Key.Channel, cur.ts)
 			return err
-		}); err != nil && !streamClosed(err) {
+		}); isSlackErr(err, "stopped_by_user") {
+			v.halt(ctx)
+			return nil, nil, errHalted
+		} else if err != nil && !streamClosed(err) {
 			v.log.Warn().Err(err).Msg("live view: stop the stream before replacing its text")
 		}
 	}
@@ -638,6 +658,50 @@ func streamStopped(ts, reason string, chars int) session.NewEvent {
 	}
 	return session.NewEvent{Type: session.TypeStreamStopped, Actor: deliveryActor, IdempotencyKey: key,
 		Payload: session.StreamStopped{TS: ts, Reason: reason, Chars: chars}}
+}
+
+// halt is Slack answering a send with stopped_by_user: a person stopped the stream in Slack
+// (the stop button halts the thread's streams), whether or not its agent_session_stopped
+// reached logbook. The view sends nothing more, and the log gets a stop request for the
+// running turn (source "stream"), which stops it as the button's would. Slack's answer names
+// nobody; the request is the stream's recipient's (recipient_user_id, the person the turn
+// answers) — when the button's event arrives first, the turn is stopped by whom it names.
+func (v *liveView) halt(ctx context.Context) {
+	cur := v.current()
+	if cur == nil || v.haltedAt != "" {
+		return
+	}
+	v.haltedAt, v.off = cur.ts, true
+	v.log.Info().Str("ts", cur.ts).Msg("live view: Slack says the stream was stopped by a person; stopping the turn")
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := v.flog.Append(ctx, session.NewEvent{Type: session.TypeStopRequested,
+		Actor: session.Actor{Kind: session.ActorUser, ID: v.user}, IdempotencyKey: "stop/stream/" + v.sess.Key.Channel + "/" + cur.ts,
+		Payload: session.StopRequested{Source: StopSourceStream}}); err != nil {
+		v.log.Warn().Err(err).Msg("live view: record the stop Slack reported")
+	}
+	if v.onHalt != nil {
+		v.onHalt()
+	}
+}
+
+// StopSourceStream is the source of a stop request the live view records when Slack answers
+// a stream append with stopped_by_user.
+const StopSourceStream = "stream"
+
+// halted reports that Slack halted the view's stream (the sender's side: after close).
+func (v *liveView) halted() bool { return v.haltedAt != "" }
+
+// stoppedText is the text of the final round the view showed in Slack: what the thread read of
+// the model call a stop cut short (the sender's side: after close).
+func (v *liveView) stoppedText() string {
+	v.mu.Lock()
+	round := v.round
+	v.mu.Unlock()
+	if len(v.msgs) == 0 || v.sentRound != round {
+		return "" // nothing of the final round reached Slack
+	}
+	return strings.TrimSpace(v.roundSent)
 }
 
 // stopWith finishes the view's message with a note (a stopped turn: no reply follows) and

@@ -203,5 +203,6 @@ const slashHelp = "logbook — an agent whose every thread is a searchable recor
 	"• `/logbook search <words>` finds past threads in public channels (quotes for phrases, -word to exclude, OR); in a channel shared with another organisation, only that channel's.\n" +
 	"• *Open transcript* in the ⋯ menu of any message of a thread links that thread's transcript.\n" +
 	"• `stop` in a thread (or the 🛑 reaction, or the stop button) stops a running answer; `mute` / `unmute` silence and resume me there.\n" +
+	"• `/logbook mcp` lists the MCP servers and tools offered in this channel, and whether each is reachable.\n" +
 	"• `/logbook repo` says which repository this channel's sandboxes check out; an admin sets it with `/logbook repo <https-url> [branch]` or `off`.\n" +
 	"Private channels and DMs are never stored."

@@ -179,7 +179,10 @@ func (t *turn) prepare(ctx context.Context) brain.Turn {
 	if d.cfg.MidTurn == MidTurnSteer {
 		bt.Steer = t.steer
 	}
-	if d.cfg.Approval.Policy.Restricts() {
+	if c.mcp != nil {
+		bt.Connectors = c.mcp
+	}
+	if d.cfg.Approval.Policy.Restricts() || c.mcp != nil {
 		bt.Approve = t.approve
 	}
 	if d.Features.Budget != nil { // budget.go
@@ -225,6 +228,7 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		p.live = newLiveView(d.Deliver, c.flog, t.log, d.Clock, d.cfg.Live, c.sess, st.turnSeq,
 			st.lastUserMsg.User, cmp.Or(st.lastUserMsg.Team, c.sess.Key.Team), threadTitle(c.flog.snapshot()))
 		p.live.status = working
+		p.live.onHalt = c.wake // Slack halted the stream: runAgent reads the stop at once
 		go p.live.run(ctx)
 		bt.Live = p.live
 		t.live = p.live
@@ -269,9 +273,15 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (string, e
 	if live != nil {
 		live.close()
 	}
+	if s, ok := t.haltedInSlack(ctx, live); ok {
+		return session.StatusStopped, t.stop(ctx, live, s) // stopped in Slack: the reply is not posted
+	}
 	if live != nil && live.shown() {
 		// The live view shows the reply: its messages take the place of posting it.
 		posted, stopped, err := live.finish(ctx, reply, t.footer(reply))
+		if s, ok := t.haltedInSlack(ctx, live); ok && errors.Is(err, errHalted) {
+			return session.StatusStopped, t.stop(ctx, live, s)
+		}
 		if err != nil {
 			return p.status, err // the turn stays open; the next cell finishes the live messages
 		}
@@ -499,7 +509,7 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			if err := d.Deliver.call(ctx, "chat.stopStream", func() error {
 				_, _, err := d.Deliver.api.StopStreamContext(ctx, channel, m.TS)
 				return err
-			}); err != nil && !streamClosed(err) && !isSlackErr(err, "message_not_found") && !errors.Is(err, errUnavailable) {
+			}); err != nil && !streamClosed(err) && !isSlackErr(err, "message_not_found") && !isSlackErr(err, "stopped_by_user") && !errors.Is(err, errUnavailable) {
 				return false, fmt.Errorf("stop live message %s: %w", m.TS, err)
 			}
 		}
@@ -606,13 +616,17 @@ func (t *turn) stop(ctx context.Context, live *liveView, s *stopRequest) error {
 	d := t.cell.deps
 	ctx = context.WithoutCancel(ctx) // the agent's context ended; the record must not
 	var evs []session.NewEvent
+	var shown string // what the thread showed of the stopped model call, for the next history
 	if live != nil {
 		evs = append(evs, live.stopWith(ctx, "_Stopped by <@"+s.by+">._")...)
+		shown = clip.Text(live.stoppedText(), 32<<10)
 	}
 	canceled, show := t.cancelApprovals(ctx, s.by)
 	evs = append(evs, canceled...)
+	evs = append(evs, stoppedCalls(t.cell.flog.snapshot(), t.state.turnSeq, s.by)...)
 	evs = append(evs, session.NewEvent{Type: session.TypeTurnStopped, Actor: cellActor,
-		Payload: session.TurnStopped{Turn: t.state.turnSeq, By: s.by, Source: s.source, Request: s.seq}})
+		Payload: session.TurnStopped{Turn: t.state.turnSeq, By: s.by, Source: s.source, Request: s.seq, Shown: shown,
+			ByName: t.stopperName(s)}})
 	if s.source == "message" {
 		t.state.through = max(t.state.through, s.seq)
 	}

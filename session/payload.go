@@ -81,6 +81,12 @@ type ToolCall struct {
 	CallID string          `json:"call_id"`
 	Name   string          `json:"name"`
 	Input  json.RawMessage `json:"input"`
+	// Server and Tool name an MCP connector's server and its own name of the tool, for calls
+	// of connector tools (Name mcp__<server>__<tool>); ReadOnly says the server marks the tool
+	// read-only (readOnlyHint), so a call the process died in may be made again.
+	Server   string `json:"server,omitempty"`
+	Tool     string `json:"tool,omitempty"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // ToolResult is the outcome of a tool call (type tool_result). An error is a result the model
@@ -93,8 +99,15 @@ type ToolResult struct {
 	ExitCode   *int   `json:"exit_code,omitempty"`
 	DurationMS int64  `json:"duration_ms,omitempty"`
 	// Synthetic is set on results the harness wrote for calls whose outcome is unknown
-	// (a crash between tool_call and tool_result).
+	// (a crash between tool_call and tool_result, or a stop while the call ran).
 	Synthetic bool `json:"synthetic,omitempty"`
+	// Server and Tool name the MCP server and tool of a connector call's result.
+	Server string `json:"server,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+	// StoppedBy is the Slack user whose stop cancelled the call while it ran (a synthetic
+	// result written with the turn's turn_stopped): its outcome is unknown, and no crash
+	// is to blame.
+	StoppedBy string `json:"stopped_by,omitempty"`
 }
 
 // TurnStarted opens a turn (type turn_started). Through is the last user_message seq the
@@ -302,6 +315,8 @@ const (
 type StopRequested struct {
 	Source     string `json:"source"`
 	MessageSeq int64  `json:"message_seq,omitempty"`
+	// UserName is the display name of the person who asked (the actor), when Slack told it.
+	UserName string `json:"user_name,omitempty"`
 }
 
 // TurnStopped records that a turn was stopped at a person's request (type turn_stopped): the
@@ -312,6 +327,12 @@ type TurnStopped struct {
 	By      string `json:"by"`
 	Source  string `json:"source"`
 	Request int64  `json:"request"`
+	// Shown is the text of the stopped model call that the thread showed when the stop came
+	// (the live view's; "" when nothing of it was shown): the model's next history has it as
+	// the stopped turn's own words.
+	Shown string `json:"shown,omitempty"`
+	// ByName is By's display name, when known, for the model's note on the stopped turn.
+	ByName string `json:"by_name,omitempty"`
 }
 
 // Steered records that a user message written while a turn ran was handed to the model at its

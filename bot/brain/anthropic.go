@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -62,15 +63,42 @@ func (p *anthropicProvider) CountTokens(ctx context.Context, req Request) (int64
 	return res.InputTokens, nil
 }
 
+// Complete makes the call, streaming when req has OnText. A call without OnText is streamed
+// all the same when the SDK would refuse it unstreamed: Messages.New refuses, before sending
+// anything, a max_tokens that could take over 10 minutes to generate (over 21,333 tokens, or
+// over the model's own non-streaming limit, anthropic.CalculateNonStreamingTimeout), so
+// LOGBOOK_STREAM=off with a large LOGBOOK_MAX_OUTPUT_TOKENS still gets answers.
 func (p *anthropicProvider) Complete(ctx context.Context, req Request) (Response, error) {
+	if req.OnText == nil && p.mustStream(req) {
+		req.OnText = func(string) {}
+	}
 	if req.OnText != nil {
 		return p.stream(ctx, req)
 	}
 	msg, err := p.messages.New(ctx, p.params(req))
 	if err != nil {
-		return Response{}, p.translate(ctx, err)
+		return Response{}, p.translateUnsent(ctx, err)
 	}
 	return p.response(msg), nil
+}
+
+// mustStream reports a request the SDK would refuse to send without streaming.
+func (p *anthropicProvider) mustStream(req Request) bool {
+	params := p.params(Request{MaxTokens: req.MaxTokens})
+	_, err := anthropic.CalculateNonStreamingTimeout(int(params.MaxTokens), params.Model, nil)
+	return err != nil
+}
+
+// translateUnsent is translate for Messages.New, whose errors without a response are either
+// the transport's (*url.Error: the request may have left) or the SDK's own refusal before it
+// sent anything, which no retry cures and which is no network failure.
+func (p *anthropicProvider) translateUnsent(ctx context.Context, err error) error {
+	var apiErr *anthropic.Error
+	var ue *url.Error
+	if errors.As(err, &apiErr) || errors.As(err, &ue) || ctx.Err() != nil {
+		return p.translate(ctx, err)
+	}
+	return &ProviderError{Provider: p.Name(), Code: CodeNotSent, Message: clip.Text("the SDK refused to send the request: "+err.Error(), 300), Err: err}
 }
 
 // stream makes the call with server-sent events, accumulating them with the SDK into the
@@ -166,10 +194,7 @@ func (p *anthropicProvider) params(req Request) anthropic.MessageNewParams {
 		tp := &anthropic.ToolParam{
 			Name:        t.Name,
 			Description: anthropic.String(t.Description),
-			InputSchema: anthropic.ToolInputSchemaParam{Properties: t.Schema["properties"]},
-		}
-		if required, ok := t.Schema["required"].([]string); ok {
-			tp.InputSchema.Required = required
+			InputSchema: anthropicSchema(t.Schema),
 		}
 		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: tp})
 	}
@@ -259,4 +284,36 @@ func anthropicErrorStatus(typ string) int {
 		return 529
 	}
 	return http.StatusInternalServerError
+}
+
+// anthropicSchema is a tool's input schema as the SDK sends it: properties, required (as our
+// tools write it, []string, or as a decoded JSON schema has it, []any), and every other
+// keyword (additionalProperties, $defs, ... of an MCP server's schema) as is. Properties is
+// never left nil: the SDK would then leave input_schema out, which the API refuses.
+func anthropicSchema(schema map[string]any) anthropic.ToolInputSchemaParam {
+	p := anthropic.ToolInputSchemaParam{Properties: schema["properties"]}
+	if p.Properties == nil {
+		p.Properties = map[string]any{}
+	}
+	switch r := schema["required"].(type) {
+	case []string:
+		p.Required = r
+	case []any:
+		for _, v := range r {
+			if s, ok := v.(string); ok {
+				p.Required = append(p.Required, s)
+			}
+		}
+	}
+	for k, v := range schema {
+		switch k {
+		case "type", "properties", "required":
+		default:
+			if p.ExtraFields == nil {
+				p.ExtraFields = map[string]any{}
+			}
+			p.ExtraFields[k] = v
+		}
+	}
+	return p
 }

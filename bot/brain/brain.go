@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
@@ -97,6 +98,8 @@ type Turn struct {
 	// Meter, when set, admits each model call of the turn against a budget and is told what
 	// it cost (see Meter). nil: calls are not metered.
 	Meter Meter
+	// Connectors, when set, offers the MCP tools of the turn's channel (mcp__<server>__<tool>).
+	Connectors Connectors
 }
 
 // Decision is Turn.Approve's answer on one tool call.
@@ -309,8 +312,9 @@ type turn struct {
 	turnCtx  context.Context
 	cancel   context.CancelFunc
 	deadline time.Time
-	asked    []string   // calls a person approved in this Run
-	files    *fileCache // the shared files' content, read once a Run; nil without Turn.Files
+	asked    []string          // calls a person approved in this Run
+	files    *fileCache        // the shared files' content, read once a Run; nil without Turn.Files
+	mcp      []connectors.Tool // the connector tools offered, as last asked
 }
 
 // Run runs one turn: it repairs the history (a synthetic tool_result for every tool_call the
@@ -354,9 +358,10 @@ func (b *Brain) begin(ctx context.Context, t Turn) *turn {
 		live:    live{l: t.Live},
 		files:   newFileCache(t.Files),
 	}
-	st.system = systemPrompt(t.Where, st.tools, b.now())
 	st.deadline = time.Now().Add(b.cfg.MaxTurnTime)
 	st.turnCtx, st.cancel = context.WithDeadline(ctx, st.deadline)
+	b.refreshConnectors(st.turnCtx, st)
+	st.system = systemPrompt(t.Where, st.tools, b.now())
 	return st
 }
 
@@ -413,6 +418,7 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 		st.log.Info().Int64("reply_seq", r.Event.Seq).Msg("turn already answered")
 		return r, true, nil
 	}
+	b.refreshConnectors(turnCtx, st) // a server's list may have changed
 	tools, noTools := st.toolsFor(h), round >= b.cfg.MaxRounds
 	st.system = systemPrompt(t.Where, tools, b.now())
 	tokens, method := b.measure(turnCtx, st, Request{System: st.system, Messages: h.Messages, Tools: tools})
@@ -726,6 +732,9 @@ func undeclaredTools(h history, tools []ToolSpec) []ToolSpec {
 					missing = append(missing, s)
 				}
 			}
+			if connectors.IsTool(b.ToolUse.Name) {
+				missing = append(missing, connectorSpec(b.ToolUse.Name))
+			}
 		}
 	}
 	return missing
@@ -798,6 +807,7 @@ func historyUsesTools(h history) bool {
 // again: their outcome is unknown and they may not be idempotent.
 func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resume []ToolUse) error {
 	calls := map[string]bool{}
+	payloads := map[string]session.ToolCall{}
 	done := map[string]bool{}
 	attached := map[string]session.FileUpload{} // attach_file calls whose file is in the thread
 	folded := thread.FoldTurns(evs)             // the decisions that kept calls from running
@@ -812,6 +822,7 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 			var c session.ToolCall
 			if e.Decode(&c) == nil {
 				calls[c.CallID] = true
+				payloads[c.CallID] = c
 			}
 		case session.TypeToolResult:
 			var r session.ToolResult
@@ -824,6 +835,7 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 		done[u.ID] = true // they go on where they stopped
 	}
 	var fix []session.NewEvent
+	var rerun []ToolUse
 	for _, e := range evs {
 		if e.Type != session.TypeAssistantMessage {
 			continue
@@ -835,6 +847,10 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 		for _, id := range m.ToolCallIDs {
 			if calls[id] && !done[id] {
 				done[id] = true
+				if use, ok := st.rerunnable(payloads, id); ok && !keptFromRunning(folded, id) {
+					rerun = append(rerun, use) // read-only by the server's word: safe to repeat
+					continue
+				}
 				r := session.ToolResult{CallID: id, Content: interruptedResult, IsError: true, Synthetic: true}
 				if dec, p, ok := folded.Decision(id); ok && p.Decision != session.DecisionApproved {
 					// Not run, and the log says why: no outcome is unknown.
@@ -853,12 +869,17 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 			}
 		}
 	}
-	if len(fix) == 0 {
-		return nil
+	if len(fix) > 0 {
+		st.log.Warn().Int("calls", len(fix)).Msg("tool calls without results: appending interrupted results")
+		if _, err := st.Log.Append(ctx, fix...); err != nil {
+			return fmt.Errorf("run turn %d: append interrupted tool results: %w", st.TurnSeq, err)
+		}
 	}
-	st.log.Warn().Int("calls", len(fix)).Msg("tool calls without results: appending interrupted results")
-	if _, err := st.Log.Append(ctx, fix...); err != nil {
-		return fmt.Errorf("run turn %d: append interrupted tool results: %w", st.TurnSeq, err)
+	for _, use := range rerun {
+		st.log.Info().Str("tool", use.Name).Str("call_id", use.ID).Msg("read-only MCP call without a result: calling it again")
+		if err := b.appendResult(ctx, st, use, b.runTool(st.turnCtx, st.Turn, use, &st.budget)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -906,7 +927,7 @@ func (b *Brain) appendCalls(ctx context.Context, st *turn, text string, uses []T
 		evs = append(evs, session.NewEvent{
 			Type:           session.TypeToolCall,
 			Actor:          st.bot,
-			Payload:        session.ToolCall{CallID: u.ID, Name: u.Name, Input: u.Input},
+			Payload:        st.toolCall(u),
 			IdempotencyKey: "tool_call:" + u.ID,
 		})
 	}
@@ -926,13 +947,17 @@ func (b *Brain) appendResult(ctx context.Context, st *turn, use ToolUse, out too
 	if out.FromHands {
 		actor = session.Actor{Kind: session.ActorSandbox, ID: "sandbox"}
 	}
+	p := session.ToolResult{
+		CallID: use.ID, Content: out.Content, IsError: out.IsError, Truncated: out.Truncated,
+		ExitCode: out.ExitCode, DurationMS: out.Duration.Milliseconds(),
+	}
+	if c := st.toolCall(use); c.Server != "" {
+		p.Server, p.Tool = c.Server, c.Tool
+	}
 	ev := session.NewEvent{
-		Type:  session.TypeToolResult,
-		Actor: actor,
-		Payload: session.ToolResult{
-			CallID: use.ID, Content: out.Content, IsError: out.IsError, Truncated: out.Truncated,
-			ExitCode: out.ExitCode, DurationMS: out.Duration.Milliseconds(),
-		},
+		Type:           session.TypeToolResult,
+		Actor:          actor,
+		Payload:        p,
 		IdempotencyKey: "tool_result:" + use.ID,
 	}
 	if _, err := st.Log.Append(ctx, ev); err != nil {
@@ -994,26 +1019,73 @@ func (b *Brain) modelFailure(ctx, turnCtx context.Context, st *turn, err error) 
 		}
 		return b.fail(ctx, st, "model", "error", "I could not get an answer from the model; the error is recorded in the log.", err)
 	}
-	code, text := failureText(pe)
+	code, text := failureText(pe, b.cfg.MaxTokens)
 	return b.fail(ctx, st, "model", code, text, err)
 }
 
-// failureText is the error code and the user-facing sentence for a failed model call.
-func failureText(pe *ProviderError) (code, text string) {
+// failureText is the error code and the user-facing sentence for a failed model call: what
+// happened, and what a person can do about it (which setting, which limit). A request the
+// provider refused is never called unreachable; the provider's own message stays in the log
+// (the error event), never in the thread.
+func failureText(pe *ProviderError, maxTokens int64) (code, text string) {
+	code = fmt.Sprintf("http_%d", pe.Status)
+	refused := fmt.Sprintf("I can't answer: the model provider (%s) rejected the request (HTTP %d%s)", pe.Provider, pe.Status, codeSuffix(pe.Code))
 	switch {
+	case pe.Code == CodeNotSent:
+		return CodeNotSent, fmt.Sprintf("I can't answer: logbook could not send the request to the model provider (%s); it was refused before it left. "+
+			"An operator can find why in the log; check LOGBOOK_MODEL, LOGBOOK_MAX_OUTPUT_TOKENS (now %d) and LOGBOOK_STREAM.", pe.Provider, maxTokens)
 	case pe.Status == 401 || pe.Status == 403:
-		return fmt.Sprintf("http_%d", pe.Status), fmt.Sprintf(
-			"I can't answer: the model provider (%s) refused logbook's credentials (HTTP %d). An operator needs to check the API key.", pe.Provider, pe.Status)
+		return code, fmt.Sprintf(
+			"I can't answer: the model provider (%s) refused logbook's credentials (HTTP %d). An operator needs to check the API key (%s).",
+			pe.Provider, pe.Status, providerSetting(pe.Provider, "API_KEY"))
 	case pe.Transient && pe.Status == 0:
-		return "unreachable", fmt.Sprintf("I can't answer right now: the model provider (%s) did not respond (%s). Please try again in a few minutes.", pe.Provider, pe.Message)
+		return "unreachable", fmt.Sprintf("I can't answer right now: the model provider (%s) did not respond (%s). Please try again in a few minutes; "+
+			"if it keeps happening, an operator should check %s and the network.", pe.Provider, pe.Message, providerSetting(pe.Provider, "BASE_URL"))
+	case pe.Status == 429 && pe.Code == "insufficient_quota":
+		return code, fmt.Sprintf("I can't answer: the model provider (%s) says the account's quota is used up (HTTP 429, insufficient_quota). "+
+			"An operator needs to add credit or raise the plan's limit.", pe.Provider)
+	case pe.Status == 429:
+		return code, fmt.Sprintf("I can't answer right now: the model provider (%s) is rate-limiting logbook (HTTP 429%s) and retrying did not help. "+
+			"Please try again in a few minutes; an operator can raise the account's rate limit.", pe.Provider, codeSuffix(pe.Code))
 	case pe.Transient:
-		return fmt.Sprintf("http_%d", pe.Status), fmt.Sprintf(
+		return code, fmt.Sprintf(
 			"I can't answer right now: the model provider (%s) is unavailable (HTTP %d%s) and retrying did not help. Please try again in a few minutes.",
 			pe.Provider, pe.Status, codeSuffix(pe.Code))
-	default:
-		return fmt.Sprintf("http_%d", pe.Status), fmt.Sprintf(
-			"I can't answer: the model provider (%s) rejected the request (HTTP %d%s). The error is recorded in the log.", pe.Provider, pe.Status, codeSuffix(pe.Code))
 	}
+	return code, refused + ": " + refusalHint(pe, maxTokens)
+}
+
+// refusalHint says, for a request the provider refused, what a person can do.
+func refusalHint(pe *ProviderError, maxTokens int64) string {
+	msg := strings.ToLower(pe.Message)
+	switch {
+	case pe.Code == "context_length_exceeded" || strings.Contains(msg, "prompt is too long") ||
+		strings.Contains(msg, "context length") || strings.Contains(msg, "context window"):
+		return "this thread is longer than the model's context window. Start a new thread, or an operator can set " +
+			"LOGBOOK_CONTEXT_BUDGET below the model's window so that older turns are summarised first."
+	case pe.Status == 413 || pe.Code == "request_too_large":
+		return "the request is larger than the provider takes; files shared in the thread count. An operator can lower " +
+			"LOGBOOK_FILE_MAX, or share smaller files (or fewer) in a new thread."
+	case strings.Contains(msg, "max_tokens") || strings.Contains(msg, "max_completion_tokens") || strings.Contains(msg, "output tokens"):
+		return fmt.Sprintf("the output limit is more than this model allows. An operator needs to lower LOGBOOK_MAX_OUTPUT_TOKENS (now %d) "+
+			"to the model's maximum.", maxTokens)
+	case pe.Code == "unsupported_parameter" || pe.Code == "unsupported_value":
+		return "the model server does not take a parameter logbook sends. An operator needs to check LOGBOOK_MODEL against what the server at " +
+			providerSetting(pe.Provider, "BASE_URL") + " serves."
+	case pe.Status == 404 || pe.Code == "not_found_error" || pe.Code == "model_not_found":
+		return "it does not know the model. An operator needs to fix LOGBOOK_MODEL (or " + providerSetting(pe.Provider, "BASE_URL") + ")."
+	}
+	return "an operator can find the provider's message in the log (the error event) and check LOGBOOK_MODEL and " +
+		providerSetting(pe.Provider, "BASE_URL") + "."
+}
+
+// providerSetting is the provider's setting with the suffix: ANTHROPIC_API_KEY,
+// OPENAI_BASE_URL, ...
+func providerSetting(provider, suffix string) string {
+	if provider == "anthropic" {
+		return "ANTHROPIC_" + suffix
+	}
+	return "OPENAI_" + suffix
 }
 
 func codeSuffix(code string) string {

@@ -137,17 +137,33 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 	if purged && b.h.Summary.ToSeq == 0 {
 		b.add(RoleUser, 0, true, Block{Text: purgedNote})
 	}
-	ordered, held, err := turnOrder(evs, th.Items)
+	folded := thread.FoldTurns(evs)
+	ordered, held, err := turnOrder(folded, th.Items)
 	if err != nil {
 		return history{}, err
 	}
+	stops := map[int64]*session.TurnStopped{} // turn_stopped seq -> its payload
+	unshown := map[int64]bool{}               // replies of stopped turns: never posted, so never said
+	for _, t := range folded.List {
+		if t.Stopped != nil {
+			stops[t.StoppedSeq] = t.Stopped
+			unshown[t.Reply.Seq] = t.Reply.Seq > 0 && !t.Delivered
+		}
+	}
 	files := messageFiles(ordered, sharedFiles(recent), opt)
+	names := userNames(th)
 	for _, it := range ordered {
 		switch it.Kind {
 		case thread.KindUser:
 			b.user(it, files[it.Seq()], held[it.Seq()], opt)
 		case thread.KindAssistant:
-			b.assistant(it, th)
+			if !unshown[it.Seq()] {
+				b.assistant(it, th)
+			}
+		case thread.KindMarker:
+			if ts := stops[it.Seq()]; ts != nil && it.Event.Type == session.TypeTurnStopped {
+				b.stopped(it.Seq(), *ts, names)
+			}
 		}
 	}
 	normalize(&b.h)
@@ -259,6 +275,44 @@ func (b *builder) assistant(it thread.Item, th *thread.Thread) {
 	}
 }
 
+// stopped adds a stopped turn as itself: the text of its stopped model call that the thread
+// showed, then a plain note that a named person stopped it, as the assistant's (the turn's
+// own tool calls and results are before it, from the log). The next user message is then a
+// turn of its own, answered for itself, not merged with the request that was stopped.
+func (b *builder) stopped(seq int64, ts session.TurnStopped, names map[string]string) {
+	who := nonEmpty(ts.ByName, nonEmpty(names[ts.By], nonEmpty(ts.By, "someone")))
+	how := map[string]string{"button": " with Slack's stop button", "reaction": " with the stop reaction", "message": " by writing \"stop\"",
+		"stream": " in Slack", "takeover": " by taking the session over"}[ts.Source]
+	var blocks []Block
+	if strings.TrimSpace(ts.Shown) != "" {
+		blocks = append(blocks, Block{Text: ts.Shown})
+	}
+	blocks = append(blocks, Block{Text: fmt.Sprintf("[%s stopped this turn here%s. What is above is all of it that was written or done; "+
+		"it was not finished, and is not to be taken up again unless someone asks. Answer what follows.]", who, how)})
+	b.add(RoleAssistant, seq, false, blocks...)
+}
+
+// userNames maps the Slack ids of the thread's people to the names their messages were
+// stored with.
+func userNames(th *thread.Thread) map[string]string {
+	names := map[string]string{}
+	for _, it := range th.Items {
+		if it.Kind != thread.KindUser || it.Message.Original == nil {
+			continue
+		}
+		m := it.Message.Original
+		for id, n := range m.Names {
+			if strings.TrimSpace(n) != "" {
+				names[id] = n
+			}
+		}
+		if strings.TrimSpace(m.UserName) != "" {
+			names[m.User] = m.UserName
+		}
+	}
+	return names
+}
+
 // messageFiles returns the blocks showing the files shared with each user message ordered
 // shows (by the message's seq): shared is the files by message ts (sharedFiles). Messages a
 // history leaves out (deleted, or after opt.Through) show no files.
@@ -304,13 +358,12 @@ func plural(n int, what string) string {
 // and below the turn's turn_completed) is moved to just after that turn_completed, so it
 // follows the turn's reply and never falls between a tool_use and its tool_result.
 // Everything else keeps its seq order, held messages among themselves too. held holds the
-// seqs of the moved messages. Turns are read from all of evs. A turn without turn_completed
+// seqs of the moved messages. Turns are folded from all of the session's events. A turn without turn_completed
 // (the current one, or one that died) moves nothing: the caller's Through leaves out what
 // the current turn does not answer, and a turn whose Through is 0 (no limit) answered
 // everything.
-func turnOrder(evs []session.Event, items []thread.Item) (ordered []thread.Item, held map[int64]bool, err error) {
+func turnOrder(folded *thread.Turns, items []thread.Item) (ordered []thread.Item, held map[int64]bool, err error) {
 	type span struct{ through, completed int64 }
-	folded := thread.FoldTurns(evs)
 	if folded.Err != nil {
 		return nil, nil, folded.Err
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -28,11 +29,14 @@ import (
 type openAIProvider struct {
 	model string
 	chat  openai.ChatCompletionService
-	// hosted is set for api.openai.com, whose newer models take max_completion_tokens and
-	// refuse max_tokens; local servers (Ollama, vLLM, llama.cpp) know max_tokens.
+	// hosted is set for api.openai.com (whose every model takes max_completion_tokens).
 	hosted bool
 	// vision: images are sent (ProviderConfig.Vision); otherwise the model is told of them.
 	vision bool
+	// completionTokens says the output limit goes as max_completion_tokens, not max_tokens:
+	// decided by the model at start (reasoningModel), flipped for the process when a server
+	// answers that the one sent is unsupported.
+	completionTokens atomic.Bool
 }
 
 func newOpenAI(model, apiKey, baseURL string, hc *http.Client) *openAIProvider {
@@ -45,7 +49,24 @@ func newOpenAI(model, apiKey, baseURL string, hc *http.Client) *openAIProvider {
 		opts = append(opts, option.WithAPIKey(apiKey))
 	}
 	hosted := baseURL == "" || strings.Contains(baseURL, "api.openai.com")
-	return &openAIProvider{model: model, chat: openai.NewChatCompletionService(opts...), hosted: hosted}
+	p := &openAIProvider{model: model, chat: openai.NewChatCompletionService(opts...), hosted: hosted}
+	p.completionTokens.Store(hosted || reasoningModel(model))
+	return p
+}
+
+// reasoningModel reports a model of OpenAI's reasoning families (GPT-5 and the o-series: o1,
+// o3, o4-mini, ...), which take max_completion_tokens and refuse max_tokens behind any base
+// URL (Azure, a gateway, a proxy). A gateway's prefix ("openai/gpt-5", "azure/o3-mini") and
+// case are ignored.
+func reasoningModel(model string) bool {
+	m := strings.ToLower(strings.TrimSpace(model))
+	if i := strings.LastIndexAny(m, "/:"); i >= 0 {
+		m = m[i+1:]
+	}
+	if strings.HasPrefix(m, "gpt-5") {
+		return true
+	}
+	return len(m) >= 2 && m[0] == 'o' && m[1] >= '1' && m[1] <= '9'
 }
 
 // CountMethod is "tiktoken_<encoding>" for OpenAI's models, "" for others.
@@ -73,15 +94,49 @@ func (p *openAIProvider) CountTokens(ctx context.Context, req Request) (int64, e
 func (p *openAIProvider) Name() string  { return "openai" }
 func (p *openAIProvider) Model() string { return p.model }
 
+// Complete makes the call. When the server answers HTTP 400 unsupported_parameter for the
+// output limit's parameter (max_tokens or max_completion_tokens), the call is made once more
+// with the other one, which the provider then sends for the rest of the process.
 func (p *openAIProvider) Complete(ctx context.Context, req Request) (Response, error) {
-	if req.OnText != nil {
-		return p.stream(ctx, req)
+	completion := p.completionTokens.Load()
+	resp, err := p.complete(ctx, req, completion)
+	if req.MaxTokens > 0 && unsupportedTokenParam(err, completion) {
+		p.completionTokens.CompareAndSwap(completion, !completion)
+		resp, err = p.complete(ctx, req, !completion)
 	}
-	cc, err := p.chat.New(ctx, p.params(req))
+	return resp, err
+}
+
+func (p *openAIProvider) complete(ctx context.Context, req Request, completion bool) (Response, error) {
+	if req.OnText != nil {
+		return p.stream(ctx, req, completion)
+	}
+	cc, err := p.chat.New(ctx, p.params(req, completion))
 	if err != nil {
 		return Response{}, p.translate(ctx, err)
 	}
 	return p.response(cc)
+}
+
+// unsupportedTokenParam reports the server refusing the output limit's parameter that was sent
+// (max_completion_tokens when completion, else max_tokens): HTTP 400 with code
+// unsupported_parameter (OpenAI, Azure) naming it, in its param or its message.
+func unsupportedTokenParam(err error, completion bool) bool {
+	var pe *ProviderError
+	if !errors.As(err, &pe) || pe.Status != http.StatusBadRequest {
+		return false
+	}
+	sent := "max_tokens"
+	if completion {
+		sent = "max_completion_tokens"
+	}
+	var apiErr *openai.Error
+	param := ""
+	if errors.As(err, &apiErr) {
+		param = apiErr.Param
+	}
+	unsupported := pe.Code == "unsupported_parameter" || strings.Contains(strings.ToLower(pe.Message), "unsupported parameter")
+	return unsupported && (param == sent || param == "" && strings.Contains(pe.Message, "'"+sent+"'"))
 }
 
 // stream makes the call as a stream of chunks, accumulated with the SDK's
@@ -91,8 +146,8 @@ func (p *openAIProvider) Complete(ctx context.Context, req Request) (Response, e
 // deprecated function_call form, which the accumulator leaves out, is accumulated here. A
 // stream that fails part way (an error chunk, a dropped connection, no finish_reason) is a
 // *ProviderError like a failed non-streaming call.
-func (p *openAIProvider) stream(ctx context.Context, req Request) (Response, error) {
-	params := p.params(req)
+func (p *openAIProvider) stream(ctx context.Context, req Request, completion bool) (Response, error) {
+	params := p.params(req, completion)
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	s := p.chat.NewStreaming(ctx, params)
 	defer s.Close()
@@ -100,9 +155,17 @@ func (p *openAIProvider) stream(ctx context.Context, req Request) (Response, err
 		acc      openai.ChatCompletionAccumulator
 		fc       openai.ChatCompletionMessageFunctionCall
 		finished bool
+		id       string
 	)
 	for s.Next() {
 		chunk := s.Current()
+		// Several local servers and gateways give each chunk an id of its own; the
+		// accumulator, which joins choices by index, refuses a stream whose ids differ, so
+		// every chunk takes the first one's.
+		if id == "" {
+			id = chunk.ID
+		}
+		chunk.ID = id
 		if !acc.AddChunk(chunk) {
 			return Response{}, &ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "malformed chunk stream"}
 		}
@@ -128,11 +191,12 @@ func (p *openAIProvider) stream(ctx context.Context, req Request) (Response, err
 	return p.response(&cc)
 }
 
-// params is req as the SDK's request.
-func (p *openAIProvider) params(req Request) openai.ChatCompletionNewParams {
+// params is req as the SDK's request; completion sends the output limit as
+// max_completion_tokens, else as max_tokens.
+func (p *openAIProvider) params(req Request, completion bool) openai.ChatCompletionNewParams {
 	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(p.model)}
 	switch {
-	case req.MaxTokens > 0 && p.hosted:
+	case req.MaxTokens > 0 && completion:
 		params.MaxCompletionTokens = openai.Int(req.MaxTokens)
 	case req.MaxTokens > 0:
 		params.MaxTokens = openai.Int(req.MaxTokens)
@@ -298,7 +362,7 @@ func (p *openAIProvider) translate(ctx context.Context, err error) error {
 		Status:    apiErr.StatusCode,
 		Code:      cmp.Or(apiErr.Code, apiErr.Type),
 		Message:   clip.Text(apiErr.Message, 300),
-		Transient: transientStatus(apiErr.StatusCode),
+		Transient: transientStatus(apiErr.StatusCode) && apiErr.Code != "insufficient_quota", // no retry refills a quota
 		Err:       err,
 	}
 	if apiErr.Response != nil {

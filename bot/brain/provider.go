@@ -152,6 +152,10 @@ func (e *ProviderError) Error() string {
 
 func (e *ProviderError) Unwrap() error { return e.Err }
 
+// CodeNotSent is the Code of a *ProviderError for a request that never left logbook: the SDK
+// refused it before sending (Status 0, not transient). It is no network failure.
+const CodeNotSent = "not_sent"
+
 // transientStatus reports whether an HTTP status is worth retrying.
 func transientStatus(status int) bool {
 	return status == http.StatusRequestTimeout || status == http.StatusConflict ||

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session/clip"
 )
@@ -202,7 +203,12 @@ func headTailWith(s string, n int, marker func(omitted int) string) (string, int
 // error of the turn; only the ctx's end stops it.
 func (b *Brain) runTool(ctx context.Context, t Turn, use ToolUse, budget *outputBudget) toolOutcome {
 	start := b.now()
-	out := b.dispatch(ctx, t, use)
+	var out toolOutcome
+	if connectors.IsTool(use.Name) {
+		out = b.callConnector(ctx, t, use)
+	} else {
+		out = b.dispatch(ctx, t, use)
+	}
 	if out.Duration == 0 {
 		out.Duration = b.now().Sub(start)
 	}

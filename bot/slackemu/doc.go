@@ -158,8 +158,8 @@
 //     thread's agent session when it has one). Errors: message_not_found,
 //     message_not_owned_by_app, message_not_in_streaming_state (not a stream, stopped,
 //     or older than Options.StreamMaxAge, default 5m, or past Options.StreamMaxAppends),
-//     stopped_by_user (an append after StopAgentSession; its stop answers
-//     message_not_in_streaming_state), msg_too_long (over Options.StreamMaxCallChars,
+//     stopped_by_user (an append or a stop after StopAgentSession halted the stream; Slack's
+//     answer names nobody: agent_session_stopped says who), msg_too_long (over Options.StreamMaxCallChars,
 //     default 12,000, in one call, or over Options.StreamMaxChars, default 40,000, in the
 //     message: markdown plus task card text), msg_blocks_too_many (over 50 blocks in the
 //     blocks chunks, or in the stop's blocks). A refused call changes nothing.
@@ -168,7 +168,7 @@
 //   - SlackRateLimits: chat.startStream and chat.stopStream Tier 2, chat.appendStream
 //     Tier 4 per channel (10 at once, then 100 a minute).
 //   - StopAgentSession is the stop button: the thread's open streams end as
-//     stopped_by_user and agent_session_stopped (channel, thread_ts, user,
+//     stopped_by_user (chat.update then works on them) and agent_session_stopped (channel, thread_ts, user,
 //     streaming_message_ts, event_ts) is delivered when subscribed.
 //
 // # Driving it

@@ -513,8 +513,7 @@ func (s *Server) ExpireStream(channel, ts string) error {
 }
 
 // StopAgentSession is user pressing the stop button of the agent session of thread threadTS:
-// the thread's messages still streaming stop (appends then answer stopped_by_user, a stop
-// message_not_in_streaming_state) and, when the app subscribes to agent_session_stopped,
+// the thread's messages still streaming stop (appends and stops then answer stopped_by_user) and, when the app subscribes to agent_session_stopped,
 // that event is delivered (channel, thread_ts, user, streaming_message_ts, event_ts), which
 // slack-go decodes as slackevents.AgentSessionStoppedEvent. The session's status is left as
 // it is: the app must move it. Posted.TS is the event's ts.

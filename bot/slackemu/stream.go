@@ -459,7 +459,11 @@ func (s *Server) chatStopStream(_ *http.Request, p url.Values) map[string]any {
 	if bad != nil {
 		return bad
 	}
-	if st.State != StreamStreaming {
+	switch st.State {
+	case StreamStreaming:
+	case StreamStoppedByUser:
+		return fail("stopped_by_user") // as an append: a person stopped it in Slack
+	default:
 		return fail("message_not_in_streaming_state")
 	}
 	in, bad := parseStreamInput(p)

@@ -428,7 +428,7 @@ func TestAgentSessionStatusesAndStopButton(t *testing.T) {
 		t.Errorf("append after the stop button: %s", got)
 	}
 	_, _, err = c.api.StopStreamContext(t.Context(), "C0000001", ts)
-	if got := slackErr(t, err); got != "message_not_in_streaming_state" {
+	if got := slackErr(t, err); got != "stopped_by_user" {
 		t.Errorf("stop after the stop button: %s", got)
 	}
 	// The app moves the status itself.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/sandbox/egress"
@@ -209,7 +210,7 @@ func (cfg *serveConfig) checkWebIdentity() error {
 // below reads its settings top to bottom.
 func (cfg *serveConfig) readSettings(e env) error {
 	cfg.readModel(e)
-	for _, read := range []func(env) error{cfg.readSandbox, cfg.readRuntime, cfg.readReplies, cfg.readRepos} {
+	for _, read := range []func(env) error{cfg.readSandbox, cfg.readRuntime, cfg.readReplies, cfg.readRepos, cfg.readConnectors} {
 		if err := read(e); err != nil {
 			return err
 		}
@@ -449,3 +450,17 @@ const pgbouncerDetected = "DATABASE_URL looks like a PgBouncer (it refused the s
 	"itself (LISTEN, the liveness claim and audit exports go there), and make the DATABASE_URL login " +
 	"a member of LOGBOOK_DB_ROLE (no SET ROLE through the pooler: GRANT logbook_app TO <login>); " +
 	"or point DATABASE_URL at PostgreSQL"
+
+// readConnectors reads LOGBOOK_MCP_CONFIG, the MCP servers' file (unset: no connectors).
+func (cfg *serveConfig) readConnectors(e env) error {
+	file := strings.TrimSpace(e.getenv("LOGBOOK_MCP_CONFIG"))
+	if file == "" {
+		return nil
+	}
+	c, err := connectors.Load(file, e.getenv)
+	if err != nil {
+		return fmt.Errorf("LOGBOOK_MCP_CONFIG: %w", err)
+	}
+	cfg.MCP = &c
+	return nil
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -337,5 +338,37 @@ func TestConfigWebProxyHeaderNeedsASecretWhereSandboxesShareTheNetwork(t *testin
 		if _, err := load(vars); err == nil || !strings.Contains(err.Error(), "LOGBOOK_WEB_PROXY_SECRET") {
 			t.Errorf("%v: %v, want an error naming LOGBOOK_WEB_PROXY_SECRET", bad, err)
 		}
+	}
+}
+
+// LOGBOOK_MCP_CONFIG is read and checked at start: a missing file, an unset ${NAME}, an
+// unknown key are refused naming the variable, the server and the key.
+func TestConfigMCPFileRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct{ file, want string }{
+		{dir + "/missing.json", "LOGBOOK_MCP_CONFIG: " + dir + "/missing.json: open"},
+		{write("unset.json", `{"mcpServers": {"sentry": {"url": "https://x", "headers": {"Authorization": "${SENTRY_TOKEN}"}}}}`),
+			"server sentry: key headers.Authorization: ${SENTRY_TOKEN} is not set"},
+		{write("unknown.json", `{"mcpServers": {"sentry": {"url": "https://x", "channel": "C1"}}}`), "server sentry: key channel: unknown key"},
+	} {
+		vars := baseVars()
+		vars["LOGBOOK_MCP_CONFIG"] = tc.file
+		if _, err := load(vars); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.file, err, tc.want)
+		}
+	}
+	vars := baseVars()
+	vars["LOGBOOK_MCP_CONFIG"] = write("good.json", `{"mcpServers": {"sentry": {"url": "https://x", "channels": ["C1"]}}}`)
+	cfg, err := load(vars)
+	if err != nil || cfg.MCP == nil || len(cfg.MCP.Servers) != 1 {
+		t.Fatalf("cfg.MCP = %+v, %v", cfg.MCP, err)
 	}
 }

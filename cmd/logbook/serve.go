@@ -31,6 +31,7 @@ import (
 	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/telemetry"
@@ -148,6 +149,12 @@ Environment:
                           channel only and wins. ask posts a card with Approve and Deny; a
                           call too long for the card is cut with a link to the whole call
                           (LOGBOOK_PUBLIC_URL), and denied without asking when that is unset
+                          mcp__<server>__<tool> patterns (mcp__sentry__*, mcp__*) name the
+                          connectors' tools
+  LOGBOOK_MCP_CONFIG      path of the MCP servers' JSON file ({"mcpServers": {...}}, see the
+                          README): remote servers (url, headers) called by logbook, local ones
+                          (command, args, env) run in each session's sandbox; each offered only
+                          in its channels; ${NAME} is taken from logbook's environment
   LOGBOOK_TOOL_APPROVERS  who may decide a card: thread (default: anyone of this workspace's
                           organisation who has posted in the thread; people of another
                           organisation in a Slack Connect channel may talk, not approve) or a
@@ -186,7 +193,11 @@ Environment:
                           LOGBOOK_SANDBOX_EGRESS, only while it runs (e.g.
                           registry.npmjs.org:443,proxy.golang.org:443)
   LOGBOOK_MAX_OUTPUT_TOKENS  output tokens per model call (default 4096); a cut reply is
-                          continued up to LOGBOOK_MAX_CONTINUATIONS times (default 2)
+                          continued up to LOGBOOK_MAX_CONTINUATIONS times (default 2). Sent
+                          as max_completion_tokens to GPT-5 and o-series models (any base
+                          URL), else max_tokens; a server refusing one gets the other. With
+                          Anthropic, a limit the SDK will not send unstreamed is streamed
+                          even under LOGBOOK_STREAM=off
   LOGBOOK_REPEAT_LIMIT    a tool call failing the same way this often ends the turn (default 3)
   LOGBOOK_CONTEXT_BUDGET  history size in tokens before older turns are summarised (default 100000)
   LOGBOOK_IDLE_TIMEOUT    idle time before a cell exits (default 10m)
@@ -285,6 +296,8 @@ func newServeCmd(e env) *cobra.Command {
 // before anything is contacted. A duration left unset is zero: the bot's own default applies
 // (the defaults live in bot.NewRunner and friends, and nowhere else).
 type serveConfig struct {
+	// MCP is the connectors' file, LOGBOOK_MCP_CONFIG (nil: no connectors).
+	MCP         *connectors.Config
 	DatabaseURL Secret
 	// DirectDatabaseURL reaches PostgreSQL itself, never a pooler: LISTEN, the liveness
 	// claim and scheduled audit exports (LOGBOOK_DIRECT_DATABASE_URL; default DatabaseURL).
@@ -620,6 +633,10 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	if err != nil {
 		return err
 	}
+	var mcp *connectors.Connectors
+	if cfg.MCP != nil {
+		mcp = connectors.New(*cfg.MCP, connectors.Options{Logger: log})
+	}
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg), Tracer: w.tracer,
 		Features: bot.Features{
@@ -627,8 +644,9 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 			Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg),
 				Setup: setupConfig(cfg, store)}, log),
 			Files: fileStore, Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: cfg.FileMax}), Uploader: w.api,
-			Forge: pullRequests(cfg), Slash: budgetSlash(bgt, bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins)),
-			Budget: bgt,
+			Forge:  pullRequests(cfg),
+			Slash:  budgetSlash(bgt, bot.ConnectorsCommand(bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins), mcp, w.dir.ChannelName, log)),
+			Budget: bgt, Connectors: mcp,
 			Health: bot.NewHealth(), Directory: w.dir,
 		}}
 	return nil

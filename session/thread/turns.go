@@ -96,6 +96,8 @@ type Turn struct {
 	// its turn_stopped (nil: not stopped).
 	StopRequest *StopRequest
 	Stopped     *session.TurnStopped
+	// StoppedSeq is the seq of that turn_stopped (0: not stopped).
+	StoppedSeq int64
 	// Suspended is the turn's newest turn_suspended (nil: never suspended).
 	Suspended *session.TurnSuspended
 	// Approvals is the turn's approval requests, in order.
@@ -155,6 +157,8 @@ type StopRequest struct {
 	Seq    int64
 	By     string
 	Source string // "button" when the payload does not say
+	// UserName is the asker's display name, when Slack told it ("" otherwise).
+	UserName string
 }
 
 // Approval is an approval request and what became of it.
@@ -344,13 +348,13 @@ func (ts *Turns) addDuring(e session.Event) {
 		var p session.StopRequested
 		_ = ts.decode(e, &p) // a stop without a readable source came from the button
 		if t := ts.Last(); t != nil && t.Open && t.StopRequest == nil {
-			t.StopRequest = &StopRequest{Seq: e.Seq, By: e.Actor.ID, Source: cmp.Or(p.Source, "button")}
+			t.StopRequest = &StopRequest{Seq: e.Seq, By: e.Actor.ID, Source: cmp.Or(p.Source, "button"), UserName: p.UserName}
 		}
 	case session.TypeTurnStopped:
 		var p session.TurnStopped
 		if ts.decode(e, &p) {
 			if t := ts.current(p.Turn); t != nil {
-				t.Stopped = &p
+				t.Stopped, t.StoppedSeq = &p, e.Seq
 			}
 		}
 	case session.TypeCellWoken, session.TypeToolResult:

@@ -99,7 +99,10 @@ func toolStatus(tl *Tool) string {
 	if tl.Truncated {
 		parts = append(parts, "output truncated by the sandbox")
 	}
-	if tl.Synthetic {
+	switch {
+	case tl.StoppedBy != "":
+		parts = append(parts, "stopped by "+tl.StoppedBy+" while it ran, outcome unknown")
+	case tl.Synthetic:
 		parts = append(parts, "outcome unknown (recorded after a crash)")
 	}
 	return strings.Join(parts, ", ")

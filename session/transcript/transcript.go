@@ -145,6 +145,7 @@ type Tool struct {
 	DurationMS   int64  `json:"duration_ms,omitempty"`
 	Truncated    bool   `json:"truncated,omitempty"` // the sandbox cut the output
 	Synthetic    bool   `json:"synthetic,omitempty"`
+	StoppedBy    string `json:"stopped_by,omitempty"` // a stop cancelled it while it ran
 	ResultSeq    int64  `json:"result_seq,omitempty"`
 	HiddenLines  int    `json:"hidden_lines,omitempty"`  // output lines left out of the compact view
 	HiddenInputs int    `json:"hidden_inputs,omitempty"` // input lines left out of the compact view
@@ -422,6 +423,7 @@ func (b *builder) tool(en Entry, it *thread.Tool) {
 	if r := it.Result; r != nil {
 		tool.HasResult, tool.Output, tool.IsError, tool.ExitCode = true, r.Content, r.IsError, r.ExitCode
 		tool.DurationMS, tool.Truncated, tool.Synthetic, tool.ResultSeq = r.DurationMS, r.Truncated, r.Synthetic, it.ResultEvent.Seq
+		tool.StoppedBy = r.StoppedBy
 		if !opts.All {
 			tool.Output, tool.HiddenLines = clipLines(tool.Output, opts.ToolLines)
 		}

@@ -390,3 +390,31 @@ func TestApprovalsAndStopsAreShown(t *testing.T) {
 		t.Errorf("--all lacks turn_suspended:\n%s", out.String())
 	}
 }
+
+// Issue 28: a command cancelled by a stop shows as stopped, and by whom, in every format —
+// not as an outcome unknown after a crash, which is what a synthetic result alone says.
+func TestGoldenStoppedCommand(t *testing.T) {
+	t.Parallel()
+	grace := session.Actor{Kind: session.ActorUser, ID: "U0000002"}
+	b := &builder{t: time.Date(2023, 11, 14, 22, 13, 20, 0, time.UTC)}
+	b.user("1700000000.001200", "@logbook run the whole test suite", "<@UB000001> run the whole test suite", nil)
+	b.add(session.TypeTurnStarted, sys, session.TurnStarted{Through: 1, Reason: "message"})
+	b.add(session.TypeAssistantMessage, bot, session.AssistantMessage{Text: "Running it.", ToolCallIDs: []string{"call_1"}, Turn: 2})
+	b.add(session.TypeToolCall, bot, session.ToolCall{CallID: "call_1", Name: "run_command", Input: json.RawMessage(`{"command":"make test"}`)})
+	b.add(session.TypeStopRequested, grace, session.StopRequested{Source: "button"})
+	b.add(session.TypeToolResult, sys, session.ToolResult{CallID: "call_1", IsError: true, Synthetic: true, StoppedBy: "U0000002",
+		Content: "stopped by U0000002 while it ran; its outcome is unknown"})
+	b.add(session.TypeTurnStopped, sys, session.TurnStopped{Turn: 2, By: "U0000002", Source: "button", Request: 5, Shown: "Running it."})
+	b.add(session.TypeTurnCompleted, sys, session.TurnCompleted{Turn: 2, Status: session.StatusStopped, Reason: "button", Through: 1})
+	exts := map[transcript.Format]string{transcript.FormatText: "txt", transcript.FormatMarkdown: "md", transcript.FormatHTML: "html", transcript.FormatJSON: "json"}
+	for f, ext := range exts {
+		var out bytes.Buffer
+		if err := transcript.Render(&out, sess, b.evs, transcript.Options{Format: f}); err != nil {
+			t.Fatal(err)
+		}
+		if f != transcript.FormatJSON && (!strings.Contains(out.String(), "stopped by U0000002 while it ran") || strings.Contains(out.String(), "after a crash")) {
+			t.Errorf("%s: the stopped command does not say it was stopped, and by whom:\n%s", ext, out.String())
+		}
+		golden(t, "stopped."+ext, out.Bytes())
+	}
+}

@@ -105,6 +105,29 @@ type Server struct {
 	calls   []Call
 	counts  []Count // scripted count_tokens answers
 	counted []Call  // count_tokens requests
+	quirks  Quirks
+}
+
+// Quirks are ways real servers differ from the APIs' reference behaviour, for a test to turn
+// on (SetQuirks) before it makes calls.
+type Quirks struct {
+	// ChunkIDs (OpenAI): every streamed chunk carries an id of its own, as several local
+	// servers and gateways send them ("chatcmpl-fake1-0", "chatcmpl-fake1-1", ...), instead of
+	// one id for the whole completion.
+	ChunkIDs bool
+	// RefuseMaxTokens (OpenAI): the server is a reasoning model's (GPT-5, o-series): a request
+	// with max_tokens is answered HTTP 400 with OpenAI's unsupported_parameter error and uses
+	// no scripted reply; max_completion_tokens is taken.
+	RefuseMaxTokens bool
+	// RefuseMaxCompletionTokens (OpenAI): the other way round, as older local servers do.
+	RefuseMaxCompletionTokens bool
+}
+
+// SetQuirks sets the server's quirks for the calls that follow.
+func (s *Server) SetQuirks(q Quirks) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.quirks = q
 }
 
 // Count is one scripted answer of Anthropic's count-tokens endpoint
@@ -199,6 +222,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
+	if s.kind == "openai" {
+		if msg, param := s.unsupportedLocked(call); msg != "" {
+			call.Invalid = msg
+			s.calls = append(s.calls, call)
+			s.mu.Unlock()
+			s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", param, "unsupported_parameter", msg)
+			return
+		}
+	}
 	if len(s.script) == 0 {
 		call.Invalid = "no scripted reply left"
 		s.calls = append(s.calls, call)
@@ -264,9 +296,12 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, call Call, reply
 		return
 	}
 	n := len(s.Calls())
+	s.mu.Lock()
+	q := s.quirks
+	s.mu.Unlock()
 	switch {
 	case call.Stream && s.kind == "openai":
-		streamOpenAI(w, r, reply, n)
+		streamOpenAI(w, r, reply, n, q.ChunkIDs)
 		return
 	case call.Stream:
 		streamAnthropic(w, r, reply, n)
@@ -344,6 +379,33 @@ func (s *Server) writeError(w http.ResponseWriter, status int, typ, msg string) 
 		body = map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
 	}
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// unsupportedLocked is the error OpenAI answers a reasoning model's request that sends
+// max_tokens (or, with RefuseMaxCompletionTokens, an older server's that sends
+// max_completion_tokens), with the parameter it names; "" when the request is taken.
+func (s *Server) unsupportedLocked(c Call) (msg, param string) {
+	var body struct {
+		MaxTokens           *int64 `json:"max_tokens"`
+		MaxCompletionTokens *int64 `json:"max_completion_tokens"`
+	}
+	if json.Unmarshal(c.Body, &body) != nil {
+		return "", ""
+	}
+	switch {
+	case s.quirks.RefuseMaxTokens && body.MaxTokens != nil:
+		return "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", "max_tokens"
+	case s.quirks.RefuseMaxCompletionTokens && body.MaxCompletionTokens != nil:
+		return "Unsupported parameter: 'max_completion_tokens' is not supported with this model. Use 'max_tokens' instead.", "max_completion_tokens"
+	}
+	return "", ""
+}
+
+// writeOpenAIError answers with OpenAI's error body, param and code as given.
+func (s *Server) writeOpenAIError(w http.ResponseWriter, status int, typ, param, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": param, "code": code}})
 }
 
 func anthropicResponse(r Reply, n int) any {

@@ -237,12 +237,20 @@ func streamAnthropic(w http.ResponseWriter, req *http.Request, r Reply, n int) {
 // streamOpenAI sends r as Chat Completions chunks: a role chunk, content pieces, tool_calls
 // pieces (id, type and name in the first chunk of each call, arguments in pieces), a chunk
 // with the finish_reason, a usage chunk with no choices (stream_options.include_usage), and
-// data: [DONE].
-func streamOpenAI(w http.ResponseWriter, req *http.Request, r Reply, n int) {
+// data: [DONE]. With chunkIDs every chunk has an id of its own (Quirks.ChunkIDs).
+func streamOpenAI(w http.ResponseWriter, req *http.Request, r Reply, n int, chunkIDs bool) {
 	e := newSSE(w, req, r, "openai")
-	id := "chatcmpl-fake" + strconv.Itoa(n)
+	base := "chatcmpl-fake" + strconv.Itoa(n)
+	sent := 0
+	nextID := func() string {
+		sent++
+		if chunkIDs {
+			return base + "-" + strconv.Itoa(sent-1)
+		}
+		return base
+	}
 	chunk := func(delta map[string]any, finish any) map[string]any {
-		return map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1700000000, "model": "gpt-fake-1",
+		return map[string]any{"id": nextID(), "object": "chat.completion.chunk", "created": 1700000000, "model": "gpt-fake-1",
 			"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}}, "usage": nil}
 	}
 	e.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
@@ -277,7 +285,7 @@ func streamOpenAI(w http.ResponseWriter, req *http.Request, r Reply, n int) {
 		return
 	}
 	e.event("", chunk(map[string]any{}, openAIFinish(r)))
-	e.event("", map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1700000000, "model": "gpt-fake-1",
+	e.event("", map[string]any{"id": nextID(), "object": "chat.completion.chunk", "created": 1700000000, "model": "gpt-fake-1",
 		"choices": []any{}, "usage": openAIUsage(r)})
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	http.NewResponseController(w).Flush()

@@ -1,0 +1,137 @@
+package bot_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
+
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/brain/fakeprovider"
+	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/session"
+)
+
+// mcpServer is a remote MCP server built with the SDK, over streamable HTTP: lookup
+// (read-only) and delete_item.
+func mcpServer(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "incidents", Version: "1"}, nil)
+	obj := map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "string"}}}
+	s.AddTool(&mcp.Tool{Name: "lookup", Description: "Look an incident up.", InputSchema: obj, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "an incident"}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "delete_item", Description: "Delete an item.", InputSchema: obj},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in struct{ ID string }
+			_ = json.Unmarshal(req.Params.Arguments, &in)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted " + in.ID}}}, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return srv.URL
+}
+
+func mcpConnectors(t *testing.T, data string) *connectors.Connectors {
+	t.Helper()
+	cfg, err := connectors.Parse("mcp.json", []byte(data), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return connectors.New(cfg, connectors.Options{})
+}
+
+// A tool the server's approve names waits for a card even where LOGBOOK_TOOL_APPROVAL allows
+// everything; approved, it runs once and its result names the server.
+func TestConnectorApproveCard(t *testing.T) {
+	t.Parallel()
+	c := mcpConnectors(t, `{"mcpServers": {"incidents": {"url": "`+mcpServer(t)+`", "channels": ["`+general+`"], "approve": ["delete_*"]}}}`)
+	h, model := modelHarness(t, harnessOptions{connectors: c})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "mcp__incidents__delete_item", Input: `{"id":"X-1"}`}}},
+		fakeprovider.Reply{Text: "Deleted X-1."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> delete X-1"})
+	card := h.card(top.TS)
+	if !strings.Contains(cardText(card), "mcp__incidents__delete_item") || !strings.Contains(cardText(card), "X-1") {
+		t.Fatalf("card does not show the call: %s", cardText(card))
+	}
+	s := h.session(general, top.TS)
+	if n := len(h.events(s.ID, session.TypeToolResult)); n != 0 {
+		t.Fatalf("%d tool results before anyone decided", n)
+	}
+	h.click(top.TS, bot.ActionApprove, ada)
+	r := h.toolResult(s.ID, "toolu_1")
+	if r.IsError || r.Content != "deleted X-1" || r.Server != "incidents" || r.Tool != "delete_item" {
+		t.Fatalf("tool result %+v", r)
+	}
+	h.answered(s.ID)
+	calls := model.Calls()
+	if !strings.Contains(strings.Join(calls[0].Tools, " "), "mcp__incidents__lookup") {
+		t.Fatalf("the model was not offered the server's tools: %v", calls[0].Tools)
+	}
+}
+
+// LOGBOOK_TOOL_APPROVAL's patterns match connector tools' names; the most specific wins.
+func TestToolApprovalConnectorPatterns(t *testing.T) {
+	t.Parallel()
+	p, err := bot.ParseToolApproval("mcp__*=deny,mcp__incidents__*=ask,mcp__incidents__lookup=allow", brain.ToolNames())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tool, want := range map[string]string{
+		"mcp__incidents__lookup": bot.ApprovalAllow, "mcp__incidents__delete_item": bot.ApprovalAsk,
+		"mcp__github__create_issue": bot.ApprovalDeny, "run_command": bot.ApprovalAllow,
+	} {
+		if got := p.For(general, tool); got != want {
+			t.Errorf("%s: %s, want %s", tool, got, want)
+		}
+	}
+	for _, bad := range []string{"mcp__[=ask", "mcp_typo=ask"} {
+		if _, err := bot.ParseToolApproval(bad, brain.ToolNames()); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// /logbook mcp lists the servers and tools offered in the channel and whether each is
+// reachable; elsewhere it says none is offered; other commands go on to the next handler.
+func TestConnectorsSlashCommand(t *testing.T) {
+	t.Parallel()
+	c := mcpConnectors(t, `{"mcpServers": {
+	  "incidents": {"url": "`+mcpServer(t)+`", "channels": ["`+general+`"], "approve": ["delete_*"]},
+	  "down": {"url": "http://127.0.0.1:1/mcp", "channels": ["#general"]},
+	  "files": {"command": "node", "args": ["server.js"], "channels": ["`+general+`"]}}}`)
+	next := func(context.Context, slack.SlashCommand) string { return "next" }
+	name := func(_ context.Context, id string) string {
+		if id == general {
+			return "general"
+		}
+		return "other"
+	}
+	slash := bot.ConnectorsCommand(next, c, name, zerolog.Nop())
+	out := slash(context.Background(), slack.SlashCommand{Text: "mcp", ChannelID: general})
+	for _, want := range []string{"*incidents* (remote, http): reachable, 2 tools", "`mcp__incidents__delete_item` (needs approval)",
+		"`mcp__incidents__lookup`", "*down* (remote, http): :warning: unreachable", "*files* (local, stdio)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("/logbook mcp lacks %q:\n%s", want, out)
+		}
+	}
+	if out := slash(context.Background(), slack.SlashCommand{Text: "mcp", ChannelID: "C0OTHER"}); !strings.Contains(out, "No MCP server is offered") {
+		t.Errorf("another channel: %s", out)
+	}
+	if out := slash(context.Background(), slack.SlashCommand{Text: "help", ChannelID: general}); out != "next" {
+		t.Errorf("help went to %q", out)
+	}
+}
