@@ -877,7 +877,7 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 	}
 	for _, use := range rerun {
 		st.log.Info().Str("tool", use.Name).Str("call_id", use.ID).Msg("read-only MCP call without a result: calling it again")
-		if err := b.appendResult(ctx, st, use, b.runTool(st.turnCtx, st.Turn, use, &st.budget)); err != nil {
+		if err := b.appendResult(ctx, st, use, b.traceTool(st.turnCtx, st.Turn, use, &st.budget)); err != nil {
 			return err
 		}
 	}
