@@ -245,12 +245,29 @@ func (r *Retention) Purge(ctx context.Context, who Who, now time.Time) ([]Purge,
 	if err != nil {
 		return nil, fmt.Errorf("purge sessions older than %s: %w", cutoff.UTC().Format(time.RFC3339), err)
 	}
+	if _, err := r.PurgeMemory(ctx, now); err != nil {
+		return ps, err
+	}
 	if r.files != nil {
 		if _, err := r.DeletePurgedFiles(ctx); err != nil {
 			return ps, fmt.Errorf("purge sessions older than %s: %w", cutoff.UTC().Format(time.RFC3339), err)
 		}
 	}
 	return ps, nil
+}
+
+const sqlPurgeMemory = `SELECT logbook_purge_memory($1)`
+
+// PurgeMemory empties the text of every channel memory note older than now - Keep that no
+// open hold covers (its channel, who asked, the session it came from), and returns how many;
+// Purge calls it after the sessions. A purged note is never offered to the model again.
+func (r *Retention) PurgeMemory(ctx context.Context, now time.Time) (int64, error) {
+	cutoff := now.Add(-r.keep)
+	var n int64
+	if err := r.pool.QueryRow(ctx, sqlPurgeMemory, cutoff).Scan(&n); err != nil {
+		return 0, fmt.Errorf("purge channel memory older than %s: %w", cutoff.UTC().Format(time.RFC3339), err)
+	}
+	return n, nil
 }
 
 // DeletePurgedFiles deletes the bucket objects of content a purge left unreferenced, then

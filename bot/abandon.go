@@ -24,19 +24,19 @@ const AbandonedText = "Sorry — I could not finish answering this: my attempts 
 // the notice cannot reach the thread after maxResumes more cells, the turn is closed with
 // the error alone.
 func (t *turn) abandon(ctx context.Context, cells int) error {
-	c, d, st := t.cell, t.cell.deps, t.state
+	st := t.state
 	why := fmt.Sprintf("the turn was taken up by %d cells and none finished it (each died, lost its lease or kept failing); "+
 		"the thread was told to send the message again", cells)
 	if _, tn := t.turns(); tn.Reply.Seq > 0 && tn.Delivered {
-		return t.complete(ctx, session.StatusOK, "")
+		return t.complete(ctx, outcome{status: session.StatusOK})
 	}
 	if cells > 2*maxResumes {
 		t.log.Warn().Int("cells", cells).Msg("turn abandoned; the notice could not be delivered either")
-		return t.complete(ctx, session.StatusError, session.ReasonAbandoned, abandonedError(fmt.Sprintf(
+		return t.complete(ctx, abandoned(fmt.Sprintf(
 			"the turn was taken up by %d cells and none finished it; the notice to the thread could not be delivered either", cells)))
 	}
-	stored, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage,
-		Actor:          session.Actor{Kind: session.ActorBot, ID: cmp.Or(d.cfg.Where.BotUserID, "logbook")},
+	stored, err := t.flog.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage,
+		Actor:          session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.cfg.Where.BotUserID, "logbook")},
 		IdempotencyKey: "abandoned/" + strconv.FormatInt(st.turnSeq, 10),
 		Payload:        session.AssistantMessage{Text: AbandonedText}})
 	if err != nil {
@@ -44,23 +44,25 @@ func (t *turn) abandon(ctx context.Context, cells int) error {
 	}
 	notice := stored[0]
 	if ts, _ := t.turns(); ts.Delivered(notice) {
-		return t.complete(ctx, session.StatusError, session.ReasonAbandoned, abandonedError(why))
+		return t.complete(ctx, abandoned(why))
 	}
 	t.log.Warn().Int("cells", cells).Msg("turn abandoned after repeated failures; telling the thread")
 	// A notice stored by an earlier cell may have been posted already: search first.
-	posted, err := d.Deliver.Deliver(ctx, c.sess, notice, true, "")
+	posted, err := t.deliverer.Deliver(ctx, t.sess, notice, true, "")
 	switch {
 	case err == nil:
-		d.Metrics.deliveries.Inc()
-		return t.complete(ctx, session.StatusError, session.ReasonAbandoned, abandonedError(why), deliveredEvent(notice, c.sess.Key.Channel, posted))
+		done := abandoned(why)
+		done.evs, done.delivered = append(done.evs, deliveredEvent(notice, t.sess.Key.Channel, posted)), true
+		return t.complete(ctx, done)
 	case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
 		return err // the turn stays open; the next attempt finds the notice stored
 	default:
-		return t.complete(ctx, session.StatusError, session.ReasonAbandoned, abandonedError(why+"; but the notice could not be delivered: "+shortError(err)))
+		return t.complete(ctx, abandoned(why+"; but the notice could not be delivered: "+shortError(err)))
 	}
 }
 
-func abandonedError(msg string) session.NewEvent {
-	return session.NewEvent{Type: session.TypeError, Actor: cellActor,
-		Payload: session.ErrorEvent{Stage: "turn", Code: "abandoned", Message: msg}}
+// abandoned is the outcome of an abandoned turn: an error, whose event says why (msg).
+func abandoned(msg string) outcome {
+	return outcome{status: session.StatusError, reason: session.ReasonAbandoned, evs: []session.NewEvent{{Type: session.TypeError,
+		Actor: cellActor, Payload: session.ErrorEvent{Stage: "turn", Code: "abandoned", Message: msg}}}}
 }

@@ -215,12 +215,15 @@ var errSuspended = errors.New("turn suspended while waiting for approval")
 // the log's: a decision appended by any replica's gateway, the deadline, or a stop. After the
 // cell's idle timeout (or on a graceful stop) it suspends the turn instead of waiting on.
 func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, error) {
-	c, d := t.cell, t.cell.deps
-	switch t.connectorApproval(d.cfg.Approval.Policy.For(c.sess.Key.Channel, use.Name), use.Name) {
+	switch t.connectorApproval(t.approvalPolicy().For(t.sess.Key.Channel, use.Name), use.Name) {
 	case ApprovalAllow:
 		return brain.Decision{Allow: true}, nil
 	case ApprovalDeny:
-		return brain.Decision{Result: fmt.Sprintf("%s is not allowed in this channel by the deployment's policy (LOGBOOK_TOOL_APPROVAL); the call did not run. Say what you would have done instead.", use.Name)}, nil
+		by := "the deployment's policy (LOGBOOK_TOOL_APPROVAL)"
+		if t.channel.approval != nil {
+			by = "this channel's approvals setting (/logbook config approvals)"
+		}
+		return brain.Decision{Result: fmt.Sprintf("%s is not allowed in this channel by %s; the call did not run. Say what you would have done instead.", use.Name, by)}, nil
 	}
 	if t.live != nil {
 		t.live.Status("waiting for approval")
@@ -229,42 +232,42 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 	if err != nil {
 		return brain.Decision{}, err
 	}
-	idleAt := d.Clock.Now().Add(d.cfg.IdleTimeout)
+	idleAt := t.clock.Now().Add(t.cfg.IdleTimeout)
 	for {
-		if dec, p, ok := thread.FoldTurns(c.flog.snapshot()).Decision(use.ID); ok {
+		if dec, p, ok := thread.FoldTurns(t.flog.snapshot()).Decision(use.ID); ok {
 			// The card shows the decision even if the gateway's update did not get through
 			// (a rate limit, a lost answer): an idempotent chat.update.
-			d.Deliver.showDecision(ctx, req, card, dec)
+			t.deliverer.showDecision(ctx, req, card, dec)
 			return decisionFor(dec, p, req), nil
 		}
-		now := d.Clock.Now()
+		now := t.clock.Now()
 		if !now.Before(req.ExpiresAt) {
 			// Nobody decided in time: a denial. Whoever appends first decides (a click that
 			// raced the deadline may win); the card then shows what was decided.
-			stored, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeApprovalDecided, Actor: approvalActor,
+			stored, err := t.flog.Append(ctx, session.NewEvent{Type: session.TypeApprovalDecided, Actor: approvalActor,
 				IdempotencyKey: session.ApprovalKey(use.ID),
 				Payload:        session.ApprovalDecided{CallID: use.ID, Decision: session.DecisionTimeout, Via: "timeout"}})
 			if err != nil {
 				return brain.Decision{}, err
 			}
 			if !stored[0].Duplicate {
-				d.Metrics.approvals.WithLabelValues(session.DecisionTimeout).Inc()
+				t.metrics.approvals.WithLabelValues(session.DecisionTimeout).Inc()
 			}
 			// The stored decision — the timeout, or a click that won the race — decides.
 			dec, p, _ := thread.FoldTurns(stored).Decision(use.ID)
-			d.Deliver.showDecision(ctx, req, card, dec)
+			t.deliverer.showDecision(ctx, req, card, dec)
 			return decisionFor(dec, p, req), nil
 		}
-		if !now.Before(idleAt) || d.isDraining() {
+		if !now.Before(idleAt) || closed(t.draining) {
 			return brain.Decision{}, t.suspend(ctx, req)
 		}
 		select {
 		case <-ctx.Done():
 			return brain.Decision{}, ctx.Err()
 		case <-t.changed:
-		case <-d.Clock.After(req.ExpiresAt.Sub(now)):
-		case <-d.Clock.After(idleAt.Sub(now)):
-		case <-d.draining:
+		case <-t.clock.After(req.ExpiresAt.Sub(now)):
+		case <-t.clock.After(idleAt.Sub(now)):
+		case <-t.draining:
 		}
 	}
 }
@@ -273,9 +276,8 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 // as an earlier cell left them (the card found by its metadata, posted when it is missing: that
 // cell died between the record and the post). A decided request's card is not looked for.
 func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.ApprovalRequested, string, error) {
-	c, d := t.cell, t.cell.deps
 	link := t.callLink(use.ID)
-	folded := thread.FoldTurns(c.flog.snapshot())
+	folded := thread.FoldTurns(t.flog.snapshot())
 	var req session.ApprovalRequested
 	decided := ""
 	if a, ok := folded.Approval(use.ID); ok {
@@ -284,7 +286,7 @@ func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.
 		if done && !unshowable(dec) {
 			return req, "", nil
 		}
-		ts, err := d.Deliver.findCard(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, use.ID)
+		ts, err := t.deliverer.findCard(ctx, t.sess.Key.Channel, t.sess.Key.ThreadTS, use.ID)
 		if err != nil || ts != "" {
 			return req, ts, err
 		}
@@ -293,8 +295,8 @@ func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.
 		}
 	} else {
 		req = session.ApprovalRequested{Turn: t.state.turnSeq, CallID: use.ID, Tool: use.Name,
-			Summary: t.approvalSummary(ctx, use), Channel: c.sess.Key.Channel,
-			ExpiresAt: d.Clock.Now().Add(cmp.Or(d.cfg.Approval.Timeout, 30*time.Minute))}
+			Summary: t.approvalSummary(ctx, use), Channel: t.sess.Key.Channel,
+			ExpiresAt: t.clock.Now().Add(cmp.Or(t.cfg.Approval.Timeout, 30*time.Minute))}
 		evs := []session.NewEvent{{Type: session.TypeApprovalRequested, Actor: approvalActor,
 			IdempotencyKey: "approval_requested/" + use.ID, Payload: req}}
 		if _, hidden := codeBlock(req.Summary, maxSummary); hidden > 0 && link == "" {
@@ -304,24 +306,24 @@ func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.
 				IdempotencyKey: session.ApprovalKey(use.ID),
 				Payload:        session.ApprovalDecided{CallID: use.ID, Decision: session.DecisionDenied, Via: viaUnshowable}})
 		}
-		stored, err := c.flog.Append(ctx, evs...)
+		stored, err := t.flog.Append(ctx, evs...)
 		if err != nil {
 			return req, "", err
 		}
 		if len(stored) == 2 {
 			decided = decidedLine(stored[1])
-			d.Metrics.approvals.WithLabelValues(session.DecisionDenied).Inc()
+			t.metrics.approvals.WithLabelValues(session.DecisionDenied).Inc()
 			t.log.Warn().Str("tool", use.Name).Str("call_id", use.ID).Int("characters", utf8.RuneCountInString(req.Summary)).
 				Msg("tool call denied without asking: its card cannot show it whole and LOGBOOK_PUBLIC_URL is not set")
 		}
 	}
-	ts, err := d.Deliver.postCard(ctx, c.sess, req, d.cfg.Approval.Approvers, link, decided)
+	ts, err := t.deliverer.postCard(ctx, t.sess, req, t.cfg.Approval.Approvers, link, decided)
 	if err != nil {
 		return req, "", fmt.Errorf("post the approval card for %s: %w", use.ID, err)
 	}
 	if decided == "" {
 		t.log.Info().Str("tool", use.Name).Str("call_id", use.ID).Str("card", ts).Msg("tool call waits for approval")
-		d.Metrics.approvals.WithLabelValues("requested").Inc()
+		t.metrics.approvals.WithLabelValues("requested").Inc()
 	}
 	return req, ts, nil
 }
@@ -337,13 +339,12 @@ func unshowable(decision session.Event) bool {
 // callLink is the web page of the session, landing on call's tool call with nothing of it cut
 // (?all=1), or "" without LOGBOOK_PUBLIC_URL.
 func (t *turn) callLink(call string) string {
-	c := t.cell
-	pub := c.deps.cfg.Footer.PublicURL
+	pub := t.cfg.Footer.PublicURL
 	if pub == "" {
 		return ""
 	}
-	page := TranscriptURL(pub, c.sess.ID) + "?all=1"
-	for _, e := range session.Select(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeToolCall}}) {
+	page := TranscriptURL(pub, t.sess.ID) + "?all=1"
+	for _, e := range session.Select(t.flog.snapshot(), session.Range{Types: []session.Type{session.TypeToolCall}}) {
 		var p session.ToolCall
 		if e.Decode(&p) == nil && p.CallID == call {
 			return page + "#e" + strconv.FormatInt(e.Seq, 10)
@@ -362,12 +363,12 @@ func (t *turn) suspend(ctx context.Context, req session.ApprovalRequested) error
 	// Seen: a message the cell has not read by now wakes the session again, as do a decision
 	// or a stop appended meanwhile (the trigger looks).
 	var seen int64
-	if last := session.Select(t.cell.flog.snapshot(), session.Range{Types: []session.Type{session.TypeUserMessage}, Desc: true, Limit: 1}); len(last) == 1 {
+	if last := session.Select(t.flog.snapshot(), session.Range{Types: []session.Type{session.TypeUserMessage}, Desc: true, Limit: 1}); len(last) == 1 {
 		seen = last[0].Seq
 	}
 	evs = append(evs, session.NewEvent{Type: session.TypeTurnSuspended, Actor: cellActor,
 		Payload: session.TurnSuspended{Turn: t.state.turnSeq, CallID: req.CallID, Until: req.ExpiresAt, Seen: seen}})
-	if _, err := t.cell.flog.Append(ctx, evs...); err != nil {
+	if _, err := t.flog.Append(ctx, evs...); err != nil {
 		return err
 	}
 	t.log.Info().Str("call_id", req.CallID).Time("until", req.ExpiresAt).Msg("turn suspended while it waits for approval")
@@ -378,7 +379,6 @@ func (t *turn) suspend(ctx context.Context, req session.ApprovalRequested) error
 // turn (nobody can decide them any more), and a func that shows them on their cards, to call
 // once they are stored: a card never says more than the log.
 func (t *turn) cancelApprovals(ctx context.Context, by string) ([]session.NewEvent, func(stored []session.Event)) {
-	c, d := t.cell, t.cell.deps
 	var evs []session.NewEvent
 	var reqs []session.ApprovalRequested
 	ts, tn := t.turns()
@@ -400,10 +400,10 @@ func (t *turn) cancelApprovals(ctx context.Context, by string) ([]session.NewEve
 				continue
 			}
 			if !dec.Duplicate {
-				d.Metrics.approvals.WithLabelValues(session.DecisionCanceled).Inc()
+				t.metrics.approvals.WithLabelValues(session.DecisionCanceled).Inc()
 			}
-			if card, err := d.Deliver.findCard(ctx, req.Channel, c.sess.Key.ThreadTS, req.CallID); err == nil && card != "" {
-				d.Deliver.showDecision(ctx, req, card, dec)
+			if card, err := t.deliverer.findCard(ctx, req.Channel, t.sess.Key.ThreadTS, req.CallID); err == nil && card != "" {
+				t.deliverer.showDecision(ctx, req, card, dec)
 			}
 		}
 	}
@@ -465,15 +465,14 @@ const maxDiffInput = 64 << 10
 // has it. The current file is read only where read_file would be allowed without asking, as
 // the card shows it in the channel before anyone approves.
 func (t *turn) writeDiff(ctx context.Context, path, content string) string {
-	c := t.cell
-	readable := c.deps.cfg.Approval.Policy.For(c.sess.Key.Channel, brain.ToolReadFile) == ApprovalAllow
+	readable := t.approvalPolicy().For(t.sess.Key.Channel, brain.ToolReadFile) == ApprovalAllow
 	old, from := "", "/dev/null"
 	switch {
 	case !readable:
 		return fmt.Sprintf("(the current file is not shown: read_file is not allowed here without approval)\nnew content, %d bytes:\n%s", len(content), content)
-	case c.hands == nil || path == "":
+	case t.hands == nil || path == "":
 	default:
-		b, err := c.hands.ReadFile(ctx, path)
+		b, err := t.hands.ReadFile(ctx, path)
 		switch {
 		case err == nil:
 			old, from = string(b), "a/"+path

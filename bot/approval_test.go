@@ -42,6 +42,16 @@ func modelHarness(t testing.TB, o harnessOptions) (*harness, *fakeprovider.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.channelAdmins != nil && o.models == nil {
+		// A channel's own model: the same fake server, another model name.
+		o.models = &bot.Models{New: func(spec string) (bot.Agent, error) {
+			p, err := brain.NewProvider(spec, brain.ProviderConfig{AnthropicAPIKey: "sk-test", AnthropicBaseURL: model.URL})
+			if err != nil {
+				return nil, err
+			}
+			return agent.WithProvider(p), nil
+		}}
+	}
 	// The sandbox user (nobody, when tests run as root) must be able to reach the workspaces.
 	base := t.TempDir()
 	for _, d := range []string{base, filepath.Dir(base)} {

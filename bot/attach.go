@@ -41,16 +41,15 @@ const (
 // record a later one checks against Slack (files.info) before sharing anything, so the file
 // never shows twice. The result is the tool's.
 func (t *turn) attach(ctx context.Context, callID, p, title string) (string, error) {
-	c, d := t.cell, t.cell.deps
-	if rec, ok := upload(c.flog.snapshot(), callID, uploadShared); ok {
+	if rec, ok := upload(t.flog.snapshot(), callID, uploadShared); ok {
 		return fmt.Sprintf("%s is attached to the thread already", rec.Name), nil
 	}
-	rec, ok := upload(c.flog.snapshot(), callID, uploadUploaded)
+	rec, ok := upload(t.flog.snapshot(), callID, uploadUploaded)
 	if !ok {
-		if c.hands == nil {
+		if t.hands == nil {
 			return "", errors.New("attach_file needs the sandbox, and this deployment has none")
 		}
-		data, err := c.hands.ReadFile(ctx, p)
+		data, err := t.hands.ReadFile(ctx, p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return "", fmt.Errorf("there is no file %s in the workspace", p)
@@ -63,8 +62,8 @@ func (t *turn) attach(ctx context.Context, callID, p, title string) (string, err
 			return "", fmt.Errorf("%s could not be read from the sandbox", p)
 		}
 		limit := int64(files.DefaultMax)
-		if d.Features.Fetcher != nil {
-			limit = d.Features.Fetcher.Max()
+		if t.features.Fetcher != nil {
+			limit = t.features.Fetcher.Max()
 		}
 		switch {
 		case len(data) == 0:
@@ -73,29 +72,29 @@ func (t *turn) attach(ctx context.Context, callID, p, title string) (string, err
 			return "", fmt.Errorf("%s is %s, over the %s limit (LOGBOOK_FILE_MAX)", p, session.FileSize(int64(len(data))), session.FileSize(limit))
 		}
 		sha := session.FileHash(data)
-		if prior, ok := sharedInTurn(c.flog.snapshot(), t.state.turnSeq, safeName(path.Base(p)), sha); ok {
+		if prior, ok := sharedInTurn(t.flog.snapshot(), t.state.turnSeq, safeName(path.Base(p)), sha); ok {
 			return fmt.Sprintf("%s is attached to the thread already (this turn, the same content)", prior.Name), nil
 		}
-		if d.Features.Files != nil {
-			if sha, err = d.Features.Files.Put(ctx, c.id, data); err != nil {
+		if t.features.Files != nil {
+			if sha, err = t.features.Files.Put(ctx, t.sess.ID, data); err != nil {
 				// The database's words are for operators, not for the model to quote.
 				t.log.Error().Err(err).Str("call_id", callID).Msg("attach_file: could not store the file")
 				return "", errors.New("the file could not be stored; the error is in the operator's log")
 			}
 		}
 		name := safeName(path.Base(p))
-		u, err := d.Features.Uploader.GetUploadURLExternalContext(ctx, slack.GetUploadURLExternalParameters{FileName: name, FileSize: len(data)})
+		u, err := t.features.Uploader.GetUploadURLExternalContext(ctx, slack.GetUploadURLExternalParameters{FileName: name, FileSize: len(data)})
 		if err != nil {
 			return "", fmt.Errorf("Slack would not take the upload: %w", err)
 		}
-		if err := d.Features.Uploader.UploadToURL(ctx, slack.UploadToURLParameters{UploadURL: u.UploadURL, Reader: bytes.NewReader(data), Filename: name}); err != nil {
+		if err := t.features.Uploader.UploadToURL(ctx, slack.UploadToURLParameters{UploadURL: u.UploadURL, Reader: bytes.NewReader(data), Filename: name}); err != nil {
 			// The upload URL is a short-lived credential: it stays out of the result.
 			t.log.Warn().Str("error", withoutURL(err)).Str("call_id", callID).Msg("attach_file: the upload failed")
 			return "", errors.New("the upload to Slack failed; the error is in the operator's log")
 		}
 		rec = session.FileUpload{CallID: callID, FileID: u.FileID, Name: name, Title: title, Size: int64(len(data)), SHA256: sha,
 			Mimetype: mime.TypeByExtension(path.Ext(name)), Status: uploadUploaded}
-		if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeFileUpload, Actor: filesActor,
+		if _, err := t.flog.Append(ctx, session.NewEvent{Type: session.TypeFileUpload, Actor: filesActor,
 			IdempotencyKey: "file_upload/" + callID + "/" + uploadUploaded, Payload: rec}); err != nil {
 			t.log.Error().Err(err).Str("call_id", callID).Msg("attach_file: could not record the upload")
 			return "", errors.New("the upload could not be recorded; the file was not shared")
@@ -111,15 +110,14 @@ func (t *turn) attach(ctx context.Context, callID, p, title string) (string, err
 // share shares an uploaded file in the session's thread unless Slack says it is there
 // already, and records it (file_upload "shared").
 func (t *turn) share(ctx context.Context, rec session.FileUpload) error {
-	c, d := t.cell, t.cell.deps
 	ts, err := t.sharedAt(ctx, rec.FileID)
 	if err != nil {
 		return err
 	}
 	if ts == "" {
-		_, err := d.Features.Uploader.CompleteUploadExternalContext(ctx, slack.CompleteUploadExternalParameters{
-			Files: []slack.FileSummary{{ID: rec.FileID, Title: cmp.Or(rec.Title, rec.Name)}}, Channel: c.sess.Key.Channel,
-			ThreadTimestamp: c.sess.Key.ThreadTS})
+		_, err := t.features.Uploader.CompleteUploadExternalContext(ctx, slack.CompleteUploadExternalParameters{
+			Files: []slack.FileSummary{{ID: rec.FileID, Title: cmp.Or(rec.Title, rec.Name)}}, Channel: t.sess.Key.Channel,
+			ThreadTimestamp: t.sess.Key.ThreadTS})
 		// An ok answer means shared (Slack fills in files.info's shares a moment later); after
 		// an error Slack's record decides, asked a few times: an answer lost after the share
 		// must not lead to sharing the file again.
@@ -130,7 +128,7 @@ func (t *turn) share(ctx context.Context, rec session.FileUpload) error {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-d.Clock.After(wait):
+			case <-t.clock.After(wait):
 			}
 		}
 		if err != nil && ts == "" {
@@ -141,15 +139,14 @@ func (t *turn) share(ctx context.Context, rec session.FileUpload) error {
 		}
 	}
 	rec.Status, rec.TS = uploadShared, ts
-	_, err = c.flog.Append(ctx, session.NewEvent{Type: session.TypeFileUpload, Actor: filesActor,
+	_, err = t.flog.Append(ctx, session.NewEvent{Type: session.TypeFileUpload, Actor: filesActor,
 		IdempotencyKey: "file_upload/" + rec.CallID + "/" + uploadShared, Payload: rec})
 	return err
 }
 
 // sharedAt is the ts of the message that shares file in the session's thread, "" if none.
 func (t *turn) sharedAt(ctx context.Context, file string) (string, error) {
-	c, d := t.cell, t.cell.deps
-	f, _, _, err := d.Features.Uploader.GetFileInfoContext(ctx, file, 0, 0)
+	f, _, _, err := t.features.Uploader.GetFileInfoContext(ctx, file, 0, 0)
 	if isSlackErr(err, "file_not_found") {
 		return "", nil // uploaded, never shared: Slack shows no file until it is
 	}
@@ -157,8 +154,8 @@ func (t *turn) sharedAt(ctx context.Context, file string) (string, error) {
 		return "", fmt.Errorf("look up the uploaded file %s: %w", file, err)
 	}
 	for _, shares := range []map[string][]slack.ShareFileInfo{f.Shares.Public, f.Shares.Private} {
-		for _, s := range shares[c.sess.Key.Channel] {
-			if s.ThreadTs == c.sess.Key.ThreadTS || s.Ts == c.sess.Key.ThreadTS {
+		for _, s := range shares[t.sess.Key.Channel] {
+			if s.ThreadTs == t.sess.Key.ThreadTS || s.Ts == t.sess.Key.ThreadTS {
 				return s.Ts, nil
 			}
 		}
@@ -170,10 +167,10 @@ func (t *turn) sharedAt(ctx context.Context, file string) (string, error) {
 // shared (it may have shared them: Slack says), before the turn goes on. Only a context that
 // ends is an error.
 func (t *turn) finishUploads(ctx context.Context) error {
-	if t.cell.deps.Features.Uploader == nil {
+	if t.features.Uploader == nil {
 		return nil
 	}
-	snap := t.cell.flog.snapshot()
+	snap := t.flog.snapshot()
 	for _, e := range session.Select(snap, session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypeFileUpload}}) {
 		var rec session.FileUpload
 		if e.Decode(&rec) != nil || rec.Status != uploadUploaded {
@@ -194,22 +191,14 @@ func (t *turn) finishUploads(ctx context.Context) error {
 // sharedInTurn finds a file of this name and content the turn at turnSeq shared already: the
 // same file attached again in one turn is shared once.
 func sharedInTurn(evs []session.Event, turnSeq int64, name, sha string) (session.FileUpload, bool) {
-	for _, e := range session.Select(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeFileUpload}}) {
-		var rec session.FileUpload
-		if e.Decode(&rec) == nil && rec.Status == uploadShared && rec.Name == name && rec.SHA256 == sha {
-			return rec, true
-		}
-	}
-	return session.FileUpload{}, false
+	return firstRecord(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypeFileUpload}}, func(rec session.FileUpload) bool {
+		return rec.Status == uploadShared && rec.Name == name && rec.SHA256 == sha
+	})
 }
 
 // upload finds the file_upload of call with status in evs.
 func upload(evs []session.Event, call, status string) (session.FileUpload, bool) {
-	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypeFileUpload}}) {
-		var rec session.FileUpload
-		if e.Decode(&rec) == nil && rec.CallID == call && rec.Status == status {
-			return rec, true
-		}
-	}
-	return session.FileUpload{}, false
+	return firstRecord(evs, session.Range{Types: []session.Type{session.TypeFileUpload}}, func(rec session.FileUpload) bool {
+		return rec.CallID == call && rec.Status == status
+	})
 }

@@ -23,24 +23,23 @@ var budgetActor = session.Actor{Kind: session.ActorSystem, ID: "budget"}
 // the budget) and keeps their text for the reply's footer. A budget that cannot be read is
 // logged: the reply goes out without the notice, and the next turn looks again.
 func (t *turn) budgetNotices(ctx context.Context) error {
-	c, d := t.cell, t.cell.deps
-	if d.Features.Budget == nil {
+	if t.features.Budget == nil {
 		return nil
 	}
-	ns, err := d.Features.Budget.Notices(ctx, c.sess.Key.Channel, t.state.lastUserMsg.User)
+	ns, err := t.features.Budget.Notices(ctx, t.sess.Key.Channel, t.state.lastUserMsg.User)
 	if err != nil {
 		t.log.Warn().Err(err).Msg("budget: could not read today's spend for the notice")
 		return nil
 	}
 	had := map[string]bool{}
-	for _, e := range session.Select(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeBudgetNotice}}) {
+	for _, e := range session.Select(t.flog.snapshot(), session.Range{Types: []session.Type{session.TypeBudgetNotice}}) {
 		had[e.IdempotencyKey] = true
 	}
 	for _, n := range ns {
 		if had[n.Key()] {
 			continue
 		}
-		if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypeBudgetNotice, Actor: budgetActor, IdempotencyKey: n.Key(), Payload: n}); err != nil {
+		if _, err := t.flog.Append(ctx, session.NewEvent{Type: session.TypeBudgetNotice, Actor: budgetActor, IdempotencyKey: n.Key(), Payload: n}); err != nil {
 			return err
 		}
 		t.notes = append(t.notes, n.Text)

@@ -40,13 +40,10 @@ type Cell struct {
 	flog  *cellLog
 	hands *Hands
 	mcp   *connectors.Session // nil: no MCP connectors in this channel
-	// woken is the seq of this cell's cell_woken marker: 0 until it is appended, which
-	// happens with the cell's first write (alone, or with the turn_started it wakes for).
-	woken int64
-	// queued is the highest user_message seq already given a queued marker.
-	queued int64
-	// copied holds the sandbox paths of shared files written into this cell's sandbox.
-	copied map[string]bool
+	// carried is what the cell's turns hand on to the next: its cell_woken (appended with the
+	// cell's first write, alone or with the turn_started it wakes for), the queued markers,
+	// the files copied into its sandbox.
+	carried carried
 }
 
 var (
@@ -97,6 +94,7 @@ func (c *Cell) run(ctx context.Context) {
 		d.Metrics.leaseSteals.Inc()
 	}
 	c.flog = newCellLog(d.Store, c.id, lease.Epoch)
+	c.carried.wake = c.wokenEvent(lease.Epoch)
 	c.log = c.log.With().Int64("epoch", lease.Epoch).Logger()
 
 	// The lease is renewed in the background; losing it cancels everything the cell does.
@@ -136,15 +134,15 @@ func (c *Cell) run(ctx context.Context) {
 		c.hands = d.Features.Hands(c.flog, sess)
 	}
 	c.openConnectors(ctx)
-	reason := c.loop(ctx, lease.Epoch)
-	exit, handOver = c.leave(ctx, lease.Epoch, reason)
+	reason := c.loop(ctx)
+	exit, handOver = c.leave(ctx, reason)
 }
 
 // leave ends the cell after its loop returned reason: the work tree's changes saved while the
 // lease is still ours, then cell_evicted (with cell_woken when the cell wrote nothing before).
 // It returns the cell's exit reason, and whether a peer should be woken once the lease is
 // released (a graceful stop with work left). A lost lease writes nothing.
-func (c *Cell) leave(ctx context.Context, epoch int64, reason string) (exit string, handOver bool) {
+func (c *Cell) leave(ctx context.Context, reason string) (exit string, handOver bool) {
 	d := c.deps
 	c.closeConnectors()
 	if c.hands != nil {
@@ -164,8 +162,8 @@ func (c *Cell) leave(ctx context.Context, epoch int64, reason string) (exit stri
 	out, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer stop()
 	var evs []session.NewEvent
-	if c.woken == 0 {
-		evs = append(evs, c.wokenEvent(epoch))
+	if c.carried.woken == 0 {
+		evs = append(evs, c.carried.wake)
 	}
 	evs = append(evs, session.NewEvent{Type: session.TypeCellEvicted, Actor: cellActor, Payload: session.CellEvicted{Reason: reason}})
 	if _, err := c.flog.Append(out, evs...); err != nil {
@@ -182,9 +180,12 @@ func (c *Cell) leave(ctx context.Context, epoch int64, reason string) (exit stri
 func hasWork(st turnState) bool { return st.open || st.lastUser > st.through }
 
 // isDraining reports whether the runner is stopping gracefully.
-func (d *cellDeps) isDraining() bool {
+func (d *cellDeps) isDraining() bool { return closed(d.draining) }
+
+// closed reports whether ch is closed (or holds a value).
+func closed(ch <-chan struct{}) bool {
 	select {
-	case <-d.draining:
+	case <-ch:
 		return true
 	default:
 		return false
@@ -198,19 +199,15 @@ func (c *Cell) wokenEvent(epoch int64) session.NewEvent {
 		Payload: session.CellWoken{Host: c.deps.cfg.Host, PID: os.Getpid(), Reason: c.reason, Epoch: epoch}}
 }
 
-// appendWoken appends cell_woken, and evs after it in the same append when this is the
-// cell's first write; otherwise just evs.
-func (c *Cell) appendWoken(ctx context.Context, epoch int64, evs ...session.NewEvent) ([]session.Event, error) {
-	if c.woken > 0 {
-		return c.flog.Append(ctx, evs...)
-	}
-	stored, err := c.flog.Append(ctx, append([]session.NewEvent{c.wokenEvent(epoch)}, evs...)...)
-	// cell_woken and evs are stored together, or neither is.
-	if err != nil {
-		return nil, err
-	}
-	c.woken = stored[0].Seq
-	return stored[1:], nil
+// newTurn builds the turn st from the parts it uses: the cell's session, log, sandbox and
+// signals, what the cell carries across its turns, and the runner's parts. This is the one
+// place a turn's parts are picked: a new one is a field of Features, handed on here whole.
+func (c *Cell) newTurn(st turnState) *turn {
+	d := c.deps
+	return &turn{sess: c.sess, flog: c.flog, hands: c.hands, mcp: c.mcp, poke: c.poke, wake: c.wake, carried: c.carried,
+		agent: d.Agent, deliverer: d.Deliver, clock: d.Clock, features: d.Features, cfg: &d.cfg,
+		metrics: d.Metrics, probe: d.Probe, draining: d.draining,
+		state: st, log: c.log, changed: make(chan struct{}, 1)}
 }
 
 // renew keeps the lease, and cancels the cell (errLeaseLost) once it cannot, or (errClaimLost)
@@ -256,7 +253,7 @@ func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease 
 
 // loop runs turns while there is work, and waits for signals otherwise. It returns the
 // eviction reason.
-func (c *Cell) loop(ctx context.Context, epoch int64) string {
+func (c *Cell) loop(ctx context.Context) string {
 	d := c.deps
 	idleAt := d.Clock.Now().Add(d.cfg.IdleTimeout)
 	failures := 0
@@ -274,8 +271,10 @@ func (c *Cell) loop(ctx context.Context, epoch int64) string {
 		}
 		st := readTurnState(c.flog.snapshot())
 		if hasWork(st) {
-			t := &turn{cell: c, epoch: epoch, state: st, changed: make(chan struct{}, 1)}
-			if err := c.runTurn(ctx, t); err != nil {
+			t := c.newTurn(st)
+			err := c.runTurn(ctx, t)
+			c.carried = t.carried
+			if err != nil {
 				if ctx.Err() != nil {
 					return "shutdown"
 				}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
+	"github.com/logbook/logbook/bot/memory"
+	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/filestore"
 )
@@ -77,4 +79,10 @@ type Features struct {
 	// Directory answers the gateway's channel and user look-ups (nil: the gateway keeps its
 	// own); serve gives it the one its pages, slash commands and cells use.
 	Directory *Directory
+	// Settings are the channels' settings as records, /logbook config (nil: the
+	// configuration's alone); Models builds a channel's own model (nil: every channel runs
+	// Agent); Memory is the channels' memory (nil: no remember tool, no notes). See channel.go.
+	Settings *settings.Settings
+	Models   *Models
+	Memory   *memory.Memory
 }

@@ -63,7 +63,10 @@
 //
 // # Turns
 //
-// A turn lives in turn.go; it is the only code that appends a turn's markers. In order:
+// A turn lives in turn.go; it is the only code that appends a turn's markers. It is a value
+// the cell builds (Cell.newTurn) from the parts it uses: the session, its log and sandbox, the
+// runner's agent, deliverer, clock and config, and [Features] whole, so an optional part is a
+// field there and a call in the phase that uses it. In order:
 //
 //  1. turn_started{through} (with cell_woken when it is the cell's first write). through is
 //     the last user message the turn answers; later ones get a queued marker while the
@@ -112,6 +115,18 @@
 // RunnerConfig.MidTurn "steer" (the default), a message written while a turn runs is handed
 // to the model at its next call (brain.Turn.Steer), recorded as steered, and the turn's
 // turn_completed covers it.
+//
+// # Each channel its own agent
+//
+// With Features.Settings, a turn reads its channel's settings once, as it starts (channel.go:
+// a channel's record from /logbook config wins over the configuration): its thread-replies
+// mode decides what it answers, its approvals policy replaces RunnerConfig.Approval.Policy,
+// its model runs the turn (Features.Models: the brain with another provider), and its
+// instructions go into the system prompt after logbook's rules, with the repository's
+// instruction file (Hands.Instructions: read at provisioning — a channel with a repository
+// gets its sandbox before the first model call — and again at each later turn) and the
+// channel's memory (Features.Memory, with the remember tool). Before the agent runs, the turn
+// appends turn_settings: what it runs under, and a hash of it.
 //
 // # Approvals
 //

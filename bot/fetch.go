@@ -27,11 +27,10 @@ func (t *turn) fetchFiles(ctx context.Context) error { return t.fetchThrough(ctx
 
 // fetchThrough is fetchFiles for the messages up to through (steering moves it on).
 func (t *turn) fetchThrough(ctx context.Context, through int64) error {
-	c, d := t.cell, t.cell.deps
-	if d.Features.Fetcher == nil || d.Features.Files == nil {
+	if t.features.Fetcher == nil || t.features.Files == nil {
 		return nil
 	}
-	snap := c.flog.snapshot()
+	snap := t.flog.snapshot()
 	done := map[string]bool{}
 	for _, e := range session.Select(snap, session.Range{Types: []session.Type{session.TypeFileFetched}}) {
 		var ff session.FileFetched
@@ -69,17 +68,16 @@ func (t *turn) fetchThrough(ctx context.Context, through int64) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	_, err := c.flog.Append(ctx, evs...)
+	_, err := t.flog.Append(ctx, evs...)
 	return err
 }
 
 // fetchFile fetches and stores one file. Only a failure to store is an error.
 func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.FileFetched, error) {
-	c, d := t.cell, t.cell.deps
 	if ref.URL == "" {
 		// Shared with file_access check_file_info (a Slack Connect channel): the message
 		// carried only the file's id, files.info has the rest.
-		info, err := d.Features.Fetcher.Info(ctx, ref.FileID)
+		info, err := t.features.Fetcher.Info(ctx, ref.FileID)
 		if err != nil {
 			if ctx.Err() != nil {
 				return session.FileFetched{}, ctx.Err()
@@ -96,13 +94,13 @@ func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.File
 	}
 	ff := session.FileFetched{FileID: ref.FileID, TS: ref.TS, Name: cmp.Or(ref.Name, ref.Title, ref.FileID),
 		Mimetype: ref.Mimetype, Size: ref.Size}
-	limit := d.Features.Fetcher.Max()
+	limit := t.features.Fetcher.Max()
 	if ref.Size > limit {
 		size, max := sizes(ref.Size, limit)
 		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("%s is over the %s limit (LOGBOOK_FILE_MAX)", size, max)
 		return ff, nil
 	}
-	data, attempts, err := d.Features.Fetcher.Fetch(ctx, ref.URL)
+	data, attempts, err := t.features.Fetcher.Fetch(ctx, ref.URL)
 	ff.Attempts = attempts
 	switch {
 	case errors.Is(err, files.ErrTooLarge):
@@ -114,7 +112,7 @@ func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.File
 		ff.Status, ff.Reason = session.FileFailed, err.Error()
 		return ff, nil
 	}
-	sha, err := d.Features.Files.Put(ctx, c.id, data)
+	sha, err := t.features.Files.Put(ctx, t.sess.ID, data)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ff, ctx.Err()
@@ -127,13 +125,13 @@ func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.File
 	}
 	ff.Status, ff.SHA256, ff.Size = session.FileStored, sha, int64(len(data))
 	ff.Kind = brain.FileKind(ref.Mimetype, ff.Name, data)
-	if ff.Kind == brain.FileKindOther && c.hands != nil {
+	if ff.Kind == brain.FileKindOther && t.hands != nil {
 		p := workspacePath(ref.FileID, ff.Name)
-		if err := c.hands.WriteFile(ctx, p, data); err != nil {
+		if err := t.hands.WriteFile(ctx, p, data); err != nil {
 			t.log.Warn().Err(err).Str("file_id", ref.FileID).Msg("could not copy a shared file into the sandbox")
 		} else {
 			ff.Workspace = p
-			c.copied[p] = true
+			t.carried.copied[p] = true
 		}
 	}
 	return ff, nil
@@ -148,19 +146,18 @@ func workspacePath(fileID, name string) string {
 // cell's (sandboxes are disposable: an evicted cell's is gone), so what the model was told is
 // in the sandbox is there. Best-effort.
 func (t *turn) restoreCopies(ctx context.Context) {
-	c, d := t.cell, t.cell.deps
-	if c.hands == nil || d.Features.Files == nil {
+	if t.hands == nil || t.features.Files == nil {
 		return
 	}
-	for _, e := range session.Select(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeFileFetched}}) {
+	for _, e := range session.Select(t.flog.snapshot(), session.Range{Types: []session.Type{session.TypeFileFetched}}) {
 		var ff session.FileFetched
-		if e.Decode(&ff) != nil || ff.Workspace == "" || ff.SHA256 == "" || c.copied[ff.Workspace] {
+		if e.Decode(&ff) != nil || ff.Workspace == "" || ff.SHA256 == "" || t.carried.copied[ff.Workspace] {
 			continue
 		}
-		c.copied[ff.Workspace] = true
-		data, err := d.Features.Files.FileContent(ctx, ff.SHA256)
+		t.carried.copied[ff.Workspace] = true
+		data, err := t.features.Files.FileContent(ctx, ff.SHA256)
 		if err == nil {
-			err = c.hands.WriteFile(ctx, ff.Workspace, data)
+			err = t.hands.WriteFile(ctx, ff.Workspace, data)
 		}
 		if err != nil {
 			t.log.Warn().Err(err).Str("file_id", ff.FileID).Msg("could not restore a shared file into the sandbox")
@@ -207,7 +204,7 @@ func sizes(n, limit int64) (string, string) {
 // nothing here reads.
 func (t *turn) fileNotes() []string {
 	var notes []string
-	for _, e := range session.Select(t.cell.flog.snapshot(), session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypeFileFetched}}) {
+	for _, e := range session.Select(t.flog.snapshot(), session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypeFileFetched}}) {
 		var ff session.FileFetched
 		if e.Decode(&ff) != nil {
 			continue

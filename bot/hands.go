@@ -42,6 +42,10 @@ type Hands struct {
 	// an unchanged one is not read again.
 	saved session.WorkSaved
 	seen  sandbox.WorkID
+	// instr is the repository's instruction file as last read (instructions.go); instrFresh
+	// says provisioning read it and no turn took it yet.
+	instr      repoInstructions
+	instrFresh bool
 	// setup is the channel's setup step (setup.go); setupNote what the thread should be told
 	// of the last one (a failure), until Ready says it.
 	setup     SetupConfig
@@ -140,6 +144,13 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 	if err := h.restore(ctx, sb); err != nil {
 		h.zl.Warn().Err(err).Msg("could not restore the saved work into the new sandbox")
 	}
+	var instr repoInstructions
+	if h.recipe.Repo != nil {
+		if instr, err = readInstructions(ctx, sb); err != nil {
+			h.zl.Warn().Err(err).Msg("could not read the repository's instruction file")
+		}
+		noteInstructions(&p, instr)
+	}
 	p.DurationMS = time.Since(t0).Milliseconds()
 	evs := []session.NewEvent{{Type: session.TypeSandboxProvisioned, Actor: sandboxActor, Payload: p}}
 	if setup != nil {
@@ -150,6 +161,7 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 		return nil, err
 	}
 	h.sb, h.commit = sb, p.Commit
+	h.instr, h.instrFresh = instr, true
 	if h.saved.Commit != p.Commit {
 		h.saved = session.WorkSaved{} // saved against another checkout: the next save records anew
 	}

@@ -23,6 +23,8 @@ import (
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
+	chmemory "github.com/logbook/logbook/bot/memory"
+	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/migrations/pgtest"
@@ -173,6 +175,12 @@ type harnessOptions struct {
 	// claim) and the database (replica.listen); claimCheck is RunnerConfig.ClaimCheck.
 	listenProxy bool
 	claimCheck  time.Duration
+	// channelAdmins turns channel settings (/logbook config, its admins) and channel memory
+	// (/logbook remember, memory, forget; the remember tool) on; models builds a channel's own
+	// model (modelHarness sets it); defaults are the settings' environment values.
+	channelAdmins []string
+	models        *bot.Models
+	defaults      map[string]string
 	// setup is the channels' setup step of the sandboxes (its Cache, when nil and the
 	// sandboxes have a repository, is the harness's store).
 	setup bot.SetupConfig
@@ -265,6 +273,17 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		repos.Store, repos.ForgeHost, repos.PullRequests = h.store, "127.0.0.1", true
 		o.slash = bot.SlashCommands(nil, nil, "", repos, o.repoAdmins)
 	}
+	var chSettings *settings.Settings
+	var mem *chmemory.Memory
+	if o.channelAdmins != nil {
+		chSettings = settings.New(settings.Config{Store: h.store, Defaults: o.defaults, Check: bot.SettingsChecks(o.models), Admins: o.channelAdmins})
+		mem = chmemory.New(h.store, chmemory.Config{})
+		next := o.slash
+		if next == nil {
+			next = bot.SlashCommands(nil, nil, "", repos, o.channelAdmins)
+		}
+		o.slash = chmemory.Commands(mem, "", settings.Commands(chSettings, "", next))
+	}
 	var hands bot.HandsFactory
 	if o.sandbox != nil {
 		hc := bot.HandsConfig{Egress: o.egress}
@@ -317,7 +336,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.store, DatabaseURL: listenURL,
 		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Tracer: o.tracer, Features: bot.Features{Titler: o.titler, Slash: o.slash,
 			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Directory: dir,
-			Budget: harnessBudget(h.store, o.budget), Connectors: o.connectors}})
+			Settings: chSettings, Models: o.models, Memory: mem, Budget: harnessBudget(h.store, o.budget), Connectors: o.connectors}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,3 +122,17 @@ func (l *cellLog) Append(ctx context.Context, evs ...session.NewEvent) ([]sessio
 	l.mu.Unlock()
 	return stored, nil
 }
+
+// firstRecord is the first event of evs in r whose payload, decoded as a P, matches: the
+// record a step left in the log (an upload, a pull request), looked for before the step is
+// taken again.
+func firstRecord[P any](evs []session.Event, r session.Range, match func(P) bool) (P, bool) {
+	for _, e := range session.Select(evs, r) {
+		var p P
+		if e.Decode(&p) == nil && match(p) {
+			return p, true
+		}
+	}
+	var zero P
+	return zero, false
+}

@@ -60,7 +60,7 @@ func (h *Hands) Start(ctx context.Context, req sandbox.StartRequest) (*sandbox.P
 // connectorApproval is the approval mode of a connector tool: LOGBOOK_TOOL_APPROVAL's, made ask
 // where the server's approve patterns name the tool.
 func (t *turn) connectorApproval(mode, tool string) string {
-	if mode == ApprovalAllow && t.cell.mcp != nil && connectors.IsTool(tool) && t.cell.mcp.Approve(tool) {
+	if mode == ApprovalAllow && t.mcp != nil && connectors.IsTool(tool) && t.mcp.Approve(tool) {
 		return ApprovalAsk
 	}
 	return mode

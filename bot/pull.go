@@ -59,8 +59,7 @@ var forgeActor = session.Actor{Kind: session.ActorSystem, ID: "forge"}
 // created; an ambiguous failure is checked with GitHub before anything is said. The result is
 // recorded (pull_request) and the reply's footer links it. The body links the transcript.
 func (t *turn) pullRequest(ctx context.Context, callID, branch, title, body string) (string, error) {
-	c, d := t.cell, t.cell.deps
-	r, ok, err := d.cfg.Repos.For(ctx, c.sess.Key.Team, c.sess.Key.Channel)
+	r, ok, err := t.cfg.Repos.For(ctx, t.sess.Key.Team, t.sess.Key.Channel)
 	switch {
 	case err != nil:
 		return "", errors.New("the channel's repository cannot be read right now; try again later")
@@ -71,12 +70,12 @@ func (t *turn) pullRequest(ctx context.Context, callID, branch, title, body stri
 	if !forge.ValidBranch(branch) || branch == repo.Base {
 		return "", fmt.Errorf("%q cannot be the pull request's branch (it must be a pushed branch other than %s)", branch, repo.Base)
 	}
-	if pr, ok := pullRecorded(c.flog.snapshot(), repo.String(), branch); ok {
+	if pr, ok := pullRecorded(t.flog.snapshot(), repo.String(), branch); ok {
 		return fmt.Sprintf("pull request #%d from %s was opened in this thread already: %s", pr.Number, branch, pr.URL), nil
 	}
 	record := func(p *forge.Pull, found bool) (string, error) {
 		pr := session.PullRequest{CallID: callID, Repo: repo.String(), Branch: branch, Base: repo.Base, Number: p.Number, URL: p.HTMLURL, Found: found}
-		if _, err := c.flog.Append(ctx, session.NewEvent{Type: session.TypePullRequest, Actor: forgeActor,
+		if _, err := t.flog.Append(ctx, session.NewEvent{Type: session.TypePullRequest, Actor: forgeActor,
 			IdempotencyKey: "pull_request/" + repo.String() + "/" + branch, Payload: pr}); err != nil {
 			t.log.Error().Err(err).Str("url", p.HTMLURL).Msg("create_pull_request: could not record the pull request")
 			return "", errors.New("the pull request could not be recorded; it is " + p.HTMLURL)
@@ -87,24 +86,24 @@ func (t *turn) pullRequest(ctx context.Context, callID, branch, title, body stri
 		}
 		return fmt.Sprintf("pull request #%d %s %s", p.Number, verb, p.HTMLURL), nil
 	}
-	existing, err := d.Features.Forge.FindPull(ctx, repo, branch)
+	existing, err := t.features.Forge.FindPull(ctx, repo, branch)
 	if err != nil {
 		return "", forgeFailure(err)
 	}
 	if existing != nil {
 		return record(existing, true)
 	}
-	if link := d.cfg.Footer.PublicURL; link != "" {
-		body = strings.TrimRight(body, "\n") + "\n\n---\nOpened by logbook from a Slack thread: [transcript](" + TranscriptURL(link, c.id) + ")"
+	if link := t.cfg.Footer.PublicURL; link != "" {
+		body = strings.TrimRight(body, "\n") + "\n\n---\nOpened by logbook from a Slack thread: [transcript](" + TranscriptURL(link, t.sess.ID) + ")"
 	}
-	created, err := d.Features.Forge.CreatePull(ctx, repo, branch, title, body)
+	created, err := t.features.Forge.CreatePull(ctx, repo, branch, title, body)
 	if err != nil {
 		var fe *forge.Error
 		// No answer (it may have been created), or GitHub's 422 when another session opened
 		// one meanwhile: GitHub says which.
 		if !errors.As(err, &fe) || fe.Status == 422 {
 			// No answer: it may have been created. GitHub says.
-			if again, ferr := d.Features.Forge.FindPull(ctx, repo, branch); ferr == nil && again != nil {
+			if again, ferr := t.features.Forge.FindPull(ctx, repo, branch); ferr == nil && again != nil {
 				return record(again, false)
 			}
 		}
@@ -125,19 +124,15 @@ func forgeFailure(err error) error {
 
 // pullRecorded finds the recorded pull request of repo and branch.
 func pullRecorded(evs []session.Event, repo, branch string) (session.PullRequest, bool) {
-	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypePullRequest}}) {
-		var pr session.PullRequest
-		if e.Decode(&pr) == nil && pr.Repo == repo && pr.Branch == branch {
-			return pr, true
-		}
-	}
-	return session.PullRequest{}, false
+	return firstRecord(evs, session.Range{Types: []session.Type{session.TypePullRequest}}, func(pr session.PullRequest) bool {
+		return pr.Repo == repo && pr.Branch == branch
+	})
 }
 
 // pullNotes are the reply's footer lines linking the pull requests this turn opened.
 func (t *turn) pullNotes() []string {
 	var notes []string
-	for _, e := range session.Select(t.cell.flog.snapshot(), session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypePullRequest}}) {
+	for _, e := range session.Select(t.flog.snapshot(), session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypePullRequest}}) {
 		var pr session.PullRequest
 		if e.Decode(&pr) == nil && strings.HasPrefix(pr.URL, "https://") {
 			notes = append(notes, fmt.Sprintf(":twisted_rightwards_arrows: <%s|%s#%d> (%s)", pr.URL, pr.Repo, pr.Number, pr.Branch))

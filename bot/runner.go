@@ -225,7 +225,8 @@ func (r *Runner) wake(id session.ID, reason string) {
 	if r.stopped {
 		return
 	}
-	c := &Cell{deps: r.deps, id: id, reason: reason, poke: make(chan struct{}, 1), evict: make(chan struct{}, 1), copied: map[string]bool{}}
+	c := &Cell{deps: r.deps, id: id, reason: reason, poke: make(chan struct{}, 1), evict: make(chan struct{}, 1),
+		carried: carried{copied: map[string]bool{}}}
 	r.cells[id] = c
 	r.deps.Metrics.cellsActive.Inc()
 	r.wg.Go(func() {

@@ -213,7 +213,7 @@ func lastLines(s string, n int) string {
 // first model call; a failed setup goes under the reply. A sandbox that cannot be
 // provisioned now is left to the first tool call, which says so to the model.
 func (t *turn) readyHands(ctx context.Context) {
-	h := t.cell.hands
+	h := t.hands
 	if h == nil {
 		return
 	}

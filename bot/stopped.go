@@ -62,7 +62,7 @@ func stopperName(evs []session.Event, tn *thread.Turn, s *stopRequest) string {
 // stopperName is stopperName for the running turn.
 func (t *turn) stopperName(s *stopRequest) string {
 	_, tn := t.turns()
-	return stopperName(t.cell.flog.snapshot(), tn, s)
+	return stopperName(t.flog.snapshot(), tn, s)
 }
 
 // nameOf is the display name a user's messages in evs were stored with, else the id.
@@ -83,7 +83,7 @@ func (t *turn) haltedInSlack(ctx context.Context, live *liveView) (*stopRequest,
 	if live == nil || !live.halted() {
 		return nil, false
 	}
-	if err := t.cell.flog.sync(ctx); err != nil {
+	if err := t.flog.sync(ctx); err != nil {
 		t.log.Warn().Err(err).Msg("read the log for the stop Slack reported")
 	}
 	return t.stopAsked()

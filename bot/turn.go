@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
@@ -23,58 +24,103 @@ const (
 	maxCells   = 4 * maxResumes
 )
 
-// turn is one turn of a session, run by its cell: the only code that appends a turn's markers
-// (turn_started, queued, delivered, turn_completed, and the turn's own error events). In
-// order:
+// turn is one turn of a session: a value its cell builds (Cell.newTurn) from the parts the
+// turn uses, and the only code that appends a turn's markers (turn_started, queued,
+// delivered, turn_completed, and the turn's own error events). run goes through its phases,
+// in order:
 //
-//  1. turn_started{through: the last user message} — with the cell's cell_woken when it is
-//     the cell's first write; a resumed turn (open in the log) appends nothing here.
-//  2. the agent: it appends the conversation — assistant_message with its tool_call events,
-//     tool_result, context_summary, the reply assistant_message — through the cell's log.
-//     Meanwhile every user message that arrives gets a queued marker.
-//  3. delivery: the reply is posted (a resumed turn searches the thread first), then
-//     delivered and turn_completed are appended together; a delivery that can never succeed
-//     appends error and turn_completed{status: error} instead.
-//  4. the title, once, after the first reply reached the thread (the Titler appends it).
+//  1. begin: a fresh turn appends turn_started{through: the last user message}, with the
+//     cell's cell_woken when it is the cell's first write; a resumed turn (open in the log)
+//     appends only that cell_woken.
+//  2. abandon, instead of going on, a resumed turn no cell could finish (abandon.go).
+//  3. prepare: the brain's turn, with the optional features this deployment and channel
+//     offer.
+//  4. produce: the agent appends the conversation — assistant_message with its tool_call
+//     events, tool_result, context_summary, the reply assistant_message — through the
+//     session's log. Meanwhile every user message that arrives gets a queued marker. A
+//     resumed turn may find its reply in the log instead.
+//  5. deliver: the reply is posted (a resumed turn searches the thread first).
+//  6. complete: delivered and turn_completed are appended together; a delivery that can never
+//     succeed appends error and turn_completed{status: error} instead.
+//  7. title, once, after the first reply reached the thread (the Titler appends it).
 //
 // A turn reads the log only from the cell's memory (see cellLog); it costs one append per
-// step above.
+// step above. A new optional part is a field of Features, read in the phase that uses it.
 type turn struct {
-	cell  *Cell
-	epoch int64
+	// What the turn works on: the session, its log as the cell read it, its sandbox (nil:
+	// none) and connectors, the cell's signals (the log may have grown), and what the cell carries from one
+	// turn to the next (read back once the turn ends).
+	sess    session.Session
+	flog    *cellLog
+	hands   *Hands
+	mcp     *connectors.Session // the channel's MCP connectors (nil: none)
+	poke    <-chan struct{}
+	wake    func() // pokes the cell, never waiting: the running turn reads the log again
+	carried carried
+	// What it works with: the runner's parts, the same for every turn.
+	agent     Agent
+	deliverer *Deliverer
+	clock     Clock
+	features  Features // each part left nil is a feature turned off
+	cfg       *RunnerConfig
+	metrics   *Metrics
+	probe     *Probe          // nil: none
+	draining  <-chan struct{} // closed when the runner stops gracefully
+	// Its own: the turn state it began with (moved on as it runs), its logger, and the live
+	// view showing it (nil: none, yet).
 	state turnState
 	log   zerolog.Logger
 	// changed is signalled (never blocking) each time the running turn's cell read what others
 	// appended: an approval's wait looks again.
 	changed chan struct{}
 	live    *liveView // nil: none (yet)
+	// channel is what the turn runs under from its channel's settings (channel.go).
+	channel channelTurn
 	// notes are lines this turn's reply carries: budget notices (budget.go), a failed
 	// setup (setup.go).
 	notes []string
 }
 
-// run runs the turn in the phases turn's doc lists: begin (or resume), abandon a turn
-// no cell could finish, prepare the brain's turn, produce the reply (or find it), deliver it
-// and complete the turn, then title the session.
+// carried is what a cell keeps from one of its turns to the next.
+type carried struct {
+	wake   session.NewEvent // the cell's cell_woken, appended with its first write
+	woken  int64            // the seq of that cell_woken: 0 until it is appended
+	queued int64            // the highest user_message seq already given a queued marker
+	copied map[string]bool  // the sandbox paths of shared files written into this cell's sandbox
+}
+
+// appendWoken appends cell_woken, and evs after it in the same append when this is the
+// cell's first write; otherwise just evs.
+func (t *turn) appendWoken(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error) {
+	if t.carried.woken > 0 {
+		return t.flog.Append(ctx, evs...)
+	}
+	stored, err := t.flog.Append(ctx, append([]session.NewEvent{t.carried.wake}, evs...)...)
+	// cell_woken and evs are stored together, or neither is.
+	if err != nil {
+		return nil, err
+	}
+	t.carried.woken = stored[0].Seq
+	return stored[1:], nil
+}
+
+// run runs the turn through the phases turn's doc lists: begin (or resume), abandon a turn
+// no cell could finish, prepare the brain's turn, produce the reply (or find it), deliver it,
+// complete the turn, then title the session.
 func (t *turn) run(ctx context.Context) error {
-	resumed := t.state.open
-	if !resumed {
-		if answer, err := t.begin(ctx); err != nil || !answer {
-			return err // a turn that answers nothing is closed at once, silently
-		}
-	} else if _, err := t.cell.appendWoken(ctx, t.epoch); err != nil {
+	if err := t.loadChannel(ctx); err != nil {
 		return err
 	}
-	t.log = t.cell.log.With().Ctx(ctx).Int64("turn", t.state.turnSeq).Bool("resumed", resumed).Logger()
-	if resumed {
-		if cells, give := t.givingUp(); give {
-			return t.giveUp(ctx, cells)
-		}
+	resumed := t.state.open
+	if answer, err := t.begin(ctx); err != nil || !answer {
+		return err // a turn that answers nothing is closed at once, silently
+	}
+	if cells, give := t.givingUp(); give {
+		return t.giveUp(ctx, cells)
 	}
 	// A status at once: the thread's agent session, else its assistant-thread status, else a
 	// reaction; cleared on every way out of the turn.
-	c := t.cell
-	working := c.deps.Deliver.startStatus(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, t.state.lastUserMsg.TS, threadTitle(c.flog.snapshot()))
+	working := t.deliverer.startStatus(ctx, t.sess.Key.Channel, t.sess.Key.ThreadTS, t.state.lastUserMsg.TS, threadTitle(t.flog.snapshot()))
 	defer working.end()
 	bt := t.prepare(ctx)
 	p, err := t.produce(ctx, bt, working)
@@ -84,21 +130,39 @@ func (t *turn) run(ctx context.Context) error {
 	if err != nil || p.ended {
 		return err
 	}
-	if !p.completed {
-		if p.status, err = t.deliver(ctx, resumed, p); err != nil {
-			return err
-		}
+	done, err := t.deliver(ctx, resumed, p)
+	if err != nil {
+		return err
 	}
-	return t.titleAfter(ctx, bt, p.reply, p.status)
+	if err := t.complete(ctx, done); err != nil {
+		return err
+	}
+	return t.title(ctx, bt, p.reply, done.status)
 }
 
-// begin opens a fresh turn: which of the new messages are for the bot (thread manners) — the
+// begin begins the turn: a fresh one is started (start); a resumed one, open in the log,
+// appends only the cell's cell_woken, when it is the cell's first write. It reports whether
+// the turn goes on to answer.
+func (t *turn) begin(ctx context.Context) (answer bool, err error) {
+	resumed := t.state.open
+	if !resumed {
+		if answer, err := t.start(ctx); err != nil || !answer {
+			return false, err
+		}
+	} else if _, err := t.appendWoken(ctx); err != nil {
+		return false, err
+	}
+	t.log = t.log.With().Ctx(ctx).Int64("turn", t.state.turnSeq).Bool("resumed", resumed).Logger()
+	return true, nil
+}
+
+// start opens a fresh turn: which of the new messages are for the bot (thread manners) — the
 // rest are recorded as not addressed —, the reply cap, then turn_started with its markers (and a
 // canned reply, or the turn_completed of a turn that answers nothing) in one append. It
 // reports whether the turn goes on to answer.
-func (t *turn) begin(ctx context.Context) (answer bool, err error) {
-	c, d, st := t.cell, t.cell.deps, &t.state
-	h := hearAll(d.cfg.ThreadReplies, c.flog.snapshot(), st.through, st.lastUser)
+func (t *turn) start(ctx context.Context) (answer bool, err error) {
+	st := &t.state
+	h := hearAll(t.threadReplies(), t.flog.snapshot(), st.through, st.lastUser)
 	if h.answer && h.canned == "" {
 		if err := t.replyBudget(ctx); err != nil {
 			return false, err
@@ -110,22 +174,22 @@ func (t *turn) begin(ctx context.Context) (answer bool, err error) {
 		// A reply that needs no model (mute, unmute, a mention while muted) is stored
 		// with the turn, so a resumed turn finds it and delivers it.
 		evs = append(evs, session.NewEvent{Type: session.TypeAssistantMessage,
-			Actor:   session.Actor{Kind: session.ActorBot, ID: cmp.Or(d.cfg.Where.BotUserID, "logbook")},
+			Actor:   session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.cfg.Where.BotUserID, "logbook")},
 			Payload: session.AssistantMessage{Text: h.canned}})
 	}
 	if !h.answer {
 		evs = append(evs, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
 			Payload: session.TurnCompleted{Status: session.StatusSilent, Reason: session.ReasonNotAddressed, Through: st.lastUser}})
 	}
-	stored, err := c.appendWoken(ctx, t.epoch, evs...)
+	stored, err := t.appendWoken(ctx, evs...)
 	if err != nil {
 		return false, err
 	}
 	st.turnSeq, st.through = stored[0].Seq, st.lastUser
-	c.queued = max(c.queued, st.lastUser)
+	t.carried.queued = max(t.carried.queued, st.lastUser)
 	if !h.answer {
-		d.Metrics.turns.WithLabelValues(session.StatusSilent).Inc()
-		d.Probe.turnDone(c.id, st.turnSeq, session.StatusSilent)
+		t.metrics.turns.WithLabelValues(session.StatusSilent).Inc()
+		t.probe.turnDone(t.sess.ID, st.turnSeq, session.StatusSilent)
 	}
 	return h.answer, nil
 }
@@ -133,8 +197,11 @@ func (t *turn) begin(ctx context.Context) (answer bool, err error) {
 // givingUp reports a resumed turn that keeps failing across cells (an unsearchable thread,
 // Slack refusing the post), to close with an error instead of waking it forever: cells that
 // took it up without moving it on, or too many cells at all (cells that each finish one call
-// and die would otherwise go on for ever).
+// and die would otherwise go on for ever). A turn this cell started gives up never.
 func (t *turn) givingUp() (cells int, give bool) {
+	if !t.state.open {
+		return 0, false
+	}
 	_, tn := t.turns()
 	woken, all := tn.Resumes()
 	return max(woken, all), woken > maxResumes || all > maxCells
@@ -153,53 +220,64 @@ func (t *turn) giveUp(ctx context.Context, cells int) error {
 // prepare is the brain's turn: the session, its log, and the optional features this
 // deployment and channel offer.
 func (t *turn) prepare(ctx context.Context) brain.Turn {
-	c, d, st := t.cell, t.cell.deps, t.state
-	bt := brain.Turn{Session: c.sess, Log: c.flog, Where: d.cfg.Where, TurnSeq: st.turnSeq, Through: st.through}
-	if d.Features.Search != nil { // scoped to this session's channel
-		bt.Searcher = d.Features.Search.For(c.sess.Key.Channel)
+	st := t.state
+	bt := brain.Turn{Session: t.sess, Log: t.flog, Where: t.cfg.Where, TurnSeq: st.turnSeq, Through: st.through}
+	if t.features.Search != nil { // scoped to this session's channel
+		bt.Searcher = t.features.Search.For(t.sess.Key.Channel)
 	}
-	bt.Where.ThreadTS = c.sess.Key.ThreadTS
-	bt.Where.Channel = c.sess.Key.Channel
-	if c.hands != nil {
-		bt.Hands = c.hands
-		if d.Features.Uploader != nil {
+	bt.Where.ThreadTS = t.sess.Key.ThreadTS
+	bt.Where.Channel = t.sess.Key.Channel
+	if t.hands != nil {
+		bt.Hands = t.hands
+		if t.features.Uploader != nil {
 			bt.Attach = t.attach
 		}
 	}
-	if d.Features.Files != nil {
-		bt.Files = d.Features.Files
+	if t.features.Files != nil {
+		bt.Files = t.features.Files
 	}
-	if d.Features.Forge != nil {
-		if r, ok, err := d.cfg.Repos.For(ctx, c.sess.Key.Team, c.sess.Key.Channel); err != nil {
+	if t.features.Forge != nil {
+		if r, ok, err := t.cfg.Repos.For(ctx, t.sess.Key.Team, t.sess.Key.Channel); err != nil {
 			t.log.Warn().Err(err).Msg("the channel's repository cannot be read: no create_pull_request this turn")
 		} else if ok && r.OnForge {
 			bt.PullRequest = t.pullRequest
 		}
 	}
-	if d.cfg.MidTurn == MidTurnSteer {
+	if t.cfg.MidTurn == MidTurnSteer {
 		bt.Steer = t.steer
 	}
-	if c.mcp != nil {
-		bt.Connectors = c.mcp
+	if t.mcp != nil {
+		bt.Connectors = t.mcp
 	}
-	if d.cfg.Approval.Policy.Restricts() || c.mcp != nil {
+	if t.approvalPolicy().Restricts() || t.mcp != nil {
 		bt.Approve = t.approve
 	}
-	if d.Features.Budget != nil { // budget.go
-		bt.Meter = d.Features.Budget.For(c.sess.Key.Channel, st.lastUserMsg.User, c.sess.ID, st.turnSeq)
+	if t.features.Budget != nil { // budget.go
+		bt.Meter = t.features.Budget.For(t.sess.Key.Channel, st.lastUserMsg.User, t.sess.ID, st.turnSeq)
 	}
 	return bt
 }
 
 // produced is what produce leaves for delivery: the reply and the turn_completed status it
 // goes with, and the live view showing the turn (nil: none). ended says the turn ended there
-// (stopped, suspended); completed that its reply was delivered and the turn completed (a dead
+// (stopped, suspended); done, when set, is the outcome of a reply delivered already (a dead
 // cell's live messages finished from the log).
 type produced struct {
-	reply            session.Event
-	status, reason   string
-	live             *liveView
-	ended, completed bool
+	reply          session.Event
+	status, reason string
+	live           *liveView
+	ended          bool
+	done           *outcome
+}
+
+// outcome is how a turn completes: turn_completed's status and reason, the events appended
+// before it in the same append, and whether those hold the reply's delivered. completed says
+// the turn was completed already (a stop completes its turn itself): nothing is appended.
+type outcome struct {
+	status, reason string
+	evs            []session.NewEvent
+	delivered      bool
+	completed      bool
 }
 
 // produce finds the turn's reply or has the agent write it. A resumed turn may have its reply
@@ -209,7 +287,7 @@ type produced struct {
 // are in the thread, else they are shared now), and its live messages, finished from the log
 // so the thread ends with the whole reply exactly once and nothing left streaming.
 func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus) (produced, error) {
-	c, d, st := t.cell, t.cell.deps, &t.state
+	st := &t.state
 	_, tn := t.turns()
 	p := produced{reply: tn.Reply, status: session.StatusOK}
 	found := tn.Reply.Seq > 0
@@ -217,24 +295,24 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		return p, err
 	}
 	recovered, err := t.recoverLive(ctx, p.reply, found)
-	if err != nil || recovered {
-		p.completed = recovered
+	if err != nil || recovered != nil {
+		p.done = recovered
 		return p, err
 	}
 	if found {
 		return p, nil
 	}
-	if d.cfg.Live.Mode != StreamOff {
-		p.live = newLiveView(d.Deliver, c.flog, t.log, d.Clock, d.cfg.Live, c.sess, st.turnSeq,
-			st.lastUserMsg.User, cmp.Or(st.lastUserMsg.Team, c.sess.Key.Team), threadTitle(c.flog.snapshot()))
+	if t.cfg.Live.Mode != StreamOff {
+		p.live = newLiveView(t.deliverer, t.flog, t.log, t.clock, t.cfg.Live, t.sess, st.turnSeq,
+			st.lastUserMsg.User, cmp.Or(st.lastUserMsg.Team, t.sess.Key.Team), threadTitle(t.flog.snapshot()))
 		p.live.status = working
-		p.live.onHalt = c.wake // Slack halted the stream: runAgent reads the stop at once
+		p.live.onHalt = t.wake // Slack halted the stream: runAgent reads the stop at once
 		go p.live.run(ctx)
 		bt.Live = p.live
 		t.live = p.live
 	}
-	if d.Features.Channel != nil {
-		if name := d.Features.Channel(ctx, c.sess.Key.Channel); name != "" {
+	if t.features.Channel != nil {
+		if name := t.features.Channel(ctx, t.sess.Key.Channel); name != "" {
 			bt.Where.Channel = name
 		}
 	}
@@ -245,6 +323,7 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 	}
 	t.restoreCopies(ctx)
 	t.readyHands(ctx) // setup.go: the channel's setup runs before the first model call
+	t.guide(ctx, &bt) // the channel's instructions, the repository's, its memory; turn_settings
 	res, err := t.runAgent(ctx, bt)
 	if res.Through > st.through {
 		st.through = res.Through // messages steered the turn: it answered them too
@@ -264,67 +343,64 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 	return p, nil
 }
 
-// deliver posts the reply (or finishes the live view that shows it) and completes the turn
-// with it, in one append; it returns the status the turn completed with. A delivery that fails
-// for a reason that may pass leaves the turn open (it is resumed, the thread searched first,
-// after a backoff); one that can never succeed completes it with an error.
-func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (string, error) {
-	c, d, live, reply := t.cell, t.cell.deps, p.live, p.reply
+// deliver posts the reply (or finishes the live view that shows it) and returns the outcome
+// the turn completes with. A delivery that fails for a reason that may pass is an error: the
+// turn stays open (it is resumed, the thread searched first, after a backoff); one that can
+// never succeed is an outcome with an error.
+func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (outcome, error) {
+	if p.done != nil {
+		return *p.done, nil
+	}
+	live, reply := p.live, p.reply
+	done := outcome{status: p.status, reason: p.reason}
 	if live != nil {
 		live.close()
 	}
 	if s, ok := t.haltedInSlack(ctx, live); ok {
-		return session.StatusStopped, t.stop(ctx, live, s) // stopped in Slack: the reply is not posted
+		return outcome{status: session.StatusStopped, completed: true}, t.stop(ctx, live, s) // stopped in Slack: the reply is not posted
 	}
 	if live != nil && live.shown() {
 		// The live view shows the reply: its messages take the place of posting it.
 		posted, stopped, err := live.finish(ctx, reply, t.footer(reply))
 		if s, ok := t.haltedInSlack(ctx, live); ok && errors.Is(err, errHalted) {
-			return session.StatusStopped, t.stop(ctx, live, s)
+			return outcome{status: session.StatusStopped, completed: true}, t.stop(ctx, live, s)
 		}
 		if err != nil {
-			return p.status, err // the turn stays open; the next cell finishes the live messages
+			return done, err // the turn stays open; the next cell finishes the live messages
 		}
-		if err := t.complete(ctx, p.status, p.reason, append(stopped, deliveredEvent(reply, c.sess.Key.Channel, posted))...); err != nil {
-			return p.status, err
-		}
-		d.Metrics.deliveries.Inc()
-		return p.status, nil
+		done.evs, done.delivered = append(stopped, deliveredEvent(reply, t.sess.Key.Channel, posted)), true
+		return done, nil
 	}
 	if ts, _ := t.turns(); resumed && ts.Delivered(reply) {
-		return p.status, t.complete(ctx, p.status, p.reason)
+		return done, nil
 	}
 	// Fresh: produced by this turn in this process, so never posted before.
 	fresh := !resumed && reply.Seq > t.state.turnSeq
-	posted, err := d.Deliver.Deliver(ctx, c.sess, reply, !fresh, t.footer(reply))
+	posted, err := t.deliverer.Deliver(ctx, t.sess, reply, !fresh, t.footer(reply))
 	switch {
 	case err == nil:
-		if err := t.complete(ctx, p.status, p.reason, deliveredEvent(reply, c.sess.Key.Channel, posted)); err != nil {
-			return p.status, err
-		}
-		d.Metrics.deliveries.Inc()
-		return p.status, nil
+		done.evs, done.delivered = []session.NewEvent{deliveredEvent(reply, t.sess.Key.Channel, posted)}, true
+		return done, nil
 	case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
-		return p.status, err
+		return done, err
 	default:
 		t.log.Warn().Err(err).Msg("delivery failed for good")
-		return session.StatusError, t.complete(ctx, session.StatusError, session.ReasonDelivery, session.NewEvent{Type: session.TypeError, Actor: cellActor,
-			Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}})
+		return outcome{status: session.StatusError, reason: session.ReasonDelivery, evs: []session.NewEvent{{Type: session.TypeError,
+			Actor: cellActor, Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}}}}, nil
 	}
 }
 
-// titleAfter names the session once its reply reached the thread.
-func (t *turn) titleAfter(ctx context.Context, bt brain.Turn, reply session.Event, status string) error {
-	c, d := t.cell, t.cell.deps
+// title names the session once its reply reached the thread.
+func (t *turn) title(ctx context.Context, bt brain.Turn, reply session.Event, status string) error {
 	// A title comes after the reply reached the thread, not before; Slack shows it where it
 	// can (the thread's agent session, or its assistant-thread title).
-	if d.Features.Titler != nil && status == session.StatusOK {
-		before := len(session.Select(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}))
-		d.Features.Titler.Title(ctx, bt, reply)
-		if titles := session.Select(c.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}); len(titles) > before {
+	if t.features.Titler != nil && status == session.StatusOK {
+		before := len(session.Select(t.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}))
+		t.features.Titler.Title(ctx, bt, reply)
+		if titles := session.Select(t.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}); len(titles) > before {
 			var tt session.Title
 			if titles[len(titles)-1].Decode(&tt) == nil && tt.Text != "" {
-				d.Deliver.SetTitle(ctx, c.sess.Key.Channel, c.sess.Key.ThreadTS, tt.Text)
+				t.deliverer.SetTitle(ctx, t.sess.Key.Channel, t.sess.Key.ThreadTS, tt.Text)
 			}
 		}
 	}
@@ -340,7 +416,7 @@ func (t *turn) footer(reply session.Event) string {
 	}
 	lines := append(t.pullNotes(), t.fileNotes()...)
 	lines = append(lines, t.notes...)
-	if f := t.cell.deps.cfg.Footer.line(t.cell.id, turnUsage(t.cell.flog.snapshot(), t.state.turnSeq)); f != "" {
+	if f := t.cfg.Footer.line(t.sess.ID, turnUsage(t.flog.snapshot(), t.state.turnSeq)); f != "" {
 		lines = append(lines, f)
 	}
 	return strings.Join(lines, "\n")
@@ -348,23 +424,29 @@ func (t *turn) footer(reply session.Event) string {
 
 var deliveryActor = session.Actor{Kind: session.ActorSystem, ID: "delivery"}
 
-// complete appends first, then turn_completed, in one append, and tells the probe.
-func (t *turn) complete(ctx context.Context, status, reason string, first ...session.NewEvent) error {
+// complete completes the turn with done: its events, then turn_completed, in one append; and
+// tells the metrics and the probe.
+func (t *turn) complete(ctx context.Context, done outcome) error {
+	if done.completed {
+		return nil
+	}
 	st := t.state
-	evs := append(first, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
-		Payload: session.TurnCompleted{Turn: st.turnSeq, Status: status, Reason: reason, Through: st.through, TraceID: telemetry.TraceID(ctx)}})
-	if _, err := t.cell.flog.Append(ctx, evs...); err != nil {
+	evs := append(done.evs, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
+		Payload: session.TurnCompleted{Turn: st.turnSeq, Status: done.status, Reason: done.reason, Through: st.through, TraceID: telemetry.TraceID(ctx)}})
+	if _, err := t.flog.Append(ctx, evs...); err != nil {
 		return err
 	}
-	t.cell.deps.Metrics.turns.WithLabelValues(status).Inc()
-	t.cell.deps.Probe.turnDone(t.cell.id, st.turnSeq, status)
+	if done.delivered {
+		t.metrics.deliveries.Inc()
+	}
+	t.metrics.turns.WithLabelValues(done.status).Inc()
+	t.probe.turnDone(t.sess.ID, st.turnSeq, done.status)
 	return nil
 }
 
 // runAgent runs the agent, appending a queued marker for every user message that arrives
 // meanwhile (they are answered by the next turn).
 func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error) {
-	c := t.cell
 	if s, ok := t.stopAsked(); ok {
 		return brain.Reply{}, s // asked before the agent started
 	}
@@ -375,7 +457,7 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 	var err error
 	go func() {
 		defer close(done)
-		res, err = c.deps.Agent.Run(actx, bt)
+		res, err = t.channelAgent().Run(actx, bt) // the channel's model
 	}()
 	for {
 		select {
@@ -385,8 +467,8 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 				return brain.Reply{}, s // stopped: whatever the agent returned is not posted
 			}
 			return res, err
-		case <-c.poke:
-			if err := c.flog.sync(ctx); err != nil {
+		case <-t.poke:
+			if err := t.flog.sync(ctx); err != nil {
 				continue
 			}
 			if s, ok := t.stopAsked(); ok {
@@ -394,7 +476,7 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 				cancel(s)
 				continue
 			}
-			if s, ok := takenOverDuring(c.flog.snapshot(), t.state.turnSeq); ok {
+			if s, ok := takenOverDuring(t.flog.snapshot(), t.state.turnSeq); ok {
 				cancel(s) // a person took the session over: the running turn gives way
 				continue
 			}
@@ -403,15 +485,15 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 			default:
 			}
 			var marks []session.NewEvent
-			for _, e := range session.Select(c.flog.snapshot(), session.Range{From: max(t.state.through, c.queued) + 1,
+			for _, e := range session.Select(t.flog.snapshot(), session.Range{From: max(t.state.through, t.carried.queued) + 1,
 				Types: []session.Type{session.TypeUserMessage}}) {
 				marks = append(marks, session.NewEvent{Type: session.TypeQueued, Actor: cellActor,
 					IdempotencyKey: "queued/" + e.ID.String(), Payload: session.Queued{MessageSeq: e.Seq}})
-				c.queued = max(c.queued, e.Seq)
+				t.carried.queued = max(t.carried.queued, e.Seq)
 			}
 			if len(marks) > 0 {
-				if _, err := c.flog.Append(ctx, marks...); err != nil && ctx.Err() == nil {
-					c.log.Warn().Err(err).Msg("append queued markers")
+				if _, err := t.flog.Append(ctx, marks...); err != nil && ctx.Err() == nil {
+					t.log.Warn().Err(err).Msg("append queued markers")
 				}
 			}
 			// The poke is consumed; the cell reads the log again after the turn anyway.
@@ -423,25 +505,24 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 // (RunnerConfig.MaxReplies per ReplyWindow), a safety net against bot-to-bot ping-pong that
 // slips past the filters: a chain of two bots answering each other never exceeds the cap.
 func (t *turn) replyBudget(ctx context.Context) error {
-	d := t.cell.deps
-	limit := d.cfg.MaxReplies
+	limit := t.cfg.MaxReplies
 	if limit < 0 {
 		return nil
 	}
-	evs := session.Select(t.cell.flog.snapshot(), session.Range{Types: []session.Type{session.TypeDelivered}, Desc: true, Limit: limit})
+	evs := session.Select(t.flog.snapshot(), session.Range{Types: []session.Type{session.TypeDelivered}, Desc: true, Limit: limit})
 	if len(evs) < limit {
 		return nil
 	}
-	wait := evs[limit-1].CreatedAt.Add(d.cfg.ReplyWindow).Sub(d.Clock.Now())
+	wait := evs[limit-1].CreatedAt.Add(t.cfg.ReplyWindow).Sub(t.clock.Now())
 	if wait <= 0 {
 		return nil
 	}
-	t.cell.log.Warn().Dur("wait", wait).Msg("cell: reply cap reached for this thread; waiting")
-	d.Metrics.replyCapWaits.Inc()
+	t.log.Warn().Dur("wait", wait).Msg("cell: reply cap reached for this thread; waiting")
+	t.metrics.replyCapWaits.Inc()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-d.Clock.After(wait):
+	case <-t.clock.After(wait):
 		return nil
 	}
 }
@@ -449,7 +530,7 @@ func (t *turn) replyBudget(ctx context.Context) error {
 // turns folds the cell's log: all its turns, and this one (an empty one should the log not
 // know it, which a turn that began in this cell's memory rules out).
 func (t *turn) turns() (*thread.Turns, *thread.Turn) {
-	ts := thread.FoldTurns(t.cell.flog.snapshot())
+	ts := thread.FoldTurns(t.flog.snapshot())
 	if tn, ok := ts.Turn(t.state.turnSeq); ok {
 		return ts, tn
 	}
@@ -469,13 +550,12 @@ func threadTitle(evs []session.Event) string {
 }
 
 // recoverLive finishes the live messages a dead cell left for this turn. With the reply in
-// the log, the turn's first live message is made to show it whole (the others are removed) and
-// the turn is completed: it reports true. Without one, every live message of the turn is
-// removed (the agent runs again and shows itself anew): it reports false.
-func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool) (bool, error) {
-	c, d := t.cell, t.cell.deps
+// the log, the turn's first live message is made to show it whole (the others are removed):
+// it returns the outcome the turn completes with. Without one, every live message of the turn
+// is removed (the agent runs again and shows itself anew): it returns nil.
+func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool) (*outcome, error) {
 	if !t.state.open {
-		return false, nil // a fresh turn: nothing of it is in the thread yet
+		return nil, nil // a fresh turn: nothing of it is in the thread yet
 	}
 	ts, tn := t.turns()
 	var keep []thread.LiveMessage
@@ -484,12 +564,12 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			keep = append(keep, m)
 		}
 	}
-	channel := c.sess.Key.Channel
+	channel := t.sess.Key.Channel
 	// A cell killed between Slack's answer and its record leaves a message the log does not
 	// know: the bot's messages in the thread after the message this turn answers, that no
 	// delivered or stream_started names, are this turn's too.
-	orphans, err := d.Deliver.unknownBotMessages(ctx, channel, c.sess.Key.ThreadTS, t.state.lastUserMsg.TS,
-		d.cfg.Where.BotUserID, knownMessages(ts, c.flog.snapshot()))
+	orphans, err := t.deliverer.unknownBotMessages(ctx, channel, t.sess.Key.ThreadTS, t.state.lastUserMsg.TS,
+		t.cfg.Where.BotUserID, knownMessages(ts, t.flog.snapshot()))
 	if err != nil {
 		t.log.Warn().Err(err).Msg("live view: could not look for messages a dead cell left; going on")
 	}
@@ -500,17 +580,17 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			Payload: session.StreamStarted{Turn: t.state.turnSeq, Channel: channel, TS: orphan, Mode: "found"}})
 	}
 	if len(keep) == 0 {
-		return false, nil
+		return nil, nil
 	}
 	evs := found0
 	for _, m := range keep {
 		if m.Open && m.Mode == "stream" {
 			// Best-effort: a stream Slack already closed answers message_not_in_streaming_state.
-			if err := d.Deliver.call(ctx, "chat.stopStream", func() error {
-				_, _, err := d.Deliver.api.StopStreamContext(ctx, channel, m.TS)
+			if err := t.deliverer.call(ctx, "chat.stopStream", func() error {
+				_, _, err := t.deliverer.api.StopStreamContext(ctx, channel, m.TS)
 				return err
 			}); err != nil && !streamClosed(err) && !isSlackErr(err, "message_not_found") && !isSlackErr(err, "stopped_by_user") && !errors.Is(err, errUnavailable) {
-				return false, fmt.Errorf("stop live message %s: %w", m.TS, err)
+				return nil, fmt.Errorf("stop live message %s: %w", m.TS, err)
 			}
 		}
 	}
@@ -520,9 +600,9 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			drop = append(drop, m.TS)
 		}
 		t.log.Info().Str("ts", keep[0].TS).Int("removed", len(drop)).Msg("live view: finishing the reply a dead cell streamed")
-		posted, err := d.Deliver.replace(ctx, c.sess, reply, keep[0].TS, drop, t.footer(reply))
+		posted, err := t.deliverer.replace(ctx, t.sess, reply, keep[0].TS, drop, t.footer(reply))
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if keep[0].Open {
 			evs = append(evs, streamStopped(keep[0].TS, session.StreamRecovered, 0))
@@ -531,27 +611,23 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			evs = append(evs, streamStopped(m.TS, session.StreamDeleted, 0))
 		}
 		evs = append(evs, deliveredEvent(reply, channel, posted))
-		if err := t.complete(ctx, session.StatusOK, "", evs...); err != nil {
-			return false, err
-		}
-		d.Metrics.deliveries.Inc()
-		return true, nil
+		return &outcome{status: session.StatusOK, evs: evs, delivered: true}, nil
 	}
 	if found {
-		return false, nil // delivered already: the turn only needs closing
+		return nil, nil // delivered already: the turn only needs closing
 	}
 	for _, m := range keep {
-		if err := d.Deliver.call(ctx, "chat.delete", func() error {
-			_, _, err := d.Deliver.api.DeleteMessageContext(ctx, channel, m.TS)
+		if err := t.deliverer.call(ctx, "chat.delete", func() error {
+			_, _, err := t.deliverer.api.DeleteMessageContext(ctx, channel, m.TS)
 			return err
 		}); err != nil && !isSlackErr(err, "message_not_found") {
-			return false, fmt.Errorf("remove live message %s: %w", m.TS, err)
+			return nil, fmt.Errorf("remove live message %s: %w", m.TS, err)
 		}
 		evs = append(evs, streamStopped(m.TS, session.StreamDeleted, 0))
 	}
 	t.log.Info().Int("removed", len(keep)).Msg("live view: removed the partial messages of a dead cell; running the turn again")
-	_, err = c.flog.Append(ctx, evs...)
-	return false, err
+	_, err = t.flog.Append(ctx, evs...)
+	return nil, err
 }
 
 // knownMessages is every Slack message of the bot that the log names: deliveries, live
@@ -588,7 +664,7 @@ func (t *turn) stopAsked() (*stopRequest, bool) {
 	if r := tn.StopRequest; r != nil {
 		asked = &stopRequest{by: r.By, source: r.Source, seq: r.Seq}
 	}
-	for _, e := range session.Select(t.cell.flog.snapshot(), session.Range{From: max(tn.Seq, t.state.through) + 1, Types: []session.Type{session.TypeUserMessage}}) {
+	for _, e := range session.Select(t.flog.snapshot(), session.Range{From: max(tn.Seq, t.state.through) + 1, Types: []session.Type{session.TypeUserMessage}}) {
 		if asked != nil && asked.seq < e.Seq {
 			break
 		}
@@ -613,7 +689,6 @@ func takenOverDuring(evs []session.Event, turnSeq int64) (*stopRequest, bool) {
 // and the log records who stopped it. Nothing else is posted for the turn. The next turn
 // starts after the "stop" message, which it does not answer.
 func (t *turn) stop(ctx context.Context, live *liveView, s *stopRequest) error {
-	d := t.cell.deps
 	ctx = context.WithoutCancel(ctx) // the agent's context ended; the record must not
 	var evs []session.NewEvent
 	var shown string // what the thread showed of the stopped model call, for the next history
@@ -623,7 +698,7 @@ func (t *turn) stop(ctx context.Context, live *liveView, s *stopRequest) error {
 	}
 	canceled, show := t.cancelApprovals(ctx, s.by)
 	evs = append(evs, canceled...)
-	evs = append(evs, stoppedCalls(t.cell.flog.snapshot(), t.state.turnSeq, s.by)...)
+	evs = append(evs, stoppedCalls(t.flog.snapshot(), t.state.turnSeq, s.by)...)
 	evs = append(evs, session.NewEvent{Type: session.TypeTurnStopped, Actor: cellActor,
 		Payload: session.TurnStopped{Turn: t.state.turnSeq, By: s.by, Source: s.source, Request: s.seq, Shown: shown,
 			ByName: t.stopperName(s)}})
@@ -631,11 +706,11 @@ func (t *turn) stop(ctx context.Context, live *liveView, s *stopRequest) error {
 		t.state.through = max(t.state.through, s.seq)
 	}
 	t.log.Info().Str("by", s.by).Str("source", s.source).Msg("turn stopped")
-	d.Metrics.stops.Inc()
-	if err := t.complete(ctx, session.StatusStopped, s.source, evs...); err != nil {
+	t.metrics.stops.Inc()
+	if err := t.complete(ctx, outcome{status: session.StatusStopped, reason: s.source, evs: evs}); err != nil {
 		return err
 	}
-	show(t.cell.flog.snapshot())
+	show(t.flog.snapshot())
 	return nil
 }
 
@@ -656,8 +731,7 @@ const (
 // those not for it get their not_addressed marker. It stops at a "stop" (the cell stops the
 // turn) and at mute or unmute (the next turn takes those up). It returns the new through.
 func (t *turn) steer(ctx context.Context, through int64) (int64, error) {
-	c, d := t.cell, t.cell.deps
-	evs := c.flog.snapshot()
+	evs := t.flog.snapshot()
 	muted := isMuted(evs)
 	var marks []session.NewEvent
 	next := through
@@ -666,7 +740,7 @@ func (t *turn) steer(ctx context.Context, through int64) (int64, error) {
 		if e.Decode(&m) != nil || isStop(m.Text) {
 			break
 		}
-		h := hear(d.cfg.ThreadReplies, m, muted, false)
+		h := hear(t.threadReplies(), m, muted, false)
 		if h.mute != 0 || h.canned != "" {
 			break
 		}
@@ -682,7 +756,7 @@ func (t *turn) steer(ctx context.Context, through int64) (int64, error) {
 	if len(marks) == 0 {
 		return through, nil
 	}
-	if _, err := c.flog.Append(ctx, marks...); err != nil {
+	if _, err := t.flog.Append(ctx, marks...); err != nil {
 		return through, err
 	}
 	t.log.Info().Int64("through", next).Msg("messages written meanwhile steer the running turn")

@@ -78,6 +78,9 @@ const (
 	TypeHandedBack Type = "handed_back"
 	// A connection the sandbox asked its egress proxy for: allowed or refused, and its bytes.
 	TypeEgressConnection Type = "egress_connection"
+	// What a turn ran under: the channel's settings, the repository's instructions, the
+	// memory offered (issue 31).
+	TypeTurnSettings Type = "turn_settings"
 	// Budgets (bot/budget): the thread told that a daily budget is nearly spent (once per
 	// budget and day); the spend itself is in model_spend, a refused call an error event.
 	TypeBudgetNotice Type = "budget_notice"
@@ -99,7 +102,7 @@ var knownTypes = map[Type]bool{
 	TypeApprovalRequested: true, TypeApprovalDecided: true, TypeTurnSuspended: true, TypeToolStarted: true,
 	TypeFileFetched: true, TypeFileUpload: true, TypePullRequest: true, TypeWorkSaved: true,
 	TypeTakenOver: true, TypeHandedBack: true, TypeEgressConnection: true,
-	TypeBudgetNotice: true, TypeSetupResult: true,
+	TypeTurnSettings: true, TypeBudgetNotice: true, TypeSetupResult: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

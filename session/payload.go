@@ -219,6 +219,38 @@ type SandboxProvisioned struct {
 	// credentials) and the commit it is at.
 	Repo   string `json:"repo,omitempty"`
 	Commit string `json:"commit,omitempty"`
+	// Instructions is the repository's instruction file read at provisioning (AGENTS.md, else
+	// CLAUDE.md, at the workspace's root), InstructionsHash its sha256 (hex, of the whole
+	// file) and InstructionsSize its size in bytes; empty when the checkout has neither.
+	Instructions     string `json:"instructions,omitempty"`
+	InstructionsHash string `json:"instructions_hash,omitempty"`
+	InstructionsSize int    `json:"instructions_size,omitempty"`
+}
+
+// TurnSettings is what a turn ran under (type turn_settings, appended before its first model
+// call, again when a resumed turn runs under other settings): the channel's effective settings
+// (a channel's record, else the environment's default: Set names those from records), the
+// repository's instruction file (path and hash; its text is the repository's at the
+// sandbox_provisioned commit), and the channel memory notes offered (their ids). Hash is the
+// sha256 (hex) of all of it, the same for the same settings.
+type TurnSettings struct {
+	Turn          int64    `json:"turn"`
+	Hash          string   `json:"hash"`
+	Model         string   `json:"model"`
+	Instructions  string   `json:"instructions,omitempty"`
+	Approvals     string   `json:"approvals,omitempty"`
+	ThreadReplies string   `json:"thread_replies,omitempty"`
+	DailyBudget   string   `json:"daily_budget,omitempty"`
+	Setup         string   `json:"setup,omitempty"`
+	Set           []string `json:"set,omitempty"`
+	// RepoInstructions and RepoInstructionsHash: the repository's instruction file put in the
+	// system prompt (sha256 of what was read, hex), "" without one.
+	RepoInstructions     string `json:"repo_instructions,omitempty"`
+	RepoInstructionsHash string `json:"repo_instructions_hash,omitempty"`
+	// NestedInstructions are the instruction files of directories the agent worked in, as
+	// path@sha256.
+	NestedInstructions []string `json:"nested_instructions,omitempty"`
+	Memory             []int64  `json:"memory,omitempty"`
 }
 
 // SandboxLost records that the session's sandbox was found gone.

@@ -95,6 +95,12 @@ type Turn struct {
 	// the model sees. An error ends the turn (Run returns it; the call keeps no result, and
 	// a later Run of the same turn asks again before running it). nil: every call runs.
 	Approve func(ctx context.Context, use ToolUse) (Decision, error)
+	// Guidance is put in the system prompt after logbook's own rules: the channel's
+	// instructions, the repository's instruction file, the channel's memory.
+	Guidance Guidance
+	// Remember, when set, offers the remember tool: it adds text to the channel's memory (the
+	// string is the tool's result, an error an error result). callID is the tool call's id.
+	Remember func(ctx context.Context, callID, text string) (string, error)
 	// Meter, when set, admits each model call of the turn against a budget and is told what
 	// it cost (see Meter). nil: calls are not metered.
 	Meter Meter
@@ -273,6 +279,8 @@ func New(cfg Config) (*Brain, error) {
 	return &Brain{cfg: cfg, log: cfg.Logger, tracer: telemetry.Tracer(cfg.Tracer)}, nil
 }
 
+// sleep waits d, or until ctx ends. bot/files' Fetcher has the same few lines as its default:
+// neither package imports the other, and a package of its own would hold only this.
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -288,6 +296,17 @@ func (b *Brain) now() time.Time { return b.cfg.Now() }
 
 // Provider returns the brain's model provider.
 func (b *Brain) Provider() Provider { return b.cfg.Provider }
+
+// WithProvider returns a Brain like b that calls p: a channel's own model (bot/settings).
+// p nil returns b.
+func (b *Brain) WithProvider(p Provider) *Brain {
+	if p == nil {
+		return b
+	}
+	c := *b
+	c.cfg.Provider = p
+	return &c
+}
 
 // Reply texts that do not come from the model.
 const (
@@ -351,7 +370,8 @@ func (b *Brain) begin(ctx context.Context, t Turn) *turn {
 		Turn:    t,
 		through: t.Through,
 		log:     b.log.With().Ctx(ctx).Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
-		tools:   append(toolSpecs(t.Hands != nil, t.Searcher != nil, t.Hands != nil && t.Attach != nil), pullRequestSpecs(t.PullRequest != nil)...),
+		tools: append(append(toolSpecs(t.Hands != nil, t.Searcher != nil, t.Hands != nil && t.Attach != nil),
+			pullRequestSpecs(t.PullRequest != nil)...), rememberSpecs(t.Remember != nil)...),
 		budget:  outputBudget{perResult: b.cfg.MaxToolOutput, left: b.cfg.MaxTurnOutput},
 		repeats: repeats{limit: b.cfg.RepeatLimit},
 		bot:     session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
@@ -361,7 +381,7 @@ func (b *Brain) begin(ctx context.Context, t Turn) *turn {
 	st.deadline = time.Now().Add(b.cfg.MaxTurnTime)
 	st.turnCtx, st.cancel = context.WithDeadline(ctx, st.deadline)
 	b.refreshConnectors(st.turnCtx, st)
-	st.system = systemPrompt(t.Where, st.tools, b.now())
+	st.system = systemPrompt(t.Where, st.tools, b.now(), t.Guidance)
 	return st
 }
 
@@ -392,13 +412,8 @@ func (b *Brain) resume(ctx context.Context, st *turn) (first int, r Reply, done 
 func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done bool, err error) {
 	t := st.Turn
 	turnCtx := st.turnCtx
-	if round > 0 && t.Steer != nil {
-		// A message written while the turn ran reaches the model at its next call.
-		through, err := t.Steer(ctx, st.through)
-		if err != nil {
-			return Reply{}, true, fmt.Errorf("run turn %d: steer: %w", t.TurnSeq, err)
-		}
-		st.through = max(st.through, through)
+	if err := steer(ctx, st, round); err != nil {
+		return Reply{}, true, err
 	}
 	evs, err := b.load(ctx, t.Log)
 	if err != nil {
@@ -420,7 +435,7 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 	}
 	b.refreshConnectors(turnCtx, st) // a server's list may have changed
 	tools, noTools := st.toolsFor(h), round >= b.cfg.MaxRounds
-	st.system = systemPrompt(t.Where, tools, b.now())
+	st.system = systemPrompt(t.Where, tools, b.now(), t.Guidance)
 	tokens, method := b.measure(turnCtx, st, Request{System: st.system, Messages: h.Messages, Tools: tools})
 	if tokens > int64(b.cfg.ContextBudget) {
 		st.log.Info().Int64("tokens", tokens).Int("budget", b.cfg.ContextBudget).Str("method", method).
@@ -429,7 +444,7 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 			return Reply{}, true, err
 		}
 		tools = st.toolsFor(h) // a new summary offers read_log
-		st.system = systemPrompt(t.Where, tools, b.now())
+		st.system = systemPrompt(t.Where, tools, b.now(), t.Guidance)
 	}
 	tools, noTools = declared(h, tools, noTools)
 	if err := validate(h.Messages, true); err != nil {
@@ -489,6 +504,21 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 	}
 
 	return Reply{}, false, nil
+}
+
+// steer hands the model, from the round's second call on, the messages written while the
+// turn ran (Turn.Steer): they reach it at its next call.
+func steer(ctx context.Context, st *turn, round int) error {
+	t := st.Turn
+	if round == 0 || t.Steer == nil {
+		return nil
+	}
+	through, err := t.Steer(ctx, st.through)
+	if err != nil {
+		return fmt.Errorf("run turn %d: steer: %w", t.TurnSeq, err)
+	}
+	st.through = max(st.through, through)
+	return nil
 }
 
 // answer appends the round's text as the turn's reply: a reply the output limit cut is

@@ -11,7 +11,7 @@ import (
 )
 
 // systemPrompt tells the model where it is and what it can do.
-func systemPrompt(w Where, tools []ToolSpec, now time.Time) string {
+func systemPrompt(w Where, tools []ToolSpec, now time.Time, g Guidance) string {
 	var sb strings.Builder
 	name := w.BotName
 	if name == "" {
@@ -40,6 +40,7 @@ func systemPrompt(w Where, tools []ToolSpec, now time.Time) string {
 		}
 		sb.WriteString("A tool error is a result you can read and act on. Do not put secrets into commands or files.\n")
 	}
+	sb.WriteString(guidanceText(g)) // after logbook's own rules
 	return sb.String()
 }
 

@@ -32,26 +32,19 @@ var readLogTypes = []session.Type{
 }
 
 func readLogSpec() ToolSpec {
-	names := make([]string, len(readLogTypes))
-	for i, t := range readLogTypes {
-		names[i] = string(t)
-	}
 	return ToolSpec{
 		Name: ToolReadLog,
 		Description: "Reread this thread's own log, which the summary of the earlier conversation condenses: " +
 			"events by seq range (from_seq, to_seq), or the events just before a seq (before_seq), optionally " +
 			"of some types only. Each line starts with the event's #seq. At most 50 events and 12 KiB per call.",
-		Schema: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"from_seq":   map[string]any{"type": "integer", "description": "first seq, inclusive"},
-				"to_seq":     map[string]any{"type": "integer", "description": "last seq, inclusive"},
-				"before_seq": map[string]any{"type": "integer", "description": "return the events just before this seq instead of a range"},
-				"types": map[string]any{"type": "array", "description": "only these event types; default all of them",
-					"items": map[string]any{"type": "string", "enum": names}},
-				"limit": map[string]any{"type": "integer", "description": "how many events, default 20, at most 50"},
-			},
-		},
+		Schema: objectSchema(map[string]any{
+			"from_seq":   prop("integer", "first seq, inclusive"),
+			"to_seq":     prop("integer", "last seq, inclusive"),
+			"before_seq": prop("integer", "return the events just before this seq instead of a range"),
+			"types": map[string]any{"type": "array", "description": "only these event types; default all of them",
+				"items": map[string]any{"type": "string", "enum": typeStrings(readLogTypes)}},
+			"limit": prop("integer", "how many events, default 20, at most 50"),
+		}),
 	}
 }
 
@@ -125,56 +118,61 @@ func (b *Brain) readLog(ctx context.Context, t Turn, input json.RawMessage) tool
 // readLogPerEvent bytes.
 func renderLogEvent(e session.Event) string {
 	head := fmt.Sprintf("#%d %s %s", e.Seq, e.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"), e.Type)
-	var body string
-	switch e.Type {
-	case session.TypeUserMessage:
-		var m session.UserMessage
-		if e.Decode(&m) == nil {
-			body = fmt.Sprintf("%s (ts %s): %s", speaker(m), m.TS, m.Text)
-		}
-	case session.TypeUserMessageEdited:
-		var m session.UserMessageEdited
-		if e.Decode(&m) == nil {
-			body = fmt.Sprintf("%s edited ts %s to: %s", m.User, m.OrigTS, m.Text)
-		}
-	case session.TypeUserMessageDeleted:
-		var m session.UserMessageDeleted
-		if e.Decode(&m) == nil {
-			body = fmt.Sprintf("deleted ts %s", m.DeletedTS)
-		}
-	case session.TypeAssistantMessage:
-		var m session.AssistantMessage
-		if e.Decode(&m) == nil {
-			body = m.Text
-			if len(m.ToolCallIDs) > 0 {
-				body += fmt.Sprintf(" [tool calls: %s]", strings.Join(m.ToolCallIDs, ", "))
-			}
-		}
-	case session.TypeToolCall:
-		var c session.ToolCall
-		if e.Decode(&c) == nil {
-			body = fmt.Sprintf("%s id=%s input=%s", c.Name, c.CallID, c.Input)
-		}
-	case session.TypeToolResult:
-		var r session.ToolResult
-		if e.Decode(&r) == nil {
-			status := "ok"
-			if r.IsError {
-				status = "error"
-			}
-			body = fmt.Sprintf("id=%s %s: %s", r.CallID, status, r.Content)
-		}
-	}
+	body := logEventText(e)
 	if body == "" {
 		body = "(unreadable payload)"
 	}
 	return clip.Text(head+": "+body, readLogPerEvent) + "\n"
 }
 
-func typeNames(ts []session.Type) string {
+// logEventText is the text of e (one of readLogTypes) that read_log shows; "" when its
+// payload does not decode.
+func logEventText(e session.Event) string {
+	switch e.Type {
+	case session.TypeUserMessage:
+		return renderPayload(e, func(m session.UserMessage) string { return fmt.Sprintf("%s (ts %s): %s", speaker(m), m.TS, m.Text) })
+	case session.TypeUserMessageEdited:
+		return renderPayload(e, func(m session.UserMessageEdited) string {
+			return fmt.Sprintf("%s edited ts %s to: %s", m.User, m.OrigTS, m.Text)
+		})
+	case session.TypeUserMessageDeleted:
+		return renderPayload(e, func(m session.UserMessageDeleted) string { return fmt.Sprintf("deleted ts %s", m.DeletedTS) })
+	case session.TypeAssistantMessage:
+		return renderPayload(e, func(m session.AssistantMessage) string {
+			if len(m.ToolCallIDs) > 0 {
+				return m.Text + fmt.Sprintf(" [tool calls: %s]", strings.Join(m.ToolCallIDs, ", "))
+			}
+			return m.Text
+		})
+	case session.TypeToolCall:
+		return renderPayload(e, func(c session.ToolCall) string { return fmt.Sprintf("%s id=%s input=%s", c.Name, c.CallID, c.Input) })
+	case session.TypeToolResult:
+		return renderPayload(e, func(r session.ToolResult) string {
+			status := "ok"
+			if r.IsError {
+				status = "error"
+			}
+			return fmt.Sprintf("id=%s %s: %s", r.CallID, status, r.Content)
+		})
+	}
+	return ""
+}
+
+// renderPayload is render of e's payload, "" when it does not decode as a P.
+func renderPayload[P any](e session.Event, render func(P) string) string {
+	var p P
+	if e.Decode(&p) != nil {
+		return ""
+	}
+	return render(p)
+}
+
+func typeNames(ts []session.Type) string { return strings.Join(typeStrings(ts), ", ") }
+
+func typeStrings(ts []session.Type) []string {
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = string(t)
 	}
-	return strings.Join(names, ", ")
+	return names
 }

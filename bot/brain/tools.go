@@ -35,7 +35,22 @@ func ToolNames() []string {
 
 // allToolSpecs is every tool this package knows: what a history may show calls of.
 func allToolSpecs() []ToolSpec {
-	return append(append(toolSpecs(true, true, true), pullRequestSpecs(true)...), readLogSpec())
+	return append(append(append(toolSpecs(true, true, true), pullRequestSpecs(true)...), rememberSpecs(true)...), readLogSpec())
+}
+
+// objectSchema is the JSON Schema of a tool's input: an object with these properties, of
+// which required must be given (none: no "required" key).
+func objectSchema(props map[string]any, required ...string) map[string]any {
+	s := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	return s
+}
+
+// prop is one property of an input's schema: its JSON type and what it is for.
+func prop(typ, description string) map[string]any {
+	return map[string]any{"type": typ, "description": description}
 }
 
 // pullRequestSpecs is create_pull_request, when the turn can open pull requests.
@@ -49,15 +64,11 @@ func pullRequestSpecs(on bool) []ToolSpec {
 			"against the repository's default branch. Opening it again for the same branch returns the same pull request. " +
 			"The workspace is the repository's checkout: commit, then push with `git push origin HEAD:logbook/<name>` " +
 			"(the sandbox may push only branches under logbook/).",
-		Schema: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"branch": map[string]any{"type": "string", "description": "the pushed branch with the changes"},
-				"title":  map[string]any{"type": "string", "description": "the pull request's title"},
-				"body":   map[string]any{"type": "string", "description": "what changed and why, in Markdown"},
-			},
-			"required": []string{"branch", "title"},
-		},
+		Schema: objectSchema(map[string]any{
+			"branch": prop("string", "the pushed branch with the changes"),
+			"title":  prop("string", "the pull request's title"),
+			"body":   prop("string", "what changed and why, in Markdown"),
+		}, "branch", "title"),
 	}}
 }
 
@@ -71,35 +82,23 @@ func toolSpecs(hands, search, attach bool) []ToolSpec {
 				Name: ToolRunCommand,
 				Description: "Run a shell command (bash -c) in this thread's sandbox, a Linux workspace kept for " +
 					"the session. Returns the exit code, stdout and stderr; long output is cut in the middle.",
-				Schema: map[string]any{
-					"type": "object",
-					"properties": map[string]any{
-						"command":         map[string]any{"type": "string", "description": "the shell command line"},
-						"timeout_seconds": map[string]any{"type": "integer", "description": "optional, lower than the default limit"},
-					},
-					"required": []string{"command"},
-				},
+				Schema: objectSchema(map[string]any{
+					"command":         prop("string", "the shell command line"),
+					"timeout_seconds": prop("integer", "optional, lower than the default limit"),
+				}, "command"),
 			},
 			ToolSpec{
 				Name:        ToolReadFile,
 				Description: "Read a text file of the sandbox workspace.",
-				Schema: map[string]any{
-					"type":       "object",
-					"properties": map[string]any{"path": map[string]any{"type": "string", "description": "path relative to the workspace"}},
-					"required":   []string{"path"},
-				},
+				Schema:      objectSchema(map[string]any{"path": prop("string", "path relative to the workspace")}, "path"),
 			},
 			ToolSpec{
 				Name:        ToolWriteFile,
 				Description: "Create or replace a file of the sandbox workspace.",
-				Schema: map[string]any{
-					"type": "object",
-					"properties": map[string]any{
-						"path":    map[string]any{"type": "string", "description": "path relative to the workspace"},
-						"content": map[string]any{"type": "string", "description": "the whole new content"},
-					},
-					"required": []string{"path", "content"},
-				},
+				Schema: objectSchema(map[string]any{
+					"path":    prop("string", "path relative to the workspace"),
+					"content": prop("string", "the whole new content"),
+				}, "path", "content"),
 			})
 	}
 	if hands && attach {
@@ -107,28 +106,20 @@ func toolSpecs(hands, search, attach bool) []ToolSpec {
 			Name: ToolAttachFile,
 			Description: "Attach a file from the sandbox workspace to the reply in the Slack thread, so people can " +
 				"download it (a report, a patch, a chart, a log). Write the file first; say in the reply what it is.",
-			Schema: map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"path":  map[string]any{"type": "string", "description": "path relative to the workspace"},
-					"title": map[string]any{"type": "string", "description": "optional title shown in Slack; default the file name"},
-				},
-				"required": []string{"path"},
-			},
+			Schema: objectSchema(map[string]any{
+				"path":  prop("string", "path relative to the workspace"),
+				"title": prop("string", "optional title shown in Slack; default the file name"),
+			}, "path"),
 		})
 	}
 	if search {
 		specs = append(specs, ToolSpec{
 			Name:        ToolSearchSessions,
 			Description: "Full-text search of past conversations (other Slack threads) this bot took part in.",
-			Schema: map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"query": map[string]any{"type": "string", "description": "words to look for"},
-					"limit": map[string]any{"type": "integer", "description": "how many hits, default 5"},
-				},
-				"required": []string{"query"},
-			},
+			Schema: objectSchema(map[string]any{
+				"query": prop("string", "words to look for"),
+				"limit": prop("integer", "how many hits, default 5"),
+			}, "query"),
 		})
 	}
 	return specs
@@ -218,120 +209,183 @@ func (b *Brain) runTool(ctx context.Context, t Turn, use ToolUse, budget *output
 	return out
 }
 
+// toolInput is every tool's arguments, decoded at once: each tool reads its own.
+type toolInput struct {
+	Command        string  `json:"command"`
+	TimeoutSeconds int     `json:"timeout_seconds"`
+	Path           string  `json:"path"`
+	Content        *string `json:"content"`
+	Query          string  `json:"query"`
+	Limit          int     `json:"limit"`
+	Title          string  `json:"title"`
+	Branch         string  `json:"branch"`
+	Body           string  `json:"body"`
+	Invalid        string  `json:"_invalid_arguments"`
+}
+
+// toolFunc runs one call of a tool, its input decoded (use.Input is the raw input).
+type toolFunc func(ctx context.Context, t Turn, use ToolUse, in toolInput) toolOutcome
+
+// dispatch runs use: its input decoded, then the tool's toolFunc.
 func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
-	fail := func(format string, args ...any) toolOutcome {
-		return toolOutcome{Content: fmt.Sprintf(format, args...), IsError: true}
-	}
-	var in struct {
-		Command        string  `json:"command"`
-		TimeoutSeconds int     `json:"timeout_seconds"`
-		Path           string  `json:"path"`
-		Content        *string `json:"content"`
-		Query          string  `json:"query"`
-		Limit          int     `json:"limit"`
-		Title          string  `json:"title"`
-		Branch         string  `json:"branch"`
-		Body           string  `json:"body"`
-		Invalid        string  `json:"_invalid_arguments"`
-	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(use.Input, &obj); err != nil {
-		return fail("the tool input is not a JSON object: %v", err)
+		return toolFailure("the tool input is not a JSON object: %v", err)
 	}
+	var in toolInput
 	if err := json.Unmarshal(use.Input, &in); err != nil {
-		return fail("the tool input does not match %s's schema: %v", use.Name, err)
+		return toolFailure("the tool input does not match %s's schema: %v", use.Name, err)
 	}
 	if in.Invalid != "" {
-		return fail("the tool arguments are not valid JSON: %s", clip.Text(in.Invalid, 200))
+		return toolFailure("the tool arguments are not valid JSON: %s", clip.Text(in.Invalid, 200))
 	}
-	needHands := use.Name == ToolRunCommand || use.Name == ToolReadFile || use.Name == ToolWriteFile || use.Name == ToolAttachFile
-	if needHands && t.Hands == nil {
-		return fail("%s is not available: this deployment has no sandbox", use.Name)
+	run, ok := b.tool(use.Name)
+	if !ok {
+		return toolFailure("unknown tool %q", use.Name)
 	}
-	switch use.Name {
+	return run(ctx, t, use, in)
+}
+
+// tool is the toolFunc of the built-in tool called name, false for a name this brain does
+// not know. A tool is offered by toolSpecs (or its own specs func) and runs here: a new tool
+// is one case. Tools from elsewhere plug in beside dispatch, in runTool (a connector's
+// mcp__ tools go to callConnector).
+func (b *Brain) tool(name string) (toolFunc, bool) {
+	switch name {
 	case ToolReadLog:
-		return b.readLog(ctx, t, use.Input)
+		return func(ctx context.Context, t Turn, use ToolUse, _ toolInput) toolOutcome {
+			return b.readLog(ctx, t, use.Input)
+		}, true
+	case ToolRemember:
+		return func(ctx context.Context, t Turn, use ToolUse, _ toolInput) toolOutcome {
+			return remember(ctx, t, use)
+		}, true
 	case ToolRunCommand:
-		if strings.TrimSpace(in.Command) == "" {
-			return fail("command is required")
-		}
-		timeout := b.cfg.CommandTimeout
-		if in.TimeoutSeconds > 0 && time.Duration(in.TimeoutSeconds)*time.Second < timeout {
-			timeout = time.Duration(in.TimeoutSeconds) * time.Second
-		}
-		res, err := t.Hands.Exec(ctx, sandbox.ExecRequest{Shell: in.Command, Timeout: timeout})
-		if err != nil {
-			return sandboxFailure(err)
-		}
-		return commandOutcome(res)
+		return sandboxed(b.runCommand), true
 	case ToolReadFile:
-		if in.Path == "" {
-			return fail("path is required")
-		}
-		data, err := t.Hands.ReadFile(ctx, in.Path)
-		if err != nil {
-			return sandboxFailure(err)
-		}
-		if !utf8.Valid(data) {
-			return toolOutcome{Content: fmt.Sprintf("%s is binary (%d bytes); use run_command with xxd or file to inspect it", in.Path, len(data)), FromHands: true}
-		}
-		return toolOutcome{Content: string(data), FromHands: true}
+		return sandboxed(readFile), true
 	case ToolWriteFile:
-		if in.Path == "" || in.Content == nil {
-			return fail("path and content are required")
-		}
-		if err := t.Hands.WriteFile(ctx, in.Path, []byte(*in.Content)); err != nil {
-			return sandboxFailure(err)
-		}
-		return toolOutcome{Content: fmt.Sprintf("wrote %d bytes to %s", len(*in.Content), in.Path), FromHands: true}
+		return sandboxed(writeFile), true
 	case ToolAttachFile:
-		if t.Attach == nil {
-			return fail("attach_file is not available: this turn cannot attach files to the thread")
-		}
-		if strings.TrimSpace(in.Path) == "" {
-			return fail("path is required")
-		}
-		res, err := t.Attach(ctx, use.ID, in.Path, in.Title)
-		if err != nil {
-			return fail("%s", clip.Text(err.Error(), 200))
-		}
-		return toolOutcome{Content: res}
+		return sandboxed(attachFile), true
 	case ToolPullRequest:
-		if t.PullRequest == nil {
-			return fail("create_pull_request is not available: this channel has no repository configured")
-		}
-		if strings.TrimSpace(in.Branch) == "" || strings.TrimSpace(in.Title) == "" {
-			return fail("branch and title are required")
-		}
-		res, err := t.PullRequest(ctx, use.ID, strings.TrimSpace(in.Branch), strings.TrimSpace(in.Title), in.Body)
-		if err != nil {
-			return fail("%s", clip.Text(err.Error(), 300))
-		}
-		return toolOutcome{Content: res}
+		return pullRequest, true
 	case ToolSearchSessions:
-		if t.Searcher == nil {
-			return fail("search_sessions is not available in this deployment")
-		}
-		if strings.TrimSpace(in.Query) == "" {
-			return fail("query is required")
-		}
-		limit := in.Limit
-		if limit <= 0 || limit > 20 {
-			limit = 5
-		}
-		s, err := t.Searcher.Search(ctx, in.Query, limit)
-		if err != nil {
-			if ctx.Err() != nil {
-				return fail("search stopped: the turn ran out of time")
-			}
-			// The searcher's error is the database's: ids and SQL are for operators, not for the
-			// model, which could quote them in the thread.
-			b.log.Error().Err(err).Str("session_id", t.Session.ID.String()).Msg("search_sessions failed")
-			return fail("search failed; the error is recorded in the operator's log. Answer without it or try again later")
-		}
-		return toolOutcome{Content: nonEmpty(s, "no matches")}
+		return b.searchSessions, true
 	}
-	return fail("unknown tool %q", use.Name)
+	return nil, false
+}
+
+// toolFailure is an error result the model reads.
+func toolFailure(format string, args ...any) toolOutcome {
+	return toolOutcome{Content: fmt.Sprintf(format, args...), IsError: true}
+}
+
+// sandboxed is run for a turn with a sandbox; without one the call fails saying so.
+func sandboxed(run toolFunc) toolFunc {
+	return func(ctx context.Context, t Turn, use ToolUse, in toolInput) toolOutcome {
+		if t.Hands == nil {
+			return toolFailure("%s is not available: this deployment has no sandbox", use.Name)
+		}
+		return run(ctx, t, use, in)
+	}
+}
+
+// runCommand is run_command: the command in the sandbox, with at most the brain's timeout.
+func (b *Brain) runCommand(ctx context.Context, t Turn, _ ToolUse, in toolInput) toolOutcome {
+	if strings.TrimSpace(in.Command) == "" {
+		return toolFailure("command is required")
+	}
+	timeout := b.cfg.CommandTimeout
+	if in.TimeoutSeconds > 0 && time.Duration(in.TimeoutSeconds)*time.Second < timeout {
+		timeout = time.Duration(in.TimeoutSeconds) * time.Second
+	}
+	res, err := t.Hands.Exec(ctx, sandbox.ExecRequest{Shell: in.Command, Timeout: timeout})
+	if err != nil {
+		return sandboxFailure(err)
+	}
+	return commandOutcome(res)
+}
+
+// readFile is read_file: a text file of the sandbox (a binary one is only described).
+func readFile(ctx context.Context, t Turn, _ ToolUse, in toolInput) toolOutcome {
+	if in.Path == "" {
+		return toolFailure("path is required")
+	}
+	data, err := t.Hands.ReadFile(ctx, in.Path)
+	if err != nil {
+		return sandboxFailure(err)
+	}
+	if !utf8.Valid(data) {
+		return toolOutcome{Content: fmt.Sprintf("%s is binary (%d bytes); use run_command with xxd or file to inspect it", in.Path, len(data)), FromHands: true}
+	}
+	return toolOutcome{Content: string(data), FromHands: true}
+}
+
+// writeFile is write_file: the whole content of a file of the sandbox.
+func writeFile(ctx context.Context, t Turn, _ ToolUse, in toolInput) toolOutcome {
+	if in.Path == "" || in.Content == nil {
+		return toolFailure("path and content are required")
+	}
+	if err := t.Hands.WriteFile(ctx, in.Path, []byte(*in.Content)); err != nil {
+		return sandboxFailure(err)
+	}
+	return toolOutcome{Content: fmt.Sprintf("wrote %d bytes to %s", len(*in.Content), in.Path), FromHands: true}
+}
+
+// attachFile is attach_file, through the turn's Attach.
+func attachFile(ctx context.Context, t Turn, use ToolUse, in toolInput) toolOutcome {
+	if t.Attach == nil {
+		return toolFailure("attach_file is not available: this turn cannot attach files to the thread")
+	}
+	if strings.TrimSpace(in.Path) == "" {
+		return toolFailure("path is required")
+	}
+	res, err := t.Attach(ctx, use.ID, in.Path, in.Title)
+	if err != nil {
+		return toolFailure("%s", clip.Text(err.Error(), 200))
+	}
+	return toolOutcome{Content: res}
+}
+
+// pullRequest is create_pull_request, through the turn's PullRequest.
+func pullRequest(ctx context.Context, t Turn, use ToolUse, in toolInput) toolOutcome {
+	if t.PullRequest == nil {
+		return toolFailure("create_pull_request is not available: this channel has no repository configured")
+	}
+	if strings.TrimSpace(in.Branch) == "" || strings.TrimSpace(in.Title) == "" {
+		return toolFailure("branch and title are required")
+	}
+	res, err := t.PullRequest(ctx, use.ID, strings.TrimSpace(in.Branch), strings.TrimSpace(in.Title), in.Body)
+	if err != nil {
+		return toolFailure("%s", clip.Text(err.Error(), 300))
+	}
+	return toolOutcome{Content: res}
+}
+
+// searchSessions is search_sessions, through the turn's Searcher.
+func (b *Brain) searchSessions(ctx context.Context, t Turn, _ ToolUse, in toolInput) toolOutcome {
+	if t.Searcher == nil {
+		return toolFailure("search_sessions is not available in this deployment")
+	}
+	if strings.TrimSpace(in.Query) == "" {
+		return toolFailure("query is required")
+	}
+	limit := in.Limit
+	if limit <= 0 || limit > 20 {
+		limit = 5
+	}
+	s, err := t.Searcher.Search(ctx, in.Query, limit)
+	if err != nil {
+		if ctx.Err() != nil {
+			return toolFailure("search stopped: the turn ran out of time")
+		}
+		// The searcher's error is the database's: ids and SQL are for operators, not for the
+		// model, which could quote them in the thread.
+		b.log.Error().Err(err).Str("session_id", t.Session.ID.String()).Msg("search_sessions failed")
+		return toolFailure("search failed; the error is recorded in the operator's log. Answer without it or try again later")
+	}
+	return toolOutcome{Content: nonEmpty(s, "no matches")}
 }
 
 // commandOutcome renders a command's result for the model.

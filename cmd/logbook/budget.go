@@ -15,6 +15,7 @@ import (
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/budget"
+	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/sandbox/egress"
 	"github.com/logbook/logbook/session"
 )
@@ -57,16 +58,20 @@ func footerPrices(p budget.Prices) bot.Prices {
 	return out
 }
 
-// channelLimits are the channels' budgets and setup commands: the environment's, until the
-// channel settings records are wired here.
-func channelLimits(cfg serveConfig) budget.ChannelLimits {
-	return budget.EnvLimits{Limits: cfg.Budget.Limits, Setup: cfg.Budget.Setup}
+// channelLimits are the channels' budgets and setup commands: a channel's settings records
+// (/logbook config daily_budget, setup; channelconfig.go), else the environment's.
+func channelLimits(cfg serveConfig, s *settings.Settings, team string) budget.ChannelLimits {
+	env := budget.EnvLimits{Limits: cfg.Budget.Limits, Setup: cfg.Budget.Setup}
+	if s == nil {
+		return env
+	}
+	return settingsLimits{s: s, team: team, env: env}
 }
 
 // newBudget is the meter of every turn's model calls.
-func newBudget(cfg serveConfig, store *session.Store, log zerolog.Logger) (*budget.Budget, error) {
+func newBudget(cfg serveConfig, store *session.Store, log zerolog.Logger, s *settings.Settings, team string) (*budget.Budget, error) {
 	return budget.New(budget.Config{Store: store, Prices: cfg.Budget.Prices, Limits: cfg.Budget.Limits,
-		Channels: channelLimits(cfg), Admins: cfg.Admins, Log: log.With().Str("part", "budget").Logger()})
+		Channels: channelLimits(cfg, s, team), Admins: cfg.Admins, Log: log.With().Str("part", "budget").Logger()})
 }
 
 // budgetSlash answers /logbook budget, and hands every other subcommand to next.
@@ -150,8 +155,8 @@ last 7 days, today included.`,
 
 // setupConfig is the channels' setup step: each channel's command (its settings, else
 // LOGBOOK_SETUP_COMMAND), LOGBOOK_SETUP_EGRESS while it runs, cached per commit.
-func setupConfig(cfg serveConfig, store *session.Store) bot.SetupConfig {
-	limits := channelLimits(cfg)
+func setupConfig(cfg serveConfig, store *session.Store, s *settings.Settings, team string) bot.SetupConfig {
+	limits := channelLimits(cfg, s, team)
 	return bot.SetupConfig{
 		Command: func(ctx context.Context, _, channel string) (string, error) {
 			cmd, ok, err := limits.SetupCommand(ctx, channel)

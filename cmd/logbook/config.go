@@ -367,6 +367,7 @@ func (cfg *serveConfig) readReplies(e env) error {
 	if cfg.Approval.Policy, err = bot.ParseToolApproval(e.getenv("LOGBOOK_TOOL_APPROVAL"), brain.ToolNames()); err != nil {
 		return fmt.Errorf("LOGBOOK_TOOL_APPROVAL: %w", err)
 	}
+	cfg.ApprovalSpec = strings.TrimSpace(e.getenv("LOGBOOK_TOOL_APPROVAL"))
 	// LOGBOOK_APPROVERS is the same setting under the name issue 28 gives it.
 	approvers, alias := e.getenv("LOGBOOK_TOOL_APPROVERS"), e.getenv("LOGBOOK_APPROVERS")
 	if approvers != "" && alias != "" && strings.TrimSpace(approvers) != strings.TrimSpace(alias) {

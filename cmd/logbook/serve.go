@@ -34,6 +34,8 @@ import (
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/bot/memory"
+	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/sandbox"
@@ -132,7 +134,9 @@ Environment:
   LOGBOOK_ADMINS          Slack user ids (comma-separated) who may set a channel's repository
                           with /logbook repo <https-url> [branch] (or off); it wins over
                           LOGBOOK_REPOS, is kept with who set it and when, and applies to the
-                          channel's next sandboxes
+                          channel's next sandboxes; and a channel's settings with
+                          /logbook config <name> <value> (model, instructions, approvals,
+                          thread_replies, daily_budget, setup), each change a record
   LOGBOOK_REPO_URL        where a channel's repository is cloned from, {repo} for owner/name
                           (default https://github.com/{repo}.git); the sandbox gets a checkout
                           of its base branch from a mirror on this host, at a recorded commit,
@@ -340,6 +344,8 @@ type serveConfig struct {
 	MidTurn string
 	// Approval: LOGBOOK_TOOL_APPROVAL, LOGBOOK_TOOL_APPROVERS, LOGBOOK_APPROVAL_TIMEOUT.
 	Approval bot.ApprovalConfig
+	// ApprovalSpec is LOGBOOK_TOOL_APPROVAL as written: the approvals setting's default.
+	ApprovalSpec string
 	// Repos (LOGBOOK_REPOS), GitHubToken (GITHUB_TOKEN) and GitHubAPI (LOGBOOK_GITHUB_API_URL):
 	// create_pull_request.
 	Repos       bot.Repos
@@ -629,7 +635,8 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.dir = bot.NewDirectory(w.api, 5*time.Minute)
 	w.repos = channelRepos(cfg, store)
-	bgt, err := newBudget(cfg, store, log) // budget.go
+	models, chSettings, mem := channelParts(cfg, store, b)
+	bgt, err := newBudget(cfg, store, log, chSettings, w.me.TeamID) // budget.go
 	if err != nil {
 		return err
 	}
@@ -642,14 +649,35 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 		Features: bot.Features{
 			Titler: b, Search: bot.SearchTool(w.search, w.dir), Channel: w.dir.ChannelName,
 			Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg),
-				Setup: setupConfig(cfg, store)}, log),
+				Setup: setupConfig(cfg, store, chSettings, w.me.TeamID)}, log),
 			Files: fileStore, Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: cfg.FileMax}), Uploader: w.api,
-			Forge:  pullRequests(cfg),
-			Slash:  budgetSlash(bgt, bot.ConnectorsCommand(bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins), mcp, w.dir.ChannelName, log)),
-			Budget: bgt, Connectors: mcp,
-			Health: bot.NewHealth(), Directory: w.dir,
+			Forge: pullRequests(cfg), Health: bot.NewHealth(), Directory: w.dir,
+			Slash: memory.Commands(mem, w.me.TeamID, settings.Commands(chSettings, w.me.TeamID,
+				budgetSlash(bgt, bot.ConnectorsCommand(bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins), mcp, w.dir.ChannelName, log)))),
+			Settings: chSettings, Models: models, Memory: mem, Budget: bgt, Connectors: mcp,
 		}}
 	return nil
+}
+
+// channelParts are each channel's own agent (issue 31): its model (the brain with another
+// provider, built once per spec), its settings as records with the environment's values as
+// defaults (/logbook config), and its memory.
+func channelParts(cfg serveConfig, store *session.Store, b *brain.Brain) (*bot.Models, *settings.Settings, *memory.Memory) {
+	models := &bot.Models{New: func(spec string) (bot.Agent, error) {
+		p, err := brain.NewProvider(spec, cfg.providers())
+		if err != nil {
+			return nil, err
+		}
+		return b.WithProvider(p), nil
+	}}
+	s := settings.New(settings.Config{Store: store,
+		Defaults: map[string]string{settings.Model: cfg.Model, settings.Approvals: cfg.ApprovalSpec, settings.ThreadReplies: string(cfg.ThreadReplies),
+			settings.Setup: cfg.Budget.Setup, settings.DailyBudget: defaultBudget(cfg)},
+		DefaultFrom: map[string]string{settings.Model: "LOGBOOK_MODEL", settings.Approvals: "LOGBOOK_TOOL_APPROVAL",
+			settings.ThreadReplies: "LOGBOOK_THREAD_REPLIES", settings.Instructions: "none", settings.Setup: "LOGBOOK_SETUP_COMMAND",
+			settings.DailyBudget: "LOGBOOK_BUDGET"},
+		Check: bot.SettingsChecks(models), Admins: cfg.Admins})
+	return models, s, memory.New(store, memory.Config{})
 }
 
 // serviceConfig is the bot's configuration from serve's.

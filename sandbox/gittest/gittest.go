@@ -99,6 +99,9 @@ func ServeWith(tb testing.TB, opt Options) *Server {
 	}
 	run(work, "init", "-q", "-b", "main")
 	for name, body := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(work, name)), 0o755); err != nil { // a file in a directory
+			tb.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o644); err != nil {
 			tb.Fatal(err)
 		}

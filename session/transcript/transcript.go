@@ -714,6 +714,9 @@ func sandboxDetail(e session.Event) (detail string) {
 			if m.Repo != "" {
 				detail += fmt.Sprintf(", %s at %s", m.Repo, m.Commit)
 			}
+			if m.Instructions != "" {
+				detail += fmt.Sprintf(", %s %s", m.Instructions, shortID(m.InstructionsHash))
+			}
 		}
 	case session.TypeWorkSaved:
 		var m session.WorkSaved
@@ -747,6 +750,20 @@ func sandboxDetail(e session.Event) (detail string) {
 			}
 			if m.Reason != "" {
 				detail += " (" + m.Reason + ")"
+			}
+		}
+	case session.TypeTurnSettings:
+		var m session.TurnSettings
+		if json.Unmarshal(e.Payload, &m) == nil {
+			detail = fmt.Sprintf("turn %d: model %s, settings %s", m.Turn, m.Model, shortID(m.Hash))
+			if len(m.Set) > 0 {
+				detail += " (channel's: " + strings.Join(m.Set, ", ") + ")"
+			}
+			if m.RepoInstructions != "" {
+				detail += fmt.Sprintf(", %s %s", m.RepoInstructions, shortID(m.RepoInstructionsHash))
+			}
+			if len(m.Memory) > 0 {
+				detail += fmt.Sprintf(", %d memory notes", len(m.Memory))
 			}
 		}
 	case session.TypeSandboxLost:

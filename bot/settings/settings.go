@@ -1,0 +1,238 @@
+// Package settings keeps each channel's settings as records: what an admin set with
+// `/logbook config <name> <value>` (LOGBOOK_ADMINS) wins over the environment's default, and
+// every change is an append-only row with who, when, and the old and new value
+// (session.Store.SetChannelSetting). The turn reads a channel's effective settings once per
+// turn (For) and records what it ran under (a turn_settings event).
+//
+// The settings, by name (exact, as /logbook config takes them):
+//
+//	model           LOGBOOK_MODEL syntax: anthropic:<model>, openai:<model> or offline
+//	instructions    extra instructions, put in the system prompt after logbook's own rules
+//	approvals       LOGBOOK_TOOL_APPROVAL syntax: tool=allow|ask|deny,…; replaces the default policy in the channel
+//	thread_replies  LOGBOOK_THREAD_REPLIES syntax: addressed, mentions or all
+//	daily_budget    the channel's spend per day, in the prices' currency: "20", "12.50/day", or "none" (no budget)
+//	setup           the repository's setup command, run once per provisioned sandbox (e.g. "npm ci")
+//
+// What other parts read (the budget and the setup step), through a narrow interface:
+//
+//	type Reader interface {
+//		For(ctx context.Context, team, channel string) (Channel, error)
+//	}
+//	func (c Channel) DailyBudget() (perDay float64, ok bool) // ok false: no budget for the channel
+//	func (c Channel) SetupCommand() string                   // "": none
+//	func (c Channel) Value(name string) string               // any setting, effective, as text
+//	func (c Channel) Record(name string) (session.ChannelSetting, bool) // the record that set it, if any
+//
+// *Settings is a Reader. A nil *Settings has no records: For returns the defaults only.
+package settings
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/logbook/logbook/session"
+)
+
+// Names of the settings.
+const (
+	Model         = "model"
+	Instructions  = "instructions"
+	Approvals     = "approvals"
+	ThreadReplies = "thread_replies"
+	DailyBudget   = "daily_budget"
+	Setup         = "setup"
+)
+
+// Names is every setting, in the order /logbook config shows them.
+var Names = []string{Model, Instructions, Approvals, ThreadReplies, DailyBudget, Setup}
+
+// Limits on values, in bytes.
+const (
+	MaxInstructions = 4000
+	MaxSetup        = 1000
+	maxOther        = 2000
+)
+
+// Reader is what other parts need of channel settings: the channel's effective ones.
+type Reader interface {
+	For(ctx context.Context, team, channel string) (Channel, error)
+}
+
+// Store keeps the records (*session.Store).
+type Store interface {
+	SetChannelSetting(ctx context.Context, c session.ChannelSetting) (session.ChannelSetting, error)
+	ChannelSettings(ctx context.Context, team, channel string) (map[string]session.ChannelSetting, error)
+	ChannelSettingsHistory(ctx context.Context, channel string) ([]session.ChannelSetting, error)
+}
+
+// Config configures Settings.
+type Config struct {
+	Store Store
+	// Defaults are the environment's values by name ("" or absent: none), and DefaultFrom
+	// names where each comes from, for people ("LOGBOOK_MODEL").
+	Defaults    map[string]string
+	DefaultFrom map[string]string
+	// Check validates a value of the named setting whose syntax another part owns (model,
+	// approvals, thread_replies); a setting without one takes any value within its limit. An
+	// error's text is shown to the admin. A setting whose Check is ErrUnsupported's (see
+	// Unsupported) cannot be set in this deployment.
+	Check map[string]func(value string) error
+	// Admins may change settings (LOGBOOK_ADMINS); anyone of the workspace may see them.
+	Admins []string
+}
+
+// ErrUnsupported is a Check's answer for a setting this deployment cannot honour.
+var ErrUnsupported = errors.New("not supported by this deployment")
+
+// Unsupported is a Check that refuses every value: why says what is missing.
+func Unsupported(why string) func(string) error {
+	return func(string) error { return fmt.Errorf("%w: %s", ErrUnsupported, why) }
+}
+
+// Settings resolves and changes channels' settings.
+type Settings struct{ cfg Config }
+
+// New returns Settings over cfg.
+func New(cfg Config) *Settings { return &Settings{cfg: cfg} }
+
+// Channel is a channel's effective settings: a record's value where the channel has one,
+// else the default.
+type Channel struct {
+	Team, Channel string
+	values        map[string]string
+	records       map[string]session.ChannelSetting
+}
+
+// For returns the channel's effective settings. Errors are the store's.
+func (s *Settings) For(ctx context.Context, team, channel string) (Channel, error) {
+	c := Channel{Team: team, Channel: channel, values: map[string]string{}, records: map[string]session.ChannelSetting{}}
+	if s == nil {
+		return c, nil
+	}
+	for _, n := range Names {
+		c.values[n] = s.cfg.Defaults[n]
+	}
+	if s.cfg.Store == nil || channel == "" {
+		return c, nil
+	}
+	recs, err := s.cfg.Store.ChannelSettings(ctx, team, channel)
+	if err != nil {
+		return c, err
+	}
+	for name, r := range recs {
+		if r.Set && slices.Contains(Names, name) {
+			c.values[name], c.records[name] = r.New, r
+		}
+	}
+	return c, nil
+}
+
+// Value is the setting's effective value, "" when it has none.
+func (c Channel) Value(name string) string { return c.values[name] }
+
+// Record is the record that set name in the channel; false when it is the default.
+func (c Channel) Record(name string) (session.ChannelSetting, bool) {
+	r, ok := c.records[name]
+	return r, ok
+}
+
+// DailyBudget is the channel's budget per day, in the prices' currency; ok false when the
+// channel has none ("none", or nothing set and no default).
+func (c Channel) DailyBudget() (perDay float64, ok bool) {
+	v, err := ParseBudget(c.values[DailyBudget])
+	if err != nil || v < 0 {
+		return 0, false
+	}
+	return v, true
+}
+
+// SetupCommand is the repository's setup command, "" for none.
+func (c Channel) SetupCommand() string { return strings.TrimSpace(c.values[Setup]) }
+
+// ParseBudget reads a daily_budget value: a non-negative decimal amount, optionally followed
+// by "/day" ("20", "12.50/day"); "none" (or "") is -1: no budget.
+func ParseBudget(s string) (float64, error) {
+	s = strings.TrimSpace(strings.ToLower(s))
+	if s == "" || s == "none" {
+		return -1, nil
+	}
+	num := strings.TrimSpace(strings.TrimSuffix(s, "/day"))
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v < 0 || v != v || v > 1e9 {
+		return 0, fmt.Errorf("%q is not an amount per day (e.g. 20, 12.50/day, or none)", s)
+	}
+	return v, nil
+}
+
+// check validates value for name.
+func (s *Settings) check(name, value string) error {
+	if !slices.Contains(Names, name) {
+		return fmt.Errorf("there is no setting %q (settings: %s)", name, strings.Join(Names, ", "))
+	}
+	if !utf8.ValidString(value) || strings.ContainsRune(value, 0) {
+		return errors.New("the value is not valid text")
+	}
+	limit := maxOther
+	switch name {
+	case Instructions:
+		limit = MaxInstructions
+	case Setup:
+		limit = MaxSetup
+		if strings.ContainsAny(value, "\n\r") {
+			return errors.New("the setup command is one line (join steps with &&)")
+		}
+	case DailyBudget:
+		if _, err := ParseBudget(value); err != nil {
+			return err
+		}
+	}
+	if len(value) > limit {
+		return fmt.Errorf("the value has %d bytes; at most %d", len(value), limit)
+	}
+	if f := s.cfg.Check[name]; f != nil {
+		return f(value)
+	}
+	return nil
+}
+
+// Set records a change of the channel's setting name by an admin: value reset (set false)
+// goes back to the default. It validates the value first; errors: a validation's (shown to
+// the admin), or the store's.
+func (s *Settings) Set(ctx context.Context, team, channel, name, value string, set bool, by string) (session.ChannelSetting, error) {
+	if set {
+		if err := s.check(name, value); err != nil {
+			return session.ChannelSetting{}, &InvalidError{Name: name, Err: err}
+		}
+	} else if !slices.Contains(Names, name) {
+		return session.ChannelSetting{}, &InvalidError{Name: name, Err: fmt.Errorf("there is no setting %q", name)}
+	}
+	return s.cfg.Store.SetChannelSetting(ctx, session.ChannelSetting{Team: team, Channel: channel, Name: name, New: value, Set: set, SetBy: by})
+}
+
+// InvalidError is a value Set refused; its text is for the admin.
+type InvalidError struct {
+	Name string
+	Err  error
+}
+
+func (e *InvalidError) Error() string { return e.Name + ": " + e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+// defaultFrom says where a default comes from.
+func (s *Settings) defaultFrom(name string) string {
+	return cmp.Or(s.cfg.DefaultFrom[name], "logbook's default")
+}
+
+// Default is the environment's value of name, "" for none.
+func (s *Settings) Default(name string) string {
+	if s == nil {
+		return ""
+	}
+	return s.cfg.Defaults[name]
+}

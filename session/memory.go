@@ -1,0 +1,113 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Who asked for a note to be remembered (Note.ByKind).
+const (
+	NoteByUser  = "user"  // a person, with /logbook remember; By is their Slack user id
+	NoteByAgent = "agent" // the agent, with its remember tool; By is the bot's id, Session the session it wrote from
+)
+
+// MaxNoteText is the longest note, in bytes.
+const MaxNoteText = 2000
+
+// Note is a note of a channel's memory. Text is "" once retention purged it (Purged).
+// Forgotten is set when someone removed it (/logbook forget): a removed or purged note is
+// never offered to the model again.
+type Note struct {
+	ID            int64
+	Team, Channel string
+	Text          string
+	ByKind, By    string
+	Session       ID // zero: not written from a session
+	ThreadTS      string
+	At            time.Time
+	Purged        bool
+	Forgotten     bool
+	ForgottenBy   string
+	ForgottenAt   time.Time
+}
+
+// ErrForgotten: the note was removed already.
+var ErrForgotten = errors.New("note forgotten already")
+
+const sqlAddNote = `INSERT INTO channel_memory (team, channel, text, by_kind, by_id, session_id, thread_ts)
+VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, created_at`
+
+// AddNote appends a note to its channel's memory and returns it with its id and time. Errors:
+// ErrInvalidEvent for an empty or too long text (MaxNoteText), a missing team, channel or who.
+func (s *Store) AddNote(ctx context.Context, n Note) (Note, error) {
+	if n.Team == "" || n.Channel == "" || n.By == "" || (n.ByKind != NoteByUser && n.ByKind != NoteByAgent) {
+		return n, fmt.Errorf("add note: %w: team, channel and who asked are required", ErrInvalidEvent)
+	}
+	if n.Text == "" || len(n.Text) > MaxNoteText {
+		return n, fmt.Errorf("add note: %w: the text must have 1 to %d bytes", ErrInvalidEvent, MaxNoteText)
+	}
+	var sid *ID
+	if n.Session != (ID{}) {
+		sid = &n.Session
+	}
+	if err := s.pool.QueryRow(ctx, sqlAddNote, n.Team, n.Channel, n.Text, n.ByKind, n.By, sid, n.ThreadTS).Scan(&n.ID, &n.At); err != nil {
+		return n, fmt.Errorf("add a note to %s: %w", n.Channel, err)
+	}
+	return n, nil
+}
+
+const sqlForgetNote = `INSERT INTO channel_memory_forgotten (note_id, forgotten_by)
+SELECT id, $4 FROM channel_memory WHERE id = $3 AND team = $1 AND channel = $2
+RETURNING forgotten_at`
+
+// ForgetNote removes note id from the channel's memory, recording who did. Errors:
+// ErrNotFound when the channel has no such note, ErrForgotten when it was removed already.
+func (s *Store) ForgetNote(ctx context.Context, team, channel string, id int64, by string) (time.Time, error) {
+	var at time.Time
+	err := s.pool.QueryRow(ctx, sqlForgetNote, team, channel, id, by).Scan(&at)
+	var pe *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return at, fmt.Errorf("forget note %d of %s: %w", id, channel, ErrNotFound)
+	case errors.As(err, &pe) && pe.Code == "23505":
+		return at, fmt.Errorf("forget note %d of %s: %w", id, channel, ErrForgotten)
+	case err != nil:
+		return at, fmt.Errorf("forget note %d of %s: %w", id, channel, err)
+	}
+	return at, nil
+}
+
+const sqlNotes = `SELECT m.id, m.team, m.channel, coalesce(m.text, ''), m.by_kind, m.by_id, m.session_id, m.thread_ts, m.created_at,
+       m.text IS NULL, f.note_id IS NOT NULL, coalesce(f.forgotten_by, ''), coalesce(f.forgotten_at, 'epoch')
+FROM channel_memory m LEFT JOIN channel_memory_forgotten f ON f.note_id = m.id
+WHERE ($1 = '' OR m.team = $1) AND ($2 = '' OR m.channel = $2) AND ($3 OR (m.text IS NOT NULL AND f.note_id IS NULL))
+ORDER BY m.id DESC LIMIT $4`
+
+// Notes returns the channel's notes, newest first, at most limit: only those that may be
+// offered (neither forgotten nor purged), unless all is set. channel "": every channel of the
+// team.
+func (s *Store) Notes(ctx context.Context, team, channel string, all bool, limit int) ([]Note, error) {
+	rows, err := s.pool.Query(ctx, sqlNotes, team, channel, all, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read the memory of %s: %w", channel, err)
+	}
+	ns, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Note, error) {
+		var n Note
+		var sid *ID
+		err := row.Scan(&n.ID, &n.Team, &n.Channel, &n.Text, &n.ByKind, &n.By, &sid, &n.ThreadTS, &n.At,
+			&n.Purged, &n.Forgotten, &n.ForgottenBy, &n.ForgottenAt)
+		if sid != nil {
+			n.Session = *sid
+		}
+		return n, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the memory of %s: %w", channel, err)
+	}
+	return ns, nil
+}

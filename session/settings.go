@@ -1,0 +1,110 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ChannelSetting is one change of a channel's setting (/logbook config): Name's value went
+// from Old to New. Set false (New "") resets it to the environment's default; OldSet false
+// says it was the default before.
+type ChannelSetting struct {
+	ID            int64
+	Team, Channel string
+	Name          string
+	Old, New      string
+	OldSet, Set   bool
+	SetBy         string
+	SetAt         time.Time
+}
+
+// sqlLockChannelSetting serialises changes of one (channel, name), taken before
+// sqlSetChannelSetting (a statement of its own: the insert's snapshot must see the change
+// that held the lock), so two admins' changes record each other's values.
+const sqlLockChannelSetting = `SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2 || '/' || $3, 7462))`
+
+// sqlSetChannelSetting appends a change with the value it replaces.
+const sqlSetChannelSetting = `INSERT INTO channel_settings (team, channel, name, old_value, value, set_by)
+VALUES ($1, $2, $3, (SELECT value FROM channel_settings WHERE team = $1 AND channel = $2 AND name = $3 ORDER BY id DESC LIMIT 1), $4, $5)
+RETURNING id, old_value, set_at`
+
+// SetChannelSetting records a change of a channel's setting (a new row; the old ones stay) and
+// returns it with the value it replaced. Errors: ErrInvalidEvent when team, channel, name or
+// who is empty.
+func (s *Store) SetChannelSetting(ctx context.Context, c ChannelSetting) (ChannelSetting, error) {
+	if c.Team == "" || c.Channel == "" || c.Name == "" || c.SetBy == "" {
+		return c, fmt.Errorf("set channel setting: %w: team, channel, name and who set it are required", ErrInvalidEvent)
+	}
+	var value, old *string
+	if c.Set {
+		value = &c.New
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlLockChannelSetting, c.Team, c.Channel, c.Name); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, sqlSetChannelSetting, c.Team, c.Channel, c.Name, value, c.SetBy).Scan(&c.ID, &old, &c.SetAt)
+	})
+	if err != nil {
+		return c, fmt.Errorf("set %s of %s: %w", c.Name, c.Channel, err)
+	}
+	c.Old, c.OldSet = deref(old)
+	return c, nil
+}
+
+const sqlChannelSettings = `SELECT DISTINCT ON (name) id, team, channel, name, old_value, value, set_by, set_at
+FROM channel_settings WHERE team = $1 AND channel = $2 ORDER BY name, id DESC`
+
+// ChannelSettings returns the newest change of each setting of the channel, by name (a
+// setting reset to its default is there with Set false). No change at all: an empty map.
+func (s *Store) ChannelSettings(ctx context.Context, team, channel string) (map[string]ChannelSetting, error) {
+	rows, err := s.pool.Query(ctx, sqlChannelSettings, team, channel)
+	if err != nil {
+		return nil, fmt.Errorf("read the settings of %s: %w", channel, err)
+	}
+	cs, err := pgx.CollectRows(rows, scanChannelSetting)
+	if err != nil {
+		return nil, fmt.Errorf("read the settings of %s: %w", channel, err)
+	}
+	out := make(map[string]ChannelSetting, len(cs))
+	for _, c := range cs {
+		out[c.Name] = c
+	}
+	return out, nil
+}
+
+const sqlChannelSettingsHistory = `SELECT id, team, channel, name, old_value, value, set_by, set_at
+FROM channel_settings WHERE ($1 = '' OR channel = $1) ORDER BY team, channel, id`
+
+// ChannelSettingsHistory returns every change of every channel's settings (channel "": all
+// channels), by channel, oldest first.
+func (s *Store) ChannelSettingsHistory(ctx context.Context, channel string) ([]ChannelSetting, error) {
+	rows, err := s.pool.Query(ctx, sqlChannelSettingsHistory, channel)
+	if err != nil {
+		return nil, fmt.Errorf("read channel settings: %w", err)
+	}
+	cs, err := pgx.CollectRows(rows, scanChannelSetting)
+	if err != nil {
+		return nil, fmt.Errorf("read channel settings: %w", err)
+	}
+	return cs, nil
+}
+
+func scanChannelSetting(row pgx.CollectableRow) (ChannelSetting, error) {
+	var c ChannelSetting
+	var old, value *string
+	err := row.Scan(&c.ID, &c.Team, &c.Channel, &c.Name, &old, &value, &c.SetBy, &c.SetAt)
+	c.Old, c.OldSet = deref(old)
+	c.New, c.Set = deref(value)
+	return c, err
+}
+
+func deref(s *string) (string, bool) {
+	if s == nil {
+		return "", false
+	}
+	return *s, true
+}
