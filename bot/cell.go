@@ -272,7 +272,7 @@ func (c *Cell) loop(ctx context.Context) string {
 		st := readTurnState(c.flog.snapshot())
 		if hasWork(st) {
 			t := c.newTurn(st)
-			err := t.run(ctx)
+			err := c.runTurn(ctx, t)
 			c.carried = t.carried
 			if err != nil {
 				if ctx.Err() != nil {

@@ -6,6 +6,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
@@ -43,7 +44,9 @@ type Deps struct {
 	DatabaseURL string
 	Clock       Clock  // nil: the wall clock
 	Probe       *Probe // nil: none
-	Features    Features
+	// Tracer traces envelopes and turns (nil: no spans); see trace.go.
+	Tracer   trace.TracerProvider
+	Features Features
 }
 
 // Features are the bot's optional parts: each left nil turns its feature off.

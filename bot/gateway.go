@@ -18,7 +18,9 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/session"
 )
 
@@ -85,6 +87,7 @@ type Gateway struct {
 	health  *Health
 	gap     gap
 	kick    chan struct{} // a catch-up is worth trying now
+	tracer  trace.Tracer  // spans of envelopes (trace.go)
 
 	notedMu sync.Mutex
 	noted   map[string]bool // conversations already told "public channels only"
@@ -136,7 +139,7 @@ func newGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *soc
 	}
 	return &Gateway{
 		log: log, store: store, api: api, sm: sm, signal: signal, metrics: metrics, cfg: cfg, slash: slash,
-		health: health, kick: make(chan struct{}, 1), clock: clock,
+		health: health, kick: make(chan struct{}, 1), clock: clock, tracer: telemetry.Tracer(nil),
 		hook:  &http.Client{Timeout: 10 * time.Second},
 		me:    identity{Team: me.TeamID, UserID: me.UserID, BotID: me.BotID},
 		dir:   dir.d,
@@ -262,7 +265,9 @@ func (g *Gateway) handle(ctx context.Context, evt socketmode.Event) {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.HandleTimeout)
 	defer cancel()
 	req := *evt.Request
-	log := g.log.With().Str("envelope_id", req.EnvelopeID).Logger()
+	ctx, span := g.startEnvelope(ctx, evt)
+	defer span.End()
+	log := g.log.With().Ctx(ctx).Str("envelope_id", req.EnvelopeID).Logger()
 	switch evt.Type {
 	case socketmode.EventTypeSlashCommand:
 		g.slashCommand(ctx, log, req, evt)
@@ -304,6 +309,7 @@ func (g *Gateway) handle(ctx context.Context, evt socketmode.Event) {
 			return
 		}
 		// Not acked: Slack delivers the envelope again.
+		envelopeFailed(ctx)
 		g.metrics.persistFailures.Inc()
 		log.Error().Err(err).Msg("could not persist the event; not acking so Slack redelivers it")
 		return
@@ -597,12 +603,13 @@ func (g *Gateway) eventsOf(ctx context.Context, log zerolog.Logger, in inbound, 
 	switch d.Action {
 	case actMessage:
 		text, raw, names := g.readable(ctx, in.Text, in.Blocks)
+		traceID, spanID := telemetry.IDs(ctx)
 		evs := []session.NewEvent{{
 			Type: session.TypeUserMessage, Actor: actor, IdempotencyKey: prefix + in.TS,
 			Payload: session.UserMessage{
 				Team: cmp.Or(in.UserTeam, team), Channel: in.Channel, ThreadTS: d.ThreadTS, TS: in.TS, User: in.User,
 				UserName: g.dir.UserName(ctx, in.User), Text: text, Raw: raw, Names: names,
-				SlackEventID: in.EventID, Mentioned: d.Mentioned,
+				SlackEventID: in.EventID, Mentioned: d.Mentioned, TraceID: traceID, SpanID: spanID,
 			},
 		}}
 		evs = append(evs, fileRefs(prefix, in.TS, in.User, in.Files)...)

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
@@ -25,6 +26,7 @@ import (
 	chmemory "github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
@@ -192,6 +194,10 @@ type harnessOptions struct {
 	slashWith func(dir *bot.Directory) bot.SlashHandler
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
+	// tracer traces the bot as serve does (envelopes, turns, Slack calls, the store's
+	// statements; modelHarness: model and tool calls, with traceContent their text).
+	tracer       trace.TracerProvider
+	traceContent bool
 }
 
 func newHarness(t testing.TB, agent bot.Agent, o harnessOptions) *harness {
@@ -204,7 +210,11 @@ func newHarness(t testing.TB, agent bot.Agent, o harnessOptions) *harness {
 	}
 	emu := slackemu.MustStart(t, o.emu)
 	dbURL := pgtest.New(t)
-	pool, err := session.Connect(context.Background(), dbURL, session.PoolOptions{Role: "logbook_app"})
+	popts := session.PoolOptions{Role: "logbook_app"}
+	if o.tracer != nil {
+		popts.Tracer = telemetry.PgxTracer(o.tracer)
+	}
+	pool, err := session.Connect(context.Background(), dbURL, popts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +239,11 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		t.Cleanup(proxy.Close)
 		apiURL = proxy.URL + "/api/"
 	}
-	api := slack.New(h.emu.BotToken(), slack.OptionAPIURL(apiURL), slack.OptionAppLevelToken(h.emu.AppToken()))
+	slackOpts := []slack.Option{slack.OptionAPIURL(apiURL), slack.OptionAppLevelToken(h.emu.AppToken())}
+	if o.tracer != nil {
+		slackOpts = append(slackOpts, slack.OptionHTTPClient(&http.Client{Transport: telemetry.SlackTransport(o.tracer, nil)}))
+	}
+	api := slack.New(h.emu.BotToken(), slackOpts...)
 	sm := socketmode.New(api, socketmode.OptionPingInterval(2*time.Second))
 	me, err := bot.WhoAmI(h.ctx, api)
 	if err != nil {
@@ -320,7 +334,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL, CatchUp: o.catchUp},
 		Delivery: o.delivery,
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.store, DatabaseURL: listenURL,
-		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Features: bot.Features{Titler: o.titler, Slash: o.slash,
+		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Tracer: o.tracer, Features: bot.Features{Titler: o.titler, Slash: o.slash,
 			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Directory: dir,
 			Settings: chSettings, Models: o.models, Memory: mem, Budget: harnessBudget(h.store, o.budget), Connectors: o.connectors}})
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/logbook/logbook/bot/telemetry"
 )
 
 // ServiceConfig configures a Service: one config per part. Zero values take the parts'
@@ -54,6 +56,7 @@ func NewService(cfg ServiceConfig, d Deps) (*Service, error) {
 	}
 	gw := newGateway(d.Log.With().Str("part", "gateway").Logger(), d.GatewayStore, d.API, d.Socket, d.Me, runner.Signal,
 		d.Metrics, d.Features.Slash, d.Features.Health, d.Features.Directory, cfg.Gateway)
+	gw.tracer = telemetry.Tracer(d.Tracer)
 	return &Service{gateway: gw, runner: runner}, nil
 }
 

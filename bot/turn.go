@@ -11,6 +11,7 @@ import (
 
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
 	"github.com/logbook/logbook/session/thread"
@@ -151,7 +152,7 @@ func (t *turn) begin(ctx context.Context) (answer bool, err error) {
 	} else if _, err := t.appendWoken(ctx); err != nil {
 		return false, err
 	}
-	t.log = t.log.With().Int64("turn", t.state.turnSeq).Bool("resumed", resumed).Logger()
+	t.log = t.log.With().Ctx(ctx).Int64("turn", t.state.turnSeq).Bool("resumed", resumed).Logger()
 	return true, nil
 }
 
@@ -168,7 +169,7 @@ func (t *turn) start(ctx context.Context) (answer bool, err error) {
 		}
 	}
 	evs := append([]session.NewEvent{{Type: session.TypeTurnStarted, Actor: cellActor,
-		Payload: session.TurnStarted{Through: st.lastUser, Reason: session.StartMessage}}}, h.marks...)
+		Payload: session.TurnStarted{Through: st.lastUser, Reason: session.StartMessage, TraceID: telemetry.TraceID(ctx)}}}, h.marks...)
 	if h.canned != "" {
 		// A reply that needs no model (mute, unmute, a mention while muted) is stored
 		// with the turn, so a resumed turn finds it and delivers it.
@@ -431,7 +432,7 @@ func (t *turn) complete(ctx context.Context, done outcome) error {
 	}
 	st := t.state
 	evs := append(done.evs, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
-		Payload: session.TurnCompleted{Turn: st.turnSeq, Status: done.status, Reason: done.reason, Through: st.through}})
+		Payload: session.TurnCompleted{Turn: st.turnSeq, Status: done.status, Reason: done.reason, Through: st.through, TraceID: telemetry.TraceID(ctx)}})
 	if _, err := t.flog.Append(ctx, evs...); err != nil {
 		return err
 	}

@@ -26,6 +26,10 @@ type UserMessage struct {
 	SlackEventID string `json:"slack_event_id,omitempty"`
 	// Mentioned is set when the message mentioned the bot.
 	Mentioned bool `json:"mentioned,omitempty"`
+	// TraceID and SpanID name the span of the Socket Mode envelope that stored the message,
+	// when tracing is on; the turn that answers it links to that span.
+	TraceID string `json:"trace_id,omitempty"`
+	SpanID  string `json:"span_id,omitempty"`
 }
 
 // UserMessageEdited is a later edit of a stored user message (type user_message_edited).
@@ -111,6 +115,9 @@ type ToolResult struct {
 type TurnStarted struct {
 	Through int64  `json:"through"`
 	Reason  string `json:"reason,omitempty"` // StartMessage
+	// TraceID is the OpenTelemetry trace (hex) of the turn's span, when tracing is on: a
+	// transcript links the turn to its trace.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // StartMessage is the Reason of a turn_started that answers new user messages.
@@ -126,6 +133,9 @@ type TurnCompleted struct {
 	// Through is the last user_message seq the turn answered; a later user message is work
 	// for the next turn.
 	Through int64 `json:"through"`
+	// TraceID is the trace (hex) of the span that completed the turn, when tracing is on: the
+	// turn_started's, or a later cell's that resumed the turn.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Statuses of TurnCompleted, and the reasons that go with them.

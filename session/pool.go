@@ -31,6 +31,9 @@ type PoolOptions struct {
 	// checks. LISTEN and session advisory locks need a direct connection (Listen,
 	// ListenClaimed).
 	Pooled bool
+	// Tracer traces the pool's statements, batches and connections (e.g. an OpenTelemetry
+	// tracer); nil: none.
+	Tracer pgx.QueryTracer
 }
 
 // ErrStartupRefused means the server refused the startup parameters Connect sends, with
@@ -51,6 +54,9 @@ func Connect(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, 
 		idle = 5 * time.Second
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "logbook"
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = opts.Tracer
+	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
@@ -226,6 +228,11 @@ type Config struct {
 	// DeferTitle leaves the session's title to a later call of Title, so the first reply is
 	// not held back by the title's model call.
 	DeferTitle bool
+	// Tracer traces each model call and tool call (nil: no spans). TraceContent puts the
+	// prompt, the completion and tools' input and output in those spans
+	// (LOGBOOK_TRACE_CONTENT=on); off, spans carry no text of the conversation.
+	Tracer       trace.TracerProvider
+	TraceContent bool
 
 	// Now, Sleep and Jitter make time testable: defaults time.Now, a ctx-aware timer and
 	// math/rand/v2's Float64. Sleep returns ctx's error when ctx ends first; Jitter returns
@@ -238,8 +245,9 @@ type Config struct {
 // Brain runs turns. It holds no history of its own and is safe for concurrent use by many
 // sessions' cells.
 type Brain struct {
-	cfg Config
-	log zerolog.Logger
+	cfg    Config
+	log    zerolog.Logger
+	tracer trace.Tracer
 }
 
 // New returns a Brain. It fails only when cfg.Provider is nil.
@@ -268,7 +276,7 @@ func New(cfg Config) (*Brain, error) {
 	if cfg.Jitter == nil {
 		cfg.Jitter = rand.Float64
 	}
-	return &Brain{cfg: cfg, log: cfg.Logger}, nil
+	return &Brain{cfg: cfg, log: cfg.Logger, tracer: telemetry.Tracer(cfg.Tracer)}, nil
 }
 
 // sleep waits d, or until ctx ends. bot/files' Fetcher has the same few lines as its default:
@@ -361,7 +369,7 @@ func (b *Brain) begin(ctx context.Context, t Turn) *turn {
 	st := &turn{
 		Turn:    t,
 		through: t.Through,
-		log:     b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
+		log:     b.log.With().Ctx(ctx).Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
 		tools: append(append(toolSpecs(t.Hands != nil, t.Searcher != nil, t.Hands != nil && t.Attach != nil),
 			pullRequestSpecs(t.PullRequest != nil)...), rememberSpecs(t.Remember != nil)...),
 		budget:  outputBudget{perResult: b.cfg.MaxToolOutput, left: b.cfg.MaxTurnOutput},
@@ -574,7 +582,7 @@ func (b *Brain) runRound(ctx context.Context, st *turn, uses []ToolUse, cutLast 
 				}
 				st.live.status(toolStatus(use))
 				st.live.tool(use, ToolInProgress, "")
-				out = b.runTool(st.turnCtx, t, use, &st.budget)
+				out = b.traceTool(st.turnCtx, t, use, &st.budget)
 			} else {
 				content, _ := st.budget.fit(result)
 				out = toolOutcome{Content: content, IsError: true}
@@ -701,7 +709,7 @@ func (b *Brain) Title(ctx context.Context, t Turn, reply session.Event) {
 	st := &turn{
 		Turn:    t,
 		through: t.Through,
-		log:     b.log.With().Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
+		log:     b.log.With().Ctx(ctx).Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
 		bot:     session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
 	}
 	evs, err := b.load(ctx, t.Log)
@@ -899,7 +907,7 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 	}
 	for _, use := range rerun {
 		st.log.Info().Str("tool", use.Name).Str("call_id", use.ID).Msg("read-only MCP call without a result: calling it again")
-		if err := b.appendResult(ctx, st, use, b.runTool(st.turnCtx, st.Turn, use, &st.budget)); err != nil {
+		if err := b.appendResult(ctx, st, use, b.traceTool(st.turnCtx, st.Turn, use, &st.budget)); err != nil {
 			return err
 		}
 	}
@@ -1131,7 +1139,7 @@ func (b *Brain) call(ctx context.Context, m Meter, req Request, lv *live) (Respo
 		}
 		start := b.now()
 		lv.status("thinking")
-		resp, err := p.Complete(ctx, req)
+		resp, err := b.complete(ctx, p, req)
 		if err != nil {
 			settle(ctx, nil)
 			lv.callFailed()

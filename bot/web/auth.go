@@ -98,7 +98,7 @@ const (
 // Identity is the person behind a request.
 type Identity struct {
 	Who     string
-	Via     string // "proxy_header" or "bearer_token" (a sign-in cookie stands for its token)
+	Via     string // "proxy_header", "bearer_token" (a sign-in cookie stands for its token) or "oidc"
 	Auditor bool
 	// browser: signed in through a cookie (the sign-in form's, or a SignIn link's), so the
 	// pages offer a sign-out button.
@@ -206,6 +206,12 @@ func (s *server) signedIn(ctx context.Context, value string) (Identity, bool, er
 	}
 	if err != nil {
 		return Identity{}, false, fmt.Errorf("check a sign-in: %w", err)
+	}
+	if ws.Via == "oidc" {
+		if s.oidc == nil || !hmac.Equal(s.oidc.mac[:], ws.TokenMAC[:]) {
+			return Identity{}, false, nil // OIDC is off now, or its secret or role mapping changed
+		}
+		return Identity{Who: ws.Who, Via: "oidc", Auditor: ws.Auditor, browser: true}, true, nil
 	}
 	for i, t := range s.auth.tokens {
 		if t.Name == ws.Who && hmac.Equal(s.auth.macs[i][:], ws.TokenMAC[:]) {

@@ -80,7 +80,7 @@ func sameOrigin(r *http.Request, publicURL string) bool {
 // signinForm is the sign-in page: a form for a bearer token's secret, for browsers (which
 // cannot send an Authorization header by themselves).
 func (s *server) signinForm(w http.ResponseWriter, r *http.Request) {
-	s.unauthorized(w, http.StatusOK, "")
+	s.unauthorized(w, r, http.StatusOK, "")
 }
 
 // signin checks a pasted token and, when it is valid, opens a sign-in session: a random id
@@ -100,7 +100,7 @@ func (s *server) signin(w http.ResponseWriter, r *http.Request) {
 	id, ok := s.auth.token(secret)
 	if !ok || secret == "" {
 		s.recordFailure(r, "signin", triedForm, http.StatusUnauthorized)
-		s.unauthorized(w, http.StatusUnauthorized, "That token is not valid.")
+		s.unauthorized(w, r, http.StatusUnauthorized, "That token is not valid.")
 		return
 	}
 	value, err := randomToken()

@@ -27,6 +27,7 @@ const pageTemplates = `
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="robots" content="noindex">
 <title>{{.Title}} · logbook</title>
+{{with .Refresh}}<meta http-equiv="refresh" content="{{.}}">{{end}}
 <style>{{css}}</style>
 </head>
 <body>
@@ -60,6 +61,13 @@ const pageTemplates = `
 </form>
 {{with .Problem}}<p class="notice" role="alert">{{.}}</p>{{end}}
 <p class="empty">You stay signed in in this browser for 12 hours, or until you sign out (the button at the top of every page). The browser keeps a sign-in id, never the token.</p>{{end}}
+{{with .OIDCLogin}}<p><a href="{{.}}" id="oidc-signin">Sign in with your organisation's account</a></p>{{end}}
+{{template "foot" .}}{{end}}
+
+{{define "signedin"}}{{template "head" .}}
+<h1>{{.Title}}</h1>
+<p class="notice">{{.Message}}</p>
+<p><a href="{{.Next}}" id="continue">Continue</a></p>
 {{template "foot" .}}{{end}}
 
 {{define "signout"}}{{template "head" .}}

@@ -80,6 +80,10 @@ type Config struct {
 	// MCP connects remote MCP servers that use OAuth (GET /mcp/{server}/connect?channel=C,
 	// admins only; mcp.go); nil: no such pages.
 	MCP MCPOAuth
+	// OIDC, when set, signs people in through the organisation's OpenID Connect provider
+	// (/oidc/login, /oidc/callback); it needs SignIns. Tokens and the proxy header keep
+	// working beside it.
+	OIDC *OIDC
 }
 
 // SignInStore keeps the browsers' sign-ins (session.Store has it): created at sign-in, read
@@ -93,6 +97,7 @@ type SignInStore interface {
 
 type server struct {
 	cfg  Config
+	oidc *oidcSignIn // nil: no OIDC sign-in
 	auth *authenticator
 	vis  ChannelVisibility
 	now  func() time.Time
@@ -107,8 +112,18 @@ func Handler(cfg Config) (http.Handler, error) {
 	if cfg.Sessions == nil || cfg.Finder == nil || cfg.AccessLog == nil {
 		return nil, errors.New("web: Sessions, Finder and AccessLog are required")
 	}
-	if len(cfg.Access.Tokens) == 0 && strings.TrimSpace(cfg.Access.ProxyHeader) == "" {
-		return nil, errors.New("web: no access configured: set a bearer token or a trusted proxy header (the pages are closed by default)")
+	if len(cfg.Access.Tokens) == 0 && strings.TrimSpace(cfg.Access.ProxyHeader) == "" && cfg.OIDC == nil {
+		return nil, errors.New("web: no access configured: set a bearer token, a trusted proxy header or OIDC (the pages are closed by default)")
+	}
+	var oidcIn *oidcSignIn
+	if cfg.OIDC != nil {
+		if cfg.SignIns == nil {
+			return nil, errors.New("web: OIDC sign-in needs SignIns, where its sessions are kept")
+		}
+		var err error
+		if oidcIn, err = newOIDCSignIn(*cfg.OIDC); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Access.ProxySecret != "" && (len(cfg.Access.ProxySecret) < 16 || strings.TrimSpace(cfg.Access.ProxyHeader) == "") {
 		return nil, errors.New("web: a proxy secret needs a proxy header and at least 16 characters")
@@ -124,6 +139,7 @@ func Handler(cfg Config) (http.Handler, error) {
 	}
 	s := &server{
 		cfg:  cfg,
+		oidc: oidcIn,
 		auth: newAuthenticator(cfg.Access),
 		vis:  cfg.Visibility,
 		now:  now,
@@ -148,6 +164,10 @@ func Handler(cfg Config) (http.Handler, error) {
 	outer.HandleFunc("POST /signin", s.signin)
 	outer.HandleFunc("GET /signout", s.signoutForm)
 	outer.HandleFunc("POST /signout", s.signout)
+	if s.oidc != nil {
+		outer.HandleFunc("GET "+oidcLoginPath, s.oidcLogin)
+		outer.HandleFunc("GET "+oidcCallbackPath, s.oidcCallback)
+	}
 	outer.Handle("/", s.authenticate(mux))
 	return s.guard(outer), nil
 }
@@ -160,7 +180,7 @@ func (s *server) https(r *http.Request) bool {
 
 // unauthorized answers the sign-in page with status: the token form when tokens are
 // configured, and a pointer to the organisation's sign-in when a proxy header is.
-func (s *server) unauthorized(w http.ResponseWriter, status int, problem string) {
+func (s *server) unauthorized(w http.ResponseWriter, r *http.Request, status int, problem string) {
 	w.Header().Set("Cache-Control", "no-store")
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="logbook"`)
@@ -169,8 +189,15 @@ func (s *server) unauthorized(w http.ResponseWriter, status int, problem string)
 	if s.auth.header != "" {
 		msg += " Sign in through your organisation's sign-in page."
 	}
-	s.page(w, status, "signin", pageData{Title: "Sign in required", Message: msg, Problem: problem,
-		TokenForm: len(s.auth.tokens) > 0 && s.cfg.SignIns != nil})
+	data := pageData{Title: "Sign in required", Message: msg, Problem: problem,
+		TokenForm: len(s.auth.tokens) > 0 && s.cfg.SignIns != nil}
+	if s.oidc != nil {
+		data.OIDCLogin = oidcLoginPath
+		if next := localPath(r.URL.RequestURI()); next != "/" {
+			data.OIDCLogin += "?next=" + url.QueryEscape(next)
+		}
+	}
+	s.page(w, status, "signin", data)
 }
 
 func (s *server) authenticate(next http.Handler) http.Handler {
@@ -185,7 +212,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			if tried != "" {
 				s.recordFailure(r, "signin", tried, http.StatusUnauthorized)
 			}
-			s.unauthorized(w, http.StatusUnauthorized, "")
+			s.unauthorized(w, r, http.StatusUnauthorized, "")
 			return
 		}
 		w.Header().Set("Cache-Control", "private, no-store")
@@ -540,6 +567,8 @@ type pageData struct {
 	// sign-in
 	Problem   string
 	TokenForm bool
+	OIDCLogin string // the OIDC sign-in's start, "" when there is none
+	Refresh   string // a meta refresh, "0;url=PATH" (after an OIDC sign-in)
 	// list
 	Sessions []sessionRow
 	Next     string

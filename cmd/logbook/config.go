@@ -231,6 +231,12 @@ func (cfg *serveConfig) readSettings(e env) error {
 	if err := cfg.readWebAccess(e); err != nil {
 		return err
 	}
+	if err := cfg.readTracing(e); err != nil {
+		return err
+	}
+	if err := cfg.readOIDC(e); err != nil {
+		return err
+	}
 	if err := cfg.checkWebIdentity(); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -24,6 +26,7 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/bot"
@@ -33,6 +36,7 @@ import (
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/settings"
+	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/sandbox/egress"
@@ -238,6 +242,37 @@ Environment:
                           LOGBOOK_SANDBOX_NETWORK=on, or a loopback address in
                           LOGBOOK_SANDBOX_EGRESS): there any command is a loopback caller,
                           and without it serve refuses to start
+  OTEL_EXPORTER_OTLP_ENDPOINT  OpenTelemetry traces over OTLP, e.g. http://collector:4318 (off when
+                          unset). The SDK reads the other standard variables itself:
+                          OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL
+                          (http/protobuf, the default, grpc or http/json), _HEADERS, _TIMEOUT,
+                          _CERTIFICATE, OTEL_SERVICE_NAME (default logbook),
+                          OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER(_ARG), OTEL_BSP_*;
+                          OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none turn it off. Spans:
+                          each envelope, turn (its trace id in turn_started, turn_completed and
+                          the log lines), model call (GenAI conventions), tool call, Slack Web API
+                          call and database statement
+  LOGBOOK_TRACE_CONTENT   on | off (default off): put prompts, completions and tools' input and
+                          output in the spans; off, spans hold no text of a conversation
+  LOGBOOK_OIDC_ISSUER     sign people in to the web pages through your OpenID Connect provider
+                          (its issuer URL, e.g. https://acme.okta.com or
+                          https://sso.example.com/realms/acme): authorization code with PKCE,
+                          state and nonce checked, every sign-in (and refusal) in the access log.
+                          Needs LOGBOOK_OIDC_CLIENT_ID, LOGBOOK_OIDC_CLIENT_SECRET and
+                          LOGBOOK_OIDC_ROLES; tokens and the proxy header keep working beside it
+  LOGBOOK_OIDC_CLIENT_ID, LOGBOOK_OIDC_CLIENT_SECRET  the client registered with the provider
+  LOGBOOK_OIDC_REDIRECT_URL  the callback registered with the provider (default
+                          LOGBOOK_PUBLIC_URL + /oidc/callback)
+  LOGBOOK_OIDC_ROLES      group=role,... mapping the groups claim to roles reader and auditor
+                          (e.g. logbook-readers=reader,security=auditor; *=reader admits everyone
+                          the provider signs in); a person in no listed group is refused
+  LOGBOOK_OIDC_GROUPS_CLAIM  the ID token claim with the groups (default groups; a dotted path
+                          reaches into an object, e.g. realm_access.roles); the userinfo endpoint
+                          is asked when the ID token lacks it
+  LOGBOOK_OIDC_USER_CLAIM the claim that names the person in the access log (default email; an
+                          email marked unverified is refused)
+  LOGBOOK_OIDC_SCOPES     scopes beside openid (default email profile; Okta's groups claim
+                          needs groups)
   LOGBOOK_LOG_FORMAT      json | console (default: console on a terminal, else json)
   LOGBOOK_LOG_LEVEL       debug | info | warn | error (default info)
   LOGBOOK_AUDIT_SCHEDULE  cron spec of scheduled audit exports inside serve
@@ -351,6 +386,11 @@ type serveConfig struct {
 	WebAuditors    []string
 	// SignIn, set by dev only, also admits whoever opens one of its one-time links.
 	SignIn *web.SignIn `json:"-"`
+	// Tracing: OpenTelemetry traces over OTLP (OTEL_*, LOGBOOK_TRACE_CONTENT); see trace.go.
+	Tracing tracingConfig
+	// OIDC signs people in to the web pages through an OpenID Connect provider
+	// (LOGBOOK_OIDC_*; nil: off); see oidc.go.
+	OIDC *oidcConfig
 }
 
 // webToken is a web page bearer token as configured; its secret never prints.
@@ -408,7 +448,7 @@ func newLogger(e env) zerolog.Logger {
 	if format == "console" || (format == "" && isTerminal(e.stderr)) {
 		w = zerolog.ConsoleWriter{Out: e.stderr, TimeFormat: time.TimeOnly}
 	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+	return zerolog.New(w).Level(level).Hook(telemetry.LogHook{}).With().Timestamp().Logger()
 }
 
 func isTerminal(w io.Writer) bool {
@@ -446,9 +486,24 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if cfg.Model == "offline" {
 		log.Warn().Msg("model: offline — deterministic replies, NOT a language model")
 	}
+	tp, stopTracing, err := startTracing(ctx, cfg.Tracing)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := stopTracing(ctx); err != nil {
+			log.Warn().Err(err).Msg("tracing: the last spans could not be exported")
+		}
+	}()
 	// slack-go's default client has no timeout: a hung Web API call would hold an ack.
+	slackHTTP := &http.Client{Timeout: 30 * time.Second}
+	if traced := cfg.Tracing.Endpoint != ""; traced {
+		slackHTTP.Transport = telemetry.SlackTransport(tp, nil)
+		log.Info().Str("protocol", cmp.Or(cfg.Tracing.Protocol, "http/protobuf")).Bool("content", cfg.Tracing.Content).
+			Msg("tracing: spans exported over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT)")
+	}
 	api := slack.New(cfg.BotToken.Reveal(), slack.OptionAPIURL(cfg.APIURL), slack.OptionAppLevelToken(cfg.AppToken.Reveal()),
-		slack.OptionHTTPClient(&http.Client{Timeout: 30 * time.Second}))
+		slack.OptionHTTPClient(slackHTTP))
 	me, err := checkSlack(ctx, api)
 	if err != nil {
 		return err
@@ -456,7 +511,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	log = log.With().Str("team", me.TeamID).Logger()
 	log.Info().Str("bot_user", me.UserID).Str("bot_id", me.BotID).Msg("slack tokens checked (auth.test, apps.connections.open)")
 
-	w := &wiring{cfg: cfg, log: log, api: api, me: me}
+	w := &wiring{cfg: cfg, log: log, api: api, me: me, tracer: tp}
 	defer w.close()
 	if err := w.openDatabases(ctx); err != nil {
 		return err
@@ -508,6 +563,16 @@ type wiring struct {
 	mcp     *connectors.Connectors // nil: no LOGBOOK_MCP_CONFIG
 	parts   []bot.Part
 	closers []func() // closed last first
+	tracer  trace.TracerProvider
+}
+
+// pgxTracer traces the pools' statements when tracing is on (nil otherwise: not even a
+// no-op tracer on the hot path).
+func (w *wiring) pgxTracer() pgx.QueryTracer {
+	if w.cfg.Tracing.Endpoint == "" {
+		return nil
+	}
+	return telemetry.PgxTracer(w.tracer)
 }
 
 // close closes what the phases opened, the last first.
@@ -526,7 +591,7 @@ func (w *wiring) openDatabases(ctx context.Context) error {
 		w.log.Info().Msg("database: DATABASE_URL is a transaction-pooling PgBouncer (LOGBOOK_DB_POOLER); " +
 			"LISTEN and the liveness claim use LOGBOOK_DIRECT_DATABASE_URL")
 	}
-	pool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 8, Pooled: pooled})
+	pool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 8, Pooled: pooled, Tracer: w.pgxTracer()})
 	if errors.Is(err, session.ErrStartupRefused) && cfg.DBPooler == poolerAuto {
 		return errors.New(pgbouncerDetected)
 	}
@@ -538,7 +603,7 @@ func (w *wiring) openDatabases(ctx context.Context) error {
 	if err := checkMigrated(ctx, w.deps.Store); err != nil {
 		return err
 	}
-	gwPool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 4, Pooled: pooled})
+	gwPool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 4, Pooled: pooled, Tracer: w.pgxTracer()})
 	if err != nil {
 		return err
 	}
@@ -562,7 +627,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	w.closers = append(w.closers, func() { fileStore.Close() })
 	b, err := brain.New(brain.Config{Provider: provider, Logger: log.With().Str("part", "brain").Logger(), DeferTitle: true,
 		MaxTokens: int64(cfg.MaxOutputTokens), MaxContinuations: cfg.MaxContinuations, RepeatLimit: cfg.RepeatLimit,
-		ContextBudget: cfg.ContextBudget})
+		ContextBudget: cfg.ContextBudget, Tracer: w.tracer, TraceContent: cfg.Tracing.Content})
 	if err != nil {
 		return err
 	}
@@ -588,7 +653,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 		w.mcp = mcp
 	}
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
-		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg),
+		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg), Tracer: w.tracer,
 		Features: bot.Features{
 			Titler: b, Search: bot.SearchTool(w.search, w.dir), Channel: w.dir.ChannelName,
 			Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg),
@@ -652,13 +717,13 @@ func (w *wiring) listenHTTP() (string, error) {
 		return "", nil
 	}
 	mux := httpHandler(readiness(w.deps.GatewayStore, w.deps.Features.Health), w.reg)
-	if len(cfg.WebTokens) > 0 || cfg.WebProxy != "" || cfg.SignIn != nil {
+	if len(cfg.WebTokens) > 0 || cfg.WebProxy != "" || cfg.SignIn != nil || cfg.OIDC != nil {
 		access := cfg.webAccess()
 		if cfg.SignIn != nil {
 			access.Tokens = append(access.Tokens, cfg.SignIn.Token())
 		}
 		pages, err := web.Handler(web.Config{Sessions: w.deps.Store, Finder: w.search, AccessLog: w.pool, Access: access, Channels: w.dir,
-			Visibility: w.dir, Files: w.deps.Features.Files, SignIns: w.deps.Store, PublicURL: cfg.Footer.PublicURL,
+			Visibility: w.dir, Files: w.deps.Features.Files, SignIns: w.deps.Store, PublicURL: cfg.Footer.PublicURL, OIDC: cfg.OIDC.web(),
 			Usage: w.deps.Store, Currency: cfg.Budget.Prices.Currency,
 			Log: log.With().Str("part", "web").Logger(), MCP: w.mcpOAuth()})
 		if err != nil {
@@ -669,7 +734,7 @@ func (w *wiring) listenHTTP() (string, error) {
 		}
 		mux.Handle("/", pages)
 	} else {
-		log.Info().Msg("web pages are off: set LOGBOOK_WEB_TOKENS or LOGBOOK_WEB_PROXY_HEADER to serve them")
+		log.Info().Msg("web pages are off: set LOGBOOK_WEB_TOKENS, LOGBOOK_WEB_PROXY_HEADER or LOGBOOK_OIDC_ISSUER to serve them")
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

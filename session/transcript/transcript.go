@@ -582,6 +582,21 @@ func describeMarker(e session.Event, turns *thread.Turns) string {
 	return line
 }
 
+// withTrace adds the OpenTelemetry trace a turn's marker names (trace_id), so a transcript
+// leads to the turn's trace.
+func withTrace(detail string, e session.Event) string {
+	var m struct {
+		TraceID string `json:"trace_id"`
+	}
+	if json.Unmarshal(e.Payload, &m) != nil || m.TraceID == "" {
+		return detail
+	}
+	if detail == "" {
+		return "trace " + m.TraceID
+	}
+	return detail + ", trace " + m.TraceID
+}
+
 // turnDetail is the detail of a turn's marker: read off turns, the fold, for turn_started and turn_completed.
 func turnDetail(e session.Event, turns *thread.Turns) (detail string) {
 	switch e.Type {
@@ -592,6 +607,7 @@ func turnDetail(e session.Event, turns *thread.Turns) (detail string) {
 				detail += ", " + t.Reason
 			}
 		}
+		detail = withTrace(detail, e)
 	case session.TypeTurnCompleted:
 		if t, ok := turns.Completed(e.Seq); ok && !t.CompletionUnread {
 			detail = cmp.Or(t.Status, "?")
@@ -599,6 +615,7 @@ func turnDetail(e session.Event, turns *thread.Turns) (detail string) {
 				detail += ": " + t.StatusReason
 			}
 		}
+		detail = withTrace(detail, e)
 	case session.TypeQueued:
 		var m session.Queued
 		if json.Unmarshal(e.Payload, &m) == nil {

@@ -1,0 +1,143 @@
+package brain
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/logbook/logbook/bot/telemetry"
+)
+
+// complete makes one model call (one attempt) in its own span, named and described by the
+// GenAI semantic conventions: "chat {model}", the provider, the model asked for and the one
+// that answered, the output limit, token counts and the finish reason. The prompt and the
+// completion are in the span only with Config.TraceContent.
+func (b *Brain) complete(ctx context.Context, p Provider, req Request) (Response, error) {
+	model := p.Model()
+	ctx, span := b.tracer.Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		telemetry.GenAIOperation.String("chat"), telemetry.GenAIProvider.String(p.Name()), telemetry.GenAISystem.String(p.Name()),
+		telemetry.GenAIRequestModel.String(model), telemetry.GenAIMaxTokens.Int64(req.MaxTokens),
+		telemetry.Purpose.String(string(cmp.Or(req.Purpose, PurposeReply)))))
+	defer span.End()
+	if b.cfg.TraceContent && span.IsRecording() {
+		span.SetAttributes(telemetry.GenAISystemPrompt.String(req.System), telemetry.GenAIInputMessages.String(contentJSON(req.Messages)))
+	}
+	resp, err := p.Complete(ctx, req)
+	if err != nil {
+		span.SetAttributes(telemetry.ErrorType.String(errorType(err)))
+		span.SetStatus(codes.Error, errorType(err))
+		return resp, err
+	}
+	span.SetAttributes(telemetry.GenAIResponseModel.String(cmp.Or(resp.Model, model)),
+		telemetry.GenAIInputTokens.Int64(resp.InputTokens), telemetry.GenAIOutputTokens.Int64(resp.OutputTokens))
+	if resp.StopReason != "" {
+		span.SetAttributes(telemetry.GenAIFinishReasons.StringSlice([]string{resp.StopReason}))
+	}
+	if b.cfg.TraceContent && span.IsRecording() {
+		out := Message{Role: RoleAssistant}
+		if resp.Text != "" {
+			out.Blocks = append(out.Blocks, Block{Text: resp.Text})
+		}
+		for i := range resp.ToolUses {
+			out.Blocks = append(out.Blocks, Block{ToolUse: &resp.ToolUses[i]})
+		}
+		span.SetAttributes(telemetry.GenAIOutputMessages.String(contentJSON([]Message{out})))
+	}
+	return resp, nil
+}
+
+// errorType is a failed call's error.type: the API's error code, "http_NNN", or what ended it.
+func errorType(err error) string {
+	var pe *ProviderError
+	switch {
+	case errors.As(err, &pe) && pe.Code != "":
+		return pe.Code
+	case errors.As(err, &pe) && pe.Status != 0:
+		return "http_" + strconv.Itoa(pe.Status)
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "network"
+}
+
+// traceTool runs one tool call in its own span ("execute_tool {name}", GenAI conventions): the
+// tool, the call id, whether it failed. Its input and result are in the span only with
+// Config.TraceContent.
+func (b *Brain) traceTool(ctx context.Context, t Turn, use ToolUse, budget *outputBudget) toolOutcome {
+	ctx, span := b.tracer.Start(ctx, "execute_tool "+use.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		telemetry.GenAIOperation.String("execute_tool"), telemetry.GenAIToolName.String(use.Name),
+		telemetry.GenAIToolCallID.String(use.ID), telemetry.GenAIToolType.String("function")))
+	defer span.End()
+	if b.cfg.TraceContent && span.IsRecording() {
+		span.SetAttributes(telemetry.GenAIToolArguments.String(string(use.Input)))
+	}
+	out := b.runTool(ctx, t, use, budget)
+	if out.ExitCode != nil {
+		span.SetAttributes(attribute.Int("process.exit.code", *out.ExitCode))
+	}
+	if out.IsError {
+		span.SetAttributes(telemetry.ErrorType.String("tool_error"))
+		span.SetStatus(codes.Error, "tool_error")
+	}
+	if b.cfg.TraceContent && span.IsRecording() {
+		span.SetAttributes(telemetry.GenAIToolResult.String(out.Content))
+	}
+	return out
+}
+
+// contentJSON renders messages the way gen_ai.input.messages / gen_ai.output.messages hold
+// them: [{"role", "parts": [{"type": "text"|"tool_call"|"tool_call_response"|"image"|...}]}].
+// Images and documents are named by their media type, never inlined.
+func contentJSON(msgs []Message) string {
+	type part struct {
+		Type      string          `json:"type"`
+		Content   string          `json:"content,omitempty"`
+		ID        string          `json:"id,omitempty"`
+		Name      string          `json:"name,omitempty"`
+		Arguments json.RawMessage `json:"arguments,omitempty"`
+		Response  string          `json:"response,omitempty"`
+		MediaType string          `json:"mime_type,omitempty"`
+	}
+	type message struct {
+		Role  string `json:"role"`
+		Parts []part `json:"parts"`
+	}
+	out := make([]message, 0, len(msgs))
+	for _, m := range msgs {
+		mm := message{Role: string(m.Role), Parts: []part{}}
+		for _, bl := range m.Blocks {
+			switch {
+			case bl.ToolUse != nil:
+				mm.Parts = append(mm.Parts, part{Type: "tool_call", ID: bl.ToolUse.ID, Name: bl.ToolUse.Name, Arguments: validJSON(bl.ToolUse.Input)})
+			case bl.ToolResult != nil:
+				mm.Parts = append(mm.Parts, part{Type: "tool_call_response", ID: bl.ToolResult.CallID, Response: bl.ToolResult.Content})
+			case bl.media() != nil:
+				mm.Parts = append(mm.Parts, part{Type: "blob", MediaType: bl.media().MediaType})
+			default:
+				mm.Parts = append(mm.Parts, part{Type: "text", Content: bl.Text})
+			}
+		}
+		out = append(out, mm)
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return "[]"
+	}
+	return string(b)
+}
+
+func validJSON(raw json.RawMessage) json.RawMessage {
+	if json.Valid(raw) {
+		return raw
+	}
+	b, _ := json.Marshal(string(raw))
+	return b
+}

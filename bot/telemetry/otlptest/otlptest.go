@@ -1,0 +1,186 @@
+// Package otlptest is an in-process OTLP/HTTP trace receiver for tests: an HTTP server that
+// decodes what an OTLP exporter sends to /v1/traces (protobuf, optionally gzipped) with the
+// OTLP protocol's own Go types, and answers as a collector does. Provider gives a real SDK
+// tracer provider that exports to it.
+package otlptest
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdkresource "go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// Span is one received span, flattened.
+type Span struct {
+	Name     string
+	TraceID  string // hex
+	SpanID   string
+	ParentID string // "" for a root span
+	Kind     string // "SPAN_KIND_CLIENT", ...
+	Scope    string // the instrumentation scope's name
+	Attrs    map[string]any
+	Links    []string // the linked spans' span ids
+	Error    bool     // status code error
+	Resource map[string]any
+}
+
+// Receiver is a running OTLP/HTTP trace receiver.
+type Receiver struct {
+	URL string // the endpoint, e.g. http://127.0.0.1:1234 (traces go to URL + "/v1/traces")
+
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	spans    []Span
+	requests int
+}
+
+// Start starts a receiver, closed when the test ends.
+func Start(tb testing.TB) *Receiver {
+	r := &Receiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	r.URL = r.srv.URL
+	tb.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodPost || req.URL.Path != "/v1/traces" {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	if ct := req.Header.Get("Content-Type"); ct != "application/x-protobuf" {
+		http.Error(w, "unsupported content type "+ct, http.StatusUnsupportedMediaType)
+		return
+	}
+	var body io.Reader = req.Body
+	if req.Header.Get("Content-Encoding") == "gzip" {
+		gz, err := gzip.NewReader(req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		defer gz.Close()
+		body = gz
+	}
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var export coltracepb.ExportTraceServiceRequest
+	if err := proto.Unmarshal(raw, &export); err != nil {
+		http.Error(w, "decode: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.add(&export)
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.Write(out)
+}
+
+func (r *Receiver) add(export *coltracepb.ExportTraceServiceRequest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests++
+	for _, rs := range export.GetResourceSpans() {
+		res := attrs(rs.GetResource().GetAttributes())
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				sp := Span{Name: s.GetName(), TraceID: hex.EncodeToString(s.GetTraceId()), SpanID: hex.EncodeToString(s.GetSpanId()),
+					ParentID: hex.EncodeToString(s.GetParentSpanId()), Kind: s.GetKind().String(), Scope: ss.GetScope().GetName(),
+					Attrs: attrs(s.GetAttributes()), Error: s.GetStatus().GetCode().String() == "STATUS_CODE_ERROR", Resource: res}
+				for _, l := range s.GetLinks() {
+					sp.Links = append(sp.Links, hex.EncodeToString(l.GetSpanId()))
+				}
+				r.spans = append(r.spans, sp)
+			}
+		}
+	}
+}
+
+// attrs flattens OTLP attributes: strings, bools, int64s, float64s and []any of those.
+func attrs(kvs []*commonpb.KeyValue) map[string]any {
+	m := map[string]any{}
+	for _, kv := range kvs {
+		m[kv.GetKey()] = value(kv.GetValue())
+	}
+	return m
+}
+
+func value(v *commonpb.AnyValue) any {
+	switch x := v.GetValue().(type) {
+	case *commonpb.AnyValue_StringValue:
+		return x.StringValue
+	case *commonpb.AnyValue_BoolValue:
+		return x.BoolValue
+	case *commonpb.AnyValue_IntValue:
+		return x.IntValue
+	case *commonpb.AnyValue_DoubleValue:
+		return x.DoubleValue
+	case *commonpb.AnyValue_ArrayValue:
+		var out []any
+		for _, e := range x.ArrayValue.GetValues() {
+			out = append(out, value(e))
+		}
+		return out
+	}
+	return fmt.Sprint(v)
+}
+
+// Spans returns every span received so far.
+func (r *Receiver) Spans() []Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Span(nil), r.spans...)
+}
+
+// Requests is how many export requests arrived.
+func (r *Receiver) Requests() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.requests
+}
+
+// Provider returns an SDK tracer provider that batches spans to r over OTLP/HTTP (the
+// exporter logbook serve uses), sampling every span; it is shut down when the test ends.
+// Flush it (ForceFlush) before reading Spans.
+func (r *Receiver) Provider(tb testing.TB) *sdktrace.TracerProvider {
+	tb.Helper()
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(r.URL+"/v1/traces"),
+		otlptracehttp.WithHTTPClient(client))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	res, err := sdkresource.New(context.Background(), sdkresource.WithAttributes(attribute.String("service.name", "logbook-test")))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(50*time.Millisecond)),
+		sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithResource(res))
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(ctx); err != nil {
+			tb.Errorf("shut the tracer provider down: %v", err)
+		}
+		client.CloseIdleConnections()
+	})
+	return tp
+}

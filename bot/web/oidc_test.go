@@ -1,0 +1,254 @@
+package web_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/oauth2-proxy/mockoidc"
+	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/bot/web"
+)
+
+// oidcPages serves f's pages with OIDC sign-in against a real OpenID Connect provider
+// (mockoidc, on loopback), beside the fixture's token and proxy-header modes.
+func oidcPages(t *testing.T, f *fixture, roles string) (*httptest.Server, *mockoidc.MockOIDC) {
+	t.Helper()
+	m, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown() })
+	return oidcPagesWith(t, f, roles, m), m
+}
+
+// oidcPagesWith serves f's pages with OIDC sign-in against m.
+func oidcPagesWith(t *testing.T, f *fixture, roles string, m *mockoidc.MockOIDC) *httptest.Server {
+	t.Helper()
+	mapping, err := web.ParseRoles(roles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h http.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	h, err = web.Handler(web.Config{Sessions: f.store, Finder: f.searcher, AccessLog: f.app,
+		Access:     web.Access{Tokens: []web.Token{{Name: "ci-bot", Secret: tokenSecret}}, ProxyHeader: proxyHeader},
+		Visibility: f.vis, SignIns: f.store, Log: zerolog.New(zerolog.NewTestWriter(t)),
+		OIDC: &web.OIDC{Issuer: m.Issuer(), ClientID: m.ClientID, ClientSecret: m.ClientSecret, RedirectURL: srv.URL + "/oidc/callback",
+			Scopes: []string{"email", "profile", "groups"}, Roles: mapping}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// browserClient is a browser: a cookie jar, following redirects.
+func browserClient(t *testing.T) *http.Client {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Jar: jar}
+}
+
+func fetch(t *testing.T, c *http.Client, u string) (int, string, *url.URL) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Request.URL
+}
+
+func user(email string, groups ...string) *mockoidc.MockUser {
+	return &mockoidc.MockUser{Subject: "sub-" + email, Email: email, EmailVerified: true, PreferredUsername: email, Groups: groups}
+}
+
+// Signing in through the provider: the authorization code flow with PKCE, state and nonce;
+// the groups claim decides the role (reader or auditor); the session cookie then opens the
+// pages as that person, and the sign-in and what they read are in the access log.
+func TestOIDCSignInMapsGroupsToRoles(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	srv, m := oidcPages(t, f, "engineering=reader,sec-audit=auditor")
+
+	if code, body, _ := fetch(t, browserClient(t), srv.URL+"/sessions/"+f.sessions["secret reorg plans"].String()); code != http.StatusUnauthorized ||
+		!strings.Contains(body, `href="/oidc/login?next=%2Fsessions%2F`) {
+		t.Fatalf("signed out: %d, want 401 with a link to the organisation's sign-in that returns to the page:\n%s", code, body)
+	}
+	for _, tc := range []struct {
+		email   string
+		groups  []string
+		auditor bool
+	}{{"jane@example.com", []string{"design", "engineering"}, false}, {"sam@example.com", []string{"engineering", "sec-audit"}, true}} {
+		m.QueueUser(user(tc.email, tc.groups...))
+		c := browserClient(t)
+		code, body, at := fetch(t, c, srv.URL+"/oidc/login?next="+url.QueryEscape("/search?q=timeout"))
+		if code != http.StatusOK || at.Path != "/oidc/callback" || !strings.Contains(body, "signed in as "+tc.email) ||
+			!strings.Contains(body, `href="/search?q=timeout"`) || !strings.Contains(body, `http-equiv="refresh"`) {
+			t.Fatalf("%s: sign-in ended at %s with %d:\n%s", tc.email, at, code, body)
+		}
+		code, body, _ = fetch(t, c, srv.URL+"/")
+		if code != http.StatusOK || !strings.Contains(body, tc.email) || !strings.Contains(body, "Sign out") {
+			t.Fatalf("%s: the list after sign-in: %d\n%s", tc.email, code, body)
+		}
+		if hidden := strings.Contains(body, "secret reorg plans"); hidden != tc.auditor {
+			t.Errorf("%s (auditor %v): the private channel's session listed: %v", tc.email, tc.auditor, hidden)
+		}
+	}
+	var got []accessRow
+	for _, r := range f.accessLog() {
+		if r.Via == "oidc" || r.Format == "oidc" {
+			got = append(got, r)
+		}
+	}
+	want := []accessRow{
+		{Who: "jane@example.com", Via: "oidc", Action: "signin", Format: "oidc", Status: http.StatusSeeOther},
+		{Who: "jane@example.com", Via: "oidc", Action: "list", Status: http.StatusOK},
+		{Who: "sam@example.com", Via: "oidc", Action: "signin", Format: "oidc", Auditor: true, Status: http.StatusSeeOther},
+		{Who: "sam@example.com", Via: "oidc", Action: "list", Auditor: true, Status: http.StatusOK},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("access log of the OIDC sign-ins: %+v\nwant %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Who != want[i].Who || got[i].Via != want[i].Via || got[i].Action != want[i].Action || got[i].Format != want[i].Format ||
+			got[i].Auditor != want[i].Auditor || got[i].Status != want[i].Status {
+			t.Errorf("access log %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// A person the provider signs in who is in no allowed group is refused (403), recorded under
+// their name, and not signed in; a callback whose state is not this browser's (a forged or
+// replayed one), or that comes to a browser that started no sign-in, is refused (400) and
+// recorded as anonymous.
+func TestOIDCRefusals(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	srv, m := oidcPages(t, f, "engineering=reader")
+
+	m.QueueUser(user("mallory@example.com", "marketing"))
+	c := browserClient(t)
+	code, body, _ := fetch(t, c, srv.URL+"/oidc/login")
+	if code != http.StatusForbidden || !strings.Contains(body, "not in a group that may read these pages") {
+		t.Fatalf("a person in no allowed group: %d, want 403:\n%s", code, body)
+	}
+	if code, _, _ := fetch(t, c, srv.URL+"/"); code != http.StatusUnauthorized {
+		t.Errorf("after the refusal, the list answers %d, want 401", code)
+	}
+
+	// Stop at the provider's redirect back, then forge the state.
+	m.QueueUser(user("jane@example.com", "engineering"))
+	c = browserClient(t)
+	c.CheckRedirect = func(r *http.Request, _ []*http.Request) error {
+		if r.URL.Path == "/oidc/callback" {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	resp, err := c.Get(srv.URL + "/oidc/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	back, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil || back.Path != "/oidc/callback" || back.Query().Get("code") == "" {
+		t.Fatalf("the provider sent the browser to %q (%v)", resp.Header.Get("Location"), err)
+	}
+	q := back.Query()
+	q.Set("state", "forged-"+q.Get("state"))
+	forged := *back
+	forged.RawQuery = q.Encode()
+	c.CheckRedirect = nil
+	if code, body, _ := fetch(t, c, forged.String()); code != http.StatusBadRequest || !strings.Contains(body, "Signing in did not work") {
+		t.Errorf("forged state: %d, want 400:\n%s", code, body)
+	}
+	// The right state, but the flow was spent by the forged attempt: refused too.
+	if code, _, _ := fetch(t, c, back.String()); code != http.StatusBadRequest {
+		t.Errorf("the real callback after its flow was spent: %d, want 400", code)
+	}
+	// Another browser (no flow cookie) with the real callback URL.
+	if code, _, _ := fetch(t, browserClient(t), back.String()); code != http.StatusBadRequest {
+		t.Errorf("a callback in a browser that started no sign-in: %d, want 400", code)
+	}
+	if code, _, _ := fetch(t, c, srv.URL+"/"); code != http.StatusUnauthorized {
+		t.Errorf("after the refusals, the list answers %d, want 401", code)
+	}
+
+	got := f.accessLog()
+	want := []accessRow{
+		{Who: "mallory@example.com", Via: "oidc", Action: "signin", Format: "oidc", Status: http.StatusForbidden},
+		{Who: "anonymous", Via: "none", Action: "signin", Format: "oidc", Status: http.StatusBadRequest},
+		{Who: "anonymous", Via: "none", Action: "signin", Format: "oidc", Status: http.StatusBadRequest},
+		{Who: "anonymous", Via: "none", Action: "signin", Format: "oidc", Status: http.StatusBadRequest},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("access log: %+v\nwant %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Who != want[i].Who || got[i].Via != want[i].Via || got[i].Action != want[i].Action || got[i].Format != want[i].Format ||
+			got[i].Auditor || got[i].Status != want[i].Status {
+			t.Errorf("access log %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestParseRoles(t *testing.T) {
+	t.Parallel()
+	got, err := web.ParseRoles(" logbook-readers=reader, sec-audit=auditor ,*=reader")
+	if err != nil || len(got) != 3 || got["sec-audit"] != web.RoleAuditor || got["*"] != web.RoleReader {
+		t.Errorf("ParseRoles: %v, %v", got, err)
+	}
+	for _, bad := range []string{"x", "x=admin", "=reader", "x=reader,x=auditor"} {
+		if _, err := web.ParseRoles(bad); err == nil {
+			t.Errorf("ParseRoles(%q): no error", bad)
+		}
+	}
+}
+
+// An OIDC sign-in holds only while the configuration that gave its role does: pages whose
+// group-to-role mapping changed (or whose client secret did) do not honour it.
+func TestOIDCSessionEndsWhenTheRoleMappingChanges(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	srv, m := oidcPages(t, f, "engineering=reader")
+	m.QueueUser(user("jane@example.com", "engineering"))
+	c := browserClient(t)
+	if code, body, _ := fetch(t, c, srv.URL+"/oidc/login"); code != http.StatusOK {
+		t.Fatalf("sign-in: %d\n%s", code, body)
+	}
+	page, _ := url.Parse(srv.URL + "/")
+	var cookie *http.Cookie
+	for _, ck := range c.Jar.Cookies(page) {
+		if ck.Name == "logbook_session" {
+			cookie = ck
+		}
+	}
+	if cookie == nil {
+		t.Fatal("no sign-in cookie")
+	}
+	get := func(base string) int {
+		req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
+		req.AddCookie(cookie)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	same := oidcPagesWith(t, f, "engineering=reader", m)
+	changed := oidcPagesWith(t, f, "engineering=auditor", m)
+	if a, b := get(same.URL), get(changed.URL); a != http.StatusOK || b != http.StatusUnauthorized {
+		t.Errorf("the cookie on pages with the same mapping: %d (want 200); with a changed one: %d (want 401)", a, b)
+	}
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// tracingConfig is what the standard OTEL_* variables and LOGBOOK_TRACE_CONTENT ask of
+// tracing. Only whether it is on and the protocol are read here; the exporter, the sampler, the
+// batch processor and the resource read the rest of the OTEL_* variables themselves (the
+// OpenTelemetry SDK's own handling): OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION,
+// _CERTIFICATE, OTEL_TRACES_SAMPLER(_ARG), OTEL_BSP_*, OTEL_SERVICE_NAME,
+// OTEL_RESOURCE_ATTRIBUTES, OTEL_SPAN_*_LIMIT, ...
+type tracingConfig struct {
+	// Endpoint is OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT; "": off.
+	Endpoint string
+	// Protocol is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL: grpc,
+	// http/protobuf (default) or http/json.
+	Protocol string
+	// Content puts prompts, completions and tools' input and output in spans
+	// (LOGBOOK_TRACE_CONTENT=on); off by default.
+	Content bool
+}
+
+// readTracing reads the tracing settings. Tracing is off unless an OTLP endpoint is set, and
+// off whenever OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none.
+func (cfg *serveConfig) readTracing(e env) error {
+	var err error
+	if cfg.Tracing.Content, err = envBool(e, "LOGBOOK_TRACE_CONTENT", false); err != nil {
+		return err
+	}
+	t := &cfg.Tracing
+	t.Endpoint = firstEnv(e, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+	t.Protocol = strings.ToLower(firstEnv(e, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"))
+	switch t.Protocol {
+	case "", "grpc", "http/protobuf", "http/json":
+	default:
+		return fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: want grpc, http/protobuf or http/json", t.Protocol)
+	}
+	switch v := strings.ToLower(strings.TrimSpace(e.getenv("OTEL_TRACES_EXPORTER"))); v {
+	case "", "otlp":
+	case "none":
+		t.Endpoint = ""
+	default:
+		return fmt.Errorf("OTEL_TRACES_EXPORTER=%q: logbook exports traces over OTLP only (otlp, or none)", v)
+	}
+	if strings.EqualFold(strings.TrimSpace(e.getenv("OTEL_SDK_DISABLED")), "true") {
+		t.Endpoint = ""
+	}
+	return nil
+}
+
+func firstEnv(e env, names ...string) string {
+	for _, n := range names {
+		if v := strings.TrimSpace(e.getenv(n)); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// startTracing returns the tracer provider that every part is given, and its shutdown (which
+// exports what is left). Off, it is a no-op provider: no exporter, no goroutine, nothing
+// recorded.
+func startTracing(ctx context.Context, t tracingConfig) (trace.TracerProvider, func(context.Context) error, error) {
+	if t.Endpoint == "" {
+		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
+	}
+	var exp sdktrace.SpanExporter
+	var err error
+	if t.Protocol == "grpc" {
+		exp, err = otlptracegrpc.New(ctx) // endpoint, headers, TLS, ... from OTEL_EXPORTER_OTLP_*
+	} else {
+		exp, err = otlptracehttp.New(ctx)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("OpenTelemetry OTLP exporter (OTEL_EXPORTER_OTLP_*): %w", err)
+	}
+	// Service name logbook unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise
+	// (later options win).
+	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", "logbook")),
+		resource.WithTelemetrySDK(), resource.WithHost(), resource.WithFromEnv())
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		return nil, nil, fmt.Errorf("OpenTelemetry resource (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME): %w", err)
+	}
+	// The sampler comes from OTEL_TRACES_SAMPLER (default: parent-based, always on).
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	return tp, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return tp.Shutdown(ctx)
+	}, nil
+}
