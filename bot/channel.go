@@ -190,13 +190,15 @@ func noteBy(n session.Note) string {
 	return "user " + n.By
 }
 
-// recordSettings appends turn_settings, unless the turn's latest one has the same hash (a
-// resumed turn under the same settings).
+// recordSettings appends turn_settings, unless the session's latest one has the same hash:
+// a turn with no turn_settings of its own ran under the latest one before it, so an
+// unchanged channel costs no append per turn and the log still says, for every reply, which
+// settings produced it.
 func (t *turn) recordSettings(ctx context.Context, rec session.TurnSettings) {
 	rec.Hash = settingsHash(rec)
 	for _, e := range slices.Backward(session.Select(t.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTurnSettings}})) {
 		var prev session.TurnSettings
-		if e.Decode(&prev) == nil && prev.Turn == rec.Turn && prev.Hash == rec.Hash {
+		if e.Decode(&prev) == nil && prev.Hash == rec.Hash {
 			return
 		}
 		break
