@@ -273,29 +273,9 @@ func (s *server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		s.oidcRefused(w, r, refused)
 		return
 	}
-	value, err := randomToken()
-	if err != nil {
-		s.fail(w, r, err)
+	if !s.openSession(w, r, id, session.WebSession{Via: "oidc", Auditor: id.Auditor, TokenMAC: s.oidc.mac}, triedOIDC) {
 		return
 	}
-	ctx := r.Context()
-	now := s.now()
-	ws := session.WebSession{IDHash: sha256.Sum256([]byte(value)), Who: id.Who, Via: "oidc", Auditor: id.Auditor,
-		TokenMAC: s.oidc.mac, CreatedAt: now, ExpiresAt: now.Add(sessionAge)}
-	if err := s.cfg.SignIns.CreateWebSession(ctx, ws); err != nil {
-		s.log.Error().Err(err).Msg("open a sign-in session")
-		s.page(w, http.StatusServiceUnavailable, "message", pageData{Title: "Try again", Message: "You cannot be signed in right now. Please try again shortly."})
-		return
-	}
-	if err := record(context.WithValue(ctx, identityKey{}, id), s.cfg.AccessLog, r,
-		access{action: "signin", format: triedOIDC, status: http.StatusSeeOther}); err != nil {
-		s.endSession(ctx, ws.IDHash) // nothing unrecorded: the session goes again
-		s.unrecorded(w, err)
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: value, Path: "/", MaxAge: int(sessionAge / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.https(r)})
-	s.clearCookie(w, r, legacyTokenCookie)
 	s.page(w, http.StatusOK, "signedin", pageData{Title: "Signed in", Who: id.Who, Next: next, Refresh: "0;url=" + next,
 		Message: "You are signed in as " + id.Who + " (" + roleName(id.Auditor) + ")."})
 }

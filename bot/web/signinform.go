@@ -103,30 +103,41 @@ func (s *server) signin(w http.ResponseWriter, r *http.Request) {
 		s.unauthorized(w, r, http.StatusUnauthorized, "That token is not valid.")
 		return
 	}
+	if !s.openSession(w, r, id, session.WebSession{TokenMAC: sessionMAC(secret)}, triedForm) {
+		return
+	}
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// openSession opens a signed-in person's web session, whichever way they signed in (format:
+// the access log's), from ws's way-specific fields (Via, Auditor, TokenMAC): a random id in an
+// HttpOnly, SameSite=Strict cookie (Secure over HTTPS), its hash in SignIns, for sessionAge;
+// the sign-in recorded, or the session ended again (nothing unrecorded). false: it answered
+// the request with why it could not.
+func (s *server) openSession(w http.ResponseWriter, r *http.Request, id Identity, ws session.WebSession, format string) bool {
 	value, err := randomToken()
 	if err != nil {
 		s.fail(w, r, err)
-		return
+		return false
 	}
 	ctx := r.Context()
 	now := s.now()
-	ws := session.WebSession{IDHash: sha256.Sum256([]byte(value)), Who: id.Who, TokenMAC: sessionMAC(secret),
-		CreatedAt: now, ExpiresAt: now.Add(sessionAge)}
+	ws.IDHash, ws.Who, ws.CreatedAt, ws.ExpiresAt = sha256.Sum256([]byte(value)), id.Who, now, now.Add(sessionAge)
 	if err := s.cfg.SignIns.CreateWebSession(ctx, ws); err != nil {
 		s.log.Error().Err(err).Msg("open a sign-in session")
 		s.page(w, http.StatusServiceUnavailable, "message", pageData{Title: "Try again", Message: "You cannot be signed in right now. Please try again shortly."})
-		return
+		return false
 	}
 	if err := record(context.WithValue(ctx, identityKey{}, id), s.cfg.AccessLog, r,
-		access{action: "signin", format: triedForm, status: http.StatusSeeOther}); err != nil {
+		access{action: "signin", format: format, status: http.StatusSeeOther}); err != nil {
 		s.endSession(ctx, ws.IDHash) // nothing unrecorded: the session goes again
 		s.unrecorded(w, err)
-		return
+		return false
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: value, Path: "/", MaxAge: int(sessionAge / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.https(r)})
 	s.clearCookie(w, r, legacyTokenCookie)
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	return true
 }
 
 // signoutForm answers GET /signout (an old link, a bookmark) with the sign-out button: signing
