@@ -563,24 +563,24 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 // wiring is what serve builds before anything runs: the bot's Deps, the parts that run beside
 // it, and what to close once they have all returned.
 type wiring struct {
-	cfg     serveConfig
-	log     zerolog.Logger
-	api     *slack.Client
-	me      bot.Identity
-	pool    *pgxpool.Pool
+	cfg  serveConfig
+	log  zerolog.Logger
+	api  *slack.Client
+	me   bot.Identity
+	pool *pgxpool.Pool
 	// readPool is LOGBOOK_READ_DATABASE_URL's (nil: none); standby routes reads to it.
 	readPool *pgxpool.Pool
 	standby  *session.Standby
 	deps     bot.Deps
-	reg     *prometheus.Registry
-	dir     *bot.Directory
-	search  *search.Searcher
-	indexer *search.Indexer
-	repos   *bot.ChannelRepos
-	mcp     *connectors.Connectors // nil: no LOGBOOK_MCP_CONFIG
-	parts   []bot.Part
-	closers []func() // closed last first
-	tracer  trace.TracerProvider
+	reg      *prometheus.Registry
+	dir      *bot.Directory
+	search   *search.Searcher
+	indexer  *search.Indexer
+	repos    *bot.ChannelRepos
+	mcp      *connectors.Connectors // nil: no LOGBOOK_MCP_CONFIG
+	parts    []bot.Part
+	closers  []func() // closed last first
+	tracer   trace.TracerProvider
 }
 
 // pgxTracer traces the pools' statements when tracing is on (nil otherwise: not even a
