@@ -59,13 +59,18 @@ func (d *readDeps) onStandby(ctx context.Context, e env) (func(), error) {
 	return pool.Close, nil
 }
 
-// cliStandbyObserver says on stderr when the standby does not answer (the command reads the
-// primary then).
+// cliStandbyObserver says on stderr when a read goes to the primary because the standby lags
+// or does not answer.
 type cliStandbyObserver struct{ e env }
 
-func (o cliStandbyObserver) Read(string, string) {}
-func (o cliStandbyObserver) Lag(session.Lag)     {}
-func (o cliStandbyObserver) Reachable()          {}
+func (o cliStandbyObserver) Read(server, reason string) {
+	if server == session.ServerPrimary && reason == session.FallbackLagging {
+		fmt.Fprintln(o.e.stderr, "logbook: note: the standby (LOGBOOK_READ_DATABASE_URL) has not caught up within "+
+			"LOGBOOK_READ_MAX_WAIT: reading the primary")
+	}
+}
+func (o cliStandbyObserver) Lag(session.Lag) {}
+func (o cliStandbyObserver) Reachable()      {}
 func (o cliStandbyObserver) Unreachable(err error) {
 	fmt.Fprintf(o.e.stderr, "logbook: warning: the standby (LOGBOOK_READ_DATABASE_URL) does not answer, reading the primary: %v\n", err)
 }
