@@ -177,6 +177,12 @@ func TestE2EReadsOnAStandby(t *testing.T) {
 		t.Fatalf("logbook_standby_lag_bytes %v with replay paused", v)
 	}
 	t.Logf("STANDBY paused: /readyz %s", strings.TrimSpace(lag[0]))
+	// logbook transcript reads your writes too: from the primary, saying so.
+	text, note := runWith(e, []string{"LOGBOOK_READ_DATABASE_URL=" + sb.URL(), "LOGBOOK_READ_MAX_WAIT=300ms"},
+		"transcript", strings.TrimPrefix(link, "/sessions/"))
+	if !strings.Contains(text, reply2) || !strings.Contains(note, "has not caught up") {
+		t.Fatalf("logbook transcript with replay paused:\n%s\nstderr:\n%s", text, note)
+	}
 
 	// Exports and verification of a closed window: the same bytes from the standby as from
 	// the primary. With replay paused the standby cannot catch up: the export says it read the
