@@ -188,10 +188,18 @@ func (s *Standby) primaryLSN(ctx context.Context) (LSN, error) {
 	return ParseLSN(txt)
 }
 
+// replayed asks the standby how far it has replayed. A standby that does not answer within
+// the probe's bound (MaxWait, at least a second: a stalled server keeps its sockets open) is
+// unavailable; the caller's own cancellation is only that.
 func (s *Standby) replayed(ctx context.Context) (replayState, error) {
 	var st replayState
 	var txt *string
-	if err := s.standby.QueryRow(ctx, sqlStandbyLSN).Scan(&txt, &st.recovery, &st.paused, &st.age); err != nil {
+	probe, cancel := context.WithTimeout(ctx, max(s.maxWait, time.Second))
+	defer cancel()
+	if err := s.standby.QueryRow(probe, sqlStandbyLSN).Scan(&txt, &st.recovery, &st.paused, &st.age); err != nil {
+		if ctx.Err() != nil {
+			return st, fmt.Errorf("read the standby's replayed WAL position: %w", err)
+		}
 		return st, s.unavailable(fmt.Errorf("read the standby's replayed WAL position: %w", err))
 	}
 	if txt == nil { // in recovery from an archive, before anything was replayed

@@ -17,6 +17,7 @@ import (
 
 	"github.com/logbook/logbook/cmd/logbook/localpg"
 	"github.com/logbook/logbook/migrations"
+	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
 )
 
@@ -258,4 +259,94 @@ func TestStandbyReadYourWrites(t *testing.T) {
 	if obs.unreachable != 1 {
 		t.Fatalf("told %d times the standby went away, want once", obs.unreachable)
 	}
+}
+
+// A standby that is down when the pools open (a lazy pool on an address nothing listens on)
+// is read around from the first read: the primary serves it, the standby is skipped for
+// Retry (by the injected clock), tried again after, and reported unreachable once.
+func TestStandbyDownFromTheStart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, pool, _ := newStorePool(t, 2)
+	sess := openSession(t, store, "1.1")
+	if _, err := store.Append(ctx, sess.ID, session.NewEvent{Type: session.TypeUserMessage,
+		Actor: session.Actor{Kind: session.ActorUser, ID: "U1"}, Payload: session.UserMessage{TS: "1.1", Text: "hi"}}); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := session.Connect(ctx, "postgres://postgres@/logbook?host="+t.TempDir()+"&port=5999&sslmode=disable",
+		session.PoolOptions{Lazy: true, ConnectTimeout: time.Second})
+	if err != nil {
+		t.Fatalf("a lazy pool on a standby that is down: %v", err)
+	}
+	t.Cleanup(dead.Close)
+	now := time.Unix(1_700_000_000, 0)
+	obs := &observed{}
+	sb := session.NewStandby(pool, dead, session.StandbyOptions{Observer: obs, Retry: 5 * time.Second,
+		Now: func() time.Time { return now }})
+	reads := sb.Reads()
+	read := func(c session.Consistency) {
+		t.Helper()
+		var evs []session.Event
+		err := session.ReadFrom(ctx, sb, c, session.NewStore(dead, session.Options{}), store, func(st *session.Store) (err error) {
+			evs, err = st.Events(ctx, sess.ID, session.Range{})
+			return err
+		})
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("read with the standby down: %d events, %v", len(evs), err)
+		}
+	}
+	read(session.ReadAny)        // tried, failed, handed to the primary
+	read(session.ReadYourWrites) // skipped
+	if _, err := reads.Session(ctx, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(5 * time.Second)
+	read(session.ReadYourWrites) // tried again
+	if got, want := obs.take(), []string{"primary/unreachable", "primary/unreachable", "primary/unreachable", "primary/unreachable"}; !slices.Equal(got, want) {
+		t.Fatalf("reads %v, want %v", got, want)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.unreachable != 1 || obs.reachable != 0 {
+		t.Fatalf("told %d times it went away and %d times it came back, want once and never", obs.unreachable, obs.reachable)
+	}
+}
+
+// A standby that stalls (its connections open, nothing answering, as after a partition) is
+// read around once its position does not come back within the probe's bound: a read that
+// must show the newest writes goes to the primary instead of hanging.
+func TestStandbyThatStallsIsReadAround(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store, pool, dbURL := newStorePool(t, 2)
+	sess := openSession(t, store, "1.1")
+	proxy, viaProxy := pgtest.NewProxy(t, dbURL)
+	// The "standby" is the same database through the proxy: not in recovery, it counts as
+	// caught up with itself.
+	stalling, err := session.Connect(ctx, viaProxy, session.PoolOptions{Role: "logbook_app", MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stalling.Close)
+	t.Cleanup(proxy.Close) // first: a stalled connection would hold the pool's Close
+	obs := &observed{}
+	sb := session.NewStandby(pool, stalling, session.StandbyOptions{MaxWait: 300 * time.Millisecond, Observer: obs})
+	reads := sb.Reads()
+	if _, err := reads.Session(ctx, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := obs.take(); !slices.Equal(got, []string{"standby/"}) {
+		t.Fatalf("reads %v before the stall, want one on the standby", got)
+	}
+	proxy.Stall()
+	start := time.Now()
+	if got, err := reads.Session(ctx, sess.ID); err != nil || got.ID != sess.ID {
+		t.Fatalf("read with the standby stalled: %+v, %v", got, err)
+	}
+	took := time.Since(start)
+	if got := obs.take(); !slices.Equal(got, []string{"primary/unreachable"}) {
+		t.Fatalf("reads %v with the standby stalled, want one on the primary", got)
+	}
+	t.Logf("a stalled standby was read around in %v", took.Round(time.Millisecond))
 }
