@@ -150,8 +150,12 @@ func TestE2EReadsOnAStandby(t *testing.T) {
 	if got := reads("standby", ""); got <= before {
 		t.Fatalf("the transcript was not read on the standby (standby reads %v, then %v)", before, got)
 	}
+	before = reads("standby", "")
 	if code, body := get(t, addr, "/search?q=question"); code != http.StatusOK {
 		t.Fatalf("search on the standby: %d\n%s", code, body)
+	}
+	if got := reads("standby", ""); got <= before {
+		t.Fatalf("the search page was not read on the standby (standby reads %v, then %v)", before, got)
 	}
 	_, ready := get(t, addr, "/readyz")
 	if !strings.Contains(ready, "ready\n") || !strings.Contains(ready, "standby: lag_bytes=") {
