@@ -563,24 +563,23 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 // wiring is what serve builds before anything runs: the bot's Deps, the parts that run beside
 // it, and what to close once they have all returned.
 type wiring struct {
-	cfg  serveConfig
-	log  zerolog.Logger
-	api  *slack.Client
-	me   bot.Identity
-	pool *pgxpool.Pool
-	// readPool is LOGBOOK_READ_DATABASE_URL's (nil: none); standby routes reads to it.
-	readPool *pgxpool.Pool
-	standby  *session.Standby
-	deps     bot.Deps
-	reg      *prometheus.Registry
-	dir      *bot.Directory
-	search   *search.Searcher
-	indexer  *search.Indexer
-	repos    *bot.ChannelRepos
-	mcp      *connectors.Connectors // nil: no LOGBOOK_MCP_CONFIG
-	parts    []bot.Part
-	closers  []func() // closed last first
-	tracer   trace.TracerProvider
+	cfg     serveConfig
+	log     zerolog.Logger
+	api     *slack.Client
+	me      bot.Identity
+	pool    *pgxpool.Pool
+	replica *pgxpool.Pool    // LOGBOOK_READ_DATABASE_URL's (nil: none)
+	standby *session.Standby // routes reads to replica (nil: none)
+	deps    bot.Deps
+	reg     *prometheus.Registry
+	dir     *bot.Directory
+	search  *search.Searcher
+	indexer *search.Indexer
+	repos   *bot.ChannelRepos
+	mcp     *connectors.Connectors // nil: no LOGBOOK_MCP_CONFIG
+	parts   []bot.Part
+	closers []func() // closed last first
+	tracer  trace.TracerProvider
 }
 
 // pgxTracer traces the pools' statements when tracing is on (nil otherwise: not even a
@@ -634,7 +633,7 @@ func (w *wiring) openDatabases(ctx context.Context) error {
 			return fmt.Errorf("LOGBOOK_READ_DATABASE_URL: %w", err)
 		}
 		w.closers = append(w.closers, readPool.Close)
-		w.readPool = readPool
+		w.replica = readPool
 		w.log.Info().Msg("database: search, transcripts and the web pages read the standby at LOGBOOK_READ_DATABASE_URL")
 	}
 	return nil
@@ -646,10 +645,10 @@ const standbyWatchInterval = 5 * time.Second
 // openStandby routes the reads of search, transcripts and the web pages to the standby, when
 // there is one, with its metrics on w.reg and a part that keeps measuring its lag.
 func (w *wiring) openStandby() {
-	if w.readPool == nil {
+	if w.replica == nil {
 		return
 	}
-	w.standby = session.NewStandby(w.pool, w.readPool, session.StandbyOptions{MaxWait: w.cfg.ReadMaxWait,
+	w.standby = session.NewStandby(w.pool, w.replica, session.StandbyOptions{MaxWait: w.cfg.ReadMaxWait,
 		Observer: bot.NewStandbyMetrics(w.reg, w.log.With().Str("part", "standby").Logger())})
 	w.parts = append(w.parts, bot.Part{Name: "standby", Run: func(ctx context.Context) error {
 		return bot.WatchStandby(ctx, w.standby, standbyWatchInterval)
@@ -688,16 +687,19 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	if err != nil {
 		return err
 	}
-	w.reg = prometheus.NewRegistry()
-	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	w.openStandby()
-	w.search = search.NewSearcher(w.pool, search.Options{WorkspaceDomain: cfg.Domain}).OnStandby(w.standby, session.ReadAny)
+	w.search = search.NewSearcher(w.pool, search.Options{WorkspaceDomain: cfg.Domain})
 	w.indexer = search.NewIndexer(store, w.pool, log.With().Str("part", "indexer").Logger(), search.IndexerOptions{})
 	w.parts = append(w.parts, bot.Part{Name: "indexer", Run: w.indexer.Run})
 	if mirrors != nil {
 		// Repositories' mirrors are fetched in the background: provisioning only clones.
 		w.parts = append(w.parts, bot.Part{Name: "mirrors", Run: mirrors.Run})
 	}
+	w.reg = prometheus.NewRegistry()
+	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	w.openStandby()
+	// Search (the pages, /logbook search, the agent's tool) reads the standby; the indexer
+	// writes the projection on the primary.
+	w.search = w.search.OnStandby(w.standby, session.ReadAny)
 	w.dir = bot.NewDirectory(w.api, 5*time.Minute)
 	w.repos = channelRepos(cfg, store)
 	models, chSettings, mem := channelParts(cfg, store, b)
