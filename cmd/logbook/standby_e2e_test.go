@@ -187,6 +187,12 @@ func TestE2EReadsOnAStandby(t *testing.T) {
 	if !strings.Contains(text, reply2) || !strings.Contains(note, "has not caught up") {
 		t.Fatalf("logbook transcript with replay paused:\n%s\nstderr:\n%s", text, note)
 	}
+	// So does logbook search, once it has synced the index (on the primary).
+	hits, note := runWith(e, []string{"LOGBOOK_READ_DATABASE_URL=" + sb.URL(), "LOGBOOK_READ_MAX_WAIT=300ms"},
+		"search", "--json", "second question")
+	if !strings.Contains(hits, strings.TrimPrefix(link, "/sessions/")) || !strings.Contains(note, "has not caught up") {
+		t.Fatalf("logbook search with replay paused:\n%s\nstderr:\n%s", hits, note)
+	}
 
 	// Exports and verification of a closed window: the same bytes from the standby as from
 	// the primary. With replay paused the standby cannot catch up: the export says it read the
