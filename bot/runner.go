@@ -58,7 +58,7 @@ type RunnerConfig struct {
 	// together. Cells woken by a message or a peer's signal do not count. Default 32; negative:
 	// no limit.
 	WakeLimit int
-	Where      brain.Where // workspace and bot name for the system prompt; channel and thread are filled per session
+	Where     brain.Where // workspace and bot name for the system prompt; channel and thread are filled per session
 	// ThreadReplies says which messages of a session's thread are answered (default
 	// RepliesAddressed); the rest are recorded with a not_addressed marker.
 	ThreadReplies ThreadReplies
@@ -127,7 +127,7 @@ type Runner struct {
 	cells   map[session.ID]*Cell
 	stopped bool
 	wg      sync.WaitGroup
-	notify  chan session.ID
+	notify  chan signal
 	// admitted counts the cells the start and the polls woke that have not been idle yet
 	// (RunnerConfig.WakeLimit); backlog says a poll left pending sessions for want of room,
 	// and refill asks Run to poll again once half the room is free.
@@ -182,7 +182,7 @@ func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 	d.Clock = clockOr(d.Clock)
 	base, cancel := context.WithCancel(context.Background())
 	r := &Runner{base: base, cancel: cancel, log: d.Log, store: d.Store, dbURL: d.DatabaseURL, cfg: cfg,
-		cells: map[session.ID]*Cell{}, notify: make(chan session.ID, 1024), refill: make(chan struct{}, 1), draining: make(chan struct{}),
+		cells: map[session.ID]*Cell{}, notify: make(chan signal, 1024), refill: make(chan struct{}, 1), draining: make(chan struct{}),
 		firstClaim: make(chan struct{})}
 	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, draining: r.draining}
 	if d.DatabaseURL != "" {
@@ -208,14 +208,23 @@ const DefaultWakeLimit = 32
 // database for the session's live lease owner, which alone is signalled (NOTIFY naming it),
 // and when no other replica holds one the cell starts here (this replica stored the work, so
 // it is awake already). It never blocks.
-func (r *Runner) Signal(id session.ID) {
-	if r.poke(id) {
+func (r *Runner) Signal(id session.ID) { r.route(signal{id: id}) }
+
+// signal is a session to route to the replica that runs it; again says it is routed a
+// second time (its cell here found the lease held by a replica the first routing missed).
+type signal struct {
+	id    session.ID
+	again bool
+}
+
+func (r *Runner) route(s signal) {
+	if r.poke(s.id) {
 		return
 	}
 	select {
-	case r.notify <- id:
+	case r.notify <- s:
 	default:
-		r.wake(id, "message") // the notifier is behind: the lease decides who runs it
+		r.wake(s.id, "message") // the notifier is behind: the lease decides who runs it
 	}
 }
 
@@ -257,7 +266,7 @@ func (r *Runner) Evict() {
 func (r *Runner) wake(id session.ID, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.wakeLocked(id, reason, false)
+	r.wakeLocked(id, reason, false, false)
 }
 
 // admit is wake for the start and the polls: a new cell counts against WakeLimit, and none
@@ -270,10 +279,12 @@ func (r *Runner) admit(id session.ID, reason string) bool {
 		r.backlog = true
 		return false
 	}
-	return r.wakeLocked(id, reason, r.cfg.WakeLimit > 0)
+	return r.wakeLocked(id, reason, r.cfg.WakeLimit > 0, false)
 }
 
-func (r *Runner) wakeLocked(id session.ID, reason string, counted bool) bool {
+// wakeLocked is wake under r.mu; counted says the cell counts against WakeLimit, routed that
+// it was routed here a second time (see signal).
+func (r *Runner) wakeLocked(id session.ID, reason string, counted, routed bool) bool {
 	if c, ok := r.cells[id]; ok {
 		select {
 		case c.poke <- struct{}{}:
@@ -300,9 +311,11 @@ func (r *Runner) wakeLocked(id session.ID, reason string, counted bool) bool {
 		r.mu.Unlock()
 		r.deps.Metrics.cellsActive.Dec()
 		switch {
-		case pending && c.exit == "held":
-			r.Signal(id) // another replica took the session meanwhile: signal it
-		case pending:
+		case c.exit == "held" && (pending || reason == "message") && !routed:
+			// Another replica took the session after the routing found nobody: signal it
+			// (once: a second miss is left to the poll).
+			r.route(signal{id: id, again: true})
+		case pending && c.exit != "held":
 			r.wake(id, "message")
 		}
 	})
@@ -460,7 +473,8 @@ func (r *Runner) notifier(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case id := <-r.notify:
+		case s := <-r.notify:
+			id := s.id
 			owner, err := r.store.NotifyOwner(ctx, id, r.cfg.Owner)
 			if err != nil && ctx.Err() == nil {
 				r.log.Debug().Err(err).Msg("notify the lease owner; running the session here")
@@ -474,7 +488,9 @@ func (r *Runner) notifier(ctx context.Context) {
 				}
 				continue
 			}
-			r.wake(id, "message")
+			r.mu.Lock()
+			r.wakeLocked(id, "message", false, s.again)
+			r.mu.Unlock()
 		}
 	}
 }
