@@ -60,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		claimsLost: c("liveness_claims_lost_total",
 			"Times the replica could no longer prove its liveness claim (its LISTEN connection failed or did not answer its check): the turns run under it were cancelled."),
 		wakesDeferred: c("wakes_deferred_total",
-			"Polls (and the start) that left sessions with pending work unwoken because LOGBOOK_WAKE_LIMIT cells were already working through a backlog."),
+			"Polls (and the start) that found no room under LOGBOOK_WAKE_LIMIT, or filled it: sessions with pending work may wait for the cells working through a backlog to go idle."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.envelopes, m.acks, m.appends, m.duplicates, m.persistFailures, m.deferred, m.ignored, m.turns,
