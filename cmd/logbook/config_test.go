@@ -82,6 +82,11 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		{"LOGBOOK_ADMINS", "ada"},
 		{"LOGBOOK_REPO_URL", "https://tok:en@github.com/{repo}.git"},
 		{"LOGBOOK_REPO_URL", "https://github.com/acme/api.git"},
+		{"LOGBOOK_DB_POOL", "0"},
+		{"LOGBOOK_DB_GATEWAY_POOL", "many"},
+		{"LOGBOOK_REPLICAS", "-2"},
+		{"LOGBOOK_REPLICAS", "100000"},
+		{"LOGBOOK_DB_RESERVE", "-1"},
 	}
 	for _, c := range cases {
 		vars := baseVars()
