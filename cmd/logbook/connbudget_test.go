@@ -47,7 +47,7 @@ func TestConnBudgetFormula(t *testing.T) {
 		{name: "ten with small pools", vars: map[string]string{"LOGBOOK_REPLICAS": "10", "LOGBOOK_DB_POOL": "4", "LOGBOOK_DB_GATEWAY_POOL": "2"},
 			per: 7, need: 76, limits: defaultServer},
 		{name: "reserved_connections (16+)", vars: map[string]string{"LOGBOOK_REPLICAS": "7"}, per: 13, need: 97,
-			limits: session.Limits{MaxConnections: 100, SuperuserReserved: 3, Reserved: 5, RoleLimit: -1, DatabaseLimit: -1},
+			limits:  session.Limits{MaxConnections: 100, SuperuserReserved: 3, Reserved: 5, RoleLimit: -1, DatabaseLimit: -1},
 			refused: "= 97 > 92 that PostgreSQL lets ordinary clients open (max_connections 100 − superuser_reserved_connections 3 − reserved_connections 5); at most 6 replicas fit"},
 		{name: "the reserve", vars: map[string]string{"LOGBOOK_DB_RESERVE": "90"}, per: 13, need: 103, limits: defaultServer,
 			refused: "LOGBOOK_DB_RESERVE 90 = 103 > 97"},

@@ -108,8 +108,8 @@ func unreachable(err error) bool {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "57P03", // cannot_connect_now: starting up, in recovery
-			"53300", // too_many_connections
-			"53000", // insufficient_resources
+			"53300",          // too_many_connections
+			"53000",          // insufficient_resources
 			"57P01", "57P02", // admin_shutdown, crash_shutdown
 			"08000", "08003", "08006", "08001": // connection exceptions
 			return true

@@ -27,7 +27,7 @@ func TestStartDelay(t *testing.T) {
 		{1, 0.999, 125 * time.Millisecond, 250 * time.Millisecond},
 		{2, 0, 250 * time.Millisecond, 250 * time.Millisecond},
 		{3, 0.5, 750 * time.Millisecond, 750 * time.Millisecond},
-		{8, 0, 15 * time.Second, 15 * time.Second},  // 250ms·2^7 = 32s: capped at 30s
+		{8, 0, 15 * time.Second, 15 * time.Second}, // 250ms·2^7 = 32s: capped at 30s
 		{50, 0.999, 15 * time.Second, 30 * time.Second},
 	} {
 		if d := startDelay(c.n, c.r); d < c.min || d > c.max {
