@@ -74,6 +74,11 @@ func Connect(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, 
 	if idle == 0 {
 		idle = 5 * time.Second
 	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// A server that does not answer at all (a black-holed address) fails a connection
+		// attempt in 10 s, not in the kernel's minutes: a caller retrying at start says why.
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "logbook"
 	if opts.Name != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "logbook-" + opts.Name

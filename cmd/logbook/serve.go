@@ -535,6 +535,10 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		return err
 	}
 	if err := w.openDatabases(ctx, retrier{log: log, state: state}); err != nil {
+		if ctx.Err() != nil { // stopped while it waited for the database: a stop, not a failure
+			log.Info().Msg("logbook serve stopped before the database answered")
+			return nil
+		}
 		return err
 	}
 	if err := w.buildBot(ctx, provider); err != nil {
