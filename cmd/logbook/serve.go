@@ -554,6 +554,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		}
 		return err
 	}
+	state.set("starting: the database answered; starting the bot")
 	if err := w.buildBot(ctx, provider); err != nil {
 		return err
 	}
