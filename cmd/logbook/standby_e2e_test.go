@@ -68,8 +68,8 @@ func runWith(e *e2e, env []string, args ...string) (string, string) {
 
 const standbyToken = "standby-e2e-token-0123456789"
 
-// get fetches path from serve's HTTP address with the test's bearer token.
-func get(t *testing.T, addr, path string) (int, string) {
+// getWithToken fetches path from serve's HTTP address with the test's bearer token.
+func getWithToken(t *testing.T, addr, path string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
 	req.Header.Set("Authorization", "Bearer "+standbyToken)
@@ -137,7 +137,7 @@ func TestE2EReadsOnAStandby(t *testing.T) {
 	}
 	shows := func(path, reply string) {
 		t.Helper()
-		code, body := get(t, addr, path)
+		code, body := getWithToken(t, addr, path)
 		if code != http.StatusOK || !strings.Contains(html.UnescapeString(body), reply) {
 			t.Fatalf("GET %s: %d, the reply %q missing:\n%s", path, code, reply, body)
 		}
@@ -151,13 +151,13 @@ func TestE2EReadsOnAStandby(t *testing.T) {
 		t.Fatalf("the transcript was not read on the standby (standby reads %v, then %v)", before, got)
 	}
 	before = reads("standby", "")
-	if code, body := get(t, addr, "/search?q=question"); code != http.StatusOK {
+	if code, body := getWithToken(t, addr, "/search?q=question"); code != http.StatusOK {
 		t.Fatalf("search on the standby: %d\n%s", code, body)
 	}
 	if got := reads("standby", ""); got <= before {
 		t.Fatalf("the search page was not read on the standby (standby reads %v, then %v)", before, got)
 	}
-	_, ready := get(t, addr, "/readyz")
+	_, ready := getWithToken(t, addr, "/readyz")
 	if !strings.Contains(ready, "ready\n") || !strings.Contains(ready, "standby: lag_bytes=") {
 		t.Fatalf("/readyz with a standby:\n%s", ready)
 	}
@@ -172,7 +172,7 @@ func TestE2EReadsOnAStandby(t *testing.T) {
 	if got := reads("primary", "lagging"); got < 1 {
 		t.Fatalf("no read went to the primary for a lagging standby (%v)", got)
 	}
-	_, ready = get(t, addr, "/readyz")
+	_, ready = getWithToken(t, addr, "/readyz")
 	lag := regexp.MustCompile(`standby: lag_bytes=(\d+) lag_seconds=(\S+) replay_paused=true`).FindStringSubmatch(ready)
 	if lag == nil || lag[1] == "0" {
 		t.Fatalf("/readyz does not say the paused standby lags:\n%s", ready)
@@ -241,13 +241,13 @@ func TestE2EReadsOnAStandby(t *testing.T) {
 	}
 	_, reply3, link := replyAndLink(thread, 3, "third question")
 	shows(link, reply3)
-	if code, body := get(t, addr, "/search?q=question"); code != http.StatusOK {
+	if code, body := getWithToken(t, addr, "/search?q=question"); code != http.StatusOK {
 		t.Fatalf("search with the standby gone: %d\n%s", code, body)
 	}
 	if got := reads("primary", "unreachable"); got < 1 {
 		t.Fatalf("no read went to the primary for a standby that is gone (%v)", got)
 	}
-	if code, ready := get(t, addr, "/readyz"); code != http.StatusOK || !strings.Contains(ready, "standby: unreachable") {
+	if code, ready := getWithToken(t, addr, "/readyz"); code != http.StatusOK || !strings.Contains(ready, "standby: unreachable") {
 		t.Fatalf("/readyz with the standby gone: %d\n%s", code, ready)
 	}
 	if !strings.Contains(p.out.String(), "does not answer: reads go to the primary") {
