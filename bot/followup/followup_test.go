@@ -162,7 +162,7 @@ func TestFailedCheckStoredOnceAndPending(t *testing.T) {
 	}
 	r.gh.AddCheckRun(r.gh.Head(branch), forgetest.Check{Name: "lint", Conclusion: "success"})
 	r.gh.AddCheckRun(r.gh.Head(branch), forgetest.Check{Name: "test", Conclusion: "failure", Title: "1 test failed",
-		Text: strings.Repeat("ok  pkg/other\n", 1000) + "--- FAIL: TestParse (0.00s)\n    parse_test.go:12: got 1, want 2\n",
+		Text:        strings.Repeat("ok  pkg/other\n", 1000) + "--- FAIL: TestParse (0.00s)\n    parse_test.go:12: got 1, want 2\n",
 		Annotations: []forgetest.Annotation{{Path: "parse.go", Line: 12, Message: "got 1, want 2"}}})
 
 	var wg sync.WaitGroup

@@ -96,7 +96,9 @@ type ReviewComment struct {
 	Body     string `json:"body"`
 }
 
-func (r Repo) path() string { return "/repos/" + url.PathEscape(r.Owner) + "/" + url.PathEscape(r.Name) }
+func (r Repo) path() string {
+	return "/repos/" + url.PathEscape(r.Owner) + "/" + url.PathEscape(r.Name)
+}
 
 // PullState returns pull request number of repo.
 func (g *GitHub) PullState(ctx context.Context, repo Repo, number int) (*PullState, error) {
