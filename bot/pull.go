@@ -16,6 +16,13 @@ type Forge interface {
 	CreatePull(ctx context.Context, repo forge.Repo, branch, title, body string) (*forge.Pull, error)
 }
 
+// Followup is what create_pull_request needs of pull requests followed (*followup.Follower):
+// the followup_subscribed event recorded with a pull request, so that its failed checks and
+// reviews wake the session (issue 32).
+type Followup interface {
+	Subscription(pr session.PullRequest, requester string) session.NewEvent
+}
+
 // Repos maps channels to their repository (LOGBOOK_REPOS): CHANNEL=owner/name[@base] entries,
 // and *=… for every other channel.
 type Repos map[string]forge.Repo
@@ -75,8 +82,13 @@ func (t *turn) pullRequest(ctx context.Context, callID, branch, title, body stri
 	}
 	record := func(p *forge.Pull, found bool) (string, error) {
 		pr := session.PullRequest{CallID: callID, Repo: repo.String(), Branch: branch, Base: repo.Base, Number: p.Number, URL: p.HTMLURL, Found: found}
-		if _, err := t.flog.Append(ctx, session.NewEvent{Type: session.TypePullRequest, Actor: forgeActor,
-			IdempotencyKey: "pull_request/" + repo.String() + "/" + branch, Payload: pr}); err != nil {
+		evs := []session.NewEvent{{Type: session.TypePullRequest, Actor: forgeActor,
+			IdempotencyKey: "pull_request/" + repo.String() + "/" + branch, Payload: pr}}
+		if t.features.Followup != nil {
+			// Followed from now on: the subscription is stored with the pull request, or neither is.
+			evs = append(evs, t.features.Followup.Subscription(pr, t.state.lastUserMsg.User))
+		}
+		if _, err := t.flog.Append(ctx, evs...); err != nil {
 			t.log.Error().Err(err).Str("url", p.HTMLURL).Msg("create_pull_request: could not record the pull request")
 			return "", errors.New("the pull request could not be recorded; it is " + p.HTMLURL)
 		}

@@ -195,7 +195,10 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 	if h.ended {
 		return nil, nil
 	}
-	base := session.FollowupSignal{Repo: fl.Repo, Number: fl.Number, Branch: fl.Branch, HeadSHA: head, Max: f.cfg.Max,
+	// The bound is the one the session subscribed under (LOGBOOK_FOLLOWUP_MAX then), whatever
+	// this replica's setting.
+	limit := cmp.Or(fl.Max, f.cfg.Max)
+	base := session.FollowupSignal{Repo: fl.Repo, Number: fl.Number, Branch: fl.Branch, HeadSHA: head, Max: limit,
 		Source: src.Kind, Delivery: src.Delivery, Event: src.Event}
 
 	runs, err := f.forge.CheckRuns(ctx, repo, head)
@@ -304,7 +307,7 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 		if !ok {
 			attempt = len(h.attempts) + 1
 		}
-		if attempt > f.cfg.Max {
+		if attempt > limit {
 			sig := base
 			sig.Kind, sig.Attempt, sig.Look = session.SignalExhausted, 0, nonEmpty(fl.Requester)
 			for _, fa := range failures {

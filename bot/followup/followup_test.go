@@ -58,7 +58,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newRig(t *testing.T) *rig {
+// newRig subscribes under LOGBOOK_FOLLOWUP_MAX max (0: the default).
+func newRig(t *testing.T, max int) *rig {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := session.Connect(ctx, pgtest.New(t), session.PoolOptions{Role: "logbook_app", MaxConns: 8})
@@ -79,7 +80,7 @@ func newRig(t *testing.T) *rig {
 	}
 	r.gh.SetHead(branch, "a1"+strings.Repeat("0", 38))
 	rec := session.PullRequest{Repo: repo, Branch: branch, Base: "main", Number: pr.Number, URL: pr.HTMLURL}
-	sub := r.follower(followup.Config{}).Subscription(rec, "U0000001")
+	sub := r.follower(followup.Config{Max: max}).Subscription(rec, "U0000001")
 	if _, err := r.store.Append(ctx, r.sess.ID, session.NewEvent{Type: session.TypePullRequest, Actor: session.Actor{Kind: session.ActorSystem, ID: "forge"},
 		Payload: rec}, sub); err != nil {
 		t.Fatal(err)
@@ -155,7 +156,7 @@ func (r *rig) answer(t *testing.T) {
 // work until a turn answers it; looking again stores nothing.
 func TestFailedCheckStoredOnceAndPending(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
+	r := newRig(t, 0)
 	ctx := context.Background()
 	if r.pending(t) {
 		t.Fatal("pending before any signal")
@@ -219,9 +220,9 @@ func TestFailedCheckStoredOnceAndPending(t *testing.T) {
 // past the last, one exhausted signal names who should look, and later failures store nothing.
 func TestAttemptsBounded(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
+	r := newRig(t, 2)
 	ctx := context.Background()
-	f := r.follower(followup.Config{Max: 2})
+	f := r.follower(followup.Config{}) // the subscription's bound holds, not this replica's
 	look := func() []session.Event {
 		t.Helper()
 		evs, err := f.Look(ctx, r.fl, followup.Source{Kind: "poll"})
@@ -270,7 +271,7 @@ func TestAttemptsBounded(t *testing.T) {
 // say it once more. A merge ends the subscription: nothing is followed after it.
 func TestSuccessOnceAndMergeEnds(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
+	r := newRig(t, 0)
 	ctx := context.Background()
 	f := r.follower(followup.Config{})
 	look := func() {
@@ -340,7 +341,7 @@ func must[T any](v T, err error) T {
 // approval is no signal.
 func TestReviews(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
+	r := newRig(t, 0)
 	ctx := context.Background()
 	f := r.follower(followup.Config{})
 	r.gh.AddReview(1, forgetest.Reviewer{Login: "ada", Type: "User"}, "CHANGES_REQUESTED", "Please handle the empty input.",
@@ -411,7 +412,7 @@ func event(t *testing.T, sig session.FollowupSignal) session.Event {
 // once: GitHub's redelivery of the same delivery stores nothing.
 func TestWebhook(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
+	r := newRig(t, 0)
 	f := followup.New(r.store, r.client, followup.Config{Secret: secret, Log: zerolog.New(r.logs), Registerer: r.reg})
 	mux := http.NewServeMux()
 	mux.Handle("POST "+followup.WebhookPath, f.Webhook())
@@ -513,7 +514,7 @@ func webhookCount(t *testing.T, reg *prometheus.Registry, outcome string) float6
 // stops with its context.
 func TestPoll(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
+	r := newRig(t, 0)
 	ticks := make(chan time.Time)
 	asked := make(chan time.Duration, 10)
 	f := r.follower(followup.Config{Poll: time.Minute, After: func(d time.Duration) <-chan time.Time {

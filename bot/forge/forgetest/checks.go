@@ -272,6 +272,8 @@ func (s *Server) serveChecks(w http.ResponseWriter, r *http.Request, fail func(i
 	case len(parts) == 3 && parts[0] == "check-runs" && parts[2] == "annotations":
 		id, _ := strconv.ParseInt(parts[1], 10, 64)
 		return answer(append([]map[string]any{}, s.checks.annotations[id]...))
+	default:
+		return false // the pull requests' list: serve's
 	}
 	fail(404, "Not Found")
 	return true
