@@ -26,10 +26,31 @@ func TestFollowedPullRequestWakesTheSession(t *testing.T) {
 	gh := newFakeGitHub(t, branch)
 	follower := followup.New(nil, nil, followup.Config{Max: 2})
 	h, model := prHarness(t, gh, harnessOptions{replicas: 2, followup: follower})
-	model.Push(prCall("toolu_1", branch), fakeprovider.Reply{Text: "Opened it."})
-	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> open the PR"})
+	model.Push(fakeprovider.Reply{Text: "Pushed it."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> push a fix"})
 	s := h.session(general, top.TS)
 	h.answered(s.ID)
+	// The thread's sandbox pushed the branch (recorded as the egress proxy records it): the
+	// branch is the thread's, so the pull request is followed.
+	if _, err := h.store.Append(context.Background(), s.ID, session.NewEvent{Type: session.TypeEgressConnection,
+		Actor: session.Actor{Kind: session.ActorSandbox, ID: "sandbox"}, Payload: session.EgressConnection{Kind: "git", Host: "127.0.0.1", Port: 80,
+			Allowed: true, Reason: "git-receive-pack", Refs: []string{"refs/heads/" + branch}, Pushed: []string{"refs/heads/" + branch}}}); err != nil {
+		t.Fatal(err)
+	}
+	model.Push(prCall("toolu_1", branch), fakeprovider.Reply{Text: "Opened it."})
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "open the PR"})
+	h.turns(s.ID, 2)
+	// Another thread finds the pull request open: it does not own the branch, nor follow it.
+	model.Push(prCall("toolu_2", branch), fakeprovider.Reply{Text: "Already open."})
+	other := h.post(slackemu.Post{Channel: general, User: grace, Text: "<@" + botUser + "> open the PR for " + branch})
+	o := h.session(general, other.TS)
+	h.answered(o.ID)
+	if r := h.toolResult(o.ID, "toolu_2"); !strings.Contains(r.Content, "already there") {
+		t.Fatalf("another thread: %+v", r)
+	}
+	if subs := h.events(o.ID, session.TypeFollowupSubscribed); len(subs) != 0 {
+		t.Fatalf("a thread that does not own the branch follows it: %+v", subs)
+	}
 	var sub session.FollowupSubscribed
 	if evs := h.events(s.ID, session.TypeFollowupSubscribed); len(evs) != 1 || evs[0].Decode(&sub) != nil ||
 		sub.Number != 1 || sub.Branch != branch || sub.Requester != ada || sub.Max != 2 {
@@ -38,7 +59,7 @@ func TestFollowedPullRequestWakesTheSession(t *testing.T) {
 
 	looker := followup.New(h.store, forge.NewGitHub(gh.URL, "ghp_test", nil), followup.Config{Log: zerolog.Nop()})
 	followed, err := h.store.FollowedBranch(context.Background(), "acme/api", branch)
-	if err != nil || len(followed) != 1 {
+	if err != nil || len(followed) != 1 || followed[0].Session != s.ID {
 		t.Fatalf("followed %+v, %v", followed, err)
 	}
 	gh.SetHead(branch, "a1"+strings.Repeat("0", 38))
@@ -52,11 +73,11 @@ func TestFollowedPullRequestWakesTheSession(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	replies := h.replies(general, top.TS, 2)
-	if !strings.Contains(replies[1].Text, "fixed it and pushed") {
-		t.Fatalf("reply %q", replies[1].Text)
-	}
-	h.turns(s.ID, 2)
+	h.turns(s.ID, 3)
+	h.waitFor("the reply saying what it did", func() bool {
+		r := h.emu.BotReplies(general, top.TS)
+		return len(r) == 3 && strings.Contains(r[2].Text, "fixed it and pushed")
+	})
 	all := model.Calls()
 	if len(all) != calls+1 {
 		t.Fatalf("%d model calls for one signal, want 1", len(all)-calls)
@@ -78,11 +99,11 @@ func TestFollowedPullRequestWakesTheSession(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	replies = h.replies(general, top.TS, 3)
-	if !strings.Contains(replies[2].Text, "All checks pass on acme/api#1") {
-		t.Fatalf("success reply %q", replies[2].Text)
-	}
-	h.turns(s.ID, 3)
+	h.turns(s.ID, 4)
+	h.waitFor("the success said", func() bool {
+		r := h.emu.BotReplies(general, top.TS)
+		return len(r) == 4 && strings.Contains(r[3].Text, "All checks pass on acme/api#1")
+	})
 	gh.ClosePull(1, true)
 	if evs, err := looker.Look(context.Background(), followed[0], followup.Source{Kind: "poll"}); err != nil || len(evs) != 1 || evs[0].Type != session.TypeFollowupEnded {
 		t.Fatalf("merge: %+v, %v", evs, err)
@@ -90,12 +111,12 @@ func TestFollowedPullRequestWakesTheSession(t *testing.T) {
 	if n := len(model.Calls()); n != calls+1 {
 		t.Fatalf("%d model calls after the success, want %d", n, calls+1)
 	}
-	// One turn per signal, on either replica: the opening, the failure, the success.
-	if started := h.events(s.ID, session.TypeTurnStarted); len(started) != 3 {
-		t.Fatalf("%d turns, want 3", len(started))
+	// One turn per signal, on either replica: two messages, the failure, the success.
+	if started := h.events(s.ID, session.TypeTurnStarted); len(started) != 4 {
+		t.Fatalf("%d turns, want 4", len(started))
 	}
-	if n := len(h.emu.BotReplies(general, top.TS)); n != 3 {
-		t.Fatalf("%d replies, want 3", n)
+	if n := len(h.emu.BotReplies(general, top.TS)); n != 4 {
+		t.Fatalf("%d replies, want 4", n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/logbook/logbook/bot/forge"
@@ -84,8 +85,10 @@ func (t *turn) pullRequest(ctx context.Context, callID, branch, title, body stri
 		pr := session.PullRequest{CallID: callID, Repo: repo.String(), Branch: branch, Base: repo.Base, Number: p.Number, URL: p.HTMLURL, Found: found}
 		evs := []session.NewEvent{{Type: session.TypePullRequest, Actor: forgeActor,
 			IdempotencyKey: "pull_request/" + repo.String() + "/" + branch, Payload: pr}}
-		if t.features.Followup != nil {
-			// Followed from now on: the subscription is stored with the pull request, or neither is.
+		if t.features.Followup != nil && slices.Contains(pushedIn(t.flog.snapshot()), branch) {
+			// Followed from now on, by the thread that owns the branch (its sandbox pushed it:
+			// only it may push the fixes; another thread that finds the pull request does
+			// not follow it). The subscription is stored with the pull request, or neither is.
 			evs = append(evs, t.features.Followup.Subscription(pr, t.state.lastUserMsg.User))
 		}
 		if _, err := t.flog.Append(ctx, evs...); err != nil {
