@@ -533,6 +533,7 @@ func TestPoll(t *testing.T) {
 		t.Fatalf("signals %+v", sigs)
 	}
 	lookups := r.gh.Lookups()
+	t.Logf("the first look cost %d requests to GitHub (a pull request, its check runs, its status, its reviews)", lookups)
 	ticks <- time.Now()
 	<-asked
 	if r.gh.Lookups() <= lookups || len(r.signals(t)) != 1 {

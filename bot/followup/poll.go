@@ -8,7 +8,8 @@ import (
 // Poll looks at every followed pull request every Config.Poll, for installations GitHub's
 // webhooks cannot reach, until ctx ends (it returns nil then). The looks of one round are
 // spread evenly over the interval, one at a time, so each pull request is looked at once per
-// interval and the rate is bounded by it: a look costs five or six requests to GitHub's API.
+// interval and the rate is bounded by it: a look costs four requests to GitHub's API, and
+// up to two more when it finds new reviews or failed checks with annotations.
 // A failed look is logged and tried again next round. With Config.Poll 0 it returns at once.
 func (f *Follower) Poll(ctx context.Context) error {
 	if f.cfg.Poll <= 0 {
