@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -179,7 +180,7 @@ func parseDelivery(event string, body []byte) (delivery, error) {
 	}
 	d := delivery{repo: p.Repository.FullName, sender: p.Sender.Login}
 	add := func(b string) {
-		if b != "" && !containsString(d.branches, b) {
+		if b != "" && !slices.Contains(d.branches, b) {
 			d.branches = append(d.branches, b)
 		}
 	}
@@ -217,13 +218,4 @@ func parseDelivery(event string, body []byte) (delivery, error) {
 		d.branches = nil
 	}
 	return d, nil
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
