@@ -16,10 +16,14 @@
 // # OAuth
 //
 // A remote server with an oauth key is connected per channel by an admin on the web pages
-// ([Connectors.StartOAuth], [Connectors.FinishOAuth]: authorization code with PKCE); its token
-// is stored sealed with LOGBOOK_SECRET_KEY ([SecretKey], [TokenStore]), refreshed here by
-// Options.Now when it expires and stored again, and added as Authorization: Bearer to the
-// server's requests by logbook, never given to the sandbox or the model.
+// ([Connectors.StartOAuth], [Connectors.TakeOAuth], [Connectors.FinishOAuth]: authorization
+// code with PKCE and the resource parameter). The endpoints are the file's, or discovered
+// from the server (discover.go: RFC 9728, then RFC 8414 or OpenID Connect discovery, through
+// the go-sdk's oauthex and auth packages). A connect begun and not finished is kept in the
+// database, sealed, under its state's hash, so its callback may land on any replica, once.
+// The token is stored sealed with LOGBOOK_SECRET_KEY ([SecretKey], [TokenStore]), refreshed
+// here by Options.Now when it expires and stored again, and added as Authorization: Bearer
+// to the server's requests by logbook, never given to the sandbox or the model.
 //
 // # Errors
 //
