@@ -55,7 +55,9 @@ func (c *Connectors) endpoints(ctx context.Context, srv Server) (endpoints, erro
 	d, ok := c.disc.m[srv.Name]
 	c.disc.mu.Unlock()
 	if !ok || now.Sub(d.at) >= discoveryAge {
-		ep, err := c.discover(ctx, srv)
+		dctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
+		ep, err := c.discover(dctx, srv)
+		cancel()
 		if err != nil {
 			return endpoints{}, fmt.Errorf("MCP server %s: OAuth discovery: %s", srv.Name, c.redact(err.Error()))
 		}

@@ -285,7 +285,7 @@ const expiryDelta = 30 * time.Second
 // token endpoint when it expires by the clock, and the refreshed one stored sealed again.
 type storedToken struct {
 	c               *Connectors
-	cfg             *oauth2.Config
+	srv             Server // its token endpoint is found (discovered) only when a refresh needs it
 	ctx             context.Context // carries the token endpoint's HTTP client
 	server, channel string
 
@@ -309,11 +309,7 @@ func (s *Session) tokenSource(ctx context.Context, srv Server, hc *http.Client) 
 	if err != nil {
 		return nil, err
 	}
-	ep, err := s.c.endpoints(ctx, srv)
-	if err != nil {
-		return nil, err
-	}
-	return &storedToken{c: s.c, cfg: srv.OAuth.config(ep, ""), ctx: context.WithValue(context.WithoutCancel(ctx), oauth2.HTTPClient, hc),
+	return &storedToken{c: s.c, srv: srv, ctx: context.WithValue(context.WithoutCancel(ctx), oauth2.HTTPClient, hc),
 		server: srv.Name, channel: s.channel, tok: tok}, nil
 }
 
@@ -339,7 +335,11 @@ func (t *storedToken) Token() (*oauth2.Token, error) {
 		return nil, fmt.Errorf("the token of MCP server %s has expired and has no refresh token: connect the server again", t.server)
 	}
 	// A token without an access token is one oauth2 refreshes at once.
-	fresh, err := t.cfg.TokenSource(t.ctx, &oauth2.Token{RefreshToken: t.tok.RefreshToken}).Token()
+	ep, err := t.c.endpoints(t.ctx, t.srv)
+	if err != nil {
+		return nil, err
+	}
+	fresh, err := t.srv.OAuth.config(ep, "").TokenSource(t.ctx, &oauth2.Token{RefreshToken: t.tok.RefreshToken}).Token()
 	if err != nil {
 		return nil, fmt.Errorf("refresh the token of MCP server %s: %s", t.server, t.c.redact(err.Error()))
 	}

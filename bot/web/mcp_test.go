@@ -468,6 +468,15 @@ func TestMCPOAuthDiscoveryAcrossReplicas(t *testing.T) {
 		}
 		s.Close()
 	}
+	// With the authorization server down, a third replica (nothing discovered yet) still
+	// calls with the stored token in force: discovery waits for a refresh that needs it.
+	as.Close()
+	connsC := connectors.New(cfg, connectors.Options{Logger: log, Tokens: f.store, Key: key})
+	s := connsC.Session("C0000001", "general", nil, log)
+	if r := s.Call(context.Background(), "mcp__incidents__lookup", nil); r.IsError || r.Content != "incident INC-7: failover" {
+		t.Errorf("lookup with the authorization server down = %+v", r)
+	}
+	s.Close()
 	if !strings.Contains(logs.String(), "OAuth endpoints discovered") || !strings.Contains(logs.String(), issuer) {
 		t.Errorf("no log line names the discovered endpoints:\n%s", logs.String())
 	}
