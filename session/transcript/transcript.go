@@ -432,6 +432,7 @@ func (b *builder) tool(en Entry, it *thread.Tool) {
 			tool.Images = append(tool.Images, File{Name: im.Label(), Mimetype: im.MediaType, Size: im.Size, SHA256: im.SHA256, Status: session.FileStored})
 		}
 		tool.Output = strings.TrimPrefix(tool.Output, "\n")
+		tool.Images = linkFiles(tool.Images, opts)
 		if !opts.All {
 			tool.Output, tool.HiddenLines = clipLines(tool.Output, opts.ToolLines)
 		}
