@@ -1,8 +1,8 @@
 package audit
 
 import (
-	"bytes"
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/ed25519"

@@ -285,7 +285,7 @@ const expiryDelta = 30 * time.Second
 // token endpoint when it expires by the clock, and the refreshed one stored sealed again.
 type storedToken struct {
 	c               *Connectors
-	srv             Server // its token endpoint is found (discovered) only when a refresh needs it
+	srv             Server          // its token endpoint is found (discovered) only when a refresh needs it
 	ctx             context.Context // carries the token endpoint's HTTP client
 	server, channel string
 

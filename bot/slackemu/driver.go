@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// Driver errors, wrapped with the ids involved; test them with errors.Is.
+// Driver errors, wrapped with the ids involved; test them with errors.Is. (The emulator's
+// own, alike in shape to session's and sandbox's lists: each package names what it returns.)
 var (
 	ErrNotFound     = errors.New("slackemu: not found")
 	ErrNotInChannel = errors.New("slackemu: user not in channel")
@@ -255,17 +256,10 @@ func (s *Server) History(channel string) []Message {
 
 // BotReplies returns the bot's messages in the thread threadTS of channel, oldest first.
 func (s *Server) BotReplies(channel, threadTS string) []Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.expireStreamsLocked(time.Now())
-	ch := s.channels[channel]
-	if ch == nil {
-		return nil
-	}
 	var out []Message
-	for _, m := range ch.msgs {
+	for _, m := range s.History(channel) {
 		if m.ThreadTS == threadTS && m.BotID == s.opts.BotID && m.BotID != "" {
-			out = append(out, m.clone())
+			out = append(out, m)
 		}
 	}
 	return out

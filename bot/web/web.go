@@ -143,6 +143,7 @@ func Handler(cfg Config) (http.Handler, error) {
 		now:  now,
 		log:  cfg.Log.With().Str("component", "web").Logger(),
 	}
+	// The pages' routes; slackemu's mux, alike in shape, serves Slack's endpoints.
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.list)
 	mux.HandleFunc("GET /sessions/{id}", s.view)
