@@ -210,3 +210,50 @@ func (f *imageConnectors) Tools(context.Context) []connectors.Tool {
 func (f *imageConnectors) Call(context.Context, string, json.RawMessage) connectors.Result {
 	return connectors.Result{Content: "a picture", Images: f.images}
 }
+
+// An OpenAI-compatible server not known to take images (LOGBOOK_MODEL_VISION unset) gets
+// the tool's image named in the tool message, and no image anywhere; the log keeps it, so a
+// model given images later sees it.
+func TestMCPImageToATextOnlyModel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.titled()
+	first, _ := e.user("show me")
+	turn := e.startTurn(first)
+	fake := fakeprovider.NewOpenAI(t, openAIKey)
+	fake.Push(fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "call_1", Name: "mcp__inc__lookup", Input: `{}`}}},
+		fakeprovider.Reply{Text: "done"})
+	p, err := brain.NewProvider("openai:llama-test", brain.ProviderConfig{OpenAIAPIKey: openAIKey, OpenAIBaseURL: fake.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := newBrain(t, p, nil)
+	store := filestore.NewStore(e.st)
+	tr := e.turn(nil, turn)
+	tr.Connectors, tr.Files, tr.Keep = &imageConnectors{images: []connectors.Image{{MIMEType: "image/png", Data: testPNG(t)}}}, store, store
+	if _, err := b.Run(context.Background(), tr); err != nil {
+		t.Fatal(err)
+	}
+	calls := mustAllValid(t, fake, 2)
+	var tool string
+	for _, m := range calls[1].Messages {
+		for _, bl := range m.Blocks {
+			if bl.Type == "image" {
+				t.Errorf("a text-only model got an image in a %s message", m.Role)
+			}
+			if bl.Type == "tool_result" {
+				tool = bl.Text
+			}
+		}
+	}
+	if !strings.Contains(tool, "a picture") || !strings.Contains(tool, "[the tool returned image (png, ") || !strings.Contains(tool, "LOGBOOK_MODEL_VISION") {
+		t.Errorf("tool message: %q", tool)
+	}
+	for _, ev := range e.after(turn) {
+		if ev.Type == session.TypeToolResult {
+			if r := decode[session.ToolResult](t, ev); len(r.Images) != 1 {
+				t.Errorf("tool_result = %+v, want its image kept", r)
+			}
+		}
+	}
+}
