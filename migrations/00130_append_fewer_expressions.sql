@@ -1,11 +1,14 @@
 -- logbook_append does the same work in fewer expressions: the same arguments, rows, errors,
--- chain and session_work as 00060's, byte for byte (the audit verify and session tests hold it).
+-- chain and session_work as 00090's (00060's, with followup_signal kept as a user_message is),
+-- byte for byte (the audit verify and session tests hold it).
 --
 -- Measured per single user_message append, in server instructions (callgrind of one backend
 -- running 100 and then 300 prepared appends, the difference divided by 200; docs/measurements.md):
--- 816k before, 786k after (-3.7 %); any other type (assistant_message) 734k → 701k (-4.5 %);
--- against 336k for the benchmark's raw INSERT (these runs print each row in single-user mode,
--- hence ~55k more than 00060's figures for a call that returns one). Where the 30k went:
+-- 840k before (00090), 810k after (-3.6 %), against 359k for the benchmark's raw INSERT (00090's
+-- two partial indexes on events are on its copy too). The same edits on 00060's function:
+-- 816k → 786k, assistant_message 734k → 701k (-4.5 %), raw INSERT 336k. These runs print each
+-- row in single-user mode, ~55k more than 00060's figures for a call that returns one. Where the
+-- 30k went:
 --   * plpgsql prepares every simple expression it evaluates again in each transaction, and an
 --     append is one transaction: its cost grows with the expression's nodes. The header was a
 --     concat_ws over four ::text casts and three `octet_length(x)::text || ':' || x` chains,
@@ -131,7 +134,7 @@ BEGIN
         v_hash := v_new_hash;
 
         -- session_work, under the append lock: no other transaction writes the session's row.
-        IF v_type = 'user_message' THEN
+        IF v_type IN ('user_message', 'followup_signal') THEN
             -- An in-place update while the message's hour and the pending flag stay (00011);
             -- created_at may go back with the clock, hence greatest.
             UPDATE session_work AS w
@@ -150,7 +153,7 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
--- 00060's logbook_append.
+-- 00090's logbook_append.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION logbook_append(
     p_session       uuid,
@@ -256,7 +259,7 @@ BEGIN
         v_hash := v_new_hash;
 
         -- session_work, under the append lock: no other transaction writes the session's row.
-        IF p_types[i] = 'user_message' THEN
+        IF p_types[i] IN ('user_message', 'followup_signal') THEN
             -- An in-place update while the message's hour and the pending flag stay (00011);
             -- created_at may go back with the clock, hence greatest.
             UPDATE session_work AS w
