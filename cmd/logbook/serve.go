@@ -660,8 +660,8 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 				Setup: setupConfig(cfg, store, chSettings, w.me.TeamID)}, log),
 			Files: fileStore, Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: cfg.FileMax}), Uploader: w.api,
 			Forge: pullRequests(cfg), Health: bot.NewHealth(), Directory: w.dir,
-			Slash: memory.Commands(mem, w.me.TeamID, settings.Commands(chSettings, w.me.TeamID,
-				budgetSlash(bgt, bot.ConnectorsCommand(bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins), mcp, w.dir.ChannelName, log)))),
+			Slash: slashTable(slashParts{Team: w.me.TeamID, Admins: cfg.Admins, Search: w.search, Dir: w.dir, Repos: w.repos,
+				Settings: chSettings, Memory: mem, Budget: bgt, MCP: mcp, Log: log}).Answer,
 			Settings: chSettings, Models: models, Memory: mem, Budget: bgt, Connectors: mcp,
 		}}
 	return nil
