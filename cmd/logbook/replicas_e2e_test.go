@@ -556,10 +556,10 @@ func TestE2ETenReplicas(t *testing.T) {
 	t.Logf("REPLICAS audit verify: ok=%v", verifyOK)
 
 	if len(notStored)+len(storedTwice) > 0 {
-		t.Errorf("not stored %v, stored twice %v", first(notStored), first(storedTwice))
+		t.Errorf("not stored %v, stored twice %v", firstTags(notStored), firstTags(storedTwice))
 	}
 	if len(unanswered)+len(answeredTwice) > 0 || pending > 0 {
-		t.Errorf("unanswered %v, answered twice %v, sessions still pending %d", first(unanswered), first(answeredTwice), pending)
+		t.Errorf("unanswered %v, answered twice %v, sessions still pending %d", firstTags(unanswered), firstTags(answeredTwice), pending)
 	}
 	if peak > budget {
 		t.Errorf("peak connections %d above the budget %d", peak, budget)
@@ -579,8 +579,8 @@ func TestE2ETenReplicas(t *testing.T) {
 	}
 }
 
-// first is at most the first 20 of tags.
-func first(tags []string) []string { return tags[:min(len(tags), 20)] }
+// firstTags is at most the first 20 of tags.
+func firstTags(tags []string) []string { return tags[:min(len(tags), 20)] }
 
 // TestE2ENewReplicaTakesItsShare: sessions stay where they start (the idle timeout is 10
 // minutes), so a replica started later gets none of the existing ones; it takes its share of
