@@ -25,6 +25,7 @@ type Metrics struct {
 	caughtUp        prometheus.Counter
 	claimsLost      prometheus.Counter
 	leaseAcquires   *prometheus.CounterVec
+	wakesDeferred   prometheus.Counter
 }
 
 // NewMetrics creates the bot's metrics and registers them on reg (nil: not registered).
@@ -62,11 +63,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		leaseAcquires: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "lease_acquire_total",
 			Help: "Tries to take a session's lease (one per cell started), by result: taken, held (another owner holds it), error."},
 			[]string{"result"}),
+		wakesDeferred: c("wakes_deferred_total",
+			"Polls (and the start) that found no room under LOGBOOK_WAKE_LIMIT, or filled it: sessions with pending work may wait for the cells working through a backlog to go idle."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.envelopes, m.acks, m.appends, m.duplicates, m.persistFailures, m.deferred, m.ignored, m.turns,
 			m.cellsActive, m.evictions, m.rehydrations, m.leaseSteals, m.deliveryRetries, m.deliveries, m.replyCapWaits,
-			m.stops, m.approvals, m.catchUps, m.caughtUp, m.claimsLost, m.leaseAcquires)
+			m.stops, m.approvals, m.catchUps, m.caughtUp, m.claimsLost, m.leaseAcquires, m.wakesDeferred)
 	}
 	return m
 }
