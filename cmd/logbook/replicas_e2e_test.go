@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -39,17 +40,18 @@ const (
 // replicas on a server of max_connections 100 (pools of 4 and 2: 7 per replica, 76 in all).
 var fleetSettings = map[string]string{"LOGBOOK_REPLICAS": "10", "LOGBOOK_DB_POOL": "4", "LOGBOOK_DB_GATEWAY_POOL": "2"}
 
-// fleetBudget is what one replica may open to PostgreSQL, and what the fleet and its reserve
-// need. Until serve reads the connection settings (issue 33's budget), it is what
-// openDatabases opens whatever they say: the cells' pool (8), the gateway's (4) and the
-// LISTEN connection (1), and the fleet is held to what the server lets it open.
+// fleetBudget is the connection budget serve computes from settings (connbudget.go): what one
+// replica may open to PostgreSQL, and what the fleet and its reserve need.
 func fleetBudget(t *testing.T, settings map[string]string) (perReplica, need int) {
 	t.Helper()
-	n, err := strconv.Atoi(settings["LOGBOOK_REPLICAS"])
+	vars := baseVars()
+	maps.Copy(vars, settings)
+	cfg, err := load(vars)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return 8 + 4 + 1, n*(8+4+1) + 6
+	b := cfg.budget()
+	return b.perReplica(), b.need()
 }
 
 // steadyLoad is a steady load: threads threads, rate messages a second over all of them (each
@@ -505,7 +507,10 @@ func TestE2ETenReplicas(t *testing.T) {
 		t.Fatalf("the throwaway cluster has max_connections %d; the test holds the fleet to CI's 100", maxConns)
 	}
 	perReplica, need := fleetBudget(t, fleetSettings)
-	budget := min(replicas*perReplica, maxConns-reserved-1) // the fleet's part (-1: the test's sampler)
+	budget := replicas * perReplica // the fleet's part of need; the reserve is the test's sampler's and audit's
+	if need > maxConns-reserved {
+		t.Fatalf("the fleet's settings %v need %d connections, more than the %d the cluster allows", fleetSettings, need, maxConns-reserved)
+	}
 	model := httptest.NewServer(http.HandlerFunc(slowModel))
 	t.Cleanup(model.Close)
 	e.extra = []string{"ANTHROPIC_BASE_URL=" + model.URL + "/"}
