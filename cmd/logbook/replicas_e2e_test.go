@@ -266,7 +266,8 @@ func drive(t *testing.T, e *e2e, w *replyWatch, l steadyLoad) []*tracked {
 }
 
 // connSampler samples pg_stat_activity of one database every 100 ms and keeps the peak of
-// the client connections (its own excepted), and how they were split by application_name then.
+// logbook's client connections (application_name logbook*: the test's own short-lived
+// connections do not count), and how they were split by application_name then.
 type connSampler struct {
 	mu      sync.Mutex
 	peak    int
@@ -292,7 +293,8 @@ func sampleConnections(t *testing.T, dsn string) *connSampler {
 			by := map[string]int{}
 			total := 0
 			rows, err := conn.Query(context.Background(), `SELECT coalesce(application_name, ''), count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend' GROUP BY 1`)
+				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+				AND application_name LIKE 'logbook%' GROUP BY 1`)
 			if err == nil {
 				for rows.Next() {
 					var app string
