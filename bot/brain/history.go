@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/logbook/logbook/bot/followup"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
 	"github.com/logbook/logbook/session/thread"
@@ -158,15 +159,19 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 			b.user(it, files[it.Seq()], held[it.Seq()], opt)
 		case thread.KindAssistant:
 			if !unshown[it.Seq()] {
-				b.assistant(it, th)
+				b.assistant(it, th, opt)
 			}
 		case thread.KindMarker:
 			if ts := stops[it.Seq()]; ts != nil && it.Event.Type == session.TypeTurnStopped {
 				b.stopped(it.Seq(), *ts, names)
 			}
+			if it.Event.Type == session.TypeFollowupSignal && (opt.Through == 0 || it.Seq() <= opt.Through) {
+				b.signal(it)
+			}
 		}
 	}
 	normalize(&b.h)
+	fitToolImages(&b.h)
 	return b.h, nil
 }
 
@@ -238,10 +243,21 @@ func (b *builder) user(it thread.Item, shared []Block, held bool, opt historyOpt
 	b.add(RoleUser, it.Seq(), boundary, append([]Block{{Text: text}}, shared...)...)
 }
 
+// signal adds a signal about a pull request the thread opened (a failed check, a review) as
+// the thread's input: GitHub's text framed as untrusted data (followup.Prompt).
+func (b *builder) signal(it thread.Item) {
+	b.h.Content = true
+	boundary := true
+	if last := b.last(); last != nil && last.Role == RoleUser {
+		boundary = false // merged into the message before
+	}
+	b.add(RoleUser, it.Seq(), boundary, Block{Text: followup.Prompt(it.Event)})
+}
+
 // assistant adds an assistant message of the fold: its text and tool calls, then a user
 // message with their results in call order (a call without a result gets an in-memory
 // interrupted result).
-func (b *builder) assistant(it thread.Item, th *thread.Thread) {
+func (b *builder) assistant(it thread.Item, th *thread.Thread, opt historyOptions) {
 	m := it.Assistant
 	var blocks []Block
 	if strings.TrimSpace(m.Text) != "" {
@@ -263,8 +279,13 @@ func (b *builder) assistant(it thread.Item, th *thread.Thread) {
 		if tool.Result != nil {
 			r = *tool.Result
 		}
+		images, notes := resultImages(r, opt.Files)
+		content := strings.TrimSpace(r.Content + "\n" + notes)
+		if len(images) == 0 {
+			content = nonEmpty(content, "(no output)")
+		}
 		resultBlocks = append(resultBlocks, Block{ToolResult: &ToolResult{
-			CallID: id, Content: nonEmpty(r.Content, "(no output)"), IsError: r.IsError,
+			CallID: id, Content: content, IsError: r.IsError, Images: images,
 		}})
 	}
 	b.add(RoleAssistant, it.Seq(), false, blocks...)
@@ -641,7 +662,7 @@ func estimateTokens(system string, msgs []Message, tools []ToolSpec) int {
 				n += len(b.ToolUse.Name) + len(b.ToolUse.Input)
 			}
 			if b.ToolResult != nil {
-				n += len(b.ToolResult.Content)
+				n += len(b.ToolResult.Content) + 4*imageTokens*len(b.ToolResult.Images)
 			}
 		}
 	}
@@ -680,6 +701,9 @@ func transcript(msgs []Message, maxResult int) string {
 					status = "error result"
 				}
 				fmt.Fprintf(&sb, "[tool %s]\n%s\n", status, clip.Text(b.ToolResult.Content, maxResult))
+				if line := imagesLine(b.ToolResult.Images); line != "" {
+					sb.WriteString(line + "\n")
+				}
 			case b.media() != nil:
 				// A transcript is text: a summary or title request never carries media.
 				sb.WriteString(mediaNote(b) + "\n")
