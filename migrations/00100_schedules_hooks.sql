@@ -86,8 +86,11 @@ CREATE TABLE hook_deliveries (
     channel     text        NOT NULL DEFAULT '',
     remote_addr text        NOT NULL DEFAULT '' CHECK (length(remote_addr) <= 200),
     reason      text        NOT NULL DEFAULT '' CHECK (length(reason) <= 500),
+    -- of: for a 'failed' row, the accepted delivery that failed (the sender may retry it).
+    of          bigint      REFERENCES hook_deliveries (id),
     at          timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+CREATE INDEX hook_deliveries_of ON hook_deliveries (of) WHERE of IS NOT NULL;
 CREATE INDEX hook_deliveries_replay ON hook_deliveries (hook, at) WHERE outcome = 'accepted';
 CREATE INDEX hook_deliveries_at ON hook_deliveries (at);
 

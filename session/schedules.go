@@ -274,6 +274,11 @@ type HookDelivery struct {
 	RemoteAddr string
 	Reason     string
 	At         time.Time
+	// Of is, for a failed delivery, the accepted one that failed.
+	Of int64
+	// Earlier is when an earlier acceptance of the same delivery was made that never finished
+	// (AcceptHook): its post may be in the channel.
+	Earlier time.Time
 	// Set once an accepted delivery has posted and started its session.
 	TS      string
 	Session ID
@@ -283,23 +288,23 @@ type HookDelivery struct {
 // replicas given the same delivery at once accept it once.
 const sqlLockHook = `SELECT pg_advisory_xact_lock(hashtextextended($1, $2))`
 
-// sqlHookSeen finds an accepted delivery of the hook within the window with the same delivery
-// id or body that either started its session or is recent enough to be still starting it
-// (an accepted delivery whose replica died before its post is retried by the sender's next
-// attempt).
-const sqlHookSeen = `SELECT d.id FROM hook_deliveries d
+// sqlHookSeen finds the accepted deliveries of the hook within the window with the same
+// delivery id or body that did not fail, newest first, and whether each started its session.
+const sqlHookSeen = `SELECT d.id, d.at, EXISTS (SELECT 1 FROM hook_delivery_runs r WHERE r.delivery = d.id) FROM hook_deliveries d
 WHERE d.hook = $1 AND d.outcome = 'accepted' AND d.at >= $2
   AND (($3 <> '' AND d.delivery_id = $3) OR d.body_sha256 = $4)
-  AND (d.at >= $5 OR EXISTS (SELECT 1 FROM hook_delivery_runs r WHERE r.delivery = d.id))
-ORDER BY d.id LIMIT 1`
+  AND NOT EXISTS (SELECT 1 FROM hook_deliveries f WHERE f.of = d.id)
+ORDER BY d.id DESC LIMIT 1`
 
-const sqlRecordHook = `INSERT INTO hook_deliveries (hook, delivery_id, body_sha256, body_bytes, outcome, channel, remote_addr, reason)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id, at`
+const sqlRecordHook = `INSERT INTO hook_deliveries (hook, delivery_id, body_sha256, body_bytes, outcome, channel, remote_addr, reason, of)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, at`
 
 // AcceptHook records delivery d as accepted unless the hook accepted the same delivery id or
-// the same body since since (a replay: recorded as such, accepted false) — an accepted one that
-// has not started its session counts only when it is newer than inFlight. Errors:
-// ErrInvalidEvent when the hook is unnamed.
+// the same body since since (a replay: recorded as such, accepted false). An accepted one that
+// neither started its session nor failed counts only when newer than inFlight (its replica
+// may still be starting it); an older one (its replica died) lets d in, and Earlier says when
+// it was accepted, so the caller looks for its post first. Errors: ErrInvalidEvent when the
+// hook is unnamed.
 func (s *Store) AcceptHook(ctx context.Context, d HookDelivery, since, inFlight time.Time) (HookDelivery, bool, error) {
 	if d.Hook == "" {
 		return d, false, fmt.Errorf("accept hook delivery: %w: no hook name", ErrInvalidEvent)
@@ -310,18 +315,23 @@ func (s *Store) AcceptHook(ctx context.Context, d HookDelivery, since, inFlight 
 			return err
 		}
 		var seen int64
-		err := tx.QueryRow(ctx, sqlHookSeen, d.Hook, since.UTC(), d.DeliveryID, d.BodySHA256, inFlight.UTC()).Scan(&seen)
+		var at time.Time
+		var ran bool
+		err := tx.QueryRow(ctx, sqlHookSeen, d.Hook, since.UTC(), d.DeliveryID, d.BodySHA256).Scan(&seen, &at, &ran)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			d.Outcome, accepted = HookAccepted, true
 		case err != nil:
 			return err
+		case !ran && at.Before(inFlight):
+			d.Outcome, accepted, d.Earlier = HookAccepted, true, at
+			d.Reason = fmt.Sprintf("delivery %d with the same delivery id or body never finished", seen)
 		default:
 			d.Outcome = HookReplay
 			d.Reason = fmt.Sprintf("delivery %d had the same delivery id or body", seen)
 		}
 		return tx.QueryRow(ctx, sqlRecordHook, d.Hook, d.DeliveryID, d.BodySHA256, d.BodyBytes, d.Outcome, d.Channel,
-			d.RemoteAddr, clipReason(d.Reason)).Scan(&d.ID, &d.At)
+			d.RemoteAddr, clipReason(d.Reason), nil).Scan(&d.ID, &d.At)
 	})
 	if err != nil {
 		return d, false, fmt.Errorf("accept a delivery of hook %s: %w", d.Hook, err)
@@ -330,10 +340,15 @@ func (s *Store) AcceptHook(ctx context.Context, d HookDelivery, since, inFlight 
 }
 
 // RecordHook records a delivery that was refused (bad_signature, unknown_hook, too_large) or
-// that failed after its acceptance.
+// that failed after its acceptance (outcome failed, Of the accepted one: the sender's retry is
+// then no replay).
 func (s *Store) RecordHook(ctx context.Context, d HookDelivery) (HookDelivery, error) {
+	var of *int64
+	if d.Of != 0 {
+		of = &d.Of
+	}
 	err := s.pool.QueryRow(ctx, sqlRecordHook, clip(d.Hook, 100), clip(d.DeliveryID, 200), d.BodySHA256, d.BodyBytes, d.Outcome, d.Channel,
-		clip(d.RemoteAddr, 200), clipReason(d.Reason)).Scan(&d.ID, &d.At)
+		clip(d.RemoteAddr, 200), clipReason(d.Reason), of).Scan(&d.ID, &d.At)
 	if err != nil {
 		return d, fmt.Errorf("record a delivery of hook %q: %w", clip(d.Hook, 100), err)
 	}

@@ -34,7 +34,9 @@ import (
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/bot/hooks"
 	"github.com/logbook/logbook/bot/memory"
+	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/bot/web"
@@ -306,6 +308,8 @@ func newServeCmd(e env) *cobra.Command {
 type serveConfig struct {
 	// MCP is the connectors' file, LOGBOOK_MCP_CONFIG (nil: no connectors).
 	MCP *connectors.Config
+	// Started: schedules and hooks (schedules.go).
+	Started startedConfig
 	// SecretKey seals the MCP servers' OAuth tokens, LOGBOOK_SECRET_KEY (nil: unset).
 	SecretKey   *connectors.SecretKey
 	DatabaseURL Secret
@@ -519,6 +523,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if err := w.buildBot(ctx, provider); err != nil {
 		return err
 	}
+	w.buildStarted()
 	if cfg.Audit != nil {
 		sched, closeAll, err := cfg.Audit(ctx, log.With().Str("part", "audit").Logger())
 		if err != nil {
@@ -538,6 +543,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if err != nil {
 		return err
 	}
+	w.signal = svc.Runner().Signal
 	if ready != nil {
 		ready(running{store: w.deps.Store, runner: svc.Runner(), search: w.search, index: w.indexer, me: me, http: addr})
 	}
@@ -561,9 +567,14 @@ type wiring struct {
 	indexer *search.Indexer
 	repos   *bot.ChannelRepos
 	mcp     *connectors.Connectors // nil: no LOGBOOK_MCP_CONFIG
-	parts   []bot.Part
-	closers []func() // closed last first
-	tracer  trace.TracerProvider
+	// scheduler runs /logbook schedule's ticks; hooks serves POST /hooks/<name> (nil: no
+	// LOGBOOK_HOOKS); signal is the runner's Signal, set before anything runs (schedules.go).
+	scheduler *schedule.Scheduler
+	hooks     *hooks.Handler
+	signal    func(session.ID)
+	parts     []bot.Part
+	closers   []func() // closed last first
+	tracer    trace.TracerProvider
 }
 
 // pgxTracer traces the pools' statements when tracing is on (nil otherwise: not even a
@@ -735,6 +746,9 @@ func (w *wiring) listenHTTP() (string, error) {
 		mux.Handle("/", pages)
 	} else {
 		log.Info().Msg("web pages are off: set LOGBOOK_WEB_TOKENS, LOGBOOK_WEB_PROXY_HEADER or LOGBOOK_OIDC_ISSUER to serve them")
+	}
+	if w.hooks != nil {
+		mux.Handle("POST /hooks/{name}", w.hooks)
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
