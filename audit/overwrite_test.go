@@ -92,7 +92,7 @@ func TestClearExportHalfwayLeavesNoManifest(t *testing.T) {
 	if _, err := exp.Export(ctx, q, bucket, "x"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := mem.objects["x/"+audit.ManifestName]; !ok || len(mem.objects) != 6 { // events, access, web_access, spend, budget_raises
+	if _, ok := mem.objects["x/"+audit.ManifestName]; !ok || len(mem.objects) != 9 { // events, access, web_access, spend, budget_raises, schedules, schedule_ticks, hook_deliveries
 		t.Fatalf("exported objects: %v", keys(mem))
 	}
 	mem.maxDeletes = 1
