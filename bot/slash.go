@@ -179,7 +179,7 @@ func SlashCommands(s *search.Searcher, vis Visibility, team string, repos *Chann
 			return slashHelp
 		default:
 			return "There is no `/logbook " + cutCommand(sub) + "`: type `/logbook help`, `/logbook search <words>`, " +
-				"`/logbook repo` or `/logbook transcript`.\n" + slashHelp
+				"`/logbook repo`, `/logbook schedule` or `/logbook transcript`.\n" + slashHelp
 		}
 	}
 }

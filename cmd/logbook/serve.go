@@ -61,8 +61,14 @@ What logbook handles:
              session's messages become user_message_edited / user_message_deleted.
              Ignored: bot_message, messages by any bot or by logbook itself, channel_join
              and every other subtype.
-  commands   /logbook help, /logbook search <words>, /logbook repo [<url> [branch] | off]
+  commands   /logbook help, /logbook search <words>, /logbook repo [<url> [branch] | off],
+             /logbook schedule add "<cron spec>" <prompt> | list | remove <id>
              (answered ephemerally).
+  schedules  each tick of a schedule posts one top-level message in its channel (which
+             schedule, who set it, the prompt) and runs a session on it, exactly once per
+             tick across replicas, also after a crash or a restart during the tick
+  hooks      POST /hooks/<name> signed with the hook's secret starts a session in its
+             channel on the body (LOGBOOK_HOOKS)
   search     /logbook search, the agent's search tool and the web pages show only channels
              that are public now (conversations.info, cached 5m). In a channel shared with
              another organisation (Slack Connect), and for a person of another team, search
@@ -277,6 +283,24 @@ Environment:
                           needs groups)
   LOGBOOK_LOG_FORMAT      json | console (default: console on a terminal, else json)
   LOGBOOK_LOG_LEVEL       debug | info | warn | error (default info)
+  LOGBOOK_SCHEDULE_MIN_INTERVAL  the least time between two ticks of a schedule added with
+                          /logbook schedule add (default 1s: any interval); specs are
+                          robfig/cron's: 5 fields, 6 with seconds, @every 4s, CRON_TZ=Zone
+  LOGBOOK_SCHEDULE_GRACE  how late a tick may run and still be on time (default 30s); of the
+                          ticks missed while no replica ran, only the newest runs, once,
+                          and its post says it is late. A tick whose replica died is taken
+                          over after LOGBOOK_LEASE_TTL, its post looked for in the channel
+                          before it is posted
+  LOGBOOK_HOOKS           hooks that start sessions: a JSON object, or the path of a file
+                          holding one, {"alerts": {"channel": "C0123ABCD", "secret":
+                          "${ALERTS_SECRET}", "prompt": "An alert fired: {{payload}}"}};
+                          ${NAME} from the environment, secrets of 16+ characters. POST
+                          /hooks/<name> on LOGBOOK_HTTP_ADDR with X-Logbook-Signature-256:
+                          sha256=<hex HMAC-SHA256 of the body> (and X-Logbook-Delivery: an
+                          id); 401 and a record for a bad signature
+  LOGBOOK_HOOK_REPLAY_WINDOW  a delivery id or body seen again within this starts nothing
+                          (default 24h)
+  LOGBOOK_HOOK_MAX_BODY   the largest body a hook takes (default 256K; 413 above)
   LOGBOOK_AUDIT_SCHEDULE  cron spec of scheduled audit exports inside serve
                           (LOGBOOK_AUDIT_* and LOGBOOK_RETENTION: see 'logbook audit --help')`
 
