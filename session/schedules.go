@@ -107,7 +107,7 @@ func (s *Store) Schedules(ctx context.Context, team, channel string, withRemoved
 }
 
 // sqlLockScheduleTicks serialises the claims of one schedule's ticks (transaction-scoped).
-const sqlLockScheduleTicks = `SELECT pg_advisory_xact_lock(hashtextextended($1::text, $2))`
+const sqlLockScheduleTicks = `SELECT pg_advisory_xact_lock(hashtextextended($1::bigint::text, $2))`
 
 // sqlClaimTick claims a tick of a schedule that is still there, when no tick as new or newer
 // is claimed: ticks are claimed in order, once each.
