@@ -82,7 +82,7 @@ func Parse(value string, getenv func(string) string) (map[string]Hook, error) {
 		return nil, nil
 	}
 	data := []byte(value)
-	if !strings.HasPrefix(value, "{") {
+	if !strings.HasPrefix(value, "{") && !strings.HasPrefix(value, "[") {
 		b, err := os.ReadFile(value)
 		if err != nil {
 			return nil, fmt.Errorf("read the hooks file: %w", err)

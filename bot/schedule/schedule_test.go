@@ -239,8 +239,8 @@ func TestCrashBeforeThePostIsPostedByTheNextAttempt(t *testing.T) {
 	e := newEnv(t)
 	b := e.replica("replica-b", schedule.Config{})
 	sc := e.add(b, "*/10 * * * * *", "ping the canary")
-	e.clock.add(10 * time.Second)
 	tick := sc.AddedAt.Truncate(10 * time.Second).Add(10 * time.Second)
+	e.clock.add(tick.Sub(sc.AddedAt) + 100*time.Millisecond) // the next tick is 10 s away
 	if _, ok, err := e.store.ClaimTick(context.Background(), session.Tick{Schedule: sc, At: tick}, "dead-replica", e.clock.Now().Add(3*time.Second)); !ok || err != nil {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
@@ -264,7 +264,7 @@ func TestMissedTicksRunLateOnce(t *testing.T) {
 	e := newEnv(t)
 	a, b := e.replica("replica-a", schedule.Config{}), e.replica("replica-b", schedule.Config{})
 	sc := e.add(a, "@every 2s", "report")
-	e.clock.add(61 * time.Second) // ticks at 2, 4, ..., 60; grace 5s: 56..60 on time
+	e.clock.add(61 * time.Second) // ticks at 2, 4, ..., 60 (whole seconds); grace 5s: 58 and 60 on time
 	pass(t, a, b)
 	pass(t, a, b)
 	runs := e.runs(sc.ID)
@@ -274,18 +274,18 @@ func TestMissedTicksRunLateOnce(t *testing.T) {
 			late = append(late, r)
 		}
 	}
-	if len(late) != 1 || len(runs) != 4 {
-		t.Fatalf("runs %+v: want one late and three on time", runs)
+	if len(late) != 1 || len(runs) != 3 {
+		t.Fatalf("runs %+v: want one late and two on time", runs)
 	}
 	l := late[0]
-	if want := sc.AddedAt.Truncate(time.Second).Add(54 * time.Second); !l.At.Equal(want) || l.Missed != 26 {
-		t.Fatalf("late run %+v, want tick %v standing for 26 skipped", l, want)
+	if want := sc.AddedAt.Truncate(time.Second).Add(56 * time.Second); !l.At.Equal(want) || l.Missed != 27 {
+		t.Fatalf("late run %+v, want tick %v standing for 27 skipped", l, want)
 	}
 	p := e.tickPosts()[l.ID()]
-	if len(p) != 1 || !strings.Contains(p[0].Text, "*late*") || !strings.Contains(p[0].Text, "26 earlier ticks were skipped") {
+	if len(p) != 1 || !strings.Contains(p[0].Text, "*late*") || !strings.Contains(p[0].Text, "27 earlier ticks were skipped") {
 		t.Fatalf("late post: %+v", p)
 	}
-	if len(e.tickPosts()) != 4 {
+	if len(e.tickPosts()) != 3 {
 		t.Fatalf("posts: %d", len(e.tickPosts()))
 	}
 }
@@ -339,7 +339,7 @@ func TestCommands(t *testing.T) {
 		t.Fatalf("records: %+v %v", all, err)
 	}
 	// The prompt of a tick never pings.
-	e.clock.add(time.Minute + time.Second)
+	e.clock.add(time.Minute + 5*time.Second)
 	pass(t, s)
 	posts := e.tickPosts()
 	if len(posts) != 1 {
