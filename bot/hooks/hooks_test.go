@@ -3,6 +3,7 @@ package hooks_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/slack-go/slack"
 	"go.uber.org/goleak"
@@ -34,10 +36,13 @@ type env struct {
 	emu     *slackemu.Server
 	store   *session.Store
 	srv     *httptest.Server
+	api     *slack.Client
 	signals chan session.ID
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, hooks.Options{MaxBody: 4096}) }
+
+func newEnvWith(t *testing.T, opts hooks.Options) *env {
 	t.Helper()
 	emu := slackemu.MustStart(t, slackemu.Options{})
 	pool, err := session.Connect(context.Background(), pgtest.New(t), session.PoolOptions{Role: "logbook_app"})
@@ -57,7 +62,9 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	api := slack.New(emu.BotToken(), slack.OptionAPIURL(emu.APIURL()))
-	h := hooks.New(e.store, bot.NewStarter(api, e.store, func(id session.ID) { e.signals <- id }, emu.TeamID()), hooks.Options{Hooks: cfg, MaxBody: 4096})
+	opts.Hooks = cfg
+	e.api = api
+	h := hooks.New(e.store, bot.NewStarter(api, e.store, func(id session.ID) { e.signals <- id }, emu.TeamID()), opts)
 	mux := http.NewServeMux()
 	mux.Handle("/hooks/{name}", h)
 	e.srv = httptest.NewServer(mux)
@@ -213,5 +220,35 @@ func TestParse(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "0123456789abcdef0123") {
 			t.Errorf("%s: %v, want %q", c.in, err, c.want)
 		}
+	}
+}
+
+// A replica that accepted a delivery and posted it, then died before its record: the sender's
+// retry (after the in-flight time) is accepted again, finds that post in the channel by its
+// metadata and starts the session on it — the delivery is posted once.
+func TestRetryAfterACrashFindsThePost(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, hooks.Options{InFlight: time.Nanosecond})
+	body := []byte("deploy 42 failed")
+	sum := sha256.Sum256(body)
+	ctx := context.Background()
+	// What the dead replica did: accepted the delivery, posted it, and nothing more.
+	if _, ok, err := e.store.AcceptHook(ctx, session.HookDelivery{Hook: "alerts", DeliveryID: "d-9", BodySHA256: hex.EncodeToString(sum[:]), Channel: general},
+		time.Now().Add(-time.Hour), time.Now().Add(-time.Hour)); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if _, _, err := e.api.PostMessage(general, slack.MsgOptionText("the dead replica's post", false),
+		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: hooks.MetadataEventType, EventPayload: map[string]any{"id": "alerts/d-9"}})); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := e.deliver("alerts", "d-9", body, sign(body)); code != http.StatusAccepted {
+		t.Fatalf("retry: %d %v", code, out)
+	}
+	posts := e.posts()
+	if len(posts) != 1 || posts[0].Text != "the dead replica's post" {
+		t.Fatalf("posts: %+v", posts)
+	}
+	if _, err := e.store.SessionByThread(ctx, session.ThreadKey{Team: e.emu.TeamID(), Channel: general, ThreadTS: posts[0].TS}); err != nil {
+		t.Fatalf("no session on the dead replica's post: %v", err)
 	}
 }
