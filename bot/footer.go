@@ -44,42 +44,8 @@ type Price struct {
 }
 
 // Prices maps model names to prices; a model that is not listed shows tokens without cost.
+// Serve fills it from budget.Prices (LOGBOOK_PRICES has one reader, bot/budget's ParsePrices).
 type Prices map[string]Price
-
-// DefaultPrices are list prices in US dollars per million tokens as published by the
-// providers when this table was written (LOGBOOK_PRICES adds to and overrides them).
-func DefaultPrices() Prices {
-	return Prices{
-		"claude-opus-4-1":   {Input: 15, Output: 75},
-		"claude-sonnet-4-5": {Input: 3, Output: 15},
-		"claude-haiku-4-5":  {Input: 1, Output: 5},
-		"gpt-4o":            {Input: 2.5, Output: 10},
-		"gpt-4o-mini":       {Input: 0.15, Output: 0.6},
-	}
-}
-
-// ParsePrices reads "model=input/output,..." (US dollars per million tokens) over the
-// defaults.
-func ParsePrices(s string) (Prices, error) {
-	p := DefaultPrices()
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item == "" {
-			continue
-		}
-		model, cost, ok := strings.Cut(item, "=")
-		in, out, ok2 := strings.Cut(cost, "/")
-		if !ok || !ok2 || strings.TrimSpace(model) == "" {
-			return nil, fmt.Errorf("%q: want model=input/output in dollars per million tokens", item)
-		}
-		i, err1 := strconv.ParseFloat(strings.TrimSpace(in), 64)
-		o, err2 := strconv.ParseFloat(strings.TrimSpace(out), 64)
-		if err1 != nil || err2 != nil || i < 0 || o < 0 {
-			return nil, fmt.Errorf("%q: the prices must be non-negative numbers", item)
-		}
-		p[strings.TrimSpace(model)] = Price{Input: i, Output: o}
-	}
-	return p, nil
-}
 
 // Footer is the line under a final reply.
 type Footer struct {

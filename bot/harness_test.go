@@ -271,18 +271,18 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	repos := &bot.ChannelRepos{Static: o.repos}
 	if o.repoAdmins != nil {
 		repos.Store, repos.ForgeHost, repos.PullRequests = h.store, "127.0.0.1", true
-		o.slash = bot.SlashCommands(nil, nil, "", repos, o.repoAdmins)
+		o.slash = bot.SlashTable(nil, nil, "", repos, o.repoAdmins).Answer
 	}
 	var chSettings *settings.Settings
 	var mem *chmemory.Memory
 	if o.channelAdmins != nil {
 		chSettings = settings.New(settings.Config{Store: h.store, Defaults: o.defaults, Check: bot.SettingsChecks(o.models), Admins: o.channelAdmins})
 		mem = chmemory.New(h.store, chmemory.Config{})
-		next := o.slash
-		if next == nil {
-			next = bot.SlashCommands(nil, nil, "", repos, o.channelAdmins)
+		admins := o.channelAdmins
+		if o.repoAdmins != nil {
+			admins = o.repoAdmins
 		}
-		o.slash = chmemory.Commands(mem, "", settings.Commands(chSettings, "", next))
+		o.slash = bot.SlashTable(nil, nil, "", repos, admins).Add(settings.Command(chSettings)).Add(chmemory.Commands(mem)...).Answer
 	}
 	var hands bot.HandsFactory
 	if o.sandbox != nil {

@@ -7,10 +7,10 @@ import (
 	"strings"
 
 	"github.com/rs/zerolog"
-	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/sandbox"
 )
 
@@ -90,27 +90,19 @@ func matchConnector(rules map[string]string, tool string) string {
 	return mode
 }
 
-// ConnectorsCommand answers /logbook mcp with the MCP servers offered in the channel it is
-// typed in, their tools and whether each is reachable; every other command goes to next.
-// channelName names a channel id (nil: servers named by channel name are not matched).
-func ConnectorsCommand(next SlashHandler, c *connectors.Connectors, channelName func(ctx context.Context, id string) string, log zerolog.Logger) SlashHandler {
-	if c == nil {
-		return next
-	}
-	return func(ctx context.Context, cmd slack.SlashCommand) string {
-		sub, _, _ := strings.Cut(strings.TrimSpace(cmd.Text), " ")
-		if sub != "mcp" {
-			if next == nil {
-				return ""
+// ConnectorsCommand is /logbook mcp: the MCP servers offered in the channel it is typed in,
+// their tools and whether each is reachable. channelName names a channel id (nil: servers
+// named by channel name are not matched). Serve registers it only when there are servers.
+func ConnectorsCommand(c *connectors.Connectors, channelName func(ctx context.Context, id string) string, log zerolog.Logger) slashcmd.Command {
+	return slashcmd.Command{Name: "mcp", Who: slashcmd.Anyone,
+		Usage: "`/logbook mcp` lists the MCP servers and tools offered in this channel, and whether each is reachable.",
+		Run: func(ctx context.Context, cmd slashcmd.Call) string {
+			name := ""
+			if channelName != nil {
+				name = channelName(ctx, cmd.ChannelID)
 			}
-			return next(ctx, cmd)
-		}
-		name := ""
-		if channelName != nil {
-			name = channelName(ctx, cmd.ChannelID)
-		}
-		return connectorsText(c.Check(ctx, cmd.ChannelID, name, log))
-	}
+			return connectorsText(c.Check(ctx, cmd.ChannelID, name, log))
+		}}
 }
 
 // maxListedTools bounds the tools /logbook mcp names per server.

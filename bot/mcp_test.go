@@ -17,6 +17,7 @@ import (
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session"
 )
 
@@ -113,14 +114,13 @@ func TestConnectorsSlashCommand(t *testing.T) {
 	  "incidents": {"url": "`+mcpServer(t)+`", "channels": ["`+general+`"], "approve": ["delete_*"]},
 	  "down": {"url": "http://127.0.0.1:1/mcp", "channels": ["#general"]},
 	  "files": {"command": "node", "args": ["server.js"], "channels": ["`+general+`"]}}}`)
-	next := func(context.Context, slack.SlashCommand) string { return "next" }
 	name := func(_ context.Context, id string) string {
 		if id == general {
 			return "general"
 		}
 		return "other"
 	}
-	slash := bot.ConnectorsCommand(next, c, name, zerolog.Nop())
+	slash := slashcmd.New("", slashcmd.Help{}).Add(bot.ConnectorsCommand(c, name, zerolog.Nop())).Answer
 	out := slash(context.Background(), slack.SlashCommand{Text: "mcp", ChannelID: general})
 	for _, want := range []string{"*incidents* (remote, http): reachable, 2 tools", "`mcp__incidents__delete_item` (needs approval)",
 		"`mcp__incidents__lookup`", "*down* (remote, http): :warning: unreachable", "*files* (local, stdio)"} {
@@ -131,7 +131,7 @@ func TestConnectorsSlashCommand(t *testing.T) {
 	if out := slash(context.Background(), slack.SlashCommand{Text: "mcp", ChannelID: "C0OTHER"}); !strings.Contains(out, "No MCP server is offered") {
 		t.Errorf("another channel: %s", out)
 	}
-	if out := slash(context.Background(), slack.SlashCommand{Text: "help", ChannelID: general}); out != "next" {
-		t.Errorf("help went to %q", out)
+	if out := slash(context.Background(), slack.SlashCommand{Text: "help", ChannelID: general}); !strings.Contains(out, "`/logbook mcp` lists the MCP servers") {
+		t.Errorf("help does not list /logbook mcp: %q", out)
 	}
 }

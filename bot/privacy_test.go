@@ -39,7 +39,7 @@ func TestPrivacyChangesHideChannelsAtOnce(t *testing.T) {
 		},
 		slashWith: func(d *bot.Directory) bot.SlashHandler {
 			return func(ctx context.Context, cmd slack.SlashCommand) string {
-				return bot.SlashCommands(searcher.Load(), d, "T0000001", nil, nil)(ctx, cmd)
+				return bot.SlashTable(searcher.Load(), d, "T0000001", nil, nil).Answer(ctx, cmd)
 			}
 		},
 	}

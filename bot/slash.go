@@ -1,16 +1,14 @@
 package bot
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/slack-go/slack"
-
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session/search"
 )
 
@@ -129,80 +127,75 @@ func (b searchTool) Search(ctx context.Context, query string, limit int) (string
 	return sb.String(), nil
 }
 
-// SlashCommands answers /logbook: help, search, transcript and repo. Search results are
-// scoped and re-checked as the agent's (see scopeChannel); team is the workspace's team id, to
-// tell people of other organisations. vis nil: no re-check (tests only). repos and admins are
-// for /logbook repo (nil repos: no repositories).
-func SlashCommands(s *search.Searcher, vis Visibility, team string, repos *ChannelRepos, admins []string) SlashHandler {
-	return func(ctx context.Context, cmd slack.SlashCommand) string {
-		sub, rest, _ := strings.Cut(strings.TrimSpace(cmd.Text), " ")
-		switch sub {
-		case "repo":
-			if team != "" && cmd.TeamID != "" && cmd.TeamID != team {
-				return "Only people of this workspace's organisation may see or set a channel's repository."
-			}
-			return repoCommand(ctx, repos, admins, cmp.Or(cmd.TeamID, team), cmd.ChannelID, cmd.UserID, rest)
-		case "search":
-			rest = strings.TrimSpace(rest)
-			if rest == "" {
-				return searchUsage
-			}
-			external := team != "" && cmd.TeamID != "" && cmd.TeamID != team
-			only := scopeChannel(ctx, vis, cmd.ChannelID, external)
-			hits, err := visibleSearch(ctx, s, vis, search.Query{Text: rest, Channel: only}, 5)
-			if errors.Is(err, search.ErrInvalidQuery) {
-				return "That search did not parse: " + err.Error()
-			}
-			if err != nil {
-				return "Search is unavailable right now."
-			}
-			var sb strings.Builder
-			if only != "" {
-				sb.WriteString("_Only this channel's threads are searched here._\n")
-			}
-			if len(hits) == 0 {
-				sb.WriteString("No past threads match “" + rest + "”.")
-				return sb.String()
-			}
-			for _, h := range hits {
-				link := h.Permalink
-				if link == "" {
-					link = "session " + h.SessionID.String()
-				}
-				fmt.Fprintf(&sb, "• %s — %s\n", h.SnippetText("*", "*"), link)
-			}
-			return sb.String()
-		case "transcript":
-			return "Slack does not tell a slash command which thread it was typed in: on any message of the thread, " +
-				"open its ⋯ menu and choose *Open transcript* (a message shortcut), or open the thread's page on logbook's web pages."
-		case "", "help":
-			return slashHelp
-		default:
-			return "There is no `/logbook " + cutCommand(sub) + "`: type `/logbook help`, `/logbook search <words>`, " +
-				"`/logbook repo`, `/logbook schedule` or `/logbook transcript`.\n" + slashHelp
-		}
+// SlashTable is /logbook's table holding bot's own subcommands: search, transcript and repo
+// (serve adds the other packages': mcp, config, memory, budget). Search results are scoped
+// and re-checked as the agent's (see scopeChannel); team is the workspace's team id, to tell
+// people of other organisations. vis nil: no re-check (tests only). repos and admins are for
+// /logbook repo (nil repos: no repositories).
+func SlashTable(s *search.Searcher, vis Visibility, team string, repos *ChannelRepos, admins []string) *slashcmd.Table {
+	return slashcmd.New(team, slashHelp).Add(
+		slashcmd.Command{Name: "search", Who: slashcmd.Anyone,
+			Usage: "`/logbook search <words>` finds past threads in public channels (quotes for phrases, -word to exclude, OR); in a channel shared with another organisation, only that channel's.",
+			Run: func(ctx context.Context, c slashcmd.Call) string {
+				return searchCommand(ctx, s, vis, c.ChannelID, c.External, c.Args)
+			}},
+		slashcmd.Command{Name: "transcript", Who: slashcmd.Anyone,
+			Usage: "*Open transcript* in the ⋯ menu of any message of a thread links that thread's transcript (`/logbook transcript` tells you so).",
+			Run: func(context.Context, slashcmd.Call) string {
+				return "Slack does not tell a slash command which thread it was typed in: on any message of the thread, " +
+					"open its ⋯ menu and choose *Open transcript* (a message shortcut), or open the thread's page on logbook's web pages."
+			}},
+		slashcmd.Command{Name: "repo", Who: slashcmd.Home,
+			Usage:   "`/logbook repo` says which repository this channel's sandboxes check out; an admin sets it with `/logbook repo <https-url> [branch]` or `off`.",
+			Refusal: "Only people of this workspace's organisation may see or set a channel's repository.",
+			Run: func(ctx context.Context, c slashcmd.Call) string {
+				return repoCommand(ctx, repos, admins, c.Team, c.ChannelID, c.UserID, c.Args)
+			}},
+	)
+}
+
+// searchCommand is /logbook search's answer: at most 5 visible hits of words, from channel
+// (external: asked by a person of another organisation).
+func searchCommand(ctx context.Context, s *search.Searcher, vis Visibility, channel string, external bool, words string) string {
+	if words == "" {
+		return searchUsage
 	}
+	only := scopeChannel(ctx, vis, channel, external)
+	hits, err := visibleSearch(ctx, s, vis, search.Query{Text: words, Channel: only}, 5)
+	if errors.Is(err, search.ErrInvalidQuery) {
+		return "That search did not parse: " + err.Error()
+	}
+	if err != nil {
+		return "Search is unavailable right now."
+	}
+	var sb strings.Builder
+	if only != "" {
+		sb.WriteString("_Only this channel's threads are searched here._\n")
+	}
+	if len(hits) == 0 {
+		sb.WriteString("No past threads match “" + words + "”.")
+		return sb.String()
+	}
+	for _, h := range hits {
+		link := h.Permalink
+		if link == "" {
+			link = "session " + h.SessionID.String()
+		}
+		fmt.Fprintf(&sb, "• %s — %s\n", h.SnippetText("*", "*"), link)
+	}
+	return sb.String()
 }
 
 // searchUsage answers /logbook search without words.
 const searchUsage = "Say what to look for: `/logbook search <words>` (quotes for a phrase, -word to exclude, OR between alternatives), " +
 	"e.g. `/logbook search deploy timeout`."
 
-// cutCommand is an unknown subcommand as the answer names it: at most 40 characters, shown
-// as typed inside a code span (no backtick to end it, Slack's &, < and > escaped).
-func cutCommand(sub string) string {
-	if r := []rune(sub); len(r) > 40 {
-		sub = string(r[:40]) + "…"
-	}
-	return strings.NewReplacer("`", "'", "&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(sub)
+// slashHelp is the text around the commands' lines in /logbook and /logbook help.
+var slashHelp = slashcmd.Help{
+	Intro: []string{
+		"logbook — an agent whose every thread is a searchable record.",
+		"Mention @" + "logbook in a public channel to start a thread; reply in the thread to continue.",
+		"`stop` in a thread (or the 🛑 reaction, or the stop button) stops a running answer; `mute` / `unmute` silence and resume me there.",
+	},
+	Outro: "Private channels and DMs are never stored.",
 }
-
-// slashHelp answers /logbook and /logbook help.
-const slashHelp = "logbook — an agent whose every thread is a searchable record.\n" +
-	"• Mention @" + "logbook in a public channel to start a thread; reply in the thread to continue.\n" +
-	"• `/logbook search <words>` finds past threads in public channels (quotes for phrases, -word to exclude, OR); in a channel shared with another organisation, only that channel's.\n" +
-	"• *Open transcript* in the ⋯ menu of any message of a thread links that thread's transcript.\n" +
-	"• `stop` in a thread (or the 🛑 reaction, or the stop button) stops a running answer; `mute` / `unmute` silence and resume me there.\n" +
-	"• `/logbook mcp` lists the MCP servers and tools offered in this channel, and whether each is reachable.\n" +
-	"• `/logbook repo` says which repository this channel's sandboxes check out; an admin sets it with `/logbook repo <https-url> [branch]` or `off`.\n" +
-	"Private channels and DMs are never stored."

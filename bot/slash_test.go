@@ -98,10 +98,10 @@ func TestSearchSurfacesCheckVisibilityAndSlackConnectScope(t *testing.T) {
 	vis := channels{private: map[string]bool{privChan: true}, shared: map[string]bool{sharedChan: true}}
 
 	// The positive control: without the check every channel's thread is found.
-	all := bot.SlashCommands(s, nil, homeTeam, nil, nil)(ctx, slack.SlashCommand{Text: "search quasar", TeamID: homeTeam, ChannelID: pubChan, UserID: ada})
+	all := bot.SlashTable(s, nil, homeTeam, nil, nil).Answer(ctx, slack.SlashCommand{Text: "search quasar", TeamID: homeTeam, ChannelID: pubChan, UserID: ada})
 	shows(t, "unchecked search", all, []string{"alpha", "bravo", "charlie", "delta"}, nil)
 
-	slash := bot.SlashCommands(s, vis, homeTeam, nil, nil)
+	slash := bot.SlashTable(s, vis, homeTeam, nil, nil).Answer
 	ask := func(team, channel string) string {
 		return slash(ctx, slack.SlashCommand{Text: "search quasar", TeamID: team, ChannelID: channel, UserID: grace})
 	}
@@ -139,7 +139,7 @@ func TestSearchSurfacesCheckVisibilityAndSlackConnectScope(t *testing.T) {
 // is unavailable), an unknown subcommand is named as not existing, help and nothing are help.
 func TestSlashAnswersSayWhatToType(t *testing.T) {
 	t.Parallel()
-	slash := bot.SlashCommands(searchFixture(t), nil, homeTeam, nil, nil)
+	slash := bot.SlashTable(searchFixture(t), nil, homeTeam, nil, nil).Answer
 	ask := func(text string) string {
 		return slash(context.Background(), slack.SlashCommand{Text: text, TeamID: homeTeam, ChannelID: pubChan, UserID: ada})
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session"
 )
 
@@ -15,6 +16,15 @@ const commandUsage = "`/logbook budget` shows today's spend and budgets here; an
 	"`/logbook budget raise <amount>` (this channel's) or `/logbook budget raise <amount> @person` (a person's)."
 
 var mention = regexp.MustCompile(`^<@([UW][A-Z0-9]+)(?:\|[^>]*)?>$|^([UW][A-Z0-9]{2,})$`)
+
+// SlashCommand is /logbook budget (Command), for anyone: a raise checks LOGBOOK_ADMINS itself.
+func (b *Budget) SlashCommand() slashcmd.Command {
+	return slashcmd.Command{Name: "budget", Who: slashcmd.Anyone,
+		Usage: "`/logbook budget` shows today's model spend and budgets here; an admin raises one for today with `/logbook budget raise <amount> [@person]`.",
+		Run: func(ctx context.Context, c slashcmd.Call) string {
+			return b.Command(ctx, c.ChannelID, c.UserID, c.Args)
+		}}
+}
 
 // Command answers /logbook budget [raise <amount> [@person]] in channel for user: the text
 // of its ephemeral answer. A raise is recorded (budget_raises: who, when, which budget, how

@@ -17,8 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/slack-go/slack"
-
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session"
 )
 
@@ -93,49 +92,37 @@ func (m *Memory) Offer(ctx context.Context, team, channel string) ([]session.Not
 	return ns, nil
 }
 
-// Handler answers a slash command (bot.SlashHandler's shape).
-type Handler = func(ctx context.Context, cmd slack.SlashCommand) string
-
-// Commands answers `/logbook remember <text>`, `/logbook memory` and `/logbook forget <id>`,
-// and hands every other subcommand to next. team is the workspace's team id: people of other
-// organisations (Slack Connect) may not change the channel's memory.
-func Commands(m *Memory, team string, next Handler) Handler {
-	return func(ctx context.Context, cmd slack.SlashCommand) string {
-		sub, rest, _ := strings.Cut(strings.TrimSpace(cmd.Text), " ")
-		rest = strings.TrimSpace(rest)
-		switch sub {
-		case "remember", "memory", "forget":
-		default:
-			if next == nil {
-				return ""
+// Commands are `/logbook remember <text>`, `/logbook memory` and `/logbook forget <id>`, for
+// the people of the workspace's organisation only (people of other organisations, Slack
+// Connect, may not change the channel's memory). m nil: memory is off, and they say so.
+func Commands(m *Memory) []slashcmd.Command {
+	run := func(do func(m *Memory, ctx context.Context, team, channel, user, args string) string) func(context.Context, slashcmd.Call) string {
+		return func(ctx context.Context, c slashcmd.Call) string {
+			if !strings.HasPrefix(c.ChannelID, "C") && !strings.HasPrefix(c.ChannelID, "G") {
+				return "Memory belongs to a channel: use it in the channel."
 			}
-			answer := next(ctx, cmd)
-			if sub == "" || sub == "help" {
-				answer += "\n" + helpLine
-			}
-			return answer
+			return do(m, ctx, c.Team, c.ChannelID, c.UserID, c.Args)
 		}
-		if m == nil {
-			return "Channel memory is off in this deployment."
-		}
-		if team != "" && cmd.TeamID != "" && cmd.TeamID != team {
-			return "Only people of this workspace's organisation may see or change a channel's memory."
-		}
-		if !strings.HasPrefix(cmd.ChannelID, "C") && !strings.HasPrefix(cmd.ChannelID, "G") {
-			return "Memory belongs to a channel: use it in the channel."
-		}
-		team := cmp.Or(cmd.TeamID, team)
-		switch sub {
-		case "remember":
-			return m.rememberCommand(ctx, team, cmd.ChannelID, cmd.UserID, rest)
-		case "forget":
-			return m.forgetCommand(ctx, team, cmd.ChannelID, cmd.UserID, rest)
-		}
-		return m.list(ctx, team, cmd.ChannelID)
 	}
+	cmds := []slashcmd.Command{
+		{Name: "remember", Usage: helpLine, Run: run((*Memory).rememberCommand)},
+		{Name: "memory", Run: run(func(m *Memory, ctx context.Context, team, channel, _, _ string) string {
+			return m.list(ctx, team, channel)
+		})},
+		{Name: "forget", Run: run((*Memory).forgetCommand)},
+	}
+	for i := range cmds {
+		if m == nil {
+			cmds[i].Run = func(context.Context, slashcmd.Call) string { return "Channel memory is off in this deployment." }
+			continue
+		}
+		cmds[i].Who = slashcmd.Home
+		cmds[i].Refusal = "Only people of this workspace's organisation may see or change a channel's memory."
+	}
+	return cmds
 }
 
-const helpLine = "• `/logbook remember <text>` adds a note to this channel's memory (offered to me in new threads); `/logbook memory` lists the notes, `/logbook forget <id>` removes one."
+const helpLine = "`/logbook remember <text>` adds a note to this channel's memory (offered to me in new threads); `/logbook memory` lists the notes, `/logbook forget <id>` removes one."
 
 func (m *Memory) rememberCommand(ctx context.Context, team, channel, user, text string) string {
 	if text == "" {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/logbook/logbook/bot/memory"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session"
 )
 
@@ -96,7 +97,8 @@ func TestOfferIsBoundedNewestFirst(t *testing.T) {
 func TestMemoryCommands(t *testing.T) {
 	t.Parallel()
 	st := &memStore{}
-	h := memory.Commands(memory.New(st, memory.Config{}), "T1", func(ctx context.Context, cmd slack.SlashCommand) string { return "next" })
+	next := slashcmd.Command{Name: "repo", Run: func(context.Context, slashcmd.Call) string { return "next" }}
+	h := slashcmd.New("T1", slashcmd.Help{}).Add(next).Add(memory.Commands(memory.New(st, memory.Config{}))...).Answer
 	run := func(team, text string) string {
 		return h(context.Background(), slack.SlashCommand{Text: text, UserID: "U1", TeamID: team, ChannelID: "C0000001"})
 	}

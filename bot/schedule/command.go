@@ -1,7 +1,6 @@
 package schedule
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,49 +9,31 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/slack-go/slack"
-
 	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session"
 )
 
-// Handler answers a slash command (bot.SlashHandler's shape).
-type Handler = func(ctx context.Context, cmd slack.SlashCommand) string
-
-// HelpLine is what `/logbook help` says of schedules.
-const HelpLine = "• `/logbook schedule add \"<cron spec>\" <prompt>` (admins) posts here on a schedule and runs a session on the prompt at each tick " +
+// Usage is the line of `/logbook help` that tells of schedules.
+const Usage = "`/logbook schedule add \"<cron spec>\" <prompt>` (admins) posts here on a schedule and runs a session on the prompt at each tick " +
 	"(e.g. `\"0 9 * * MON-FRI\"`, `\"@every 1h\"`, `\"CRON_TZ=Europe/Paris 0 8 * * *\"`); `/logbook schedule list`, `/logbook schedule remove <id>`."
 
-// Usage answers `/logbook schedule` without a known subcommand.
-const Usage = "`/logbook schedule add \"<cron spec>\" <prompt>` — an admin adds a schedule to this channel: each tick posts here and runs a session on the prompt. " +
+// usage answers `/logbook schedule` without a known subcommand.
+const usage = "`/logbook schedule add \"<cron spec>\" <prompt>` — an admin adds a schedule to this channel: each tick posts here and runs a session on the prompt. " +
 	"The spec is robfig/cron's: five fields (minute hour day month weekday), or six with seconds first, a descriptor (`@hourly`, `@daily`, `@every 30m`), " +
 	"optionally after `CRON_TZ=<zone>`.\n`/logbook schedule list` lists this channel's schedules; `/logbook schedule remove <id>` (admins) removes one."
 
 // maxPrompt is the longest prompt a schedule keeps (the schedules table's check).
 const maxPrompt = 4000
 
-// Commands answers `/logbook schedule …` with s's store and settings, and hands every other
-// subcommand to next (adding HelpLine to the help). People of another organisation (Slack
-// Connect) may neither see nor change the schedules.
-func Commands(s *Scheduler, next Handler) Handler {
-	return func(ctx context.Context, cmd slack.SlashCommand) string {
-		sub, rest, _ := strings.Cut(strings.TrimSpace(cmd.Text), " ")
-		if sub != "schedule" {
-			if next == nil {
-				return ""
-			}
-			answer := next(ctx, cmd)
-			if sub == "" || sub == "help" {
-				answer += "\n" + HelpLine
-			}
-			return answer
-		}
-		team := s.cfg.Team
-		if team != "" && cmd.TeamID != "" && cmd.TeamID != team {
-			return "Only people of this workspace's organisation may see or change schedules."
-		}
-		return s.command(ctx, cmp.Or(cmd.TeamID, team), cmd.ChannelID, cmd.UserID, strings.TrimSpace(rest))
-	}
+// Command is `/logbook schedule add|list|remove`, answered from s's store and settings.
+// People of another organisation (Slack Connect) may neither see nor change the schedules.
+func Command(s *Scheduler) slashcmd.Command {
+	return slashcmd.Command{Name: "schedule", Who: slashcmd.Home, Usage: Usage,
+		Refusal: "Only people of this workspace's organisation may see or change schedules.",
+		Run: func(ctx context.Context, c slashcmd.Call) string {
+			return s.command(ctx, c.Team, c.ChannelID, c.UserID, c.Args)
+		}}
 }
 
 func (s *Scheduler) command(ctx context.Context, team, channel, user, args string) string {
@@ -70,7 +51,7 @@ func (s *Scheduler) command(ctx context.Context, team, channel, user, args strin
 		}
 		return s.remove(ctx, team, user, rest)
 	default:
-		return Usage
+		return usage
 	}
 }
 
@@ -92,7 +73,7 @@ func (s *Scheduler) add(ctx context.Context, team, channel, user, args string) s
 	now := s.clock.Now()
 	c, err := Check(spec, now, s.cfg.MinInterval)
 	if err != nil {
-		return "That schedule was not added: " + mrkdwn.EscapeText(err.Error()) + ".\n" + Usage
+		return "That schedule was not added: " + mrkdwn.EscapeText(err.Error()) + ".\n" + usage
 	}
 	sc, err := s.store.AddSchedule(ctx, session.Schedule{Team: team, Channel: channel, Spec: spec, Prompt: prompt, AddedBy: user})
 	if err != nil {
@@ -123,7 +104,7 @@ func (s *Scheduler) list(ctx context.Context, team, channel string) string {
 		return "The schedules cannot be read right now."
 	}
 	if len(scheds) == 0 {
-		return "This channel has no schedules. " + HelpLine[len("• "):]
+		return "This channel has no schedules. " + Usage
 	}
 	now := s.clock.Now()
 	var b strings.Builder

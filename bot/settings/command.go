@@ -1,7 +1,6 @@
 package settings
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,43 +8,26 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slack-go/slack"
-
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session"
 )
 
-// Handler answers a slash command (bot.SlashHandler's shape).
-type Handler = func(ctx context.Context, cmd slack.SlashCommand) string
-
-// Commands answers `/logbook config` and hands every other subcommand to next. team is the
-// workspace's team id: people of other organisations (Slack Connect) may neither see nor
-// change a channel's settings.
+// Command is `/logbook config`, for the people of the workspace's organisation only (people
+// of other organisations, Slack Connect, may neither see nor change a channel's settings).
+// s nil: the deployment keeps no channel settings, and the command says so.
 //
 //	/logbook config                        every setting of the channel: its value and where it comes from
 //	/logbook config <name>                 one setting whole, with its history (newest first)
 //	/logbook config <name> <value…>        an admin sets it (the rest of the line is the value)
 //	/logbook config <name> default         an admin resets it to the environment's default
-func Commands(s *Settings, team string, next Handler) Handler {
-	return func(ctx context.Context, cmd slack.SlashCommand) string {
-		sub, rest, _ := strings.Cut(strings.TrimSpace(cmd.Text), " ")
-		if sub != "config" {
-			if next == nil {
-				return ""
-			}
-			answer := next(ctx, cmd)
-			if sub == "" || sub == "help" {
-				answer += "\n" + helpLine
-			}
-			return answer
-		}
-		if team != "" && cmd.TeamID != "" && cmd.TeamID != team {
-			return "Only people of this workspace's organisation may see or change a channel's settings."
-		}
-		return s.command(ctx, cmp.Or(cmd.TeamID, team), cmd.ChannelID, cmd.UserID, rest)
-	}
+func Command(s *Settings) slashcmd.Command {
+	return slashcmd.Command{Name: "config", Who: slashcmd.Home,
+		Usage:   "`/logbook config` shows this channel's settings (model, instructions, approvals, thread replies, daily budget, setup); an admin changes one with `/logbook config <name> <value>`.",
+		Refusal: "Only people of this workspace's organisation may see or change a channel's settings.",
+		Run: func(ctx context.Context, c slashcmd.Call) string {
+			return s.command(ctx, c.Team, c.ChannelID, c.UserID, c.Args)
+		}}
 }
-
-const helpLine = "• `/logbook config` shows this channel's settings (model, instructions, approvals, thread replies, daily budget, setup); an admin changes one with `/logbook config <name> <value>`."
 
 // command is /logbook config's answer.
 func (s *Settings) command(ctx context.Context, team, channel, user, args string) string {

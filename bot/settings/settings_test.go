@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/logbook/logbook/bot/settings"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session"
 )
 
@@ -164,7 +165,8 @@ func TestSetRefusesBadValues(t *testing.T) {
 func TestConfigCommand(t *testing.T) {
 	t.Parallel()
 	st := &memStore{}
-	h := settings.Commands(newSettings(st), "T1", func(ctx context.Context, cmd slack.SlashCommand) string { return "next:" + cmd.Text })
+	next := slashcmd.Command{Name: "search", Run: func(_ context.Context, c slashcmd.Call) string { return "next:" + c.Text }}
+	h := slashcmd.New("T1", slashcmd.Help{Outro: "outro"}).Add(next, settings.Command(newSettings(st))).Answer
 	ctx := context.Background()
 	run := func(user, team, text string) string {
 		return h(ctx, slack.SlashCommand{Text: text, UserID: user, TeamID: team, ChannelID: "C0000001"})
@@ -172,7 +174,7 @@ func TestConfigCommand(t *testing.T) {
 	if got := run("U1", "T1", "search x"); got != "next:search x" {
 		t.Fatalf("passed on: %q", got)
 	}
-	if got := run("U1", "T1", "help"); !strings.Contains(got, "next:help") || !strings.Contains(got, "/logbook config") {
+	if got := run("U1", "T1", "help"); !strings.Contains(got, "outro") || !strings.Contains(got, "• `/logbook config` shows") {
 		t.Fatalf("help: %q", got)
 	}
 	if got := run("U1", "T1", "config"); !strings.Contains(got, "`model`: `anthropic:default` — default (LOGBOOK_MODEL)") {

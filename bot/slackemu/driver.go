@@ -255,17 +255,10 @@ func (s *Server) History(channel string) []Message {
 
 // BotReplies returns the bot's messages in the thread threadTS of channel, oldest first.
 func (s *Server) BotReplies(channel, threadTS string) []Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.expireStreamsLocked(time.Now())
-	ch := s.channels[channel]
-	if ch == nil {
-		return nil
-	}
 	var out []Message
-	for _, m := range ch.msgs {
+	for _, m := range s.History(channel) {
 		if m.ThreadTS == threadTS && m.BotID == s.opts.BotID && m.BotID != "" {
-			out = append(out, m.clone())
+			out = append(out, m)
 		}
 	}
 	return out

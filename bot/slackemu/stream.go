@@ -338,7 +338,7 @@ func (s *Server) expireStreamsLocked(now time.Time) {
 }
 
 // streamTargetLocked resolves channel/ts for appendStream and stopStream: the bot's
-// message that was streamed. It answers the Slack error otherwise.
+// message that is streaming now. It answers the Slack error otherwise.
 func (s *Server) streamTargetLocked(p url.Values) (*channelState, *streamState, map[string]any) {
 	ch, code := s.writableChannel(p.Get("channel"))
 	if code != "" {
@@ -353,7 +353,12 @@ func (s *Server) streamTargetLocked(p url.Values) (*channelState, *streamState, 
 	}
 	s.expireStreamsLocked(time.Now())
 	st := s.streams[streamKey(ch.ID, m.TS)]
-	if st == nil {
+	switch {
+	case st == nil:
+		return nil, nil, fail("message_not_in_streaming_state")
+	case st.State == StreamStoppedByUser:
+		return nil, nil, fail("stopped_by_user") // a person stopped it in Slack: appends and the stop are refused alike
+	case st.State != StreamStreaming:
 		return nil, nil, fail("message_not_in_streaming_state")
 	}
 	return ch, st, nil
@@ -429,13 +434,6 @@ func (s *Server) chatAppendStream(_ *http.Request, p url.Values) map[string]any 
 	if bad != nil {
 		return bad
 	}
-	switch st.State {
-	case StreamStreaming:
-	case StreamStoppedByUser:
-		return fail("stopped_by_user")
-	default:
-		return fail("message_not_in_streaming_state")
-	}
 	if p.Get("markdown_text") == "" && p.Get("chunks") == "" {
 		return fail("no_text")
 	}
@@ -458,13 +456,6 @@ func (s *Server) chatStopStream(_ *http.Request, p url.Values) map[string]any {
 	ch, st, bad := s.streamTargetLocked(p)
 	if bad != nil {
 		return bad
-	}
-	switch st.State {
-	case StreamStreaming:
-	case StreamStoppedByUser:
-		return fail("stopped_by_user") // as an append: a person stopped it in Slack
-	default:
-		return fail("message_not_in_streaming_state")
 	}
 	in, bad := parseStreamInput(p)
 	if bad != nil {

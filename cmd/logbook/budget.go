@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/slack-go/slack"
 	"github.com/spf13/cobra"
 
 	"github.com/logbook/logbook/bot"
@@ -72,20 +71,6 @@ func channelLimits(cfg serveConfig, s *settings.Settings, team string) budget.Ch
 func newBudget(cfg serveConfig, store *session.Store, log zerolog.Logger, s *settings.Settings, team string) (*budget.Budget, error) {
 	return budget.New(budget.Config{Store: store, Prices: cfg.Budget.Prices, Limits: cfg.Budget.Limits,
 		Channels: channelLimits(cfg, s, team), Admins: cfg.Admins, Log: log.With().Str("part", "budget").Logger()})
-}
-
-// budgetSlash answers /logbook budget, and hands every other subcommand to next.
-func budgetSlash(b *budget.Budget, next bot.SlashHandler) bot.SlashHandler {
-	return func(ctx context.Context, cmd slack.SlashCommand) string {
-		sub, rest, _ := strings.Cut(strings.TrimSpace(cmd.Text), " ")
-		if sub == "budget" && b != nil {
-			return b.Command(ctx, cmd.ChannelID, cmd.UserID, rest)
-		}
-		if next == nil {
-			return ""
-		}
-		return next(ctx, cmd)
-	}
 }
 
 func newUsageCmd(e env) *cobra.Command {

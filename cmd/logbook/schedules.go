@@ -55,18 +55,16 @@ func (cfg *serveConfig) readStarted(e env) error {
 }
 
 // buildStarted builds the Starter that schedules and hooks share, the scheduler (a part
-// beside the bot, its /logbook schedule wrapped around the other commands) and the hooks'
-// handler (nil without LOGBOOK_HOOKS). The Starter signals sessions through w.signal, which
-// serve sets to the runner's before anything runs.
-func (w *wiring) buildStarted() {
+// beside the bot; slashTable registers its /logbook schedule) and the hooks' handler (nil
+// without LOGBOOK_HOOKS). The Starter signals sessions through w.signal, which serve sets to
+// the runner's before anything runs.
+func (w *wiring) buildStarted(store *session.Store) {
 	cfg := w.cfg
-	store := w.deps.Store
 	starter := bot.NewStarter(w.api, store, func(id session.ID) { w.signal(id) }, w.me.TeamID)
 	w.scheduler = schedule.New(store, starter, schedule.Config{Owner: replicaOwner(), Team: w.me.TeamID, Admins: cfg.Admins,
 		Grace: cfg.Started.Grace, ClaimTTL: cfg.LeaseTTL, MinInterval: cfg.Started.MinInterval, Names: w.dir.UserName,
 		Log: w.log.With().Str("part", "schedules").Logger()})
 	w.parts = append(w.parts, bot.Part{Name: "schedules", Run: w.scheduler.Run})
-	w.deps.Features.Slash = schedule.Commands(w.scheduler, w.deps.Features.Slash)
 	if len(cfg.Started.Hooks) > 0 {
 		w.hooks = hooks.New(store, starter, hooks.Options{Hooks: cfg.Started.Hooks, Window: cfg.Started.HookWindow,
 			MaxBody: cfg.Started.HookMaxBody, Log: w.log.With().Str("part", "hooks").Logger()})

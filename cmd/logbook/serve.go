@@ -38,6 +38,7 @@ import (
 	"github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/bot/settings"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/sandbox"
@@ -547,7 +548,6 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if err := w.buildBot(ctx, provider); err != nil {
 		return err
 	}
-	w.buildStarted()
 	if cfg.Audit != nil {
 		sched, closeAll, err := cfg.Audit(ctx, log.With().Str("part", "audit").Logger())
 		if err != nil {
@@ -594,6 +594,7 @@ type wiring struct {
 	// scheduler runs /logbook schedule's ticks; hooks serves POST /hooks/<name> (nil: no
 	// LOGBOOK_HOOKS); signal is the runner's Signal, set before anything runs (schedules.go).
 	scheduler *schedule.Scheduler
+	slash     *slashcmd.Table // /logbook's subcommands (slash.go)
 	hooks     *hooks.Handler
 	signal    func(session.ID)
 	parts     []bot.Part
@@ -687,6 +688,9 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 		mcp = connectors.New(*cfg.MCP, connectors.Options{Logger: log, Tokens: store, Key: cfg.SecretKey})
 		w.mcp = mcp
 	}
+	w.buildStarted(store) // schedules.go
+	w.slash = slashTable(slashParts{Team: w.me.TeamID, Admins: cfg.Admins, Search: w.search, Dir: w.dir, Repos: w.repos,
+		Settings: chSettings, Memory: mem, Budget: bgt, MCP: mcp, Schedules: w.scheduler, Log: log})
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg), Tracer: w.tracer,
 		Features: bot.Features{
@@ -695,8 +699,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 				Setup: setupConfig(cfg, store, chSettings, w.me.TeamID)}, log),
 			Files: fileStore, Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: cfg.FileMax}), Uploader: w.api,
 			Forge: pullRequests(cfg), Health: bot.NewHealth(), Directory: w.dir,
-			Slash: memory.Commands(mem, w.me.TeamID, settings.Commands(chSettings, w.me.TeamID,
-				budgetSlash(bgt, bot.ConnectorsCommand(bot.SlashCommands(w.search, w.dir, w.me.TeamID, w.repos, cfg.Admins), mcp, w.dir.ChannelName, log)))),
+			Slash:    w.slash.Answer,
 			Settings: chSettings, Models: models, Memory: mem, Budget: bgt, Connectors: mcp,
 		}}
 	return nil

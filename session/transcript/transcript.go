@@ -575,7 +575,7 @@ var inCharge = map[session.Type]bool{
 // transcript's events.
 func describeMarker(e session.Event, turns *thread.Turns) string {
 	line := strings.ReplaceAll(string(e.Type), "_", " ")
-	detail := cmp.Or(turnDetail(e, turns), fileDetail(e), sandboxDetail(e), threadDetail(e))
+	detail := markerDetail(e, turns)
 	if detail != "" {
 		line += ": " + detail
 	}
@@ -597,8 +597,9 @@ func withTrace(detail string, e session.Event) string {
 	return detail + ", trace " + m.TraceID
 }
 
-// turnDetail is the detail of a turn's marker: read off turns, the fold, for turn_started and turn_completed.
-func turnDetail(e session.Event, turns *thread.Turns) (detail string) {
+// markerDetail is the detail of marker e: a turn's read off turns, the fold, for turn_started
+// and turn_completed; any other marker's is markerDetails'.
+func markerDetail(e session.Event, turns *thread.Turns) (detail string) {
 	switch e.Type {
 	case session.TypeTurnStarted:
 		if t, ok := turns.Turn(e.Seq); ok && !t.Unread {
@@ -607,7 +608,7 @@ func turnDetail(e session.Event, turns *thread.Turns) (detail string) {
 				detail += ", " + t.Reason
 			}
 		}
-		detail = withTrace(detail, e)
+		return withTrace(detail, e)
 	case session.TypeTurnCompleted:
 		if t, ok := turns.Completed(e.Seq); ok && !t.CompletionUnread {
 			detail = cmp.Or(t.Status, "?")
@@ -615,203 +616,159 @@ func turnDetail(e session.Event, turns *thread.Turns) (detail string) {
 				detail += ": " + t.StatusReason
 			}
 		}
-		detail = withTrace(detail, e)
-	case session.TypeQueued:
-		var m session.Queued
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("message #%d waits for the next turn", m.MessageSeq)
-		}
-	case session.TypeDelivered:
-		var m session.Delivered
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("#%d posted as %s", m.Seq, strings.Join(m.TS, ", "))
-		}
-	case session.TypeSteered:
-		var m session.Steered
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("#%d handed to the running turn", m.MessageSeq)
-		}
-	case session.TypeStopRequested:
-		var m session.StopRequested
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("by %s (%s)", e.Actor.ID, m.Source)
-		}
-	case session.TypeTurnStopped:
-		var m session.TurnStopped
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("turn #%d stopped by %s (%s)", m.Turn, m.By, m.Source)
-		}
-	case session.TypeApprovalRequested:
-		var m session.ApprovalRequested
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("%s call %s waits for a person: %s", m.Tool, m.CallID, firstLine(m.Summary))
-		}
-	case session.TypeApprovalDecided:
-		var m session.ApprovalDecided
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("call %s %s by %s (%s)", m.CallID, m.Decision, e.Actor.ID, m.Via)
-		}
-	case session.TypeTurnSuspended:
-		var m session.TurnSuspended
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("turn #%d sleeps until call %s is decided (at the latest %s)", m.Turn, m.CallID, m.Until.UTC().Format(time.RFC3339))
-		}
-	case session.TypeStreamStarted:
-		var m session.StreamStarted
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("%s %s (%s)", m.Channel, m.TS, m.Mode)
-		}
-	case session.TypeStreamStopped:
-		var m session.StreamStopped
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("%s %s, %d characters", m.TS, m.Reason, m.Chars)
-		}
+		return withTrace(detail, e)
 	}
-	return detail
+	if f := markerDetails[e.Type]; f != nil {
+		return f(e)
+	}
+	return ""
 }
 
-// fileDetail is the detail of a file's marker: shared, fetched, handed back.
-func fileDetail(e session.Event) (detail string) {
-	switch e.Type {
-	case session.TypeFileRef:
-		var m session.FileRef
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("%s (%s, %d bytes)", cmp.Or(m.Title, m.Name, m.FileID), cmp.Or(m.Mimetype, "unknown type"), m.Size)
+// payload is a marker's detail read off its payload, a T ("" when the payload is not one).
+func payload[T any](f func(e session.Event, m T) string) func(session.Event) string {
+	return func(e session.Event) string {
+		var m T
+		if json.Unmarshal(e.Payload, &m) != nil {
+			return ""
 		}
-	case session.TypeFileFetched:
-		var m session.FileFetched
-		if json.Unmarshal(e.Payload, &m) == nil {
-			f := File{Name: m.Name, Mimetype: m.Mimetype, Size: m.Size, SHA256: m.SHA256, Status: m.Status, Reason: m.Reason}
-			detail = f.Name + " " + f.describe()
-		}
-	case session.TypeFileUpload:
-		var m session.FileUpload
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("%s (%s, %s) %s for call %s, sha256 %s", cmp.Or(m.Title, m.Name, m.FileID), cmp.Or(m.Mimetype, "unknown type"),
-				session.FileSize(m.Size), m.Status, m.CallID, File{SHA256: m.SHA256}.ShortSHA())
-		}
+		return f(e, m)
 	}
-	return detail
 }
 
-// sandboxDetail is the detail of a cell's or sandbox's marker: lifecycle, work saved, connections.
-func sandboxDetail(e session.Event) (detail string) {
-	switch e.Type {
-	case session.TypeCellWoken:
-		var m session.CellWoken
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("%s on %s (epoch %d)", m.Reason, m.Host, m.Epoch)
+// markerDetails are the details of every other marker, by type: a turn's queue, stops and
+// approvals; files shared, fetched, handed back; cells and sandboxes; errors, summaries,
+// deliveries again, manners, takeovers.
+var markerDetails = map[session.Type]func(session.Event) string{
+	session.TypeQueued: payload(func(_ session.Event, m session.Queued) string {
+		return fmt.Sprintf("message #%d waits for the next turn", m.MessageSeq)
+	}),
+	session.TypeDelivered: payload(func(_ session.Event, m session.Delivered) string {
+		return fmt.Sprintf("#%d posted as %s", m.Seq, strings.Join(m.TS, ", "))
+	}),
+	session.TypeSteered: payload(func(_ session.Event, m session.Steered) string {
+		return fmt.Sprintf("#%d handed to the running turn", m.MessageSeq)
+	}),
+	session.TypeStopRequested: payload(func(e session.Event, m session.StopRequested) string {
+		return fmt.Sprintf("by %s (%s)", e.Actor.ID, m.Source)
+	}),
+	session.TypeTurnStopped: payload(func(_ session.Event, m session.TurnStopped) string {
+		return fmt.Sprintf("turn #%d stopped by %s (%s)", m.Turn, m.By, m.Source)
+	}),
+	session.TypeApprovalRequested: payload(func(_ session.Event, m session.ApprovalRequested) string {
+		return fmt.Sprintf("%s call %s waits for a person: %s", m.Tool, m.CallID, firstLine(m.Summary))
+	}),
+	session.TypeApprovalDecided: payload(func(e session.Event, m session.ApprovalDecided) string {
+		return fmt.Sprintf("call %s %s by %s (%s)", m.CallID, m.Decision, e.Actor.ID, m.Via)
+	}),
+	session.TypeTurnSuspended: payload(func(e session.Event, m session.TurnSuspended) string {
+		return fmt.Sprintf("turn #%d sleeps until call %s is decided (at the latest %s)", m.Turn, m.CallID, m.Until.UTC().Format(time.RFC3339))
+	}),
+	session.TypeStreamStarted: payload(func(_ session.Event, m session.StreamStarted) string {
+		return fmt.Sprintf("%s %s (%s)", m.Channel, m.TS, m.Mode)
+	}),
+	session.TypeStreamStopped: payload(func(_ session.Event, m session.StreamStopped) string {
+		return fmt.Sprintf("%s %s, %d characters", m.TS, m.Reason, m.Chars)
+	}),
+	session.TypeFileRef: payload(func(_ session.Event, m session.FileRef) string {
+		return fmt.Sprintf("%s (%s, %d bytes)", cmp.Or(m.Title, m.Name, m.FileID), cmp.Or(m.Mimetype, "unknown type"), m.Size)
+	}),
+	session.TypeFileFetched: payload(func(_ session.Event, m session.FileFetched) string {
+		f := File{Name: m.Name, Mimetype: m.Mimetype, Size: m.Size, SHA256: m.SHA256, Status: m.Status, Reason: m.Reason}
+		return f.Name + " " + f.describe()
+	}),
+	session.TypeFileUpload: payload(func(_ session.Event, m session.FileUpload) string {
+		detail := fmt.Sprintf("%s (%s, %s) %s for call %s, sha256 %s", cmp.Or(m.Title, m.Name, m.FileID), cmp.Or(m.Mimetype, "unknown type"),
+			session.FileSize(m.Size), m.Status, m.CallID, File{SHA256: m.SHA256}.ShortSHA())
+		return detail
+	}),
+	session.TypeCellWoken: payload(func(_ session.Event, m session.CellWoken) string {
+		return fmt.Sprintf("%s on %s (epoch %d)", m.Reason, m.Host, m.Epoch)
+	}),
+	session.TypeCellEvicted: payload(func(_ session.Event, m session.CellEvicted) string {
+		return m.Reason
+	}),
+	session.TypeSandboxProvisioned: payload(func(_ session.Event, m session.SandboxProvisioned) string {
+		detail := fmt.Sprintf("%s, %d steps, %d ms", m.Provider, m.Steps, m.DurationMS)
+		if m.Repo != "" {
+			detail += fmt.Sprintf(", %s at %s", m.Repo, m.Commit)
 		}
-	case session.TypeCellEvicted:
-		var m session.CellEvicted
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = m.Reason
+		if m.Instructions != "" {
+			detail += fmt.Sprintf(", %s %s", m.Instructions, shortID(m.InstructionsHash))
 		}
-	case session.TypeSandboxProvisioned:
-		var m session.SandboxProvisioned
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("%s, %d steps, %d ms", m.Provider, m.Steps, m.DurationMS)
-			if m.Repo != "" {
-				detail += fmt.Sprintf(", %s at %s", m.Repo, m.Commit)
-			}
-			if m.Instructions != "" {
-				detail += fmt.Sprintf(", %s %s", m.Instructions, shortID(m.InstructionsHash))
-			}
+		return detail
+	}),
+	session.TypeWorkSaved: payload(func(_ session.Event, m session.WorkSaved) string {
+		detail := "HEAD " + shortID(cmp.Or(m.Head, m.Commit))
+		if m.Branch != "" {
+			detail += " on " + m.Branch
 		}
-	case session.TypeWorkSaved:
-		var m session.WorkSaved
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = "HEAD " + shortID(cmp.Or(m.Head, m.Commit))
-			if m.Branch != "" {
-				detail += " on " + m.Branch
-			}
-			if m.BundleSize > 0 {
-				detail += fmt.Sprintf(", commits since %s in a %d-byte bundle", shortID(m.Commit), m.BundleSize)
-			}
-			if m.Size > 0 {
-				detail += fmt.Sprintf(", %d bytes of uncommitted changes", m.Size)
-			} else {
-				detail += ", nothing uncommitted"
-			}
+		if m.BundleSize > 0 {
+			detail += fmt.Sprintf(", commits since %s in a %d-byte bundle", shortID(m.Commit), m.BundleSize)
 		}
-	case session.TypeEgressConnection:
-		var m session.EgressConnection
-		if json.Unmarshal(e.Payload, &m) == nil {
-			verdict := "refused"
-			if m.Allowed {
-				verdict = "allowed"
-			}
-			detail = fmt.Sprintf("%s %s:%d %s, %d bytes out, %d in", m.Kind, m.Host, m.Port, verdict, m.BytesOut, m.BytesIn)
-			if len(m.Refs) > 0 {
-				detail += ", refs " + strings.Join(m.Refs, " ")
-			}
-			if len(m.Pushed) > 0 {
-				detail += ", pushed " + strings.Join(m.Pushed, " ")
-			}
-			if m.Reason != "" {
-				detail += " (" + m.Reason + ")"
-			}
+		if m.Size > 0 {
+			detail += fmt.Sprintf(", %d bytes of uncommitted changes", m.Size)
+		} else {
+			detail += ", nothing uncommitted"
 		}
-	case session.TypeTurnSettings:
-		var m session.TurnSettings
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("turn %d: model %s, settings %s", m.Turn, m.Model, shortID(m.Hash))
-			if len(m.Set) > 0 {
-				detail += " (channel's: " + strings.Join(m.Set, ", ") + ")"
-			}
-			if m.RepoInstructions != "" {
-				detail += fmt.Sprintf(", %s %s", m.RepoInstructions, shortID(m.RepoInstructionsHash))
-			}
-			if len(m.Memory) > 0 {
-				detail += fmt.Sprintf(", %d memory notes", len(m.Memory))
-			}
+		return detail
+	}),
+	session.TypeEgressConnection: payload(func(_ session.Event, m session.EgressConnection) string {
+		verdict := "refused"
+		if m.Allowed {
+			verdict = "allowed"
 		}
-	case session.TypeSandboxLost:
-		var m session.SandboxLost
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = m.Reason
+		detail := fmt.Sprintf("%s %s:%d %s, %d bytes out, %d in", m.Kind, m.Host, m.Port, verdict, m.BytesOut, m.BytesIn)
+		if len(m.Refs) > 0 {
+			detail += ", refs " + strings.Join(m.Refs, " ")
 		}
-	}
-	return detail
-}
-
-// threadDetail is the detail of any other marker: errors, summaries, deliveries again, manners, takeovers.
-func threadDetail(e session.Event) (detail string) {
-	switch e.Type {
-	case session.TypeError:
-		var m session.ErrorEvent
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = strings.TrimSpace(m.Stage + " " + m.Code)
-			if m.Message != "" {
-				detail += ": " + m.Message
-			}
+		if len(m.Pushed) > 0 {
+			detail += ", pushed " + strings.Join(m.Pushed, " ")
 		}
-	case session.TypeContextSummary:
-		var m session.ContextSummary
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("#%d–#%d summarised", m.FromSeq, m.ToSeq)
+		if m.Reason != "" {
+			detail += " (" + m.Reason + ")"
 		}
-	case session.TypeDuplicateDelivery:
-		var m session.DuplicateDelivery
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("Slack delivered %s again (retry %d)", m.TS, m.RetryAttempt)
+		return detail
+	}),
+	session.TypeTurnSettings: payload(func(_ session.Event, m session.TurnSettings) string {
+		detail := fmt.Sprintf("turn %d: model %s, settings %s", m.Turn, m.Model, shortID(m.Hash))
+		if len(m.Set) > 0 {
+			detail += " (channel's: " + strings.Join(m.Set, ", ") + ")"
 		}
-	case session.TypeNotAddressed:
-		var m session.NotAddressed
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("#%d not answered (%s)", m.MessageSeq, strings.ReplaceAll(m.Reason, "_", " "))
+		if m.RepoInstructions != "" {
+			detail += fmt.Sprintf(", %s %s", m.RepoInstructions, shortID(m.RepoInstructionsHash))
 		}
-	case session.TypeThreadMuted, session.TypeThreadUnmuted:
-		detail = "by " + e.Actor.ID
-	case session.TypeTakenOver:
-		detail = "by " + e.Actor.ID + "; the bot stays silent until it is handed back"
-	case session.TypeHandedBack:
-		var m session.HandedBack
-		if json.Unmarshal(e.Payload, &m) == nil {
-			detail = fmt.Sprintf("by %s (%s)", e.Actor.ID, m.Source)
+		if len(m.Memory) > 0 {
+			detail += fmt.Sprintf(", %d memory notes", len(m.Memory))
 		}
-	}
-	return detail
+		return detail
+	}),
+	session.TypeSandboxLost: payload(func(_ session.Event, m session.SandboxLost) string {
+		return m.Reason
+	}),
+	session.TypeError: payload(func(_ session.Event, m session.ErrorEvent) string {
+		detail := strings.TrimSpace(m.Stage + " " + m.Code)
+		if m.Message != "" {
+			detail += ": " + m.Message
+		}
+		return detail
+	}),
+	session.TypeContextSummary: payload(func(_ session.Event, m session.ContextSummary) string {
+		return fmt.Sprintf("#%d–#%d summarised", m.FromSeq, m.ToSeq)
+	}),
+	session.TypeDuplicateDelivery: payload(func(_ session.Event, m session.DuplicateDelivery) string {
+		return fmt.Sprintf("Slack delivered %s again (retry %d)", m.TS, m.RetryAttempt)
+	}),
+	session.TypeNotAddressed: payload(func(_ session.Event, m session.NotAddressed) string {
+		return fmt.Sprintf("#%d not answered (%s)", m.MessageSeq, strings.ReplaceAll(m.Reason, "_", " "))
+	}),
+	session.TypeHandedBack: payload(func(e session.Event, m session.HandedBack) string {
+		return fmt.Sprintf("by %s (%s)", e.Actor.ID, m.Source)
+	}),
+	session.TypeThreadMuted:   func(e session.Event) string { return "by " + e.Actor.ID },
+	session.TypeThreadUnmuted: func(e session.Event) string { return "by " + e.Actor.ID },
+	session.TypeTakenOver: func(e session.Event) string {
+		return "by " + e.Actor.ID + "; the bot stays silent until it is handed back"
+	},
 }
 
 // firstLine is s's first line, marked when more follows.
