@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -92,6 +93,19 @@ func TestE2EScheduleTwoReplicasPostOncePerTick(t *testing.T) {
 	}
 	if len(posts) > len(runs) {
 		t.Errorf("%d ticks posted, %d claimed", len(posts), len(runs))
+	}
+	// How long after its time each tick's post was recorded (a retried tick: after its
+	// replica died and its attempt expired, LOGBOOK_LEASE_TTL=2s).
+	var lags []time.Duration
+	for _, r := range runs {
+		if r.TS != "" {
+			lags = append(lags, r.RanAt.Sub(r.At))
+		}
+	}
+	slices.Sort(lags)
+	if len(lags) > 0 {
+		t.Logf("%d ticks, %d posted; tick → post recorded: median %v, max %v", len(runs), len(lags),
+			lags[len(lags)/2].Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond))
 	}
 	// The first tick's thread was answered by the model.
 	first := posts[runs[0].ID()][0]
