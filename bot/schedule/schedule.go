@@ -265,9 +265,10 @@ func dueTicks(spec cron.Schedule, sc session.Schedule, now time.Time, grace time
 	return out
 }
 
-// run posts claimed tick t and starts its session, within the attempt's own time.
+// run posts claimed tick t and starts its session, within the attempt's own time; a tick
+// under way when ctx ends (SIGTERM) is finished, not left to another replica's retry.
 func (s *Scheduler) run(ctx context.Context, t session.Tick) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ClaimTTL*2/3)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ClaimTTL*2/3)
 	defer cancel()
 	log := s.cfg.Log.With().Int64("schedule", t.Schedule.ID).Str("tick", t.ID()).Int("attempt", t.Attempt).Str("channel", t.Schedule.Channel).Logger()
 	late := t.Late || s.clock.Now().Sub(t.At) > s.cfg.Grace
