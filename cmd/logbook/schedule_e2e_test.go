@@ -45,12 +45,27 @@ func (e *e2e) tickPosts() map[string][]slackemu.Message {
 // model answers, and an audit export lists the schedule (added by the admin) and its ticks.
 func TestE2EScheduleTwoReplicasPostOncePerTick(t *testing.T) {
 	t.Parallel()
+	scheduleKill(t, killPeer)
+}
+
+// One replica killed -9 during the schedule and started again at once: the tick it had
+// claimed is taken over by the new process (its post looked for first), and every tick is
+// posted exactly once.
+func TestE2EScheduleRestartPostsOncePerTick(t *testing.T) {
+	t.Parallel()
+	scheduleKill(t, killRestart)
+}
+
+func scheduleKill(t *testing.T, kind failoverKind) {
 	e := newE2E(t, slackemu.Options{})
 	for range 60 {
 		e.model.Push(fakeprovider.Reply{Text: "The queue is short."}, fakeprovider.Reply{Text: "Queue"})
 	}
 	env := []string{"LOGBOOK_ADMINS=" + ada, "LOGBOOK_SCHEDULE_GRACE=10s"}
-	procs := []*proc{e.serve(env...), e.serve(env...)}
+	procs := []*proc{e.serve(env...)}
+	if kind == killPeer {
+		procs = append(procs, e.serve(env...))
+	}
 	if _, err := e.emu.SlashCommand(slackemu.SlashCommand{Command: "/logbook", Text: `schedule add "@every 2s" check the queue depth`}); err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +82,9 @@ func TestE2EScheduleTwoReplicasPostOncePerTick(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-procs[0].done
+	if kind == killRestart {
+		procs = append(procs, e.serve(env...))
+	}
 	killed := len(e.tickPosts())
 	e.waitFor("four more ticks after the kill", func() bool { return len(e.tickPosts()) >= killed+4 })
 	procs[1].cmd.Process.Signal(syscall.SIGTERM)
