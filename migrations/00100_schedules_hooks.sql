@@ -52,6 +52,7 @@ CREATE TABLE schedule_ticks (
     PRIMARY KEY (schedule_id, tick)
 );
 CREATE INDEX schedule_ticks_claimed_at ON schedule_ticks (claimed_at);
+CREATE INDEX schedule_ticks_tick ON schedule_ticks (tick);
 
 CREATE TABLE schedule_tick_attempts (
     schedule_id bigint      NOT NULL,

@@ -149,19 +149,31 @@ func (s *Store) ClaimTick(ctx context.Context, t Tick, owner string, expires tim
 	return t, ok, nil
 }
 
-// sqlStaleTicks are claimed ticks without a run whose newest attempt expired before $1, whose
-// schedule is still there, and which are newer than $2 or their schedule's newest, oldest
-// first.
-const sqlStaleTicks = `SELECT t.schedule_id, t.tick, t.late, t.missed, t.claimed_at, a.attempt,
+// MaxTickAttempts is how many attempts a tick gets: after that it is left unposted (its
+// channel refuses the post, say), and the schedule's next tick runs as usual.
+const MaxTickAttempts = 5
+
+// sqlStaleTicks are claimed ticks without a run whose newest attempt expired before $1, below
+// MaxTickAttempts, whose schedule is still there, and which are newer than $2 or their
+// schedule's newest, oldest first. The candidates are read from the tick index and each
+// schedule's newest tick, not from every tick ever claimed.
+const sqlStaleTicks = `WITH cand AS (
+  SELECT schedule_id, tick FROM schedule_ticks WHERE tick > $2
+  UNION
+  SELECT n.schedule_id, n.tick FROM schedules s
+  JOIN LATERAL (SELECT t.schedule_id, t.tick FROM schedule_ticks t WHERE t.schedule_id = s.id ORDER BY t.tick DESC LIMIT 1) n ON true
+  WHERE NOT EXISTS (SELECT 1 FROM schedule_removals r WHERE r.schedule_id = s.id)
+)
+SELECT t.schedule_id, t.tick, t.late, t.missed, t.claimed_at, a.attempt,
        s.team, s.channel, s.spec, s.prompt, s.added_by, s.added_at
-FROM schedule_ticks t
+FROM cand c
+JOIN schedule_ticks t ON t.schedule_id = c.schedule_id AND t.tick = c.tick
 JOIN schedules s ON s.id = t.schedule_id
 JOIN LATERAL (SELECT attempt, expires_at FROM schedule_tick_attempts a
               WHERE a.schedule_id = t.schedule_id AND a.tick = t.tick ORDER BY attempt DESC LIMIT 1) a ON true
-WHERE a.expires_at < $1
+WHERE a.expires_at < $1 AND a.attempt < $3
   AND NOT EXISTS (SELECT 1 FROM schedule_tick_runs r WHERE r.schedule_id = t.schedule_id AND r.tick = t.tick)
   AND NOT EXISTS (SELECT 1 FROM schedule_removals r WHERE r.schedule_id = t.schedule_id)
-  AND (t.tick > $2 OR NOT EXISTS (SELECT 1 FROM schedule_ticks n WHERE n.schedule_id = t.schedule_id AND n.tick > t.tick))
 ORDER BY t.claimed_at LIMIT 50`
 
 const sqlNextAttempt = `INSERT INTO schedule_tick_attempts (schedule_id, tick, attempt, owner, expires_at) VALUES ($1, $2, $3, $4, $5)
@@ -170,9 +182,10 @@ ON CONFLICT DO NOTHING`
 // RetryTicks takes over the ticks whose post was never recorded and whose last attempt expired
 // before now (its replica died, or gave up) — those after since, and any schedule's newest
 // (an older one was superseded by a newer tick: a missed tick runs at most once): each is
-// returned to one caller only, with its next attempt, owned by owner until expires.
+// returned to one caller only, with its next attempt, owned by owner until expires. A tick
+// gets MaxTickAttempts attempts at most.
 func (s *Store) RetryTicks(ctx context.Context, owner string, now, since, expires time.Time) ([]Tick, error) {
-	rows, err := s.pool.Query(ctx, sqlStaleTicks, now.UTC(), since.UTC())
+	rows, err := s.pool.Query(ctx, sqlStaleTicks, now.UTC(), since.UTC(), MaxTickAttempts)
 	if err != nil {
 		return nil, fmt.Errorf("read unfinished ticks: %w", err)
 	}

@@ -78,6 +78,23 @@ func TestScheduleTicksAreClaimedOnce(t *testing.T) {
 	if err != nil || len(runs) != 1 || runs[0].TS != "1700000000.000100" || !runs[0].Found || runs[0].Attempt != 2 {
 		t.Fatalf("runs %+v %v", runs, err)
 	}
+	// A tick that never gets posted has MaxTickAttempts attempts, then is left.
+	next := session.Tick{Schedule: sc, At: now.Add(2 * time.Second)}
+	if _, ok, err := st.ClaimTick(ctx, next, "a", now); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	attempts := 1
+	for i := range 10 {
+		at := now.Add(time.Duration(i+1) * time.Minute)
+		got, err := st.RetryTicks(ctx, "a", at, now.Add(-time.Hour), at.Add(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		attempts += len(got)
+	}
+	if attempts != session.MaxTickAttempts {
+		t.Fatalf("%d attempts, want %d", attempts, session.MaxTickAttempts)
+	}
 	if _, err := st.RemoveSchedule(ctx, "T1", sc.ID, "U2"); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +105,7 @@ func TestScheduleTicksAreClaimedOnce(t *testing.T) {
 		t.Fatal("a removed schedule's tick was claimed")
 	}
 	all, err := st.Schedules(ctx, "T1", "", true)
-	if err != nil || len(all) != 1 || !all[0].Removed || all[0].RemovedBy != "U2" || !all[0].LastTick.Equal(now) {
+	if err != nil || len(all) != 1 || !all[0].Removed || all[0].RemovedBy != "U2" || !all[0].LastTick.Equal(next.At) {
 		t.Fatalf("schedules %+v %v", all, err)
 	}
 	if live, _ := st.Schedules(ctx, "T1", "", false); len(live) != 0 {

@@ -196,7 +196,10 @@ const maxDue = 1_000_000
 func (s *Scheduler) Pass(ctx context.Context) error {
 	now := s.clock.Now()
 	var errs []error
-	retry, err := s.store.RetryTicks(ctx, s.cfg.Owner, now, now.Add(-s.cfg.Grace), now.Add(s.cfg.ClaimTTL))
+	// A tick whose replica died is retried while it is within its grace plus the time its
+	// attempts may take, or while it is its schedule's newest.
+	since := now.Add(-s.cfg.Grace - session.MaxTickAttempts*s.cfg.ClaimTTL)
+	retry, err := s.store.RetryTicks(ctx, s.cfg.Owner, now, since, now.Add(s.cfg.ClaimTTL))
 	if err != nil {
 		errs = append(errs, err)
 	}
