@@ -212,6 +212,9 @@ func TestE2EHookStartsASession(t *testing.T) {
 	if um := e.events(s.ID, session.TypeUserMessage); len(um) != 1 || um[0].Actor.ID != "hook/alerts" {
 		t.Fatalf("first message: %+v", um)
 	}
+	if out := e.run("transcript", s.ID.String()); !strings.Contains(out, "An alert fired") || !strings.Contains(out, "rotate the logs") {
+		t.Fatalf("transcript:\n%s", out)
+	}
 	dir := t.TempDir()
 	today := time.Now().UTC().Format("2006-01-02")
 	tomorrow := time.Now().UTC().Add(24 * time.Hour).Format("2006-01-02")
