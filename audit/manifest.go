@@ -20,7 +20,8 @@ import (
 	"github.com/logbook/logbook/session"
 )
 
-// Manifest describes an export. Every time is UTC (TimeZone says so explicitly).
+// Manifest describes an export. Every time is UTC (TimeZone says so explicitly). It is the
+// export's own versioned format: its counters look like session payloads' but are not them.
 type Manifest struct {
 	FormatVersion int           `json:"format_version"`
 	Generator     Generator     `json:"generator"`

@@ -34,6 +34,11 @@ type Cell struct {
 	reason string
 	poke   chan struct{}
 	evict  chan struct{}
+	// settled, when set (a cell the start or a poll woke, counted against WakeLimit), is
+	// called once when the cell first has no work left, or exits; exit is why it exited,
+	// for the runner once run returns.
+	settled func()
+	exit    string
 
 	log   zerolog.Logger
 	sess  session.Session
@@ -59,7 +64,11 @@ const maxTurnFailures = 6
 func (c *Cell) run(ctx context.Context) {
 	d := c.deps
 	exit := "error"
-	defer func() { d.Probe.cellExited(c.id, exit) }()
+	defer func() {
+		c.exit = exit
+		c.settle()
+		d.Probe.cellExited(c.id, exit)
+	}()
 	c.log = d.Log.With().Str("session_id", c.id.String()).Logger()
 	sess, err := d.Store.Session(ctx, c.id)
 	if err != nil {
@@ -175,6 +184,14 @@ func (c *Cell) leave(ctx context.Context, reason string) (exit string, handOver 
 	}
 	c.log.Debug().Str("reason", reason).Bool("hand_over", handOver).Msg("cell evicted")
 	return reason, handOver
+}
+
+// settle gives back the cell's room under WakeLimit, once.
+func (c *Cell) settle() {
+	if f := c.settled; f != nil {
+		c.settled = nil
+		f()
+	}
 }
 
 func hasWork(st turnState) bool { return st.open || st.lastUser > st.through }
@@ -302,6 +319,7 @@ func (c *Cell) loop(ctx context.Context) string {
 			idleAt = d.Clock.Now().Add(d.cfg.IdleTimeout)
 			continue
 		}
+		c.settle() // no work left: the room it took goes to the next session
 		select {
 		case <-ctx.Done():
 			return "shutdown"

@@ -9,7 +9,9 @@
 // (team, channel, thread ts) idempotently, appends the event with the idempotency key
 // team/channel/ts, and only then acks. If the append fails the envelope is not acked and
 // Slack delivers it again. Envelopes it ignores are acked at once. It then signals the
-// session's cell (in process and through PostgreSQL NOTIFY).
+// session (Runner.Signal), which wakes one replica only: a cell running here is poked with no
+// statement; otherwise one statement (session.Store.NotifyOwner) NOTIFYs the live lease owner
+// alone, and when nobody holds the session the cell starts here.
 //
 // Handled: messages in public channels (channel_type "channel", or conversations.info says
 // not private, not a DM) with no subtype, thread_broadcast or file_share; message_changed
@@ -28,8 +30,9 @@
 // database refuses appends from a stale one), reads the log once (cellLog keeps it in memory
 // and afterwards reads only what others appended), and runs turns while the log shows work.
 // Its first write carries cell_woken. After the idle timeout it appends cell_evicted, closes
-// its sandbox, releases the lease and exits, keeping nothing in memory. On start the runner
-// wakes every session with an unfinished turn; a crash is a replay.
+// its sandbox, releases the lease and exits, keeping nothing in memory. On start (and on
+// each poll) the runner wakes the sessions with an unfinished turn, oldest first, at most
+// RunnerConfig.WakeLimit (LOGBOOK_WAKE_LIMIT) of them until some go idle; a crash is a replay.
 //
 // # Failover
 //

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
@@ -144,6 +145,7 @@ type harnessOptions struct {
 	orphan        time.Duration // the dead-owner poll; default the runner's
 	maxReplies    int
 	replyWindow   time.Duration
+	wakeLimit     int // RunnerConfig.WakeLimit
 	threadReplies bot.ThreadReplies
 	footer        bot.Footer
 	titler        bot.Titler
@@ -198,6 +200,9 @@ type harnessOptions struct {
 	// statements; modelHarness: model and tool calls, with traceContent their text).
 	tracer       trace.TracerProvider
 	traceContent bool
+	// statements, when set, sees every statement of the replicas' shared pool (it wins over
+	// tracer's statement tracing): a test counts what the bot asks the database.
+	statements pgx.QueryTracer
 }
 
 func newHarness(t testing.TB, agent bot.Agent, o harnessOptions) *harness {
@@ -213,6 +218,9 @@ func newHarness(t testing.TB, agent bot.Agent, o harnessOptions) *harness {
 	popts := session.PoolOptions{Role: "logbook_app"}
 	if o.tracer != nil {
 		popts.Tracer = telemetry.PgxTracer(o.tracer)
+	}
+	if o.statements != nil {
+		popts.Tracer = o.statements
 	}
 	pool, err := session.Connect(context.Background(), dbURL, popts)
 	if err != nil {
@@ -329,7 +337,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
-		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: o.orphan, ClaimCheck: o.claimCheck, MaxReplies: o.maxReplies,
+		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: o.orphan, ClaimCheck: o.claimCheck, MaxReplies: o.maxReplies, WakeLimit: o.wakeLimit,
 			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Repos: repos, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL, CatchUp: o.catchUp},
 		Delivery: o.delivery,

@@ -45,12 +45,20 @@ type RunnerConfig struct {
 	// handed over (lease released, a peer woken through NOTIFY); default 20s.
 	DrainTimeout time.Duration
 	// MaxReplies caps the replies of one thread per ReplyWindow (default a minute; a turn over
-	// the cap waits): a safety net against bot-to-bot loops. Default 10; negative: no cap.
+	// the cap waits, then answers every message the thread got meanwhile in one reply): a
+	// safety net against bot-to-bot loops (LOGBOOK_THREAD_REPLIES_PER_MINUTE). Default 10;
+	// negative: no cap.
 	MaxReplies  int
 	ReplyWindow time.Duration
 	// WakeWindow bounds how far back the poll and wake look for unfinished work; default 7 days.
 	WakeWindow time.Duration
-	Where      brain.Where // workspace and bot name for the system prompt; channel and thread are filled per session
+	// WakeLimit (LOGBOOK_WAKE_LIMIT) is the most cells the start, the poll and the dead-owner
+	// poll have woken and not yet seen idle at once: a replica that comes back to a backlog
+	// works through it this many sessions at a time, oldest first, instead of waking them all
+	// together. Cells woken by a message or a peer's signal do not count. Default 32; negative:
+	// no limit.
+	WakeLimit int
+	Where     brain.Where // workspace and bot name for the system prompt; channel and thread are filled per session
 	// ThreadReplies says which messages of a session's thread are answered (default
 	// RepliesAddressed); the rest are recorded with a not_addressed marker.
 	ThreadReplies ThreadReplies
@@ -119,7 +127,13 @@ type Runner struct {
 	cells   map[session.ID]*Cell
 	stopped bool
 	wg      sync.WaitGroup
-	notify  chan session.ID
+	notify  chan signal
+	// admitted counts the cells the start and the polls woke that have not been idle yet
+	// (RunnerConfig.WakeLimit); backlog says a poll left pending sessions for want of room,
+	// and refill asks Run to poll again once half the room is free.
+	admitted int
+	backlog  bool
+	refill   chan struct{}
 
 	// claimed is true while the LISTEN connection holds this runner's liveness claim, and
 	// claimLost is closed when that claim ends (a new channel for each claim; guarded by
@@ -152,6 +166,9 @@ func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 	cfg.DrainTimeout = nonZero(cfg.DrainTimeout, 20*time.Second)
 	cfg.ClaimCheck = nonZero(cfg.ClaimCheck, 5*time.Second)
 	cfg.WakeWindow = nonZero(cfg.WakeWindow, 7*24*time.Hour)
+	if cfg.WakeLimit == 0 {
+		cfg.WakeLimit = DefaultWakeLimit
+	}
 	if cfg.MaxReplies == 0 {
 		cfg.MaxReplies = 10
 	}
@@ -165,7 +182,7 @@ func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 	d.Clock = clockOr(d.Clock)
 	base, cancel := context.WithCancel(context.Background())
 	r := &Runner{base: base, cancel: cancel, log: d.Log, store: d.Store, dbURL: d.DatabaseURL, cfg: cfg,
-		cells: map[session.ID]*Cell{}, notify: make(chan session.ID, 1024), draining: make(chan struct{}),
+		cells: map[session.ID]*Cell{}, notify: make(chan signal, 1024), refill: make(chan struct{}, 1), draining: make(chan struct{}),
 		firstClaim: make(chan struct{})}
 	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, draining: r.draining}
 	if d.DatabaseURL != "" {
@@ -181,14 +198,48 @@ func nonZero(d, def time.Duration) time.Duration {
 	return d
 }
 
-// Signal tells the session's cell there is new work: in this process at once, and to other
-// replicas through NOTIFY. It never blocks.
-func (r *Runner) Signal(id session.ID) {
-	r.wake(id, "message")
-	select {
-	case r.notify <- id:
-	default: // the poll catches it
+// DefaultWakeLimit is RunnerConfig.WakeLimit's default: enough cells at once to keep a
+// backlog moving at the pace of the model calls, few enough that their appends and lease
+// renewals stay a small share of a connection pool and of Postgres (ten replicas: 320).
+const DefaultWakeLimit = 32
+
+// Signal tells the session's cell there is new work, and wakes only the replica that runs
+// it: a cell running here is poked, with no statement at all; otherwise the notifier asks the
+// database for the session's live lease owner, which alone is signalled (NOTIFY naming it),
+// and when no other replica holds one the cell starts here (this replica stored the work, so
+// it is awake already). It never blocks.
+func (r *Runner) Signal(id session.ID) { r.route(signal{id: id}) }
+
+// signal is a session to route to the replica that runs it; again says it is routed a
+// second time (its cell here found the lease held by a replica the first routing missed).
+type signal struct {
+	id    session.ID
+	again bool
+}
+
+func (r *Runner) route(s signal) {
+	if r.poke(s.id) {
+		return
 	}
+	select {
+	case r.notify <- s:
+	default:
+		r.wake(s.id, "message") // the notifier is behind: the lease decides who runs it
+	}
+}
+
+// poke pokes the session's cell if one runs here, and reports whether one does.
+func (r *Runner) poke(id session.ID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.cells[id]
+	if ok {
+		select {
+		case c.poke <- struct{}{}:
+		default:
+		}
+	}
+	return ok
 }
 
 // Active returns the number of cells running in this process.
@@ -215,18 +266,41 @@ func (r *Runner) Evict() {
 func (r *Runner) wake(id session.ID, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.wakeLocked(id, reason, false, false)
+}
+
+// admit is wake for the start and the polls: a new cell counts against WakeLimit, and none
+// starts once the limit is reached (the session waits for the next poll). It reports whether
+// the session has a cell now.
+func (r *Runner) admit(id session.ID, reason string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.cells[id]; !ok && r.cfg.WakeLimit > 0 && r.admitted >= r.cfg.WakeLimit {
+		r.backlog = true
+		return false
+	}
+	return r.wakeLocked(id, reason, r.cfg.WakeLimit > 0, false)
+}
+
+// wakeLocked is wake under r.mu; counted says the cell counts against WakeLimit, routed that
+// it was routed here a second time (see signal).
+func (r *Runner) wakeLocked(id session.ID, reason string, counted, routed bool) bool {
 	if c, ok := r.cells[id]; ok {
 		select {
 		case c.poke <- struct{}{}:
 		default:
 		}
-		return
+		return true
 	}
 	if r.stopped {
-		return
+		return false
 	}
 	c := &Cell{deps: r.deps, id: id, reason: reason, poke: make(chan struct{}, 1), evict: make(chan struct{}, 1),
 		carried: carried{copied: map[string]bool{}}}
+	if counted {
+		r.admitted++
+		c.settled = r.settled
+	}
 	r.cells[id] = c
 	r.deps.Metrics.cellsActive.Inc()
 	r.wg.Go(func() {
@@ -236,10 +310,54 @@ func (r *Runner) wake(id session.ID, reason string) {
 		pending := len(c.poke) > 0 // a signal that reached the cell as it was exiting
 		r.mu.Unlock()
 		r.deps.Metrics.cellsActive.Dec()
-		if pending {
+		switch {
+		case c.exit == "held" && (pending || reason == "message") && !routed:
+			// Another replica took the session after the routing found nobody: signal it
+			// (once: a second miss is left to the poll).
+			r.route(signal{id: id, again: true})
+		case pending && c.exit != "held":
 			r.wake(id, "message")
 		}
 	})
+	return true
+}
+
+// settled is called once by each admitted cell when it has no work left (it waits idle) or
+// exits: its room goes to the next pending session, and once half the room is free while a
+// backlog waits, Run polls again without waiting for the poll interval.
+func (r *Runner) settled() {
+	r.mu.Lock()
+	r.admitted--
+	again := r.backlog && r.admitted <= r.cfg.WakeLimit/2
+	if again {
+		r.backlog = false
+	}
+	r.mu.Unlock()
+	if again {
+		select {
+		case r.refill <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// room is how many more cells the polls may wake now (-1: no limit), and the sessions that
+// have a cell here (a poll skips them).
+func (r *Runner) room() (int, []session.ID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	running := make([]session.ID, 0, len(r.cells))
+	for id := range r.cells {
+		running = append(running, id)
+	}
+	if r.cfg.WakeLimit <= 0 {
+		return -1, running
+	}
+	n := r.cfg.WakeLimit - r.admitted
+	if n <= 0 {
+		r.backlog = true
+	}
+	return max(n, 0), running
 }
 
 // Run wakes sessions with unfinished work, then listens and polls until ctx ends. Then it
@@ -275,6 +393,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-orphans:
 			r.orphans(ctx)
 			orphans = r.deps.Clock.After(r.cfg.OrphanInterval)
+		case <-r.refill:
+			r.poll(ctx, "poll") // room was made for a backlog
 		}
 	}
 }
@@ -303,48 +423,82 @@ func (r *Runner) drain() {
 	r.log.Info().Int("cells", n).Msg("drained: every session handed over")
 }
 
-// orphans wakes every session with work whose lease belongs to a dead replica.
+// orphans wakes the sessions with work whose lease belongs to a dead replica, oldest first,
+// as many as WakeLimit leaves room for.
 func (r *Runner) orphans(ctx context.Context) {
-	ids, err := r.store.Orphaned(ctx, r.cfg.Owner, r.cfg.WakeWindow)
-	if err != nil {
-		if ctx.Err() == nil {
-			r.log.Warn().Err(err).Msg("look for sessions of dead replicas")
-		}
-		return
-	}
-	for _, id := range ids {
-		r.wake(id, "orphan")
-	}
+	r.wakeSome(ctx, "orphan", r.store.OrphanedWith, "look for sessions of dead replicas")
 }
 
-// poll wakes every session with a user message no completed turn answered, unless another
-// replica holds its lease.
+// poll wakes the sessions with a user message no completed turn answered, unless another
+// replica holds its lease: oldest first, as many as WakeLimit leaves room for (the rest wait
+// for the room their cells leave, or the next poll).
 func (r *Runner) poll(ctx context.Context, reason string) {
-	ids, err := r.store.Pending(ctx, r.cfg.Owner, r.cfg.WakeWindow)
+	r.wakeSome(ctx, reason, r.store.PendingWith, "look for sessions with unfinished turns")
+}
+
+func (r *Runner) wakeSome(ctx context.Context, reason string,
+	list func(context.Context, string, time.Duration, session.WakeOptions) ([]session.ID, error), what string) {
+	room, running := r.room()
+	if room == 0 {
+		r.deps.Metrics.wakesDeferred.Inc()
+		return
+	}
+	ids, err := list(ctx, r.cfg.Owner, r.cfg.WakeWindow, session.WakeOptions{Limit: max(room, 0), Skip: running})
 	if err != nil {
 		if ctx.Err() == nil {
-			r.log.Warn().Err(err).Msg("look for sessions with unfinished turns")
+			r.log.Warn().Err(err).Msg(what)
 		}
 		return
 	}
+	full := room > 0 && len(ids) == room
 	for _, id := range ids {
-		r.wake(id, reason)
+		if !r.admit(id, reason) {
+			full = true
+		}
+	}
+	if full {
+		r.mu.Lock()
+		r.backlog = true
+		r.mu.Unlock()
+		r.deps.Metrics.wakesDeferred.Inc()
 	}
 }
 
-// notifier sends NOTIFY for signalled sessions so the replica that holds one wakes its cell.
+// notifier routes signalled sessions with no cell here: to the replica that holds the
+// session's live lease (one NOTIFY, which only that replica reads), or, when none does, to a
+// cell here. A stopping runner starts no cell: it signals every peer instead, and one takes
+// the session.
 func (r *Runner) notifier(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case id := <-r.notify:
-			// The payload names the sender, whose own listener ignores it.
-			if err := r.store.Notify(ctx, id, r.cfg.Owner); err != nil && ctx.Err() == nil {
-				r.log.Debug().Err(err).Msg("notify; the other replicas' poll will find the session")
+		case s := <-r.notify:
+			id := s.id
+			owner, err := r.store.NotifyOwner(ctx, id, r.cfg.Owner)
+			if err != nil && ctx.Err() == nil {
+				r.log.Debug().Err(err).Msg("notify the lease owner; running the session here")
 			}
+			if owner != "" {
+				continue
+			}
+			if r.isStopped() {
+				if err := r.store.Notify(ctx, id, r.cfg.Owner); err != nil && ctx.Err() == nil {
+					r.log.Debug().Err(err).Msg("notify; the other replicas' poll will find the session")
+				}
+				continue
+			}
+			r.mu.Lock()
+			r.wakeLocked(id, "message", false, s.again)
+			r.mu.Unlock()
 		}
 	}
+}
+
+func (r *Runner) isStopped() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopped
 }
 
 // listen keeps a dedicated connection LISTENing for other replicas' signals. After every

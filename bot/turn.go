@@ -164,8 +164,20 @@ func (t *turn) start(ctx context.Context) (answer bool, err error) {
 	st := &t.state
 	h := hearAll(t.threadReplies(), t.flog.snapshot(), st.through, st.lastUser)
 	if h.answer && h.canned == "" {
-		if err := t.replyBudget(ctx); err != nil {
+		waited, err := t.replyBudget(ctx)
+		if err != nil {
 			return false, err
+		}
+		if waited {
+			// What the thread said while it was capped is answered by this turn, all of it:
+			// a burst costs one reply, not one wait and one reply per message.
+			if err := t.flog.sync(ctx); err != nil {
+				return false, err
+			}
+			if now := readTurnState(t.flog.snapshot()); now.lastUser > st.lastUser {
+				st.lastUser, st.lastUserMsg = now.lastUser, now.lastUserMsg
+				h = hearAll(t.threadReplies(), t.flog.snapshot(), st.through, st.lastUser)
+			}
 		}
 	}
 	evs := append([]session.NewEvent{{Type: session.TypeTurnStarted, Actor: cellActor,
@@ -502,28 +514,30 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 }
 
 // replyBudget waits until the thread may get another reply: replies per thread are capped
-// (RunnerConfig.MaxReplies per ReplyWindow), a safety net against bot-to-bot ping-pong that
-// slips past the filters: a chain of two bots answering each other never exceeds the cap.
-func (t *turn) replyBudget(ctx context.Context) error {
+// (RunnerConfig.MaxReplies per ReplyWindow, LOGBOOK_THREAD_REPLIES_PER_MINUTE), a safety net
+// against bot-to-bot ping-pong that slips past the filters: a chain of two bots answering
+// each other never exceeds the cap. It reports whether it waited (the thread may have said
+// more meanwhile).
+func (t *turn) replyBudget(ctx context.Context) (waited bool, err error) {
 	limit := t.cfg.MaxReplies
 	if limit < 0 {
-		return nil
+		return false, nil
 	}
 	evs := session.Select(t.flog.snapshot(), session.Range{Types: []session.Type{session.TypeDelivered}, Desc: true, Limit: limit})
 	if len(evs) < limit {
-		return nil
+		return false, nil
 	}
 	wait := evs[limit-1].CreatedAt.Add(t.cfg.ReplyWindow).Sub(t.clock.Now())
 	if wait <= 0 {
-		return nil
+		return false, nil
 	}
 	t.log.Warn().Dur("wait", wait).Msg("cell: reply cap reached for this thread; waiting")
 	t.metrics.replyCapWaits.Inc()
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	case <-t.clock.After(wait):
-		return nil
+		return true, nil
 	}
 }
 

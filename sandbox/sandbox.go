@@ -15,7 +15,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Errors returned by providers and sandboxes. Callers branch with errors.Is.
+// Errors returned by providers and sandboxes. Callers branch with errors.Is. (session and
+// slackemu keep lists alike in shape: each package names the errors it returns.)
 var (
 	// ErrLost means the sandbox is gone: its sentinel process was killed from
 	// outside, its workspace vanished, or it was closed. The caller records

@@ -34,7 +34,9 @@
 // logbook_append for user_message and the turn markers, inside the append's transaction and
 // under its lock; a user_message updates its session's row in place), so [Store.Pending] —
 // the poll every replica runs — costs what the pending sessions cost, not what the log
-// holds, and a retention purge of payloads does not change it. [Store.Notify] signals other replicas through PostgreSQL NOTIFY; [Listen] holds the
+// holds, and a retention purge of payloads does not change it. [Store.NotifyOwner] signals the one replica that holds a session's live lease
+// through PostgreSQL NOTIFY (the others' listeners drop it unread), [Store.Notify] every
+// replica; [Store.PendingWith] bounds a poll to the oldest sessions. [Listen] holds the
 // dedicated LISTEN connection and calls its catch-up only once LISTEN is in place, so nothing
 // signalled while it was away is lost. Signals are hints: Pending finds the work without them.
 //

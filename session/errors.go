@@ -5,7 +5,8 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Callers use errors.Is.
+// Sentinel errors. Callers use errors.Is. (sandbox and slackemu keep lists alike in shape:
+// each package names the errors it returns.)
 var (
 	// ErrNotFound: no such session (or event).
 	ErrNotFound = errors.New("not found")

@@ -491,7 +491,8 @@ type PullRequest struct {
 // not, or which git service it was); the bytes each way; for a push, the refs it asked to
 // update (Refs) and those the repository reported updated (Pushed): a push is allowed when
 // the repository took at least one ref, and Reason says why any other was not taken.
-// Records made before Pushed was recorded have none: they prove no push.
+// Records made before Pushed was recorded have none: they prove no push. (Its counters look
+// like audit.Manifest's, which is the export's own format.)
 type EgressConnection struct {
 	Kind       string   `json:"kind"`
 	Host       string   `json:"host"`

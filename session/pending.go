@@ -51,6 +51,41 @@ func (s *Store) Pending(ctx context.Context, owner string, window time.Duration)
 	return column[ID](ctx, s, "list sessions with pending work", sqlPending, window, owner)
 }
 
+// WakeOptions bound PendingWith and OrphanedWith, for a replica that wakes only so many
+// cells at once (LOGBOOK_WAKE_LIMIT): the sessions come oldest first (by their last user
+// message), at most Limit of them (0: all), none of Skip (the sessions it runs already).
+type WakeOptions struct {
+	Limit int
+	Skip  []ID
+}
+
+// sqlBounded bounds the candidates of sqlPending or sqlOrphaned ($3: sessions to skip, $4:
+// the most rows, NULL for all), oldest first: the scan of session_work_pending is in its key
+// order already (the hour), and only the candidates of one hour are sorted.
+const sqlBounded = `
+  AND NOT (w.session_id = ANY($3::uuid[]))
+ORDER BY w.last_message_hour, w.last_message_at, w.session_id
+LIMIT $4::bigint`
+
+// PendingWith is Pending, bounded by o.
+func (s *Store) PendingWith(ctx context.Context, owner string, window time.Duration, o WakeOptions) ([]ID, error) {
+	return column[ID](ctx, s, "list sessions with pending work", sqlPending+sqlBounded, window, owner, skipIDs(o), wakeLimit(o))
+}
+
+func skipIDs(o WakeOptions) []ID {
+	if o.Skip == nil {
+		return []ID{}
+	}
+	return o.Skip
+}
+
+func wakeLimit(o WakeOptions) any {
+	if o.Limit <= 0 {
+		return nil
+	}
+	return int64(o.Limit)
+}
+
 // sqlOrphaned is sqlPending restricted to sessions whose unexpired lease belongs to a dead
 // owner: the same partial-index scan of pending sessions, then one lease row and one lock
 // try per candidate, so it may run far more often than the poll.
@@ -70,9 +105,42 @@ func (s *Store) Orphaned(ctx context.Context, owner string, window time.Duration
 	return column[ID](ctx, s, "list sessions of dead owners", sqlOrphaned, window, owner)
 }
 
+// OrphanedWith is Orphaned, bounded by o.
+func (s *Store) OrphanedWith(ctx context.Context, owner string, window time.Duration, o WakeOptions) ([]ID, error) {
+	return column[ID](ctx, s, "list sessions of dead owners", sqlOrphaned+sqlBounded, window, owner, skipIDs(o), wakeLimit(o))
+}
+
 // notifyChannel is the PostgreSQL NOTIFY channel of session signals. A payload is the
-// session id, a space, and the sender's name.
+// session id, a space, and the sender's name; a signal for one replica (NotifyOwner) adds a
+// tab and that replica's name, and the other replicas' listeners drop it unread.
 const notifyChannel = "logbook_session"
+
+// sqlNotifyOwner signals the live owner of the session's lease, other than the sender, and
+// names it; no row (nothing sent) when there is none: no lease, an expired one, the sender's
+// own, or a claimed one whose owner's liveness claim is free (a dead replica).
+const sqlNotifyOwner = `
+SELECT l.owner, pg_notify('` + notifyChannel + `', l.session_id::text || ' ' || $2::text || E'\t' || l.owner)
+FROM leases l
+WHERE l.session_id = $1::uuid AND l.expires_at > clock_timestamp() AND l.owner <> $2
+  AND NOT (l.claimed AND logbook_claim_free(l.owner))`
+
+// NotifyOwner signals session id's new work to the one replica that runs it: the live owner
+// of its lease, when that is not sender, whose name it returns. It returns "" and sends
+// nothing when no other live owner holds the lease: the caller runs the session itself (it
+// takes the lease). One statement, whatever the number of replicas; the others are not
+// woken (ListenClaimed drops a signal for another owner). As with Notify, the signal is a
+// hint that may be lost.
+func (s *Store) NotifyOwner(ctx context.Context, id ID, sender string) (string, error) {
+	var owner string
+	err := s.pool.QueryRow(ctx, sqlNotifyOwner, id, sender).Scan(&owner, nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("notify the owner of session %s: %w", id, err)
+	}
+	return owner, nil
+}
 
 // Notify signals every Listen on the database that session id has new work. sender names
 // the signalling process (e.g. a lease owner) so that its own listener can ignore the
@@ -120,7 +188,8 @@ var ErrListenUnresponsive = errors.New("the LISTEN connection did not answer its
 // LISTEN are in place: from then until ListenClaimed returns, owner may take leases with
 // LeaseOptions.Claimed. When it returns the claim is gone, or can no longer be proven held (a
 // connection that failed its check: the server, or a new primary after a failover, may have
-// freed it already), so the caller must stop what it does under the claim at once.
+// freed it already), so the caller must stop what it does under the claim at once. Signals
+// NotifyOwner sent to another owner are dropped without a call to notified.
 func ListenClaimed(ctx context.Context, dsn, owner string, opt ListenOptions, listening func(), notified func(id ID, sender string)) error {
 	if owner == "" {
 		return errors.New("listen claimed: no owner")
@@ -172,14 +241,15 @@ func listen(ctx context.Context, dsn, owner string, opt ListenOptions, listening
 		return fmt.Errorf("listen: %w", err)
 	}
 	listening()
-	err = wait(ctx, conn, opt, notified)
+	err = wait(ctx, conn, owner, opt, notified)
 	dead = errors.Is(err, ErrListenUnresponsive)
 	return err
 }
 
 // wait reads signals and checks the connection every opt.CheckEvery, until either fails or
-// ctx ends.
-func wait(ctx context.Context, conn *pgx.Conn, opt ListenOptions, notified func(id ID, sender string)) error {
+// ctx ends. A signal for one replica (NotifyOwner) that is not owner is dropped (owner "":
+// none is).
+func wait(ctx context.Context, conn *pgx.Conn, owner string, opt ListenOptions, notified func(id ID, sender string)) error {
 	every := opt.CheckEvery
 	if every <= 0 {
 		every = 5 * time.Second
@@ -225,6 +295,10 @@ func wait(ctx context.Context, conn *pgx.Conn, opt ListenOptions, notified func(
 		id, err := ParseID(sid)
 		if err != nil {
 			continue
+		}
+		sender, to, targeted := strings.Cut(sender, "\t")
+		if targeted && owner != "" && to != owner {
+			continue // for another replica, which holds the session's lease
 		}
 		notified(id, sender)
 	}

@@ -141,6 +141,7 @@ func ParsePrices(s string) (Prices, error) {
 	for k, v := range builtin {
 		p.entries[k] = v
 	}
+	// The key=value,… loop of every list setting (LOGBOOK_BUDGET, LOGBOOK_OIDC_ROLES, …): each checks its own values.
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if f == "" {

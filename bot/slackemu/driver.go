@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// Driver errors, wrapped with the ids involved; test them with errors.Is.
+// Driver errors, wrapped with the ids involved; test them with errors.Is. (The emulator's
+// own, alike in shape to session's and sandbox's lists: each package names what it returns.)
 var (
 	ErrNotFound     = errors.New("slackemu: not found")
 	ErrNotInChannel = errors.New("slackemu: user not in channel")

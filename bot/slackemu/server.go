@@ -145,6 +145,7 @@ func Start(opts Options) (*Server, error) {
 		}
 	}
 
+	// Slack's endpoints (Web API, Socket Mode, response_url, files), not the web pages' routes they resemble.
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.handleAPI)
 	mux.HandleFunc("/link/", s.handleSocket)
@@ -180,7 +181,8 @@ func Run(ctx context.Context, opts Options, ready func(*Server)) error {
 }
 
 // Close stops serving, closes every socket, stops every timer and waits for all
-// goroutines the server started. It is idempotent.
+// goroutines the server started. It is idempotent (the same mutex-guarded once as
+// pgtest.Proxy.Close: two test fixtures in packages that share nothing else).
 func (s *Server) Close() {
 	s.mu.Lock()
 	if s.closed {

@@ -65,6 +65,7 @@ const (
 // group * for everyone the provider signs in): "logbook-readers=reader,sec-audit=auditor".
 func ParseRoles(s string) (map[string]Role, error) {
 	roles := map[string]Role{}
+	// The key=value,… loop of every list setting (LOGBOOK_PRICES, LOGBOOK_BUDGET, …): each checks its own values.
 	for _, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {

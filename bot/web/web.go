@@ -146,6 +146,7 @@ func Handler(cfg Config) (http.Handler, error) {
 		log:  cfg.Log.With().Str("component", "web").Logger(),
 	}
 	s.connects.pending = map[string]pendingConnect{}
+	// The pages' routes; slackemu's mux, alike in shape, serves Slack's endpoints.
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.list)
 	mux.HandleFunc("GET /sessions/{id}", s.view)

@@ -438,6 +438,7 @@ func reportExport(e env, m audit.Manifest, out string) error {
 	return nil
 }
 
+// newAuditKeygenCmd is `logbook audit keygen` (every subcommand has cobra's Use/Short/Args/RunE shape; what it runs is its own).
 func newAuditKeygenCmd(e env) *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
@@ -1016,6 +1017,7 @@ Runs as logbook_retention (LOGBOOK_RETENTION_DATABASE_URL).`,
 	return cmd
 }
 
+// newAuditRunsCmd is `logbook audit runs` (cobra's shape, as every subcommand; what it runs is its own).
 func newAuditRunsCmd(e env) *cobra.Command {
 	var name string
 	cmd := &cobra.Command{

@@ -69,6 +69,14 @@ func envInt(e env, name string) (int, error) {
 	return envPositive(e, name, "a positive whole number", strconv.Atoi)
 }
 
+// envIntOrOff reads a positive whole number or "off" (returned as -1); unset is 0.
+func envIntOrOff(e env, name string) (int, error) {
+	if strings.EqualFold(strings.TrimSpace(e.getenv(name)), "off") {
+		return -1, nil
+	}
+	return envPositive(e, name, `a positive whole number or "off"`, strconv.Atoi)
+}
+
 // envBytes reads a size in bytes, with an optional K, M, G or T suffix (powers of 1024, an
 // optional "iB" or "B" after it): "512M", "2GiB", "1048576". Unset is 0.
 func envBytes(e env, name string) (int64, error) {
@@ -304,6 +312,12 @@ func (cfg *serveConfig) readRuntime(e env) error {
 		return err
 	}
 	if cfg.DrainTimeout, err = envDuration(e, "LOGBOOK_DRAIN_TIMEOUT"); err != nil {
+		return err
+	}
+	if cfg.WakeLimit, err = envIntOrOff(e, "LOGBOOK_WAKE_LIMIT"); err != nil {
+		return err
+	}
+	if cfg.RepliesPerMinute, err = envIntOrOff(e, "LOGBOOK_THREAD_REPLIES_PER_MINUTE"); err != nil {
 		return err
 	}
 	if cfg.DrainTimeout > 10*time.Minute {

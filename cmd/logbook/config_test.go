@@ -88,6 +88,10 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		{"LOGBOOK_ADMINS", "ada"},
 		{"LOGBOOK_REPO_URL", "https://tok:en@github.com/{repo}.git"},
 		{"LOGBOOK_REPO_URL", "https://github.com/acme/api.git"},
+		{"LOGBOOK_WAKE_LIMIT", "0"},
+		{"LOGBOOK_WAKE_LIMIT", "many"},
+		{"LOGBOOK_THREAD_REPLIES_PER_MINUTE", "-3"},
+		{"LOGBOOK_THREAD_REPLIES_PER_MINUTE", "ten"},
 	}
 	for _, c := range cases {
 		vars := baseVars()
@@ -400,5 +404,25 @@ func TestConfigMCPOAuthNeedsSecretKey(t *testing.T) {
 	vars["LOGBOOK_MCP_CONFIG"], vars["LOGBOOK_SECRET_KEY"] = file, strings.Repeat("ab", 32)
 	if cfg, err := load(vars); err != nil || cfg.SecretKey == nil {
 		t.Fatalf("cfg.SecretKey = %v, %v", cfg.SecretKey, err)
+	}
+}
+
+// #33: LOGBOOK_WAKE_LIMIT and LOGBOOK_THREAD_REPLIES_PER_MINUTE reach the bot as written; unset
+// leaves the bot's defaults (0), and "off" turns each off (-1).
+func TestConfigWakeLimitAndReplyCap(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		wake, replies string
+		want          [2]int
+	}{{"", "", [2]int{0, 0}}, {"8", "30", [2]int{8, 30}}, {"off", "OFF", [2]int{-1, -1}}} {
+		vars := baseVars()
+		vars["LOGBOOK_WAKE_LIMIT"], vars["LOGBOOK_THREAD_REPLIES_PER_MINUTE"] = c.wake, c.replies
+		cfg, err := load(vars)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := [2]int{cfg.WakeLimit, cfg.RepliesPerMinute}; got != c.want {
+			t.Errorf("LOGBOOK_WAKE_LIMIT=%q LOGBOOK_THREAD_REPLIES_PER_MINUTE=%q: %v, want %v", c.wake, c.replies, got, c.want)
+		}
 	}
 }

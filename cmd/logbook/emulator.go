@@ -9,6 +9,7 @@ import (
 	"github.com/logbook/logbook/bot/slackemu"
 )
 
+// newSlackEmulatorCmd is `logbook slack-emulator` (cobra's shape, as every subcommand; what it runs is its own).
 func newSlackEmulatorCmd(e env) *cobra.Command {
 	var addr string
 	cmd := &cobra.Command{

@@ -220,6 +220,14 @@ Environment:
   LOGBOOK_IDLE_TIMEOUT    idle time before a cell exits (default 10m)
   LOGBOOK_LEASE_TTL       session lease length (default 30s)
   LOGBOOK_POLL_INTERVAL   how often to look for sessions with unanswered messages (default 5s)
+  LOGBOOK_WAKE_LIMIT      the most sessions the start and the polls wake at once (default 32,
+                          or off): a replica that comes back to a backlog works through it
+                          that many at a time, oldest unanswered first, each room given to the
+                          next as a session goes idle. Messages and peers' signals are not
+                          held back by it
+  LOGBOOK_THREAD_REPLIES_PER_MINUTE  replies one thread may get per minute (default 10, or
+                          off): a guard against two bots answering each other. A turn over it
+                          waits, then answers every message the thread got meanwhile at once
   LOGBOOK_DRAIN_TIMEOUT   on SIGTERM (a rolling deploy): new envelopes are left to the other
                           replicas (Slack redelivers them), idle sessions are handed over at
                           once, running turns may finish for this long, then they are handed
@@ -373,6 +381,11 @@ type serveConfig struct {
 	Domain        string
 	PollInterval  time.Duration
 	DrainTimeout  time.Duration
+	// WakeLimit is the most cells the start and the polls wake at once (LOGBOOK_WAKE_LIMIT; 0:
+	// bot.DefaultWakeLimit, -1: off); RepliesPerMinute caps one thread's replies
+	// (LOGBOOK_THREAD_REPLIES_PER_MINUTE; 0: 10, -1: off).
+	WakeLimit        int
+	RepliesPerMinute int
 	// ThreadReplies says which messages of a session's thread are answered.
 	ThreadReplies bot.ThreadReplies
 	// MidTurn: steer (a message written while a turn runs reaches its next model call) or queue.
@@ -731,7 +744,7 @@ func (w *wiring) serviceConfig() bot.ServiceConfig {
 	cfg, me := w.cfg, w.me
 	return bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
-			DrainTimeout:  cfg.DrainTimeout,
+			DrainTimeout: cfg.DrainTimeout, WakeLimit: cfg.WakeLimit, MaxReplies: cfg.RepliesPerMinute,
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
 			Approval: cfg.Approval, Repos: w.repos,
 			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},

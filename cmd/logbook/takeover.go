@@ -50,6 +50,7 @@ uncommitted work applied (repo/). The clone uses your own git and credentials.`,
 	return cmd
 }
 
+// newHandbackCmd is `logbook handback` (cobra's shape, as every subcommand; what it runs is its own).
 func newHandbackCmd(e env) *cobra.Command {
 	var as string
 	cmd := &cobra.Command{

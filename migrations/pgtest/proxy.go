@@ -52,7 +52,8 @@ func (p *Proxy) Stall() {
 	p.stalled = true
 }
 
-// Close ends every connection and the listener, and waits for the proxy's goroutines.
+// Close ends every connection and the listener, and waits for the proxy's goroutines. It is
+// idempotent (as slackemu.Server.Close: two test fixtures that share nothing else).
 func (p *Proxy) Close() {
 	p.mu.Lock()
 	if p.closed {

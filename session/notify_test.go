@@ -1,0 +1,178 @@
+package session_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/session"
+)
+
+type signal struct {
+	id     session.ID
+	sender string
+}
+
+// listenAs runs ListenClaimed for owner and returns its signals, once it listens.
+func listenAs(t *testing.T, dbURL, owner string) (<-chan signal, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan signal, 16)
+	held := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- session.ListenClaimed(ctx, dbURL, owner, session.ListenOptions{}, func() { close(held) },
+			func(id session.ID, sender string) { got <- signal{id, sender} })
+	}()
+	select {
+	case <-held:
+	case err := <-done:
+		cancel()
+		t.Fatalf("ListenClaimed for %s: %v", owner, err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return got, stop
+}
+
+// next returns the next signal of ch (failing after a while).
+func next(t *testing.T, ch <-chan signal, who string) signal {
+	t.Helper()
+	select {
+	case s := <-ch:
+		return s
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s got no signal", who)
+		return signal{}
+	}
+}
+
+// #33: NotifyOwner wakes only the replica that holds the session's live lease, and names it;
+// with no other live owner it sends nothing and returns "" (the caller runs the session).
+// Each negative check is a broadcast marker sent afterwards: NOTIFYs arrive in commit order,
+// so a listener whose next signal is the marker got nothing before it.
+func TestNotifyOwnerWakesOnlyTheLeaseOwner(t *testing.T) {
+	t.Parallel()
+	st, dbURL := newStore(t)
+	ctx := context.Background()
+	s := openSession(t, st, "1700000000.000100")
+	marker := openSession(t, st, "1700000000.000200")
+	mustAppend(t, st, s.ID, msg("one"))
+	a, _ := listenAs(t, dbURL, "replica-a")
+	b, stopB := listenAs(t, dbURL, "replica-b")
+	nothingBefore := func(ch <-chan signal, who string) {
+		t.Helper()
+		if got := next(t, ch, who); got.id != marker.ID {
+			t.Fatalf("%s got a signal for %s from %q before the marker", who, got.id, got.sender)
+		}
+	}
+	mark := func() {
+		t.Helper()
+		if err := st.Notify(ctx, marker.ID, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// No lease: nothing is sent.
+	if owner, err := st.NotifyOwner(ctx, s.ID, "replica-c"); err != nil || owner != "" {
+		t.Fatalf("NotifyOwner without a lease = %q, %v; want \"\"", owner, err)
+	}
+	mark()
+	nothingBefore(a, "replica-a")
+	nothingBefore(b, "replica-b")
+
+	// replica-b holds it: only replica-b hears, with the sender's name.
+	if _, err := st.AcquireLeaseWith(ctx, s.ID, "replica-b", time.Hour, session.LeaseOptions{Claimed: true}); err != nil {
+		t.Fatal(err)
+	}
+	if owner, err := st.NotifyOwner(ctx, s.ID, "replica-c"); err != nil || owner != "replica-b" {
+		t.Fatalf("NotifyOwner = %q, %v; want replica-b", owner, err)
+	}
+	if got := next(t, b, "replica-b"); got.id != s.ID || got.sender != "replica-c" {
+		t.Fatalf("replica-b got %+v, want %s from replica-c", got, s.ID)
+	}
+	// Its own lease: the owner is not signalled by itself.
+	if owner, err := st.NotifyOwner(ctx, s.ID, "replica-b"); err != nil || owner != "" {
+		t.Fatalf("NotifyOwner by the owner = %q, %v; want \"\"", owner, err)
+	}
+	mark()
+	nothingBefore(a, "replica-a")
+	nothingBefore(b, "replica-b")
+
+	// replica-b dies (its claim is free): its lease is nobody's; nothing is sent.
+	stopB()
+	if owner, err := st.NotifyOwner(ctx, s.ID, "replica-c"); err != nil || owner != "" {
+		t.Fatalf("NotifyOwner with a dead owner = %q, %v; want \"\"", owner, err)
+	}
+	mark()
+	nothingBefore(a, "replica-a")
+}
+
+// #33: PendingWith lists the oldest pending sessions first (by their last user message, across
+// hours), at most Limit of them, none of Skip; OrphanedWith is bounded the same way.
+func TestPendingWithIsOldestFirstAndBounded(t *testing.T) {
+	t.Parallel()
+	st, dbURL := newStore(t)
+	ctx := context.Background()
+	su := superuser(t, dbURL)
+	var ids []session.ID // oldest first
+	for i := range 5 {
+		s := openSession(t, st, "1700000000.00010"+string(rune('0'+i)))
+		mustAppend(t, st, s.ID, msg("a question"))
+		ids = append(ids, s.ID)
+	}
+	// The first two are hours old, in two different hours; the rest in order of their append.
+	for i, age := range []string{"3 hours", "2 hours"} {
+		if _, err := su.Exec(ctx, `UPDATE session_work SET last_message_at = clock_timestamp() - $2::interval WHERE session_id = $1`, ids[i], age); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const week = 7 * 24 * time.Hour
+	got, err := st.PendingWith(ctx, "me", week, session.WakeOptions{Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ids[:3]; !equalIDs(got, want) {
+		t.Fatalf("PendingWith(limit 3) = %v, want the three oldest %v", got, want)
+	}
+	got, err = st.PendingWith(ctx, "me", week, session.WakeOptions{Limit: 2, Skip: []session.ID{ids[0], ids[2]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []session.ID{ids[1], ids[3]}; !equalIDs(got, want) {
+		t.Fatalf("PendingWith(limit 2, skipping 0 and 2) = %v, want %v", got, want)
+	}
+	if got, err = st.PendingWith(ctx, "me", week, session.WakeOptions{}); err != nil || !equalIDs(got, ids) {
+		t.Fatalf("PendingWith(no bound) = %v, %v; want all five oldest first %v", got, err, ids)
+	}
+	// Dead owners' sessions: the same bound.
+	for _, id := range ids {
+		stop := holdClaim(t, dbURL, "dead-"+id.String())
+		if _, err := st.AcquireLeaseWith(ctx, id, "dead-"+id.String(), time.Hour, session.LeaseOptions{Claimed: true}); err != nil {
+			t.Fatal(err)
+		}
+		stop()
+	}
+	if got, err = st.OrphanedWith(ctx, "me", week, session.WakeOptions{Limit: 2, Skip: []session.ID{ids[1]}}); err != nil || !equalIDs(got, []session.ID{ids[0], ids[2]}) {
+		t.Fatalf("OrphanedWith(limit 2, skipping 1) = %v, %v; want %v", got, err, []session.ID{ids[0], ids[2]})
+	}
+}
+
+func equalIDs(a, b []session.ID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
