@@ -287,6 +287,14 @@ func TestMissedTicksRunLateOnce(t *testing.T) {
 	if len(e.tickPosts()) != 3 {
 		t.Fatalf("posts: %d", len(e.tickPosts()))
 	}
+	// An hour down with a schedule of every second: one late run standing for the rest.
+	fast := e.add(a, "@every 1s", "heartbeat")
+	e.clock.add(time.Hour)
+	pass(t, a, b)
+	runs = e.runs(fast.ID)
+	if len(runs) != 6 || !runs[0].Late || runs[0].Missed != 3594 || runs[1].Late {
+		t.Fatalf("after an hour of @every 1s: %d runs, first %+v", len(runs), runs[0])
+	}
 }
 
 // The commands: only admins add and remove; a spec is checked (syntax, the least interval);
