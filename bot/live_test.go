@@ -3,6 +3,7 @@ package bot_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -235,6 +236,57 @@ func TestLiveCrashMidStreamIsFinishedFromTheLog(t *testing.T) {
 				t.Fatalf("%d delivered events", n)
 			}
 		})
+	}
+}
+
+// A cell that dies between Slack's answer to chat.startStream and its stream_started record,
+// after the person already wrote again (they saw the reply begin): the next cell finds the
+// message the log does not know among the bot's messages after the one the turn answers —
+// not after the newest message, which came later — and finishes the reply in it. The thread
+// shows the first turn's reply once (chaos run: "re: t6.3-m3" twice, the first left
+// streaming without metadata).
+func TestLiveCrashBeforeTheRecordAfterANewerMessage(t *testing.T) {
+	t.Parallel()
+	agent := &crashAgent{storeFirst: true, shown: make(chan struct{})}
+	landed := make(chan struct{})
+	var once sync.Once
+	first := harnessOptions{live: bot.LiveConfig{Interval: 1}, poll: 50 * time.Millisecond,
+		apiProxy: func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+			if !strings.HasSuffix(r.URL.Path, "/chat.startStream") {
+				next.ServeHTTP(w, r)
+				return
+			}
+			held := false
+			once.Do(func() { held = true })
+			if !held {
+				next.ServeHTTP(w, r)
+				return
+			}
+			// Slack starts the stream; its answer never reaches the cell, which dies.
+			next.ServeHTTP(httptest.NewRecorder(), r)
+			close(landed)
+			<-r.Context().Done()
+		}}
+	h := newHarness(t, agent, first)
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> why did the deploy fail?"})
+	<-agent.shown
+	<-landed
+	s := h.session(general, top.TS)
+	h.post(slackemu.Post{Channel: general, User: ada, Text: "and how do I fix it?", ThreadTS: top.TS})
+	h.waitFor("the second message in the log", func() bool { return len(h.events(s.ID, session.TypeUserMessage)) == 2 })
+	h.reps[0].cancel()
+	<-h.reps[0].done
+	h.startReplica(harnessOptions{live: bot.LiveConfig{Interval: 1}, poll: 50 * time.Millisecond})
+	h.turns(s.ID, 2)
+	msgs := h.botMessages(top.TS)
+	whole := "The deploy failed because the image tag is wrong."
+	if len(msgs) != 2 || msgs[0].Text != whole || msgs[1].Text != whole {
+		t.Fatalf("bot messages after the crash: %+v; want each turn's reply once", msgs)
+	}
+	for _, st := range h.emu.Streams() {
+		if st.ThreadTS == top.TS && st.Streaming() {
+			t.Fatalf("stream %s left streaming: %q", st.TS, st.Text)
+		}
 	}
 }
 

@@ -582,8 +582,10 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	channel := t.sess.Key.Channel
 	// A cell killed between Slack's answer and its record leaves a message the log does not
 	// know: the bot's messages in the thread after the message this turn answers, that no
-	// delivered or stream_started names, are this turn's too.
-	orphans, err := t.deliverer.unknownBotMessages(ctx, channel, t.sess.Key.ThreadTS, t.state.lastUserMsg.TS,
+	// delivered or stream_started names, are this turn's too. Not after the newest message:
+	// one written after the dead cell's message (the person saw the reply begin) would hide
+	// it, and the reply would be posted a second time beside it.
+	orphans, err := t.deliverer.unknownBotMessages(ctx, channel, t.sess.Key.ThreadTS, startedAfter(t.flog.snapshot(), t.state.turnSeq, t.sess.Key.ThreadTS),
 		t.cfg.Where.BotUserID, knownMessages(ts, t.flog.snapshot()))
 	if err != nil {
 		t.log.Warn().Err(err).Msg("live view: could not look for messages a dead cell left; going on")
@@ -643,6 +645,18 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	t.log.Info().Int("removed", len(keep)).Msg("live view: removed the partial messages of a dead cell; running the turn again")
 	_, err = t.flog.Append(ctx, evs...)
 	return nil, err
+}
+
+// startedAfter is the ts of the newest user message stored before the turn began (its
+// turn_started, at turnSeq), else the thread's: every Slack message of the turn came after
+// it, even one shown before a message the turn took up later (steered) or left for the next.
+func startedAfter(evs []session.Event, turnSeq int64, thread string) string {
+	var m session.UserMessage
+	last := session.Select(evs, session.Range{To: turnSeq, Types: []session.Type{session.TypeUserMessage}, Desc: true, Limit: 1})
+	if len(last) == 1 && last[0].Decode(&m) == nil && m.TS != "" {
+		return m.TS
+	}
+	return thread
 }
 
 // knownMessages is every Slack message of the bot that the log names: deliveries, live

@@ -233,6 +233,11 @@ chaos:
 	}
 	if len(doubled) > 0 {
 		t.Errorf("CHAOS duplicated replies: %v", doubled[:min(len(doubled), 20)])
+		for _, m := range msgs {
+			if slices.Contains(doubled[:min(len(doubled), 5)], m.tag) {
+				dumpThread(t, e, m.thread, m.tag)
+			}
+		}
 	}
 	if abandonedSilent > 0 || !verifyOK {
 		t.Errorf("abandoned silently %d; audit verify:\n%s", abandonedSilent, verify)
@@ -314,3 +319,29 @@ func slowModelWithin(w http.ResponseWriter, r *http.Request, within time.Duratio
 }
 
 var _ = session.TypeUserMessage
+
+// dumpThread logs what a doubled reply's thread shows and its session's log, to tell a
+// reply posted twice from two replies to one message.
+func dumpThread(t *testing.T, e *e2e, thread, tag string) {
+	t.Helper()
+	for _, r := range e.emu.BotReplies(general, thread) {
+		t.Logf("CHAOS dup %s: reply ts=%s streaming=%v edited=%v metadata=%s text=%q", tag, r.TS, r.Streaming, r.Edited != nil, r.Metadata, r.Text)
+	}
+	rows, err := e.pool.Query(context.Background(), `SELECT e.seq, e.type, e.event_id::text, e.created_at, left(coalesce(e.payload::text, ''), 300)
+		FROM events e JOIN sessions s ON s.id = e.session_id WHERE s.thread_ts = $1 ORDER BY e.seq`, thread)
+	if err != nil {
+		t.Logf("CHAOS dup %s: read log: %v", tag, err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var typ, id, payload string
+		var at time.Time
+		if err := rows.Scan(&seq, &typ, &id, &at, &payload); err != nil {
+			t.Logf("CHAOS dup %s: %v", tag, err)
+			return
+		}
+		t.Logf("CHAOS dup %s: log %d %s %s %s %s", tag, seq, at.Format("15:04:05.000"), typ, id, payload)
+	}
+}
