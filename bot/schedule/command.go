@@ -23,6 +23,9 @@ const usage = "`/logbook schedule add \"<cron spec>\" <prompt>` — an admin add
 	"The spec is robfig/cron's: five fields (minute hour day month weekday), or six with seconds first, a descriptor (`@hourly`, `@daily`, `@every 30m`), " +
 	"optionally after `CRON_TZ=<zone>`.\n`/logbook schedule list` lists this channel's schedules; `/logbook schedule remove <id>` (admins) removes one."
 
+// MaxPerChannel is how many schedules one channel may have at once.
+const MaxPerChannel = 20
+
 // maxPrompt is the longest prompt a schedule keeps (the schedules table's check).
 const maxPrompt = 4000
 
@@ -74,6 +77,12 @@ func (s *Scheduler) add(ctx context.Context, team, channel, user, args string) s
 	c, err := Check(spec, now, s.cfg.MinInterval)
 	if err != nil {
 		return "That schedule was not added: " + mrkdwn.EscapeText(err.Error()) + ".\n" + usage
+	}
+	if have, err := s.store.Schedules(ctx, team, channel, false); err != nil {
+		s.cfg.Log.Error().Err(err).Msg("schedules: count a channel's schedules")
+		return "The schedule could not be saved; try again."
+	} else if len(have) >= MaxPerChannel {
+		return fmt.Sprintf("This channel has %d schedules, the most it may have; remove one first (`/logbook schedule list`).", len(have))
 	}
 	sc, err := s.store.AddSchedule(ctx, session.Schedule{Team: team, Channel: channel, Spec: spec, Prompt: prompt, AddedBy: user})
 	if err != nil {

@@ -125,13 +125,34 @@ func (wall) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-// Parse parses a cron spec as schedules take it (see Specs in the package doc).
-func Parse(spec string) (cron.Schedule, error) {
-	s, err := parser.Parse(strings.TrimSpace(spec))
+// Parse parses a cron spec as schedules take it (see Specs in the package doc). It refuses,
+// with an error, what robfig/cron would panic on (a TZ=/CRON_TZ= prefix with no fields after
+// it) and an @every interval under one second (zero and negative ones included, which cron
+// would round up to a second); a panic of the parser on any other input is an error too.
+func Parse(spec string) (c cron.Schedule, err error) {
+	spec = strings.TrimSpace(spec)
+	fields := spec
+	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
+		_, rest, ok := strings.Cut(spec, " ")
+		if fields = strings.TrimSpace(rest); !ok || fields == "" {
+			return nil, fmt.Errorf("cron spec %q: a time zone must be followed by a space and the spec's fields", spec)
+		}
+	}
+	if every, ok := strings.CutPrefix(fields, "@every "); ok {
+		if d, perr := time.ParseDuration(strings.TrimSpace(every)); perr == nil && d < time.Second {
+			return nil, fmt.Errorf("cron spec %q: @every takes an interval of at least 1s", spec)
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("cron spec %q cannot be read", spec)
+		}
+	}()
+	c, err = parser.Parse(spec)
 	if err != nil {
 		return nil, fmt.Errorf("cron spec %q: %w", spec, err)
 	}
-	return s, nil
+	return c, nil
 }
 
 // Check parses spec and refuses one whose ticks, from now, come closer together than min.

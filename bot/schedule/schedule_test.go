@@ -380,3 +380,40 @@ func TestTickPostNeverPings(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Specs that robfig/cron panics on (a time zone with nothing after it) and @every intervals
+// under a second are refused with an error, through Parse and through the command; a second,
+// the default least interval, is taken.
+func TestParseRefusesWhatCronPanicsOn(t *testing.T) {
+	t.Parallel()
+	for _, spec := range []string{"CRON_TZ=UTC", "CRON_TZ=", "TZ=UTC", "TZ=", "CRON_TZ=UTC\t* * * * *", "CRON_TZ=UTC   ",
+		"@every 0s", "@every -1s", "@every 1ns", "@every 999ms", "CRON_TZ=UTC @every 0s"} {
+		if c, err := schedule.Parse(spec); err == nil || c != nil {
+			t.Errorf("Parse(%q) = %v, %v; want an error", spec, c, err)
+		}
+	}
+	for _, spec := range []string{"@every 1s", "CRON_TZ=UTC * * * * *", "TZ=Europe/Paris @every 2s", "*/1 * * * * *"} {
+		if _, err := schedule.Check(spec, time.Now(), time.Second); err != nil {
+			t.Errorf("Check(%q): %v", spec, err)
+		}
+	}
+	e := newEnv(t)
+	s := e.replica("replica-a", schedule.Config{})
+	for _, spec := range []string{"CRON_TZ=UTC", "CRON_TZ=", "@every 0s", "@every -1s", "@every 1ns"} {
+		if got := e.slash(s, admin, `schedule add "`+spec+`" x`); !strings.Contains(got, "was not added") {
+			t.Errorf("add %q: %q", spec, got)
+		}
+	}
+	if scheds, err := e.store.Schedules(context.Background(), "", "", true); err != nil || len(scheds) != 0 {
+		t.Fatalf("schedules after refusals: %+v %v", scheds, err)
+	}
+	// A channel holds at most MaxPerChannel schedules.
+	for i := range schedule.MaxPerChannel {
+		if got := e.slash(s, admin, `schedule add "@every 1h" n`+strconv.Itoa(i)); !strings.Contains(got, "added") {
+			t.Fatalf("add %d: %q", i, got)
+		}
+	}
+	if got := e.slash(s, admin, `schedule add "@every 1h" one too many`); !strings.Contains(got, "the most it may have") {
+		t.Fatalf("over the cap: %q", got)
+	}
+}
