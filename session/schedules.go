@@ -282,6 +282,7 @@ type HookDelivery struct {
 	DeliveryID string // X-Logbook-Delivery ("" when absent)
 	BodySHA256 string // hex
 	BodyBytes  int64
+	SignedAt   time.Time // X-Logbook-Timestamp (zero: none)
 	Outcome    string
 	Channel    string
 	RemoteAddr string
@@ -301,26 +302,47 @@ type HookDelivery struct {
 // replicas given the same delivery at once accept it once.
 const sqlLockHook = `SELECT pg_advisory_xact_lock(hashtextextended($1, $2))`
 
-// sqlHookSeen finds the accepted deliveries of the hook within the window with the same
-// delivery id or body that did not fail, newest first, and whether each started its session.
-const sqlHookSeen = `SELECT d.id, d.at, EXISTS (SELECT 1 FROM hook_delivery_runs r WHERE r.delivery = d.id) FROM hook_deliveries d
-WHERE d.hook = $1 AND d.outcome = 'accepted' AND d.at >= $2
-  AND (($3 <> '' AND d.delivery_id = $3) OR d.body_sha256 = $4)
+// sqlMatchHook is a hook_deliveries row d of hook $1 with the same delivery id ($3) or the
+// same body signed at the same time ($4, $5), accepted within the window ($2 microseconds
+// back from the database's clock).
+const sqlMatchHook = `d.hook = $1 AND d.outcome = 'accepted' AND d.at >= clock_timestamp() - $2::bigint * interval '1 microsecond'
+  AND (($3 <> '' AND d.delivery_id = $3) OR (d.body_sha256 = $4 AND d.signed_at IS NOT DISTINCT FROM $5))`
+
+// sqlHookSeen finds the newest matching acceptance that did not fail, whether it started its
+// session, and whether it is older than the in-flight time ($6 microseconds, by the
+// database's clock).
+const sqlHookSeen = `SELECT d.id, EXISTS (SELECT 1 FROM hook_delivery_runs r WHERE r.delivery = d.id),
+       d.at < clock_timestamp() - $6::bigint * interval '1 microsecond'
+FROM hook_deliveries d
+WHERE ` + sqlMatchHook + `
   AND NOT EXISTS (SELECT 1 FROM hook_deliveries f WHERE f.of = d.id)
 ORDER BY d.id DESC LIMIT 1`
 
-const sqlRecordHook = `INSERT INTO hook_deliveries (hook, delivery_id, body_sha256, body_bytes, outcome, channel, remote_addr, reason, of)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, at`
+// sqlHookEarliest is when the oldest matching acceptance that never started its session was
+// made (failed or not): its post may be in the channel.
+const sqlHookEarliest = `SELECT min(d.at) FROM hook_deliveries d
+WHERE ` + sqlMatchHook + `
+  AND NOT EXISTS (SELECT 1 FROM hook_delivery_runs r WHERE r.delivery = d.id)`
 
-// AcceptHook records delivery d as accepted unless the hook accepted the same delivery id or
-// the same body since since (a replay: recorded as such, accepted false). An accepted one that
-// neither started its session nor failed counts only when newer than inFlight (its replica
-// may still be starting it); an older one (its replica died) lets d in, and Earlier says when
-// it was accepted, so the caller looks for its post first. Errors: ErrInvalidEvent when the
-// hook is unnamed.
-func (s *Store) AcceptHook(ctx context.Context, d HookDelivery, since, inFlight time.Time) (HookDelivery, bool, error) {
+const sqlRecordHook = `INSERT INTO hook_deliveries (hook, delivery_id, body_sha256, body_bytes, outcome, channel, remote_addr, reason, of, signed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id, at`
+
+// AcceptHook records delivery d as accepted unless the hook accepted the same delivery id, or
+// the same body signed at the same time (d.SignedAt), within window (a replay: recorded as
+// such, accepted false). An accepted one that neither started its session nor failed counts
+// only while younger than inFlight (its replica may still be starting it); an older one (its
+// replica died) lets d in. When d is accepted, Earlier is when the oldest matching acceptance
+// that never started its session was made — one that failed after Slack posted it, or whose
+// replica died — so the caller looks for its post first. Ages are measured by the database's
+// clock. Errors: ErrInvalidEvent when the hook is unnamed.
+func (s *Store) AcceptHook(ctx context.Context, d HookDelivery, window, inFlight time.Duration) (HookDelivery, bool, error) {
 	if d.Hook == "" {
 		return d, false, fmt.Errorf("accept hook delivery: %w: no hook name", ErrInvalidEvent)
+	}
+	var signed *time.Time
+	if !d.SignedAt.IsZero() {
+		u := d.SignedAt.UTC()
+		signed = &u
 	}
 	accepted := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -328,23 +350,31 @@ func (s *Store) AcceptHook(ctx context.Context, d HookDelivery, since, inFlight 
 			return err
 		}
 		var seen int64
-		var at time.Time
-		var ran bool
-		err := tx.QueryRow(ctx, sqlHookSeen, d.Hook, since.UTC(), d.DeliveryID, d.BodySHA256).Scan(&seen, &at, &ran)
+		var ran, stale bool
+		err := tx.QueryRow(ctx, sqlHookSeen, d.Hook, window.Microseconds(), d.DeliveryID, d.BodySHA256, signed, inFlight.Microseconds()).Scan(&seen, &ran, &stale)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			d.Outcome, accepted = HookAccepted, true
 		case err != nil:
 			return err
-		case !ran && at.Before(inFlight):
-			d.Outcome, accepted, d.Earlier = HookAccepted, true, at
+		case !ran && stale:
+			d.Outcome, accepted = HookAccepted, true
 			d.Reason = fmt.Sprintf("delivery %d with the same delivery id or body never finished", seen)
 		default:
 			d.Outcome = HookReplay
 			d.Reason = fmt.Sprintf("delivery %d had the same delivery id or body", seen)
 		}
+		if accepted {
+			var earliest *time.Time
+			if err := tx.QueryRow(ctx, sqlHookEarliest, d.Hook, window.Microseconds(), d.DeliveryID, d.BodySHA256, signed).Scan(&earliest); err != nil {
+				return err
+			}
+			if earliest != nil {
+				d.Earlier = *earliest
+			}
+		}
 		return tx.QueryRow(ctx, sqlRecordHook, d.Hook, d.DeliveryID, d.BodySHA256, d.BodyBytes, d.Outcome, d.Channel,
-			d.RemoteAddr, clipReason(d.Reason), nil).Scan(&d.ID, &d.At)
+			d.RemoteAddr, clipReason(d.Reason), nil, signed).Scan(&d.ID, &d.At)
 	})
 	if err != nil {
 		return d, false, fmt.Errorf("accept a delivery of hook %s: %w", d.Hook, err)
@@ -352,16 +382,21 @@ func (s *Store) AcceptHook(ctx context.Context, d HookDelivery, since, inFlight 
 	return d, accepted, nil
 }
 
-// RecordHook records a delivery that was refused (bad_signature, unknown_hook, too_large) or
-// that failed after its acceptance (outcome failed, Of the accepted one: the sender's retry is
-// then no replay).
+// RecordHook records an accepted delivery that failed (outcome failed, Of the accepted one: the
+// sender's retry is then no replay). Refused requests are not recorded here (bot/hooks counts
+// them): an unauthenticated request adds no row to an append-only table.
 func (s *Store) RecordHook(ctx context.Context, d HookDelivery) (HookDelivery, error) {
 	var of *int64
 	if d.Of != 0 {
 		of = &d.Of
 	}
+	var signed *time.Time
+	if !d.SignedAt.IsZero() {
+		u := d.SignedAt.UTC()
+		signed = &u
+	}
 	err := s.pool.QueryRow(ctx, sqlRecordHook, clip(d.Hook, 100), clip(d.DeliveryID, 200), d.BodySHA256, d.BodyBytes, d.Outcome, d.Channel,
-		clip(d.RemoteAddr, 200), clipReason(d.Reason), of).Scan(&d.ID, &d.At)
+		clip(d.RemoteAddr, 200), clipReason(d.Reason), of, signed).Scan(&d.ID, &d.At)
 	if err != nil {
 		return d, fmt.Errorf("record a delivery of hook %q: %w", clip(d.Hook, 100), err)
 	}

@@ -67,7 +67,7 @@ func (w *wiring) buildStarted(store *session.Store) {
 	w.parts = append(w.parts, bot.Part{Name: "schedules", Run: w.scheduler.Run})
 	if len(cfg.Started.Hooks) > 0 {
 		w.hooks = hooks.New(store, starter, hooks.Options{Hooks: cfg.Started.Hooks, Window: cfg.Started.HookWindow,
-			MaxBody: cfg.Started.HookMaxBody, Log: w.log.With().Str("part", "hooks").Logger()})
+			MaxBody: cfg.Started.HookMaxBody, Registerer: w.reg, Log: w.log.With().Str("part", "hooks").Logger()})
 		w.log.Info().Strs("hooks", w.hooks.Names()).Msg("hooks: POST /hooks/<name> starts a session (LOGBOOK_HOOKS)")
 	}
 }

@@ -304,11 +304,13 @@ Environment:
                           holding one, {"alerts": {"channel": "C0123ABCD", "secret":
                           "${ALERTS_SECRET}", "prompt": "An alert fired: {{payload}}"}};
                           ${NAME} from the environment, secrets of 16+ characters. POST
-                          /hooks/<name> on LOGBOOK_HTTP_ADDR with X-Logbook-Signature-256:
-                          sha256=<hex HMAC-SHA256 of the body> (and X-Logbook-Delivery: an
-                          id); 401 and a record for a bad signature
-  LOGBOOK_HOOK_REPLAY_WINDOW  a delivery id or body seen again within this starts nothing
-                          (default 24h)
+                          /hooks/<name> on LOGBOOK_HTTP_ADDR with X-Logbook-Timestamp: <unix
+                          seconds> and X-Logbook-Signature-256: sha256=<hex HMAC-SHA256 of
+                          timestamp + "." + body> (and X-Logbook-Delivery: an id); 401 for a
+                          bad signature, an unknown hook or a timestamp over 5m off, counted
+                          in logbook_hook_refused_total, not stored
+  LOGBOOK_HOOK_REPLAY_WINDOW  a delivery id, or a body with its timestamp, seen again within
+                          this starts nothing (default 24h)
   LOGBOOK_HOOK_MAX_BODY   the largest body a hook takes (default 256K; 413 above)
   LOGBOOK_AUDIT_SCHEDULE  cron spec of scheduled audit exports inside serve
                           (LOGBOOK_AUDIT_* and LOGBOOK_RETENTION: see 'logbook audit --help')`
