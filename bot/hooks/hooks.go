@@ -72,6 +72,14 @@ type Hook struct {
 	Prompt  string `json:"prompt"`
 }
 
+// String, GoString and MarshalJSON show a hook without its secret (a config printed or logged
+// whole never shows it).
+func (h Hook) String() string   { return "hook " + h.Name + " (channel " + h.Channel + ")" }
+func (h Hook) GoString() string { return h.String() }
+func (h Hook) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]string{"name": h.Name, "channel": h.Channel, "secret": "[redacted]", "prompt": h.Prompt})
+}
+
 // DefaultPrompt is a hook's prompt when it has none.
 const DefaultPrompt = "A signal arrived on the hook {{hook}}. Look into it and say what it means and what to do:\n\n{{payload}}"
 

@@ -269,6 +269,14 @@ func dueTicks(spec cron.Schedule, sc session.Schedule, now time.Time, grace time
 	var out []session.Tick
 	var late *session.Tick
 	missed := 0
+	if cd, ok := spec.(cron.ConstantDelaySchedule); ok && cd.Delay > 0 {
+		// @every after a long outage: skip straight to the last hundred ticks (Next adds the
+		// delay to a tick, which is on a whole second), counting the skipped as missed.
+		if first := spec.Next(from); now.Sub(first) > 200*cd.Delay {
+			skip := int(now.Sub(first)/cd.Delay) - 100
+			from, missed = first.Add(time.Duration(skip-1)*cd.Delay), skip
+		}
+	}
 	for t, n := spec.Next(from), 0; !t.IsZero() && !t.After(now) && n < maxDue; t, n = spec.Next(t), n+1 {
 		if now.Sub(t) > grace {
 			if late != nil {

@@ -172,7 +172,6 @@ func TestTwoReplicasPostEachTickOnce(t *testing.T) {
 	if len(runs) != 6 || len(posts) != 6 {
 		t.Fatalf("%d runs and %d ticks posted over 12s of @every 2s, want 6 each: %+v", len(runs), len(posts), runs)
 	}
-	owners := map[string]bool{}
 	for i, r := range runs {
 		want := sc.AddedAt.Add(time.Duration(i+1) * 2 * time.Second).Truncate(time.Second)
 		if !r.At.Equal(want) || r.Late || r.TS == "" || r.Attempt != 1 {
@@ -194,7 +193,6 @@ func TestTwoReplicasPostEachTickOnce(t *testing.T) {
 		if evs[0].Decode(&um) != nil || !strings.HasSuffix(um.Text, "check the queue depth") || um.ThreadTS != r.TS {
 			t.Fatalf("first message: %+v", um)
 		}
-		owners[r.ID()] = true
 	}
 	if n := len(e.signals); n != 6 {
 		t.Fatalf("%d signals, want 6", n)
@@ -288,6 +286,14 @@ func TestMissedTicksRunLateOnce(t *testing.T) {
 	}
 	if len(e.tickPosts()) != 3 {
 		t.Fatalf("posts: %d", len(e.tickPosts()))
+	}
+	// An hour down with a schedule of every second: one late run standing for the rest.
+	fast := e.add(a, "@every 1s", "heartbeat")
+	e.clock.add(time.Hour)
+	pass(t, a, b)
+	runs = e.runs(fast.ID)
+	if len(runs) != 6 || !runs[0].Late || runs[0].Missed != 3594 || runs[1].Late {
+		t.Fatalf("after an hour of @every 1s: %d runs, first %+v", len(runs), runs[0])
 	}
 }
 

@@ -57,10 +57,14 @@ func (cfg *serveConfig) readStarted(e env) error {
 // buildStarted builds the Starter that schedules and hooks share, the scheduler (a part
 // beside the bot; slashTable registers its /logbook schedule) and the hooks' handler (nil
 // without LOGBOOK_HOOKS). The Starter signals sessions through w.signal, which serve sets to
-// the runner's before anything runs.
+// the runner's once it is built.
 func (w *wiring) buildStarted(store *session.Store) {
 	cfg := w.cfg
-	starter := bot.NewStarter(w.api, store, func(id session.ID) { w.signal(id) }, w.me.TeamID)
+	starter := bot.NewStarter(w.api, store, func(id session.ID) {
+		if signal := w.signal.Load(); signal != nil {
+			(*signal)(id)
+		} // else the runner is not built yet: its first poll finds the session's pending work
+	}, w.me.TeamID)
 	w.scheduler = schedule.New(store, starter, schedule.Config{Owner: replicaOwner(), Team: w.me.TeamID, Admins: cfg.Admins,
 		Grace: cfg.Started.Grace, ClaimTTL: cfg.LeaseTTL, MinInterval: cfg.Started.MinInterval, Names: w.dir.UserName,
 		Log: w.log.With().Str("part", "schedules").Logger()})
