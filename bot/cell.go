@@ -336,18 +336,18 @@ func (c *Cell) loop(ctx context.Context) string {
 
 // turnState is what the log says about the session's turns, as the cell runs them.
 type turnState struct {
-	open        bool  // the newest turn has no turn_completed
-	turnSeq     int64 // that turn's seq
-	through     int64 // the last user_message seq the open (or last completed) turn answers
-	lastUser    int64
-	lastUserMsg session.UserMessage
+	open        bool                // the newest turn has no turn_completed
+	turnSeq     int64               // that turn's seq
+	through     int64               // the last input seq the open (or last completed) turn answers
+	lastUser    int64               // the newest input's seq: a user_message or a followup_signal
+	lastUserMsg session.UserMessage // the newest user_message
 }
 
 // readTurnState reads the turn state off the turns fold: the newest turn and user message.
 func readTurnState(evs []session.Event) turnState {
 	ts := thread.FoldTurns(evs)
-	st := turnState{lastUser: ts.LastUser.Seq}
-	if st.lastUser > 0 {
+	st := turnState{lastUser: ts.LastInput()}
+	if ts.LastUser.Seq > 0 {
 		_ = ts.LastUser.Decode(&st.lastUserMsg) // only its ts, user and team, for the working reaction
 	}
 	if t := ts.Last(); t != nil {

@@ -65,6 +65,9 @@ type Features struct {
 	Uploader Uploader
 	// Forge opens pull requests (nil: no create_pull_request tool).
 	Forge Forge
+	// Followup follows the pull requests a session opens (nil: none is followed): the
+	// subscription is appended with the pull_request (bot/followup).
+	Followup Followup
 	// Connectors offers the MCP servers of LOGBOOK_MCP_CONFIG in their channels (nil: none).
 	Connectors *connectors.Connectors
 	// Channel returns a channel's name for the system prompt (nil: the id is used).

@@ -197,8 +197,17 @@ func (h *Hands) pushedBranches(ctx context.Context) []string {
 		h.zl.Warn().Err(err).Msg("could not read the session's pushes: its branches count as others'")
 		return nil
 	}
+	return pushedIn(evs)
+}
+
+// pushedIn are the branches the egress_connection events among evs record as pushed (the
+// repository reported them updated): the session's own.
+func pushedIn(evs []session.Event) []string {
 	var owned []string
 	for _, e := range evs {
+		if e.Type != session.TypeEgressConnection {
+			continue
+		}
 		var c session.EgressConnection
 		if e.Decode(&c) == nil && c.Kind == egress.KindGit && c.Allowed {
 			for _, ref := range c.Pushed {

@@ -170,6 +170,8 @@ type harnessOptions struct {
 	// forge and repos: create_pull_request.
 	forge bot.Forge
 	repos bot.Repos
+	// followup follows the pull requests sessions open (nil: none).
+	followup bot.Followup
 	// repoAdmins turns /logbook repo on (the harness's store keeps what it sets), and makes
 	// sandboxes check out what it says (with forge host 127.0.0.1) instead of repo.
 	repoAdmins []string
@@ -343,7 +345,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Delivery: o.delivery,
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.store, DatabaseURL: listenURL,
 		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Tracer: o.tracer, Features: bot.Features{Titler: o.titler, Slash: o.slash,
-			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Directory: dir,
+			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Followup: o.followup, Directory: dir,
 			Settings: chSettings, Models: o.models, Memory: mem, Budget: harnessBudget(h.store, o.budget), Connectors: o.connectors}})
 	if err != nil {
 		t.Fatal(err)

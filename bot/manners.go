@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/logbook/logbook/bot/followup"
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/session"
 )
@@ -174,12 +175,43 @@ func hearAll(mode ThreadReplies, evs []session.Event, through, last int64) heard
 		out.answer, out.canned = true, h.canned
 		normal = normal || h.canned == ""
 	}
+	// Signals about a pull request this thread opened (bot/followup): a failed check or a
+	// review is the model's to work on; the checks green or the attempts used up is said
+	// without it. Not while muted or taken over.
+	var said []string
+	for _, e := range session.Select(evs, session.Range{From: through + 1, To: last, Types: []session.Type{session.TypeFollowupSignal}}) {
+		if holder != "" || muted {
+			reason := reasonMuted
+			if holder != "" {
+				reason = reasonTakenOver
+			}
+			out.marks = append(out.marks, session.NewEvent{Type: session.TypeNotAddressed, Actor: cellActor,
+				IdempotencyKey: "not_addressed/" + e.ID.String(), Payload: session.NotAddressed{MessageSeq: e.Seq, Reason: reason}})
+			continue
+		}
+		out.answer = true
+		if text, model := followup.Answer(e); model {
+			normal = true
+		} else {
+			said = append(said, text)
+		}
+	}
+	if len(said) > 0 && !normal {
+		out.canned = strings.Join(append(nonEmptyStrings(out.canned), said...), "\n")
+	}
 	if out.canned != "" && out.canned != mutedReply && normal {
 		// "unmute" (or a mention while muted) with a question in the same turn: the model
 		// answers the question, and sees the unmute.
 		out.canned = ""
 	}
 	return out
+}
+
+func nonEmptyStrings(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
 }
 
 // takenOverBy is who holds the session (session.HolderOf), "" when the bot has it.

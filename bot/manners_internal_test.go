@@ -123,3 +123,49 @@ func TestHandbackFromSomeoneElseSaysWhoHoldsIt(t *testing.T) {
 		}
 	}
 }
+
+// Signals about a followed pull request: a failure or a review is the model's; the checks
+// green is said without it (and the model answers when a failure or a question comes too);
+// a muted or taken-over thread records them not addressed.
+func TestHearAllTakesUpFollowupSignals(t *testing.T) {
+	t.Parallel()
+	user := func(seq int64, text string) session.Event {
+		p, _ := json.Marshal(session.UserMessage{Text: text, User: "U1"})
+		return session.Event{Seq: seq, Type: session.TypeUserMessage, Actor: session.Actor{Kind: session.ActorUser, ID: "U1"}, Payload: p}
+	}
+	signal := func(seq int64, kind string) session.Event {
+		p, _ := json.Marshal(session.FollowupSignal{Repo: "acme/api", Number: 7, Branch: "logbook/fix", Kind: kind, HeadSHA: "abcdef123"})
+		return session.Event{Seq: seq, Type: session.TypeFollowupSignal, Actor: session.Actor{Kind: session.ActorGitHub, ID: "ada"}, Payload: p}
+	}
+	muted := session.Event{Seq: 2, Type: session.TypeThreadMuted, Payload: json.RawMessage(`{"message_seq":1}`)}
+	taken, _ := json.Marshal(session.TakenOver{By: "U2"})
+	for _, c := range []struct {
+		name         string
+		evs          []session.Event
+		answer       bool
+		canned       string
+		notAddressed int
+	}{
+		{"a failure", []session.Event{user(1, "open a PR"), signal(2, session.SignalCheckFailed)}, true, "", 0},
+		{"the checks green", []session.Event{user(1, "open a PR"), signal(2, session.SignalSuccess)}, true, ":white_check_mark: All checks pass on acme/api#7 (`logbook/fix`, head `abcdef1`).", 0},
+		{"green and a review", []session.Event{user(1, "open a PR"), signal(2, session.SignalSuccess), signal(3, session.SignalReview)}, true, "", 0},
+		{"green and a question", []session.Event{user(1, "open a PR"), signal(2, session.SignalSuccess), user(3, "why?")}, true, "", 0},
+		{"muted", []session.Event{user(1, "mute"), muted, signal(3, session.SignalCheckFailed)}, false, "", 1},
+		{"taken over", []session.Event{user(1, "open a PR"), {Seq: 2, Type: session.TypeTakenOver, Payload: taken}, signal(3, session.SignalCheckFailed)}, false, "", 1},
+	} {
+		through := int64(1)
+		if c.evs[1].Type != session.TypeFollowupSignal {
+			through = 2
+		}
+		h := hearAll(RepliesAddressed, c.evs, through, c.evs[len(c.evs)-1].Seq)
+		n := 0
+		for _, m := range h.marks {
+			if m.Type == session.TypeNotAddressed {
+				n++
+			}
+		}
+		if h.answer != c.answer || h.canned != c.canned || n != c.notAddressed {
+			t.Errorf("%s: answer %v canned %q, %d not addressed; want %v %q %d", c.name, h.answer, h.canned, n, c.answer, c.canned, c.notAddressed)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/logbook/logbook/bot/forge"
@@ -14,6 +15,13 @@ import (
 type Forge interface {
 	FindPull(ctx context.Context, repo forge.Repo, branch string) (*forge.Pull, error)
 	CreatePull(ctx context.Context, repo forge.Repo, branch, title, body string) (*forge.Pull, error)
+}
+
+// Followup is what create_pull_request needs of pull requests followed (*followup.Follower):
+// the followup_subscribed event recorded with a pull request, so that its failed checks and
+// reviews wake the session (issue 32).
+type Followup interface {
+	Subscription(pr session.PullRequest, requester string) session.NewEvent
 }
 
 // Repos maps channels to their repository (LOGBOOK_REPOS): CHANNEL=owner/name[@base] entries,
@@ -75,8 +83,15 @@ func (t *turn) pullRequest(ctx context.Context, callID, branch, title, body stri
 	}
 	record := func(p *forge.Pull, found bool) (string, error) {
 		pr := session.PullRequest{CallID: callID, Repo: repo.String(), Branch: branch, Base: repo.Base, Number: p.Number, URL: p.HTMLURL, Found: found}
-		if _, err := t.flog.Append(ctx, session.NewEvent{Type: session.TypePullRequest, Actor: forgeActor,
-			IdempotencyKey: "pull_request/" + repo.String() + "/" + branch, Payload: pr}); err != nil {
+		evs := []session.NewEvent{{Type: session.TypePullRequest, Actor: forgeActor,
+			IdempotencyKey: "pull_request/" + repo.String() + "/" + branch, Payload: pr}}
+		if t.features.Followup != nil && slices.Contains(pushedIn(t.flog.snapshot()), branch) {
+			// Followed from now on, by the thread that owns the branch (its sandbox pushed it:
+			// only it may push the fixes; another thread that finds the pull request does
+			// not follow it). The subscription is stored with the pull request, or neither is.
+			evs = append(evs, t.features.Followup.Subscription(pr, t.state.lastUserMsg.User))
+		}
+		if _, err := t.flog.Append(ctx, evs...); err != nil {
 			t.log.Error().Err(err).Str("url", p.HTMLURL).Msg("create_pull_request: could not record the pull request")
 			return "", errors.New("the pull request could not be recorded; it is " + p.HTMLURL)
 		}

@@ -7,7 +7,7 @@ import (
 
 // actorKinds are every actor kind, so a lookup by actor id alone can use the
 // (actor_kind, actor_id, created_at) index.
-var actorKinds = []string{string(ActorUser), string(ActorBot), string(ActorSystem), string(ActorSandbox)}
+var actorKinds = []string{string(ActorUser), string(ActorBot), string(ActorSystem), string(ActorSandbox), string(ActorGitHub)}
 
 const sqlActorAppears = `
 SELECT EXISTS (SELECT 1 FROM events WHERE actor_kind = ANY($1::text[]) AND actor_id = $2)`

@@ -29,8 +29,8 @@
 //
 // # Pending work and signals
 //
-// A session has pending work when its last user_message is above the Through of its latest
-// turn_completed. The log keeps that state as it appends (table session_work, kept by
+// A session has pending work when its last user_message (or followup_signal: a signal about a
+// pull request it follows, migration 00090) is above the Through of its latest turn_completed. The log keeps that state as it appends (table session_work, kept by
 // logbook_append for user_message and the turn markers, inside the append's transaction and
 // under its lock; a user_message updates its session's row in place), so [Store.Pending] —
 // the poll every replica runs — costs what the pending sessions cost, not what the log

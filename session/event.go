@@ -87,6 +87,12 @@ const (
 	// The channel's setup command, run in a new sandbox before the first model call (or
 	// its workspace taken from the cache of an earlier run on the same commit).
 	TypeSetupResult Type = "setup_result"
+	// Pull requests followed (issue 32): the session follows a pull request it opened; a
+	// signal about it (a failed check, a review asking for changes, the checks green, the
+	// attempts used up) is work for the session as a user message is; a merge or close ends it.
+	TypeFollowupSubscribed Type = "followup_subscribed"
+	TypeFollowupSignal     Type = "followup_signal"
+	TypeFollowupEnded      Type = "followup_ended"
 )
 
 var knownTypes = map[Type]bool{
@@ -103,6 +109,7 @@ var knownTypes = map[Type]bool{
 	TypeFileFetched: true, TypeFileUpload: true, TypePullRequest: true, TypeWorkSaved: true,
 	TypeTakenOver: true, TypeHandedBack: true, TypeEgressConnection: true,
 	TypeTurnSettings: true, TypeBudgetNotice: true, TypeSetupResult: true,
+	TypeFollowupSubscribed: true, TypeFollowupSignal: true, TypeFollowupEnded: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.
@@ -127,6 +134,7 @@ const (
 	ActorBot     ActorKind = "bot"     // logbook itself; ID is its Slack bot user id
 	ActorSystem  ActorKind = "system"  // logbook's machinery (cells, gateway, retention); ID names the part
 	ActorSandbox ActorKind = "sandbox" // a session's sandbox; ID names the provider
+	ActorGitHub  ActorKind = "github"  // a GitHub account; ID is its login (a webhook's sender)
 )
 
 // Actor is who caused an event.

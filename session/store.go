@@ -228,7 +228,7 @@ func (s *Store) AppendWith(ctx context.Context, id ID, opts AppendOptions, evs .
 			return nil, fmt.Errorf("append to session %s: event %d: %w %q", id, i, ErrUnknownType, ev.Type)
 		}
 		switch ev.Actor.Kind {
-		case ActorUser, ActorBot, ActorSystem, ActorSandbox:
+		case ActorUser, ActorBot, ActorSystem, ActorSandbox, ActorGitHub:
 		default:
 			return nil, fmt.Errorf("append to session %s: event %d: %w: actor kind %q", id, i, ErrInvalidEvent, ev.Actor.Kind)
 		}

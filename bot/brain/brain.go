@@ -804,7 +804,7 @@ func answered(evs []session.Event, h history, through, turnSeq int64) (Reply, bo
 	}
 	for i := len(evs) - 1; i >= 0; i-- {
 		e := evs[i]
-		if e.Type == session.TypeUserMessage && (through == 0 || e.Seq <= through) {
+		if (e.Type == session.TypeUserMessage || e.Type == session.TypeFollowupSignal) && (through == 0 || e.Seq <= through) {
 			return Reply{}, false
 		}
 		if e.Type != session.TypeAssistantMessage {

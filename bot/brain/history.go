@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/logbook/logbook/bot/followup"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
 	"github.com/logbook/logbook/session/thread"
@@ -164,6 +165,9 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 			if ts := stops[it.Seq()]; ts != nil && it.Event.Type == session.TypeTurnStopped {
 				b.stopped(it.Seq(), *ts, names)
 			}
+			if it.Event.Type == session.TypeFollowupSignal && (opt.Through == 0 || it.Seq() <= opt.Through) {
+				b.signal(it)
+			}
 		}
 	}
 	normalize(&b.h)
@@ -236,6 +240,17 @@ func (b *builder) user(it thread.Item, shared []Block, held bool, opt historyOpt
 		boundary = false // merged into the message before
 	}
 	b.add(RoleUser, it.Seq(), boundary, append([]Block{{Text: text}}, shared...)...)
+}
+
+// signal adds a signal about a pull request the thread opened (a failed check, a review) as
+// the thread's input: GitHub's text framed as untrusted data (followup.Prompt).
+func (b *builder) signal(it thread.Item) {
+	b.h.Content = true
+	boundary := true
+	if last := b.last(); last != nil && last.Role == RoleUser {
+		boundary = false // merged into the message before
+	}
+	b.add(RoleUser, it.Seq(), boundary, Block{Text: followup.Prompt(it.Event)})
 }
 
 // assistant adds an assistant message of the fold: its text and tool calls, then a user

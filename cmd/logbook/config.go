@@ -418,9 +418,50 @@ func (cfg *serveConfig) readRepos(e env) error {
 			return fmt.Errorf("LOGBOOK_GITHUB_API_URL=%q: want https://api.github.com or https://HOST/api/v3 (http only on loopback)", cfg.GitHubAPI)
 		}
 	}
+	if err := cfg.readFollowup(e); err != nil {
+		return err
+	}
 	if cfg.RepoURL = strings.TrimSpace(e.getenv("LOGBOOK_REPO_URL")); cfg.RepoURL != "" {
 		if u, err := url.Parse(strings.ReplaceAll(cfg.RepoURL, "{repo}", "o/r")); err != nil || u.Host == "" || u.User != nil || !strings.Contains(cfg.RepoURL, "{repo}") {
 			return fmt.Errorf("LOGBOOK_REPO_URL=%q: want a URL with {repo} and no credentials, e.g. https://git.example.com/{repo}.git", cfg.RepoURL)
+		}
+	}
+	return nil
+}
+
+// readFollowup reads how the pull requests sessions open are followed (issue 32): the attempts
+// per pull request, the webhook's secret, the poller's interval (default 60s without a
+// secret, off with one; "off" turns it off), and the bots whose reviews are followed.
+func (cfg *serveConfig) readFollowup(e env) error {
+	var err error
+	if cfg.FollowupMax, err = envInt(e, "LOGBOOK_FOLLOWUP_MAX"); err != nil {
+		return err
+	}
+	if cfg.FollowupMax > 20 {
+		return fmt.Errorf("LOGBOOK_FOLLOWUP_MAX=%d: at most 20", cfg.FollowupMax)
+	}
+	cfg.WebhookSecret = Secret(strings.TrimSpace(e.getenv("LOGBOOK_GITHUB_WEBHOOK_SECRET")))
+	if cfg.WebhookSecret != "" && len(cfg.WebhookSecret) < 16 {
+		return errors.New("LOGBOOK_GITHUB_WEBHOOK_SECRET is shorter than 16 characters: use a random one (openssl rand -hex 24)")
+	}
+	switch v := strings.ToLower(strings.TrimSpace(e.getenv("LOGBOOK_FOLLOWUP_POLL"))); v {
+	case "":
+		if cfg.WebhookSecret == "" {
+			cfg.FollowupPoll = time.Minute
+		}
+	case "off", "0":
+		cfg.FollowupPoll = 0
+	default:
+		if cfg.FollowupPoll, err = envDuration(e, "LOGBOOK_FOLLOWUP_POLL"); err != nil {
+			return err
+		}
+		if cfg.FollowupPoll < 10*time.Second {
+			return fmt.Errorf("LOGBOOK_FOLLOWUP_POLL=%s: at least 10s (or off)", cfg.FollowupPoll)
+		}
+	}
+	for _, b := range strings.Split(e.getenv("LOGBOOK_FOLLOWUP_BOTS"), ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			cfg.FollowupBots = append(cfg.FollowupBots, b)
 		}
 	}
 	return nil

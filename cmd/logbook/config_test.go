@@ -63,6 +63,11 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		{"LOGBOOK_SANDBOX_MEMORY", "lots"},
 		{"LOGBOOK_STREAM", "sometimes"},
 		{"LOGBOOK_MIDTURN", "interrupt"},
+		{"LOGBOOK_FOLLOWUP_MAX", "0"},
+		{"LOGBOOK_FOLLOWUP_MAX", "21"},
+		{"LOGBOOK_GITHUB_WEBHOOK_SECRET", "short"},
+		{"LOGBOOK_FOLLOWUP_POLL", "5s"},
+		{"LOGBOOK_FOLLOWUP_POLL", "often"},
 		{"LOGBOOK_TOOL_APPROVAL", "run_command=maybe"},
 		{"LOGBOOK_TOOL_APPROVAL", "rm_rf=ask"},
 		{"LOGBOOK_TOOL_APPROVAL", "general/run_command=ask"},
@@ -428,6 +433,31 @@ func TestConfigWakeLimitAndReplyCap(t *testing.T) {
 		}
 		if got := [2]int{cfg.WakeLimit, cfg.RepliesPerMinute}; got != c.want {
 			t.Errorf("LOGBOOK_WAKE_LIMIT=%q LOGBOOK_THREAD_REPLIES_PER_MINUTE=%q: %v, want %v", c.wake, c.replies, got, c.want)
+		}
+	}
+}
+
+// Pull requests followed: the poller is on (60s) unless a webhook secret is set, and either
+// way as LOGBOOK_FOLLOWUP_POLL says; the attempts default to the follower's.
+func TestConfigFollowupPollDefaults(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		secret, poll string
+		want         time.Duration
+	}{
+		{"", "", time.Minute},
+		{"0123456789abcdef", "", 0},
+		{"0123456789abcdef", "2m", 2 * time.Minute},
+		{"", "off", 0},
+	} {
+		vars := baseVars()
+		vars["LOGBOOK_GITHUB_WEBHOOK_SECRET"], vars["LOGBOOK_FOLLOWUP_POLL"], vars["LOGBOOK_FOLLOWUP_BOTS"] = c.secret, c.poll, "renovate[bot], *"
+		cfg, err := load(vars)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.FollowupPoll != c.want || cfg.FollowupMax != 0 || len(cfg.FollowupBots) != 2 || cfg.FollowupBots[0] != "renovate[bot]" {
+			t.Errorf("secret %q poll %q: poll %v max %d bots %q", c.secret, c.poll, cfg.FollowupPoll, cfg.FollowupMax, cfg.FollowupBots)
 		}
 	}
 }

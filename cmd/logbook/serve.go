@@ -34,6 +34,7 @@ import (
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
+	"github.com/logbook/logbook/bot/followup"
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/hooks"
 	"github.com/logbook/logbook/bot/memory"
@@ -167,6 +168,22 @@ Environment:
   GITHUB_TOKEN            token logbook (never the sandbox) clones and opens pull requests with
   LOGBOOK_GITHUB_API_URL  GitHub's REST API (default https://api.github.com; GitHub Enterprise:
                           https://HOST/api/v3)
+  LOGBOOK_FOLLOWUP_MAX    attempts per pull request a session opened and follows (default 3):
+                          a failed check or a review asking for changes wakes the session to
+                          fix it and push to the same branch; after the last, the thread says
+                          so and names who should look; all checks green is said once; a
+                          merge or close ends it
+  LOGBOOK_GITHUB_WEBHOOK_SECRET
+                          the secret of GitHub's webhook at POST /webhooks/github (events
+                          check_run, check_suite, status, pull_request_review,
+                          pull_request_review_comment, pull_request), verified with
+                          X-Hub-Signature-256; 16+ characters; unset: no webhook endpoint
+  LOGBOOK_FOLLOWUP_POLL   how often each followed pull request's checks and reviews are
+                          polled instead (default 60s without a webhook secret, off with
+                          one; off, or at least 10s)
+  LOGBOOK_FOLLOWUP_BOTS   bot accounts (comma-separated logins, e.g. coderabbitai[bot]; * for
+                          all) whose reviews are followed; by default reviews by bots and by
+                          logbook's own account are not
   LOGBOOK_TOOL_APPROVAL   per-tool approval policy, e.g. run_command=ask,write_file=ask,*=allow
                           (modes allow, ask, deny; default allow for every tool; tools
                           run_command, read_file, write_file, attach_file, search_sessions,
@@ -416,6 +433,12 @@ type serveConfig struct {
 	Repos       bot.Repos
 	GitHubToken Secret
 	GitHubAPI   string
+	// Pull requests followed (issue 32): LOGBOOK_FOLLOWUP_MAX, LOGBOOK_GITHUB_WEBHOOK_SECRET,
+	// LOGBOOK_FOLLOWUP_POLL, LOGBOOK_FOLLOWUP_BOTS.
+	FollowupMax   int
+	WebhookSecret Secret
+	FollowupPoll  time.Duration
+	FollowupBots  []string
 	// RepoURL is where a channel's repository is cloned from (LOGBOOK_REPO_URL, {repo} for
 	// owner/name; default https://github.com/{repo}.git).
 	RepoURL string
@@ -639,6 +662,7 @@ type wiring struct {
 	slash     *slashcmd.Table // /logbook's subcommands (slash.go)
 	hooks     *hooks.Handler
 	signal    atomic.Pointer[func(session.ID)]
+	follow    *followup.Follower // nil: no pull requests opened, none followed
 	parts     []bot.Part
 	http      *httpServer // nil: LOGBOOK_HTTP_ADDR=off
 	closers   []func()    // closed last first
@@ -759,6 +783,11 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	if err != nil {
 		return err
 	}
+	if w.follow = newFollower(cfg, store, w.reg, log); w.follow != nil && cfg.FollowupPoll > 0 {
+		// For installations GitHub's webhooks cannot reach: each followed pull request looked
+		// at once per LOGBOOK_FOLLOWUP_POLL.
+		w.parts = append(w.parts, bot.Part{Name: "followup-poll", Run: w.follow.Poll})
+	}
 	var mcp *connectors.Connectors
 	if cfg.MCP != nil {
 		mcp = connectors.New(*cfg.MCP, connectors.Options{Logger: log, Tokens: store, Key: cfg.SecretKey})
@@ -774,7 +803,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 			Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg),
 				Setup: setupConfig(cfg, store, chSettings, w.me.TeamID)}, log),
 			Files: fileStore, Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: cfg.FileMax}), Uploader: w.api,
-			Forge: pullRequests(cfg), Health: bot.NewHealth(), Directory: w.dir,
+			Forge: pullRequests(cfg), Followup: followupFeature(w.follow), Health: bot.NewHealth(), Directory: w.dir,
 			Slash:    w.slash.Answer,
 			Settings: chSettings, Models: models, Memory: mem, Budget: bgt, Connectors: mcp,
 		}}
@@ -871,6 +900,11 @@ func (w *wiring) routeHTTP() error {
 	}
 	if w.hooks != nil {
 		mux.Handle("POST /hooks/{name}", w.hooks)
+	}
+	if w.follow != nil && cfg.WebhookSecret != "" {
+		// GitHub's webhooks, verified by their signature: outside the pages' sign-in.
+		mux.Handle("POST "+followup.WebhookPath, w.follow.Webhook())
+		log.Info().Str("path", followup.WebhookPath).Msg("http: GitHub webhooks for the pull requests followed")
 	}
 	if warning := webExposure(cfg.HTTPAddr, cfg.WebProxy, cfg.WebTrustedProxies); warning != "" {
 		log.Warn().Msg(warning)
@@ -1041,6 +1075,25 @@ func pullRequests(cfg serveConfig) bot.Forge {
 		return nil
 	}
 	return forge.NewGitHub(cfg.GitHubAPI, cfg.GitHubToken.Reveal(), nil)
+}
+
+// newFollower follows the pull requests sessions open (issue 32), wherever they can be opened
+// (nil otherwise), and adds its poller to the parts when LOGBOOK_FOLLOWUP_POLL is on.
+func newFollower(cfg serveConfig, store *session.Store, reg prometheus.Registerer, log zerolog.Logger) *followup.Follower {
+	if pullRequests(cfg) == nil {
+		return nil
+	}
+	return followup.New(store, forge.NewGitHub(cfg.GitHubAPI, cfg.GitHubToken.Reveal(), nil), followup.Config{
+		Max: cfg.FollowupMax, Secret: cfg.WebhookSecret.Reveal(), Bots: cfg.FollowupBots, Poll: cfg.FollowupPoll,
+		Log: log.With().Str("part", "followup").Logger(), Registerer: reg})
+}
+
+// followupFeature is the bot's Features.Followup: nil (not a typed nil) when none.
+func followupFeature(f *followup.Follower) bot.Followup {
+	if f == nil {
+		return nil
+	}
+	return f
 }
 
 // forgeHost is GitHub's host: github.com, or the Enterprise host of LOGBOOK_GITHUB_API_URL.

@@ -36,6 +36,10 @@ func TestPendingMatchesTheFold(t *testing.T) {
 			return session.NewEvent{Type: session.TypeUserMessage, Actor: session.Actor{Kind: session.ActorUser, ID: "U1"},
 				Payload: session.UserMessage{TS: fmt.Sprintf("1.%d", w.n), Text: "hi"}}
 		},
+		"signal": func(w *walk) session.NewEvent { // a followup_signal is work as a user message is (00090)
+			return session.NewEvent{Type: session.TypeFollowupSignal, Actor: session.Actor{Kind: session.ActorGitHub, ID: "octocat"},
+				Payload: session.FollowupSignal{Repo: "acme/api", Number: 1, Kind: session.SignalCheckFailed, HeadSHA: fmt.Sprint(w.n)}}
+		},
 		"turn_started": func(w *walk) session.NewEvent {
 			return session.NewEvent{Type: session.TypeTurnStarted, Actor: sys, Payload: session.TurnStarted{Through: w.lastUser}}
 		},
@@ -94,6 +98,9 @@ func TestPendingMatchesTheFold(t *testing.T) {
 		{"user", "turn_started", "approval_requested", "decided_other", "suspended_future", "decided_other"},
 		{"user", "turn_started", "approval_requested", "suspended_future", "turn_completed", "user"},
 		{"turn_started", "approval_requested", "suspended_future", "user"},
+		{"signal", "turn_started", "turn_completed", "signal"},
+		{"user", "turn_started", "signal", "turn_completed_short", "turn_started", "turn_completed"},
+		{"user", "turn_started", "approval_requested", "suspended_future", "signal"},
 	}
 	rng := rand.New(rand.NewPCG(26, 2026))
 	for range 12 {
@@ -118,7 +125,7 @@ func TestPendingMatchesTheFold(t *testing.T) {
 				t.Fatal(err)
 			}
 			switch step {
-			case "user":
+			case "user", "signal":
 				w.lastUser = stored[0].Seq
 			case "turn_started":
 				w.turn = stored[0].Seq

@@ -38,6 +38,9 @@ type Turns struct {
 	List []*Turn
 	// LastUser is the newest user_message (Seq 0: none).
 	LastUser session.Event
+	// LastSignal is the newest followup_signal (Seq 0: none): work for the session as a user
+	// message is (migration 00090).
+	LastSignal session.Event
 	// Answered is the Through of the newest turn_completed: the last user message the
 	// session's turns answered.
 	Answered int64
@@ -248,12 +251,16 @@ func Decided(e session.Event) session.ApprovalDecided {
 // Through, and no turn suspended waiting for a person — or its deadline passed, or a message
 // arrived that the suspending cell had not read.
 func (ts *Turns) Pending(now time.Time) bool {
-	last := ts.LastUser.Seq
+	last := ts.LastInput()
 	if last <= ts.Answered {
 		return false
 	}
 	return ts.awaitingUntil.IsZero() || !ts.awaitingUntil.After(now) || last > ts.awaitingThrough
 }
+
+// LastInput is the seq of the newest event that is work for the session: a user_message or a
+// followup_signal (0: none), as session_work.last_message_seq counts them.
+func (ts *Turns) LastInput() int64 { return max(ts.LastUser.Seq, ts.LastSignal.Seq) }
 
 func seqKey(seq int64) string { return "#" + strconv.FormatInt(seq, 10) }
 
@@ -280,6 +287,8 @@ func (ts *Turns) add(e session.Event) {
 	switch e.Type {
 	case session.TypeUserMessage, session.TypeTurnStarted, session.TypeTurnCompleted, session.TypeAssistantMessage, session.TypeDelivered:
 		ts.addLifecycle(e)
+	case session.TypeFollowupSignal:
+		ts.LastSignal = e
 	case session.TypeApprovalRequested, session.TypeApprovalDecided, session.TypeToolStarted, session.TypeTurnSuspended:
 		ts.addApproval(e)
 	default:
@@ -462,5 +471,5 @@ func (ts *Turns) suspend(e session.Event) {
 	if ts.lastStop > p.Turn || ts.lastDecision[p.CallID] > p.Turn {
 		ts.awaitingUntil = time.Time{}
 	}
-	ts.awaitingThrough = min(ts.LastUser.Seq, p.Seen)
+	ts.awaitingThrough = min(ts.LastInput(), p.Seen)
 }

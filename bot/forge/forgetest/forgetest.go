@@ -1,7 +1,9 @@
 // Package forgetest is a fake GitHub for tests: the two REST calls create_pull_request makes
 // (list and create pull requests), as GitHub documents them, refusing what GitHub refuses —
 // a wrong token, a wrong body, a head branch the repository does not have, a second open pull
-// request from one branch.
+// request from one branch. For a followed pull request (checks.go) it also serves a pull
+// request, its head's check runs and statuses, its reviews and review comments, and a check
+// run's annotations, in GitHub's REST shapes, and sends webhooks signed as GitHub signs them.
 package forgetest
 
 import (
@@ -24,6 +26,10 @@ type Options struct {
 	// (a real git server's branches).
 	Branches  []string
 	HasBranch func(string) bool
+	// HeadSHA, if set, gives a branch's head commit (a real git server's) unless SetHead set
+	// one; Login is the token's account (GET /user; default logbook-bot).
+	HeadSHA func(string) string
+	Login   string
 }
 
 // Server is a running fake.
@@ -38,11 +44,12 @@ type Server struct {
 	dropNext bool
 	hold     chan struct{}
 	created  chan struct{}
+	checks   checkState
 }
 
 // New starts a fake GitHub until the test ends.
 func New(tb testing.TB, opt Options) *Server {
-	s := &Server{opt: opt, branches: map[string]bool{"main": true}}
+	s := &Server{opt: opt, branches: map[string]bool{"main": true}, checks: newCheckState()}
 	for _, b := range opt.Branches {
 		s.branches[b] = true
 	}
@@ -96,6 +103,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	owner, _, _ := strings.Cut(s.opt.Repo, "/")
+	if s.serveChecks(w, r, fail) {
+		return
+	}
 	if r.URL.Path != "/repos/"+s.opt.Repo+"/pulls" {
 		fail(404, "Not Found")
 		return
@@ -133,7 +143,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.creates++
 		n := len(s.pulls) + 1
 		p := map[string]any{"number": n, "html_url": fmt.Sprintf("https://github.com/%s/pull/%d", s.opt.Repo, n), "state": "open",
-			"head": map[string]any{"ref": *in.Head}, "base": map[string]any{"ref": *in.Base}, "title": *in.Title, "body": deref(in.Body)}
+			"merged": false, "head": map[string]any{"ref": *in.Head}, "base": map[string]any{"ref": *in.Base}, "title": *in.Title, "body": deref(in.Body)}
 		s.pulls = append(s.pulls, p)
 		if s.dropNext {
 			s.dropNext = false

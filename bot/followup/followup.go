@@ -1,0 +1,488 @@
+// Package followup follows the pull requests a session opened (issue 32): when a check run or
+// commit status on the head fails, or a review asks for changes, the session wakes with it as
+// a new input; when every check passes, the thread is told once; a merge or close ends it.
+//
+// How a signal is stored once and wakes the session once, on any replica: the create_pull_request
+// turn appends followup_subscribed with its pull_request (Subscription). A Look at a followed
+// pull request — prompted by a webhook (Webhook: POST /webhooks/github, signed with
+// X-Hub-Signature-256) or by the poller (Poll) — reads the pull request's state from GitHub's
+// REST API (its head, the head's check runs and combined status, its reviews and review
+// comments, a failed check's annotations) and appends a followup_signal for each thing not
+// already in the session's log, under a stable idempotency key (check run and conclusion,
+// status context and state on its commit, review id, the head's success). A delivery GitHub
+// sends again, another replica's look or the poller's next one find the keys stored and add
+// nothing. A followup_signal is work for its session as a user_message is (migration 00090):
+// the pending poll of any replica finds it, one cell takes it up under the session's lease,
+// and Look's NOTIFY only makes that immediate.
+//
+// Bounded: Config.Max attempts per pull request, counted in the log: an attempt is a head
+// commit whose failures woke the session (the failures of one head are one attempt). A failure
+// on a head after the last attempt is stored once as an "exhausted" signal, which the thread
+// answers (without the model) by saying so and naming who should look; nothing after it wakes
+// the session for a failure again. A success is said once after each failure (and once at
+// first).
+//
+// Everything a signal holds came from GitHub and is untrusted: Prompt frames it for the model
+// as data, never as the thread's instructions, and Answer's canned replies name checks and
+// people only through mrkdwn escaping, so nothing in them can mention anyone.
+package followup
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/session"
+)
+
+// Forge is what a look needs of GitHub (*forge.GitHub).
+type Forge interface {
+	PullState(ctx context.Context, repo forge.Repo, number int) (*forge.PullState, error)
+	CheckRuns(ctx context.Context, repo forge.Repo, ref string) ([]forge.CheckRun, error)
+	Annotations(ctx context.Context, repo forge.Repo, id int64) ([]forge.Annotation, error)
+	Status(ctx context.Context, repo forge.Repo, ref string) (*forge.CombinedStatus, error)
+	Reviews(ctx context.Context, repo forge.Repo, number int) ([]forge.Review, error)
+	ReviewComments(ctx context.Context, repo forge.Repo, number int) ([]forge.ReviewComment, error)
+	Login(ctx context.Context) (string, error)
+}
+
+// Store is what a look needs of the log (*session.Store).
+type Store interface {
+	Append(ctx context.Context, id session.ID, evs ...session.NewEvent) ([]session.Event, error)
+	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
+	FollowedBranch(ctx context.Context, repo, branch string) ([]session.Followed, error)
+	FollowedAll(ctx context.Context) ([]session.Followed, error)
+	Notify(ctx context.Context, id session.ID, sender string) error
+}
+
+// DefaultMax is LOGBOOK_FOLLOWUP_MAX's default: attempts per pull request.
+const DefaultMax = 3
+
+// Config configures a Follower.
+type Config struct {
+	// Max is the attempts per pull request (LOGBOOK_FOLLOWUP_MAX; 0: DefaultMax).
+	Max int
+	// Secret verifies webhooks (LOGBOOK_GITHUB_WEBHOOK_SECRET; "": the endpoint refuses every
+	// delivery).
+	Secret string
+	// Bots are the bot accounts (GitHub type "Bot", or logbook's own) whose reviews are
+	// followed anyway (LOGBOOK_FOLLOWUP_BOTS; "*": every bot). By default none are.
+	Bots []string
+	// Poll is the time between two looks at one followed pull request by the poller (0: no
+	// polling).
+	Poll time.Duration
+	// After times the poller (nil: time.After).
+	After func(time.Duration) <-chan time.Time
+	Log   zerolog.Logger
+	// Registerer gets the metrics (nil: not registered).
+	Registerer prometheus.Registerer
+}
+
+// Follower looks at followed pull requests and stores their signals.
+type Follower struct {
+	store Store
+	forge Forge
+	cfg   Config
+
+	loginOnce sync.Once
+	login     string
+
+	webhooks *prometheus.CounterVec
+	signals  *prometheus.CounterVec
+}
+
+// New returns a Follower over store and forge.
+func New(store Store, fg Forge, cfg Config) *Follower {
+	cfg.Max = cmp.Or(cfg.Max, DefaultMax)
+	if cfg.After == nil {
+		cfg.After = time.After
+	}
+	f := &Follower{store: store, forge: fg, cfg: cfg,
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "github_webhooks_total",
+			Help: "GitHub webhook deliveries, by outcome (accepted, ignored, bad_signature, too_large, failed)."}, []string{"outcome"}),
+		signals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "followup_signals_total",
+			Help: "Signals about followed pull requests stored (each once), by kind and source."}, []string{"kind", "source"}),
+	}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(f.webhooks, f.signals)
+	}
+	return f
+}
+
+// Max is the attempts per pull request.
+func (f *Follower) Max() int { return f.cfg.Max }
+
+// Subscription is the followup_subscribed event that goes with the pull_request pr a turn
+// recorded; requester is the Slack user whose turn opened it.
+func (f *Follower) Subscription(pr session.PullRequest, requester string) session.NewEvent {
+	return session.NewEvent{Type: session.TypeFollowupSubscribed, Actor: pollActor,
+		IdempotencyKey: "followup_subscribed/" + pr.Repo + "#" + strconv.Itoa(pr.Number),
+		Payload: session.FollowupSubscribed{Repo: pr.Repo, Number: pr.Number, Branch: pr.Branch, URL: pr.URL,
+			Requester: requester, Max: f.cfg.Max}}
+}
+
+// Source says what prompted a look: a webhook delivery (its id, event and sender) or the poller.
+type Source struct {
+	Kind     string // "webhook" or "poll"
+	Delivery string
+	Event    string
+	Sender   string // the delivery's sender login
+}
+
+var pollActor = session.Actor{Kind: session.ActorSystem, ID: "followup"}
+
+func (s Source) actor() session.Actor {
+	if s.Kind == "webhook" && s.Sender != "" {
+		return session.Actor{Kind: session.ActorGitHub, ID: s.Sender}
+	}
+	return pollActor
+}
+
+// failedConclusions are the check run conclusions that ask for a fix.
+var failedConclusions = map[string]bool{"failure": true, "timed_out": true, "action_required": true, "startup_failure": true}
+
+// passedConclusions are those that pass.
+var passedConclusions = map[string]bool{"success": true, "neutral": true, "skipped": true}
+
+// Bounds on what a signal carries.
+const (
+	tailBytes       = 4 << 10
+	maxAnnotations  = 20
+	maxComments     = 30
+	textBytes       = 2 << 10
+	commentBytes    = 2 << 10
+	maxChecksSignal = 20
+)
+
+// Look looks at followed pull request fl now, as src prompted, and stores what is new: its
+// end (merged or closed: followup_ended), failed checks and reviews asking for changes (or,
+// past the last attempt, one exhausted signal), a success. It returns the events it appended
+// (not those already stored) and NOTIFYs the session when some are work.
+func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([]session.Event, error) {
+	repo, err := forge.ParseRepo(fl.Repo)
+	if err != nil {
+		return nil, fmt.Errorf("look at %s#%d: %w", fl.Repo, fl.Number, err)
+	}
+	pr, err := f.forge.PullState(ctx, repo, fl.Number)
+	if err != nil {
+		return nil, fmt.Errorf("look at %s#%d: %w", fl.Repo, fl.Number, err)
+	}
+	if pr.State == "closed" {
+		reason := "closed"
+		if pr.Merged {
+			reason = "merged"
+		}
+		return f.append(ctx, fl, src, []session.NewEvent{{Type: session.TypeFollowupEnded, Actor: src.actor(),
+			IdempotencyKey: "followup_ended/" + fl.Repo + "#" + strconv.Itoa(fl.Number),
+			Payload:        session.FollowupEnded{Repo: fl.Repo, Number: fl.Number, Reason: reason}}})
+	}
+	head := pr.Head.SHA
+	past, err := f.store.Events(ctx, fl.Session, session.Range{Types: []session.Type{session.TypeFollowupSignal, session.TypeFollowupEnded}})
+	if err != nil {
+		return nil, fmt.Errorf("look at %s#%d: read the session's signals: %w", fl.Repo, fl.Number, err)
+	}
+	h := readHistory(past, fl)
+	if h.ended {
+		return nil, nil
+	}
+	// The bound is the one the session subscribed under (LOGBOOK_FOLLOWUP_MAX then), whatever
+	// this replica's setting.
+	limit := cmp.Or(fl.Max, f.cfg.Max)
+	base := session.FollowupSignal{Repo: fl.Repo, Number: fl.Number, Branch: fl.Branch, HeadSHA: head, Max: limit,
+		Source: src.Kind, Delivery: src.Delivery, Event: src.Event}
+
+	runs, err := f.forge.CheckRuns(ctx, repo, head)
+	if err != nil {
+		return nil, fmt.Errorf("look at %s#%d: check runs: %w", fl.Repo, fl.Number, err)
+	}
+	status, err := f.forge.Status(ctx, repo, head)
+	if err != nil {
+		return nil, fmt.Errorf("look at %s#%d: statuses: %w", fl.Repo, fl.Number, err)
+	}
+	type failure struct {
+		key    string
+		check  session.FollowupCheck
+		review *session.FollowupReview
+		actor  session.Actor
+	}
+	var failures []failure
+	green, complete := len(runs)+len(status.Statuses) > 0, true
+	for _, run := range runs {
+		if run.HeadSHA != "" && run.HeadSHA != head {
+			continue
+		}
+		if run.Status != "completed" {
+			complete = false
+			continue
+		}
+		if !passedConclusions[run.Conclusion] {
+			green = false
+		}
+		if !failedConclusions[run.Conclusion] {
+			continue
+		}
+		key := "check_run/" + strconv.FormatInt(run.ID, 10) + "/" + run.Conclusion
+		if h.keys[key] {
+			continue
+		}
+		c := session.FollowupCheck{ID: run.ID, Name: run.Name, Conclusion: run.Conclusion, URL: cmp.Or(run.HTMLURL, run.DetailsURL),
+			Title: clipText(run.Output.Title, 300), Summary: clipText(run.Output.Summary, textBytes), Tail: tail(run.Output.Text, tailBytes)}
+		if run.Output.AnnotationsCount > 0 {
+			anns, err := f.forge.Annotations(ctx, repo, run.ID)
+			if err != nil {
+				return nil, fmt.Errorf("look at %s#%d: annotations of check run %d: %w", fl.Repo, fl.Number, run.ID, err)
+			}
+			for _, a := range anns {
+				if len(c.Annotations) == maxAnnotations {
+					break
+				}
+				c.Annotations = append(c.Annotations, session.FollowupAnnotation{Path: a.Path, Line: a.StartLine, Level: a.AnnotationLevel,
+					Message: clipText(strings.TrimSpace(a.Title+"\n"+a.Message), 500)})
+			}
+		}
+		failures = append(failures, failure{key: key, check: c, actor: src.actor()})
+	}
+	for _, st := range status.Statuses {
+		switch st.State {
+		case "success":
+		case "pending":
+			complete = false
+		default: // failure, error
+			green = false
+			key := "status/" + head + "/" + st.Context + "/" + st.State
+			if !h.keys[key] {
+				failures = append(failures, failure{key: key, actor: src.actor(), check: session.FollowupCheck{Name: st.Context, Conclusion: st.State,
+					URL: st.TargetURL, Summary: clipText(st.Description, textBytes)}})
+			}
+		}
+	}
+
+	reviews, err := f.forge.Reviews(ctx, repo, fl.Number)
+	if err != nil {
+		return nil, fmt.Errorf("look at %s#%d: reviews: %w", fl.Repo, fl.Number, err)
+	}
+	var comments []forge.ReviewComment
+	commentsRead := false
+	for _, rv := range reviews {
+		key := "review/" + strconv.FormatInt(rv.ID, 10)
+		if h.keys[key] || !f.followed(ctx, rv.User) || (rv.State != "CHANGES_REQUESTED" && rv.State != "COMMENTED") {
+			continue
+		}
+		if !commentsRead {
+			if comments, err = f.forge.ReviewComments(ctx, repo, fl.Number); err != nil {
+				return nil, fmt.Errorf("look at %s#%d: review comments: %w", fl.Repo, fl.Number, err)
+			}
+			commentsRead = true
+		}
+		r := &session.FollowupReview{ID: rv.ID, Author: rv.User.Login, State: rv.State, Body: clipText(rv.Body, textBytes), URL: rv.HTMLURL}
+		for _, c := range comments {
+			if c.ReviewID != rv.ID || !f.followed(ctx, c.User) || len(r.Comments) == maxComments {
+				continue
+			}
+			r.Comments = append(r.Comments, session.FollowupComment{ID: c.ID, Author: c.User.Login, Path: c.Path,
+				Line: cmp.Or(c.Line, c.OrigLine), Body: clipText(c.Body, commentBytes)})
+		}
+		if rv.State == "COMMENTED" && len(r.Comments) == 0 && strings.TrimSpace(rv.Body) == "" {
+			continue // a reply with nothing to act on
+		}
+		failures = append(failures, failure{key: key, review: r, actor: session.Actor{Kind: session.ActorGitHub, ID: rv.User.Login}})
+	}
+
+	var evs []session.NewEvent
+	switch {
+	case len(failures) > 0 && h.exhausted:
+		// The thread was told who should look: failures no longer wake it.
+	case len(failures) > 0:
+		attempt, ok := h.attempts[head]
+		if !ok {
+			attempt = len(h.attempts) + 1
+		}
+		if attempt > limit {
+			sig := base
+			sig.Kind, sig.Attempt, sig.Look = session.SignalExhausted, 0, nonEmpty(fl.Requester)
+			for _, fa := range failures {
+				if fa.review == nil {
+					sig.Checks = append(sig.Checks, session.FollowupCheck{Name: fa.check.Name, Conclusion: fa.check.Conclusion, URL: fa.check.URL})
+				}
+			}
+			evs = append(evs, session.NewEvent{Type: session.TypeFollowupSignal, Actor: src.actor(),
+				IdempotencyKey: "followup_signal/" + fl.Repo + "#" + strconv.Itoa(fl.Number) + "/exhausted", Payload: sig})
+			break
+		}
+		for i, fa := range failures {
+			if i == maxChecksSignal {
+				break
+			}
+			sig := base
+			sig.Attempt = attempt
+			if fa.review != nil {
+				sig.Kind, sig.Review = session.SignalReview, fa.review
+			} else {
+				sig.Kind, sig.Checks = session.SignalCheckFailed, []session.FollowupCheck{fa.check}
+			}
+			evs = append(evs, session.NewEvent{Type: session.TypeFollowupSignal, Actor: fa.actor,
+				IdempotencyKey: "followup_signal/" + fl.Repo + "#" + strconv.Itoa(fl.Number) + "/" + fa.key, Payload: sig})
+		}
+	case green && complete && (status.State == "success" || status.TotalCount == 0) && h.successDue():
+		sig := base
+		sig.Kind = session.SignalSuccess
+		evs = append(evs, session.NewEvent{Type: session.TypeFollowupSignal, Actor: src.actor(),
+			IdempotencyKey: "followup_signal/" + fl.Repo + "#" + strconv.Itoa(fl.Number) + "/success/" + head, Payload: sig})
+	}
+	return f.append(ctx, fl, src, evs)
+}
+
+// append appends evs to fl's session and NOTIFYs it when some are new work.
+func (f *Follower) append(ctx context.Context, fl session.Followed, src Source, evs []session.NewEvent) ([]session.Event, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	stored, err := f.store.Append(ctx, fl.Session, evs...)
+	if err != nil {
+		return nil, fmt.Errorf("store the signals of %s#%d: %w", fl.Repo, fl.Number, err)
+	}
+	var fresh []session.Event
+	work := false
+	for _, e := range stored {
+		if e.Duplicate {
+			continue
+		}
+		fresh = append(fresh, e)
+		kind := "ended"
+		if e.Type == session.TypeFollowupSignal {
+			work = true
+			var s session.FollowupSignal
+			_ = e.Decode(&s)
+			kind = s.Kind
+		}
+		f.signals.WithLabelValues(kind, src.Kind).Inc()
+		f.cfg.Log.Info().Str("session_id", fl.Session.String()).Str("pull", fl.Repo+"#"+strconv.Itoa(fl.Number)).
+			Str("type", string(e.Type)).Str("kind", kind).Str("source", src.Kind).Str("delivery", src.Delivery).Int64("seq", e.Seq).
+			Msg("followup: stored")
+	}
+	if work {
+		if err := f.store.Notify(ctx, fl.Session, "followup"); err != nil {
+			// The pending poll finds the session all the same.
+			f.cfg.Log.Warn().Err(err).Str("session_id", fl.Session.String()).Msg("followup: notify")
+		}
+	}
+	return fresh, nil
+}
+
+// followed reports whether a review or comment by u is followed: not by a bot nor by
+// logbook's own account, unless Config.Bots names it.
+func (f *Follower) followed(ctx context.Context, u forge.User) bool {
+	if slices.Contains(f.cfg.Bots, "*") || slices.ContainsFunc(f.cfg.Bots, func(b string) bool { return strings.EqualFold(b, u.Login) }) {
+		return true
+	}
+	if u.IsBot() || strings.HasSuffix(u.Login, "[bot]") {
+		return false
+	}
+	f.loginOnce.Do(func() {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		login, err := f.forge.Login(lctx)
+		var fe *forge.Error
+		if err != nil && !errors.As(err, &fe) {
+			f.cfg.Log.Warn().Err(err).Msg("followup: could not learn logbook's GitHub login; its own reviews are told apart by bot type only")
+		}
+		f.login = login
+	})
+	return f.login == "" || !strings.EqualFold(f.login, u.Login)
+}
+
+// history is what a session's log says of one followed pull request.
+type history struct {
+	keys        map[string]bool // signals stored, by the key after the pull request's
+	attempts    map[string]int  // head SHA -> the attempt its failures began
+	exhausted   bool
+	ended       bool
+	lastFailure int64 // seq of the newest failure (check_failed, review, exhausted)
+	lastSuccess int64 // seq of the newest success
+}
+
+func readHistory(evs []session.Event, fl session.Followed) history {
+	h := history{keys: map[string]bool{}, attempts: map[string]int{}}
+	prefix := "followup_signal/" + fl.Repo + "#" + strconv.Itoa(fl.Number) + "/"
+	for _, e := range evs {
+		if e.Type == session.TypeFollowupEnded {
+			var p session.FollowupEnded
+			if e.Decode(&p) == nil && p.Repo == fl.Repo && p.Number == fl.Number {
+				h.ended = true
+			}
+			continue
+		}
+		key, ok := strings.CutPrefix(e.IdempotencyKey, prefix)
+		if !ok {
+			continue
+		}
+		h.keys[key] = true
+		var s session.FollowupSignal
+		if e.Decode(&s) != nil {
+			continue
+		}
+		switch s.Kind {
+		case session.SignalCheckFailed, session.SignalReview:
+			if s.Attempt > 0 {
+				h.attempts[s.HeadSHA] = s.Attempt
+			}
+			h.lastFailure = e.Seq
+		case session.SignalExhausted:
+			h.exhausted, h.lastFailure = true, e.Seq
+		case session.SignalSuccess:
+			h.lastSuccess = e.Seq
+		}
+	}
+	return h
+}
+
+// successDue reports whether a success is to be said: never said yet, or a failure came after
+// the last one said.
+func (h history) successDue() bool { return h.lastSuccess == 0 || h.lastFailure > h.lastSuccess }
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+// clipText cuts s to n bytes at a rune boundary, saying so.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8Start(s[cut]) {
+		cut--
+	}
+	return s[:cut] + " […]"
+}
+
+// tail is the last n bytes of s, at a line boundary when one is near.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	start := len(s) - n
+	for start < len(s) && !utf8Start(s[start]) {
+		start++
+	}
+	t := s[start:]
+	if i := strings.IndexByte(t, '\n'); i >= 0 && i < 200 {
+		t = t[i+1:]
+	}
+	return "[…]\n" + t
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

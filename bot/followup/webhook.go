@@ -1,0 +1,221 @@
+package followup
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// WebhookPath is where GitHub's webhooks are received.
+const WebhookPath = "/webhooks/github"
+
+// MaxWebhookBytes bounds a delivery's body (GitHub caps payloads at 25 MB; the events followed
+// here are a few KB).
+const MaxWebhookBytes = 5 << 20
+
+// lookTimeout bounds the looks one delivery prompts: GitHub gives up on an answer after 10 s.
+const lookTimeout = 8 * time.Second
+
+// Events are the webhook events followed; any other is acknowledged and ignored.
+var Events = []string{"check_run", "check_suite", "status", "pull_request_review", "pull_request_review_comment", "pull_request"}
+
+// Webhook is the handler of POST /webhooks/github: a delivery is verified with
+// X-Hub-Signature-256 (HMAC-SHA256 of the body with Config.Secret, compared in constant time)
+// — a delivery without a valid one is refused 401 and counted, and the refusal logged with
+// its delivery id and event, never the body —, then the pull requests it names (by branch)
+// that sessions follow are looked at (Look) and what is new stored. 202 says it was taken,
+// 200 that it concerns nothing followed; 502 that GitHub's API or the log failed (the poller,
+// or a redelivery, looks again).
+func (f *Follower) Webhook() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		event, delivery := r.Header.Get("X-GitHub-Event"), r.Header.Get("X-GitHub-Delivery")
+		log := f.cfg.Log.With().Str("delivery", clipText(delivery, 80)).Str("event", clipText(event, 60)).Str("remote", r.RemoteAddr).Logger()
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBytes))
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				f.webhooks.WithLabelValues("too_large").Inc()
+				log.Warn().Int64("limit", tooLarge.Limit).Msg("github webhook: refused, body too large")
+				http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "could not read the body", http.StatusBadRequest)
+			return
+		}
+		if !f.verify(r.Header.Get("X-Hub-Signature-256"), body) {
+			f.webhooks.WithLabelValues("bad_signature").Inc()
+			log.Warn().Bool("signed", r.Header.Get("X-Hub-Signature-256") != "").Msg("github webhook: refused, X-Hub-Signature-256 does not verify")
+			http.Error(w, "signature does not verify", http.StatusUnauthorized)
+			return
+		}
+		if event == "ping" {
+			f.webhooks.WithLabelValues("ignored").Inc()
+			io.WriteString(w, "pong\n")
+			return
+		}
+		targets, err := parseDelivery(event, body)
+		if err != nil {
+			f.webhooks.WithLabelValues("ignored").Inc()
+			log.Warn().Err(err).Msg("github webhook: unreadable payload")
+			http.Error(w, "unreadable payload", http.StatusBadRequest)
+			return
+		}
+		if len(targets.branches) == 0 {
+			f.webhooks.WithLabelValues("ignored").Inc()
+			io.WriteString(w, "nothing to follow\n")
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), lookTimeout)
+		defer cancel()
+		src := Source{Kind: "webhook", Delivery: clipText(delivery, 80), Event: event, Sender: targets.sender}
+		looked, stored := 0, 0
+		for _, branch := range targets.branches {
+			followed, err := f.store.FollowedBranch(ctx, targets.repo, branch)
+			if err != nil {
+				f.webhooks.WithLabelValues("failed").Inc()
+				log.Error().Err(err).Msg("github webhook: could not read the log")
+				http.Error(w, "the log cannot be read right now", http.StatusBadGateway)
+				return
+			}
+			for _, fl := range followed {
+				evs, err := f.Look(ctx, fl, src)
+				if err != nil {
+					f.webhooks.WithLabelValues("failed").Inc()
+					log.Error().Err(err).Str("session_id", fl.Session.String()).Msg("github webhook: look failed")
+					http.Error(w, "the pull request could not be looked at; the poller or a redelivery will", http.StatusBadGateway)
+					return
+				}
+				looked++
+				stored += len(evs)
+			}
+		}
+		if looked == 0 {
+			f.webhooks.WithLabelValues("ignored").Inc()
+			io.WriteString(w, "nothing to follow\n")
+			return
+		}
+		f.webhooks.WithLabelValues("accepted").Inc()
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprintf(w, "looked at %d followed pull requests, stored %d events\n", looked, stored)
+	})
+}
+
+// verify checks X-Hub-Signature-256 ("sha256=" and the hex HMAC of body), in constant time.
+// Without a secret nothing verifies.
+func (f *Follower) verify(header string, body []byte) bool {
+	if f.cfg.Secret == "" {
+		return false
+	}
+	hexSig, ok := strings.CutPrefix(header, "sha256=")
+	if !ok {
+		return false
+	}
+	got, err := hex.DecodeString(hexSig)
+	if err != nil {
+		return false
+	}
+	mac := hmac.New(sha256.New, []byte(f.cfg.Secret))
+	mac.Write(body)
+	return hmac.Equal(got, mac.Sum(nil))
+}
+
+// delivery is what a delivery names: the repository, the branches it concerns, its sender.
+type delivery struct {
+	repo     string
+	branches []string
+	sender   string
+}
+
+// parseDelivery reads the repository, branches and sender of a followed event. Events, and
+// actions, that cannot change what a followed pull request asks for name no branch: a check
+// not completed, a pending status, a pull request event other than closed.
+func parseDelivery(event string, body []byte) (delivery, error) {
+	type pullRef struct {
+		Head struct {
+			Ref string `json:"ref"`
+		} `json:"head"`
+	}
+	var p struct {
+		Action     string `json:"action"`
+		Repository struct {
+			FullName string `json:"full_name"`
+		} `json:"repository"`
+		Sender struct {
+			Login string `json:"login"`
+		} `json:"sender"`
+		CheckRun struct {
+			Status       string    `json:"status"`
+			PullRequests []pullRef `json:"pull_requests"`
+			CheckSuite   struct {
+				HeadBranch string `json:"head_branch"`
+			} `json:"check_suite"`
+		} `json:"check_run"`
+		CheckSuite struct {
+			Status       string    `json:"status"`
+			HeadBranch   string    `json:"head_branch"`
+			PullRequests []pullRef `json:"pull_requests"`
+		} `json:"check_suite"`
+		State    string `json:"state"`
+		Branches []struct {
+			Name string `json:"name"`
+		} `json:"branches"`
+		PullRequest pullRef `json:"pull_request"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		return delivery{}, err
+	}
+	d := delivery{repo: p.Repository.FullName, sender: p.Sender.Login}
+	add := func(b string) {
+		if b != "" && !slices.Contains(d.branches, b) {
+			d.branches = append(d.branches, b)
+		}
+	}
+	switch event {
+	case "check_run":
+		if p.Action == "completed" || p.CheckRun.Status == "completed" {
+			add(p.CheckRun.CheckSuite.HeadBranch)
+			for _, pr := range p.CheckRun.PullRequests {
+				add(pr.Head.Ref)
+			}
+		}
+	case "check_suite":
+		if p.Action == "completed" {
+			add(p.CheckSuite.HeadBranch)
+			for _, pr := range p.CheckSuite.PullRequests {
+				add(pr.Head.Ref)
+			}
+		}
+	case "status":
+		if p.State != "pending" {
+			for _, b := range p.Branches {
+				add(b.Name)
+			}
+		}
+	case "pull_request_review", "pull_request_review_comment":
+		if p.Action != "deleted" && p.Action != "dismissed" {
+			add(p.PullRequest.Head.Ref)
+		}
+	case "pull_request":
+		if p.Action == "closed" {
+			add(p.PullRequest.Head.Ref)
+		}
+	}
+	if d.repo == "" {
+		d.branches = nil
+	}
+	return d, nil
+}

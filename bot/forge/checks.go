@@ -1,0 +1,167 @@
+package forge
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// What a followed pull request is made of, as GitHub's REST API answers it (issue 32): the
+// pull request, its head's check runs and commit statuses, its reviews and review comments, a
+// check run's annotations. Each call reads one page of up to 100 items: what a pull request
+// holds, and a bound on what one look costs.
+
+// User is a GitHub account: Type "Bot" for an app's or another bot's.
+type User struct {
+	Login string `json:"login"`
+	Type  string `json:"type"`
+}
+
+// IsBot reports an account GitHub marks as a bot (an app's "name[bot]").
+func (u User) IsBot() bool { return u.Type == "Bot" }
+
+// PullState is a pull request as GET /repos/{o}/{r}/pulls/{n} answers it.
+type PullState struct {
+	Number  int    `json:"number"`
+	State   string `json:"state"` // open, closed
+	Merged  bool   `json:"merged"`
+	HTMLURL string `json:"html_url"`
+	Head    struct {
+		Ref string `json:"ref"`
+		SHA string `json:"sha"`
+	} `json:"head"`
+}
+
+// CheckRun is one check run of a commit.
+type CheckRun struct {
+	ID         int64  `json:"id"`
+	Name       string `json:"name"`
+	HeadSHA    string `json:"head_sha"`
+	Status     string `json:"status"`     // queued, in_progress, completed
+	Conclusion string `json:"conclusion"` // success, failure, neutral, cancelled, skipped, timed_out, action_required, stale
+	HTMLURL    string `json:"html_url"`
+	DetailsURL string `json:"details_url"`
+	Output     struct {
+		Title            string `json:"title"`
+		Summary          string `json:"summary"`
+		Text             string `json:"text"`
+		AnnotationsCount int    `json:"annotations_count"`
+	} `json:"output"`
+}
+
+// Annotation is one annotation of a check run.
+type Annotation struct {
+	Path            string `json:"path"`
+	StartLine       int    `json:"start_line"`
+	AnnotationLevel string `json:"annotation_level"` // notice, warning, failure
+	Title           string `json:"title"`
+	Message         string `json:"message"`
+}
+
+// Status is one commit status (a context's newest).
+type Status struct {
+	Context     string `json:"context"`
+	State       string `json:"state"` // error, failure, pending, success
+	Description string `json:"description"`
+	TargetURL   string `json:"target_url"`
+}
+
+// CombinedStatus is a commit's combined status.
+type CombinedStatus struct {
+	State      string   `json:"state"`
+	SHA        string   `json:"sha"`
+	TotalCount int      `json:"total_count"`
+	Statuses   []Status `json:"statuses"`
+}
+
+// Review is a pull request review.
+type Review struct {
+	ID       int64  `json:"id"`
+	User     User   `json:"user"`
+	State    string `json:"state"` // APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED, PENDING
+	Body     string `json:"body"`
+	HTMLURL  string `json:"html_url"`
+	CommitID string `json:"commit_id"`
+}
+
+// ReviewComment is a comment on a pull request's diff.
+type ReviewComment struct {
+	ID       int64  `json:"id"`
+	ReviewID int64  `json:"pull_request_review_id"`
+	User     User   `json:"user"`
+	Path     string `json:"path"`
+	Line     int    `json:"line"`
+	OrigLine int    `json:"original_line"`
+	Body     string `json:"body"`
+}
+
+func (r Repo) path() string {
+	return "/repos/" + url.PathEscape(r.Owner) + "/" + url.PathEscape(r.Name)
+}
+
+// PullState returns pull request number of repo.
+func (g *GitHub) PullState(ctx context.Context, repo Repo, number int) (*PullState, error) {
+	var p PullState
+	if err := g.do(ctx, http.MethodGet, repo.path()+"/pulls/"+strconv.Itoa(number), nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// CheckRuns returns the check runs of ref (a commit SHA or a branch).
+func (g *GitHub) CheckRuns(ctx context.Context, repo Repo, ref string) ([]CheckRun, error) {
+	var out struct {
+		CheckRuns []CheckRun `json:"check_runs"`
+	}
+	if err := g.do(ctx, http.MethodGet, repo.path()+"/commits/"+url.PathEscape(ref)+"/check-runs?per_page=100", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.CheckRuns, nil
+}
+
+// Annotations returns the annotations of check run id (the first 50).
+func (g *GitHub) Annotations(ctx context.Context, repo Repo, id int64) ([]Annotation, error) {
+	var out []Annotation
+	if err := g.do(ctx, http.MethodGet, repo.path()+"/check-runs/"+strconv.FormatInt(id, 10)+"/annotations?per_page=50", nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Status returns the combined status of ref.
+func (g *GitHub) Status(ctx context.Context, repo Repo, ref string) (*CombinedStatus, error) {
+	var out CombinedStatus
+	if err := g.do(ctx, http.MethodGet, repo.path()+"/commits/"+url.PathEscape(ref)+"/status?per_page=100", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Reviews returns the reviews of pull request number.
+func (g *GitHub) Reviews(ctx context.Context, repo Repo, number int) ([]Review, error) {
+	var out []Review
+	if err := g.do(ctx, http.MethodGet, repo.path()+"/pulls/"+strconv.Itoa(number)+"/reviews?per_page=100", nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ReviewComments returns the review comments of pull request number.
+func (g *GitHub) ReviewComments(ctx context.Context, repo Repo, number int) ([]ReviewComment, error) {
+	var out []ReviewComment
+	if err := g.do(ctx, http.MethodGet, repo.path()+"/pulls/"+strconv.Itoa(number)+"/comments?per_page=100", nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Login returns the login of the token's account (GET /user). An installation token cannot
+// ask (GitHub answers 403): the caller then knows its account by its reviews' bot type only.
+func (g *GitHub) Login(ctx context.Context) (string, error) {
+	var u User
+	if err := g.do(ctx, http.MethodGet, "/user", nil, &u); err != nil {
+		return "", err
+	}
+	return u.Login, nil
+}

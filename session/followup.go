@@ -1,0 +1,164 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// FollowupSubscribed records that the session follows a pull request it opened (type
+// followup_subscribed, appended with its pull_request): its signals wake the session until the
+// pull request is merged or closed (followup_ended). Requester is the Slack user whose turn
+// opened it: who should look when the attempts are used up. Max is LOGBOOK_FOLLOWUP_MAX as it
+// was when the session subscribed.
+type FollowupSubscribed struct {
+	Repo      string `json:"repo"` // owner/name
+	Number    int    `json:"number"`
+	Branch    string `json:"branch"`
+	URL       string `json:"url"`
+	Requester string `json:"requester,omitempty"`
+	Max       int    `json:"max"`
+}
+
+// Kinds of a followup_signal.
+const (
+	SignalCheckFailed = "check_failed" // a check run or commit status on the head failed
+	SignalReview      = "review"       // a review (with its comments) asks for changes
+	SignalSuccess     = "success"      // every check and status on the head passed
+	SignalExhausted   = "exhausted"    // a failure came after the last attempt: the thread is told who should look
+)
+
+// FollowupSignal is one signal about a followed pull request (type followup_signal), stored
+// once under a stable key (the check run and its conclusion, the status's context and state on
+// its commit, the review's id, the head's success), whichever replica, delivery or poll saw it
+// first. It is work for the session, as a user_message is (migration 00090). Attempt is the
+// attempt it begins (check_failed, review: 1..Max; 0 otherwise), counted by head commit: the
+// failures of one head are one attempt. Source is "webhook" (Delivery: X-GitHub-Delivery, Event:
+// X-GitHub-Event) or "poll". Every text here came from GitHub: untrusted.
+type FollowupSignal struct {
+	Repo     string          `json:"repo"`
+	Number   int             `json:"number"`
+	Branch   string          `json:"branch"`
+	Kind     string          `json:"kind"`
+	HeadSHA  string          `json:"head_sha"`
+	Attempt  int             `json:"attempt,omitempty"`
+	Max      int             `json:"max,omitempty"`
+	Source   string          `json:"source"`
+	Delivery string          `json:"delivery,omitempty"`
+	Event    string          `json:"event,omitempty"`
+	Checks   []FollowupCheck `json:"checks,omitempty"`
+	Review   *FollowupReview `json:"review,omitempty"`
+	// Look names who should look once the attempts are used up (exhausted): Slack user ids.
+	Look []string `json:"look,omitempty"`
+}
+
+// FollowupCheck is a failed check run (ID > 0) or commit status: its name (a status's
+// context), conclusion (a status's state), link, and what it said — its output's title and
+// summary, the tail of its text, its annotations.
+type FollowupCheck struct {
+	ID          int64                `json:"id,omitempty"`
+	Name        string               `json:"name"`
+	Conclusion  string               `json:"conclusion"`
+	URL         string               `json:"url,omitempty"`
+	Title       string               `json:"title,omitempty"`
+	Summary     string               `json:"summary,omitempty"`
+	Tail        string               `json:"tail,omitempty"`
+	Annotations []FollowupAnnotation `json:"annotations,omitempty"`
+}
+
+// FollowupAnnotation is one annotation of a check run: a file, a line, what it says.
+type FollowupAnnotation struct {
+	Path    string `json:"path"`
+	Line    int    `json:"line,omitempty"`
+	Level   string `json:"level,omitempty"`
+	Message string `json:"message"`
+}
+
+// FollowupReview is a review and its comments, with file and line.
+type FollowupReview struct {
+	ID       int64             `json:"id"`
+	Author   string            `json:"author"`
+	State    string            `json:"state"`
+	Body     string            `json:"body,omitempty"`
+	URL      string            `json:"url,omitempty"`
+	Comments []FollowupComment `json:"comments,omitempty"`
+}
+
+// FollowupComment is one review comment.
+type FollowupComment struct {
+	ID     int64  `json:"id"`
+	Author string `json:"author"`
+	Path   string `json:"path"`
+	Line   int    `json:"line,omitempty"`
+	Body   string `json:"body"`
+}
+
+// FollowupEnded records that the session no longer follows the pull request (type
+// followup_ended): Reason "merged" or "closed".
+type FollowupEnded struct {
+	Repo   string `json:"repo"`
+	Number int    `json:"number"`
+	Reason string `json:"reason"`
+}
+
+// Followed is a pull request a session follows: the session and its subscription.
+type Followed struct {
+	Session ID
+	FollowupSubscribed
+}
+
+const sqlFollowedBranch = `
+SELECT e.session_id, e.payload FROM events e
+WHERE e.type = 'followup_subscribed' AND e.payload->>'repo' = $1 AND e.payload->>'branch' = $2
+  AND NOT EXISTS (SELECT 1 FROM events x WHERE x.type = 'followup_ended' AND x.session_id = e.session_id
+                  AND x.payload->>'repo' = e.payload->>'repo' AND x.payload->>'number' = e.payload->>'number')
+ORDER BY e.position`
+
+// FollowedBranch returns the followed pull requests (not ended) of repo (owner/name) from
+// branch: those a webhook about the branch concerns.
+func (s *Store) FollowedBranch(ctx context.Context, repo, branch string) ([]Followed, error) {
+	return s.followed(ctx, "list the sessions following "+repo+" "+branch, sqlFollowedBranch, repo, branch)
+}
+
+const sqlFollowedAll = `
+SELECT e.session_id, e.payload FROM events e
+WHERE e.type = 'followup_subscribed'
+  AND NOT EXISTS (SELECT 1 FROM events x WHERE x.type = 'followup_ended' AND x.session_id = e.session_id
+                  AND x.payload->>'repo' = e.payload->>'repo' AND x.payload->>'number' = e.payload->>'number')
+ORDER BY e.position`
+
+// FollowedAll returns every followed pull request not ended, oldest subscription first: what
+// the poller looks at.
+func (s *Store) FollowedAll(ctx context.Context) ([]Followed, error) {
+	return s.followed(ctx, "list the followed pull requests", sqlFollowedAll)
+}
+
+func (s *Store) followed(ctx context.Context, what, sql string, args ...any) ([]Followed, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Followed, error) {
+		var f Followed
+		var payload []byte
+		if err := row.Scan(&f.Session, &payload); err != nil {
+			return f, err
+		}
+		if payload == nil { // purged by retention: nothing left to follow
+			return f, nil
+		}
+		return f, json.Unmarshal(payload, &f.FollowupSubscribed)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	kept := out[:0]
+	for _, f := range out {
+		if f.Number > 0 {
+			kept = append(kept, f)
+		}
+	}
+	return kept, nil
+}
