@@ -30,6 +30,9 @@ type UserMessage struct {
 	// when tracing is on; the turn that answers it links to that span.
 	TraceID string `json:"trace_id,omitempty"`
 	SpanID  string `json:"span_id,omitempty"`
+	// SetBy is, for a message logbook wrote itself (a schedule's tick, actor system
+	// schedule/<id>), the person whose setting it runs (the admin who added the schedule).
+	SetBy string `json:"set_by,omitempty"`
 }
 
 // UserMessageEdited is a later edit of a stored user message (type user_message_edited).

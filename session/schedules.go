@@ -21,6 +21,9 @@ type Schedule struct {
 	Removed       bool
 	RemovedBy     string
 	RemovedAt     time.Time
+	// RemovedWhy is why logbook stopped it itself (RemovedBy "system"); "" when an admin
+	// removed it.
+	RemovedWhy string
 	// LastTick is the newest tick claimed (zero: none yet).
 	LastTick time.Time
 }
@@ -39,6 +42,17 @@ type Tick struct {
 
 // ID is the tick's name, the same on every replica: "<schedule id>/<unix seconds>".
 func (t Tick) ID() string { return fmt.Sprintf("%d/%d", t.Schedule.ID, t.At.Unix()) }
+
+// Now is the database's clock (clock_timestamp()): the one clock every replica reads, so a
+// replica whose own clock is off neither runs ticks early nor takes over attempts still
+// running.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		return now, fmt.Errorf("read the database's clock: %w", err)
+	}
+	return now, nil
+}
 
 const sqlAddSchedule = `INSERT INTO schedules (team, channel, spec, prompt, added_by) VALUES ($1, $2, $3, $4, $5)
 RETURNING id, added_at`
@@ -73,8 +87,26 @@ func (s *Store) RemoveSchedule(ctx context.Context, team string, id int64, who s
 	return at, nil
 }
 
+const sqlStopSchedule = `INSERT INTO schedule_removals (schedule_id, removed_by, reason)
+SELECT id, 'system', $3 FROM schedules WHERE id = $1 AND team = $2
+ON CONFLICT (schedule_id) DO NOTHING RETURNING removed_at`
+
+// StopSchedule records that logbook stopped schedule id of team itself (removed_by system),
+// and why. Errors: ErrNotFound when team has no such schedule or it was removed already.
+func (s *Store) StopSchedule(ctx context.Context, team string, id int64, reason string) error {
+	var at time.Time
+	err := s.pool.QueryRow(ctx, sqlStopSchedule, id, team, clipReason(reason)).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("stop schedule %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("stop schedule %d: %w", id, err)
+	}
+	return nil
+}
+
 const sqlSchedules = `SELECT s.id, s.team, s.channel, s.spec, s.prompt, s.added_by, s.added_at,
-       r.removed_by, r.removed_at,
+       r.removed_by, r.removed_at, r.reason,
        (SELECT max(t.tick) FROM schedule_ticks t WHERE t.schedule_id = s.id)
 FROM schedules s LEFT JOIN schedule_removals r ON r.schedule_id = s.id
 WHERE ($1 = '' OR s.team = $1) AND ($2 = '' OR s.channel = $2) AND ($3 OR r.schedule_id IS NULL)
@@ -89,11 +121,11 @@ func (s *Store) Schedules(ctx context.Context, team, channel string, withRemoved
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Schedule, error) {
 		var sc Schedule
-		var by *string
+		var by, reason *string
 		var at, last *time.Time
-		err := row.Scan(&sc.ID, &sc.Team, &sc.Channel, &sc.Spec, &sc.Prompt, &sc.AddedBy, &sc.AddedAt, &by, &at, &last)
+		err := row.Scan(&sc.ID, &sc.Team, &sc.Channel, &sc.Spec, &sc.Prompt, &sc.AddedBy, &sc.AddedAt, &by, &at, &reason, &last)
 		if by != nil {
-			sc.Removed, sc.RemovedBy, sc.RemovedAt = true, *by, *at
+			sc.Removed, sc.RemovedBy, sc.RemovedAt, sc.RemovedWhy = true, *by, *at, *reason
 		}
 		if last != nil {
 			sc.LastTick = *last
@@ -173,6 +205,7 @@ JOIN LATERAL (SELECT attempt, expires_at FROM schedule_tick_attempts a
               WHERE a.schedule_id = t.schedule_id AND a.tick = t.tick ORDER BY attempt DESC LIMIT 1) a ON true
 WHERE a.expires_at < $1 AND a.attempt < $3
   AND NOT EXISTS (SELECT 1 FROM schedule_tick_runs r WHERE r.schedule_id = t.schedule_id AND r.tick = t.tick)
+  AND NOT EXISTS (SELECT 1 FROM schedule_tick_failures f WHERE f.schedule_id = t.schedule_id AND f.tick = t.tick)
   AND NOT EXISTS (SELECT 1 FROM schedule_removals r WHERE r.schedule_id = t.schedule_id)
 ORDER BY t.claimed_at LIMIT 50`
 
@@ -225,6 +258,21 @@ func (s *Store) TickRan(ctx context.Context, t Tick, ts string, id ID, found boo
 	return nil
 }
 
+const sqlTickFailed = `INSERT INTO schedule_tick_failures (schedule_id, tick, attempt, error) VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING`
+
+// TickFailed records that tick t can never be posted (Slack refused it for good: the bot is
+// not in the channel, the channel is archived or gone): no attempt follows.
+func (s *Store) TickFailed(ctx context.Context, t Tick, why string) error {
+	if why == "" {
+		why = "refused"
+	}
+	if _, err := s.pool.Exec(ctx, sqlTickFailed, t.Schedule.ID, t.At.UTC(), max(t.Attempt, 1), clipReason(why)); err != nil {
+		return fmt.Errorf("record the failure of tick %s: %w", t.ID(), err)
+	}
+	return nil
+}
+
 // TickRun is a tick with what came of it, as TickRuns lists them.
 type TickRun struct {
 	Tick
@@ -232,12 +280,14 @@ type TickRun struct {
 	Session ID
 	Found   bool
 	RanAt   time.Time
+	Failed  string // why it can never be posted (TickFailed); "" otherwise
 }
 
 const sqlTickRuns = `SELECT t.schedule_id, t.tick, t.late, t.missed, t.claimed_at,
        (SELECT max(attempt) FROM schedule_tick_attempts a WHERE a.schedule_id = t.schedule_id AND a.tick = t.tick),
-       r.ts, r.session_id, r.found, r.at
+       r.ts, r.session_id, r.found, r.at, coalesce(f.error, '')
 FROM schedule_ticks t LEFT JOIN schedule_tick_runs r ON r.schedule_id = t.schedule_id AND r.tick = t.tick
+LEFT JOIN schedule_tick_failures f ON f.schedule_id = t.schedule_id AND f.tick = t.tick
 WHERE t.schedule_id = $1 ORDER BY t.tick`
 
 // TickRuns returns every claimed tick of schedule id, oldest first.
@@ -253,7 +303,7 @@ func (s *Store) TickRuns(ctx context.Context, id int64) ([]TickRun, error) {
 		var found *bool
 		var at *time.Time
 		r.Schedule.ID = id
-		err := row.Scan(&r.Schedule.ID, &r.At, &r.Late, &r.Missed, &r.ClaimedAt, &r.Attempt, &ts, &sid, &found, &at)
+		err := row.Scan(&r.Schedule.ID, &r.At, &r.Late, &r.Missed, &r.ClaimedAt, &r.Attempt, &ts, &sid, &found, &at, &r.Failed)
 		if ts != nil {
 			r.TS, r.Session, r.Found, r.RanAt = *ts, *sid, *found, *at
 		}

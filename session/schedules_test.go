@@ -174,3 +174,43 @@ func TestHookDeliveriesReplays(t *testing.T) {
 		t.Fatalf("deliveries %d %+v %v", len(ds), ds, err)
 	}
 }
+
+// Now is the database's clock; StopSchedule records a stop by the system with its reason; a
+// tick recorded failed is never retried.
+func TestScheduleStopAndFailedTick(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	ctx := context.Background()
+	now, err := st.Now(ctx)
+	if err != nil || now.Sub(time.Now()).Abs() > time.Minute {
+		t.Fatalf("now %v %v", now, err)
+	}
+	sc, err := st.AddSchedule(ctx, session.Schedule{Team: "T1", Channel: "C0001", Spec: "@every 2s", Prompt: "p", AddedBy: "U1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := session.Tick{Schedule: sc, At: now.Truncate(time.Second)}
+	claimed, ok, err := st.ClaimTick(ctx, tick, "a", now.Add(time.Second))
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := st.TickFailed(ctx, claimed, "post: not_in_channel"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.RetryTicks(ctx, "b", now.Add(time.Hour), now.Add(-time.Hour), now.Add(2*time.Hour)); err != nil || len(got) != 0 {
+		t.Fatalf("a failed tick was retried: %+v %v", got, err)
+	}
+	if runs, err := st.TickRuns(ctx, sc.ID); err != nil || len(runs) != 1 || runs[0].Failed != "post: not_in_channel" {
+		t.Fatalf("runs %+v %v", runs, err)
+	}
+	if err := st.StopSchedule(ctx, "T1", sc.ID, "U1 left"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.StopSchedule(ctx, "T1", sc.ID, "again"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("stop twice: %v", err)
+	}
+	all, err := st.Schedules(ctx, "T1", "", true)
+	if err != nil || len(all) != 1 || all[0].RemovedBy != "system" || all[0].RemovedWhy != "U1 left" {
+		t.Fatalf("schedules %+v %v", all, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/logbook/logbook/bot/mrkdwn"
@@ -73,7 +74,7 @@ func (s *Scheduler) add(ctx context.Context, team, channel, user, args string) s
 	case utf8.RuneCountInString(prompt) > maxPrompt:
 		return fmt.Sprintf("That prompt is %d characters; a schedule keeps at most %d.", utf8.RuneCountInString(prompt), maxPrompt)
 	}
-	now := s.clock.Now()
+	now := s.now(ctx)
 	c, err := Check(spec, now, s.cfg.MinInterval)
 	if err != nil {
 		return "That schedule was not added: " + mrkdwn.EscapeText(err.Error()) + ".\n" + usage
@@ -115,7 +116,7 @@ func (s *Scheduler) list(ctx context.Context, team, channel string) string {
 	if len(scheds) == 0 {
 		return "This channel has no schedules. " + Usage
 	}
-	now := s.clock.Now()
+	now := s.now(ctx)
 	var b strings.Builder
 	b.WriteString("*This channel's schedules:*\n")
 	for _, sc := range scheds {
@@ -128,6 +129,14 @@ func (s *Scheduler) list(ctx context.Context, team, channel string) string {
 			mrkdwn.Inert(mrkdwn.EscapeText(clipRunes(strings.ReplaceAll(sc.Prompt, "\n", " "), 120))))
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// now is the database's clock, or this replica's when the database cannot be read.
+func (s *Scheduler) now(ctx context.Context) time.Time {
+	if now, err := s.store.Now(ctx); err == nil {
+		return now
+	}
+	return s.clock.Now()
 }
 
 // cutQuoted cuts a spec in straight or curly double quotes off the front of s.
