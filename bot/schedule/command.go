@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/slack-go/slack"
+
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session"
@@ -79,6 +81,9 @@ func (s *Scheduler) add(ctx context.Context, team, channel, user, args string) s
 	if err != nil {
 		return "That schedule was not added: " + mrkdwn.EscapeText(err.Error()) + ".\n" + usage
 	}
+	if refusal := s.checkChannel(ctx, channel); refusal != "" {
+		return refusal
+	}
 	if have, err := s.store.Schedules(ctx, team, channel, false); err != nil {
 		s.cfg.Log.Error().Err(err).Msg("schedules: count a channel's schedules")
 		return "The schedule could not be saved; try again."
@@ -129,6 +134,27 @@ func (s *Scheduler) list(ctx context.Context, team, channel string) string {
 			mrkdwn.Inert(mrkdwn.EscapeText(clipRunes(strings.ReplaceAll(sc.Prompt, "\n", " "), 120))))
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// checkChannel is why a schedule cannot post in channel ("" when it can, or when there is no
+// Config.Slack to ask).
+func (s *Scheduler) checkChannel(ctx context.Context, channel string) string {
+	if s.cfg.Slack == nil {
+		return ""
+	}
+	ch, err := s.cfg.Slack.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: channel})
+	switch {
+	case err != nil:
+		s.cfg.Log.Warn().Err(err).Str("channel", channel).Msg("schedules: read the channel before adding a schedule")
+		return "This channel cannot be read right now, so the schedule was not added; try again."
+	case ch.IsArchived:
+		return "This channel is archived: a schedule here could never post."
+	case !ch.IsMember:
+		return "logbook is not a member of this channel, so its ticks could not post: invite it (`/invite @logbook`) first."
+	case ch.IsExtShared:
+		return "This channel is shared with another organisation (Slack Connect): schedules post only in this workspace's own channels."
+	}
+	return ""
 }
 
 // now is the database's clock, or this replica's when the database cannot be read.

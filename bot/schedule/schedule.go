@@ -27,7 +27,16 @@
 //
 // robfig/cron syntax: five fields, or six with seconds first; descriptors (@hourly, @daily,
 // @every 4s, ...); a CRON_TZ=Zone prefix. A schedule whose ticks come closer together than
-// Config.MinInterval (LOGBOOK_SCHEDULE_MIN_INTERVAL, default 1s: any interval) is refused.
+// Config.MinInterval (LOGBOOK_SCHEDULE_MIN_INTERVAL, default 1s: any interval) is refused, as
+// are @every under one second and a time zone with no fields after it; a channel holds at
+// most MaxPerChannel schedules, and one the bot cannot post in (Config.Slack) none.
+//
+// # Clocks, actors, failures
+//
+// Time is the database's (Store.Now), never a replica's own clock. A tick's first message is
+// the system's (schedule/<id>), the admin who set it in its payload (set_by); a schedule whose
+// admin is no longer in Config.Admins stops at its next tick (recorded, removed by system). A
+// post Slack refuses for good (bot.Permanent) makes its tick final: recorded failed, no retry.
 package schedule
 
 import (
@@ -43,6 +52,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/mrkdwn"
@@ -91,10 +101,19 @@ type Config struct {
 	ClaimTTL time.Duration
 	// MinInterval is the least time between two ticks of a schedule (default 1s).
 	MinInterval time.Duration
+	// Slack, when set, is asked about a channel when a schedule is added there: one the bot
+	// is not a member of, that is archived, or that is shared with another organisation
+	// (Slack Connect) is refused.
+	Slack ChannelInfo
 	// Names gives a Slack user's display name (nil: the id).
 	Names func(ctx context.Context, user string) string
 	Clock bot.Clock // nil: the wall clock
 	Log   zerolog.Logger
+}
+
+// ChannelInfo reads a channel (*slack.Client).
+type ChannelInfo interface {
+	GetConversationInfoContext(ctx context.Context, input *slack.GetConversationInfoInput) (*slack.Channel, error)
 }
 
 // Scheduler runs the schedules' ticks; see the package doc.

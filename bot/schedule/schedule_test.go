@@ -100,6 +100,7 @@ func (e *env) replica(owner string, cfg schedule.Config) *schedule.Scheduler {
 		cfg.Admins = []string{admin}
 	}
 	cfg.Log = zerolog.New(zerolog.NewTestWriter(e.t))
+	cfg.Slack = api
 	cfg.Grace = cmpOr(cfg.Grace, 5*time.Second)
 	cfg.ClaimTTL = cmpOr(cfg.ClaimTTL, 3*time.Second)
 	return schedule.New(dbClock{e.store, e.clock}, starter, cfg)
@@ -132,8 +133,12 @@ func (e *env) add(s *schedule.Scheduler, spec, prompt string) session.Schedule {
 }
 
 func (e *env) slash(s *schedule.Scheduler, user, text string) string {
+	return e.slashIn(s, general, user, text)
+}
+
+func (e *env) slashIn(s *schedule.Scheduler, channel, user, text string) string {
 	t := slashcmd.New(e.emu.TeamID(), slashcmd.Help{Intro: []string{"logbook"}}).Add(schedule.Command(s))
-	return t.Answer(context.Background(), slack.SlashCommand{TeamID: e.emu.TeamID(), ChannelID: general, UserID: user, Text: text})
+	return t.Answer(context.Background(), slack.SlashCommand{TeamID: e.emu.TeamID(), ChannelID: channel, UserID: user, Text: text})
 }
 
 // tickPosts are the bot's top-level posts of ticks in general, by tick id.
@@ -521,5 +526,27 @@ func TestScheduleStopsWhenItsAdminLeaves(t *testing.T) {
 	all, err := e.store.Schedules(context.Background(), "", general, true)
 	if err != nil || len(all) != 1 || !all[0].Removed || all[0].RemovedBy != "system" || !strings.Contains(all[0].RemovedWhy, "LOGBOOK_ADMINS") {
 		t.Fatalf("records: %+v %v", all, err)
+	}
+}
+
+// A schedule is refused where its ticks could never post, or would post outside the
+// organisation: a channel logbook is not in, an archived one, one shared via Slack Connect.
+func TestAddChecksTheChannel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.replica("replica-a", schedule.Config{})
+	e.emu.AddChannel(slackemu.Channel{ID: "C0000077", Name: "no-bot", Members: []string{admin}})
+	e.emu.AddChannel(slackemu.Channel{ID: "C0000078", Name: "old", Members: []string{admin, e.emu.BotUserID()}, Archived: true})
+	e.emu.AddChannel(slackemu.Channel{ID: "C0000079", Name: "shared", Members: []string{admin, e.emu.BotUserID()}})
+	if _, err := e.emu.ShareChannel("C0000079", "T0000099"); err != nil {
+		t.Fatal(err)
+	}
+	for ch, want := range map[string]string{"C0000077": "not a member", "C0000078": "archived", "C0000079": "Slack Connect"} {
+		if got := e.slashIn(s, ch, admin, `schedule add "@every 1h" hi`); !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want %q", ch, got, want)
+		}
+	}
+	if scheds, err := e.store.Schedules(context.Background(), "", "", true); err != nil || len(scheds) != 0 {
+		t.Fatalf("schedules: %+v %v", scheds, err)
 	}
 }

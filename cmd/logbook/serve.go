@@ -323,8 +323,9 @@ Environment:
   LOGBOOK_LOG_FORMAT      json | console (default: console on a terminal, else json)
   LOGBOOK_LOG_LEVEL       debug | info | warn | error (default info)
   LOGBOOK_SCHEDULE_MIN_INTERVAL  the least time between two ticks of a schedule added with
-                          /logbook schedule add (default 1s: any interval); specs are
-                          robfig/cron's: 5 fields, 6 with seconds, @every 4s, CRON_TZ=Zone
+                          /logbook schedule add (default 1s: any interval; @every under 1s
+                          is refused); specs are robfig/cron's: 5 fields, 6 with seconds,
+                          @every 4s, CRON_TZ=Zone
   LOGBOOK_SCHEDULE_GRACE  how late a tick may run and still be on time (default 30s); of the
                           ticks missed while no replica ran, only the newest runs, once,
                           and its post says it is late. A tick whose replica died is taken
