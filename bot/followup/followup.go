@@ -15,9 +15,13 @@
 // the pending poll of any replica finds it, one cell takes it up under the session's lease,
 // and Look's NOTIFY only makes that immediate.
 //
-// Bounded: Config.Max attempts per pull request, counted in the log: an attempt is a head
-// commit whose failures woke the session (the failures of one head are one attempt). A failure
-// on a head after the last attempt is stored once as an "exhausted" signal, which the thread
+// Bounded: Config.Max attempts per pull request, counted in the log: an attempt is a wake —
+// the failures one look found new, stored together (a head's checks failing at once are one
+// attempt; a check failing later on the same head, or a review, is another). A failed check is
+// keyed by head and name, so its re-run on the same head is the same attempt and wakes
+// nothing. Reviews are followed only from the repository's people (OWNER, MEMBER,
+// COLLABORATOR) unless Config.Reviewers allows others. A failure after the last attempt is
+// stored once as an "exhausted" signal, which the thread
 // answers (without the model) by saying so and naming who should look; nothing after it wakes
 // the session for a failure again. A success is said once after each failure (and once at
 // first).
@@ -78,6 +82,12 @@ type Config struct {
 	// Bots are the bot accounts (GitHub type "Bot", or logbook's own) whose reviews are
 	// followed anyway (LOGBOOK_FOLLOWUP_BOTS; "*": every bot). By default none are.
 	Bots []string
+	// Reviewers are whose reviews, besides the repository's people, are followed
+	// (LOGBOOK_FOLLOWUP_REVIEWERS): nil or ["members"] only authors GitHub associates with the
+	// repository as OWNER, MEMBER or COLLABORATOR; ["all"] anyone's; otherwise those logins as
+	// well. Anything else, on a public repository a stranger's, is never followed: it would be
+	// instructions to push, from anyone.
+	Reviewers []string
 	// Poll is the time between two looks at one followed pull request by the poller (0: no
 	// polling).
 	Poll time.Duration
@@ -94,8 +104,10 @@ type Follower struct {
 	forge Forge
 	cfg   Config
 
-	loginOnce sync.Once
-	login     string
+	loginMu    sync.Mutex
+	login      string
+	loginKnown bool      // asked and answered (a login, or GitHub's refusal: an installation token)
+	loginNext  time.Time // when a failed ask may be made again
 
 	webhooks *prometheus.CounterVec
 	signals  *prometheus.CounterVec
@@ -231,8 +243,10 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 		if !failedConclusions[run.Conclusion] {
 			continue
 		}
-		key := "check_run/" + strconv.FormatInt(run.ID, 10) + "/" + run.Conclusion
-		if h.keys[key] {
+		// By head and name, not by run: a re-run of the check on the same head, failing again,
+		// is the same attempt and wakes nothing.
+		key := "check/" + head + "/" + run.Name + "/" + run.Conclusion
+		if h.keys[key] || h.keys["check_run/"+strconv.FormatInt(run.ID, 10)+"/"+run.Conclusion] {
 			continue
 		}
 		c := session.FollowupCheck{ID: run.ID, Name: run.Name, Conclusion: run.Conclusion, URL: cmp.Or(run.HTMLURL, run.DetailsURL),
@@ -275,7 +289,7 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 	commentsRead := false
 	for _, rv := range reviews {
 		key := "review/" + strconv.FormatInt(rv.ID, 10)
-		if h.keys[key] || !f.followed(ctx, rv.User) || (rv.State != "CHANGES_REQUESTED" && rv.State != "COMMENTED") {
+		if h.keys[key] || !f.followed(ctx, rv.User, rv.AuthorAssociation) || (rv.State != "CHANGES_REQUESTED" && rv.State != "COMMENTED") {
 			continue
 		}
 		if !commentsRead {
@@ -286,7 +300,7 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 		}
 		r := &session.FollowupReview{ID: rv.ID, Author: rv.User.Login, State: rv.State, Body: clipText(rv.Body, textBytes), URL: rv.HTMLURL}
 		for _, c := range comments {
-			if c.ReviewID != rv.ID || !f.followed(ctx, c.User) || len(r.Comments) == maxComments {
+			if c.ReviewID != rv.ID || !f.followed(ctx, c.User, c.AuthorAssociation) || len(r.Comments) == maxComments {
 				continue
 			}
 			r.Comments = append(r.Comments, session.FollowupComment{ID: c.ID, Author: c.User.Login, Path: c.Path,
@@ -303,10 +317,9 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 	case len(failures) > 0 && h.exhausted:
 		// The thread was told who should look: failures no longer wake it.
 	case len(failures) > 0:
-		attempt, ok := h.attempts[head]
-		if !ok {
-			attempt = len(h.attempts) + 1
-		}
+		// Every wake is an attempt: the failures one look finds new are stored together and
+		// wake the session once, whatever head or review they are about.
+		attempt := h.attempts + 1
 		if attempt > limit {
 			sig := base
 			sig.Kind, sig.Attempt, sig.Look = session.SignalExhausted, 0, nonEmpty(fl.Requester)
@@ -379,32 +392,60 @@ func (f *Follower) append(ctx context.Context, fl session.Followed, src Source, 
 	return fresh, nil
 }
 
-// followed reports whether a review or comment by u is followed: not by a bot nor by
-// logbook's own account, unless Config.Bots names it.
-func (f *Follower) followed(ctx context.Context, u forge.User) bool {
+// memberAssociations are the author_associations of people who may push to or administer the
+// repository.
+var memberAssociations = []string{"OWNER", "MEMBER", "COLLABORATOR"}
+
+// followed reports whether a review or comment by u (author_association assoc) is followed: a
+// bot's or logbook's own account's only when Config.Bots names it; a person's when GitHub
+// associates them with the repository as OWNER, MEMBER or COLLABORATOR, or Config.Reviewers
+// allows them.
+func (f *Follower) followed(ctx context.Context, u forge.User, assoc string) bool {
 	if slices.Contains(f.cfg.Bots, "*") || slices.ContainsFunc(f.cfg.Bots, func(b string) bool { return strings.EqualFold(b, u.Login) }) {
 		return true
 	}
 	if u.IsBot() || strings.HasSuffix(u.Login, "[bot]") {
 		return false
 	}
-	f.loginOnce.Do(func() {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		login, err := f.forge.Login(lctx)
-		var fe *forge.Error
-		if err != nil && !errors.As(err, &fe) {
-			f.cfg.Log.Warn().Err(err).Msg("followup: could not learn logbook's GitHub login; its own reviews are told apart by bot type only")
-		}
-		f.login = login
-	})
-	return f.login == "" || !strings.EqualFold(f.login, u.Login)
+	if !slices.Contains(memberAssociations, strings.ToUpper(assoc)) && !slices.Contains(f.cfg.Reviewers, "all") &&
+		!slices.ContainsFunc(f.cfg.Reviewers, func(r string) bool { return strings.EqualFold(r, u.Login) }) {
+		return false
+	}
+	login := f.ownLogin(ctx)
+	return login == "" || !strings.EqualFold(login, u.Login)
+}
+
+// loginRetry is how long a failed ask for logbook's own login waits before it is asked again.
+const loginRetry = time.Minute
+
+// ownLogin is the login of logbook's GitHub account ("" when GitHub will not say: an
+// installation token). An answer is kept; a failure to ask (the network, a timeout) is
+// tried again after loginRetry, not taken as the answer.
+func (f *Follower) ownLogin(ctx context.Context) string {
+	f.loginMu.Lock()
+	defer f.loginMu.Unlock()
+	if f.loginKnown || time.Now().Before(f.loginNext) {
+		return f.login
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	login, err := f.forge.Login(lctx)
+	var fe *forge.Error
+	switch {
+	case err == nil, errors.As(err, &fe):
+		f.login, f.loginKnown = login, true
+	default:
+		f.loginNext = time.Now().Add(loginRetry)
+		f.cfg.Log.Warn().Err(err).Dur("retry_in", loginRetry).
+			Msg("followup: could not learn logbook's GitHub login; its own reviews are told apart by bot type only until it is")
+	}
+	return f.login
 }
 
 // history is what a session's log says of one followed pull request.
 type history struct {
 	keys        map[string]bool // signals stored, by the key after the pull request's
-	attempts    map[string]int  // head SHA -> the attempt its failures began
+	attempts    int             // the newest attempt stored (each a wake)
 	exhausted   bool
 	ended       bool
 	lastFailure int64 // seq of the newest failure (check_failed, review, exhausted)
@@ -412,7 +453,7 @@ type history struct {
 }
 
 func readHistory(evs []session.Event, fl session.Followed) history {
-	h := history{keys: map[string]bool{}, attempts: map[string]int{}}
+	h := history{keys: map[string]bool{}}
 	prefix := "followup_signal/" + fl.Repo + "#" + strconv.Itoa(fl.Number) + "/"
 	for _, e := range evs {
 		if e.Type == session.TypeFollowupEnded {
@@ -433,9 +474,7 @@ func readHistory(evs []session.Event, fl session.Followed) history {
 		}
 		switch s.Kind {
 		case session.SignalCheckFailed, session.SignalReview:
-			if s.Attempt > 0 {
-				h.attempts[s.HeadSHA] = s.Attempt
-			}
+			h.attempts = max(h.attempts, s.Attempt)
 			h.lastFailure = e.Seq
 		case session.SignalExhausted:
 			h.exhausted, h.lastFailure = true, e.Seq

@@ -162,6 +162,11 @@ Environment:
   LOGBOOK_FOLLOWUP_BOTS   bot accounts (comma-separated logins, e.g. coderabbitai[bot]; * for
                           all) whose reviews are followed; by default reviews by bots and by
                           logbook's own account are not
+  LOGBOOK_FOLLOWUP_REVIEWERS
+                          whose reviews wake a session: members (the default: authors GitHub
+                          calls OWNER, MEMBER or COLLABORATOR of the repository), all (anyone,
+                          on a public repository strangers too), or comma-separated logins
+                          followed besides the members; every wake is an attempt
   LOGBOOK_TOOL_APPROVAL   per-tool approval policy, e.g. run_command=ask,write_file=ask,*=allow
                           (modes allow, ask, deny; default allow for every tool; tools
                           run_command, read_file, write_file, attach_file, search_sessions,
@@ -388,11 +393,13 @@ type serveConfig struct {
 	GitHubToken Secret
 	GitHubAPI   string
 	// Pull requests followed (issue 32): LOGBOOK_FOLLOWUP_MAX, LOGBOOK_GITHUB_WEBHOOK_SECRET,
-	// LOGBOOK_FOLLOWUP_POLL, LOGBOOK_FOLLOWUP_BOTS.
+	// LOGBOOK_FOLLOWUP_POLL, LOGBOOK_FOLLOWUP_BOTS, LOGBOOK_FOLLOWUP_REVIEWERS.
 	FollowupMax   int
 	WebhookSecret Secret
 	FollowupPoll  time.Duration
 	FollowupBots  []string
+	// FollowupReviewers is LOGBOOK_FOLLOWUP_REVIEWERS: nil (members), ["all"], or logins.
+	FollowupReviewers []string
 	// RepoURL is where a channel's repository is cloned from (LOGBOOK_REPO_URL, {repo} for
 	// owner/name; default https://github.com/{repo}.git).
 	RepoURL string
@@ -987,7 +994,7 @@ func newFollower(cfg serveConfig, store *session.Store, reg prometheus.Registere
 		return nil
 	}
 	return followup.New(store, forge.NewGitHub(cfg.GitHubAPI, cfg.GitHubToken.Reveal(), nil), followup.Config{
-		Max: cfg.FollowupMax, Secret: cfg.WebhookSecret.Reveal(), Bots: cfg.FollowupBots, Poll: cfg.FollowupPoll,
+		Max: cfg.FollowupMax, Secret: cfg.WebhookSecret.Reveal(), Bots: cfg.FollowupBots, Reviewers: cfg.FollowupReviewers, Poll: cfg.FollowupPoll,
 		Log: log.With().Str("part", "followup").Logger(), Registerer: reg})
 }
 
