@@ -137,11 +137,11 @@ func (d *Deliverer) Deliver(ctx context.Context, sess session.Session, reply ses
 	return posted, nil
 }
 
-// replyText is reply text as Slack mrkdwn: the model's (a turn's, Turn set) can mention
-// nobody; a canned reply logbook wrote itself (Turn 0: mute, the attempts used up) keeps the
-// mention of the person it names.
+// replyText is reply text as Slack mrkdwn: the model's can mention nobody; one logbook wrote
+// itself (Own: a canned reply, a turn ended early — mute, the attempts used up, a budget)
+// keeps the mentions of the people it names.
 func replyText(msg session.AssistantMessage, text string) string {
-	if msg.Turn == 0 {
+	if msg.Own {
 		return mrkdwn.FromMarkdownMentioning(text)
 	}
 	return mrkdwn.FromMarkdown(text)

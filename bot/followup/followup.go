@@ -67,10 +67,16 @@ type Store interface {
 	FollowedBranch(ctx context.Context, repo, branch string) ([]session.Followed, error)
 	FollowedAll(ctx context.Context) ([]session.Followed, error)
 	Notify(ctx context.Context, id session.ID, sender string) error
+	ClaimDelivery(ctx context.Context, id string, bodyHash []byte, ttl time.Duration) (bool, error)
+	ReleaseDelivery(ctx context.Context, id string) error
+	ClaimLook(ctx context.Context, repo string, number int, gap time.Duration) (wait time.Duration, due bool, err error)
 }
 
 // DefaultMax is LOGBOOK_FOLLOWUP_MAX's default: attempts per pull request.
 const DefaultMax = 3
+
+// DefaultLookGap is Config.LookGap's default.
+const DefaultLookGap = 2 * time.Second
 
 // Config configures a Follower.
 type Config struct {
@@ -91,6 +97,9 @@ type Config struct {
 	// Poll is the time between two looks at one followed pull request by the poller (0: no
 	// polling).
 	Poll time.Duration
+	// LookGap is the least time between two looks a webhook prompts at one pull request,
+	// across replicas (0: DefaultLookGap).
+	LookGap time.Duration
 	// After times the poller (nil: time.After).
 	After func(time.Duration) <-chan time.Time
 	Log   zerolog.Logger
@@ -116,12 +125,13 @@ type Follower struct {
 // New returns a Follower over store and forge.
 func New(store Store, fg Forge, cfg Config) *Follower {
 	cfg.Max = cmp.Or(cfg.Max, DefaultMax)
+	cfg.LookGap = cmp.Or(cfg.LookGap, DefaultLookGap)
 	if cfg.After == nil {
 		cfg.After = time.After
 	}
 	f := &Follower{store: store, forge: fg, cfg: cfg,
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "github_webhooks_total",
-			Help: "GitHub webhook deliveries, by outcome (accepted, ignored, bad_signature, too_large, failed)."}, []string{"outcome"}),
+			Help: "GitHub webhook deliveries, by outcome (accepted, ignored, duplicate, bad_signature, too_large, failed)."}, []string{"outcome"}),
 		signals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "followup_signals_total",
 			Help: "Signals about followed pull requests stored (each once), by kind and source."}, []string{"kind", "source"}),
 	}
@@ -151,14 +161,12 @@ type Source struct {
 	Sender   string // the delivery's sender login
 }
 
+// pollActor is the actor of everything a look stores, whatever prompted it: what is stored
+// was read from GitHub's API by logbook, not said by the delivery's sender (who is a payload
+// field, Sender, as a review's author is the review's).
 var pollActor = session.Actor{Kind: session.ActorSystem, ID: "followup"}
 
-func (s Source) actor() session.Actor {
-	if s.Kind == "webhook" && s.Sender != "" {
-		return session.Actor{Kind: session.ActorGitHub, ID: s.Sender}
-	}
-	return pollActor
-}
+func (s Source) actor() session.Actor { return pollActor }
 
 // failedConclusions are the check run conclusions that ask for a fix.
 var failedConclusions = map[string]bool{"failure": true, "timed_out": true, "action_required": true, "startup_failure": true}
@@ -196,7 +204,7 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 		}
 		return f.append(ctx, fl, src, []session.NewEvent{{Type: session.TypeFollowupEnded, Actor: src.actor(),
 			IdempotencyKey: "followup_ended/" + fl.Repo + "#" + strconv.Itoa(fl.Number),
-			Payload:        session.FollowupEnded{Repo: fl.Repo, Number: fl.Number, Reason: reason}}})
+			Payload:        session.FollowupEnded{Repo: fl.Repo, Number: fl.Number, Reason: reason, Sender: src.Sender}}})
 	}
 	head := pr.Head.SHA
 	past, err := f.store.Events(ctx, fl.Session, session.Range{Types: []session.Type{session.TypeFollowupSignal, session.TypeFollowupEnded}})
@@ -211,7 +219,7 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 	// this replica's setting.
 	limit := cmp.Or(fl.Max, f.cfg.Max)
 	base := session.FollowupSignal{Repo: fl.Repo, Number: fl.Number, Branch: fl.Branch, HeadSHA: head, Max: limit,
-		Source: src.Kind, Delivery: src.Delivery, Event: src.Event}
+		Source: src.Kind, Delivery: src.Delivery, Event: src.Event, Sender: src.Sender}
 
 	runs, err := f.forge.CheckRuns(ctx, repo, head)
 	if err != nil {
@@ -309,7 +317,7 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 		if rv.State == "COMMENTED" && len(r.Comments) == 0 && strings.TrimSpace(rv.Body) == "" {
 			continue // a reply with nothing to act on
 		}
-		failures = append(failures, failure{key: key, review: r, actor: session.Actor{Kind: session.ActorGitHub, ID: rv.User.Login}})
+		failures = append(failures, failure{key: key, review: r, actor: src.actor()})
 	}
 
 	var evs []session.NewEvent
