@@ -49,6 +49,14 @@
 // before it expires, with a new epoch, and [Store.Pending] and [Store.Orphaned] count it as
 // nobody's. An unclaimed lease is taken only once it expires or is released.
 //
+// # Connections
+//
+// [Connect]'s pools open connections on demand and keep none when idle: a connection idle for
+// [IdleConnTimeout] (or [PoolOptions].IdleTimeout) is closed, and every connection is replaced
+// after about 30 minutes. Each shows in pg_stat_activity as application_name
+// "logbook-<PoolOptions.Name>"; the LISTEN connection as "logbook-listen". [ServerLimits]
+// reads the server's caps on connections, for a caller that checks its budget against them.
+//
 // # Connection poolers
 //
 // [Connect] with [PoolOptions].Pooled works through PgBouncer in transaction pooling mode,

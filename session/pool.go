@@ -21,6 +21,13 @@ type PoolOptions struct {
 	// stuck caller cannot hold the log's locks (default 5s).
 	IdleInTransaction time.Duration
 	MaxConns          int32 // default: pgxpool's
+	// Name says what the pool is for; its connections show in pg_stat_activity as
+	// application_name "logbook-<Name>" ("logbook" when empty).
+	Name string
+	// IdleTimeout closes a connection left idle this long (default IdleConnTimeout), so a
+	// replica past its peak gives the server its connections back instead of holding them
+	// for pgxpool's 30 minutes. No connection is kept open when idle (MinConns 0).
+	IdleTimeout time.Duration
 	// Pooled says dsn reaches a transaction-pooling PgBouncer, where consecutive
 	// transactions of one client may run on different server connections: nothing
 	// session-scoped may be set. Then Connect sends no startup parameter but
@@ -35,6 +42,20 @@ type PoolOptions struct {
 	// tracer); nil: none.
 	Tracer pgx.QueryTracer
 }
+
+// IdleConnTimeout is how long a pool's connection may stay idle before it is closed. The pool
+// checks every idleCheckEvery, so an idle connection goes within IdleConnTimeout +
+// idleCheckEvery.
+const IdleConnTimeout = time.Minute
+
+const (
+	idleCheckEvery = 15 * time.Second
+	// A connection is replaced after connLifetime (plus up to connLifetimeJitter, so that
+	// replicas started together do not reconnect together): a failover's new primary or a
+	// rebalanced pooler gets its share back without a restart.
+	connLifetime       = 30 * time.Minute
+	connLifetimeJitter = 5 * time.Minute
+)
 
 // ErrStartupRefused means the server refused the startup parameters Connect sends, with
 // SQLSTATE 08P01: what PgBouncer answers to a parameter it does not pass on (unless its
@@ -53,7 +74,22 @@ func Connect(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, 
 	if idle == 0 {
 		idle = 5 * time.Second
 	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// A server that does not answer at all (a black-holed address) fails a connection
+		// attempt in 10 s, not in the kernel's minutes: a caller retrying at start says why.
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "logbook"
+	if opts.Name != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "logbook-" + opts.Name
+	}
+	cfg.MinConns = 0
+	cfg.MaxConnIdleTime = IdleConnTimeout
+	if opts.IdleTimeout > 0 {
+		cfg.MaxConnIdleTime = opts.IdleTimeout
+	}
+	cfg.HealthCheckPeriod = min(idleCheckEvery, cfg.MaxConnIdleTime)
+	cfg.MaxConnLifetime, cfg.MaxConnLifetimeJitter = connLifetime, connLifetimeJitter
 	if opts.Tracer != nil {
 		cfg.ConnConfig.Tracer = opts.Tracer
 	}

@@ -79,7 +79,7 @@ func openAudit(ctx context.Context, e env) (*session.Store, *pgxpool.Pool, error
 	if err != nil {
 		return nil, nil, err
 	}
-	pool, err := session.Connect(ctx, dsn, session.PoolOptions{Role: auditRole(e), MaxConns: 4})
+	pool, err := session.Connect(ctx, dsn, session.PoolOptions{Role: auditRole(e), MaxConns: auditPoolSize, Name: "audit"})
 	if err != nil {
 		return nil, nil, fmt.Errorf("auditor connection: %w", err)
 	}
@@ -126,7 +126,7 @@ func openRetentionPool(ctx context.Context, e env) (*pgxpool.Pool, error) {
 			return nil, err
 		}
 	}
-	pool, err := session.Connect(ctx, dsn, session.PoolOptions{Role: "logbook_retention", MaxConns: 2})
+	pool, err := session.Connect(ctx, dsn, session.PoolOptions{Role: "logbook_retention", MaxConns: retentionPoolSize, Name: "retention"})
 	if err != nil {
 		return nil, fmt.Errorf("retention connection (its login must be a member of logbook_retention): %w", err)
 	}

@@ -129,6 +129,9 @@ func loadServeConfig(e env) (serveConfig, error) {
 	if err := cfg.readPooler(e); err != nil {
 		return cfg, err
 	}
+	if err := cfg.readDB(e); err != nil {
+		return cfg, err
+	}
 	cfg.AppToken = Secret(strings.TrimSpace(e.getenv("SLACK_APP_TOKEN")))
 	cfg.BotToken = Secret(strings.TrimSpace(e.getenv("SLACK_BOT_TOKEN")))
 	switch {

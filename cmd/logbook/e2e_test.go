@@ -255,6 +255,18 @@ func (s *syncBuffer) String() string {
 func (e *e2e) serve(extra ...string) *proc {
 	e.t.Helper()
 	conns := e.emu.ConnectionsOpened()
+	p := e.startServe(extra...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.emu.Wait(ctx, func() bool { return e.emu.ConnectionsOpened() > conns }); err != nil {
+		e.t.Fatalf("logbook serve did not connect: %v\n%s", err, p.out.String())
+	}
+	return p
+}
+
+// startServe starts `logbook serve` and returns at once; it is stopped when the test ends.
+func (e *e2e) startServe(extra ...string) *proc {
+	e.t.Helper()
 	cmd := exec.Command(binary, "serve")
 	cmd.Env = e.env(extra...)
 	p := &proc{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
@@ -280,11 +292,6 @@ func (e *e2e) serve(extra ...string) *proc {
 			e.t.Errorf("logbook serve printed a secret (%q)", m)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e.emu.Wait(ctx, func() bool { return e.emu.ConnectionsOpened() > conns }); err != nil {
-		e.t.Fatalf("logbook serve did not connect: %v\n%s", err, p.out.String())
-	}
 	return p
 }
 

@@ -80,6 +80,18 @@ Environment:
   LOGBOOK_DIRECT_DATABASE_URL  PostgreSQL itself, for what needs a session of its own: LISTEN,
                           the liveness claim, scheduled audit exports (default DATABASE_URL;
                           required with LOGBOOK_DB_POOLER=pgbouncer)
+  LOGBOOK_DB_POOL         connections of the main pool: cells, indexer, web pages (default 8)
+  LOGBOOK_DB_GATEWAY_POOL connections of the gateway's pool: its appends (default 4)
+  LOGBOOK_REPLICAS        how many replicas share the database (default 1). At start serve
+                          logs the connection budget and refuses one that cannot fit:
+                          REPLICAS x (main + gateway + listen 1 [+ audit 4 + retention 2 with
+                          LOGBOOK_AUDIT_SCHEDULE]) + LOGBOOK_DB_RESERVE must not exceed
+                          max_connections - superuser_reserved_connections -
+                          reserved_connections, nor the database's or login's CONNECTION
+                          LIMIT (through PgBouncer main and gateway are not counted: they are
+                          PgBouncer's clients). Idle connections close after 1m
+  LOGBOOK_DB_RESERVE      connections left for other clients: logbook audit (4), migrate (1),
+                          psql (1) (default 6)
   SLACK_APP_TOKEN         app-level token, xapp-... (scope connections:write)
   SLACK_BOT_TOKEN         bot token, xoxb-...
   SLACK_API_URL           Web API base URL, default https://slack.com/api/
@@ -344,7 +356,9 @@ type serveConfig struct {
 	DirectDatabaseURL Secret
 	// DBPooler is what DatabaseURL reaches (LOGBOOK_DB_POOLER): "" or "none" PostgreSQL,
 	// "pgbouncer" a transaction-pooling PgBouncer.
-	DBPooler     string
+	DBPooler string
+	// DB is the pools' sizes and the fleet's connection budget (LOGBOOK_DB_POOL, ...).
+	DB           dbConfig
 	AppToken     Secret
 	BotToken     Secret
 	APIURL       string
@@ -556,9 +570,21 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 
 	w := &wiring{cfg: cfg, log: log, api: api, me: me, tracer: tp}
 	defer w.close()
-	if err := w.openDatabases(ctx); err != nil {
+	// Listen first: while the database does not answer, /readyz says so.
+	state := &startState{}
+	state.set("starting: opening the database")
+	addr, err := w.listenHTTP(state)
+	if err != nil {
 		return err
 	}
+	if err := w.openDatabases(ctx, retrier{log: log, state: state}); err != nil {
+		if ctx.Err() != nil { // stopped while it waited for the database: a stop, not a failure
+			log.Info().Msg("logbook serve stopped before the database answered")
+			return nil
+		}
+		return err
+	}
+	state.set("starting: the database answered; starting the bot")
 	if err := w.buildBot(ctx, provider); err != nil {
 		return err
 	}
@@ -571,10 +597,8 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		log.Info().Msg("audit: scheduled exports on (LOGBOOK_AUDIT_SCHEDULE)")
 		w.parts = append(w.parts, bot.Part{Name: "audit", Run: sched.Run})
 	}
-	// Listen and build the pages before anything starts, so a failure here leaves nothing
-	// running.
-	addr, err := w.listenHTTP()
-	if err != nil {
+	// Build the pages before anything starts, so a failure here leaves nothing running.
+	if err := w.routeHTTP(); err != nil {
 		return err
 	}
 	svc, err := bot.NewService(w.serviceConfig(), w.deps)
@@ -606,7 +630,8 @@ type wiring struct {
 	mcp     *connectors.Connectors // nil: no LOGBOOK_MCP_CONFIG
 	follow  *followup.Follower     // nil: no pull requests opened, none followed
 	parts   []bot.Part
-	closers []func() // closed last first
+	http    *httpServer // nil: LOGBOOK_HTTP_ADDR=off
+	closers []func()    // closed last first
 	tracer  trace.TracerProvider
 }
 
@@ -627,15 +652,25 @@ func (w *wiring) close() {
 }
 
 // openDatabases opens the cells' pool and the gateway's own (so an ack never queues behind the
-// cells' work), and checks that the schema is migrated.
-func (w *wiring) openDatabases(ctx context.Context) error {
+// cells' work), checks that the fleet's connections fit in the server's (connBudget) and that
+// the schema is migrated. While the database cannot be reached it retries (retry), unready.
+func (w *wiring) openDatabases(ctx context.Context, retry retrier) error {
 	cfg := w.cfg
 	pooled := cfg.DBPooler == poolerPgBouncer
 	if pooled {
 		w.log.Info().Msg("database: DATABASE_URL is a transaction-pooling PgBouncer (LOGBOOK_DB_POOLER); " +
 			"LISTEN and the liveness claim use LOGBOOK_DIRECT_DATABASE_URL")
 	}
-	pool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 8, Pooled: pooled, Tracer: w.pgxTracer()})
+	connect := func(into **pgxpool.Pool, name string, size int) func(context.Context) error {
+		return func(ctx context.Context) error {
+			p, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: int32(size),
+				Name: name, Pooled: pooled, Tracer: w.pgxTracer()})
+			*into = p
+			return err
+		}
+	}
+	var pool, gwPool *pgxpool.Pool
+	err := retry.do(ctx, "database", connect(&pool, "main", cfg.DB.Pool))
 	if errors.Is(err, session.ErrStartupRefused) && cfg.DBPooler == poolerAuto {
 		return errors.New(pgbouncerDetected)
 	}
@@ -644,16 +679,39 @@ func (w *wiring) openDatabases(ctx context.Context) error {
 	}
 	w.closers = append(w.closers, pool.Close)
 	w.pool, w.deps.Store = pool, session.NewStore(pool, session.Options{})
-	if err := checkMigrated(ctx, w.deps.Store); err != nil {
+	if err := retry.do(ctx, "database connection limits", func(ctx context.Context) error { return w.checkBudget(ctx, cfg.budget()) }); err != nil {
 		return err
 	}
-	gwPool, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: 4, Pooled: pooled, Tracer: w.pgxTracer()})
-	if err != nil {
+	if err := retry.do(ctx, "database schema", func(ctx context.Context) error { return checkMigrated(ctx, w.deps.Store) }); err != nil {
+		return err
+	}
+	if err := retry.do(ctx, "database (gateway)", connect(&gwPool, "gateway", cfg.DB.GatewayPool)); err != nil {
 		return err
 	}
 	w.closers = append(w.closers, gwPool.Close)
 	w.deps.GatewayStore = session.NewStore(gwPool, session.Options{})
 	return nil
+}
+
+// checkBudget reads the server's connection caps, logs the budget against them in one line,
+// and refuses a fleet that cannot fit. Through PgBouncer the caps are PostgreSQL's, read on
+// the direct URL: PgBouncer's own settings are not visible to a client.
+func (w *wiring) checkBudget(ctx context.Context, b connBudget) error {
+	var q session.RowQuerier = w.pool
+	if b.Pooled {
+		direct, err := session.Connect(ctx, w.cfg.DirectDatabaseURL.Reveal(), session.PoolOptions{MaxConns: 1, Name: "check"})
+		if err != nil {
+			return fmt.Errorf("LOGBOOK_DIRECT_DATABASE_URL: %w", err)
+		}
+		defer direct.Close()
+		q = direct
+	}
+	l, err := session.ServerLimits(ctx, q)
+	if err != nil {
+		return err
+	}
+	b.log(w.log, l)
+	return b.check(l)
 }
 
 // buildBot builds the bot's Deps, once, and the parts that run beside it: the search indexer
@@ -758,12 +816,31 @@ func (w *wiring) mcpOAuth() web.MCPOAuth {
 	return w.mcp
 }
 
-// listenHTTP listens on LOGBOOK_HTTP_ADDR with /healthz, /readyz, /metrics and the web pages,
-// and adds the server to the parts; it returns the address ("" when off).
-func (w *wiring) listenHTTP() (string, error) {
+// listenHTTP listens on LOGBOOK_HTTP_ADDR and serves at once what start-up knows (/healthz
+// ok, /readyz 503 with the reason: startingHandler), until routeHTTP routes the real pages;
+// it adds the server to the parts and returns the address ("" when off).
+func (w *wiring) listenHTTP(state *startState) (string, error) {
 	cfg, log := w.cfg, w.log
 	if cfg.HTTPAddr == "off" {
 		return "", nil
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return "", fmt.Errorf("listen on LOGBOOK_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
+	}
+	w.http = startHTTP(ln, startingHandler(state))
+	// Stopped last: a later phase that fails first still shuts it down.
+	w.closers = append(w.closers, func() { w.http.stop() })
+	log.Info().Str("addr", ln.Addr().String()).Msg("http: /healthz /readyz /metrics")
+	w.parts = append(w.parts, bot.Part{Name: "http", Run: w.http.run})
+	return ln.Addr().String(), nil
+}
+
+// routeHTTP routes /healthz, /readyz, /metrics and the web pages, once everything is built.
+func (w *wiring) routeHTTP() error {
+	cfg, log := w.cfg, w.log
+	if w.http == nil {
+		return nil
 	}
 	mux := httpHandler(readiness(w.deps.GatewayStore, w.deps.Features.Health), w.reg)
 	if len(cfg.WebTokens) > 0 || cfg.WebProxy != "" || cfg.SignIn != nil || cfg.OIDC != nil {
@@ -776,7 +853,7 @@ func (w *wiring) listenHTTP() (string, error) {
 			Usage: w.deps.Store, Currency: cfg.Budget.Prices.Currency,
 			Log: log.With().Str("part", "web").Logger(), MCP: w.mcpOAuth()})
 		if err != nil {
-			return "", err
+			return err
 		}
 		if cfg.SignIn != nil {
 			pages = cfg.SignIn.Wrap(pages)
@@ -790,37 +867,11 @@ func (w *wiring) listenHTTP() (string, error) {
 		mux.Handle("POST "+followup.WebhookPath, w.follow.Webhook())
 		log.Info().Str("path", followup.WebhookPath).Msg("http: GitHub webhooks for the pull requests followed")
 	}
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return "", fmt.Errorf("listen on LOGBOOK_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
-	}
-	// The server closes it once it serves; this is for a later phase that fails first.
-	w.closers = append(w.closers, func() { ln.Close() })
 	if warning := webExposure(cfg.HTTPAddr, cfg.WebProxy, cfg.WebTrustedProxies); warning != "" {
 		log.Warn().Msg(warning)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	log.Info().Str("addr", ln.Addr().String()).Msg("http: /healthz /readyz /metrics")
-	w.parts = append(w.parts, bot.Part{Name: "http", Run: func(ctx context.Context) error { return serveHTTP(ctx, srv, ln) }})
-	return ln.Addr().String(), nil
-}
-
-// serveHTTP serves srv on ln until ctx ends, then shuts it down.
-func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener) error {
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	sh, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	err := srv.Shutdown(sh)
-	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) {
-		return serr
-	}
-	return err
+	w.http.route(mux)
+	return nil
 }
 
 // sandboxProvider is the sandbox that LOGBOOK_SANDBOX asks for (nil: none), and the cache of
