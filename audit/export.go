@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/ed25519"
@@ -480,8 +481,21 @@ type fileRef struct {
 }
 
 // collectFileRef adds the sha256 of the content a file_fetched (stored) or file_upload
-// payload references to refs.
+// payload references to refs, and those of the images a tool_result carries.
 func collectFileRef(refs map[string]bool, typ, payload []byte) {
+	if payload != nil && string(typ) == string(session.TypeToolResult) && bytes.Contains(payload, []byte(`"images"`)) {
+		var tr struct {
+			Images []fileRef `json:"images"`
+		}
+		if json.Unmarshal(payload, &tr) == nil {
+			for _, im := range tr.Images {
+				if session.ValidFileHash(im.SHA256) {
+					refs[im.SHA256] = true
+				}
+			}
+		}
+		return
+	}
 	if payload == nil || (string(typ) != string(session.TypeFileFetched) && string(typ) != string(session.TypeFileUpload)) {
 		return
 	}

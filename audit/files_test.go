@@ -338,3 +338,32 @@ func TestRetentionWithoutTheBucketLeavesContentForALaterRun(t *testing.T) {
 		t.Errorf("pending after the sweep: %v, %v", pending, err)
 	}
 }
+
+// The images an MCP tool returned (a tool_result's images, kept in the file store) are
+// exported with the files.
+func TestExportWithToolImages(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	s := f.open(t, "C0000001", "1700000000.000100")
+	png := []byte("\x89PNG\r\n\x1a\n not really")
+	sha, err := filestore.NewStore(f.app).Put(ctx, s.ID, png)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.append(t, s.ID, filesActor, session.TypeToolResult, session.ToolResult{CallID: "toolu_1", Content: "a picture", Server: "shots", Tool: "grab",
+		Images: []session.ToolImage{{SHA256: sha, MediaType: "image/png", Size: int64(len(png))}}})
+	to := f.dbNow(t).Add(time.Millisecond)
+	exp := audit.NewExporter(f.auditor, f.auditorPool, audit.ExporterOptions{Files: filestore.NewStore(f.auditor), Settle: time.Millisecond})
+	bucket, dir := newBucket(t)
+	m, err := exp.Export(ctx, audit.Query{From: to.Add(-time.Hour), To: to}, bucket, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.FileContents) != 1 || m.FileContents[0].SHA256 != sha {
+		t.Fatalf("contents %+v, want the tool's image", m.FileContents)
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "files", sha)); err != nil || string(data) != string(png) {
+		t.Errorf("files/%s: %q, %v", sha, data, err)
+	}
+}

@@ -42,8 +42,16 @@ type SetupCache interface {
 	PutSetupCache(ctx context.Context, key, sha string, size int64, id session.ID) error
 }
 
-// setupArchive is where the cached workspace passes through the sandbox's workspace.
-const setupArchive = ".logbook-setup.tar.gz"
+// setupArchive is where the cached workspace passes through the sandbox's workspace, and
+// setupDeleted the list (NUL-separated) of tracked files the setup deleted, inside it.
+const (
+	setupArchive = ".logbook-setup.tar.gz"
+	setupDeleted = ".logbook-setup-deleted"
+)
+
+// setupCacheVersion is part of every cache key: archives of an earlier shape (v1: untracked
+// files only) are not restored.
+const setupCacheVersion = "v2"
 
 // Ready provisions the session's sandbox now, when the channel has a setup command, so that
 // the setup runs before the first model call. It returns what the thread should be told: a
@@ -129,7 +137,7 @@ func (h *Hands) setupKey(command, commit string) string {
 	if h.setup.Cache == nil || h.work == nil || h.recipe.Repo == nil || commit == "" {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(h.recipe.Repo.URL + "\x00" + commit + "\x00" + command))
+	sum := sha256.Sum256([]byte(setupCacheVersion + "\x00" + h.recipe.Repo.URL + "\x00" + commit + "\x00" + command))
 	return hex.EncodeToString(sum[:])
 }
 
@@ -149,7 +157,9 @@ func (h *Hands) restoreSetup(ctx context.Context, sb sandbox.Sandbox, key string
 	}
 	if err == nil {
 		var out sandbox.ExecResult
-		out, err = sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{"sh", "-c", "tar -xzf " + setupArchive + " && rm -f " + setupArchive}, Timeout: 5 * time.Minute})
+		unpack := "tar -xzf " + setupArchive + " && rm -f " + setupArchive + " && if [ -f " + setupDeleted + " ]; then xargs -0 rm -f -- < " +
+			setupDeleted + " && rm -f " + setupDeleted + "; fi"
+		out, err = sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{"sh", "-c", unpack}, Timeout: 5 * time.Minute})
 		if err == nil && out.ExitCode != 0 {
 			err = fmt.Errorf("tar: exit %d: %s", out.ExitCode, clip.Text(out.Stderr, 300))
 		}
@@ -163,10 +173,19 @@ func (h *Hands) restoreSetup(ctx context.Context, sb sandbox.Sandbox, key string
 	return true
 }
 
-// cacheSetup keeps what the setup added to the workspace (the files git does not track) for
-// the next sandbox on the same commit. A failure is logged: the next sandbox runs the setup.
+// cacheSetup keeps what the setup changed in the workspace for the next sandbox on the same
+// commit: the files git does not track (ignored ones included: node_modules, and the caches
+// under HOME, which is the workspace), the tracked files it modified (a rewritten lock file,
+// generated code), and the list of the tracked files it deleted. A failure is logged: the
+// next sandbox runs the setup.
 func (h *Hands) cacheSetup(ctx context.Context, sb sandbox.Sandbox, key string, res *session.SetupResult) {
-	pack := `f=$(mktemp) && git ls-files --others -z -- . ':!` + setupArchive + `' > "$f" && tar --null -T "$f" -czf ` + setupArchive + ` && rm -f "$f"`
+	pack := "set -e; f=$(mktemp); d=$(mktemp)\n" +
+		"git ls-files --others -z -- . ':!" + setupArchive + "' > \"$f\"\n" +
+		"git diff --no-renames --name-only -z --diff-filter=MT >> \"$f\"\n" +
+		"git diff --no-renames --name-only -z --diff-filter=D > \"$d\"\n" +
+		"if [ -s \"$d\" ]; then cp \"$d\" " + setupDeleted + "; printf '%s\\0' " + setupDeleted + " >> \"$f\"; fi\n" +
+		"tar --null -T \"$f\" -czf " + setupArchive + "\n" +
+		"rm -f \"$f\" \"$d\" " + setupDeleted
 	out, err := sb.Exec(ctx, sandbox.ExecRequest{Argv: []string{"sh", "-c", pack}, Timeout: 5 * time.Minute})
 	if err == nil && out.ExitCode != 0 {
 		err = fmt.Errorf("pack: exit %d: %s", out.ExitCode, clip.Text(out.Stderr, 300))

@@ -72,6 +72,38 @@ func TestSetupRunsBeforeTheFirstModelCallAndIsCachedPerCommit(t *testing.T) {
 	}
 }
 
+// The cache keeps what the setup did to tracked files too: a tracked file it rewrote (a lock
+// file) comes back rewritten, one it deleted stays deleted, beside the untracked files.
+func TestSetupCacheKeepsChangesToTrackedFiles(t *testing.T) {
+	// Not parallel: it saves work at eviction (see repo_test.go's "Serial saves").
+	base, _ := gittest.Serve(t, "repo.git", map[string]string{"README.md": "# api\n", "lock.txt": "v1\n", "old.txt": "old\n", ".gitignore": "deps/\n"})
+	h, model := modelHarness(t, harnessOptions{repo: &sandbox.RepoSpec{URL: base + "/repo.git", Branch: "main"},
+		setup: bot.SetupConfig{Command: setupCommand(`mkdir -p deps && date +%s%N > deps/stamp && date +%s%N > lock.txt && rm old.txt`)}})
+	look := `{"command":"cat lock.txt deps/stamp; ls old.txt 2>&1 || true"}`
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: look}}},
+		fakeprovider.Reply{Text: "one"},
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_2", Name: "run_command", Input: look}}},
+		fakeprovider.Reply{Text: "two"})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> one"})
+	s1 := h.session(general, top.TS)
+	h.answered(s1.ID)
+	if rs := setupResults(t, h, s1.ID); len(rs) != 1 || rs[0].IsError || rs[0].Cached || rs[0].CacheSHA == "" {
+		t.Fatalf("first setup %+v", rs)
+	}
+	first := h.toolResult(s1.ID, "toolu_1").Content
+	other := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> two"})
+	s2 := h.session(general, other.TS)
+	h.answered(s2.ID)
+	if rs := setupResults(t, h, s2.ID); len(rs) != 1 || !rs[0].Cached {
+		t.Fatalf("second setup %+v; want it from the cache", rs)
+	}
+	again := h.toolResult(s2.ID, "toolu_2").Content
+	if again != first || strings.Contains(first, "v1") || !strings.Contains(first, "No such file") {
+		t.Fatalf("from the cache:\n%s\nafter the setup itself:\n%s", again, first)
+	}
+}
+
 // A failed setup is said under the reply, and recorded with its output; the turn goes on.
 func TestSetupFailureIsSaidInTheThread(t *testing.T) {
 	t.Parallel()

@@ -247,6 +247,7 @@ func (t *turn) prepare(ctx context.Context) brain.Turn {
 	}
 	if t.features.Files != nil {
 		bt.Files = t.features.Files
+		bt.Keep = t.features.Files // images an MCP tool returns
 	}
 	if t.features.Forge != nil {
 		if r, ok, err := t.cfg.Repos.For(ctx, t.sess.Key.Team, t.sess.Key.Channel); err != nil {

@@ -2,6 +2,8 @@ package session
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -111,6 +113,22 @@ type ToolResult struct {
 	// result written with the turn's turn_stopped): its outcome is unknown, and no crash
 	// is to blame.
 	StoppedBy string `json:"stopped_by,omitempty"`
+	// Images are the images an MCP tool returned, shown to the model as images: their
+	// content is kept once in the file store (content-addressed, like shared files, and
+	// purged with the session), never inline in the payload.
+	Images []ToolImage `json:"images,omitempty"`
+}
+
+// ToolImage is an image a tool result carries, by its content address.
+type ToolImage struct {
+	SHA256    string `json:"sha256"`     // FileHash of the content
+	MediaType string `json:"media_type"` // image/png, image/jpeg, image/gif or image/webp
+	Size      int64  `json:"size"`       // bytes
+}
+
+// Label is how transcripts name the image: "image (png, 12.0 KB)".
+func (i ToolImage) Label() string {
+	return fmt.Sprintf("image (%s, %s)", strings.TrimPrefix(i.MediaType, "image/"), FileSize(i.Size))
 }
 
 // TurnStarted opens a turn (type turn_started). Through is the last user_message seq the

@@ -152,6 +152,30 @@ func (p *anthropicProvider) stream(ctx context.Context, req Request) (Response, 
 	return p.response(&msg), nil
 }
 
+// toolResult is a tool_result block: its text, then the tool's images as image blocks (the
+// Messages API takes text and image blocks in a tool_result's content), or, for a model not
+// given images, a line naming them.
+func (p *anthropicProvider) toolResult(r *ToolResult) anthropic.ContentBlockParamUnion {
+	if len(r.Images) == 0 {
+		return anthropic.NewToolResultBlock(anthropicToolID(r.CallID), r.Content, r.IsError)
+	}
+	text := r.Content
+	if p.noVision {
+		text = strings.TrimSpace(text + "\n" + imagesLine(r.Images) + " (not shown: this model is not given images, LOGBOOK_MODEL_VISION)")
+	}
+	tb := anthropic.ToolResultBlockParam{ToolUseID: anthropicToolID(r.CallID), IsError: anthropic.Bool(r.IsError)}
+	if strings.TrimSpace(text) != "" {
+		tb.Content = append(tb.Content, anthropic.ToolResultBlockParamContentUnion{OfText: &anthropic.TextBlockParam{Text: text}})
+	}
+	if !p.noVision {
+		for _, im := range r.Images {
+			img := anthropic.NewImageBlockBase64(im.MediaType, base64.StdEncoding.EncodeToString(im.Data))
+			tb.Content = append(tb.Content, anthropic.ToolResultBlockParamContentUnion{OfImage: img.OfImage})
+		}
+	}
+	return anthropic.ContentBlockParamUnion{OfToolResult: &tb}
+}
+
 // params is req as the SDK's request.
 func (p *anthropicProvider) params(req Request) anthropic.MessageNewParams {
 	params := anthropic.MessageNewParams{
@@ -169,7 +193,7 @@ func (p *anthropicProvider) params(req Request) anthropic.MessageNewParams {
 			case b.ToolUse != nil:
 				blocks = append(blocks, anthropic.NewToolUseBlock(anthropicToolID(b.ToolUse.ID), b.ToolUse.Input, b.ToolUse.Name))
 			case b.ToolResult != nil:
-				blocks = append(blocks, anthropic.NewToolResultBlock(anthropicToolID(b.ToolResult.CallID), b.ToolResult.Content, b.ToolResult.IsError))
+				blocks = append(blocks, p.toolResult(b.ToolResult))
 			case b.Image != nil && p.noVision:
 				blocks = append(blocks, anthropic.NewTextBlock(imageNote(b.Image)))
 			case b.Image != nil:

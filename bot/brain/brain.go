@@ -106,6 +106,10 @@ type Turn struct {
 	Meter Meter
 	// Connectors, when set, offers the MCP tools of the turn's channel (mcp__<server>__<tool>).
 	Connectors Connectors
+	// Keep, when set with Files, keeps the images an MCP tool returns (once, by hash) so the
+	// model sees them as images in this and later turns; nil: they are named with type and
+	// size.
+	Keep FileKeeper
 }
 
 // Decision is Turn.Approve's answer on one tool call.
@@ -983,6 +987,10 @@ func (b *Brain) appendResult(ctx context.Context, st *turn, use ToolUse, out too
 	}
 	if c := st.toolCall(use); c.Server != "" {
 		p.Server, p.Tool = c.Server, c.Tool
+	}
+	if len(out.Images) > 0 {
+		p.Images = b.keepImages(ctx, st, &out)
+		p.Content = out.Content
 	}
 	ev := session.NewEvent{
 		Type:           session.TypeToolResult,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -213,7 +214,7 @@ func TestCrashBetweenToolCallAndResultThenResume(t *testing.T) {
 			evs := e.after(turn2)
 			wantTypes(t, evs, session.TypeToolResult, session.TypeAssistantMessage)
 			syn := decode[session.ToolResult](t, evs[0])
-			if syn != (session.ToolResult{CallID: "toolu_2", Content: "interrupted; outcome unknown", IsError: true, Synthetic: true}) {
+			if !reflect.DeepEqual(syn, session.ToolResult{CallID: "toolu_2", Content: "interrupted; outcome unknown", IsError: true, Synthetic: true}) {
 				t.Errorf("synthetic result = %+v", syn)
 			}
 			if r.Status != session.StatusOK || !strings.HasPrefix(r.Message.Text, "Yes.") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/session"
@@ -46,7 +47,12 @@ func (b *Brain) callConnector(ctx context.Context, t Turn, use ToolUse) toolOutc
 		return toolOutcome{Content: use.Name + " is not available: no MCP server is offered in this channel", IsError: true}
 	}
 	r := t.Connectors.Call(ctx, use.Name, use.Input)
-	return toolOutcome{Content: r.Content, IsError: r.IsError}
+	shown, notes := screenImages(r.Images, t.Keep != nil && t.Files != nil)
+	content := r.Content
+	if len(notes) > 0 {
+		content = strings.TrimSpace(content + "\n" + strings.Join(notes, "\n"))
+	}
+	return toolOutcome{Content: content, IsError: r.IsError, Images: shown}
 }
 
 // toolCall is the tool_call payload of use: connector calls name their server and tool, and

@@ -304,7 +304,20 @@ func (c *fileCache) load(ctx context.Context, evs []session.Event, log zerolog.L
 	if c == nil {
 		return
 	}
+	type stored struct{ sha, fileID string }
+	var want []stored
 	for _, e := range evs {
+		if e.Type == session.TypeToolResult && e.Payload != nil {
+			var r session.ToolResult
+			if e.Decode(&r) == nil {
+				for _, im := range r.Images {
+					if im.SHA256 != "" && im.Size <= maxLoad {
+						want = append(want, stored{sha: strings.ToLower(im.SHA256), fileID: "tool_result:" + r.CallID})
+					}
+				}
+			}
+			continue
+		}
 		if e.Type != session.TypeFileFetched || e.Payload == nil {
 			continue
 		}
@@ -312,7 +325,10 @@ func (c *fileCache) load(ctx context.Context, evs []session.Event, log zerolog.L
 		if e.Decode(&f) != nil || f.Status != session.FileStored || f.SHA256 == "" || f.Size > maxLoad {
 			continue // larger than anything a request can carry (LOGBOOK_FILE_MAX may allow more)
 		}
-		sha := strings.ToLower(f.SHA256)
+		want = append(want, stored{sha: strings.ToLower(f.SHA256), fileID: f.FileID})
+	}
+	for _, f := range want {
+		sha := f.sha
 		if _, ok := c.files[sha]; ok {
 			continue
 		}
@@ -323,7 +339,7 @@ func (c *fileCache) load(ctx context.Context, evs []session.Event, log zerolog.L
 			}
 		}
 		if err != nil {
-			log.Warn().Err(err).Str("file_id", f.FileID).Str("sha256", sha).Msg("could not load a shared file's content; the model gets a note")
+			log.Warn().Err(err).Str("file_id", f.fileID).Str("sha256", sha).Msg("could not load a shared file's content; the model gets a note")
 			data = nil
 		}
 		c.files[sha] = fileData{data: data, err: err}

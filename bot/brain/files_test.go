@@ -549,9 +549,10 @@ func TestFakeProviderMediaShapes(t *testing.T) {
 			{"not a pdf", msg(`{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"aGk="}}`), "The PDF specified was not valid"},
 			{"assistant image", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[` +
 				img("image/png", pic) + `]},{"role":"user","content":"so?"}]}`, "only allowed in user messages"},
-			{"image in tool_result", `{"model":"m","max_tokens":10,"tools":[{"name":"t","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"hi"},` +
+			// The API takes images in a tool_result's content (an MCP tool's), checked as any image.
+			{"bmp in tool_result", `{"model":"m","max_tokens":10,"tools":[{"name":"t","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"hi"},` +
 				`{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"t","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[` +
-				img("image/png", pic) + `]}]}]}`, "only text parts"},
+				img("image/bmp", pic) + `]}]}]}`, "media_type: Input should be"},
 		} {
 			if status := post(t, fake, "v1/messages", c.body); status != http.StatusBadRequest {
 				t.Errorf("%s: status %d, want 400", c.name, status)

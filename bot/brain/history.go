@@ -159,7 +159,7 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 			b.user(it, files[it.Seq()], held[it.Seq()], opt)
 		case thread.KindAssistant:
 			if !unshown[it.Seq()] {
-				b.assistant(it, th)
+				b.assistant(it, th, opt)
 			}
 		case thread.KindMarker:
 			if ts := stops[it.Seq()]; ts != nil && it.Event.Type == session.TypeTurnStopped {
@@ -171,6 +171,7 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 		}
 	}
 	normalize(&b.h)
+	fitToolImages(&b.h)
 	return b.h, nil
 }
 
@@ -256,7 +257,7 @@ func (b *builder) signal(it thread.Item) {
 // assistant adds an assistant message of the fold: its text and tool calls, then a user
 // message with their results in call order (a call without a result gets an in-memory
 // interrupted result).
-func (b *builder) assistant(it thread.Item, th *thread.Thread) {
+func (b *builder) assistant(it thread.Item, th *thread.Thread, opt historyOptions) {
 	m := it.Assistant
 	var blocks []Block
 	if strings.TrimSpace(m.Text) != "" {
@@ -278,8 +279,13 @@ func (b *builder) assistant(it thread.Item, th *thread.Thread) {
 		if tool.Result != nil {
 			r = *tool.Result
 		}
+		images, notes := resultImages(r, opt.Files)
+		content := strings.TrimSpace(r.Content + "\n" + notes)
+		if len(images) == 0 {
+			content = nonEmpty(content, "(no output)")
+		}
 		resultBlocks = append(resultBlocks, Block{ToolResult: &ToolResult{
-			CallID: id, Content: nonEmpty(r.Content, "(no output)"), IsError: r.IsError,
+			CallID: id, Content: content, IsError: r.IsError, Images: images,
 		}})
 	}
 	b.add(RoleAssistant, it.Seq(), false, blocks...)
@@ -656,7 +662,7 @@ func estimateTokens(system string, msgs []Message, tools []ToolSpec) int {
 				n += len(b.ToolUse.Name) + len(b.ToolUse.Input)
 			}
 			if b.ToolResult != nil {
-				n += len(b.ToolResult.Content)
+				n += len(b.ToolResult.Content) + 4*imageTokens*len(b.ToolResult.Images)
 			}
 		}
 	}
@@ -695,6 +701,9 @@ func transcript(msgs []Message, maxResult int) string {
 					status = "error result"
 				}
 				fmt.Fprintf(&sb, "[tool %s]\n%s\n", status, clip.Text(b.ToolResult.Content, maxResult))
+				if line := imagesLine(b.ToolResult.Images); line != "" {
+					sb.WriteString(line + "\n")
+				}
 			case b.media() != nil:
 				// A transcript is text: a summary or title request never carries media.
 				sb.WriteString(mediaNote(b) + "\n")

@@ -265,12 +265,28 @@ func (p *openAIProvider) userParams(m Message) []openai.ChatCompletionMessagePar
 		}
 	}
 	media := false
+	var toolImages []openai.ChatCompletionContentPartUnionParam
 	for _, b := range m.Blocks {
 		switch {
 		case b.ToolResult != nil:
 			content := b.ToolResult.Content
 			if b.ToolResult.IsError {
 				content = "ERROR: " + content
+			}
+			if ims := b.ToolResult.Images; len(ims) > 0 {
+				// A tool message takes no image: the images follow in the user message after
+				// the tool messages, under a line naming the call they came from.
+				line := imagesLine(ims)
+				if p.vision {
+					line += " (shown in the next message)"
+					toolImages = append(toolImages, openai.TextContentPart(fmt.Sprintf("[The images returned by tool call %s follow.]", openAIToolID(b.ToolResult.CallID))))
+					for _, im := range ims {
+						toolImages = append(toolImages, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: dataURL(&im)}))
+					}
+				} else {
+					line += " (not shown: this model is not given images, LOGBOOK_MODEL_VISION)"
+				}
+				content = strings.TrimSpace(content + "\n" + line)
 			}
 			msgs = append(msgs, openai.ToolMessage(content, openAIToolID(b.ToolResult.CallID)))
 		case b.Image != nil && !p.vision:
@@ -297,6 +313,11 @@ func (p *openAIProvider) userParams(m Message) []openai.ChatCompletionMessagePar
 		case b.ToolUse == nil:
 			text = append(text, b.Text)
 		}
+	}
+	if len(toolImages) > 0 {
+		flush()
+		parts = append(toolImages, parts...)
+		media = true
 	}
 	switch {
 	case media:

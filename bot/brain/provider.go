@@ -34,7 +34,8 @@ type Message struct {
 
 // Block is one part of a message: exactly one of Text (a non-empty text block), ToolUse,
 // ToolResult, Image or Document is set. Images and documents (PDF) are files people shared in
-// the thread; they appear only in user messages, after the text, never in a tool result.
+// the thread; they appear only in user messages, after the text (a tool result's images are
+// in its ToolResult).
 type Block struct {
 	Text       string
 	ToolUse    *ToolUse
@@ -58,11 +59,14 @@ type ToolUse struct {
 	Input json.RawMessage // a JSON object
 }
 
-// ToolResult answers a ToolUse.
+// ToolResult answers a ToolUse: its text, and the images an MCP tool returned (Anthropic
+// takes them inside the tool_result; OpenAI's Chat Completions takes no image in a tool
+// message, so they follow in the next user message).
 type ToolResult struct {
 	CallID  string
 	Content string
 	IsError bool
+	Images  []Media // image/png, image/jpeg, image/gif or image/webp
 }
 
 // ToolSpec describes a tool offered to the model.

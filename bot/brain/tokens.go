@@ -100,6 +100,7 @@ func countChatTokens(enc *tiktoken.Tiktoken, req Request) int64 {
 				count(string(b.ToolUse.Input))
 			case b.ToolResult != nil:
 				count(b.ToolResult.Content)
+				n += imageTokens * len(b.ToolResult.Images)
 			case b.media() != nil:
 				n += mediaTokens(b) // the estimate: tiktoken does not see images
 			default:

@@ -132,7 +132,8 @@ type toolOutcome struct {
 	Truncated bool
 	ExitCode  *int
 	Duration  time.Duration
-	FromHands bool // the sandbox produced it (actor: sandbox)
+	FromHands bool    // the sandbox produced it (actor: sandbox)
+	Images    []Media // images an MCP tool returned, for the model (kept in Turn.Keep)
 }
 
 // outputBudget is what a turn may still put into tool results, in bytes.
@@ -203,7 +204,10 @@ func (b *Brain) runTool(ctx context.Context, t Turn, use ToolUse, budget *output
 	if out.Duration == 0 {
 		out.Duration = b.now().Sub(start)
 	}
-	content, cutOff := budget.fit(nonEmpty(out.Content, "(no output)"))
+	if len(out.Images) == 0 || out.Content != "" {
+		out.Content = nonEmpty(out.Content, "(no output)")
+	}
+	content, cutOff := budget.fit(out.Content)
 	out.Content = content
 	out.Truncated = out.Truncated || cutOff
 	return out

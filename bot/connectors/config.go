@@ -40,7 +40,9 @@ type Server struct {
 }
 
 // OAuth is a remote server's OAuth client (the file's "oauth" key): the authorization code
-// flow with PKCE at AuthURL and TokenURL.
+// flow with PKCE at AuthURL and TokenURL, each discovered from the server when left out
+// (RFC 9728, then RFC 8414 or OpenID Connect discovery); Scopes, when left out, are those
+// the server's metadata asks for.
 type OAuth struct {
 	ClientID     string
 	ClientSecret string // may be empty: a public client
@@ -263,7 +265,8 @@ func (s *Server) check(typ string) (string, error) {
 	return "", nil
 }
 
-// checkOAuth checks the oauth key: a remote server's, with a client id and both endpoints.
+// checkOAuth checks the oauth key: a remote server's, with a client id; the endpoints, when
+// given, are URLs.
 func (s *Server) checkOAuth() (string, error) {
 	o := s.OAuth
 	switch {
@@ -275,7 +278,8 @@ func (s *Server) checkOAuth() (string, error) {
 		return "oauth.client_id", errors.New("missing")
 	}
 	for key, u := range map[string]string{"oauth.authorization_url": o.AuthURL, "oauth.token_url": o.TokenURL} {
-		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		// Either may be left out: it is then discovered from the server (discover.go).
+		if u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 			return key, errors.New("want an http:// or https:// URL")
 		}
 	}

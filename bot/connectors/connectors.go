@@ -16,10 +16,14 @@
 // # OAuth
 //
 // A remote server with an oauth key is connected per channel by an admin on the web pages
-// ([Connectors.StartOAuth], [Connectors.FinishOAuth]: authorization code with PKCE); its token
-// is stored sealed with LOGBOOK_SECRET_KEY ([SecretKey], [TokenStore]), refreshed here by
-// Options.Now when it expires and stored again, and added as Authorization: Bearer to the
-// server's requests by logbook, never given to the sandbox or the model.
+// ([Connectors.StartOAuth], [Connectors.TakeOAuth], [Connectors.FinishOAuth]: authorization
+// code with PKCE and the resource parameter). The endpoints are the file's, or discovered
+// from the server (discover.go: RFC 9728, then RFC 8414 or OpenID Connect discovery, through
+// the go-sdk's oauthex and auth packages). A connect begun and not finished is kept in the
+// database, sealed, under its state's hash, so its callback may land on any replica, once.
+// The token is stored sealed with LOGBOOK_SECRET_KEY ([SecretKey], [TokenStore]), refreshed
+// here by Options.Now when it expires and stored again, and added as Authorization: Bearer
+// to the server's requests by logbook, never given to the sandbox or the model.
 //
 // # Errors
 //
@@ -85,6 +89,7 @@ type Connectors struct {
 	cfg  Config
 	opts Options
 	log  zerolog.Logger
+	disc discovered // OAuth endpoints discovered, by server
 }
 
 // New returns the connectors of cfg.
@@ -95,7 +100,7 @@ func New(cfg Config, opts Options) *Connectors {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Connectors{cfg: cfg, opts: opts, log: opts.Logger.With().Str("component", "mcp").Logger()}
+	return &Connectors{cfg: cfg, opts: opts, log: opts.Logger.With().Str("component", "mcp").Logger(), disc: discovered{m: map[string]discovery{}}}
 }
 
 // Servers is every configured server, by name.
@@ -142,10 +147,18 @@ type Tool struct {
 	Approve     bool           // the file's approve names it: a person approves each call
 }
 
-// Result is what a call did, for the model.
+// Result is what a call did, for the model: its text, and the images it returned (the
+// brain shows those the model APIs take as images, and names the rest with type and size).
 type Result struct {
 	Content string
 	IsError bool
+	Images  []Image
+}
+
+// Image is an image a tool returned (MCP ImageContent), decoded.
+type Image struct {
+	MIMEType string // as the server declared it
+	Data     []byte
 }
 
 // Session is one session's connectors. Its methods are safe for concurrent use.
@@ -266,7 +279,8 @@ func (s *Session) Call(ctx context.Context, name string, input json.RawMessage) 
 		s.drop(srv.Name, c) // a broken connection is made again on the next use
 		return Result{Content: fmt.Sprintf("MCP server %s failed the call of %s: %s", srv.Name, tool, clipText(s.c.redact(err.Error()), 500)), IsError: true}
 	}
-	return Result{Content: s.c.redact(render(res)), IsError: res.IsError}
+	text, images := render(res)
+	return Result{Content: s.c.redact(text), IsError: res.IsError, Images: images}
 }
 
 // Close ends every connection and stops the local servers. It is idempotent.
@@ -364,16 +378,17 @@ func modelSchema(schema any) (map[string]any, string) {
 	return m, strings.Join(why, "; ")
 }
 
-// render is a call's result as text for the model: text kept; images, audio and blobs named
-// with their type and size; resource links named.
-func render(res *mcp.CallToolResult) string {
+// render is a call's result for the model: text kept; images returned apart (in order); audio
+// and blobs named with their type and size; resource links named.
+func render(res *mcp.CallToolResult) (string, []Image) {
 	var parts []string
+	var images []Image
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *mcp.TextContent:
 			parts = append(parts, c.Text)
 		case *mcp.ImageContent:
-			parts = append(parts, fmt.Sprintf("[image %s, %d bytes, not shown]", c.MIMEType, len(c.Data)))
+			images = append(images, Image{MIMEType: c.MIMEType, Data: c.Data})
 		case *mcp.AudioContent:
 			parts = append(parts, fmt.Sprintf("[audio %s, %d bytes, not shown]", c.MIMEType, len(c.Data)))
 		case *mcp.ResourceLink:
@@ -389,7 +404,7 @@ func render(res *mcp.CallToolResult) string {
 			parts = append(parts, string(b))
 		}
 	}
-	return strings.Join(parts, "\n")
+	return strings.Join(parts, "\n"), images
 }
 
 func renderResource(r *mcp.ResourceContents) string {

@@ -5,6 +5,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -20,12 +21,16 @@ import (
 	"github.com/logbook/logbook/session"
 )
 
-// TokenStore keeps the sealed OAuth tokens, one per (server, channel) (*session.Store has
-// it). MCPTokenOf answers session.ErrNotFound for a server never connected for the channel.
+// TokenStore keeps the sealed OAuth tokens, one per (server, channel), and the connects
+// begun and not yet finished, by the hash of their state (*session.Store has it). MCPTokenOf
+// answers session.ErrNotFound for a server never connected for the channel; TakeMCPConnect
+// for a state unknown, taken, someone else's or expired.
 type TokenStore interface {
 	ConnectMCP(ctx context.Context, t session.MCPToken) error
 	RefreshMCP(ctx context.Context, server, channel string, sealed []byte, at time.Time) error
 	MCPTokenOf(ctx context.Context, server, channel string) (session.MCPToken, error)
+	PutMCPConnect(ctx context.Context, c session.MCPConnect, now time.Time) error
+	TakeMCPConnect(ctx context.Context, stateHash []byte, who string, now time.Time) (session.MCPConnect, error)
 }
 
 // SecretKey seals the stored tokens with AES-256-GCM (LOGBOOK_SECRET_KEY).
@@ -60,7 +65,12 @@ func ParseSecretKey(s string) (*SecretKey, error) {
 // seal is the token as JSON sealed under the key, bound to its server and channel: the nonce,
 // then the ciphertext.
 func (k *SecretKey) seal(tok *oauth2.Token, server, channel string) ([]byte, error) {
-	plain, err := json.Marshal(tok)
+	return k.sealJSON(tok, server+"\x00"+channel)
+}
+
+// sealJSON is v as JSON sealed under the key, bound to aad: the nonce, then the ciphertext.
+func (k *SecretKey) sealJSON(v any, aad string) ([]byte, error) {
+	plain, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
@@ -68,15 +78,20 @@ func (k *SecretKey) seal(tok *oauth2.Token, server, channel string) ([]byte, err
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, err
 	}
-	return k.aead.Seal(nonce, nonce, plain, []byte(server+"\x00"+channel)), nil
+	return k.aead.Seal(nonce, nonce, plain, []byte(aad)), nil
+}
+
+// openBytes opens what sealJSON sealed under aad.
+func (k *SecretKey) openBytes(sealed []byte, aad string) ([]byte, error) {
+	n := k.aead.NonceSize()
+	if len(sealed) < n {
+		return nil, errors.New("the sealed value is truncated")
+	}
+	return k.aead.Open(nil, sealed[:n], sealed[n:], []byte(aad))
 }
 
 func (k *SecretKey) open(sealed []byte, server, channel string) (*oauth2.Token, error) {
-	n := k.aead.NonceSize()
-	if len(sealed) < n {
-		return nil, errors.New("the stored token is truncated")
-	}
-	plain, err := k.aead.Open(nil, sealed[:n], sealed[n:], []byte(server+"\x00"+channel))
+	plain, err := k.openBytes(sealed, server+"\x00"+channel)
 	if err != nil {
 		return nil, errors.New("the stored token does not open with LOGBOOK_SECRET_KEY (was the key changed?): connect the server again")
 	}
@@ -87,9 +102,9 @@ func (k *SecretKey) open(sealed []byte, server, channel string) (*oauth2.Token, 
 	return &tok, nil
 }
 
-func (o *OAuth) config(redirect string) *oauth2.Config {
-	return &oauth2.Config{ClientID: o.ClientID, ClientSecret: o.ClientSecret, Scopes: o.Scopes, RedirectURL: redirect,
-		Endpoint: oauth2.Endpoint{AuthURL: o.AuthURL, TokenURL: o.TokenURL}}
+func (o *OAuth) config(ep endpoints, redirect string) *oauth2.Config {
+	return &oauth2.Config{ClientID: o.ClientID, ClientSecret: o.ClientSecret, Scopes: ep.Scopes, RedirectURL: redirect,
+		Endpoint: oauth2.Endpoint{AuthURL: ep.AuthURL, TokenURL: ep.TokenURL}}
 }
 
 // oauthServer is the named server with oauth that is offered in the channel.
@@ -123,37 +138,122 @@ func (c *Connectors) OAuthServers() []string {
 	return out
 }
 
-// StartOAuth begins connecting server for a channel: the authorization URL to send the
-// admin's browser to, with state and the S256 challenge of the PKCE verifier it returns,
-// which the caller keeps for FinishOAuth. redirect is the pages' callback URL.
-func (c *Connectors) StartOAuth(server, channelID, channelName, redirect, state string) (authURL, verifier string, err error) {
-	s, err := c.oauthServer(server, channelID, channelName)
-	if err != nil {
-		return "", "", err
-	}
-	verifier = oauth2.GenerateVerifier()
-	return s.OAuth.config(redirect).AuthCodeURL(state, oauth2.S256ChallengeOption(verifier)), verifier, nil
+// ConnectAge is how long an admin has to finish a connect at the authorization server.
+const ConnectAge = 10 * time.Minute
+
+// ErrUnknownConnect is TakeOAuth's answer for a state that is unknown, already used, begun by
+// someone else, or expired.
+var ErrUnknownConnect = errors.New("this connect is unknown, expired or someone else's: start it again")
+
+// PendingConnect is a connect begun by StartOAuth, taken back by its state (TakeOAuth) to be
+// finished (FinishOAuth).
+type PendingConnect struct {
+	Server, Channel, Who string
+	pending
 }
 
-// FinishOAuth exchanges the authorization code (with the PKCE verifier) for a token and
-// stores it sealed, connected by who at now. The error never holds the token.
-func (c *Connectors) FinishOAuth(ctx context.Context, server, channelID, channelName, redirect, code, verifier, who string) error {
+// pending is what a connect keeps sealed in the database until its callback.
+type pending struct {
+	Verifier  string    `json:"verifier"`
+	Endpoints endpoints `json:"endpoints"`
+}
+
+func stateHash(state string) []byte {
+	sum := sha256.Sum256([]byte(state))
+	return sum[:]
+}
+
+func connectAAD(hash []byte, server, channel, who string) string {
+	return "mcp_connect\x00" + hex.EncodeToString(hash) + "\x00" + server + "\x00" + channel + "\x00" + who
+}
+
+// StartOAuth begins connecting server for a channel on behalf of who: the authorization URL
+// to send the admin's browser to, with a fresh state, the S256 challenge of a PKCE verifier
+// and the resource parameter (RFC 8707). The endpoints are the file's or discovered. The
+// verifier and endpoints are stored sealed with LOGBOOK_SECRET_KEY under the state's hash
+// for ConnectAge, so the callback may land on any replica. redirect is the pages' callback
+// URL.
+func (c *Connectors) StartOAuth(ctx context.Context, server, channelID, channelName, redirect, who string) (string, error) {
 	s, err := c.oauthServer(server, channelID, channelName)
+	if err != nil {
+		return "", err
+	}
+	ep, err := c.endpoints(ctx, s)
+	if err != nil {
+		return "", err
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	state := base64.RawURLEncoding.EncodeToString(b)
+	p := pending{Verifier: oauth2.GenerateVerifier(), Endpoints: ep}
+	hash := stateHash(state)
+	sealed, err := c.opts.Key.sealJSON(p, connectAAD(hash, server, channelID, who))
+	if err != nil {
+		return "", err
+	}
+	now := c.opts.Now()
+	if err := c.opts.Tokens.PutMCPConnect(ctx, session.MCPConnect{StateHash: hash, Server: server, Channel: channelID, Who: who,
+		Sealed: sealed, Expires: now.Add(ConnectAge)}, now); err != nil {
+		return "", err
+	}
+	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(p.Verifier)}
+	if ep.Resource != "" {
+		opts = append(opts, oauth2.SetAuthURLParam("resource", ep.Resource))
+	}
+	return s.OAuth.config(ep, redirect).AuthCodeURL(state, opts...), nil
+}
+
+// TakeOAuth takes back the connect begun with state by who, once, on any replica: an
+// unknown, used, someone else's or expired state is ErrUnknownConnect.
+func (c *Connectors) TakeOAuth(ctx context.Context, state, who string) (PendingConnect, error) {
+	if c.opts.Tokens == nil || c.opts.Key == nil || state == "" {
+		return PendingConnect{}, ErrUnknownConnect
+	}
+	hash := stateHash(state)
+	row, err := c.opts.Tokens.TakeMCPConnect(ctx, hash, who, c.opts.Now())
+	if errors.Is(err, session.ErrNotFound) {
+		return PendingConnect{}, ErrUnknownConnect
+	}
+	if err != nil {
+		return PendingConnect{}, err
+	}
+	plain, err := c.opts.Key.openBytes(row.Sealed, connectAAD(hash, row.Server, row.Channel, who))
+	if err != nil {
+		return PendingConnect{}, errors.New("the connect does not open with LOGBOOK_SECRET_KEY (was the key changed?): start it again")
+	}
+	p := PendingConnect{Server: row.Server, Channel: row.Channel, Who: who}
+	if err := json.Unmarshal(plain, &p.pending); err != nil {
+		return PendingConnect{}, fmt.Errorf("the pending connect: %w", err)
+	}
+	return p, nil
+}
+
+// FinishOAuth exchanges the authorization code (with the connect's PKCE verifier and
+// resource) for a token at the endpoint the connect began with, and stores it sealed,
+// connected by the connect's admin at now. The error never holds the token.
+func (c *Connectors) FinishOAuth(ctx context.Context, p PendingConnect, channelName, redirect, code string) error {
+	s, err := c.oauthServer(p.Server, p.Channel, channelName)
 	if err != nil {
 		return err
 	}
 	hc, done := c.tokenClient()
 	defer done()
-	tok, err := s.OAuth.config(redirect).Exchange(context.WithValue(ctx, oauth2.HTTPClient, hc), code, oauth2.VerifierOption(verifier))
+	opts := []oauth2.AuthCodeOption{oauth2.VerifierOption(p.Verifier)}
+	if p.Endpoints.Resource != "" {
+		opts = append(opts, oauth2.SetAuthURLParam("resource", p.Endpoints.Resource))
+	}
+	tok, err := s.OAuth.config(p.Endpoints, redirect).Exchange(context.WithValue(ctx, oauth2.HTTPClient, hc), code, opts...)
 	if err != nil {
-		return fmt.Errorf("MCP server %s: exchange the authorization code: %s", server, c.redact(err.Error()))
+		return fmt.Errorf("MCP server %s: exchange the authorization code: %s", p.Server, c.redact(err.Error()))
 	}
 	stamp(tok, c.opts.Now())
-	sealed, err := c.opts.Key.seal(tok, server, channelID)
+	sealed, err := c.opts.Key.seal(tok, p.Server, p.Channel)
 	if err != nil {
 		return err
 	}
-	return c.opts.Tokens.ConnectMCP(ctx, session.MCPToken{Server: server, Channel: channelID, Sealed: sealed, ConnectedBy: who, ConnectedAt: c.opts.Now()})
+	return c.opts.Tokens.ConnectMCP(ctx, session.MCPToken{Server: p.Server, Channel: p.Channel, Sealed: sealed, ConnectedBy: p.Who, ConnectedAt: c.opts.Now()})
 }
 
 // tokenClient is the HTTP client of the token endpoint, and the func that closes its
@@ -185,7 +285,7 @@ const expiryDelta = 30 * time.Second
 // token endpoint when it expires by the clock, and the refreshed one stored sealed again.
 type storedToken struct {
 	c               *Connectors
-	cfg             *oauth2.Config
+	srv             Server          // its token endpoint is found (discovered) only when a refresh needs it
 	ctx             context.Context // carries the token endpoint's HTTP client
 	server, channel string
 
@@ -209,7 +309,7 @@ func (s *Session) tokenSource(ctx context.Context, srv Server, hc *http.Client) 
 	if err != nil {
 		return nil, err
 	}
-	return &storedToken{c: s.c, cfg: srv.OAuth.config(""), ctx: context.WithValue(context.WithoutCancel(ctx), oauth2.HTTPClient, hc),
+	return &storedToken{c: s.c, srv: srv, ctx: context.WithValue(context.WithoutCancel(ctx), oauth2.HTTPClient, hc),
 		server: srv.Name, channel: s.channel, tok: tok}, nil
 }
 
@@ -235,7 +335,11 @@ func (t *storedToken) Token() (*oauth2.Token, error) {
 		return nil, fmt.Errorf("the token of MCP server %s has expired and has no refresh token: connect the server again", t.server)
 	}
 	// A token without an access token is one oauth2 refreshes at once.
-	fresh, err := t.cfg.TokenSource(t.ctx, &oauth2.Token{RefreshToken: t.tok.RefreshToken}).Token()
+	ep, err := t.c.endpoints(t.ctx, t.srv)
+	if err != nil {
+		return nil, err
+	}
+	fresh, err := t.srv.OAuth.config(ep, "").TokenSource(t.ctx, &oauth2.Token{RefreshToken: t.tok.RefreshToken}).Token()
 	if err != nil {
 		return nil, fmt.Errorf("refresh the token of MCP server %s: %s", t.server, t.c.redact(err.Error()))
 	}

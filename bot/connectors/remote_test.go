@@ -58,7 +58,9 @@ func TestRemoteToolsAndCalls(t *testing.T) {
 	}
 
 	r := s.Call(ctx, "mcp__incidents__lookup", json.RawMessage(`{"query":"INC-7"}`))
-	if r.IsError || r.Content != "incident INC-7: database failover at 03:12\n[image image/png, 7 bytes, not shown]" {
+	// The image comes back apart, decoded, for the brain to show (or name) to the model.
+	if r.IsError || r.Content != "incident INC-7: database failover at 03:12" || len(r.Images) != 1 ||
+		r.Images[0].MIMEType != "image/png" || string(r.Images[0].Data) != "PNGDATA" {
 		t.Errorf("lookup = %+v", r)
 	}
 	for _, a := range srv.authorizations() {

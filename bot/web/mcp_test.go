@@ -17,11 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/web"
+	"github.com/logbook/logbook/session"
 )
 
 // authServer is an OAuth authorization server as a real one behaves: /authorize redirects
@@ -36,9 +39,13 @@ type authServer struct {
 	refresh   map[string]bool
 	refreshes int
 	issued    []string // every token issued, access and refresh
+	mux       *http.ServeMux
+	// resource, when set, is the only resource (RFC 8707) it issues tokens for: /authorize
+	// refuses any other, and /token wants the one the code was granted for.
+	resource string
 }
 
-type grant struct{ challenge, redirect string }
+type grant struct{ challenge, redirect, resource string }
 
 func newAuthServer(t *testing.T) *authServer {
 	a := &authServer{codes: map[string]grant{}, valid: map[string]bool{}, refresh: map[string]bool{}}
@@ -49,13 +56,21 @@ func newAuthServer(t *testing.T) *authServer {
 			http.Error(w, "bad authorization request", http.StatusBadRequest)
 			return
 		}
+		a.mu.Lock()
+		want := a.resource
+		a.mu.Unlock()
+		if want != "" && q.Get("resource") != want {
+			http.Redirect(w, r, q.Get("redirect_uri")+"?"+url.Values{"error": {"invalid_target"}, "state": {q.Get("state")}}.Encode(), http.StatusFound)
+			return
+		}
 		code := a.random("code")
 		a.mu.Lock()
-		a.codes[code] = grant{challenge: q.Get("code_challenge"), redirect: q.Get("redirect_uri")}
+		a.codes[code] = grant{challenge: q.Get("code_challenge"), redirect: q.Get("redirect_uri"), resource: q.Get("resource")}
 		a.mu.Unlock()
 		http.Redirect(w, r, q.Get("redirect_uri")+"?"+url.Values{"code": {code}, "state": {q.Get("state")}}.Encode(), http.StatusFound)
 	})
 	mux.HandleFunc("POST /token", a.token)
+	a.mux = mux
 	a.Server = httptest.NewServer(mux)
 	t.Cleanup(a.Close)
 	return a
@@ -89,7 +104,8 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 		g, ok := a.codes[r.PostForm.Get("code")]
 		delete(a.codes, r.PostForm.Get("code"))
 		sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
-		if !ok || g.redirect != r.PostForm.Get("redirect_uri") || base64.RawURLEncoding.EncodeToString(sum[:]) != g.challenge {
+		if !ok || g.redirect != r.PostForm.Get("redirect_uri") || base64.RawURLEncoding.EncodeToString(sum[:]) != g.challenge ||
+			g.resource != r.PostForm.Get("resource") {
 			fail("invalid_grant")
 			return
 		}
@@ -306,5 +322,191 @@ func TestMCPOAuthConnect(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "OAuth token refreshed") {
 		t.Errorf("no log line says the token was refreshed:\n%s", logs.String())
+	}
+}
+
+// discoverable makes a an authorization server whose issuer has a path (as Keycloak's realms
+// do) and that publishes only OpenID Connect discovery, under the path
+// (<issuer>/.well-known/openid-configuration): RFC 8414's well-known URIs answer 404. Tokens
+// are issued for resource only.
+func (a *authServer) discoverable(resource string) string {
+	issuer := a.URL + "/realms/acme"
+	a.mu.Lock()
+	a.resource = resource
+	a.mu.Unlock()
+	a.mux.HandleFunc("GET /realms/acme/.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"issuer": issuer, "authorization_endpoint": a.URL + "/authorize", "token_endpoint": a.URL + "/token",
+			"jwks_uri": issuer + "/certs", "response_types_supported": []string{"code"}, "subject_types_supported": []string{"public"},
+			"id_token_signing_alg_values_supported": []string{"RS256"}, "code_challenge_methods_supported": []string{"plain", "S256"},
+			"grant_types_supported": []string{"authorization_code", "refresh_token"}, "scopes_supported": []string{"openid", "incidents:read", "incidents:write"},
+		})
+	})
+	return issuer
+}
+
+// discoverableMCP is protectedMCP at /mcp, whose 401 names its protected resource metadata
+// (RFC 9728, served by the SDK's auth.ProtectedResourceMetadataHandler) listing issuer.
+func discoverableMCP(t *testing.T, a *authServer, issuer func() string) *httptest.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "incidents", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "lookup", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "incident INC-7: failover"}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	var srv *httptest.Server
+	mux := http.NewServeMux()
+	mux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
+		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{Resource: srv.URL + "/mcp",
+			AuthorizationServers: []string{issuer()}, ScopesSupported: []string{"incidents:read"}}).ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		if !a.accepts(r.Header.Get("Authorization")) {
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+srv.URL+`/.well-known/oauth-protected-resource/mcp"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	srv = httptest.NewServer(mux)
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	return srv
+}
+
+// A config that names no endpoints: logbook discovers them (the server's 401 → its protected
+// resource metadata → the authorization server's OpenID configuration), asks for the scope
+// the resource names, and sends the resource parameter. The connect begins on one replica
+// and its callback lands on another (two instances on one database): the PKCE verifier is in
+// PostgreSQL, sealed, and taken once — a replay on either replica is refused.
+func TestMCPOAuthDiscoveryAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	as := newAuthServer(t)
+	var issuer string
+	mcpSrv := discoverableMCP(t, as, func() string { return issuer })
+	issuer = as.discoverable(mcpSrv.URL + "/mcp")
+	cfg, err := connectors.Parse("mcp.json", []byte(`{"mcpServers": {"incidents": {"url": "`+mcpSrv.URL+`/mcp", "channels": ["#general"],
+	  "oauth": {"client_id": "logbook-client", "client_secret": "${CLIENT_SECRET}"}}}}`),
+		func(k string) string { return map[string]string{"CLIENT_SECRET": "client-secret-42"}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := connectors.ParseSecretKey(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	log := zerolog.New(&logs)
+	const public = "https://logbook.example.com"
+	replica := func() (*connectors.Connectors, *httptest.Server) {
+		// Each replica has its own connectors, pages and store on the one database.
+		conns := connectors.New(cfg, connectors.Options{Logger: log, Tokens: session.NewStore(f.app, session.Options{}), Key: key})
+		h, err := web.Handler(web.Config{Sessions: f.store, Finder: f.searcher, AccessLog: f.app, Log: log, MCP: conns, PublicURL: public,
+			Access:   web.Access{Tokens: []web.Token{{Name: "audit-bot", Secret: auditorSecret, Auditor: true}}},
+			Channels: channelNames{"C0000001": "general"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages := httptest.NewServer(h)
+		t.Cleanup(pages.Close)
+		return conns, pages
+	}
+	connsA, pagesA := replica()
+	connsB, pagesB := replica()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	defer client.CloseIdleConnections()
+	get := func(u, secret string) (int, string, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		if secret != "" {
+			req.Header.Set("Authorization", "Bearer "+secret)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Location"), b.String()
+	}
+	st, toAuth, body := get(pagesA.URL+"/mcp/incidents/connect?channel=C0000001", auditorSecret)
+	if st != http.StatusSeeOther || !strings.HasPrefix(toAuth, as.URL+"/authorize?") {
+		t.Fatalf("connect on replica A: %d %q %s", st, toAuth, body)
+	}
+	au, _ := url.Parse(toAuth)
+	if q := au.Query(); q.Get("resource") != mcpSrv.URL+"/mcp" || q.Get("scope") != "incidents:read" || q.Get("redirect_uri") != public+"/mcp/callback" {
+		t.Errorf("authorization request: %v", q)
+	}
+	var pendingRows int
+	if err := f.admin.QueryRow(context.Background(), `SELECT count(*) FROM mcp_connects`).Scan(&pendingRows); err != nil || pendingRows != 1 {
+		t.Fatalf("pending connects in the database: %d (%v), want 1", pendingRows, err)
+	}
+	st, back, _ := get(toAuth, "")
+	if st != http.StatusFound || !strings.HasPrefix(back, public+"/mcp/callback?") {
+		t.Fatalf("authorize: %d %q", st, back)
+	}
+	// The load balancer sends the callback to replica B.
+	callback := pagesB.URL + strings.TrimPrefix(back, public)
+	if st, _, body := get(callback, auditorSecret); st != http.StatusOK || !strings.Contains(body, "connected for #general") {
+		t.Fatalf("callback on replica B: %d %s", st, body)
+	}
+	for _, pages := range []*httptest.Server{pagesA, pagesB} {
+		if st, _, _ := get(pages.URL+strings.TrimPrefix(back, public), auditorSecret); st != http.StatusBadRequest {
+			t.Errorf("the state replayed on %s: %d, want 400", pages.URL, st)
+		}
+	}
+	if err := f.admin.QueryRow(context.Background(), `SELECT count(*) FROM mcp_connects`).Scan(&pendingRows); err != nil || pendingRows != 0 {
+		t.Errorf("pending connects left: %d (%v), want 0", pendingRows, err)
+	}
+	// Both replicas' sessions call the server with the token.
+	for _, conns := range []*connectors.Connectors{connsA, connsB} {
+		s := conns.Session("C0000001", "general", nil, log)
+		if r := s.Call(context.Background(), "mcp__incidents__lookup", nil); r.IsError || r.Content != "incident INC-7: failover" {
+			t.Errorf("lookup = %+v", r)
+		}
+		s.Close()
+	}
+	// With the authorization server down, a third replica (nothing discovered yet) still
+	// calls with the stored token in force: discovery waits for a refresh that needs it.
+	as.Close()
+	connsC := connectors.New(cfg, connectors.Options{Logger: log, Tokens: f.store, Key: key})
+	s := connsC.Session("C0000001", "general", nil, log)
+	if r := s.Call(context.Background(), "mcp__incidents__lookup", nil); r.IsError || r.Content != "incident INC-7: failover" {
+		t.Errorf("lookup with the authorization server down = %+v", r)
+	}
+	s.Close()
+	if !strings.Contains(logs.String(), "OAuth endpoints discovered") || !strings.Contains(logs.String(), issuer) {
+		t.Errorf("no log line names the discovered endpoints:\n%s", logs.String())
+	}
+}
+
+// An authorization server whose metadata offers no PKCE with S256 is refused at the connect,
+// with a page that says so; nothing is stored.
+func TestMCPOAuthDiscoveryRefusesNoPKCE(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	as := newAuthServer(t)
+	as.mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"issuer": as.URL, "authorization_endpoint": as.URL + "/authorize",
+			"token_endpoint": as.URL + "/token", "response_types_supported": []string{"code"}, "code_challenge_methods_supported": []string{"plain"}})
+	})
+	mcpSrv := discoverableMCP(t, as, func() string { return as.URL })
+	cfg, err := connectors.Parse("mcp.json", []byte(`{"mcpServers": {"incidents": {"url": "`+mcpSrv.URL+`/mcp", "channels": ["#general"],
+	  "oauth": {"client_id": "logbook-client"}}}}`), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := connectors.ParseSecretKey(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32)))
+	conns := connectors.New(cfg, connectors.Options{Logger: zerolog.Nop(), Tokens: f.store, Key: key})
+	_, err = conns.StartOAuth(context.Background(), "incidents", "C0000001", "general", "https://logbook.example.com/mcp/callback", "audit-bot")
+	if err == nil || !strings.Contains(err.Error(), "S256") {
+		t.Fatalf("StartOAuth = %v, want a refusal naming S256", err)
+	}
+	var n int
+	if err := f.admin.QueryRow(context.Background(), `SELECT count(*) FROM mcp_connects`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("pending connects: %d (%v)", n, err)
 	}
 }

@@ -102,8 +102,6 @@ type server struct {
 	vis  ChannelVisibility
 	now  func() time.Time
 	log  zerolog.Logger
-
-	connects connects // mcp.go
 }
 
 // Handler returns the pages' handler. It returns an error when a required part is missing
@@ -145,7 +143,6 @@ func Handler(cfg Config) (http.Handler, error) {
 		now:  now,
 		log:  cfg.Log.With().Str("component", "web").Logger(),
 	}
-	s.connects.pending = map[string]pendingConnect{}
 	// The pages' routes; slackemu's mux, alike in shape, serves Slack's endpoints.
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.list)

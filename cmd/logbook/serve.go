@@ -194,9 +194,12 @@ Environment:
                           (command, args, env) run in each session's sandbox; each offered only
                           in its channels; ${NAME} is taken from logbook's environment; a
                           remote server's "oauth" is connected per channel by an admin on the
-                          web pages (/mcp/<server>/connect?channel=C...)
+                          web pages (/mcp/<server>/connect?channel=C...), its endpoints
+                          discovered from the server when the file leaves them out; images a
+                          tool returns reach the model as images
   LOGBOOK_SECRET_KEY      32 random bytes, base64 or hex (openssl rand -base64 32): seals the
-                          MCP servers' OAuth tokens (AES-256-GCM); required when one has oauth
+                          MCP servers' OAuth tokens and pending connects (AES-256-GCM);
+                          required when one has oauth
   LOGBOOK_TOOL_APPROVERS  who may decide a card: thread (default: anyone of this workspace's
                           organisation who has posted in the thread; people of another
                           organisation in a Slack Connect channel may talk, not approve) or a

@@ -222,3 +222,32 @@ func TestFileNamesAreEscaped(t *testing.T) {
 		t.Errorf("text keeps a file name on one line:\n%s", text)
 	}
 }
+
+// The images a tool returned are named in every format ("image (png, 2.0 KB)"), listed with
+// their hash in JSON, and shown inline on a linked page; their bytes are never in the text.
+func TestToolImagesInTranscripts(t *testing.T) {
+	t.Parallel()
+	b := &builder{t: time.Date(2023, 11, 14, 22, 13, 20, 0, time.UTC)}
+	b.user("1700000000.001200", "@logbook screenshot the dashboard", "<@UB000001> screenshot the dashboard", map[string]string{"UB000001": "logbook"})
+	b.add(session.TypeAssistantMessage, bot, session.AssistantMessage{Text: "Taking it.", ToolCallIDs: []string{"call_1"}, Turn: 2})
+	b.add(session.TypeToolCall, bot, session.ToolCall{CallID: "call_1", Name: "mcp__shots__grab", Input: json.RawMessage(`{}`), Server: "shots", Tool: "grab"})
+	b.add(session.TypeToolResult, sys, session.ToolResult{CallID: "call_1", Content: "the dashboard", Server: "shots", Tool: "grab",
+		Images: []session.ToolImage{{SHA256: pngSHA, MediaType: "image/png", Size: 2048}}})
+	evs := b.evs
+	for _, f := range []transcript.Format{transcript.FormatText, transcript.FormatMarkdown, transcript.FormatHTML, transcript.FormatJSON} {
+		out := render(t, evs, transcript.Options{Format: f})
+		if !strings.Contains(out, "image (png, 2.0 KB)") || !strings.Contains(out, "the dashboard") {
+			t.Errorf("%s: the tool's image is not named:\n%s", f, out)
+		}
+		if f == transcript.FormatJSON && !strings.Contains(out, `"sha256": "`+pngSHA+`"`) {
+			t.Errorf("json lacks the image's hash:\n%s", out)
+		}
+		if strings.Contains(out, "<img") {
+			t.Errorf("%s: shows the image without Options.FileURL", f)
+		}
+	}
+	page := render(t, evs, transcript.Options{Format: transcript.FormatHTML, FileURL: fileURL})
+	if !strings.Contains(page, `<img class="file-image" src="`+fileURL(pngSHA)+`" alt="image (png, 2.0 KB)"`) {
+		t.Errorf("the linked page does not show the tool's image:\n%s", page)
+	}
+}

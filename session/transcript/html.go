@@ -85,7 +85,8 @@ var fragmentTmpl = template.Must(template.New("transcript").Funcs(template.FuncM
 <header><span class="author">🔧 {{.Tool.Name}}</span><time class="time" datetime="{{.Time.Format "2006-01-02T15:04:05Z07:00"}}">{{.TimeText}}</time></header>
 {{- with .Tool}}{{if .Input}}<pre class="input"><code>{{.Input}}</code></pre>{{if .HiddenInputs}}<p class="status">… {{.HiddenInputs}} more input lines</p>{{end}}{{end}}
 <p class="status{{if .IsError}} error{{end}}">→ {{status .}}</p>
-{{- if .Output}}<pre class="output"><code>{{.Output}}</code></pre>{{end}}{{if .HiddenLines}}<p class="status">… {{.HiddenLines}} more lines</p>{{end}}{{end}}
+{{- if .Output}}<pre class="output"><code>{{.Output}}</code></pre>{{end}}{{if .HiddenLines}}<p class="status">… {{.HiddenLines}} more lines</p>{{end}}
+{{- range .Images}}{{if and .URL .Image}}<a href="{{.URL}}"><img class="file-image" src="{{.URL}}" alt="{{.Name}}" loading="lazy"></a>{{end}}{{end}}{{end}}
 </section>
 {{- else}}
 <section class="entry {{.Kind}}{{if .Unposted}} unposted{{end}}" id="e{{.Seq}}" data-seq="{{.Seq}}">

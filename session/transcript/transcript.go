@@ -149,6 +149,8 @@ type Tool struct {
 	ResultSeq    int64  `json:"result_seq,omitempty"`
 	HiddenLines  int    `json:"hidden_lines,omitempty"`  // output lines left out of the compact view
 	HiddenInputs int    `json:"hidden_inputs,omitempty"` // input lines left out of the compact view
+	// Images are the images the tool returned (an MCP tool's), kept in the file store.
+	Images []File `json:"images,omitempty"`
 	// Approval is what a person decided on the call before it ran (approved, denied, …, by
 	// whom), when the policy asked: "approved by U0000001".
 	Approval string `json:"approval,omitempty"`
@@ -424,6 +426,13 @@ func (b *builder) tool(en Entry, it *thread.Tool) {
 		tool.HasResult, tool.Output, tool.IsError, tool.ExitCode = true, r.Content, r.IsError, r.ExitCode
 		tool.DurationMS, tool.Truncated, tool.Synthetic, tool.ResultSeq = r.DurationMS, r.Truncated, r.Synthetic, it.ResultEvent.Seq
 		tool.StoppedBy = r.StoppedBy
+		// Images a tool returned are named, never inlined: "image (png, 12.0 KB)".
+		for _, im := range r.Images {
+			tool.Output = strings.TrimRight(tool.Output, "\n") + "\n" + im.Label()
+			tool.Images = append(tool.Images, File{Name: im.Label(), Mimetype: im.MediaType, Size: im.Size, SHA256: im.SHA256, Status: session.FileStored})
+		}
+		tool.Output = strings.TrimPrefix(tool.Output, "\n")
+		tool.Images = linkFiles(tool.Images, opts)
 		if !opts.All {
 			tool.Output, tool.HiddenLines = clipLines(tool.Output, opts.ToolLines)
 		}

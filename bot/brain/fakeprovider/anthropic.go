@@ -111,11 +111,12 @@ func parseAnthropicRequest(body []byte, needMaxTokens bool) (Call, error) {
 				}
 				msg.Blocks = append(msg.Blocks, Block{Type: "tool_use", ID: b.ID, Name: b.Name, Input: string(b.Input)})
 			case "tool_result":
-				text, _, err := textOf(b.Content)
+				text, media, err := toolResultContent(i, j, m.Role, b.Content)
 				if err != nil {
-					return Call{}, fmt.Errorf("messages.%d.content.%d.content: %v", i, j, err)
+					return Call{}, err
 				}
-				msg.Blocks = append(msg.Blocks, Block{Type: "tool_result", ToolUseID: b.ToolUseID, Text: text, IsError: b.IsError})
+				images += len(media)
+				msg.Blocks = append(msg.Blocks, Block{Type: "tool_result", ToolUseID: b.ToolUseID, Text: text, IsError: b.IsError, Media: media})
 			case "image", "document":
 				mb, err := parseAnthropicMedia(i, j, m.Role, b)
 				if err != nil {
@@ -135,6 +136,39 @@ func parseAnthropicRequest(body []byte, needMaxTokens bool) (Call, error) {
 		return Call{}, fmt.Errorf("messages: too many images in the request: %d > %d", images, maxImages)
 	}
 	return c, nil
+}
+
+// toolResultContent parses a tool_result's content: a string, or a list of text and image
+// blocks (the images checked like those of a user message).
+func toolResultContent(i, j int, role string, raw json.RawMessage) (string, []Block, error) {
+	var parts []anthropicBlock
+	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &parts) != nil {
+		text, _, err := textOf(raw)
+		if err != nil {
+			return "", nil, fmt.Errorf("messages.%d.content.%d.content: %v", i, j, err)
+		}
+		return text, nil, nil
+	}
+	text := ""
+	var media []Block
+	for k, p := range parts {
+		switch p.Type {
+		case "text":
+			if p.Text == nil || strings.TrimSpace(*p.Text) == "" {
+				return "", nil, fmt.Errorf("messages.%d.content.%d.content.%d.text: text content blocks must contain non-whitespace text", i, j, k)
+			}
+			text += *p.Text
+		case "image":
+			mb, err := parseAnthropicMedia(i, j, role, p)
+			if err != nil {
+				return "", nil, err
+			}
+			media = append(media, mb)
+		default:
+			return "", nil, fmt.Errorf("messages.%d.content.%d.content.%d: fakeprovider takes only text and image blocks in a tool_result, not %q", i, j, k, p.Type)
+		}
+	}
+	return text, media, nil
 }
 
 // validateAnthropic checks what the Messages API checks about the conversation's shape.

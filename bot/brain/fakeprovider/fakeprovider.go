@@ -69,6 +69,9 @@ type Block struct {
 	ToolUseID string
 	MediaType string // image or document: "image/png", ..., "application/pdf"
 	Data      []byte // image or document: the decoded content
+	// Media are the image blocks inside an Anthropic tool_result's content, checked as the
+	// Messages API checks images.
+	Media []Block
 }
 
 // Message is one received message. For OpenAI, "system" and "tool" roles are kept as sent.
