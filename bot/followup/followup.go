@@ -78,6 +78,9 @@ const DefaultMax = 3
 // DefaultLookGap is Config.LookGap's default.
 const DefaultLookGap = 2 * time.Second
 
+// DefaultReadTimeout is Config.ReadTimeout's default.
+const DefaultReadTimeout = 10 * time.Second
+
 // Config configures a Follower.
 type Config struct {
 	// Max is the attempts per pull request (LOGBOOK_FOLLOWUP_MAX; 0: DefaultMax).
@@ -97,11 +100,16 @@ type Config struct {
 	// Poll is the time between two looks at one followed pull request by the poller (0: no
 	// polling).
 	Poll time.Duration
+	// ReadTimeout bounds reading a webhook delivery's body (0: DefaultReadTimeout): a client
+	// that sends it slowly does not hold a connection.
+	ReadTimeout time.Duration
 	// LookGap is the least time between two looks a webhook prompts at one pull request,
 	// across replicas (0: DefaultLookGap).
 	LookGap time.Duration
-	// After times the poller (nil: time.After).
+	// After times the poller and a webhook's wait for its look (nil: time.After); Now is the
+	// time (nil: time.Now).
 	After func(time.Duration) <-chan time.Time
+	Now   func() time.Time
 	Log   zerolog.Logger
 	// Registerer gets the metrics (nil: not registered).
 	Registerer prometheus.Registerer
@@ -126,12 +134,16 @@ type Follower struct {
 func New(store Store, fg Forge, cfg Config) *Follower {
 	cfg.Max = cmp.Or(cfg.Max, DefaultMax)
 	cfg.LookGap = cmp.Or(cfg.LookGap, DefaultLookGap)
+	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, DefaultReadTimeout)
 	if cfg.After == nil {
 		cfg.After = time.After
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	f := &Follower{store: store, forge: fg, cfg: cfg,
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "github_webhooks_total",
-			Help: "GitHub webhook deliveries, by outcome (accepted, ignored, duplicate, bad_signature, too_large, failed)."}, []string{"outcome"}),
+			Help: "GitHub webhook deliveries, by outcome (accepted, ignored, duplicate, bad_signature, too_large, too_slow, failed)."}, []string{"outcome"}),
 		signals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "followup_signals_total",
 			Help: "Signals about followed pull requests stored (each once), by kind and source."}, []string{"kind", "source"}),
 	}
@@ -432,7 +444,7 @@ const loginRetry = time.Minute
 func (f *Follower) ownLogin(ctx context.Context) string {
 	f.loginMu.Lock()
 	defer f.loginMu.Unlock()
-	if f.loginKnown || time.Now().Before(f.loginNext) {
+	if f.loginKnown || f.cfg.Now().Before(f.loginNext) {
 		return f.login
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -443,7 +455,7 @@ func (f *Follower) ownLogin(ctx context.Context) string {
 	case err == nil, errors.As(err, &fe):
 		f.login, f.loginKnown = login, true
 	default:
-		f.loginNext = time.Now().Add(loginRetry)
+		f.loginNext = f.cfg.Now().Add(loginRetry)
 		f.cfg.Log.Warn().Err(err).Dur("retry_in", loginRetry).
 			Msg("followup: could not learn logbook's GitHub login; its own reviews are told apart by bot type only until it is")
 	}

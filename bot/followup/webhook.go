@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -51,6 +52,10 @@ func (f *Follower) Webhook() http.Handler {
 		}
 		event, delivery := r.Header.Get("X-GitHub-Event"), r.Header.Get("X-GitHub-Delivery")
 		log := f.cfg.Log.With().Str("delivery", clipText(delivery, 80)).Str("event", clipText(event, 60)).Str("remote", r.RemoteAddr).Logger()
+		// The server bounds a request's headers only; the body is bounded here, in size and time.
+		if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(f.cfg.ReadTimeout)); err != nil {
+			log.Debug().Err(err).Msg("github webhook: no read deadline")
+		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBytes))
 		if err != nil {
 			var tooLarge *http.MaxBytesError
@@ -58,6 +63,13 @@ func (f *Follower) Webhook() http.Handler {
 				f.webhooks.WithLabelValues("too_large").Inc()
 				log.Warn().Int64("limit", tooLarge.Limit).Msg("github webhook: refused, body too large")
 				http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				f.webhooks.WithLabelValues("too_slow").Inc()
+				log.Warn().Dur("limit", f.cfg.ReadTimeout).Msg("github webhook: refused, body not read in time")
+				http.Error(w, "body too slow", http.StatusRequestTimeout)
 				return
 			}
 			http.Error(w, "could not read the body", http.StatusBadRequest)
