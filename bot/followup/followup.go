@@ -8,10 +8,12 @@
 // X-Hub-Signature-256) or by the poller (Poll) — reads the pull request's state from GitHub's
 // REST API (its head, the head's check runs and combined status, its reviews and review
 // comments, a failed check's annotations) and appends a followup_signal for each thing not
-// already in the session's log, under a stable idempotency key (check run and conclusion,
-// status context and state on its commit, review id, the head's success). A delivery GitHub
-// sends again, another replica's look or the poller's next one find the keys stored and add
-// nothing. A followup_signal is work for its session as a user_message is (migration 00090):
+// already in the session's log, under a stable idempotency key (check name and conclusion on
+// the head, status context and state on its commit, review id, the head's success), with the
+// actor system:followup. Another replica's look or the poller's next one find the keys stored
+// and add nothing; a delivery GitHub sends again — or anyone replays, under a new id — is not
+// looked at (its id and body are claimed, migration 00095), and a pull request is looked at
+// at most once per Config.LookGap for its deliveries. A followup_signal is work for its session as a user_message is (migration 00090):
 // the pending poll of any replica finds it, one cell takes it up under the session's lease,
 // and Look's NOTIFY only makes that immediate.
 //
