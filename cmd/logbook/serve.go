@@ -167,7 +167,9 @@ Environment:
                           the secret of GitHub's webhook at POST /webhooks/github (events
                           check_run, check_suite, status, pull_request_review,
                           pull_request_review_comment, pull_request), verified with
-                          X-Hub-Signature-256; 16+ characters; unset: no webhook endpoint
+                          X-Hub-Signature-256; 16+ characters; unset: no webhook endpoint. A
+                          delivery is taken once by its id and once by its body (7 days), and
+                          a pull request is looked at at most once per 2s for its deliveries
   LOGBOOK_FOLLOWUP_POLL   how often each followed pull request's checks and reviews are
                           polled instead (default 60s without a webhook secret, off with
                           one; off, or at least 10s)
