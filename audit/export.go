@@ -82,6 +82,34 @@ type ExporterOptions struct {
 	// (purged by retention) is listed as missing (missing_files), which fails nothing.
 	// nil: events list files by hash only.
 	Files FileReader
+	// Standby, when set, is a streaming standby of the pool's primary (its pools are the
+	// auditor's on each): once the window is final (waited for on the primary, which alone
+	// knows its running transactions), the export reads its snapshot and verifies its chains on
+	// the standby after the standby has replayed the primary's position then, else (lagging
+	// past the standby's MaxWait, or not answering) on the primary. Either way the files hold
+	// the same bytes for a closed window. A standby that fails in the middle of the read fails
+	// the export (nothing is published); run it again.
+	Standby *session.Standby
+}
+
+// source is what an export reads its snapshot and chains from.
+type source struct {
+	pool  *pgxpool.Pool
+	store *session.Store
+}
+
+// source is the standby, when there is one and it has caught up with the primary, else the
+// primary.
+func (x *Exporter) source(ctx context.Context) source {
+	src := source{pool: x.pool, store: x.store}
+	if sb := x.opts.Standby; sb != nil {
+		onStandby := source{pool: sb.StandbyPool(), store: session.NewStore(sb.StandbyPool(), session.Options{})}
+		session.ReadFrom(ctx, sb, session.ReadYourWrites, onStandby, src, func(s source) error { //nolint:errcheck // never fails
+			src = s
+			return nil
+		})
+	}
+	return src
 }
 
 // FileReader reads stored file content by its sha256 (filestore.Store has it):
@@ -158,7 +186,8 @@ func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix
 		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
 	m := x.newManifest(q, asOf)
-	sessions, refs, err := x.writeSnapshot(ctx, q, dst, prefix, &m)
+	src := x.source(ctx)
+	sessions, refs, err := x.writeSnapshot(ctx, src.pool, q, dst, prefix, &m)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
@@ -167,7 +196,7 @@ func (x *Exporter) Export(ctx context.Context, q Query, dst *blob.Bucket, prefix
 			return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 		}
 	}
-	if err := x.verifyChains(ctx, sessions, &m); err != nil {
+	if err := x.verifyChains(ctx, src.store, sessions, &m); err != nil {
 		return Manifest{}, fmt.Errorf("export %s: %w", q.window(), err)
 	}
 	if err := writeManifest(ctx, dst, prefix, &m, x.opts.SigningKey); err != nil {
@@ -203,13 +232,13 @@ func (x *Exporter) newManifest(q Query, asOf time.Time) Manifest {
 // locally while the snapshot reads and uploaded once it has ended: a destination slow to take
 // or close a file must not hold the transaction open. With Overwrite, the earlier export is
 // cleared only then, once the new one's files are ready.
-func (x *Exporter) writeSnapshot(ctx context.Context, q Query, dst *blob.Bucket, prefix string, m *Manifest) (sessions map[string]int64, refs map[string]bool, err error) {
+func (x *Exporter) writeSnapshot(ctx context.Context, pool *pgxpool.Pool, q Query, dst *blob.Bucket, prefix string, m *Manifest) (sessions map[string]int64, refs map[string]bool, err error) {
 	ext := string(q.Format)
 	sessions = map[string]int64{}
 	if x.opts.Files != nil {
 		refs = map[string]bool{}
 	}
-	tx, err := x.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, nil, fmt.Errorf("begin: %w", err)
 	}
@@ -267,7 +296,7 @@ func (x *Exporter) writeSnapshot(ctx context.Context, q Query, dst *blob.Bucket,
 
 // verifyChains verifies the chains of the exported sessions (unless SkipChains) and lists
 // them in m, in id order.
-func (x *Exporter) verifyChains(ctx context.Context, sessions map[string]int64, m *Manifest) error {
+func (x *Exporter) verifyChains(ctx context.Context, store *session.Store, sessions map[string]int64, m *Manifest) error {
 	ids := make([]string, 0, len(sessions))
 	for id := range sessions {
 		ids = append(ids, id)
@@ -287,7 +316,7 @@ func (x *Exporter) verifyChains(ctx context.Context, sessions map[string]int64, 
 			if err != nil {
 				return err
 			}
-			v, err := x.store.Verify(gctx, sid)
+			v, err := store.Verify(gctx, sid)
 			if err != nil {
 				return err
 			}

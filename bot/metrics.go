@@ -1,6 +1,11 @@
 package bot
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/session"
+)
 
 // Metrics are the bot's Prometheus metrics, registered on a registry passed in.
 type Metrics struct {
@@ -68,4 +73,65 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.stops, m.approvals, m.catchUps, m.caughtUp, m.claimsLost, m.wakesDeferred)
 	}
 	return m
+}
+
+// StandbyMetrics are a streaming standby's metrics (logbook_standby_*) and log lines; it is
+// the session.StandbyObserver of serve's standby.
+type StandbyMetrics struct {
+	lagBytes   prometheus.Gauge
+	lagSeconds prometheus.Gauge
+	paused     prometheus.Gauge
+	up         prometheus.Gauge
+	reads      *prometheus.CounterVec
+	log        zerolog.Logger
+}
+
+// NewStandbyMetrics creates the standby's metrics and registers them on reg (nil: not
+// registered); log gets a line when the standby stops answering and when it answers again.
+func NewStandbyMetrics(reg prometheus.Registerer, log zerolog.Logger) *StandbyMetrics {
+	g := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "logbook", Name: name, Help: help})
+	}
+	m := &StandbyMetrics{
+		lagBytes: g("standby_lag_bytes", "Bytes of WAL the standby (LOGBOOK_READ_DATABASE_URL) has not replayed yet: the primary's flushed position minus the standby's replayed one, at the last measurement."),
+		lagSeconds: g("standby_lag_seconds",
+			"Age of the newest transaction the standby replayed, while it is behind (0 when caught up), at the last measurement."),
+		paused: g("standby_replay_paused", "1 while the standby's replay is paused (pg_wal_replay_pause())."),
+		up:     g("standby_up", "1 while the standby answers, 0 while reads go to the primary because it does not."),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "standby_reads_total",
+			Help: "Reads of search, transcripts, the web pages and audit, by the server that served them (standby, primary) and why the primary did (lagging: the standby had not replayed the newest writes within LOGBOOK_READ_MAX_WAIT; unreachable)."},
+			[]string{"server", "reason"}),
+		log: log,
+	}
+	m.up.Set(1)
+	if reg != nil {
+		reg.MustRegister(m.lagBytes, m.lagSeconds, m.paused, m.up, m.reads)
+	}
+	return m
+}
+
+// Read counts a read by the server that served it.
+func (m *StandbyMetrics) Read(server, reason string) { m.reads.WithLabelValues(server, reason).Inc() }
+
+// Lag sets the lag gauges.
+func (m *StandbyMetrics) Lag(l session.Lag) {
+	m.lagBytes.Set(float64(l.Bytes))
+	m.lagSeconds.Set(l.Seconds)
+	paused := 0.0
+	if l.Paused {
+		paused = 1
+	}
+	m.paused.Set(paused)
+}
+
+// Unreachable logs that the standby stopped answering.
+func (m *StandbyMetrics) Unreachable(err error) {
+	m.up.Set(0)
+	m.log.Warn().Err(err).Msg("the standby (LOGBOOK_READ_DATABASE_URL) does not answer: reads go to the primary")
+}
+
+// Reachable logs that the standby answers again.
+func (m *StandbyMetrics) Reachable() {
+	m.up.Set(1)
+	m.log.Info().Msg("the standby (LOGBOOK_READ_DATABASE_URL) answers again: reads go to it")
 }

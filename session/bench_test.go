@@ -151,3 +151,21 @@ func median(d []time.Duration) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// BenchmarkAppend is BenchmarkLog's append, one session, one connection: run it with
+// -benchmem for the client's allocations per append, which the load of the machine does not
+// change (docs/measurements.md).
+func BenchmarkAppend(b *testing.B) {
+	st, _, _ := newStorePool(b, 1)
+	sess := openSessionTB(b, st, "1700000000.000009")
+	ctx := context.Background()
+	if _, err := st.Append(ctx, sess.ID, msg("prepares the statement")); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := st.Append(ctx, sess.ID, msg("benchmark message with a realistic length of text")); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -65,6 +65,16 @@
 // role). [Listen] and [ListenClaimed] hold LISTEN and a session advisory lock: give them a
 // URL of PostgreSQL itself, never the pooler's.
 //
+// # Reads on a standby
+//
+// [Standby] routes reads between a streaming standby (PostgreSQL's replication) and its
+// primary; [ReadFrom] runs one read on the server it picks. [ReadAny] reads the standby as far
+// as it has replayed; [ReadYourWrites] first waits, at most [StandbyOptions].MaxWait, until
+// the standby has replayed the primary's flushed WAL position ([Standby.CatchUp]), else reads
+// the primary. A standby that does not answer hands the read to the primary. [Reads] are the
+// transcript reads over both; [Standby.Lag] measures how far behind the standby is. Writes,
+// leases, claims and the cells' reads always use the primary. See standby.go.
+//
 // # Audit reads
 //
 // [Store.SessionIDs], [Store.Heads], [Store.HashAt] and [ScanEventText] are the reads that

@@ -41,6 +41,12 @@ type PoolOptions struct {
 	// Tracer traces the pool's statements, batches and connections (e.g. an OpenTelemetry
 	// tracer); nil: none.
 	Tracer pgx.QueryTracer
+	// Lazy opens the pool without connecting: for a server that may be down now and is
+	// fallen back from when it is (a standby). Connect then checks only the DSN.
+	Lazy bool
+	// ConnectTimeout bounds each new connection when the DSN sets no connect_timeout (0: the
+	// DSN's, or none), so a server that does not answer at all fails a read in that time.
+	ConnectTimeout time.Duration
 }
 
 // IdleConnTimeout is how long a pool's connection may stay idle before it is closed. The pool
@@ -96,6 +102,9 @@ func Connect(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, 
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+	}
 	if opts.Pooled {
 		// Describe results are cached per connection, and every execution parses its statement
 		// anew (unnamed, in one round trip): nothing prepared outlives a round trip.
@@ -113,6 +122,9 @@ func Connect(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, 
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	if opts.Lazy {
+		return pool, nil
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()

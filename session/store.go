@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -214,13 +215,16 @@ func (s *Store) AppendWith(ctx context.Context, id ID, opts AppendOptions, evs .
 		return nil, nil
 	}
 	n := len(evs)
+	// The parameters are of types pgx encodes directly: a uuid.UUID is a driver.Valuer, which
+	// pgx would turn into its text and parse back (after a failed plan and its error value);
+	// a []*string goes through reflection.
 	var (
-		ids       = make([]uuid.UUID, n)
+		ids       = make([]pgtype.UUID, n)
 		types     = make([]string, n)
 		kinds     = make([]string, n)
 		actors    = make([]string, n)
 		payloads  = make([]string, n)
-		keys      = make([]*string, n)
+		keys      = make([]pgtype.Text, n)
 		sanitized = make([]bool, n)
 	)
 	for i, ev := range evs {
@@ -245,15 +249,14 @@ func (s *Store) AppendWith(ctx context.Context, id ID, opts AppendOptions, evs .
 		if len(b) > s.maxPayload {
 			return nil, fmt.Errorf("append to session %s: %w", id, &TooLargeError{Index: i, Size: len(b), Limit: s.maxPayload})
 		}
-		if ids[i], err = uuid.NewV7(); err != nil {
+		eventID, err := uuid.NewV7()
+		if err != nil {
 			return nil, fmt.Errorf("append to session %s: new event id: %w", id, err)
 		}
+		ids[i] = pgtype.UUID{Bytes: eventID, Valid: true}
 		types[i], kinds[i], actors[i] = string(ev.Type), string(ev.Actor.Kind), ev.Actor.ID
 		payloads[i], sanitized[i] = string(b), san
-		if ev.IdempotencyKey != "" {
-			k := ev.IdempotencyKey
-			keys[i] = &k
-		}
+		keys[i] = pgtype.Text{String: ev.IdempotencyKey, Valid: ev.IdempotencyKey != ""}
 	}
 	var expected, epoch *int64
 	if opts.CheckSeq {
@@ -262,27 +265,30 @@ func (s *Store) AppendWith(ctx context.Context, id ID, opts AppendOptions, evs .
 	if opts.Epoch != 0 {
 		epoch = &opts.Epoch
 	}
-	rows, err := s.pool.Query(ctx, sqlAppend, id, expected, epoch, ids, types, kinds, actors, payloads, keys, sanitized)
+	rows, err := s.pool.Query(ctx, sqlAppend, pgtype.UUID{Bytes: id, Valid: true}, expected, epoch,
+		ids, types, kinds, actors, payloads, keys, sanitized)
 	if err != nil {
 		return nil, s.appendError(id, opts, err)
 	}
 	out := make([]Event, 0, n)
 	for rows.Next() {
 		e := Event{SessionID: id}
-		var typ, kind, actor *string
+		var typ, kind, actor pgtype.Text // NULL but for a duplicate; a *string scans by reflection
 		var payload []byte
-		if err := rows.Scan(&e.Seq, &e.ID, &e.CreatedAt, &e.PayloadHash, &e.PrevHash, &e.Hash, &e.Position,
+		var eventID pgtype.UUID // a uuid.UUID scans through its text
+		if err := rows.Scan(&e.Seq, &eventID, &e.CreatedAt, &e.PayloadHash, &e.PrevHash, &e.Hash, &e.Position,
 			&e.Duplicate, &typ, &kind, &actor, &payload, &e.Sanitized); err != nil {
 			rows.Close()
 			return nil, s.appendError(id, opts, err)
 		}
+		e.ID = eventID.Bytes
 		i := len(out)
 		if i >= n {
 			rows.Close()
 			return nil, fmt.Errorf("append to session %s: %d rows for %d events", id, i+1, n)
 		}
-		if e.Duplicate && typ != nil && kind != nil && actor != nil {
-			e.Type, e.Actor, e.Payload = Type(*typ), Actor{Kind: ActorKind(*kind), ID: *actor}, payload
+		if e.Duplicate && typ.Valid && kind.Valid && actor.Valid {
+			e.Type, e.Actor, e.Payload = Type(typ.String), Actor{Kind: ActorKind(kind.String), ID: actor.String}, payload
 		} else {
 			e.Type, e.Actor, e.Payload = evs[i].Type, evs[i].Actor, json.RawMessage(payloads[i])
 		}
@@ -295,9 +301,7 @@ func (s *Store) AppendWith(ctx context.Context, id ID, opts AppendOptions, evs .
 		return nil, fmt.Errorf("append to session %s: %d rows for %d events", id, len(out), n)
 	}
 	for i := range out {
-		if k := keys[i]; k != nil {
-			out[i].IdempotencyKey = *k
-		}
+		out[i].IdempotencyKey = keys[i].String
 	}
 	return out, nil
 }

@@ -29,6 +29,23 @@ type sessionReader interface {
 	HasFile(ctx context.Context, id session.ID, sha string) (bool, error)
 }
 
+// pinner is a sessionReader that reads a streaming standby (session.Reads): Pin decides once
+// per request which server its reads come from, after waiting (bounded) for the standby to
+// show everything committed before the request, so the page reads one server, its reply just
+// posted included.
+type pinner interface {
+	Pin(ctx context.Context) context.Context
+}
+
+// pinned makes h's reads of the log come from one server, decided at once (see pinner).
+func (s *server) pinned(h http.HandlerFunc) http.HandlerFunc {
+	p, ok := s.cfg.Sessions.(pinner)
+	if !ok {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) { h(w, r.WithContext(p.Pin(r.Context()))) }
+}
+
 // FileReader reads stored file content by its sha256 (filestore.Store has it):
 // session.ErrNotFound when there is none.
 type FileReader interface {
@@ -44,7 +61,7 @@ type finder interface {
 
 // Config configures Handler. Sessions, Finder, AccessLog and Access are required.
 type Config struct {
-	Sessions  sessionReader // *session.Store
+	Sessions  sessionReader // *session.Store, or *session.Reads on a standby
 	Finder    finder        // *search.Searcher
 	AccessLog execer        // a pool whose role may INSERT into access_log (logbook_app)
 	Access    Access
@@ -146,9 +163,9 @@ func Handler(cfg Config) (http.Handler, error) {
 	// The pages' routes; slackemu's mux, alike in shape, serves Slack's endpoints.
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.list)
-	mux.HandleFunc("GET /sessions/{id}", s.view)
-	mux.HandleFunc("GET /sessions/{id}/download", s.download)
-	mux.HandleFunc("GET /sessions/{id}/files/{sha256}", s.file)
+	mux.HandleFunc("GET /sessions/{id}", s.pinned(s.view))
+	mux.HandleFunc("GET /sessions/{id}/download", s.pinned(s.download))
+	mux.HandleFunc("GET /sessions/{id}/files/{sha256}", s.pinned(s.file))
 	mux.HandleFunc("GET /search", s.search)
 	if cfg.Usage != nil {
 		mux.HandleFunc("GET /usage", s.usage) // usage.go

@@ -40,6 +40,10 @@ const auditEnvHelp = `Environment:
   LOGBOOK_AUDIT_CHANNEL           one channel id for scheduled exports (default all)
   LOGBOOK_AUDIT_FORMAT            jsonl (default) or csv
   LOGBOOK_AUDIT_SCHEDULE_NAME     name of the schedule in run records (default "default")
+  LOGBOOK_READ_DATABASE_URL       a streaming standby of the auditor's primary: export and verify read
+                                  it once it has replayed what the primary had committed (else, or
+                                  when it does not answer, the primary), with the same bytes
+  LOGBOOK_READ_MAX_WAIT           how long they wait for the standby to catch up (default 2s)
   LOGBOOK_RETENTION               e.g. 400d; off by default
   LOGBOOK_RETENTION_DATABASE_URL  connection for purges (falls back to the auditor's); role logbook_retention
   LOGBOOK_BLOB_URL                the bucket of shared files' content, as serve has it: export --with-files
@@ -89,6 +93,25 @@ func openAudit(ctx context.Context, e env) (*session.Store, *pgxpool.Pool, error
 		return nil, nil, err
 	}
 	return store, pool, nil
+}
+
+// openAuditStandby opens LOGBOOK_READ_DATABASE_URL, a streaming standby of primary's server,
+// as the auditor (nil when unset): exports and verify read it once it has caught up. The
+// pool is opened lazily: a standby that is down is read around, not a failure.
+func openAuditStandby(ctx context.Context, e env, primary *pgxpool.Pool) (*session.Standby, func(), error) {
+	dsn := strings.TrimSpace(e.getenv("LOGBOOK_READ_DATABASE_URL"))
+	if dsn == "" {
+		return nil, func() {}, nil
+	}
+	maxWait, err := envDuration(e, "LOGBOOK_READ_MAX_WAIT")
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err := session.Connect(ctx, dsn, session.PoolOptions{Role: auditRole(e), MaxConns: 4, Lazy: true, ConnectTimeout: 2 * time.Second})
+	if err != nil {
+		return nil, nil, fmt.Errorf("LOGBOOK_READ_DATABASE_URL: %w", err)
+	}
+	return session.NewStandby(primary, pool, session.StandbyOptions{MaxWait: maxWait, Observer: cliStandbyObserver{e}}), pool.Close, nil
 }
 
 // accessRecord is what an audit command records before it acts (audit.RecordAccess).
@@ -321,7 +344,12 @@ verify-export; run the export again with --overwrite.`,
 				return fmt.Errorf("export to %s: %w; give --overwrite to replace an earlier export there, or another --out", redactURL(f.out), err)
 			}
 			return withAudit(ctx, e, &rec, func(store *session.Store, pool *pgxpool.Pool) error {
-				opts := audit.ExporterOptions{Version: generatorVersion(), SigningKey: key, Overwrite: f.overwrite}
+				sb, closeStandby, err := openAuditStandby(ctx, e, pool)
+				if err != nil {
+					return err
+				}
+				defer closeStandby()
+				opts := audit.ExporterOptions{Version: generatorVersion(), SigningKey: key, Overwrite: f.overwrite, Standby: sb}
 				if f.withFiles {
 					fs, err := openFiles(ctx, e, store)
 					if err != nil {
@@ -547,8 +575,13 @@ detects a chain that was rewritten consistently by someone who disabled the trig
 				}
 				rec.action, filters["against"] = "verify-checkpoint", redactURL(against)
 			}
-			return withAudit(ctx, e, &rec, func(store *session.Store, _ *pgxpool.Pool) error {
-				return verifyChains(ctx, e, audit.NewVerifier(store), opts, cp)
+			return withAudit(ctx, e, &rec, func(store *session.Store, pool *pgxpool.Pool) error {
+				sb, closeStandby, err := openAuditStandby(ctx, e, pool)
+				if err != nil {
+					return err
+				}
+				defer closeStandby()
+				return verifyChains(ctx, e, sb, store, opts, cp)
 			})
 		},
 	}
@@ -608,18 +641,32 @@ func readCheckpointAt(ctx context.Context, e env, loc, pubPath string) (*audit.C
 }
 
 // verifyChains verifies the chains (and, with cp, compares them with the checkpoint) and
-// prints the findings; a finding fails with exit status 1.
-func verifyChains(ctx context.Context, e env, v *audit.Verifier, opts audit.VerifyOptions, cp *audit.Checkpoint) error {
-	r, err := v.Verify(ctx, opts)
-	if err != nil {
-		return err
+// prints the findings; a finding fails with exit status 1. With a standby (sb; nil: none) the
+// chains are read there once it has replayed what the primary had committed, else from
+// store's primary.
+func verifyChains(ctx context.Context, e env, sb *session.Standby, store *session.Store, opts audit.VerifyOptions, cp *audit.Checkpoint) error {
+	var onStandby *session.Store
+	if sb != nil {
+		onStandby = session.NewStore(sb.StandbyPool(), session.Options{})
 	}
-	if cp != nil {
-		rc, err := v.VerifyAgainst(ctx, *cp)
-		if err != nil {
+	var r audit.Report
+	err := session.ReadFrom(ctx, sb, session.ReadYourWrites, onStandby, store, func(st *session.Store) error {
+		v := audit.NewVerifier(st)
+		var err error
+		if r, err = v.Verify(ctx, opts); err != nil {
 			return err
 		}
-		r.Findings = mergeFindings(rc.Findings, r.Findings)
+		if cp != nil {
+			rc, err := v.VerifyAgainst(ctx, *cp)
+			if err != nil {
+				return err
+			}
+			r.Findings = mergeFindings(rc.Findings, r.Findings)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for _, f := range r.Findings {
 		fmt.Fprintln(e.stdout, "BROKEN:", f)
@@ -785,7 +832,12 @@ func (a *auditSchedule) start(ctx context.Context, e env, log zerolog.Logger) (s
 		}
 	}
 	host, _ := os.Hostname()
-	exp := audit.NewExporter(store, auditPool, audit.ExporterOptions{Version: generatorVersion(), SigningKey: a.key})
+	sb, closeStandby, err := openAuditStandby(ctx, e, auditPool)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, closeStandby)
+	exp := audit.NewExporter(store, auditPool, audit.ExporterOptions{Version: generatorVersion(), SigningKey: a.key, Standby: sb})
 	s, err = audit.NewScheduler(auditPool, exp, audit.NewVerifier(store), audit.SchedulerConfig{
 		Name: a.name, Spec: a.spec, Actors: a.actors, PerActor: a.perActor,
 		Channel: a.channel, Format: a.format, Dest: bucket, SigningKey: a.key,

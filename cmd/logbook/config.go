@@ -126,6 +126,9 @@ func loadServeConfig(e env) (serveConfig, error) {
 		return cfg, err
 	}
 	cfg.DatabaseURL = Secret(dsn)
+	if err := cfg.readStandby(e); err != nil {
+		return cfg, err
+	}
 	if err := cfg.readPooler(e); err != nil {
 		return cfg, err
 	}
@@ -531,6 +534,21 @@ const pgbouncerDetected = "DATABASE_URL looks like a PgBouncer (it refused the s
 	"itself (LISTEN, the liveness claim and audit exports go there), and make the DATABASE_URL login " +
 	"a member of LOGBOOK_DB_ROLE (no SET ROLE through the pooler: GRANT logbook_app TO <login>); " +
 	"or point DATABASE_URL at PostgreSQL"
+
+// readStandby reads LOGBOOK_READ_DATABASE_URL, a streaming standby that search, transcripts
+// and the web pages read, and LOGBOOK_READ_MAX_WAIT, how long a read that must show the
+// newest writes waits for it before it reads the primary.
+func (cfg *serveConfig) readStandby(e env) error {
+	cfg.ReadDatabaseURL = Secret(strings.TrimSpace(e.getenv("LOGBOOK_READ_DATABASE_URL")))
+	var err error
+	if cfg.ReadMaxWait, err = envDuration(e, "LOGBOOK_READ_MAX_WAIT"); err != nil {
+		return err
+	}
+	if cfg.ReadMaxWait > time.Minute {
+		return fmt.Errorf("LOGBOOK_READ_MAX_WAIT=%s: at most 1m (a page waits that long before it reads the primary)", cfg.ReadMaxWait)
+	}
+	return nil
+}
 
 // readConnectors reads LOGBOOK_MCP_CONFIG, the MCP servers' file (unset: no connectors).
 func (cfg *serveConfig) readConnectors(e env) error {

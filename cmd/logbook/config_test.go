@@ -38,6 +38,8 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		{"LOGBOOK_DRAIN_TIMEOUT", "soon"},
 		{"LOGBOOK_DRAIN_TIMEOUT", "0s"},
 		{"LOGBOOK_DRAIN_TIMEOUT", "1h"},
+		{"LOGBOOK_READ_MAX_WAIT", "soon"},
+		{"LOGBOOK_READ_MAX_WAIT", "2m"},
 		{"LOGBOOK_SANDBOX", "docker"},
 		{"LOGBOOK_SANDBOX_NETWORK", "maybe"},
 		{"LOGBOOK_PRIVATE_NOTE", "sometimes"},

@@ -30,6 +30,49 @@ type readDeps struct {
 	store    *session.Store
 	searcher *search.Searcher
 	indexer  *search.Indexer
+	// reads are transcript's reads of the log: store, or a standby's (onStandby).
+	reads interface {
+		Session(ctx context.Context, id session.ID) (session.Session, error)
+		Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
+	}
+}
+
+// onStandby sends transcript's and search's reads to LOGBOOK_READ_DATABASE_URL, a streaming
+// standby, when it is set: read your writes (what the primary had committed when the read
+// began, the index just synced included), else from the primary, as serve's pages. It returns
+// what closes the standby's pool.
+func (d *readDeps) onStandby(ctx context.Context, e env) (func(), error) {
+	dsn := strings.TrimSpace(e.getenv("LOGBOOK_READ_DATABASE_URL"))
+	if dsn == "" {
+		return func() {}, nil
+	}
+	maxWait, err := envDuration(e, "LOGBOOK_READ_MAX_WAIT")
+	if err != nil {
+		return nil, err
+	}
+	pool, err := session.Connect(ctx, dsn, session.PoolOptions{MaxConns: 4, Lazy: true, ConnectTimeout: 2 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("LOGBOOK_READ_DATABASE_URL: %w", err)
+	}
+	sb := session.NewStandby(d.pool, pool, session.StandbyOptions{MaxWait: maxWait, Observer: cliStandbyObserver{e}})
+	d.reads, d.searcher = sb.Reads(), d.searcher.OnStandby(sb, session.ReadYourWrites)
+	return pool.Close, nil
+}
+
+// cliStandbyObserver says on stderr when a read goes to the primary because the standby lags
+// or does not answer.
+type cliStandbyObserver struct{ e env }
+
+func (o cliStandbyObserver) Read(server, reason string) {
+	if server == session.ServerPrimary && reason == session.FallbackLagging {
+		fmt.Fprintln(o.e.stderr, "logbook: note: the standby (LOGBOOK_READ_DATABASE_URL) has not caught up within "+
+			"LOGBOOK_READ_MAX_WAIT: reading the primary")
+	}
+}
+func (o cliStandbyObserver) Lag(session.Lag) {}
+func (o cliStandbyObserver) Reachable()      {}
+func (o cliStandbyObserver) Unreachable(err error) {
+	fmt.Fprintf(o.e.stderr, "logbook: warning: the standby (LOGBOOK_READ_DATABASE_URL) does not answer, reading the primary: %v\n", err)
 }
 
 // openRead connects the reads of transcript, search, takeover and handback, once the schema
@@ -52,6 +95,7 @@ func openRead(ctx context.Context, e env) (*readDeps, error) {
 	return &readDeps{
 		pool:     pool,
 		store:    store,
+		reads:    store,
 		searcher: search.NewSearcher(pool, search.Options{WorkspaceDomain: e.getenv("LOGBOOK_WORKSPACE_DOMAIN")}),
 		indexer:  search.NewIndexer(store, pool, log, search.IndexerOptions{}),
 	}, nil
@@ -114,6 +158,11 @@ link to the thread.`,
 				return err
 			}
 			defer d.pool.Close()
+			closeStandby, err := d.onStandby(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer closeStandby()
 			if revealed {
 				var ok bool
 				if err := d.pool.QueryRow(ctx, `SELECT pg_has_role(current_user, 'logbook_auditor', 'MEMBER')`).Scan(&ok); err != nil {
@@ -133,11 +182,11 @@ link to the thread.`,
 					return err
 				}
 			}
-			sess, err := d.store.Session(ctx, id)
+			sess, err := d.reads.Session(ctx, id)
 			if err != nil {
 				return err
 			}
-			evs, err := d.store.Events(ctx, id, session.Range{})
+			evs, err := d.reads.Events(ctx, id, session.Range{})
 			if err != nil {
 				return err
 			}
@@ -262,6 +311,11 @@ from a shared channel inside it. Retention-purged text is gone here too.`,
 				return err
 			}
 			defer d.pool.Close()
+			closeStandby, err := d.onStandby(ctx, e)
+			if err != nil {
+				return err
+			}
+			defer closeStandby()
 			d.sync(ctx, e)
 			hits, err := d.searcher.Search(ctx, q)
 			if errors.Is(err, search.ErrEmptyQuery) || errors.Is(err, search.ErrInvalidQuery) {

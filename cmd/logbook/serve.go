@@ -92,6 +92,14 @@ Environment:
                           PgBouncer's clients). Idle connections close after 1m
   LOGBOOK_DB_RESERVE      connections left for other clients: logbook audit (4), migrate (1),
                           psql (1) (default 6)
+  LOGBOOK_READ_DATABASE_URL  a streaming standby of DATABASE_URL's primary (PostgreSQL's
+                          replication, e.g. made with pg_basebackup -R): search, transcripts
+                          and the web pages read it; writes, claims and the bot's own reads
+                          use DATABASE_URL. A transcript shows every write committed before
+                          it was asked for: it waits for the standby to replay the primary's
+                          WAL position, else reads the primary. A standby that does not
+                          answer sends reads to the primary. Lag: /readyz, logbook_standby_*
+  LOGBOOK_READ_MAX_WAIT   how long such a read waits for the standby (default 2s)
   SLACK_APP_TOKEN         app-level token, xapp-... (scope connections:write)
   SLACK_BOT_TOKEN         bot token, xoxb-...
   SLACK_API_URL           Web API base URL, default https://slack.com/api/
@@ -359,6 +367,12 @@ type serveConfig struct {
 	// DirectDatabaseURL reaches PostgreSQL itself, never a pooler: LISTEN, the liveness
 	// claim and scheduled audit exports (LOGBOOK_DIRECT_DATABASE_URL; default DatabaseURL).
 	DirectDatabaseURL Secret
+	// ReadDatabaseURL is a streaming standby of DatabaseURL's primary (LOGBOOK_READ_DATABASE_URL;
+	// "": none): search, transcripts and the web pages read it.
+	ReadDatabaseURL Secret
+	// ReadMaxWait bounds a read-your-writes read's wait for the standby (LOGBOOK_READ_MAX_WAIT;
+	// 0: session.DefaultStandbyMaxWait).
+	ReadMaxWait time.Duration
 	// DBPooler is what DatabaseURL reaches (LOGBOOK_DB_POOLER): "" or "none" PostgreSQL,
 	// "pgbouncer" a transaction-pooling PgBouncer.
 	DBPooler string
@@ -626,6 +640,8 @@ type wiring struct {
 	api     *slack.Client
 	me      bot.Identity
 	pool    *pgxpool.Pool
+	replica *pgxpool.Pool    // LOGBOOK_READ_DATABASE_URL's (nil: none)
+	standby *session.Standby // routes reads to replica (nil: none)
 	deps    bot.Deps
 	reg     *prometheus.Registry
 	dir     *bot.Directory
@@ -695,7 +711,48 @@ func (w *wiring) openDatabases(ctx context.Context, retry retrier) error {
 	}
 	w.closers = append(w.closers, gwPool.Close)
 	w.deps.GatewayStore = session.NewStore(gwPool, session.Options{})
+	if cfg.ReadDatabaseURL != "" {
+		// Lazy: a standby that is down at start is fallen back from, as one that goes away later.
+		// Another server: not in the primary's connection budget.
+		readPool, err := session.Connect(ctx, cfg.ReadDatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: int32(cfg.DB.Pool),
+			Name: "standby", Lazy: true, ConnectTimeout: 2 * time.Second, Tracer: w.pgxTracer()})
+		if err != nil {
+			return fmt.Errorf("LOGBOOK_READ_DATABASE_URL: %w", err)
+		}
+		w.closers = append(w.closers, readPool.Close)
+		w.replica = readPool
+		w.log.Info().Msg("database: search, transcripts and the web pages read the standby at LOGBOOK_READ_DATABASE_URL")
+	}
 	return nil
+}
+
+// standbyWatchInterval is how often serve measures the standby's lag for its metrics.
+const standbyWatchInterval = 5 * time.Second
+
+// openStandby routes the reads of search, transcripts and the web pages to the standby, when
+// there is one, with its metrics on w.reg and a part that keeps measuring its lag.
+func (w *wiring) openStandby() {
+	if w.replica == nil {
+		return
+	}
+	w.standby = session.NewStandby(w.pool, w.replica, session.StandbyOptions{MaxWait: w.cfg.ReadMaxWait,
+		Observer: bot.NewStandbyMetrics(w.reg, w.log.With().Str("part", "standby").Logger())})
+	w.parts = append(w.parts, bot.Part{Name: "standby", Run: func(ctx context.Context) error {
+		return bot.WatchStandby(ctx, w.standby, standbyWatchInterval)
+	}})
+}
+
+// transcripts is what the web pages read transcripts from: the standby, read your writes, or
+// the log.
+func (w *wiring) transcripts() interface {
+	Session(ctx context.Context, id session.ID) (session.Session, error)
+	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
+	HasFile(ctx context.Context, id session.ID, sha string) (bool, error)
+} {
+	if w.standby == nil {
+		return w.deps.Store
+	}
+	return w.standby.Reads()
 }
 
 // checkBudget reads the server's connection caps, logs the budget against them in one line,
@@ -747,6 +804,10 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	}
 	w.reg = prometheus.NewRegistry()
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	w.openStandby()
+	// Search (the pages, /logbook search, the agent's tool) reads the standby; the indexer
+	// writes the projection on the primary.
+	w.search = w.search.OnStandby(w.standby, session.ReadAny)
 	w.dir = bot.NewDirectory(w.api, 5*time.Minute)
 	w.repos = channelRepos(cfg, store)
 	models, chSettings, mem := channelParts(cfg, store, b)
@@ -847,13 +908,13 @@ func (w *wiring) routeHTTP() error {
 	if w.http == nil {
 		return nil
 	}
-	mux := httpHandler(readiness(w.deps.GatewayStore, w.deps.Features.Health), w.reg)
+	mux := httpHandler(readiness(w.deps.GatewayStore, w.deps.Features.Health), w.standbyStatus(), w.reg)
 	if len(cfg.WebTokens) > 0 || cfg.WebProxy != "" || cfg.SignIn != nil || cfg.OIDC != nil {
 		access := cfg.webAccess()
 		if cfg.SignIn != nil {
 			access.Tokens = append(access.Tokens, cfg.SignIn.Token())
 		}
-		pages, err := web.Handler(web.Config{Sessions: w.deps.Store, Finder: w.search, AccessLog: w.pool, Access: access, Channels: w.dir,
+		pages, err := web.Handler(web.Config{Sessions: w.transcripts(), Finder: w.search, AccessLog: w.pool, Access: access, Channels: w.dir,
 			Visibility: w.dir, Files: w.deps.Features.Files, SignIns: w.deps.Store, PublicURL: cfg.Footer.PublicURL, OIDC: cfg.OIDC.web(),
 			Usage: w.deps.Store, Currency: cfg.Budget.Prices.Currency,
 			Log: log.With().Str("part", "web").Logger(), MCP: w.mcpOAuth()})
@@ -963,7 +1024,21 @@ func readiness(gw *session.Store, health *bot.Health) func(context.Context) erro
 	}
 }
 
-func httpHandler(ready func(context.Context) error, reg *prometheus.Registry) *http.ServeMux {
+// standbyStatus is /readyz's line about the standby (nil: none).
+func (w *wiring) standbyStatus() func(context.Context) string {
+	if w.standby == nil {
+		return nil
+	}
+	return func(ctx context.Context) string {
+		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+		defer cancel()
+		return bot.StandbyStatus(ctx, w.standby)
+	}
+}
+
+// httpHandler serves /healthz, /readyz (ready's answer, then standby's line when there is a
+// standby: a standby's lag or absence never makes the replica unready) and /metrics.
+func httpHandler(ready func(context.Context) error, standby func(context.Context) string, reg *prometheus.Registry) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -976,6 +1051,9 @@ func httpHandler(ready func(context.Context) error, reg *prometheus.Registry) *h
 			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
 		default:
 			io.WriteString(w, "ready\n")
+		}
+		if standby != nil {
+			io.WriteString(w, standby(r.Context()))
 		}
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -103,6 +103,41 @@ type Searcher struct {
 	window     int
 	maxWalk    int
 	candidates int
+
+	// standby, when set, routes the reads: onStandby and onPrimary are this Searcher on each
+	// server (OnStandby).
+	standby              *session.Standby
+	consistency          session.Consistency
+	onStandby, onPrimary *Searcher
+}
+
+// OnStandby returns a Searcher like s whose reads go to sb's streaming standby, as consistency
+// c asks (serve's pages: session.ReadAny, as far as the standby has replayed, since the
+// projection is itself behind the log by the indexer's poll; a one-shot command that has just
+// synced the index: session.ReadYourWrites), and to sb's primary when the standby does not
+// answer. A nil sb returns s.
+func (s *Searcher) OnStandby(sb *session.Standby, c session.Consistency) *Searcher {
+	if sb == nil {
+		return s
+	}
+	on := func(pool *pgxpool.Pool) *Searcher {
+		c := *s
+		c.pool, c.standby, c.onStandby, c.onPrimary = pool, nil, nil, nil
+		return &c
+	}
+	r := on(sb.Primary())
+	r.standby, r.consistency, r.onStandby, r.onPrimary = sb, c, on(sb.StandbyPool()), on(sb.Primary())
+	return r
+}
+
+// routed runs fn on the server s's standby routes the read to.
+func routed[T any](ctx context.Context, s *Searcher, fn func(*Searcher) (T, error)) (T, error) {
+	var out T
+	err := session.ReadFrom(ctx, s.standby, s.consistency, s.onStandby, s.onPrimary, func(x *Searcher) (err error) {
+		out, err = fn(x)
+		return err
+	})
+	return out, err
 }
 
 // NewSearcher returns a Searcher reading through pool (SELECT on the projection suffices).
@@ -256,6 +291,9 @@ const (
 // Errors: ErrEmptyQuery, *QueryError (errors.Is ErrInvalidQuery) for a query that cannot
 // be run, or a database error.
 func (s *Searcher) Search(ctx context.Context, q Query) ([]Hit, error) {
+	if s.standby != nil {
+		return routed(ctx, s, func(x *Searcher) ([]Hit, error) { return x.Search(ctx, q) })
+	}
 	q, err := q.validate()
 	if err != nil {
 		return nil, err

@@ -53,6 +53,9 @@ WHERE last_event_at < $1 ORDER BY last_event_at DESC LIMIT $2`
 // Recent returns up to limit sessions (1..MaxLimit) with activity before `before` (zero:
 // now and later), most recently active first.
 func (s *Searcher) Recent(ctx context.Context, before time.Time, limit int) ([]Summary, error) {
+	if s.standby != nil {
+		return routed(ctx, s, func(x *Searcher) ([]Summary, error) { return x.Recent(ctx, before, limit) })
+	}
 	if limit <= 0 || limit > MaxLimit {
 		limit = DefaultLimit
 	}
@@ -73,6 +76,9 @@ func (s *Searcher) Recent(ctx context.Context, before time.Time, limit int) ([]S
 // Summary returns the summary of one session, or session.ErrNotFound when the indexer has
 // not seen it.
 func (s *Searcher) Summary(ctx context.Context, id session.ID) (Summary, error) {
+	if s.standby != nil {
+		return routed(ctx, s, func(x *Searcher) (Summary, error) { return x.Summary(ctx, id) })
+	}
 	m, err := s.scanSummary(s.pool.QueryRow(ctx, `SELECT `+summaryColumns+` FROM search_sessions WHERE session_id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Summary{}, fmt.Errorf("session %s: %w", id, session.ErrNotFound)
@@ -93,6 +99,9 @@ LIMIT 2`
 // (which a permalink does not carry). ts may be the parent's ts or a reply's. Errors:
 // session.ErrNotFound; an error saying so when two workspaces have such a thread.
 func (s *Searcher) SessionByThread(ctx context.Context, channel, ts string) (session.ID, error) {
+	if s.standby != nil {
+		return routed(ctx, s, func(x *Searcher) (session.ID, error) { return x.SessionByThread(ctx, channel, ts) })
+	}
 	rows, err := s.pool.Query(ctx, sqlByThread, channel, ts)
 	if err != nil {
 		return session.ID{}, fmt.Errorf("session of thread %s/%s: %w", channel, ts, err)

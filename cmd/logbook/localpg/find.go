@@ -31,6 +31,20 @@ type binaries struct {
 func (b binaries) initdb() string { return filepath.Join(b.dir, "initdb") }
 func (b binaries) pgCtl() string  { return filepath.Join(b.dir, "pg_ctl") }
 
+// tool is another program of the installation, e.g. pg_basebackup: next to pg_ctl, or next
+// to what pg_ctl links to (a pg_ctl on PATH may be a symbolic link into the installation).
+func (b binaries) tool(name string) string {
+	if p := filepath.Join(b.dir, name); isExecutable(p) {
+		return p
+	}
+	if real, err := filepath.EvalSymlinks(b.pgCtl()); err == nil {
+		if p := filepath.Join(filepath.Dir(real), name); isExecutable(p) {
+			return p
+		}
+	}
+	return filepath.Join(b.dir, name)
+}
+
 // finder locates installations. The fields are the places it looks; tests replace them.
 type finder struct {
 	// lookPath is exec.LookPath.

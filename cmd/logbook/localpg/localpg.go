@@ -65,6 +65,7 @@ type Options struct {
 // Server is a running local PostgreSQL server. Stop it when done.
 type Server struct {
 	dir    string
+	port   int // names the socket file; 0: socketPort
 	bin    binaries
 	as     *account
 	url    string
@@ -154,6 +155,20 @@ func (s *Server) startLocked(ctx context.Context, wantMajor int, db string) erro
 			return fmt.Errorf("move the new cluster into place: %w", err)
 		}
 	}
+	if err := s.launch(ctx); err != nil {
+		return err
+	}
+	s.url = socketURL(s.dir, s.socketPort(), db)
+	if err := createDatabase(ctx, socketURL(s.dir, s.socketPort(), "postgres"), db); err != nil {
+		s.abandon(ctx)
+		return err
+	}
+	return nil
+}
+
+// launch starts the cluster in the directory, or adopts the server already running there,
+// and reads its pid; on error it leaves no server running.
+func (s *Server) launch(ctx context.Context) error {
 	// A server still running here was started by an owner that died without Stop (it
 	// released the lock): adopt it.
 	running, err := s.running(ctx)
@@ -173,11 +188,6 @@ func (s *Server) startLocked(ctx context.Context, wantMajor int, db string) erro
 		}
 	}
 	if s.pid, err = readPID(s.dataDir()); err != nil {
-		s.abandon(ctx)
-		return err
-	}
-	s.url = socketURL(s.dir, db)
-	if err := createDatabase(ctx, socketURL(s.dir, "postgres"), db); err != nil {
 		s.abandon(ctx)
 		return err
 	}
@@ -311,12 +321,14 @@ func alive(pid int) bool {
 
 func (s *Server) dataDir() string { return filepath.Join(s.dir, "data") }
 
+func (s *Server) socketPort() int { return cmp.Or(s.port, socketPort) }
+
 // serverOptions are the postgres arguments pg_ctl passes through /bin/sh: unix socket in
 // the private directory only.
 func (s *Server) serverOptions() string {
 	return strings.Join([]string{
 		"-c", "listen_addresses=''",
-		"-c", "port=" + strconv.Itoa(socketPort),
+		"-c", "port=" + strconv.Itoa(s.socketPort()),
 		"-c", shellQuote(`unix_socket_directories="` + s.dir + `"`),
 		"-c", "unix_socket_permissions=0700",
 	}, " ")
@@ -459,13 +471,13 @@ func readPID(data string) (int, error) {
 	return pid, nil
 }
 
-func socketURL(dir, db string) string {
+func socketURL(dir string, port int, db string) string {
 	u := url.URL{
 		Scheme:   "postgres",
 		User:     url.User(superuser),
 		Host:     "",
 		Path:     "/" + db,
-		RawQuery: url.Values{"host": {dir}, "port": {strconv.Itoa(socketPort)}, "sslmode": {"disable"}}.Encode(),
+		RawQuery: url.Values{"host": {dir}, "port": {strconv.Itoa(port)}, "sslmode": {"disable"}}.Encode(),
 	}
 	return u.String()
 }
