@@ -19,6 +19,10 @@
 //	spend.jsonl | .csv          model calls' holds, charges and refusals in the window (model_spend):
 //	                            channel, person, session, model, tokens, cost (bot/budget)
 //	budget_raises.jsonl | .csv  admins' raises of a budget for a day, with who raised it
+//	schedules.jsonl | .csv      schedules added and removed (/logbook schedule), with who (started.go)
+//	schedule_ticks.jsonl | .csv every tick claimed: due when, late, attempts, its post and session
+//	hook_deliveries.jsonl | .csv every request to POST /hooks/<name> and its outcome (accepted,
+//	                            replay, bad_signature, unknown_hook, too_large, failed)
 //	files/<sha256>              with ExporterOptions.Files (logbook audit export --with-files): the
 //	                            content of every file an exported event references (file_fetched
 //	                            stored, file_upload), listed in the manifest's file_contents;

@@ -275,6 +275,24 @@ func (x *Exporter) writeSnapshot(ctx context.Context, pool *pgxpool.Pool, q Quer
 		return nil, nil, err
 	}
 	staged = append(staged, ro)
+	// The sessions logbook starts itself (started.go): schedules, their ticks, hook deliveries.
+	var started []File
+	for _, r := range []struct {
+		name, what, query string
+		cols              []recordColumn
+	}{
+		{"schedules", "schedule records", sqlSchedulesInWindow, scheduleRecordColumns},
+		{"schedule_ticks", "schedule ticks", sqlTicksInWindow, tickRecordColumns},
+		{"hook_deliveries", "hook deliveries", sqlHooksInWindow, hookRecordColumns},
+	} {
+		o, f, err := writeRecords(ctx, tx, q, dst, prefix+r.name+"."+ext, x.opts.SpoolDir, r.what, r.query, r.cols, q.Channel)
+		if err != nil {
+			return nil, nil, err
+		}
+		staged = append(staged, o)
+		f.Name = r.name + "." + ext
+		started = append(started, f)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -289,7 +307,7 @@ func (x *Exporter) writeSnapshot(ctx context.Context, pool *pgxpool.Pool, q Quer
 		}
 	}
 	ef.Name, af.Name, wf.Name, sf.Name, rf.Name = "events."+ext, "access."+ext, "web_access."+ext, "spend."+ext, "budget_raises."+ext
-	m.Files = []File{ef, af, wf, sf, rf}
+	m.Files = append([]File{ef, af, wf, sf, rf}, started...)
 	m.AccessRecords, m.WebAccessRecords = af.Records, wf.Records
 	return sessions, refs, nil
 }

@@ -91,14 +91,17 @@ func (c *Cell) run(ctx context.Context) {
 	claimed, claimLost := d.claim()
 	lease, err := d.Store.AcquireLeaseWith(ctx, c.id, d.cfg.Owner, d.cfg.LeaseTTL, session.LeaseOptions{Claimed: claimed})
 	if errors.Is(err, session.ErrLeaseHeld) {
+		d.Metrics.leaseAcquires.WithLabelValues("held").Inc()
 		c.log.Debug().Msg("cell: another replica holds the session")
 		exit = "held"
 		return
 	}
 	if err != nil {
+		d.Metrics.leaseAcquires.WithLabelValues("error").Inc()
 		c.log.Warn().Err(err).Msg("cell: take lease")
 		return
 	}
+	d.Metrics.leaseAcquires.WithLabelValues("taken").Inc()
 	if lease.Epoch > 1 && c.reason != "message" && c.reason != "notify" {
 		d.Metrics.leaseSteals.Inc()
 	}

@@ -55,6 +55,10 @@ func (d *Directory) ChannelName(ctx context.Context, id string) string {
 	return k.Name
 }
 
+// UserName returns the person's display name (users.info, cached), or the id when it cannot
+// be had.
+func (d *Directory) UserName(ctx context.Context, id string) string { return d.d.UserName(ctx, id) }
+
 // ChannelPrivate reports whether the channel is no longer a public channel, from an answer at
 // most VisibilityMaxAge old (privacy.go).
 func (d *Directory) ChannelPrivate(ctx context.Context, id string) (bool, error) {

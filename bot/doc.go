@@ -169,6 +169,16 @@
 // append as its turn_started; canned replies (mute, unmute, a mention while muted) are stored
 // with the turn_started and delivered like any reply.
 //
+// # Sessions logbook starts itself
+//
+// A schedule's tick (bot/schedule) and a signed hook (bot/hooks) each start a session without
+// a person's message: [Starter] (start.go) posts one top-level message in the channel, with
+// message metadata naming the tick or the delivery, opens the session of its thread, appends
+// its first user_message (the prompt, from the schedule's author or the hook as system actor)
+// and signals it; from there it is a session like any other. A retry of an opening whose
+// first attempt may have posted (its replica died) looks for that post in the channel's
+// history by its metadata first, so an opening is posted once.
+//
 // # Delivery
 //
 // A reply is posted in parts (Slack mrkdwn, split under Slack's limits without breaking code

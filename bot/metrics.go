@@ -29,6 +29,7 @@ type Metrics struct {
 	catchUps        prometheus.Counter
 	caughtUp        prometheus.Counter
 	claimsLost      prometheus.Counter
+	leaseAcquires   *prometheus.CounterVec
 	wakesDeferred   prometheus.Counter
 }
 
@@ -64,13 +65,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		caughtUp: c("caught_up_messages_total", "Messages the log lacked that a catch-up from Slack appended."),
 		claimsLost: c("liveness_claims_lost_total",
 			"Times the replica could no longer prove its liveness claim (its LISTEN connection failed or did not answer its check): the turns run under it were cancelled."),
+		leaseAcquires: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "lease_acquire_total",
+			Help: "Tries to take a session's lease (one per cell started), by result: taken, held (another owner holds it), error."},
+			[]string{"result"}),
 		wakesDeferred: c("wakes_deferred_total",
 			"Polls (and the start) that found no room under LOGBOOK_WAKE_LIMIT, or filled it: sessions with pending work may wait for the cells working through a backlog to go idle."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.envelopes, m.acks, m.appends, m.duplicates, m.persistFailures, m.deferred, m.ignored, m.turns,
 			m.cellsActive, m.evictions, m.rehydrations, m.leaseSteals, m.deliveryRetries, m.deliveries, m.replyCapWaits,
-			m.stops, m.approvals, m.catchUps, m.caughtUp, m.claimsLost, m.wakesDeferred)
+			m.stops, m.approvals, m.catchUps, m.caughtUp, m.claimsLost, m.leaseAcquires, m.wakesDeferred)
 	}
 	return m
 }

@@ -92,3 +92,35 @@ func TestListenerReconnectsAndCatchesUp(t *testing.T) {
 		t.Fatalf("reply %q", replies[1].Text)
 	}
 }
+
+// logbook_lease_acquire_total counts every try to take a session's lease, by result: each
+// cell started takes one (taken) — a session whose cell went idle takes it again for its next
+// message — and nothing else does.
+func TestLeaseAcquireMetric(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{poll: time.Hour, idle: 200 * time.Millisecond})
+	leases := func() (taken, held, failed float64) {
+		return h.metric("logbook_lease_acquire_total", "result", "taken"), h.metric("logbook_lease_acquire_total", "result", "held"),
+			h.metric("logbook_lease_acquire_total", "result", "error")
+	}
+	var tops []slackemu.Posted
+	for i := range 3 {
+		top := h.post(slackemu.Post{Channel: general, User: ada, Text: fmt.Sprintf("<@%s> question %d", botUser, i)})
+		h.replies(general, top.TS, 1)
+		tops = append(tops, top)
+	}
+	h.everyEnvelopeAcked()
+	h.waitFor("the cells to exit", func() bool { return h.reps[0].runner.Active() == 0 })
+	if taken, held, failed := leases(); taken != 3 || held != 0 || failed != 0 {
+		t.Fatalf("three sessions, one cell each: taken %v held %v error %v, want 3, 0, 0", taken, held, failed)
+	}
+	// The first session's cell went idle: its next message starts a cell, which takes the
+	// lease again.
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: tops[0].TS, Text: "and one more"})
+	h.replies(general, tops[0].TS, 2)
+	h.everyEnvelopeAcked()
+	h.waitFor("the cell to exit", func() bool { return h.reps[0].runner.Active() == 0 })
+	if taken, held, failed := leases(); taken != 4 || held != 0 || failed != 0 {
+		t.Fatalf("taken %v held %v error %v, want 4, 0, 0", taken, held, failed)
+	}
+}

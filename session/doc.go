@@ -81,6 +81,14 @@
 // verification, checkpoints and exports need; no other package queries the log's tables.
 // Every advisory-lock key, in Go or in the migrations' SQL, is listed in locks.go.
 //
+// # Schedules and hooks
+//
+// schedules.go keeps the records of sessions logbook starts itself (migration 00100, all
+// append-only): schedules and their removals; each tick's claim ([Store.ClaimTick]: one
+// replica, in order), its attempts ([Store.RetryTicks] takes over an expired one, once) and its
+// run; and every hook delivery with its outcome ([Store.AcceptHook] tells a replay under a
+// per-hook lock). Lock keys: [LockScheduleTicksSeed], [LockHookSeed].
+//
 // # Text PostgreSQL cannot store
 //
 // jsonb rejects U+0000 and unpaired surrogates, and invalid UTF-8 cannot be text at all. Such

@@ -51,4 +51,13 @@ const (
 	// connection dies; logbook_claim_free tries it transaction-scoped (never keeping it) to
 	// tell a dead lease owner from a live one.
 	LockLivenessSeed int64 = 7461005
+
+	// LockScheduleTicksSeed is the seed of a schedule's tick lock, hashtextextended(schedule
+	// id, LockScheduleTicksSeed), transaction-scoped (Store.ClaimTick): a schedule's ticks
+	// are claimed one at a time, in order.
+	LockScheduleTicksSeed int64 = 7461100
+
+	// LockHookSeed is the seed of a hook's lock, hashtextextended(hook name, LockHookSeed),
+	// transaction-scoped (Store.AcceptHook): a delivery and its replay are told apart under it.
+	LockHookSeed int64 = 7461101
 )

@@ -71,6 +71,7 @@ func TestAdvisoryLockKeysAreDistinct(t *testing.T) {
 		"LockSessionSeed": session.LockSessionSeed, "LockTestTemplate": session.LockTestTemplate,
 		"LockRetention": session.LockRetention, "LockScheduleSeed": session.LockScheduleSeed,
 		"LockSearchIndexer": session.LockSearchIndexer, "LockLivenessSeed": session.LockLivenessSeed,
+		"LockScheduleTicksSeed": session.LockScheduleTicksSeed, "LockHookSeed": session.LockHookSeed,
 	} {
 		if other, ok := seen[k]; ok {
 			t.Errorf("%s and %s share advisory-lock key %d", name, other, k)

@@ -225,7 +225,7 @@ func (cfg *serveConfig) checkWebIdentity() error {
 // below reads its settings top to bottom.
 func (cfg *serveConfig) readSettings(e env) error {
 	cfg.readModel(e)
-	for _, read := range []func(env) error{cfg.readSandbox, cfg.readRuntime, cfg.readReplies, cfg.readRepos, cfg.readConnectors} {
+	for _, read := range []func(env) error{cfg.readSandbox, cfg.readRuntime, cfg.readReplies, cfg.readRepos, cfg.readConnectors, cfg.readStarted} {
 		if err := read(e); err != nil {
 			return err
 		}

@@ -50,6 +50,12 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		{"LOGBOOK_WEB_TRUSTED_PROXIES", "10.0.0.0/33"},
 		{"LOGBOOK_WEB_TRUSTED_PROXIES", "127.0.0.1/8,proxy.internal"},
 		{"LOGBOOK_AUDIT_SCHEDULE", "every day"},
+		{"LOGBOOK_SCHEDULE_MIN_INTERVAL", "500ms"},
+		{"LOGBOOK_SCHEDULE_GRACE", "soon"},
+		{"LOGBOOK_HOOKS", `{"alerts":{"channel":"C0000001","secret":"short"}}`},
+		{"LOGBOOK_HOOKS", "/no/such/hooks.json"},
+		{"LOGBOOK_HOOK_REPLAY_WINDOW", "forever"},
+		{"LOGBOOK_HOOK_MAX_BODY", "big"},
 		{"LOGBOOK_THREAD_REPLIES", "sometimes"},
 		{"LOGBOOK_PUBLIC_URL", "logbook.example.com"},
 		{"LOGBOOK_REPLY_FOOTER", "usage"}, // without LOGBOOK_PUBLIC_URL

@@ -25,6 +25,8 @@ func TestConfigNeverPrintsSecrets(t *testing.T) {
 		"ANTHROPIC_API_KEY":  "sk-TEST-0000",
 		"OPENAI_API_KEY":     "sk-TEST-0001",
 		"LOGBOOK_WEB_TOKENS": "ops:web-secret-0000-0000:auditor",
+		"LOGBOOK_HOOKS":      `{"alerts":{"channel":"C0000001","secret":"${HOOK_SECRET}"}}`,
+		"HOOK_SECRET":        "hook-secret-0000-0000",
 	}
 	cfg, err := loadServeConfig(env{getenv: func(k string) string { return vars[k] }})
 	if err != nil {
@@ -37,6 +39,9 @@ func TestConfigNeverPrintsSecrets(t *testing.T) {
 	log.Info().Str("cfg", fmt.Sprintf("%#v", cfg)).Msg("config")
 	if m := secretPatterns.FindString(buf.String()); m != "" {
 		t.Fatalf("a secret (%q) reached the log:\n%s", m, buf.String())
+	}
+	if strings.Contains(buf.String(), "hook-secret-0000-0000") || cfg.Started.Hooks["alerts"].Secret != "hook-secret-0000-0000" {
+		t.Fatalf("a hook's secret reached the log, or was lost:\n%s", buf.String())
 	}
 	// The values are still there for the one place that sends them.
 	if cfg.BotToken.Reveal() != "xoxb-TEST-0000" || cfg.providers().AnthropicAPIKey != "sk-TEST-0000" {

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,8 +36,11 @@ import (
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/followup"
 	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/bot/hooks"
 	"github.com/logbook/logbook/bot/memory"
+	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/bot/settings"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/sandbox"
@@ -60,8 +64,14 @@ What logbook handles:
              session's messages become user_message_edited / user_message_deleted.
              Ignored: bot_message, messages by any bot or by logbook itself, channel_join
              and every other subtype.
-  commands   /logbook help, /logbook search <words>, /logbook repo [<url> [branch] | off]
+  commands   /logbook help, /logbook search <words>, /logbook repo [<url> [branch] | off],
+             /logbook schedule add "<cron spec>" <prompt> | list | remove <id>
              (answered ephemerally).
+  schedules  each tick of a schedule posts one top-level message in its channel (which
+             schedule, who set it, the prompt) and runs a session on it, exactly once per
+             tick across replicas, also after a crash or a restart during the tick
+  hooks      POST /hooks/<name> signed with the hook's secret starts a session in its
+             channel on the body (LOGBOOK_HOOKS)
   search     /logbook search, the agent's search tool and the web pages show only channels
              that are public now (conversations.info, cached 5m). In a channel shared with
              another organisation (Slack Connect), and for a person of another team, search
@@ -330,6 +340,24 @@ Environment:
                           needs groups)
   LOGBOOK_LOG_FORMAT      json | console (default: console on a terminal, else json)
   LOGBOOK_LOG_LEVEL       debug | info | warn | error (default info)
+  LOGBOOK_SCHEDULE_MIN_INTERVAL  the least time between two ticks of a schedule added with
+                          /logbook schedule add (default 1s: any interval); specs are
+                          robfig/cron's: 5 fields, 6 with seconds, @every 4s, CRON_TZ=Zone
+  LOGBOOK_SCHEDULE_GRACE  how late a tick may run and still be on time (default 30s); of the
+                          ticks missed while no replica ran, only the newest runs, once,
+                          and its post says it is late. A tick whose replica died is taken
+                          over after LOGBOOK_LEASE_TTL, its post looked for in the channel
+                          before it is posted
+  LOGBOOK_HOOKS           hooks that start sessions: a JSON object, or the path of a file
+                          holding one, {"alerts": {"channel": "C0123ABCD", "secret":
+                          "${ALERTS_SECRET}", "prompt": "An alert fired: {{payload}}"}};
+                          ${NAME} from the environment, secrets of 16+ characters. POST
+                          /hooks/<name> on LOGBOOK_HTTP_ADDR with X-Logbook-Signature-256:
+                          sha256=<hex HMAC-SHA256 of the body> (and X-Logbook-Delivery: an
+                          id); 401 and a record for a bad signature
+  LOGBOOK_HOOK_REPLAY_WINDOW  a delivery id or body seen again within this starts nothing
+                          (default 24h)
+  LOGBOOK_HOOK_MAX_BODY   the largest body a hook takes (default 256K; 413 above)
   LOGBOOK_AUDIT_SCHEDULE  cron spec of scheduled audit exports inside serve
                           (LOGBOOK_AUDIT_* and LOGBOOK_RETENTION: see 'logbook audit --help')`
 
@@ -361,6 +389,8 @@ func newServeCmd(e env) *cobra.Command {
 type serveConfig struct {
 	// MCP is the connectors' file, LOGBOOK_MCP_CONFIG (nil: no connectors).
 	MCP *connectors.Config
+	// Started: schedules and hooks (schedules.go).
+	Started startedConfig
 	// SecretKey seals the MCP servers' OAuth tokens, LOGBOOK_SECRET_KEY (nil: unset).
 	SecretKey   *connectors.SecretKey
 	DatabaseURL Secret
@@ -624,6 +654,8 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if err != nil {
 		return err
 	}
+	signal := svc.Runner().Signal
+	w.signal.Store(&signal)
 	if ready != nil {
 		ready(running{store: w.deps.Store, runner: svc.Runner(), search: w.search, index: w.indexer, me: me, http: addr})
 	}
@@ -649,11 +681,18 @@ type wiring struct {
 	indexer *search.Indexer
 	repos   *bot.ChannelRepos
 	mcp     *connectors.Connectors // nil: no LOGBOOK_MCP_CONFIG
-	follow  *followup.Follower     // nil: no pull requests opened, none followed
-	parts   []bot.Part
-	http    *httpServer // nil: LOGBOOK_HTTP_ADDR=off
-	closers []func()    // closed last first
-	tracer  trace.TracerProvider
+	// scheduler runs /logbook schedule's ticks; hooks serves POST /hooks/<name> (nil: no
+	// LOGBOOK_HOOKS); signal is the runner's Signal once the runner is built (schedules.go:
+	// the HTTP server may take a hook before; the runner's first poll finds that session).
+	scheduler *schedule.Scheduler
+	slash     *slashcmd.Table // /logbook's subcommands (slash.go)
+	hooks     *hooks.Handler
+	signal    atomic.Pointer[func(session.ID)]
+	follow    *followup.Follower // nil: no pull requests opened, none followed
+	parts     []bot.Part
+	http      *httpServer // nil: LOGBOOK_HTTP_ADDR=off
+	closers   []func()    // closed last first
+	tracer    trace.TracerProvider
 }
 
 // pgxTracer traces the pools' statements when tracing is on (nil otherwise: not even a
@@ -825,6 +864,9 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 		mcp = connectors.New(*cfg.MCP, connectors.Options{Logger: log, Tokens: store, Key: cfg.SecretKey})
 		w.mcp = mcp
 	}
+	w.buildStarted(store) // schedules.go
+	w.slash = slashTable(slashParts{Team: w.me.TeamID, Admins: cfg.Admins, Search: w.search, Dir: w.dir, Repos: w.repos,
+		Settings: chSettings, Memory: mem, Budget: bgt, MCP: mcp, Schedules: w.scheduler, Log: log})
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg), Tracer: w.tracer,
 		Features: bot.Features{
@@ -833,8 +875,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 				Setup: setupConfig(cfg, store, chSettings, w.me.TeamID)}, log),
 			Files: fileStore, Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: cfg.FileMax}), Uploader: w.api,
 			Forge: pullRequests(cfg), Followup: followupFeature(w.follow), Health: bot.NewHealth(), Directory: w.dir,
-			Slash: slashTable(slashParts{Team: w.me.TeamID, Admins: cfg.Admins, Search: w.search, Dir: w.dir, Repos: w.repos,
-				Settings: chSettings, Memory: mem, Budget: bgt, MCP: mcp, Log: log}).Answer,
+			Slash:    w.slash.Answer,
 			Settings: chSettings, Models: models, Memory: mem, Budget: bgt, Connectors: mcp,
 		}}
 	return nil
@@ -927,6 +968,9 @@ func (w *wiring) routeHTTP() error {
 		mux.Handle("/", pages)
 	} else {
 		log.Info().Msg("web pages are off: set LOGBOOK_WEB_TOKENS, LOGBOOK_WEB_PROXY_HEADER or LOGBOOK_OIDC_ISSUER to serve them")
+	}
+	if w.hooks != nil {
+		mux.Handle("POST /hooks/{name}", w.hooks)
 	}
 	if w.follow != nil && cfg.WebhookSecret != "" {
 		// GitHub's webhooks, verified by their signature: outside the pages' sign-in.

@@ -9,6 +9,7 @@ import (
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/memory"
+	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session/search"
@@ -25,7 +26,9 @@ type slashParts struct {
 	Memory   *memory.Memory
 	Budget   *budget.Budget         // nil: no /logbook budget
 	MCP      *connectors.Connectors // nil: no /logbook mcp
-	Log      zerolog.Logger
+	// Schedules answers /logbook schedule (nil: none).
+	Schedules *schedule.Scheduler
+	Log       zerolog.Logger
 }
 
 // slashTable is every subcommand of /logbook, registered once: /logbook help lists them in
@@ -44,6 +47,9 @@ func slashTable(p slashParts) *slashcmd.Table {
 	t.Add(memory.Commands(p.Memory)...)
 	if p.Budget != nil {
 		t.Add(p.Budget.SlashCommand())
+	}
+	if p.Schedules != nil {
+		t.Add(schedule.Command(p.Schedules))
 	}
 	return t
 }

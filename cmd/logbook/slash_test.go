@@ -9,6 +9,7 @@ import (
 
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/session"
 )
 
@@ -24,6 +25,7 @@ const slashHelpGolden = "logbook — an agent whose every thread is a searchable
 	"• `/logbook config` shows this channel's settings (model, instructions, approvals, thread replies, daily budget, setup); an admin changes one with `/logbook config <name> <value>`.\n" +
 	"• `/logbook remember <text>` adds a note to this channel's memory (offered to me in new threads); `/logbook memory` lists the notes, `/logbook forget <id>` removes one.\n" +
 	"• `/logbook budget` shows today's model spend and budgets here; an admin raises one for today with `/logbook budget raise <amount> [@person]`.\n" +
+	"• " + schedule.Usage + "\n" +
 	"Private channels and DMs are never stored."
 
 func TestSlashHelpListsEverySubcommand(t *testing.T) {
@@ -32,18 +34,19 @@ func TestSlashHelpListsEverySubcommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := slashTable(slashParts{Team: "T1", Budget: bgt, MCP: connectors.New(connectors.Config{}, connectors.Options{}), Log: zerolog.Nop()})
+	tb := slashTable(slashParts{Team: "T1", Budget: bgt, MCP: connectors.New(connectors.Config{}, connectors.Options{}), Log: zerolog.Nop(),
+		Schedules: schedule.New(&session.Store{}, nil, schedule.Config{})})
 	for _, text := range []string{"", "help"} {
 		if got := tb.Answer(context.Background(), slack.SlashCommand{Text: text, TeamID: "T1", ChannelID: "C1"}); got != slashHelpGolden {
 			t.Errorf("/logbook %s:\n%s\nwant:\n%s", text, got, slashHelpGolden)
 		}
 	}
-	if got, want := len(tb.Names()), 9; got != want { // search transcript repo mcp config remember memory forget budget
+	if got, want := len(tb.Names()), 10; got != want { // search transcript repo mcp config remember memory forget budget schedule
 		t.Errorf("%d subcommands %v, want %d", got, tb.Names(), want)
 	}
 	// Without servers or a budget there is neither command, nor a line for it.
 	bare := slashTable(slashParts{Team: "T1", Log: zerolog.Nop()})
-	for _, name := range []string{"mcp", "budget"} {
+	for _, name := range []string{"mcp", "budget", "schedule"} {
 		if got := bare.Answer(context.Background(), slack.SlashCommand{Text: name, TeamID: "T1", ChannelID: "C1"}); got[:14] != "There is no `/" {
 			t.Errorf("/logbook %s without one: %q", name, got)
 		}

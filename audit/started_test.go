@@ -1,0 +1,97 @@
+package audit_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/logbook/logbook/audit"
+	"github.com/logbook/logbook/session"
+)
+
+// TestSchedulesAndHooksAreInExports: schedules added and removed (with who), their ticks (with
+// their post and session) and hook deliveries (accepted and refused) are files of the export,
+// listed in the manifest, for the export's channel only.
+func TestSchedulesAndHooksAreInExports(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	from := f.dbNow(t).Add(-time.Second)
+	var ours session.Schedule
+	for _, ch := range []string{"C0000001", "C0000002"} {
+		sc, err := f.app.AddSchedule(ctx, session.Schedule{Team: "T1", Channel: ch, Spec: "@every 1h", Prompt: "digest of " + ch, AddedBy: "U00000A1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch == "C0000001" {
+			ours = sc
+		}
+	}
+	tick, ok, err := f.app.ClaimTick(ctx, session.Tick{Schedule: ours, At: time.Now().Truncate(time.Second), Late: true, Missed: 3}, "replica-a", time.Now().Add(time.Minute))
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	sid := uuid.New()
+	if err := f.app.TickRan(ctx, tick, "1700000000.000100", sid, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.app.RemoveSchedule(ctx, "T1", ours.ID, "U00000B2"); err != nil {
+		t.Fatal(err)
+	}
+	d, ok, err := f.app.AcceptHook(ctx, session.HookDelivery{Hook: "alerts", DeliveryID: "d-1", BodySHA256: "ab", Channel: "C0000001"}, from, from)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := f.app.HookRan(ctx, d.ID, "1700000000.000200", sid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.app.RecordHook(ctx, session.HookDelivery{Hook: "alerts", Outcome: session.HookBadSignature, Channel: "C0000001", RemoteAddr: "10.0.0.9"}); err != nil {
+		t.Fatal(err)
+	}
+	bucket, dir := newBucket(t)
+	m, err := audit.NewExporter(f.auditor, f.auditorPool, audit.ExporterOptions{Settle: time.Millisecond}).Export(ctx,
+		audit.Query{From: from, To: f.dbNow(t).Add(time.Second), Channel: "C0000001", Format: audit.JSONL}, bucket, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := map[string]int64{}
+	for _, file := range m.Files {
+		records[file.Name] = file.Records
+	}
+	if records["schedules.jsonl"] != 2 || records["schedule_ticks.jsonl"] != 1 || records["hook_deliveries.jsonl"] != 2 {
+		t.Fatalf("manifest files %+v", m.Files)
+	}
+	read := func(name string) string {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), "C0000002") {
+			t.Errorf("another channel's records in %s:\n%s", name, raw)
+		}
+		return string(raw)
+	}
+	s := read("schedules.jsonl")
+	for _, want := range []string{`"change":"added"`, `"actor":"U00000A1"`, `"change":"removed"`, `"actor":"U00000B2"`, `"spec":"@every 1h"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("schedules.jsonl lacks %s:\n%s", want, s)
+		}
+	}
+	s = read("schedule_ticks.jsonl")
+	for _, want := range []string{`"late":true`, `"missed":3`, `"attempts":1`, `"claimed_by":"replica-a"`, `"ts":"1700000000.000100"`, `"session_id":"` + sid.String(), `"set_by":"U00000A1"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("schedule_ticks.jsonl lacks %s:\n%s", want, s)
+		}
+	}
+	s = read("hook_deliveries.jsonl")
+	for _, want := range []string{`"outcome":"accepted"`, `"delivery_id":"d-1"`, `"ts":"1700000000.000200"`, `"outcome":"bad_signature"`, `"remote_addr":"10.0.0.9"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("hook_deliveries.jsonl lacks %s:\n%s", want, s)
+		}
+	}
+}

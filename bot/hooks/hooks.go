@@ -1,0 +1,357 @@
+// Package hooks starts sessions on a signal (issue 32): POST /hooks/<name> with a body signed
+// by the hook's secret starts a session in the hook's channel, the payload its first input —
+// an alert, a deploy failure, a form.
+//
+// The hooks are LOGBOOK_HOOKS: a JSON object (or the path of a file holding one) of hooks by
+// name, each {"channel": "C…", "secret": "…", "prompt": "…"}; ${NAME} in a secret is taken
+// from logbook's environment; {{payload}} in the prompt is replaced by the body, {{hook}} by
+// the hook's name (a prompt without {{payload}} gets the body after it).
+//
+// A request is signed GitHub-style: X-Logbook-Signature-256: sha256=<hex HMAC-SHA256 of the
+// body with the hook's secret>, compared in constant time. X-Logbook-Delivery, when sent, names
+// the delivery. Every request is a record (session.Store: hook_deliveries): accepted, replay
+// (the hook accepted the same delivery id or the same body within Options.Window: nothing is
+// started, 200), bad_signature (401), unknown_hook (404), too_large (413, over
+// Options.MaxBody), failed (accepted, and Slack or the log refused it: 502, and the sender's
+// retry is no replay). The payload is untrusted text: the post quotes it escaped, so it never
+// pings or links, and it reaches the model as the session's first message.
+package hooks
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/session"
+)
+
+// MetadataEventType is the event_type of a hook's post's message metadata; its payload's id is
+// "<hook>/<delivery id or body sha256>".
+const MetadataEventType = "logbook_hook"
+
+// Headers of a delivery.
+const (
+	SignatureHeader = "X-Logbook-Signature-256"
+	DeliveryHeader  = "X-Logbook-Delivery"
+)
+
+// Hook is one configured hook.
+type Hook struct {
+	Name    string `json:"-"`
+	Channel string `json:"channel"`
+	Secret  string `json:"secret"`
+	Prompt  string `json:"prompt"`
+}
+
+// String, GoString and MarshalJSON show a hook without its secret (a config printed or logged
+// whole never shows it).
+func (h Hook) String() string   { return "hook " + h.Name + " (channel " + h.Channel + ")" }
+func (h Hook) GoString() string { return h.String() }
+func (h Hook) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]string{"name": h.Name, "channel": h.Channel, "secret": "[redacted]", "prompt": h.Prompt})
+}
+
+// DefaultPrompt is a hook's prompt when it has none.
+const DefaultPrompt = "A signal arrived on the hook {{hook}}. Look into it and say what it means and what to do:\n\n{{payload}}"
+
+var (
+	hookName  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	channelID = regexp.MustCompile(`^[CG][A-Z0-9]{2,}$`)
+	reference = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+)
+
+// minSecret is the shortest secret a hook may have.
+const minSecret = 16
+
+// Parse reads LOGBOOK_HOOKS: a JSON object, or (not starting with "{") the path of a file
+// holding one. ${NAME} in a secret comes from getenv. Errors name the hook and what is wrong,
+// never a secret.
+func Parse(value string, getenv func(string) string) (map[string]Hook, error) {
+	value = strings.TrimSpace(value)
+	if value == "" {
+		return nil, nil
+	}
+	data := []byte(value)
+	if !strings.HasPrefix(value, "{") && !strings.HasPrefix(value, "[") {
+		b, err := os.ReadFile(value)
+		if err != nil {
+			return nil, fmt.Errorf("read the hooks file: %w", err)
+		}
+		data = b
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("not a JSON object of hooks by name: %w", err)
+	}
+	out := make(map[string]Hook, len(raw))
+	for name, r := range raw {
+		if !hookName.MatchString(name) {
+			return nil, fmt.Errorf("hook %q: a name is lowercase letters, digits, - and _ (at most 63)", name)
+		}
+		var h Hook
+		dec := json.NewDecoder(bytes.NewReader(r))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&h); err != nil {
+			return nil, fmt.Errorf("hook %s: %w (keys: channel, secret, prompt)", name, err)
+		}
+		h.Name = name
+		var missing string
+		h.Secret = reference.ReplaceAllStringFunc(h.Secret, func(ref string) string {
+			v := getenv(ref[2 : len(ref)-1])
+			if v == "" && missing == "" {
+				missing = ref
+			}
+			return v
+		})
+		switch {
+		case missing != "":
+			return nil, fmt.Errorf("hook %s: %s is not set in logbook's environment", name, missing)
+		case !channelID.MatchString(h.Channel):
+			return nil, fmt.Errorf("hook %s: channel must be a channel id (C…), not %q", name, h.Channel)
+		case len(h.Secret) < minSecret:
+			return nil, fmt.Errorf("hook %s: the secret must be at least %d characters (openssl rand -hex 32)", name, minSecret)
+		}
+		h.Prompt = cmp.Or(strings.TrimSpace(h.Prompt), DefaultPrompt)
+		out[name] = h
+	}
+	return out, nil
+}
+
+// Store records deliveries (*session.Store).
+type Store interface {
+	AcceptHook(ctx context.Context, d session.HookDelivery, since, inFlight time.Time) (session.HookDelivery, bool, error)
+	RecordHook(ctx context.Context, d session.HookDelivery) (session.HookDelivery, error)
+	HookRan(ctx context.Context, id int64, ts string, sid session.ID) error
+}
+
+// Starter starts a delivery's session (*bot.Starter).
+type Starter interface {
+	Start(ctx context.Context, o bot.Opening) (bot.Started, error)
+}
+
+// Options configure a Handler. Zero values take defaults.
+type Options struct {
+	Hooks map[string]Hook
+	// Window is how long a delivery id or body is remembered against replays
+	// (LOGBOOK_HOOK_REPLAY_WINDOW, default 24h).
+	Window time.Duration
+	// InFlight is how long an accepted delivery that has not started its session yet stops a
+	// retry (default 2m): after that its replica is taken to have died.
+	InFlight time.Duration
+	// MaxBody is the largest body taken, in bytes (default 256 KiB).
+	MaxBody int64
+	Now     func() time.Time // default time.Now
+	Log     zerolog.Logger
+}
+
+// Handler serves POST /hooks/{name}.
+type Handler struct {
+	store   Store
+	starter Starter
+	opts    Options
+}
+
+// New returns a Handler.
+func New(store Store, starter Starter, opts Options) *Handler {
+	opts.Window = cmp.Or(opts.Window, 24*time.Hour)
+	opts.InFlight = cmp.Or(opts.InFlight, 2*time.Minute)
+	opts.MaxBody = cmp.Or(opts.MaxBody, 256<<10)
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Handler{store: store, starter: starter, opts: opts}
+}
+
+// Names are the configured hooks' names, sorted.
+func (h *Handler) Names() []string {
+	var out []string
+	for n := range h.opts.Hooks {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ServeHTTP answers a delivery; see the package doc. The name is the request's path value
+// "name" (route "POST /hooks/{name}").
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	name := r.PathValue("name")
+	d := session.HookDelivery{Hook: name, DeliveryID: clip(r.Header.Get(DeliveryHeader), 200), RemoteAddr: remote(r)}
+	log := h.opts.Log.With().Str("hook", clip(name, 100)).Str("delivery", d.DeliveryID).Logger()
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		answer(w, http.StatusMethodNotAllowed, map[string]any{"ok": false, "error": "method_not_allowed"})
+		return
+	}
+	hook, ok := h.opts.Hooks[name]
+	body, err := io.ReadAll(io.LimitReader(r.Body, h.opts.MaxBody+1))
+	if err != nil {
+		answer(w, http.StatusBadRequest, map[string]any{"ok": false, "error": "unreadable_body"})
+		return
+	}
+	sum := sha256.Sum256(body)
+	d.BodySHA256, d.BodyBytes, d.Channel = hex.EncodeToString(sum[:]), int64(len(body)), hook.Channel
+	refuse := func(status int, outcome, reason string) {
+		d.Outcome, d.Reason = outcome, reason
+		if _, err := h.store.RecordHook(context.WithoutCancel(ctx), d); err != nil {
+			log.Error().Err(err).Msg("hooks: record a refused delivery")
+		}
+		log.Warn().Str("outcome", outcome).Str("remote_addr", d.RemoteAddr).Msg("hooks: delivery refused")
+		answer(w, status, map[string]any{"ok": false, "error": outcome})
+	}
+	switch {
+	case !ok:
+		refuse(http.StatusNotFound, session.HookUnknown, "no hook of that name in LOGBOOK_HOOKS")
+		return
+	case int64(len(body)) > h.opts.MaxBody:
+		d.BodySHA256 = ""
+		refuse(http.StatusRequestEntityTooLarge, session.HookTooLarge, fmt.Sprintf("body over %d bytes", h.opts.MaxBody))
+		return
+	case !Verify(hook.Secret, body, r.Header.Get(SignatureHeader)):
+		refuse(http.StatusUnauthorized, session.HookBadSignature, "the "+SignatureHeader+" header is missing or does not match the body")
+		return
+	}
+	now := h.opts.Now()
+	d, accepted, err := h.store.AcceptHook(ctx, d, now.Add(-h.opts.Window), now.Add(-h.opts.InFlight))
+	if err != nil {
+		log.Error().Err(err).Msg("hooks: record a delivery")
+		answer(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "unavailable"})
+		return
+	}
+	if !accepted {
+		log.Info().Msg("hooks: a replay; nothing started")
+		answer(w, http.StatusOK, map[string]any{"ok": true, "replay": true, "delivery": d.ID})
+		return
+	}
+	key := hook.Name + "/" + cmp.Or(d.DeliveryID, d.BodySHA256)
+	o := bot.Opening{Channel: hook.Channel, Kind: MetadataEventType, Key: key, Since: d.Earlier,
+		Text:  postText(hook, d, body),
+		Input: inputText(hook, body),
+		Actor: session.Actor{Kind: session.ActorSystem, ID: "hook/" + hook.Name}, UserName: "hook " + hook.Name}
+	st, err := h.starter.Start(ctx, o)
+	if err == nil {
+		err = h.store.HookRan(ctx, d.ID, st.TS, st.Session.ID)
+	}
+	if err != nil {
+		log.Error().Err(err).Msg("hooks: an accepted delivery could not start its session")
+		f := d
+		f.Outcome, f.Of, f.Reason = session.HookFailed, d.ID, err.Error()
+		if _, rerr := h.store.RecordHook(context.WithoutCancel(ctx), f); rerr != nil {
+			log.Error().Err(rerr).Msg("hooks: record a failed delivery")
+		}
+		answer(w, http.StatusBadGateway, map[string]any{"ok": false, "error": "not_started"})
+		return
+	}
+	log.Info().Str("session_id", st.Session.ID.String()).Str("ts", st.TS).Msg("hooks: delivery started a session")
+	answer(w, http.StatusAccepted, map[string]any{"ok": true, "delivery": d.ID, "session": st.Session.ID.String(), "ts": st.TS})
+}
+
+// Verify reports whether header is "sha256=<hex HMAC-SHA256 of body with secret>", in
+// constant time.
+func Verify(secret string, body []byte, header string) bool {
+	hexSum, ok := strings.CutPrefix(strings.TrimSpace(header), "sha256=")
+	if !ok {
+		return false
+	}
+	got, err := hex.DecodeString(hexSum)
+	if err != nil {
+		return false
+	}
+	return hmac.Equal(got, Sign(secret, body))
+}
+
+// Sign is the HMAC-SHA256 of body with secret (what senders put, hex, after "sha256=").
+func Sign(secret string, body []byte) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// maxQuoted is how much of a payload the post shows (the session has it whole).
+const maxQuoted = 2500
+
+// maxInput is how much of a payload the model is given.
+const maxInput = 100_000
+
+// postText is a delivery's top-level message: which hook, and the payload quoted (escaped: it
+// never pings).
+func postText(h Hook, d session.HookDelivery, body []byte) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, ":satellite_antenna: *Hook `%s`* received a signal", h.Name)
+	if d.DeliveryID != "" {
+		fmt.Fprintf(&b, " (delivery `%s`)", strings.NewReplacer("`", "'", "&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(clip(d.DeliveryID, 80)))
+	}
+	b.WriteString(":\n")
+	text := payloadText(body)
+	if r := []rune(text); len(r) > maxQuoted {
+		text = string(r[:maxQuoted]) + fmt.Sprintf("… (%d more characters in the session)", len(r)-maxQuoted)
+	}
+	b.WriteString("> " + strings.ReplaceAll(mrkdwn.Inert(mrkdwn.EscapeText(text)), "\n", "\n> "))
+	return b.String()
+}
+
+// inputText is the session's first message: the hook's prompt with the payload.
+func inputText(h Hook, body []byte) string {
+	text := payloadText(body)
+	if r := []rune(text); len(r) > maxInput {
+		text = string(r[:maxInput]) + fmt.Sprintf("\n… (%d more characters not shown)", len(r)-maxInput)
+	}
+	p := strings.ReplaceAll(h.Prompt, "{{hook}}", h.Name)
+	if !strings.Contains(p, "{{payload}}") {
+		return p + "\n\n" + text
+	}
+	return strings.ReplaceAll(p, "{{payload}}", text)
+}
+
+// payloadText is the body as text: JSON indented, other text as it is, bytes that are not
+// UTF-8 replaced.
+func payloadText(body []byte) string {
+	var v bytes.Buffer
+	if json.Valid(body) && json.Indent(&v, body, "", "  ") == nil {
+		return v.String()
+	}
+	if !utf8.Valid(body) {
+		return strings.ToValidUTF8(string(body), "\uFFFD")
+	}
+	return string(body)
+}
+
+func answer(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v) //nolint:errcheck // the sender went away
+}
+
+func remote(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return clip(r.RemoteAddr, 200)
+	}
+	return host
+}
+
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n])
+	}
+	return s
+}

@@ -1,0 +1,254 @@
+package hooks_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/goleak"
+
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/hooks"
+	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/migrations/pgtest"
+	"github.com/logbook/logbook/session"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	general = "C0000001"
+	secret  = "s3cret-of-the-alerts-hook"
+)
+
+type env struct {
+	t       *testing.T
+	emu     *slackemu.Server
+	store   *session.Store
+	srv     *httptest.Server
+	api     *slack.Client
+	signals chan session.ID
+}
+
+func newEnv(t *testing.T) *env { return newEnvWith(t, hooks.Options{MaxBody: 4096}) }
+
+func newEnvWith(t *testing.T, opts hooks.Options) *env {
+	t.Helper()
+	emu := slackemu.MustStart(t, slackemu.Options{})
+	pool, err := session.Connect(context.Background(), pgtest.New(t), session.PoolOptions{Role: "logbook_app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	e := &env{t: t, emu: emu, store: session.NewStore(pool, session.Options{}), signals: make(chan session.ID, 100)}
+	cfg, err := hooks.Parse(`{"alerts":{"channel":"`+general+`","secret":"${ALERTS_SECRET}","prompt":"An alert fired on {{hook}}: {{payload}}"}}`,
+		func(k string) string {
+			if k == "ALERTS_SECRET" {
+				return secret
+			}
+			return ""
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := slack.New(emu.BotToken(), slack.OptionAPIURL(emu.APIURL()))
+	opts.Hooks = cfg
+	e.api = api
+	h := hooks.New(e.store, bot.NewStarter(api, e.store, func(id session.ID) { e.signals <- id }, emu.TeamID()), opts)
+	mux := http.NewServeMux()
+	mux.Handle("/hooks/{name}", h)
+	e.srv = httptest.NewServer(mux)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func (e *env) deliver(hook, delivery string, body []byte, sig string) (int, map[string]any) {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/hooks/"+hook, bytes.NewReader(body))
+	if sig != "" {
+		req.Header.Set(hooks.SignatureHeader, sig)
+	}
+	if delivery != "" {
+		req.Header.Set(hooks.DeliveryHeader, delivery)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+func sign(body []byte) string { return "sha256=" + hex.EncodeToString(hooks.Sign(secret, body)) }
+
+func (e *env) posts() []slackemu.Message {
+	var out []slackemu.Message
+	for _, m := range e.emu.History(general) {
+		if m.ThreadTS == "" && strings.Contains(string(m.Metadata), hooks.MetadataEventType) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// A signed delivery starts a session in the hook's channel: one top-level post quoting the
+// payload escaped (it never pings), a session whose first message is the prompt with the
+// payload, signalled; the same delivery id again, or the same body again, starts nothing; a bad
+// signature gets 401; every request is a record.
+func TestSignedDeliveryStartsOneSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	body := []byte(`{"alert":"disk full on db-1","note":"<!channel> <@U0000002> @here"}`)
+	code, out := e.deliver("alerts", "d-1", body, sign(body))
+	if code != http.StatusAccepted || out["session"] == nil {
+		t.Fatalf("delivery: %d %v", code, out)
+	}
+	posts := e.posts()
+	if len(posts) != 1 {
+		t.Fatalf("posts: %+v", posts)
+	}
+	for _, bad := range []string{"<!channel>", "<@U0000002>", "@here"} {
+		if strings.Contains(posts[0].Text, bad) {
+			t.Fatalf("the post holds %q: %q", bad, posts[0].Text)
+		}
+	}
+	if !strings.Contains(posts[0].Text, "disk full on db-1") || !strings.Contains(posts[0].Text, "alerts") {
+		t.Fatalf("post: %q", posts[0].Text)
+	}
+	sess, err := e.store.SessionByThread(context.Background(), session.ThreadKey{Team: e.emu.TeamID(), Channel: general, ThreadTS: posts[0].TS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := e.store.Events(context.Background(), sess.ID, session.Range{})
+	var um session.UserMessage
+	if err != nil || len(evs) != 1 || evs[0].Actor != (session.Actor{Kind: session.ActorSystem, ID: "hook/alerts"}) || evs[0].Decode(&um) != nil ||
+		!strings.HasPrefix(um.Text, "An alert fired on alerts: {") || !strings.Contains(um.Text, `"disk full on db-1"`) {
+		t.Fatalf("session: %+v %+v %v", evs, um, err)
+	}
+	if got := <-e.signals; got != sess.ID {
+		t.Fatalf("signalled %v, want %v", got, sess.ID)
+	}
+
+	// Replays: the same delivery id (another body), the same body (another id).
+	other := []byte(`{"alert":"another"}`)
+	if code, out := e.deliver("alerts", "d-1", other, sign(other)); code != http.StatusOK || out["replay"] != true {
+		t.Fatalf("same delivery id: %d %v", code, out)
+	}
+	if code, out := e.deliver("alerts", "d-2", body, sign(body)); code != http.StatusOK || out["replay"] != true {
+		t.Fatalf("same body: %d %v", code, out)
+	}
+	// Refusals.
+	if code, _ := e.deliver("alerts", "d-3", other, "sha256="+strings.Repeat("0", 64)); code != http.StatusUnauthorized {
+		t.Fatalf("bad signature: %d", code)
+	}
+	if code, _ := e.deliver("alerts", "d-4", other, ""); code != http.StatusUnauthorized {
+		t.Fatalf("no signature: %d", code)
+	}
+	if code, _ := e.deliver("nope", "d-5", other, sign(other)); code != http.StatusNotFound {
+		t.Fatalf("unknown hook: %d", code)
+	}
+	big := bytes.Repeat([]byte("x"), 5000)
+	if code, _ := e.deliver("alerts", "d-6", big, sign(big)); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("too large: %d", code)
+	}
+	if len(e.posts()) != 1 {
+		t.Fatalf("posts after replays and refusals: %d", len(e.posts()))
+	}
+	ds, err := e.store.HookDeliveries(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []string
+	for _, d := range ds {
+		outcomes = append(outcomes, d.Outcome)
+	}
+	want := []string{"accepted", "replay", "replay", "bad_signature", "bad_signature", "unknown_hook", "too_large"}
+	if strings.Join(outcomes, ",") != strings.Join(want, ",") || ds[0].TS != posts[0].TS || ds[0].Session != sess.ID {
+		t.Fatalf("records %+v, want outcomes %v", ds, want)
+	}
+}
+
+// A delivery whose post Slack refused is recorded failed, and the sender's retry is no replay.
+func TestFailedDeliveryMayBeRetried(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.postMessage", Error: "internal_error", Times: 1})
+	body := []byte("deploy 42 failed")
+	if code, _ := e.deliver("alerts", "d-1", body, sign(body)); code != http.StatusBadGateway {
+		t.Fatalf("first: %d", code)
+	}
+	if code, out := e.deliver("alerts", "d-1", body, sign(body)); code != http.StatusAccepted {
+		t.Fatalf("retry: %d %v", code, out)
+	}
+	if len(e.posts()) != 1 {
+		t.Fatalf("posts: %d", len(e.posts()))
+	}
+}
+
+// LOGBOOK_HOOKS: JSON or a file; names, channels, secrets checked; ${NAME} from the
+// environment; no secret in an error.
+func TestParse(t *testing.T) {
+	t.Parallel()
+	env := func(k string) string { return map[string]string{"S": "0123456789abcdef0123"}[k] }
+	file := filepath.Join(t.TempDir(), "hooks.json")
+	os.WriteFile(file, []byte(`{"deploys":{"channel":"C0000001","secret":"${S}"}}`), 0o600)
+	h, err := hooks.Parse(file, env)
+	if err != nil || h["deploys"].Secret != "0123456789abcdef0123" || h["deploys"].Prompt != hooks.DefaultPrompt {
+		t.Fatalf("file: %+v %v", h, err)
+	}
+	for _, c := range []struct{ in, want string }{
+		{`{"Bad Name":{"channel":"C0000001","secret":"${S}"}}`, "a name is"},
+		{`{"a":{"channel":"general","secret":"${S}"}}`, "channel must be"},
+		{`{"a":{"channel":"C0000001","secret":"short-secret"}}`, "at least 16"},
+		{`{"a":{"channel":"C0000001","secret":"${MISSING}"}}`, "${MISSING} is not set"},
+		{`{"a":{"channel":"C0000001","secret":"${S}","extra":1}}`, "unknown field"},
+		{`[1]`, "not a JSON object"},
+	} {
+		_, err := hooks.Parse(c.in, env)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "0123456789abcdef0123") {
+			t.Errorf("%s: %v, want %q", c.in, err, c.want)
+		}
+	}
+}
+
+// A replica that accepted a delivery and posted it, then died before its record: the sender's
+// retry (after the in-flight time) is accepted again, finds that post in the channel by its
+// metadata and starts the session on it — the delivery is posted once.
+func TestRetryAfterACrashFindsThePost(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, hooks.Options{InFlight: time.Nanosecond})
+	body := []byte("deploy 42 failed")
+	sum := sha256.Sum256(body)
+	ctx := context.Background()
+	// What the dead replica did: accepted the delivery, posted it, and nothing more.
+	if _, ok, err := e.store.AcceptHook(ctx, session.HookDelivery{Hook: "alerts", DeliveryID: "d-9", BodySHA256: hex.EncodeToString(sum[:]), Channel: general},
+		time.Now().Add(-time.Hour), time.Now().Add(-time.Hour)); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if _, _, err := e.api.PostMessage(general, slack.MsgOptionText("the dead replica's post", false),
+		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: hooks.MetadataEventType, EventPayload: map[string]any{"id": "alerts/d-9"}})); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := e.deliver("alerts", "d-9", body, sign(body)); code != http.StatusAccepted {
+		t.Fatalf("retry: %d %v", code, out)
+	}
+	posts := e.posts()
+	if len(posts) != 1 || posts[0].Text != "the dead replica's post" {
+		t.Fatalf("posts: %+v", posts)
+	}
+	if _, err := e.store.SessionByThread(ctx, session.ThreadKey{Team: e.emu.TeamID(), Channel: general, ThreadTS: posts[0].TS}); err != nil {
+		t.Fatalf("no session on the dead replica's post: %v", err)
+	}
+}

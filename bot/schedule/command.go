@@ -1,0 +1,146 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/bot/slashcmd"
+	"github.com/logbook/logbook/session"
+)
+
+// Usage is the line of `/logbook help` that tells of schedules.
+const Usage = "`/logbook schedule add \"<cron spec>\" <prompt>` (admins) posts here on a schedule and runs a session on the prompt at each tick " +
+	"(e.g. `\"0 9 * * MON-FRI\"`, `\"@every 1h\"`, `\"CRON_TZ=Europe/Paris 0 8 * * *\"`); `/logbook schedule list`, `/logbook schedule remove <id>`."
+
+// usage answers `/logbook schedule` without a known subcommand.
+const usage = "`/logbook schedule add \"<cron spec>\" <prompt>` — an admin adds a schedule to this channel: each tick posts here and runs a session on the prompt. " +
+	"The spec is robfig/cron's: five fields (minute hour day month weekday), or six with seconds first, a descriptor (`@hourly`, `@daily`, `@every 30m`), " +
+	"optionally after `CRON_TZ=<zone>`.\n`/logbook schedule list` lists this channel's schedules; `/logbook schedule remove <id>` (admins) removes one."
+
+// maxPrompt is the longest prompt a schedule keeps (the schedules table's check).
+const maxPrompt = 4000
+
+// Command is `/logbook schedule add|list|remove`, answered from s's store and settings.
+// People of another organisation (Slack Connect) may neither see nor change the schedules.
+func Command(s *Scheduler) slashcmd.Command {
+	return slashcmd.Command{Name: "schedule", Who: slashcmd.Home, Usage: Usage,
+		Refusal: "Only people of this workspace's organisation may see or change schedules.",
+		Run: func(ctx context.Context, c slashcmd.Call) string {
+			return s.command(ctx, c.Team, c.ChannelID, c.UserID, c.Args)
+		}}
+}
+
+func (s *Scheduler) command(ctx context.Context, team, channel, user, args string) string {
+	verb, rest, _ := strings.Cut(args, " ")
+	rest = strings.TrimSpace(rest)
+	switch verb {
+	case "list":
+		return s.list(ctx, team, channel)
+	case "add", "remove":
+		if !slices.Contains(s.cfg.Admins, user) {
+			return "Only logbook's admins (LOGBOOK_ADMINS) may add or remove schedules."
+		}
+		if verb == "add" {
+			return s.add(ctx, team, channel, user, rest)
+		}
+		return s.remove(ctx, team, user, rest)
+	default:
+		return usage
+	}
+}
+
+func (s *Scheduler) add(ctx context.Context, team, channel, user, args string) string {
+	if !strings.HasPrefix(channel, "C") && !strings.HasPrefix(channel, "G") {
+		return "A schedule belongs to a channel: use `/logbook schedule add` in the channel it should post in."
+	}
+	spec, prompt, ok := cutQuoted(args)
+	if !ok {
+		return "Put the cron spec in quotes, then the prompt: `/logbook schedule add \"0 9 * * MON-FRI\" summarise yesterday's deploys`."
+	}
+	prompt = strings.TrimSpace(prompt)
+	switch {
+	case prompt == "":
+		return "Say what each tick should ask, after the spec: `/logbook schedule add \"" + codeText(spec) + "\" <prompt>`."
+	case utf8.RuneCountInString(prompt) > maxPrompt:
+		return fmt.Sprintf("That prompt is %d characters; a schedule keeps at most %d.", utf8.RuneCountInString(prompt), maxPrompt)
+	}
+	now := s.clock.Now()
+	c, err := Check(spec, now, s.cfg.MinInterval)
+	if err != nil {
+		return "That schedule was not added: " + mrkdwn.EscapeText(err.Error()) + ".\n" + usage
+	}
+	sc, err := s.store.AddSchedule(ctx, session.Schedule{Team: team, Channel: channel, Spec: spec, Prompt: prompt, AddedBy: user})
+	if err != nil {
+		s.cfg.Log.Error().Err(err).Msg("schedules: add")
+		return "The schedule could not be saved; try again."
+	}
+	return fmt.Sprintf("Schedule %d added by <@%s>: `%s` in this channel, next tick %s. Each tick posts here and runs a session on:\n%s\n(`/logbook schedule remove %d` removes it.)",
+		sc.ID, user, codeText(spec), c.Next(now).UTC().Format("2006-01-02 15:04:05 UTC"), quote(mrkdwn.Inert(mrkdwn.EscapeText(clipRunes(prompt, 500)))), sc.ID)
+}
+
+func (s *Scheduler) remove(ctx context.Context, team, user, args string) string {
+	id, err := strconv.ParseInt(strings.TrimPrefix(strings.TrimSpace(args), "#"), 10, 64)
+	if err != nil || id <= 0 {
+		return "Say which schedule: `/logbook schedule remove <id>` (`/logbook schedule list` shows the ids)."
+	}
+	if _, err := s.store.RemoveSchedule(ctx, team, id, user); errors.Is(err, session.ErrNotFound) {
+		return fmt.Sprintf("There is no schedule %d (or it was removed already).", id)
+	} else if err != nil {
+		s.cfg.Log.Error().Err(err).Msg("schedules: remove")
+		return "The schedule could not be removed; try again."
+	}
+	return fmt.Sprintf("Schedule %d removed by <@%s>: it ticks no more.", id, user)
+}
+
+func (s *Scheduler) list(ctx context.Context, team, channel string) string {
+	scheds, err := s.store.Schedules(ctx, team, channel, false)
+	if err != nil {
+		return "The schedules cannot be read right now."
+	}
+	if len(scheds) == 0 {
+		return "This channel has no schedules. " + Usage
+	}
+	now := s.clock.Now()
+	var b strings.Builder
+	b.WriteString("*This channel's schedules:*\n")
+	for _, sc := range scheds {
+		next := "never"
+		if c, err := Parse(sc.Spec); err == nil {
+			next = c.Next(now).UTC().Format("2006-01-02 15:04:05 UTC")
+		}
+		fmt.Fprintf(&b, "• %d — `%s`, set by %s on %s, next tick %s: %s\n", sc.ID, codeText(sc.Spec),
+			mrkdwn.Inert(mrkdwn.EscapeText(s.cfg.Names(ctx, sc.AddedBy))), sc.AddedAt.UTC().Format("2006-01-02"), next,
+			mrkdwn.Inert(mrkdwn.EscapeText(clipRunes(strings.ReplaceAll(sc.Prompt, "\n", " "), 120))))
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// cutQuoted cuts a spec in straight or curly double quotes off the front of s.
+func cutQuoted(s string) (spec, rest string, ok bool) {
+	s = strings.TrimSpace(s)
+	for _, q := range [][2]string{{`"`, `"`}, {"“", "”"}, {"“", "“"}, {"”", "”"}} {
+		if strings.HasPrefix(s, q[0]) {
+			body := s[len(q[0]):]
+			i := strings.Index(body, q[1])
+			if i < 0 {
+				continue
+			}
+			spec = strings.TrimSpace(body[:i])
+			return spec, body[i+len(q[1]):], spec != ""
+		}
+	}
+	return "", "", false
+}
+
+func clipRunes(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,352 @@
+// Package schedule runs sessions on a schedule (issue 32): `/logbook schedule add "<cron
+// spec>" <prompt>` (LOGBOOK_ADMINS), `list` and `remove <id>`. Each tick posts one top-level
+// message in the schedule's channel, saying which schedule and who set it, and runs a session
+// on it (bot.Starter), exactly once per tick across replicas.
+//
+// # Exactly once
+//
+// Every replica runs a Scheduler. Each pass (Config.Poll) it reads the schedules and, for
+// each, the ticks due since its newest claimed one, and claims each due tick in the database
+// (session.Store.ClaimTick: the primary key (schedule, tick) lets one replica have it, under a
+// per-schedule lock that keeps claims in order), with an attempt that is its own until
+// Config.ClaimTTL. The owner posts the tick (its metadata names the tick), opens the post's
+// session and records the run (session.Store.TickRan). A replica that dies between the claim
+// and the record leaves an attempt that expires; the next pass of any replica takes the tick
+// over with a new attempt (session.Store.RetryTicks: one replica gets it), which first looks
+// for the earlier attempt's post in the channel's history and uses it when it is there. So a
+// tick is neither lost nor posted twice by a crash or a restart during it.
+//
+// # Missed ticks
+//
+// A tick that comes due while no replica runs is missed. When a replica is back, the ticks
+// due more than Config.Grace ago are not replayed: only the newest of them runs, once, late —
+// its post says it is late, when it was due and how many earlier ticks were skipped — and the
+// ticks still within their grace run as usual.
+//
+// # Specs
+//
+// robfig/cron syntax: five fields, or six with seconds first; descriptors (@hourly, @daily,
+// @every 4s, ...); a CRON_TZ=Zone prefix. A schedule whose ticks come closer together than
+// Config.MinInterval (LOGBOOK_SCHEDULE_MIN_INTERVAL, default 1s: any interval) is refused.
+package schedule
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/session"
+)
+
+// MetadataEventType is the event_type of a tick's post's message metadata; its payload's id
+// is the tick's (session.Tick.ID).
+const MetadataEventType = "logbook_schedule_tick"
+
+// Store keeps schedules and their ticks (*session.Store).
+type Store interface {
+	AddSchedule(ctx context.Context, sc session.Schedule) (session.Schedule, error)
+	RemoveSchedule(ctx context.Context, team string, id int64, who string) (time.Time, error)
+	Schedules(ctx context.Context, team, channel string, withRemoved bool) ([]session.Schedule, error)
+	ClaimTick(ctx context.Context, t session.Tick, owner string, expires time.Time) (session.Tick, bool, error)
+	RetryTicks(ctx context.Context, owner string, now, since, expires time.Time) ([]session.Tick, error)
+	TickRan(ctx context.Context, t session.Tick, ts string, id session.ID, found bool) error
+}
+
+// Starter starts a tick's session (*bot.Starter).
+type Starter interface {
+	Start(ctx context.Context, o bot.Opening) (bot.Started, error)
+}
+
+// Config configures a Scheduler. Zero values take defaults.
+type Config struct {
+	// Owner names this replica in the tick records (default host:pid-like, required to
+	// differ between replicas; serve passes the runner's owner name).
+	Owner string
+	// Team is the workspace's team id.
+	Team string
+	// Admins may add and remove schedules (LOGBOOK_ADMINS).
+	Admins []string
+	// Poll is how often the schedules are looked at (default 1s).
+	Poll time.Duration
+	// Grace is how late a tick may run and still be on time (default 30s); see Missed ticks.
+	Grace time.Duration
+	// ClaimTTL is how long an attempt at a tick is its replica's (default 30s, serve:
+	// LOGBOOK_LEASE_TTL); a replica that dies mid-tick leaves it to the others for this long.
+	ClaimTTL time.Duration
+	// MinInterval is the least time between two ticks of a schedule (default 1s).
+	MinInterval time.Duration
+	// Names gives a Slack user's display name (nil: the id).
+	Names func(ctx context.Context, user string) string
+	Clock bot.Clock // nil: the wall clock
+	Log   zerolog.Logger
+}
+
+// Scheduler runs the schedules' ticks; see the package doc.
+type Scheduler struct {
+	store   Store
+	starter Starter
+	cfg     Config
+	clock   bot.Clock
+
+	mu    sync.Mutex
+	specs map[string]cron.Schedule
+}
+
+// New returns a Scheduler; it contacts nothing until Run.
+func New(store Store, starter Starter, cfg Config) *Scheduler {
+	cfg.Poll = cmp.Or(cfg.Poll, time.Second)
+	cfg.Grace = cmp.Or(cfg.Grace, 30*time.Second)
+	cfg.ClaimTTL = cmp.Or(cfg.ClaimTTL, 30*time.Second)
+	cfg.MinInterval = cmp.Or(cfg.MinInterval, time.Second)
+	cfg.Owner = cmp.Or(cfg.Owner, "logbook")
+	if cfg.Names == nil {
+		cfg.Names = func(_ context.Context, user string) string { return user }
+	}
+	var clock bot.Clock = wall{}
+	if cfg.Clock != nil {
+		clock = cfg.Clock
+	}
+	return &Scheduler{store: store, starter: starter, cfg: cfg, clock: clock, specs: map[string]cron.Schedule{}}
+}
+
+type wall struct{}
+
+func (wall) Now() time.Time                         { return time.Now() }
+func (wall) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// Parse parses a cron spec as schedules take it (see Specs in the package doc).
+func Parse(spec string) (cron.Schedule, error) {
+	s, err := parser.Parse(strings.TrimSpace(spec))
+	if err != nil {
+		return nil, fmt.Errorf("cron spec %q: %w", spec, err)
+	}
+	return s, nil
+}
+
+// Check parses spec and refuses one whose ticks, from now, come closer together than min.
+func Check(spec string, now time.Time, minInterval time.Duration) (cron.Schedule, error) {
+	s, err := Parse(spec)
+	if err != nil {
+		return nil, err
+	}
+	first := s.Next(now)
+	if first.IsZero() {
+		return nil, fmt.Errorf("cron spec %q never fires", spec)
+	}
+	t := first
+	for range 10 {
+		n := s.Next(t)
+		if n.IsZero() {
+			break
+		}
+		if n.Sub(t) < minInterval {
+			return nil, fmt.Errorf("cron spec %q fires every %v; the least interval here is %v (LOGBOOK_SCHEDULE_MIN_INTERVAL)", spec, n.Sub(t), minInterval)
+		}
+		t = n
+	}
+	return s, nil
+}
+
+func (s *Scheduler) spec(spec string) (cron.Schedule, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.specs[spec]; ok {
+		return c, nil
+	}
+	c, err := Parse(spec)
+	if err != nil {
+		return nil, err
+	}
+	s.specs[spec] = c
+	return c, nil
+}
+
+// Run runs passes every Config.Poll until ctx ends; a pass that fails is logged and the next
+// one tries again. It returns nil once ctx has ended and the pass in flight has returned.
+func (s *Scheduler) Run(ctx context.Context) error {
+	for {
+		if err := s.Pass(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn().Err(err).Msg("schedules: a pass failed; the next one tries again")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.clock.After(s.cfg.Poll):
+		}
+	}
+}
+
+// maxDue bounds the ticks one schedule may have due at once that are counted one by one (a
+// spec of every second after a long outage).
+const maxDue = 1_000_000
+
+// Pass takes over the ticks whose replica died, then claims and runs every schedule's due
+// ticks. It returns the first error; the ticks it could not run are retried by a later pass.
+func (s *Scheduler) Pass(ctx context.Context) error {
+	now := s.clock.Now()
+	var errs []error
+	// A tick whose replica died is retried while it is within its grace plus the time its
+	// attempts may take, or while it is its schedule's newest.
+	since := now.Add(-s.cfg.Grace - session.MaxTickAttempts*s.cfg.ClaimTTL)
+	retry, err := s.store.RetryTicks(ctx, s.cfg.Owner, now, since, now.Add(s.cfg.ClaimTTL))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, t := range retry {
+		if err := s.run(ctx, t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	scheds, err := s.store.Schedules(ctx, "", "", false)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, sc := range scheds {
+		if ctx.Err() != nil {
+			break
+		}
+		spec, err := s.spec(sc.Spec)
+		if err != nil {
+			continue // refused when added; a spec this build cannot read never ticks
+		}
+		for _, t := range dueTicks(spec, sc, now, s.cfg.Grace) {
+			claimed, ok, err := s.store.ClaimTick(ctx, t, s.cfg.Owner, s.clock.Now().Add(s.cfg.ClaimTTL))
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			if !ok {
+				continue // another replica has it
+			}
+			if err := s.run(ctx, claimed); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dueTicks are the ticks of sc due at now, after its newest claimed one (or since it was
+// added), oldest first: the newest of those older than grace, late, with how many older ones
+// it stands for, then those within their grace (at most ten).
+func dueTicks(spec cron.Schedule, sc session.Schedule, now time.Time, grace time.Duration) []session.Tick {
+	from := sc.LastTick
+	if from.IsZero() {
+		from = sc.AddedAt
+	}
+	var out []session.Tick
+	var late *session.Tick
+	missed := 0
+	if cd, ok := spec.(cron.ConstantDelaySchedule); ok && cd.Delay > 0 {
+		// @every after a long outage: skip straight to the last hundred ticks (Next adds the
+		// delay to a tick, which is on a whole second), counting the skipped as missed.
+		if first := spec.Next(from); now.Sub(first) > 200*cd.Delay {
+			skip := int(now.Sub(first)/cd.Delay) - 100
+			from, missed = first.Add(time.Duration(skip-1)*cd.Delay), skip
+		}
+	}
+	for t, n := spec.Next(from), 0; !t.IsZero() && !t.After(now) && n < maxDue; t, n = spec.Next(t), n+1 {
+		if now.Sub(t) > grace {
+			if late != nil {
+				missed++
+			}
+			late = &session.Tick{Schedule: sc, At: t, Late: true}
+			continue
+		}
+		out = append(out, session.Tick{Schedule: sc, At: t})
+	}
+	if len(out) > 10 {
+		out = out[len(out)-10:]
+	}
+	if late != nil {
+		late.Missed = missed
+		out = append([]session.Tick{*late}, out...)
+	}
+	return out
+}
+
+// run posts claimed tick t and starts its session, within the attempt's own time; a tick
+// under way when ctx ends (SIGTERM) is finished, not left to another replica's retry.
+func (s *Scheduler) run(ctx context.Context, t session.Tick) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ClaimTTL*2/3)
+	defer cancel()
+	log := s.cfg.Log.With().Int64("schedule", t.Schedule.ID).Str("tick", t.ID()).Int("attempt", t.Attempt).Str("channel", t.Schedule.Channel).Logger()
+	late := t.Late || s.clock.Now().Sub(t.At) > s.cfg.Grace
+	name := s.cfg.Names(ctx, t.Schedule.AddedBy)
+	o := bot.Opening{Team: t.Schedule.Team, Channel: t.Schedule.Channel, Kind: MetadataEventType, Key: t.ID(),
+		Text: postText(t, name, late), Input: inputText(t, name, late),
+		Actor: session.Actor{Kind: session.ActorUser, ID: t.Schedule.AddedBy}, UserName: name}
+	if t.Attempt > 1 {
+		o.Since = t.ClaimedAt
+	}
+	st, err := s.starter.Start(ctx, o)
+	if err != nil {
+		log.Warn().Err(err).Msg("schedules: a tick could not start its session; another attempt follows once this one expires")
+		return fmt.Errorf("tick %s: %w", t.ID(), err)
+	}
+	if err := s.store.TickRan(ctx, t, st.TS, st.Session.ID, st.Found); err != nil {
+		return err
+	}
+	log.Info().Str("ts", st.TS).Str("session_id", st.Session.ID.String()).Bool("late", late).Bool("found", st.Found).Msg("schedules: tick ran")
+	return nil
+}
+
+// postText is a tick's top-level message: which schedule, who set it, and the prompt (escaped:
+// it never pings).
+func postText(t session.Tick, name string, late bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, ":alarm_clock: *Schedule %d* (`%s`), set by %s", t.Schedule.ID, codeText(t.Schedule.Spec), mrkdwn.Inert(mrkdwn.EscapeText(name)))
+	if late {
+		fmt.Fprintf(&b, " — *late*: this tick was due at %s, when logbook was not running", t.At.UTC().Format("2006-01-02 15:04:05 UTC"))
+		if t.Missed > 0 {
+			fmt.Fprintf(&b, " (%d earlier %s skipped)", t.Missed, plural(t.Missed, "tick was", "ticks were"))
+		}
+	}
+	b.WriteString(":\n")
+	b.WriteString(quote(mrkdwn.Inert(mrkdwn.EscapeText(t.Schedule.Prompt))))
+	return b.String()
+}
+
+// inputText is the session's first message: the prompt, with what the post says about it.
+func inputText(t session.Tick, name string, late bool) string {
+	head := fmt.Sprintf("Scheduled run of schedule %d (%s, set by %s)", t.Schedule.ID, t.Schedule.Spec, name)
+	if late {
+		head += fmt.Sprintf(", late: it was due at %s, when logbook was not running", t.At.UTC().Format(time.RFC3339))
+		if t.Missed > 0 {
+			head += fmt.Sprintf(" (%d earlier %s skipped)", t.Missed, plural(t.Missed, "tick was", "ticks were"))
+		}
+	}
+	return head + ":\n\n" + t.Schedule.Prompt
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// quote is text as a Slack block quote.
+func quote(text string) string {
+	return "> " + strings.ReplaceAll(text, "\n", "\n> ")
+}
+
+// codeText is s made safe inside a code span: no backtick to end it, Slack's &, < and >
+// escaped.
+func codeText(s string) string {
+	if r := []rune(s); len(r) > 80 {
+		s = string(r[:80]) + "…"
+	}
+	return strings.NewReplacer("`", "'", "&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}

@@ -1,0 +1,388 @@
+package schedule_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
+	"go.uber.org/goleak"
+
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/schedule"
+	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/bot/slashcmd"
+	"github.com/logbook/logbook/migrations/pgtest"
+	"github.com/logbook/logbook/session"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	general = "C0000001"
+	admin   = "U0000001"
+	other   = "U0000002"
+)
+
+// clock is a test clock moved on by hand; the scheduler's passes are called directly.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) After(time.Duration) <-chan time.Time { return nil }
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+type env struct {
+	t       *testing.T
+	emu     *slackemu.Server
+	store   *session.Store
+	clock   *clock
+	signals chan session.ID
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	emu := slackemu.MustStart(t, slackemu.Options{})
+	pool, err := session.Connect(context.Background(), pgtest.New(t), session.PoolOptions{Role: "logbook_app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return &env{t: t, emu: emu, store: session.NewStore(pool, session.Options{}), clock: &clock{now: time.Now()},
+		signals: make(chan session.ID, 1000)}
+}
+
+// replica is one replica's scheduler: its own Slack client and owner name, the shared store.
+func (e *env) replica(owner string, cfg schedule.Config) *schedule.Scheduler {
+	api := slack.New(e.emu.BotToken(), slack.OptionAPIURL(e.emu.APIURL()))
+	starter := bot.NewStarter(api, e.store, func(id session.ID) { e.signals <- id }, e.emu.TeamID())
+	cfg.Owner, cfg.Team, cfg.Clock = owner, e.emu.TeamID(), e.clock
+	cfg.Admins = []string{admin}
+	cfg.Log = zerolog.New(zerolog.NewTestWriter(e.t))
+	cfg.Grace = cmpOr(cfg.Grace, 5*time.Second)
+	cfg.ClaimTTL = cmpOr(cfg.ClaimTTL, 3*time.Second)
+	return schedule.New(e.store, starter, cfg)
+}
+
+func cmpOr(a, b time.Duration) time.Duration {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+// add adds a schedule through the slash command, as an admin, and starts the clock at the
+// moment it was added.
+func (e *env) add(s *schedule.Scheduler, spec, prompt string) session.Schedule {
+	e.t.Helper()
+	answer := e.slash(s, admin, `schedule add "`+spec+`" `+prompt)
+	if !strings.Contains(answer, "added") {
+		e.t.Fatalf("add: %s", answer)
+	}
+	scheds, err := e.store.Schedules(context.Background(), "", "", false)
+	if err != nil || len(scheds) == 0 {
+		e.t.Fatalf("schedules: %v %v", scheds, err)
+	}
+	sc := scheds[len(scheds)-1]
+	e.clock.mu.Lock()
+	e.clock.now = sc.AddedAt
+	e.clock.mu.Unlock()
+	return sc
+}
+
+func (e *env) slash(s *schedule.Scheduler, user, text string) string {
+	t := slashcmd.New(e.emu.TeamID(), slashcmd.Help{Intro: []string{"logbook"}}).Add(schedule.Command(s))
+	return t.Answer(context.Background(), slack.SlashCommand{TeamID: e.emu.TeamID(), ChannelID: general, UserID: user, Text: text})
+}
+
+// tickPosts are the bot's top-level posts of ticks in general, by tick id.
+func (e *env) tickPosts() map[string][]slackemu.Message {
+	out := map[string][]slackemu.Message{}
+	for _, m := range e.emu.History(general) {
+		if m.ThreadTS != "" || len(m.Metadata) == 0 {
+			continue
+		}
+		var md struct {
+			EventType    string         `json:"event_type"`
+			EventPayload map[string]any `json:"event_payload"`
+		}
+		if json.Unmarshal(m.Metadata, &md) != nil || md.EventType != schedule.MetadataEventType {
+			continue
+		}
+		id, _ := md.EventPayload["id"].(string)
+		out[id] = append(out[id], m)
+	}
+	return out
+}
+
+func (e *env) runs(id int64) []session.TickRun {
+	e.t.Helper()
+	runs, err := e.store.TickRuns(context.Background(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return runs
+}
+
+// pass runs one pass of every scheduler at once, as replicas do.
+func pass(t *testing.T, ss ...*schedule.Scheduler) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Go(func() {
+			if err := s.Pass(context.Background()); err != nil {
+				t.Errorf("pass: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// A schedule every two seconds over two replicas, both passing at the same moments: every tick
+// is posted exactly once, in order, each post starts a session whose first message is the
+// prompt from the person who set it, and each is signalled.
+func TestTwoReplicasPostEachTickOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b := e.replica("replica-a", schedule.Config{}), e.replica("replica-b", schedule.Config{})
+	sc := e.add(a, "@every 2s", "check the queue depth")
+	for range 24 { // 12 s of ticks
+		e.clock.add(500 * time.Millisecond)
+		pass(t, a, b)
+	}
+	posts := e.tickPosts()
+	runs := e.runs(sc.ID)
+	if len(runs) != 6 || len(posts) != 6 {
+		t.Fatalf("%d runs and %d ticks posted over 12s of @every 2s, want 6 each: %+v", len(runs), len(posts), runs)
+	}
+	for i, r := range runs {
+		want := sc.AddedAt.Add(time.Duration(i+1) * 2 * time.Second).Truncate(time.Second)
+		if !r.At.Equal(want) || r.Late || r.TS == "" || r.Attempt != 1 {
+			t.Fatalf("run %d: %+v, want tick %v on time", i, r, want)
+		}
+		p := posts[r.ID()]
+		if len(p) != 1 || p[0].TS != r.TS {
+			t.Fatalf("tick %s posted %d times: %+v", r.ID(), len(p), p)
+		}
+		if !strings.Contains(p[0].Text, "Schedule "+itoa(sc.ID)) || !strings.Contains(p[0].Text, "set by "+admin) ||
+			!strings.Contains(p[0].Text, "check the queue depth") || strings.Contains(p[0].Text, "late") {
+			t.Fatalf("post: %q", p[0].Text)
+		}
+		evs, err := e.store.Events(context.Background(), r.Session, session.Range{})
+		if err != nil || len(evs) != 1 || evs[0].Type != session.TypeUserMessage || evs[0].Actor.ID != admin {
+			t.Fatalf("session of tick %s: %+v %v", r.ID(), evs, err)
+		}
+		var um session.UserMessage
+		if evs[0].Decode(&um) != nil || !strings.HasSuffix(um.Text, "check the queue depth") || um.ThreadTS != r.TS {
+			t.Fatalf("first message: %+v", um)
+		}
+	}
+	if n := len(e.signals); n != 6 {
+		t.Fatalf("%d signals, want 6", n)
+	}
+}
+
+// A replica whose post reached Slack but who never learnt it (it died between Slack's answer
+// and its record; here Slack answers an error after posting): once its attempt expires, the
+// other replica takes the tick over, finds the post in the channel's history by its metadata
+// and starts the session on it — the tick is posted once.
+func TestCrashAfterThePostIsFoundNotPostedAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b := e.replica("replica-a", schedule.Config{}), e.replica("replica-b", schedule.Config{})
+	sc := e.add(a, "@every 1m", "daily digest")
+	e.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.postMessage", Error: "internal_error", ApplyFirst: true, Times: 1})
+	e.clock.add(time.Minute)
+	if err := a.Pass(context.Background()); err == nil {
+		t.Fatal("the pass whose post failed reported no error")
+	}
+	if runs := e.runs(sc.ID); len(runs) != 1 || runs[0].TS != "" {
+		t.Fatalf("after the failed attempt: %+v", runs)
+	}
+	// Before the attempt expires nobody takes it over.
+	e.clock.add(time.Second)
+	pass(t, b)
+	if runs := e.runs(sc.ID); runs[0].TS != "" {
+		t.Fatalf("taken over before the attempt expired: %+v", runs)
+	}
+	e.clock.add(3 * time.Second)
+	pass(t, a, b)
+	runs := e.runs(sc.ID)
+	posts := e.tickPosts()
+	if len(runs) != 1 || runs[0].TS == "" || !runs[0].Found || runs[0].Attempt != 2 || len(posts[runs[0].ID()]) != 1 || len(posts) != 1 {
+		t.Fatalf("runs %+v, posts %+v", runs, posts)
+	}
+}
+
+// A replica that died after claiming a tick and before posting it: the next attempt finds no
+// post and posts it, once.
+func TestCrashBeforeThePostIsPostedByTheNextAttempt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.replica("replica-b", schedule.Config{})
+	sc := e.add(b, "*/10 * * * * *", "ping the canary")
+	tick := sc.AddedAt.Truncate(10 * time.Second).Add(10 * time.Second)
+	e.clock.add(tick.Sub(sc.AddedAt) + 100*time.Millisecond) // the next tick is 10 s away
+	if _, ok, err := e.store.ClaimTick(context.Background(), session.Tick{Schedule: sc, At: tick}, "dead-replica", e.clock.Now().Add(3*time.Second)); !ok || err != nil {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	pass(t, b)
+	if len(e.tickPosts()) != 0 {
+		t.Fatal("posted while the dead replica's attempt was still its own")
+	}
+	e.clock.add(4 * time.Second)
+	pass(t, b)
+	runs := e.runs(sc.ID)
+	if len(runs) != 1 || runs[0].TS == "" || runs[0].Found || runs[0].Attempt != 2 || len(e.tickPosts()[runs[0].ID()]) != 1 {
+		t.Fatalf("runs %+v, posts %+v", runs, e.tickPosts())
+	}
+}
+
+// Every replica down for a minute: of the ticks missed, only the newest runs, once, late, and
+// its post says so and how many were skipped; ticks within their grace run as usual, and a
+// second pass at the same moment runs nothing more.
+func TestMissedTicksRunLateOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b := e.replica("replica-a", schedule.Config{}), e.replica("replica-b", schedule.Config{})
+	sc := e.add(a, "@every 2s", "report")
+	e.clock.add(61 * time.Second) // ticks at 2, 4, ..., 60 (whole seconds); grace 5s: 58 and 60 on time
+	pass(t, a, b)
+	pass(t, a, b)
+	runs := e.runs(sc.ID)
+	var late []session.TickRun
+	for _, r := range runs {
+		if r.Late {
+			late = append(late, r)
+		}
+	}
+	if len(late) != 1 || len(runs) != 3 {
+		t.Fatalf("runs %+v: want one late and two on time", runs)
+	}
+	l := late[0]
+	if want := sc.AddedAt.Truncate(time.Second).Add(56 * time.Second); !l.At.Equal(want) || l.Missed != 27 {
+		t.Fatalf("late run %+v, want tick %v standing for 27 skipped", l, want)
+	}
+	p := e.tickPosts()[l.ID()]
+	if len(p) != 1 || !strings.Contains(p[0].Text, "*late*") || !strings.Contains(p[0].Text, "27 earlier ticks were skipped") {
+		t.Fatalf("late post: %+v", p)
+	}
+	if len(e.tickPosts()) != 3 {
+		t.Fatalf("posts: %d", len(e.tickPosts()))
+	}
+	// An hour down with a schedule of every second: one late run standing for the rest.
+	fast := e.add(a, "@every 1s", "heartbeat")
+	e.clock.add(time.Hour)
+	pass(t, a, b)
+	runs = e.runs(fast.ID)
+	if len(runs) != 6 || !runs[0].Late || runs[0].Missed != 3594 || runs[1].Late {
+		t.Fatalf("after an hour of @every 1s: %d runs, first %+v", len(runs), runs[0])
+	}
+}
+
+// The commands: only admins add and remove; a spec is checked (syntax, the least interval);
+// the prompt never pings; list shows the channel's schedules; a removed schedule ticks no more;
+// help has the schedule line.
+func TestCommands(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.replica("replica-a", schedule.Config{MinInterval: time.Minute})
+	for _, c := range []struct{ user, text, want string }{
+		{other, `schedule add "@every 1h" hi`, "Only logbook's admins"},
+		{admin, `schedule add @every 1h hi`, "Put the cron spec in quotes"},
+		{admin, `schedule add "not a spec" hi`, "was not added"},
+		{admin, `schedule add "@every 2s" hi`, "LOGBOOK_SCHEDULE_MIN_INTERVAL"},
+		{admin, `schedule add "@every 1h"`, "Say what each tick should ask"},
+		{admin, `schedule`, "/logbook schedule add"},
+		{admin, `schedule remove x`, "Say which schedule"},
+		{admin, `schedule remove 99`, "There is no schedule 99"},
+		{admin, `schedule list`, "no schedules"},
+		{admin, `search x`, "There is no `/logbook search`"},
+	} {
+		if got := e.slash(s, c.user, c.text); !strings.Contains(got, c.want) {
+			t.Errorf("%s %q: %q, want %q", c.user, c.text, got, c.want)
+		}
+	}
+	if got := e.slash(s, admin, "help"); !strings.Contains(got, "/logbook schedule add") {
+		t.Errorf("help: %q", got)
+	}
+	sc := e.add(s, "CRON_TZ=Europe/Paris 0 9 * * MON-FRI", "<!channel> @here standup <@U0000002>")
+	if sc.Spec != "CRON_TZ=Europe/Paris 0 9 * * MON-FRI" || sc.AddedBy != admin {
+		t.Fatalf("stored: %+v", sc)
+	}
+	if got := e.slash(s, other, "schedule list"); !strings.Contains(got, "CRON_TZ=Europe/Paris 0 9 * * MON-FRI") ||
+		strings.Contains(got, "<!channel>") || strings.Contains(got, "<@U0000002>") {
+		t.Fatalf("list: %q", got)
+	}
+	// “Curly quotes”, as Slack's composer may type them.
+	if got := e.slash(s, admin, "schedule add “@every 1m” curly"); !strings.Contains(got, "added") {
+		t.Fatalf("curly: %q", got)
+	}
+	if got := e.slash(s, admin, "schedule remove "+itoa(sc.ID)); !strings.Contains(got, "removed") {
+		t.Fatalf("remove: %q", got)
+	}
+	if got := e.slash(s, admin, "schedule remove "+itoa(sc.ID)); !strings.Contains(got, "There is no schedule") {
+		t.Fatalf("remove twice: %q", got)
+	}
+	all, err := e.store.Schedules(context.Background(), "", general, true)
+	if err != nil || len(all) != 2 || !all[0].Removed || all[0].RemovedBy != admin {
+		t.Fatalf("records: %+v %v", all, err)
+	}
+	// The prompt of a tick never pings.
+	e.clock.add(time.Minute + 5*time.Second)
+	pass(t, s)
+	posts := e.tickPosts()
+	if len(posts) != 1 {
+		t.Fatalf("posts after a minute: %+v", posts)
+	}
+	if _, err := e.store.RemoveSchedule(context.Background(), e.emu.TeamID(), all[1].ID, admin); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.add(5 * time.Minute)
+	pass(t, s)
+	if len(e.tickPosts()) != 1 {
+		t.Fatalf("a removed schedule ticked: %+v", e.tickPosts())
+	}
+}
+
+// What a tick posts quotes the prompt escaped: no broadcast, no mention, no link reaches Slack.
+func TestTickPostNeverPings(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.replica("replica-a", schedule.Config{})
+	sc := e.add(s, "@every 5s", "<!channel> <!here> @everyone <@U0000002> <https://evil.example|click>")
+	e.clock.add(5 * time.Second)
+	pass(t, s)
+	r := e.runs(sc.ID)
+	if len(r) != 1 {
+		t.Fatalf("runs %+v", r)
+	}
+	p := e.tickPosts()[r[0].ID()]
+	if len(p) != 1 {
+		t.Fatalf("posts %+v", p)
+	}
+	for _, bad := range []string{"<!channel>", "<!here>", "<@U0000002>", "<https://", "@everyone"} {
+		if strings.Contains(p[0].Text, bad) {
+			t.Fatalf("post holds %q: %q", bad, p[0].Text)
+		}
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
