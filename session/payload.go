@@ -76,6 +76,9 @@ type AssistantMessage struct {
 	Usage       *Usage   `json:"usage,omitempty"`
 	// Turn is the seq of the turn_started marker of the turn that produced it.
 	Turn int64 `json:"turn,omitempty"`
+	// Own says logbook wrote the text itself, not the model (a canned reply, a turn that ended
+	// early): its user mentions are logbook's and stay live. The model's never ping anyone.
+	Own bool `json:"own,omitempty"`
 }
 
 // Reply reports whether the message is a reply to deliver to the thread.

@@ -185,13 +185,20 @@ Environment:
                           the secret of GitHub's webhook at POST /webhooks/github (events
                           check_run, check_suite, status, pull_request_review,
                           pull_request_review_comment, pull_request), verified with
-                          X-Hub-Signature-256; 16+ characters; unset: no webhook endpoint
+                          X-Hub-Signature-256; 16+ characters; unset: no webhook endpoint. A
+                          delivery is taken once by its id and once by its body (7 days), and
+                          a pull request is looked at at most once per 2s for its deliveries
   LOGBOOK_FOLLOWUP_POLL   how often each followed pull request's checks and reviews are
                           polled instead (default 60s without a webhook secret, off with
                           one; off, or at least 10s)
   LOGBOOK_FOLLOWUP_BOTS   bot accounts (comma-separated logins, e.g. coderabbitai[bot]; * for
                           all) whose reviews are followed; by default reviews by bots and by
                           logbook's own account are not
+  LOGBOOK_FOLLOWUP_REVIEWERS
+                          whose reviews wake a session: members (the default: authors GitHub
+                          calls OWNER, MEMBER or COLLABORATOR of the repository), all (anyone,
+                          on a public repository strangers too), or comma-separated logins
+                          followed besides the members; every wake is an attempt
   LOGBOOK_TOOL_APPROVAL   per-tool approval policy, e.g. run_command=ask,write_file=ask,*=allow
                           (modes allow, ask, deny; default allow for every tool; tools
                           run_command, read_file, write_file, attach_file, search_sessions,
@@ -452,11 +459,13 @@ type serveConfig struct {
 	GitHubToken Secret
 	GitHubAPI   string
 	// Pull requests followed (issue 32): LOGBOOK_FOLLOWUP_MAX, LOGBOOK_GITHUB_WEBHOOK_SECRET,
-	// LOGBOOK_FOLLOWUP_POLL, LOGBOOK_FOLLOWUP_BOTS.
+	// LOGBOOK_FOLLOWUP_POLL, LOGBOOK_FOLLOWUP_BOTS, LOGBOOK_FOLLOWUP_REVIEWERS.
 	FollowupMax   int
 	WebhookSecret Secret
 	FollowupPoll  time.Duration
 	FollowupBots  []string
+	// FollowupReviewers is LOGBOOK_FOLLOWUP_REVIEWERS: nil (members), ["all"], or logins.
+	FollowupReviewers []string
 	// RepoURL is where a channel's repository is cloned from (LOGBOOK_REPO_URL, {repo} for
 	// owner/name; default https://github.com/{repo}.git).
 	RepoURL string
@@ -1166,7 +1175,7 @@ func newFollower(cfg serveConfig, store *session.Store, reg prometheus.Registere
 		return nil
 	}
 	return followup.New(store, forge.NewGitHub(cfg.GitHubAPI, cfg.GitHubToken.Reveal(), nil), followup.Config{
-		Max: cfg.FollowupMax, Secret: cfg.WebhookSecret.Reveal(), Bots: cfg.FollowupBots, Poll: cfg.FollowupPoll,
+		Max: cfg.FollowupMax, Secret: cfg.WebhookSecret.Reveal(), Bots: cfg.FollowupBots, Reviewers: cfg.FollowupReviewers, Poll: cfg.FollowupPoll,
 		Log: log.With().Str("part", "followup").Logger(), Registerer: reg})
 }
 
