@@ -43,14 +43,22 @@ func TestSchedulesAndHooksAreInExports(t *testing.T) {
 	if _, err := f.app.RemoveSchedule(ctx, "T1", ours.ID, "U00000B2"); err != nil {
 		t.Fatal(err)
 	}
-	d, ok, err := f.app.AcceptHook(ctx, session.HookDelivery{Hook: "alerts", DeliveryID: "d-1", BodySHA256: "ab", Channel: "C0000001"}, from, from)
+	signed := time.Unix(1700000000, 0)
+	d, ok, err := f.app.AcceptHook(ctx, session.HookDelivery{Hook: "alerts", DeliveryID: "d-1", BodySHA256: "ab", SignedAt: signed, Channel: "C0000001"}, time.Hour, time.Hour)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if err := f.app.HookRan(ctx, d.ID, "1700000000.000200", sid); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.app.RecordHook(ctx, session.HookDelivery{Hook: "alerts", Outcome: session.HookBadSignature, Channel: "C0000001", RemoteAddr: "10.0.0.9"}); err != nil {
+	if _, err := f.app.RecordHook(ctx, session.HookDelivery{Hook: "alerts", Outcome: session.HookFailed, Of: d.ID, Channel: "C0000001", RemoteAddr: "10.0.0.9"}); err != nil {
+		t.Fatal(err)
+	}
+	stopped, err := f.app.AddSchedule(ctx, session.Schedule{Team: "T1", Channel: "C0000001", Spec: "@every 1h", Prompt: "p", AddedBy: "U00000C3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.app.StopSchedule(ctx, "T1", stopped.ID, "U00000C3 left LOGBOOK_ADMINS"); err != nil {
 		t.Fatal(err)
 	}
 	bucket, dir := newBucket(t)
@@ -63,7 +71,7 @@ func TestSchedulesAndHooksAreInExports(t *testing.T) {
 	for _, file := range m.Files {
 		records[file.Name] = file.Records
 	}
-	if records["schedules.jsonl"] != 2 || records["schedule_ticks.jsonl"] != 1 || records["hook_deliveries.jsonl"] != 2 {
+	if records["schedules.jsonl"] != 4 || records["schedule_ticks.jsonl"] != 1 || records["hook_deliveries.jsonl"] != 2 {
 		t.Fatalf("manifest files %+v", m.Files)
 	}
 	read := func(name string) string {
@@ -77,7 +85,8 @@ func TestSchedulesAndHooksAreInExports(t *testing.T) {
 		return string(raw)
 	}
 	s := read("schedules.jsonl")
-	for _, want := range []string{`"change":"added"`, `"actor":"U00000A1"`, `"change":"removed"`, `"actor":"U00000B2"`, `"spec":"@every 1h"`} {
+	for _, want := range []string{`"change":"added"`, `"actor":"U00000A1"`, `"change":"removed"`, `"actor":"U00000B2"`, `"spec":"@every 1h"`,
+		`"actor":"system"`, `"reason":"U00000C3 left LOGBOOK_ADMINS"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("schedules.jsonl lacks %s:\n%s", want, s)
 		}
@@ -89,7 +98,8 @@ func TestSchedulesAndHooksAreInExports(t *testing.T) {
 		}
 	}
 	s = read("hook_deliveries.jsonl")
-	for _, want := range []string{`"outcome":"accepted"`, `"delivery_id":"d-1"`, `"ts":"1700000000.000200"`, `"outcome":"bad_signature"`, `"remote_addr":"10.0.0.9"`} {
+	for _, want := range []string{`"outcome":"accepted"`, `"delivery_id":"d-1"`, `"ts":"1700000000.000200"`, `"outcome":"failed"`, `"remote_addr":"10.0.0.9"`,
+		`"signed_at":"2023-11-14T22:13:20.000000Z"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("hook_deliveries.jsonl lacks %s:\n%s", want, s)
 		}

@@ -38,7 +38,7 @@ func (t *turn) abandon(ctx context.Context, cells int) error {
 	stored, err := t.flog.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage,
 		Actor:          session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.cfg.Where.BotUserID, "logbook")},
 		IdempotencyKey: "abandoned/" + strconv.FormatInt(st.turnSeq, 10),
-		Payload:        session.AssistantMessage{Text: AbandonedText}})
+		Payload:        session.AssistantMessage{Text: AbandonedText, Own: true}})
 	if err != nil {
 		return err
 	}

@@ -93,7 +93,7 @@ func (d *Deliverer) Deliver(ctx context.Context, sess session.Session, reply ses
 	if text == "" {
 		text = "(empty reply)"
 	}
-	parts := mrkdwn.Split(mrkdwn.FromMarkdown(text), d.cfg.PartLimit)
+	parts := mrkdwn.Split(replyText(msg, text), d.cfg.PartLimit)
 	channel, thread := sess.Key.Channel, sess.Key.ThreadTS
 	posted := make([]string, len(parts))
 	if search {
@@ -135,6 +135,16 @@ func (d *Deliverer) Deliver(ctx context.Context, sess session.Session, reply ses
 		posted[i] = ts
 	}
 	return posted, nil
+}
+
+// replyText is reply text as Slack mrkdwn: the model's can mention nobody; one logbook wrote
+// itself (Own: a canned reply, a turn ended early — mute, the attempts used up, a budget)
+// keeps the mentions of the people it names.
+func replyText(msg session.AssistantMessage, text string) string {
+	if msg.Own {
+		return mrkdwn.FromMarkdownMentioning(text)
+	}
+	return mrkdwn.FromMarkdown(text)
 }
 
 // SetTitle shows the session's title in Slack, where the workspace allows it: on the thread's
@@ -451,7 +461,7 @@ func (d *Deliverer) replace(ctx context.Context, sess session.Session, reply ses
 	if strings.TrimSpace(text) == "" {
 		text = "(empty reply)"
 	}
-	parts := mrkdwn.Split(mrkdwn.FromMarkdown(text), d.cfg.PartLimit)
+	parts := mrkdwn.Split(replyText(msg, text), d.cfg.PartLimit)
 	channel, thread := sess.Key.Channel, sess.Key.ThreadTS
 	opts := []slack.MsgOption{slack.MsgOptionText(parts[0], false),
 		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: MetadataEventType,

@@ -66,7 +66,8 @@ func TestFollowedPullRequestWakesTheSession(t *testing.T) {
 	gh.AddCheckRun(gh.Head(branch), forgetest.Check{Name: "test", Conclusion: "failure", Text: "--- FAIL: TestParse\n    parse_test.go:12: got 1, want 2\n",
 		Annotations: []forgetest.Annotation{{Path: "parse.go", Line: 12, Message: "got 1, want 2"}}})
 	calls := len(model.Calls())
-	model.Push(fakeprovider.Reply{Text: "The parser dropped the last field; fixed it and pushed to " + branch + "."})
+	// The model echoes a mention it read in the review or the log: it reaches the thread inert.
+	model.Push(fakeprovider.Reply{Text: "The parser dropped the last field; fixed it and pushed to " + branch + ". <@U0EVIL001> asked."})
 	src := followup.Source{Kind: "webhook", Delivery: "72d3162e-cc78-11e3-81ab-4c9367dc0958", Event: "check_run", Sender: "github-actions[bot]"}
 	for range 2 { // a redelivery stores nothing
 		if _, err := looker.Look(context.Background(), followed[0], src); err != nil {
@@ -78,6 +79,9 @@ func TestFollowedPullRequestWakesTheSession(t *testing.T) {
 		r := h.emu.BotReplies(general, top.TS)
 		return len(r) == 3 && strings.Contains(r[2].Text, "fixed it and pushed")
 	})
+	if r := h.emu.BotReplies(general, top.TS)[2]; strings.Contains(r.Text, "<@U0EVIL001") || !strings.Contains(r.Text, "U0EVIL001") {
+		t.Fatalf("the model's reply pings (or lost) the user it named: %q", r.Text)
+	}
 	all := model.Calls()
 	if len(all) != calls+1 {
 		t.Fatalf("%d model calls for one signal, want 1", len(all)-calls)

@@ -534,7 +534,9 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 	whole := strings.TrimLeft(msg.Text, " \n\t")
 	sent := strings.TrimLeft(sentOfRound, " \n\t")
 	rest, continues := strings.CutPrefix(whole, sent)
-	continues = continues && !voidedRound && !v.off && cur != nil && v.mode == "stream" && whole != "" &&
+	// logbook's own text (Own) is never streamed as the model's: it replaces the stream, its
+	// mentions kept (replyText).
+	continues = continues && !msg.Own && !voidedRound && !v.off && cur != nil && v.mode == "stream" && whole != "" &&
 		utf8.RuneCountInString(rest)+cur.chars <= v.cfg.MaxChars+2000 // a rest too long for one message is replaced instead
 	var stopped []session.NewEvent
 	stop := func(m *liveMsg, reason string) { stopped = append(stopped, streamStopped(m.ts, reason, m.chars)) }

@@ -54,10 +54,13 @@ type Opening struct {
 	Text string
 	// Input is the session's first user message, readable text (what the model reads).
 	Input string
-	// Actor is who the first message is from: a person (a schedule's author) or the system
-	// (a hook).
+	// Actor is who the first message is from: the system (schedule/<id>, hook/<name>) or a
+	// person.
 	Actor    session.Actor
 	UserName string
+	// SetBy is, when Actor is the system, the person whose setting the opening runs (a
+	// schedule's admin): recorded in the first message's payload.
+	SetBy string
 	// Kind is the post's metadata event_type (e.g. logbook_schedule_tick); Key names this
 	// opening among Kind's (a tick, a delivery).
 	Kind, Key string
@@ -71,6 +74,21 @@ type Started struct {
 	Session session.Session
 	TS      string // the top-level message
 	Found   bool   // the message was an earlier attempt's, found in the channel's history
+}
+
+// Permanent reports whether err is Slack refusing a post for a reason no retry mends: the
+// bot is not in the channel, the channel is archived or gone, or posting there is restricted.
+func Permanent(err error) bool {
+	var se slack.SlackErrorResponse
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Err {
+	case "not_in_channel", "is_archived", "channel_not_found", "restricted_action", "restricted_action_read_only_channel",
+		"restricted_action_non_threadable_channel", "restricted_action_thread_only_channel", "team_access_not_granted":
+		return true
+	}
+	return false
 }
 
 // Start posts o's message (or finds an earlier attempt's), opens the session of its thread,
@@ -108,7 +126,7 @@ func (s *Starter) Start(ctx context.Context, o Opening) (Started, error) {
 	_, err = s.store.Append(ctx, sess.ID, session.NewEvent{
 		Type: session.TypeUserMessage, Actor: o.Actor, IdempotencyKey: sess.Key.Team + "/" + o.Channel + "/" + st.TS,
 		Payload: session.UserMessage{Team: team, Channel: o.Channel, ThreadTS: st.TS, TS: st.TS, User: user,
-			UserName: o.UserName, Text: o.Input, Mentioned: true},
+			UserName: o.UserName, Text: o.Input, Mentioned: true, SetBy: o.SetBy},
 	})
 	if err != nil {
 		return st, err

@@ -187,7 +187,7 @@ func (t *turn) start(ctx context.Context) (answer bool, err error) {
 		// with the turn, so a resumed turn finds it and delivers it.
 		evs = append(evs, session.NewEvent{Type: session.TypeAssistantMessage,
 			Actor:   session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.cfg.Where.BotUserID, "logbook")},
-			Payload: session.AssistantMessage{Text: h.canned}})
+			Payload: session.AssistantMessage{Text: h.canned, Own: true}})
 	}
 	if !h.answer {
 		evs = append(evs, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,

@@ -3,7 +3,9 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -34,22 +36,25 @@ const (
 // once under a stable key (the check run and its conclusion, the status's context and state on
 // its commit, the review's id, the head's success), whichever replica, delivery or poll saw it
 // first. It is work for the session, as a user_message is (migration 00090). Attempt is the
-// attempt it begins (check_failed, review: 1..Max; 0 otherwise), counted by head commit: the
-// failures of one head are one attempt. Source is "webhook" (Delivery: X-GitHub-Delivery, Event:
+// attempt it is part of (check_failed, review: 1..Max; 0 otherwise): each wake is one, the
+// failures one look stored together. Its actor is system:followup. Source is "webhook" (Delivery: X-GitHub-Delivery, Event:
 // X-GitHub-Event) or "poll". Every text here came from GitHub: untrusted.
 type FollowupSignal struct {
-	Repo     string          `json:"repo"`
-	Number   int             `json:"number"`
-	Branch   string          `json:"branch"`
-	Kind     string          `json:"kind"`
-	HeadSHA  string          `json:"head_sha"`
-	Attempt  int             `json:"attempt,omitempty"`
-	Max      int             `json:"max,omitempty"`
-	Source   string          `json:"source"`
-	Delivery string          `json:"delivery,omitempty"`
-	Event    string          `json:"event,omitempty"`
-	Checks   []FollowupCheck `json:"checks,omitempty"`
-	Review   *FollowupReview `json:"review,omitempty"`
+	Repo     string `json:"repo"`
+	Number   int    `json:"number"`
+	Branch   string `json:"branch"`
+	Kind     string `json:"kind"`
+	HeadSHA  string `json:"head_sha"`
+	Attempt  int    `json:"attempt,omitempty"`
+	Max      int    `json:"max,omitempty"`
+	Source   string `json:"source"`
+	Delivery string `json:"delivery,omitempty"`
+	Event    string `json:"event,omitempty"`
+	// Sender is the webhook delivery's sender login: who prompted the look, not who said
+	// what was found (the event's actor is system:followup; a review's author is the review's).
+	Sender string          `json:"sender,omitempty"`
+	Checks []FollowupCheck `json:"checks,omitempty"`
+	Review *FollowupReview `json:"review,omitempty"`
 	// Look names who should look once the attempts are used up (exhausted): Slack user ids.
 	Look []string `json:"look,omitempty"`
 }
@@ -101,6 +106,7 @@ type FollowupEnded struct {
 	Repo   string `json:"repo"`
 	Number int    `json:"number"`
 	Reason string `json:"reason"`
+	Sender string `json:"sender,omitempty"` // the webhook delivery's sender, if one prompted the look
 }
 
 // Followed is a pull request a session follows: the session and its subscription.
@@ -161,4 +167,60 @@ func (s *Store) followed(ctx context.Context, what, sql string, args ...any) ([]
 		}
 	}
 	return kept, nil
+}
+
+const sqlPruneDeliveries = `DELETE FROM github_deliveries WHERE expires_at < clock_timestamp()`
+
+const sqlClaimDelivery = `
+INSERT INTO github_deliveries (delivery_id, body_sha256, expires_at)
+VALUES ($1, $2, clock_timestamp() + make_interval(secs => $3))
+ON CONFLICT DO NOTHING`
+
+// ClaimDelivery claims GitHub webhook delivery id, whose body has SHA-256 bodyHash, for ttl
+// (migration 00095): true the first time; false when the id or the body was claimed already
+// and has not expired — a redelivery, or a captured delivery sent again under a new id.
+// Expired claims are deleted first.
+func (s *Store) ClaimDelivery(ctx context.Context, id string, bodyHash []byte, ttl time.Duration) (bool, error) {
+	if _, err := s.pool.Exec(ctx, sqlPruneDeliveries); err != nil {
+		return false, fmt.Errorf("prune the webhook deliveries: %w", err)
+	}
+	tag, err := s.pool.Exec(ctx, sqlClaimDelivery, id, bodyHash, ttl.Seconds())
+	if err != nil {
+		return false, fmt.Errorf("claim webhook delivery %q: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+const sqlReleaseDelivery = `DELETE FROM github_deliveries WHERE delivery_id = $1`
+
+// ReleaseDelivery gives up the claim on delivery id (its look failed): GitHub's redelivery is
+// taken again.
+func (s *Store) ReleaseDelivery(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, sqlReleaseDelivery, id); err != nil {
+		return fmt.Errorf("release webhook delivery %q: %w", id, err)
+	}
+	return nil
+}
+
+const sqlClaimLook = `
+INSERT INTO followup_looks AS l (repo, number, look_at) VALUES ($1, $2, clock_timestamp())
+ON CONFLICT (repo, number) DO UPDATE
+    SET look_at = greatest(clock_timestamp(), l.look_at + make_interval(secs => $3))
+    WHERE l.look_at < clock_timestamp()
+RETURNING greatest(extract(epoch FROM l.look_at - clock_timestamp()), 0)::float8`
+
+// ClaimLook claims a look at pull request number of repo (owner/name), at most one per gap
+// across replicas, by the database's clock (migration 00095): due false when a look not yet
+// started is already due — it will read what this caller would have, so none is needed —;
+// otherwise the look is the caller's, to start after wait (0, or what is left of the gap
+// since the last look started).
+func (s *Store) ClaimLook(ctx context.Context, repo string, number int, gap time.Duration) (wait time.Duration, due bool, err error) {
+	var secs float64
+	switch err := s.pool.QueryRow(ctx, sqlClaimLook, repo, number, gap.Seconds()).Scan(&secs); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("claim a look at %s#%d: %w", repo, number, err)
+	}
+	return time.Duration(secs * float64(time.Second)), true, nil
 }

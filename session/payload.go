@@ -32,6 +32,9 @@ type UserMessage struct {
 	// when tracing is on; the turn that answers it links to that span.
 	TraceID string `json:"trace_id,omitempty"`
 	SpanID  string `json:"span_id,omitempty"`
+	// SetBy is, for a message logbook wrote itself (a schedule's tick, actor system
+	// schedule/<id>), the person whose setting it runs (the admin who added the schedule).
+	SetBy string `json:"set_by,omitempty"`
 }
 
 // UserMessageEdited is a later edit of a stored user message (type user_message_edited).
@@ -73,6 +76,9 @@ type AssistantMessage struct {
 	Usage       *Usage   `json:"usage,omitempty"`
 	// Turn is the seq of the turn_started marker of the turn that produced it.
 	Turn int64 `json:"turn,omitempty"`
+	// Own says logbook wrote the text itself, not the model (a canned reply, a turn that ended
+	// early): its user mentions are logbook's and stay live. The model's never ping anyone.
+	Own bool `json:"own,omitempty"`
 }
 
 // Reply reports whether the message is a reply to deliver to the thread.

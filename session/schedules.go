@@ -21,6 +21,9 @@ type Schedule struct {
 	Removed       bool
 	RemovedBy     string
 	RemovedAt     time.Time
+	// RemovedWhy is why logbook stopped it itself (RemovedBy "system"); "" when an admin
+	// removed it.
+	RemovedWhy string
 	// LastTick is the newest tick claimed (zero: none yet).
 	LastTick time.Time
 }
@@ -39,6 +42,17 @@ type Tick struct {
 
 // ID is the tick's name, the same on every replica: "<schedule id>/<unix seconds>".
 func (t Tick) ID() string { return fmt.Sprintf("%d/%d", t.Schedule.ID, t.At.Unix()) }
+
+// Now is the database's clock (clock_timestamp()): the one clock every replica reads, so a
+// replica whose own clock is off neither runs ticks early nor takes over attempts still
+// running.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		return now, fmt.Errorf("read the database's clock: %w", err)
+	}
+	return now, nil
+}
 
 const sqlAddSchedule = `INSERT INTO schedules (team, channel, spec, prompt, added_by) VALUES ($1, $2, $3, $4, $5)
 RETURNING id, added_at`
@@ -73,8 +87,26 @@ func (s *Store) RemoveSchedule(ctx context.Context, team string, id int64, who s
 	return at, nil
 }
 
+const sqlStopSchedule = `INSERT INTO schedule_removals (schedule_id, removed_by, reason)
+SELECT id, 'system', $3 FROM schedules WHERE id = $1 AND team = $2
+ON CONFLICT (schedule_id) DO NOTHING RETURNING removed_at`
+
+// StopSchedule records that logbook stopped schedule id of team itself (removed_by system),
+// and why. Errors: ErrNotFound when team has no such schedule or it was removed already.
+func (s *Store) StopSchedule(ctx context.Context, team string, id int64, reason string) error {
+	var at time.Time
+	err := s.pool.QueryRow(ctx, sqlStopSchedule, id, team, clipReason(reason)).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("stop schedule %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("stop schedule %d: %w", id, err)
+	}
+	return nil
+}
+
 const sqlSchedules = `SELECT s.id, s.team, s.channel, s.spec, s.prompt, s.added_by, s.added_at,
-       r.removed_by, r.removed_at,
+       r.removed_by, r.removed_at, r.reason,
        (SELECT max(t.tick) FROM schedule_ticks t WHERE t.schedule_id = s.id)
 FROM schedules s LEFT JOIN schedule_removals r ON r.schedule_id = s.id
 WHERE ($1 = '' OR s.team = $1) AND ($2 = '' OR s.channel = $2) AND ($3 OR r.schedule_id IS NULL)
@@ -89,11 +121,11 @@ func (s *Store) Schedules(ctx context.Context, team, channel string, withRemoved
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Schedule, error) {
 		var sc Schedule
-		var by *string
+		var by, reason *string
 		var at, last *time.Time
-		err := row.Scan(&sc.ID, &sc.Team, &sc.Channel, &sc.Spec, &sc.Prompt, &sc.AddedBy, &sc.AddedAt, &by, &at, &last)
+		err := row.Scan(&sc.ID, &sc.Team, &sc.Channel, &sc.Spec, &sc.Prompt, &sc.AddedBy, &sc.AddedAt, &by, &at, &reason, &last)
 		if by != nil {
-			sc.Removed, sc.RemovedBy, sc.RemovedAt = true, *by, *at
+			sc.Removed, sc.RemovedBy, sc.RemovedAt, sc.RemovedWhy = true, *by, *at, *reason
 		}
 		if last != nil {
 			sc.LastTick = *last
@@ -173,6 +205,7 @@ JOIN LATERAL (SELECT attempt, expires_at FROM schedule_tick_attempts a
               WHERE a.schedule_id = t.schedule_id AND a.tick = t.tick ORDER BY attempt DESC LIMIT 1) a ON true
 WHERE a.expires_at < $1 AND a.attempt < $3
   AND NOT EXISTS (SELECT 1 FROM schedule_tick_runs r WHERE r.schedule_id = t.schedule_id AND r.tick = t.tick)
+  AND NOT EXISTS (SELECT 1 FROM schedule_tick_failures f WHERE f.schedule_id = t.schedule_id AND f.tick = t.tick)
   AND NOT EXISTS (SELECT 1 FROM schedule_removals r WHERE r.schedule_id = t.schedule_id)
 ORDER BY t.claimed_at LIMIT 50`
 
@@ -225,6 +258,21 @@ func (s *Store) TickRan(ctx context.Context, t Tick, ts string, id ID, found boo
 	return nil
 }
 
+const sqlTickFailed = `INSERT INTO schedule_tick_failures (schedule_id, tick, attempt, error) VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING`
+
+// TickFailed records that tick t can never be posted (Slack refused it for good: the bot is
+// not in the channel, the channel is archived or gone): no attempt follows.
+func (s *Store) TickFailed(ctx context.Context, t Tick, why string) error {
+	if why == "" {
+		why = "refused"
+	}
+	if _, err := s.pool.Exec(ctx, sqlTickFailed, t.Schedule.ID, t.At.UTC(), max(t.Attempt, 1), clipReason(why)); err != nil {
+		return fmt.Errorf("record the failure of tick %s: %w", t.ID(), err)
+	}
+	return nil
+}
+
 // TickRun is a tick with what came of it, as TickRuns lists them.
 type TickRun struct {
 	Tick
@@ -232,12 +280,14 @@ type TickRun struct {
 	Session ID
 	Found   bool
 	RanAt   time.Time
+	Failed  string // why it can never be posted (TickFailed); "" otherwise
 }
 
 const sqlTickRuns = `SELECT t.schedule_id, t.tick, t.late, t.missed, t.claimed_at,
        (SELECT max(attempt) FROM schedule_tick_attempts a WHERE a.schedule_id = t.schedule_id AND a.tick = t.tick),
-       r.ts, r.session_id, r.found, r.at
+       r.ts, r.session_id, r.found, r.at, coalesce(f.error, '')
 FROM schedule_ticks t LEFT JOIN schedule_tick_runs r ON r.schedule_id = t.schedule_id AND r.tick = t.tick
+LEFT JOIN schedule_tick_failures f ON f.schedule_id = t.schedule_id AND f.tick = t.tick
 WHERE t.schedule_id = $1 ORDER BY t.tick`
 
 // TickRuns returns every claimed tick of schedule id, oldest first.
@@ -253,7 +303,7 @@ func (s *Store) TickRuns(ctx context.Context, id int64) ([]TickRun, error) {
 		var found *bool
 		var at *time.Time
 		r.Schedule.ID = id
-		err := row.Scan(&r.Schedule.ID, &r.At, &r.Late, &r.Missed, &r.ClaimedAt, &r.Attempt, &ts, &sid, &found, &at)
+		err := row.Scan(&r.Schedule.ID, &r.At, &r.Late, &r.Missed, &r.ClaimedAt, &r.Attempt, &ts, &sid, &found, &at, &r.Failed)
 		if ts != nil {
 			r.TS, r.Session, r.Found, r.RanAt = *ts, *sid, *found, *at
 		}
@@ -282,6 +332,7 @@ type HookDelivery struct {
 	DeliveryID string // X-Logbook-Delivery ("" when absent)
 	BodySHA256 string // hex
 	BodyBytes  int64
+	SignedAt   time.Time // X-Logbook-Timestamp (zero: none)
 	Outcome    string
 	Channel    string
 	RemoteAddr string
@@ -301,26 +352,47 @@ type HookDelivery struct {
 // replicas given the same delivery at once accept it once.
 const sqlLockHook = `SELECT pg_advisory_xact_lock(hashtextextended($1, $2))`
 
-// sqlHookSeen finds the accepted deliveries of the hook within the window with the same
-// delivery id or body that did not fail, newest first, and whether each started its session.
-const sqlHookSeen = `SELECT d.id, d.at, EXISTS (SELECT 1 FROM hook_delivery_runs r WHERE r.delivery = d.id) FROM hook_deliveries d
-WHERE d.hook = $1 AND d.outcome = 'accepted' AND d.at >= $2
-  AND (($3 <> '' AND d.delivery_id = $3) OR d.body_sha256 = $4)
+// sqlMatchHook is a hook_deliveries row d of hook $1 with the same delivery id ($3) or the
+// same body signed at the same time ($4, $5), accepted within the window ($2 microseconds
+// back from the database's clock).
+const sqlMatchHook = `d.hook = $1 AND d.outcome = 'accepted' AND d.at >= clock_timestamp() - $2::bigint * interval '1 microsecond'
+  AND (($3 <> '' AND d.delivery_id = $3) OR (d.body_sha256 = $4 AND d.signed_at IS NOT DISTINCT FROM $5))`
+
+// sqlHookSeen finds the newest matching acceptance that did not fail, whether it started its
+// session, and whether it is older than the in-flight time ($6 microseconds, by the
+// database's clock).
+const sqlHookSeen = `SELECT d.id, EXISTS (SELECT 1 FROM hook_delivery_runs r WHERE r.delivery = d.id),
+       d.at < clock_timestamp() - $6::bigint * interval '1 microsecond'
+FROM hook_deliveries d
+WHERE ` + sqlMatchHook + `
   AND NOT EXISTS (SELECT 1 FROM hook_deliveries f WHERE f.of = d.id)
 ORDER BY d.id DESC LIMIT 1`
 
-const sqlRecordHook = `INSERT INTO hook_deliveries (hook, delivery_id, body_sha256, body_bytes, outcome, channel, remote_addr, reason, of)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, at`
+// sqlHookEarliest is when the oldest matching acceptance that never started its session was
+// made (failed or not): its post may be in the channel.
+const sqlHookEarliest = `SELECT min(d.at) FROM hook_deliveries d
+WHERE ` + sqlMatchHook + `
+  AND NOT EXISTS (SELECT 1 FROM hook_delivery_runs r WHERE r.delivery = d.id)`
 
-// AcceptHook records delivery d as accepted unless the hook accepted the same delivery id or
-// the same body since since (a replay: recorded as such, accepted false). An accepted one that
-// neither started its session nor failed counts only when newer than inFlight (its replica
-// may still be starting it); an older one (its replica died) lets d in, and Earlier says when
-// it was accepted, so the caller looks for its post first. Errors: ErrInvalidEvent when the
-// hook is unnamed.
-func (s *Store) AcceptHook(ctx context.Context, d HookDelivery, since, inFlight time.Time) (HookDelivery, bool, error) {
+const sqlRecordHook = `INSERT INTO hook_deliveries (hook, delivery_id, body_sha256, body_bytes, outcome, channel, remote_addr, reason, of, signed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id, at`
+
+// AcceptHook records delivery d as accepted unless the hook accepted the same delivery id, or
+// the same body signed at the same time (d.SignedAt), within window (a replay: recorded as
+// such, accepted false). An accepted one that neither started its session nor failed counts
+// only while younger than inFlight (its replica may still be starting it); an older one (its
+// replica died) lets d in. When d is accepted, Earlier is when the oldest matching acceptance
+// that never started its session was made — one that failed after Slack posted it, or whose
+// replica died — so the caller looks for its post first. Ages are measured by the database's
+// clock. Errors: ErrInvalidEvent when the hook is unnamed.
+func (s *Store) AcceptHook(ctx context.Context, d HookDelivery, window, inFlight time.Duration) (HookDelivery, bool, error) {
 	if d.Hook == "" {
 		return d, false, fmt.Errorf("accept hook delivery: %w: no hook name", ErrInvalidEvent)
+	}
+	var signed *time.Time
+	if !d.SignedAt.IsZero() {
+		u := d.SignedAt.UTC()
+		signed = &u
 	}
 	accepted := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -328,23 +400,31 @@ func (s *Store) AcceptHook(ctx context.Context, d HookDelivery, since, inFlight 
 			return err
 		}
 		var seen int64
-		var at time.Time
-		var ran bool
-		err := tx.QueryRow(ctx, sqlHookSeen, d.Hook, since.UTC(), d.DeliveryID, d.BodySHA256).Scan(&seen, &at, &ran)
+		var ran, stale bool
+		err := tx.QueryRow(ctx, sqlHookSeen, d.Hook, window.Microseconds(), d.DeliveryID, d.BodySHA256, signed, inFlight.Microseconds()).Scan(&seen, &ran, &stale)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			d.Outcome, accepted = HookAccepted, true
 		case err != nil:
 			return err
-		case !ran && at.Before(inFlight):
-			d.Outcome, accepted, d.Earlier = HookAccepted, true, at
+		case !ran && stale:
+			d.Outcome, accepted = HookAccepted, true
 			d.Reason = fmt.Sprintf("delivery %d with the same delivery id or body never finished", seen)
 		default:
 			d.Outcome = HookReplay
 			d.Reason = fmt.Sprintf("delivery %d had the same delivery id or body", seen)
 		}
+		if accepted {
+			var earliest *time.Time
+			if err := tx.QueryRow(ctx, sqlHookEarliest, d.Hook, window.Microseconds(), d.DeliveryID, d.BodySHA256, signed).Scan(&earliest); err != nil {
+				return err
+			}
+			if earliest != nil {
+				d.Earlier = *earliest
+			}
+		}
 		return tx.QueryRow(ctx, sqlRecordHook, d.Hook, d.DeliveryID, d.BodySHA256, d.BodyBytes, d.Outcome, d.Channel,
-			d.RemoteAddr, clipReason(d.Reason), nil).Scan(&d.ID, &d.At)
+			d.RemoteAddr, clipReason(d.Reason), nil, signed).Scan(&d.ID, &d.At)
 	})
 	if err != nil {
 		return d, false, fmt.Errorf("accept a delivery of hook %s: %w", d.Hook, err)
@@ -352,16 +432,21 @@ func (s *Store) AcceptHook(ctx context.Context, d HookDelivery, since, inFlight 
 	return d, accepted, nil
 }
 
-// RecordHook records a delivery that was refused (bad_signature, unknown_hook, too_large) or
-// that failed after its acceptance (outcome failed, Of the accepted one: the sender's retry is
-// then no replay).
+// RecordHook records an accepted delivery that failed (outcome failed, Of the accepted one: the
+// sender's retry is then no replay). Refused requests are not recorded here (bot/hooks counts
+// them): an unauthenticated request adds no row to an append-only table.
 func (s *Store) RecordHook(ctx context.Context, d HookDelivery) (HookDelivery, error) {
 	var of *int64
 	if d.Of != 0 {
 		of = &d.Of
 	}
+	var signed *time.Time
+	if !d.SignedAt.IsZero() {
+		u := d.SignedAt.UTC()
+		signed = &u
+	}
 	err := s.pool.QueryRow(ctx, sqlRecordHook, clip(d.Hook, 100), clip(d.DeliveryID, 200), d.BodySHA256, d.BodyBytes, d.Outcome, d.Channel,
-		clip(d.RemoteAddr, 200), clipReason(d.Reason), of).Scan(&d.ID, &d.At)
+		clip(d.RemoteAddr, 200), clipReason(d.Reason), of, signed).Scan(&d.ID, &d.At)
 	if err != nil {
 		return d, fmt.Errorf("record a delivery of hook %q: %w", clip(d.Hook, 100), err)
 	}

@@ -118,49 +118,99 @@ func TestScheduleTicksAreClaimedOnce(t *testing.T) {
 	}
 }
 
-// A hook's delivery is accepted once: the same delivery id or body again within the window is
-// a replay, outside it or after a recorded failure it is accepted again.
+// A hook's delivery is accepted once: the same delivery id, or the same body signed at the
+// same time, again within the window is a replay; the same body signed at another time (a
+// real alert that repeats), one outside the window, or one after a recorded failure is
+// accepted again — and the retry of a failed one says when the failed one was accepted, so
+// its post is looked for first.
 func TestHookDeliveriesReplays(t *testing.T) {
 	t.Parallel()
 	st, _ := newStore(t)
 	ctx := context.Background()
-	now := time.Now()
-	accept := func(id, body string, since time.Time) (session.HookDelivery, bool) {
+	signed := time.Now().Truncate(time.Second)
+	accept := func(id, body string, at time.Time, window time.Duration) (session.HookDelivery, bool) {
 		t.Helper()
-		d, ok, err := st.AcceptHook(ctx, session.HookDelivery{Hook: "alerts", DeliveryID: id, BodySHA256: body, Channel: "C0001"}, since, now.Add(-time.Minute))
+		d, ok, err := st.AcceptHook(ctx, session.HookDelivery{Hook: "alerts", DeliveryID: id, BodySHA256: body, SignedAt: at, Channel: "C0001"}, window, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d, ok
 	}
-	first, ok := accept("d1", "h1", now.Add(-time.Hour))
-	if !ok || first.Outcome != session.HookAccepted {
+	first, ok := accept("d1", "h1", signed, time.Hour)
+	if !ok || first.Outcome != session.HookAccepted || !first.Earlier.IsZero() {
 		t.Fatalf("first: %+v", first)
 	}
-	if d, ok := accept("d1", "h2", now.Add(-time.Hour)); ok || d.Outcome != session.HookReplay {
+	if d, ok := accept("d1", "h2", signed, time.Hour); ok || d.Outcome != session.HookReplay {
 		t.Fatalf("same id: %+v", d)
 	}
-	if d, ok := accept("d2", "h1", now.Add(-time.Hour)); ok || d.Outcome != session.HookReplay {
-		t.Fatalf("same body: %+v", d)
+	if d, ok := accept("", "h1", signed, time.Hour); ok || d.Outcome != session.HookReplay {
+		t.Fatalf("same body, same timestamp: %+v", d)
 	}
-	if _, ok := accept("d1", "h1", now.Add(time.Hour)); !ok {
+	if d, ok := accept("", "h1", signed.Add(time.Minute), time.Hour); !ok || d.Outcome != session.HookAccepted {
+		t.Fatalf("same body signed later (a real repeat): %+v", d)
+	}
+	if _, ok := accept("d1", "h1", signed, -time.Hour); !ok {
 		t.Fatal("outside the window: a replay")
 	}
-	second, ok := accept("d3", "h3", now.Add(-time.Hour))
+	second, ok := accept("d3", "h3", signed, time.Hour)
 	if !ok {
 		t.Fatal("d3")
 	}
 	if _, err := st.RecordHook(ctx, session.HookDelivery{Hook: "alerts", DeliveryID: "d3", Outcome: session.HookFailed, Of: second.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := accept("d3", "h3", now.Add(-time.Hour)); !ok {
+	retry, ok := accept("d3", "h3", signed, time.Hour)
+	if !ok {
 		t.Fatal("the retry of a failed delivery was a replay")
+	}
+	if !retry.Earlier.Equal(second.At) {
+		t.Fatalf("the retry of a failed delivery: Earlier %v, want the failed one's acceptance %v", retry.Earlier, second.At)
 	}
 	if err := st.HookRan(ctx, first.ID, "1.2", session.ID{2}); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := st.HookDeliveries(ctx, "alerts")
-	if err != nil || len(ds) != 7 || ds[0].TS != "1.2" {
-		t.Fatalf("deliveries %+v %v", ds, err)
+	if err != nil || len(ds) != 8 || ds[0].TS != "1.2" {
+		t.Fatalf("deliveries %d %+v %v", len(ds), ds, err)
+	}
+}
+
+// Now is the database's clock; StopSchedule records a stop by the system with its reason; a
+// tick recorded failed is never retried.
+func TestScheduleStopAndFailedTick(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	ctx := context.Background()
+	now, err := st.Now(ctx)
+	if err != nil || now.Sub(time.Now()).Abs() > time.Minute {
+		t.Fatalf("now %v %v", now, err)
+	}
+	sc, err := st.AddSchedule(ctx, session.Schedule{Team: "T1", Channel: "C0001", Spec: "@every 2s", Prompt: "p", AddedBy: "U1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := session.Tick{Schedule: sc, At: now.Truncate(time.Second)}
+	claimed, ok, err := st.ClaimTick(ctx, tick, "a", now.Add(time.Second))
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := st.TickFailed(ctx, claimed, "post: not_in_channel"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.RetryTicks(ctx, "b", now.Add(time.Hour), now.Add(-time.Hour), now.Add(2*time.Hour)); err != nil || len(got) != 0 {
+		t.Fatalf("a failed tick was retried: %+v %v", got, err)
+	}
+	if runs, err := st.TickRuns(ctx, sc.ID); err != nil || len(runs) != 1 || runs[0].Failed != "post: not_in_channel" {
+		t.Fatalf("runs %+v %v", runs, err)
+	}
+	if err := st.StopSchedule(ctx, "T1", sc.ID, "U1 left"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.StopSchedule(ctx, "T1", sc.ID, "again"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("stop twice: %v", err)
+	}
+	all, err := st.Schedules(ctx, "T1", "", true)
+	if err != nil || len(all) != 1 || all[0].RemovedBy != "system" || all[0].RemovedWhy != "U1 left" {
+		t.Fatalf("schedules %+v %v", all, err)
 	}
 }

@@ -430,7 +430,7 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 			"I could not read this thread's history, so I stopped. An operator can find the details in the log.", err))
 	}
 	if !h.Content {
-		return ended(b.reply(ctx, st, EmptyMentionReply, nil, session.StatusOK, ""))
+		return ended(b.reply(ctx, st, EmptyMentionReply, nil, session.StatusOK, "", true))
 	}
 	if r, ok := answered(evs, h, st.through, t.TurnSeq); ok {
 		// The process died after appending this turn's reply: deliver that one.
@@ -544,7 +544,7 @@ func (b *Brain) answer(ctx, turnCtx context.Context, st *turn, req Request, resp
 	} else if cutOff {
 		text += b.cutNote()
 	}
-	r, err := b.reply(ctx, st, text, usage, session.StatusOK, "")
+	r, err := b.reply(ctx, st, text, usage, session.StatusOK, "", false)
 	if err != nil {
 		return r, err
 	}
@@ -1005,8 +1005,9 @@ func (b *Brain) appendResult(ctx context.Context, st *turn, use ToolUse, out too
 }
 
 // reply appends the turn's reply.
-func (b *Brain) reply(ctx context.Context, st *turn, text string, usage *session.Usage, status, reason string) (Reply, error) {
-	m := session.AssistantMessage{Text: text, Usage: usage, Turn: st.TurnSeq}
+// own says logbook wrote text, not the model (session.AssistantMessage.Own).
+func (b *Brain) reply(ctx context.Context, st *turn, text string, usage *session.Usage, status, reason string, own bool) (Reply, error) {
+	m := session.AssistantMessage{Text: text, Usage: usage, Turn: st.TurnSeq, Own: own}
 	evs, err := st.Log.Append(ctx, session.NewEvent{Type: session.TypeAssistantMessage, Actor: st.bot, Payload: m})
 	if err != nil {
 		return Reply{}, fmt.Errorf("run turn %d: append reply: %w", st.TurnSeq, err)
@@ -1041,7 +1042,7 @@ func (b *Brain) failUsage(ctx context.Context, st *turn, stage, code, replyText 
 	if _, err := st.Log.Append(ctx, ev); err != nil {
 		return Reply{}, fmt.Errorf("run turn %d: append error: %w", st.TurnSeq, err)
 	}
-	return b.reply(ctx, st, replyText, usage, session.StatusError, code)
+	return b.reply(ctx, st, replyText, usage, session.StatusError, code, true)
 }
 
 // modelFailure ends the turn after a model call failed for good.

@@ -147,7 +147,14 @@ func sanitize(s string) string {
 		return s
 	}
 	head, body, foot := s[:first+len(openMark)], s[first+len(openMark):last], s[last:]
-	body = strings.ReplaceAll(body, openMark, "<<< github")
-	body = strings.ReplaceAll(body, closeMark, "github >>>")
+	body = markLike.ReplaceAllStringFunc(body, func(m string) string {
+		if m[0] == '<' {
+			return "<<< " + m[3:]
+		}
+		return m[:len(m)-3] + " >>>"
+	})
 	return head + body + foot
 }
+
+// markLike is a marker in any case (GITHUB>>>, <<<GitHub): the model reads them alike.
+var markLike = regexp.MustCompile(`(?i)<<<github|github>>>`)

@@ -8,16 +8,22 @@
 // X-Hub-Signature-256) or by the poller (Poll) — reads the pull request's state from GitHub's
 // REST API (its head, the head's check runs and combined status, its reviews and review
 // comments, a failed check's annotations) and appends a followup_signal for each thing not
-// already in the session's log, under a stable idempotency key (check run and conclusion,
-// status context and state on its commit, review id, the head's success). A delivery GitHub
-// sends again, another replica's look or the poller's next one find the keys stored and add
-// nothing. A followup_signal is work for its session as a user_message is (migration 00090):
+// already in the session's log, under a stable idempotency key (check name and conclusion on
+// the head, status context and state on its commit, review id, the head's success), with the
+// actor system:followup. Another replica's look or the poller's next one find the keys stored
+// and add nothing; a delivery GitHub sends again — or anyone replays, under a new id — is not
+// looked at (its id and body are claimed, migration 00095), and a pull request is looked at
+// at most once per Config.LookGap for its deliveries. A followup_signal is work for its session as a user_message is (migration 00090):
 // the pending poll of any replica finds it, one cell takes it up under the session's lease,
 // and Look's NOTIFY only makes that immediate.
 //
-// Bounded: Config.Max attempts per pull request, counted in the log: an attempt is a head
-// commit whose failures woke the session (the failures of one head are one attempt). A failure
-// on a head after the last attempt is stored once as an "exhausted" signal, which the thread
+// Bounded: Config.Max attempts per pull request, counted in the log: an attempt is a wake —
+// the failures one look found new, stored together (a head's checks failing at once are one
+// attempt; a check failing later on the same head, or a review, is another). A failed check is
+// keyed by head and name, so its re-run on the same head is the same attempt and wakes
+// nothing. Reviews are followed only from the repository's people (OWNER, MEMBER,
+// COLLABORATOR) unless Config.Reviewers allows others. A failure after the last attempt is
+// stored once as an "exhausted" signal, which the thread
 // answers (without the model) by saying so and naming who should look; nothing after it wakes
 // the session for a failure again. A success is said once after each failure (and once at
 // first).
@@ -63,10 +69,19 @@ type Store interface {
 	FollowedBranch(ctx context.Context, repo, branch string) ([]session.Followed, error)
 	FollowedAll(ctx context.Context) ([]session.Followed, error)
 	Notify(ctx context.Context, id session.ID, sender string) error
+	ClaimDelivery(ctx context.Context, id string, bodyHash []byte, ttl time.Duration) (bool, error)
+	ReleaseDelivery(ctx context.Context, id string) error
+	ClaimLook(ctx context.Context, repo string, number int, gap time.Duration) (wait time.Duration, due bool, err error)
 }
 
 // DefaultMax is LOGBOOK_FOLLOWUP_MAX's default: attempts per pull request.
 const DefaultMax = 3
+
+// DefaultLookGap is Config.LookGap's default.
+const DefaultLookGap = 2 * time.Second
+
+// DefaultReadTimeout is Config.ReadTimeout's default.
+const DefaultReadTimeout = 10 * time.Second
 
 // Config configures a Follower.
 type Config struct {
@@ -78,11 +93,25 @@ type Config struct {
 	// Bots are the bot accounts (GitHub type "Bot", or logbook's own) whose reviews are
 	// followed anyway (LOGBOOK_FOLLOWUP_BOTS; "*": every bot). By default none are.
 	Bots []string
+	// Reviewers are whose reviews, besides the repository's people, are followed
+	// (LOGBOOK_FOLLOWUP_REVIEWERS): nil or ["members"] only authors GitHub associates with the
+	// repository as OWNER, MEMBER or COLLABORATOR; ["all"] anyone's; otherwise those logins as
+	// well. Anything else, on a public repository a stranger's, is never followed: it would be
+	// instructions to push, from anyone.
+	Reviewers []string
 	// Poll is the time between two looks at one followed pull request by the poller (0: no
 	// polling).
 	Poll time.Duration
-	// After times the poller (nil: time.After).
+	// ReadTimeout bounds reading a webhook delivery's body (0: DefaultReadTimeout): a client
+	// that sends it slowly does not hold a connection.
+	ReadTimeout time.Duration
+	// LookGap is the least time between two looks a webhook prompts at one pull request,
+	// across replicas (0: DefaultLookGap).
+	LookGap time.Duration
+	// After times the poller and a webhook's wait for its look (nil: time.After); Now is the
+	// time (nil: time.Now).
 	After func(time.Duration) <-chan time.Time
+	Now   func() time.Time
 	Log   zerolog.Logger
 	// Registerer gets the metrics (nil: not registered).
 	Registerer prometheus.Registerer
@@ -94,8 +123,10 @@ type Follower struct {
 	forge Forge
 	cfg   Config
 
-	loginOnce sync.Once
-	login     string
+	loginMu    sync.Mutex
+	login      string
+	loginKnown bool      // asked and answered (a login, or GitHub's refusal: an installation token)
+	loginNext  time.Time // when a failed ask may be made again
 
 	webhooks *prometheus.CounterVec
 	signals  *prometheus.CounterVec
@@ -104,12 +135,17 @@ type Follower struct {
 // New returns a Follower over store and forge.
 func New(store Store, fg Forge, cfg Config) *Follower {
 	cfg.Max = cmp.Or(cfg.Max, DefaultMax)
+	cfg.LookGap = cmp.Or(cfg.LookGap, DefaultLookGap)
+	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, DefaultReadTimeout)
 	if cfg.After == nil {
 		cfg.After = time.After
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	f := &Follower{store: store, forge: fg, cfg: cfg,
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "github_webhooks_total",
-			Help: "GitHub webhook deliveries, by outcome (accepted, ignored, bad_signature, too_large, failed)."}, []string{"outcome"}),
+			Help: "GitHub webhook deliveries, by outcome (accepted, ignored, duplicate, bad_signature, too_large, too_slow, failed)."}, []string{"outcome"}),
 		signals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "followup_signals_total",
 			Help: "Signals about followed pull requests stored (each once), by kind and source."}, []string{"kind", "source"}),
 	}
@@ -139,14 +175,12 @@ type Source struct {
 	Sender   string // the delivery's sender login
 }
 
+// pollActor is the actor of everything a look stores, whatever prompted it: what is stored
+// was read from GitHub's API by logbook, not said by the delivery's sender (who is a payload
+// field, Sender, as a review's author is the review's).
 var pollActor = session.Actor{Kind: session.ActorSystem, ID: "followup"}
 
-func (s Source) actor() session.Actor {
-	if s.Kind == "webhook" && s.Sender != "" {
-		return session.Actor{Kind: session.ActorGitHub, ID: s.Sender}
-	}
-	return pollActor
-}
+func (s Source) actor() session.Actor { return pollActor }
 
 // failedConclusions are the check run conclusions that ask for a fix.
 var failedConclusions = map[string]bool{"failure": true, "timed_out": true, "action_required": true, "startup_failure": true}
@@ -184,7 +218,7 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 		}
 		return f.append(ctx, fl, src, []session.NewEvent{{Type: session.TypeFollowupEnded, Actor: src.actor(),
 			IdempotencyKey: "followup_ended/" + fl.Repo + "#" + strconv.Itoa(fl.Number),
-			Payload:        session.FollowupEnded{Repo: fl.Repo, Number: fl.Number, Reason: reason}}})
+			Payload:        session.FollowupEnded{Repo: fl.Repo, Number: fl.Number, Reason: reason, Sender: src.Sender}}})
 	}
 	head := pr.Head.SHA
 	past, err := f.store.Events(ctx, fl.Session, session.Range{Types: []session.Type{session.TypeFollowupSignal, session.TypeFollowupEnded}})
@@ -199,7 +233,7 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 	// this replica's setting.
 	limit := cmp.Or(fl.Max, f.cfg.Max)
 	base := session.FollowupSignal{Repo: fl.Repo, Number: fl.Number, Branch: fl.Branch, HeadSHA: head, Max: limit,
-		Source: src.Kind, Delivery: src.Delivery, Event: src.Event}
+		Source: src.Kind, Delivery: src.Delivery, Event: src.Event, Sender: src.Sender}
 
 	runs, err := f.forge.CheckRuns(ctx, repo, head)
 	if err != nil {
@@ -231,8 +265,10 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 		if !failedConclusions[run.Conclusion] {
 			continue
 		}
-		key := "check_run/" + strconv.FormatInt(run.ID, 10) + "/" + run.Conclusion
-		if h.keys[key] {
+		// By head and name, not by run: a re-run of the check on the same head, failing again,
+		// is the same attempt and wakes nothing.
+		key := "check/" + head + "/" + run.Name + "/" + run.Conclusion
+		if h.keys[key] || h.keys["check_run/"+strconv.FormatInt(run.ID, 10)+"/"+run.Conclusion] {
 			continue
 		}
 		c := session.FollowupCheck{ID: run.ID, Name: run.Name, Conclusion: run.Conclusion, URL: cmp.Or(run.HTMLURL, run.DetailsURL),
@@ -275,7 +311,7 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 	commentsRead := false
 	for _, rv := range reviews {
 		key := "review/" + strconv.FormatInt(rv.ID, 10)
-		if h.keys[key] || !f.followed(ctx, rv.User) || (rv.State != "CHANGES_REQUESTED" && rv.State != "COMMENTED") {
+		if h.keys[key] || !f.followed(ctx, rv.User, rv.AuthorAssociation) || (rv.State != "CHANGES_REQUESTED" && rv.State != "COMMENTED") {
 			continue
 		}
 		if !commentsRead {
@@ -286,7 +322,7 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 		}
 		r := &session.FollowupReview{ID: rv.ID, Author: rv.User.Login, State: rv.State, Body: clipText(rv.Body, textBytes), URL: rv.HTMLURL}
 		for _, c := range comments {
-			if c.ReviewID != rv.ID || !f.followed(ctx, c.User) || len(r.Comments) == maxComments {
+			if c.ReviewID != rv.ID || !f.followed(ctx, c.User, c.AuthorAssociation) || len(r.Comments) == maxComments {
 				continue
 			}
 			r.Comments = append(r.Comments, session.FollowupComment{ID: c.ID, Author: c.User.Login, Path: c.Path,
@@ -295,7 +331,7 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 		if rv.State == "COMMENTED" && len(r.Comments) == 0 && strings.TrimSpace(rv.Body) == "" {
 			continue // a reply with nothing to act on
 		}
-		failures = append(failures, failure{key: key, review: r, actor: session.Actor{Kind: session.ActorGitHub, ID: rv.User.Login}})
+		failures = append(failures, failure{key: key, review: r, actor: src.actor()})
 	}
 
 	var evs []session.NewEvent
@@ -303,10 +339,9 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 	case len(failures) > 0 && h.exhausted:
 		// The thread was told who should look: failures no longer wake it.
 	case len(failures) > 0:
-		attempt, ok := h.attempts[head]
-		if !ok {
-			attempt = len(h.attempts) + 1
-		}
+		// Every wake is an attempt: the failures one look finds new are stored together and
+		// wake the session once, whatever head or review they are about.
+		attempt := h.attempts + 1
 		if attempt > limit {
 			sig := base
 			sig.Kind, sig.Attempt, sig.Look = session.SignalExhausted, 0, nonEmpty(fl.Requester)
@@ -379,32 +414,60 @@ func (f *Follower) append(ctx context.Context, fl session.Followed, src Source, 
 	return fresh, nil
 }
 
-// followed reports whether a review or comment by u is followed: not by a bot nor by
-// logbook's own account, unless Config.Bots names it.
-func (f *Follower) followed(ctx context.Context, u forge.User) bool {
+// memberAssociations are the author_associations of people who may push to or administer the
+// repository.
+var memberAssociations = []string{"OWNER", "MEMBER", "COLLABORATOR"}
+
+// followed reports whether a review or comment by u (author_association assoc) is followed: a
+// bot's or logbook's own account's only when Config.Bots names it; a person's when GitHub
+// associates them with the repository as OWNER, MEMBER or COLLABORATOR, or Config.Reviewers
+// allows them.
+func (f *Follower) followed(ctx context.Context, u forge.User, assoc string) bool {
 	if slices.Contains(f.cfg.Bots, "*") || slices.ContainsFunc(f.cfg.Bots, func(b string) bool { return strings.EqualFold(b, u.Login) }) {
 		return true
 	}
 	if u.IsBot() || strings.HasSuffix(u.Login, "[bot]") {
 		return false
 	}
-	f.loginOnce.Do(func() {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		login, err := f.forge.Login(lctx)
-		var fe *forge.Error
-		if err != nil && !errors.As(err, &fe) {
-			f.cfg.Log.Warn().Err(err).Msg("followup: could not learn logbook's GitHub login; its own reviews are told apart by bot type only")
-		}
-		f.login = login
-	})
-	return f.login == "" || !strings.EqualFold(f.login, u.Login)
+	if !slices.Contains(memberAssociations, strings.ToUpper(assoc)) && !slices.Contains(f.cfg.Reviewers, "all") &&
+		!slices.ContainsFunc(f.cfg.Reviewers, func(r string) bool { return strings.EqualFold(r, u.Login) }) {
+		return false
+	}
+	login := f.ownLogin(ctx)
+	return login == "" || !strings.EqualFold(login, u.Login)
+}
+
+// loginRetry is how long a failed ask for logbook's own login waits before it is asked again.
+const loginRetry = time.Minute
+
+// ownLogin is the login of logbook's GitHub account ("" when GitHub will not say: an
+// installation token). An answer is kept; a failure to ask (the network, a timeout) is
+// tried again after loginRetry, not taken as the answer.
+func (f *Follower) ownLogin(ctx context.Context) string {
+	f.loginMu.Lock()
+	defer f.loginMu.Unlock()
+	if f.loginKnown || f.cfg.Now().Before(f.loginNext) {
+		return f.login
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	login, err := f.forge.Login(lctx)
+	var fe *forge.Error
+	switch {
+	case err == nil, errors.As(err, &fe):
+		f.login, f.loginKnown = login, true
+	default:
+		f.loginNext = f.cfg.Now().Add(loginRetry)
+		f.cfg.Log.Warn().Err(err).Dur("retry_in", loginRetry).
+			Msg("followup: could not learn logbook's GitHub login; its own reviews are told apart by bot type only until it is")
+	}
+	return f.login
 }
 
 // history is what a session's log says of one followed pull request.
 type history struct {
 	keys        map[string]bool // signals stored, by the key after the pull request's
-	attempts    map[string]int  // head SHA -> the attempt its failures began
+	attempts    int             // the newest attempt stored (each a wake)
 	exhausted   bool
 	ended       bool
 	lastFailure int64 // seq of the newest failure (check_failed, review, exhausted)
@@ -412,7 +475,7 @@ type history struct {
 }
 
 func readHistory(evs []session.Event, fl session.Followed) history {
-	h := history{keys: map[string]bool{}, attempts: map[string]int{}}
+	h := history{keys: map[string]bool{}}
 	prefix := "followup_signal/" + fl.Repo + "#" + strconv.Itoa(fl.Number) + "/"
 	for _, e := range evs {
 		if e.Type == session.TypeFollowupEnded {
@@ -433,9 +496,7 @@ func readHistory(evs []session.Event, fl session.Followed) history {
 		}
 		switch s.Kind {
 		case session.SignalCheckFailed, session.SignalReview:
-			if s.Attempt > 0 {
-				h.attempts[s.HeadSHA] = s.Attempt
-			}
+			h.attempts = max(h.attempts, s.Attempt)
 			h.lastFailure = e.Seq
 		case session.SignalExhausted:
 			h.exhausted, h.lastFailure = true, e.Seq

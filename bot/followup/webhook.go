@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -25,6 +26,10 @@ const MaxWebhookBytes = 5 << 20
 // lookTimeout bounds the looks one delivery prompts: GitHub gives up on an answer after 10 s.
 const lookTimeout = 8 * time.Second
 
+// DeliveryTTL is how long a delivery's id and body are remembered (migration 00095): GitHub
+// redelivers deliveries of the past three days.
+const DeliveryTTL = 7 * 24 * time.Hour
+
 // Events are the webhook events followed; any other is acknowledged and ignored.
 var Events = []string{"check_run", "check_suite", "status", "pull_request_review", "pull_request_review_comment", "pull_request"}
 
@@ -33,8 +38,11 @@ var Events = []string{"check_run", "check_suite", "status", "pull_request_review
 // — a delivery without a valid one is refused 401 and counted, and the refusal logged with
 // its delivery id and event, never the body —, then the pull requests it names (by branch)
 // that sessions follow are looked at (Look) and what is new stored. 202 says it was taken,
-// 200 that it concerns nothing followed; 502 that GitHub's API or the log failed (the poller,
-// or a redelivery, looks again).
+// 200 that it concerns nothing followed, or that its id or body was taken already (a
+// redelivery, or a captured delivery sent again: no request to GitHub; migration 00095); 502
+// that GitHub's API or the log failed (the claim is released: the poller, or a redelivery,
+// looks again). Looks at one pull request are at most one per Config.LookGap across replicas;
+// a delivery that finds one due and not yet started leaves it to that one.
 func (f *Follower) Webhook() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -44,6 +52,10 @@ func (f *Follower) Webhook() http.Handler {
 		}
 		event, delivery := r.Header.Get("X-GitHub-Event"), r.Header.Get("X-GitHub-Delivery")
 		log := f.cfg.Log.With().Str("delivery", clipText(delivery, 80)).Str("event", clipText(event, 60)).Str("remote", r.RemoteAddr).Logger()
+		// The server bounds a request's headers only; the body is bounded here, in size and time.
+		if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(f.cfg.ReadTimeout)); err != nil {
+			log.Debug().Err(err).Msg("github webhook: no read deadline")
+		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBytes))
 		if err != nil {
 			var tooLarge *http.MaxBytesError
@@ -51,6 +63,13 @@ func (f *Follower) Webhook() http.Handler {
 				f.webhooks.WithLabelValues("too_large").Inc()
 				log.Warn().Int64("limit", tooLarge.Limit).Msg("github webhook: refused, body too large")
 				http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				f.webhooks.WithLabelValues("too_slow").Inc()
+				log.Warn().Dur("limit", f.cfg.ReadTimeout).Msg("github webhook: refused, body not read in time")
+				http.Error(w, "body too slow", http.StatusRequestTimeout)
 				return
 			}
 			http.Error(w, "could not read the body", http.StatusBadRequest)
@@ -67,6 +86,35 @@ func (f *Follower) Webhook() http.Handler {
 			io.WriteString(w, "pong\n")
 			return
 		}
+		if delivery == "" || len(delivery) > 100 {
+			f.webhooks.WithLabelValues("ignored").Inc()
+			http.Error(w, "X-GitHub-Delivery is missing or too long", http.StatusBadRequest)
+			return
+		}
+		// Once per delivery id and once per body: X-GitHub-Delivery is not signed, so a captured
+		// delivery sent again under a new id is the same body. Either costs no request to GitHub.
+		hash := sha256.Sum256(body)
+		fresh, err := f.store.ClaimDelivery(r.Context(), delivery, hash[:], DeliveryTTL)
+		if err != nil {
+			f.webhooks.WithLabelValues("failed").Inc()
+			log.Error().Err(err).Msg("github webhook: could not record the delivery")
+			http.Error(w, "the log cannot be written right now", http.StatusBadGateway)
+			return
+		}
+		if !fresh {
+			f.webhooks.WithLabelValues("duplicate").Inc()
+			log.Info().Msg("github webhook: delivery already taken (its id or its body); nothing looked at")
+			io.WriteString(w, "already delivered\n")
+			return
+		}
+		// A delivery whose look failed is released, so that GitHub's redelivery is taken.
+		release := func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+			defer cancel()
+			if err := f.store.ReleaseDelivery(rctx, delivery); err != nil {
+				log.Warn().Err(err).Msg("github webhook: could not release the delivery; a redelivery will be taken as seen")
+			}
+		}
 		targets, err := parseDelivery(event, body)
 		if err != nil {
 			f.webhooks.WithLabelValues("ignored").Inc()
@@ -81,27 +129,56 @@ func (f *Follower) Webhook() http.Handler {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), lookTimeout)
 		defer cancel()
-		src := Source{Kind: "webhook", Delivery: clipText(delivery, 80), Event: event, Sender: targets.sender}
-		looked, stored := 0, 0
+		src := Source{Kind: "webhook", Delivery: clipText(delivery, 80), Event: event, Sender: clipText(targets.sender, 100)}
+		looked, covered, stored := 0, 0, 0
+		fail := func(status int, msg string) {
+			f.webhooks.WithLabelValues("failed").Inc()
+			release()
+			http.Error(w, msg, status)
+		}
 		for _, branch := range targets.branches {
 			followed, err := f.store.FollowedBranch(ctx, targets.repo, branch)
 			if err != nil {
-				f.webhooks.WithLabelValues("failed").Inc()
 				log.Error().Err(err).Msg("github webhook: could not read the log")
-				http.Error(w, "the log cannot be read right now", http.StatusBadGateway)
+				fail(http.StatusBadGateway, "the log cannot be read right now")
 				return
 			}
 			for _, fl := range followed {
+				// At most one look per pull request per LookGap, across replicas: a look due and
+				// not yet started reads what this one would; otherwise wait for the next slot.
+				wait, due, err := f.store.ClaimLook(ctx, fl.Repo, fl.Number, f.cfg.LookGap)
+				if err != nil {
+					log.Error().Err(err).Msg("github webhook: could not claim a look")
+					fail(http.StatusBadGateway, "the log cannot be written right now")
+					return
+				}
+				if !due {
+					covered++
+					continue
+				}
+				if wait > 0 {
+					select {
+					case <-ctx.Done():
+						fail(http.StatusServiceUnavailable, "timed out waiting to look; the poller or a redelivery will")
+						return
+					case <-f.cfg.After(wait):
+					}
+				}
 				evs, err := f.Look(ctx, fl, src)
 				if err != nil {
-					f.webhooks.WithLabelValues("failed").Inc()
 					log.Error().Err(err).Str("session_id", fl.Session.String()).Msg("github webhook: look failed")
-					http.Error(w, "the pull request could not be looked at; the poller or a redelivery will", http.StatusBadGateway)
+					fail(http.StatusBadGateway, "the pull request could not be looked at; the poller or a redelivery will")
 					return
 				}
 				looked++
 				stored += len(evs)
 			}
+		}
+		if looked == 0 && covered > 0 {
+			f.webhooks.WithLabelValues("accepted").Inc()
+			w.WriteHeader(http.StatusAccepted)
+			fmt.Fprintf(w, "a look at the %d followed pull requests is due already\n", covered)
+			return
 		}
 		if looked == 0 {
 			f.webhooks.WithLabelValues("ignored").Inc()

@@ -75,14 +75,17 @@ type CombinedStatus struct {
 	Statuses   []Status `json:"statuses"`
 }
 
-// Review is a pull request review.
+// Review is a pull request review. AuthorAssociation is the author's relation to the
+// repository as GitHub states it: OWNER, MEMBER, COLLABORATOR (people who may push or
+// administer), CONTRIBUTOR, FIRST_TIME_CONTRIBUTOR, FIRST_TIMER, MANNEQUIN or NONE.
 type Review struct {
-	ID       int64  `json:"id"`
-	User     User   `json:"user"`
-	State    string `json:"state"` // APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED, PENDING
-	Body     string `json:"body"`
-	HTMLURL  string `json:"html_url"`
-	CommitID string `json:"commit_id"`
+	ID                int64  `json:"id"`
+	User              User   `json:"user"`
+	State             string `json:"state"` // APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED, PENDING
+	Body              string `json:"body"`
+	HTMLURL           string `json:"html_url"`
+	CommitID          string `json:"commit_id"`
+	AuthorAssociation string `json:"author_association"`
 }
 
 // ReviewComment is a comment on a pull request's diff.
@@ -94,6 +97,8 @@ type ReviewComment struct {
 	Line     int    `json:"line"`
 	OrigLine int    `json:"original_line"`
 	Body     string `json:"body"`
+	// AuthorAssociation is as Review's.
+	AuthorAssociation string `json:"author_association"`
 }
 
 func (r Repo) path() string {

@@ -56,8 +56,8 @@
 // (kept, so a second pass changes nothing), which means code that spells
 // those entities literally shows their characters instead.
 //
-// Slack tokens the model writes are kept exactly: <@U…>, <#C…|name>,
-// <!date^…|…>, <url|label>, <mailto:…>. Bare http(s) URLs are kept as
+// Slack tokens the model writes are kept exactly: <#C…|name>,
+// <!date^…|…>, <url|label>, <mailto:…> (mentions are made inert, below). Bare http(s) URLs are kept as
 // written (with & escaped), so "__init__" in a URL never turns bold. Both
 // are cut out before parsing and put back afterwards.
 //
@@ -71,9 +71,13 @@
 // whole word) gets the same zero-width space wherever it appears, code and
 // tables included, so it reads the same but pings no one even if the
 // message is posted with link_names. In code a broadcast token shows
-// escaped, as written. User mentions <@U…> are kept live: the bot answering
-// "<@U1> asked…" is legitimate and notifies one person, whom the model can
-// only name from the conversation.
+// escaped, as written. Nor can it ping one person: a user mention <@U…>
+// (or <@W…|label>) becomes "@" and a zero-width space before the id or
+// label — the model may echo a mention from text an outsider wrote (a
+// review, a CI log, a message it was shown). Inert does the same to
+// streamed text. FromMarkdownMentioning keeps user mentions live, for text
+// logbook writes itself (a canned reply naming who should look), never for
+// the model's.
 //
 // # Idempotence
 //

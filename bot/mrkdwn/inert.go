@@ -3,20 +3,20 @@ package mrkdwn
 import "strings"
 
 // Inert makes model-written Markdown safe to hand to Slack as it is (a streamed message's
-// markdown_text, which Slack renders itself): no "@here", "@channel" or "@everyone" and no
-// "<!here>", "<!channel>", "<!everyone>", "<!subteam^…>" or "<!group>" can ping — a
-// zero-width space after the "@" or the "<" keeps them visible and inert, as FromMarkdown
-// does. User mentions "<@U…>" and dates "<!date…>" are kept.
+// markdown_text, which Slack renders itself): no "@here", "@channel" or "@everyone", no
+// "<!here>", "<!channel>", "<!everyone>", "<!subteam^…>" or "<!group>" and no user mention
+// "<@U…>" can ping — a zero-width space after the "@" or the "<" keeps them visible and
+// inert, as FromMarkdown does. Dates "<!date…>" are kept.
 func Inert(md string) string {
-	if strings.Contains(md, "<!") {
+	if strings.Contains(md, "<!") || strings.Contains(md, "<@") {
 		var b strings.Builder
 		for {
-			i := strings.Index(md, "<!")
+			i := indexMention(md)
 			if i < 0 {
 				break
 			}
 			b.WriteString(md[:i+1])
-			if !strings.HasPrefix(md[i+2:], "date") {
+			if !strings.HasPrefix(md[i+1:], "!date") {
 				b.WriteString(zwsp)
 			}
 			md = md[i+1:]
@@ -25,6 +25,16 @@ func Inert(md string) string {
 		md = b.String()
 	}
 	return neutralizeBroadcasts(md)
+}
+
+// indexMention is the index of the first "<!" or "<@" in s, or -1.
+func indexMention(s string) int {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == '<' && (s[i+1] == '!' || s[i+1] == '@') {
+			return i
+		}
+	}
+	return -1
 }
 
 // HoldBack splits streamed text into what may be shown now and a tail that could still turn

@@ -10,7 +10,8 @@ func TestInert(t *testing.T) {
 	for in, want := range map[string]string{
 		"hi <!here> and <!channel|channel>":    "hi <" + zwsp + "!here> and <" + zwsp + "!channel|channel>",
 		"ping @here and @Everyone now":         "ping @" + zwsp + "here and @" + zwsp + "Everyone now",
-		"<!subteam^S1|@ops> <!date^1|x> <@U1>": "<" + zwsp + "!subteam^S1|@ops> <!date^1|x> <@U1>",
+		"<!subteam^S1|@ops> <!date^1|x> <@U1>": "<" + zwsp + "!subteam^S1|@ops> <!date^1|x> <" + zwsp + "@U1>",
+		"ask <@U0000001> and <@W0000002|ada>":  "ask <" + zwsp + "@U0000001> and <" + zwsp + "@W0000002|ada>",
 		"mail ops@here.com @hereafter":         "mail ops@here.com @hereafter",
 		"```\n@channel in code\n```":           "```\n@" + zwsp + "channel in code\n```",
 	} {

@@ -33,15 +33,23 @@ const (
 // for the mapping. The result never ends with a newline.
 //
 // The conversion is idempotent: FromMarkdown(FromMarkdown(x)) ==
-// FromMarkdown(x). Slack tokens the model writes (<@U…>, <#C…|name>,
-// <url|label>, <mailto:…>) pass through unchanged; broadcast mentions
-// (<!here>, "@channel", <!subteam^…>) are made inert (see "Mentions").
-func FromMarkdown(md string) string {
-	out := convert(normalizeNewlines(md))
+// FromMarkdown(x). Slack tokens the model writes (<#C…|name>,
+// <url|label>, <mailto:…>) pass through unchanged; mentions — of a person
+// (<@U…>, <@W…>), a group (<!subteam^…>) or everyone (<!here>, "@channel")
+// — are made inert (see "Mentions").
+func FromMarkdown(md string) string { return fromMarkdown(md, false) }
+
+// FromMarkdownMentioning is FromMarkdown for text logbook writes itself (a
+// canned reply naming the person who should look): its user mentions
+// <@U…> stay live. Broadcasts are inert all the same. Never for model text.
+func FromMarkdownMentioning(md string) string { return fromMarkdown(md, true) }
+
+func fromMarkdown(md string, users bool) string {
+	out := convertWith(normalizeNewlines(md), users)
 	// One conversion is normally already a fixpoint; the loop catches rare
 	// inputs whose output still contains something Markdown would rewrite.
 	for range maxPasses - 1 {
-		next := convert(out)
+		next := convertWith(out, users)
 		if next == out {
 			return out
 		}
@@ -169,8 +177,11 @@ func (strikeParser) Parse(parent ast.Node, block text.Reader, pc parser.Context)
 }
 
 // convert is one Markdown → mrkdwn pass.
-func convert(md string) string {
-	prot, src := protect(md)
+func convert(md string) string { return convertWith(md, false) }
+
+// convertWith is one pass; users keeps user mentions live.
+func convertWith(md string, users bool) string {
+	prot, src := protect(md, users)
 	p := newParser()
 	doc := p.Parse(text.NewReader([]byte(src)))
 	r := &renderer{src: []byte(src), prot: prot}
@@ -237,20 +248,21 @@ func isWordRune(r rune) bool {
 type protected struct {
 	marker rune
 	spans  []span
+	users  bool // user mentions stay live (FromMarkdownMentioning)
 }
 
 type span struct {
 	raw   string // as written: what code shows (escaped)
-	text  string // what prose shows: raw, or a broadcast made inert
+	text  string // what prose shows: raw, or a mention made inert
 	isURL bool   // a bare URL (escaped in text), not a Slack token (kept verbatim)
 }
 
-func protect(md string) (protected, string) {
+func protect(md string, users bool) (protected, string) {
 	marker := rune(0xE000)
 	for strings.ContainsRune(md, marker) && marker < 0xF8FF {
 		marker++
 	}
-	pr := protected{marker: marker}
+	pr := protected{marker: marker, users: users}
 	if strings.ContainsRune(md, marker) { // every private-use rune is taken: protect nothing
 		pr.marker = -1
 		return pr, md
@@ -299,6 +311,11 @@ func (p *protected) addToken(b *strings.Builder, raw string, tok slacktext.Token
 			name = cmpOr(strings.TrimPrefix(tok.Label, "@"), id, word)
 		}
 		sp.text = "@" + zwsp + name
+	}
+	if tok.Target[0] == '@' && !p.users {
+		// A person's mention from the model: who it names came from the conversation,
+		// or from text an outsider wrote (a review, a CI log). Shown, never a ping.
+		sp.text = "@" + zwsp + cmpOr(strings.TrimPrefix(tok.Label, "@"), tok.Target[1:])
 	}
 	p.addSpan(b, sp)
 }

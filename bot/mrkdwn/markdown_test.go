@@ -96,7 +96,7 @@ func TestFromMarkdown(t *testing.T) {
 		{"unknown entity", "&nosuch; AT&T", "&amp;nosuch; AT&amp;T"},
 		{"backslash escapes kept", `\*x\* a\_b`, `\*x\* a\_b`},
 		{"html is text", "<div>\n**x**\n</div>", "&lt;div&gt;\n*x*\n&lt;/div&gt;"},
-		{"slack user", "hi <@U0000001>!", "hi <@U0000001>!"},
+		{"slack user", "hi <@U0000001>!", "hi @\u200bU0000001!"},
 		{"slack channel", "see <#C0000001|general>", "see <#C0000001|general>"},
 		{"slack broadcasts made inert", "<!here> <!channel> <!subteam^S1|@ops>", "@\u200bhere @\u200bchannel @\u200bops"},
 		{"slack link with label", "<https://x.com/a_b?q=1&amp;r=2|the *docs*>", "<https://x.com/a_b?q=1&amp;r=2|the *docs*>"},
@@ -105,7 +105,7 @@ func TestFromMarkdown(t *testing.T) {
 		{"slack date with spaces", "<!date^1700000000^{date_short} at {time}|Nov 14 at 10:13>", "<!date^1700000000^{date_short} at {time}|Nov 14 at 10:13>"},
 		{"code in link label", "[`a>b`](https://e.com)", "<https://e.com|`a&gt;b`>"},
 		{"line break in link label", "[a\nb](https://e.com)", "<https://e.com|a b>"},
-		{"token inside bold", "**<@U1> said**", "*<@U1> said*"},
+		{"token inside bold", "**<@U1> said**", "*@\u200bU1 said*"},
 		{"token in code", "`<@U1>` and `https://x.com/*a*`", "`&lt;@U1&gt;` and `https://x.com/*a*`"},
 		{"escape in heading", "# a<b", "*a&lt;b*"},
 		{"escape in list", "- x > y & z", "• x &gt; y &amp; z"},
@@ -154,7 +154,7 @@ func TestConvertStableInOnePass(t *testing.T) {
 func TestFromMarkdownPrivateUseRunesSurvive(t *testing.T) {
 	t.Parallel()
 	in := "\ue000 **b** \ue0010\ue001 <@U1>"
-	want := "\ue000 *b* \ue0010\ue001 <@U1>"
+	want := "\ue000 *b* \ue0010\ue001 @\u200bU1"
 	if got := FromMarkdown(in); got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
@@ -346,7 +346,8 @@ func TestFromMarkdownNeutralizesBroadcasts(t *testing.T) {
 		{"in link label", "[@here](https://x.com) <https://y.com|@channel>", "<https://x.com|@" + z + "here> <https://y.com|@" + z + "channel>"},
 		{"entity form stays text", "&lt;!here&gt;", "&lt;!here&gt;"},
 		{"email is not a mention", "ops@here.com and @hereafter", "ops@here.com and @hereafter"},
-		{"user mention kept", "<@U0000001> asked", "<@U0000001> asked"},
+		{"user mention inert", "<@U0000001> asked", "@\u200bU0000001 asked"},
+		{"user mention with a label inert", "<@W0000001|ada> asked", "@\u200bada asked"},
 		{"date kept", "<!date^1700000000^{date_short}|Nov 14>", "<!date^1700000000^{date_short}|Nov 14>"},
 	})
 }
@@ -372,4 +373,22 @@ func TestFromMarkdownEmphasisWordBoundary(t *testing.T) {
 		{"two in a row", "**a**__b__", "*a*" + z + "*b*"},
 		{"bold then strike", "**a**~~b~~", "*a*" + z + "~b~"},
 	})
+}
+
+// Model text never pings a person: <@U…> shows inert, in prose and (escaped) in code; text
+// logbook writes itself keeps its mention, and its broadcasts stay inert.
+func TestUserMentionsInertButOurs(t *testing.T) {
+	for in, want := range map[string]string{
+		"<@U0000001> please look": "@\u200bU0000001 please look",
+		"`<@U0000001>`":           "`&lt;@U0000001&gt;`",
+	} {
+		if got := FromMarkdown(in); got != want || FromMarkdown(got) != got {
+			t.Errorf("FromMarkdown(%q) = %q, want %q (and a fixpoint)", in, got, want)
+		}
+	}
+	in := ":warning: <@U0000001> should look at it. <!here>"
+	want := ":warning: <@U0000001> should look at it. @\u200bhere"
+	if got := FromMarkdownMentioning(in); got != want {
+		t.Errorf("FromMarkdownMentioning(%q) = %q, want %q", in, got, want)
+	}
 }

@@ -7,7 +7,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
+
+	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/bot/slashcmd"
@@ -22,6 +25,9 @@ const Usage = "`/logbook schedule add \"<cron spec>\" <prompt>` (admins) posts h
 const usage = "`/logbook schedule add \"<cron spec>\" <prompt>` — an admin adds a schedule to this channel: each tick posts here and runs a session on the prompt. " +
 	"The spec is robfig/cron's: five fields (minute hour day month weekday), or six with seconds first, a descriptor (`@hourly`, `@daily`, `@every 30m`), " +
 	"optionally after `CRON_TZ=<zone>`.\n`/logbook schedule list` lists this channel's schedules; `/logbook schedule remove <id>` (admins) removes one."
+
+// MaxPerChannel is how many schedules one channel may have at once.
+const MaxPerChannel = 20
 
 // maxPrompt is the longest prompt a schedule keeps (the schedules table's check).
 const maxPrompt = 4000
@@ -70,10 +76,19 @@ func (s *Scheduler) add(ctx context.Context, team, channel, user, args string) s
 	case utf8.RuneCountInString(prompt) > maxPrompt:
 		return fmt.Sprintf("That prompt is %d characters; a schedule keeps at most %d.", utf8.RuneCountInString(prompt), maxPrompt)
 	}
-	now := s.clock.Now()
+	now := s.now(ctx)
 	c, err := Check(spec, now, s.cfg.MinInterval)
 	if err != nil {
 		return "That schedule was not added: " + mrkdwn.EscapeText(err.Error()) + ".\n" + usage
+	}
+	if refusal := s.checkChannel(ctx, channel); refusal != "" {
+		return refusal
+	}
+	if have, err := s.store.Schedules(ctx, team, channel, false); err != nil {
+		s.cfg.Log.Error().Err(err).Msg("schedules: count a channel's schedules")
+		return "The schedule could not be saved; try again."
+	} else if len(have) >= MaxPerChannel {
+		return fmt.Sprintf("This channel has %d schedules, the most it may have; remove one first (`/logbook schedule list`).", len(have))
 	}
 	sc, err := s.store.AddSchedule(ctx, session.Schedule{Team: team, Channel: channel, Spec: spec, Prompt: prompt, AddedBy: user})
 	if err != nil {
@@ -106,7 +121,7 @@ func (s *Scheduler) list(ctx context.Context, team, channel string) string {
 	if len(scheds) == 0 {
 		return "This channel has no schedules. " + Usage
 	}
-	now := s.clock.Now()
+	now := s.now(ctx)
 	var b strings.Builder
 	b.WriteString("*This channel's schedules:*\n")
 	for _, sc := range scheds {
@@ -119,6 +134,35 @@ func (s *Scheduler) list(ctx context.Context, team, channel string) string {
 			mrkdwn.Inert(mrkdwn.EscapeText(clipRunes(strings.ReplaceAll(sc.Prompt, "\n", " "), 120))))
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// checkChannel is why a schedule cannot post in channel ("" when it can, or when there is no
+// Config.Slack to ask).
+func (s *Scheduler) checkChannel(ctx context.Context, channel string) string {
+	if s.cfg.Slack == nil {
+		return ""
+	}
+	ch, err := s.cfg.Slack.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: channel})
+	switch {
+	case err != nil:
+		s.cfg.Log.Warn().Err(err).Str("channel", channel).Msg("schedules: read the channel before adding a schedule")
+		return "This channel cannot be read right now, so the schedule was not added; try again."
+	case ch.IsArchived:
+		return "This channel is archived: a schedule here could never post."
+	case !ch.IsMember:
+		return "logbook is not a member of this channel, so its ticks could not post: invite it (`/invite @logbook`) first."
+	case ch.IsExtShared:
+		return "This channel is shared with another organisation (Slack Connect): schedules post only in this workspace's own channels."
+	}
+	return ""
+}
+
+// now is the database's clock, or this replica's when the database cannot be read.
+func (s *Scheduler) now(ctx context.Context) time.Time {
+	if now, err := s.store.Now(ctx); err == nil {
+		return now
+	}
+	return s.clock.Now()
 }
 
 // cutQuoted cuts a spec in straight or curly double quotes off the front of s.

@@ -27,7 +27,16 @@
 //
 // robfig/cron syntax: five fields, or six with seconds first; descriptors (@hourly, @daily,
 // @every 4s, ...); a CRON_TZ=Zone prefix. A schedule whose ticks come closer together than
-// Config.MinInterval (LOGBOOK_SCHEDULE_MIN_INTERVAL, default 1s: any interval) is refused.
+// Config.MinInterval (LOGBOOK_SCHEDULE_MIN_INTERVAL, default 1s: any interval) is refused, as
+// are @every under one second and a time zone with no fields after it; a channel holds at
+// most MaxPerChannel schedules, and one the bot cannot post in (Config.Slack) none.
+//
+// # Clocks, actors, failures
+//
+// Time is the database's (Store.Now), never a replica's own clock. A tick's first message is
+// the system's (schedule/<id>), the admin who set it in its payload (set_by); a schedule whose
+// admin is no longer in Config.Admins stops at its next tick (recorded, removed by system). A
+// post Slack refuses for good (bot.Permanent) makes its tick final: recorded failed, no retry.
 package schedule
 
 import (
@@ -35,12 +44,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
 	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/mrkdwn"
@@ -53,6 +65,11 @@ const MetadataEventType = "logbook_schedule_tick"
 
 // Store keeps schedules and their ticks (*session.Store).
 type Store interface {
+	// Now is the database's clock: which ticks are due, when an attempt expires and whether
+	// a tick is late are decided by it, never by a replica's own clock.
+	Now(ctx context.Context) (time.Time, error)
+	StopSchedule(ctx context.Context, team string, id int64, reason string) error
+	TickFailed(ctx context.Context, t session.Tick, why string) error
 	AddSchedule(ctx context.Context, sc session.Schedule) (session.Schedule, error)
 	RemoveSchedule(ctx context.Context, team string, id int64, who string) (time.Time, error)
 	Schedules(ctx context.Context, team, channel string, withRemoved bool) ([]session.Schedule, error)
@@ -84,10 +101,19 @@ type Config struct {
 	ClaimTTL time.Duration
 	// MinInterval is the least time between two ticks of a schedule (default 1s).
 	MinInterval time.Duration
+	// Slack, when set, is asked about a channel when a schedule is added there: one the bot
+	// is not a member of, that is archived, or that is shared with another organisation
+	// (Slack Connect) is refused.
+	Slack ChannelInfo
 	// Names gives a Slack user's display name (nil: the id).
 	Names func(ctx context.Context, user string) string
 	Clock bot.Clock // nil: the wall clock
 	Log   zerolog.Logger
+}
+
+// ChannelInfo reads a channel (*slack.Client).
+type ChannelInfo interface {
+	GetConversationInfoContext(ctx context.Context, input *slack.GetConversationInfoInput) (*slack.Channel, error)
 }
 
 // Scheduler runs the schedules' ticks; see the package doc.
@@ -125,13 +151,34 @@ func (wall) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-// Parse parses a cron spec as schedules take it (see Specs in the package doc).
-func Parse(spec string) (cron.Schedule, error) {
-	s, err := parser.Parse(strings.TrimSpace(spec))
+// Parse parses a cron spec as schedules take it (see Specs in the package doc). It refuses,
+// with an error, what robfig/cron would panic on (a TZ=/CRON_TZ= prefix with no fields after
+// it) and an @every interval under one second (zero and negative ones included, which cron
+// would round up to a second); a panic of the parser on any other input is an error too.
+func Parse(spec string) (c cron.Schedule, err error) {
+	spec = strings.TrimSpace(spec)
+	fields := spec
+	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
+		_, rest, ok := strings.Cut(spec, " ")
+		if fields = strings.TrimSpace(rest); !ok || fields == "" {
+			return nil, fmt.Errorf("cron spec %q: a time zone must be followed by a space and the spec's fields", spec)
+		}
+	}
+	if every, ok := strings.CutPrefix(fields, "@every "); ok {
+		if d, perr := time.ParseDuration(strings.TrimSpace(every)); perr == nil && d < time.Second {
+			return nil, fmt.Errorf("cron spec %q: @every takes an interval of at least 1s", spec)
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("cron spec %q cannot be read", spec)
+		}
+	}()
+	c, err = parser.Parse(spec)
 	if err != nil {
 		return nil, fmt.Errorf("cron spec %q: %w", spec, err)
 	}
-	return s, nil
+	return c, nil
 }
 
 // Check parses spec and refuses one whose ticks, from now, come closer together than min.
@@ -193,8 +240,12 @@ const maxDue = 1_000_000
 
 // Pass takes over the ticks whose replica died, then claims and runs every schedule's due
 // ticks. It returns the first error; the ticks it could not run are retried by a later pass.
+// Time is the database's (Store.Now), read at the start of the pass and before each claim.
 func (s *Scheduler) Pass(ctx context.Context) error {
-	now := s.clock.Now()
+	now, err := s.store.Now(ctx)
+	if err != nil {
+		return err
+	}
 	var errs []error
 	// A tick whose replica died is retried while it is within its grace plus the time its
 	// attempts may take, or while it is its schedule's newest.
@@ -204,6 +255,9 @@ func (s *Scheduler) Pass(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	for _, t := range retry {
+		if !s.stillAdmin(ctx, t.Schedule) {
+			continue
+		}
 		if err := s.run(ctx, t); err != nil {
 			errs = append(errs, err)
 		}
@@ -220,8 +274,16 @@ func (s *Scheduler) Pass(ctx context.Context) error {
 		if err != nil {
 			continue // refused when added; a spec this build cannot read never ticks
 		}
+		if !s.stillAdmin(ctx, sc) {
+			continue
+		}
 		for _, t := range dueTicks(spec, sc, now, s.cfg.Grace) {
-			claimed, ok, err := s.store.ClaimTick(ctx, t, s.cfg.Owner, s.clock.Now().Add(s.cfg.ClaimTTL))
+			at, err := s.store.Now(ctx)
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			claimed, ok, err := s.store.ClaimTick(ctx, t, s.cfg.Owner, at.Add(s.cfg.ClaimTTL))
 			if err != nil {
 				errs = append(errs, err)
 				break
@@ -235,6 +297,23 @@ func (s *Scheduler) Pass(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// stillAdmin reports whether the admin who added sc still is one (LOGBOOK_ADMINS); when not,
+// the schedule is stopped, recorded as stopped by the system with the reason, and ticks no
+// more.
+func (s *Scheduler) stillAdmin(ctx context.Context, sc session.Schedule) bool {
+	if slices.Contains(s.cfg.Admins, sc.AddedBy) {
+		return true
+	}
+	reason := fmt.Sprintf("stopped: %s, who added it, is no longer in LOGBOOK_ADMINS", sc.AddedBy)
+	err := s.store.StopSchedule(ctx, sc.Team, sc.ID, reason)
+	if err != nil && !errors.Is(err, session.ErrNotFound) {
+		s.cfg.Log.Warn().Err(err).Int64("schedule", sc.ID).Msg("schedules: record a schedule stopped")
+		return false
+	}
+	s.cfg.Log.Warn().Int64("schedule", sc.ID).Str("added_by", sc.AddedBy).Msg("schedules: " + reason)
+	return false
 }
 
 // dueTicks are the ticks of sc due at now, after its newest claimed one (or since it was
@@ -277,20 +356,34 @@ func dueTicks(spec cron.Schedule, sc session.Schedule, now time.Time, grace time
 }
 
 // run posts claimed tick t and starts its session, within the attempt's own time; a tick
-// under way when ctx ends (SIGTERM) is finished, not left to another replica's retry.
+// under way when ctx ends (SIGTERM) is finished, not left to another replica's retry. The
+// first message is the system's (schedule/<id>), with the admin who added it as SetBy. A post
+// Slack refuses for good (bot.Permanent) makes the tick final: recorded failed, no retry.
 func (s *Scheduler) run(ctx context.Context, t session.Tick) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ClaimTTL*2/3)
 	defer cancel()
 	log := s.cfg.Log.With().Int64("schedule", t.Schedule.ID).Str("tick", t.ID()).Int("attempt", t.Attempt).Str("channel", t.Schedule.Channel).Logger()
-	late := t.Late || s.clock.Now().Sub(t.At) > s.cfg.Grace
+	now, err := s.store.Now(ctx)
+	if err != nil {
+		return fmt.Errorf("tick %s: %w", t.ID(), err)
+	}
+	late := t.Late || now.Sub(t.At) > s.cfg.Grace
 	name := s.cfg.Names(ctx, t.Schedule.AddedBy)
 	o := bot.Opening{Team: t.Schedule.Team, Channel: t.Schedule.Channel, Kind: MetadataEventType, Key: t.ID(),
 		Text: postText(t, name, late), Input: inputText(t, name, late),
-		Actor: session.Actor{Kind: session.ActorUser, ID: t.Schedule.AddedBy}, UserName: name}
+		Actor: session.Actor{Kind: session.ActorSystem, ID: "schedule/" + strconv.FormatInt(t.Schedule.ID, 10)}, UserName: "schedule " + strconv.FormatInt(t.Schedule.ID, 10),
+		SetBy: t.Schedule.AddedBy}
 	if t.Attempt > 1 {
 		o.Since = t.ClaimedAt
 	}
 	st, err := s.starter.Start(ctx, o)
+	if err != nil && st.TS == "" && bot.Permanent(err) {
+		if ferr := s.store.TickFailed(ctx, t, err.Error()); ferr != nil {
+			return fmt.Errorf("tick %s: %w", t.ID(), ferr)
+		}
+		log.Error().Err(err).Msg("schedules: Slack refused the tick's post for good (invite logbook to the channel, or remove the schedule); no further attempt")
+		return fmt.Errorf("tick %s: %w", t.ID(), err)
+	}
 	if err != nil {
 		log.Warn().Err(err).Msg("schedules: a tick could not start its session; another attempt follows once this one expires")
 		return fmt.Errorf("tick %s: %w", t.ID(), err)

@@ -69,16 +69,41 @@ func newEnv(t *testing.T) *env {
 		signals: make(chan session.ID, 1000)}
 }
 
-// replica is one replica's scheduler: its own Slack client and owner name, the shared store.
+// dbClock is the shared store with the database's clock replaced by the test's (e.clock):
+// time in these tests is the database's, moved on by hand.
+type dbClock struct {
+	*session.Store
+	c *clock
+}
+
+func (d dbClock) Now(context.Context) (time.Time, error) { return d.c.Now(), nil }
+
+// skewed is a replica's own clock, off the database's by a fixed amount.
+type skewed struct {
+	c   *clock
+	off time.Duration
+}
+
+func (s skewed) Now() time.Time                       { return s.c.Now().Add(s.off) }
+func (s skewed) After(time.Duration) <-chan time.Time { return nil }
+
+// replica is one replica's scheduler: its own Slack client, owner name and clock (cfg.Clock,
+// default the database's), the shared store.
 func (e *env) replica(owner string, cfg schedule.Config) *schedule.Scheduler {
 	api := slack.New(e.emu.BotToken(), slack.OptionAPIURL(e.emu.APIURL()))
 	starter := bot.NewStarter(api, e.store, func(id session.ID) { e.signals <- id }, e.emu.TeamID())
-	cfg.Owner, cfg.Team, cfg.Clock = owner, e.emu.TeamID(), e.clock
-	cfg.Admins = []string{admin}
+	cfg.Owner, cfg.Team = owner, e.emu.TeamID()
+	if cfg.Clock == nil {
+		cfg.Clock = e.clock
+	}
+	if cfg.Admins == nil {
+		cfg.Admins = []string{admin}
+	}
 	cfg.Log = zerolog.New(zerolog.NewTestWriter(e.t))
+	cfg.Slack = api
 	cfg.Grace = cmpOr(cfg.Grace, 5*time.Second)
 	cfg.ClaimTTL = cmpOr(cfg.ClaimTTL, 3*time.Second)
-	return schedule.New(e.store, starter, cfg)
+	return schedule.New(dbClock{e.store, e.clock}, starter, cfg)
 }
 
 func cmpOr(a, b time.Duration) time.Duration {
@@ -108,8 +133,12 @@ func (e *env) add(s *schedule.Scheduler, spec, prompt string) session.Schedule {
 }
 
 func (e *env) slash(s *schedule.Scheduler, user, text string) string {
+	return e.slashIn(s, general, user, text)
+}
+
+func (e *env) slashIn(s *schedule.Scheduler, channel, user, text string) string {
 	t := slashcmd.New(e.emu.TeamID(), slashcmd.Help{Intro: []string{"logbook"}}).Add(schedule.Command(s))
-	return t.Answer(context.Background(), slack.SlashCommand{TeamID: e.emu.TeamID(), ChannelID: general, UserID: user, Text: text})
+	return t.Answer(context.Background(), slack.SlashCommand{TeamID: e.emu.TeamID(), ChannelID: channel, UserID: user, Text: text})
 }
 
 // tickPosts are the bot's top-level posts of ticks in general, by tick id.
@@ -157,7 +186,8 @@ func pass(t *testing.T, ss ...*schedule.Scheduler) {
 
 // A schedule every two seconds over two replicas, both passing at the same moments: every tick
 // is posted exactly once, in order, each post starts a session whose first message is the
-// prompt from the person who set it, and each is signalled.
+// prompt, written by the system (schedule/<id>) with the admin who set it in the payload, and
+// each is signalled.
 func TestTwoReplicasPostEachTickOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -186,11 +216,12 @@ func TestTwoReplicasPostEachTickOnce(t *testing.T) {
 			t.Fatalf("post: %q", p[0].Text)
 		}
 		evs, err := e.store.Events(context.Background(), r.Session, session.Range{})
-		if err != nil || len(evs) != 1 || evs[0].Type != session.TypeUserMessage || evs[0].Actor.ID != admin {
+		if err != nil || len(evs) != 1 || evs[0].Type != session.TypeUserMessage ||
+			evs[0].Actor != (session.Actor{Kind: session.ActorSystem, ID: "schedule/" + itoa(sc.ID)}) {
 			t.Fatalf("session of tick %s: %+v %v", r.ID(), evs, err)
 		}
 		var um session.UserMessage
-		if evs[0].Decode(&um) != nil || !strings.HasSuffix(um.Text, "check the queue depth") || um.ThreadTS != r.TS {
+		if evs[0].Decode(&um) != nil || !strings.HasSuffix(um.Text, "check the queue depth") || um.ThreadTS != r.TS || um.SetBy != admin || um.User != "" {
 			t.Fatalf("first message: %+v", um)
 		}
 	}
@@ -386,3 +417,136 @@ func TestTickPostNeverPings(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Specs that robfig/cron panics on (a time zone with nothing after it) and @every intervals
+// under a second are refused with an error, through Parse and through the command; a second,
+// the default least interval, is taken.
+func TestParseRefusesWhatCronPanicsOn(t *testing.T) {
+	t.Parallel()
+	for _, spec := range []string{"CRON_TZ=UTC", "CRON_TZ=", "TZ=UTC", "TZ=", "CRON_TZ=UTC\t* * * * *", "CRON_TZ=UTC   ",
+		"@every 0s", "@every -1s", "@every 1ns", "@every 999ms", "CRON_TZ=UTC @every 0s"} {
+		if c, err := schedule.Parse(spec); err == nil || c != nil {
+			t.Errorf("Parse(%q) = %v, %v; want an error", spec, c, err)
+		}
+	}
+	for _, spec := range []string{"@every 1s", "CRON_TZ=UTC * * * * *", "TZ=Europe/Paris @every 2s", "*/1 * * * * *"} {
+		if _, err := schedule.Check(spec, time.Now(), time.Second); err != nil {
+			t.Errorf("Check(%q): %v", spec, err)
+		}
+	}
+	e := newEnv(t)
+	s := e.replica("replica-a", schedule.Config{})
+	for _, spec := range []string{"CRON_TZ=UTC", "CRON_TZ=", "@every 0s", "@every -1s", "@every 1ns"} {
+		if got := e.slash(s, admin, `schedule add "`+spec+`" x`); !strings.Contains(got, "was not added") {
+			t.Errorf("add %q: %q", spec, got)
+		}
+	}
+	if scheds, err := e.store.Schedules(context.Background(), "", "", true); err != nil || len(scheds) != 0 {
+		t.Fatalf("schedules after refusals: %+v %v", scheds, err)
+	}
+	// A channel holds at most MaxPerChannel schedules.
+	for i := range schedule.MaxPerChannel {
+		if got := e.slash(s, admin, `schedule add "@every 1h" n`+strconv.Itoa(i)); !strings.Contains(got, "added") {
+			t.Fatalf("add %d: %q", i, got)
+		}
+	}
+	if got := e.slash(s, admin, `schedule add "@every 1h" one too many`); !strings.Contains(got, "the most it may have") {
+		t.Fatalf("over the cap: %q", got)
+	}
+}
+
+// Two replicas whose own clocks are off — one ten minutes fast, one ten seconds slow — pass at
+// the same moments, twice each per step: the database's clock decides, so every tick is posted
+// once, on time, none says it is late, and no attempt still running is taken over.
+func TestSkewedReplicasPostEachTickOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	fast := e.replica("replica-fast", schedule.Config{Clock: skewed{e.clock, 10 * time.Minute}})
+	slow := e.replica("replica-slow", schedule.Config{Clock: skewed{e.clock, -10 * time.Second}})
+	sc := e.add(fast, "@every 2s", "check the queue depth")
+	for range 24 { // 12 s of ticks
+		e.clock.add(500 * time.Millisecond)
+		pass(t, fast, slow, fast, slow)
+	}
+	runs, posts := e.runs(sc.ID), e.tickPosts()
+	if len(runs) != 6 || len(posts) != 6 {
+		t.Fatalf("%d runs and %d ticks posted over 12s of @every 2s, want 6 each: %+v", len(runs), len(posts), runs)
+	}
+	for i, r := range runs {
+		want := sc.AddedAt.Add(time.Duration(i+1) * 2 * time.Second).Truncate(time.Second)
+		if !r.At.Equal(want) || r.Late || r.Missed != 0 || r.Attempt != 1 || r.TS == "" {
+			t.Fatalf("run %d: %+v, want tick %v on time, one attempt", i, r, want)
+		}
+		if p := posts[r.ID()]; len(p) != 1 || strings.Contains(p[0].Text, "late") {
+			t.Fatalf("tick %s: %+v", r.ID(), p)
+		}
+	}
+}
+
+// Slack refusing a tick's post for good (the bot is not in the channel) makes the tick final:
+// recorded failed after one attempt, not retried every ClaimTTL; the next tick is tried as
+// usual.
+func TestPermanentRefusalIsFinal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.replica("replica-a", schedule.Config{})
+	sc := e.add(s, "@every 1m", "digest")
+	e.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.postMessage", Error: "not_in_channel", Times: 1})
+	e.clock.add(time.Minute)
+	if err := s.Pass(context.Background()); err == nil {
+		t.Fatal("the refused post reported no error")
+	}
+	for range 5 { // well past the attempt's expiry, still within the tick's retry window
+		e.clock.add(4 * time.Second)
+		pass(t, s)
+	}
+	runs := e.runs(sc.ID)
+	if len(runs) != 1 || runs[0].Attempt != 1 || runs[0].TS != "" || !strings.Contains(runs[0].Failed, "not_in_channel") {
+		t.Fatalf("runs %+v: want one attempt, recorded failed", runs)
+	}
+	e.clock.add(time.Minute)
+	pass(t, s)
+	if runs := e.runs(sc.ID); len(runs) != 2 || runs[1].TS == "" {
+		t.Fatalf("the next tick: %+v", runs)
+	}
+}
+
+// A schedule whose admin has left LOGBOOK_ADMINS stops at its next tick: nothing is posted, and
+// the schedule is recorded removed by the system, saying why.
+func TestScheduleStopsWhenItsAdminLeaves(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	sc := e.add(e.replica("replica-a", schedule.Config{}), "@every 5s", "report")
+	later := e.replica("replica-b", schedule.Config{Admins: []string{other}})
+	e.clock.add(5 * time.Second)
+	pass(t, later)
+	if len(e.tickPosts()) != 0 || len(e.runs(sc.ID)) != 0 {
+		t.Fatalf("a schedule of a former admin ticked: %+v", e.runs(sc.ID))
+	}
+	all, err := e.store.Schedules(context.Background(), "", general, true)
+	if err != nil || len(all) != 1 || !all[0].Removed || all[0].RemovedBy != "system" || !strings.Contains(all[0].RemovedWhy, "LOGBOOK_ADMINS") {
+		t.Fatalf("records: %+v %v", all, err)
+	}
+}
+
+// A schedule is refused where its ticks could never post, or would post outside the
+// organisation: a channel logbook is not in, an archived one, one shared via Slack Connect.
+func TestAddChecksTheChannel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.replica("replica-a", schedule.Config{})
+	e.emu.AddChannel(slackemu.Channel{ID: "C0000077", Name: "no-bot", Members: []string{admin}})
+	e.emu.AddChannel(slackemu.Channel{ID: "C0000078", Name: "old", Members: []string{admin, e.emu.BotUserID()}, Archived: true})
+	e.emu.AddChannel(slackemu.Channel{ID: "C0000079", Name: "shared", Members: []string{admin, e.emu.BotUserID()}})
+	if _, err := e.emu.ShareChannel("C0000079", "T0000099"); err != nil {
+		t.Fatal(err)
+	}
+	for ch, want := range map[string]string{"C0000077": "not a member", "C0000078": "archived", "C0000079": "Slack Connect"} {
+		if got := e.slashIn(s, ch, admin, `schedule add "@every 1h" hi`); !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want %q", ch, got, want)
+		}
+	}
+	if scheds, err := e.store.Schedules(context.Background(), "", "", true); err != nil || len(scheds) != 0 {
+		t.Fatalf("schedules: %+v %v", scheds, err)
+	}
+}

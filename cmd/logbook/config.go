@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -467,8 +468,29 @@ func (cfg *serveConfig) readFollowup(e env) error {
 			cfg.FollowupBots = append(cfg.FollowupBots, b)
 		}
 	}
+	// Whose reviews wake a session: the repository's people (members, the default), anyone's
+	// (all), or theirs and these logins'.
+	switch v := strings.TrimSpace(e.getenv("LOGBOOK_FOLLOWUP_REVIEWERS")); strings.ToLower(v) {
+	case "", "members":
+	case "all":
+		cfg.FollowupReviewers = []string{"all"}
+	default:
+		for _, l := range strings.Split(v, ",") {
+			l = strings.TrimSpace(l)
+			if l == "" {
+				continue
+			}
+			if !githubLogin.MatchString(l) {
+				return fmt.Errorf("LOGBOOK_FOLLOWUP_REVIEWERS: %q is not a GitHub login (members, all, or comma-separated logins)", l)
+			}
+			cfg.FollowupReviewers = append(cfg.FollowupReviewers, l)
+		}
+	}
 	return nil
 }
+
+// githubLogin is what a GitHub user's login may be: letters, digits and single hyphens.
+var githubLogin = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9]|-[A-Za-z0-9]){0,38}$`)
 
 // Values of LOGBOOK_DB_POOLER.
 const (

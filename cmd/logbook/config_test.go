@@ -463,3 +463,25 @@ func TestConfigFollowupPollDefaults(t *testing.T) {
 		}
 	}
 }
+
+// LOGBOOK_FOLLOWUP_REVIEWERS: members by default, all, or logins besides the members; nothing
+// else.
+func TestConfigFollowupReviewers(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]string{"": "", "members": "", "ALL": "all", "ada, grace-h": "ada grace-h"} {
+		vars := baseVars()
+		vars["LOGBOOK_FOLLOWUP_REVIEWERS"] = v
+		cfg, err := load(vars)
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		if got := strings.Join(cfg.FollowupReviewers, " "); got != want {
+			t.Errorf("%q: reviewers %q, want %q", v, got, want)
+		}
+	}
+	vars := baseVars()
+	vars["LOGBOOK_FOLLOWUP_REVIEWERS"] = "ada,<!here>"
+	if _, err := load(vars); err == nil || !strings.Contains(err.Error(), "LOGBOOK_FOLLOWUP_REVIEWERS") {
+		t.Fatalf("a bad login: %v", err)
+	}
+}

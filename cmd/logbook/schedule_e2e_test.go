@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -172,9 +174,11 @@ func TestE2EHookStartsASession(t *testing.T) {
 		"ALERTS_SECRET="+secret)
 	addr := e.httpAddr(p)
 	body := []byte(`{"alert":"disk full","host":"db-1"}`)
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	deliver := func(sig string) int {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/hooks/alerts", bytes.NewReader(body))
 		req.Header.Set(hooks.SignatureHeader, sig)
+		req.Header.Set(hooks.TimestampHeader, ts)
 		req.Header.Set(hooks.DeliveryHeader, "delivery-1")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -183,7 +187,7 @@ func TestE2EHookStartsASession(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	good := "sha256=" + hex.EncodeToString(hooks.Sign(secret, body))
+	good := "sha256=" + hex.EncodeToString(hooks.Sign(secret, ts, body))
 	if code := deliver(good); code != http.StatusAccepted {
 		t.Fatalf("signed delivery: %d", code)
 	}
@@ -227,10 +231,23 @@ func TestE2EHookStartsASession(t *testing.T) {
 		}
 		return nil
 	})
-	for _, o := range []string{`"outcome":"accepted"`, `"outcome":"replay"`, `"outcome":"bad_signature"`} {
+	for _, o := range []string{`"outcome":"accepted"`, `"outcome":"replay"`} {
 		if !strings.Contains(found, o) {
 			t.Fatalf("hook_deliveries.jsonl lacks %s:\n%s", o, found)
 		}
+	}
+	// A refused request is counted, not stored.
+	if strings.Contains(found, `"outcome":"bad_signature"`) {
+		t.Fatalf("a refused request was stored:\n%s", found)
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `logbook_hook_refused_total{reason="bad_signature"} 1`) {
+		t.Fatalf("/metrics lacks the refused request:\n%s", metrics)
 	}
 }
 

@@ -66,12 +66,12 @@ func (w *wiring) buildStarted(store *session.Store) {
 		} // else the runner is not built yet: its first poll finds the session's pending work
 	}, w.me.TeamID)
 	w.scheduler = schedule.New(store, starter, schedule.Config{Owner: replicaOwner(), Team: w.me.TeamID, Admins: cfg.Admins,
-		Grace: cfg.Started.Grace, ClaimTTL: cfg.LeaseTTL, MinInterval: cfg.Started.MinInterval, Names: w.dir.UserName,
+		Grace: cfg.Started.Grace, ClaimTTL: cfg.LeaseTTL, MinInterval: cfg.Started.MinInterval, Names: w.dir.UserName, Slack: w.api,
 		Log: w.log.With().Str("part", "schedules").Logger()})
 	w.parts = append(w.parts, bot.Part{Name: "schedules", Run: w.scheduler.Run})
 	if len(cfg.Started.Hooks) > 0 {
 		w.hooks = hooks.New(store, starter, hooks.Options{Hooks: cfg.Started.Hooks, Window: cfg.Started.HookWindow,
-			MaxBody: cfg.Started.HookMaxBody, Log: w.log.With().Str("part", "hooks").Logger()})
+			MaxBody: cfg.Started.HookMaxBody, Registerer: w.reg, Log: w.log.With().Str("part", "hooks").Logger()})
 		w.log.Info().Strs("hooks", w.hooks.Names()).Msg("hooks: POST /hooks/<name> starts a session (LOGBOOK_HOOKS)")
 	}
 }

@@ -185,13 +185,20 @@ Environment:
                           the secret of GitHub's webhook at POST /webhooks/github (events
                           check_run, check_suite, status, pull_request_review,
                           pull_request_review_comment, pull_request), verified with
-                          X-Hub-Signature-256; 16+ characters; unset: no webhook endpoint
+                          X-Hub-Signature-256; 16+ characters; unset: no webhook endpoint. A
+                          delivery is taken once by its id and once by its body (7 days), and
+                          a pull request is looked at at most once per 2s for its deliveries
   LOGBOOK_FOLLOWUP_POLL   how often each followed pull request's checks and reviews are
                           polled instead (default 60s without a webhook secret, off with
                           one; off, or at least 10s)
   LOGBOOK_FOLLOWUP_BOTS   bot accounts (comma-separated logins, e.g. coderabbitai[bot]; * for
                           all) whose reviews are followed; by default reviews by bots and by
                           logbook's own account are not
+  LOGBOOK_FOLLOWUP_REVIEWERS
+                          whose reviews wake a session: members (the default: authors GitHub
+                          calls OWNER, MEMBER or COLLABORATOR of the repository), all (anyone,
+                          on a public repository strangers too), or comma-separated logins
+                          followed besides the members; every wake is an attempt
   LOGBOOK_TOOL_APPROVAL   per-tool approval policy, e.g. run_command=ask,write_file=ask,*=allow
                           (modes allow, ask, deny; default allow for every tool; tools
                           run_command, read_file, write_file, attach_file, search_sessions,
@@ -334,8 +341,9 @@ Environment:
   LOGBOOK_LOG_FORMAT      json | console (default: console on a terminal, else json)
   LOGBOOK_LOG_LEVEL       debug | info | warn | error (default info)
   LOGBOOK_SCHEDULE_MIN_INTERVAL  the least time between two ticks of a schedule added with
-                          /logbook schedule add (default 1s: any interval); specs are
-                          robfig/cron's: 5 fields, 6 with seconds, @every 4s, CRON_TZ=Zone
+                          /logbook schedule add (default 1s: any interval; @every under 1s
+                          is refused); specs are robfig/cron's: 5 fields, 6 with seconds,
+                          @every 4s, CRON_TZ=Zone
   LOGBOOK_SCHEDULE_GRACE  how late a tick may run and still be on time (default 30s); of the
                           ticks missed while no replica ran, only the newest runs, once,
                           and its post says it is late. A tick whose replica died is taken
@@ -345,11 +353,13 @@ Environment:
                           holding one, {"alerts": {"channel": "C0123ABCD", "secret":
                           "${ALERTS_SECRET}", "prompt": "An alert fired: {{payload}}"}};
                           ${NAME} from the environment, secrets of 16+ characters. POST
-                          /hooks/<name> on LOGBOOK_HTTP_ADDR with X-Logbook-Signature-256:
-                          sha256=<hex HMAC-SHA256 of the body> (and X-Logbook-Delivery: an
-                          id); 401 and a record for a bad signature
-  LOGBOOK_HOOK_REPLAY_WINDOW  a delivery id or body seen again within this starts nothing
-                          (default 24h)
+                          /hooks/<name> on LOGBOOK_HTTP_ADDR with X-Logbook-Timestamp: <unix
+                          seconds> and X-Logbook-Signature-256: sha256=<hex HMAC-SHA256 of
+                          timestamp + "." + body> (and X-Logbook-Delivery: an id); 401 for a
+                          bad signature, an unknown hook or a timestamp over 5m off, counted
+                          in logbook_hook_refused_total, not stored
+  LOGBOOK_HOOK_REPLAY_WINDOW  a delivery id, or a body with its timestamp, seen again within
+                          this starts nothing (default 24h)
   LOGBOOK_HOOK_MAX_BODY   the largest body a hook takes (default 256K; 413 above)
   LOGBOOK_AUDIT_SCHEDULE  cron spec of scheduled audit exports inside serve
                           (LOGBOOK_AUDIT_* and LOGBOOK_RETENTION: see 'logbook audit --help')`
@@ -449,11 +459,13 @@ type serveConfig struct {
 	GitHubToken Secret
 	GitHubAPI   string
 	// Pull requests followed (issue 32): LOGBOOK_FOLLOWUP_MAX, LOGBOOK_GITHUB_WEBHOOK_SECRET,
-	// LOGBOOK_FOLLOWUP_POLL, LOGBOOK_FOLLOWUP_BOTS.
+	// LOGBOOK_FOLLOWUP_POLL, LOGBOOK_FOLLOWUP_BOTS, LOGBOOK_FOLLOWUP_REVIEWERS.
 	FollowupMax   int
 	WebhookSecret Secret
 	FollowupPoll  time.Duration
 	FollowupBots  []string
+	// FollowupReviewers is LOGBOOK_FOLLOWUP_REVIEWERS: nil (members), ["all"], or logins.
+	FollowupReviewers []string
 	// RepoURL is where a channel's repository is cloned from (LOGBOOK_REPO_URL, {repo} for
 	// owner/name; default https://github.com/{repo}.git).
 	RepoURL string
@@ -1163,7 +1175,7 @@ func newFollower(cfg serveConfig, store *session.Store, reg prometheus.Registere
 		return nil
 	}
 	return followup.New(store, forge.NewGitHub(cfg.GitHubAPI, cfg.GitHubToken.Reveal(), nil), followup.Config{
-		Max: cfg.FollowupMax, Secret: cfg.WebhookSecret.Reveal(), Bots: cfg.FollowupBots, Poll: cfg.FollowupPoll,
+		Max: cfg.FollowupMax, Secret: cfg.WebhookSecret.Reveal(), Bots: cfg.FollowupBots, Reviewers: cfg.FollowupReviewers, Poll: cfg.FollowupPoll,
 		Log: log.With().Str("part", "followup").Logger(), Registerer: reg})
 }
 

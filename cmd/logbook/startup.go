@@ -134,12 +134,16 @@ type httpServer struct {
 	stopErr error
 }
 
+// httpReadTimeout bounds the reading of a whole request, body included: a sender trickling a
+// hook's body (at most LOGBOOK_HOOK_MAX_BODY) cannot hold a connection longer.
+const httpReadTimeout = 30 * time.Second
+
 // startHTTP serves ln at once with first.
 func startHTTP(ln net.Listener, first http.Handler) *httpServer {
 	s := &httpServer{ln: ln, done: make(chan struct{})}
 	s.handler.Store(&first)
 	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) }),
-		ReadHeaderTimeout: 10 * time.Second}
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: httpReadTimeout}
 	go func() {
 		s.err = s.srv.Serve(ln)
 		close(s.done)

@@ -108,3 +108,18 @@ func TestStartRetrier(t *testing.T) {
 		t.Errorf("cancelled while waiting: %v", err)
 	}
 }
+
+// The HTTP server bounds the reading of a whole request, not only its headers: a sender
+// trickling a body cannot hold a connection for ever.
+func TestHTTPServerBoundsTheBody(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startHTTP(ln, nil)
+	defer s.stop()
+	if s.srv.ReadTimeout <= 0 || s.srv.ReadTimeout > time.Minute || s.srv.ReadHeaderTimeout <= 0 {
+		t.Fatalf("ReadTimeout %v, ReadHeaderTimeout %v", s.srv.ReadTimeout, s.srv.ReadHeaderTimeout)
+	}
+}

@@ -57,9 +57,11 @@ type Comment struct {
 	Body string
 }
 
-// Reviewer is who writes a review: a login, and "User" or "Bot".
+// Reviewer is who writes a review: a login, "User" or "Bot", and the author_association
+// GitHub gives the account on the repository (default COLLABORATOR; a stranger's is NONE).
 type Reviewer struct {
 	Login, Type string
+	Association string
 }
 
 // SetHead makes sha the head of branch (a push).
@@ -147,15 +149,20 @@ func (s *Server) AddReview(number int, by Reviewer, state, body string, comments
 	s.checks.nextID++
 	id := s.checks.nextID
 	user := map[string]any{"login": by.Login, "type": by.Type}
+	assoc := by.Association
+	if assoc == "" {
+		assoc = "COLLABORATOR"
+	}
 	s.checks.reviews[number] = append(s.checks.reviews[number], map[string]any{"id": id, "user": user, "state": state, "body": body,
-		"commit_id": s.head(branch), "html_url": fmt.Sprintf("https://github.com/%s/pull/%d#pullrequestreview-%d", s.opt.Repo, number, id),
+		"author_association": assoc,
+		"commit_id":          s.head(branch), "html_url": fmt.Sprintf("https://github.com/%s/pull/%d#pullrequestreview-%d", s.opt.Repo, number, id),
 		"submitted_at": time.Now().UTC().Format(time.RFC3339)})
 	var ids []int64
 	for _, c := range comments {
 		s.checks.nextID++
 		ids = append(ids, s.checks.nextID)
 		s.checks.comments[number] = append(s.checks.comments[number], map[string]any{"id": s.checks.nextID, "pull_request_review_id": id,
-			"user": user, "path": c.Path, "line": c.Line, "original_line": c.Line, "body": c.Body, "commit_id": s.head(branch),
+			"user": user, "author_association": assoc, "path": c.Path, "line": c.Line, "original_line": c.Line, "body": c.Body, "commit_id": s.head(branch),
 			"html_url": fmt.Sprintf("https://github.com/%s/pull/%d#discussion_r%d", s.opt.Repo, number, s.checks.nextID)})
 	}
 	return id, ids
