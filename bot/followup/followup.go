@@ -235,19 +235,36 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 	base := session.FollowupSignal{Repo: fl.Repo, Number: fl.Number, Branch: fl.Branch, HeadSHA: head, Max: limit,
 		Source: src.Kind, Delivery: src.Delivery, Event: src.Event, Sender: src.Sender}
 
+	failures, green, err := f.checkFailures(ctx, repo, fl, head, h)
+	if err != nil {
+		return nil, err
+	}
+	reviews, err := f.reviewFailures(ctx, repo, fl, h)
+	if err != nil {
+		return nil, err
+	}
+	failures = append(failures, reviews...)
+	return f.append(ctx, fl, src, signals(fl, h, base, limit, src, failures, green))
+}
+
+// failure is one new thing a look found to act on: a failed check (or commit status), or a
+// review asking for changes, under the key that stores it once.
+type failure struct {
+	key    string
+	check  session.FollowupCheck
+	review *session.FollowupReview
+}
+
+// checkFailures reads head's check runs and commit statuses and returns the failures h has
+// not stored yet, and whether every check has completed and passed (green).
+func (f *Follower) checkFailures(ctx context.Context, repo forge.Repo, fl session.Followed, head string, h history) ([]failure, bool, error) {
 	runs, err := f.forge.CheckRuns(ctx, repo, head)
 	if err != nil {
-		return nil, fmt.Errorf("look at %s#%d: check runs: %w", fl.Repo, fl.Number, err)
+		return nil, false, fmt.Errorf("look at %s#%d: check runs: %w", fl.Repo, fl.Number, err)
 	}
 	status, err := f.forge.Status(ctx, repo, head)
 	if err != nil {
-		return nil, fmt.Errorf("look at %s#%d: statuses: %w", fl.Repo, fl.Number, err)
-	}
-	type failure struct {
-		key    string
-		check  session.FollowupCheck
-		review *session.FollowupReview
-		actor  session.Actor
+		return nil, false, fmt.Errorf("look at %s#%d: statuses: %w", fl.Repo, fl.Number, err)
 	}
 	var failures []failure
 	green, complete := len(runs)+len(status.Statuses) > 0, true
@@ -274,19 +291,11 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 		c := session.FollowupCheck{ID: run.ID, Name: run.Name, Conclusion: run.Conclusion, URL: cmp.Or(run.HTMLURL, run.DetailsURL),
 			Title: clipText(run.Output.Title, 300), Summary: clipText(run.Output.Summary, textBytes), Tail: tail(run.Output.Text, tailBytes)}
 		if run.Output.AnnotationsCount > 0 {
-			anns, err := f.forge.Annotations(ctx, repo, run.ID)
-			if err != nil {
-				return nil, fmt.Errorf("look at %s#%d: annotations of check run %d: %w", fl.Repo, fl.Number, run.ID, err)
-			}
-			for _, a := range anns {
-				if len(c.Annotations) == maxAnnotations {
-					break
-				}
-				c.Annotations = append(c.Annotations, session.FollowupAnnotation{Path: a.Path, Line: a.StartLine, Level: a.AnnotationLevel,
-					Message: clipText(strings.TrimSpace(a.Title+"\n"+a.Message), 500)})
+			if c.Annotations, err = f.annotations(ctx, repo, run.ID); err != nil {
+				return nil, false, fmt.Errorf("look at %s#%d: annotations of check run %d: %w", fl.Repo, fl.Number, run.ID, err)
 			}
 		}
-		failures = append(failures, failure{key: key, check: c, actor: src.actor()})
+		failures = append(failures, failure{key: key, check: c})
 	}
 	for _, st := range status.Statuses {
 		switch st.State {
@@ -297,16 +306,36 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 			green = false
 			key := "status/" + head + "/" + st.Context + "/" + st.State
 			if !h.keys[key] {
-				failures = append(failures, failure{key: key, actor: src.actor(), check: session.FollowupCheck{Name: st.Context, Conclusion: st.State,
+				failures = append(failures, failure{key: key, check: session.FollowupCheck{Name: st.Context, Conclusion: st.State,
 					URL: st.TargetURL, Summary: clipText(st.Description, textBytes)}})
 			}
 		}
 	}
+	return failures, green && complete && (status.State == "success" || status.TotalCount == 0), nil
+}
 
+// annotations are check run id's first maxAnnotations annotations.
+func (f *Follower) annotations(ctx context.Context, repo forge.Repo, id int64) ([]session.FollowupAnnotation, error) {
+	anns, err := f.forge.Annotations(ctx, repo, id)
+	if err != nil {
+		return nil, err
+	}
+	var out []session.FollowupAnnotation
+	for _, a := range anns[:min(len(anns), maxAnnotations)] {
+		out = append(out, session.FollowupAnnotation{Path: a.Path, Line: a.StartLine, Level: a.AnnotationLevel,
+			Message: clipText(strings.TrimSpace(a.Title+"\n"+a.Message), 500)})
+	}
+	return out, nil
+}
+
+// reviewFailures returns the reviews (with their comments) of followed authors that ask for
+// changes or comment, and that h has not stored yet.
+func (f *Follower) reviewFailures(ctx context.Context, repo forge.Repo, fl session.Followed, h history) ([]failure, error) {
 	reviews, err := f.forge.Reviews(ctx, repo, fl.Number)
 	if err != nil {
 		return nil, fmt.Errorf("look at %s#%d: reviews: %w", fl.Repo, fl.Number, err)
 	}
+	var failures []failure
 	var comments []forge.ReviewComment
 	commentsRead := false
 	for _, rv := range reviews {
@@ -331,50 +360,53 @@ func (f *Follower) Look(ctx context.Context, fl session.Followed, src Source) ([
 		if rv.State == "COMMENTED" && len(r.Comments) == 0 && strings.TrimSpace(rv.Body) == "" {
 			continue // a reply with nothing to act on
 		}
-		failures = append(failures, failure{key: key, review: r, actor: src.actor()})
+		failures = append(failures, failure{key: key, review: r})
 	}
+	return failures, nil
+}
 
-	var evs []session.NewEvent
+// signals are the followup_signal events for what a look found: the failures as one attempt
+// (or, past the limit, one exhausted signal; nothing once exhausted), else a success when the
+// head is green and one is due.
+func signals(fl session.Followed, h history, base session.FollowupSignal, limit int, src Source, failures []failure, green bool) []session.NewEvent {
+	keyPrefix := "followup_signal/" + fl.Repo + "#" + strconv.Itoa(fl.Number) + "/"
+	signal := func(key string, sig session.FollowupSignal) session.NewEvent {
+		return session.NewEvent{Type: session.TypeFollowupSignal, Actor: src.actor(), IdempotencyKey: keyPrefix + key, Payload: sig}
+	}
 	switch {
 	case len(failures) > 0 && h.exhausted:
 		// The thread was told who should look: failures no longer wake it.
+		return nil
+	case len(failures) > 0 && h.attempts+1 > limit:
+		sig := base
+		sig.Kind, sig.Attempt, sig.Look = session.SignalExhausted, 0, nonEmpty(fl.Requester)
+		for _, fa := range failures {
+			if fa.review == nil {
+				sig.Checks = append(sig.Checks, session.FollowupCheck{Name: fa.check.Name, Conclusion: fa.check.Conclusion, URL: fa.check.URL})
+			}
+		}
+		return []session.NewEvent{signal("exhausted", sig)}
 	case len(failures) > 0:
 		// Every wake is an attempt: the failures one look finds new are stored together and
 		// wake the session once, whatever head or review they are about.
-		attempt := h.attempts + 1
-		if attempt > limit {
+		var evs []session.NewEvent
+		for _, fa := range failures[:min(len(failures), maxChecksSignal)] {
 			sig := base
-			sig.Kind, sig.Attempt, sig.Look = session.SignalExhausted, 0, nonEmpty(fl.Requester)
-			for _, fa := range failures {
-				if fa.review == nil {
-					sig.Checks = append(sig.Checks, session.FollowupCheck{Name: fa.check.Name, Conclusion: fa.check.Conclusion, URL: fa.check.URL})
-				}
-			}
-			evs = append(evs, session.NewEvent{Type: session.TypeFollowupSignal, Actor: src.actor(),
-				IdempotencyKey: "followup_signal/" + fl.Repo + "#" + strconv.Itoa(fl.Number) + "/exhausted", Payload: sig})
-			break
-		}
-		for i, fa := range failures {
-			if i == maxChecksSignal {
-				break
-			}
-			sig := base
-			sig.Attempt = attempt
+			sig.Attempt = h.attempts + 1
 			if fa.review != nil {
 				sig.Kind, sig.Review = session.SignalReview, fa.review
 			} else {
 				sig.Kind, sig.Checks = session.SignalCheckFailed, []session.FollowupCheck{fa.check}
 			}
-			evs = append(evs, session.NewEvent{Type: session.TypeFollowupSignal, Actor: fa.actor,
-				IdempotencyKey: "followup_signal/" + fl.Repo + "#" + strconv.Itoa(fl.Number) + "/" + fa.key, Payload: sig})
+			evs = append(evs, signal(fa.key, sig))
 		}
-	case green && complete && (status.State == "success" || status.TotalCount == 0) && h.successDue():
+		return evs
+	case green && h.successDue():
 		sig := base
 		sig.Kind = session.SignalSuccess
-		evs = append(evs, session.NewEvent{Type: session.TypeFollowupSignal, Actor: src.actor(),
-			IdempotencyKey: "followup_signal/" + fl.Repo + "#" + strconv.Itoa(fl.Number) + "/success/" + head, Payload: sig})
+		return []session.NewEvent{signal("success/"+base.HeadSHA, sig)}
 	}
-	return f.append(ctx, fl, src, evs)
+	return nil
 }
 
 // append appends evs to fl's session and NOTIFYs it when some are new work.
