@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // WebhookPath is where GitHub's webhooks are received.
@@ -52,27 +54,8 @@ func (f *Follower) Webhook() http.Handler {
 		}
 		event, delivery := r.Header.Get("X-GitHub-Event"), r.Header.Get("X-GitHub-Delivery")
 		log := f.cfg.Log.With().Str("delivery", clipText(delivery, 80)).Str("event", clipText(event, 60)).Str("remote", r.RemoteAddr).Logger()
-		// The server bounds a request's headers only; the body is bounded here, in size and time.
-		if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(f.cfg.ReadTimeout)); err != nil {
-			log.Debug().Err(err).Msg("github webhook: no read deadline")
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBytes))
-		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				f.webhooks.WithLabelValues("too_large").Inc()
-				log.Warn().Int64("limit", tooLarge.Limit).Msg("github webhook: refused, body too large")
-				http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
-				return
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				f.webhooks.WithLabelValues("too_slow").Inc()
-				log.Warn().Dur("limit", f.cfg.ReadTimeout).Msg("github webhook: refused, body not read in time")
-				http.Error(w, "body too slow", http.StatusRequestTimeout)
-				return
-			}
-			http.Error(w, "could not read the body", http.StatusBadRequest)
+		body, ok := f.readBody(w, r, log)
+		if !ok {
 			return
 		}
 		if !f.verify(r.Header.Get("X-Hub-Signature-256"), body) {
@@ -130,49 +113,12 @@ func (f *Follower) Webhook() http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), lookTimeout)
 		defer cancel()
 		src := Source{Kind: "webhook", Delivery: clipText(delivery, 80), Event: event, Sender: clipText(targets.sender, 100)}
-		looked, covered, stored := 0, 0, 0
-		fail := func(status int, msg string) {
+		looked, covered, stored, failed := f.lookAll(ctx, targets, src, log)
+		if failed != nil {
 			f.webhooks.WithLabelValues("failed").Inc()
 			release()
-			http.Error(w, msg, status)
-		}
-		for _, branch := range targets.branches {
-			followed, err := f.store.FollowedBranch(ctx, targets.repo, branch)
-			if err != nil {
-				log.Error().Err(err).Msg("github webhook: could not read the log")
-				fail(http.StatusBadGateway, "the log cannot be read right now")
-				return
-			}
-			for _, fl := range followed {
-				// At most one look per pull request per LookGap, across replicas: a look due and
-				// not yet started reads what this one would; otherwise wait for the next slot.
-				wait, due, err := f.store.ClaimLook(ctx, fl.Repo, fl.Number, f.cfg.LookGap)
-				if err != nil {
-					log.Error().Err(err).Msg("github webhook: could not claim a look")
-					fail(http.StatusBadGateway, "the log cannot be written right now")
-					return
-				}
-				if !due {
-					covered++
-					continue
-				}
-				if wait > 0 {
-					select {
-					case <-ctx.Done():
-						fail(http.StatusServiceUnavailable, "timed out waiting to look; the poller or a redelivery will")
-						return
-					case <-f.cfg.After(wait):
-					}
-				}
-				evs, err := f.Look(ctx, fl, src)
-				if err != nil {
-					log.Error().Err(err).Str("session_id", fl.Session.String()).Msg("github webhook: look failed")
-					fail(http.StatusBadGateway, "the pull request could not be looked at; the poller or a redelivery will")
-					return
-				}
-				looked++
-				stored += len(evs)
-			}
+			http.Error(w, failed.msg, failed.status)
+			return
 		}
 		if looked == 0 && covered > 0 {
 			f.webhooks.WithLabelValues("accepted").Inc()
@@ -189,6 +135,80 @@ func (f *Follower) Webhook() http.Handler {
 		w.WriteHeader(http.StatusAccepted)
 		fmt.Fprintf(w, "looked at %d followed pull requests, stored %d events\n", looked, stored)
 	})
+}
+
+// readBody reads r's body, bounded in size (MaxWebhookBytes) and time (Config.ReadTimeout: the
+// server bounds a request's headers only). When it cannot, it answers (413, 408 or 400),
+// counts and logs why, and returns false.
+func (f *Follower) readBody(w http.ResponseWriter, r *http.Request, log zerolog.Logger) ([]byte, bool) {
+	if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(f.cfg.ReadTimeout)); err != nil {
+		log.Debug().Err(err).Msg("github webhook: no read deadline")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBytes))
+	if err == nil {
+		return body, true
+	}
+	var tooLarge *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		f.webhooks.WithLabelValues("too_large").Inc()
+		log.Warn().Int64("limit", tooLarge.Limit).Msg("github webhook: refused, body too large")
+		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+	case errors.As(err, &ne) && ne.Timeout():
+		f.webhooks.WithLabelValues("too_slow").Inc()
+		log.Warn().Dur("limit", f.cfg.ReadTimeout).Msg("github webhook: refused, body not read in time")
+		http.Error(w, "body too slow", http.StatusRequestTimeout)
+	default:
+		http.Error(w, "could not read the body", http.StatusBadRequest)
+	}
+	return nil, false
+}
+
+// lookFailure is why a delivery's looks stopped: the answer to give its sender.
+type lookFailure struct {
+	status int
+	msg    string
+}
+
+// lookAll looks at the followed pull requests of targets' branches, at most one look per pull
+// request per Config.LookGap across replicas: a look due and not yet started reads what this
+// one would (covered); otherwise it waits for the next slot. It returns how many it looked at,
+// how many were covered, the events stored, and why it stopped (nil: it did not).
+func (f *Follower) lookAll(ctx context.Context, targets delivery, src Source, log zerolog.Logger) (looked, covered, stored int, failed *lookFailure) {
+	for _, branch := range targets.branches {
+		followed, err := f.store.FollowedBranch(ctx, targets.repo, branch)
+		if err != nil {
+			log.Error().Err(err).Msg("github webhook: could not read the log")
+			return looked, covered, stored, &lookFailure{http.StatusBadGateway, "the log cannot be read right now"}
+		}
+		for _, fl := range followed {
+			wait, due, err := f.store.ClaimLook(ctx, fl.Repo, fl.Number, f.cfg.LookGap)
+			if err != nil {
+				log.Error().Err(err).Msg("github webhook: could not claim a look")
+				return looked, covered, stored, &lookFailure{http.StatusBadGateway, "the log cannot be written right now"}
+			}
+			if !due {
+				covered++
+				continue
+			}
+			if wait > 0 {
+				select {
+				case <-ctx.Done():
+					return looked, covered, stored, &lookFailure{http.StatusServiceUnavailable, "timed out waiting to look; the poller or a redelivery will"}
+				case <-f.cfg.After(wait):
+				}
+			}
+			evs, err := f.Look(ctx, fl, src)
+			if err != nil {
+				log.Error().Err(err).Str("session_id", fl.Session.String()).Msg("github webhook: look failed")
+				return looked, covered, stored, &lookFailure{http.StatusBadGateway, "the pull request could not be looked at; the poller or a redelivery will"}
+			}
+			looked++
+			stored += len(evs)
+		}
+	}
+	return looked, covered, stored, nil
 }
 
 // verify checks X-Hub-Signature-256 ("sha256=" and the hex HMAC of body), in constant time.
