@@ -118,15 +118,7 @@ func start(ctx context.Context, opts Options, f finder) (*Server, error) {
 	if s.bin, err = f.find(ctx, wantMajor); err != nil {
 		return nil, err
 	}
-	if root {
-		if s.as, err = runAs(ctx, s.dataDir(), cmp.Or(opts.User, "logbook"), s.log); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.prepareDir(root); err != nil {
-		return nil, err
-	}
-	if s.lock, err = lockDir(dir); err != nil {
+	if err := s.takeDir(ctx, root, opts.User); err != nil {
 		return nil, err
 	}
 	if err := s.startLocked(ctx, wantMajor, db); err != nil {
@@ -388,6 +380,23 @@ func resolveDir(dir string, root bool) (string, error) {
 		return "", fmt.Errorf("local PostgreSQL directory %s is too long for a unix socket path (%d bytes, at most %d): choose a shorter one", dir, len(sock), maxSocketPath)
 	}
 	return dir, nil
+}
+
+// takeDir makes s's directory its own: as root, the account the cluster runs as (user, default
+// "logbook"); the directory prepared for it; the directory's lock, so no other process starts a
+// cluster in it.
+func (s *Server) takeDir(ctx context.Context, root bool, user string) error {
+	var err error
+	if root {
+		if s.as, err = runAs(ctx, s.dataDir(), cmp.Or(user, "logbook"), s.log); err != nil {
+			return err
+		}
+	}
+	if err := s.prepareDir(root); err != nil {
+		return err
+	}
+	s.lock, err = lockDir(s.dir)
+	return err
 }
 
 // prepareDir creates the directory (mode 0700) and, for root, hands it to the server's

@@ -37,15 +37,7 @@ func StartStandby(ctx context.Context, primary *Server, opts Options) (*Server, 
 	if major != 0 && major != s.bin.major {
 		return nil, fmt.Errorf("standby cluster in %s is PostgreSQL %d, its primary %d", s.dataDir(), major, s.bin.major)
 	}
-	if root {
-		if s.as, err = runAs(ctx, s.dataDir(), cmp.Or(opts.User, "logbook"), s.log); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.prepareDir(root); err != nil {
-		return nil, err
-	}
-	if s.lock, err = lockDir(dir); err != nil {
+	if err := s.takeDir(ctx, root, opts.User); err != nil {
 		return nil, err
 	}
 	if major == 0 {
