@@ -77,3 +77,37 @@ func TestLeaseLostToFailedRenewalsIsRetakenAtOnce(t *testing.T) {
 		t.Fatalf("the cell that answered: %+v %v, want one woken to retake the lease", w, err)
 	}
 }
+
+// #33 (chaos: kill -9 every few seconds): a replica that stored a message and died before it
+// signalled the session leaves the message to Slack's retry of the envelope it did not ack.
+// The retry is a duplicate, and must still wake the session's cell — here idle on a live
+// replica, whose poll (an hour here) skips sessions whose cell runs.
+func TestRedeliveryOfAStoredMessageWakesTheSession(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{poll: time.Hour, orphan: time.Hour,
+		emu: slackemu.Options{RetrySchedule: []time.Duration{time.Hour}}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> one"})
+	h.replies(general, top.TS, 1)
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+
+	// The envelope reaches a replica that stores the message and dies before it acks or
+	// signals: here it is lost on the way, and the test stores the message as that replica
+	// did.
+	h.emu.InjectDeliveryFault(slackemu.DeliveryFault{Kind: slackemu.FaultDrop, EventType: "message"})
+	p := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "two"})
+	h.awaitingRetry(p)
+	if _, err := h.store.Append(context.Background(), s.ID, session.NewEvent{Type: session.TypeUserMessage,
+		Actor: session.Actor{Kind: session.ActorUser, ID: ada}, IdempotencyKey: s.Key.Team + "/" + general + "/" + p.TS,
+		Payload: session.UserMessage{Team: s.Key.Team, Channel: general, ThreadTS: top.TS, TS: p.TS, User: ada, Text: "two"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.emu.FireRetries(); n != 1 {
+		t.Fatalf("%d retries sent, want the one", n)
+	}
+	r := h.replies(general, top.TS, 2)
+	if r[1].Text != "seen: one | two" {
+		t.Fatalf("reply %q", r[1].Text)
+	}
+	h.answered(s.ID)
+}
