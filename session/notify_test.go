@@ -54,6 +54,25 @@ func next(t *testing.T, ch <-chan signal, who string) signal {
 	}
 }
 
+// markers returns mark, which sends a broadcast marker for session id, and nothingBefore, which
+// checks that a listener's next signal is that marker: NOTIFYs arrive in commit order, so a
+// listener whose next signal is the marker got nothing before it.
+func markers(t *testing.T, st *session.Store, id session.ID) (mark func(), nothingBefore func(ch <-chan signal, who string)) {
+	mark = func() {
+		t.Helper()
+		if err := st.Notify(context.Background(), id, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nothingBefore = func(ch <-chan signal, who string) {
+		t.Helper()
+		if got := next(t, ch, who); got.id != id {
+			t.Fatalf("%s got a signal for %s from %q before the marker", who, got.id, got.sender)
+		}
+	}
+	return mark, nothingBefore
+}
+
 // #33: NotifyOwner wakes only the replica that holds the session's live lease, and names it;
 // with no other live owner it sends nothing and returns "" (the caller runs the session).
 // Each negative check is a broadcast marker sent afterwards: NOTIFYs arrive in commit order,
@@ -67,18 +86,7 @@ func TestNotifyOwnerWakesOnlyTheLeaseOwner(t *testing.T) {
 	mustAppend(t, st, s.ID, msg("one"))
 	a, _ := listenAs(t, dbURL, "replica-a")
 	b, stopB := listenAs(t, dbURL, "replica-b")
-	nothingBefore := func(ch <-chan signal, who string) {
-		t.Helper()
-		if got := next(t, ch, who); got.id != marker.ID {
-			t.Fatalf("%s got a signal for %s from %q before the marker", who, got.id, got.sender)
-		}
-	}
-	mark := func() {
-		t.Helper()
-		if err := st.Notify(ctx, marker.ID, "test"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mark, nothingBefore := markers(t, st, marker.ID)
 
 	// No lease: nothing is sent.
 	if owner, err := st.NotifyOwner(ctx, s.ID, "replica-c"); err != nil || owner != "" {
@@ -198,18 +206,7 @@ func TestNotifyPeerWakesOneLivePeer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nothingBefore := func(ch <-chan signal, who string) {
-		t.Helper()
-		if got := next(t, ch, who); got.id != marker.ID {
-			t.Fatalf("%s got a signal for %s from %q before the marker", who, got.id, got.sender)
-		}
-	}
-	mark := func() {
-		t.Helper()
-		if err := st.Notify(ctx, marker.ID, "test"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mark, nothingBefore := markers(t, st, marker.ID)
 
 	// No live peer runs a session: nothing is sent (the caller signals every replica).
 	take(leaver, "replica-c")
