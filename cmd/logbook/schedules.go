@@ -39,14 +39,12 @@ func (cfg *serveConfig) readStarted(e env) error {
 	if s.MinInterval != 0 && s.MinInterval < time.Second {
 		return fmt.Errorf("LOGBOOK_SCHEDULE_MIN_INTERVAL=%s: at least 1s (cron's finest step)", s.MinInterval)
 	}
-	if s.Grace, err = envDuration(e, "LOGBOOK_SCHEDULE_GRACE"); err != nil {
-		return err
-	}
-	if s.HookWindow, err = envDuration(e, "LOGBOOK_HOOK_REPLAY_WINDOW"); err != nil {
-		return err
-	}
-	if s.HookMaxBody, err = envBytes(e, "LOGBOOK_HOOK_MAX_BODY"); err != nil {
-		return err
+	r := envReader{e: e}
+	s.Grace = r.duration("LOGBOOK_SCHEDULE_GRACE")
+	s.HookWindow = r.duration("LOGBOOK_HOOK_REPLAY_WINDOW")
+	s.HookMaxBody = r.bytes("LOGBOOK_HOOK_MAX_BODY")
+	if r.err != nil {
+		return r.err
 	}
 	if s.Hooks, err = hooks.Parse(e.getenv("LOGBOOK_HOOKS"), e.getenv); err != nil {
 		return fmt.Errorf("LOGBOOK_HOOKS: %w", err)
