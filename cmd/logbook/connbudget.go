@@ -41,6 +41,7 @@ type dbConfig struct {
 // readDB reads the connection settings.
 func (cfg *serveConfig) readDB(e env) error {
 	d := &cfg.DB
+	// The envReader block, alike in shape to readSandbox's: each reads its own settings.
 	r := envReader{e: e}
 	d.Pool = r.int("LOGBOOK_DB_POOL")
 	d.GatewayPool = r.int("LOGBOOK_DB_GATEWAY_POOL")

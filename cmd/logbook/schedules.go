@@ -39,6 +39,7 @@ func (cfg *serveConfig) readStarted(e env) error {
 	if s.MinInterval != 0 && s.MinInterval < time.Second {
 		return fmt.Errorf("LOGBOOK_SCHEDULE_MIN_INTERVAL=%s: at least 1s (cron's finest step)", s.MinInterval)
 	}
+	// The envReader block, alike in shape to readSandbox's and readDB's: each reads its own.
 	r := envReader{e: e}
 	s.Grace = r.duration("LOGBOOK_SCHEDULE_GRACE")
 	s.HookWindow = r.duration("LOGBOOK_HOOK_REPLAY_WINDOW")
