@@ -121,7 +121,8 @@ func envBool(e env, name string, def bool) (bool, error) {
 
 // envReader reads settings in a row and keeps the first error ("errors are values"), so that a
 // block of them reads as one assignment a line, checked once after the block: a read after an
-// error reads nothing and returns the zero value.
+// error reads nothing and returns the zero value. The blocks look alike wherever settings are
+// read; what each reads and checks after is its own.
 type envReader struct {
 	e   env
 	err error
