@@ -32,7 +32,7 @@ type startedConfig struct {
 // readStarted reads the schedules' and hooks' settings.
 func (cfg *serveConfig) readStarted(e env) error {
 	s := &cfg.Started
-	// The envReader block, alike in shape to readRuntime's: each reads its own settings.
+	// The envReader block, alike in shape to readRuntime's and readDB's: each reads its own.
 	r := envReader{e: e}
 	s.MinInterval = r.duration("LOGBOOK_SCHEDULE_MIN_INTERVAL")
 	s.Grace = r.duration("LOGBOOK_SCHEDULE_GRACE")
