@@ -2,8 +2,6 @@ package bot_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -141,23 +139,9 @@ func TestFailedOrphanSearchPostsNothing(t *testing.T) {
 			t.Parallel()
 			agent := &crashAgent{storeFirst: true, shown: make(chan struct{})}
 			o := harnessOptions{live: bot.LiveConfig{Interval: 1}, poll: 50 * time.Millisecond}
-			landed := make(chan struct{})
-			var once sync.Once
 			first := o
-			first.apiProxy = func(w http.ResponseWriter, r *http.Request, next http.Handler) {
-				held := false
-				if strings.HasSuffix(r.URL.Path, "/chat.startStream") {
-					once.Do(func() { held = true })
-				}
-				if !held {
-					next.ServeHTTP(w, r)
-					return
-				}
-				// Slack starts the stream; its answer never reaches the cell, which dies.
-				next.ServeHTTP(httptest.NewRecorder(), r)
-				close(landed)
-				<-r.Context().Done()
-			}
+			var landed <-chan struct{}
+			first.apiProxy, landed = lostStartAnswer() // the cell dies before it records the stream
 			h := newHarness(t, agent, first)
 			top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> why did the deploy fail?"})
 			<-agent.shown
