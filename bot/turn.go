@@ -723,8 +723,10 @@ func (t *turn) removeOrphans(ctx context.Context, known ...string) ([]session.Ne
 	t.swept = searched
 	var evs []session.NewEvent
 	for _, o := range orphans {
+		// It may be a stream or a post: a stop is only tried (a stream still streaming cannot
+		// be deleted), the delete must succeed.
 		if err := t.stopLive(ctx, o, true); err != nil {
-			return nil, err
+			t.log.Debug().Err(err).Str("ts", o).Msg("live view: stop a message the log does not name")
 		}
 		if err := t.deleteLive(ctx, o); err != nil {
 			return nil, err
