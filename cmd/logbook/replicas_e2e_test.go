@@ -501,6 +501,9 @@ func TestE2ETenReplicas(t *testing.T) {
 	l := loadFromEnv(t, steadyLoad{threads: 60, rate: 8, dur: 20 * time.Second, channels: 6})
 	e := newE2E(t, slackemu.Options{RetrySchedule: []time.Duration{time.Second, 5 * time.Second, 20 * time.Second}})
 	pg := startCluster(t, clusterDir(t))
+	if statementsWanted() {
+		pg = withStatements(t, pg)
+	}
 	e.dbURL = pg.URL()
 	e.run("migrate", "up")
 	var maxConns, reserved int
@@ -531,10 +534,18 @@ func TestE2ETenReplicas(t *testing.T) {
 	}
 	t.Logf("REPLICAS %d replicas up in %v; load: %v", replicas, time.Since(started).Round(time.Millisecond), l)
 
+	if statementsWanted() {
+		resetStatements(t, e.dbURL)
+	}
+	cost := startCostMeter(t, e.dbURL, pg.PID(), procs)
 	began := time.Now()
 	msgs := drive(t, e, w, l)
 	took := time.Since(began)
 	pending := settle(t, e.dbURL, 2*time.Minute)
+	cost.report(t, e.dbURL, len(msgs))
+	if statementsWanted() {
+		reportStatements(t, e.dbURL, len(msgs))
+	}
 	peak, peakBy, samples := conns.result()
 
 	var leaseCalls float64
