@@ -24,6 +24,8 @@ type cellDeps struct {
 	firstClaim <-chan struct{}
 	// draining is closed when the runner stops gracefully.
 	draining <-chan struct{}
+	// renewer renews the leases of all the runner's cells.
+	renewer *renewer
 }
 
 // Cell runs one session: a single-owner actor. Its state lives in one goroutine; signals
@@ -50,7 +52,7 @@ type Cell struct {
 	// the files copied into its sandbox.
 	carried carried
 	// fence is the lease's deadline on the cell's clock, which every Slack call of its turns
-	// checks first (fence.go); renew moves it on.
+	// checks first (fence.go); the renewer moves it on.
 	fence *leaseFence
 }
 
@@ -126,11 +128,15 @@ func (c *Cell) run(ctx context.Context) {
 	// Slack writes stop where renew gives the lease up (a quarter of the TTL before it ends).
 	c.fence = newLeaseFence(d.Clock, validUntil, d.cfg.LeaseTTL/4)
 	ctx = withFence(ctx, c.fence)
+	// The runner's renewer renews the lease with all of this replica's others (renewer.go).
+	hold := &leaseHold{lease: lease, validUntil: validUntil, fence: c.fence, cancel: cancel, log: c.log}
+	d.renewer.keep(hold)
 	go func() {
 		defer close(renewDone)
-		c.renew(ctx, cancel, lease, validUntil, claimLost)
+		c.watchClaim(ctx, cancel, claimLost)
 	}()
 	defer func() {
+		d.renewer.drop(hold)
 		cancel(nil)
 		<-renewDone
 		rel, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -251,45 +257,14 @@ func (c *Cell) newTurn(st turnState) *turn {
 		state: st, log: c.log, changed: make(chan struct{}, 1)}
 }
 
-// renew keeps the lease, and cancels the cell (errLeaseLost) once it cannot, or (errClaimLost)
-// the moment claimLost is closed: the runner's liveness claim, which the lease was taken
-// with, ended, so a peer may take the session now (nil: no claim).
-func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease session.Lease, validUntil time.Time, claimLost <-chan struct{}) {
-	d := c.deps
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-claimLost:
-			cancel(errClaimLost)
-			return
-		case <-d.Clock.After(d.cfg.LeaseTTL / 4):
-			sent := d.Clock.Now()
-			rctx, stop := context.WithTimeout(ctx, d.cfg.LeaseTTL/8)
-			l, err := d.Store.RenewLease(rctx, lease, d.cfg.LeaseTTL)
-			stop()
-			if errors.Is(err, session.ErrFenced) {
-				cancel(errLeaseLost)
-				return
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				// Not renewed: once the lease may have expired (measured on our own clock
-				// from before the last successful call, with a margin), another replica may
-				// run the session: stop now.
-				if d.Clock.Now().After(validUntil.Add(-d.cfg.LeaseTTL / 4)) {
-					c.log.Warn().Err(err).Msg("cell: lease could not be renewed before it expired")
-					cancel(errLeaseLost)
-					return
-				}
-				c.log.Warn().Err(err).Msg("cell: renew lease; retrying")
-				continue
-			}
-			lease, validUntil = l, sent.Add(d.cfg.LeaseTTL)
-			c.fence.extend(validUntil)
-		}
+// watchClaim cancels the cell (errClaimLost) the moment claimLost is closed: the runner's
+// liveness claim, which the lease was taken with, ended, so a peer may take the session now
+// (nil: no claim). The renewer cancels it (errLeaseLost) once the lease is lost.
+func (c *Cell) watchClaim(ctx context.Context, cancel context.CancelCauseFunc, claimLost <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+	case <-claimLost:
+		cancel(errClaimLost)
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 type logStore interface {
 	Session(ctx context.Context, id session.ID) (session.Session, error)
 	AcquireLeaseWith(ctx context.Context, id session.ID, owner string, ttl time.Duration, o session.LeaseOptions) (session.Lease, error)
-	RenewLease(ctx context.Context, l session.Lease, ttl time.Duration) (session.Lease, error)
 	ReleaseLease(ctx context.Context, l session.Lease) error
 	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
 	AppendWith(ctx context.Context, id session.ID, opts session.AppendOptions, evs ...session.NewEvent) ([]session.Event, error)

@@ -184,7 +184,8 @@ func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 	r := &Runner{base: base, cancel: cancel, log: d.Log, store: d.Store, dbURL: d.DatabaseURL, cfg: cfg,
 		cells: map[session.ID]*Cell{}, notify: make(chan signal, 1024), refill: make(chan struct{}, 1), draining: make(chan struct{}),
 		firstClaim: make(chan struct{})}
-	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, draining: r.draining}
+	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, draining: r.draining,
+		renewer: newRenewer(d.Store, d.Clock, cfg.LeaseTTL, d.Log)}
 	if d.DatabaseURL != "" {
 		r.deps.firstClaim = r.firstClaim
 	}
@@ -379,6 +380,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer wg.Wait()
 	defer stopBg()
 	wg.Go(func() { r.notifier(bg) })
+	// The leases are renewed until the drain is over (bg ends after it).
+	wg.Go(func() { r.deps.renewer.run(bg) })
 	if r.dbURL != "" {
 		wg.Go(func() { r.listen(bg) })
 	}

@@ -1,9 +1,11 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,6 +65,42 @@ func (s *Store) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lea
 		return l, fmt.Errorf("renew lease of session %s epoch %d: %w", l.Session, l.Epoch, err)
 	}
 	return l, nil
+}
+
+// RenewLeases extends every lease of ls by ttl in one statement (one round trip however many
+// leases a replica holds), each only while its session, owner and epoch still hold it, as
+// RenewLease does. It returns the leases it renewed, with their new expiry; a lease missing
+// from the answer is lost (RenewLease's ErrFenced). The sessions are locked in id order, so
+// two replicas renewing at once never deadlock.
+func (s *Store) RenewLeases(ctx context.Context, ls []Lease, ttl time.Duration) ([]Lease, error) {
+	if len(ls) == 0 {
+		return nil, nil
+	}
+	sorted := slices.SortedFunc(slices.Values(ls), func(a, b Lease) int { return bytes.Compare(a.Session[:], b.Session[:]) })
+	ids, owners, epochs := make([]ID, len(sorted)), make([]string, len(sorted)), make([]int64, len(sorted))
+	for i, l := range sorted {
+		ids[i], owners[i], epochs[i] = l.Session, l.Owner, l.Epoch
+	}
+	rows, err := s.pool.Query(ctx, `SELECT u.i, r.expires_at
+		FROM unnest($1::uuid[], $2::text[], $3::bigint[]) WITH ORDINALITY AS u(session_id, owner, epoch, i)
+		CROSS JOIN LATERAL logbook_renew_lease(u.session_id, u.owner, u.epoch, $4) r`, ids, owners, epochs, ttl)
+	if err != nil {
+		return nil, fmt.Errorf("renew %d leases: %w", len(ls), err)
+	}
+	renewed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Lease, error) {
+		var i int64
+		var until time.Time
+		if err := row.Scan(&i, &until); err != nil {
+			return Lease{}, err
+		}
+		l := sorted[i-1]
+		l.ExpiresAt = until
+		return l, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("renew %d leases: %w", len(ls), err)
+	}
+	return renewed, nil
 }
 
 // ReleaseLease ends l at once, so another replica may take the session without waiting for

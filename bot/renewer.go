@@ -1,0 +1,123 @@
+package bot
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/session"
+)
+
+// renewer keeps this replica's leases: one statement per interval renews every lease its
+// cells hold (#33: one renewal per cell, each waiting for a connection of a pool busy with
+// turns, timed out under load and moved sessions between live replicas). A cell whose lease
+// is gone, or may have expired on the cell's own clock, is cancelled with errLeaseLost; a
+// renewed cell's fence moves on.
+type renewer struct {
+	store *session.Store
+	clock Clock
+	ttl   time.Duration
+	log   zerolog.Logger
+
+	mu   sync.Mutex
+	held map[*leaseHold]struct{}
+}
+
+// leaseHold is one cell's lease as the renewer keeps it. validUntil is the cell's own
+// deadline: measured from before the call that last took or renewed the lease. Only the
+// renewer's goroutine changes lease and validUntil once the hold is kept.
+type leaseHold struct {
+	lease      session.Lease
+	validUntil time.Time
+	fence      *leaseFence
+	cancel     context.CancelCauseFunc
+	log        zerolog.Logger
+}
+
+func newRenewer(store *session.Store, clock Clock, ttl time.Duration, log zerolog.Logger) *renewer {
+	return &renewer{store: store, clock: clock, ttl: ttl, log: log, held: map[*leaseHold]struct{}{}}
+}
+
+// keep renews h's lease from now on, until drop.
+func (r *renewer) keep(h *leaseHold) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held[h] = struct{}{}
+}
+
+// drop stops renewing h's lease (the cell is leaving, or its lease is lost).
+func (r *renewer) drop(h *leaseHold) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.held, h)
+}
+
+// run renews every quarter of the TTL until ctx ends. It must run until every cell has left.
+func (r *renewer) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.clock.After(r.ttl / 4):
+			r.renewAll(ctx)
+		}
+	}
+}
+
+// renewAll renews every kept lease in one statement, bounded by an eighth of the TTL.
+func (r *renewer) renewAll(ctx context.Context) {
+	r.mu.Lock()
+	holds := make([]*leaseHold, 0, len(r.held))
+	leases := make([]session.Lease, 0, len(r.held))
+	for h := range r.held {
+		holds = append(holds, h)
+		leases = append(leases, h.lease)
+	}
+	r.mu.Unlock()
+	if len(holds) == 0 {
+		return
+	}
+	sent := r.clock.Now()
+	rctx, stop := context.WithTimeout(ctx, r.ttl/8)
+	renewed, err := r.store.RenewLeases(rctx, leases, r.ttl)
+	stop()
+	if err != nil && ctx.Err() != nil {
+		return
+	}
+	type key struct {
+		id    session.ID
+		epoch int64
+	}
+	got := make(map[key]session.Lease, len(renewed))
+	for _, l := range renewed {
+		got[key{l.Session, l.Epoch}] = l
+	}
+	for _, h := range holds {
+		if err != nil {
+			// Not renewed: once the lease may have expired (measured on the cell's own clock
+			// from before the last successful call, with a margin), another replica may run
+			// the session: the cell stops now.
+			if r.clock.Now().After(h.validUntil.Add(-r.ttl / 4)) {
+				h.log.Warn().Err(err).Msg("cell: lease could not be renewed before it expired")
+				r.lose(h)
+				continue
+			}
+			h.log.Warn().Err(err).Msg("cell: renew lease; retrying")
+			continue
+		}
+		l, ok := got[key{h.lease.Session, h.lease.Epoch}]
+		if !ok {
+			r.lose(h) // taken over, or expired: fenced
+			continue
+		}
+		h.lease, h.validUntil = l, sent.Add(r.ttl)
+		h.fence.extend(h.validUntil)
+	}
+}
+
+func (r *renewer) lose(h *leaseHold) {
+	r.drop(h)
+	h.cancel(errLeaseLost)
+}
