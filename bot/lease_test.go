@@ -2,13 +2,16 @@ package bot_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/session"
 )
@@ -110,4 +113,71 @@ func TestRedeliveryOfAStoredMessageWakesTheSession(t *testing.T) {
 		t.Fatalf("reply %q", r[1].Text)
 	}
 	h.answered(s.ID)
+}
+
+// blocksUntil blocks every turn until release is closed (or its context ends), then echoes.
+type blocksUntil struct {
+	echoAgent
+	started chan struct{}
+	release chan struct{}
+}
+
+func (a *blocksUntil) Run(ctx context.Context, t brain.Turn) (brain.Reply, error) {
+	a.started <- struct{}{}
+	select {
+	case <-a.release:
+	case <-ctx.Done():
+		return brain.Reply{}, ctx.Err()
+	}
+	return a.echoAgent.Run(ctx, t)
+}
+
+// #33: the leases of all of a replica's cells are renewed by one statement per interval (a
+// quarter of the TTL), not one per cell: under load, each cell's renewal waited for a
+// connection of the busy pool, timed out, and the session moved to another live replica.
+func TestLeaseRenewalIsOneStatementPerIntervalForAllCells(t *testing.T) {
+	t.Parallel()
+	const cells = 6
+	const ttl = 2 * time.Second
+	interval := ttl / 4
+	var lost atomic.Int32
+	probe := &bot.Probe{CellExited: func(id session.ID, reason string) {
+		if reason == "lease_lost" {
+			lost.Add(1)
+		}
+	}}
+	renewals := newStatementCounter("logbook_renew_lease")
+	agent := &blocksUntil{started: make(chan struct{}, cells), release: make(chan struct{})}
+	h := newHarness(t, agent, harnessOptions{leaseTTL: ttl, poll: time.Hour, orphan: time.Hour, probe: probe, statements: renewals})
+	var posts []slackemu.Posted
+	for i := range cells {
+		posts = append(posts, h.post(slackemu.Post{Channel: general, User: ada, Text: fmt.Sprintf("<@%s> job %d", botUser, i)}))
+	}
+	for range cells {
+		select {
+		case <-agent.started:
+		case <-h.waitCtx().Done():
+			t.Fatal("the turns did not start")
+		}
+	}
+	const w = "logbook_renew_lease"
+	first := renewals.count(w)
+	h.waitFor("a renewal", func() bool { return renewals.count(w) > first })
+	from, t0 := renewals.count(w), time.Now()
+	const more = 4
+	h.waitFor("more renewals", func() bool { return renewals.count(w) >= from+more })
+	elapsed := time.Since(t0)
+	t.Logf("%d cells: %d renewal statements in %v: %.2f per interval of %v",
+		cells, renewals.count(w)-from, elapsed, float64(renewals.count(w)-from)/(float64(elapsed)/float64(interval)), interval)
+	// Each statement waits for the next interval: one per cell would take a fraction of one.
+	if elapsed < (more-1)*interval {
+		t.Errorf("%d renewal statements took %v, want about %v: more than one per interval for %d cells", more, elapsed, more*interval, cells)
+	}
+	close(agent.release)
+	for _, p := range posts {
+		h.replies(general, p.TS, 1)
+	}
+	if n := lost.Load(); n != 0 {
+		t.Errorf("%d cells lost their leases", n)
+	}
 }

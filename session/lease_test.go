@@ -93,3 +93,63 @@ func TestLeaseOfADeadOwnerIsFreeAtOnce(t *testing.T) {
 	}
 	_ = lb
 }
+
+// #33: RenewLeases renews a replica's leases in one statement, each only while its session,
+// owner and epoch still hold it: a lease taken by another owner, or passed as an older epoch,
+// is neither renewed nor extended.
+func TestRenewLeasesRenewsOnlyLeasesStillHeld(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	ctx := context.Background()
+	a := openSession(t, st, "1700000000.000100")
+	b := openSession(t, st, "1700000000.000200")
+	c := openSession(t, st, "1700000000.000300")
+	la, err := st.AcquireLease(ctx, a.ID, "replica-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := st.AcquireLease(ctx, b.ID, "replica-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// c's lease was released and taken by another owner: replica-a's epoch is stale.
+	lc, err := st.AcquireLease(ctx, c.ID, "replica-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ReleaseLease(ctx, lc); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := st.AcquireLease(ctx, c.ID, "replica-b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := lb
+	stale.Epoch-- // an epoch b's lease no longer has
+	renewed, err := st.RenewLeases(ctx, []session.Lease{lc, la, stale, lb}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[session.ID]session.Lease{}
+	for _, l := range renewed {
+		got[l.Session] = l
+	}
+	if len(renewed) != 2 || got[a.ID].Epoch != la.Epoch || got[b.ID].Epoch != lb.Epoch {
+		t.Fatalf("renewed %+v, want a's and b's current leases only", renewed)
+	}
+	for _, l := range []session.Lease{la, lb} {
+		if !got[l.Session].ExpiresAt.After(l.ExpiresAt.Add(50 * time.Minute)) {
+			t.Errorf("lease of %s expires %v, want about an hour on (was %v)", l.Session, got[l.Session].ExpiresAt, l.ExpiresAt)
+		}
+	}
+	// replica-b's lease of c was not extended, and its appends still go through.
+	if _, err := st.RenewLease(ctx, taken, time.Minute); err != nil {
+		t.Fatalf("replica-b's lease: %v", err)
+	}
+	if _, err := st.AcquireLease(ctx, c.ID, "replica-a", time.Minute); !errors.Is(err, session.ErrLeaseHeld) {
+		t.Fatalf("c taken back by replica-a: %v, want ErrLeaseHeld", err)
+	}
+	if none, err := st.RenewLeases(ctx, nil, time.Minute); err != nil || none != nil {
+		t.Fatalf("no leases: %v %v", none, err)
+	}
+}
