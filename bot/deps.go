@@ -24,7 +24,9 @@ import (
 type Deps struct {
 	Log zerolog.Logger
 	// Store is the log the cells use; GatewayStore a store over a pool of its own, so an ack
-	// never queues behind the cells' work (it may be the same store; NewService only).
+	// never queues behind the cells' work (it may be the same store; NewService only). The
+	// runner's lease renewals use GatewayStore too when set (one statement per interval per
+	// replica): a renewal queued behind turns timed out and moved sessions (#33).
 	Store        *session.Store
 	GatewayStore *session.Store
 	// API is the Web API client (bot token), Socket the Socket Mode client built on it, Me

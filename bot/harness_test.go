@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
@@ -114,14 +115,17 @@ func (a *echoAgent) Runs() int {
 }
 
 type harness struct {
-	t      testing.TB
-	emu    *slackemu.Server
-	store  *session.Store
-	dbURL  string
-	agent  bot.Agent
-	reps   []*replica
-	ctx    context.Context
-	cancel context.CancelFunc
+	t     testing.TB
+	emu   *slackemu.Server
+	store *session.Store
+	pool  *pgxpool.Pool // the store's, which the cells use
+	// gateway is the replicas' GatewayStore: store, or one over a pool of its own (gatewayPool).
+	gateway *session.Store
+	dbURL   string
+	agent   bot.Agent
+	reps    []*replica
+	ctx     context.Context
+	cancel  context.CancelFunc
 }
 
 type replica struct {
@@ -205,6 +209,8 @@ type harnessOptions struct {
 	// statements, when set, sees every statement of the replicas' shared pool (it wins over
 	// tracer's statement tracing): a test counts what the bot asks the database.
 	statements pgx.QueryTracer
+	// gatewayPool gives the replicas' GatewayStore a pool of its own, as serve does.
+	gatewayPool bool
 }
 
 func newHarness(t testing.TB, agent bot.Agent, o harnessOptions) *harness {
@@ -230,8 +236,17 @@ func newHarness(t testing.TB, agent bot.Agent, o harnessOptions) *harness {
 	}
 	t.Cleanup(pool.Close)
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{t: t, emu: emu, store: session.NewStore(pool, session.Options{}), dbURL: dbURL, agent: agent,
+	h := &harness{t: t, emu: emu, store: session.NewStore(pool, session.Options{}), pool: pool, dbURL: dbURL, agent: agent,
 		ctx: ctx, cancel: cancel}
+	h.gateway = h.store
+	if o.gatewayPool {
+		gw, err := session.Connect(context.Background(), dbURL, popts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(gw.Close)
+		h.gateway = session.NewStore(gw, session.Options{})
+	}
 	for range max(o.replicas, 1) {
 		h.startReplica(o)
 	}
@@ -343,7 +358,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Repos: repos, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL, CatchUp: o.catchUp},
 		Delivery: o.delivery,
-	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.store, DatabaseURL: listenURL,
+	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.gateway, DatabaseURL: listenURL,
 		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Tracer: o.tracer, Features: bot.Features{Titler: o.titler, Slash: o.slash,
 			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Followup: o.followup, Directory: dir,
 			Settings: chSettings, Models: o.models, Memory: mem, Budget: harnessBudget(h.store, o.budget), Connectors: o.connectors}})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
@@ -173,6 +174,65 @@ func TestLeaseRenewalIsOneStatementPerIntervalForAllCells(t *testing.T) {
 	if elapsed < (more-1)*interval {
 		t.Errorf("%d renewal statements took %v, want about %v: more than one per interval for %d cells", more, elapsed, more*interval, cells)
 	}
+	close(agent.release)
+	for _, p := range posts {
+		h.replies(general, p.TS, 1)
+	}
+	if n := lost.Load(); n != 0 {
+		t.Errorf("%d cells lost their leases", n)
+	}
+}
+
+// #33: a main pool stalled by turn work (every connection taken) does not lose the leases of
+// the cells waiting on it: they are renewed on the gateway's pool, as serve wires it.
+func TestLeasesOutliveAStalledMainPool(t *testing.T) {
+	t.Parallel()
+	const cells = 3
+	const ttl = 2 * time.Second
+	var lost atomic.Int32
+	probe := &bot.Probe{CellExited: func(id session.ID, reason string) {
+		if reason == "lease_lost" {
+			lost.Add(1)
+		}
+	}}
+	renewals := newStatementCounter("logbook_renew_lease")
+	agent := &blocksUntil{started: make(chan struct{}, cells), release: make(chan struct{})}
+	h := newHarness(t, agent, harnessOptions{leaseTTL: ttl, poll: time.Hour, orphan: time.Hour, probe: probe,
+		statements: renewals, gatewayPool: true})
+	var posts []slackemu.Posted
+	for i := range cells {
+		posts = append(posts, h.post(slackemu.Post{Channel: general, User: ada, Text: fmt.Sprintf("<@%s> job %d", botUser, i)}))
+	}
+	for range cells {
+		select {
+		case <-agent.started:
+		case <-h.waitCtx().Done():
+			t.Fatal("the turns did not start")
+		}
+	}
+	// Stall the main pool: take every connection it may open.
+	var taken []*pgxpool.Conn
+	for range h.pool.Config().MaxConns {
+		c, err := h.pool.Acquire(h.waitCtx())
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken = append(taken, c)
+	}
+	release := func() {
+		for _, c := range taken {
+			c.Release()
+		}
+		taken = nil
+	}
+	t.Cleanup(release)
+	// Two TTLs' worth of renewals (one every quarter of the TTL) while the pool is stalled.
+	from := renewals.count("logbook_renew_lease")
+	h.waitFor("renewals", func() bool { return renewals.count("logbook_renew_lease") >= from+8 || lost.Load() > 0 })
+	if n := lost.Load(); n != 0 {
+		t.Fatalf("%d cells lost their leases while the main pool was stalled", n)
+	}
+	release()
 	close(agent.release)
 	for _, p := range posts {
 		h.replies(general, p.TS, 1)

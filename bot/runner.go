@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -185,7 +186,7 @@ func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 		cells: map[session.ID]*Cell{}, notify: make(chan signal, 1024), refill: make(chan struct{}, 1), draining: make(chan struct{}),
 		firstClaim: make(chan struct{})}
 	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, draining: r.draining,
-		renewer: newRenewer(d.Store, d.Clock, cfg.LeaseTTL, d.Log)}
+		renewer: newRenewer(cmp.Or(d.GatewayStore, d.Store), d.Clock, cfg.LeaseTTL, d.Log)}
 	if d.DatabaseURL != "" {
 		r.deps.firstClaim = r.firstClaim
 	}

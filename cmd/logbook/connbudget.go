@@ -16,7 +16,7 @@ import (
 
 const (
 	defaultDBPool        = 8 // LOGBOOK_DB_POOL: the cells, the indexer, the web pages
-	defaultDBGatewayPool = 4 // LOGBOOK_DB_GATEWAY_POOL: the gateway's appends, so an ack never queues
+	defaultDBGatewayPool = 4 // LOGBOOK_DB_GATEWAY_POOL: the gateway's appends, so an ack never queues; the lease renewals
 	// defaultDBReserve is LOGBOOK_DB_RESERVE: connections left for clients other than the
 	// replicas — one `logbook audit` run (its pool of auditPoolSize), `logbook migrate` (1)
 	// and an operator's psql (1).
