@@ -258,7 +258,7 @@ func TestExpectedSeq(t *testing.T) {
 		t.Fatalf("stale expectation: %v, want *ConflictError{Expected 0, Actual 1}", err)
 	}
 
-	// Two workers that both read seq 1 and both append at 2: exactly one wins (C19).
+	// Two workers that both read seq 1 and both append at 2: exactly one wins.
 	var wg sync.WaitGroup
 	results := make([]error, 2)
 	for i := range results {
@@ -383,7 +383,7 @@ func TestTextPostgresCannotStoreIsSanitizedNotLost(t *testing.T) {
 	ctx := context.Background()
 	s := openSession(t, st, "1700000000.000100")
 
-	// C22: a tool result holding U+0000 and an unpaired surrogate.
+	// A tool result holding U+0000 and an unpaired surrogate.
 	raw := session.NewEvent{Type: session.TypeToolResult, Actor: session.Actor{Kind: session.ActorSandbox, ID: "bwrap"},
 		Payload: json.RawMessage(`{"stdout":"abc\u0000def","note":"\ud800","pair":"\ud83d\ude00","escaped":"\\u0000"}`)}
 	// The same kinds of text from Go values: a NUL and invalid UTF-8.
