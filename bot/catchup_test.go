@@ -44,11 +44,14 @@ func TestGatewayCatchesUpAfterAnOutageLongerThanTheRedeliveries(t *testing.T) {
 	reply := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "during the outage"})
 	fresh := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> a new question in the outage"})
 	follow := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: fresh.TS, Text: "and its detail"})
+	var lost []string
 	for _, p := range []slackemu.Posted{reply, fresh, follow} {
 		for _, id := range p.EventIDs {
 			h.waitFor("Slack to give up on "+id, func() bool { return h.emu.DeliveryState(id) == slackemu.StateFailed })
 		}
+		lost = append(lost, p.EventIDs...)
 	}
+	h.outageHandled(lost...)
 	exec(`GRANT INSERT ON events TO logbook_app`)
 
 	if r := h.replies(general, top.TS, 2); r[1].Text != "seen: before the outage | during the outage" {
@@ -133,6 +136,7 @@ func TestCatchUpFindsQuietThreadsAndRecordsEditsAndDeletions(t *testing.T) {
 	for _, id := range lost {
 		h.waitFor("Slack to give up on "+id, func() bool { return h.emu.DeliveryState(id) == slackemu.StateFailed })
 	}
+	h.outageHandled(lost...)
 	exec(`GRANT INSERT ON events TO logbook_app`)
 
 	if got := h.replies(general, quiet.TS, 2); got[1].Text != "seen: an older question | any news on the older one?" {

@@ -106,6 +106,7 @@ func TestSlackConnectThreadInAChannelHostedByAnotherOrganisation(t *testing.T) {
 	for _, id := range during.EventIDs {
 		h.waitFor("Slack to give up on "+id, func() bool { return h.emu.DeliveryState(id) == slackemu.StateFailed })
 	}
+	h.outageHandled(during.EventIDs...)
 	exec(`GRANT INSERT ON events TO logbook_app`)
 	if r := h.replies(partner, top.TS, 3); r[2].Text != "seen: can you look at the shared rollout? | and the canary too | any news?" {
 		t.Fatalf("reply after the outage %q", r[2].Text)

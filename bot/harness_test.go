@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -515,6 +516,23 @@ func (h *harness) everyEnvelopeAcked() {
 	if err != nil {
 		h.t.Fatalf("envelopes never acked: %v: %v", pending, err)
 	}
+}
+
+// outageHandled waits, after Slack gave up on ids (StateFailed), until the gateway is done
+// with every attempt Slack wrote to a socket for them: each ended as a persist failure.
+// Slack giving up does not mean the gateway has: on a loaded machine a handler outlived the
+// outage and stored its thread reply after it, before the mention the thread hangs on.
+func (h *harness) outageHandled(ids ...string) {
+	h.t.Helper()
+	attempts := 0
+	for _, d := range h.emu.Deliveries() {
+		if slices.Contains(ids, d.EventID) && d.ConnID != 0 && d.Fault != string(slackemu.FaultDrop) {
+			attempts++
+		}
+	}
+	h.waitFor(fmt.Sprintf("the gateway to be done with %d attempts", attempts), func() bool {
+		return h.metric("logbook_persist_failures_total") >= float64(attempts)
+	})
 }
 
 // awaitingRetry waits until Slack counts the first delivery of every event of p as failed
