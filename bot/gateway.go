@@ -31,6 +31,7 @@ type sessionLog interface {
 	SessionByMessage(ctx context.Context, channel, ts string) (session.Session, error)
 	Head(ctx context.Context, id session.ID) (session.Head, error)
 	Append(ctx context.Context, id session.ID, evs ...session.NewEvent) ([]session.Event, error)
+	AppendBatch(ctx context.Context, items []session.Batched)
 	Recent(ctx context.Context, since time.Time, limit int) ([]session.Session, error)
 	Session(ctx context.Context, id session.ID) (session.Session, error)
 	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
@@ -50,6 +51,10 @@ type GatewayConfig struct {
 	// HandleTimeout bounds the handling of one envelope (default 30s): an envelope whose
 	// append does not finish in time is not acked, and Slack delivers it again.
 	HandleTimeout time.Duration
+	// AppendLanes is how many transactions of envelopes' appends may be in flight at once
+	// (default 3: one fewer than the gateway pool's default size); the envelopes that arrive
+	// together are committed together (groupcommit.go).
+	AppendLanes int
 	// ChannelTTL is how long conversations.info and users.info answers are cached (default
 	// 5m) when the gateway is given no directory and keeps its own.
 	ChannelTTL time.Duration
@@ -88,6 +93,7 @@ type Gateway struct {
 	gap     gap
 	kick    chan struct{} // a catch-up is worth trying now
 	tracer  trace.Tracer  // spans of envelopes (trace.go)
+	commits *groupCommit  // the appends of envelopes (groupcommit.go)
 
 	notedMu sync.Mutex
 	noted   map[string]bool // conversations already told "public channels only"
@@ -126,6 +132,9 @@ func newGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *soc
 	if cfg.HandleTimeout <= 0 {
 		cfg.HandleTimeout = 30 * time.Second
 	}
+	if cfg.AppendLanes <= 0 {
+		cfg.AppendLanes = defaultAppendLanes
+	}
 	if cfg.ChannelTTL == 0 {
 		cfg.ChannelTTL = 5 * time.Minute
 	}
@@ -140,11 +149,12 @@ func newGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *soc
 	return &Gateway{
 		log: log, store: store, api: api, sm: sm, signal: signal, metrics: metrics, cfg: cfg, slash: slash,
 		health: health, kick: make(chan struct{}, 1), clock: clock, tracer: telemetry.Tracer(nil),
-		hook:  &http.Client{Timeout: 10 * time.Second},
-		me:    identity{Team: me.TeamID, UserID: me.UserID, BotID: me.BotID},
-		dir:   dir.d,
-		noted: map[string]bool{},
-		known: map[session.ThreadKey]session.Session{},
+		hook:    &http.Client{Timeout: 10 * time.Second},
+		commits: newGroupCommit(store, cfg.AppendLanes, cfg.HandleTimeout),
+		me:      identity{Team: me.TeamID, UserID: me.UserID, BotID: me.BotID},
+		dir:     dir.d,
+		noted:   map[string]bool{},
+		known:   map[session.ThreadKey]session.Session{},
 	}
 }
 
@@ -191,6 +201,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		wg.Wait()
 		<-smDone
 	}()
+	g.commits.run(ctx, wg.Go)
 	wg.Go(func() { g.catchUpLoop(ctx) })
 	connected := false
 	for range g.cfg.MaxInFlight {
@@ -533,7 +544,7 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) (
 	}
 	log = log.With().Str("session_id", sess.ID.String()).Logger()
 	evs := g.eventsOf(ctx, log, in, d, sess)
-	stored, err := g.store.Append(ctx, sess.ID, evs...)
+	stored, err := g.commits.append(ctx, sess.ID, evs)
 	if err != nil {
 		g.logFailed(time.Now())
 		return false, err
