@@ -39,9 +39,11 @@ func BenchmarkAckBreakdown(b *testing.B) {
 //   - in: the emulator's send to the gateway's handler starting (the socket, slack-go's decode,
 //     the wait in the backlog for a worker);
 //   - prep: the handler's start to asking the gateway pool for the append's connection
-//     (classify, directory, text; any other statement);
+//     (classify, directory, text; any other statement; with group commit, the wait for the
+//     session's lane);
 //   - acquire: the wait for that connection;
-//   - append: the logbook_append statement, its commit included;
+//   - append: the logbook_append statement, its commit included (with group commit, the
+//     group's transaction);
 //   - after: the statement's end to the ack being queued and the handler's end;
 //   - out: the handler's end to the emulator reading the ack (slack-go's writer, the socket).
 var ackParts = []string{"in", "prep", "acquire", "append", "after", "out"}
@@ -66,8 +68,14 @@ func ackBreakdown(b *testing.B, emu *slackemu.Server, spans []sdktrace.ReadOnlyS
 		}
 	}
 	children := map[trace.SpanID][]sdktrace.ReadOnlySpan{}
+	groups := map[trace.SpanID]sdktrace.ReadOnlySpan{} // envelope span → the append group that stored it
 	for _, s := range spans {
 		children[s.Parent().SpanID()] = append(children[s.Parent().SpanID()], s)
+		if s.Name() == "append group" {
+			for _, l := range s.Links() {
+				groups[l.SpanContext.SpanID()] = s
+			}
+		}
 	}
 	var rows [][]time.Duration // per envelope: ackParts, then the total
 	for _, s := range spans {
@@ -83,14 +91,20 @@ func ackBreakdown(b *testing.B, emu *slackemu.Server, spans []sdktrace.ReadOnlyS
 			continue
 		}
 		var acquire, appendQ sdktrace.ReadOnlySpan
-		for _, c := range children[s.SpanContext().SpanID()] {
+		parent := s
+		if g, ok := groups[s.SpanContext().SpanID()]; ok {
+			// Group commit: the append is the group's transaction; prep includes the wait
+			// for the lane.
+			parent, appendQ = g, g
+		}
+		for _, c := range children[parent.SpanContext().SpanID()] {
 			switch {
 			case c.Name() == "pool.acquire":
 				acquire = c // the last one before the append: the append's
-			case strings.Contains(c.Name(), "logbook_append") || strings.Contains(attr(c, "db.query.text"), "logbook_append"):
+			case parent == s && (strings.Contains(c.Name(), "logbook_append") || strings.Contains(attr(c, "db.query.text"), "logbook_append")):
 				appendQ = c
 			}
-			if appendQ != nil {
+			if appendQ != nil && parent == s {
 				break
 			}
 		}

@@ -201,7 +201,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		wg.Wait()
 		<-smDone
 	}()
-	g.commits.run(ctx, wg.Go)
+	g.commits.run(ctx, wg.Go, g.tracer)
 	wg.Go(func() { g.catchUpLoop(ctx) })
 	connected := false
 	for range g.cfg.MaxInFlight {

@@ -5,6 +5,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/logbook/logbook/session"
 )
 
@@ -30,8 +33,9 @@ const defaultAppendLanes = 3
 
 // groupAppend is one envelope's append waiting in a lane.
 type groupAppend struct {
-	item session.Batched
-	done chan struct{} // closed when item's Stored or Err is set
+	item     session.Batched
+	envelope trace.SpanContext // the envelope's span, linked from the group's
+	done     chan struct{}     // closed when item's Stored or Err is set
 }
 
 // groupCommit is the gateway's append lanes.
@@ -50,11 +54,12 @@ func newGroupCommit(store sessionLog, lanes int, timeout time.Duration) *groupCo
 	return g
 }
 
-// run works the lanes until ctx ends; go runs each lane's loop.
-func (g *groupCommit) run(ctx context.Context, goFn func(func())) {
+// run works the lanes until ctx ends; goFn runs each lane's loop. Each group's transaction is
+// a span of tracer's, linked to its envelopes' spans.
+func (g *groupCommit) run(ctx context.Context, goFn func(func()), tracer trace.Tracer) {
 	g.running.Store(true)
 	for _, lane := range g.lanes {
-		goFn(func() { g.lane(ctx, lane) })
+		goFn(func() { g.lane(ctx, lane, tracer) })
 	}
 	goFn(func() {
 		<-ctx.Done()
@@ -63,11 +68,12 @@ func (g *groupCommit) run(ctx context.Context, goFn func(func())) {
 }
 
 // lane stores what is queued in lane, a group at a time, until ctx ends.
-func (g *groupCommit) lane(ctx context.Context, lane chan *groupAppend) {
+func (g *groupCommit) lane(ctx context.Context, lane chan *groupAppend, tracer trace.Tracer) {
 	group := make([]*groupAppend, 0, maxGroup)
 	items := make([]session.Batched, 0, maxGroup)
+	var links []trace.Link
 	for {
-		group, items = group[:0], items[:0]
+		group, items, links = group[:0], items[:0], links[:0]
 		select {
 		case <-ctx.Done():
 			return
@@ -85,9 +91,13 @@ func (g *groupCommit) lane(ctx context.Context, lane chan *groupAppend) {
 		}
 		for _, a := range group {
 			items = append(items, a.item)
+			links = append(links, trace.Link{SpanContext: a.envelope})
 		}
 		gctx, cancel := context.WithTimeout(ctx, g.timeout)
+		gctx, span := tracer.Start(gctx, "append group", trace.WithNewRoot(), trace.WithLinks(links...),
+			trace.WithAttributes(attribute.Int("logbook.group_size", len(group))))
 		g.store.AppendBatch(gctx, items)
+		span.End()
 		cancel()
 		for i, a := range group {
 			a.item = items[i]
@@ -104,7 +114,7 @@ func (g *groupCommit) append(ctx context.Context, id session.ID, evs []session.N
 	if !g.running.Load() {
 		return g.store.Append(ctx, id, evs...)
 	}
-	a := &groupAppend{item: session.Batched{ID: id, Events: evs}, done: make(chan struct{})}
+	a := &groupAppend{item: session.Batched{ID: id, Events: evs}, envelope: trace.SpanContextFromContext(ctx), done: make(chan struct{})}
 	lane := g.lanes[laneOf(id, len(g.lanes))]
 	select {
 	case lane <- a:
