@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -20,14 +21,19 @@ import (
 // spans recorded, and splits each steady-phase envelope's time from sent to acked into ackParts.
 // It logs each part's p50 and p99, and the mean of each part over the slowest 5% of envelopes:
 // what the tail is made of. Tracing costs a little on every part. Run it with
-// BENCH=BenchmarkAckBreakdown bench/bot.sh.
+// BENCH=BenchmarkAckBreakdown bench/bot.sh; ACK_GROUP_COMMIT=1 turns group commit on
+// (GatewayConfig.AppendLanes 3).
 func BenchmarkAckBreakdown(b *testing.B) {
 	plan := benchPlan{threads: 100, light: 20, lightN: 60, rate: 250, steady: 4 * time.Second, closed: time.Second, drain: 30 * time.Second}
+	lanes := 0
+	if os.Getenv("ACK_GROUP_COMMIT") != "" {
+		lanes = 3
+	}
 	for b.Loop() {
 		rec := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 		emu := startBenchEmulator(b)
-		startLogbook(b, emu, instantAgent{}, logbookWiring{maxConns: 8, gatewayConns: 4, tracer: tp})
+		startLogbook(b, emu, instantAgent{}, logbookWiring{maxConns: 8, gatewayConns: 4, appendLanes: lanes, tracer: tp})
 		lb := runLoad(b, "logbook", emu, plan)
 		for _, line := range ackBreakdown(b, emu, rec.Ended(), lb.events[phaseSteady]) {
 			b.Log(line)

@@ -64,6 +64,7 @@ func BenchmarkGateway(b *testing.B) {
 	}{
 		{"shared-pool-4", logbookWiring{}},
 		{"serve-wiring", logbookWiring{maxConns: 8, gatewayConns: 4}},
+		{"group-commit", logbookWiring{maxConns: 8, gatewayConns: 4, appendLanes: 3}},
 	} {
 		b.Run(w.name, func(b *testing.B) {
 			for b.Loop() {
@@ -240,6 +241,8 @@ type logbookWiring struct {
 	// gatewayConns, when > 0, gives the gateway its own pool of that size, so acks never
 	// queue behind the cells' queries (as `logbook serve` does).
 	gatewayConns int32
+	// appendLanes is GatewayConfig.AppendLanes (group commit when > 0).
+	appendLanes int
 	// tracer, when set, traces the gateway's envelopes and its pool's statements
 	// (BenchmarkAckBreakdown).
 	tracer trace.TracerProvider
@@ -284,7 +287,7 @@ func startLogbook(b *testing.B, emu *slackemu.Server, agent bot.Agent, w logbook
 		IdleTimeout: 10 * time.Minute,
 		Where:       brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
 	})
-	gw := bot.NewGateway(log, gwStore, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{})
+	gw := bot.NewGateway(log, gwStore, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{AppendLanes: w.appendLanes})
 	if w.tracer != nil {
 		bot.SetGatewayTracer(gw, w.tracer)
 	}

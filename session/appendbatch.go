@@ -47,6 +47,15 @@ func (s *Store) AppendBatch(ctx context.Context, items []Batched) {
 	if b.Len() == 0 {
 		return
 	}
+	if b.Len() == 1 {
+		// An item alone is an append like any other: one statement.
+		for i, c := range calls {
+			if c != nil {
+				items[i].Stored, items[i].Err = s.sendOne(ctx, c)
+			}
+		}
+		return
+	}
 	err := s.sendBatch(ctx, b, calls, items)
 	var refused *pgconn.PgError
 	if err == nil || !errors.As(err, &refused) {
@@ -61,12 +70,7 @@ func (s *Store) AppendBatch(ctx context.Context, items []Batched) {
 		if c == nil {
 			continue
 		}
-		rows, err := s.pool.Query(ctx, sqlAppend, c.args...)
-		if err != nil {
-			items[i].Stored, items[i].Err = nil, s.appendError(c.id, c.opts, err)
-			continue
-		}
-		items[i].Stored, items[i].Err = c.scan(rows)
+		items[i].Stored, items[i].Err = s.sendOne(ctx, c)
 	}
 }
 

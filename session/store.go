@@ -212,9 +212,14 @@ func (s *Store) AppendWith(ctx context.Context, id ID, opts AppendOptions, evs .
 	if err != nil || c == nil {
 		return nil, err
 	}
+	return s.sendOne(ctx, c)
+}
+
+// sendOne sends c alone, as one statement.
+func (s *Store) sendOne(ctx context.Context, c *appendCall) ([]Event, error) {
 	rows, err := s.pool.Query(ctx, sqlAppend, c.args...)
 	if err != nil {
-		return nil, s.appendError(id, opts, err)
+		return nil, s.appendError(c.id, c.opts, err)
 	}
 	return c.scan(rows)
 }
