@@ -95,48 +95,35 @@ func GenerateKey() (privPEM, pubPEM []byte, err error) {
 		pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: px}), nil
 }
 
-// pemBytes is the content of b's PEM block, which must be of type typ (what names the key in
-// the error, which never quotes b).
-func pemBytes(b []byte, typ, what string) ([]byte, error) {
-	blk, _ := pem.Decode(b)
-	if blk == nil || blk.Type != typ {
-		return nil, fmt.Errorf("parse %s: %w: not a PEM %s block", what, ErrInvalid, typ)
-	}
-	return blk.Bytes, nil
-}
-
 // ParsePrivateKey parses a PEM PKCS #8 ed25519 private key. The error never quotes the key.
 func ParsePrivateKey(b []byte) (ed25519.PrivateKey, error) {
-	der, err := pemBytes(b, "PRIVATE KEY", "private key")
-	if err != nil {
-		return nil, err
-	}
-	k, err := x509.ParsePKCS8PrivateKey(der)
-	if err != nil {
-		return nil, fmt.Errorf("parse private key: %w: not PKCS #8", ErrInvalid)
-	}
-	priv, ok := k.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("parse private key: %w: not an ed25519 key", ErrInvalid)
-	}
-	return priv, nil
+	// x509's error may quote the key's bytes: it is not passed on.
+	return parseKey[ed25519.PrivateKey](b, "PRIVATE KEY", "private key", x509.ParsePKCS8PrivateKey,
+		func(error) string { return "not PKCS #8" })
 }
 
 // ParsePublicKey parses a PEM PKIX ed25519 public key.
 func ParsePublicKey(b []byte) (ed25519.PublicKey, error) {
-	der, err := pemBytes(b, "PUBLIC KEY", "public key")
-	if err != nil {
-		return nil, err
+	return parseKey[ed25519.PublicKey](b, "PUBLIC KEY", "public key", x509.ParsePKIXPublicKey, error.Error)
+}
+
+// parseKey parses b's PEM block, which must be of type typ, with parse into an ed25519 key K;
+// what names the key in the error, which never quotes b, and why says what of parse's error
+// it may show.
+func parseKey[K ed25519.PrivateKey | ed25519.PublicKey](b []byte, typ, what string, parse func([]byte) (any, error), why func(error) string) (K, error) {
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != typ {
+		return nil, fmt.Errorf("parse %s: %w: not a PEM %s block", what, ErrInvalid, typ)
 	}
-	k, err := x509.ParsePKIXPublicKey(der)
+	k, err := parse(blk.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("parse public key: %w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("parse %s: %w: %s", what, ErrInvalid, why(err))
 	}
-	pub, ok := k.(ed25519.PublicKey)
+	key, ok := k.(K)
 	if !ok {
-		return nil, fmt.Errorf("parse public key: %w: not an ed25519 key", ErrInvalid)
+		return nil, fmt.Errorf("parse %s: %w: not an ed25519 key", what, ErrInvalid)
 	}
-	return pub, nil
+	return key, nil
 }
 
 // ReadPrivateKeyFile reads a private key written by GenerateKey.

@@ -168,7 +168,7 @@ func mapsEqual(a, b map[string]int64) bool {
 	return true
 }
 
-// C18: an event inserted by a transaction that commits after the export started, with a
+// An event inserted by a transaction that commits after the export started, with a
 // created_at inside the window, is in the export.
 func TestExportWaitsForLateCommits(t *testing.T) {
 	t.Parallel()

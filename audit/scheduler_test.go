@@ -244,7 +244,7 @@ GROUP BY window_start HAVING count(*) > 1) d`).Scan(&dup); err != nil || dup != 
 	}
 }
 
-// panickyExporter panics (a nil map deref, as C17's NULL actor) on its first n calls.
+// panickyExporter panics (a nil map deref, as a NULL actor once caused) on its first n calls.
 type panickyExporter struct {
 	next   *audit.Exporter
 	panics atomic.Int32

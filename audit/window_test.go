@@ -16,7 +16,7 @@ func mustLoad(t *testing.T, name string) *time.Location {
 	return l
 }
 
-// C16: robfig/cron skips a 02:00 job on the spring-forward day and runs a 01:30 job twice on
+// robfig/cron skips a 02:00 job on the spring-forward day and runs a 01:30 job twice on
 // the fall-back day; Spec does neither.
 func TestSpecNextAcrossDST(t *testing.T) {
 	t.Parallel()

@@ -203,7 +203,7 @@ func TestIdleEvictionAndRehydration(t *testing.T) {
 	}
 }
 
-// C20: no transaction spans a model call: while the agent works, the app holds no
+// No transaction spans a model call: while the agent works, the app holds no
 // connection idle in a transaction, and the pool sets idle_in_transaction_session_timeout.
 func TestNoTransactionSpansTheModelCall(t *testing.T) {
 	t.Parallel()
@@ -238,7 +238,7 @@ func TestNoTransactionSpansTheModelCall(t *testing.T) {
 	h.replies(general, top.TS, 1)
 }
 
-// C05 safety net: a thread gets at most MaxReplies replies per window; the next turn waits.
+// A safety net: a thread gets at most MaxReplies replies per window; the next turn waits.
 func TestReplyCapPerThread(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{maxReplies: 2, replyWindow: time.Hour})

@@ -13,7 +13,7 @@ import (
 	"github.com/logbook/logbook/session"
 )
 
-// C06: replies thread under the parent, never under a reply's ts, without broadcast.
+// Replies thread under the parent, never under a reply's ts, without broadcast.
 func TestRepliesThreadUnderTheParent(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{})
@@ -33,7 +33,7 @@ func TestRepliesThreadUnderTheParent(t *testing.T) {
 	}
 }
 
-// C10, C11: a long reply is posted in parts under the cap, in order, one assistant_message
+// A long reply is posted in parts under the cap, in order, one assistant_message
 // holding the full text and a delivered event linking every part's ts.
 func TestLongReplyIsSplit(t *testing.T) {
 	t.Parallel()
@@ -73,7 +73,7 @@ func TestLongReplyIsSplit(t *testing.T) {
 	}
 }
 
-// C14: a 429 is waited out; an ambiguous failure (posted, but the client saw an error) is
+// A 429 is waited out; an ambiguous failure (posted, but the client saw an error) is
 // looked up by metadata before posting again: one visible message.
 func TestRateLimitAndAmbiguousFailureShowOneMessage(t *testing.T) {
 	t.Parallel()
@@ -132,7 +132,7 @@ func TestGatewayAmbiguousPostWithFailedLookupPostsOnce(t *testing.T) {
 	}
 }
 
-// REVIEW-7 (C10): Slack answers msg_too_long; the part must be re-split and retried once,
+// Slack answers msg_too_long; the part must be re-split and retried once,
 // never dropped. Deliverer treats it as permanent: the user sees nothing, ever.
 func TestGatewayMsgTooLongIsResplit(t *testing.T) {
 	t.Parallel()

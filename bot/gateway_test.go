@@ -24,7 +24,7 @@ import (
 	"github.com/logbook/logbook/session"
 )
 
-// C01, C02: one post delivered as app_mention + message, duplicated and retried, gives one
+// One post delivered as app_mention + message, duplicated and retried, gives one
 // user_message and one reply; the envelope is acked while the model is still working.
 func TestOnePostManyDeliveriesOneReply(t *testing.T) {
 	t.Parallel()
@@ -54,7 +54,7 @@ func TestOnePostManyDeliveriesOneReply(t *testing.T) {
 	}
 }
 
-// C04, C05: the bot's own posts and other bots' posts are acked and never stored.
+// The bot's own posts and other bots' posts are acked and never stored.
 func TestBotMessagesAreIgnored(t *testing.T) {
 	t.Parallel()
 	agent := &echoAgent{}
@@ -85,7 +85,7 @@ func TestBotMessagesAreIgnored(t *testing.T) {
 	}
 }
 
-// C07, C08: edits and deletions become new events; the original row is untouched.
+// Edits and deletions become new events; the original row is untouched.
 func TestEditsAndDeletionsBecomeEvents(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{})
@@ -137,7 +137,7 @@ func TestEditsAndDeletionsBecomeEvents(t *testing.T) {
 	}
 }
 
-// C09: content only in blocks reaches the log as text; a bare mention is stored empty.
+// Content only in blocks reaches the log as text; a bare mention is stored empty.
 func TestBlocksOnlyMessage(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{})
@@ -156,7 +156,7 @@ func TestBlocksOnlyMessage(t *testing.T) {
 	}
 }
 
-// C15 and the public-channels-only rule: nothing from a private channel or a DM is stored;
+// The public-channels-only rule: nothing from a private channel or a DM is stored;
 // the user gets one note.
 func TestPrivateConversationsAreNeverStored(t *testing.T) {
 	t.Parallel()
@@ -189,7 +189,7 @@ func TestPrivateConversationsAreNeverStored(t *testing.T) {
 	}
 }
 
-// C03: after refresh_requested (and after a socket silently dropped), the bot reconnects and
+// After refresh_requested (and after a socket silently dropped), the bot reconnects and
 // later events still arrive.
 func TestReconnectsAfterDisconnect(t *testing.T) {
 	t.Parallel()

@@ -32,13 +32,7 @@ const (
 
 // ParseStreamMode parses a StreamMode; "" is auto.
 func ParseStreamMode(s string) (StreamMode, error) {
-	switch m := StreamMode(strings.ToLower(strings.TrimSpace(s))); m {
-	case "":
-		return StreamAuto, nil
-	case StreamAuto, StreamOff:
-		return m, nil
-	}
-	return "", fmt.Errorf("%q: want auto or off", s)
+	return parseChoice(s, StreamAuto, StreamOff)
 }
 
 // LiveConfig configures the live view of turns. Zero values take defaults.

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/logbook/logbook/bot/followup"
@@ -26,13 +27,25 @@ const (
 
 // ParseThreadReplies parses a ThreadReplies mode; "" is the default, addressed.
 func ParseThreadReplies(s string) (ThreadReplies, error) {
-	switch m := ThreadReplies(strings.ToLower(strings.TrimSpace(s))); m {
-	case "":
-		return RepliesAddressed, nil
-	case RepliesAddressed, RepliesMentions, RepliesAll:
-		return m, nil
+	return parseChoice(s, RepliesAddressed, RepliesMentions, RepliesAll)
+}
+
+// parseChoice parses s, in any case and with space around it, as one of choices; "" is the
+// first, the default. The error quotes s and names the choices.
+func parseChoice[T ~string](s string, choices ...T) (T, error) {
+	v := T(strings.ToLower(strings.TrimSpace(s)))
+	switch {
+	case v == "":
+		return choices[0], nil
+	case slices.Contains(choices, v):
+		return v, nil
 	}
-	return "", fmt.Errorf("%q: want addressed, mentions or all", s)
+	names := make([]string, len(choices))
+	for i, c := range choices {
+		names[i] = string(c)
+	}
+	last := len(names) - 1
+	return "", fmt.Errorf("%q: want %s or %s", s, strings.Join(names[:last], ", "), names[last])
 }
 
 // Reasons a message is not answered (session.NotAddressed.Reason).

@@ -53,9 +53,9 @@ func TestClassifyEvents(t *testing.T) {
 		want  decision
 	}{
 		// Messages that start or continue a session.
-		{"C01 app_mention starts a session", `{"type":"app_mention","user":"U0000001","text":"<@UB000001> summarize","ts":"1700000000.000100","channel":"C0000001","event_ts":"1700000000.000100"}`,
+		{"app_mention starts a session", `{"type":"app_mention","user":"U0000001","text":"<@UB000001> summarize","ts":"1700000000.000100","channel":"C0000001","event_ts":"1700000000.000100"}`,
 			msg("1700000000.000100", "1700000000.000100", true)},
-		{"C02 message copy of a mention", `{"type":"message","channel":"C0000001","channel_type":"channel","user":"U0000001","text":"<@UB000001> hi","ts":"1700000000.000400","event_ts":"1700000000.000400"}`,
+		{"message copy of a mention", `{"type":"message","channel":"C0000001","channel_type":"channel","user":"U0000001","text":"<@UB000001> hi","ts":"1700000000.000400","event_ts":"1700000000.000400"}`,
 			msg("1700000000.000400", "1700000000.000400", true)},
 		{"mention with a label", `{"type":"message","channel":"C0000001","channel_type":"channel","user":"U0000001","text":"<@UB000001|logbook> hi","ts":"1700000000.000401"}`,
 			msg("1700000000.000401", "1700000000.000401", true)},
@@ -81,7 +81,7 @@ func TestClassifyEvents(t *testing.T) {
 			msg("1700000000.001200", "1700000000.001303", true)},
 		// Classify does not decide privacy (the gateway asks Gateway.public): a DM, a private
 		// channel and a group DM classify like any message.
-		{"C15 DM (privacy is the gateway's)", `{"type":"message","channel":"D0000001","channel_type":"im","user":"U0000001","text":"my salary is 123","ts":"1700000002.000100","event_ts":"1700000002.000100"}`,
+		{"DM (privacy is the gateway's)", `{"type":"message","channel":"D0000001","channel_type":"im","user":"U0000001","text":"my salary is 123","ts":"1700000002.000100","event_ts":"1700000002.000100"}`,
 			msg("1700000002.000100", "1700000002.000100", false)},
 		{"private channel (privacy is the gateway's)", `{"type":"message","channel":"C0000002","channel_type":"group","user":"U0000001","text":"<@UB000001> salary","ts":"1700000002.000200"}`,
 			msg("1700000002.000200", "1700000002.000200", true)},
@@ -89,11 +89,11 @@ func TestClassifyEvents(t *testing.T) {
 			msg("1700000002.000300", "1700000002.000300", true)},
 
 		// Bots, ourselves first.
-		{"C04 own post: user, bot_id and app_id", `{"type":"message","channel":"C0000001","channel_type":"channel","user":"UB000001","bot_id":"B0000001","app_id":"A0000001","text":"See <https://tracker.example/t/45>","ts":"1700000000.000800","thread_ts":"1700000000.000700","event_ts":"1700000000.000800"}`,
+		{"own post: user, bot_id and app_id", `{"type":"message","channel":"C0000001","channel_type":"channel","user":"UB000001","bot_id":"B0000001","app_id":"A0000001","text":"See <https://tracker.example/t/45>","ts":"1700000000.000800","thread_ts":"1700000000.000700","event_ts":"1700000000.000800"}`,
 			ignore("own_message")},
-		{"C04 own post by user id alone", `{"type":"message","channel":"C0000001","channel_type":"channel","user":"UB000001","text":"<@UB000001> echo","ts":"1700000000.000801"}`,
+		{"own post by user id alone", `{"type":"message","channel":"C0000001","channel_type":"channel","user":"UB000001","text":"<@UB000001> echo","ts":"1700000000.000801"}`,
 			ignore("own_message")},
-		{"C04 own post by bot_id alone", `{"type":"message","channel":"C0000001","channel_type":"channel","bot_id":"B0000001","text":"<@UB000001> echo","ts":"1700000000.000802"}`,
+		{"own post by bot_id alone", `{"type":"message","channel":"C0000001","channel_type":"channel","bot_id":"B0000001","text":"<@UB000001> echo","ts":"1700000000.000802"}`,
 			ignore("bot_message")},
 		{"own app_mention", `{"type":"app_mention","user":"UB000001","text":"<@UB000001>","ts":"1700000000.000803","channel":"C0000001"}`,
 			ignore("own_message")},
@@ -107,27 +107,27 @@ func TestClassifyEvents(t *testing.T) {
 			ignore("bot_message")},
 
 		// Edits.
-		{"C07 edit in a thread", `{"type":"message","subtype":"message_changed","hidden":true,"channel":"C0000001","channel_type":"channel","ts":"1700000100.000000","event_ts":"1700000100.000000","message":{"type":"message","user":"U0000001","text":"deploy to prod","ts":"1700000000.001500","thread_ts":"1700000000.001200","edited":{"user":"U0000001","ts":"1700000100.000000"}},"previous_message":{"type":"message","user":"U0000001","text":"deploy to staging","ts":"1700000000.001500"}}`,
+		{"edit in a thread", `{"type":"message","subtype":"message_changed","hidden":true,"channel":"C0000001","channel_type":"channel","ts":"1700000100.000000","event_ts":"1700000100.000000","message":{"type":"message","user":"U0000001","text":"deploy to prod","ts":"1700000000.001500","thread_ts":"1700000000.001200","edited":{"user":"U0000001","ts":"1700000100.000000"}},"previous_message":{"type":"message","user":"U0000001","text":"deploy to staging","ts":"1700000000.001500"}}`,
 			decision{Action: actEdit, ThreadTS: "1700000000.001200", TS: "1700000000.001500"}},
 		{"edit of a top-level message", `{"type":"message","subtype":"message_changed","channel":"C0000001","channel_type":"channel","ts":"1700000100.000001","message":{"type":"message","user":"U0000001","text":"<@UB000001> new","ts":"1700000000.001200"},"previous_message":{"type":"message","user":"U0000001","text":"<@UB000001> old","ts":"1700000000.001200"}}`,
 			decision{Action: actEdit, ThreadTS: "1700000000.001200", TS: "1700000000.001200"}},
 		{"edit without previous_message", `{"type":"message","subtype":"message_changed","channel":"C0000001","channel_type":"channel","ts":"1700000100.000002","message":{"type":"message","user":"U0000001","text":"new","ts":"1700000000.001500","thread_ts":"1700000000.001200"}}`,
 			decision{Action: actEdit, ThreadTS: "1700000000.001200", TS: "1700000000.001500"}},
-		{"C07 edit with the same text (unfurl)", `{"type":"message","subtype":"message_changed","channel":"C0000001","channel_type":"channel","ts":"1700000100.000003","message":{"type":"message","user":"U0000001","text":"see https://x","ts":"1700000000.001500","thread_ts":"1700000000.001200"},"previous_message":{"type":"message","user":"U0000001","text":"see https://x","ts":"1700000000.001500"}}`,
+		{"edit with the same text (unfurl)", `{"type":"message","subtype":"message_changed","channel":"C0000001","channel_type":"channel","ts":"1700000100.000003","message":{"type":"message","user":"U0000001","text":"see https://x","ts":"1700000000.001500","thread_ts":"1700000000.001200"},"previous_message":{"type":"message","user":"U0000001","text":"see https://x","ts":"1700000000.001500"}}`,
 			ignore("edit_without_text_change")},
-		{"C07 edit by a bot", `{"type":"message","subtype":"message_changed","channel":"C0000001","channel_type":"channel","ts":"1700000100.000004","message":{"type":"message","user":"U0000009","bot_id":"B0000009","text":"new","ts":"1700000000.001500"},"previous_message":{"type":"message","user":"U0000009","text":"old","ts":"1700000000.001500"}}`,
+		{"edit by a bot", `{"type":"message","subtype":"message_changed","channel":"C0000001","channel_type":"channel","ts":"1700000100.000004","message":{"type":"message","user":"U0000009","bot_id":"B0000009","text":"new","ts":"1700000000.001500"},"previous_message":{"type":"message","user":"U0000009","text":"old","ts":"1700000000.001500"}}`,
 			ignore("bot_or_empty_edit")},
 		{"edit of our own reply", `{"type":"message","subtype":"message_changed","channel":"C0000001","channel_type":"channel","ts":"1700000100.000005","message":{"type":"message","user":"UB000001","text":"new","ts":"1700000000.001500"},"previous_message":{"type":"message","user":"UB000001","text":"old","ts":"1700000000.001500"}}`,
 			ignore("bot_or_empty_edit")},
 		{"edit of a legacy bot_message", `{"type":"message","subtype":"message_changed","channel":"C0000001","channel_type":"channel","ts":"1700000100.000006","message":{"type":"message","subtype":"bot_message","user":"U0000009","text":"new","ts":"1700000000.001500"}}`,
 			ignore("bot_or_empty_edit")},
-		{"edit without user (the crash of C08)", `{"type":"message","subtype":"message_changed","channel":"C0000001","channel_type":"channel","ts":"1700000100.000007","message":{"type":"message","text":"new","ts":"1700000000.001500"}}`,
+		{"edit without user (it once crashed the gateway)", `{"type":"message","subtype":"message_changed","channel":"C0000001","channel_type":"channel","ts":"1700000100.000007","message":{"type":"message","text":"new","ts":"1700000000.001500"}}`,
 			ignore("bot_or_empty_edit")},
 		{"edit without message", `{"type":"message","subtype":"message_changed","channel":"C0000001","channel_type":"channel","ts":"1700000100.000008"}`,
 			ignore("bot_or_empty_edit")},
 
 		// Deletions.
-		{"C08 deletion in a thread", `{"type":"message","subtype":"message_deleted","hidden":true,"channel":"C0000001","channel_type":"channel","ts":"1700000200.000000","deleted_ts":"1700000000.001500","event_ts":"1700000200.000000","previous_message":{"type":"message","user":"U0000001","text":"token is sk-XXXX","ts":"1700000000.001500","thread_ts":"1700000000.001200"}}`,
+		{"deletion in a thread", `{"type":"message","subtype":"message_deleted","hidden":true,"channel":"C0000001","channel_type":"channel","ts":"1700000200.000000","deleted_ts":"1700000000.001500","event_ts":"1700000200.000000","previous_message":{"type":"message","user":"U0000001","text":"token is sk-XXXX","ts":"1700000000.001500","thread_ts":"1700000000.001200"}}`,
 			decision{Action: actDelete, ThreadTS: "1700000000.001200", TS: "1700000000.001500"}},
 		{"deletion of a top-level message", `{"type":"message","subtype":"message_deleted","channel":"C0000001","channel_type":"channel","ts":"1700000200.000001","deleted_ts":"1700000000.001200","previous_message":{"type":"message","user":"U0000001","text":"x","ts":"1700000000.001200"}}`,
 			decision{Action: actDelete, ThreadTS: "1700000000.001200", TS: "1700000000.001200"}},
@@ -282,7 +282,7 @@ func channelInfo(id, name string, private, im, mpim bool) slack.Channel {
 	return ch
 }
 
-// The privacy rule (C15): only public channels are stored, decided by the event's
+// The privacy rule: only public channels are stored, decided by the event's
 // channel_type or, for app_mention (which has none), by conversations.info's properties —
 // never by the id's prefix.
 func TestGatewayPublic(t *testing.T) {

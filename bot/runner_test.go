@@ -57,7 +57,7 @@ func TestTwoReplicasFiftyThreads(t *testing.T) {
 	}
 }
 
-// C21: the LISTEN connection dies; a message appended and notified by another replica during
+// The LISTEN connection dies; a message appended and notified by another replica during
 // the gap is still answered, because the listener re-LISTENs and then catches up from the log.
 func TestListenerReconnectsAndCatchesUp(t *testing.T) {
 	t.Parallel()

@@ -30,19 +30,12 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bwrap sandbox: bubblewrap not found (Debian package bubblewrap): %w", err)
 	}
-	prlimit, err := lookPath(cfg.PrlimitPath)
+	p, err := newProvider(KindBwrap, cfg, log)
 	if err != nil {
-		return nil, fmt.Errorf("bwrap sandbox: prlimit not found (Debian package util-linux): %w", err)
-	}
-	cfg.Limits = clampToHard(cfg.Limits, log)
-	p := &provider{name: KindBwrap, cfg: cfg, log: log, prlimit: prlimit, limitProcesses: true}
-	p.setUser()
-	if err := p.prepareBase(); err != nil {
 		return nil, fmt.Errorf("bwrap sandbox: %w", err)
 	}
-	p.chooseMemoryBound()
-	p.sweepAtStart()
-	p.chooseDiskBound()
+	cfg = p.cfg
+	p.limitProcesses = true
 	mounts, err := readOnlyMounts(cfg.ReadOnlyPaths)
 	if err != nil {
 		return nil, fmt.Errorf("bwrap sandbox: %w", err)
@@ -159,14 +152,7 @@ func (p *provider) probe() error {
 	cmd.WaitDelay = waitDelay
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	inputs, err := p.inputs()
-	if err != nil {
-		return fmt.Errorf("probe: %w", err)
-	}
-	cmd.ExtraFiles = inputs
-	err = cmd.Run()
-	closeAll(inputs)
-	if err != nil {
+	if err := p.withInputs(cmd, cmd.Run); err != nil {
 		return fmt.Errorf("probe: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	if stdout.String() != "ok\n" {

@@ -7,25 +7,37 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// newProcess builds the plain-process provider: commands run as ordinary
-// child processes in the workspace directory, with the allowlisted
-// environment, the limits and process-group kill, but no isolation at all.
-func newProcess(cfg Config, log zerolog.Logger) (Provider, error) {
+// newProvider is what the bwrap and process providers share before they part: prlimit found,
+// the limits clamped to the hard ones, the sandbox user, the base directory prepared, the
+// memory bound chosen, what a previous run left swept, and the disk bound chosen.
+func newProvider(name string, cfg Config, log zerolog.Logger) (*provider, error) {
 	prlimit, err := lookPath(cfg.PrlimitPath)
 	if err != nil {
-		return nil, fmt.Errorf("process sandbox: prlimit not found (Debian package util-linux): %w", err)
+		return nil, fmt.Errorf("prlimit not found (Debian package util-linux): %w", err)
 	}
 	cfg.Limits = clampToHard(cfg.Limits, log)
-	// No RLIMIT_NPROC: without a user namespace of its own it counts every
-	// process of the sandbox uid on the host, and a busy uid could not fork.
-	p := &provider{name: KindProcess, cfg: cfg, log: log, prlimit: prlimit}
+	p := &provider{name: name, cfg: cfg, log: log, prlimit: prlimit}
 	p.setUser()
 	if err := p.prepareBase(); err != nil {
-		return nil, fmt.Errorf("process sandbox: %w", err)
+		return nil, err
 	}
 	p.chooseMemoryBound()
 	p.sweepAtStart()
 	p.chooseDiskBound()
+	return p, nil
+}
+
+// newProcess builds the plain-process provider: commands run as ordinary
+// child processes in the workspace directory, with the allowlisted
+// environment, the limits and process-group kill, but no isolation at all.
+func newProcess(cfg Config, log zerolog.Logger) (Provider, error) {
+	// No RLIMIT_NPROC (limitProcesses stays false): without a user namespace of its own it
+	// counts every process of the sandbox uid on the host, and a busy uid could not fork.
+	p, err := newProvider(KindProcess, cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("process sandbox: %w", err)
+	}
+	cfg = p.cfg
 	p.inside = func(ws string) string { return ws }
 	p.wrap = func(ws, dir string, _, inner []string) ([]string, string) {
 		return inner, filepath.Join(ws, filepath.FromSlash(dir))

@@ -159,6 +159,19 @@ func (p *provider) inputs() ([]*os.File, error) {
 	return files, nil
 }
 
+// withInputs gives cmd the command inputs (inputs) as its ExtraFiles and runs start, cmd.Start
+// or cmd.Run, closing this process's ends once start returned: the child holds its own.
+func (p *provider) withInputs(cmd *exec.Cmd, start func() error) error {
+	inputs, err := p.inputs()
+	if err != nil {
+		return err
+	}
+	cmd.ExtraFiles = inputs
+	err = start()
+	closeAll(inputs)
+	return err
+}
+
 func closeAll(files []*os.File) {
 	for _, f := range files {
 		_ = f.Close()
@@ -295,14 +308,7 @@ func (s *sandbox) startSentinel(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start sentinel: %w", err)
 	}
-	inputs, err := s.p.inputs()
-	if err != nil {
-		return fmt.Errorf("start sentinel: %w", err)
-	}
-	cmd.ExtraFiles = inputs
-	err = cmd.Start()
-	closeAll(inputs)
-	if err != nil {
+	if err := s.p.withInputs(cmd, cmd.Start); err != nil {
 		return fmt.Errorf("start sentinel: %w", err)
 	}
 	ready := make(chan error, 1)

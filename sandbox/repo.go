@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // RepoSpec is the repository a recipe checks out into the workspace: URL
@@ -304,9 +306,7 @@ func runGit(ctx context.Context, home, dir, header string, args ...string) (stri
 				msg = strings.ReplaceAll(msg, strings.TrimSpace(v), "[header]")
 			}
 		}
-		if len(msg) > 2000 {
-			msg = msg[:2000] + "..."
-		}
+		msg = clip.Text(msg, 2000)
 		return "", fmt.Errorf("git %s: %w: %s", args[0], err, msg)
 	}
 	return stdout.String(), nil

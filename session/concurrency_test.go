@@ -122,7 +122,7 @@ func TestConcurrentAppendersInTwoProcesses(t *testing.T) {
 	assertDense(t, st, s.ID, 2*each)
 }
 
-// C18: a reader paging by global position must not lose an event whose transaction got a lower
+// A reader paging by global position must not lose an event whose transaction got a lower
 // position but committed after later ones.
 func TestReadAllNeverSkipsALateCommit(t *testing.T) {
 	t.Parallel()

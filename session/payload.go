@@ -256,7 +256,8 @@ type SandboxProvisioned struct {
 // (a channel's record, else the environment's default: Set names those from records), the
 // repository's instruction file (path and hash; its text is the repository's at the
 // sandbox_provisioned commit), and the channel memory notes offered (their ids). Hash is the
-// sha256 (hex) of all of it, the same for the same settings.
+// sha256 (hex) of all of it, the same for the same settings. (Its JSON fields, one a line, are
+// alike in shape to other records' and to slackemu's Channel: a wire format is written out.)
 type TurnSettings struct {
 	Turn          int64    `json:"turn"`
 	Hash          string   `json:"hash"`

@@ -261,28 +261,19 @@ func wait(ctx context.Context, conn *pgx.Conn, owner string, opt ListenOptions, 
 	due := after(every)
 	for {
 		// The wait ends when a signal comes or the check is due, whichever is first.
-		wctx, stop := context.WithCancel(ctx)
-		var isDue atomic.Bool
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			select {
-			case <-due:
-				isDue.Store(true)
-				stop()
-			case <-wctx.Done():
-			}
-		}()
-		n, err := conn.WaitForNotification(wctx)
-		stop()
-		<-done
+		var n *pgconn.Notification
+		isDue, err := untilFires(ctx, due, func(wctx context.Context) error {
+			var err error
+			n, err = conn.WaitForNotification(wctx)
+			return err
+		})
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err != nil && !(isDue.Load() && errors.Is(err, context.Canceled)) {
+		if err != nil && !(isDue && errors.Is(err, context.Canceled)) {
 			return err
 		}
-		if isDue.Load() {
+		if isDue {
 			if err := check(ctx, conn, every, after); err != nil {
 				return err
 			}
@@ -306,31 +297,39 @@ func wait(ctx context.Context, conn *pgx.Conn, owner string, opt ListenOptions, 
 
 // check makes one round trip on conn, which must answer within timeout (on after's clock).
 func check(ctx context.Context, conn *pgx.Conn, timeout time.Duration, after func(time.Duration) <-chan time.Time) error {
-	cctx, cancel := context.WithCancel(ctx)
-	var late atomic.Bool
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		select {
-		case <-after(timeout):
-			late.Store(true)
-			cancel()
-		case <-cctx.Done():
-		}
-	}()
-	err := conn.Ping(cctx)
-	cancel()
-	<-done
+	late, err := untilFires(ctx, after(timeout), conn.Ping)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if late.Load() {
+	if late {
 		return fmt.Errorf("%w (%s)", ErrListenUnresponsive, timeout)
 	}
 	if err != nil {
 		return fmt.Errorf("check the LISTEN connection: %w", err)
 	}
 	return nil
+}
+
+// untilFires runs f with a context of ctx's that is cancelled when fire delivers, and says
+// whether it did (an error of f's may then be that cancellation). It returns once f has and
+// the goroutine watching fire has ended; a value fire did not deliver is left in it.
+func untilFires(ctx context.Context, fire <-chan time.Time, f func(context.Context) error) (fired bool, err error) {
+	fctx, cancel := context.WithCancel(ctx)
+	var isFired atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-fire:
+			isFired.Store(true)
+			cancel()
+		case <-fctx.Done():
+		}
+	}()
+	err = f(fctx)
+	cancel()
+	<-done
+	return isFired.Load(), err
 }
 
 const sqlMissingTables = `SELECT array_remove(ARRAY[

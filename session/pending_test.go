@@ -115,7 +115,7 @@ func TestPendingSurvivesARetentionPurge(t *testing.T) {
 	mustPending(t, st, "me", time.Hour)
 }
 
-// Listen is in place before it calls listening (C21): a signal sent from inside listening
+// Listen is in place before it calls listening: a signal sent from inside listening
 // is delivered. Each signal carries its session and sender; garbage payloads are skipped.
 func TestListenIsInPlaceBeforeTheCatchUp(t *testing.T) {
 	t.Parallel()

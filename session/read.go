@@ -25,6 +25,15 @@ type Range struct {
 const eventColumns = `session_id, seq, event_id, type, actor_kind, actor_id, created_at, payload,
 payload_hash, coalesce(idempotency_key, ''), prev_hash, hash, sanitized, position`
 
+// queryEvents runs q, a query of eventColumns, with args and scans the events it returns.
+func (s *Store) queryEvents(ctx context.Context, q string, args []any) ([]Event, error) {
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) { return scanEvent(row) })
+}
+
 func scanEvent(row pgx.Row) (Event, error) {
 	var e Event
 	var typ, kind string
@@ -77,11 +86,7 @@ func (s *Store) Events(ctx context.Context, id ID, r Range) ([]Event, error) {
 		args = append(args, r.Limit)
 		q.WriteString(" LIMIT $" + strconv.Itoa(len(args)))
 	}
-	rows, err := s.pool.Query(ctx, q.String(), args...)
-	if err != nil {
-		return nil, fmt.Errorf("read events of session %s: %w", id, err)
-	}
-	evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) { return scanEvent(row) })
+	evs, err := s.queryEvents(ctx, q.String(), args)
 	if err != nil {
 		return nil, fmt.Errorf("read events of session %s: %w", id, err)
 	}
@@ -206,11 +211,7 @@ func (s *Store) Latest(ctx context.Context, id ID, types ...Type) (map[Type]Even
 		args = append(args, string(t))
 		fmt.Fprintf(&q, "(SELECT %s FROM events WHERE session_id = $1 AND type = $%d ORDER BY seq DESC LIMIT 1)", eventColumns, len(args))
 	}
-	rows, err := s.pool.Query(ctx, q.String(), args...)
-	if err != nil {
-		return nil, fmt.Errorf("latest events of session %s: %w", id, err)
-	}
-	evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) { return scanEvent(row) })
+	evs, err := s.queryEvents(ctx, q.String(), args)
 	if err != nil {
 		return nil, fmt.Errorf("latest events of session %s: %w", id, err)
 	}

@@ -2,11 +2,14 @@ package session_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/logbook/logbook/session"
 )
 
 // A user_message append keeps session_work with an in-place (HOT) update: no new index
@@ -134,5 +137,79 @@ func TestAppendLocksNoSessionAndFiresNoTrigger(t *testing.T) {
 	}
 	if lastSeq != 3 {
 		t.Errorf("last_message_seq = %d, want 3", lastSeq)
+	}
+}
+
+// One event at a time through every branch of logbook_append: a session's first event, its
+// first message (no session_work row yet), a duplicate key (retried with a stale expectation
+// too: the stored event comes back), a stale expectation, a stale epoch, a turn marker, a
+// followup_signal. The chain verifies and session_work ends where the events say. (It guards
+// any faster way of appending one event, such as the single-statement one measured on
+// 2026-12-02, docs/measurements.md: each must give what the loop gives.)
+func TestOneEventAppendsThroughEveryBranch(t *testing.T) {
+	st, dbURL := newStore(t)
+	ctx := context.Background()
+	sess := openSession(t, st, "1700000000.000400")
+	one := func(opts session.AppendOptions, ev session.NewEvent) (session.Event, error) {
+		t.Helper()
+		out, err := st.AppendWith(ctx, sess.ID, opts, ev)
+		if err != nil {
+			return session.Event{}, err
+		}
+		return out[0], nil
+	}
+	want := func(e session.Event, err error, seq int64, dup bool) {
+		t.Helper()
+		if err != nil || e.Seq != seq || e.Duplicate != dup {
+			t.Fatalf("append: seq %d duplicate %v, %v; want seq %d duplicate %v", e.Seq, e.Duplicate, err, seq, dup)
+		}
+	}
+	started := session.NewEvent{Type: session.TypeTurnStarted, Actor: bot1, Payload: session.TurnStarted{Through: 0}}
+	reply := session.NewEvent{Type: session.TypeAssistantMessage, Actor: bot1, Payload: session.AssistantMessage{Text: "hi"}}
+	keyed := msg("keyed")
+	keyed.IdempotencyKey = "T0000001/C0000001/1700000000.000401"
+
+	e, err := one(session.AppendOptions{}, started) // the session's first event
+	want(e, err, 1, false)
+	e, err = one(session.AppendOptions{CheckSeq: true, ExpectedSeq: 1}, msg("first message: no session_work row yet"))
+	want(e, err, 2, false)
+	e, err = one(session.AppendOptions{}, reply)
+	want(e, err, 3, false)
+	e, err = one(session.AppendOptions{}, keyed)
+	want(e, err, 4, false)
+	e, err = one(session.AppendOptions{CheckSeq: true, ExpectedSeq: 1}, keyed) // a retry, stale expectation and all
+	want(e, err, 4, true)
+	if _, err := one(session.AppendOptions{CheckSeq: true, ExpectedSeq: 3}, msg("stale")); !errors.Is(err, session.ErrConflict) {
+		t.Fatalf("stale expectation: %v, want ErrConflict", err)
+	}
+	lease, err := st.AcquireLease(ctx, sess.ID, "me", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one(session.AppendOptions{Epoch: lease.Epoch + 1}, reply); !errors.Is(err, session.ErrFenced) {
+		t.Fatalf("stale epoch: %v, want ErrFenced", err)
+	}
+	e, err = one(session.AppendOptions{Epoch: lease.Epoch, CheckSeq: true, ExpectedSeq: 4}, reply)
+	want(e, err, 5, false)
+	e, err = one(session.AppendOptions{}, session.NewEvent{Type: session.TypeFollowupSignal, Actor: session.Actor{Kind: session.ActorGitHub, ID: "octocat"},
+		Payload: session.FollowupSignal{Repo: "acme/api", Number: 1, Kind: session.SignalCheckFailed, HeadSHA: "abc"}})
+	want(e, err, 6, false)
+	e, err = one(session.AppendOptions{Epoch: lease.Epoch}, session.NewEvent{Type: session.TypeTurnCompleted, Actor: bot1,
+		Payload: session.TurnCompleted{Turn: 1, Status: session.StatusOK, Through: 4}})
+	want(e, err, 7, false)
+	last, err := one(session.AppendOptions{}, msg("after the turn"))
+	want(last, err, 8, false)
+	mustVerify(t, st, sess.ID, 8)
+
+	var lastSeq, answered int64
+	var lastAt time.Time
+	var pending bool
+	if err := superuser(t, dbURL).QueryRow(ctx, `SELECT last_message_seq, last_message_at, answered_through, pending
+		FROM session_work WHERE session_id = $1`, sess.ID).Scan(&lastSeq, &lastAt, &answered, &pending); err != nil {
+		t.Fatal(err)
+	}
+	if lastSeq != 8 || !lastAt.Equal(last.CreatedAt) || answered != 4 || !pending {
+		t.Errorf("session_work: last message %d at %v, answered through %d, pending %v; want 8 at %v, 4, true",
+			lastSeq, lastAt, answered, pending, last.CreatedAt)
 	}
 }

@@ -170,7 +170,7 @@ func TestOpenAIParallelToolCallsAndSearch(t *testing.T) {
 	}
 }
 
-// C23: the process died between a tool_call and its tool_result. The next turn appends an
+// The process died between a tool_call and its tool_result. The next turn appends an
 // interrupted result for every missing id, in call order, without running the tool again, and
 // the provider accepts the request.
 func TestCrashBetweenToolCallAndResultThenResume(t *testing.T) {
@@ -413,7 +413,7 @@ func TestPermanentErrorsEndTheTurn(t *testing.T) {
 }
 
 // An over-budget history is summarised at a turn boundary into a context_summary; the next
-// request is summary + recent turns, and the provider accepts it (C24).
+// request is summary + recent turns, and the provider accepts it.
 func TestOverBudgetHistoryIsSummarised(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -518,7 +518,7 @@ func TestHistoryAppliesEditsDeletesAndTurnBoundary(t *testing.T) {
 	}
 }
 
-// C09: a thread holding only a bare mention gets a question back, and no model call.
+// A thread holding only a bare mention gets a question back, and no model call.
 func TestBareMentionAsksWhatToDo(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -848,7 +848,7 @@ func TestUnreachableProviderIsTransient(t *testing.T) {
 	}
 }
 
-// C22: tool output PostgreSQL cannot store is sanitised before it is stored, and the model sees
+// Tool output PostgreSQL cannot store is sanitised before it is stored, and the model sees
 // the same sanitised text.
 func TestToolOutputWithNULIsStoredSanitizedAndSentSanitized(t *testing.T) {
 	t.Parallel()

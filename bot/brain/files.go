@@ -591,7 +591,8 @@ func renderText(v fileView, data []byte, opt historyOptions, budget *fileBudget)
 	return sb.String()
 }
 
-// longestRun is the length of the longest run of c in s.
+// longestRun is the length of the longest run of c in s. (mrkdwn has the same loop for
+// Slack's code fences; brain does not import mrkdwn, Slack's formatting, for a five-line loop.)
 func longestRun(s string, c byte) int {
 	best, n := 0, 0
 	for i := 0; i < len(s); i++ {

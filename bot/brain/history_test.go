@@ -132,7 +132,7 @@ func TestBuildHistory(t *testing.T) {
 			want: "U[text:Alice: deploy staging|text:Alice: please]",
 		},
 		{
-			name: "a bare mention is never an empty block (C09)",
+			name: "a bare mention is never an empty block",
 			build: func(es *events) {
 				es.user("1", "<@UB1>")
 			},
@@ -403,7 +403,7 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// C24: a 150-event session whose naive token window would start between a tool_use and its
+// A 150-event session whose naive token window would start between a tool_use and its
 // tool_result is cut only at a turn boundary, and what is kept is valid.
 func TestCutPointKeepsToolPairsTogether(t *testing.T) {
 	t.Parallel()

@@ -12,7 +12,8 @@ import (
 // ToolRemember adds a note to the channel's memory (Turn.Remember).
 const ToolRemember = "remember"
 
-// rememberSpecs is the remember tool, when the turn can keep notes.
+// rememberSpecs is the remember tool, when the turn can keep notes. (Each optional tool's specs
+// read "none unless on, else the spec", as pullRequestSpecs: the spec is what differs.)
 func rememberSpecs(on bool) []ToolSpec {
 	if !on {
 		return nil

@@ -15,6 +15,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/logbook/logbook/session/clip"
 )
 
 // DefaultAPIURL is GitHub's REST API.
@@ -181,9 +183,7 @@ func (g *GitHub) do(ctx context.Context, method, path string, in, out any) error
 				msg += "; " + x.Message
 			}
 		}
-		if len(msg) > 300 {
-			msg = msg[:300]
-		}
+		msg = clip.Text(msg, 300)
 		return &Error{Status: resp.StatusCode, Message: msg}
 	}
 	if err := json.Unmarshal(data, out); err != nil {

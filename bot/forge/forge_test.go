@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"go.uber.org/goleak"
 
@@ -54,5 +56,25 @@ func TestGitHubError(t *testing.T) {
 	var fe *forge.Error
 	if !errors.As(err, &fe) || fe.Status != 422 || fe.Message != "Validation Failed; No commits between main and fix" {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// A long refusal is cut for the error without splitting a character.
+func TestGitHubErrorCutKeepsCharactersWhole(t *testing.T) {
+	t.Parallel()
+	long := "x" + strings.Repeat("é", 400) // 801 bytes: byte 300 falls inside an é
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(422)
+		w.Write([]byte(`{"message":"` + long + `"}`))
+	}))
+	defer srv.Close()
+	g := forge.NewGitHub(srv.URL, "tok", nil)
+	_, err := g.CreatePull(context.Background(), forge.Repo{Owner: "acme", Name: "api", Base: "main"}, "fix", "t", "b")
+	var fe *forge.Error
+	if !errors.As(err, &fe) {
+		t.Fatalf("error %v", err)
+	}
+	if !utf8.ValidString(fe.Message) || len(fe.Message) > 300 || !strings.HasPrefix(fe.Message, "xéé") {
+		t.Fatalf("message %q (%d bytes): want the start of GitHub's, valid UTF-8, at most 300 bytes", fe.Message, len(fe.Message))
 	}
 }

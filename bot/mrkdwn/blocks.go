@@ -35,17 +35,7 @@ import (
 // that wraps the decoder's; a single block object is accepted too. To use a
 // slack-go value (slack.Blocks, []slack.Block), marshal it with encoding/json.
 func BlocksText(blocks json.RawMessage, names slacktext.Names) (string, error) {
-	items, err := decodeList(blocks, "blocks")
-	if err != nil {
-		return "", err
-	}
-	var out []string
-	for _, blk := range items {
-		if s := blockText(blk, names); strings.TrimSpace(s) != "" {
-			out = append(out, strings.TrimRight(s, "\n"))
-		}
-	}
-	return strings.TrimSpace(strings.Join(out, "\n")), nil
+	return joinTexts(blocks, "blocks", func(blk any) string { return blockText(blk, names) })
 }
 
 // AttachmentsText flattens legacy message attachments (the JSON array in an
@@ -53,47 +43,59 @@ func BlocksText(blocks json.RawMessage, names slacktext.Names) (string, error) {
 // fields as "title: value", or else fallback; attachments are separated by
 // newlines. Text fields are decoded with slacktext.ToPlain. Errors as for BlocksText.
 func AttachmentsText(attachments json.RawMessage, names slacktext.Names) (string, error) {
-	items, err := decodeList(attachments, "attachments")
+	return joinTexts(attachments, "attachments", func(a any) string { return attachmentText(a, names) })
+}
+
+// joinTexts decodes raw, a JSON list of what (or one object), and joins the text of each item
+// that has any, a line apart, without trailing newlines; the result is trimmed.
+func joinTexts(raw json.RawMessage, what string, text func(any) string) (string, error) {
+	items, err := decodeList(raw, what)
 	if err != nil {
 		return "", err
 	}
 	var out []string
 	for _, it := range items {
-		a, ok := it.(map[string]any)
-		if !ok {
-			continue
-		}
-		var lines []string
-		add := func(s string) {
-			if s = strings.TrimSpace(s); s != "" {
-				lines = append(lines, s)
-			}
-		}
-		add(slacktext.ToPlain(str(a, "pretext"), names))
-		title := slacktext.ToPlain(str(a, "title"), names)
-		if link := str(a, "title_link"); link != "" && title != "" {
-			title += " (" + link + ")"
-		}
-		add(title)
-		add(slacktext.ToPlain(str(a, "text"), names))
-		for _, f := range list(a, "fields") {
-			if fm, ok := f.(map[string]any); ok {
-				t, v := slacktext.ToPlain(str(fm, "title"), names), slacktext.ToPlain(str(fm, "value"), names)
-				if t != "" && v != "" {
-					add(t + ": " + v)
-				} else {
-					add(t + v)
-				}
-			}
-		}
-		if len(lines) == 0 {
-			add(slacktext.ToPlain(str(a, "fallback"), names))
-		}
-		if len(lines) > 0 {
-			out = append(out, strings.Join(lines, "\n"))
+		if s := text(it); strings.TrimSpace(s) != "" {
+			out = append(out, strings.TrimRight(s, "\n"))
 		}
 	}
-	return strings.Join(out, "\n"), nil
+	return strings.TrimSpace(strings.Join(out, "\n")), nil
+}
+
+// attachmentText is one attachment's lines (see AttachmentsText), "" for one that is not an
+// object or says nothing.
+func attachmentText(it any, names slacktext.Names) string {
+	a, ok := it.(map[string]any)
+	if !ok {
+		return ""
+	}
+	var lines []string
+	add := func(s string) {
+		if s = strings.TrimSpace(s); s != "" {
+			lines = append(lines, s)
+		}
+	}
+	add(slacktext.ToPlain(str(a, "pretext"), names))
+	title := slacktext.ToPlain(str(a, "title"), names)
+	if link := str(a, "title_link"); link != "" && title != "" {
+		title += " (" + link + ")"
+	}
+	add(title)
+	add(slacktext.ToPlain(str(a, "text"), names))
+	for _, f := range list(a, "fields") {
+		if fm, ok := f.(map[string]any); ok {
+			t, v := slacktext.ToPlain(str(fm, "title"), names), slacktext.ToPlain(str(fm, "value"), names)
+			if t != "" && v != "" {
+				add(t + ": " + v)
+			} else {
+				add(t + v)
+			}
+		}
+	}
+	if len(lines) == 0 {
+		add(slacktext.ToPlain(str(a, "fallback"), names))
+	}
+	return strings.Join(lines, "\n")
 }
 
 func decodeList(raw json.RawMessage, what string) ([]any, error) {

@@ -7,7 +7,7 @@ import (
 	"github.com/logbook/logbook/session/slacktext"
 )
 
-// C12: model Markdown becomes mrkdwn once; converting again changes nothing.
+// Model Markdown becomes mrkdwn once; converting again changes nothing.
 func TestFromMarkdownC12(t *testing.T) {
 	t.Parallel()
 	in := "**Bold** and [docs](https://ex.com/a_b) and ~~old~~\n# Title\n" + "`**not bold**`"
@@ -24,7 +24,7 @@ func TestFromMarkdownC12(t *testing.T) {
 	}
 }
 
-// C13: only & < > are escaped; Slack's own tokens stay intact.
+// Only & < > are escaped; Slack's own tokens stay intact.
 func TestFromMarkdownC13(t *testing.T) {
 	t.Parallel()
 	in := "We've 3 < 5 && x > 2 <script>"

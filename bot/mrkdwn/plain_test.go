@@ -20,7 +20,7 @@ func testNames(kind, id string) string {
 	return ""
 }
 
-// C09(b): a message that is only the bot mention becomes empty.
+// A message that is only the bot mention becomes empty.
 func TestStripBotMention(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ in, want string }{
@@ -41,7 +41,7 @@ func TestStripBotMention(t *testing.T) {
 	}
 }
 
-// C09(a): content only in rich_text blocks reaches the model.
+// Content only in rich_text blocks reaches the model.
 func TestBlocksTextC09(t *testing.T) {
 	t.Parallel()
 	var ev struct {

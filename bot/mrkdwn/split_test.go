@@ -25,7 +25,7 @@ func checkParts(t *testing.T, text string, parts []string, limit int) {
 	}
 }
 
-// C10: 45,000 characters of prose, cut on paragraphs, each part ≤ the cap.
+// 45,000 characters of prose, cut on paragraphs, each part ≤ the cap.
 func TestSplitC10Prose(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
@@ -53,7 +53,7 @@ func TestSplitC10Prose(t *testing.T) {
 	}
 }
 
-// C10 variant: 3,990 ASCII characters and 20 emoji: two parts, no emoji cut.
+// 3,990 ASCII characters and 20 emoji: two parts, no emoji cut.
 func TestSplitC10Emoji(t *testing.T) {
 	t.Parallel()
 	text := strings.Repeat("a", 3990) + strings.Repeat("😀", 20)
@@ -65,7 +65,7 @@ func TestSplitC10Emoji(t *testing.T) {
 	}
 }
 
-// C11: a long code block is closed and reopened, never broken.
+// A long code block is closed and reopened, never broken.
 func TestSplitC11Fence(t *testing.T) {
 	t.Parallel()
 	text := "Intro\n```go\n" + strings.Repeat("x := f(i) // i\n", 300) + "```\nDone"

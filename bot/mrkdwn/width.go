@@ -35,7 +35,8 @@ func runeWidth(r rune) int {
 }
 
 // wideRanges are the common double-width blocks (CJK, Hangul, fullwidth
-// forms) and the emoji that default to emoji presentation.
+// forms) and the emoji that default to emoji presentation. (A table of Unicode
+// ranges: its rows are alike in shape by nature.)
 var wideRanges = [...][2]rune{
 	{0x1100, 0x115F}, {0x231A, 0x231B}, {0x23E9, 0x23EC}, {0x23F0, 0x23F0},
 	{0x23F3, 0x23F3}, {0x25FD, 0x25FE}, {0x2614, 0x2615}, {0x2648, 0x2653},

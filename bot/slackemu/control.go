@@ -104,7 +104,8 @@ func (s *Server) controlWorkspace(c controlMux) {
 	c.post("slash", func() any { return &SlashCommand{} }, func(v any) (any, error) { return s.SlashCommand(*v.(*SlashCommand)) })
 }
 
-// controlSockets: what happens to the Socket Mode connections.
+// controlSockets: what happens to the Socket Mode connections. (Each control route declares
+// its request's JSON and posts a handler, alike in shape to the other routes by design.)
 func (s *Server) controlSockets(c controlMux) {
 	type connRef struct {
 		ConnID int    `json:"conn_id"`

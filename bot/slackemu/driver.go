@@ -333,7 +333,8 @@ const (
 	StateFailed        = "failed" // retries exhausted (or a slash command not acked)
 )
 
-// DeliveryState returns the state of eventID's delivery, or "" if unknown.
+// DeliveryState returns the state of eventID's delivery, or "" if unknown. (A locked lookup
+// alike in shape to FileURL's: each reads its own map.)
 func (s *Server) DeliveryState(eventID string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

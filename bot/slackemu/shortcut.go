@@ -14,7 +14,9 @@ type MessageShortcut struct {
 	User       string `json:"user"`        // default "U0000001"
 }
 
-// SendMessageShortcut sends an interactive envelope with a message_action payload, as Slack
+// SendMessageShortcut sends an interactive envelope (it, ClickButton and SlashCommand begin
+// alike: lock, resolve the interactor by interactorLocked, fail; what each then sends is its
+// own) with a message_action payload, as Slack
 // does when a person picks a message shortcut: the channel, the message (with its thread_ts
 // when it is in a thread), a trigger_id and a response_url (answered like a slash command's:
 // see Ephemerals). Interactive envelopes are not retried.

@@ -112,22 +112,19 @@ last 7 days, today included.`,
 				return usage(e, c, err)
 			}
 			ctx := c.Context()
-			d, err := openRead(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer d.pool.Close()
-			rows, err := d.store.Usage(ctx, from, to, channel)
-			if err != nil {
-				return err
-			}
-			r := budget.NewReport(rows, from, to, prices.Currency)
-			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(r)
-			}
-			return r.WriteText(e.stdout)
+			return withRead(ctx, e, primaryReads, func(d *readDeps) error {
+				rows, err := d.store.Usage(ctx, from, to, channel)
+				if err != nil {
+					return err
+				}
+				r := budget.NewReport(rows, from, to, prices.Currency)
+				if asJSON {
+					enc := json.NewEncoder(e.stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(r)
+				}
+				return r.WriteText(e.stdout)
+			})
 		},
 	}
 	f := cmd.Flags()

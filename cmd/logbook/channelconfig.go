@@ -30,17 +30,14 @@ this process's environment shows them at the top.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
-			d, err := openRead(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer d.pool.Close()
-			hist, err := d.store.ChannelSettingsHistory(ctx, channel)
-			if err != nil {
-				return err
-			}
-			printChannelSettings(e, hist)
-			return nil
+			return withRead(ctx, e, primaryReads, func(d *readDeps) error {
+				hist, err := d.store.ChannelSettingsHistory(ctx, channel)
+				if err != nil {
+					return err
+				}
+				printChannelSettings(e, hist)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&channel, "channel", "", "only this channel (its id, e.g. C0123ABCD)")

@@ -119,6 +119,29 @@ func envBool(e env, name string, def bool) (bool, error) {
 	return false, fmt.Errorf("%s=%q: want on or off", name, e.getenv(name))
 }
 
+// envReader reads settings in a row and keeps the first error ("errors are values"), so that a
+// block of them reads as one assignment a line, checked once after the block: a read after an
+// error reads nothing and returns the zero value. The blocks look alike wherever settings are
+// read; what each reads and checks after is its own.
+type envReader struct {
+	e   env
+	err error
+}
+
+// envRead is r's read of name with read, unless r already holds an error.
+func envRead[T any](r *envReader, read func(env, string) (T, error), name string) T {
+	var v T
+	if r.err == nil {
+		v, r.err = read(r.e, name)
+	}
+	return v
+}
+
+func (r *envReader) duration(name string) time.Duration { return envRead(r, envDuration, name) }
+func (r *envReader) int(name string) int                { return envRead(r, envInt, name) }
+func (r *envReader) intOrOff(name string) int           { return envRead(r, envIntOrOff, name) }
+func (r *envReader) bytes(name string) int64            { return envRead(r, envBytes, name) }
+
 func loadServeConfig(e env) (serveConfig, error) {
 	var cfg serveConfig
 	dsn, err := databaseURL(e)
@@ -271,14 +294,12 @@ func (cfg *serveConfig) readSandbox(e env) error {
 		return fmt.Errorf("LOGBOOK_SANDBOX=%q: want bwrap, process or none", cfg.Sandbox)
 	}
 	cfg.SandboxDir = strings.TrimSpace(e.getenv("LOGBOOK_SANDBOX_DIR"))
-	if cfg.SandboxDisk, err = envBytes(e, "LOGBOOK_SANDBOX_DISK"); err != nil {
-		return err
-	}
-	if cfg.SandboxMemory, err = envBytes(e, "LOGBOOK_SANDBOX_MEMORY"); err != nil {
-		return err
-	}
-	if cfg.FileMax, err = envBytes(e, "LOGBOOK_FILE_MAX"); err != nil {
-		return err
+	r := envReader{e: e}
+	cfg.SandboxDisk = r.bytes("LOGBOOK_SANDBOX_DISK")
+	cfg.SandboxMemory = r.bytes("LOGBOOK_SANDBOX_MEMORY")
+	cfg.FileMax = r.bytes("LOGBOOK_FILE_MAX")
+	if r.err != nil {
+		return r.err
 	}
 	if cfg.FileMax > 512<<20 {
 		return fmt.Errorf("LOGBOOK_FILE_MAX=%d: at most 512M (a file is held in memory and stored whole)", cfg.FileMax)
@@ -308,24 +329,15 @@ func (cfg *serveConfig) readSandbox(e env) error {
 // readRuntime reads how serve runs: cells, leases, polling, draining, its HTTP address, logs,
 // its database role and Slack workspace.
 func (cfg *serveConfig) readRuntime(e env) error {
-	var err error
-	if cfg.IdleTimeout, err = envDuration(e, "LOGBOOK_IDLE_TIMEOUT"); err != nil {
-		return err
-	}
-	if cfg.LeaseTTL, err = envDuration(e, "LOGBOOK_LEASE_TTL"); err != nil {
-		return err
-	}
-	if cfg.PollInterval, err = envDuration(e, "LOGBOOK_POLL_INTERVAL"); err != nil {
-		return err
-	}
-	if cfg.DrainTimeout, err = envDuration(e, "LOGBOOK_DRAIN_TIMEOUT"); err != nil {
-		return err
-	}
-	if cfg.WakeLimit, err = envIntOrOff(e, "LOGBOOK_WAKE_LIMIT"); err != nil {
-		return err
-	}
-	if cfg.RepliesPerMinute, err = envIntOrOff(e, "LOGBOOK_THREAD_REPLIES_PER_MINUTE"); err != nil {
-		return err
+	r := envReader{e: e}
+	cfg.IdleTimeout = r.duration("LOGBOOK_IDLE_TIMEOUT")
+	cfg.LeaseTTL = r.duration("LOGBOOK_LEASE_TTL")
+	cfg.PollInterval = r.duration("LOGBOOK_POLL_INTERVAL")
+	cfg.DrainTimeout = r.duration("LOGBOOK_DRAIN_TIMEOUT")
+	cfg.WakeLimit = r.intOrOff("LOGBOOK_WAKE_LIMIT")
+	cfg.RepliesPerMinute = r.intOrOff("LOGBOOK_THREAD_REPLIES_PER_MINUTE")
+	if r.err != nil {
+		return r.err
 	}
 	if cfg.DrainTimeout > 10*time.Minute {
 		return fmt.Errorf("LOGBOOK_DRAIN_TIMEOUT=%s: at most 10m (a deploy waits that long for the running turns)", cfg.DrainTimeout)
@@ -350,6 +362,7 @@ func (cfg *serveConfig) readRuntime(e env) error {
 	if cfg.DBRole == "" {
 		cfg.DBRole = "logbook_app"
 	}
+	var err error
 	if cfg.PrivateNote, err = envBool(e, "LOGBOOK_PRIVATE_NOTE", true); err != nil {
 		return err
 	}

@@ -41,15 +41,13 @@ type dbConfig struct {
 // readDB reads the connection settings.
 func (cfg *serveConfig) readDB(e env) error {
 	d := &cfg.DB
-	var err error
-	if d.Pool, err = envInt(e, "LOGBOOK_DB_POOL"); err != nil {
-		return err
-	}
-	if d.GatewayPool, err = envInt(e, "LOGBOOK_DB_GATEWAY_POOL"); err != nil {
-		return err
-	}
-	if d.Replicas, err = envInt(e, "LOGBOOK_REPLICAS"); err != nil {
-		return err
+	// The envReader block, alike in shape to readSandbox's: each reads its own settings.
+	r := envReader{e: e}
+	d.Pool = r.int("LOGBOOK_DB_POOL")
+	d.GatewayPool = r.int("LOGBOOK_DB_GATEWAY_POOL")
+	d.Replicas = r.int("LOGBOOK_REPLICAS")
+	if r.err != nil {
+		return r.err
 	}
 	d.Pool, d.GatewayPool, d.Replicas = orInt(d.Pool, defaultDBPool), orInt(d.GatewayPool, defaultDBGatewayPool), orInt(d.Replicas, 1)
 	d.Reserve = defaultDBReserve

@@ -287,7 +287,7 @@ func (e *e2e) startServe(extra ...string) *proc {
 		if e.t.Failed() {
 			e.t.Logf("logbook serve output:\n%s", p.out.String())
 		}
-		// C25: nothing logbook printed holds a token, a key or an Authorization header.
+		// Nothing logbook printed holds a token, a key or an Authorization header.
 		if m := secretPatterns.FindString(p.out.String()); m != "" {
 			e.t.Errorf("logbook serve printed a secret (%q)", m)
 		}

@@ -48,7 +48,7 @@ type slackManifest struct {
 }
 
 // The manifest grants exactly what logbook uses, and nothing that would deliver DMs,
-// private channels or a human's own messages (case C15).
+// private channels or a human's own messages.
 func TestSlackAppManifest(t *testing.T) {
 	raw, err := os.ReadFile(manifestPath)
 	if err != nil {

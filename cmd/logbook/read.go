@@ -101,6 +101,48 @@ func openRead(ctx context.Context, e env) (*readDeps, error) {
 	}, nil
 }
 
+// standbyReads says withRead sends the command's reads to LOGBOOK_READ_DATABASE_URL when it
+// is set (onStandby); primaryReads keeps them on the primary.
+const (
+	standbyReads = true
+	primaryReads = false
+)
+
+// withRead is the preamble and close of the one-shot read commands (transcript, search,
+// usage, config): it opens the reads (openRead), moves them to the standby when standby is
+// set and LOGBOOK_READ_DATABASE_URL names one (onStandby), runs fn, and closes what it
+// opened. takeover and handback keep the connection past one function and use openRead.
+func withRead(ctx context.Context, e env, standby bool, fn func(d *readDeps) error) error {
+	d, err := openRead(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer d.pool.Close()
+	if standby {
+		closeStandby, err := d.onStandby(ctx, e)
+		if err != nil {
+			return err
+		}
+		defer closeStandby()
+	}
+	return fn(d)
+}
+
+// sessionID is the id of the session ref names: its id, else the session of its thread, looked
+// up in the search projection (synced first when the thread is not there yet: a reply's ts
+// is known once indexed).
+func (d *readDeps) sessionID(ctx context.Context, e env, ref sessionRef) (session.ID, error) {
+	if ref.id != (session.ID{}) {
+		return ref.id, nil
+	}
+	id, err := d.searcher.SessionByThread(ctx, ref.channel, ref.ts)
+	if errors.Is(err, session.ErrNotFound) {
+		d.sync(ctx, e)
+		id, err = d.searcher.SessionByThread(ctx, ref.channel, ref.ts)
+	}
+	return id, err
+}
+
 // sync brings the search projection up to date before a one-shot read; when it cannot
 // (a long transaction elsewhere, or a role without write access to the projection) it says
 // so and the command goes on with what is indexed.
@@ -153,45 +195,9 @@ link to the thread.`,
 				return usage(e, c, err)
 			}
 			ctx := c.Context()
-			d, err := openRead(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer d.pool.Close()
-			closeStandby, err := d.onStandby(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer closeStandby()
-			if revealed {
-				var ok bool
-				if err := d.pool.QueryRow(ctx, `SELECT pg_has_role(current_user, 'logbook_auditor', 'MEMBER')`).Scan(&ok); err != nil {
-					return fmt.Errorf("check the auditor role: %w", err)
-				}
-				if !ok {
-					return errors.New("--reveal-deleted is for auditors: the database role must be a member of logbook_auditor")
-				}
-			}
-			id := ref.id
-			if id == (session.ID{}) {
-				if id, err = d.searcher.SessionByThread(ctx, ref.channel, ref.ts); errors.Is(err, session.ErrNotFound) {
-					d.sync(ctx, e) // a reply's ts is known once indexed
-					id, err = d.searcher.SessionByThread(ctx, ref.channel, ref.ts)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			sess, err := d.reads.Session(ctx, id)
-			if err != nil {
-				return err
-			}
-			evs, err := d.reads.Events(ctx, id, session.Range{})
-			if err != nil {
-				return err
-			}
-			opts.Permalink = d.searcher.Permalink(sess.Key.Channel, sess.Key.ThreadTS, "")
-			return transcript.Render(e.stdout, sess, evs, opts)
+			return withRead(ctx, e, standbyReads, func(d *readDeps) error {
+				return printTranscript(ctx, e, d, ref, opts)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, md, html or json")
@@ -199,6 +205,34 @@ link to the thread.`,
 	cmd.Flags().StringVar(&tz, "tz", "", "show times in this IANA timezone (default: ISO 8601 in UTC)")
 	cmd.Flags().BoolVar(&revealed, "reveal-deleted", false, "show what deleted messages said (auditors only)")
 	return cmd
+}
+
+// printTranscript renders the session ref names, read through d, as opts say; a reveal of
+// deleted messages needs the auditor role.
+func printTranscript(ctx context.Context, e env, d *readDeps, ref sessionRef, opts transcript.Options) error {
+	if opts.RevealDeleted {
+		var ok bool
+		if err := d.pool.QueryRow(ctx, `SELECT pg_has_role(current_user, 'logbook_auditor', 'MEMBER')`).Scan(&ok); err != nil {
+			return fmt.Errorf("check the auditor role: %w", err)
+		}
+		if !ok {
+			return errors.New("--reveal-deleted is for auditors: the database role must be a member of logbook_auditor")
+		}
+	}
+	id, err := d.sessionID(ctx, e, ref)
+	if err != nil {
+		return err
+	}
+	sess, err := d.reads.Session(ctx, id)
+	if err != nil {
+		return err
+	}
+	evs, err := d.reads.Events(ctx, id, session.Range{})
+	if err != nil {
+		return err
+	}
+	opts.Permalink = d.searcher.Permalink(sess.Key.Channel, sess.Key.ThreadTS, "")
+	return transcript.Render(e.stdout, sess, evs, opts)
 }
 
 // sessionRef names a session: by id, or by channel and a ts in the thread.
@@ -306,32 +340,24 @@ from a shared channel inside it. Retention-purged text is gone here too.`,
 				}
 			}
 			ctx := c.Context()
-			d, err := openRead(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer d.pool.Close()
-			closeStandby, err := d.onStandby(ctx, e)
-			if err != nil {
-				return err
-			}
-			defer closeStandby()
-			d.sync(ctx, e)
-			hits, err := d.searcher.Search(ctx, q)
-			if errors.Is(err, search.ErrEmptyQuery) || errors.Is(err, search.ErrInvalidQuery) {
-				fmt.Fprintln(e.stderr, "logbook search:", err)
-				return flagError{err}
-			}
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(hits)
-			}
-			writeHits(e, q.Text, hits)
-			return nil
+			return withRead(ctx, e, standbyReads, func(d *readDeps) error {
+				d.sync(ctx, e)
+				hits, err := d.searcher.Search(ctx, q)
+				if errors.Is(err, search.ErrEmptyQuery) || errors.Is(err, search.ErrInvalidQuery) {
+					fmt.Fprintln(e.stderr, "logbook search:", err)
+					return flagError{err}
+				}
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					enc := json.NewEncoder(e.stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(hits)
+				}
+				writeHits(e, q.Text, hits)
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()

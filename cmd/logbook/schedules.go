@@ -31,23 +31,20 @@ type startedConfig struct {
 
 // readStarted reads the schedules' and hooks' settings.
 func (cfg *serveConfig) readStarted(e env) error {
-	var err error
 	s := &cfg.Started
-	if s.MinInterval, err = envDuration(e, "LOGBOOK_SCHEDULE_MIN_INTERVAL"); err != nil {
-		return err
+	// The envReader block, alike in shape to readRuntime's and readDB's: each reads its own.
+	r := envReader{e: e}
+	s.MinInterval = r.duration("LOGBOOK_SCHEDULE_MIN_INTERVAL")
+	s.Grace = r.duration("LOGBOOK_SCHEDULE_GRACE")
+	s.HookWindow = r.duration("LOGBOOK_HOOK_REPLAY_WINDOW")
+	s.HookMaxBody = r.bytes("LOGBOOK_HOOK_MAX_BODY")
+	if r.err != nil {
+		return r.err
 	}
 	if s.MinInterval != 0 && s.MinInterval < time.Second {
 		return fmt.Errorf("LOGBOOK_SCHEDULE_MIN_INTERVAL=%s: at least 1s (cron's finest step)", s.MinInterval)
 	}
-	if s.Grace, err = envDuration(e, "LOGBOOK_SCHEDULE_GRACE"); err != nil {
-		return err
-	}
-	if s.HookWindow, err = envDuration(e, "LOGBOOK_HOOK_REPLAY_WINDOW"); err != nil {
-		return err
-	}
-	if s.HookMaxBody, err = envBytes(e, "LOGBOOK_HOOK_MAX_BODY"); err != nil {
-		return err
-	}
+	var err error
 	if s.Hooks, err = hooks.Parse(e.getenv("LOGBOOK_HOOKS"), e.getenv); err != nil {
 		return fmt.Errorf("LOGBOOK_HOOKS: %w", err)
 	}

@@ -16,7 +16,7 @@ import (
 
 var secretPatterns = regexp.MustCompile(`xox[abpr]-|xapp-|Bearer |s3cret|sk-TEST|sk-ant-e2e|web-secret-0000`)
 
-// C26: the configuration, logged every way a careless line might, never shows a secret.
+// The configuration, logged every way a careless line might, never shows a secret.
 func TestConfigNeverPrintsSecrets(t *testing.T) {
 	vars := map[string]string{
 		"DATABASE_URL":       "postgres://bot:s3cret@db/x",
@@ -52,7 +52,7 @@ func TestConfigNeverPrintsSecrets(t *testing.T) {
 	}
 }
 
-// C26: a connection error on a DSN with a password does not quote the password.
+// A connection error on a DSN with a password does not quote the password.
 func TestConnectErrorHidesThePassword(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -151,16 +151,10 @@ func openSession(ctx context.Context, e env, args []string) (*readDeps, session.
 	if err != nil {
 		return nil, session.Session{}, err
 	}
-	id := ref.id
-	if id == (session.ID{}) {
-		if id, err = d.searcher.SessionByThread(ctx, ref.channel, ref.ts); errors.Is(err, session.ErrNotFound) {
-			d.sync(ctx, e)
-			id, err = d.searcher.SessionByThread(ctx, ref.channel, ref.ts)
-		}
-		if err != nil {
-			d.pool.Close()
-			return nil, session.Session{}, err
-		}
+	id, err := d.sessionID(ctx, e, ref)
+	if err != nil {
+		d.pool.Close()
+		return nil, session.Session{}, err
 	}
 	sess, err := d.store.Session(ctx, id)
 	if err != nil {

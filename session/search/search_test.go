@@ -164,7 +164,7 @@ func TestSearchFindsMessagesWithHighlightAndPermalink(t *testing.T) {
 	}
 }
 
-// C07 and C08: an edit replaces the searchable text; a deletion removes it.
+// An edit replaces the searchable text; a deletion removes it.
 func TestSearchFollowsEditsAndDeletions(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, search.Options{})
@@ -202,7 +202,7 @@ func TestSearchFollowsEditsAndDeletions(t *testing.T) {
 	}
 }
 
-// C07 and C08 within one indexing step: the fold applies the edit and the deletion before
+// Within one indexing step: the fold applies the edit and the deletion before
 // the messages are written, so the deleted text is never indexed at all.
 func TestSearchFollowsEditsAndDeletionsInOneStep(t *testing.T) {
 	t.Parallel()
@@ -232,7 +232,7 @@ func TestSearchFollowsEditsAndDeletionsInOneStep(t *testing.T) {
 	}
 }
 
-// C18: an event whose transaction commits after later ones is still indexed.
+// An event whose transaction commits after later ones is still indexed.
 func TestIndexerNeverSkipsALateCommit(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, search.Options{})
@@ -522,7 +522,7 @@ func TestSessionsRecentAndByThread(t *testing.T) {
 	}
 }
 
-// C13: search indexes and shows the readable text, not Slack's escaped form.
+// Search indexes and shows the readable text, not Slack's escaped form.
 func TestSearchUsesDecodedText(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, search.Options{})

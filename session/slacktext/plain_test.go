@@ -17,7 +17,7 @@ func testNames(kind, id string) string {
 	return ""
 }
 
-// C13 inbound: Slack-escaped user text is decoded exactly once.
+// Inbound: Slack-escaped user text is decoded exactly once.
 func TestToPlainC13(t *testing.T) {
 	t.Parallel()
 	if got, want := ToPlain("a &amp; b &lt;tag&gt;", nil), "a & b <tag>"; got != want {

@@ -162,6 +162,8 @@ func (t *Thread) Add(evs ...session.Event) {
 	}
 }
 
+// add folds one event. (Its cases decode a payload and fold it, as Turns' do: the two folds
+// read the same log for different things, so they are alike in shape and share decode only.)
 func (t *Thread) add(e session.Event) {
 	switch e.Type {
 	case session.TypeUserMessage:

@@ -150,7 +150,7 @@ func render(t *testing.T, evs []session.Event, opts transcript.Options) string {
 	return b.String()
 }
 
-// C07, C08: the latest text with "(edited)"; a deletion hides the text from all but auditors.
+// The latest text with "(edited)"; a deletion hides the text from all but auditors.
 func TestEditsAndDeletions(t *testing.T) {
 	t.Parallel()
 	evs := fullSession()
@@ -243,7 +243,7 @@ func TestMentionsEntitiesAndEscaping(t *testing.T) {
 	text := render(t, evs, transcript.Options{})
 	for _, want := range []string{
 		"@logbook why is billing-api failing? cc @bob 👀", // mentions, emoji
-		"a & b <tag> in #ops see https://ci.example/1",   // raw-only text decoded (C13)
+		"a & b <tag> in #ops see https://ci.example/1",   // raw-only text decoded
 		"billing runbook (https://wiki.example/billing)", // Slack link with a label
 		"We've 3 < 5 && x > 2",                           // model text as written
 		"panic: missing env DATABASE_URL",                // code block kept

@@ -407,28 +407,26 @@ func (s *Server) StatusEvent(sha, context string) map[string]any {
 // ReviewEvent is the pull_request_review webhook (action submitted) of review id on pull
 // request number.
 func (s *Server) ReviewEvent(number int, id int64) map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ev := map[string]any{"action": "submitted", "pull_request": s.pull(number)}
-	for _, r := range s.checks.reviews[number] {
-		if r["id"] == id {
-			ev["review"] = r
-			ev["sender"] = r["user"]
-		}
-	}
-	return ev
+	return s.reviewEvent(number, "submitted", "review", s.checks.reviews, id)
 }
 
 // ReviewCommentEvent is the pull_request_review_comment webhook (action created) of comment
 // id on pull request number.
 func (s *Server) ReviewCommentEvent(number int, id int64) map[string]any {
+	return s.reviewEvent(number, "created", "comment", s.checks.comments, id)
+}
+
+// reviewEvent is a webhook of pull request number with action whose field key is the item
+// with id among the pull request's items in byPull (reviews or review comments), sent by the
+// item's author.
+func (s *Server) reviewEvent(number int, action, key string, byPull map[int][]map[string]any, id int64) map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := map[string]any{"action": "created", "pull_request": s.pull(number)}
-	for _, c := range s.checks.comments[number] {
-		if c["id"] == id {
-			ev["comment"] = c
-			ev["sender"] = c["user"]
+	ev := map[string]any{"action": action, "pull_request": s.pull(number)}
+	for _, item := range byPull[number] {
+		if item["id"] == id {
+			ev[key] = item
+			ev["sender"] = item["user"]
 		}
 	}
 	return ev
