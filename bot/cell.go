@@ -49,6 +49,9 @@ type Cell struct {
 	// cell's first write, alone or with the turn_started it wakes for), the queued markers,
 	// the files copied into its sandbox.
 	carried carried
+	// fence is the lease's deadline on the cell's clock, which every Slack call of its turns
+	// checks first (fence.go); renew moves it on.
+	fence *leaseFence
 }
 
 var (
@@ -120,6 +123,9 @@ func (c *Cell) run(ctx context.Context) {
 	if !claimed {
 		claimLost = nil // a lease taken without the claim holds for its TTL alone
 	}
+	// Slack writes stop where renew gives the lease up (a quarter of the TTL before it ends).
+	c.fence = newLeaseFence(d.Clock, validUntil, d.cfg.LeaseTTL/4)
+	ctx = withFence(ctx, c.fence)
 	go func() {
 		defer close(renewDone)
 		c.renew(ctx, cancel, lease, validUntil, claimLost)
@@ -267,6 +273,7 @@ func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease 
 				continue
 			}
 			lease, validUntil = l, sent.Add(d.cfg.LeaseTTL)
+			c.fence.extend(validUntil)
 		}
 	}
 }
