@@ -613,6 +613,18 @@ func (l *stalledLog) Append(ctx context.Context, id session.ID, evs ...session.N
 	return l.Store.Append(ctx, id, evs...)
 }
 
+// AppendBatch is the gateway's grouped appends (groupcommit.go), held as Append is.
+func (l *stalledLog) AppendBatch(ctx context.Context, items []session.Batched) {
+	select {
+	case <-l.release:
+		l.Store.AppendBatch(ctx, items)
+	case <-ctx.Done():
+		for i := range items {
+			items[i].Stored, items[i].Err = nil, ctx.Err()
+		}
+	}
+}
+
 func (l *stalledLog) open() { l.once.Do(func() { close(l.release) }) }
 
 // While the database stalls, the gateway keeps reading the socket (so pings are answered and
