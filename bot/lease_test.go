@@ -133,6 +133,42 @@ func (a *blocksUntil) Run(ctx context.Context, t brain.Turn) (brain.Reply, error
 	return a.echoAgent.Run(ctx, t)
 }
 
+// blockedCells is a harness whose cells each run one turn that blocks (agent.release ends
+// them), counting the lease renewal statements and the cells that lost their leases.
+type blockedCells struct {
+	h        *harness
+	renewals *statementCounter
+	agent    *blocksUntil
+	posts    []slackemu.Posted
+	lost     atomic.Int32
+}
+
+// startBlockedCells starts n such cells (o: poll, orphan, probe and statements are set here)
+// and returns once every turn has started.
+func startBlockedCells(t *testing.T, n int, o harnessOptions) *blockedCells {
+	t.Helper()
+	b := &blockedCells{renewals: newStatementCounter("logbook_renew_lease"),
+		agent: &blocksUntil{started: make(chan struct{}, n), release: make(chan struct{})}}
+	o.poll, o.orphan, o.statements = time.Hour, time.Hour, b.renewals
+	o.probe = &bot.Probe{CellExited: func(id session.ID, reason string) {
+		if reason == "lease_lost" {
+			b.lost.Add(1)
+		}
+	}}
+	b.h = newHarness(t, b.agent, o)
+	for i := range n {
+		b.posts = append(b.posts, b.h.post(slackemu.Post{Channel: general, User: ada, Text: fmt.Sprintf("<@%s> job %d", botUser, i)}))
+	}
+	for range n {
+		select {
+		case <-b.agent.started:
+		case <-b.h.waitCtx().Done():
+			t.Fatal("the turns did not start")
+		}
+	}
+	return b
+}
+
 // #33: the leases of all of a replica's cells are renewed by one statement per interval (a
 // quarter of the TTL), not one per cell: under load, each cell's renewal waited for a
 // connection of the busy pool, timed out, and the session moved to another live replica.
@@ -141,26 +177,8 @@ func TestLeaseRenewalIsOneStatementPerIntervalForAllCells(t *testing.T) {
 	const cells = 6
 	const ttl = 2 * time.Second
 	interval := ttl / 4
-	var lost atomic.Int32
-	probe := &bot.Probe{CellExited: func(id session.ID, reason string) {
-		if reason == "lease_lost" {
-			lost.Add(1)
-		}
-	}}
-	renewals := newStatementCounter("logbook_renew_lease")
-	agent := &blocksUntil{started: make(chan struct{}, cells), release: make(chan struct{})}
-	h := newHarness(t, agent, harnessOptions{leaseTTL: ttl, poll: time.Hour, orphan: time.Hour, probe: probe, statements: renewals})
-	var posts []slackemu.Posted
-	for i := range cells {
-		posts = append(posts, h.post(slackemu.Post{Channel: general, User: ada, Text: fmt.Sprintf("<@%s> job %d", botUser, i)}))
-	}
-	for range cells {
-		select {
-		case <-agent.started:
-		case <-h.waitCtx().Done():
-			t.Fatal("the turns did not start")
-		}
-	}
+	b := startBlockedCells(t, cells, harnessOptions{leaseTTL: ttl})
+	h, renewals, agent, posts, lost := b.h, b.renewals, b.agent, b.posts, &b.lost
 	const w = "logbook_renew_lease"
 	first := renewals.count(w)
 	h.waitFor("a renewal", func() bool { return renewals.count(w) > first })
@@ -189,27 +207,8 @@ func TestLeasesOutliveAStalledMainPool(t *testing.T) {
 	t.Parallel()
 	const cells = 3
 	const ttl = 2 * time.Second
-	var lost atomic.Int32
-	probe := &bot.Probe{CellExited: func(id session.ID, reason string) {
-		if reason == "lease_lost" {
-			lost.Add(1)
-		}
-	}}
-	renewals := newStatementCounter("logbook_renew_lease")
-	agent := &blocksUntil{started: make(chan struct{}, cells), release: make(chan struct{})}
-	h := newHarness(t, agent, harnessOptions{leaseTTL: ttl, poll: time.Hour, orphan: time.Hour, probe: probe,
-		statements: renewals, gatewayPool: true})
-	var posts []slackemu.Posted
-	for i := range cells {
-		posts = append(posts, h.post(slackemu.Post{Channel: general, User: ada, Text: fmt.Sprintf("<@%s> job %d", botUser, i)}))
-	}
-	for range cells {
-		select {
-		case <-agent.started:
-		case <-h.waitCtx().Done():
-			t.Fatal("the turns did not start")
-		}
-	}
+	b := startBlockedCells(t, cells, harnessOptions{leaseTTL: ttl, gatewayPool: true})
+	h, renewals, agent, posts, lost := b.h, b.renewals, b.agent, b.posts, &b.lost
 	// Stall the main pool: take every connection it may open.
 	var taken []*pgxpool.Conn
 	for range h.pool.Config().MaxConns {
