@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -437,6 +438,60 @@ func spread(t *testing.T, dsn string) (perPID map[int]int, moved int) {
 	return perPID, moved
 }
 
+// moves says how the sessions that moved did (issue 33: sessions moved between live
+// replicas): for each move, how the earlier cell left (its cell_evicted reason, or "silent"
+// when it wrote none: a lost lease or claim writes nothing) and why the later one woke,
+// counted; and per log message of the replicas' outputs, how often the lease-losing warnings
+// appear.
+func moves(t *testing.T, dsn string, outs []string) string {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `SELECT session_id::text, type, coalesce((payload->>'pid')::int, 0),
+		coalesce(payload->>'reason', '') FROM events WHERE type IN ('cell_woken', 'cell_evicted') ORDER BY session_id, seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	kinds := map[string]int{}
+	var last string
+	var pid int
+	left := ""
+	for rows.Next() {
+		var id, typ, reason string
+		var p int
+		if err := rows.Scan(&id, &typ, &p, &reason); err != nil {
+			t.Fatal(err)
+		}
+		if id != last {
+			last, pid, left = id, 0, ""
+		}
+		if typ == "cell_evicted" {
+			left = reason
+			continue
+		}
+		if pid != 0 && p != pid {
+			kinds[cmp.Or(left, "silent")+"->"+reason]++
+		}
+		pid, left = p, ""
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	warns := map[string]int{}
+	for _, out := range outs {
+		for _, msg := range []string{"lease could not be renewed", "renew lease; retrying", "liveness claim lost",
+			"LISTEN connection lost", "exiting without writing", "take lease", "cell: read the log",
+			"turn failed", "cell: read session", "release lease"} {
+			warns[msg] += strings.Count(out, msg)
+		}
+	}
+	return fmt.Sprintf("moves %v; warnings %v", kinds, warns)
+}
+
 // storedTags counts the user_message events per question tag.
 func storedTags(t *testing.T, dsn string) map[string]int {
 	t.Helper()
@@ -616,6 +671,13 @@ func TestE2ETenReplicas(t *testing.T) {
 	t.Logf("REPLICAS lease calls %.0f, %.2f per message (bound %.1f)", leaseCalls, perMessage, leaseCallsPerMessageMax)
 	t.Logf("REPLICAS spread: sessions started per replica %s (min %d max %d of %d); sessions that moved %d", line, lo, hi, l.threads, moved)
 	t.Logf("REPLICAS audit verify: ok=%v", verifyOK)
+	if moved > 0 {
+		outs := make([]string, len(procs))
+		for i, p := range procs {
+			outs[i] = p.out.String()
+		}
+		t.Logf("REPLICAS how they moved: %s", moves(t, e.dbURL, outs))
+	}
 
 	if len(notStored)+len(storedTwice) > 0 {
 		t.Errorf("not stored %v, stored twice %v", firstTags(notStored), firstTags(storedTwice))
