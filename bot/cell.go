@@ -49,6 +49,9 @@ type Cell struct {
 	// cell's first write, alone or with the turn_started it wakes for), the queued markers,
 	// the files copied into its sandbox.
 	carried carried
+	// fence is the lease's deadline on the cell's clock, which every Slack call of its turns
+	// checks first (fence.go); renew moves it on.
+	fence *leaseFence
 }
 
 var (
@@ -120,6 +123,9 @@ func (c *Cell) run(ctx context.Context) {
 	if !claimed {
 		claimLost = nil // a lease taken without the claim holds for its TTL alone
 	}
+	// Slack writes stop where renew gives the lease up (a quarter of the TTL before it ends).
+	c.fence = newLeaseFence(d.Clock, validUntil, d.cfg.LeaseTTL/4)
+	ctx = withFence(ctx, c.fence)
 	go func() {
 		defer close(renewDone)
 		c.renew(ctx, cancel, lease, validUntil, claimLost)
@@ -135,7 +141,7 @@ func (c *Cell) run(ctx context.Context) {
 		}
 		if handOver {
 			// Only after the release: the peer's cell takes the lease at once.
-			if err := d.Store.Notify(rel, c.id, d.cfg.Owner); err != nil {
+			if err := d.handOver(rel, c.id); err != nil {
 				c.log.Warn().Err(err).Msg("cell: hand over; a peer's poll will find the session")
 			}
 		}
@@ -198,6 +204,21 @@ func (c *Cell) settle() {
 }
 
 func hasWork(st turnState) bool { return st.open || st.lastUser > st.through }
+
+// handOver wakes one live peer for session id, whose lease this replica has just released
+// on a graceful stop: the peer that runs the fewest sessions (session.Store.NotifyPeer), not
+// every replica to race for the lease. When no live peer is known (none runs a session) every
+// replica is signalled.
+func (d *cellDeps) handOver(ctx context.Context, id session.ID) error {
+	peer, err := d.Store.NotifyPeer(ctx, id, d.cfg.Owner)
+	if err == nil && peer != "" {
+		return nil
+	}
+	if err != nil {
+		d.Log.Debug().Err(err).Msg("hand over to one peer; signalling every replica")
+	}
+	return d.Store.Notify(ctx, id, d.cfg.Owner)
+}
 
 // isDraining reports whether the runner is stopping gracefully.
 func (d *cellDeps) isDraining() bool { return closed(d.draining) }
@@ -267,6 +288,7 @@ func (c *Cell) renew(ctx context.Context, cancel context.CancelCauseFunc, lease 
 				continue
 			}
 			lease, validUntil = l, sent.Add(d.cfg.LeaseTTL)
+			c.fence.extend(validUntil)
 		}
 	}
 }

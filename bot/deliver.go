@@ -250,6 +250,9 @@ func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, p
 		if err := d.waitTurn(ctx, "chat.postMessage"); err != nil {
 			return "", err
 		}
+		if err := fenceOf(ctx).check(ctx); err != nil {
+			return "", err // the cell's lease may have ended: it posts nothing more
+		}
 		_, ts, err := d.api.PostMessageContext(ctx, channel, opts...)
 		if err == nil {
 			return ts, nil
@@ -416,7 +419,7 @@ func (d *Deliverer) isUnavailable(method string) bool {
 	return d.unavailable[method]
 }
 
-// call makes one Web API call through f: rate limits (429 with or without Retry-After, ok:false
+// call makes one Web API call through f, once the cell's lease fence (fence.go) allows: rate limits (429 with or without Retry-After, ok:false
 // ratelimited) are waited out, for up to MaxWait; an answer that the method is unavailable is
 // remembered (later calls fail at once) and returned wrapped in errUnavailable.
 func (d *Deliverer) call(ctx context.Context, method string, f func() error) error {
@@ -427,6 +430,9 @@ func (d *Deliverer) call(ctx context.Context, method string, f func() error) err
 	for limited := 0; ; {
 		if err := d.waitTurn(ctx, method); err != nil {
 			return err
+		}
+		if err := fenceOf(ctx).check(ctx); err != nil {
+			return fmt.Errorf("%s: %w", method, err) // the cell's lease may have ended
 		}
 		err := f()
 		if wait, ok := rateLimited(err); ok && d.cfg.Clock.Now().Before(deadline) {

@@ -543,6 +543,13 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) (
 	if !slices.ContainsFunc(stored, func(e session.Event) bool { return !e.Duplicate }) {
 		g.metrics.duplicates.Inc()
 		log.Debug().Int("retry_attempt", in.RetryAttempt).Msg("duplicate delivery of a stored message")
+		if d.Action == actMessage && in.RetryAttempt > 0 {
+			// Slack delivers again what was not acked: the replica that stored it may have
+			// died before it acked — and before it signalled the session. Signal it now (one
+			// statement at most), or the message waits for a poll, or behind an idle cell on
+			// a live replica (the poll skips sessions whose cell runs) for its idle timeout.
+			g.signal(sess.ID)
+		}
 		return false, nil
 	}
 	if d.Action == actMessage {

@@ -119,6 +119,13 @@ type liveView struct {
 	// after the stop request is in the log, so the turn looks at once.
 	haltedAt string
 	onHalt   func()
+	// fenced says a record of the view was refused as fenced: another cell owns the session,
+	// and the view writes nothing more to Slack (the message it could not record is removed).
+	// doubt says a new message's call went unanswered and the thread could not be searched
+	// for it: the turn looks again (sweep) before the reply is shown.
+	fenced, doubt bool
+	// orphans searches the thread for the turn's messages the log does not name.
+	orphans orphanSearch
 
 	wake chan struct{}
 	stop chan struct{}
@@ -129,13 +136,16 @@ var (
 	_ brain.Live = (*liveView)(nil)
 
 	errUnavailable = errors.New("unavailable in this workspace")
+	// errViewFenced: the lease moved to another cell while the view ran.
+	errViewFenced = errors.New("live view: another cell took the session over")
 )
 
 func newLiveView(d *Deliverer, flog *cellLog, log zerolog.Logger, clock Clock, cfg LiveConfig, sess session.Session,
 	turnSeq int64, user, team, title string) *liveView {
 	return &liveView{d: d, flog: flog, log: log, clock: clock, cfg: cfg.withDefaults(), sess: sess, turnSeq: turnSeq,
 		user: user, team: team, title: title, cards: map[string]slack.TaskUpdateChunk{}, sentRound: -1,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		orphans: orphanSearch{d: d, clock: clock, flog: flog, channel: sess.Key.Channel, thread: sess.Key.ThreadTS, turnSeq: turnSeq},
+		wake:    make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // run is the flusher: it sends what the brain buffered, at most once per Interval, until
@@ -294,7 +304,7 @@ func (v *liveView) flush(ctx context.Context) bool {
 		v.status.update(ctx, doing)
 		v.statusSaid = doing
 	}
-	if v.off {
+	if v.off || v.fenced {
 		return false
 	}
 	text, cards, ndirty, round := v.take()
@@ -303,8 +313,8 @@ func (v *liveView) flush(ctx context.Context) bool {
 	}
 	if err := v.send(ctx, text, cards, round); err != nil {
 		v.unsent()
-		if ctx.Err() != nil {
-			return false
+		if ctx.Err() != nil || v.fenced || errors.Is(err, errLeaseEnding) {
+			return false // the lease is going or gone: nothing more is sent
 		}
 		if isSlackErr(err, "stopped_by_user") {
 			v.halt(ctx)
@@ -405,11 +415,9 @@ func (v *liveView) start(ctx context.Context, text string, cards []slack.StreamC
 	if len(chunks) > 0 {
 		opts = append(opts, slack.MsgOptionChunks(chunks...))
 	}
-	var ts string
-	err := v.d.call(ctx, "chat.startStream", func() error {
-		var err error
-		_, ts, err = v.d.api.StartStreamContext(ctx, v.sess.Key.Channel, opts...)
-		return err
+	ts, err := v.create(ctx, "chat.startStream", func() (string, error) {
+		_, ts, err := v.d.api.StartStreamContext(ctx, v.sess.Key.Channel, opts...)
+		return ts, err
 	})
 	if err != nil {
 		return err
@@ -421,12 +429,10 @@ func (v *liveView) start(ctx context.Context, text string, cards []slack.StreamC
 // unavailable, the same live view by other means.
 func (v *liveView) update(ctx context.Context, cur *liveMsg, text string) error {
 	if cur == nil {
-		var ts string
-		err := v.d.call(ctx, "chat.postMessage", func() error {
-			var err error
-			_, ts, err = v.d.api.PostMessageContext(ctx, v.sess.Key.Channel,
+		ts, err := v.create(ctx, "chat.postMessage", func() (string, error) {
+			_, ts, err := v.d.api.PostMessageContext(ctx, v.sess.Key.Channel,
 				slack.MsgOptionText(mrkdwn.FromMarkdown(cmpText(text+v.cardLines(), "…")), false), slack.MsgOptionTS(v.sess.Key.ThreadTS))
-			return err
+			return ts, err
 		})
 		if err != nil {
 			return err
@@ -461,15 +467,25 @@ func (v *liveView) cardLines() string {
 	return b.String()
 }
 
-// record appends stream_started for a new message of the view.
+// record appends stream_started for a new message of the view. Refused as fenced (another
+// cell took the session over, perhaps after it searched the thread), the message is removed
+// and the view sends nothing more: the new owner never takes over a message the log does not
+// name, so the thread shows its reply alone.
 func (v *liveView) record(ctx context.Context, ts, mode, text string) error {
-	v.msgs = append(v.msgs, &liveMsg{ts: ts, started: v.clock.Now(), chars: utf8.RuneCountInString(text), text: text})
+	m := &liveMsg{ts: ts, started: v.clock.Now(), chars: utf8.RuneCountInString(text), text: text}
+	v.msgs = append(v.msgs, m)
 	// The message is in the thread now: its record must not be lost to the turn's
 	// cancellation (a shutdown), or the next cell could not finish it.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := v.flog.Append(ctx, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor,
-		IdempotencyKey: "stream/" + ts, Payload: session.StreamStarted{Turn: v.turnSeq, Channel: v.sess.Key.Channel, TS: ts, Mode: mode}}); err != nil {
+	ev := session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor,
+		IdempotencyKey: "stream/" + ts, Payload: session.StreamStarted{Turn: v.turnSeq, Channel: v.sess.Key.Channel, TS: ts, Mode: mode}}
+	err := appendSure(ctx, v.flog, v.clock, ev)
+	switch {
+	case errors.Is(err, session.ErrFenced):
+		v.fenceOut(ctx, m)
+		return errViewFenced
+	case err != nil:
 		// The text is in Slack: it counts as sent (sending it again would show it twice). A
 		// later cell finds the message as one of the bot's the log does not know.
 		v.log.Warn().Err(err).Str("ts", ts).Msg("live view: record a live message")
@@ -477,8 +493,94 @@ func (v *liveView) record(ctx context.Context, ts, mode, text string) error {
 	return nil
 }
 
+// fenceOut stops the view for good (the lease moved) and removes m, the message it made but
+// could not record.
+func (v *liveView) fenceOut(ctx context.Context, m *liveMsg) {
+	v.fenced, v.off = true, true
+	v.msgs = v.msgs[:len(v.msgs)-1]
+	ctx, cancel := unfenced(ctx)
+	defer cancel()
+	if named(ctx, v.flog, m.ts) {
+		return
+	}
+	if v.mode == "stream" {
+		if err := v.d.call(ctx, "chat.stopStream", func() error {
+			_, _, err := v.d.api.StopStreamContext(ctx, v.sess.Key.Channel, m.ts)
+			return err
+		}); err != nil && !streamClosed(err) {
+			v.log.Debug().Err(err).Str("ts", m.ts).Msg("live view: stop the stream of a lost lease")
+		}
+	}
+	err := v.d.call(ctx, "chat.delete", func() error {
+		_, _, err := v.d.api.DeleteMessageContext(ctx, v.sess.Key.Channel, m.ts)
+		return err
+	})
+	if err != nil && !isSlackErr(err, "message_not_found") {
+		v.log.Warn().Err(err).Str("ts", m.ts).Msg("live view: the lease moved; could not remove the message it could not record")
+		return
+	}
+	v.log.Info().Str("ts", m.ts).Msg("live view: the lease moved to another cell; removed the message it could not record")
+}
+
+// create makes a new message of the view (chat.startStream, chat.postMessage) and returns its
+// ts. Neither call is idempotent: one whose answer was lost (a timeout, a reset connection)
+// may have made the message, so the thread is searched for it before anything is sent again
+// — found, it is the view's. When the search fails too, the view sends nothing more and the
+// turn looks again before it shows the reply (doubt).
+func (v *liveView) create(ctx context.Context, method string, f func() (string, error)) (string, error) {
+	var ts string
+	err := v.d.call(ctx, method, func() error {
+		var err error
+		ts, err = f()
+		return err
+	})
+	if err == nil || !ambiguous(err) {
+		return ts, err
+	}
+	var mine []string
+	for _, m := range v.msgs {
+		mine = append(mine, m.ts)
+	}
+	found, searched, serr := v.orphans.find(ctx, mine...)
+	switch {
+	case serr != nil || !searched:
+		v.off, v.doubt = true, serr != nil
+		v.log.Warn().Err(err).AnErr("search", serr).Str("method", method).Msg("live view: a new message's answer was lost; sending nothing more")
+		return "", fmt.Errorf("%s: %w", method, err)
+	case len(found) > 0:
+		v.doubt = v.doubt || len(found) > 1 // the turn removes the others before it shows the reply
+		v.log.Info().Str("ts", found[len(found)-1]).Str("method", method).Msg("live view: a new message's answer was lost; found it in the thread")
+		return found[len(found)-1], nil
+	}
+	return "", err // not in the thread: nothing was made, the next send tries again
+}
+
+// ambiguous reports an error after which a Slack write may have happened: no answer came
+// (a timeout, a reset connection, the call cut short) or the server failed (5xx). An answer
+// (ok:false, a rate limit, a 4xx) says nothing was written.
+func ambiguous(err error) bool {
+	if err == nil || errors.Is(err, errUnavailable) || errors.Is(err, errLeaseEnding) {
+		return false
+	}
+	if _, limited := rateLimited(err); limited {
+		return false
+	}
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) {
+		return false
+	}
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) {
+		return sc.Code >= 500
+	}
+	return true
+}
+
 // rollover finishes cur so the turn goes on in a new message, and records it.
 func (v *liveView) rollover(ctx context.Context, cur *liveMsg, reason string) {
+	if v.fenced {
+		return
+	}
 	if v.mode == "stream" {
 		if err := v.d.call(ctx, "chat.stopStream", func() error {
 			_, _, err := v.d.api.StopStreamContext(ctx, v.sess.Key.Channel, cur.ts)
@@ -507,6 +609,9 @@ func (v *liveView) shown() bool { return len(v.msgs) > 0 }
 // the end of the view's messages, for the turn's delivered append.
 func (v *liveView) finish(ctx context.Context, reply session.Event, footer string) ([]string, []session.NewEvent, error) {
 	v.close()
+	if v.fenced {
+		return nil, nil, errViewFenced // the new owner shows the reply
+	}
 	var msg session.AssistantMessage
 	if err := reply.Decode(&msg); err != nil {
 		return nil, nil, err
@@ -705,7 +810,7 @@ func (v *liveView) stoppedText() string {
 func (v *liveView) stopWith(ctx context.Context, note string) []session.NewEvent {
 	v.close()
 	cur := v.current()
-	if cur == nil {
+	if cur == nil || v.fenced {
 		return nil
 	}
 	var err error

@@ -248,25 +248,8 @@ func TestLiveCrashMidStreamIsFinishedFromTheLog(t *testing.T) {
 func TestLiveCrashBeforeTheRecordAfterANewerMessage(t *testing.T) {
 	t.Parallel()
 	agent := &crashAgent{storeFirst: true, shown: make(chan struct{})}
-	landed := make(chan struct{})
-	var once sync.Once
-	first := harnessOptions{live: bot.LiveConfig{Interval: 1}, poll: 50 * time.Millisecond,
-		apiProxy: func(w http.ResponseWriter, r *http.Request, next http.Handler) {
-			if !strings.HasSuffix(r.URL.Path, "/chat.startStream") {
-				next.ServeHTTP(w, r)
-				return
-			}
-			held := false
-			once.Do(func() { held = true })
-			if !held {
-				next.ServeHTTP(w, r)
-				return
-			}
-			// Slack starts the stream; its answer never reaches the cell, which dies.
-			next.ServeHTTP(httptest.NewRecorder(), r)
-			close(landed)
-			<-r.Context().Done()
-		}}
+	proxy, landed := lostStartAnswer()
+	first := harnessOptions{live: bot.LiveConfig{Interval: 1}, poll: 50 * time.Millisecond, apiProxy: proxy}
 	h := newHarness(t, agent, first)
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> why did the deploy fail?"})
 	<-agent.shown
@@ -288,6 +271,27 @@ func TestLiveCrashBeforeTheRecordAfterANewerMessage(t *testing.T) {
 			t.Fatalf("stream %s left streaming: %q", st.TS, st.Text)
 		}
 	}
+}
+
+// lostStartAnswer is an apiProxy under which Slack starts the first stream but its answer
+// never reaches the cell: the call hangs until the cell gives up on it (it dies). landed is
+// closed once the stream is in Slack.
+func lostStartAnswer() (proxy func(w http.ResponseWriter, r *http.Request, next http.Handler), landed <-chan struct{}) {
+	done := make(chan struct{})
+	var once sync.Once
+	return func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		held := false
+		if strings.HasSuffix(r.URL.Path, "/chat.startStream") {
+			once.Do(func() { held = true })
+		}
+		if !held {
+			next.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(httptest.NewRecorder(), r)
+		close(done)
+		<-r.Context().Done()
+	}, done
 }
 
 // The reply streams as it is written (chat.startStream, appends), with a task card per tool

@@ -262,11 +262,12 @@ func (r *Runner) Evict() {
 }
 
 // wake pokes the session's cell, starting one if none runs here (and the runner is not
-// stopping: a draining cell is still poked, so it hands over the work it learns of).
-func (r *Runner) wake(id session.ID, reason string) {
+// stopping: a draining cell is still poked, so it hands over the work it learns of). It
+// reports whether the session has a cell here now.
+func (r *Runner) wake(id session.ID, reason string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.wakeLocked(id, reason, false, false)
+	return r.wakeLocked(id, reason, false, false)
 }
 
 // admit is wake for the start and the polls: a new cell counts against WakeLimit, and none
@@ -317,6 +318,12 @@ func (r *Runner) wakeLocked(id session.ID, reason string, counted, routed bool) 
 			r.route(signal{id: id, again: true})
 		case pending && c.exit != "held":
 			r.wake(id, "message")
+		case c.exit == "lease_lost":
+			// The renewals failed (or the lease was found gone): the lease is still ours for a
+			// moment, or free; take it again here at once rather than leave the session to
+			// another replica's poll once it expires (issue 33: sessions moved between live
+			// replicas). A peer that took it meanwhile keeps it: the new cell exits "held".
+			r.wake(id, "retake")
 		}
 	})
 	return true
@@ -547,7 +554,11 @@ func (r *Runner) listenOnce(ctx context.Context) error {
 		if sender == r.cfg.Owner {
 			return // our own signal; the cell was poked in process
 		}
-		r.wake(id, "notify")
+		if !r.wake(id, "notify") {
+			// Stopping: a peer's hand-over (sent to this replica alone) is passed on, as the
+			// notifier passes on what a stopping runner cannot run.
+			r.route(signal{id: id})
+		}
 	})
 	return err
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -79,6 +81,9 @@ type turn struct {
 	// notes are lines this turn's reply carries: budget notices (budget.go), a failed
 	// setup (setup.go).
 	notes []string
+	// swept says the thread was searched for the turn's messages the log does not name, and
+	// they were removed (removeOrphans): the reply is not looked for by metadata after that.
+	swept bool
 }
 
 // carried is what a cell keeps from one of its turns to the next.
@@ -291,6 +296,9 @@ type outcome struct {
 	evs            []session.NewEvent
 	delivered      bool
 	completed      bool
+	// created is the messages the delivery made in Slack that only evs name: should the
+	// append be refused as fenced (the lease moved), they are removed again.
+	created []string
 }
 
 // produce finds the turn's reply or has the agent write it. A resumed turn may have its reply
@@ -319,7 +327,8 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		p.live = newLiveView(t.deliverer, t.flog, t.log, t.clock, t.cfg.Live, t.sess, st.turnSeq,
 			st.lastUserMsg.User, cmp.Or(st.lastUserMsg.Team, t.sess.Key.Team), threadTitle(t.flog.snapshot()))
 		p.live.status = working
-		p.live.onHalt = t.wake // Slack halted the stream: runAgent reads the stop at once
+		p.live.orphans.botUser = t.cfg.Where.BotUserID // a lost answer is looked for among the bot's messages
+		p.live.onHalt = t.wake                         // Slack halted the stream: runAgent reads the stop at once
 		go p.live.run(ctx)
 		bt.Live = p.live
 		t.live = p.live
@@ -368,6 +377,20 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (outcome, 
 	done := outcome{status: p.status, reason: p.reason}
 	if live != nil {
 		live.close()
+		if live.fenced {
+			return done, errViewFenced // another cell owns the session: it shows the reply
+		}
+		if live.doubt {
+			// A new message's answer was lost and the thread could not be searched then:
+			// whatever it made is removed before the reply is shown.
+			evs, err := t.removeOrphans(ctx, live.tsList(0)...)
+			if err == nil && len(evs) > 0 {
+				_, err = t.flog.Append(ctx, evs...)
+			}
+			if err != nil {
+				return done, err
+			}
+		}
 	}
 	if s, ok := t.haltedInSlack(ctx, live); ok {
 		return outcome{status: session.StatusStopped, completed: true}, t.stop(ctx, live, s) // stopped in Slack: the reply is not posted
@@ -382,6 +405,7 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (outcome, 
 			return done, err // the turn stays open; the next cell finishes the live messages
 		}
 		done.evs, done.delivered = append(stopped, deliveredEvent(reply, t.sess.Key.Channel, posted)), true
+		done.created = slices.DeleteFunc(slices.Clone(posted), func(ts string) bool { return slices.Contains(live.tsList(0), ts) })
 		return done, nil
 	}
 	if ts, _ := t.turns(); resumed && ts.Delivered(reply) {
@@ -389,10 +413,13 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (outcome, 
 	}
 	// Fresh: produced by this turn in this process, so never posted before.
 	fresh := !resumed && reply.Seq > t.state.turnSeq
-	posted, err := t.deliverer.Deliver(ctx, t.sess, reply, !fresh, t.footer(reply))
+	// A swept thread is not searched by metadata: what the search finds after the sweep is a
+	// fenced cell's post, which that cell removes.
+	posted, err := t.deliverer.Deliver(ctx, t.sess, reply, !fresh && !t.swept, t.footer(reply))
 	switch {
 	case err == nil:
 		done.evs, done.delivered = []session.NewEvent{deliveredEvent(reply, t.sess.Key.Channel, posted)}, true
+		done.created = posted
 		return done, nil
 	case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
 		return done, err
@@ -446,7 +473,18 @@ func (t *turn) complete(ctx context.Context, done outcome) error {
 	st := t.state
 	evs := append(done.evs, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cellActor,
 		Payload: session.TurnCompleted{Turn: st.turnSeq, Status: done.status, Reason: done.reason, Through: st.through, TraceID: telemetry.TraceID(ctx)}})
-	if _, err := t.flog.Append(ctx, evs...); err != nil {
+	actx := ctx
+	if done.delivered {
+		// The reply is in Slack: its record must not be lost to the cell's cancellation (a
+		// renewal that failed under load), or the next cell would post it again.
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+	}
+	if _, err := t.flog.Append(actx, evs...); err != nil {
+		if errors.Is(err, session.ErrFenced) {
+			t.unpost(ctx, done.created)
+		}
 		return err
 	}
 	if done.delivered {
@@ -455,6 +493,28 @@ func (t *turn) complete(ctx context.Context, done outcome) error {
 	t.metrics.turns.WithLabelValues(done.status).Inc()
 	t.probe.turnDone(t.sess.ID, st.turnSeq, done.status)
 	return nil
+}
+
+// unpost removes the messages a delivery made whose record was refused as fenced: another
+// cell owns the session and shows the reply (it never takes over a message the log does not
+// name), unless the log, read again, names them delivered after all.
+func (t *turn) unpost(ctx context.Context, created []string) {
+	ctx, cancel := unfenced(ctx)
+	defer cancel()
+	if len(created) == 0 || t.flog.sync(ctx) != nil {
+		return
+	}
+	ts, _ := t.turns()
+	for _, m := range created {
+		if slices.Contains(ts.Posted, m) {
+			continue
+		}
+		if err := t.deleteLive(ctx, m); err != nil {
+			t.log.Warn().Err(err).Msg("the lease moved; could not remove a reply it could not record")
+			continue
+		}
+		t.log.Info().Str("ts", m).Msg("the lease moved to another cell; removed a reply it could not record")
+	}
 }
 
 // runAgent runs the agent, appending a queued marker for every user message that arrives
@@ -567,10 +627,16 @@ func threadTitle(evs []session.Event) string {
 // recoverLive finishes the live messages a dead cell left for this turn. With the reply in
 // the log, the turn's first live message is made to show it whole (the others are removed):
 // it returns the outcome the turn completes with. Without one, every live message of the turn
-// is removed (the agent runs again and shows itself anew): it returns nil.
+// is removed (the agent runs again and shows itself anew): it returns nil. The turn's messages
+// the log does not name are removed first, whatever becomes of the others (removeOrphans); a
+// search for them that fails leaves the turn for a later attempt rather than risk a double.
 func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool) (*outcome, error) {
 	if !t.state.open {
 		return nil, nil // a fresh turn: nothing of it is in the thread yet
+	}
+	evs, err := t.removeOrphans(ctx)
+	if err != nil {
+		return nil, err
 	}
 	ts, tn := t.turns()
 	var keep []thread.LiveMessage
@@ -579,39 +645,18 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			keep = append(keep, m)
 		}
 	}
+	if len(keep) == 0 || found && ts.Delivered(reply) {
+		// Nothing the log names is left to finish (delivered already: the turn only needs
+		// closing), but what the orphans became is recorded.
+		return nil, t.appendRecords(ctx, keep, evs)
+	}
 	channel := t.sess.Key.Channel
-	// A cell killed between Slack's answer and its record leaves a message the log does not
-	// know: the bot's messages in the thread after the message this turn answers, that no
-	// delivered or stream_started names, are this turn's too. Not after the newest message:
-	// one written after the dead cell's message (the person saw the reply begin) would hide
-	// it, and the reply would be posted a second time beside it.
-	orphans, err := t.deliverer.unknownBotMessages(ctx, channel, t.sess.Key.ThreadTS, startedAfter(t.flog.snapshot(), t.state.turnSeq, t.sess.Key.ThreadTS),
-		t.cfg.Where.BotUserID, knownMessages(ts, t.flog.snapshot()))
-	if err != nil {
-		t.log.Warn().Err(err).Msg("live view: could not look for messages a dead cell left; going on")
-	}
-	var found0 []session.NewEvent // the orphans' records, written with what becomes of them
-	for _, orphan := range orphans {
-		keep = append(keep, thread.LiveMessage{TS: orphan, Mode: "stream", Open: true})
-		found0 = append(found0, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor, IdempotencyKey: "stream/" + orphan,
-			Payload: session.StreamStarted{Turn: t.state.turnSeq, Channel: channel, TS: orphan, Mode: "found"}})
-	}
-	if len(keep) == 0 {
-		return nil, nil
-	}
-	evs := found0
 	for _, m := range keep {
-		if m.Open && m.Mode == "stream" {
-			// Best-effort: a stream Slack already closed answers message_not_in_streaming_state.
-			if err := t.deliverer.call(ctx, "chat.stopStream", func() error {
-				_, _, err := t.deliverer.api.StopStreamContext(ctx, channel, m.TS)
-				return err
-			}); err != nil && !streamClosed(err) && !isSlackErr(err, "message_not_found") && !isSlackErr(err, "stopped_by_user") && !errors.Is(err, errUnavailable) {
-				return nil, fmt.Errorf("stop live message %s: %w", m.TS, err)
-			}
+		if err := t.stopLive(ctx, m.TS, m.Open && m.Mode == "stream"); err != nil {
+			return nil, err
 		}
 	}
-	if found && !ts.Delivered(reply) {
+	if found {
 		var drop []string
 		for _, m := range keep[1:] {
 			drop = append(drop, m.TS)
@@ -628,23 +673,100 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			evs = append(evs, streamStopped(m.TS, session.StreamDeleted, 0))
 		}
 		evs = append(evs, deliveredEvent(reply, channel, posted))
-		return &outcome{status: session.StatusOK, evs: evs, delivered: true}, nil
-	}
-	if found {
-		return nil, nil // delivered already: the turn only needs closing
+		return &outcome{status: session.StatusOK, evs: evs, delivered: true, created: posted[1:]}, nil
 	}
 	for _, m := range keep {
-		if err := t.deliverer.call(ctx, "chat.delete", func() error {
-			_, _, err := t.deliverer.api.DeleteMessageContext(ctx, channel, m.TS)
-			return err
-		}); err != nil && !isSlackErr(err, "message_not_found") {
-			return nil, fmt.Errorf("remove live message %s: %w", m.TS, err)
+		if err := t.deleteLive(ctx, m.TS); err != nil {
+			return nil, err
 		}
 		evs = append(evs, streamStopped(m.TS, session.StreamDeleted, 0))
 	}
 	t.log.Info().Int("removed", len(keep)).Msg("live view: removed the partial messages of a dead cell; running the turn again")
 	_, err = t.flog.Append(ctx, evs...)
 	return nil, err
+}
+
+// appendRecords appends evs, the records of removed orphans, when there are any. With the
+// turn's live messages left open (a delivered turn's), their streams are stopped first.
+func (t *turn) appendRecords(ctx context.Context, keep []thread.LiveMessage, evs []session.NewEvent) error {
+	for _, m := range keep {
+		if err := t.stopLive(ctx, m.TS, m.Open && m.Mode == "stream"); err != nil {
+			return err
+		}
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	_, err := t.flog.Append(ctx, evs...)
+	return err
+}
+
+// removeOrphans removes the bot's messages of this turn that the log does not name (known:
+// more of this cell's own), and returns their records: a cell killed, or fenced, between
+// Slack's answer and its record leaves such a message, after the message this turn answers
+// (not after the newest: one written after it — the person saw the reply begin — would hide
+// it). They are never taken over, only removed: a cell that lost its lease while alive
+// removes the message it could not record too (liveView.fenceOut), so both sides agree and
+// the thread shows one reply. It sets swept once the thread was searched: a reply posted
+// after that is not looked for again by metadata (a fenced cell's post may be going away).
+func (t *turn) removeOrphans(ctx context.Context, known ...string) ([]session.NewEvent, error) {
+	channel := t.sess.Key.Channel
+	s := orphanSearch{d: t.deliverer, clock: t.clock, flog: t.flog, channel: channel, thread: t.sess.Key.ThreadTS,
+		turnSeq: t.state.turnSeq, botUser: t.cfg.Where.BotUserID}
+	orphans, searched, err := s.find(ctx, known...)
+	if err != nil {
+		return nil, fmt.Errorf("live view: %w; the turn is left for a later attempt", err)
+	}
+	if !searched {
+		t.log.Warn().Msg("live view: the thread cannot be searched for messages a dead cell left; going on")
+	}
+	t.swept = searched
+	var evs []session.NewEvent
+	for _, o := range orphans {
+		// It may be a stream or a post: a stop is only tried (a stream still streaming cannot
+		// be deleted), the delete must succeed.
+		if err := t.stopLive(ctx, o, true); err != nil {
+			t.log.Debug().Err(err).Str("ts", o).Msg("live view: stop a message the log does not name")
+		}
+		if err := t.deleteLive(ctx, o); err != nil {
+			return nil, err
+		}
+		evs = append(evs, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor, IdempotencyKey: "stream/" + o,
+			Payload: session.StreamStarted{Turn: t.state.turnSeq, Channel: channel, TS: o, Mode: "found"}},
+			streamStopped(o, session.StreamDeleted, 0))
+	}
+	if len(orphans) > 0 {
+		t.log.Info().Int("removed", len(orphans)).Msg("live view: removed the turn's messages the log did not name")
+	}
+	return evs, nil
+}
+
+// stopLive stops the stream of live message ts, when stream says it may still stream.
+// Best-effort: a stream Slack already closed (or a message that is no stream) is fine.
+func (t *turn) stopLive(ctx context.Context, ts string, stream bool) error {
+	if !stream {
+		return nil
+	}
+	err := t.deliverer.call(ctx, "chat.stopStream", func() error {
+		_, _, err := t.deliverer.api.StopStreamContext(ctx, t.sess.Key.Channel, ts)
+		return err
+	})
+	if err != nil && !streamClosed(err) && !isSlackErr(err, "message_not_found") && !isSlackErr(err, "stopped_by_user") &&
+		!errors.Is(err, errUnavailable) && !isSlackErr(err, "cant_update_message") {
+		return fmt.Errorf("stop live message %s: %w", ts, err)
+	}
+	return nil
+}
+
+// deleteLive removes live message ts (one already gone is fine).
+func (t *turn) deleteLive(ctx context.Context, ts string) error {
+	if err := t.deliverer.call(ctx, "chat.delete", func() error {
+		_, _, err := t.deliverer.api.DeleteMessageContext(ctx, t.sess.Key.Channel, ts)
+		return err
+	}); err != nil && !isSlackErr(err, "message_not_found") {
+		return fmt.Errorf("remove live message %s: %w", ts, err)
+	}
+	return nil
 }
 
 // startedAfter is the ts of the newest user message stored before the turn began (its

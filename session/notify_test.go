@@ -54,6 +54,25 @@ func next(t *testing.T, ch <-chan signal, who string) signal {
 	}
 }
 
+// markers returns mark, which sends a broadcast marker for session id, and nothingBefore, which
+// checks that a listener's next signal is that marker: NOTIFYs arrive in commit order, so a
+// listener whose next signal is the marker got nothing before it.
+func markers(t *testing.T, st *session.Store, id session.ID) (mark func(), nothingBefore func(ch <-chan signal, who string)) {
+	mark = func() {
+		t.Helper()
+		if err := st.Notify(context.Background(), id, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nothingBefore = func(ch <-chan signal, who string) {
+		t.Helper()
+		if got := next(t, ch, who); got.id != id {
+			t.Fatalf("%s got a signal for %s from %q before the marker", who, got.id, got.sender)
+		}
+	}
+	return mark, nothingBefore
+}
+
 // #33: NotifyOwner wakes only the replica that holds the session's live lease, and names it;
 // with no other live owner it sends nothing and returns "" (the caller runs the session).
 // Each negative check is a broadcast marker sent afterwards: NOTIFYs arrive in commit order,
@@ -67,18 +86,7 @@ func TestNotifyOwnerWakesOnlyTheLeaseOwner(t *testing.T) {
 	mustAppend(t, st, s.ID, msg("one"))
 	a, _ := listenAs(t, dbURL, "replica-a")
 	b, stopB := listenAs(t, dbURL, "replica-b")
-	nothingBefore := func(ch <-chan signal, who string) {
-		t.Helper()
-		if got := next(t, ch, who); got.id != marker.ID {
-			t.Fatalf("%s got a signal for %s from %q before the marker", who, got.id, got.sender)
-		}
-	}
-	mark := func() {
-		t.Helper()
-		if err := st.Notify(ctx, marker.ID, "test"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mark, nothingBefore := markers(t, st, marker.ID)
 
 	// No lease: nothing is sent.
 	if owner, err := st.NotifyOwner(ctx, s.ID, "replica-c"); err != nil || owner != "" {
@@ -175,4 +183,71 @@ func equalIDs(a, b []session.ID) bool {
 		}
 	}
 	return true
+}
+
+// #33: a graceful stop's hand-over wakes one peer, not every replica. NotifyPeer signals the
+// live replica that runs the fewest sessions (among those that run any), never the sender,
+// never a dead one (its claim free), and names it; with no live peer it sends nothing.
+func TestNotifyPeerWakesOneLivePeer(t *testing.T) {
+	t.Parallel()
+	st, dbURL := newStore(t)
+	ctx := context.Background()
+	s := openSession(t, st, "1700000001.000100")
+	marker := openSession(t, st, "1700000001.000200")
+	busy := []session.Session{openSession(t, st, "1700000001.000300"), openSession(t, st, "1700000001.000400")}
+	quiet := openSession(t, st, "1700000001.000500")
+	leaver := openSession(t, st, "1700000001.000600")
+	a, _ := listenAs(t, dbURL, "replica-a")
+	b, stopB := listenAs(t, dbURL, "replica-b")
+	c, _ := listenAs(t, dbURL, "replica-c")
+	take := func(s session.Session, owner string) {
+		t.Helper()
+		if _, err := st.AcquireLeaseWith(ctx, s.ID, owner, time.Hour, session.LeaseOptions{Claimed: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark, nothingBefore := markers(t, st, marker.ID)
+
+	// No live peer runs a session: nothing is sent (the caller signals every replica).
+	take(leaver, "replica-c")
+	if peer, err := st.NotifyPeer(ctx, s.ID, "replica-c"); err != nil || peer != "" {
+		t.Fatalf("NotifyPeer with no peer running a session = %q, %v; want \"\"", peer, err)
+	}
+	mark()
+	nothingBefore(a, "replica-a")
+	nothingBefore(b, "replica-b")
+	nothingBefore(c, "replica-c")
+
+	// replica-a runs two sessions, replica-b one: replica-b alone hears, from replica-c.
+	take(busy[0], "replica-a")
+	take(busy[1], "replica-a")
+	take(quiet, "replica-b")
+	if peer, err := st.NotifyPeer(ctx, s.ID, "replica-c"); err != nil || peer != "replica-b" {
+		t.Fatalf("NotifyPeer = %q, %v; want replica-b (the fewest sessions)", peer, err)
+	}
+	if got := next(t, b, "replica-b"); got.id != s.ID || got.sender != "replica-c" {
+		t.Fatalf("replica-b got %+v, want %s from replica-c", got, s.ID)
+	}
+	mark()
+	nothingBefore(a, "replica-a")
+	nothingBefore(b, "replica-b")
+	nothingBefore(c, "replica-c")
+
+	// replica-b is the sender now: replica-c runs one session, replica-a two.
+	if peer, err := st.NotifyPeer(ctx, s.ID, "replica-b"); err != nil || peer != "replica-c" {
+		t.Fatalf("NotifyPeer from replica-b = %q, %v; want replica-c", peer, err)
+	}
+	if got := next(t, c, "replica-c"); got.id != s.ID || got.sender != "replica-b" {
+		t.Fatalf("replica-c got %+v, want %s from replica-b", got, s.ID)
+	}
+
+	// replica-b dies (its claim is free, its lease unexpired): replica-a, busier but alive,
+	// is the one.
+	stopB()
+	if peer, err := st.NotifyPeer(ctx, s.ID, "replica-c"); err != nil || peer != "replica-a" {
+		t.Fatalf("NotifyPeer with replica-b dead = %q, %v; want replica-a", peer, err)
+	}
+	if got := next(t, a, "replica-a"); got.id != s.ID || got.sender != "replica-c" {
+		t.Fatalf("replica-a got %+v, want %s from replica-c", got, s.ID)
+	}
 }

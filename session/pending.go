@@ -142,6 +142,40 @@ func (s *Store) NotifyOwner(ctx context.Context, id ID, sender string) (string, 
 	return owner, nil
 }
 
+// sqlNotifyPeer signals one live replica other than the sender and names it: of the owners
+// of claimed, unexpired leases whose liveness claim is held (alive), the one with the fewest;
+// no row (nothing sent) when there is none. The owners are looked up first (a CTE, so the
+// lock try runs once per owner, not per lease), then the claim is tried on the few, busiest
+// last, and the first that is held gets the signal.
+const sqlNotifyPeer = `
+WITH owners AS MATERIALIZED (
+    SELECT l.owner, count(*) AS n FROM leases l
+    WHERE l.expires_at > clock_timestamp() AND l.claimed AND l.owner <> $2
+    GROUP BY l.owner
+), live AS MATERIALIZED (
+    SELECT o.owner, o.n FROM owners o WHERE NOT logbook_claim_free(o.owner)
+), peer AS (
+    SELECT v.owner FROM live v ORDER BY v.n, v.owner LIMIT 1
+)
+SELECT p.owner, pg_notify('` + notifyChannel + `', $1::uuid::text || ' ' || $2::text || E'\t' || p.owner) FROM peer p`
+
+// NotifyPeer signals session id's work to one live replica other than sender (the one that
+// runs the fewest sessions, among those that run any), whose name it returns: a graceful stop
+// hands a session over to one peer instead of waking every replica to race for its lease
+// (issue 33). It returns "" and sends nothing when it knows of no live peer (none holds a
+// claimed lease); the caller then falls back to Notify. As with Notify, the signal is a hint.
+func (s *Store) NotifyPeer(ctx context.Context, id ID, sender string) (string, error) {
+	var owner string
+	err := s.pool.QueryRow(ctx, sqlNotifyPeer, id, sender).Scan(&owner, nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("notify a peer of session %s: %w", id, err)
+	}
+	return owner, nil
+}
+
 // Notify signals every Listen on the database that session id has new work. sender names
 // the signalling process (e.g. a lease owner) so that its own listener can ignore the
 // signal. A signal is a hint: it is lost when nobody listens, and readers must not depend on

@@ -83,6 +83,12 @@ func spendLock(scope, subject string, day time.Time) int64 {
 // fits in what is left of lim on hold's day — the channel's and the person's budget, each
 // checked under a lock of its own — and otherwise writes it as SpendRefused with reason
 // "channel" or "person". It returns the totals before the hold and whether it was admitted.
+//
+// Only a budget that has a limit is locked and summed (a total without one is returned as
+// 0): with no limit at all the hold is simply written. Every admission of one person's (or
+// channel's) calls waits on that budget's lock while the day's rows are summed, so an
+// unlimited budget locked anyway serialised a busy person's calls across every replica
+// (issue 33: most of the database's time per message at ten replicas was this wait).
 func (s *Store) AdmitSpend(ctx context.Context, hold Spend, lim SpendLimits) (SpendTotals, bool, error) {
 	if hold.Channel == "" || hold.CallID == uuid.Nil {
 		return SpendTotals{}, false, fmt.Errorf("admit spend: %w: channel and call id are required", ErrInvalidEvent)
@@ -90,21 +96,23 @@ func (s *Store) AdmitSpend(ctx context.Context, hold Spend, lim SpendLimits) (Sp
 	hold.Day = UTCDay(hold.Day)
 	var tot SpendTotals
 	admitted := false
+	byChannel, byPerson := lim.Channel >= 0, lim.Person >= 0 && hold.Person != ""
+	if !byChannel && !byPerson {
+		hold.Kind = SpendHold
+		if err := insertSpend(ctx, s.pool, hold); err != nil {
+			return SpendTotals{}, false, fmt.Errorf("admit spend in %s: %w", hold.Channel, err)
+		}
+		return tot, true, nil
+	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// Always the channel's lock first, then the person's: no two admissions wait on each other in a cycle.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, spendLock("channel", hold.Channel, hold.Day)); err != nil {
-			return err
-		}
-		if hold.Person != "" {
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, spendLock("person", hold.Person, hold.Day)); err != nil {
+		if byChannel {
+			if err := lockSpent(ctx, tx, "channel", hold.Channel, hold.Day, sqlSpentChannel, &tot.Channel); err != nil {
 				return err
 			}
 		}
-		if err := tx.QueryRow(ctx, sqlSpentChannel, hold.Channel, hold.Day).Scan(&tot.Channel); err != nil {
-			return err
-		}
-		if hold.Person != "" {
-			if err := tx.QueryRow(ctx, sqlSpentPerson, hold.Person, hold.Day).Scan(&tot.Person); err != nil {
+		if byPerson {
+			if err := lockSpent(ctx, tx, "person", hold.Person, hold.Day, sqlSpentPerson, &tot.Person); err != nil {
 				return err
 			}
 		}
@@ -122,6 +130,15 @@ func (s *Store) AdmitSpend(ctx context.Context, hold Spend, lim SpendLimits) (Sp
 		return SpendTotals{}, false, fmt.Errorf("admit spend in %s: %w", hold.Channel, err)
 	}
 	return tot, admitted, nil
+}
+
+// lockSpent takes the lock of one budget's day in tx, then reads its spend (sql: sqlSpentChannel
+// or sqlSpentPerson) into total.
+func lockSpent(ctx context.Context, tx pgx.Tx, scope, subject string, day time.Time, sql string, total *int64) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, spendLock(scope, subject, day)); err != nil {
+		return err
+	}
+	return tx.QueryRow(ctx, sql, subject, day).Scan(total)
 }
 
 // dbExec is a pool or a transaction.

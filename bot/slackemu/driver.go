@@ -125,6 +125,7 @@ func (s *Server) userChannelLocked(channel, user string) (*channelState, *User, 
 func (s *Server) Edit(channel, ts, text string) (Posted, error) {
 	return s.changeMessage("edit", channel, ts, func(ch *channelState, m *Message, prev Message) (string, []string) {
 		m.Text = text
+		s.touchLocked(m)
 		editTS := s.nextTS()
 		m.Edited = &Edited{User: cmpOr(m.User, m.BotID), TS: editTS}
 		return editTS, s.publishChangedLocked(ch, m, prev, editTS)
@@ -252,6 +253,37 @@ func (s *Server) History(channel string) []Message {
 		out[i] = m.clone()
 	}
 	return out
+}
+
+// msgRef names a message: its channel and ts.
+type msgRef struct{ channel, ts string }
+
+// touchLocked records that m was stored or its text changed, for ChangedSince.
+func (s *Server) touchLocked(m *Message) {
+	s.touched = append(s.touched, msgRef{m.Channel, m.TS})
+}
+
+// ChangedSince returns the messages stored, or whose text changed, since cursor (0: since
+// the start) as they are now, each once, in the order of their first change; and the cursor
+// to pass next time. Deleted messages are left out. A watcher polling it costs what changed,
+// not the whole history.
+func (s *Server) ChangedSince(cursor int) ([]Message, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireStreamsLocked(time.Now())
+	cursor = min(max(cursor, 0), len(s.touched))
+	seen := map[msgRef]bool{}
+	var out []Message
+	for _, r := range s.touched[cursor:] {
+		if seen[r] {
+			continue
+		}
+		seen[r] = true
+		if ch := s.channels[r.channel]; ch != nil && ch.byTS[r.ts] != nil {
+			out = append(out, ch.byTS[r.ts].clone())
+		}
+	}
+	return out, len(s.touched)
 }
 
 // BotReplies returns the bot's messages in the thread threadTS of channel, oldest first.

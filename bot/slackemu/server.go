@@ -76,8 +76,15 @@ type Server struct {
 	// in start order.
 	streams     map[string]*streamState
 	streamOrder []string
-	slashSeq    int
-	responses   map[string]*responseURL
+	// streamsEnded counts the leading streamOrder entries known to be over: expiry looks
+	// only at the streams after them, so a long run's readers do not walk every stream ever.
+	streamsEnded int
+	// touched holds, in order, every insertion of a message and every change of its text
+	// (ChangedSince reads it): a test watching for replies reads what changed, not the
+	// whole history, a few dozen times a second.
+	touched   []msgRef
+	slashSeq  int
+	responses map[string]*responseURL
 
 	// files: the store (by id, fileOrder in creation order), upload URL tokens → file ids,
 	// served downloads and download attempts per file id, and injected download faults.

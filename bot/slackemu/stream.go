@@ -311,6 +311,7 @@ func (s *Server) syncStreamLocked(st *streamState) {
 	}
 	if m := ch.byTS[st.TS]; m != nil {
 		m.Text, m.Blocks, m.Streaming = st.Text, st.renderBlocks(), st.Streaming()
+		s.touchLocked(m)
 		if len(st.Metadata) > 0 {
 			m.Metadata = slices.Clone(st.Metadata)
 		}
@@ -329,7 +330,10 @@ func (s *Server) endStreamLocked(st *streamState, state string, now time.Time) {
 // expireStreamsLocked ends the streams older than Options.StreamMaxAge. Every reader of
 // streams calls it first, so expiry needs no timer to be exact.
 func (s *Server) expireStreamsLocked(now time.Time) {
-	for _, key := range s.streamOrder {
+	for s.streamsEnded < len(s.streamOrder) && s.streams[s.streamOrder[s.streamsEnded]].State != StreamStreaming {
+		s.streamsEnded++ // a stream that ended never streams again
+	}
+	for _, key := range s.streamOrder[s.streamsEnded:] {
 		st := s.streams[key]
 		if st.State == StreamStreaming && now.Sub(st.StartedAt) >= s.opts.StreamMaxAge {
 			s.endStreamLocked(st, StreamExpired, st.StartedAt.Add(s.opts.StreamMaxAge))

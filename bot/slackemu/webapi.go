@@ -419,6 +419,7 @@ func (s *Server) chatUpdate(_ *http.Request, p url.Values) map[string]any {
 	}
 	prev := m.clone()
 	m.Text = cmpOr(text, p.Get("markdown_text"))
+	s.touchLocked(m)
 	m.Blocks = blocks // omitting blocks while sending text removes them
 	if p.Has("metadata") {
 		if p.Get("metadata") == "{}" {

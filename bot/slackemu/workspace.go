@@ -116,6 +116,7 @@ func (s *Server) insertLocked(ch *channelState, m *Message) {
 	s.dirty = true
 	ch.msgs = append(ch.msgs, m)
 	ch.byTS[m.TS] = m
+	s.touchLocked(m)
 	if m.ThreadTS == "" {
 		return
 	}
@@ -134,6 +135,7 @@ func (s *Server) removeLocked(ch *channelState, m *Message) {
 	if m.ThreadTS == "" && m.ReplyCount > 0 {
 		m.Subtype = "tombstone"
 		m.Text = "This message was deleted."
+		s.touchLocked(m)
 		m.User, m.BotID, m.AppID = "USLACKBOT", "", ""
 		m.Blocks, m.Files, m.Metadata, m.Edited, m.Reactions = nil, nil, nil, nil, nil
 		return

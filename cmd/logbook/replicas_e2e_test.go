@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -117,13 +118,19 @@ type tracked struct {
 }
 
 // replyWatch watches the channels' bot messages for the replies of tracked messages. One
-// goroutine scans every channel's history a few dozen times a second, so hundreds of waiting
-// threads cost one scan, not one each per change in the emulator.
+// goroutine reads the messages that changed since its last look (slackemu's ChangedSince) a
+// few dozen times a second, so hundreds of waiting threads cost one read of what changed:
+// not one each per change, nor a copy of every channel's whole history each time (which,
+// in a run of thousands of messages, made this test process, with the emulator's lock held,
+// a large share of the machine's CPU).
 type replyWatch struct {
 	emu      *slackemu.Server
 	channels []string
+	watched  map[string]bool // channels
+	cursor   int             // ChangedSince's; only the watching goroutine uses it
 	mu       sync.Mutex
 	byTag    map[string]*tracked
+	early    map[string][]earlyReply // by tag: replies seen before add
 	stop     chan struct{}
 	done     chan struct{}
 }
@@ -131,7 +138,10 @@ type replyWatch struct {
 var replyTag = regexp.MustCompile(`re: (t[\d.]+-m\d+)`)
 
 func watchReplies(t *testing.T, emu *slackemu.Server, channels []string) *replyWatch {
-	w := &replyWatch{emu: emu, channels: channels, byTag: map[string]*tracked{}, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &replyWatch{emu: emu, channels: channels, watched: map[string]bool{}, byTag: map[string]*tracked{}, early: map[string][]earlyReply{}, stop: make(chan struct{}), done: make(chan struct{})}
+	for _, ch := range channels {
+		w.watched[ch] = true
+	}
 	go func() {
 		defer close(w.done)
 		tick := time.NewTicker(25 * time.Millisecond)
@@ -162,26 +172,44 @@ func (w *replyWatch) add(m *tracked) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.byTag[m.tag] = m
+	for _, e := range w.early[m.tag] {
+		if e.thread == m.thread && m.replied == 0 {
+			m.replied = max(e.at.Sub(m.posted), time.Nanosecond)
+			close(m.seen)
+		}
+	}
+	delete(w.early, m.tag)
 }
 
+// scan looks at the bot's messages that changed since the last scan. A reply seen before its
+// question is registered (add runs once Post returns) is kept in early, and add finds it.
 func (w *replyWatch) scan() {
 	now := time.Now()
 	bot := w.emu.BotID()
-	for _, ch := range w.channels {
-		for _, m := range w.emu.History(ch) {
-			if m.BotID != bot {
-				continue
-			}
-			for _, sm := range replyTag.FindAllStringSubmatch(m.Text, -1) {
-				w.mu.Lock()
-				if tr := w.byTag[sm[1]]; tr != nil && tr.replied == 0 && m.ThreadTS == tr.thread {
-					tr.replied = now.Sub(tr.posted)
-					close(tr.seen)
-				}
-				w.mu.Unlock()
+	msgs, next := w.emu.ChangedSince(w.cursor)
+	w.cursor = next
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, m := range msgs {
+		if m.BotID != bot || !w.watched[m.Channel] {
+			continue
+		}
+		for _, sm := range replyTag.FindAllStringSubmatch(m.Text, -1) {
+			switch tr := w.byTag[sm[1]]; {
+			case tr == nil:
+				w.early[sm[1]] = append(w.early[sm[1]], earlyReply{thread: m.ThreadTS, at: now})
+			case tr.replied == 0 && m.ThreadTS == tr.thread:
+				tr.replied = now.Sub(tr.posted)
+				close(tr.seen)
 			}
 		}
 	}
+}
+
+// earlyReply is a reply seen before its question was registered: its thread, and when.
+type earlyReply struct {
+	thread string
+	at     time.Time
 }
 
 // counts is, for every tag, how many of the bot's messages in the tag's own thread answer it.
@@ -410,6 +438,60 @@ func spread(t *testing.T, dsn string) (perPID map[int]int, moved int) {
 	return perPID, moved
 }
 
+// moves says how the sessions that moved did (issue 33: sessions moved between live
+// replicas): for each move, how the earlier cell left (its cell_evicted reason, or "silent"
+// when it wrote none: a lost lease or claim writes nothing) and why the later one woke,
+// counted; and per log message of the replicas' outputs, how often the lease-losing warnings
+// appear.
+func moves(t *testing.T, dsn string, outs []string) string {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `SELECT session_id::text, type, coalesce((payload->>'pid')::int, 0),
+		coalesce(payload->>'reason', '') FROM events WHERE type IN ('cell_woken', 'cell_evicted') ORDER BY session_id, seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	kinds := map[string]int{}
+	var last string
+	var pid int
+	left := ""
+	for rows.Next() {
+		var id, typ, reason string
+		var p int
+		if err := rows.Scan(&id, &typ, &p, &reason); err != nil {
+			t.Fatal(err)
+		}
+		if id != last {
+			last, pid, left = id, 0, ""
+		}
+		if typ == "cell_evicted" {
+			left = reason
+			continue
+		}
+		if pid != 0 && p != pid {
+			kinds[cmp.Or(left, "silent")+"->"+reason]++
+		}
+		pid, left = p, ""
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	warns := map[string]int{}
+	for _, out := range outs {
+		for _, msg := range []string{"lease could not be renewed", "renew lease; retrying", "liveness claim lost",
+			"LISTEN connection lost", "exiting without writing", "take lease", "cell: read the log",
+			"turn failed", "cell: read session", "release lease"} {
+			warns[msg] += strings.Count(out, msg)
+		}
+	}
+	return fmt.Sprintf("moves %v; warnings %v", kinds, warns)
+}
+
 // storedTags counts the user_message events per question tag.
 func storedTags(t *testing.T, dsn string) map[string]int {
 	t.Helper()
@@ -501,6 +583,9 @@ func TestE2ETenReplicas(t *testing.T) {
 	l := loadFromEnv(t, steadyLoad{threads: 60, rate: 8, dur: 20 * time.Second, channels: 6})
 	e := newE2E(t, slackemu.Options{RetrySchedule: []time.Duration{time.Second, 5 * time.Second, 20 * time.Second}})
 	pg := startCluster(t, clusterDir(t))
+	if statementsWanted() {
+		pg = withStatements(t, pg)
+	}
 	e.dbURL = pg.URL()
 	e.run("migrate", "up")
 	var maxConns, reserved int
@@ -531,10 +616,18 @@ func TestE2ETenReplicas(t *testing.T) {
 	}
 	t.Logf("REPLICAS %d replicas up in %v; load: %v", replicas, time.Since(started).Round(time.Millisecond), l)
 
+	if statementsWanted() {
+		resetStatements(t, e.dbURL)
+	}
+	cost := startCostMeter(t, e.dbURL, pg.PID(), procs)
 	began := time.Now()
 	msgs := drive(t, e, w, l)
 	took := time.Since(began)
 	pending := settle(t, e.dbURL, 2*time.Minute)
+	cost.report(t, e.dbURL, len(msgs))
+	if statementsWanted() {
+		reportStatements(t, e.dbURL, len(msgs))
+	}
 	peak, peakBy, samples := conns.result()
 
 	var leaseCalls float64
@@ -578,6 +671,13 @@ func TestE2ETenReplicas(t *testing.T) {
 	t.Logf("REPLICAS lease calls %.0f, %.2f per message (bound %.1f)", leaseCalls, perMessage, leaseCallsPerMessageMax)
 	t.Logf("REPLICAS spread: sessions started per replica %s (min %d max %d of %d); sessions that moved %d", line, lo, hi, l.threads, moved)
 	t.Logf("REPLICAS audit verify: ok=%v", verifyOK)
+	if moved > 0 {
+		outs := make([]string, len(procs))
+		for i, p := range procs {
+			outs[i] = p.out.String()
+		}
+		t.Logf("REPLICAS how they moved: %s", moves(t, e.dbURL, outs))
+	}
 
 	if len(notStored)+len(storedTwice) > 0 {
 		t.Errorf("not stored %v, stored twice %v", firstTags(notStored), firstTags(storedTwice))

@@ -65,7 +65,7 @@ func (ix *Indexer) Run(ctx context.Context) error {
 	t := time.NewTicker(ix.poll)
 	defer t.Stop()
 	for {
-		if _, err := ix.CatchUp(ctx); err != nil && ctx.Err() == nil {
+		if _, err := ix.catchUp(ctx, false); err != nil && ctx.Err() == nil {
 			ix.log.Error().Err(err).Msg("index the log for search")
 		}
 		select {
@@ -78,10 +78,16 @@ func (ix *Indexer) Run(ctx context.Context) error {
 
 // CatchUp indexes every event that is readable now (see session.Store.ReadAll) and returns
 // how many events it read. One-shot commands call it before a query so search is current.
-func (ix *Indexer) CatchUp(ctx context.Context) (int, error) {
+func (ix *Indexer) CatchUp(ctx context.Context) (int, error) { return ix.catchUp(ctx, true) }
+
+// catchUp is CatchUp; without wait it returns at once (0, nil) when another indexer holds the
+// lock: that one is indexing the same events. Run does not wait: every replica's indexer
+// queued on the lock every tick, each holding a connection of its replica's pool meanwhile
+// (issue 33: ten replicas spent seconds of database time per message waiting on it).
+func (ix *Indexer) catchUp(ctx context.Context, wait bool) (int, error) {
 	total := 0
 	for {
-		n, err := ix.step(ctx)
+		n, err := ix.step(ctx, wait)
 		total += n
 		if err != nil {
 			return total, err
@@ -173,8 +179,9 @@ type sessionAgg struct {
 	hadMessage         bool // the step has a user or assistant message: last is its time
 }
 
-// step indexes one batch in one transaction and returns how many events it read.
-func (ix *Indexer) step(ctx context.Context) (int, error) {
+// step indexes one batch in one transaction and returns how many events it read; without
+// wait, none when another indexer holds the lock.
+func (ix *Indexer) step(ctx context.Context, wait bool) (int, error) {
 	tx, err := ix.pool.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("index for search: begin: %w", err)
@@ -182,8 +189,18 @@ func (ix *Indexer) step(ctx context.Context) (int, error) {
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it is a no-op
 
 	// The advisory lock assigns no transaction id, so it does not hold back ReadAll.
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", session.LockSearchIndexer); err != nil {
-		return 0, fmt.Errorf("index for search: lock: %w", err)
+	if wait {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", session.LockSearchIndexer); err != nil {
+			return 0, fmt.Errorf("index for search: lock: %w", err)
+		}
+	} else {
+		var got bool
+		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", session.LockSearchIndexer).Scan(&got); err != nil {
+			return 0, fmt.Errorf("index for search: lock: %w", err)
+		}
+		if !got {
+			return 0, nil
+		}
 	}
 	var cur session.Cursor
 	var txText string

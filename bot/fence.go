@@ -1,0 +1,161 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
+)
+
+// A cell writes to Slack only while its lease holds. The database fences the log (an append
+// with a lost lease's epoch fails with session.ErrFenced), but nothing fences Slack: a cell
+// that lost its lease while alive (a renewal that failed under load, a liveness claim taken
+// over) could go on posting beside the new owner's reply. So every Slack call a turn makes
+// through the Deliverer first asks the cell's leaseFence, and a message made in Slack is
+// followed by its record: a record refused as fenced makes the cell remove that message (the
+// new owner never takes over a message the log does not name: it removes it too).
+
+// errLeaseEnding says the cell's lease may have ended by the cell's own clock (or the cell
+// was cancelled): it makes no more Slack calls.
+var errLeaseEnding = errors.New("the cell's lease may have ended: no more Slack writes")
+
+// leaseFence is the cell's lease deadline on its own clock, moved on by each renewal.
+type leaseFence struct {
+	clock  Clock
+	margin time.Duration // writes stop this long before the deadline (the renewal's own margin)
+	until  atomic.Int64  // unix nanoseconds
+}
+
+func newLeaseFence(clock Clock, until time.Time, margin time.Duration) *leaseFence {
+	f := &leaseFence{clock: clock, margin: margin}
+	f.until.Store(until.UnixNano())
+	return f
+}
+
+// extend moves the deadline to until (a renewal landed).
+func (f *leaseFence) extend(until time.Time) { f.until.Store(until.UnixNano()) }
+
+// check reports errLeaseEnding once ctx ended or the lease's deadline, less the margin, has
+// passed on the cell's clock. A nil fence (no cell: a test, a tool) always passes.
+func (f *leaseFence) check(ctx context.Context) error {
+	if f == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return errLeaseEnding
+	}
+	if !f.clock.Now().Before(time.Unix(0, f.until.Load()).Add(-f.margin)) {
+		return errLeaseEnding
+	}
+	return nil
+}
+
+type fenceKey struct{}
+
+// withFence makes f the fence of every Slack call made with ctx.
+func withFence(ctx context.Context, f *leaseFence) context.Context {
+	return context.WithValue(ctx, fenceKey{}, f)
+}
+
+// unfenced is ctx for removing what a fenced cell left in Slack: the removal must not wait
+// for a lease the cell no longer has. Its own timeout bounds it.
+func unfenced(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithValue(context.WithoutCancel(ctx), fenceKey{}, (*leaseFence)(nil)), 10*time.Second)
+}
+
+func fenceOf(ctx context.Context) *leaseFence {
+	f, _ := ctx.Value(fenceKey{}).(*leaseFence)
+	return f
+}
+
+// orphanSearch is the search, after the message a turn began with, for the bot's messages of
+// that turn that the log does not name: a cell that died, or lost its lease, between Slack's
+// answer and its record; a call whose answer was lost. A message the log does not name is
+// never taken over by another cell — only removed — so the cell that made it may remove it
+// too (a fenced record) and the thread still shows one reply.
+type orphanSearch struct {
+	d       *Deliverer
+	clock   Clock
+	flog    *cellLog
+	channel string
+	thread  string
+	turnSeq int64
+	botUser string
+}
+
+// searchTries and searchBackoff bound how long a failing search is retried (on the clock)
+// before the turn is left for a later attempt: a search that failed must not lead to a post.
+const (
+	searchTries   = 4
+	searchBackoff = 250 * time.Millisecond
+)
+
+// find returns the orphans (known: more messages of this cell the log may not name yet).
+// searched is false when the thread cannot be searched at all (the bot's user is unknown,
+// Slack refuses the search for good): then nothing was looked for. A search that keeps failing is an error.
+func (s orphanSearch) find(ctx context.Context, known ...string) (orphans []string, searched bool, err error) {
+	if s.botUser == "" {
+		return nil, false, nil
+	}
+	evs := s.flog.snapshot()
+	names := knownMessages(thread.FoldTurns(evs), evs)
+	for _, ts := range known {
+		names[ts] = true
+	}
+	after := startedAfter(evs, s.turnSeq, s.thread)
+	for try := 0; ; try++ {
+		orphans, err = s.d.unknownBotMessages(ctx, s.channel, s.thread, after, s.botUser, names)
+		if err == nil {
+			return orphans, true, nil
+		}
+		if errors.Is(err, errUnavailable) || permanent(err) {
+			// The thread can never be searched (no scope, say): as with no bot user, nothing
+			// is looked for — waiting would lose the reply for good.
+			return nil, false, nil
+		}
+		if try+1 >= searchTries || ctx.Err() != nil || errors.Is(err, errLeaseEnding) {
+			return nil, true, fmt.Errorf("look for the turn's messages the log does not name (%d tries): %w", try+1, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, true, ctx.Err()
+		case <-s.clock.After(searchBackoff << try):
+		}
+	}
+}
+
+// recordTries bounds appendSure.
+const recordTries = 3
+
+// appendSure appends evs, which must all carry idempotency keys, and tries again while the
+// answer is neither success nor a refusal: the record of a message already in Slack is worth
+// a few tries, since without it the cell cannot tell whether the lease still held.
+func appendSure(ctx context.Context, flog *cellLog, clock Clock, evs ...session.NewEvent) error {
+	for try := 0; ; try++ {
+		_, err := flog.Append(ctx, evs...)
+		if err == nil || errors.Is(err, session.ErrFenced) || try+1 >= recordTries || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-clock.After(searchBackoff << try):
+		}
+	}
+}
+
+// named reports whether the log, read again, names the live message ts (a stream_started: an
+// earlier try of a record that was answered as fenced, or the new owner's record of a message
+// it found): then it is the log's to finish, not the fenced cell's to remove.
+func named(ctx context.Context, flog *cellLog, ts string) bool {
+	if err := flog.sync(ctx); err != nil {
+		return false
+	}
+	_, ok := firstRecord(flog.snapshot(), session.Range{Types: []session.Type{session.TypeStreamStarted}},
+		func(p session.StreamStarted) bool { return p.TS == ts })
+	return ok
+}
