@@ -554,7 +554,8 @@ func (v *liveView) create(ctx context.Context, method string, f func() (string, 
 
 // ambiguous reports an error after which a Slack write may have happened: no answer came
 // (a timeout, a reset connection, the call cut short) or the server failed (5xx). An answer
-// (ok:false, a rate limit, a 4xx) says nothing was written.
+// (ok:false, a rate limit, a 4xx) says nothing was written. (It sorts the same kinds of
+// error as deliver.go's permanent, alike in shape; the question each asks of them differs.)
 func ambiguous(err error) bool {
 	if err == nil || errors.Is(err, errUnavailable) || errors.Is(err, errLeaseEnding) {
 		return false
