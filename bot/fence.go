@@ -39,6 +39,13 @@ func newLeaseFence(clock Clock, until time.Time, margin time.Duration) *leaseFen
 // extend moves the deadline to until (a renewal landed).
 func (f *leaseFence) extend(until time.Time) { f.until.Store(until.UnixNano()) }
 
+// close ends the fence at once: an append was refused as fenced, so another cell owns the
+// session whatever the cell's clock says.
+func (f *leaseFence) close() { f.until.Store(0) }
+
+// closed reports whether close was called.
+func (f *leaseFence) closed() bool { return f != nil && f.until.Load() == 0 }
+
 // check reports errLeaseEnding once ctx ended or the lease's deadline, less the margin, has
 // passed on the cell's clock. A nil fence (no cell: a test, a tool) always passes.
 func (f *leaseFence) check(ctx context.Context) error {

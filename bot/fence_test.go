@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -180,5 +181,59 @@ func TestFailedOrphanSearchPostsNothing(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Finding 1 of the fence review: a fenced append (here the live view's stream_started) says
+// the lease is lost whatever the cell's renewals say. The cell stops at once ("lease_lost"),
+// rather than count a turn failure and run the turn again with its fence still open (a
+// re-run's orphan search would remove the new owner's message not recorded yet).
+func TestFencedAppendStopsTheCellAtOnce(t *testing.T) {
+	t.Parallel()
+	exits := make(chan string, 16)
+	probe := &bot.Probe{CellExited: func(_ session.ID, reason string) { exits <- reason }}
+	agent := &fencedAgent{started: make(chan struct{}), returned: make(chan struct{}), write: make(chan struct{}), store: make(chan struct{})}
+	// An hour's lease: the first cell cannot learn of the takeover but by its appends. A short
+	// idle timeout: without the fix the first cell's re-run finds no work and exits "idle".
+	h := newHarness(t, agent, harnessOptions{replicas: 2, leaseTTL: time.Hour, poll: 50 * time.Millisecond, idle: time.Second,
+		live: bot.LiveConfig{Interval: 1}, probe: probe})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> why did the deploy fail?"})
+	<-agent.started
+	s := h.session(general, top.TS)
+	admin, err := pgx.Connect(context.Background(), h.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(context.Background(), `UPDATE leases SET expires_at = clock_timestamp() WHERE session_id = $1`, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.turns(s.ID, 1)
+	agent.write <- struct{}{}
+	close(agent.store)
+	<-agent.returned
+	var seen []string
+	for {
+		select {
+		case r := <-exits:
+			seen = append(seen, r)
+		case <-h.waitCtx().Done():
+			t.Fatalf("cell exits %v: the fenced cell never stopped", seen)
+		}
+		if slices.Contains(seen, "lease_lost") {
+			break
+		}
+		if len(seen) >= 2 {
+			t.Fatalf("cell exits %v: want the fenced cell to exit lease_lost", seen)
+		}
+	}
+	agent.mu.Lock()
+	runs := agent.runs
+	agent.mu.Unlock()
+	if runs != 2 {
+		t.Fatalf("agent ran %d times: want once per cell", runs)
+	}
+	if msgs := h.botMessages(top.TS); len(msgs) != 1 {
+		t.Fatalf("bot messages %+v: want the new owner's reply alone", msgs)
 	}
 }
