@@ -155,14 +155,31 @@ func appendSure(ctx context.Context, flog *cellLog, clock Clock, evs ...session.
 	}
 }
 
-// named reports whether the log, read again, names the live message ts (a stream_started: an
-// earlier try of a record that was answered as fenced, or the new owner's record of a message
-// it found): then it is the log's to finish, not the fenced cell's to remove.
-func named(ctx context.Context, flog *cellLog, ts string) bool {
-	if err := flog.sync(ctx); err != nil {
-		return false
+// named reports whether the log, read again, names message ts: a stream_started (an earlier
+// try of a record that was answered as fenced, or the new owner's record of a message it
+// found) or a delivery of it. Then it is the log's to finish, not the fenced cell's to remove.
+// It fails closed: when the log cannot be read (a few tries), the message is kept, with the
+// error — a message left twice in a thread is better than a reply removed that the log names.
+func named(ctx context.Context, flog *cellLog, clock Clock, ts string) (bool, error) {
+	for try := 0; ; try++ {
+		err := flog.sync(ctx)
+		if err == nil {
+			break
+		}
+		if try+1 >= recordTries || ctx.Err() != nil {
+			return true, fmt.Errorf("read the log before removing message %s: %w", ts, err)
+		}
+		select {
+		case <-ctx.Done():
+			return true, fmt.Errorf("read the log before removing message %s: %w", ctx.Err(), err)
+		case <-clock.After(searchBackoff << try):
+		}
 	}
-	_, ok := firstRecord(flog.snapshot(), session.Range{Types: []session.Type{session.TypeStreamStarted}},
+	evs := flog.snapshot()
+	if knownMessages(thread.FoldTurns(evs), evs)[ts] {
+		return true, nil
+	}
+	_, ok := firstRecord(evs, session.Range{Types: []session.Type{session.TypeStreamStarted}},
 		func(p session.StreamStarted) bool { return p.TS == ts })
-	return ok
+	return ok, nil
 }

@@ -501,12 +501,11 @@ func (t *turn) complete(ctx context.Context, done outcome) error {
 func (t *turn) unpost(ctx context.Context, created []string) {
 	ctx, cancel := unfenced(ctx)
 	defer cancel()
-	if len(created) == 0 || t.flog.sync(ctx) != nil {
-		return
-	}
-	ts, _ := t.turns()
 	for _, m := range created {
-		if slices.Contains(ts.Posted, m) {
+		if ok, err := named(ctx, t.flog, t.clock, m); ok {
+			if err != nil {
+				t.log.Warn().Err(err).Str("ts", m).Msg("the lease moved; kept a reply it could not record")
+			}
 			continue
 		}
 		if err := t.deleteLive(ctx, m); err != nil {
