@@ -108,6 +108,11 @@ func (s orphanSearch) find(ctx context.Context, known ...string) (orphans []stri
 	if s.botUser == "" {
 		return nil, false, nil
 	}
+	// Read the log first: a message the new owner recorded since must look named here, or
+	// this cell would take it for an orphan.
+	if err := s.flog.sync(ctx); err != nil {
+		return nil, true, fmt.Errorf("read the log before looking for the turn's messages: %w", err)
+	}
 	evs := s.flog.snapshot()
 	names := knownMessages(thread.FoldTurns(evs), evs)
 	for _, ts := range known {
