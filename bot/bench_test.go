@@ -16,10 +16,12 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
 )
@@ -62,6 +64,7 @@ func BenchmarkGateway(b *testing.B) {
 	}{
 		{"shared-pool-4", logbookWiring{}},
 		{"serve-wiring", logbookWiring{maxConns: 8, gatewayConns: 4}},
+		{"group-commit", logbookWiring{maxConns: 8, gatewayConns: 4, appendLanes: 3}},
 	} {
 		b.Run(w.name, func(b *testing.B) {
 			for b.Loop() {
@@ -238,6 +241,11 @@ type logbookWiring struct {
 	// gatewayConns, when > 0, gives the gateway its own pool of that size, so acks never
 	// queue behind the cells' queries (as `logbook serve` does).
 	gatewayConns int32
+	// appendLanes is GatewayConfig.AppendLanes (group commit when > 0).
+	appendLanes int
+	// tracer, when set, traces the gateway's envelopes and its pool's statements
+	// (BenchmarkAckBreakdown).
+	tracer trace.TracerProvider
 }
 
 // startLogbook runs logbook's Gateway and Runner as `logbook serve` wires them (default lease
@@ -246,19 +254,23 @@ type logbookWiring struct {
 func startLogbook(b *testing.B, emu *slackemu.Server, agent bot.Agent, w logbookWiring) []*pgxpool.Pool {
 	ctx, cancel := context.WithCancel(context.Background())
 	dbURL := pgtest.New(b)
-	connect := func(size int32) *pgxpool.Pool {
-		pool, err := session.Connect(ctx, dbURL, session.PoolOptions{Role: "logbook_app", MaxConns: size})
+	connect := func(size int32, tr pgx.QueryTracer) *pgxpool.Pool {
+		pool, err := session.Connect(ctx, dbURL, session.PoolOptions{Role: "logbook_app", MaxConns: size, Tracer: tr})
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(pool.Close)
 		return pool
 	}
-	pools := []*pgxpool.Pool{connect(w.maxConns)}
+	pools := []*pgxpool.Pool{connect(w.maxConns, nil)}
 	store := session.NewStore(pools[0], session.Options{})
 	gwStore := store
 	if w.gatewayConns > 0 {
-		pools = append(pools, connect(w.gatewayConns))
+		var tr pgx.QueryTracer
+		if w.tracer != nil {
+			tr = telemetry.PgxTracer(w.tracer)
+		}
+		pools = append(pools, connect(w.gatewayConns, tr))
 		gwStore = session.NewStore(pools[1], session.Options{})
 	}
 	api := slack.New(emu.BotToken(), slack.OptionAPIURL(emu.APIURL()), slack.OptionAppLevelToken(emu.AppToken()))
@@ -275,7 +287,10 @@ func startLogbook(b *testing.B, emu *slackemu.Server, agent bot.Agent, w logbook
 		IdleTimeout: 10 * time.Minute,
 		Where:       brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
 	})
-	gw := bot.NewGateway(log, gwStore, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{})
+	gw := bot.NewGateway(log, gwStore, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{AppendLanes: w.appendLanes})
+	if w.tracer != nil {
+		bot.SetGatewayTracer(gw, w.tracer)
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := gw.Run(ctx); err != nil {
@@ -475,7 +490,7 @@ func runLoad(b *testing.B, name string, emu *slackemu.Server, plan benchPlan) lo
 	d.drain(name+" "+phaseClosed, plan.drain)
 
 	rec := newRecords(emu)
-	out := loadResult{phases: map[string]phaseResult{}}
+	out := loadResult{phases: map[string]phaseResult{}, events: map[string][]string{}}
 	answering := map[string]bool{} // thread ts + time of every bot post that answered a post first
 	for _, ph := range []string{phaseWake, phaseLight, phaseSteady, phaseClosed} {
 		var acks, replies []time.Duration
@@ -488,6 +503,7 @@ func runLoad(b *testing.B, name string, emu *slackemu.Server, plan benchPlan) lo
 				continue
 			}
 			res.posts++
+			out.events[ph] = append(out.events[ph], p.events...)
 			sent := time.Time{}
 			for _, id := range p.events {
 				at, ok := rec.sent[id]
@@ -541,6 +557,7 @@ func runLoad(b *testing.B, name string, emu *slackemu.Server, plan benchPlan) lo
 // loadResult is what runLoad measured.
 type loadResult struct {
 	phases map[string]phaseResult
+	events map[string][]string // phase → event ids of its posts' envelopes
 	// botPosts counts the chat.postMessage calls in the threads; redundant those that answered
 	// no post first (a reply posted twice, or a turn with nothing new to answer).
 	botPosts, redundant int

@@ -20,7 +20,7 @@ import (
 func TestGatewayCatchesUpAfterAnOutageLongerThanTheRedeliveries(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{
-		emu:     slackemu.Options{AckTimeout: 300 * time.Millisecond, RetrySchedule: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}},
+		emu:     slackemu.Options{AckTimeout: time.Minute, RetrySchedule: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}},
 		catchUp: bot.CatchUpConfig{Interval: 200 * time.Millisecond},
 	})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> before the outage"})
@@ -44,11 +44,11 @@ func TestGatewayCatchesUpAfterAnOutageLongerThanTheRedeliveries(t *testing.T) {
 	reply := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "during the outage"})
 	fresh := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> a new question in the outage"})
 	follow := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: fresh.TS, Text: "and its detail"})
+	var lost []string
 	for _, p := range []slackemu.Posted{reply, fresh, follow} {
-		for _, id := range p.EventIDs {
-			h.waitFor("Slack to give up on "+id, func() bool { return h.emu.DeliveryState(id) == slackemu.StateFailed })
-		}
+		lost = append(lost, p.EventIDs...)
 	}
+	h.failForGood(lost...)
 	exec(`GRANT INSERT ON events TO logbook_app`)
 
 	if r := h.replies(general, top.TS, 2); r[1].Text != "seen: before the outage | during the outage" {
@@ -89,7 +89,7 @@ func TestGatewayCatchesUpAfterAnOutageLongerThanTheRedeliveries(t *testing.T) {
 func TestCatchUpFindsQuietThreadsAndRecordsEditsAndDeletions(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{
-		emu:     slackemu.Options{AckTimeout: 300 * time.Millisecond, RetrySchedule: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}},
+		emu:     slackemu.Options{AckTimeout: time.Minute, RetrySchedule: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}},
 		catchUp: bot.CatchUpConfig{Interval: 200 * time.Millisecond, Sessions: 1},
 	})
 	quiet := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> an older question"})
@@ -130,9 +130,7 @@ func TestCatchUpFindsQuietThreadsAndRecordsEditsAndDeletions(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost = append(lost, d.EventIDs...)
-	for _, id := range lost {
-		h.waitFor("Slack to give up on "+id, func() bool { return h.emu.DeliveryState(id) == slackemu.StateFailed })
-	}
+	h.failForGood(lost...)
 	exec(`GRANT INSERT ON events TO logbook_app`)
 
 	if got := h.replies(general, quiet.TS, 2); got[1].Text != "seen: an older question | any news on the older one?" {

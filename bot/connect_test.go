@@ -47,7 +47,7 @@ func TestSlackConnectThreadInAChannelHostedByAnotherOrganisation(t *testing.T) {
 	t.Parallel()
 	o := harnessOptions{emu: connectEmu(), repoAdmins: []string{ada}, footer: bot.Footer{Mode: bot.FooterOff, PublicURL: "https://lb.example"},
 		catchUp: bot.CatchUpConfig{Interval: 200 * time.Millisecond}}
-	o.emu.AckTimeout, o.emu.RetrySchedule = 300*time.Millisecond, []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
+	o.emu.AckTimeout, o.emu.RetrySchedule = time.Minute, []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
 	h := newHarness(t, &echoAgent{}, o)
 	ctx := context.Background()
 
@@ -103,9 +103,7 @@ func TestSlackConnectThreadInAChannelHostedByAnotherOrganisation(t *testing.T) {
 	exec(`REVOKE INSERT ON events FROM logbook_app`)
 	exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
 	during := h.post(slackemu.Post{Channel: partner, User: bob, ThreadTS: top.TS, Text: "any news?"})
-	for _, id := range during.EventIDs {
-		h.waitFor("Slack to give up on "+id, func() bool { return h.emu.DeliveryState(id) == slackemu.StateFailed })
-	}
+	h.failForGood(during.EventIDs...)
 	exec(`GRANT INSERT ON events TO logbook_app`)
 	if r := h.replies(partner, top.TS, 3); r[2].Text != "seen: can you look at the shared rollout? | and the canary too | any news?" {
 		t.Fatalf("reply after the outage %q", r[2].Text)

@@ -31,6 +31,7 @@ type sessionLog interface {
 	SessionByMessage(ctx context.Context, channel, ts string) (session.Session, error)
 	Head(ctx context.Context, id session.ID) (session.Head, error)
 	Append(ctx context.Context, id session.ID, evs ...session.NewEvent) ([]session.Event, error)
+	AppendBatch(ctx context.Context, items []session.Batched)
 	Recent(ctx context.Context, since time.Time, limit int) ([]session.Session, error)
 	Session(ctx context.Context, id session.ID) (session.Session, error)
 	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
@@ -50,6 +51,12 @@ type GatewayConfig struct {
 	// HandleTimeout bounds the handling of one envelope (default 30s): an envelope whose
 	// append does not finish in time is not acked, and Slack delivers it again.
 	HandleTimeout time.Duration
+	// AppendLanes, when > 0, groups the appends of envelopes that arrive together into one
+	// transaction (group commit, groupcommit.go), with at most AppendLanes transactions in
+	// flight (keep it below the gateway pool's size). 0 (the default): each envelope's
+	// append is its own transaction. Off by default until TestAckCost passes with it (see
+	// groupcommit.go).
+	AppendLanes int
 	// ChannelTTL is how long conversations.info and users.info answers are cached (default
 	// 5m) when the gateway is given no directory and keeps its own.
 	ChannelTTL time.Duration
@@ -88,6 +95,7 @@ type Gateway struct {
 	gap     gap
 	kick    chan struct{} // a catch-up is worth trying now
 	tracer  trace.Tracer  // spans of envelopes (trace.go)
+	commits *groupCommit  // the appends of envelopes (groupcommit.go)
 
 	notedMu sync.Mutex
 	noted   map[string]bool // conversations already told "public channels only"
@@ -140,11 +148,12 @@ func newGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *soc
 	return &Gateway{
 		log: log, store: store, api: api, sm: sm, signal: signal, metrics: metrics, cfg: cfg, slash: slash,
 		health: health, kick: make(chan struct{}, 1), clock: clock, tracer: telemetry.Tracer(nil),
-		hook:  &http.Client{Timeout: 10 * time.Second},
-		me:    identity{Team: me.TeamID, UserID: me.UserID, BotID: me.BotID},
-		dir:   dir.d,
-		noted: map[string]bool{},
-		known: map[session.ThreadKey]session.Session{},
+		hook:    &http.Client{Timeout: 10 * time.Second},
+		commits: newGroupCommit(store, cfg.AppendLanes, cfg.HandleTimeout),
+		me:      identity{Team: me.TeamID, UserID: me.UserID, BotID: me.BotID},
+		dir:     dir.d,
+		noted:   map[string]bool{},
+		known:   map[session.ThreadKey]session.Session{},
 	}
 }
 
@@ -191,6 +200,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 		wg.Wait()
 		<-smDone
 	}()
+	if g.cfg.AppendLanes > 0 {
+		g.commits.run(ctx, wg.Go, g.tracer)
+	}
 	wg.Go(func() { g.catchUpLoop(ctx) })
 	connected := false
 	for range g.cfg.MaxInFlight {
@@ -533,7 +545,7 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) (
 	}
 	log = log.With().Str("session_id", sess.ID.String()).Logger()
 	evs := g.eventsOf(ctx, log, in, d, sess)
-	stored, err := g.store.Append(ctx, sess.ID, evs...)
+	stored, err := g.commits.append(ctx, sess.ID, evs)
 	if err != nil {
 		g.logFailed(time.Now())
 		return false, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -311,15 +312,21 @@ func TestGatewayDatabaseRefusesAppendThenRecovers(t *testing.T) {
 // the retry. The follow-up is acked as "no_session" and lost for good.
 func TestGatewayThreadReplyBeforeSessionIsNotLost(t *testing.T) {
 	t.Parallel()
+	// Slack's ack window and retries are the test's to end (ExpireAcks, FireRetries): with a
+	// 1 s window the follow-up's own ack, which waits for the thread's session first, came
+	// too late on a loaded machine and the follow-up went to a retry an hour away.
 	h := newHarness(t, &echoAgent{}, harnessOptions{emu: slackemu.Options{
-		AckTimeout: time.Second, RetrySchedule: []time.Duration{time.Hour, time.Hour, time.Hour}}})
+		AckTimeout: time.Hour, RetrySchedule: []time.Duration{time.Hour, time.Hour, time.Hour}}})
 	h.waitFor("socket", func() bool { return len(h.emu.Connections()) > 0 })
 	h.emu.InjectDeliveryFault(slackemu.DeliveryFault{Kind: slackemu.FaultDrop, Times: 2}) // message + app_mention of the parent
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> the deploy failed"})
 	follow := h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "here is the log: build 1234"})
 	// The follow-up is handled (and acked) while its thread has no session yet; only then is
-	// the parent redelivered.
+	// the parent, whose envelopes were dropped, redelivered.
 	h.acked(follow)
+	if n := h.emu.ExpireAcks(top.EventIDs...); n != len(top.EventIDs) {
+		t.Fatalf("%d of the parent's %d dropped envelopes were awaiting an ack", n, len(top.EventIDs))
+	}
 	h.awaitingRetry(top)
 	h.emu.FireRetries()
 	h.acked(top)
@@ -606,6 +613,18 @@ func (l *stalledLog) Append(ctx context.Context, id session.ID, evs ...session.N
 	return l.Store.Append(ctx, id, evs...)
 }
 
+// AppendBatch is the gateway's grouped appends (groupcommit.go), held as Append is.
+func (l *stalledLog) AppendBatch(ctx context.Context, items []session.Batched) {
+	select {
+	case <-l.release:
+		l.Store.AppendBatch(ctx, items)
+	case <-ctx.Done():
+		for i := range items {
+			items[i].Stored, items[i].Err = nil, ctx.Err()
+		}
+	}
+}
+
 func (l *stalledLog) open() { l.once.Do(func() { close(l.release) }) }
 
 // While the database stalls, the gateway keeps reading the socket (so pings are answered and
@@ -613,16 +632,23 @@ func (l *stalledLog) open() { l.once.Do(func() { close(l.release) }) }
 // back every message is stored exactly once from Slack's redeliveries — more envelopes arrive
 // than the handlers, the backlog and slack-go's own buffer hold together.
 func TestGatewayKeepsReadingWhileTheDatabaseStalls(t *testing.T) {
-	// Not parallel: its budget is Slack's redelivery schedule (15.5 s in all), and with the
-	// package's parallel tests on two cores the backlog did not drain within it (on the tree
-	// before this change too). Run alone first, it checks the gateway, not the machine.
+	// Not parallel: 120 envelopes and their redeliveries on one gateway; alone it checks the
+	// gateway, not the machine.
 	const posts = 120
-	// Five redeliveries instead of Slack's three: after the stall, the held envelopes' own
-	// redeliveries compete with the deferred ones for the backlog, and on a loaded machine
-	// three rounds can pass before the backlog drains. The gateway's part — reading on,
-	// acking only what is stored — is what this test checks, not Slack's retry budget.
-	emu := slackemu.MustStart(t, slackemu.Options{PingInterval: 50 * time.Millisecond, AckTimeout: 500 * time.Millisecond,
-		RetrySchedule: []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}})
+	// Slack's redeliveries are fired by the test (FireRetries), each round once no envelope
+	// waits for its ack, instead of on a schedule of real time: on a loaded machine a fixed
+	// schedule (it was 15.5 s in all) ran out before the backlog drained, the gateway doing
+	// nothing wrong. The gateway's part — reading on, acking only what is stored — is what
+	// this test checks, not Slack's retry budget; the rounds are bounded by the schedule's
+	// length.
+	retries := make([]time.Duration, 20)
+	for i := range retries {
+		retries[i] = time.Hour // fired by the test, never by the schedule
+	}
+	// Slack's own ack window (3 s): a shorter one failed envelopes the gateway was about to
+	// ack on a loaded machine, and their redeliveries crowded out the ones it had deferred.
+	emu := slackemu.MustStart(t, slackemu.Options{PingInterval: 50 * time.Millisecond, AckTimeout: 3 * time.Second,
+		RetrySchedule: retries})
 	pool, err := pgxpool.New(context.Background(), pgtest.New(t))
 	if err != nil {
 		t.Fatal(err)
@@ -651,16 +677,20 @@ func TestGatewayKeepsReadingWhileTheDatabaseStalls(t *testing.T) {
 			t.Errorf("gateway: %v", err)
 		}
 	})
-	wait, stop := context.WithTimeout(ctx, 30*time.Second)
+	// A bound on the whole test, not a figure it checks: every wait below is for an event.
+	wait, stop := context.WithTimeout(ctx, 2*time.Minute)
 	defer stop()
 	if err := emu.Wait(wait, func() bool { return len(emu.Connections()) == 1 }); err != nil {
 		t.Fatal(err)
 	}
 
+	var events []string
 	for i := range posts {
-		if _, err := emu.Post(slackemu.Post{Channel: "C0000001", Text: fmt.Sprintf("<@%s> question %d", me.UserID, i)}); err != nil {
+		p, err := emu.Post(slackemu.Post{Channel: "C0000001", Text: fmt.Sprintf("<@%s> question %d", me.UserID, i)})
+		if err != nil {
 			t.Fatal(err)
 		}
+		events = append(events, p.EventIDs...)
 	}
 	// Every envelope reached the gateway and the socket still answers pings, though nothing
 	// could be stored: the read loop did not wait for the handlers.
@@ -677,8 +707,33 @@ func TestGatewayKeepsReadingWhileTheDatabaseStalls(t *testing.T) {
 	}
 
 	stalled.open()
-	if err := emu.Wait(wait, func() bool { return countUserMessages(t, pool) == posts }); err != nil {
-		t.Fatalf("%d of %d messages stored after the database came back: %v", countUserMessages(t, pool), posts, err)
+	awaitingAck := func() bool {
+		return slices.ContainsFunc(events, func(id string) bool { return emu.DeliveryState(id) == slackemu.StateAwaitingAck })
+	}
+	for {
+		// A round ends when every envelope sent is acked or its ack window passed.
+		if err := emu.Wait(wait, func() bool { return !awaitingAck() }); err != nil {
+			t.Fatalf("envelopes still awaiting their ack: %v", err)
+		}
+		n := countUserMessages(t, pool)
+		if n == posts {
+			break
+		}
+		if emu.FireRetries() == 0 {
+			states := map[string]int{}
+			for _, id := range events {
+				states[emu.DeliveryState(id)]++
+			}
+			attempts := map[string]int{}
+			for _, d := range emu.Deliveries() {
+				attempts[d.EventID]++
+			}
+			hist := map[int]int{}
+			for _, id := range events {
+				hist[attempts[id]]++
+			}
+			t.Fatalf("%d of %d messages stored after the database came back, and Slack has nothing left to redeliver (states %v, attempts per event %v)", n, posts, states, hist)
+		}
 	}
 	if opened := emu.ConnectionsOpened(); opened != 1 {
 		t.Fatalf("%d sockets opened: the connection was dropped", opened)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/slackemu"
@@ -164,7 +165,10 @@ func TestNothingSavedOnAnOldCommitDoesNotPinTheSession(t *testing.T) {
 func TestLargeWorkSavedAtCloseAfterHEADMoved(t *testing.T) {
 	// Not parallel: see "Serial saves" above; each save here also looks at 17 MB of random data.
 	repo := gittest.ServeWith(t, gittest.Options{Path: "repo.git", Files: map[string]string{"README.md": "# api\n"}})
-	h, model := modelHarness(t, harnessOptions{repo: &sandbox.RepoSpec{URL: repo.URL, Branch: "main"}})
+	// A lease of 30 s, not the harness's 3 s: on a loaded machine the cell lost a 3 s lease
+	// while it saved the 17 MB, and the turn ran again elsewhere. Leases are not what this
+	// test checks; the saved work is.
+	h, model := modelHarness(t, harnessOptions{repo: &sandbox.RepoSpec{URL: repo.URL, Branch: "main"}, leaseTTL: 30 * time.Second})
 	run := func(id, command string) fakeprovider.Reply {
 		return fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: id, Name: "run_command", Input: `{"command":"` + command + `"}`}}}
 	}

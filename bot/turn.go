@@ -116,6 +116,9 @@ func (t *turn) run(ctx context.Context) error {
 	if err := t.loadChannel(ctx); err != nil {
 		return err
 	}
+	if t.channel.on { // what runs under the turn reads the settings the turn read (channel.go)
+		ctx = t.features.Settings.Within(ctx, t.channel.ch)
+	}
 	resumed := t.state.open
 	if answer, err := t.begin(ctx); err != nil || !answer {
 		return err // a turn that answers nothing is closed at once, silently

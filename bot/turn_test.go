@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -23,6 +24,8 @@ import (
 
 // queryCounter is a pgx tracer that counts the statements sent for one session: every
 // statement whose arguments name the session is one database round trip of its cell.
+// Appends name it as a pgtype.UUID: before they were counted too, the count missed the
+// turn's four appends and took in the cell's exit instead (its tail read and lease release).
 type queryCounter struct {
 	mu      sync.Mutex
 	id      session.ID
@@ -40,8 +43,11 @@ func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.T
 	}
 	mine := false
 	for _, a := range d.Args {
-		if id, ok := a.(session.ID); ok && id == q.id {
-			mine = true
+		switch id := a.(type) {
+		case session.ID:
+			mine = mine || id == q.id
+		case pgtype.UUID: // the appends' (logbook_append) argument
+			mine = mine || (id.Valid && id.Bytes == q.id)
 		}
 	}
 	if !mine || q.evicted {

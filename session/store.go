@@ -208,6 +208,37 @@ FROM logbook_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
 // AppendWith is Append with an expected seq and/or a fencing epoch; see AppendOptions.
 // Additional errors: *ConflictError (errors.Is ErrConflict), ErrFenced.
 func (s *Store) AppendWith(ctx context.Context, id ID, opts AppendOptions, evs ...NewEvent) ([]Event, error) {
+	c, err := s.newAppendCall(id, opts, evs)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	return s.sendOne(ctx, c)
+}
+
+// sendOne sends c alone, as one statement.
+func (s *Store) sendOne(ctx context.Context, c *appendCall) ([]Event, error) {
+	rows, err := s.pool.Query(ctx, sqlAppend, c.args...)
+	if err != nil {
+		return nil, s.appendError(c.id, c.opts, err)
+	}
+	return c.scan(rows)
+}
+
+// appendCall is one logbook_append call: its events, checked and encoded before anything is
+// sent, and its arguments.
+type appendCall struct {
+	s        *Store
+	id       ID
+	opts     AppendOptions
+	evs      []NewEvent
+	payloads []string
+	keys     []pgtype.Text
+	args     []any
+}
+
+// newAppendCall checks and encodes evs for an append to session id; nil (and no error) when
+// there is nothing to append.
+func (s *Store) newAppendCall(id ID, opts AppendOptions, evs []NewEvent) (*appendCall, error) {
 	if id == (ID{}) {
 		return nil, ErrEmptySessionID
 	}
@@ -265,43 +296,54 @@ func (s *Store) AppendWith(ctx context.Context, id ID, opts AppendOptions, evs .
 	if opts.Epoch != 0 {
 		epoch = &opts.Epoch
 	}
-	rows, err := s.pool.Query(ctx, sqlAppend, pgtype.UUID{Bytes: id, Valid: true}, expected, epoch,
-		ids, types, kinds, actors, payloads, keys, sanitized)
+	return &appendCall{s: s, id: id, opts: opts, evs: evs, payloads: payloads, keys: keys,
+		args: []any{pgtype.UUID{Bytes: id, Valid: true}, expected, epoch, ids, types, kinds, actors, payloads, keys, sanitized}}, nil
+}
+
+// scan reads the call's rows into the stored events, and closes rows.
+func (c *appendCall) scan(rows pgx.Rows) ([]Event, error) {
+	out, err := c.read(rows)
 	if err != nil {
-		return nil, s.appendError(id, opts, err)
+		return nil, c.s.appendError(c.id, c.opts, err)
 	}
+	return out, nil
+}
+
+// read is scan with the database's error as it came.
+func (c *appendCall) read(rows pgx.Rows) ([]Event, error) {
+	n := len(c.evs)
 	out := make([]Event, 0, n)
 	for rows.Next() {
-		e := Event{SessionID: id}
+		e := Event{SessionID: c.id}
 		var typ, kind, actor pgtype.Text // NULL but for a duplicate; a *string scans by reflection
 		var payload []byte
 		var eventID pgtype.UUID // a uuid.UUID scans through its text
 		if err := rows.Scan(&e.Seq, &eventID, &e.CreatedAt, &e.PayloadHash, &e.PrevHash, &e.Hash, &e.Position,
 			&e.Duplicate, &typ, &kind, &actor, &payload, &e.Sanitized); err != nil {
 			rows.Close()
-			return nil, s.appendError(id, opts, err)
+			return nil, err
 		}
 		e.ID = eventID.Bytes
 		i := len(out)
 		if i >= n {
 			rows.Close()
-			return nil, fmt.Errorf("append to session %s: %d rows for %d events", id, i+1, n)
+			return nil, fmt.Errorf("%d rows for %d events", i+1, n)
 		}
 		if e.Duplicate && typ.Valid && kind.Valid && actor.Valid {
 			e.Type, e.Actor, e.Payload = Type(typ.String), Actor{Kind: ActorKind(kind.String), ID: actor.String}, payload
 		} else {
-			e.Type, e.Actor, e.Payload = evs[i].Type, evs[i].Actor, json.RawMessage(payloads[i])
+			e.Type, e.Actor, e.Payload = c.evs[i].Type, c.evs[i].Actor, json.RawMessage(c.payloads[i])
 		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.appendError(id, opts, err)
+		return nil, err
 	}
 	if len(out) != n {
-		return nil, fmt.Errorf("append to session %s: %d rows for %d events", id, len(out), n)
+		return nil, fmt.Errorf("%d rows for %d events", len(out), n)
 	}
 	for i := range out {
-		out[i].IdempotencyKey = keys[i].String
+		out[i].IdempotencyKey = c.keys[i].String
 	}
 	return out, nil
 }

@@ -25,17 +25,26 @@ func TestApprovalWaitDoesNotCountAgainstTheWallTime(t *testing.T) {
 	fake.Push(
 		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"make test"}`}}},
 		fakeprovider.Reply{Text: "The tests pass."})
-	b, _ := newBrain(t, anthropicProvider(t, fake, anthropicKey), func(c *brain.Config) { c.MaxTurnTime, c.DeferTitle = 200*time.Millisecond, true })
+	// The turn's clock moves only while the person decides: the model calls and the appends
+	// around the wait take no time on it, however loaded the machine.
+	clock := newTurnClock()
+	b, _ := newBrain(t, anthropicProvider(t, fake, anthropicKey), func(c *brain.Config) {
+		c.MaxTurnTime, c.DeferTitle, c.Now, c.AfterFunc = 200*time.Millisecond, true, clock.Now, clock.AfterFunc
+	})
 	seq, _ := e.user("run the tests")
 	hands := &fakeHands{}
 	turn := e.turn(hands, e.startTurn(seq))
+	ranOut := 0
 	turn.Approve = func(ctx context.Context, use brain.ToolUse) (brain.Decision, error) {
-		time.Sleep(400 * time.Millisecond) // a person takes longer than the turn's wall time
+		ranOut = clock.Advance(400 * time.Millisecond) // a person takes longer than the turn's wall time
 		return brain.Decision{Allow: true, Asked: true}, nil
 	}
 	r, err := b.Run(context.Background(), turn)
 	if err != nil || r.Status != session.StatusOK || !strings.Contains(r.Message.Text, "pass") {
 		t.Fatalf("reply %+v, %v", r, err)
+	}
+	if ranOut != 1 {
+		t.Fatalf("%d wall times ran out while the person decided, want 1 (the turn's)", ranOut)
 	}
 	if got := hands.ran(); len(got) != 1 || got[0] != "make test" {
 		t.Fatalf("ran %v", got)

@@ -238,12 +238,15 @@ type Config struct {
 	Tracer       trace.TracerProvider
 	TraceContent bool
 
-	// Now, Sleep and Jitter make time testable: defaults time.Now, a ctx-aware timer and
-	// math/rand/v2's Float64. Sleep returns ctx's error when ctx ends first; Jitter returns
-	// a number in [0, 1).
-	Now    func() time.Time
-	Sleep  func(ctx context.Context, d time.Duration) error
-	Jitter func() float64
+	// Now, Sleep, AfterFunc and Jitter make time testable: defaults time.Now, a ctx-aware
+	// timer, time.AfterFunc and math/rand/v2's Float64. Sleep returns ctx's error when ctx
+	// ends first; AfterFunc calls f once d has passed unless stop is called first (stop
+	// reports whether it prevented the call); Jitter returns a number in [0, 1). The turn's
+	// wall time (MaxTurnTime) is measured with Now and ended by AfterFunc.
+	Now       func() time.Time
+	Sleep     func(ctx context.Context, d time.Duration) error
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+	Jitter    func() float64
 }
 
 // Brain runs turns. It holds no history of its own and is safe for concurrent use by many
@@ -277,6 +280,9 @@ func New(cfg Config) (*Brain, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
 	}
+	if cfg.AfterFunc == nil {
+		cfg.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+	}
 	if cfg.Jitter == nil {
 		cfg.Jitter = rand.Float64
 	}
@@ -297,6 +303,28 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 func (b *Brain) now() time.Time { return b.cfg.Now() }
+
+// wallTime returns a context of ctx that ends at deadline on the Brain's clock (Config.Now,
+// Config.AfterFunc), and its cancel. Its Err is then context.DeadlineExceeded, as a
+// context.WithDeadline's would be; contexts made from it see context.Canceled.
+func (b *Brain) wallTime(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	inner, cancel := context.WithCancelCause(ctx)
+	stop := b.cfg.AfterFunc(deadline.Sub(b.now()), func() { cancel(context.DeadlineExceeded) })
+	return wallTimeCtx{inner}, func() { stop(); cancel(context.Canceled) }
+}
+
+// wallTimeCtx is a context that wallTime ended with context.DeadlineExceeded as its cause.
+// It has no Deadline of its own: the Brain's clock need not be the wall clock that sockets'
+// deadlines are set on.
+type wallTimeCtx struct{ context.Context }
+
+func (c wallTimeCtx) Err() error {
+	err := c.Context.Err()
+	if err != nil && errors.Is(context.Cause(c.Context), context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return err
+}
 
 // Provider returns the brain's model provider.
 func (b *Brain) Provider() Provider { return b.cfg.Provider }
@@ -382,8 +410,8 @@ func (b *Brain) begin(ctx context.Context, t Turn) *turn {
 		live:    live{l: t.Live},
 		files:   newFileCache(t.Files),
 	}
-	st.deadline = time.Now().Add(b.cfg.MaxTurnTime)
-	st.turnCtx, st.cancel = context.WithDeadline(ctx, st.deadline)
+	st.deadline = b.now().Add(b.cfg.MaxTurnTime)
+	st.turnCtx, st.cancel = b.wallTime(ctx, st.deadline)
 	b.refreshConnectors(st.turnCtx, st)
 	st.system = systemPrompt(t.Where, st.tools, b.now(), t.Guidance)
 	return st
@@ -629,16 +657,16 @@ func (b *Brain) approve(ctx context.Context, st *turn, use ToolUse) (bool, strin
 	if st.Approve == nil {
 		return true, "", nil
 	}
-	start := time.Now() // the turn's deadline is on the wall clock (a context's)
+	start := b.now() // the turn's deadline is on the Brain's clock
 	d, err := st.Approve(ctx, use)
 	if err != nil {
 		return false, "", fmt.Errorf("run turn %d: approval of %s: %w", st.TurnSeq, use.ID, err)
 	}
-	if waited := time.Since(start); waited > time.Millisecond {
+	if waited := b.now().Sub(start); waited > time.Millisecond {
 		// Even when the wall time ran out while a person decided: the decision is honoured.
 		st.cancel()
 		st.deadline = st.deadline.Add(waited)
-		st.turnCtx, st.cancel = context.WithDeadline(ctx, st.deadline)
+		st.turnCtx, st.cancel = b.wallTime(ctx, st.deadline)
 	}
 	if d.Allow {
 		if d.Asked {

@@ -699,11 +699,13 @@ func TestTurnWallTimeEndsTheTurn(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.titled()
+	clock := newTurnClock()
 	hands := &fakeHands{exec: func(ctx context.Context, shell string) (sandbox.ExecResult, error) {
-		<-ctx.Done() // a command that outlives the turn
+		clock.Advance(time.Second) // a command that outlives the turn
+		<-ctx.Done()
 		return sandbox.ExecResult{}, ctx.Err()
 	}}
-	b, _ := newBrain(t, brain.Offline{}, func(c *brain.Config) { c.MaxTurnTime = time.Second })
+	b, _ := newBrain(t, brain.Offline{}, func(c *brain.Config) { c.MaxTurnTime, c.Now, c.AfterFunc = time.Second, clock.Now, clock.AfterFunc })
 	seq, _ := e.user("run: sleep 1000")
 	turnSeq := e.startTurn(seq)
 	r, err := b.Run(context.Background(), e.turn(hands, turnSeq))

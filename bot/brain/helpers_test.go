@@ -192,6 +192,60 @@ func (s *sleeps) all() []time.Duration {
 	return append([]time.Duration(nil), s.d...)
 }
 
+// turnClock is a Brain's clock that moves only when a test moves it: Config.Now and
+// Config.AfterFunc.
+type turnClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*turnTimer
+}
+
+type turnTimer struct {
+	at      time.Time
+	f       func()
+	stopped bool
+}
+
+func newTurnClock() *turnClock { return &turnClock{now: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)} }
+
+func (c *turnClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *turnClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tm := &turnTimer{at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, tm)
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		was := tm.stopped
+		tm.stopped = true
+		return !was
+	}
+}
+
+// Advance moves the clock on by d and calls the functions that came due; it returns how many.
+func (c *turnClock) Advance(d time.Duration) int {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []func()
+	for _, tm := range c.timers {
+		if !tm.stopped && !tm.at.After(c.now) {
+			tm.stopped = true
+			due = append(due, tm.f)
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range due {
+		f()
+	}
+	return len(due)
+}
+
 func anthropicProvider(t testing.TB, fake *fakeprovider.Server, key string) brain.Provider {
 	t.Helper()
 	p, err := brain.NewProvider("anthropic:claude-test", brain.ProviderConfig{AnthropicAPIKey: key, AnthropicBaseURL: fake.URL})

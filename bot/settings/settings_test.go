@@ -202,3 +202,69 @@ func TestConfigCommand(t *testing.T) {
 		t.Fatalf("reset: %q", got)
 	}
 }
+
+// countingStore counts the reads of a channel's settings.
+type countingStore struct {
+	*memStore
+	mu    sync.Mutex
+	reads int
+}
+
+func (c *countingStore) ChannelSettings(ctx context.Context, team, channel string) (map[string]session.ChannelSetting, error) {
+	c.mu.Lock()
+	c.reads++
+	c.mu.Unlock()
+	return c.memStore.ChannelSettings(ctx, team, channel)
+}
+
+// A turn reads its channel's settings once: under its context (Within) the budget's meter and
+// the setup step get the turn's read without a round trip, the same values the turn runs
+// under; another channel, another Settings or the next turn read the store, so a change
+// takes effect on the next turn.
+func TestWithinAnswersTheTurnsRead(t *testing.T) {
+	store := &countingStore{memStore: &memStore{}}
+	s := settings.New(settings.Config{Store: store, Defaults: map[string]string{settings.DailyBudget: "5"}})
+	ctx := context.Background()
+	if _, err := s.Set(ctx, "T1", "C1", settings.DailyBudget, "20", true, "U1"); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := s.For(ctx, "T1", "C1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tctx := s.Within(ctx, turn)
+	if _, err := s.Set(ctx, "T1", "C1", settings.DailyBudget, "30", true, "U1"); err != nil {
+		t.Fatal(err)
+	}
+	sub, cancel := context.WithCancel(tctx) // a model call's context, derived from the turn's
+	defer cancel()
+	for range 3 {
+		c, err := s.For(sub, "T1", "C1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := c.DailyBudget(); v != 20 {
+			t.Fatalf("within the turn the budget is %v, want the turn's 20", v)
+		}
+	}
+	if store.reads != 1 {
+		t.Fatalf("%d reads of the settings within one turn, want 1", store.reads)
+	}
+	if _, err := s.For(tctx, "T1", "C2"); err != nil {
+		t.Fatal(err)
+	}
+	other := settings.New(settings.Config{Store: store})
+	if _, err := other.For(tctx, "T1", "C1"); err != nil {
+		t.Fatal(err)
+	}
+	if store.reads != 3 {
+		t.Fatalf("%d reads, want 3: another channel and another Settings read the store", store.reads)
+	}
+	next, err := s.For(ctx, "T1", "C1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := next.DailyBudget(); v != 30 {
+		t.Fatalf("the next turn's budget is %v, want the change's 30", v)
+	}
+}

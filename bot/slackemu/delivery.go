@@ -239,6 +239,32 @@ func (s *Server) FireRetries() int {
 	return n
 }
 
+// ExpireAcks ends now the ack window of each of eventIDs' deliveries that still awaits an
+// ack, as if Options.AckTimeout had passed: a retry is scheduled, or the delivery fails. It
+// returns how many it ended. Use it, with a long AckTimeout, when a test needs a dropped
+// envelope to count as failed: a short AckTimeout also fails envelopes that a loaded
+// machine acks late.
+func (s *Server) ExpireAcks(eventIDs ...string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, id := range eventIDs {
+		d := s.byEvent[id]
+		if d == nil || d.state != awaitingAck {
+			continue
+		}
+		if d.timer != nil {
+			d.timer.Stop()
+		}
+		s.failLocked(d)
+		n++
+	}
+	if n > 0 {
+		s.notifyLocked()
+	}
+	return n
+}
+
 // settleLocked remembers that d is acked or failed and forgets the oldest
 // settled deliveries beyond Options.RecordLimit.
 func (s *Server) settleLocked(d *delivery) {

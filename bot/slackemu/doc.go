@@ -45,7 +45,8 @@
 //     envelope settles nothing (Ack.Stale).
 //   - An attempt made while no socket is open fails at once and the retry
 //     schedule continues, so such events arrive by a later retry once a socket is
-//     open; FireRetries sends waiting retries now instead of sleeping.
+//     open; FireRetries sends waiting retries now instead of sleeping, and
+//     ExpireAcks ends an ack window now instead of waiting for AckTimeout.
 //   - Several sockets share events round robin, each envelope to one socket.
 //   - `disconnect` with reason warning, refresh_requested or link_disabled on
 //     demand (the socket then gets no new envelopes and is closed after
