@@ -507,10 +507,7 @@ func (v *liveView) fenceOut(ctx context.Context, m *liveMsg) {
 		return
 	}
 	if v.mode == "stream" {
-		if err := v.d.call(ctx, "chat.stopStream", func() error {
-			_, _, err := v.d.api.StopStreamContext(ctx, v.sess.Key.Channel, m.ts)
-			return err
-		}); err != nil && !streamClosed(err) {
+		if err := v.stopStream(ctx, m.ts); err != nil && !streamClosed(err) {
 			v.log.Debug().Err(err).Str("ts", m.ts).Msg("live view: stop the stream of a lost lease")
 		}
 	}
@@ -560,7 +557,8 @@ func (v *liveView) create(ctx context.Context, method string, f func() (string, 
 
 // ambiguous reports an error after which a Slack write may have happened: no answer came
 // (a timeout, a reset connection, the call cut short) or the server failed (5xx). An answer
-// (ok:false, a rate limit, a 4xx) says nothing was written.
+// (ok:false, a rate limit, a 4xx) says nothing was written. (It sorts the same kinds of
+// error as deliver.go's permanent, alike in shape; the question each asks of them differs.)
 func ambiguous(err error) bool {
 	if err == nil || errors.Is(err, errUnavailable) || errors.Is(err, errLeaseEnding) {
 		return false
@@ -585,10 +583,7 @@ func (v *liveView) rollover(ctx context.Context, cur *liveMsg, reason string) {
 		return
 	}
 	if v.mode == "stream" {
-		if err := v.d.call(ctx, "chat.stopStream", func() error {
-			_, _, err := v.d.api.StopStreamContext(ctx, v.sess.Key.Channel, cur.ts)
-			return err
-		}); err != nil && !streamClosed(err) {
+		if err := v.stopStream(ctx, cur.ts); err != nil && !streamClosed(err) {
 			v.log.Warn().Err(err).Msg("live view: stop a stream to roll over")
 		}
 	}
@@ -655,10 +650,7 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 		if footer != "" {
 			opts = append(opts, slack.MsgOptionBlocks(slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, footer, false, false))))
 		}
-		err := v.d.call(ctx, "chat.stopStream", func() error {
-			_, _, err := v.d.api.StopStreamContext(ctx, v.sess.Key.Channel, cur.ts, opts...)
-			return err
-		})
+		err := v.stopStream(ctx, cur.ts, opts...)
 		if err == nil {
 			cur.chars += utf8.RuneCountInString(earlier + rest)
 			stop(cur, session.StreamDone)
@@ -674,10 +666,7 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 		// The stream closed under us: show the reply by replacing instead.
 	}
 	if cur != nil && v.mode == "stream" {
-		if err := v.d.call(ctx, "chat.stopStream", func() error {
-			_, _, err := v.d.api.StopStreamContext(ctx, v.sess.Key.Channel, cur.ts)
-			return err
-		}); isSlackErr(err, "stopped_by_user") {
+		if err := v.stopStream(ctx, cur.ts); isSlackErr(err, "stopped_by_user") {
 			v.halt(ctx)
 			return nil, nil, errHalted
 		} else if err != nil && !streamClosed(err) {
@@ -725,6 +714,14 @@ func cmpText(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// stopStream ends the stream of message ts (chat.stopStream), with opts' last content.
+func (v *liveView) stopStream(ctx context.Context, ts string, opts ...slack.MsgOption) error {
+	return v.d.call(ctx, "chat.stopStream", func() error {
+		_, _, err := v.d.api.StopStreamContext(ctx, v.sess.Key.Channel, ts, opts...)
+		return err
+	})
 }
 
 // streamClosed reports Slack saying a stream takes no more appends.
@@ -819,10 +816,7 @@ func (v *liveView) stopWith(ctx context.Context, note string) []session.NewEvent
 	var err error
 	switch v.mode {
 	case "stream":
-		err = v.d.call(ctx, "chat.stopStream", func() error {
-			_, _, err := v.d.api.StopStreamContext(ctx, v.sess.Key.Channel, cur.ts, slack.MsgOptionChunks(slack.NewMarkdownTextChunk("\n\n"+note)))
-			return err
-		})
+		err = v.stopStream(ctx, cur.ts, slack.MsgOptionChunks(slack.NewMarkdownTextChunk("\n\n"+note)))
 	case "update":
 		err = v.d.call(ctx, "chat.update", func() error {
 			_, _, _, err := v.d.api.UpdateMessageContext(ctx, v.sess.Key.Channel, cur.ts,

@@ -131,15 +131,7 @@ WHERE l.session_id = $1::uuid AND l.expires_at > clock_timestamp() AND l.owner <
 // woken (ListenClaimed drops a signal for another owner). As with Notify, the signal is a
 // hint that may be lost.
 func (s *Store) NotifyOwner(ctx context.Context, id ID, sender string) (string, error) {
-	var owner string
-	err := s.pool.QueryRow(ctx, sqlNotifyOwner, id, sender).Scan(&owner, nil)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("notify the owner of session %s: %w", id, err)
-	}
-	return owner, nil
+	return s.notifyOne(ctx, sqlNotifyOwner, "the owner", id, sender)
 }
 
 // sqlNotifyPeer signals one live replica other than the sender and names it: of the owners
@@ -165,13 +157,20 @@ SELECT p.owner, pg_notify('` + notifyChannel + `', $1::uuid::text || ' ' || $2::
 // (issue 33). It returns "" and sends nothing when it knows of no live peer (none holds a
 // claimed lease); the caller then falls back to Notify. As with Notify, the signal is a hint.
 func (s *Store) NotifyPeer(ctx context.Context, id ID, sender string) (string, error) {
+	return s.notifyOne(ctx, sqlNotifyPeer, "a peer", id, sender)
+}
+
+// notifyOne runs q, a statement that signals at most one replica about session id and names
+// it ($1 the session, $2 sender), and returns that name: "" when no row (nothing was sent).
+// whom names the replica in the error.
+func (s *Store) notifyOne(ctx context.Context, q, whom string, id ID, sender string) (string, error) {
 	var owner string
-	err := s.pool.QueryRow(ctx, sqlNotifyPeer, id, sender).Scan(&owner, nil)
+	err := s.pool.QueryRow(ctx, q, id, sender).Scan(&owner, nil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("notify a peer of session %s: %w", id, err)
+		return "", fmt.Errorf("notify %s of session %s: %w", whom, id, err)
 	}
 	return owner, nil
 }

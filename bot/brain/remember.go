@@ -12,13 +12,9 @@ import (
 // ToolRemember adds a note to the channel's memory (Turn.Remember).
 const ToolRemember = "remember"
 
-// rememberSpecs is the remember tool, when the turn can keep notes. (Each optional tool's specs
-// read "none unless on, else the spec", as pullRequestSpecs: the spec is what differs.)
-func rememberSpecs(on bool) []ToolSpec {
-	if !on {
-		return nil
-	}
-	return []ToolSpec{{
+// rememberSpec is the remember tool, offered when the turn can keep notes.
+func rememberSpec() ToolSpec {
+	return ToolSpec{
 		Name: ToolRemember,
 		Description: "Add a short note to this channel's memory, offered to you in the channel's new threads: a fact, decision or " +
 			"preference worth keeping (not secrets, not what only this thread needs). It is recorded with this thread and its date; " +
@@ -30,7 +26,7 @@ func rememberSpecs(on bool) []ToolSpec {
 			},
 			"required": []string{"text"},
 		},
-	}}
+	}
 }
 
 // remember runs the remember tool.

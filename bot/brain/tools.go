@@ -35,7 +35,7 @@ func ToolNames() []string {
 
 // allToolSpecs is every tool this package knows: what a history may show calls of.
 func allToolSpecs() []ToolSpec {
-	return append(append(append(toolSpecs(true, true, true), pullRequestSpecs(true)...), rememberSpecs(true)...), readLogSpec())
+	return append(toolSpecs(offered{hands: true, search: true, attach: true, pullRequest: true, remember: true}), readLogSpec())
 }
 
 // objectSchema is the JSON Schema of a tool's input: an object with these properties, of
@@ -53,12 +53,9 @@ func prop(typ, description string) map[string]any {
 	return map[string]any{"type": typ, "description": description}
 }
 
-// pullRequestSpecs is create_pull_request, when the turn can open pull requests.
-func pullRequestSpecs(on bool) []ToolSpec {
-	if !on {
-		return nil
-	}
-	return []ToolSpec{{
+// pullRequestSpec is create_pull_request.
+func pullRequestSpec() ToolSpec {
+	return ToolSpec{
 		Name: ToolPullRequest,
 		Description: "Open a pull request on this channel's repository from a branch already pushed to it, " +
 			"against the repository's default branch. Opening it again for the same branch returns the same pull request. " +
@@ -69,14 +66,23 @@ func pullRequestSpecs(on bool) []ToolSpec {
 			"title":  prop("string", "the pull request's title"),
 			"body":   prop("string", "what changed and why, in Markdown"),
 		}, "branch", "title"),
-	}}
+	}
 }
 
-// toolSpecs lists the tools a turn offers: the sandbox tools when hands is set, search when
-// search is set, attach_file when attach is set (the turn has hands and Attach).
-func toolSpecs(hands, search, attach bool) []ToolSpec {
+// offered is which of the optional tools a turn offers.
+type offered struct {
+	hands       bool // run_command, read_file, write_file
+	search      bool // search_sessions
+	attach      bool // attach_file, with hands
+	pullRequest bool // create_pull_request
+	remember    bool // remember
+}
+
+// toolSpecs lists the tools a turn offers, in this order: the sandbox tools, attach_file,
+// search_sessions, create_pull_request, remember.
+func toolSpecs(o offered) []ToolSpec {
 	var specs []ToolSpec
-	if hands {
+	if o.hands {
 		specs = append(specs,
 			ToolSpec{
 				Name: ToolRunCommand,
@@ -101,7 +107,7 @@ func toolSpecs(hands, search, attach bool) []ToolSpec {
 				}, "path", "content"),
 			})
 	}
-	if hands && attach {
+	if o.hands && o.attach {
 		specs = append(specs, ToolSpec{
 			Name: ToolAttachFile,
 			Description: "Attach a file from the sandbox workspace to the reply in the Slack thread, so people can " +
@@ -112,7 +118,7 @@ func toolSpecs(hands, search, attach bool) []ToolSpec {
 			}, "path"),
 		})
 	}
-	if search {
+	if o.search {
 		specs = append(specs, ToolSpec{
 			Name:        ToolSearchSessions,
 			Description: "Full-text search of past conversations (other Slack threads) this bot took part in.",
@@ -121,6 +127,12 @@ func toolSpecs(hands, search, attach bool) []ToolSpec {
 				"limit": prop("integer", "how many hits, default 5"),
 			}, "query"),
 		})
+	}
+	if o.pullRequest {
+		specs = append(specs, pullRequestSpec())
+	}
+	if o.remember {
+		specs = append(specs, rememberSpec())
 	}
 	return specs
 }

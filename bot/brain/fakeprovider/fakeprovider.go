@@ -126,12 +126,15 @@ type Quirks struct {
 	RefuseMaxCompletionTokens bool
 }
 
-// SetQuirks sets the server's quirks for the calls that follow.
-func (s *Server) SetQuirks(q Quirks) {
+// locked runs f holding s.mu: each accessor below is one statement on the server's state.
+func (s *Server) locked(f func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.quirks = q
+	f()
 }
+
+// SetQuirks sets the server's quirks for the calls that follow.
+func (s *Server) SetQuirks(q Quirks) { s.locked(func() { s.quirks = q }) }
 
 // Count is one scripted answer of Anthropic's count-tokens endpoint
 // (POST /v1/messages/count_tokens). Without one, the endpoint counts a quarter of the
@@ -143,21 +146,14 @@ type Count struct {
 	ErrorType string
 }
 
-// PushCount appends count_tokens answers to their script. (PushCount and CountCalls are Push
-// and Calls for the other endpoint: each a mutex-guarded one-liner on its own slice; a
-// generic accessor would be longer than what it replaced.)
-func (s *Server) PushCount(cs ...Count) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.counts = append(s.counts, cs...)
-}
+// PushCount appends count_tokens answers to their script.
+func (s *Server) PushCount(cs ...Count) { s.locked(func() { s.counts = append(s.counts, cs...) }) }
 
 // CountCalls returns every count_tokens request received so far (Anthropic), in order; they
 // are not among Calls.
-func (s *Server) CountCalls() []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Call(nil), s.counted...)
+func (s *Server) CountCalls() (calls []Call) {
+	s.locked(func() { calls = append([]Call(nil), s.counted...) })
+	return calls
 }
 
 // NewAnthropic starts a fake Anthropic Messages API accepting key; it stops when the test ends.
@@ -185,24 +181,18 @@ func start(tb testing.TB, kind, key string) *Server {
 }
 
 // Push appends replies to the script.
-func (s *Server) Push(rs ...Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.script = append(s.script, rs...)
-}
+func (s *Server) Push(rs ...Reply) { s.locked(func() { s.script = append(s.script, rs...) }) }
 
 // Calls returns every request received so far, in order.
-func (s *Server) Calls() []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Call(nil), s.calls...)
+func (s *Server) Calls() (calls []Call) {
+	s.locked(func() { calls = append([]Call(nil), s.calls...) })
+	return calls
 }
 
 // Pending is the number of scripted replies not used yet.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.script)
+func (s *Server) Pending() (n int) {
+	s.locked(func() { n = len(s.script) })
+	return n
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -474,26 +464,20 @@ func openAIResponse(r Reply, n int) any {
 	}
 }
 
-// anthropicStop is the stop_reason of r: its StopReason, else the one its content implies.
-func anthropicStop(r Reply) string {
-	switch {
-	case r.StopReason != "":
-		return r.StopReason
-	case len(r.ToolCalls) > 0:
-		return "tool_use"
-	}
-	return "end_turn"
-}
+// anthropicStop is the stop_reason of r; openAIFinish its finish_reason.
+func anthropicStop(r Reply) string { return stopReason(r, "tool_use", "end_turn") }
+func openAIFinish(r Reply) string  { return stopReason(r, "tool_calls", "stop") }
 
-// openAIFinish is the finish_reason of r: its StopReason, else the one its content implies.
-func openAIFinish(r Reply) string {
+// stopReason is r's StopReason, else the one its content implies in an API's words: toolUse
+// when it calls tools, else done.
+func stopReason(r Reply, toolUse, done string) string {
 	switch {
 	case r.StopReason != "":
 		return r.StopReason
 	case len(r.ToolCalls) > 0:
-		return "tool_calls"
+		return toolUse
 	}
-	return "stop"
+	return done
 }
 
 // sleepCtx waits d unless the request ends first; it reports whether d passed.

@@ -143,8 +143,7 @@ func value(v *commonpb.AnyValue) any {
 	return fmt.Sprint(v)
 }
 
-// Spans returns every span received so far. (A test fixture's mutex-guarded copy, as
-// fakeprovider's Calls: two fixtures that share nothing else.)
+// Spans returns every span received so far.
 func (r *Receiver) Spans() []Span {
 	r.mu.Lock()
 	defer r.mu.Unlock()
