@@ -336,6 +336,7 @@ func (cfg *serveConfig) readRuntime(e env) error {
 	cfg.DrainTimeout = r.duration("LOGBOOK_DRAIN_TIMEOUT")
 	cfg.WakeLimit = r.intOrOff("LOGBOOK_WAKE_LIMIT")
 	cfg.RepliesPerMinute = r.intOrOff("LOGBOOK_THREAD_REPLIES_PER_MINUTE")
+	cfg.GatewayAppendLanes = r.int("LOGBOOK_GATEWAY_APPEND_LANES")
 	if r.err != nil {
 		return r.err
 	}

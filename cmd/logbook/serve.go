@@ -267,6 +267,11 @@ Environment:
   LOGBOOK_CONTEXT_BUDGET  history size in tokens before older turns are summarised (default 100000)
   LOGBOOK_IDLE_TIMEOUT    idle time before a cell exits (default 10m)
   LOGBOOK_LEASE_TTL       session lease length (default 30s)
+  LOGBOOK_GATEWAY_APPEND_LANES
+                          group commit of the gateway's appends: envelopes that arrive together
+                          are stored in one transaction, in at most this many lanes (default 0,
+                          off: one transaction an envelope). Each envelope is still acked only
+                          after the commit that stored it. Opt-in: see README
   LOGBOOK_POLL_INTERVAL   how often to look for sessions with unanswered messages (default 5s)
   LOGBOOK_WAKE_LIMIT      the most sessions the start and the polls wake at once (default 32,
                           or off): a replica that comes back to a backlog works through it
@@ -445,6 +450,9 @@ type serveConfig struct {
 	// (LOGBOOK_THREAD_REPLIES_PER_MINUTE; 0: 10, -1: off).
 	WakeLimit        int
 	RepliesPerMinute int
+	// GatewayAppendLanes (LOGBOOK_GATEWAY_APPEND_LANES; 0: off) groups the appends of
+	// envelopes that arrive together into one transaction, in at most that many lanes.
+	GatewayAppendLanes int
 	// ThreadReplies says which messages of a session's thread are answered.
 	ThreadReplies bot.ThreadReplies
 	// MidTurn: steer (a message written while a turn runs reaches its next model call) or queue.
@@ -914,7 +922,7 @@ func (w *wiring) serviceConfig() bot.ServiceConfig {
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
 			Approval: cfg.Approval, Repos: w.repos,
 			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
-		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL},
+		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL, AppendLanes: cfg.GatewayAppendLanes},
 	}
 }
 
