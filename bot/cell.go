@@ -131,6 +131,12 @@ func (c *Cell) run(ctx context.Context) {
 	// The runner's renewer renews the lease with all of this replica's others (renewer.go).
 	hold := &leaseHold{lease: lease, validUntil: validUntil, fence: c.fence, cancel: cancel, log: c.log}
 	d.renewer.keep(hold)
+	// An append refused as fenced (any of the cell's: the turn's, the view's, the agent's)
+	// says the lease is lost before renew may learn it: no more Slack writes, and the loop
+	// stops rather than run the turn again beside the new owner. The cell is not cancelled
+	// here: a Slack call under way finishes, so the view learns the ts of what it made and
+	// removes it (its record is fenced) instead of leaving a message nobody can name.
+	c.flog.fenced = c.fence.close
 	go func() {
 		defer close(renewDone)
 		c.watchClaim(ctx, cancel, claimLost)
@@ -172,10 +178,10 @@ func (c *Cell) leave(ctx context.Context, reason string) (exit string, handOver 
 	if c.hands != nil {
 		save, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		cause := context.Cause(ctx)
-		c.hands.Close(save, cause != errLeaseLost && cause != errClaimLost)
+		c.hands.Close(save, cause != errLeaseLost && cause != errClaimLost && reason != "lease_lost")
 		stop()
 	}
-	if cause := context.Cause(ctx); cause == errLeaseLost || cause == errClaimLost {
+	if cause := context.Cause(ctx); cause == errLeaseLost || cause == errClaimLost || reason == "lease_lost" {
 		c.log.Warn().Err(cause).Msg("cell: exiting without writing")
 		d.Metrics.evictions.Inc()
 		if cause == errClaimLost {
@@ -291,6 +297,9 @@ func (c *Cell) loop(ctx context.Context) string {
 			t := c.newTurn(st)
 			err := c.runTurn(ctx, t)
 			c.carried = t.carried
+			if c.fence.closed() {
+				return "lease_lost" // an append was fenced: another cell owns the session
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return "shutdown"

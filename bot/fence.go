@@ -37,7 +37,23 @@ func newLeaseFence(clock Clock, until time.Time, margin time.Duration) *leaseFen
 }
 
 // extend moves the deadline to until (a renewal landed).
-func (f *leaseFence) extend(until time.Time) { f.until.Store(until.UnixNano()) }
+func (f *leaseFence) extend(until time.Time) {
+	// A closed fence stays closed: a renewal answered after an append was refused as fenced
+	// (sent before the lease moved) must not reopen it.
+	for {
+		cur := f.until.Load()
+		if cur == 0 || f.until.CompareAndSwap(cur, until.UnixNano()) {
+			return
+		}
+	}
+}
+
+// close ends the fence at once: an append was refused as fenced, so another cell owns the
+// session whatever the cell's clock says.
+func (f *leaseFence) close() { f.until.Store(0) }
+
+// closed reports whether close was called.
+func (f *leaseFence) closed() bool { return f != nil && f.until.Load() == 0 }
 
 // check reports errLeaseEnding once ctx ended or the lease's deadline, less the margin, has
 // passed on the cell's clock. A nil fence (no cell: a test, a tool) always passes.
@@ -101,6 +117,11 @@ func (s orphanSearch) find(ctx context.Context, known ...string) (orphans []stri
 	if s.botUser == "" {
 		return nil, false, nil
 	}
+	// Read the log first: a message the new owner recorded since must look named here, or
+	// this cell would take it for an orphan.
+	if err := s.flog.sync(ctx); err != nil {
+		return nil, true, fmt.Errorf("read the log before looking for the turn's messages: %w", err)
+	}
 	evs := s.flog.snapshot()
 	names := knownMessages(thread.FoldTurns(evs), evs)
 	for _, ts := range known {
@@ -148,14 +169,31 @@ func appendSure(ctx context.Context, flog *cellLog, clock Clock, evs ...session.
 	}
 }
 
-// named reports whether the log, read again, names the live message ts (a stream_started: an
-// earlier try of a record that was answered as fenced, or the new owner's record of a message
-// it found): then it is the log's to finish, not the fenced cell's to remove.
-func named(ctx context.Context, flog *cellLog, ts string) bool {
-	if err := flog.sync(ctx); err != nil {
-		return false
+// named reports whether the log, read again, names message ts: a stream_started (an earlier
+// try of a record that was answered as fenced, or the new owner's record of a message it
+// found) or a delivery of it. Then it is the log's to finish, not the fenced cell's to remove.
+// It fails closed: when the log cannot be read (a few tries), the message is kept, with the
+// error — a message left twice in a thread is better than a reply removed that the log names.
+func named(ctx context.Context, flog *cellLog, clock Clock, ts string) (bool, error) {
+	for try := 0; ; try++ {
+		err := flog.sync(ctx)
+		if err == nil {
+			break
+		}
+		if try+1 >= recordTries || ctx.Err() != nil {
+			return true, fmt.Errorf("read the log before removing message %s: %w", ts, err)
+		}
+		select {
+		case <-ctx.Done():
+			return true, fmt.Errorf("read the log before removing message %s: %w", ctx.Err(), err)
+		case <-clock.After(searchBackoff << try):
+		}
 	}
-	_, ok := firstRecord(flog.snapshot(), session.Range{Types: []session.Type{session.TypeStreamStarted}},
+	evs := flog.snapshot()
+	if knownMessages(thread.FoldTurns(evs), evs)[ts] {
+		return true, nil
+	}
+	_, ok := firstRecord(evs, session.Range{Types: []session.Type{session.TypeStreamStarted}},
 		func(p session.StreamStarted) bool { return p.TS == ts })
-	return ok
+	return ok, nil
 }

@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,24 +56,9 @@ func (a *fencedAgent) Run(ctx context.Context, t brain.Turn) (brain.Reply, error
 // thread shows one reply (issue 33: doubles with every replica alive).
 func TestFencedCellRemovesTheStreamItCouldNotRecord(t *testing.T) {
 	t.Parallel()
-	agent := &fencedAgent{started: make(chan struct{}), returned: make(chan struct{}), write: make(chan struct{}), store: make(chan struct{})}
 	// An hour's lease: the first cell never renews during the test, so it cannot learn of the
 	// takeover but by its appends.
-	h := newHarness(t, agent, harnessOptions{replicas: 2, leaseTTL: time.Hour, poll: 50 * time.Millisecond, live: bot.LiveConfig{Interval: 1}})
-	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> why did the deploy fail?"})
-	<-agent.started
-	s := h.session(general, top.TS)
-	// The lease ends under the first cell (as one whose renewals failed under load); the other
-	// replica's poll takes the session and answers.
-	admin, err := pgx.Connect(context.Background(), h.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(context.Background(), `UPDATE leases SET expires_at = clock_timestamp() WHERE session_id = $1`, s.ID); err != nil {
-		t.Fatal(err)
-	}
-	h.turns(s.ID, 1)
+	h, agent, top, s := takenOverMidTurn(t, harnessOptions{})
 	if msgs := h.botMessages(top.TS); len(msgs) != 1 {
 		t.Fatalf("the new owner's reply: %+v", msgs)
 	}
@@ -181,4 +167,68 @@ func TestFailedOrphanSearchPostsNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Finding 1 of the fence review: a fenced append (here the live view's stream_started) says
+// the lease is lost whatever the cell's renewals say. The cell stops at once ("lease_lost"),
+// rather than count a turn failure and run the turn again with its fence still open (a
+// re-run's orphan search would remove the new owner's message not recorded yet).
+func TestFencedAppendStopsTheCellAtOnce(t *testing.T) {
+	t.Parallel()
+	exits := make(chan string, 16)
+	probe := &bot.Probe{CellExited: func(_ session.ID, reason string) { exits <- reason }}
+	// A short idle timeout: without the fix the first cell's re-run finds no work and exits
+	// "idle".
+	h, agent, top, _ := takenOverMidTurn(t, harnessOptions{idle: time.Second, probe: probe})
+	agent.write <- struct{}{}
+	close(agent.store)
+	<-agent.returned
+	var seen []string
+	for {
+		select {
+		case r := <-exits:
+			seen = append(seen, r)
+		case <-h.waitCtx().Done():
+			t.Fatalf("cell exits %v: the fenced cell never stopped", seen)
+		}
+		if slices.Contains(seen, "lease_lost") {
+			break
+		}
+		if len(seen) >= 2 {
+			t.Fatalf("cell exits %v: want the fenced cell to exit lease_lost", seen)
+		}
+	}
+	agent.mu.Lock()
+	runs := agent.runs
+	agent.mu.Unlock()
+	if runs != 2 {
+		t.Fatalf("agent ran %d times: want once per cell", runs)
+	}
+	if msgs := h.botMessages(top.TS); len(msgs) != 1 {
+		t.Fatalf("bot messages %+v: want the new owner's reply alone", msgs)
+	}
+}
+
+// takenOverMidTurn starts two replicas with o (an hour's lease: the first cell cannot learn
+// of a takeover but by its appends), asks a question, and once the first cell's agent runs,
+// ends its lease (as one whose renewals failed under load): the other replica's poll takes
+// the session and answers. The first cell's agent waits on write and store.
+func takenOverMidTurn(t *testing.T, o harnessOptions) (*harness, *fencedAgent, slackemu.Posted, session.Session) {
+	t.Helper()
+	agent := &fencedAgent{started: make(chan struct{}), returned: make(chan struct{}), write: make(chan struct{}), store: make(chan struct{})}
+	o.replicas, o.leaseTTL, o.poll, o.live = 2, time.Hour, 50*time.Millisecond, bot.LiveConfig{Interval: 1}
+	h := newHarness(t, agent, o)
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> why did the deploy fail?"})
+	<-agent.started
+	s := h.session(general, top.TS)
+	admin, err := pgx.Connect(context.Background(), h.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(context.Background(), `UPDATE leases SET expires_at = clock_timestamp() WHERE session_id = $1`, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.turns(s.ID, 1)
+	return h, agent, top, s
 }

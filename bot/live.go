@@ -500,7 +500,10 @@ func (v *liveView) fenceOut(ctx context.Context, m *liveMsg) {
 	v.msgs = v.msgs[:len(v.msgs)-1]
 	ctx, cancel := unfenced(ctx)
 	defer cancel()
-	if named(ctx, v.flog, m.ts) {
+	if ok, err := named(ctx, v.flog, v.clock, m.ts); ok {
+		if err != nil {
+			v.log.Warn().Err(err).Str("ts", m.ts).Msg("live view: the lease moved; kept the message it could not record")
+		}
 		return
 	}
 	if v.mode == "stream" {

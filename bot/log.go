@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -38,6 +39,10 @@ type cellLog struct {
 	known []session.Event // seq 1..len(known)
 	ahead []session.Event // our own appends past a gap, by seq
 	reads int             // round trips that read the log, for tests and metrics
+
+	// fenced, when set, is called when an append is refused as fenced: the lease is lost
+	// whichever part of the cell appended, and the cell stops at once (see Cell.run).
+	fenced func()
 }
 
 func newCellLog(store logStore, id session.ID, epoch int64) *cellLog {
@@ -114,6 +119,9 @@ func (l *cellLog) Events(ctx context.Context, r session.Range) ([]session.Event,
 func (l *cellLog) Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error) {
 	stored, err := l.store.AppendWith(ctx, l.id, session.AppendOptions{Epoch: l.epoch}, evs...)
 	if err != nil {
+		if errors.Is(err, session.ErrFenced) && l.fenced != nil {
+			l.fenced()
+		}
 		return nil, err
 	}
 	l.mu.Lock()

@@ -504,12 +504,11 @@ func (t *turn) complete(ctx context.Context, done outcome) error {
 func (t *turn) unpost(ctx context.Context, created []string) {
 	ctx, cancel := unfenced(ctx)
 	defer cancel()
-	if len(created) == 0 || t.flog.sync(ctx) != nil {
-		return
-	}
-	ts, _ := t.turns()
 	for _, m := range created {
-		if slices.Contains(ts.Posted, m) {
+		if ok, err := named(ctx, t.flog, t.clock, m); ok {
+			if err != nil {
+				t.log.Warn().Err(err).Str("ts", m).Msg("the lease moved; kept a reply it could not record")
+			}
 			continue
 		}
 		if err := t.deleteLive(ctx, m); err != nil {
@@ -705,7 +704,7 @@ func (t *turn) appendRecords(ctx context.Context, keep []thread.LiveMessage, evs
 }
 
 // removeOrphans removes the bot's messages of this turn that the log does not name (known:
-// more of this cell's own), and returns their records: a cell killed, or fenced, between
+// more of this cell's own), and records them (found, then deleted): a cell killed, or fenced, between
 // Slack's answer and its record leaves such a message, after the message this turn answers
 // (not after the newest: one written after it — the person saw the reply begin — would hide
 // it). They are never taken over, only removed: a cell that lost its lease while alive
@@ -724,6 +723,19 @@ func (t *turn) removeOrphans(ctx context.Context, known ...string) ([]session.Ne
 		t.log.Warn().Msg("live view: the thread cannot be searched for messages a dead cell left; going on")
 	}
 	t.swept = searched
+	if len(orphans) == 0 {
+		return nil, nil
+	}
+	// The orphans are recorded before anything is deleted: an append refused as fenced stops
+	// a cell that no longer owns the session before it removes a message of the new owner's.
+	var found []session.NewEvent
+	for _, o := range orphans {
+		found = append(found, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor, IdempotencyKey: "stream/" + o,
+			Payload: session.StreamStarted{Turn: t.state.turnSeq, Channel: channel, TS: o, Mode: "found"}})
+	}
+	if err := appendSure(ctx, t.flog, t.clock, found...); err != nil {
+		return nil, fmt.Errorf("record the turn's messages the log did not name: %w", err)
+	}
 	var evs []session.NewEvent
 	for _, o := range orphans {
 		// It may be a stream or a post: a stop is only tried (a stream still streaming cannot
@@ -732,16 +744,16 @@ func (t *turn) removeOrphans(ctx context.Context, known ...string) ([]session.Ne
 			t.log.Debug().Err(err).Str("ts", o).Msg("live view: stop a message the log does not name")
 		}
 		if err := t.deleteLive(ctx, o); err != nil {
-			return nil, err
+			// What was deleted is recorded still (the rest is named now: a later attempt
+			// finishes or removes it).
+			return nil, errors.Join(err, t.appendRecords(ctx, nil, evs))
 		}
-		evs = append(evs, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor, IdempotencyKey: "stream/" + o,
-			Payload: session.StreamStarted{Turn: t.state.turnSeq, Channel: channel, TS: o, Mode: "found"}},
-			streamStopped(o, session.StreamDeleted, 0))
+		evs = append(evs, streamStopped(o, session.StreamDeleted, 0))
 	}
-	if len(orphans) > 0 {
-		t.log.Info().Int("removed", len(orphans)).Msg("live view: removed the turn's messages the log did not name")
-	}
-	return evs, nil
+	t.log.Info().Int("removed", len(orphans)).Msg("live view: removed the turn's messages the log did not name")
+	// Recorded here, not by the caller: the found records are in the log already, and a
+	// caller reading the turn's live messages must see these ones deleted.
+	return nil, t.appendRecords(ctx, nil, evs)
 }
 
 // stopLive stops the stream of live message ts, when stream says it may still stream.
