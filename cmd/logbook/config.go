@@ -340,6 +340,9 @@ func (cfg *serveConfig) readRuntime(e env) error {
 	if r.err != nil {
 		return r.err
 	}
+	if cfg.GatewayAppendLanes > 64 {
+		return fmt.Errorf("LOGBOOK_GATEWAY_APPEND_LANES=%d: at most 64 (each lane holds one of the gateway pool's connections while it commits)", cfg.GatewayAppendLanes)
+	}
 	if cfg.DrainTimeout > 10*time.Minute {
 		return fmt.Errorf("LOGBOOK_DRAIN_TIMEOUT=%s: at most 10m (a deploy waits that long for the running turns)", cfg.DrainTimeout)
 	}

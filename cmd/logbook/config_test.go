@@ -104,6 +104,9 @@ func TestConfigRefusesEveryBadValueByName(t *testing.T) {
 		{"LOGBOOK_WAKE_LIMIT", "many"},
 		{"LOGBOOK_THREAD_REPLIES_PER_MINUTE", "-3"},
 		{"LOGBOOK_THREAD_REPLIES_PER_MINUTE", "ten"},
+		{"LOGBOOK_GATEWAY_APPEND_LANES", "0"},
+		{"LOGBOOK_GATEWAY_APPEND_LANES", "many"},
+		{"LOGBOOK_GATEWAY_APPEND_LANES", "1000"},
 	}
 	for _, c := range cases {
 		vars := baseVars()
@@ -483,5 +486,21 @@ func TestConfigFollowupReviewers(t *testing.T) {
 	vars["LOGBOOK_FOLLOWUP_REVIEWERS"] = "ada,<!here>"
 	if _, err := load(vars); err == nil || !strings.Contains(err.Error(), "LOGBOOK_FOLLOWUP_REVIEWERS") {
 		t.Fatalf("a bad login: %v", err)
+	}
+}
+
+// LOGBOOK_GATEWAY_APPEND_LANES reaches the gateway as written; unset leaves group commit off.
+func TestConfigGatewayAppendLanes(t *testing.T) {
+	t.Parallel()
+	for value, want := range map[string]int{"": 0, "4": 4, "64": 64} {
+		vars := baseVars()
+		vars["LOGBOOK_GATEWAY_APPEND_LANES"] = value
+		cfg, err := load(vars)
+		if err != nil {
+			t.Fatalf("LOGBOOK_GATEWAY_APPEND_LANES=%q: %v", value, err)
+		}
+		if cfg.GatewayAppendLanes != want {
+			t.Errorf("LOGBOOK_GATEWAY_APPEND_LANES=%q: %d lanes, want %d", value, cfg.GatewayAppendLanes, want)
+		}
 	}
 }

@@ -269,8 +269,8 @@ Environment:
   LOGBOOK_LEASE_TTL       session lease length (default 30s)
   LOGBOOK_GATEWAY_APPEND_LANES
                           group commit of the gateway's appends: envelopes that arrive together
-                          are stored in one transaction, in at most this many lanes (default 0,
-                          off: one transaction an envelope). Each envelope is still acked only
+                          are stored in one transaction, in at most this many lanes (1 to 64;
+                          unset: off, one transaction an envelope). Each envelope is still acked only
                           after the commit that stored it. Opt-in: see README
   LOGBOOK_POLL_INTERVAL   how often to look for sessions with unanswered messages (default 5s)
   LOGBOOK_WAKE_LIMIT      the most sessions the start and the polls wake at once (default 32,
