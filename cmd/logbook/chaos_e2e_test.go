@@ -42,54 +42,53 @@ func TestE2EChaos(t *testing.T) {
 	e.extra = []string{"ANTHROPIC_BASE_URL=" + model.URL + "/"}
 	env := append(slices.Clone(defaults), "LOGBOOK_LOG_LEVEL=info")
 
-	type message struct {
-		tag, thread string
-		posted      time.Time
-		replied     time.Duration // 0: no reply seen while the poster waited
-	}
 	var mu sync.Mutex
-	var msgs []*message
+	var msgs []*chaosMsg
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	const workers, perThread = 40, 5
-	for w := range workers {
-		wg.Go(func() {
-			for k := 0; ; k++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				thread := ""
-				for j := range perThread {
-					m := &message{tag: fmt.Sprintf("t%d.%d-m%d", w, k, j)}
-					p := slackemu.Post{Channel: general, User: ada, Text: "Q[" + m.tag + "]", ThreadTS: thread}
-					if thread == "" {
-						p.Text = mention(p.Text)
-					}
-					m.posted = time.Now()
-					posted, err := e.emu.Post(p)
-					if err != nil {
-						t.Errorf("post: %v", err)
+	// The posters start once every replica is connected: a message posted before that finds
+	// no socket open and waits for Slack's retry, which measures the start, not the chaos.
+	startWorkers := func() {
+		for w := range workers {
+			wg.Go(func() {
+				for k := 0; ; k++ {
+					select {
+					case <-stop:
 						return
+					default:
 					}
-					if thread == "" {
-						thread = posted.TS
-					}
-					m.thread = thread
-					mu.Lock()
-					msgs = append(msgs, m)
-					mu.Unlock()
-					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-					if e.emu.Wait(ctx, func() bool { return countReplies(e.emu, thread, m.tag) > 0 }) == nil {
+					thread := ""
+					for j := range perThread {
+						m := &chaosMsg{tag: fmt.Sprintf("t%d.%d-m%d", w, k, j)}
+						p := slackemu.Post{Channel: general, User: ada, Text: "Q[" + m.tag + "]", ThreadTS: thread}
+						if thread == "" {
+							p.Text = mention(p.Text)
+						}
+						m.posted = time.Now()
+						posted, err := e.emu.Post(p)
+						if err != nil {
+							t.Errorf("post: %v", err)
+							return
+						}
+						if thread == "" {
+							thread = posted.TS
+						}
+						m.thread, m.ts = thread, posted.TS
 						mu.Lock()
-						m.replied = time.Since(m.posted)
+						msgs = append(msgs, m)
 						mu.Unlock()
+						ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+						if e.emu.Wait(ctx, func() bool { return countReplies(e.emu, thread, m.tag) > 0 }) == nil {
+							mu.Lock()
+							m.replied = time.Since(m.posted)
+							mu.Unlock()
+						}
+						cancel()
 					}
-					cancel()
 				}
-			}
-		})
+			})
+		}
 	}
 
 	// LOGBOOK_CHAOS_REPLICAS (default 1) replicas run at once; each kill hits one of them.
@@ -104,6 +103,7 @@ func TestE2EChaos(t *testing.T) {
 		procs[i] = e.serve(env...)
 		slotOf[procs[i].cmd.Process.Pid] = i
 	}
+	startWorkers()
 	// Lease calls are counted by each process; a process's count is read just before it is
 	// killed (what it does between that read and the kill is lost: a lower bound).
 	var leaseCalls float64
@@ -115,6 +115,7 @@ func TestE2EChaos(t *testing.T) {
 		}
 	}
 	kills := 0
+	var killed []chaosKill // for the breakdown of slow messages
 	deadline := time.After(period)
 chaos:
 	for {
@@ -125,11 +126,14 @@ chaos:
 		}
 		i := rand.N(len(procs))
 		scrapeLeases(procs[i])
+		k := chaosKill{at: time.Now(), pid: procs[i].cmd.Process.Pid, slot: i}
 		procs[i].cmd.Process.Signal(syscall.SIGKILL)
 		<-procs[i].done
 		kills++
 		procs[i] = e.serve(env...)
 		slotOf[procs[i].cmd.Process.Pid] = i
+		k.back = time.Now()
+		killed = append(killed, k)
 	}
 	close(stop)
 	settleFrom := time.Now()
@@ -216,6 +220,7 @@ chaos:
 		hist[0], len(lost), hist[1], hist[2], notices)
 	t.Logf("CHAOS post→reply p50 %v p99 %v max %v (n=%d)", pct(0.5), pct(0.99), pct(1), len(lat))
 	t.Logf("CHAOS audit verify: ok=%v", verifyOK)
+	breakdown(t, e, msgs, killed)
 	perPID, moved := spread(t, e.dbURL)
 	perSlot := make([]int, replicas)
 	for pid, n := range perPID {
