@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -54,6 +56,11 @@ type Cell struct {
 	// fence is the lease's deadline on the cell's clock, which every Slack call of its turns
 	// checks first (fence.go); the renewer moves it on.
 	fence *leaseFence
+	// titling is the session's title being written in the background (turn.title), so the
+	// next turn need not wait for the title's model call; the cell waits for it before it
+	// lets go of the lease. At most one at a time (titleBusy).
+	titling   sync.WaitGroup
+	titleBusy atomic.Bool
 }
 
 var (
@@ -165,6 +172,7 @@ func (c *Cell) run(ctx context.Context) {
 	}
 	c.openConnectors(ctx)
 	reason := c.loop(ctx)
+	c.titling.Wait() // its append needs the lease; a lost lease has cancelled it already
 	exit, handOver = c.leave(ctx, reason)
 }
 
@@ -257,10 +265,22 @@ func (c *Cell) wokenEvent(epoch int64) session.NewEvent {
 // place a turn's parts are picked: a new one is a field of Features, handed on here whole.
 func (c *Cell) newTurn(st turnState) *turn {
 	d := c.deps
-	return &turn{sess: c.sess, flog: c.flog, hands: c.hands, mcp: c.mcp, poke: c.poke, wake: c.wake, carried: c.carried,
+	return &turn{sess: c.sess, flog: c.flog, hands: c.hands, mcp: c.mcp, poke: c.poke, wake: c.wake, later: c.titleLater, carried: c.carried,
 		agent: d.Agent, deliverer: d.Deliver, clock: d.Clock, features: d.Features, cfg: &d.cfg,
 		metrics: d.Metrics, probe: d.Probe, draining: d.draining,
 		state: st, log: c.log, changed: make(chan struct{}, 1)}
+}
+
+// titleLater runs f, a turn's title, beside the cell's next turns, unless a title runs
+// already (that one names the session; the next turn's reply tries again if it did not).
+func (c *Cell) titleLater(f func()) {
+	if !c.titleBusy.CompareAndSwap(false, true) {
+		return
+	}
+	c.titling.Go(func() {
+		defer c.titleBusy.Store(false)
+		f()
+	})
 }
 
 // watchClaim cancels the cell (errClaimLost) the moment claimLost is closed: the runner's

@@ -44,7 +44,8 @@ const (
 //  5. deliver: the reply is posted (a resumed turn searches the thread first).
 //  6. complete: delivered and turn_completed are appended together; a delivery that can never
 //     succeed appends error and turn_completed{status: error} instead.
-//  7. title, once, after the first reply reached the thread (the Titler appends it).
+//  7. title, once, after the first reply reached the thread (the Titler appends it), beside
+//     the cell's next turns: no reply waits for it.
 //
 // A turn reads the log only from the cell's memory (see cellLog); it costs one append per
 // step above. A new optional part is a field of Features, read in the phase that uses it.
@@ -52,12 +53,15 @@ type turn struct {
 	// What the turn works on: the session, its log as the cell read it, its sandbox (nil:
 	// none) and connectors, the cell's signals (the log may have grown), and what the cell carries from one
 	// turn to the next (read back once the turn ends).
-	sess    session.Session
-	flog    *cellLog
-	hands   *Hands
-	mcp     *connectors.Session // the channel's MCP connectors (nil: none)
-	poke    <-chan struct{}
-	wake    func() // pokes the cell, never waiting: the running turn reads the log again
+	sess  session.Session
+	flog  *cellLog
+	hands *Hands
+	mcp   *connectors.Session // the channel's MCP connectors (nil: none)
+	poke  <-chan struct{}
+	wake  func() // pokes the cell, never waiting: the running turn reads the log again
+	// later runs a step that no reply waits for (the title) beside the cell's next turns; the
+	// cell waits for it before it lets go of the lease. nil: at once, in the turn.
+	later   func(func())
 	carried carried
 	// What it works with: the runner's parts, the same for every turn.
 	agent     Agent
@@ -145,7 +149,15 @@ func (t *turn) run(ctx context.Context) error {
 	if err := t.complete(ctx, done); err != nil {
 		return err
 	}
-	return t.title(ctx, bt, p.reply, done.status)
+	// The title's model call must not hold up the next message's turn either (issue 33: the
+	// second message of a thread waited for it).
+	title := func() { _ = t.title(ctx, bt, p.reply, done.status) }
+	if t.later == nil || t.features.Titler == nil || done.status != session.StatusOK {
+		title()
+	} else {
+		t.later(title)
+	}
+	return nil
 }
 
 // begin begins the turn: a fresh one is started (start); a resumed one, open in the log,

@@ -204,3 +204,49 @@ func TestTurnTitleShownInSlack(t *testing.T) {
 		t.Fatalf("agents.sessions.rename called %d times, want 1 (tried first)", n)
 	}
 }
+
+// blockedTitler is fixedTitler whose title call waits until release is closed (a slow model),
+// saying on started when it began.
+type blockedTitler struct {
+	fixedTitler
+	started chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (b *blockedTitler) Title(ctx context.Context, t brain.Turn, reply session.Event) {
+	b.once.Do(func() { close(b.started) })
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return
+	}
+	b.fixedTitler.Title(ctx, t, reply)
+}
+
+// The title's model call holds up no reply (issue 33): the thread's second message is
+// answered while the first reply's title is still being written, and the title lands after.
+// Before, the cell wrote the title inside the first turn and the second waited for it.
+func TestTitleDoesNotHoldUpTheNextTurn(t *testing.T) {
+	t.Parallel()
+	titler := &blockedTitler{fixedTitler: fixedTitler{"Why the build is red"}, started: make(chan struct{}), release: make(chan struct{})}
+	h := newHarness(t, &echoAgent{}, harnessOptions{titler: titler})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> why is the build red?"})
+	h.replies(general, top.TS, 1)
+	select {
+	case <-titler.started:
+	case <-h.waitCtx().Done():
+		t.Fatal("the title was never asked for")
+	}
+	h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> and the deploy?", ThreadTS: top.TS})
+	h.replies(general, top.TS, 2) // fails (times out) while a title holds the turn up
+	sess := h.session(general, top.TS)
+	if n := len(h.events(sess.ID, session.TypeTitle)); n != 0 {
+		t.Fatalf("%d titles while the title call waits", n)
+	}
+	close(titler.release)
+	h.waitFor("the title", func() bool { return len(h.events(sess.ID, session.TypeTitle)) == 1 })
+	if got := h.emu.ThreadTitle(general, top.TS); got != "" && got != "Why the build is red" {
+		t.Fatalf("title in Slack %q", got)
+	}
+}
