@@ -83,7 +83,10 @@ func (r *renewer) renewAll(ctx context.Context) {
 	rctx, stop := context.WithTimeout(ctx, r.ttl/8)
 	renewed, err := r.store.RenewLeases(rctx, leases, r.ttl)
 	stop()
-	if err != nil && ctx.Err() != nil {
+	if err != nil {
+		if ctx.Err() == nil {
+			r.failed(holds, err)
+		}
 		return
 	}
 	type key struct {
@@ -95,18 +98,6 @@ func (r *renewer) renewAll(ctx context.Context) {
 		got[key{l.Session, l.Epoch}] = l
 	}
 	for _, h := range holds {
-		if err != nil {
-			// Not renewed: once the lease may have expired (measured on the cell's own clock
-			// from before the last successful call, with a margin), another replica may run
-			// the session: the cell stops now.
-			if r.clock.Now().After(h.validUntil.Add(-r.ttl / 4)) {
-				h.log.Warn().Err(err).Msg("cell: lease could not be renewed before it expired")
-				r.lose(h)
-				continue
-			}
-			h.log.Warn().Err(err).Msg("cell: renew lease; retrying")
-			continue
-		}
 		l, ok := got[key{h.lease.Session, h.lease.Epoch}]
 		if !ok {
 			r.lose(h) // taken over, or expired: fenced
@@ -115,6 +106,28 @@ func (r *renewer) renewAll(ctx context.Context) {
 		h.lease, h.validUntil = l, sent.Add(r.ttl)
 		h.fence.extend(h.validUntil)
 	}
+}
+
+// failed handles a batch that was not renewed (err): once a lease may have expired (measured
+// on its cell's own clock from before the last successful call, with a margin), another
+// replica may run the session, so that cell stops now; the others are retried at the next
+// interval. The failure is logged once for the batch, with how many leases it held and how
+// many of their cells stopped (each stopped cell says so itself, with its session).
+func (r *renewer) failed(holds []*leaseHold, err error) {
+	now := r.clock.Now()
+	expired := 0
+	for _, h := range holds {
+		if now.After(h.validUntil.Add(-r.ttl / 4)) {
+			r.lose(h)
+			expired++
+		}
+	}
+	ev := r.log.Warn().Err(err).Int("leases", len(holds)).Int("expired", expired)
+	if expired > 0 {
+		ev.Msg("renewer: lease could not be renewed before it expired; those cells stop, the others retry")
+		return
+	}
+	ev.Msg("renewer: renew lease; retrying")
 }
 
 func (r *renewer) lose(h *leaseHold) {
