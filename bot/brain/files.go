@@ -19,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
 )
@@ -577,33 +578,13 @@ func renderText(v fileView, data []byte, opt historyOptions, budget *fileBudget)
 	if content == "" {
 		return v.label() + ": the file is empty.]"
 	}
-	fence := strings.Repeat("`", max(3, longestRun(content, '`')+1))
 	var sb strings.Builder
-	sb.WriteString(v.label() + withCopy(ws) + "]\n" + fence + "\n" + content)
-	if !strings.HasSuffix(content, "\n") {
-		sb.WriteString("\n")
-	}
-	sb.WriteString(fence)
+	sb.WriteString(v.label() + withCopy(ws) + "]\n" + mrkdwn.Fence(content))
 	if omitted > 0 {
 		fmt.Fprintf(&sb, "\n[The file has %d bytes; %d bytes from its middle are left out above (a request shows at most %s of one file and %s of all shared files).%s]",
 			len(s), omitted, session.FileSize(maxFileText), session.FileSize(maxFilesText), where)
 	}
 	return sb.String()
-}
-
-// longestRun is the length of the longest run of c in s. (mrkdwn has the same loop for
-// Slack's code fences; brain does not import mrkdwn, Slack's formatting, for a five-line loop.)
-func longestRun(s string, c byte) int {
-	best, n := 0, 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			n++
-			best = max(best, n)
-		} else {
-			n = 0
-		}
-	}
-	return best
 }
 
 // mediaNote is the one line that stands for an image or a document where no media may go (a

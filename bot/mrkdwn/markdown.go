@@ -505,21 +505,23 @@ func (r *renderer) codeBlock(n ast.Node) string {
 		content.Write(seg.Value(r.src))
 	}
 	body := escapeCode(r.prot.expandString(content.String(), expandRaw))
-	return fenced(body)
+	return Fence(body)
 }
 
-// fenced wraps body in a ``` fence (longer if body holds a ``` run).
-func fenced(body string) string {
+// Fence wraps body in a Markdown code fence that nothing in body can close: ```, or one
+// backtick more than the longest run of backticks in body when that run is three or longer.
+// A non-empty body that does not end in a newline gets one before the closing fence. The
+// code blocks of Slack messages and the file text the model is shown (bot/brain) are both
+// fenced by it.
+func Fence(body string) string {
 	fence := strings.Repeat("`", max(3, longestRun(body, '`')+1))
-	if longestRun(body, '`') < 3 {
-		fence = "```"
-	}
 	if body != "" && !strings.HasSuffix(body, "\n") {
 		body += "\n"
 	}
 	return fence + "\n" + body + fence
 }
 
+// longestRun is the length of the longest run of c in s.
 func longestRun(s string, c byte) int {
 	best, cur := 0, 0
 	for i := 0; i < len(s); i++ {
@@ -647,7 +649,7 @@ func (r *renderer) table(t *east.Table) string {
 			writeRow(&b, sep, widths)
 		}
 	}
-	return fenced(b.String())
+	return Fence(b.String())
 }
 
 func writeRow(b *strings.Builder, row []string, widths []int) {

@@ -392,3 +392,21 @@ func TestUserMentionsInertButOurs(t *testing.T) {
 		t.Errorf("FromMarkdownMentioning(%q) = %q, want %q", in, got, want)
 	}
 }
+
+// Fence's fence is ``` unless body holds a run of three backticks or more, then one longer
+// than body's longest run; body ends in a newline before the closing fence.
+func TestFence(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ body, want string }{
+		{"", "```\n```"},
+		{"x", "```\nx\n```"},
+		{"x\n", "```\nx\n```"},
+		{"a `b` ``c``", "```\na `b` ``c``\n```"},
+		{"```go\nx\n```", "````\n```go\nx\n```\n````"},
+		{"`````", "``````\n`````\n``````"},
+	} {
+		if got := Fence(tc.body); got != tc.want {
+			t.Errorf("Fence(%q) = %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}

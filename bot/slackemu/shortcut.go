@@ -14,12 +14,12 @@ type MessageShortcut struct {
 	User       string `json:"user"`        // default "U0000001"
 }
 
-// SendMessageShortcut sends an interactive envelope (it, ClickButton and SlashCommand begin
-// alike: lock, resolve the interactor by interactorLocked, fail; what each then sends is its
-// own) with a message_action payload, as Slack
+// SendMessageShortcut sends an interactive envelope with a message_action payload, as Slack
 // does when a person picks a message shortcut: the channel, the message (with its thread_ts
 // when it is in a thread), a trigger_id and a response_url (answered like a slash command's:
-// see Ephemerals). Interactive envelopes are not retried.
+// see Ephemerals). Interactive envelopes are not retried. (It, ClickButton and SlashCommand
+// begin alike in shape: lock, resolve the interactor by interactorLocked, fail; what each
+// then checks and sends is its own, sent by deliverOnceLocked.)
 func (s *Server) SendMessageShortcut(m MessageShortcut) (SlashResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -48,13 +48,7 @@ func (s *Server) SendMessageShortcut(m MessageShortcut) (SlashResult, error) {
 		"message_ts":   msg.TS,
 		"message":      message,
 	})
-	d := &delivery{id: id, kind: "interactive", eventType: "message_action", payload: raw}
-	s.byEvent[id] = d
-	s.attemptLocked(d)
-	if d.state == deliveryFailed {
-		return res, fmt.Errorf("message shortcut %s: %w", id, ErrNoConnection)
-	}
-	return res, nil
+	return res, s.deliverOnceLocked("message shortcut", &delivery{id: id, kind: "interactive", eventType: "message_action", payload: raw})
 }
 
 // Click is a person clicking a button of a message's Block Kit blocks.
@@ -108,13 +102,7 @@ func (s *Server) ClickButton(c Click) (SlashResult, error) {
 			"text": map[string]any{"type": "plain_text", "text": c.ActionID},
 		}},
 	})
-	d := &delivery{id: res.ID, kind: "interactive", eventType: "block_actions", payload: raw}
-	s.byEvent[res.ID] = d
-	s.attemptLocked(d)
-	if d.state == deliveryFailed {
-		return res, fmt.Errorf("click %s: %w", res.ID, ErrNoConnection)
-	}
-	return res, nil
+	return res, s.deliverOnceLocked("click", &delivery{id: res.ID, kind: "interactive", eventType: "block_actions", payload: raw})
 }
 
 // findButton finds the button with actionID in blocks (actions blocks' elements, and section

@@ -92,14 +92,21 @@ func (s *Server) SlashCommand(c SlashCommand) (SlashResult, error) {
 		payload["is_enterprise_install"] = false
 	}
 	raw, _ := json.Marshal(payload)
-	d := &delivery{id: id, kind: "slash_commands", eventType: c.Command, payload: raw, slash: &slashState{cmd: c}}
-	s.byEvent[id] = d
-	s.attemptLocked(d)
+	err = s.deliverOnceLocked("slash command", &delivery{id: id, kind: "slash_commands", eventType: c.Command, payload: raw, slash: &slashState{cmd: c}})
 	s.persistLocked()
+	return res, err
+}
+
+// deliverOnceLocked registers d, an envelope Slack sends once (a slash command, an
+// interactive action: never retried), and makes its one attempt. With no socket open the
+// attempt fails and so does the call: ErrNoConnection, named by what and d's id.
+func (s *Server) deliverOnceLocked(what string, d *delivery) error {
+	s.byEvent[d.id] = d
+	s.attemptLocked(d)
 	if d.state == deliveryFailed {
-		return res, fmt.Errorf("slash command %s: %w", id, ErrNoConnection)
+		return fmt.Errorf("%s %s: %w", what, d.id, ErrNoConnection)
 	}
-	return res, nil
+	return nil
 }
 
 // newResponseLocked registers a response_url (and a trigger_id) for an interaction by user in
