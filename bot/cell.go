@@ -133,7 +133,7 @@ func (c *Cell) run(ctx context.Context) {
 		claimLost = nil // a lease taken without the claim holds for its TTL alone
 	}
 	// Slack writes stop where renew gives the lease up (a quarter of the TTL before it ends).
-	c.fence = newLeaseFence(d.Clock, validUntil, d.cfg.LeaseTTL/4)
+	c.fence = newLeaseFence(d.Clock, validUntil, d.cfg.LeaseTTL/4, lease.Epoch)
 	ctx = withFence(ctx, c.fence)
 	// The runner's renewer renews the lease with all of this replica's others (renewer.go).
 	hold := &leaseHold{lease: lease, validUntil: validUntil, fence: c.fence, cancel: cancel, log: c.log}

@@ -3,10 +3,12 @@ package bot
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,8 +23,91 @@ import (
 	"github.com/logbook/logbook/session/clip"
 )
 
-// MetadataEventType is the message metadata event_type of every part of a reply.
-const MetadataEventType = "logbook_reply"
+// The message metadata event_types of the bot's messages in a session's thread. Each payload
+// names, where known, the session ("session"), the turn ("turn": its turn_started seq) and the
+// lease epoch of the cell that wrote it ("epoch"): a cell looking for the messages of a turn
+// the log does not name (orphanSearch) takes as its own only those of its own epoch, removes
+// an older owner's, and never touches a newer owner's. A message without an epoch (written
+// before epochs were stamped, or a stream: chat.startStream takes no metadata) is judged as
+// before, by the log alone.
+const (
+	// MetadataEventType is every part of a reply; its payload's event_id is the reply's
+	// assistant_message, part and parts its place in the reply.
+	MetadataEventType = "logbook_reply"
+	// LiveMetadataType is a live message posted (not streamed) while a turn runs, until it
+	// is replaced by the reply.
+	LiveMetadataType = "logbook_live"
+	// NoteMetadataType is an operator's note in the thread (logbook takeover, logbook
+	// handback): no turn's message, so never removed as a turn's unrecorded one.
+	NoteMetadataType = "logbook_note"
+)
+
+// NoteMetadata is the metadata of an operator's note of kind ("takeover", "handback") in
+// sess's thread.
+func NoteMetadata(sess session.Session, kind string) slack.SlackMetadata {
+	return slack.SlackMetadata{EventType: NoteMetadataType, EventPayload: map[string]any{"session": sess.ID.String(), "kind": kind}}
+}
+
+// stamp is who writes a message of a turn: the session, the turn (0: none) and, from ctx's
+// fence, the epoch of the cell's lease (0: unknown).
+type stamp struct {
+	session string
+	turn    int64
+}
+
+// payload is p with the stamp's keys, and the epoch of ctx's lease, added.
+func (s stamp) payload(ctx context.Context, p map[string]any) map[string]any {
+	if p == nil {
+		p = map[string]any{}
+	}
+	if s.session != "" {
+		p["session"] = s.session
+	}
+	if s.turn > 0 {
+		p["turn"] = s.turn
+	}
+	if e := epochOf(ctx); e > 0 {
+		p["epoch"] = e
+	}
+	return p
+}
+
+// replyStamp is the stamp of reply's messages in sess's thread.
+func replyStamp(sess session.Session, msg session.AssistantMessage) stamp {
+	return stamp{session: sess.ID.String(), turn: msg.Turn}
+}
+
+// replyMetadata is the metadata of part (of parts) of reply, written under ctx's lease.
+func replyMetadata(ctx context.Context, st stamp, eventID string, part, parts int) slack.MsgOption {
+	return slack.MsgOptionMetadata(slack.SlackMetadata{EventType: MetadataEventType,
+		EventPayload: st.payload(ctx, map[string]any{"event_id": eventID, "part": part, "parts": parts})})
+}
+
+// metadataEpoch is the lease epoch a message's metadata names: 0 when none (an older message,
+// a stream, another app's).
+func metadataEpoch(md slack.SlackMetadata) int64 {
+	switch md.EventType {
+	case MetadataEventType, LiveMetadataType:
+	default:
+		return 0
+	}
+	switch v := md.EventPayload["epoch"].(type) {
+	case float64:
+		return int64(v)
+	case json.Number:
+		n, _ := v.Int64()
+		return n
+	case string:
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	return 0
+}
+
+// foreignEpoch reports a message of another lease's cell than own's: both epochs known and
+// different. Such a message is never taken as own's (an older owner's is an orphan; a newer
+// owner's is not own's to touch at all).
+func foreignEpoch(own, msg int64) bool { return own > 0 && msg > 0 && msg != own }
 
 // DeliveryConfig configures a Deliverer. Zero values take defaults.
 type DeliveryConfig struct {
@@ -115,7 +200,7 @@ func (d *Deliverer) Deliver(ctx context.Context, sess session.Session, reply ses
 		if i == len(parts)-1 {
 			foot = footer
 		}
-		ts, err := d.post(ctx, channel, thread, reply.ID.String(), i, len(parts), parts[i], foot)
+		ts, err := d.post(ctx, channel, thread, replyStamp(sess, msg), reply.ID.String(), i, len(parts), parts[i], foot)
 		if errors.Is(err, errTooLong) && resplit {
 			return nil, fmt.Errorf("%w: slack refused part %d as too long even after splitting it finer", ErrDeliveryFailed, i+1)
 		}
@@ -233,12 +318,11 @@ var errTooLong = errors.New("slack says the message is too long")
 // post posts one part. Rate limits are waited out (for up to MaxWait in all); after an
 // ambiguous failure (the post may have landed) the thread is searched by metadata, and when
 // that search fails too, post gives up rather than risk a second copy.
-func (d *Deliverer) post(ctx context.Context, channel, thread, eventID string, part, parts int, text, footer string) (string, error) {
+func (d *Deliverer) post(ctx context.Context, channel, thread string, st stamp, eventID string, part, parts int, text, footer string) (string, error) {
 	opts := []slack.MsgOption{
 		slack.MsgOptionText(text, false),
 		slack.MsgOptionTS(thread),
-		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: MetadataEventType,
-			EventPayload: map[string]any{"event_id": eventID, "part": part, "parts": parts}}),
+		replyMetadata(ctx, st, eventID, part, parts),
 	}
 	if footer != "" {
 		opts = append(opts, withFooter(text, footer))
@@ -366,7 +450,9 @@ func (d *Deliverer) waitTurn(ctx context.Context, method string) error {
 }
 
 // lookup fills posted[part] with the ts of every part of eventID's reply already in the
-// thread, found by message metadata.
+// thread, found by message metadata. A part another lease's cell posted is not taken (see
+// foreignEpoch): an older owner's was never recorded, and is removed as an orphan, not
+// shown as this cell's reply; a newer owner's is that owner's to record.
 func (d *Deliverer) lookup(ctx context.Context, channel, thread, eventID string, posted []string) error {
 	cursor := ""
 	for {
@@ -386,8 +472,12 @@ func (d *Deliverer) lookup(ctx context.Context, channel, thread, eventID string,
 			}
 			return fmt.Errorf("look for reply %s in thread %s: %w", eventID, thread, err)
 		}
+		own := epochOf(ctx)
 		for _, m := range msgs {
 			if m.Metadata.EventType != MetadataEventType || m.Metadata.EventPayload["event_id"] != eventID {
+				continue
+			}
+			if foreignEpoch(own, metadataEpoch(m.Metadata)) {
 				continue
 			}
 			// A part counts only under the same split: after a re-split, part numbers mean
@@ -457,11 +547,12 @@ func (d *Deliverer) call(ctx context.Context, method string, f func() error) err
 
 // replace shows reply in the live message target (chat.update: its first part, with the
 // reply's metadata; the footer under the last part), removes the live messages in drop, and
-// posts the reply's other parts after it. It returns the ts of every part.
-func (d *Deliverer) replace(ctx context.Context, sess session.Session, reply session.Event, target string, drop []string, footer string) ([]string, error) {
+// posts the reply's other parts after it. It returns the ts of every part, and the messages of
+// drop it removed (removed: also when it fails after removing them, for the caller to record).
+func (d *Deliverer) replace(ctx context.Context, sess session.Session, reply session.Event, target string, drop []string, footer string) (posted, removed []string, err error) {
 	var msg session.AssistantMessage
 	if err := reply.Decode(&msg); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	text := msg.Text
 	if strings.TrimSpace(text) == "" {
@@ -469,9 +560,7 @@ func (d *Deliverer) replace(ctx context.Context, sess session.Session, reply ses
 	}
 	parts := mrkdwn.Split(replyText(msg, text), d.cfg.PartLimit)
 	channel, thread := sess.Key.Channel, sess.Key.ThreadTS
-	opts := []slack.MsgOption{slack.MsgOptionText(parts[0], false),
-		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: MetadataEventType,
-			EventPayload: map[string]any{"event_id": reply.ID.String(), "part": 0, "parts": len(parts)}})}
+	opts := []slack.MsgOption{slack.MsgOptionText(parts[0], false), replyMetadata(ctx, replyStamp(sess, msg), reply.ID.String(), 0, len(parts))}
 	if len(parts) == 1 && footer != "" {
 		opts = append(opts, withFooter(parts[0], footer))
 	} else {
@@ -481,29 +570,30 @@ func (d *Deliverer) replace(ctx context.Context, sess session.Session, reply ses
 		_, _, _, err := d.api.UpdateMessageContext(ctx, channel, target, opts...)
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("show reply %s in message %s: %w", reply.ID, target, err)
+		return nil, nil, fmt.Errorf("show reply %s in message %s: %w", reply.ID, target, err)
 	}
 	for _, ts := range drop {
 		if err := d.call(ctx, "chat.delete", func() error {
 			_, _, err := d.api.DeleteMessageContext(ctx, channel, ts)
 			return err
 		}); err != nil && !isSlackErr(err, "message_not_found") {
-			return nil, fmt.Errorf("remove live message %s: %w", ts, err)
+			return nil, removed, fmt.Errorf("remove live message %s: %w", ts, err)
 		}
+		removed = append(removed, ts)
 	}
-	posted := []string{target}
+	posted = []string{target}
 	for i := 1; i < len(parts); i++ {
 		var foot string
 		if i == len(parts)-1 {
 			foot = footer
 		}
-		ts, err := d.post(ctx, channel, thread, reply.ID.String(), i, len(parts), parts[i], foot)
+		ts, err := d.post(ctx, channel, thread, replyStamp(sess, msg), reply.ID.String(), i, len(parts), parts[i], foot)
 		if err != nil {
-			return nil, fmt.Errorf("post part %d of %d of reply %s: %w", i+1, len(parts), reply.ID, err)
+			return nil, removed, fmt.Errorf("post part %d of %d of reply %s: %w", i+1, len(parts), reply.ID, err)
 		}
 		posted = append(posted, ts)
 	}
-	return posted, nil
+	return posted, removed, nil
 }
 
 func isSlackErr(err error, code string) bool {
@@ -601,13 +691,22 @@ func (st *threadStatus) end() {
 	}
 }
 
+// botMessage is one of the bot's messages in a thread, and the lease epoch its metadata
+// names (0: none).
+type botMessage struct {
+	TS    string
+	Epoch int64
+}
+
 // unknownBotMessages lists the bot's messages (by user botUser) in the thread after the ts
-// `after` that known does not name.
-func (d *Deliverer) unknownBotMessages(ctx context.Context, channel, thread, after, botUser string, known map[string]bool) ([]string, error) {
+// `after` that known does not name. A message whose metadata names a newer lease epoch than
+// own (a newer owner's, not recorded yet) is left out: it is never this cell's to take or to
+// remove. Nor are an operator's notes (NoteMetadataType), approval cards, or files.
+func (d *Deliverer) unknownBotMessages(ctx context.Context, channel, thread, after, botUser string, known map[string]bool, own int64) ([]botMessage, error) {
 	if botUser == "" || after == "" {
 		return nil, nil
 	}
-	var out []string
+	var out []botMessage
 	cursor := ""
 	for {
 		var msgs []slack.Message
@@ -623,13 +722,20 @@ func (d *Deliverer) unknownBotMessages(ctx context.Context, channel, thread, aft
 			return out, err
 		}
 		for _, m := range msgs {
-			// An approval card the log does not know yet is found again by its metadata
-			// (findCard), not removed.
-			// Nor is a file the bot shared (finishUploads records those).
-			if m.User == botUser && !known[m.Timestamp] && tsLess(after, m.Timestamp) && m.Timestamp != thread &&
-				m.Metadata.EventType != ApprovalMetadataType && len(m.Files) == 0 {
-				out = append(out, m.Timestamp)
+			if m.User != botUser || known[m.Timestamp] || !tsLess(after, m.Timestamp) || m.Timestamp == thread {
+				continue
 			}
+			// An approval card the log does not know yet is found again by its metadata
+			// (findCard), not removed. Nor is a file the bot shared (finishUploads records
+			// those), nor an operator's note (a takeover's: no turn's message).
+			if t := m.Metadata.EventType; t == ApprovalMetadataType || t == NoteMetadataType || len(m.Files) > 0 {
+				continue
+			}
+			epoch := metadataEpoch(m.Metadata)
+			if own > 0 && epoch > own {
+				continue
+			}
+			out = append(out, botMessage{TS: m.Timestamp, Epoch: epoch})
 		}
 		if !more || next == "" {
 			return out, nil

@@ -183,7 +183,8 @@
 //
 // A reply is posted in parts (Slack mrkdwn, split under Slack's limits without breaking code
 // blocks), each with message metadata {event_type: "logbook_reply", event_payload:
-// {event_id, part, parts}}. An assistant_message without delivered is looked up in the
+// {event_id, part, parts, session, turn, epoch}} (epoch: the cell's lease epoch; the live
+// view's posted messages carry "logbook_live", an operator's note "logbook_note"). An assistant_message without delivered is looked up in the
 // thread by that metadata before anything is posted again, so a reply is never lost and never
 // shown twice.
 package bot

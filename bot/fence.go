@@ -23,15 +23,18 @@ import (
 // was cancelled): it makes no more Slack calls.
 var errLeaseEnding = errors.New("the cell's lease may have ended: no more Slack writes")
 
-// leaseFence is the cell's lease deadline on its own clock, moved on by each renewal.
+// leaseFence is the cell's lease deadline on its own clock, moved on by each renewal, and the
+// lease's epoch: every message the cell makes in Slack carries it in its metadata (stamp), so
+// a later cell tells an older owner's message from its own and never takes a newer owner's.
 type leaseFence struct {
 	clock  Clock
 	margin time.Duration // writes stop this long before the deadline (the renewal's own margin)
-	until  atomic.Int64  // unix nanoseconds
+	epoch  int64
+	until  atomic.Int64 // unix nanoseconds
 }
 
-func newLeaseFence(clock Clock, until time.Time, margin time.Duration) *leaseFence {
-	f := &leaseFence{clock: clock, margin: margin}
+func newLeaseFence(clock Clock, until time.Time, margin time.Duration, epoch int64) *leaseFence {
+	f := &leaseFence{clock: clock, margin: margin, epoch: epoch}
 	f.until.Store(until.UnixNano())
 	return f
 }
@@ -88,6 +91,14 @@ func fenceOf(ctx context.Context) *leaseFence {
 	return f
 }
 
+// epochOf is the lease epoch of the Slack calls made with ctx: 0 when unknown (no cell).
+func epochOf(ctx context.Context) int64 {
+	if f := fenceOf(ctx); f != nil {
+		return f.epoch
+	}
+	return 0
+}
+
 // orphanSearch is the search, after the message a turn began with, for the bot's messages of
 // that turn that the log does not name: a cell that died, or lost its lease, between Slack's
 // answer and its record; a call whose answer was lost. A message the log does not name is
@@ -110,10 +121,11 @@ const (
 	searchBackoff = 250 * time.Millisecond
 )
 
-// find returns the orphans (known: more messages of this cell the log may not name yet).
-// searched is false when the thread cannot be searched at all (the bot's user is unknown,
+// find returns the orphans (known: more messages of this cell the log may not name yet),
+// oldest first, each with the lease epoch its metadata names; a newer owner's are never among
+// them (unknownBotMessages). searched is false when the thread cannot be searched at all (the bot's user is unknown,
 // Slack refuses the search for good): then nothing was looked for. A search that keeps failing is an error.
-func (s orphanSearch) find(ctx context.Context, known ...string) (orphans []string, searched bool, err error) {
+func (s orphanSearch) find(ctx context.Context, known ...string) (orphans []botMessage, searched bool, err error) {
 	if s.botUser == "" {
 		return nil, false, nil
 	}
@@ -129,7 +141,7 @@ func (s orphanSearch) find(ctx context.Context, known ...string) (orphans []stri
 	}
 	after := startedAfter(evs, s.turnSeq, s.thread)
 	for try := 0; ; try++ {
-		orphans, err = s.d.unknownBotMessages(ctx, s.channel, s.thread, after, s.botUser, names)
+		orphans, err = s.d.unknownBotMessages(ctx, s.channel, s.thread, after, s.botUser, names, s.flog.epoch)
 		if err == nil {
 			return orphans, true, nil
 		}

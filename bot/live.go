@@ -399,7 +399,11 @@ func (v *liveView) appendTo(ctx context.Context, cur *liveMsg, text string, card
 	return err
 }
 
-// start starts a streamed message with text and cards, and records it.
+// stamp is the stamp of the view's messages (deliver.go): its session and turn.
+func (v *liveView) stamp() stamp { return stamp{session: v.sess.ID.String(), turn: v.turnSeq} }
+
+// start starts a streamed message with text and cards, and records it. (chat.startStream
+// takes no metadata: the stream is stamped as the reply when it stops.)
 func (v *liveView) start(ctx context.Context, text string, cards []slack.StreamChunk) error {
 	var chunks []slack.StreamChunk
 	if v.title != "" && len(v.msgs) == 0 {
@@ -431,7 +435,8 @@ func (v *liveView) update(ctx context.Context, cur *liveMsg, text string) error 
 	if cur == nil {
 		ts, err := v.create(ctx, "chat.postMessage", func() (string, error) {
 			_, ts, err := v.d.api.PostMessageContext(ctx, v.sess.Key.Channel,
-				slack.MsgOptionText(mrkdwn.FromMarkdown(cmpText(text+v.cardLines(), "…")), false), slack.MsgOptionTS(v.sess.Key.ThreadTS))
+				slack.MsgOptionText(mrkdwn.FromMarkdown(cmpText(text+v.cardLines(), "…")), false), slack.MsgOptionTS(v.sess.Key.ThreadTS),
+				slack.MsgOptionMetadata(slack.SlackMetadata{EventType: LiveMetadataType, EventPayload: v.stamp().payload(ctx, nil)}))
 			return ts, err
 		})
 		if err != nil {
@@ -542,15 +547,26 @@ func (v *liveView) create(ctx context.Context, method string, f func() (string, 
 		mine = append(mine, m.ts)
 	}
 	found, searched, serr := v.orphans.find(ctx, mine...)
+	// Only a message of this cell's own epoch (or one that names none: a stream, which
+	// chat.startStream cannot stamp) may be the one the lost answer made; an older owner's
+	// is an orphan, removed before the reply is shown.
+	var ours []string
+	for _, m := range found {
+		if !foreignEpoch(v.flog.epoch, m.Epoch) {
+			ours = append(ours, m.TS)
+		}
+	}
 	switch {
 	case serr != nil || !searched:
 		v.off, v.doubt = true, serr != nil
 		v.log.Warn().Err(err).AnErr("search", serr).Str("method", method).Msg("live view: a new message's answer was lost; sending nothing more")
 		return "", fmt.Errorf("%s: %w", method, err)
-	case len(found) > 0:
+	case len(ours) > 0:
 		v.doubt = v.doubt || len(found) > 1 // the turn removes the others before it shows the reply
-		v.log.Info().Str("ts", found[len(found)-1]).Str("method", method).Msg("live view: a new message's answer was lost; found it in the thread")
-		return found[len(found)-1], nil
+		v.log.Info().Str("ts", ours[len(ours)-1]).Str("method", method).Msg("live view: a new message's answer was lost; found it in the thread")
+		return ours[len(ours)-1], nil
+	case len(found) > 0:
+		v.doubt = true // an older owner's messages only: removed before the reply is shown
 	}
 	return "", err // not in the thread: nothing was made, the next send tries again
 }
@@ -626,8 +642,7 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 	voidedRound := v.voided
 	v.mu.Unlock()
 	cur := v.current()
-	meta := slack.MsgOptionMetadata(slack.SlackMetadata{EventType: MetadataEventType,
-		EventPayload: map[string]any{"event_id": reply.ID.String(), "part": 0, "parts": 1}})
+	meta := replyMetadata(ctx, v.stamp(), reply.ID.String(), 0, 1)
 	whole := strings.TrimLeft(msg.Text, " \n\t")
 	sent := strings.TrimLeft(sentOfRound, " \n\t")
 	rest, continues := strings.CutPrefix(whole, sent)
@@ -678,8 +693,19 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 	for _, m := range v.msgs[at+1:] {
 		drop = append(drop, m.ts)
 	}
-	posted, err := v.d.replace(ctx, v.sess, reply, v.msgs[at].ts, drop, footer)
+	posted, removed, err := v.d.replace(ctx, v.sess, reply, v.msgs[at].ts, drop, footer)
 	if err != nil {
+		// The messages it removed before it failed are recorded now (the turn stays open:
+		// the next attempt finishes the others).
+		if len(removed) > 0 {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			var evs []session.NewEvent
+			for _, ts := range removed {
+				evs = append(evs, streamStopped(ts, session.StreamDeleted, v.charsOf(ts)))
+			}
+			err = errors.Join(err, appendSure(rctx, v.flog, v.clock, evs...))
+		}
 		return nil, nil, err
 	}
 	for i, m := range v.msgs {
@@ -697,6 +723,16 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 		}
 	}
 	return posted, stopped, nil
+}
+
+// charsOf is the characters sent to the view's message ts.
+func (v *liveView) charsOf(ts string) int {
+	for _, m := range v.msgs {
+		if m.ts == ts {
+			return m.chars
+		}
+	}
+	return 0
 }
 
 // tsList is the ts of the view's messages from index at on: those that show the reply.

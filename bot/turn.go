@@ -676,28 +676,37 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			drop = append(drop, m.TS)
 		}
 		t.log.Info().Str("ts", keep[0].TS).Int("removed", len(drop)).Msg("live view: finishing the reply a dead cell streamed")
-		posted, err := t.deliverer.replace(ctx, t.sess, reply, keep[0].TS, drop, t.footer(reply))
+		posted, removed, err := t.deliverer.replace(ctx, t.sess, reply, keep[0].TS, drop, t.footer(reply))
 		if err != nil {
-			return nil, err
+			// What it removed before it failed is recorded; the rest is named still, for a
+			// later attempt.
+			return nil, errors.Join(err, t.recordRemoved(ctx, removedRecords(removed)))
 		}
 		if keep[0].Open {
 			evs = append(evs, streamStopped(keep[0].TS, session.StreamRecovered, 0))
 		}
-		for _, m := range keep[1:] {
-			evs = append(evs, streamStopped(m.TS, session.StreamDeleted, 0))
-		}
+		evs = append(evs, removedRecords(removed)...)
 		evs = append(evs, deliveredEvent(reply, channel, posted))
 		return &outcome{status: session.StatusOK, evs: evs, delivered: true, created: posted[1:]}, nil
 	}
+	// Every live message is tried, whatever became of the others; each delete that happened
+	// is recorded, also when another failed.
+	var errs []error
 	for _, m := range keep {
 		if err := t.deleteLive(ctx, m.TS); err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		evs = append(evs, streamStopped(m.TS, session.StreamDeleted, 0))
 	}
+	if err := t.recordRemoved(ctx, evs); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	t.log.Info().Int("removed", len(keep)).Msg("live view: removed the partial messages of a dead cell; running the turn again")
-	_, err = t.flog.Append(ctx, evs...)
-	return nil, err
+	return nil, nil
 }
 
 // appendRecords appends evs, the records of removed orphans, when there are any. With the
@@ -742,30 +751,60 @@ func (t *turn) removeOrphans(ctx context.Context, known ...string) ([]session.Ne
 	// a cell that no longer owns the session before it removes a message of the new owner's.
 	var found []session.NewEvent
 	for _, o := range orphans {
-		found = append(found, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor, IdempotencyKey: "stream/" + o,
-			Payload: session.StreamStarted{Turn: t.state.turnSeq, Channel: channel, TS: o, Mode: "found"}})
+		found = append(found, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor, IdempotencyKey: "stream/" + o.TS,
+			Payload: session.StreamStarted{Turn: t.state.turnSeq, Channel: channel, TS: o.TS, Mode: "found"}})
 	}
 	if err := appendSure(ctx, t.flog, t.clock, found...); err != nil {
 		return nil, fmt.Errorf("record the turn's messages the log did not name: %w", err)
 	}
+	// Every orphan is tried, whatever became of the others; each delete that happened is
+	// recorded, whatever failed after it.
 	var evs []session.NewEvent
+	var errs []error
 	for _, o := range orphans {
 		// It may be a stream or a post: a stop is only tried (a stream still streaming cannot
 		// be deleted), the delete must succeed.
-		if err := t.stopLive(ctx, o, true); err != nil {
-			t.log.Debug().Err(err).Str("ts", o).Msg("live view: stop a message the log does not name")
+		if err := t.stopLive(ctx, o.TS, true); err != nil {
+			t.log.Debug().Err(err).Str("ts", o.TS).Msg("live view: stop a message the log does not name")
 		}
-		if err := t.deleteLive(ctx, o); err != nil {
-			// What was deleted is recorded still (the rest is named now: a later attempt
-			// finishes or removes it).
-			return nil, errors.Join(err, t.appendRecords(ctx, nil, evs))
+		if err := t.deleteLive(ctx, o.TS); err != nil {
+			errs = append(errs, err) // named now (found): a later attempt finishes or removes it
+			continue
 		}
-		evs = append(evs, streamStopped(o, session.StreamDeleted, 0))
+		evs = append(evs, streamStopped(o.TS, session.StreamDeleted, 0))
 	}
-	t.log.Info().Int("removed", len(orphans)).Msg("live view: removed the turn's messages the log did not name")
+	t.log.Info().Int("removed", len(evs)).Int("left", len(errs)).Msg("live view: removed the turn's messages the log did not name")
 	// Recorded here, not by the caller: the found records are in the log already, and a
 	// caller reading the turn's live messages must see these ones deleted.
-	return nil, t.appendRecords(ctx, nil, evs)
+	if err := t.recordRemoved(ctx, evs); err != nil {
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// recordRemoved appends evs, the records of messages removed from the thread, when there are
+// any. A delete that happened is recorded whatever comes after it: a later step that fails,
+// the turn's context ending (the append outlives it, with its own timeout, and is tried again
+// while the answer is neither success nor a refusal).
+func (t *turn) recordRemoved(ctx context.Context, evs []session.NewEvent) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := appendSure(ctx, t.flog, t.clock, evs...); err != nil {
+		return fmt.Errorf("record %d messages removed from the thread: %w", len(evs), err)
+	}
+	return nil
+}
+
+// removedRecords are the records of the live messages ts, deleted.
+func removedRecords(ts []string) []session.NewEvent {
+	var evs []session.NewEvent
+	for _, m := range ts {
+		evs = append(evs, streamStopped(m, session.StreamDeleted, 0))
+	}
+	return evs
 }
 
 // stopLive stops the stream of live message ts, when stream says it may still stream.

@@ -7,17 +7,22 @@ import (
 	"github.com/slack-go/slack"
 )
 
-// ChangedSince returns what was stored or rewritten since a cursor, each message once and as
-// it is now: a posted message, a stream's appends and stop, a chat.update, an edit; nothing
-// when nothing changed; a deleted message not at all.
+// ChangedSince returns what was stored, rewritten or deleted since a cursor, each message once
+// and as it is now: a posted message, a stream's appends and stop, a chat.update, an edit;
+// nothing when nothing changed; a deleted message as deleted (conversations.history no longer
+// shows it: a watcher that saw it must not count it).
 func TestChangedSinceReturnsWhatChanged(t *testing.T) {
 	t.Parallel()
 	emu := startEmu(t, Options{})
 	api := newAPI(emu, emu.BotToken(), emu.AppToken())
-	texts := func(ms []Message) []string {
+	texts := func(ms []Change) []string {
 		var out []string
 		for _, m := range ms {
-			out = append(out, m.Text)
+			t := m.Text
+			if m.Deleted {
+				t = "deleted: " + t
+			}
+			out = append(out, t)
 		}
 		return out
 	}
@@ -65,7 +70,31 @@ func TestChangedSinceReturnsWhatChanged(t *testing.T) {
 	if _, _, err := api.DeleteMessageContext(t.Context(), "C0000001", posted); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := emu.ChangedSince(cur - 2); !slices.Equal(texts(got), []string{"<@UB000001> how, really?"}) {
-		t.Fatalf("the update deleted since: %q, want only the edited question", texts(got))
+	got, next := emu.ChangedSince(cur)
+	if want := []string{"deleted: second"}; !slices.Equal(texts(got), want) || got[0].TS != posted {
+		t.Fatalf("the updated message deleted: %q, want %q", texts(got), want)
 	}
+	if want := []string{"deleted: second", "<@UB000001> how, really?"}; !slices.Equal(texts(changed(emu, cur-2)), want) {
+		t.Fatalf("the update and the edit, then the delete, since: %q, want %q", texts(changed(emu, cur-2)), want)
+	}
+	if got, again := emu.ChangedSince(next); len(got) != 0 || again != next {
+		t.Fatalf("nothing changed after the delete: %q", texts(got))
+	}
+
+	// Posted and deleted between two looks: reported once, as deleted.
+	_, brief, err := api.PostMessageContext(t.Context(), "C0000001", slack.MsgOptionText("brief", false), slack.MsgOptionTS(thread))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := api.DeleteMessageContext(t.Context(), "C0000001", brief); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := emu.ChangedSince(next); !slices.Equal(texts(got), []string{"deleted: brief"}) {
+		t.Fatalf("posted and deleted since the last look: %q, want it once, deleted", texts(got))
+	}
+}
+
+func changed(emu *Server, cursor int) []Change {
+	got, _ := emu.ChangedSince(cursor)
+	return got
 }

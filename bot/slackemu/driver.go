@@ -263,24 +263,50 @@ func (s *Server) touchLocked(m *Message) {
 	s.touched = append(s.touched, msgRef{m.Channel, m.TS})
 }
 
-// ChangedSince returns the messages stored, or whose text changed, since cursor (0: since
-// the start) as they are now, each once, in the order of their first change; and the cursor
-// to pass next time. Deleted messages are left out. A watcher polling it costs what changed,
-// not the whole history.
-func (s *Server) ChangedSince(cursor int) ([]Message, int) {
+// goneLocked records that m is being deleted (or made a tombstone), for ChangedSince: m as it
+// was is what a watcher is told of it.
+func (s *Server) goneLocked(m *Message) {
+	if s.gone == nil {
+		s.gone = map[msgRef]Message{}
+	}
+	r := msgRef{m.Channel, m.TS}
+	if _, ok := s.gone[r]; ok {
+		return // a tombstone removed with its last reply: the message went when it became one
+	}
+	s.gone[r] = m.clone()
+	s.touched = append(s.touched, r)
+}
+
+// Change is one message's change as ChangedSince reports it: the message as it is now, or,
+// when Deleted, as it was when it was deleted — conversations.history no longer shows it (a
+// thread parent with replies shows as a tombstone there), so a watcher must not count it.
+type Change struct {
+	Message
+	Deleted bool
+}
+
+// ChangedSince returns the messages stored, changed or deleted since cursor (0: since the
+// start), each once and in the order of its first change: as it is now, or as it was when
+// it was deleted (Deleted; also when it was stored and deleted since cursor); and the cursor
+// to pass next time. A watcher polling it costs what changed, not the whole history.
+func (s *Server) ChangedSince(cursor int) ([]Change, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expireStreamsLocked(time.Now())
 	cursor = min(max(cursor, 0), len(s.touched))
 	seen := map[msgRef]bool{}
-	var out []Message
+	var out []Change
 	for _, r := range s.touched[cursor:] {
 		if seen[r] {
 			continue
 		}
 		seen[r] = true
+		if g, ok := s.gone[r]; ok {
+			out = append(out, Change{Message: g.clone(), Deleted: true})
+			continue
+		}
 		if ch := s.channels[r.channel]; ch != nil && ch.byTS[r.ts] != nil {
-			out = append(out, ch.byTS[r.ts].clone())
+			out = append(out, Change{Message: ch.byTS[r.ts].clone()})
 		}
 	}
 	return out, len(s.touched)

@@ -18,6 +18,9 @@ type MethodFault struct {
 	RetryAfter int `json:"retry_after"`
 	// Times is how many calls fail; values < 1 mean every call until ClearFaults.
 	Times int `json:"times"`
+	// After is how many matching calls pass untouched before the fault applies: After 1
+	// fails the second call (of several chat.delete calls, say) and not the first.
+	After int `json:"after"`
 	// ApplyFirst runs the method for real before answering with the fault: an
 	// ambiguous failure (the message is posted, the client sees an error).
 	ApplyFirst bool `json:"apply_first"`
@@ -63,8 +66,16 @@ func (s *Server) SetRateLimit(method string, l RateLimit) {
 }
 
 func (s *Server) takeMethodFaultLocked(method string) *MethodFault {
-	f, _ := takeFault(&s.mfaults, func(f *MethodFault) bool { return f.Method == method },
-		func(f *MethodFault) *int { return &f.Times })
+	f, _ := takeFault(&s.mfaults, func(f *MethodFault) bool {
+		if f.Method != method {
+			return false
+		}
+		if f.After > 0 {
+			f.After-- // a call let through: it counts, the fault waits
+			return false
+		}
+		return true
+	}, func(f *MethodFault) *int { return &f.Times })
 	return f
 }
 

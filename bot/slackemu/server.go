@@ -81,8 +81,10 @@ type Server struct {
 	streamsEnded int
 	// touched holds, in order, every insertion of a message and every change of its text
 	// (ChangedSince reads it): a test watching for replies reads what changed, not the
-	// whole history, a few dozen times a second.
+	// whole history, a few dozen times a second; and every deletion, with the message as it
+	// was then in gone (a deleted ts is never used again).
 	touched   []msgRef
+	gone      map[msgRef]Message
 	slashSeq  int
 	responses map[string]*responseURL
 

@@ -132,10 +132,10 @@ func (s *Server) insertLocked(ch *channelState, m *Message) {
 // removeLocked deletes m. A thread parent with replies becomes a tombstone, as in Slack.
 func (s *Server) removeLocked(ch *channelState, m *Message) {
 	s.dirty = true
+	s.goneLocked(m)
 	if m.ThreadTS == "" && m.ReplyCount > 0 {
 		m.Subtype = "tombstone"
 		m.Text = "This message was deleted."
-		s.touchLocked(m)
 		m.User, m.BotID, m.AppID = "USLACKBOT", "", ""
 		m.Blocks, m.Files, m.Metadata, m.Edited, m.Reactions = nil, nil, nil, nil, nil
 		return

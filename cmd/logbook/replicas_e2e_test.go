@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/bot/slackemu"
 )
@@ -113,8 +114,10 @@ func loadChannels(emu *slackemu.Server, n int) []string {
 type tracked struct {
 	tag, channel, thread string
 	posted               time.Time
-	replied              time.Duration // 0: not seen
-	seen                 chan struct{} // closed when the reply is first seen
+	replied              time.Duration   // 0: not seen (or every reply seen was deleted since)
+	seen                 chan struct{}   // closed when a reply is first seen
+	closed               bool            // seen is closed
+	answers              map[string]bool // the ts of the replies seen that are not deleted
 }
 
 // replyWatch watches the channels' bot messages for the replies of tracked messages. One
@@ -131,6 +134,7 @@ type replyWatch struct {
 	mu       sync.Mutex
 	byTag    map[string]*tracked
 	early    map[string][]earlyReply // by tag: replies seen before add
+	answered map[string][]string     // by the ts of a reply seen: the tags it answers
 	stop     chan struct{}
 	done     chan struct{}
 }
@@ -138,7 +142,8 @@ type replyWatch struct {
 var replyTag = regexp.MustCompile(`re: (t[\d.]+-m\d+)`)
 
 func watchReplies(t *testing.T, emu *slackemu.Server, channels []string) *replyWatch {
-	w := &replyWatch{emu: emu, channels: channels, watched: map[string]bool{}, byTag: map[string]*tracked{}, early: map[string][]earlyReply{}, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &replyWatch{emu: emu, channels: channels, watched: map[string]bool{}, byTag: map[string]*tracked{}, early: map[string][]earlyReply{},
+		answered: map[string][]string{}, stop: make(chan struct{}), done: make(chan struct{})}
 	for _, ch := range channels {
 		w.watched[ch] = true
 	}
@@ -173,43 +178,79 @@ func (w *replyWatch) add(m *tracked) {
 	defer w.mu.Unlock()
 	w.byTag[m.tag] = m
 	for _, e := range w.early[m.tag] {
-		if e.thread == m.thread && m.replied == 0 {
-			m.replied = max(e.at.Sub(m.posted), time.Nanosecond)
-			close(m.seen)
+		if e.thread == m.thread {
+			w.seeLocked(m, e.ts, e.at)
 		}
 	}
 	delete(w.early, m.tag)
 }
 
+// seeLocked counts reply ts of m, seen at: the first reply seen sets the latency.
+func (w *replyWatch) seeLocked(m *tracked, ts string, at time.Time) {
+	if m.answers == nil {
+		m.answers = map[string]bool{}
+	}
+	m.answers[ts] = true
+	if m.replied == 0 {
+		m.replied = max(at.Sub(m.posted), time.Nanosecond)
+	}
+	if !m.closed {
+		m.closed = true
+		close(m.seen)
+	}
+}
+
 // scan looks at the bot's messages that changed since the last scan. A reply seen before its
-// question is registered (add runs once Post returns) is kept in early, and add finds it.
+// question is registered (add runs once Post returns) is kept in early, and add finds it. A
+// reply deleted since it was seen (a dead cell's stream the next cell removed, a fenced
+// cell's message) no longer counts: when it was the tag's only one, the latency is measured
+// again from the next reply. (seen stays closed: the driver moved on already.)
 func (w *replyWatch) scan() {
 	now := time.Now()
 	bot := w.emu.BotID()
-	msgs, next := w.emu.ChangedSince(w.cursor)
+	changes, next := w.emu.ChangedSince(w.cursor)
 	w.cursor = next
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, m := range msgs {
+	for _, m := range changes {
 		if m.BotID != bot || !w.watched[m.Channel] {
+			continue
+		}
+		if m.Deleted {
+			w.forgetLocked(m.TS)
 			continue
 		}
 		for _, sm := range replyTag.FindAllStringSubmatch(m.Text, -1) {
 			switch tr := w.byTag[sm[1]]; {
 			case tr == nil:
-				w.early[sm[1]] = append(w.early[sm[1]], earlyReply{thread: m.ThreadTS, at: now})
-			case tr.replied == 0 && m.ThreadTS == tr.thread:
-				tr.replied = now.Sub(tr.posted)
-				close(tr.seen)
+				w.early[sm[1]] = append(w.early[sm[1]], earlyReply{thread: m.ThreadTS, ts: m.TS, at: now})
+				w.answered[m.TS] = append(w.answered[m.TS], sm[1])
+			case m.ThreadTS == tr.thread:
+				w.seeLocked(tr, m.TS, now)
+				w.answered[m.TS] = append(w.answered[m.TS], sm[1])
 			}
 		}
 	}
 }
 
-// earlyReply is a reply seen before its question was registered: its thread, and when.
+// forgetLocked uncounts the deleted reply ts.
+func (w *replyWatch) forgetLocked(ts string) {
+	for _, tag := range w.answered[ts] {
+		w.early[tag] = slices.DeleteFunc(w.early[tag], func(e earlyReply) bool { return e.ts == ts })
+		if tr := w.byTag[tag]; tr != nil && tr.answers[ts] {
+			delete(tr.answers, ts)
+			if len(tr.answers) == 0 {
+				tr.replied = 0
+			}
+		}
+	}
+	delete(w.answered, ts)
+}
+
+// earlyReply is a reply seen before its question was registered: its thread and ts, and when.
 type earlyReply struct {
-	thread string
-	at     time.Time
+	thread, ts string
+	at         time.Time
 }
 
 // counts is, for every tag, how many of the bot's messages in the tag's own thread answer it.
@@ -811,4 +852,74 @@ func TestE2ENewReplicaTakesItsShare(t *testing.T) {
 // fastModel is slowModel without the wait: the answer at once.
 func fastModel(w http.ResponseWriter, r *http.Request) {
 	slowModelWithin(w, r, 0)
+}
+
+// Finding 7 of the fence review: a reply the watcher saw and that was deleted later (a dead
+// cell's stream the next cell removed) no longer counts: its latency is measured again from
+// the reply that stays, and an early reply deleted before its question is registered is not
+// taken for its answer.
+func TestReplyWatchForgetsADeletedReply(t *testing.T) {
+	t.Parallel()
+	emu := slackemu.MustStart(t, slackemu.Options{})
+	api := slack.New(emu.BotToken(), slack.OptionAPIURL(emu.APIURL()))
+	w := &replyWatch{emu: emu, channels: []string{general}, watched: map[string]bool{general: true}, byTag: map[string]*tracked{},
+		early: map[string][]earlyReply{}, answered: map[string][]string{}}
+	reply := func(thread, text string) string {
+		t.Helper()
+		_, ts, err := api.PostMessageContext(t.Context(), general, slack.MsgOptionText(text, false), slack.MsgOptionTS(thread))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	remove := func(ts string) {
+		t.Helper()
+		if _, _, err := api.DeleteMessageContext(t.Context(), general, ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q1, err := emu.Post(slackemu.Post{Channel: general, User: ada, Text: "Q[t0.0-m0]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &tracked{tag: "t0.0-m0", channel: general, thread: q1.TS, posted: time.Now().Add(-time.Hour), seen: make(chan struct{})}
+	w.add(m)
+	first := reply(q1.TS, "re: t0.0-m0 (a dead cell's stream)")
+	w.scan()
+	select {
+	case <-m.seen:
+	default:
+		t.Fatal("the first reply was not seen")
+	}
+	remove(first)
+	w.scan()
+	if m.replied != 0 {
+		t.Fatalf("latency %v after the only reply seen was deleted: want none until a reply stays", m.replied)
+	}
+	m.posted = time.Now()
+	reply(q1.TS, "re: t0.0-m0")
+	w.scan()
+	if m.replied <= 0 || m.replied > time.Minute {
+		t.Fatalf("latency %v: want it measured from the reply that stays", m.replied)
+	}
+
+	// A reply seen before its question is registered, and deleted before that.
+	q2, err := emu.Post(slackemu.Post{Channel: general, User: ada, Text: "Q[t1.0-m0]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	early := reply(q2.TS, "re: t1.0-m0")
+	w.scan()
+	remove(early)
+	w.scan()
+	m2 := &tracked{tag: "t1.0-m0", channel: general, thread: q2.TS, posted: time.Now(), seen: make(chan struct{})}
+	w.add(m2)
+	select {
+	case <-m2.seen:
+		t.Fatal("a deleted early reply was taken for the answer")
+	default:
+	}
+	if n := w.counts(); n["t0.0-m0"] != 1 || n["t1.0-m0"] != 0 {
+		t.Fatalf("answers %v: want one for the first question, none for the second", n)
+	}
 }

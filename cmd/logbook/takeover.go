@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/logbook/logbook/audit"
+	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
@@ -81,7 +82,7 @@ who held it since when. A session that is not taken over is refused.`,
 			if err != nil {
 				return err
 			}
-			note(ctx, e, t.sess, t.who.Name+" handed this thread back to logbook; it answers again.")
+			note(ctx, e, t.sess, "handback", t.who.Name+" handed this thread back to logbook; it answers again.")
 			fmt.Fprintf(e.stdout, "session %s handed back by %s (taken over by %s since %s)\n", t.sess.ID, t.who.Name, was.By, was.Since.UTC().Format(time.RFC3339))
 			return nil
 		},
@@ -206,7 +207,7 @@ func takeover(ctx context.Context, e env, args []string, as, dir string) error {
 		Actor: session.Actor{Kind: session.ActorUser, ID: t.who.Name}, Payload: session.TakenOver{By: t.who.Name}}); err != nil {
 		return err
 	}
-	note(ctx, e, sess, t.who.Name+" has taken this thread over; logbook records it but stays silent until it is handed back.")
+	note(ctx, e, sess, "takeover", t.who.Name+" has taken this thread over; logbook records it but stays silent until it is handed back.")
 	fmt.Fprintf(e.stdout, "session %s taken over by %s\ntranscript: %s\n", sess.ID, t.who.Name, filepath.Join(dir, "TRANSCRIPT.md"))
 	return nil
 }
@@ -341,8 +342,10 @@ func workspaceOf(evs []session.Event) (repo, commit string, work session.WorkSav
 }
 
 // note posts text in the session's thread with SLACK_BOT_TOKEN (SLACK_API_URL), when it is
-// set; otherwise it says it could not.
-func note(ctx context.Context, e env, sess session.Session, text string) {
+// set; otherwise it says it could not. Its metadata says it is an operator's note of kind
+// (bot.NoteMetadata): the bot posted it, but it is no turn's message, and a cell removing a
+// dead cell's unrecorded messages of an open turn leaves it be.
+func note(ctx context.Context, e env, sess session.Session, kind, text string) {
 	token := strings.TrimSpace(e.getenv("SLACK_BOT_TOKEN"))
 	if token == "" {
 		fmt.Fprintln(e.stderr, "logbook: SLACK_BOT_TOKEN is not set: the thread gets no note")
@@ -354,7 +357,7 @@ func note(ctx context.Context, e env, sess session.Session, text string) {
 	}
 	api := slack.New(token, opts...)
 	if _, _, err := api.PostMessageContext(ctx, sess.Key.Channel, slack.MsgOptionTS(sess.Key.ThreadTS),
-		slack.MsgOptionText(mrkdwn.EscapeText(text), false)); err != nil {
+		slack.MsgOptionText(mrkdwn.EscapeText(text), false), slack.MsgOptionMetadata(bot.NoteMetadata(sess, kind))); err != nil {
 		fmt.Fprintf(e.stderr, "logbook: could not post the note in the thread: %v\n", err)
 	}
 }
