@@ -138,7 +138,8 @@ func TestPendingWithIsOldestFirstAndBounded(t *testing.T) {
 	}
 	// The first two are hours old, in two different hours; the rest in order of their append.
 	for i, age := range []string{"3 hours", "2 hours"} {
-		if _, err := su.Exec(ctx, `UPDATE session_work SET last_message_at = clock_timestamp() - $2::interval WHERE session_id = $1`, ids[i], age); err != nil {
+		if _, err := su.Exec(ctx, `UPDATE session_work SET last_message_at = clock_timestamp() - $2::interval,
+			last_message_hour = date_trunc('hour', (clock_timestamp() - $2::interval) AT TIME ZONE 'UTC') WHERE session_id = $1`, ids[i], age); err != nil {
 			t.Fatal(err)
 		}
 	}

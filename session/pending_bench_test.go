@@ -168,7 +168,8 @@ FROM generate_series(0, $1 - 1) k WHERE (k >= $1 - 40 OR k < 40) AND k % 4 = 1`,
 			`CREATE INDEX events_tx_position ON events (tx_id, position)`,
 			`CREATE INDEX events_actor_time ON events (actor_kind, actor_id, created_at)`,
 			`CREATE INDEX events_time ON events (created_at)`,
-			// The backfill of migrations/00004_pending.sql.
+			// The backfill of migrations/00004_pending.sql, then pending and last_message_hour as
+			// their writers keep them (00140).
 			`INSERT INTO session_work (session_id, last_message_seq, last_message_at, answered_seq, answered_through)
 SELECT e.session_id,
        coalesce(max(e.seq) FILTER (WHERE e.type = 'user_message'), 0),
@@ -180,6 +181,8 @@ SELECT e.session_id,
 FROM events e
 WHERE e.type IN ('user_message', 'turn_completed')
 GROUP BY e.session_id`,
+			`UPDATE session_work SET pending = last_message_seq > answered_through,
+       last_message_hour = date_trunc('hour', last_message_at AT TIME ZONE 'UTC')`,
 		} {
 			var args []any
 			if strings.Contains(q, "$1") {

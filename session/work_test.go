@@ -65,7 +65,8 @@ func TestPendingWindowIsExactWithinTheHour(t *testing.T) {
 		t.Fatal(err)
 	}
 	su := superuser(t, dbURL)
-	if _, err := su.Exec(ctx, `UPDATE session_work SET last_message_at = clock_timestamp() - interval '90 minutes'
+	if _, err := su.Exec(ctx, `UPDATE session_work SET last_message_at = clock_timestamp() - interval '90 minutes',
+		last_message_hour = date_trunc('hour', (clock_timestamp() - interval '90 minutes') AT TIME ZONE 'UTC')
 		WHERE session_id = $1`, sess.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -211,5 +212,79 @@ func TestOneEventAppendsThroughEveryBranch(t *testing.T) {
 	if lastSeq != 8 || !lastAt.Equal(last.CreatedAt) || answered != 4 || !pending {
 		t.Errorf("session_work: last message %d at %v, answered through %d, pending %v; want 8 at %v, 4, true",
 			lastSeq, lastAt, answered, pending, last.CreatedAt)
+	}
+}
+
+// session_work's pending and last_message_hour are plain columns that their writers keep
+// (00140; generated before): after every branch that writes session_work — a session's first
+// row from a message and from a turn_completed, a message in place and across an hour, a
+// followup_signal, a turn_completed that answers and one that does not, turn_suspended,
+// approval_decided, stop_requested — both equal 00011's definitions on every row.
+func TestSessionWorkKeepsItsDerivedColumns(t *testing.T) {
+	st, dbURL := newStore(t)
+	ctx := context.Background()
+	su := superuser(t, dbURL)
+	check := func(step string, rows int) {
+		t.Helper()
+		var n, wrong int
+		if err := su.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE
+			pending IS DISTINCT FROM (last_message_seq > answered_through)
+			OR last_message_hour IS DISTINCT FROM date_trunc('hour', last_message_at AT TIME ZONE 'UTC'))
+			FROM session_work`).Scan(&n, &wrong); err != nil {
+			t.Fatal(err)
+		}
+		if n != rows || wrong != 0 {
+			t.Fatalf("after %s: %d session_work rows, %d of them with pending or last_message_hour off; want %d and 0", step, n, wrong, rows)
+		}
+	}
+	turnDone := func(through int64) session.NewEvent {
+		return session.NewEvent{Type: session.TypeTurnCompleted, Actor: bot1,
+			Payload: session.TurnCompleted{Turn: 1, Status: session.StatusOK, Through: through}}
+	}
+	a := openSession(t, st, "1700000000.000500")
+	b := openSession(t, st, "1700000000.000501")
+	mustAppend(t, st, a.ID, turnDone(0))
+	check("a first row from a turn_completed", 1)
+	mustAppend(t, st, a.ID, msg("a message: the row updated in place"))
+	check("a message", 1)
+	mustAppend(t, st, b.ID, msg("a session's first row from a message"))
+	check("a first row from a message", 2)
+	// The last message two hours ago (its hour kept with it), then one now: the hour moves.
+	if _, err := su.Exec(ctx, `UPDATE session_work SET last_message_at = clock_timestamp() - interval '2 hours',
+		last_message_hour = date_trunc('hour', (clock_timestamp() - interval '2 hours') AT TIME ZONE 'UTC')
+		WHERE session_id = $1`, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, st, b.ID, msg("a message in a later hour"))
+	check("a message in a later hour", 2)
+	var moved bool
+	if err := su.QueryRow(ctx, `SELECT last_message_hour > (clock_timestamp() - interval '2 hours') AT TIME ZONE 'UTC'
+		FROM session_work WHERE session_id = $1`, b.ID).Scan(&moved); err != nil || !moved {
+		t.Fatalf("last_message_hour after a message in a later hour: moved %v, %v", moved, err)
+	}
+	mustAppend(t, st, a.ID, turnDone(2)) // answers a's message (seq 2)
+	check("a turn_completed that answers", 2)
+	mustAppend(t, st, b.ID, turnDone(1)) // b's last message is seq 2: still pending
+	check("a turn_completed that does not answer", 2)
+	mustAppend(t, st, a.ID, session.NewEvent{Type: session.TypeFollowupSignal, Actor: session.Actor{Kind: session.ActorGitHub, ID: "octocat"},
+		Payload: session.FollowupSignal{Repo: "acme/api", Number: 1, Kind: session.SignalCheckFailed, HeadSHA: "abc"}})
+	check("a followup_signal", 2)
+	mustAppend(t, st, a.ID, session.NewEvent{Type: session.TypeTurnSuspended, Actor: bot1,
+		Payload: session.TurnSuspended{Turn: 1, CallID: "call-1", Until: time.Now().Add(time.Hour), Seen: 4}})
+	check("a turn_suspended", 2)
+	mustAppend(t, st, a.ID, session.NewEvent{Type: session.TypeApprovalDecided, Actor: user1,
+		Payload: session.ApprovalDecided{CallID: "call-1", Decision: "approve", Via: "slack"}})
+	check("an approval_decided", 2)
+	mustAppend(t, st, a.ID, session.NewEvent{Type: session.TypeStopRequested, Actor: user1,
+		Payload: session.StopRequested{Source: "slack"}})
+	check("a stop_requested", 2)
+
+	var pa, pb bool
+	if err := su.QueryRow(ctx, `SELECT (SELECT pending FROM session_work WHERE session_id = $1),
+		(SELECT pending FROM session_work WHERE session_id = $2)`, a.ID, b.ID).Scan(&pa, &pb); err != nil {
+		t.Fatal(err)
+	}
+	if !pa || !pb {
+		t.Errorf("pending: a %v (a followup_signal after its answer), b %v (a message after its answer); want both true", pa, pb)
 	}
 }
