@@ -48,8 +48,8 @@ func NoteMetadata(sess session.Session, kind string) slack.SlackMetadata {
 	return slack.SlackMetadata{EventType: NoteMetadataType, EventPayload: map[string]any{"session": sess.ID.String(), "kind": kind}}
 }
 
-// stamp is who writes a message of a turn: the session, the turn (0: none) and, from ctx's
-// fence, the epoch of the cell's lease (0: unknown).
+// stamp is which session and turn (0: none) a message belongs to; payload adds the epoch of
+// the writing cell's lease from ctx's fence.
 type stamp struct {
 	session string
 	turn    int64
