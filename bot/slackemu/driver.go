@@ -314,10 +314,17 @@ func (s *Server) ChangedSince(cursor int) ([]Change, int) {
 
 // BotReplies returns the bot's messages in the thread threadTS of channel, oldest first.
 func (s *Server) BotReplies(channel, threadTS string) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireStreamsLocked(time.Now())
+	ch := s.channels[channel]
+	if ch == nil {
+		return nil
+	}
 	var out []Message
-	for _, m := range s.History(channel) {
-		if m.ThreadTS == threadTS && m.BotID == s.opts.BotID && m.BotID != "" {
-			out = append(out, m)
+	for _, m := range ch.replies[threadTS] {
+		if m.BotID == s.opts.BotID && m.BotID != "" {
+			out = append(out, m.clone())
 		}
 	}
 	return out

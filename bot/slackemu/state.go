@@ -119,8 +119,7 @@ func (s *Server) loadState(path string) error {
 		for i := range c.Messages {
 			m := c.Messages[i]
 			m.Streaming = false // streams end with the emulator that served them
-			ch.msgs = append(ch.msgs, &m)
-			ch.byTS[m.TS] = &m
+			ch.add(&m)
 		}
 	}
 	s.files, s.fileOrder, s.uploads = map[string]*fileState{}, nil, map[string]string{}

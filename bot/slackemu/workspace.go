@@ -82,13 +82,17 @@ type channelState struct {
 	members map[string]bool
 	msgs    []*Message
 	byTS    map[string]*Message
+	// replies indexes msgs by thread: a parent's ts to its replies, oldest first, so that a
+	// thread is read without a scan of the whole channel (a long run's channel holds
+	// thousands of threads, and every waiter reads its thread on each change).
+	replies map[string][]*Message
 	created int64
 	gone    bool // deleted (DeleteChannel)
 }
 
 func (s *Server) addChannelLocked(c Channel) {
 	s.dirty = true
-	cs := &channelState{Channel: c, members: map[string]bool{}, byTS: map[string]*Message{}, created: time.Now().Unix()}
+	cs := &channelState{Channel: c, members: map[string]bool{}, byTS: map[string]*Message{}, replies: map[string][]*Message{}, created: time.Now().Unix()}
 	for _, m := range c.Members {
 		cs.members[m] = true
 	}
@@ -114,8 +118,7 @@ func (s *Server) nextTS() string {
 // its thread parent.
 func (s *Server) insertLocked(ch *channelState, m *Message) {
 	s.dirty = true
-	ch.msgs = append(ch.msgs, m)
-	ch.byTS[m.TS] = m
+	ch.add(m)
 	s.touchLocked(m)
 	if m.ThreadTS == "" {
 		return
@@ -145,18 +148,20 @@ func (s *Server) removeLocked(ch *channelState, m *Message) {
 	if m.ThreadTS == "" {
 		return
 	}
+	ch.replies[m.ThreadTS] = slices.DeleteFunc(ch.replies[m.ThreadTS], func(x *Message) bool { return x == m })
+	if len(ch.replies[m.ThreadTS]) == 0 {
+		delete(ch.replies, m.ThreadTS)
+	}
 	p := ch.byTS[m.ThreadTS]
 	if p == nil {
 		return
 	}
 	p.ReplyCount--
 	p.ReplyUsers, p.LatestReply = nil, ""
-	for _, r := range ch.msgs {
-		if r.ThreadTS == p.TS {
-			p.LatestReply = r.TS
-			if r.User != "" && !slices.Contains(p.ReplyUsers, r.User) {
-				p.ReplyUsers = append(p.ReplyUsers, r.User)
-			}
+	for _, r := range ch.replies[p.TS] {
+		p.LatestReply = r.TS
+		if r.User != "" && !slices.Contains(p.ReplyUsers, r.User) {
+			p.ReplyUsers = append(p.ReplyUsers, r.User)
 		}
 	}
 	if p.ReplyCount == 0 && p.Subtype == "tombstone" {
@@ -176,13 +181,16 @@ func (s *Server) threadLocked(ch *channelState, ts string) []*Message {
 			return nil
 		}
 	}
-	out := []*Message{m}
-	for _, r := range ch.msgs {
-		if r.ThreadTS == m.TS {
-			out = append(out, r)
-		}
+	return append([]*Message{m}, ch.replies[m.TS]...)
+}
+
+// add appends m, whose ts is newer than every stored one, to the channel and its indexes.
+func (ch *channelState) add(m *Message) {
+	ch.msgs = append(ch.msgs, m)
+	ch.byTS[m.TS] = m
+	if m.ThreadTS != "" {
+		ch.replies[m.ThreadTS] = append(ch.replies[m.ThreadTS], m)
 	}
-	return out
 }
 
 func (s *Server) mentionsBot(text string) bool {

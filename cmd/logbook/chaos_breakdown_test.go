@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/logbook/logbook/bot/slackemu"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ type chaosMsg struct {
 	tag, thread, ts string
 	posted          time.Time
 	replied         time.Duration // 0: no reply seen while the poster waited
+	events          []string      // the event ids its post fired (message, app_mention)
 }
 
 // chaosKill is one kill -9 of the chaos run: when, whom (pid and replica slot), and when the
@@ -70,7 +72,7 @@ type traceStart struct {
 //	overhead           none of those and no kill near
 //
 // It prints the count and median steps of each class, and a few examples.
-func breakdown(t *testing.T, e *e2e, msgs []*chaosMsg, kills []chaosKill) {
+func breakdown(t *testing.T, e *e2e, msgs []*chaosMsg, kills []chaosKill, connPID map[int]int) {
 	t.Helper()
 	traces, err := readTraces(e)
 	if err != nil {
@@ -83,6 +85,7 @@ func breakdown(t *testing.T, e *e2e, msgs []*chaosMsg, kills []chaosKill) {
 		examples                                              []string
 	}
 	classes := map[string]*classStats{}
+	envelopes := newEnvelopeLog(e.emu.Deliveries(), e.emu.Acks(), connPID, kills)
 	killedPID := map[int]chaosKill{}
 	for _, k := range kills {
 		killedPID[k.pid] = k
@@ -168,8 +171,15 @@ func breakdown(t *testing.T, e *e2e, msgs []*chaosMsg, kills []chaosKill) {
 				}
 			}
 		}
-		if len(cs.examples) < 4 && tr != nil {
-			cs.examples = append(cs.examples, fmt.Sprintf("%s %s: %s%s", m.tag, secs(m.replied), tr.steps(m.posted, seenAt), killNote))
+		switch {
+		case class == "not_stored" && len(cs.examples) < 10:
+			cs.examples = append(cs.examples, fmt.Sprintf("%s (thread %s, ts %s) posted at %s:%s", m.tag, m.thread, m.ts, m.posted.Format("15:04:05.000"), envelopes.of(m)))
+		case len(cs.examples) < 4 && tr != nil:
+			ex := fmt.Sprintf("%s %s: %s%s", m.tag, secs(m.replied), tr.steps(m.posted, seenAt), killNote)
+			if class == "late_store" {
+				ex += envelopes.of(m)
+			}
+			cs.examples = append(cs.examples, ex)
 		}
 	}
 	var back []time.Duration
@@ -348,4 +358,58 @@ func pctl(ds []time.Duration, q float64) string {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return secs(s[min(len(s)-1, int(q*float64(len(s))))])
+}
+
+// envelopeLog is the emulator's record of every envelope sent and acked, for the history of a
+// late-stored message's envelopes: which socket each attempt went to, how old that socket was,
+// and whether (and when) it was acked.
+type envelopeLog struct {
+	byEvent map[string][]slackemu.Delivery
+	acks    map[string]slackemu.Ack // by envelope id, the settling ack
+	opened  map[int]time.Time       // socket id -> first envelope sent to it (a lower bound on its age)
+	pid     map[int]int             // socket id -> the process that opened it
+	killed  map[int]time.Time       // pid -> when it was killed
+}
+
+func newEnvelopeLog(ds []slackemu.Delivery, acks []slackemu.Ack, connPID map[int]int, kills []chaosKill) envelopeLog {
+	l := envelopeLog{byEvent: map[string][]slackemu.Delivery{}, acks: map[string]slackemu.Ack{}, opened: map[int]time.Time{},
+		pid: connPID, killed: map[int]time.Time{}}
+	for _, k := range kills {
+		l.killed[k.pid] = k.at
+	}
+	for _, d := range ds {
+		l.byEvent[d.EventID] = append(l.byEvent[d.EventID], d)
+		if _, ok := l.opened[d.ConnID]; !ok {
+			l.opened[d.ConnID] = d.At
+		}
+	}
+	for _, a := range acks {
+		if !a.Stale {
+			l.acks[a.EnvelopeID] = a
+		}
+	}
+	return l
+}
+
+// of describes the attempts of m's events, as offsets from its post.
+func (l envelopeLog) of(m *chaosMsg) string {
+	var b strings.Builder
+	for _, id := range m.events {
+		for _, d := range l.byEvent[id] {
+			fmt.Fprintf(&b, " [%s a%d +%s conn %d (first envelope +%s", d.EventType, d.Attempt, secs(d.At.Sub(m.posted)), d.ConnID, secs(l.opened[d.ConnID].Sub(m.posted)))
+			if pid, ok := l.pid[d.ConnID]; ok {
+				fmt.Fprintf(&b, ", pid %d", pid)
+				if at, ok := l.killed[pid]; ok {
+					fmt.Fprintf(&b, " killed +%s", secs(at.Sub(m.posted)))
+				}
+			}
+			b.WriteString(")")
+			if a, ok := l.acks[d.EnvelopeID]; ok {
+				fmt.Fprintf(&b, " acked +%s]", secs(a.At.Sub(m.posted)))
+			} else {
+				b.WriteString(" unacked]")
+			}
+		}
+	}
+	return b.String()
 }

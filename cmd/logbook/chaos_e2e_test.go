@@ -74,7 +74,7 @@ func TestE2EChaos(t *testing.T) {
 						if thread == "" {
 							thread = posted.TS
 						}
-						m.thread, m.ts = thread, posted.TS
+						m.thread, m.ts, m.events = thread, posted.TS, posted.EventIDs
 						mu.Lock()
 						msgs = append(msgs, m)
 						mu.Unlock()
@@ -98,10 +98,17 @@ func TestE2EChaos(t *testing.T) {
 	}
 	conns := sampleConnections(t, e.dbURL)
 	procs := make([]*proc, replicas)
-	slotOf := map[int]int{} // pid -> replica slot (a slot's process is restarted after each kill)
+	slotOf := map[int]int{}  // pid -> replica slot (a slot's process is restarted after each kill)
+	connPID := map[int]int{} // emulator socket id -> the pid that opened it (for the breakdown)
+	noteConn := func(pid int) {
+		if cs := e.emu.Connections(); len(cs) > 0 {
+			connPID[cs[len(cs)-1].ID] = pid
+		}
+	}
 	for i := range procs {
 		procs[i] = e.serve(env...)
 		slotOf[procs[i].cmd.Process.Pid] = i
+		noteConn(procs[i].cmd.Process.Pid)
 	}
 	startWorkers()
 	// Lease calls are counted by each process; a process's count is read just before it is
@@ -132,6 +139,7 @@ chaos:
 		kills++
 		procs[i] = e.serve(env...)
 		slotOf[procs[i].cmd.Process.Pid] = i
+		noteConn(procs[i].cmd.Process.Pid)
 		k.back = time.Now()
 		killed = append(killed, k)
 	}
@@ -220,7 +228,7 @@ chaos:
 		hist[0], len(lost), hist[1], hist[2], notices)
 	t.Logf("CHAOS post→reply p50 %v p99 %v max %v (n=%d)", pct(0.5), pct(0.99), pct(1), len(lat))
 	t.Logf("CHAOS audit verify: ok=%v", verifyOK)
-	breakdown(t, e, msgs, killed)
+	breakdown(t, e, msgs, killed, connPID)
 	perPID, moved := spread(t, e.dbURL)
 	perSlot := make([]int, replicas)
 	for pid, n := range perPID {
