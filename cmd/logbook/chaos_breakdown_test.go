@@ -4,11 +4,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/logbook/logbook/bot/slackemu"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/logbook/logbook/bot/slackemu"
 )
 
 // chaosMsg is one message of the chaos run, as its poster saw it.
