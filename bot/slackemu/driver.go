@@ -11,14 +11,6 @@ import (
 	"time"
 )
 
-// Driver errors, wrapped with the ids involved; test them with errors.Is. (The emulator's
-// own, alike in shape to session's and sandbox's lists: each package names what it returns.)
-var (
-	ErrNotFound     = errors.New("slackemu: not found")
-	ErrNotInChannel = errors.New("slackemu: user not in channel")
-	ErrArchived     = errors.New("slackemu: channel is archived")
-)
-
 // Post is a message a user posts through the driver.
 type Post struct {
 	Channel string `json:"channel"`
