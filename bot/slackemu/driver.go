@@ -383,16 +383,14 @@ const (
 	StateFailed        = "failed" // retries exhausted (or a slash command not acked)
 )
 
-// DeliveryState returns the state of eventID's delivery, or "" if unknown. (A locked lookup
-// alike in shape to FileURL's: each reads its own map.)
+// DeliveryState returns the state of eventID's delivery, or "" if unknown.
 func (s *Server) DeliveryState(eventID string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.byEvent[eventID]
-	if d == nil {
-		return ""
+	if d := s.byEvent[eventID]; d != nil {
+		return [...]string{StateAwaitingAck, StateAwaitingRetry, StateAcked, StateFailed}[d.state]
 	}
-	return [...]string{StateAwaitingAck, StateAwaitingRetry, StateAcked, StateFailed}[d.state]
+	return ""
 }
 
 // Calls returns how many times method was called (failed calls included).
