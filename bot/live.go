@@ -582,8 +582,7 @@ func ambiguous(err error) bool {
 	if _, limited := rateLimited(err); limited {
 		return false
 	}
-	var se slack.SlackErrorResponse
-	if errors.As(err, &se) {
+	if errors.As(err, new(slack.SlackErrorResponse)) {
 		return false
 	}
 	var sc slack.StatusCodeError

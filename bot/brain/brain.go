@@ -16,6 +16,7 @@ import (
 
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/telemetry"
+	"github.com/logbook/logbook/bot/wait"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
@@ -278,7 +279,7 @@ func New(cfg Config) (*Brain, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleep
+		cfg.Sleep = wait.Sleep
 	}
 	if cfg.AfterFunc == nil {
 		cfg.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
@@ -287,19 +288,6 @@ func New(cfg Config) (*Brain, error) {
 		cfg.Jitter = rand.Float64
 	}
 	return &Brain{cfg: cfg, log: cfg.Logger, tracer: telemetry.Tracer(cfg.Tracer)}, nil
-}
-
-// sleep waits d, or until ctx ends. bot/files' Fetcher has the same few lines as its default:
-// neither package imports the other, and a package of its own would hold only this.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func (b *Brain) now() time.Time { return b.cfg.Now() }

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/logbook/logbook/bot/wait"
 	"github.com/logbook/logbook/session/clip"
 )
 
@@ -51,7 +52,7 @@ func (o Offline) Complete(ctx context.Context, req Request) (Response, error) {
 	}
 	for i, piece := range wordGroups(resp.Text, offlineWords) {
 		if i > 0 && o.Pace > 0 {
-			if err := sleep(ctx, o.Pace); err != nil {
+			if err := wait.Sleep(ctx, o.Pace); err != nil {
 				return Response{}, err
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/logbook/logbook/bot/wait"
 	"github.com/logbook/logbook/session/clip"
 )
 
@@ -53,17 +54,7 @@ func NewFetcher(d Downloader, cfg FetchConfig) *Fetcher {
 		f.attempts = 3
 	}
 	if f.sleep == nil {
-		// The ctx-aware wait brain's retries use too: a package of its own would hold only it.
-		f.sleep = func(ctx context.Context, d time.Duration) error {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
+		f.sleep = wait.Sleep
 	}
 	return f
 }

@@ -62,6 +62,11 @@ func (c controlMux) post(path string, in func() any, do func(v any) (any, error)
 	})
 }
 
+// postJSON registers POST /_emu/path with a JSON body decoded into a new T, which do is given.
+func postJSON[T any](c controlMux, path string, do func(*T) (any, error)) {
+	c.post(path, func() any { return new(T) }, func(v any) (any, error) { return do(v.(*T)) })
+}
+
 // get registers GET /_emu/path.
 func (c controlMux) get(path string, do func(r *http.Request) (any, error)) {
 	c.mux.HandleFunc("GET /_emu/"+path, func(w http.ResponseWriter, r *http.Request) { c.reply(w)(do(r)) })
@@ -88,43 +93,37 @@ func (s *Server) controlWorkspace(c controlMux) {
 		Text    string `json:"text"`
 		User    string `json:"user"`
 	}
-	c.post("post", func() any { return &Post{} }, func(v any) (any, error) { return s.Post(*v.(*Post)) })
-	c.post("edit", func() any { return &msgRef{} }, func(v any) (any, error) {
-		m := v.(*msgRef)
+	postJSON(c, "post", func(p *Post) (any, error) { return s.Post(*p) })
+	postJSON(c, "edit", func(m *msgRef) (any, error) {
 		return s.Edit(m.Channel, m.TS, m.Text)
 	})
-	c.post("delete", func() any { return &msgRef{} }, func(v any) (any, error) {
-		m := v.(*msgRef)
+	postJSON(c, "delete", func(m *msgRef) (any, error) {
 		return s.Delete(m.Channel, m.TS)
 	})
-	c.post("join", func() any { return &msgRef{} }, func(v any) (any, error) {
-		m := v.(*msgRef)
+	postJSON(c, "join", func(m *msgRef) (any, error) {
 		return s.Join(m.Channel, m.User)
 	})
-	c.post("slash", func() any { return &SlashCommand{} }, func(v any) (any, error) { return s.SlashCommand(*v.(*SlashCommand)) })
+	postJSON(c, "slash", func(sc *SlashCommand) (any, error) { return s.SlashCommand(*sc) })
 }
 
-// controlSockets: what happens to the Socket Mode connections. (Each control route declares
-// its request's JSON and posts a handler, alike in shape to the other routes by design.)
+// controlSockets: what happens to the Socket Mode connections.
 func (s *Server) controlSockets(c controlMux) {
 	type connRef struct {
 		ConnID int    `json:"conn_id"`
 		Reason string `json:"reason"`
 		Frame  string `json:"frame"`
 	}
-	c.post("disconnect", func() any { return &connRef{} }, func(v any) (any, error) {
-		r := v.(*connRef)
+	postJSON(c, "disconnect", func(r *connRef) (any, error) {
 		if r.ConnID == 0 {
 			n, err := s.DisconnectAll(r.Reason)
 			return map[string]any{"ok": true, "sockets": n}, err
 		}
 		return controlOK, s.Disconnect(r.ConnID, r.Reason)
 	})
-	c.post("drop_connection", func() any { return &connRef{} }, func(v any) (any, error) {
-		return controlOK, s.DropConnection(v.(*connRef).ConnID)
+	postJSON(c, "drop_connection", func(r *connRef) (any, error) {
+		return controlOK, s.DropConnection(r.ConnID)
 	})
-	c.post("raw", func() any { return &connRef{} }, func(v any) (any, error) {
-		r := v.(*connRef)
+	postJSON(c, "raw", func(r *connRef) (any, error) {
 		return controlOK, s.SendRaw(r.ConnID, []byte(r.Frame))
 	})
 }
@@ -132,8 +131,7 @@ func (s *Server) controlSockets(c controlMux) {
 // controlFaults: Web API faults, delivery faults, rate limits and download faults, and their
 // clearing.
 func (s *Server) controlFaults(c controlMux) {
-	c.post("method_fault", func() any { return &MethodFault{} }, func(v any) (any, error) {
-		f := v.(*MethodFault)
+	postJSON(c, "method_fault", func(f *MethodFault) (any, error) {
 		if f.Method == "" || (f.Error == "" && f.Status == 0 && !f.Drop) {
 			return nil, errBadRequest("method and error, status or drop are required")
 		}
@@ -146,8 +144,7 @@ func (s *Server) controlFaults(c controlMux) {
 		EventType string    `json:"event_type"`
 		Times     int       `json:"times"`
 	}
-	c.post("delivery_fault", func() any { return &deliveryFaultJSON{} }, func(v any) (any, error) {
-		f := v.(*deliveryFaultJSON)
+	postJSON(c, "delivery_fault", func(f *deliveryFaultJSON) (any, error) {
 		switch f.Kind {
 		case FaultDrop, FaultDelay, FaultDuplicate:
 		default:
@@ -162,8 +159,7 @@ func (s *Server) controlFaults(c controlMux) {
 		EveryMS    int    `json:"every_ms"`
 		PerChannel bool   `json:"per_channel"`
 	}
-	c.post("rate_limit", func() any { return &rateLimitJSON{} }, func(v any) (any, error) {
-		l := v.(*rateLimitJSON)
+	postJSON(c, "rate_limit", func(l *rateLimitJSON) (any, error) {
 		if l.Method == "" {
 			return nil, errBadRequest("method is required")
 		}
@@ -175,13 +171,12 @@ func (s *Server) controlFaults(c controlMux) {
 		Status int    `json:"status"`
 		Times  int    `json:"times"`
 	}
-	c.post("download_fault", func() any { return &fileRef{} }, func(v any) (any, error) {
-		f := v.(*fileRef)
+	postJSON(c, "download_fault", func(f *fileRef) (any, error) {
 		s.InjectDownloadFault(f.FileID, f.Status, f.Times)
 		return controlOK, nil
 	})
-	c.post("delete_file", func() any { return &fileRef{} }, func(v any) (any, error) {
-		return controlOK, s.DeleteFile(v.(*fileRef).FileID)
+	postJSON(c, "delete_file", func(r *fileRef) (any, error) {
+		return controlOK, s.DeleteFile(r.FileID)
 	})
 	c.post("clear_faults", func() any { return nil }, func(any) (any, error) {
 		s.ClearFaults()

@@ -11,14 +11,6 @@ import (
 	"time"
 )
 
-// Driver errors, wrapped with the ids involved; test them with errors.Is. (The emulator's
-// own, alike in shape to session's and sandbox's lists: each package names what it returns.)
-var (
-	ErrNotFound     = errors.New("slackemu: not found")
-	ErrNotInChannel = errors.New("slackemu: user not in channel")
-	ErrArchived     = errors.New("slackemu: channel is archived")
-)
-
 // Post is a message a user posts through the driver.
 type Post struct {
 	Channel string `json:"channel"`
@@ -398,16 +390,14 @@ const (
 	StateFailed        = "failed" // retries exhausted (or a slash command not acked)
 )
 
-// DeliveryState returns the state of eventID's delivery, or "" if unknown. (A locked lookup
-// alike in shape to FileURL's: each reads its own map.)
+// DeliveryState returns the state of eventID's delivery, or "" if unknown.
 func (s *Server) DeliveryState(eventID string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.byEvent[eventID]
-	if d == nil {
-		return ""
+	if d := s.byEvent[eventID]; d != nil {
+		return [...]string{StateAwaitingAck, StateAwaitingRetry, StateAcked, StateFailed}[d.state]
 	}
-	return [...]string{StateAwaitingAck, StateAwaitingRetry, StateAcked, StateFailed}[d.state]
+	return ""
 }
 
 // Calls returns how many times method was called (failed calls included).

@@ -17,38 +17,32 @@ type MessageShortcut struct {
 // SendMessageShortcut sends an interactive envelope with a message_action payload, as Slack
 // does when a person picks a message shortcut: the channel, the message (with its thread_ts
 // when it is in a thread), a trigger_id and a response_url (answered like a slash command's:
-// see Ephemerals). Interactive envelopes are not retried. (It, ClickButton and SlashCommand
-// begin alike in shape: lock, resolve the interactor by interactorLocked, fail; what each
-// then checks and sends is its own, sent by deliverOnceLocked.)
+// see Ephemerals). Interactive envelopes are not retried.
 func (s *Server) SendMessageShortcut(m MessageShortcut) (SlashResult, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ch, err := s.interactorLocked("message shortcut", &m.User, &m.Channel)
-	if err != nil {
-		return SlashResult{}, err
-	}
-	msg := ch.byTS[m.TS]
-	if msg == nil {
-		return SlashResult{}, fmt.Errorf("message shortcut on %s/%s: %w", m.Channel, m.TS, ErrNotFound)
-	}
-	res := s.newResponseLocked("Ms", ch.ID, u.ID)
-	id := res.ID
-	message := map[string]any{"type": "message", "ts": msg.TS, "text": msg.Text, "user": msg.User}
-	if msg.ThreadTS != "" {
-		message["thread_ts"] = msg.ThreadTS
-	}
-	raw, _ := json.Marshal(map[string]any{
-		"type": "message_action", "token": "emu-verification-token", "action_ts": fmt.Sprintf("%d.000000", time.Now().Unix()),
-		"team":         map[string]any{"id": s.userTeamLocked(u.ID), "domain": s.opts.TeamDomain},
-		"user":         map[string]any{"id": u.ID, "name": u.Name, "team_id": s.userTeamLocked(u.ID)},
-		"channel":      map[string]any{"id": ch.ID, "name": ch.Name},
-		"callback_id":  m.CallbackID,
-		"trigger_id":   res.TriggerID,
-		"response_url": res.ResponseURL,
-		"message_ts":   msg.TS,
-		"message":      message,
+	return s.interact("message shortcut", &m.User, &m.Channel, func(u *User, ch *channelState) (SlashResult, error) {
+		msg := ch.byTS[m.TS]
+		if msg == nil {
+			return SlashResult{}, fmt.Errorf("message shortcut on %s/%s: %w", m.Channel, m.TS, ErrNotFound)
+		}
+		res := s.newResponseLocked("Ms", ch.ID, u.ID)
+		id := res.ID
+		message := map[string]any{"type": "message", "ts": msg.TS, "text": msg.Text, "user": msg.User}
+		if msg.ThreadTS != "" {
+			message["thread_ts"] = msg.ThreadTS
+		}
+		raw, _ := json.Marshal(map[string]any{
+			"type": "message_action", "token": "emu-verification-token", "action_ts": fmt.Sprintf("%d.000000", time.Now().Unix()),
+			"team":         map[string]any{"id": s.userTeamLocked(u.ID), "domain": s.opts.TeamDomain},
+			"user":         map[string]any{"id": u.ID, "name": u.Name, "team_id": s.userTeamLocked(u.ID)},
+			"channel":      map[string]any{"id": ch.ID, "name": ch.Name},
+			"callback_id":  m.CallbackID,
+			"trigger_id":   res.TriggerID,
+			"response_url": res.ResponseURL,
+			"message_ts":   msg.TS,
+			"message":      message,
+		})
+		return res, s.deliverOnceLocked("message shortcut", &delivery{id: id, kind: "interactive", eventType: "message_action", payload: raw})
 	})
-	return res, s.deliverOnceLocked("message shortcut", &delivery{id: id, kind: "interactive", eventType: "message_action", payload: raw})
 }
 
 // Click is a person clicking a button of a message's Block Kit blocks.
@@ -66,43 +60,39 @@ type Click struct {
 // show a button with that action_id now: a card whose buttons were removed cannot be clicked
 // (ErrNotFound). Interactive envelopes are not retried.
 func (s *Server) ClickButton(c Click) (SlashResult, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ch, err := s.interactorLocked("click", &c.User, &c.Channel)
-	if err != nil {
-		return SlashResult{}, err
-	}
-	msg := ch.byTS[c.TS]
-	if msg == nil || msg.Subtype == "tombstone" {
-		return SlashResult{}, fmt.Errorf("click on %s/%s: %w", c.Channel, c.TS, ErrNotFound)
-	}
-	blockID, value, ok := findButton(msg.Blocks, c.ActionID)
-	if !ok {
-		return SlashResult{}, fmt.Errorf("click on %s/%s: no button %q: %w", c.Channel, c.TS, c.ActionID, ErrNotFound)
-	}
-	res := s.newResponseLocked("Ba", ch.ID, u.ID)
-	actionTS := fmt.Sprintf("%d.%06d", time.Now().Unix(), time.Now().Nanosecond()/1000)
-	container := map[string]any{"type": "message", "message_ts": msg.TS, "channel_id": ch.ID, "is_ephemeral": false}
-	message := map[string]any{"type": "message", "ts": msg.TS, "text": msg.Text, "user": msg.User, "bot_id": msg.BotID, "blocks": msg.Blocks}
-	if msg.ThreadTS != "" {
-		container["thread_ts"] = msg.ThreadTS
-		message["thread_ts"] = msg.ThreadTS
-	}
-	raw, _ := json.Marshal(map[string]any{
-		"type": "block_actions", "token": "emu-verification-token", "api_app_id": s.opts.AppID,
-		"team":         map[string]any{"id": s.userTeamLocked(u.ID), "domain": s.opts.TeamDomain},
-		"user":         map[string]any{"id": u.ID, "username": u.Name, "name": u.Name, "team_id": s.userTeamLocked(u.ID)},
-		"container":    container,
-		"trigger_id":   res.TriggerID,
-		"channel":      map[string]any{"id": ch.ID, "name": ch.Name},
-		"message":      message,
-		"response_url": res.ResponseURL,
-		"actions": []map[string]any{{
-			"type": "button", "action_id": c.ActionID, "block_id": blockID, "value": value, "action_ts": actionTS,
-			"text": map[string]any{"type": "plain_text", "text": c.ActionID},
-		}},
+	return s.interact("click", &c.User, &c.Channel, func(u *User, ch *channelState) (SlashResult, error) {
+		msg := ch.byTS[c.TS]
+		if msg == nil || msg.Subtype == "tombstone" {
+			return SlashResult{}, fmt.Errorf("click on %s/%s: %w", c.Channel, c.TS, ErrNotFound)
+		}
+		blockID, value, ok := findButton(msg.Blocks, c.ActionID)
+		if !ok {
+			return SlashResult{}, fmt.Errorf("click on %s/%s: no button %q: %w", c.Channel, c.TS, c.ActionID, ErrNotFound)
+		}
+		res := s.newResponseLocked("Ba", ch.ID, u.ID)
+		actionTS := fmt.Sprintf("%d.%06d", time.Now().Unix(), time.Now().Nanosecond()/1000)
+		container := map[string]any{"type": "message", "message_ts": msg.TS, "channel_id": ch.ID, "is_ephemeral": false}
+		message := map[string]any{"type": "message", "ts": msg.TS, "text": msg.Text, "user": msg.User, "bot_id": msg.BotID, "blocks": msg.Blocks}
+		if msg.ThreadTS != "" {
+			container["thread_ts"] = msg.ThreadTS
+			message["thread_ts"] = msg.ThreadTS
+		}
+		raw, _ := json.Marshal(map[string]any{
+			"type": "block_actions", "token": "emu-verification-token", "api_app_id": s.opts.AppID,
+			"team":         map[string]any{"id": s.userTeamLocked(u.ID), "domain": s.opts.TeamDomain},
+			"user":         map[string]any{"id": u.ID, "username": u.Name, "name": u.Name, "team_id": s.userTeamLocked(u.ID)},
+			"container":    container,
+			"trigger_id":   res.TriggerID,
+			"channel":      map[string]any{"id": ch.ID, "name": ch.Name},
+			"message":      message,
+			"response_url": res.ResponseURL,
+			"actions": []map[string]any{{
+				"type": "button", "action_id": c.ActionID, "block_id": blockID, "value": value, "action_ts": actionTS,
+				"text": map[string]any{"type": "plain_text", "text": c.ActionID},
+			}},
+		})
+		return res, s.deliverOnceLocked("click", &delivery{id: res.ID, kind: "interactive", eventType: "block_actions", payload: raw})
 	})
-	return res, s.deliverOnceLocked("click", &delivery{id: res.ID, kind: "interactive", eventType: "block_actions", payload: raw})
 }
 
 // findButton finds the button with actionID in blocks (actions blocks' elements, and section

@@ -70,31 +70,27 @@ type commandResponse struct {
 // no socket is open, the command fails (the user would see an error). The error
 // is ErrNoConnection in the latter case.
 func (s *Server) SlashCommand(c SlashCommand) (SlashResult, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ch, err := s.interactorLocked("slash command", &c.User, &c.Channel)
-	if err != nil {
-		return SlashResult{}, err
-	}
-	res := s.newResponseLocked("Sc", ch.ID, u.ID)
-	id := res.ID
-	payload := map[string]any{
-		"token": "emu-verification-token", "team_id": s.userTeamLocked(u.ID), "team_domain": s.opts.TeamDomain,
-		"channel_id": ch.ID, "channel_name": ch.Name, "user_id": u.ID, "user_name": u.Name,
-		"command": c.Command, "text": c.Text, "api_app_id": s.opts.AppID,
-		"response_url": res.ResponseURL, "trigger_id": res.TriggerID,
-	}
-	// Slack sends is_enterprise_install as "false", false or not at all (slack-go#1265).
-	switch s.slashSeq % 3 {
-	case 1:
-		payload["is_enterprise_install"] = "false"
-	case 2:
-		payload["is_enterprise_install"] = false
-	}
-	raw, _ := json.Marshal(payload)
-	err = s.deliverOnceLocked("slash command", &delivery{id: id, kind: "slash_commands", eventType: c.Command, payload: raw, slash: &slashState{cmd: c}})
-	s.persistLocked()
-	return res, err
+	return s.interact("slash command", &c.User, &c.Channel, func(u *User, ch *channelState) (SlashResult, error) {
+		res := s.newResponseLocked("Sc", ch.ID, u.ID)
+		id := res.ID
+		payload := map[string]any{
+			"token": "emu-verification-token", "team_id": s.userTeamLocked(u.ID), "team_domain": s.opts.TeamDomain,
+			"channel_id": ch.ID, "channel_name": ch.Name, "user_id": u.ID, "user_name": u.Name,
+			"command": c.Command, "text": c.Text, "api_app_id": s.opts.AppID,
+			"response_url": res.ResponseURL, "trigger_id": res.TriggerID,
+		}
+		// Slack sends is_enterprise_install as "false", false or not at all (slack-go#1265).
+		switch s.slashSeq % 3 {
+		case 1:
+			payload["is_enterprise_install"] = "false"
+		case 2:
+			payload["is_enterprise_install"] = false
+		}
+		raw, _ := json.Marshal(payload)
+		err := s.deliverOnceLocked("slash command", &delivery{id: id, kind: "slash_commands", eventType: c.Command, payload: raw, slash: &slashState{cmd: c}})
+		s.persistLocked()
+		return res, err
+	})
 }
 
 // deliverOnceLocked registers d, an envelope Slack sends once (a slash command, an
@@ -186,16 +182,19 @@ func (s *Server) handleResponseURL(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 }
 
-// interactorLocked is the person and the channel of an interactive action (what: "click",
-// "slash command", ...), *user defaulting to U0000001 and *channel to C0000001; s.mu is held.
-func (s *Server) interactorLocked(what string, user, channel *string) (*User, *channelState, error) {
+// interact runs send, under s.mu, for the person and the channel of an interactive action
+// (what: "click", "slash command", ...), *user defaulting to U0000001 and *channel to
+// C0000001; with the server closed, or either unknown, it fails without calling send.
+func (s *Server) interact(what string, user, channel *string, send func(*User, *channelState) (SlashResult, error)) (SlashResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	*user, *channel = cmpOr(*user, "U0000001"), cmpOr(*channel, "C0000001")
 	if s.closed {
-		return nil, nil, ErrClosed
+		return SlashResult{}, ErrClosed
 	}
 	u, ch := s.users[*user], s.channels[*channel]
 	if u == nil || ch == nil {
-		return nil, nil, fmt.Errorf("%s by %s in %s: %w", what, *user, *channel, ErrNotFound)
+		return SlashResult{}, fmt.Errorf("%s by %s in %s: %w", what, *user, *channel, ErrNotFound)
 	}
-	return u, ch, nil
+	return send(u, ch)
 }

@@ -41,15 +41,13 @@ type dbConfig struct {
 // readDB reads the connection settings.
 func (cfg *serveConfig) readDB(e env) error {
 	d := &cfg.DB
-	// The envReader block, alike in shape to readSandbox's: each reads its own settings.
 	r := envReader{e: e}
-	d.Pool = r.int("LOGBOOK_DB_POOL")
-	d.GatewayPool = r.int("LOGBOOK_DB_GATEWAY_POOL")
-	d.Replicas = r.int("LOGBOOK_REPLICAS")
+	d.Pool = orInt(r.int("LOGBOOK_DB_POOL"), defaultDBPool)
+	d.GatewayPool = orInt(r.int("LOGBOOK_DB_GATEWAY_POOL"), defaultDBGatewayPool)
+	d.Replicas = orInt(r.int("LOGBOOK_REPLICAS"), 1)
 	if r.err != nil {
 		return r.err
 	}
-	d.Pool, d.GatewayPool, d.Replicas = orInt(d.Pool, defaultDBPool), orInt(d.GatewayPool, defaultDBGatewayPool), orInt(d.Replicas, 1)
 	d.Reserve = defaultDBReserve
 	if v := strings.TrimSpace(e.getenv("LOGBOOK_DB_RESERVE")); v != "" {
 		n, err := strconv.Atoi(v)

@@ -31,13 +31,14 @@ type startedConfig struct {
 
 // readStarted reads the schedules' and hooks' settings.
 func (cfg *serveConfig) readStarted(e env) error {
-	s := &cfg.Started
-	// The envReader block, alike in shape to readRuntime's and readDB's: each reads its own.
 	r := envReader{e: e}
-	s.MinInterval = r.duration("LOGBOOK_SCHEDULE_MIN_INTERVAL")
-	s.Grace = r.duration("LOGBOOK_SCHEDULE_GRACE")
-	s.HookWindow = r.duration("LOGBOOK_HOOK_REPLAY_WINDOW")
-	s.HookMaxBody = r.bytes("LOGBOOK_HOOK_MAX_BODY")
+	cfg.Started = startedConfig{
+		MinInterval: r.duration("LOGBOOK_SCHEDULE_MIN_INTERVAL"),
+		Grace:       r.duration("LOGBOOK_SCHEDULE_GRACE"),
+		HookWindow:  r.duration("LOGBOOK_HOOK_REPLAY_WINDOW"),
+		HookMaxBody: r.bytes("LOGBOOK_HOOK_MAX_BODY"),
+	}
+	s := &cfg.Started
 	if r.err != nil {
 		return r.err
 	}

@@ -398,18 +398,7 @@ func (ts *Turns) addDuring(e session.Event) {
 func (ts *Turns) addApproval(e session.Event) {
 	switch e.Type {
 	case session.TypeApprovalRequested:
-		var p session.ApprovalRequested
-		if !ts.decode(e, &p) {
-			return
-		}
-		if _, dup := ts.approvals[p.CallID]; dup {
-			return
-		}
-		a := &Approval{Request: p, Event: e}
-		ts.approvals[p.CallID] = a
-		if t := ts.current(p.Turn); t != nil {
-			t.Approvals = append(t.Approvals, a)
-		}
+		ts.request(e)
 	case session.TypeApprovalDecided:
 		ts.awaitingUntil = time.Time{}
 		var p session.ApprovalDecided
@@ -429,6 +418,23 @@ func (ts *Turns) addApproval(e session.Event) {
 		}
 	case session.TypeTurnSuspended:
 		ts.suspend(e)
+	}
+}
+
+// request folds an approval request (the first for its call): its turn, or else the newest,
+// lists it.
+func (ts *Turns) request(e session.Event) {
+	var p session.ApprovalRequested
+	if !ts.decode(e, &p) {
+		return
+	}
+	if _, dup := ts.approvals[p.CallID]; dup {
+		return
+	}
+	a := &Approval{Request: p, Event: e}
+	ts.approvals[p.CallID] = a
+	if t := ts.current(p.Turn); t != nil {
+		t.Approvals = append(t.Approvals, a)
 	}
 }
 
