@@ -215,8 +215,7 @@ func (s *Server) Message(channel, ts string) (Message, bool) {
 func (s *Server) Thread(channel, ts string) ([]Message, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.expireStreamsLocked(time.Now())
-	ch := s.channels[channel]
+	ch := s.readChannelLocked(channel)
 	if ch == nil {
 		return nil, fmt.Errorf("thread %s in %s: channel %w", ts, channel, ErrNotFound)
 	}
@@ -235,8 +234,7 @@ func (s *Server) Thread(channel, ts string) ([]Message, error) {
 func (s *Server) History(channel string) []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.expireStreamsLocked(time.Now())
-	ch := s.channels[channel]
+	ch := s.readChannelLocked(channel)
 	if ch == nil {
 		return nil
 	}
@@ -245,6 +243,13 @@ func (s *Server) History(channel string) []Message {
 		out[i] = m.clone()
 	}
 	return out
+}
+
+// readChannelLocked returns channel (nil when there is none) as a reader sees it now: streams
+// past their age are ended first. Callers hold s.mu.
+func (s *Server) readChannelLocked(channel string) *channelState {
+	s.expireStreamsLocked(time.Now())
+	return s.channels[channel]
 }
 
 // msgRef names a message: its channel and ts.
@@ -308,8 +313,7 @@ func (s *Server) ChangedSince(cursor int) ([]Change, int) {
 func (s *Server) BotReplies(channel, threadTS string) []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.expireStreamsLocked(time.Now())
-	ch := s.channels[channel]
+	ch := s.readChannelLocked(channel)
 	if ch == nil {
 		return nil
 	}
