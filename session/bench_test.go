@@ -39,10 +39,9 @@ func BenchmarkLog(b *testing.B) {
 			for i := range sessions {
 				sessions[i] = openSessionTB(b, st, fmt.Sprintf("1700000000.%06d", workers*100+i)).ID
 			}
-			raw := measure(workers, perWorker, func(w, i int) error {
+			raw, api := alternate(workers, perWorker, func(w, i int) error {
 				return rawInsert(ctx, app, sessions[w], int64(i+1))
-			})
-			api := measure(workers, perWorker, func(w, i int) error {
+			}, func(w, i int) error {
 				_, err := st.Append(ctx, sessions[w], msg("benchmark message with a realistic length of text"))
 				return err
 			})
@@ -117,15 +116,43 @@ type result struct {
 	p50, p99 time.Duration
 }
 
-// measure runs fn perWorker times on each of workers goroutines and returns the throughput and
-// per-operation latency percentiles.
-func measure(workers, perWorker int, fn func(w, i int) error) result {
+// alternate measures a and b, perWorker operations each per worker, in six rounds of
+// alternating order (a b, b a, a b, ...), and returns each one's combined result. Run one after
+// the other, the two met different moments of a machine whose speed drifts (a shared VM's CPU,
+// the other benchmark's leftover backends, autovacuum): on a loaded machine the one-session
+// ratio moved from 0.55 to 0.73 with the order alone. Interleaved, a drift falls on both.
+// i counts on across rounds, so every operation of a worker has its own i.
+func alternate(workers, perWorker int, a, b func(w, i int) error) (result, result) {
+	const n = 6
+	var ra, rb rounds
+	per := perWorker / n
+	for k := range n {
+		from, to := k*per, (k+1)*per
+		if k%2 == 0 {
+			ra.run(workers, from, to, a)
+			rb.run(workers, from, to, b)
+		} else {
+			rb.run(workers, from, to, b)
+			ra.run(workers, from, to, a)
+		}
+	}
+	return ra.result(), rb.result()
+}
+
+// rounds gathers the latencies and elapsed time of one kind of operation over several runs.
+type rounds struct {
+	lat     []time.Duration
+	elapsed time.Duration
+}
+
+// run runs fn for i in [from, to) on each of workers goroutines.
+func (r *rounds) run(workers, from, to int, fn func(w, i int) error) {
 	lat := make([][]time.Duration, workers)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for w := range workers {
 		wg.Go(func() {
-			for i := range perWorker {
+			for i := from; i < to; i++ {
 				t0 := time.Now()
 				if err := fn(w, i); err != nil {
 					panic(err) // benchmark setup failure; surfaces with its stack
@@ -135,11 +162,16 @@ func measure(workers, perWorker int, fn func(w, i int) error) result {
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	all := slices.Concat(lat...)
+	r.elapsed += time.Since(start)
+	r.lat = append(r.lat, slices.Concat(lat...)...)
+}
+
+// result is the throughput over every run and the per-operation latency percentiles.
+func (r *rounds) result() result {
+	all := slices.Clone(r.lat)
 	slices.Sort(all)
 	return result{
-		rate: float64(len(all)) / elapsed.Seconds(),
+		rate: float64(len(all)) / r.elapsed.Seconds(),
 		p50:  all[len(all)/2],
 		p99:  all[len(all)*99/100],
 	}
