@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 
+	"github.com/logbook/logbook/bot/wait"
 	"github.com/logbook/logbook/session"
 )
 
@@ -141,14 +142,7 @@ func TestDeliveryReviewRepliesRateLimitDoesNotHoldPosts(t *testing.T) {
 				return ctx.Err()
 			}
 		}
-		timer := time.NewTimer(dur)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return wait.Sleep(ctx, dur)
 	}})
 	payload, _ := json.Marshal(session.AssistantMessage{Text: "hi", Turn: 1})
 	mk := func(thread string) (session.Session, session.Event) {

@@ -88,10 +88,7 @@ func TestTakeoverNoteSurvivesTheSweep(t *testing.T) {
 	h.startReplica(o)
 	h.turns(s.ID, 1)
 	msgs := h.botMessages(top.TS)
-	var tss []string
-	for _, m := range msgs {
-		tss = append(tss, m.TS)
-	}
+	tss := timestamps(msgs)
 	if !slices.Contains(tss, note) || slices.Contains(tss, stream) {
 		t.Fatalf("bot messages %+v: want the note %s kept, the dead cell's stream %s removed", msgs, note, stream)
 	}
@@ -118,10 +115,7 @@ func TestSweepRemovesAnOlderEpochsMessageNeverANewerOnes(t *testing.T) {
 	h.startReplica(o)
 	h.turns(s.ID, 1)
 	msgs := h.botMessages(top.TS)
-	var tss []string
-	for _, m := range msgs {
-		tss = append(tss, m.TS)
-	}
+	tss := timestamps(msgs)
 	if !slices.Contains(tss, newer) || slices.Contains(tss, older) || slices.Contains(tss, stream) {
 		t.Fatalf("bot messages %+v: want the newer epoch's %s kept, the older's %s and the dead stream %s removed", msgs, newer, older, stream)
 	}
@@ -236,4 +230,13 @@ func TestEveryDeleteThatHappenedIsRecorded(t *testing.T) {
 			t.Fatalf("deletion records %v: want one for each of %s %s %s", deleted, stream, a, b)
 		}
 	}
+}
+
+// timestamps returns the ts of each of msgs, in order.
+func timestamps(msgs []slackemu.Message) []string {
+	tss := make([]string, len(msgs))
+	for i, m := range msgs {
+		tss[i] = m.TS
+	}
+	return tss
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/bot/telemetry"
+	"github.com/logbook/logbook/bot/wait"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
@@ -667,14 +668,7 @@ func (s *scaledSleep) Sleep(ctx context.Context, d time.Duration) error {
 	s.mu.Lock()
 	s.asked = append(s.asked, d)
 	s.mu.Unlock()
-	t := time.NewTimer(d / 20)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return wait.Sleep(ctx, d/20)
 }
 
 // longWaits returns how many waits of at least d were asked for.
