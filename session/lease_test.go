@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/logbook/logbook/session"
 )
 
@@ -152,4 +154,66 @@ func TestRenewLeasesRenewsOnlyLeasesStillHeld(t *testing.T) {
 	if none, err := st.RenewLeases(ctx, nil, time.Minute); err != nil || none != nil {
 		t.Fatalf("no leases: %v %v", none, err)
 	}
+}
+
+// #33: checks of a dead owner's claim do not get in one another's way. A peer's check in
+// flight (its orphan scan's statement, or another lease take of the same owner's sessions,
+// held here open in a transaction) must not make the claim look held: every session of the
+// dead owner is taken at once, by whichever replica asks, not one per poll. While the owner
+// lives, such a check still finds its claim held.
+func TestConcurrentChecksOfADeadOwnerAllFindItDead(t *testing.T) {
+	t.Parallel()
+	st, dbURL := newStore(t)
+	ctx := context.Background()
+	var ids []session.ID
+	for _, ts := range []string{"1700000000.000100", "1700000000.000200", "1700000000.000300"} {
+		s := openSession(t, st, ts)
+		mustAppend(t, st, s.ID, msg("one"))
+		ids = append(ids, s.ID)
+	}
+	peer, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close(context.Background()) })
+	check := func() (free bool, done func()) {
+		t.Helper()
+		tx, err := peer.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.QueryRow(ctx, `SELECT logbook_claim_free('replica-a')`).Scan(&free); err != nil {
+			t.Fatal(err)
+		}
+		return free, func() { _ = tx.Rollback(ctx) }
+	}
+
+	stopA := holdClaim(t, dbURL, "replica-a")
+	for _, id := range ids {
+		if _, err := st.AcquireLeaseWith(ctx, id, "replica-a", time.Hour, session.LeaseOptions{Claimed: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	free, done := check()
+	if free {
+		t.Fatal("a live owner's claim was found free")
+	}
+	if _, err := st.AcquireLeaseWith(ctx, ids[0], "replica-b", time.Hour, session.LeaseOptions{Claimed: true}); !errors.Is(err, session.ErrLeaseHeld) {
+		t.Fatalf("took a live owner's lease during a peer's check: %v", err)
+	}
+	done()
+
+	stopA()
+	free, done = check() // a peer's check of the dead owner, still in its transaction
+	if !free {
+		t.Fatal("a dead owner's claim was found held")
+	}
+	for _, id := range ids {
+		if _, err := st.AcquireLeaseWith(ctx, id, "replica-b", time.Hour, session.LeaseOptions{Claimed: true}); err != nil {
+			t.Fatalf("a dead owner's lease, during a peer's check: %v", err)
+		}
+	}
+	done()
+	// The owner, back under the same name, takes its claim again: no check kept the key.
+	holdClaim(t, dbURL, "replica-a")()
 }

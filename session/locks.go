@@ -48,8 +48,9 @@ const (
 	// LockLivenessSeed is the seed of a replica's liveness claim, hashtextextended(lease
 	// owner, LockLivenessSeed). The replica holds it session-scoped on its dedicated LISTEN
 	// connection for its whole life (ListenClaimed), so PostgreSQL frees it the moment that
-	// connection dies; logbook_claim_free tries it transaction-scoped (never keeping it) to
-	// tell a dead lease owner from a live one.
+	// connection dies; logbook_claim_free tries it shared and transaction-scoped (never
+	// keeping it, and never in the way of another check) to tell a dead lease owner from a
+	// live one.
 	LockLivenessSeed int64 = 7461005
 
 	// LockScheduleTicksSeed is the seed of a schedule's tick lock, hashtextextended(schedule
