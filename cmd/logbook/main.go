@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/logbook/logbook/sandbox"
@@ -24,6 +25,9 @@ import (
 func main() {
 	// In a sandbox, this binary is also the forwarder to logbook's egress proxy.
 	sandbox.MaybeForward(os.Args)
+	// Log lines carry milliseconds: a failover or a start is read off them, and whole
+	// seconds hide its steps. (zerolog's one setting for it is package-wide; only main sets it.)
+	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
 	if err := harden(); err != nil {
 		fmt.Fprintln(os.Stderr, "logbook: could not make the process undumpable:", err)
 	}
