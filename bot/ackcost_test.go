@@ -89,7 +89,7 @@ func TestAckCost(t *testing.T) {
 		MaxReplies: -1, IdleTimeout: 10 * time.Minute, PollInterval: time.Hour,
 		Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
 	})
-	gw := bot.NewGateway(log, gwStore, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{})
+	gw := bot.NewGateway(log, gwStore, api, sm, me, runner.Stored, metrics, nil, bot.GatewayConfig{})
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = gw.Run(ctx) })
 	wg.Go(func() { _ = runner.Run(ctx) })
@@ -98,13 +98,21 @@ func TestAckCost(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The thread's opening mention wakes its cell and makes the gateway know the thread.
+	// The thread's opening mention wakes its cell and makes the gateway know the thread. The
+	// gateway's append opened the session, so no replica can run it yet: its cell starts here
+	// without asking the database who does (no NotifyOwner, whose pg_notify names the owner).
+	cellSQL.take()
 	root, err := emu.Post(slackemu.Post{Channel: "C0000001", User: "U0000001", Text: "<@" + me.UserID + "> hello"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := emu.WaitForReplies(ctx, "C0000001", root.TS, 1); err != nil {
 		t.Fatal(err)
+	}
+	for _, q := range cellSQL.take() {
+		if strings.Contains(q, "pg_notify") {
+			t.Errorf("the opening mention's cell was routed through the database first: %.200s", q)
+		}
 	}
 	const replies = 10
 	var gwTrips, cellTrips, apiBeforeAck int

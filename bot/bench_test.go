@@ -287,7 +287,7 @@ func startLogbook(b *testing.B, emu *slackemu.Server, agent bot.Agent, w logbook
 		IdleTimeout: 10 * time.Minute,
 		Where:       brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
 	})
-	gw := bot.NewGateway(log, gwStore, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{AppendLanes: w.appendLanes})
+	gw := bot.NewGateway(log, gwStore, api, sm, me, runner.Stored, metrics, nil, bot.GatewayConfig{AppendLanes: w.appendLanes})
 	if w.tracer != nil {
 		bot.SetGatewayTracer(gw, w.tracer)
 	}

@@ -47,7 +47,7 @@ func (g *Gateway) decide(ctx context.Context, log zerolog.Logger, req socketmode
 	g.ack(log, req, nil)
 	switch outcome {
 	case "decided":
-		g.signal(decided.SessionID)
+		g.signal(decided.SessionID, false)
 		uctx, stop := context.WithTimeout(answer, 5*time.Second)
 		defer stop()
 		card := cmp.Or(cb.Container.MessageTs, cb.Message.Timestamp)

@@ -86,7 +86,7 @@ type Gateway struct {
 	me      identity
 	dir     *directory
 	clock   Clock
-	signal  func(session.ID)
+	signal  func(id session.ID, opened bool)
 	metrics *Metrics
 	cfg     GatewayConfig
 	slash   SlashHandler
@@ -96,6 +96,9 @@ type Gateway struct {
 	kick    chan struct{} // a catch-up is worth trying now
 	tracer  trace.Tracer  // spans of envelopes (trace.go)
 	commits *groupCommit  // the appends of envelopes (groupcommit.go)
+	// ready is closed once the runner can run the sessions of the envelopes (nil: at once);
+	// the socket opens then (Run).
+	ready <-chan struct{}
 
 	notedMu sync.Mutex
 	noted   map[string]bool // conversations already told "public channels only"
@@ -108,22 +111,26 @@ type Gateway struct {
 
 const maxKnown = 100_000
 
+// readyWait bounds how long Run waits for the runner before it opens the socket.
+const readyWait = 5 * time.Second
+
 // SlashHandler answers a slash command; the returned text is sent as the ack's ephemeral
 // payload.
 type SlashHandler func(ctx context.Context, cmd slack.SlashCommand) string
 
 // NewGateway returns a gateway. api is the Web API client (bot token); sm is the Socket Mode
-// client (app token) built on the same slack.Client; signal wakes a session's cell. The
-// gateway keeps a directory of its own (NewService gives it the service's).
+// client (app token) built on the same slack.Client; signal wakes a session's cell
+// (Runner.Stored): opened says the gateway's append opened the session just now. The gateway
+// keeps a directory of its own (NewService gives it the service's).
 func NewGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *socketmode.Client, me Identity,
-	signal func(session.ID), metrics *Metrics, slash SlashHandler, cfg GatewayConfig) *Gateway {
+	signal func(id session.ID, opened bool), metrics *Metrics, slash SlashHandler, cfg GatewayConfig) *Gateway {
 	return newGateway(log, store, api, sm, me, signal, metrics, slash, nil, nil, cfg)
 }
 
 // newGateway is NewGateway that reports its appends to health (nil: to nobody) and looks
 // channels and users up in dir (nil: a directory of its own, over api).
 func newGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *socketmode.Client, me Identity,
-	signal func(session.ID), metrics *Metrics, slash SlashHandler, health *Health, dir *Directory, cfg GatewayConfig) *Gateway {
+	signal func(id session.ID, opened bool), metrics *Metrics, slash SlashHandler, health *Health, dir *Directory, cfg GatewayConfig) *Gateway {
 	cfg.MaxInFlight = max(cfg.MaxInFlight, 0)
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = 64
@@ -179,6 +186,21 @@ func WhoAmI(ctx context.Context, api *slack.Client) (Identity, error) {
 // Run reads envelopes until ctx ends or the Socket Mode client fails for good (bad app
 // token). Envelopes in flight are finished before Run returns.
 func (g *Gateway) Run(ctx context.Context) error {
+	if g.ready != nil {
+		// The socket opens once the runner holds its liveness claim: an envelope delivered
+		// before that would have its cell wait for the claim, while Slack gives it to a
+		// connected replica that can run it now (issue 33: after a restart, the first
+		// messages waited up to a second). A claim that does not come (the LISTEN
+		// connection fails) keeps the gateway closed for readyWait at most, on the wall
+		// clock: it is the operator's bound, not a turn's.
+		select {
+		case <-g.ready:
+		case <-ctx.Done():
+			return nil
+		case <-time.After(readyWait):
+			g.log.Warn().Dur("waited", readyWait).Msg("the runner holds no liveness claim yet; connecting to Slack anyway")
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	smErr := make(chan error, 1)
 	smDone := make(chan struct{})
@@ -399,7 +421,7 @@ func (g *Gateway) requestStop(ctx context.Context, log zerolog.Logger, req socke
 		return
 	}
 	g.ack(log, req, nil)
-	g.signal(sess.ID)
+	g.signal(sess.ID, false)
 }
 
 // withoutURL is err's text without the URL a net/http error names: a response_url is a
@@ -560,12 +582,12 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) (
 			// died before it acked — and before it signalled the session. Signal it now (one
 			// statement at most), or the message waits for a poll, or behind an idle cell on
 			// a live replica (the poll skips sessions whose cell runs) for its idle timeout.
-			g.signal(sess.ID)
+			g.signal(sess.ID, false)
 		}
 		return false, nil
 	}
 	if d.Action == actMessage {
-		g.signal(sess.ID)
+		g.signal(sess.ID, sess.Created)
 	}
 	return true, nil
 }

@@ -667,7 +667,7 @@ func TestGatewayKeepsReadingWhileTheDatabaseStalls(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	gw := bot.NewGateway(zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel), stalled, api, sm, me,
-		func(session.ID) {}, bot.NewMetrics(reg), nil, bot.GatewayConfig{MaxInFlight: 2, Backlog: 64, HandleTimeout: 20 * time.Second})
+		func(session.ID, bool) {}, bot.NewMetrics(reg), nil, bot.GatewayConfig{MaxInFlight: 2, Backlog: 64, HandleTimeout: 20 * time.Second})
 	done := make(chan error, 1)
 	go func() { done <- gw.Run(ctx) }()
 	t.Cleanup(func() {
@@ -840,7 +840,7 @@ func TestGatewayRunReturnsWhenTheAppTokenIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw := bot.NewGateway(zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel), nil, api, sm, me,
-		func(session.ID) {}, bot.NewMetrics(prometheus.NewRegistry()), nil, bot.GatewayConfig{MaxInFlight: 2})
+		func(session.ID, bool) {}, bot.NewMetrics(prometheus.NewRegistry()), nil, bot.GatewayConfig{MaxInFlight: 2})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

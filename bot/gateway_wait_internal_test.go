@@ -85,7 +85,7 @@ func (noUsers) GetUserInfoContext(ctx context.Context, user string, options ...s
 
 func waitGateway(store sessionLog, clock Clock) *Gateway {
 	dir := &Directory{d: newDirectory(noUsers{}, time.Minute, clock.Now)}
-	return newGateway(zerolog.Nop(), store, nil, nil, Identity{TeamID: "T1", UserID: "UBOT"}, func(session.ID) {},
+	return newGateway(zerolog.Nop(), store, nil, nil, Identity{TeamID: "T1", UserID: "UBOT"}, func(session.ID, bool) {},
 		NewMetrics(prometheus.NewRegistry()), nil, nil, dir, GatewayConfig{Clock: clock})
 }
 
@@ -173,7 +173,7 @@ func TestGatewayUsesTheDirectoryItIsGiven(t *testing.T) {
 	api := &oneUser{}
 	dir := &Directory{d: newDirectory(api, time.Hour, time.Now)}
 	log := &threadLog{opened: true, sess: session.Session{ID: session.ID{2}}}
-	g := newGateway(zerolog.Nop(), log, nil, nil, Identity{TeamID: "T1", UserID: "UBOT"}, func(session.ID) {},
+	g := newGateway(zerolog.Nop(), log, nil, nil, Identity{TeamID: "T1", UserID: "UBOT"}, func(session.ID, bool) {},
 		NewMetrics(prometheus.NewRegistry()), nil, nil, dir, GatewayConfig{})
 	in := inbound{Team: "T1", Kind: "message", Channel: "C1", ChannelType: "channel", User: "U1", Text: "hi",
 		TS: "1700000000.000200", ThreadTS: "1700000000.000100"}

@@ -56,7 +56,7 @@ func BenchmarkServeMemory(b *testing.B) {
 			MaxReplies: -1, IdleTimeout: 10 * time.Minute,
 			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID},
 		})
-		gw := bot.NewGateway(log, store, api, sm, me, runner.Signal, metrics, nil, bot.GatewayConfig{})
+		gw := bot.NewGateway(log, store, api, sm, me, runner.Stored, metrics, nil, bot.GatewayConfig{})
 		var wg sync.WaitGroup
 		wg.Go(func() { _ = gw.Run(ctx) })
 		wg.Go(func() { _ = runner.Run(ctx) })

@@ -212,6 +212,19 @@ const DefaultWakeLimit = 32
 // it is awake already). It never blocks.
 func (r *Runner) Signal(id session.ID) { r.route(signal{id: id}) }
 
+// Stored is Signal for a message the gateway stored. opened says that append opened the
+// session just now, so no replica can hold its lease yet (a lease is only taken of a session
+// that exists): its cell starts here at once, with no question to the database about who
+// runs it (issue 33: a burst of new threads waited in line for those round trips). Should a
+// peer take the lease meanwhile (its poll found the message), the cell here finds it held
+// and routes the signal to that peer.
+func (r *Runner) Stored(id session.ID, opened bool) {
+	if opened && r.wake(id, "message") {
+		return
+	}
+	r.route(signal{id: id})
+}
+
 // signal is a session to route to the replica that runs it; again says it is routed a
 // second time (its cell here found the lease held by a replica the first routing missed).
 type signal struct {
@@ -380,7 +393,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stopBg()
-	wg.Go(func() { r.notifier(bg) })
+	for range notifiers {
+		wg.Go(func() { r.notifier(bg) })
+	}
 	// The leases are renewed until the drain is over (bg ends after it).
 	wg.Go(func() { r.deps.renewer.run(bg) })
 	if r.dbURL != "" {
@@ -475,10 +490,17 @@ func (r *Runner) wakeSome(ctx context.Context, reason string,
 	}
 }
 
+// notifiers is how many notifier goroutines route signals at once. Each signal costs a
+// round trip (NotifyOwner); one goroutine made a burst of new threads wait in line behind
+// each other's round trips (issue 33: forty first mentions at once, the last cell started
+// 1.5 s after its message was stored).
+const notifiers = 4
+
 // notifier routes signalled sessions with no cell here: to the replica that holds the
 // session's live lease (one NOTIFY, which only that replica reads), or, when none does, to a
 // cell here. A stopping runner starts no cell: it signals every peer instead, and one takes
-// the session.
+// the session. Several run at once (notifiers); two signals of one session routed together
+// meet in wakeLocked, which starts one cell.
 func (r *Runner) notifier(ctx context.Context) {
 	for {
 		select {
