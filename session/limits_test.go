@@ -106,3 +106,21 @@ func TestConnectClosesIdleConnections(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestConnectWarmOpensTheConnections: PoolOptions.Warm opens that many connections before
+// Connect returns (never more than MaxConns), so the first burst finds them made.
+func TestConnectWarmOpensTheConnections(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.New(t)
+	for _, c := range []struct{ warm, max, want int32 }{{0, 3, 1}, {3, 3, 3}, {5, 2, 2}} {
+		pool, err := session.Connect(ctx, dbURL, session.PoolOptions{Role: "logbook_app", MaxConns: c.max, Warm: c.warm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pool.Stat().TotalConns(); got != c.want {
+			t.Errorf("Warm %d, MaxConns %d: %d connections open after Connect, want %d", c.warm, c.max, got, c.want)
+		}
+		pool.Close()
+	}
+}

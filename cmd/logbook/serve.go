@@ -734,8 +734,10 @@ func (w *wiring) openDatabases(ctx context.Context, retry retrier) error {
 	}
 	connect := func(into **pgxpool.Pool, name string, size int) func(context.Context) error {
 		return func(ctx context.Context) error {
+			// Warm: the connections are open before the socket is, so a replica that restarts
+			// into a busy day does not make them under its first burst.
 			p, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: int32(size),
-				Name: name, Pooled: pooled, Tracer: w.pgxTracer()})
+				Warm: int32(size), Name: name, Pooled: pooled, Tracer: w.pgxTracer()})
 			*into = p
 			return err
 		}
