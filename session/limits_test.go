@@ -107,19 +107,22 @@ func TestConnectClosesIdleConnections(t *testing.T) {
 	}
 }
 
-// TestConnectWarmOpensTheConnections: PoolOptions.Warm opens that many connections before
-// Connect returns (never more than MaxConns), so the first burst finds them made.
-func TestConnectWarmOpensTheConnections(t *testing.T) {
+// TestWarmOpensTheConnections: Warm opens that many of a pool's connections (never more than
+// MaxConns), so the first burst finds them made.
+func TestWarmOpensTheConnections(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbURL := pgtest.New(t)
 	for _, c := range []struct{ warm, max, want int32 }{{0, 3, 1}, {3, 3, 3}, {5, 2, 2}} {
-		pool, err := session.Connect(ctx, dbURL, session.PoolOptions{Role: "logbook_app", MaxConns: c.max, Warm: c.warm})
+		pool, err := session.Connect(ctx, dbURL, session.PoolOptions{Role: "logbook_app", MaxConns: c.max})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := session.Warm(ctx, pool, c.warm); err != nil {
+			t.Fatal(err)
+		}
 		if got := pool.Stat().TotalConns(); got != c.want {
-			t.Errorf("Warm %d, MaxConns %d: %d connections open after Connect, want %d", c.warm, c.max, got, c.want)
+			t.Errorf("Warm %d, MaxConns %d: %d connections open, want %d", c.warm, c.max, got, c.want)
 		}
 		pool.Close()
 	}

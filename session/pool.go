@@ -48,12 +48,6 @@ type PoolOptions struct {
 	// ConnectTimeout bounds each new connection when the DSN sets no connect_timeout (0: the
 	// DSN's, or none), so a server that does not answer at all fails a read in that time.
 	ConnectTimeout time.Duration
-	// Warm opens that many of the pool's connections (at most MaxConns) before Connect
-	// returns, all at once, so the first burst of work does not wait while they are made one
-	// by one beside it (issue 33: a replica that restarted into a busy thread list had its
-	// first cells wait up to a second for a connection). Unused, they close after
-	// IdleTimeout like any other. 0: only the one the check opens.
-	Warm int32
 }
 
 // IdleConnTimeout is how long a pool's connection may stay idle before it is closed. The pool
@@ -142,11 +136,6 @@ func Connect(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, 
 		return nil, fmt.Errorf("connect to database %s@%s:%d/%s: %w", cfg.ConnConfig.User, cfg.ConnConfig.Host,
 			cfg.ConnConfig.Port, cfg.ConnConfig.Database, err)
 	}
-	if err := warm(ctx, pool, min(opts.Warm, cfg.MaxConns)); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("open the pool's connections to %s@%s:%d/%s: %w", cfg.ConnConfig.User, cfg.ConnConfig.Host,
-			cfg.ConnConfig.Port, cfg.ConnConfig.Database, err)
-	}
 	if opts.Pooled && opts.Role != "" {
 		var ok bool
 		if err := pool.QueryRow(ctx, `SELECT pg_has_role(current_user, $1::text, 'USAGE')`, opts.Role).Scan(&ok); err != nil {
@@ -162,9 +151,14 @@ func Connect(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, 
 	return pool, nil
 }
 
-// warm holds n of pool's connections at once, which makes the pool open them, then hands
-// them back.
-func warm(ctx context.Context, pool *pgxpool.Pool, n int32) error {
+// Warm opens n of pool's connections (at most its MaxConns) at once, by holding them
+// together, and hands them back: the first burst of work then does not wait while they are
+// made one by one beside it (issue 33: a replica that restarted into a busy thread list had
+// its first cells wait up to a second for a connection). Unused, they close after the pool's
+// idle timeout like any other. Through a transaction-pooling PgBouncer it opens client
+// connections only.
+func Warm(ctx context.Context, pool *pgxpool.Pool, n int32) error {
+	n = min(n, pool.Config().MaxConns)
 	if n <= 1 {
 		return nil
 	}

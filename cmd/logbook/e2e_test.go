@@ -287,7 +287,9 @@ func (e *e2e) startServe(extra ...string) *proc {
 		// LOGBOOK_E2E_DUMP=DIR keeps every process's output as DIR/serve-PID.log, also of a
 		// passing run (the chaos run's takeovers are read off them).
 		if d := os.Getenv("LOGBOOK_E2E_DUMP"); d != "" {
-			os.WriteFile(fmt.Sprintf("%s/serve-%d.log", d, cmd.Process.Pid), []byte(p.out.String()), 0o644)
+			if err := os.WriteFile(fmt.Sprintf("%s/serve-%d.log", d, cmd.Process.Pid), []byte(p.out.String()), 0o644); err != nil {
+				e.t.Logf("LOGBOOK_E2E_DUMP: %v", err)
+			}
 		}
 		if e.t.Failed() {
 			e.t.Logf("logbook serve output:\n%s", p.out.String())

@@ -734,10 +734,8 @@ func (w *wiring) openDatabases(ctx context.Context, retry retrier) error {
 	}
 	connect := func(into **pgxpool.Pool, name string, size int) func(context.Context) error {
 		return func(ctx context.Context) error {
-			// Warm: the connections are open before the socket is, so a replica that restarts
-			// into a busy day does not make them under its first burst.
 			p, err := session.Connect(ctx, cfg.DatabaseURL.Reveal(), session.PoolOptions{Role: cfg.DBRole, MaxConns: int32(size),
-				Warm: int32(size), Name: name, Pooled: pooled, Tracer: w.pgxTracer()})
+				Name: name, Pooled: pooled, Tracer: w.pgxTracer()})
 			*into = p
 			return err
 		}
@@ -763,6 +761,21 @@ func (w *wiring) openDatabases(ctx context.Context, retry retrier) error {
 	}
 	w.closers = append(w.closers, gwPool.Close)
 	w.deps.GatewayStore = session.NewStore(gwPool, session.Options{})
+	// Both pools' connections are opened before the socket is, so a replica that restarts
+	// into a busy day does not make them under its first burst; after the budget check, so a
+	// limit too small is refused with its reason, not retried as an outage, and best effort:
+	// what cannot be opened now opens when it is needed. Through PgBouncer they would be
+	// client connections only: nothing is warmed.
+	if !pooled {
+		for _, p := range []struct {
+			pool *pgxpool.Pool
+			size int
+		}{{pool, cfg.DB.Pool}, {gwPool, cfg.DB.GatewayPool}} {
+			if err := session.Warm(ctx, p.pool, int32(p.size)); err != nil && ctx.Err() == nil {
+				w.log.Warn().Err(err).Msg("database: could not open the pool's connections ahead; they open as they are needed")
+			}
+		}
+	}
 	if cfg.ReadDatabaseURL != "" {
 		// Lazy: a standby that is down at start is fallen back from, as one that goes away later.
 		// Another server: not in the primary's connection budget.
