@@ -767,11 +767,8 @@ func (w *wiring) openDatabases(ctx context.Context, retry retrier) error {
 	// what cannot be opened now opens when it is needed. Through PgBouncer they would be
 	// client connections only: nothing is warmed.
 	if !pooled {
-		for _, p := range []struct {
-			pool *pgxpool.Pool
-			size int
-		}{{pool, cfg.DB.Pool}, {gwPool, cfg.DB.GatewayPool}} {
-			if err := session.Warm(ctx, p.pool, int32(p.size)); err != nil && ctx.Err() == nil {
+		for _, p := range []*pgxpool.Pool{pool, gwPool} {
+			if err := session.Warm(ctx, p, p.Config().MaxConns); err != nil && ctx.Err() == nil {
 				w.log.Warn().Err(err).Msg("database: could not open the pool's connections ahead; they open as they are needed")
 			}
 		}
