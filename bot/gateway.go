@@ -120,7 +120,7 @@ type SlashHandler func(ctx context.Context, cmd slack.SlashCommand) string
 
 // NewGateway returns a gateway. api is the Web API client (bot token); sm is the Socket Mode
 // client (app token) built on the same slack.Client; signal wakes a session's cell
-// (Runner.Stored): opened says the gateway's append opened the session just now. The gateway
+// (Runner.Stored): opened says the gateway's append stored the session's first event. The gateway
 // keeps a directory of its own (NewService gives it the service's).
 func NewGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *socketmode.Client, me Identity,
 	signal func(id session.ID, opened bool), metrics *Metrics, slash SlashHandler, cfg GatewayConfig) *Gateway {
@@ -587,9 +587,18 @@ func (g *Gateway) process(ctx context.Context, log zerolog.Logger, in inbound) (
 		return false, nil
 	}
 	if d.Action == actMessage {
-		g.signal(sess.ID, sess.Created)
+		g.signal(sess.ID, opens(stored))
 	}
 	return true, nil
+}
+
+// opens reports whether stored (one append's events) began the session's log. A mention fires
+// two envelopes (message and app_mention), handled at once: the one whose Open created the
+// session need not be the one whose append stores the message first. Either way, before the
+// log's first event no replica was signalled and no poll found work in the session, so no
+// cell can hold its lease yet: the cell starts here with no NotifyOwner round trip.
+func opens(stored []session.Event) bool {
+	return slices.ContainsFunc(stored, func(e session.Event) bool { return !e.Duplicate && e.Seq == 1 })
 }
 
 // sessionOf returns the session the event belongs to (opening it for a mention that starts

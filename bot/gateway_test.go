@@ -856,3 +856,106 @@ func TestGatewayRunReturnsWhenTheAppTokenIsRefused(t *testing.T) {
 		t.Fatal("Run did not return after the app token was refused")
 	}
 }
+
+// creatorLast is a log whose Open, when it creates the session, returns only once another
+// append has stored the session's first event: the envelope that opened the session is not
+// the one that stores its first message.
+type creatorLast struct {
+	*session.Store
+	stored chan struct{} // closed by the first append that stores an event
+	once   sync.Once
+}
+
+func (l *creatorLast) Open(ctx context.Context, key session.ThreadKey) (session.Session, error) {
+	sess, err := l.Store.Open(ctx, key)
+	if err == nil && sess.Created {
+		select {
+		case <-l.stored:
+		case <-ctx.Done():
+			return session.Session{}, ctx.Err()
+		}
+	}
+	return sess, err
+}
+
+func (l *creatorLast) Append(ctx context.Context, id session.ID, evs ...session.NewEvent) ([]session.Event, error) {
+	out, err := l.Store.Append(ctx, id, evs...)
+	if slices.ContainsFunc(out, func(e session.Event) bool { return !e.Duplicate }) {
+		l.once.Do(func() { close(l.stored) })
+	}
+	return out, err
+}
+
+// A mention fires two envelopes (message and app_mention), handled at once. Whichever of them
+// stores the message first began the session's log, so its signal says the session was just
+// opened — no replica can hold its lease, and the cell starts with no routing round trip —
+// even when the other envelope's Open is the one that created the session (the race behind
+// TestAckCost's failure in CI, stop 41).
+func TestGatewaySignalsOpenedWhenItsAppendBeganTheLog(t *testing.T) {
+	emu := slackemu.MustStart(t, slackemu.Options{RetrySchedule: []time.Duration{time.Minute}})
+	pool, err := pgxpool.New(context.Background(), pgtest.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store := &creatorLast{Store: session.NewStore(pool, session.Options{}), stored: make(chan struct{})}
+	api := slack.New(emu.BotToken(), slack.OptionAPIURL(emu.APIURL()), slack.OptionAppLevelToken(emu.AppToken()))
+	sm := socketmode.New(api)
+	ctx, cancel := context.WithCancel(context.Background())
+	me, err := bot.WhoAmI(ctx, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type sig struct {
+		id     session.ID
+		opened bool
+	}
+	var mu sync.Mutex
+	var sigs []sig
+	gw := bot.NewGateway(zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel), store, api, sm, me,
+		func(id session.ID, opened bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			sigs = append(sigs, sig{id, opened})
+		}, bot.NewMetrics(prometheus.NewRegistry()), nil, bot.GatewayConfig{})
+	done := make(chan error, 1)
+	go func() { done <- gw.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gateway: %v", err)
+		}
+	})
+	if err := emu.Wait(ctx, func() bool { return emu.ConnectionsOpened() > 0 }); err != nil {
+		t.Fatal(err)
+	}
+	p, err := emu.Post(slackemu.Post{Channel: "C0000001", User: "U0000001", Text: "<@" + me.UserID + "> hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.EventIDs) != 2 {
+		t.Fatalf("the mention fired %d envelopes, want message and app_mention", len(p.EventIDs))
+	}
+	// Both envelopes are acked only after their appends (one stored, one a duplicate) and
+	// their signals.
+	if err := emu.Wait(ctx, func() bool {
+		acked := 0
+		for _, a := range emu.Acks() {
+			if slices.Contains(p.EventIDs, a.EventID) {
+				acked++
+			}
+		}
+		return acked >= len(p.EventIDs)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := store.SessionByThread(ctx, session.ThreadKey{Team: me.Team, Channel: "C0000001", ThreadTS: p.TS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []sig{{sess.ID, true}}; !slices.Equal(sigs, want) {
+		t.Errorf("signals %v, want %v: one, saying the session was just opened", sigs, want)
+	}
+}

@@ -212,9 +212,9 @@ const DefaultWakeLimit = 32
 // it is awake already). It never blocks.
 func (r *Runner) Signal(id session.ID) { r.route(signal{id: id}) }
 
-// Stored is Signal for a message the gateway stored. opened says that append opened the
-// session just now, so no replica can hold its lease yet (a lease is only taken of a session
-// that exists): its cell starts here at once, with no question to the database about who
+// Stored is Signal for a message the gateway stored. opened says that append stored the
+// session's first event, so no replica can hold its lease yet (none was signalled, and no
+// poll found work in an empty log): its cell starts here at once, with no question to the database about who
 // runs it (issue 33: a burst of new threads waited in line for those round trips). Should a
 // peer take the lease meanwhile (its poll found the message), the cell here finds it held
 // and routes the signal to that peer.
