@@ -37,6 +37,12 @@ type RunnerConfig struct {
 	// replica (its liveness claim is free): a cheap query, so that such a session resumes
 	// here within about this long; default 500ms.
 	OrphanInterval time.Duration
+	// WatchPeers holds one more connection of the replica's own (logbook-watch), blocked on
+	// one live peer's liveness claim (session.WatchPeers), so that a dead peer's sessions are
+	// taken here the moment PostgreSQL frees its claim, not on the next orphan scan (issue 33:
+	// a kill -9's turns resumed about 0.1 s later that way). For a fleet: serve sets it when
+	// LOGBOOK_REPLICAS is above 1. Needs Deps.DatabaseURL.
+	WatchPeers bool
 	// ClaimCheck is how often the connection holding the liveness claim proves it is alive
 	// with a round trip, which must answer within ClaimCheck too (on Clock); when it does not,
 	// the claim is taken as lost and the turns run under it are cancelled; default 5s.
@@ -135,6 +141,8 @@ type Runner struct {
 	admitted int
 	backlog  bool
 	refill   chan struct{}
+	// orphaned asks Run to look for a dead replica's sessions now: the watch saw a peer die.
+	orphaned chan struct{}
 
 	// claimed is true while the LISTEN connection holds this runner's liveness claim, and
 	// claimLost is closed when that claim ends (a new channel for each claim; guarded by
@@ -183,7 +191,7 @@ func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 	d.Clock = clockOr(d.Clock)
 	base, cancel := context.WithCancel(context.Background())
 	r := &Runner{base: base, cancel: cancel, log: d.Log, store: d.Store, dbURL: d.DatabaseURL, cfg: cfg,
-		cells: map[session.ID]*Cell{}, notify: make(chan signal, 1024), refill: make(chan struct{}, 1), draining: make(chan struct{}),
+		cells: map[session.ID]*Cell{}, notify: make(chan signal, 1024), refill: make(chan struct{}, 1), orphaned: make(chan struct{}, 1), draining: make(chan struct{}),
 		firstClaim: make(chan struct{})}
 	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, draining: r.draining,
 		renewer: newRenewer(cmp.Or(d.GatewayStore, d.Store), d.Clock, cfg.LeaseTTL, d.Log)}
@@ -401,6 +409,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	if r.dbURL != "" {
 		wg.Go(func() { r.listen(bg) })
 	}
+	if r.dbURL != "" && r.cfg.WatchPeers {
+		wg.Go(func() { r.watch(ctx) })
+	}
 	if r.dbURL == "" {
 		r.poll(ctx, "wake")
 	} // else the listener's catch-up wakes them, once the claim is held: leases taken before
@@ -419,6 +430,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-orphans:
 			r.orphans(ctx)
 			orphans = r.deps.Clock.After(r.cfg.OrphanInterval)
+		case <-r.orphaned:
+			r.orphans(ctx)
 		case <-r.refill:
 			r.poll(ctx, "poll") // room was made for a backlog
 		}
@@ -587,6 +600,37 @@ func (r *Runner) listenOnce(ctx context.Context) error {
 		}
 	})
 	return err
+}
+
+// watch keeps the watch on a peer's liveness claim (session.WatchPeers) until ctx ends,
+// reconnecting with a backoff: each death it sees asks Run for an orphan scan at once. A
+// stopping runner takes no sessions, so the watch ends with Run's ctx, before the drain.
+func (r *Runner) watch(ctx context.Context) {
+	const first = 100 * time.Millisecond
+	backoff := first
+	for ctx.Err() == nil {
+		began := time.Now()
+		err := session.WatchPeers(ctx, r.dbURL, r.cfg.Owner, session.WatchOptions{After: r.deps.Clock.After}, func(pid int) {
+			r.log.Info().Int("peer_backend_pid", pid).Msg("a peer's liveness claim ended; taking its sessions")
+			select {
+			case r.orphaned <- struct{}{}:
+			default: // a scan is asked for already
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) > 10*time.Second {
+			backoff = first // it had worked for a while: an outage starts the backoff again
+		}
+		r.log.Warn().Err(err).Dur("retry_in", backoff).Msg("the watch on a peer's liveness claim failed; the orphan scan goes on")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
 }
 
 // claim reports whether the liveness claim is held now, and a channel closed when it ends.

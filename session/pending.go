@@ -231,21 +231,9 @@ func ListenClaimed(ctx context.Context, dsn, owner string, opt ListenOptions, li
 }
 
 func listen(ctx context.Context, dsn, owner string, opt ListenOptions, listening func(), notified func(id ID, sender string)) error {
-	cfg, err := pgx.ParseConfig(dsn)
+	cfg, err := dedicatedConfig(dsn, listenApplication)
 	if err != nil {
-		return fmt.Errorf("parse database URL: %w", redactedError{err})
-	}
-	cfg.RuntimeParams["application_name"] = "logbook-listen"
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = 10 * time.Second // a silent network must not hold a reconnect forever
-	}
-	dialer := &net.Dialer{Timeout: 10 * time.Second,
-		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3}}
-	cfg.DialFunc = dialer.DialContext
-	// A cancelled wait (the next check is due) sets a deadline on the socket at once and
-	// leaves the connection usable, instead of sending the server a cancel request.
-	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+		return err
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -277,6 +265,28 @@ func listen(ctx context.Context, dsn, owner string, opt ListenOptions, listening
 	err = wait(ctx, conn, owner, opt, notified)
 	dead = errors.Is(err, ErrListenUnresponsive)
 	return err
+}
+
+// dedicatedConfig is the configuration of a connection of its own (not a pooled one) to dsn,
+// named application: it notices a server that went away without a word (TCP keepalive, a
+// connect timeout), and a cancelled wait sets a deadline on the socket at once instead of
+// sending the server a cancel request (which opens a connection of its own).
+func dedicatedConfig(dsn, application string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", redactedError{err})
+	}
+	cfg.RuntimeParams["application_name"] = application
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second // a silent network must not hold a reconnect forever
+	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second,
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3}}
+	cfg.DialFunc = dialer.DialContext
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
+	return cfg, nil
 }
 
 // wait reads signals and checks the connection every opt.CheckEvery, until either fails or

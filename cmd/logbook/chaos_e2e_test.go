@@ -96,6 +96,7 @@ func TestE2EChaos(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("LOGBOOK_CHAOS_REPLICAS")); err == nil && n > 1 {
 		replicas = n
 	}
+	env = append(env, fmt.Sprintf("LOGBOOK_REPLICAS=%d", replicas)) // the fleet's size, as an operator sets it
 	conns := sampleConnections(t, e.dbURL)
 	procs := make([]*proc, replicas)
 	slotOf := map[int]int{}  // pid -> replica slot (a slot's process is restarted after each kill)

@@ -93,7 +93,7 @@ type connBudget struct {
 }
 
 // budget is cfg's connection budget: main and gateway pools, the LISTEN connection (which
-// also holds the liveness claim), and with LOGBOOK_AUDIT_SCHEDULE the scheduled export's
+// also holds the liveness claim), with LOGBOOK_REPLICAS above 1 the watch on a peer's claim, and with LOGBOOK_AUDIT_SCHEDULE the scheduled export's
 // pools (the auditor's, and retention's with LOGBOOK_RETENTION).
 func (cfg serveConfig) budget() connBudget {
 	pooled := cfg.DBPooler == poolerPgBouncer
@@ -106,6 +106,10 @@ func (cfg serveConfig) budget() connBudget {
 		{Name: "gateway", Max: cfg.DB.GatewayPool, Direct: !pooled, Login: main},
 		{Name: "listen", Max: 1, Direct: true, Login: direct},
 	}}
+	if cfg.DB.Replicas > 1 {
+		// bot.RunnerConfig.WatchPeers: a fleet's replicas watch each other's liveness claims.
+		b.Roles = append(b.Roles, connRole{Name: "watch", Max: 1, Direct: true, Login: direct})
+	}
 	if a := cfg.AuditSchedule; a != nil {
 		audit := direct
 		if cfg.DB.AuditURL != "" {

@@ -27,8 +27,9 @@ func budgetOf(t *testing.T, extra map[string]string) connBudget {
 	return cfg.budget()
 }
 
-// The measurement: 13 connections per replica at most; ten replicas on a default
-// server cannot fit, seven can; the refusal spells the formula and its numbers.
+// The measurement: 13 connections per replica at most, and one more in a fleet (the
+// watch on a peer's liveness claim); ten replicas on a default server cannot fit, six can; the
+// refusal spells the formula and its numbers.
 func TestConnBudgetFormula(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -40,32 +41,34 @@ func TestConnBudgetFormula(t *testing.T) {
 		refused string // "" fits
 	}{
 		{name: "one replica", per: 13, need: 19, limits: defaultServer},
-		{name: "seven fit", vars: map[string]string{"LOGBOOK_REPLICAS": "7"}, per: 13, need: 97, limits: defaultServer},
-		{name: "ten do not", vars: map[string]string{"LOGBOOK_REPLICAS": "10"}, per: 13, need: 136, limits: defaultServer,
-			refused: "LOGBOOK_REPLICAS 10 × (main 8 + gateway 4 + listen 1) + LOGBOOK_DB_RESERVE 6 = 136 > 97 that PostgreSQL lets ordinary clients open " +
-				"(max_connections 100 − superuser_reserved_connections 3 − reserved_connections 0); at most 7 replicas fit"},
+		{name: "six fit", vars: map[string]string{"LOGBOOK_REPLICAS": "6"}, per: 14, need: 90, limits: defaultServer},
+		{name: "seven do not", vars: map[string]string{"LOGBOOK_REPLICAS": "7"}, per: 14, need: 104, limits: defaultServer,
+			refused: "= 104 > 97"},
+		{name: "ten do not", vars: map[string]string{"LOGBOOK_REPLICAS": "10"}, per: 14, need: 146, limits: defaultServer,
+			refused: "LOGBOOK_REPLICAS 10 × (main 8 + gateway 4 + listen 1 + watch 1) + LOGBOOK_DB_RESERVE 6 = 146 > 97 that PostgreSQL lets ordinary clients open " +
+				"(max_connections 100 − superuser_reserved_connections 3 − reserved_connections 0); at most 6 replicas fit"},
 		{name: "ten with small pools", vars: map[string]string{"LOGBOOK_REPLICAS": "10", "LOGBOOK_DB_POOL": "4", "LOGBOOK_DB_GATEWAY_POOL": "2"},
-			per: 7, need: 76, limits: defaultServer},
-		{name: "reserved_connections (16+)", vars: map[string]string{"LOGBOOK_REPLICAS": "7"}, per: 13, need: 97,
+			per: 8, need: 86, limits: defaultServer},
+		{name: "reserved_connections (16+)", vars: map[string]string{"LOGBOOK_REPLICAS": "7"}, per: 14, need: 104,
 			limits:  session.Limits{MaxConnections: 100, SuperuserReserved: 3, Reserved: 5, RoleLimit: -1, DatabaseLimit: -1},
-			refused: "= 97 > 92 that PostgreSQL lets ordinary clients open (max_connections 100 − superuser_reserved_connections 3 − reserved_connections 5); at most 6 replicas fit"},
+			refused: "= 104 > 92 that PostgreSQL lets ordinary clients open (max_connections 100 − superuser_reserved_connections 3 − reserved_connections 5); at most 6 replicas fit"},
 		{name: "the reserve", vars: map[string]string{"LOGBOOK_DB_RESERVE": "90"}, per: 13, need: 103, limits: defaultServer,
 			refused: "LOGBOOK_DB_RESERVE 90 = 103 > 97"},
 		{name: "scheduled audit with retention", vars: map[string]string{"LOGBOOK_AUDIT_SCHEDULE": "@daily", "LOGBOOK_AUDIT_DEST": "/tmp/x",
-			"LOGBOOK_RETENTION": "400d", "LOGBOOK_REPLICAS": "5"}, per: 19, need: 101, limits: defaultServer,
-			refused: "LOGBOOK_REPLICAS 5 × (main 8 + gateway 4 + listen 1 + audit 4 + retention 2) + LOGBOOK_DB_RESERVE 6 = 101 > 97"},
-		{name: "database limit", vars: map[string]string{"LOGBOOK_REPLICAS": "3"}, per: 13, need: 45,
+			"LOGBOOK_RETENTION": "400d", "LOGBOOK_REPLICAS": "5"}, per: 20, need: 106, limits: defaultServer,
+			refused: "LOGBOOK_REPLICAS 5 × (main 8 + gateway 4 + listen 1 + watch 1 + audit 4 + retention 2) + LOGBOOK_DB_RESERVE 6 = 106 > 97"},
+		{name: "database limit", vars: map[string]string{"LOGBOOK_REPLICAS": "3"}, per: 14, need: 48,
 			limits:  session.Limits{MaxConnections: 400, SuperuserReserved: 3, RoleLimit: -1, Database: "x", DatabaseLimit: 40},
-			refused: "= 45 > 40, the CONNECTION LIMIT of database x (datconnlimit); at most 2 replicas fit"},
-		{name: "a superuser is not bound by the database's limit", vars: map[string]string{"LOGBOOK_REPLICAS": "3"}, per: 13, need: 45,
+			refused: "= 48 > 40, the CONNECTION LIMIT of database x (datconnlimit); at most 2 replicas fit"},
+		{name: "a superuser is not bound by the database's limit", vars: map[string]string{"LOGBOOK_REPLICAS": "3"}, per: 14, need: 48,
 			limits: session.Limits{MaxConnections: 400, SuperuserReserved: 3, RoleLimit: 1, Superuser: true, Database: "x", DatabaseLimit: 40}},
-		{name: "role limit", vars: map[string]string{"LOGBOOK_REPLICAS": "3"}, per: 13, need: 45,
+		{name: "role limit", vars: map[string]string{"LOGBOOK_REPLICAS": "3"}, per: 14, need: 48,
 			limits:  session.Limits{MaxConnections: 400, SuperuserReserved: 3, Login: "bot", RoleLimit: 30, DatabaseLimit: -1},
-			refused: "LOGBOOK_REPLICAS 3 × (main 8 + gateway 4 + listen 1) = 39 log in as bot > 30, its CONNECTION LIMIT (rolconnlimit); at most 2 replicas fit"},
-		{name: "another login's limit", vars: map[string]string{"LOGBOOK_REPLICAS": "3"}, per: 13, need: 45,
+			refused: "LOGBOOK_REPLICAS 3 × (main 8 + gateway 4 + listen 1 + watch 1) = 42 log in as bot > 30, its CONNECTION LIMIT (rolconnlimit); at most 2 replicas fit"},
+		{name: "another login's limit", vars: map[string]string{"LOGBOOK_REPLICAS": "3"}, per: 14, need: 48,
 			limits: session.Limits{MaxConnections: 400, SuperuserReserved: 3, Login: "someone", RoleLimit: 1, DatabaseLimit: -1}},
-		{name: "through PgBouncer only listen counts", vars: map[string]string{"LOGBOOK_REPLICAS": "10", "LOGBOOK_DB_POOLER": "pgbouncer",
-			"LOGBOOK_DIRECT_DATABASE_URL": "postgres://bot@db:5432/x"}, per: 1, need: 16, limits: defaultServer},
+		{name: "through PgBouncer only listen and watch count", vars: map[string]string{"LOGBOOK_REPLICAS": "10", "LOGBOOK_DB_POOLER": "pgbouncer",
+			"LOGBOOK_DIRECT_DATABASE_URL": "postgres://bot@db:5432/x"}, per: 2, need: 26, limits: defaultServer},
 	}
 	for _, c := range cases {
 		b := budgetOf(t, c.vars)
@@ -102,9 +105,9 @@ func TestConnBudgetLogLine(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &line); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	if line.PerReplica["main"] != 8 || line.PerReplica["gateway"] != 4 || line.PerReplica["listen"] != 1 || line.Need != 16 ||
-		line.Available != 97 || line.Fit != 91 || line.Clients != 120 || !strings.Contains(line.PgBouncer, "not checked") ||
-		line.Formula != "LOGBOOK_REPLICAS 10 × (listen 1) + LOGBOOK_DB_RESERVE 6 = 16" || line.IdleTimeout != "1m0s" {
+	if line.PerReplica["main"] != 8 || line.PerReplica["gateway"] != 4 || line.PerReplica["listen"] != 1 || line.PerReplica["watch"] != 1 ||
+		line.Need != 26 || line.Available != 97 || line.Fit != 45 || line.Clients != 120 || !strings.Contains(line.PgBouncer, "not checked") ||
+		line.Formula != "LOGBOOK_REPLICAS 10 × (listen 1 + watch 1) + LOGBOOK_DB_RESERVE 6 = 26" || line.IdleTimeout != "1m0s" {
 		t.Errorf("budget line: %s", out.String())
 	}
 }

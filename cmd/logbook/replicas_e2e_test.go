@@ -39,7 +39,8 @@ const (
 )
 
 // fleetSettings are the ten replicas' connection settings: the README's sizing for ten
-// replicas on a server of max_connections 100 (pools of 4 and 2: 7 per replica, 76 in all).
+// replicas on a server of max_connections 100 (pools of 4 and 2, listen and watch: 8 per replica,
+// 86 in all).
 var fleetSettings = map[string]string{"LOGBOOK_REPLICAS": "10", "LOGBOOK_DB_POOL": "4", "LOGBOOK_DB_GATEWAY_POOL": "2"}
 
 // fleetBudget is the connection budget serve computes from settings (connbudget.go): what one

@@ -87,7 +87,7 @@ func TestE2EStartsBeforeItsDatabase(t *testing.T) {
 
 // Issue 33: a fleet that cannot fit in the server's connections is refused at start, with
 // the formula and the numbers in the message. The cluster's max_connections is 30: 27 for
-// ordinary clients; two default replicas need 2 × 13 + 6 = 32.
+// ordinary clients; two default replicas need 2 × 14 + 6 = 34 (a fleet's replicas watch each other: one more each).
 func TestE2EConnectionBudgetRefused(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, slackemu.Options{})
@@ -118,13 +118,13 @@ func TestE2EConnectionBudgetRefused(t *testing.T) {
 	if err == nil {
 		t.Fatalf("serve started a fleet that cannot fit:\n%s", out)
 	}
-	want := "logbook: database connections do not fit: LOGBOOK_REPLICAS 2 × (main 8 + gateway 4 + listen 1) + LOGBOOK_DB_RESERVE 6 = 32 > 27 " +
+	want := "logbook: database connections do not fit: LOGBOOK_REPLICAS 2 × (main 8 + gateway 4 + listen 1 + watch 1) + LOGBOOK_DB_RESERVE 6 = 34 > 27 " +
 		"that PostgreSQL lets ordinary clients open (max_connections 30 − superuser_reserved_connections 3 − reserved_connections 0); " +
 		"at most 1 replicas fit"
 	if !strings.Contains(string(out), want) {
 		t.Errorf("the refusal does not spell the formula (want %q):\n%s", want, out)
 	}
-	if !strings.Contains(string(out), `"need":32`) || !strings.Contains(string(out), `"max_connections":30`) {
+	if !strings.Contains(string(out), `"need":34`) || !strings.Contains(string(out), `"max_connections":30`) {
 		t.Errorf("no budget line before the refusal:\n%s", out)
 	}
 }
