@@ -82,12 +82,6 @@ func (c *Cell) run(ctx context.Context) {
 		d.Probe.cellExited(c.id, exit)
 	}()
 	c.log = d.Log.With().Str("session_id", c.id.String()).Logger()
-	sess, err := d.Store.Session(ctx, c.id)
-	if err != nil {
-		c.log.Warn().Err(err).Msg("cell: read session")
-		return
-	}
-	c.sess = sess
 	if d.firstClaim != nil {
 		// A cell woken as the process starts (a message) waits a moment for the claim: a
 		// lease taken without it would hold the session for its whole TTL should the process
@@ -101,7 +95,14 @@ func (c *Cell) run(ctx context.Context) {
 	}
 	acquiredAt := d.Clock.Now()
 	claimed, claimLost := d.claim()
-	lease, err := d.Store.AcquireLeaseWith(ctx, c.id, d.cfg.Owner, d.cfg.LeaseTTL, session.LeaseOptions{Claimed: claimed})
+	// The session, its lease and its log in one round trip (issue 33: a takeover's cells
+	// queue for each one behind the replica's other turns).
+	sess, lease, evs, err := d.Store.LeaseSession(ctx, c.id, d.cfg.Owner, d.cfg.LeaseTTL, session.LeaseOptions{Claimed: claimed})
+	if errors.Is(err, session.ErrNotFound) {
+		c.log.Warn().Err(err).Msg("cell: read session")
+		return
+	}
+	c.sess = sess
 	if errors.Is(err, session.ErrLeaseHeld) {
 		d.Metrics.leaseAcquires.WithLabelValues("held").Inc()
 		c.log.Debug().Msg("cell: another replica holds the session")
@@ -118,6 +119,7 @@ func (c *Cell) run(ctx context.Context) {
 		d.Metrics.leaseSteals.Inc()
 	}
 	c.flog = newCellLog(d.Store, c.id, lease.Epoch)
+	c.flog.prime(evs)
 	c.carried.wake = c.wokenEvent(lease.Epoch)
 	c.log = c.log.With().Int64("epoch", lease.Epoch).Logger()
 
@@ -300,8 +302,9 @@ func (c *Cell) loop(ctx context.Context) string {
 	d := c.deps
 	idleAt := d.Clock.Now().Add(d.cfg.IdleTimeout)
 	failures := 0
-	for {
-		if err := c.flog.sync(ctx); err != nil {
+	for primed := true; ; primed = false {
+		// The first pass reads nothing: the log was read with the lease (Cell.run).
+		if err := c.flog.syncUnless(ctx, primed); err != nil {
 			if ctx.Err() != nil {
 				return "shutdown"
 			}

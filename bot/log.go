@@ -67,6 +67,25 @@ func (l *cellLog) syncLocked(ctx context.Context) error {
 	return nil
 }
 
+// prime takes the log as read with the lease (session.Store.LeaseSession), in place of the
+// cell's first sync.
+func (l *cellLog) prime(evs []session.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.add(evs)
+	l.reads++
+}
+
+// syncUnless is sync, skipped when skip is set and no gap waits to be read.
+func (l *cellLog) syncUnless(ctx context.Context, skip bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if skip && len(l.ahead) == 0 {
+		return nil
+	}
+	return l.syncLocked(ctx)
+}
+
 // add puts stored events into the prefix, or beyond it when they leave a gap.
 func (l *cellLog) add(evs []session.Event) {
 	for _, e := range evs {

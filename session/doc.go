@@ -47,14 +47,17 @@
 // ([ListenClaimed], lock key [LockLivenessSeed]) takes leases as claimed; a claimed lease
 // whose owner's claim is free (the owner's connection ended: the process died) may be taken
 // before it expires, with a new epoch, and [Store.Pending] and [Store.Orphaned] count it as
-// nobody's. An unclaimed lease is taken only once it expires or is released.
+// nobody's. An unclaimed lease is taken only once it expires or is released. [WatchPeers]
+// waits on one live peer's claim, to learn of its death the moment the claim is freed;
+// [Store.LeaseSession] starts a cell in one round trip (the session, its lease, its log).
 //
 // # Connections
 //
 // [Connect]'s pools open connections on demand and keep none when idle: a connection idle for
 // [IdleConnTimeout] (or [PoolOptions].IdleTimeout) is closed, and every connection is replaced
 // after about 30 minutes. Each shows in pg_stat_activity as application_name
-// "logbook-<PoolOptions.Name>"; the LISTEN connection as "logbook-listen". [ServerLimits]
+// "logbook-<PoolOptions.Name>"; the LISTEN connection as "logbook-listen", [WatchPeers]' as
+// "logbook-watch". [ServerLimits]
 // reads the server's caps on connections, for a caller that checks its budget against them.
 //
 // # Connection poolers

@@ -53,6 +53,54 @@ func (s *Store) AcquireLeaseWith(ctx context.Context, id ID, owner string, ttl t
 	return l, nil
 }
 
+// sqlLeaseSession reads a session and takes its lease in one statement: the lease function
+// runs only when the session exists (LATERAL, for its one row), and a lease held by another
+// owner leaves its columns NULL.
+const sqlLeaseSession = `
+SELECT s.id, s.team_id, s.channel_id, s.thread_ts, s.created_at, l.epoch, l.expires_at
+FROM sessions s LEFT JOIN LATERAL logbook_acquire_lease(s.id, $2, $3, $4) l ON true
+WHERE s.id = $1`
+
+// LeaseSession is, for a cell that starts, Session, AcquireLeaseWith and the session's whole
+// log (Events) in one round trip: the session (ErrNotFound when there is none, and then no
+// lease is taken), its lease (ErrLeaseHeld, with the session, when another owner holds it)
+// and, with the lease, the events as of just after it was taken (the log is read in the same
+// batch, after the lease statement: one implicit transaction). Issue 33: a takeover's cells
+// queue for connections and CPU with every other turn of the replica, and each round trip
+// they make waits its turn again.
+func (s *Store) LeaseSession(ctx context.Context, id ID, owner string, ttl time.Duration, o LeaseOptions) (Session, Lease, []Event, error) {
+	if id == (ID{}) {
+		return Session{}, Lease{}, nil, ErrEmptySessionID
+	}
+	b := &pgx.Batch{}
+	var sess Session
+	var epoch *int64
+	var until *time.Time
+	b.Queue(sqlLeaseSession, id, owner, ttl, o.Claimed).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&sess.ID, &sess.Key.Team, &sess.Key.Channel, &sess.Key.ThreadTS, &sess.CreatedAt, &epoch, &until)
+	})
+	var evs []Event
+	// Only with the lease: a cell refused it reads no log.
+	b.Queue("SELECT "+eventColumns+` FROM events WHERE session_id = $1
+		AND EXISTS (SELECT 1 FROM leases l WHERE l.session_id = $1 AND l.owner = $2 AND l.expires_at > clock_timestamp())
+		ORDER BY seq`, id, owner).Query(func(rows pgx.Rows) error {
+		var err error
+		evs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) { return scanEvent(row) })
+		return err
+	})
+	err := s.pool.SendBatch(ctx, b).Close()
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Session{}, Lease{}, nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Session{}, Lease{}, nil, fmt.Errorf("lease session %s for %s: %w", id, owner, err)
+	}
+	if epoch == nil || until == nil {
+		return sess, Lease{}, nil, fmt.Errorf("lease session %s for %s: %w", id, owner, ErrLeaseHeld)
+	}
+	return sess, Lease{Session: id, Owner: owner, Epoch: *epoch, ExpiresAt: *until}, evs, nil
+}
+
 // RenewLease extends l by ttl. It returns ErrFenced when l is no longer the session's current
 // lease (it expired, or another owner took it).
 func (s *Store) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {

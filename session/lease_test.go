@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -216,4 +217,47 @@ func TestConcurrentChecksOfADeadOwnerAllFindItDead(t *testing.T) {
 	done()
 	// The owner, back under the same name, takes its claim again: no check kept the key.
 	holdClaim(t, dbURL, "replica-a")()
+}
+
+// LeaseSession is Session, AcquireLeaseWith and Events in one round trip: with the lease it
+// returns the session and its whole log; a lease held elsewhere returns ErrLeaseHeld (and the
+// session, no events); an unknown session returns ErrNotFound and takes no lease.
+func TestLeaseSessionReadsTheSessionTakesTheLeaseAndReadsTheLog(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	ctx := context.Background()
+	a := openSession(t, st, "1700000000.000100")
+	mustAppend(t, st, a.ID, msg("one"))
+	mustAppend(t, st, a.ID, msg("two"))
+
+	sess, l, evs, err := st.LeaseSession(ctx, a.ID, "replica-a", time.Hour, session.LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.ID != a.ID || sess.Key != a.Key || l.Session != a.ID || l.Owner != "replica-a" || l.Epoch != 1 {
+		t.Errorf("LeaseSession = %+v, %+v; want session %+v with epoch 1 for replica-a", sess, l, a)
+	}
+	want, err := st.Events(ctx, a.ID, session.Range{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || len(want) != 2 || !bytes.Equal(evs[0].Hash, want[0].Hash) || !bytes.Equal(evs[1].Hash, want[1].Hash) || evs[1].Seq != 2 {
+		t.Errorf("the log read with the lease: %d events, want the 2 Events reads", len(evs))
+	}
+	if _, err := st.RenewLease(ctx, l, time.Hour); err != nil {
+		t.Errorf("the lease LeaseSession took does not renew: %v", err)
+	}
+
+	sess, _, evs, err = st.LeaseSession(ctx, a.ID, "replica-b", time.Hour, session.LeaseOptions{})
+	if !errors.Is(err, session.ErrLeaseHeld) || sess.ID != a.ID || evs != nil {
+		t.Errorf("LeaseSession of a held lease = %v (session %v, %d events), want ErrLeaseHeld with the session", err, sess.ID, len(evs))
+	}
+
+	unknown := session.ID{1, 2, 3}
+	if _, _, _, err := st.LeaseSession(ctx, unknown, "replica-a", time.Hour, session.LeaseOptions{}); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("LeaseSession of an unknown session = %v, want ErrNotFound", err)
+	}
+	if _, err := st.AcquireLease(ctx, a.ID, "replica-a", time.Hour); err != nil {
+		t.Errorf("the owner takes its lease again: %v", err)
+	}
 }
