@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // listenApplication is the application_name of ListenClaimed's connection, the one that
@@ -37,8 +35,8 @@ SELECT c.k, c.pid FROM claims c, me WHERE c.k <> me.k ORDER BY c.k < me.k, c.k L
 
 // WatchOptions configures WatchPeers.
 type WatchOptions struct {
-	// Repick bounds one wait on a peer's claim (lock_timeout): the peer is chosen again after
-	// it, so a replica that joined the ring meanwhile gets its watcher (1 s).
+	// Repick bounds one wait on a peer's claim: the peer is chosen again after it, so a replica
+	// that joined the ring meanwhile gets its watcher (1 s; at most 0.9 × deadlock_timeout).
 	Repick time.Duration
 	// After times the wait while no peer is alive (nil: time.After): a test's clock.
 	After func(time.Duration) <-chan time.Time
@@ -51,7 +49,8 @@ type WatchOptions struct {
 // replica's sessions at once, instead of finding them on its next orphan scan. The wait is a
 // shared lock request (pg_advisory_lock_shared), which conflicts only with the owner's
 // exclusive hold: logbook_claim_free's shared tries still read the owner as alive meanwhile,
-// and the lock is let go as soon as it is granted. died is a hint, never needed for
+// and the lock is let go as soon as it is granted. Each wait lasts at most Repick, and less
+// than the server's deadlock_timeout. died is a hint, never needed for
 // correctness: the orphan scan finds what a missed death leaves. WatchPeers returns ctx's
 // error once ctx ends, otherwise why the connection failed (reconnecting is the caller's).
 func WatchPeers(ctx context.Context, dsn, owner string, opt WatchOptions, died func(pid int)) error {
@@ -70,12 +69,19 @@ func WatchPeers(ctx context.Context, dsn, owner string, opt WatchOptions, died f
 	if err != nil {
 		return err
 	}
-	cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(max(repick.Milliseconds(), 1), 10)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	// A wait stays below the server's deadlock_timeout: past it, PostgreSQL runs its deadlock
+	// check, which locks the whole lock table, for every waiting backend.
+	var deadlockMS int64
+	if err := conn.QueryRow(ctx, `SELECT (extract(epoch FROM current_setting('deadlock_timeout')::interval) * 1000)::bigint`).Scan(&deadlockMS); err != nil {
+		return fmt.Errorf("read deadlock_timeout: %w", err)
+	}
+	waitMS := min(repick.Milliseconds(), deadlockMS*9/10)
+	waitMS = max(waitMS, 10)
 	for {
 		var key int64
 		var pid int
@@ -91,17 +97,15 @@ func WatchPeers(ctx context.Context, dsn, owner string, opt WatchOptions, died f
 		if err != nil {
 			return fmt.Errorf("find a peer's liveness claim: %w", err)
 		}
-		_, err = conn.Exec(ctx, `SELECT pg_advisory_lock_shared($1)`, key)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: the peer lives
-			continue
-		}
-		if err != nil {
+		// logbook_wait_claim (migrations/00160_wait_claim.sql): true once the claim is free
+		// (the shared lock it got is let go as the statement ends), false when the wait timed
+		// out with the peer alive; a timeout is no error, so the server logs nothing.
+		var free bool
+		if err := conn.QueryRow(ctx, `SELECT logbook_wait_claim($1, $2)`, key, waitMS).Scan(&free); err != nil {
 			return fmt.Errorf("wait on a peer's liveness claim: %w", err)
 		}
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock_shared($1)`, key); err != nil {
-			return fmt.Errorf("let go of a dead peer's liveness claim: %w", err)
+		if free {
+			died(pid)
 		}
-		died(pid)
 	}
 }
