@@ -49,6 +49,11 @@ func TestAdvisoryLockKeysInSQLAreDocumented(t *testing.T) {
 				}
 			}
 		}
+		// logbook_wait_claim's key is its parameter: a liveness claim's key (LockLivenessSeed)
+		// as pg_locks shows it (session.WatchPeers), not a literal.
+		if path == "00160_wait_claim.sql" {
+			known++
+		}
 		if known != all {
 			t.Errorf("%s: %d advisory-lock calls, %d with a literal key this test understands", path, all, known)
 		}
