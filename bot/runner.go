@@ -552,17 +552,26 @@ func (r *Runner) isStopped() bool {
 // (LISTEN is per connection: a NOTIFY sent before the new LISTEN reaches nobody); correctness
 // never depends on NOTIFY.
 func (r *Runner) listen(ctx context.Context) {
+	r.reconnecting(ctx, "LISTEN connection lost; reconnecting", func() (bool, error) {
+		err := r.listenOnce(ctx)
+		return r.wasClaimed.Swap(false), err // it had connected: an outage starts the backoff again
+	})
+}
+
+// reconnecting runs once until ctx ends: after each failure it logs msg and waits, 100 ms
+// at first, doubling to 10 s; a run that reports it was healthy starts the backoff again.
+func (r *Runner) reconnecting(ctx context.Context, msg string, once func() (healthy bool, err error)) {
 	const first = 100 * time.Millisecond
 	backoff := first
 	for ctx.Err() == nil {
-		err := r.listenOnce(ctx)
+		healthy, err := once()
 		if ctx.Err() != nil {
 			return
 		}
-		if r.wasClaimed.Swap(false) {
-			backoff = first // it had connected: an outage starts the backoff again
+		if healthy {
+			backoff = first
 		}
-		r.log.Warn().Err(err).Dur("retry_in", backoff).Msg("LISTEN connection lost; reconnecting")
+		r.log.Warn().Err(err).Dur("retry_in", backoff).Msg(msg)
 		select {
 		case <-ctx.Done():
 			return
@@ -606,9 +615,7 @@ func (r *Runner) listenOnce(ctx context.Context) error {
 // reconnecting with a backoff: each death it sees asks Run for an orphan scan at once. A
 // stopping runner takes no sessions, so the watch ends with Run's ctx, before the drain.
 func (r *Runner) watch(ctx context.Context) {
-	const first = 100 * time.Millisecond
-	backoff := first
-	for ctx.Err() == nil {
+	r.reconnecting(ctx, "the watch on a peer's liveness claim failed; the orphan scan goes on", func() (bool, error) {
 		began := time.Now()
 		err := session.WatchPeers(ctx, r.dbURL, r.cfg.Owner, session.WatchOptions{After: r.deps.Clock.After}, func(pid int) {
 			r.log.Info().Int("peer_backend_pid", pid).Msg("a peer's liveness claim ended; taking its sessions")
@@ -617,20 +624,8 @@ func (r *Runner) watch(ctx context.Context) {
 			default: // a scan is asked for already
 			}
 		})
-		if ctx.Err() != nil {
-			return
-		}
-		if time.Since(began) > 10*time.Second {
-			backoff = first // it had worked for a while: an outage starts the backoff again
-		}
-		r.log.Warn().Err(err).Dur("retry_in", backoff).Msg("the watch on a peer's liveness claim failed; the orphan scan goes on")
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 10*time.Second)
-	}
+		return time.Since(began) > 10*time.Second, err // it had worked for a while
+	})
 }
 
 // claim reports whether the liveness claim is held now, and a channel closed when it ends.

@@ -231,13 +231,9 @@ func ListenClaimed(ctx context.Context, dsn, owner string, opt ListenOptions, li
 }
 
 func listen(ctx context.Context, dsn, owner string, opt ListenOptions, listening func(), notified func(id ID, sender string)) error {
-	cfg, err := dedicatedConfig(dsn, listenApplication)
+	conn, err := dedicatedConn(ctx, dsn, listenApplication)
 	if err != nil {
 		return err
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	dead := false
@@ -267,11 +263,11 @@ func listen(ctx context.Context, dsn, owner string, opt ListenOptions, listening
 	return err
 }
 
-// dedicatedConfig is the configuration of a connection of its own (not a pooled one) to dsn,
-// named application: it notices a server that went away without a word (TCP keepalive, a
+// dedicatedConn opens a connection of its own (not a pooled one) to dsn, named application:
+// it notices a server that went away without a word (TCP keepalive, a
 // connect timeout), and a cancelled wait sets a deadline on the socket at once instead of
 // sending the server a cancel request (which opens a connection of its own).
-func dedicatedConfig(dsn, application string) (*pgx.ConnConfig, error) {
+func dedicatedConn(ctx context.Context, dsn, application string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse database URL: %w", redactedError{err})
@@ -286,7 +282,11 @@ func dedicatedConfig(dsn, application string) (*pgx.ConnConfig, error) {
 	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
 	}
-	return cfg, nil
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return conn, nil
 }
 
 // wait reads signals and checks the connection every opt.CheckEvery, until either fails or

@@ -65,13 +65,9 @@ func WatchPeers(ctx context.Context, dsn, owner string, opt WatchOptions, died f
 	if after == nil {
 		after = time.After
 	}
-	cfg, err := dedicatedConfig(dsn, watchApplication)
+	conn, err := dedicatedConn(ctx, dsn, watchApplication)
 	if err != nil {
 		return err
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	// A wait stays below the server's deadlock_timeout: past it, PostgreSQL runs its deadlock

@@ -14,7 +14,7 @@ import (
 	"github.com/logbook/logbook/session"
 )
 
-// newConfigCmd is `logbook config`: every channel's settings (/logbook config) and their
+// newConfigCmd is `logbook config` (cobra's shape, as every subcommand; what it runs is its own): every channel's settings (/logbook config) and their
 // history, from the records.
 func newConfigCmd(e env) *cobra.Command {
 	var channel string
