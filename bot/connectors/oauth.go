@@ -1,6 +1,7 @@
 package connectors
 
 import (
+	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -11,7 +12,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -278,6 +281,38 @@ func valid(tok *oauth2.Token, now time.Time) bool {
 	return tok.AccessToken != "" && (tok.Expiry.IsZero() || now.Add(expiryDelta).Before(tok.Expiry))
 }
 
+// resourceTransport adds the resource parameter (RFC 8707) to the refresh_token grants it
+// carries: the MCP authorization spec asks for it in every token request, and oauth2's
+// TokenSource sends only the grant type and the refresh token. Any other request passes as it is.
+type resourceTransport struct {
+	base     http.RoundTripper // nil: http.DefaultTransport
+	resource string
+}
+
+func (t resourceTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if r.Method != http.MethodPost || r.Body == nil || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		return base.RoundTrip(r)
+	}
+	body, err := io.ReadAll(r.Body) // oauth2's own form: a few hundred bytes
+	r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	form, err := url.ParseQuery(string(body))
+	if err == nil && form.Get("grant_type") == "refresh_token" && !form.Has("resource") {
+		form.Set("resource", t.resource)
+		body = []byte(form.Encode())
+	}
+	out := r.Clone(r.Context())
+	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return base.RoundTrip(out)
+}
+
 // expiryDelta is how long before its expiry a token is refreshed.
 const expiryDelta = 30 * time.Second
 
@@ -287,6 +322,7 @@ type storedToken struct {
 	c               *Connectors
 	srv             Server          // its token endpoint is found (discovered) only when a refresh needs it
 	ctx             context.Context // carries the token endpoint's HTTP client
+	hc              *http.Client    // the token endpoint's HTTP client
 	server, channel string
 
 	mu  sync.Mutex
@@ -309,7 +345,7 @@ func (s *Session) tokenSource(ctx context.Context, srv Server, hc *http.Client) 
 	if err != nil {
 		return nil, err
 	}
-	return &storedToken{c: s.c, srv: srv, ctx: context.WithValue(context.WithoutCancel(ctx), oauth2.HTTPClient, hc),
+	return &storedToken{c: s.c, srv: srv, ctx: context.WithValue(context.WithoutCancel(ctx), oauth2.HTTPClient, hc), hc: hc,
 		server: srv.Name, channel: s.channel, tok: tok}, nil
 }
 
@@ -339,7 +375,11 @@ func (t *storedToken) Token() (*oauth2.Token, error) {
 	if err != nil {
 		return nil, err
 	}
-	fresh, err := t.srv.OAuth.config(ep, "").TokenSource(t.ctx, &oauth2.Token{RefreshToken: t.tok.RefreshToken}).Token()
+	ctx := t.ctx
+	if ep.Resource != "" {
+		ctx = context.WithValue(t.ctx, oauth2.HTTPClient, &http.Client{Transport: resourceTransport{base: t.hc.Transport, resource: ep.Resource}})
+	}
+	fresh, err := t.srv.OAuth.config(ep, "").TokenSource(ctx, &oauth2.Token{RefreshToken: t.tok.RefreshToken}).Token()
 	if err != nil {
 		return nil, fmt.Errorf("refresh the token of MCP server %s: %s", t.server, t.c.redact(err.Error()))
 	}

@@ -30,13 +30,14 @@ import (
 // authServer is an OAuth authorization server as a real one behaves: /authorize redirects
 // back with a code bound to the PKCE challenge and redirect URI; /token exchanges the code
 // only with the matching verifier, and refreshes a refresh token into a new access token,
-// revoking the old one.
+// revoking the old one. As the MCP authorization spec asks of its clients, every token
+// request names the resource (RFC 8707): a refresh must name the one its grant was for.
 type authServer struct {
 	*httptest.Server
 	mu        sync.Mutex
 	codes     map[string]grant // code → its grant
 	valid     map[string]bool  // access tokens in force
-	refresh   map[string]bool
+	refresh   map[string]string // refresh token in force → the resource it was granted for
 	refreshes int
 	issued    []string // every token issued, access and refresh
 	mux       *http.ServeMux
@@ -48,7 +49,7 @@ type authServer struct {
 type grant struct{ challenge, redirect, resource string }
 
 func newAuthServer(t *testing.T) *authServer {
-	a := &authServer{codes: map[string]grant{}, valid: map[string]bool{}, refresh: map[string]bool{}}
+	a := &authServer{codes: map[string]grant{}, valid: map[string]bool{}, refresh: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /authorize", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -99,6 +100,7 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var resource string
 	switch r.PostForm.Get("grant_type") {
 	case "authorization_code":
 		g, ok := a.codes[r.PostForm.Get("code")]
@@ -109,11 +111,18 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 			fail("invalid_grant")
 			return
 		}
+		resource = g.resource
 	case "refresh_token":
-		if !a.refresh[r.PostForm.Get("refresh_token")] {
+		granted, ok := a.refresh[r.PostForm.Get("refresh_token")]
+		if !ok {
 			fail("invalid_grant")
 			return
 		}
+		if r.PostForm.Get("resource") != granted {
+			fail("invalid_target")
+			return
+		}
+		resource = granted
 		a.refreshes++
 		delete(a.refresh, r.PostForm.Get("refresh_token")) // rotated: a refresh token is good once
 		for k := range a.valid {
@@ -124,7 +133,7 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	access, refresh := a.random("access"), a.random("refresh")
-	a.valid[access], a.refresh[refresh] = true, true
+	a.valid[access], a.refresh[refresh] = true, resource
 	a.issued = append(a.issued, access, refresh)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"access_token": access, "token_type": "Bearer", "expires_in": 3600, "refresh_token": refresh})
