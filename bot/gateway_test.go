@@ -505,13 +505,11 @@ func TestDeliveryReviewBackfillOrder(t *testing.T) {
 	}
 }
 
-// R-E: one rate limit (or any error) on the backfill's conversations.replies call and the
-// backfill gives up for good: the thread's earlier messages are never stored.
-//
-// Known defect, so this test fails about one run in 15-30: withThread still gives up on the
-// 429. It passes only when the mention's other envelope (app_mention and message arrive
-// together) reads the thread before the first one's append commits; when it reads it after,
-// emptySession is false, nothing is backfilled, and the count is 1.
+// R-E: a rate limit on the backfill's conversations.replies call must not lose the thread's
+// earlier messages: withThread waits out a Retry-After that fits its budget and reads again.
+// (Were it to give up, the mention would be stored alone, and its other envelope — app_mention
+// and message arrive together — would find the session no longer empty and backfill nothing:
+// 1 message instead of 3.)
 func TestDeliveryReviewBackfillAfterARateLimit(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &echoAgent{}, harnessOptions{})
