@@ -35,8 +35,8 @@ import (
 type authServer struct {
 	*httptest.Server
 	mu        sync.Mutex
-	codes     map[string]grant // code → its grant
-	valid     map[string]bool  // access tokens in force
+	codes     map[string]grant  // code → its grant
+	valid     map[string]bool   // access tokens in force
 	refresh   map[string]string // refresh token in force → the resource it was granted for
 	refreshes int
 	issued    []string // every token issued, access and refresh
