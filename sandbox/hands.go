@@ -182,6 +182,12 @@ func (s *sandbox) execute(ctx context.Context, c command) (ExecResult, error) {
 				return ExecResult{}, s.lostErr()
 			default:
 			}
+			if ctx.Err() != nil {
+				// The caller's end (or a limit) killed the command at the gate, and the
+				// admission's write met a closed pipe: the end is the answer, as it is for a
+				// command killed later (outcome).
+				return ExecResult{}, fmt.Errorf("exec: %w", context.Cause(ctx))
+			}
 			return ExecResult{}, err
 		}
 	} else if g != nil {
