@@ -48,8 +48,8 @@ func BenchmarkAckBreakdown(b *testing.B) {
 //     (classify, directory, text; any other statement; with group commit, the wait for the
 //     session's lane);
 //   - acquire: the wait for that connection;
-//   - append: the logbook_append statement, its commit included (with group commit, the
-//     group's transaction);
+//   - append: the append's statement (the one-event statement or logbook_append), its commit
+//     included (with group commit, the group's transaction);
 //   - after: the statement's end to the ack being queued and the handler's end;
 //   - out: the handler's end to the emulator reading the ack (slack-go's writer, the socket).
 var ackParts = []string{"in", "prep", "acquire", "append", "after", "out"}
@@ -107,7 +107,7 @@ func ackBreakdown(b *testing.B, emu *slackemu.Server, spans []sdktrace.ReadOnlyS
 			switch {
 			case c.Name() == "pool.acquire":
 				acquire = c // the last one before the append: the append's
-			case parent == s && (strings.Contains(c.Name(), "logbook_append") || strings.Contains(attr(c, "db.query.text"), "logbook_append")):
+			case parent == s && isAppend(c.Name()+" "+attr(c, "db.query.text")):
 				appendQ = c
 			}
 			if appendQ != nil && parent == s {
@@ -163,4 +163,10 @@ func attr(s sdktrace.ReadOnlySpan, key string) string {
 		}
 	}
 	return ""
+}
+
+// isAppend reports whether a statement's text is an append: a call of logbook_append, or the
+// one-event statement (session/appendone.go).
+func isAppend(sql string) bool {
+	return strings.Contains(sql, "logbook_append") || strings.Contains(sql, "INSERT INTO events AS e")
 }

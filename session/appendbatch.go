@@ -42,7 +42,12 @@ func (s *Store) AppendBatch(ctx context.Context, items []Batched) {
 			continue
 		}
 		calls[i] = c
-		b.Queue(sqlAppend, c.args...)
+		if sql, args, ok := c.oneStatement(); ok {
+			c.statement = true
+			b.Queue(sql, args...)
+		} else {
+			b.Queue(sqlAppend, c.args...)
+		}
 	}
 	if b.Len() == 0 {
 		return
@@ -56,11 +61,18 @@ func (s *Store) AppendBatch(ctx context.Context, items []Batched) {
 		}
 		return
 	}
-	err := s.sendBatch(ctx, b, calls, items)
+	left, err := s.sendBatch(ctx, b, calls, items)
 	var refused *pgconn.PgError
-	if err == nil || !errors.As(err, &refused) {
+	if err == nil {
+		// What the one-event statement left to logbook_append (it wrote nothing of them).
+		for _, i := range left {
+			items[i].Stored, items[i].Err = s.callAppend(ctx, calls[i])
+		}
+		return
+	}
+	if !errors.As(err, &refused) {
 		for i, c := range calls {
-			if c != nil && err != nil {
+			if c != nil {
 				items[i].Stored, items[i].Err = nil, s.appendError(c.id, c.opts, err)
 			}
 		}
@@ -76,10 +88,10 @@ func (s *Store) AppendBatch(ctx context.Context, items []Batched) {
 
 // sendBatch sends b (calls' appends, in order) and reads each call's rows into its item's
 // Stored. Only a nil error means the transaction committed: the rows of every call are read
-// before the commit is known, when the batch's results are closed.
-func (s *Store) sendBatch(ctx context.Context, b *pgx.Batch, calls []*appendCall, items []Batched) error {
+// before the commit is known, when the batch's results are closed. left lists the items whose
+// one-event statement wrote nothing and left them to logbook_append.
+func (s *Store) sendBatch(ctx context.Context, b *pgx.Batch, calls []*appendCall, items []Batched) (left []int, failed error) {
 	br := s.pool.SendBatch(ctx, b)
-	var failed error
 	for i, c := range calls {
 		if c == nil {
 			continue
@@ -87,6 +99,9 @@ func (s *Store) sendBatch(ctx context.Context, b *pgx.Batch, calls []*appendCall
 		rows, err := br.Query()
 		if err == nil {
 			items[i].Stored, err = c.read(rows)
+		}
+		if c.statement && errors.Is(err, errNoRow) {
+			left, err = append(left, i), nil
 		}
 		if err != nil {
 			failed = err
@@ -96,5 +111,5 @@ func (s *Store) sendBatch(ctx context.Context, b *pgx.Batch, calls []*appendCall
 	if err := br.Close(); failed == nil {
 		failed = err
 	}
-	return failed
+	return left, failed
 }

@@ -25,6 +25,7 @@ const DefaultMaxPayload = 1 << 20
 type Store struct {
 	pool       *pgxpool.Pool
 	maxPayload int
+	appendOne  [2][2]string // appendOneSQL's texts, [message][keyed]
 }
 
 // Options configure a Store. Zero values take defaults.
@@ -34,7 +35,10 @@ type Options struct {
 
 // NewStore returns a Store over pool.
 func NewStore(pool *pgxpool.Pool, opts Options) *Store {
-	return &Store{pool: pool, maxPayload: cmp.Or(opts.MaxPayload, DefaultMaxPayload)}
+	return &Store{pool: pool, maxPayload: cmp.Or(opts.MaxPayload, DefaultMaxPayload), appendOne: [2][2]string{
+		{appendOneSQL(false, false), appendOneSQL(false, true)},
+		{appendOneSQL(true, false), appendOneSQL(true, true)},
+	}}
 }
 
 // ThreadKey identifies a Slack thread: the session's natural key is Channel and ThreadTS
@@ -67,10 +71,17 @@ type Head struct {
 	Hash []byte
 }
 
+// sqlOpenInsert makes the session and its session_work row (no message yet, head 0 and the
+// zero hash: migrations/00170), which the one-event append statement moves.
 const sqlOpenInsert = `
-INSERT INTO sessions (id, team_id, channel_id, thread_ts) VALUES ($1, $2, $3, $4)
-ON CONFLICT DO NOTHING
-RETURNING id, team_id, channel_id, thread_ts, created_at`
+WITH s AS (
+    INSERT INTO sessions (id, team_id, channel_id, thread_ts) VALUES ($1, $2, $3, $4)
+    ON CONFLICT DO NOTHING
+    RETURNING id, team_id, channel_id, thread_ts, created_at
+), w AS (
+    INSERT INTO session_work (session_id, pending) SELECT s.id, false FROM s
+)
+SELECT id, team_id, channel_id, thread_ts, created_at FROM s`
 
 // Open returns the session of the thread (channel and thread ts, whatever key.Team says),
 // creating it with key.Team as the channel's owner if it has none. Two callers opening the
@@ -215,8 +226,17 @@ func (s *Store) AppendWith(ctx context.Context, id ID, opts AppendOptions, evs .
 	return s.sendOne(ctx, c)
 }
 
-// sendOne sends c alone, as one statement.
+// sendOne sends c alone: as the one-event statement where it can be, else (or when that
+// leaves it to logbook_append) as a call of logbook_append.
 func (s *Store) sendOne(ctx context.Context, c *appendCall) ([]Event, error) {
+	if out, done, err := s.sendOneStatement(ctx, c); done {
+		return out, err
+	}
+	return s.callAppend(ctx, c)
+}
+
+// callAppend sends c as a call of logbook_append.
+func (s *Store) callAppend(ctx context.Context, c *appendCall) ([]Event, error) {
 	rows, err := s.pool.Query(ctx, sqlAppend, c.args...)
 	if err != nil {
 		return nil, s.appendError(c.id, c.opts, err)
@@ -234,6 +254,8 @@ type appendCall struct {
 	payloads []string
 	keys     []pgtype.Text
 	args     []any
+	// statement: AppendBatch sent the call as the one-event statement.
+	statement bool
 }
 
 // newAppendCall checks and encodes evs for an append to session id; nil (and no error) when
@@ -338,6 +360,9 @@ func (c *appendCall) read(rows pgx.Rows) ([]Event, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, errNoRow
 	}
 	if len(out) != n {
 		return nil, fmt.Errorf("%d rows for %d events", len(out), n)

@@ -216,8 +216,8 @@ func TestOneEventAppendsThroughEveryBranch(t *testing.T) {
 }
 
 // session_work's pending and last_message_hour are plain columns that their writers keep
-// (00140; generated before): after every branch that writes session_work — a session's first
-// row from a message and from a turn_completed, a message in place and across an hour, a
+// (00140; generated before): after every branch that writes session_work — a session's row
+// from Store.Open, a session's first row from a message and from a turn_completed, a message in place and across an hour, a
 // followup_signal, a turn_completed that answers and one that does not, turn_suspended,
 // approval_decided, stop_requested — both equal 00011's definitions on every row.
 func TestSessionWorkKeepsItsDerivedColumns(t *testing.T) {
@@ -243,6 +243,12 @@ func TestSessionWorkKeepsItsDerivedColumns(t *testing.T) {
 	}
 	a := openSession(t, st, "1700000000.000500")
 	b := openSession(t, st, "1700000000.000501")
+	check("two sessions opened (Store.Open makes their rows)", 2)
+	// logbook_append's first rows, for a session without one (from before 00170, or inserted by
+	// other means).
+	if _, err := su.Exec(ctx, `DELETE FROM session_work`); err != nil {
+		t.Fatal(err)
+	}
 	mustAppend(t, st, a.ID, turnDone(0))
 	check("a first row from a turn_completed", 1)
 	mustAppend(t, st, a.ID, msg("a message: the row updated in place"))
