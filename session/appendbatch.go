@@ -97,7 +97,9 @@ func (s *Store) sendBatch(ctx context.Context, b *pgx.Batch, calls []*appendCall
 			continue
 		}
 		rows, err := br.Query()
-		if err == nil {
+		if err == nil && c.statement {
+			items[i].Stored, err = c.readOne(rows)
+		} else if err == nil {
 			items[i].Stored, err = c.read(rows)
 		}
 		if c.statement && errors.Is(err, errNoRow) {

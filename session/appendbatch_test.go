@@ -12,15 +12,21 @@ import (
 
 // TestAppendBatchCommitsTogetherAndKeepsErrorsApart appends to three sessions in one
 // AppendBatch: every item is stored as Append would store it (a key repeated inside the batch
-// is a duplicate), in one transaction (the rows share one xmin), and the chains verify. An item
-// refused before sending (an unknown type) gets its own error; an item the server refuses (a
-// session that does not exist) fails only itself: the others are appended one by one.
+// is a duplicate), in one transaction (the rows share one xmin), and the chains verify. What the
+// one-event statement leaves to logbook_append (a key stored earlier in the batch, a session
+// without its session_work row) is appended after the batch commits. An item refused before
+// sending (an unknown type) gets its own error; an item the server refuses (a session that does
+// not exist) fails only itself.
 func TestAppendBatchCommitsTogetherAndKeepsErrorsApart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st, dbURL := newStore(t)
 	su := superuser(t, dbURL)
 	a, b, c := openSession(t, st, "1700000000.000001"), openSession(t, st, "1700000000.000002"), openSession(t, st, "1700000000.000003")
+	d := openSession(t, st, "1700000000.000004")
+	if _, err := su.Exec(ctx, `DELETE FROM session_work WHERE session_id = $1`, d.ID); err != nil {
+		t.Fatal(err)
+	}
 	keyed := func(text, key string) session.NewEvent {
 		e := msg(text)
 		e.IdempotencyKey = key
@@ -41,9 +47,13 @@ func TestAppendBatchCommitsTogetherAndKeepsErrorsApart(t *testing.T) {
 		{ID: c.ID, Events: []session.NewEvent{keyed("four", "c/4")}},
 		{ID: a.ID, Events: []session.NewEvent{keyed("one again", "a/1")}},
 		{ID: c.ID, Events: []session.NewEvent{{Type: "no_such_type", Actor: user1, Payload: session.UserMessage{Text: "x"}}}},
+		{ID: d.ID, Events: []session.NewEvent{keyed("no row", "d/1")}},
 	}
 	st.AppendBatch(ctx, items)
-	for i, want := range []int{1, 2, 1, 1} {
+	for i, want := range []int{1, 2, 1, 1, 0, 1} {
+		if i == 4 {
+			continue
+		}
 		if items[i].Err != nil || len(items[i].Stored) != want {
 			t.Fatalf("item %d: %d stored, error %v; want %d stored", i, len(items[i].Stored), items[i].Err, want)
 		}
@@ -60,6 +70,10 @@ func TestAppendBatchCommitsTogetherAndKeepsErrorsApart(t *testing.T) {
 	mustVerify(t, st, a.ID, 1)
 	mustVerify(t, st, b.ID, 2)
 	mustVerify(t, st, c.ID, 1)
+	mustVerify(t, st, d.ID, 1)
+	if n := xmins(a.ID, b.ID, c.ID, d.ID); n != 2 {
+		t.Errorf("the batch and the session without a row were written by %d transactions, want 2", n)
+	}
 
 	missing := session.ID(uuid.New())
 	items = []session.Batched{

@@ -2,9 +2,11 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -14,7 +16,8 @@ import (
 // session_work's message columns. The UPDATE moves the session's head in session_work under the
 // session's append lock and the row's lock; the INSERT writes the event from what it returned.
 // The SQL is logbook_append's, expression for expression: the header's format, the payload's
-// hash, created_at read from the clock after the lock, and the rows it returns.
+// hash, created_at read from the clock after the lock. It returns only what the server
+// decided (the rest is the call's own: returned, each column costs the server its output).
 //
 // The statement answers no row when logbook_append must decide: the session has no
 // session_work row (or does not exist), the expected seq differs, the key is stored already.
@@ -43,8 +46,7 @@ INSERT INTO events AS e (session_id, seq, event_id, type, actor_kind, actor_id, 
 SELECT $1, h.head_seq, $3, $4, $5, $6, h.head_at,
        $7, sha256(convert_to($7::jsonb::text, 'UTF8')), $8::text, h.head_prev, h.head_hash, $9
   FROM h
-RETURNING e.seq, e.event_id, e.created_at, e.payload_hash, e.prev_hash, e.hash, e.position,
-          false, NULL::text, NULL::text, NULL::text, NULL::jsonb, e.sanitized`
+RETURNING e.seq, e.created_at, e.payload_hash, e.prev_hash, e.hash, e.position`
 
 // appendOneSQL returns the statement for an event of a message type or not, with a key or
 // not: four texts, each prepared once per connection.
@@ -115,7 +117,7 @@ func (s *Store) sendOneStatement(ctx context.Context, c *appendCall) (out []Even
 	}
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err == nil {
-		out, err = c.read(rows)
+		out, err = c.readOne(rows)
 	}
 	var pgErr *pgconn.PgError
 	switch {
@@ -127,4 +129,30 @@ func (s *Store) sendOneStatement(ctx context.Context, c *appendCall) (out []Even
 		return nil, false, nil
 	}
 	return nil, true, s.appendError(c.id, c.opts, err)
+}
+
+// readOne reads the one-event statement's row into the stored event, and closes rows;
+// errNoRow when it returned none.
+func (c *appendCall) readOne(rows pgx.Rows) ([]Event, error) {
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, errNoRow
+	}
+	ev := c.evs[0]
+	e := Event{SessionID: c.id, ID: c.args[3].([]pgtype.UUID)[0].Bytes, Type: ev.Type, Actor: ev.Actor,
+		Payload: json.RawMessage(c.payloads[0]), IdempotencyKey: ev.IdempotencyKey, Sanitized: c.args[9].([]bool)[0]}
+	if err := rows.Scan(&e.Seq, &e.CreatedAt, &e.PayloadHash, &e.PrevHash, &e.Hash, &e.Position); err != nil {
+		return nil, err
+	}
+	if rows.Next() {
+		return nil, errors.New("more than one row for one event")
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return []Event{e}, nil
 }
