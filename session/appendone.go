@@ -14,16 +14,18 @@ import (
 // One event, one statement (migrations/00170_append_one_statement.sql): the append of a single
 // event that logbook_append would write with nothing but its chain and, for a message,
 // session_work's message columns. The UPDATE moves the session's head in session_work under the
-// session's append lock and the row's lock; the INSERT writes the event from what it returned.
+// session's append lock and the row's lock (and, fenced, compares the lease's epoch kept on
+// that row); the INSERT writes the event from what it returned.
 // The SQL is logbook_append's, expression for expression: the header's format, the payload's
 // hash, created_at read from the clock after the lock. It returns only what the server
 // decided (the rest is the call's own: returned, each column costs the server its output).
 //
 // The statement answers no row when logbook_append must decide: the session has no
-// session_work row (or does not exist), the expected seq differs, the key is stored already.
+// session_work row (or does not exist), the expected seq or the epoch differs, the key is
+// stored already.
 //
 // $1 session, $2 expected seq (NULL: none), $3 event id, $4 type, $5 actor kind, $6 actor id,
-// $7 payload, $8 idempotency key (NULL: none), $9 sanitized.
+// $7 payload, $8 idempotency key (NULL: none), $9 sanitized; fenced, $10 the lease epoch.
 const appendOneTemplate = `
 WITH h AS (
     UPDATE session_work AS w
@@ -38,7 +40,7 @@ WITH h AS (
              FROM (SELECT t, greatest(w.last_message_at, t) AS last_at
                      FROM (SELECT clock_timestamp() AS t) n) c)
      WHERE w.session_id = $1 AND ($2::bigint IS NULL OR w.head_seq = $2)
-       AND pg_advisory_xact_lock(hashtextextended($1::text, 7461)) IS NOT NULL{{key absent}}
+       AND pg_advisory_xact_lock(hashtextextended($1::text, 7461)) IS NOT NULL{{epoch}}{{key absent}}
     RETURNING w.head_seq, w.head_at, w.head_prev, w.head_hash
 )
 INSERT INTO events AS e (session_id, seq, event_id, type, actor_kind, actor_id, created_at,
@@ -49,13 +51,18 @@ SELECT $1, h.head_seq, $3, $4, $5, $6, h.head_at,
 RETURNING e.seq, e.created_at, e.payload_hash, e.prev_hash, e.hash, e.position`
 
 // appendOneSQL returns the statement for an event of a message type or not, with a key or
-// not: four texts, each prepared once per connection.
-func appendOneSQL(message, keyed bool) string {
+// not, fenced or not: eight texts, each prepared once per connection.
+func appendOneSQL(message, keyed, fenced bool) string {
 	r := []string{
 		"{{message columns}}", "",
 		"{{message values}}", "",
 		"{{key part}}", "'-'",
 		"{{key absent}}", "",
+		"{{epoch}}", "",
+	}
+	if fenced {
+		// session_work.lease_epoch is the lease's (a trigger on leases keeps it, 00170).
+		r[9] = "\n       AND w.lease_epoch = $10::bigint"
 	}
 	if message {
 		// session_work's message columns as logbook_append sets them (00140).
@@ -76,10 +83,9 @@ func appendOneSQL(message, keyed bool) string {
 var errNoRow = errors.New("no row for the event")
 
 // oneStatement returns the one-event statement and its arguments for c, or false when c is
-// logbook_append's: several events, a fencing epoch (whose check needs the lease read after
-// the lock), or a turn marker (logbook_track_turn's).
+// logbook_append's: several events, or a turn marker (logbook_track_turn's).
 func (c *appendCall) oneStatement() (string, []any, bool) {
-	if len(c.evs) != 1 || c.opts.Epoch != 0 {
+	if len(c.evs) != 1 {
 		return "", nil, false
 	}
 	ev := c.evs[0]
@@ -92,12 +98,16 @@ func (c *appendCall) oneStatement() (string, []any, bool) {
 	if c.opts.CheckSeq {
 		expected = &c.opts.ExpectedSeq
 	}
-	key := c.keys[0]
-	return c.s.appendOne[b2i(message)][b2i(key.Valid)], []any{
+	key, fenced := c.keys[0], c.opts.Epoch != 0
+	args := []any{
 		pgtype.UUID{Bytes: c.id, Valid: true}, expected, c.args[3].([]pgtype.UUID)[0],
 		string(ev.Type), string(ev.Actor.Kind), ev.Actor.ID, c.payloads[0], key,
 		c.args[9].([]bool)[0],
-	}, true
+	}
+	if fenced {
+		args = append(args, c.opts.Epoch)
+	}
+	return c.s.appendOne[b2i(message)][b2i(key.Valid)][b2i(fenced)], args, true
 }
 
 func b2i(b bool) int {

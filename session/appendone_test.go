@@ -148,8 +148,8 @@ func TestAppendOneStatementIsLogbookAppend(t *testing.T) {
 }
 
 // What the statement leaves to logbook_append, logbook_append answers as before: a stored key,
-// an expected seq that differs, a fencing epoch, a session without its session_work row, a head
-// behind the log, a session that does not exist.
+// an expected seq or a fencing epoch that differs, a session without its session_work row, a
+// head behind the log, a session that does not exist.
 func TestAppendOneStatementLeavesTheRestToLogbookAppend(t *testing.T) {
 	t.Parallel()
 	_, dbURL := newStore(t)
@@ -190,17 +190,21 @@ func TestAppendOneStatementLeavesTheRestToLogbookAppend(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.take()
-	if _, err := st.AppendWith(ctx, s.ID, session.AppendOptions{Epoch: l.Epoch + 1}, msg("fenced")); !errors.Is(err, session.ErrFenced) {
-		t.Fatalf("a stale epoch: %v, want ErrFenced", err)
-	}
-	expect("a fencing epoch", 0, 1)
-
-	// A head behind the log: the row says 1, the log 2.
-	if _, err := su.Exec(ctx, `UPDATE session_work SET head_seq = 1 WHERE session_id = $1`, s.ID); err != nil {
+	if _, err := st.AppendWith(ctx, s.ID, session.AppendOptions{Epoch: l.Epoch}, msg("fenced")); err != nil {
 		t.Fatal(err)
 	}
-	if e := mustAppend(t, st, s.ID, msg("after a head behind the log"))[0]; e.Seq != 3 {
-		t.Fatalf("after a head behind the log: seq %d, want 3", e.Seq)
+	expect("the lease's epoch", 1, 0)
+	if _, err := st.AppendWith(ctx, s.ID, session.AppendOptions{Epoch: l.Epoch + 1}, msg("fenced out")); !errors.Is(err, session.ErrFenced) {
+		t.Fatalf("another epoch: %v, want ErrFenced", err)
+	}
+	expect("another epoch", 1, 1)
+
+	// A head behind the log: the row says 2, the log 3.
+	if _, err := su.Exec(ctx, `UPDATE session_work SET head_seq = 2 WHERE session_id = $1`, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if e := mustAppend(t, st, s.ID, msg("after a head behind the log"))[0]; e.Seq != 4 {
+		t.Fatalf("after a head behind the log: seq %d, want 4", e.Seq)
 	}
 	expect("a head behind the log", 1, 1)
 	mustAppend(t, st, s.ID, msg("the head is repaired"))
@@ -214,7 +218,7 @@ func TestAppendOneStatementLeavesTheRestToLogbookAppend(t *testing.T) {
 	expect("no session_work row", 1, 1)
 	mustAppend(t, st, s.ID, msg("the row is back"))
 	expect("the row made again", 1, 0)
-	mustVerify(t, st, s.ID, 6)
+	mustVerify(t, st, s.ID, 7)
 
 	if _, err := st.Append(ctx, session.ID{1}, msg("nobody's")); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("a session that does not exist: %v, want ErrNotFound", err)
@@ -268,5 +272,69 @@ func TestAppendOneStatementAndLogbookAppendTakeTurns(t *testing.T) {
 	}
 	if head != int64(n) || !ok {
 		t.Fatalf("session_work's head %d (its time and hashes the event's: %v), want %d", head, ok, n)
+	}
+}
+
+// A takeover fences the old holder's one-event appends at once: while the old holder appends
+// in a loop, the lease changes hands and the new holder appends a marker; every event of the
+// old holder that was stored lies before the marker, and its loop ends with ErrFenced (at the
+// latest on the attempt it makes once the marker is stored).
+func TestAppendOneStatementIsFencedByATakeover(t *testing.T) {
+	t.Parallel()
+	st, dbURL := newStoreTB(t, 8)
+	su := superuser(t, dbURL)
+	ctx := context.Background()
+	for round := range 5 {
+		s := openSession(t, st, fmt.Sprintf("1700000000.00073%d", round))
+		old, err := st.AcquireLease(ctx, s.ID, "replica-a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		started, stop := make(chan struct{}), make(chan struct{})
+		ended := make(chan error, 1)
+		go func() {
+			for i := 0; ; i++ {
+				stopped := false // this attempt starts after the marker: it must be refused
+				select {
+				case <-stop:
+					stopped = true
+				default:
+				}
+				_, err := st.AppendWith(ctx, s.ID, session.AppendOptions{Epoch: old.Epoch},
+					session.NewEvent{Type: session.TypeAssistantMessage, Actor: bot1, Payload: session.AssistantMessage{Text: fmt.Sprintf("old %d", i)}})
+				if i == 0 {
+					close(started)
+				}
+				if err != nil || stopped {
+					ended <- err
+					return
+				}
+			}
+		}()
+		<-started
+		if _, err := su.Exec(ctx, `UPDATE leases SET expires_at = clock_timestamp() - interval '1 second' WHERE session_id = $1`, s.ID); err != nil {
+			t.Fatal(err)
+		}
+		next, err := st.AcquireLease(ctx, s.ID, "replica-b", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		marker, err := st.AppendWith(ctx, s.ID, session.AppendOptions{Epoch: next.Epoch}, msg("the new holder"))
+		close(stop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-ended; !errors.Is(err, session.ErrFenced) {
+			t.Fatalf("round %d: the old holder's loop ended with %v, want ErrFenced", round, err)
+		}
+		var after int
+		if err := su.QueryRow(ctx, `SELECT count(*) FROM events WHERE session_id = $1 AND type = 'assistant_message' AND seq > $2`,
+			s.ID, marker[0].Seq).Scan(&after); err != nil {
+			t.Fatal(err)
+		}
+		if after != 0 {
+			t.Fatalf("round %d: %d events of the old holder after the new holder's marker (seq %d)", round, after, marker[0].Seq)
+		}
+		mustVerify(t, st, s.ID, marker[0].Seq)
 	}
 }

@@ -25,7 +25,7 @@ const DefaultMaxPayload = 1 << 20
 type Store struct {
 	pool       *pgxpool.Pool
 	maxPayload int
-	appendOne  [2][2]string // appendOneSQL's texts, [message][keyed]
+	appendOne  [2][2][2]string // appendOneSQL's texts, [message][keyed][fenced]
 }
 
 // Options configure a Store. Zero values take defaults.
@@ -35,10 +35,15 @@ type Options struct {
 
 // NewStore returns a Store over pool.
 func NewStore(pool *pgxpool.Pool, opts Options) *Store {
-	return &Store{pool: pool, maxPayload: cmp.Or(opts.MaxPayload, DefaultMaxPayload), appendOne: [2][2]string{
-		{appendOneSQL(false, false), appendOneSQL(false, true)},
-		{appendOneSQL(true, false), appendOneSQL(true, true)},
-	}}
+	s := &Store{pool: pool, maxPayload: cmp.Or(opts.MaxPayload, DefaultMaxPayload)}
+	for m := range 2 {
+		for k := range 2 {
+			for f := range 2 {
+				s.appendOne[m][k][f] = appendOneSQL(m == 1, k == 1, f == 1)
+			}
+		}
+	}
+	return s
 }
 
 // ThreadKey identifies a Slack thread: the session's natural key is Channel and ThreadTS
