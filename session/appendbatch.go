@@ -66,7 +66,7 @@ func (s *Store) AppendBatch(ctx context.Context, items []Batched) {
 	if err == nil {
 		// What the one-event statement left to logbook_append (it wrote nothing of them).
 		for _, i := range left {
-			items[i].Stored, items[i].Err = s.callAppend(ctx, calls[i])
+			items[i].Stored, items[i].Err = s.callAppend(ctx, s.pool, calls[i])
 		}
 		return
 	}

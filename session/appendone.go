@@ -117,15 +117,11 @@ func b2i(b bool) int {
 	return 0
 }
 
-// sendOneStatement tries c as one statement. done is false when logbook_append must write it
+// sendOneStatement tries c as its one statement (sql, args). done is false when logbook_append must write it
 // instead: the statement wrote nothing (no row), or collided with a stored key or seq (a
 // duplicate sent meanwhile, a head behind the log), which logbook_append answers or repairs.
-func (s *Store) sendOneStatement(ctx context.Context, c *appendCall) (out []Event, done bool, err error) {
-	sql, args, ok := c.oneStatement()
-	if !ok {
-		return nil, false, nil
-	}
-	rows, err := s.pool.Query(ctx, sql, args...)
+func (s *Store) sendOneStatement(ctx context.Context, q querier, c *appendCall, sql string, args []any) (out []Event, done bool, err error) {
+	rows, err := q.Query(ctx, sql, args...)
 	if err == nil {
 		out, err = c.readOne(rows)
 	}

@@ -234,15 +234,31 @@ func (s *Store) AppendWith(ctx context.Context, id ID, opts AppendOptions, evs .
 // sendOne sends c alone: as the one-event statement where it can be, else (or when that
 // leaves it to logbook_append) as a call of logbook_append.
 func (s *Store) sendOne(ctx context.Context, c *appendCall) ([]Event, error) {
-	if out, done, err := s.sendOneStatement(ctx, c); done {
+	sql, args, ok := c.oneStatement()
+	if !ok {
+		return s.callAppend(ctx, s.pool, c)
+	}
+	// One connection for both: a duplicate (Slack sends a mention as app_mention and message)
+	// must not wait for the pool twice.
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, s.appendError(c.id, c.opts, err)
+	}
+	defer conn.Release()
+	if out, done, err := s.sendOneStatement(ctx, conn, c, sql, args); done {
 		return out, err
 	}
-	return s.callAppend(ctx, c)
+	return s.callAppend(ctx, conn, c)
+}
+
+// querier is a pool or one of its connections.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // callAppend sends c as a call of logbook_append.
-func (s *Store) callAppend(ctx context.Context, c *appendCall) ([]Event, error) {
-	rows, err := s.pool.Query(ctx, sqlAppend, c.args...)
+func (s *Store) callAppend(ctx context.Context, q querier, c *appendCall) ([]Event, error) {
+	rows, err := q.Query(ctx, sqlAppend, c.args...)
 	if err != nil {
 		return nil, s.appendError(c.id, c.opts, err)
 	}
