@@ -114,7 +114,7 @@ func (d *delivery) envelopeFrame() []byte {
 	return frame
 }
 
-// attemptLocked sends the current attempt of d to one open socket (round robin)
+// attemptLocked sends the current attempt of d to one open socket (pickConnLocked)
 // and starts its ack window. With no socket open the attempt fails at once.
 func (s *Server) attemptLocked(d *delivery) {
 	d.envelopeID = uuid.NewString()

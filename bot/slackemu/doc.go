@@ -47,7 +47,8 @@
 //     schedule continues, so such events arrive by a later retry once a socket is
 //     open; FireRetries sends waiting retries now instead of sleeping, and
 //     ExpireAcks ends an ack window now instead of waiting for AckTimeout.
-//   - Several sockets share events round robin, each envelope to one socket.
+//   - Several sockets share events, each envelope (and each retry) to one socket picked at
+//     random, as Slack does.
 //   - `disconnect` with reason warning, refresh_requested or link_disabled on
 //     demand (the socket then gets no new envelopes and is closed after
 //     Options.DisconnectGrace); slack-go reconnects with a new

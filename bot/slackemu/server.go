@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"math/rand/v2"
 	"net/url"
 	"sync"
 	"time"
@@ -48,7 +49,7 @@ type Server struct {
 	conns     map[int]*conn
 	connSeq   int
 	opened    int
-	rr        int
+	pick      *rand.Rand // which open socket gets an envelope (pickConnLocked)
 	byEvent   map[string]*delivery
 	envelopes map[string]*delivery
 	delivLog  []Delivery
@@ -116,6 +117,7 @@ func Start(opts Options) (*Server, error) {
 		subs:      map[string]bool{},
 		tickets:   map[string]bool{},
 		conns:     map[int]*conn{},
+		pick:      rand.New(rand.NewPCG(7461, 1)),
 		byEvent:   map[string]*delivery{},
 		envelopes: map[string]*delivery{},
 		limits:    map[string]RateLimit{},

@@ -220,7 +220,7 @@ func TestSeveralSocketsShareEvents(t *testing.T) {
 	waitConnected(t, emu, 2)
 
 	var ids []string
-	for range 4 {
+	for range 16 { // sockets are picked at random: 16 envelopes reach both
 		p, err := emu.Post(Post{Channel: "C0000001", Text: "spread me"})
 		if err != nil {
 			t.Fatal(err)
