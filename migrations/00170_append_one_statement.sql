@@ -24,10 +24,13 @@
 --
 -- The statement keeps what logbook_append guarantees:
 --   * One writer of a session at a time. It takes the session's append lock (session.
---     LockSessionSeed) in the UPDATE's filter, before the row is read for writing, so the purge,
---     the lease functions and logbook_append wait for it, and it for them, as before. The row's
---     lock and PostgreSQL's re-check of a row updated meanwhile (EvalPlanQual) give it the
---     newest head, whatever snapshot the statement started with.
+--     LockSessionSeed) in the UPDATE's filter, before the row is locked for writing, so the
+--     purge, the lease functions and logbook_append wait for it, and it for them, as before. The
+--     row's lock and PostgreSQL's re-check of a row updated meanwhile (EvalPlanQual) give it
+--     the newest head, whatever snapshot the statement started with. The key's check (NOT
+--     EXISTS) is read from that starting snapshot: a duplicate stored meanwhile makes the
+--     INSERT collide with events' unique key, and the client retries through logbook_append,
+--     which returns the stored event.
 --   * A fenced append is refused unless its epoch is the lease's. session_work.lease_epoch is
 --     kept by a trigger on leases in the transaction that changes the epoch, which holds the
 --     session's append lock and then updates the row; the statement compares the epoch on the
@@ -45,30 +48,37 @@
 -- logbook_append makes one for a session that lacks it (a session inserted by other means).
 
 -- +goose Up
+-- Locks in the order an append takes them (events, then session_work; a lease change: leases,
+-- then session_work), so that a running replica's append or takeover waits for this migration
+-- rather than deadlocking with it: no event is appended and no lease changes hands between the
+-- reading of the heads and epochs below and this migration's commit.
+LOCK TABLE events IN SHARE MODE;
+LOCK TABLE leases IN SHARE ROW EXCLUSIVE MODE;
+
 ALTER TABLE session_work
     ADD COLUMN head_seq  bigint NOT NULL DEFAULT 0,
     ADD COLUMN head_at   timestamptz,
     ADD COLUMN head_prev bytea,
     ADD COLUMN head_hash bytea NOT NULL
-        DEFAULT '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea;
-
--- No append between the reading of the heads and this migration's commit.
-LOCK TABLE events IN SHARE MODE;
+        DEFAULT '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea,
+    ADD COLUMN lease_epoch bigint;
 
 INSERT INTO session_work (session_id, pending)
 SELECT s.id, false FROM sessions s
  WHERE NOT EXISTS (SELECT 1 FROM session_work w WHERE w.session_id = s.id);
 
+-- Each session's head through events' primary key (one index probe a session, no sort of the
+-- whole log while appends wait).
 UPDATE session_work w
    SET head_seq = h.seq, head_at = h.created_at, head_prev = h.prev_hash, head_hash = h.hash
-  FROM (SELECT DISTINCT ON (e.session_id) e.session_id, e.seq, e.created_at, e.prev_hash, e.hash
-          FROM events e ORDER BY e.session_id, e.seq DESC) h
- WHERE h.session_id = w.session_id;
+  FROM sessions s
+ CROSS JOIN LATERAL (SELECT e.seq, e.created_at, e.prev_hash, e.hash FROM events e
+                      WHERE e.session_id = s.id ORDER BY e.seq DESC LIMIT 1) h
+ WHERE w.session_id = s.id;
 
 -- The lease's epoch beside the head, for a fenced one-event append: a trigger on leases keeps
 -- it, in the transaction (under the session's append lock, in logbook_acquire_lease) that
 -- changes it, so the statement's re-check of the row sees the epoch the lease has.
-ALTER TABLE session_work ADD COLUMN lease_epoch bigint;
 UPDATE session_work w SET lease_epoch = l.epoch FROM leases l WHERE l.session_id = w.session_id;
 
 -- +goose StatementBegin

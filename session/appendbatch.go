@@ -22,8 +22,11 @@ type Batched struct {
 // one transaction sent in one round trip: one commit for them all (group commit). When it
 // returns, every item with a nil Err is durably stored. An item refused before anything is sent
 // (ErrUnknownType, ErrInvalidEvent, *TooLargeError...) gets its error and is left out of the
-// transaction. When the server refuses the transaction (one item's invalid payload, a session
-// that does not exist, a deadlock), nothing of it was written, and each item is then appended
+// transaction. An item of a single event goes as the one-event statement unless its session
+// has other items in the batch; what that statement leaves to logbook_append (its session has
+// no session_work row or does not exist, its key was stored meanwhile) is appended after the
+// commit. When the server refuses the transaction (one item's invalid payload, a key stored by
+// a concurrent append, a deadlock), nothing of it was written, and each item is then appended
 // alone, so an item's error is its own. When the transaction's outcome is unknown (the
 // connection broke, ctx ended), every item gets that error and none is sent again: an append
 // that did commit would be written twice but for its idempotency keys.
@@ -34,6 +37,12 @@ type Batched struct {
 func (s *Store) AppendBatch(ctx context.Context, items []Batched) {
 	calls := make([]*appendCall, len(items))
 	b := &pgx.Batch{}
+	// A session with several items keeps their order only if none of them can be left to
+	// logbook_append after the commit: such a session's items all call it in the batch.
+	per := make(map[ID]int, len(items))
+	for _, it := range items {
+		per[it.ID]++
+	}
 	for i := range items {
 		items[i].Stored, items[i].Err = nil, nil
 		c, err := s.newAppendCall(items[i].ID, AppendOptions{}, items[i].Events)
@@ -42,7 +51,7 @@ func (s *Store) AppendBatch(ctx context.Context, items []Batched) {
 			continue
 		}
 		calls[i] = c
-		if sql, args, ok := c.oneStatement(); ok {
+		if sql, args, ok := c.oneStatement(); ok && per[c.id] == 1 {
 			c.statement = true
 			b.Queue(sql, args...)
 		} else {

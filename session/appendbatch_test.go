@@ -91,3 +91,28 @@ func TestAppendBatchCommitsTogetherAndKeepsErrorsApart(t *testing.T) {
 	mustVerify(t, st, a.ID, 2)
 	mustVerify(t, st, b.ID, 3)
 }
+
+// A session's items in one batch keep their order, even when the session has no session_work
+// row (opened by an older binary), which would leave a one-event statement to logbook_append
+// after the commit while its later item was written in the batch.
+func TestAppendBatchKeepsASessionsItemsInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, dbURL := newStore(t)
+	s := openSession(t, st, "1700000000.000005")
+	if _, err := superuser(t, dbURL).Exec(ctx, `DELETE FROM session_work WHERE session_id = $1`, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	items := []session.Batched{
+		{ID: s.ID, Events: []session.NewEvent{msg("first, alone")}},
+		{ID: s.ID, Events: []session.NewEvent{msg("second"), msg("third")}},
+	}
+	st.AppendBatch(ctx, items)
+	if items[0].Err != nil || items[1].Err != nil || len(items[0].Stored) != 1 || len(items[1].Stored) != 2 {
+		t.Fatalf("items: %+v / %+v", items[0], items[1])
+	}
+	if a, b := items[0].Stored[0].Seq, items[1].Stored[0].Seq; a != 1 || b != 2 {
+		t.Fatalf("seqs %d then %d, want 1 then 2 (the batch's order)", a, b)
+	}
+	mustVerify(t, st, s.ID, 3)
+}

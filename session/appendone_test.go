@@ -227,11 +227,13 @@ func TestAppendOneStatementLeavesTheRestToLogbookAppend(t *testing.T) {
 }
 
 // Appenders of one session through the statement and through logbook_append at once (single
-// events, pairs, fenced single events) take turns: seqs 1..n, one chain, and session_work's
-// head on the last event.
+// events, pairs, fenced single events) take turns: seqs 1..n, one chain, session_work's head
+// on the last event, and no statement ever found the head behind the log.
 func TestAppendOneStatementAndLogbookAppendTakeTurns(t *testing.T) {
 	t.Parallel()
-	st, dbURL := newStoreTB(t, 16)
+	_, dbURL := newStore(t)
+	var tr statements
+	st := tracedStore(t, dbURL, &tr)
 	ctx := context.Background()
 	s := openSession(t, st, "1700000000.000720")
 	l, err := st.AcquireLease(ctx, s.ID, "replica-a", time.Hour)
@@ -261,6 +263,11 @@ func TestAppendOneStatementAndLogbookAppendTakeTurns(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// No statement left its event to logbook_append: its head was never behind (a collision
+	// would have been repaired by a call, and hidden).
+	if o, c := tr.take(); o != workers/3*each*2 || c != workers/3*each {
+		t.Errorf("%d statements and %d calls of logbook_append, want %d and %d (the pairs)", o, c, workers/3*each*2, workers/3*each)
+	}
 	n := workers / 3 * each * 4
 	assertDense(t, st, s.ID, n)
 	var head int64
@@ -337,4 +344,67 @@ func TestAppendOneStatementIsFencedByATakeover(t *testing.T) {
 		}
 		mustVerify(t, st, s.ID, marker[0].Seq)
 	}
+}
+
+// The fence is read from the row as a takeover left it, even when that takeover committed while
+// the append waited for the session's lock (so after the append's statement took its snapshot):
+// the old holder's append, blocked behind a takeover in an open transaction, is refused once the
+// takeover commits, and the refusal is logbook_append's (the statement wrote nothing).
+func TestAppendOneStatementIsFencedByATakeoverItWaitedFor(t *testing.T) {
+	t.Parallel()
+	_, dbURL := newStore(t)
+	var tr statements
+	st := tracedStore(t, dbURL, &tr)
+	su := superuser(t, dbURL)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := openSession(t, st, "1700000000.000740")
+	old, err := st.AcquireLease(ctx, s.ID, "replica-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := su.Exec(ctx, `UPDATE leases SET expires_at = clock_timestamp() - interval '1 second' WHERE session_id = $1`, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	takeover, err := su.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer takeover.Rollback(ctx)
+	var epoch int64
+	if err := takeover.QueryRow(ctx, `SELECT epoch FROM logbook_acquire_lease($1, 'replica-b', interval '1 minute', false)`, s.ID).Scan(&epoch); err != nil || epoch != old.Epoch+1 {
+		t.Fatalf("takeover: epoch %d, %v; want %d", epoch, err, old.Epoch+1)
+	}
+	tr.take()
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.AppendWith(ctx, s.ID, session.AppendOptions{Epoch: old.Epoch}, msg("the old holder, late"))
+		done <- err
+	}()
+	for waiting := false; !waiting; {
+		// The only lock anyone waits for in this test's database is the append's.
+		if err := su.QueryRow(ctx, `SELECT count(*) = 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE a.datname = current_database() AND l.locktype = 'advisory' AND NOT l.granted`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if !waiting {
+			select {
+			case err := <-done:
+				t.Fatalf("the append ended before the takeover committed: %v", err)
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	if err := takeover.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, session.ErrFenced) {
+		t.Fatalf("the old holder's append after the takeover it waited for: %v, want ErrFenced", err)
+	}
+	if o, c := tr.take(); o != 1 || c != 1 {
+		t.Errorf("%d statements and %d calls of logbook_append, want 1 and 1 (the statement wrote nothing)", o, c)
+	}
+	mustVerify(t, st, s.ID, 0)
 }

@@ -20,13 +20,13 @@
 //     advisory lock for the session (appenders of other sessions never wait), reads the head,
 //     checks the fencing epoch and the expected seq, skips events whose idempotency key is
 //     already stored (returning the stored event with Duplicate set), and inserts the rest
-//     with the chain computed in SQL. A batch is all or nothing. A single event without a
-//     fencing epoch that is no turn marker (a Slack message, most of a turn's events) is one
-//     statement instead (appendone.go, migration 00170): it moves the session's head, kept in
-//     session_work, under the same lock, and inserts the event with the same chain; what it
-//     cannot decide alone (a stored key, a stale expected seq, a missing row) it leaves to
-//     logbook_append, which answers as before. The function's PL/pgSQL call was most of an
-//     append's server work.
+//     with the chain computed in SQL. A batch is all or nothing. A single event that is no
+//     turn marker (a Slack message, most of a turn's events, fenced or not) is one statement
+//     instead (appendone.go, migration 00170): it moves the session's head, kept in
+//     session_work with the lease's epoch, under the same lock, and inserts the event with the
+//     same chain; what it cannot decide alone (a stored key, a stale expected seq or epoch, a
+//     missing row) it leaves to logbook_append, which answers as before. The function's
+//     PL/pgSQL call was most of an append's server work.
 //  3. Readers use [Store.Events] (a positional slice of one session, filtered by type, oldest
 //     or newest first, or the N events before a seq) or [Store.ReadAll] for cross-session reads
 //     by global position that never skip a late-committing transaction.

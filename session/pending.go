@@ -22,8 +22,8 @@ WITH win AS MATERIALIZED (
     FROM (SELECT clock_timestamp() - $1::interval AS t) c
 )`
 
-// sqlPending reads session_work (migrations/00004_pending.sql), which logbook_append keeps as
-// it appends user_message events and turn markers (00060_append_keeps_work.sql): its cost grows with the sessions that have
+// sqlPending reads session_work (migrations/00004_pending.sql), which the append keeps as it
+// appends user_message events and turn markers (00060_append_keeps_work.sql, 00170): its cost grows with the sessions that have
 // pending work, not with the size of the log. The window's start is computed once (a CTE) so
 // that it bounds the scan of the partial index session_work_pending (a volatile expression
 // in the condition could only filter every pending session ever). The index is keyed by the
@@ -381,13 +381,16 @@ const sqlMissingTables = `SELECT array_remove(ARRAY[
 	CASE WHEN NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('session_work')
 	     AND attname = 'awaiting_until' AND NOT attisdropped) THEN 'session_work.awaiting_until' END,
 	CASE WHEN NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('session_work')
-	     AND attname = 'last_message_hour' AND NOT attisdropped) THEN 'session_work.last_message_hour' END], NULL)
+	     AND attname = 'last_message_hour' AND NOT attisdropped) THEN 'session_work.last_message_hour' END,
+	CASE WHEN NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('session_work')
+	     AND attname = 'lease_epoch' AND NOT attisdropped) THEN 'session_work.lease_epoch' END], NULL)
 	|| ARRAY(SELECT t FROM unnest($1::text[]) AS t WHERE to_regclass(t) IS NULL)`
 
 // MissingTables returns the log's tables that the database lacks, and those of also (the
 // tables of other parts, such as search_docs or audit_access), none when it has every
 // migration the store needs (session_work came with migration 00004, its awaiting columns
-// with 00008, the columns its poll index is on with 00011). It reads the catalog, which every
+// with 00008, the columns its poll index is on with 00011, the head and lease epoch the
+// one-event append moves with 00170). It reads the catalog, which every
 // role may, whatever its grants on the tables (information_schema would hide a column from a
 // role without them).
 func (s *Store) MissingTables(ctx context.Context, also ...string) ([]string, error) {
