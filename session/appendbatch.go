@@ -106,10 +106,8 @@ func (s *Store) sendBatch(ctx context.Context, b *pgx.Batch, calls []*appendCall
 			continue
 		}
 		rows, err := br.Query()
-		if err == nil && c.statement {
-			items[i].Stored, err = c.readOne(rows)
-		} else if err == nil {
-			items[i].Stored, err = c.read(rows)
+		if err == nil {
+			items[i].Stored, err = c.readRows(rows)
 		}
 		if c.statement && errors.Is(err, errNoRow) {
 			left, err = append(left, i), nil

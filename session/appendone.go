@@ -79,7 +79,7 @@ func appendOneSQL(message, keyed, fenced bool) string {
 	return strings.NewReplacer(r...).Replace(appendOneTemplate)
 }
 
-// errNoRow is read's answer to a statement that returned no row.
+// errNoRow is readOne's answer to a statement that returned no row.
 var errNoRow = errors.New("no row for the event")
 
 // oneStatement returns the one-event statement and its arguments for c, or false when c is
@@ -89,6 +89,8 @@ func (c *appendCall) oneStatement() (string, []any, bool) {
 		return "", nil, false
 	}
 	ev := c.evs[0]
+	// The types logbook_append gives session_work (migrations/00170): the turn markers go to
+	// logbook_track_turn, the messages move the message columns.
 	switch ev.Type {
 	case TypeTurnCompleted, TypeTurnSuspended, TypeApprovalDecided, TypeStopRequested:
 		return "", nil, false
@@ -100,9 +102,8 @@ func (c *appendCall) oneStatement() (string, []any, bool) {
 	}
 	key, fenced := c.keys[0], c.opts.Epoch != 0
 	args := []any{
-		pgtype.UUID{Bytes: c.id, Valid: true}, expected, c.args[3].([]pgtype.UUID)[0],
-		string(ev.Type), string(ev.Actor.Kind), ev.Actor.ID, c.payloads[0], key,
-		c.args[9].([]bool)[0],
+		pgtype.UUID{Bytes: c.id, Valid: true}, expected, c.ids[0],
+		string(ev.Type), string(ev.Actor.Kind), ev.Actor.ID, c.payloads[0], key, c.sanitized[0],
 	}
 	if fenced {
 		args = append(args, c.opts.Epoch)
@@ -117,8 +118,8 @@ func b2i(b bool) int {
 	return 0
 }
 
-// sendOneStatement tries c as its one statement (sql, args). done is false when logbook_append must write it
-// instead: the statement wrote nothing (no row), or collided with a stored key or seq (a
+// sendOneStatement tries c as its one statement (sql, args). done is false when
+// logbook_append must write it instead: the statement wrote nothing (no row), or collided with a stored key or seq (a
 // duplicate sent meanwhile, a head behind the log), which logbook_append answers or repairs.
 func (s *Store) sendOneStatement(ctx context.Context, q querier, c *appendCall, sql string, args []any) (out []Event, done bool, err error) {
 	rows, err := q.Query(ctx, sql, args...)
@@ -137,6 +138,14 @@ func (s *Store) sendOneStatement(ctx context.Context, q querier, c *appendCall, 
 	return nil, true, s.appendError(c.id, c.opts, err)
 }
 
+// readRows reads rows of c as sent: the one-event statement's or logbook_append's.
+func (c *appendCall) readRows(rows pgx.Rows) ([]Event, error) {
+	if c.statement {
+		return c.readOne(rows)
+	}
+	return c.read(rows)
+}
+
 // readOne reads the one-event statement's row into the stored event, and closes rows;
 // errNoRow when it returned none.
 func (c *appendCall) readOne(rows pgx.Rows) ([]Event, error) {
@@ -148,8 +157,8 @@ func (c *appendCall) readOne(rows pgx.Rows) ([]Event, error) {
 		return nil, errNoRow
 	}
 	ev := c.evs[0]
-	e := Event{SessionID: c.id, ID: c.args[3].([]pgtype.UUID)[0].Bytes, Type: ev.Type, Actor: ev.Actor,
-		Payload: json.RawMessage(c.payloads[0]), IdempotencyKey: ev.IdempotencyKey, Sanitized: c.args[9].([]bool)[0]}
+	e := Event{SessionID: c.id, ID: c.ids[0].Bytes, Type: ev.Type, Actor: ev.Actor,
+		Payload: json.RawMessage(c.payloads[0]), IdempotencyKey: ev.IdempotencyKey, Sanitized: c.sanitized[0]}
 	if err := rows.Scan(&e.Seq, &e.CreatedAt, &e.PayloadHash, &e.PrevHash, &e.Hash, &e.Position); err != nil {
 		return nil, err
 	}

@@ -48,6 +48,15 @@ func (s *statements) take() (one, calls int) {
 	return one, calls
 }
 
+// newTracedStore is a Store of the application role on a new database, over a pool whose
+// queries the returned statements record.
+func newTracedStore(t *testing.T) (*session.Store, *statements, string) {
+	t.Helper()
+	_, dbURL := newStore(t)
+	tr := &statements{}
+	return tracedStore(t, dbURL, tr), tr, dbURL
+}
+
 // tracedStore is a Store of the application role over a pool whose queries st records.
 func tracedStore(t *testing.T, dbURL string, st *statements) *session.Store {
 	t.Helper()
@@ -75,9 +84,7 @@ func tracedStore(t *testing.T, dbURL string, st *statements) *session.Store {
 // compared column by column; Verify recomputes every hash in Go.
 func TestAppendOneStatementIsLogbookAppend(t *testing.T) {
 	t.Parallel()
-	_, dbURL := newStore(t)
-	var tr statements
-	st := tracedStore(t, dbURL, &tr)
+	st, tr, dbURL := newTracedStore(t)
 	ctx := context.Background()
 	one := openSession(t, st, "1700000000.000700")
 	fn := openSession(t, st, "1700000000.000701")
@@ -152,9 +159,7 @@ func TestAppendOneStatementIsLogbookAppend(t *testing.T) {
 // head behind the log, a session that does not exist.
 func TestAppendOneStatementLeavesTheRestToLogbookAppend(t *testing.T) {
 	t.Parallel()
-	_, dbURL := newStore(t)
-	var tr statements
-	st := tracedStore(t, dbURL, &tr)
+	st, tr, dbURL := newTracedStore(t)
 	su := superuser(t, dbURL)
 	ctx := context.Background()
 	s := openSession(t, st, "1700000000.000710")
@@ -231,9 +236,7 @@ func TestAppendOneStatementLeavesTheRestToLogbookAppend(t *testing.T) {
 // on the last event, and no statement ever found the head behind the log.
 func TestAppendOneStatementAndLogbookAppendTakeTurns(t *testing.T) {
 	t.Parallel()
-	_, dbURL := newStore(t)
-	var tr statements
-	st := tracedStore(t, dbURL, &tr)
+	st, tr, dbURL := newTracedStore(t)
 	ctx := context.Background()
 	s := openSession(t, st, "1700000000.000720")
 	l, err := st.AcquireLease(ctx, s.ID, "replica-a", time.Hour)
@@ -352,9 +355,7 @@ func TestAppendOneStatementIsFencedByATakeover(t *testing.T) {
 // takeover commits, and the refusal is logbook_append's (the statement wrote nothing).
 func TestAppendOneStatementIsFencedByATakeoverItWaitedFor(t *testing.T) {
 	t.Parallel()
-	_, dbURL := newStore(t)
-	var tr statements
-	st := tracedStore(t, dbURL, &tr)
+	st, tr, dbURL := newTracedStore(t)
 	su := superuser(t, dbURL)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -268,13 +268,15 @@ func (s *Store) callAppend(ctx context.Context, q querier, c *appendCall) ([]Eve
 // appendCall is one logbook_append call: its events, checked and encoded before anything is
 // sent, and its arguments.
 type appendCall struct {
-	s        *Store
-	id       ID
-	opts     AppendOptions
-	evs      []NewEvent
-	payloads []string
-	keys     []pgtype.Text
-	args     []any
+	s         *Store
+	id        ID
+	opts      AppendOptions
+	evs       []NewEvent
+	ids       []pgtype.UUID
+	payloads  []string
+	keys      []pgtype.Text
+	sanitized []bool
+	args      []any
 	// statement: AppendBatch sent the call as the one-event statement.
 	statement bool
 }
@@ -339,7 +341,7 @@ func (s *Store) newAppendCall(id ID, opts AppendOptions, evs []NewEvent) (*appen
 	if opts.Epoch != 0 {
 		epoch = &opts.Epoch
 	}
-	return &appendCall{s: s, id: id, opts: opts, evs: evs, payloads: payloads, keys: keys,
+	return &appendCall{s: s, id: id, opts: opts, evs: evs, ids: ids, payloads: payloads, keys: keys, sanitized: sanitized,
 		args: []any{pgtype.UUID{Bytes: id, Valid: true}, expected, epoch, ids, types, kinds, actors, payloads, keys, sanitized}}, nil
 }
 
@@ -381,9 +383,6 @@ func (c *appendCall) read(rows pgx.Rows) ([]Event, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, errNoRow
 	}
 	if len(out) != n {
 		return nil, fmt.Errorf("%d rows for %d events", len(out), n)
