@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
@@ -191,6 +194,17 @@ type ApprovalConfig struct {
 	Policy    ToolApproval  // LOGBOOK_TOOL_APPROVAL
 	Approvers Approvers     // LOGBOOK_TOOL_APPROVERS
 	Timeout   time.Duration // LOGBOOK_APPROVAL_TIMEOUT; default 30m: a timeout is a denial
+	// Tools is every tool name a policy may name: brain.ToolNames and the parts' tools (nil:
+	// brain.ToolNames), for the channels' policies (/logbook config approvals).
+	Tools []string
+}
+
+// tools is the tool names a channel's policy may name.
+func (c ApprovalConfig) tools() []string {
+	if c.Tools == nil {
+		return brain.ToolNames()
+	}
+	return c.Tools
 }
 
 // Block Kit names of the approval card.
@@ -215,7 +229,11 @@ var errSuspended = errors.New("turn suspended while waiting for approval")
 // the log's: a decision appended by any replica's gateway, the deadline, or a stop. After the
 // cell's idle timeout (or on a graceful stop) it suspends the turn instead of waiting on.
 func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, error) {
-	switch t.connectorApproval(t.approvalPolicy().For(t.sess.Key.Channel, use.Name), use.Name) {
+	mode := t.approvalPolicy().For(t.sess.Key.Channel, use.Name)
+	if mode == ApprovalAllow && t.offered.ask(use.Name) {
+		mode = ApprovalAsk // a part has a person approve it (an MCP server's approve patterns)
+	}
+	switch mode {
 	case ApprovalAllow:
 		return brain.Decision{Allow: true}, nil
 	case ApprovalDeny:
@@ -449,7 +467,7 @@ func (t *turn) approvalSummary(ctx context.Context, use brain.ToolUse) string {
 		return "read " + in.Path
 	case brain.ToolSearchSessions:
 		return "search past threads for: " + in.Query
-	case brain.ToolPullRequest:
+	case forge.ToolPullRequest:
 		var pr struct{ Branch, Title, Body string }
 		_ = json.Unmarshal(use.Input, &pr)
 		return "open a pull request from " + pr.Branch + ": " + pr.Title + "\n\n" + pr.Body
@@ -714,4 +732,28 @@ func updateCard(ctx context.Context, api slackAPI, req session.ApprovalRequested
 		slack.MsgOptionText(fmt.Sprintf("Approval for %s: %s", req.Tool, p.Decision), false),
 		slack.MsgOptionBlocks(cardBlocks(session.Session{}, req, Approvers{}, decidedLine(decision), "")...))
 	return err
+}
+
+// connectorPattern reports whether an entry of LOGBOOK_TOOL_APPROVAL names connector tools:
+// mcp__<server>__<tool>, where a pattern (path.Match syntax, e.g. mcp__sentry__* or mcp__*)
+// stands for names the servers give at run time.
+func connectorPattern(tool string) bool {
+	_, err := path.Match(tool, "")
+	return connectors.IsTool(tool) && err == nil
+}
+
+// matchConnector is the mode of the most specific pattern of rules that matches a connector
+// tool's name (the longest one; an exact name is looked up before), or "".
+func matchConnector(rules map[string]string, tool string) string {
+	if !connectors.IsTool(tool) {
+		return ""
+	}
+	best, mode := "", ""
+	for pat, m := range rules {
+		ok, _ := path.Match(pat, tool)
+		if ok && connectors.IsTool(pat) && (len(pat) > len(best) || len(pat) == len(best) && pat < best) {
+			best, mode = pat, m
+		}
+	}
+	return mode
 }

@@ -79,7 +79,7 @@ func modelHarness(t testing.TB, o harnessOptions) (*harness, *fakeprovider.Serve
 
 func askFor(t testing.TB, spec string) bot.ToolApproval {
 	t.Helper()
-	p, err := bot.ParseToolApproval(spec, brain.ToolNames())
+	p, err := bot.ParseToolApproval(spec, harnessTools())
 	if err != nil {
 		t.Fatal(err)
 	}

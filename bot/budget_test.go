@@ -8,7 +8,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/slackemu"
@@ -17,8 +16,8 @@ import (
 
 // budgetFor meters the harness's turns: "claude-" models at 1 per Mtok in, 10 out (the
 // brain's 4,096-token output limit makes a call cost up to about 0.042), with limits.
-func budgetFor(t *testing.T, limits string) func(*session.Store) bot.Budget {
-	return func(st *session.Store) bot.Budget {
+func budgetFor(t *testing.T, limits string) func(*session.Store) *budget.Budget {
+	return func(st *session.Store) *budget.Budget {
 		l, err := budget.ParseLimits(limits)
 		if err != nil {
 			t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/thread"
 )
@@ -48,7 +48,7 @@ type Cell struct {
 	sess  session.Session
 	flog  *cellLog
 	hands *Hands
-	mcp   *connectors.Session // nil: no MCP connectors in this channel
+	parts *part.Cell // what the turns' parts keep for the cell's length
 	// carried is what the cell's turns hand on to the next: its cell_woken (appended with the
 	// cell's first write, alone or with the turn_started it wakes for), the queued markers,
 	// the files copied into its sandbox.
@@ -172,7 +172,7 @@ func (c *Cell) run(ctx context.Context) {
 	if d.Features.Hands != nil {
 		c.hands = d.Features.Hands(c.flog, sess)
 	}
-	c.openConnectors(ctx)
+	c.parts = &part.Cell{}
 	reason := c.loop(ctx)
 	c.titling.Wait() // its append needs the lease; a lost lease has cancelled it already
 	exit, handOver = c.leave(ctx, reason)
@@ -184,7 +184,7 @@ func (c *Cell) run(ctx context.Context) {
 // released (a graceful stop with work left). A lost lease writes nothing.
 func (c *Cell) leave(ctx context.Context, reason string) (exit string, handOver bool) {
 	d := c.deps
-	c.closeConnectors()
+	c.parts.Close() // before the sandbox: a part's local servers run in it
 	if c.hands != nil {
 		save, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		cause := context.Cause(ctx)
@@ -264,11 +264,12 @@ func (c *Cell) wokenEvent(epoch int64) session.NewEvent {
 
 // newTurn builds the turn st from the parts it uses: the cell's session, log, sandbox and
 // signals, what the cell carries across its turns, and the runner's parts. This is the one
-// place a turn's parts are picked: a new one is a field of Features, handed on here whole.
+// place a turn's parts are picked: the runner's, handed on here whole (a capability is one of
+// Deps.Parts).
 func (c *Cell) newTurn(st turnState) *turn {
 	d := c.deps
-	return &turn{sess: c.sess, flog: c.flog, hands: c.hands, mcp: c.mcp, poke: c.poke, wake: c.wake, later: c.titleLater, carried: c.carried,
-		agent: d.Agent, deliverer: d.Deliver, clock: d.Clock, features: d.Features, cfg: &d.cfg,
+	return &turn{sess: c.sess, flog: c.flog, hands: c.hands, cell: c.parts, poke: c.poke, wake: c.wake, later: c.titleLater, carried: c.carried,
+		agent: d.Agent, deliverer: d.Deliver, clock: d.Clock, features: d.Features, parts: d.Parts, cfg: &d.cfg,
 		metrics: d.Metrics, probe: d.Probe, draining: d.draining,
 		state: st, log: c.log, changed: make(chan struct{}, 1)}
 }

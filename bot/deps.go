@@ -8,9 +8,8 @@ import (
 	"github.com/slack-go/slack/socketmode"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/logbook/logbook/bot/connectors"
-	"github.com/logbook/logbook/bot/files"
-	"github.com/logbook/logbook/bot/memory"
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/filestore"
@@ -20,7 +19,8 @@ import (
 // NewService and NewRunner hand it down unchanged to the gateway, the runner and every cell.
 // Store, Agent and Metrics are required; NewService also needs API, Socket and GatewayStore,
 // NewRunner needs Deliver. A new optional part is a field of Features, set where the Deps is
-// built and read where it is used: nothing in between lists it again.
+// built and read where it is used: nothing in between lists it again. A capability of the
+// turn is a part (Parts), never a field.
 type Deps struct {
 	Log zerolog.Logger
 	// Store is the log the cells use; GatewayStore a store over a pool of its own, so an ack
@@ -49,6 +49,10 @@ type Deps struct {
 	// Tracer traces envelopes and turns (nil: no spans); see trace.go.
 	Tracer   trace.TracerProvider
 	Features Features
+	// Parts are the turn's optional parts (bot/part), offered in this order while each turn
+	// is prepared: the tools, guidance and footer lines they give it. The engine knows none
+	// by name; cmd/logbook lists them.
+	Parts []part.Part
 }
 
 // Features are the bot's optional parts: each left nil turns its feature off.
@@ -59,19 +63,9 @@ type Features struct {
 	Hands HandsFactory
 	// Search backs the agent's search tool (nil: no search tool).
 	Search Searcher
-	// Files keeps shared files' content and Fetcher downloads them (nil: files are only named
-	// to the model, never fetched).
-	Files   *filestore.Store
-	Fetcher *files.Fetcher
-	// Uploader hands files back to the thread (nil: no attach_file tool).
-	Uploader Uploader
-	// Forge opens pull requests (nil: no create_pull_request tool).
-	Forge Forge
-	// Followup follows the pull requests a session opens (nil: none is followed): the
-	// subscription is appended with the pull_request (bot/followup).
-	Followup Followup
-	// Connectors offers the MCP servers of LOGBOOK_MCP_CONFIG in their channels (nil: none).
-	Connectors *connectors.Connectors
+	// Files keeps shared files' content, for the model (nil: files are only named to it); the
+	// files part (files.Shared) fetches them.
+	Files *filestore.Store
 	// Channel returns a channel's name for the system prompt (nil: the id is used).
 	Channel func(ctx context.Context, id string) string
 	// Slash answers slash commands (nil: they get no answer).
@@ -79,15 +73,20 @@ type Features struct {
 	// Health, when set, learns whether the gateway's appends succeed (serve's /readyz).
 	Health *Health
 	// Budget meters each turn's model calls against the channel's and the person's daily
-	// budgets, and gives the thread its notice when one is nearly spent (nil: no budgets).
+	// budgets (nil: no budgets); its notices are a part (budget.Budget.Part).
 	Budget Budget
 	// Directory answers the gateway's channel and user look-ups (nil: the gateway keeps its
 	// own); serve gives it the one its pages, slash commands and cells use.
 	Directory *Directory
 	// Settings are the channels' settings as records, /logbook config (nil: the
 	// configuration's alone); Models builds a channel's own model (nil: every channel runs
-	// Agent); Memory is the channels' memory (nil: no remember tool, no notes). See channel.go.
+	// Agent). See channel.go.
 	Settings *settings.Settings
 	Models   *Models
-	Memory   *memory.Memory
+}
+
+// Budget admits a turn's model calls (a *budget.Budget; Features.Budget).
+type Budget interface {
+	// For is the meter of one turn, whose calls count against channel's budget and person's.
+	For(channel, person string, sess session.ID, turn int64) brain.Meter
 }

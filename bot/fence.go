@@ -205,7 +205,7 @@ func named(ctx context.Context, flog *cellLog, clock Clock, ts string) (bool, er
 	if knownMessages(thread.FoldTurns(evs), evs)[ts] {
 		return true, nil
 	}
-	_, ok := firstRecord(evs, session.Range{Types: []session.Type{session.TypeStreamStarted}},
+	_, ok := session.FirstRecord(evs, session.Range{Types: []session.Type{session.TypeStreamStarted}},
 		func(p session.StreamStarted) bool { return p.TS == ts })
 	return ok, nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/logbook/logbook/bot/checkout"
+	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/sandbox/egress"
 	"github.com/logbook/logbook/session"
@@ -44,7 +46,7 @@ type Hands struct {
 	seen  sandbox.WorkID
 	// instr is the repository's instruction file as last read (instructions.go); instrFresh
 	// says provisioning read it and no turn took it yet.
-	instr      repoInstructions
+	instr      checkout.Instructions
 	instrFresh bool
 	// setup is the channel's setup step (setup.go); setupNote what the thread should be told
 	// of the last one (a failure), until Ready says it.
@@ -144,9 +146,9 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 	if err := h.restore(ctx, sb); err != nil {
 		h.zl.Warn().Err(err).Msg("could not restore the saved work into the new sandbox")
 	}
-	var instr repoInstructions
+	var instr checkout.Instructions
 	if h.recipe.Repo != nil {
-		if instr, err = readInstructions(ctx, sb); err != nil {
+		if instr, err = checkout.Read(ctx, sb); err != nil {
 			h.zl.Warn().Err(err).Msg("could not read the repository's instruction file")
 		}
 		noteInstructions(&p, instr)
@@ -197,27 +199,7 @@ func (h *Hands) pushedBranches(ctx context.Context) []string {
 		h.zl.Warn().Err(err).Msg("could not read the session's pushes: its branches count as others'")
 		return nil
 	}
-	return pushedIn(evs)
-}
-
-// pushedIn are the branches the egress_connection events among evs record as pushed (the
-// repository reported them updated): the session's own.
-func pushedIn(evs []session.Event) []string {
-	var owned []string
-	for _, e := range evs {
-		if e.Type != session.TypeEgressConnection {
-			continue
-		}
-		var c session.EgressConnection
-		if e.Decode(&c) == nil && c.Kind == egress.KindGit && c.Allowed {
-			for _, ref := range c.Pushed {
-				if b, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
-					owned = append(owned, b)
-				}
-			}
-		}
-	}
-	return owned
+	return forge.Pushed(evs)
 }
 
 // recordConnection appends an egress_connection event: called by the proxy as each
@@ -438,3 +420,99 @@ func unread(sha, stored string, data []byte) bool { return sha != "" && sha != s
 // checkpointMax bounds the work saved after each command (patch and bundle together); more is
 // saved only when the sandbox closes.
 const checkpointMax = 16 << 20
+
+// Start starts a long-lived process in the sandbox (a local MCP server), provisioning the
+// sandbox first if need be. A sandbox that cannot (the "none" provider) gives
+// sandbox.ErrDisabled.
+func (h *Hands) Start(ctx context.Context, req sandbox.StartRequest) (*sandbox.Process, error) {
+	return do(ctx, h, func(sb sandbox.Sandbox) (*sandbox.Process, error) {
+		st, ok := sb.(sandbox.Starter)
+		if !ok {
+			return nil, sandbox.ErrDisabled
+		}
+		return st.Start(ctx, req)
+	})
+}
+
+// noteInstructions puts what provisioning read into sandbox_provisioned.
+func noteInstructions(p *session.SandboxProvisioned, r checkout.Instructions) {
+	p.Instructions, p.InstructionsHash, p.InstructionsSize = r.Path, r.Hash, r.Size
+}
+
+// Instructions is the repository's instruction file for this turn: read at provisioning, and
+// read again at each later turn, so a file that changed during the session (the agent edited
+// it, a pull brought a new one) is the one the next turn gets. A channel with a repository has
+// its sandbox provisioned here (the instructions come before the first model call); one
+// without gets nothing and no sandbox. h nil: none.
+func (h *Hands) Instructions(ctx context.Context) (checkout.Instructions, error) {
+	if h == nil || h.repoFor == nil {
+		return checkout.Instructions{}, nil
+	}
+	h.mu.Lock()
+	sb, fresh := h.sb, h.instrFresh
+	h.instrFresh = false
+	h.mu.Unlock()
+	if sb == nil {
+		spec, err := h.repoFor(ctx, h.sess.Team, h.sess.Channel)
+		if err != nil || spec == nil {
+			return checkout.Instructions{}, err
+		}
+		if _, err := h.get(ctx); err != nil {
+			return checkout.Instructions{}, err
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.instrFresh = false
+		return h.instr, nil // read by get, at provisioning
+	}
+	if fresh {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.instr, nil
+	}
+	if h.commit == "" {
+		return checkout.Instructions{}, nil // no repository in this sandbox
+	}
+	r, err := do(ctx, h, func(sb sandbox.Sandbox) (checkout.Instructions, error) { return checkout.Read(ctx, sb) })
+	if err != nil {
+		return checkout.Instructions{}, err
+	}
+	h.mu.Lock()
+	h.instr = r
+	h.mu.Unlock()
+	return r, nil
+}
+
+// NestedInstructions reads the instruction files (AGENTS.md, else CLAUDE.md) of the
+// directories of files the agent touched in the session (evs), nearest first, as other
+// agents do: at most checkout.MaxNested, and checkout.MaxRepoInstructions bytes in all. Only from a sandbox
+// that is there with a repository: it provisions nothing.
+func (h *Hands) NestedInstructions(ctx context.Context, evs []session.Event) []checkout.Instructions {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	sb, commit := h.sb, h.commit
+	h.mu.Unlock()
+	if sb == nil || commit == "" {
+		return nil
+	}
+	var out []checkout.Instructions
+	left := checkout.MaxRepoInstructions
+	for _, dir := range checkout.TouchedDirs(evs) {
+		if len(out) == checkout.MaxNested || left <= 0 {
+			break
+		}
+		r, err := checkout.Read(ctx, checkout.InDir{Sandbox: sb, Dir: dir})
+		if err != nil || r.Path == "" {
+			continue
+		}
+		r.Path = dir + "/" + r.Path
+		if len(r.Text) > left {
+			r.Text, r.Cut = strings.ToValidUTF8(r.Text[:left], ""), true
+		}
+		left -= len(r.Text)
+		out = append(out, r)
+	}
+	return out
+}

@@ -24,9 +24,14 @@ import (
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/budget"
+	"github.com/logbook/logbook/bot/checkout"
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
+	"github.com/logbook/logbook/bot/followup"
+	"github.com/logbook/logbook/bot/forge"
 	chmemory "github.com/logbook/logbook/bot/memory"
+	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/bot/telemetry"
@@ -174,10 +179,10 @@ type harnessOptions struct {
 	files   bool
 	fileMax int64
 	// forge and repos: create_pull_request.
-	forge bot.Forge
+	forge forge.Opener
 	repos bot.Repos
 	// followup follows the pull requests sessions open (nil: none).
-	followup bot.Followup
+	followup *followup.Follower
 	// repoAdmins turns /logbook repo on (the harness's store keeps what it sets), and makes
 	// sandboxes check out what it says (with forge host 127.0.0.1) instead of repo.
 	repoAdmins []string
@@ -195,7 +200,7 @@ type harnessOptions struct {
 	// sandboxes have a repository, is the harness's store).
 	setup bot.SetupConfig
 	// budget, when set, meters the turns' model calls (Features.Budget) over the harness's store.
-	budget func(*session.Store) bot.Budget
+	budget func(*session.Store) *budget.Budget
 	// connectors offers MCP servers (nil: none).
 	connectors *connectors.Connectors
 	// directory, when set, builds the Directory the gateway (and slashWith's handler) share;
@@ -303,7 +308,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	var chSettings *settings.Settings
 	var mem *chmemory.Memory
 	if o.channelAdmins != nil {
-		chSettings = settings.New(settings.Config{Store: h.store, Defaults: o.defaults, Check: bot.SettingsChecks(o.models), Admins: o.channelAdmins})
+		chSettings = settings.New(settings.Config{Store: h.store, Defaults: o.defaults, Check: bot.SettingsChecks(o.models, harnessTools()), Admins: o.channelAdmins})
 		mem = chmemory.New(h.store, chmemory.Config{})
 		admins := o.channelAdmins
 		if o.repoAdmins != nil {
@@ -336,11 +341,38 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}
 	var fileStore *filestore.Store
 	var fetcher *files.Fetcher
-	var uploader bot.Uploader
+	var parts []part.Part // in serve's order
 	if o.files {
 		fileStore = filestore.NewStore(h.store)
 		fetcher = files.NewFetcher(api, files.FetchConfig{Max: o.fileMax, Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() }})
-		uploader = api
+		parts = append(parts, &files.Attach{Slack: api, Store: fileStore, Max: fetcher.Max()})
+	}
+	if o.forge != nil {
+		pulls := &forge.Pulls{Forge: o.forge, Repo: repos.OnForge,
+			Transcript: func(id session.ID) string { return bot.TranscriptURL(o.footer.PublicURL, id) }}
+		if o.followup != nil {
+			pulls.Follow = o.followup.Subscription
+		}
+		parts = append(parts, pulls)
+	}
+	if o.files {
+		parts = append(parts, &files.Shared{Fetcher: fetcher, Store: fileStore})
+	}
+	if mem != nil {
+		parts = append(parts, mem.Part())
+	}
+	if o.connectors != nil {
+		parts = append(parts, o.connectors.Part(nil))
+	}
+	parts = append(parts, checkout.Part())
+	if chSettings != nil {
+		parts = append(parts, settings.Part())
+	}
+	var bgt bot.Budget
+	if o.budget != nil {
+		b := o.budget(h.store)
+		bgt = b
+		parts = append(parts, b.Part())
 	}
 	var dir *bot.Directory
 	if o.directory != nil {
@@ -354,6 +386,9 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if o.listenProxy {
 		listenProxy, listenURL = pgtest.NewProxy(t, h.dbURL)
 	}
+	if o.approval.Tools == nil {
+		o.approval.Tools = harnessTools()
+	}
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: o.orphan, ClaimCheck: o.claimCheck, MaxReplies: o.maxReplies, WakeLimit: o.wakeLimit,
@@ -362,8 +397,8 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Delivery: o.delivery,
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.gateway, DatabaseURL: listenURL,
 		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Tracer: o.tracer, Features: bot.Features{Titler: o.titler, Slash: o.slash,
-			Hands: hands, Files: fileStore, Fetcher: fetcher, Uploader: uploader, Forge: o.forge, Followup: o.followup, Directory: dir,
-			Settings: chSettings, Models: o.models, Memory: mem, Budget: harnessBudget(h.store, o.budget), Connectors: o.connectors}})
+			Hands: hands, Files: fileStore, Directory: dir,
+			Settings: chSettings, Models: o.models, Budget: bgt}, Parts: parts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,11 +420,9 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	return r
 }
 
-func harnessBudget(st *session.Store, mk func(*session.Store) bot.Budget) bot.Budget {
-	if mk == nil {
-		return nil
-	}
-	return mk(st)
+// harnessTools are the tools an approvals policy may name in the harness: serve's.
+func harnessTools() []string {
+	return append(brain.ToolNames(), files.ToolAttach, forge.ToolPullRequest, chmemory.ToolRemember)
 }
 
 func (h *harness) stop() {

@@ -116,6 +116,9 @@ func (l *cellLog) head() int64 {
 }
 
 // snapshot returns the known events. The slice is shared: callers must not modify it.
+// Snapshot is snapshot, for the turn's parts (part.Log).
+func (l *cellLog) Snapshot() []session.Event { return l.snapshot() }
+
 func (l *cellLog) snapshot() []session.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -147,18 +150,4 @@ func (l *cellLog) Append(ctx context.Context, evs ...session.NewEvent) ([]sessio
 	l.add(stored)
 	l.mu.Unlock()
 	return stored, nil
-}
-
-// firstRecord is the first event of evs in r whose payload, decoded as a P, matches: the
-// record a step left in the log (an upload, a pull request), looked for before the step is
-// taken again.
-func firstRecord[P any](evs []session.Event, r session.Range, match func(P) bool) (P, bool) {
-	for _, e := range session.Select(evs, r) {
-		var p P
-		if e.Decode(&p) == nil && match(p) {
-			return p, true
-		}
-	}
-	var zero P
-	return zero, false
 }

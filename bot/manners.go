@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/logbook/logbook/bot/followup"
+	followsignal "github.com/logbook/logbook/bot/followup/signal"
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/session"
 )
@@ -203,7 +203,7 @@ func hearAll(mode ThreadReplies, evs []session.Event, through, last int64) heard
 			continue
 		}
 		out.answer = true
-		if text, model := followup.Answer(e); model {
+		if text, model := followsignal.Answer(e); model {
 			normal = true
 		} else {
 			said = append(said, text)

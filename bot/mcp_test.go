@@ -120,7 +120,7 @@ func TestConnectorsSlashCommand(t *testing.T) {
 		}
 		return "other"
 	}
-	slash := slashcmd.New("", slashcmd.Help{}).Add(bot.ConnectorsCommand(c, name, zerolog.Nop())).Answer
+	slash := slashcmd.New("", slashcmd.Help{}).Add(connectors.Command(c, name, zerolog.Nop())).Answer
 	out := slash(context.Background(), slack.SlashCommand{Text: "mcp", ChannelID: general})
 	for _, want := range []string{"*incidents* (remote, http): reachable, 2 tools", "`mcp__incidents__delete_item` (needs approval)",
 		"`mcp__incidents__lookup`", "*down* (remote, http): :warning: unreachable", "*files* (local, stdio)"} {

@@ -73,6 +73,13 @@ func (c *ChannelRepos) For(ctx context.Context, team, channel string) (ChannelRe
 	return ChannelRepo{URL: strings.ReplaceAll(tmpl, "{repo}", repo.String()), Branch: repo.Base, Forge: repo, OnForge: true}, true, nil
 }
 
+// OnForge is the channel's repository on GitHub (forge.Pulls.Repo); ok false when it has none
+// there.
+func (c *ChannelRepos) OnForge(ctx context.Context, team, channel string) (forge.Repo, bool, error) {
+	r, ok, err := c.For(ctx, team, channel)
+	return r.Forge, ok && r.OnForge, err
+}
+
 // onForge reads owner/name off a URL of the forge's host.
 func (c *ChannelRepos) onForge(raw, branch string) (forge.Repo, bool) {
 	u, err := url.Parse(raw)
@@ -204,4 +211,39 @@ func (c *ChannelRepos) pullsText(r ChannelRepo) string {
 	default:
 		return "create_pull_request opens pull requests on it"
 	}
+}
+
+// Repos maps channels to their repository (LOGBOOK_REPOS): CHANNEL=owner/name[@base] entries,
+// and *=… for every other channel.
+type Repos map[string]forge.Repo
+
+// ParseRepos reads a LOGBOOK_REPOS value.
+func ParseRepos(s string) (Repos, error) {
+	r := Repos{}
+	for _, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		channel, spec, ok := strings.Cut(entry, "=")
+		channel = strings.TrimSpace(channel)
+		if !ok || (channel != "*" && !validChannelID(channel)) {
+			return nil, fmt.Errorf("%q: want CHANNEL=owner/name[@branch] or *=owner/name[@branch]", entry)
+		}
+		repo, err := forge.ParseRepo(spec)
+		if err != nil {
+			return nil, err
+		}
+		r[channel] = repo
+	}
+	return r, nil
+}
+
+// For returns channel's repository.
+func (r Repos) For(channel string) (forge.Repo, bool) {
+	if repo, ok := r[channel]; ok {
+		return repo, true
+	}
+	repo, ok := r["*"]
+	return repo, ok
 }

@@ -319,8 +319,7 @@ func (r *Runner) wakeLocked(id session.ID, reason string, counted, routed bool) 
 	if r.stopped {
 		return false
 	}
-	c := &Cell{deps: r.deps, id: id, reason: reason, poke: make(chan struct{}, 1), evict: make(chan struct{}, 1),
-		carried: carried{copied: map[string]bool{}}}
+	c := &Cell{deps: r.deps, id: id, reason: reason, poke: make(chan struct{}, 1), evict: make(chan struct{}, 1)}
 	if counted {
 		r.admitted++
 		c.settled = r.settled

@@ -227,21 +227,3 @@ func lastLines(s string, n int) string {
 	}
 	return strings.ReplaceAll(strings.Join(lines, "\n"), "```", "'''")
 }
-
-// readyHands has the sandbox provisioned, and the channel's setup run, before the turn's
-// first model call; a failed setup goes under the reply. A sandbox that cannot be
-// provisioned now is left to the first tool call, which says so to the model.
-func (t *turn) readyHands(ctx context.Context) {
-	h := t.hands
-	if h == nil {
-		return
-	}
-	note, err := h.Ready(ctx)
-	if err != nil {
-		t.log.Warn().Err(err).Msg("setup: could not provision the sandbox before the model call")
-		return
-	}
-	if note != "" {
-		t.notes = append(t.notes, note)
-	}
-}

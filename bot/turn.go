@@ -12,7 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/brain"
-	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
@@ -48,7 +48,7 @@ const (
 //     the cell's next turns: no reply waits for it.
 //
 // A turn reads the log only from the cell's memory (see cellLog); it costs one append per
-// step above. A new optional part is a field of Features, read in the phase that uses it.
+// step above. A new optional part is a part.Part (Deps.Parts), offered in prepare.
 type turn struct {
 	// What the turn works on: the session, its log as the cell read it, its sandbox (nil:
 	// none) and connectors, the cell's signals (the log may have grown), and what the cell carries from one
@@ -56,7 +56,7 @@ type turn struct {
 	sess  session.Session
 	flog  *cellLog
 	hands *Hands
-	mcp   *connectors.Session // the channel's MCP connectors (nil: none)
+	cell  *part.Cell // what the parts keep for the length of the cell
 	poke  <-chan struct{}
 	wake  func() // pokes the cell, never waiting: the running turn reads the log again
 	// later runs a step that no reply waits for (the title) beside the cell's next turns; the
@@ -67,7 +67,8 @@ type turn struct {
 	agent     Agent
 	deliverer *Deliverer
 	clock     Clock
-	features  Features // each part left nil is a feature turned off
+	features  Features    // each part left nil is a feature turned off
+	parts     []part.Part // the turn's optional parts, offered in prepare
 	cfg       *RunnerConfig
 	metrics   *Metrics
 	probe     *Probe          // nil: none
@@ -82,9 +83,9 @@ type turn struct {
 	live    *liveView // nil: none (yet)
 	// channel is what the turn runs under from its channel's settings (channel.go).
 	channel channelTurn
-	// notes are lines this turn's reply carries: budget notices (budget.go), a failed
-	// setup (setup.go).
-	notes []string
+	// offered is what the parts offered the turn (prepare) that it uses after: the tools a
+	// person must approve, and what goes under the reply.
+	offered offered
 	// swept says the thread was searched for the turn's messages the log does not name, and
 	// they were removed (removeOrphans): the reply is not looked for by metadata after that.
 	swept bool
@@ -95,7 +96,6 @@ type carried struct {
 	wake   session.NewEvent // the cell's cell_woken, appended with its first write
 	woken  int64            // the seq of that cell_woken: 0 until it is appended
 	queued int64            // the highest user_message seq already given a queued marker
-	copied map[string]bool  // the sandbox paths of shared files written into this cell's sandbox
 }
 
 // appendWoken appends cell_woken, and evs after it in the same append when this is the
@@ -134,7 +134,10 @@ func (t *turn) run(ctx context.Context) error {
 	// reaction; cleared on every way out of the turn.
 	working := t.deliverer.startStatus(ctx, t.sess.Key.Channel, t.sess.Key.ThreadTS, t.state.lastUserMsg.TS, threadTitle(t.flog.snapshot()))
 	defer working.end()
-	bt := t.prepare(ctx)
+	bt, err := t.prepare(ctx)
+	if err != nil {
+		return err
+	}
 	p, err := t.produce(ctx, bt, working)
 	if p.live != nil {
 		defer p.live.close()
@@ -249,46 +252,56 @@ func (t *turn) giveUp(ctx context.Context, cells int) error {
 	return t.abandon(ctx, cells) // abandon.go: the thread is told, once
 }
 
-// prepare is the brain's turn: the session, its log, and the optional features this
-// deployment and channel offer.
-func (t *turn) prepare(ctx context.Context) brain.Turn {
+// prepare is the brain's turn: the session, its log, the engine's own parts (the sandbox,
+// search, steering, the budget's admission of each call), then what each of the turn's parts
+// offers (offer).
+func (t *turn) prepare(ctx context.Context) (brain.Turn, error) {
 	st := t.state
 	bt := brain.Turn{Session: t.sess, Log: t.flog, Where: t.cfg.Where, TurnSeq: st.turnSeq, Through: st.through}
-	if t.features.Search != nil { // scoped to this session's channel
-		bt.Searcher = t.features.Search.For(t.sess.Key.Channel)
-	}
 	bt.Where.ThreadTS = t.sess.Key.ThreadTS
 	bt.Where.Channel = t.sess.Key.Channel
 	if t.hands != nil {
 		bt.Hands = t.hands
-		if t.features.Uploader != nil {
-			bt.Attach = t.attach
-		}
+	}
+	if t.features.Search != nil { // scoped to this session's channel
+		bt.Tools = append(bt.Tools, brain.SearchTool(t.features.Search.For(t.sess.Key.Channel), t.log))
 	}
 	if t.features.Files != nil {
 		bt.Files = t.features.Files
-		bt.Keep = t.features.Files // images an MCP tool returns
-	}
-	if t.features.Forge != nil {
-		if r, ok, err := t.cfg.Repos.For(ctx, t.sess.Key.Team, t.sess.Key.Channel); err != nil {
-			t.log.Warn().Err(err).Msg("the channel's repository cannot be read: no create_pull_request this turn")
-		} else if ok && r.OnForge {
-			bt.PullRequest = t.pullRequest
-		}
+		bt.Keep = t.features.Files // images a tool returns
 	}
 	if t.cfg.MidTurn == MidTurnSteer {
 		bt.Steer = t.steer
 	}
-	if t.mcp != nil {
-		bt.Connectors = t.mcp
-	}
-	if t.approvalPolicy().Restricts() || t.mcp != nil {
-		bt.Approve = t.approve
-	}
-	if t.features.Budget != nil { // budget.go
+	if t.features.Budget != nil {
 		bt.Meter = t.features.Budget.For(t.sess.Key.Channel, st.lastUserMsg.User, t.sess.ID, st.turnSeq)
 	}
-	return bt
+	rec := session.TurnSettings{Turn: st.turnSeq}
+	if t.channel.on { // what the turn applies itself, as it applies it
+		rec.Model, rec.ThreadReplies = t.channel.model, string(t.threadReplies())
+	}
+	o, err := offer(ctx, t.parts, t.scope(), &bt, rec)
+	if err != nil {
+		return bt, err
+	}
+	t.offered = o
+	if t.approvalPolicy().Restricts() || len(o.asks) > 0 {
+		bt.Approve = t.approve
+	}
+	return bt, nil
+}
+
+// scope is what the turn's parts are offered.
+func (t *turn) scope() part.Scope {
+	s := part.Scope{Session: t.sess, Turn: t.state.turnSeq, Through: t.state.through, Requester: t.state.lastUserMsg.User, BotUser: t.cfg.Where.BotUserID,
+		Log: t.flog, Cell: t.cell, Logger: t.log}
+	if t.channel.on {
+		s.Channel = t.channel.ch
+	}
+	if t.hands != nil {
+		s.Hands = t.hands
+	}
+	return s
 }
 
 // produced is what produce leaves for delivery: the reply and the turn_completed status it
@@ -327,9 +340,6 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 	_, tn := t.turns()
 	p := produced{reply: tn.Reply, status: session.StatusOK}
 	found := tn.Reply.Seq > 0
-	if err := t.finishUploads(ctx); err != nil {
-		return p, err
-	}
 	recovered, err := t.recoverLive(ctx, p.reply, found)
 	if err != nil || recovered != nil {
 		p.done = recovered
@@ -353,14 +363,6 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 			bt.Where.Channel = name
 		}
 	}
-	// The model reads what was shared with the messages it answers; what it was told is in
-	// the sandbox is put back there.
-	if err := t.fetchFiles(ctx); err != nil {
-		return p, err
-	}
-	t.restoreCopies(ctx)
-	t.readyHands(ctx) // setup.go: the channel's setup runs before the first model call
-	t.guide(ctx, &bt) // the channel's instructions, the repository's, its memory; turn_settings
 	res, err := t.runAgent(ctx, bt)
 	if res.Through > st.through {
 		st.through = res.Through // messages steered the turn: it answered them too
@@ -374,10 +376,7 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		return p, err // errSuspended: turn_suspended is in the log; the cell goes away
 	}
 	p.reply, p.status, p.reason = res.Event, res.Status, res.Reason
-	if err := t.budgetNotices(ctx); err != nil { // budget.go: shown under the reply
-		return p, err
-	}
-	return p, nil
+	return p, t.offered.answer(ctx) // the parts' lines under the reply (budget notices)
 }
 
 // deliver posts the reply (or finishes the live view that shows it) and returns the outcome
@@ -469,8 +468,7 @@ func (t *turn) footer(reply session.Event) string {
 	if reply.Decode(&m) != nil || m.Turn == 0 {
 		return ""
 	}
-	lines := append(t.pullNotes(), t.fileNotes()...)
-	lines = append(lines, t.notes...)
+	lines := append(t.offered.footer(), t.offered.notes...)
 	if f := t.cfg.Footer.line(t.sess.ID, turnUsage(t.flog.snapshot(), t.state.turnSeq)); f != "" {
 		lines = append(lines, f)
 	}
@@ -978,7 +976,7 @@ func (t *turn) steer(ctx context.Context, through int64) (int64, error) {
 	}
 	t.log.Info().Int64("through", next).Msg("messages written meanwhile steer the running turn")
 	// Files shared with those messages reach the model's next call too.
-	if err := t.fetchThrough(ctx, next); err != nil {
+	if err := t.offered.steer(ctx, next); err != nil {
 		return through, err
 	}
 	return next, nil

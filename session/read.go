@@ -220,3 +220,17 @@ func (s *Store) Latest(ctx context.Context, id ID, types ...Type) (map[Type]Even
 	}
 	return out, nil
 }
+
+// FirstRecord is the first event of evs in r whose payload, decoded as a P, matches: the
+// record a step left in the log (an upload, a pull request), looked for before the step is
+// taken again.
+func FirstRecord[P any](evs []Event, r Range, match func(P) bool) (P, bool) {
+	for _, e := range Select(evs, r) {
+		var p P
+		if e.Decode(&p) == nil && match(p) {
+			return p, true
+		}
+	}
+	var zero P
+	return zero, false
+}

@@ -14,7 +14,6 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/bot/wait"
 	"github.com/logbook/logbook/sandbox"
@@ -42,11 +41,6 @@ type Hands interface {
 	WriteFile(ctx context.Context, path string, data []byte) error
 }
 
-// Searcher searches past sessions' transcripts and renders the hits as text for the model.
-type Searcher interface {
-	Search(ctx context.Context, query string, limit int) (string, error)
-}
-
 // Where says where the bot is talking, for the system prompt and for recognising mentions.
 type Where struct {
 	Workspace string // Slack workspace (team) name or id
@@ -58,11 +52,15 @@ type Where struct {
 
 // Turn is one turn of one session.
 type Turn struct {
-	Session  session.Session
-	Log      Log
-	Hands    Hands    // nil: no sandbox tools are offered
-	Searcher Searcher // nil: search_sessions is not offered
-	Where    Where
+	Session session.Session
+	Log     Log
+	Hands   Hands // nil: no sandbox tools are offered
+	Where   Where
+	// Tools are the tools the turn's parts offer (bot/part), beside the brain's own (the
+	// sandbox's with Hands, read_log); Toolsets those whose list may change while the turn
+	// runs, asked again before each model call. Names are unique in a turn.
+	Tools    []Tool
+	Toolsets []Toolset
 	// TurnSeq is the seq of the turn_started marker the caller appended for this turn.
 	TurnSeq int64
 	// Through is the seq of the last user message the turn answers (its turn_started's
@@ -81,15 +79,6 @@ type Turn struct {
 	// a PDF as such, text in the request's text, anything else as a note naming it. nil: files
 	// are only named. A failed read is a note, never a failed turn.
 	Files FileReader
-	// Attach, when set together with Hands, offers the attach_file tool: it attaches the file
-	// at path (relative to the sandbox workspace) to the reply in the thread, with an optional
-	// title. callID is the tool call's id (the same call after a crash gets the same id). What
-	// it returns is the tool result; an error is an error result the model reads.
-	Attach func(ctx context.Context, callID, path, title string) (string, error)
-	// PullRequest, when set, opens a pull request on the channel's repository from branch
-	// (create_pull_request): callID is the tool call's id; the string is the tool's result, an
-	// error an error result.
-	PullRequest func(ctx context.Context, callID, branch, title, body string) (string, error)
 	// Approve, when set, is asked before each tool call runs whether it may (a person may
 	// have to decide: it may block for long, and the wait does not count against the turn's
 	// wall time). A call not allowed is not run: Decision.Result is its tool_result, an error
@@ -99,15 +88,10 @@ type Turn struct {
 	// Guidance is put in the system prompt after logbook's own rules: the channel's
 	// instructions, the repository's instruction file, the channel's memory.
 	Guidance Guidance
-	// Remember, when set, offers the remember tool: it adds text to the channel's memory (the
-	// string is the tool's result, an error an error result). callID is the tool call's id.
-	Remember func(ctx context.Context, callID, text string) (string, error)
 	// Meter, when set, admits each model call of the turn against a budget and is told what
 	// it cost (see Meter). nil: calls are not metered.
 	Meter Meter
-	// Connectors, when set, offers the MCP tools of the turn's channel (mcp__<server>__<tool>).
-	Connectors Connectors
-	// Keep, when set with Files, keeps the images an MCP tool returns (once, by hash) so the
+	// Keep, when set with Files, keeps the images a tool returns (once, by hash) so the
 	// model sees them as images in this and later turns; nil: they are named with type and
 	// size.
 	Keep FileKeeper
@@ -340,7 +324,9 @@ type turn struct {
 	Turn
 	log     zerolog.Logger
 	through int64
-	tools   []ToolSpec
+	tools   []ToolSpec      // the specs of offered, in order
+	offered []Tool          // the tools offered, as last asked
+	byName  map[string]Tool // offered, by name
 	system  string
 	budget  outputBudget
 	repeats repeats
@@ -351,9 +337,8 @@ type turn struct {
 	turnCtx  context.Context
 	cancel   context.CancelFunc
 	deadline time.Time
-	asked    []string          // calls a person approved in this Run
-	files    *fileCache        // the shared files' content, read once a Run; nil without Turn.Files
-	mcp      []connectors.Tool // the connector tools offered, as last asked
+	asked    []string   // calls a person approved in this Run
+	files    *fileCache // the shared files' content, read once a Run; nil without Turn.Files
 }
 
 // Run runs one turn: it repairs the history (a synthetic tool_result for every tool_call the
@@ -390,8 +375,6 @@ func (b *Brain) begin(ctx context.Context, t Turn) *turn {
 		Turn:    t,
 		through: t.Through,
 		log:     b.log.With().Ctx(ctx).Str("session_id", t.Session.ID.String()).Int64("turn", t.TurnSeq).Logger(),
-		tools: toolSpecs(offered{hands: t.Hands != nil, search: t.Searcher != nil, attach: t.Attach != nil,
-			pullRequest: t.PullRequest != nil, remember: t.Remember != nil}),
 		budget:  outputBudget{perResult: b.cfg.MaxToolOutput, left: b.cfg.MaxTurnOutput},
 		repeats: repeats{limit: b.cfg.RepeatLimit},
 		bot:     session.Actor{Kind: session.ActorBot, ID: cmp.Or(t.Where.BotUserID, "logbook")},
@@ -400,7 +383,7 @@ func (b *Brain) begin(ctx context.Context, t Turn) *turn {
 	}
 	st.deadline = b.now().Add(b.cfg.MaxTurnTime)
 	st.turnCtx, st.cancel = b.wallTime(ctx, st.deadline)
-	b.refreshConnectors(st.turnCtx, st)
+	b.refreshTools(st.turnCtx, st)
 	st.system = systemPrompt(t.Where, st.tools, b.now(), t.Guidance)
 	return st
 }
@@ -453,7 +436,7 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 		st.log.Info().Int64("reply_seq", r.Event.Seq).Msg("turn already answered")
 		return r, true, nil
 	}
-	b.refreshConnectors(turnCtx, st) // a server's list may have changed
+	b.refreshTools(turnCtx, st) // a server's list may have changed
 	tools, noTools := st.toolsFor(h), round >= b.cfg.MaxRounds
 	st.system = systemPrompt(t.Where, tools, b.now(), t.Guidance)
 	tokens, method := b.measure(turnCtx, st, Request{System: st.system, Messages: h.Messages, Tools: tools})
@@ -585,7 +568,7 @@ func (b *Brain) runRound(ctx context.Context, st *turn, uses []ToolUse, cutLast 
 	}
 	var repeated *ToolUse
 	for i, use := range uses {
-		var out toolOutcome
+		var out Outcome
 		if cutLast && i == len(uses)-1 {
 			// The output limit struck while the model wrote this call (the last one): its
 			// input may be incomplete, so it is not run. The calls before it are whole.
@@ -600,12 +583,12 @@ func (b *Brain) runRound(ctx context.Context, st *turn, uses []ToolUse, cutLast 
 				if err := b.markStarted(ctx, st, use); err != nil {
 					return Reply{}, false, err
 				}
-				st.live.status(toolStatus(use))
+				st.live.status(st.doing(use))
 				st.live.tool(use, ToolInProgress, "")
-				out = b.traceTool(st.turnCtx, t, use, &st.budget)
+				out = b.traceTool(st.turnCtx, st, use, &st.budget)
 			} else {
 				content, _ := st.budget.fit(result)
-				out = toolOutcome{Content: content, IsError: true}
+				out = Outcome{Content: content, IsError: true}
 			}
 		}
 		if ctx.Err() != nil {
@@ -745,31 +728,24 @@ func (b *Brain) Title(ctx context.Context, t Turn, reply session.Event) {
 	b.maybeTitle(ctx, st, before, Reply{Event: reply, Message: msg})
 }
 
-// toolsFor is the tools a round offers: the turn's, and read_log when the history opens with
-// a summary.
-func (st *turn) toolsFor(h history) []ToolSpec {
-	if h.Summary.ToSeq > 0 {
-		return append(slices.Clip(st.tools), readLogSpec())
-	}
-	return st.tools
-}
-
 // declared is the tools a request declares for h: the APIs want every tool the history calls
 // declared. When the turn offers none and the history shows tool calls (made when a sandbox
-// was there), all are declared and none may be called (noTools); otherwise the tools the
-// history used that this turn does not offer (a sandbox gone, say) are added, and calling one
-// answers with an error result.
+// was there), those are declared and none may be called (noTools); otherwise the tools the
+// history used that this turn does not offer (a sandbox gone, a part or server no longer
+// offered) are added, and calling one answers with an error result.
 func declared(h history, tools []ToolSpec, noTools bool) ([]ToolSpec, bool) {
+	missing := undeclaredTools(h, tools)
 	if len(tools) == 0 && historyUsesTools(h) {
-		return allToolSpecs(), true
+		return missing, true
 	}
-	if missing := undeclaredTools(h, tools); len(missing) > 0 {
+	if len(missing) > 0 {
 		return append(slices.Clip(tools), missing...), noTools
 	}
 	return tools, noTools
 }
 
-// undeclaredTools is the specs of tools the history calls that tools lacks.
+// undeclaredTools is the specs of tools the history calls that tools lacks: the brain's own
+// as they are, any other as a tool no longer offered.
 func undeclaredTools(h history, tools []ToolSpec) []ToolSpec {
 	var missing []ToolSpec
 	for _, m := range h.Messages {
@@ -777,17 +753,19 @@ func undeclaredTools(h history, tools []ToolSpec) []ToolSpec {
 			if b.ToolUse == nil || hasTool(tools, b.ToolUse.Name) || hasTool(missing, b.ToolUse.Name) {
 				continue
 			}
-			for _, s := range allToolSpecs() {
-				if s.Name == b.ToolUse.Name {
-					missing = append(missing, s)
-				}
-			}
-			if connectors.IsTool(b.ToolUse.Name) {
-				missing = append(missing, connectorSpec(b.ToolUse.Name))
-			}
+			missing = append(missing, ownSpec(b.ToolUse.Name))
 		}
 	}
 	return missing
+}
+
+// ownSpec is the spec of the brain's own tool name, or of a tool no longer offered.
+func ownSpec(name string) ToolSpec {
+	own := append(handsTools(nil, 0), readLogTool(nil, nil))
+	if i := slices.IndexFunc(own, func(t Tool) bool { return t.Spec().Name == name }); i >= 0 {
+		return own[i].Spec()
+	}
+	return goneSpec(name)
 }
 
 func (st *turn) historyOptions() historyOptions {
@@ -927,7 +905,7 @@ func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resum
 	}
 	for _, use := range rerun {
 		st.log.Info().Str("tool", use.Name).Str("call_id", use.ID).Msg("read-only MCP call without a result: calling it again")
-		if err := b.appendResult(ctx, st, use, b.traceTool(st.turnCtx, st.Turn, use, &st.budget)); err != nil {
+		if err := b.appendResult(ctx, st, use, b.traceTool(st.turnCtx, st, use, &st.budget)); err != nil {
 			return err
 		}
 	}
@@ -992,7 +970,7 @@ func (b *Brain) appendCalls(ctx context.Context, st *turn, text string, uses []T
 	return nil
 }
 
-func (b *Brain) appendResult(ctx context.Context, st *turn, use ToolUse, out toolOutcome) error {
+func (b *Brain) appendResult(ctx context.Context, st *turn, use ToolUse, out Outcome) error {
 	actor := session.Actor{Kind: session.ActorSystem, ID: "brain"}
 	if out.FromHands {
 		actor = session.Actor{Kind: session.ActorSandbox, ID: "sandbox"}

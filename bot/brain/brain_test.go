@@ -16,6 +16,7 @@ import (
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
+	"github.com/rs/zerolog"
 )
 
 func TestAnthropicMultiRoundToolConversation(t *testing.T) {
@@ -129,7 +130,7 @@ func TestOpenAIParallelToolCallsAndSearch(t *testing.T) {
 	msgSeq, _ := e.user("write alpha to a.txt and tell me about the deploy key")
 	turnSeq := e.startTurn(msgSeq)
 	tr := e.turn(hands, turnSeq)
-	tr.Searcher = searcher
+	tr.Tools = append(tr.Tools, brain.SearchTool(searcher, zerolog.Nop()))
 	r, err := b.Run(context.Background(), tr)
 	if err != nil {
 		t.Fatal(err)
@@ -628,10 +629,10 @@ func TestOfflineProviderWritesAndAttaches(t *testing.T) {
 		turnSeq := e.startTurn(seq)
 		tu := e.turn(hands, turnSeq)
 		if attach {
-			tu.Attach = func(ctx context.Context, callID, path, title string) (string, error) {
+			tu.Tools = []brain.Tool{attachTool(func(callID, path, title string) (string, error) {
 				attached = append(attached, path)
 				return "attached " + path, nil
-			}
+			})}
 		}
 		if _, err := b.Run(context.Background(), tu); err != nil {
 			t.Fatal(err)
@@ -660,7 +661,7 @@ func TestOfflineProviderWritesAndAttaches(t *testing.T) {
 
 	evs = turn("attach: `notes/todo.txt`", true)
 	wantTypes(t, evs, session.TypeAssistantMessage, session.TypeToolCall, session.TypeToolResult, session.TypeAssistantMessage)
-	if c := decode[session.ToolCall](t, evs[1]); c.Name != brain.ToolAttachFile || !slices.Equal(attached, []string{"notes/todo.txt"}) {
+	if c := decode[session.ToolCall](t, evs[1]); c.Name != "attach_file" || !slices.Equal(attached, []string{"notes/todo.txt"}) {
 		t.Errorf("tool call = %+v, attached %q", c, attached)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/session"
@@ -64,7 +65,7 @@ func TestConnectorCrashMidCall(t *testing.T) {
 	b, _ := newBrain(t, anthropicProvider(t, fake, anthropicKey), nil)
 	conns := &fakeConnectors{}
 	tr := e.turn(nil, turn2)
-	tr.Connectors = conns
+	tr.Toolsets = []brain.Toolset{connectors.Toolset(conns)}
 	if _, err := b.Run(context.Background(), tr); err != nil {
 		t.Fatal(err)
 	}

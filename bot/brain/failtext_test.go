@@ -10,6 +10,7 @@ import (
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/session"
+	"github.com/rs/zerolog"
 )
 
 // Issue 17: no reply carries an error's text — ids, SQL, Go error chains stay in the log line
@@ -75,7 +76,7 @@ func TestRepliesNeverCarryErrorText(t *testing.T) {
 		seq, _ := e.user("what did we say about deploys?")
 		turnSeq := e.startTurn(seq)
 		tr := e.turn(nil, turnSeq)
-		tr.Searcher = failingSearcher{}
+		tr.Tools = append(tr.Tools, brain.SearchTool(failingSearcher{}, zerolog.Nop()))
 		r, err := b.Run(context.Background(), tr)
 		if err != nil {
 			t.Fatal(err)

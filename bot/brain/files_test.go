@@ -377,17 +377,17 @@ func TestSummaryRequestCarriesNoImage(t *testing.T) {
 	}
 }
 
-// attach_file is offered only with a sandbox and Turn.Attach; its result is what Attach
-// returned, an error an error result cut to 200 characters.
+// attach_file (bot/files' tool) is offered as the turn's parts offer it, beside the sandbox's
+// tools; its result is what it returned, an error an error result.
 func TestAttachFile(t *testing.T) {
 	t.Parallel()
-	attach := func(ctx context.Context, callID, path, title string) (string, error) { return "", nil }
+	attach := attachTool(func(callID, path, title string) (string, error) { return "", nil })
 	for _, c := range []struct {
 		name   string
 		hands  bool
 		attach bool
 		want   bool
-	}{{"hands and attach", true, true, true}, {"hands only", true, false, false}, {"attach only", false, true, false}} {
+	}{{"hands and attach", true, true, true}, {"hands only", true, false, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
@@ -402,22 +402,19 @@ func TestAttachFile(t *testing.T) {
 				tu.Hands = &fakeHands{}
 			}
 			if c.attach {
-				tu.Attach = attach
+				tu.Tools = []brain.Tool{attach}
 			}
 			if _, err := b.Run(context.Background(), tu); err != nil {
 				t.Fatal(err)
 			}
 			calls := mustAllValid(t, fake, 1)
-			if got := slices.Contains(calls[0].Tools, brain.ToolAttachFile); got != c.want {
+			if got := slices.Contains(calls[0].Tools, "attach_file"); got != c.want {
 				t.Errorf("attach_file offered = %v, want %v (tools %v)", got, c.want, calls[0].Tools)
 			}
 			if got := strings.Contains(calls[0].System, "attach_file"); got != c.want {
 				t.Errorf("system prompt names attach_file = %v, want %v", got, c.want)
 			}
 		})
-	}
-	if !slices.Contains(brain.ToolNames(), brain.ToolAttachFile) {
-		t.Errorf("ToolNames() = %v lacks attach_file", brain.ToolNames())
 	}
 
 	t.Run("calls", func(t *testing.T) {
@@ -438,7 +435,7 @@ func TestAttachFile(t *testing.T) {
 		var mu sync.Mutex
 		var seen []got
 		tu := e.turn(&fakeHands{}, turnSeq)
-		tu.Attach = func(ctx context.Context, callID, path, title string) (string, error) {
+		tu.Tools = []brain.Tool{attachTool(func(callID, path, title string) (string, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			seen = append(seen, got{callID, path, title})
@@ -446,7 +443,7 @@ func TestAttachFile(t *testing.T) {
 				return "", errors.New("open missing.csv: no such file in the workspace " + strings.Repeat("x", 300))
 			}
 			return "attached out/report.csv (12 KB) to the thread as \"Q3 report\"", nil
-		}
+		})}
 		if _, err := b.Run(context.Background(), tu); err != nil {
 			t.Fatal(err)
 		}

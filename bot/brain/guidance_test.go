@@ -37,13 +37,13 @@ func TestGuidanceAfterLogbooksRulesAndRememberTool(t *testing.T) {
 		Memory:       []brain.Note{{ID: 7, Text: "staging is\nstaging.example.com", By: "user U0000002", At: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}},
 	}
 	var remembered []string
-	turn.Remember = func(ctx context.Context, callID, text string) (string, error) {
+	turn.Tools = []brain.Tool{rememberTool(func(callID, text string) (string, error) {
 		if text == "fail" {
 			return "", errors.New("the note could not be kept")
 		}
 		remembered = append(remembered, callID+":"+text)
 		return "remembered as note 8", nil
-	}
+	})}
 	r, err := b.WithProvider(other).Run(context.Background(), turn)
 	if err != nil || r.Message.Text != "Noted." {
 		t.Fatalf("run: %+v %v", r, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
 )
 
 const (
@@ -368,4 +369,38 @@ func roles(msgs []fakeprovider.Message) string {
 		r = append(r, m.Role)
 	}
 	return strings.Join(r, ",")
+}
+
+// attachTool is an attach_file tool (bot/files) whose calls run attach.
+func attachTool(attach func(callID, path, title string) (string, error)) brain.Tool {
+	spec := brain.ToolSpec{Name: "attach_file", Description: "Attach a file of the workspace to the reply.",
+		Schema: brain.ObjectSchema(map[string]any{"path": brain.Prop("string", "path"), "title": brain.Prop("string", "title")}, "path")}
+	return brain.NewTool(spec, func(_ context.Context, use brain.ToolUse) brain.Outcome {
+		var in struct{ Path, Title string }
+		if err := use.Decode(&in); err != nil {
+			return brain.Failure("%v", err)
+		}
+		res, err := attach(use.ID, in.Path, in.Title)
+		if err != nil {
+			return brain.Failure("%s", clip.Text(err.Error(), 200))
+		}
+		return brain.Outcome{Content: res}
+	})
+}
+
+// rememberTool is a remember tool (bot/memory) whose calls run remember.
+func rememberTool(remember func(callID, text string) (string, error)) brain.Tool {
+	spec := brain.ToolSpec{Name: "remember", Description: "Add a note to the channel's memory.",
+		Schema: brain.ObjectSchema(map[string]any{"text": brain.Prop("string", "the note")}, "text")}
+	return brain.NewTool(spec, func(_ context.Context, use brain.ToolUse) brain.Outcome {
+		var in struct{ Text string }
+		if err := use.Decode(&in); err != nil || strings.TrimSpace(in.Text) == "" {
+			return brain.Failure("text is required")
+		}
+		res, err := remember(use.ID, strings.TrimSpace(in.Text))
+		if err != nil {
+			return brain.Failure("not remembered: %s", err.Error())
+		}
+		return brain.Outcome{Content: res}
+	})
 }

@@ -10,7 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/logbook/logbook/bot/followup"
+	"github.com/logbook/logbook/bot/followup/signal"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
 	"github.com/logbook/logbook/session/thread"
@@ -251,7 +251,7 @@ func (b *builder) signal(it thread.Item) {
 	if last := b.last(); last != nil && last.Role == RoleUser {
 		boundary = false // merged into the message before
 	}
-	b.add(RoleUser, it.Seq(), boundary, Block{Text: followup.Prompt(it.Event)})
+	b.add(RoleUser, it.Seq(), boundary, Block{Text: signal.Prompt(it.Event)})
 }
 
 // assistant adds an assistant message of the fold: its text and tool calls, then a user

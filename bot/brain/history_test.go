@@ -478,7 +478,7 @@ func TestHeadTail(t *testing.T) {
 
 func TestOfflineIsDeterministic(t *testing.T) {
 	t.Parallel()
-	req := Request{Purpose: PurposeReply, Tools: toolSpecs(offered{hands: true}), Messages: []Message{{Role: RoleUser, Blocks: []Block{{Text: "Alice: run: `uname -a`"}}}}}
+	req := Request{Purpose: PurposeReply, Tools: specsOf(handsTools(nil, 0)), Messages: []Message{{Role: RoleUser, Blocks: []Block{{Text: "Alice: run: `uname -a`"}}}}}
 	r1, err := Offline{}.Complete(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)

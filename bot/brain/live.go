@@ -109,7 +109,22 @@ func toolTitle(use ToolUse) string {
 	return use.Name
 }
 
-// toolStatus is the turn's status while a call runs: "running `make test`".
+// Describer is a Tool that says in a few words what a call of it does, for the live view's
+// status ("attaching report.pdf"); a Tool without it shows "running <name>".
+type Describer interface {
+	Doing(use ToolUse) string
+}
+
+// doing is the turn's status while use runs.
+func (st *turn) doing(use ToolUse) string {
+	if d, ok := st.byName[use.Name].(Describer); ok {
+		return d.Doing(use)
+	}
+	return toolStatus(use)
+}
+
+// toolStatus is the turn's status while a call of the brain's own tools runs: "running
+// `make test`".
 func toolStatus(use ToolUse) string {
 	a := parseToolArgs(use)
 	switch use.Name {
@@ -119,10 +134,6 @@ func toolStatus(use ToolUse) string {
 		return "reading " + a.Path
 	case ToolWriteFile:
 		return "writing " + a.Path
-	case ToolSearchSessions:
-		return "searching past threads"
-	case ToolAttachFile:
-		return "attaching " + a.Path
 	case ToolReadLog:
 		return "rereading this thread's log"
 	}

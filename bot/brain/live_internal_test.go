@@ -27,7 +27,7 @@ func TestToolStatusAndTitle(t *testing.T) {
 		{ToolRunCommand, `{"command":"make test\nmake lint"}`, "running `make test …`", "run_command: make test …"},
 		{ToolReadFile, `{"path":"a/b.go"}`, "reading a/b.go", "read_file: a/b.go"},
 		{ToolWriteFile, `{"path":"c.txt","content":"x"}`, "writing c.txt", "write_file: c.txt"},
-		{ToolSearchSessions, `{"query":"deploy key"}`, "searching past threads", "search_sessions: deploy key"},
+		{"search_sessions", `{"query":"deploy key"}`, "running search_sessions", "search_sessions: deploy key"},
 		{ToolReadLog, `{}`, "rereading this thread's log", "read_log"},
 	} {
 		use := ToolUse{Name: c.name, Input: []byte(c.input)}

@@ -9,6 +9,7 @@ import (
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/session"
+	"github.com/rs/zerolog"
 )
 
 // recMeter admits calls while their most (MaxOutputTokens) fits in left, and records what it
@@ -73,7 +74,7 @@ func TestMeterAdmitsEachCallAndSeesTheUsage(t *testing.T) {
 			m := &recMeter{left: 4500}
 			seq, _ := e.user("find it")
 			turn := e.turn(nil, e.startTurn(seq))
-			turn.Meter, turn.Searcher = m, stubSearcher{}
+			turn.Meter, turn.Tools = m, []brain.Tool{brain.SearchTool(stubSearcher{}, zerolog.Nop())}
 			if c.stream {
 				turn.Live = &recLive{}
 			}

@@ -170,6 +170,10 @@ type offlineToolCall struct {
 	doing string // "Running `ls`"
 }
 
+// offlineAttach is the files part's attach_file (bot/files), which the offline model calls by
+// name as a model would.
+const offlineAttach = "attach_file"
+
 // offlineCall finds the tool call a message asks for: a line starting with "write: PATH" (the
 // lines after it are the content, whatever they say), else one starting with
 // "attach: PATH", else "run: <command>" anywhere.
@@ -179,7 +183,7 @@ func offlineCall(text string) (offlineToolCall, bool) {
 			what: "write `" + path + "`", doing: fmt.Sprintf("Writing `%s` (%d bytes)", path, len(content))}, true
 	}
 	if path, _, ok := directive(text, "attach:"); ok {
-		return offlineToolCall{tool: ToolAttachFile, input: map[string]string{"path": path},
+		return offlineToolCall{tool: offlineAttach, input: map[string]string{"path": path},
 			what: "attach `" + path + "`", doing: "Attaching `" + path + "`"}, true
 	}
 	if cmd, ok := runCommand(text); ok {

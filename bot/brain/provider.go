@@ -74,6 +74,11 @@ type ToolSpec struct {
 	Name        string
 	Description string
 	Schema      map[string]any // JSON Schema of the input object: {"type":"object","properties":...}
+	// Server and Tool name an MCP server's tool (Name is mcp__<server>__<tool>), and ReadOnly
+	// says the server marks it safe to repeat: each call records them (session.ToolCall), and
+	// a read-only call a crash left without a result is run again. Empty for other tools.
+	Server, Tool string
+	ReadOnly     bool
 }
 
 // Purpose says what a request is for. Real models get the same kind of request for every

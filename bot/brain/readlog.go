@@ -31,27 +31,28 @@ var readLogTypes = []session.Type{
 	session.TypeAssistantMessage, session.TypeToolCall, session.TypeToolResult,
 }
 
-func readLogSpec() ToolSpec {
-	return ToolSpec{
+// readLogTool is read_log over the turn's log (st nil: only its spec is wanted).
+func readLogTool(b *Brain, st *turn) Tool {
+	return NewTool(ToolSpec{
 		Name: ToolReadLog,
 		Description: "Reread this thread's own log, which the summary of the earlier conversation condenses: " +
 			"events by seq range (from_seq, to_seq), or the events just before a seq (before_seq), optionally " +
 			"of some types only. Each line starts with the event's #seq. At most 50 events and 12 KiB per call.",
-		Schema: objectSchema(map[string]any{
-			"from_seq":   prop("integer", "first seq, inclusive"),
-			"to_seq":     prop("integer", "last seq, inclusive"),
-			"before_seq": prop("integer", "return the events just before this seq instead of a range"),
+		Schema: ObjectSchema(map[string]any{
+			"from_seq":   Prop("integer", "first seq, inclusive"),
+			"to_seq":     Prop("integer", "last seq, inclusive"),
+			"before_seq": Prop("integer", "return the events just before this seq instead of a range"),
 			"types": map[string]any{"type": "array", "description": "only these event types; default all of them",
 				"items": map[string]any{"type": "string", "enum": typeStrings(readLogTypes)}},
-			"limit": prop("integer", "how many events, default 20, at most 50"),
+			"limit": Prop("integer", "how many events, default 20, at most 50"),
 		}),
-	}
+	}, func(ctx context.Context, use ToolUse) Outcome { return b.readLog(ctx, st.Turn, use.Input) })
 }
 
 // readLog runs read_log over the turn's Log, which is bound to the session: nothing from
 // another session can be read. The call and its result are logged like every tool's, so the
 // log records what was reread.
-func (b *Brain) readLog(ctx context.Context, t Turn, input json.RawMessage) toolOutcome {
+func (b *Brain) readLog(ctx context.Context, t Turn, input json.RawMessage) Outcome {
 	var in struct {
 		FromSeq   int64    `json:"from_seq"`
 		ToSeq     int64    `json:"to_seq"`
@@ -60,14 +61,14 @@ func (b *Brain) readLog(ctx context.Context, t Turn, input json.RawMessage) tool
 		Limit     int      `json:"limit"`
 	}
 	if err := json.Unmarshal(input, &in); err != nil {
-		return toolOutcome{IsError: true, Content: fmt.Sprintf("the input does not match read_log's schema: %v", err)}
+		return Outcome{IsError: true, Content: fmt.Sprintf("the input does not match read_log's schema: %v", err)}
 	}
 	types := readLogTypes
 	if len(in.Types) > 0 {
 		types = nil
 		for _, name := range in.Types {
 			if !slices.Contains(readLogTypes, session.Type(name)) {
-				return toolOutcome{IsError: true, Content: fmt.Sprintf("read_log does not return %q events; it returns %s",
+				return Outcome{IsError: true, Content: fmt.Sprintf("read_log does not return %q events; it returns %s",
 					name, typeNames(readLogTypes))}
 			}
 			types = append(types, session.Type(name))
@@ -87,31 +88,31 @@ func (b *Brain) readLog(ctx context.Context, t Turn, input json.RawMessage) tool
 	evs, err := t.Log.Events(ctx, r)
 	if err != nil {
 		if ctx.Err() != nil {
-			return toolOutcome{IsError: true, Content: "read_log stopped: the turn ran out of time"}
+			return Outcome{IsError: true, Content: "read_log stopped: the turn ran out of time"}
 		}
 		b.log.Error().Err(err).Str("session_id", t.Session.ID.String()).Msg("read_log failed")
-		return toolOutcome{IsError: true, Content: "reading the log failed; the error is recorded in the operator's log"}
+		return Outcome{IsError: true, Content: "reading the log failed; the error is recorded in the operator's log"}
 	}
 	more := len(evs) > limit
 	if more {
 		evs = evs[:limit]
 	}
 	if len(evs) == 0 {
-		return toolOutcome{Content: "no events match"}
+		return Outcome{Content: "no events match"}
 	}
 	var sb strings.Builder
 	for i, e := range evs {
 		line := renderLogEvent(e)
 		if sb.Len()+len(line) > readLogMaxBytes {
 			fmt.Fprintf(&sb, "[… %d more events in this selection did not fit: call read_log with from_seq=%d]\n", len(evs)-i, e.Seq)
-			return toolOutcome{Content: sb.String(), Truncated: true}
+			return Outcome{Content: sb.String(), Truncated: true}
 		}
 		sb.WriteString(line)
 	}
 	if more {
 		fmt.Fprintf(&sb, "[… more events follow: call read_log with from_seq=%d]\n", evs[len(evs)-1].Seq+1)
 	}
-	return toolOutcome{Content: sb.String()}
+	return Outcome{Content: sb.String()}
 }
 
 // renderLogEvent is one event as read_log shows it: "#seq time type: text", cut to

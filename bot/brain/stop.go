@@ -105,8 +105,8 @@ func (b *Brain) cutNote() string {
 
 // cutToolResult is the result of a tool call that the output limit cut: it is not run, since
 // its input may be incomplete.
-func (b *Brain) cutToolResult(name string) toolOutcome {
-	return toolOutcome{IsError: true, Content: fmt.Sprintf(
+func (b *Brain) cutToolResult(name string) Outcome {
+	return Outcome{IsError: true, Content: fmt.Sprintf(
 		"not run: this %s call was cut off by the output limit (%d tokens) before its input was complete. "+
 			"Retry with a smaller input: split large content over several calls (for a big file, write a first part, "+
 			"then append the rest with run_command).", name, b.cfg.MaxTokens)}
@@ -129,7 +129,7 @@ type repeats struct {
 
 // record counts one outcome and reports whether this call has now failed identically limit
 // times in the turn. Successes are not counted.
-func (r *repeats) record(use ToolUse, out toolOutcome) bool {
+func (r *repeats) record(use ToolUse, out Outcome) bool {
 	if !out.IsError || r.limit <= 0 {
 		return false
 	}

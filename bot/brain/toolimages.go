@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/session"
 )
 
@@ -19,11 +18,11 @@ type FileKeeper interface {
 // maxResultImages bounds the images one tool result shows; the rest are named.
 const maxResultImages = 8
 
-// screenImages splits the images a connector returned into those the model APIs take as
+// screenImages splits the images a tool returned into those the model APIs take as
 // images (PNG, JPEG, GIF, WebP by their content, within the size limits), and a line naming
 // each of the others with its type, size and why it is not shown. keep says whether the
 // turn can keep images at all (a file store); without one every image is named.
-func screenImages(in []connectors.Image, keep bool) (shown []Media, notes []string) {
+func screenImages(in []Media, keep bool) (shown []Media, notes []string) {
 	for _, im := range in {
 		why := ""
 		mt := imageType(im.Data)
@@ -39,7 +38,7 @@ func screenImages(in []connectors.Image, keep bool) (shown []Media, notes []stri
 		}
 		if why != "" {
 			notes = append(notes, fmt.Sprintf("[image %s, %s, not shown: %s]",
-				nonEmpty(baseMime(im.MIMEType), "of no type"), session.FileSize(int64(len(im.Data))), why))
+				nonEmpty(baseMime(im.MediaType), "of no type"), session.FileSize(int64(len(im.Data))), why))
 			continue
 		}
 		shown = append(shown, Media{MediaType: mt, Data: im.Data})
@@ -49,7 +48,7 @@ func screenImages(in []connectors.Image, keep bool) (shown []Media, notes []stri
 
 // keepImages stores the images of a result in the turn's file store, for the tool_result's
 // Images. A failed store names the image in the text instead; it never fails the turn.
-func (b *Brain) keepImages(ctx context.Context, st *turn, out *toolOutcome) []session.ToolImage {
+func (b *Brain) keepImages(ctx context.Context, st *turn, out *Outcome) []session.ToolImage {
 	var refs []session.ToolImage
 	for _, im := range out.Images {
 		sha, err := st.Keep.Put(ctx, st.Session.ID, im.Data)

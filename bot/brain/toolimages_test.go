@@ -120,7 +120,7 @@ func TestMCPImageReachesTheModel(t *testing.T) {
 			defer conns.Close()
 			store := filestore.NewStore(e.st)
 			tr := e.turn(nil, turn)
-			tr.Connectors, tr.Files, tr.Keep = conns, store, store
+			tr.Toolsets, tr.Files, tr.Keep = []brain.Toolset{connectors.Toolset(conns)}, store, store
 			if _, err := b.Run(context.Background(), tr); err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +189,7 @@ func TestMCPImageNotShownIsNamed(t *testing.T) {
 		fakeprovider.Reply{Text: "done"})
 	b, _ := newBrain(t, anthropicProvider(t, fake, anthropicKey), nil)
 	tr := e.turn(nil, turn)
-	tr.Connectors = &imageConnectors{images: []connectors.Image{{MIMEType: "image/bmp", Data: []byte("BM not a png")}}}
+	tr.Toolsets = []brain.Toolset{connectors.Toolset(&imageConnectors{images: []connectors.Image{{MIMEType: "image/bmp", Data: []byte("BM not a png")}}})}
 	if _, err := b.Run(context.Background(), tr); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestMCPImageToATextOnlyModel(t *testing.T) {
 	b, _ := newBrain(t, p, nil)
 	store := filestore.NewStore(e.st)
 	tr := e.turn(nil, turn)
-	tr.Connectors, tr.Files, tr.Keep = &imageConnectors{images: []connectors.Image{{MIMEType: "image/png", Data: testPNG(t)}}}, store, store
+	tr.Toolsets, tr.Files, tr.Keep = []brain.Toolset{connectors.Toolset(&imageConnectors{images: []connectors.Image{{MIMEType: "image/png", Data: testPNG(t)}}})}, store, store
 	if _, err := b.Run(context.Background(), tr); err != nil {
 		t.Fatal(err)
 	}

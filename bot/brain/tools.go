@@ -5,42 +5,73 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session/clip"
 )
 
-// Tool names offered to the model.
+// Names of the brain's own tools: the sandbox's (offered with Turn.Hands) and read_log
+// (offered once a summary condenses the history). The tools of the turn's parts have
+// their own names, in their packages.
 const (
-	ToolRunCommand     = "run_command"
-	ToolReadFile       = "read_file"
-	ToolWriteFile      = "write_file"
-	ToolSearchSessions = "search_sessions"
-	ToolAttachFile     = "attach_file"
-	ToolPullRequest    = "create_pull_request"
+	ToolRunCommand = "run_command"
+	ToolReadFile   = "read_file"
+	ToolWriteFile  = "write_file"
 )
 
-// ToolNames is the name of every tool a turn may offer, for policies that name tools.
-func ToolNames() []string {
-	var names []string
-	for _, s := range allToolSpecs() {
-		names = append(names, s.Name)
+// Tool is one tool the model may call: its declaration and a call of it. A capability adds a
+// tool by implementing Tool in a package of its own and offering it from its turn part
+// (bot/part) in Turn.Tools; the brain knows it only by Spec().Name, which must be unique in a
+// turn.
+type Tool interface {
+	Spec() ToolSpec
+	// Run runs one call, its input a JSON object (Decode reads it). Every failure is an
+	// Outcome the model reads (IsError, see Failure), never an error of the turn; ctx ends
+	// with the turn.
+	Run(ctx context.Context, use ToolUse) Outcome
+}
+
+// Toolset is tools that may change while a turn runs (a channel's MCP servers, whose lists
+// a server may change): the brain asks for them again before each model call.
+type Toolset interface {
+	Tools(ctx context.Context) []Tool
+}
+
+// NewTool is the Tool of spec whose calls run.
+func NewTool(spec ToolSpec, run func(ctx context.Context, use ToolUse) Outcome) Tool {
+	return funcTool{spec: spec, run: run}
+}
+
+type funcTool struct {
+	spec ToolSpec
+	run  func(ctx context.Context, use ToolUse) Outcome
+}
+
+func (f funcTool) Spec() ToolSpec                               { return f.spec }
+func (f funcTool) Run(ctx context.Context, use ToolUse) Outcome { return f.run(ctx, use) }
+
+// Decode reads the call's input into v; the error says, for the model, how it does not fit
+// the tool's schema.
+func (u ToolUse) Decode(v any) error {
+	if err := json.Unmarshal(u.Input, v); err != nil {
+		return fmt.Errorf("the tool input does not match %s's schema: %v", u.Name, err)
 	}
-	return names
+	return nil
 }
 
-// allToolSpecs is every tool this package knows: what a history may show calls of.
-func allToolSpecs() []ToolSpec {
-	return append(toolSpecs(offered{hands: true, search: true, attach: true, pullRequest: true, remember: true}), readLogSpec())
+// ToolNames is the name of every tool of the brain's own, for policies that name tools (the
+// parts' tools are named by their parts).
+func ToolNames() []string {
+	return []string{ToolRunCommand, ToolReadFile, ToolWriteFile, ToolReadLog, ToolSearchSessions}
 }
 
-// objectSchema is the JSON Schema of a tool's input: an object with these properties, of
+// ObjectSchema is the JSON Schema of a tool's input: an object with these properties, of
 // which required must be given (none: no "required" key).
-func objectSchema(props map[string]any, required ...string) map[string]any {
+func ObjectSchema(props map[string]any, required ...string) map[string]any {
 	s := map[string]any{"type": "object", "properties": props}
 	if len(required) > 0 {
 		s["required"] = required
@@ -48,104 +79,58 @@ func objectSchema(props map[string]any, required ...string) map[string]any {
 	return s
 }
 
-// prop is one property of an input's schema: its JSON type and what it is for.
-func prop(typ, description string) map[string]any {
+// Prop is one property of an input's schema: its JSON type and what it is for.
+func Prop(typ, description string) map[string]any {
 	return map[string]any{"type": typ, "description": description}
 }
 
-// pullRequestSpec is create_pull_request.
-func pullRequestSpec() ToolSpec {
-	return ToolSpec{
-		Name: ToolPullRequest,
-		Description: "Open a pull request on this channel's repository from a branch already pushed to it, " +
-			"against the repository's default branch. Opening it again for the same branch returns the same pull request. " +
-			"The workspace is the repository's checkout: commit, then push with `git push origin HEAD:logbook/<name>` " +
-			"(the sandbox may push only branches under logbook/).",
-		Schema: objectSchema(map[string]any{
-			"branch": prop("string", "the pushed branch with the changes"),
-			"title":  prop("string", "the pull request's title"),
-			"body":   prop("string", "what changed and why, in Markdown"),
-		}, "branch", "title"),
+// handsTools are the sandbox's tools, over hands: run_command (at most timeout a command),
+// read_file and write_file.
+func handsTools(hands Hands, timeout time.Duration) []Tool {
+	return []Tool{
+		NewTool(ToolSpec{
+			Name: ToolRunCommand,
+			Description: "Run a shell command (bash -c) in this thread's sandbox, a Linux workspace kept for " +
+				"the session. Returns the exit code, stdout and stderr; long output is cut in the middle.",
+			Schema: ObjectSchema(map[string]any{
+				"command":         Prop("string", "the shell command line"),
+				"timeout_seconds": Prop("integer", "optional, lower than the default limit"),
+			}, "command"),
+		}, func(ctx context.Context, use ToolUse) Outcome { return execCommand(ctx, hands, timeout, use) }),
+		NewTool(ToolSpec{
+			Name:        ToolReadFile,
+			Description: "Read a text file of the sandbox workspace.",
+			Schema:      ObjectSchema(map[string]any{"path": Prop("string", "path relative to the workspace")}, "path"),
+		}, func(ctx context.Context, use ToolUse) Outcome { return readFile(ctx, hands, use) }),
+		NewTool(ToolSpec{
+			Name:        ToolWriteFile,
+			Description: "Create or replace a file of the sandbox workspace.",
+			Schema: ObjectSchema(map[string]any{
+				"path":    Prop("string", "path relative to the workspace"),
+				"content": Prop("string", "the whole new content"),
+			}, "path", "content"),
+		}, func(ctx context.Context, use ToolUse) Outcome { return writeFile(ctx, hands, use) }),
 	}
 }
 
-// offered is which of the optional tools a turn offers.
-type offered struct {
-	hands       bool // run_command, read_file, write_file
-	search      bool // search_sessions
-	attach      bool // attach_file, with hands
-	pullRequest bool // create_pull_request
-	remember    bool // remember
+// goneSpec declares a tool the history calls and the turn no longer offers (its part or
+// server gone, its sandbox switched off): the APIs want every called tool declared.
+func goneSpec(name string) ToolSpec {
+	return ToolSpec{Name: name, Description: "A tool no longer offered here; calling it fails.",
+		Schema: map[string]any{"type": "object"}}
 }
 
-// toolSpecs lists the tools a turn offers, in this order: the sandbox tools, attach_file,
-// search_sessions, create_pull_request, remember.
-func toolSpecs(o offered) []ToolSpec {
-	var specs []ToolSpec
-	if o.hands {
-		specs = append(specs,
-			ToolSpec{
-				Name: ToolRunCommand,
-				Description: "Run a shell command (bash -c) in this thread's sandbox, a Linux workspace kept for " +
-					"the session. Returns the exit code, stdout and stderr; long output is cut in the middle.",
-				Schema: objectSchema(map[string]any{
-					"command":         prop("string", "the shell command line"),
-					"timeout_seconds": prop("integer", "optional, lower than the default limit"),
-				}, "command"),
-			},
-			ToolSpec{
-				Name:        ToolReadFile,
-				Description: "Read a text file of the sandbox workspace.",
-				Schema:      objectSchema(map[string]any{"path": prop("string", "path relative to the workspace")}, "path"),
-			},
-			ToolSpec{
-				Name:        ToolWriteFile,
-				Description: "Create or replace a file of the sandbox workspace.",
-				Schema: objectSchema(map[string]any{
-					"path":    prop("string", "path relative to the workspace"),
-					"content": prop("string", "the whole new content"),
-				}, "path", "content"),
-			})
-	}
-	if o.hands && o.attach {
-		specs = append(specs, ToolSpec{
-			Name: ToolAttachFile,
-			Description: "Attach a file from the sandbox workspace to the reply in the Slack thread, so people can " +
-				"download it (a report, a patch, a chart, a log). Write the file first; say in the reply what it is.",
-			Schema: objectSchema(map[string]any{
-				"path":  prop("string", "path relative to the workspace"),
-				"title": prop("string", "optional title shown in Slack; default the file name"),
-			}, "path"),
-		})
-	}
-	if o.search {
-		specs = append(specs, ToolSpec{
-			Name:        ToolSearchSessions,
-			Description: "Full-text search of past conversations (other Slack threads) this bot took part in.",
-			Schema: objectSchema(map[string]any{
-				"query": prop("string", "words to look for"),
-				"limit": prop("integer", "how many hits, default 5"),
-			}, "query"),
-		})
-	}
-	if o.pullRequest {
-		specs = append(specs, pullRequestSpec())
-	}
-	if o.remember {
-		specs = append(specs, rememberSpec())
-	}
-	return specs
-}
-
-// toolOutcome is what a tool did, before it becomes a tool_result event.
-type toolOutcome struct {
+// Outcome is what a tool did, before it becomes a tool_result event.
+type Outcome struct {
 	Content   string
 	IsError   bool
 	Truncated bool
 	ExitCode  *int
 	Duration  time.Duration
-	FromHands bool    // the sandbox produced it (actor: sandbox)
-	Images    []Media // images an MCP tool returned, for the model (kept in Turn.Keep)
+	FromHands bool // the sandbox produced it (actor: sandbox)
+	// Images a tool returned (an MCP server's), MediaType as the tool declared it: the brain
+	// shows the model those it takes (kept in Turn.Keep) and names the others.
+	Images []Media
 }
 
 // outputBudget is what a turn may still put into tool results, in bytes.
@@ -203,18 +188,21 @@ func headTailWith(s string, n int, marker func(omitted int) string) (string, int
 	return s[:i] + marker(j-i) + s[j:], j - i
 }
 
-// runTool runs one tool call. Every failure is an outcome the model sees (IsError), never an
-// error of the turn; only the ctx's end stops it.
-func (b *Brain) runTool(ctx context.Context, t Turn, use ToolUse, budget *outputBudget) toolOutcome {
+// runTool runs one tool call: the tool the turn offers by that name, its result cut to the
+// turn's output budget. Every failure is an outcome the model sees (IsError), never an error
+// of the turn; only the ctx's end stops it.
+func (b *Brain) runTool(ctx context.Context, st *turn, use ToolUse, budget *outputBudget) Outcome {
 	start := b.now()
-	var out toolOutcome
-	if connectors.IsTool(use.Name) {
-		out = b.callConnector(ctx, t, use)
-	} else {
-		out = b.dispatch(ctx, t, use)
-	}
+	out := dispatch(ctx, st, use)
 	if out.Duration == 0 {
 		out.Duration = b.now().Sub(start)
+	}
+	if len(out.Images) > 0 {
+		shown, notes := screenImages(out.Images, st.Keep != nil && st.Files != nil)
+		out.Images = shown
+		if len(notes) > 0 {
+			out.Content = strings.TrimSpace(out.Content + "\n" + strings.Join(notes, "\n"))
+		}
 	}
 	if len(out.Images) == 0 || out.Content != "" {
 		out.Content = nonEmpty(out.Content, "(no output)")
@@ -225,98 +213,50 @@ func (b *Brain) runTool(ctx context.Context, t Turn, use ToolUse, budget *output
 	return out
 }
 
-// toolInput is every tool's arguments, decoded at once: each tool reads its own.
-type toolInput struct {
-	Command        string  `json:"command"`
-	TimeoutSeconds int     `json:"timeout_seconds"`
-	Path           string  `json:"path"`
-	Content        *string `json:"content"`
-	Query          string  `json:"query"`
-	Limit          int     `json:"limit"`
-	Title          string  `json:"title"`
-	Branch         string  `json:"branch"`
-	Body           string  `json:"body"`
-	Invalid        string  `json:"_invalid_arguments"`
-}
-
-// toolFunc runs one call of a tool, its input decoded (use.Input is the raw input).
-type toolFunc func(ctx context.Context, t Turn, use ToolUse, in toolInput) toolOutcome
-
-// dispatch runs use: its input decoded, then the tool's toolFunc.
-func (b *Brain) dispatch(ctx context.Context, t Turn, use ToolUse) toolOutcome {
+// dispatch runs use with the offered tool of its name, once its input is a JSON object.
+func dispatch(ctx context.Context, st *turn, use ToolUse) Outcome {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(use.Input, &obj); err != nil {
-		return toolFailure("the tool input is not a JSON object: %v", err)
+		return Failure("the tool input is not a JSON object: %v", err)
 	}
-	var in toolInput
-	if err := json.Unmarshal(use.Input, &in); err != nil {
-		return toolFailure("the tool input does not match %s's schema: %v", use.Name, err)
-	}
-	if in.Invalid != "" {
-		return toolFailure("the tool arguments are not valid JSON: %s", clip.Text(in.Invalid, 200))
-	}
-	run, ok := b.tool(use.Name)
-	if !ok {
-		return toolFailure("unknown tool %q", use.Name)
-	}
-	return run(ctx, t, use, in)
-}
-
-// tool is the toolFunc of the built-in tool called name, false for a name this brain does
-// not know. A tool is offered by toolSpecs (or its own specs func) and runs here: a new tool
-// is one case. Tools from elsewhere plug in beside dispatch, in runTool (a connector's
-// mcp__ tools go to callConnector).
-func (b *Brain) tool(name string) (toolFunc, bool) {
-	switch name {
-	case ToolReadLog:
-		return func(ctx context.Context, t Turn, use ToolUse, _ toolInput) toolOutcome {
-			return b.readLog(ctx, t, use.Input)
-		}, true
-	case ToolRemember:
-		return func(ctx context.Context, t Turn, use ToolUse, _ toolInput) toolOutcome {
-			return remember(ctx, t, use)
-		}, true
-	case ToolRunCommand:
-		return sandboxed(b.runCommand), true
-	case ToolReadFile:
-		return sandboxed(readFile), true
-	case ToolWriteFile:
-		return sandboxed(writeFile), true
-	case ToolAttachFile:
-		return sandboxed(attachFile), true
-	case ToolPullRequest:
-		return pullRequest, true
-	case ToolSearchSessions:
-		return b.searchSessions, true
-	}
-	return nil, false
-}
-
-// toolFailure is an error result the model reads.
-func toolFailure(format string, args ...any) toolOutcome {
-	return toolOutcome{Content: fmt.Sprintf(format, args...), IsError: true}
-}
-
-// sandboxed is run for a turn with a sandbox; without one the call fails saying so.
-func sandboxed(run toolFunc) toolFunc {
-	return func(ctx context.Context, t Turn, use ToolUse, in toolInput) toolOutcome {
-		if t.Hands == nil {
-			return toolFailure("%s is not available: this deployment has no sandbox", use.Name)
+	if raw, ok := obj["_invalid_arguments"]; ok {
+		var invalid string
+		_ = json.Unmarshal(raw, &invalid)
+		if invalid != "" {
+			return Failure("the tool arguments are not valid JSON: %s", clip.Text(invalid, 200))
 		}
-		return run(ctx, t, use, in)
 	}
+	tool, ok := st.byName[use.Name]
+	if !ok {
+		if slices.Contains([]string{ToolRunCommand, ToolReadFile, ToolWriteFile}, use.Name) {
+			return Failure("%s is not available: this deployment has no sandbox", use.Name)
+		}
+		return Failure("%s is not available in this turn", use.Name)
+	}
+	return tool.Run(ctx, use)
 }
 
-// runCommand is run_command: the command in the sandbox, with at most the brain's timeout.
-func (b *Brain) runCommand(ctx context.Context, t Turn, _ ToolUse, in toolInput) toolOutcome {
-	if strings.TrimSpace(in.Command) == "" {
-		return toolFailure("command is required")
+// Failure is an error result the model reads.
+func Failure(format string, args ...any) Outcome {
+	return Outcome{Content: fmt.Sprintf(format, args...), IsError: true}
+}
+
+// execCommand is run_command: the command in the sandbox, with at most timeout.
+func execCommand(ctx context.Context, hands Hands, timeout time.Duration, use ToolUse) Outcome {
+	var in struct {
+		Command        string `json:"command"`
+		TimeoutSeconds int    `json:"timeout_seconds"`
 	}
-	timeout := b.cfg.CommandTimeout
+	if err := use.Decode(&in); err != nil {
+		return Failure("%v", err)
+	}
+	if strings.TrimSpace(in.Command) == "" {
+		return Failure("command is required")
+	}
 	if in.TimeoutSeconds > 0 && time.Duration(in.TimeoutSeconds)*time.Second < timeout {
 		timeout = time.Duration(in.TimeoutSeconds) * time.Second
 	}
-	res, err := t.Hands.Exec(ctx, sandbox.ExecRequest{Shell: in.Command, Timeout: timeout})
+	res, err := hands.Exec(ctx, sandbox.ExecRequest{Shell: in.Command, Timeout: timeout})
 	if err != nil {
 		return sandboxFailure(err)
 	}
@@ -324,88 +264,46 @@ func (b *Brain) runCommand(ctx context.Context, t Turn, _ ToolUse, in toolInput)
 }
 
 // readFile is read_file: a text file of the sandbox (a binary one is only described).
-func readFile(ctx context.Context, t Turn, _ ToolUse, in toolInput) toolOutcome {
-	if in.Path == "" {
-		return toolFailure("path is required")
+func readFile(ctx context.Context, hands Hands, use ToolUse) Outcome {
+	var in struct {
+		Path string `json:"path"`
 	}
-	data, err := t.Hands.ReadFile(ctx, in.Path)
+	if err := use.Decode(&in); err != nil {
+		return Failure("%v", err)
+	}
+	if in.Path == "" {
+		return Failure("path is required")
+	}
+	data, err := hands.ReadFile(ctx, in.Path)
 	if err != nil {
 		return sandboxFailure(err)
 	}
 	if !utf8.Valid(data) {
-		return toolOutcome{Content: fmt.Sprintf("%s is binary (%d bytes); use run_command with xxd or file to inspect it", in.Path, len(data)), FromHands: true}
+		return Outcome{Content: fmt.Sprintf("%s is binary (%d bytes); use run_command with xxd or file to inspect it", in.Path, len(data)), FromHands: true}
 	}
-	return toolOutcome{Content: string(data), FromHands: true}
+	return Outcome{Content: string(data), FromHands: true}
 }
 
 // writeFile is write_file: the whole content of a file of the sandbox.
-func writeFile(ctx context.Context, t Turn, _ ToolUse, in toolInput) toolOutcome {
-	if in.Path == "" || in.Content == nil {
-		return toolFailure("path and content are required")
+func writeFile(ctx context.Context, hands Hands, use ToolUse) Outcome {
+	var in struct {
+		Path    string  `json:"path"`
+		Content *string `json:"content"`
 	}
-	if err := t.Hands.WriteFile(ctx, in.Path, []byte(*in.Content)); err != nil {
+	if err := use.Decode(&in); err != nil {
+		return Failure("%v", err)
+	}
+	if in.Path == "" || in.Content == nil {
+		return Failure("path and content are required")
+	}
+	if err := hands.WriteFile(ctx, in.Path, []byte(*in.Content)); err != nil {
 		return sandboxFailure(err)
 	}
-	return toolOutcome{Content: fmt.Sprintf("wrote %d bytes to %s", len(*in.Content), in.Path), FromHands: true}
-}
-
-// attachFile is attach_file, through the turn's Attach.
-func attachFile(ctx context.Context, t Turn, use ToolUse, in toolInput) toolOutcome {
-	if t.Attach == nil {
-		return toolFailure("attach_file is not available: this turn cannot attach files to the thread")
-	}
-	if strings.TrimSpace(in.Path) == "" {
-		return toolFailure("path is required")
-	}
-	res, err := t.Attach(ctx, use.ID, in.Path, in.Title)
-	if err != nil {
-		return toolFailure("%s", clip.Text(err.Error(), 200))
-	}
-	return toolOutcome{Content: res}
-}
-
-// pullRequest is create_pull_request, through the turn's PullRequest.
-func pullRequest(ctx context.Context, t Turn, use ToolUse, in toolInput) toolOutcome {
-	if t.PullRequest == nil {
-		return toolFailure("create_pull_request is not available: this channel has no repository configured")
-	}
-	if strings.TrimSpace(in.Branch) == "" || strings.TrimSpace(in.Title) == "" {
-		return toolFailure("branch and title are required")
-	}
-	res, err := t.PullRequest(ctx, use.ID, strings.TrimSpace(in.Branch), strings.TrimSpace(in.Title), in.Body)
-	if err != nil {
-		return toolFailure("%s", clip.Text(err.Error(), 300))
-	}
-	return toolOutcome{Content: res}
-}
-
-// searchSessions is search_sessions, through the turn's Searcher.
-func (b *Brain) searchSessions(ctx context.Context, t Turn, _ ToolUse, in toolInput) toolOutcome {
-	if t.Searcher == nil {
-		return toolFailure("search_sessions is not available in this deployment")
-	}
-	if strings.TrimSpace(in.Query) == "" {
-		return toolFailure("query is required")
-	}
-	limit := in.Limit
-	if limit <= 0 || limit > 20 {
-		limit = 5
-	}
-	s, err := t.Searcher.Search(ctx, in.Query, limit)
-	if err != nil {
-		if ctx.Err() != nil {
-			return toolFailure("search stopped: the turn ran out of time")
-		}
-		// The searcher's error is the database's: ids and SQL are for operators, not for the
-		// model, which could quote them in the thread.
-		b.log.Error().Err(err).Str("session_id", t.Session.ID.String()).Msg("search_sessions failed")
-		return toolFailure("search failed; the error is recorded in the operator's log. Answer without it or try again later")
-	}
-	return toolOutcome{Content: nonEmpty(s, "no matches")}
+	return Outcome{Content: fmt.Sprintf("wrote %d bytes to %s", len(*in.Content), in.Path), FromHands: true}
 }
 
 // commandOutcome renders a command's result for the model.
-func commandOutcome(res sandbox.ExecResult) toolOutcome {
+func commandOutcome(res sandbox.ExecResult) Outcome {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "exit code: %d", res.ExitCode)
 	if res.Killed != "" {
@@ -427,7 +325,7 @@ func commandOutcome(res sandbox.ExecResult) toolOutcome {
 		sb.WriteString("--- stderr ---\n" + res.Stderr)
 	}
 	code := res.ExitCode
-	return toolOutcome{
+	return Outcome{
 		Content:   strings.TrimRight(sb.String(), "\n"),
 		IsError:   res.ExitCode != 0 || res.TimedOut || res.Killed != "",
 		Truncated: res.Truncated,
@@ -438,7 +336,7 @@ func commandOutcome(res sandbox.ExecResult) toolOutcome {
 }
 
 // sandboxFailure turns a sandbox error into a result the model can act on.
-func sandboxFailure(err error) toolOutcome {
+func sandboxFailure(err error) Outcome {
 	var msg string
 	switch {
 	case errors.Is(err, sandbox.ErrDisabled):
@@ -454,5 +352,5 @@ func sandboxFailure(err error) toolOutcome {
 	default:
 		msg = "the sandbox failed: " + clip.Text(err.Error(), 200)
 	}
-	return toolOutcome{Content: msg, IsError: true, FromHands: true}
+	return Outcome{Content: msg, IsError: true, FromHands: true}
 }

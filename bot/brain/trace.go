@@ -71,7 +71,7 @@ func errorType(err error) string {
 // traceTool runs one tool call in its own span ("execute_tool {name}", GenAI conventions): the
 // tool, the call id, whether it failed. Its input and result are in the span only with
 // Config.TraceContent.
-func (b *Brain) traceTool(ctx context.Context, t Turn, use ToolUse, budget *outputBudget) toolOutcome {
+func (b *Brain) traceTool(ctx context.Context, st *turn, use ToolUse, budget *outputBudget) Outcome {
 	ctx, span := b.tracer.Start(ctx, "execute_tool "+use.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		telemetry.GenAIOperation.String("execute_tool"), telemetry.GenAIToolName.String(use.Name),
 		telemetry.GenAIToolCallID.String(use.ID), telemetry.GenAIToolType.String("function")))
@@ -79,7 +79,7 @@ func (b *Brain) traceTool(ctx context.Context, t Turn, use ToolUse, budget *outp
 	if b.cfg.TraceContent && span.IsRecording() {
 		span.SetAttributes(telemetry.GenAIToolArguments.String(string(use.Input)))
 	}
-	out := b.runTool(ctx, t, use, budget)
+	out := b.runTool(ctx, st, use, budget)
 	if out.ExitCode != nil {
 		span.SetAttributes(attribute.Int("process.exit.code", *out.ExitCode))
 	}

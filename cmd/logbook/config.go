@@ -402,7 +402,8 @@ func (cfg *serveConfig) readReplies(e env) error {
 	default:
 		return fmt.Errorf("LOGBOOK_MIDTURN=%q: want steer or queue", cfg.MidTurn)
 	}
-	if cfg.Approval.Policy, err = bot.ParseToolApproval(e.getenv("LOGBOOK_TOOL_APPROVAL"), brain.ToolNames()); err != nil {
+	cfg.Approval.Tools = toolNames()
+	if cfg.Approval.Policy, err = bot.ParseToolApproval(e.getenv("LOGBOOK_TOOL_APPROVAL"), cfg.Approval.Tools); err != nil {
 		return fmt.Errorf("LOGBOOK_TOOL_APPROVAL: %w", err)
 	}
 	cfg.ApprovalSpec = strings.TrimSpace(e.getenv("LOGBOOK_TOOL_APPROVAL"))

@@ -32,12 +32,15 @@ import (
 	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/budget"
+	"github.com/logbook/logbook/bot/checkout"
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/followup"
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/hooks"
 	"github.com/logbook/logbook/bot/memory"
+	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/slashcmd"
@@ -896,12 +899,40 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 			Titler: b, Search: bot.SearchTool(w.search, w.dir), Channel: w.dir.ChannelName,
 			Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg),
 				Setup: setupConfig(cfg, store, chSettings, w.me.TeamID)}, log),
-			Files: fileStore, Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: cfg.FileMax}), Uploader: w.api,
-			Forge: pullRequests(cfg), Followup: followupFeature(w.follow), Health: bot.NewHealth(), Directory: w.dir,
-			Slash:    w.slash.Answer,
-			Settings: chSettings, Models: models, Memory: mem, Budget: bgt, Connectors: mcp,
-		}}
+			Files:  fileStore,
+			Health: bot.NewHealth(), Directory: w.dir, Slash: w.slash.Answer,
+			Settings: chSettings, Models: models, Budget: bgt,
+		},
+		Parts: w.turnParts(fileStore, mem, bgt, mcp)}
 	return nil
+}
+
+// turnParts are the turn's optional parts (bot/part), one a line, in the order their tools
+// are offered to the model; toolNames names their tools.
+func (w *wiring) turnParts(fileStore *filestore.Store, mem *memory.Memory, bgt *budget.Budget, mcp *connectors.Connectors) []part.Part {
+	parts := []part.Part{&files.Attach{Slack: w.api, Store: fileStore, Max: w.cfg.FileMax}}
+	if gh := pullRequests(w.cfg); gh != nil {
+		parts = append(parts, &forge.Pulls{Forge: gh, Repo: w.repos.OnForge, Follow: followupFeature(w.follow), Transcript: w.transcriptURL})
+	}
+	parts = append(parts, &files.Shared{Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: w.cfg.FileMax}), Store: fileStore})
+	parts = append(parts, mem.Part())
+	if mcp != nil {
+		parts = append(parts, mcp.Part(w.dir.ChannelName))
+	}
+	return append(parts, checkout.Part(), settings.Part(), bgt.Part())
+}
+
+// toolNames is every tool an approvals policy may name: the brain's and the turn parts'.
+func toolNames() []string {
+	return append(brain.ToolNames(), files.ToolAttach, forge.ToolPullRequest, memory.ToolRemember)
+}
+
+// transcriptURL is a session's transcript link ("" without LOGBOOK_PUBLIC_URL).
+func (w *wiring) transcriptURL(id session.ID) string {
+	if w.cfg.Footer.PublicURL == "" {
+		return ""
+	}
+	return bot.TranscriptURL(w.cfg.Footer.PublicURL, id)
 }
 
 // channelParts are each channel's own agent (issue 31): its model (the brain with another
@@ -921,7 +952,7 @@ func channelParts(cfg serveConfig, store *session.Store, b *brain.Brain) (*bot.M
 		DefaultFrom: map[string]string{settings.Model: "LOGBOOK_MODEL", settings.Approvals: "LOGBOOK_TOOL_APPROVAL",
 			settings.ThreadReplies: "LOGBOOK_THREAD_REPLIES", settings.Instructions: "none", settings.Setup: "LOGBOOK_SETUP_COMMAND",
 			settings.DailyBudget: "LOGBOOK_BUDGET"},
-		Check: bot.SettingsChecks(models), Admins: cfg.Admins})
+		Check: bot.SettingsChecks(models, toolNames()), Admins: cfg.Admins})
 	return models, s, memory.New(store, memory.Config{})
 }
 
@@ -1181,7 +1212,7 @@ func sandboxEgress(cfg serveConfig) *bot.Egress {
 // pullRequests is the forge create_pull_request uses: GitHub, with GITHUB_TOKEN, where a
 // channel may have a repository (LOGBOOK_REPOS, or admins who may set one); nil otherwise (no
 // such tool; public repositories are still checked out).
-func pullRequests(cfg serveConfig) bot.Forge {
+func pullRequests(cfg serveConfig) forge.Opener {
 	if (len(cfg.Repos) == 0 && len(cfg.Admins) == 0) || cfg.GitHubToken == "" {
 		return nil
 	}
@@ -1199,12 +1230,13 @@ func newFollower(cfg serveConfig, store *session.Store, reg prometheus.Registere
 		Log: log.With().Str("part", "followup").Logger(), Registerer: reg})
 }
 
-// followupFeature is the bot's Features.Followup: nil (not a typed nil) when none.
-func followupFeature(f *followup.Follower) bot.Followup {
+// followupFeature is forge.Pulls.Follow: the subscription recorded with a pull request, nil when
+// no pull request is followed.
+func followupFeature(f *followup.Follower) func(pr session.PullRequest, requester string) session.NewEvent {
 	if f == nil {
 		return nil
 	}
-	return f
+	return f.Subscription
 }
 
 // forgeHost is GitHub's host: github.com, or the Enterprise host of LOGBOOK_GITHUB_API_URL.

@@ -41,7 +41,7 @@ func slashTable(p slashParts) *slashcmd.Table {
 	}
 	t := bot.SlashTable(p.Search, vis, p.Team, p.Repos, p.Admins)
 	if p.MCP != nil {
-		t.Add(bot.ConnectorsCommand(p.MCP, channelName, p.Log))
+		t.Add(connectors.Command(p.MCP, channelName, p.Log))
 	}
 	t.Add(settings.Command(p.Settings))
 	t.Add(memory.Commands(p.Memory)...)

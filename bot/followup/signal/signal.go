@@ -1,4 +1,8 @@
-package followup
+// Package signal reads a followup_signal event (what GitHub said about a pull request a
+// thread opened, bot/followup) for the thread: a canned answer, or the text the model reads,
+// GitHub's words framed as untrusted data. It needs nothing but the event, so the brain reads
+// signals without the follower.
+package signal
 
 import (
 	"fmt"

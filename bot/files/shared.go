@@ -1,36 +1,84 @@
-package bot
+package files
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
-	"unicode/utf8"
+	"sync"
 
 	"github.com/logbook/logbook/bot/brain"
-	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/session"
 )
 
-var filesActor = session.Actor{Kind: session.ActorSystem, ID: "files"}
+// Shared is the files people share in the thread, as a turn part: the files shared with the
+// messages a turn answers are fetched and stored before its first model call (and those of
+// messages that steer it, as they join), copied into the sandbox when the model cannot read
+// them, put back in a new cell's sandbox, and the reply says which ones could not be read.
+type Shared struct {
+	Fetcher *Fetcher
+	Store   SharedStore
+}
 
-// fetchFiles stores the content of the files shared with the messages this turn answers (the
-// file_refs up to its through without a file_fetched), before the model is called: each gets
-// a file_fetched — stored, with its hash, or too large, or failed after retries, saying why.
-// A file of a kind the model cannot read (not an image, a PDF or text) is also copied into the
-// session's sandbox, where its tools can. A message is never lost for its file: whatever the
-// download does, the turn goes on; only a log that cannot be written fails it.
-func (t *turn) fetchFiles(ctx context.Context) error { return t.fetchThrough(ctx, t.state.through) }
+// SharedStore keeps the shared files' content by hash (*filestore.Store).
+type SharedStore interface {
+	Keeper
+	FileContent(ctx context.Context, sha string) ([]byte, error)
+}
 
-// fetchThrough is fetchFiles for the messages up to through (steering moves it on).
-func (t *turn) fetchThrough(ctx context.Context, through int64) error {
-	if t.features.Fetcher == nil || t.features.Files == nil {
-		return nil
+// copies are the sandbox paths of shared files written into a cell's sandbox.
+type copies struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+// add records p, reporting whether it is new.
+func (c *copies) add(p string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[p] {
+		return false
 	}
-	snap := t.flog.snapshot()
+	c.m[p] = true
+	return true
+}
+
+type copiesKey struct{}
+
+// sharedTurn is Shared in one turn.
+type sharedTurn struct {
+	p      *Shared
+	s      part.Scope
+	copied *copies
+}
+
+// Offer fetches the files of the messages the turn answers and puts back the copies a dead
+// cell's sandbox had; an error is the log's (or ctx's).
+func (p *Shared) Offer(ctx context.Context, s part.Scope) (part.Offer, error) {
+	v, _ := s.Cell.Value(copiesKey{}, func() (any, func()) { return &copies{m: map[string]bool{}}, nil })
+	c, _ := v.(*copies)
+	if c == nil {
+		c = &copies{m: map[string]bool{}}
+	}
+	t := sharedTurn{p: p, s: s, copied: c}
+	if err := t.fetch(ctx, s.Through); err != nil {
+		return part.Offer{}, err
+	}
+	t.restoreCopies(ctx)
+	return part.Offer{Footer: t.notes, Steered: t.fetch}, nil
+}
+
+// fetch stores the content of the files shared with the messages up to through (the
+// file_refs without a file_fetched), before the model is called: each gets a file_fetched —
+// stored, with its hash, or too large, or failed after retries, saying why. A file of a kind
+// the model cannot read (not an image, a PDF or text) is also copied into the session's
+// sandbox, where its tools can. A message is never lost for its file: whatever the download
+// does, the turn goes on; only a log that cannot be written fails it.
+func (t sharedTurn) fetch(ctx context.Context, through int64) error {
+	snap := t.s.Log.Snapshot()
 	done := map[string]bool{}
 	for _, e := range session.Select(snap, session.Range{Types: []session.Type{session.TypeFileFetched}}) {
 		var ff session.FileFetched
@@ -52,7 +100,7 @@ func (t *turn) fetchThrough(ctx context.Context, through int64) error {
 		// A ref without a download address was stored before logbook fetched files: it stays
 		// named only ("not fetched"), not reported as a failure at every turn. One that says
 		// check_file_info (Slack Connect) is asked of files.info first.
-		if e.Decode(&ref) != nil || ref.FileID == "" || (ref.URL == "" && ref.Access != files.CheckFileInfo) ||
+		if e.Decode(&ref) != nil || ref.FileID == "" || (ref.URL == "" && ref.Access != CheckFileInfo) ||
 			!answers[ref.TS] || done[ref.FileID+"/"+ref.TS] {
 			continue
 		}
@@ -61,23 +109,23 @@ func (t *turn) fetchThrough(ctx context.Context, through int64) error {
 		if err != nil {
 			return err
 		}
-		t.log.Info().Str("file_id", ref.FileID).Str("status", ff.Status).Int64("size", ff.Size).Str("reason", ff.Reason).Msg("shared file")
+		t.s.Logger.Info().Str("file_id", ref.FileID).Str("status", ff.Status).Int64("size", ff.Size).Str("reason", ff.Reason).Msg("shared file")
 		evs = append(evs, session.NewEvent{Type: session.TypeFileFetched, Actor: filesActor,
 			IdempotencyKey: "file_fetched/" + ref.FileID + "/" + ref.TS, Payload: ff})
 	}
 	if len(evs) == 0 {
 		return nil
 	}
-	_, err := t.flog.Append(ctx, evs...)
+	_, err := t.s.Log.Append(ctx, evs...)
 	return err
 }
 
 // fetchFile fetches and stores one file. Only a failure to store is an error.
-func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.FileFetched, error) {
+func (t sharedTurn) fetchFile(ctx context.Context, ref session.FileRef) (session.FileFetched, error) {
 	if ref.URL == "" {
 		// Shared with file_access check_file_info (a Slack Connect channel): the message
 		// carried only the file's id, files.info has the rest.
-		info, err := t.features.Fetcher.Info(ctx, ref.FileID)
+		info, err := t.p.Fetcher.Info(ctx, ref.FileID)
 		if err != nil {
 			if ctx.Err() != nil {
 				return session.FileFetched{}, ctx.Err()
@@ -94,16 +142,16 @@ func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.File
 	}
 	ff := session.FileFetched{FileID: ref.FileID, TS: ref.TS, Name: cmp.Or(ref.Name, ref.Title, ref.FileID),
 		Mimetype: ref.Mimetype, Size: ref.Size}
-	limit := t.features.Fetcher.Max()
+	limit := t.p.Fetcher.Max()
 	if ref.Size > limit {
 		size, max := sizes(ref.Size, limit)
 		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("%s is over the %s limit (LOGBOOK_FILE_MAX)", size, max)
 		return ff, nil
 	}
-	data, attempts, err := t.features.Fetcher.Fetch(ctx, ref.URL)
+	data, attempts, err := t.p.Fetcher.Fetch(ctx, ref.URL)
 	ff.Attempts = attempts
 	switch {
-	case errors.Is(err, files.ErrTooLarge):
+	case errors.Is(err, ErrTooLarge):
 		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("it is over the %s limit (LOGBOOK_FILE_MAX)", session.FileSize(limit))
 		return ff, nil
 	case ctx.Err() != nil:
@@ -112,26 +160,26 @@ func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.File
 		ff.Status, ff.Reason = session.FileFailed, err.Error()
 		return ff, nil
 	}
-	sha, err := t.features.Files.Put(ctx, t.sess.ID, data)
+	sha, err := t.p.Store.Put(ctx, t.s.Session.ID, data)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ff, ctx.Err()
 		}
 		// Recorded as failed, not retried at every turn; the database's words stay in the
 		// operator's log.
-		t.log.Error().Err(err).Str("file_id", ref.FileID).Msg("could not store a shared file")
+		t.s.Logger.Error().Err(err).Str("file_id", ref.FileID).Msg("could not store a shared file")
 		ff.Status, ff.Reason = session.FileFailed, "it could not be stored (the error is in the operator's log)"
 		return ff, nil
 	}
 	ff.Status, ff.SHA256, ff.Size = session.FileStored, sha, int64(len(data))
 	ff.Kind = brain.FileKind(ref.Mimetype, ff.Name, data)
-	if ff.Kind == brain.FileKindOther && t.hands != nil {
+	if ff.Kind == brain.FileKindOther && t.s.Hands != nil {
 		p := workspacePath(ref.FileID, ff.Name)
-		if err := t.hands.WriteFile(ctx, p, data); err != nil {
-			t.log.Warn().Err(err).Str("file_id", ref.FileID).Msg("could not copy a shared file into the sandbox")
+		if err := t.s.Hands.WriteFile(ctx, p, data); err != nil {
+			t.s.Logger.Warn().Err(err).Str("file_id", ref.FileID).Msg("could not copy a shared file into the sandbox")
 		} else {
 			ff.Workspace = p
-			t.carried.copied[p] = true
+			t.copied.add(p)
 		}
 	}
 	return ff, nil
@@ -139,55 +187,29 @@ func (t *turn) fetchFile(ctx context.Context, ref session.FileRef) (session.File
 
 // workspacePath is where a shared file is copied in the sandbox: unique per file.
 func workspacePath(fileID, name string) string {
-	return "shared/" + safeName(fileID) + "-" + safeName(name)
+	return "shared/" + SafeName(fileID) + "-" + SafeName(name)
 }
 
 // restoreCopies writes the session's shared files that were copied into a sandbox into this
 // cell's (sandboxes are disposable: an evicted cell's is gone), so what the model was told is
 // in the sandbox is there. Best-effort.
-func (t *turn) restoreCopies(ctx context.Context) {
-	if t.hands == nil || t.features.Files == nil {
+func (t sharedTurn) restoreCopies(ctx context.Context) {
+	if t.s.Hands == nil {
 		return
 	}
-	for _, e := range session.Select(t.flog.snapshot(), session.Range{Types: []session.Type{session.TypeFileFetched}}) {
+	for _, e := range session.Select(t.s.Log.Snapshot(), session.Range{Types: []session.Type{session.TypeFileFetched}}) {
 		var ff session.FileFetched
-		if e.Decode(&ff) != nil || ff.Workspace == "" || ff.SHA256 == "" || t.carried.copied[ff.Workspace] {
+		if e.Decode(&ff) != nil || ff.Workspace == "" || ff.SHA256 == "" || !t.copied.add(ff.Workspace) {
 			continue
 		}
-		t.carried.copied[ff.Workspace] = true
-		data, err := t.features.Files.FileContent(ctx, ff.SHA256)
+		data, err := t.p.Store.FileContent(ctx, ff.SHA256)
 		if err == nil {
-			err = t.hands.WriteFile(ctx, ff.Workspace, data)
+			err = t.s.Hands.WriteFile(ctx, ff.Workspace, data)
 		}
 		if err != nil {
-			t.log.Warn().Err(err).Str("file_id", ff.FileID).Msg("could not restore a shared file into the sandbox")
+			t.s.Logger.Warn().Err(err).Str("file_id", ff.FileID).Msg("could not restore a shared file into the sandbox")
 		}
 	}
-}
-
-// safeName is a file name fit for the sandbox workspace: its last element, no leading dots,
-// no control characters, at most 200 bytes (cut on a rune boundary, keeping the extension).
-func safeName(name string) string {
-	name = strings.Trim(strings.ReplaceAll(name, "\\", "/"), "/")
-	name = strings.TrimLeft(path.Base(name), ".")
-	name = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || r == '/' {
-			return '_'
-		}
-		return r
-	}, name)
-	if len(name) > 200 {
-		ext := path.Ext(name)
-		if len(ext) > 20 {
-			ext = ""
-		}
-		base := name[:200-len(ext)]
-		for len(base) > 0 && !utf8.RuneStart(name[len(base)]) {
-			base = base[:len(base)-1]
-		}
-		name = base + ext
-	}
-	return cmp.Or(name, "file")
 }
 
 // sizes renders a size against a limit, exactly when rounding would make them look alike.
@@ -199,12 +221,12 @@ func sizes(n, limit int64) (string, string) {
 	return a, b
 }
 
-// fileNotes are the lines the turn's reply carries about files it could not read, so the
+// notes are the lines the turn's reply carries about files it could not read, so the
 // people in the thread know, whatever the model says: too large, failed, or of a kind
 // nothing here reads.
-func (t *turn) fileNotes() []string {
+func (t sharedTurn) notes() []string {
 	var notes []string
-	for _, e := range session.Select(t.flog.snapshot(), session.Range{From: t.state.turnSeq + 1, Types: []session.Type{session.TypeFileFetched}}) {
+	for _, e := range session.Select(t.s.Log.Snapshot(), session.Range{From: t.s.Turn + 1, Types: []session.Type{session.TypeFileFetched}}) {
 		var ff session.FileFetched
 		if e.Decode(&ff) != nil {
 			continue

@@ -1,4 +1,4 @@
-package bot
+package files
 
 import (
 	"strings"
@@ -23,13 +23,13 @@ func TestSafeName(t *testing.T) {
 		"dir/":             "dir",
 		"":                 "file",
 	} {
-		if got := safeName(in); got != want {
-			t.Errorf("safeName(%q) = %q, want %q", in, got, want)
+		if got := SafeName(in); got != want {
+			t.Errorf("SafeName(%q) = %q, want %q", in, got, want)
 		}
 	}
-	got := safeName(long)
+	got := SafeName(long)
 	if len(got) > 200 || !utf8.ValidString(got) || !strings.HasSuffix(got, ".log") {
-		t.Errorf("safeName(long) = %q (%d bytes)", got, len(got))
+		t.Errorf("SafeName(long) = %q (%d bytes)", got, len(got))
 	}
 	if p := workspacePath("F1", "../x"); p != "shared/F1-x" {
 		t.Errorf("workspacePath = %q", p)

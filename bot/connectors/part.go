@@ -1,0 +1,78 @@
+package connectors
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/part"
+)
+
+// Part offers each turn the tools of the MCP servers of its channel (mcp__<server>__<tool>),
+// refreshed before each model call, and has a person approve the calls the servers' approve
+// patterns name. A cell keeps its channel's Session (its connections, its local servers,
+// started in the cell's sandbox) for its length, and closes it when it ends. channelName
+// names a channel id for servers listed by channel name (nil: ids only).
+func (c *Connectors) Part(channelName func(ctx context.Context, id string) string) part.Part {
+	return connectorsPart{c: c, channelName: channelName}
+}
+
+type connectorsPart struct {
+	c           *Connectors
+	channelName func(ctx context.Context, id string) string
+}
+
+// cellKey is the key of a cell's Session in its part.Cell.
+type cellKey struct{}
+
+func (p connectorsPart) Offer(ctx context.Context, s part.Scope) (part.Offer, error) {
+	v, ok := s.Cell.Value(cellKey{}, func() (any, func()) {
+		ch, name := s.Session.Key.Channel, ""
+		if p.channelName != nil {
+			name = p.channelName(ctx, ch)
+		}
+		var sb Sandbox
+		if s.Hands != nil {
+			sb = s.Hands
+		}
+		sess := p.c.Session(ch, name, sb, s.Logger)
+		return sess, sess.Close
+	})
+	sess, _ := v.(*Session)
+	if !ok || sess == nil || !sess.Offers() {
+		return part.Offer{}, nil
+	}
+	return part.Offer{Toolsets: []brain.Toolset{Toolset(sess)}, Asks: func(tool string) bool { return IsTool(tool) && sess.Approve(tool) }}, nil
+}
+
+// Source is what a Toolset calls: a *Session's tools and calls.
+type Source interface {
+	Tools(ctx context.Context) []Tool
+	Call(ctx context.Context, name string, input json.RawMessage) Result
+}
+
+// Toolset is s's tools as the brain calls them: asked again before each model call, since a
+// server may change its list.
+func Toolset(s Source) brain.Toolset { return toolset{s} }
+
+type toolset struct{ s Source }
+
+func (ts toolset) Tools(ctx context.Context) []brain.Tool {
+	var tools []brain.Tool
+	for _, t := range ts.s.Tools(ctx) {
+		spec := brain.ToolSpec{Name: t.Name, Description: t.Description, Schema: t.Schema, Server: t.Server, Tool: t.Tool, ReadOnly: t.ReadOnly}
+		tools = append(tools, brain.NewTool(spec, func(ctx context.Context, use brain.ToolUse) brain.Outcome {
+			return outcome(ts.s.Call(ctx, use.Name, use.Input))
+		}))
+	}
+	return tools
+}
+
+// outcome is r as the brain takes a tool's result: its images as the server declared them.
+func outcome(r Result) brain.Outcome {
+	out := brain.Outcome{Content: r.Content, IsError: r.IsError}
+	for _, im := range r.Images {
+		out.Images = append(out.Images, brain.Media{MediaType: im.MIMEType, Data: im.Data})
+	}
+	return out
+}

@@ -1,0 +1,199 @@
+package forge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/part"
+	"github.com/logbook/logbook/sandbox/egress"
+	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
+)
+
+// ToolPullRequest opens a pull request on the channel's repository.
+const ToolPullRequest = "create_pull_request"
+
+// Opener is what create_pull_request needs of the forge (*GitHub).
+type Opener interface {
+	FindPull(ctx context.Context, repo Repo, branch string) (*Pull, error)
+	CreatePull(ctx context.Context, repo Repo, branch, title, body string) (*Pull, error)
+}
+
+// Pulls is the agent's create_pull_request tool, as a turn part: offered in the turns of a
+// channel whose repository is on GitHub, and the reply's footer links each pull request the
+// turn opened.
+type Pulls struct {
+	Forge Opener
+	// Repo is the channel's repository on GitHub; ok false: it has none there.
+	Repo func(ctx context.Context, team, channel string) (repo Repo, ok bool, err error)
+	// Follow, when set, is the followup_subscribed event recorded with a pull request whose
+	// branch the thread's own sandbox pushed, so that its failed checks and reviews wake the
+	// session (bot/followup).
+	Follow func(pr session.PullRequest, requester string) session.NewEvent
+	// Transcript is a session's transcript link for the pull request's body ("": none).
+	Transcript func(id session.ID) string
+}
+
+var forgeActor = session.Actor{Kind: session.ActorSystem, ID: "forge"}
+
+// Offer offers the tool when the channel's repository is on GitHub; a repository that cannot
+// be read is logged, and the turn goes without the tool.
+func (p *Pulls) Offer(ctx context.Context, s part.Scope) (part.Offer, error) {
+	o := part.Offer{Footer: func() []string { return pullNotes(s.Log.Snapshot(), s.Turn) }}
+	if _, ok, err := p.Repo(ctx, s.Session.Key.Team, s.Session.Key.Channel); err != nil {
+		s.Logger.Warn().Err(err).Msg("the channel's repository cannot be read: no create_pull_request this turn")
+		return o, nil
+	} else if !ok {
+		return o, nil
+	}
+	o.Tools = []brain.Tool{brain.NewTool(pullRequestSpec(), func(ctx context.Context, use brain.ToolUse) brain.Outcome {
+		var in struct{ Branch, Title, Body string }
+		if err := use.Decode(&in); err != nil {
+			return brain.Failure("%v", err)
+		}
+		if strings.TrimSpace(in.Branch) == "" || strings.TrimSpace(in.Title) == "" {
+			return brain.Failure("branch and title are required")
+		}
+		res, err := p.open(ctx, s, use.ID, strings.TrimSpace(in.Branch), strings.TrimSpace(in.Title), in.Body)
+		if err != nil {
+			return brain.Failure("%s", clip.Text(err.Error(), 300))
+		}
+		return brain.Outcome{Content: res}
+	})}
+	return o, nil
+}
+
+// pullRequestSpec is create_pull_request.
+func pullRequestSpec() brain.ToolSpec {
+	return brain.ToolSpec{
+		Name: ToolPullRequest,
+		Description: "Open a pull request on this channel's repository from a branch already pushed to it, " +
+			"against the repository's default branch. Opening it again for the same branch returns the same pull request. " +
+			"The workspace is the repository's checkout: commit, then push with `git push origin HEAD:logbook/<name>` " +
+			"(the sandbox may push only branches under logbook/).",
+		Schema: brain.ObjectSchema(map[string]any{
+			"branch": brain.Prop("string", "the pushed branch with the changes"),
+			"title":  brain.Prop("string", "the pull request's title"),
+			"body":   brain.Prop("string", "what changed and why, in Markdown"),
+		}, "branch", "title"),
+	}
+}
+
+// open opens a pull request from branch into the channel's repository, exactly once per
+// repository and branch — the log is asked first, then GitHub (an open pull request from the
+// branch is the one), and only then one is created; an ambiguous failure is checked with
+// GitHub before anything is said. The result is recorded (pull_request) and the reply's
+// footer links it. The body links the transcript.
+func (p *Pulls) open(ctx context.Context, s part.Scope, callID, branch, title, body string) (string, error) {
+	repo, ok, err := p.Repo(ctx, s.Session.Key.Team, s.Session.Key.Channel)
+	switch {
+	case err != nil:
+		return "", errors.New("the channel's repository cannot be read right now; try again later")
+	case !ok:
+		return "", errors.New("this channel has no repository on GitHub (LOGBOOK_REPOS, /logbook repo)")
+	}
+	if !ValidBranch(branch) || branch == repo.Base {
+		return "", fmt.Errorf("%q cannot be the pull request's branch (it must be a pushed branch other than %s)", branch, repo.Base)
+	}
+	if pr, ok := pullRecorded(s.Log.Snapshot(), repo.String(), branch); ok {
+		return fmt.Sprintf("pull request #%d from %s was opened in this thread already: %s", pr.Number, branch, pr.URL), nil
+	}
+	record := func(pull *Pull, found bool) (string, error) {
+		pr := session.PullRequest{CallID: callID, Repo: repo.String(), Branch: branch, Base: repo.Base, Number: pull.Number, URL: pull.HTMLURL, Found: found}
+		evs := []session.NewEvent{{Type: session.TypePullRequest, Actor: forgeActor,
+			IdempotencyKey: "pull_request/" + repo.String() + "/" + branch, Payload: pr}}
+		if p.Follow != nil && slices.Contains(Pushed(s.Log.Snapshot()), branch) {
+			// Followed from now on, by the thread that owns the branch (its sandbox pushed it:
+			// only it may push the fixes; another thread that finds the pull request does
+			// not follow it). The subscription is stored with the pull request, or neither is.
+			evs = append(evs, p.Follow(pr, s.Requester))
+		}
+		if _, err := s.Log.Append(ctx, evs...); err != nil {
+			s.Logger.Error().Err(err).Str("url", pull.HTMLURL).Msg("create_pull_request: could not record the pull request")
+			return "", errors.New("the pull request could not be recorded; it is " + pull.HTMLURL)
+		}
+		verb := "opened"
+		if found {
+			verb = "found, already there:"
+		}
+		return fmt.Sprintf("pull request #%d %s %s", pull.Number, verb, pull.HTMLURL), nil
+	}
+	existing, err := p.Forge.FindPull(ctx, repo, branch)
+	if err != nil {
+		return "", forgeFailure(err)
+	}
+	if existing != nil {
+		return record(existing, true)
+	}
+	if p.Transcript != nil {
+		if link := p.Transcript(s.Session.ID); link != "" {
+			body = strings.TrimRight(body, "\n") + "\n\n---\nOpened by logbook from a Slack thread: [transcript](" + link + ")"
+		}
+	}
+	created, err := p.Forge.CreatePull(ctx, repo, branch, title, body)
+	if err != nil {
+		var fe *Error
+		// No answer (it may have been created), or GitHub's 422 when another session opened
+		// one meanwhile: GitHub says which.
+		if !errors.As(err, &fe) || fe.Status == 422 {
+			if again, ferr := p.Forge.FindPull(ctx, repo, branch); ferr == nil && again != nil {
+				return record(again, false)
+			}
+		}
+		return "", forgeFailure(err)
+	}
+	return record(created, false)
+}
+
+// forgeFailure is what the model is told of a failed call to the forge: GitHub's own words
+// (they name the branch or the commits), never the token or a URL with it.
+func forgeFailure(err error) error {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fmt.Errorf("GitHub refused: %s (HTTP %d)", fe.Message, fe.Status)
+	}
+	return errors.New("GitHub did not answer; try again later")
+}
+
+// pullRecorded finds the recorded pull request of repo and branch.
+func pullRecorded(evs []session.Event, repo, branch string) (session.PullRequest, bool) {
+	return session.FirstRecord(evs, session.Range{Types: []session.Type{session.TypePullRequest}}, func(pr session.PullRequest) bool {
+		return pr.Repo == repo && pr.Branch == branch
+	})
+}
+
+// pullNotes are the reply's footer lines linking the pull requests the turn at turnSeq opened.
+func pullNotes(evs []session.Event, turnSeq int64) []string {
+	var notes []string
+	for _, e := range session.Select(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypePullRequest}}) {
+		var pr session.PullRequest
+		if e.Decode(&pr) == nil && strings.HasPrefix(pr.URL, "https://") {
+			notes = append(notes, fmt.Sprintf(":twisted_rightwards_arrows: <%s|%s#%d> (%s)", pr.URL, pr.Repo, pr.Number, pr.Branch))
+		}
+	}
+	return notes
+}
+
+// Pushed are the branches the egress_connection events among evs record as pushed to the
+// repository (it reported them updated): the session's own.
+func Pushed(evs []session.Event) []string {
+	var owned []string
+	for _, e := range evs {
+		if e.Type != session.TypeEgressConnection {
+			continue
+		}
+		var c session.EgressConnection
+		if e.Decode(&c) == nil && c.Kind == egress.KindGit && c.Allowed {
+			for _, ref := range c.Pushed {
+				if b, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
+					owned = append(owned, b)
+				}
+			}
+		}
+	}
+	return owned
+}

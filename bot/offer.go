@@ -1,0 +1,114 @@
+package bot
+
+import (
+	"context"
+
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/part"
+	"github.com/logbook/logbook/bot/settings"
+	"github.com/logbook/logbook/session"
+)
+
+// offered is what a turn's parts offered it that the turn uses after the brain's turn is
+// prepared.
+type offered struct {
+	asks     []func(tool string) bool
+	notes    []string // lines under the reply: the parts' Notes, then what Answered said
+	footers  []func() []string
+	answered []func(ctx context.Context) ([]string, error)
+	steered  []func(ctx context.Context, through int64) error
+}
+
+// offer gives bt what each of parts offers s, in order — tools, toolsets, guidance — and
+// records what the turn runs under: rec, the turn's own fields, with the parts' (turn_settings,
+// when the channel has settings or a part says so). A part's error ends the turn (part.Part).
+func offer(ctx context.Context, parts []part.Part, s part.Scope, bt *brain.Turn, rec session.TurnSettings) (offered, error) {
+	var o offered
+	record := s.Channel != nil
+	for _, p := range parts {
+		po, err := p.Offer(ctx, s)
+		if err != nil {
+			return o, err
+		}
+		bt.Tools = append(bt.Tools, po.Tools...)
+		bt.Toolsets = append(bt.Toolsets, po.Toolsets...)
+		guide(&bt.Guidance, po.Guidance)
+		if po.Settings != nil {
+			po.Settings(&rec)
+			record = true
+		}
+		if po.Asks != nil {
+			o.asks = append(o.asks, po.Asks)
+		}
+		o.notes = append(o.notes, po.Notes...)
+		if po.Footer != nil {
+			o.footers = append(o.footers, po.Footer)
+		}
+		if po.Answered != nil {
+			o.answered = append(o.answered, po.Answered)
+		}
+		if po.Steered != nil {
+			o.steered = append(o.steered, po.Steered)
+		}
+	}
+	if record {
+		if err := settings.RecordTurn(ctx, s.Log, rec); err != nil {
+			s.Logger.Warn().Err(err).Msg("could not record the turn's settings")
+		}
+	}
+	return o, nil
+}
+
+// guide adds a part's guidance to g: each field is one part's.
+func guide(g *brain.Guidance, add brain.Guidance) {
+	if add.Instructions != "" {
+		g.Instructions = add.Instructions
+	}
+	if add.Repo.Path != "" {
+		g.Repo = add.Repo
+	}
+	g.Nested = append(g.Nested, add.Nested...)
+	g.Memory = append(g.Memory, add.Memory...)
+}
+
+// ask reports whether a part has a person approve each call of tool.
+func (o offered) ask(tool string) bool {
+	for _, ask := range o.asks {
+		if ask(tool) {
+			return true
+		}
+	}
+	return false
+}
+
+// footer is the parts' lines under the reply, read as it is delivered.
+func (o offered) footer() []string {
+	var lines []string
+	for _, f := range o.footers {
+		lines = append(lines, f()...)
+	}
+	return lines
+}
+
+// answer tells the parts the agent answered, and keeps the lines they put under the reply.
+// An error is the log's.
+func (o *offered) answer(ctx context.Context) error {
+	for _, a := range o.answered {
+		lines, err := a(ctx)
+		o.notes = append(o.notes, lines...)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// steer tells the parts messages up to through joined the turn. An error is the log's.
+func (o offered) steer(ctx context.Context, through int64) error {
+	for _, f := range o.steered {
+		if err := f(ctx, through); err != nil {
+			return err
+		}
+	}
+	return nil
+}
