@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func TestSchemaGolden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read the golden schema (go test ./migrations -run TestSchemaGolden -update writes it): %v", err)
 	}
-	if d := schemaDiff(string(want), got); d != "" {
+	if d := schemaDiff(goldenSchema, string(want), "migrated database", got); d != "" {
 		t.Errorf("the migrated schema differs from %s (- file, + database). If the migrations mean it, rewrite the file with\n"+
 			"    go test ./migrations -run TestSchemaGolden -update\nand commit it with them.\n\n%s", goldenSchema, d)
 	}
@@ -73,19 +74,95 @@ func writeGolden(t *testing.T, got string) {
 	}
 }
 
-// schemaDiff returns a unified diff from the golden schema want to the database's got, or ""
-// when they are the same.
-func schemaDiff(want, got string) string {
-	if want == got {
+// schemaDiff returns a unified diff from the dump a (named aName) to the dump b, or "" when they
+// are the same.
+func schemaDiff(aName, a, bName, b string) string {
+	if a == b {
 		return ""
 	}
 	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(want), B: difflib.SplitLines(got),
-		FromFile: goldenSchema, ToFile: "migrated database", Context: 3,
+		A: difflib.SplitLines(a), B: difflib.SplitLines(b), FromFile: aName, ToFile: bName, Context: 3,
 	})
 	if err != nil || d == "" {
 		// The texts differ in a way a line diff does not show (no newline at the end, say).
-		return "--- " + goldenSchema + "\n" + want + "\n+++ migrated database\n" + got
+		return "--- " + aName + "\n" + a + "\n+++ " + bName + "\n" + b
 	}
 	return d
+}
+
+// A golden file that cannot see a change cannot fail on it: each change to a migrated database
+// here, one after the other, changes its dump, and the diff shows the change. Among them are an
+// edit inside logbook_append's body, which is what the file is most for, and a grant and an
+// owner, which say who may do what. A partitioned table, which the dump cannot show, makes it
+// fail instead of leaving the table out.
+func TestSchemaGoldenSeesChanges(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := pgtest.New(t)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	before, err := dumpSchema(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range schemaChanges() {
+		if _, err := db.ExecContext(ctx, c.sql); err != nil {
+			t.Fatalf("%s: %v", c.sql, err)
+		}
+		after, err := dumpSchema(ctx, url)
+		if err != nil {
+			t.Fatalf("after %s: %v", c.sql, err)
+		}
+		d := schemaDiff("before", before, "after", after)
+		if !strings.Contains(d, "\n"+c.shows+"\n") {
+			t.Errorf("after %s the diff does not show %q:\n%s", c.sql, c.shows, d)
+		}
+		before = after
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE golden_probe_parted (a int) PARTITION BY RANGE (a)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dumpSchema(ctx, url); err == nil || !strings.Contains(err.Error(), "public.golden_probe_parted") {
+		t.Errorf("a schema with a partitioned table dumped with error %v, want one that names the table", err)
+	}
+}
+
+// schemaChange is a statement that changes a migrated schema and a line its dump's diff shows
+// for it.
+type schemaChange struct {
+	sql   string
+	shows string
+}
+
+// schemaChanges lists changes of each kind of object the dump shows, in an order they can be
+// applied to a migrated database one after the other.
+func schemaChanges() []schemaChange {
+	return []schemaChange{
+		{`DO $$ DECLARE def text; BEGIN
+			SELECT pg_get_functiondef('public.logbook_append'::regproc) INTO STRICT def;
+			EXECUTE replace(def, 'AS $function$', E'AS $function$\n-- a changed body');
+		END $$`, "+-- a changed body"},
+		{`ALTER FUNCTION logbook_payload_int(jsonb, text) STABLE`, "+ STABLE"},
+		{`ALTER FUNCTION logbook_purge_memory(timestamptz) OWNER TO CURRENT_USER`,
+			"-ALTER ROUTINE public.logbook_purge_memory(p_cutoff timestamp with time zone) OWNER TO logbook_retention;"},
+		{`GRANT EXECUTE ON FUNCTION logbook_purge_memory(timestamptz) TO logbook_auditor`,
+			"+GRANT EXECUTE ON ROUTINE public.logbook_purge_memory(p_cutoff timestamp with time zone) TO logbook_auditor;"},
+		{`ALTER TABLE sessions ADD COLUMN golden_probe text DEFAULT 'x'`, "+    golden_probe text DEFAULT 'x'::text,"},
+		{`ALTER TABLE sessions ALTER COLUMN golden_probe SET NOT NULL`, "+    golden_probe text DEFAULT 'x'::text NOT NULL,"},
+		{`ALTER TABLE sessions ADD CONSTRAINT golden_probe_set CHECK (golden_probe <> '')`,
+			"+    CONSTRAINT golden_probe_set CHECK ((golden_probe <> ''::text)),"},
+		{`DROP INDEX events_time`, "-CREATE INDEX events_time ON public.events USING btree (created_at);"},
+		{`ALTER TABLE events DISABLE TRIGGER events_append_only_row`,
+			"+ALTER TABLE public.events DISABLE TRIGGER events_append_only_row;"},
+		{`REVOKE INSERT ON events FROM logbook_app`, "+GRANT SELECT ON TABLE public.events TO logbook_app;"},
+		{`GRANT UPDATE (golden_probe) ON sessions TO logbook_app`,
+			"+GRANT UPDATE (golden_probe) ON TABLE public.sessions TO logbook_app;"},
+		{`ALTER TYPE logbook_appended ADD ATTRIBUTE golden_probe integer`, "+    golden_probe integer"},
+		{`CREATE VIEW golden_probe_view AS SELECT 1 AS one`, "+CREATE VIEW public.golden_probe_view AS"},
+		{`ALTER SEQUENCE events_position_seq CACHE 5`, "+CREATE SEQUENCE public.events_position_seq AS bigint START WITH 1 INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 5;"},
+		{`COMMENT ON TABLE leases IS 'probe'`, "+COMMENT ON TABLE public.leases IS 'probe';"},
+	}
 }
