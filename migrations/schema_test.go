@@ -16,6 +16,7 @@ import (
 	"github.com/logbook/logbook/migrations/pgtest"
 )
 
+// update makes TestSchemaGolden rewrite the golden schema instead of comparing with it.
 var update = flag.Bool("update", false, "rewrite testdata/schema.sql from a freshly migrated database")
 
 // goldenSchema is the file that holds the schema the migrations make.
@@ -26,6 +27,10 @@ const goldenSchema = "testdata/schema.sql"
 // say, which migration after migration redefines), and a migration's commit shows what it
 // changed as that file's diff. The database is migrated here with migrations.Up, as `logbook
 // migrate up` does, rather than copied from pgtest's template.
+//
+// Definitions print as the server prints them, and a major version of PostgreSQL may print one
+// differently from another (the file was written by 15, Debian bookworm's): a diff in spelling
+// alone, on a server of another version, says that rather than that a migration changed.
 func TestSchemaGolden(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -43,7 +48,8 @@ func TestSchemaGolden(t *testing.T) {
 	}
 	if d := schemaDiff(goldenSchema, string(want), "migrated database", got); d != "" {
 		t.Errorf("the migrated schema differs from %s (- file, + database). If the migrations mean it, rewrite the file with\n"+
-			"    go test ./migrations -run TestSchemaGolden -update\nand commit it with them.\n\n%s", goldenSchema, d)
+			"    go test ./migrations -run TestSchemaGolden -update\nand commit it with them. (A diff in spelling alone comes from a "+
+			"PostgreSQL major version other than the file's.)\n\n%s", goldenSchema, d)
 	}
 }
 
