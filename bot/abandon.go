@@ -15,15 +15,20 @@ import (
 const AbandonedText = "Sorry — I could not finish answering this: my attempts kept failing " +
 	"(the service restarted or an error repeated). Send your message again to retry."
 
-// abandon closes a turn no cell could finish (cells took it up), never silently: the thread
-// gets one plain message saying so and how to retry, and the error event says why. The
+// giveUp abandons a turn no cell could finish (cells took it up), never silently: the live
+// messages the dead cells left are removed first (best-effort: the turn is abandoned whatever
+// Slack says), then the thread gets one plain message saying so and how to retry, not a
+// half-written reply left streaming above it, and the error event says why. The
 // message is stored first as an assistant_message with an idempotency key and delivered
 // like any reply (the thread searched first), so a crash while it is posted is recovered
 // like any reply: it is stored once and shown once. A reply of the turn that the log
 // already records as delivered needs no notice: the turn is closed as answered. When even
 // the notice cannot reach the thread after maxResumes more cells, the turn is closed with
 // the error alone.
-func (t *turn) abandon(ctx context.Context, cells int) error {
+func (t *turn) giveUp(ctx context.Context, cells int) error {
+	if _, err := t.recoverLive(ctx, session.Event{}, false); err != nil {
+		t.log.Warn().Err(err).Msg("live view: could not remove the live messages of an abandoned turn")
+	}
 	st := t.state
 	why := fmt.Sprintf("the turn was taken up by %d cells and none finished it (each died, lost its lease or kept failing); "+
 		"the thread was told to send the message again", cells)

@@ -229,7 +229,7 @@ var errSuspended = errors.New("turn suspended while waiting for approval")
 // the log's: a decision appended by any replica's gateway, the deadline, or a stop. After the
 // cell's idle timeout (or on a graceful stop) it suspends the turn instead of waiting on.
 func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, error) {
-	mode := t.approvalPolicy().For(t.sess.Key.Channel, use.Name)
+	mode := t.channel.approval.For(t.sess.Key.Channel, use.Name)
 	if mode == ApprovalAllow && t.offered.ask(use.Name) {
 		mode = ApprovalAsk // a part has a person approve it (an MCP server's approve patterns)
 	}
@@ -238,7 +238,7 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 		return brain.Decision{Allow: true}, nil
 	case ApprovalDeny:
 		by := "the deployment's policy (LOGBOOK_TOOL_APPROVAL)"
-		if t.channel.approval != nil {
+		if t.channel.own {
 			by = "this channel's approvals setting (/logbook config approvals)"
 		}
 		return brain.Decision{Result: fmt.Sprintf("%s is not allowed in this channel by %s; the call did not run. Say what you would have done instead.", use.Name, by)}, nil
@@ -483,7 +483,7 @@ const maxDiffInput = 64 << 10
 // has it. The current file is read only where read_file would be allowed without asking, as
 // the card shows it in the channel before anyone approves.
 func (t *turn) writeDiff(ctx context.Context, path, content string) string {
-	readable := t.approvalPolicy().For(t.sess.Key.Channel, brain.ToolReadFile) == ApprovalAllow
+	readable := t.channel.approval.For(t.sess.Key.Channel, brain.ToolReadFile) == ApprovalAllow
 	old, from := "", "/dev/null"
 	switch {
 	case !readable:

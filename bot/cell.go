@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/thread"
@@ -47,7 +48,7 @@ type Cell struct {
 	log   zerolog.Logger
 	sess  session.Session
 	flog  *cellLog
-	hands *Hands
+	hands *hands.Hands
 	parts *part.Cell // what the turns' parts keep for the cell's length
 	// carried is what the cell's turns hand on to the next: its cell_woken (appended with the
 	// cell's first write, alone or with the turn_started it wakes for), the queued markers,

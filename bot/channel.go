@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/logbook/logbook/bot/settings"
+	"github.com/logbook/logbook/session"
+	"github.com/rs/zerolog"
 )
 
 // Each channel its own agent (issue 31): the turn's side of a channel's settings
@@ -58,74 +60,52 @@ func SettingsChecks(models *Models, tools []string) map[string]func(string) erro
 	}
 }
 
-// channelTurn is what a turn runs under from its channel's settings; the zero value (no
-// Features.Settings) is the deployment's configuration.
+// channelTurn is what a turn runs under from its channel's settings, else the deployment's
+// configuration (no Features.Settings, or a setting the channel left at its default).
 type channelTurn struct {
-	on       bool
+	on       bool // the deployment keeps channel settings: ch is the channel's
 	ch       settings.Channel
-	agent    Agent         // nil: Deps.Agent
-	approval *ToolApproval // nil: RunnerConfig.Approval.Policy
-	replies  ThreadReplies // "": RunnerConfig.ThreadReplies
+	agent    Agent         // the channel's model's, else Deps.Agent
+	approval ToolApproval  // the channel's approvals policy, else RunnerConfig.Approval.Policy
+	own      bool          // approval is the channel's own (/logbook config approvals)
+	replies  ThreadReplies // the channel's thread-replies mode, else RunnerConfig.ThreadReplies
 	model    string        // the model spec the agent runs
 }
 
-// loadChannel reads the channel's settings for the turn. A setting that no longer parses (a
-// provider's key removed since an admin set it) is logged and falls back: a model to the
+// loadChannel reads what the turn of session key runs under. A setting that no longer parses
+// (a provider's key removed since an admin set it) is logged and falls back: a model to the
 // default, an approvals policy to asking before every tool. Errors are the store's: a turn
 // never runs under settings it could not read.
-func (t *turn) loadChannel(ctx context.Context) error {
-	key := t.sess.Key
-	if t.features.Settings == nil {
-		return nil
+func loadChannel(ctx context.Context, f Features, cfg *RunnerConfig, agent Agent, key session.ThreadKey, log zerolog.Logger) (channelTurn, error) {
+	ct := channelTurn{agent: agent, approval: cfg.Approval.Policy, replies: cfg.ThreadReplies}
+	if f.Settings == nil {
+		return ct, nil
 	}
-	ch, err := t.features.Settings.For(ctx, key.Team, key.Channel)
+	ch, err := f.Settings.For(ctx, key.Team, key.Channel)
 	if err != nil {
-		return fmt.Errorf("the settings of %s: %w", key.Channel, err)
+		return ct, fmt.Errorf("the settings of %s: %w", key.Channel, err)
 	}
-	ct := channelTurn{on: true, ch: ch, model: ch.Value(settings.Model)}
-	if _, ok := ch.Record(settings.Model); ok && t.features.Models != nil {
-		if ct.agent, err = t.features.Models.Agent(ct.model); err != nil {
-			t.log.Warn().Err(err).Msg("the channel's model cannot be used: the turn runs the default one")
-			ct.agent, ct.model = nil, t.features.Settings.Default(settings.Model)
+	ct.on, ct.ch, ct.model = true, ch, ch.Value(settings.Model)
+	if _, ok := ch.Record(settings.Model); ok && f.Models != nil {
+		if a, err := f.Models.Agent(ct.model); err != nil {
+			log.Warn().Err(err).Msg("the channel's model cannot be used: the turn runs the default one")
+			ct.model = f.Settings.Default(settings.Model)
+		} else {
+			ct.agent = a
 		}
 	}
 	if v, ok := ch.Record(settings.Approvals); ok {
-		p, err := ParseToolApproval(v.New, t.cfg.Approval.tools())
+		p, err := ParseToolApproval(v.New, cfg.Approval.tools())
 		if err != nil {
-			t.log.Warn().Err(err).Msg("the channel's approvals policy does not parse: every tool asks")
+			log.Warn().Err(err).Msg("the channel's approvals policy does not parse: every tool asks")
 			p, _ = ParseToolApproval("*=ask", nil)
 		}
-		ct.approval = &p
+		ct.approval, ct.own = p, true
 	}
 	if v, ok := ch.Record(settings.ThreadReplies); ok {
 		if m, err := ParseThreadReplies(v.New); err == nil {
 			ct.replies = m
 		}
 	}
-	t.channel = ct
-	return nil
-}
-
-// threadReplies is the channel's thread-replies mode.
-func (t *turn) threadReplies() ThreadReplies {
-	if t.channel.replies != "" {
-		return t.channel.replies
-	}
-	return t.cfg.ThreadReplies
-}
-
-// approvalPolicy is the channel's approvals policy.
-func (t *turn) approvalPolicy() ToolApproval {
-	if t.channel.approval != nil {
-		return *t.channel.approval
-	}
-	return t.cfg.Approval.Policy
-}
-
-// channelAgent is the agent of the channel's model.
-func (t *turn) channelAgent() Agent {
-	if t.channel.agent != nil {
-		return t.channel.agent
-	}
-	return t.agent
+	return ct, nil
 }

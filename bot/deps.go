@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/session"
@@ -60,7 +61,7 @@ type Features struct {
 	// Titler names a session once its first reply has reached the thread (nil: no titles).
 	Titler Titler
 	// Hands gives a session its sandbox (nil: no sandbox tools).
-	Hands HandsFactory
+	Hands hands.Factory
 	// Search backs the agent's search tool (nil: no search tool).
 	Search Searcher
 	// Files keeps shared files' content, for the model (nil: files are only named to it); the

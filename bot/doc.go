@@ -124,12 +124,22 @@
 // With Features.Settings, a turn reads its channel's settings once, as it starts (channel.go:
 // a channel's record from /logbook config wins over the configuration): its thread-replies
 // mode decides what it answers, its approvals policy replaces RunnerConfig.Approval.Policy,
-// its model runs the turn (Features.Models: the brain with another provider), and its
-// instructions go into the system prompt after logbook's rules, with the repository's
-// instruction file (Hands.Instructions: read at provisioning — a channel with a repository
-// gets its sandbox before the first model call — and again at each later turn) and the
-// channel's memory (Features.Memory, with the remember tool). Before the agent runs, the turn
-// appends turn_settings: what it runs under, and a hash of it.
+// and its model runs the turn (Features.Models: the brain with another provider). The rest
+// comes from the turn's parts: the channel's instructions (settings.Part), the repository's
+// instruction files (checkout.Part, read through Hands: at provisioning — a channel with a
+// repository gets its sandbox before the first model call — and again at each later turn)
+// and the channel's memory with the remember tool (memory.Part). Before the agent runs, the
+// turn appends turn_settings: what it runs under, its own fields and the parts', and a hash.
+//
+// # Parts
+//
+// A capability of the turn is a part.Part from a package of its own, listed once in
+// cmd/logbook (Deps.Parts): while the turn is prepared (turn.prepare, offer.go) each part is
+// offered the turn's scope — session, turn, channel settings, fenced log, sandbox, a place to
+// keep things for the cell's length — and answers with tools (brain.Tool), guidance, its
+// fields of turn_settings and the lines it puts under the reply. The engine keeps what wraps
+// its own calls: approvals, steering, the live view, delivery, and the budget's admission of
+// each model call (Features.Budget).
 //
 // # Approvals
 //
@@ -152,13 +162,13 @@
 // # Files
 //
 // The file_refs of the messages a turn answers are fetched before the model is called
-// (fetch.go): downloaded with the bot token (bot/files), stored content-addressed
+// (files.Shared, a part): downloaded with the bot token, stored content-addressed
 // (session/filestore), and recorded as file_fetched — stored with its hash, too large, or failed
 // after retries; a kind the model cannot read is also copied into the sandbox. The brain
 // gives the model what it can read (brain.Turn.Files); the reply's footer names what could not
-// be read. attach.go hands files back (brain.Turn.Attach): the upload is recorded
-// (file_upload "uploaded") before files.completeUploadExternal shares it, and a resumed turn
-// asks files.info before sharing anything (finishUploads), so a file is shared once.
+// be read. files.Attach hands files back (attach_file): the upload is recorded (file_upload
+// "uploaded") before files.completeUploadExternal shares it, and a resumed turn asks
+// files.info before sharing anything, so a file is shared once.
 //
 // # Thread manners
 //

@@ -30,6 +30,7 @@ import (
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/followup"
 	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/bot/hands"
 	chmemory "github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/bot/settings"
@@ -172,7 +173,7 @@ type harnessOptions struct {
 	sandbox sandbox.Provider
 	repo    *sandbox.RepoSpec
 	// egress gives sandboxes a proxy; bwrap makes modelHarness's sandboxes bwrap ones.
-	egress *bot.Egress
+	egress *hands.Egress
 	bwrap  bool
 	// files fetches shared files into a store in the database (and lets the agent attach
 	// files); fileMax is the size limit (0: the default).
@@ -198,7 +199,7 @@ type harnessOptions struct {
 	defaults      map[string]string
 	// setup is the channels' setup step of the sandboxes (its Cache, when nil and the
 	// sandboxes have a repository, is the harness's store).
-	setup bot.SetupConfig
+	setup hands.SetupConfig
 	// budget, when set, meters the turns' model calls (Features.Budget) over the harness's store.
 	budget func(*session.Store) *budget.Budget
 	// connectors offers MCP servers (nil: none).
@@ -316,9 +317,9 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		}
 		o.slash = bot.SlashTable(nil, nil, "", repos, admins).Add(settings.Command(chSettings)).Add(chmemory.Commands(mem)...).Answer
 	}
-	var hands bot.HandsFactory
+	var handsFor hands.Factory
 	if o.sandbox != nil {
-		hc := bot.HandsConfig{Egress: o.egress}
+		hc := hands.Config{Egress: o.egress}
 		if o.repo != nil {
 			hc.Repo = func(context.Context, string, string) (*sandbox.RepoSpec, error) { return o.repo, nil }
 			hc.Work = filestore.NewStore(h.store)
@@ -337,7 +338,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		if hc.Setup.Command != nil && hc.Setup.Cache == nil && hc.Work != nil {
 			hc.Setup.Cache = h.store
 		}
-		hands = bot.NewHandsFactory(o.sandbox, hc, log)
+		handsFor = hands.NewFactory(o.sandbox, hc, log)
 	}
 	var fileStore *filestore.Store
 	var fetcher *files.Fetcher
@@ -397,7 +398,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Delivery: o.delivery,
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.gateway, DatabaseURL: listenURL,
 		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Tracer: o.tracer, Features: bot.Features{Titler: o.titler, Slash: o.slash,
-			Hands: hands, Files: fileStore, Directory: dir,
+			Hands: handsFor, Files: fileStore, Directory: dir,
 			Settings: chSettings, Models: o.models, Budget: bgt}, Parts: parts})
 	if err != nil {
 		t.Fatal(err)

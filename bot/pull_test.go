@@ -9,6 +9,7 @@ import (
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/forge/forgetest"
+	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/sandbox/gittest"
@@ -132,7 +133,7 @@ func TestAgentPushesThroughEgressAndOpensPullRequest(t *testing.T) {
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token))
 	repo := gittest.ServeWith(t, gittest.Options{Path: "acme/api.git", Files: map[string]string{"README.md": "# api\n", "test.sh": "grep -q fixed fix.txt\n"}, Push: true, Auth: auth})
 	gh := forgetest.New(t, forgetest.Options{Token: "ghp_test", Repo: "acme/api", HasBranch: func(b string) bool { return repo.Branch(b) != "" }})
-	h, model := prHarness(t, gh, harnessOptions{bwrap: true, egress: &bot.Egress{},
+	h, model := prHarness(t, gh, harnessOptions{bwrap: true, egress: &hands.Egress{},
 		repo: &sandbox.RepoSpec{URL: repo.URL, Branch: "main", Header: "Authorization: " + auth}})
 	model.Push(
 		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_c", Name: "run_command", Input: `{"command":` +

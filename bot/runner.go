@@ -157,9 +157,6 @@ type Runner struct {
 	draining chan struct{}
 }
 
-// HandsFactory provides a session's sandbox lazily; nil disables sandbox tools.
-type HandsFactory func(log appendLog, sess session.Session) *Hands
-
 // NewRunner returns a Runner.
 func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 	if cfg.Host == "" {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
+	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/sandbox/egress"
@@ -42,7 +42,7 @@ func TestSetupRunsBeforeTheFirstModelCallAndIsCachedPerCommit(t *testing.T) {
 	// Not parallel: it saves work at eviction (see repo_test.go's "Serial saves").
 	base, commit := gittest.Serve(t, "repo.git", map[string]string{"README.md": "# api\n", ".gitignore": "deps/\n"})
 	h, model := modelHarness(t, harnessOptions{repo: &sandbox.RepoSpec{URL: base + "/repo.git", Branch: "main"},
-		setup: bot.SetupConfig{Command: setupCommand(`mkdir -p deps && date +%s%N > deps/stamp && echo installed-ok`)}})
+		setup: hands.SetupConfig{Command: setupCommand(`mkdir -p deps && date +%s%N > deps/stamp && echo installed-ok`)}})
 	model.Push(
 		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"cat deps/stamp"}`}}},
 		fakeprovider.Reply{Text: "one"},
@@ -78,7 +78,7 @@ func TestSetupCacheKeepsChangesToTrackedFiles(t *testing.T) {
 	// Not parallel: it saves work at eviction (see repo_test.go's "Serial saves").
 	base, _ := gittest.Serve(t, "repo.git", map[string]string{"README.md": "# api\n", "lock.txt": "v1\n", "old.txt": "old\n", ".gitignore": "deps/\n"})
 	h, model := modelHarness(t, harnessOptions{repo: &sandbox.RepoSpec{URL: base + "/repo.git", Branch: "main"},
-		setup: bot.SetupConfig{Command: setupCommand(`mkdir -p deps && date +%s%N > deps/stamp && date +%s%N > lock.txt && rm old.txt`)}})
+		setup: hands.SetupConfig{Command: setupCommand(`mkdir -p deps && date +%s%N > deps/stamp && date +%s%N > lock.txt && rm old.txt`)}})
 	look := `{"command":"cat lock.txt deps/stamp; ls old.txt 2>&1 || true"}`
 	model.Push(
 		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: look}}},
@@ -107,7 +107,7 @@ func TestSetupCacheKeepsChangesToTrackedFiles(t *testing.T) {
 // A failed setup is said under the reply, and recorded with its output; the turn goes on.
 func TestSetupFailureIsSaidInTheThread(t *testing.T) {
 	t.Parallel()
-	h, model := modelHarness(t, harnessOptions{setup: bot.SetupConfig{Command: setupCommand(`echo "no lockfile" >&2; exit 3`)}})
+	h, model := modelHarness(t, harnessOptions{setup: hands.SetupConfig{Command: setupCommand(`echo "no lockfile" >&2; exit 3`)}})
 	model.Push(fakeprovider.Reply{Text: "answered anyway"})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> hi"})
 	reply := h.final(general, top.TS, 1)
@@ -132,8 +132,8 @@ func TestSetupEgressWindowEndsWithTheSetup(t *testing.T) {
 		t.Fatal(err)
 	}
 	fetch := `curl -sS --noproxy '' -x "$HTTP_PROXY" http://` + host + `/pkg`
-	h, model := modelHarness(t, harnessOptions{egress: &bot.Egress{},
-		setup: bot.SetupConfig{Command: setupCommand(fetch), Egress: allow}})
+	h, model := modelHarness(t, harnessOptions{egress: &hands.Egress{},
+		setup: hands.SetupConfig{Command: setupCommand(fetch), Egress: allow}})
 	model.Push(
 		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: fmt.Sprintf(`{"command":%q}`, fetch+" ; echo rc=$?")}}},
 		fakeprovider.Reply{Text: "done"})

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/session"
@@ -55,7 +55,7 @@ type turn struct {
 	// turn to the next (read back once the turn ends).
 	sess  session.Session
 	flog  *cellLog
-	hands *Hands
+	hands *hands.Hands
 	cell  *part.Cell // what the parts keep for the length of the cell
 	poke  <-chan struct{}
 	wake  func() // pokes the cell, never waiting: the running turn reads the log again
@@ -117,9 +117,11 @@ func (t *turn) appendWoken(ctx context.Context, evs ...session.NewEvent) ([]sess
 // no cell could finish, prepare the brain's turn, produce the reply (or find it), deliver it,
 // complete the turn, then title the session.
 func (t *turn) run(ctx context.Context) error {
-	if err := t.loadChannel(ctx); err != nil {
+	ch, err := loadChannel(ctx, t.features, t.cfg, t.agent, t.sess.Key, t.log)
+	if err != nil {
 		return err
 	}
+	t.channel = ch
 	if t.channel.on { // what runs under the turn reads the settings the turn read (channel.go)
 		ctx = t.features.Settings.Within(ctx, t.channel.ch)
 	}
@@ -127,8 +129,10 @@ func (t *turn) run(ctx context.Context) error {
 	if answer, err := t.begin(ctx); err != nil || !answer {
 		return err // a turn that answers nothing is closed at once, silently
 	}
-	if cells, give := t.givingUp(); give {
-		return t.giveUp(ctx, cells)
+	if _, tn := t.turns(); t.state.open {
+		if cells, give := givingUp(tn); give {
+			return t.giveUp(ctx, cells)
+		}
 	}
 	// A status at once: the thread's agent session, else its assistant-thread status, else a
 	// reaction; cleared on every way out of the turn.
@@ -185,7 +189,7 @@ func (t *turn) begin(ctx context.Context) (answer bool, err error) {
 // reports whether the turn goes on to answer.
 func (t *turn) start(ctx context.Context) (answer bool, err error) {
 	st := &t.state
-	h := hearAll(t.threadReplies(), t.flog.snapshot(), st.through, st.lastUser)
+	h := hearAll(t.channel.replies, t.flog.snapshot(), st.through, st.lastUser)
 	if h.answer && h.canned == "" {
 		waited, err := t.replyBudget(ctx)
 		if err != nil {
@@ -199,7 +203,7 @@ func (t *turn) start(ctx context.Context) (answer bool, err error) {
 			}
 			if now := readTurnState(t.flog.snapshot()); now.lastUser > st.lastUser {
 				st.lastUser, st.lastUserMsg = now.lastUser, now.lastUserMsg
-				h = hearAll(t.threadReplies(), t.flog.snapshot(), st.through, st.lastUser)
+				h = hearAll(t.channel.replies, t.flog.snapshot(), st.through, st.lastUser)
 			}
 		}
 	}
@@ -232,24 +236,11 @@ func (t *turn) start(ctx context.Context) (answer bool, err error) {
 // givingUp reports a resumed turn that keeps failing across cells (an unsearchable thread,
 // Slack refusing the post), to close with an error instead of waking it forever: cells that
 // took it up without moving it on, or too many cells at all (cells that each finish one call
-// and die would otherwise go on for ever). A turn this cell started gives up never.
-func (t *turn) givingUp() (cells int, give bool) {
-	if !t.state.open {
-		return 0, false
-	}
-	_, tn := t.turns()
+// and die would otherwise go on for ever). Only a resumed turn is asked: one this cell started
+// gives up never.
+func givingUp(tn *thread.Turn) (cells int, give bool) {
 	woken, all := tn.Resumes()
 	return max(woken, all), woken > maxResumes || all > maxCells
-}
-
-// giveUp abandons the turn. The live messages the dead cells left are removed first: the
-// thread gets the notice, not a half-written reply left streaming above it. Best-effort: the
-// turn is abandoned whatever Slack says.
-func (t *turn) giveUp(ctx context.Context, cells int) error {
-	if _, err := t.recoverLive(ctx, session.Event{}, false); err != nil {
-		t.log.Warn().Err(err).Msg("live view: could not remove the live messages of an abandoned turn")
-	}
-	return t.abandon(ctx, cells) // abandon.go: the thread is told, once
 }
 
 // prepare is the brain's turn: the session, its log, the engine's own parts (the sandbox,
@@ -278,30 +269,25 @@ func (t *turn) prepare(ctx context.Context) (brain.Turn, error) {
 	}
 	rec := session.TurnSettings{Turn: st.turnSeq}
 	if t.channel.on { // what the turn applies itself, as it applies it
-		rec.Model, rec.ThreadReplies = t.channel.model, string(t.threadReplies())
+		rec.Model, rec.ThreadReplies = t.channel.model, string(t.channel.replies)
 	}
-	o, err := offer(ctx, t.parts, t.scope(), &bt, rec)
+	scope := part.Scope{Session: t.sess, Turn: st.turnSeq, Through: st.through, Requester: st.lastUserMsg.User,
+		BotUser: t.cfg.Where.BotUserID, Log: t.flog, Cell: t.cell, Logger: t.log}
+	if t.channel.on {
+		scope.Channel = t.channel.ch
+	}
+	if t.hands != nil {
+		scope.Hands = t.hands
+	}
+	o, err := offer(ctx, t.parts, scope, &bt, rec)
 	if err != nil {
 		return bt, err
 	}
 	t.offered = o
-	if t.approvalPolicy().Restricts() || len(o.asks) > 0 {
+	if t.channel.approval.Restricts() || len(o.asks) > 0 {
 		bt.Approve = t.approve
 	}
 	return bt, nil
-}
-
-// scope is what the turn's parts are offered.
-func (t *turn) scope() part.Scope {
-	s := part.Scope{Session: t.sess, Turn: t.state.turnSeq, Through: t.state.through, Requester: t.state.lastUserMsg.User, BotUser: t.cfg.Where.BotUserID,
-		Log: t.flog, Cell: t.cell, Logger: t.log}
-	if t.channel.on {
-		s.Channel = t.channel.ch
-	}
-	if t.hands != nil {
-		s.Hands = t.hands
-	}
-	return s
 }
 
 // produced is what produce leaves for delivery: the reply and the turn_completed status it
@@ -397,10 +383,8 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (outcome, 
 		if live.doubt {
 			// A new message's answer was lost and the thread could not be searched then:
 			// whatever it made is removed before the reply is shown.
-			evs, err := t.removeOrphans(ctx, live.tsList(0)...)
-			if err == nil && len(evs) > 0 {
-				_, err = t.flog.Append(ctx, evs...)
-			}
+			searched, err := leftoversOf(t).removeOrphans(ctx, live.tsList(0)...)
+			t.swept = searched
 			if err != nil {
 				return done, err
 			}
@@ -521,7 +505,7 @@ func (t *turn) unpost(ctx context.Context, created []string) {
 			}
 			continue
 		}
-		if err := t.deleteLive(ctx, m); err != nil {
+		if err := leftoversOf(t).deleteLive(ctx, m); err != nil {
 			t.log.Warn().Err(err).Msg("the lease moved; could not remove a reply it could not record")
 			continue
 		}
@@ -542,7 +526,7 @@ func (t *turn) runAgent(ctx context.Context, bt brain.Turn) (brain.Reply, error)
 	var err error
 	go func() {
 		defer close(done)
-		res, err = t.channelAgent().Run(actx, bt) // the channel's model
+		res, err = t.channel.agent.Run(actx, bt) // the channel's model
 	}()
 	for {
 		select {
@@ -646,10 +630,13 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	if !t.state.open {
 		return nil, nil // a fresh turn: nothing of it is in the thread yet
 	}
-	evs, err := t.removeOrphans(ctx)
+	left := leftoversOf(t)
+	searched, err := left.removeOrphans(ctx)
+	t.swept = searched
 	if err != nil {
 		return nil, err
 	}
+	var evs []session.NewEvent
 	ts, tn := t.turns()
 	var keep []thread.LiveMessage
 	for _, m := range tn.Live {
@@ -660,11 +647,11 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	if len(keep) == 0 || found && ts.Delivered(reply) {
 		// Nothing the log names is left to finish (delivered already: the turn only needs
 		// closing), but what the orphans became is recorded.
-		return nil, t.appendRecords(ctx, keep, evs)
+		return nil, left.appendRecords(ctx, keep, evs)
 	}
 	channel := t.sess.Key.Channel
 	for _, m := range keep {
-		if err := t.stopLive(ctx, m.TS, m.Open && m.Mode == "stream"); err != nil {
+		if err := left.stopLive(ctx, m.TS, m.Open && m.Mode == "stream"); err != nil {
 			return nil, err
 		}
 	}
@@ -678,7 +665,7 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 		if err != nil {
 			// What it removed before it failed is recorded; the rest is named still, for a
 			// later attempt.
-			return nil, errors.Join(err, t.recordRemoved(ctx, removedRecords(removed)))
+			return nil, errors.Join(err, left.recordRemoved(ctx, removedRecords(removed)))
 		}
 		if keep[0].Open {
 			evs = append(evs, streamStopped(keep[0].TS, session.StreamRecovered, 0))
@@ -691,13 +678,13 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	// is recorded, also when another failed.
 	var errs []error
 	for _, m := range keep {
-		if err := t.deleteLive(ctx, m.TS); err != nil {
+		if err := left.deleteLive(ctx, m.TS); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		evs = append(evs, streamStopped(m.TS, session.StreamDeleted, 0))
 	}
-	if err := t.recordRemoved(ctx, evs); err != nil {
+	if err := left.recordRemoved(ctx, evs); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -707,95 +694,6 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 	return nil, nil
 }
 
-// appendRecords appends evs, the records of removed orphans, when there are any. With the
-// turn's live messages left open (a delivered turn's), their streams are stopped first.
-func (t *turn) appendRecords(ctx context.Context, keep []thread.LiveMessage, evs []session.NewEvent) error {
-	for _, m := range keep {
-		if err := t.stopLive(ctx, m.TS, m.Open && m.Mode == "stream"); err != nil {
-			return err
-		}
-	}
-	if len(evs) == 0 {
-		return nil
-	}
-	_, err := t.flog.Append(ctx, evs...)
-	return err
-}
-
-// removeOrphans removes the bot's messages of this turn that the log does not name (known:
-// more of this cell's own), and records them (found, then deleted): a cell killed, or fenced, between
-// Slack's answer and its record leaves such a message, after the message this turn answers
-// (not after the newest: one written after it — the person saw the reply begin — would hide
-// it). They are never taken over, only removed: a cell that lost its lease while alive
-// removes the message it could not record too (liveView.fenceOut), so both sides agree and
-// the thread shows one reply. It sets swept once the thread was searched: a reply posted
-// after that is not looked for again by metadata (a fenced cell's post may be going away).
-func (t *turn) removeOrphans(ctx context.Context, known ...string) ([]session.NewEvent, error) {
-	channel := t.sess.Key.Channel
-	s := orphanSearch{d: t.deliverer, clock: t.clock, flog: t.flog, channel: channel, thread: t.sess.Key.ThreadTS,
-		turnSeq: t.state.turnSeq, botUser: t.cfg.Where.BotUserID}
-	orphans, searched, err := s.find(ctx, known...)
-	if err != nil {
-		return nil, fmt.Errorf("live view: %w; the turn is left for a later attempt", err)
-	}
-	if !searched {
-		t.log.Warn().Msg("live view: the thread cannot be searched for messages a dead cell left; going on")
-	}
-	t.swept = searched
-	if len(orphans) == 0 {
-		return nil, nil
-	}
-	// The orphans are recorded before anything is deleted: an append refused as fenced stops
-	// a cell that no longer owns the session before it removes a message of the new owner's.
-	var found []session.NewEvent
-	for _, o := range orphans {
-		found = append(found, session.NewEvent{Type: session.TypeStreamStarted, Actor: deliveryActor, IdempotencyKey: "stream/" + o.TS,
-			Payload: session.StreamStarted{Turn: t.state.turnSeq, Channel: channel, TS: o.TS, Mode: "found"}})
-	}
-	if err := appendSure(ctx, t.flog, t.clock, found...); err != nil {
-		return nil, fmt.Errorf("record the turn's messages the log did not name: %w", err)
-	}
-	// Every orphan is tried, whatever became of the others; each delete that happened is
-	// recorded, whatever failed after it.
-	var evs []session.NewEvent
-	var errs []error
-	for _, o := range orphans {
-		// It may be a stream or a post: a stop is only tried (a stream still streaming cannot
-		// be deleted), the delete must succeed.
-		if err := t.stopLive(ctx, o.TS, true); err != nil {
-			t.log.Debug().Err(err).Str("ts", o.TS).Msg("live view: stop a message the log does not name")
-		}
-		if err := t.deleteLive(ctx, o.TS); err != nil {
-			errs = append(errs, err) // named now (found): a later attempt finishes or removes it
-			continue
-		}
-		evs = append(evs, streamStopped(o.TS, session.StreamDeleted, 0))
-	}
-	t.log.Info().Int("removed", len(evs)).Int("left", len(errs)).Msg("live view: removed the turn's messages the log did not name")
-	// Recorded here, not by the caller: the found records are in the log already, and a
-	// caller reading the turn's live messages must see these ones deleted.
-	if err := t.recordRemoved(ctx, evs); err != nil {
-		errs = append(errs, err)
-	}
-	return nil, errors.Join(errs...)
-}
-
-// recordRemoved appends evs, the records of messages removed from the thread, when there are
-// any. A delete that happened is recorded whatever comes after it: a later step that fails,
-// the turn's context ending (the append outlives it, with its own timeout, and is tried again
-// while the answer is neither success nor a refusal).
-func (t *turn) recordRemoved(ctx context.Context, evs []session.NewEvent) error {
-	if len(evs) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := appendSure(ctx, t.flog, t.clock, evs...); err != nil {
-		return fmt.Errorf("record %d messages removed from the thread: %w", len(evs), err)
-	}
-	return nil
-}
-
 // removedRecords are the records of the live messages ts, deleted.
 func removedRecords(ts []string) []session.NewEvent {
 	var evs []session.NewEvent
@@ -803,34 +701,6 @@ func removedRecords(ts []string) []session.NewEvent {
 		evs = append(evs, streamStopped(m, session.StreamDeleted, 0))
 	}
 	return evs
-}
-
-// stopLive stops the stream of live message ts, when stream says it may still stream.
-// Best-effort: a stream Slack already closed (or a message that is no stream) is fine.
-func (t *turn) stopLive(ctx context.Context, ts string, stream bool) error {
-	if !stream {
-		return nil
-	}
-	err := t.deliverer.call(ctx, "chat.stopStream", func() error {
-		_, _, err := t.deliverer.api.StopStreamContext(ctx, t.sess.Key.Channel, ts)
-		return err
-	})
-	if err != nil && !streamClosed(err) && !isSlackErr(err, "message_not_found") && !isSlackErr(err, "stopped_by_user") &&
-		!errors.Is(err, errUnavailable) && !isSlackErr(err, "cant_update_message") {
-		return fmt.Errorf("stop live message %s: %w", ts, err)
-	}
-	return nil
-}
-
-// deleteLive removes live message ts (one already gone is fine).
-func (t *turn) deleteLive(ctx context.Context, ts string) error {
-	if err := t.deliverer.call(ctx, "chat.delete", func() error {
-		_, _, err := t.deliverer.api.DeleteMessageContext(ctx, t.sess.Key.Channel, ts)
-		return err
-	}); err != nil && !isSlackErr(err, "message_not_found") {
-		return fmt.Errorf("remove live message %s: %w", ts, err)
-	}
-	return nil
 }
 
 // startedAfter is the ts of the newest user message stored before the turn began (its
@@ -955,7 +825,7 @@ func (t *turn) steer(ctx context.Context, through int64) (int64, error) {
 		if e.Decode(&m) != nil || isStop(m.Text) {
 			break
 		}
-		h := hear(t.threadReplies(), m, muted, false)
+		h := hear(t.channel.replies, m, muted, false)
 		if h.mute != 0 || h.canned != "" {
 			break
 		}

@@ -9,7 +9,8 @@
 // The cell (package bot) owns the session's lease. It appends turn_started (whose Through is
 // the last user message the turn answers), calls [Brain.Run] once with a [Turn] — the session,
 // a [Log] bound to the session and the lease epoch, the sandbox ([Hands], provisioned lazily,
-// may be nil), a [Searcher] for past sessions (may be nil) and [Where] the thread is — then
+// may be nil), the tools its parts offer ([Tool], [Toolset]: the brain dispatches a call by
+// its tool's name) and [Where] the thread is — then
 // delivers the returned [Reply] and appends turn_completed with Reply.Status and Reply.Reason.
 // The brain never talks to Slack.
 //
@@ -105,8 +106,8 @@
 // past that are named instead. Images and documents appear only in user messages, never in a
 // tool result; a summary or a title request is text, where each is a one-line note.
 //
-// With Hands and Turn.Attach, the attach_file tool attaches a file of the sandbox workspace to
-// the reply in the thread: Attach does it, and what it returns is the tool result.
+// A tool may return images (an MCP server's): the brain shows the model those it takes, kept
+// by hash (Turn.Keep), and names the others.
 //
 // # Failures
 //

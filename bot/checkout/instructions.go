@@ -1,7 +1,7 @@
 // Package checkout is the repository's side of a turn: its instruction files (AGENTS.md, else
 // CLAUDE.md, at the root and in the directories the agent touched) in the system prompt, and
 // the channel's setup step run before the turn's first model call. The session's sandbox
-// (bot.Hands) reads and provisions; this package decides what the turn gets of it.
+// (hands.Hands) reads and provisions; this package decides what the turn gets of it.
 package checkout
 
 import (

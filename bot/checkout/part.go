@@ -7,7 +7,7 @@ import (
 	"github.com/logbook/logbook/session"
 )
 
-// Workspace is what the turn gets of the session's sandbox here (bot.Hands): the channel's
+// Workspace is what the turn gets of the session's sandbox here (hands.Hands): the channel's
 // setup, run once in a new sandbox, and the instruction files of its checkout.
 type Workspace interface {
 	// Ready provisions the sandbox now when the channel has a setup command, so that the

@@ -58,7 +58,7 @@ const Prefix = "mcp__"
 // IsTool reports whether name is a connector tool's name.
 func IsTool(name string) bool { return strings.HasPrefix(name, Prefix) }
 
-// Sandbox starts a local server's process in the session's sandbox (bot.Hands).
+// Sandbox starts a local server's process in the session's sandbox (hands.Hands).
 type Sandbox interface {
 	Start(ctx context.Context, req sandbox.StartRequest) (*sandbox.Process, error)
 }

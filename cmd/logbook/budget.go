@@ -14,6 +14,7 @@ import (
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/budget"
+	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/sandbox/egress"
 	"github.com/logbook/logbook/session"
@@ -137,9 +138,9 @@ last 7 days, today included.`,
 
 // setupConfig is the channels' setup step: each channel's command (its settings, else
 // LOGBOOK_SETUP_COMMAND), LOGBOOK_SETUP_EGRESS while it runs, cached per commit.
-func setupConfig(cfg serveConfig, store *session.Store, s *settings.Settings, team string) bot.SetupConfig {
+func setupConfig(cfg serveConfig, store *session.Store, s *settings.Settings, team string) hands.SetupConfig {
 	limits := channelLimits(cfg, s, team)
-	return bot.SetupConfig{
+	return hands.SetupConfig{
 		Command: func(ctx context.Context, _, channel string) (string, error) {
 			cmd, ok, err := limits.SetupCommand(ctx, channel)
 			if !ok {

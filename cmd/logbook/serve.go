@@ -38,6 +38,7 @@ import (
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/followup"
 	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/hooks"
 	"github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/part"
@@ -897,7 +898,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg), Tracer: w.tracer,
 		Features: bot.Features{
 			Titler: b, Search: bot.SearchTool(w.search, w.dir), Channel: w.dir.ChannelName,
-			Hands: bot.NewHandsFactory(provs, bot.HandsConfig{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg),
+			Hands: hands.NewFactory(provs, hands.Config{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg),
 				Setup: setupConfig(cfg, store, chSettings, w.me.TeamID)}, log),
 			Files:  fileStore,
 			Health: bot.NewHealth(), Directory: w.dir, Slash: w.slash.Answer,
@@ -1202,11 +1203,11 @@ func (cfg *serveConfig) readWebAccess(e env) error {
 // sandboxEgress is what the sandboxes' proxy lets through (LOGBOOK_SANDBOX_EGRESS); nil without
 // an allowlist: a sandbox with a repository still gets a proxy for it, others no way out at
 // all (unless LOGBOOK_SANDBOX_NETWORK).
-func sandboxEgress(cfg serveConfig) *bot.Egress {
+func sandboxEgress(cfg serveConfig) *hands.Egress {
 	if cfg.SandboxEgress.Empty() {
 		return nil
 	}
-	return &bot.Egress{Allow: cfg.SandboxEgress}
+	return &hands.Egress{Allow: cfg.SandboxEgress}
 }
 
 // pullRequests is the forge create_pull_request uses: GitHub, with GITHUB_TOKEN, where a

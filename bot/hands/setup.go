@@ -1,4 +1,4 @@
-package bot
+package hands
 
 import (
 	"cmp"
@@ -16,7 +16,7 @@ import (
 	"github.com/logbook/logbook/session/clip"
 )
 
-// SetupConfig is the channels' setup step (HandsConfig.Setup): a command (npm ci, go mod
+// SetupConfig is the channels' setup step (Config.Setup): a command (npm ci, go mod
 // download) that each new sandbox of the channel runs once, before the turn's first model
 // call, with the egress of a setup — its allowlist widened by Egress while it runs, and only
 // then. Its outcome is a setup_result event (output, exit code), and a failure is said under

@@ -1,4 +1,9 @@
-package bot
+// Package hands is a session's sandbox as its turns use it (the "hands" beside the brain):
+// provisioned on first use from a recipe, with the channel's repository checked out and its
+// setup run, provisioned again when found lost, its uncommitted work saved and restored across
+// sandboxes, its egress through a proxy of its own; every step is recorded in the session's
+// log (sandbox_provisioned, sandbox_lost, setup_result, work_saved, egress_connection).
+package hands
 
 import (
 	"context"
@@ -24,7 +29,7 @@ import (
 type Hands struct {
 	provider sandbox.Provider
 	recipe   sandbox.Recipe
-	log      appendLog
+	log      Log
 	work     WorkStore // nil: uncommitted work is not kept
 	egress   *Egress   // nil: no proxy
 	repoFor  func(ctx context.Context, team, channel string) (*sandbox.RepoSpec, error)
@@ -44,7 +49,7 @@ type Hands struct {
 	// an unchanged one is not read again.
 	saved session.WorkSaved
 	seen  sandbox.WorkID
-	// instr is the repository's instruction file as last read (instructions.go); instrFresh
+	// instr is the repository's instruction file as last read (bot/checkout); instrFresh
 	// says provisioning read it and no turn took it yet.
 	instr      checkout.Instructions
 	instrFresh bool
@@ -60,9 +65,9 @@ type WorkStore interface {
 	FileContent(ctx context.Context, sha string) ([]byte, error)
 }
 
-// HandsConfig is what sandboxes are made from: the recipe, the repository of a channel (nil:
+// Config is what sandboxes are made from: the recipe, the repository of a channel (nil:
 // an empty workspace), and where uncommitted work is kept across sandboxes.
-type HandsConfig struct {
+type Config struct {
 	Recipe sandbox.Recipe
 	// Repo is the repository a channel's sandboxes check out, asked at each provisioning
 	// (nil spec: none).
@@ -85,19 +90,22 @@ type Egress struct {
 	Resolver egress.Resolver
 }
 
-// NewHandsFactory returns a HandsFactory over provider (nil: no sandbox tools).
-func NewHandsFactory(provider sandbox.Provider, cfg HandsConfig, log zerolog.Logger) HandsFactory {
+// NewFactory returns a Factory over provider (nil: no sandbox tools).
+func NewFactory(provider sandbox.Provider, cfg Config, log zerolog.Logger) Factory {
 	if provider == nil {
 		return nil
 	}
-	return func(l appendLog, sess session.Session) *Hands {
+	return func(l Log, sess session.Session) *Hands {
 		return &Hands{provider: provider, recipe: cfg.Recipe, repoFor: cfg.Repo, sess: sess.Key, log: l, work: cfg.Work, egress: cfg.Egress, id: sess.ID, key: sess.ID.String(), setup: cfg.Setup,
 			zl: log.With().Str("session_id", sess.ID.String()).Logger()}
 	}
 }
 
-// appendLog is what the hands need of the session's (fenced) log.
-type appendLog interface {
+// Factory provides a session's sandbox lazily; nil disables sandbox tools.
+type Factory func(log Log, sess session.Session) *Hands
+
+// Log is what the hands need of the session's (fenced) log.
+type Log interface {
 	Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error)
 	Events(ctx context.Context, r session.Range) ([]session.Event, error)
 }
