@@ -73,29 +73,20 @@ func (s *Service) Runner() *Runner { return s.runner }
 
 // Run runs the gateway and the runner until ctx ends or one fails (which stops the other),
 // and returns after both have returned: the runner after its drain (RunnerConfig.DrainTimeout).
+// Either ending because its ctx did is no error; another error is reported under its name
+// ("gateway" or "cells").
 func (s *Service) Run(ctx context.Context) error {
-	return RunParts(ctx, Part{Name: "gateway", Run: s.gateway.Run}, Part{Name: "cells", Run: s.runner.Run})
-}
-
-// Part is a long-lived piece of a process: its Run returns when its ctx ends.
-type Part struct {
-	Name string
-	Run  func(ctx context.Context) error
-}
-
-// RunParts runs the parts under one errgroup until ctx ends or one fails (which cancels the
-// others), and returns after all of them have returned. A part that ends because its ctx did
-// is no error; another error is reported under the part's name.
-func RunParts(ctx context.Context, parts ...Part) error {
 	g, ctx := errgroup.WithContext(ctx)
-	for _, p := range parts {
-		g.Go(func() error {
-			err := p.Run(ctx)
-			if err == nil || errors.Is(err, context.Canceled) {
-				return nil
-			}
-			return fmt.Errorf("%s: %w", p.Name, err)
-		})
-	}
+	g.Go(func() error { return stopped("gateway", s.gateway.Run(ctx)) })
+	g.Go(func() error { return stopped("cells", s.runner.Run(ctx)) })
 	return g.Wait()
+}
+
+// stopped is what one of the service's two parts returning err means for Run: nil when it
+// ended with its ctx, else err under the part's name.
+func stopped(name string, err error) error {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", name, err)
 }

@@ -52,7 +52,7 @@ func (cfg *serveConfig) readStarted(e env) error {
 	return nil
 }
 
-// buildStarted builds the Starter that schedules and hooks share, the scheduler (a part
+// buildStarted builds the Starter that schedules and hooks share, the scheduler (a service
 // beside the bot; slashTable registers its /logbook schedule) and the hooks' handler (nil
 // without LOGBOOK_HOOKS). The Starter signals sessions through w.signal, which serve sets to
 // the runner's once it is built.
@@ -66,7 +66,7 @@ func (w *wiring) buildStarted(store *session.Store) {
 	w.scheduler = schedule.New(store, starter, schedule.Config{Owner: replicaOwner(), Team: w.me.TeamID, Admins: cfg.Admins,
 		Grace: cfg.Started.Grace, ClaimTTL: cfg.LeaseTTL, MinInterval: cfg.Started.MinInterval, Names: w.dir.UserName, Slack: w.api,
 		Log: w.log.With().Str("part", "schedules").Logger()})
-	w.parts = append(w.parts, bot.Part{Name: "schedules", Run: w.scheduler.Run})
+	w.services = append(w.services, service{name: "schedules", run: w.scheduler.Run})
 	if len(cfg.Started.Hooks) > 0 {
 		w.hooks = hooks.New(store, starter, hooks.Options{Hooks: cfg.Started.Hooks, Window: cfg.Started.HookWindow,
 			MaxBody: cfg.Started.HookMaxBody, Registerer: w.reg, Log: w.log.With().Str("part", "hooks").Logger()})

@@ -594,7 +594,7 @@ type running struct {
 // serve runs the bot until ctx ends. ready, when set, is called once everything is up. Its
 // phases: check the model and Slack, open the databases, build the bot's parts, listen for
 // HTTP, then run the bot beside the search indexer, the audit scheduler and the HTTP server
-// under one errgroup (on SIGTERM every part stops at once; the runner drains its turns for
+// under one errgroup (on SIGTERM every service stops at once; the runner drains its turns for
 // LOGBOOK_DRAIN_TIMEOUT before the bot returns).
 func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(running)) error {
 	log.Info().Str("model", cfg.Model).Str("slack_api", cfg.APIURL).Msg("starting logbook serve")
@@ -659,7 +659,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 		}
 		w.closers = append(w.closers, closeAll)
 		log.Info().Msg("audit: scheduled exports on (LOGBOOK_AUDIT_SCHEDULE)")
-		w.parts = append(w.parts, bot.Part{Name: "audit", Run: sched.Run})
+		w.services = append(w.services, service{name: "audit", run: sched.Run})
 	}
 	// Build the pages before anything starts, so a failure here leaves nothing running.
 	if err := w.routeHTTP(); err != nil {
@@ -674,12 +674,12 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if ready != nil {
 		ready(running{store: w.deps.Store, runner: svc.Runner(), search: w.search, index: w.indexer, me: me, http: addr})
 	}
-	err = bot.RunParts(ctx, append([]bot.Part{{Name: "bot", Run: svc.Run}}, w.parts...)...)
+	err = supervise(ctx, append([]service{{name: "bot", run: svc.Run}}, w.services...)...)
 	log.Info().Msg("logbook serve stopped")
 	return err
 }
 
-// wiring is what serve builds before anything runs: the bot's Deps, the parts that run beside
+// wiring is what serve builds before anything runs: the bot's Deps, the services that run beside
 // it, and what to close once they have all returned.
 type wiring struct {
 	cfg     serveConfig
@@ -704,7 +704,7 @@ type wiring struct {
 	hooks     *hooks.Handler
 	signal    atomic.Pointer[func(session.ID)]
 	follow    *followup.Follower // nil: no pull requests opened, none followed
-	parts     []bot.Part
+	services  []service
 	http      *httpServer // nil: LOGBOOK_HTTP_ADDR=off
 	closers   []func()    // closed last first
 	tracer    trace.TracerProvider
@@ -803,7 +803,7 @@ func (w *wiring) openStandby() {
 	}
 	w.standby = session.NewStandby(w.pool, w.replica, session.StandbyOptions{MaxWait: w.cfg.ReadMaxWait,
 		Observer: bot.NewStandbyMetrics(w.reg, w.log.With().Str("part", "standby").Logger())})
-	w.parts = append(w.parts, bot.Part{Name: "standby", Run: func(ctx context.Context) error {
+	w.services = append(w.services, service{name: "standby", run: func(ctx context.Context) error {
 		return bot.WatchStandby(ctx, w.standby, standbyWatchInterval)
 	}})
 }
@@ -842,7 +842,7 @@ func (w *wiring) checkBudget(ctx context.Context, b connBudget) error {
 	return b.check(l)
 }
 
-// buildBot builds the bot's Deps, once, and the parts that run beside it: the search indexer
+// buildBot builds the bot's Deps, once, and the services that run beside it: the search indexer
 // and the repositories' mirrors.
 func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	cfg, log, store := w.cfg, w.log, w.deps.Store
@@ -863,10 +863,10 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	}
 	w.search = search.NewSearcher(w.pool, search.Options{WorkspaceDomain: cfg.Domain})
 	w.indexer = search.NewIndexer(store, w.pool, log.With().Str("part", "indexer").Logger(), search.IndexerOptions{})
-	w.parts = append(w.parts, bot.Part{Name: "indexer", Run: w.indexer.Run})
+	w.services = append(w.services, service{name: "indexer", run: w.indexer.Run})
 	if mirrors != nil {
 		// Repositories' mirrors are fetched in the background: provisioning only clones.
-		w.parts = append(w.parts, bot.Part{Name: "mirrors", Run: mirrors.Run})
+		w.services = append(w.services, service{name: "mirrors", run: mirrors.Run})
 	}
 	w.reg = prometheus.NewRegistry()
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -884,7 +884,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	if w.follow = newFollower(cfg, store, w.reg, log); w.follow != nil && cfg.FollowupPoll > 0 {
 		// For installations GitHub's webhooks cannot reach: each followed pull request looked
 		// at once per LOGBOOK_FOLLOWUP_POLL.
-		w.parts = append(w.parts, bot.Part{Name: "followup-poll", Run: w.follow.Poll})
+		w.services = append(w.services, service{name: "followup-poll", run: w.follow.Poll})
 	}
 	var mcp *connectors.Connectors
 	if cfg.MCP != nil {
@@ -980,7 +980,7 @@ func (w *wiring) mcpOAuth() web.MCPOAuth {
 
 // listenHTTP listens on LOGBOOK_HTTP_ADDR and serves at once what start-up knows (/healthz
 // ok, /readyz 503 with the reason: startingHandler), until routeHTTP routes the real pages;
-// it adds the server to the parts and returns the address ("" when off).
+// it adds the server to the services and returns the address ("" when off).
 func (w *wiring) listenHTTP(state *startState) (string, error) {
 	cfg, log := w.cfg, w.log
 	if cfg.HTTPAddr == "off" {
@@ -994,7 +994,7 @@ func (w *wiring) listenHTTP(state *startState) (string, error) {
 	// Stopped last: a later phase that fails first still shuts it down.
 	w.closers = append(w.closers, func() { w.http.stop() })
 	log.Info().Str("addr", ln.Addr().String()).Msg("http: /healthz /readyz /metrics")
-	w.parts = append(w.parts, bot.Part{Name: "http", Run: w.http.run})
+	w.services = append(w.services, service{name: "http", run: w.http.run})
 	return ln.Addr().String(), nil
 }
 
@@ -1221,7 +1221,7 @@ func pullRequests(cfg serveConfig) forge.Opener {
 }
 
 // newFollower follows the pull requests sessions open (issue 32), wherever they can be opened
-// (nil otherwise), and adds its poller to the parts when LOGBOOK_FOLLOWUP_POLL is on.
+// (nil otherwise), and adds its poller to the services when LOGBOOK_FOLLOWUP_POLL is on.
 func newFollower(cfg serveConfig, store *session.Store, reg prometheus.Registerer, log zerolog.Logger) *followup.Follower {
 	if pullRequests(cfg) == nil {
 		return nil
