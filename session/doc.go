@@ -64,7 +64,8 @@
 // after about 30 minutes. Each shows in pg_stat_activity as application_name
 // "logbook-<PoolOptions.Name>"; the LISTEN connection as "logbook-listen", [WatchPeers]' as
 // "logbook-watch". [ServerLimits]
-// reads the server's caps on connections, for a caller that checks its budget against them.
+// reads the server's caps on connections; [ConnBudget] is what a fleet of replicas opens, per
+// role, and [ConnBudget.Check] refuses one that does not fit in those caps.
 //
 // # Connection poolers
 //

@@ -54,7 +54,7 @@ func fleetBudget(t *testing.T, settings map[string]string) (perReplica, need int
 		t.Fatal(err)
 	}
 	b := cfg.budget()
-	return b.perReplica(), b.need()
+	return b.PerReplica(), b.Need()
 }
 
 // steadyLoad is a steady load: threads threads, rate messages a second over all of them (each

@@ -727,7 +727,7 @@ func (w *wiring) close() {
 }
 
 // openDatabases opens the cells' pool and the gateway's own (so an ack never queues behind the
-// cells' work), checks that the fleet's connections fit in the server's (connBudget) and that
+// cells' work), checks that the fleet's connections fit in the server's (session.ConnBudget) and that
 // the schema is migrated. While the database cannot be reached it retries (retry), unready.
 func (w *wiring) openDatabases(ctx context.Context, retry retrier) error {
 	cfg := w.cfg
@@ -824,7 +824,7 @@ func (w *wiring) transcripts() interface {
 // checkBudget reads the server's connection caps, logs the budget against them in one line,
 // and refuses a fleet that cannot fit. Through PgBouncer the caps are PostgreSQL's, read on
 // the direct URL: PgBouncer's own settings are not visible to a client.
-func (w *wiring) checkBudget(ctx context.Context, b connBudget) error {
+func (w *wiring) checkBudget(ctx context.Context, b session.ConnBudget) error {
 	var q session.RowQuerier = w.pool
 	if b.Pooled {
 		direct, err := session.Connect(ctx, w.cfg.DirectDatabaseURL.Reveal(), session.PoolOptions{MaxConns: 1, Name: "check"})
@@ -838,8 +838,8 @@ func (w *wiring) checkBudget(ctx context.Context, b connBudget) error {
 	if err != nil {
 		return err
 	}
-	b.log(w.log, l)
-	return b.check(l)
+	logBudget(w.log, b, l)
+	return b.Check(l)
 }
 
 // buildBot builds the bot's Deps, once, and the services that run beside it: the search indexer
