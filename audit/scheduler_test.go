@@ -1,7 +1,6 @@
 package audit_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -19,37 +18,20 @@ import (
 
 	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/logtest"
 )
-
-// syncBuffer is a log sink safe for the scheduler's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type schedEnv struct {
 	f      fixture
 	bucket *blob.Bucket
 	dir    string
-	log    *syncBuffer
+	log    *logtest.Buffer
 }
 
 func newSchedEnv(t *testing.T) schedEnv {
 	f := newFixture(t)
 	b, dir := newBucket(t)
-	return schedEnv{f: f, bucket: b, dir: dir, log: &syncBuffer{}}
+	return schedEnv{f: f, bucket: b, dir: dir, log: &logtest.Buffer{}}
 }
 
 func (e schedEnv) scheduler(t *testing.T, pool *pgxpool.Pool, spec string, exp interface {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/logbook/logbook/session/logtest"
 )
 
 func TestDiskQuota(t *testing.T) {
@@ -105,7 +107,7 @@ func TestNewSweepsStaleWorkspaces(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			logs := &syncBuffer{}
+			logs := &logtest.Buffer{}
 			cfg := first.(*provider).cfg
 			second, err := New(kind, Config{BaseDir: base, Limits: testLimits(), UID: cfg.UID, GID: cfg.GID}, zerologTo(logs))
 			if err != nil {
@@ -131,7 +133,7 @@ func TestNewSweepsStaleWorkspaces(t *testing.T) {
 			}
 			// And the second provider's own sandboxes are safe from a third.
 			own := mustProvision(t, second, "second", Recipe{})
-			if _, err := New(kind, Config{BaseDir: base, Limits: testLimits(), UID: cfg.UID, GID: cfg.GID}, zerologTo(&syncBuffer{})); err != nil {
+			if _, err := New(kind, Config{BaseDir: base, Limits: testLimits(), UID: cfg.UID, GID: cfg.GID}, zerologTo(&logtest.Buffer{})); err != nil {
 				t.Fatal(err)
 			}
 			if err := own.Alive(context.Background()); err != nil {

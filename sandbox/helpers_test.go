@@ -1,37 +1,19 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/session/logtest"
 )
-
-// syncBuffer collects log output written from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 var processUIDs atomic.Uint32
 
@@ -71,7 +53,7 @@ func requireBwrap(tb testing.TB) {
 }
 
 // mustProvider builds a provider of kind over a fresh base dir.
-func mustProvider(tb testing.TB, kind string, edit func(*Config)) (Provider, *syncBuffer) {
+func mustProvider(tb testing.TB, kind string, edit func(*Config)) (Provider, *logtest.Buffer) {
 	tb.Helper()
 	if kind == KindBwrap {
 		requireBwrap(tb)
@@ -86,7 +68,7 @@ func mustProvider(tb testing.TB, kind string, edit func(*Config)) (Provider, *sy
 	if edit != nil {
 		edit(&cfg)
 	}
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	p, err := New(kind, cfg, zerolog.New(logs))
 	if err != nil {
 		tb.Fatalf("New(%q): %v", kind, err)
@@ -138,7 +120,7 @@ func hostProcessesWith(tb testing.TB, token string) []string {
 	return found
 }
 
-func zerologTo(w *syncBuffer) zerolog.Logger { return zerolog.New(w) }
+func zerologTo(w *logtest.Buffer) zerolog.Logger { return zerolog.New(w) }
 
 // sandboxGit makes a test's git in the sandbox ignore the workspace-as-HOME's .gitconfig and
 // never prompt.

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/session/logtest"
 )
 
 func requireGit(tb testing.TB) string {
@@ -140,7 +142,7 @@ func TestRepoMirrorsCloneThenFetch(t *testing.T) {
 	t.Parallel()
 	gs := newGitServer(t, map[string][]byte{"README": []byte("one\n")})
 	first := hostGitT(t, gs.work, "rev-parse", "HEAD")
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	dir := filepath.Join(t.TempDir(), "mirrors")
 	m := NewMirrors(dir, zerolog.New(logs).Level(zerolog.DebugLevel))
 	ctx := context.Background()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/session/logtest"
 )
 
 // providerKinds are the isolating-or-not providers that share the sandbox
@@ -206,7 +208,7 @@ func TestNewChoosesAndValidates(t *testing.T) {
 		t.Errorf("missing bwrap: %v", err)
 	}
 
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	p, err := New("", Config{BaseDir: base, BwrapPath: "/nonexistent/bwrap"}, zerolog.New(logs))
 	if err != nil || p.Name() != KindProcess || !strings.Contains(logs.String(), "does NOT isolate") {
 		t.Errorf("best available without bwrap = %v, %v; logs %s", p, err, logs.String())

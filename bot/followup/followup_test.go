@@ -29,6 +29,7 @@ import (
 	"github.com/logbook/logbook/bot/forge/forgetest"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/logtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -50,24 +51,7 @@ type rig struct {
 	sess   session.Session
 	fl     session.Followed
 	reg    *prometheus.Registry
-	logs   *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs   *logtest.Buffer
 }
 
 // newRig subscribes under LOGBOOK_FOLLOWUP_MAX max (0: the default).
@@ -79,7 +63,7 @@ func newRig(t *testing.T, max int) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	r := &rig{store: session.NewStore(pool, session.Options{}), reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	r := &rig{store: session.NewStore(pool, session.Options{}), reg: prometheus.NewRegistry(), logs: &logtest.Buffer{}}
 	r.gh = forgetest.New(t, forgetest.Options{Token: "tok", Repo: repo, Branches: []string{branch}})
 	r.client = forge.NewGitHub(r.gh.URL, "tok", nil)
 	r.sess, err = r.store.Open(ctx, session.ThreadKey{Team: "T0000001", Channel: "C0000001", ThreadTS: "1700000000.000100"})

@@ -25,6 +25,7 @@ import (
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/logtest"
 )
 
 // authServer is an OAuth authorization server as a real one behaves: /authorize redirects
@@ -172,18 +173,6 @@ func protectedMCP(t *testing.T, a *authServer) (*httptest.Server, func() []strin
 	return srv, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), seen...) }
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *syncBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // An admin connects a remote MCP server for a channel through the pages (authorization code
 // with PKCE, state checked); logbook's calls then carry the token; an expired token is
 // refreshed and the new one stored sealed; a non-admin and a bad state are refused; no token
@@ -204,7 +193,7 @@ func TestMCPOAuthConnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs logtest.Buffer
 	log := zerolog.New(&logs)
 	var mu sync.Mutex
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
@@ -405,7 +394,7 @@ func TestMCPOAuthDiscoveryAcrossReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs logtest.Buffer
 	log := zerolog.New(&logs)
 	const public = "https://logbook.example.com"
 	replica := func() (*connectors.Connectors, *httptest.Server) {

@@ -18,13 +18,14 @@ import (
 
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/session/logtest"
 )
 
 // pgbouncer is a PgBouncer started for one test, in transaction pooling mode, in front of
 // the test's PostgreSQL.
 type pgbouncer struct {
 	addr string // host:port
-	out  *syncBuffer
+	out  *logtest.Buffer
 }
 
 // url returns dbURL with its host, port and user replaced: the same database through the
@@ -99,7 +100,7 @@ server_reset_query =
 		args = append([]string{"-u", "nobody"}, args...)
 	}
 	cmd := exec.Command(bin, args...)
-	b := pgbouncer{addr: fmt.Sprintf("127.0.0.1:%d", port), out: &syncBuffer{}}
+	b := pgbouncer{addr: fmt.Sprintf("127.0.0.1:%d", port), out: &logtest.Buffer{}}
 	cmd.Stdout, cmd.Stderr = b.out, b.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/migrations/pgtest"
+	"github.com/logbook/logbook/session/logtest"
 )
 
 // devProc is a running `logbook dev` with piped stdin and stdout.
@@ -26,7 +27,7 @@ type devProc struct {
 	t     *testing.T
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	out   *syncBuffer
+	out   *logtest.Buffer
 	rd    *os.File // the read end of its stdout
 	read  chan struct{}
 	done  chan struct{}
@@ -48,7 +49,7 @@ func startDev(t *testing.T, env []string, args ...string) *devProc {
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = wr, wr
-	d := &devProc{t: t, cmd: cmd, stdin: stdin, out: &syncBuffer{}, rd: rd, read: make(chan struct{}), done: make(chan struct{})}
+	d := &devProc{t: t, cmd: cmd, stdin: stdin, out: &logtest.Buffer{}, rd: rd, read: make(chan struct{}), done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

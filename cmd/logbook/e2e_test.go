@@ -27,6 +27,7 @@ import (
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/logtest"
 )
 
 // The end-to-end tests run the real binary (built once by TestMain) against the Slack
@@ -230,25 +231,8 @@ func (e *e2e) env(extra ...string) []string {
 
 type proc struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *logtest.Buffer
 	done chan struct{} // closed when the process has exited
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // serve starts `logbook serve` and waits until its socket is connected to the emulator.
@@ -269,7 +253,7 @@ func (e *e2e) startServe(extra ...string) *proc {
 	e.t.Helper()
 	cmd := exec.Command(binary, "serve")
 	cmd.Env = e.env(extra...)
-	p := &proc{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: cmd, out: &logtest.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)

@@ -9,29 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/logbook/logbook/session/logtest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the test and Start to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // requirePostgres skips when this machine has no PostgreSQL server binaries.
 func requirePostgres(t *testing.T) {
@@ -112,7 +95,7 @@ func TestStartPersistsAcrossRestartsAndStopLeavesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := mustTempDir(t)
-	var log syncBuffer
+	var log logtest.Buffer
 	// The remains of an initdb interrupted by a crash are cleared away.
 	if err := os.MkdirAll(filepath.Join(dir, "data.initdb", "base"), 0o700); err != nil {
 		t.Fatal(err)
@@ -159,7 +142,7 @@ func TestStartPersistsAcrossRestartsAndStopLeavesNothing(t *testing.T) {
 		t.Errorf("second Stop of the same server: %v, want nil", err)
 	}
 
-	log = syncBuffer{}
+	log = logtest.Buffer{}
 	s2 := mustStart(t, Options{Dir: dir, Log: &log, Database: "other"})
 	checkServerSettings(t, s2, "other")
 	if _, err := Start(ctx, Options{Dir: dir}); !errors.Is(err, ErrInUse) {
@@ -254,7 +237,7 @@ func TestStartAdoptsServerOfDeadOwner(t *testing.T) {
 	}
 	s1.lock.Close() // what the kernel does when the owner dies
 
-	var log syncBuffer
+	var log logtest.Buffer
 	s2, err := Start(ctx, Options{Dir: dir, Log: &log})
 	if err != nil {
 		s1.Stop(ctx)
