@@ -1,7 +1,6 @@
 package connectors_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/connectors"
 )
@@ -90,26 +88,6 @@ func (r *remote) authorizations() []string {
 	defer r.mu.Unlock()
 	return append([]string(nil), r.auths...)
 }
-
-// logBuffer is a zerolog logger whose lines the test reads.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuffer) logger() zerolog.Logger { return zerolog.New(l) }
 
 func parse(t *testing.T, data string, vars map[string]string) connectors.Config {
 	t.Helper()

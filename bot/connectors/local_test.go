@@ -18,6 +18,7 @@ import (
 
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/sandbox"
+	"github.com/logbook/logbook/session/logtest"
 )
 
 // bwrapSandbox provisions a bwrap sandbox whose read-only paths add extra (skipped where
@@ -82,9 +83,9 @@ func TestLocalStdioInSandbox(t *testing.T) {
 	bin := publicCopy(t)
 	sb := bwrapSandbox(t, filepath.Dir(bin))
 	cfg := `{"mcpServers": {"local": {"command": "` + bin + `", "env": {"` + stdioServerEnv + `": "1"}, "channels": ["C1"]}}}`
-	var logs logBuffer
+	var logs logtest.Buffer
 	c := connectors.New(parse(t, cfg, nil), connectors.Options{})
-	s := c.Session("C1", "", sb, logs.logger())
+	s := c.Session("C1", "", sb, zerolog.New(&logs))
 	tools := s.Tools(context.Background())
 	if !strings.Contains(names(tools), "mcp__local__lookup") {
 		t.Fatalf("tools = %s; log:\n%s", names(tools), logs.String())

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/session/logtest"
 )
 
 const headerSecret = "sk-live-HEADER-SECRET-0042"
@@ -32,12 +33,12 @@ func TestRemoteToolsAndCalls(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	srv := serveRemote(t, testServer(release))
-	var logs logBuffer
+	var logs logtest.Buffer
 	c := connectors.New(parse(t, remoteConfig(srv.URL), map[string]string{"INCIDENTS_TOKEN": headerSecret}),
-		connectors.Options{Logger: logs.logger(), CallTimeout: 500 * time.Millisecond})
+		connectors.Options{Logger: zerolog.New(&logs), CallTimeout: 500 * time.Millisecond})
 	ctx := context.Background()
 
-	s := c.Session("C0OPS", "ops", nil, logs.logger())
+	s := c.Session("C0OPS", "ops", nil, zerolog.New(&logs))
 	defer s.Close()
 	tools := s.Tools(ctx)
 	if got, want := names(tools), "mcp__incidents__delete_item mcp__incidents__lookup mcp__incidents__odd mcp__incidents__slow"; got != want {
@@ -90,9 +91,9 @@ func TestRemoteToolError(t *testing.T) {
 	cfg := `{"mcpServers": {
 	  "a": {"url": "` + srv.URL + `", "channels": ["C0OPS"]},
 	  "down": {"url": "http://127.0.0.1:1/mcp?key=${DOWN_KEY}", "channels": ["C0OPS"]}}}`
-	var logs logBuffer
-	c := connectors.New(parse(t, cfg, map[string]string{"DOWN_KEY": headerSecret}), connectors.Options{Logger: logs.logger(), ConnectTimeout: 5 * time.Second})
-	s := c.Session("C0OPS", "", nil, logs.logger())
+	var logs logtest.Buffer
+	c := connectors.New(parse(t, cfg, map[string]string{"DOWN_KEY": headerSecret}), connectors.Options{Logger: zerolog.New(&logs), ConnectTimeout: 5 * time.Second})
+	s := c.Session("C0OPS", "", nil, zerolog.New(&logs))
 	defer s.Close()
 	if got := names(s.Tools(context.Background())); !strings.Contains(got, "mcp__a__lookup") || strings.Contains(got, "down") {
 		t.Errorf("tools = %s", got)
@@ -187,11 +188,11 @@ func TestRemoteSSEFallback(t *testing.T) {
 // again at every listing, only after RetryAfter; a call of its tool still tries.
 func TestUnreachableServerLeftOutForAWhile(t *testing.T) {
 	t.Parallel()
-	var logs logBuffer
+	var logs logtest.Buffer
 	now := time.Unix(1_700_000_000, 0)
 	c := connectors.New(parse(t, `{"mcpServers": {"down": {"url": "http://127.0.0.1:1/mcp", "channels": ["C1"]}}}`, nil),
 		connectors.Options{Now: func() time.Time { return now }, RetryAfter: time.Minute})
-	s := c.Session("C1", "", nil, logs.logger())
+	s := c.Session("C1", "", nil, zerolog.New(&logs))
 	defer s.Close()
 	tries := func() int { return strings.Count(logs.String(), "MCP server unreachable") }
 	s.Tools(context.Background())
