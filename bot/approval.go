@@ -24,6 +24,7 @@ import (
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
+	"github.com/logbook/logbook/session/slacktext"
 	"github.com/logbook/logbook/session/thread"
 )
 
@@ -60,7 +61,7 @@ func ParseToolApproval(s string, known []string) (ToolApproval, error) {
 		if !scoped {
 			channel, tool = "", channel
 		}
-		if scoped && !validChannelID(channel) {
+		if scoped && !slacktext.IsChannelID(channel) {
 			return ToolApproval{}, fmt.Errorf("%q: %q is not a channel id (e.g. C0123ABCD)", entry, channel)
 		}
 		if tool != "*" && !slices.Contains(known, tool) && !connectorPattern(tool) {
@@ -72,18 +73,6 @@ func ParseToolApproval(s string, known []string) (ToolApproval, error) {
 		p.rules[channel][tool] = mode
 	}
 	return p, nil
-}
-
-func validChannelID(s string) bool {
-	if len(s) < 2 || !strings.ContainsRune("CDG", rune(s[0])) {
-		return false
-	}
-	for _, r := range s {
-		if (r < 'A' || r > 'Z') && (r < '0' || r > '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // For returns the mode of tool in channel: the channel's entry for the tool, its *, the

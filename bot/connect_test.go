@@ -10,6 +10,7 @@ import (
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
+	"github.com/logbook/logbook/bot/repo"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/session"
 )
@@ -84,7 +85,7 @@ func TestSlackConnectThreadInAChannelHostedByAnotherOrganisation(t *testing.T) {
 	if err := h.emu.Wait(h.waitCtx(), func() bool { return len(h.emu.Ephemerals()) == 2 }); err != nil {
 		t.Fatal(err)
 	}
-	if r, ok, err := (&bot.ChannelRepos{Store: h.store}).For(ctx, s.Key.Team, s.Key.Channel); err != nil || !ok || r.URL != "https://github.com/acme/shared.git" {
+	if r, ok, err := (&repo.Channels{Store: h.store}).For(ctx, s.Key.Team, s.Key.Channel); err != nil || !ok || r.URL != "https://github.com/acme/shared.git" {
 		t.Fatalf("the session's repository: %+v %v %v; want what ada set in the channel", r, ok, err)
 	}
 

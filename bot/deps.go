@@ -9,8 +9,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/directory"
 	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/part"
+	"github.com/logbook/logbook/bot/recall"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/filestore"
@@ -63,7 +65,7 @@ type Features struct {
 	// Hands gives a session its sandbox (nil: no sandbox tools).
 	Hands hands.Factory
 	// Search backs the agent's search tool (nil: no search tool).
-	Search Searcher
+	Search recall.Searcher
 	// Files keeps shared files' content, for the model (nil: files are only named to it); the
 	// files part (files.Shared) fetches them.
 	Files *filestore.Store
@@ -78,7 +80,7 @@ type Features struct {
 	Budget Budget
 	// Directory answers the gateway's channel and user look-ups (nil: the gateway keeps its
 	// own); serve gives it the one its pages, slash commands and cells use.
-	Directory *Directory
+	Directory *directory.Directory
 	// Settings are the channels' settings as records, /logbook config (nil: the
 	// configuration's alone); Models builds a channel's own model (nil: every channel runs
 	// Agent). See channel.go.

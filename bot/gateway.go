@@ -20,6 +20,7 @@ import (
 	"github.com/slack-go/slack/socketmode"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/logbook/logbook/bot/directory"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/session"
 )
@@ -84,7 +85,7 @@ type Gateway struct {
 	api     slackAPI
 	sm      *socketmode.Client
 	me      identity
-	dir     *directory
+	dir     *directory.Directory
 	clock   Clock
 	signal  func(id session.ID, opened bool)
 	metrics *Metrics
@@ -130,7 +131,7 @@ func NewGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *soc
 // newGateway is NewGateway that reports its appends to health (nil: to nobody) and looks
 // channels and users up in dir (nil: a directory of its own, over api).
 func newGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *socketmode.Client, me Identity,
-	signal func(id session.ID, opened bool), metrics *Metrics, slash SlashHandler, health *Health, dir *Directory, cfg GatewayConfig) *Gateway {
+	signal func(id session.ID, opened bool), metrics *Metrics, slash SlashHandler, health *Health, dir *directory.Directory, cfg GatewayConfig) *Gateway {
 	cfg.MaxInFlight = max(cfg.MaxInFlight, 0)
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = 64
@@ -150,7 +151,7 @@ func newGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *soc
 	cfg.CatchUp = cfg.CatchUp.withDefaults()
 	clock := clockOr(cfg.Clock)
 	if dir == nil {
-		dir = &Directory{d: newDirectory(api, cfg.ChannelTTL, clock.Now)}
+		dir = directory.NewAt(api, cfg.ChannelTTL, clock.Now)
 	}
 	return &Gateway{
 		log: log, store: store, api: api, sm: sm, signal: signal, metrics: metrics, cfg: cfg, slash: slash,
@@ -158,7 +159,7 @@ func newGateway(log zerolog.Logger, store sessionLog, api *slack.Client, sm *soc
 		hook:    &http.Client{Timeout: 10 * time.Second},
 		commits: newGroupCommit(store, cfg.AppendLanes, cfg.HandleTimeout),
 		me:      identity{Team: me.TeamID, UserID: me.UserID, BotID: me.BotID},
-		dir:     dir.d,
+		dir:     dir,
 		noted:   map[string]bool{},
 		known:   map[session.ThreadKey]session.Session{},
 	}
@@ -857,7 +858,7 @@ func (g *Gateway) session(ctx context.Context, key session.ThreadKey, open bool)
 func (g *Gateway) public(ctx context.Context, in inbound) (bool, error) {
 	if in.ChannelType != "" {
 		pub := in.ChannelType == "channel"
-		g.dir.remember(in.Channel, pub)
+		g.dir.Remember(in.Channel, pub)
 		return pub, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -885,4 +886,44 @@ func (g *Gateway) notePrivate(ctx context.Context, log zerolog.Logger, in inboun
 	if err != nil {
 		log.Info().Err(err).Msg("could not post the public-channels-only note")
 	}
+}
+
+// channelChanged handles an event that changes a channel's visibility: ok false when ev is
+// none. It acks once the directory has forgotten the channel.
+func (g *Gateway) channelChanged(log zerolog.Logger, req socketmode.Request, ev slackevents.EventsAPIEvent) bool {
+	channel, private := "", false
+	switch e := ev.InnerEvent.Data.(type) {
+	case *slackevents.MessageEvent:
+		switch e.SubType {
+		case "channel_convert_to_private":
+			channel, private = e.Channel, true
+		case "channel_convert_to_public":
+			channel = e.Channel
+		default:
+			return false
+		}
+	case *slackevents.ChannelSharedEvent:
+		channel = e.Channel
+	case *slackevents.ChannelUnsharedEvent:
+		channel = e.Channel
+	case *slackevents.ChannelArchiveEvent:
+		channel = e.Channel
+	case *slackevents.ChannelDeletedEvent:
+		channel, private = e.Channel, true
+	case *slackevents.MemberLeftChannelEvent:
+		if e.User != g.me.UserID {
+			return false
+		}
+		channel = e.Channel
+	default:
+		return false
+	}
+	if channel != "" {
+		g.dir.Forget(channel, private)
+		g.metrics.ignored.WithLabelValues("visibility_" + ev.InnerEvent.Type).Inc()
+		log.Info().Str("channel", channel).Str("event", ev.InnerEvent.Type).Bool("private", private).
+			Msg("a channel's visibility changed; every surface decides it afresh")
+	}
+	g.ack(log, req, nil)
+	return true
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 
+	"github.com/logbook/logbook/bot/directory"
 	"github.com/logbook/logbook/session"
 )
 
@@ -84,7 +85,7 @@ func (noUsers) GetUserInfoContext(ctx context.Context, user string, options ...s
 }
 
 func waitGateway(store sessionLog, clock Clock) *Gateway {
-	dir := &Directory{d: newDirectory(noUsers{}, time.Minute, clock.Now)}
+	dir := directory.NewAt(noUsers{}, time.Minute, clock.Now)
 	return newGateway(zerolog.Nop(), store, nil, nil, Identity{TeamID: "T1", UserID: "UBOT"}, func(session.ID, bool) {},
 		NewMetrics(prometheus.NewRegistry()), nil, nil, dir, GatewayConfig{Clock: clock})
 }
@@ -171,7 +172,7 @@ func (o *oneUser) GetUserInfoContext(ctx context.Context, user string, options .
 func TestGatewayUsesTheDirectoryItIsGiven(t *testing.T) {
 	t.Parallel()
 	api := &oneUser{}
-	dir := &Directory{d: newDirectory(api, time.Hour, time.Now)}
+	dir := directory.NewAt(api, time.Hour, time.Now)
 	log := &threadLog{opened: true, sess: session.Session{ID: session.ID{2}}}
 	g := newGateway(zerolog.Nop(), log, nil, nil, Identity{TeamID: "T1", UserID: "UBOT"}, func(session.ID, bool) {},
 		NewMetrics(prometheus.NewRegistry()), nil, nil, dir, GatewayConfig{})
@@ -180,102 +181,10 @@ func TestGatewayUsesTheDirectoryItIsGiven(t *testing.T) {
 	if _, err := g.process(context.Background(), zerolog.Nop(), in); err != nil {
 		t.Fatal(err)
 	}
-	if name := dir.d.UserName(context.Background(), "U1"); name != "Ada" || api.calls != 1 {
+	if name := dir.UserName(context.Background(), "U1"); name != "Ada" || api.calls != 1 {
 		t.Fatalf("the directory answers %q after %d users.info calls; want Ada after 1 (the gateway's)", name, api.calls)
 	}
 	if m, ok := log.appends[0][0].Payload.(session.UserMessage); !ok || m.UserName != "Ada" {
 		t.Fatalf("stored %#v; want the user's name from the directory", log.appends[0][0].Payload)
-	}
-}
-
-// oneChannel is a Slack API whose conversations.info answers with shared, counting calls.
-type oneChannel struct {
-	slackAPI
-	mu     sync.Mutex
-	calls  int
-	shared bool
-}
-
-func (o *oneChannel) GetConversationInfoContext(ctx context.Context, input *slack.GetConversationInfoInput) (*slack.Channel, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.calls++
-	ch := &slack.Channel{}
-	ch.ID, ch.Name, ch.IsExtShared = input.ChannelID, "general", o.shared
-	return ch, nil
-}
-
-// The gateway's channel_type hints go into the shared directory without making its
-// conversations.info answer look younger: a channel shared with another organisation after
-// the answer is found out once the TTL has passed, however many messages arrived meanwhile.
-func TestChannelTypeHintsDoNotKeepAnOldAnswerFresh(t *testing.T) {
-	t.Parallel()
-	api := &oneChannel{}
-	now := time.Unix(1_700_000_000, 0)
-	d := newDirectory(api, time.Minute, func() time.Time { return now })
-	ctx := context.Background()
-	if shared, _ := (&Directory{d: d}).ChannelExtShared(ctx, "C1"); shared {
-		t.Fatal("shared before it is")
-	}
-	api.mu.Lock()
-	api.shared = true
-	api.mu.Unlock()
-	for range 4 { // a message every 20 s, for 80 s
-		now = now.Add(20 * time.Second)
-		d.remember("C1", true)
-	}
-	shared, err := (&Directory{d: d}).ChannelExtShared(ctx, "C1")
-	if err != nil || !shared || api.calls != 2 {
-		t.Fatalf("80 s after the first answer: shared %v (%v) after %d conversations.info calls; want true after 2", shared, err, api.calls)
-	}
-}
-
-// oneVisibility is a Slack API whose conversations.info says private, counting calls.
-type oneVisibility struct {
-	slackAPI
-	mu      sync.Mutex
-	calls   int
-	private bool
-}
-
-func (o *oneVisibility) GetConversationInfoContext(ctx context.Context, input *slack.GetConversationInfoInput) (*slack.Channel, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.calls++
-	ch := &slack.Channel{}
-	ch.ID, ch.Name, ch.IsPrivate = input.ChannelID, "general", o.private
-	return ch, nil
-}
-
-// A surface that shows logged content decides from a conversations.info answer at most
-// VisibilityMaxAge old, whatever the directory's TTL: a channel made private while this
-// replica got no event (it went to another replica) is hidden within 2 s. The gateway's own
-// look-ups keep the TTL.
-func TestVisibilityIsDecidedFromAnswersAtMostTwoSecondsOld(t *testing.T) {
-	t.Parallel()
-	api := &oneVisibility{}
-	now := time.Unix(1_700_000_000, 0)
-	d := newDirectory(api, 5*time.Minute, func() time.Time { return now })
-	dir := &Directory{d: d}
-	ctx := context.Background()
-	if p, err := dir.ChannelPrivate(ctx, "C1"); p || err != nil {
-		t.Fatalf("private before it is: %v %v", p, err)
-	}
-	api.mu.Lock()
-	api.private = true
-	api.mu.Unlock()
-	now = now.Add(VisibilityMaxAge - time.Millisecond)
-	if p, _ := dir.ChannelPrivate(ctx, "C1"); p {
-		t.Fatal("an answer younger than VisibilityMaxAge was asked again")
-	}
-	now = now.Add(time.Millisecond)
-	if p, err := dir.ChannelPrivate(ctx, "C1"); !p || err != nil {
-		t.Fatalf("%v after the change: private %v (%v) after %d calls; want hidden", VisibilityMaxAge, p, err, api.calls)
-	}
-	if k, err := d.Channel(ctx, "C1"); err != nil || k.Public {
-		t.Fatalf("the gateway's look-up after the refresh: %+v %v", k, err)
-	}
-	if VisibilityMaxAge > 2*time.Second {
-		t.Fatalf("VisibilityMaxAge %v; the issue allows 2 s", VisibilityMaxAge)
 	}
 }

@@ -27,20 +27,25 @@ import (
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/checkout"
 	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/directory"
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/followup"
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/hands"
 	chmemory "github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/part"
+	"github.com/logbook/logbook/bot/recall"
+	"github.com/logbook/logbook/bot/repo"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/bot/wait"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/filestore"
+	"github.com/logbook/logbook/session/search"
 )
 
 const (
@@ -181,7 +186,7 @@ type harnessOptions struct {
 	fileMax int64
 	// forge and repos: create_pull_request.
 	forge forge.Opener
-	repos bot.Repos
+	repos repo.Static
 	// followup follows the pull requests sessions open (nil: none).
 	followup *followup.Follower
 	// repoAdmins turns /logbook repo on (the harness's store keeps what it sets), and makes
@@ -206,8 +211,8 @@ type harnessOptions struct {
 	connectors *connectors.Connectors
 	// directory, when set, builds the Directory the gateway (and slashWith's handler) share;
 	// slashWith, when set, is the slash handler over it.
-	directory func(api *slack.Client) *bot.Directory
-	slashWith func(dir *bot.Directory) bot.SlashHandler
+	directory func(api *slack.Client) *directory.Directory
+	slashWith func(dir *directory.Directory) bot.SlashHandler
 	// apiProxy, when set, sits between the bot and the emulator's Web API.
 	apiProxy func(w http.ResponseWriter, r *http.Request, next http.Handler)
 	// tracer traces the bot as serve does (envelopes, turns, Slack calls, the store's
@@ -301,10 +306,10 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if drain == 0 {
 		drain = 500 * time.Millisecond
 	}
-	repos := &bot.ChannelRepos{Static: o.repos}
+	repos := &repo.Channels{Static: o.repos}
 	if o.repoAdmins != nil {
 		repos.Store, repos.ForgeHost, repos.PullRequests = h.store, "127.0.0.1", true
-		o.slash = bot.SlashTable(nil, nil, "", repos, o.repoAdmins).Answer
+		o.slash = slashTable(nil, nil, "", repos, o.repoAdmins).Answer
 	}
 	var chSettings *settings.Settings
 	var mem *chmemory.Memory
@@ -315,7 +320,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		if o.repoAdmins != nil {
 			admins = o.repoAdmins
 		}
-		o.slash = bot.SlashTable(nil, nil, "", repos, admins).Add(settings.Command(chSettings)).Add(chmemory.Commands(mem)...).Answer
+		o.slash = slashTable(nil, nil, "", repos, admins).Add(settings.Command(chSettings)).Add(chmemory.Commands(mem)...).Answer
 	}
 	var handsFor hands.Factory
 	if o.sandbox != nil {
@@ -375,7 +380,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		bgt = b
 		parts = append(parts, b.Part())
 	}
-	var dir *bot.Directory
+	var dir *directory.Directory
 	if o.directory != nil {
 		dir = o.directory(api)
 		if o.slashWith != nil {
@@ -393,7 +398,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: o.orphan, ClaimCheck: o.claimCheck, MaxReplies: o.maxReplies, WakeLimit: o.wakeLimit,
-			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Repos: repos, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL, CatchUp: o.catchUp},
 		Delivery: o.delivery,
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.gateway, DatabaseURL: listenURL,
@@ -424,6 +429,12 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 // harnessTools are the tools an approvals policy may name in the harness: serve's.
 func harnessTools() []string {
 	return append(brain.ToolNames(), files.ToolAttach, forge.ToolPullRequest, chmemory.ToolRemember)
+}
+
+// slashTable is /logbook's search and repo subcommands as serve registers them (its
+// slashTable adds the others, and the help's text around them).
+func slashTable(s *search.Searcher, vis recall.Visibility, team string, repos *repo.Channels, admins []string) *slashcmd.Table {
+	return slashcmd.New(team, slashcmd.Help{}).Add(recall.Command(s, vis), repo.SlashCommand(repos, admins))
 }
 
 func (h *harness) stop() {

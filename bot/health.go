@@ -1,13 +1,9 @@
 package bot
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
-
-	"github.com/logbook/logbook/session"
 )
 
 // Health is what the gateway knows of its ability to write the log, for readiness (serve's
@@ -58,41 +54,5 @@ func (h *Health) appended(ok bool) {
 		h.lastSuccess = h.now()
 	} else {
 		h.lastFailure = h.now()
-	}
-}
-
-// standbyLag is what the readiness line and the watch need of a standby (session.Standby).
-type standbyLag interface {
-	Lag(ctx context.Context) (session.Lag, error)
-}
-
-// StandbyStatus is /readyz's line about the standby of LOGBOOK_READ_DATABASE_URL: how far it
-// lags, or that it does not answer (reads then go to the primary; the replica stays ready).
-func StandbyStatus(ctx context.Context, sb standbyLag) string {
-	l, err := sb.Lag(ctx)
-	switch {
-	case errors.Is(err, session.ErrStandbyUnavailable):
-		return "standby: unreachable (reads go to the primary)\n"
-	case err != nil:
-		return "standby: lag unknown (the primary did not say its WAL position)\n"
-	}
-	return fmt.Sprintf("standby: lag_bytes=%d lag_seconds=%.3f replay_paused=%t\n", l.Bytes, l.Seconds, l.Paused)
-}
-
-// WatchStandby measures the standby's lag every interval until ctx ends (serve's part
-// "standby"), so its gauges stay current and a standby that answers again is noticed
-// between reads. A failed measurement is the observer's to report; it never ends the watch.
-func WatchStandby(ctx context.Context, sb standbyLag, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		m, cancel := context.WithTimeout(ctx, every)
-		sb.Lag(m) //nolint:errcheck // reported through the standby's observer
-		cancel()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
 	}
 }

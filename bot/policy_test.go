@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook/logbook/bot/directory"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 )
@@ -293,7 +294,7 @@ func TestGatewayPublic(t *testing.T) {
 		"D0000001": channelInfo("D0000001", "", false, true, false),
 		"G0000001": channelInfo("G0000001", "mpdm-ada--grace", false, false, true),
 	}}
-	g := &Gateway{dir: newDirectory(api, time.Minute, time.Now)}
+	g := &Gateway{dir: directory.NewAt(api, time.Minute, time.Now)}
 	cases := []struct {
 		name        string
 		channel     string

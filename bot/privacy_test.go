@@ -11,6 +11,8 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/directory"
+	"github.com/logbook/logbook/bot/recall"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/search"
@@ -23,7 +25,7 @@ import (
 func TestPrivacyChangesHideChannelsAtOnce(t *testing.T) {
 	t.Parallel()
 	frozen := time.Now()
-	var dir atomic.Pointer[bot.Directory]
+	var dir atomic.Pointer[directory.Directory]
 	var searcher atomic.Pointer[search.Searcher]
 	const made, gone, shared = "C0000011", "C0000012", "C0000013"
 	o := harnessOptions{
@@ -32,14 +34,14 @@ func TestPrivacyChangesHideChannelsAtOnce(t *testing.T) {
 			{ID: gone, Name: "deleted", Members: []string{ada, botUser}},
 			{ID: shared, Name: "to-share", Members: []string{ada, botUser}},
 		}},
-		directory: func(api *slack.Client) *bot.Directory {
-			d := bot.NewDirectoryAt(api, 5*time.Minute, func() time.Time { return frozen })
+		directory: func(api *slack.Client) *directory.Directory {
+			d := directory.NewAt(api, 5*time.Minute, func() time.Time { return frozen })
 			dir.Store(d)
 			return d
 		},
-		slashWith: func(d *bot.Directory) bot.SlashHandler {
+		slashWith: func(d *directory.Directory) bot.SlashHandler {
 			return func(ctx context.Context, cmd slack.SlashCommand) string {
-				return bot.SlashTable(searcher.Load(), d, "T0000001", nil, nil).Answer(ctx, cmd)
+				return slashTable(searcher.Load(), d, "T0000001", nil, nil).Answer(ctx, cmd)
 			}
 		},
 	}
@@ -74,7 +76,7 @@ func TestPrivacyChangesHideChannelsAtOnce(t *testing.T) {
 	}
 	tool := func(channel string) string {
 		t.Helper()
-		got, err := bot.SearchTool(searcher.Load(), dir.Load()).For(channel).Search(ctx, "quasar", 10)
+		got, err := recall.New(searcher.Load(), dir.Load()).For(channel).Search(ctx, "quasar", 10)
 		if err != nil {
 			t.Fatal(err)
 		}

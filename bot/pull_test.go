@@ -10,6 +10,7 @@ import (
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/forge/forgetest"
 	"github.com/logbook/logbook/bot/hands"
+	"github.com/logbook/logbook/bot/repo"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/sandbox/gittest"
@@ -23,7 +24,7 @@ func newFakeGitHub(t *testing.T, branches ...string) *forgetest.Server {
 
 func prHarness(t *testing.T, gh *forgetest.Server, o harnessOptions) (*harness, *fakeprovider.Server) {
 	t.Helper()
-	repos, err := bot.ParseRepos(general + "=acme/api@main")
+	repos, err := repo.ParseStatic(general + "=acme/api@main")
 	if err != nil {
 		t.Fatal(err)
 	}

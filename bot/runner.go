@@ -80,9 +80,6 @@ type RunnerConfig struct {
 	// Approval is the tool approval policy (LOGBOOK_TOOL_APPROVAL, LOGBOOK_TOOL_APPROVERS,
 	// LOGBOOK_APPROVAL_TIMEOUT); the zero value allows every tool.
 	Approval ApprovalConfig
-	// Repos names each channel's repository (LOGBOOK_REPOS, /logbook repo), for
-	// create_pull_request; nil: none.
-	Repos *ChannelRepos
 }
 
 // Probe is told of a cell's milestones as they happen: test signals, and dev's status. Each

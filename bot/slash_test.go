@@ -10,13 +10,13 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 
-	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/recall"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/search"
 )
 
-// channels is a hand-written bot.Visibility: what conversations.info says now.
+// channels is a hand-written recall.Visibility: what conversations.info says now.
 type channels struct {
 	private, shared map[string]bool
 }
@@ -98,10 +98,10 @@ func TestSearchSurfacesCheckVisibilityAndSlackConnectScope(t *testing.T) {
 	vis := channels{private: map[string]bool{privChan: true}, shared: map[string]bool{sharedChan: true}}
 
 	// The positive control: without the check every channel's thread is found.
-	all := bot.SlashTable(s, nil, homeTeam, nil, nil).Answer(ctx, slack.SlashCommand{Text: "search quasar", TeamID: homeTeam, ChannelID: pubChan, UserID: ada})
+	all := slashTable(s, nil, homeTeam, nil, nil).Answer(ctx, slack.SlashCommand{Text: "search quasar", TeamID: homeTeam, ChannelID: pubChan, UserID: ada})
 	shows(t, "unchecked search", all, []string{"alpha", "bravo", "charlie", "delta"}, nil)
 
-	slash := bot.SlashTable(s, vis, homeTeam, nil, nil).Answer
+	slash := slashTable(s, vis, homeTeam, nil, nil).Answer
 	ask := func(team, channel string) string {
 		return slash(ctx, slack.SlashCommand{Text: "search quasar", TeamID: team, ChannelID: channel, UserID: grace})
 	}
@@ -120,7 +120,7 @@ func TestSearchSurfacesCheckVisibilityAndSlackConnectScope(t *testing.T) {
 	shows(t, "/logbook search in a channel of unknown kind", ask(homeTeam, "C00000ERR"), []string{"No past threads"},
 		[]string{"alpha", "bravo", "charlie", "delta"})
 
-	tool := bot.SearchTool(s, vis)
+	tool := recall.New(s, vis)
 	agent := func(channel string) string {
 		out, err := tool.For(channel).Search(ctx, "quasar", 5)
 		if err != nil {
@@ -130,7 +130,7 @@ func TestSearchSurfacesCheckVisibilityAndSlackConnectScope(t *testing.T) {
 	}
 	shows(t, "the agent's search in an internal channel", agent(pubChan), []string{"alpha", "charlie"}, []string{"bravo", "delta"})
 	shows(t, "the agent's search in a shared channel", agent(sharedChan), []string{"charlie"}, []string{"alpha", "bravo", "delta"})
-	if out, _ := bot.SearchTool(s, nil).For(sharedChan).Search(ctx, "quasar", 5); !strings.Contains(out, "bravo") {
+	if out, _ := recall.New(s, nil).For(sharedChan).Search(ctx, "quasar", 5); !strings.Contains(out, "bravo") {
 		t.Errorf("the agent's unchecked search (positive control) misses the private channel's thread:\n%s", out)
 	}
 }
@@ -139,17 +139,17 @@ func TestSearchSurfacesCheckVisibilityAndSlackConnectScope(t *testing.T) {
 // is unavailable), an unknown subcommand is named as not existing, help and nothing are help.
 func TestSlashAnswersSayWhatToType(t *testing.T) {
 	t.Parallel()
-	slash := bot.SlashTable(searchFixture(t), nil, homeTeam, nil, nil).Answer
+	slash := slashTable(searchFixture(t), nil, homeTeam, nil, nil).Answer
 	ask := func(text string) string {
 		return slash(context.Background(), slack.SlashCommand{Text: text, TeamID: homeTeam, ChannelID: pubChan, UserID: ada})
 	}
 	for _, text := range []string{"search", "search   "} {
 		shows(t, "/logbook "+text, ask(text), []string{"Say what to look for: `/logbook search <words>`"}, []string{"unavailable"})
 	}
-	shows(t, "/logbook frobnicate", ask("frobnicate now"), []string{"There is no `/logbook frobnicate`", "logbook — an agent"}, nil)
+	shows(t, "/logbook frobnicate", ask("frobnicate now"), []string{"There is no `/logbook frobnicate`", "`/logbook search <words>` finds"}, nil)
 	shows(t, "/logbook <`x`>", ask("<`x`>"), []string{"There is no `/logbook &lt;'x'&gt;`"}, nil)
 	for _, text := range []string{"", "help"} {
-		shows(t, "/logbook "+text, ask(text), []string{"logbook — an agent"}, []string{"There is no"})
+		shows(t, "/logbook "+text, ask(text), []string{"`/logbook search <words>` finds", "`/logbook repo` says"}, []string{"There is no"})
 	}
 	shows(t, "/logbook search quasar", ask("search quasar"), []string{"alpha"}, []string{"Say what to look for"})
 }

@@ -834,67 +834,48 @@ func historyUsesTools(h history) bool {
 // later request whose tool_use has no tool_result after it. The calls are not run
 // again: their outcome is unknown and they may not be idempotent.
 func (b *Brain) repair(ctx context.Context, st *turn, evs []session.Event, resume []ToolUse) error {
-	calls := map[string]bool{}
-	payloads := map[string]session.ToolCall{}
-	done := map[string]bool{}
-	attached := map[string]session.FileUpload{} // attach_file calls whose file is in the thread
-	folded := thread.FoldTurns(evs)             // the decisions that kept calls from running
-	for _, e := range evs {
-		switch e.Type {
-		case session.TypeFileUpload:
-			var u session.FileUpload
-			if e.Decode(&u) == nil && u.Status == "shared" {
-				attached[u.CallID] = u
-			}
-		case session.TypeToolCall:
-			var c session.ToolCall
-			if e.Decode(&c) == nil {
-				calls[c.CallID] = true
-				payloads[c.CallID] = c
-			}
-		case session.TypeToolResult:
-			var r session.ToolResult
-			if e.Decode(&r) == nil {
-				done[r.CallID] = true
-			}
+	th, folded := thread.Fold(evs), thread.FoldTurns(evs) // the calls and their results; the decisions that kept calls from running
+	calls := map[string]*thread.Tool{}
+	for _, it := range th.Items {
+		if it.Kind == thread.KindTool && it.Tool.Call != nil {
+			calls[it.Tool.Call.CallID] = it.Tool
 		}
 	}
+	done := map[string]bool{}
 	for _, u := range resume {
 		done[u.ID] = true // they go on where they stopped
 	}
 	var fix []session.NewEvent
 	var rerun []ToolUse
-	for _, e := range evs {
-		if e.Type != session.TypeAssistantMessage {
+	for _, it := range th.Items {
+		if it.Kind != thread.KindAssistant {
 			continue
 		}
-		var m session.AssistantMessage
-		if e.Decode(&m) != nil {
-			continue
-		}
-		for _, id := range m.ToolCallIDs {
-			if calls[id] && !done[id] {
-				done[id] = true
-				if use, ok := st.rerunnable(payloads, id); ok && !keptFromRunning(folded, id) {
-					rerun = append(rerun, use) // read-only by the server's word: safe to repeat
-					continue
-				}
-				r := session.ToolResult{CallID: id, Content: interruptedResult, IsError: true, Synthetic: true}
-				if dec, p, ok := folded.Decision(id); ok && p.Decision != session.DecisionApproved {
-					// Not run, and the log says why: no outcome is unknown.
-					r = session.ToolResult{CallID: id, Content: notRun(p.Decision, dec.Actor.ID), IsError: true, Synthetic: true}
-				} else if u, ok := attached[id]; ok {
-					// The file reached the thread before the process died (the log says so): the
-					// model must not attach it again.
-					r = session.ToolResult{CallID: id, Content: fmt.Sprintf("attached %s to the thread", u.Name), Synthetic: true}
-				}
-				fix = append(fix, session.NewEvent{
-					Type:           session.TypeToolResult,
-					Actor:          session.Actor{Kind: session.ActorSystem, ID: "brain"},
-					Payload:        r,
-					IdempotencyKey: "tool_result:" + id,
-				})
+		for _, id := range it.Assistant.ToolCallIDs {
+			call, ok := calls[id]
+			if !ok || call.Result != nil || done[id] {
+				continue
 			}
+			done[id] = true
+			if use, ok := st.rerunnable(*call.Call); ok && !keptFromRunning(folded, id) {
+				rerun = append(rerun, use) // read-only by the server's word: safe to repeat
+				continue
+			}
+			r := session.ToolResult{CallID: id, Content: interruptedResult, IsError: true, Synthetic: true}
+			if dec, p, ok := folded.Decision(id); ok && p.Decision != session.DecisionApproved {
+				// Not run, and the log says why: no outcome is unknown.
+				r = session.ToolResult{CallID: id, Content: notRun(p.Decision, dec.Actor.ID), IsError: true, Synthetic: true}
+			} else if out, ok := st.recovered(evs, *call.Call); ok {
+				// The tool's own record says what the call did before the process died (a file
+				// attach_file shared): the model must not do it again.
+				r = session.ToolResult{CallID: id, Content: out.Content, IsError: out.IsError, Synthetic: true}
+			}
+			fix = append(fix, session.NewEvent{
+				Type:           session.TypeToolResult,
+				Actor:          session.Actor{Kind: session.ActorSystem, ID: "brain"},
+				Payload:        r,
+				IdempotencyKey: "tool_result:" + id,
+			})
 		}
 	}
 	if len(fix) > 0 {

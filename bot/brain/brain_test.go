@@ -995,3 +995,64 @@ func TestQueuedMessageIsAnsweredByTheNextTurn(t *testing.T) {
 		})
 	}
 }
+
+// recoveringTool is a tool whose interrupted calls its own record in the log explains: a
+// done_marker event (here, a title naming the call) says the call finished.
+type recoveringTool struct{ ran int }
+
+func (*recoveringTool) Spec() brain.ToolSpec {
+	return brain.ToolSpec{Name: "publish", Schema: map[string]any{"type": "object"}}
+}
+func (r *recoveringTool) Run(context.Context, brain.ToolUse) brain.Outcome {
+	r.ran++
+	return brain.Outcome{Content: "published"}
+}
+func (*recoveringTool) Recover(evs []session.Event, call session.ToolCall) (brain.Outcome, bool) {
+	for _, e := range evs {
+		var tt session.Title
+		if e.Type == session.TypeTitle && e.Decode(&tt) == nil && tt.Text == "published "+call.CallID {
+			return brain.Outcome{Content: "published before the restart"}, true
+		}
+	}
+	return brain.Outcome{}, false
+}
+
+// An interrupted call of a tool whose own record says what it did (brain.Recoverer) is
+// repaired with that outcome, not "outcome unknown", and is not run again; a call its record
+// does not explain is repaired as unknown.
+func TestRepairAsksTheToolWhatAnInterruptedCallDid(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	bot := session.Actor{Kind: session.ActorBot, ID: "UB000001"}
+	first, _ := e.user("publish both")
+	turn1 := e.startTurn(first)
+	e.append(
+		session.NewEvent{Type: session.TypeAssistantMessage, Actor: bot, Payload: session.AssistantMessage{
+			Text: "Publishing.", ToolCallIDs: []string{"toolu_p1", "toolu_p2"}, Turn: turn1}},
+		session.NewEvent{Type: session.TypeToolCall, Actor: bot, Payload: session.ToolCall{CallID: "toolu_p1", Name: "publish", Input: []byte(`{}`)}},
+		session.NewEvent{Type: session.TypeToolCall, Actor: bot, Payload: session.ToolCall{CallID: "toolu_p2", Name: "publish", Input: []byte(`{}`)}},
+		session.NewEvent{Type: session.TypeTitle, Actor: bot, Payload: session.Title{Text: "published toolu_p1"}},
+	)
+	second, _ := e.user("done?")
+	turn2 := e.startTurn(second)
+	fake, p := fakeFor(t, "anthropic")
+	fake.Push(fakeprovider.Reply{Text: "The first is out; the second I cannot tell."})
+	b, _ := newBrain(t, p, nil)
+	tool := &recoveringTool{}
+	tu := e.turn(nil, turn2)
+	tu.Tools = []brain.Tool{tool}
+	if _, err := b.Run(context.Background(), tu); err != nil {
+		t.Fatal(err)
+	}
+	evs := e.after(turn2)
+	wantTypes(t, evs, session.TypeToolResult, session.TypeToolResult, session.TypeAssistantMessage)
+	if got := decode[session.ToolResult](t, evs[0]); !reflect.DeepEqual(got, session.ToolResult{CallID: "toolu_p1", Content: "published before the restart", Synthetic: true}) {
+		t.Errorf("recovered result = %+v", got)
+	}
+	if got := decode[session.ToolResult](t, evs[1]); got.Content != "interrupted; outcome unknown" || !got.IsError {
+		t.Errorf("unexplained result = %+v", got)
+	}
+	if tool.ran != 0 {
+		t.Errorf("an interrupted call ran again (%d)", tool.ran)
+	}
+}

@@ -55,15 +55,29 @@ func (st *turn) toolCall(use ToolUse) session.ToolCall {
 
 // rerunnable are the calls repair runs again instead of recording an unknown outcome: those
 // of read-only tools (an MCP server says so) the turn still offers.
-func (st *turn) rerunnable(calls map[string]session.ToolCall, id string) (ToolUse, bool) {
-	c, ok := calls[id]
-	if !ok || !c.ReadOnly {
+func (st *turn) rerunnable(c session.ToolCall) (ToolUse, bool) {
+	if !c.ReadOnly {
 		return ToolUse{}, false
 	}
 	if _, offered := st.byName[c.Name]; !offered {
 		return ToolUse{}, false
 	}
 	return ToolUse{ID: c.CallID, Name: c.Name, Input: c.Input}, true
+}
+
+// Recoverer is a Tool whose interrupted call's outcome its own records in the log may tell
+// (a file attach_file shared before the process died): repair records that outcome instead
+// of an unknown one, so the model does not do it again.
+type Recoverer interface {
+	Recover(evs []session.Event, call session.ToolCall) (Outcome, bool)
+}
+
+// recovered is what the offered tool of call says, from evs, the interrupted call did.
+func (st *turn) recovered(evs []session.Event, call session.ToolCall) (Outcome, bool) {
+	if r, ok := st.byName[call.Name].(Recoverer); ok {
+		return r.Recover(evs, call)
+	}
+	return Outcome{}, false
 }
 
 // keptFromRunning reports whether a decision other than approval kept the call from running.

@@ -91,6 +91,16 @@ func (attachTool) Doing(use brain.ToolUse) string {
 	return "attaching " + in.Path
 }
 
+// Recover says what an interrupted call did when the log records its file shared in the
+// thread (brain.Recoverer): attached, not to be attached again.
+func (attachTool) Recover(evs []session.Event, call session.ToolCall) (brain.Outcome, bool) {
+	u, ok := upload(evs, call.CallID, uploadShared)
+	if !ok {
+		return brain.Outcome{}, false
+	}
+	return brain.Outcome{Content: fmt.Sprintf("attached %s to the thread", u.Name)}, true
+}
+
 func (t attachTool) Run(ctx context.Context, use brain.ToolUse) brain.Outcome {
 	var in struct{ Path, Title string }
 	if err := use.Decode(&in); err != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/logbook/logbook/session/slacktext"
 	"github.com/slack-go/slack"
 )
 
@@ -139,4 +140,21 @@ func cutCommand(sub string) string {
 		sub = string(r[:40]) + "…"
 	}
 	return strings.NewReplacer("`", "'", "&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(sub)
+}
+
+// ParseAdmins reads LOGBOOK_ADMINS: Slack user ids, comma-separated; the people who may run
+// the commands that change a channel (Who: Admins).
+func ParseAdmins(s string) ([]string, error) {
+	var ids []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !slacktext.IsUserID(f) {
+			return nil, fmt.Errorf("%q is not a Slack user id (U… or W…)", f)
+		}
+		ids = append(ids, f)
+	}
+	return ids, nil
 }

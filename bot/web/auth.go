@@ -267,7 +267,7 @@ func (au *authenticator) fromTrustedProxy(r *http.Request) bool {
 }
 
 // ChannelVisibility tells whether a channel is private now. The caller implements it with
-// Slack's conversations.info (is_private) — bot.Directory, which every surface shares — and
+// Slack's conversations.info (is_private) — directory.Directory, which every surface shares — and
 // answers from what it knows now: the pages ask it on every request and cache nothing.
 type ChannelVisibility interface {
 	ChannelPrivate(ctx context.Context, channel string) (bool, error)

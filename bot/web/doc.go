@@ -69,7 +69,7 @@
 // after it was logged is hidden from everyone but auditors: it is missing from the list and
 // from search results, and its pages answer 404. Channel visibility comes from the caller's
 // ChannelVisibility (Slack's conversations.info, is_private), asked on every request: the
-// pages use the same decision as search in Slack (bot.Directory, which follows privacy
+// pages use the same decision as search in Slack (directory.Directory, which follows privacy
 // events and answers from at most two seconds old), not a cache of their own; a channel
 // whose visibility cannot be learnt counts as private.
 //

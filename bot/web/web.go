@@ -66,7 +66,7 @@ type Config struct {
 	AccessLog execer        // a pool whose role may INSERT into access_log (logbook_app)
 	Access    Access
 	// Visibility re-checks, on every request, whether a session's channel is still public
-	// (bot.Directory: the same decision, and the same conversations.info answers, as search
+	// (directory.Directory: the same decision, and the same conversations.info answers, as search
 	// in Slack; the pages keep no cache of their own); nil: every logged channel counts as
 	// public (the log never holds private channels to begin with).
 	Visibility ChannelVisibility
@@ -267,7 +267,7 @@ func (s *server) formatTime(t time.Time, loc *time.Location) string {
 	return t.In(loc).Format("2006-01-02 15:04 MST")
 }
 
-// ChannelNamer answers a channel's name ("" when unknown); bot.Directory is one.
+// ChannelNamer answers a channel's name ("" when unknown); directory.Directory is one.
 type ChannelNamer interface {
 	ChannelName(ctx context.Context, id string) string
 }

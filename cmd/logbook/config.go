@@ -18,6 +18,8 @@ import (
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/repo"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/sandbox/egress"
@@ -428,10 +430,10 @@ func (cfg *serveConfig) readReplies(e env) error {
 // readRepos reads the channels' repositories, who may set them, and GitHub.
 func (cfg *serveConfig) readRepos(e env) error {
 	var err error
-	if cfg.Repos, err = bot.ParseRepos(e.getenv("LOGBOOK_REPOS")); err != nil {
+	if cfg.Repos, err = repo.ParseStatic(e.getenv("LOGBOOK_REPOS")); err != nil {
 		return fmt.Errorf("LOGBOOK_REPOS: %w", err)
 	}
-	if cfg.Admins, err = bot.ParseAdmins(e.getenv("LOGBOOK_ADMINS")); err != nil {
+	if cfg.Admins, err = slashcmd.ParseAdmins(e.getenv("LOGBOOK_ADMINS")); err != nil {
 		return fmt.Errorf("LOGBOOK_ADMINS: %w", err)
 	}
 	cfg.GitHubToken = Secret(strings.TrimSpace(e.getenv("GITHUB_TOKEN")))

@@ -35,6 +35,7 @@ import (
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/checkout"
 	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/directory"
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/followup"
 	"github.com/logbook/logbook/bot/forge"
@@ -42,6 +43,8 @@ import (
 	"github.com/logbook/logbook/bot/hooks"
 	"github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/part"
+	"github.com/logbook/logbook/bot/recall"
+	"github.com/logbook/logbook/bot/repo"
 	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/slashcmd"
@@ -467,7 +470,7 @@ type serveConfig struct {
 	ApprovalSpec string
 	// Repos (LOGBOOK_REPOS), GitHubToken (GITHUB_TOKEN) and GitHubAPI (LOGBOOK_GITHUB_API_URL):
 	// create_pull_request.
-	Repos       bot.Repos
+	Repos       repo.Static
 	GitHubToken Secret
 	GitHubAPI   string
 	// Pull requests followed (issue 32): LOGBOOK_FOLLOWUP_MAX, LOGBOOK_GITHUB_WEBHOOK_SECRET,
@@ -691,10 +694,10 @@ type wiring struct {
 	standby *session.Standby // routes reads to replica (nil: none)
 	deps    bot.Deps
 	reg     *prometheus.Registry
-	dir     *bot.Directory
+	dir     *directory.Directory
 	search  *search.Searcher
 	indexer *search.Indexer
-	repos   *bot.ChannelRepos
+	repos   *repo.Channels
 	mcp     *connectors.Connectors // nil: no LOGBOOK_MCP_CONFIG
 	// scheduler runs /logbook schedule's ticks; hooks serves POST /hooks/<name> (nil: no
 	// LOGBOOK_HOOKS); signal is the runner's Signal once the runner is built (schedules.go:
@@ -804,7 +807,7 @@ func (w *wiring) openStandby() {
 	w.standby = session.NewStandby(w.pool, w.replica, session.StandbyOptions{MaxWait: w.cfg.ReadMaxWait,
 		Observer: bot.NewStandbyMetrics(w.reg, w.log.With().Str("part", "standby").Logger())})
 	w.services = append(w.services, service{name: "standby", run: func(ctx context.Context) error {
-		return bot.WatchStandby(ctx, w.standby, standbyWatchInterval)
+		return watchStandby(ctx, w.standby, standbyWatchInterval)
 	}})
 }
 
@@ -874,7 +877,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	// Search (the pages, /logbook search, the agent's tool) reads the standby; the indexer
 	// writes the projection on the primary.
 	w.search = w.search.OnStandby(w.standby, session.ReadAny)
-	w.dir = bot.NewDirectory(w.api, 5*time.Minute)
+	w.dir = directory.New(w.api, 5*time.Minute)
 	w.repos = channelRepos(cfg, store)
 	models, chSettings, mem := channelParts(cfg, store, b)
 	bgt, err := newBudget(cfg, store, log, chSettings, w.me.TeamID) // budget.go
@@ -897,7 +900,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg), Tracer: w.tracer,
 		Features: bot.Features{
-			Titler: b, Search: bot.SearchTool(w.search, w.dir), Channel: w.dir.ChannelName,
+			Titler: b, Search: recall.New(w.search, w.dir), Channel: w.dir.ChannelName,
 			Hands: hands.NewFactory(provs, hands.Config{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg),
 				Setup: setupConfig(cfg, store, chSettings, w.me.TeamID)}, log),
 			Files:  fileStore,
@@ -964,8 +967,8 @@ func (w *wiring) serviceConfig() bot.ServiceConfig {
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 			DrainTimeout: cfg.DrainTimeout, WakeLimit: cfg.WakeLimit, MaxReplies: cfg.RepliesPerMinute, WatchPeers: cfg.DB.Replicas > 1,
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
-			Approval: cfg.Approval, Repos: w.repos,
-			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+			Approval: cfg.Approval,
+			Where:    brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL, AppendLanes: cfg.GatewayAppendLanes},
 	}
 }
@@ -1131,7 +1134,7 @@ func (w *wiring) standbyStatus() func(context.Context) string {
 	return func(ctx context.Context) string {
 		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 		defer cancel()
-		return bot.StandbyStatus(ctx, w.standby)
+		return standbyStatus(ctx, w.standby)
 	}
 }
 
@@ -1250,8 +1253,8 @@ func forgeHost(cfg serveConfig) string {
 
 // channelRepos is where channels' repositories come from: what an admin set with /logbook
 // repo (kept in the database), else LOGBOOK_REPOS cloned from LOGBOOK_REPO_URL.
-func channelRepos(cfg serveConfig, store bot.ChannelRepoStore) *bot.ChannelRepos {
-	return &bot.ChannelRepos{Static: cfg.Repos, URLTemplate: cfg.RepoURL, ForgeHost: forgeHost(cfg), Store: store,
+func channelRepos(cfg serveConfig, store repo.Store) *repo.Channels {
+	return &repo.Channels{Static: cfg.Repos, URLTemplate: cfg.RepoURL, ForgeHost: forgeHost(cfg), Store: store,
 		PullRequests: pullRequests(cfg) != nil}
 }
 
@@ -1259,7 +1262,7 @@ func channelRepos(cfg serveConfig, store bot.ChannelRepoStore) *bot.ChannelRepos
 // mirror on this host, with GITHUB_TOKEN in an HTTP header of the host's git (and of the
 // egress proxy's requests to it) only: never in the sandbox, on disk or in the log. The token
 // goes only to GitHub (forgeHost), over https: never to whatever other host a URL names.
-func repoCheckout(cfg serveConfig, repos *bot.ChannelRepos) func(ctx context.Context, team, channel string) (*sandbox.RepoSpec, error) {
+func repoCheckout(cfg serveConfig, repos *repo.Channels) func(ctx context.Context, team, channel string) (*sandbox.RepoSpec, error) {
 	var header string
 	if cfg.GitHubToken != "" {
 		header = "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+cfg.GitHubToken.Reveal()))
@@ -1275,5 +1278,41 @@ func repoCheckout(cfg serveConfig, repos *bot.ChannelRepos) func(ctx context.Con
 			spec.Header = header
 		}
 		return spec, nil
+	}
+}
+
+// standbyLag is what the readiness line and the watch need of a standby (session.Standby).
+type standbyLag interface {
+	Lag(ctx context.Context) (session.Lag, error)
+}
+
+// standbyStatus is /readyz's line about the standby of LOGBOOK_READ_DATABASE_URL: how far it
+// lags, or that it does not answer (reads then go to the primary; the replica stays ready).
+func standbyStatus(ctx context.Context, sb standbyLag) string {
+	l, err := sb.Lag(ctx)
+	switch {
+	case errors.Is(err, session.ErrStandbyUnavailable):
+		return "standby: unreachable (reads go to the primary)\n"
+	case err != nil:
+		return "standby: lag unknown (the primary did not say its WAL position)\n"
+	}
+	return fmt.Sprintf("standby: lag_bytes=%d lag_seconds=%.3f replay_paused=%t\n", l.Bytes, l.Seconds, l.Paused)
+}
+
+// watchStandby measures the standby's lag every interval until ctx ends (serve's part
+// "standby"), so its gauges stay current and a standby that answers again is noticed
+// between reads. A failed measurement is the observer's to report; it never ends the watch.
+func watchStandby(ctx context.Context, sb standbyLag, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		m, cancel := context.WithTimeout(ctx, every)
+		sb.Lag(m) //nolint:errcheck // reported through the standby's observer
+		cancel()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
 	}
 }

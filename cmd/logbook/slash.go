@@ -5,10 +5,12 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/directory"
 	"github.com/logbook/logbook/bot/memory"
+	"github.com/logbook/logbook/bot/recall"
+	"github.com/logbook/logbook/bot/repo"
 	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/slashcmd"
@@ -20,8 +22,8 @@ type slashParts struct {
 	Team     string // the workspace's team id
 	Admins   []string
 	Search   *search.Searcher
-	Dir      *bot.Directory // nil: no visibility re-check, no channel names (tests only)
-	Repos    *bot.ChannelRepos
+	Dir      *directory.Directory // nil: no visibility re-check, no channel names (tests only)
+	Repos    *repo.Channels
 	Settings *settings.Settings
 	Memory   *memory.Memory
 	Budget   *budget.Budget         // nil: no /logbook budget
@@ -34,12 +36,12 @@ type slashParts struct {
 // slashTable is every subcommand of /logbook, registered once: /logbook help lists them in
 // this order.
 func slashTable(p slashParts) *slashcmd.Table {
-	var vis bot.Visibility
+	var vis recall.Visibility
 	var channelName func(ctx context.Context, id string) string
 	if p.Dir != nil {
 		vis, channelName = p.Dir, p.Dir.ChannelName
 	}
-	t := bot.SlashTable(p.Search, vis, p.Team, p.Repos, p.Admins)
+	t := slashcmd.New(p.Team, slashHelp()).Add(recall.Command(p.Search, vis), transcriptCommand(), repo.SlashCommand(p.Repos, p.Admins))
 	if p.MCP != nil {
 		t.Add(connectors.Command(p.MCP, channelName, p.Log))
 	}
@@ -52,4 +54,25 @@ func slashTable(p slashParts) *slashcmd.Table {
 		t.Add(schedule.Command(p.Schedules))
 	}
 	return t
+}
+
+// transcriptCommand is /logbook transcript: Slack does not say which thread a slash command
+// was typed in, so it points to the message shortcut that does (bot.TranscriptShortcut).
+func transcriptCommand() slashcmd.Command {
+	return slashcmd.Command{Name: "transcript", Who: slashcmd.Anyone,
+		Usage: "*Open transcript* in the ⋯ menu of any message of a thread links that thread's transcript (`/logbook transcript` tells you so).",
+		Run: func(context.Context, slashcmd.Call) string {
+			return "Slack does not tell a slash command which thread it was typed in: on any message of the thread, " +
+				"open its ⋯ menu and choose *Open transcript* (a message shortcut), or open the thread's page on logbook's web pages."
+		}}
+}
+
+// slashHelp is the text around the commands' lines in /logbook and /logbook help.
+func slashHelp() slashcmd.Help {
+	return slashcmd.Help{Intro: []string{
+		"logbook — an agent whose every thread is a searchable record.",
+		"Mention @" + "logbook in a public channel to start a thread; reply in the thread to continue.",
+		"`stop` in a thread (or the 🛑 reaction, or the stop button) stops a running answer; `mute` / `unmute` silence and resume me there.",
+	},
+		Outro: "Private channels and DMs are never stored."}
 }

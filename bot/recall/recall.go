@@ -1,4 +1,6 @@
-package bot
+// Package recall is the search of past threads, scoped the same way wherever it is asked:
+// /logbook search, and the agent's search_sessions tool (brain.SearchTool over a Searcher).
+package recall
 
 import (
 	"context"
@@ -88,10 +90,10 @@ type Searcher interface {
 	For(channel string) brain.Searcher
 }
 
-// SearchTool is the agent's search_sessions tool over past threads: it renders visible,
-// scoped search hits as text for the model. vis nil: hits are not re-checked and no channel
-// counts as shared (tests only; serve passes its Directory).
-func SearchTool(s *search.Searcher, vis Visibility) Searcher { return searchTool{s: s, vis: vis} }
+// New is the agent's search over past threads: it renders visible, scoped search hits as
+// text for the model. vis nil: hits are not re-checked and no channel counts as shared
+// (tests only; serve passes its Directory).
+func New(s *search.Searcher, vis Visibility) Searcher { return searchTool{s: s, vis: vis} }
 
 type searchTool struct {
 	s       *search.Searcher
@@ -127,31 +129,14 @@ func (b searchTool) Search(ctx context.Context, query string, limit int) (string
 	return sb.String(), nil
 }
 
-// SlashTable is /logbook's table holding bot's own subcommands: search, transcript and repo
-// (serve adds the other packages': mcp, config, memory, budget). Search results are scoped
-// and re-checked as the agent's (see scopeChannel); team is the workspace's team id, to tell
-// people of other organisations. vis nil: no re-check (tests only). repos and admins are for
-// /logbook repo (nil repos: no repositories).
-func SlashTable(s *search.Searcher, vis Visibility, team string, repos *ChannelRepos, admins []string) *slashcmd.Table {
-	return slashcmd.New(team, slashHelp).Add(
-		slashcmd.Command{Name: "search", Who: slashcmd.Anyone,
-			Usage: "`/logbook search <words>` finds past threads in public channels (quotes for phrases, -word to exclude, OR); in a channel shared with another organisation, only that channel's.",
-			Run: func(ctx context.Context, c slashcmd.Call) string {
-				return searchCommand(ctx, s, vis, c.ChannelID, c.External, c.Args)
-			}},
-		slashcmd.Command{Name: "transcript", Who: slashcmd.Anyone,
-			Usage: "*Open transcript* in the ⋯ menu of any message of a thread links that thread's transcript (`/logbook transcript` tells you so).",
-			Run: func(context.Context, slashcmd.Call) string {
-				return "Slack does not tell a slash command which thread it was typed in: on any message of the thread, " +
-					"open its ⋯ menu and choose *Open transcript* (a message shortcut), or open the thread's page on logbook's web pages."
-			}},
-		slashcmd.Command{Name: "repo", Who: slashcmd.Home,
-			Usage:   "`/logbook repo` says which repository this channel's sandboxes check out; an admin sets it with `/logbook repo <https-url> [branch]` or `off`.",
-			Refusal: "Only people of this workspace's organisation may see or set a channel's repository.",
-			Run: func(ctx context.Context, c slashcmd.Call) string {
-				return repoCommand(ctx, repos, admins, c.Team, c.ChannelID, c.UserID, c.Args)
-			}},
-	)
+// Command is /logbook search: at most 5 visible hits, scoped as the agent's (see
+// scopeChannel). vis nil: no re-check (tests only).
+func Command(s *search.Searcher, vis Visibility) slashcmd.Command {
+	return slashcmd.Command{Name: "search", Who: slashcmd.Anyone,
+		Usage: "`/logbook search <words>` finds past threads in public channels (quotes for phrases, -word to exclude, OR); in a channel shared with another organisation, only that channel's.",
+		Run: func(ctx context.Context, c slashcmd.Call) string {
+			return searchCommand(ctx, s, vis, c.ChannelID, c.External, c.Args)
+		}}
 }
 
 // searchCommand is /logbook search's answer: at most 5 visible hits of words, from channel
@@ -189,13 +174,3 @@ func searchCommand(ctx context.Context, s *search.Searcher, vis Visibility, chan
 // searchUsage answers /logbook search without words.
 const searchUsage = "Say what to look for: `/logbook search <words>` (quotes for a phrase, -word to exclude, OR between alternatives), " +
 	"e.g. `/logbook search deploy timeout`."
-
-// slashHelp is the text around the commands' lines in /logbook and /logbook help.
-var slashHelp = slashcmd.Help{
-	Intro: []string{
-		"logbook — an agent whose every thread is a searchable record.",
-		"Mention @" + "logbook in a public channel to start a thread; reply in the thread to continue.",
-		"`stop` in a thread (or the 🛑 reaction, or the stop button) stops a running answer; `mute` / `unmute` silence and resume me there.",
-	},
-	Outro: "Private channels and DMs are never stored.",
-}

@@ -1,4 +1,7 @@
-package bot
+// Package repo says which repository a channel works on: LOGBOOK_REPOS, else what an admin set
+// with /logbook repo (kept in the log's store, each change a row). Sandboxes check it out
+// (bot/hands) and pull requests go to it (bot/forge).
+package repo
 
 import (
 	"cmp"
@@ -9,35 +12,37 @@ import (
 	"strings"
 
 	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/sandbox/egress"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/slacktext"
 )
 
-// ChannelRepoStore keeps what admins set with /logbook repo (*session.Store).
-type ChannelRepoStore interface {
+// Store keeps what admins set with /logbook repo (*session.Store).
+type Store interface {
 	SetChannelRepo(ctx context.Context, r session.ChannelRepo) (session.ChannelRepo, error)
 	ChannelRepo(ctx context.Context, channel string) (session.ChannelRepo, error)
 }
 
-// ChannelRepos says which repository a channel's sandboxes check out and its pull requests go
+// Channels says which repository a channel's sandboxes check out and its pull requests go
 // to: what an admin last set with `/logbook repo` (Store), else LOGBOOK_REPOS (Static), whose
 // owner/name is cloned from URLTemplate (LOGBOOK_REPO_URL, {repo} for owner/name; default
-// https://github.com/{repo}.git). A nil *ChannelRepos knows no repository.
-type ChannelRepos struct {
-	Static      Repos
+// https://github.com/{repo}.git). A nil *Channels knows no repository.
+type Channels struct {
+	Static      Static
 	URLTemplate string
 	// ForgeHost is the host whose repository URLs are the forge's (github.com, or the GitHub
 	// Enterprise host): an admin's URL on it gets pull requests, others only a checkout.
 	ForgeHost string
-	Store     ChannelRepoStore
+	Store     Store
 	// PullRequests says whether logbook can open pull requests at all (GITHUB_TOKEN).
 	PullRequests bool
 }
 
-// ChannelRepo is a channel's repository: where it is cloned from and its base branch; Forge
+// Repo is a channel's repository: where it is cloned from and its base branch; Forge
 // is set (OnForge) when pull requests can be opened on it. SetBy names the admin who set it
 // ("" when it comes from the configuration).
-type ChannelRepo struct {
+type Repo struct {
 	URL, Branch string
 	Forge       forge.Repo
 	OnForge     bool
@@ -47,41 +52,41 @@ type ChannelRepo struct {
 // For returns the channel's repository; ok false when it has none. team is the session's (or
 // the asker's) team and does not narrow the look-up: a channel's repository is the channel's,
 // whichever organisation of a Slack Connect channel set it or asks.
-func (c *ChannelRepos) For(ctx context.Context, team, channel string) (ChannelRepo, bool, error) {
+func (c *Channels) For(ctx context.Context, team, channel string) (Repo, bool, error) {
 	_ = team
 	if c == nil {
-		return ChannelRepo{}, false, nil
+		return Repo{}, false, nil
 	}
 	if c.Store != nil {
 		set, err := c.Store.ChannelRepo(ctx, channel)
 		switch {
 		case err == nil && set.URL == "":
-			return ChannelRepo{}, false, nil // switched off by an admin
+			return Repo{}, false, nil // switched off by an admin
 		case err == nil:
-			r := ChannelRepo{URL: set.URL, Branch: set.Branch, SetBy: set.SetBy}
+			r := Repo{URL: set.URL, Branch: set.Branch, SetBy: set.SetBy}
 			r.Forge, r.OnForge = c.onForge(set.URL, set.Branch)
 			return r, true, nil
 		case !errors.Is(err, session.ErrNotFound):
-			return ChannelRepo{}, false, err
+			return Repo{}, false, err
 		}
 	}
 	repo, ok := c.Static.For(channel)
 	if !ok {
-		return ChannelRepo{}, false, nil
+		return Repo{}, false, nil
 	}
 	tmpl := cmp.Or(c.URLTemplate, "https://github.com/{repo}.git")
-	return ChannelRepo{URL: strings.ReplaceAll(tmpl, "{repo}", repo.String()), Branch: repo.Base, Forge: repo, OnForge: true}, true, nil
+	return Repo{URL: strings.ReplaceAll(tmpl, "{repo}", repo.String()), Branch: repo.Base, Forge: repo, OnForge: true}, true, nil
 }
 
 // OnForge is the channel's repository on GitHub (forge.Pulls.Repo); ok false when it has none
 // there.
-func (c *ChannelRepos) OnForge(ctx context.Context, team, channel string) (forge.Repo, bool, error) {
+func (c *Channels) OnForge(ctx context.Context, team, channel string) (forge.Repo, bool, error) {
 	r, ok, err := c.For(ctx, team, channel)
 	return r.Forge, ok && r.OnForge, err
 }
 
 // onForge reads owner/name off a URL of the forge's host.
-func (c *ChannelRepos) onForge(raw, branch string) (forge.Repo, bool) {
+func (c *Channels) onForge(raw, branch string) (forge.Repo, bool) {
 	u, err := url.Parse(raw)
 	if err != nil || !strings.EqualFold(u.Hostname(), cmp.Or(c.ForgeHost, "github.com")) {
 		return forge.Repo{}, false
@@ -98,34 +103,21 @@ func (c *ChannelRepos) onForge(raw, branch string) (forge.Repo, bool) {
 	return repo, true
 }
 
-// ParseAdmins reads LOGBOOK_ADMINS: Slack user ids, comma-separated.
-func ParseAdmins(s string) ([]string, error) {
-	var ids []string
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		if !validUserID(f) {
-			return nil, fmt.Errorf("%q is not a Slack user id (U… or W…)", f)
-		}
-		ids = append(ids, f)
-	}
-	return ids, nil
+// SlashCommand is /logbook repo, in the channel it is typed in (admins set it).
+func SlashCommand(repos *Channels, admins []string) slashcmd.Command {
+	return slashcmd.Command{Name: "repo", Who: slashcmd.Home,
+		Usage:   "`/logbook repo` says which repository this channel's sandboxes check out; an admin sets it with `/logbook repo <https-url> [branch]` or `off`.",
+		Refusal: "Only people of this workspace's organisation may see or set a channel's repository.",
+		Run: func(ctx context.Context, c slashcmd.Call) string {
+			return Command(ctx, repos, admins, c.Team, c.ChannelID, c.UserID, c.Args)
+		}}
 }
 
-func validUserID(s string) bool {
-	if len(s) < 3 || len(s) > 20 || (s[0] != 'U' && s[0] != 'W') {
-		return false
-	}
-	return strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == ""
-}
-
-// repoCommand is /logbook repo: with no argument it says what the channel has; an admin
+// Command is /logbook repo: with no argument it says what the channel has; an admin
 // (LOGBOOK_ADMINS) sets it with `<url> [branch]` (branch default main), or `off`. The URL must be https (http only
 // to a loopback host) and carry no credentials: logbook adds those itself, and only for the
 // forge's host.
-func repoCommand(ctx context.Context, repos *ChannelRepos, admins []string, team, channel, user, args string) string {
+func Command(ctx context.Context, repos *Channels, admins []string, team, channel, user, args string) string {
 	f := strings.Fields(args)
 	if len(f) == 0 {
 		r, ok, err := repos.For(ctx, team, channel)
@@ -202,7 +194,7 @@ func branchText(b string) string {
 }
 
 // pullsText says whether create_pull_request works on r.
-func (c *ChannelRepos) pullsText(r ChannelRepo) string {
+func (c *Channels) pullsText(r Repo) string {
 	switch {
 	case !c.PullRequests:
 		return "no pull requests (logbook has no GITHUB_TOKEN)"
@@ -213,13 +205,13 @@ func (c *ChannelRepos) pullsText(r ChannelRepo) string {
 	}
 }
 
-// Repos maps channels to their repository (LOGBOOK_REPOS): CHANNEL=owner/name[@base] entries,
+// Static maps channels to their repository (LOGBOOK_REPOS): CHANNEL=owner/name[@base] entries,
 // and *=… for every other channel.
-type Repos map[string]forge.Repo
+type Static map[string]forge.Repo
 
-// ParseRepos reads a LOGBOOK_REPOS value.
-func ParseRepos(s string) (Repos, error) {
-	r := Repos{}
+// ParseStatic reads a LOGBOOK_REPOS value.
+func ParseStatic(s string) (Static, error) {
+	r := Static{}
 	for _, entry := range strings.Split(s, ",") {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
@@ -227,7 +219,7 @@ func ParseRepos(s string) (Repos, error) {
 		}
 		channel, spec, ok := strings.Cut(entry, "=")
 		channel = strings.TrimSpace(channel)
-		if !ok || (channel != "*" && !validChannelID(channel)) {
+		if !ok || (channel != "*" && !slacktext.IsChannelID(channel)) {
 			return nil, fmt.Errorf("%q: want CHANNEL=owner/name[@branch] or *=owner/name[@branch]", entry)
 		}
 		repo, err := forge.ParseRepo(spec)
@@ -240,7 +232,7 @@ func ParseRepos(s string) (Repos, error) {
 }
 
 // For returns channel's repository.
-func (r Repos) For(channel string) (forge.Repo, bool) {
+func (r Static) For(channel string) (forge.Repo, bool) {
 	if repo, ok := r[channel]; ok {
 		return repo, true
 	}
