@@ -173,7 +173,7 @@ func (c *Cell) run(ctx context.Context) {
 	if d.Features.Hands != nil {
 		c.hands = d.Features.Hands(c.flog, sess)
 	}
-	c.parts = &part.Cell{}
+	c.parts = &part.Cell{Log: c.log}
 	reason := c.loop(ctx)
 	c.titling.Wait() // its append needs the lease; a lost lease has cancelled it already
 	exit, handOver = c.leave(ctx, reason)

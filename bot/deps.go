@@ -12,7 +12,6 @@ import (
 	"github.com/logbook/logbook/bot/directory"
 	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/part"
-	"github.com/logbook/logbook/bot/recall"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/filestore"
@@ -64,8 +63,6 @@ type Features struct {
 	Titler Titler
 	// Hands gives a session its sandbox (nil: no sandbox tools).
 	Hands hands.Factory
-	// Search backs the agent's search tool (nil: no search tool).
-	Search recall.Searcher
 	// Files keeps shared files' content, for the model (nil: files are only named to it); the
 	// files part (files.Shared) fetches them.
 	Files *filestore.Store

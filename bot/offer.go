@@ -14,7 +14,6 @@ import (
 type offered struct {
 	asks     []func(tool string) bool
 	notes    []string // lines under the reply: the parts' Notes, then what Answered said
-	footers  []func() []string
 	answered []func(ctx context.Context) ([]string, error)
 	steered  []func(ctx context.Context, through int64) error
 }
@@ -41,9 +40,6 @@ func offer(ctx context.Context, parts []part.Part, s part.Scope, bt *brain.Turn,
 			o.asks = append(o.asks, po.Asks)
 		}
 		o.notes = append(o.notes, po.Notes...)
-		if po.Footer != nil {
-			o.footers = append(o.footers, po.Footer)
-		}
 		if po.Answered != nil {
 			o.answered = append(o.answered, po.Answered)
 		}
@@ -81,11 +77,27 @@ func (o offered) ask(tool string) bool {
 	return false
 }
 
-// footer is the parts' lines under the reply, read as it is delivered.
-func (o offered) footer() []string {
+// settle has the parts that are Settlers settle what a dead cell left of theirs, on every
+// turn that answers, before anything is delivered. An error ends the turn.
+func settle(ctx context.Context, parts []part.Part, s part.Scope) error {
+	for _, p := range parts {
+		if st, ok := p.(part.Settler); ok {
+			if err := st.Settle(ctx, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// footers is the lines the parts that are Footers put under a reply of the turn s, read as
+// it is delivered.
+func footers(parts []part.Part, s part.Scope) []string {
 	var lines []string
-	for _, f := range o.footers {
-		lines = append(lines, f()...)
+	for _, p := range parts {
+		if f, ok := p.(part.Footer); ok {
+			lines = append(lines, f.Footer(s)...)
+		}
 	}
 	return lines
 }

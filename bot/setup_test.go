@@ -163,3 +163,33 @@ func TestSetupEgressWindowEndsWithTheSetup(t *testing.T) {
 		t.Fatalf("egress records: %d allowed, %d refused; want the setup's allowed and the command's refused", allowed, refused)
 	}
 }
+
+// A turn that needs no model (mute, unmute: canned replies) is offered no part: it provisions
+// no sandbox and runs no setup, and the setup's failure is said under the first reply the
+// agent writes, not spent on a canned one.
+func TestCannedRepliesRunNoSetup(t *testing.T) {
+	t.Parallel()
+	h, model := modelHarness(t, harnessOptions{setup: hands.SetupConfig{Command: setupCommand(`echo "no lockfile" >&2; exit 3`)}})
+	model.Push(fakeprovider.Reply{Text: "answered anyway"})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> mute"})
+	h.replies(general, top.TS, 1)
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> unmute"})
+	h.replies(general, top.TS, 2)
+	h.answered(s.ID)
+	if evs := h.events(s.ID, session.TypeSandboxProvisioned, session.TypeSetupResult, session.TypeTurnSettings); len(evs) != 0 {
+		t.Fatalf("canned replies provisioned or recorded %d events, first %s", len(evs), evs[0].Type)
+	}
+	if n := len(model.Calls()); n != 0 {
+		t.Fatalf("%d model calls for canned replies", n)
+	}
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> hi"})
+	reply := h.final(general, top.TS, 3)
+	if !strings.Contains(reply, "answered anyway") || !strings.Contains(reply, "failed (exit 3)") {
+		t.Fatalf("reply %q; want the setup's failure said under the agent's first reply", reply)
+	}
+	if rs := setupResults(t, h, s.ID); len(rs) != 1 {
+		t.Fatalf("setup ran %d times", len(rs))
+	}
+}

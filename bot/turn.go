@@ -83,8 +83,10 @@ type turn struct {
 	live    *liveView // nil: none (yet)
 	// channel is what the turn runs under from its channel's settings (channel.go).
 	channel channelTurn
-	// offered is what the parts offered the turn (prepare) that it uses after: the tools a
-	// person must approve, and what goes under the reply.
+	// scope is what the turn's parts see (prepare); offered what they offered the agent
+	// (produce) that the turn uses after: the tools a person must approve, and what goes
+	// under the reply.
+	scope   part.Scope
 	offered offered
 	// swept says the thread was searched for the turn's messages the log does not name, and
 	// they were removed (removeOrphans): the reply is not looked for by metadata after that.
@@ -243,9 +245,10 @@ func givingUp(tn *thread.Turn) (cells int, give bool) {
 	return max(woken, all), woken > maxResumes || all > maxCells
 }
 
-// prepare is the brain's turn: the session, its log, the engine's own parts (the sandbox,
-// search, steering, the budget's admission of each call), then what each of the turn's parts
-// offers (offer).
+// prepare is the brain's turn — the session, its log, the engine's own parts (the sandbox,
+// steering, the budget's admission of each call) — and the scope the turn's parts see. The
+// parts that settle what a dead cell left of theirs do so now (settle); the others are
+// offered only when the agent runs (produce).
 func (t *turn) prepare(ctx context.Context) (brain.Turn, error) {
 	st := t.state
 	bt := brain.Turn{Session: t.sess, Log: t.flog, Where: t.cfg.Where, TurnSeq: st.turnSeq, Through: st.through}
@@ -253,9 +256,6 @@ func (t *turn) prepare(ctx context.Context) (brain.Turn, error) {
 	bt.Where.Channel = t.sess.Key.Channel
 	if t.hands != nil {
 		bt.Hands = t.hands
-	}
-	if t.features.Search != nil { // scoped to this session's channel
-		bt.Tools = append(bt.Tools, brain.SearchTool(t.features.Search.For(t.sess.Key.Channel), t.log))
 	}
 	if t.features.Files != nil {
 		bt.Files = t.features.Files
@@ -267,27 +267,15 @@ func (t *turn) prepare(ctx context.Context) (brain.Turn, error) {
 	if t.features.Budget != nil {
 		bt.Meter = t.features.Budget.For(t.sess.Key.Channel, st.lastUserMsg.User, t.sess.ID, st.turnSeq)
 	}
-	rec := session.TurnSettings{Turn: st.turnSeq}
-	if t.channel.on { // what the turn applies itself, as it applies it
-		rec.Model, rec.ThreadReplies = t.channel.model, string(t.channel.replies)
-	}
-	scope := part.Scope{Session: t.sess, Turn: st.turnSeq, Through: st.through, Requester: st.lastUserMsg.User,
+	t.scope = part.Scope{Session: t.sess, Turn: st.turnSeq, Through: st.through, Requester: st.lastUserMsg.User,
 		BotUser: t.cfg.Where.BotUserID, Log: t.flog, Cell: t.cell, Logger: t.log}
 	if t.channel.on {
-		scope.Channel = t.channel.ch
+		t.scope.Channel = t.channel.ch
 	}
 	if t.hands != nil {
-		scope.Hands = t.hands
+		t.scope.Hands = t.hands
 	}
-	o, err := offer(ctx, t.parts, scope, &bt, rec)
-	if err != nil {
-		return bt, err
-	}
-	t.offered = o
-	if t.channel.approval.Restricts() || len(o.asks) > 0 {
-		bt.Approve = t.approve
-	}
-	return bt, nil
+	return bt, settle(ctx, t.parts, t.scope)
 }
 
 // produced is what produce leaves for delivery: the reply and the turn_completed status it
@@ -317,10 +305,11 @@ type outcome struct {
 
 // produce finds the turn's reply or has the agent write it. A resumed turn may have its reply
 // already (a crash after the reply, before delivery), and a canned reply is stored with its
-// turn_started: either is delivered, not produced again. What a dead cell left in the thread
-// is settled first: files it uploaded but did not record as shared (Slack says whether they
-// are in the thread, else they are shared now), and its live messages, finished from the log
-// so the thread ends with the whole reply exactly once and nothing left streaming.
+// turn_started: either is delivered, not produced again, and no part is offered for it. What
+// a dead cell left in the thread is settled first: its parts' own (prepare: the files it
+// uploaded but did not record as shared), then its live messages, finished from the log so
+// the thread ends with the whole reply exactly once and nothing left streaming. The agent's
+// turn gets what each part offers just before it runs.
 func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus) (produced, error) {
 	st := &t.state
 	_, tn := t.turns()
@@ -348,6 +337,18 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		if name := t.features.Channel(ctx, t.sess.Key.Channel); name != "" {
 			bt.Where.Channel = name
 		}
+	}
+	// What each part offers the agent (tools, guidance, turn_settings), just before its first
+	// model call: shared files fetched, the setup run, the instruction files read.
+	rec := session.TurnSettings{Turn: st.turnSeq}
+	if t.channel.on { // what the turn applies itself, as it applies it
+		rec.Model, rec.ThreadReplies = t.channel.model, string(t.channel.replies)
+	}
+	if t.offered, err = offer(ctx, t.parts, t.scope, &bt, rec); err != nil {
+		return p, err
+	}
+	if t.channel.approval.Restricts() || len(t.offered.asks) > 0 {
+		bt.Approve = t.approve
 	}
 	res, err := t.runAgent(ctx, bt)
 	if res.Through > st.through {
@@ -452,7 +453,7 @@ func (t *turn) footer(reply session.Event) string {
 	if reply.Decode(&m) != nil || m.Turn == 0 {
 		return ""
 	}
-	lines := append(t.offered.footer(), t.offered.notes...)
+	lines := append(footers(t.parts, t.scope), t.offered.notes...)
 	if f := t.cfg.Footer.line(t.sess.ID, turnUsage(t.flog.snapshot(), t.state.turnSeq)); f != "" {
 		lines = append(lines, f)
 	}

@@ -35,7 +35,7 @@ func (p connectorsPart) Offer(ctx context.Context, s part.Scope) (part.Offer, er
 		if s.Hands != nil {
 			sb = s.Hands
 		}
-		sess := p.c.Session(ch, name, sb, s.Logger)
+		sess := p.c.Session(ch, name, sb, s.Cell.Log)
 		return sess, sess.Close
 	})
 	sess, _ := v.(*Session)

@@ -43,8 +43,9 @@ type Keeper interface {
 }
 
 // Attach is the agent's attach_file tool, as a turn part: offered in the turns of a session
-// with a sandbox. Each turn first finishes the uploads a dead cell left (recorded uploaded,
-// not recorded shared: Slack says whether they are in the thread, else they are shared now).
+// with a sandbox. Each turn that answers first finishes the uploads a dead cell left
+// (recorded uploaded, not recorded shared: Slack says whether they are in the thread, else
+// they are shared now).
 type Attach struct {
 	Slack Uploader
 	Store Keeper // nil: attached files are not kept
@@ -56,17 +57,18 @@ type Attach struct {
 
 var filesActor = session.Actor{Kind: session.ActorSystem, ID: "files"}
 
-// Offer finishes a dead cell's uploads, then offers attach_file when the session has a
-// sandbox. Only a context that ends is an error.
-func (a *Attach) Offer(ctx context.Context, s part.Scope) (part.Offer, error) {
-	up := uploads{a: a, s: s}
-	if err := up.finish(ctx); err != nil {
-		return part.Offer{}, err
-	}
+// Settle shares the uploads a dead cell recorded but did not record as shared (part.Settler),
+// before the turn delivers anything. Only a context that ends is an error.
+func (a *Attach) Settle(ctx context.Context, s part.Scope) error {
+	return uploads{a: a, s: s}.finish(ctx)
+}
+
+// Offer offers attach_file when the session has a sandbox.
+func (a *Attach) Offer(_ context.Context, s part.Scope) (part.Offer, error) {
 	if s.Hands == nil {
 		return part.Offer{}, nil
 	}
-	return part.Offer{Tools: []brain.Tool{attachTool{up}}}, nil
+	return part.Offer{Tools: []brain.Tool{attachTool{uploads{a: a, s: s}}}}, nil
 }
 
 // attachTool is attach_file in one turn.

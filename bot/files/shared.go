@@ -68,8 +68,11 @@ func (p *Shared) Offer(ctx context.Context, s part.Scope) (part.Offer, error) {
 		return part.Offer{}, err
 	}
 	t.restoreCopies(ctx)
-	return part.Offer{Footer: t.notes, Steered: t.fetch}, nil
+	return part.Offer{Steered: t.fetch}, nil
 }
+
+// Footer is the reply's lines on the files the turn could not read (part.Footer).
+func (p *Shared) Footer(s part.Scope) []string { return sharedTurn{p: p, s: s}.notes() }
 
 // fetch stores the content of the files shared with the messages up to through (the
 // file_refs without a file_fetched), before the model is called: each gets a file_fetched —

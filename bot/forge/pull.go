@@ -43,7 +43,7 @@ var forgeActor = session.Actor{Kind: session.ActorSystem, ID: "forge"}
 // Offer offers the tool when the channel's repository is on GitHub; a repository that cannot
 // be read is logged, and the turn goes without the tool.
 func (p *Pulls) Offer(ctx context.Context, s part.Scope) (part.Offer, error) {
-	o := part.Offer{Footer: func() []string { return pullNotes(s.Log.Snapshot(), s.Turn) }}
+	var o part.Offer
 	if _, ok, err := p.Repo(ctx, s.Session.Key.Team, s.Session.Key.Channel); err != nil {
 		s.Logger.Warn().Err(err).Msg("the channel's repository cannot be read: no create_pull_request this turn")
 		return o, nil
@@ -166,10 +166,10 @@ func pullRecorded(evs []session.Event, repo, branch string) (session.PullRequest
 	})
 }
 
-// pullNotes are the reply's footer lines linking the pull requests the turn at turnSeq opened.
-func pullNotes(evs []session.Event, turnSeq int64) []string {
+// Footer is the reply's lines linking the pull requests the turn opened (part.Footer).
+func (p *Pulls) Footer(s part.Scope) []string {
 	var notes []string
-	for _, e := range session.Select(evs, session.Range{From: turnSeq + 1, Types: []session.Type{session.TypePullRequest}}) {
+	for _, e := range session.Select(s.Log.Snapshot(), session.Range{From: s.Turn + 1, Types: []session.Type{session.TypePullRequest}}) {
 		var pr session.PullRequest
 		if e.Decode(&pr) == nil && strings.HasPrefix(pr.URL, "https://") {
 			notes = append(notes, fmt.Sprintf(":twisted_rightwards_arrows: <%s|%s#%d> (%s)", pr.URL, pr.Repo, pr.Number, pr.Branch))

@@ -1,8 +1,13 @@
-// Package part is how a turn's optional parts plug into it. A Part is offered each turn once
-// (while the turn is prepared, before its first model call) and answers with an Offer: the
+// Package part is how a turn's optional parts plug into it. A Part is offered each turn that
+// runs the agent once, just before its first model call, and answers with an Offer: the
 // tools it gives the model, what it adds to the system prompt, its fields of the turn's
-// turn_settings record, and the lines it puts under the reply. The turn loops over the parts
-// cmd/logbook lists (bot.Deps.Parts), in order; it knows none of them by name.
+// turn_settings record, and the lines it puts under the reply. A turn that needs no model (a
+// canned reply, a reply a dead cell wrote and left undelivered) offers nothing. The turn loops
+// over the parts cmd/logbook lists (bot.Deps.Parts), in order; it knows none of them by name.
+//
+// Two optional interfaces reach every turn that answers, whether or not it runs the agent:
+// a Settler settles what a dead cell left of the part's own before anything is delivered, and
+// a Footer reads the lines it puts under whatever reply the turn delivers.
 //
 // A part keeps nothing of the turn's: what it needs is in the Scope, and what it must keep
 // for the length of a cell (a connection, a started server) it keeps in Scope.Cell, which
@@ -34,6 +39,20 @@ type Func func(ctx context.Context, s Scope) (Offer, error)
 
 // Offer calls f.
 func (f Func) Offer(ctx context.Context, s Scope) (Offer, error) { return f(ctx, s) }
+
+// Settler is a Part that settles what a dead cell left of its own (an upload recorded but
+// not shared) before the turn goes on, on every turn that answers. An error is the log's or
+// ctx's and ends the turn.
+type Settler interface {
+	Settle(ctx context.Context, s Scope) error
+}
+
+// Footer is a Part that puts lines under every reply a turn delivers (the pull requests it
+// opened), read from the log when the reply is delivered — also a reply a dead cell wrote,
+// which no Offer preceded.
+type Footer interface {
+	Footer(s Scope) []string
+}
 
 // Scope is what a turn knows when its parts are offered.
 type Scope struct {
@@ -96,9 +115,6 @@ type Offer struct {
 	Asks func(tool string) bool
 	// Notes are lines under the turn's reply, known now (a failed setup).
 	Notes []string
-	// Footer is called when the reply is delivered, for the lines the part puts under it
-	// (the pull requests the turn opened). It reads; it appends nothing.
-	Footer func() []string
 	// Answered is called once the agent answered, before the reply is delivered: what it
 	// records, it records (a budget notice); the lines it returns go under the reply. An
 	// error is the log's: the turn stays open and is resumed.
@@ -113,6 +129,10 @@ type Offer struct {
 // key, made on first use, closed when the cell ends (before its sandbox closes). Safe for
 // concurrent use.
 type Cell struct {
+	// Log is the cell's logger, for what a part keeps for the cell's length (a turn's
+	// logger names that turn).
+	Log zerolog.Logger
+
 	mu     sync.Mutex
 	vals   map[any]any
 	closes []func()
@@ -122,6 +142,9 @@ type Cell struct {
 // Value is the cell's value for key, made by open on first use; close, when open returns
 // one, is called when the cell ends. A cell that has ended makes nothing: ok is false.
 func (c *Cell) Value(key any, open func() (v any, close func())) (v any, ok bool) {
+	if c == nil {
+		return nil, false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

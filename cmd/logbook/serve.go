@@ -32,18 +32,13 @@ import (
 	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
-	"github.com/logbook/logbook/bot/budget"
-	"github.com/logbook/logbook/bot/checkout"
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/directory"
-	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/followup"
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/hooks"
 	"github.com/logbook/logbook/bot/memory"
-	"github.com/logbook/logbook/bot/part"
-	"github.com/logbook/logbook/bot/recall"
 	"github.com/logbook/logbook/bot/repo"
 	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/bot/settings"
@@ -900,7 +895,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg), Tracer: w.tracer,
 		Features: bot.Features{
-			Titler: b, Search: recall.New(w.search, w.dir), Channel: w.dir.ChannelName,
+			Titler: b, Channel: w.dir.ChannelName,
 			Hands: hands.NewFactory(provs, hands.Config{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg),
 				Setup: setupConfig(cfg, store, chSettings, w.me.TeamID)}, log),
 			Files:  fileStore,
@@ -909,34 +904,6 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 		},
 		Parts: w.turnParts(fileStore, mem, bgt, mcp)}
 	return nil
-}
-
-// turnParts are the turn's optional parts (bot/part), one a line, in the order their tools
-// are offered to the model; toolNames names their tools.
-func (w *wiring) turnParts(fileStore *filestore.Store, mem *memory.Memory, bgt *budget.Budget, mcp *connectors.Connectors) []part.Part {
-	parts := []part.Part{&files.Attach{Slack: w.api, Store: fileStore, Max: w.cfg.FileMax}}
-	if gh := pullRequests(w.cfg); gh != nil {
-		parts = append(parts, &forge.Pulls{Forge: gh, Repo: w.repos.OnForge, Follow: followupFeature(w.follow), Transcript: w.transcriptURL})
-	}
-	parts = append(parts, &files.Shared{Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: w.cfg.FileMax}), Store: fileStore})
-	parts = append(parts, mem.Part())
-	if mcp != nil {
-		parts = append(parts, mcp.Part(w.dir.ChannelName))
-	}
-	return append(parts, checkout.Part(), settings.Part(), bgt.Part())
-}
-
-// toolNames is every tool an approvals policy may name: the brain's and the turn parts'.
-func toolNames() []string {
-	return append(brain.ToolNames(), files.ToolAttach, forge.ToolPullRequest, memory.ToolRemember)
-}
-
-// transcriptURL is a session's transcript link ("" without LOGBOOK_PUBLIC_URL).
-func (w *wiring) transcriptURL(id session.ID) string {
-	if w.cfg.Footer.PublicURL == "" {
-		return ""
-	}
-	return bot.TranscriptURL(w.cfg.Footer.PublicURL, id)
 }
 
 // channelParts are each channel's own agent (issue 31): its model (the brain with another

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/budget"
+	"github.com/logbook/logbook/bot/checkout"
+	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/files"
+	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/bot/memory"
+	"github.com/logbook/logbook/bot/part"
+	"github.com/logbook/logbook/bot/recall"
+	"github.com/logbook/logbook/bot/settings"
+	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/filestore"
+)
+
+// turnParts are the turn's optional parts (bot/part), one a line, in the order their tools
+// are offered to the model; toolNames names their tools.
+func (w *wiring) turnParts(fileStore *filestore.Store, mem *memory.Memory, bgt *budget.Budget, mcp *connectors.Connectors) []part.Part {
+	parts := []part.Part{&files.Attach{Slack: w.api, Store: fileStore, Max: w.cfg.FileMax}}
+	parts = append(parts, recall.Part(recall.New(w.search, w.dir)))
+	if gh := pullRequests(w.cfg); gh != nil {
+		parts = append(parts, &forge.Pulls{Forge: gh, Repo: w.repos.OnForge, Follow: followupFeature(w.follow), Transcript: w.transcriptURL})
+	}
+	parts = append(parts, &files.Shared{Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: w.cfg.FileMax}), Store: fileStore})
+	parts = append(parts, mem.Part())
+	if mcp != nil {
+		parts = append(parts, mcp.Part(w.dir.ChannelName))
+	}
+	return append(parts, checkout.Part(), settings.Part(), bgt.Part())
+}
+
+// toolNames is every tool an approvals policy may name: the brain's and the turn parts'.
+func toolNames() []string {
+	return append(brain.ToolNames(), files.ToolAttach, forge.ToolPullRequest, memory.ToolRemember)
+}
+
+// transcriptURL is a session's transcript link ("" without LOGBOOK_PUBLIC_URL).
+func (w *wiring) transcriptURL(id session.ID) string {
+	if w.cfg.Footer.PublicURL == "" {
+		return ""
+	}
+	return bot.TranscriptURL(w.cfg.Footer.PublicURL, id)
+}
