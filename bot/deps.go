@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"sync"
 
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
@@ -80,7 +81,7 @@ type Features struct {
 	Directory *directory.Directory
 	// Settings are the channels' settings as records, /logbook config (nil: the
 	// configuration's alone); Models builds a channel's own model (nil: every channel runs
-	// Agent). See channel.go.
+	// Agent). See loadChannel.
 	Settings *settings.Settings
 	Models   *Models
 }
@@ -89,4 +90,48 @@ type Features struct {
 type Budget interface {
 	// For is the meter of one turn, whose calls count against channel's budget and person's.
 	For(channel, person string, sess session.ID, turn int64) brain.Meter
+}
+
+// Models gives a channel whose model setting differs from the default the agent of its model,
+// built once per spec and kept.
+type Models struct {
+	// New builds the agent of a model spec (LOGBOOK_MODEL syntax); an error says the spec
+	// cannot be used here (a provider without its key, say).
+	New func(spec string) (Agent, error)
+
+	mu     sync.Mutex
+	agents map[string]Agent
+}
+
+// Agent returns the agent of spec, building it on first use.
+func (m *Models) Agent(spec string) (Agent, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if a, ok := m.agents[spec]; ok {
+		return a, nil
+	}
+	a, err := m.New(spec)
+	if err != nil {
+		return nil, err
+	}
+	if m.agents == nil {
+		m.agents = map[string]Agent{}
+	}
+	m.agents[spec] = a
+	return a, nil
+}
+
+// SettingsChecks are the validators of the settings whose syntax the bot owns, for
+// settings.Config.Check: the model (models nil: it cannot be set), the approvals policy (over
+// the tools named, brain.ToolNames and the parts') and the thread-replies mode.
+func SettingsChecks(models *Models, tools []string) map[string]func(string) error {
+	model := settings.Unsupported("this deployment runs one model (it has no model factory)")
+	if models != nil {
+		model = func(v string) error { _, err := models.Agent(v); return err }
+	}
+	return map[string]func(string) error{
+		settings.Model:         model,
+		settings.Approvals:     func(v string) error { _, err := ParseToolApproval(v, tools); return err },
+		settings.ThreadReplies: func(v string) error { _, err := ParseThreadReplies(v); return err },
+	}
 }

@@ -121,7 +121,7 @@
 //
 // # Each channel its own agent
 //
-// With Features.Settings, a turn reads its channel's settings once, as it starts (channel.go:
+// With Features.Settings, a turn reads its channel's settings once, as it starts (loadChannel:
 // a channel's record from /logbook config wins over the configuration): its thread-replies
 // mode decides what it answers, its approvals policy replaces RunnerConfig.Approval.Policy,
 // and its model runs the turn (Features.Models: the brain with another provider). The rest

@@ -175,7 +175,7 @@ func TestCannedRepliesRunNoSetup(t *testing.T) {
 	h.replies(general, top.TS, 1)
 	s := h.session(general, top.TS)
 	h.answered(s.ID)
-	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> unmute"})
+	h.acked(h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> unmute"}))
 	h.replies(general, top.TS, 2)
 	h.answered(s.ID)
 	if evs := h.events(s.ID, session.TypeSandboxProvisioned, session.TypeSetupResult, session.TypeTurnSettings); len(evs) != 0 {
@@ -184,7 +184,7 @@ func TestCannedRepliesRunNoSetup(t *testing.T) {
 	if n := len(model.Calls()); n != 0 {
 		t.Fatalf("%d model calls for canned replies", n)
 	}
-	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> hi"})
+	h.acked(h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> hi"})) // stored before final waits
 	reply := h.final(general, top.TS, 3)
 	if !strings.Contains(reply, "answered anyway") || !strings.Contains(reply, "failed (exit 3)") {
 		t.Fatalf("reply %q; want the setup's failure said under the agent's first reply", reply)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/part"
+	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
@@ -81,7 +83,7 @@ type turn struct {
 	// appended: an approval's wait looks again.
 	changed chan struct{}
 	live    *liveView // nil: none (yet)
-	// channel is what the turn runs under from its channel's settings (channel.go).
+	// channel is what the turn runs under from its channel's settings (loadChannel).
 	channel channelTurn
 	// scope is what the turn's parts see (prepare); offered what they offered the agent
 	// (produce) that the turn uses after: the tools a person must approve, and what goes
@@ -124,7 +126,7 @@ func (t *turn) run(ctx context.Context) error {
 		return err
 	}
 	t.channel = ch
-	if t.channel.on { // what runs under the turn reads the settings the turn read (channel.go)
+	if t.channel.on { // what runs under the turn reads the settings the turn read (loadChannel)
 		ctx = t.features.Settings.Within(ctx, t.channel.ch)
 	}
 	resumed := t.state.open
@@ -851,4 +853,60 @@ func (t *turn) steer(ctx context.Context, through int64) (int64, error) {
 		return through, err
 	}
 	return next, nil
+}
+
+// Each channel its own agent (issue 31): the turn's side of a channel's settings
+// (Features.Settings) and its own model (Features.Models). A turn reads them once, at its
+// start (channelTurn), and uses them in its phases (thread manners, approvals, the agent);
+// the parts (settings.Part, memory, checkout) give the system prompt the rest, and the turn
+// records what it ran under in a turn_settings event before its first model call.
+
+// channelTurn is what a turn runs under from its channel's settings, else the deployment's
+// configuration (no Features.Settings, or a setting the channel left at its default).
+type channelTurn struct {
+	on       bool // the deployment keeps channel settings: ch is the channel's
+	ch       settings.Channel
+	agent    Agent         // the channel's model's, else Deps.Agent
+	approval ToolApproval  // the channel's approvals policy, else RunnerConfig.Approval.Policy
+	own      bool          // approval is the channel's own (/logbook config approvals)
+	replies  ThreadReplies // the channel's thread-replies mode, else RunnerConfig.ThreadReplies
+	model    string        // the model spec the agent runs
+}
+
+// loadChannel reads what the turn of session key runs under. A setting that no longer parses
+// (a provider's key removed since an admin set it) is logged and falls back: a model to the
+// default, an approvals policy to asking before every tool. Errors are the store's: a turn
+// never runs under settings it could not read.
+func loadChannel(ctx context.Context, f Features, cfg *RunnerConfig, agent Agent, key session.ThreadKey, log zerolog.Logger) (channelTurn, error) {
+	ct := channelTurn{agent: agent, approval: cfg.Approval.Policy, replies: cfg.ThreadReplies}
+	if f.Settings == nil {
+		return ct, nil
+	}
+	ch, err := f.Settings.For(ctx, key.Team, key.Channel)
+	if err != nil {
+		return ct, fmt.Errorf("the settings of %s: %w", key.Channel, err)
+	}
+	ct.on, ct.ch, ct.model = true, ch, ch.Value(settings.Model)
+	if _, ok := ch.Record(settings.Model); ok && f.Models != nil {
+		if a, err := f.Models.Agent(ct.model); err != nil {
+			log.Warn().Err(err).Msg("the channel's model cannot be used: the turn runs the default one")
+			ct.model = f.Settings.Default(settings.Model)
+		} else {
+			ct.agent = a
+		}
+	}
+	if v, ok := ch.Record(settings.Approvals); ok {
+		p, err := ParseToolApproval(v.New, cfg.Approval.tools())
+		if err != nil {
+			log.Warn().Err(err).Msg("the channel's approvals policy does not parse: every tool asks")
+			p, _ = ParseToolApproval("*=ask", nil)
+		}
+		ct.approval, ct.own = p, true
+	}
+	if v, ok := ch.Record(settings.ThreadReplies); ok {
+		if m, err := ParseThreadReplies(v.New); err == nil {
+			ct.replies = m
+		}
+	}
+	return ct, nil
 }
