@@ -25,6 +25,9 @@ type conn struct {
 
 	stale atomic.Bool // the server said its tools changed (notifications/tools/list_changed)
 	tools []Tool      // the tools as last listed, nil until then; under Session.mu
+	// sent is every credential logbook put on a request to the server (remote servers), to
+	// scrub from what the server answers.
+	sent credentials
 }
 
 func (c *conn) alive() bool {
@@ -153,17 +156,24 @@ func (s *Session) dialRemote(ctx, life context.Context, client *mcp.Client, srv 
 	if s.c.opts.Transport != nil {
 		base = s.c.opts.Transport
 	}
+	tokenBase := base // the authorization server is another origin, by design
+	origin, err := originOf(srv.URL)
+	if err != nil {
+		return err
+	}
+	// The last layer before the network: requests go to the server's own origin only, with
+	// what the layers above added (the headers, the OAuth token), which it keeps to scrub.
+	base = outbound{base: base, origin: origin, server: srv.Name, set: srv.Headers, sent: &c.sent, log: s.log}
 	var rt http.RoundTripper = headers{base: base, set: srv.Headers}
 	if srv.OAuth != nil {
 		// The bearer token is added here, by logbook: it never reaches the sandbox or the model.
-		src, err := s.tokenSource(ctx, srv, &http.Client{Transport: base})
+		src, err := s.tokenSource(ctx, srv, &http.Client{Transport: tokenBase})
 		if err != nil {
 			return err
 		}
 		rt = &oauth2.Transport{Source: src, Base: rt}
 	}
-	hc := &http.Client{Transport: rt}
-	var err error
+	hc := &http.Client{Transport: rt, CheckRedirect: sameOrigin(origin)}
 	if srv.Transport == TransportHTTP {
 		c.cs, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc, MaxRetries: 1}, nil)
 		if err == nil {

@@ -277,10 +277,12 @@ func (s *Session) Call(ctx context.Context, name string, input json.RawMessage) 
 		return Result{Content: fmt.Sprintf("MCP server %s did not answer %s within %s; the call's outcome is unknown", srv.Name, tool, s.c.opts.CallTimeout), IsError: true}
 	case err != nil:
 		s.drop(srv.Name, c) // a broken connection is made again on the next use
-		return Result{Content: fmt.Sprintf("MCP server %s failed the call of %s: %s", srv.Name, tool, clipText(s.c.redact(err.Error()), 500)), IsError: true}
+		return Result{Content: fmt.Sprintf("MCP server %s failed the call of %s: %s", srv.Name, tool, clipText(s.c.redact(c.sent.scrub(err.Error())), 500)), IsError: true}
 	}
 	text, images := render(res)
-	return Result{Content: s.c.redact(text), IsError: res.IsError, Images: images}
+	// Whatever logbook added to the requests is not the server's to hand back: an echoed
+	// token would reach the model, the log, transcripts and the pages.
+	return Result{Content: s.c.redact(c.sent.scrub(text)), IsError: res.IsError, Images: images}
 }
 
 // Close ends every connection and stops the local servers. It is idempotent.
