@@ -9,7 +9,7 @@ import (
 // whether a fleet of them and a reserve for other clients fit in what the server allows
 // ([Limits]). The caller builds the budget from its settings; the refusals name logbook
 // serve's (LOGBOOK_REPLICAS, LOGBOOK_DB_RESERVE, LOGBOOK_DB_POOL, LOGBOOK_DB_GATEWAY_POOL),
-// which the README quotes.
+// which docs/replicas.md quotes.
 
 // ConnRole is one kind of connection a replica opens: a pool, or a dedicated connection.
 type ConnRole struct {

@@ -3,7 +3,7 @@
 // names logbook adds to the standard ones. The tracer provider is always passed in (nil: a
 // no-op one); nothing here reads the environment or sets otel's globals.
 //
-// Spans (see README, "Traces"): one per Socket Mode envelope (gateway), per turn (cell), per
+// Spans (see docs/traces.md): one per Socket Mode envelope (gateway), per turn (cell), per
 // model call (GenAI semantic conventions; prompt and completion text only when the caller
 // asks for content), per tool call, per Slack Web API call (an otelhttp transport) and per
 // database statement (a pgx tracer).

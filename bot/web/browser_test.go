@@ -253,7 +253,7 @@ func TestBrowserSearch(t *testing.T) {
 	}
 }
 
-// The README's token way, in a browser: the pages answer a sign-in form; pasting the token
+// docs/web.md's token way, in a browser: the pages answer a sign-in form; pasting the token
 // the operator gave (LOGBOOK_WEB_TOKENS) opens them, and signing out closes them again.
 func TestBrowserSignInWithAToken(t *testing.T) {
 	t.Parallel()

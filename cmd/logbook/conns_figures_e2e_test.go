@@ -19,7 +19,7 @@ import (
 	"github.com/logbook/logbook/bot/slackemu"
 )
 
-// TestE2EConnectionFigures measures issue 33's connections per replica (the README's
+// TestE2EConnectionFigures measures issue 33's connections per replica (docs/replicas.md,
 // "Running many replicas"): LOGBOOK_CONNS_FIGURES replicas on one database, idle, under load
 // (LOGBOOK_CONNS_RATE messages/s, default 30, over 300 threads for LOGBOOK_CONNS_LOAD,
 // default 30s, a model answering in 0–2 s; cells evicted 20 s after their last message), and

@@ -373,7 +373,7 @@ func TestE2EDevChatShowsWhatTheBotDid(t *testing.T) {
 	home := t.TempDir()
 	sb := devSandboxDir(t)
 	// dev's own PostgreSQL: /threads lists what the search index holds, and on the shared test
-	// server another database's long transaction can hold the index back (see README).
+	// server another database's long transaction can hold the index back (see docs/log.md).
 	data := devDataDir(t)
 	env := devEnv(home, "LOGBOOK_SANDBOX=process", "LOGBOOK_SANDBOX_DIR="+sb, "LOGBOOK_TOOL_APPROVAL=run_command=ask")
 

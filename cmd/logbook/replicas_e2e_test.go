@@ -38,7 +38,7 @@ const (
 	leaseCallsPerMessageMax = 3.0
 )
 
-// fleetSettings are the ten replicas' connection settings: the README's sizing for ten
+// fleetSettings are the ten replicas' connection settings: docs/replicas.md's sizing for ten
 // replicas on a server of max_connections 100 (pools of 4 and 2, listen and watch: 8 per replica,
 // 86 in all).
 var fleetSettings = map[string]string{"LOGBOOK_REPLICAS": "10", "LOGBOOK_DB_POOL": "4", "LOGBOOK_DB_GATEWAY_POOL": "2"}

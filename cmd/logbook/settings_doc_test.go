@@ -61,10 +61,10 @@ func helpText(t *testing.T, args ...string) string {
 	return out.String()
 }
 
-// The settings tables (serve --help's, audit --help's) and README never drift from what the
-// binary reads: every LOGBOOK_* setting read by cmd/logbook is named in one of the tables;
-// every setting the tables or README name is read by it (README may also name the tests' own
-// knobs, read by test code).
+// The settings tables (serve --help's, audit --help's) and the docs (README.md and docs/*.md)
+// never drift from what the binary reads: every LOGBOOK_* setting read by cmd/logbook is named
+// in one of the tables and in docs/configuration.md's index; every setting the tables or the
+// docs name is read by it (the docs may also name the tests' own knobs, read by test code).
 func TestSettingsTablesMatchTheLoader(t *testing.T) {
 	t.Parallel()
 	read := loaderSettings(t, false, ".")
@@ -89,13 +89,29 @@ func TestSettingsTablesMatchTheLoader(t *testing.T) {
 			t.Errorf("%s names %s, which cmd/logbook does not read", table, name)
 		}
 	}
-	readme, err := os.ReadFile("../../README.md")
+	knobs := loaderSettings(t, true, ".", "../../migrations/pgtest")
+	for _, file := range docFiles(t) {
+		doc, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range unknownSettings(string(doc), knobs) {
+			t.Errorf("%s names %s, which neither cmd/logbook nor the tests read", strings.TrimPrefix(file, "../../"), name)
+		}
+	}
+	index, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	knobs := loaderSettings(t, true, ".", "../../migrations/pgtest")
-	for _, name := range unknownSettings(string(readme), knobs) {
-		t.Errorf("README.md names %s, which neither cmd/logbook nor the tests read", name)
+	var unindexed []string
+	for name := range read {
+		if !bytes.Contains(index, []byte("`"+name+"`")) {
+			unindexed = append(unindexed, name)
+		}
+	}
+	slices.Sort(unindexed)
+	if len(unindexed) > 0 {
+		t.Errorf("read by cmd/logbook but not in docs/configuration.md's index: %v", unindexed)
 	}
 }
 
