@@ -369,7 +369,7 @@ func (s *server) oidcIdentity(w http.ResponseWriter, r *http.Request) (Identity,
 }
 
 // person is who the claims name (UserClaim), or "" and why not. An email claim is believed
-// only when the provider does not mark it unverified.
+// when the provider sends no email_verified (Entra ID sends none), or one that says verified.
 func (o *oidcSignIn) person(claims map[string]any) (string, string) {
 	who, _ := claims[o.cfg.UserClaim].(string)
 	who = strings.TrimSpace(who)
@@ -377,11 +377,23 @@ func (o *oidcSignIn) person(claims map[string]any) (string, string) {
 		return "", "the ID token has no " + o.cfg.UserClaim + " claim"
 	}
 	if o.cfg.UserClaim == "email" {
-		if v, ok := claims["email_verified"].(bool); ok && !v {
-			return "", "the ID token's email is not verified"
+		if v, ok := claims["email_verified"]; ok && !emailVerified(v) {
+			return "", clean(fmt.Sprintf("the ID token's email is not verified (email_verified: %#v)", v), 200)
 		}
 	}
 	return clean(who, 320), ""
+}
+
+// emailVerified reads an email_verified claim: the boolean true, or the string "true" that
+// Cognito and JumpCloud send. Anything else — false, "false", null, 1, "yes" — is not verified.
+func emailVerified(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case string:
+		return x == "true"
+	}
+	return false
 }
 
 // claimStrings reads a claim of strings (a list, or one string) at a dotted path; found is

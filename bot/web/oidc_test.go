@@ -1,6 +1,8 @@
 package web_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/oauth2-proxy/mockoidc"
 	"github.com/rs/zerolog"
 
@@ -70,6 +73,51 @@ func fetch(t *testing.T, c *http.Client, u string) (int, string, *url.URL) {
 
 func user(email string, groups ...string) *mockoidc.MockUser {
 	return &mockoidc.MockUser{Subject: "sub-" + email, Email: email, EmailVerified: true, PreferredUsername: email, Groups: groups}
+}
+
+// providerUser is a person as a provider describes them, claim by claim, where
+// mockoidc.MockUser cannot: email_verified as a string, a userinfo answer about another
+// subject, Entra ID's _claim_names. idToken is added to the ID token's registered claims and
+// nonce; userinfo is the userinfo answer (its sub is Subject unless it names one).
+type providerUser struct {
+	Subject  string
+	idToken  map[string]any
+	userinfo map[string]any
+}
+
+func (u providerUser) ID() string { return u.Subject }
+
+func (u providerUser) Userinfo([]string) ([]byte, error) {
+	info := map[string]any{"sub": u.Subject}
+	for k, v := range u.userinfo {
+		info[k] = v
+	}
+	return json.Marshal(info)
+}
+
+func (u providerUser) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.Claims, error) {
+	return idTokenClaims{IDTokenClaims: base, extra: u.idToken}, nil
+}
+
+// idTokenClaims are the provider's claims with more beside them.
+type idTokenClaims struct {
+	*mockoidc.IDTokenClaims
+	extra map[string]any
+}
+
+func (c idTokenClaims) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(c.IDTokenClaims)
+	if err != nil {
+		return nil, err
+	}
+	all := map[string]any{}
+	if err := json.Unmarshal(b, &all); err != nil {
+		return nil, err
+	}
+	for k, v := range c.extra {
+		all[k] = v
+	}
+	return json.Marshal(all)
 }
 
 // Signing in through the provider: the authorization code flow with PKCE, state and nonce;
@@ -251,4 +299,52 @@ func TestOIDCSessionEndsWhenTheRoleMappingChanges(t *testing.T) {
 	if a, b := get(same.URL), get(changed.URL); a != http.StatusOK || b != http.StatusUnauthorized {
 		t.Errorf("the cookie on pages with the same mapping: %d (want 200); with a changed one: %d (want 401)", a, b)
 	}
+}
+
+// email_verified is a boolean, but Cognito and JumpCloud send it as a string: only true or
+// "true" verifies the email ("false", anything else, even null, does not), and a person whose
+// email is not verified is refused. A provider that sends no email_verified (Entra ID) is
+// believed, as before.
+func TestOIDCEmailVerifiedMustBeTrue(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	srv, m := oidcPages(t, f, "*=reader")
+	for i, tc := range []struct {
+		name     string
+		verified any // absent: no claim
+		ok       bool
+	}{
+		{"string false", "false", false}, {"string False", "False", false}, {"string no", "no", false},
+		{"empty string", "", false}, {"bool false", false, false}, {"number 0", 0, false}, {"null", nil, false},
+		{"number 1", 1, false}, {"string yes", "yes", false},
+		{"string true", "true", true}, {"bool true", true, true}, {"absent", absent{}, true},
+	} {
+		email := fmt.Sprintf("person%d@example.com", i)
+		claims := map[string]any{"email": email}
+		if _, none := tc.verified.(absent); !none {
+			claims["email_verified"] = tc.verified
+		}
+		m.QueueUser(providerUser{Subject: "sub-" + email, idToken: claims})
+		c := browserClient(t)
+		code, body, _ := fetch(t, c, srv.URL+"/oidc/login")
+		signedIn := code == http.StatusOK && strings.Contains(body, "signed in as "+email)
+		if signedIn != tc.ok || (!tc.ok && code != http.StatusForbidden) {
+			t.Errorf("email_verified %s (%#v): %d, signed in %v; want signed in %v (or 403):\n%s", tc.name, tc.verified, code, signedIn, tc.ok, shown(body))
+		}
+		if code, _, _ := fetch(t, c, srv.URL+"/"); (code == http.StatusOK) != tc.ok {
+			t.Errorf("email_verified %s: the list then answers %d", tc.name, code)
+		}
+	}
+}
+
+type absent struct{}
+
+// shown is what a page says: its <main>, without the head and styles.
+func shown(page string) string {
+	_, after, ok := strings.Cut(page, "<main>")
+	if !ok {
+		return page
+	}
+	main, _, _ := strings.Cut(after, "</main>")
+	return strings.TrimSpace(main)
 }
