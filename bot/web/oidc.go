@@ -26,9 +26,10 @@ import (
 // the authorization code flow with PKCE (S256), its state and nonce checked, the ID token
 // verified by github.com/coreos/go-oidc against the provider's keys. Who signed in is the
 // UserClaim of the ID token; their role comes from the groups in its GroupsClaim (or the
-// provider's userinfo, when the ID token has none), mapped by Roles. A person in no mapped
-// group is refused. A sign-in opens a server-side session like the token form's (the
-// SignInStore), for 12 hours or until sign-out; every attempt is recorded in the access log.
+// provider's userinfo, when the ID token has none: its sub must be the ID token's), mapped by
+// Roles. A person in no mapped group is refused. A sign-in opens a server-side session like
+// the token form's (the SignInStore), for 12 hours or until sign-out; every attempt is
+// recorded in the access log.
 type OIDC struct {
 	Issuer       string // the provider's issuer URL (LOGBOOK_OIDC_ISSUER); discovery is at /.well-known/openid-configuration
 	ClientID     string
@@ -352,6 +353,14 @@ func (s *server) oidcIdentity(w http.ResponseWriter, r *http.Request) (Identity,
 	groups, found := claimStrings(claims, s.oidc.cfg.GroupsClaim)
 	if !found && p.UserInfoEndpoint() != "" {
 		if info, err := p.UserInfo(ctx, oauth2.StaticTokenSource(tok)); err == nil {
+			// OpenID Connect Core 5.3.2: the userinfo's sub MUST be the ID token's; an answer
+			// about someone else (a faulty provider, tokens mixed up) must not give its groups.
+			if info.Subject != idt.Subject {
+				return Identity{}, "", refuse(http.StatusUnauthorized,
+					"Your organisation's sign-in named two different people for this sign-in, so nobody was signed in. Tell your logbook operator.",
+					fmt.Sprintf("userinfo sub %q is not the ID token's %q (the ID token's %s: %s)",
+						clean(info.Subject, 200), clean(idt.Subject, 200), s.oidc.cfg.UserClaim, who))
+			}
 			var more map[string]any
 			if info.Claims(&more) == nil {
 				groups, _ = claimStrings(more, s.oidc.cfg.GroupsClaim)

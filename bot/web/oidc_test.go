@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/web"
+	"github.com/logbook/logbook/session/logtest"
 )
 
 // oidcPages serves f's pages with OIDC sign-in against a real OpenID Connect provider
@@ -33,6 +34,12 @@ func oidcPages(t *testing.T, f *fixture, roles string) (*httptest.Server, *mocko
 // oidcPagesWith serves f's pages with OIDC sign-in against m.
 func oidcPagesWith(t *testing.T, f *fixture, roles string, m *mockoidc.MockOIDC) *httptest.Server {
 	t.Helper()
+	return oidcPagesLogging(t, f, roles, m, zerolog.New(zerolog.NewTestWriter(t)))
+}
+
+// oidcPagesLogging serves f's pages with OIDC sign-in against m, logging to log.
+func oidcPagesLogging(t *testing.T, f *fixture, roles string, m *mockoidc.MockOIDC, log zerolog.Logger) *httptest.Server {
+	t.Helper()
 	mapping, err := web.ParseRoles(roles)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +49,7 @@ func oidcPagesWith(t *testing.T, f *fixture, roles string, m *mockoidc.MockOIDC)
 	t.Cleanup(srv.Close)
 	h, err = web.Handler(web.Config{Sessions: f.store, Finder: f.searcher, AccessLog: f.app,
 		Access:     web.Access{Tokens: []web.Token{{Name: "ci-bot", Secret: tokenSecret}}, ProxyHeader: proxyHeader},
-		Visibility: f.vis, SignIns: f.store, Log: zerolog.New(zerolog.NewTestWriter(t)),
+		Visibility: f.vis, SignIns: f.store, Log: log,
 		OIDC: &web.OIDC{Issuer: m.Issuer(), ClientID: m.ClientID, ClientSecret: m.ClientSecret, RedirectURL: srv.URL + "/oidc/callback",
 			Scopes: []string{"email", "profile", "groups"}, Roles: mapping}})
 	if err != nil {
@@ -338,6 +345,48 @@ func TestOIDCEmailVerifiedMustBeTrue(t *testing.T) {
 }
 
 type absent struct{}
+
+// When the ID token has no groups, they are read from the provider's userinfo; OpenID Connect
+// Core 5.3.2 says its sub MUST be the ID token's. A userinfo answer about someone else (a
+// faulty or confused provider, a token mixed up) is refused and logged, never believed: it
+// would give its groups, and so the auditor role, to the person the ID token names.
+func TestOIDCUserinfoAboutAnotherSubjectIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	m, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown() })
+	var logs logtest.Buffer
+	srv := oidcPagesLogging(t, f, "engineering=reader,sec-audit=auditor", m, zerolog.New(&logs))
+
+	// The groups from a userinfo about the same subject decide the role.
+	m.QueueUser(providerUser{Subject: "sub-sam", idToken: map[string]any{"email": "sam@example.com", "email_verified": true},
+		userinfo: map[string]any{"groups": []string{"sec-audit"}}})
+	if code, body, _ := fetch(t, browserClient(t), srv.URL+"/oidc/login"); code != http.StatusOK ||
+		!strings.Contains(body, "signed in as sam@example.com (auditor)") {
+		t.Fatalf("groups from the userinfo of the same subject: %d\n%s", code, shown(body))
+	}
+
+	m.QueueUser(providerUser{Subject: "sub-jane", idToken: map[string]any{"email": "jane@example.com", "email_verified": true},
+		userinfo: map[string]any{"sub": "sub-mallory", "groups": []string{"sec-audit"}}})
+	c := browserClient(t)
+	code, body, _ := fetch(t, c, srv.URL+"/oidc/login")
+	if code != http.StatusUnauthorized || strings.Contains(body, "signed in as") || !strings.Contains(body, "two different people") {
+		t.Errorf("a userinfo about another subject: %d, want 401 saying the provider named two different people:\n%s", code, shown(body))
+	}
+	if code, _, _ := fetch(t, c, srv.URL+"/"); code != http.StatusUnauthorized {
+		t.Errorf("after the refusal, the list answers %d, want 401", code)
+	}
+	if !strings.Contains(logs.String(), `userinfo sub \"sub-mallory\" is not the ID token's \"sub-jane\"`) {
+		t.Errorf("no log line names the two subjects:\n%s", logs.String())
+	}
+	rows := f.accessLog()
+	if last := rows[len(rows)-1]; last.Action != "signin" || last.Who != "anonymous" || last.Status != http.StatusUnauthorized {
+		t.Errorf("the refusal's access log row: %+v", last)
+	}
+}
 
 // shown is what a page says: its <main>, without the head and styles.
 func shown(page string) string {
