@@ -363,11 +363,22 @@ func (s *server) oidcIdentity(w http.ResponseWriter, r *http.Request) (Identity,
 			}
 			var more map[string]any
 			if info.Claims(&more) == nil {
-				groups, _ = claimStrings(more, s.oidc.cfg.GroupsClaim)
+				groups, found = claimStrings(more, s.oidc.cfg.GroupsClaim)
 			}
 		}
 	}
 	role, ok := s.oidc.role(groups)
+	if !ok && !found && groupsOverage(claims, s.oidc.cfg.GroupsClaim) {
+		// Not "in no allowed group": nobody can tell. logbook does not ask Microsoft Graph
+		// (another API and permission); the provider can send fewer groups (README).
+		r := refuse(http.StatusForbidden, "Your organisation's sign-in sent no groups for "+who+": you are in too many groups for it "+
+			"to put them in a sign-in (Entra ID stops at 200), so logbook cannot tell whether you may read these pages. "+
+			"Ask your logbook operator to have the sign-in send only the groups assigned to logbook.",
+			fmt.Sprintf("groups overage: the ID token names %s in _claim_names instead of sending it (Entra ID past 200 groups); "+
+				"have the provider send only the groups assigned to the application", s.oidc.cfg.GroupsClaim))
+		r.who = who
+		return Identity{}, "", r
+	}
 	if !ok {
 		r := refuse(http.StatusForbidden, "You are signed in as "+who+", but not in a group that may read these pages. Ask your logbook operator.",
 			fmt.Sprintf("in no allowed group (%s: %d groups)", s.oidc.cfg.GroupsClaim, len(groups)))
@@ -403,6 +414,16 @@ func emailVerified(v any) bool {
 		return x == "true"
 	}
 	return false
+}
+
+// groupsOverage reports whether the ID token says its groups claim was left out for want of
+// room: past 200 groups Entra ID sends no groups claim but names it in _claim_names (with
+// where to read it in _claim_sources; OpenID Connect Core 5.6.2's distributed claims).
+func groupsOverage(claims map[string]any, groupsClaim string) bool {
+	names, _ := claims["_claim_names"].(map[string]any)
+	name, _, _ := strings.Cut(groupsClaim, ".")
+	_, ok := names[name]
+	return ok
 }
 
 // claimStrings reads a claim of strings (a list, or one string) at a dotted path; found is

@@ -388,6 +388,42 @@ func TestOIDCUserinfoAboutAnotherSubjectIsRefused(t *testing.T) {
 	}
 }
 
+// Past 200 groups Entra ID puts no groups claim in the ID token: it names where to read them
+// instead (_claim_names and _claim_sources, the "groups overage"). logbook does not call
+// Microsoft Graph; it refuses the person, and the page and the log say why, rather than "in no
+// allowed group". (docs: the README's OpenID Connect section, "Groups assigned to the
+// application".)
+func TestOIDCGroupsOverageIsSaidPlainly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	m, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown() })
+	var logs logtest.Buffer
+	srv := oidcPagesLogging(t, f, "0b6a4f1e-engineering=reader", m, zerolog.New(&logs))
+
+	m.QueueUser(providerUser{Subject: "sub-kim", idToken: map[string]any{"email": "kim@example.com",
+		"_claim_names":   map[string]any{"groups": "src1"},
+		"_claim_sources": map[string]any{"src1": map[string]any{"endpoint": "https://graph.windows.net/tenant/users/kim/getMemberObjects"}}}})
+	c := browserClient(t)
+	code, body, _ := fetch(t, c, srv.URL+"/oidc/login")
+	if code != http.StatusForbidden || !strings.Contains(body, "in too many groups") || strings.Contains(body, "not in a group that may read") {
+		t.Errorf("a groups overage: %d, want 403 saying the provider sent no groups because there are too many:\n%s", code, shown(body))
+	}
+	if code, _, _ := fetch(t, c, srv.URL+"/"); code != http.StatusUnauthorized {
+		t.Errorf("after the refusal, the list answers %d, want 401", code)
+	}
+	if !strings.Contains(logs.String(), "groups overage") || strings.Contains(logs.String(), "in no allowed group") {
+		t.Errorf("the log does not name the groups overage:\n%s", logs.String())
+	}
+	rows := f.accessLog()
+	if last := rows[len(rows)-1]; last.Action != "signin" || last.Who != "kim@example.com" || last.Status != http.StatusForbidden {
+		t.Errorf("the refusal's access log row: %+v", last)
+	}
+}
+
 // shown is what a page says: its <main>, without the head and styles.
 func shown(page string) string {
 	_, after, ok := strings.Cut(page, "<main>")
