@@ -35,7 +35,9 @@ func (s *server) callbackURL(r *http.Request) string {
 }
 
 // mcpConnect is GET /mcp/{server}/connect?channel=C: an admin (an auditor) begins connecting
-// the server for the channel; the browser goes on to the server's authorization page.
+// the server for the channel; the browser goes on to the server's authorization page. A
+// connect another site started (connectStartedHere) is refused and recorded (action
+// mcp_connect, status 403).
 func (s *server) mcpConnect(w http.ResponseWriter, r *http.Request) {
 	id := identityFrom(r.Context())
 	if !id.Auditor {
@@ -43,6 +45,19 @@ func (s *server) mcpConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	server, channel := r.PathValue("server"), strings.TrimSpace(r.URL.Query().Get("channel"))
+	if !connectStartedHere(r, s.cfg.PublicURL, id) {
+		s.log.Warn().Str("server", server).Str("channel", channel).Str("who", id.Who).Str("sec_fetch_site", clean(r.Header.Get("Sec-Fetch-Site"), 40)).
+			Msg("MCP connect refused: started from another site")
+		w.Header().Set("Cache-Control", "no-store")
+		query := url.Values{"server": {server}, "channel": {channel}}.Encode()
+		if err := record(r.Context(), s.cfg.AccessLog, r, access{action: "mcp_connect", query: query, status: http.StatusForbidden}); err != nil {
+			s.unrecorded(w, err)
+			return
+		}
+		s.page(w, http.StatusForbidden, "message", pageData{Title: "Refused", Message: "This connect was started from another site, so it was refused. " +
+			"To connect, paste the address into your browser's address bar yourself."})
+		return
+	}
 	if channel == "" {
 		s.page(w, http.StatusBadRequest, "message", pageData{Title: "Connect", Message: "Name the channel: /mcp/<server>/connect?channel=C0123ABCD."})
 		return
@@ -54,6 +69,36 @@ func (s *server) mcpConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, authURL, http.StatusSeeOther)
+}
+
+// connectStartedHere reports whether a connect comes from the admin rather than from another
+// site: a link, a redirect or an image there would otherwise spend the admin's consent at the
+// authorization server on a channel that site chose, whenever the admin's sign-in is ambient —
+// the header the proxy adds to every request, a sign-in cookie. (The callback cannot be
+// checked so: the authorization server's redirect back is cross-site by nature; its state is
+// bound to the admin and to a connect begun here.)
+//
+// The browser's Sec-Fetch-Site decides: "same-origin" (a page here), or "none" (an address
+// the admin typed, pasted or bookmarked, or opened from another app); "same-site",
+// "cross-site" and anything unknown are refused. Without it, Origin, else Referer, must be
+// these pages (sameOrigin). With neither header, only a request that brings its own bearer
+// token may start a connect: no site can make a browser send an Authorization header, while an
+// ambient sign-in with neither is what a browser too old for Sec-Fetch-Site (before Safari
+// 16.4, Firefox 90, Chrome 76) sends when another site's link says rel="noreferrer", which
+// cannot be told from a typed address. Such an admin is refused; every current browser sends
+// "none" for a typed address, so that costs little, and an admin connects rarely.
+func connectStartedHere(r *http.Request, publicURL string, id Identity) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+		return true
+	case "":
+	default:
+		return false
+	}
+	if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
+		return sameOrigin(r, publicURL)
+	}
+	return id.Via == "bearer_token" && !id.browser
 }
 
 // mcpCallback is GET /mcp/callback?code&state: the authorization server sends the admin back;

@@ -508,3 +508,108 @@ func TestMCPOAuthDiscoveryRefusesNoPKCE(t *testing.T) {
 		t.Errorf("pending connects: %d (%v)", n, err)
 	}
 }
+
+// A connect spends the admin's consent at the authorization server on a channel the request
+// names, so another site must not start one with the admin's ambient sign-in (the header
+// oauth2-proxy adds to every request, or a sign-in cookie). The browser's Sec-Fetch-Site
+// decides (same-origin, or none for an address typed or bookmarked); without it, Origin or
+// Referer must be these pages; with neither, only a request that brings its own bearer token
+// (no browser sends one for another site) may start a connect. A refusal starts nothing and
+// is recorded.
+func TestMCPConnectRefusesOtherSites(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	auth := newAuthServer(t)
+	mcpSrv, _ := protectedMCP(t, auth)
+	cfg, err := connectors.Parse("mcp.json", []byte(`{"mcpServers": {"incidents": {"url": "`+mcpSrv.URL+`", "channels": ["#general"],
+	  "oauth": {"client_id": "logbook-client", "authorization_url": "`+auth.URL+`/authorize", "token_url": "`+auth.URL+`/token"}}}}`),
+		func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := connectors.ParseSecretKey(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zerolog.New(zerolog.NewTestWriter(t))
+	conns := connectors.New(cfg, connectors.Options{Logger: log, Tokens: f.store, Key: key})
+	h, err := web.Handler(web.Config{Sessions: f.store, Finder: f.searcher, AccessLog: f.app, Log: log, MCP: conns,
+		Access: web.Access{Tokens: []web.Token{{Name: "audit-bot", Secret: auditorSecret, Auditor: true}},
+			ProxyHeader: proxyHeader, Auditors: []string{"admin@example.com"}},
+		Channels: channelNames{"C0000001": "general"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := httptest.NewServer(h)
+	defer pages.Close()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	defer client.CloseIdleConnections()
+	connect := func(headers map[string]string) (int, string, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, pages.URL+"/mcp/incidents/connect?channel=C0000001", nil)
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Location"), shown(b.String())
+	}
+	pending := func() int {
+		t.Helper()
+		var n int
+		if err := f.admin.QueryRow(context.Background(), `SELECT count(*) FROM mcp_connects`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	admin := func(h map[string]string) map[string]string {
+		h[proxyHeader] = "admin@example.com"
+		return h
+	}
+	refused := []map[string]string{
+		admin(map[string]string{"Sec-Fetch-Site": "cross-site"}),
+		admin(map[string]string{"Sec-Fetch-Site": "same-site"}),
+		admin(map[string]string{"Sec-Fetch-Site": "cross-site", "Referer": pages.URL + "/"}), // the browser's word wins
+		admin(map[string]string{"Sec-Fetch-Site": "something-new"}),
+		admin(map[string]string{"Referer": "https://evil.example/incidents.html"}),
+		admin(map[string]string{"Referer": "http://127.0.0.1.evil.example/"}),
+		admin(map[string]string{"Origin": "https://evil.example"}),
+		admin(map[string]string{"Origin": "null"}),
+		admin(map[string]string{}), // an old browser following <a rel="noreferrer"> looks like this
+	}
+	for _, h := range refused {
+		if st, loc, body := connect(h); st != http.StatusForbidden || loc != "" || !strings.Contains(body, "another site") {
+			t.Errorf("connect with %v: %d to %q, want 403 saying it came from another site:\n%s", h, st, loc, body)
+		}
+	}
+	if n := pending(); n != 0 {
+		t.Errorf("the refused connects left %d pending connects, want 0", n)
+	}
+	var recorded int
+	for _, r := range f.accessLog() {
+		if r.Action == "mcp_connect" && r.Status == http.StatusForbidden && r.Who == "admin@example.com" && r.Query == "channel=C0000001&server=incidents" {
+			recorded++
+		}
+	}
+	if recorded != len(refused) {
+		t.Errorf("%d refused connects recorded, want %d", recorded, len(refused))
+	}
+
+	for _, h := range []map[string]string{
+		admin(map[string]string{"Sec-Fetch-Site": "same-origin"}),
+		admin(map[string]string{"Sec-Fetch-Site": "none"}), // typed, bookmarked, or opened from another app
+		admin(map[string]string{"Referer": pages.URL + "/sessions"}),
+		admin(map[string]string{"Origin": pages.URL}),
+		{"Authorization": "Bearer " + auditorSecret}, // a script's own token: no site can make a browser send it
+	} {
+		if st, loc, body := connect(h); st != http.StatusSeeOther || !strings.HasPrefix(loc, auth.URL+"/authorize?") {
+			t.Errorf("connect with %v: %d to %q, want 303 to the authorization server:\n%s", h, st, loc, body)
+		}
+	}
+}

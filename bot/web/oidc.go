@@ -26,9 +26,10 @@ import (
 // the authorization code flow with PKCE (S256), its state and nonce checked, the ID token
 // verified by github.com/coreos/go-oidc against the provider's keys. Who signed in is the
 // UserClaim of the ID token; their role comes from the groups in its GroupsClaim (or the
-// provider's userinfo, when the ID token has none), mapped by Roles. A person in no mapped
-// group is refused. A sign-in opens a server-side session like the token form's (the
-// SignInStore), for 12 hours or until sign-out; every attempt is recorded in the access log.
+// provider's userinfo, when the ID token has none: its sub must be the ID token's), mapped by
+// Roles. A person in no mapped group is refused. A sign-in opens a server-side session like
+// the token form's (the SignInStore), for 12 hours or until sign-out; every attempt is
+// recorded in the access log.
 type OIDC struct {
 	Issuer       string // the provider's issuer URL (LOGBOOK_OIDC_ISSUER); discovery is at /.well-known/openid-configuration
 	ClientID     string
@@ -352,13 +353,32 @@ func (s *server) oidcIdentity(w http.ResponseWriter, r *http.Request) (Identity,
 	groups, found := claimStrings(claims, s.oidc.cfg.GroupsClaim)
 	if !found && p.UserInfoEndpoint() != "" {
 		if info, err := p.UserInfo(ctx, oauth2.StaticTokenSource(tok)); err == nil {
+			// OpenID Connect Core 5.3.2: the userinfo's sub MUST be the ID token's; an answer
+			// about someone else (a faulty provider, tokens mixed up) must not give its groups.
+			if info.Subject != idt.Subject {
+				return Identity{}, "", refuse(http.StatusUnauthorized,
+					"Your organisation's sign-in named two different people for this sign-in, so nobody was signed in. Tell your logbook operator.",
+					fmt.Sprintf("userinfo sub %q is not the ID token's %q (the ID token's %s: %s)",
+						clean(info.Subject, 200), clean(idt.Subject, 200), s.oidc.cfg.UserClaim, who))
+			}
 			var more map[string]any
 			if info.Claims(&more) == nil {
-				groups, _ = claimStrings(more, s.oidc.cfg.GroupsClaim)
+				groups, found = claimStrings(more, s.oidc.cfg.GroupsClaim)
 			}
 		}
 	}
 	role, ok := s.oidc.role(groups)
+	if !ok && !found && groupsOverage(claims, s.oidc.cfg.GroupsClaim) {
+		// Not "in no allowed group": nobody can tell. logbook does not ask Microsoft Graph
+		// (another API and permission); the provider can send fewer groups (README).
+		r := refuse(http.StatusForbidden, "Your organisation's sign-in sent no groups for "+who+": you are in too many groups for it "+
+			"to put them in a sign-in (Entra ID stops at 200), so logbook cannot tell whether you may read these pages. "+
+			"Ask your logbook operator to have the sign-in send only the groups assigned to logbook.",
+			fmt.Sprintf("groups overage: the ID token names %s in _claim_names instead of sending it (Entra ID past 200 groups); "+
+				"have the provider send only the groups assigned to the application", s.oidc.cfg.GroupsClaim))
+		r.who = who
+		return Identity{}, "", r
+	}
 	if !ok {
 		r := refuse(http.StatusForbidden, "You are signed in as "+who+", but not in a group that may read these pages. Ask your logbook operator.",
 			fmt.Sprintf("in no allowed group (%s: %d groups)", s.oidc.cfg.GroupsClaim, len(groups)))
@@ -369,7 +389,7 @@ func (s *server) oidcIdentity(w http.ResponseWriter, r *http.Request) (Identity,
 }
 
 // person is who the claims name (UserClaim), or "" and why not. An email claim is believed
-// only when the provider does not mark it unverified.
+// when the provider sends no email_verified (Entra ID sends none), or one that says verified.
 func (o *oidcSignIn) person(claims map[string]any) (string, string) {
 	who, _ := claims[o.cfg.UserClaim].(string)
 	who = strings.TrimSpace(who)
@@ -377,11 +397,33 @@ func (o *oidcSignIn) person(claims map[string]any) (string, string) {
 		return "", "the ID token has no " + o.cfg.UserClaim + " claim"
 	}
 	if o.cfg.UserClaim == "email" {
-		if v, ok := claims["email_verified"].(bool); ok && !v {
-			return "", "the ID token's email is not verified"
+		if v, ok := claims["email_verified"]; ok && !emailVerified(v) {
+			return "", clean(fmt.Sprintf("the ID token's email is not verified (email_verified: %#v)", v), 200)
 		}
 	}
 	return clean(who, 320), ""
+}
+
+// emailVerified reads an email_verified claim: the boolean true, or the string "true" that
+// Cognito and JumpCloud send. Anything else — false, "false", null, 1, "yes" — is not verified.
+func emailVerified(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case string:
+		return x == "true"
+	}
+	return false
+}
+
+// groupsOverage reports whether the ID token says its groups claim was left out for want of
+// room: past 200 groups Entra ID sends no groups claim but names it in _claim_names (with
+// where to read it in _claim_sources; OpenID Connect Core 5.6.2's distributed claims).
+func groupsOverage(claims map[string]any, groupsClaim string) bool {
+	names, _ := claims["_claim_names"].(map[string]any)
+	name, _, _ := strings.Cut(groupsClaim, ".")
+	_, ok := names[name]
+	return ok
 }
 
 // claimStrings reads a claim of strings (a list, or one string) at a dotted path; found is

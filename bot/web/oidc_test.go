@@ -1,6 +1,8 @@
 package web_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -9,10 +11,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/oauth2-proxy/mockoidc"
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/web"
+	"github.com/logbook/logbook/session/logtest"
 )
 
 // oidcPages serves f's pages with OIDC sign-in against a real OpenID Connect provider
@@ -30,6 +34,12 @@ func oidcPages(t *testing.T, f *fixture, roles string) (*httptest.Server, *mocko
 // oidcPagesWith serves f's pages with OIDC sign-in against m.
 func oidcPagesWith(t *testing.T, f *fixture, roles string, m *mockoidc.MockOIDC) *httptest.Server {
 	t.Helper()
+	return oidcPagesLogging(t, f, roles, m, zerolog.New(zerolog.NewTestWriter(t)))
+}
+
+// oidcPagesLogging serves f's pages with OIDC sign-in against m, logging to log.
+func oidcPagesLogging(t *testing.T, f *fixture, roles string, m *mockoidc.MockOIDC, log zerolog.Logger) *httptest.Server {
+	t.Helper()
 	mapping, err := web.ParseRoles(roles)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +49,7 @@ func oidcPagesWith(t *testing.T, f *fixture, roles string, m *mockoidc.MockOIDC)
 	t.Cleanup(srv.Close)
 	h, err = web.Handler(web.Config{Sessions: f.store, Finder: f.searcher, AccessLog: f.app,
 		Access:     web.Access{Tokens: []web.Token{{Name: "ci-bot", Secret: tokenSecret}}, ProxyHeader: proxyHeader},
-		Visibility: f.vis, SignIns: f.store, Log: zerolog.New(zerolog.NewTestWriter(t)),
+		Visibility: f.vis, SignIns: f.store, Log: log,
 		OIDC: &web.OIDC{Issuer: m.Issuer(), ClientID: m.ClientID, ClientSecret: m.ClientSecret, RedirectURL: srv.URL + "/oidc/callback",
 			Scopes: []string{"email", "profile", "groups"}, Roles: mapping}})
 	if err != nil {
@@ -70,6 +80,51 @@ func fetch(t *testing.T, c *http.Client, u string) (int, string, *url.URL) {
 
 func user(email string, groups ...string) *mockoidc.MockUser {
 	return &mockoidc.MockUser{Subject: "sub-" + email, Email: email, EmailVerified: true, PreferredUsername: email, Groups: groups}
+}
+
+// providerUser is a person as a provider describes them, claim by claim, where
+// mockoidc.MockUser cannot: email_verified as a string, a userinfo answer about another
+// subject, Entra ID's _claim_names. idToken is added to the ID token's registered claims and
+// nonce; userinfo is the userinfo answer (its sub is Subject unless it names one).
+type providerUser struct {
+	Subject  string
+	idToken  map[string]any
+	userinfo map[string]any
+}
+
+func (u providerUser) ID() string { return u.Subject }
+
+func (u providerUser) Userinfo([]string) ([]byte, error) {
+	info := map[string]any{"sub": u.Subject}
+	for k, v := range u.userinfo {
+		info[k] = v
+	}
+	return json.Marshal(info)
+}
+
+func (u providerUser) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.Claims, error) {
+	return idTokenClaims{IDTokenClaims: base, extra: u.idToken}, nil
+}
+
+// idTokenClaims are the provider's claims with more beside them.
+type idTokenClaims struct {
+	*mockoidc.IDTokenClaims
+	extra map[string]any
+}
+
+func (c idTokenClaims) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(c.IDTokenClaims)
+	if err != nil {
+		return nil, err
+	}
+	all := map[string]any{}
+	if err := json.Unmarshal(b, &all); err != nil {
+		return nil, err
+	}
+	for k, v := range c.extra {
+		all[k] = v
+	}
+	return json.Marshal(all)
 }
 
 // Signing in through the provider: the authorization code flow with PKCE, state and nonce;
@@ -251,4 +306,130 @@ func TestOIDCSessionEndsWhenTheRoleMappingChanges(t *testing.T) {
 	if a, b := get(same.URL), get(changed.URL); a != http.StatusOK || b != http.StatusUnauthorized {
 		t.Errorf("the cookie on pages with the same mapping: %d (want 200); with a changed one: %d (want 401)", a, b)
 	}
+}
+
+// email_verified is a boolean, but Cognito and JumpCloud send it as a string: only true or
+// "true" verifies the email ("false", anything else, even null, does not), and a person whose
+// email is not verified is refused. A provider that sends no email_verified (Entra ID) is
+// believed, as before.
+func TestOIDCEmailVerifiedMustBeTrue(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	srv, m := oidcPages(t, f, "*=reader")
+	for i, tc := range []struct {
+		name     string
+		verified any // absent: no claim
+		ok       bool
+	}{
+		{"string false", "false", false}, {"string False", "False", false}, {"string no", "no", false},
+		{"empty string", "", false}, {"bool false", false, false}, {"number 0", 0, false}, {"null", nil, false},
+		{"number 1", 1, false}, {"string yes", "yes", false},
+		{"string true", "true", true}, {"bool true", true, true}, {"absent", absent{}, true},
+	} {
+		email := fmt.Sprintf("person%d@example.com", i)
+		claims := map[string]any{"email": email}
+		if _, none := tc.verified.(absent); !none {
+			claims["email_verified"] = tc.verified
+		}
+		m.QueueUser(providerUser{Subject: "sub-" + email, idToken: claims})
+		c := browserClient(t)
+		code, body, _ := fetch(t, c, srv.URL+"/oidc/login")
+		signedIn := code == http.StatusOK && strings.Contains(body, "signed in as "+email)
+		if signedIn != tc.ok || (!tc.ok && code != http.StatusForbidden) {
+			t.Errorf("email_verified %s (%#v): %d, signed in %v; want signed in %v (or 403):\n%s", tc.name, tc.verified, code, signedIn, tc.ok, shown(body))
+		}
+		if code, _, _ := fetch(t, c, srv.URL+"/"); (code == http.StatusOK) != tc.ok {
+			t.Errorf("email_verified %s: the list then answers %d", tc.name, code)
+		}
+	}
+}
+
+type absent struct{}
+
+// When the ID token has no groups, they are read from the provider's userinfo; OpenID Connect
+// Core 5.3.2 says its sub MUST be the ID token's. A userinfo answer about someone else (a
+// faulty or confused provider, a token mixed up) is refused and logged, never believed: it
+// would give its groups, and so the auditor role, to the person the ID token names.
+func TestOIDCUserinfoAboutAnotherSubjectIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	m, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown() })
+	var logs logtest.Buffer
+	srv := oidcPagesLogging(t, f, "engineering=reader,sec-audit=auditor", m, zerolog.New(&logs))
+
+	// The groups from a userinfo about the same subject decide the role.
+	m.QueueUser(providerUser{Subject: "sub-sam", idToken: map[string]any{"email": "sam@example.com", "email_verified": true},
+		userinfo: map[string]any{"groups": []string{"sec-audit"}}})
+	if code, body, _ := fetch(t, browserClient(t), srv.URL+"/oidc/login"); code != http.StatusOK ||
+		!strings.Contains(body, "signed in as sam@example.com (auditor)") {
+		t.Fatalf("groups from the userinfo of the same subject: %d\n%s", code, shown(body))
+	}
+
+	m.QueueUser(providerUser{Subject: "sub-jane", idToken: map[string]any{"email": "jane@example.com", "email_verified": true},
+		userinfo: map[string]any{"sub": "sub-mallory", "groups": []string{"sec-audit"}}})
+	c := browserClient(t)
+	code, body, _ := fetch(t, c, srv.URL+"/oidc/login")
+	if code != http.StatusUnauthorized || strings.Contains(body, "signed in as") || !strings.Contains(body, "two different people") {
+		t.Errorf("a userinfo about another subject: %d, want 401 saying the provider named two different people:\n%s", code, shown(body))
+	}
+	if code, _, _ := fetch(t, c, srv.URL+"/"); code != http.StatusUnauthorized {
+		t.Errorf("after the refusal, the list answers %d, want 401", code)
+	}
+	if !strings.Contains(logs.String(), `userinfo sub \"sub-mallory\" is not the ID token's \"sub-jane\"`) {
+		t.Errorf("no log line names the two subjects:\n%s", logs.String())
+	}
+	rows := f.accessLog()
+	if last := rows[len(rows)-1]; last.Action != "signin" || last.Who != "anonymous" || last.Status != http.StatusUnauthorized {
+		t.Errorf("the refusal's access log row: %+v", last)
+	}
+}
+
+// Past 200 groups Entra ID puts no groups claim in the ID token: it names where to read them
+// instead (_claim_names and _claim_sources, the "groups overage"). logbook does not call
+// Microsoft Graph; it refuses the person, and the page and the log say why, rather than "in no
+// allowed group". (docs: the README's OpenID Connect section, "Groups assigned to the
+// application".)
+func TestOIDCGroupsOverageIsSaidPlainly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	m, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown() })
+	var logs logtest.Buffer
+	srv := oidcPagesLogging(t, f, "0b6a4f1e-engineering=reader", m, zerolog.New(&logs))
+
+	m.QueueUser(providerUser{Subject: "sub-kim", idToken: map[string]any{"email": "kim@example.com",
+		"_claim_names":   map[string]any{"groups": "src1"},
+		"_claim_sources": map[string]any{"src1": map[string]any{"endpoint": "https://graph.windows.net/tenant/users/kim/getMemberObjects"}}}})
+	c := browserClient(t)
+	code, body, _ := fetch(t, c, srv.URL+"/oidc/login")
+	if code != http.StatusForbidden || !strings.Contains(body, "in too many groups") || strings.Contains(body, "not in a group that may read") {
+		t.Errorf("a groups overage: %d, want 403 saying the provider sent no groups because there are too many:\n%s", code, shown(body))
+	}
+	if code, _, _ := fetch(t, c, srv.URL+"/"); code != http.StatusUnauthorized {
+		t.Errorf("after the refusal, the list answers %d, want 401", code)
+	}
+	if !strings.Contains(logs.String(), "groups overage") || strings.Contains(logs.String(), "in no allowed group") {
+		t.Errorf("the log does not name the groups overage:\n%s", logs.String())
+	}
+	rows := f.accessLog()
+	if last := rows[len(rows)-1]; last.Action != "signin" || last.Who != "kim@example.com" || last.Status != http.StatusForbidden {
+		t.Errorf("the refusal's access log row: %+v", last)
+	}
+}
+
+// shown is what a page says: its <main>, without the head and styles.
+func shown(page string) string {
+	_, after, ok := strings.Cut(page, "<main>")
+	if !ok {
+		return page
+	}
+	main, _, _ := strings.Cut(after, "</main>")
+	return strings.TrimSpace(main)
 }
