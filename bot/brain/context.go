@@ -36,6 +36,12 @@ func systemPrompt(w Where, tools []ToolSpec, now time.Time, g Guidance) string {
 	} else {
 		sb.WriteString("Tools:\n")
 		for _, t := range tools {
+			if t.Server != "" {
+				// The server's text, not logbook's: one line, bounded, and said to be the server's.
+				fmt.Fprintf(&sb, "- %s: (MCP server %s describes it, in its own words, not logbook's) %s\n", t.Name, t.Server,
+					clip.Text(framed(strings.Join(strings.Fields(t.Description), " ")), maxServerDescription))
+				continue
+			}
 			fmt.Fprintf(&sb, "- %s: %s\n", t.Name, t.Description)
 		}
 		sb.WriteString("A tool error is a result you can read and act on. Do not put secrets into commands or files.\n")
@@ -157,3 +163,7 @@ func firstWords(m Message, n int) string {
 	}
 	return ""
 }
+
+// maxServerDescription bounds an MCP server's description of a tool in the system prompt, in
+// bytes (the tool's spec carries the server's whole text, bounded by bot/connectors).
+const maxServerDescription = 300

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -26,7 +27,7 @@ func (b *Brain) complete(ctx context.Context, p Provider, req Request) (Response
 		telemetry.Purpose.String(string(cmp.Or(req.Purpose, PurposeReply)))))
 	defer span.End()
 	if b.cfg.TraceContent && span.IsRecording() {
-		span.SetAttributes(telemetry.GenAISystemPrompt.String(req.System), telemetry.GenAIInputMessages.String(contentJSON(req.Messages)))
+		span.SetAttributes(telemetry.GenAISystemPrompt.String(traceText(req.System)), telemetry.GenAIInputMessages.String(traceText(contentJSON(req.Messages))))
 	}
 	resp, err := p.Complete(ctx, req)
 	if err != nil {
@@ -47,9 +48,22 @@ func (b *Brain) complete(ctx context.Context, p Provider, req Request) (Response
 		for i := range resp.ToolUses {
 			out.Blocks = append(out.Blocks, Block{ToolUse: &resp.ToolUses[i]})
 		}
-		span.SetAttributes(telemetry.GenAIOutputMessages.String(contentJSON([]Message{out})))
+		span.SetAttributes(telemetry.GenAIOutputMessages.String(traceText(contentJSON([]Message{out}))))
 	}
 	return resp, nil
+}
+
+// MaxTraceContent bounds each text attribute of a span with the content on
+// (LOGBOOK_TRACE_CONTENT), in bytes: a long conversation would otherwise make spans that a
+// collector refuses whole (4 MiB a batch over gRPC), losing every span of the batch.
+const MaxTraceContent = 64 << 10
+
+// traceText is s within MaxTraceContent: its head and tail, and how much was left out.
+func traceText(s string) string {
+	out, _ := headTailWith(s, MaxTraceContent, func(omitted int) string {
+		return fmt.Sprintf("\n[… %d bytes truncated from the trace …]\n", omitted)
+	})
+	return out
 }
 
 // errorType is a failed call's error.type: the API's error code, "http_NNN", or what ended it.
@@ -77,7 +91,7 @@ func (b *Brain) traceTool(ctx context.Context, st *turn, use ToolUse, budget *ou
 		telemetry.GenAIToolCallID.String(use.ID), telemetry.GenAIToolType.String("function")))
 	defer span.End()
 	if b.cfg.TraceContent && span.IsRecording() {
-		span.SetAttributes(telemetry.GenAIToolArguments.String(string(use.Input)))
+		span.SetAttributes(telemetry.GenAIToolArguments.String(traceText(string(use.Input))))
 	}
 	out := b.runTool(ctx, st, use, budget)
 	if out.ExitCode != nil {
@@ -88,7 +102,7 @@ func (b *Brain) traceTool(ctx context.Context, st *turn, use ToolUse, budget *ou
 		span.SetStatus(codes.Error, "tool_error")
 	}
 	if b.cfg.TraceContent && span.IsRecording() {
-		span.SetAttributes(telemetry.GenAIToolResult.String(out.Content))
+		span.SetAttributes(telemetry.GenAIToolResult.String(traceText(out.Content)))
 	}
 	return out
 }

@@ -136,6 +136,10 @@ func (c *Connectors) Session(channelID, channelName string, sb Sandbox, log zero
 	return s
 }
 
+// MaxDescription bounds a server's description of a tool, in bytes, as the model gets it:
+// every call of every thread in the channel carries it.
+const MaxDescription = 1 << 10
+
 // Tool is one tool offered to the model.
 type Tool struct {
 	Name        string // mcp__<server>__<tool>, as the model sees it
@@ -328,7 +332,7 @@ func (s *Session) offered(srv Server, list []*mcp.Tool) []Tool {
 		if why != "" {
 			s.log.Info().Str("server", srv.Name).Str("tool", t.Name).Str("why", why).Msg("MCP tool's input schema simplified for the model APIs")
 		}
-		tool := Tool{Name: name, Server: srv.Name, Tool: t.Name, Description: cmp.Or(t.Description, t.Title), Schema: schema}
+		tool := Tool{Name: name, Server: srv.Name, Tool: t.Name, Description: clipText(cmp.Or(t.Description, t.Title), MaxDescription), Schema: schema}
 		if t.Annotations != nil {
 			tool.ReadOnly = t.Annotations.ReadOnlyHint
 		}
