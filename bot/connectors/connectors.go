@@ -276,6 +276,17 @@ func (s *Session) Call(ctx context.Context, name string, input json.RawMessage) 
 	callCtx, cancel := context.WithTimeout(ctx, s.c.opts.CallTimeout)
 	defer cancel()
 	res, err := c.cs.CallTool(callCtx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		// The server no longer knows the session (it restarted, or the session expired): it
+		// refused the call unread, so the same call — under the same approval — is made once
+		// more on a new session.
+		s.log.Info().Str("server", srv.Name).Msg("MCP server lost the session; connecting again and repeating the call once")
+		s.drop(srv.Name, c)
+		if c, err = s.connect(ctx, srv); err != nil {
+			return Result{Content: fmt.Sprintf("MCP server %s is unreachable: %s", srv.Name, s.c.redact(err.Error())), IsError: true}
+		}
+		res, err = c.cs.CallTool(callCtx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	}
 	switch {
 	case err != nil && ctx.Err() == nil && callCtx.Err() != nil:
 		return Result{Content: fmt.Sprintf("MCP server %s did not answer %s within %s; the call's outcome is unknown", srv.Name, tool, s.c.opts.CallTimeout), IsError: true}
