@@ -190,6 +190,11 @@ func parseServer(name string, raw json.RawMessage, getenv func(string) string) (
 		}
 		return bad("", err)
 	}
+	if key := localReference(r); key != "" {
+		return bad(key, errors.New("a local server runs in the sandbox, where the agent's commands can read its command line and "+
+			"environment: it cannot take values from logbook's environment (${NAME}). Give it literal settings, or serve it "+
+			"remotely (url, headers) so that logbook adds its secrets outside the sandbox"))
+	}
 	x := expander{getenv: getenv}
 	s := Server{Name: name, Channels: r.Channels, Approve: r.Approve}
 	s.URL = x.expand("url", r.URL)
@@ -213,6 +218,33 @@ func parseServer(name string, raw json.RawMessage, getenv func(string) string) (
 		return bad(key, err)
 	}
 	return s, x.secrets, nil
+}
+
+// localReference is the key of a local server's command, args or env that names logbook's
+// environment (${NAME}, with or without a default), "" when none does or the server is remote.
+func localReference(r rawServer) string {
+	if r.Command == "" {
+		return ""
+	}
+	if reference.MatchString(r.Command) {
+		return "command"
+	}
+	for i, a := range r.Args {
+		if reference.MatchString(a) {
+			return fmt.Sprintf("args[%d]", i)
+		}
+	}
+	keys := make([]string, 0, len(r.Env))
+	for k := range r.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if reference.MatchString(r.Env[k]) {
+			return "env." + k
+		}
+	}
+	return ""
 }
 
 // check settles the transport and checks the patterns and channels; it returns the key at

@@ -18,7 +18,7 @@ func TestConfigLoad(t *testing.T) {
 	data := `{"mcpServers": {
 	  "sentry": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${SENTRY_TOKEN}"},
 	             "channels": ["C0123ABCD", "#ops"], "tools": {"allow": ["search_*"], "deny": ["search_secrets"]}, "approve": ["*_delete"]},
-	  "files": {"command": "npx", "args": ["-y", "server", "${ROOT:-/workspace}"], "env": {"API_KEY": "${FILES_KEY}"}, "channels": ["dev"]},
+	  "files": {"command": "npx", "args": ["-y", "server", "/workspace"], "env": {"NODE_OPTIONS": "--max-old-space-size=256"}, "channels": ["dev"]},
 	  "legacy": {"type": "sse", "url": "http://old.example.com/sse"}
 	}}`
 	if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
@@ -35,13 +35,13 @@ func TestConfigLoad(t *testing.T) {
 	if sentry.Name != "sentry" || sentry.Transport != connectors.TransportHTTP || sentry.Headers["Authorization"] != "Bearer sntrys_abcdefgh" {
 		t.Errorf("sentry = %+v", sentry)
 	}
-	if files.Transport != connectors.TransportStdio || strings.Join(files.Args, " ") != "-y server /workspace" || files.Env["API_KEY"] != "key-12345678" {
+	if files.Transport != connectors.TransportStdio || strings.Join(files.Args, " ") != "-y server /workspace" || files.Env["NODE_OPTIONS"] != "--max-old-space-size=256" {
 		t.Errorf("files = %+v", files)
 	}
 	if legacy.Transport != connectors.TransportSSE || len(legacy.Channels) != 0 {
 		t.Errorf("legacy = %+v", legacy)
 	}
-	if strings.Join(cfg.Secrets, ",") != "key-12345678,sntrys_abcdefgh" {
+	if strings.Join(cfg.Secrets, ",") != "sntrys_abcdefgh" {
 		t.Errorf("secrets = %q", cfg.Secrets)
 	}
 }
@@ -57,7 +57,13 @@ func TestConfigRefused(t *testing.T) {
 		{"unknown top key", `{"servers": {}}`, `unknown field "servers"`},
 		{"unknown key", `{"mcpServers": {"a": {"url": "https://x", "chanels": ["C1"]}}}`, "server a: key chanels: unknown key"},
 		{"unset var", `{"mcpServers": {"gh": {"url": "https://x", "headers": {"Authorization": "Bearer ${GH_TOKEN}"}}}}`, "server gh: key headers.Authorization: ${GH_TOKEN} is not set"},
-		{"unset var in args", `{"mcpServers": {"gh": {"command": "x", "args": ["${NOPE}"]}}}`, "server gh: key args[0]: ${NOPE} is not set"},
+		{"unset var in args", `{"mcpServers": {"gh": {"url": "https://x", "headers": {"X": "${NOPE}"}}}}`, "server gh: key headers.X: ${NOPE} is not set"},
+		// A local server runs in the sandbox, where its command line and env are readable by the
+		// agent's commands: logbook's environment (its secrets) never goes there.
+		{"secret in a local env", `{"mcpServers": {"files": {"command": "x", "env": {"API_KEY": "${FILES_KEY}"}}}}`, "server files: key env.API_KEY: a local server runs in the sandbox"},
+		{"secret in local args", `{"mcpServers": {"files": {"command": "x", "args": ["--key=${FILES_KEY}"]}}}`, "server files: key args[0]: a local server runs in the sandbox"},
+		{"default in local args", `{"mcpServers": {"files": {"command": "x", "args": ["${ROOT:-/workspace}"]}}}`, "server files: key args[0]: a local server runs in the sandbox"},
+		{"secret in a local command", `{"mcpServers": {"files": {"command": "${BIN}"}}}`, "server files: key command: a local server runs in the sandbox"},
 		{"bad name", `{"mcpServers": {"Git Hub": {"url": "https://x"}}}`, "server Git Hub: the server name must match [a-z0-9_-]+"},
 		{"neither", `{"mcpServers": {"a": {"channels": ["C1"]}}}`, "server a: a server needs url"},
 		{"both", `{"mcpServers": {"a": {"url": "https://x", "command": "y"}}}`, "server a: key url: a server is remote"},
