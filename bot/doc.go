@@ -134,10 +134,12 @@
 // # Parts
 //
 // A capability of the turn is a part.Part from a package of its own, listed once in
-// cmd/logbook (Deps.Parts): while the turn is prepared (turn.prepare, offer.go) each part is
+// cmd/logbook (Deps.Parts): just before the agent runs (turn.produce, offer.go) each part is
 // offered the turn's scope — session, turn, channel settings, fenced log, sandbox, a place to
 // keep things for the cell's length — and answers with tools (brain.Tool), guidance, its
-// fields of turn_settings and the lines it puts under the reply. The engine keeps what wraps
+// fields of turn_settings and the lines it puts under the reply. A turn that needs no model
+// (a canned reply, a reply a dead cell left) offers nothing; every answering turn has its
+// Settlers settle what a dead cell left (turn.prepare) and its Footers' lines under the reply. The engine keeps what wraps
 // its own calls: approvals, steering, the live view, delivery, and the budget's admission of
 // each model call (Features.Budget).
 //

@@ -36,13 +36,15 @@ const (
 //  1. begin: a fresh turn appends turn_started{through: the last user message}, with the
 //     cell's cell_woken when it is the cell's first write; a resumed turn (open in the log)
 //     appends only that cell_woken.
-//  2. abandon, instead of going on, a resumed turn no cell could finish (abandon.go).
-//  3. prepare: the brain's turn, with the optional features this deployment and channel
-//     offer.
-//  4. produce: the agent appends the conversation — assistant_message with its tool_call
-//     events, tool_result, context_summary, the reply assistant_message — through the
-//     session's log. Meanwhile every user message that arrives gets a queued marker. A
-//     resumed turn may find its reply in the log instead.
+//  2. give up on, instead of going on, a resumed turn no cell could finish (abandon.go).
+//  3. prepare: the brain's turn with the engine's own parts, and the scope the turn's parts
+//     see; the parts that settle what a dead cell left of theirs do so (part.Settler).
+//  4. produce: each part is offered the turn (offer.go: tools, guidance, turn_settings), then
+//     the agent appends the conversation — assistant_message with its tool_call events,
+//     tool_result, context_summary, the reply assistant_message — through the session's log.
+//     Meanwhile every user message that arrives gets a queued marker. A resumed turn may find
+//     its reply in the log instead, and a canned reply is stored with its turn_started: no
+//     part is offered for those.
 //  5. deliver: the reply is posted (a resumed turn searches the thread first).
 //  6. complete: delivered and turn_completed are appended together; a delivery that can never
 //     succeed appends error and turn_completed{status: error} instead.
