@@ -3,6 +3,7 @@ package connectors
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -25,7 +26,14 @@ func originOf(rawURL string) (string, error) {
 	return origin(u), nil
 }
 
-func origin(u *url.URL) string { return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) }
+// origin is u's scheme://host[:port], lower-cased, without the scheme's default port.
+func origin(u *url.URL) string {
+	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if port == "" || scheme == "https" && port == "443" || scheme == "http" && port == "80" {
+		return scheme + "://" + host
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
 
 // sameOrigin is an http.Client's CheckRedirect that follows a redirect only within origin.
 func sameOrigin(o string) func(req *http.Request, via []*http.Request) error {
