@@ -2,6 +2,7 @@ package forge
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -114,15 +115,31 @@ func (g *GitHub) PullState(ctx context.Context, repo Repo, number int) (*PullSta
 	return &p, nil
 }
 
-// CheckRuns returns the check runs of ref (a commit SHA or a branch).
+// maxCheckPages bounds the pages of check runs read for one head (100 runs a page).
+const maxCheckPages = 20
+
+// CheckRuns returns the check runs of ref (a commit SHA or a branch), every page of them: a
+// failing run past the first page must not let the head look green. More than maxCheckPages
+// pages is an error, never a partial answer.
 func (g *GitHub) CheckRuns(ctx context.Context, repo Repo, ref string) ([]CheckRun, error) {
-	var out struct {
-		CheckRuns []CheckRun `json:"check_runs"`
+	var all []CheckRun
+	for page := 1; ; page++ {
+		var out struct {
+			TotalCount int        `json:"total_count"`
+			CheckRuns  []CheckRun `json:"check_runs"`
+		}
+		path := repo.path() + "/commits/" + url.PathEscape(ref) + "/check-runs?per_page=100&page=" + strconv.Itoa(page)
+		if err := g.do(ctx, http.MethodGet, path, nil, &out); err != nil {
+			return nil, err
+		}
+		all = append(all, out.CheckRuns...)
+		switch {
+		case len(all) >= out.TotalCount || len(out.CheckRuns) == 0:
+			return all, nil
+		case page == maxCheckPages:
+			return nil, fmt.Errorf("%s has more than %d check runs", ref, maxCheckPages*100)
+		}
 	}
-	if err := g.do(ctx, http.MethodGet, repo.path()+"/commits/"+url.PathEscape(ref)+"/check-runs?per_page=100", nil, &out); err != nil {
-		return nil, err
-	}
-	return out.CheckRuns, nil
 }
 
 // Annotations returns the annotations of check run id (the first 50).

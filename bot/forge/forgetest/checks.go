@@ -247,7 +247,17 @@ func (s *Server) serveChecks(w http.ResponseWriter, r *http.Request, fail func(i
 				runs = append(runs, run)
 			}
 		}
-		return answer(map[string]any{"total_count": len(runs), "check_runs": runs})
+		// Pages as GitHub does: per_page (default 30, at most 100), page from 1.
+		total := len(runs)
+		per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
+		if per <= 0 {
+			per = 30
+		}
+		per = min(per, 100)
+		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+		page = max(page, 1)
+		from, to := min((page-1)*per, total), min(page*per, total)
+		return answer(map[string]any{"total_count": total, "check_runs": runs[from:to]})
 	case len(parts) == 3 && parts[0] == "commits" && parts[2] == "status":
 		sha := s.ref(parts[1])
 		var latest []map[string]any
