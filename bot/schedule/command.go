@@ -10,8 +10,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/robfig/cron/v3"
 	"github.com/slack-go/slack"
 
+	"github.com/logbook/logbook/audit/cronspec"
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session"
@@ -96,7 +98,7 @@ func (s *Scheduler) add(ctx context.Context, team, channel, user, args string) s
 		return "The schedule could not be saved; try again."
 	}
 	return fmt.Sprintf("Schedule %d added by <@%s>: `%s` in this channel, next tick %s. Each tick posts here and runs a session on:\n%s\n(`/logbook schedule remove %d` removes it.)",
-		sc.ID, user, codeText(spec), c.Next(now).UTC().Format("2006-01-02 15:04:05 UTC"), quote(mrkdwn.Inert(mrkdwn.EscapeText(clipRunes(prompt, 500)))), sc.ID)
+		sc.ID, user, codeText(spec), tickText(c, nextTick(c, sc, now)), quote(mrkdwn.Inert(mrkdwn.EscapeText(clipRunes(prompt, 500)))), sc.ID)
 }
 
 func (s *Scheduler) remove(ctx context.Context, team, user, args string) string {
@@ -127,13 +129,45 @@ func (s *Scheduler) list(ctx context.Context, team, channel string) string {
 	for _, sc := range scheds {
 		next := "never"
 		if c, err := Parse(sc.Spec); err == nil {
-			next = c.Next(now).UTC().Format("2006-01-02 15:04:05 UTC")
+			next = tickText(c, nextTick(c, sc, now))
 		}
 		fmt.Fprintf(&b, "• %d — `%s`, set by %s on %s, next tick %s: %s\n", sc.ID, codeText(sc.Spec),
 			mrkdwn.Inert(mrkdwn.EscapeText(s.cfg.Names(ctx, sc.AddedBy))), sc.AddedAt.UTC().Format("2006-01-02"), next,
 			mrkdwn.Inert(mrkdwn.EscapeText(clipRunes(strings.ReplaceAll(sc.Prompt, "\n", " "), 120))))
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// nextTick is sc's first tick after now, counted as its ticks are: an @every schedule's from
+// its newest tick (or from when it was added), not from now.
+func nextTick(c cron.Schedule, sc session.Schedule, now time.Time) time.Time {
+	from := sc.LastTick
+	if from.IsZero() {
+		from = sc.AddedAt
+	}
+	delay, ok := every(c)
+	if !ok || delay <= 0 || from.IsZero() {
+		return c.Next(now)
+	}
+	first := c.Next(from)
+	if first.After(now) {
+		return first
+	}
+	return first.Add((now.Sub(first)/delay + 1) * delay)
+}
+
+// tickText is tick t in UTC, and on the wall clock of the spec's zone when that is not UTC.
+func tickText(c cron.Schedule, t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	text := t.UTC().Format("2006-01-02 15:04:05 UTC")
+	if cs, ok := c.(*cronspec.Spec); ok && cs.Location != nil && cs.Location != time.UTC {
+		if _, isEvery := cs.Every(); !isEvery {
+			text += " (" + t.In(cs.Location).Format("15:04 MST") + ", " + cs.Location.String() + ")"
+		}
+	}
+	return text
 }
 
 // checkChannel is why a schedule cannot post in channel ("" when it can, or when there is no

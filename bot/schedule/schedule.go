@@ -54,6 +54,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 
+	"github.com/logbook/logbook/audit/cronspec"
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/session"
@@ -149,8 +150,6 @@ type wall struct{}
 func (wall) Now() time.Time                         { return time.Now() }
 func (wall) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
 // Parse parses a cron spec as schedules take it (see Specs in the package doc). It refuses,
 // with an error, what robfig/cron would panic on (a TZ=/CRON_TZ= prefix with no fields after
 // it) and an @every interval under one second (zero and negative ones included, which cron
@@ -174,7 +173,9 @@ func Parse(spec string) (c cron.Schedule, err error) {
 			c, err = nil, fmt.Errorf("cron spec %q cannot be read", spec)
 		}
 	}()
-	c, err = parser.Parse(spec)
+	// On the wall clock of the spec's zone (UTC without CRON_TZ, whatever the replica's TZ):
+	// a DST change neither skips nor doubles a tick.
+	c, err = cronspec.Parse(spec, time.UTC)
 	if err != nil {
 		return nil, fmt.Errorf("cron spec %q: %w", spec, err)
 	}
@@ -316,6 +317,17 @@ func (s *Scheduler) stillAdmin(ctx context.Context, sc session.Schedule) bool {
 	return false
 }
 
+// every is the interval of an @every spec; false for one on the wall clock.
+func every(spec cron.Schedule) (time.Duration, bool) {
+	switch s := spec.(type) {
+	case *cronspec.Spec:
+		return s.Every()
+	case cron.ConstantDelaySchedule:
+		return s.Delay, true
+	}
+	return 0, false
+}
+
 // dueTicks are the ticks of sc due at now, after its newest claimed one (or since it was
 // added), oldest first: the newest of those older than grace, late, with how many older ones
 // it stands for, then those within their grace (at most ten).
@@ -327,12 +339,12 @@ func dueTicks(spec cron.Schedule, sc session.Schedule, now time.Time, grace time
 	var out []session.Tick
 	var late *session.Tick
 	missed := 0
-	if cd, ok := spec.(cron.ConstantDelaySchedule); ok && cd.Delay > 0 {
+	if delay, ok := every(spec); ok && delay > 0 {
 		// @every after a long outage: skip straight to the last hundred ticks (Next adds the
 		// delay to a tick, which is on a whole second), counting the skipped as missed.
-		if first := spec.Next(from); now.Sub(first) > 200*cd.Delay {
-			skip := int(now.Sub(first)/cd.Delay) - 100
-			from, missed = first.Add(time.Duration(skip-1)*cd.Delay), skip
+		if first := spec.Next(from); now.Sub(first) > 200*delay {
+			skip := int(now.Sub(first)/delay) - 100
+			from, missed = first.Add(time.Duration(skip-1)*delay), skip
 		}
 	}
 	for t, n := spec.Next(from), 0; !t.IsZero() && !t.After(now) && n < maxDue; t, n = spec.Next(t), n+1 {
