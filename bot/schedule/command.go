@@ -181,6 +181,8 @@ func (s *Scheduler) checkChannel(ctx context.Context, channel string) string {
 	case err != nil:
 		s.cfg.Log.Warn().Err(err).Str("channel", channel).Msg("schedules: read the channel before adding a schedule")
 		return "This channel cannot be read right now, so the schedule was not added; try again."
+	case ch.IsPrivate || ch.IsIM || ch.IsMpIM:
+		return "This channel is private: logbook keeps no record of private conversations, so schedules start sessions in public channels only."
 	case ch.IsArchived:
 		return "This channel is archived: a schedule here could never post."
 	case !ch.IsMember:

@@ -1,6 +1,7 @@
 package schedule_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,26 @@ func TestListSaysTheNextTick(t *testing.T) {
 	e.add(s, "CRON_TZ=Europe/Paris 0 9 * * *", "standup")
 	if got := e.slash(s, admin, "schedule list"); !strings.Contains(got, "(09:00 CET, Europe/Paris)") && !strings.Contains(got, "(09:00 CEST, Europe/Paris)") {
 		t.Errorf("list: %q; want the zone's wall clock beside UTC", got)
+	}
+}
+
+// A channel made private after its schedule was added gets no tick: logbook keeps no record
+// of private conversations. The schedule is stopped, recorded with why.
+func TestScheduleStopsWhenItsChannelTurnsPrivate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.replica("replica-a", schedule.Config{})
+	sc := e.add(s, "@every 5s", "report")
+	if _, err := e.emu.ConvertToPrivate(general, admin); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.add(5 * time.Second)
+	pass(t, s)
+	if len(e.tickPosts()) != 0 || len(e.runs(sc.ID)) != 0 {
+		t.Fatalf("a schedule ticked in a private channel: %+v", e.runs(sc.ID))
+	}
+	all, err := e.store.Schedules(context.Background(), "", general, true)
+	if err != nil || len(all) != 1 || !all[0].Removed || all[0].RemovedBy != "system" || !strings.Contains(all[0].RemovedWhy, "private") {
+		t.Fatalf("records: %+v %v", all, err)
 	}
 }

@@ -278,7 +278,11 @@ func (s *Scheduler) Pass(ctx context.Context) error {
 		if !s.stillAdmin(ctx, sc) {
 			continue
 		}
-		for _, t := range dueTicks(spec, sc, now, s.cfg.Grace) {
+		due := dueTicks(spec, sc, now, s.cfg.Grace)
+		if len(due) > 0 && !s.stillPublic(ctx, sc) {
+			continue
+		}
+		for _, t := range due {
 			at, err := s.store.Now(ctx)
 			if err != nil {
 				errs = append(errs, err)
@@ -298,6 +302,27 @@ func (s *Scheduler) Pass(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// stillPublic reports whether sc's channel is still one its ticks may start sessions in, asked
+// when a tick is due: a channel made private since (logbook keeps no record of private
+// conversations) stops the schedule, recorded as stopped by the system with the reason. A
+// channel that cannot be read now is taken as it was.
+func (s *Scheduler) stillPublic(ctx context.Context, sc session.Schedule) bool {
+	if s.cfg.Slack == nil {
+		return true
+	}
+	ch, err := s.cfg.Slack.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: sc.Channel})
+	if err != nil || !(ch.IsPrivate || ch.IsIM || ch.IsMpIM) {
+		return true
+	}
+	reason := "stopped: its channel became private, and logbook keeps no record of private conversations"
+	if err := s.store.StopSchedule(ctx, sc.Team, sc.ID, reason); err != nil && !errors.Is(err, session.ErrNotFound) {
+		s.cfg.Log.Warn().Err(err).Int64("schedule", sc.ID).Msg("schedules: record a schedule stopped")
+		return false
+	}
+	s.cfg.Log.Warn().Int64("schedule", sc.ID).Str("channel", sc.Channel).Msg("schedules: " + reason)
+	return false
 }
 
 // stillAdmin reports whether the admin who added sc still is one (LOGBOOK_ADMINS); when not,

@@ -541,7 +541,9 @@ func TestAddChecksTheChannel(t *testing.T) {
 	if _, err := e.emu.ShareChannel("C0000079", "T0000099"); err != nil {
 		t.Fatal(err)
 	}
-	for ch, want := range map[string]string{"C0000077": "not a member", "C0000078": "archived", "C0000079": "Slack Connect"} {
+	// A private channel: logbook keeps no record there, so its sessions must not start there.
+	e.emu.AddChannel(slackemu.Channel{ID: "G0000080", Name: "secret", Members: []string{admin, e.emu.BotUserID()}, Private: true})
+	for ch, want := range map[string]string{"C0000077": "not a member", "C0000078": "archived", "C0000079": "Slack Connect", "G0000080": "private"} {
 		if got := e.slashIn(s, ch, admin, `schedule add "@every 1h" hi`); !strings.Contains(got, want) {
 			t.Errorf("%s: %q, want %q", ch, got, want)
 		}
