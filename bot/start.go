@@ -76,9 +76,17 @@ type Started struct {
 	Found   bool   // the message was an earlier attempt's, found in the channel's history
 }
 
-// Permanent reports whether err is Slack refusing a post for a reason no retry mends: the
-// bot is not in the channel, the channel is archived or gone, or posting there is restricted.
+// ErrPrivateChannel is an opening refused because its channel is private (or a DM): logbook
+// keeps no record of private conversations, so it starts no session there.
+var ErrPrivateChannel = errors.New("the channel is private, and logbook keeps no record of private conversations")
+
+// Permanent reports whether err is a refusal no retry mends: the channel is private
+// (ErrPrivateChannel), the bot is not in it, it is archived or gone, or posting there is
+// restricted.
 func Permanent(err error) bool {
+	if errors.Is(err, ErrPrivateChannel) {
+		return true
+	}
 	var se slack.SlackErrorResponse
 	if !errors.As(err, &se) {
 		return false
@@ -92,9 +100,10 @@ func Permanent(err error) bool {
 }
 
 // Start posts o's message (or finds an earlier attempt's), opens the session of its thread,
-// appends the first user message and signals the session. Errors: Slack's refusal of the
-// post (channel_not_found, not_in_channel, is_archived: a slack.SlackErrorResponse), a
-// failed search of the history (nothing is posted then), or the log's.
+// appends the first user message and signals the session. Errors: a private channel
+// (ErrPrivateChannel: nothing is posted), Slack's refusal of the post (channel_not_found,
+// not_in_channel, is_archived: a slack.SlackErrorResponse), a failed search of the history
+// (nothing is posted then), or the log's.
 func (s *Starter) Start(ctx context.Context, o Opening) (Started, error) {
 	team := cmp.Or(o.Team, s.team)
 	var st Started
@@ -106,6 +115,15 @@ func (s *Starter) Start(ctx context.Context, o Opening) (Started, error) {
 		st.TS, st.Found = ts, ts != ""
 	}
 	if st.TS == "" {
+		// The channel may have turned private since the schedule or hook named it: nothing is
+		// posted, or stored, there. A channel that cannot be read now is not posted in either.
+		ch, err := s.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: o.Channel})
+		if err != nil {
+			return st, fmt.Errorf("read %s before posting %s %s: %w", o.Channel, o.Kind, o.Key, err)
+		}
+		if ch.IsPrivate || ch.IsIM || ch.IsMpIM {
+			return st, fmt.Errorf("post %s %s in %s: %w", o.Kind, o.Key, o.Channel, ErrPrivateChannel)
+		}
 		_, ts, err := s.api.PostMessageContext(ctx, o.Channel,
 			slack.MsgOptionText(o.Text, false),
 			slack.MsgOptionMetadata(slack.SlackMetadata{EventType: o.Kind, EventPayload: map[string]any{"id": o.Key}}))

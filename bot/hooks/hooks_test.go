@@ -372,3 +372,26 @@ func TestPayloadIsFramedAsData(t *testing.T) {
 		t.Fatalf("input: %q", um.Text)
 	}
 }
+
+// A hook whose channel turned private starts nothing there — logbook keeps no record of
+// private conversations — and the sender is told the delivery was not started; the refusal is
+// recorded with the reason.
+func TestHookIntoAPrivateChannelStartsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if _, err := e.emu.ConvertToPrivate(general, "U0000001"); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("deploy 43 failed")
+	if code, out := e.deliver("alerts", "d-private", body, sign(body)); code != http.StatusBadGateway || out["error"] != "not_started" {
+		t.Fatalf("delivery into a private channel: %d %v", code, out)
+	}
+	if len(e.posts()) != 0 {
+		t.Fatalf("posted in a private channel: %d", len(e.posts()))
+	}
+	select {
+	case id := <-e.signals:
+		t.Fatalf("a session %s was started in a private channel", id)
+	default:
+	}
+}
