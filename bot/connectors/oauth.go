@@ -30,7 +30,10 @@ import (
 // for a state unknown, taken, someone else's or expired.
 type TokenStore interface {
 	ConnectMCP(ctx context.Context, t session.MCPToken) error
-	RefreshMCP(ctx context.Context, server, channel string, sealed []byte, at time.Time) error
+	// RefreshMCPLocked runs refresh on the stored token under a lock held across the fleet and
+	// stores what it returns (nil: the stored token stands) by compare-and-swap.
+	RefreshMCPLocked(ctx context.Context, server, channel string, at time.Time,
+		refresh func(ctx context.Context, sealed []byte) ([]byte, error)) ([]byte, error)
 	MCPTokenOf(ctx context.Context, server, channel string) (session.MCPToken, error)
 	PutMCPConnect(ctx context.Context, c session.MCPConnect, now time.Time) error
 	TakeMCPConnect(ctx context.Context, stateHash []byte, who string, now time.Time) (session.MCPConnect, error)
@@ -349,7 +352,12 @@ func (s *Session) tokenSource(ctx context.Context, srv Server, hc *http.Client) 
 		server: srv.Name, channel: s.channel, tok: tok}, nil
 }
 
-// Token is the current access token, refreshed first when it has expired.
+// Token is the current access token, refreshed first when it has expired. One refresh per
+// (server, channel) runs at a time across the fleet: under the token's row lock in
+// PostgreSQL (TokenStore.RefreshMCPLocked), the stored token is read again and refreshed only
+// if it too has expired, so a rotating refresh token is never spent twice. The whole of it —
+// the wait for the lock, discovery and the token request — is bounded by ConnectTimeout: a
+// token endpoint that stalls fails the call, abandons its request and releases the lock.
 func (t *storedToken) Token() (*oauth2.Token, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -358,7 +366,7 @@ func (t *storedToken) Token() (*oauth2.Token, error) {
 		return t.tok, nil
 	}
 	// Another session of the channel may have refreshed it already (and the server may have
-	// rotated the refresh token): take the stored one when it is in force.
+	// rotated the refresh token): take the stored one when it is in force, without a lock.
 	if row, err := t.c.opts.Tokens.MCPTokenOf(t.ctx, t.server, t.channel); err == nil {
 		if stored, err := t.c.opts.Key.open(row.Sealed, t.server, t.channel); err == nil {
 			t.tok = stored
@@ -367,34 +375,68 @@ func (t *storedToken) Token() (*oauth2.Token, error) {
 			}
 		}
 	}
-	if t.tok.RefreshToken == "" {
-		return nil, fmt.Errorf("the token of MCP server %s has expired and has no refresh token: connect the server again", t.server)
+	ctx, cancel := context.WithTimeout(t.ctx, t.c.opts.ConnectTimeout)
+	defer cancel()
+	var tok *oauth2.Token
+	refreshed := false
+	_, err := t.c.opts.Tokens.RefreshMCPLocked(ctx, t.server, t.channel, now, func(ctx context.Context, sealed []byte) ([]byte, error) {
+		stored, err := t.c.opts.Key.open(sealed, t.server, t.channel)
+		if err != nil {
+			return nil, err
+		}
+		if valid(stored, now) { // the winner of the lock refreshed it
+			tok = stored
+			return nil, nil
+		}
+		fresh, err := t.refresh(ctx, stored, now)
+		if err != nil {
+			return nil, err
+		}
+		tok, refreshed = fresh, true
+		return t.c.opts.Key.seal(fresh, t.server, t.channel)
+	})
+	if errors.Is(err, session.ErrNotFound) {
+		return nil, fmt.Errorf("MCP server %s is not connected for this channel: an admin connects it on the web pages (/mcp)", t.server)
 	}
-	// A token without an access token is one oauth2 refreshes at once.
-	ep, err := t.c.endpoints(t.ctx, t.srv)
+	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		return nil, fmt.Errorf("refresh the token of MCP server %s: the token endpoint did not answer within %v", t.server, t.c.opts.ConnectTimeout)
+	}
 	if err != nil {
 		return nil, err
 	}
-	ctx := t.ctx
-	if ep.Resource != "" {
-		ctx = context.WithValue(t.ctx, oauth2.HTTPClient, &http.Client{Transport: resourceTransport{base: t.hc.Transport, resource: ep.Resource}})
+	t.tok = tok
+	if refreshed {
+		t.c.log.Info().Str("server", t.server).Str("channel", t.channel).Msg("MCP server's OAuth token refreshed")
 	}
-	fresh, err := t.srv.OAuth.config(ep, "").TokenSource(ctx, &oauth2.Token{RefreshToken: t.tok.RefreshToken}).Token()
+	return tok, nil
+}
+
+// refresh spends stored's refresh token at the token endpoint (found now, discovered if
+// need be) for a fresh token, stamped at now; ctx bounds it.
+func (t *storedToken) refresh(ctx context.Context, stored *oauth2.Token, now time.Time) (*oauth2.Token, error) {
+	if stored.RefreshToken == "" {
+		return nil, fmt.Errorf("the token of MCP server %s has expired and has no refresh token: connect the server again", t.server)
+	}
+	ep, err := t.c.endpoints(ctx, t.srv)
 	if err != nil {
+		return nil, err
+	}
+	var hc *http.Client = t.hc
+	if ep.Resource != "" {
+		hc = &http.Client{Transport: resourceTransport{base: t.hc.Transport, resource: ep.Resource}}
+	}
+	// A token without an access token is one oauth2 refreshes at once.
+	fresh, err := t.srv.OAuth.config(ep, "").TokenSource(context.WithValue(ctx, oauth2.HTTPClient, hc),
+		&oauth2.Token{RefreshToken: stored.RefreshToken}).Token()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, fmt.Errorf("refresh the token of MCP server %s: %s", t.server, t.c.redact(err.Error()))
 	}
 	stamp(fresh, now)
 	if fresh.RefreshToken == "" { // the server keeps the refresh token
-		fresh.RefreshToken = t.tok.RefreshToken
+		fresh.RefreshToken = stored.RefreshToken
 	}
-	sealed, err := t.c.opts.Key.seal(fresh, t.server, t.channel)
-	if err != nil {
-		return nil, err
-	}
-	if err := t.c.opts.Tokens.RefreshMCP(t.ctx, t.server, t.channel, sealed, now); err != nil {
-		return nil, err
-	}
-	t.tok = fresh
-	t.c.log.Info().Str("server", t.server).Str("channel", t.channel).Msg("MCP server's OAuth token refreshed")
 	return fresh, nil
 }

@@ -32,16 +32,22 @@ import (
 // back with a code bound to the PKCE challenge and redirect URI; /token exchanges the code
 // only with the matching verifier, and refreshes a refresh token into a new access token,
 // revoking the old one. As the MCP authorization spec asks of its clients, every token
-// request names the resource (RFC 8707): a refresh must name the one its grant was for.
+// request names the resource (RFC 8707): a refresh must name the one its grant was for. As
+// Okta, Auth0 and Keycloak do, it detects the reuse of a rotated refresh token and revokes
+// the whole grant (every access and refresh token).
 type authServer struct {
 	*httptest.Server
 	mu        sync.Mutex
 	codes     map[string]grant  // code → its grant
 	valid     map[string]bool   // access tokens in force
 	refresh   map[string]string // refresh token in force → the resource it was granted for
+	spent     map[string]bool   // refresh tokens already rotated
 	refreshes int
-	issued    []string // every token issued, access and refresh
-	mux       *http.ServeMux
+	revoked   int // grants revoked for a reused refresh token
+	// hold, when set, is called with each refresh_token request before it is answered.
+	hold   func(*http.Request)
+	issued []string // every token issued, access and refresh
+	mux    *http.ServeMux
 	// resource, when set, is the only resource (RFC 8707) it issues tokens for: /authorize
 	// refuses any other, and /token wants the one the code was granted for.
 	resource string
@@ -50,7 +56,7 @@ type authServer struct {
 type grant struct{ challenge, redirect, resource string }
 
 func newAuthServer(t *testing.T) *authServer {
-	a := &authServer{codes: map[string]grant{}, valid: map[string]bool{}, refresh: map[string]string{}}
+	a := &authServer{codes: map[string]grant{}, valid: map[string]bool{}, refresh: map[string]string{}, spent: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /authorize", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -100,6 +106,14 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.mu.Lock()
+	hold := a.hold
+	a.mu.Unlock()
+	if hold != nil && r.PostForm.Get("grant_type") == "refresh_token" {
+		if hold(r); r.Context().Err() != nil {
+			return // the client went away: the request is never answered, nor the grant changed
+		}
+	}
+	a.mu.Lock()
 	defer a.mu.Unlock()
 	var resource string
 	switch r.PostForm.Get("grant_type") {
@@ -114,6 +128,13 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 		}
 		resource = g.resource
 	case "refresh_token":
+		if a.spent[r.PostForm.Get("refresh_token")] { // reuse: the grant is revoked
+			a.revoked++
+			clear(a.refresh)
+			clear(a.valid)
+			fail("invalid_grant")
+			return
+		}
 		granted, ok := a.refresh[r.PostForm.Get("refresh_token")]
 		if !ok {
 			fail("invalid_grant")
@@ -126,6 +147,7 @@ func (a *authServer) token(w http.ResponseWriter, r *http.Request) {
 		resource = granted
 		a.refreshes++
 		delete(a.refresh, r.PostForm.Get("refresh_token")) // rotated: a refresh token is good once
+		a.spent[r.PostForm.Get("refresh_token")] = true
 		for k := range a.valid {
 			delete(a.valid, k)
 		}
@@ -169,7 +191,20 @@ func protectedMCP(t *testing.T, a *authServer) (*httptest.Server, func() []strin
 		mu.Unlock()
 		h.ServeHTTP(w, r)
 	}))
-	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		// A session whose client could not say goodbye (its DELETE needed a token the
+		// authorization server would not give) is ended here, as a real server's idle
+		// timeout would.
+		var left []*mcp.ServerSession
+		for ss := range s.Sessions() {
+			left = append(left, ss)
+		}
+		for _, ss := range left {
+			_ = ss.Close()
+		}
+	})
 	return srv, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), seen...) }
 }
 
@@ -611,5 +646,190 @@ func TestMCPConnectRefusesOtherSites(t *testing.T) {
 		if st, loc, body := connect(h); st != http.StatusSeeOther || !strings.HasPrefix(loc, auth.URL+"/authorize?") {
 			t.Errorf("connect with %v: %d to %q, want 303 to the authorization server:\n%s", h, st, loc, body)
 		}
+	}
+}
+
+// oauthConnected is connectors for one channel's server at mcpURL with oauth at auth, each
+// replica with its own store on f's database, the server connected for #general (C0000001)
+// on the first by audit-bot.
+func oauthConnected(t *testing.T, f *fixture, auth *authServer, mcpURL string, replicas int, opts connectors.Options) []*connectors.Connectors {
+	t.Helper()
+	cfg, err := connectors.Parse("mcp.json", []byte(`{"mcpServers": {"incidents": {"url": "`+mcpURL+`", "channels": ["#general"],
+	  "oauth": {"client_id": "logbook-client", "client_secret": "client-secret-42", "authorization_url": "`+auth.URL+`/authorize",
+	            "token_url": "`+auth.URL+`/token"}}}}`), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Key, err = connectors.ParseSecretKey(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{3}, 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*connectors.Connectors
+	for range replicas {
+		opts.Tokens = session.NewStore(f.app, session.Options{})
+		out = append(out, connectors.New(cfg, opts))
+	}
+	ctx := context.Background()
+	const redirect = "https://logbook.example.com/mcp/callback"
+	toAuth, err := out[0].StartOAuth(ctx, "incidents", "C0000001", "general", redirect, "audit-bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(toAuth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	back, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := out[0].TakeOAuth(ctx, back.Query().Get("state"), "audit-bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out[0].FinishOAuth(ctx, p, "general", redirect, back.Query().Get("code")); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Two replicas' sessions of a channel whose token has expired refresh it at once: one
+// refresh reaches the token endpoint, the other waits for it (a lock in PostgreSQL) and takes
+// the stored token. The rotated refresh token is never spent twice, so an authorization
+// server that detects reuse (Okta, Auth0, Keycloak) keeps the grant, and both calls succeed.
+func TestMCPOAuthRefreshOnceAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	auth := newAuthServer(t)
+	mcpSrv, _ := protectedMCP(t, auth)
+	log := zerolog.New(zerolog.NewTestWriter(t))
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	reps := oauthConnected(t, f, auth, mcpSrv.URL, 2, connectors.Options{Logger: log, Now: clock})
+	ctx := context.Background()
+	one, two := reps[0].Session("C0000001", "general", nil, log), reps[1].Session("C0000001", "general", nil, log)
+	defer one.Close()
+	defer two.Close()
+	for _, s := range []*connectors.Session{one, two} {
+		if r := s.Call(ctx, "mcp__incidents__lookup", nil); r.IsError {
+			t.Fatalf("lookup before expiry = %+v", r)
+		}
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+
+	arrived, release := make(chan struct{}, 2), make(chan struct{})
+	auth.mu.Lock()
+	auth.hold = func(r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}
+	auth.mu.Unlock()
+	results := make(chan connectors.Result, 2)
+	for _, s := range []*connectors.Session{one, two} {
+		go func() { results <- s.Call(ctx, "mcp__incidents__lookup", nil) }()
+	}
+	timeout := time.After(30 * time.Second)
+	select {
+	case <-arrived:
+	case <-timeout:
+		t.Fatal("no refresh reached the token endpoint")
+	}
+	// The first refresh is held at the token endpoint: the other must not reach it, but wait
+	// in PostgreSQL for the first to finish.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for waiting := false; !waiting; {
+		select {
+		case <-arrived:
+			t.Error("a second refresh of the same token reached the token endpoint while the first was under way")
+			waiting = true
+		case <-tick.C:
+			var n int
+			if err := f.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			waiting = n > 0
+		case <-timeout:
+			t.Fatal("neither a second refresh nor a session waiting for the first")
+		}
+	}
+	close(release)
+	for range 2 {
+		if r := <-results; r.IsError || r.Content != "incident INC-7: failover" {
+			t.Errorf("lookup after expiry = %+v", r)
+		}
+	}
+	auth.mu.Lock()
+	refreshes, revoked := auth.refreshes, auth.revoked
+	auth.mu.Unlock()
+	if refreshes != 1 || revoked != 0 {
+		t.Errorf("refreshes = %d, grants revoked for reuse = %d; want 1 and 0", refreshes, revoked)
+	}
+}
+
+// A token endpoint that never answers fails the call within ConnectTimeout with an error
+// that says so, abandons the request (no goroutine left waiting on it), and leaves nothing
+// locked: once the endpoint answers again, the next call refreshes and succeeds.
+func TestMCPOAuthRefreshStalls(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	auth := newAuthServer(t)
+	mcpSrv, _ := protectedMCP(t, auth)
+	log := zerolog.New(zerolog.NewTestWriter(t))
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	const bound = 2 * time.Second
+	conns := oauthConnected(t, f, auth, mcpSrv.URL, 1, connectors.Options{Logger: log, Now: clock, ConnectTimeout: bound})[0]
+	ctx := context.Background()
+	s := conns.Session("C0000001", "general", nil, log)
+	defer s.Close()
+	if r := s.Call(ctx, "mcp__incidents__lookup", nil); r.IsError {
+		t.Fatalf("lookup before expiry = %+v", r)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+
+	abandoned := make(chan struct{}, 1)
+	auth.mu.Lock()
+	auth.hold = func(r *http.Request) { // never answers
+		<-r.Context().Done()
+		abandoned <- struct{}{}
+	}
+	auth.mu.Unlock()
+	result := make(chan connectors.Result, 1)
+	start := time.Now()
+	go func() { result <- s.Call(ctx, "mcp__incidents__lookup", nil) }()
+	select {
+	case r := <-result:
+		if !r.IsError || !strings.Contains(r.Content, "token endpoint did not answer") {
+			t.Errorf("lookup with the token endpoint stalled = %+v, want an error saying it did not answer", r)
+		}
+		if took := time.Since(start); took > 3*bound {
+			t.Errorf("the call failed after %v, want within about %v", took, bound)
+		}
+	case <-time.After(10 * bound):
+		t.Fatalf("the call still waits on the stalled token endpoint after %v", 10*bound)
+	}
+	<-abandoned
+
+	auth.mu.Lock()
+	auth.hold = nil
+	auth.mu.Unlock()
+	if r := s.Call(ctx, "mcp__incidents__lookup", nil); r.IsError || r.Content != "incident INC-7: failover" {
+		t.Errorf("lookup once the token endpoint answers again = %+v", r)
 	}
 }
