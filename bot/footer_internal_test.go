@@ -23,6 +23,11 @@ func TestFooterLine(t *testing.T) {
 		{Footer{Mode: FooterUsage, PublicURL: "https://x.example", Prices: prices}, usages, link + " · gpt-4o-mini · 1,000,234 in · 2,000,000 out · $5.0002"},
 		{Footer{Mode: FooterUsage, PublicURL: "https://x.example", Prices: prices}, []session.Usage{{Model: "mystery", InputTokens: 5}}, link + " · mystery · 5 in · 0 out"},
 		{Footer{Mode: FooterUsage, PublicURL: "https://x.example", Prices: prices}, nil, link},
+		// Prices name model prefixes, as LOGBOOK_PRICES does: a versioned name is priced by the
+		// longest prefix that names it.
+		{Footer{Mode: FooterUsage, PublicURL: "https://x.example", Prices: Prices{"claude-sonnet-4": {Input: 3, Output: 15}, "claude-": {Input: 100, Output: 100}}},
+			[]session.Usage{{Model: "claude-sonnet-4-5-20250929", InputTokens: 1_000_000, OutputTokens: 100_000}},
+			link + " · claude-sonnet-4-5-20250929 · 1,000,000 in · 100,000 out · $4.5000"},
 	} {
 		if got := c.f.line(id, c.usages); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.f, got, c.want)

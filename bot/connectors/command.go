@@ -13,11 +13,15 @@ import (
 
 // Command is /logbook mcp: the MCP servers offered in the channel it is typed in,
 // their tools and whether each is reachable. channelName names a channel id (nil: servers
-// named by channel name are not matched). Serve registers it only when there are servers.
+// named by channel name are not matched). c nil: the deployment has no servers, and the
+// command says so.
 func Command(c *Connectors, channelName func(ctx context.Context, id string) string, log zerolog.Logger) slashcmd.Command {
 	return slashcmd.Command{Name: "mcp", Who: slashcmd.Anyone,
 		Usage: "`/logbook mcp` lists the MCP servers and tools offered in this channel, and whether each is reachable.",
 		Run: func(ctx context.Context, cmd slashcmd.Call) string {
+			if c == nil {
+				return "No MCP server is configured on this deployment: an operator lists them in LOGBOOK_MCP_CONFIG (docs/connectors.md)."
+			}
 			name := ""
 			if channelName != nil {
 				name = channelName(ctx, cmd.ChannelID)

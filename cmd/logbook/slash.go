@@ -42,9 +42,7 @@ func slashTable(p slashParts) *slashcmd.Table {
 		vis, channelName = p.Dir, p.Dir.ChannelName
 	}
 	t := slashcmd.New(p.Team, slashHelp()).Add(recall.Command(p.Search, vis), transcriptCommand(), repo.SlashCommand(p.Repos, p.Admins))
-	if p.MCP != nil {
-		t.Add(connectors.Command(p.MCP, channelName, p.Log))
-	}
+	t.Add(connectors.Command(p.MCP, channelName, p.Log)) // without servers, it says there are none
 	t.Add(settings.Command(p.Settings))
 	t.Add(memory.Commands(p.Memory)...)
 	if p.Budget != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -44,9 +45,14 @@ func TestSlashHelpListsEverySubcommand(t *testing.T) {
 	if got, want := len(tb.Names()), 10; got != want { // search transcript repo mcp config remember memory forget budget schedule
 		t.Errorf("%d subcommands %v, want %d", got, tb.Names(), want)
 	}
-	// Without servers or a budget there is neither command, nor a line for it.
+	// Without a budget or schedules there is neither command, nor a line for it; without MCP
+	// servers /logbook mcp says there are none here (issue 46: it said there was no such
+	// subcommand).
 	bare := slashTable(slashParts{Team: "T1", Log: zerolog.Nop()})
-	for _, name := range []string{"mcp", "budget", "schedule"} {
+	if got := bare.Answer(context.Background(), slack.SlashCommand{Text: "mcp", TeamID: "T1", ChannelID: "C1"}); !strings.Contains(got, "No MCP server is configured") {
+		t.Errorf("/logbook mcp without servers: %q", got)
+	}
+	for _, name := range []string{"budget", "schedule"} {
 		if got := bare.Answer(context.Background(), slack.SlashCommand{Text: name, TeamID: "T1", ChannelID: "C1"}); got[:14] != "There is no `/" {
 			t.Errorf("/logbook %s without one: %q", name, got)
 		}
