@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,6 +41,16 @@ func metaOf(evs []session.Event, sha string) (fileMeta, bool) {
 			var up session.FileUpload
 			if e.Decode(&up) == nil && up.SHA256 == sha {
 				m, found = fileMeta{name: up.Name, mimetype: up.Mimetype}, true
+			}
+		case session.TypeToolResult: // an image a tool (an MCP server's) returned
+			var r session.ToolResult
+			if e.Decode(&r) != nil {
+				continue
+			}
+			for _, im := range r.Images {
+				if im.SHA256 == sha {
+					m, found = fileMeta{name: im.Label(), mimetype: im.MediaType}, true
+				}
 			}
 		}
 	}
@@ -145,12 +156,17 @@ func (s *server) file(w http.ResponseWriter, r *http.Request) {
 	w.Write(data) //nolint:errcheck // the client went away
 }
 
-// shown reports whether the session's transcript shows the content sha to this reader: a file
-// of a deleted message is shown (and served) to auditors only, as its text is.
+// shown reports whether the session's transcript shows the content sha to this reader — a
+// shared file, one handed back, or an image a tool returned: a file of a deleted message is
+// shown (and served) to auditors only, as its text is.
 func shown(sess session.Session, evs []session.Event, sha string, auditor bool) bool {
 	t := transcript.Build(sess, evs, transcript.Options{All: true, RevealDeleted: auditor})
 	for _, e := range t.Entries {
-		for _, f := range e.Files {
+		files := e.Files
+		if e.Tool != nil {
+			files = append(slices.Clip(files), e.Tool.Images...) // an MCP tool's images
+		}
+		for _, f := range files {
 			if f.SHA256 == sha {
 				return true
 			}

@@ -396,3 +396,37 @@ func TestFileOfADeletedMessageIsForAuditors(t *testing.T) {
 		t.Errorf("an auditor: %d %q", status, body)
 	}
 }
+
+// An image an MCP tool returned is served like a shared file: the transcript links it, and
+// its link answers with the image, inline (issue 46: it answered 404, a broken image).
+func TestToolImageIsServed(t *testing.T) {
+	t.Parallel()
+	ff := newFilesFixture(t)
+	s, err := ff.store.Open(ff.ctx, session.ThreadKey{Team: "T0000001", Channel: "C0000001", ThreadTS: "1700000950.000100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	png := append([]byte("\x89PNG\r\n\x1a\n"), []byte("\x00\x00\x00\rIHDR a chart")...)
+	sha := session.FileHash(png)
+	if err := ff.store.PutFile(ff.ctx, s.ID, sha, png, false); err != nil {
+		t.Fatal(err)
+	}
+	ts := "1700000950.000100"
+	bot := session.Actor{Kind: session.ActorBot, ID: "UB000001"}
+	if _, err := ff.store.Append(ff.ctx, s.ID,
+		session.NewEvent{Type: session.TypeUserMessage, Actor: alice, Payload: session.UserMessage{Team: "T0000001", Channel: "C0000001",
+			ThreadTS: ts, TS: ts, User: "U0000001", Text: "chart it"}},
+		session.NewEvent{Type: session.TypeAssistantMessage, Actor: bot, Payload: session.AssistantMessage{Text: "Charting.", ToolCallIDs: []string{"call_1"}, Turn: 2}},
+		session.NewEvent{Type: session.TypeToolCall, Actor: bot, Payload: session.ToolCall{CallID: "call_1", Name: "mcp__charts__draw", Input: []byte(`{}`), Server: "charts", Tool: "draw"}},
+		session.NewEvent{Type: session.TypeToolResult, Actor: session.Actor{Kind: session.ActorSystem, ID: "brain"}, Payload: session.ToolResult{CallID: "call_1",
+			Content: "the chart", Server: "charts", Tool: "draw", Images: []session.ToolImage{{SHA256: sha, MediaType: "image/png", Size: int64(len(png))}}}}); err != nil {
+		t.Fatal(err)
+	}
+	status, body, hdr := ff.getFiles("/sessions/"+s.ID.String()+"/files/"+sha, asAlice)
+	if status != http.StatusOK || body != string(png) {
+		t.Fatalf("the tool's image: status %d, %d bytes", status, len(body))
+	}
+	if ct, cd := hdr.Get("Content-Type"), hdr.Get("Content-Disposition"); ct != "image/png" || !strings.HasPrefix(cd, "inline") {
+		t.Errorf("the tool's image: Content-Type %q, Content-Disposition %q", ct, cd)
+	}
+}
