@@ -175,7 +175,9 @@ func TestDeliverFooterLinksTheTranscript(t *testing.T) {
 	t.Parallel()
 	agent := &echoAgent{usage: &session.Usage{Provider: "anthropic", Model: "claude-sonnet-4-5", InputTokens: 1200, OutputTokens: 300}}
 	h := newHarness(t, agent, harnessOptions{footer: bot.Footer{Mode: bot.FooterUsage, PublicURL: "https://lb.example/",
-		Prices: bot.Prices{"claude-sonnet-4-5": {Input: 3, Output: 15}}}})
+		Price: func(m string) (bot.Price, bool) {
+			return bot.Price{Input: 3, Output: 15}, strings.HasPrefix(m, "claude-sonnet-4-5")
+		}}})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> hello"})
 	msg := h.replies(general, top.TS, 1)[0]
 	s := h.session(general, top.TS)

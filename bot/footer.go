@@ -43,32 +43,14 @@ type Price struct {
 	Input, Output float64
 }
 
-// Prices maps model names, or prefixes of them, to prices; a model no key names shows tokens
-// without cost. Serve fills it from budget.Prices (LOGBOOK_PRICES has one reader, bot/budget's
-// ParsePrices), whose keys are prefixes: claude-sonnet-4 prices claude-sonnet-4-5-20250929.
-type Prices map[string]Price
-
-// For is the price of model: the key equal to it, else the longest key that is a prefix of it
-// (case aside), as the budget matches.
-func (p Prices) For(model string) (Price, bool) {
-	if pr, ok := p[model]; ok {
-		return pr, true
-	}
-	m, best, found := strings.ToLower(model), "", false
-	var price Price
-	for k, v := range p {
-		if strings.HasPrefix(m, strings.ToLower(k)) && len(k) > len(best) {
-			best, price, found = k, v, true
-		}
-	}
-	return price, found
-}
-
 // Footer is the line under a final reply.
 type Footer struct {
 	Mode      FooterMode
 	PublicURL string // the web pages' external address, e.g. https://logbook.example.com
-	Prices    Prices
+	// Price is a model's price (false: none is known, and the footer shows tokens without
+	// cost). Serve's is LOGBOOK_PRICES' (budget.Prices.For: the longest prefix that names the
+	// model, so claude-sonnet-4 prices claude-sonnet-4-5-20250929).
+	Price func(model string) (Price, bool)
 }
 
 // line is the footer for a reply of session id whose turn made the calls in usages ("" when
@@ -86,7 +68,11 @@ func (f Footer) line(id session.ID, usages []session.Usage) string {
 		for _, u := range usages {
 			in, out = in+u.InputTokens, out+u.OutputTokens
 			models[u.Model] = true
-			p, ok := f.Prices.For(u.Model)
+			var p Price
+			ok := f.Price != nil
+			if ok {
+				p, ok = f.Price(u.Model)
+			}
 			priced = priced && ok
 			cost += (float64(u.InputTokens)*p.Input + float64(u.OutputTokens)*p.Output) / 1e6
 		}

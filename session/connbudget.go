@@ -80,7 +80,7 @@ func (b ConnBudget) Fits(n int) int {
 // The error spells the formula and the numbers, and what to change.
 func (b ConnBudget) Check(l Limits) error {
 	const fix = "lower LOGBOOK_DB_POOL or LOGBOOK_DB_GATEWAY_POOL, raise the limit, or put PgBouncer in front " +
-		"(README: Running many replicas)"
+		"(docs/replicas.md: the connection budget)"
 	if need, avail := b.Need(), l.Available(); need > avail {
 		return fmt.Errorf("database connections do not fit: %s > %d that PostgreSQL lets ordinary clients open "+
 			"(max_connections %d − superuser_reserved_connections %d − reserved_connections %d); at most %d replicas fit: %s",

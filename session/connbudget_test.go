@@ -61,7 +61,7 @@ func TestConnBudgetCheck(t *testing.T) {
 		{name: "ten do not", budget: fleet(10, 8, 4), per: 14, need: 146, limits: defaultServer,
 			refused: "database connections do not fit: LOGBOOK_REPLICAS 10 × (main 8 + gateway 4 + listen 1 + watch 1) + LOGBOOK_DB_RESERVE 6 = 146 > 97 " +
 				"that PostgreSQL lets ordinary clients open (max_connections 100 − superuser_reserved_connections 3 − reserved_connections 0); " +
-				"at most 6 replicas fit: lower LOGBOOK_DB_POOL or LOGBOOK_DB_GATEWAY_POOL, raise the limit, or put PgBouncer in front (README: Running many replicas)"},
+				"at most 6 replicas fit: lower LOGBOOK_DB_POOL or LOGBOOK_DB_GATEWAY_POOL, raise the limit, or put PgBouncer in front (docs/replicas.md: the connection budget)"},
 		{name: "ten with small pools", budget: fleet(10, 4, 2), per: 8, need: 86, limits: defaultServer},
 		{name: "reserved_connections (16+)", budget: fleet(7, 8, 4), per: 14, need: 104,
 			limits:  session.Limits{MaxConnections: 100, SuperuserReserved: 3, Reserved: 5, RoleLimit: -1, DatabaseLimit: -1},

@@ -370,7 +370,7 @@ func (s *server) oidcIdentity(w http.ResponseWriter, r *http.Request) (Identity,
 	role, ok := s.oidc.role(groups)
 	if !ok && !found && groupsOverage(claims, s.oidc.cfg.GroupsClaim) {
 		// Not "in no allowed group": nobody can tell. logbook does not ask Microsoft Graph
-		// (another API and permission); the provider can send fewer groups (README).
+		// (another API and permission); the provider can send fewer groups (docs/web.md).
 		r := refuse(http.StatusForbidden, "Your organisation's sign-in sent no groups for "+who+": you are in too many groups for it "+
 			"to put them in a sign-in (Entra ID stops at 200), so logbook cannot tell whether you may read these pages. "+
 			"Ask your logbook operator to have the sign-in send only the groups assigned to logbook.",

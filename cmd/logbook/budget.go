@@ -37,7 +37,7 @@ func (cfg *serveConfig) readBudget(e env) error {
 	if cfg.Budget.Prices, err = budget.ParsePrices(e.getenv("LOGBOOK_PRICES")); err != nil {
 		return err
 	}
-	cfg.Footer.Prices = footerPrices(cfg.Budget.Prices)
+	cfg.Footer.Price = footerPrice(cfg.Budget.Prices)
 	if cfg.Budget.Limits, err = budget.ParseLimits(e.getenv("LOGBOOK_BUDGET")); err != nil {
 		return err
 	}
@@ -48,14 +48,13 @@ func (cfg *serveConfig) readBudget(e env) error {
 	return nil
 }
 
-// footerPrices are p as the reply footer's table (input and output per million tokens).
-func footerPrices(p budget.Prices) bot.Prices {
-	out := bot.Prices{}
-	for _, m := range p.Models() {
-		pr, _ := p.For("", m)
-		out[m] = bot.Price{Input: float64(pr.In) / 1e6, Output: float64(pr.Out) / 1e6}
+// footerPrice is the footer's price of a model, from LOGBOOK_PRICES: the longest prefix that
+// names it, as the budget prices it.
+func footerPrice(p budget.Prices) func(model string) (bot.Price, bool) {
+	return func(model string) (bot.Price, bool) {
+		pr, ok := p.For("", model)
+		return bot.Price{Input: float64(pr.In) / 1e6, Output: float64(pr.Out) / 1e6}, ok
 	}
-	return out
 }
 
 // channelLimits are the channels' budgets and setup commands: a channel's settings records

@@ -211,10 +211,11 @@ Environment:
                           (LOGBOOK_PUBLIC_URL), and denied without asking when that is unset
                           mcp__<server>__<tool> patterns (mcp__sentry__*, mcp__*) name the
                           connectors' tools
-  LOGBOOK_MCP_CONFIG      path of the MCP servers' JSON file ({"mcpServers": {...}}, see the
-                          README): remote servers (url, headers) called by logbook, local ones
-                          (command, args, env) run in each session's sandbox; each offered only
-                          in its channels; ${NAME} is taken from logbook's environment; a
+  LOGBOOK_MCP_CONFIG      path of the MCP servers' JSON file ({"mcpServers": {...}}, see
+                          docs/connectors.md): remote servers (url, headers) called by logbook,
+                          local ones (command, args, env) run in each session's sandbox; each
+                          offered only in its channels; ${NAME} is taken from logbook's
+                          environment (never into a local server's command, args or env); a
                           remote server's "oauth" is connected per channel by an admin on the
                           web pages (/mcp/<server>/connect?channel=C...), its endpoints
                           discovered from the server when the file leaves them out; images a
@@ -273,7 +274,7 @@ Environment:
                           group commit of the gateway's appends: envelopes that arrive together
                           are stored in one transaction, in at most this many lanes (1 to 64;
                           unset: off, one transaction an envelope). Each envelope is still acked only
-                          after the commit that stored it. Opt-in: see README
+                          after the commit that stored it. Opt-in: see docs/replicas.md
   LOGBOOK_POLL_INTERVAL   how often to look for sessions with unanswered messages (default 5s)
   LOGBOOK_WAKE_LIMIT      the most sessions the start and the polls wake at once (default 32,
                           or off): a replica that comes back to a backlog works through it
