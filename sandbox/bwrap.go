@@ -56,8 +56,12 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 	if !cfg.AllowNetwork {
 		isolation = append(isolation, "--unshare-net")
 	}
-	build := func(hardening []string) func(ws, dir string, binds, inner []string) ([]string, string) {
-		fixed := []string{bwrap}
+	// bwrap reads its mount arguments, host paths among them, from a pipe (--args): its argv is
+	// what the sandbox's pid 1 shows in /proc/1/cmdline, and the host's layout (the base
+	// directory, the user it lives under) is none of the sandbox's business.
+	argsFD := strconv.Itoa(3 + len(p.inputData))
+	build := func(hardening []string) func(ws, dir string, binds, inner []string) wrapped {
+		var fixed []string
 		fixed = append(fixed, isolation...)
 		fixed = append(fixed, hardening...)
 		// No --new-session: bwrap's init would then leave our process
@@ -69,13 +73,16 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 		fixed = append(fixed, mounts...)
 		fixed = append(fixed, "--proc", "/proc", "--dev", "/dev",
 			"--size", strconv.FormatInt(cfg.Limits.TmpBytes, 10), "--tmpfs", "/tmp")
-		return func(ws, dir string, binds, inner []string) ([]string, string) {
-			argv := make([]string, 0, len(fixed)+len(binds)+8+len(inner))
-			argv = append(argv, fixed...)
-			argv = append(argv, binds...)
-			argv = append(argv, "--bind", ws, insideWorkspace, "--remount-ro", "/",
+		return func(ws, dir string, binds, inner []string) wrapped {
+			var args bytes.Buffer
+			for _, a := range slices.Concat(fixed, binds, []string{"--bind", ws, insideWorkspace}) {
+				args.WriteString(a)
+				args.WriteByte(0)
+			}
+			argv := make([]string, 0, 9+len(inner))
+			argv = append(argv, bwrap, "--args", argsFD, "--remount-ro", "/",
 				"--chdir", path.Join(insideWorkspace, dir), "--")
-			return append(argv, inner...), "/"
+			return wrapped{argv: append(argv, inner...), dir: "/", input: args.Bytes()}
 		}
 	}
 	p.inside = func(string) string { return insideWorkspace }
@@ -92,11 +99,37 @@ func newBwrap(cfg Config, log zerolog.Logger) (Provider, error) {
 		}
 		log.Warn().Err(probeErr).Msg("bwrap sandbox DEGRADED: --disable-userns is not available, sandboxed code may create nested user namespaces")
 	}
+	if shown := p.shownToSandboxes(); shown != "" {
+		log.Warn().Str("base_dir", cfg.BaseDir).Str("mountinfo_shows", shown).
+			Msg("every sandbox can read this host path in /proc/self/mountinfo; to keep the host's layout from them, " +
+				"put LOGBOOK_SANDBOX_DIR on a file system of its own (a volume or a tmpfs mounted there) or set LOGBOOK_SANDBOX_DISK (as root)")
+	}
 	log.Info().Str("bwrap", bwrap).Str("base_dir", cfg.BaseDir).Uint32("uid", uid).
 		Bool("network", cfg.AllowNetwork).Str("memory_bound", p.memoryBound).Str("memory_bound_why", p.memoryWhy).
 		Str("cgroup_parent", p.cgroupParent).Int64("memory_bytes", cfg.Limits.MemoryBytes).
 		Msg("sandbox provider bwrap ready")
 	return p, nil
+}
+
+// shownToSandboxes returns the host path a workspace's mount shows in the sandbox's
+// /proc/self/mountinfo ("" when that is only the workspace's name): bwrap cannot hide a bind
+// mount's path inside its file system.
+func (p *provider) shownToSandboxes() string {
+	if p.diskFS {
+		return "" // each workspace is a file system of its own
+	}
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	base, err := filepath.EvalSymlinks(p.cfg.BaseDir)
+	if err != nil {
+		return ""
+	}
+	if shown := shownInMountinfo(info, base); shown != "/" {
+		return path.Join(shown, "<workspace>")
+	}
+	return ""
 }
 
 // readOnlyMounts returns bwrap arguments mounting the host paths read-only,
@@ -143,16 +176,16 @@ func (p *provider) probe() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	argv, dir := p.wrap(ws, ".", nil, append(p.limitArgs(p.cfg.Limits.FileSizeBytes), "/bin/sh", "-c", "echo ok > probe && cat probe"))
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = dir
+	w := p.wrap(ws, ".", nil, append(p.limitArgs(p.cfg.Limits.FileSizeBytes), "/bin/sh", "-c", "echo ok > probe && cat probe"))
+	cmd := exec.CommandContext(ctx, w.argv[0], w.argv[1:]...)
+	cmd.Dir = w.dir
 	cmd.Env = p.cfg.environ(p.inside(ws))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: p.cred}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = waitDelay
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := p.withInputs(cmd, cmd.Run); err != nil {
+	if err := p.withInputs(cmd, w, cmd.Run); err != nil {
 		return fmt.Errorf("probe: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	if stdout.String() != "ok\n" {

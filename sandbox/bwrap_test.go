@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -430,3 +431,92 @@ func uniq(s string) string { return fmt.Sprintf("%s-%d", s, os.Getpid()) }
 
 // sleepArg is a sleep duration of about 1000 s that is unique to this test process and n.
 func sleepArg(n int) string { return fmt.Sprintf("1000.%d%d", n, os.Getpid()) }
+
+// The sandbox learns nothing of the host's layout from its processes: bwrap's own argv (pid 1,
+// its init, shows it in /proc/1/cmdline) names the base directory in its mounts, so bwrap
+// reads those from a pipe. /proc/self/mountinfo still shows a bind mount's path inside its file
+// system: on a base directory that is a file system of its own (a volume, LOGBOOK_SANDBOX_DISK)
+// that path is just the workspace's name — TestBwrapMountinfoOnAFileSystemOfItsOwn.
+func TestBwrapProcessesDoNotNameTheBaseDir(t *testing.T) {
+	t.Parallel()
+	p, _ := mustProvider(t, KindBwrap, nil)
+	base := p.(*provider).cfg.BaseDir
+	sb := mustProvision(t, p, "C1/1700000000.000200", Recipe{})
+	res := mustExec(t, sb, ExecRequest{Shell: "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done"})
+	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "--chdir /workspace") {
+		t.Fatalf("the sandbox's command lines are not what this test reads: %+v", res)
+	}
+	for _, leak := range []string{base, filepath.Dir(base)} {
+		if strings.Contains(res.Stdout, leak) {
+			t.Errorf("a sandbox process's command line names the host's %s:\n%s", leak, res.Stdout)
+		}
+	}
+	// The same holds for the long-lived processes (a local MCP server's).
+	proc, err := sb.(Starter).Start(context.Background(), StartRequest{Argv: []string{"/bin/sh", "-c", "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = proc.Stdin.Close()
+	out, _ := io.ReadAll(io.LimitReader(proc.Stdout, 1<<16))
+	_ = proc.Close()
+	if !strings.Contains(string(out), "--chdir /workspace") || strings.Contains(string(out), base) {
+		t.Errorf("a started process's view of the command lines names %s (or shows none):\n%s", base, out)
+	}
+}
+
+func TestShownInMountinfo(t *testing.T) {
+	t.Parallel()
+	const info = "22 1 254:0 / / rw - ext4 /dev/vda rw\n" +
+		"30 22 0:40 / /srv/ws rw - tmpfs tmpfs rw\n" +
+		"31 22 0:41 /data /mnt/vol rw - ext4 /dev/vdb rw\n" +
+		"32 22 0:42 / /home/a\\040b rw - tmpfs tmpfs rw\n"
+	for dir, want := range map[string]string{
+		"/home/alice/.cache/logbook": "/home/alice/.cache/logbook", // on the root file system: all of it
+		"/srv/ws":                    "/",                          // a file system of its own: nothing
+		"/srv/ws/sandboxes":          "/sandboxes",
+		"/mnt/vol/x":                 "/data/x", // a bind mount's root comes first
+		"/home/a b/c":                "/c",      // escaped mount points
+		"/srv/wsx":                   "/srv/wsx",
+	} {
+		if got := shownInMountinfo([]byte(info), dir); got != want {
+			t.Errorf("shownInMountinfo(%q) = %q, want %q", dir, got, want)
+		}
+	}
+}
+
+// A base directory inside another file system is shown to every sandbox by mountinfo, and
+// logbook says so at start; one that is a file system's root shows nothing of the host.
+func TestBwrapMountinfoOnAFileSystemOfItsOwn(t *testing.T) {
+	t.Parallel()
+	p, logs := mustProvider(t, KindBwrap, nil)
+	base := p.(*provider).cfg.BaseDir
+	if !strings.Contains(logs.String(), `"mountinfo_shows"`) || !strings.Contains(logs.String(), "sandboxes/<workspace>") {
+		t.Errorf("a base directory inside /tmp's file system went unsaid at start:\n%s", logs.String())
+	}
+	sb := mustProvision(t, p, "C1/1700000000.000300", Recipe{})
+	res := mustExec(t, sb, ExecRequest{Shell: "cat /proc/self/mountinfo"})
+	if !strings.Contains(res.Stdout, filepath.Base(filepath.Dir(base))) {
+		t.Fatalf("the warning is about nothing: mountinfo shows no host path\n%s", res.Stdout)
+	}
+
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs as the base directory needs root; the rest of this test did not run")
+	}
+	own := filepath.Join(searchableTempDir(t), "volume")
+	if err := os.Mkdir(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "tmpfs", own).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v: %s); the rest of this test did not run", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", own).Run() })
+	p2, logs2 := mustProvider(t, KindBwrap, func(c *Config) { c.BaseDir = own })
+	if strings.Contains(logs2.String(), `"mountinfo_shows"`) {
+		t.Errorf("a base directory that is a file system's root was warned about:\n%s", logs2.String())
+	}
+	sb2 := mustProvision(t, p2, "C1/1700000000.000301", Recipe{})
+	res = mustExec(t, sb2, ExecRequest{Shell: "cat /proc/self/mountinfo; for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done"})
+	if res.ExitCode != 0 || strings.Contains(res.Stdout, own) || strings.Contains(res.Stdout, filepath.Dir(own)) {
+		t.Errorf("the sandbox still sees the host path %s:\n%s", own, res.Stdout)
+	}
+}

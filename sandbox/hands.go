@@ -150,7 +150,8 @@ func (s *sandbox) execute(ctx context.Context, c command) (ExecResult, error) {
 	}()
 	runCtx, cancelRun := context.WithTimeoutCause(ctx, c.timeout, errTimeout)
 	defer cancelRun()
-	inputs, err := s.p.inputs()
+	w := s.p.wrap(s.workspace, c.dir, c.binds, c.line)
+	inputs, err := s.p.inputs(w)
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -162,7 +163,7 @@ func (s *sandbox) execute(ctx context.Context, c command) (ExecResult, error) {
 		}
 		inputs = append(inputs, g.r)
 	}
-	cmd, stdout, stderr := s.prepare(runCtx, c, g, func() { cancel(errOutputLimit) })
+	cmd, stdout, stderr := s.prepare(runCtx, c, w, g, func() { cancel(errOutputLimit) })
 	cmd.ExtraFiles = inputs
 	var oomBefore int64
 	if s.cgroup != nil {
@@ -207,11 +208,11 @@ func (s *sandbox) execute(ctx context.Context, c command) (ExecResult, error) {
 	return s.outcome(ctx, runCtx, cmd, res, err, oomBefore)
 }
 
-// prepare builds the host command of c: behind g (cgroup v1; nil: none), a process group of
+// prepare builds the host command of c, as wrapped in w: behind g (cgroup v1; nil: none), a process group of
 // its own the context's end kills whole, and stdout and stderr kept head and tail, over the
 // output budget calling exceeded.
-func (s *sandbox) prepare(ctx context.Context, c command, g *gate, exceeded func()) (*exec.Cmd, *headTail, *headTail) {
-	argv, hostDir := s.p.wrap(s.workspace, c.dir, c.binds, c.line)
+func (s *sandbox) prepare(ctx context.Context, c command, w wrapped, g *gate, exceeded func()) (*exec.Cmd, *headTail, *headTail) {
+	argv, hostDir := w.argv, w.dir
 	if g != nil {
 		argv = g.wrap(argv) // outside bwrap: nothing runs before the move into the cgroup
 	}

@@ -39,8 +39,8 @@ func newProcess(cfg Config, log zerolog.Logger) (Provider, error) {
 	}
 	cfg = p.cfg
 	p.inside = func(ws string) string { return ws }
-	p.wrap = func(ws, dir string, _, inner []string) ([]string, string) {
-		return inner, filepath.Join(ws, filepath.FromSlash(dir))
+	p.wrap = func(ws, dir string, _, inner []string) wrapped {
+		return wrapped{argv: inner, dir: filepath.Join(ws, filepath.FromSlash(dir))}
 	}
 	uid, _ := p.sandboxIDs()
 	log.Warn().Str("base_dir", cfg.BaseDir).Uint32("uid", uid).Str("memory_bound", p.memoryBound).

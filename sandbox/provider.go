@@ -49,11 +49,11 @@ type provider struct {
 	inputData [][]byte
 	// inside maps a workspace's host path to the path commands see.
 	inside func(workspace string) string
-	// wrap returns the host command line running inner in the sandbox with
+	// wrap returns the host command running inner in the sandbox with
 	// working directory dir (a clean, local, slash-separated path, "" for the
-	// workspace root) and the host working directory of that command line;
-	// binds are more bwrap mount arguments (the process provider has none).
-	wrap func(workspace, dir string, binds, inner []string) (argv []string, hostDir string)
+	// workspace root); binds are more bwrap mount arguments (the process
+	// provider has none).
+	wrap func(workspace, dir string, binds, inner []string) wrapped
 	// escapeErr is the error value os.Root uses for paths escaping the root.
 	escapeErr error
 	// defaultMirrors is the cache used when Config.Mirrors is nil.
@@ -134,12 +134,24 @@ func (p *provider) limitArgs(fileSize int64) []string {
 	)
 }
 
-// inputs returns the read ends of pipes already holding p.inputData, to be
+// wrapped is a command line wrap built: argv, its host working directory, and what it reads
+// from the file descriptor after p.inputData's (bwrap's own arguments; nil: nothing).
+type wrapped struct {
+	argv  []string
+	dir   string
+	input []byte
+}
+
+// inputs returns the read ends of pipes already holding p.inputData and then w's input, to be
 // a command's ExtraFiles; the caller closes them once it started. Each item
 // must fit in a pipe buffer (64 KiB on Linux) since nobody else writes.
-func (p *provider) inputs() ([]*os.File, error) {
-	files := make([]*os.File, 0, len(p.inputData))
-	for _, data := range p.inputData {
+func (p *provider) inputs(w wrapped) ([]*os.File, error) {
+	data := p.inputData
+	if w.input != nil {
+		data = append(data[:len(data):len(data)], w.input)
+	}
+	files := make([]*os.File, 0, len(data))
+	for _, data := range data {
 		r, w, err := os.Pipe()
 		if err != nil {
 			closeAll(files)
@@ -159,10 +171,10 @@ func (p *provider) inputs() ([]*os.File, error) {
 	return files, nil
 }
 
-// withInputs gives cmd the command inputs (inputs) as its ExtraFiles and runs start, cmd.Start
+// withInputs gives cmd the command inputs of w (inputs) as its ExtraFiles and runs start, cmd.Start
 // or cmd.Run, closing this process's ends once start returned: the child holds its own.
-func (p *provider) withInputs(cmd *exec.Cmd, start func() error) error {
-	inputs, err := p.inputs()
+func (p *provider) withInputs(cmd *exec.Cmd, w wrapped, start func() error) error {
+	inputs, err := p.inputs(w)
 	if err != nil {
 		return err
 	}
@@ -293,9 +305,9 @@ func (p *provider) Provision(ctx context.Context, key string, recipe Recipe) (Sa
 // startSentinel starts the sandbox's long-lived process and waits until it
 // says it is ready. Its exit, whoever causes it, marks the sandbox lost.
 func (s *sandbox) startSentinel(ctx context.Context) error {
-	argv, dir := s.p.wrap(s.workspace, "", nil, []string{"/bin/sh", "-c", "echo ready; read _"})
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
+	w := s.p.wrap(s.workspace, "", nil, []string{"/bin/sh", "-c", "echo ready; read _"})
+	cmd := exec.Command(w.argv[0], w.argv[1:]...)
+	cmd.Dir = w.dir
 	cmd.Env = s.env
 	cmd.SysProcAttr = s.sysProcAttr(0)
 	stderr := newHeadTail(4<<10, nil)
@@ -308,7 +320,7 @@ func (s *sandbox) startSentinel(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start sentinel: %w", err)
 	}
-	if err := s.p.withInputs(cmd, cmd.Start); err != nil {
+	if err := s.p.withInputs(cmd, w, cmd.Start); err != nil {
 		return fmt.Errorf("start sentinel: %w", err)
 	}
 	ready := make(chan error, 1)

@@ -80,8 +80,9 @@ func (s *sandbox) Start(ctx context.Context, req StartRequest) (*Process, error)
 // waiter gives back once it is reaped.
 func (s *sandbox) startProcess(dir string, env, inner []string) (*Process, error) {
 	line := append(append(append([]string(nil), s.prefix...), s.p.limitArgs(s.fileSizeLimit())...), inner...)
-	argv, hostDir := s.p.wrap(s.workspace, dir, s.binds, line)
-	inputs, err := s.p.inputs()
+	w := s.p.wrap(s.workspace, dir, s.binds, line)
+	argv, hostDir := w.argv, w.dir
+	inputs, err := s.p.inputs(w)
 	if err != nil {
 		return nil, err
 	}
