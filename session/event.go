@@ -93,6 +93,9 @@ const (
 	TypeFollowupSubscribed Type = "followup_subscribed"
 	TypeFollowupSignal     Type = "followup_signal"
 	TypeFollowupEnded      Type = "followup_ended"
+	// A connector's tool whose description changed since the channel's sessions first listed
+	// it (bot/connectors; a "rug pull"), recorded in the session that met the change.
+	TypeMCPToolChanged Type = "mcp_tool_changed"
 )
 
 var knownTypes = map[Type]bool{
@@ -110,6 +113,7 @@ var knownTypes = map[Type]bool{
 	TypeTakenOver: true, TypeHandedBack: true, TypeEgressConnection: true,
 	TypeTurnSettings: true, TypeBudgetNotice: true, TypeSetupResult: true,
 	TypeFollowupSubscribed: true, TypeFollowupSignal: true, TypeFollowupEnded: true,
+	TypeMCPToolChanged: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

@@ -597,3 +597,26 @@ type SetupResult struct {
 
 // Key is n's idempotency key: one budget_notice per session, budget and day.
 func (n BudgetNotice) Key() string { return "budget_notice:" + n.Scope + ":" + n.Subject + ":" + n.Day }
+
+// MCPToolChanged is a connector's tool whose description changed since the channel's sessions
+// first listed it (type mcp_tool_changed): Server as LOGBOOK_MCP_CONFIG names it, Tool the
+// server's own name of the tool, Name the one the model calls; Before and After the
+// description as the model got it then and gets it now (each at most 1 KiB), with the
+// SHA-256 of the whole description the server sent; FirstSeen when the channel first listed
+// it. Text is what the thread was told.
+type MCPToolChanged struct {
+	Server       string    `json:"server"`
+	Tool         string    `json:"tool"`
+	Name         string    `json:"name"`
+	Before       string    `json:"before"`
+	After        string    `json:"after"`
+	BeforeSHA256 string    `json:"before_sha256"`
+	AfterSHA256  string    `json:"after_sha256"`
+	FirstSeen    time.Time `json:"first_seen"`
+	Text         string    `json:"text"`
+}
+
+// Key is c's idempotency key: one record of a change per session.
+func (c MCPToolChanged) Key() string {
+	return "mcp_tool_changed:" + c.Server + ":" + c.Tool + ":" + c.AfterSHA256
+}

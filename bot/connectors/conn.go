@@ -12,6 +12,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/logbook/logbook/sandbox"
+	"github.com/logbook/logbook/session"
 )
 
 // conn is one session's connection to one server: the SDK's client session, the local
@@ -243,10 +244,39 @@ func (s *Session) toolsOf(ctx context.Context, srv Server) ([]Tool, error) {
 	if tools == nil {
 		tools = []Tool{}
 	}
+	changes := s.note(ctx, srv, tools)
 	s.mu.Lock()
 	c.tools = tools
+	s.changed = append(s.changed, changes...)
 	s.mu.Unlock()
 	return tools, nil
+}
+
+// note keeps what srv's tools say they do in the session's channel and returns those whose
+// description changed since. A store that fails costs the watch, not the tools: logged.
+func (s *Session) note(ctx context.Context, srv Server, tools []Tool) []Change {
+	store := s.c.opts.Descriptions
+	if store == nil || len(tools) == 0 {
+		return nil
+	}
+	list := make([]session.ToolDescription, 0, len(tools))
+	names := map[string]string{}
+	for _, t := range tools {
+		list = append(list, session.ToolDescription{Tool: t.Tool, Full: t.full, Description: t.Description})
+		names[t.Tool] = t.Name
+	}
+	found, err := store.NoteToolDescriptions(ctx, s.channel, srv.Name, list, s.c.opts.Now())
+	if err != nil {
+		s.log.Warn().Err(err).Str("server", srv.Name).Msg("MCP tool descriptions not compared with what the channel saw before")
+		return nil
+	}
+	var out []Change
+	for _, f := range found {
+		s.log.Warn().Str("server", srv.Name).Str("tool", f.Tool).Time("first_seen", f.FirstSeen).
+			Msg("MCP server changed what its tool says it does since the channel first listed it")
+		out = append(out, Change{Server: srv.Name, Name: names[f.Tool], ToolDescriptionChange: f})
+	}
+	return out
 }
 
 // headers adds a server's headers to every request, outside the sandbox.

@@ -50,6 +50,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/sandbox"
+	"github.com/logbook/logbook/session"
 )
 
 // Prefix begins every tool name this package offers: mcp__<server>__<tool>.
@@ -82,6 +83,17 @@ type Options struct {
 	// (LOGBOOK_SECRET_KEY); nil: such servers cannot be connected.
 	Tokens TokenStore
 	Key    *SecretKey
+	// Descriptions keeps what each channel's servers' tools say they do, so a description
+	// that changes is told (nil: changes are not watched).
+	Descriptions Descriptions
+}
+
+// Descriptions keeps what each channel's servers' tools say they do (*session.Store has it):
+// NoteToolDescriptions keeps a server's list as a session listed it and returns the tools
+// whose description changed since the channel's sessions last listed them, each to one
+// session only.
+type Descriptions interface {
+	NoteToolDescriptions(ctx context.Context, channel, server string, tools []session.ToolDescription, at time.Time) ([]session.ToolDescriptionChange, error)
 }
 
 // Connectors is the configured MCP servers. It is safe for concurrent use.
@@ -149,6 +161,8 @@ type Tool struct {
 	Schema      map[string]any // a JSON Schema of type object
 	ReadOnly    bool           // the server marks it read-only (readOnlyHint): safe to repeat
 	Approve     bool           // the file's approve names it: a person approves each call
+
+	full string // the description as the server sent it
 }
 
 // Result is what a call did, for the model: its text, and the images it returned (the
@@ -177,7 +191,25 @@ type Session struct {
 	conns   map[string]*conn
 	dialing map[string]*sync.Mutex
 	failed  map[string]time.Time // when listing a server's tools last failed
+	changed []Change             // descriptions changed, not yet taken (Changes)
 	closed  bool
+}
+
+// Change is a tool whose description changed since the channel's sessions first listed it:
+// a server that rewrites what its tool tells the model after it was trusted (a "rug pull").
+type Change struct {
+	Server string
+	Name   string // as the model calls it
+	session.ToolDescriptionChange
+}
+
+// Changes takes the description changes this session's listings met since the last call.
+func (s *Session) Changes() []Change {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.changed
+	s.changed = nil
+	return out
 }
 
 // Offers reports whether any server is offered in the session's channel.
@@ -343,7 +375,8 @@ func (s *Session) offered(srv Server, list []*mcp.Tool) []Tool {
 		if why != "" {
 			s.log.Info().Str("server", srv.Name).Str("tool", t.Name).Str("why", why).Msg("MCP tool's input schema simplified for the model APIs")
 		}
-		tool := Tool{Name: name, Server: srv.Name, Tool: t.Name, Description: clipText(cmp.Or(t.Description, t.Title), MaxDescription), Schema: schema}
+		tool := Tool{Name: name, Server: srv.Name, Tool: t.Name, Description: clipText(cmp.Or(t.Description, t.Title), MaxDescription), Schema: schema,
+			full: cmp.Or(t.Description, t.Title)}
 		if t.Annotations != nil {
 			tool.ReadOnly = t.Annotations.ReadOnlyHint
 		}

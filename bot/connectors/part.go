@@ -2,10 +2,14 @@ package connectors
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"sync"
 
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/part"
+	"github.com/logbook/logbook/session"
 )
 
 // Part offers each turn the tools of the MCP servers of its channel (mcp__<server>__<tool>),
@@ -42,7 +46,68 @@ func (p connectorsPart) Offer(ctx context.Context, s part.Scope) (part.Offer, er
 	if !ok || sess == nil || !sess.Offers() {
 		return part.Offer{}, nil
 	}
-	return part.Offer{Toolsets: []brain.Toolset{Toolset(sess)}, Asks: func(tool string) bool { return IsTool(tool) && sess.Approve(tool) }}, nil
+	w := &watch{sess: sess, s: s}
+	return part.Offer{Toolsets: []brain.Toolset{watched{Toolset(sess), w}}, Asks: func(tool string) bool { return IsTool(tool) && sess.Approve(tool) },
+		Answered: w.answered}, nil
+}
+
+// connectorsActor records what the connectors met (a changed tool description).
+var connectorsActor = session.Actor{Kind: session.ActorSystem, ID: "connectors"}
+
+// watch records, in a turn's session, the tool descriptions its listings found changed
+// (mcp_tool_changed), and tells the thread under the reply.
+type watch struct {
+	sess *Session
+	s    part.Scope
+
+	mu      sync.Mutex
+	pending []Change // taken from the session, not yet recorded
+	told    []string // lines for the reply
+}
+
+// record appends the changes the session's listings met; one that cannot be appended now is
+// tried again at the next listing or once the agent answered.
+func (w *watch) record(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending = append(w.pending, w.sess.Changes()...)
+	for len(w.pending) > 0 {
+		c := w.pending[0]
+		text := fmt.Sprintf(":warning: MCP server %s changed what its tool %s tells the model since this channel first listed it (%s); "+
+			"the agent was given the new description, and both are in the transcript.",
+			c.Server, c.Name, c.FirstSeen.UTC().Format("2006-01-02 15:04 UTC"))
+		ev := session.MCPToolChanged{Server: c.Server, Tool: c.Tool, Name: c.Name, Before: c.Before, After: c.After,
+			BeforeSHA256: hex.EncodeToString(c.BeforeSHA256), AfterSHA256: hex.EncodeToString(c.AfterSHA256), FirstSeen: c.FirstSeen, Text: text}
+		if _, err := w.s.Log.Append(ctx, session.NewEvent{Type: session.TypeMCPToolChanged, Actor: connectorsActor, IdempotencyKey: ev.Key(), Payload: ev}); err != nil {
+			return err
+		}
+		w.pending = w.pending[1:]
+		w.told = append(w.told, text)
+	}
+	return nil
+}
+
+func (w *watch) answered(ctx context.Context) ([]string, error) {
+	if err := w.record(ctx); err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.told, nil
+}
+
+// watched is a Toolset whose listings record the description changes they meet.
+type watched struct {
+	brain.Toolset
+	w *watch
+}
+
+func (t watched) Tools(ctx context.Context) []brain.Tool {
+	tools := t.Toolset.Tools(ctx)
+	if err := t.w.record(ctx); err != nil {
+		t.w.s.Logger.Warn().Err(err).Msg("a changed MCP tool description is not recorded yet; tried again when the agent answered")
+	}
+	return tools
 }
 
 // Source is what a Toolset calls: a *Session's tools and calls.

@@ -887,7 +887,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	}
 	var mcp *connectors.Connectors
 	if cfg.MCP != nil {
-		mcp = connectors.New(*cfg.MCP, connectors.Options{Logger: log, Tokens: store, Key: cfg.SecretKey})
+		mcp = connectors.New(*cfg.MCP, connectors.Options{Logger: log, Tokens: store, Key: cfg.SecretKey, Descriptions: store})
 		w.mcp = mcp
 	}
 	w.buildStarted(store) // schedules.go

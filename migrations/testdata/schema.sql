@@ -454,6 +454,22 @@ CREATE TABLE public.mcp_tokens (
 );
 GRANT SELECT, INSERT, UPDATE ON TABLE public.mcp_tokens TO logbook_app;
 
+CREATE TABLE public.mcp_tool_descriptions (
+    channel text NOT NULL,
+    server text NOT NULL,
+    tool text NOT NULL,
+    sha256 bytea NOT NULL,
+    description text NOT NULL,
+    first_seen timestamp with time zone NOT NULL,
+    changed_at timestamp with time zone,
+    CONSTRAINT mcp_tool_descriptions_channel_check CHECK ((channel <> ''::text)),
+    CONSTRAINT mcp_tool_descriptions_pkey PRIMARY KEY (channel, server, tool),
+    CONSTRAINT mcp_tool_descriptions_server_check CHECK ((server <> ''::text)),
+    CONSTRAINT mcp_tool_descriptions_sha256_check CHECK ((length(sha256) = 32)),
+    CONSTRAINT mcp_tool_descriptions_tool_check CHECK ((tool <> ''::text))
+);
+GRANT SELECT, INSERT, UPDATE ON TABLE public.mcp_tool_descriptions TO logbook_app;
+
 CREATE TABLE public.model_spend (
     id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
     call_id uuid NOT NULL,
