@@ -320,7 +320,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		if o.repoAdmins != nil {
 			admins = o.repoAdmins
 		}
-		o.slash = slashTable(nil, nil, "", repos, admins).Add(settings.Command(chSettings)).Add(chmemory.Commands(mem)...).Answer
+		o.slash = slashTable(nil, nil, "", repos, admins).Add(settings.Command(chSettings)).Add(chmemory.Commands(mem, nil)...).Answer
 	}
 	var handsFor hands.Factory
 	if o.sandbox != nil {

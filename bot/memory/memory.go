@@ -94,12 +94,24 @@ func (m *Memory) Offer(ctx context.Context, team, channel string) ([]session.Not
 
 // Commands are `/logbook remember <text>`, `/logbook memory` and `/logbook forget <id>`, for
 // the people of the workspace's organisation only (people of other organisations, Slack
-// Connect, may not change the channel's memory). m nil: memory is off, and they say so.
-func Commands(m *Memory) []slashcmd.Command {
+// Connect, may not change the channel's memory), in public channels only: private asks Slack
+// whether a channel is private (nil: every C… channel counts as public), and logbook keeps
+// nothing of a private channel's, its notes included. m nil: memory is off, and they say so.
+func Commands(m *Memory, private func(ctx context.Context, channel string) (bool, error)) []slashcmd.Command {
 	run := func(do func(m *Memory, ctx context.Context, team, channel, user, args string) string) func(context.Context, slashcmd.Call) string {
 		return func(ctx context.Context, c slashcmd.Call) string {
 			if !strings.HasPrefix(c.ChannelID, "C") && !strings.HasPrefix(c.ChannelID, "G") {
 				return "Memory belongs to a channel: use it in the channel."
+			}
+			closed := strings.HasPrefix(c.ChannelID, "G") // a private channel of Slack's older kind
+			if !closed && private != nil {
+				var err error
+				if closed, err = private(ctx, c.ChannelID); err != nil {
+					return "I cannot tell whether this channel is public right now, so nothing was read or kept; try again."
+				}
+			}
+			if closed {
+				return "This channel is private: logbook keeps nothing of private channels, so it has no memory here and keeps no note."
 			}
 			return do(m, ctx, c.Team, c.ChannelID, c.UserID, c.Args)
 		}

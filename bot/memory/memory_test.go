@@ -98,9 +98,31 @@ func TestMemoryCommands(t *testing.T) {
 	t.Parallel()
 	st := &memStore{}
 	next := slashcmd.Command{Name: "repo", Run: func(context.Context, slashcmd.Call) string { return "next" }}
-	h := slashcmd.New("T1", slashcmd.Help{}).Add(next).Add(memory.Commands(memory.New(st, memory.Config{}))...).Answer
-	run := func(team, text string) string {
-		return h(context.Background(), slack.SlashCommand{Text: text, UserID: "U1", TeamID: team, ChannelID: "C0000001"})
+	private := func(_ context.Context, channel string) (bool, error) {
+		switch channel {
+		case "C0000001":
+			return false, nil
+		case "CPRIVATE1":
+			return true, nil
+		}
+		return false, errors.New("conversations.info: ratelimited")
+	}
+	h := slashcmd.New("T1", slashcmd.Help{}).Add(next).Add(memory.Commands(memory.New(st, memory.Config{}), private)...).Answer
+	in := func(channel, team, text string) string {
+		return h(context.Background(), slack.SlashCommand{Text: text, UserID: "U1", TeamID: team, ChannelID: channel})
+	}
+	run := func(team, text string) string { return in("C0000001", team, text) }
+	// A private channel keeps no note, whether Slack says so or its id does; a channel whose
+	// visibility cannot be read keeps none either.
+	for _, c := range [][2]string{{"CPRIVATE1", "This channel is private"}, {"G0000001", "This channel is private"}, {"CUNKNOWN1", "cannot tell whether this channel is public"}} {
+		for _, text := range []string{"remember the deploy key is in vault", "memory", "forget 1"} {
+			if got := in(c[0], "T1", text); !strings.Contains(got, c[1]) {
+				t.Errorf("%s in %s: %q, want %q", text, c[0], got, c[1])
+			}
+		}
+	}
+	if len(st.notes) != 0 {
+		t.Fatalf("a private channel's note was kept: %+v", st.notes)
 	}
 	if got := run("T1", "repo"); got != "next" {
 		t.Fatalf("passed on: %q", got)

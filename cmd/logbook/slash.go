@@ -38,13 +38,14 @@ type slashParts struct {
 func slashTable(p slashParts) *slashcmd.Table {
 	var vis recall.Visibility
 	var channelName func(ctx context.Context, id string) string
+	var private func(ctx context.Context, id string) (bool, error)
 	if p.Dir != nil {
-		vis, channelName = p.Dir, p.Dir.ChannelName
+		vis, channelName, private = p.Dir, p.Dir.ChannelName, p.Dir.ChannelPrivate
 	}
 	t := slashcmd.New(p.Team, slashHelp()).Add(recall.Command(p.Search, vis), transcriptCommand(), repo.SlashCommand(p.Repos, p.Admins))
 	t.Add(connectors.Command(p.MCP, channelName, p.Log)) // without servers, it says there are none
 	t.Add(settings.Command(p.Settings))
-	t.Add(memory.Commands(p.Memory)...)
+	t.Add(memory.Commands(p.Memory, private)...)
 	if p.Budget != nil {
 		t.Add(p.Budget.SlashCommand())
 	}
