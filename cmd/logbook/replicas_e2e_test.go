@@ -733,9 +733,19 @@ func TestE2ETenReplicas(t *testing.T) {
 	if perMessage > leaseCallsPerMessageMax {
 		t.Errorf("%.2f lease calls per message, above %.1f: a message costs calls on every replica", perMessage, leaseCallsPerMessageMax)
 	}
-	// Round-robin sockets and a race for the lease: every replica starts a fair part.
-	if fair := l.threads / replicas; lo < max(1, fair/4) {
-		t.Errorf("a replica started %d sessions, below a quarter of its share %d: %s", lo, fair, line)
+	// Each envelope goes to a random socket and the lease to whoever stores the message
+	// first, so the spread is a draw: one replica in ten starting none of 60 sessions happens
+	// by chance about once in fifty runs at idle (10 × 0.9^60), more often when the machine is
+	// loaded and one replica is slow to start. What would be a fault is a fleet where only some
+	// replicas take sessions, or one takes far more than its share.
+	fair, took := l.threads/replicas, 0
+	for _, p := range procs {
+		if perPID[p.cmd.Process.Pid] > 0 {
+			took++
+		}
+	}
+	if took < replicas*7/10 || hi > 3*max(fair, 1) {
+		t.Errorf("%d of %d replicas started sessions, the busiest %d (a share is %d): %s", took, replicas, hi, fair, line)
 	}
 	if moved > 0 {
 		t.Errorf("%d sessions moved between replicas with none stopped: sessions stay where they start", moved)
