@@ -238,7 +238,7 @@ ON CONFLICT (repo, number) DO UPDATE SET poller = $3, due_at = $5
 RETURNING true`
 
 // ClaimPoll claims the poller's look at pull request number of repo (owner/name), the time
-// now, and makes the next one due at next (migration 00180): true when the look is poller's
+// now, and makes the next one due at next (migration 00190): true when the look is poller's
 // to make — the pull request has no poller yet, or its look is due and poller polls it, or its
 // look is overdue by takeover (its poller died or stalled: poller takes it over). Exactly one
 // caller across replicas gets true for each due look.
@@ -297,7 +297,7 @@ ON CONFLICT (name) DO UPDATE SET until = $2, reason = $3 WHERE g.until < $2
 RETURNING true`
 
 // PauseGitHub pauses the polling of GitHub, on every replica, until until, for reason
-// (migration 00180): true when this lengthened the pause (the caller says so, once), false
+// (migration 00190): true when this lengthened the pause (the caller says so, once), false
 // when it already lasted as long.
 func (s *Store) PauseGitHub(ctx context.Context, until time.Time, reason string) (bool, error) {
 	var ok bool

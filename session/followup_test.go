@@ -73,7 +73,7 @@ func TestClaimLook(t *testing.T) {
 
 // A due look at a followed pull request is claimed by exactly one of the replicas that race
 // for it; its poller claims the next once due, another only once it is overdue by the
-// takeover's margin, and then polls it; NextPoll says when each may (migration 00180).
+// takeover's margin, and then polls it; NextPoll says when each may (migration 00190).
 func TestClaimPoll(t *testing.T) {
 	t.Parallel()
 	st, _ := newStoreTB(t, 8)

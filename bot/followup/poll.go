@@ -13,7 +13,7 @@ import (
 )
 
 // Polling across replicas (issue 48). Every replica runs Poll; each followed pull request has
-// one poller among them (session.ClaimPoll, migration 00180): the replica that claims its
+// one poller among them (session.ClaimPoll, migration 00190): the replica that claims its
 // first look, and that claims each next one once it is due. Another replica claims a look only
 // once it is overdue by half the interval — its poller died or stalled — and polls the pull
 // request from then on. Each pull request's looks fall on a fixed phase of the interval (by a
