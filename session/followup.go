@@ -224,3 +224,103 @@ func (s *Store) ClaimLook(ctx context.Context, repo string, number int, gap time
 	}
 	return time.Duration(secs * float64(time.Second)), true, nil
 }
+
+// PullRef names a pull request: its repository (owner/name) and number.
+type PullRef struct {
+	Repo   string
+	Number int
+}
+
+const sqlClaimPoll = `
+INSERT INTO followup_polls AS p (repo, number, poller, due_at) VALUES ($1, $2, $3, $5)
+ON CONFLICT (repo, number) DO UPDATE SET poller = $3, due_at = $5
+    WHERE p.due_at <= $4 AND (p.poller = $3 OR p.due_at <= $4 - make_interval(secs => $6))
+RETURNING true`
+
+// ClaimPoll claims the poller's look at pull request number of repo (owner/name), the time
+// now, and makes the next one due at next (migration 00190): true when the look is poller's
+// to make — the pull request has no poller yet, or its look is due and poller polls it, or its
+// look is overdue by takeover (its poller died or stalled: poller takes it over). Exactly one
+// caller across replicas gets true for each due look.
+func (s *Store) ClaimPoll(ctx context.Context, repo string, number int, poller string, now, next time.Time, takeover time.Duration) (bool, error) {
+	var ok bool
+	switch err := s.pool.QueryRow(ctx, sqlClaimPoll, repo, number, poller, now.UTC(), next.UTC(), takeover.Seconds()).Scan(&ok); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("claim the poll of %s#%d: %w", repo, number, err)
+	}
+	return true, nil
+}
+
+const sqlNextPoll = `
+SELECT min(CASE WHEN p.repo IS NULL THEN $4
+                WHEN p.poller = $3 THEN p.due_at
+                ELSE p.due_at + make_interval(secs => $5) END)
+FROM unnest($1::text[], $2::int[]) AS f(repo, number)
+LEFT JOIN followup_polls p ON p.repo = f.repo AND p.number = f.number`
+
+// NextPoll is when poller may next claim a look at one of pulls (ClaimPoll's rules), the time
+// now: now for a pull request without a poller, its due time for poller's own, its due time
+// and takeover for another's. With no pulls it is the zero time.
+func (s *Store) NextPoll(ctx context.Context, poller string, now time.Time, takeover time.Duration, pulls []PullRef) (time.Time, error) {
+	repos, numbers := make([]string, len(pulls)), make([]int32, len(pulls))
+	for i, p := range pulls {
+		repos[i], numbers[i] = p.Repo, int32(p.Number)
+	}
+	var next *time.Time
+	if err := s.pool.QueryRow(ctx, sqlNextPoll, repos, numbers, poller, now.UTC(), takeover.Seconds()).Scan(&next); err != nil {
+		return time.Time{}, fmt.Errorf("read when the next poll is due: %w", err)
+	}
+	if next == nil {
+		return time.Time{}, nil
+	}
+	return *next, nil
+}
+
+const sqlPrunePolls = `DELETE FROM followup_polls WHERE due_at < $1`
+
+// PrunePolls deletes the polls due before before: pull requests no longer followed.
+func (s *Store) PrunePolls(ctx context.Context, before time.Time) error {
+	if _, err := s.pool.Exec(ctx, sqlPrunePolls, before.UTC()); err != nil {
+		return fmt.Errorf("prune the polls: %w", err)
+	}
+	return nil
+}
+
+// githubPause is github_pauses' row for GitHub's REST API (one token per installation).
+const githubPause = "github"
+
+const sqlPauseGitHub = `
+INSERT INTO github_pauses AS g (name, until, reason) VALUES ($1, $2, $3)
+ON CONFLICT (name) DO UPDATE SET until = $2, reason = $3 WHERE g.until < $2
+RETURNING true`
+
+// PauseGitHub pauses the polling of GitHub, on every replica, until until, for reason
+// (migration 00190): true when this lengthened the pause (the caller says so, once), false
+// when it already lasted as long.
+func (s *Store) PauseGitHub(ctx context.Context, until time.Time, reason string) (bool, error) {
+	var ok bool
+	switch err := s.pool.QueryRow(ctx, sqlPauseGitHub, githubPause, until.UTC(), reason).Scan(&ok); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("pause the polling of GitHub: %w", err)
+	}
+	return true, nil
+}
+
+const sqlGitHubPause = `SELECT until FROM github_pauses WHERE name = $1`
+
+// GitHubPausedUntil is until when the polling of GitHub is paused (PauseGitHub; the zero time
+// when it never was).
+func (s *Store) GitHubPausedUntil(ctx context.Context) (time.Time, error) {
+	var until time.Time
+	switch err := s.pool.QueryRow(ctx, sqlGitHubPause, githubPause).Scan(&until); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return time.Time{}, nil
+	case err != nil:
+		return time.Time{}, fmt.Errorf("read the pause of GitHub's polling: %w", err)
+	}
+	return until, nil
+}

@@ -36,6 +36,8 @@ package followup
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -60,6 +62,8 @@ type Forge interface {
 	Reviews(ctx context.Context, repo forge.Repo, number int) ([]forge.Review, error)
 	ReviewComments(ctx context.Context, repo forge.Repo, number int) ([]forge.ReviewComment, error)
 	Login(ctx context.Context) (string, error)
+	// Rate is what GitHub's latest answer said of the token's rate limit.
+	Rate() forge.Rate
 }
 
 // Store is what a look needs of the log (*session.Store).
@@ -72,6 +76,13 @@ type Store interface {
 	ClaimDelivery(ctx context.Context, id string, bodyHash []byte, ttl time.Duration) (bool, error)
 	ReleaseDelivery(ctx context.Context, id string) error
 	ClaimLook(ctx context.Context, repo string, number int, gap time.Duration) (wait time.Duration, due bool, err error)
+	// The poller's (poll.go): the database's clock, the claims of looks, GitHub's pause.
+	Now(ctx context.Context) (time.Time, error)
+	ClaimPoll(ctx context.Context, repo string, number int, poller string, now, next time.Time, takeover time.Duration) (bool, error)
+	NextPoll(ctx context.Context, poller string, now time.Time, takeover time.Duration, pulls []session.PullRef) (time.Time, error)
+	PrunePolls(ctx context.Context, before time.Time) error
+	PauseGitHub(ctx context.Context, until time.Time, reason string) (bool, error)
+	GitHubPausedUntil(ctx context.Context) (time.Time, error)
 }
 
 // DefaultMax is LOGBOOK_FOLLOWUP_MAX's default: attempts per pull request.
@@ -99,9 +110,11 @@ type Config struct {
 	// well. Anything else, on a public repository a stranger's, is never followed: it would be
 	// instructions to push, from anyone.
 	Reviewers []string
-	// Poll is the time between two looks at one followed pull request by the poller (0: no
-	// polling).
+	// Poll is the time between two looks at one followed pull request by the pollers of all
+	// replicas (0: no polling).
 	Poll time.Duration
+	// Owner names this replica's poller among the replicas' ("": a random name).
+	Owner string
 	// ReadTimeout bounds reading a webhook delivery's body (0: DefaultReadTimeout): a client
 	// that sends it slowly does not hold a connection.
 	ReadTimeout time.Duration
@@ -142,6 +155,11 @@ func New(store Store, fg Forge, cfg Config) *Follower {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Owner == "" {
+		var b [8]byte
+		rand.Read(b[:])
+		cfg.Owner = "poller-" + hex.EncodeToString(b[:])
 	}
 	f := &Follower{store: store, forge: fg, cfg: cfg,
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "github_webhooks_total",

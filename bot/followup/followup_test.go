@@ -576,34 +576,42 @@ func webhookCount(t *testing.T, reg *prometheus.Registry, outcome string) float6
 	return 0
 }
 
-// The poller finds a failure without any webhook, one pull request per interval's share, and
-// stops with its context.
+// The poller finds a failure without any webhook, looks again when the next look is due (on
+// the database's clock), and stops with its context. The second look, at what did not change,
+// is answered 304 Not Modified throughout.
 func TestPoll(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, 0)
+	c := newSimClock()
 	ticks := make(chan time.Time)
 	asked := make(chan time.Duration, 10)
-	f := r.follower(followup.Config{Poll: time.Minute, After: func(d time.Duration) <-chan time.Time {
-		asked <- d
-		return ticks
-	}})
+	f := followup.New(clockedStore{Store: r.store, c: c}, r.client, followup.Config{Poll: time.Minute, Now: c.Now, Log: zerolog.New(r.logs),
+		After: func(d time.Duration) <-chan time.Time {
+			asked <- d
+			return ticks
+		}})
 	r.gh.AddCheckRun(r.gh.Head(branch), forgetest.Check{Name: "test", Conclusion: "failure"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- f.Poll(ctx) }()
-	// The first round looks at once; the poller then waits the interval's share.
-	if d := <-asked; d != time.Minute {
-		t.Fatalf("waits %v, want 1m (one pull request followed)", d)
+	// The first look is at once; the poller then waits for the next one's due time.
+	d := <-asked
+	if d <= 0 || d > time.Minute {
+		t.Fatalf("waits %v, want the next look's due time, within the minute", d)
 	}
 	if sigs := r.signals(t); len(sigs) != 1 || sigs[0].Source != "poll" {
 		t.Fatalf("signals %+v", sigs)
 	}
-	lookups := r.gh.Lookups()
-	t.Logf("the first look cost %d requests to GitHub (a pull request, its check runs, its status, its reviews)", lookups)
-	ticks <- time.Now()
+	first := r.gh.Counts()
+	t.Logf("the first look cost %d requests to GitHub (a pull request, its check runs, its status, its reviews)", first.Requests)
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+	ticks <- c.Now()
 	<-asked
-	if r.gh.Lookups() <= lookups || len(r.signals(t)) != 1 {
-		t.Fatalf("second round: lookups %d → %d, %d signals", lookups, r.gh.Lookups(), len(r.signals(t)))
+	second := r.gh.Counts()
+	if second.Requests <= first.Requests || second.NotModified-first.NotModified != second.Requests-first.Requests || len(r.signals(t)) != 1 {
+		t.Fatalf("second look: %+v → %+v, %d signals; want requests all answered 304, nothing new stored", first, second, len(r.signals(t)))
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/logbook/logbook/session/clip"
@@ -27,6 +28,10 @@ type GitHub struct {
 	base  string
 	token string
 	http  *http.Client
+	cache *etagCache
+
+	mu   sync.Mutex
+	rate Rate // the latest answer's (conditional.go)
 }
 
 // NewGitHub returns a client of the API at base ("" for DefaultAPIURL) that authenticates with
@@ -39,7 +44,7 @@ func NewGitHub(base, token string, hc *http.Client) *GitHub {
 	if base == "" {
 		base = DefaultAPIURL
 	}
-	return &GitHub{base: strings.TrimRight(base, "/"), token: token, http: hc}
+	return &GitHub{base: strings.TrimRight(base, "/"), token: token, http: hc, cache: newETagCache(cacheBytes)}
 }
 
 // Repo is a repository: owner/name, and the branch pull requests go into.
@@ -156,6 +161,13 @@ func (g *GitHub) do(ctx context.Context, method, path string, in, out any) error
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	// A GET is conditional on the answer kept for its URL (conditional.go).
+	var kept *cached
+	if method == http.MethodGet {
+		if kept = g.cache.get(req.URL.String()); kept != nil {
+			req.Header.Set("If-None-Match", kept.etag)
+		}
+	}
 	resp, err := g.http.Do(req)
 	if err != nil {
 		var ue *url.Error
@@ -165,6 +177,18 @@ func (g *GitHub) do(ctx context.Context, method, path string, in, out any) error
 		return fmt.Errorf("GitHub did not answer: %w", err)
 	}
 	defer resp.Body.Close()
+	rate, rateKnown := readRate(resp.Header)
+	if rateKnown {
+		g.mu.Lock()
+		g.rate = rate
+		g.mu.Unlock()
+	}
+	if resp.StatusCode == http.StatusNotModified && kept != nil {
+		if err := json.Unmarshal(kept.body, out); err != nil {
+			return fmt.Errorf("GitHub's answer is not what the API documents: %w", err)
+		}
+		return nil
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
 		return fmt.Errorf("read GitHub's answer: %w", err)
@@ -184,10 +208,16 @@ func (g *GitHub) do(ctx context.Context, method, path string, in, out any) error
 			}
 		}
 		msg = clip.Text(msg, 300)
+		if rl := rateLimited(resp.StatusCode, resp.Header, rate, rateKnown, msg); rl != nil {
+			return rl
+		}
 		return &Error{Status: resp.StatusCode, Message: msg}
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("GitHub's answer is not what the API documents: %w", err)
+	}
+	if method == http.MethodGet {
+		g.cache.put(req.URL.String(), resp.Header.Get("ETag"), data)
 	}
 	return nil
 }

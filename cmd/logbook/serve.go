@@ -192,7 +192,9 @@ Environment:
                           a pull request is looked at at most once per 2s for its deliveries
   LOGBOOK_FOLLOWUP_POLL   how often each followed pull request's checks and reviews are
                           polled instead (default 60s without a webhook secret, off with
-                          one; off, or at least 10s)
+                          one; off, or at least 10s), by one replica of the fleet, with
+                          conditional requests; paused on every replica by GitHub's rate
+                          limit
   LOGBOOK_FOLLOWUP_BOTS   bot accounts (comma-separated logins, e.g. coderabbitai[bot]; * for
                           all) whose reviews are followed; by default reviews by bots and by
                           logbook's own account are not
@@ -882,7 +884,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	}
 	if w.follow = newFollower(cfg, store, w.reg, log); w.follow != nil && cfg.FollowupPoll > 0 {
 		// For installations GitHub's webhooks cannot reach: each followed pull request looked
-		// at once per LOGBOOK_FOLLOWUP_POLL.
+		// at once per LOGBOOK_FOLLOWUP_POLL, by one replica of the fleet.
 		w.services = append(w.services, service{name: "followup-poll", run: w.follow.Poll})
 	}
 	var mcp *connectors.Connectors
@@ -1199,7 +1201,7 @@ func newFollower(cfg serveConfig, store *session.Store, reg prometheus.Registere
 	}
 	return followup.New(store, forge.NewGitHub(cfg.GitHubAPI, cfg.GitHubToken.Reveal(), nil), followup.Config{
 		Max: cfg.FollowupMax, Secret: cfg.WebhookSecret.Reveal(), Bots: cfg.FollowupBots, Reviewers: cfg.FollowupReviewers, Poll: cfg.FollowupPoll,
-		Log: log.With().Str("part", "followup").Logger(), Registerer: reg})
+		Owner: replicaOwner(), Log: log.With().Str("part", "followup").Logger(), Registerer: reg})
 }
 
 // followupFeature is forge.Pulls.Follow: the subscription recorded with a pull request, nil when

@@ -217,7 +217,7 @@ func (s *Server) serveChecks(w http.ResponseWriter, r *http.Request, fail func(i
 	parts := strings.Split(rest, "/")
 	answer := func(v any) bool {
 		s.checks.lookups++
-		json.NewEncoder(w).Encode(v)
+		s.answerConditional(w, r, v)
 		return true
 	}
 	switch {

@@ -4,6 +4,12 @@
 // request from one branch. For a followed pull request (checks.go) it also serves a pull
 // request, its head's check runs and statuses, its reviews and review comments, and a check
 // run's annotations, in GitHub's REST shapes, and sends webhooks signed as GitHub signs them.
+//
+// Like GitHub it answers every request with its token's rate limit (x-ratelimit-limit,
+// -remaining, -used, -reset; 5,000 an hour unless SetRateLimit says otherwise), refuses a
+// request once none remain (403, "API rate limit exceeded") until the reset, and answers a
+// followed pull request's reads with an ETag and, to a request whose If-None-Match holds it,
+// 304 Not Modified, which costs nothing against the limit (limits.go).
 package forgetest
 
 import (
@@ -14,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Options say what the fake serves.
@@ -30,6 +37,8 @@ type Options struct {
 	// one; Login is the token's account (GET /user; default logbook-bot).
 	HeadSHA func(string) string
 	Login   string
+	// Now is the fake's clock, for the rate limit's window and reset (nil: time.Now).
+	Now func() time.Time
 }
 
 // Server is a running fake.
@@ -45,11 +54,15 @@ type Server struct {
 	hold     chan struct{}
 	created  chan struct{}
 	checks   checkState
+	limits   limitState
 }
 
 // New starts a fake GitHub until the test ends.
 func New(tb testing.TB, opt Options) *Server {
-	s := &Server{opt: opt, branches: map[string]bool{"main": true}, checks: newCheckState()}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	s := &Server{opt: opt, branches: map[string]bool{"main": true}, checks: newCheckState(), limits: newLimitState(opt.Now())}
 	for _, b := range opt.Branches {
 		s.branches[b] = true
 	}
@@ -102,6 +115,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		fail(401, "Bad credentials")
 		return
 	}
+	lw, ok := s.admit(w, r)
+	if !ok {
+		return
+	}
+	w = lw
 	owner, _, _ := strings.Cut(s.opt.Repo, "/")
 	if s.serveChecks(w, r, fail) {
 		return
