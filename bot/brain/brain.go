@@ -1131,7 +1131,11 @@ func (b *Brain) call(ctx context.Context, m Meter, req Request, lv *live) (Respo
 		lv.status("thinking")
 		resp, err := b.complete(ctx, p, req)
 		if err != nil {
-			u := b.partialUsage(ctx, req, resp.Partial, err, b.now().Sub(start))
+			part := resp.Partial
+			if part == nil && waitCut(ctx, err) {
+				part = &Partial{} // the provider had the request: its input is charged
+			}
+			u := b.partialUsage(ctx, req, part, err, b.now().Sub(start))
 			settle(ctx, u) // nil: it never reached the model, nothing to charge
 			spent = addUsage(spent, u)
 			lv.callFailed()

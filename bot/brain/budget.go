@@ -114,6 +114,23 @@ func estimateOutput(pieces int, bytes int64) int64 {
 	return max(int64(pieces), (bytes+3)/4)
 }
 
+// waitCut reports a call that failed, before any of its answer arrived, because it was
+// stopped or timed out (ctx ended, or the HTTP client's timeout) — not refused by the provider
+// nor unable to connect: the provider had the request (it may have been reading it, or
+// writing an answer not yet sent: a non-streamed call, a stream's first event), so its input
+// is charged, estimated.
+func waitCut(ctx context.Context, err error) bool {
+	var ne net.Error
+	var pe *ProviderError
+	switch {
+	case ctx.Err() != nil:
+		return true
+	case errors.As(err, &pe) && pe.Status != 0:
+		return false
+	}
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
 // callEnded says why a call the provider had accepted ended without its whole answer: a
 // deadline (the turn's wall time, the HTTP client's timeout), a cancelled ctx (a person's
 // stop, the process ending), or a broken stream.

@@ -333,3 +333,41 @@ func TestCallRefusedBeforeTheStreamIsNotCharged(t *testing.T) {
 		})
 	}
 }
+
+// A call stopped while the provider had it and no answer had arrived yet — a call made
+// without streaming, here — is charged its input, estimated: a stop before the answer is not
+// free either.
+func TestCallStoppedBeforeItsAnswerIsChargedItsInput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.titled()
+	fake := fakeprovider.NewAnthropic(t, anthropicKey)
+	arrived := make(chan struct{})
+	// The whole answer would take an hour: only the stop ends the call.
+	fake.Push(fakeprovider.Reply{Text: "never sent", InputTokens: 50_000, OutputTokens: 10, Arrived: arrived,
+		Stream: fakeprovider.Stream{FirstToken: time.Hour}})
+	b, _ := newBrain(t, anthropicProvider(t, fake, anthropicKey), nil)
+	seq, _ := e.user("write the long report")
+	turn := e.turn(nil, e.startTurn(seq)) // no live view: the call is not streamed
+	turn.Meter = spendBudget(t, e, "").For("C0000001", "U0000001", e.sess.ID, turn.TurnSeq)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-arrived
+		stop()
+	}()
+	if _, err := b.Run(ctx, turn); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v, want it stopped", err)
+	}
+	<-done
+	if calls := fake.Calls(); len(calls) != 1 || calls[0].Stream {
+		t.Fatalf("calls %+v, want one, not streamed", calls)
+	}
+	cs := charges(t, e)
+	if len(cs) != 1 || cs[0].CostMicros <= 0 || cs[0].InputTokens <= 0 || cs[0].OutputTokens != 0 ||
+		cs[0].Source != session.UsageEstimated || !strings.Contains(cs[0].Reason, "was stopped") {
+		t.Fatalf("charges %+v, want its input estimated, nothing streamed, stopped", cs)
+	}
+}
