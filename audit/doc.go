@@ -17,7 +17,9 @@
 //	web_access.jsonl | .csv     the web pages' access_log in the window: page views, searches and
 //	                            downloads by person (bot/web)
 //	spend.jsonl | .csv          model calls' holds, charges and refusals in the window (model_spend):
-//	                            channel, person, session, model, tokens, cost (bot/budget)
+//	                            channel, person, session, model, tokens, cost, and a charge's
+//	                            source: provider, estimate (a call that failed part way) or none
+//	                            (bot/budget)
 //	budget_raises.jsonl | .csv  admins' raises of a budget for a day, with who raised it
 //	schedules.jsonl | .csv      schedules added and removed (/logbook schedule), with who (started.go)
 //	schedule_ticks.jsonl | .csv every tick claimed: due when, late, attempts, its post and session

@@ -15,7 +15,8 @@ import (
 )
 
 // TestSpendIsInExports: the model spend and budget raises of the window are files of the
-// export (spend.*, budget_raises.*), listed in the manifest, for the export's channel only.
+// export (spend.*, budget_raises.*), listed in the manifest, for the export's channel only; a
+// charge says whether its tokens were the provider's or logbook's estimate (issue 48).
 func TestSpendIsInExports(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -26,7 +27,7 @@ func TestSpendIsInExports(t *testing.T) {
 		if _, ok, err := f.app.AdmitSpend(ctx, hold, session.SpendLimits{Channel: -1, Person: -1}); err != nil || !ok {
 			t.Fatal(ok, err)
 		}
-		hold.CostMicros, hold.OutputTokens, hold.CacheReadTokens = 1234, 42, 7
+		hold.CostMicros, hold.OutputTokens, hold.CacheReadTokens, hold.Source = 1234, 42, 7, session.UsageEstimated
 		if err := f.app.ChargeSpend(ctx, hold); err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +52,8 @@ func TestSpendIsInExports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"kind":"hold"`, `"kind":"charge"`, `"cost_micros":1234`, `"cache_read_tokens":7`, `"channel":"C0000001"`} {
+	for _, want := range []string{`"kind":"hold"`, `"kind":"charge"`, `"cost_micros":1234`, `"cache_read_tokens":7`, `"channel":"C0000001"`,
+		`"source":"estimate"`} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("spend.jsonl lacks %s:\n%s", want, raw)
 		}

@@ -65,7 +65,33 @@ type Usage struct {
 	CacheWriteTokens int64  `json:"cache_write_tokens,omitempty"`
 	StopReason       string `json:"stop_reason,omitempty"`
 	LatencyMS        int64  `json:"latency_ms"`
+	// Source says where the counts came from. "" (every usage written before the field, and
+	// every call that answered) is the provider's report. UsageEstimated is a call that failed
+	// after the provider accepted it, whose counts logbook estimated in part (the input from
+	// the request sent, the output from what streamed); UsageFromProvider the same call when
+	// its stream had carried every count.
+	Source string `json:"source,omitempty"`
+	// Ended says why a call the provider had accepted ended without its whole answer
+	// (CallStopped, CallTimedOut, CallBroken); "" for a call that answered.
+	Ended string `json:"ended,omitempty"`
 }
+
+// Sources of a Usage's counts (Usage.Source) and of a charge's (Spend.Source).
+const (
+	UsageFromProvider = "provider" // the provider reported them
+	UsageEstimated    = "estimate" // logbook estimated some of them (see bot/brain's partial usage)
+	UsageNone         = "none"     // a charge of a call that never reached the model: nothing to count
+)
+
+// Why an accepted call ended without its whole answer (Usage.Ended).
+const (
+	CallStopped  = "stopped"   // its context was cancelled: a person's stop, or the process ending
+	CallTimedOut = "timed_out" // a deadline passed: the turn's wall time, the HTTP client's timeout
+	CallBroken   = "broken"    // the stream broke: a dropped connection, an error event, no end marker
+)
+
+// Estimated reports whether u's counts are in part logbook's estimate, not the provider's.
+func (u Usage) Estimated() bool { return u.Source == UsageEstimated }
 
 // AssistantMessage is the model's output for one call (type assistant_message). When
 // ToolCallIDs is empty it is a reply for the thread, and delivery posts it; otherwise it is

@@ -30,7 +30,11 @@ type Spend struct {
 	CacheWriteTokens int64
 	CostMicros       int64
 	Reason           string
-	At               time.Time
+	// Source is where a charge's tokens came from: UsageFromProvider, UsageEstimated (a call
+	// that failed part way, whose tokens logbook estimated in part) or UsageNone (a call that
+	// never reached the model, charged 0); "" for holds and refusals.
+	Source string
+	At     time.Time
 }
 
 // Kinds of Spend rows.
@@ -67,8 +71,8 @@ WHERE person = $1 AND day = $2 AND (kind = 'charge' OR (kind = 'hold' AND NOT EX
   SELECT 1 FROM model_spend c WHERE c.call_id = s.call_id AND c.kind = 'charge')))`
 
 const sqlInsertSpend = `INSERT INTO model_spend (call_id, kind, day, channel, person, session_id, turn, purpose,
-  provider, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_micros, reason)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+  provider, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_micros, reason, source)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 ON CONFLICT (call_id, kind) DO NOTHING`
 
 // spendLock is the advisory lock key of one budget's day: admissions under it are serialised
@@ -152,7 +156,7 @@ func insertSpend(ctx context.Context, db dbExec, r Spend) error {
 		sid = r.SessionID
 	}
 	_, err := db.Exec(ctx, sqlInsertSpend, r.CallID, r.Kind, UTCDay(r.Day), r.Channel, r.Person, sid, r.Turn, r.Purpose,
-		r.Provider, r.Model, r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens, r.CostMicros, r.Reason)
+		r.Provider, r.Model, r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens, r.CostMicros, r.Reason, r.Source)
 	return err
 }
 
@@ -164,6 +168,33 @@ func (s *Store) ChargeSpend(ctx context.Context, charge Spend) error {
 		return fmt.Errorf("charge call %s in %s: %w", charge.CallID, charge.Channel, err)
 	}
 	return nil
+}
+
+const sqlSessionSpend = `SELECT call_id, kind, day, channel, person, session_id, turn, purpose, provider, model,
+  input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_micros, reason, source, at
+FROM model_spend WHERE session_id = $1 ORDER BY id`
+
+// SessionSpend returns the spend rows of the model calls of session id — holds, charges and
+// refusals — in the order they were written.
+func (s *Store) SessionSpend(ctx context.Context, id ID) ([]Spend, error) {
+	rows, err := s.pool.Query(ctx, sqlSessionSpend, id)
+	if err != nil {
+		return nil, fmt.Errorf("read the spend of session %s: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Spend, error) {
+		var sp Spend
+		var sid *uuid.UUID
+		err := r.Scan(&sp.CallID, &sp.Kind, &sp.Day, &sp.Channel, &sp.Person, &sid, &sp.Turn, &sp.Purpose, &sp.Provider, &sp.Model,
+			&sp.InputTokens, &sp.OutputTokens, &sp.CacheReadTokens, &sp.CacheWriteTokens, &sp.CostMicros, &sp.Reason, &sp.Source, &sp.At)
+		if sid != nil {
+			sp.SessionID = *sid
+		}
+		return sp, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the spend of session %s: %w", id, err)
+	}
+	return out, nil
 }
 
 // Spent returns a channel's and a person's spend on day (person "": none).
@@ -230,6 +261,9 @@ type UsageRow struct {
 	CacheWriteTokens int64
 	CostMicros       int64
 	Refused          int64 // calls the budget did not let start
+	// Estimated are the charges (among Calls) of calls that failed part way, whose tokens
+	// logbook estimated in part (Spend.Source UsageEstimated).
+	Estimated int64
 }
 
 const sqlUsage = `SELECT day, channel, person,
@@ -240,7 +274,8 @@ const sqlUsage = `SELECT day, channel, person,
   coalesce(sum(cache_write_tokens) FILTER (WHERE kind = 'charge'), 0)::bigint,
   coalesce(sum(cost_micros) FILTER (WHERE kind = 'charge' OR (kind = 'hold' AND NOT EXISTS (
     SELECT 1 FROM model_spend c WHERE c.call_id = s.call_id AND c.kind = 'charge'))), 0)::bigint,
-  count(*) FILTER (WHERE kind = 'refused')::bigint
+  count(*) FILTER (WHERE kind = 'refused')::bigint,
+  count(*) FILTER (WHERE kind = 'charge' AND source = 'estimate')::bigint
 FROM model_spend s
 WHERE day >= $1 AND day < $2 AND ($3 = '' OR channel = $3)
 GROUP BY day, channel, person ORDER BY day, channel, person`
@@ -255,7 +290,7 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, channel string) (
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (UsageRow, error) {
 		var u UsageRow
 		err := r.Scan(&u.Day, &u.Channel, &u.Person, &u.Calls, &u.InputTokens, &u.OutputTokens,
-			&u.CacheReadTokens, &u.CacheWriteTokens, &u.CostMicros, &u.Refused)
+			&u.CacheReadTokens, &u.CacheWriteTokens, &u.CostMicros, &u.Refused, &u.Estimated)
 		return u, err
 	})
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {

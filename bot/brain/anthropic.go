@@ -106,26 +106,44 @@ func (p *anthropicProvider) translateUnsent(ctx context.Context, err error) erro
 // add up to the Response's Text: the "\n\n" that joins text blocks is sent before the next
 // block's first text, and a block that holds only whitespace (which Text leaves out) is never
 // sent. A stream that fails part way (an error event, a dropped connection, no message_stop)
-// is a *ProviderError like a failed non-streaming call.
+// is a *ProviderError like a failed non-streaming call, returned with the Response's Partial
+// once message_start (which carries the input's usage) arrived.
 func (p *anthropicProvider) stream(ctx context.Context, req Request) (Response, error) {
 	s := p.messages.NewStreaming(ctx, p.params(req))
 	defer s.Close()
 	var (
 		msg      anthropic.Message
+		part     *Partial // what arrived, from message_start on
 		stopped  bool
 		sentText bool   // a text block was sent: the next one opens with "\n\n"
 		held     string // the whitespace a text block opened with, sent when text follows
 		sending  bool   // the current text block has been sent in part
 	)
+	failed := func(err error) (Response, error) {
+		if part != nil {
+			part.InputTokens = msg.Usage.InputTokens + msg.Usage.CacheReadInputTokens + msg.Usage.CacheCreationInputTokens
+			part.CacheReadTokens, part.CacheWriteTokens = msg.Usage.CacheReadInputTokens, msg.Usage.CacheCreationInputTokens
+			part.OutputTokens, part.Model = msg.Usage.OutputTokens, string(msg.Model)
+		}
+		return Response{Partial: part}, err
+	}
 	for s.Next() {
 		ev := s.Current()
+		if part == nil {
+			part = &Partial{}
+		}
 		if err := msg.Accumulate(ev); err != nil {
-			return Response{}, &ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "malformed event stream", Err: err}
+			return failed(&ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "malformed event stream", Err: err})
 		}
 		switch ev.Type {
+		case "message_start":
+			part.InputKnown = true
+		case "message_delta":
+			part.OutputKnown = true // its usage counts the output so far (message_start's is a placeholder)
 		case "content_block_start":
 			held, sending = "", false
 		case "content_block_delta":
+			part.streamed(ev.Delta.Text + ev.Delta.PartialJSON + ev.Delta.Thinking)
 			if ev.Delta.Type != "text_delta" || ev.Delta.Text == "" {
 				continue
 			}
@@ -147,7 +165,7 @@ func (p *anthropicProvider) stream(ctx context.Context, req Request) (Response, 
 		}
 	}
 	if err := endOfStream(ctx, p.Name(), s.Err(), stopped, "message_stop", p.translate); err != nil {
-		return Response{}, err
+		return failed(err)
 	}
 	return p.response(&msg), nil
 }

@@ -468,7 +468,7 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 		return ended(b.fail(ctx, st, "budget", ob.Code, ob.Reply, err)) // budget.go
 	}
 	if err != nil {
-		r, err := b.modelFailure(ctx, turnCtx, st, err)
+		r, err := b.modelFailure(ctx, turnCtx, st, err, usage)
 		if err == nil {
 			st.live.endRound(true)
 		}
@@ -1020,21 +1020,22 @@ func (b *Brain) failUsage(ctx context.Context, st *turn, stage, code, replyText 
 	return b.reply(ctx, st, replyText, usage, session.StatusError, code, true)
 }
 
-// modelFailure ends the turn after a model call failed for good.
-func (b *Brain) modelFailure(ctx, turnCtx context.Context, st *turn, err error) (Reply, error) {
+// modelFailure ends the turn after a model call failed for good; spent is what its failed
+// attempts used (nil: none reached the model), which the error reply keeps as its usage.
+func (b *Brain) modelFailure(ctx, turnCtx context.Context, st *turn, err error, spent *session.Usage) (Reply, error) {
 	if ctx.Err() != nil {
 		return Reply{}, fmt.Errorf("run turn %d: %w", st.TurnSeq, ctx.Err())
 	}
 	var pe *ProviderError
 	if !errors.As(err, &pe) {
 		if turnCtx.Err() != nil {
-			return b.fail(ctx, st, "turn", "wall_time",
-				fmt.Sprintf("I stopped: this turn reached its time limit (%s) while waiting for the model. Ask me to continue.", b.cfg.MaxTurnTime), err)
+			return b.failUsage(ctx, st, "turn", "wall_time",
+				fmt.Sprintf("I stopped: this turn reached its time limit (%s) while waiting for the model. Ask me to continue.", b.cfg.MaxTurnTime), err, spent)
 		}
-		return b.fail(ctx, st, "model", "error", "I could not get an answer from the model; the error is recorded in the log.", err)
+		return b.failUsage(ctx, st, "model", "error", "I could not get an answer from the model; the error is recorded in the log.", err, spent)
 	}
 	code, text := failureText(pe, b.cfg.MaxTokens)
-	return b.fail(ctx, st, "model", code, text, err)
+	return b.failUsage(ctx, st, "model", code, text, err, spent)
 }
 
 // failureText is the error code and the user-facing sentence for a failed model call: what
@@ -1114,18 +1115,29 @@ func codeSuffix(code string) string {
 // time left in ctx. lv, when not nil, is told of each attempt ("thinking"), of a failed
 // attempt's text being void (Restart) and of a retry's wait ("retrying"); req.OnText is then
 // its onText.
+//
+// Every attempt is charged (Meter): one that failed after the provider accepted it with what
+// was sent and what streamed (partialUsage). With an error, the usage returned is the sum of
+// the failed attempts' (nil when none reached the model), for the turn's error reply to keep.
 func (b *Brain) call(ctx context.Context, m Meter, req Request, lv *live) (Response, *session.Usage, error) {
 	p := b.cfg.Provider
+	var spent *session.Usage // the failed attempts'
 	for attempt := 1; ; attempt++ {
 		settle, err := b.admit(ctx, m, req) // budget.go: before every call, retries included
 		if err != nil {
-			return Response{}, nil, err
+			return Response{}, spent, err
 		}
 		start := b.now()
 		lv.status("thinking")
 		resp, err := b.complete(ctx, p, req)
 		if err != nil {
-			settle(ctx, nil)
+			part := resp.Partial
+			if part == nil && waitCut(ctx, err) {
+				part = &Partial{} // the provider had the request: its input is charged
+			}
+			u := b.partialUsage(ctx, req, part, err, b.now().Sub(start))
+			settle(ctx, u) // nil: it never reached the model, nothing to charge
+			spent = addUsage(spent, u)
 			lv.callFailed()
 		} else {
 			lv.callDone()
@@ -1142,20 +1154,20 @@ func (b *Brain) call(ctx context.Context, m Meter, req Request, lv *live) (Respo
 		}
 		var pe *ProviderError
 		if !errors.As(err, &pe) || !pe.Transient || attempt >= b.cfg.Retry.Attempts {
-			return Response{}, nil, err
+			return Response{}, spent, err
 		}
 		d := b.backoff(attempt)
 		if pe.RetryAfter > d {
 			d = pe.RetryAfter
 		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
-			return Response{}, nil, err
+			return Response{}, spent, err
 		}
 		b.log.Warn().Str("provider", pe.Provider).Int("status", pe.Status).Str("code", pe.Code).
 			Int("attempt", attempt).Dur("backoff", d).Msg("transient model error, retrying")
 		lv.status("retrying")
 		if err := b.cfg.Sleep(ctx, d); err != nil {
-			return Response{}, nil, err
+			return Response{}, spent, err
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"time"
 
 	"github.com/logbook/logbook/session"
 )
@@ -18,7 +20,11 @@ type Meter interface {
 	// must not start: a reply round then ends the turn with the error's Reply; a title or a
 	// summary is skipped, a continuation leaves the reply cut. Any other error stops the call
 	// the same way (what it would cost cannot be known). settle is called exactly once after
-	// an admitted call: with its usage, or nil when it failed.
+	// an admitted call: with its usage — for a call that failed after the provider accepted it
+	// (a broken stream, a stop, a timeout), what was sent and what streamed, Usage.Source
+	// saying whether the provider counted it or logbook estimated it — or nil when it failed
+	// before the provider accepted it (connection refused, an HTTP error before any stream):
+	// nothing reached the model.
 	Admit(ctx context.Context, c MeteredCall) (settle func(ctx context.Context, u *session.Usage), err error)
 }
 
@@ -70,4 +76,71 @@ func (b *Brain) admit(ctx context.Context, m Meter, req Request) (func(context.C
 		settle = func(context.Context, *session.Usage) {}
 	}
 	return settle, nil
+}
+
+// partialUsage is what a call that failed (err) after the provider accepted it spent, for its
+// charge: part is what arrived of its stream; nil part (it never reached the model) is nil.
+// Each count is the provider's where the stream carried it, else an estimate, and Source
+// says which (UsageFromProvider only when every count was the provider's):
+//
+//   - input: the request's estimate (estimateTokens: a quarter of its text bytes, 4 per block,
+//     an image's tokens), the one its admission was held at;
+//   - output: estimateOutput of what streamed.
+func (b *Brain) partialUsage(ctx context.Context, req Request, part *Partial, err error, latency time.Duration) *session.Usage {
+	if part == nil {
+		return nil
+	}
+	p := b.cfg.Provider
+	u := &session.Usage{Provider: p.Name(), Model: cmp.Or(part.Model, p.Model()), Source: session.UsageFromProvider,
+		Ended: callEnded(ctx, err), LatencyMS: latency.Milliseconds()}
+	if part.InputKnown {
+		u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens = part.InputTokens, part.CacheReadTokens, part.CacheWriteTokens
+	} else {
+		u.InputTokens, u.Source = int64(estimateTokens(req.System, req.Messages, req.Tools)), session.UsageEstimated
+	}
+	if part.OutputKnown {
+		u.OutputTokens = part.OutputTokens
+	} else {
+		u.OutputTokens, u.Source = estimateOutput(part.Pieces, part.Bytes), session.UsageEstimated
+	}
+	return u
+}
+
+// estimateOutput is the output tokens of a stream that brought pieces pieces of bytes bytes
+// before it failed: a quarter of the bytes rounded up (the input's estimate: about four bytes a
+// token in English and code), and never fewer than the pieces (a provider streams a token or
+// more a piece).
+func estimateOutput(pieces int, bytes int64) int64 {
+	return max(int64(pieces), (bytes+3)/4)
+}
+
+// waitCut reports a call that failed, before any of its answer arrived, because it was
+// stopped or timed out (ctx ended, or the HTTP client's timeout) — not refused by the provider
+// nor unable to connect: the provider had the request (it may have been reading it, or
+// writing an answer not yet sent: a non-streamed call, a stream's first event), so its input
+// is charged, estimated.
+func waitCut(ctx context.Context, err error) bool {
+	var ne net.Error
+	var pe *ProviderError
+	switch {
+	case ctx.Err() != nil:
+		return true
+	case errors.As(err, &pe) && pe.Status != 0:
+		return false
+	}
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// callEnded says why a call the provider had accepted ended without its whole answer: a
+// deadline (the turn's wall time, the HTTP client's timeout), a cancelled ctx (a person's
+// stop, the process ending), or a broken stream.
+func callEnded(ctx context.Context, err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded), errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return session.CallTimedOut
+	case ctx.Err() != nil:
+		return session.CallStopped
+	}
+	return session.CallBroken
 }

@@ -145,7 +145,8 @@ func unsupportedTokenParam(err error, completion bool) bool {
 // stream_options.include_usage asks for); each content piece goes to req.OnText. The
 // deprecated function_call form, which the accumulator leaves out, is accumulated here. A
 // stream that fails part way (an error chunk, a dropped connection, no finish_reason) is a
-// *ProviderError like a failed non-streaming call.
+// *ProviderError like a failed non-streaming call, returned with the Response's Partial once
+// the first chunk arrived (its usage is known only if the last chunk came).
 func (p *openAIProvider) stream(ctx context.Context, req Request, completion bool) (Response, error) {
 	params := p.params(req, completion)
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
@@ -156,9 +157,27 @@ func (p *openAIProvider) stream(ctx context.Context, req Request, completion boo
 		fc       openai.ChatCompletionMessageFunctionCall
 		finished bool
 		id       string
+		part     *Partial // what arrived, from the first chunk on
+		usage    bool     // a chunk carried the usage
 	)
+	failed := func(err error) (Response, error) {
+		if part != nil && usage {
+			u := acc.Usage
+			part.InputKnown, part.OutputKnown = true, true
+			part.InputTokens, part.OutputTokens = u.PromptTokens, u.CompletionTokens
+			part.CacheReadTokens = u.PromptTokensDetails.CachedTokens
+		}
+		if part != nil {
+			part.Model = acc.Model
+		}
+		return Response{Partial: part}, err
+	}
 	for s.Next() {
 		chunk := s.Current()
+		if part == nil {
+			part = &Partial{}
+		}
+		usage = usage || chunk.Usage.PromptTokens > 0 || chunk.Usage.CompletionTokens > 0
 		// Several local servers and gateways give each chunk an id of its own; the
 		// accumulator, which joins choices by index, refuses a stream whose ids differ, so
 		// every chunk takes the first one's.
@@ -167,9 +186,13 @@ func (p *openAIProvider) stream(ctx context.Context, req Request, completion boo
 		}
 		chunk.ID = id
 		if !acc.AddChunk(chunk) {
-			return Response{}, &ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "malformed chunk stream"}
+			return failed(&ProviderError{Provider: p.Name(), Status: http.StatusOK, Message: "malformed chunk stream"})
 		}
 		for _, c := range chunk.Choices {
+			part.streamed(c.Delta.Content + c.Delta.Refusal + c.Delta.FunctionCall.Arguments)
+			for _, tc := range c.Delta.ToolCalls {
+				part.streamed(tc.Function.Arguments)
+			}
 			if c.Index != 0 {
 				continue
 			}
@@ -182,7 +205,7 @@ func (p *openAIProvider) stream(ctx context.Context, req Request, completion boo
 		}
 	}
 	if err := endOfStream(ctx, p.Name(), s.Err(), finished, "a finish_reason", p.translate); err != nil {
-		return Response{}, err
+		return failed(err)
 	}
 	cc := acc.ChatCompletion
 	if len(cc.Choices) > 0 && cc.Choices[0].Message.FunctionCall.Name == "" {

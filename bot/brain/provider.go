@@ -120,6 +120,38 @@ type Response struct {
 	OutputTokens     int64
 	CacheReadTokens  int64
 	CacheWriteTokens int64
+	// Partial is set on the Response that Complete returns with an error when the provider
+	// had accepted the call — its stream began — before it broke, was stopped or timed out:
+	// what arrived, for the budget to charge (the call's other fields are then empty). Nil
+	// for a call that answered, and for one that failed before the provider accepted it
+	// (connection refused, an HTTP error status before any stream): nothing to charge.
+	Partial *Partial
+}
+
+// Partial is what arrived of a streamed call that failed after the provider accepted it.
+type Partial struct {
+	// InputKnown says the stream carried the provider's input counts (Anthropic's
+	// message_start does; OpenAI's usage comes only in the last chunk): InputTokens (cached
+	// ones included), CacheReadTokens and CacheWriteTokens.
+	InputKnown                                     bool
+	InputTokens, CacheReadTokens, CacheWriteTokens int64
+	// OutputKnown says an event carried the provider's count of the output generated
+	// (Anthropic's message_delta, OpenAI's usage chunk): OutputTokens.
+	OutputKnown  bool
+	OutputTokens int64
+	// Pieces and Bytes are the output that streamed — text, tool input and thinking pieces
+	// — for the estimate when the provider's count did not come.
+	Pieces int
+	Bytes  int64
+	Model  string // the model that answered, when the stream named it
+}
+
+// streamed counts one piece of streamed output.
+func (p *Partial) streamed(piece string) {
+	if piece != "" {
+		p.Pieces++
+		p.Bytes += int64(len(piece))
+	}
 }
 
 // Provider is a model API.
@@ -129,6 +161,7 @@ type Provider interface {
 	// Model is the configured model name.
 	Model() string
 	// Complete makes one call, without retrying. Errors from the API are *ProviderError.
+	// With an error, the Response is empty but for its Partial (see Response.Partial).
 	Complete(ctx context.Context, req Request) (Response, error)
 }
 

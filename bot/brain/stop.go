@@ -2,6 +2,7 @@ package brain
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -79,7 +80,8 @@ func (b *Brain) continueReply(ctx context.Context, st *turn, req Request, resp R
 	return text, usage, kind == stopCut || kind == stopPaused
 }
 
-// addUsage sums two calls' usage; the stop reason and model are the later call's.
+// addUsage sums two calls' usage; the stop reason, model and Ended are the later call's, and
+// the sum is an estimate when either is.
 func addUsage(a, b *session.Usage) *session.Usage {
 	if a == nil {
 		return b
@@ -95,6 +97,10 @@ func addUsage(a, b *session.Usage) *session.Usage {
 	s.LatencyMS += b.LatencyMS
 	s.StopReason = b.StopReason
 	s.Model = b.Model
+	s.Source, s.Ended = cmp.Or(b.Source, a.Source), b.Ended
+	if a.Estimated() || b.Estimated() {
+		s.Source = session.UsageEstimated
+	}
 	return &s
 }
 

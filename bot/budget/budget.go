@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -219,14 +220,19 @@ func (m *meter) Admit(ctx context.Context, c brain.MeteredCall) (func(context.Co
 	return func(ctx context.Context, u *session.Usage) { m.settle(ctx, hold, price, u) }, nil
 }
 
-// settle charges the admitted call hold its cost; a charge that cannot be written leaves the
-// hold, which counts at its estimate (spend is never understated).
+// settle charges the admitted call hold its cost: u's, at the price of the model that
+// answered — for a call that failed part way, what was sent and what streamed (u.Source says
+// whether logbook estimated it, and the reason why it ended) — or 0 when u is nil, a call that
+// failed before the provider accepted it. A charge that cannot be written leaves the hold,
+// which counts at its estimate (spend is never understated).
 func (m *meter) settle(ctx context.Context, hold session.Spend, price Price, u *session.Usage) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	charge := hold
 	charge.InputTokens, charge.OutputTokens, charge.CostMicros = 0, 0, 0
+	charge.Source = session.UsageNone
 	if u != nil {
+		charge.Source, charge.Reason = cmp.Or(u.Source, session.UsageFromProvider), partialReason(u)
 		if p, ok := m.b.cfg.Prices.For(u.Provider, u.Model); ok {
 			price = p // the answer names the model exactly (a dated snapshot)
 		}
@@ -236,12 +242,27 @@ func (m *meter) settle(ctx context.Context, hold session.Spend, price Price, u *
 		charge.CostMicros = int64(price.Cost(Usage{Input: u.InputTokens, Output: u.OutputTokens,
 			CacheRead: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens}))
 	} else {
-		charge.Reason = "the call failed"
+		charge.Reason = "not charged: the call failed before the provider accepted it (nothing reached the model)"
 	}
 	if err := m.b.cfg.Store.ChargeSpend(ctx, charge); err != nil {
 		m.b.cfg.Log.Warn().Err(err).Str("channel", m.channel).Str("call_id", hold.CallID.String()).
 			Msg("could not record a model call's cost; its hold counts instead")
 	}
+}
+
+// partialReason is a charge's reason for a call that failed part way (u.Ended), "" for one
+// that answered.
+func partialReason(u *session.Usage) string {
+	if u.Ended == "" {
+		return ""
+	}
+	why := map[string]string{session.CallStopped: "was stopped", session.CallTimedOut: "timed out",
+		session.CallBroken: "broke off"}[u.Ended]
+	how := "tokens as the provider's stream counted them"
+	if u.Estimated() {
+		how = "tokens estimated from the request sent and the output streamed where the provider's count did not come"
+	}
+	return fmt.Sprintf("charged what was sent and streamed: the call %s part way; %s", cmp.Or(why, u.Ended), how)
 }
 
 // refusal is the error of a call that the budget left (ch or pe) cannot cover at its most.

@@ -23,6 +23,9 @@ type Total struct {
 	CacheReadTokens  int64  `json:"cache_read_tokens"`
 	CacheWriteTokens int64  `json:"cache_write_tokens"`
 	Cost             Money  `json:"cost_micros"`
+	// Estimated are the calls (among Calls) that failed part way and were charged what was
+	// sent and streamed, their tokens estimated in part by logbook, not counted by the provider.
+	Estimated int64 `json:"estimated"`
 }
 
 func (t *Total) add(u session.UsageRow) {
@@ -33,6 +36,7 @@ func (t *Total) add(u session.UsageRow) {
 	t.CacheReadTokens += u.CacheReadTokens
 	t.CacheWriteTokens += u.CacheWriteTokens
 	t.Cost += Money(u.CostMicros)
+	t.Estimated += u.Estimated
 }
 
 // Report is the spend per channel, per person and per day over [From, To) (UTC days): what
@@ -85,14 +89,15 @@ func sorted(m map[string]*Total) []Total {
 	return out
 }
 
-// WriteText writes r as aligned tables: per channel, per person, per day, and every row.
+// WriteText writes r as aligned tables: per channel, per person, per day, and every row. A
+// row's "estimated" counts its calls charged from logbook's estimate (Total.Estimated).
 func (r Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "Model spend %s to %s (UTC days), in %s.\n", r.From.Format(time.DateOnly), r.To.AddDate(0, 0, -1).Format(time.DateOnly), r.Currency)
 	section := func(title string, ts []Total) {
-		fmt.Fprintf(tw, "\n%s\tcost\tcalls\trefused\tinput\toutput\tcache read\tcache write\t\n", title)
+		fmt.Fprintf(tw, "\n%s\tcost\tcalls\testimated\trefused\tinput\toutput\tcache read\tcache write\t\n", title)
 		for _, t := range ts {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", cmp.Or(t.Key, "(nobody)"), t.Cost, t.Calls, t.Refused,
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", cmp.Or(t.Key, "(nobody)"), t.Cost, t.Calls, t.Estimated, t.Refused,
 				t.InputTokens, t.OutputTokens, t.CacheReadTokens, t.CacheWriteTokens)
 		}
 	}
@@ -100,10 +105,10 @@ func (r Report) WriteText(w io.Writer) error {
 	section("person", r.People)
 	section("day", r.Days)
 	section("total", []Total{r.All})
-	fmt.Fprintf(tw, "\nday\tchannel\tperson\tcost\tcalls\trefused\tinput\toutput\tcache read\tcache write\t\n")
+	fmt.Fprintf(tw, "\nday\tchannel\tperson\tcost\tcalls\testimated\trefused\tinput\toutput\tcache read\tcache write\t\n")
 	for _, u := range r.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", u.Day.Format(time.DateOnly), u.Channel, cmp.Or(u.Person, "(nobody)"),
-			Money(u.CostMicros), u.Calls, u.Refused, u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", u.Day.Format(time.DateOnly), u.Channel, cmp.Or(u.Person, "(nobody)"),
+			Money(u.CostMicros), u.Calls, u.Estimated, u.Refused, u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens)
 	}
 	return tw.Flush()
 }

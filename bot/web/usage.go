@@ -84,7 +84,7 @@ const usageTemplate = `
 {{define "usage"}}{{template "head" .}}
 <h1>Model usage</h1>
 {{with .Usage}}
-<p class="meta">{{.Report.From.Format "2006-01-02"}} to today (UTC days), in {{.Report.Currency}}: {{.Report.All.Cost}} for {{.Report.All.Calls}} calls{{if .Report.All.Refused}}, {{.Report.All.Refused}} refused by a budget{{end}}.
+<p class="meta">{{.Report.From.Format "2006-01-02"}} to today (UTC days), in {{.Report.Currency}}: {{.Report.All.Cost}} for {{.Report.All.Calls}} calls{{if .Report.All.Estimated}}, {{.Report.All.Estimated}} of them charged from an estimate (they failed part way: a broken stream, a stop, a timeout){{end}}{{if .Report.All.Refused}}, {{.Report.All.Refused}} refused by a budget{{end}}.
 <a href="/usage?days=7">7 days</a> · <a href="/usage?days=30">30 days</a> · <a href="/usage?days=90">90 days</a></p>
 <figure class="chart">{{.Chart}}<figcaption>Spend per day</figcaption></figure>
 {{template "usageTable" (usageSection "Per channel" .Report.Channels)}}
@@ -93,9 +93,9 @@ const usageTemplate = `
 {{end}}
 {{template "foot" .}}{{end}}
 {{define "usageTable"}}<h2>{{.Title}}</h2>
-<table class="usage"><thead><tr><th></th><th>cost</th><th>calls</th><th>refused</th><th>input</th><th>output</th><th>cache read</th><th>cache write</th></tr></thead><tbody>
-{{range .Totals}}<tr><th scope="row">{{if .Key}}{{.Key}}{{else}}(nobody){{end}}</th><td>{{.Cost}}</td><td>{{.Calls}}</td><td>{{.Refused}}</td><td>{{.InputTokens}}</td><td>{{.OutputTokens}}</td><td>{{.CacheReadTokens}}</td><td>{{.CacheWriteTokens}}</td></tr>
-{{else}}<tr><td colspan="8" class="empty">No model calls.</td></tr>{{end}}</tbody></table>{{end}}
+<table class="usage"><thead><tr><th></th><th>cost</th><th>calls</th><th title="calls that failed part way, charged what was sent and streamed: tokens estimated by logbook">estimated</th><th>refused</th><th>input</th><th>output</th><th>cache read</th><th>cache write</th></tr></thead><tbody>
+{{range .Totals}}<tr><th scope="row">{{if .Key}}{{.Key}}{{else}}(nobody){{end}}</th><td>{{.Cost}}</td><td>{{.Calls}}</td><td>{{.Estimated}}</td><td>{{.Refused}}</td><td>{{.InputTokens}}</td><td>{{.OutputTokens}}</td><td>{{.CacheReadTokens}}</td><td>{{.CacheWriteTokens}}</td></tr>
+{{else}}<tr><td colspan="9" class="empty">No model calls.</td></tr>{{end}}</tbody></table>{{end}}
 `
 
 type usageSection struct {

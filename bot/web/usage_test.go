@@ -12,7 +12,8 @@ import (
 
 // The usage page shows the spend and tokens per channel, person and day with a chart drawn
 // as SVG on the server (no script); a channel that became private is left out for people who
-// are not auditors; the view is in the access log.
+// are not auditors; the view is in the access log. Calls charged from logbook's estimate (they
+// failed part way) are counted apart.
 func TestUsagePage(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -24,7 +25,10 @@ func TestUsagePage(t *testing.T) {
 		if _, _, err := f.store.AdmitSpend(f.ctx, hold, session.SpendLimits{Channel: -1, Person: -1}); err != nil {
 			t.Fatal(err)
 		}
-		hold.OutputTokens = 321
+		hold.OutputTokens, hold.Source = 321, session.UsageFromProvider
+		if c.person == "U0000002" {
+			hold.Source = session.UsageEstimated // a call stopped part way (issue 48)
+		}
 		if err := f.store.ChargeSpend(f.ctx, hold); err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +37,8 @@ func TestUsagePage(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("status %d: %s", status, body)
 	}
-	for _, want := range []string{"<svg", "</svg>", "#general", "1.75", "U0000001", "1.25", "642"} {
+	for _, want := range []string{"<svg", "</svg>", "#general", "1.75", "U0000001", "1.25", "642",
+		"1 of them charged from an estimate", ">estimated</th>"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("usage page lacks %q", want)
 		}

@@ -247,7 +247,9 @@ Environment:
                           (dated 2025-11-01); a model is a prefix of the names it prices
                           (longest wins), optionally with its provider (openai:gpt-4o=2.5/10);
                           currency=EUR drops the built-in table. Each model call is priced
-                          from the usage the provider reports (model_spend)
+                          from the usage the provider reports (model_spend); one that fails
+                          part way (a broken stream, a stop, a timeout) at what was sent and
+                          streamed, estimated where the provider did not count it
   LOGBOOK_BUDGET          daily budgets in the prices' currency, per UTC day:
                           channel=20/day (each channel, unless its settings say otherwise),
                           person=5/day (each person, over all channels). At 80% the thread

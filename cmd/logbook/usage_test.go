@@ -33,7 +33,10 @@ func TestUsageCLI(t *testing.T) {
 			t.Fatal(err)
 		}
 		if charge {
-			hold.CostMicros, hold.OutputTokens, hold.InputTokens = cost, out, 100
+			hold.CostMicros, hold.OutputTokens, hold.InputTokens, hold.Source = cost, out, 100, session.UsageFromProvider
+			if out == 10 {
+				hold.Source = session.UsageEstimated // a call stopped part way (issue 48)
+			}
 			if err := st.ChargeSpend(ctx, hold); err != nil {
 				t.Fatal(err)
 			}
@@ -50,8 +53,9 @@ func TestUsageCLI(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Model spend " + today.AddDate(0, 0, -3).Format(time.DateOnly) + " to " + today.Format(time.DateOnly) + " (UTC days), in USD.",
-		"C0000001  1.75      2        1",
-		"C0000002  0.02      0        0",
+		"channel  cost  calls  estimated  refused",
+		"C0000001  1.75      2          1        1",
+		"C0000002  0.02      0          0        0",
 		"U0000001  1.52",
 		today.Format(time.DateOnly) + "  C0000001  U0000002  0.25",
 	} {

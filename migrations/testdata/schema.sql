@@ -512,6 +512,7 @@ CREATE TABLE public.model_spend (
     cost_micros bigint NOT NULL,
     reason text DEFAULT ''::text NOT NULL,
     at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    source text DEFAULT ''::text NOT NULL,
     CONSTRAINT model_spend_cache_read_tokens_check CHECK ((cache_read_tokens >= 0)),
     CONSTRAINT model_spend_cache_write_tokens_check CHECK ((cache_write_tokens >= 0)),
     CONSTRAINT model_spend_channel_check CHECK ((channel <> ''::text)),
@@ -520,7 +521,8 @@ CREATE TABLE public.model_spend (
     CONSTRAINT model_spend_kind_check CHECK ((kind = ANY (ARRAY['hold'::text, 'charge'::text, 'refused'::text]))),
     CONSTRAINT model_spend_output_tokens_check CHECK ((output_tokens >= 0)),
     CONSTRAINT model_spend_pkey PRIMARY KEY (id),
-    CONSTRAINT model_spend_reason_check CHECK ((length(reason) <= 500))
+    CONSTRAINT model_spend_reason_check CHECK ((length(reason) <= 500)),
+    CONSTRAINT model_spend_source_check CHECK ((source = ANY (ARRAY[''::text, 'provider'::text, 'estimate'::text, 'none'::text])))
 );
 CREATE UNIQUE INDEX model_spend_call ON public.model_spend USING btree (call_id, kind);
 CREATE INDEX model_spend_channel_day ON public.model_spend USING btree (channel, day);

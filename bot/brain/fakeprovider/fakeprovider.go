@@ -47,6 +47,9 @@ type Reply struct {
 	StopReason string
 	// Stream paces a streamed answer and can break it part way; see Stream.
 	Stream Stream
+	// Arrived, when set, is closed when the request this Reply answers has arrived and passed
+	// the checks, before any of the answer is sent: a test's signal that the provider has it.
+	Arrived chan struct{}
 }
 
 // ToolCall is a scripted tool use.
@@ -239,6 +242,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	call.Reply = reply
 	s.calls = append(s.calls, call)
 	s.mu.Unlock()
+	if reply.Arrived != nil {
+		close(reply.Arrived)
+	}
 	s.answer(w, r, call, reply)
 }
 
