@@ -1,6 +1,6 @@
 package audit
 
-// The model spend (model_spend, migrations 00030 and 00180) and the budget raises
+// The model spend (model_spend, migrations 00030 and 00200) and the budget raises
 // (budget_raises) of an export's window, in spend.* and budget_raises.*: every hold, charge and
 // refusal with its channel, person, session, model, tokens and cost in millionths of the
 // prices' currency and a charge's source (provider; estimate: a call that failed part way,
