@@ -44,7 +44,7 @@ pages on loopback behind a one-time sign-in link.
 With ANTHROPIC_API_KEY, or OPENAI_API_KEY / OPENAI_BASE_URL (or LOGBOOK_MODEL), it uses that
 model; otherwise the offline provider, which is not a language model but calls the tools:
   run: ls -la            runs a command in the thread's sandbox
-  write: notes.txt       writes the lines after it (type them between two """ lines) to a file
+  write: notes.txt       writes the lines typed after it, up to a line of """, to a file
   attach: notes.txt      hands that file of the sandbox back in the thread (saved next to dev.log)
 Commands need a sandbox: bubblewrap when installed (apt-get install -y bubblewrap), or
 LOGBOOK_SANDBOX=process (no isolation); without either dev says at start that they are off.
@@ -174,7 +174,7 @@ func runDev(ctx context.Context, e env, o devOptions) error {
 	} else {
 		c.echo = true // piped input: show what "you" said
 	}
-	err = c.run(ctx, readInputs(ctx, e.stdin, window))
+	err = c.run(ctx, readInputs(ctx, e.stdin, window, cfg.Model == "offline"))
 	cancel()
 	if serr := <-serveErr; serr != nil && !errors.Is(serr, context.Canceled) {
 		return serr

@@ -31,7 +31,7 @@ func TestReadInputsPasteIsOneMessage(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r, w := io.Pipe()
-		ch := readInputs(t.Context(), r, pasteWindow)
+		ch := readInputs(t.Context(), r, pasteWindow, false)
 		go func() {
 			io.WriteString(w, "first line\nsecond line\n  indented third\n") // one paste
 			time.Sleep(time.Second)
@@ -58,13 +58,49 @@ func TestReadInputsPasteIsOneMessage(t *testing.T) {
 // From a pipe every line is a message, unless fenced.
 func TestReadInputsPipedLines(t *testing.T) {
 	t.Parallel()
-	got := collect(readInputs(t.Context(), strings.NewReader("one\ntwo\n\"\"\"\nthree\nfour\n\"\"\"\nfive"), 0))
+	got := collect(readInputs(t.Context(), strings.NewReader("one\ntwo\n\"\"\"\nthree\nfour\n\"\"\"\nfive"), 0, false))
 	var texts []string
 	for _, in := range got {
 		texts = append(texts, in.text)
 	}
 	if strings.Join(texts, "|") != "one|two|three\nfour|five" {
 		t.Fatalf("messages %q", texts)
+	}
+}
+
+// With the offline model, `write: PATH` typed alone (then Enter, as the docs put it) takes the
+// lines typed after it, up to a """ line, as its content: one message, on a terminal and from
+// a pipe alike, and the chat says so. Without it (a model), the lines stay messages.
+func TestReadInputsWriteTakesTheLinesAfterIt(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r, w := io.Pipe()
+		ch := readInputs(t.Context(), r, pasteWindow, true)
+		go func() {
+			io.WriteString(w, "write: notes.txt\n")
+			time.Sleep(time.Second) // typed, not pasted
+			io.WriteString(w, "hello from the sandbox\n")
+			time.Sleep(time.Second)
+			io.WriteString(w, "second line\n")
+			time.Sleep(time.Second)
+			io.WriteString(w, "\"\"\"\n")
+			time.Sleep(time.Second)
+			io.WriteString(w, "run: cat notes.txt\n")
+			w.Close()
+		}()
+		got := collect(ch)
+		if len(got) != 3 || got[0].hint != writeHint || got[1].text != "write: notes.txt\nhello from the sandbox\nsecond line" ||
+			got[2].text != "run: cat notes.txt" {
+			t.Fatalf("typed write: %+v", got)
+		}
+	})
+	piped := collect(readInputs(t.Context(), strings.NewReader("write: a.txt\none\n\"\"\"\nWrite: b.txt\ntwo"), 0, true))
+	if len(piped) != 4 || piped[1].text != "write: a.txt\none" || piped[3].text != "Write: b.txt\ntwo" {
+		t.Fatalf("piped write: %+v", piped)
+	}
+	model := collect(readInputs(t.Context(), strings.NewReader("write: a.txt\none\n"), 0, false))
+	if len(model) != 2 || model[0].text != "write: a.txt" || model[0].hint != "" {
+		t.Fatalf("write with a model: %+v", model)
 	}
 }
 
@@ -95,7 +131,7 @@ func TestReadInputsTooLong(t *testing.T) {
 	}
 	// A line far longer than any buffer is read whole.
 	long := strings.Repeat("z", 3<<20)
-	got := collect(readInputs(t.Context(), strings.NewReader(long+"\n"), 0))
+	got := collect(readInputs(t.Context(), strings.NewReader(long+"\n"), 0, false))
 	if len(got) != 1 || len(got[0].text) != len(long) {
 		t.Fatalf("a %d-byte line was not read whole", len(long))
 	}

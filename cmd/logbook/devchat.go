@@ -171,6 +171,10 @@ func controlsTurn(line string) bool {
 // handle acts on one input; it returns true for /quit.
 func (c *chat) handle(ctx context.Context, in input) bool {
 	line := in.text
+	if in.hint != "" {
+		c.printf("%s\n", in.hint)
+		return false
+	}
 	if in.note != "" {
 		if c.echo {
 			c.printf("%s\n", clip.Text(line, 60))
