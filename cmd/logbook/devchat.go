@@ -178,6 +178,14 @@ func (c *chat) run(ctx context.Context, inputs <-chan input) error {
 // once, and prints what they posted and how they ended, for at most stopPatience: serve
 // would otherwise wait for them in silence and end them unseen.
 func (c *chat) finish(why string) {
+	for _, thread := range slices.Sorted(maps.Keys(c.waiting)) {
+		// A turn waiting for a decision is no work to stop: its wait is in the log, and its
+		// card can be decided after the next start.
+		if c.openCard(thread) != "" {
+			c.status("(thread %s waits for an approval: it keeps waiting, and /approve or /deny decides it after the next start)\n", thread)
+			delete(c.waiting, thread)
+		}
+	}
 	if len(c.waiting) == 0 {
 		return
 	}
