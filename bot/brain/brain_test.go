@@ -659,6 +659,16 @@ func TestOfflineProviderWritesAndAttaches(t *testing.T) {
 		t.Errorf("the content ran as a command: %q", hands.ran())
 	}
 
+	// "write: PATH" alone (sent before its lines) writes nothing, and says what it needs.
+	evs = turn("write: empty.txt", true)
+	wantTypes(t, evs, session.TypeAssistantMessage)
+	if m := decode[session.AssistantMessage](t, evs[0]); !strings.Contains(m.Text, "Nothing was written: `write: empty.txt` needs the file's content on the lines after it") {
+		t.Errorf("reply to a write without content = %q", m.Text)
+	}
+	if _, ok := hands.files["empty.txt"]; ok {
+		t.Errorf("a write without content wrote the file")
+	}
+
 	evs = turn("attach: `notes/todo.txt`", true)
 	wantTypes(t, evs, session.TypeAssistantMessage, session.TypeToolCall, session.TypeToolResult, session.TypeAssistantMessage)
 	if c := decode[session.ToolCall](t, evs[1]); c.Name != "attach_file" || !slices.Equal(attached, []string{"notes/todo.txt"}) {

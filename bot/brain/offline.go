@@ -145,6 +145,9 @@ func offlineReply(req Request) (string, []ToolUse) {
 		seen = fmt.Sprintf("\nI got %d shared image(s) or document(s), but I can't look at them.", media)
 	}
 	if call, ok := offlineCall(text); ok {
+		if call.refusal != "" {
+			return OfflineNotice + "\n" + call.refusal, nil
+		}
 		if !hasTool(req.Tools, call.tool) || req.NoTools {
 			return OfflineNotice + "\nI would " + call.what + ", but " + call.tool + " is not available here.", nil
 		}
@@ -168,6 +171,9 @@ type offlineToolCall struct {
 	input map[string]string
 	what  string // "run `ls`", for a refusal
 	doing string // "Running `ls`"
+	// refusal, when set, is why the message's directive is not carried out (a write with
+	// nothing to write): said instead of calling the tool.
+	refusal string
 }
 
 // offlineAttach is the files part's attach_file (bot/files), which the offline model calls by
@@ -179,6 +185,13 @@ const offlineAttach = "attach_file"
 // "attach: PATH", else "run: <command>" anywhere.
 func offlineCall(text string) (offlineToolCall, bool) {
 	if path, content, ok := directive(text, "write:"); ok {
+		if strings.TrimSpace(content) == "" {
+			// "write: notes.txt" sent alone (typed, then Enter) would write an empty file and
+			// leave the lines typed after it as messages of their own: say so, write nothing.
+			return offlineToolCall{tool: ToolWriteFile, refusal: "Nothing was written: `write: " + path + "` needs the file's " +
+				"content on the lines after it, in the same message (in `logbook dev`, type the lines after it and end " +
+				"them with a line of `\"\"\"`)."}, true
+		}
 		return offlineToolCall{tool: ToolWriteFile, input: map[string]string{"path": path, "content": content},
 			what: "write `" + path + "`", doing: fmt.Sprintf("Writing `%s` (%d bytes)", path, len(content))}, true
 	}

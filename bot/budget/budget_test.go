@@ -206,6 +206,17 @@ func TestAdminRaisesForTheDay(t *testing.T) {
 	if got := b.Command(ctx, general, ada, ""); !strings.Contains(got, "this channel spent 0.02 USD of its 0.06 (33%)") {
 		t.Errorf("show: %q", got)
 	}
+	// A name as typed (what Slack sends: should_escape is off) is refused, and what the
+	// refusal suggests is taken.
+	got := b.Command(ctx, general, admin, "raise 1 @ada")
+	_, example, _ := strings.Cut(got, "e.g. `/logbook budget ")
+	example, _, _ = strings.Cut(example, "`")
+	if !strings.Contains(got, `"@ada" is not a person`) || example == "" {
+		t.Fatalf("raise for @ada: %q", got)
+	}
+	if again := b.Command(ctx, general, admin, example); !strings.Contains(again, "Raised") {
+		t.Errorf("the suggested %q is refused: %q", example, again)
+	}
 	for _, bad := range []string{"raise", "raise -1", "raise x", "raise 1 bob", "lower 1"} {
 		if got := b.Command(ctx, general, admin, bad); strings.Contains(got, "Raised") {
 			t.Errorf("%q raised: %q", bad, got)

@@ -13,20 +13,23 @@ import (
 
 // Usage of /logbook budget.
 const commandUsage = "`/logbook budget` shows today's spend and budgets here; an admin raises one for today (UTC) with " +
-	"`/logbook budget raise <amount>` (this channel's) or `/logbook budget raise <amount> @person` (a person's)."
+	"`/logbook budget raise <amount>` (this channel's) or `/logbook budget raise <amount> <member ID>` (a person's: " + memberIDHow + ")."
 
-var mention = regexp.MustCompile(`^<@([UW][A-Z0-9]+)(?:\|[^>]*)?>$|^([UW][A-Z0-9]{2,})$`)
+var mention = regexp.MustCompile(`^<@([UW][A-Z0-9]+)(?:\|[^>]*)?>$|^@?([UW][A-Z0-9]{2,})$`)
+
+// memberIDHow says where a person's member ID is found.
+const memberIDHow = "in Slack: their profile, ⋮, Copy member ID"
 
 // SlashCommand is /logbook budget (Command), for anyone: a raise checks LOGBOOK_ADMINS itself.
 func (b *Budget) SlashCommand() slashcmd.Command {
 	return slashcmd.Command{Name: "budget", Who: slashcmd.Anyone,
-		Usage: "`/logbook budget` shows today's model spend and budgets here; an admin raises one for today with `/logbook budget raise <amount> [@person]`.",
+		Usage: "`/logbook budget` shows today's model spend and budgets here; an admin raises one for today with `/logbook budget raise <amount> [<member ID>]`.",
 		Run: func(ctx context.Context, c slashcmd.Call) string {
 			return b.Command(ctx, c.ChannelID, c.UserID, c.Args)
 		}}
 }
 
-// Command answers /logbook budget [raise <amount> [@person]] in channel for user: the text
+// Command answers /logbook budget [raise <amount> [<member ID>]] in channel for user: the text
 // of its ephemeral answer. A raise is recorded (budget_raises: who, when, which budget, how
 // much) and holds for today, UTC.
 func (b *Budget) Command(ctx context.Context, channel, user, args string) string {
@@ -48,7 +51,9 @@ func (b *Budget) Command(ctx context.Context, channel, user, args string) string
 	if len(f) == 3 {
 		m := mention.FindStringSubmatch(f[2])
 		if m == nil {
-			return fmt.Sprintf("%q is not a person: mention them, e.g. `/logbook budget raise %s @ada`.", f[2], f[1])
+			// The command gets "@ada" as typed (should_escape is off): a name, not the person.
+			return fmt.Sprintf("%q is not a person logbook can tell: a slash command gets a name as typed. Give their member ID (%s), "+
+				"e.g. `/logbook budget raise %s U0123ABCD`.", f[2], memberIDHow, f[1])
 		}
 		r.Scope, r.Subject = "person", m[1]+m[2]
 	}

@@ -44,7 +44,7 @@ pages on loopback behind a one-time sign-in link.
 With ANTHROPIC_API_KEY, or OPENAI_API_KEY / OPENAI_BASE_URL (or LOGBOOK_MODEL), it uses that
 model; otherwise the offline provider, which is not a language model but calls the tools:
   run: ls -la            runs a command in the thread's sandbox
-  write: notes.txt       writes the lines after it (type them between two """ lines) to a file
+  write: notes.txt       writes the lines typed after it, up to a line of """, to a file
   attach: notes.txt      hands that file of the sandbox back in the thread (saved next to dev.log)
 Commands need a sandbox: bubblewrap when installed (apt-get install -y bubblewrap), or
 LOGBOOK_SANDBOX=process (no isolation); without either dev says at start that they are off.
@@ -72,6 +72,7 @@ Chat commands:
   /evict          force idle eviction now (the next message rehydrates from the log)
   /web            print a new one-time sign-in link for the web pages
   /status         cells running, model, current thread, metrics address
+  /ids            your user id and #general's channel id (for LOGBOOK_ADMINS, hooks)
   /quit           stop (Ctrl-C or Ctrl-D too); everything dev started is stopped`
 
 func newDevCmd(e env) *cobra.Command {
@@ -136,7 +137,8 @@ func runDev(ctx context.Context, e env, o devOptions) error {
 		return fmt.Errorf("start the Slack emulator: %w", err)
 	}
 	defer emu.Close()
-	say("slack emulator  %s (workspace %s, you are ada in #general; kept in %s)", emu.URL(), emu.TeamID(), db.stateFile)
+	say("slack emulator  %s (workspace %s, kept in %s)", emu.URL(), emu.TeamID(), db.stateFile)
+	say("you             %s", devIDs(emu))
 
 	if err := migrateDev(ctx, db.dsn); err != nil {
 		return err
@@ -147,9 +149,16 @@ func runDev(ctx context.Context, e env, o devOptions) error {
 	}
 	say("logs            %s", logPath)
 
-	ctx, cancel := context.WithCancel(ctx)
+	// serve outlives Ctrl-C (ctx) until the chat has stopped the running turns and shown how
+	// they ended; during its start, Ctrl-C ends it at once.
+	serveCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	rt, serveErr, err := startDevServe(ctx, cfg, log, emu)
+	starting := context.AfterFunc(ctx, cancel)
+	rt, serveErr, err := startDevServe(serveCtx, cfg, log, emu)
+	starting()
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		cancel()
 		if serveErr != nil {
@@ -157,7 +166,7 @@ func runDev(ctx context.Context, e env, o devOptions) error {
 		}
 		return err
 	}
-	c := &chat{out: out, emu: emu, rt: rt, model: cfg.Model, signIn: cfg.SignIn,
+	c := &chat{out: out, emu: emu, rt: rt, model: cfg.Model, signIn: cfg.SignIn, tty: isTerminal(out),
 		waiting: map[string]pending{}, shown: map[string]bool{}, filesDir: filepath.Join(logDir, "dev-files")}
 	if rt.http != "" {
 		if link := c.signInLink(); link != "" {
@@ -174,13 +183,20 @@ func runDev(ctx context.Context, e env, o devOptions) error {
 	} else {
 		c.echo = true // piped input: show what "you" said
 	}
-	err = c.run(ctx, readInputs(ctx, e.stdin, window))
+	err = c.run(ctx, readInputs(ctx, e.stdin, window, cfg.Model == "offline"))
 	cancel()
 	if serr := <-serveErr; serr != nil && !errors.Is(serr, context.Canceled) {
 		return serr
 	}
 	say("stopped.")
 	return err
+}
+
+// devIDs says who you are in dev's workspace, with the ids that settings (LOGBOOK_ADMINS,
+// LOGBOOK_TOOL_APPROVERS), hooks (LOGBOOK_HOOKS' channel) and /logbook budget raise take.
+func devIDs(emu *slackemu.Server) string {
+	return fmt.Sprintf("ada, user id %s, in #general, channel id %s (the bot is %s); e.g. LOGBOOK_ADMINS=%s, "+
+		`LOGBOOK_HOOKS='{"alerts":{"channel":"%s",...}}'`, devUser, devChannel, emu.BotUserID(), devUser, devChannel)
 }
 
 // openDevLog opens dev's log file in dir (appending).

@@ -444,3 +444,35 @@ func TestE2EDevWithoutBubblewrapSaysCommandsAreOff(t *testing.T) {
 	d.type_("/quit\n")
 	d.wait()
 }
+
+// Ctrl-C with a command running says at once that dev stops the turn, stops it (not after
+// the drain's wait), and prints how it ended before dev stops.
+func TestE2EDevCtrlCStopsTheRunningTurn(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	sb := devSandboxDir(t)
+	d := startDev(t, devEnv(home, "DATABASE_URL="+pgtest.New(t), "LOGBOOK_SANDBOX=process", "LOGBOOK_SANDBOX_DIR="+sb))
+	d.type_("run: sleep 120\n")
+	d.waitFor("run_command: sleep 120")
+	mark := len(d.out.String())
+	sent := time.Now()
+	if err := d.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	d.waitFor("(Ctrl-C: stopping the running turn in thread ")
+	if took := time.Since(sent); took > 2*time.Second {
+		t.Errorf("Ctrl-C said it is stopping after %v", took)
+	}
+	d.wait()
+	took := time.Since(sent)
+	out := d.out.String()[mark:]
+	stopping := strings.Index(out, "(Ctrl-C: stopping")
+	ended := strings.Index(out, "(the turn was stopped; nothing more is posted for it)")
+	if ended < stopping || !strings.Contains(out[ended:], "stopped.") {
+		t.Errorf("after Ctrl-C dev printed:\n%s", out)
+	}
+	if took > 10*time.Second {
+		t.Errorf("dev took %v to stop after Ctrl-C", took)
+	}
+	t.Logf("Ctrl-C to exit: %v", took)
+}

@@ -12,8 +12,13 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/slack-go/slack"
+
+	"github.com/logbook/logbook/bot/hooks"
+	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/migrations/pgtest"
+	"github.com/logbook/logbook/session"
 )
 
 // collect reads every input until the channel closes.
@@ -31,7 +36,7 @@ func TestReadInputsPasteIsOneMessage(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r, w := io.Pipe()
-		ch := readInputs(t.Context(), r, pasteWindow)
+		ch := readInputs(t.Context(), r, pasteWindow, false)
 		go func() {
 			io.WriteString(w, "first line\nsecond line\n  indented third\n") // one paste
 			time.Sleep(time.Second)
@@ -58,13 +63,49 @@ func TestReadInputsPasteIsOneMessage(t *testing.T) {
 // From a pipe every line is a message, unless fenced.
 func TestReadInputsPipedLines(t *testing.T) {
 	t.Parallel()
-	got := collect(readInputs(t.Context(), strings.NewReader("one\ntwo\n\"\"\"\nthree\nfour\n\"\"\"\nfive"), 0))
+	got := collect(readInputs(t.Context(), strings.NewReader("one\ntwo\n\"\"\"\nthree\nfour\n\"\"\"\nfive"), 0, false))
 	var texts []string
 	for _, in := range got {
 		texts = append(texts, in.text)
 	}
 	if strings.Join(texts, "|") != "one|two|three\nfour|five" {
 		t.Fatalf("messages %q", texts)
+	}
+}
+
+// With the offline model, `write: PATH` typed alone (then Enter, as the docs put it) takes the
+// lines typed after it, up to a """ line, as its content: one message, on a terminal and from
+// a pipe alike, and the chat says so. Without it (a model), the lines stay messages.
+func TestReadInputsWriteTakesTheLinesAfterIt(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r, w := io.Pipe()
+		ch := readInputs(t.Context(), r, pasteWindow, true)
+		go func() {
+			io.WriteString(w, "write: notes.txt\n")
+			time.Sleep(time.Second) // typed, not pasted
+			io.WriteString(w, "hello from the sandbox\n")
+			time.Sleep(time.Second)
+			io.WriteString(w, "second line\n")
+			time.Sleep(time.Second)
+			io.WriteString(w, "\"\"\"\n")
+			time.Sleep(time.Second)
+			io.WriteString(w, "run: cat notes.txt\n")
+			w.Close()
+		}()
+		got := collect(ch)
+		if len(got) != 3 || got[0].hint != writeHint || got[1].text != "write: notes.txt\nhello from the sandbox\nsecond line" ||
+			got[2].text != "run: cat notes.txt" {
+			t.Fatalf("typed write: %+v", got)
+		}
+	})
+	piped := collect(readInputs(t.Context(), strings.NewReader("write: a.txt\none\n\"\"\"\nWrite: b.txt\ntwo"), 0, true))
+	if len(piped) != 4 || piped[1].text != "write: a.txt\none" || piped[3].text != "Write: b.txt\ntwo" {
+		t.Fatalf("piped write: %+v", piped)
+	}
+	model := collect(readInputs(t.Context(), strings.NewReader("write: a.txt\none\n"), 0, false))
+	if len(model) != 2 || model[0].text != "write: a.txt" || model[0].hint != "" {
+		t.Fatalf("write with a model: %+v", model)
 	}
 }
 
@@ -95,7 +136,7 @@ func TestReadInputsTooLong(t *testing.T) {
 	}
 	// A line far longer than any buffer is read whole.
 	long := strings.Repeat("z", 3<<20)
-	got := collect(readInputs(t.Context(), strings.NewReader(long+"\n"), 0))
+	got := collect(readInputs(t.Context(), strings.NewReader(long+"\n"), 0, false))
 	if len(got) != 1 || len(got[0].text) != len(long) {
 		t.Fatalf("a %d-byte line was not read whole", len(long))
 	}
@@ -215,4 +256,114 @@ func TestDevDatabaseDiscovery(t *testing.T) {
 	if d, err := readDevDatabase(fileB); err != nil || d.url != "postgres://second" {
 		t.Fatalf("unpublish removed another dev's file: %+v %v", d, err)
 	}
+}
+
+// newTestChat is a chat on an emulator and a fresh database, printing into out.
+func newTestChat(t *testing.T, out io.Writer) (*chat, *slackemu.Server) {
+	t.Helper()
+	emu := slackemu.MustStart(t, slackemu.Options{})
+	pool, err := session.Connect(t.Context(), pgtest.New(t), session.PoolOptions{Role: "logbook_app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return &chat{out: out, emu: emu, rt: running{store: session.NewStore(pool, session.Options{})},
+		waiting: map[string]pending{}, shown: map[string]bool{}}, emu
+}
+
+// A thread the bot starts itself (a schedule's tick, a hook) shows in the chat, labelled with
+// what started it, and so do its replies; a message of the bot's own from before the chat
+// looked does not.
+func TestChatShowsThreadsTheBotStarted(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	c, emu := newTestChat(t, &out)
+	api := slack.New(emu.BotToken(), slack.OptionAPIURL(emu.APIURL()))
+	post := func(kind, text, thread string) string {
+		t.Helper()
+		opts := []slack.MsgOption{slack.MsgOptionText(text, false)}
+		if kind != "" {
+			opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{EventType: kind, EventPayload: map[string]any{"id": "1"}}))
+		}
+		if thread != "" {
+			opts = append(opts, slack.MsgOptionTS(thread))
+		}
+		_, ts, err := api.PostMessage(devChannel, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	post(schedule.MetadataEventType, "an old tick", "")
+	c.watchStarted()
+	tick := post(schedule.MetadataEventType, "⏰ Schedule 3 (@every 4s), set by ada: check the queue", "")
+	hook := post(hooks.MetadataEventType, "Hook alerts: disk full", "")
+	post("", "a post of its own", "")
+	c.refresh(t.Context())
+	post("", "The queue is empty.", tick)
+	post("", "The disk is at 97%.", hook)
+	c.refresh(t.Context())
+	got := out.String()
+	for _, want := range []string{
+		"logbook started thread " + tick + " (a schedule)> ⏰ Schedule 3 (@every 4s), set by ada: check the queue\n",
+		"logbook started thread " + hook + " (a hook)> Hook alerts: disk full\n",
+		"logbook (thread " + tick + ", started by a schedule)> The queue is empty.\n",
+		"logbook (thread " + hook + ", started by a hook)> The disk is at 97%.\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("chat lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "an old tick") || strings.Contains(got, "a post of its own") {
+		t.Errorf("chat shows posts that are not new threads it started:\n%s", got)
+	}
+}
+
+// dev says the ids LOGBOOK_ADMINS, approvers and hooks take: at start and on /ids.
+func TestChatSaysTheIDs(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	c, emu := newTestChat(t, &out)
+	c.handle(t.Context(), input{text: "/ids"})
+	for _, s := range []string{devIDs(emu), out.String()} {
+		if !strings.Contains(s, "user id U0000001") || !strings.Contains(s, "channel id C0000001") || !strings.Contains(s, "LOGBOOK_ADMINS=U0000001") {
+			t.Errorf("ids not said: %q", s)
+		}
+	}
+}
+
+// What the chat prints is not garbled: a prompt never splits a reply that is being written; a
+// line taking the prompt's place clears it on a terminal and, elsewhere (dev | tee), ends its
+// line with no "\r"; control characters from the bot or a tool are shown, never obeyed.
+func TestChatOutputIsNotGarbled(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	c, emu := newTestChat(t, &out)
+	lp := &livePrinted{who: "logbook", tasks: map[string]bool{}}
+	c.prompt()
+	c.liveText(lp, "(offline mode: I am ")
+	c.prompt() // a refresh that printed something, while the reply is being written
+	c.liveText(lp, "logbook's stand-in.")
+	c.liveText(lp, "\n")
+	c.open = nil
+	c.prompt()
+	if got, want := out.String(), "you> \nlogbook> (offline mode: I am logbook's stand-in.\nyou> "; got != want {
+		t.Errorf("a streamed reply and the prompt, not a terminal:\n%q\nwant\n%q", got, want)
+	}
+
+	out.Reset()
+	c.tty = true
+	c.status("… logbook is thinking\n")
+	if got, want := out.String(), "\r\x1b[K… logbook is thinking\n"; got != want {
+		t.Errorf("a status line on a terminal: %q, want %q", got, want)
+	}
+
+	out.Reset()
+	c.tty = false
+	c.thread = "1.000001"
+	c.printReply(c.thread, slackemu.Message{TS: "1.000002", Text: "colours: \x1b[31mred\x1b[0m\rover\x07"})
+	if got := out.String(); strings.ContainsAny(got, "\x1b\r\x07") || !strings.Contains(got, "logbook> colours: ␛[31mred␛[0mover␇\n") {
+		t.Errorf("a reply with control characters: %q", got)
+	}
+	_ = emu
 }

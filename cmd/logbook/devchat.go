@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"os"
 	"path/filepath"
@@ -16,7 +17,9 @@ import (
 	"time"
 
 	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/hooks"
 	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/session"
@@ -35,6 +38,7 @@ type chat struct {
 	model  string
 	signIn *web.SignIn
 	echo   bool // piped input: print what "you" said, and read the next line only once answered
+	tty    bool // out is a terminal: a line replaces the prompt with "\r" and a clear
 
 	prompted bool // "you> " is the last thing printed
 
@@ -51,6 +55,12 @@ type chat struct {
 	// filesDir is where files the bot hands back (attach_file) are saved; "" keeps them in
 	// the emulator only.
 	filesDir string
+	// cursor is where the emulator's changes were last read (ChangedSince): the bot's new
+	// top-level posts are threads it started itself (a schedule's tick, a hook).
+	cursor  int
+	watched bool
+	// origins names what started each thread the bot started itself ("a schedule").
+	origins map[string]string
 }
 
 type livePrinted struct {
@@ -73,25 +83,65 @@ type pending struct {
 const replyPatience = 10 * time.Minute
 
 // printf prints a line of the chat's own, after ending the line a live reply is written on.
+// What it prints is made inert: control characters (a command's colours, a cursor move) in
+// what the bot or a tool wrote are shown, never obeyed by the terminal.
 func (c *chat) printf(format string, a ...any) {
+	c.endLive()
+	c.prompted = false
+	io.WriteString(c.out, inert(fmt.Sprintf(format, a...)))
+}
+
+// endLive ends the line a live reply is written on, if one is open.
+func (c *chat) endLive() {
 	if c.open != nil {
 		io.WriteString(c.out, "\n")
 		c.open.cut, c.open = true, nil
 	}
+}
+
+// takePrompt makes the next line take the place of a "you> " printed last: on a terminal the
+// prompt is cleared, elsewhere (dev | tee) its line is ended, with no "\r" in the log.
+func (c *chat) takePrompt() {
+	if !c.prompted {
+		return
+	}
+	if c.tty {
+		io.WriteString(c.out, "\r\x1b[K")
+	} else {
+		io.WriteString(c.out, "\n")
+	}
 	c.prompted = false
-	fmt.Fprintf(c.out, format, a...)
+}
+
+// inert shows the control characters of s (but newlines and tabs) as symbols, and drops
+// carriage returns, so text from the bot or a tool cannot move the cursor or colour the
+// terminal.
+func inert(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return r
+		case r == '\r':
+			return -1
+		case r < 0x20:
+			return 0x2400 + r // ␛ for ESC
+		case r == 0x7f:
+			return 0x2421
+		case r >= 0x80 && r < 0xa0:
+			return '\ufffd'
+		}
+		return r
+	}, s)
 }
 
 // liveText prints text of the live message lp, continuing its line (or starting one that says
 // whose continuation it is).
 func (c *chat) liveText(lp *livePrinted, text string) {
 	if c.open != lp {
-		c.printf("") // ends another live line
+		c.endLive()
+		c.takePrompt() // the reply takes the prompt's place
 		switch {
 		case !lp.head:
-			if c.prompted {
-				io.WriteString(c.out, "\r") // the reply takes the prompt's place
-			}
 			fmt.Fprintf(c.out, "%s> ", lp.who)
 		case lp.cut:
 			fmt.Fprintf(c.out, "%s> …", lp.who)
@@ -99,19 +149,75 @@ func (c *chat) liveText(lp *livePrinted, text string) {
 		lp.head, lp.cut = true, false
 	}
 	c.prompted = false
-	io.WriteString(c.out, text)
+	io.WriteString(c.out, inert(text))
 	c.open = lp
 }
 
+// prompt prints "you> ", unless a reply is being written on the current line: the prompt
+// follows it once it ends (printing it now would split the reply's line).
 func (c *chat) prompt() {
+	if c.open != nil || c.prompted {
+		return
+	}
 	c.printf("you> ")
 	c.prompted = true
 }
 
-// run reads inputs until they end, /quit or ctx; it returns nil then.
+// stopPatience is how long the chat, ending, waits for the turns it stopped to end.
+const stopPatience = 15 * time.Second
+
+// run reads inputs until they end, /quit or ctx (Ctrl-C); then it stops the turns still
+// running, prints how each ended, and returns nil.
 func (c *chat) run(ctx context.Context, inputs <-chan input) error {
+	why := c.converse(ctx, inputs)
+	c.finish(why)
+	return nil
+}
+
+// finish stops the turns still running (Slack's stop button, pressed for you), says so at
+// once, and prints what they posted and how they ended, for at most stopPatience: serve
+// would otherwise wait for them in silence and end them unseen.
+func (c *chat) finish(why string) {
+	for _, thread := range slices.Sorted(maps.Keys(c.waiting)) {
+		// A turn waiting for a decision is no work to stop: its wait is in the log, and its
+		// card can be decided after the next start.
+		if c.openCard(thread) != "" {
+			c.status("(thread %s waits for an approval: it keeps waiting, and /approve or /deny decides it after the next start)\n", thread)
+			delete(c.waiting, thread)
+		}
+	}
+	if len(c.waiting) == 0 {
+		return
+	}
+	threads := slices.Sorted(maps.Keys(c.waiting))
+	c.status("(%s: stopping the running turn in thread %s; what it says follows, then dev stops)\n", why, strings.Join(threads, ", "))
+	for _, thread := range threads {
+		if _, err := c.emu.StopAgentSession(devChannel, thread, devUser); err != nil {
+			c.printf("(could not press stop in thread %s: %v)\n", thread, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stopPatience)
+	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	for len(c.waiting) > 0 {
+		select {
+		case <-ctx.Done():
+			c.printf("(thread %s did not stop within %v: dev cuts it short now; the next start resumes it from the log)\n",
+				strings.Join(slices.Sorted(maps.Keys(c.waiting)), ", "), stopPatience)
+			return
+		case <-tick.C:
+			c.refresh(ctx)
+		}
+	}
+	c.endLive()
+}
+
+// converse reads inputs until they end, /quit or ctx, and says which.
+func (c *chat) converse(ctx context.Context, inputs <-chan input) string {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	c.watchStarted() // from here on, a thread the bot starts is shown
 	c.prompt()
 	var held *input // piped input read while a turn runs: said once it is answered
 	ended := false
@@ -124,7 +230,7 @@ func (c *chat) run(ctx context.Context, inputs <-chan input) error {
 			msg := *held
 			held = nil
 			if quit := c.handle(ctx, msg); quit {
-				return nil
+				return "/quit"
 			}
 			if len(c.waiting) == 0 || !c.echo {
 				c.prompt()
@@ -133,11 +239,13 @@ func (c *chat) run(ctx context.Context, inputs <-chan input) error {
 		}
 		if ended && held == nil && (!c.echo || len(c.waiting) == 0) {
 			c.printf("\n")
-			return nil
+			return "end of input"
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			c.endLive()
+			c.takePrompt()
+			return "Ctrl-C"
 		case msg, ok := <-in:
 			if !ok {
 				ended = true // piped input: its last message is still answered
@@ -150,7 +258,7 @@ func (c *chat) run(ctx context.Context, inputs <-chan input) error {
 				continue
 			}
 			if quit := c.handle(ctx, msg); quit {
-				return nil
+				return "/quit"
 			}
 			if len(c.waiting) == 0 || !c.echo {
 				c.prompt()
@@ -171,6 +279,10 @@ func controlsTurn(line string) bool {
 // handle acts on one input; it returns true for /quit.
 func (c *chat) handle(ctx context.Context, in input) bool {
 	line := in.text
+	if in.hint != "" {
+		c.printf("%s\n", in.hint)
+		return false
+	}
 	if in.note != "" {
 		if c.echo {
 			c.printf("%s\n", clip.Text(line, 60))
@@ -209,6 +321,7 @@ func (c *chat) commands() map[string]func(ctx context.Context, arg string) {
 			c.thread = ""
 			c.printf("(the next message starts a new thread)\n")
 		},
+		"/ids": func(context.Context, string) { c.printf("you are %s\n", devIDs(c.emu)) },
 		"/status": func(context.Context, string) {
 			c.printf("cells running: %d · model: %s · thread: %s · metrics: http://%s/metrics\n", c.rt.runner.Active(), c.model, orNone(c.thread), c.rt.http)
 		},
@@ -402,7 +515,7 @@ func (c *chat) markShown(thread string) {
 // forgets the threads whose turn completed. It reports whether it printed a reply or a thread
 // stopped waiting.
 func (c *chat) refresh(ctx context.Context) bool {
-	done := false
+	done := c.watchStarted()
 	for thread, p := range c.waiting {
 		// Ask the log first: a turn completes after its replies were delivered, so once it
 		// has, every reply is in the emulator.
@@ -412,10 +525,10 @@ func (c *chat) refresh(ctx context.Context) bool {
 		}
 		switch {
 		case st.unanswered != "" && !p.noted:
-			c.status("(logbook does not answer this message: %s)\n", st.unanswered)
+			c.status("(logbook does not answer this message%s: %s)\n", c.where(thread), st.unanswered)
 			p.noted, done = true, true
 		case st.started && st.unanswered == "" && !p.thinking:
-			c.status("… logbook is thinking\n")
+			c.status("… logbook is thinking%s\n", c.where(thread))
 			p.thinking, done = true, true
 		}
 		c.waiting[thread] = p
@@ -443,9 +556,8 @@ func (c *chat) refresh(ctx context.Context) bool {
 
 // status prints a line on what the bot does, in the prompt's place as a reply does.
 func (c *chat) status(format string, a ...any) {
-	if c.prompted {
-		c.printf("\r")
-	}
+	c.endLive()
+	c.takePrompt()
 	c.printf(format, a...)
 }
 
@@ -487,13 +599,9 @@ func (c *chat) printReply(thread string, m slackemu.Message) bool {
 		delete(c.live, m.TS)
 		return true
 	}
-	if c.prompted {
-		c.printf("\r") // the reply takes the prompt's place; the prompt follows it
-	}
-	who := "logbook"
-	if thread != c.thread {
-		who = "logbook (thread " + thread + ")"
-	}
+	c.endLive()
+	c.takePrompt() // the reply takes the prompt's place; the prompt follows it
+	who := c.who(thread)
 	if text := strings.TrimSpace(slacktext.ToPlain(m.Text, nil)); text != "" || len(m.Files) == 0 {
 		c.printf("%s> %s\n", who, text)
 	} else {
@@ -648,9 +756,12 @@ func (c *chat) transcript(ctx context.Context) {
 		c.printf("transcript: %v\n", err)
 		return
 	}
-	if err := transcript.Render(c.out, sess, evs, transcript.Options{Location: time.Local}); err != nil {
+	var b strings.Builder
+	if err := transcript.Render(&b, sess, evs, transcript.Options{Location: time.Local}); err != nil {
 		c.printf("transcript: %v\n", err)
+		return
 	}
+	c.printf("%s", b.String())
 }
 
 // slash runs `/logbook text` in #general and prints its answer, an ephemeral that arrives
@@ -712,10 +823,7 @@ func (c *chat) printLive(thread string, m slackemu.Message) bool {
 	}
 	lp := c.live[m.TS]
 	if lp == nil {
-		lp = &livePrinted{who: "logbook", tasks: map[string]bool{}}
-		if thread != c.thread {
-			lp.who = "logbook (thread " + thread + ")"
-		}
+		lp = &livePrinted{who: c.who(thread), tasks: map[string]bool{}}
 		c.live[m.TS] = lp
 	}
 	for _, line := range st.TaskLines() {
@@ -724,6 +832,8 @@ func (c *chat) printLive(thread string, m slackemu.Message) bool {
 		}
 		if !lp.tasks[line] {
 			lp.tasks[line] = true
+			c.endLive()
+			c.takePrompt()
 			c.printf("%s\n", taskLines(line))
 		}
 	}
@@ -819,4 +929,66 @@ func (c *chat) printFooter(m slackemu.Message) {
 			}
 		}
 	}
+}
+
+// who is the name a bot message of thread is printed under: "logbook" in the current thread,
+// else with the thread's ts and, for a thread the bot started itself, what started it.
+func (c *chat) who(thread string) string {
+	if thread == c.thread {
+		return "logbook"
+	}
+	if origin := c.origins[thread]; origin != "" {
+		return "logbook (thread " + thread + ", started by " + origin + ")"
+	}
+	return "logbook (thread " + thread + ")"
+}
+
+// where names thread in a status line when it is not the current one.
+func (c *chat) where(thread string) string {
+	if thread == c.thread {
+		return ""
+	}
+	return " (thread " + thread + ")"
+}
+
+// openingOrigins name what posted a top-level message by its metadata's event_type.
+var openingOrigins = map[string]string{schedule.MetadataEventType: "a schedule", hooks.MetadataEventType: "a hook"}
+
+// watchStarted prints the threads the bot started itself in #general since it last looked (a
+// schedule's tick, a hook: their top-level post, labelled with what started it) and follows
+// them as it follows yours: their turn's replies are printed as they come. The first call
+// only takes note of where the workspace is. It reports whether it printed one.
+func (c *chat) watchStarted() bool {
+	changes, cursor := c.emu.ChangedSince(c.cursor)
+	first := !c.watched
+	c.cursor, c.watched = cursor, true
+	if first {
+		return false
+	}
+	printed := false
+	for _, m := range changes {
+		if m.Deleted || m.Channel != devChannel || (m.ThreadTS != "" && m.ThreadTS != m.TS) || m.BotID == "" || c.origins[m.TS] != "" {
+			continue
+		}
+		var meta struct {
+			EventType string `json:"event_type"`
+		}
+		if json.Unmarshal(m.Metadata, &meta) != nil || openingOrigins[meta.EventType] == "" {
+			continue
+		}
+		if c.origins == nil {
+			c.origins = map[string]string{}
+		}
+		c.origins[m.TS] = openingOrigins[meta.EventType]
+		c.endLive()
+		c.takePrompt()
+		c.printf("logbook started thread %s (%s)> %s\n", m.TS, c.origins[m.TS], strings.TrimSpace(slacktext.ToPlain(m.Text, nil)))
+		c.printf("  (its replies follow here; /threads and /switch N to answer in it)\n")
+		c.shown[m.TS] = true
+		if _, busy := c.waiting[m.TS]; !busy {
+			c.waiting[m.TS] = pending{ts: m.TS, since: time.Now()}
+		}
+		printed = true
+	}
+	return printed
 }

@@ -28,6 +28,20 @@ const (
 type input struct {
 	text string
 	note string // set: text is not sent; say this instead
+	hint string // set: nothing is sent yet; say this (the message goes on, on the next lines)
+}
+
+// writeHint is said when a line `write: PATH` comes alone: the lines after it are its content.
+const writeHint = `(write: the lines you type next are the file's content; a line of """ ends them and sends the message)`
+
+// loneWrite reports whether msg is the offline model's `write: PATH` directive alone, its
+// content yet to come.
+func loneWrite(msg []string) bool {
+	if len(msg) != 1 {
+		return false
+	}
+	rest, ok := strings.CutPrefix(strings.ToLower(strings.TrimSpace(msg[0])), "write:")
+	return ok && strings.TrimSpace(rest) != ""
 }
 
 // readInputs reads in until it ends and sends what was typed on the channel it returns,
@@ -35,7 +49,9 @@ type input struct {
 // message. With window > 0 (a terminal), lines that arrive within window of each other are
 // one message too — a paste — and a line of ttyLineMax bytes, which the terminal has
 // probably cut, is refused. A message of more than slackMaxChars characters is refused.
-func readInputs(ctx context.Context, in io.Reader, window time.Duration) <-chan input {
+// With writes (the offline model), a line `write: PATH` that comes alone takes the lines
+// after it, up to a `"""` line, as the file's content: one message, as the directive wants.
+func readInputs(ctx context.Context, in io.Reader, window time.Duration, writes bool) <-chan input {
 	lines := make(chan string)
 	go func() { // ends with in (stdin cannot be interrupted); the chat does not wait for it
 		defer close(lines)
@@ -98,6 +114,17 @@ func readInputs(ctx context.Context, in io.Reader, window time.Duration) <-chan 
 				timer.Stop()
 			default:
 				msg = []string{line}
+			}
+			if writes && loneWrite(msg) {
+				if !send(input{hint: writeHint}) {
+					return
+				}
+				for line = range lines {
+					if strings.TrimSpace(line) == fence {
+						break
+					}
+					msg = append(msg, line)
+				}
 			}
 			if !send(checkInput(msg, window > 0)) {
 				return

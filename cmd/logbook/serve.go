@@ -256,7 +256,7 @@ Environment:
                           gets one notice; a call the rest cannot cover at its
                           max_output_tokens does not start, and the thread says why and who
                           can raise it: LOGBOOK_ADMINS, with /logbook budget raise <amount>
-                          [@person], for the day. 'logbook usage' and the /usage page sum it up
+                          [<member ID>], for the day. 'logbook usage' and /usage sum it up
   LOGBOOK_SETUP_COMMAND   a command (npm ci, go mod download) each new sandbox runs once
                           before the first model call, unless the channel's settings say
                           otherwise; its output is a setup_result, a failure is said under

@@ -25,7 +25,7 @@ const slashHelpGolden = "logbook — an agent whose every thread is a searchable
 	"• `/logbook mcp` lists the MCP servers and tools offered in this channel, and whether each is reachable.\n" +
 	"• `/logbook config` shows this channel's settings (model, instructions, approvals, thread replies, daily budget, setup); an admin changes one with `/logbook config <name> <value>`.\n" +
 	"• `/logbook remember <text>` adds a note to this channel's memory (offered to me in new threads); `/logbook memory` lists the notes, `/logbook forget <id>` removes one.\n" +
-	"• `/logbook budget` shows today's model spend and budgets here; an admin raises one for today with `/logbook budget raise <amount> [@person]`.\n" +
+	"• `/logbook budget` shows today's model spend and budgets here; an admin raises one for today with `/logbook budget raise <amount> [<member ID>]`.\n" +
 	"• " + schedule.Usage + "\n" +
 	"Private channels and DMs are never stored."
 
