@@ -93,6 +93,9 @@ const (
 	TypeFollowupSubscribed Type = "followup_subscribed"
 	TypeFollowupSignal     Type = "followup_signal"
 	TypeFollowupEnded      Type = "followup_ended"
+	// Connectors (bot/connectors): the thread told that an MCP server of its channel could
+	// not be started or reached, so its tools were not offered (once per session and server).
+	TypeConnectorUnavailable Type = "connector_unavailable"
 )
 
 var knownTypes = map[Type]bool{
@@ -110,6 +113,7 @@ var knownTypes = map[Type]bool{
 	TypeTakenOver: true, TypeHandedBack: true, TypeEgressConnection: true,
 	TypeTurnSettings: true, TypeBudgetNotice: true, TypeSetupResult: true,
 	TypeFollowupSubscribed: true, TypeFollowupSignal: true, TypeFollowupEnded: true,
+	TypeConnectorUnavailable: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.
