@@ -485,7 +485,9 @@ func TestDiscoveryRunSaysWhyAndRecovers(t *testing.T) {
 		}
 	}
 	done := make(chan error, 1)
-	go func() { done <- d.Run(context.Background(), zerolog.New(&logs), web.RetryOptions{First: time.Second, Max: 3 * time.Second, Wait: wait}) }()
+	go func() {
+		done <- d.Run(context.Background(), zerolog.New(&logs), web.RetryOptions{First: time.Second, Max: 3 * time.Second, Wait: wait})
+	}()
 	for i, want := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second} {
 		if got := <-waiting; got != want {
 			t.Fatalf("wait %d = %s, want %s", i, got, want)
