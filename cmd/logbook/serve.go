@@ -606,6 +606,9 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if cfg.Model == "offline" {
 		log.Warn().Msg("model: offline — deterministic replies, NOT a language model")
 	}
+	for _, w := range budgetWarnings(cfg) {
+		log.Warn().Msg("budget: " + w)
+	}
 	tp, stopTracing, err := startTracing(ctx, cfg.Tracing)
 	if err != nil {
 		return err
@@ -924,7 +927,8 @@ func channelParts(cfg serveConfig, store *session.Store, b *brain.Brain) (*bot.M
 		DefaultFrom: map[string]string{settings.Model: "LOGBOOK_MODEL", settings.Approvals: "LOGBOOK_TOOL_APPROVAL",
 			settings.ThreadReplies: "LOGBOOK_THREAD_REPLIES", settings.Instructions: "none", settings.Setup: "LOGBOOK_SETUP_COMMAND",
 			settings.DailyBudget: "LOGBOOK_BUDGET"},
-		Check: bot.SettingsChecks(models, toolNames()), Admins: cfg.Admins})
+		Check: bot.SettingsChecks(models, toolNames()), Admins: cfg.Admins,
+		Notes: map[string]func(settings.Channel) string{settings.DailyBudget: dailyBudgetNote(cfg), settings.Model: dailyBudgetNote(cfg)}})
 	return models, s, memory.New(store, memory.Config{})
 }
 
