@@ -7,7 +7,6 @@ import (
 	"image"
 	"image/color"
 	"image/png"
-	logbot "github.com/logbook/logbook/bot"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	logbot "github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/session"
 )
 
