@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,5 +220,50 @@ func TestConnectorToolDescriptionChangeIsRecorded(t *testing.T) {
 		if got := h.events(id, session.TypeMCPToolChanged); len(got) != 0 {
 			t.Errorf("session %s recorded the channel's change again: %d events", id, len(got))
 		}
+	}
+}
+
+// A server that cannot be reached is said under the reply of the turn that went without it,
+// once per thread (connector_unavailable), naming it and why; a new thread of the channel is
+// told too, without trying the server again while its back-off runs; /logbook mcp shows it.
+func TestConnectorUnavailableSaidOncePerThread(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		http.Error(w, "upstream on fire", http.StatusBadGateway)
+	}))
+	t.Cleanup(down.Close)
+	c := mcpConnectors(t, `{"mcpServers": {"incidents": {"url": "`+down.URL+`/mcp", "channels": ["`+general+`"]}}}`)
+	h, model := modelHarness(t, harnessOptions{connectors: c})
+	model.Push(fakeprovider.Reply{Text: "first"}, fakeprovider.Reply{Text: "second"}, fakeprovider.Reply{Text: "third"})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> one"})
+	first := h.final(general, top.TS, 1)
+	if !strings.Contains(first, "MCP server *incidents* could not be reached") || !strings.Contains(first, "Bad Gateway") {
+		t.Fatalf("first reply %q, want the notice naming the server and why", first)
+	}
+	tried := hits.Load()
+	if tried == 0 {
+		t.Fatal("the server was never tried")
+	}
+	s := h.session(general, top.TS)
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "two"})
+	if second := h.final(general, top.TS, 2); !strings.Contains(second, "second") || strings.Contains(second, "incidents") {
+		t.Fatalf("second reply %q: the notice again", second)
+	}
+	evs := h.events(s.ID, session.TypeConnectorUnavailable)
+	if len(evs) != 1 {
+		t.Fatalf("%d connector_unavailable events, want 1", len(evs))
+	}
+	var u session.ConnectorUnavailable
+	if err := evs[0].Decode(&u); err != nil || u.Server != "incidents" || !strings.Contains(u.Error, "Bad Gateway") {
+		t.Fatalf("connector_unavailable %+v, %v", u, err)
+	}
+	other := h.post(slackemu.Post{Channel: general, User: grace, Text: "<@" + botUser + "> three"})
+	if third := h.final(general, other.TS, 1); !strings.Contains(third, "third") || !strings.Contains(third, "MCP server *incidents* could not be reached") {
+		t.Fatalf("a new thread's reply %q, want its own notice", third)
+	}
+	if n := hits.Load(); n != tried {
+		t.Fatalf("the server was tried %d more times within its back-off", n-tried)
 	}
 }

@@ -96,6 +96,9 @@ const (
 	// A connector's tool whose description changed since the channel's sessions first listed
 	// it (bot/connectors; a "rug pull"), recorded in the session that met the change.
 	TypeMCPToolChanged Type = "mcp_tool_changed"
+	// Connectors (bot/connectors): the thread told that an MCP server of its channel could
+	// not be started or reached, so its tools were not offered (once per session and server).
+	TypeConnectorUnavailable Type = "connector_unavailable"
 )
 
 var knownTypes = map[Type]bool{
@@ -113,7 +116,7 @@ var knownTypes = map[Type]bool{
 	TypeTakenOver: true, TypeHandedBack: true, TypeEgressConnection: true,
 	TypeTurnSettings: true, TypeBudgetNotice: true, TypeSetupResult: true,
 	TypeFollowupSubscribed: true, TypeFollowupSignal: true, TypeFollowupEnded: true,
-	TypeMCPToolChanged: true,
+	TypeMCPToolChanged: true, TypeConnectorUnavailable: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

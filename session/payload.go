@@ -621,6 +621,20 @@ type SetupResult struct {
 	DurationMS int64  `json:"duration_ms"`
 }
 
+// ConnectorUnavailable tells the thread that an MCP server offered in its channel could not
+// be started or reached, so a turn went without its tools (type connector_unavailable, by
+// the connectors): the server, its transport, why (secrets scrubbed), and the line the
+// thread was told. Its idempotency key makes it once per session and server.
+type ConnectorUnavailable struct {
+	Server    string `json:"server"`
+	Transport string `json:"transport"`
+	Error     string `json:"error"`
+	Text      string `json:"text"`
+}
+
+// Key is u's idempotency key: one connector_unavailable per session and server.
+func (u ConnectorUnavailable) Key() string { return "connector_unavailable:" + u.Server }
+
 // Key is n's idempotency key: one budget_notice per session, budget and day.
 func (n BudgetNotice) Key() string { return "budget_notice:" + n.Scope + ":" + n.Subject + ":" + n.Day }
 

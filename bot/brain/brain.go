@@ -189,6 +189,13 @@ type RetryPolicy struct {
 	Max      time.Duration // longest backoff; default 30s
 }
 
+// The defaults of Config.MaxTokens and Config.ContextBudget, in tokens: the budget's worst
+// case of one call is read from them too.
+const (
+	DefaultMaxTokens     = 4096
+	DefaultContextBudget = 100_000
+)
+
 // Config configures a Brain. Zero values take the defaults noted.
 type Config struct {
 	Provider Provider // required
@@ -200,7 +207,7 @@ type Config struct {
 	MaxToolOutput  int           // bytes of one tool result; default 16 KiB
 	MaxTurnOutput  int           // bytes of all tool results of a turn; default 128 KiB
 	// MaxTokens is the output limit of one model call, in tokens (LOGBOOK_MAX_OUTPUT_TOKENS);
-	// default 4096. A reply the limit cuts is continued (MaxContinuations); a tool call it
+	// default DefaultMaxTokens. A reply the limit cuts is continued (MaxContinuations); a tool call it
 	// cuts is not run.
 	MaxTokens int64
 	// MaxContinuations is how many further calls may continue a reply the output limit cut
@@ -211,7 +218,7 @@ type Config struct {
 	RepeatLimit int
 	// ContextBudget is the history size, in input tokens (counted by the provider where it
 	// can, else estimated), over which older turns are summarised into a context_summary
-	// (LOGBOOK_CONTEXT_BUDGET); default 100000.
+	// (LOGBOOK_CONTEXT_BUDGET); default DefaultContextBudget.
 	ContextBudget int
 	Retry         RetryPolicy
 	// DeferTitle leaves the session's title to a later call of Title, so the first reply is
@@ -252,10 +259,10 @@ func New(cfg Config) (*Brain, error) {
 	cfg.CommandTimeout = cmp.Or(cfg.CommandTimeout, 2*time.Minute)
 	cfg.MaxToolOutput = cmp.Or(cfg.MaxToolOutput, 16<<10)
 	cfg.MaxTurnOutput = cmp.Or(cfg.MaxTurnOutput, 128<<10)
-	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 4096)
+	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, DefaultMaxTokens)
 	cfg.MaxContinuations = cmp.Or(cfg.MaxContinuations, 2)
 	cfg.RepeatLimit = cmp.Or(cfg.RepeatLimit, 3)
-	cfg.ContextBudget = cmp.Or(cfg.ContextBudget, 100_000)
+	cfg.ContextBudget = cmp.Or(cfg.ContextBudget, DefaultContextBudget)
 	cfg.Retry.Attempts = cmp.Or(cfg.Retry.Attempts, 5)
 	cfg.Retry.Base = cmp.Or(cfg.Retry.Base, time.Second)
 	cfg.Retry.Max = cmp.Or(cfg.Retry.Max, 30*time.Second)

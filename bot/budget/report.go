@@ -116,32 +116,51 @@ func (r Report) WriteText(w io.Writer) error {
 // SVG is a bar chart of the spend per day, drawn here (no script): one bar a day, its
 // height the day's cost against the highest day's, the amount above it and the date below.
 func (r Report) SVG() string {
-	const width, height, top, bottom, left = 720, 240, 24, 40, 8
+	// The plot sits right of the spend axis (its ticks and label) and above the day axis.
+	const width, height, top, bottom, left, right = 480, 240, 20, 44, 56, 6
 	n := max(len(r.Days), 1)
-	slot := float64(width-2*left) / float64(n)
+	slot := float64(width-left-right) / float64(n)
 	var most Money
 	for _, d := range r.Days {
 		most = max(most, d.Cost)
 	}
+	cur := html.EscapeString(r.Currency)
+	base := height - bottom
 	var sb strings.Builder
-	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`,
-		width, height, width, height, html.EscapeString(fmt.Sprintf("model spend per day in %s", r.Currency)))
+	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" preserveAspectRatio="xMinYMin meet" role="img" aria-label="%s">`,
+		width, height, html.EscapeString(fmt.Sprintf("model spend per day in %s", r.Currency)))
 	fmt.Fprintf(&sb, `<title>%s</title>`, html.EscapeString(fmt.Sprintf("Model spend per day, %s, total %s", r.Currency, r.All.Cost)))
-	fmt.Fprintf(&sb, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`, left, height-bottom, width-left, height-bottom)
+	// The spend axis: 0, half the highest day and the highest, with grid lines.
+	fmt.Fprintf(&sb, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`, left, top, left, base)
+	for _, k := range []int64{0, 1, 2} {
+		v := Money(int64(most) * k / 2)
+		if most == 0 && k > 0 {
+			break
+		}
+		y := float64(base) - float64(height-top-bottom)*float64(k)/2
+		fmt.Fprintf(&sb, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`, left, y, width-right, y)
+		fmt.Fprintf(&sb, `<text class="tick" x="%d" y="%.1f" font-size="13" text-anchor="end">%s</text>`, left-4, y+4, v)
+	}
+	fmt.Fprintf(&sb, `<text class="axis-label" x="%d" y="%d" font-size="14" text-anchor="middle" transform="rotate(-90 %d %d)">spend (%s)</text>`,
+		14, (top+base)/2, 14, (top+base)/2, cur)
+	// The day axis.
+	fmt.Fprintf(&sb, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`, left, base, width-right, base)
+	fmt.Fprintf(&sb, `<text class="axis-label" x="%.1f" y="%d" font-size="14" text-anchor="middle">day (UTC)</text>`,
+		float64(left+width-right)/2, height-6)
 	for i, d := range r.Days {
 		h := 0.0
 		if most > 0 {
 			h = float64(height-top-bottom) * float64(d.Cost) / float64(most)
 		}
 		x := float64(left) + float64(i)*slot
-		y := float64(height-bottom) - h
+		y := float64(base) - h
 		fmt.Fprintf(&sb, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#4a7bd0"><title>%s: %s %s, %d calls</title></rect>`,
-			x+slot*0.15, y, slot*0.7, h, d.Key, d.Cost, html.EscapeString(r.Currency), d.Calls)
+			x+slot*0.15, y, slot*0.7, h, d.Key, d.Cost, cur, d.Calls)
 		if d.Cost > 0 && n <= 31 {
-			fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" font-size="10" text-anchor="middle">%s</text>`, x+slot/2, y-4, d.Cost)
+			fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" font-size="13" text-anchor="middle">%s</text>`, x+slot/2, y-4, d.Cost)
 		}
 		if n <= 14 || i%max(n/10, 1) == 0 {
-			fmt.Fprintf(&sb, `<text x="%.1f" y="%d" font-size="10" text-anchor="middle">%s</text>`, x+slot/2, height-bottom+14, d.Key[5:])
+			fmt.Fprintf(&sb, `<text x="%.1f" y="%d" font-size="13" text-anchor="middle">%s</text>`, x+slot/2, base+15, d.Key[5:])
 		}
 	}
 	sb.WriteString(`</svg>`)

@@ -41,8 +41,12 @@ func connectorsText(sts []Status) string {
 	sb.WriteString("MCP servers offered in this channel:\n")
 	for _, st := range sts {
 		switch {
+		case !st.Checked && st.Failed != nil:
+			fmt.Fprintf(&sb, "• *%s* (local, %s): :warning: could not be started in a thread's sandbox at %s (%d times in a row) — %s; threads leave it out until %s\n",
+				st.Server, st.Transport, st.Failed.At.UTC().Format("15:04 UTC"), st.Failed.Count, mrkdwn.EscapeText(st.Failed.Error), st.Failed.Until.UTC().Format("15:04 UTC"))
+			continue
 		case !st.Checked:
-			fmt.Fprintf(&sb, "• *%s* (local, %s): runs in each thread's sandbox, started on first use; not checked from here\n", st.Server, st.Transport)
+			fmt.Fprintf(&sb, "• *%s* (local, %s): runs in each thread's sandbox, started on first use; not checked from here, and no start has failed on this replica\n", st.Server, st.Transport)
 			continue
 		case !st.Reachable:
 			fmt.Fprintf(&sb, "• *%s* (remote, %s): :warning: unreachable — %s\n", st.Server, st.Transport, mrkdwn.EscapeText(st.Error))

@@ -27,9 +27,11 @@
 //
 // # Errors
 //
-// Nothing here fails a turn: a server that cannot be reached is left out of [Session.Tools]
-// (with a log line), and a call that fails, times out or finds its server gone is a [Result]
-// with IsError that the model reads. Values the file took from the environment (tokens in
+// Nothing here fails a turn: a server that cannot be started or reached is left out of
+// [Session.Tools] (with a log line; the part says so under the reply, once per thread, and
+// the replica leaves it out of the channel's threads for a back-off, health.go), and a call
+// that fails, times out or finds its server gone is a [Result] with IsError that the model
+// reads. Values the file took from the environment (tokens in
 // headers or URLs) are scrubbed from every message and log line.
 package connectors
 
@@ -73,9 +75,10 @@ type Options struct {
 	// ConnectTimeout bounds connecting to a server and listing its tools (default 20s);
 	// CallTimeout bounds one tool call (default 2m).
 	ConnectTimeout, CallTimeout time.Duration
-	// RetryAfter is how long a session leaves out a server it could not reach before it
-	// tries again when listing tools (default 1m), so an unreachable server does not cost
-	// every model call of a turn its ConnectTimeout. A call of its tool always tries.
+	// RetryAfter is how long the threads of a channel leave out a server that could not be
+	// started or reached before one tries again when listing tools (default 1m), doubling
+	// with each failure in a row up to 16 times that, so a failing server does not cost every
+	// model call and every new thread its ConnectTimeout. A call of its tool always tries.
 	RetryAfter time.Duration
 	// Now is the clock (default time.Now); OAuth tokens expire by it.
 	Now func() time.Time
@@ -102,6 +105,9 @@ type Connectors struct {
 	opts Options
 	log  zerolog.Logger
 	disc discovered // OAuth endpoints discovered, by server
+	// health is the servers' recent failures on this replica, per channel: a thread leaves a
+	// failing server out without trying until its back-off ends.
+	health health
 }
 
 // New returns the connectors of cfg.
@@ -190,8 +196,8 @@ type Session struct {
 	mu      sync.Mutex
 	conns   map[string]*conn
 	dialing map[string]*sync.Mutex
-	failed  map[string]time.Time // when listing a server's tools last failed
-	changed []Change             // descriptions changed, not yet taken (Changes)
+	down    map[string]string // the servers left out of the tools, and why
+	changed []Change          // descriptions changed, not yet taken (Changes)
 	closed  bool
 }
 
@@ -217,35 +223,65 @@ func (s *Session) Offers() bool { return len(s.servers) > 0 }
 
 // Tools is the tools offered to the model: every reachable server's, filtered by the file's
 // tools patterns, each list fetched once and then cached until the server says it changed. A
-// server that cannot be reached, or lists its tools with an error, is left out with a log
-// line; so is a tool whose name or schema a model API would refuse.
+// server that cannot be started or reached, or lists its tools with an error, is left out
+// with a log line, and with its reason in [Session.Unavailable]; so is a tool whose name or
+// schema a model API would refuse. A server that failed in the channel on this replica is
+// left out without trying until its back-off (Options.RetryAfter) ends.
 func (s *Session) Tools(ctx context.Context) []Tool {
 	var out []Tool
 	for _, srv := range s.servers {
-		s.mu.Lock()
-		at, failed := s.failed[srv.Name]
-		s.mu.Unlock()
-		if failed && s.c.opts.Now().Sub(at) < s.c.opts.RetryAfter {
+		if f, ok := s.c.health.last(srv.Name, s.channel); ok && s.c.opts.Now().Before(f.Until) {
+			s.setDown(srv.Name, f.Error)
 			continue
 		}
 		tools, err := s.toolsOf(ctx, srv)
-		s.mu.Lock()
 		if err != nil {
-			if s.failed == nil {
-				s.failed = map[string]time.Time{}
-			}
-			s.failed[srv.Name] = s.c.opts.Now()
-		} else {
-			delete(s.failed, srv.Name)
-		}
-		s.mu.Unlock()
-		if err != nil {
-			s.log.Warn().Str("server", srv.Name).Str("error", s.c.redact(err.Error())).Msg("MCP server unreachable: its tools are not offered")
+			why := s.c.reason(srv, err)
+			f := s.c.health.failed(srv.Name, s.channel, why, s.c.opts.Now(), s.c.opts.RetryAfter)
+			s.setDown(srv.Name, why)
+			s.log.Warn().Str("server", srv.Name).Str("error", why).Time("retry_after", f.Until).Msg("MCP server unreachable: its tools are not offered")
 			continue
 		}
+		s.c.health.ok(srv.Name, s.channel)
+		s.setDown(srv.Name, "")
 		out = append(out, tools...)
 	}
 	return out
+}
+
+// setDown records why the server is left out of the session's tools ("": it is not).
+func (s *Session) setDown(server, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if why == "" {
+		delete(s.down, server)
+		return
+	}
+	if s.down == nil {
+		s.down = map[string]string{}
+	}
+	s.down[server] = why
+}
+
+// Unavailable is the servers the last [Session.Tools] left out because they could not be
+// started or reached, with why, in the file's order.
+func (s *Session) Unavailable() []Down {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Down
+	for _, srv := range s.servers {
+		if why, ok := s.down[srv.Name]; ok {
+			out = append(out, Down{Server: srv.Name, Transport: srv.Transport, Remote: srv.Remote(), Error: why})
+		}
+	}
+	return out
+}
+
+// Down is a server left out of a session's tools, and why (secrets scrubbed).
+type Down struct {
+	Server, Transport string
+	Remote            bool
+	Error             string
 }
 
 // Approve reports whether a call of the tool named name needs an approval card (the file's

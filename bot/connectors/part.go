@@ -8,13 +8,15 @@ import (
 	"sync"
 
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/session"
 )
 
 // Part offers each turn the tools of the MCP servers of its channel (mcp__<server>__<tool>),
 // refreshed before each model call, and has a person approve the calls the servers' approve
-// patterns name. A cell keeps its channel's Session (its connections, its local servers,
+// patterns name. A server that could not be started or reached is said under the reply, once
+// per thread (connector_unavailable). A cell keeps its channel's Session (its connections, its local servers,
 // started in the cell's sandbox) for its length, and closes it when it ends. channelName
 // names a channel id for servers listed by channel name (nil: ids only).
 func (c *Connectors) Part(channelName func(ctx context.Context, id string) string) part.Part {
@@ -47,11 +49,22 @@ func (p connectorsPart) Offer(ctx context.Context, s part.Scope) (part.Offer, er
 		return part.Offer{}, nil
 	}
 	w := &watch{sess: sess, s: s}
-	return part.Offer{Toolsets: []brain.Toolset{watched{Toolset(sess), w}}, Asks: func(tool string) bool { return IsTool(tool) && sess.Approve(tool) },
-		Answered: w.answered}, nil
+	return part.Offer{
+		Toolsets: []brain.Toolset{watched{Toolset(sess), w}},
+		Asks:     func(tool string) bool { return IsTool(tool) && sess.Approve(tool) },
+		Answered: func(ctx context.Context) ([]string, error) {
+			changed, err := w.answered(ctx)
+			if err != nil {
+				return nil, err
+			}
+			down, err := unavailable(ctx, s, sess)
+			return append(changed, down...), err
+		},
+	}, nil
 }
 
-// connectorsActor records what the connectors met (a changed tool description).
+// connectorsActor records what the connectors met: a changed tool description, a server
+// that could not be started or reached.
 var connectorsActor = session.Actor{Kind: session.ActorSystem, ID: "connectors"}
 
 // watch records, in a turn's session, the tool descriptions its listings found changed
@@ -75,7 +88,7 @@ func (w *watch) record(ctx context.Context) error {
 		c := w.pending[0]
 		text := fmt.Sprintf(":warning: MCP server %s changed what its tool %s tells the model since this channel first listed it (%s); "+
 			"the agent was given the new description, and both are in the transcript.",
-			c.Server, c.Name, c.FirstSeen.UTC().Format("2006-01-02 15:04 UTC"))
+			mrkdwn.EscapeText(c.Server), c.Name, c.FirstSeen.UTC().Format("2006-01-02 15:04 UTC"))
 		ev := session.MCPToolChanged{Server: c.Server, Tool: c.Tool, Name: c.Name, Before: c.Before, After: c.After,
 			BeforeSHA256: hex.EncodeToString(c.BeforeSHA256), AfterSHA256: hex.EncodeToString(c.AfterSHA256), FirstSeen: c.FirstSeen, Text: text}
 		if _, err := w.s.Log.Append(ctx, session.NewEvent{Type: session.TypeMCPToolChanged, Actor: connectorsActor, IdempotencyKey: ev.Key(), Payload: ev}); err != nil {
@@ -108,6 +121,38 @@ func (t watched) Tools(ctx context.Context) []brain.Tool {
 		t.w.s.Logger.Warn().Err(err).Msg("a changed MCP tool description is not recorded yet; tried again when the agent answered")
 	}
 	return tools
+}
+
+// unavailable records, for each server the turn went without because it could not be started
+// or reached, a connector_unavailable the thread has not had yet, and returns its line for the
+// reply's footer. An error is the log's.
+func unavailable(ctx context.Context, s part.Scope, sess *Session) ([]string, error) {
+	down := sess.Unavailable()
+	if len(down) == 0 {
+		return nil, nil
+	}
+	had := map[string]bool{}
+	for _, e := range session.Select(s.Log.Snapshot(), session.Range{Types: []session.Type{session.TypeConnectorUnavailable}}) {
+		had[e.IdempotencyKey] = true
+	}
+	var lines []string
+	for _, d := range down {
+		what := "could not be reached"
+		if !d.Remote {
+			what = "could not be started in this thread's sandbox"
+		}
+		u := session.ConnectorUnavailable{Server: d.Server, Transport: d.Transport, Error: d.Error}
+		u.Text = fmt.Sprintf(":warning: MCP server *%s* %s, so its tools were not offered: %s. `/logbook mcp` shows its state.",
+			mrkdwn.EscapeText(d.Server), what, mrkdwn.EscapeText(d.Error))
+		if had[u.Key()] {
+			continue
+		}
+		if _, err := s.Log.Append(ctx, session.NewEvent{Type: session.TypeConnectorUnavailable, Actor: connectorsActor, IdempotencyKey: u.Key(), Payload: u}); err != nil {
+			return lines, err
+		}
+		lines = append(lines, u.Text)
+	}
+	return lines, nil
 }
 
 // Source is what a Toolset calls: a *Session's tools and calls.

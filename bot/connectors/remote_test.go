@@ -6,13 +6,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session/logtest"
 )
 
@@ -204,5 +207,94 @@ func TestUnreachableServerLeftOutForAWhile(t *testing.T) {
 	s.Tools(context.Background())
 	if n := tries(); n != 2 {
 		t.Fatalf("%d attempts after RetryAfter; want 2", n)
+	}
+}
+
+// TestFailingServerBacksOffAcrossThreads: a server that failed is left out, with why, by every
+// new thread of the channel on the replica until its back-off ends, without waiting for it
+// again; the back-off doubles with each failure in a row, and a success forgets them. Another
+// channel tries on its own.
+func TestFailingServerBacksOffAcrossThreads(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	failing := atomic.Bool{}
+	failing.Store(true)
+	mcpServer := testServer(make(chan struct{}))
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpServer }, nil)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if failing.Load() {
+			http.Error(w, "upstream on fire", http.StatusBadGateway)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		front.CloseClientConnections()
+		front.Close()
+	})
+	now := time.Unix(1_700_000_000, 0)
+	c := connectors.New(parse(t, `{"mcpServers": {"down": {"url": "`+front.URL+`/mcp", "channels": ["C1", "C2"]}}}`, nil),
+		connectors.Options{Now: func() time.Time { return now }, RetryAfter: time.Minute})
+	thread := func(channel string) *connectors.Session {
+		s := c.Session(channel, "", nil, zerolog.Nop())
+		t.Cleanup(s.Close)
+		s.Tools(context.Background())
+		return s
+	}
+	s1 := thread("C1")
+	tried := hits.Load()
+	if tried == 0 || len(s1.Unavailable()) != 1 || !strings.Contains(s1.Unavailable()[0].Error, "Bad Gateway") {
+		t.Fatalf("after the first try: %d requests, unavailable %+v", tried, s1.Unavailable())
+	}
+	s2 := thread("C1")
+	if n := hits.Load(); n != tried {
+		t.Fatalf("a new thread tried the failing server within its back-off (%d requests)", n-tried)
+	}
+	if d := s2.Unavailable(); len(d) != 1 || d[0].Server != "down" || !strings.Contains(d[0].Error, "Bad Gateway") {
+		t.Fatalf("a new thread's unavailable = %+v, want the remembered reason", d)
+	}
+	thread("C2")
+	if hits.Load() == tried {
+		t.Fatal("another channel did not try on its own")
+	}
+	tried = hits.Load()
+	now = now.Add(time.Minute)
+	thread("C1")
+	f, ok := c.LastFailure("down", "C1")
+	if hits.Load() == tried || !ok || f.Count != 2 || !f.Until.Equal(now.Add(2*time.Minute)) {
+		t.Fatalf("after the back-off: tried %v, last failure %+v; want a second failure backing off 2m", hits.Load() != tried, f)
+	}
+	failing.Store(false)
+	now = now.Add(2 * time.Minute)
+	s := thread("C1")
+	if got := names(s.Tools(context.Background())); !strings.Contains(got, "mcp__down__lookup") || len(s.Unavailable()) != 0 {
+		t.Fatalf("once the server answers: tools %s, unavailable %+v", got, s.Unavailable())
+	}
+	if _, ok := c.LastFailure("down", "C1"); ok {
+		t.Fatal("a success did not forget the failures")
+	}
+}
+
+// TestLocalStartFailureSaysWhy: a local server that cannot start is left out with why, and an
+// npx command's reason says it downloads its package, which the sandbox's network stops;
+// /logbook mcp then shows the failure.
+func TestLocalStartFailureSaysWhy(t *testing.T) {
+	t.Parallel()
+	c := connectors.New(parse(t, `{"mcpServers": {"files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem"], "channels": ["C1"]}}}`, nil), connectors.Options{})
+	s := c.Session("C1", "", nil, zerolog.Nop())
+	defer s.Close()
+	s.Tools(context.Background())
+	d := s.Unavailable()
+	if len(d) != 1 || d[0].Remote || !strings.Contains(d[0].Error, "sandbox") || !strings.Contains(d[0].Error, "npx downloads the server's package") {
+		t.Fatalf("unavailable = %+v", d)
+	}
+	st := c.Check(context.Background(), "C1", "", zerolog.Nop())
+	if len(st) != 1 || st[0].Failed == nil || st[0].Failed.Error != d[0].Error {
+		t.Fatalf("status = %+v, want the start failure", st)
+	}
+	out := connectors.Command(c, nil, zerolog.Nop()).Run(context.Background(), slashcmd.Call{SlashCommand: slack.SlashCommand{ChannelID: "C1"}})
+	if !strings.Contains(out, "*files* (local, stdio): :warning: could not be started") || !strings.Contains(out, "npx downloads") {
+		t.Fatalf("/logbook mcp = %s", out)
 	}
 }

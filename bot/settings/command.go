@@ -64,11 +64,30 @@ func (s *Settings) command(ctx context.Context, team, channel, user, args string
 	if rec.OldSet {
 		was = code(rec.Old)
 	}
+	var reply string
 	if reset {
-		return fmt.Sprintf("`%s` of this channel is the default again (%s): %s; it was %s. (Changed by <@%s>; new turns use it.)",
+		reply = fmt.Sprintf("`%s` of this channel is the default again (%s): %s; it was %s. (Changed by <@%s>; new turns use it.)",
 			name, s.defaultFrom(name), code(s.cfg.Defaults[name]), was, user)
+	} else {
+		reply = fmt.Sprintf("`%s` of this channel is now %s; it was %s. (Changed by <@%s>; new turns use it.)", name, code(value), was, user)
 	}
-	return fmt.Sprintf("`%s` of this channel is now %s; it was %s. (Changed by <@%s>; new turns use it.)", name, code(value), was, user)
+	return reply + s.note(ctx, team, channel, name)
+}
+
+// note is the line, if any, the setting's Note adds to the reply to a change.
+func (s *Settings) note(ctx context.Context, team, channel, name string) string {
+	n := s.cfg.Notes[name]
+	if n == nil {
+		return ""
+	}
+	c, err := s.For(ctx, team, channel)
+	if err != nil {
+		return ""
+	}
+	if line := n(c); line != "" {
+		return "\n:warning: " + line
+	}
+	return ""
 }
 
 // show lists every setting of the channel.

@@ -85,6 +85,10 @@ type Config struct {
 	Check map[string]func(value string) error
 	// Admins may change settings (LOGBOOK_ADMINS); anyone of the workspace may see them.
 	Admins []string
+	// Notes say what the admin should know of a setting's value just set or reset (a
+	// daily_budget below one model call's worst case), given the channel's settings as they
+	// now are; "" nothing. The value is kept either way.
+	Notes map[string]func(c Channel) string
 }
 
 // ErrUnsupported is a Check's answer for a setting this deployment cannot honour.

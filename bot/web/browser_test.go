@@ -1,9 +1,12 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	logbot "github.com/logbook/logbook/bot"
+	"image"
+	"image/color"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +18,9 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	logbot "github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/session"
 )
 
 // The browser tests drive a real headless Chromium against the pages served from a seeded
@@ -342,4 +348,103 @@ func TestBrowserFooterLinkOpensTheTranscript(t *testing.T) {
 		t.Errorf("the list does not name its channels:\n%s", list)
 	}
 	b.screenshot("footer-link")
+}
+
+// Issue 46: the usage page's chart has labelled axes (the spend with its currency, up the
+// side; the UTC day, along the bottom), and the page reads at a phone's width and a desktop's:
+// nothing wider than the screen, no table cell whose text spills out of it.
+func TestBrowserUsageReadsOnPhoneAndDesktop(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	seedSpend(t, f)
+	b := newBrowser(t, "alice@example.com")
+	for _, size := range []struct {
+		name          string
+		width, height int64
+		mobile        bool
+	}{{"usage-phone", 390, 844, true}, {"usage-desktop", 1280, 900, false}} {
+		opts := []chromedp.EmulateViewportOption{chromedp.EmulateScale(2)}
+		if size.mobile {
+			opts = append(opts, chromedp.EmulateMobile)
+		}
+		b.call(chromedp.Do(b.ctx, chromedp.EmulateViewport(size.width, size.height, opts...)))
+		text := b.open(f.srv.URL + "/usage?days=7")
+		if !strings.Contains(text, "Per channel") || !strings.Contains(text, "#general") {
+			t.Fatalf("%s: the page shows:\n%s", size.name, text)
+		}
+		var axes []string
+		b.eval(`Array.from(document.querySelectorAll('figure.chart svg text.axis-label')).map(e => e.textContent)`, &axes)
+		if len(axes) != 2 || !strings.Contains(axes[0], "USD") || !strings.Contains(axes[1], "UTC") {
+			t.Errorf("%s: the chart's axis labels are %q; want the spend (USD) and the day (UTC)", size.name, axes)
+		}
+		var ticks int
+		b.eval(`document.querySelectorAll('figure.chart svg text.tick').length`, &ticks)
+		if ticks < 2 {
+			t.Errorf("%s: the spend axis has %d ticks", size.name, ticks)
+		}
+		var scrollWidth, innerWidth, chartRight int
+		b.eval(`Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)`, &scrollWidth)
+		b.eval(`window.innerWidth`, &innerWidth)
+		b.eval(`Math.ceil(document.querySelector('figure.chart svg').getBoundingClientRect().right)`, &chartRight)
+		if scrollWidth > innerWidth || chartRight > innerWidth {
+			t.Errorf("%s: the page is %dpx wide, its chart ends at %dpx, on a %dpx screen (sideways scrolling)", size.name, scrollWidth, chartRight, innerWidth)
+		}
+		var spilled []string
+		b.eval(`Array.from(document.querySelectorAll('table.usage th, table.usage td')).filter(c => c.scrollWidth > c.clientWidth + 1 || c.getBoundingClientRect().right > window.innerWidth + 1).map(c => c.textContent)`, &spilled)
+		if len(spilled) > 0 {
+			t.Errorf("%s: table cells spill out: %q", size.name, spilled)
+		}
+		b.screenshot(size.name)
+	}
+}
+
+// Issue 46: a transcript shows an image an MCP tool returned as the image, not a broken link
+// (the setup of TestToolImageIsServed, with a real PNG); its screenshot is docs/img's.
+func TestBrowserTranscriptShowsAToolImage(t *testing.T) {
+	t.Parallel()
+	ff := newFilesFixture(t)
+	s, err := ff.store.Open(ff.ctx, session.ThreadKey{Team: "T0000001", Channel: "C0000001", ThreadTS: "1700000950.000100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := image.NewRGBA(image.Rect(0, 0, 240, 120))
+	for x := range 240 {
+		for y := range 120 {
+			c := color.RGBA{R: 0xee, G: 0xf2, B: 0xfa, A: 0xff}
+			if bar := x / 40; x%40 > 8 && 120-y < (bar+1)*18 {
+				c = color.RGBA{R: 0x4a, G: 0x7b, B: 0xd0, A: 0xff}
+			}
+			img.Set(x, y, c)
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	sha := session.FileHash(buf.Bytes())
+	if err := ff.store.PutFile(ff.ctx, s.ID, sha, buf.Bytes(), false); err != nil {
+		t.Fatal(err)
+	}
+	ts := "1700000950.000100"
+	bot := session.Actor{Kind: session.ActorBot, ID: "UB000001"}
+	if _, err := ff.store.Append(ff.ctx, s.ID,
+		session.NewEvent{Type: session.TypeUserMessage, Actor: alice, Payload: session.UserMessage{Team: "T0000001", Channel: "C0000001",
+			ThreadTS: ts, TS: ts, User: "U0000001", UserName: "alice", Text: "chart the error rate"}},
+		session.NewEvent{Type: session.TypeAssistantMessage, Actor: bot, Payload: session.AssistantMessage{Text: "Charting.", ToolCallIDs: []string{"call_1"}, Turn: 2}},
+		session.NewEvent{Type: session.TypeToolCall, Actor: bot, Payload: session.ToolCall{CallID: "call_1", Name: "mcp__charts__draw", Input: []byte(`{"metric":"errors"}`), Server: "charts", Tool: "draw"}},
+		session.NewEvent{Type: session.TypeToolResult, Actor: session.Actor{Kind: session.ActorSystem, ID: "brain"}, Payload: session.ToolResult{CallID: "call_1",
+			Content: "the chart", Server: "charts", Tool: "draw", Images: []session.ToolImage{{SHA256: sha, MediaType: "image/png", Size: int64(buf.Len())}}}}); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, "alice@example.com")
+	b.open(ff.withFiles.URL + "/sessions/" + s.ID.String())
+	b.call(chromedp.Do(b.ctx, chromedp.ScrollIntoView(`img[src*="/files/"]`)))
+	_, err = chromedp.Run(b.ctx, chromedp.Poll[bool](`Array.from(document.images).every(i => i.complete)`))
+	b.call(err)
+	var loaded []int
+	b.eval(`Array.from(document.images).filter(i => i.src.includes('/files/')).map(i => i.complete ? i.naturalWidth : -1)`, &loaded)
+	if len(loaded) != 1 || loaded[0] != 240 {
+		t.Fatalf("the tool's image in the transcript: natural widths %v; want one image 240px wide", loaded)
+	}
+	b.screenshot("transcript-mcp-image")
 }

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -50,6 +49,9 @@ type OIDC struct {
 	Roles map[string]Role
 	// HTTPClient talks to the provider (nil: one with a 10 s timeout).
 	HTTPClient *http.Client
+	// Discovery finds the provider (nil: one of Issuer through HTTPClient, discovered on first
+	// use); share one with /readyz and run it at start (Discovery.Run).
+	Discovery *Discovery
 }
 
 // Role is what a person signed in through OIDC may do.
@@ -91,9 +93,7 @@ type oidcSignIn struct {
 	cfg    OIDC
 	client *http.Client
 	mac    [32]byte
-
-	mu       sync.Mutex
-	provider *oidc.Provider
+	disc   *Discovery
 }
 
 func newOIDCSignIn(cfg OIDC) (*oidcSignIn, error) {
@@ -118,9 +118,14 @@ func newOIDCSignIn(cfg OIDC) (*oidcSignIn, error) {
 	if cfg.Scopes == nil {
 		cfg.Scopes = []string{"email", "profile"}
 	}
-	o := &oidcSignIn{cfg: cfg, client: cfg.HTTPClient}
+	o := &oidcSignIn{cfg: cfg, client: cfg.HTTPClient, disc: cfg.Discovery}
 	if o.client == nil {
 		o.client = &http.Client{Timeout: 10 * time.Second}
+	}
+	if o.disc == nil {
+		o.disc = NewDiscovery(cfg.Issuer, o.client)
+	} else if o.disc.Issuer() != cfg.Issuer {
+		return nil, fmt.Errorf("web: OIDC discovery of %q for the issuer %q", o.disc.Issuer(), cfg.Issuer)
 	}
 	// The sessions hold while the secret and what decides roles are unchanged.
 	m := hmac.New(sha256.New, []byte(cfg.ClientSecret))
@@ -140,18 +145,7 @@ func newOIDCSignIn(cfg OIDC) (*oidcSignIn, error) {
 // discover returns the provider, reading its discovery document the first time (and again
 // after a failure).
 func (o *oidcSignIn) discover(ctx context.Context) (*oidc.Provider, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.provider != nil {
-		return o.provider, nil
-	}
-	// The provider keeps the client (not ctx's cancellation) for fetching keys later.
-	p, err := oidc.NewProvider(oidc.ClientContext(context.WithoutCancel(ctx), o.client), o.cfg.Issuer)
-	if err != nil {
-		return nil, fmt.Errorf("discover the OIDC provider %s: %w", o.cfg.Issuer, err)
-	}
-	o.provider = p
-	return p, nil
+	return o.disc.Provider(ctx)
 }
 
 func (o *oidcSignIn) oauth2(p *oidc.Provider) *oauth2.Config {

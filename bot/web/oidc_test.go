@@ -1,15 +1,20 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/oauth2-proxy/mockoidc"
@@ -432,4 +437,84 @@ func shown(page string) string {
 	}
 	main, _, _ := strings.Cut(after, "</main>")
 	return strings.TrimSpace(main)
+}
+
+// An issuer that cannot be discovered is said at once, in an error naming it and why; Err
+// keeps the reason (what /readyz says) while Run retries, and once the provider answers, the
+// next attempt discovers it, says so, and Err is nil.
+func TestDiscoveryRunSaysWhyAndRecovers(t *testing.T) {
+	t.Parallel()
+	m, err := mockoidc.NewServer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var down atomic.Bool
+	down.Store(true)
+	if err := m.AddMiddleware(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if down.Load() {
+				http.Error(w, "provider down for maintenance", http.StatusServiceUnavailable)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ln, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown() })
+	d := web.NewDiscovery(m.Issuer(), nil)
+	if !errors.Is(d.Err(), web.ErrNotDiscovered) {
+		t.Fatalf("Err before any attempt = %v", d.Err())
+	}
+	var logs logtest.Buffer
+	waiting, tick := make(chan time.Duration), make(chan struct{})
+	wait := func(ctx context.Context, d time.Duration) error {
+		waiting <- d
+		select {
+		case <-tick:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- d.Run(context.Background(), zerolog.New(&logs), web.RetryOptions{First: time.Second, Max: 3 * time.Second, Wait: wait})
+	}()
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second} {
+		if got := <-waiting; got != want {
+			t.Fatalf("wait %d = %s, want %s", i, got, want)
+		}
+		if i < 2 {
+			tick <- struct{}{}
+		}
+	}
+	if err := d.Err(); err == nil || !strings.Contains(err.Error(), m.Issuer()) || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("Err while the provider is down = %v, want the issuer and why", err)
+	}
+	if out := logs.String(); strings.Count(out, "OIDC sign-in does NOT work") != 3 || !strings.Contains(out, m.Issuer()) || !strings.Contains(out, `"level":"error"`) {
+		t.Fatalf("log while the provider is down:\n%s", out)
+	}
+	down.Store(false)
+	tick <- struct{}{}
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if err := d.Err(); err != nil {
+		t.Fatalf("Err once discovered = %v", err)
+	}
+	if !strings.Contains(logs.String(), "sign-in works now") {
+		t.Fatalf("no line saying sign-in works:\n%s", logs.String())
+	}
+	p, err := d.Provider(context.Background())
+	if err != nil || p.Endpoint().AuthURL != m.AuthorizationEndpoint() {
+		t.Fatalf("Provider = %v, %v", p, err)
+	}
 }

@@ -17,6 +17,22 @@ ul.sessions li, ol.hits li { border-top: 1px solid var(--line); padding: .6rem 0
 .empty { color: var(--muted); }
 button { font-size: 1rem; padding: .35rem .8rem; }
 nav form.signout { flex: 0 0 auto; }
+figure.chart { margin: 1rem 0; max-width: 640px; }
+figure.chart svg { display: block; width: 100%; height: auto; }
+figure.chart figcaption { color: var(--muted); font-size: .875rem; }
+table.usage { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
+table.usage th, table.usage td { padding: .3rem .6rem; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
+table.usage th[scope=row] { text-align: left; overflow-wrap: anywhere; white-space: normal; }
+table.usage thead th { font-size: .8rem; color: var(--muted); vertical-align: bottom; }
+@media (max-width: 640px) {
+  table.usage thead { display: none; }
+  table.usage, table.usage tbody, table.usage tr { display: block; }
+  table.usage tr { border-top: 1px solid var(--line); padding: .4rem 0; }
+  table.usage th[scope=row] { display: block; border: 0; padding: .2rem 0; }
+  table.usage td { display: flex; justify-content: space-between; border: 0; padding: .1rem 0; }
+  table.usage td::before { content: attr(data-label); color: var(--muted); margin-right: 1rem; }
+  table.usage td.empty::before { content: none; }
+}
 `
 
 const pageTemplates = `

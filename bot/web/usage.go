@@ -93,8 +93,8 @@ const usageTemplate = `
 {{end}}
 {{template "foot" .}}{{end}}
 {{define "usageTable"}}<h2>{{.Title}}</h2>
-<table class="usage"><thead><tr><th></th><th>cost</th><th>calls</th><th title="calls that failed part way, charged what was sent and streamed: tokens estimated by logbook">estimated</th><th>refused</th><th>input</th><th>output</th><th>cache read</th><th>cache write</th></tr></thead><tbody>
-{{range .Totals}}<tr><th scope="row">{{if .Key}}{{.Key}}{{else}}(nobody){{end}}</th><td>{{.Cost}}</td><td>{{.Calls}}</td><td>{{.Estimated}}</td><td>{{.Refused}}</td><td>{{.InputTokens}}</td><td>{{.OutputTokens}}</td><td>{{.CacheReadTokens}}</td><td>{{.CacheWriteTokens}}</td></tr>
+<table class="usage"><thead><tr><th scope="col"></th><th scope="col">cost</th><th scope="col">calls</th><th scope="col" title="calls that failed part way, charged what was sent and streamed: tokens estimated by logbook">estimated</th><th scope="col">refused</th><th scope="col">input tokens</th><th scope="col">output tokens</th><th scope="col">cache read</th><th scope="col">cache write</th></tr></thead><tbody>
+{{range .Totals}}<tr><th scope="row">{{if .Key}}{{.Key}}{{else}}(nobody){{end}}</th><td data-label="cost">{{.Cost}}</td><td data-label="calls">{{.Calls}}</td><td data-label="estimated">{{.Estimated}}</td><td data-label="refused">{{.Refused}}</td><td data-label="input tokens">{{.InputTokens}}</td><td data-label="output tokens">{{.OutputTokens}}</td><td data-label="cache read">{{.CacheReadTokens}}</td><td data-label="cache write">{{.CacheWriteTokens}}</td></tr>
 {{else}}<tr><td colspan="9" class="empty">No model calls.</td></tr>{{end}}</tbody></table>{{end}}
 `
 

@@ -17,22 +17,7 @@ import (
 func TestUsagePage(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	for _, c := range []struct {
-		channel, person string
-		cost            int64
-	}{{"C0000001", "U0000001", 1_250_000}, {"C0000001", "U0000002", 500_000}, {"C0000003", "U0000009", 9_000_000}} {
-		hold := session.Spend{CallID: uuid.New(), Day: time.Now(), Channel: c.channel, Person: c.person, Model: "claude-x", CostMicros: c.cost}
-		if _, _, err := f.store.AdmitSpend(f.ctx, hold, session.SpendLimits{Channel: -1, Person: -1}); err != nil {
-			t.Fatal(err)
-		}
-		hold.OutputTokens, hold.Source = 321, session.UsageFromProvider
-		if c.person == "U0000002" {
-			hold.Source = session.UsageEstimated // a call stopped part way (issue 48)
-		}
-		if err := f.store.ChargeSpend(f.ctx, hold); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seedSpend(t, f)
 	status, body, _ := f.get("/usage?days=7", asAlice)
 	if status != 200 {
 		t.Fatalf("status %d: %s", status, body)
@@ -60,5 +45,27 @@ func TestUsagePage(t *testing.T) {
 	}
 	if !seen {
 		t.Errorf("the usage view is not in the access log: %+v", f.accessLog())
+	}
+}
+
+// seedSpend records three model calls of today: two in #general (1.25 and 0.50), one in a
+// channel that became private (9.00).
+func seedSpend(t *testing.T, f *fixture) {
+	t.Helper()
+	for _, c := range []struct {
+		channel, person string
+		cost            int64
+	}{{"C0000001", "U0000001", 1_250_000}, {"C0000001", "U0000002", 500_000}, {"C0000003", "U0000009", 9_000_000}} {
+		hold := session.Spend{CallID: uuid.New(), Day: time.Now(), Channel: c.channel, Person: c.person, Model: "claude-x", CostMicros: c.cost}
+		if _, _, err := f.store.AdmitSpend(f.ctx, hold, session.SpendLimits{Channel: -1, Person: -1}); err != nil {
+			t.Fatal(err)
+		}
+		hold.OutputTokens, hold.Source = 321, session.UsageFromProvider
+		if c.person == "U0000002" {
+			hold.Source = session.UsageEstimated // a call stopped part way (issue 48)
+		}
+		if err := f.store.ChargeSpend(f.ctx, hold); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

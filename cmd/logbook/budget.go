@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/settings"
@@ -149,5 +150,48 @@ func setupConfig(cfg serveConfig, store *session.Store, s *settings.Settings, te
 		},
 		Egress: cfg.Budget.SetupEgress,
 		Cache:  store,
+	}
+}
+
+// budgetCall is the largest model call a turn makes under cfg: the context budget's input
+// and the output limit (LOGBOOK_CONTEXT_BUDGET, LOGBOOK_MAX_OUTPUT_TOKENS, or the brain's
+// defaults).
+func budgetCall(cfg serveConfig) budget.Call {
+	return budget.Call{Input: int64(cmp.Or(cfg.ContextBudget, brain.DefaultContextBudget)),
+		Output: int64(cmp.Or(cfg.MaxOutputTokens, brain.DefaultMaxTokens))}
+}
+
+// budgetWarnings are LOGBOOK_BUDGET's budgets that are below one call's worst case of
+// LOGBOOK_MODEL, each said with the figure. They are accepted: an operator may mean to keep
+// a channel to short threads, and a budget is raised for the day with /logbook budget raise.
+func budgetWarnings(cfg serveConfig) []string {
+	var out []string
+	l, call := cfg.Budget.Limits, budgetCall(cfg)
+	if l.HasChannel {
+		if w := cfg.Budget.Prices.Shortfall("LOGBOOK_BUDGET's channel budget", l.Channel, cfg.Model, call); w != "" {
+			out = append(out, w)
+		}
+	}
+	if l.HasPerson {
+		if w := cfg.Budget.Prices.Shortfall("LOGBOOK_BUDGET's person budget", l.Person, cfg.Model, call); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// dailyBudgetNote is what /logbook config says after a change to a channel's daily_budget or
+// model: the channel's budget is below one call's worst case of its model, with the figure.
+func dailyBudgetNote(cfg serveConfig) func(c settings.Channel) string {
+	return func(c settings.Channel) string {
+		v := strings.TrimSpace(strings.TrimSuffix(strings.ToLower(c.Value(settings.DailyBudget)), "/day"))
+		if v == "" || v == "none" {
+			return ""
+		}
+		m, err := budget.ParseMoney(v)
+		if err != nil {
+			return ""
+		}
+		return cfg.Budget.Prices.Shortfall("This channel's daily budget", m, cmp.Or(c.Value(settings.Model), cfg.Model), budgetCall(cfg))
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -94,4 +95,27 @@ func (o *oidcConfig) web() *web.OIDC {
 	return &web.OIDC{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret.Reveal(), RedirectURL: o.RedirectURL,
 		Scopes: o.Scopes, UserClaim: o.UserClaim, GroupsClaim: o.GroupsClaim, Roles: o.Roles,
 		HTTPClient: &http.Client{Timeout: 10 * time.Second}}
+}
+
+// signInError is /readyz's reason when the OIDC provider has not been discovered: the pages
+// would refuse every sign-in.
+type signInError struct{ err error }
+
+func (e signInError) Error() string {
+	return "OIDC sign-in is not ready: " + e.err.Error() + " (retrying)"
+}
+
+func (e signInError) Unwrap() error { return e.err }
+
+// signInReadiness is ready, then unready while d's provider has not been discovered.
+func signInReadiness(ready func(context.Context) error, d *web.Discovery) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := ready(ctx); err != nil {
+			return err
+		}
+		if err := d.Err(); err != nil {
+			return signInError{err}
+		}
+		return nil
+	}
 }

@@ -610,6 +610,9 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if cfg.Model == "offline" {
 		log.Warn().Msg("model: offline — deterministic replies, NOT a language model")
 	}
+	for _, w := range budgetWarnings(cfg) {
+		log.Warn().Msg("budget: " + w)
+	}
 	tp, stopTracing, err := startTracing(ctx, cfg.Tracing)
 	if err != nil {
 		return err
@@ -928,7 +931,8 @@ func channelParts(cfg serveConfig, store *session.Store, b *brain.Brain) (*bot.M
 		DefaultFrom: map[string]string{settings.Model: "LOGBOOK_MODEL", settings.Approvals: "LOGBOOK_TOOL_APPROVAL",
 			settings.ThreadReplies: "LOGBOOK_THREAD_REPLIES", settings.Instructions: "none", settings.Setup: "LOGBOOK_SETUP_COMMAND",
 			settings.DailyBudget: "LOGBOOK_BUDGET"},
-		Check: bot.SettingsChecks(models, toolNames()), Admins: cfg.Admins})
+		Check: bot.SettingsChecks(models, toolNames()), Admins: cfg.Admins,
+		Notes: map[string]func(settings.Channel) string{settings.DailyBudget: dailyBudgetNote(cfg), settings.Model: dailyBudgetNote(cfg)}})
 	return models, s, memory.New(store, memory.Config{})
 }
 
@@ -979,14 +983,26 @@ func (w *wiring) routeHTTP() error {
 	if w.http == nil {
 		return nil
 	}
-	mux := httpHandler(readiness(w.deps.GatewayStore, w.deps.Features.Health), w.standbyStatus(), w.reg)
+	ready := readiness(w.deps.GatewayStore, w.deps.Features.Health)
+	oidcWeb := cfg.OIDC.web()
+	if oidcWeb != nil {
+		// Discovered now and until it succeeds: an issuer that cannot be reached is said in
+		// the log at start and by /readyz, and sign-in recovers by itself (oidc.go).
+		oidcWeb.Discovery = web.NewDiscovery(oidcWeb.Issuer, oidcWeb.HTTPClient)
+		ready = signInReadiness(ready, oidcWeb.Discovery)
+		olog := log.With().Str("part", "oidc").Logger()
+		w.services = append(w.services, service{name: "oidc", run: func(ctx context.Context) error {
+			return oidcWeb.Discovery.Run(ctx, olog, web.RetryOptions{})
+		}})
+	}
+	mux := httpHandler(ready, w.standbyStatus(), w.reg)
 	if len(cfg.WebTokens) > 0 || cfg.WebProxy != "" || cfg.SignIn != nil || cfg.OIDC != nil {
 		access := cfg.webAccess()
 		if cfg.SignIn != nil {
 			access.Tokens = append(access.Tokens, cfg.SignIn.Token())
 		}
 		pages, err := web.Handler(web.Config{Sessions: w.transcripts(), Finder: w.search, AccessLog: w.pool, Access: access, Channels: w.dir,
-			Visibility: w.dir, Files: w.deps.Features.Files, SignIns: w.deps.Store, PublicURL: cfg.Footer.PublicURL, OIDC: cfg.OIDC.web(),
+			Visibility: w.dir, Files: w.deps.Features.Files, SignIns: w.deps.Store, PublicURL: cfg.Footer.PublicURL, OIDC: oidcWeb,
 			Usage: w.deps.Store, Currency: cfg.Budget.Prices.Currency,
 			Log: log.With().Str("part", "web").Logger(), MCP: w.mcpOAuth()})
 		if err != nil {
@@ -1121,6 +1137,8 @@ func httpHandler(ready func(context.Context) error, standby func(context.Context
 			http.Error(w, "the log cannot be written: the last append failed", http.StatusServiceUnavailable)
 		case errors.Is(err, session.ErrReadOnly):
 			http.Error(w, "the database is read-only", http.StatusServiceUnavailable)
+		case errors.As(err, new(signInError)):
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		case err != nil:
 			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
 		default:
