@@ -39,14 +39,15 @@ const devWait = 90 * time.Second
 // startDev starts dev with env and waits until it is ready.
 func startDev(t *testing.T, env []string, args ...string) *devProc {
 	t.Helper()
-	return startDevWaiting(t, env, "ready.", args...)
+	return startDevWaiting(t, env, "", "ready.", args...)
 }
 
-// startDevWaiting starts dev with env and waits until it has printed ready ("": not at all).
-func startDevWaiting(t *testing.T, env []string, ready string, args ...string) *devProc {
+// startDevWaiting starts dev with env in dir ("": this one) and waits until it has printed
+// ready ("": not at all).
+func startDevWaiting(t *testing.T, env []string, dir, ready string, args ...string) *devProc {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"dev"}, args...)...)
-	cmd.Env = env
+	cmd.Env, cmd.Dir = env, dir
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

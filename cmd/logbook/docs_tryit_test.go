@@ -173,7 +173,7 @@ func runTryIt(t *testing.T, steps []tryItStep) {
 		switch settings, isDev := devCommand(line); {
 		case isDev:
 			stop()
-			d = startDevProc(t, append(cloneEnv(base), settings...))
+			d = startDevProc(t, append(cloneEnv(base), settings...), dir)
 			if !d.readyOrExited() && len(s.want) == 0 {
 				t.Fatalf("%s: dev exited:\n%s", s.line, d.out.String())
 			}
@@ -252,10 +252,10 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// startDevProc starts dev with env without waiting for it.
-func startDevProc(t *testing.T, env []string) *devProc {
+// startDevProc starts dev with env in dir without waiting for it.
+func startDevProc(t *testing.T, env []string, dir string) *devProc {
 	t.Helper()
-	return startDevWaiting(t, env, "")
+	return startDevWaiting(t, env, dir, "")
 }
 
 // readyOrExited waits until dev is ready (true) or has exited (false).
