@@ -24,31 +24,6 @@ import (
 	"github.com/logbook/logbook/session/filestore"
 )
 
-// auditEnvHelp lists the audit commands' settings, for --help.
-const auditEnvHelp = `Environment:
-  LOGBOOK_AUDIT_DATABASE_URL      auditor connection (falls back to DATABASE_URL)
-  LOGBOOK_AUDIT_ROLE              role assumed on it (default logbook_auditor; "none": the login's own)
-  LOGBOOK_AUDIT_OPERATOR          who is acting, for the access record (falls back to USER, then to
-                                  the OS account; the record says which named the operator)
-  LOGBOOK_AUDIT_SIGNING_KEY       path of an ed25519 private key (PEM) that signs manifests and checkpoints
-  LOGBOOK_AUDIT_PUBLIC_KEY        path of the public key that verify-export and verify --against check
-  LOGBOOK_AUDIT_SCHEDULE          cron spec of scheduled exports (seconds optional, CRON_TZ= prefix)
-  LOGBOOK_AUDIT_TZ                zone of the schedule and of --from/--to without an offset (default UTC)
-  LOGBOOK_AUDIT_DEST              destination of scheduled exports: a directory or a bucket URL
-  LOGBOOK_AUDIT_ACTORS            comma-separated actor ids for scheduled exports (default all)
-  LOGBOOK_AUDIT_PER_ACTOR         on: one scheduled export per actor (default off)
-  LOGBOOK_AUDIT_CHANNEL           one channel id for scheduled exports (default all)
-  LOGBOOK_AUDIT_FORMAT            jsonl (default) or csv
-  LOGBOOK_AUDIT_SCHEDULE_NAME     name of the schedule in run records (default "default")
-  LOGBOOK_READ_DATABASE_URL       a streaming standby of the auditor's primary: export and verify read
-                                  it once it has replayed what the primary had committed (else, or
-                                  when it does not answer, the primary), with the same bytes
-  LOGBOOK_READ_MAX_WAIT           how long they wait for the standby to catch up (default 2s)
-  LOGBOOK_RETENTION               e.g. 400d; off by default
-  LOGBOOK_RETENTION_DATABASE_URL  connection for purges (falls back to the auditor's); role logbook_retention
-  LOGBOOK_BLOB_URL                the bucket of shared files' content, as serve has it: export --with-files
-                                  reads it, and purges delete what retention removed from it`
-
 func auditDSN(ctx context.Context, e env) (string, error) {
 	// Audit holds a session advisory lock, SETs ROLE and sets startup parameters: never
 	// through a transaction pooler, so the direct URL comes before DATABASE_URL.
@@ -283,7 +258,7 @@ LOGBOOK_AUDIT_OPERATOR, USER, or else the OS account), which of those named them
 Destinations are a directory or a URL: file:///path is built in; s3://, gs:// and
 azblob:// need the matching gocloud.dev/blob driver compiled in.
 
-` + auditEnvHelp,
+` + settingsHelp("audit"),
 	}
 	cmd.AddCommand(newAuditExportCmd(e), newAuditKeygenCmd(e), newAuditVerifyExportCmd(e), newAuditVerifyCmd(e),
 		newAuditCheckpointCmd(e), newAuditScheduleCmd(e), newAuditHoldCmd(e), newAuditPurgeCmd(e), newAuditRunsCmd(e))

@@ -31,6 +31,7 @@ type devProc struct {
 	rd    *os.File // the read end of its stdout
 	read  chan struct{}
 	done  chan struct{}
+	mark  int // where the output of the step being checked starts (docs_tryit_test.go)
 }
 
 const devWait = 90 * time.Second
@@ -38,8 +39,15 @@ const devWait = 90 * time.Second
 // startDev starts dev with env and waits until it is ready.
 func startDev(t *testing.T, env []string, args ...string) *devProc {
 	t.Helper()
+	return startDevWaiting(t, env, "", "ready.", args...)
+}
+
+// startDevWaiting starts dev with env in dir ("": this one) and waits until it has printed
+// ready ("": not at all).
+func startDevWaiting(t *testing.T, env []string, dir, ready string, args ...string) *devProc {
+	t.Helper()
 	cmd := exec.Command(binary, append([]string{"dev"}, args...)...)
-	cmd.Env = env
+	cmd.Env, cmd.Dir = env, dir
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +81,9 @@ func startDev(t *testing.T, env []string, args ...string) *devProc {
 			t.Logf("logbook dev output:\n%s", d.out.String())
 		}
 	})
-	d.waitFor("ready.")
+	if ready != "" {
+		d.waitFor(ready)
+	}
 	return d
 }
 

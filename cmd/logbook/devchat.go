@@ -271,9 +271,11 @@ func (c *chat) converse(ctx context.Context, inputs <-chan input) string {
 	}
 }
 
-// controlsTurn reports a chat command that acts on the running turn.
+// controlsTurn reports a chat command that acts on the running turn; "stop", the word that
+// stops a thread's running turn in Slack, is one too.
 func controlsTurn(line string) bool {
-	return line == "/stop" || line == "/approve" || line == "/deny" || line == "/quit" || line == "/exit"
+	return line == "/stop" || line == "/approve" || line == "/deny" || line == "/quit" || line == "/exit" ||
+		strings.EqualFold(strings.TrimSpace(line), "stop")
 }
 
 // handle acts on one input; it returns true for /quit.
