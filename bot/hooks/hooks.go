@@ -295,7 +295,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := hook.Name + "/" + cmp.Or(d.DeliveryID, strconv.FormatInt(signedAt.Unix(), 10)+"-"+d.BodySHA256)
-	o := bot.Opening{Channel: hook.Channel, Kind: MetadataEventType, Key: key, Since: d.Earlier,
+	o := bot.Opening{Channel: hook.Channel, Kind: MetadataEventType, Key: key,
 		Text:  postText(hook, d, body),
 		Input: inputText(hook, body),
 		Actor: session.Actor{Kind: session.ActorSystem, ID: "hook/" + hook.Name}, UserName: "hook " + hook.Name}

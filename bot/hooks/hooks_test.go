@@ -45,9 +45,11 @@ type env struct {
 
 func newEnv(t *testing.T) *env { return newEnvWith(t, hooks.Options{MaxBody: 4096}) }
 
-func newEnvWith(t *testing.T, opts hooks.Options) *env {
+func newEnvWith(t *testing.T, opts hooks.Options) *env { return newEnvOn(t, opts, slackemu.Options{}) }
+
+func newEnvOn(t *testing.T, opts hooks.Options, slackOpts slackemu.Options) *env {
 	t.Helper()
-	emu := slackemu.MustStart(t, slackemu.Options{})
+	emu := slackemu.MustStart(t, slackOpts)
 	pool, err := session.Connect(context.Background(), pgtest.New(t), session.PoolOptions{Role: "logbook_app"})
 	if err != nil {
 		t.Fatal(err)
@@ -250,33 +252,57 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// A replica that accepted a delivery and posted it, then died before its record: the sender's
-// retry (after the in-flight time) is accepted again, finds that post in the channel by its
-// metadata and starts the session on it — the delivery is posted once.
+// A replica that accepted a delivery and posted it, then died before its record of the post:
+// the sender's retry (after the in-flight time) is accepted again; the log says an attempt was
+// about to post and has no ts, so it looks once — one request, one page of 15, as Slack allows
+// apps outside the Marketplace — finds that post by its metadata and starts the session on it:
+// the delivery is posted once. Had the dead replica recorded the post, the retry reads its ts
+// from the log and asks Slack's history nothing (every request refused as rate-limited here).
 func TestRetryAfterACrashFindsThePost(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, hooks.Options{InFlight: time.Nanosecond})
-	body := []byte("deploy 42 failed")
-	sum := sha256.Sum256(body)
-	ctx := context.Background()
-	// What the dead replica did: accepted the delivery, posted it, and nothing more.
-	if _, ok, err := e.store.AcceptHook(ctx, session.HookDelivery{Hook: "alerts", DeliveryID: "d-9", BodySHA256: hex.EncodeToString(sum[:]), Channel: general},
-		time.Hour, time.Hour); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
-	if _, _, err := e.api.PostMessage(general, slack.MsgOptionText("the dead replica's post", false),
-		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: hooks.MetadataEventType, EventPayload: map[string]any{"id": "alerts/d-9"}})); err != nil {
-		t.Fatal(err)
-	}
-	if code, out := e.deliver("alerts", "d-9", body, sign(body)); code != http.StatusAccepted {
-		t.Fatalf("retry: %d %v", code, out)
-	}
-	posts := e.posts()
-	if len(posts) != 1 || posts[0].Text != "the dead replica's post" {
-		t.Fatalf("posts: %+v", posts)
-	}
-	if _, err := e.store.SessionByThread(ctx, session.ThreadKey{Team: e.emu.TeamID(), Channel: general, ThreadTS: posts[0].TS}); err != nil {
-		t.Fatalf("no session on the dead replica's post: %v", err)
+	for _, recorded := range []bool{false, true} {
+		e := newEnvOn(t, hooks.Options{InFlight: time.Nanosecond},
+			slackemu.Options{RateLimits: slackemu.NonMarketplaceLimits(), HistoryMaxLimit: 15})
+		body := []byte("deploy 42 failed")
+		sum := sha256.Sum256(body)
+		ctx := context.Background()
+		// What the dead replica did: accepted the delivery, recorded it was about to post,
+		// posted it (and, when recorded, its ts), and nothing more.
+		if _, ok, err := e.store.AcceptHook(ctx, session.HookDelivery{Hook: "alerts", DeliveryID: "d-9", BodySHA256: hex.EncodeToString(sum[:]), Channel: general},
+			time.Hour, time.Hour); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		if err := e.store.RecordPosting(ctx, hooks.MetadataEventType, "alerts/d-9", "dead-1", general); err != nil {
+			t.Fatal(err)
+		}
+		_, ts, err := e.api.PostMessage(general, slack.MsgOptionText("the dead replica's post", false),
+			slack.MsgOptionMetadata(slack.SlackMetadata{EventType: hooks.MetadataEventType, EventPayload: map[string]any{"id": "alerts/d-9", "attempt": "dead-1"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recorded {
+			if err := e.store.RecordPosted(ctx, hooks.MetadataEventType, "alerts/d-9", "dead-1", general, ts); err != nil {
+				t.Fatal(err)
+			}
+			e.emu.InjectMethodFault(slackemu.MethodFault{Method: "conversations.history", Status: 429, RetryAfter: 60})
+		}
+		if code, out := e.deliver("alerts", "d-9", body, sign(body)); code != http.StatusAccepted {
+			t.Fatalf("recorded %v: retry: %d %v", recorded, code, out)
+		}
+		posts := e.posts()
+		if len(posts) != 1 || posts[0].Text != "the dead replica's post" {
+			t.Fatalf("recorded %v: posts: %+v", recorded, posts)
+		}
+		if _, err := e.store.SessionByThread(ctx, session.ThreadKey{Team: e.emu.TeamID(), Channel: general, ThreadTS: posts[0].TS}); err != nil {
+			t.Fatalf("recorded %v: no session on the dead replica's post: %v", recorded, err)
+		}
+		reqs := e.emu.Requests("conversations.history")
+		switch {
+		case recorded && len(reqs) != 0:
+			t.Fatalf("%d history requests; the log has the post", len(reqs))
+		case !recorded && (len(reqs) != 1 || reqs[0].Params.Get("limit") != "15"):
+			t.Fatalf("history requests %+v: want one page of 15", reqs)
+		}
 	}
 }
 

@@ -410,9 +410,6 @@ func (s *Scheduler) run(ctx context.Context, t session.Tick) error {
 		Text: postText(t, name, late), Input: inputText(t, name, late),
 		Actor: session.Actor{Kind: session.ActorSystem, ID: "schedule/" + strconv.FormatInt(t.Schedule.ID, 10)}, UserName: "schedule " + strconv.FormatInt(t.Schedule.ID, 10),
 		SetBy: t.Schedule.AddedBy}
-	if t.Attempt > 1 {
-		o.Since = t.ClaimedAt
-	}
 	st, err := s.starter.Start(ctx, o)
 	if err != nil && st.TS == "" && bot.Permanent(err) {
 		if ferr := s.store.TickFailed(ctx, t, err.Error()); ferr != nil {

@@ -3,9 +3,11 @@ package schedule_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,9 +59,17 @@ type env struct {
 	signals chan session.ID
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, slackemu.Options{}) }
+
+// nonMarketplace is Slack as an app outside the Slack Marketplace sees it since 2025: its
+// history read one request a minute, 15 messages a page.
+func nonMarketplace() slackemu.Options {
+	return slackemu.Options{RateLimits: slackemu.NonMarketplaceLimits(), HistoryMaxLimit: 15, RepliesMaxLimit: 15}
+}
+
+func newEnvWith(t *testing.T, opts slackemu.Options) *env {
 	t.Helper()
-	emu := slackemu.MustStart(t, slackemu.Options{})
+	emu := slackemu.MustStart(t, opts)
 	pool, err := session.Connect(context.Background(), pgtest.New(t), session.PoolOptions{Role: "logbook_app"})
 	if err != nil {
 		t.Fatal(err)
@@ -90,8 +100,36 @@ func (s skewed) After(time.Duration) <-chan time.Time { return nil }
 // replica is one replica's scheduler: its own Slack client, owner name and clock (cfg.Clock,
 // default the database's), the shared store.
 func (e *env) replica(owner string, cfg schedule.Config) *schedule.Scheduler {
+	return e.replicaOn(owner, cfg, e.store)
+}
+
+// startStore is what a bot.Starter takes: the shared store, or one whose replica dies.
+type startStore interface {
+	Open(ctx context.Context, key session.ThreadKey) (session.Session, error)
+	Append(ctx context.Context, id session.ID, evs ...session.NewEvent) ([]session.Event, error)
+	OpeningPosts(ctx context.Context, kind, key string) (session.OpeningRecord, error)
+	RecordPosting(ctx context.Context, kind, key, marker, channel string) error
+	RecordPosted(ctx context.Context, kind, key, marker, channel, ts string) error
+}
+
+// diesAfterPost is the shared store as a replica sees it that dies just after its post is
+// recorded: its first Open never happens (the replica is gone before it opens the session).
+type diesAfterPost struct {
+	*session.Store
+	died atomic.Bool
+}
+
+func (d *diesAfterPost) Open(ctx context.Context, key session.ThreadKey) (session.Session, error) {
+	if d.died.CompareAndSwap(false, true) {
+		return session.Session{}, errors.New("the replica died after its post")
+	}
+	return d.Store.Open(ctx, key)
+}
+
+// replicaOn is a replica whose Starter records in store.
+func (e *env) replicaOn(owner string, cfg schedule.Config, store startStore) *schedule.Scheduler {
 	api := slack.New(e.emu.BotToken(), slack.OptionAPIURL(e.emu.APIURL()))
-	starter := bot.NewStarter(api, e.store, func(id session.ID) { e.signals <- id }, e.emu.TeamID())
+	starter := bot.NewStarter(api, store, func(id session.ID) { e.signals <- id }, e.emu.TeamID())
 	cfg.Owner, cfg.Team = owner, e.emu.TeamID()
 	if cfg.Clock == nil {
 		cfg.Clock = e.clock
@@ -230,13 +268,15 @@ func TestTwoReplicasPostEachTickOnce(t *testing.T) {
 	}
 }
 
-// A replica whose post reached Slack but who never learnt it (it died between Slack's answer
-// and its record; here Slack answers an error after posting): once its attempt expires, the
-// other replica takes the tick over, finds the post in the channel's history by its metadata
-// and starts the session on it — the tick is posted once.
+// A replica whose post reached Slack but who never learnt it (Slack answers an error after
+// posting, as when the replica dies between Slack's answer and its record): once its attempt
+// expires, the other replica takes the tick over. The log says the attempt was about to post
+// and has no ts, so it looks once — one request, one page of 15, as Slack allows apps outside
+// the Marketplace — around that attempt, finds the post by its metadata and starts the session
+// on it: the tick is posted once.
 func TestCrashAfterThePostIsFoundNotPostedAgain(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnvWith(t, nonMarketplace())
 	a, b := e.replica("replica-a", schedule.Config{}), e.replica("replica-b", schedule.Config{})
 	sc := e.add(a, "@every 1m", "daily digest")
 	e.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.postMessage", Error: "internal_error", ApplyFirst: true, Times: 1})
@@ -259,6 +299,37 @@ func TestCrashAfterThePostIsFoundNotPostedAgain(t *testing.T) {
 	posts := e.tickPosts()
 	if len(runs) != 1 || runs[0].TS == "" || !runs[0].Found || runs[0].Attempt != 2 || len(posts[runs[0].ID()]) != 1 || len(posts) != 1 {
 		t.Fatalf("runs %+v, posts %+v", runs, posts)
+	}
+	reqs := e.emu.Requests("conversations.history")
+	if len(reqs) != 1 || reqs[0].Params.Get("limit") != "15" || reqs[0].Params.Get("latest") == "" {
+		t.Fatalf("history requests %+v: want one narrow page of 15", reqs)
+	}
+}
+
+// A replica that died after its post was recorded and before the session started: the next
+// attempt reads the post's ts from the log and starts the session on it, asking Slack's
+// history nothing — here every conversations.history request is refused as rate-limited, as
+// it is for an app outside the Marketplace that has used its one request a minute.
+func TestRetryFindsItsPostInTheLog(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, nonMarketplace())
+	e.emu.InjectMethodFault(slackemu.MethodFault{Method: "conversations.history", Status: 429, RetryAfter: 60})
+	a := e.replicaOn("replica-a", schedule.Config{}, &diesAfterPost{Store: e.store})
+	b := e.replica("replica-b", schedule.Config{})
+	sc := e.add(a, "@every 1m", "daily digest")
+	e.clock.add(time.Minute)
+	if err := a.Pass(context.Background()); err == nil {
+		t.Fatal("the pass of the replica that died reported no error")
+	}
+	e.clock.add(4 * time.Second)
+	pass(t, b)
+	runs := e.runs(sc.ID)
+	posts := e.tickPosts()
+	if len(runs) != 1 || runs[0].TS == "" || !runs[0].Found || runs[0].Attempt != 2 || len(posts[runs[0].ID()]) != 1 || len(posts) != 1 {
+		t.Fatalf("runs %+v, posts %+v", runs, posts)
+	}
+	if n := e.emu.Calls("conversations.history"); n != 0 {
+		t.Fatalf("%d conversations.history requests; the log has the post", n)
 	}
 }
 
@@ -283,6 +354,11 @@ func TestCrashBeforeThePostIsPostedByTheNextAttempt(t *testing.T) {
 	runs := e.runs(sc.ID)
 	if len(runs) != 1 || runs[0].TS == "" || runs[0].Found || runs[0].Attempt != 2 || len(e.tickPosts()[runs[0].ID()]) != 1 {
 		t.Fatalf("runs %+v, posts %+v", runs, e.tickPosts())
+	}
+	// The dead replica never recorded that it was about to post: nothing was sent, and the
+	// channel's history is not read.
+	if n := e.emu.Calls("conversations.history"); n != 0 {
+		t.Fatalf("%d conversations.history requests for a tick the log says was never posted", n)
 	}
 }
 
