@@ -203,7 +203,8 @@ const sqlLockAutomation = `SELECT pg_advisory_xact_lock(hashtextextended($1, $2)
 const sqlNewestPause = `SELECT kind, name, action, actor, reason, at FROM automation_pauses
 WHERE kind = $1 AND name = $2 ORDER BY id DESC LIMIT 1`
 
-const sqlRecordPause = `INSERT INTO automation_pauses (kind, name, action, actor, reason) VALUES ($1, $2, $3, $4, $5) RETURNING at`
+const sqlRecordPause = `INSERT INTO automation_pauses (kind, name, action, actor, reason, at)
+VALUES ($1, $2, $3, $4, $5, coalesce($6, clock_timestamp())) RETURNING at`
 
 // PauseAutomation records that logbook paused (kind, name) itself, and why, unless it is
 // paused already: ok says this call paused it (one caller across replicas).
@@ -211,10 +212,10 @@ func (s *Store) PauseAutomation(ctx context.Context, kind, name, reason string) 
 	return s.changePause(ctx, Pause{Kind: kind, Name: name, Action: Paused, Actor: "system", Reason: reason})
 }
 
-// ResumeAutomation records that who resumed (kind, name). Errors: ErrNotFound when it is not
-// paused.
-func (s *Store) ResumeAutomation(ctx context.Context, kind, name, who string) (Pause, error) {
-	p, ok, err := s.changePause(ctx, Pause{Kind: kind, Name: name, Action: Resumed, Actor: who})
+// ResumeAutomation records that who resumed (kind, name) at at (the database's clock, Now: a
+// schedule ticks on from then). Errors: ErrNotFound when it is not paused.
+func (s *Store) ResumeAutomation(ctx context.Context, kind, name, who string, at time.Time) (Pause, error) {
+	p, ok, err := s.changePause(ctx, Pause{Kind: kind, Name: name, Action: Resumed, Actor: who, At: at})
 	if err == nil && !ok {
 		err = fmt.Errorf("resume %s %s: %w: it is not paused", kind, name, ErrNotFound)
 	}
@@ -240,7 +241,12 @@ func (s *Store) changePause(ctx context.Context, p Pause) (Pause, bool, error) {
 			return nil
 		}
 		ok = true
-		return tx.QueryRow(ctx, sqlRecordPause, p.Kind, p.Name, p.Action, p.Actor, clipReason(p.Reason)).Scan(&p.At)
+		var at *time.Time
+		if !p.At.IsZero() {
+			u := p.At.UTC()
+			at = &u
+		}
+		return tx.QueryRow(ctx, sqlRecordPause, p.Kind, p.Name, p.Action, p.Actor, clipReason(p.Reason), at).Scan(&p.At)
 	})
 	if err != nil {
 		return p, false, fmt.Errorf("%s %s %s: %w", p.Action, p.Kind, p.Name, err)

@@ -139,6 +139,7 @@ func (e *env) replicaOn(owner string, cfg schedule.Config, store startStore) *sc
 	}
 	cfg.Log = zerolog.New(zerolog.NewTestWriter(e.t))
 	cfg.Slack = api
+	cfg.Poster = api
 	cfg.Grace = cmpOr(cfg.Grace, 5*time.Second)
 	cfg.ClaimTTL = cmpOr(cfg.ClaimTTL, 3*time.Second)
 	return schedule.New(dbClock{e.store, e.clock}, starter, cfg)
@@ -388,8 +389,13 @@ func TestMissedTicksRunLateOnce(t *testing.T) {
 		t.Fatalf("late run %+v, want tick %v standing for 27 skipped", l, want)
 	}
 	p := e.tickPosts()[l.ID()]
-	if len(p) != 1 || !strings.Contains(p[0].Text, "*late*") || !strings.Contains(p[0].Text, "27 earlier ticks were skipped") {
+	if len(p) != 1 || !strings.Contains(p[0].Text, "*late*") || !strings.Contains(p[0].Text, "27 earlier ticks were skipped") ||
+		!strings.Contains(p[0].Text, "runs 5s late, because no replica of logbook ran it within its grace") {
 		t.Fatalf("late post: %+v", p)
+	}
+	// Reported as metrics too, once across the replicas.
+	if late, missed := a.Late()+b.Late(), a.Missed()+b.Missed(); late != 1 || missed != 27 {
+		t.Fatalf("metrics: %v late, %v missed; want 1 and 27", late, missed)
 	}
 	if len(e.tickPosts()) != 3 {
 		t.Fatalf("posts: %d", len(e.tickPosts()))
@@ -401,6 +407,17 @@ func TestMissedTicksRunLateOnce(t *testing.T) {
 	runs = e.runs(fast.ID)
 	if len(runs) != 6 || !runs[0].Late || runs[0].Missed != 3594 || runs[1].Late {
 		t.Fatalf("after an hour of @every 1s: %d runs, first %+v", len(runs), runs[0])
+	}
+	// Both schedules were down the hour: the metrics count what the records say.
+	var lateRuns, missedTicks float64
+	for _, r := range append(e.runs(sc.ID), e.runs(fast.ID)...) {
+		if r.Late {
+			lateRuns++
+			missedTicks += float64(r.Missed)
+		}
+	}
+	if late, missed := a.Late()+b.Late(), a.Missed()+b.Missed(); late != lateRuns || missed != missedTicks || late != 3 {
+		t.Fatalf("metrics after the hour: %v late, %v missed; the records say %v and %v", late, missed, lateRuns, missedTicks)
 	}
 }
 
@@ -627,4 +644,83 @@ func TestAddChecksTheChannel(t *testing.T) {
 	if scheds, err := e.store.Schedules(context.Background(), "", "", true); err != nil || len(scheds) != 0 {
 		t.Fatalf("schedules: %+v %v", scheds, err)
 	}
+}
+
+// A schedule whose ticks fail three times in a row (LOGBOOK_AUTOMATION_MAX_FAILURES) pauses
+// itself: once, recorded, said in its channel naming the admins who may resume it; it ticks no
+// more, on this replica or a restarted one; /logbook schedule list shows it paused with its
+// failed runs; only an admin resumes it, and it ticks on from then, the ticks due while paused
+// not run late.
+func TestScheduleFailingInARowPausesItself(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := schedule.Config{MaxFailures: 3, Admins: []string{admin, "U0000003"}}
+	a, b := e.replica("replica-a", cfg), e.replica("replica-b", cfg)
+	sc := e.add(a, "@every 1m", "digest")
+	e.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.postMessage", Error: "not_in_channel", Times: 3})
+	notices := func() []slackemu.Message {
+		var out []slackemu.Message
+		for _, m := range e.emu.History(general) {
+			if len(m.Metadata) == 0 && strings.Contains(m.Text, "paused itself") {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	for i := range 3 {
+		e.clock.add(time.Minute)
+		pass2(a, b)
+		if n := len(notices()); (i < 2 && n != 0) || (i == 2 && n != 1) {
+			t.Fatalf("after %d failed ticks: %d notices", i+1, n)
+		}
+	}
+	n := notices()[0].Text
+	for _, want := range []string{"*Schedule " + itoa(sc.ID) + "*", "last 3 ticks failed", "not_in_channel", "<@" + admin + ">", "<@U0000003>",
+		"`/logbook schedule resume " + itoa(sc.ID) + "`"} {
+		if !strings.Contains(n, want) {
+			t.Errorf("notice %q lacks %q", n, want)
+		}
+	}
+	// Paused: no tick on either replica, nor on one started afresh.
+	restarted := e.replica("replica-c", cfg)
+	for range 3 {
+		e.clock.add(time.Minute)
+		pass(t, a, b, restarted)
+	}
+	if runs := e.runs(sc.ID); len(runs) != 3 {
+		t.Fatalf("a paused schedule ticked: %+v", runs)
+	}
+	list := e.slash(a, other, "schedule list")
+	if !strings.Contains(list, "*paused*") || strings.Count(list, "failed: `") != 3 {
+		t.Fatalf("list of a paused schedule: %s", list)
+	}
+	if got := e.slash(a, other, "schedule resume "+itoa(sc.ID)); !strings.Contains(got, "Only logbook's admins") {
+		t.Fatalf("a non-admin resumed: %s", got)
+	}
+	if got := e.slash(a, admin, "schedule resume "+itoa(sc.ID)); !strings.Contains(got, "resumed by <@"+admin+">") {
+		t.Fatalf("resume: %s", got)
+	}
+	if got := e.slash(a, admin, "schedule resume "+itoa(sc.ID)); !strings.Contains(got, "is not paused") {
+		t.Fatalf("resume twice: %s", got)
+	}
+	e.clock.add(time.Minute)
+	pass(t, a, b)
+	runs := e.runs(sc.ID)
+	if len(runs) != 4 || runs[3].TS == "" || runs[3].Late {
+		t.Fatalf("after the resume: %+v", runs)
+	}
+	list = e.slash(a, other, "schedule list")
+	if strings.Contains(list, "*paused*") || !strings.Contains(list, " ran, session `") {
+		t.Fatalf("list after the resume: %s", list)
+	}
+}
+
+// pass2 runs one pass of each scheduler at once, as replicas do, the passes' errors (failed
+// ticks) expected.
+func pass2(ss ...*schedule.Scheduler) {
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Go(func() { _ = s.Pass(context.Background()) })
+	}
+	wg.Wait()
 }
