@@ -21,7 +21,9 @@ import (
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/hooks"
+	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
 )
@@ -68,6 +70,7 @@ func newEnvOn(t *testing.T, opts hooks.Options, slackOpts slackemu.Options) *env
 	}
 	api := slack.New(emu.BotToken(), slack.OptionAPIURL(emu.APIURL()))
 	opts.Hooks = cfg
+	opts.Poster = api
 	e.api = api
 	h := hooks.New(e.store, bot.NewStarter(api, e.store, func(id session.ID) { e.signals <- id }, emu.TeamID()), opts)
 	e.h = h
@@ -419,5 +422,68 @@ func TestHookIntoAPrivateChannelStartsNothing(t *testing.T) {
 	case id := <-e.signals:
 		t.Fatalf("a session %s was started in a private channel", id)
 	default:
+	}
+}
+
+// A hook whose accepted deliveries fail to start their session three times in a row
+// (LOGBOOK_AUTOMATION_MAX_FAILURES) pauses itself: once, recorded, said in its channel naming
+// the admins who may resume it; its next deliveries are answered 503 "paused" (counted, not
+// started); only an admin resumes it (/logbook schedule resume hook <name>), and the sender's
+// retry is then taken.
+func TestHookFailingInARowPausesItself(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, hooks.Options{MaxFailures: 3, Admins: []string{"U0000001"}})
+	e.emu.InjectMethodFault(slackemu.MethodFault{Method: "conversations.info", Status: http.StatusServiceUnavailable, Times: 3})
+	notices := func() []slackemu.Message {
+		var out []slackemu.Message
+		for _, m := range e.emu.History(general) {
+			if len(m.Metadata) == 0 && strings.Contains(m.Text, "paused itself") {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	for i := range 3 {
+		body := []byte("alert " + strconv.Itoa(i))
+		if code, out := e.deliver("alerts", "f-"+strconv.Itoa(i), body, sign(body)); code != http.StatusBadGateway {
+			t.Fatalf("delivery %d: %d %v", i, code, out)
+		}
+		if n := len(notices()); (i < 2 && n != 0) || (i == 2 && n != 1) {
+			t.Fatalf("after %d failed deliveries: %d notices", i+1, n)
+		}
+	}
+	n := notices()[0].Text
+	for _, want := range []string{"*Hook `alerts`*", "last 3 deliveries", "<@U0000001>", "`/logbook schedule resume hook alerts`"} {
+		if !strings.Contains(n, want) {
+			t.Errorf("notice %q lacks %q", n, want)
+		}
+	}
+	body := []byte("disk full")
+	if code, out := e.deliver("alerts", "p-1", body, sign(body)); code != http.StatusServiceUnavailable || out["error"] != "paused" {
+		t.Fatalf("a delivery to the paused hook: %d %v", code, out)
+	}
+	if e.h.Refused(hooks.HookPaused) != 1 || len(e.posts()) != 0 {
+		t.Fatalf("paused: %v refused, %d posts", e.h.Refused(hooks.HookPaused), len(e.posts()))
+	}
+	s := schedule.New(e.store, nil, schedule.Config{Admins: []string{"U0000001"}, Hooks: map[string]string{"alerts": general}})
+	slash := func(user, text string) string {
+		return slashcmd.New(e.emu.TeamID(), slashcmd.Help{}).Add(schedule.Command(s)).Answer(context.Background(),
+			slack.SlashCommand{TeamID: e.emu.TeamID(), ChannelID: general, UserID: user, Text: text})
+	}
+	if got := slash("U0000002", "schedule resume hook alerts"); !strings.Contains(got, "Only logbook's admins") {
+		t.Fatalf("a non-admin resumed: %s", got)
+	}
+	if got := slash("U0000001", "schedule list"); !strings.Contains(got, "hook `alerts`") || !strings.Contains(got, "*paused*") ||
+		strings.Count(got, "failed: `") != 3 {
+		t.Fatalf("list: %s", got)
+	}
+	if got := slash("U0000001", "schedule resume hook alerts"); !strings.Contains(got, "resumed by <@U0000001>") {
+		t.Fatalf("resume: %s", got)
+	}
+	if code, out := e.deliver("alerts", "p-1", body, sign(body)); code != http.StatusAccepted {
+		t.Fatalf("the sender's retry after the resume: %d %v", code, out)
+	}
+	if got := slash("U0000001", "schedule list"); strings.Contains(got, "*paused*") || !strings.Contains(got, " ran, session `") {
+		t.Fatalf("list after the resume: %s", got)
 	}
 }
