@@ -354,9 +354,13 @@ Environment:
                           @every 4s, CRON_TZ=Zone
   LOGBOOK_SCHEDULE_GRACE  how late a tick may run and still be on time (default 30s); of the
                           ticks missed while no replica ran, only the newest runs, once,
-                          and its post says it is late. A tick whose replica died is taken
-                          over after LOGBOOK_LEASE_TTL, its post looked for in the channel
-                          before it is posted
+                          and its post says how late and why (counted in
+                          logbook_schedule_ticks_late_total and _missed_total). A tick whose
+                          replica died is taken over after LOGBOOK_LEASE_TTL, its post found
+                          in the log
+  LOGBOOK_AUTOMATION_MAX_FAILURES  how many runs of a schedule or hook may fail in a row
+                          before it pauses itself, saying so in its channel (default 3);
+                          an admin resumes it: /logbook schedule resume <id> | hook <name>
   LOGBOOK_HOOKS           hooks that start sessions: a JSON object, or the path of a file
                           holding one, {"alerts": {"channel": "C0123ABCD", "secret":
                           "${ALERTS_SECRET}", "prompt": "An alert fired: {{payload}}"}};
