@@ -46,7 +46,7 @@ func (cfg *serveConfig) readStarted(e env) error {
 	if r.err != nil {
 		return r.err
 	}
-	if s.MaxFailures < 0 {
+	if s.MaxFailures < 0 || (s.MaxFailures == 0 && strings.TrimSpace(e.getenv("LOGBOOK_AUTOMATION_MAX_FAILURES")) != "") {
 		return fmt.Errorf("LOGBOOK_AUTOMATION_MAX_FAILURES=%d: a number of failures in a row, at least 1 (default 3)", s.MaxFailures)
 	}
 	if s.MinInterval != 0 && s.MinInterval < time.Second {
