@@ -12,6 +12,9 @@
 -- and session) or failed (why). The run history (/logbook schedule list, GET /automations) and
 -- the count of failures in a row (LOGBOOK_AUTOMATION_MAX_FAILURES) are read from it.
 --
+-- The run history's web page (GET /automations, bot/web) is in the access log like every other
+-- page: action 'automations'.
+--
 -- automation_pauses: a schedule or hook paused (by the system, after failures in a row, with
 -- the reason) or resumed (by an admin: /logbook schedule resume). The newest row of a schedule
 -- or hook is its state; an advisory lock (LockAutomationSeed) keeps one pause per run of
@@ -70,7 +73,14 @@ REVOKE ALL ON opening_posts, automation_runs, automation_pauses FROM PUBLIC;
 GRANT SELECT, INSERT ON opening_posts, automation_runs, automation_pauses TO logbook_app;
 GRANT SELECT ON opening_posts, automation_runs, automation_pauses TO logbook_auditor;
 
+ALTER TABLE access_log DROP CONSTRAINT access_log_action_check,
+    ADD CONSTRAINT access_log_action_check
+        CHECK (action IN ('list', 'view', 'download', 'search', 'signin', 'signout', 'usage', 'mcp_connect', 'automations'));
+
 -- +goose Down
+ALTER TABLE access_log DROP CONSTRAINT access_log_action_check,
+    ADD CONSTRAINT access_log_action_check
+        CHECK (action IN ('list', 'view', 'download', 'search', 'signin', 'signout', 'usage', 'mcp_connect')) NOT VALID;
 DROP INDEX model_spend_session;
 DROP TABLE automation_pauses;
 DROP TABLE automation_runs;
