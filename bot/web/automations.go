@@ -15,13 +15,13 @@ type RunReader interface {
 
 // runRow is one run on the automations page.
 type runRow struct {
-	At       string
-	What     string // "schedule 3", "hook alerts"
-	Channel  string // #name
-	Outcome  string
-	Failed   bool
-	Session  string // the transcript's path, "" when it started none
-	Cost     string
+	At      string
+	What    string // "schedule 3", "hook alerts"
+	Channel string // #name
+	Outcome string
+	Failed  bool
+	Session string // the transcript's path, "" when it started none
+	Cost    string
 }
 
 // automationsData is the automations page.
