@@ -14,10 +14,12 @@
 // names the delivery. An accepted delivery is a record (session.Store: hook_deliveries):
 // accepted, replay (the hook accepted the same delivery id, or the same body with the same
 // timestamp, within Options.Window: nothing is started, 200), failed (accepted, and Slack or
-// the log refused it: 502; the sender's retry is no replay, and it looks in the channel for
-// the failed attempt's post before posting, so an ambiguous failure posts once). A refused
-// request is counted (logbook_hook_refused_total) and logged at most once a minute, never
-// stored: too_large (413, over Options.MaxBody), and 401 alike for an unknown hook, a bad
+// the log refused it: 502; the sender's retry is no replay, and it finds the failed attempt's
+// post in the log (bot.Starter) before posting, so an ambiguous failure posts once).
+// Options.MaxFailures deliveries failed in a row pause the hook (said in its channel); a
+// paused hook answers 503 "paused" until an admin runs /logbook schedule resume hook <name>.
+// A refused request is counted (logbook_hook_refused_total) and logged at most once a minute,
+// never stored: too_large (413, over Options.MaxBody), and 401 alike for an unknown hook, a bad
 // signature and a stale timestamp. The payload is untrusted text: the post quotes it escaped,
 // so it never pings or links, and it reaches the model between markers, after a preamble
 // saying it is data, not instructions.

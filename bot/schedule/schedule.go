@@ -12,16 +12,28 @@
 // Config.ClaimTTL. The owner posts the tick (its metadata names the tick), opens the post's
 // session and records the run (session.Store.TickRan). A replica that dies between the claim
 // and the record leaves an attempt that expires; the next pass of any replica takes the tick
-// over with a new attempt (session.Store.RetryTicks: one replica gets it), which first looks
-// for the earlier attempt's post in the channel's history and uses it when it is there. So a
-// tick is neither lost nor posted twice by a crash or a restart during it.
+// over with a new attempt (session.Store.RetryTicks: one replica gets it), which finds the
+// earlier attempt's post in the log (bot.Starter records "posting" before chat.postMessage and
+// the ts after) and uses it. So a tick is not lost, nor posted twice, by a crash or a restart
+// during it (bot/start.go says what the one narrow window is).
 //
 // # Missed ticks
 //
-// A tick that comes due while no replica runs is missed. When a replica is back, the ticks
-// due more than Config.Grace ago are not replayed: only the newest of them runs, once, late —
-// its post says it is late, when it was due and how many earlier ticks were skipped — and the
-// ticks still within their grace run as usual.
+// A tick that comes due while no replica runs (or the database is down) is missed. When a
+// replica is back, the ticks due more than Config.Grace ago are not replayed: only the newest
+// of them runs, once, late — its post says it is late, when it was due, how late it runs and
+// why, and how many earlier ticks were skipped — and the ticks still within their grace run as
+// usual. logbook_schedule_ticks_late_total and logbook_schedule_ticks_missed_total count them.
+//
+// # Pausing
+//
+// Every tick that ends is a run (session.Store.RecordRun): ran, or failed — refused by Slack
+// for good, or out of attempts. Config.MaxFailures failed in a row (LOGBOOK_AUTOMATION_MAX_FAILURES)
+// pause the schedule: recorded (session.Store.PauseAutomation, once across replicas; it
+// survives restarts) and said in its channel, naming the admins who may resume it with
+// `/logbook schedule resume <id>`. A paused schedule claims no tick; resumed, it ticks on from
+// the resume, the ticks due while it was paused not run late. `/logbook schedule resume hook
+// <name>` resumes a hook that paused itself (bot/hooks) the same way.
 //
 // # Specs
 //
