@@ -54,6 +54,7 @@ CREATE TABLE automation_pauses (
     kind   text        NOT NULL CHECK (kind IN ('schedule', 'hook')),
     name   text        NOT NULL CHECK (length(name) BETWEEN 1 AND 100),
     action text        NOT NULL CHECK (action IN ('paused', 'resumed')),
+    channel text       NOT NULL DEFAULT '',
     actor  text        NOT NULL CHECK (actor <> ''),
     reason text        NOT NULL DEFAULT '' CHECK (length(reason) <= 500),
     at     timestamptz NOT NULL DEFAULT clock_timestamp()

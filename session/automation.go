@@ -192,6 +192,7 @@ const (
 // Pause is a schedule's or hook's newest pause or resume.
 type Pause struct {
 	Kind, Name string
+	Channel    string // the schedule's or hook's channel
 	Action     string // Paused or Resumed
 	Actor      string // "system" for a pause after failures in a row; the admin who resumed
 	Reason     string
@@ -200,24 +201,28 @@ type Pause struct {
 
 const sqlLockAutomation = `SELECT pg_advisory_xact_lock(hashtextextended($1, $2))`
 
-const sqlNewestPause = `SELECT kind, name, action, actor, reason, at FROM automation_pauses
+const sqlNewestPause = `SELECT kind, name, channel, action, actor, reason, at FROM automation_pauses
 WHERE kind = $1 AND name = $2 ORDER BY id DESC LIMIT 1`
 
-const sqlRecordPause = `INSERT INTO automation_pauses (kind, name, action, actor, reason, at)
-VALUES ($1, $2, $3, $4, $5, coalesce($6, clock_timestamp())) RETURNING at`
+const sqlRecordPause = `INSERT INTO automation_pauses (kind, name, channel, action, actor, reason, at)
+VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, clock_timestamp())) RETURNING at`
 
-// PauseAutomation records that logbook paused (kind, name) itself, and why, unless it is
-// paused already: ok says this call paused it (one caller across replicas).
-func (s *Store) PauseAutomation(ctx context.Context, kind, name, reason string) (Pause, bool, error) {
-	return s.changePause(ctx, Pause{Kind: kind, Name: name, Action: Paused, Actor: "system", Reason: reason})
+// PauseAutomation records that logbook paused (p.Kind, p.Name) in p.Channel itself, and why
+// (p.Reason), unless it is paused already: ok says this call paused it (one caller across
+// replicas). The actor is the system.
+func (s *Store) PauseAutomation(ctx context.Context, p Pause) (Pause, bool, error) {
+	p.Action, p.Actor, p.At = Paused, "system", time.Time{}
+	return s.changePause(ctx, p)
 }
 
-// ResumeAutomation records that who resumed (kind, name) at at (the database's clock, Now: a
-// schedule ticks on from then). Errors: ErrNotFound when it is not paused.
-func (s *Store) ResumeAutomation(ctx context.Context, kind, name, who string, at time.Time) (Pause, error) {
-	p, ok, err := s.changePause(ctx, Pause{Kind: kind, Name: name, Action: Resumed, Actor: who, At: at})
+// ResumeAutomation records that p.Actor resumed (p.Kind, p.Name) at p.At (the database's
+// clock, Now: a schedule ticks on from then; zero: the database's clock now). Errors:
+// ErrNotFound when it is not paused.
+func (s *Store) ResumeAutomation(ctx context.Context, p Pause) (Pause, error) {
+	p.Action = Resumed
+	p, ok, err := s.changePause(ctx, p)
 	if err == nil && !ok {
-		err = fmt.Errorf("resume %s %s: %w: it is not paused", kind, name, ErrNotFound)
+		err = fmt.Errorf("resume %s %s: %w: it is not paused", p.Kind, p.Name, ErrNotFound)
 	}
 	return p, err
 }
@@ -232,7 +237,7 @@ func (s *Store) changePause(ctx context.Context, p Pause) (Pause, bool, error) {
 			return err
 		}
 		var cur Pause
-		err := tx.QueryRow(ctx, sqlNewestPause, p.Kind, p.Name).Scan(&cur.Kind, &cur.Name, &cur.Action, &cur.Actor, &cur.Reason, &cur.At)
+		err := tx.QueryRow(ctx, sqlNewestPause, p.Kind, p.Name).Scan(&cur.Kind, &cur.Name, &cur.Channel, &cur.Action, &cur.Actor, &cur.Reason, &cur.At)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
@@ -246,7 +251,7 @@ func (s *Store) changePause(ctx context.Context, p Pause) (Pause, bool, error) {
 			u := p.At.UTC()
 			at = &u
 		}
-		return tx.QueryRow(ctx, sqlRecordPause, p.Kind, p.Name, p.Action, p.Actor, clipReason(p.Reason), at).Scan(&p.At)
+		return tx.QueryRow(ctx, sqlRecordPause, p.Kind, p.Name, p.Channel, p.Action, p.Actor, clipReason(p.Reason), at).Scan(&p.At)
 	})
 	if err != nil {
 		return p, false, fmt.Errorf("%s %s %s: %w", p.Action, p.Kind, p.Name, err)
@@ -254,7 +259,7 @@ func (s *Store) changePause(ctx context.Context, p Pause) (Pause, bool, error) {
 	return p, ok, nil
 }
 
-const sqlPauses = `SELECT DISTINCT ON (kind, name) kind, name, action, actor, reason, at FROM automation_pauses
+const sqlPauses = `SELECT DISTINCT ON (kind, name) kind, name, channel, action, actor, reason, at FROM automation_pauses
 WHERE ($1 = '' OR kind = $1) ORDER BY kind, name, id DESC`
 
 // Pauses returns the newest pause or resume of every schedule and hook of kind ("" for both)
@@ -266,7 +271,7 @@ func (s *Store) Pauses(ctx context.Context, kind string) (map[string]Pause, erro
 	}
 	ps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Pause, error) {
 		var p Pause
-		err := row.Scan(&p.Kind, &p.Name, &p.Action, &p.Actor, &p.Reason, &p.At)
+		err := row.Scan(&p.Kind, &p.Name, &p.Channel, &p.Action, &p.Actor, &p.Reason, &p.At)
 		return p, err
 	})
 	if err != nil {

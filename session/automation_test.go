@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -77,7 +76,7 @@ func TestAutomationFailuresPauseOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			_, ok, err := st.PauseAutomation(ctx, session.AutomationHook, "alerts", "3 failures")
+			_, ok, err := st.PauseAutomation(ctx, session.Pause{Kind: session.AutomationHook, Name: "alerts", Channel: "C1", Reason: "3 failures"})
 			if err != nil {
 				t.Error(err)
 			}
@@ -91,13 +90,13 @@ func TestAutomationFailuresPauseOnce(t *testing.T) {
 		t.Fatalf("%d pauses recorded, want 1", paused.Load())
 	}
 	ps, err := st.Pauses(ctx, "")
-	if err != nil || ps["hook/alerts"].Action != session.Paused || ps["hook/alerts"].Actor != "system" {
+	if err != nil || ps["hook/alerts"].Action != session.Paused || ps["hook/alerts"].Actor != "system" || ps["hook/alerts"].Channel != "C1" {
 		t.Fatalf("pauses: %+v %v", ps, err)
 	}
-	if _, err := st.ResumeAutomation(ctx, session.AutomationHook, "alerts", "U1", time.Time{}); err != nil {
+	if _, err := st.ResumeAutomation(ctx, session.Pause{Kind: session.AutomationHook, Name: "alerts", Channel: "C1", Actor: "U1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.ResumeAutomation(ctx, session.AutomationHook, "alerts", "U1", time.Time{}); !errors.Is(err, session.ErrNotFound) {
+	if _, err := st.ResumeAutomation(ctx, session.Pause{Kind: session.AutomationHook, Name: "alerts", Channel: "C1", Actor: "U1"}); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("resume twice: %v", err)
 	}
 	if n := run(false); n != 1 {

@@ -156,7 +156,7 @@ type Store interface {
 	RecordHook(ctx context.Context, d session.HookDelivery) (session.HookDelivery, error)
 	HookRan(ctx context.Context, id int64, ts string, sid session.ID) error
 	RecordRun(ctx context.Context, r session.AutomationRun) (session.AutomationRun, int, error)
-	PauseAutomation(ctx context.Context, kind, name, reason string) (session.Pause, bool, error)
+	PauseAutomation(ctx context.Context, p session.Pause) (session.Pause, bool, error)
 	Pauses(ctx context.Context, kind string) (map[string]session.Pause, error)
 }
 
@@ -380,7 +380,7 @@ func (h *Handler) failed(ctx context.Context, hook Hook, run session.AutomationR
 	}
 	last := clip(cause.Error(), 200)
 	reason := fmt.Sprintf("its last %d deliveries failed to start a session (LOGBOOK_AUTOMATION_MAX_FAILURES); the last: %s", n, last)
-	if _, ok, err := h.store.PauseAutomation(ctx, session.AutomationHook, hook.Name, reason); err != nil {
+	if _, ok, err := h.store.PauseAutomation(ctx, session.Pause{Kind: session.AutomationHook, Name: hook.Name, Channel: hook.Channel, Reason: reason}); err != nil {
 		log.Error().Err(err).Msg("hooks: record a hook paused")
 		return
 	} else if !ok {

@@ -128,10 +128,12 @@ func (s *Scheduler) resume(ctx context.Context, team, user, args string) string 
 	args = strings.TrimSpace(args)
 	if name, ok := strings.CutPrefix(args, "hook "); ok {
 		name = strings.TrimSpace(name)
-		if _, known := s.cfg.Hooks[name]; !known {
+		channel, known := s.cfg.Hooks[name]
+		if !known {
 			return "There is no hook by that name in LOGBOOK_HOOKS."
 		}
-		if _, err := s.store.ResumeAutomation(ctx, session.AutomationHook, name, user, s.now(ctx)); errors.Is(err, session.ErrNotFound) {
+		p := session.Pause{Kind: session.AutomationHook, Name: name, Channel: channel, Actor: user, At: s.now(ctx)}
+		if _, err := s.store.ResumeAutomation(ctx, p); errors.Is(err, session.ErrNotFound) {
 			return fmt.Sprintf("The hook `%s` is not paused.", codeText(name))
 		} else if err != nil {
 			s.cfg.Log.Error().Err(err).Msg("hooks: resume")
@@ -147,10 +149,12 @@ func (s *Scheduler) resume(ctx context.Context, team, user, args string) string 
 	if err != nil {
 		return "The schedules cannot be read right now."
 	}
-	if !slices.ContainsFunc(scheds, func(sc session.Schedule) bool { return sc.ID == id }) {
+	i := slices.IndexFunc(scheds, func(sc session.Schedule) bool { return sc.ID == id })
+	if i < 0 {
 		return fmt.Sprintf("There is no schedule %d (or it was removed).", id)
 	}
-	if _, err := s.store.ResumeAutomation(ctx, session.AutomationSchedule, strconv.FormatInt(id, 10), user, s.now(ctx)); errors.Is(err, session.ErrNotFound) {
+	p := session.Pause{Kind: session.AutomationSchedule, Name: strconv.FormatInt(id, 10), Channel: scheds[i].Channel, Actor: user, At: s.now(ctx)}
+	if _, err := s.store.ResumeAutomation(ctx, p); errors.Is(err, session.ErrNotFound) {
 		return fmt.Sprintf("Schedule %d is not paused.", id)
 	} else if err != nil {
 		s.cfg.Log.Error().Err(err).Msg("schedules: resume")

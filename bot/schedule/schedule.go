@@ -93,8 +93,8 @@ type Store interface {
 	RetryTicks(ctx context.Context, owner string, now, since, expires time.Time) ([]session.Tick, error)
 	TickRan(ctx context.Context, t session.Tick, ts string, id session.ID, found bool) error
 	RecordRun(ctx context.Context, r session.AutomationRun) (session.AutomationRun, int, error)
-	PauseAutomation(ctx context.Context, kind, name, reason string) (session.Pause, bool, error)
-	ResumeAutomation(ctx context.Context, kind, name, who string, at time.Time) (session.Pause, error)
+	PauseAutomation(ctx context.Context, p session.Pause) (session.Pause, bool, error)
+	ResumeAutomation(ctx context.Context, p session.Pause) (session.Pause, error)
 	Pauses(ctx context.Context, kind string) (map[string]session.Pause, error)
 	AutomationRuns(ctx context.Context, f session.RunFilter) ([]session.AutomationRun, error)
 }
@@ -539,7 +539,7 @@ func (s *Scheduler) failed(ctx context.Context, sc session.Schedule, run session
 		return
 	}
 	reason := fmt.Sprintf("its last %d ticks failed (LOGBOOK_AUTOMATION_MAX_FAILURES); the last: %s", n, clipRunes(cause.Error(), 200))
-	_, ok, err := s.store.PauseAutomation(ctx, session.AutomationSchedule, run.Name, reason)
+	_, ok, err := s.store.PauseAutomation(ctx, session.Pause{Kind: session.AutomationSchedule, Name: run.Name, Channel: sc.Channel, Reason: reason})
 	if err != nil {
 		log.Error().Err(err).Msg("schedules: record a schedule paused")
 		return

@@ -155,6 +155,7 @@ CREATE TABLE public.automation_pauses (
     kind text NOT NULL,
     name text NOT NULL,
     action text NOT NULL,
+    channel text DEFAULT ''::text NOT NULL,
     actor text NOT NULL,
     reason text DEFAULT ''::text NOT NULL,
     at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
