@@ -30,7 +30,7 @@ func exportFile(name string) bool {
 	if sha, ok := strings.CutPrefix(name, FilesDir); ok {
 		return session.ValidFileHash(sha)
 	}
-	for _, base := range []string{"events.", "access.", "web_access.", "spend.", "budget_raises.", "schedules.", "schedule_ticks.", "hook_deliveries."} {
+	for _, base := range []string{"events.", "access.", "web_access.", "spend.", "budget_raises.", "schedules.", "schedule_ticks.", "hook_deliveries.", "automations."} {
 		if ext, ok := strings.CutPrefix(name, base); ok {
 			_, err := ParseFormat(ext)
 			return err == nil

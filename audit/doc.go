@@ -25,6 +25,8 @@
 //	schedule_ticks.jsonl | .csv every tick claimed: due when, late, attempts, its post and session
 //	hook_deliveries.jsonl | .csv every request to POST /hooks/<name> and its outcome (accepted,
 //	                            replay, bad_signature, unknown_hook, too_large, failed)
+//	automations.jsonl | .csv    every run of a schedule's tick or a hook's delivery (ok or
+//	                            failed), and every pause (system) and resume (an admin)
 //	files/<sha256>              with ExporterOptions.Files (logbook audit export --with-files): the
 //	                            content of every file an exported event references (file_fetched
 //	                            stored, file_upload), listed in the manifest's file_contents;

@@ -275,7 +275,8 @@ func (x *Exporter) writeSnapshot(ctx context.Context, pool *pgxpool.Pool, q Quer
 		return nil, nil, err
 	}
 	staged = append(staged, ro)
-	// The sessions logbook starts itself (started.go): schedules, their ticks, hook deliveries.
+	// The sessions logbook starts itself (started.go): schedules, their ticks, hook deliveries,
+	// their runs and pauses.
 	var started []File
 	for _, r := range []struct {
 		name, what, query string
@@ -284,6 +285,7 @@ func (x *Exporter) writeSnapshot(ctx context.Context, pool *pgxpool.Pool, q Quer
 		{"schedules", "schedule records", sqlSchedulesInWindow, scheduleRecordColumns},
 		{"schedule_ticks", "schedule ticks", sqlTicksInWindow, tickRecordColumns},
 		{"hook_deliveries", "hook deliveries", sqlHooksInWindow, hookRecordColumns},
+		{"automations", "schedules' and hooks' runs and pauses", sqlAutomationsInWindow, automationRecordColumns},
 	} {
 		o, f, err := writeRecords(ctx, tx, q, dst, prefix+r.name+"."+ext, x.opts.SpoolDir, r.what, r.query, r.cols, q.Channel)
 		if err != nil {

@@ -318,7 +318,7 @@ func TestAccessRecordsShowUpInExportsAndFileURLsWork(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if !slices.Equal(names, []string{"access.jsonl", "budget_raises.jsonl", "events.jsonl", "hook_deliveries.jsonl", "manifest.json", "schedule_ticks.jsonl", "schedules.jsonl", "spend.jsonl", "web_access.jsonl"}) {
+	if !slices.Equal(names, []string{"access.jsonl", "automations.jsonl", "budget_raises.jsonl", "events.jsonl", "hook_deliveries.jsonl", "manifest.json", "schedule_ticks.jsonl", "schedules.jsonl", "spend.jsonl", "web_access.jsonl"}) {
 		t.Errorf("file:// export wrote %v", names)
 	}
 	if b, k := audit.SplitObject("file://" + dir + "/cp/1.json"); b != "file://"+dir+"/cp" || k != "1.json" {

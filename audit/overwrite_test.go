@@ -92,14 +92,14 @@ func TestClearExportHalfwayLeavesNoManifest(t *testing.T) {
 	if _, err := exp.Export(ctx, q, bucket, "x"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := mem.objects["x/"+audit.ManifestName]; !ok || len(mem.objects) != 9 { // events, access, web_access, spend, budget_raises, schedules, schedule_ticks, hook_deliveries
+	if _, ok := mem.objects["x/"+audit.ManifestName]; !ok || len(mem.objects) != 10 { // events, access, web_access, spend, budget_raises, schedules, schedule_ticks, hook_deliveries, automations
 		t.Fatalf("exported objects: %v", keys(mem))
 	}
 	mem.maxDeletes = 1
 	if err := audit.ClearExport(ctx, bucket, "x"); err == nil {
 		t.Fatal("ClearExport with failing deletes: no error")
 	}
-	if _, ok := mem.objects["x/"+audit.ManifestName]; ok || len(mem.objects) != 8 {
+	if _, ok := mem.objects["x/"+audit.ManifestName]; ok || len(mem.objects) != 9 {
 		t.Fatalf("after one delete, left: %v; want everything but the manifest", keys(mem))
 	}
 	mem.maxDeletes = 0

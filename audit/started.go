@@ -10,6 +10,9 @@ package audit
 //	hook_deliveries.* every signed delivery to POST /hooks/<name>: accepted, replay, failed, its
 //	                  signed timestamp, with its post and session when it ran (refused
 //	                  requests are counted, not stored: migration 00105)
+//	automations.*     every run of a schedule's tick or a hook's delivery (change run: ok or
+//	                  failed and why, late, its post and session) and every pause (by the
+//	                  system, with the reason) and resume (by an admin): migration 00210
 //
 // An export for one channel has that channel's rows only.
 var (
@@ -21,6 +24,9 @@ var (
 	hookRecordColumns = []recordColumn{{"id", 'n'}, {"at", 's'}, {"hook", 's'}, {"delivery_id", 's'},
 		{"body_sha256", 's'}, {"body_bytes", 'n'}, {"outcome", 's'}, {"channel", 's'}, {"remote_addr", 's'},
 		{"reason", 's'}, {"of", 'n'}, {"signed_at", 's'}, {"ts", 's'}, {"session_id", 's'}}
+	automationRecordColumns = []recordColumn{{"change", 's'}, {"at", 's'}, {"kind", 's'}, {"name", 's'},
+		{"channel", 's'}, {"actor", 's'}, {"ok", 'b'}, {"late", 'b'}, {"error", 's'}, {"reason", 's'}, {"ref", 's'},
+		{"ts", 's'}, {"session_id", 's'}}
 )
 
 const utcText = `'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'`
@@ -52,3 +58,13 @@ SELECT d.id, to_char(d.at AT TIME ZONE 'UTC', ` + utcText + `), d.hook, d.delive
 FROM hook_deliveries d LEFT JOIN hook_delivery_runs r ON r.delivery = d.id
 WHERE d.at >= $1 AND d.at < $2 AND ($3::text = '' OR d.channel = $3)
 ORDER BY d.id`
+
+const sqlAutomationsInWindow = `
+SELECT change, to_char(at AT TIME ZONE 'UTC', ` + utcText + `), kind, name, channel, actor, ok, late, error, reason, ref, ts, session_id FROM (
+  SELECT 'run' AS change, r.at, r.kind, r.name, r.channel, 'system' AS actor, r.ok, r.late, r.error, '' AS reason, r.ref,
+         r.ts, r.session_id::text AS session_id, 1 AS src, r.id
+  FROM automation_runs r WHERE r.at >= $1 AND r.at < $2 AND ($3::text = '' OR r.channel = $3)
+  UNION ALL
+  SELECT p.action, p.at, p.kind, p.name, p.channel, p.actor, NULL, NULL, '', p.reason, '', '', NULL, 2, p.id
+  FROM automation_pauses p WHERE p.at >= $1 AND p.at < $2 AND ($3::text = '' OR p.channel = $3)
+) c ORDER BY at, src, id`

@@ -15,8 +15,9 @@ import (
 )
 
 // TestSchedulesAndHooksAreInExports: schedules added and removed (with who), their ticks (with
-// their post and session) and hook deliveries (accepted and refused) are files of the export,
-// listed in the manifest, for the export's channel only.
+// their post and session), hook deliveries (accepted and refused), and the runs, pauses and
+// resumes of both are files of the export, listed in the manifest, for the export's channel
+// only.
 func TestSchedulesAndHooksAreInExports(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -61,6 +62,21 @@ func TestSchedulesAndHooksAreInExports(t *testing.T) {
 	if err := f.app.StopSchedule(ctx, "T1", stopped.ID, "U00000C3 left LOGBOOK_ADMINS"); err != nil {
 		t.Fatal(err)
 	}
+	// Runs, a pause and a resume, in ours and in another channel.
+	for _, ch := range []string{"C0000001", "C0000002"} {
+		if _, _, err := f.app.RecordRun(ctx, session.AutomationRun{Kind: session.AutomationHook, Name: "alerts-" + ch, Channel: ch, Ref: "d-1", Error: "not_in_channel"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := f.app.PauseAutomation(ctx, session.Pause{Kind: session.AutomationHook, Name: "alerts-" + ch, Channel: ch, Reason: "3 failures in a row"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := f.app.RecordRun(ctx, session.AutomationRun{Kind: session.AutomationSchedule, Name: "1", Channel: "C0000001", Ref: tick.ID(), OK: true, TS: "1700000000.000100", Session: sid}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.app.ResumeAutomation(ctx, session.Pause{Kind: session.AutomationHook, Name: "alerts-C0000001", Channel: "C0000001", Actor: "U00000A1"}); err != nil {
+		t.Fatal(err)
+	}
 	bucket, dir := newBucket(t)
 	m, err := audit.NewExporter(f.auditor, f.auditorPool, audit.ExporterOptions{Settle: time.Millisecond}).Export(ctx,
 		audit.Query{From: from, To: f.dbNow(t).Add(time.Second), Channel: "C0000001", Format: audit.JSONL}, bucket, "")
@@ -71,7 +87,7 @@ func TestSchedulesAndHooksAreInExports(t *testing.T) {
 	for _, file := range m.Files {
 		records[file.Name] = file.Records
 	}
-	if records["schedules.jsonl"] != 4 || records["schedule_ticks.jsonl"] != 1 || records["hook_deliveries.jsonl"] != 2 {
+	if records["schedules.jsonl"] != 4 || records["schedule_ticks.jsonl"] != 1 || records["hook_deliveries.jsonl"] != 2 || records["automations.jsonl"] != 4 {
 		t.Fatalf("manifest files %+v", m.Files)
 	}
 	read := func(name string) string {
@@ -102,6 +118,13 @@ func TestSchedulesAndHooksAreInExports(t *testing.T) {
 		`"signed_at":"2023-11-14T22:13:20.000000Z"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("hook_deliveries.jsonl lacks %s:\n%s", want, s)
+		}
+	}
+	s = read("automations.jsonl")
+	for _, want := range []string{`"change":"run"`, `"ok":false`, `"error":"not_in_channel"`, `"change":"paused"`, `"actor":"system"`,
+		`"reason":"3 failures in a row"`, `"change":"resumed"`, `"actor":"U00000A1"`, `"ok":true`, `"session_id":"` + sid.String()} {
+		if !strings.Contains(s, want) {
+			t.Errorf("automations.jsonl lacks %s:\n%s", want, s)
 		}
 	}
 }

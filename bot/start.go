@@ -5,9 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/session"
@@ -18,18 +18,45 @@ import (
 // the post's thread. Starter is that one step, for both.
 //
 // The post carries message metadata naming what started it ({event_type: Opening.Kind,
-// event_payload: {id: Opening.Key}}). A caller retrying an opening whose first attempt may
-// have posted (its replica died between Slack's answer and its record) sets Opening.Since:
-// the channel's history from then on is searched for that metadata first, and a post found
-// there is the session's, so an opening is posted once. The session's first event is a
-// user_message with the opening's input (idempotency key team/channel/ts, the gateway's), so
-// a retry appends nothing twice; the session is then signalled and runs like any other.
+// event_payload: {id: Opening.Key, attempt: <marker>}}). Whether an opening was posted is
+// read from the log, never paged out of Slack's history (1 request a minute and 15 messages
+// a page for apps outside the Slack Marketplace): each attempt appends "posting" (with its
+// marker) just before chat.postMessage and "posted" (with the ts) just after
+// (session.Store.RecordPosting, RecordPosted). A retry of the same Opening.Key then
+//
+//   - reuses the ts of a "posted" record, asking Slack nothing;
+//   - posts when no attempt recorded "posting": nothing was sent;
+//   - when an attempt recorded "posting" and no ts (it died, or the database went away,
+//     between Slack's answer and its record — a window of one INSERT), makes one narrow
+//     conversations.history request: the channel from a minute before that attempt to
+//     postWindow after it, one page of 15, for the post's metadata. Found, it is recorded and
+//     reused; not found, the opening is posted. Were more than 15 messages posted in the
+//     channel in that window, and the earlier post not among the newest 15, it is posted
+//     again: a tick is never lost for it, and the double needs a crash inside that INSERT
+//     and a busy channel at once. A rate-limited request fails the attempt; the next one
+//     asks again.
+//
+// The session's first event is a user_message with the opening's input (idempotency key
+// team/channel/ts, the gateway's), so a retry appends nothing twice; the session is then
+// signalled and runs like any other.
 
 // startStore is the part of session.Store a Starter needs.
 type startStore interface {
 	Open(ctx context.Context, key session.ThreadKey) (session.Session, error)
 	Append(ctx context.Context, id session.ID, evs ...session.NewEvent) ([]session.Event, error)
+	OpeningPosts(ctx context.Context, kind, key string) (session.OpeningRecord, error)
+	RecordPosting(ctx context.Context, kind, key, marker, channel string) error
+	RecordPosted(ctx context.Context, kind, key, marker, channel, ts string) error
 }
+
+// postWindow bounds when an attempt's post can have reached Slack after its "posting" record:
+// the attempt's own deadline (a tick's is LOGBOOK_LEASE_TTL*2/3, a hook's a minute) and
+// slack-go's request.
+const postWindow = 2 * time.Minute
+
+// pageOfHistory is the one page of conversations.history a retry may read: Slack's limit for
+// apps outside the Marketplace.
+const pageOfHistory = 15
 
 // Starter posts a top-level message and runs a session on it.
 type Starter struct {
@@ -62,18 +89,19 @@ type Opening struct {
 	// schedule's admin): recorded in the first message's payload.
 	SetBy string
 	// Kind is the post's metadata event_type (e.g. logbook_schedule_tick); Key names this
-	// opening among Kind's (a tick, a delivery).
+	// opening among Kind's (a tick, a delivery), the same on every attempt: an earlier
+	// attempt's post is found by it in the log.
 	Kind, Key string
-	// Since, when set, is when an earlier attempt of this opening may have posted: the
-	// channel's history from then on is searched for its post before posting.
-	Since time.Time
 }
 
 // Started is what Start did.
 type Started struct {
 	Session session.Session
 	TS      string // the top-level message
-	Found   bool   // the message was an earlier attempt's, found in the channel's history
+	Found   bool   // the message was an earlier attempt's
+	// Checked says the channel's history was read once (an earlier attempt recorded posting
+	// and no ts).
+	Checked bool
 }
 
 // ErrPrivateChannel is an opening refused because its channel is private (or a DM): logbook
@@ -99,16 +127,23 @@ func Permanent(err error) bool {
 	return false
 }
 
-// Start posts o's message (or finds an earlier attempt's), opens the session of its thread,
-// appends the first user message and signals the session. Errors: a private channel
-// (ErrPrivateChannel: nothing is posted), Slack's refusal of the post (channel_not_found,
-// not_in_channel, is_archived: a slack.SlackErrorResponse), a failed search of the history
-// (nothing is posted then), or the log's.
+// Start posts o's message (or finds an earlier attempt's, see the file's comment), opens the
+// session of its thread, appends the first user message and signals the session. Errors: a
+// private channel (ErrPrivateChannel: nothing is posted), Slack's refusal of the post
+// (channel_not_found, not_in_channel, is_archived: a slack.SlackErrorResponse), a failed look
+// at the channel (nothing is posted then), or the log's. When the post was made and its record
+// failed, the error comes with Started.TS set.
 func (s *Starter) Start(ctx context.Context, o Opening) (Started, error) {
 	team := cmp.Or(o.Team, s.team)
 	var st Started
-	if !o.Since.IsZero() {
-		ts, err := s.find(ctx, o)
+	rec, err := s.store.OpeningPosts(ctx, o.Kind, o.Key)
+	if err != nil {
+		return st, err
+	}
+	st.TS, st.Found = rec.TS, rec.TS != ""
+	if st.TS == "" && len(rec.Posting) > 0 {
+		ts, err := s.check(ctx, o, rec.Posting)
+		st.Checked = true
 		if err != nil {
 			return st, err
 		}
@@ -124,13 +159,20 @@ func (s *Starter) Start(ctx context.Context, o Opening) (Started, error) {
 		if ch.IsPrivate || ch.IsIM || ch.IsMpIM {
 			return st, fmt.Errorf("post %s %s in %s: %w", o.Kind, o.Key, o.Channel, ErrPrivateChannel)
 		}
+		marker := uuid.NewString()
+		if err := s.store.RecordPosting(ctx, o.Kind, o.Key, marker, o.Channel); err != nil {
+			return st, err
+		}
 		_, ts, err := s.api.PostMessageContext(ctx, o.Channel,
 			slack.MsgOptionText(o.Text, false),
-			slack.MsgOptionMetadata(slack.SlackMetadata{EventType: o.Kind, EventPayload: map[string]any{"id": o.Key}}))
+			slack.MsgOptionMetadata(slack.SlackMetadata{EventType: o.Kind, EventPayload: map[string]any{"id": o.Key, "attempt": marker}}))
 		if err != nil {
 			return st, fmt.Errorf("post %s %s in %s: %w", o.Kind, o.Key, o.Channel, err)
 		}
 		st.TS = ts
+		if err := s.store.RecordPosted(ctx, o.Kind, o.Key, marker, o.Channel, ts); err != nil {
+			return st, err
+		}
 	}
 	sess, err := s.store.Open(ctx, session.ThreadKey{Team: team, Channel: o.Channel, ThreadTS: st.TS})
 	if err != nil {
@@ -153,27 +195,38 @@ func (s *Starter) Start(ctx context.Context, o Opening) (Started, error) {
 	return st, nil
 }
 
-// find looks for the bot's top-level post of o in the channel's history since o.Since (a
-// minute earlier, for clocks that disagree), newest first, ten pages at most; "" when there is
-// none.
-func (s *Starter) find(ctx context.Context, o Opening) (string, error) {
-	oldest := o.Since.Add(-time.Minute)
-	p := &slack.GetConversationHistoryParameters{ChannelID: o.Channel, Limit: 200, IncludeAllMetadata: true,
-		Oldest: strconv.FormatInt(oldest.Unix(), 10) + ".000000"}
-	for range 10 {
-		r, err := s.api.GetConversationHistoryContext(ctx, p)
-		if err != nil {
-			return "", fmt.Errorf("look for %s %s in %s: %w", o.Kind, o.Key, o.Channel, err)
+// check looks for o's post once, in one page of the channel's history around the attempts
+// that recorded posting and no ts (a minute before the first, for clocks that disagree, to
+// postWindow after the last); "" when it is not there. A post found is recorded, so no later
+// attempt asks again.
+func (s *Starter) check(ctx context.Context, o Opening, posting []time.Time) (string, error) {
+	first, last := posting[0], posting[0]
+	for _, at := range posting {
+		if at.Before(first) {
+			first = at
 		}
-		for _, m := range r.Messages {
-			if m.Metadata.EventType == o.Kind && fmt.Sprint(m.Metadata.EventPayload["id"]) == o.Key {
-				return m.Timestamp, nil
-			}
+		if at.After(last) {
+			last = at
 		}
-		if !r.HasMore || r.ResponseMetaData.NextCursor == "" {
-			return "", nil
-		}
-		p.Cursor = r.ResponseMetaData.NextCursor
 	}
-	return "", errors.New("look for " + o.Kind + " " + o.Key + " in " + o.Channel + ": more than ten pages of history")
+	p := &slack.GetConversationHistoryParameters{ChannelID: o.Channel, Limit: pageOfHistory, IncludeAllMetadata: true, Inclusive: true,
+		Oldest: slackTS(first.Add(-time.Minute)), Latest: slackTS(last.Add(postWindow))}
+	r, err := s.api.GetConversationHistoryContext(ctx, p)
+	if err != nil {
+		return "", fmt.Errorf("look for %s %s in %s: %w", o.Kind, o.Key, o.Channel, err)
+	}
+	for _, m := range r.Messages {
+		if m.Metadata.EventType != o.Kind || fmt.Sprint(m.Metadata.EventPayload["id"]) != o.Key {
+			continue
+		}
+		marker := fmt.Sprint(m.Metadata.EventPayload["attempt"])
+		if marker == "" || marker == "<nil>" {
+			marker = "found"
+		}
+		if err := s.store.RecordPosted(ctx, o.Kind, o.Key, marker, o.Channel, m.Timestamp); err != nil {
+			return "", err
+		}
+		return m.Timestamp, nil
+	}
+	return "", nil
 }

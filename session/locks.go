@@ -61,4 +61,10 @@ const (
 	// LockHookSeed is the seed of a hook's lock, hashtextextended(hook name, LockHookSeed),
 	// transaction-scoped (Store.AcceptHook): a delivery and its replay are told apart under it.
 	LockHookSeed int64 = 7461101
+
+	// LockAutomationSeed is the seed of a schedule's or hook's pause lock,
+	// hashtextextended(kind/name, LockAutomationSeed), transaction-scoped
+	// (Store.PauseAutomation, ResumeAutomation): one pause per run of failures, however many
+	// replicas see it.
+	LockAutomationSeed int64 = 7461102
 )

@@ -77,6 +77,7 @@ func TestAdvisoryLockKeysAreDistinct(t *testing.T) {
 		"LockRetention": session.LockRetention, "LockScheduleSeed": session.LockScheduleSeed,
 		"LockSearchIndexer": session.LockSearchIndexer, "LockLivenessSeed": session.LockLivenessSeed,
 		"LockScheduleTicksSeed": session.LockScheduleTicksSeed, "LockHookSeed": session.LockHookSeed,
+		"LockAutomationSeed": session.LockAutomationSeed,
 	} {
 		if other, ok := seen[k]; ok {
 			t.Errorf("%s and %s share advisory-lock key %d", name, other, k)

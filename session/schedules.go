@@ -340,9 +340,6 @@ type HookDelivery struct {
 	At         time.Time
 	// Of is, for a failed delivery, the accepted one that failed.
 	Of int64
-	// Earlier is when an earlier acceptance of the same delivery was made that never finished
-	// (AcceptHook): its post may be in the channel.
-	Earlier time.Time
 	// Set once an accepted delivery has posted and started its session.
 	TS      string
 	Session ID
@@ -368,12 +365,6 @@ WHERE ` + sqlMatchHook + `
   AND NOT EXISTS (SELECT 1 FROM hook_deliveries f WHERE f.of = d.id)
 ORDER BY d.id DESC LIMIT 1`
 
-// sqlHookEarliest is when the oldest matching acceptance that never started its session was
-// made (failed or not): its post may be in the channel.
-const sqlHookEarliest = `SELECT min(d.at) FROM hook_deliveries d
-WHERE ` + sqlMatchHook + `
-  AND NOT EXISTS (SELECT 1 FROM hook_delivery_runs r WHERE r.delivery = d.id)`
-
 const sqlRecordHook = `INSERT INTO hook_deliveries (hook, delivery_id, body_sha256, body_bytes, outcome, channel, remote_addr, reason, of, signed_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id, at`
 
@@ -381,10 +372,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id, at`
 // the same body signed at the same time (d.SignedAt), within window (a replay: recorded as
 // such, accepted false). An accepted one that neither started its session nor failed counts
 // only while younger than inFlight (its replica may still be starting it); an older one (its
-// replica died) lets d in. When d is accepted, Earlier is when the oldest matching acceptance
-// that never started its session was made — one that failed after Slack posted it, or whose
-// replica died — so the caller looks for its post first. Ages are measured by the database's
-// clock. Errors: ErrInvalidEvent when the hook is unnamed.
+// replica died) lets d in; its earlier post, if any, is found in the log by the opening's key
+// (bot.Starter). Ages are measured by the database's clock. Errors: ErrInvalidEvent when the hook is unnamed.
 func (s *Store) AcceptHook(ctx context.Context, d HookDelivery, window, inFlight time.Duration) (HookDelivery, bool, error) {
 	if d.Hook == "" {
 		return d, false, fmt.Errorf("accept hook delivery: %w: no hook name", ErrInvalidEvent)
@@ -413,15 +402,6 @@ func (s *Store) AcceptHook(ctx context.Context, d HookDelivery, window, inFlight
 		default:
 			d.Outcome = HookReplay
 			d.Reason = fmt.Sprintf("delivery %d had the same delivery id or body", seen)
-		}
-		if accepted {
-			var earliest *time.Time
-			if err := tx.QueryRow(ctx, sqlHookEarliest, d.Hook, window.Microseconds(), d.DeliveryID, d.BodySHA256, signed).Scan(&earliest); err != nil {
-				return err
-			}
-			if earliest != nil {
-				d.Earlier = *earliest
-			}
 		}
 		return tx.QueryRow(ctx, sqlRecordHook, d.Hook, d.DeliveryID, d.BodySHA256, d.BodyBytes, d.Outcome, d.Channel,
 			d.RemoteAddr, clipReason(d.Reason), nil, signed).Scan(&d.ID, &d.At)

@@ -14,10 +14,12 @@
 // names the delivery. An accepted delivery is a record (session.Store: hook_deliveries):
 // accepted, replay (the hook accepted the same delivery id, or the same body with the same
 // timestamp, within Options.Window: nothing is started, 200), failed (accepted, and Slack or
-// the log refused it: 502; the sender's retry is no replay, and it looks in the channel for
-// the failed attempt's post before posting, so an ambiguous failure posts once). A refused
-// request is counted (logbook_hook_refused_total) and logged at most once a minute, never
-// stored: too_large (413, over Options.MaxBody), and 401 alike for an unknown hook, a bad
+// the log refused it: 502; the sender's retry is no replay, and it finds the failed attempt's
+// post in the log (bot.Starter) before posting, so an ambiguous failure posts once).
+// Options.MaxFailures deliveries failed in a row pause the hook (said in its channel); a
+// paused hook answers 503 "paused" until an admin runs /logbook schedule resume hook <name>.
+// A refused request is counted (logbook_hook_refused_total) and logged at most once a minute,
+// never stored: too_large (413, over Options.MaxBody), and 401 alike for an unknown hook, a bad
 // signature and a stale timestamp. The payload is untrusted text: the post quotes it escaped,
 // so it never pings or links, and it reaches the model between markers, after a preamble
 // saying it is data, not instructions.
@@ -47,9 +49,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session"
 )
 
@@ -151,6 +155,14 @@ type Store interface {
 	AcceptHook(ctx context.Context, d session.HookDelivery, window, inFlight time.Duration) (session.HookDelivery, bool, error)
 	RecordHook(ctx context.Context, d session.HookDelivery) (session.HookDelivery, error)
 	HookRan(ctx context.Context, id int64, ts string, sid session.ID) error
+	RecordRun(ctx context.Context, r session.AutomationRun) (session.AutomationRun, int, error)
+	PauseAutomation(ctx context.Context, p session.Pause) (session.Pause, bool, error)
+	Pauses(ctx context.Context, kind string) (map[string]session.Pause, error)
+}
+
+// Poster posts a message (*slack.Client).
+type Poster interface {
+	PostMessageContext(ctx context.Context, channelID string, options ...slack.MsgOption) (string, string, error)
 }
 
 // Starter starts a delivery's session (*bot.Starter).
@@ -175,6 +187,16 @@ type Options struct {
 	MaxSkew time.Duration
 	// MaxBody is the largest body taken, in bytes (default 256 KiB).
 	MaxBody int64
+	// MaxFailures is how many accepted deliveries of a hook may fail to start their session
+	// in a row before the hook pauses itself (LOGBOOK_AUTOMATION_MAX_FAILURES, default 3).
+	// A paused hook answers 503 "paused" until an admin runs /logbook schedule resume hook
+	// <name>.
+	MaxFailures int
+	// Admins may resume a paused hook (LOGBOOK_ADMINS): its notice names them.
+	Admins []string
+	// Poster posts a paused hook's notice in its channel (*slack.Client); nil: the pause is
+	// recorded and logged only.
+	Poster Poster
 	// Registerer gets logbook_hook_refused_total (nil: not registered).
 	Registerer prometheus.Registerer
 	Now        func() time.Time // default time.Now
@@ -203,12 +225,13 @@ func New(store Store, starter Starter, opts Options) *Handler {
 	opts.StartTimeout = cmp.Or(opts.StartTimeout, time.Minute)
 	opts.MaxSkew = cmp.Or(opts.MaxSkew, 5*time.Minute)
 	opts.MaxBody = cmp.Or(opts.MaxBody, 256<<10)
+	opts.MaxFailures = cmp.Or(opts.MaxFailures, 3)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	h := &Handler{store: store, starter: starter, opts: opts,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "hook_refused_total",
-			Help: "Requests to POST /hooks/<name> refused, by reason (unknown_hook, bad_signature, stale_timestamp, too_large); none is stored."},
+			Help: "Requests to POST /hooks/<name> refused, by reason (unknown_hook, bad_signature, stale_timestamp, too_large, paused); none is stored."},
 			[]string{"reason"})}
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(h.refused)
@@ -229,6 +252,10 @@ func (h *Handler) Refused(reason string) float64 {
 // HookStale is the reason of a refusal whose X-Logbook-Timestamp is missing or too far from
 // this replica's clock.
 const HookStale = "stale_timestamp"
+
+// HookPaused is the reason of a refusal of a signed delivery to a hook that paused itself
+// (503, "paused"): the sender's retry after the hook is resumed is taken.
+const HookPaused = "paused"
 
 // Names are the configured hooks' names, sorted.
 func (h *Handler) Names() []string {
@@ -281,6 +308,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusUnauthorized, HookStale, HookStale)
 		return
 	}
+	pauses, err := h.store.Pauses(ctx, session.AutomationHook)
+	if err != nil {
+		log.Error().Err(err).Msg("hooks: read whether the hook is paused")
+		answer(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "unavailable"})
+		return
+	}
+	if p, ok := pauses[session.AutomationHook+"/"+hook.Name]; ok && p.Action == session.Paused {
+		refuse(http.StatusServiceUnavailable, HookPaused, HookPaused)
+		return
+	}
 	sum := sha256.Sum256(body)
 	d.BodySHA256, d.BodyBytes, d.Channel, d.SignedAt = hex.EncodeToString(sum[:]), int64(len(body)), hook.Channel, signedAt
 	d, accepted, err := h.store.AcceptHook(ctx, d, h.opts.Window, h.opts.InFlight)
@@ -295,7 +332,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := hook.Name + "/" + cmp.Or(d.DeliveryID, strconv.FormatInt(signedAt.Unix(), 10)+"-"+d.BodySHA256)
-	o := bot.Opening{Channel: hook.Channel, Kind: MetadataEventType, Key: key, Since: d.Earlier,
+	o := bot.Opening{Channel: hook.Channel, Kind: MetadataEventType, Key: key,
 		Text:  postText(hook, d, body),
 		Input: inputText(hook, body),
 		Actor: session.Actor{Kind: session.ActorSystem, ID: "hook/" + hook.Name}, UserName: "hook " + hook.Name}
@@ -307,6 +344,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = h.store.HookRan(sctx, d.ID, st.TS, st.Session.ID)
 	}
+	run := session.AutomationRun{Kind: session.AutomationHook, Name: hook.Name, Channel: hook.Channel, Ref: key}
 	if err != nil {
 		log.Error().Err(err).Msg("hooks: an accepted delivery could not start its session")
 		f := d
@@ -314,11 +352,60 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if _, rerr := h.store.RecordHook(sctx, f); rerr != nil {
 			log.Error().Err(rerr).Msg("hooks: record a failed delivery")
 		}
+		h.failed(sctx, hook, run, err, log)
 		answer(w, http.StatusBadGateway, map[string]any{"ok": false, "error": "not_started"})
 		return
 	}
+	run.OK, run.TS, run.Session = true, st.TS, st.Session.ID
+	if _, _, err := h.store.RecordRun(sctx, run); err != nil {
+		log.Warn().Err(err).Msg("hooks: record a delivery's run")
+	}
 	log.Info().Str("session_id", st.Session.ID.String()).Str("ts", st.TS).Msg("hooks: delivery started a session")
 	answer(w, http.StatusAccepted, map[string]any{"ok": true, "delivery": d.ID, "session": st.Session.ID.String(), "ts": st.TS})
+}
+
+// failed records run, a delivery of hook that did not start its session because of cause,
+// and pauses the hook when Options.MaxFailures have failed in a row: recorded (it survives
+// restarts; one replica pauses it) and said in its channel, naming the admins who may resume
+// it.
+func (h *Handler) failed(ctx context.Context, hook Hook, run session.AutomationRun, cause error, log zerolog.Logger) {
+	run.Error = cause.Error()
+	_, n, err := h.store.RecordRun(ctx, run)
+	if err != nil {
+		log.Warn().Err(err).Msg("hooks: record a failed delivery's run")
+		return
+	}
+	if n < h.opts.MaxFailures {
+		return
+	}
+	last := clip(cause.Error(), 200)
+	reason := fmt.Sprintf("its last %d deliveries failed to start a session (LOGBOOK_AUTOMATION_MAX_FAILURES); the last: %s", n, last)
+	if _, ok, err := h.store.PauseAutomation(ctx, session.Pause{Kind: session.AutomationHook, Name: hook.Name, Channel: hook.Channel, Reason: reason}); err != nil {
+		log.Error().Err(err).Msg("hooks: record a hook paused")
+		return
+	} else if !ok {
+		return // paused already
+	}
+	command := "/logbook schedule resume hook " + hook.Name
+	log.Warn().Int("failures", n).Msg("hooks: a hook paused itself after failures in a row; " + command)
+	if h.opts.Poster == nil {
+		return
+	}
+	text := fmt.Sprintf(":double_vertical_bar: *Hook `%s`* paused itself: its last %d deliveries could not start a session (the last: `%s`); "+
+		"until it is resumed, its deliveries are answered 503. ", hook.Name, n, codeText(last))
+	if who := slashcmd.Mentions(h.opts.Admins); who != "" {
+		text += "An admin can resume it with `" + command + "`: " + who + "."
+	} else {
+		text += "An admin (LOGBOOK_ADMINS) can resume it with `" + command + "`."
+	}
+	if _, _, err := h.opts.Poster.PostMessageContext(ctx, hook.Channel, slack.MsgOptionText(text, false)); err != nil {
+		log.Warn().Err(err).Msg("hooks: post the notice of a paused hook")
+	}
+}
+
+// codeText is s made safe inside a code span.
+func codeText(s string) string {
+	return strings.NewReplacer("`", "'", "&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
 // logRefusal logs a refused request at most once per refusedLogEvery, with how many were not

@@ -21,7 +21,9 @@ import (
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/hooks"
+	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
 )
@@ -45,9 +47,11 @@ type env struct {
 
 func newEnv(t *testing.T) *env { return newEnvWith(t, hooks.Options{MaxBody: 4096}) }
 
-func newEnvWith(t *testing.T, opts hooks.Options) *env {
+func newEnvWith(t *testing.T, opts hooks.Options) *env { return newEnvOn(t, opts, slackemu.Options{}) }
+
+func newEnvOn(t *testing.T, opts hooks.Options, slackOpts slackemu.Options) *env {
 	t.Helper()
-	emu := slackemu.MustStart(t, slackemu.Options{})
+	emu := slackemu.MustStart(t, slackOpts)
 	pool, err := session.Connect(context.Background(), pgtest.New(t), session.PoolOptions{Role: "logbook_app"})
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +70,7 @@ func newEnvWith(t *testing.T, opts hooks.Options) *env {
 	}
 	api := slack.New(emu.BotToken(), slack.OptionAPIURL(emu.APIURL()))
 	opts.Hooks = cfg
+	opts.Poster = api
 	e.api = api
 	h := hooks.New(e.store, bot.NewStarter(api, e.store, func(id session.ID) { e.signals <- id }, emu.TeamID()), opts)
 	e.h = h
@@ -250,33 +255,57 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// A replica that accepted a delivery and posted it, then died before its record: the sender's
-// retry (after the in-flight time) is accepted again, finds that post in the channel by its
-// metadata and starts the session on it — the delivery is posted once.
+// A replica that accepted a delivery and posted it, then died before its record of the post:
+// the sender's retry (after the in-flight time) is accepted again; the log says an attempt was
+// about to post and has no ts, so it looks once — one request, one page of 15, as Slack allows
+// apps outside the Marketplace — finds that post by its metadata and starts the session on it:
+// the delivery is posted once. Had the dead replica recorded the post, the retry reads its ts
+// from the log and asks Slack's history nothing (every request refused as rate-limited here).
 func TestRetryAfterACrashFindsThePost(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, hooks.Options{InFlight: time.Nanosecond})
-	body := []byte("deploy 42 failed")
-	sum := sha256.Sum256(body)
-	ctx := context.Background()
-	// What the dead replica did: accepted the delivery, posted it, and nothing more.
-	if _, ok, err := e.store.AcceptHook(ctx, session.HookDelivery{Hook: "alerts", DeliveryID: "d-9", BodySHA256: hex.EncodeToString(sum[:]), Channel: general},
-		time.Hour, time.Hour); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
-	if _, _, err := e.api.PostMessage(general, slack.MsgOptionText("the dead replica's post", false),
-		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: hooks.MetadataEventType, EventPayload: map[string]any{"id": "alerts/d-9"}})); err != nil {
-		t.Fatal(err)
-	}
-	if code, out := e.deliver("alerts", "d-9", body, sign(body)); code != http.StatusAccepted {
-		t.Fatalf("retry: %d %v", code, out)
-	}
-	posts := e.posts()
-	if len(posts) != 1 || posts[0].Text != "the dead replica's post" {
-		t.Fatalf("posts: %+v", posts)
-	}
-	if _, err := e.store.SessionByThread(ctx, session.ThreadKey{Team: e.emu.TeamID(), Channel: general, ThreadTS: posts[0].TS}); err != nil {
-		t.Fatalf("no session on the dead replica's post: %v", err)
+	for _, recorded := range []bool{false, true} {
+		e := newEnvOn(t, hooks.Options{InFlight: time.Nanosecond},
+			slackemu.Options{RateLimits: slackemu.NonMarketplaceLimits(), HistoryMaxLimit: 15})
+		body := []byte("deploy 42 failed")
+		sum := sha256.Sum256(body)
+		ctx := context.Background()
+		// What the dead replica did: accepted the delivery, recorded it was about to post,
+		// posted it (and, when recorded, its ts), and nothing more.
+		if _, ok, err := e.store.AcceptHook(ctx, session.HookDelivery{Hook: "alerts", DeliveryID: "d-9", BodySHA256: hex.EncodeToString(sum[:]), Channel: general},
+			time.Hour, time.Hour); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		if err := e.store.RecordPosting(ctx, hooks.MetadataEventType, "alerts/d-9", "dead-1", general); err != nil {
+			t.Fatal(err)
+		}
+		_, ts, err := e.api.PostMessage(general, slack.MsgOptionText("the dead replica's post", false),
+			slack.MsgOptionMetadata(slack.SlackMetadata{EventType: hooks.MetadataEventType, EventPayload: map[string]any{"id": "alerts/d-9", "attempt": "dead-1"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recorded {
+			if err := e.store.RecordPosted(ctx, hooks.MetadataEventType, "alerts/d-9", "dead-1", general, ts); err != nil {
+				t.Fatal(err)
+			}
+			e.emu.InjectMethodFault(slackemu.MethodFault{Method: "conversations.history", Status: 429, RetryAfter: 60})
+		}
+		if code, out := e.deliver("alerts", "d-9", body, sign(body)); code != http.StatusAccepted {
+			t.Fatalf("recorded %v: retry: %d %v", recorded, code, out)
+		}
+		posts := e.posts()
+		if len(posts) != 1 || posts[0].Text != "the dead replica's post" {
+			t.Fatalf("recorded %v: posts: %+v", recorded, posts)
+		}
+		if _, err := e.store.SessionByThread(ctx, session.ThreadKey{Team: e.emu.TeamID(), Channel: general, ThreadTS: posts[0].TS}); err != nil {
+			t.Fatalf("recorded %v: no session on the dead replica's post: %v", recorded, err)
+		}
+		reqs := e.emu.Requests("conversations.history")
+		switch {
+		case recorded && len(reqs) != 0:
+			t.Fatalf("%d history requests; the log has the post", len(reqs))
+		case !recorded && (len(reqs) != 1 || reqs[0].Params.Get("limit") != "15"):
+			t.Fatalf("history requests %+v: want one page of 15", reqs)
+		}
 	}
 }
 
@@ -393,5 +422,68 @@ func TestHookIntoAPrivateChannelStartsNothing(t *testing.T) {
 	case id := <-e.signals:
 		t.Fatalf("a session %s was started in a private channel", id)
 	default:
+	}
+}
+
+// A hook whose accepted deliveries fail to start their session three times in a row
+// (LOGBOOK_AUTOMATION_MAX_FAILURES) pauses itself: once, recorded, said in its channel naming
+// the admins who may resume it; its next deliveries are answered 503 "paused" (counted, not
+// started); only an admin resumes it (/logbook schedule resume hook <name>), and the sender's
+// retry is then taken.
+func TestHookFailingInARowPausesItself(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, hooks.Options{MaxFailures: 3, Admins: []string{"U0000001"}})
+	e.emu.InjectMethodFault(slackemu.MethodFault{Method: "conversations.info", Status: http.StatusServiceUnavailable, Times: 3})
+	notices := func() []slackemu.Message {
+		var out []slackemu.Message
+		for _, m := range e.emu.History(general) {
+			if len(m.Metadata) == 0 && strings.Contains(m.Text, "paused itself") {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	for i := range 3 {
+		body := []byte("alert " + strconv.Itoa(i))
+		if code, out := e.deliver("alerts", "f-"+strconv.Itoa(i), body, sign(body)); code != http.StatusBadGateway {
+			t.Fatalf("delivery %d: %d %v", i, code, out)
+		}
+		if n := len(notices()); (i < 2 && n != 0) || (i == 2 && n != 1) {
+			t.Fatalf("after %d failed deliveries: %d notices", i+1, n)
+		}
+	}
+	n := notices()[0].Text
+	for _, want := range []string{"*Hook `alerts`*", "last 3 deliveries", "<@U0000001>", "`/logbook schedule resume hook alerts`"} {
+		if !strings.Contains(n, want) {
+			t.Errorf("notice %q lacks %q", n, want)
+		}
+	}
+	body := []byte("disk full")
+	if code, out := e.deliver("alerts", "p-1", body, sign(body)); code != http.StatusServiceUnavailable || out["error"] != "paused" {
+		t.Fatalf("a delivery to the paused hook: %d %v", code, out)
+	}
+	if e.h.Refused(hooks.HookPaused) != 1 || len(e.posts()) != 0 {
+		t.Fatalf("paused: %v refused, %d posts", e.h.Refused(hooks.HookPaused), len(e.posts()))
+	}
+	s := schedule.New(e.store, nil, schedule.Config{Admins: []string{"U0000001"}, Hooks: map[string]string{"alerts": general}})
+	slash := func(user, text string) string {
+		return slashcmd.New(e.emu.TeamID(), slashcmd.Help{}).Add(schedule.Command(s)).Answer(context.Background(),
+			slack.SlashCommand{TeamID: e.emu.TeamID(), ChannelID: general, UserID: user, Text: text})
+	}
+	if got := slash("U0000002", "schedule resume hook alerts"); !strings.Contains(got, "Only logbook's admins") {
+		t.Fatalf("a non-admin resumed: %s", got)
+	}
+	if got := slash("U0000001", "schedule list"); !strings.Contains(got, "hook `alerts`") || !strings.Contains(got, "*paused*") ||
+		strings.Count(got, "failed: `") != 3 {
+		t.Fatalf("list: %s", got)
+	}
+	if got := slash("U0000001", "schedule resume hook alerts"); !strings.Contains(got, "resumed by <@U0000001>") {
+		t.Fatalf("resume: %s", got)
+	}
+	if code, out := e.deliver("alerts", "p-1", body, sign(body)); code != http.StatusAccepted {
+		t.Fatalf("the sender's retry after the resume: %d %v", code, out)
+	}
+	if got := slash("U0000001", "schedule list"); strings.Contains(got, "*paused*") || !strings.Contains(got, " ran, session `") {
+		t.Fatalf("list after the resume: %s", got)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/audit/cronspec"
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session"
@@ -21,12 +23,14 @@ import (
 
 // Usage is the line of `/logbook help` that tells of schedules.
 const Usage = "`/logbook schedule add \"<cron spec>\" <prompt>` (admins) posts here on a schedule and runs a session on the prompt at each tick " +
-	"(e.g. `\"0 9 * * MON-FRI\"`, `\"@every 1h\"`, `\"CRON_TZ=Europe/Paris 0 8 * * *\"`); `/logbook schedule list`, `/logbook schedule remove <id>`."
+	"(e.g. `\"0 9 * * MON-FRI\"`, `\"@every 1h\"`, `\"CRON_TZ=Europe/Paris 0 8 * * *\"`); `/logbook schedule list`, `/logbook schedule remove <id>`, " +
+	"`/logbook schedule resume <id>` or `resume hook <name>` (admins)."
 
 // usage answers `/logbook schedule` without a known subcommand.
 const usage = "`/logbook schedule add \"<cron spec>\" <prompt>` — an admin adds a schedule to this channel: each tick posts here and runs a session on the prompt. " +
 	"The spec is robfig/cron's: five fields (minute hour day month weekday), or six with seconds first, a descriptor (`@hourly`, `@daily`, `@every 30m`), " +
-	"optionally after `CRON_TZ=<zone>`.\n`/logbook schedule list` lists this channel's schedules; `/logbook schedule remove <id>` (admins) removes one."
+	"optionally after `CRON_TZ=<zone>`.\n`/logbook schedule list` lists this channel's schedules and hooks with their recent runs; `/logbook schedule remove <id>` (admins) removes one; " +
+	"`/logbook schedule resume <id>` and `/logbook schedule resume hook <name>` (admins) resume one that paused itself after failing in a row."
 
 // MaxPerChannel is how many schedules one channel may have at once.
 const MaxPerChannel = 20
@@ -50,12 +54,15 @@ func (s *Scheduler) command(ctx context.Context, team, channel, user, args strin
 	switch verb {
 	case "list":
 		return s.list(ctx, team, channel)
-	case "add", "remove":
+	case "add", "remove", "resume":
 		if !slices.Contains(s.cfg.Admins, user) {
-			return "Only logbook's admins (LOGBOOK_ADMINS) may add or remove schedules."
+			return "Only logbook's admins (LOGBOOK_ADMINS) may add, remove or resume schedules and hooks."
 		}
-		if verb == "add" {
+		switch verb {
+		case "add":
 			return s.add(ctx, team, channel, user, rest)
+		case "resume":
+			return s.resume(ctx, team, user, rest)
 		}
 		return s.remove(ctx, team, user, rest)
 	default:
@@ -115,27 +122,136 @@ func (s *Scheduler) remove(ctx context.Context, team, user, args string) string 
 	return fmt.Sprintf("Schedule %d removed by <@%s>: it ticks no more.", id, user)
 }
 
+// resume is `/logbook schedule resume <id>` and `/logbook schedule resume hook <name>`: an
+// admin resumes a schedule or hook that paused itself (recorded with who).
+func (s *Scheduler) resume(ctx context.Context, team, user, args string) string {
+	args = strings.TrimSpace(args)
+	if name, ok := strings.CutPrefix(args, "hook "); ok {
+		name = strings.TrimSpace(name)
+		channel, known := s.cfg.Hooks[name]
+		if !known {
+			return "There is no hook by that name in LOGBOOK_HOOKS."
+		}
+		p := session.Pause{Kind: session.AutomationHook, Name: name, Channel: channel, Actor: user, At: s.now(ctx)}
+		if _, err := s.store.ResumeAutomation(ctx, p); errors.Is(err, session.ErrNotFound) {
+			return fmt.Sprintf("The hook `%s` is not paused.", codeText(name))
+		} else if err != nil {
+			s.cfg.Log.Error().Err(err).Msg("hooks: resume")
+			return "The hook could not be resumed; try again."
+		}
+		return fmt.Sprintf("Hook `%s` resumed by <@%s>: it takes deliveries again.", codeText(name), user)
+	}
+	id, err := strconv.ParseInt(strings.TrimPrefix(args, "#"), 10, 64)
+	if err != nil || id <= 0 {
+		return "Say which: `/logbook schedule resume <id>`, or `/logbook schedule resume hook <name>` (`/logbook schedule list` shows them)."
+	}
+	scheds, err := s.store.Schedules(ctx, team, "", false)
+	if err != nil {
+		return "The schedules cannot be read right now."
+	}
+	i := slices.IndexFunc(scheds, func(sc session.Schedule) bool { return sc.ID == id })
+	if i < 0 {
+		return fmt.Sprintf("There is no schedule %d (or it was removed).", id)
+	}
+	p := session.Pause{Kind: session.AutomationSchedule, Name: strconv.FormatInt(id, 10), Channel: scheds[i].Channel, Actor: user, At: s.now(ctx)}
+	if _, err := s.store.ResumeAutomation(ctx, p); errors.Is(err, session.ErrNotFound) {
+		return fmt.Sprintf("Schedule %d is not paused.", id)
+	} else if err != nil {
+		s.cfg.Log.Error().Err(err).Msg("schedules: resume")
+		return "The schedule could not be resumed; try again."
+	}
+	return fmt.Sprintf("Schedule %d resumed by <@%s>: it ticks again from now (the ticks due while it was paused are not run).", id, user)
+}
+
+// recentRuns is how many runs of each schedule and hook /logbook schedule list shows.
+const recentRuns = 3
+
 func (s *Scheduler) list(ctx context.Context, team, channel string) string {
 	scheds, err := s.store.Schedules(ctx, team, channel, false)
 	if err != nil {
 		return "The schedules cannot be read right now."
 	}
-	if len(scheds) == 0 {
+	var hooks []string
+	for name, ch := range s.cfg.Hooks {
+		if ch == channel {
+			hooks = append(hooks, name)
+		}
+	}
+	slices.Sort(hooks)
+	if len(scheds) == 0 && len(hooks) == 0 {
 		return "This channel has no schedules. " + Usage
+	}
+	pauses, err := s.store.Pauses(ctx, "")
+	if err != nil {
+		return "The schedules cannot be read right now."
+	}
+	runs, err := s.store.AutomationRuns(ctx, session.RunFilter{Channel: channel, PerName: recentRuns})
+	if err != nil {
+		return "The schedules cannot be read right now."
 	}
 	now := s.now(ctx)
 	var b strings.Builder
-	b.WriteString("*This channel's schedules:*\n")
+	if len(scheds) > 0 {
+		b.WriteString("*This channel's schedules:*\n")
+	}
 	for _, sc := range scheds {
 		next := "never"
 		if c, err := Parse(sc.Spec); err == nil {
 			next = tickText(c, nextTick(c, sc, now))
 		}
+		name := strconv.FormatInt(sc.ID, 10)
+		if p, ok := pauses[session.AutomationSchedule+"/"+name]; ok && p.Action == session.Paused {
+			next = "none: *paused* since " + p.At.UTC().Format("2006-01-02 15:04 UTC") + " (`/logbook schedule resume " + name + "`)"
+		}
 		fmt.Fprintf(&b, "• %d — `%s`, set by %s on %s, next tick %s: %s\n", sc.ID, codeText(sc.Spec),
 			mrkdwn.Inert(mrkdwn.EscapeText(s.cfg.Names(ctx, sc.AddedBy))), sc.AddedAt.UTC().Format("2006-01-02"), next,
 			mrkdwn.Inert(mrkdwn.EscapeText(clipRunes(strings.ReplaceAll(sc.Prompt, "\n", " "), 120))))
+		s.writeRuns(&b, runs, session.AutomationSchedule, name)
+	}
+	if len(hooks) > 0 {
+		b.WriteString("*Hooks posting here:*\n")
+	}
+	for _, h := range hooks {
+		state := ""
+		if p, ok := pauses[session.AutomationHook+"/"+h]; ok && p.Action == session.Paused {
+			state = " — *paused* since " + p.At.UTC().Format("2006-01-02 15:04 UTC") + " (`/logbook schedule resume hook " + codeText(h) + "`)"
+		}
+		fmt.Fprintf(&b, "• hook `%s` (POST /hooks/%s)%s\n", codeText(h), codeText(h), state)
+		s.writeRuns(&b, runs, session.AutomationHook, h)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// writeRuns writes the recent runs of (kind, name) among runs, newest first: when, outcome,
+// its session (the transcript's link when the pages have an address) and its cost.
+func (s *Scheduler) writeRuns(b *strings.Builder, runs []session.AutomationRun, kind, name string) {
+	for _, r := range runs {
+		if r.Kind != kind || r.Name != name {
+			continue
+		}
+		outcome := "ran"
+		if r.Late {
+			outcome = "ran late"
+		}
+		if !r.OK {
+			outcome = "failed: `" + codeText(clipRunes(r.Error, 120)) + "`"
+		}
+		fmt.Fprintf(b, "    ◦ %s %s", r.At.UTC().Format("2006-01-02 15:04:05 UTC"), outcome)
+		if r.Session != (session.ID{}) {
+			if s.cfg.PublicURL != "" {
+				fmt.Fprintf(b, ", <%s|session>", bot.TranscriptURL(s.cfg.PublicURL, r.Session))
+			} else {
+				fmt.Fprintf(b, ", session `%s`", r.Session)
+			}
+			fmt.Fprintf(b, ", %s", costText(r.CostMicros))
+		}
+		b.WriteString("\n")
+	}
+}
+
+// costText is a run's model spend, in the prices' currency.
+func costText(micros int64) string {
+	return "cost " + budget.Money(micros).String()
 }
 
 // nextTick is sc's first tick after now, counted as its ticks are: an @every schedule's from

@@ -12,16 +12,28 @@
 // Config.ClaimTTL. The owner posts the tick (its metadata names the tick), opens the post's
 // session and records the run (session.Store.TickRan). A replica that dies between the claim
 // and the record leaves an attempt that expires; the next pass of any replica takes the tick
-// over with a new attempt (session.Store.RetryTicks: one replica gets it), which first looks
-// for the earlier attempt's post in the channel's history and uses it when it is there. So a
-// tick is neither lost nor posted twice by a crash or a restart during it.
+// over with a new attempt (session.Store.RetryTicks: one replica gets it), which finds the
+// earlier attempt's post in the log (bot.Starter records "posting" before chat.postMessage and
+// the ts after) and uses it. So a tick is not lost, nor posted twice, by a crash or a restart
+// during it (bot/start.go says what the one narrow window is).
 //
 // # Missed ticks
 //
-// A tick that comes due while no replica runs is missed. When a replica is back, the ticks
-// due more than Config.Grace ago are not replayed: only the newest of them runs, once, late —
-// its post says it is late, when it was due and how many earlier ticks were skipped — and the
-// ticks still within their grace run as usual.
+// A tick that comes due while no replica runs (or the database is down) is missed. When a
+// replica is back, the ticks due more than Config.Grace ago are not replayed: only the newest
+// of them runs, once, late — its post says it is late, when it was due, how late it runs and
+// why, and how many earlier ticks were skipped — and the ticks still within their grace run as
+// usual. logbook_schedule_ticks_late_total and logbook_schedule_ticks_missed_total count them.
+//
+// # Pausing
+//
+// Every tick that ends is a run (session.Store.RecordRun): ran, or failed — refused by Slack
+// for good, or out of attempts. Config.MaxFailures failed in a row (LOGBOOK_AUTOMATION_MAX_FAILURES)
+// pause the schedule: recorded (session.Store.PauseAutomation, once across replicas; it
+// survives restarts) and said in its channel, naming the admins who may resume it with
+// `/logbook schedule resume <id>`. A paused schedule claims no tick; resumed, it ticks on from
+// the resume, the ticks due while it was paused not run late. `/logbook schedule resume hook
+// <name>` resumes a hook that paused itself (bot/hooks) the same way.
 //
 // # Specs
 //
@@ -50,6 +62,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/robfig/cron/v3"
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
@@ -57,6 +71,7 @@ import (
 	"github.com/logbook/logbook/audit/cronspec"
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/mrkdwn"
+	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session"
 )
 
@@ -77,6 +92,11 @@ type Store interface {
 	ClaimTick(ctx context.Context, t session.Tick, owner string, expires time.Time) (session.Tick, bool, error)
 	RetryTicks(ctx context.Context, owner string, now, since, expires time.Time) ([]session.Tick, error)
 	TickRan(ctx context.Context, t session.Tick, ts string, id session.ID, found bool) error
+	RecordRun(ctx context.Context, r session.AutomationRun) (session.AutomationRun, int, error)
+	PauseAutomation(ctx context.Context, p session.Pause) (session.Pause, bool, error)
+	ResumeAutomation(ctx context.Context, p session.Pause) (session.Pause, error)
+	Pauses(ctx context.Context, kind string) (map[string]session.Pause, error)
+	AutomationRuns(ctx context.Context, f session.RunFilter) ([]session.AutomationRun, error)
 }
 
 // Starter starts a tick's session (*bot.Starter).
@@ -108,8 +128,28 @@ type Config struct {
 	Slack ChannelInfo
 	// Names gives a Slack user's display name (nil: the id).
 	Names func(ctx context.Context, user string) string
-	Clock bot.Clock // nil: the wall clock
-	Log   zerolog.Logger
+	// MaxFailures is how many ticks of a schedule may fail in a row before it pauses itself
+	// (LOGBOOK_AUTOMATION_MAX_FAILURES, default 3); see Pausing.
+	MaxFailures int
+	// Poster posts a paused schedule's notice in its channel (*slack.Client); nil: the pause
+	// is recorded and logged only.
+	Poster Poster
+	// Hooks are the configured hooks' channels by name (LOGBOOK_HOOKS): /logbook schedule
+	// list shows a channel's hooks with their runs, and resume takes a paused hook.
+	Hooks map[string]string
+	// PublicURL is the web pages' address (LOGBOOK_PUBLIC_URL): a run in /logbook schedule
+	// list links its transcript there ("": the session id).
+	PublicURL string
+	// Registerer gets logbook_schedule_ticks_late_total and
+	// logbook_schedule_ticks_missed_total (nil: not registered).
+	Registerer prometheus.Registerer
+	Clock      bot.Clock // nil: the wall clock
+	Log        zerolog.Logger
+}
+
+// Poster posts a message (*slack.Client).
+type Poster interface {
+	PostMessageContext(ctx context.Context, channelID string, options ...slack.MsgOption) (string, string, error)
 }
 
 // ChannelInfo reads a channel (*slack.Client).
@@ -124,6 +164,8 @@ type Scheduler struct {
 	cfg     Config
 	clock   bot.Clock
 
+	late, missed prometheus.Counter
+
 	mu    sync.Mutex
 	specs map[string]cron.Schedule
 }
@@ -135,6 +177,7 @@ func New(store Store, starter Starter, cfg Config) *Scheduler {
 	cfg.ClaimTTL = cmp.Or(cfg.ClaimTTL, 30*time.Second)
 	cfg.MinInterval = cmp.Or(cfg.MinInterval, time.Second)
 	cfg.Owner = cmp.Or(cfg.Owner, "logbook")
+	cfg.MaxFailures = cmp.Or(cfg.MaxFailures, 3)
 	if cfg.Names == nil {
 		cfg.Names = func(_ context.Context, user string) string { return user }
 	}
@@ -142,7 +185,30 @@ func New(store Store, starter Starter, cfg Config) *Scheduler {
 	if cfg.Clock != nil {
 		clock = cfg.Clock
 	}
-	return &Scheduler{store: store, starter: starter, cfg: cfg, clock: clock, specs: map[string]cron.Schedule{}}
+	s := &Scheduler{store: store, starter: starter, cfg: cfg, clock: clock, specs: map[string]cron.Schedule{},
+		late: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "logbook", Name: "schedule_ticks_late_total",
+			Help: "Schedule ticks that ran later than LOGBOOK_SCHEDULE_GRACE (each said late in its channel)."}),
+		missed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "logbook", Name: "schedule_ticks_missed_total",
+			Help: "Schedule ticks skipped because a later tick of the same outage ran in their place."}),
+	}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(s.late, s.missed)
+	}
+	return s
+}
+
+// Late is how many ticks ran after their grace (logbook_schedule_ticks_late_total), and
+// Missed how many were skipped for a later one (logbook_schedule_ticks_missed_total), as this
+// replica counted them.
+func (s *Scheduler) Late() float64   { return counterValue(s.late) }
+func (s *Scheduler) Missed() float64 { return counterValue(s.missed) }
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
 }
 
 type wall struct{}
@@ -248,6 +314,14 @@ func (s *Scheduler) Pass(ctx context.Context) error {
 		return err
 	}
 	var errs []error
+	pauses, err := s.store.Pauses(ctx, session.AutomationSchedule)
+	if err != nil {
+		return err
+	}
+	paused := func(id int64) (session.Pause, bool) {
+		p, ok := pauses[session.AutomationSchedule+"/"+strconv.FormatInt(id, 10)]
+		return p, ok && p.Action == session.Paused
+	}
 	// A tick whose replica died is retried while it is within its grace plus the time its
 	// attempts may take, or while it is its schedule's newest.
 	since := now.Add(-s.cfg.Grace - session.MaxTickAttempts*s.cfg.ClaimTTL)
@@ -256,7 +330,7 @@ func (s *Scheduler) Pass(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	for _, t := range retry {
-		if !s.stillAdmin(ctx, t.Schedule) {
+		if _, ok := paused(t.Schedule.ID); ok || !s.stillAdmin(ctx, t.Schedule) {
 			continue
 		}
 		if err := s.run(ctx, t); err != nil {
@@ -275,8 +349,13 @@ func (s *Scheduler) Pass(ctx context.Context) error {
 		if err != nil {
 			continue // refused when added; a spec this build cannot read never ticks
 		}
-		if !s.stillAdmin(ctx, sc) {
+		p, isPaused := paused(sc.ID)
+		if isPaused || !s.stillAdmin(ctx, sc) {
 			continue
+		}
+		if p.Action == session.Resumed && p.At.After(sc.LastTick) {
+			// Ticks due while it was paused are not run late: it ticks on from its resume.
+			sc.LastTick = p.At
 		}
 		due := dueTicks(spec, sc, now, s.cfg.Grace)
 		if len(due) > 0 && !s.stillPublic(ctx, sc) {
@@ -296,6 +375,7 @@ func (s *Scheduler) Pass(ctx context.Context) error {
 			if !ok {
 				continue // another replica has it
 			}
+			s.missed.Add(float64(claimed.Missed))
 			if err := s.run(ctx, claimed); err != nil {
 				errs = append(errs, err)
 			}
@@ -395,7 +475,9 @@ func dueTicks(spec cron.Schedule, sc session.Schedule, now time.Time, grace time
 // run posts claimed tick t and starts its session, within the attempt's own time; a tick
 // under way when ctx ends (SIGTERM) is finished, not left to another replica's retry. The
 // first message is the system's (schedule/<id>), with the admin who added it as SetBy. A post
-// Slack refuses for good (bot.Permanent) makes the tick final: recorded failed, no retry.
+// Slack refuses for good (bot.Permanent) makes the tick final: recorded failed, no retry. A
+// tick that ends — ran, refused for good, or out of attempts — is a run of the schedule
+// (session.Store.RecordRun); Config.MaxFailures failed in a row pause it (see Pausing).
 func (s *Scheduler) run(ctx context.Context, t session.Tick) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ClaimTTL*2/3)
 	defer cancel()
@@ -407,38 +489,97 @@ func (s *Scheduler) run(ctx context.Context, t session.Tick) error {
 	late := t.Late || now.Sub(t.At) > s.cfg.Grace
 	name := s.cfg.Names(ctx, t.Schedule.AddedBy)
 	o := bot.Opening{Team: t.Schedule.Team, Channel: t.Schedule.Channel, Kind: MetadataEventType, Key: t.ID(),
-		Text: postText(t, name, late), Input: inputText(t, name, late),
+		Text: postText(t, name, late, now), Input: inputText(t, name, late, now),
 		Actor: session.Actor{Kind: session.ActorSystem, ID: "schedule/" + strconv.FormatInt(t.Schedule.ID, 10)}, UserName: "schedule " + strconv.FormatInt(t.Schedule.ID, 10),
 		SetBy: t.Schedule.AddedBy}
-	if t.Attempt > 1 {
-		o.Since = t.ClaimedAt
-	}
 	st, err := s.starter.Start(ctx, o)
+	run := session.AutomationRun{Kind: session.AutomationSchedule, Name: strconv.FormatInt(t.Schedule.ID, 10), Team: t.Schedule.Team,
+		Channel: t.Schedule.Channel, Ref: t.ID(), Late: late}
 	if err != nil && st.TS == "" && bot.Permanent(err) {
 		if ferr := s.store.TickFailed(ctx, t, err.Error()); ferr != nil {
 			return fmt.Errorf("tick %s: %w", t.ID(), ferr)
 		}
 		log.Error().Err(err).Msg("schedules: Slack refused the tick's post for good (invite logbook to the channel, or remove the schedule); no further attempt")
+		s.failed(ctx, t.Schedule, run, err)
 		return fmt.Errorf("tick %s: %w", t.ID(), err)
 	}
 	if err != nil {
 		log.Warn().Err(err).Msg("schedules: a tick could not start its session; another attempt follows once this one expires")
+		if t.Attempt >= session.MaxTickAttempts {
+			s.failed(ctx, t.Schedule, run, err)
+		}
 		return fmt.Errorf("tick %s: %w", t.ID(), err)
 	}
 	if err := s.store.TickRan(ctx, t, st.TS, st.Session.ID, st.Found); err != nil {
 		return err
 	}
+	run.OK, run.TS, run.Session = true, st.TS, st.Session.ID
+	if _, _, err := s.store.RecordRun(ctx, run); err != nil {
+		log.Warn().Err(err).Msg("schedules: record a tick's run")
+	}
+	if late {
+		s.late.Inc()
+	}
 	log.Info().Str("ts", st.TS).Str("session_id", st.Session.ID.String()).Bool("late", late).Bool("found", st.Found).Msg("schedules: tick ran")
 	return nil
 }
 
+// failed records run, a tick of sc that ended without running because of cause, and pauses sc
+// when Config.MaxFailures ticks have failed in a row: recorded (it survives restarts; one
+// replica pauses it) and said in its channel, naming the admins who may resume it.
+func (s *Scheduler) failed(ctx context.Context, sc session.Schedule, run session.AutomationRun, cause error) {
+	log := s.cfg.Log.With().Int64("schedule", sc.ID).Str("channel", sc.Channel).Logger()
+	run.Error = cause.Error()
+	_, n, err := s.store.RecordRun(ctx, run)
+	if err != nil {
+		log.Warn().Err(err).Msg("schedules: record a failed tick")
+		return
+	}
+	if n < s.cfg.MaxFailures {
+		return
+	}
+	reason := fmt.Sprintf("its last %d ticks failed (LOGBOOK_AUTOMATION_MAX_FAILURES); the last: %s", n, clipRunes(cause.Error(), 200))
+	_, ok, err := s.store.PauseAutomation(ctx, session.Pause{Kind: session.AutomationSchedule, Name: run.Name, Channel: sc.Channel, Reason: reason})
+	if err != nil {
+		log.Error().Err(err).Msg("schedules: record a schedule paused")
+		return
+	}
+	if !ok {
+		return // paused already (another replica's pass)
+	}
+	log.Warn().Int("failures", n).Msg("schedules: a schedule paused itself after failures in a row; /logbook schedule resume " + run.Name)
+	text := fmt.Sprintf(":double_vertical_bar: *Schedule %d* (`%s`) paused itself: its last %d ticks failed (the last: `%s`). ",
+		sc.ID, codeText(sc.Spec), n, codeText(clipRunes(cause.Error(), 200)))
+	text += resumeText(s.cfg.Admins, "/logbook schedule resume "+run.Name)
+	s.notice(ctx, sc.Channel, text)
+}
+
+// resumeText says who may resume a paused schedule or hook, and how.
+func resumeText(admins []string, command string) string {
+	if who := slashcmd.Mentions(admins); who != "" {
+		return "An admin can resume it with `" + command + "`: " + who + "."
+	}
+	return "An admin (LOGBOOK_ADMINS) can resume it with `" + command + "`."
+}
+
+// notice posts text in channel (no metadata, no session), logging a failure.
+func (s *Scheduler) notice(ctx context.Context, channel, text string) {
+	if s.cfg.Poster == nil {
+		return
+	}
+	if _, _, err := s.cfg.Poster.PostMessageContext(ctx, channel, slack.MsgOptionText(text, false)); err != nil {
+		s.cfg.Log.Warn().Err(err).Str("channel", channel).Msg("schedules: post a notice")
+	}
+}
+
 // postText is a tick's top-level message: which schedule, who set it, and the prompt (escaped:
 // it never pings).
-func postText(t session.Tick, name string, late bool) string {
+func postText(t session.Tick, name string, late bool, now time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, ":alarm_clock: *Schedule %d* (`%s`), set by %s", t.Schedule.ID, codeText(t.Schedule.Spec), mrkdwn.Inert(mrkdwn.EscapeText(name)))
 	if late {
-		fmt.Fprintf(&b, " — *late*: this tick was due at %s, when logbook was not running", t.At.UTC().Format("2006-01-02 15:04:05 UTC"))
+		fmt.Fprintf(&b, " — *late*: this tick was due at %s and runs %s late, because %s", t.At.UTC().Format("2006-01-02 15:04:05 UTC"),
+			lateBy(t, now), lateBecause(t))
 		if t.Missed > 0 {
 			fmt.Fprintf(&b, " (%d earlier %s skipped)", t.Missed, plural(t.Missed, "tick was", "ticks were"))
 		}
@@ -449,15 +590,32 @@ func postText(t session.Tick, name string, late bool) string {
 }
 
 // inputText is the session's first message: the prompt, with what the post says about it.
-func inputText(t session.Tick, name string, late bool) string {
+func inputText(t session.Tick, name string, late bool, now time.Time) string {
 	head := fmt.Sprintf("Scheduled run of schedule %d (%s, set by %s)", t.Schedule.ID, t.Schedule.Spec, name)
 	if late {
-		head += fmt.Sprintf(", late: it was due at %s, when logbook was not running", t.At.UTC().Format(time.RFC3339))
+		head += fmt.Sprintf(", late: it was due at %s and runs %s late, because %s", t.At.UTC().Format(time.RFC3339), lateBy(t, now), lateBecause(t))
 		if t.Missed > 0 {
 			head += fmt.Sprintf(" (%d earlier %s skipped)", t.Missed, plural(t.Missed, "tick was", "ticks were"))
 		}
 	}
 	return head + ":\n\n" + t.Schedule.Prompt
+}
+
+// lateBy is how late tick t runs at now, to the second (to the minute past an hour).
+func lateBy(t session.Tick, now time.Time) string {
+	d := now.Sub(t.At)
+	if d >= time.Hour {
+		return d.Truncate(time.Minute).String()
+	}
+	return d.Truncate(time.Second).String()
+}
+
+// lateBecause says why tick t missed its grace, as far as the record tells.
+func lateBecause(t session.Tick) string {
+	if t.Late {
+		return "no replica of logbook ran it within its grace (LOGBOOK_SCHEDULE_GRACE): logbook, or its database, was down"
+	}
+	return "its first attempt did not finish (its replica stopped, or Slack or the database failed) and this is a later one"
 }
 
 func plural(n int, one, many string) string {

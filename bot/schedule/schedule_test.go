@@ -3,9 +3,11 @@ package schedule_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,9 +59,17 @@ type env struct {
 	signals chan session.ID
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, slackemu.Options{}) }
+
+// nonMarketplace is Slack as an app outside the Slack Marketplace sees it since 2025: its
+// history read one request a minute, 15 messages a page.
+func nonMarketplace() slackemu.Options {
+	return slackemu.Options{RateLimits: slackemu.NonMarketplaceLimits(), HistoryMaxLimit: 15, RepliesMaxLimit: 15}
+}
+
+func newEnvWith(t *testing.T, opts slackemu.Options) *env {
 	t.Helper()
-	emu := slackemu.MustStart(t, slackemu.Options{})
+	emu := slackemu.MustStart(t, opts)
 	pool, err := session.Connect(context.Background(), pgtest.New(t), session.PoolOptions{Role: "logbook_app"})
 	if err != nil {
 		t.Fatal(err)
@@ -90,8 +100,36 @@ func (s skewed) After(time.Duration) <-chan time.Time { return nil }
 // replica is one replica's scheduler: its own Slack client, owner name and clock (cfg.Clock,
 // default the database's), the shared store.
 func (e *env) replica(owner string, cfg schedule.Config) *schedule.Scheduler {
+	return e.replicaOn(owner, cfg, e.store)
+}
+
+// startStore is what a bot.Starter takes: the shared store, or one whose replica dies.
+type startStore interface {
+	Open(ctx context.Context, key session.ThreadKey) (session.Session, error)
+	Append(ctx context.Context, id session.ID, evs ...session.NewEvent) ([]session.Event, error)
+	OpeningPosts(ctx context.Context, kind, key string) (session.OpeningRecord, error)
+	RecordPosting(ctx context.Context, kind, key, marker, channel string) error
+	RecordPosted(ctx context.Context, kind, key, marker, channel, ts string) error
+}
+
+// diesAfterPost is the shared store as a replica sees it that dies just after its post is
+// recorded: its first Open never happens (the replica is gone before it opens the session).
+type diesAfterPost struct {
+	*session.Store
+	died atomic.Bool
+}
+
+func (d *diesAfterPost) Open(ctx context.Context, key session.ThreadKey) (session.Session, error) {
+	if d.died.CompareAndSwap(false, true) {
+		return session.Session{}, errors.New("the replica died after its post")
+	}
+	return d.Store.Open(ctx, key)
+}
+
+// replicaOn is a replica whose Starter records in store.
+func (e *env) replicaOn(owner string, cfg schedule.Config, store startStore) *schedule.Scheduler {
 	api := slack.New(e.emu.BotToken(), slack.OptionAPIURL(e.emu.APIURL()))
-	starter := bot.NewStarter(api, e.store, func(id session.ID) { e.signals <- id }, e.emu.TeamID())
+	starter := bot.NewStarter(api, store, func(id session.ID) { e.signals <- id }, e.emu.TeamID())
 	cfg.Owner, cfg.Team = owner, e.emu.TeamID()
 	if cfg.Clock == nil {
 		cfg.Clock = e.clock
@@ -101,6 +139,7 @@ func (e *env) replica(owner string, cfg schedule.Config) *schedule.Scheduler {
 	}
 	cfg.Log = zerolog.New(zerolog.NewTestWriter(e.t))
 	cfg.Slack = api
+	cfg.Poster = api
 	cfg.Grace = cmpOr(cfg.Grace, 5*time.Second)
 	cfg.ClaimTTL = cmpOr(cfg.ClaimTTL, 3*time.Second)
 	return schedule.New(dbClock{e.store, e.clock}, starter, cfg)
@@ -230,13 +269,15 @@ func TestTwoReplicasPostEachTickOnce(t *testing.T) {
 	}
 }
 
-// A replica whose post reached Slack but who never learnt it (it died between Slack's answer
-// and its record; here Slack answers an error after posting): once its attempt expires, the
-// other replica takes the tick over, finds the post in the channel's history by its metadata
-// and starts the session on it — the tick is posted once.
+// A replica whose post reached Slack but who never learnt it (Slack answers an error after
+// posting, as when the replica dies between Slack's answer and its record): once its attempt
+// expires, the other replica takes the tick over. The log says the attempt was about to post
+// and has no ts, so it looks once — one request, one page of 15, as Slack allows apps outside
+// the Marketplace — around that attempt, finds the post by its metadata and starts the session
+// on it: the tick is posted once.
 func TestCrashAfterThePostIsFoundNotPostedAgain(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnvWith(t, nonMarketplace())
 	a, b := e.replica("replica-a", schedule.Config{}), e.replica("replica-b", schedule.Config{})
 	sc := e.add(a, "@every 1m", "daily digest")
 	e.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.postMessage", Error: "internal_error", ApplyFirst: true, Times: 1})
@@ -259,6 +300,37 @@ func TestCrashAfterThePostIsFoundNotPostedAgain(t *testing.T) {
 	posts := e.tickPosts()
 	if len(runs) != 1 || runs[0].TS == "" || !runs[0].Found || runs[0].Attempt != 2 || len(posts[runs[0].ID()]) != 1 || len(posts) != 1 {
 		t.Fatalf("runs %+v, posts %+v", runs, posts)
+	}
+	reqs := e.emu.Requests("conversations.history")
+	if len(reqs) != 1 || reqs[0].Params.Get("limit") != "15" || reqs[0].Params.Get("latest") == "" {
+		t.Fatalf("history requests %+v: want one narrow page of 15", reqs)
+	}
+}
+
+// A replica that died after its post was recorded and before the session started: the next
+// attempt reads the post's ts from the log and starts the session on it, asking Slack's
+// history nothing — here every conversations.history request is refused as rate-limited, as
+// it is for an app outside the Marketplace that has used its one request a minute.
+func TestRetryFindsItsPostInTheLog(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, nonMarketplace())
+	e.emu.InjectMethodFault(slackemu.MethodFault{Method: "conversations.history", Status: 429, RetryAfter: 60})
+	a := e.replicaOn("replica-a", schedule.Config{}, &diesAfterPost{Store: e.store})
+	b := e.replica("replica-b", schedule.Config{})
+	sc := e.add(a, "@every 1m", "daily digest")
+	e.clock.add(time.Minute)
+	if err := a.Pass(context.Background()); err == nil {
+		t.Fatal("the pass of the replica that died reported no error")
+	}
+	e.clock.add(4 * time.Second)
+	pass(t, b)
+	runs := e.runs(sc.ID)
+	posts := e.tickPosts()
+	if len(runs) != 1 || runs[0].TS == "" || !runs[0].Found || runs[0].Attempt != 2 || len(posts[runs[0].ID()]) != 1 || len(posts) != 1 {
+		t.Fatalf("runs %+v, posts %+v", runs, posts)
+	}
+	if n := e.emu.Calls("conversations.history"); n != 0 {
+		t.Fatalf("%d conversations.history requests; the log has the post", n)
 	}
 }
 
@@ -283,6 +355,11 @@ func TestCrashBeforeThePostIsPostedByTheNextAttempt(t *testing.T) {
 	runs := e.runs(sc.ID)
 	if len(runs) != 1 || runs[0].TS == "" || runs[0].Found || runs[0].Attempt != 2 || len(e.tickPosts()[runs[0].ID()]) != 1 {
 		t.Fatalf("runs %+v, posts %+v", runs, e.tickPosts())
+	}
+	// The dead replica never recorded that it was about to post: nothing was sent, and the
+	// channel's history is not read.
+	if n := e.emu.Calls("conversations.history"); n != 0 {
+		t.Fatalf("%d conversations.history requests for a tick the log says was never posted", n)
 	}
 }
 
@@ -312,8 +389,13 @@ func TestMissedTicksRunLateOnce(t *testing.T) {
 		t.Fatalf("late run %+v, want tick %v standing for 27 skipped", l, want)
 	}
 	p := e.tickPosts()[l.ID()]
-	if len(p) != 1 || !strings.Contains(p[0].Text, "*late*") || !strings.Contains(p[0].Text, "27 earlier ticks were skipped") {
+	if len(p) != 1 || !strings.Contains(p[0].Text, "*late*") || !strings.Contains(p[0].Text, "27 earlier ticks were skipped") ||
+		!strings.Contains(p[0].Text, "runs 5s late, because no replica of logbook ran it within its grace") {
 		t.Fatalf("late post: %+v", p)
+	}
+	// Reported as metrics too, once across the replicas.
+	if late, missed := a.Late()+b.Late(), a.Missed()+b.Missed(); late != 1 || missed != 27 {
+		t.Fatalf("metrics: %v late, %v missed; want 1 and 27", late, missed)
 	}
 	if len(e.tickPosts()) != 3 {
 		t.Fatalf("posts: %d", len(e.tickPosts()))
@@ -325,6 +407,17 @@ func TestMissedTicksRunLateOnce(t *testing.T) {
 	runs = e.runs(fast.ID)
 	if len(runs) != 6 || !runs[0].Late || runs[0].Missed != 3594 || runs[1].Late {
 		t.Fatalf("after an hour of @every 1s: %d runs, first %+v", len(runs), runs[0])
+	}
+	// Both schedules were down the hour: the metrics count what the records say.
+	var lateRuns, missedTicks float64
+	for _, r := range append(e.runs(sc.ID), e.runs(fast.ID)...) {
+		if r.Late {
+			lateRuns++
+			missedTicks += float64(r.Missed)
+		}
+	}
+	if late, missed := a.Late()+b.Late(), a.Missed()+b.Missed(); late != lateRuns || missed != missedTicks || late != 3 {
+		t.Fatalf("metrics after the hour: %v late, %v missed; the records say %v and %v", late, missed, lateRuns, missedTicks)
 	}
 }
 
@@ -551,4 +644,83 @@ func TestAddChecksTheChannel(t *testing.T) {
 	if scheds, err := e.store.Schedules(context.Background(), "", "", true); err != nil || len(scheds) != 0 {
 		t.Fatalf("schedules: %+v %v", scheds, err)
 	}
+}
+
+// A schedule whose ticks fail three times in a row (LOGBOOK_AUTOMATION_MAX_FAILURES) pauses
+// itself: once, recorded, said in its channel naming the admins who may resume it; it ticks no
+// more, on this replica or a restarted one; /logbook schedule list shows it paused with its
+// failed runs; only an admin resumes it, and it ticks on from then, the ticks due while paused
+// not run late.
+func TestScheduleFailingInARowPausesItself(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := schedule.Config{MaxFailures: 3, Admins: []string{admin, "U0000003"}}
+	a, b := e.replica("replica-a", cfg), e.replica("replica-b", cfg)
+	sc := e.add(a, "@every 1m", "digest")
+	e.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.postMessage", Error: "not_in_channel", Times: 3})
+	notices := func() []slackemu.Message {
+		var out []slackemu.Message
+		for _, m := range e.emu.History(general) {
+			if len(m.Metadata) == 0 && strings.Contains(m.Text, "paused itself") {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	for i := range 3 {
+		e.clock.add(time.Minute)
+		pass2(a, b)
+		if n := len(notices()); (i < 2 && n != 0) || (i == 2 && n != 1) {
+			t.Fatalf("after %d failed ticks: %d notices", i+1, n)
+		}
+	}
+	n := notices()[0].Text
+	for _, want := range []string{"*Schedule " + itoa(sc.ID) + "*", "last 3 ticks failed", "not_in_channel", "<@" + admin + ">", "<@U0000003>",
+		"`/logbook schedule resume " + itoa(sc.ID) + "`"} {
+		if !strings.Contains(n, want) {
+			t.Errorf("notice %q lacks %q", n, want)
+		}
+	}
+	// Paused: no tick on either replica, nor on one started afresh.
+	restarted := e.replica("replica-c", cfg)
+	for range 3 {
+		e.clock.add(time.Minute)
+		pass(t, a, b, restarted)
+	}
+	if runs := e.runs(sc.ID); len(runs) != 3 {
+		t.Fatalf("a paused schedule ticked: %+v", runs)
+	}
+	list := e.slash(a, other, "schedule list")
+	if !strings.Contains(list, "*paused*") || strings.Count(list, "failed: `") != 3 {
+		t.Fatalf("list of a paused schedule: %s", list)
+	}
+	if got := e.slash(a, other, "schedule resume "+itoa(sc.ID)); !strings.Contains(got, "Only logbook's admins") {
+		t.Fatalf("a non-admin resumed: %s", got)
+	}
+	if got := e.slash(a, admin, "schedule resume "+itoa(sc.ID)); !strings.Contains(got, "resumed by <@"+admin+">") {
+		t.Fatalf("resume: %s", got)
+	}
+	if got := e.slash(a, admin, "schedule resume "+itoa(sc.ID)); !strings.Contains(got, "is not paused") {
+		t.Fatalf("resume twice: %s", got)
+	}
+	e.clock.add(time.Minute)
+	pass(t, a, b)
+	runs := e.runs(sc.ID)
+	if len(runs) != 4 || runs[3].TS == "" || runs[3].Late {
+		t.Fatalf("after the resume: %+v", runs)
+	}
+	list = e.slash(a, other, "schedule list")
+	if strings.Contains(list, "*paused*") || !strings.Contains(list, " ran, session `") {
+		t.Fatalf("list after the resume: %s", list)
+	}
+}
+
+// pass2 runs one pass of each scheduler at once, as replicas do, the passes' errors (failed
+// ticks) expected.
+func pass2(ss ...*schedule.Scheduler) {
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Go(func() { _ = s.Pass(context.Background()) })
+	}
+	wg.Wait()
 }

@@ -90,7 +90,8 @@
 // is_im); conversations.replies (parent first, limit, opaque cursors,
 // has_more, metadata only with include_all_metadata, thread_not_found,
 // invalid_cursor, not_in_channel); conversations.history (top level and
-// broadcasts, newest first); users.info (user_not_found); reactions.add/remove
+// broadcasts, newest first, oldest/latest/inclusive, pages capped at
+// Options.HistoryMaxLimit); users.info (user_not_found); reactions.add/remove
 // (already_reacted, no_reaction, invalid_name); assistant.threads.setStatus
 // (stored with up to 10 loading_messages, as a JSON array or slack-go's comma list;
 // cleared when the bot replies or starts a stream in the thread);
@@ -98,7 +99,8 @@
 // every status kept in order) and agents.sessions.rename (agent_session_not_found
 // before a setStatus). Rate limits are token
 // buckets per method, optionally per channel (Options.RateLimits,
-// SetRateLimit), answered with HTTP 429, Retry-After in whole seconds and
+// SetRateLimit; NonMarketplaceLimits are Slack's history limits for apps outside the
+// Marketplace), answered with HTTP 429, Retry-After in whole seconds and
 // error ratelimited, which slack-go turns into *slack.RateLimitedError.
 // InjectMethodFault makes a method answer a Slack error code or an HTTP status, or
 // close the connection without an answer (Drop), optionally after really performing

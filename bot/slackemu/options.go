@@ -73,6 +73,10 @@ type Options struct {
 	// RepliesMaxLimit caps conversations.replies' limit parameter (and is its default).
 	// Default 1000; Slack applies 15 to non-Marketplace apps created after 2025-05-29.
 	RepliesMaxLimit int
+	// HistoryMaxLimit caps conversations.history's limit parameter (its default is 100, or
+	// the cap when lower). Default 999; Slack applies 15 (and 1 request a minute: see
+	// NonMarketplaceLimits) to non-Marketplace apps created after 2025-05-29.
+	HistoryMaxLimit int
 	// RecordLimit caps each diagnostic record (Requests, Deliveries, Acks,
 	// BadFrames) and the settled deliveries kept for DeliveryState; the oldest go
 	// first. Default 100,000 — bounded memory for load tests and `logbook dev`.
@@ -187,6 +191,16 @@ type RateLimit struct {
 	PerChannel bool          `json:"per_channel"`
 }
 
+// NonMarketplaceLimits are Slack's limits on reading history for apps outside the Slack
+// Marketplace created after 2025-05-29: conversations.history and conversations.replies one
+// request a minute. Use them with HistoryMaxLimit and RepliesMaxLimit 15.
+func NonMarketplaceLimits() map[string]RateLimit {
+	return map[string]RateLimit{
+		"conversations.history": {Burst: 1, Every: time.Minute},
+		"conversations.replies": {Burst: 1, Every: time.Minute},
+	}
+}
+
 // SlackRateLimits returns limits shaped like Slack's published tiers (per minute:
 // Tier 1 = 1, Tier 2 = 20, Tier 3 = 50, Tier 4 = 100; chat.postMessage ≈ 1/s per channel).
 func SlackRateLimits() map[string]RateLimit {
@@ -265,6 +279,7 @@ func (o Options) withDefaults() Options {
 	}
 	o.DisconnectGrace = cmp.Or(o.DisconnectGrace, time.Second)
 	o.RepliesMaxLimit = cmp.Or(o.RepliesMaxLimit, 1000)
+	o.HistoryMaxLimit = cmp.Or(o.HistoryMaxLimit, 999)
 	o.RecordLimit = cmp.Or(o.RecordLimit, 100_000)
 	o.StreamMaxAge = cmp.Or(o.StreamMaxAge, 5*time.Minute)
 	o.StreamMaxCallChars = cmp.Or(o.StreamMaxCallChars, 12_000)

@@ -621,7 +621,7 @@ func (s *Server) conversationsHistory(_ *http.Request, p url.Values) map[string]
 			msgs = append(msgs, m)
 		}
 	}
-	return s.page(msgs, p, 100, 999, func(m *Message, ts string) bool { return m.TS <= ts })
+	return s.page(msgs, p, min(100, s.opts.HistoryMaxLimit), s.opts.HistoryMaxLimit, func(m *Message, ts string) bool { return m.TS <= ts })
 }
 
 func (s *Server) usersInfo(_ *http.Request, p url.Values) map[string]any {

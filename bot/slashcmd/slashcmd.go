@@ -158,3 +158,16 @@ func ParseAdmins(s string) ([]string, error) {
 	}
 	return ids, nil
 }
+
+// Mentions names admins (ParseAdmins' ids) as Slack user mentions, "<@U1>, <@U2>", to say who
+// may resume or change something; ids that are not Slack user ids are left out, so nothing
+// but a person is ever pinged. "" when there are none.
+func Mentions(admins []string) string {
+	var out []string
+	for _, id := range admins {
+		if slacktext.IsUserID(id) {
+			out = append(out, "<@"+id+">")
+		}
+	}
+	return strings.Join(out, ", ")
+}

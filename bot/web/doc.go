@@ -10,6 +10,8 @@
 //	GET /sessions/{id}/download?format=md  transcript as an attachment: text, md, html or json
 //	GET /sessions/{id}/files/{sha256}      a file the session holds (Config.Files; see Files)
 //	GET /search?q=&actor=&channel=&since=&until=
+//	GET /automations?kind=&name=           the runs of schedules and hooks (Config.Runs): time,
+//	                                       outcome, transcript, cost; auditors see every channel's
 //	GET /signin, POST /signin              the token sign-in form for browsers (no identity needed)
 //	GET /signout, POST /signout            the sign-out button, and signing out
 //

@@ -91,6 +91,9 @@ type Config struct {
 	// currency); nil: no usage page.
 	Usage    UsageReader
 	Currency string
+	// Runs reads the runs of schedules and hooks for GET /automations (automations.go); nil:
+	// no such page.
+	Runs RunReader
 	// PublicURL is the pages' external address (LOGBOOK_PUBLIC_URL): a form sent from its
 	// origin counts as same-origin, as one sent from the request's own Host does.
 	PublicURL string
@@ -169,6 +172,9 @@ func Handler(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /search", s.search)
 	if cfg.Usage != nil {
 		mux.HandleFunc("GET /usage", s.usage) // usage.go
+	}
+	if cfg.Runs != nil {
+		mux.HandleFunc("GET /automations", s.automations) // automations.go
 	}
 	if cfg.MCP != nil {
 		mux.HandleFunc("GET /mcp/{server}/connect", s.mcpConnect) // mcp.go
@@ -600,6 +606,8 @@ type pageData struct {
 	Hits                            []hitRow
 	// usage (usage.go)
 	Usage *usageData
+	// schedules' and hooks' runs (automations.go)
+	Automations *automationsData
 }
 
 func (d pageData) With(key, value string) string {
@@ -621,4 +629,4 @@ var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
 	"usageSection": func(title string, ts []budget.Total) usageSection {
 		return usageSection{Title: title, Totals: ts}
 	},
-}).Parse(pageTemplates + usageTemplate))
+}).Parse(pageTemplates + usageTemplate + automationsTemplate))

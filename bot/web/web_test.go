@@ -98,7 +98,8 @@ func newFixture(t *testing.T) *fixture {
 		Channels:   channelNames{"C0000001": "general", "C0000002": "data"},
 		SignIns:    f.store,
 		Usage:      f.store, Currency: "USD",
-		Log: log,
+		Runs: f.store,
+		Log:  log,
 	})
 	if err != nil {
 		t.Fatal(err)

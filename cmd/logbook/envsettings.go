@@ -276,8 +276,11 @@ var envSettings = []envSetting{
 			"robfig/cron's: 5 fields, 6 with seconds, @every 4s, CRON_TZ=Zone"},
 	{Name: "LOGBOOK_SCHEDULE_GRACE", Group: "started", Default: "30s",
 		Meaning: "how late a tick may run and still be on time; of the ticks missed while no replica ran, only the " +
-			"newest runs, once, and its post says it is late. A tick whose replica died is taken over after " +
-			"LOGBOOK_LEASE_TTL, its post looked for in the channel before it is posted"},
+			"newest runs, once, and its post says how late and why (counted in logbook_schedule_ticks_late_total and " +
+			"_missed_total). A tick whose replica died is taken over after LOGBOOK_LEASE_TTL, its post found in the log"},
+	{Name: "LOGBOOK_AUTOMATION_MAX_FAILURES", Group: "started", Default: "3",
+		Meaning: "how many runs of a schedule or hook may fail in a row before it pauses itself, saying so in its " +
+			"channel; an admin resumes it: /logbook schedule resume <id> | hook <name>"},
 	{Name: "LOGBOOK_HOOKS", Group: "started", Default: "no hooks",
 		Meaning: "hooks that start sessions: a JSON object, or the path of a file holding one, {\"alerts\": " +
 			"{\"channel\": \"C0123ABCD\", \"secret\": \"${ALERTS_SECRET}\", \"prompt\": \"An alert fired: " +

@@ -46,7 +46,7 @@ CREATE TABLE public.access_log (
     status integer NOT NULL,
     remote_addr text DEFAULT ''::text NOT NULL,
     user_agent text DEFAULT ''::text NOT NULL,
-    CONSTRAINT access_log_action_check CHECK ((action = ANY (ARRAY['list'::text, 'view'::text, 'download'::text, 'search'::text, 'signin'::text, 'signout'::text, 'usage'::text, 'mcp_connect'::text]))),
+    CONSTRAINT access_log_action_check CHECK ((action = ANY (ARRAY['list'::text, 'view'::text, 'download'::text, 'search'::text, 'signin'::text, 'signout'::text, 'usage'::text, 'mcp_connect'::text, 'automations'::text]))),
     CONSTRAINT access_log_pkey PRIMARY KEY (id),
     CONSTRAINT access_log_via_check CHECK ((via = ANY (ARRAY['proxy_header'::text, 'bearer_token'::text, 'oidc'::text, 'none'::text]))),
     CONSTRAINT access_log_who_check CHECK ((who <> ''::text))
@@ -149,6 +149,58 @@ CREATE INDEX audit_runs_by_schedule ON public.audit_runs USING btree (schedule, 
 CREATE UNIQUE INDEX audit_runs_once ON public.audit_runs USING btree (schedule, window_start) WHERE (status = 'succeeded'::text);
 CREATE TRIGGER audit_runs_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON public.audit_runs FOR EACH STATEMENT EXECUTE FUNCTION public.logbook_audit_reject_change();
 GRANT SELECT, INSERT ON TABLE public.audit_runs TO logbook_auditor;
+
+CREATE TABLE public.automation_pauses (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    kind text NOT NULL,
+    name text NOT NULL,
+    action text NOT NULL,
+    channel text DEFAULT ''::text NOT NULL,
+    actor text NOT NULL,
+    reason text DEFAULT ''::text NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT automation_pauses_action_check CHECK ((action = ANY (ARRAY['paused'::text, 'resumed'::text]))),
+    CONSTRAINT automation_pauses_actor_check CHECK ((actor <> ''::text)),
+    CONSTRAINT automation_pauses_kind_check CHECK ((kind = ANY (ARRAY['schedule'::text, 'hook'::text]))),
+    CONSTRAINT automation_pauses_name_check CHECK (((length(name) >= 1) AND (length(name) <= 100))),
+    CONSTRAINT automation_pauses_pkey PRIMARY KEY (id),
+    CONSTRAINT automation_pauses_reason_check CHECK ((length(reason) <= 500))
+);
+CREATE INDEX automation_pauses_by_name ON public.automation_pauses USING btree (kind, name, id);
+CREATE TRIGGER automation_pauses_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON public.automation_pauses FOR EACH STATEMENT EXECUTE FUNCTION public.logbook_audit_reject_change();
+GRANT SELECT, INSERT ON TABLE public.automation_pauses TO logbook_app;
+GRANT SELECT ON TABLE public.automation_pauses TO logbook_auditor;
+
+CREATE SEQUENCE public.automation_pauses_id_seq AS bigint START WITH 1 INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1;
+ALTER SEQUENCE public.automation_pauses_id_seq OWNED BY public.automation_pauses.id; -- the column's identity
+
+CREATE TABLE public.automation_runs (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    kind text NOT NULL,
+    name text NOT NULL,
+    team text DEFAULT ''::text NOT NULL,
+    channel text NOT NULL,
+    ref text DEFAULT ''::text NOT NULL,
+    ok boolean NOT NULL,
+    late boolean DEFAULT false NOT NULL,
+    error text DEFAULT ''::text NOT NULL,
+    ts text DEFAULT ''::text NOT NULL,
+    session_id uuid,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT automation_runs_error_check CHECK ((length(error) <= 500)),
+    CONSTRAINT automation_runs_kind_check CHECK ((kind = ANY (ARRAY['schedule'::text, 'hook'::text]))),
+    CONSTRAINT automation_runs_name_check CHECK (((length(name) >= 1) AND (length(name) <= 100))),
+    CONSTRAINT automation_runs_pkey PRIMARY KEY (id),
+    CONSTRAINT automation_runs_ref_check CHECK ((length(ref) <= 400))
+);
+CREATE INDEX automation_runs_at ON public.automation_runs USING btree (at);
+CREATE INDEX automation_runs_by_name ON public.automation_runs USING btree (kind, name, id);
+CREATE TRIGGER automation_runs_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON public.automation_runs FOR EACH STATEMENT EXECUTE FUNCTION public.logbook_audit_reject_change();
+GRANT SELECT, INSERT ON TABLE public.automation_runs TO logbook_app;
+GRANT SELECT ON TABLE public.automation_runs TO logbook_auditor;
+
+CREATE SEQUENCE public.automation_runs_id_seq AS bigint START WITH 1 INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1;
+ALTER SEQUENCE public.automation_runs_id_seq OWNED BY public.automation_runs.id; -- the column's identity
 
 CREATE TABLE public.budget_raises (
     id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
@@ -528,12 +580,32 @@ CREATE UNIQUE INDEX model_spend_call ON public.model_spend USING btree (call_id,
 CREATE INDEX model_spend_channel_day ON public.model_spend USING btree (channel, day);
 CREATE INDEX model_spend_day ON public.model_spend USING btree (day);
 CREATE INDEX model_spend_person_day ON public.model_spend USING btree (person, day);
+CREATE INDEX model_spend_session ON public.model_spend USING btree (session_id) WHERE (session_id IS NOT NULL);
 CREATE TRIGGER model_spend_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON public.model_spend FOR EACH STATEMENT EXECUTE FUNCTION public.logbook_audit_reject_change();
 GRANT SELECT, INSERT ON TABLE public.model_spend TO logbook_app;
 GRANT SELECT ON TABLE public.model_spend TO logbook_auditor;
 
 CREATE SEQUENCE public.model_spend_id_seq AS bigint START WITH 1 INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1;
 ALTER SEQUENCE public.model_spend_id_seq OWNED BY public.model_spend.id; -- the column's identity
+
+CREATE TABLE public.opening_posts (
+    kind text NOT NULL,
+    key text NOT NULL,
+    marker text NOT NULL,
+    state text NOT NULL,
+    channel text NOT NULL,
+    ts text DEFAULT ''::text NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT opening_posts_check CHECK (((state = 'posted'::text) = (ts <> ''::text))),
+    CONSTRAINT opening_posts_key_check CHECK (((length(key) >= 1) AND (length(key) <= 400))),
+    CONSTRAINT opening_posts_kind_check CHECK (((length(kind) >= 1) AND (length(kind) <= 100))),
+    CONSTRAINT opening_posts_marker_check CHECK (((length(marker) >= 1) AND (length(marker) <= 100))),
+    CONSTRAINT opening_posts_pkey PRIMARY KEY (kind, key, marker, state),
+    CONSTRAINT opening_posts_state_check CHECK ((state = ANY (ARRAY['posting'::text, 'posted'::text])))
+);
+CREATE TRIGGER opening_posts_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON public.opening_posts FOR EACH STATEMENT EXECUTE FUNCTION public.logbook_audit_reject_change();
+GRANT SELECT, INSERT ON TABLE public.opening_posts TO logbook_app;
+GRANT SELECT ON TABLE public.opening_posts TO logbook_auditor;
 
 CREATE TABLE public.schedule_removals (
     schedule_id bigint NOT NULL,
