@@ -11,6 +11,8 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/rs/zerolog"
+
+	"github.com/logbook/logbook/bot/wait"
 )
 
 // ErrNotDiscovered is Discovery.Err's answer before the first attempt has ended.
@@ -78,20 +80,11 @@ type RetryOptions struct {
 // why (sign-in does not work until it succeeds), and tries again with backoff until it does,
 // then logs that and returns nil; or until ctx ends (its error).
 func (d *Discovery) Run(ctx context.Context, log zerolog.Logger, r RetryOptions) error {
-	wait := cmp.Or(r.First, time.Second)
+	delay := cmp.Or(r.First, time.Second)
 	maxWait := cmp.Or(r.Max, time.Minute)
 	sleep := r.Wait
 	if sleep == nil {
-		sleep = func(ctx context.Context, d time.Duration) error {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
+		sleep = wait.Sleep
 	}
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -108,11 +101,11 @@ func (d *Discovery) Run(ctx context.Context, log zerolog.Logger, r RetryOptions)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		log.Error().Str("issuer", d.issuer).Str("error", err.Error()).Int("attempt", attempt).Dur("retry_in", wait).
+		log.Error().Str("issuer", d.issuer).Str("error", err.Error()).Int("attempt", attempt).Dur("retry_in", delay).
 			Msg("OIDC sign-in does NOT work: the provider (LOGBOOK_OIDC_ISSUER) cannot be discovered; /readyz is unready until it can, retrying")
-		if err := sleep(ctx, wait); err != nil {
+		if err := sleep(ctx, delay); err != nil {
 			return err
 		}
-		wait = min(2*wait, maxWait)
+		delay = min(2*delay, maxWait)
 	}
 }
