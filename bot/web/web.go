@@ -27,6 +27,8 @@ type sessionReader interface {
 	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
 	// HasFile reports whether the session holds the content sha (its reference to it).
 	HasFile(ctx context.Context, id session.ID, sha string) (bool, error)
+	// NotesByID reads the channel memory notes a session's turns were offered.
+	NotesByID(ctx context.Context, team, channel string, ids []int64) ([]session.Note, error)
 }
 
 // pinner is a sessionReader that reads a streaming standby (session.Reads): Pin decides once
@@ -351,15 +353,22 @@ func (s *server) load(w http.ResponseWriter, r *http.Request, a access) (session
 	return sess, evs, true
 }
 
-func (s *server) transcriptOptions(r *http.Request, sess session.Session) transcript.Options {
+// transcriptOptions are the options of sess's transcript (of events evs) as r asks, with the
+// memory notes its turns were offered.
+func (s *server) transcriptOptions(r *http.Request, sess session.Session, evs []session.Event) (transcript.Options, error) {
+	notes, err := s.cfg.Sessions.NotesByID(r.Context(), sess.Key.Team, sess.Key.Channel, transcript.NoteIDs(evs))
+	if err != nil {
+		return transcript.Options{}, err
+	}
 	q := r.URL.Query()
 	return transcript.Options{
+		Notes:         notes,
 		All:           q.Get("all") == "1",
 		RevealDeleted: q.Get("deleted") == "1" && identityFrom(r.Context()).Auditor,
 		Location:      s.location(r),
 		Permalink:     s.cfg.Finder.Permalink(sess.Key.Channel, sess.Key.ThreadTS, ""),
 		ChannelName:   s.channelName(r.Context(), sess.Key.Channel),
-	}
+	}, nil
 }
 
 func (s *server) view(w http.ResponseWriter, r *http.Request) {
@@ -367,7 +376,11 @@ func (s *server) view(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	opts := s.transcriptOptions(r, sess)
+	opts, err := s.transcriptOptions(r, sess, evs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if s.cfg.Files != nil {
 		opts.FileURL = func(sha string) string { return fileURL(sess.ID, sha) }
 	}
@@ -413,7 +426,11 @@ func (s *server) download(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	opts := s.transcriptOptions(r, sess)
+	opts, err := s.transcriptOptions(r, sess, evs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	opts.Format = f
 	var b bytes.Buffer
 	if err := transcript.Render(&b, sess, evs, opts); err != nil {

@@ -34,6 +34,7 @@ type readDeps struct {
 	reads interface {
 		Session(ctx context.Context, id session.ID) (session.Session, error)
 		Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
+		NotesByID(ctx context.Context, team, channel string, ids []int64) ([]session.Note, error)
 	}
 }
 
@@ -229,6 +230,10 @@ func printTranscript(ctx context.Context, e env, d *readDeps, ref sessionRef, op
 	}
 	evs, err := d.reads.Events(ctx, id, session.Range{})
 	if err != nil {
+		return err
+	}
+	// The memory notes its turns were offered, to show them at those turns.
+	if opts.Notes, err = d.reads.NotesByID(ctx, sess.Key.Team, sess.Key.Channel, transcript.NoteIDs(evs)); err != nil {
 		return err
 	}
 	opts.Permalink = d.searcher.Permalink(sess.Key.Channel, sess.Key.ThreadTS, "")
