@@ -452,18 +452,35 @@ type hitRow struct {
 	Who         string
 	Snippet     template.HTML
 	ChannelName string
+	FromSession bool // a note the agent wrote in a session
+}
+
+// kindOption is a choice of the search form's Kind.
+type kindOption struct {
+	Value, Label string
+	Selected     bool
+}
+
+// kindOptions are the search form's kinds, kind selected.
+func kindOptions(kind string) []kindOption {
+	opts := []kindOption{{search.KindAll, "Messages and notes", false}, {search.KindMessages, "Messages", false}, {search.KindNotes, "Memory notes", false}}
+	for i := range opts {
+		opts[i].Selected = opts[i].Value == kind
+	}
+	return opts
 }
 
 func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	v := r.URL.Query()
 	data := pageData{Title: "Search", Q: v.Get("q"), Actor: v.Get("actor"), Channel: v.Get("channel"),
-		Since: v.Get("since"), Until: v.Get("until"), Searched: v.Has("q")}
+		Since: v.Get("since"), Until: v.Get("until"), Kind: cmp.Or(v.Get("kind"), search.KindAll), Searched: v.Has("q")}
+	data.Kinds = kindOptions(data.Kind)
 	if !data.Searched {
 		s.page(w, http.StatusOK, "search", data)
 		return
 	}
-	q := search.Query{Text: data.Q, Actor: data.Actor, Channel: data.Channel}
+	q := search.Query{Text: data.Q, Actor: data.Actor, Channel: data.Channel, Kind: data.Kind}
 	var err error
 	if q.Since, err = parseDay(data.Since, false); err != nil {
 		data.Message = "“Since” is not a date (YYYY-MM-DD)."
@@ -499,11 +516,15 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 				who = "logbook"
 			}
 			data.Hits = append(data.Hits, hitRow{Hit: h, When: s.formatTime(h.CreatedAt, loc), Who: who, Snippet: snippetHTML(h.Snippet),
-				ChannelName: s.channelName(ctx, h.Channel)})
+				ChannelName: s.channelName(ctx, h.Channel), FromSession: h.SessionID != (session.ID{})})
 		}
 	}
 	logged := data.Q
-	for _, f := range []struct{ k, v string }{{"actor", data.Actor}, {"channel", data.Channel}, {"since", data.Since}, {"until", data.Until}} {
+	kind := data.Kind
+	if kind == search.KindAll {
+		kind = "" // the default, not logged
+	}
+	for _, f := range []struct{ k, v string }{{"actor", data.Actor}, {"channel", data.Channel}, {"since", data.Since}, {"until", data.Until}, {"kind", kind}} {
 		if f.v != "" {
 			logged += " " + f.k + ":" + f.v
 		}
@@ -613,6 +634,8 @@ type pageData struct {
 	Query      string
 	// search
 	Q, Actor, Channel, Since, Until string
+	Kind                            string // search.KindAll, KindMessages or KindNotes
+	Kinds                           []kindOption
 	Searched                        bool
 	Hits                            []hitRow
 	// usage (usage.go)
