@@ -9,7 +9,7 @@
 //	GET /sessions/{id}                     transcript (?all=1 markers, ?deleted=1 auditors, ?tz=Area/City)
 //	GET /sessions/{id}/download?format=md  transcript as an attachment: text, md, html or json
 //	GET /sessions/{id}/files/{sha256}      a file the session holds (Config.Files; see Files)
-//	GET /search?q=&actor=&channel=&since=&until=
+//	GET /search?q=&actor=&channel=&since=&until=&kind=  kind: all (default), messages or notes
 //	GET /signin, POST /signin              the token sign-in form for browsers (no identity needed)
 //	GET /signout, POST /signout            the sign-out button, and signing out
 //

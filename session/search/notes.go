@@ -65,33 +65,40 @@ func (q Query) noteFilter() *filter {
 // notesSQL ranks the k most recent notes that match (the candidates, as for messages) by
 // relevance blended with recency, and shows each whole, its matches marked. Its parameters
 // after the filter's: now, half-life (seconds), headline options, limit.
+//
+// The matches are read through the GIN index alone: g is MATERIALIZED so the planner cannot
+// walk the primary key newest first instead, computing every note's tsvector until it finds k
+// (a rare word's walk reads the whole table). A note's tsvector is computed again only for
+// the k candidates (ranked) and the hits (their headline).
 func notesSQL(f *filter, k int) string {
 	n := len(f.args)
 	p := func(i int) string { return "$" + strconv.Itoa(n+i) }
 	return `
 WITH q AS (SELECT ` + tsQuery + ` AS q),
-c AS (
-    SELECT m.id FROM channel_memory m
+g AS MATERIALIZED (
+    SELECT m.id, m.channel, m.thread_ts, m.by_kind, m.by_id, m.session_id, m.created_at, m.text
+    FROM channel_memory m
     WHERE ` + noteTSV + ` @@ ` + tsQuery + ` AND ` + f.where() + `
-      AND NOT EXISTS (SELECT 1 FROM channel_memory_forgotten x WHERE x.note_id = m.id)
-    ORDER BY m.id DESC LIMIT ` + strconv.Itoa(k) + `
+),
+c AS (
+    SELECT g.* FROM g
+    WHERE NOT EXISTS (SELECT 1 FROM channel_memory_forgotten x WHERE x.note_id = g.id)
+    ORDER BY g.id DESC LIMIT ` + strconv.Itoa(k) + `
 ),
 r AS (
-    SELECT m.id, m.channel, m.thread_ts, m.by_kind, m.by_id, m.session_id, m.created_at, m.text,
-           ts_rank_cd(` + noteTSV + `, q.q, 32)
-             * (1 + power(2, -greatest(extract(epoch FROM ` + p(1) + `::timestamptz - m.created_at), 0) / ` + p(2) + `))
+    SELECT c.*, ts_rank_cd(to_tsvector('english'::regconfig, c.text), q.q, 32)
+             * (1 + power(2, -greatest(extract(epoch FROM ` + p(1) + `::timestamptz - c.created_at), 0) / ` + p(2) + `))
              AS score
-    FROM c JOIN channel_memory m ON m.id = c.id CROSS JOIN q
-    ORDER BY score DESC, m.created_at DESC, m.id DESC
+    FROM c CROSS JOIN q
+    ORDER BY score DESC, c.created_at DESC, c.id DESC
     LIMIT ` + p(4) + `
 )
 SELECT r.id, r.channel, r.thread_ts, r.by_kind, r.by_id, r.session_id, r.created_at, r.score,
        coalesce((SELECT d.actor_name FROM search_docs d WHERE d.actor_id = r.by_id AND d.actor_name <> ''
                  ORDER BY d.created_at DESC LIMIT 1), ''),
-       coalesce(s.title, ''),
+       coalesce((SELECT s.title FROM search_sessions s WHERE s.session_id = r.session_id), ''),
        ts_headline('english', r.text, q.q, ` + p(3) + `)
 FROM r CROSS JOIN q
-LEFT JOIN search_sessions s ON s.session_id = r.session_id
 ORDER BY r.score DESC, r.created_at DESC, r.id DESC`
 }
 
