@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -87,5 +89,16 @@ func TestSearchAndTranscriptShowMemoryNotes(t *testing.T) {
 	}
 	if want := fmt.Sprintf("🧠 note %d by U0000001", gone.ID); !strings.Contains(tr, want) || strings.Contains(tr, "secretly") {
 		t.Errorf("transcript: want forgotten note %d named without its text:\n%s", gone.ID, tr)
+	}
+
+	// The transcript a takeover writes shows them too.
+	dir := filepath.Join(t.TempDir(), "takeover")
+	cli("takeover", s.ID.String(), "--as", "alice", "--dir", dir)
+	md, err := os.ReadFile(filepath.Join(dir, "TRANSCRIPT.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "> the staging database is db-2") || strings.Contains(string(md), "not found in the channel's memory") {
+		t.Errorf("TRANSCRIPT.md lacks note %d:\n%s", kept.ID, md)
 	}
 }
