@@ -9,7 +9,7 @@
 //	GET /sessions/{id}                     transcript (?all=1 markers, ?deleted=1 auditors, ?tz=Area/City)
 //	GET /sessions/{id}/download?format=md  transcript as an attachment: text, md, html or json
 //	GET /sessions/{id}/files/{sha256}      a file the session holds (Config.Files; see Files)
-//	GET /search?q=&actor=&channel=&since=&until=&kind=  kind: all (default), messages or notes
+//	GET /search?q=&actor=&channel=&since=&until=
 //	GET /signin, POST /signin              the token sign-in form for browsers (no identity needed)
 //	GET /signout, POST /signout            the sign-out button, and signing out
 //
@@ -72,6 +72,13 @@
 // pages use the same decision as search in Slack (directory.Directory, which follows privacy
 // events and answers from at most two seconds old), not a cache of their own; a channel
 // whose visibility cannot be learnt counts as private.
+//
+// # Search and memory notes
+//
+// GET /search finds messages and channel memory notes ranked together (kind=all, the
+// default), or one of them (kind=messages, kind=notes); a note of a channel that became
+// private is hidden as its sessions are. A transcript shows, at each turn, the memory notes it
+// was offered (session.Store.NotesByID reads them).
 //
 // # Files
 //
