@@ -93,8 +93,10 @@ func (s *Store) ForgetNote(ctx context.Context, team, channel string, id int64, 
 	return at, nil
 }
 
-const sqlNotes = `SELECT m.id, m.team, m.channel, coalesce(m.text, ''), m.by_kind, m.by_id, m.session_id, m.thread_ts, m.created_at,
-       m.text IS NULL, f.note_id IS NOT NULL, coalesce(f.forgotten_by, ''), coalesce(f.forgotten_at, 'epoch')
+const noteColumns = `m.id, m.team, m.channel, coalesce(m.text, ''), m.by_kind, m.by_id, m.session_id, m.thread_ts, m.created_at,
+       m.text IS NULL, f.note_id IS NOT NULL, coalesce(f.forgotten_by, ''), coalesce(f.forgotten_at, 'epoch')`
+
+const sqlNotes = `SELECT ` + noteColumns + `
 FROM channel_memory m LEFT JOIN channel_memory_forgotten f ON f.note_id = m.id
 WHERE ($1 = '' OR m.team = $1) AND ($2 = '' OR m.channel = $2) AND ($3 OR (m.text IS NOT NULL AND f.note_id IS NULL))
 ORDER BY m.id DESC LIMIT $4`
@@ -103,11 +105,38 @@ ORDER BY m.id DESC LIMIT $4`
 // offered (neither forgotten nor purged), unless all is set. channel "": every channel of the
 // team.
 func (s *Store) Notes(ctx context.Context, team, channel string, all bool, limit int) ([]Note, error) {
-	rows, err := s.pool.Query(ctx, sqlNotes, team, channel, all, limit)
+	ns, err := collectNotes(s.pool.Query(ctx, sqlNotes, team, channel, all, limit))
 	if err != nil {
 		return nil, fmt.Errorf("read the memory of %s: %w", channel, err)
 	}
-	ns, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Note, error) {
+	return ns, nil
+}
+
+const sqlNotesByID = `SELECT ` + noteColumns + `
+FROM channel_memory m LEFT JOIN channel_memory_forgotten f ON f.note_id = m.id
+WHERE m.team = $1 AND m.channel = $2 AND m.id = ANY($3)
+ORDER BY m.id`
+
+// NotesByID returns the notes of the channel's memory with these ids, forgotten and purged
+// ones included (Forgotten, Purged say so), by id; an id the channel has no note of is left
+// out. Transcripts read them to show the notes a turn was offered (TurnSettings.Memory).
+func (s *Store) NotesByID(ctx context.Context, team, channel string, ids []int64) ([]Note, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	ns, err := collectNotes(s.pool.Query(ctx, sqlNotesByID, team, channel, ids))
+	if err != nil {
+		return nil, fmt.Errorf("read notes %v of %s: %w", ids, channel, err)
+	}
+	return ns, nil
+}
+
+// collectNotes scans the rows of a query over noteColumns.
+func collectNotes(rows pgx.Rows, err error) ([]Note, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Note, error) {
 		var n Note
 		var sid *ID
 		err := row.Scan(&n.ID, &n.Team, &n.Channel, &n.Text, &n.ByKind, &n.By, &sid, &n.ThreadTS, &n.At,
@@ -117,8 +146,4 @@ func (s *Store) Notes(ctx context.Context, team, channel string, all bool, limit
 		}
 		return n, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read the memory of %s: %w", channel, err)
-	}
-	return ns, nil
 }

@@ -80,7 +80,7 @@ func TestChannelMemoryNotesAndForgetting(t *testing.T) {
 	}
 	a := add(session.Note{Team: "T1", Channel: "C0001", Text: "first", ByKind: session.NoteByUser, By: "U1"})
 	b := add(session.Note{Team: "T1", Channel: "C0001", Text: "second", ByKind: session.NoteByAgent, By: "UB1", Session: sess.ID, ThreadTS: "1.000001"})
-	add(session.Note{Team: "T1", Channel: "C0002", Text: "elsewhere", ByKind: session.NoteByUser, By: "U1"})
+	elsewhere := add(session.Note{Team: "T1", Channel: "C0002", Text: "elsewhere", ByKind: session.NoteByUser, By: "U1"})
 	for _, bad := range []session.Note{{Team: "T1", Channel: "C0001", ByKind: session.NoteByUser, By: "U1"},
 		{Team: "T1", Channel: "C0001", Text: strings.Repeat("x", session.MaxNoteText+1), ByKind: session.NoteByUser, By: "U1"},
 		{Team: "T1", Channel: "C0001", Text: "x", ByKind: "robot", By: "U1"}} {
@@ -106,6 +106,16 @@ func TestChannelMemoryNotesAndForgetting(t *testing.T) {
 	}
 	if all, err := st.Notes(ctx, "T1", "C0001", true, 10); err != nil || len(all) != 2 || !all[0].Forgotten || all[0].ForgottenBy != "U2" {
 		t.Fatalf("all: %+v %v", all, err)
+	}
+	// Issue 49: a transcript reads the notes its turns were offered by id, forgotten ones
+	// included (marked), never another channel's.
+	byID, err := st.NotesByID(ctx, "T1", "C0001", []int64{b.ID, a.ID, elsewhere.ID, 999})
+	if err != nil || len(byID) != 2 || byID[0].ID != a.ID || byID[0].Text != "first" || byID[0].Forgotten ||
+		byID[1].ID != b.ID || byID[1].Text != "second" || !byID[1].Forgotten || byID[1].ForgottenBy != "U2" || byID[1].Session != sess.ID {
+		t.Fatalf("notes by id: %+v %v", byID, err)
+	}
+	if none, err := st.NotesByID(ctx, "T1", "C0001", nil); err != nil || len(none) != 0 {
+		t.Fatalf("notes by no id: %+v %v", none, err)
 	}
 	for _, q := range []string{`UPDATE channel_memory SET text = 'x'`, `DELETE FROM channel_memory`, `DELETE FROM channel_memory_forgotten`} {
 		if _, err := pool.Exec(ctx, q); err == nil {

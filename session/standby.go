@@ -440,3 +440,13 @@ func (r *Reads) HasFile(ctx context.Context, id ID, sha string) (bool, error) {
 	})
 	return out, err
 }
+
+// NotesByID is Store.NotesByID, read your writes.
+func (r *Reads) NotesByID(ctx context.Context, team, channel string, ids []int64) ([]Note, error) {
+	var out []Note
+	err := ReadFrom(ctx, r.standby, ReadYourWrites, r.onStandby, r.onPrimary, func(st *Store) (err error) {
+		out, err = st.NotesByID(ctx, team, channel, ids)
+		return err
+	})
+	return out, err
+}

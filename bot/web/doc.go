@@ -75,6 +75,13 @@
 // events and answers from at most two seconds old), not a cache of their own; a channel
 // whose visibility cannot be learnt counts as private.
 //
+// # Search and memory notes
+//
+// GET /search finds messages and channel memory notes ranked together (kind=all, the
+// default), or one of them (kind=messages, kind=notes); a note of a channel that became
+// private is hidden as its sessions are. A transcript shows, at each turn, the memory notes it
+// was offered (session.Store.NotesByID reads them).
+//
 // # Files
 //
 // With Config.Files, the transcript page links each stored file shared in (or handed back to)

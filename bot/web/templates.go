@@ -124,18 +124,24 @@ const pageTemplates = `
 <label>Channel<input name="channel" value="{{.Channel}}" placeholder="C…"></label>
 <label>Since<input type="date" name="since" value="{{.Since}}"></label>
 <label>Until<input type="date" name="until" value="{{.Until}}"></label>
+<label>Kind<select name="kind">{{range .Kinds}}<option value="{{.Value}}"{{if .Selected}} selected{{end}}>{{.Label}}</option>{{end}}</select></label>
 <label>&nbsp;<button type="submit">Search</button></label>
 </form>
 {{with .Message}}<p class="notice" role="status">{{.}}</p>{{end}}
 {{if and .Searched (not .Message)}}
 {{if .Hits}}<ol class="hits">
-{{range .Hits}}<li class="hit" data-session="{{.SessionID}}">
+{{range .Hits}}{{if .NoteID}}<li class="hit note" data-note="{{.NoteID}}">
+<span class="title">Memory note {{.NoteID}}</span>{{if .FromSession}} · <a href="/sessions/{{.SessionID}}">{{if .Title}}{{.Title}}{{else}}Thread {{.ThreadTS}}{{end}}</a>{{end}}
+<p class="snippet">{{.Snippet}}</p>
+<div class="meta">added by {{.Who}} · #{{.ChannelName}} · {{.When}}{{with .Permalink}} · <a href="{{.}}">Open in Slack</a>{{end}}</div>
+</li>
+{{else}}<li class="hit" data-session="{{.SessionID}}">
 <a class="title" href="/sessions/{{.SessionID}}#e{{.Seq}}">{{if .Title}}{{.Title}}{{else}}Thread {{.ThreadTS}}{{end}}</a>
 <p class="snippet">{{.Snippet}}</p>
 <div class="meta">{{.Who}} · #{{.ChannelName}} · {{.When}}{{if .Edited}} · edited{{end}}{{with .Permalink}} · <a href="{{.}}">Open in Slack</a>{{end}} · session <code>{{.SessionID}}</code></div>
 </li>
-{{end}}</ol>
-{{else}}<p class="empty">No messages match “{{.Q}}”.</p>{{end}}
+{{end}}{{end}}</ol>
+{{else}}<p class="empty">{{if eq .Kind "notes"}}No notes match{{else if eq .Kind "messages"}}No messages match{{else}}Nothing matches{{end}} “{{.Q}}”.</p>{{end}}
 {{end}}
 {{template "foot" .}}{{end}}
 `

@@ -27,6 +27,8 @@ type sessionReader interface {
 	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
 	// HasFile reports whether the session holds the content sha (its reference to it).
 	HasFile(ctx context.Context, id session.ID, sha string) (bool, error)
+	// NotesByID reads the channel memory notes a session's turns were offered.
+	NotesByID(ctx context.Context, team, channel string, ids []int64) ([]session.Note, error)
 }
 
 // pinner is a sessionReader that reads a streaming standby (session.Reads): Pin decides once
@@ -357,15 +359,22 @@ func (s *server) load(w http.ResponseWriter, r *http.Request, a access) (session
 	return sess, evs, true
 }
 
-func (s *server) transcriptOptions(r *http.Request, sess session.Session) transcript.Options {
+// transcriptOptions are the options of sess's transcript (of events evs) as r asks, with the
+// memory notes its turns were offered.
+func (s *server) transcriptOptions(r *http.Request, sess session.Session, evs []session.Event) (transcript.Options, error) {
+	notes, err := s.cfg.Sessions.NotesByID(r.Context(), sess.Key.Team, sess.Key.Channel, transcript.NoteIDs(evs))
+	if err != nil {
+		return transcript.Options{}, err
+	}
 	q := r.URL.Query()
 	return transcript.Options{
+		Notes:         notes,
 		All:           q.Get("all") == "1",
 		RevealDeleted: q.Get("deleted") == "1" && identityFrom(r.Context()).Auditor,
 		Location:      s.location(r),
 		Permalink:     s.cfg.Finder.Permalink(sess.Key.Channel, sess.Key.ThreadTS, ""),
 		ChannelName:   s.channelName(r.Context(), sess.Key.Channel),
-	}
+	}, nil
 }
 
 func (s *server) view(w http.ResponseWriter, r *http.Request) {
@@ -373,7 +382,11 @@ func (s *server) view(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	opts := s.transcriptOptions(r, sess)
+	opts, err := s.transcriptOptions(r, sess, evs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if s.cfg.Files != nil {
 		opts.FileURL = func(sha string) string { return fileURL(sess.ID, sha) }
 	}
@@ -419,7 +432,11 @@ func (s *server) download(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	opts := s.transcriptOptions(r, sess)
+	opts, err := s.transcriptOptions(r, sess, evs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	opts.Format = f
 	var b bytes.Buffer
 	if err := transcript.Render(&b, sess, evs, opts); err != nil {
@@ -441,18 +458,35 @@ type hitRow struct {
 	Who         string
 	Snippet     template.HTML
 	ChannelName string
+	FromSession bool // a note the agent wrote in a session
+}
+
+// kindOption is a choice of the search form's Kind.
+type kindOption struct {
+	Value, Label string
+	Selected     bool
+}
+
+// kindOptions are the search form's kinds, kind selected.
+func kindOptions(kind string) []kindOption {
+	opts := []kindOption{{search.KindAll, "Messages and notes", false}, {search.KindMessages, "Messages", false}, {search.KindNotes, "Memory notes", false}}
+	for i := range opts {
+		opts[i].Selected = opts[i].Value == kind
+	}
+	return opts
 }
 
 func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	v := r.URL.Query()
 	data := pageData{Title: "Search", Q: v.Get("q"), Actor: v.Get("actor"), Channel: v.Get("channel"),
-		Since: v.Get("since"), Until: v.Get("until"), Searched: v.Has("q")}
+		Since: v.Get("since"), Until: v.Get("until"), Kind: cmp.Or(v.Get("kind"), search.KindAll), Searched: v.Has("q")}
+	data.Kinds = kindOptions(data.Kind)
 	if !data.Searched {
 		s.page(w, http.StatusOK, "search", data)
 		return
 	}
-	q := search.Query{Text: data.Q, Actor: data.Actor, Channel: data.Channel}
+	q := search.Query{Text: data.Q, Actor: data.Actor, Channel: data.Channel, Kind: data.Kind}
 	var err error
 	if q.Since, err = parseDay(data.Since, false); err != nil {
 		data.Message = "“Since” is not a date (YYYY-MM-DD)."
@@ -488,11 +522,15 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 				who = "logbook"
 			}
 			data.Hits = append(data.Hits, hitRow{Hit: h, When: s.formatTime(h.CreatedAt, loc), Who: who, Snippet: snippetHTML(h.Snippet),
-				ChannelName: s.channelName(ctx, h.Channel)})
+				ChannelName: s.channelName(ctx, h.Channel), FromSession: h.SessionID != (session.ID{})})
 		}
 	}
 	logged := data.Q
-	for _, f := range []struct{ k, v string }{{"actor", data.Actor}, {"channel", data.Channel}, {"since", data.Since}, {"until", data.Until}} {
+	kind := data.Kind
+	if kind == search.KindAll {
+		kind = "" // the default, not logged
+	}
+	for _, f := range []struct{ k, v string }{{"actor", data.Actor}, {"channel", data.Channel}, {"since", data.Since}, {"until", data.Until}, {"kind", kind}} {
 		if f.v != "" {
 			logged += " " + f.k + ":" + f.v
 		}
@@ -602,6 +640,8 @@ type pageData struct {
 	Query      string
 	// search
 	Q, Actor, Channel, Since, Until string
+	Kind                            string // search.KindAll, KindMessages or KindNotes
+	Kinds                           []kindOption
 	Searched                        bool
 	Hits                            []hitRow
 	// usage (usage.go)

@@ -377,7 +377,7 @@ func TestSearchPage(t *testing.T) {
 	for q, want := range map[string]string{
 		"":           "Type some words to search for.",
 		"the":        "Cannot search for that: it has no searchable words",
-		"zzzunknown": "No messages match “zzzunknown”.",
+		"zzzunknown": "Nothing matches “zzzunknown”.",
 	} {
 		status, body, _ := f.get("/search?q="+url.QueryEscape(q), asToken)
 		if status != http.StatusOK || !strings.Contains(body, want) {

@@ -206,6 +206,8 @@ func TestBadArgumentsGetAPreciseLine(t *testing.T) {
 	}{
 		{[]string{"search", "--limit", "0", "foo"}, "--limit 0: give a number of hits from 1 to 200"},
 		{[]string{"search", "--limit", "1000", "foo"}, "--limit 1000: give a number of hits from 1 to 200"},
+		{[]string{"search", "--kind", "note", "foo"}, `--kind "note": give all, messages or notes`},
+		{[]string{"search", "--kind", "notes", "--tools", "foo"}, "--tools searches tool calls, which are messages: not with --kind notes"},
 		{[]string{"transcript", "https://example.com/foo"}, `"https://example.com/foo" is not a Slack permalink: "example.com" is not a Slack workspace`},
 		{[]string{"transcript", "https://acme.slack.com/team/U1"}, `"https://acme.slack.com/team/U1" is not a Slack permalink (https://<workspace>.slack.com/archives/<channel>/p<ts>)`},
 		{[]string{"audit", "keygen", "PREFIX"}, `takes no arguments (got "PREFIX")`},

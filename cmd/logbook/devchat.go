@@ -758,8 +758,13 @@ func (c *chat) transcript(ctx context.Context) {
 		c.printf("transcript: %v\n", err)
 		return
 	}
+	notes, err := c.rt.store.NotesByID(ctx, sess.Key.Team, sess.Key.Channel, transcript.NoteIDs(evs))
+	if err != nil {
+		c.printf("transcript: %v\n", err)
+		return
+	}
 	var b strings.Builder
-	if err := transcript.Render(&b, sess, evs, transcript.Options{Location: time.Local}); err != nil {
+	if err := transcript.Render(&b, sess, evs, transcript.Options{Location: time.Local, Notes: notes}); err != nil {
 		c.printf("transcript: %v\n", err)
 		return
 	}

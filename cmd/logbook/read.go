@@ -34,6 +34,7 @@ type readDeps struct {
 	reads interface {
 		Session(ctx context.Context, id session.ID) (session.Session, error)
 		Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
+		NotesByID(ctx context.Context, team, channel string, ids []int64) ([]session.Note, error)
 	}
 }
 
@@ -231,6 +232,10 @@ func printTranscript(ctx context.Context, e env, d *readDeps, ref sessionRef, op
 	if err != nil {
 		return err
 	}
+	// The memory notes its turns were offered, to show them at those turns.
+	if opts.Notes, err = d.reads.NotesByID(ctx, sess.Key.Team, sess.Key.Channel, transcript.NoteIDs(evs)); err != nil {
+		return err
+	}
 	opts.Permalink = d.searcher.Permalink(sess.Key.Channel, sess.Key.ThreadTS, "")
 	return transcript.Render(e.stdout, sess, evs, opts)
 }
@@ -305,8 +310,11 @@ func newSearchCmd(e env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   `search "<query>"`,
-		Short: "Search every session's messages (DATABASE_URL)",
-		Long: `Search user and assistant messages (and, with --tools, tool calls and output).
+		Short: "Search every session's messages and the channels' memory notes (DATABASE_URL)",
+		Long: `Search user and assistant messages (and, with --tools, tool calls and output) and the
+channels' memory notes (/logbook remember, the agent's remember tool). --kind notes searches
+the notes alone, --kind messages the messages alone. A note forgotten with /logbook forget is
+not found, nor one retention purged.
 
 The query is websearch-style: words, "quoted phrases", -excluded words, OR. Hits are ranked
 by relevance blended with recency and show a snippet, the session id and, with
@@ -323,6 +331,12 @@ from a shared channel inside it. Retention-purged text is gone here too.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			q.Text = strings.Join(args, " ")
+			if q.Kind != search.KindAll && q.Kind != search.KindMessages && q.Kind != search.KindNotes {
+				return usage(e, c, fmt.Errorf("--kind %q: give all, messages or notes", q.Kind))
+			}
+			if q.Kind == search.KindNotes && q.Tools {
+				return usage(e, c, errors.New("--tools searches tool calls, which are messages: not with --kind notes"))
+			}
 			if q.Limit < 1 || q.Limit > search.MaxLimit {
 				return usage(e, c, fmt.Errorf("--limit %d: give a number of hits from 1 to %d", q.Limit, search.MaxLimit))
 			}
@@ -368,13 +382,14 @@ from a shared channel inside it. Retention-purged text is gone here too.`,
 	f.StringVar(&until, "until", "", "only messages before this time")
 	f.IntVar(&q.Limit, "limit", search.DefaultLimit, fmt.Sprintf("at most this many hits (1-%d)", search.MaxLimit))
 	f.BoolVar(&q.Tools, "tools", false, "search tool calls and tool output too")
+	f.StringVar(&q.Kind, "kind", search.KindAll, "what to search: all, messages or notes (channel memory notes)")
 	f.BoolVar(&asJSON, "json", false, "print hits as JSON")
 	return cmd
 }
 
 func writeHits(e env, query string, hits []search.Hit) {
 	if len(hits) == 0 {
-		fmt.Fprintf(e.stdout, "No messages match %q.\n", query)
+		fmt.Fprintf(e.stdout, "Nothing matches %q.\n", query)
 		return
 	}
 	for i, h := range hits {
@@ -389,8 +404,27 @@ func writeHits(e env, query string, hits []search.Hit) {
 		if h.ActorKind == "bot" {
 			who = "logbook"
 		}
-		fmt.Fprintf(e.stdout, "%d. %s — #%s, %s, %s\n", i+1, title, h.Channel, who, h.CreatedAt.UTC().Format(time.RFC3339))
 		snippet := strings.Join(strings.Fields(h.SnippetText("**", "**")), " ")
+		if h.Kind == search.HitNote {
+			// A note: its id, who asked for it, when, the channel, and its text whole.
+			if h.ActorName != "" && h.ActorKind != "bot" {
+				who += " (" + h.ActorID + ")"
+			}
+			fmt.Fprintf(e.stdout, "%d. Memory note %d — #%s, added by %s, %s\n", i+1, h.NoteID, h.Channel, who, h.CreatedAt.UTC().Format(time.RFC3339))
+			fmt.Fprintf(e.stdout, "   %s\n", snippet)
+			if h.SessionID != (session.ID{}) || h.Permalink != "" {
+				fmt.Fprint(e.stdout, "   written from")
+				if h.SessionID != (session.ID{}) {
+					fmt.Fprintf(e.stdout, " session %s", h.SessionID)
+				}
+				if h.Permalink != "" {
+					fmt.Fprintf(e.stdout, " · %s", h.Permalink)
+				}
+				fmt.Fprintln(e.stdout)
+			}
+			continue
+		}
+		fmt.Fprintf(e.stdout, "%d. %s — #%s, %s, %s\n", i+1, title, h.Channel, who, h.CreatedAt.UTC().Format(time.RFC3339))
 		fmt.Fprintf(e.stdout, "   %s\n", snippet)
 		fmt.Fprintf(e.stdout, "   session %s", h.SessionID)
 		if h.Permalink != "" {

@@ -524,6 +524,7 @@ func (w *wiring) transcripts() interface {
 	Session(ctx context.Context, id session.ID) (session.Session, error)
 	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
 	HasFile(ctx context.Context, id session.ID, sha string) (bool, error)
+	NotesByID(ctx context.Context, team, channel string, ids []int64) ([]session.Note, error)
 } {
 	if w.standby == nil {
 		return w.deps.Store

@@ -193,8 +193,12 @@ func takeover(ctx context.Context, e env, args []string, as, dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
+	notes, err := t.d.store.NotesByID(ctx, sess.Key.Team, sess.Key.Channel, transcript.NoteIDs(t.evs))
+	if err != nil {
+		return err
+	}
 	var md bytes.Buffer
-	if err := transcript.Render(&md, sess, t.evs, transcript.Options{Format: transcript.FormatMarkdown}); err != nil {
+	if err := transcript.Render(&md, sess, t.evs, transcript.Options{Format: transcript.FormatMarkdown, Notes: notes}); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "TRANSCRIPT.md"), md.Bytes(), 0o600); err != nil {

@@ -248,6 +248,7 @@ CREATE TABLE public.channel_memory (
 );
 CREATE UNIQUE INDEX channel_memory_call ON public.channel_memory USING btree (session_id, call_id) WHERE (call_id IS NOT NULL);
 CREATE INDEX channel_memory_channel ON public.channel_memory USING btree (team, channel, id DESC);
+CREATE INDEX channel_memory_text ON public.channel_memory USING gin (to_tsvector('english'::regconfig, text));
 CREATE TRIGGER channel_memory_append_only_row BEFORE DELETE OR UPDATE ON public.channel_memory FOR EACH ROW EXECUTE FUNCTION public.logbook_memory_reject_change();
 CREATE TRIGGER channel_memory_append_only_truncate BEFORE TRUNCATE ON public.channel_memory FOR EACH STATEMENT EXECUTE FUNCTION public.logbook_memory_reject_change();
 GRANT SELECT, INSERT ON TABLE public.channel_memory TO logbook_app;

@@ -10,6 +10,10 @@
 // it, so deleted text ("token is sk-XXXX") is no longer found. The raw event is kept in the
 // log (it is append-only): only auditors see it, in transcripts.
 //
+// Channel memory notes are searched where they are kept (channel_memory, through a GIN index
+// on their text; notes.go), not projected: Query.Kind picks messages (the default), notes, or
+// both ranked together. A forgotten or purged note is not found.
+//
 // A [Searcher] answers websearch-style queries (words, "quoted phrases", -excluded, OR) with
 // filters (actor, channel, session, time range), ranks by relevance blended with recency,
 // and returns highlighted snippets and Slack permalinks. `logbook serve` runs

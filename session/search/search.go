@@ -39,6 +39,9 @@ type Query struct {
 	// Tools includes tool calls and tool output; by default only user and assistant
 	// messages are searched.
 	Tools bool
+	// Kind is what is searched: KindMessages (or ""), the sessions' messages; KindNotes, the
+	// channels' memory notes; KindAll, both, ranked together.
+	Kind string
 }
 
 // Span is a piece of a snippet; Match marks the words that matched the query.
@@ -51,7 +54,7 @@ type Span struct {
 type Hit struct {
 	SessionID session.ID `json:"session_id"`
 	Seq       int64      `json:"seq"`
-	Kind      string     `json:"kind"` // "user", "assistant" or "tool"
+	Kind      string     `json:"kind"` // "user", "assistant", "tool", or "note" (HitNote)
 	Channel   string     `json:"channel"`
 	ThreadTS  string     `json:"thread_ts"`
 	TS        string     `json:"ts,omitempty"` // the message's Slack ts, when known
@@ -64,6 +67,10 @@ type Hit struct {
 	Score     float64    `json:"score"`           // relevance blended with recency; higher is better
 	Snippet   []Span     `json:"snippet"`
 	Permalink string     `json:"permalink,omitempty"` // empty without a workspace domain
+	// NoteID is a channel memory note's id (Kind "note"); its SessionID is the session the
+	// agent wrote it from (zero for a person's /logbook remember), Seq is 0, the actor is
+	// who asked for it and CreatedAt when.
+	NoteID int64 `json:"note_id,omitempty"`
 }
 
 // SnippetText joins the snippet, wrapping matches in open and close (e.g. "**", "**").
@@ -213,6 +220,15 @@ func (q Query) validate() (Query, error) {
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
 		return q, &QueryError{Query: q.Text, Reason: "since must be before until"}
 	}
+	switch q.Kind {
+	case "", KindMessages, KindAll:
+	case KindNotes:
+		if q.Tools {
+			return q, &QueryError{Query: q.Text, Reason: "tool calls and output are messages: search them with kind messages or all, not notes"}
+		}
+	default:
+		return q, &QueryError{Query: q.Text, Reason: fmt.Sprintf("unknown kind %q: use %s, %s or %s", q.Kind, KindAll, KindMessages, KindNotes)}
+	}
 	q.Channel = strings.TrimPrefix(strings.TrimSpace(q.Channel), "#")
 	q.Actor = strings.TrimPrefix(strings.TrimSpace(q.Actor), "@")
 	return q, nil
@@ -271,7 +287,8 @@ const (
 	headlineWhole = 280 // bytes: messages up to this long are shown whole
 )
 
-// Search returns the best hits for q, best first.
+// Search returns the best hits for q, best first: messages of the sessions, channel memory
+// notes, or both (Query.Kind; see notes.go for the notes).
 //
 // Ranking blends relevance (ts_rank_cd, normalised to 0..1) with recency: score =
 // relevance × (1 + 2^(−age/HalfLife)), so a new message gets up to twice the score of an
@@ -306,6 +323,17 @@ func (s *Searcher) Search(ctx context.Context, q Query) ([]Hit, error) {
 	if !ok {
 		return nil, &QueryError{Query: q.Text, Reason: "it has no searchable words (only very common words or punctuation)"}
 	}
+	switch q.Kind {
+	case KindNotes:
+		return s.notes(ctx, q)
+	case KindAll:
+		return s.messagesAndNotes(ctx, q, docs)
+	}
+	return s.messages(ctx, q, docs)
+}
+
+// messages are the best hits among the sessions' messages (Search).
+func (s *Searcher) messages(ctx context.Context, q Query, docs int64) ([]Hit, error) {
 	keys, err := s.recentMatches(ctx, q, docs)
 	if err != nil {
 		return nil, fmt.Errorf("search %q: %w", q.Text, err)

@@ -33,6 +33,9 @@ pre { background: var(--code); padding: .5rem .75rem; border-radius: 4px; overfl
 .tool .status.error { color: #b00020; }
 .marker { color: var(--muted); font-size: .8rem; padding: .25rem 0; }
 .edited, .deleted { color: var(--muted); font-style: italic; }
+.notes { list-style: none; padding: 0; margin: .35rem 0; color: var(--fg); font-size: .9rem; }
+.note { margin: .2rem 0; overflow-wrap: anywhere; }
+.note .label { color: var(--muted); }
 .files { list-style: none; padding: 0; margin: .35rem 0; font-size: .9rem; }
 .file { margin: .2rem 0; overflow-wrap: anywhere; }
 .file .status { color: var(--muted); }
@@ -79,7 +82,15 @@ var fragmentTmpl = template.Must(template.New("transcript").Funcs(template.FuncM
 <p class="meta">Session <code>{{.SessionID}}</code> · #{{.ChannelLabel}} · thread {{.ThreadTS}}{{if .Permalink}} · <a href="{{.Permalink}}">Open in Slack</a>{{end}}</p>
 {{- range .Entries}}
 {{- if eq .Kind "marker"}}
-<div class="entry marker" id="e{{.Seq}}" data-seq="{{.Seq}}"><span class="time">{{.TimeText}}</span> · {{.Marker}}</div>
+<div class="entry marker" id="e{{.Seq}}" data-seq="{{.Seq}}"><span class="time">{{.TimeText}}</span> · {{.Marker}}
+{{- with .Notes}}
+<ul class="notes">
+{{- range .}}
+<li class="note{{with .Status}} {{.}}{{end}}" data-note="{{.ID}}">🧠 <span class="label">{{.Label}}</span>{{with .Text}}<div class="text">{{template "text" .}}</div>{{end}}
+{{- with .ForgottenText}}<div class="auditor"><p>Auditor view: the forgotten note said</p>{{template "text" .}}</div>{{end}}</li>
+{{- end}}
+</ul>
+{{- end}}</div>
 {{- else if eq .Kind "tool"}}
 <section class="entry tool" id="e{{.Seq}}" data-seq="{{.Seq}}">
 <header><span class="author">🔧 {{.Tool.Name}}</span><time class="time" datetime="{{.Time.Format "2006-01-02T15:04:05Z07:00"}}">{{.TimeText}}</time></header>

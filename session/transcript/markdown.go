@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -21,6 +22,16 @@ func (t *Transcript) writeMarkdown(w io.Writer) error {
 		switch e.Kind {
 		case KindMarker:
 			fmt.Fprintf(b, "> _%s · %s_\n", e.TimeText, mdEscapeLine(e.Marker))
+			for _, n := range e.Notes {
+				fmt.Fprintf(b, ">\n> %s %s\n", noteLabel, mdEscapeLine(n.Label()))
+				if text := cmp.Or(n.Text, n.ForgottenText); text != "" {
+					if n.ForgottenText != "" {
+						b.WriteString(">\n> auditor view: what the forgotten note said\n")
+					}
+					b.WriteString(">\n")
+					mdQuoteFence(b, text)
+				}
+			}
 		case KindTool:
 			tl := e.Tool
 			fmt.Fprintf(b, "**🔧 %s** · %s\n\n", mdEscapeLine(tl.Name), e.TimeText)
@@ -86,6 +97,20 @@ func mdFence(b *bufio.Writer, lang, s string) {
 		fence += "`"
 	}
 	fmt.Fprintf(b, "%s%s\n%s\n%s\n", fence, lang, strings.TrimRight(s, "\n"), fence)
+}
+
+// mdQuoteFence writes s as a code block inside a block quote: a note's text is shown as it
+// was written, no Markdown of its own taking effect.
+func mdQuoteFence(b *bufio.Writer, s string) {
+	fence := "```"
+	for strings.Contains(s, fence) {
+		fence += "`"
+	}
+	fmt.Fprintf(b, "> %s\n", fence)
+	for line := range strings.SplitSeq(strings.TrimRight(s, "\n"), "\n") {
+		fmt.Fprintf(b, "> %s\n", line)
+	}
+	fmt.Fprintf(b, "> %s\n", fence)
 }
 
 var mdLine = strings.NewReplacer("\n", " ", "*", `\*`, "_", `\_`, "`", "\\`", "[", `\[`, "]", `\]`, "<", `\<`)

@@ -25,6 +25,13 @@ func (t *Transcript) writeText(w io.Writer) error {
 		switch e.Kind {
 		case KindMarker:
 			fmt.Fprintf(b, "[%s] · %s\n", e.TimeText, e.Marker)
+			for _, n := range e.Notes {
+				fmt.Fprintf(b, "  %s %s:\n", noteLabel, n.Label())
+				indent(b, "    | ", n.Text)
+				if n.ForgottenText != "" {
+					indent(b, "    | ", "(auditor view) "+n.ForgottenText)
+				}
+			}
 		case KindTool:
 			tl := e.Tool
 			fmt.Fprintf(b, "[%s] %s ran %s", e.TimeText, e.Author, tl.Name)
@@ -66,6 +73,9 @@ func (t *Transcript) writeText(w io.Writer) error {
 	}
 	return b.Flush()
 }
+
+// noteLabel marks a channel memory note a turn was offered, in every format.
+const noteLabel = "🧠"
 
 // fileLabel marks a file in every format.
 const fileLabel = "📎"

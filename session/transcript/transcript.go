@@ -64,7 +64,8 @@ type Options struct {
 	// Location shows times in the reader's timezone ("2006-01-02 15:04:05 MST"); nil shows
 	// them as ISO 8601 in UTC.
 	Location *time.Location
-	// RevealDeleted shows what a deleted message said. Only auditors may get it.
+	// RevealDeleted shows what a deleted message said, and the text of a memory note forgotten
+	// since a turn was offered it. Only auditors may get it.
 	RevealDeleted bool
 	// BotName names the assistant; default "logbook".
 	BotName string
@@ -77,6 +78,10 @@ type Options struct {
 	// FileURL, when set, links the stored content of a file (by its sha256) in the HTML and
 	// Markdown formats, and the HTML shows images inline; nil: files are listed, not linked.
 	FileURL func(sha256 string) string
+	// Notes are the channel memory notes the session's turn_settings events name, as
+	// session.Store.NotesByID returns them for NoteIDs: a turn that was offered notes shows
+	// them, in every view. A note missing from Notes is shown by its id alone.
+	Notes []session.Note
 }
 
 // Transcript is a session made readable.
@@ -124,6 +129,8 @@ type Entry struct {
 	// assistant entry of type file_upload handed back to the thread.
 	Files  []File `json:"files,omitempty"`
 	Marker string `json:"marker,omitempty"` // what a marker event says, in one line
+	// Notes are the channel memory notes a turn was offered (a turn_settings entry).
+	Notes []Note `json:"notes,omitempty"`
 	// Unposted marks an assistant text that never reached Slack: the words that came with
 	// tool calls, or a reply whose delivery is not recorded. It is shown as such, not as a
 	// message of the thread.
@@ -154,6 +161,113 @@ type Tool struct {
 	// Approval is what a person decided on the call before it ran (approved, denied, …, by
 	// whom), when the policy asked: "approved by U0000001".
 	Approval string `json:"approval,omitempty"`
+}
+
+// Note statuses: why a note offered to a turn shows no text.
+const (
+	// NoteForgotten: someone removed the note since (/logbook forget); its text is shown only
+	// with Options.RevealDeleted, like a deleted message's.
+	NoteForgotten = "forgotten"
+	// NotePurged: retention emptied the note's text.
+	NotePurged = "purged"
+	// NoteUnknown: the note was not read (Options.Notes has no such note).
+	NoteUnknown = "unknown"
+)
+
+// Note is a channel memory note a turn was offered, as the channel's memory holds it now.
+type Note struct {
+	ID int64 `json:"id"`
+	// Text is the note ("" when Status says why not).
+	Text string `json:"text,omitempty"`
+	// By is who asked for it: a Slack user id, or "the agent".
+	By string    `json:"by,omitempty"`
+	At time.Time `json:"at,omitzero"` // when it was added
+	// Status is "" for a note offered still, else NoteForgotten, NotePurged or NoteUnknown.
+	Status      string `json:"status,omitempty"`
+	ForgottenBy string `json:"forgotten_by,omitempty"`
+	// ForgottenText is a forgotten note's text, only with Options.RevealDeleted.
+	ForgottenText string `json:"forgotten_text,omitempty"`
+}
+
+// Label is the note in one line, without its text: "note 3 by U0000001, 2024-05-01 (forgotten
+// by U0000002)".
+func (n Note) Label() string {
+	s := fmt.Sprintf("note %d", n.ID)
+	if n.By != "" {
+		s += " by " + n.By
+	}
+	if !n.At.IsZero() {
+		s += ", " + n.At.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	switch n.Status {
+	case NoteForgotten:
+		s += " (forgotten since"
+		if n.ForgottenBy != "" {
+			s += " by " + n.ForgottenBy
+		}
+		s += ")"
+	case NotePurged:
+		s += " (text purged by retention)"
+	case NoteUnknown:
+		s += " (not found in the channel's memory)"
+	}
+	return s
+}
+
+// NoteIDs are the ids of the channel memory notes the turn_settings events offered, each once,
+// in the order they first appear: what Options.Notes needs.
+func NoteIDs(events []session.Event) []int64 {
+	var ids []int64
+	seen := map[int64]bool{}
+	for _, e := range events {
+		var m session.TurnSettings
+		if e.Type != session.TypeTurnSettings || e.Decode(&m) != nil {
+			continue
+		}
+		for _, id := range m.Memory {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+// offeredNotes are the notes a turn_settings event names, as opts.Notes holds them (notes,
+// by id).
+func offeredNotes(e session.Event, notes map[int64]session.Note, opts Options) []Note {
+	var m session.TurnSettings
+	if e.Decode(&m) != nil {
+		return nil
+	}
+	var out []Note
+	for _, id := range m.Memory {
+		sn, ok := notes[id]
+		n := Note{ID: id}
+		switch {
+		case !ok:
+			n.Status = NoteUnknown
+		default:
+			n.By, n.At = sn.By, sn.At.UTC()
+			if sn.ByKind == session.NoteByAgent {
+				n.By = "the agent"
+			}
+			switch {
+			case sn.Purged:
+				n.Status = NotePurged
+			case sn.Forgotten:
+				n.Status, n.ForgottenBy = NoteForgotten, sn.ForgottenBy
+				if opts.RevealDeleted {
+					n.ForgottenText = sn.Text
+				}
+			default:
+				n.Text = sn.Text
+			}
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // File statuses beyond session.FileStored, FileTooLarge and FileFailed.
@@ -308,7 +422,10 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 		SessionID: sess.ID, Team: sess.Key.Team, Channel: sess.Key.Channel, ChannelName: opts.ChannelName, ThreadTS: sess.Key.ThreadTS,
 		Permalink: opts.Permalink, All: opts.All, Entries: []Entry{}, opts: opts,
 	}
-	b := builder{t: t, th: thread.Fold(events), files: sharedFiles(events), turns: thread.FoldTurns(events), opts: opts}
+	b := builder{t: t, th: thread.Fold(events), files: sharedFiles(events), turns: thread.FoldTurns(events), notes: map[int64]session.Note{}, opts: opts}
+	for _, n := range opts.Notes {
+		b.notes[n.ID] = n
+	}
 	t.Title = b.th.Title
 	for _, it := range b.th.Items {
 		b.item(it)
@@ -325,6 +442,7 @@ type builder struct {
 	th    *thread.Thread
 	files map[string][]File // by the ts of the message that shared them
 	turns *thread.Turns
+	notes map[int64]session.Note // Options.Notes by id
 	opts  Options
 }
 
@@ -460,7 +578,12 @@ func (b *builder) other(en Entry, e session.Event) {
 		b.add(en)
 		return
 	}
-	if !opts.All && !inCharge[e.Type] {
+	var notes []Note
+	if e.Type == session.TypeTurnSettings {
+		// The notes a turn was offered shape its answers: shown in every view.
+		notes = offeredNotes(e, b.notes, opts)
+	}
+	if !opts.All && !inCharge[e.Type] && len(notes) == 0 {
 		return
 	}
 	if ts, ok := fileTS(e); ok {
@@ -476,7 +599,7 @@ func (b *builder) other(en Entry, e session.Event) {
 		b.marker(en, "title: %s", strings.TrimSpace(m.Text))
 		return
 	}
-	en.Kind, en.Marker = KindMarker, describeMarker(e, b.turns)
+	en.Kind, en.Marker, en.Notes = KindMarker, describeMarker(e, b.turns), notes
 	b.add(en)
 }
 

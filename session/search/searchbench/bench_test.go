@@ -26,6 +26,8 @@ import (
 //	                        empty), so a 1M-event data set is built once; default: a fresh
 //	                        throwaway database.
 //	LOGBOOK_BENCH_RUNS      timed runs per query and variant (default 15)
+//	LOGBOOK_BENCH_NOTES     channel memory notes to seed (default events/25), for the
+//	                        "kind all" variant (messages and notes)
 //
 // Run: LOGBOOK_BENCH_EVENTS=1000000 go test -run '^$' -bench SearchLatency -benchtime 1x ./session/search/searchbench
 
@@ -84,8 +86,20 @@ func variants(now time.Time) []variant {
 			func(text string) (string, []any) {
 				return floorBase + ` AND actor_id = $2 ORDER BY created_at DESC LIMIT 20`, []any{text, "U0000042"}
 			}},
+		// Messages and memory notes (logbook search's and the web page's default): against the
+		// messages' floor, so its ratio next to "no filter"'s is what the notes cost.
+		{"kind all",
+			func(q search.Query) search.Query { q.Kind = search.KindAll; return q },
+			func(text string) (string, []any) {
+				return floorBase + ` ORDER BY created_at DESC LIMIT 20`, []any{text}
+			}},
 	}
 }
+
+// sqlSeedNotes adds $1 channel memory notes, the text of user messages picked at random.
+const sqlSeedNotes = `INSERT INTO channel_memory (team, channel, text, by_kind, by_id, created_at)
+SELECT 'T0000001', channel_id, left(body, 2000), 'user', actor_id, created_at FROM search_docs
+WHERE kind = 'user' AND body <> '' AND channel_id ~ '^[CG][A-Z0-9]{2,}$' ORDER BY random() LIMIT $1`
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -129,8 +143,21 @@ func BenchmarkSearchLatency(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	var notes int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM channel_memory`).Scan(&notes); err != nil {
+		b.Fatal(err)
+	}
+	if notes == 0 {
+		if _, err := admin.Exec(ctx, sqlSeedNotes, envInt("LOGBOOK_BENCH_NOTES", max(events/25, 1))); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := admin.Exec(ctx, `ANALYZE channel_memory`); err != nil {
+			b.Fatal(err)
+		}
+	}
 	var nEvents, nDocs, nSessions int
-	if err := admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM search_docs), (SELECT count(*) FROM sessions)`).Scan(&nEvents, &nDocs, &nSessions); err != nil {
+	if err := admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM search_docs), (SELECT count(*) FROM sessions),
+		(SELECT count(*) FROM channel_memory)`).Scan(&nEvents, &nDocs, &nSessions, &notes); err != nil {
 		b.Fatal(err)
 	}
 	app, err := session.Connect(ctx, dbURL, session.PoolOptions{Role: "logbook_app", MaxConns: 2})
@@ -143,7 +170,7 @@ func BenchmarkSearchLatency(b *testing.B) {
 
 	now := time.Now()
 	var out strings.Builder
-	fmt.Fprintf(&out, "\n%d events, %d sessions, %d search docs; %d runs per query; times in ms\n", nEvents, nSessions, nDocs, runs)
+	fmt.Fprintf(&out, "\n%d events, %d sessions, %d search docs, %d memory notes; %d runs per query; times in ms\n", nEvents, nSessions, nDocs, notes, runs)
 	fmt.Fprintf(&out, "%-15s %-18s %6s %6s %6s %6s %6s %5s\n", "variant", "query", "p50", "p95", "floor50", "floor95", "ratio95", "hits")
 	var allOurs, allFloor []time.Duration
 	worst := 0.0

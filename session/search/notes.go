@@ -1,0 +1,152 @@
+package search
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/logbook/logbook/session"
+)
+
+// What a Query searches (Query.Kind).
+const (
+	KindMessages = "messages" // the sessions' messages (the default, also "")
+	KindNotes    = "notes"    // the channels' memory notes
+	KindAll      = "all"      // both, ranked together
+)
+
+// HitNote is the Kind of a hit that is a channel memory note.
+const HitNote = "note"
+
+// Channel memory notes are searched in the table that keeps them (channel_memory), through
+// its GIN index on the note's text (channel_memory_text, migration 00220): a note is short
+// and a channel's memory small, so no projection is needed, and a note is found the moment it
+// is added. Only notes that may be offered are found: a forgotten note (/logbook forget) is
+// not, as a deleted message's text is not, and retention's purge empties the text (NULL), so
+// a purged note is gone from the index. Auditors read forgotten notes in exports and
+// transcripts.
+
+// noteTSV is the indexed expression of channel_memory_text; a query must use it as written
+// for the index to serve it.
+const noteTSV = `to_tsvector('english'::regconfig, m.text)`
+
+// filter builds the filter of q over channel_memory m; $1 is the query text.
+func (q Query) noteFilter() *filter {
+	f := &filter{args: []any{q.Text}}
+	if q.Channel != "" {
+		f.add("m.channel = ?", q.Channel)
+	}
+	switch {
+	case q.Actor == "":
+	case strings.EqualFold(q.Actor, "bot") || strings.EqualFold(q.Actor, "logbook"):
+		f.conds = append(f.conds, "m.by_kind = 'agent'")
+	case slackID.MatchString(q.Actor):
+		f.add("m.by_id = ?", q.Actor)
+	default:
+		f.add("m.by_id IN (SELECT DISTINCT actor_id FROM search_docs WHERE lower(actor_name) = lower(?))", q.Actor)
+	}
+	if q.Session != (session.ID{}) {
+		f.add("m.session_id = ?", q.Session)
+	}
+	if !q.Since.IsZero() {
+		f.add("m.created_at >= ?", q.Since)
+	}
+	if !q.Until.IsZero() {
+		f.add("m.created_at < ?", q.Until)
+	}
+	return f
+}
+
+// notesSQL ranks the k most recent notes that match (the candidates, as for messages) by
+// relevance blended with recency, and shows each whole, its matches marked. Its parameters
+// after the filter's: now, half-life (seconds), headline options, limit.
+//
+// The matches are read through the GIN index alone: g is MATERIALIZED so the planner cannot
+// walk the primary key newest first instead, computing every note's tsvector until it finds k
+// (a rare word's walk reads the whole table). A note's tsvector is computed again only for
+// the k candidates (ranked) and the hits (their headline).
+func notesSQL(f *filter, k int) string {
+	n := len(f.args)
+	p := func(i int) string { return "$" + strconv.Itoa(n+i) }
+	return `
+WITH q AS (SELECT ` + tsQuery + ` AS q),
+g AS MATERIALIZED (
+    SELECT m.id, m.channel, m.thread_ts, m.by_kind, m.by_id, m.session_id, m.created_at, m.text
+    FROM channel_memory m
+    WHERE ` + noteTSV + ` @@ ` + tsQuery + ` AND ` + f.where() + `
+),
+c AS (
+    SELECT g.* FROM g
+    WHERE NOT EXISTS (SELECT 1 FROM channel_memory_forgotten x WHERE x.note_id = g.id)
+    ORDER BY g.id DESC LIMIT ` + strconv.Itoa(k) + `
+),
+r AS (
+    SELECT c.*, ts_rank_cd(to_tsvector('english'::regconfig, c.text), q.q, 32)
+             * (1 + power(2, -greatest(extract(epoch FROM ` + p(1) + `::timestamptz - c.created_at), 0) / ` + p(2) + `))
+             AS score
+    FROM c CROSS JOIN q
+    ORDER BY score DESC, c.created_at DESC, c.id DESC
+    LIMIT ` + p(4) + `
+)
+SELECT r.id, r.channel, r.thread_ts, r.by_kind, r.by_id, r.session_id, r.created_at, r.score,
+       coalesce((SELECT d.actor_name FROM search_docs d WHERE d.actor_id = r.by_id AND d.actor_name <> ''
+                 ORDER BY d.created_at DESC LIMIT 1), ''),
+       coalesce((SELECT s.title FROM search_sessions s WHERE s.session_id = r.session_id), ''),
+       ts_headline('english', r.text, q.q, ` + p(3) + `)
+FROM r CROSS JOIN q
+ORDER BY r.score DESC, r.created_at DESC, r.id DESC`
+}
+
+// notes are the best channel memory notes for q (Search with KindNotes).
+func (s *Searcher) notes(ctx context.Context, q Query) ([]Hit, error) {
+	f := q.noteFilter()
+	args := append(f.args, s.now(), s.halfLife.Seconds(), headlineShort, q.Limit)
+	rows, err := s.pool.Query(ctx, notesSQL(f, max(q.Limit, s.candidates)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("search notes for %q: %w", q.Text, err)
+	}
+	hits, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Hit, error) {
+		h := Hit{Kind: HitNote}
+		var byKind, snippet string
+		var sid *session.ID
+		err := row.Scan(&h.NoteID, &h.Channel, &h.ThreadTS, &byKind, &h.ActorID, &sid, &h.CreatedAt, &h.Score,
+			&h.ActorName, &h.Title, &snippet)
+		h.ActorKind = string(session.ActorUser)
+		if byKind == session.NoteByAgent {
+			h.ActorKind = string(session.ActorBot)
+		}
+		if sid != nil {
+			h.SessionID = *sid
+		}
+		h.Snippet = spans(snippet)
+		h.Permalink = s.Permalink(h.Channel, h.ThreadTS, "")
+		return h, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("search notes for %q: %w", q.Text, err)
+	}
+	return hits, nil
+}
+
+// messagesAndNotes are the best hits among messages and notes together (KindAll): the best
+// of each, merged by score.
+func (s *Searcher) messagesAndNotes(ctx context.Context, q Query, docs int64) ([]Hit, error) {
+	msgs, err := s.messages(ctx, q, docs)
+	if err != nil {
+		return nil, err
+	}
+	notes, err := s.notes(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	hits := append(msgs, notes...)
+	slices.SortStableFunc(hits, func(a, b Hit) int {
+		return cmp.Or(cmp.Compare(b.Score, a.Score), b.CreatedAt.Compare(a.CreatedAt))
+	})
+	return hits[:min(len(hits), q.Limit)], nil
+}
