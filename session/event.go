@@ -114,6 +114,7 @@ var knownTypes = map[Type]bool{
 	TypeTurnSettings: true, TypeBudgetNotice: true, TypeSetupResult: true,
 	TypeFollowupSubscribed: true, TypeFollowupSignal: true, TypeFollowupEnded: true,
 	TypeMCPToolChanged: true,
+	TypeSettingChanged: true, TypeNoteAdded: true, TypeNoteForgotten: true, TypeRepoSet: true, TypeBudgetRaised: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.
