@@ -93,6 +93,53 @@ func (s *Store) ChannelSettings(ctx context.Context, team, channel string) (map[
 	return out, nil
 }
 
+// sqlChannelSettingsAt is sqlChannelSettings with the head of the channel's ledger on every
+// row, and one row of NULLs for the settings when the channel has none.
+const sqlChannelSettingsAt = `SELECT l.seq, l.hash, c.id, c.team, c.channel, c.name, c.old_value, c.value, c.set_by, c.set_at
+FROM (SELECT 1) one
+LEFT JOIN LATERAL (
+    SELECT e.seq, e.hash FROM sessions s JOIN events e ON e.session_id = s.id
+     WHERE s.channel_id = $2 AND s.thread_ts = '` + LedgerThread + `' AND s.by_thread
+     ORDER BY e.seq DESC LIMIT 1) l ON true
+LEFT JOIN (
+    SELECT DISTINCT ON (name) id, team, channel, name, old_value, value, set_by, set_at
+      FROM channel_settings WHERE team = $1 AND channel = $2 ORDER BY name, id DESC) c ON true`
+
+// ChannelSettingsAt is ChannelSettings with the head of the channel's ledger at the same
+// moment (seq 0 and nil hash when the channel has none), in one round trip: what a turn reads
+// to say which ledger position it ran under.
+func (s *Store) ChannelSettingsAt(ctx context.Context, team, channel string) (map[string]ChannelSetting, Head, error) {
+	var head Head
+	out := map[string]ChannelSetting{}
+	rows, err := s.pool.Query(ctx, sqlChannelSettingsAt, team, channel)
+	if err != nil {
+		return nil, head, fmt.Errorf("read the settings of %s: %w", channel, err)
+	}
+	var seq, id *int64
+	var hash []byte
+	var c ChannelSetting
+	var cteam, cchannel, name, setBy *string
+	var old, value *string
+	var at *time.Time
+	_, err = pgx.ForEachRow(rows, []any{&seq, &hash, &id, &cteam, &cchannel, &name, &old, &value, &setBy, &at}, func() error {
+		if seq != nil {
+			head = Head{Seq: *seq, Hash: hash}
+		}
+		if id == nil {
+			return nil
+		}
+		c = ChannelSetting{ID: *id, Team: *cteam, Channel: *cchannel, Name: *name, SetBy: *setBy, SetAt: *at}
+		c.Old, c.OldSet = deref(old)
+		c.New, c.Set = deref(value)
+		out[c.Name] = c
+		return nil
+	})
+	if err != nil {
+		return nil, head, fmt.Errorf("read the settings of %s: %w", channel, err)
+	}
+	return out, head, nil
+}
+
 const sqlChannelSettingsHistory = `SELECT id, team, channel, name, old_value, value, set_by, set_at
 FROM channel_settings WHERE ($1 = '' OR channel = $1) ORDER BY team, channel, id`
 
