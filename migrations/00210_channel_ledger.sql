@@ -4,14 +4,17 @@
 --   * A channel's ledger is a session row with thread_ts 'ledger' (no Slack ts looks like it;
 --     sessions_thread_once keeps it one per channel). Its events are appended by
 --     logbook_append, so they have the log's chain, verification, checkpoints and exports.
---     Types: setting_changed, note_added, note_forgotten, repo_set, budget_raised. Each
---     event's idempotency key names its projection row ('setting/<id>', 'note/<id>',
---     'forgot/<note id>', 'repo/<id>', 'budget/<id>'); its payload holds the row's fields,
---     "at" the row's time, "via" the path of the change.
---   * channel_settings, channel_memory, channel_memory_forgotten, channel_repos and
---     budget_raises stay as projections for fast reads: the application writes each row and
---     its ledger event in one transaction, and `logbook audit verify` checks every row
---     against its event (session.Store.CheckLedgers).
+--     Types: setting_changed, note_added, note_forgotten, repo_set, budget_raised,
+--     schedule_added, schedule_removed, connector_connected. Each event's idempotency key
+--     names its projection row ('setting/<id>', 'note/<id>', 'forgot/<note id>',
+--     'repo/<id>', 'budget/<id>', 'schedule/<id>', 'unschedule/<id>',
+--     'connect/<server>/<connected_at in Unix microseconds>'); its payload holds the row's
+--     fields (never a token), "at" the row's time, "via" the path of the change.
+--   * channel_settings, channel_memory, channel_memory_forgotten, channel_repos,
+--     budget_raises, schedules, schedule_removals and mcp_tokens (who connected and when)
+--     stay as projections for fast reads: the application writes each row and its ledger
+--     event in one transaction, and `logbook audit verify` checks every row against its
+--     event (session.Store.CheckLedgers).
 --   * logbook_ledger(team, channel) returns the channel's ledger session, opening it once.
 --   * Retention: a ledger is no thread whose last event ages out: logbook_purge_expired skips
 --     it (its settings, repository and budget events are the channel's current state).
@@ -168,13 +171,17 @@ END
 $$;
 -- +goose StatementEnd
 
+-- The auditor checks a connector's row against its ledger: who connected it and when, never
+-- the sealed token.
+GRANT SELECT (server, channel, connected_by, connected_at) ON mcp_tokens TO logbook_auditor;
+
 -- The rows written before the ledger, in the order they were written.
 -- +goose StatementBegin
 DO $$
 DECLARE
-    r record;
+    v_row record;
 BEGIN
-    FOR r IN
+    FOR v_row IN
         SELECT * FROM (
             SELECT c.set_at AS at, c.team, c.channel, 'setting_changed' AS type, 'user' AS kind, c.set_by AS who,
                    'setting/' || c.id AS key,
@@ -206,11 +213,30 @@ BEGIN
                    jsonb_build_object('id', b.id, 'day', to_char(b.day, 'YYYY-MM-DD'), 'scope', b.scope, 'subject', b.subject,
                                       'amount', b.amount, 'by', b.raised_by, 'via', 'slash_command', 'at', b.at)
               FROM budget_raises b
+            UNION ALL
+            SELECT sc.added_at, sc.team, sc.channel, 'schedule_added', 'user', sc.added_by,
+                   'schedule/' || sc.id,
+                   jsonb_build_object('id', sc.id, 'team', sc.team, 'spec', sc.spec, 'prompt', sc.prompt, 'by', sc.added_by,
+                                      'via', 'slash_command', 'at', sc.added_at)
+              FROM schedules sc
+            UNION ALL
+            SELECT r.removed_at, sc.team, sc.channel, 'schedule_removed',
+                   CASE r.removed_by WHEN 'system' THEN 'system' ELSE 'user' END, r.removed_by,
+                   'unschedule/' || r.schedule_id,
+                   jsonb_build_object('schedule', r.schedule_id, 'by', r.removed_by, 'reason', r.reason,
+                                      'via', CASE r.removed_by WHEN 'system' THEN 'logbook' ELSE 'slash_command' END,
+                                      'at', r.removed_at)
+              FROM schedule_removals r JOIN schedules sc ON sc.id = r.schedule_id
+            UNION ALL
+            SELECT t.connected_at, '', t.channel, 'connector_connected', 'user', t.connected_by,
+                   'connect/' || t.server || '/' || ((extract(epoch FROM t.connected_at) * 1000000)::bigint)::text,
+                   jsonb_build_object('server', t.server, 'by', t.connected_by, 'via', 'web', 'at', t.connected_at)
+              FROM mcp_tokens t
         ) x ORDER BY x.at
     LOOP
-        PERFORM 1 FROM logbook_append(logbook_ledger(r.team, r.channel), NULL, NULL,
-            ARRAY[gen_random_uuid()], ARRAY[r.type], ARRAY[r.kind], ARRAY[r.who], ARRAY[r.payload],
-            ARRAY[r.key], ARRAY[false]);
+        PERFORM 1 FROM logbook_append(logbook_ledger(v_row.team, v_row.channel), NULL, NULL,
+            ARRAY[gen_random_uuid()], ARRAY[v_row.type], ARRAY[v_row.kind], ARRAY[v_row.who], ARRAY[v_row.payload],
+            ARRAY[v_row.key], ARRAY[false]);
     END LOOP;
 END
 $$;
@@ -218,6 +244,7 @@ $$;
 
 -- +goose Down
 -- The ledgers' sessions and events stay (the log is append-only); the functions go back.
+REVOKE SELECT (server, channel, connected_by, connected_at) ON mcp_tokens FROM logbook_auditor;
 DROP FUNCTION logbook_ledger(text, text);
 
 -- +goose StatementBegin

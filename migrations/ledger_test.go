@@ -42,6 +42,9 @@ func TestChannelLedgerMigrationRecordsTheRowsFromBefore(t *testing.T) {
 		`INSERT INTO channel_memory_forgotten (note_id, forgotten_by) SELECT min(id), 'UADMIN' FROM channel_memory`,
 		`INSERT INTO channel_repos (team, channel, url, branch, set_by) VALUES ('T1', 'C0000008', 'https://github.com/acme/app', '', 'UADMIN')`,
 		`INSERT INTO budget_raises (day, scope, subject, channel, amount, raised_by) VALUES (current_date, 'person', 'U2', 'C0000008', 1000, 'UADMIN')`,
+		`INSERT INTO schedules (team, channel, spec, prompt, added_by) VALUES ('T1', 'C0000008', '@daily', 'standup', 'UADMIN')`,
+		`INSERT INTO schedule_removals (schedule_id, removed_by, reason) SELECT max(id), 'system', 'the channel went private' FROM schedules`,
+		`INSERT INTO mcp_tokens (server, channel, sealed, connected_by, connected_at) VALUES ('docs', 'C0000008', '\x00', 'ada@example.com', now())`,
 	} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -72,7 +75,8 @@ func TestChannelLedgerMigrationRecordsTheRowsFromBefore(t *testing.T) {
 		types = append(types, e.Type)
 	}
 	want := []session.Type{session.TypeSettingChanged, session.TypeNoteAdded, session.TypeNoteAdded, session.TypeNoteAdded,
-		session.TypeNoteForgotten, session.TypeRepoSet, session.TypeBudgetRaised, session.TypeSettingChanged}
+		session.TypeNoteForgotten, session.TypeRepoSet, session.TypeBudgetRaised, session.TypeScheduleAdded, session.TypeScheduleRemoved,
+		session.TypeConnectorConnected, session.TypeSettingChanged}
 	if len(types) != len(want) {
 		t.Fatalf("ledger events %v; want %v", types, want)
 	}

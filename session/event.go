@@ -115,6 +115,7 @@ var knownTypes = map[Type]bool{
 	TypeFollowupSubscribed: true, TypeFollowupSignal: true, TypeFollowupEnded: true,
 	TypeMCPToolChanged: true,
 	TypeSettingChanged: true, TypeNoteAdded: true, TypeNoteForgotten: true, TypeRepoSet: true, TypeBudgetRaised: true,
+	TypeScheduleAdded: true, TypeScheduleRemoved: true, TypeConnectorConnected: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

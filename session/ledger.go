@@ -29,6 +29,8 @@ const (
 	ViaCLI   = "cli"           // an operator's logbook command
 	ViaWeb   = "web"           // the web pages
 	ViaFile  = "file"          // a settings file (config apply)
+	// ViaLogbook: logbook itself (a schedule it stopped, its actor the system).
+	ViaLogbook = "logbook"
 )
 
 // Ledger event types (a channel's ledger; never in a thread's session).
@@ -38,6 +40,13 @@ const (
 	TypeNoteForgotten  Type = "note_forgotten"
 	TypeRepoSet        Type = "repo_set"
 	TypeBudgetRaised   Type = "budget_raised"
+	// Schedules (bot/schedule): added, and removed by a person or stopped by logbook. A
+	// schedule is never changed or paused in place today: a change is a removal and an add.
+	TypeScheduleAdded   Type = "schedule_added"
+	TypeScheduleRemoved Type = "schedule_removed"
+	// A remote MCP server connected for the channel through the web pages (bot/connectors).
+	// Its token is never in the ledger. There is no disconnect yet.
+	TypeConnectorConnected Type = "connector_connected"
 )
 
 // SettingChanged is a change of a channel's setting (type setting_changed; row ID of
@@ -102,13 +111,45 @@ type BudgetRaised struct {
 	At      time.Time `json:"at"`
 }
 
+// ScheduleAdded is a schedule added in the channel (type schedule_added; row ID of
+// schedules).
+type ScheduleAdded struct {
+	ID     int64     `json:"id"`
+	Team   string    `json:"team"`
+	Spec   string    `json:"spec"`
+	Prompt string    `json:"prompt"`
+	By     string    `json:"by"`
+	Via    string    `json:"via"`
+	At     time.Time `json:"at"`
+}
+
+// ScheduleRemoved is a schedule removed (type schedule_removed; the row of
+// schedule_removals is the schedule's). Reason is logbook's when it stopped it (By "system").
+type ScheduleRemoved struct {
+	Schedule int64     `json:"schedule"`
+	By       string    `json:"by"`
+	Reason   string    `json:"reason,omitempty"`
+	Via      string    `json:"via"`
+	At       time.Time `json:"at"`
+}
+
+// ConnectorConnected is a remote MCP server connected for the channel (type
+// connector_connected; the mcp_tokens row of (Server, channel) while no later connect
+// replaced it). Never the token.
+type ConnectorConnected struct {
+	Server string    `json:"server"`
+	By     string    `json:"by"`
+	Via    string    `json:"via"`
+	At     time.Time `json:"at"`
+}
+
 // ledgerActor is who made a change: the agent (its bot id), an operator or a file (the
 // system, by its name), or a person.
 func ledgerActor(by, via string) Actor {
 	switch via {
 	case ViaAgent:
 		return Actor{Kind: ActorBot, ID: by}
-	case ViaCLI, ViaFile:
+	case ViaCLI, ViaFile, ViaLogbook:
 		return Actor{Kind: ActorSystem, ID: by}
 	}
 	return Actor{Kind: ActorUser, ID: by}
@@ -116,7 +157,7 @@ func ledgerActor(by, via string) Actor {
 
 func validVia(via string) bool {
 	switch via {
-	case ViaSlash, ViaAgent, ViaCLI, ViaWeb, ViaFile:
+	case ViaSlash, ViaAgent, ViaCLI, ViaWeb, ViaFile, ViaLogbook:
 		return true
 	}
 	return false
@@ -203,8 +244,8 @@ SELECT coalesce(c.channel, l.channel), coalesce(l.seq, 0), 'setting_changed', co
        CASE WHEN l.seq IS NULL THEN 'a channel_settings row has no ledger event'
             WHEN c.id IS NULL THEN 'the channel_settings row of the event is missing'
             ELSE 'the channel_settings row differs from its ledger event' END
-  FROM (SELECT * FROM channel_settings WHERE $1 = '' OR channel = $1) c
-  FULL JOIN (SELECT * FROM l WHERE l.type = 'setting_changed') l ON l.key = 'setting/' || c.id
+  FROM (SELECT id, team, channel, name, old_value, value, set_by, set_at FROM channel_settings WHERE $1 = '' OR channel = $1) c
+  FULL JOIN (SELECT l.channel, l.seq, l.key, l.p FROM l WHERE l.type = 'setting_changed') l ON l.key = 'setting/' || c.id
  WHERE c.id IS NULL OR l.seq IS NULL OR l.p IS NULL
     OR c.channel <> l.channel OR c.team IS DISTINCT FROM l.p->>'team' OR c.name IS DISTINCT FROM l.p->>'name'
     OR c.old_value IS DISTINCT FROM l.p->>'old' OR c.value IS DISTINCT FROM l.p->>'new'
@@ -214,8 +255,8 @@ SELECT coalesce(m.channel, l.channel), coalesce(l.seq, 0), 'note_added', coalesc
        CASE WHEN l.seq IS NULL THEN 'a channel_memory row has no ledger event'
             WHEN m.id IS NULL THEN 'the channel_memory row of the event is missing'
             ELSE 'the channel_memory row differs from its ledger event' END
-  FROM (SELECT * FROM channel_memory WHERE $1 = '' OR channel = $1) m
-  FULL JOIN (SELECT * FROM l WHERE l.type = 'note_added') l ON l.key = 'note/' || m.id
+  FROM (SELECT id, team, channel, text, by_kind, by_id, session_id, thread_ts, call_id, created_at FROM channel_memory WHERE $1 = '' OR channel = $1) m
+  FULL JOIN (SELECT l.channel, l.seq, l.key, l.p FROM l WHERE l.type = 'note_added') l ON l.key = 'note/' || m.id
  WHERE m.id IS NULL OR l.seq IS NULL OR m.channel <> l.channel
     OR (l.p IS NULL AND m.text IS NOT NULL)
     OR (l.p IS NOT NULL AND (m.team IS DISTINCT FROM l.p->>'team' OR m.text IS DISTINCT FROM l.p->>'text'
@@ -227,9 +268,9 @@ SELECT coalesce(f.channel, l.channel), coalesce(l.seq, 0), 'note_forgotten', coa
        CASE WHEN l.seq IS NULL THEN 'a channel_memory_forgotten row has no ledger event'
             WHEN f.note_id IS NULL THEN 'the channel_memory_forgotten row of the event is missing'
             ELSE 'the channel_memory_forgotten row differs from its ledger event' END
-  FROM (SELECT f.*, m.channel FROM channel_memory_forgotten f JOIN channel_memory m ON m.id = f.note_id
+  FROM (SELECT f.note_id, f.forgotten_by, f.forgotten_at, m.channel FROM channel_memory_forgotten f JOIN channel_memory m ON m.id = f.note_id
          WHERE $1 = '' OR m.channel = $1) f
-  FULL JOIN (SELECT * FROM l WHERE l.type = 'note_forgotten') l ON l.key = 'forgot/' || f.note_id
+  FULL JOIN (SELECT l.channel, l.seq, l.key, l.p FROM l WHERE l.type = 'note_forgotten') l ON l.key = 'forgot/' || f.note_id
  WHERE f.note_id IS NULL OR l.seq IS NULL OR l.p IS NULL OR f.channel <> l.channel
     OR f.forgotten_by IS DISTINCT FROM l.p->>'by' OR f.forgotten_at IS DISTINCT FROM (l.p->>'at')::timestamptz
 UNION ALL
@@ -237,8 +278,8 @@ SELECT coalesce(r.channel, l.channel), coalesce(l.seq, 0), 'repo_set', coalesce(
        CASE WHEN l.seq IS NULL THEN 'a channel_repos row has no ledger event'
             WHEN r.id IS NULL THEN 'the channel_repos row of the event is missing'
             ELSE 'the channel_repos row differs from its ledger event' END
-  FROM (SELECT * FROM channel_repos WHERE $1 = '' OR channel = $1) r
-  FULL JOIN (SELECT * FROM l WHERE l.type = 'repo_set') l ON l.key = 'repo/' || r.id
+  FROM (SELECT id, team, channel, url, branch, set_by, set_at FROM channel_repos WHERE $1 = '' OR channel = $1) r
+  FULL JOIN (SELECT l.channel, l.seq, l.key, l.p FROM l WHERE l.type = 'repo_set') l ON l.key = 'repo/' || r.id
  WHERE r.id IS NULL OR l.seq IS NULL OR l.p IS NULL OR r.channel <> l.channel
     OR r.team IS DISTINCT FROM l.p->>'team' OR r.url IS DISTINCT FROM l.p->>'url' OR r.branch IS DISTINCT FROM l.p->>'branch'
     OR r.set_by IS DISTINCT FROM l.p->>'by' OR r.set_at IS DISTINCT FROM (l.p->>'at')::timestamptz
@@ -247,12 +288,44 @@ SELECT coalesce(b.channel, l.channel), coalesce(l.seq, 0), 'budget_raised', coal
        CASE WHEN l.seq IS NULL THEN 'a budget_raises row has no ledger event'
             WHEN b.id IS NULL THEN 'the budget_raises row of the event is missing'
             ELSE 'the budget_raises row differs from its ledger event' END
-  FROM (SELECT * FROM budget_raises WHERE $1 = '' OR channel = $1) b
-  FULL JOIN (SELECT * FROM l WHERE l.type = 'budget_raised') l ON l.key = 'budget/' || b.id
+  FROM (SELECT id, day, scope, subject, channel, amount, raised_by, at FROM budget_raises WHERE $1 = '' OR channel = $1) b
+  FULL JOIN (SELECT l.channel, l.seq, l.key, l.p FROM l WHERE l.type = 'budget_raised') l ON l.key = 'budget/' || b.id
  WHERE b.id IS NULL OR l.seq IS NULL OR l.p IS NULL OR b.channel <> l.channel
     OR to_char(b.day, 'YYYY-MM-DD') IS DISTINCT FROM l.p->>'day' OR b.scope IS DISTINCT FROM l.p->>'scope'
     OR b.subject IS DISTINCT FROM l.p->>'subject' OR b.amount::text IS DISTINCT FROM l.p->>'amount'
     OR b.raised_by IS DISTINCT FROM l.p->>'by' OR b.at IS DISTINCT FROM (l.p->>'at')::timestamptz
+UNION ALL
+SELECT coalesce(sc.channel, l.channel), coalesce(l.seq, 0), 'schedule_added', coalesce(sc.id::text, l.key),
+       CASE WHEN l.seq IS NULL THEN 'a schedules row has no ledger event'
+            WHEN sc.id IS NULL THEN 'the schedules row of the event is missing'
+            ELSE 'the schedules row differs from its ledger event' END
+  FROM (SELECT id, team, channel, spec, prompt, added_by, added_at FROM schedules WHERE $1 = '' OR channel = $1) sc
+  FULL JOIN (SELECT l.channel, l.seq, l.key, l.p FROM l WHERE l.type = 'schedule_added') l ON l.key = 'schedule/' || sc.id
+ WHERE sc.id IS NULL OR l.seq IS NULL OR l.p IS NULL OR sc.channel <> l.channel
+    OR sc.team IS DISTINCT FROM l.p->>'team' OR sc.spec IS DISTINCT FROM l.p->>'spec' OR sc.prompt IS DISTINCT FROM l.p->>'prompt'
+    OR sc.added_by IS DISTINCT FROM l.p->>'by' OR sc.added_at IS DISTINCT FROM (l.p->>'at')::timestamptz
+UNION ALL
+SELECT coalesce(r.channel, l.channel), coalesce(l.seq, 0), 'schedule_removed', coalesce(r.schedule_id::text, l.key),
+       CASE WHEN l.seq IS NULL THEN 'a schedule_removals row has no ledger event'
+            WHEN r.schedule_id IS NULL THEN 'the schedule_removals row of the event is missing'
+            ELSE 'the schedule_removals row differs from its ledger event' END
+  FROM (SELECT r.schedule_id, r.removed_by, r.removed_at, r.reason, sc.channel
+          FROM schedule_removals r JOIN schedules sc ON sc.id = r.schedule_id WHERE $1 = '' OR sc.channel = $1) r
+  FULL JOIN (SELECT l.channel, l.seq, l.key, l.p FROM l WHERE l.type = 'schedule_removed') l ON l.key = 'unschedule/' || r.schedule_id
+ WHERE r.schedule_id IS NULL OR l.seq IS NULL OR l.p IS NULL OR r.channel <> l.channel
+    OR r.removed_by IS DISTINCT FROM l.p->>'by' OR r.reason IS DISTINCT FROM coalesce(l.p->>'reason', '')
+    OR r.removed_at IS DISTINCT FROM (l.p->>'at')::timestamptz
+UNION ALL
+SELECT coalesce(t.channel, l.channel), coalesce(l.seq, 0), 'connector_connected', coalesce(t.server, l.key),
+       CASE WHEN l.seq IS NULL THEN 'an mcp_tokens row has no ledger event'
+            WHEN t.server IS NULL THEN 'the mcp_tokens row of the event is missing'
+            ELSE 'the mcp_tokens row differs from its latest ledger event' END
+  FROM (SELECT server, channel, connected_by, connected_at FROM mcp_tokens WHERE $1 = '' OR channel = $1) t
+  FULL JOIN (SELECT DISTINCT ON (l.channel, l.p->>'server') l.channel, l.seq, l.key, l.p
+               FROM l WHERE l.type = 'connector_connected' ORDER BY l.channel, l.p->>'server', l.seq DESC) l
+    ON l.channel = t.channel AND l.p->>'server' = t.server
+ WHERE t.server IS NULL OR l.seq IS NULL
+    OR t.connected_by IS DISTINCT FROM l.p->>'by' OR t.connected_at IS DISTINCT FROM (l.p->>'at')::timestamptz
 ORDER BY 1, 2, 3, 4`
 
 // CheckLedgers checks the projections against the ledgers (channel "": every channel's):

@@ -78,13 +78,45 @@ func TestEachChannelChangeAppendsOneLedgerEvent(t *testing.T) {
 		_, err := st.RaiseBudget(ctx, session.BudgetRaise{Day: time.Now(), Scope: "channel", Subject: "C0000009", Channel: "C0000009", Amount: 1, RaisedBy: "U1"})
 		return err
 	})
+	var sc session.Schedule
+	count("a schedule added", session.TypeScheduleAdded, func() (err error) {
+		sc, err = st.AddSchedule(ctx, session.Schedule{Team: "T1", Channel: "C0000009", Spec: "@daily", Prompt: "p", AddedBy: "U1"})
+		return err
+	})
+	count("a schedule removed", session.TypeScheduleRemoved, func() error {
+		_, err := st.RemoveSchedule(ctx, "T1", sc.ID, "U1")
+		return err
+	})
+	sc2, err := st.AddSchedule(ctx, session.Schedule{Team: "T1", Channel: "C0000009", Spec: "@hourly", Prompt: "p", AddedBy: "U1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count("a schedule stopped by logbook", session.TypeScheduleRemoved, func() error {
+		return st.StopSchedule(ctx, "T1", sc2.ID, "the channel is private now")
+	})
+	count("a connector connected", session.TypeConnectorConnected, func() error {
+		return st.ConnectMCP(ctx, session.MCPToken{Server: "docs", Channel: "C0000009", Sealed: []byte("sealed"), ConnectedBy: "ada@example.com", ConnectedAt: time.Now()})
+	})
 	id, err := st.Ledger(ctx, "C0000009")
 	if err != nil {
 		t.Fatal(err)
 	}
 	evs, err := st.Events(ctx, id, session.Range{})
-	if err != nil || len(evs) != 5 {
-		t.Fatalf("%d ledger events, %v; want 5", len(evs), err)
+	if err != nil || len(evs) != 10 {
+		t.Fatalf("%d ledger events, %v; want 10", len(evs), err)
+	}
+	var conn session.ConnectorConnected
+	if err := evs[9].Decode(&conn); err != nil || conn.Server != "docs" || conn.By != "ada@example.com" || conn.Via != session.ViaWeb {
+		t.Errorf("connector_connected payload %s, %v", evs[9].Payload, err)
+	}
+	for _, e := range evs {
+		if strings.Contains(string(e.Payload), "c2VhbGVk") { // base64 of the sealed token
+			t.Errorf("a token in the ledger: %s %s", e.Type, e.Payload)
+		}
+	}
+	var stopped session.ScheduleRemoved
+	if err := evs[8].Decode(&stopped); err != nil || evs[8].Actor.Kind != session.ActorSystem || stopped.Reason == "" || stopped.Via != session.ViaLogbook {
+		t.Errorf("the stop's ledger event: %+v %+v, %v", evs[8].Actor, stopped, err)
 	}
 	if evs[1].Actor.Kind != session.ActorBot || evs[3].Actor.Kind != session.ActorSystem {
 		t.Errorf("actors: the agent's note %+v, the operator's repository %+v", evs[1].Actor, evs[3].Actor)

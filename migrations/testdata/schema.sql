@@ -476,6 +476,10 @@ CREATE TABLE public.mcp_tokens (
     CONSTRAINT mcp_tokens_server_check CHECK ((server <> ''::text))
 );
 GRANT SELECT, INSERT, UPDATE ON TABLE public.mcp_tokens TO logbook_app;
+GRANT SELECT (channel) ON TABLE public.mcp_tokens TO logbook_auditor;
+GRANT SELECT (connected_at) ON TABLE public.mcp_tokens TO logbook_auditor;
+GRANT SELECT (connected_by) ON TABLE public.mcp_tokens TO logbook_auditor;
+GRANT SELECT (server) ON TABLE public.mcp_tokens TO logbook_auditor;
 
 CREATE TABLE public.mcp_tool_descriptions (
     channel text NOT NULL,
