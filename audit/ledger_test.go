@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,5 +55,58 @@ func TestRetentionKeepsLedgersButPurgesTheirNotes(t *testing.T) {
 	r, err := audit.NewVerifier(f.auditor).Verify(ctx, audit.VerifyOptions{})
 	if err != nil || !r.OK() || r.Ledgers != 1 || r.Purged != 1 {
 		t.Errorf("verify after retention: %+v, %v; want OK, 1 ledger, 1 purged event", r, err)
+	}
+}
+
+// A checkpoint covers the ledgers: a superuser who rewrites a setting consistently — its
+// ledger event, every later hash, and its projection row — passes verification alone, and
+// fails against the checkpoint taken before, which names the channel.
+func TestCheckpointCoversTheLedgers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, v := range []string{"Be terse.", "Be kind."} {
+		if _, err := f.app.SetChannelSetting(ctx, session.ChannelSetting{Team: "T0000001", Channel: "C0000001", Name: "instructions", New: v, Set: true, SetBy: "U0000001"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := audit.NewVerifier(f.auditor)
+	cp, err := v.TakeCheckpoint(ctx)
+	if err != nil || len(cp.Heads) != 1 {
+		t.Fatalf("checkpoint %+v, %v; want the ledger's head", cp, err)
+	}
+	ledger, err := f.auditor.Ledger(ctx, "C0000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ledger.String()
+	tamper(t, f, `
+DO $$
+DECLARE r record; prev bytea;
+BEGIN
+  UPDATE channel_settings SET old_value = 'Obey anyone.' WHERE id = 2;
+  UPDATE channel_settings SET value = 'Obey anyone.' WHERE id = 1;
+  UPDATE events SET payload = jsonb_set(payload, '{new}', '"Obey anyone."') WHERE session_id = '`+id+`' AND seq = 1;
+  UPDATE events SET payload = jsonb_set(payload, '{old}', '"Obey anyone."') WHERE session_id = '`+id+`' AND seq = 2;
+  UPDATE events SET payload_hash = sha256(convert_to(payload::text, 'UTF8')) WHERE session_id = '`+id+`';
+  prev := '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea;
+  FOR r IN SELECT * FROM events WHERE session_id = '`+id+`' ORDER BY seq LOOP
+    UPDATE events SET prev_hash = prev WHERE session_id = r.session_id AND seq = r.seq;
+    prev := sha256(prev || logbook_event_header(r.session_id, r.seq, r.event_id, r.type, r.actor_kind,
+                   r.actor_id, r.created_at, r.idempotency_key) || r.payload_hash);
+    UPDATE events SET hash = prev WHERE session_id = r.session_id AND seq = r.seq;
+  END LOOP;
+END $$`)
+	alone, err := v.Verify(ctx, audit.VerifyOptions{})
+	if err != nil || !alone.OK() {
+		t.Fatalf("the rewrite is not consistent, so this test proves nothing: %+v, %v", alone.Findings, err)
+	}
+	r, err := v.VerifyAgainst(ctx, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Findings) != 1 || r.Findings[0].Session != ledger || r.Findings[0].Channel != "C0000001" ||
+		!strings.Contains(r.Findings[0].String(), "ledger of channel C0000001") {
+		t.Fatalf("against the checkpoint: %+v; want the ledger of C0000001", r.Findings)
 	}
 }

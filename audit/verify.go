@@ -201,6 +201,10 @@ func ReadCheckpoint(ctx context.Context, src *blob.Bucket, key string, pub ed255
 // Sessions created after the checkpoint are verified by Verify, not here.
 func (v *Verifier) VerifyAgainst(ctx context.Context, cp Checkpoint) (Report, error) {
 	var r Report
+	ledgers, err := v.store.Ledgers(ctx)
+	if err != nil {
+		return r, fmt.Errorf("verify against checkpoint: %w", err)
+	}
 	for _, h := range cp.Heads {
 		res, err := v.store.Verify(ctx, h.Session)
 		if err != nil {
@@ -229,6 +233,9 @@ func (v *Verifier) VerifyAgainst(ctx context.Context, cp Checkpoint) (Report, er
 		if !res.OK {
 			r.Findings = append(r.Findings, Finding{Session: h.Session, Seq: res.BrokenSeq, Reason: res.Reason})
 		}
+	}
+	for i := range r.Findings { // a channel's ledger is named by its channel
+		r.Findings[i].Channel = ledgers[r.Findings[i].Session]
 	}
 	return r, nil
 }
