@@ -29,20 +29,34 @@ type VerifyOptions struct {
 	Since   time.Time  // only sessions with an event at or after Since; zero: all
 }
 
-// Finding is one session that does not verify.
+// Finding is one session that does not verify, or a channel's ledger that disagrees with
+// its projections.
 type Finding struct {
 	Session session.ID
-	Seq     int64 // the first seq that does not verify
+	Seq     int64 // the first seq that does not verify (0: a projection row with no ledger event)
 	Reason  string
+	// Channel is set when the session is a channel's ledger; Change then names the
+	// projection's change that disagrees ("setting_changed 12": its type and row), if it is
+	// one ("" for a broken chain).
+	Channel string
+	Change  string
 }
 
 func (f Finding) String() string {
+	switch {
+	case f.Change != "":
+		return session.LedgerFinding{Channel: f.Channel, Seq: f.Seq, Change: f.Change, Reason: f.Reason}.String()
+	case f.Channel != "":
+		return fmt.Sprintf("ledger of channel %s (session %s) is broken at seq %d: %s", f.Channel, f.Session, f.Seq, f.Reason)
+	}
 	return fmt.Sprintf("session %s is broken at seq %d: %s", f.Session, f.Seq, f.Reason)
 }
 
-// Report is the outcome of a verification. Findings are in session creation order.
+// Report is the outcome of a verification. Findings are in session creation order, then the
+// ledgers' disagreements with their projections, by channel.
 type Report struct {
-	Sessions int64 // sessions verified
+	Sessions int64 // sessions verified (channels' ledgers included)
+	Ledgers  int64 // channels' ledgers among them
 	Events   int64 // events verified
 	Purged   int64 // events whose payload was purged (their hashes were checked)
 	Findings []Finding
@@ -57,12 +71,14 @@ func (r Report) Err() error {
 	if r.OK() {
 		return nil
 	}
-	return fmt.Errorf("%w: %s (%d broken sessions)", ErrTampered, r.Findings[0], len(r.Findings))
+	return fmt.Errorf("%w: %s (%d findings)", ErrTampered, r.Findings[0], len(r.Findings))
 }
 
 // Verify recomputes the chain of every selected session (session.Store.Verify: dense seqs,
-// prev hashes, payload hashes, event hashes). err is only for failures to read; what does not
-// verify is in the report.
+// prev hashes, payload hashes, event hashes), channels' ledgers included, and checks the
+// selected ledgers' projections against them (session.Store.CheckLedgers: every ledger
+// when no session is selected). err is only for failures to read; what does not verify is in
+// the report.
 func (v *Verifier) Verify(ctx context.Context, opts VerifyOptions) (Report, error) {
 	ids, err := v.store.SessionIDs(ctx, session.SessionFilter{ID: opts.Session, Since: opts.Since})
 	if err != nil {
@@ -70,6 +86,10 @@ func (v *Verifier) Verify(ctx context.Context, opts VerifyOptions) (Report, erro
 	}
 	if opts.Session != (session.ID{}) && len(ids) == 0 {
 		return Report{}, fmt.Errorf("verify session %s: %w", opts.Session, ErrNotFound)
+	}
+	ledgers, err := v.store.Ledgers(ctx)
+	if err != nil {
+		return Report{}, fmt.Errorf("verify: %w", err)
 	}
 	var r Report
 	for _, id := range ids {
@@ -80,9 +100,32 @@ func (v *Verifier) Verify(ctx context.Context, opts VerifyOptions) (Report, erro
 		r.Sessions++
 		r.Events += res.Events
 		r.Purged += res.Purged
-		if !res.OK {
-			r.Findings = append(r.Findings, Finding{Session: id, Seq: res.BrokenSeq, Reason: res.Reason})
+		channel, isLedger := ledgers[id]
+		if isLedger {
+			r.Ledgers++
 		}
+		if !res.OK {
+			r.Findings = append(r.Findings, Finding{Session: id, Seq: res.BrokenSeq, Reason: res.Reason, Channel: channel})
+		}
+	}
+	check := opts.Session == (session.ID{}) // every ledger: a row may have lost its event
+	only := ""
+	if channel, ok := ledgers[opts.Session]; ok {
+		check, only = true, channel
+	}
+	if !check {
+		return r, nil
+	}
+	fs, err := v.store.CheckLedgers(ctx, only)
+	if err != nil {
+		return r, fmt.Errorf("verify: %w", err)
+	}
+	byChannel := make(map[string]session.ID, len(ledgers))
+	for id, ch := range ledgers {
+		byChannel[ch] = id
+	}
+	for _, f := range fs {
+		r.Findings = append(r.Findings, Finding{Session: byChannel[f.Channel], Seq: f.Seq, Reason: f.Reason, Channel: f.Channel, Change: f.Change})
 	}
 	return r, nil
 }
@@ -158,6 +201,10 @@ func ReadCheckpoint(ctx context.Context, src *blob.Bucket, key string, pub ed255
 // Sessions created after the checkpoint are verified by Verify, not here.
 func (v *Verifier) VerifyAgainst(ctx context.Context, cp Checkpoint) (Report, error) {
 	var r Report
+	ledgers, err := v.store.Ledgers(ctx)
+	if err != nil {
+		return r, fmt.Errorf("verify against checkpoint: %w", err)
+	}
 	for _, h := range cp.Heads {
 		res, err := v.store.Verify(ctx, h.Session)
 		if err != nil {
@@ -186,6 +233,9 @@ func (v *Verifier) VerifyAgainst(ctx context.Context, cp Checkpoint) (Report, er
 		if !res.OK {
 			r.Findings = append(r.Findings, Finding{Session: h.Session, Seq: res.BrokenSeq, Reason: res.Reason})
 		}
+	}
+	for i := range r.Findings { // a channel's ledger is named by its channel
+		r.Findings[i].Channel = ledgers[r.Findings[i].Session]
 	}
 	return r, nil
 }

@@ -1,6 +1,8 @@
 package bot_test
 
 import (
+	"context"
+	"encoding/hex"
 	"regexp"
 	"slices"
 	"strings"
@@ -108,6 +110,20 @@ func TestConfigChangesTheNextTurnsModelInstructionsAndApprovals(t *testing.T) {
 	}
 	if recs[0].Model != "anthropic:claude-test" || len(recs[0].Set) != 0 {
 		t.Fatalf("first turn_settings: %+v", recs[0])
+	}
+	// Each turn names the ledger position it ran under (issue 49): none before any change; the
+	// four changes' head (its seq and hash) after them.
+	ledger, err := h.store.Ledger(context.Background(), general)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := h.events(ledger)
+	if len(changes) != 4 || changes[3].Type != session.TypeSettingChanged {
+		t.Fatalf("the channel's ledger: %d events; want the 4 changes", len(changes))
+	}
+	if recs[0].LedgerSeq != 0 || recs[0].LedgerHash != "" || got.LedgerSeq != 4 || got.LedgerHash != hex.EncodeToString(changes[3].Hash) {
+		t.Fatalf("ledger positions of the turns: %d %q, then %d %q; want none, then 4 %x", recs[0].LedgerSeq, recs[0].LedgerHash,
+			got.LedgerSeq, got.LedgerHash, changes[3].Hash)
 	}
 
 	// Back to the default: the next turn runs the default model.

@@ -99,6 +99,16 @@
 // run; and every hook delivery with its outcome ([Store.AcceptHook] tells a replay under a
 // per-hook lock). Lock keys: [LockScheduleTicksSeed], [LockHookSeed].
 //
+// # Channel ledgers
+//
+// ledger.go keeps each channel's ledger (migration 00230): a session whose thread ts is
+// [LedgerThread], its events the changes that shape the agent in the channel (settings,
+// memory notes, repository, budget raises, schedules, connectors). Every write of those
+// records appends its ledger event in the transaction that writes its row, the event's
+// idempotency key naming the row; the rows are projections for fast reads, and
+// [Store.CheckLedgers] finds one that disagrees with its ledger. Retention leaves a ledger
+// alone but for a purged note's event.
+//
 // # Text PostgreSQL cannot store
 //
 // jsonb rejects U+0000 and unpaired surrogates, and invalid UTF-8 cannot be text at all. Such

@@ -117,6 +117,8 @@ var knownTypes = map[Type]bool{
 	TypeTurnSettings: true, TypeBudgetNotice: true, TypeSetupResult: true,
 	TypeFollowupSubscribed: true, TypeFollowupSignal: true, TypeFollowupEnded: true,
 	TypeMCPToolChanged: true, TypeConnectorUnavailable: true,
+	TypeSettingChanged: true, TypeNoteAdded: true, TypeNoteForgotten: true, TypeRepoSet: true, TypeBudgetRaised: true,
+	TypeScheduleAdded: true, TypeScheduleRemoved: true, TypeConnectorConnected: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

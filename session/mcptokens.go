@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,15 +22,29 @@ type MCPToken struct {
 const sqlConnectMCP = `
 INSERT INTO mcp_tokens (server, channel, sealed, connected_by, connected_at) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (server, channel) DO UPDATE SET sealed = EXCLUDED.sealed, connected_by = EXCLUDED.connected_by,
-    connected_at = EXCLUDED.connected_at, refreshed_at = NULL`
+    connected_at = EXCLUDED.connected_at, refreshed_at = NULL
+RETURNING connected_at, logbook_ledger('', $2)`
 
-// ConnectMCP stores the token of a connect, replacing the server's token for the channel.
-// Errors: ErrInvalidEvent when a name, the sealed token or who is empty.
+// ConnectMCP stores the token of a connect, replacing the server's token for the channel, and
+// appends a connector_connected event (server, who, when: never the token) to the channel's
+// ledger in the same transaction. Errors: ErrInvalidEvent when a name, the sealed token or
+// who is empty.
 func (s *Store) ConnectMCP(ctx context.Context, t MCPToken) error {
 	if t.Server == "" || t.Channel == "" || len(t.Sealed) == 0 || t.ConnectedBy == "" {
 		return fmt.Errorf("connect MCP server: %w: server, channel, token and who are required", ErrInvalidEvent)
 	}
-	if _, err := s.pool.Exec(ctx, sqlConnectMCP, t.Server, t.Channel, t.Sealed, t.ConnectedBy, t.ConnectedAt); err != nil {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var at time.Time
+		var ledger ID
+		if err := tx.QueryRow(ctx, sqlConnectMCP, t.Server, t.Channel, t.Sealed, t.ConnectedBy, t.ConnectedAt).Scan(&at, &ledger); err != nil {
+			return err
+		}
+		_, err := s.appendLedger(ctx, tx, ledger, TypeConnectorConnected, ledgerActor(t.ConnectedBy, ViaWeb),
+			"connect/"+t.Server+"/"+strconv.FormatInt(at.UnixMicro(), 10),
+			ConnectorConnected{Server: t.Server, By: t.ConnectedBy, Via: ViaWeb, At: at})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("connect MCP server %s for %s: %w", t.Server, t.Channel, err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,6 +38,9 @@ type Note struct {
 	Forgotten   bool
 	ForgottenBy string
 	ForgottenAt time.Time
+	// Via is the path of the note (ViaSlash, ViaAgent, ViaCLI, ViaWeb, ViaFile); "" is
+	// ViaAgent for the agent's notes, else ViaSlash.
+	Via string
 }
 
 // ErrForgotten: the note was removed already.
@@ -45,15 +49,23 @@ var ErrForgotten = errors.New("note forgotten already")
 const sqlAddNote = `INSERT INTO channel_memory (team, channel, text, by_kind, by_id, session_id, thread_ts, call_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8, ''))
 ON CONFLICT (session_id, call_id) WHERE call_id IS NOT NULL DO NOTHING
-RETURNING id, created_at`
+RETURNING id, created_at, logbook_ledger($1, $2)`
 
 const sqlNoteOfCall = `SELECT id, created_at, text FROM channel_memory WHERE session_id = $1 AND call_id = $2`
 
-// AddNote appends a note to its channel's memory and returns it with its id and time. Errors:
-// ErrInvalidEvent for an empty or too long text (MaxNoteText), a missing team, channel or who.
+// AddNote appends a note to its channel's memory (a note_added event of the channel's ledger
+// and, in the same transaction, its row) and returns it with its id and time. Errors:
+// ErrInvalidEvent for an empty or too long text (MaxNoteText), a missing team, channel or who,
+// an unknown Via.
 func (s *Store) AddNote(ctx context.Context, n Note) (Note, error) {
-	if n.Team == "" || n.Channel == "" || n.By == "" || (n.ByKind != NoteByUser && n.ByKind != NoteByAgent) {
-		return n, fmt.Errorf("add note: %w: team, channel and who asked are required", ErrInvalidEvent)
+	if n.Via == "" {
+		n.Via = ViaSlash
+		if n.ByKind == NoteByAgent {
+			n.Via = ViaAgent
+		}
+	}
+	if n.Team == "" || n.Channel == "" || n.By == "" || (n.ByKind != NoteByUser && n.ByKind != NoteByAgent) || !validVia(n.Via) {
+		return n, fmt.Errorf("add note: %w: team, channel, who asked and a known way are required", ErrInvalidEvent)
 	}
 	if n.Text == "" || len(n.Text) > MaxNoteText {
 		return n, fmt.Errorf("add note: %w: the text must have 1 to %d bytes", ErrInvalidEvent, MaxNoteText)
@@ -62,10 +74,20 @@ func (s *Store) AddNote(ctx context.Context, n Note) (Note, error) {
 	if n.Session != (ID{}) {
 		sid = &n.Session
 	}
-	err := s.pool.QueryRow(ctx, sqlAddNote, n.Team, n.Channel, n.Text, n.ByKind, n.By, sid, n.ThreadTS, n.CallID).Scan(&n.ID, &n.At)
-	if errors.Is(err, pgx.ErrNoRows) { // this call's note is stored already: return it
-		err = s.pool.QueryRow(ctx, sqlNoteOfCall, sid, n.CallID).Scan(&n.ID, &n.At, &n.Text)
-	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var ledger ID
+		err := tx.QueryRow(ctx, sqlAddNote, n.Team, n.Channel, n.Text, n.ByKind, n.By, sid, n.ThreadTS, n.CallID).Scan(&n.ID, &n.At, &ledger)
+		if errors.Is(err, pgx.ErrNoRows) { // this call's note is stored already, with its event: return it
+			return tx.QueryRow(ctx, sqlNoteOfCall, sid, n.CallID).Scan(&n.ID, &n.At, &n.Text)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = s.appendLedger(ctx, tx, ledger, TypeNoteAdded, ledgerActor(n.By, n.Via), "note/"+strconv.FormatInt(n.ID, 10),
+			NoteAdded{ID: n.ID, Team: n.Team, Text: n.Text, ByKind: n.ByKind, By: n.By, Session: sid, ThreadTS: n.ThreadTS,
+				CallID: n.CallID, Via: n.Via, At: n.At})
+		return err
+	})
 	if err != nil {
 		return n, fmt.Errorf("add a note to %s: %w", n.Channel, err)
 	}
@@ -74,13 +96,23 @@ func (s *Store) AddNote(ctx context.Context, n Note) (Note, error) {
 
 const sqlForgetNote = `INSERT INTO channel_memory_forgotten (note_id, forgotten_by)
 SELECT id, $4 FROM channel_memory WHERE id = $3 AND team = $1 AND channel = $2
-RETURNING forgotten_at`
+RETURNING forgotten_at, logbook_ledger($1, $2)`
 
-// ForgetNote removes note id from the channel's memory, recording who did. Errors:
-// ErrNotFound when the channel has no such note, ErrForgotten when it was removed already.
+// ForgetNote removes note id from the channel's memory, recording who did (a note_forgotten
+// event of the channel's ledger and, in the same transaction, its row; by a person, with
+// /logbook forget). Errors: ErrNotFound when the channel has no such note, ErrForgotten when it
+// was removed already.
 func (s *Store) ForgetNote(ctx context.Context, team, channel string, id int64, by string) (time.Time, error) {
 	var at time.Time
-	err := s.pool.QueryRow(ctx, sqlForgetNote, team, channel, id, by).Scan(&at)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var ledger ID
+		if err := tx.QueryRow(ctx, sqlForgetNote, team, channel, id, by).Scan(&at, &ledger); err != nil {
+			return err
+		}
+		_, err := s.appendLedger(ctx, tx, ledger, TypeNoteForgotten, ledgerActor(by, ViaSlash), "forgot/"+strconv.FormatInt(id, 10),
+			NoteForgotten{Note: id, By: by, Via: ViaSlash, At: at})
+		return err
+	})
 	var pe *pgconn.PgError
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

@@ -302,6 +302,11 @@ type TurnSettings struct {
 	// path@sha256.
 	NestedInstructions []string `json:"nested_instructions,omitempty"`
 	Memory             []int64  `json:"memory,omitempty"`
+	// LedgerSeq and LedgerHash are the head of the channel's ledger when the turn read its
+	// settings (its seq, and its hash in hex): the changes it ran under are the ledger's events
+	// up to it. 0 and "": the channel had no ledger then.
+	LedgerSeq  int64  `json:"ledger_seq,omitempty"`
+	LedgerHash string `json:"ledger_hash,omitempty"`
 }
 
 // SandboxLost records that the session's sandbox was found gone.

@@ -26,6 +26,10 @@ func TestRecentSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A channel's ledger is no thread: catch-up must not ask Slack for its replies (issue 49).
+	if _, err := st.SetChannelRepo(ctx, session.ChannelRepo{Team: "T0000001", Channel: "C0000009", URL: "https://github.com/a/b", SetBy: "U1"}); err != nil {
+		t.Fatal(err)
+	}
 	got, err := st.Recent(ctx, time.Now().Add(-time.Minute), 10)
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,11 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,17 +18,31 @@ type ChannelRepo struct {
 	URL, Branch   string
 	SetBy         string
 	SetAt         time.Time
+	// Via is the path of the change (ViaSlash, ViaCLI, ViaWeb, ViaFile); "" is ViaSlash.
+	Via string
 }
 
 const sqlSetChannelRepo = `INSERT INTO channel_repos (team, channel, url, branch, set_by) VALUES ($1, $2, $3, $4, $5)
-RETURNING set_at`
+RETURNING id, set_at, logbook_ledger($1, $2)`
 
-// SetChannelRepo records r as its channel's repository (a new row; the old ones stay).
+// SetChannelRepo records r as its channel's repository: a repo_set event of the channel's
+// ledger and, in the same transaction, its row (the old ones stay).
 func (s *Store) SetChannelRepo(ctx context.Context, r ChannelRepo) (ChannelRepo, error) {
-	if r.Team == "" || r.Channel == "" || r.SetBy == "" {
-		return r, fmt.Errorf("set channel repository: %w: team, channel and who set it are required", ErrInvalidEvent)
+	r.Via = cmp.Or(r.Via, ViaSlash)
+	if r.Team == "" || r.Channel == "" || r.SetBy == "" || !validVia(r.Via) {
+		return r, fmt.Errorf("set channel repository: %w: team, channel, who set it and a known way are required", ErrInvalidEvent)
 	}
-	if err := s.pool.QueryRow(ctx, sqlSetChannelRepo, r.Team, r.Channel, r.URL, r.Branch, r.SetBy).Scan(&r.SetAt); err != nil {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var id int64
+		var ledger ID
+		if err := tx.QueryRow(ctx, sqlSetChannelRepo, r.Team, r.Channel, r.URL, r.Branch, r.SetBy).Scan(&id, &r.SetAt, &ledger); err != nil {
+			return err
+		}
+		_, err := s.appendLedger(ctx, tx, ledger, TypeRepoSet, ledgerActor(r.SetBy, r.Via), "repo/"+strconv.FormatInt(id, 10),
+			RepoSet{ID: id, Team: r.Team, URL: r.URL, Branch: r.Branch, By: r.SetBy, Via: r.Via, At: r.SetAt})
+		return err
+	})
+	if err != nil {
 		return r, fmt.Errorf("set the repository of %s: %w", r.Channel, err)
 	}
 	return r, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -55,29 +56,59 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 }
 
 const sqlAddSchedule = `INSERT INTO schedules (team, channel, spec, prompt, added_by) VALUES ($1, $2, $3, $4, $5)
-RETURNING id, added_at`
+RETURNING id, added_at, logbook_ledger($1, $2)`
 
-// AddSchedule records a new schedule and returns it with its id. Errors: ErrInvalidEvent when
-// a field is empty.
+// AddSchedule records a new schedule (a schedule_added event of the channel's ledger and, in
+// the same transaction, its row) and returns it with its id. Errors: ErrInvalidEvent when a
+// field is empty.
 func (s *Store) AddSchedule(ctx context.Context, sc Schedule) (Schedule, error) {
 	if sc.Team == "" || sc.Channel == "" || sc.Spec == "" || sc.Prompt == "" || sc.AddedBy == "" {
 		return sc, fmt.Errorf("add schedule: %w: team, channel, spec, prompt and who added it are required", ErrInvalidEvent)
 	}
-	if err := s.pool.QueryRow(ctx, sqlAddSchedule, sc.Team, sc.Channel, sc.Spec, sc.Prompt, sc.AddedBy).Scan(&sc.ID, &sc.AddedAt); err != nil {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var ledger ID
+		if err := tx.QueryRow(ctx, sqlAddSchedule, sc.Team, sc.Channel, sc.Spec, sc.Prompt, sc.AddedBy).Scan(&sc.ID, &sc.AddedAt, &ledger); err != nil {
+			return err
+		}
+		_, err := s.appendLedger(ctx, tx, ledger, TypeScheduleAdded, ledgerActor(sc.AddedBy, ViaSlash), "schedule/"+strconv.FormatInt(sc.ID, 10),
+			ScheduleAdded{ID: sc.ID, Team: sc.Team, Spec: sc.Spec, Prompt: sc.Prompt, By: sc.AddedBy, Via: ViaSlash, At: sc.AddedAt})
+		return err
+	})
+	if err != nil {
 		return sc, fmt.Errorf("add schedule in %s: %w", sc.Channel, err)
 	}
 	return sc, nil
 }
 
-const sqlRemoveSchedule = `INSERT INTO schedule_removals (schedule_id, removed_by)
-SELECT id, $3 FROM schedules WHERE id = $1 AND team = $2
-ON CONFLICT (schedule_id) DO NOTHING RETURNING removed_at`
+// sqlRemoveSchedule records a removal (by a person, or by logbook with a reason) and returns
+// the schedule's channel ledger.
+const sqlRemoveSchedule = `WITH sc AS (SELECT id, team, channel FROM schedules WHERE id = $1 AND team = $2),
+r AS (
+    INSERT INTO schedule_removals (schedule_id, removed_by, reason) SELECT id, $3, $4 FROM sc
+    ON CONFLICT (schedule_id) DO NOTHING RETURNING removed_at
+)
+SELECT r.removed_at, logbook_ledger(sc.team, sc.channel) FROM r, sc`
 
-// RemoveSchedule records that who removed schedule id of team. Errors: ErrNotFound when team
-// has no such schedule or it was removed already.
-func (s *Store) RemoveSchedule(ctx context.Context, team string, id int64, who string) (time.Time, error) {
+// removeSchedule appends the schedule_removed event and its row, in one transaction.
+func (s *Store) removeSchedule(ctx context.Context, team string, id int64, who, reason, via string) (time.Time, error) {
 	var at time.Time
-	err := s.pool.QueryRow(ctx, sqlRemoveSchedule, id, team, who).Scan(&at)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var ledger ID
+		if err := tx.QueryRow(ctx, sqlRemoveSchedule, id, team, who, reason).Scan(&at, &ledger); err != nil {
+			return err
+		}
+		_, err := s.appendLedger(ctx, tx, ledger, TypeScheduleRemoved, ledgerActor(who, via), "unschedule/"+strconv.FormatInt(id, 10),
+			ScheduleRemoved{Schedule: id, By: who, Reason: reason, Via: via, At: at})
+		return err
+	})
+	return at, err
+}
+
+// RemoveSchedule records that who removed schedule id of team (a schedule_removed event of
+// the channel's ledger and its row). Errors: ErrNotFound when team has no such schedule or it
+// was removed already.
+func (s *Store) RemoveSchedule(ctx context.Context, team string, id int64, who string) (time.Time, error) {
+	at, err := s.removeSchedule(ctx, team, id, who, "", ViaSlash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return at, fmt.Errorf("remove schedule %d: %w", id, ErrNotFound)
 	}
@@ -87,15 +118,11 @@ func (s *Store) RemoveSchedule(ctx context.Context, team string, id int64, who s
 	return at, nil
 }
 
-const sqlStopSchedule = `INSERT INTO schedule_removals (schedule_id, removed_by, reason)
-SELECT id, 'system', $3 FROM schedules WHERE id = $1 AND team = $2
-ON CONFLICT (schedule_id) DO NOTHING RETURNING removed_at`
-
 // StopSchedule records that logbook stopped schedule id of team itself (removed_by system),
-// and why. Errors: ErrNotFound when team has no such schedule or it was removed already.
+// and why, on the channel's ledger as RemoveSchedule does. Errors: ErrNotFound when team has
+// no such schedule or it was removed already.
 func (s *Store) StopSchedule(ctx context.Context, team string, id int64, reason string) error {
-	var at time.Time
-	err := s.pool.QueryRow(ctx, sqlStopSchedule, id, team, clipReason(reason)).Scan(&at)
+	_, err := s.removeSchedule(ctx, team, id, "system", clipReason(reason), ViaLogbook)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("stop schedule %d: %w", id, ErrNotFound)
 	}

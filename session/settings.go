@@ -1,8 +1,10 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,6 +21,11 @@ type ChannelSetting struct {
 	OldSet, Set   bool
 	SetBy         string
 	SetAt         time.Time
+	// Via is the path of the change (ViaSlash, ViaCLI, ViaWeb, ViaFile); "" is ViaSlash.
+	Via string
+	// Ledger is the setting_changed event of the channel's ledger that recorded it (set by
+	// SetChannelSetting).
+	Ledger Event
 }
 
 // sqlLockChannelSetting serialises changes of one (channel, name), taken before
@@ -26,17 +33,20 @@ type ChannelSetting struct {
 // that held the lock), so two admins' changes record each other's values.
 const sqlLockChannelSetting = `SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2 || '/' || $3, 7462))`
 
-// sqlSetChannelSetting appends a change with the value it replaces.
+// sqlSetChannelSetting appends a change with the value it replaces, and returns the channel's
+// ledger (opened on its first change).
 const sqlSetChannelSetting = `INSERT INTO channel_settings (team, channel, name, old_value, value, set_by)
 VALUES ($1, $2, $3, (SELECT value FROM channel_settings WHERE team = $1 AND channel = $2 AND name = $3 ORDER BY id DESC LIMIT 1), $4, $5)
-RETURNING id, old_value, set_at`
+RETURNING id, old_value, set_at, logbook_ledger($1, $2)`
 
-// SetChannelSetting records a change of a channel's setting (a new row; the old ones stay) and
-// returns it with the value it replaced. Errors: ErrInvalidEvent when team, channel, name or
-// who is empty.
+// SetChannelSetting records a change of a channel's setting: a setting_changed event of the
+// channel's ledger and, in the same transaction, its row (the old ones stay). It returns the
+// change with the value it replaced and its ledger event. Errors: ErrInvalidEvent when team,
+// channel, name or who is empty, or Via is unknown.
 func (s *Store) SetChannelSetting(ctx context.Context, c ChannelSetting) (ChannelSetting, error) {
-	if c.Team == "" || c.Channel == "" || c.Name == "" || c.SetBy == "" {
-		return c, fmt.Errorf("set channel setting: %w: team, channel, name and who set it are required", ErrInvalidEvent)
+	c.Via = cmp.Or(c.Via, ViaSlash)
+	if c.Team == "" || c.Channel == "" || c.Name == "" || c.SetBy == "" || !validVia(c.Via) {
+		return c, fmt.Errorf("set channel setting: %w: team, channel, name, who set it and a known way are required", ErrInvalidEvent)
 	}
 	var value, old *string
 	if c.Set {
@@ -46,7 +56,14 @@ func (s *Store) SetChannelSetting(ctx context.Context, c ChannelSetting) (Channe
 		if _, err := tx.Exec(ctx, sqlLockChannelSetting, c.Team, c.Channel, c.Name); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, sqlSetChannelSetting, c.Team, c.Channel, c.Name, value, c.SetBy).Scan(&c.ID, &old, &c.SetAt)
+		var ledger ID
+		if err := tx.QueryRow(ctx, sqlSetChannelSetting, c.Team, c.Channel, c.Name, value, c.SetBy).Scan(&c.ID, &old, &c.SetAt, &ledger); err != nil {
+			return err
+		}
+		var err error
+		c.Ledger, err = s.appendLedger(ctx, tx, ledger, TypeSettingChanged, ledgerActor(c.SetBy, c.Via), "setting/"+strconv.FormatInt(c.ID, 10),
+			SettingChanged{ID: c.ID, Team: c.Team, Name: c.Name, Old: old, New: value, By: c.SetBy, Via: c.Via, At: c.SetAt})
+		return err
 	})
 	if err != nil {
 		return c, fmt.Errorf("set %s of %s: %w", c.Name, c.Channel, err)
@@ -74,6 +91,53 @@ func (s *Store) ChannelSettings(ctx context.Context, team, channel string) (map[
 		out[c.Name] = c
 	}
 	return out, nil
+}
+
+// sqlChannelSettingsAt is sqlChannelSettings with the head of the channel's ledger on every
+// row, and one row of NULLs for the settings when the channel has none.
+const sqlChannelSettingsAt = `SELECT l.seq, l.hash, c.id, c.team, c.channel, c.name, c.old_value, c.value, c.set_by, c.set_at
+FROM (SELECT 1) one
+LEFT JOIN LATERAL (
+    SELECT e.seq, e.hash FROM sessions s JOIN events e ON e.session_id = s.id
+     WHERE s.channel_id = $2 AND s.thread_ts = '` + LedgerThread + `' AND s.by_thread
+     ORDER BY e.seq DESC LIMIT 1) l ON true
+LEFT JOIN (
+    SELECT DISTINCT ON (name) id, team, channel, name, old_value, value, set_by, set_at
+      FROM channel_settings WHERE team = $1 AND channel = $2 ORDER BY name, id DESC) c ON true`
+
+// ChannelSettingsAt is ChannelSettings with the head of the channel's ledger at the same
+// moment (seq 0 and nil hash when the channel has none), in one round trip: what a turn reads
+// to say which ledger position it ran under.
+func (s *Store) ChannelSettingsAt(ctx context.Context, team, channel string) (map[string]ChannelSetting, Head, error) {
+	var head Head
+	out := map[string]ChannelSetting{}
+	rows, err := s.pool.Query(ctx, sqlChannelSettingsAt, team, channel)
+	if err != nil {
+		return nil, head, fmt.Errorf("read the settings of %s: %w", channel, err)
+	}
+	var seq, id *int64
+	var hash []byte
+	var c ChannelSetting
+	var cteam, cchannel, name, setBy *string
+	var old, value *string
+	var at *time.Time
+	_, err = pgx.ForEachRow(rows, []any{&seq, &hash, &id, &cteam, &cchannel, &name, &old, &value, &setBy, &at}, func() error {
+		if seq != nil {
+			head = Head{Seq: *seq, Hash: hash}
+		}
+		if id == nil {
+			return nil
+		}
+		c = ChannelSetting{ID: *id, Team: *cteam, Channel: *cchannel, Name: *name, SetBy: *setBy, SetAt: *at}
+		c.Old, c.OldSet = deref(old)
+		c.New, c.Set = deref(value)
+		out[c.Name] = c
+		return nil
+	})
+	if err != nil {
+		return nil, head, fmt.Errorf("read the settings of %s: %w", channel, err)
+	}
+	return out, head, nil
 }
 
 const sqlChannelSettingsHistory = `SELECT id, team, channel, name, old_value, value, set_by, set_at

@@ -1,10 +1,12 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -221,18 +223,34 @@ type BudgetRaise struct {
 	Amount   int64  // micros
 	RaisedBy string
 	At       time.Time
+	// Team is the channel's team, for its ledger ("": the team of the channel's sessions).
+	Team string
+	// Via is the path of the raise (ViaSlash, ViaCLI, ViaWeb, ViaFile); "" is ViaSlash.
+	Via string
 }
 
 const sqlRaiseBudget = `INSERT INTO budget_raises (day, scope, subject, channel, amount, raised_by)
-VALUES ($1, $2, $3, $4, $5, $6) RETURNING at`
+VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, at, logbook_ledger($7, $4)`
 
-// RaiseBudget records r.
+// RaiseBudget records r: a budget_raised event of the ledger of the channel it was raised in
+// and, in the same transaction, its row.
 func (s *Store) RaiseBudget(ctx context.Context, r BudgetRaise) (BudgetRaise, error) {
-	if (r.Scope != "channel" && r.Scope != "person") || r.Subject == "" || r.Channel == "" || r.RaisedBy == "" || r.Amount <= 0 {
-		return r, fmt.Errorf("raise budget: %w: scope, subject, channel, who and a positive amount are required", ErrInvalidEvent)
+	r.Via = cmp.Or(r.Via, ViaSlash)
+	if (r.Scope != "channel" && r.Scope != "person") || r.Subject == "" || r.Channel == "" || r.RaisedBy == "" || r.Amount <= 0 || !validVia(r.Via) {
+		return r, fmt.Errorf("raise budget: %w: scope, subject, channel, who, a known way and a positive amount are required", ErrInvalidEvent)
 	}
 	r.Day = UTCDay(r.Day)
-	if err := s.pool.QueryRow(ctx, sqlRaiseBudget, r.Day, r.Scope, r.Subject, r.Channel, r.Amount, r.RaisedBy).Scan(&r.At); err != nil {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var id int64
+		var ledger ID
+		if err := tx.QueryRow(ctx, sqlRaiseBudget, r.Day, r.Scope, r.Subject, r.Channel, r.Amount, r.RaisedBy, r.Team).Scan(&id, &r.At, &ledger); err != nil {
+			return err
+		}
+		_, err := s.appendLedger(ctx, tx, ledger, TypeBudgetRaised, ledgerActor(r.RaisedBy, r.Via), "budget/"+strconv.FormatInt(id, 10),
+			BudgetRaised{ID: id, Day: r.Day.Format(time.DateOnly), Scope: r.Scope, Subject: r.Subject, Amount: r.Amount, By: r.RaisedBy, Via: r.Via, At: r.At})
+		return err
+	})
+	if err != nil {
 		return r, fmt.Errorf("raise the %s budget of %s: %w", r.Scope, r.Subject, err)
 	}
 	return r, nil

@@ -420,10 +420,11 @@ func cleanText(s string) bool {
 const sqlRecent = `
 SELECT s.id, s.team_id, s.channel_id, s.thread_ts, s.created_at FROM sessions s
 WHERE s.id IN (SELECT DISTINCT e.session_id FROM events e WHERE e.created_at >= $1)
+  AND s.thread_ts <> '` + LedgerThread + `'
 ORDER BY s.created_at DESC, s.id DESC
 LIMIT $2`
 
-// Recent returns the sessions with an event at or after since, whichever team owns their
+// Recent returns the threads' sessions (channels' ledgers are not threads) with an event at or after since, whichever team owns their
 // channel (a Slack Connect channel may be hosted by another organisation), newest session
 // first, at most limit of them.
 func (s *Store) Recent(ctx context.Context, since time.Time, limit int) ([]Session, error) {

@@ -32,6 +32,9 @@ func offer(_ context.Context, s part.Scope) (part.Offer, error) {
 				rec.Set = append(rec.Set, n)
 			}
 		}
+		if c, ok := ch.(Channel); ok && c.ledger.Seq > 0 {
+			rec.LedgerSeq, rec.LedgerHash = c.ledger.Seq, hex.EncodeToString(c.ledger.Hash)
+		}
 	}
 	return o, nil
 }

@@ -67,7 +67,7 @@ type Reader interface {
 // Store keeps the records (*session.Store).
 type Store interface {
 	SetChannelSetting(ctx context.Context, c session.ChannelSetting) (session.ChannelSetting, error)
-	ChannelSettings(ctx context.Context, team, channel string) (map[string]session.ChannelSetting, error)
+	ChannelSettingsAt(ctx context.Context, team, channel string) (map[string]session.ChannelSetting, session.Head, error)
 	ChannelSettingsHistory(ctx context.Context, channel string) ([]session.ChannelSetting, error)
 }
 
@@ -111,6 +111,7 @@ type Channel struct {
 	Team, Channel string
 	values        map[string]string
 	records       map[string]session.ChannelSetting
+	ledger        session.Head
 }
 
 // For returns the channel's effective settings. Errors are the store's. Within a turn's
@@ -129,10 +130,11 @@ func (s *Settings) For(ctx context.Context, team, channel string) (Channel, erro
 	if s.cfg.Store == nil || channel == "" {
 		return c, nil
 	}
-	recs, err := s.cfg.Store.ChannelSettings(ctx, team, channel)
+	recs, ledger, err := s.cfg.Store.ChannelSettingsAt(ctx, team, channel)
 	if err != nil {
 		return c, err
 	}
+	c.ledger = ledger
 	for name, r := range recs {
 		if r.Set && slices.Contains(Names, name) {
 			c.values[name], c.records[name] = r.New, r
@@ -158,6 +160,9 @@ type turnSettings struct {
 func (s *Settings) Within(ctx context.Context, c Channel) context.Context {
 	return context.WithValue(ctx, turnKey{}, turnSettings{s: s, c: c})
 }
+
+// Ledger is the head of the channel's ledger when the settings were read (seq 0: none).
+func (c Channel) Ledger() session.Head { return c.ledger }
 
 // Value is the setting's effective value, "" when it has none.
 func (c Channel) Value(name string) string { return c.values[name] }

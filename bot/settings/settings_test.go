@@ -2,7 +2,9 @@ package settings_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -39,19 +41,27 @@ func (m *memStore) SetChannelSetting(_ context.Context, c session.ChannelSetting
 	return c, nil
 }
 
-func (m *memStore) ChannelSettings(_ context.Context, team, channel string) (map[string]session.ChannelSetting, error) {
+// ChannelSettingsAt's ledger head is the channel's count of changes, its hash that count's
+// sha256 (the real ledger also holds other changes; a fake of the settings has only these).
+func (m *memStore) ChannelSettingsAt(_ context.Context, team, channel string) (map[string]session.ChannelSetting, session.Head, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.err != nil {
-		return nil, m.err
+		return nil, session.Head{}, m.err
 	}
 	out := map[string]session.ChannelSetting{}
+	var head session.Head
 	for _, r := range m.rows {
+		if r.Channel == channel {
+			head.Seq++
+			sum := sha256.Sum256([]byte(strconv.FormatInt(head.Seq, 10)))
+			head.Hash = sum[:]
+		}
 		if r.Team == team && r.Channel == channel {
 			out[r.Name] = r
 		}
 	}
-	return out, nil
+	return out, head, nil
 }
 
 func (m *memStore) ChannelSettingsHistory(_ context.Context, channel string) ([]session.ChannelSetting, error) {
@@ -210,11 +220,11 @@ type countingStore struct {
 	reads int
 }
 
-func (c *countingStore) ChannelSettings(ctx context.Context, team, channel string) (map[string]session.ChannelSetting, error) {
+func (c *countingStore) ChannelSettingsAt(ctx context.Context, team, channel string) (map[string]session.ChannelSetting, session.Head, error) {
 	c.mu.Lock()
 	c.reads++
 	c.mu.Unlock()
-	return c.memStore.ChannelSettings(ctx, team, channel)
+	return c.memStore.ChannelSettingsAt(ctx, team, channel)
 }
 
 // A turn reads its channel's settings once: under its context (Within) the budget's meter and

@@ -649,7 +649,7 @@ func verifyChains(ctx context.Context, e env, sb *session.Standby, store *sessio
 	if err := r.Err(); err != nil {
 		return exitError{code: 1, err: err}
 	}
-	msg := fmt.Sprintf("OK: %d sessions, %d events verified (%d purged by retention)", r.Sessions, r.Events, r.Purged)
+	msg := fmt.Sprintf("OK: %d sessions, %d events verified (%d purged by retention); %d channel ledgers match their projections", r.Sessions, r.Events, r.Purged, r.Ledgers)
 	if cp != nil {
 		msg += fmt.Sprintf("; %d sessions match the checkpoint of %s", len(cp.Heads), cp.TakenAt.Format(time.RFC3339))
 	}

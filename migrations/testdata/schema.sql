@@ -529,6 +529,10 @@ CREATE TABLE public.mcp_tokens (
     CONSTRAINT mcp_tokens_server_check CHECK ((server <> ''::text))
 );
 GRANT SELECT, INSERT, UPDATE ON TABLE public.mcp_tokens TO logbook_app;
+GRANT SELECT (channel) ON TABLE public.mcp_tokens TO logbook_auditor;
+GRANT SELECT (connected_at) ON TABLE public.mcp_tokens TO logbook_auditor;
+GRANT SELECT (connected_by) ON TABLE public.mcp_tokens TO logbook_auditor;
+GRANT SELECT (server) ON TABLE public.mcp_tokens TO logbook_auditor;
 
 CREATE TABLE public.mcp_tool_descriptions (
     channel text NOT NULL,
@@ -1075,6 +1079,32 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.logbook_ledger(p_team text, p_channel text)
+ RETURNS uuid
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v uuid;
+BEGIN
+    SELECT s.id INTO v FROM sessions s WHERE s.channel_id = p_channel AND s.thread_ts = 'ledger' AND s.by_thread;
+    IF FOUND THEN
+        RETURN v;
+    END IF;
+    INSERT INTO sessions AS s (id, team_id, channel_id, thread_ts)
+    VALUES (gen_random_uuid(),
+            coalesce(nullif(p_team, ''),
+                     (SELECT o.team_id FROM sessions o WHERE o.channel_id = p_channel ORDER BY o.created_at LIMIT 1),
+                     '-'),
+            p_channel, 'ledger')
+    ON CONFLICT DO NOTHING
+    RETURNING s.id INTO v;
+    IF v IS NULL THEN -- another transaction opened it meanwhile
+        SELECT s.id INTO v FROM sessions s WHERE s.channel_id = p_channel AND s.thread_ts = 'ledger' AND s.by_thread;
+    END IF;
+    RETURN v;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.logbook_memory_reject_change()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -1136,7 +1166,8 @@ BEGIN
     PERFORM pg_advisory_xact_lock(7461004);
     FOR v_sid IN
         SELECT s.id FROM sessions s
-         WHERE EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id AND e.payload IS NOT NULL)
+         WHERE s.thread_ts <> 'ledger' -- a channel's ledger is its current configuration (00210)
+           AND EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id AND e.payload IS NOT NULL)
            AND NOT EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id AND e.created_at >= p_cutoff)
            AND NOT EXISTS (
                SELECT 1 FROM audit_holds h
@@ -1209,16 +1240,26 @@ BEGIN
     END IF;
     PERFORM pg_advisory_xact_lock(7461002);
     PERFORM set_config('logbook.purge', 'on', true);
-    UPDATE channel_memory m SET text = NULL, purged_at = clock_timestamp()
-     WHERE m.text IS NOT NULL AND m.created_at < p_cutoff
-       AND NOT EXISTS (
-           SELECT 1 FROM audit_holds h
-            WHERE h.action = 'add'
-              AND NOT EXISTS (SELECT 1 FROM audit_holds r WHERE r.hold_id = h.hold_id AND r.action = 'remove')
-              AND ((h.scope = 'channel' AND h.value = m.channel)
-                OR (h.scope = 'actor' AND h.value = m.by_id)
-                OR (h.scope = 'session' AND h.value = m.session_id::text)));
-    GET DIAGNOSTICS v_n = ROW_COUNT;
+    WITH m AS (
+        UPDATE channel_memory m SET text = NULL, purged_at = clock_timestamp()
+         WHERE m.text IS NOT NULL AND m.created_at < p_cutoff
+           AND NOT EXISTS (
+               SELECT 1 FROM audit_holds h
+                WHERE h.action = 'add'
+                  AND NOT EXISTS (SELECT 1 FROM audit_holds r WHERE r.hold_id = h.hold_id AND r.action = 'remove')
+                  AND ((h.scope = 'channel' AND h.value = m.channel)
+                    OR (h.scope = 'actor' AND h.value = m.by_id)
+                    OR (h.scope = 'session' AND h.value = m.session_id::text)))
+        RETURNING m.id, m.channel
+    ), e AS (
+        -- The note's ledger event loses its payload with the text (its hash and key stay).
+        UPDATE events e SET payload = NULL
+          FROM m, sessions s
+         WHERE s.channel_id = m.channel AND s.thread_ts = 'ledger' AND s.by_thread
+           AND e.session_id = s.id AND e.idempotency_key = 'note/' || m.id AND e.payload IS NOT NULL
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_n FROM m;
     PERFORM set_config('logbook.purge', 'off', true);
     RETURN v_n;
 END

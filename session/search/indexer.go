@@ -253,6 +253,9 @@ func (ix *Indexer) step(ctx context.Context, wait bool) (int, error) {
 	b := &pgx.Batch{}
 	for _, id := range ids {
 		a := aggs[id]
+		if a.key.ThreadTS == session.LedgerThread {
+			continue // a channel's ledger is no thread: nothing of it is searched or listed
+		}
 		ix.queue(b, bySession[id], a)
 		last := a.last
 		if !a.hadMessage {

@@ -596,3 +596,21 @@ func TestIndexerRun(t *testing.T) {
 		t.Fatalf("Run returned %v, want nil after cancellation", err)
 	}
 }
+
+// A channel's ledger (issue 49) is no thread: the indexer lists it nowhere, so the recent
+// sessions (the web's list) show only threads, and a thread beside it still is indexed.
+func TestALedgerIsNoSearchSession(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, search.Options{})
+	s := f.open("C0000001", "1700000000.000100")
+	f.append(s, userMsg(s, "U0000001", "ada", "1700000000.000100", "deploy the docs"))
+	if _, err := f.store.SetChannelSetting(f.ctx, session.ChannelSetting{Team: "T0000001", Channel: "C0000001", Name: "instructions",
+		New: "deploy carefully", Set: true, SetBy: "U0000001"}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.catchUp()
+	got, err := f.s.Recent(f.ctx, time.Time{}, 10)
+	if err != nil || len(got) != 1 || got[0].ThreadTS != "1700000000.000100" {
+		t.Fatalf("recent sessions %+v, %v; want the thread alone", got, err)
+	}
+}

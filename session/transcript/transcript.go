@@ -872,7 +872,47 @@ var markerDetails = map[session.Type]func(session.Event) string{
 		if len(m.Memory) > 0 {
 			detail += fmt.Sprintf(", %d memory notes", len(m.Memory))
 		}
+		if m.LedgerSeq > 0 {
+			detail += fmt.Sprintf(", channel ledger #%d %s", m.LedgerSeq, shortID(m.LedgerHash))
+		}
 		return detail
+	}),
+	// A channel's ledger (its transcript is the channel's history of changes).
+	session.TypeSettingChanged: payload(func(_ session.Event, m session.SettingChanged) string {
+		val := func(v *string) string {
+			if v == nil {
+				return "default"
+			}
+			return strconv.Quote(*v)
+		}
+		return fmt.Sprintf("%s: %s → %s (%s)", m.Name, val(m.Old), val(m.New), m.Via)
+	}),
+	session.TypeNoteAdded: payload(func(_ session.Event, m session.NoteAdded) string {
+		return fmt.Sprintf("note %d: %s (%s)", m.ID, strconv.Quote(m.Text), m.Via)
+	}),
+	session.TypeNoteForgotten: payload(func(_ session.Event, m session.NoteForgotten) string {
+		return fmt.Sprintf("note %d forgotten (%s)", m.Note, m.Via)
+	}),
+	session.TypeRepoSet: payload(func(_ session.Event, m session.RepoSet) string {
+		if m.URL == "" {
+			return fmt.Sprintf("no repository (%s)", m.Via)
+		}
+		return fmt.Sprintf("%s %s (%s)", m.URL, m.Branch, m.Via)
+	}),
+	session.TypeBudgetRaised: payload(func(_ session.Event, m session.BudgetRaised) string {
+		return fmt.Sprintf("%s budget of %s raised by %d micros for %s (%s)", m.Scope, m.Subject, m.Amount, m.Day, m.Via)
+	}),
+	session.TypeScheduleAdded: payload(func(_ session.Event, m session.ScheduleAdded) string {
+		return fmt.Sprintf("schedule %d: %s (%s)", m.ID, m.Spec, m.Via)
+	}),
+	session.TypeScheduleRemoved: payload(func(_ session.Event, m session.ScheduleRemoved) string {
+		if m.Reason != "" {
+			return fmt.Sprintf("schedule %d removed: %s (%s)", m.Schedule, m.Reason, m.Via)
+		}
+		return fmt.Sprintf("schedule %d removed (%s)", m.Schedule, m.Via)
+	}),
+	session.TypeConnectorConnected: payload(func(_ session.Event, m session.ConnectorConnected) string {
+		return fmt.Sprintf("%s connected (%s)", m.Server, m.Via)
 	}),
 	session.TypeSandboxLost: payload(func(_ session.Event, m session.SandboxLost) string {
 		return m.Reason

@@ -418,3 +418,26 @@ func TestGoldenStoppedCommand(t *testing.T) {
 		golden(t, "stopped."+ext, out.Bytes())
 	}
 }
+
+// A channel's ledger reads as the channel's history of changes (issue 49), and a turn's
+// turn_settings names the ledger position it ran under.
+func TestLedgerEventsAndTheTurnsLedgerPosition(t *testing.T) {
+	t.Parallel()
+	b := &builder{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	terse := "Be terse."
+	b.add(session.TypeSettingChanged, alice, session.SettingChanged{ID: 1, Team: "T0000001", Name: "instructions", New: &terse, By: "U0000001", Via: session.ViaSlash})
+	b.add(session.TypeNoteAdded, bot, session.NoteAdded{ID: 7, Team: "T0000001", Text: "deploys on Tuesdays", ByKind: session.NoteByAgent, By: "UB000001", Via: session.ViaAgent})
+	b.add(session.TypeNoteForgotten, alice, session.NoteForgotten{Note: 7, By: "U0000001", Via: session.ViaSlash})
+	b.add(session.TypeRepoSet, alice, session.RepoSet{ID: 2, URL: "https://github.com/acme/app", Branch: "main", By: "U0000001", Via: session.ViaSlash})
+	b.add(session.TypeScheduleRemoved, sys, session.ScheduleRemoved{Schedule: 3, By: "system", Reason: "the channel went private", Via: session.ViaLogbook})
+	b.add(session.TypeConnectorConnected, alice, session.ConnectorConnected{Server: "docs", By: "ada@example.com", Via: session.ViaWeb})
+	b.add(session.TypeTurnSettings, sys, session.TurnSettings{Turn: 9, Hash: strings.Repeat("ab", 32), Model: "m", LedgerSeq: 6, LedgerHash: strings.Repeat("cd", 32)})
+	out := render(t, b.evs, transcript.Options{All: true})
+	for _, want := range []string{`instructions: default → "Be terse." (slash_command)`, `note 7: "deploys on Tuesdays" (agent_tool)`,
+		"note 7 forgotten", "https://github.com/acme/app main", "schedule 3 removed: the channel went private (logbook)",
+		"docs connected (web)", "channel ledger #6 cdcdcdcd"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the transcript lacks %q:\n%s", want, out)
+		}
+	}
+}
