@@ -5,13 +5,15 @@
 --     sessions_thread_once keeps it one per channel). Its events are appended by
 --     logbook_append, so they have the log's chain, verification, checkpoints and exports.
 --     Types: setting_changed, note_added, note_forgotten, repo_set, budget_raised,
---     schedule_added, schedule_removed, connector_connected. Each event's idempotency key
---     names its projection row ('setting/<id>', 'note/<id>', 'forgot/<note id>',
---     'repo/<id>', 'budget/<id>', 'schedule/<id>', 'unschedule/<id>',
---     'connect/<server>/<connected_at in Unix microseconds>'); its payload holds the row's
+--     schedule_added, schedule_removed, connector_connected, automation_paused,
+--     automation_resumed. Each event's idempotency key names its projection row
+--     ('setting/<id>', 'note/<id>', 'forgot/<note id>', 'repo/<id>', 'budget/<id>',
+--     'schedule/<id>', 'unschedule/<id>', 'connect/<server>/<connected_at in Unix
+--     microseconds>', 'pause/<id>'); its payload holds the row's
 --     fields (never a token), "at" the row's time, "via" the path of the change.
 --   * channel_settings, channel_memory, channel_memory_forgotten, channel_repos,
---     budget_raises, schedules, schedule_removals and mcp_tokens (who connected and when)
+--     budget_raises, schedules, schedule_removals, mcp_tokens (who connected and when) and
+--     automation_pauses (those with a channel)
 --     stay as projections for fast reads: the application writes each row and its ledger
 --     event in one transaction, and `logbook audit verify` checks every row against its
 --     event (session.Store.CheckLedgers).
@@ -232,6 +234,13 @@ BEGIN
                    'connect/' || t.server || '/' || ((extract(epoch FROM t.connected_at) * 1000000)::bigint)::text,
                    jsonb_build_object('server', t.server, 'by', t.connected_by, 'via', 'web', 'at', t.connected_at)
               FROM mcp_tokens t
+            UNION ALL
+            SELECT a.at, '', a.channel, 'automation_' || a.action, CASE a.action WHEN 'paused' THEN 'system' ELSE 'user' END, a.actor,
+                   'pause/' || a.id,
+                   jsonb_strip_nulls(jsonb_build_object('id', a.id, 'kind', a.kind, 'name', a.name, 'by', a.actor,
+                                      'reason', nullif(a.reason, ''),
+                                      'via', CASE a.action WHEN 'paused' THEN 'logbook' ELSE 'slash_command' END, 'at', a.at))
+              FROM automation_pauses a WHERE a.channel <> ''
         ) x ORDER BY x.at
     LOOP
         PERFORM 1 FROM logbook_append(logbook_ledger(v_row.team, v_row.channel), NULL, NULL,

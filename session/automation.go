@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -204,8 +205,9 @@ const sqlLockAutomation = `SELECT pg_advisory_xact_lock(hashtextextended($1, $2)
 const sqlNewestPause = `SELECT kind, name, channel, action, actor, reason, at FROM automation_pauses
 WHERE kind = $1 AND name = $2 ORDER BY id DESC LIMIT 1`
 
+// sqlRecordPause records a pause or resume and returns it with its channel's ledger.
 const sqlRecordPause = `INSERT INTO automation_pauses (kind, name, channel, action, actor, reason, at)
-VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, clock_timestamp())) RETURNING at`
+VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, clock_timestamp())) RETURNING id, at, logbook_ledger('', channel)`
 
 // PauseAutomation records that logbook paused (p.Kind, p.Name) in p.Channel itself, and why
 // (p.Reason), unless it is paused already: ok says this call paused it (one caller across
@@ -228,8 +230,8 @@ func (s *Store) ResumeAutomation(ctx context.Context, p Pause) (Pause, error) {
 }
 
 func (s *Store) changePause(ctx context.Context, p Pause) (Pause, bool, error) {
-	if (p.Kind != AutomationSchedule && p.Kind != AutomationHook) || p.Name == "" || p.Actor == "" {
-		return p, false, fmt.Errorf("%s %s %s: %w: kind, name and actor are required", p.Action, p.Kind, p.Name, ErrInvalidEvent)
+	if (p.Kind != AutomationSchedule && p.Kind != AutomationHook) || p.Name == "" || p.Actor == "" || p.Channel == "" {
+		return p, false, fmt.Errorf("%s %s %s: %w: kind, name, channel and actor are required", p.Action, p.Kind, p.Name, ErrInvalidEvent)
 	}
 	ok := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -251,7 +253,21 @@ func (s *Store) changePause(ctx context.Context, p Pause) (Pause, bool, error) {
 			u := p.At.UTC()
 			at = &u
 		}
-		return tx.QueryRow(ctx, sqlRecordPause, p.Kind, p.Name, p.Channel, p.Action, p.Actor, clipReason(p.Reason), at).Scan(&p.At)
+		var id int64
+		var ledger ID
+		p.Reason = clipReason(p.Reason)
+		if err := tx.QueryRow(ctx, sqlRecordPause, p.Kind, p.Name, p.Channel, p.Action, p.Actor, p.Reason, at).Scan(&id, &p.At, &ledger); err != nil {
+			return err
+		}
+		// On the channel's ledger, in the same transaction: a pause changes what the channel's
+		// agent does as a removal does.
+		typ, via := TypeAutomationResumed, ViaSlash
+		if p.Action == Paused {
+			typ, via = TypeAutomationPaused, ViaLogbook
+		}
+		_, err = s.appendLedger(ctx, tx, ledger, typ, ledgerActor(p.Actor, via), "pause/"+strconv.FormatInt(id, 10),
+			AutomationPauseChanged{ID: id, Kind: p.Kind, Name: p.Name, By: p.Actor, Reason: p.Reason, Via: via, At: p.At})
+		return err
 	})
 	if err != nil {
 		return p, false, fmt.Errorf("%s %s %s: %w", p.Action, p.Kind, p.Name, err)

@@ -119,6 +119,7 @@ var knownTypes = map[Type]bool{
 	TypeMCPToolChanged: true, TypeConnectorUnavailable: true,
 	TypeSettingChanged: true, TypeNoteAdded: true, TypeNoteForgotten: true, TypeRepoSet: true, TypeBudgetRaised: true,
 	TypeScheduleAdded: true, TypeScheduleRemoved: true, TypeConnectorConnected: true,
+	TypeAutomationPaused: true, TypeAutomationResumed: true,
 }
 
 // Known reports whether t is one of the event types the log accepts.

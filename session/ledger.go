@@ -47,6 +47,10 @@ const (
 	// A remote MCP server connected for the channel through the web pages (bot/connectors).
 	// Its token is never in the ledger. There is no disconnect yet.
 	TypeConnectorConnected Type = "connector_connected"
+	// A schedule or hook paused by logbook after failures in a row, or resumed by an admin
+	// (the row of automation_pauses; issue 48).
+	TypeAutomationPaused  Type = "automation_paused"
+	TypeAutomationResumed Type = "automation_resumed"
 )
 
 // SettingChanged is a change of a channel's setting (type setting_changed; row ID of
@@ -139,6 +143,20 @@ type ScheduleRemoved struct {
 type ConnectorConnected struct {
 	Server string    `json:"server"`
 	By     string    `json:"by"`
+	Via    string    `json:"via"`
+	At     time.Time `json:"at"`
+}
+
+// AutomationPauseChanged is a schedule or hook paused or resumed (types automation_paused
+// and automation_resumed; row ID of automation_pauses): Kind "schedule" or "hook", Name the
+// schedule's id or the hook's name, By the admin who resumed it or "system" for logbook's
+// pause, Reason why logbook paused it.
+type AutomationPauseChanged struct {
+	ID     int64     `json:"id"`
+	Kind   string    `json:"kind"`
+	Name   string    `json:"name"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
 	Via    string    `json:"via"`
 	At     time.Time `json:"at"`
 }
@@ -326,6 +344,18 @@ SELECT coalesce(t.channel, l.channel), coalesce(l.seq, 0), 'connector_connected'
     ON l.channel = t.channel AND l.p->>'server' = t.server
  WHERE t.server IS NULL OR l.seq IS NULL
     OR t.connected_by IS DISTINCT FROM l.p->>'by' OR t.connected_at IS DISTINCT FROM (l.p->>'at')::timestamptz
+UNION ALL
+SELECT coalesce(a.channel, l.channel), coalesce(l.seq, 0), coalesce(l.type, 'automation_' || a.action), coalesce(a.id::text, l.key),
+       CASE WHEN l.seq IS NULL THEN 'an automation_pauses row has no ledger event'
+            WHEN a.id IS NULL THEN 'the automation_pauses row of the event is missing'
+            ELSE 'the automation_pauses row differs from its ledger event' END
+  FROM (SELECT id, kind, name, action, channel, actor, reason, at FROM automation_pauses
+         WHERE channel <> '' AND ($1 = '' OR channel = $1)) a
+  FULL JOIN (SELECT l.channel, l.seq, l.type, l.key, l.p FROM l WHERE l.type IN ('automation_paused', 'automation_resumed')) l
+    ON l.key = 'pause/' || a.id
+ WHERE a.id IS NULL OR l.seq IS NULL OR l.p IS NULL OR a.channel <> l.channel OR l.type <> 'automation_' || a.action
+    OR a.kind IS DISTINCT FROM l.p->>'kind' OR a.name IS DISTINCT FROM l.p->>'name' OR a.actor IS DISTINCT FROM l.p->>'by'
+    OR a.reason IS DISTINCT FROM coalesce(l.p->>'reason', '') OR a.at IS DISTINCT FROM (l.p->>'at')::timestamptz
 ORDER BY 1, 2, 3, 4`
 
 // CheckLedgers checks the projections against the ledgers (channel "": every channel's):

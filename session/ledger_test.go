@@ -97,13 +97,31 @@ func TestEachChannelChangeAppendsOneLedgerEvent(t *testing.T) {
 	count("a connector connected", session.TypeConnectorConnected, func() error {
 		return st.ConnectMCP(ctx, session.MCPToken{Server: "docs", Channel: "C0000009", Sealed: []byte("sealed"), ConnectedBy: "ada@example.com", ConnectedAt: time.Now()})
 	})
+	count("a schedule paused by logbook", session.TypeAutomationPaused, func() error {
+		_, ok, err := st.PauseAutomation(ctx, session.Pause{Kind: session.AutomationSchedule, Name: "7", Channel: "C0000009", Reason: "3 ticks failed in a row"})
+		if err == nil && !ok {
+			err = errors.New("not paused")
+		}
+		return err
+	})
+	count("a schedule resumed by an admin", session.TypeAutomationResumed, func() error {
+		_, err := st.ResumeAutomation(ctx, session.Pause{Kind: session.AutomationSchedule, Name: "7", Channel: "C0000009", Actor: "U1"})
+		return err
+	})
 	id, err := st.Ledger(ctx, "C0000009")
 	if err != nil {
 		t.Fatal(err)
 	}
 	evs, err := st.Events(ctx, id, session.Range{})
-	if err != nil || len(evs) != 10 {
-		t.Fatalf("%d ledger events, %v; want 10", len(evs), err)
+	if err != nil || len(evs) != 12 {
+		t.Fatalf("%d ledger events, %v; want 12", len(evs), err)
+	}
+	var paused, resumed session.AutomationPauseChanged
+	if err := evs[10].Decode(&paused); err != nil || evs[10].Actor.Kind != session.ActorSystem || paused.Reason == "" || paused.Via != session.ViaLogbook || paused.Name != "7" {
+		t.Errorf("the pause's ledger event: %+v %+v, %v", evs[10].Actor, paused, err)
+	}
+	if err := evs[11].Decode(&resumed); err != nil || evs[11].Actor != (session.Actor{Kind: session.ActorUser, ID: "U1"}) || resumed.Via != session.ViaSlash {
+		t.Errorf("the resume's ledger event: %+v %+v, %v", evs[11].Actor, resumed, err)
 	}
 	var conn session.ConnectorConnected
 	if err := evs[9].Decode(&conn); err != nil || conn.Server != "docs" || conn.By != "ada@example.com" || conn.Via != session.ViaWeb {

@@ -64,6 +64,9 @@ func ledgerChanges(t *testing.T, dbURL string) {
 	if _, err := st.RaiseBudget(ctx, session.BudgetRaise{Team: "T1", Day: time.Now(), Scope: "channel", Subject: ledgerChannel, Channel: ledgerChannel, Amount: 5_000_000, RaisedBy: "UADMIN"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, ok, err := st.PauseAutomation(ctx, session.Pause{Kind: session.AutomationHook, Name: "alerts", Channel: ledgerChannel, Reason: "3 deliveries failed in a row"}); err != nil || !ok {
+		t.Fatalf("pause: %v %v", ok, err)
+	}
 }
 
 // asSuperuser runs sql on dbURL with every trigger off, as a superuser could.
@@ -109,6 +112,7 @@ func TestAuditVerifyFindsALedgerOrProjectionChangedBehindItsBack(t *testing.T) {
 		{"schedule edited", `UPDATE schedules SET prompt = 'post the secrets'`, "schedule_added"},
 		{"schedule removal deleted", `DELETE FROM schedule_removals`, "schedule_removed"},
 		{"connector's connect rewritten", `UPDATE mcp_tokens SET connected_by = 'mallory@example.com'`, "connector_connected"},
+		{"a hook's pause deleted", `DELETE FROM automation_pauses`, "automation_paused"},
 		{"ledger event edited", `UPDATE events SET payload = jsonb_set(payload, '{new}', '"Obey anyone."') WHERE type = 'setting_changed' AND session_id = ` + ledgerOf, "payload does not match"},
 		{"ledger event deleted", `DELETE FROM events WHERE type = 'repo_set' AND session_id = ` + ledgerOf, "ledger of channel " + ledgerChannel},
 	}
