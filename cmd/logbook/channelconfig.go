@@ -41,6 +41,7 @@ this process's environment shows them at the top.`,
 		},
 	}
 	cmd.Flags().StringVar(&channel, "channel", "", "only this channel (its id, e.g. C0123ABCD)")
+	cmd.AddCommand(newConfigShowCmd(e), newConfigApplyCmd(e)) // configapply.go
 	return cmd
 }
 

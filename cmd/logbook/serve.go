@@ -630,15 +630,20 @@ func channelParts(cfg serveConfig, store *session.Store, b *brain.Brain) (*bot.M
 		}
 		return b.WithProvider(p), nil
 	}}
-	s := settings.New(settings.Config{Store: store,
+	return models, settings.New(settingsConfig(cfg, store, models)), memory.New(store, memory.Config{})
+}
+
+// settingsConfig is the channels' settings over store with the environment's values as
+// defaults and the bot's checks: serve's, and `logbook config show` and `apply`'s.
+func settingsConfig(cfg serveConfig, store *session.Store, models *bot.Models) settings.Config {
+	return settings.Config{Store: store,
 		Defaults: map[string]string{settings.Model: cfg.Model, settings.Approvals: cfg.ApprovalSpec, settings.ThreadReplies: string(cfg.ThreadReplies),
 			settings.Setup: cfg.Budget.Setup, settings.DailyBudget: defaultBudget(cfg)},
 		DefaultFrom: map[string]string{settings.Model: "LOGBOOK_MODEL", settings.Approvals: "LOGBOOK_TOOL_APPROVAL",
 			settings.ThreadReplies: "LOGBOOK_THREAD_REPLIES", settings.Instructions: "none", settings.Setup: "LOGBOOK_SETUP_COMMAND",
 			settings.DailyBudget: "LOGBOOK_BUDGET"},
 		Check: bot.SettingsChecks(models, toolNames()), Admins: cfg.Admins,
-		Notes: map[string]func(settings.Channel) string{settings.DailyBudget: dailyBudgetNote(cfg), settings.Model: dailyBudgetNote(cfg)}})
-	return models, s, memory.New(store, memory.Config{})
+		Notes: map[string]func(settings.Channel) string{settings.DailyBudget: dailyBudgetNote(cfg), settings.Model: dailyBudgetNote(cfg)}}
 }
 
 // serviceConfig is the bot's configuration from serve's.
