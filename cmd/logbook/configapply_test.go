@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
 )
@@ -242,5 +243,33 @@ func TestConfigApplyRefusesAndWritesNothing(t *testing.T) {
 				t.Errorf("a refused file wrote: %d settings records, want the 1 there was", len(hist))
 			}
 		})
+	}
+}
+
+// With SLACK_BOT_TOKEN, Slack says which channels exist and are public: a private one and
+// one Slack does not have are refused, a public one logbook never stored anything of is
+// applied, in the bot's team (auth.test).
+func TestConfigApplyAsksSlackWhichChannelsArePublic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.New(t)
+	st := configStore(t, dbURL)
+	// The bot is in the private channel: Slack answers channel_not_found to one it is not in.
+	emu := slackemu.MustStart(t, slackemu.Options{BotUserID: "UB000001", Channels: []slackemu.Channel{
+		{ID: "C0000007", Name: "ops"}, {ID: "C0000008", Name: "secret", Private: true, Members: []string{"UB000001"}}}})
+	vars := map[string]string{"DATABASE_URL": dbURL, "LOGBOOK_MODEL": "offline", "USER": "ops-carol",
+		"SLACK_BOT_TOKEN": emu.BotToken(), "SLACK_API_URL": emu.APIURL()}
+	file := configFile(t, "channels:\n  C0000008:\n    setup: make\n  C0000009:\n    setup: make\n")
+	err, code, out, stderr := runCLI(t, vars, "config", "apply", "-f", file, "--dry-run")
+	if err == nil || code != 1 || !strings.Contains(stderr, "line 2: C0000008: private channel") || !strings.Contains(stderr, "line 4: C0000009: unknown channel") {
+		t.Fatalf("private and unknown channels: %v (exit %d)\n%s%s", err, code, out, stderr)
+	}
+	file = configFile(t, "channels:\n  C0000007:\n    setup: make\n")
+	if err, _, out, stderr := runCLI(t, vars, "config", "apply", "-f", file); err != nil || !strings.Contains(out, "C0000007 (team T0000001):") {
+		t.Fatalf("a public channel Slack has: %v\n%s%s", err, out, stderr)
+	}
+	recs, err := st.ChannelSettings(ctx, "T0000001", "C0000007")
+	if err != nil || recs["setup"].New != "make" || recs["setup"].SetBy != "ops-carol" {
+		t.Fatalf("C0000007's settings after apply: %+v, %v", recs, err)
 	}
 }
