@@ -87,6 +87,7 @@ func (s *Settings) ReadFile(data []byte) ([]FileChannel, []string) {
 		return nil, problems
 	}
 	var out []FileChannel
+	channelAt := map[string]int{} // a YAML mapping may repeat a key; a settings file may not
 	for i := 0; i+1 < len(chans.Content); i += 2 {
 		k, v := chans.Content[i], chans.Content[i+1]
 		c := FileChannel{Channel: k.Value, Line: k.Line}
@@ -94,15 +95,26 @@ func (s *Settings) ReadFile(data []byte) ([]FileChannel, []string) {
 			bad(k.Line, "%q is not a channel id (e.g. C0123ABCD)", c.Channel)
 			continue
 		}
+		if at, ok := channelAt[c.Channel]; ok {
+			bad(k.Line, "%s is in the file twice (also line %d)", c.Channel, at)
+			continue
+		}
+		channelAt[c.Channel] = k.Line
 		if v.Kind != yaml.MappingNode {
 			bad(v.Line, "%s: want a mapping of settings to values", c.Channel)
 			continue
 		}
+		settingAt := map[string]int{}
 		for j := 0; j+1 < len(v.Content); j += 2 {
 			n, val := v.Content[j], v.Content[j+1]
+			at, twice := settingAt[n.Value]
+			settingAt[n.Value] = n.Line
 			switch {
 			case !slices.Contains(Names, n.Value):
 				bad(n.Line, "%s: unknown setting %q (settings: %s)", c.Channel, n.Value, strings.Join(Names, ", "))
+				continue
+			case twice:
+				bad(n.Line, "%s: %s is set twice (also line %d)", c.Channel, n.Value, at)
 				continue
 			case val.Kind != yaml.ScalarNode || val.Tag == "!!null":
 				bad(val.Line, "%s: %s: want a value (a string, or default for the environment's)", c.Channel, n.Value)
