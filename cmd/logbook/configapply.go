@@ -79,88 +79,52 @@ func cliModels(cfg serveConfig) *bot.Models {
 
 // showChannel prints the channel's effective settings, their sources and its ledger's head.
 func showChannel(ctx context.Context, e env, store *session.Store, s *settings.Settings, channel string) error {
-	seen, err := store.ChannelSeen(ctx, channel)
-	if err != nil {
-		return err
-	}
-	cur, err := s.For(ctx, seen.Team, channel)
-	if err != nil {
-		return err
-	}
-	latest, err := store.ChannelSettings(ctx, seen.Team, channel)
-	if err != nil {
-		return err
-	}
-	events, err := ledgerEvents(ctx, store, channel)
+	rep, err := s.Report(ctx, store, channel, func(name string) bool { return strings.TrimSpace(e.getenv(name)) != "" })
 	if err != nil {
 		return err
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	defer w.Flush()
-	team := seen.Team
+	team := rep.Team
 	if team == "" {
 		team = "unknown: logbook has stored nothing of this channel"
 	}
 	fmt.Fprintf(w, "Channel %s (team %s)\n", channel, team)
-	if len(events) == 0 {
+	if rep.Ledger.Seq == 0 {
 		fmt.Fprintln(w, "Ledger: none yet (nothing was ever changed in this channel)")
 	} else {
-		head := events[len(events)-1]
-		fmt.Fprintf(w, "Ledger: seq %d, hash %s\n", head.Seq, hex.EncodeToString(head.Hash))
+		fmt.Fprintf(w, "Ledger: seq %d, hash %s\n", rep.Ledger.Seq, hex.EncodeToString(rep.Ledger.Hash))
 	}
 	fmt.Fprintln(w, "\nsetting\tvalue\tsource")
-	for _, n := range settings.Names {
+	for _, c := range rep.Settings {
 		var source string
-		if r, ok := cur.Record(n); ok {
-			source = "ledger: " + ledgerSource(r, events)
-		} else {
-			source = defaultSource(e, s, n, cur.Value(n))
-			if r, ok := latest[n]; ok && !r.Set {
-				source += "; reset by " + ledgerSource(r, events)
-			}
+		switch c.Source {
+		case settings.SourceLedger:
+			source = "ledger: " + recordedText(*c.Record)
+		case settings.SourceEnvironment:
+			source = "environment: " + c.From
+		default:
+			source = "default"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\n", n, shownValue(cur.Value(n)), source)
+		if c.Source != settings.SourceLedger && c.Record != nil {
+			source += "; reset by " + recordedText(*c.Record)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\n", c.Name, shownValue(c.Value), source)
 	}
 	return nil
 }
 
-// ledgerEvents is the channel's ledger, none when it has none.
-func ledgerEvents(ctx context.Context, store *session.Store, channel string) ([]session.Event, error) {
-	id, err := store.Ledger(ctx, channel)
-	if errors.Is(err, session.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return store.Events(ctx, id, session.Range{})
-}
-
-// ledgerSource is who changed r, when and through what, and its event's seq in the ledger.
-func ledgerSource(r session.ChannelSetting, events []session.Event) string {
+// recordedText is who made a change, when and through what, and its event's seq in the
+// ledger.
+func recordedText(r settings.Recorded) string {
 	text := fmt.Sprintf("%s at %s", r.SetBy, r.SetAt.UTC().Format(time.RFC3339))
-	key := "setting/" + strconv.FormatInt(r.ID, 10)
-	for _, ev := range events {
-		if ev.IdempotencyKey != key {
-			continue
-		}
-		var p session.SettingChanged
-		if err := ev.Decode(&p); err == nil && p.Via != "" {
-			text += " via " + p.Via
-		}
-		return text + fmt.Sprintf(", seq %d", ev.Seq)
+	if r.Via != "" {
+		text += " via " + r.Via
 	}
-	return text + ", no ledger event (run logbook audit verify)"
-}
-
-// defaultSource is where a setting without a record of the channel comes from: the
-// environment variable that sets its default, or logbook's default.
-func defaultSource(e env, s *settings.Settings, name, value string) string {
-	from := s.DefaultFrom(name)
-	if value != "" && strings.HasPrefix(from, "LOGBOOK_") && strings.TrimSpace(e.getenv(from)) != "" {
-		return "environment: " + from
+	if r.Seq == 0 {
+		return text + ", no ledger event (run logbook audit verify)"
 	}
-	return "default"
+	return text + fmt.Sprintf(", seq %d", r.Seq)
 }
 
 // shownValue is a value on one line, quoted; "(none)" when empty.
