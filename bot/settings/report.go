@@ -54,10 +54,9 @@ type Recorded struct {
 	Seq int64
 }
 
-// Report reads the channel's report. envSet says whether an environment variable is set, for
-// the sources of defaults (a default whose DefaultFrom variable is set is the environment's).
-// Errors are the stores'.
-func (s *Settings) Report(ctx context.Context, st ReportStore, channel string, envSet func(name string) bool) (Report, error) {
+// Report reads the channel's report (a default is the environment's when Config's
+// FromEnvironment says so). Errors are the stores'.
+func (s *Settings) Report(ctx context.Context, st ReportStore, channel string) (Report, error) {
 	rep := Report{Channel: channel}
 	seen, err := st.ChannelSeen(ctx, channel)
 	if err != nil {
@@ -109,7 +108,7 @@ func (s *Settings) Report(ctx context.Context, st ReportStore, channel string, e
 			rec := recorded(r)
 			src.Source, src.Record = SourceLedger, &rec
 		} else {
-			if from := s.DefaultFrom(n); src.Value != "" && from != "" && envSet != nil && envSet(from) {
+			if from := s.DefaultFrom(n); src.Value != "" && from != "" && s.cfg.FromEnvironment[n] {
 				src.Source, src.From = SourceEnvironment, from
 			}
 			if r, ok := latest[n]; ok && !r.Set {

@@ -79,7 +79,7 @@ func cliModels(cfg serveConfig) *bot.Models {
 
 // showChannel prints the channel's effective settings, their sources and its ledger's head.
 func showChannel(ctx context.Context, e env, store *session.Store, s *settings.Settings, channel string) error {
-	rep, err := s.Report(ctx, store, channel, func(name string) bool { return strings.TrimSpace(e.getenv(name)) != "" })
+	rep, err := s.Report(ctx, store, channel)
 	if err != nil {
 		return err
 	}
