@@ -129,3 +129,14 @@ func (s *Settings) Report(ctx context.Context, st ReportStore, channel string) (
 	}
 	return rep, nil
 }
+
+// Reports are s's reports over a store: what the web's channel settings page reads.
+type Reports struct {
+	Settings *Settings
+	Store    ReportStore
+}
+
+// Report is the channel's report (Settings.Report).
+func (r Reports) Report(ctx context.Context, channel string) (Report, error) {
+	return r.Settings.Report(ctx, r.Store, channel)
+}
