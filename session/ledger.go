@@ -379,3 +379,35 @@ func (s *Store) CheckLedgers(ctx context.Context, channel string) ([]LedgerFindi
 	}
 	return fs, nil
 }
+
+// ChannelSeen is what the log knows of a channel: the team of its sessions, how many
+// threads logbook stored in it (the gateway stores public channels' messages only) and when
+// the newest began, and whether it has a ledger.
+type ChannelSeen struct {
+	Team       string
+	Threads    int64
+	LastThread time.Time // zero when Threads is 0
+	Ledger     bool
+}
+
+// sqlChannelSeen is the channel's sessions summed up: (team of the oldest, threads, newest
+// thread's start, has a ledger); a row of zeros when there are none.
+const sqlChannelSeen = `SELECT coalesce((SELECT team_id FROM sessions WHERE channel_id = $1 ORDER BY created_at, id LIMIT 1), ''),
+       count(*) FILTER (WHERE thread_ts <> '` + LedgerThread + `'),
+       max(created_at) FILTER (WHERE thread_ts <> '` + LedgerThread + `'),
+       count(*) FILTER (WHERE thread_ts = '` + LedgerThread + `') > 0
+  FROM sessions WHERE channel_id = $1`
+
+// ChannelSeen returns what the log knows of channel; a zero ChannelSeen when logbook never
+// stored anything of it.
+func (s *Store) ChannelSeen(ctx context.Context, channel string) (ChannelSeen, error) {
+	var c ChannelSeen
+	var last *time.Time
+	if err := s.pool.QueryRow(ctx, sqlChannelSeen, channel).Scan(&c.Team, &c.Threads, &last, &c.Ledger); err != nil {
+		return c, fmt.Errorf("read what is known of channel %s: %w", channel, err)
+	}
+	if last != nil {
+		c.LastThread = *last
+	}
+	return c, nil
+}

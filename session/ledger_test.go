@@ -168,3 +168,30 @@ func TestAChangeWhoseLedgerEventFailsLeavesNoRow(t *testing.T) {
 		t.Errorf("settings after the failed change: %v, %v; want none", got, err)
 	}
 }
+
+// ChannelSeen tells a channel logbook stored threads of (its team, how many, the newest's
+// start) from one it has only a ledger of, and from one it never saw.
+func TestChannelSeen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, _ := newStore(t)
+	if c, err := st.ChannelSeen(ctx, "C0000001"); err != nil || c != (session.ChannelSeen{}) {
+		t.Fatalf("a channel never seen: %+v, %v", c, err)
+	}
+	for _, ts := range []string{"1700000000.000100", "1700000001.000100"} {
+		if _, err := st.Open(ctx, session.ThreadKey{Team: "T1", Channel: "C0000001", ThreadTS: ts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.SetChannelSetting(ctx, session.ChannelSetting{Team: "T1", Channel: "C0000002", Name: "model", New: "m", Set: true, SetBy: "U1"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.ChannelSeen(ctx, "C0000001")
+	if err != nil || c.Team != "T1" || c.Threads != 2 || c.LastThread.IsZero() || c.Ledger {
+		t.Errorf("a channel with two threads: %+v, %v", c, err)
+	}
+	c, err = st.ChannelSeen(ctx, "C0000002")
+	if err != nil || c.Team != "T1" || c.Threads != 0 || !c.LastThread.IsZero() || !c.Ledger {
+		t.Errorf("a channel with a ledger only: %+v, %v", c, err)
+	}
+}

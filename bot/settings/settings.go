@@ -78,6 +78,9 @@ type Config struct {
 	// names where each comes from, for people ("LOGBOOK_MODEL").
 	Defaults    map[string]string
 	DefaultFrom map[string]string
+	// FromEnvironment are the settings whose default the environment sets (DefaultFrom's
+	// variable is set), by name; the others' default is logbook's own (Report's sources).
+	FromEnvironment map[string]bool
 	// Check validates a value of the named setting whose syntax another part owns (model,
 	// approvals, thread_replies); a setting without one takes any value within its limit. An
 	// error's text is shown to the admin. A setting whose Check is ErrUnsupported's (see

@@ -12,6 +12,9 @@
 //	GET /search?q=&actor=&channel=&since=&until=
 //	GET /automations?kind=&name=           the runs of schedules and hooks (Config.Runs): time,
 //	                                       outcome, transcript, cost; auditors see every channel's
+//	GET /channels/{channel}/settings       a channel's effective settings, their sources, its
+//	                                       ledger's head and every change (Config.ChannelSettings;
+//	                                       auditors only)
 //	GET /signin, POST /signin              the token sign-in form for browsers (no identity needed)
 //	GET /signout, POST /signout            the sign-out button, and signing out
 //

@@ -106,6 +106,9 @@ type Config struct {
 	// (/oidc/login, /oidc/callback); it needs SignIns. Tokens and the proxy header keep
 	// working beside it.
 	OIDC *OIDC
+	// ChannelSettings reads a channel's effective settings and their history for GET
+	// /channels/{channel}/settings, auditors only (channelsettings.go); nil: no such page.
+	ChannelSettings ChannelSettingsReader
 }
 
 // SignInStore keeps the browsers' sign-ins (session.Store has it): created at sign-in, read
@@ -177,6 +180,9 @@ func Handler(cfg Config) (http.Handler, error) {
 	}
 	if cfg.Runs != nil {
 		mux.HandleFunc("GET /automations", s.automations) // automations.go
+	}
+	if cfg.ChannelSettings != nil {
+		mux.HandleFunc("GET /channels/{channel}/settings", s.channelSettings) // channelsettings.go
 	}
 	if cfg.MCP != nil {
 		mux.HandleFunc("GET /mcp/{server}/connect", s.mcpConnect) // mcp.go
@@ -648,6 +654,8 @@ type pageData struct {
 	Usage *usageData
 	// schedules' and hooks' runs (automations.go)
 	Automations *automationsData
+	// a channel's settings (channelsettings.go)
+	ChannelSettings *channelSettingsData
 }
 
 func (d pageData) With(key, value string) string {
@@ -669,4 +677,4 @@ var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
 	"usageSection": func(title string, ts []budget.Total) usageSection {
 		return usageSection{Title: title, Totals: ts}
 	},
-}).Parse(pageTemplates + usageTemplate + automationsTemplate))
+}).Parse(pageTemplates + usageTemplate + automationsTemplate + channelSettingsTemplate))

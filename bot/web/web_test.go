@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
@@ -100,6 +101,10 @@ func newFixture(t *testing.T) *fixture {
 		Usage:      f.store, Currency: "USD",
 		Runs: f.store,
 		Log:  log,
+		ChannelSettings: settings.Reports{Store: f.store, Settings: settings.New(settings.Config{Store: f.store,
+			Defaults:        map[string]string{settings.Model: "anthropic:claude-default", settings.Setup: "make"},
+			DefaultFrom:     map[string]string{settings.Model: "LOGBOOK_MODEL", settings.Setup: "LOGBOOK_SETUP_COMMAND"},
+			FromEnvironment: map[string]bool{settings.Model: true}})},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -20,13 +20,17 @@ func newConfigCmd(e env) *cobra.Command {
 	var channel string
 	cmd := &cobra.Command{
 		Use:   "config",
-		Short: "List every channel's settings and their history (DATABASE_URL)",
+		Short: "List every channel's settings and their history; show one's sources; apply a settings file (DATABASE_URL)",
 		Long: `List the settings admins set per channel with /logbook config (` + strings.Join(settings.Names, ", ") + `):
 for each channel, the current value of each setting it has a record of, then every change,
 oldest first, with who made it, when, and the old and new value. A setting a channel has no
 record of (or reset with /logbook config <name> default) is the environment's default:
 LOGBOOK_MODEL, LOGBOOK_TOOL_APPROVAL, LOGBOOK_THREAD_REPLIES, and none for the others, as
-this process's environment shows them at the top.`,
+this process's environment shows them at the top.
+
+'logbook config show <channel>' shows one channel's effective settings, where each comes
+from and its ledger's head; 'logbook config apply -f channels.yaml [--dry-run]' applies
+channels' settings kept in a file (see their --help).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
@@ -41,6 +45,7 @@ this process's environment shows them at the top.`,
 		},
 	}
 	cmd.Flags().StringVar(&channel, "channel", "", "only this channel (its id, e.g. C0123ABCD)")
+	cmd.AddCommand(newConfigShowCmd(e), newConfigApplyCmd(e)) // configapply.go
 	return cmd
 }
 

@@ -134,8 +134,9 @@ func TestAuditVerifyFindsALedgerOrProjectionChangedBehindItsBack(t *testing.T) {
 	}
 }
 
-// Issue 49: a change made with /logbook config and a note the agent's remember added are in
-// the export of their window, with actor and time, and verify-export passes on it.
+// Issue 49: a change made with /logbook config, a note the agent's remember added and a change
+// config apply made are in the export of their window, with actor and time, and verify-export
+// passes on it.
 func TestLedgerChangesAreInTheExportOfTheirWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -165,8 +166,16 @@ func TestLedgerChangesAreInTheExportOfTheirWindow(t *testing.T) {
 		t.Fatalf("remember: %s", res.Content)
 	}
 
+	vars := map[string]string{"DATABASE_URL": dbURL, "USER": "op", "LOGBOOK_MODEL": "offline"}
+	file := filepath.Join(t.TempDir(), "channels.yaml")
+	if err := os.WriteFile(file, []byte("channels:\n  "+ledgerChannel+":\n    model: offline\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err, _, out, stderr := runCLI(t, vars, "config", "apply", "-f", file); err != nil {
+		t.Fatalf("config apply: %v\n%s%s", err, out, stderr)
+	}
+
 	dir := filepath.Join(t.TempDir(), "export")
-	vars := map[string]string{"DATABASE_URL": dbURL, "USER": "op"}
 	to := time.Now().UTC().Add(time.Minute)
 	if err, _, _, stderr := runCLI(t, vars, "audit", "export", "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "--out", dir); err != nil {
 		t.Fatalf("export: %v\n%s", err, stderr)
@@ -185,11 +194,13 @@ func TestLedgerChangesAreInTheExportOfTheirWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 		if ev["thread_ts"] == session.LedgerThread && ev["channel_id"] == ledgerChannel {
-			found[ev["type"].(string)] = ev
+			found[ev["type"].(string)+" "+ev["actor_id"].(string)] = ev
 		}
 	}
-	for typ, want := range map[string][2]string{"setting_changed": {"user", "UADMIN"}, "note_added": {"bot", "UBOT"}} {
-		ev := found[typ]
+	for key, want := range map[string][2]string{"setting_changed UADMIN": {"user", "UADMIN"}, "note_added UBOT": {"bot", "UBOT"},
+		"setting_changed op": {"system", "op"}} {
+		typ, _, _ := strings.Cut(key, " ")
+		ev := found[key]
 		if ev == nil {
 			t.Errorf("no %s of %s's ledger in the export: %v", typ, ledgerChannel, found)
 			continue
@@ -199,7 +210,10 @@ func TestLedgerChangesAreInTheExportOfTheirWindow(t *testing.T) {
 			t.Errorf("%s exported as %v; want actor %s %s and a time in the window", typ, ev, want[0], want[1])
 		}
 		payload, _ := json.Marshal(ev["payload"])
-		if typ == "setting_changed" && (!strings.Contains(string(payload), `"new":"Answer in French."`) || !strings.Contains(string(payload), `"via":"slash_command"`)) {
+		if key == "setting_changed op" && (!strings.Contains(string(payload), `"new":"offline"`) || !strings.Contains(string(payload), `"via":"file"`)) {
+			t.Errorf("config apply's setting_changed payload %s", payload)
+		}
+		if key == "setting_changed UADMIN" && (!strings.Contains(string(payload), `"new":"Answer in French."`) || !strings.Contains(string(payload), `"via":"slash_command"`)) {
 			t.Errorf("setting_changed payload %s", payload)
 		}
 		if typ == "note_added" && (!strings.Contains(string(payload), `"text":"releases are cut on Fridays"`) || !strings.Contains(string(payload), `"via":"agent_tool"`)) {

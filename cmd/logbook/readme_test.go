@@ -83,7 +83,8 @@ func TestREADMECommandsRun(t *testing.T) {
 	}
 	cmds := readmeCommands(t, string(b))
 	// The block covers the read-only CLIs; a README that lost them fails here, not silently.
-	for _, want := range []string{"logbook migrate status", "logbook search ", "logbook transcript ", "logbook audit verify", "logbook serve --help"} {
+	for _, want := range []string{"logbook migrate status", "logbook search ", "logbook transcript ", "logbook audit verify", "logbook serve --help",
+		"logbook config show ", "logbook config apply -f docs/channels.yaml --dry-run"} {
 		if !strings.Contains(strings.Join(cmds, "\n")+"\n", want) {
 			t.Errorf("README's docs-test block lacks %q (has %q)", want, cmds)
 		}
@@ -98,6 +99,7 @@ func TestREADMECommandsRun(t *testing.T) {
 			continue
 		}
 		cmd := exec.Command(binary, words[1:]...)
+		cmd.Dir = "../.." // the repository's root, where README's reader runs them
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_CACHE_HOME=" + home,
 			"DATABASE_URL=" + dbURL, "LOGBOOK_AUDIT_OPERATOR=readme-test"}
 		out, err := cmd.CombinedOutput()
@@ -110,6 +112,12 @@ func TestREADMECommandsRun(t *testing.T) {
 		}
 		if strings.HasPrefix(line, "logbook transcript") && !strings.Contains(string(out), "the deploy timed out at the migration step") {
 			t.Errorf("README command %q does not show the thread:\n%s", line, out)
+		}
+		if strings.HasPrefix(line, "logbook config show") && !strings.Contains(string(out), "Channel C0000001 (team T0000001)") {
+			t.Errorf("README command %q does not show the channel:\n%s", line, out)
+		}
+		if strings.HasPrefix(line, "logbook config apply") && !strings.Contains(string(out), "dry run: nothing written") {
+			t.Errorf("README command %q prints no diff:\n%s", line, out)
 		}
 	}
 }

@@ -126,18 +126,20 @@ type serveConfig struct {
 	// "pgbouncer" a transaction-pooling PgBouncer.
 	DBPooler string
 	// DB is the pools' sizes and the fleet's connection budget (LOGBOOK_DB_POOL, ...).
-	DB           dbConfig
-	AppToken     Secret
-	BotToken     Secret
-	APIURL       string
-	Model        string
-	AnthropicKey Secret
-	AnthropicURL string
-	OpenAIKey    Secret
-	OpenAIURL    string
-	Sandbox      string
-	SandboxDir   string
-	SandboxNet   bool
+	DB       dbConfig
+	AppToken Secret
+	BotToken Secret
+	APIURL   string
+	Model    string
+	// SettingsFromEnv are the channel settings whose default the environment sets, by name.
+	SettingsFromEnv map[string]bool
+	AnthropicKey    Secret
+	AnthropicURL    string
+	OpenAIKey       Secret
+	OpenAIURL       string
+	Sandbox         string
+	SandboxDir      string
+	SandboxNet      bool
 	// Admins may set a channel's repository with /logbook repo (LOGBOOK_ADMINS).
 	Admins []string
 	// SandboxEgress is what sandboxed commands may reach through logbook's proxy
@@ -244,6 +246,11 @@ func (cfg *serveConfig) readModel(e env) {
 	cfg.OpenAIKey = Secret(strings.TrimSpace(e.getenv("OPENAI_API_KEY")))
 	cfg.OpenAIURL = strings.TrimSpace(e.getenv("OPENAI_BASE_URL"))
 	cfg.Model = strings.TrimSpace(e.getenv("LOGBOOK_MODEL"))
+	// Which channel settings' defaults the environment sets (`logbook config show`'s sources).
+	cfg.SettingsFromEnv = map[string]bool{}
+	for name, v := range settingsDefaultFrom {
+		cfg.SettingsFromEnv[name] = strings.TrimSpace(e.getenv(v)) != ""
+	}
 	cfg.Vision = strings.ToLower(strings.TrimSpace(e.getenv("LOGBOOK_MODEL_VISION")))
 	if cfg.Vision == "auto" {
 		cfg.Vision = brain.VisionAuto
@@ -630,15 +637,23 @@ func channelParts(cfg serveConfig, store *session.Store, b *brain.Brain) (*bot.M
 		}
 		return b.WithProvider(p), nil
 	}}
-	s := settings.New(settings.Config{Store: store,
+	return models, settings.New(settingsConfig(cfg, store, models)), memory.New(store, memory.Config{})
+}
+
+// settingsDefaultFrom names where each channel setting's default comes from.
+var settingsDefaultFrom = map[string]string{settings.Model: "LOGBOOK_MODEL", settings.Approvals: "LOGBOOK_TOOL_APPROVAL",
+	settings.ThreadReplies: "LOGBOOK_THREAD_REPLIES", settings.Instructions: "none", settings.Setup: "LOGBOOK_SETUP_COMMAND",
+	settings.DailyBudget: "LOGBOOK_BUDGET"}
+
+// settingsConfig is the channels' settings over store with the environment's values as
+// defaults and the bot's checks: serve's, and `logbook config show` and `apply`'s.
+func settingsConfig(cfg serveConfig, store *session.Store, models *bot.Models) settings.Config {
+	return settings.Config{Store: store,
 		Defaults: map[string]string{settings.Model: cfg.Model, settings.Approvals: cfg.ApprovalSpec, settings.ThreadReplies: string(cfg.ThreadReplies),
 			settings.Setup: cfg.Budget.Setup, settings.DailyBudget: defaultBudget(cfg)},
-		DefaultFrom: map[string]string{settings.Model: "LOGBOOK_MODEL", settings.Approvals: "LOGBOOK_TOOL_APPROVAL",
-			settings.ThreadReplies: "LOGBOOK_THREAD_REPLIES", settings.Instructions: "none", settings.Setup: "LOGBOOK_SETUP_COMMAND",
-			settings.DailyBudget: "LOGBOOK_BUDGET"},
+		DefaultFrom: settingsDefaultFrom, FromEnvironment: cfg.SettingsFromEnv,
 		Check: bot.SettingsChecks(models, toolNames()), Admins: cfg.Admins,
-		Notes: map[string]func(settings.Channel) string{settings.DailyBudget: dailyBudgetNote(cfg), settings.Model: dailyBudgetNote(cfg)}})
-	return models, s, memory.New(store, memory.Config{})
+		Notes: map[string]func(settings.Channel) string{settings.DailyBudget: dailyBudgetNote(cfg), settings.Model: dailyBudgetNote(cfg)}}
 }
 
 // serviceConfig is the bot's configuration from serve's.
@@ -709,7 +724,8 @@ func (w *wiring) routeHTTP() error {
 		pages, err := web.Handler(web.Config{Sessions: w.transcripts(), Finder: w.search, AccessLog: w.pool, Access: access, Channels: w.dir,
 			Visibility: w.dir, Files: w.deps.Features.Files, SignIns: w.deps.Store, PublicURL: cfg.Footer.PublicURL, OIDC: oidcWeb,
 			Usage: w.deps.Store, Currency: cfg.Budget.Prices.Currency, Runs: w.deps.Store,
-			Log: log.With().Str("part", "web").Logger(), MCP: w.mcpOAuth()})
+			Log: log.With().Str("part", "web").Logger(), MCP: w.mcpOAuth(),
+			ChannelSettings: settings.Reports{Settings: w.deps.Features.Settings, Store: w.deps.Store}})
 		if err != nil {
 			return err
 		}

@@ -46,7 +46,7 @@ CREATE TABLE public.access_log (
     status integer NOT NULL,
     remote_addr text DEFAULT ''::text NOT NULL,
     user_agent text DEFAULT ''::text NOT NULL,
-    CONSTRAINT access_log_action_check CHECK ((action = ANY (ARRAY['list'::text, 'view'::text, 'download'::text, 'search'::text, 'signin'::text, 'signout'::text, 'usage'::text, 'mcp_connect'::text, 'automations'::text]))),
+    CONSTRAINT access_log_action_check CHECK ((action = ANY (ARRAY['list'::text, 'view'::text, 'download'::text, 'search'::text, 'signin'::text, 'signout'::text, 'usage'::text, 'mcp_connect'::text, 'automations'::text, 'channel_settings'::text]))),
     CONSTRAINT access_log_pkey PRIMARY KEY (id),
     CONSTRAINT access_log_via_check CHECK ((via = ANY (ARRAY['proxy_header'::text, 'bearer_token'::text, 'oidc'::text, 'none'::text]))),
     CONSTRAINT access_log_who_check CHECK ((who <> ''::text))
