@@ -65,8 +65,13 @@ FROM events WHERE session_id = $1 ORDER BY seq`
 // each hash equal to ChainHash. It reports the first broken seq; err is only for failures to
 // read.
 func (s *Store) Verify(ctx context.Context, id ID) (Verification, error) {
+	return verifyChain(ctx, s.pool, id)
+}
+
+// verifyChain is Verify on q (the pool, or a transaction that rebuilds projections).
+func verifyChain(ctx context.Context, q querier, id ID) (Verification, error) {
 	v := Verification{Session: id, OK: true, HeadHash: GenesisHash}
-	rows, err := s.pool.Query(ctx, sqlVerify, id)
+	rows, err := q.Query(ctx, sqlVerify, id)
 	if err != nil {
 		return v, fmt.Errorf("verify session %s: %w", id, err)
 	}

@@ -363,7 +363,12 @@ ORDER BY 1, 2, 3, 4`
 // what disagrees, by channel; err is only for failures to read. (The chains themselves are
 // verified as every session's, by Verify.)
 func (s *Store) CheckLedgers(ctx context.Context, channel string) ([]LedgerFinding, error) {
-	rows, err := s.pool.Query(ctx, sqlCheckLedgers, channel)
+	return checkLedgers(ctx, s.pool, channel)
+}
+
+// checkLedgers is CheckLedgers on q (the pool, or a transaction that rebuilds projections).
+func checkLedgers(ctx context.Context, q querier, channel string) ([]LedgerFinding, error) {
+	rows, err := q.Query(ctx, sqlCheckLedgers, channel)
 	if err != nil {
 		return nil, fmt.Errorf("check the ledgers: %w", err)
 	}
