@@ -261,7 +261,8 @@ azblob:// need the matching gocloud.dev/blob driver compiled in.
 ` + settingsHelp("audit"),
 	}
 	cmd.AddCommand(newAuditExportCmd(e), newAuditKeygenCmd(e), newAuditVerifyExportCmd(e), newAuditVerifyCmd(e),
-		newAuditCheckpointCmd(e), newAuditScheduleCmd(e), newAuditHoldCmd(e), newAuditPurgeCmd(e), newAuditRunsCmd(e))
+		newAuditRebuildProjectionsCmd(e), newAuditCheckpointCmd(e), newAuditScheduleCmd(e), newAuditHoldCmd(e), newAuditPurgeCmd(e),
+		newAuditRunsCmd(e))
 	return cmd
 }
 
@@ -568,6 +569,99 @@ detects a chain that was rewritten consistently by someone who disabled the trig
 	fl.StringVar(&zone, "tz", "", "zone of --since without an offset (default LOGBOOK_AUDIT_TZ or UTC)")
 	fl.StringVar(&as, "as", "", "who is verifying (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
 	return cmd
+}
+
+func newAuditRebuildProjectionsCmd(e env) *cobra.Command {
+	var channel, as string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "rebuild-projections [--channel <id>] [--dry-run]",
+		Short: "Make the channel tables agree with the channels' ledgers again (a superuser's act)",
+		Long: `Rebuild the projections of the channels' ledgers (every channel's, or --channel's):
+channel_settings, channel_memory, channel_memory_forgotten, channel_repos, budget_raises,
+schedules, schedule_removals, mcp_tokens (who connected and when) and automation_pauses.
+Each ledger's chain is verified first; a ledger that does not verify is refused, named, and
+nothing is rebuilt. Then, in one transaction, a row missing its row is inserted with its
+original id, a row that differs from its ledger event is rewritten, and a row without a
+ledger event is deleted (a connector connected behind the ledger's back goes, token and
+all). What the ledger cannot give back is listed and exits 1: a connector whose row is gone
+(its sealed token is never in the ledger; connect it again).
+
+--dry-run lists what would change and writes nothing (read access is enough). A rebuild
+rewrites append-only tables with their triggers off, so it runs as the login of
+LOGBOOK_AUDIT_DATABASE_URL itself (not logbook_auditor), which must be a superuser. Both are
+recorded in the audit access records, with who (--as, LOGBOOK_AUDIT_OPERATOR, USER).`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			rec := accessRecord{action: "rebuild-projections", filters: map[string]any{"dry_run": dryRun}}
+			if channel != "" {
+				rec.filters["channel"] = channel
+			}
+			var err error
+			if rec.who, err = operator(e, as); err != nil {
+				return err
+			}
+			return withAudit(ctx, e, &rec, func(store *session.Store, _ *pgxpool.Pool) error {
+				if !dryRun {
+					dsn, err := auditDSN(ctx, e)
+					if err != nil {
+						return err
+					}
+					pool, err := session.Connect(ctx, dsn, session.PoolOptions{MaxConns: 2, Name: "rebuild"})
+					if err != nil {
+						return fmt.Errorf("rebuild connection: %w", err)
+					}
+					defer pool.Close()
+					store = session.NewStore(pool, session.Options{})
+				}
+				r, err := store.RebuildProjections(ctx, channel, dryRun)
+				if err != nil {
+					var broken *session.BrokenLedgerError
+					if errors.As(err, &broken) || errors.Is(err, session.ErrRebuildForbidden) {
+						return exitError{code: 1, err: err}
+					}
+					return err
+				}
+				return reportRebuild(e, r)
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&channel, "channel", "", "only this channel's ledger (a Slack channel id)")
+	fl.BoolVar(&dryRun, "dry-run", false, "list what would change; write nothing")
+	fl.StringVar(&as, "as", "", "who is rebuilding (default LOGBOOK_AUDIT_OPERATOR, USER, then the OS account)")
+	return cmd
+}
+
+// reportRebuild prints what a rebuild found and did; what it could not rebuild exits 1.
+func reportRebuild(e env, r session.Rebuild) error {
+	verb := "REBUILT"
+	if r.DryRun {
+		verb = "WOULD REBUILD"
+	}
+	left := map[session.LedgerFinding]bool{}
+	for _, f := range r.Unrebuilt {
+		left[f] = true
+	}
+	for _, f := range r.Findings {
+		if !left[f] {
+			fmt.Fprintf(e.stdout, "%s: %s\n", verb, f)
+		}
+	}
+	for _, f := range r.Unrebuilt {
+		fmt.Fprintf(e.stdout, "NOT REBUILT: %s\n", f)
+	}
+	switch {
+	case r.DryRun:
+		fmt.Fprintf(e.stdout, "dry run: %d channel ledgers verified; %d projection rows disagree with them; nothing written\n", r.Ledgers, len(r.Findings))
+	default:
+		fmt.Fprintf(e.stdout, "%d channel ledgers verified; %d findings, %d projection rows rewritten\n", r.Ledgers, len(r.Findings), r.Rows)
+	}
+	if len(r.Unrebuilt) > 0 {
+		return exitError{code: 1, err: fmt.Errorf("%d projection rows cannot be rebuilt from their ledgers", len(r.Unrebuilt))}
+	}
+	return nil
 }
 
 // verifyOptions reads verify's --session and --since, and the filters they record.
