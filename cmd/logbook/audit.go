@@ -581,7 +581,7 @@ func newAuditRebuildProjectionsCmd(e env) *cobra.Command {
 channel_settings, channel_memory, channel_memory_forgotten, channel_repos, budget_raises,
 schedules, schedule_removals, mcp_tokens (who connected and when) and automation_pauses.
 Each ledger's chain is verified first; a ledger that does not verify is refused, named, and
-nothing is rebuilt. Then, in one transaction, a row missing its row is inserted with its
+nothing is rebuilt. Then, in one transaction, a row the table lost is inserted with its
 original id, a row that differs from its ledger event is rewritten, and a row without a
 ledger event is deleted (a connector connected behind the ledger's back goes, token and
 all). What the ledger cannot give back is listed and exits 1: a connector whose row is gone
