@@ -30,7 +30,8 @@ const (
 
 	// LockRetention serialises legal-hold changes (audit.AddHold, audit.RemoveHold) with
 	// retention purges (logbook_purge_expired), transaction-scoped, so a purge never misses a
-	// hold committed just before it.
+	// hold committed just before it. RebuildProjections takes it too (before the ledgers'
+	// LockSessionSeed locks), so no memory purge empties a note while a rebuild rewrites it.
 	LockRetention int64 = 7461002
 
 	// LockScheduleSeed is the seed of a scheduled export's lock, hashtextextended(schedule

@@ -201,11 +201,11 @@ func (s *Store) RebuildProjections(ctx context.Context, channel string, dryRun b
 		if !dryRun {
 			// No memory purge, and no append to these ledgers (so no projection write that
 			// goes with one), until the rebuild commits.
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7461002)`); err != nil {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, LockRetention); err != nil {
 				return err
 			}
 			for _, id := range order {
-				if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7461))`, id); err != nil {
+				if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1::text, $2))`, id, LockSessionSeed); err != nil {
 					return err
 				}
 			}

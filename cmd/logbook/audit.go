@@ -250,8 +250,8 @@ func newAuditCmd(e env) *cobra.Command {
 		Long: `Audit-grade access to the session log.
 
 Commands connect with LOGBOOK_AUDIT_DATABASE_URL (falling back to DATABASE_URL) as the role
-logbook_auditor (LOGBOOK_AUDIT_ROLE=none keeps the login's own role). Every export,
-verification and hold change is recorded, append-only, with who (--as,
+logbook_auditor (LOGBOOK_AUDIT_ROLE=none keeps the login's own role; rebuild-projections
+rewrites as the login itself). Every export, verification, rebuild and hold change is recorded, append-only, with who (--as,
 LOGBOOK_AUDIT_OPERATOR, USER, or else the OS account), which of those named them
 (who_source), and which filters; those records appear in exports.
 
