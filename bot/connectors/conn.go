@@ -142,7 +142,7 @@ func (s *Session) dial(ctx context.Context, srv Server) (*conn, error) {
 		if c.http != nil {
 			c.http.CloseIdleConnections()
 		}
-		return nil, err
+		return nil, c.sent.scrubbed(err)
 	}
 	go func() {
 		_ = c.cs.Wait()
@@ -236,7 +236,7 @@ func (s *Session) toolsOf(ctx context.Context, srv Server) ([]Tool, error) {
 	for t, err := range c.cs.Tools(ctx, nil) {
 		if err != nil {
 			c.stale.Store(true)
-			return nil, fmt.Errorf("list tools: %w", err)
+			return nil, c.sent.scrubbed(fmt.Errorf("list tools: %w", err))
 		}
 		list = append(list, t)
 	}

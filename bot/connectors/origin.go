@@ -100,6 +100,24 @@ func (c *credentials) add(v string) {
 	slices.SortFunc(c.vals, func(a, b string) int { return len(b) - len(a) })
 }
 
+// scrubbed is err with every kept credential replaced in its text (errors.Is and As still
+// see err): a server that echoes the token it was sent in an error must not get it into the
+// thread's notice, the log or /logbook mcp.
+func (c *credentials) scrubbed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return scrubbedError{text: c.scrub(err.Error()), err: err}
+}
+
+type scrubbedError struct {
+	text string
+	err  error
+}
+
+func (e scrubbedError) Error() string { return e.text }
+func (e scrubbedError) Unwrap() error { return e.err }
+
 // scrub is s with every kept credential replaced.
 func (c *credentials) scrub(s string) string {
 	c.mu.Lock()

@@ -1,9 +1,11 @@
 package connectors_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -142,5 +144,46 @@ func TestEchoedCredentialsAreScrubbed(t *testing.T) {
 		if strings.Contains(r.Content, secret) {
 			t.Errorf("the result holds %q: %s", secret, r.Content)
 		}
+	}
+}
+
+// A server that answers tools/list with an error repeating the Authorization it was sent
+// does not get the credential into why its tools are missing: the thread's notice, the log
+// line and /logbook mcp all read that text.
+func TestCredentialEchoedInAListErrorIsScrubbed(t *testing.T) {
+	t.Parallel()
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return testServer(nil) }, nil)
+	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(body, &req) == nil && req.Method == "tools/list" {
+			w.Header().Set("Content-Type", "application/json")
+			msg, _ := json.Marshal("token rejected: " + r.Header.Get("Authorization"))
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":%s}}`, req.ID, msg)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		remote.CloseClientConnections()
+		remote.Close()
+	})
+	c := connectors.New(parse(t, `{"mcpServers": {"echo": {"url": "`+remote.URL+`", "channels": ["C1"],
+	  "headers": {"Authorization": "Bearer LITERAL-TOKEN-123456"}}}}`, nil), connectors.Options{})
+	s := c.Session("C1", "", nil, zerolog.Nop())
+	defer s.Close()
+	if tools := s.Tools(context.Background()); len(tools) != 0 {
+		t.Fatalf("tools offered from a server whose list failed: %s", names(tools))
+	}
+	down := s.Unavailable()
+	if len(down) != 1 || !strings.Contains(down[0].Error, "token rejected") {
+		t.Fatalf("the failure is not said: %+v", down)
+	}
+	if strings.Contains(down[0].Error, "LITERAL-TOKEN-123456") {
+		t.Fatalf("the credential is in why the server is missing: %q", down[0].Error)
 	}
 }
