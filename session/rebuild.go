@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -66,6 +67,56 @@ const sqlRebuildLedger = `WITH l AS (
       FROM sessions s JOIN events e ON e.session_id = s.id
      WHERE s.thread_ts = '` + LedgerThread + `' AND s.by_thread AND ($1 = '' OR s.channel_id = $1)
 ) `
+
+// sqlRebuildConflicts finds what makes a ledger an unsafe source for the rows of the
+// rebuild's channel ($1; empty: every channel's): an event whose key does not name a row of
+// its own type's table, a key that two channels' ledgers both hold, or a key naming a row
+// stored under another channel. The upserts take a row's id from its event's key, so any of
+// these would let one channel's ledger rewrite another channel's rows.
+const sqlRebuildConflicts = `WITH l AS (
+    SELECT s.channel_id AS channel, e.type, e.idempotency_key AS key
+      FROM sessions s JOIN events e ON e.session_id = s.id
+     WHERE s.thread_ts = '` + LedgerThread + `' AND s.by_thread
+), k AS (
+    SELECT key, array_agg(DISTINCT channel ORDER BY channel) AS channels,
+           bool_or(key NOT LIKE CASE type WHEN 'setting_changed' THEN 'setting/%' WHEN 'note_added' THEN 'note/%'
+               WHEN 'note_forgotten' THEN 'forgot/%' WHEN 'repo_set' THEN 'repo/%' WHEN 'budget_raised' THEN 'budget/%'
+               WHEN 'schedule_added' THEN 'schedule/%' WHEN 'schedule_removed' THEN 'unschedule/%'
+               WHEN 'connector_connected' THEN 'connect/%' WHEN 'automation_paused' THEN 'pause/%'
+               WHEN 'automation_resumed' THEN 'pause/%' ELSE '%' END) AS misnamed
+      FROM l GROUP BY key
+), r AS (
+    SELECT 'setting/' || id AS key, channel FROM channel_settings
+    UNION ALL SELECT 'note/' || id, channel FROM channel_memory
+    UNION ALL SELECT 'forgot/' || f.note_id, m.channel FROM channel_memory_forgotten f JOIN channel_memory m ON m.id = f.note_id
+    UNION ALL SELECT 'repo/' || id, channel FROM channel_repos
+    UNION ALL SELECT 'budget/' || id, channel FROM budget_raises
+    UNION ALL SELECT 'schedule/' || id, channel FROM schedules
+    UNION ALL SELECT 'unschedule/' || x.schedule_id, sc.channel FROM schedule_removals x JOIN schedules sc ON sc.id = x.schedule_id
+    UNION ALL SELECT 'pause/' || id, channel FROM automation_pauses WHERE channel <> ''
+)
+SELECT k.key, array_to_string(k.channels, ', '), coalesce(r.channel, ''), k.misnamed
+  FROM k LEFT JOIN r ON r.key = k.key
+ WHERE ($1 = '' OR $1 = ANY (k.channels))
+   AND (k.misnamed OR cardinality(k.channels) > 1 OR (r.channel IS NOT NULL AND r.channel <> k.channels[1]))
+ ORDER BY k.key`
+
+// ConflictingLedgerError is a ledger event that would rewrite a row it does not own (see
+// sqlRebuildConflicts): the projections are not rebuilt while one exists.
+type ConflictingLedgerError struct {
+	Key, Ledgers, RowChannel string
+	Misnamed                 bool
+}
+
+func (e *ConflictingLedgerError) Error() string {
+	switch {
+	case e.Misnamed:
+		return fmt.Sprintf("an event of the ledger of %s has the key %s, which is not its type's: the projections are not rebuilt", e.Ledgers, e.Key)
+	case e.RowChannel != "" && !strings.Contains(e.Ledgers, ", "):
+		return fmt.Sprintf("the ledger of %s holds %s, a row of channel %s: the projections are not rebuilt", e.Ledgers, e.Key, e.RowChannel)
+	}
+	return fmt.Sprintf("the ledgers of %s all hold %s: the projections are not rebuilt", e.Ledgers, e.Key)
+}
 
 // sqlRebuild are the rewrite's statements, in order: rows without a ledger event deleted
 // (the rows that refer to others first), then every row upserted from its event (the rows
@@ -222,6 +273,22 @@ func (s *Store) RebuildProjections(ctx context.Context, channel string, dryRun b
 		}
 		if len(broken) > 0 {
 			return errors.Join(broken...)
+		}
+		rows, err = tx.Query(ctx, sqlRebuildConflicts, channel)
+		if err != nil {
+			return err
+		}
+		var conflicts []error
+		var c ConflictingLedgerError
+		if _, err := pgx.ForEachRow(rows, []any{&c.Key, &c.Ledgers, &c.RowChannel, &c.Misnamed}, func() error {
+			cc := c
+			conflicts = append(conflicts, &cc)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if len(conflicts) > 0 {
+			return errors.Join(conflicts...)
 		}
 		r.Ledgers = len(order)
 		if r.Findings, err = checkLedgers(ctx, tx, channel); err != nil {

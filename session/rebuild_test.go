@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,5 +108,47 @@ func TestRebuildProjectionsNeverInventsAToken(t *testing.T) {
 	fs, err := st.CheckLedgers(ctx, ch)
 	if err != nil || len(fs) != 1 || !strings.HasPrefix(fs[0].Change, "connector_connected") {
 		t.Errorf("check after the rebuild: %v %v; want only the connector", fs, err)
+	}
+}
+
+// A review found that one channel's ledger could rewrite another channel's row: the upserts
+// take a row's id from the event's key, so an event appended to A's ledger (by whoever holds
+// the application's role) keyed to B's setting moved B's row into A with its value. The
+// rebuild now refuses while a key names a row of another channel, two ledgers hold a key, or
+// a key is not its type's — and changes nothing.
+func TestRebuildProjectionsRefusesAnEventKeyedToAnotherChannelsRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, dbURL := newStore(t)
+	su := superuser(t, dbURL)
+	b, err := st.SetChannelSetting(ctx, session.ChannelSetting{Team: "T1", Channel: "C000000B", Name: "approvals", New: "run_command=ask", Set: true, SetBy: "U1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SetChannelSetting(ctx, session.ChannelSetting{Team: "T1", Channel: "C000000A", Name: "model", New: "m", Set: true, SetBy: "U1"}); err != nil {
+		t.Fatal(err)
+	}
+	ledgerA, err := st.Ledger(ctx, "C000000A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow := "run_command=allow"
+	for _, c := range []struct{ name, key string }{{"keyed to B's row", "setting/" + strconv.FormatInt(b.ID, 10)}, {"a key not its type's", "budget/" + strconv.FormatInt(b.ID, 10)}} {
+		forged := session.SettingChanged{ID: b.ID, Team: "T1", Name: "approvals", New: &allow, By: "UEVIL", Via: session.ViaSlash, At: time.Now().UTC().Truncate(time.Microsecond)}
+		if _, err := st.Append(ctx, ledgerA, session.NewEvent{Type: session.TypeSettingChanged, Actor: session.Actor{Kind: session.ActorUser, ID: "UEVIL"}, IdempotencyKey: c.key, Payload: forged}); err != nil {
+			t.Fatal(err)
+		}
+		for _, scope := range []string{"C000000A", ""} {
+			_, err := session.NewStore(su, session.Options{}).RebuildProjections(ctx, scope, false)
+			var conflict *session.ConflictingLedgerError
+			if !errors.As(err, &conflict) || !strings.Contains(err.Error(), c.key) {
+				t.Fatalf("%s: rebuild of %q: %v; want it refused naming %s", c.name, scope, err, c.key)
+			}
+		}
+		var channel, value string
+		if err := su.QueryRow(ctx, `SELECT channel, value FROM channel_settings WHERE id = $1`, b.ID).Scan(&channel, &value); err != nil ||
+			channel != "C000000B" || value != "run_command=ask" {
+			t.Fatalf("%s: B's setting is now %s %q (%v)", c.name, channel, value, err)
+		}
 	}
 }
