@@ -42,6 +42,11 @@ type channelSettingsData struct {
 func (s *server) channelSettings(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if !identityFrom(ctx).Auditor {
+		// A refused look is on the record too: who probed which channel's settings.
+		if err := record(ctx, s.cfg.AccessLog, r, access{action: "channel_settings", query: clean(r.PathValue("channel"), 40), status: http.StatusForbidden}); err != nil {
+			s.unrecorded(w, err)
+			return
+		}
 		s.page(w, http.StatusForbidden, "message", pageData{Title: "Auditors only", Message: "Only an auditor may see a channel's settings and their history here."})
 		return
 	}

@@ -30,6 +30,10 @@ func TestChannelSettingsPageIsForAuditors(t *testing.T) {
 	if status, body, _ := f.get("/channels/C0000001/settings", asAlice); status != http.StatusForbidden || strings.Contains(body, "French") {
 		t.Fatalf("someone who is not an auditor: %d\n%s", status, body)
 	}
+	var refused int
+	if err := f.admin.QueryRow(f.ctx, `SELECT count(*) FROM access_log WHERE action = 'channel_settings' AND query = 'C0000001' AND status = 403`).Scan(&refused); err != nil || refused != 1 {
+		t.Errorf("access log rows of the refused look: %d, %v; want 1", refused, err)
+	}
 	status, body, _ := f.get("/channels/C0000001/settings", asAuditor)
 	if status != http.StatusOK {
 		t.Fatalf("status %d: %s", status, body)
