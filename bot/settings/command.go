@@ -10,6 +10,7 @@ import (
 
 	"github.com/logbook/logbook/bot/slashcmd"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/slacktext"
 )
 
 // Command is `/logbook config`, for the people of the workspace's organisation only (people
@@ -127,14 +128,14 @@ func (s *Settings) showOne(ctx context.Context, team, channel, name string) stri
 			sb.WriteString("History, newest first:\n")
 		}
 		n++
-		fmt.Fprintf(&sb, "• %s <@%s>: %s → %s\n", h.SetAt.UTC().Format("2006-01-02 15:04 UTC"), h.SetBy, valueText(h.Old, h.OldSet), valueText(h.New, h.Set))
+		fmt.Fprintf(&sb, "• %s %s: %s → %s\n", h.SetAt.UTC().Format("2006-01-02 15:04 UTC"), who(h.SetBy), valueText(h.Old, h.OldSet), valueText(h.New, h.Set))
 	}
 	return strings.TrimRight(sb.String(), "\n")
 }
 
 func (s *Settings) source(c Channel, name string) string {
 	if r, ok := c.Record(name); ok {
-		return fmt.Sprintf("set by <@%s> on %s", r.SetBy, r.SetAt.UTC().Format(time.DateOnly))
+		return fmt.Sprintf("set by %s on %s", who(r.SetBy), r.SetAt.UTC().Format(time.DateOnly))
 	}
 	return "default (" + s.defaultFrom(name) + ")"
 }
@@ -144,6 +145,15 @@ func valueText(v string, set bool) string {
 		return "default"
 	}
 	return clipCode(v, 80)
+}
+
+// who is who set a setting as the channel reads it: a person's mention, or — an operator's
+// name from `logbook config apply` — that name as inert code, never a mention it could forge.
+func who(by string) string {
+	if slacktext.IsUserID(by) {
+		return "<@" + by + ">"
+	}
+	return clipCode(by, 80) + " (operator)"
 }
 
 // code is v in a code span (Slack's escapes applied, no backtick to end it), "(none)" when empty.

@@ -211,6 +211,16 @@ func TestConfigCommand(t *testing.T) {
 	if got := run("U0ADMIN", "T1", "config model default"); !strings.Contains(got, "default again") || !strings.Contains(got, "it was `openai:x`") {
 		t.Fatalf("reset: %q", got)
 	}
+	// An operator's name from `logbook config apply` (any text the operator's USER holds) is
+	// shown as inert code, not as a mention it could forge.
+	if _, err := st.SetChannelSetting(ctx, session.ChannelSetting{Team: "T1", Channel: "C0000001", Name: "thread_replies", New: "all", Set: true,
+		SetBy: "deploy-bot> <!here", Via: session.ViaFile}); err != nil {
+		t.Fatal(err)
+	}
+	if got := run("U1", "T1", "config thread_replies"); strings.Contains(got, "<!here") || strings.Contains(got, "<@deploy") ||
+		!strings.Contains(got, "set by `deploy-bot&gt; &lt;!here` (operator)") {
+		t.Fatalf("an operator's name: %q", got)
+	}
 }
 
 // countingStore counts the reads of a channel's settings.
