@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -35,30 +34,10 @@ const HitNote = "note"
 // for the index to serve it.
 const noteTSV = `to_tsvector('english'::regconfig, m.text)`
 
-// filter builds the filter of q over channel_memory m; $1 is the query text.
+// noteFilter builds the filter of q over channel_memory m; $1 is the query text.
 func (q Query) noteFilter() *filter {
 	f := &filter{args: []any{q.Text}}
-	if q.Channel != "" {
-		f.add("m.channel = ?", q.Channel)
-	}
-	switch {
-	case q.Actor == "":
-	case strings.EqualFold(q.Actor, "bot") || strings.EqualFold(q.Actor, "logbook"):
-		f.conds = append(f.conds, "m.by_kind = 'agent'")
-	case slackID.MatchString(q.Actor):
-		f.add("m.by_id = ?", q.Actor)
-	default:
-		f.add("m.by_id IN (SELECT DISTINCT actor_id FROM search_docs WHERE lower(actor_name) = lower(?))", q.Actor)
-	}
-	if q.Session != (session.ID{}) {
-		f.add("m.session_id = ?", q.Session)
-	}
-	if !q.Since.IsZero() {
-		f.add("m.created_at >= ?", q.Since)
-	}
-	if !q.Until.IsZero() {
-		f.add("m.created_at < ?", q.Until)
-	}
+	q.scope(f, columns{channel: "m.channel", byBot: "m.by_kind = 'agent'", actor: "m.by_id", session: "m.session_id", at: "m.created_at"})
 	return f
 }
 

@@ -240,28 +240,38 @@ func (q Query) filter() *filter {
 	if !q.Tools {
 		f.conds = append(f.conds, "kind IN ('user', 'assistant')")
 	}
+	q.scope(f, columns{channel: "channel_id", byBot: "actor_kind = 'bot'", actor: "actor_id", session: "session_id", at: "created_at"})
+	return f
+}
+
+// columns names, in a searched table, what Query's channel, actor, session and date filters
+// read; byBot is the condition of what the agent wrote.
+type columns struct{ channel, byBot, actor, session, at string }
+
+// scope adds q's channel, actor, session and date filters over the columns c to f: messages
+// and notes are filtered by the same rules.
+func (q Query) scope(f *filter, c columns) {
 	if q.Channel != "" {
-		f.add("channel_id = ?", q.Channel)
+		f.add(c.channel+" = ?", q.Channel)
 	}
 	switch {
 	case q.Actor == "":
 	case strings.EqualFold(q.Actor, "bot") || strings.EqualFold(q.Actor, "logbook"):
-		f.conds = append(f.conds, "actor_kind = 'bot'")
+		f.conds = append(f.conds, c.byBot)
 	case slackID.MatchString(q.Actor):
-		f.add("actor_id = ?", q.Actor)
+		f.add(c.actor+" = ?", q.Actor)
 	default:
-		f.add("actor_id IN (SELECT DISTINCT actor_id FROM search_docs WHERE lower(actor_name) = lower(?))", q.Actor)
+		f.add(c.actor+" IN (SELECT DISTINCT actor_id FROM search_docs WHERE lower(actor_name) = lower(?))", q.Actor)
 	}
 	if q.Session != (session.ID{}) {
-		f.add("session_id = ?", q.Session)
+		f.add(c.session+" = ?", q.Session)
 	}
 	if !q.Since.IsZero() {
-		f.add("created_at >= ?", q.Since)
+		f.add(c.at+" >= ?", q.Since)
 	}
 	if !q.Until.IsZero() {
-		f.add("created_at < ?", q.Until)
+		f.add(c.at+" < ?", q.Until)
 	}
-	return f
 }
 
 const tsQuery = `websearch_to_tsquery('english', $1)`
