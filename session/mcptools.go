@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ToolDescription is what an MCP server's tool says it does: Tool is the server's own name of
@@ -45,6 +47,14 @@ func (s *Store) NoteToolDescriptions(ctx context.Context, channel, server string
 	if len(tools) == 0 {
 		return nil, nil
 	}
+	// The usual case, a list the channel has seen: one read, no lock, no transaction.
+	known, err := readToolDescriptions(ctx, s.pool, channel, server)
+	if err != nil {
+		return nil, err
+	}
+	if diff := compareToolDescriptions(known, tools); len(diff.names) == 0 {
+		return nil, nil
+	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("note tool descriptions of MCP server %s in %s: %w", server, channel, err)
@@ -53,31 +63,58 @@ func (s *Store) NoteToolDescriptions(ctx context.Context, channel, server string
 	if _, err := tx.Exec(ctx, sqlLockToolDescriptions, channel, server); err != nil {
 		return nil, fmt.Errorf("note tool descriptions of MCP server %s in %s: %w", server, channel, err)
 	}
-	type seen struct {
-		sum         []byte
-		description string
-		first       time.Time
+	// Read again under the lock: another session may have noted the change meanwhile.
+	if known, err = readToolDescriptions(ctx, tx, channel, server); err != nil {
+		return nil, err
 	}
-	known := map[string]seen{}
-	rows, err := tx.Query(ctx, sqlToolDescriptions, channel, server)
+	diff := compareToolDescriptions(known, tools)
+	if len(diff.names) == 0 {
+		return nil, nil // nothing new: the lock is released with the rollback
+	}
+	if _, err := tx.Exec(ctx, sqlNoteToolDescriptions, channel, server, diff.names, diff.sums, diff.descriptions, at); err != nil {
+		return nil, fmt.Errorf("note tool descriptions of MCP server %s in %s: %w", server, channel, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("note tool descriptions of MCP server %s in %s: %w", server, channel, err)
+	}
+	return diff.changes, nil
+}
+
+// seenTool is a tool's description as the channel's sessions last listed it.
+type seenTool struct {
+	sum         []byte
+	description string
+	first       time.Time
+}
+
+// readToolDescriptions is what the channel's sessions last listed of server's tools, by tool.
+func readToolDescriptions(ctx context.Context, q Querier, channel, server string) (map[string]seenTool, error) {
+	known := map[string]seenTool{}
+	rows, err := q.Query(ctx, sqlToolDescriptions, channel, server)
 	if err != nil {
 		return nil, fmt.Errorf("read tool descriptions of MCP server %s in %s: %w", server, channel, err)
 	}
-	for rows.Next() {
-		var tool string
-		var v seen
-		if err := rows.Scan(&tool, &v.sum, &v.description, &v.first); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read tool descriptions of MCP server %s in %s: %w", server, channel, err)
-		}
+	var tool string
+	var v seenTool
+	if _, err := pgx.ForEachRow(rows, []any{&tool, &v.sum, &v.description, &v.first}, func() error {
 		known[tool] = v
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("read tool descriptions of MCP server %s in %s: %w", server, channel, err)
 	}
-	var changes []ToolDescriptionChange
-	var names, descriptions []string
-	var sums [][]byte
+	return known, nil
+}
+
+// toolDiff is what a listing has that the channel has not seen: the rows to write, and the
+// changed descriptions among them.
+type toolDiff struct {
+	names, descriptions []string
+	sums                [][]byte
+	changes             []ToolDescriptionChange
+}
+
+func compareToolDescriptions(known map[string]seenTool, tools []ToolDescription) toolDiff {
+	var d toolDiff
 	listed := map[string]bool{}
 	for _, t := range tools {
 		if listed[t.Tool] {
@@ -90,19 +127,10 @@ func (s *Store) NoteToolDescriptions(ctx context.Context, channel, server string
 			continue
 		}
 		if ok {
-			changes = append(changes, ToolDescriptionChange{Tool: t.Tool, Before: old.description, After: t.Description,
+			d.changes = append(d.changes, ToolDescriptionChange{Tool: t.Tool, Before: old.description, After: t.Description,
 				BeforeSHA256: old.sum, AfterSHA256: sum[:], FirstSeen: old.first})
 		}
-		names, sums, descriptions = append(names, t.Tool), append(sums, sum[:]), append(descriptions, t.Description)
+		d.names, d.sums, d.descriptions = append(d.names, t.Tool), append(d.sums, sum[:]), append(d.descriptions, t.Description)
 	}
-	if len(names) == 0 {
-		return nil, nil // nothing new: the lock is released with the rollback
-	}
-	if _, err := tx.Exec(ctx, sqlNoteToolDescriptions, channel, server, names, sums, descriptions, at); err != nil {
-		return nil, fmt.Errorf("note tool descriptions of MCP server %s in %s: %w", server, channel, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("note tool descriptions of MCP server %s in %s: %w", server, channel, err)
-	}
-	return changes, nil
+	return d
 }
