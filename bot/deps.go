@@ -56,6 +56,9 @@ type Deps struct {
 	// is prepared: the tools, guidance and footer lines they give it. The engine knows none
 	// by name; cmd/logbook lists them.
 	Parts []part.Part
+	// Surfaces answer Slack outside a turn: message shortcuts, buttons of their own, events
+	// such as app_home_opened (surface.go), offered in this order after the gateway acks.
+	Surfaces []Surface
 }
 
 // Features are the bot's optional parts: each left nil turns its feature off.

@@ -91,12 +91,14 @@ type Gateway struct {
 	metrics *Metrics
 	cfg     GatewayConfig
 	slash   SlashHandler
-	hook    *http.Client // for response_url
-	health  *Health
-	gap     gap
-	kick    chan struct{} // a catch-up is worth trying now
-	tracer  trace.Tracer  // spans of envelopes (trace.go)
-	commits *groupCommit  // the appends of envelopes (groupcommit.go)
+	// surfaces answer interactions and events outside turns (surface.go; Deps.Surfaces).
+	surfaces []Surface
+	hook     *http.Client // for response_url
+	health   *Health
+	gap      gap
+	kick     chan struct{} // a catch-up is worth trying now
+	tracer   trace.Tracer  // spans of envelopes (trace.go)
+	commits  *groupCommit  // the appends of envelopes (groupcommit.go)
 	// ready is closed once the runner can run the sessions of the envelopes (nil: at once);
 	// the socket opens then (Run).
 	ready <-chan struct{}
@@ -330,8 +332,10 @@ func (g *Gateway) handle(ctx context.Context, evt socketmode.Event) {
 	in, ok := inboundFromEvent(ev, req.RetryAttempt)
 	in.Team = envelopeTeams(req.Payload, ev.TeamID).owner()
 	if !ok {
-		g.metrics.ignored.WithLabelValues("event_" + ev.InnerEvent.Type).Inc()
 		g.ack(log, req, nil)
+		if !g.surfaceEvent(ctx, ev) {
+			g.metrics.ignored.WithLabelValues("event_" + ev.InnerEvent.Type).Inc()
+		}
 		return
 	}
 	log = log.With().Str("channel", in.Channel).Str("slack_event_id", in.EventID).Logger()
@@ -454,6 +458,9 @@ func (g *Gateway) interactive(ctx context.Context, log zerolog.Logger, req socke
 		}
 	}
 	g.ack(log, req, nil)
+	if ok && g.surfaceInteraction(ctx, cb) {
+		return
+	}
 	if !ok || cb.Type != slack.InteractionTypeMessageAction || cb.CallbackID != TranscriptShortcut || cb.ResponseURL == "" {
 		g.metrics.ignored.WithLabelValues("interaction").Inc()
 		return

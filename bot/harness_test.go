@@ -152,6 +152,7 @@ type replica struct {
 
 type harnessOptions struct {
 	emu           slackemu.Options
+	surfaces      []bot.Surface
 	idle          time.Duration
 	leaseTTL      time.Duration
 	replicas      int
@@ -404,7 +405,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.gateway, DatabaseURL: listenURL,
 		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Tracer: o.tracer, Features: bot.Features{Titler: o.titler, Slash: o.slash,
 			Hands: handsFor, Files: fileStore, Directory: dir,
-			Settings: chSettings, Models: o.models, Budget: bgt}, Parts: parts})
+			Settings: chSettings, Models: o.models, Budget: bgt}, Parts: parts, Surfaces: o.surfaces})
 	if err != nil {
 		t.Fatal(err)
 	}

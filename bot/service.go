@@ -57,6 +57,7 @@ func NewService(cfg ServiceConfig, d Deps) (*Service, error) {
 	gw := newGateway(d.Log.With().Str("part", "gateway").Logger(), d.GatewayStore, d.API, d.Socket, d.Me, runner.Stored,
 		d.Metrics, d.Features.Slash, d.Features.Health, d.Features.Directory, cfg.Gateway)
 	gw.tracer = telemetry.Tracer(d.Tracer)
+	gw.surfaces = d.Surfaces
 	gw.ready = runner.deps.firstClaim
 	return &Service{gateway: gw, runner: runner}, nil
 }

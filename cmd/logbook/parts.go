@@ -32,6 +32,13 @@ func (w *wiring) turnParts(fileStore *filestore.Store, mem *memory.Memory, bgt *
 	return append(parts, checkout.Part(), settings.Part(), bgt.Part())
 }
 
+// surfaces answer Slack outside a turn (bot.Surface): message shortcuts, buttons of their own,
+// events such as app_home_opened — one a line, in the order the gateway offers them an envelope.
+func (w *wiring) surfaces() []bot.Surface {
+	var s []bot.Surface
+	return s
+}
+
 // toolNames is every tool an approvals policy may name: the brain's and the turn parts'.
 func toolNames() []string {
 	return append(brain.ToolNames(), files.ToolAttach, forge.ToolPullRequest, memory.ToolRemember)
