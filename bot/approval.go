@@ -226,11 +226,7 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 	case ApprovalAllow:
 		return brain.Decision{Allow: true}, nil
 	case ApprovalDeny:
-		by := "the deployment's policy (LOGBOOK_TOOL_APPROVAL)"
-		if t.channel.own {
-			by = "this channel's approvals setting (/logbook config approvals)"
-		}
-		return brain.Decision{Result: fmt.Sprintf("%s is not allowed in this channel by %s; the call did not run. Say what you would have done instead.", use.Name, by)}, nil
+		return brain.Decision{Result: PolicyDenial(use.Name, t.channel.own)}, nil
 	}
 	if t.live != nil {
 		t.live.Status("waiting for approval")
@@ -414,6 +410,22 @@ func (t *turn) cancelApprovals(ctx context.Context, by string) ([]session.NewEve
 			}
 		}
 	}
+}
+
+// PolicyDenial is the result the model reads for a call of tool that the approvals policy
+// denies; own says the channel's own setting denies it, not the deployment's.
+func PolicyDenial(tool string, own bool) string {
+	by := "the deployment's policy (LOGBOOK_TOOL_APPROVAL)"
+	if own {
+		by = "this channel's approvals setting (/logbook config approvals)"
+	}
+	return fmt.Sprintf("%s is not allowed in this channel by %s; the call did not run. Say what you would have done instead.", tool, by)
+}
+
+// DecisionFor is what the model is told of a recorded decision e (with its payload p) on the
+// request req: what a turn's approval returns, for `logbook replay` to serve from the log.
+func DecisionFor(e session.Event, p session.ApprovalDecided, req session.ApprovalRequested) brain.Decision {
+	return decisionFor(e, p, req)
 }
 
 // decisionFor is what the model is told of a decision (e, with its payload p).

@@ -74,6 +74,11 @@ type Usage struct {
 	// Ended says why a call the provider had accepted ended without its whole answer
 	// (CallStopped, CallTimedOut, CallBroken); "" for a call that answered.
 	Ended string `json:"ended,omitempty"`
+	// RequestHash is the canonical hash of the model request that answered (bot/brain's
+	// RequestHash: sha256, hex, of the request's canonical JSON), for `logbook replay` to
+	// compare; of the first call when a reply was continued. "" before the field, and for a
+	// call that failed.
+	RequestHash string `json:"request_hash,omitempty"`
 }
 
 // Sources of a Usage's counts (Usage.Source) and of a charge's (Spend.Source).

@@ -229,6 +229,10 @@ type Config struct {
 	// (LOGBOOK_TRACE_CONTENT=on); off, spans carry no text of the conversation.
 	Tracer       trace.TracerProvider
 	TraceContent bool
+	// EditHistory, when set, changes the messages of each reply request after the history is
+	// built from the log: a test's deliberate change to how history is built (the replay's
+	// divergence test). nil in production.
+	EditHistory func([]Message) []Message
 
 	// Now, Sleep, AfterFunc and Jitter make time testable: defaults time.Now, a ctx-aware
 	// timer, time.AfterFunc and math/rand/v2's Float64. Sleep returns ctx's error when ctx
@@ -457,6 +461,9 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 		st.system = systemPrompt(t.Where, tools, b.now(), t.Guidance)
 	}
 	tools, noTools = declared(h, tools, noTools)
+	if b.cfg.EditHistory != nil {
+		h.Messages = b.cfg.EditHistory(h.Messages)
+	}
 	if err := validate(h.Messages, true); err != nil {
 		return ended(b.fail(ctx, st, "context", "invalid_history",
 			"I could not put this thread's history into a form the model accepts, so I stopped. The problem is recorded in the log.", err))
@@ -1155,6 +1162,7 @@ func (b *Brain) call(ctx context.Context, m Meter, req Request, lv *live) (Respo
 				InputTokens: resp.InputTokens, OutputTokens: resp.OutputTokens,
 				CacheReadTokens: resp.CacheReadTokens, CacheWriteTokens: resp.CacheWriteTokens,
 				StopReason: resp.StopReason, LatencyMS: b.now().Sub(start).Milliseconds(),
+				RequestHash: RequestHash(req),
 			}
 			settle(ctx, u)
 			return resp, u, nil
