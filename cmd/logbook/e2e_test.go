@@ -306,6 +306,18 @@ func (e *e2e) runStderr(args ...string) (string, string) {
 	return stdout.String(), stderr.String()
 }
 
+// replayed runs `logbook replay` on each session the test produced and fails the test unless
+// today's code makes the recorded decisions.
+func (e *e2e) replayed(ids ...session.ID) {
+	e.t.Helper()
+	for _, id := range ids {
+		out := e.run("replay", id.String())
+		if !strings.Contains(out, ": identical through seq ") {
+			e.t.Fatalf("logbook replay %s:\n%s", id, out)
+		}
+	}
+}
+
 func (e *e2e) post(p slackemu.Post) slackemu.Posted {
 	e.t.Helper()
 	posted, err := e.emu.Post(p)
@@ -449,6 +461,7 @@ func TestE2EConversation(t *testing.T) {
 	if i, j := strings.Index(tr, "what broke"), strings.Index(tr, "Retry it"); i > j {
 		t.Fatalf("transcript out of order:\n%s", tr)
 	}
+	e.replayed(s.ID)
 }
 
 // 2. The model asks for a tool; it runs in the sandbox; its result goes back; the reply
@@ -486,6 +499,7 @@ func TestE2EToolInTheSandbox(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(calls[1].Messages), "sandbox-says-42") {
 		t.Fatalf("second model call lacks the tool result: %+v", calls[1].Messages)
 	}
+	e.replayed(s.ID)
 }
 
 func metric(t *testing.T, out string, name string) string {
@@ -533,6 +547,7 @@ func TestE2EIdleEvictionAndRehydration(t *testing.T) {
 	if n := len(e.events(s.ID, session.TypeCellWoken)); n != 2 {
 		t.Fatalf("%d cell_woken, want 2", n)
 	}
+	e.replayed(s.ID)
 }
 
 // 4. kill -9 of logbook serve mid-turn, with the default lease (30s) and poll (5s); a new
@@ -549,6 +564,7 @@ func TestE2EKillMidTurn(t *testing.T) {
 	if !strings.Contains(strings.ToLower(out), "ok") {
 		t.Fatalf("audit verify:\n%s", out)
 	}
+	e.replayed(s.ID) // a turn a new process finished
 	_ = top
 }
 

@@ -116,6 +116,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		newMigrateCmd(e),
 		newTranscriptCmd(e), newSearchCmd(e), newTakeoverCmd(e), newHandbackCmd(e), newConfigCmd(e), newUsageCmd(e),
 		newAuditCmd(e),
+		newReplayCmd(e),
 		newServeCmd(e),
 		newDevCmd(e),
 		newSlackEmulatorCmd(e),

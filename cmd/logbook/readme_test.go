@@ -84,7 +84,7 @@ func TestREADMECommandsRun(t *testing.T) {
 	cmds := readmeCommands(t, string(b))
 	// The block covers the read-only CLIs; a README that lost them fails here, not silently.
 	for _, want := range []string{"logbook migrate status", "logbook search ", "logbook transcript ", "logbook audit verify", "logbook serve --help",
-		"logbook config show ", "logbook config apply -f docs/channels.yaml --dry-run"} {
+		"logbook replay ", "logbook config show ", "logbook config apply -f docs/channels.yaml --dry-run"} {
 		if !strings.Contains(strings.Join(cmds, "\n")+"\n", want) {
 			t.Errorf("README's docs-test block lacks %q (has %q)", want, cmds)
 		}
@@ -112,6 +112,9 @@ func TestREADMECommandsRun(t *testing.T) {
 		}
 		if strings.HasPrefix(line, "logbook transcript") && !strings.Contains(string(out), "the deploy timed out at the migration step") {
 			t.Errorf("README command %q does not show the thread:\n%s", line, out)
+		}
+		if strings.HasPrefix(line, "logbook replay") && !strings.Contains(string(out), "identical through seq 1") {
+			t.Errorf("README command %q does not say the thread replays identically:\n%s", line, out)
 		}
 		if strings.HasPrefix(line, "logbook config show") && !strings.Contains(string(out), "Channel C0000001 (team T0000001)") {
 			t.Errorf("README command %q does not show the channel:\n%s", line, out)

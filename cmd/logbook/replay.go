@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/logbook/logbook/audit"
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/replay"
+	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/filestore"
+)
+
+func newReplayCmd(e env) *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "replay <session id | Slack permalink | channel thread-ts> | --dir DIR",
+		Short: "Re-run a recorded session and check today's code makes the same decisions (DATABASE_URL)",
+		Long: `Re-run a recorded session with the model's answers, the tools' results and the approval
+decisions served from its log, and check that today's code makes the same decisions: the same
+model requests (compared by their canonical hash), the same tool calls, the same approvals
+asked, the same replies. It prints "identical through seq N", or the first divergence with
+both sides, and exits 0 or 1. It touches no Slack, no sandbox and no model, and appends
+nothing.
+
+--dir DIR replays every whole session of an export (logbook audit export, JSONL; with
+--with-files the shared files are read from it), so CI can hold an upgrade of logbook against
+real threads.
+
+The agent runs under the limits of the environment, as serve would: LOGBOOK_MAX_OUTPUT_TOKENS,
+LOGBOOK_MAX_CONTINUATIONS, LOGBOOK_REPEAT_LIMIT, LOGBOOK_CONTEXT_BUDGET and the approvals
+policy LOGBOOK_TOOL_APPROVAL (a channel's own policy, recorded with each turn, wins).`,
+		Args: cobra.RangeArgs(0, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			cfg, err := replayConfig(e)
+			if err != nil {
+				return usage(e, c, err)
+			}
+			ctx := c.Context()
+			if dir != "" {
+				if len(args) > 0 {
+					return usage(e, c, errors.New("--dir replays an export: name no session with it"))
+				}
+				return replayExport(ctx, e, dir, cfg)
+			}
+			if len(args) == 0 {
+				return usage(e, c, errors.New("name a session (id, permalink, or channel and thread ts), or an export with --dir"))
+			}
+			ref, err := parseSessionRef(args)
+			if err != nil {
+				return usage(e, c, err)
+			}
+			return withRead(ctx, e, standbyReads, func(d *readDeps) error {
+				return replayStored(ctx, e, d, ref, cfg)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "replay the sessions of an export in this directory (JSONL)")
+	return cmd
+}
+
+// replayConfig is the agent's limits and the approvals policy from the environment.
+func replayConfig(e env) (replay.Config, error) {
+	var ints [4]int
+	for i, name := range []string{"LOGBOOK_MAX_OUTPUT_TOKENS", "LOGBOOK_MAX_CONTINUATIONS", "LOGBOOK_REPEAT_LIMIT", "LOGBOOK_CONTEXT_BUDGET"} {
+		v, err := envInt(e, name)
+		if err != nil {
+			return replay.Config{}, err
+		}
+		ints[i] = v
+	}
+	policy, err := bot.ParseToolApproval(e.getenv("LOGBOOK_TOOL_APPROVAL"), toolNames())
+	if err != nil {
+		return replay.Config{}, fmt.Errorf("LOGBOOK_TOOL_APPROVAL: %w", err)
+	}
+	return replay.Config{
+		Brain: brain.Config{MaxTokens: int64(ints[0]), MaxContinuations: ints[1], RepeatLimit: ints[2], ContextBudget: ints[3]},
+		Where: brain.Where{BotName: "logbook"},
+		Policy: policy,
+	}, nil
+}
+
+// replayStored replays the session ref names from the database: exit 1 when it diverged.
+func replayStored(ctx context.Context, e env, d *readDeps, ref sessionRef, cfg replay.Config) error {
+	id, err := d.sessionID(ctx, e, ref)
+	if err != nil {
+		return err
+	}
+	sess, err := d.store.Session(ctx, id)
+	if err != nil {
+		return err
+	}
+	evs, err := d.store.Events(ctx, id, session.Range{})
+	if err != nil {
+		return err
+	}
+	if hasFiles(evs) {
+		files, err := filestore.Open(ctx, d.store, strings.TrimSpace(e.getenv("LOGBOOK_BLOB_URL")))
+		if err != nil {
+			return err
+		}
+		defer files.Close()
+		cfg.Files = files
+	}
+	res, err := replay.Session(ctx, sess, evs, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "session %s (%s %s): %s", sess.ID, sess.Key.Channel, sess.Key.ThreadTS, res)
+	if !res.Identical() {
+		return exitError{code: 1, err: fmt.Errorf("replay of session %s diverged at seq %d", sess.ID, res.Divergence.Seq)}
+	}
+	return nil
+}
+
+// replayExport replays every whole session of the export in dir; a session the export holds
+// only part of is named and skipped. Exit 1 when one diverged.
+func replayExport(ctx context.Context, e env, dir string, cfg replay.Config) error {
+	sessions, err := audit.ReadExportedSessions(dir)
+	if err != nil {
+		return err
+	}
+	cfg.Files = audit.ExportedFiles(dir)
+	diverged, replayed := 0, 0
+	for _, s := range sessions {
+		head := fmt.Sprintf("session %s (%s %s): ", s.Session.ID, s.Session.Key.Channel, s.Session.Key.ThreadTS)
+		if !s.Whole {
+			fmt.Fprintf(e.stdout, "%sskipped: the export holds only part of it (%d events, not seqs 1..n)\n", head, len(s.Events))
+			continue
+		}
+		res, err := replay.Session(ctx, s.Session, s.Events, cfg)
+		if errors.Is(err, replay.ErrPurged) {
+			fmt.Fprintf(e.stdout, "%sskipped: %v\n", head, err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		replayed++
+		fmt.Fprint(e.stdout, head+res.String())
+		if !res.Identical() {
+			diverged++
+		}
+	}
+	fmt.Fprintf(e.stdout, "%d sessions replayed, %d diverged, %d skipped\n", replayed, diverged, len(sessions)-replayed)
+	if diverged > 0 {
+		return exitError{code: 1, err: fmt.Errorf("replay: %d of %d sessions diverged", diverged, replayed)}
+	}
+	return nil
+}
+
+// hasFiles reports whether a session holds files the model was shown (stored shared files).
+func hasFiles(evs []session.Event) bool {
+	for _, e := range evs {
+		if e.Type == session.TypeFileFetched {
+			return true
+		}
+	}
+	return false
+}
