@@ -22,8 +22,9 @@ import (
 type ExportedSession struct {
 	Session session.Session // Key.Team is not exported: empty
 	Events  []session.Event
-	// Whole says the export holds every event of the session up to its last: seqs 1..n with
-	// no gap (an export by actor or time window may hold only part of a session).
+	// Whole says the export holds every event of the session: seqs 1..n with no gap, n its
+	// head when the export ran (the manifest's sessions) — an export by actor or time window
+	// may hold only part of a session.
 	Whole bool
 }
 
@@ -91,16 +92,40 @@ func ReadExportedSessions(dir string) ([]ExportedSession, error) {
 			return nil, fmt.Errorf("read export %s: %w", dir, err)
 		}
 	}
+	heads := exportedHeads(dir)
 	for i := range out {
+		evs := out[i].Events
 		out[i].Whole = true
-		for j, e := range out[i].Events {
+		for j, e := range evs {
 			if e.Seq != int64(j+1) {
 				out[i].Whole = false
 				break
 			}
 		}
+		if head, ok := heads[out[i].Session.ID.String()]; ok && head > 0 && len(evs) > 0 && evs[len(evs)-1].Seq != head {
+			out[i].Whole = false // the session went on past what the export holds
+		}
 	}
 	return out, nil
+}
+
+// exportedHeads is each session's head seq when the export ran, from its manifest (empty
+// when the manifest is missing or did not check chains).
+func exportedHeads(dir string) map[string]int64 {
+	heads := map[string]int64{}
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return heads
+	}
+	var m struct {
+		Sessions []SessionChain `json:"sessions"`
+	}
+	if json.Unmarshal(b, &m) == nil {
+		for _, s := range m.Sessions {
+			heads[s.SessionID] = s.HeadSeq
+		}
+	}
+	return heads
 }
 
 func (l exportedLine) event() (session.Event, session.Session, error) {

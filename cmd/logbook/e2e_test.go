@@ -655,6 +655,16 @@ func TestE2ESearchAndExport(t *testing.T) {
 	if !found {
 		t.Fatalf("the export of %s for today lacks the message", ada)
 	}
+	// An export of ada's events holds part of the session: replay names it and skips it. An
+	// export of every actor holds all of it: it replays identically.
+	if out := e.run("replay", "--dir", dir); !strings.Contains(out, s.ID.String()+" (") || !strings.Contains(out, "skipped: the export holds only part of it") {
+		t.Fatalf("replay --dir of a partial export:\n%s", out)
+	}
+	whole := t.TempDir()
+	e.run("audit", "export", "--from", today, "--to", tomorrow, "--out", whole, "--format", "jsonl")
+	if out := e.run("replay", "--dir", whole); !strings.Contains(out, ": identical through seq ") || !strings.Contains(out, "1 sessions replayed, 0 diverged, 0 skipped") {
+		t.Fatalf("replay --dir of a whole export:\n%s", out)
+	}
 }
 
 // kill -9 while the reply is streaming: the next process finishes from the log — the

@@ -79,8 +79,8 @@ func replayConfig(e env) (replay.Config, error) {
 		return replay.Config{}, fmt.Errorf("LOGBOOK_TOOL_APPROVAL: %w", err)
 	}
 	return replay.Config{
-		Brain: brain.Config{MaxTokens: int64(ints[0]), MaxContinuations: ints[1], RepeatLimit: ints[2], ContextBudget: ints[3]},
-		Where: brain.Where{BotName: "logbook"},
+		Brain:  brain.Config{MaxTokens: int64(ints[0]), MaxContinuations: ints[1], RepeatLimit: ints[2], ContextBudget: ints[3]},
+		Where:  brain.Where{BotName: "logbook"},
 		Policy: policy,
 	}, nil
 }
