@@ -132,6 +132,7 @@ func Session(ctx context.Context, sess session.Session, evs []session.Event, cfg
 	if len(evs) > 0 {
 		res.Through = evs[len(evs)-1].Seq
 	}
+	folded := thread.FoldTurns(evs)
 	var starts []int
 	for i, e := range evs {
 		if e.Type == session.TypeTurnStarted {
@@ -143,7 +144,7 @@ func Session(ctx context.Context, sess session.Session, evs []session.Event, cfg
 		if n+1 < len(starts) {
 			end = starts[n+1]
 		}
-		r, err := newRun(sess, evs, at, end, cfg, &res)
+		r, err := newRun(sess, evs, folded, at, end, cfg, &res)
 		if err != nil {
 			return res, err
 		}
@@ -156,7 +157,7 @@ func Session(ctx context.Context, sess session.Session, evs []session.Event, cfg
 		}
 		if r.div != nil {
 			res.Divergence = r.div
-			res.Through = r.through()
+			res.Through = r.lastSame()
 			return res, nil
 		}
 		res.Turns++
@@ -179,8 +180,9 @@ var (
 type run struct {
 	sess    session.Session
 	all     []session.Event
-	at, end int // the turn's turn_started, and the next turn's (or len(all))
-	started session.TurnStarted
+	at, end int   // the turn's turn_started, and the next turn's (or len(all))
+	through int64 // the last user message the turn set out to answer
+	steered []int64
 	mine    []int // indices in all of the events the agent appended in this turn
 	next    int   // the first of mine not matched yet
 	partial bool  // the turn was stopped, or never completed: it may end part way
@@ -194,21 +196,20 @@ type run struct {
 	own     bool
 }
 
-func newRun(sess session.Session, all []session.Event, at, end int, cfg Config, res *Result) (*run, error) {
-	r := &run{sess: sess, all: all, at: at, end: end, cfg: cfg, res: res, policy: cfg.Policy, partial: true}
+func newRun(sess session.Session, all []session.Event, folded *thread.Turns, at, end int, cfg Config, res *Result) (*run, error) {
+	r := &run{sess: sess, all: all, folded: folded, at: at, end: end, cfg: cfg, res: res, policy: cfg.Policy}
 	turn := all[at].Seq
-	if err := all[at].Decode(&r.started); err != nil {
-		return nil, err
+	tn, ok := folded.Turn(turn)
+	if !ok || tn.Unread {
+		return nil, fmt.Errorf("turn %d cannot be read", turn)
 	}
+	r.through = tn.Through
+	r.steered = tn.Steered
+	// A turn stopped, or never completed, may end part way in the recording.
+	r.partial = tn.Open || tn.Stopped != nil || tn.Status == session.StatusStopped
 	for i := at + 1; i < end; i++ {
 		e := all[i]
-		switch e.Type {
-		case session.TypeTurnCompleted:
-			var c session.TurnCompleted
-			if e.Decode(&c) == nil && c.Status != session.StatusStopped {
-				r.partial = false
-			}
-		case session.TypeTurnSettings:
+		if e.Type == session.TypeTurnSettings {
 			var s session.TurnSettings
 			if e.Decode(&s) == nil && s.Turn == turn && slices.Contains(s.Set, settings.Approvals) {
 				p, err := bot.ParseToolApproval(s.Approvals, r.policyTools())
@@ -254,8 +255,8 @@ func (r *run) policyTools() []string {
 	return names
 }
 
-// through is the last seq before the divergence.
-func (r *run) through() int64 {
+// lastSame is the last seq before the divergence.
+func (r *run) lastSame() int64 {
 	if r.div.Seq > 0 {
 		return r.div.Seq - 1
 	}
@@ -297,7 +298,6 @@ func (r *run) replay(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.folded = thread.FoldTurns(r.all)
 	where := r.cfg.Where
 	where.Channel, where.ThreadTS = r.sess.Key.Channel, r.sess.Key.ThreadTS
 	if where.BotUserID == "" {
@@ -309,7 +309,7 @@ func (r *run) replay(ctx context.Context) error {
 		Where:   where,
 		Tools:   r.tools(),
 		TurnSeq: r.all[r.at].Seq,
-		Through: r.started.Through,
+		Through: r.through,
 		Steer:   r.steer,
 		Approve: r.approve,
 		Files:   r.cfg.Files,
@@ -368,13 +368,14 @@ func (l *replayLog) Append(_ context.Context, evs ...session.NewEvent) ([]sessio
 	return out, nil
 }
 
-// steer is the turn's steering as recorded: the messages the recording's steered markers of
-// this turn handed the agent before the point it has reached.
+// steer is the turn's steering as recorded: the messages the recording handed the turn while
+// it ran (its steered markers), those of them before the point the agent has reached.
 func (r *run) steer(_ context.Context, through int64) (int64, error) {
-	for _, e := range session.Select(r.view(), session.Range{From: r.all[r.at].Seq, Types: []session.Type{session.TypeSteered}}) {
-		var s session.Steered
-		if e.Decode(&s) == nil && s.Turn == r.all[r.at].Seq {
-			through = max(through, s.MessageSeq)
+	view := r.view()
+	bound := view[len(view)-1].Seq
+	for _, seq := range r.steered {
+		if seq <= bound {
+			through = max(through, seq)
 		}
 	}
 	return through, nil
