@@ -255,6 +255,7 @@ func TestApprovalDenyReachesTheModel(t *testing.T) {
 	if !strings.Contains(cardText(h.cards(top.TS)[0]), "Denied by <@"+ada+">") {
 		t.Fatalf("card: %s", cardText(h.cards(top.TS)[0]))
 	}
+	h.replayIdentical(askFor(t, "*=ask"), s.ID)
 }
 
 // Someone not permitted gets an ephemeral note and the card stays open; an approver then
@@ -325,6 +326,7 @@ func TestApprovalTimeoutIsADenial(t *testing.T) {
 	}
 	h.answered(s.ID)
 	h.waitFor("the card to say nobody decided", func() bool { return strings.Contains(cardText(h.cards(top.TS)[0]), "Nobody decided in time") })
+	h.replayIdentical(askFor(t, "run_command=ask"), s.ID)
 }
 
 // deny and allow need nobody: no card; a denied call's result says the policy refused it. A
@@ -352,6 +354,7 @@ func TestApprovalPolicyDenyAndChannelOverride(t *testing.T) {
 	if n := len(h.cards(top.TS)); n != 0 {
 		t.Fatalf("%d cards for calls that need nobody", n)
 	}
+	h.replayIdentical(askFor(t, "run_command=deny,"+general+"/read_file=deny,read_file=ask"), s.ID)
 }
 
 // A write's card shows the path and a diff against the file as the sandbox has it.
@@ -440,6 +443,7 @@ func TestStopWhileWaitingForApproval(t *testing.T) {
 		// The stopped turn leaves the call without a result; the next turn repairs it.
 		t.Fatalf("%d tool results", n)
 	}
+	h.replayIdentical(askFor(t, "run_command=ask"), s.ID) // compared as far as the stopped turn went
 }
 
 // A card post that lands but whose answer is lost (the cell cannot tell it was posted, as
