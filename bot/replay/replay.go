@@ -99,7 +99,11 @@ func (r Result) Identical() bool { return r.Divergence == nil }
 func (r Result) String() string {
 	var b strings.Builder
 	if d := r.Divergence; d != nil {
-		fmt.Fprintf(&b, "diverged at seq %d (turn %d): %s differs\n", d.Seq, d.Turn, d.What)
+		if d.Seq > 0 {
+			fmt.Fprintf(&b, "diverged at seq %d (turn %d): %s differs\n", d.Seq, d.Turn, d.What)
+		} else {
+			fmt.Fprintf(&b, "diverged after the end of turn %d: %s differs\n", d.Turn, d.What)
+		}
 		fmt.Fprintf(&b, "  recorded: %s\n", d.Recorded)
 		fmt.Fprintf(&b, "  replayed: %s\n", d.Replayed)
 		fmt.Fprintf(&b, "  identical through seq %d\n", r.Through)

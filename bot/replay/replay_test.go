@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/replay"
 	"github.com/logbook/logbook/migrations/pgtest"
@@ -202,4 +203,27 @@ func BenchmarkReplay(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)*1000/float64(n), "ns/1k-events")
 	})
+}
+
+// The audit package's golden export replays: every whole session in it says identical.
+func TestReplayOfTheGoldenExport(t *testing.T) {
+	t.Parallel()
+	sessions, err := audit.ReadExportedSessions("../../audit/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := 0
+	for _, s := range sessions {
+		if !s.Whole {
+			continue
+		}
+		res, err := replay.Session(context.Background(), s.Session, s.Events, replay.Config{})
+		if err != nil || !res.Identical() || res.Through != s.Events[len(s.Events)-1].Seq {
+			t.Fatalf("replay of golden session %s: %v\n%s", s.Session.ID, err, res)
+		}
+		replayed++
+	}
+	if len(sessions) != 2 || replayed == 0 {
+		t.Fatalf("%d sessions in the golden export, %d replayed", len(sessions), replayed)
+	}
 }
