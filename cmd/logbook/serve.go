@@ -622,7 +622,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 			Health: bot.NewHealth(), Directory: w.dir, Slash: w.slash.Answer,
 			Settings: chSettings, Models: models, Budget: bgt,
 		},
-		Parts: w.turnParts(fileStore, mem, bgt, mcp), Surfaces: w.surfaces()}
+		Parts: w.turnParts(fileStore, mem, bgt, mcp), Surfaces: w.surfaces(store)}
 	return nil
 }
 
