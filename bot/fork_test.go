@@ -17,6 +17,8 @@ import (
 	"github.com/logbook/logbook/bot/directory"
 	"github.com/logbook/logbook/bot/fork"
 	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/sandbox"
+	"github.com/logbook/logbook/sandbox/gittest"
 	"github.com/logbook/logbook/session"
 )
 
@@ -38,10 +40,11 @@ func (l *lateSurface) Event(ctx context.Context, ev slackevents.EventsAPIEvent) 
 }
 
 // forkHarness is a model harness whose surfaces answer the branch_from_here shortcut.
-func forkHarness(t *testing.T) (*harness, *fakeprovider.Server) {
+func forkHarness(t *testing.T, o harnessOptions) (*harness, *fakeprovider.Server) {
 	t.Helper()
 	late := &lateSurface{}
-	h, model := modelHarness(t, harnessOptions{surfaces: []bot.Surface{late}})
+	o.surfaces = []bot.Surface{late}
+	h, model := modelHarness(t, o)
 	api := h.botAPI()
 	late.p.Store(&fork.Surface{
 		Forker:  &fork.Forker{Store: h.store, Starter: bot.NewStarter(api, h.store, func(session.ID) {}, "T0000001"), Link: fork.SlackLink(api)},
@@ -81,7 +84,7 @@ func callText(c fakeprovider.Call) string {
 // through that seq and none after; the parent's thread gets no message and its log nothing.
 func TestBranchFromHereContinuesTheParentsConversationThroughTheSeq(t *testing.T) {
 	t.Parallel()
-	h, model := forkHarness(t)
+	h, model := forkHarness(t, harnessOptions{})
 	model.Push(fakeprovider.Reply{Text: "Answer one: roll back the migration."})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> the deploy timed out at the migration step"})
 	parent := h.session(general, top.TS)
@@ -158,7 +161,7 @@ func TestBranchFromHereContinuesTheParentsConversationThroughTheSeq(t *testing.T
 // is an ephemeral note that says why, and no thread is started.
 func TestBranchFromHereRefusesNonMembersAndPrivateChannels(t *testing.T) {
 	t.Parallel()
-	h, model := forkHarness(t)
+	h, model := forkHarness(t, harnessOptions{})
 	model.Push(fakeprovider.Reply{Text: "Noted."})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> remember the outage"})
 	parent := h.session(general, top.TS)
@@ -175,5 +178,40 @@ func TestBranchFromHereRefusesNonMembersAndPrivateChannels(t *testing.T) {
 	}
 	if forks, err := h.store.Forks(h.waitCtx(), parent.ID); err != nil || len(forks) != 0 {
 		t.Errorf("forks after refusals: %+v, %v", forks, err)
+	}
+}
+
+// A fork's sandbox starts from the newest work its parent saved at or before the fork's seq:
+// the file the parent wrote in its first turn is there as it was then, not as the parent's
+// second turn left it.
+func TestForkSandboxStartsFromTheParentsWorkAtTheSeq(t *testing.T) {
+	t.Parallel()
+	base, _ := gittest.Serve(t, "repo.git", map[string]string{"main.go": "package main\n"})
+	h, model := forkHarness(t, harnessOptions{repo: &sandbox.RepoSpec{URL: base + "/repo.git", Branch: "main"}})
+	model.Push(fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "write_file", Input: `{"path":"plan.txt","content":"plan A\n"}`}}},
+		fakeprovider.Reply{Text: "Wrote plan A."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> write plan A"})
+	parent := h.session(general, top.TS)
+	h.turns(parent.ID, 1)
+	first := h.replies(general, top.TS, 1)[0]
+	model.Push(fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_2", Name: "write_file", Input: `{"path":"plan.txt","content":"plan B\n"}`}}},
+		fakeprovider.Reply{Text: "Wrote plan B."})
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> now plan B"})
+	h.turns(parent.ID, 2)
+	h.replies(general, top.TS, 2)
+
+	if got := h.shortcut(general, first.TS, ada); !strings.Contains(got, "Branched at event") {
+		t.Fatalf("shortcut: %q", got)
+	}
+	forks, err := h.store.Forks(h.waitCtx(), parent.ID)
+	if err != nil || len(forks) != 1 {
+		t.Fatalf("forks: %+v, %v", forks, err)
+	}
+	model.Push(fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_3", Name: "read_file", Input: `{"path":"plan.txt"}`}}},
+		fakeprovider.Reply{Text: "It says plan A."})
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: forks[0].ThreadTS, Text: "<@" + botUser + "> what does the plan say?"})
+	h.turns(forks[0].Session, 1)
+	if res := h.toolResult(forks[0].Session, "toolu_3"); res.IsError || !strings.Contains(res.Content, "plan A") || strings.Contains(res.Content, "plan B") {
+		t.Fatalf("the fork read plan.txt as %+v; want the parent's plan A", res)
 	}
 }

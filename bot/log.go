@@ -201,5 +201,9 @@ func (l *cellLog) prefix(ctx context.Context) ([][]session.Event, error) {
 	return segs, nil
 }
 
+// Prefix is prefix, for the hands (hands.Lineage): a fork's sandbox starts from its parent's
+// saved work.
+func (l *cellLog) Prefix(ctx context.Context) ([][]session.Event, error) { return l.prefix(ctx) }
+
 // maxLineage bounds the ancestors prefix follows (as session.Store.Lineage does).
 const maxLineage = 64
