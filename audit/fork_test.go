@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"context"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +144,43 @@ func TestHoldOnAForkKeepsItsParentThroughRetention(t *testing.T) {
 	r, err := audit.NewVerifier(f.auditor).Verify(ctx, audit.VerifyOptions{Session: fk.ID})
 	if err != nil || !r.OK() || r.Purged == 0 {
 		t.Errorf("the purged fork of a purged parent: %+v, %v; want its chain and reference to verify", r, err)
+	}
+}
+
+// An export shows a fork's link both ways: the parent's manifest entry lists its forks, the
+// fork's names its parent at the seq with the hash, verified against the parent's chain.
+func TestExportShowsForksBothWays(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	parent := f.open(t, "C0000001", "1700000000.000100")
+	first := f.append(t, parent.ID, alice, session.TypeUserMessage, map[string]any{"text": "the deploy timed out"})
+	f.append(t, parent.ID, botA, session.TypeAssistantMessage, map[string]any{"text": "rolling back"})
+	fk := f.forkOf(t, parent.ID, 2, "1700000001.000100")
+	bucket, err := audit.OpenBucket(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	m, err := audit.NewExporter(f.auditor, f.auditorPool, audit.ExporterOptions{Settle: time.Millisecond}).Export(ctx,
+		audit.Query{From: first.CreatedAt, To: f.dbNow(t)}, bucket, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]audit.SessionChain{}
+	for _, sc := range m.Sessions {
+		byID[sc.SessionID] = sc
+	}
+	p, c := byID[parent.ID.String()], byID[fk.ID.String()]
+	if len(p.Forks) != 1 || p.Forks[0].SessionID != fk.ID.String() || p.Forks[0].Seq != 2 || p.ForkOf != nil {
+		t.Errorf("the parent's manifest entry: %+v", p)
+	}
+	hash, err := f.app.HashAt(ctx, parent.ID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ForkOf == nil || c.ForkOf.SessionID != parent.ID.String() || c.ForkOf.Seq != 2 || !c.ForkOf.Verified ||
+		c.ForkOf.Hash != hex.EncodeToString(hash) || len(c.Forks) != 0 {
+		t.Errorf("the fork's manifest entry: %+v (fork of %+v)", c, c.ForkOf)
 	}
 }
