@@ -108,11 +108,11 @@ type Transcript struct {
 	Team      string     `json:"team"`
 	Channel   string     `json:"channel"`
 	// ChannelName is the channel's name when the caller knew it (Options.ChannelName).
-	ChannelName string  `json:"channel_name,omitempty"`
-	ThreadTS    string  `json:"thread_ts"`
-	Title       string  `json:"title,omitempty"`
-	Permalink   string  `json:"permalink,omitempty"`
-	All         bool    `json:"all"` // markers and full tool output included
+	ChannelName string `json:"channel_name,omitempty"`
+	ThreadTS    string `json:"thread_ts"`
+	Title       string `json:"title,omitempty"`
+	Permalink   string `json:"permalink,omitempty"`
+	All         bool   `json:"all"` // markers and full tool output included
 	// ForkOf is the session this one was branched from (its session_forked event); Forks
 	// those branched from it (Options.Forks).
 	ForkOf  *ForkLink  `json:"fork_of,omitempty"`
