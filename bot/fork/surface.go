@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -185,12 +186,23 @@ func SeqAt(ctx context.Context, store Store, id session.ID, ts string) (int64, e
 	return seq, nil
 }
 
-// slackTime is the time of a Slack ts ("1700000000.000100").
+// slackTime is the time of a Slack ts ("1700000000.000100": seconds and microseconds).
 func slackTime(ts string) (time.Time, bool) {
-	f, err := strconv.ParseFloat(ts, 64)
-	if err != nil || f <= 0 {
+	secs, frac, _ := strings.Cut(ts, ".")
+	sec, err := strconv.ParseInt(secs, 10, 64)
+	if err != nil || sec <= 0 || len(frac) > 9 {
 		return time.Time{}, false
 	}
-	sec := int64(f)
-	return time.Unix(sec, int64((f-float64(sec))*1e9)).Add(time.Microsecond), true
+	var nsec int64
+	if frac != "" {
+		n, err := strconv.ParseInt(frac, 10, 64)
+		if err != nil || n < 0 {
+			return time.Time{}, false
+		}
+		for range 9 - len(frac) {
+			n *= 10
+		}
+		nsec = n
+	}
+	return time.Unix(sec, nsec), true
 }
