@@ -16,6 +16,7 @@ import (
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/directory"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // Shortcut is the callback_id of the "Branch from here" message shortcut (in the app
@@ -155,23 +156,13 @@ func SeqAt(ctx context.Context, store Store, id session.ID, ts string) (int64, e
 	if err != nil {
 		return 0, err
 	}
-	for _, e := range evs {
-		switch e.Type {
-		case session.TypeUserMessage:
-			var m session.UserMessage
-			if e.Decode(&m) == nil && m.TS == ts {
-				return e.Seq, nil
-			}
-		case session.TypeDelivered:
-			var d session.Delivered
-			if e.Decode(&d) == nil {
-				for _, t := range d.TS {
-					if t == ts {
-						return e.Seq, nil
-					}
-				}
-			}
+	for _, it := range thread.Fold(evs).Items {
+		if it.Kind == thread.KindUser && it.Message != nil && !it.Message.Stray && it.Message.TS == ts {
+			return it.Seq(), nil
 		}
+	}
+	if seq, ok := thread.FoldTurns(evs).PostedBy[ts]; ok {
+		return seq, nil
 	}
 	at, ok := slackTime(ts)
 	if !ok {
