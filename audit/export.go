@@ -328,13 +328,16 @@ func (x *Exporter) verifyChains(ctx context.Context, store *session.Store, sessi
 	g.SetLimit(x.opts.ChainWorkers)
 	for i, id := range ids {
 		m.Sessions[i] = SessionChain{SessionID: id, Exported: sessions[id]}
-		if x.opts.SkipChains {
-			continue
-		}
 		g.Go(func() error {
 			sid, err := session.ParseID(id)
 			if err != nil {
 				return err
+			}
+			if err := forkLinks(gctx, store, sid, &m.Sessions[i], !x.opts.SkipChains); err != nil {
+				return err
+			}
+			if x.opts.SkipChains {
+				return nil
 			}
 			v, err := store.Verify(gctx, sid)
 			if err != nil {
@@ -347,6 +350,36 @@ func (x *Exporter) verifyChains(ctx context.Context, store *session.Store, sessi
 		})
 	}
 	return g.Wait()
+}
+
+// forkLinks fills sc's links to the session's parent (with its reference checked when check)
+// and to the sessions branched from it.
+func forkLinks(ctx context.Context, store *session.Store, id session.ID, sc *SessionChain, check bool) error {
+	forks, err := store.Forks(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, f := range forks {
+		sc.Forks = append(sc.Forks, ForkRef{SessionID: f.Session.String(), Seq: f.Seq})
+	}
+	first, err := store.Events(ctx, id, session.Range{From: 1, To: 1})
+	if err != nil {
+		return err
+	}
+	f, ok, err := session.ForkedBy(first)
+	if err != nil || !ok {
+		return nil //nolint:nilerr // an unreadable reference is audit verify's finding, not the export's failure
+	}
+	sc.ForkOf = &ForkRef{SessionID: f.Parent.String(), Seq: f.Seq, Hash: f.Hash}
+	if !check {
+		return nil
+	}
+	c, err := store.VerifyFork(ctx, id, f)
+	if err != nil {
+		return err
+	}
+	sc.ForkOf.Verified, sc.ForkOf.Reason = c.OK, c.Reason
+	return nil
 }
 
 func (q Query) window() string { return Window{Start: q.From, End: q.To}.String() }

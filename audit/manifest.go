@@ -91,6 +91,21 @@ type SessionChain struct {
 	Purged    int64  `json:"purged"`
 	BrokenSeq int64  `json:"broken_seq,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// ForkOf is, for a fork, the session it was branched from (its session_forked event);
+	// Forks the sessions branched from this one (issue 50).
+	ForkOf *ForkRef  `json:"fork_of,omitempty"`
+	Forks  []ForkRef `json:"forks,omitempty"`
+}
+
+// ForkRef is one end of a fork's reference: the other session and the parent's seq the fork
+// was taken at; on a fork's link to its parent, the hash of the parent's event there and
+// whether it verifies against the parent's chain (unless chains were not checked).
+type ForkRef struct {
+	SessionID string `json:"session_id"`
+	Seq       int64  `json:"seq"`
+	Hash      string `json:"hash,omitempty"`
+	Verified  bool   `json:"verified,omitempty"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // File is one file of an export.

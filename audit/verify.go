@@ -59,6 +59,9 @@ type Report struct {
 	Ledgers  int64 // channels' ledgers among them
 	Events   int64 // events verified
 	Purged   int64 // events whose payload was purged (their hashes were checked)
+	// BadForks is how many of the sessions are forks whose reference does not verify against
+	// their parent's chain (each is also a finding at seq 1).
+	BadForks int64
 	Findings []Finding
 }
 
@@ -107,6 +110,17 @@ func (v *Verifier) Verify(ctx context.Context, opts VerifyOptions) (Report, erro
 		if !res.OK {
 			r.Findings = append(r.Findings, Finding{Session: id, Seq: res.BrokenSeq, Reason: res.Reason, Channel: channel})
 		}
+		if isLedger {
+			continue
+		}
+		f, err := v.forkReference(ctx, id)
+		if err != nil {
+			return r, fmt.Errorf("verify: %w", err)
+		}
+		if f != nil {
+			r.BadForks++
+			r.Findings = append(r.Findings, *f)
+		}
 	}
 	check := opts.Session == (session.ID{}) // every ledger: a row may have lost its event
 	only := ""
@@ -128,6 +142,29 @@ func (v *Verifier) Verify(ctx context.Context, opts VerifyOptions) (Report, erro
 		r.Findings = append(r.Findings, Finding{Session: byChannel[f.Channel], Seq: f.Seq, Reason: f.Reason, Channel: f.Channel, Change: f.Change})
 	}
 	return r, nil
+}
+
+// forkReference checks session id's fork reference (session.Store.VerifyFork: the parent's
+// chain through the seq, and the hash of its event there): nil when id is no fork or its
+// reference verifies, else the finding at seq 1 (the session_forked event). A fork whose own
+// first event was tampered with is its chain's finding already.
+func (v *Verifier) forkReference(ctx context.Context, id session.ID) (*Finding, error) {
+	first, err := v.store.Events(ctx, id, session.Range{From: 1, To: 1})
+	if err != nil {
+		return nil, err
+	}
+	fk, ok, err := session.ForkedBy(first)
+	if err != nil {
+		return &Finding{Session: id, Seq: 1, Reason: "the fork's reference is not readable: " + err.Error()}, nil
+	}
+	if !ok {
+		return nil, nil
+	}
+	c, err := v.store.VerifyFork(ctx, id, fk)
+	if err != nil || c.OK {
+		return nil, err
+	}
+	return &Finding{Session: id, Seq: 1, Reason: fmt.Sprintf("fork of session %s at seq %d: %s", fk.Parent, fk.Seq, c.Reason)}, nil
 }
 
 // Checkpoint is every session's head at a moment, kept outside the database so that a chain

@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -39,6 +40,9 @@ type cellLog struct {
 	known []session.Event // seq 1..len(known)
 	ahead []session.Event // our own appends past a gap, by seq
 	reads int             // round trips that read the log, for tests and metrics
+	// lineage is a fork's prefix (prefix), read once when lineageRead.
+	lineage     [][]session.Event
+	lineageRead bool
 
 	// fenced, when set, is called when an append is refused as fenced: the lease is lost
 	// whichever part of the cell appended, and the cell stops at once (see Cell.run).
@@ -151,3 +155,55 @@ func (l *cellLog) Append(ctx context.Context, evs ...session.NewEvent) ([]sessio
 	l.mu.Unlock()
 	return stored, nil
 }
+
+// prefix is, for a fork (its first event a session_forked), the conversation it continues:
+// each ancestor's events through the seq it was branched at, oldest ancestor first (what
+// session.Store.Lineage names, read through the cell's store). nil for a session that is no
+// fork. Read once a cell: an ancestor's events up to a fork's seq never change (retention may
+// purge their payloads; the next cell reads that).
+func (l *cellLog) prefix(ctx context.Context) ([][]session.Event, error) {
+	l.mu.Lock()
+	if l.lineageRead {
+		defer l.mu.Unlock()
+		return l.lineage, nil
+	}
+	if len(l.known) == 0 {
+		if err := l.syncLocked(ctx); err != nil {
+			l.mu.Unlock()
+			return nil, err
+		}
+	}
+	first := l.known[:min(1, len(l.known))]
+	l.mu.Unlock()
+	var segs [][]session.Event
+	for n := 0; ; n++ {
+		f, ok, err := session.ForkedBy(first)
+		if err != nil {
+			return nil, fmt.Errorf("read the fork reference of session %s: %w", l.id, err)
+		}
+		if !ok {
+			break
+		}
+		if n == maxLineage {
+			return nil, fmt.Errorf("read the lineage of session %s: more than %d ancestors", l.id, maxLineage)
+		}
+		evs, err := l.store.Events(ctx, f.Parent, session.Range{From: 1, To: f.Seq})
+		if err != nil {
+			return nil, fmt.Errorf("read the parent %s of fork %s: %w", f.Parent, l.id, err)
+		}
+		segs = append(segs, evs)
+		first = evs[:min(1, len(evs))]
+	}
+	slices.Reverse(segs)
+	l.mu.Lock()
+	l.lineage, l.lineageRead = segs, true
+	l.mu.Unlock()
+	return segs, nil
+}
+
+// Prefix is prefix, for the hands (hands.Lineage): a fork's sandbox starts from its parent's
+// saved work.
+func (l *cellLog) Prefix(ctx context.Context) ([][]session.Event, error) { return l.prefix(ctx) }
+
+// maxLineage bounds the ancestors prefix follows (as session.Store.Lineage does).
+const maxLineage = 64

@@ -92,6 +92,11 @@ type Opening struct {
 	// opening among Kind's (a tick, a delivery), the same on every attempt: an earlier
 	// attempt's post is found by it in the log.
 	Kind, Key string
+	// First, when set, is the session's first event in place of the user message: a fork's
+	// session_forked (bot/fork), whose thread waits for someone to write in it, so the session
+	// is not signalled. It must land at seq 1 (give it an idempotency key, so a retry appends it
+	// once); Start fails when the thread's session holds something else first.
+	First *session.NewEvent
 }
 
 // Started is what Start did.
@@ -179,6 +184,17 @@ func (s *Starter) Start(ctx context.Context, o Opening) (Started, error) {
 		return st, err
 	}
 	st.Session = sess
+	if o.First != nil {
+		stored, err := s.store.Append(ctx, sess.ID, *o.First)
+		if err != nil {
+			return st, err
+		}
+		if stored[0].Seq != 1 {
+			return st, fmt.Errorf("start %s %s in %s: %w: its %s is event %d of session %s, not the first",
+				o.Kind, o.Key, o.Channel, session.ErrConflict, o.First.Type, stored[0].Seq, sess.ID)
+		}
+		return st, nil
+	}
 	user := ""
 	if o.Actor.Kind == session.ActorUser {
 		user = o.Actor.ID

@@ -256,6 +256,11 @@ func givingUp(tn *thread.Turn) (cells int, give bool) {
 func (t *turn) prepare(ctx context.Context) (brain.Turn, error) {
 	st := t.state
 	bt := brain.Turn{Session: t.sess, Log: t.flog, Where: t.cfg.Where, TurnSeq: st.turnSeq, Through: st.through}
+	prefix, err := t.flog.prefix(ctx)
+	if err != nil {
+		return bt, err
+	}
+	bt.Prefix = prefix
 	bt.Where.ThreadTS = t.sess.Key.ThreadTS
 	bt.Where.Channel = t.sess.Key.Channel
 	if t.hands != nil {

@@ -344,6 +344,9 @@ type Work struct {
 	Head, Branch string
 	Bundle       []byte
 	Patch        []byte
+	// Exact moves the work tree to Head even when the checkout holds it already (a fork's
+	// sandbox starts where its parent was, not at the branch's newer commit).
+	Exact bool
 }
 
 // WorkID names a Work without its contents: HEAD, its branch, and the
@@ -496,7 +499,7 @@ func RestoreWork(ctx context.Context, sb Sandbox, w Work) error {
 		}
 		return err
 	}
-	if len(w.Patch) == 0 && w.Head != "" && cur != "" {
+	if len(w.Patch) == 0 && w.Head != "" && cur != "" && !w.Exact {
 		// Commits the checkout holds already (merged since): nothing to bring back.
 		res, err := run("git merge-base", `git merge-base --is-ancestor "$W_HEAD" HEAD`)
 		if err != nil {

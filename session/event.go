@@ -99,6 +99,9 @@ const (
 	// Connectors (bot/connectors): the thread told that an MCP server of its channel could
 	// not be started or reached, so its tools were not offered (once per session and server).
 	TypeConnectorUnavailable Type = "connector_unavailable"
+	// A fork (issue 50): the first event of a session branched from another at one of its
+	// events; it names the parent, the seq and the hash of the parent's event there.
+	TypeSessionForked Type = "session_forked"
 )
 
 var knownTypes = map[Type]bool{
@@ -116,7 +119,7 @@ var knownTypes = map[Type]bool{
 	TypeTakenOver: true, TypeHandedBack: true, TypeEgressConnection: true,
 	TypeTurnSettings: true, TypeBudgetNotice: true, TypeSetupResult: true,
 	TypeFollowupSubscribed: true, TypeFollowupSignal: true, TypeFollowupEnded: true,
-	TypeMCPToolChanged: true, TypeConnectorUnavailable: true,
+	TypeMCPToolChanged: true, TypeConnectorUnavailable: true, TypeSessionForked: true,
 	TypeSettingChanged: true, TypeNoteAdded: true, TypeNoteForgotten: true, TypeRepoSet: true, TypeBudgetRaised: true,
 	TypeScheduleAdded: true, TypeScheduleRemoved: true, TypeConnectorConnected: true,
 	TypeAutomationPaused: true, TypeAutomationResumed: true,

@@ -670,3 +670,23 @@ type MCPToolChanged struct {
 func (c MCPToolChanged) Key() string {
 	return "mcp_tool_changed:" + c.Server + ":" + c.Tool + ":" + c.AfterSHA256
 }
+
+// SessionForked is the first event of a fork (type session_forked, by the person who
+// branched, or the system for `logbook fork` run by an operator): the session it was branched
+// from, the seq of the parent's event it was taken at and that event's hash (hex), so the
+// reference verifies against the parent's chain even after retention purged the parent's
+// payloads. ParentChannel and ParentThreadTS say where the parent's thread is; At is the
+// Slack ts of the message it was branched from ("" from the command line). The fork copies
+// none of the parent's events: its history reads them from the parent's log.
+type SessionForked struct {
+	Parent         ID     `json:"parent"`
+	Seq            int64  `json:"seq"`
+	Hash           string `json:"hash"`
+	ParentChannel  string `json:"parent_channel"`
+	ParentThreadTS string `json:"parent_thread_ts"`
+	At             string `json:"at,omitempty"`
+	By             string `json:"by,omitempty"`
+}
+
+// Key is f's idempotency key: one session_forked per session.
+func (f SessionForked) Key() string { return "session_forked" }

@@ -411,6 +411,16 @@ func (s *Standby) Reads() *Reads {
 // Standby.Pin): a page's reads wait for the standby once and come from one server.
 func (r *Reads) Pin(ctx context.Context) context.Context { return r.standby.Pin(ctx, ReadYourWrites) }
 
+// Forks is Store.Forks, read your writes.
+func (r *Reads) Forks(ctx context.Context, parent ID) ([]Fork, error) {
+	var out []Fork
+	err := ReadFrom(ctx, r.standby, ReadYourWrites, r.onStandby, r.onPrimary, func(st *Store) (err error) {
+		out, err = st.Forks(ctx, parent)
+		return err
+	})
+	return out, err
+}
+
 // Session is Store.Session, read your writes.
 func (r *Reads) Session(ctx context.Context, id ID) (Session, error) {
 	var out Session

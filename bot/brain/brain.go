@@ -67,6 +67,10 @@ type Turn struct {
 	// Through): messages that arrive while the turn runs are kept for the next turn. 0: no
 	// bound, every message is answered.
 	Through int64
+	// Prefix is, for a fork (issue 50), the conversation it continues: each ancestor's events
+	// through the seq it was branched at, oldest ancestor first (session.Store.Lineage). The
+	// fork's log holds none of them; its history is theirs, then its own. nil: no fork.
+	Prefix [][]session.Event
 	// Live is told of the turn's progress as it happens (nil: no live view). See Live.
 	Live Live
 	// Steer, when set, is asked before each model call after the first for messages that
@@ -434,7 +438,7 @@ func (b *Brain) round(ctx context.Context, st *turn, round int) (r Reply, done b
 		return Reply{}, true, fmt.Errorf("run turn %d: %w", t.TurnSeq, err)
 	}
 	st.files.load(turnCtx, evs, st.log) // only files not read yet in this Run
-	h, err := buildHistory(evs, st.historyOptions())
+	h, err := st.history(evs)
 	if err != nil {
 		return ended(b.fail(ctx, st, "context", "bad_event",
 			"I could not read this thread's history, so I stopped. An operator can find the details in the log.", err))
@@ -780,6 +784,17 @@ func ownSpec(name string) ToolSpec {
 		return own[i].Spec()
 	}
 	return goneSpec(name)
+}
+
+// history is the turn's conversation from evs (the session's events, from load): buildHistory,
+// and for a fork the conversation it continues (Turn.Prefix) before it — unless a
+// context_summary of the fork's own is in force, which took the prefix in when it was written.
+func (st *turn) history(evs []session.Event) (history, error) {
+	h, err := buildHistory(evs, st.historyOptions())
+	if err != nil || len(st.Prefix) == 0 || h.Summary.ToSeq > 0 {
+		return h, err
+	}
+	return withPrefix(st.Prefix, h, historyOptions{BotName: st.Where.BotName, BotUserID: st.Where.BotUserID, Sandbox: st.Hands != nil})
 }
 
 func (st *turn) historyOptions() historyOptions {

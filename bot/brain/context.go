@@ -98,7 +98,7 @@ func (b *Brain) compact(ctx context.Context, st *turn, evs []session.Event, h hi
 		return h, fmt.Errorf("run turn %d: append context summary: %w", st.TurnSeq, err)
 	}
 	st.log.Info().Int64("to_seq", toSeq).Msg("summarised older turns")
-	return buildHistory(append(evs, stored...), st.historyOptions())
+	return st.history(append(evs, stored...))
 }
 
 const titleSystem = "Write a title for this Slack thread: at most six words, no quotes, no trailing period. " +
@@ -112,7 +112,7 @@ func (b *Brain) maybeTitle(ctx context.Context, st *turn, evs []session.Event, r
 	if err != nil || len(titles) > 0 {
 		return
 	}
-	h, err := buildHistory(evs, st.historyOptions())
+	h, err := st.history(evs)
 	if err != nil || len(h.Messages) == 0 {
 		return
 	}

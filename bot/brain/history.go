@@ -175,6 +175,32 @@ func buildHistory(evs []session.Event, opt historyOptions) (history, error) {
 	return b.h, nil
 }
 
+// withPrefix puts the conversation a fork continues (prefix: each ancestor's events through its
+// fork's seq, oldest first, each folded by buildHistory under opt) before own, the fork's own
+// history. The ancestors' messages are never cut points (Start 0): a summary of the fork takes
+// them in whole.
+func withPrefix(prefix [][]session.Event, own history, opt historyOptions) (history, error) {
+	var all history
+	for _, seg := range prefix {
+		p, err := buildHistory(seg, opt)
+		if err != nil {
+			return history{}, fmt.Errorf("the conversation this fork continues: %w", err)
+		}
+		all.Messages = append(all.Messages, p.Messages...)
+		all.Start = append(all.Start, make([]int64, len(p.Messages))...)
+		all.Boundary = append(all.Boundary, make([]bool, len(p.Messages))...)
+		all.Content = all.Content || p.Content
+	}
+	all.Messages = append(all.Messages, own.Messages...)
+	all.Start = append(all.Start, own.Start...)
+	all.Boundary = append(all.Boundary, own.Boundary...)
+	all.Content = all.Content || own.Content
+	all.Summary = own.Summary
+	normalize(&all)
+	fitToolImages(&all)
+	return all, nil
+}
+
 // summaryOf is the newest context_summary of evs that stands in for earlier events (its
 // seqs are 0 when there is none).
 func summaryOf(evs []session.Event) (session.ContextSummary, error) {

@@ -231,21 +231,28 @@ func (h *Hands) restore(ctx context.Context, sb sandbox.Sandbox) error {
 		return nil
 	}
 	saved, err := h.log.Events(ctx, session.Range{Types: []session.Type{session.TypeWorkSaved}, Desc: true, Limit: 1})
-	if err != nil || len(saved) == 0 {
+	if err != nil {
 		return err
 	}
 	var ws session.WorkSaved
-	if err := saved[0].Decode(&ws); err != nil {
+	inherited := len(saved) == 0
+	if inherited {
+		// A fork that saved nothing of its own starts where its parent was at the fork's seq.
+		var ok bool
+		if ws, ok, err = h.inherited(ctx); err != nil || !ok {
+			return err
+		}
+	} else if err := saved[0].Decode(&ws); err != nil {
 		return err
 	}
 	if ws.Repo != "" && ws.Repo != h.recipe.Repo.URL {
 		return nil // work on another repository (the channel's was changed since): it stays in the log
 	}
-	w := sandbox.Work{Head: ws.Head, Branch: ws.Branch}
+	w := sandbox.Work{Head: ws.Head, Branch: ws.Branch, Exact: inherited}
 	if ws.Head == "" {
 		w.Head = ws.Commit // saved before HEAD was recorded: the patch is against the checkout
 	}
-	if ws.SHA256 == "" && ws.BundleSHA256 == "" && w.Head == ws.Commit {
+	if ws.SHA256 == "" && ws.BundleSHA256 == "" && w.Head == ws.Commit && !inherited {
 		// Nothing beyond the checkout it was saved on: the new checkout (the branch as
 		// it is now) is the work, not the old commit.
 		return nil
@@ -268,6 +275,51 @@ func (h *Hands) restore(ctx context.Context, sb sandbox.Sandbox) error {
 	h.unrestored = false
 	h.saved = ws
 	return nil
+}
+
+// Lineage is a fork's log as the cell keeps it: the conversation the fork continues, each
+// ancestor's events through the seq it was branched at, oldest first (none for a session that
+// is no fork).
+type Lineage interface {
+	Prefix(ctx context.Context) ([][]session.Event, error)
+}
+
+// inherited is where a fork's sandbox starts when the fork saved no work of its own: the
+// newest work its ancestors saved at or before the fork's seq, else the commit the newest of
+// their sandboxes was checked out at (the repository as the parent had it then). false: no
+// fork, or its ancestors had no sandbox.
+func (h *Hands) inherited(ctx context.Context) (session.WorkSaved, bool, error) {
+	l, ok := h.log.(Lineage)
+	if !ok {
+		return session.WorkSaved{}, false, nil
+	}
+	segs, err := l.Prefix(ctx)
+	if err != nil || len(segs) == 0 {
+		return session.WorkSaved{}, false, err
+	}
+	newest := func(typ session.Type) (session.Event, bool) {
+		for i := len(segs) - 1; i >= 0; i-- {
+			for j := len(segs[i]) - 1; j >= 0; j-- {
+				if e := segs[i][j]; e.Type == typ && e.Payload != nil {
+					return e, true
+				}
+			}
+		}
+		return session.Event{}, false
+	}
+	if e, ok := newest(session.TypeWorkSaved); ok {
+		var ws session.WorkSaved
+		return ws, true, e.Decode(&ws)
+	}
+	e, ok := newest(session.TypeSandboxProvisioned)
+	if !ok {
+		return session.WorkSaved{}, false, nil
+	}
+	var p session.SandboxProvisioned
+	if err := e.Decode(&p); err != nil || p.Commit == "" || !sandbox.ValidCommitID(p.Commit) {
+		return session.WorkSaved{}, false, err
+	}
+	return session.WorkSaved{Repo: p.Repo, Commit: p.Commit, Head: p.Commit}, true, nil
 }
 
 // lost records that sb is gone and forgets it, so the next call provisions a fresh one.

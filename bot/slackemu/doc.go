@@ -87,7 +87,7 @@
 // characters, fires message_changed); chat.delete (cant_delete_message,
 // message_not_found, fires message_deleted); chat.getPermalink;
 // chat.postEphemeral (user_not_in_channel); conversations.info (is_private,
-// is_im); conversations.replies (parent first, limit, opaque cursors,
+// is_im); conversations.members (one page); conversations.replies (parent first, limit, opaque cursors,
 // has_more, metadata only with include_all_metadata, thread_not_found,
 // invalid_cursor, not_in_channel); conversations.history (top level and
 // broadcasts, newest first, oldest/latest/inclusive, pages capped at
@@ -254,6 +254,6 @@
 //     incomplete upload, 404 for an upload URL after completion, the filetype and
 //     pretty_type names, and upload false on the app's own file shares.
 //   - Interactive payloads, modals, views, chat.scheduleMessage, pins, bookmarks,
-//     users.list, conversations.members and every method not listed above (answered
+//     users.list and every method not listed above (answered
 //     with unknown_method).
 package slackemu

@@ -215,6 +215,7 @@ func SlackRateLimits() map[string]RateLimit {
 		"chat.getPermalink":     tier(100),
 		"chat.postEphemeral":    tier(100),
 		"conversations.info":    tier(50),
+		"conversations.members": tier(50),
 		"conversations.replies": tier(50),
 		"conversations.history": tier(50),
 		"users.info":            tier(100),

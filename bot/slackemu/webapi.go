@@ -198,6 +198,8 @@ func (s *Server) handler(method string) apiHandler {
 		return s.chatPostEphemeral
 	case "conversations.info":
 		return s.conversationsInfo
+	case "conversations.members":
+		return s.conversationsMembers
 	case "conversations.replies":
 		return s.conversationsReplies
 	case "conversations.history":
@@ -520,6 +522,22 @@ func (s *Server) conversationsInfo(_ *http.Request, p url.Values) map[string]any
 		return fail(code)
 	}
 	return map[string]any{"ok": true, "channel": s.renderChannel(ch)}
+}
+
+// conversationsMembers lists a channel's members in one page (no cursor); a private channel
+// without the bot is channel_not_found, as for conversations.info.
+func (s *Server) conversationsMembers(_ *http.Request, p url.Values) map[string]any {
+	ch, code := s.botChannel(p.Get("channel"), false)
+	if code != "" {
+		return fail(code)
+	}
+	members := make([]string, 0, len(ch.Members))
+	for _, m := range ch.Members {
+		if ch.members[m] {
+			members = append(members, m)
+		}
+	}
+	return map[string]any{"ok": true, "members": members, "response_metadata": map[string]any{"next_cursor": ""}}
 }
 
 // cursor encodes the ts a page starts at, as Slack's opaque "next_ts:…" cursors do.

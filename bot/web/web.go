@@ -29,6 +29,8 @@ type sessionReader interface {
 	HasFile(ctx context.Context, id session.ID, sha string) (bool, error)
 	// NotesByID reads the channel memory notes a session's turns were offered.
 	NotesByID(ctx context.Context, team, channel string, ids []int64) ([]session.Note, error)
+	// Forks lists the sessions branched from a session (issue 50).
+	Forks(ctx context.Context, parent session.ID) ([]session.Fork, error)
 }
 
 // pinner is a sessionReader that reads a streaming standby (session.Reads): Pin decides once
@@ -372,8 +374,13 @@ func (s *server) transcriptOptions(r *http.Request, sess session.Session, evs []
 	if err != nil {
 		return transcript.Options{}, err
 	}
+	forks, err := s.cfg.Sessions.Forks(r.Context(), sess.ID)
+	if err != nil {
+		return transcript.Options{}, err
+	}
 	q := r.URL.Query()
 	return transcript.Options{
+		Forks:         forks,
 		Notes:         notes,
 		All:           q.Get("all") == "1",
 		RevealDeleted: q.Get("deleted") == "1" && identityFrom(r.Context()).Auditor,

@@ -114,7 +114,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	})
 	root.AddCommand(
 		newMigrateCmd(e),
-		newTranscriptCmd(e), newSearchCmd(e), newTakeoverCmd(e), newHandbackCmd(e), newConfigCmd(e), newUsageCmd(e),
+		newTranscriptCmd(e), newSearchCmd(e), newTakeoverCmd(e), newHandbackCmd(e), newConfigCmd(e), newUsageCmd(e), newForkCmd(e),
 		newAuditCmd(e),
 		newReplayCmd(e),
 		newServeCmd(e),

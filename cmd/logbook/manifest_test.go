@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/fork"
 )
 
 // manifestPath is the Slack app manifest users create the app from (docs/deploy.md).
@@ -99,9 +100,11 @@ func TestSlackAppManifest(t *testing.T) {
 			cmd.Command, escape, cmd.URL)
 	}
 
-	// The transcript message shortcut, delivered as interactive envelopes over Socket Mode.
-	if len(m.Features.Shortcuts) != 1 || m.Features.Shortcuts[0].Type != "message" || m.Features.Shortcuts[0].CallbackID != bot.TranscriptShortcut {
-		t.Errorf("shortcuts %+v, want exactly the message shortcut %q", m.Features.Shortcuts, bot.TranscriptShortcut)
+	// The transcript and branch message shortcuts, delivered as interactive envelopes over
+	// Socket Mode.
+	if len(m.Features.Shortcuts) != 2 || m.Features.Shortcuts[0].Type != "message" || m.Features.Shortcuts[0].CallbackID != bot.TranscriptShortcut ||
+		m.Features.Shortcuts[1].Type != "message" || m.Features.Shortcuts[1].CallbackID != fork.Shortcut {
+		t.Errorf("shortcuts %+v, want exactly the message shortcuts %q and %q", m.Features.Shortcuts, bot.TranscriptShortcut, fork.Shortcut)
 	}
 	if !m.Settings.Interactivity.IsEnabled {
 		t.Errorf("interactivity must be on for the transcript shortcut")

@@ -8,6 +8,7 @@ import (
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/bot/fork"
 	"github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/bot/recall"
@@ -34,9 +35,15 @@ func (w *wiring) turnParts(fileStore *filestore.Store, mem *memory.Memory, bgt *
 
 // surfaces answer Slack outside a turn (bot.Surface): message shortcuts, buttons of their own,
 // events such as app_home_opened — one a line, in the order the gateway offers them an envelope.
-func (w *wiring) surfaces() []bot.Surface {
+func (w *wiring) surfaces(store *session.Store) []bot.Surface {
 	var s []bot.Surface
+	s = append(s, &fork.Surface{Forker: w.forker(store), Dir: w.dir, Members: w.api, Log: w.log.With().Str("part", "fork").Logger()})
 	return s
+}
+
+// forker starts forks (bot/fork): posted with the bot's token, linked with chat.getPermalink.
+func (w *wiring) forker(store *session.Store) *fork.Forker {
+	return &fork.Forker{Store: store, Starter: bot.NewStarter(w.api, store, func(session.ID) {}, w.me.TeamID), Link: fork.SlackLink(w.api)}
 }
 
 // toolNames is every tool an approvals policy may name: the brain's and the turn parts'.

@@ -35,6 +35,7 @@ type readDeps struct {
 		Session(ctx context.Context, id session.ID) (session.Session, error)
 		Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
 		NotesByID(ctx context.Context, team, channel string, ids []int64) ([]session.Note, error)
+		Forks(ctx context.Context, parent session.ID) ([]session.Fork, error)
 	}
 }
 
@@ -234,6 +235,9 @@ func printTranscript(ctx context.Context, e env, d *readDeps, ref sessionRef, op
 	}
 	// The memory notes its turns were offered, to show them at those turns.
 	if opts.Notes, err = d.reads.NotesByID(ctx, sess.Key.Team, sess.Key.Channel, transcript.NoteIDs(evs)); err != nil {
+		return err
+	}
+	if opts.Forks, err = d.reads.Forks(ctx, id); err != nil {
 		return err
 	}
 	opts.Permalink = d.searcher.Permalink(sess.Key.Channel, sess.Key.ThreadTS, "")

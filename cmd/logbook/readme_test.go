@@ -119,6 +119,9 @@ func TestREADMECommandsRun(t *testing.T) {
 		if strings.HasPrefix(line, "logbook config show") && !strings.Contains(string(out), "Channel C0000001 (team T0000001)") {
 			t.Errorf("README command %q does not show the channel:\n%s", line, out)
 		}
+		if strings.HasPrefix(line, "logbook fork") && !strings.Contains(string(out), "dry run: nothing was posted or recorded") {
+			t.Errorf("README command %q does not say what it would do:\n%s", line, out)
+		}
 		if strings.HasPrefix(line, "logbook config apply") && !strings.Contains(string(out), "dry run: nothing written") {
 			t.Errorf("README command %q prints no diff:\n%s", line, out)
 		}

@@ -532,6 +532,7 @@ func (w *wiring) transcripts() interface {
 	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
 	HasFile(ctx context.Context, id session.ID, sha string) (bool, error)
 	NotesByID(ctx context.Context, team, channel string, ids []int64) ([]session.Note, error)
+	Forks(ctx context.Context, parent session.ID) ([]session.Fork, error)
 } {
 	if w.standby == nil {
 		return w.deps.Store
@@ -622,7 +623,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 			Health: bot.NewHealth(), Directory: w.dir, Slash: w.slash.Answer,
 			Settings: chSettings, Models: models, Budget: bgt,
 		},
-		Parts: w.turnParts(fileStore, mem, bgt, mcp), Surfaces: w.surfaces()}
+		Parts: w.turnParts(fileStore, mem, bgt, mcp), Surfaces: w.surfaces(store)}
 	return nil
 }
 

@@ -346,6 +346,7 @@ CREATE INDEX events_actor_time ON public.events USING btree (actor_kind, actor_i
 CREATE INDEX events_followup_ended ON public.events USING btree (session_id) WHERE (type = 'followup_ended'::text);
 CREATE INDEX events_followup_subscribed ON public.events USING btree (((payload ->> 'repo'::text)), ((payload ->> 'branch'::text))) WHERE (type = 'followup_subscribed'::text);
 CREATE UNIQUE INDEX events_idempotency ON public.events USING btree (session_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+CREATE INDEX events_session_forked ON public.events USING btree (((payload ->> 'parent'::text))) WHERE (type = 'session_forked'::text);
 CREATE INDEX events_time ON public.events USING btree (created_at);
 CREATE INDEX events_tx_position ON public.events USING btree (tx_id, "position");
 CREATE TRIGGER events_append_only_row BEFORE DELETE OR UPDATE ON public.events FOR EACH ROW EXECUTE FUNCTION public.logbook_reject_change();
@@ -1165,18 +1166,27 @@ BEGIN
     -- The search indexer's lock: no batch writes the projection between here and commit.
     PERFORM pg_advisory_xact_lock(7461004);
     FOR v_sid IN
-        SELECT s.id FROM sessions s
-         WHERE s.thread_ts <> 'ledger' -- a channel's ledger is its current configuration (00210)
-           AND EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id AND e.payload IS NOT NULL)
-           AND NOT EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id AND e.created_at >= p_cutoff)
-           AND NOT EXISTS (
+        WITH RECURSIVE held(id) AS (
+            SELECT hs.id FROM sessions hs
+             WHERE EXISTS (
                SELECT 1 FROM audit_holds h
                 WHERE h.action = 'add'
                   AND NOT EXISTS (SELECT 1 FROM audit_holds r WHERE r.hold_id = h.hold_id AND r.action = 'remove')
-                  AND ((h.scope = 'session' AND h.value = s.id::text)
-                    OR (h.scope = 'channel' AND h.value = s.channel_id)
+                  AND ((h.scope = 'session' AND h.value = hs.id::text)
+                    OR (h.scope = 'channel' AND h.value = hs.channel_id)
                     OR (h.scope = 'actor' AND EXISTS (
-                            SELECT 1 FROM events e WHERE e.session_id = s.id AND e.actor_id = h.value))))
+                            SELECT 1 FROM events e WHERE e.session_id = hs.id AND e.actor_id = h.value))))
+          UNION
+            -- A held fork holds the parent it continues (and that parent's own parent).
+            SELECT (f.payload->>'parent')::uuid FROM events f JOIN held ON f.session_id = held.id
+             WHERE f.type = 'session_forked' AND f.seq = 1 AND f.payload IS NOT NULL
+        )
+        SELECT s.id FROM sessions s
+         WHERE s.thread_ts <> 'ledger' -- a channel's ledger is its current configuration (00210)
+           AND EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id AND e.payload IS NOT NULL
+                                               AND e.type <> 'session_forked')
+           AND NOT EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id AND e.created_at >= p_cutoff)
+           AND s.id NOT IN (SELECT held.id FROM held)
          ORDER BY s.created_at, s.id
     LOOP
         PERFORM pg_advisory_xact_lock(hashtextextended(v_sid::text, 7461));
@@ -1189,6 +1199,7 @@ BEGIN
         WITH u AS (
             UPDATE events e SET payload = NULL
              WHERE e.session_id = v_sid AND e.payload IS NOT NULL
+               AND e.type <> 'session_forked' -- a fork's reference: ids and a hash, no content
             RETURNING e.seq
         )
         SELECT count(*), min(u.seq), max(u.seq) INTO v_n, v_from, v_to FROM u;

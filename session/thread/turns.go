@@ -47,6 +47,10 @@ type Turns struct {
 	// Posted is the Slack ts of every message the log says the bot posted or streamed for a
 	// turn (delivered parts, live messages), in log order.
 	Posted []string
+	// PostedBy is, for each ts of Posted, the seq of the newest event that recorded it (a
+	// delivered record after the stream_started of the same message): where the message is in
+	// the log, for a fork taken at it (bot/fork).
+	PostedBy map[string]int64
 	// Err is the first turn_started or turn_completed whose payload could not be decoded (a
 	// purge is no error). Other markers that cannot be decoded are left out.
 	Err error
@@ -185,6 +189,7 @@ func (ts *Turns) Add(evs ...session.Event) {
 		ts.bySeq, ts.byCompletion = map[int64]int{}, map[int64]int{}
 		ts.approvals, ts.decisions = map[string]*Approval{}, map[string]session.Event{}
 		ts.delivered, ts.live, ts.lastDecision = map[string]bool{}, map[string][2]int{}, map[string]int64{}
+		ts.PostedBy = map[string]int64{}
 	}
 	for _, e := range evs {
 		ts.add(e)
@@ -326,6 +331,9 @@ func (ts *Turns) addLifecycle(e session.Event) {
 		}
 		ts.delivered[p.EventID], ts.delivered[seqKey(p.Seq)] = true, true
 		ts.Posted = append(ts.Posted, p.TS...)
+		for _, posted := range p.TS {
+			ts.PostedBy[posted] = e.Seq
+		}
 		for i := len(ts.List) - 1; i >= 0; i-- {
 			if t := ts.List[i]; t.Reply.Seq > 0 && (t.Reply.ID.String() == p.EventID || t.Reply.Seq == p.Seq) {
 				t.Delivered = true
@@ -376,6 +384,7 @@ func (ts *Turns) addDuring(e session.Event) {
 			return
 		}
 		ts.Posted = append(ts.Posted, p.TS)
+		ts.PostedBy[p.TS] = e.Seq
 		if i, ok := ts.bySeq[p.Turn]; ok {
 			t := ts.List[i]
 			ts.live[p.TS] = [2]int{i, len(t.Live)}

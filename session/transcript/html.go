@@ -80,7 +80,11 @@ var fragmentTmpl = template.Must(template.New("transcript").Funcs(template.FuncM
 <article class="transcript" data-session="{{.SessionID}}">
 <h1>{{.Heading}}</h1>
 <p class="meta">Session <code>{{.SessionID}}</code> · #{{.ChannelLabel}} · thread {{.ThreadTS}}{{if .Permalink}} · <a href="{{.Permalink}}">Open in Slack</a>{{end}}</p>
-{{- range .Entries}}
+{{- with .ForkOf}}
+<p class="meta fork">Forked from {{.}}</p>
+{{- end}}{{range .Forks}}
+<p class="meta fork">Forked into {{.}}</p>
+{{- end}}{{- range .Entries}}
 {{- if eq .Kind "marker"}}
 <div class="entry marker" id="e{{.Seq}}" data-seq="{{.Seq}}"><span class="time">{{.TimeText}}</span> · {{.Marker}}
 {{- with .Notes}}

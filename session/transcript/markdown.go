@@ -17,6 +17,12 @@ func (t *Transcript) writeMarkdown(w io.Writer) error {
 	} else {
 		fmt.Fprintf(b, "- Thread: #%s %s\n", t.ChannelLabel(), t.ThreadTS)
 	}
+	if t.ForkOf != nil {
+		fmt.Fprintf(b, "- Forked from %s\n", mdEscapeLine(t.ForkOf.String()))
+	}
+	for _, f := range t.Forks {
+		fmt.Fprintf(b, "- Forked into %s\n", mdEscapeLine(f.String()))
+	}
 	for _, e := range t.Entries {
 		b.WriteString("\n")
 		switch e.Kind {

@@ -20,6 +20,12 @@ func (t *Transcript) writeText(w io.Writer) error {
 	if t.Permalink != "" {
 		fmt.Fprintln(b, t.Permalink)
 	}
+	if t.ForkOf != nil {
+		fmt.Fprintf(b, "Forked from %s\n", t.ForkOf)
+	}
+	for _, f := range t.Forks {
+		fmt.Fprintf(b, "Forked into %s\n", f)
+	}
 	for _, e := range t.Entries {
 		b.WriteString("\n")
 		switch e.Kind {

@@ -82,6 +82,24 @@ type Options struct {
 	// session.Store.NotesByID returns them for NoteIDs: a turn that was offered notes shows
 	// them, in every view. A note missing from Notes is shown by its id alone.
 	Notes []session.Note
+	// Forks are the sessions branched from this one (session.Store.Forks), shown in the
+	// header; the parent of a fork is read from its own first event.
+	Forks []session.Fork
+}
+
+// ForkLink is one end of a fork's reference: the other session, its thread, and the parent's
+// seq the fork was taken at.
+type ForkLink struct {
+	Session  session.ID `json:"session_id"`
+	Channel  string     `json:"channel"`
+	ThreadTS string     `json:"thread_ts"`
+	Seq      int64      `json:"seq"`
+	Hash     string     `json:"hash,omitempty"` // the parent's event's hash, on a fork's link to its parent
+}
+
+// String is the link in one line.
+func (l ForkLink) String() string {
+	return fmt.Sprintf("session %s (thread %s %s) at seq %d", l.Session, l.Channel, l.ThreadTS, l.Seq)
 }
 
 // Transcript is a session made readable.
@@ -90,12 +108,16 @@ type Transcript struct {
 	Team      string     `json:"team"`
 	Channel   string     `json:"channel"`
 	// ChannelName is the channel's name when the caller knew it (Options.ChannelName).
-	ChannelName string  `json:"channel_name,omitempty"`
-	ThreadTS    string  `json:"thread_ts"`
-	Title       string  `json:"title,omitempty"`
-	Permalink   string  `json:"permalink,omitempty"`
-	All         bool    `json:"all"` // markers and full tool output included
-	Entries     []Entry `json:"entries"`
+	ChannelName string `json:"channel_name,omitempty"`
+	ThreadTS    string `json:"thread_ts"`
+	Title       string `json:"title,omitempty"`
+	Permalink   string `json:"permalink,omitempty"`
+	All         bool   `json:"all"` // markers and full tool output included
+	// ForkOf is the session this one was branched from (its session_forked event); Forks
+	// those branched from it (Options.Forks).
+	ForkOf  *ForkLink  `json:"fork_of,omitempty"`
+	Forks   []ForkLink `json:"forks,omitempty"`
+	Entries []Entry    `json:"entries"`
 
 	opts Options
 }
@@ -427,6 +449,12 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 		b.notes[n.ID] = n
 	}
 	t.Title = b.th.Title
+	if f, ok, err := session.ForkedBy(events); err == nil && ok {
+		t.ForkOf = &ForkLink{Session: f.Parent, Channel: f.ParentChannel, ThreadTS: f.ParentThreadTS, Seq: f.Seq, Hash: f.Hash}
+	}
+	for _, f := range opts.Forks {
+		t.Forks = append(t.Forks, ForkLink{Session: f.Session, Channel: f.Channel, ThreadTS: f.ThreadTS, Seq: f.Seq})
+	}
 	for _, it := range b.th.Items {
 		b.item(it)
 	}

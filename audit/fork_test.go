@@ -1,0 +1,186 @@
+package audit_test
+
+import (
+	"context"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/logbook/logbook/audit"
+	"github.com/logbook/logbook/session"
+)
+
+// forkOf opens a fork of parent at seq in its own thread, as bot.Starter does: its first
+// event is the session_forked reference.
+func (f fixture) forkOf(t *testing.T, parent session.ID, seq int64, ts string) session.Session {
+	t.Helper()
+	ref, err := f.app.ForkReference(context.Background(), parent, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref.By = alice.ID
+	fk := f.open(t, ref.ParentChannel, ts)
+	if _, err := f.app.Append(context.Background(), fk.ID, session.NewEvent{Type: session.TypeSessionForked, Actor: alice,
+		Payload: ref, IdempotencyKey: ref.Key()}); err != nil {
+		t.Fatal(err)
+	}
+	return fk
+}
+
+// A fork's reference verifies against its parent's chain; a tampered parent event at or
+// before the fork's seq fails `audit verify` for the parent and for the fork (also when only
+// the fork is verified); a tampered event after it fails the parent alone.
+func TestVerifyChecksAForksReferenceAgainstItsParent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	parent := f.open(t, "C0000001", "1700000000.000100")
+	for i := range 5 {
+		f.append(t, parent.ID, alice, session.TypeUserMessage, map[string]any{"i": i})
+	}
+	early := f.forkOf(t, parent.ID, 2, "1700000001.000100")
+	late := f.forkOf(t, parent.ID, 4, "1700000002.000100")
+	f.append(t, early.ID, bob, session.TypeUserMessage, map[string]any{"text": "try the other fix"})
+	v := audit.NewVerifier(f.auditor)
+	r, err := v.Verify(ctx, audit.VerifyOptions{})
+	if err != nil || !r.OK() || r.Sessions != 3 {
+		t.Fatalf("untouched forks: %+v, %v", r, err)
+	}
+
+	tamper(t, f, `UPDATE events SET payload = '{"i": 99}' WHERE session_id = $1 AND seq = 3`, parent.ID)
+	r, err = v.Verify(ctx, audit.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := map[session.ID]audit.Finding{}
+	for _, fd := range r.Findings {
+		broken[fd.Session] = fd
+	}
+	if fd, ok := broken[parent.ID]; !ok || fd.Seq != 3 {
+		t.Errorf("parent: %+v; want broken at 3", r.Findings)
+	}
+	if fd, ok := broken[late.ID]; !ok || fd.Seq != 1 || !strings.Contains(fd.String(), parent.ID.String()) ||
+		!strings.Contains(fd.Reason, "seq 3") {
+		t.Errorf("the fork at 4 depends on the tampered event 3: %+v", r.Findings)
+	}
+	if _, ok := broken[early.ID]; ok {
+		t.Errorf("the fork at 2 does not depend on event 3, yet: %+v", broken[early.ID])
+	}
+	if len(r.Findings) != 2 || r.BadForks != 1 {
+		t.Errorf("findings %+v (bad forks %d); want the parent and the late fork", r.Findings, r.BadForks)
+	}
+	one, err := v.Verify(ctx, audit.VerifyOptions{Session: late.ID})
+	if err != nil || one.OK() || one.Findings[0].Session != late.ID {
+		t.Errorf("verifying the late fork alone: %+v, %v; want its reference's finding", one, err)
+	}
+
+	// A parent whose chain is rewritten consistently from the fork's seq on (every hash
+	// recomputed) still fails the fork: the hash it recorded is not the parent's now.
+	other := f.open(t, "C0000001", "1700000000.000200")
+	f.append(t, other.ID, alice, session.TypeUserMessage, map[string]any{"i": 1})
+	fk := f.forkOf(t, other.ID, 1, "1700000003.000100")
+	tamper(t, f, `UPDATE events SET hash = sha256(hash) WHERE session_id = $1 AND seq = 1`, other.ID)
+	one, err = v.Verify(ctx, audit.VerifyOptions{Session: fk.ID})
+	if err != nil || one.OK() || !strings.Contains(one.Findings[0].Reason, "fork of session") {
+		t.Errorf("fork of a rewritten parent: %+v, %v", one, err)
+	}
+}
+
+// A legal hold on a fork holds the parent it depends on through retention; the fork's
+// reference stays (its payload is never purged) and, once the hold is gone and the parent is
+// purged, still verifies against the parent's hashes.
+func TestHoldOnAForkKeepsItsParentThroughRetention(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	parent := f.open(t, "C0000001", "1700000000.000100")
+	f.append(t, parent.ID, alice, session.TypeUserMessage, map[string]any{"text": "the deploy timed out"})
+	f.append(t, parent.ID, botA, session.TypeAssistantMessage, map[string]any{"text": "rolling back"})
+	f.append(t, parent.ID, alice, session.TypeUserMessage, map[string]any{"text": "after the fork"})
+	fk := f.forkOf(t, parent.ID, 2, "1700000001.000100")
+	f.append(t, fk.ID, bob, session.TypeUserMessage, map[string]any{"text": "try the other fix"})
+	unrelated := f.open(t, "C0000001", "1700000000.000300")
+	f.append(t, unrelated.ID, alice, session.TypeUserMessage, map[string]any{"text": "goes"})
+
+	person := audit.Who{Name: "legal@example.com"}
+	h, err := audit.AddHold(ctx, f.auditorPool, person, audit.HoldSession, fk.ID.String(), "litigation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret, err := audit.NewRetention(f.retention, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	who := audit.Who{Name: "retention", System: true}
+	ps, err := ret.Purge(ctx, who, f.dbNow(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 1 || ps[0].Session != unrelated.ID {
+		t.Fatalf("purged %+v; want only the unrelated session (the fork is held, and so is its parent)", ps)
+	}
+	evs, err := f.app.Events(ctx, parent.ID, session.Range{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.Payload == nil {
+			t.Errorf("the held fork's parent lost event %d", e.Seq)
+		}
+	}
+
+	if err := audit.RemoveHold(ctx, f.auditorPool, person, h.ID, "case closed"); err != nil {
+		t.Fatal(err)
+	}
+	ps, err = ret.Purge(ctx, who, f.dbNow(t))
+	if err != nil || len(ps) != 2 {
+		t.Fatalf("after the hold: purged %+v, %v; want the parent and the fork", ps, err)
+	}
+	ref, ok, err := f.app.Forked(ctx, fk.ID)
+	if err != nil || !ok || ref.Parent != parent.ID || ref.Seq != 2 {
+		t.Fatalf("the fork's reference after the purge: %+v %v %v; want it kept", ref, ok, err)
+	}
+	r, err := audit.NewVerifier(f.auditor).Verify(ctx, audit.VerifyOptions{Session: fk.ID})
+	if err != nil || !r.OK() || r.Purged == 0 {
+		t.Errorf("the purged fork of a purged parent: %+v, %v; want its chain and reference to verify", r, err)
+	}
+}
+
+// An export shows a fork's link both ways: the parent's manifest entry lists its forks, the
+// fork's names its parent at the seq with the hash, verified against the parent's chain.
+func TestExportShowsForksBothWays(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	parent := f.open(t, "C0000001", "1700000000.000100")
+	first := f.append(t, parent.ID, alice, session.TypeUserMessage, map[string]any{"text": "the deploy timed out"})
+	f.append(t, parent.ID, botA, session.TypeAssistantMessage, map[string]any{"text": "rolling back"})
+	fk := f.forkOf(t, parent.ID, 2, "1700000001.000100")
+	bucket, err := audit.OpenBucket(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	m, err := audit.NewExporter(f.auditor, f.auditorPool, audit.ExporterOptions{Settle: time.Millisecond}).Export(ctx,
+		audit.Query{From: first.CreatedAt, To: f.dbNow(t)}, bucket, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]audit.SessionChain{}
+	for _, sc := range m.Sessions {
+		byID[sc.SessionID] = sc
+	}
+	p, c := byID[parent.ID.String()], byID[fk.ID.String()]
+	if len(p.Forks) != 1 || p.Forks[0].SessionID != fk.ID.String() || p.Forks[0].Seq != 2 || p.ForkOf != nil {
+		t.Errorf("the parent's manifest entry: %+v", p)
+	}
+	hash, err := f.app.HashAt(ctx, parent.ID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ForkOf == nil || c.ForkOf.SessionID != parent.ID.String() || c.ForkOf.Seq != 2 || !c.ForkOf.Verified ||
+		c.ForkOf.Hash != hex.EncodeToString(hash) || len(c.Forks) != 0 {
+		t.Errorf("the fork's manifest entry: %+v (fork of %+v)", c, c.ForkOf)
+	}
+}
