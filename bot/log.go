@@ -175,26 +175,10 @@ func (l *cellLog) prefix(ctx context.Context) ([][]session.Event, error) {
 	}
 	first := l.known[:min(1, len(l.known))]
 	l.mu.Unlock()
-	var segs [][]session.Event
-	for n := 0; ; n++ {
-		f, ok, err := session.ForkedBy(first)
-		if err != nil {
-			return nil, fmt.Errorf("read the fork reference of session %s: %w", l.id, err)
-		}
-		if !ok {
-			break
-		}
-		if n == maxLineage {
-			return nil, fmt.Errorf("read the lineage of session %s: more than %d ancestors", l.id, maxLineage)
-		}
-		evs, err := l.store.Events(ctx, f.Parent, session.Range{From: 1, To: f.Seq})
-		if err != nil {
-			return nil, fmt.Errorf("read the parent %s of fork %s: %w", f.Parent, l.id, err)
-		}
-		segs = append(segs, evs)
-		first = evs[:min(1, len(evs))]
+	segs, err := session.Prefix(ctx, l.store, first)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", l.id, err)
 	}
-	slices.Reverse(segs)
 	l.mu.Lock()
 	l.lineage, l.lineageRead = segs, true
 	l.mu.Unlock()
@@ -204,6 +188,3 @@ func (l *cellLog) prefix(ctx context.Context) ([][]session.Event, error) {
 // Prefix is prefix, for the hands (hands.Lineage): a fork's sandbox starts from its parent's
 // saved work.
 func (l *cellLog) Prefix(ctx context.Context) ([][]session.Event, error) { return l.prefix(ctx) }
-
-// maxLineage bounds the ancestors prefix follows (as session.Store.Lineage does).
-const maxLineage = 64

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,6 +74,40 @@ func ForkedBy(evs []Event) (SessionForked, bool, error) {
 		return SessionForked{}, false, err
 	}
 	return f, true, nil
+}
+
+// EventReader reads a session's events in a range (a Store, a cell's fenced log, an export).
+type EventReader interface {
+	Events(ctx context.Context, id ID, r Range) ([]Event, error)
+}
+
+// Prefix is, for a fork whose events (from seq 1) are evs, the conversation it continues: each
+// ancestor's events through the seq it was branched at, oldest ancestor first, read through r.
+// nil for a session that is no fork. The cell builds a fork's model history from it, and
+// replay serves the same to the agent it runs again: one reading for both.
+func Prefix(ctx context.Context, r EventReader, evs []Event) ([][]Event, error) {
+	var segs [][]Event
+	first := evs[:min(1, len(evs))]
+	for n := 0; ; n++ {
+		f, ok, err := ForkedBy(first)
+		if err != nil {
+			return nil, fmt.Errorf("read a fork reference: %w", err)
+		}
+		if !ok {
+			break
+		}
+		if n == maxLineage {
+			return nil, fmt.Errorf("read a fork's lineage: %w: more than %d ancestors", ErrInvalidEvent, maxLineage)
+		}
+		pevs, err := r.Events(ctx, f.Parent, Range{From: 1, To: f.Seq})
+		if err != nil {
+			return nil, fmt.Errorf("read the parent %s of a fork: %w", f.Parent, err)
+		}
+		segs = append(segs, pevs)
+		first = pevs[:min(1, len(pevs))]
+	}
+	slices.Reverse(segs)
+	return segs, nil
 }
 
 // Lineage returns the ancestors of session id, oldest first: for a fork of a fork, the

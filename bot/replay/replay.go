@@ -59,6 +59,10 @@ type Config struct {
 	Files brain.FileReader
 	// Logger gets the agent's log lines (zerolog.Nop by default).
 	Logger zerolog.Logger
+	// Prefix is, for a fork, the conversation it continues (session.Prefix: each ancestor's
+	// events through its fork's seq), as the cell gives it to the agent; nil for a session that
+	// is no fork. A fork replayed without it diverges at its first model request.
+	Prefix [][]session.Event
 }
 
 // Result is a replay's outcome.
@@ -317,6 +321,7 @@ func (r *run) replay(ctx context.Context) error {
 		Steer:   r.steer,
 		Approve: r.approve,
 		Files:   r.cfg.Files,
+		Prefix:  r.cfg.Prefix,
 	}
 	_, err = b.Run(ctx, t)
 	switch {

@@ -107,6 +107,9 @@ func replayStored(ctx context.Context, e env, d *readDeps, ref sessionRef, cfg r
 		defer files.Close()
 		cfg.Files = files
 	}
+	if cfg.Prefix, err = session.Prefix(ctx, d.store, evs); err != nil {
+		return err
+	}
 	res, err := replay.Session(ctx, sess, evs, cfg)
 	if err != nil {
 		return err
@@ -126,6 +129,10 @@ func replayExport(ctx context.Context, e env, dir string, cfg replay.Config) err
 		return err
 	}
 	cfg.Files = audit.ExportedFiles(dir)
+	exported := exportedEvents{}
+	for _, s := range sessions {
+		exported[s.Session.ID] = s.Events
+	}
 	diverged, replayed := 0, 0
 	for _, s := range sessions {
 		head := fmt.Sprintf("session %s (%s %s): ", s.Session.ID, s.Session.Key.Channel, s.Session.Key.ThreadTS)
@@ -133,6 +140,12 @@ func replayExport(ctx context.Context, e env, dir string, cfg replay.Config) err
 			fmt.Fprintf(e.stdout, "%sskipped: the export holds only part of it (%d events, not seqs 1..n)\n", head, len(s.Events))
 			continue
 		}
+		prefix, err := session.Prefix(ctx, exported, s.Events)
+		if err != nil {
+			fmt.Fprintf(e.stdout, "%sskipped: a fork whose parent's events the export does not hold through the fork's seq (%v)\n", head, err)
+			continue
+		}
+		cfg.Prefix = prefix
 		res, err := replay.Session(ctx, s.Session, s.Events, cfg)
 		if errors.Is(err, replay.ErrPurged) {
 			fmt.Fprintf(e.stdout, "%sskipped: %v\n", head, err)
@@ -162,4 +175,25 @@ func hasFiles(evs []session.Event) bool {
 		}
 	}
 	return false
+}
+
+// exportedEvents are an export's events by session, read as a log (session.EventReader), so
+// that a fork in an export is replayed with its parent's conversation.
+type exportedEvents map[session.ID][]session.Event
+
+func (x exportedEvents) Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error) {
+	evs, ok := x[id]
+	if !ok {
+		return nil, fmt.Errorf("session %s: %w: not in the export", id, session.ErrNotFound)
+	}
+	var out []session.Event
+	for _, e := range evs {
+		if e.Seq >= max(r.From, 1) && (r.To == 0 || e.Seq <= r.To) {
+			out = append(out, e)
+		}
+	}
+	if r.To > 0 && int64(len(out)) != r.To-max(r.From, 1)+1 {
+		return nil, fmt.Errorf("session %s: the export holds %d of its events %d..%d", id, len(out), max(r.From, 1), r.To)
+	}
+	return out, nil
 }
