@@ -99,6 +99,13 @@ const (
 	// Connectors (bot/connectors): the thread told that an MCP server of its channel could
 	// not be started or reached, so its tools were not offered (once per session and server).
 	TypeConnectorUnavailable Type = "connector_unavailable"
+	// Reviews (bot/review, issue 52): a pull request to review at a head commit (and the
+	// changed lines in scope), each finding recorded before anything is posted, the review
+	// about to be posted (the marker its body carries), and the review posted or found.
+	TypeReviewRequested Type = "review_requested"
+	TypeReviewFinding   Type = "review_finding"
+	TypeReviewPosting   Type = "review_posting"
+	TypeReviewPosted    Type = "review_posted"
 )
 
 var knownTypes = map[Type]bool{
@@ -117,6 +124,7 @@ var knownTypes = map[Type]bool{
 	TypeTurnSettings: true, TypeBudgetNotice: true, TypeSetupResult: true,
 	TypeFollowupSubscribed: true, TypeFollowupSignal: true, TypeFollowupEnded: true,
 	TypeMCPToolChanged: true, TypeConnectorUnavailable: true,
+	TypeReviewRequested: true, TypeReviewFinding: true, TypeReviewPosting: true, TypeReviewPosted: true,
 	TypeSettingChanged: true, TypeNoteAdded: true, TypeNoteForgotten: true, TypeRepoSet: true, TypeBudgetRaised: true,
 	TypeScheduleAdded: true, TypeScheduleRemoved: true, TypeConnectorConnected: true,
 	TypeAutomationPaused: true, TypeAutomationResumed: true,
