@@ -34,6 +34,7 @@ import (
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/part"
+	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/clip"
 )
@@ -46,13 +47,6 @@ const (
 
 // Severities a finding may have, gravest first.
 var Severities = []string{"critical", "high", "medium", "low", "nit"}
-
-// Setting names (bot/settings declares them): whether pull requests of the channel's
-// repository start reviews, and whether a review may approve.
-const (
-	SettingOn      = "review_on"
-	SettingApprove = "review_approve"
-)
 
 // Forge is what a review needs of GitHub (*forge.GitHub).
 type Forge interface {
@@ -69,9 +63,9 @@ type Part struct {
 	Forge Forge
 	// Repo is the channel's repository on GitHub; ok false: it has none there.
 	Repo func(ctx context.Context, team, channel string) (repo forge.Repo, ok bool, err error)
-	// Login is logbook's account on GitHub ("": reviews and comments are recognised by their
-	// markers alone).
-	Login string
+	// Login is logbook's account on GitHub (nil, or "": reviews and comments are recognised
+	// by their markers alone).
+	Login func(ctx context.Context) string
 	// Transcript is a session's transcript link for the review's body ("": none).
 	Transcript func(id session.ID) string
 }
@@ -329,6 +323,7 @@ func fingerprintOf(body string) string {
 // dismissed: their review dismissed, or their comment answered with a reply starting with
 // "dismiss".
 func (p *Part) dismissed(ctx context.Context, repo forge.Repo, number int) ([]string, error) {
+	login := p.login(ctx)
 	reviews, err := p.Forge.Reviews(ctx, repo, number)
 	if err != nil {
 		return nil, err
@@ -345,7 +340,7 @@ func (p *Part) dismissed(ctx context.Context, repo forge.Repo, number int) ([]st
 	}
 	ours := map[int64]string{} // comment id -> fingerprint
 	for _, c := range comments {
-		if fp := fingerprintOf(c.Body); fp != "" && c.InReplyTo == 0 && (p.Login == "" || strings.EqualFold(c.User.Login, p.Login)) {
+		if fp := fingerprintOf(c.Body); fp != "" && c.InReplyTo == 0 && (login == "" || strings.EqualFold(c.User.Login, login)) {
 			ours[c.ID] = fp
 		}
 	}
@@ -359,7 +354,7 @@ func (p *Part) dismissed(ctx context.Context, repo forge.Repo, number int) ([]st
 		if fp, ok := ours[c.ID]; ok && dismissedReview[c.ReviewID] {
 			add(fp)
 		}
-		if fp, ok := ours[c.InReplyTo]; ok && !c.User.IsBot() && !strings.EqualFold(c.User.Login, p.Login) &&
+		if fp, ok := ours[c.InReplyTo]; ok && !c.User.IsBot() && !strings.EqualFold(c.User.Login, login) &&
 			strings.HasPrefix(strings.ToLower(strings.TrimSpace(c.Body)), "dismiss") {
 			add(fp)
 		}
@@ -524,7 +519,7 @@ func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brai
 	event := forge.EventComment
 	note := ""
 	if in.Approve {
-		if s.Channel != nil && s.Channel.Value(SettingApprove) == "allow" {
+		if s.Channel != nil && s.Channel.Value(settings.ReviewApprove) == settings.ReviewApproveAllow {
 			event = forge.EventApprove
 		} else {
 			note = " It is a comment, not an approval: this channel's reviews do not approve (review_approve)."
@@ -596,15 +591,24 @@ func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brai
 	return record(r, false, len(comments))
 }
 
+// login is logbook's account on GitHub ("": unknown).
+func (p *Part) login(ctx context.Context) string {
+	if p.Login == nil {
+		return ""
+	}
+	return p.Login(ctx)
+}
+
 // findPosted is a review of logbook's on req's head, found on GitHub by its marker (nil: none).
 func (p *Part) findPosted(ctx context.Context, repo forge.Repo, req session.ReviewRequested) (*forge.Review, error) {
 	reviews, err := p.Forge.Reviews(ctx, repo, req.Number)
 	if err != nil {
 		return nil, err
 	}
+	login := p.login(ctx)
 	for i := range reviews {
 		r := &reviews[i]
-		if strings.Contains(r.Body, "<!-- logbook-review head="+req.Head+" ") && (p.Login == "" || strings.EqualFold(r.User.Login, p.Login)) {
+		if strings.Contains(r.Body, "<!-- logbook-review head="+req.Head+" ") && (login == "" || strings.EqualFold(r.User.Login, login)) {
 			return r, nil
 		}
 	}

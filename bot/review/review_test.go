@@ -89,7 +89,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &review.Part{Forge: api, Login: "logbook-bot", Transcript: func(id session.ID) string { return "https://logbook.example.com/sessions/" + id.String() },
+	p := &review.Part{Forge: api, Login: func(context.Context) string { return "logbook-bot" }, Transcript: func(id session.ID) string { return "https://logbook.example.com/sessions/" + id.String() },
 		Repo: func(context.Context, string, string) (forge.Repo, bool, error) { return repo, true, nil }}
 	return &fixture{t: t, gh: gh, api: api, st: st, sess: sess, part: p}
 }
@@ -212,7 +212,7 @@ func TestReviewPostedOncePerHeadThroughACrash(t *testing.T) {
 	// The first cell records a finding and dies as it posts: GitHub never got the post.
 	_, o := f.turn(ask)
 	call(t, o, review.ToolFinding, "call_1", finding("app.go", 12, "medium", "b is never closed."))
-	dead := &review.Part{Forge: noAnswer{f.api}, Repo: f.part.Repo, Login: "logbook-bot"}
+	dead := &review.Part{Forge: noAnswer{f.api}, Repo: f.part.Repo, Login: f.part.Login}
 	log := &storeLog{st: f.st, id: f.sess.ID}
 	log.evs, _ = f.st.Events(context.Background(), f.sess.ID, session.Range{})
 	od, err := dead.Offer(context.Background(), part.Scope{Session: f.sess, Through: ask, Log: log, Logger: zerolog.Nop()})

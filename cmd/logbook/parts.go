@@ -11,6 +11,7 @@ import (
 	"github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/bot/recall"
+	"github.com/logbook/logbook/bot/review"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/filestore"
@@ -23,6 +24,7 @@ func (w *wiring) turnParts(fileStore *filestore.Store, mem *memory.Memory, bgt *
 	parts = append(parts, recall.Part(recall.New(w.search, w.dir)))
 	if gh := pullRequests(w.cfg); gh != nil {
 		parts = append(parts, &forge.Pulls{Forge: gh, Repo: w.repos.OnForge, Follow: followupFeature(w.follow), Transcript: w.transcriptURL})
+		parts = append(parts, w.reviewPart())
 	}
 	parts = append(parts, &files.Shared{Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: w.cfg.FileMax}), Store: fileStore})
 	parts = append(parts, mem.Part())
@@ -41,7 +43,7 @@ func (w *wiring) surfaces() []bot.Surface {
 
 // toolNames is every tool an approvals policy may name: the brain's and the turn parts'.
 func toolNames() []string {
-	return append(brain.ToolNames(), files.ToolAttach, forge.ToolPullRequest, memory.ToolRemember)
+	return append(brain.ToolNames(), files.ToolAttach, forge.ToolPullRequest, memory.ToolRemember, review.ToolFinding, review.ToolSubmit)
 }
 
 // transcriptURL is a session's transcript link ("" without LOGBOOK_PUBLIC_URL).
