@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/budget"
@@ -23,7 +25,8 @@ func (w *wiring) turnParts(fileStore *filestore.Store, mem *memory.Memory, bgt *
 	parts := []part.Part{&files.Attach{Slack: w.api, Store: fileStore, Max: w.cfg.FileMax}}
 	parts = append(parts, recall.Part(recall.New(w.search, w.dir)))
 	if gh := pullRequests(w.cfg); gh != nil {
-		parts = append(parts, &forge.Pulls{Forge: gh, Repo: w.repos.OnForge, Follow: followupFeature(w.follow), Transcript: w.transcriptURL})
+		parts = append(parts, &forge.Pulls{Forge: gh, Repo: w.repos.OnForge, Follow: followupFeature(w.follow), Transcript: w.transcriptURL,
+			People: w.person})
 		parts = append(parts, w.reviewPart())
 	}
 	parts = append(parts, &files.Shared{Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: w.cfg.FileMax}), Store: fileStore})
@@ -44,6 +47,12 @@ func (w *wiring) surfaces() []bot.Surface {
 // toolNames is every tool an approvals policy may name: the brain's and the turn parts'.
 func toolNames() []string {
 	return append(brain.ToolNames(), files.ToolAttach, forge.ToolPullRequest, memory.ToolRemember, review.ToolFinding, review.ToolSubmit)
+}
+
+// person is who a Slack user is, for what the agent ships on their behalf (forge.Pulls.People).
+func (w *wiring) person(ctx context.Context, user string) (name, email string, err error) {
+	p, err := w.dir.Person(ctx, user)
+	return p.Name, p.Email, err
 }
 
 // transcriptURL is a session's transcript link ("" without LOGBOOK_PUBLIC_URL).
