@@ -556,26 +556,25 @@ func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brai
 		}
 		comments = append(comments, forge.ReviewLineNew{Path: f.Path, Line: f.Line, Side: "RIGHT", Body: commentBody(f)})
 	}
-	body := outbound(in.Summary)
+	body := outbound(clip.Text(in.Summary, 20000))
 	if p.Transcript != nil {
 		if link := p.Transcript(s.Session.ID); link != "" {
 			body += "\n\n---\nReviewed by logbook from a Slack thread: [transcript](" + link + ")"
 		}
 	}
-	body += "\n\n" + reviewMarker(req.Head, s.Session.ID)
 	marker := reviewMarker(req.Head, s.Session.ID)
 	if _, err := s.Log.Append(ctx, session.NewEvent{Type: session.TypeReviewPosting, Actor: reviewActor, IdempotencyKey: "review_posting/" + use.ID,
 		Payload: session.ReviewPosting{CallID: use.ID, Repo: req.Repo, Number: req.Number, Head: req.Head, Event: event, Marker: marker}}); err != nil {
 		s.Logger.Error().Err(err).Msg("submit_review: could not record the intent")
 		return brain.Failure("the review could not be recorded before posting; try again")
 	}
-	nr := forge.NewReview{CommitID: req.Head, Body: body, Event: event, Comments: comments}
+	nr := forge.NewReview{CommitID: req.Head, Body: body + "\n\n" + marker, Event: event, Comments: comments}
 	r, err := p.Forge.CreateReview(ctx, repo, req.Number, nr)
 	var fe *forge.Error
 	if err != nil && errors.As(err, &fe) && fe.Status == 422 && len(comments) > 0 && strings.Contains(fe.Message, "could not be resolved") {
 		// A line GitHub cannot place: the comments go into the body instead, still one review.
 		nr.Comments = nil
-		nr.Body = outbound(in.Summary) + "\n\n" + inlineAsList(comments) + "\n\n" + marker
+		nr.Body = body + "\n\n" + inlineAsList(comments) + "\n\n" + marker
 		r, err = p.Forge.CreateReview(ctx, repo, req.Number, nr)
 		comments = nil
 	}

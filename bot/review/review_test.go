@@ -404,3 +404,56 @@ func TestFakeRefusesALineOutsideTheDiff(t *testing.T) {
 		t.Fatalf("%d reviews created", creates)
 	}
 }
+
+// channel is a channel's settings as a turn reads them.
+type channel map[string]string
+
+func (c channel) Value(name string) string { return c[name] }
+func (c channel) Record(string) (session.ChannelSetting, bool) {
+	return session.ChannelSetting{}, false
+}
+
+// A review approves only where the channel allows it (review_approve allow) and the agent asks.
+func TestApproveOnlyWhereTheChannelAllows(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ask := f.ask("review " + prURL)
+	log := &storeLog{st: f.st, id: f.sess.ID}
+	log.evs, _ = f.st.Events(context.Background(), f.sess.ID, session.Range{})
+	o, err := f.part.Offer(context.Background(), part.Scope{Session: f.sess, Through: ask, Log: log, Logger: zerolog.Nop(),
+		Channel: channel{"review_approve": "allow"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := call(t, o, review.ToolSubmit, "call_1", map[string]any{"summary": "Looks right.", "approve": true}); out.IsError {
+		t.Fatalf("submit: %+v", out)
+	}
+	if _, reviews, _ := f.gh.Reviews(1); len(reviews) != 1 || reviews[0]["state"] != "APPROVED" {
+		t.Fatalf("reviews %v", reviews)
+	}
+}
+
+// widerFiles is GitHub whose list of the pull request's files is wider than the diff it
+// places comments on (a scope gone stale).
+type widerFiles struct{ *forge.GitHub }
+
+func (widerFiles) PullFiles(context.Context, forge.Repo, int) ([]forge.PullFile, error) {
+	return []forge.PullFile{{Filename: "app.go", Patch: "@@ -10,3 +10,30 @@\n ctx"}}, nil
+}
+
+// A finding GitHub cannot place on its line (422 "Line could not be resolved") is not lost:
+// the review is posted once, with it listed in the body.
+func TestLineGitHubCannotPlaceGoesInTheBody(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.part.Forge = widerFiles{f.api}
+	_, o := f.turn(f.ask("review " + prURL))
+	call(t, o, review.ToolFinding, "call_1", finding("app.go", 30, "medium", "The retry never stops."))
+	if out := call(t, o, review.ToolSubmit, "call_2", map[string]any{"summary": "One loop."}); out.IsError || !strings.Contains(out.Content, "0 inline comments") {
+		t.Fatalf("submit: %+v", out)
+	}
+	creates, reviews, comments := f.gh.Reviews(1)
+	if creates != 1 || len(comments) != 0 || !strings.Contains(reviews[0]["body"].(string), "`app.go:30` **Medium** — why flagged: The retry never stops.") {
+		t.Fatalf("%d reviews %v, comments %v", creates, reviews, comments)
+	}
+}
