@@ -61,7 +61,9 @@ func TestPullRequestNamesWhoAsked(t *testing.T) {
 	st := session.NewStore(pool, session.Options{})
 	gh := forgetest.New(t, forgetest.Options{Token: "ghp_test", Repo: "acme/api", Branches: []string{"fix-1", "fix-2"}})
 	pulls := &forge.Pulls{Forge: forge.NewGitHub(gh.URL, "ghp_test", nil),
-		Repo:       func(context.Context, string, string) (forge.Repo, bool, error) { return forge.Repo{Owner: "acme", Name: "api", Base: "main"}, true, nil },
+		Repo: func(context.Context, string, string) (forge.Repo, bool, error) {
+			return forge.Repo{Owner: "acme", Name: "api", Base: "main"}, true, nil
+		},
 		Transcript: func(id session.ID) string { return "https://logbook.example.com/sessions/" + id.String() },
 		People: func(ctx context.Context, user string) (string, string, error) {
 			p, err := dir.Person(ctx, user)

@@ -62,7 +62,9 @@ func newTrigger(t *testing.T) *trigger {
 	slackAPI := slack.New(emu.BotToken(), slack.OptionAPIURL(emu.APIURL()))
 	tr := &review.Trigger{Store: st, Starter: bot.NewStarter(slackAPI, st, func(id session.ID) { signals <- id }, emu.TeamID()),
 		Signal: func(id session.ID) { signals <- id }, Login: func(context.Context) string { return "logbook-bot" }, Team: emu.TeamID(),
-		Repo: func(_ context.Context, _, channel string) (forge.Repo, bool, error) { return repo, channel != random, nil }}
+		Repo: func(_ context.Context, _, channel string) (forge.Repo, bool, error) {
+			return repo, channel != random, nil
+		}}
 	f := followup.New(st, api, followup.Config{Secret: hookKey, Log: zerolog.Nop(), LookGap: time.Millisecond, Reviews: tr.Webhook})
 	mux := http.NewServeMux()
 	mux.Handle("POST "+followup.WebhookPath, f.Webhook())
