@@ -102,6 +102,13 @@ const (
 	// A fork (issue 50): the first event of a session branched from another at one of its
 	// events; it names the parent, the seq and the hash of the parent's event there.
 	TypeSessionForked Type = "session_forked"
+	// Reviews (bot/review, issue 52): a pull request to review at a head commit (and the
+	// changed lines in scope), each finding recorded before anything is posted, the review
+	// about to be posted (the marker its body carries), and the review posted or found.
+	TypeReviewRequested Type = "review_requested"
+	TypeReviewFinding   Type = "review_finding"
+	TypeReviewPosting   Type = "review_posting"
+	TypeReviewPosted    Type = "review_posted"
 )
 
 var knownTypes = map[Type]bool{
@@ -120,6 +127,7 @@ var knownTypes = map[Type]bool{
 	TypeTurnSettings: true, TypeBudgetNotice: true, TypeSetupResult: true,
 	TypeFollowupSubscribed: true, TypeFollowupSignal: true, TypeFollowupEnded: true,
 	TypeMCPToolChanged: true, TypeConnectorUnavailable: true, TypeSessionForked: true,
+	TypeReviewRequested: true, TypeReviewFinding: true, TypeReviewPosting: true, TypeReviewPosted: true,
 	TypeSettingChanged: true, TypeNoteAdded: true, TypeNoteForgotten: true, TypeRepoSet: true, TypeBudgetRaised: true,
 	TypeScheduleAdded: true, TypeScheduleRemoved: true, TypeConnectorConnected: true,
 	TypeAutomationPaused: true, TypeAutomationResumed: true,

@@ -3,6 +3,7 @@ package session
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -690,3 +691,78 @@ type SessionForked struct {
 
 // Key is f's idempotency key: one session_forked per session.
 func (f SessionForked) Key() string { return "session_forked" }
+// ReviewRequested starts (or starts again, after a push) the review of a pull request in a
+// session (type review_requested, by bot/review): the repository, the pull request and its
+// link, the head commit reviewed, the head reviewed before it in the session (Since: "" on a
+// first review; then only what changed since is in scope), the changed lines in scope, and
+// who asked (a Slack user, or the GitHub event that started it).
+type ReviewRequested struct {
+	Repo   string        `json:"repo"` // owner/name
+	Number int           `json:"number"`
+	URL    string        `json:"url"`
+	Head   string        `json:"head"`
+	Since  string        `json:"since,omitempty"`
+	Scope  []ReviewScope `json:"scope"`
+	By     string        `json:"by,omitempty"`
+	// Dismissed are the fingerprints of findings a person dismissed on the pull request
+	// when the review started: they are not raised again.
+	Dismissed []string `json:"dismissed,omitempty"`
+}
+
+// ReviewScope is one file in a review's scope and the lines of its new version that the
+// diff's hunks cover, as [first, last] ranges.
+type ReviewScope struct {
+	Path  string   `json:"path"`
+	Lines [][2]int `json:"lines"`
+}
+
+// ReviewFinding is one finding of a review (type review_finding), recorded when the agent
+// calls review_finding, before anything is posted: the file, the line of its new version, the
+// severity and why it was flagged, and its fingerprint (path and reason: the same finding on
+// a later head). Dropped says why it will not be posted (outside the changed lines, dismissed
+// on GitHub before); "" it will be.
+type ReviewFinding struct {
+	CallID      string `json:"call_id"`
+	Repo        string `json:"repo"`
+	Number      int    `json:"number"`
+	Head        string `json:"head"`
+	Path        string `json:"path"`
+	Line        int    `json:"line"`
+	Severity    string `json:"severity"`
+	Reason      string `json:"reason"`
+	Fingerprint string `json:"fingerprint"`
+	Dropped     string `json:"dropped,omitempty"`
+}
+
+// ReviewPosting is a review about to be posted (type review_posting): the pull request, its
+// head, the event (COMMENT, APPROVE) and the marker its body carries, by which a later cell
+// finds it on GitHub when the post's answer was lost.
+type ReviewPosting struct {
+	CallID string `json:"call_id"`
+	Repo   string `json:"repo"`
+	Number int    `json:"number"`
+	Head   string `json:"head"`
+	Event  string `json:"event"`
+	Marker string `json:"marker"`
+}
+
+// ReviewPosted is a review posted on GitHub (type review_posted; once per pull request and
+// head, its idempotency key): its id and link, the inline comments it carries, the summary,
+// and Found when it was found there (an earlier attempt's post) rather than posted now.
+type ReviewPosted struct {
+	CallID   string `json:"call_id"`
+	Repo     string `json:"repo"`
+	Number   int    `json:"number"`
+	Head     string `json:"head"`
+	Event    string `json:"event"`
+	ReviewID int64  `json:"review_id"`
+	URL      string `json:"url"`
+	Comments int    `json:"comments"`
+	Summary  string `json:"summary"`
+	Found    bool   `json:"found,omitempty"`
+}
+
+// Key is p's idempotency key: one review_posted per pull request and head commit.
+func (p ReviewPosted) Key() string {
+	return "review_posted:" + p.Repo + "#" + strconv.Itoa(p.Number) + "@" + p.Head
+}

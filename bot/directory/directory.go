@@ -38,6 +38,7 @@ type Directory struct {
 	mu       sync.Mutex
 	channels map[string]cached[Kind]
 	users    map[string]cached[string]
+	people   map[string]cached[Person]
 }
 
 // API is what a Directory asks Slack (a *slack.Client).
@@ -51,7 +52,8 @@ func New(api API, ttl time.Duration) *Directory { return NewAt(api, ttl, time.No
 
 // NewAt is New on the clock now (tests move time on without sleeping).
 func NewAt(api API, ttl time.Duration, now func() time.Time) *Directory {
-	return &Directory{api: api, ttl: ttl, now: now, channels: map[string]cached[Kind]{}, users: map[string]cached[string]{}}
+	return &Directory{api: api, ttl: ttl, now: now, channels: map[string]cached[Kind]{}, users: map[string]cached[string]{},
+		people: map[string]cached[Person]{}}
 }
 
 // ChannelName returns the channel's name, or "" when conversations.info fails.
@@ -172,6 +174,40 @@ func (d *Directory) UserName(ctx context.Context, id string) string {
 	d.users[id] = cached[string]{v: name, at: d.now()}
 	d.mu.Unlock()
 	return name
+}
+
+// Person is what users.info says of a person for what logbook ships on their behalf: the
+// name (real name, else display name, else handle) and the profile's email ("" when Slack does
+// not show it: the app lacks users:read.email, or the person has none).
+type Person struct {
+	Name, Email string
+}
+
+// Person returns what users.info says of id (cached); an error when Slack does not answer.
+func (d *Directory) Person(ctx context.Context, id string) (Person, error) {
+	d.mu.Lock()
+	c, ok := d.people[id]
+	d.mu.Unlock()
+	if ok && d.now().Sub(c.at) < d.ttl {
+		return c.v, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	u, err := d.api.GetUserInfoContext(ctx, id)
+	if err != nil {
+		return Person{}, fmt.Errorf("users.info %s: %w", id, err)
+	}
+	p := Person{Name: u.RealName, Email: u.Profile.Email}
+	if p.Name == "" {
+		p.Name = u.Profile.DisplayName
+	}
+	if p.Name == "" {
+		p.Name = u.Name
+	}
+	d.mu.Lock()
+	d.people[id] = cached[Person]{v: p, at: d.now()}
+	d.mu.Unlock()
+	return p, nil
 }
 
 // Forget drops what conversations.info said of the channel; private records it as private

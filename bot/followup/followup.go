@@ -128,6 +128,11 @@ type Config struct {
 	Log   zerolog.Logger
 	// Registerer gets the metrics (nil: not registered).
 	Registerer prometheus.Registerer
+	// Reviews, when set, is given every verified, first-seen delivery's event and body before
+	// the followed pull requests are looked at, and starts the reviews it asks for
+	// (bot/review): how many it started. An error fails the delivery (released, 502), so that
+	// GitHub's redelivery starts them; starting one twice asks once.
+	Reviews func(ctx context.Context, event string, body []byte) (int, error)
 }
 
 // Follower looks at followed pull requests and stores their signals.
@@ -489,6 +494,10 @@ func (f *Follower) followed(ctx context.Context, u forge.User, assoc string) boo
 
 // loginRetry is how long a failed ask for logbook's own login waits before it is asked again.
 const loginRetry = time.Minute
+
+// Login is the login of logbook's GitHub account, as ownLogin learns it ("" when GitHub
+// will not say): bot/review tells its own reviews and comments apart by it.
+func (f *Follower) Login(ctx context.Context) string { return f.ownLogin(ctx) }
 
 // ownLogin is the login of logbook's GitHub account ("" when GitHub will not say: an
 // installation token). An answer is kept; a failure to ask (the network, a timeout) is

@@ -105,7 +105,26 @@ func (f *Follower) Webhook() http.Handler {
 			http.Error(w, "unreadable payload", http.StatusBadRequest)
 			return
 		}
+		reviews := 0
+		if f.cfg.Reviews != nil {
+			rctx, cancel := context.WithTimeout(r.Context(), lookTimeout)
+			reviews, err = f.cfg.Reviews(rctx, event, body)
+			cancel()
+			if err != nil {
+				f.webhooks.WithLabelValues("failed").Inc()
+				log.Error().Err(err).Msg("github webhook: could not start the reviews it asks for")
+				release()
+				http.Error(w, "the reviews could not be started; a redelivery will", http.StatusBadGateway)
+				return
+			}
+		}
 		if len(targets.branches) == 0 {
+			if reviews > 0 {
+				f.webhooks.WithLabelValues("accepted").Inc()
+				w.WriteHeader(http.StatusAccepted)
+				fmt.Fprintf(w, "started %d reviews\n", reviews)
+				return
+			}
 			f.webhooks.WithLabelValues("ignored").Inc()
 			io.WriteString(w, "nothing to follow\n")
 			return

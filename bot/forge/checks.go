@@ -98,6 +98,8 @@ type ReviewComment struct {
 	Line     int    `json:"line"`
 	OrigLine int    `json:"original_line"`
 	Body     string `json:"body"`
+	// InReplyTo is the comment this one answers (0: it starts a thread).
+	InReplyTo int64 `json:"in_reply_to_id"`
 	// AuthorAssociation is as Review's.
 	AuthorAssociation string `json:"author_association"`
 }

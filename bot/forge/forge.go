@@ -196,14 +196,20 @@ func (g *GitHub) do(ctx context.Context, method, path string, in, out any) error
 	if resp.StatusCode/100 != 2 {
 		var e struct {
 			Message string `json:"message"`
-			Errors  []struct {
-				Message string `json:"message"`
-			} `json:"errors"`
+			// An error is an object with a message, or (a review's 422: "Line could not be
+			// resolved") a string.
+			Errors []json.RawMessage `json:"errors"`
 		}
 		_ = json.Unmarshal(data, &e)
 		msg := e.Message
-		for _, x := range e.Errors {
-			if x.Message != "" {
+		for _, raw := range e.Errors {
+			var x struct {
+				Message string `json:"message"`
+			}
+			var text string
+			if json.Unmarshal(raw, &text) == nil && text != "" {
+				msg += "; " + text
+			} else if json.Unmarshal(raw, &x) == nil && x.Message != "" {
 				msg += "; " + x.Message
 			}
 		}

@@ -36,6 +36,18 @@ type Pulls struct {
 	Follow func(pr session.PullRequest, requester string) session.NewEvent
 	// Transcript is a session's transcript link for the pull request's body ("": none).
 	Transcript func(id session.ID) string
+	// People, when set, says who a Slack user is (bot/directory's Person: a name and the
+	// profile's email, "" when Slack does not show it). The person who asked — the author of
+	// the message the turn answers, from the log — is named in the pull request's body, and
+	// where their email is known the agent is told to end its commits with a Co-authored-by
+	// trailer for them, which the body carries too.
+	People func(ctx context.Context, user string) (name, email string, err error)
+}
+
+// asker is who asked for what the turn ships.
+type asker struct {
+	name    string // as the log has it (the message's display name), else People's
+	trailer string // "Co-authored-by: Name <email>"; "" when the email is not known
 }
 
 var forgeActor = session.Actor{Kind: session.ActorSystem, ID: "forge"}
@@ -50,7 +62,8 @@ func (p *Pulls) Offer(ctx context.Context, s part.Scope) (part.Offer, error) {
 	} else if !ok {
 		return o, nil
 	}
-	o.Tools = []brain.Tool{brain.NewTool(pullRequestSpec(), func(ctx context.Context, use brain.ToolUse) brain.Outcome {
+	who := p.asker(ctx, s)
+	o.Tools = []brain.Tool{brain.NewTool(pullRequestSpec(who.trailer), func(ctx context.Context, use brain.ToolUse) brain.Outcome {
 		var in struct{ Branch, Title, Body string }
 		if err := use.Decode(&in); err != nil {
 			return brain.Failure("%v", err)
@@ -58,7 +71,7 @@ func (p *Pulls) Offer(ctx context.Context, s part.Scope) (part.Offer, error) {
 		if strings.TrimSpace(in.Branch) == "" || strings.TrimSpace(in.Title) == "" {
 			return brain.Failure("branch and title are required")
 		}
-		res, err := p.open(ctx, s, use.ID, strings.TrimSpace(in.Branch), strings.TrimSpace(in.Title), in.Body)
+		res, err := p.open(ctx, s, who, use.ID, strings.TrimSpace(in.Branch), strings.TrimSpace(in.Title), in.Body)
 		if err != nil {
 			return brain.Failure("%s", clip.Text(err.Error(), 300))
 		}
@@ -67,14 +80,74 @@ func (p *Pulls) Offer(ctx context.Context, s part.Scope) (part.Offer, error) {
 	return o, nil
 }
 
-// pullRequestSpec is create_pull_request.
-func pullRequestSpec() brain.ToolSpec {
+// asker is who asked, from the log: the author of the turn's last message (its display name
+// as stored), and People's name and email for the trailer.
+func (p *Pulls) asker(ctx context.Context, s part.Scope) asker {
+	var a asker
+	if s.Requester == "" {
+		return a
+	}
+	for _, e := range session.Select(s.Log.Snapshot(), session.Range{To: s.Through, Types: []session.Type{session.TypeUserMessage}}) {
+		var m session.UserMessage
+		if e.Decode(&m) == nil && m.User == s.Requester && m.UserName != "" {
+			a.name = m.UserName
+		}
+	}
+	if p.People == nil {
+		return a
+	}
+	name, email, err := p.People(ctx, s.Requester)
+	if err != nil {
+		s.Logger.Debug().Err(err).Msg("create_pull_request: who asked is not known beyond the log")
+		return a
+	}
+	if a.name == "" {
+		a.name = name
+	}
+	if n, e := trailerText(name), strings.TrimSpace(email); n != "" && validEmail(e) {
+		a.trailer = "Co-authored-by: " + n + " <" + e + ">"
+	}
+	return a
+}
+
+// trailerText is a name as a trailer holds it: one line, no angle brackets, backticks or @,
+// at most 100 characters.
+func trailerText(s string) string {
+	s = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		if r == '<' || r == '>' || r == '`' || r == '@' || r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)), " ")
+	return clip.Text(s, 100)
+}
+
+// validEmail accepts an address a trailer can carry: one @, no spaces, brackets or quotes.
+func validEmail(s string) bool {
+	local, domain, ok := strings.Cut(s, "@")
+	return ok && local != "" && domain != "" && len(s) <= 254 && !strings.ContainsAny(s, " \t\r\n<>\"'`,;") &&
+		!strings.Contains(domain, "@")
+}
+
+// inertName is a person's name as GitHub Markdown shows it: one line, no @mention, no markup.
+func inertName(s string) string {
+	s = trailerText(s)
+	return strings.NewReplacer("[", "\\[", "]", "\\]", "*", "\\*", "_", "\\_").Replace(s)
+}
+
+// pullRequestSpec is create_pull_request; trailer, when known, is the Co-authored-by line
+// the agent's commits end with.
+func pullRequestSpec(trailer string) brain.ToolSpec {
+	desc := "Open a pull request on this channel's repository from a branch already pushed to it, " +
+		"against the repository's default branch. Opening it again for the same branch returns the same pull request. " +
+		"The workspace is the repository's checkout: commit, then push with `git push origin HEAD:logbook/<name>` " +
+		"(the sandbox may push only branches under logbook/)."
+	if trailer != "" {
+		desc += " End each commit message with the trailer line `" + trailer + "` (the person who asked; `git commit --trailer`)."
+	}
 	return brain.ToolSpec{
-		Name: ToolPullRequest,
-		Description: "Open a pull request on this channel's repository from a branch already pushed to it, " +
-			"against the repository's default branch. Opening it again for the same branch returns the same pull request. " +
-			"The workspace is the repository's checkout: commit, then push with `git push origin HEAD:logbook/<name>` " +
-			"(the sandbox may push only branches under logbook/).",
+		Name:        ToolPullRequest,
+		Description: desc,
 		Schema: brain.ObjectSchema(map[string]any{
 			"branch": brain.Prop("string", "the pushed branch with the changes"),
 			"title":  brain.Prop("string", "the pull request's title"),
@@ -88,7 +161,7 @@ func pullRequestSpec() brain.ToolSpec {
 // branch is the one), and only then one is created; an ambiguous failure is checked with
 // GitHub before anything is said. The result is recorded (pull_request) and the reply's
 // footer links it. The body links the transcript.
-func (p *Pulls) open(ctx context.Context, s part.Scope, callID, branch, title, body string) (string, error) {
+func (p *Pulls) open(ctx context.Context, s part.Scope, who asker, callID, branch, title, body string) (string, error) {
 	repo, ok, err := p.Repo(ctx, s.Session.Key.Team, s.Session.Key.Channel)
 	switch {
 	case err != nil:
@@ -129,9 +202,21 @@ func (p *Pulls) open(ctx context.Context, s part.Scope, callID, branch, title, b
 	if existing != nil {
 		return record(existing, true)
 	}
+	link := ""
 	if p.Transcript != nil {
-		if link := p.Transcript(s.Session.ID); link != "" {
-			body = strings.TrimRight(body, "\n") + "\n\n---\nOpened by logbook from a Slack thread: [transcript](" + link + ")"
+		link = p.Transcript(s.Session.ID)
+	}
+	if link != "" || who.name != "" {
+		line := "Opened by logbook from a Slack thread"
+		if who.name != "" {
+			line += ", asked for by " + inertName(who.name)
+		}
+		if link != "" {
+			line += ": [transcript](" + link + ")"
+		}
+		body = strings.TrimRight(body, "\n") + "\n\n---\n" + line
+		if who.trailer != "" {
+			body += "\n\n" + who.trailer
 		}
 	}
 	created, err := p.Forge.CreatePull(ctx, repo, branch, title, body)

@@ -12,6 +12,8 @@
 //	thread_replies  LOGBOOK_THREAD_REPLIES syntax: addressed, mentions or all
 //	daily_budget    the channel's spend per day, in the prices' currency: "20", "12.50/day", or "none" (no budget)
 //	setup           the repository's setup command, run once per provisioned sandbox (e.g. "npm ci")
+//	review_on       which pull requests of the channel's repository start a review by webhook: auto, request or off
+//	review_approve  whether the agent's reviews may approve: allow or never
 //
 // What other parts read (the budget and the setup step), through a narrow interface:
 //
@@ -47,10 +49,25 @@ const (
 	ThreadReplies = "thread_replies"
 	DailyBudget   = "daily_budget"
 	Setup         = "setup"
+	ReviewOn      = "review_on"
+	ReviewApprove = "review_approve"
 )
 
 // Names is every setting, in the order /logbook config shows them.
-var Names = []string{Model, Instructions, Approvals, ThreadReplies, DailyBudget, Setup}
+var Names = []string{Model, Instructions, Approvals, ThreadReplies, DailyBudget, Setup, ReviewOn, ReviewApprove}
+
+// Values of review_on ("" is off): a pull request opened or pushed to in the channel's
+// repository starts a review (auto), one where logbook's GitHub account is asked to review
+// does (request), or none does (off; a person still asks with /logbook review).
+const (
+	ReviewAuto    = "auto"
+	ReviewRequest = "request"
+	ReviewOff     = "off"
+)
+
+// ReviewApproveAllow is the value of review_approve that lets a review approve ("" and
+// "never": it comments only).
+const ReviewApproveAllow = "allow"
 
 // Limits on values, in bytes.
 const (
@@ -224,6 +241,14 @@ func (s *Settings) check(name, value string) error {
 	case DailyBudget:
 		if _, err := ParseBudget(value); err != nil {
 			return err
+		}
+	case ReviewOn:
+		if !slices.Contains([]string{ReviewAuto, ReviewRequest, ReviewOff}, value) {
+			return fmt.Errorf("%q: want auto, request or off", value)
+		}
+	case ReviewApprove:
+		if value != ReviewApproveAllow && value != "never" {
+			return fmt.Errorf("%q: want allow or never", value)
 		}
 	}
 	if len(value) > limit {

@@ -133,6 +133,9 @@ type User struct {
 	// Team is the user's own team: "" for this workspace's people, another team's id for a
 	// person of another organisation in a Slack Connect channel.
 	Team string `json:"team,omitempty"`
+	// Email is the profile's email, shown by users.info as profile.email (a real workspace
+	// shows it to apps with users:read.email); "" none.
+	Email string `json:"email,omitempty"`
 }
 
 // Channel is a conversation of the emulated workspace.

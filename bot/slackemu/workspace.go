@@ -318,6 +318,9 @@ func (s *Server) renderUser(u *User) map[string]any {
 	if u.BotID != "" {
 		profile["bot_id"] = u.BotID
 	}
+	if u.Email != "" {
+		profile["email"] = u.Email
+	}
 	out := map[string]any{
 		"id": u.ID, "team_id": s.userTeamLocked(u.ID), "name": u.Name, "real_name": u.RealName, "deleted": u.Deleted,
 		"is_bot": u.IsBot, "tz": u.TZ, "tz_offset": 0, "updated": 1690000000, "profile": profile,

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/budget"
@@ -12,6 +14,7 @@ import (
 	"github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/bot/recall"
+	"github.com/logbook/logbook/bot/review"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/filestore"
@@ -23,7 +26,9 @@ func (w *wiring) turnParts(fileStore *filestore.Store, mem *memory.Memory, bgt *
 	parts := []part.Part{&files.Attach{Slack: w.api, Store: fileStore, Max: w.cfg.FileMax}}
 	parts = append(parts, recall.Part(recall.New(w.search, w.dir)))
 	if gh := pullRequests(w.cfg); gh != nil {
-		parts = append(parts, &forge.Pulls{Forge: gh, Repo: w.repos.OnForge, Follow: followupFeature(w.follow), Transcript: w.transcriptURL})
+		parts = append(parts, &forge.Pulls{Forge: gh, Repo: w.repos.OnForge, Follow: followupFeature(w.follow), Transcript: w.transcriptURL,
+			People: w.person})
+		parts = append(parts, w.reviewPart())
 	}
 	parts = append(parts, &files.Shared{Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: w.cfg.FileMax}), Store: fileStore})
 	parts = append(parts, mem.Part())
@@ -48,7 +53,13 @@ func (w *wiring) forker(store *session.Store) *fork.Forker {
 
 // toolNames is every tool an approvals policy may name: the brain's and the turn parts'.
 func toolNames() []string {
-	return append(brain.ToolNames(), files.ToolAttach, forge.ToolPullRequest, memory.ToolRemember)
+	return append(brain.ToolNames(), files.ToolAttach, forge.ToolPullRequest, memory.ToolRemember, review.ToolFinding, review.ToolSubmit)
+}
+
+// person is who a Slack user is, for what the agent ships on their behalf (forge.Pulls.People).
+func (w *wiring) person(ctx context.Context, user string) (name, email string, err error) {
+	p, err := w.dir.Person(ctx, user)
+	return p.Name, p.Email, err
 }
 
 // transcriptURL is a session's transcript link ("" without LOGBOOK_PUBLIC_URL).

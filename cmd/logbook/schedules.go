@@ -70,6 +70,7 @@ func (w *wiring) buildStarted(store *session.Store) {
 			(*signal)(id)
 		} // else the runner is not built yet: its first poll finds the session's pending work
 	}, w.me.TeamID)
+	w.starter = starter
 	hookChannels := map[string]string{}
 	for name, h := range cfg.Started.Hooks {
 		hookChannels[name] = h.Channel

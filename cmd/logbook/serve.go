@@ -40,6 +40,7 @@ import (
 	"github.com/logbook/logbook/bot/hooks"
 	"github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/repo"
+	"github.com/logbook/logbook/bot/review"
 	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/slashcmd"
@@ -421,6 +422,8 @@ type wiring struct {
 	hooks     *hooks.Handler
 	signal    atomic.Pointer[func(session.ID)]
 	follow    *followup.Follower // nil: no pull requests opened, none followed
+	review    *review.Trigger    // nil: no reviews (review.go)
+	starter   *bot.Starter
 	services  []service
 	http      *httpServer // nil: LOGBOOK_HTTP_ADDR=off
 	closers   []func()    // closed last first
@@ -600,7 +603,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	if err != nil {
 		return err
 	}
-	if w.follow = newFollower(cfg, store, w.reg, log); w.follow != nil && cfg.FollowupPoll > 0 {
+	if w.follow = newFollower(cfg, store, w.reg, log, w.reviewWebhook); w.follow != nil && cfg.FollowupPoll > 0 {
 		// For installations GitHub's webhooks cannot reach: each followed pull request looked
 		// at once per LOGBOOK_FOLLOWUP_POLL, by one replica of the fleet.
 		w.services = append(w.services, service{name: "followup-poll", run: w.follow.Poll})
@@ -611,8 +614,9 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 		w.mcp = mcp
 	}
 	w.buildStarted(store) // schedules.go
+	w.buildReview(store)  // review.go
 	w.slash = slashTable(slashParts{Team: w.me.TeamID, Admins: cfg.Admins, Search: w.search, Dir: w.dir, Repos: w.repos,
-		Settings: chSettings, Memory: mem, Budget: bgt, MCP: mcp, Schedules: w.scheduler, Log: log})
+		Settings: chSettings, Memory: mem, Budget: bgt, MCP: mcp, Schedules: w.scheduler, Review: w.review, Log: log})
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg), Tracer: w.tracer,
 		Features: bot.Features{
@@ -937,13 +941,15 @@ func pullRequests(cfg serveConfig) forge.Opener {
 
 // newFollower follows the pull requests sessions open (issue 32), wherever they can be opened
 // (nil otherwise), and adds its poller to the services when LOGBOOK_FOLLOWUP_POLL is on.
-func newFollower(cfg serveConfig, store *session.Store, reg prometheus.Registerer, log zerolog.Logger) *followup.Follower {
+// reviews starts the reviews a delivery asks for (followup.Config.Reviews).
+func newFollower(cfg serveConfig, store *session.Store, reg prometheus.Registerer, log zerolog.Logger,
+	reviews func(ctx context.Context, event string, body []byte) (int, error)) *followup.Follower {
 	if pullRequests(cfg) == nil {
 		return nil
 	}
 	return followup.New(store, forge.NewGitHub(cfg.GitHubAPI, cfg.GitHubToken.Reveal(), nil), followup.Config{
 		Max: cfg.FollowupMax, Secret: cfg.WebhookSecret.Reveal(), Bots: cfg.FollowupBots, Reviewers: cfg.FollowupReviewers, Poll: cfg.FollowupPoll,
-		Owner: replicaOwner(), Log: log.With().Str("part", "followup").Logger(), Registerer: reg})
+		Owner: replicaOwner(), Log: log.With().Str("part", "followup").Logger(), Registerer: reg, Reviews: reviews})
 }
 
 // followupFeature is forge.Pulls.Follow: the subscription recorded with a pull request, nil when

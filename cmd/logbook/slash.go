@@ -11,6 +11,7 @@ import (
 	"github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/recall"
 	"github.com/logbook/logbook/bot/repo"
+	"github.com/logbook/logbook/bot/review"
 	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/bot/slashcmd"
@@ -30,7 +31,9 @@ type slashParts struct {
 	MCP      *connectors.Connectors // nil: no /logbook mcp
 	// Schedules answers /logbook schedule (nil: none).
 	Schedules *schedule.Scheduler
-	Log       zerolog.Logger
+	// Review answers /logbook review (nil: none).
+	Review *review.Trigger
+	Log    zerolog.Logger
 }
 
 // slashTable is every subcommand of /logbook, registered once: /logbook help lists them in
@@ -51,6 +54,9 @@ func slashTable(p slashParts) *slashcmd.Table {
 	}
 	if p.Schedules != nil {
 		t.Add(schedule.Command(p.Schedules))
+	}
+	if p.Review != nil {
+		t.Add(p.Review.Command())
 	}
 	return t
 }

@@ -4,6 +4,9 @@
 // request from one branch. For a followed pull request (checks.go) it also serves a pull
 // request, its head's check runs and statuses, its reviews and review comments, and a check
 // run's annotations, in GitHub's REST shapes, and sends webhooks signed as GitHub signs them.
+// For reviews (reviews.go) it keeps the commits pushed to a pull request, serves its files and
+// a comparison of two of its commits, and takes a review with inline comments, refusing one on
+// a line outside the diff as GitHub does (422, "Line could not be resolved").
 //
 // Like GitHub it answers every request with its token's rate limit (x-ratelimit-limit,
 // -remaining, -used, -reset; 5,000 an hour unless SetRateLimit says otherwise), refuses a
@@ -54,6 +57,7 @@ type Server struct {
 	hold     chan struct{}
 	created  chan struct{}
 	checks   checkState
+	reviews  reviewState
 	limits   limitState
 }
 
@@ -121,7 +125,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w = lw
 	owner, _, _ := strings.Cut(s.opt.Repo, "/")
-	if s.serveChecks(w, r, fail) {
+	if s.serveReviews(w, r, fail) || s.serveChecks(w, r, fail) {
 		return
 	}
 	if r.URL.Path != "/repos/"+s.opt.Repo+"/pulls" {

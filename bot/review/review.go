@@ -1,0 +1,674 @@
+// Package review is the agent's review of a pull request (issue 52), as a turn part: a turn
+// that answers "review <pull request url>" (a mention, /logbook review, or a webhook of the
+// channel's repository, see Command and Webhook) records what is to be reviewed — the head
+// commit, and the changed lines in scope: the whole diff on a first review, only what changed
+// since the head reviewed before in the thread after a push — and offers two tools:
+// review_finding (path, line on the new side, severity, reason), each finding an event
+// before anything is posted, and submit_review (summary), which posts one GitHub review with
+// the findings as inline comments.
+//
+// Exactly once per head commit, also across a crash, as create_pull_request is: the log is
+// asked first (review_posted), then GitHub (a review of logbook's on that commit whose body
+// carries the marker "logbook-review head=<sha>"), and only then one is posted, after its
+// intent (review_posting) is recorded; a post whose answer was lost is looked for on GitHub
+// before anything is said or posted again.
+//
+// A finding a person dismissed on GitHub is not raised again on that pull request. Dismissed
+// means, in what GitHub's REST API shows: the review holding the finding's comment was
+// dismissed ("Dismiss review", state DISMISSED), or a person answered the comment with a reply
+// starting with "dismiss" ("dismiss: intended", "dismissed"). A finding is the same one when its
+// path and reason are (its fingerprint, carried in the comment).
+package review
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/bot/part"
+	"github.com/logbook/logbook/bot/settings"
+	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/clip"
+)
+
+// The tools.
+const (
+	ToolFinding = "review_finding"
+	ToolSubmit  = "submit_review"
+)
+
+// Severities a finding may have, gravest first.
+var Severities = []string{"critical", "high", "medium", "low", "nit"}
+
+// Forge is what a review needs of GitHub (*forge.GitHub).
+type Forge interface {
+	PullState(ctx context.Context, repo forge.Repo, number int) (*forge.PullState, error)
+	PullFiles(ctx context.Context, repo forge.Repo, number int) ([]forge.PullFile, error)
+	Compare(ctx context.Context, repo forge.Repo, base, head string) ([]forge.PullFile, error)
+	Reviews(ctx context.Context, repo forge.Repo, number int) ([]forge.Review, error)
+	ReviewComments(ctx context.Context, repo forge.Repo, number int) ([]forge.ReviewComment, error)
+	CreateReview(ctx context.Context, repo forge.Repo, number int, r forge.NewReview) (*forge.Review, error)
+}
+
+// Part offers review_finding and submit_review in the turns of a review.
+type Part struct {
+	Forge Forge
+	// Repo is the channel's repository on GitHub; ok false: it has none there.
+	Repo func(ctx context.Context, team, channel string) (repo forge.Repo, ok bool, err error)
+	// Login is logbook's account on GitHub (nil, or "": reviews and comments are recognised
+	// by their markers alone).
+	Login func(ctx context.Context) string
+	// Transcript is a session's transcript link for the review's body ("": none).
+	Transcript func(id session.ID) string
+}
+
+var reviewActor = session.Actor{Kind: session.ActorSystem, ID: "review"}
+
+// askRE is a message asking for a review: "review <url>", after any mentions.
+var askRE = regexp.MustCompile(`(?is)^\s*(?:<?@\S+\s+)*review\s+<?(https://github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pull/([0-9]{1,9}))(?:[/>|#?]\S*)?\s*$`)
+
+// Ask is a request for the review of a pull request, read from a message.
+type Ask struct {
+	URL    string
+	Repo   string // owner/name
+	Number int
+}
+
+// ParseAsk reads "review <pull request url>" (after any mentions); ok false: text is not one.
+func ParseAsk(text string) (Ask, bool) {
+	m := askRE.FindStringSubmatch(text)
+	if m == nil {
+		return Ask{}, false
+	}
+	n, err := strconv.Atoi(m[4])
+	if err != nil || n <= 0 {
+		return Ask{}, false
+	}
+	return Ask{URL: m[1], Repo: m[2] + "/" + m[3], Number: n}, true
+}
+
+// Offer records the review a turn's message asks for and offers the tools while the latest
+// review of the session is not posted. GitHub that cannot be read is said under the reply.
+func (p *Part) Offer(ctx context.Context, s part.Scope) (part.Offer, error) {
+	var o part.Offer
+	evs := s.Log.Snapshot()
+	if msg, ok := askOf(evs, s.Through); ok {
+		note, err := p.start(ctx, s, msg)
+		if err != nil {
+			return o, err
+		}
+		if note != "" {
+			o.Notes = append(o.Notes, note)
+			return o, nil
+		}
+		evs = s.Log.Snapshot()
+	}
+	req, _, ok := latestRequest(evs)
+	if !ok {
+		return o, nil
+	}
+	if _, posted := postedOf(evs, req.Repo, req.Number, req.Head); posted {
+		return o, nil
+	}
+	o.Tools = []brain.Tool{
+		brain.NewTool(findingSpec(req), func(ctx context.Context, use brain.ToolUse) brain.Outcome {
+			return p.finding(ctx, s, use)
+		}),
+		brain.NewTool(submitSpec(req), func(ctx context.Context, use brain.ToolUse) brain.Outcome {
+			return p.submit(ctx, s, use)
+		}),
+	}
+	return o, nil
+}
+
+// askMessage is the user message a turn answers that asks for a review.
+type askMessage struct {
+	seq int64
+	ask Ask
+	by  string
+}
+
+// askOf is the last user message up to through, when it asks for a review.
+func askOf(evs []session.Event, through int64) (askMessage, bool) {
+	for i := len(evs) - 1; i >= 0; i-- {
+		e := evs[i]
+		if e.Seq > through || e.Type != session.TypeUserMessage {
+			continue
+		}
+		var m session.UserMessage
+		if e.Decode(&m) != nil {
+			return askMessage{}, false
+		}
+		ask, ok := ParseAsk(m.Text)
+		by := m.User
+		if by == "" {
+			by = e.Actor.String()
+		}
+		return askMessage{seq: e.Seq, ask: ask, by: by}, ok
+	}
+	return askMessage{}, false
+}
+
+// start records the review msg asks for (once per message: its idempotency key), unless the
+// pull request is not the channel's repository's, is closed, or its head was reviewed in the
+// thread already: then the line to say under the reply.
+func (p *Part) start(ctx context.Context, s part.Scope, msg askMessage) (string, error) {
+	key := "review_requested/" + strconv.FormatInt(msg.seq, 10)
+	for _, e := range s.Log.Snapshot() {
+		if e.IdempotencyKey == key {
+			return "", nil
+		}
+	}
+	repo, ok, err := p.Repo(ctx, s.Session.Key.Team, s.Session.Key.Channel)
+	switch {
+	case err != nil:
+		s.Logger.Warn().Err(err).Msg("review: the channel's repository cannot be read")
+		return "The channel's repository cannot be read right now, so there is no review this time; ask again later.", nil
+	case !ok:
+		return "This channel has no repository on GitHub (`/logbook repo`), so it reviews no pull request.", nil
+	case !strings.EqualFold(repo.String(), msg.ask.Repo):
+		return fmt.Sprintf("This channel reviews pull requests of `%s` only; %s#%d is not one.", repo, inert(msg.ask.Repo), msg.ask.Number), nil
+	}
+	pr, err := p.Forge.PullState(ctx, repo, msg.ask.Number)
+	if err != nil {
+		s.Logger.Warn().Err(err).Int("number", msg.ask.Number).Msg("review: the pull request cannot be read")
+		return fmt.Sprintf("GitHub could not tell me about %s#%d (%s), so there is no review this time.", repo, msg.ask.Number, failure(err)), nil
+	}
+	if pr.State != "open" {
+		return fmt.Sprintf("%s#%d is %s: there is nothing to review.", repo, msg.ask.Number, pr.State), nil
+	}
+	evs := s.Log.Snapshot()
+	if posted, ok := postedOf(evs, repo.String(), pr.Number, pr.Head.SHA); ok {
+		return fmt.Sprintf("%s#%d at %s was reviewed in this thread already: <%s|the review>.", repo, pr.Number, short(pr.Head.SHA), posted.URL), nil
+	}
+	req := session.ReviewRequested{Repo: repo.String(), Number: pr.Number, URL: pr.HTMLURL, Head: pr.Head.SHA, By: msg.by}
+	if req.URL == "" {
+		req.URL = msg.ask.URL
+	}
+	var files []forge.PullFile
+	if since, ok := lastPostedHead(evs, req.Repo, req.Number); ok && since != req.Head {
+		req.Since = since
+		files, err = p.Forge.Compare(ctx, repo, since, req.Head)
+	} else {
+		files, err = p.Forge.PullFiles(ctx, repo, pr.Number)
+	}
+	if err == nil {
+		req.Dismissed, err = p.dismissed(ctx, repo, pr.Number)
+	}
+	if err != nil {
+		s.Logger.Warn().Err(err).Int("number", pr.Number).Msg("review: the pull request's changes cannot be read")
+		return fmt.Sprintf("GitHub could not give me the changes of %s#%d (%s), so there is no review this time.", repo, pr.Number, failure(err)), nil
+	}
+	for _, f := range files {
+		if lines := Hunks(f.Patch); len(lines) > 0 {
+			req.Scope = append(req.Scope, session.ReviewScope{Path: f.Filename, Lines: lines})
+		}
+	}
+	if _, err := s.Log.Append(ctx, session.NewEvent{Type: session.TypeReviewRequested, Actor: reviewActor, IdempotencyKey: key, Payload: req}); err != nil {
+		return "", fmt.Errorf("record the review of %s#%d: %w", req.Repo, req.Number, err)
+	}
+	return "", nil
+}
+
+// latestRequest is the session's last review_requested.
+func latestRequest(evs []session.Event) (session.ReviewRequested, int64, bool) {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type != session.TypeReviewRequested {
+			continue
+		}
+		var r session.ReviewRequested
+		if evs[i].Decode(&r) == nil {
+			return r, evs[i].Seq, true
+		}
+	}
+	return session.ReviewRequested{}, 0, false
+}
+
+// postedOf is the review posted in the session of repo's pull request number at head.
+func postedOf(evs []session.Event, repo string, number int, head string) (session.ReviewPosted, bool) {
+	return session.FirstRecord(evs, session.Range{Types: []session.Type{session.TypeReviewPosted}}, func(p session.ReviewPosted) bool {
+		return p.Repo == repo && p.Number == number && p.Head == head
+	})
+}
+
+// lastPostedHead is the head of the last review of repo's pull request number posted in the
+// session.
+func lastPostedHead(evs []session.Event, repo string, number int) (string, bool) {
+	head := ""
+	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypeReviewPosted}}) {
+		var p session.ReviewPosted
+		if e.Decode(&p) == nil && p.Repo == repo && p.Number == number {
+			head = p.Head
+		}
+	}
+	return head, head != ""
+}
+
+// Hunks are the ranges of new-side lines a patch's hunks cover ("@@ -a,b +c,d @@": c to
+// c+d-1), in order.
+func Hunks(patch string) [][2]int {
+	var out [][2]int
+	for _, l := range strings.Split(patch, "\n") {
+		rest, ok := strings.CutPrefix(l, "@@ -")
+		if !ok {
+			continue
+		}
+		_, plus, ok := strings.Cut(rest, " +")
+		if !ok {
+			continue
+		}
+		plus, _, _ = strings.Cut(plus, " ")
+		startS, countS, hasCount := strings.Cut(plus, ",")
+		start, err := strconv.Atoi(startS)
+		if err != nil {
+			continue
+		}
+		count := 1
+		if hasCount {
+			if count, err = strconv.Atoi(countS); err != nil {
+				continue
+			}
+		}
+		if count > 0 {
+			out = append(out, [2]int{start, start + count - 1})
+		}
+	}
+	return out
+}
+
+// inScope reports whether line of path is among the scope's lines.
+func inScope(scope []session.ReviewScope, path string, line int) bool {
+	for _, f := range scope {
+		if f.Path != path {
+			continue
+		}
+		for _, r := range f.Lines {
+			if line >= r[0] && line <= r[1] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Fingerprint names a finding across heads: its path and its reason, spaces and case aside.
+func Fingerprint(path, reason string) string {
+	norm := strings.Join(strings.Fields(strings.ToLower(reason)), " ")
+	sum := sha256.Sum256([]byte(path + "\n" + norm))
+	return hex.EncodeToString(sum[:8])
+}
+
+// findingMarker is carried by each inline comment, naming its finding's fingerprint.
+const findingMarker = "<!-- logbook-finding:"
+
+// fingerprintOf is the fingerprint a comment of ours carries ("": none).
+func fingerprintOf(body string) string {
+	_, rest, ok := strings.Cut(body, findingMarker)
+	if !ok {
+		return ""
+	}
+	fp, _, _ := strings.Cut(rest, " -->")
+	return strings.TrimSpace(fp)
+}
+
+// dismissed are the fingerprints of the findings of ours on the pull request that a person
+// dismissed: their review dismissed, or their comment answered with a reply starting with
+// "dismiss".
+func (p *Part) dismissed(ctx context.Context, repo forge.Repo, number int) ([]string, error) {
+	login := p.login(ctx)
+	reviews, err := p.Forge.Reviews(ctx, repo, number)
+	if err != nil {
+		return nil, err
+	}
+	comments, err := p.Forge.ReviewComments(ctx, repo, number)
+	if err != nil {
+		return nil, err
+	}
+	dismissedReview := map[int64]bool{}
+	for _, r := range reviews {
+		if r.State == "DISMISSED" {
+			dismissedReview[r.ID] = true
+		}
+	}
+	ours := map[int64]string{} // comment id -> fingerprint
+	for _, c := range comments {
+		if fp := fingerprintOf(c.Body); fp != "" && c.InReplyTo == 0 && (login == "" || strings.EqualFold(c.User.Login, login)) {
+			ours[c.ID] = fp
+		}
+	}
+	var out []string
+	add := func(fp string) {
+		if !slices.Contains(out, fp) {
+			out = append(out, fp)
+		}
+	}
+	for _, c := range comments {
+		if fp, ok := ours[c.ID]; ok && dismissedReview[c.ReviewID] {
+			add(fp)
+		}
+		if fp, ok := ours[c.InReplyTo]; ok && !c.User.IsBot() && !strings.EqualFold(c.User.Login, login) &&
+			strings.HasPrefix(strings.ToLower(strings.TrimSpace(c.Body)), "dismiss") {
+			add(fp)
+		}
+	}
+	return out, nil
+}
+
+// findingSpec is review_finding, its description naming what is in scope.
+func findingSpec(req session.ReviewRequested) brain.ToolSpec {
+	return brain.ToolSpec{
+		Name: ToolFinding,
+		Description: "Record one finding of your review of " + describe(req) + " Call it once per finding, before submit_review; " +
+			"each is recorded, then posted as an inline comment on that line. A finding outside the changed lines in scope, or one a person " +
+			"dismissed on this pull request before, is recorded and not posted.",
+		Schema: brain.ObjectSchema(map[string]any{
+			"path":     brain.Prop("string", "the file's path in the repository"),
+			"line":     brain.Prop("integer", "the line in the file's new version (the pull request's head), within the changed lines in scope"),
+			"severity": map[string]any{"type": "string", "enum": Severities, "description": "how grave it is"},
+			"reason":   brain.Prop("string", "what is wrong and why it was flagged, in one or a few sentences of Markdown"),
+		}, "path", "line", "severity", "reason"),
+	}
+}
+
+// submitSpec is submit_review.
+func submitSpec(req session.ReviewRequested) brain.ToolSpec {
+	return brain.ToolSpec{
+		Name: ToolSubmit,
+		Description: "Finish your review of " + describe(req) + " Posts one review on GitHub with your recorded findings as inline comments " +
+			"and the summary as its body (once per head commit: calling it again returns the review posted). Then reply in the thread with the summary.",
+		Schema: brain.ObjectSchema(map[string]any{
+			"summary": brain.Prop("string", "the review's overall assessment, in Markdown"),
+			"approve": brain.Prop("boolean", "approve the pull request (only where the channel allows reviews to approve; otherwise it is a comment)"),
+		}, "summary"),
+	}
+}
+
+// maxScopeText bounds the scope's lines in a tool's description.
+const maxScopeText = 4000
+
+// describe is the review's pull request, head and scope, for the model.
+func describe(req session.ReviewRequested) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s#%d at commit %s", req.Repo, req.Number, short(req.Head))
+	if req.Since != "" {
+		fmt.Fprintf(&sb, " (a re-review: only what changed since %s is in scope)", short(req.Since))
+	}
+	sb.WriteString(". The workspace is the repository's checkout; read the changed files there and the repository's instruction files (AGENTS.md, CLAUDE.md). Changed lines in scope:")
+	if len(req.Scope) == 0 {
+		sb.WriteString(" none.")
+	}
+	for _, f := range req.Scope {
+		var rs []string
+		for _, r := range f.Lines {
+			rs = append(rs, fmt.Sprintf("%d-%d", r[0], r[1]))
+		}
+		sb.WriteString(" " + f.Path + ": " + strings.Join(rs, ", ") + ";")
+	}
+	return clip.Text(sb.String(), maxScopeText)
+}
+
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
+
+// finding records one finding.
+func (p *Part) finding(ctx context.Context, s part.Scope, use brain.ToolUse) brain.Outcome {
+	var in struct {
+		Path     string `json:"path"`
+		Line     int    `json:"line"`
+		Severity string `json:"severity"`
+		Reason   string `json:"reason"`
+	}
+	if err := use.Decode(&in); err != nil {
+		return brain.Failure("%v", err)
+	}
+	in.Path, in.Reason, in.Severity = strings.TrimPrefix(strings.TrimSpace(in.Path), "/"), strings.TrimSpace(in.Reason), strings.ToLower(strings.TrimSpace(in.Severity))
+	switch {
+	case in.Path == "" || in.Reason == "" || in.Line <= 0:
+		return brain.Failure("path, a line above 0 and reason are required")
+	case !slices.Contains(Severities, in.Severity):
+		return brain.Failure("severity must be one of %s", strings.Join(Severities, ", "))
+	case len(in.Reason) > 4000:
+		return brain.Failure("the reason has %d bytes; at most 4000", len(in.Reason))
+	}
+	evs := s.Log.Snapshot()
+	req, _, ok := latestRequest(evs)
+	if !ok {
+		return brain.Failure("there is no review in this thread")
+	}
+	if posted, ok := postedOf(evs, req.Repo, req.Number, req.Head); ok {
+		return brain.Failure("the review of this commit was posted already: %s", posted.URL)
+	}
+	f := session.ReviewFinding{CallID: use.ID, Repo: req.Repo, Number: req.Number, Head: req.Head, Path: in.Path, Line: in.Line,
+		Severity: in.Severity, Reason: in.Reason, Fingerprint: Fingerprint(in.Path, in.Reason)}
+	switch {
+	case !inScope(req.Scope, in.Path, in.Line):
+		f.Dropped = "outside the changed lines in scope"
+	case slices.Contains(req.Dismissed, f.Fingerprint):
+		f.Dropped = "dismissed on GitHub before"
+	default:
+		for _, prev := range findings(evs, req) {
+			if prev.Fingerprint == f.Fingerprint {
+				return brain.Outcome{Content: "that finding is recorded already"}
+			}
+		}
+	}
+	if _, err := s.Log.Append(ctx, session.NewEvent{Type: session.TypeReviewFinding, Actor: reviewActor,
+		IdempotencyKey: "review_finding/" + use.ID, Payload: f}); err != nil {
+		s.Logger.Error().Err(err).Msg("review_finding: could not record the finding")
+		return brain.Failure("the finding could not be recorded; try again")
+	}
+	if f.Dropped != "" {
+		return brain.Outcome{Content: fmt.Sprintf("recorded, not to be posted: %s:%d is %s", f.Path, f.Line, f.Dropped)}
+	}
+	return brain.Outcome{Content: fmt.Sprintf("recorded: %s:%d (%s)", f.Path, f.Line, f.Severity)}
+}
+
+// findings are the findings of req to post, in the order recorded.
+func findings(evs []session.Event, req session.ReviewRequested) []session.ReviewFinding {
+	var out []session.ReviewFinding
+	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypeReviewFinding}}) {
+		var f session.ReviewFinding
+		if e.Decode(&f) == nil && f.Repo == req.Repo && f.Number == req.Number && f.Head == req.Head && f.Dropped == "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// reviewMarker is what a review's body carries: the head it reviews, the session.
+func reviewMarker(head string, id session.ID) string {
+	return "<!-- logbook-review head=" + head + " session=" + id.String() + " -->"
+}
+
+// submit posts the review, exactly once per pull request and head (see the package's comment).
+func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brain.Outcome {
+	var in struct {
+		Summary string `json:"summary"`
+		Approve bool   `json:"approve"`
+	}
+	if err := use.Decode(&in); err != nil {
+		return brain.Failure("%v", err)
+	}
+	if in.Summary = strings.TrimSpace(in.Summary); in.Summary == "" {
+		return brain.Failure("summary is required")
+	}
+	evs := s.Log.Snapshot()
+	req, _, ok := latestRequest(evs)
+	if !ok {
+		return brain.Failure("there is no review in this thread")
+	}
+	if posted, ok := postedOf(evs, req.Repo, req.Number, req.Head); ok {
+		return brain.Outcome{Content: "the review of this commit was posted already: " + posted.URL}
+	}
+	repo, err := forge.ParseRepo(req.Repo)
+	if err != nil {
+		return brain.Failure("%v", err)
+	}
+	event := forge.EventComment
+	note := ""
+	if in.Approve {
+		if s.Channel != nil && s.Channel.Value(settings.ReviewApprove) == settings.ReviewApproveAllow {
+			event = forge.EventApprove
+		} else {
+			note = " It is a comment, not an approval: this channel's reviews do not approve (review_approve)."
+		}
+	}
+	record := func(r *forge.Review, found bool, comments int) brain.Outcome {
+		posted := session.ReviewPosted{CallID: use.ID, Repo: req.Repo, Number: req.Number, Head: req.Head, Event: event,
+			ReviewID: r.ID, URL: r.HTMLURL, Comments: comments, Summary: clip.Text(in.Summary, 4000), Found: found}
+		if _, err := s.Log.Append(ctx, session.NewEvent{Type: session.TypeReviewPosted, Actor: reviewActor, IdempotencyKey: posted.Key(), Payload: posted}); err != nil {
+			s.Logger.Error().Err(err).Str("url", r.HTMLURL).Msg("submit_review: could not record the review")
+			return brain.Failure("the review could not be recorded; it is %s", r.HTMLURL)
+		}
+		verb := "posted"
+		if found {
+			verb = "found, posted already:"
+		}
+		return brain.Outcome{Content: fmt.Sprintf("review %s %s with %d inline comments.%s Now reply in the thread with the summary.", verb, r.HTMLURL, comments, note)}
+	}
+	// GitHub first: a review of ours on this head (an earlier attempt's, another thread's).
+	if r, err := p.findPosted(ctx, repo, req); err != nil {
+		return brain.Failure("%s", failure(err))
+	} else if r != nil {
+		return record(r, true, 0)
+	}
+	// Findings a person dismissed since the review started are not raised again either.
+	dismissed, err := p.dismissed(ctx, repo, req.Number)
+	if err != nil {
+		return brain.Failure("%s", failure(err))
+	}
+	var comments []forge.ReviewLineNew
+	for _, f := range findings(evs, req) {
+		if slices.Contains(dismissed, f.Fingerprint) {
+			continue
+		}
+		comments = append(comments, forge.ReviewLineNew{Path: f.Path, Line: f.Line, Side: "RIGHT", Body: commentBody(f)})
+	}
+	body := outbound(clip.Text(in.Summary, 20000))
+	if p.Transcript != nil {
+		if link := p.Transcript(s.Session.ID); link != "" {
+			body += "\n\n---\nReviewed by logbook from a Slack thread: [transcript](" + link + ")"
+		}
+	}
+	marker := reviewMarker(req.Head, s.Session.ID)
+	if _, err := s.Log.Append(ctx, session.NewEvent{Type: session.TypeReviewPosting, Actor: reviewActor, IdempotencyKey: "review_posting/" + use.ID,
+		Payload: session.ReviewPosting{CallID: use.ID, Repo: req.Repo, Number: req.Number, Head: req.Head, Event: event, Marker: marker}}); err != nil {
+		s.Logger.Error().Err(err).Msg("submit_review: could not record the intent")
+		return brain.Failure("the review could not be recorded before posting; try again")
+	}
+	nr := forge.NewReview{CommitID: req.Head, Body: body + "\n\n" + marker, Event: event, Comments: comments}
+	r, err := p.Forge.CreateReview(ctx, repo, req.Number, nr)
+	var fe *forge.Error
+	if err != nil && errors.As(err, &fe) && fe.Status == 422 && len(comments) > 0 && strings.Contains(fe.Message, "could not be resolved") {
+		// A line GitHub cannot place: the comments go into the body instead, still one review.
+		nr.Comments = nil
+		nr.Body = body + "\n\n" + inlineAsList(comments) + "\n\n" + marker
+		r, err = p.Forge.CreateReview(ctx, repo, req.Number, nr)
+		comments = nil
+	}
+	if err != nil {
+		if !errors.As(err, &fe) {
+			// No answer: it may have been posted. GitHub says.
+			if again, ferr := p.findPosted(ctx, repo, req); ferr == nil && again != nil {
+				return record(again, true, len(comments))
+			}
+		}
+		return brain.Failure("%s", failure(err))
+	}
+	return record(r, false, len(comments))
+}
+
+// login is logbook's account on GitHub ("": unknown).
+func (p *Part) login(ctx context.Context) string {
+	if p.Login == nil {
+		return ""
+	}
+	return p.Login(ctx)
+}
+
+// findPosted is a review of logbook's on req's head, found on GitHub by its marker (nil: none).
+func (p *Part) findPosted(ctx context.Context, repo forge.Repo, req session.ReviewRequested) (*forge.Review, error) {
+	reviews, err := p.Forge.Reviews(ctx, repo, req.Number)
+	if err != nil {
+		return nil, err
+	}
+	login := p.login(ctx)
+	for i := range reviews {
+		r := &reviews[i]
+		if strings.Contains(r.Body, "<!-- logbook-review head="+req.Head+" ") && (login == "" || strings.EqualFold(r.User.Login, login)) {
+			return r, nil
+		}
+	}
+	return nil, nil
+}
+
+// commentBody is a finding as its inline comment says it: the severity, why it was flagged,
+// and its fingerprint's marker.
+func commentBody(f session.ReviewFinding) string {
+	return "**" + strings.ToUpper(f.Severity[:1]) + f.Severity[1:] + "** — why flagged: " + outbound(f.Reason) +
+		"\n\n" + findingMarker + f.Fingerprint + " -->"
+}
+
+// inlineAsList is the comments GitHub could not place, as the review body's list.
+func inlineAsList(comments []forge.ReviewLineNew) string {
+	var sb strings.Builder
+	sb.WriteString("Findings (GitHub could not place them on their lines):\n")
+	for _, c := range comments {
+		body, _, _ := strings.Cut(c.Body, "\n\n"+findingMarker)
+		fmt.Fprintf(&sb, "- `%s:%d` %s\n", strings.ReplaceAll(c.Path, "`", "'"), c.Line, body)
+	}
+	return strings.TrimRight(sb.String(), "\n")
+}
+
+// mentionRE is a GitHub @mention (a user or a team).
+var mentionRE = regexp.MustCompile(`@([A-Za-z0-9])`)
+
+// outbound is the model's text as GitHub gets it: no @mention pings anyone (a zero-width space
+// after the @), and no marker of logbook's can be forged.
+func outbound(s string) string {
+	s = mentionRE.ReplaceAllString(s, "@\u200b$1")
+	return strings.ReplaceAll(s, "<!--", "&lt;!--")
+}
+
+// inert is text from a message, safe in a Slack line.
+func inert(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "`", "'").Replace(s)
+}
+
+// failure is what the model or the thread is told of a failed call to GitHub: GitHub's own
+// words, never the token.
+func failure(err error) string {
+	var fe *forge.Error
+	if errors.As(err, &fe) {
+		return fmt.Sprintf("GitHub refused: %s (HTTP %d)", fe.Message, fe.Status)
+	}
+	var rl *forge.RateLimitError
+	if errors.As(err, &rl) {
+		return "GitHub's rate limit is spent; try again later"
+	}
+	return "GitHub did not answer; try again later"
+}
+
+// Footer links the reviews the turn posted (part.Footer).
+func (p *Part) Footer(s part.Scope) []string {
+	var notes []string
+	for _, e := range session.Select(s.Log.Snapshot(), session.Range{From: s.Turn + 1, Types: []session.Type{session.TypeReviewPosted}}) {
+		var r session.ReviewPosted
+		if e.Decode(&r) == nil && strings.HasPrefix(r.URL, "https://") {
+			notes = append(notes, fmt.Sprintf(":mag: <%s|review of %s#%d> at `%s`, %d inline comments", r.URL, r.Repo, r.Number, short(r.Head), r.Comments))
+		}
+	}
+	return notes
+}
