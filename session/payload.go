@@ -691,6 +691,7 @@ type SessionForked struct {
 
 // Key is f's idempotency key: one session_forked per session.
 func (f SessionForked) Key() string { return "session_forked" }
+
 // ReviewRequested starts (or starts again, after a push) the review of a pull request in a
 // session (type review_requested, by bot/review): the repository, the pull request and its
 // link, the head commit reviewed, the head reviewed before it in the session (Since: "" on a
