@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/directory"
+	"github.com/logbook/logbook/bot/grants"
 	"github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/recall"
 	"github.com/logbook/logbook/bot/repo"
@@ -30,7 +32,9 @@ type slashParts struct {
 	MCP      *connectors.Connectors // nil: no /logbook mcp
 	// Schedules answers /logbook schedule (nil: none).
 	Schedules *schedule.Scheduler
-	Log       zerolog.Logger
+	// Grants answers /logbook grants (nil: none).
+	Grants grants.Store
+	Log    zerolog.Logger
 }
 
 // slashTable is every subcommand of /logbook, registered once: /logbook help lists them in
@@ -51,6 +55,9 @@ func slashTable(p slashParts) *slashcmd.Table {
 	}
 	if p.Schedules != nil {
 		t.Add(schedule.Command(p.Schedules))
+	}
+	if p.Grants != nil {
+		t.Add(grants.Command(p.Grants, p.Admins, time.Now, p.Log))
 	}
 	return t
 }
