@@ -12,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
+	"github.com/logbook/logbook/bot/grants"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/session"
 )
@@ -397,4 +400,70 @@ func exportEvents(t *testing.T, h *harness) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// A grant revoked with /logbook grants revoke allows nothing more: the next call in its thread
+// gets a card again.
+func TestApprovalRevokedGrantAsksAgain(t *testing.T) {
+	t.Parallel()
+	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=ask")}})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo one"}`}}},
+		fakeprovider.Reply{Text: "one ran"})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> go"})
+	s := h.session(general, top.TS)
+	h.clickCard(h.card(top.TS).TS, bot.ActionGrant, ada)
+	h.answered(s.ID)
+	g := decoded[session.ApprovalGrant](t, h.events(s.ID, session.TypeApprovalGrant)[0])
+	if out := grants.Run(context.Background(), h.store, nil, time.Now(), zerolog.Nop(), general, grace, "revoke "+g.ID); !strings.Contains(out, "Only who granted it") {
+		t.Fatalf("grace revoked ada's grant: %s", out)
+	}
+	if out := grants.Run(context.Background(), h.store, nil, time.Now(), zerolog.Nop(), general, ada, "revoke "+g.ID); !strings.Contains(out, "Revoked grant") {
+		t.Fatalf("revoke: %s", out)
+	}
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_2", Name: "run_command", Input: `{"command":"echo two"}`}}},
+		fakeprovider.Reply{Text: "two denied"})
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> again"})
+	h.waitFor("a card after the revocation", func() bool { return len(h.cards(top.TS)) == 2 })
+	h.clickCard(h.cards(top.TS)[1].TS, bot.ActionDeny, ada)
+	if r := h.toolResult(s.ID, "toolu_2"); !r.IsError {
+		t.Fatalf("toolu_2 ran after its grant was revoked: %+v", r)
+	}
+	h.answered(s.ID)
+}
+
+// The rule syntax: ask's options, in any order, a space after the colon allowed, written back
+// canonically (what a grant is scoped to); the old syntax unchanged; mistakes are errors that
+// say what is wrong.
+func TestParseToolApprovalDuties(t *testing.T) {
+	t.Parallel()
+	p := askFor(t, "run_command=ask not_requester approvers: 2, C0000001/write_file=ask approvers_in:S0123ABCD, read_file=allow, *=ask")
+	r := p.Rule("C0000001", "run_command")
+	if r.Mode != bot.ApprovalAsk || r.Approvers != 2 || !r.NotRequester || r.ApproversIn != "" || r.Text != "run_command=ask approvers:2 not_requester" {
+		t.Fatalf("run_command: %+v", r)
+	}
+	if r := p.Rule("C0000001", "write_file"); r.ApproversIn != "S0123ABCD" || r.Text != "C0000001/write_file=ask approvers_in:S0123ABCD" {
+		t.Fatalf("write_file in C0000001: %+v", r)
+	}
+	if r := p.Rule("C0000002", "write_file"); r.Text != "*=ask" || r.ApproversIn != "" {
+		t.Fatalf("write_file elsewhere: %+v", r)
+	}
+	if p.For("C0000001", "read_file") != bot.ApprovalAllow || p.For("C0000001", "run_command") != bot.ApprovalAsk {
+		t.Fatal("For changed meaning")
+	}
+	for spec, want := range map[string]string{
+		"run_command=ask approvers:0":             "1 to 10",
+		"run_command=ask approvers:x":             "1 to 10",
+		"run_command=ask approvers_in:oncall":     "user group id",
+		"run_command=ask twice":                   "no option",
+		"run_command=allow not_requester":         "only ask takes options",
+		"run_command=ask not_requester:yes":       "takes no value",
+		"run_command=ask approvers:2 approvers:3": "given twice",
+		"run_command=maybe":                       "allow|ask|deny",
+	} {
+		if _, err := bot.ParseToolApproval(spec, harnessTools()); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v; want an error saying %q", spec, err, want)
+		}
+	}
 }
