@@ -16,7 +16,7 @@ import (
 //	entry   = [ channel "/" ] tool "=" mode
 //	mode    = "allow" | "deny" | "ask" { " " option }
 //	option  = "approvers:" count        two or more different people must approve (1..10)
-//	        | "not_requester"           the person whose message started the turn may not decide
+//	        | "not_requester"           the person whose message started the turn may not approve (they may deny)
 //	        | "approvers_in:" usergroup only members of this Slack user group (S…) may decide
 //
 // e.g. run_command=ask approvers:2 not_requester,write_file=ask approvers_in:S0123ABCD,*=allow.
@@ -32,7 +32,7 @@ const (
 type Rule struct {
 	Mode         string
 	Approvers    int    // different people who must approve (0 or 1: one)
-	NotRequester bool   // the requester may not decide
+	NotRequester bool   // the requester may not approve (they may deny)
 	ApproversIn  string // a Slack user group id; "" anyone Approvers permits
 	// Text is the entry as the policy has it, canonical ("C0123ABCD/run_command=ask
 	// approvers:2"): what a grant is scoped to. "" when no entry matched.
@@ -132,9 +132,9 @@ func duties(needed int, notRequester bool, group, requester string) string {
 		parts = append(parts, "only members of the user group `"+mrkdwn.EscapeText(group)+"` may decide")
 	}
 	if notRequester && requester != "" {
-		parts = append(parts, "<@"+requester+">, who asked, may not decide")
+		parts = append(parts, "<@"+requester+">, who asked, may deny but not approve")
 	} else if notRequester {
-		parts = append(parts, "the person who asked may not decide")
+		parts = append(parts, "the person who asked may deny but not approve")
 	}
 	return strings.Join(parts, "; ")
 }

@@ -175,9 +175,10 @@ func (g *Gateway) recordDecision(ctx context.Context, log zerolog.Logger, cb sla
 	} else if !g.cfg.Approvers.may(user, external, evs) {
 		return g.notPermitted(log, req)
 	}
-	if req.NotRequester && user == req.Requester {
+	if req.NotRequester && user == req.Requester && action != "deny" {
+		// Separation of duties is about letting a call run: the requester may still say no.
 		return refuse(session.RefusedRequester, "",
-			"You asked for this turn, and the rule for this call (not_requester) keeps the person who asked from approving or denying its calls: someone else must decide. Your click is recorded; the request stays open.", "")
+			"You asked for this turn, and the rule for this call (not_requester) keeps the person who asked from approving its calls: someone else must approve it (you may still deny it). Your click is recorded; the request stays open.", "")
 	}
 	if action == "deny" {
 		return g.appendDecision(ctx, log, res, id, sess, user, session.DecisionDenied, nil, false)

@@ -148,16 +148,17 @@ func TestApprovalRequesterClickRefused(t *testing.T) {
 	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=ask not_requester"), Approvers: approvers}})
 	model.Push(
 		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo separated"}`}}},
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_2", Name: "run_command", Input: `{"command":"echo RAN"}`}}},
 		fakeprovider.Reply{Text: "It ran."})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> run it"})
 	card := h.card(top.TS)
-	if c := cardText(card); !strings.Contains(c, "<@"+ada+">, who asked, may not decide") {
+	if c := cardText(card); !strings.Contains(c, "<@"+ada+">, who asked, may deny but not approve") {
 		t.Fatalf("the card does not say the requester may not decide: %s", c)
 	}
 	s := h.session(general, top.TS)
 	h.clickCard(card.TS, bot.ActionApprove, ada)
 	note := h.ephemeral(ada, "not_requester", 1)
-	if !strings.Contains(note.Text, "someone else must decide") {
+	if !strings.Contains(note.Text, "someone else must approve it") {
 		t.Fatalf("note %q", note.Text)
 	}
 	refused := h.events(s.ID, session.TypeApprovalRefused)
@@ -177,9 +178,19 @@ func TestApprovalRequesterClickRefused(t *testing.T) {
 	if r := h.toolResult(s.ID, "toolu_1"); r.IsError || !strings.Contains(r.Content, "separated") {
 		t.Fatalf("tool result %+v", r)
 	}
+	// The requester may still deny their own agent's call.
+	h.waitFor("a second card", func() bool { return len(h.cards(top.TS)) == 2 })
+	h.clickCard(h.cards(top.TS)[1].TS, bot.ActionDeny, ada)
+	if r := h.toolResult(s.ID, "toolu_2"); !r.IsError || strings.Contains(r.Content, "RAN") || !strings.Contains(r.Content, ada) {
+		t.Fatalf("toolu_2 %+v; want ada's denial", r)
+	}
 	h.answered(s.ID)
-	if dec := decisionOf(t, h, s.ID); dec.Actor.ID != grace {
-		t.Fatalf("decided by %s; want grace", dec.Actor.ID)
+	byCall := map[string]string{}
+	for _, e := range h.events(s.ID, session.TypeApprovalDecided) {
+		byCall[decoded[session.ApprovalDecided](t, e).CallID] = e.Actor.ID
+	}
+	if byCall["toolu_1"] != grace || byCall["toolu_2"] != ada {
+		t.Fatalf("decisions by %v; want toolu_1 by grace, toolu_2 by ada", byCall)
 	}
 }
 

@@ -163,7 +163,7 @@ var envSettings = []envSetting{
 			"which waits past LOGBOOK_IDLE_TIMEOUT; a call too long for the card is cut with a link to the whole call " +
 			"(LOGBOOK_PUBLIC_URL), and denied without asking when that is unset. ask takes options after a space: " +
 			"approvers:N (N different people must approve), not_requester (the person whose message started the turn " +
-			"may not decide), approvers_in:<user group id> (only its members decide; needs usergroups:read), e.g. " +
+			"may not approve), approvers_in:<user group id> (only its members decide; needs usergroups:read), e.g. " +
 			"run_command=ask approvers:2 not_requester; its card's Allow for 30 min in this thread grants that rule " +
 			"and tool in the thread (docs/approvals.md)"},
 	{Name: "LOGBOOK_TOOL_APPROVERS", Group: "approvals", Also: []string{"LOGBOOK_APPROVERS"},
