@@ -38,24 +38,29 @@ const (
 // ToolApproval is the per-tool approval policy, LOGBOOK_TOOL_APPROVAL: comma-separated
 // entries tool=mode, where tool is a tool's name or * (every other tool) and mode is allow,
 // ask or deny; an entry CHANNEL/tool=mode (a channel id, e.g. C0123ABCD/run_command=allow)
-// applies in that channel only and takes precedence. Unset: every tool is allowed.
+// applies in that channel only and takes precedence. ask may carry options that separate
+// duties, separated by spaces (approvalrule.go): approvers:N, not_requester,
+// approvers_in:<user group id>. Unset: every tool is allowed.
 type ToolApproval struct {
-	rules map[string]map[string]string // channel ("" for every channel) → tool (or "*") → mode
+	rules map[string]map[string]Rule // channel ("" for every channel) → tool (or "*") → rule
 }
 
 // ParseToolApproval reads a LOGBOOK_TOOL_APPROVAL value; known lists the tool names an entry
 // may name (besides *), so that a typo is an error rather than a policy that never applies.
 func ParseToolApproval(s string, known []string) (ToolApproval, error) {
-	p := ToolApproval{rules: map[string]map[string]string{}}
+	p := ToolApproval{rules: map[string]map[string]Rule{}}
 	for _, entry := range strings.Split(s, ",") {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
 			continue
 		}
 		key, mode, ok := strings.Cut(entry, "=")
-		mode = strings.ToLower(strings.TrimSpace(mode))
-		if !ok || (mode != ApprovalAllow && mode != ApprovalAsk && mode != ApprovalDeny) {
+		if !ok {
 			return ToolApproval{}, fmt.Errorf("%q: want tool=allow|ask|deny (tool a tool's name or *, optionally CHANNEL/ before it)", entry)
+		}
+		rule, err := parseMode(mode)
+		if err != nil {
+			return ToolApproval{}, fmt.Errorf("%q: %w", entry, err)
 		}
 		channel, tool, scoped := strings.Cut(strings.TrimSpace(key), "/")
 		if !scoped {
@@ -68,35 +73,40 @@ func ParseToolApproval(s string, known []string) (ToolApproval, error) {
 			return ToolApproval{}, fmt.Errorf("%q: no tool is named %q (tools: %s, or *)", entry, tool, strings.Join(known, ", "))
 		}
 		if p.rules[channel] == nil {
-			p.rules[channel] = map[string]string{}
+			p.rules[channel] = map[string]Rule{}
 		}
-		p.rules[channel][tool] = mode
+		rule.Text = strings.TrimSpace(key) + "=" + rule.options()
+		p.rules[channel][tool] = rule
 	}
 	return p, nil
 }
 
 // For returns the mode of tool in channel: the channel's entry for the tool, its *, the
 // global entry for the tool, the global *, else allow.
-func (p ToolApproval) For(channel, tool string) string {
+func (p ToolApproval) For(channel, tool string) string { return p.Rule(channel, tool).Mode }
+
+// Rule returns the rule that decides tool in channel, chosen as For says (an allow rule
+// without Text when no entry matches).
+func (p ToolApproval) Rule(channel, tool string) Rule {
 	for _, ch := range []string{channel, ""} {
-		if m := p.rules[ch][tool]; m != "" {
-			return m
+		if r, ok := p.rules[ch][tool]; ok {
+			return r
 		}
-		if m := matchConnector(p.rules[ch], tool); m != "" {
-			return m
+		if r, ok := matchConnector(p.rules[ch], tool); ok {
+			return r
 		}
-		if m := p.rules[ch]["*"]; m != "" {
-			return m
+		if r, ok := p.rules[ch]["*"]; ok {
+			return r
 		}
 	}
-	return ApprovalAllow
+	return Rule{Mode: ApprovalAllow}
 }
 
 // Restricts reports whether any tool in any channel is not simply allowed.
 func (p ToolApproval) Restricts() bool {
 	for _, tools := range p.rules {
-		for _, m := range tools {
-			if m != ApprovalAllow {
+		for _, r := range tools {
+			if r.Mode != ApprovalAllow {
 				return true
 			}
 		}
@@ -107,8 +117,8 @@ func (p ToolApproval) Restricts() bool {
 // Asks reports whether any tool in any channel needs a person's approval.
 func (p ToolApproval) Asks() bool {
 	for _, tools := range p.rules {
-		for _, m := range tools {
-			if m == ApprovalAsk {
+		for _, r := range tools {
+			if r.Mode == ApprovalAsk {
 				return true
 			}
 		}
@@ -218,20 +228,24 @@ var errSuspended = errors.New("turn suspended while waiting for approval")
 // the log's: a decision appended by any replica's gateway, the deadline, or a stop. After the
 // cell's idle timeout (or on a graceful stop) it suspends the turn instead of waiting on.
 func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, error) {
-	mode := t.channel.approval.For(t.sess.Key.Channel, use.Name)
-	if mode == ApprovalAllow && t.offered.ask(use.Name) {
-		mode = ApprovalAsk // a part has a person approve it (an MCP server's approve patterns)
+	rule := t.channel.approval.Rule(t.sess.Key.Channel, use.Name)
+	if rule.Mode == ApprovalAllow && t.offered.ask(use.Name) {
+		// A part has a person approve it (an MCP server's approve patterns).
+		rule = Rule{Mode: ApprovalAsk, Text: use.Name + "=ask (its server's approve patterns)"}
 	}
-	switch mode {
+	switch mode := rule.Mode; mode {
 	case ApprovalAllow:
 		return brain.Decision{Allow: true}, nil
 	case ApprovalDeny:
 		return brain.Decision{Result: PolicyDenial(use.Name, t.channel.own)}, nil
 	}
+	if dec, ok, err := t.granted(ctx, use, rule); err != nil || ok {
+		return dec, err
+	}
 	if t.live != nil {
 		t.live.Status("waiting for approval")
 	}
-	req, card, err := t.requestApproval(ctx, use)
+	req, card, err := t.requestApproval(ctx, use, rule)
 	if err != nil {
 		return brain.Decision{}, err
 	}
@@ -278,7 +292,7 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 // requestApproval returns use's request and the ts of its card: recorded and posted now, or
 // as an earlier cell left them (the card found by its metadata, posted when it is missing: that
 // cell died between the record and the post). A decided request's card is not looked for.
-func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.ApprovalRequested, string, error) {
+func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse, rule Rule) (session.ApprovalRequested, string, error) {
 	link := t.callLink(use.ID)
 	folded := thread.FoldTurns(t.flog.snapshot())
 	var req session.ApprovalRequested
@@ -299,7 +313,11 @@ func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse) (session.
 	} else {
 		req = session.ApprovalRequested{Turn: t.state.turnSeq, CallID: use.ID, Tool: use.Name,
 			Summary: t.approvalSummary(ctx, use), Channel: t.sess.Key.Channel,
-			ExpiresAt: t.clock.Now().Add(cmp.Or(t.cfg.Approval.Timeout, 30*time.Minute))}
+			ExpiresAt: t.clock.Now().Add(cmp.Or(t.cfg.Approval.Timeout, 30*time.Minute)),
+			Rule:      rule.Text, Approvers: rule.Approvers, NotRequester: rule.NotRequester, ApproversIn: rule.ApproversIn}
+		if slacktext.IsUserID(t.state.lastUserMsg.User) {
+			req.Requester = t.state.lastUserMsg.User
+		}
 		evs := []session.NewEvent{{Type: session.TypeApprovalRequested, Actor: approvalActor,
 			IdempotencyKey: "approval_requested/" + use.ID, Payload: req}}
 		if _, hidden := codeBlock(req.Summary, maxSummary); hidden > 0 && link == "" {
@@ -638,10 +656,47 @@ func cardBlocks(sess session.Session, req session.ApprovalRequested, approvers A
 	approve.Style = slack.StylePrimary
 	deny := slack.NewButtonBlockElement(ActionDeny, value, slack.NewTextBlockObject(slack.PlainTextType, "Deny", false, false))
 	deny.Style = slack.StyleDanger
+	buttons := []slack.BlockElement{approve}
+	if req.Rule != "" {
+		// A grant is scoped to the rule the request names; a request without one (logged
+		// before rules were recorded) cannot make one.
+		buttons = append(buttons, slack.NewButtonBlockElement(ActionGrant, value,
+			slack.NewTextBlockObject(slack.PlainTextType, "Allow for 30 min in this thread", false, false)))
+	}
+	buttons = append(buttons, deny)
+	who := fmt.Sprintf("Who may decide: %s.", whoMayDecide(approvers, req))
+	if d := duties(req.Needed(), req.NotRequester, req.ApproversIn, req.Requester); d != "" {
+		who += " " + upperFirst(d) + "."
+	}
+	if req.Rule != "" {
+		who += fmt.Sprintf(" *Allow for 30 min* also lets later `%s` calls under the rule `%s` run in this thread without asking for 30 minutes (it needs the same approvals).",
+			tool, mrkdwn.EscapeText(strings.ReplaceAll(req.Rule, "`", "'")))
+	}
 	return append(blocks,
-		slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, fmt.Sprintf("Who may decide: %s. Without a decision by %s, the call is denied.",
-			approvers.describe(), slackDate(req.ExpiresAt)), false, false)),
-		slack.NewActionBlock(approvalBlock, approve, deny))
+		slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, fmt.Sprintf("%s Without a decision by %s, the call is denied.",
+			who, slackDate(req.ExpiresAt)), false, false)),
+		slack.NewActionBlock(approvalBlock, buttons...))
+}
+
+// whoMayDecide says who may decide req under approvers: with a user group, its members (and,
+// with a list of approvers, those of them who are listed).
+func whoMayDecide(approvers Approvers, req session.ApprovalRequested) string {
+	if req.ApproversIn == "" {
+		return approvers.describe()
+	}
+	group := "members of the user group `" + mrkdwn.EscapeText(req.ApproversIn) + "`"
+	if approvers.users == nil {
+		return group + " of this workspace's organisation"
+	}
+	return approvers.describe() + ", if they are " + group
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[n:]
 }
 
 // slackDate is t in Slack's date formatting, shown in each reader's time zone.
@@ -655,7 +710,14 @@ func decidedLine(decision session.Event) string {
 	when := slackDate(decision.CreatedAt)
 	switch p.Decision {
 	case session.DecisionApproved:
-		return fmt.Sprintf(":white_check_mark: Approved by <@%s> at %s.", decision.Actor.ID, when)
+		switch {
+		case p.Via == viaGrantApplied:
+			return fmt.Sprintf(":white_check_mark: Allowed at %s by grant `%s`.", when, mrkdwn.EscapeText(p.Grant))
+		case p.Grant != "":
+			return fmt.Sprintf(":white_check_mark: Approved by %s at %s, and allowed for 30 min in this thread (grant `%s`): later calls of this tool under the same rule run without asking until then.",
+				people(p.Approvers, decision.Actor.ID), when, mrkdwn.EscapeText(p.Grant))
+		}
+		return fmt.Sprintf(":white_check_mark: Approved by %s at %s.", people(p.Approvers, decision.Actor.ID), when)
 	case session.DecisionDenied:
 		if p.Via == viaUnshowable {
 			return fmt.Sprintf(":no_entry: Not asked, denied at %s: this call is longer than the card can show, and there is no web page "+
@@ -735,6 +797,34 @@ func updateCard(ctx context.Context, api slackAPI, req session.ApprovalRequested
 	return err
 }
 
+// statusBlock is the block_id of an open card's status line: the approvals counted so far, or
+// why nobody can decide now.
+const statusBlock = "logbook_status"
+
+// statusCard shows status on the open card of req (the message card, whose blocks are
+// blocks as the click's payload has them), just above its buttons, replacing an earlier
+// status line; the buttons stay.
+func statusCard(ctx context.Context, api slackAPI, req session.ApprovalRequested, card string, blocks slack.Blocks, status string) error {
+	line := slack.NewContextBlock(statusBlock, slack.NewTextBlockObject(slack.MarkdownType, status, false, false))
+	var out []slack.Block
+	placed := false
+	for _, b := range blocks.BlockSet {
+		if b.ID() == statusBlock {
+			continue
+		}
+		if b.ID() == approvalBlock && !placed {
+			out, placed = append(out, line), true
+		}
+		out = append(out, b)
+	}
+	if !placed {
+		return fmt.Errorf("the card of %s has no buttons to show a status above", req.CallID)
+	}
+	_, _, _, err := api.UpdateMessageContext(ctx, req.Channel, card,
+		slack.MsgOptionText(fmt.Sprintf("Approval needed: %s", req.Tool), false), slack.MsgOptionBlocks(out...))
+	return err
+}
+
 // connectorPattern reports whether an entry of LOGBOOK_TOOL_APPROVAL names connector tools:
 // mcp__<server>__<tool>, where a pattern (path.Match syntax, e.g. mcp__sentry__* or mcp__*)
 // stands for names the servers give at run time.
@@ -743,18 +833,19 @@ func connectorPattern(tool string) bool {
 	return connectors.IsTool(tool) && err == nil
 }
 
-// matchConnector is the mode of the most specific pattern of rules that matches a connector
-// tool's name (the longest one; an exact name is looked up before), or "".
-func matchConnector(rules map[string]string, tool string) string {
+// matchConnector is the rule of the most specific pattern of rules that matches a connector
+// tool's name (the longest one; an exact name is looked up before); ok false for none.
+func matchConnector(rules map[string]Rule, tool string) (Rule, bool) {
 	if !connectors.IsTool(tool) {
-		return ""
+		return Rule{}, false
 	}
-	best, mode := "", ""
-	for pat, m := range rules {
+	best, found := "", false
+	var rule Rule
+	for pat, r := range rules {
 		ok, _ := path.Match(pat, tool)
-		if ok && connectors.IsTool(pat) && (len(pat) > len(best) || len(pat) == len(best) && pat < best) {
-			best, mode = pat, m
+		if ok && connectors.IsTool(pat) && (!found || len(pat) > len(best) || len(pat) == len(best) && pat < best) {
+			best, rule, found = pat, r, true
 		}
 	}
-	return mode
+	return rule, found
 }

@@ -161,6 +161,16 @@
 // goes on with the round that waited, finding the request in the log and its card in the
 // thread, so no card is ever shown twice.
 //
+// An ask rule may separate duties (approvalrule.go: approvers:N, not_requester,
+// approvers_in:<user group>); the request records the rule, and the gateway checks each click
+// against that record: a vote (approval_vote, one idempotency slot per distinct approver) until
+// the N-th approval decides, a refusal by the rule (approval_refused), or the decision. The
+// card's "Allow for 30 min in this thread" also makes a grant (grant.go: approval_grant, after
+// its decision is stored); the turn lets a later call of the same tool under the same rule run
+// without a card while a grant of its session is live (approval_decided via grant_applied,
+// naming it), reading the log again first so a revocation (approval_grant_revoked,
+// /logbook grants) holds at once.
+//
 // # Files
 //
 // The file_refs of the messages a turn answers are fetched before the model is called

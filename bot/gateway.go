@@ -451,7 +451,7 @@ func (g *Gateway) interactive(ctx context.Context, log zerolog.Logger, req socke
 	cb, ok := evt.Data.(slack.InteractionCallback)
 	if ok && cb.Type == slack.InteractionTypeBlockActions {
 		for _, a := range cb.ActionCallback.BlockActions {
-			if a != nil && (a.ActionID == ActionApprove || a.ActionID == ActionDeny) {
+			if a != nil && (a.ActionID == ActionApprove || a.ActionID == ActionDeny || a.ActionID == ActionGrant) {
 				g.decide(ctx, log, req, cb, a) // acks once the decision is stored
 				return
 			}

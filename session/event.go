@@ -64,6 +64,14 @@ const (
 	TypeApprovalRequested Type = "approval_requested"
 	TypeApprovalDecided   Type = "approval_decided"
 	TypeTurnSuspended     Type = "turn_suspended"
+	// Approvals that separate duties (issue 52): a click counted towards a request that needs
+	// more than one approver, a click refused by the request's rule (the requester under
+	// not_requester, someone outside approvers_in), a scoped grant ("Allow for 30 min in this
+	// thread") and its revocation.
+	TypeApprovalVote         Type = "approval_vote"
+	TypeApprovalRefused      Type = "approval_refused"
+	TypeApprovalGrant        Type = "approval_grant"
+	TypeApprovalGrantRevoked Type = "approval_grant_revoked"
 	// An approved call about to run: a later cell never runs it again (its outcome is unknown).
 	TypeToolStarted Type = "tool_started"
 	// Files: a shared file's content fetched (or why not), and a file the agent handed back.
@@ -122,6 +130,7 @@ var knownTypes = map[Type]bool{
 	TypeStreamStarted: true, TypeStreamStopped: true,
 	TypeStopRequested: true, TypeTurnStopped: true, TypeSteered: true,
 	TypeApprovalRequested: true, TypeApprovalDecided: true, TypeTurnSuspended: true, TypeToolStarted: true,
+	TypeApprovalVote: true, TypeApprovalRefused: true, TypeApprovalGrant: true, TypeApprovalGrantRevoked: true,
 	TypeFileFetched: true, TypeFileUpload: true, TypePullRequest: true, TypeWorkSaved: true,
 	TypeTakenOver: true, TypeHandedBack: true, TypeEgressConnection: true,
 	TypeTurnSettings: true, TypeBudgetNotice: true, TypeSetupResult: true,

@@ -448,7 +448,20 @@ type ApprovalRequested struct {
 	Summary   string    `json:"summary"`
 	Channel   string    `json:"channel"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// The rule that matched (issue 52), as the policy's canonical text (e.g.
+	// "run_command=ask approvers:2 not_requester"), and what it asks of the approvers: how many
+	// different people must approve (0 or 1: one), whether Requester (the person whose message
+	// started the turn) is kept from deciding, and the Slack user group whose members alone may
+	// decide. The click is checked against these, not against the policy of the moment.
+	Rule         string `json:"rule,omitempty"`
+	Approvers    int    `json:"approvers,omitempty"`
+	NotRequester bool   `json:"not_requester,omitempty"`
+	ApproversIn  string `json:"approvers_in,omitempty"`
+	Requester    string `json:"requester,omitempty"`
 }
+
+// Needed is how many different people must approve the request (at least one).
+func (r ApprovalRequested) Needed() int { return max(r.Approvers, 1) }
 
 // Decisions of ApprovalDecided.
 const (
@@ -467,6 +480,67 @@ type ApprovalDecided struct {
 	CallID   string `json:"call_id"`
 	Decision string `json:"decision"`
 	Via      string `json:"via"`
+	// Approvers are the people whose approvals made the decision, when the rule needed more
+	// than one (the actor is the last of them); Grant names the grant (ApprovalGrant.ID) the
+	// decision made (Via "grant": every approver chose "Allow for 30 min in this thread") or
+	// applied (Via "grant_applied": no card, the actor is the system).
+	Approvers []string `json:"approvers,omitempty"`
+	Grant     string   `json:"grant,omitempty"`
+}
+
+// ApprovalVote records a click that approved a request needing more than one approver and
+// did not yet make the decision (type approval_vote; the actor is the person). Count is the
+// distinct approvals so far, this one included, of Needed; Grant says the person chose "Allow
+// for 30 min in this thread". Its idempotency key is ApprovalVoteKey(CallID, Count): one
+// person per place, so two people clicking at once are both counted, one after the other.
+type ApprovalVote struct {
+	CallID string `json:"call_id"`
+	Count  int    `json:"count"`
+	Needed int    `json:"needed"`
+	Grant  bool   `json:"grant,omitempty"`
+}
+
+// ApprovalVoteKey is the idempotency key of the n-th distinct approval of call.
+func ApprovalVoteKey(call string, n int) string { return fmt.Sprintf("approval_vote/%s/%d", call, n) }
+
+// Reasons of ApprovalRefused.
+const (
+	RefusedRequester    = "not_requester"    // the requester clicked a call of their own turn
+	RefusedNotInGroup   = "not_in_group"     // the person is not in the rule's approvers_in group
+	RefusedGroupUnknown = "group_unreadable" // Slack did not say who is in the group: nobody may decide
+	RefusedAlreadyVoted = "already_counted"  // the person's approval is already counted
+)
+
+// ApprovalRefused records a click on an approval card that the request's rule refused (type
+// approval_refused; the actor is the person who clicked): the request stays open. Action is
+// what they clicked ("approve", "deny", "grant"); Detail what Slack said, when it failed.
+type ApprovalRefused struct {
+	CallID string `json:"call_id"`
+	Action string `json:"action"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// ApprovalGrant records a scoped grant (type approval_grant; the actor is the approver whose
+// click made it, GrantedBy every approver it needed): until ExpiresAt, a call of Tool that the
+// same Rule matches in the same thread (the session) runs without a card, and its
+// approval_decided names the grant. It is made with the decision on CallID, in one append,
+// under the idempotency key "approval_grant/" + CallID.
+type ApprovalGrant struct {
+	ID        string    `json:"id"`
+	Rule      string    `json:"rule"`
+	Tool      string    `json:"tool"`
+	Channel   string    `json:"channel"`
+	ThreadTS  string    `json:"thread_ts"`
+	CallID    string    `json:"call_id"`
+	GrantedBy []string  `json:"granted_by"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// ApprovalGrantRevoked records that a grant was revoked before it expired (type
+// approval_grant_revoked; the actor is who revoked it: a grantor or an admin).
+type ApprovalGrantRevoked struct {
+	ID string `json:"id"`
 }
 
 // ApprovalKey is the idempotency key of the decision on call: whoever appends first decides.

@@ -8,7 +8,7 @@
 //
 //	model           LOGBOOK_MODEL syntax: anthropic:<model>, openai:<model> or offline
 //	instructions    extra instructions, put in the system prompt after logbook's own rules
-//	approvals       LOGBOOK_TOOL_APPROVAL syntax: tool=allow|ask|deny,…; replaces the default policy in the channel
+//	approvals       LOGBOOK_TOOL_APPROVAL syntax: tool=allow|ask|deny,… (ask with approvers:N, not_requester, approvers_in:S…); replaces the default policy in the channel
 //	thread_replies  LOGBOOK_THREAD_REPLIES syntax: addressed, mentions or all
 //	daily_budget    the channel's spend per day, in the prices' currency: "20", "12.50/day", or "none" (no budget)
 //	setup           the repository's setup command, run once per provisioned sandbox (e.g. "npm ci")

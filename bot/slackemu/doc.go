@@ -91,7 +91,8 @@
 // has_more, metadata only with include_all_metadata, thread_not_found,
 // invalid_cursor, not_in_channel); conversations.history (top level and
 // broadcasts, newest first, oldest/latest/inclusive, pages capped at
-// Options.HistoryMaxLimit); users.info (user_not_found); reactions.add/remove
+// Options.HistoryMaxLimit); users.info (user_not_found); usergroups.users.list
+// (AddUserGroup; no_such_subteam, missing_argument); reactions.add/remove
 // (already_reacted, no_reaction, invalid_name); assistant.threads.setStatus
 // (stored with up to 10 loading_messages, as a JSON array or slack-go's comma list;
 // cleared when the bot replies or starts a stream in the thread);

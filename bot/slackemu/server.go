@@ -35,6 +35,7 @@ type Server struct {
 
 	// workspace
 	users        map[string]*User
+	usergroups   map[string]*UserGroup // by id (usergroups.go)
 	channels     map[string]*channelState
 	channelOrder []string
 	subs         map[string]bool

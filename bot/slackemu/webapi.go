@@ -206,6 +206,8 @@ func (s *Server) handler(method string) apiHandler {
 		return s.conversationsHistory
 	case "users.info":
 		return s.usersInfo
+	case "usergroups.users.list":
+		return s.usergroupsUsersList
 	case "reactions.add":
 		return func(_ *http.Request, p url.Values) map[string]any { return s.reaction(p, true) }
 	case "reactions.remove":

@@ -161,7 +161,11 @@ var envSettings = []envSetting{
 			"patterns (mcp__sentry__*, mcp__*) name the connectors' tools). An entry CHANNEL/tool=mode (e.g. " +
 			"C0123ABCD/run_command=allow) holds in that channel only and wins. ask posts a card with Approve and Deny, " +
 			"which waits past LOGBOOK_IDLE_TIMEOUT; a call too long for the card is cut with a link to the whole call " +
-			"(LOGBOOK_PUBLIC_URL), and denied without asking when that is unset"},
+			"(LOGBOOK_PUBLIC_URL), and denied without asking when that is unset. ask takes options after a space: " +
+			"approvers:N (N different people must approve), not_requester (the person whose message started the turn " +
+			"may not approve), approvers_in:<user group id> (only its members decide; needs usergroups:read), e.g. " +
+			"run_command=ask approvers:2 not_requester; its card's Allow for 30 min in this thread grants that rule " +
+			"and tool in the thread (docs/approvals.md)"},
 	{Name: "LOGBOOK_TOOL_APPROVERS", Group: "approvals", Also: []string{"LOGBOOK_APPROVERS"},
 		Default: "thread: anyone of this workspace's organisation who has posted in the thread; people of another organisation in a Slack Connect channel may talk, not approve",
 		Meaning: "who may decide a card: thread, or a comma list of Slack user ids (any organisation's)"},

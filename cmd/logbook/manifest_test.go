@@ -74,7 +74,7 @@ func TestSlackAppManifest(t *testing.T) {
 		t.Errorf("bot_events %v, want exactly %v", got, want)
 	}
 
-	wantBot := []string{"app_mentions:read", "channels:history", "channels:read", "chat:write", "commands", "files:read", "files:write", "reactions:read", "reactions:write", "users:read"}
+	wantBot := []string{"app_mentions:read", "channels:history", "channels:read", "chat:write", "commands", "files:read", "files:write", "reactions:read", "reactions:write", "usergroups:read", "users:read"}
 	if got := sorted(m.OAuthConfig.Scopes["bot"]); !slices.Equal(got, wantBot) {
 		t.Errorf("bot scopes %v, want exactly %v", got, wantBot)
 	}

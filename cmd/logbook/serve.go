@@ -616,7 +616,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	w.buildStarted(store) // schedules.go
 	w.buildReview(store)  // review.go
 	w.slash = slashTable(slashParts{Team: w.me.TeamID, Admins: cfg.Admins, Search: w.search, Dir: w.dir, Repos: w.repos,
-		Settings: chSettings, Memory: mem, Budget: bgt, MCP: mcp, Schedules: w.scheduler, Review: w.review, Log: log})
+		Settings: chSettings, Memory: mem, Budget: bgt, MCP: mcp, Schedules: w.scheduler, Review: w.review, Grants: store, Log: log})
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
 		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg), Tracer: w.tracer,
 		Features: bot.Features{

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/directory"
+	"github.com/logbook/logbook/bot/grants"
 	"github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/recall"
 	"github.com/logbook/logbook/bot/repo"
@@ -33,6 +35,8 @@ type slashParts struct {
 	Schedules *schedule.Scheduler
 	// Review answers /logbook review (nil: none).
 	Review *review.Trigger
+	// Grants answers /logbook grants (nil: none).
+	Grants grants.Store
 	Log    zerolog.Logger
 }
 
@@ -57,6 +61,9 @@ func slashTable(p slashParts) *slashcmd.Table {
 	}
 	if p.Review != nil {
 		t.Add(p.Review.Command())
+	}
+	if p.Grants != nil {
+		t.Add(grants.Command(p.Grants, p.Admins, time.Now, p.Log))
 	}
 	return t
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/grants"
 	"github.com/logbook/logbook/bot/schedule"
 	"github.com/logbook/logbook/session"
 )
@@ -27,6 +28,7 @@ const slashHelpGolden = "logbook — an agent whose every thread is a searchable
 	"• `/logbook remember <text>` adds a note to this channel's memory (offered to me in new threads); `/logbook memory` lists the notes, `/logbook forget <id>` removes one.\n" +
 	"• `/logbook budget` shows today's model spend and budgets here; an admin raises one for today with `/logbook budget raise <amount> [<member ID>]`.\n" +
 	"• " + schedule.Usage + "\n" +
+	"• " + grants.Usage + "\n" +
 	"Private channels and DMs are never stored."
 
 func TestSlashHelpListsEverySubcommand(t *testing.T) {
@@ -36,13 +38,13 @@ func TestSlashHelpListsEverySubcommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb := slashTable(slashParts{Team: "T1", Budget: bgt, MCP: connectors.New(connectors.Config{}, connectors.Options{}), Log: zerolog.Nop(),
-		Schedules: schedule.New(&session.Store{}, nil, schedule.Config{})})
+		Schedules: schedule.New(&session.Store{}, nil, schedule.Config{}), Grants: &session.Store{}})
 	for _, text := range []string{"", "help"} {
 		if got := tb.Answer(context.Background(), slack.SlashCommand{Text: text, TeamID: "T1", ChannelID: "C1"}); got != slashHelpGolden {
 			t.Errorf("/logbook %s:\n%s\nwant:\n%s", text, got, slashHelpGolden)
 		}
 	}
-	if got, want := len(tb.Names()), 10; got != want { // search transcript repo mcp config remember memory forget budget schedule
+	if got, want := len(tb.Names()), 11; got != want { // search transcript repo mcp config remember memory forget budget schedule grants
 		t.Errorf("%d subcommands %v, want %d", got, tb.Names(), want)
 	}
 	// Without a budget or schedules there is neither command, nor a line for it; without MCP

@@ -728,6 +728,8 @@ func clipLines(s string, n int) (string, int) {
 var inCharge = map[session.Type]bool{
 	session.TypeStopRequested: true, session.TypeTurnStopped: true,
 	session.TypeApprovalRequested: true, session.TypeApprovalDecided: true,
+	session.TypeApprovalVote: true, session.TypeApprovalRefused: true,
+	session.TypeApprovalGrant: true, session.TypeApprovalGrantRevoked: true,
 	session.TypeTakenOver: true, session.TypeHandedBack: true,
 }
 
@@ -818,7 +820,27 @@ var markerDetails = map[session.Type]func(session.Event) string{
 		return fmt.Sprintf("%s call %s waits for a person: %s", m.Tool, m.CallID, firstLine(m.Summary))
 	}),
 	session.TypeApprovalDecided: payload(func(e session.Event, m session.ApprovalDecided) string {
-		return fmt.Sprintf("call %s %s by %s (%s)", m.CallID, m.Decision, e.Actor.ID, m.Via)
+		line := fmt.Sprintf("call %s %s by %s (%s)", m.CallID, m.Decision, e.Actor.ID, m.Via)
+		if len(m.Approvers) > 0 {
+			line += ", approvers " + strings.Join(m.Approvers, ", ")
+		}
+		if m.Grant != "" {
+			line += ", grant " + m.Grant
+		}
+		return line
+	}),
+	session.TypeApprovalVote: payload(func(e session.Event, m session.ApprovalVote) string {
+		return fmt.Sprintf("call %s approved by %s (%d of %d)", m.CallID, e.Actor.ID, m.Count, m.Needed)
+	}),
+	session.TypeApprovalRefused: payload(func(e session.Event, m session.ApprovalRefused) string {
+		return fmt.Sprintf("call %s: %s's %s refused (%s)", m.CallID, e.Actor.ID, m.Action, m.Reason)
+	}),
+	session.TypeApprovalGrant: payload(func(e session.Event, m session.ApprovalGrant) string {
+		return fmt.Sprintf("grant %s by %s: %s calls under %q in this thread until %s", m.ID, strings.Join(m.GrantedBy, ", "),
+			m.Tool, m.Rule, m.ExpiresAt.UTC().Format(time.RFC3339))
+	}),
+	session.TypeApprovalGrantRevoked: payload(func(e session.Event, m session.ApprovalGrantRevoked) string {
+		return fmt.Sprintf("grant %s revoked by %s", m.ID, e.Actor.ID)
 	}),
 	session.TypeTurnSuspended: payload(func(e session.Event, m session.TurnSuspended) string {
 		return fmt.Sprintf("turn #%d sleeps until call %s is decided (at the latest %s)", m.Turn, m.CallID, m.Until.UTC().Format(time.RFC3339))
