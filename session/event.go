@@ -99,6 +99,8 @@ const (
 	// Connectors (bot/connectors): the thread told that an MCP server of its channel could
 	// not be started or reached, so its tools were not offered (once per session and server).
 	TypeConnectorUnavailable Type = "connector_unavailable"
+	// Slack's own surfaces (issue 54): a person's 👍 or 👎 on a reply (bot/feedback).
+	TypeFeedback Type = "feedback"
 )
 
 var knownTypes = map[Type]bool{
@@ -116,7 +118,7 @@ var knownTypes = map[Type]bool{
 	TypeTakenOver: true, TypeHandedBack: true, TypeEgressConnection: true,
 	TypeTurnSettings: true, TypeBudgetNotice: true, TypeSetupResult: true,
 	TypeFollowupSubscribed: true, TypeFollowupSignal: true, TypeFollowupEnded: true,
-	TypeMCPToolChanged: true, TypeConnectorUnavailable: true,
+	TypeMCPToolChanged: true, TypeConnectorUnavailable: true, TypeFeedback: true,
 	TypeSettingChanged: true, TypeNoteAdded: true, TypeNoteForgotten: true, TypeRepoSet: true, TypeBudgetRaised: true,
 	TypeScheduleAdded: true, TypeScheduleRemoved: true, TypeConnectorConnected: true,
 	TypeAutomationPaused: true, TypeAutomationResumed: true,

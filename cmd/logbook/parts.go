@@ -6,6 +6,7 @@ import (
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/checkout"
 	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/feedback"
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/memory"
@@ -36,7 +37,14 @@ func (w *wiring) turnParts(fileStore *filestore.Store, mem *memory.Memory, bgt *
 // events such as app_home_opened — one a line, in the order the gateway offers them an envelope.
 func (w *wiring) surfaces() []bot.Surface {
 	var s []bot.Surface
+	s = append(s, &feedback.Surface{Store: w.deps.Store, Privacy: w.dir, Log: w.log.With().Str("part", "feedback").Logger()})
 	return s
+}
+
+// replyActions are the actions under each reply the model wrote (the engine's
+// DeliveryConfig.Actions): Slack's 👍/👎, whose clicks the feedback surface records.
+func replyActions() bot.DeliveryConfig {
+	return bot.DeliveryConfig{Actions: feedback.Buttons}
 }
 
 // toolNames is every tool an approvals policy may name: the brain's and the turn parts'.

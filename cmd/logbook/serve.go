@@ -665,7 +665,8 @@ func (w *wiring) serviceConfig() bot.ServiceConfig {
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
 			Approval: cfg.Approval,
 			Where:    brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
-		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL, AppendLanes: cfg.GatewayAppendLanes},
+		Gateway:  bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL, AppendLanes: cfg.GatewayAppendLanes},
+		Delivery: replyActions(), // parts.go
 	}
 }
 
