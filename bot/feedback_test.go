@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/feedback"
@@ -19,7 +20,7 @@ import (
 // wires it.
 func feedbackHarness(t *testing.T, o harnessOptions) *harness {
 	o.delivery.Actions = feedback.Buttons
-	o.surfaceWith = func(store *session.Store) bot.Surface {
+	o.surfaceWith = func(store *session.Store, _ *slack.Client) bot.Surface {
 		return &feedback.Surface{Store: store, Log: zerolog.New(zerolog.NewTestWriter(t))}
 	}
 	return newHarness(t, &echoAgent{}, o)

@@ -153,7 +153,7 @@ type replica struct {
 type harnessOptions struct {
 	emu           slackemu.Options
 	surfaces      []bot.Surface
-	surfaceWith   func(store *session.Store) bot.Surface // a surface over the harness's store, after surfaces
+	surfaceWith   func(store *session.Store, api *slack.Client) bot.Surface // a surface over the harness's store, after surfaces
 	idle          time.Duration
 	leaseTTL      time.Duration
 	replicas      int
@@ -399,7 +399,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}
 	surfaces := o.surfaces
 	if o.surfaceWith != nil {
-		surfaces = append(slices.Clip(surfaces), o.surfaceWith(h.store))
+		surfaces = append(slices.Clip(surfaces), o.surfaceWith(h.store, api))
 	}
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{

@@ -230,6 +230,8 @@ func (s *Server) handler(method string) apiHandler {
 		return s.filesInfo
 	case "files.delete":
 		return s.filesDelete
+	case "views.publish":
+		return s.viewsPublish
 	}
 	return nil
 }

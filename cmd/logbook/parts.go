@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/apphome"
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/checkout"
@@ -38,6 +39,8 @@ func (w *wiring) turnParts(fileStore *filestore.Store, mem *memory.Memory, bgt *
 func (w *wiring) surfaces() []bot.Surface {
 	var s []bot.Surface
 	s = append(s, &feedback.Surface{Store: w.deps.Store, Privacy: w.dir, Log: w.log.With().Str("part", "feedback").Logger()})
+	s = append(s, &apphome.Surface{Store: w.deps.Store, Slack: w.api, Privacy: w.dir, Currency: w.cfg.Budget.Prices.Currency,
+		Link: w.transcriptURL, Log: w.log.With().Str("part", "apphome").Logger()})
 	return s
 }
 
