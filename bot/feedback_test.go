@@ -19,11 +19,15 @@ import (
 // feedbackHarness delivers replies with feedback buttons and records their clicks, as serve
 // wires it.
 func feedbackHarness(t *testing.T, o harnessOptions) *harness {
+	return feedbackHarnessWith(t, &echoAgent{}, o)
+}
+
+func feedbackHarnessWith(t *testing.T, agent bot.Agent, o harnessOptions) *harness {
 	o.delivery.Actions = feedback.Buttons
 	o.surfaceWith = func(store *session.Store, _ *slack.Client) bot.Surface {
 		return &feedback.Surface{Store: store, Log: zerolog.New(zerolog.NewTestWriter(t))}
 	}
-	return newHarness(t, &echoAgent{}, o)
+	return newHarness(t, agent, o)
 }
 
 // A reply the model wrote carries 👍/👎 buttons (Slack's feedback_buttons, in a
@@ -128,4 +132,31 @@ func TestFeedbackFromAnotherThreadIsRefused(t *testing.T) {
 			t.Fatalf("a forged click was recorded in %s: %+v", ts, evs)
 		}
 	}
+}
+
+// A streamed reply gets its feedback buttons as its stream stops (chat.stopStream's blocks),
+// and a click on them is recorded like any other.
+func TestFeedbackUnderAStreamedReply(t *testing.T) {
+	t.Parallel()
+	agent := &liveAgent{pieces: []string{"streamed ", "answer"}, step: make(chan struct{})}
+	h := feedbackHarnessWith(t, agent, harnessOptions{live: bot.LiveConfig{Interval: 1}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> stream it"})
+	agent.step <- struct{}{}
+	sess := h.session(general, top.TS)
+	h.turns(sess.ID, 1)
+	msgs := h.botMessages(top.TS)
+	if len(msgs) != 1 || !strings.Contains(string(msgs[0].Blocks), `"feedback_buttons"`) {
+		t.Fatalf("the streamed reply has no feedback buttons: %+v", msgs)
+	}
+	if n := h.emu.Calls("chat.startStream"); n != 1 {
+		t.Fatalf("%d streams started; the test wants the reply streamed", n)
+	}
+	sent, err := h.emu.ClickButton(slackemu.Click{Channel: general, TS: msgs[0].TS, ActionID: feedback.ActionID, User: grace, Value: session.FeedbackPositive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.emu.WaitForAck(h.waitCtx(), sent.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("feedback recorded", func() bool { return len(h.events(sess.ID, session.TypeFeedback)) == 1 })
 }
