@@ -117,6 +117,10 @@ type DeliveryConfig struct {
 	Reaction  string                                           // reaction that shows the bot is working; default "eyes"; "-" for none
 	Sleep     func(ctx context.Context, d time.Duration) error // default: waits on Clock
 	Clock     Clock                                            // default: the wall clock
+	// Actions, when set, gives the block of actions under a reply's last part (a
+	// context_actions block: Slack's feedback buttons), or nil for none. cmd/logbook sets it
+	// from the capability that answers the clicks (bot/feedback); the engine knows none by name.
+	Actions func(sess session.Session, reply session.Event, msg session.AssistantMessage) slack.Block
 }
 
 // Deliverer posts replies to Slack exactly once (see the package documentation). One
@@ -196,9 +200,9 @@ func (d *Deliverer) Deliver(ctx context.Context, sess session.Session, reply ses
 		if posted[i] != "" {
 			continue
 		}
-		var foot string
+		var foot under
 		if i == len(parts)-1 {
-			foot = footer
+			foot = d.under(sess, reply, msg, footer)
 		}
 		ts, err := d.post(ctx, channel, thread, replyStamp(sess, msg), reply.ID.String(), i, len(parts), parts[i], foot)
 		if errors.Is(err, errTooLong) && resplit {
@@ -295,17 +299,49 @@ func (d *Deliverer) Working(ctx context.Context, channel, ts string) func() {
 // sectionLimit is the most text a section block holds.
 const sectionLimit = 3000
 
-// withFooter shows footer as a context block under text: the text goes in a section block
-// (the message's text stays as the notification fallback). A part too long for a section
-// keeps its text and gets the footer as a last line instead.
-func withFooter(text, footer string) slack.MsgOption {
-	if utf8.RuneCountInString(text) > sectionLimit {
-		return slack.MsgOptionText(text+"\n\n"+footer, false)
+// under is what goes under a reply's last part: the footer (a context line, mrkdwn) and the
+// block of actions (DeliveryConfig.Actions; nil: none).
+type under struct {
+	footer  string
+	actions slack.Block
+}
+
+func (u under) empty() bool { return u.footer == "" && u.actions == nil }
+
+// under is what goes under reply's last part.
+func (d *Deliverer) under(sess session.Session, reply session.Event, msg session.AssistantMessage, footer string) under {
+	u := under{footer: footer}
+	if d.cfg.Actions != nil {
+		u.actions = d.cfg.Actions(sess, reply, msg)
 	}
-	return slack.MsgOptionBlocks(
-		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, text, false, false), nil, nil),
-		slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, footer, false, false)),
-	)
+	return u
+}
+
+// blocks are u's blocks alone (under a stream, whose text is its own).
+func (u under) blocks() []slack.Block {
+	var bs []slack.Block
+	if u.footer != "" {
+		bs = append(bs, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, u.footer, false, false)))
+	}
+	if u.actions != nil {
+		bs = append(bs, u.actions)
+	}
+	return bs
+}
+
+// withFooter shows u under text: the text goes in a section block (the message's text stays
+// as the notification fallback), the footer in a context block, the actions last. A part too
+// long for a section keeps its text and gets the footer as a last line instead; with actions,
+// which need blocks, its text is cut into several sections.
+func withFooter(text string, u under) slack.MsgOption {
+	if utf8.RuneCountInString(text) > sectionLimit && u.actions == nil {
+		return slack.MsgOptionText(text+"\n\n"+u.footer, false)
+	}
+	var bs []slack.Block
+	for _, piece := range mrkdwn.Split(text, sectionLimit) {
+		bs = append(bs, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, piece, false, false), nil, nil))
+	}
+	return slack.MsgOptionBlocks(append(bs, u.blocks()...)...)
 }
 
 // ErrDeliveryFailed wraps a delivery failure that a retry cannot change (a deleted or archived
@@ -318,13 +354,13 @@ var errTooLong = errors.New("slack says the message is too long")
 // post posts one part. Rate limits are waited out (for up to MaxWait in all); after an
 // ambiguous failure (the post may have landed) the thread is searched by metadata, and when
 // that search fails too, post gives up rather than risk a second copy.
-func (d *Deliverer) post(ctx context.Context, channel, thread string, st stamp, eventID string, part, parts int, text, footer string) (string, error) {
+func (d *Deliverer) post(ctx context.Context, channel, thread string, st stamp, eventID string, part, parts int, text string, footer under) (string, error) {
 	opts := []slack.MsgOption{
 		slack.MsgOptionText(text, false),
 		slack.MsgOptionTS(thread),
 		replyMetadata(ctx, st, eventID, part, parts),
 	}
-	if footer != "" {
+	if !footer.empty() {
 		opts = append(opts, withFooter(text, footer))
 	}
 	deadline := d.cfg.Clock.Now().Add(d.cfg.MaxWait)
@@ -561,8 +597,9 @@ func (d *Deliverer) replace(ctx context.Context, sess session.Session, reply ses
 	parts := mrkdwn.Split(replyText(msg, text), d.cfg.PartLimit)
 	channel, thread := sess.Key.Channel, sess.Key.ThreadTS
 	opts := []slack.MsgOption{slack.MsgOptionText(parts[0], false), replyMetadata(ctx, replyStamp(sess, msg), reply.ID.String(), 0, len(parts))}
-	if len(parts) == 1 && footer != "" {
-		opts = append(opts, withFooter(parts[0], footer))
+	tail := d.under(sess, reply, msg, footer)
+	if len(parts) == 1 && !tail.empty() {
+		opts = append(opts, withFooter(parts[0], tail))
 	} else {
 		opts = append(opts, slack.MsgOptionBlocks()) // the stream's cards and text give way to the reply
 	}
@@ -583,9 +620,9 @@ func (d *Deliverer) replace(ctx context.Context, sess session.Session, reply ses
 	}
 	posted = []string{target}
 	for i := 1; i < len(parts); i++ {
-		var foot string
+		var foot under
 		if i == len(parts)-1 {
-			foot = footer
+			foot = tail
 		}
 		ts, err := d.post(ctx, channel, thread, replyStamp(sess, msg), reply.ID.String(), i, len(parts), parts[i], foot)
 		if err != nil {

@@ -153,6 +153,7 @@ type replica struct {
 type harnessOptions struct {
 	emu           slackemu.Options
 	surfaces      []bot.Surface
+	surfaceWith   func(store *session.Store, api *slack.Client) bot.Surface // a surface over the harness's store, after surfaces
 	idle          time.Duration
 	leaseTTL      time.Duration
 	replicas      int
@@ -396,6 +397,10 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if o.approval.Tools == nil {
 		o.approval.Tools = harnessTools()
 	}
+	surfaces := o.surfaces
+	if o.surfaceWith != nil {
+		surfaces = append(slices.Clip(surfaces), o.surfaceWith(h.store, api))
+	}
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: o.orphan, ClaimCheck: o.claimCheck, MaxReplies: o.maxReplies, WakeLimit: o.wakeLimit,
@@ -405,7 +410,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.gateway, DatabaseURL: listenURL,
 		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Tracer: o.tracer, Features: bot.Features{Titler: o.titler, Slash: o.slash,
 			Hands: handsFor, Files: fileStore, Directory: dir,
-			Settings: chSettings, Models: o.models, Budget: bgt}, Parts: parts, Surfaces: o.surfaces})
+			Settings: chSettings, Models: o.models, Budget: bgt}, Parts: parts, Surfaces: surfaces})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -661,8 +661,8 @@ func (v *liveView) finish(ctx context.Context, reply session.Event, footer strin
 		if len(chunks) > 0 {
 			opts = append(opts, slack.MsgOptionChunks(chunks...))
 		}
-		if footer != "" {
-			opts = append(opts, slack.MsgOptionBlocks(slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, footer, false, false))))
+		if bs := v.d.under(v.sess, reply, msg, footer).blocks(); len(bs) > 0 {
+			opts = append(opts, slack.MsgOptionBlocks(bs...))
 		}
 		err := v.stopStream(ctx, cur.ts, opts...)
 		if err == nil {

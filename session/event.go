@@ -117,6 +117,8 @@ const (
 	TypeReviewFinding   Type = "review_finding"
 	TypeReviewPosting   Type = "review_posting"
 	TypeReviewPosted    Type = "review_posted"
+	// Slack's own surfaces (issue 54): a person's 👍 or 👎 on a reply (bot/feedback).
+	TypeFeedback Type = "feedback"
 )
 
 var knownTypes = map[Type]bool{
@@ -136,7 +138,7 @@ var knownTypes = map[Type]bool{
 	TypeTurnSettings: true, TypeBudgetNotice: true, TypeSetupResult: true,
 	TypeFollowupSubscribed: true, TypeFollowupSignal: true, TypeFollowupEnded: true,
 	TypeMCPToolChanged: true, TypeConnectorUnavailable: true, TypeSessionForked: true,
-	TypeReviewRequested: true, TypeReviewFinding: true, TypeReviewPosting: true, TypeReviewPosted: true,
+	TypeReviewRequested: true, TypeReviewFinding: true, TypeReviewPosting: true, TypeReviewPosted: true, TypeFeedback: true,
 	TypeSettingChanged: true, TypeNoteAdded: true, TypeNoteForgotten: true, TypeRepoSet: true, TypeBudgetRaised: true,
 	TypeScheduleAdded: true, TypeScheduleRemoved: true, TypeConnectorConnected: true,
 	TypeAutomationPaused: true, TypeAutomationResumed: true,

@@ -720,6 +720,31 @@ type ConnectorUnavailable struct {
 // Key is u's idempotency key: one connector_unavailable per session and server.
 func (u ConnectorUnavailable) Key() string { return "connector_unavailable:" + u.Server }
 
+// Feedback is a person's click on a reply's 👍 or 👎 button (type feedback, its actor the
+// person): the reply's assistant_message event id, Rating FeedbackPositive or
+// FeedbackNegative, the Slack message clicked, the model that wrote the reply ("" for
+// logbook's own text), and Slack's action_ts of the click. Every click is recorded; a
+// person's latest click on a reply is the one counted (Store.Feedback). Its idempotency key
+// makes one click delivered twice one event.
+type Feedback struct {
+	Reply     string `json:"reply"`
+	Rating    string `json:"rating"`
+	MessageTS string `json:"message_ts"`
+	Model     string `json:"model,omitempty"`
+	ActionTS  string `json:"action_ts"`
+}
+
+// Ratings of Feedback.
+const (
+	FeedbackPositive = "positive"
+	FeedbackNegative = "negative"
+)
+
+// Key is f's idempotency key for a click by person: one event per click.
+func (f Feedback) Key(person string) string {
+	return "feedback:" + f.Reply + ":" + person + ":" + f.ActionTS
+}
+
 // Key is n's idempotency key: one budget_notice per session, budget and day.
 func (n BudgetNotice) Key() string { return "budget_notice:" + n.Scope + ":" + n.Subject + ":" + n.Day }
 

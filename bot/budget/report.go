@@ -49,7 +49,33 @@ type Report struct {
 	Channels []Total            // by cost, highest first
 	People   []Total            // by cost, highest first; Key "" is calls no person asked for
 	All      Total
+	// Feedback is the 👍/👎 on replies per channel and model (AddFeedback), by channel and model.
+	Feedback []Rating `json:",omitempty"`
 }
+
+// Rating is the feedback on the replies one model wrote in one channel: each person's latest
+// click on each reply. Ratio is the share of 👍 among them (0 to 1).
+type Rating struct {
+	Channel  string  `json:"channel"`
+	Model    string  `json:"model"` // "" is logbook's own text
+	Positive int64   `json:"positive"`
+	Negative int64   `json:"negative"`
+	Ratio    float64 `json:"ratio"`
+}
+
+// AddFeedback adds the feedback of rows (session.Store.Feedback over the report's days).
+func (r *Report) AddFeedback(rows []session.FeedbackRow) {
+	for _, f := range rows {
+		rt := Rating{Channel: f.Channel, Model: f.Model, Positive: f.Positive, Negative: f.Negative}
+		if n := f.Positive + f.Negative; n > 0 {
+			rt.Ratio = float64(f.Positive) / float64(n)
+		}
+		r.Feedback = append(r.Feedback, rt)
+	}
+}
+
+// Percent is r's share of 👍, as a whole percentage ("67%").
+func (r Rating) Percent() string { return fmt.Sprintf("%.0f%%", r.Ratio*100) }
 
 // NewReport sums rows up.
 func NewReport(rows []session.UsageRow, from, to time.Time, currency string) Report {
@@ -105,6 +131,12 @@ func (r Report) WriteText(w io.Writer) error {
 	section("person", r.People)
 	section("day", r.Days)
 	section("total", []Total{r.All})
+	if len(r.Feedback) > 0 {
+		fmt.Fprintf(tw, "\nfeedback\tmodel\tpositive\tnegative\tratio\t\n")
+		for _, f := range r.Feedback {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t\n", f.Channel, cmp.Or(f.Model, "(logbook)"), f.Positive, f.Negative, f.Percent())
+		}
+	}
 	fmt.Fprintf(tw, "\nday\tchannel\tperson\tcost\tcalls\testimated\trefused\tinput\toutput\tcache read\tcache write\t\n")
 	for _, u := range r.Rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", u.Day.Format(time.DateOnly), u.Channel, cmp.Or(u.Person, "(nobody)"),

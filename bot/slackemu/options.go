@@ -17,6 +17,9 @@ const (
 	// SubAgentSessionStopped is the event an agent app gets when a user presses the stop
 	// button of a thread's agent session (Server.StopAgentSession).
 	SubAgentSessionStopped = "agent_session_stopped"
+	// SubAppHomeOpened is the event an app gets when a person opens its App Home
+	// (Server.OpenAppHome).
+	SubAppHomeOpened = "app_home_opened"
 )
 
 // Options configures a Server. The zero value is usable: every empty field gets
@@ -271,7 +274,7 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Subscriptions == nil {
 		o.Subscriptions = []string{SubAppMention, SubMessageChannels, SubAgentSessionStopped,
-			SubChannelShared, SubChannelUnshared, SubChannelArchive, SubChannelDeleted, SubMemberLeftChannel}
+			SubChannelShared, SubChannelUnshared, SubChannelArchive, SubChannelDeleted, SubMemberLeftChannel, SubAppHomeOpened}
 	}
 	o.PingInterval = cmp.Or(o.PingInterval, 5*time.Second)
 	o.AckTimeout = cmp.Or(o.AckTimeout, 3*time.Second)

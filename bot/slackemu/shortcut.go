@@ -51,6 +51,9 @@ type Click struct {
 	TS       string `json:"ts"`        // the message whose button is clicked
 	ActionID string `json:"action_id"` // the button's action_id
 	User     string `json:"user"`      // default "U0000001"
+	// Value picks one button of a feedback_buttons element by its value (its positive or
+	// negative button); "" picks the positive one. Ignored for plain buttons.
+	Value string `json:"value,omitempty"`
 }
 
 // ClickButton sends an interactive envelope with a block_actions payload, as Slack does when a
@@ -65,7 +68,7 @@ func (s *Server) ClickButton(c Click) (SlashResult, error) {
 		if msg == nil || msg.Subtype == "tombstone" {
 			return SlashResult{}, fmt.Errorf("click on %s/%s: %w", c.Channel, c.TS, ErrNotFound)
 		}
-		blockID, value, ok := findButton(msg.Blocks, c.ActionID)
+		blockID, kind, value, ok := findButton(msg.Blocks, c.ActionID, c.Value)
 		if !ok {
 			return SlashResult{}, fmt.Errorf("click on %s/%s: no button %q: %w", c.Channel, c.TS, c.ActionID, ErrNotFound)
 		}
@@ -87,7 +90,7 @@ func (s *Server) ClickButton(c Click) (SlashResult, error) {
 			"message":      message,
 			"response_url": res.ResponseURL,
 			"actions": []map[string]any{{
-				"type": "button", "action_id": c.ActionID, "block_id": blockID, "value": value, "action_ts": actionTS,
+				"type": kind, "action_id": c.ActionID, "block_id": blockID, "value": value, "action_ts": actionTS,
 				"text": map[string]any{"type": "plain_text", "text": c.ActionID},
 			}},
 		})
@@ -95,9 +98,11 @@ func (s *Server) ClickButton(c Click) (SlashResult, error) {
 	})
 }
 
-// findButton finds the button with actionID in blocks (actions blocks' elements, and section
-// accessories): its block_id and value.
-func findButton(blocks json.RawMessage, actionID string) (blockID, value string, ok bool) {
+// findButton finds the button with actionID in blocks (actions and context_actions blocks'
+// elements, and section accessories): its block_id, its type ("button", or
+// "feedback_buttons", whose button pick names by value, the positive one when pick is "") and
+// the value it sends.
+func findButton(blocks json.RawMessage, actionID, pick string) (blockID, kind, value string, ok bool) {
 	var bs []struct {
 		Type      string `json:"type"`
 		BlockID   string `json:"block_id"`
@@ -105,7 +110,7 @@ func findButton(blocks json.RawMessage, actionID string) (blockID, value string,
 		Accessory map[string]any `json:"accessory"`
 	}
 	if json.Unmarshal(blocks, &bs) != nil {
-		return "", "", false
+		return "", "", "", false
 	}
 	for _, b := range bs {
 		els := b.Elements
@@ -113,11 +118,23 @@ func findButton(blocks json.RawMessage, actionID string) (blockID, value string,
 			els = append(els, b.Accessory)
 		}
 		for _, e := range els {
-			if e["type"] == "button" && e["action_id"] == actionID {
+			if e["action_id"] != actionID {
+				continue
+			}
+			switch e["type"] {
+			case "button":
 				v, _ := e["value"].(string)
-				return b.BlockID, v, true
+				return b.BlockID, "button", v, true
+			case "feedback_buttons":
+				for _, side := range []string{"positive_button", "negative_button"} {
+					btn, _ := e[side].(map[string]any)
+					v, _ := btn["value"].(string)
+					if pick == v || (pick == "" && side == "positive_button") {
+						return b.BlockID, "feedback_buttons", v, true
+					}
+				}
 			}
 		}
 	}
-	return "", "", false
+	return "", "", "", false
 }

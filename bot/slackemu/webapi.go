@@ -234,6 +234,8 @@ func (s *Server) handler(method string) apiHandler {
 		return s.filesInfo
 	case "files.delete":
 		return s.filesDelete
+	case "views.publish":
+		return s.viewsPublish
 	}
 	return nil
 }
@@ -315,6 +317,11 @@ func validateBlocks(raw string) (json.RawMessage, map[string]any) {
 		}
 		_ = json.Unmarshal(b["text"], &text)
 		n := utf8.RuneCountInString(text.Text)
+		if typ == "context_actions" {
+			if msg := contextActionsError(b["elements"], i); msg != "" {
+				return nil, invalid(msg)
+			}
+		}
 		switch {
 		case typ == "section" && n > maxSectionText:
 			return nil, invalid(fmt.Sprintf("must be less than %d characters [json-pointer:/blocks/%d/text/text]", maxSectionText+1, i))
@@ -323,6 +330,38 @@ func validateBlocks(raw string) (json.RawMessage, map[string]any) {
 		}
 	}
 	return json.RawMessage(raw), nil
+}
+
+// contextActionsError checks a context_actions block's elements as Slack documents them: one
+// to five, each a feedback_buttons element (with a positive and a negative button, each with
+// a value) or an icon_button. It returns Slack's error message, "" when they are valid.
+func contextActionsError(raw json.RawMessage, i int) string {
+	var els []map[string]json.RawMessage
+	if json.Unmarshal(raw, &els) != nil || len(els) == 0 {
+		return fmt.Sprintf("missing required field: elements [json-pointer:/blocks/%d]", i)
+	}
+	if len(els) > 5 {
+		return fmt.Sprintf("no more than 5 items allowed [json-pointer:/blocks/%d/elements]", i)
+	}
+	for j, e := range els {
+		var typ string
+		_ = json.Unmarshal(e["type"], &typ)
+		switch typ {
+		case "icon_button":
+		case "feedback_buttons":
+			for _, side := range []string{"positive_button", "negative_button"} {
+				var btn struct {
+					Value string `json:"value"`
+				}
+				if json.Unmarshal(e[side], &btn) != nil || btn.Value == "" {
+					return fmt.Sprintf("missing required field: %s [json-pointer:/blocks/%d/elements/%d]", side, i, j)
+				}
+			}
+		default:
+			return fmt.Sprintf("must be one of feedback_buttons, icon_button [json-pointer:/blocks/%d/elements/%d/type]", i, j)
+		}
+	}
+	return ""
 }
 
 // validateMetadata checks raw as the metadata parameter ({"event_type","event_payload"}).

@@ -15,6 +15,11 @@ type UsageReader interface {
 	Usage(ctx context.Context, from, to time.Time, channel string) ([]session.UsageRow, error)
 }
 
+// FeedbackReader reads the 👍/👎 on replies per channel and model (session.Store has it).
+type FeedbackReader interface {
+	Feedback(ctx context.Context, from, to time.Time, channel string) ([]session.FeedbackRow, error)
+}
+
 // usageData is the usage page: the report and its chart.
 type usageData struct {
 	Report budget.Report
@@ -54,6 +59,21 @@ func (s *server) usage(w http.ResponseWriter, r *http.Request) {
 	for i := range rep.Channels {
 		rep.Channels[i].Key = "#" + s.channelName(ctx, rep.Channels[i].Key)
 	}
+	if s.cfg.Feedback != nil {
+		fb, err := s.cfg.Feedback.Feedback(ctx, from, to, v.Get("channel"))
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		kept := fb[:0:0]
+		for _, f := range fb {
+			if !s.hidden(ctx, f.Channel) {
+				f.Channel = "#" + s.channelName(ctx, f.Channel)
+				kept = append(kept, f)
+			}
+		}
+		rep.AddFeedback(kept)
+	}
 	data := pageData{Title: "Usage", Channel: v.Get("channel"),
 		Usage: &usageData{Report: rep, Chart: template.HTML(rep.SVG()), Days: days}} //nolint:gosec // drawn here, every text escaped
 	s.respond(w, r, "usage", data, access{action: "usage", query: r.URL.RawQuery, results: len(shown)})
@@ -90,6 +110,10 @@ const usageTemplate = `
 {{template "usageTable" (usageSection "Per channel" .Report.Channels)}}
 {{template "usageTable" (usageSection "Per person" .Report.People)}}
 {{template "usageTable" (usageSection "Per day" .Report.Days)}}
+<h2>Feedback</h2>
+<table class="usage feedback"><thead><tr><th scope="col">channel</th><th scope="col">model</th><th scope="col">👍</th><th scope="col">👎</th><th scope="col" title="each person's latest click on each reply">ratio</th></tr></thead><tbody>
+{{range .Report.Feedback}}<tr><th scope="row">{{.Channel}}</th><td data-label="model">{{if .Model}}{{.Model}}{{else}}(logbook){{end}}</td><td data-label="👍">{{.Positive}}</td><td data-label="👎">{{.Negative}}</td><td data-label="ratio">{{.Percent}}</td></tr>
+{{else}}<tr><td colspan="5" class="empty">No feedback on replies.</td></tr>{{end}}</tbody></table>
 {{end}}
 {{template "foot" .}}{{end}}
 {{define "usageTable"}}<h2>{{.Title}}</h2>

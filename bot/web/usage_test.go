@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +68,50 @@ func seedSpend(t *testing.T, f *fixture) {
 		if err := f.store.ChargeSpend(f.ctx, hold); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The usage page shows the 👍/👎 on replies per channel and model, each person's latest click
+// on a reply counted once; a channel that became private is left out for non-auditors.
+func TestUsagePageShowsFeedback(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	rate := func(channel, thread, model string, clicks ...[2]string) {
+		t.Helper()
+		sess, err := f.store.Open(f.ctx, session.ThreadKey{Team: "T0000001", Channel: channel, ThreadTS: thread})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := f.store.Append(f.ctx, sess.ID, session.NewEvent{Type: session.TypeAssistantMessage, Actor: session.Actor{Kind: session.ActorBot, ID: "UB000001"},
+			Payload: session.AssistantMessage{Text: "answer", Usage: &session.Usage{Model: model}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range clicks {
+			fb := session.Feedback{Reply: evs[0].ID.String(), Rating: c[1], MessageTS: "1700000300.000100", Model: model, ActionTS: fmt.Sprint(i)}
+			if _, err := f.store.Append(f.ctx, sess.ID, session.NewEvent{Type: session.TypeFeedback,
+				Actor: session.Actor{Kind: session.ActorUser, ID: c[0]}, IdempotencyKey: fb.Key(c[0]), Payload: fb}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// In #general: U1 👎 then 👍 (counted 👍), U2 👍, U3 👎 → 2 of 3.
+	rate("C0000001", "1700000900.000100", "claude-fb", [2]string{"U0000001", "negative"}, [2]string{"U0000001", "positive"},
+		[2]string{"U0000002", "positive"}, [2]string{"U0000003", "negative"})
+	rate("C0000003", "1700000900.000200", "secret-model", [2]string{"U0000001", "negative"})
+	status, body, _ := f.get("/usage?days=7", asAlice)
+	if status != 200 {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	for _, want := range []string{"<h2>Feedback</h2>", "<th scope=\"row\">#general</th><td data-label=\"model\">claude-fb</td><td data-label=\"👍\">2</td><td data-label=\"👎\">1</td><td data-label=\"ratio\">67%</td>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("usage page lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "secret-model") {
+		t.Error("usage page shows the feedback of a channel that became private")
+	}
+	if _, body, _ := f.get("/usage?days=7", asAuditor); !strings.Contains(body, "secret-model") {
+		t.Error("an auditor does not see the private channel's feedback")
 	}
 }

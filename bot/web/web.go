@@ -94,6 +94,7 @@ type Config struct {
 	// Usage reads the model spend for the usage page (GET /usage), in Currency (the prices'
 	// currency); nil: no usage page.
 	Usage    UsageReader
+	Feedback FeedbackReader // the usage page's 👍/👎 per channel and model; nil: none shown
 	Currency string
 	// Runs reads the runs of schedules and hooks for GET /automations (automations.go); nil:
 	// no such page.

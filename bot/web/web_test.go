@@ -98,7 +98,7 @@ func newFixture(t *testing.T) *fixture {
 		Visibility: f.vis,
 		Channels:   channelNames{"C0000001": "general", "C0000002": "data"},
 		SignIns:    f.store,
-		Usage:      f.store, Currency: "USD",
+		Usage:      f.store, Feedback: f.store, Currency: "USD",
 		Runs: f.store,
 		Log:  log,
 		ChannelSettings: settings.Reports{Store: f.store, Settings: settings.New(settings.Config{Store: f.store,

@@ -83,7 +83,8 @@ func newUsageCmd(e env) *cobra.Command {
 		Use:   "usage",
 		Short: "Print the model spend and tokens per channel, person and day (DATABASE_URL)",
 		Long: `Print what the model calls cost: per channel, per person and per UTC day, with their calls,
-the calls a budget refused, and their input, output and prompt-cache tokens. Costs are in
+the calls a budget refused, and their input, output and prompt-cache tokens; and the 👍/👎
+people gave the replies, per channel and model (each person's latest click on a reply). Costs are in
 the prices' currency (LOGBOOK_PRICES, else the built-in USD list prices), as each call was
 priced when it answered; a call still running (or whose process died) counts at the most it
 could cost, as the budget counts it.
@@ -119,6 +120,11 @@ last 7 days, today included.`,
 					return err
 				}
 				r := budget.NewReport(rows, from, to, prices.Currency)
+				fb, err := d.store.Feedback(ctx, from, to, channel)
+				if err != nil {
+					return err
+				}
+				r.AddFeedback(fb)
 				if asJSON {
 					enc := json.NewEncoder(e.stdout)
 					enc.SetIndent("", "  ")

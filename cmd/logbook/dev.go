@@ -69,6 +69,8 @@ Chat commands:
                   bot did: the card's decision, or its note to you (LOGBOOK_TOOL_APPROVERS);
                   LOGBOOK_TOOL_APPROVAL=run_command=ask,write_file=ask asks before each call
   /transcript     print the current thread's transcript
+  /good /bad      👍 or 👎 on the current thread's last reply (a feedback event)
+  /home           open your App Home: your sessions, what waits for you, schedules, spend
   /evict          force idle eviction now (the next message rehydrates from the log)
   /web            print a new one-time sign-in link for the web pages
   /status         cells running, model, current thread, metrics address

@@ -348,6 +348,9 @@ func (c *chat) commands() map[string]func(ctx context.Context, arg string) {
 		"/logbook": c.slash,
 		"/share":   func(_ context.Context, arg string) { c.share(arg) },
 		"/send":    func(_ context.Context, arg string) { c.send(arg) },
+		"/good":    func(ctx context.Context, _ string) { c.rate(ctx, session.FeedbackPositive) }, // devsurfaces.go
+		"/bad":     func(ctx context.Context, _ string) { c.rate(ctx, session.FeedbackNegative) },
+		"/home":    func(ctx context.Context, _ string) { c.home(ctx) },
 	}
 }
 

@@ -31,6 +31,10 @@ type slackManifest struct {
 			Type       string `yaml:"type"`
 			CallbackID string `yaml:"callback_id"`
 		} `yaml:"shortcuts"`
+		AppHome struct {
+			HomeTab     bool  `yaml:"home_tab_enabled"`
+			MessagesTab *bool `yaml:"messages_tab_enabled"`
+		} `yaml:"app_home"`
 	} `yaml:"features"`
 	OAuthConfig struct {
 		Scopes map[string][]string `yaml:"scopes"`
@@ -69,11 +73,15 @@ func TestSlackAppManifest(t *testing.T) {
 	if len(m.Settings.EventSubscriptions.UserEvents) > 0 {
 		t.Errorf("user_events %v: logbook subscribes to no user events", m.Settings.EventSubscriptions.UserEvents)
 	}
-	if got, want := sorted(m.Settings.EventSubscriptions.BotEvents), []string{"agent_session_stopped", "app_mention", "channel_archive", "channel_deleted", "channel_shared",
+	if got, want := sorted(m.Settings.EventSubscriptions.BotEvents), []string{"agent_session_stopped", "app_home_opened", "app_mention", "channel_archive", "channel_deleted", "channel_shared",
 		"channel_unshared", "member_left_channel", "message.channels", "reaction_added"}; !slices.Equal(got, want) {
 		t.Errorf("bot_events %v, want exactly %v", got, want)
 	}
 
+	// App Home (bot/apphome): the Home tab on, the Messages tab off (no DMs are ever read).
+	if !m.Features.AppHome.HomeTab || m.Features.AppHome.MessagesTab == nil || *m.Features.AppHome.MessagesTab {
+		t.Errorf("app_home %+v, want the Home tab on and the Messages tab off", m.Features.AppHome)
+	}
 	wantBot := []string{"app_mentions:read", "channels:history", "channels:read", "chat:write", "commands", "files:read", "files:write", "reactions:read", "reactions:write", "usergroups:read", "users:read"}
 	if got := sorted(m.OAuthConfig.Scopes["bot"]); !slices.Equal(got, wantBot) {
 		t.Errorf("bot scopes %v, want exactly %v", got, wantBot)

@@ -4,10 +4,12 @@ import (
 	"context"
 
 	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/apphome"
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/checkout"
 	"github.com/logbook/logbook/bot/connectors"
+	"github.com/logbook/logbook/bot/feedback"
 	"github.com/logbook/logbook/bot/files"
 	"github.com/logbook/logbook/bot/forge"
 	"github.com/logbook/logbook/bot/fork"
@@ -43,12 +45,21 @@ func (w *wiring) turnParts(fileStore *filestore.Store, mem *memory.Memory, bgt *
 func (w *wiring) surfaces(store *session.Store) []bot.Surface {
 	var s []bot.Surface
 	s = append(s, &fork.Surface{Forker: w.forker(store), Dir: w.dir, Members: w.api, Log: w.log.With().Str("part", "fork").Logger()})
+	s = append(s, &feedback.Surface{Store: w.deps.Store, Privacy: w.dir, Log: w.log.With().Str("part", "feedback").Logger()})
+	s = append(s, &apphome.Surface{Store: w.deps.Store, Slack: w.api, Privacy: w.dir, Currency: w.cfg.Budget.Prices.Currency,
+		Link: w.transcriptURL, Log: w.log.With().Str("part", "apphome").Logger()})
 	return s
 }
 
 // forker starts forks (bot/fork): posted with the bot's token, linked with chat.getPermalink.
 func (w *wiring) forker(store *session.Store) *fork.Forker {
 	return &fork.Forker{Store: store, Starter: bot.NewStarter(w.api, store, func(session.ID) {}, w.me.TeamID), Link: fork.SlackLink(w.api)}
+}
+
+// replyActions are the actions under each reply the model wrote (the engine's
+// DeliveryConfig.Actions): Slack's 👍/👎, whose clicks the feedback surface records.
+func replyActions() bot.DeliveryConfig {
+	return bot.DeliveryConfig{Actions: feedback.Buttons}
 }
 
 // toolNames is every tool an approvals policy may name: the brain's and the turn parts'.

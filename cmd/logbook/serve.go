@@ -670,7 +670,8 @@ func (w *wiring) serviceConfig() bot.ServiceConfig {
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
 			Approval: cfg.Approval,
 			Where:    brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
-		Gateway: bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL, AppendLanes: cfg.GatewayAppendLanes},
+		Gateway:  bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL, AppendLanes: cfg.GatewayAppendLanes},
+		Delivery: replyActions(), // parts.go
 	}
 }
 
@@ -728,7 +729,7 @@ func (w *wiring) routeHTTP() error {
 		}
 		pages, err := web.Handler(web.Config{Sessions: w.transcripts(), Finder: w.search, AccessLog: w.pool, Access: access, Channels: w.dir,
 			Visibility: w.dir, Files: w.deps.Features.Files, SignIns: w.deps.Store, PublicURL: cfg.Footer.PublicURL, OIDC: oidcWeb,
-			Usage: w.deps.Store, Currency: cfg.Budget.Prices.Currency, Runs: w.deps.Store,
+			Usage: w.deps.Store, Feedback: w.deps.Store, Currency: cfg.Budget.Prices.Currency, Runs: w.deps.Store,
 			Log: log.With().Str("part", "web").Logger(), MCP: w.mcpOAuth(),
 			ChannelSettings: settings.Reports{Settings: w.deps.Features.Settings, Store: w.deps.Store}})
 		if err != nil {

@@ -46,6 +46,23 @@ func TestUsageCLI(t *testing.T) {
 	spend(today, "C0000001", "U0000002", 250_000, 10, true, -1)
 	spend(today.AddDate(0, 0, -1), "C0000002", "U0000001", 10_000, 5, false, -1) // still running: its hold, 0.02
 	spend(today, "C0000001", "U0000002", 10_000_000, 5, false, 1)                // refused
+	// Feedback: in C0000001, U0000001 👍 and U0000002 👎 on a reply of claude-x.
+	sess, err := st.Open(ctx, session.ThreadKey{Team: "T0000001", Channel: "C0000001", ThreadTS: "1700000000.000100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := st.Append(ctx, sess.ID, session.NewEvent{Type: session.TypeAssistantMessage, Actor: session.Actor{Kind: session.ActorBot, ID: "UB000001"},
+		Payload: session.AssistantMessage{Text: "answer", Usage: &session.Usage{Model: "claude-x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][2]string{{"U0000001", session.FeedbackPositive}, {"U0000002", session.FeedbackNegative}} {
+		fb := session.Feedback{Reply: reply[0].ID.String(), Rating: c[1], MessageTS: "1700000001.000100", Model: "claude-x", ActionTS: "1"}
+		if _, err := st.Append(ctx, sess.ID, session.NewEvent{Type: session.TypeFeedback, Actor: session.Actor{Kind: session.ActorUser, ID: c[0]},
+			IdempotencyKey: fb.Key(c[0]), Payload: fb}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	env := map[string]string{"DATABASE_URL": dbURL}
 	err, code, out, stderr := runCLI(t, env, "usage", "--since", "3d")
 	if err != nil {
@@ -58,6 +75,8 @@ func TestUsageCLI(t *testing.T) {
 		"C0000002  0.02      0          0        0",
 		"U0000001  1.52",
 		today.Format(time.DateOnly) + "  C0000001  U0000002  0.25",
+		"feedback     model  positive  negative  ratio",
+		"C0000001  claude-x         1         1    50%",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("usage lacks %q:\n%s", want, out)

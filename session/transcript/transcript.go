@@ -810,6 +810,9 @@ var markerDetails = map[session.Type]func(session.Event) string{
 	session.TypeSteered: payload(func(_ session.Event, m session.Steered) string {
 		return fmt.Sprintf("#%d handed to the running turn", m.MessageSeq)
 	}),
+	session.TypeFeedback: payload(func(e session.Event, m session.Feedback) string {
+		return fmt.Sprintf("%s by %s on the reply posted as %s", m.Rating, e.Actor.ID, m.MessageTS)
+	}),
 	session.TypeStopRequested: payload(func(e session.Event, m session.StopRequested) string {
 		return fmt.Sprintf("by %s (%s)", e.Actor.ID, m.Source)
 	}),
