@@ -87,8 +87,8 @@ type RunnerConfig struct {
 type Probe struct {
 	// TurnDone: a turn's turn_completed is in the log (status "ok" or "error").
 	TurnDone func(id session.ID, turnSeq int64, status string)
-	// CellExited: a cell let go of its session ("idle", "shutdown", "drain": handed over
-	// on a graceful stop, "error", "lease_lost", "held": another replica holds it,
+	// CellExited: a cell let go of its session ("idle", "backlog": its turn for a backlog
+	// was done and more sessions waited, "shutdown", "drain": handed over on a graceful stop, "error", "lease_lost", "held": another replica holds it,
 	// "claim_lost": the runner could no longer prove its liveness claim).
 	CellExited func(id session.ID, reason string)
 	// ClaimLost: the runner's liveness claim ended while it ran (err says why).
@@ -138,6 +138,12 @@ type Runner struct {
 	admitted int
 	backlog  bool
 	refill   chan struct{}
+	// behind says the polls are working through a backlog: the last poll for pending
+	// sessions found more than WakeLimit left room for, and none since found fewer. An
+	// admitted cell that settles while it is set leaves at once instead of idling for
+	// IdleTimeout (#53: a 20,000-session backlog kept every answered session's cell and lease
+	// for ten minutes: 12,300 leases filled the server's lock table).
+	behind bool
 	// orphaned asks Run to look for a dead replica's sessions now: the watch saw a peer die.
 	orphaned chan struct{}
 
@@ -317,6 +323,7 @@ func (r *Runner) wakeLocked(id session.ID, reason string, counted, routed bool) 
 	if counted {
 		r.admitted++
 		c.settled = r.settled
+		c.backlog = r.isBehind
 	}
 	r.cells[id] = c
 	r.deps.Metrics.cellsActive.Inc()
@@ -488,12 +495,25 @@ func (r *Runner) wakeSome(ctx context.Context, reason string,
 			full = true
 		}
 	}
+	r.mu.Lock()
 	if full {
-		r.mu.Lock()
-		r.backlog = true
-		r.mu.Unlock()
+		r.backlog, r.behind = true, true
+	} else if reason != "orphan" {
+		// Every pending session found has room: the backlog is worked through. (An orphan
+		// scan sees only dead replicas' sessions, so it cannot tell.)
+		r.behind = false
+	}
+	r.mu.Unlock()
+	if full {
 		r.deps.Metrics.wakesDeferred.Inc()
 	}
+}
+
+// isBehind reports whether the polls are working through a backlog (Runner.behind).
+func (r *Runner) isBehind() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.behind
 }
 
 // notifiers is how many notifier goroutines route signals at once. Each signal costs a
