@@ -33,9 +33,13 @@ type RunnerConfig struct {
 	IdleTimeout  time.Duration // a cell exits after this long without work; default 10m
 	LeaseTTL     time.Duration // lease length, renewed at a third of it; default 30s
 	PollInterval time.Duration // how often to look for sessions with work nobody runs; default 5s
-	// OrphanInterval is how often to look for sessions with work whose lease belongs to a dead
-	// replica (its liveness claim is free): a cheap query, so that such a session resumes
-	// here within about this long; default 500ms.
+	// OrphanInterval, when set, is how often to look for sessions with work whose lease
+	// belongs to a dead replica (its liveness claim is free): a cheap query, so that such a
+	// session resumes here within about this long. Default none: the poll (PollInterval) finds
+	// those sessions too, in a fleet the watch (WatchPeers) asks for the scan the moment a
+	// peer dies, and the LISTEN connection's catch-up poll after a restart takes what a dead
+	// process left (issue 53: a scan every 500 ms was two of an idle replica's eleven
+	// transactions a second).
 	OrphanInterval time.Duration
 	// WatchPeers holds one more connection of the replica's own (logbook-watch), blocked on
 	// one live peer's liveness claim (session.WatchPeers), so that a dead peer's sessions are
@@ -171,7 +175,6 @@ func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 	cfg.IdleTimeout = nonZero(cfg.IdleTimeout, 10*time.Minute)
 	cfg.LeaseTTL = nonZero(cfg.LeaseTTL, 30*time.Second)
 	cfg.PollInterval = nonZero(cfg.PollInterval, 5*time.Second)
-	cfg.OrphanInterval = nonZero(cfg.OrphanInterval, 500*time.Millisecond)
 	cfg.DrainTimeout = nonZero(cfg.DrainTimeout, 20*time.Second)
 	cfg.ClaimCheck = nonZero(cfg.ClaimCheck, 5*time.Second)
 	cfg.WakeWindow = nonZero(cfg.WakeWindow, 7*24*time.Hour)
@@ -418,7 +421,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	// it would be unclaimed, and wait out their TTL should this process die.
 	// Each timer is renewed only when it fires: the frequent dead-owner poll must not put
 	// the slow poll off forever.
-	polls, orphans := r.deps.Clock.After(r.cfg.PollInterval), r.deps.Clock.After(r.cfg.OrphanInterval)
+	polls := r.deps.Clock.After(r.cfg.PollInterval)
+	var orphans <-chan time.Time // none without OrphanInterval: the poll finds dead owners' sessions too
+	if r.cfg.OrphanInterval > 0 {
+		orphans = r.deps.Clock.After(r.cfg.OrphanInterval)
+	}
 	for {
 		select {
 		case <-ctx.Done():

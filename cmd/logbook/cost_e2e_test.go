@@ -122,9 +122,10 @@ func replicaCost(t *testing.T, n int, idle time.Duration, l steadyLoad) costFigu
 	f := costFigures{replicas: n}
 	// Each readDBStats is two transactions of this test's own.
 	f.idlePerSecond = float64(after.xacts-before.xacts-2) / time.Since(began).Seconds() / float64(n)
-	f.idleTop = statementsByCalls(t, e.dbURL, time.Since(began), n)
+	f.idleTop = statementsByCalls(t, e.dbURL, time.Since(began).Seconds()*float64(n), "/s")
 	t.Logf("COST %d replicas idle: %.2f transactions a second per replica; statements a second per replica by calls:%s", n, f.idlePerSecond, f.idleTop)
 
+	resetStatements(t, e.dbURL)
 	start := readDBStats(t, e.dbURL)
 	msgs := drive(t, e, w, l)
 	pending := settle(t, e.dbURL, 2*time.Minute)
@@ -138,16 +139,17 @@ func replicaCost(t *testing.T, n int, idle time.Duration, l steadyLoad) costFigu
 			unanswered++
 		}
 	}
-	t.Logf("COST %d replicas: %d messages, %.1f transactions per message; unanswered %d, sessions pending %d", n, len(msgs), f.perMessage, unanswered, pending)
+	t.Logf("COST %d replicas: %d messages, %.1f transactions per message; unanswered %d, sessions pending %d; statements per message by calls:%s",
+		n, len(msgs), f.perMessage, unanswered, pending, statementsByCalls(t, e.dbURL, float64(max(len(msgs), 1)), "/msg"))
 	if unanswered > 0 || pending > 0 {
 		t.Errorf("%d replicas: %d messages unanswered, %d sessions pending", n, unanswered, pending)
 	}
 	return f
 }
 
-// statementsByCalls is pg_stat_statements' top 15 statements by calls since its reset, each a
-// second (over took) per replica (of n).
-func statementsByCalls(t *testing.T, dsn string, took time.Duration, n int) string {
+// statementsByCalls is pg_stat_statements' top 15 statements by calls since its reset, each
+// divided by per (replica-seconds, or messages), unit naming it.
+func statementsByCalls(t *testing.T, dsn string, per float64, unit string) string {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
@@ -161,7 +163,6 @@ func statementsByCalls(t *testing.T, dsn string, took time.Duration, n int) stri
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	per := took.Seconds() * float64(n)
 	var b strings.Builder
 	for rows.Next() {
 		var calls int64
@@ -169,7 +170,7 @@ func statementsByCalls(t *testing.T, dsn string, took time.Duration, n int) stri
 		if err := rows.Scan(&calls, &q); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&b, "\n  %6.2f/s  %.150s", float64(calls)/per, q)
+		fmt.Fprintf(&b, "\n  %6.2f%s  %.150s", float64(calls)/per, unit, q)
 	}
 	return b.String()
 }
