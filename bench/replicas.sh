@@ -8,9 +8,22 @@
 # budget passed, lease calls above the bound, an unfair spread or a broken chain.
 #   bench/replicas.sh                 500 threads, 50 msg/s, 1m
 #   bench/replicas.sh 200 20 30s      threads, msg/s, duration
+# Issue 53's cost mode: for each fleet size, a throwaway cluster of its own (pg_stat_statements
+# loaded): the idle fleet's transactions a second per replica over 20 s (pg_stat_database, and
+# the statements by calls), then transactions per message of a steady load. Fails above 5 idle
+# transactions a second per replica, or when a message at the largest fleet costs more than
+# 25 % above one replica's. LOGBOOK_COST_BINARY=path runs another build (e.g. main's: before).
+#   bench/replicas.sh cost                   fleets of 1 and 10; 200 threads, 20 msg/s, 30s
+#   bench/replicas.sh cost 1,5,10 500 50 1m  fleet sizes, threads, msg/s, duration
 # Needs the PostgreSQL server binaries (the cluster is started under a temporary directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = cost ]; then
+	LOGBOOK_COST_REPLICAS="${2:-1,10}" LOGBOOK_LOAD_THREADS="${3:-200}" LOGBOOK_LOAD_RATE="${4:-20}" LOGBOOK_LOAD_DURATION="${5:-30s}" \
+		go test -count=1 -timeout 30m -run '^TestE2EReplicaCost$' -v ./cmd/logbook |
+		grep -E 'COST|^ +\||/s |/msg |cost_e2e_test|^--- |^ok|FAIL|panic'
+	exit "${PIPESTATUS[0]}"
+fi
 LOGBOOK_LOAD_THREADS="${1:-500}" LOGBOOK_LOAD_RATE="${2:-50}" LOGBOOK_LOAD_DURATION="${3:-1m}" \
 	go test -count=1 -timeout 30m -run '^TestE2ETenReplicas$' -v ./cmd/logbook |
 	grep -E 'REPLICAS|replicas_e2e_test|e2e_test.go|^--- |^ok|FAIL|panic'

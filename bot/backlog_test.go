@@ -207,3 +207,61 @@ func TestBurstWhileATurnRunsIsOneNextTurn(t *testing.T) {
 		t.Fatalf("%d turns for one message and a burst of three, want 2", n)
 	}
 }
+
+// #53: a cell woken to answer a backlog goes once its turn is done and nothing is pending,
+// instead of keeping its session's cell and lease for LOGBOOK_IDLE_TIMEOUT (a 20,000-session
+// backlog kept 12,300 leases and filled the server's lock table). Twelve sessions wait with
+// a wake limit of 4 and an idle timeout of an hour: every one is answered, and every cell but
+// the last poll's (at most the limit) leaves with "backlog" as its turn ends; its
+// cell_evicted says so.
+func TestBacklogCellsLeaveOnceTheirTurnIsDone(t *testing.T) {
+	t.Parallel()
+	const threads, limit = 12, 4
+	agent := newGateAgent()
+	h := newHarness(t, agent, harnessOptions{poll: time.Hour, idle: time.Hour})
+	var tops []slackemu.Posted
+	for i := range threads {
+		tops = append(tops, h.post(slackemu.Post{Channel: general, User: ada, Text: fmt.Sprintf("<@%s> question %d", botUser, i)}))
+	}
+	h.waitFor("every thread's turn to start", func() bool { return agent.started() == threads })
+	h.reps[0].cancel() // its turns are cut short, left open in the log: a backlog for the next replica
+	<-h.reps[0].done
+
+	var mu sync.Mutex
+	exits := map[string]int{}
+	probe := &bot.Probe{CellExited: func(_ session.ID, reason string) { mu.Lock(); exits[reason]++; mu.Unlock() }}
+	exited := func(reason string) int { mu.Lock(); defer mu.Unlock(); return exits[reason] }
+	agent.reset()
+	r := h.startReplica(harnessOptions{poll: time.Hour, idle: time.Hour, wakeLimit: limit, probe: probe})
+	agent.release()
+	var ids []session.ID
+	for _, p := range tops {
+		h.replies(general, p.TS, 1)
+		ids = append(ids, h.session(general, p.TS).ID)
+	}
+	for _, id := range ids {
+		h.answered(id)
+	}
+	h.waitFor("the backlog's cells to leave", func() bool { return exited("backlog") >= threads-limit })
+	if n := r.runner.Active(); n > limit {
+		t.Fatalf("%d cells still held after the backlog, want at most the wake limit %d (the last poll's)", n, limit)
+	}
+	if n := exited("idle"); n != 0 {
+		t.Fatalf("%d cells left idle within an idle timeout of an hour", n)
+	}
+	evicted := 0
+	for _, id := range ids {
+		for _, e := range h.events(id, session.TypeCellEvicted) {
+			var p session.CellEvicted
+			if err := e.Decode(&p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Reason == "backlog" {
+				evicted++
+			}
+		}
+	}
+	if evicted < threads-limit {
+		t.Fatalf("%d cell_evicted events say backlog, want at least %d", evicted, threads-limit)
+	}
+}

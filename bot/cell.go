@@ -44,6 +44,10 @@ type Cell struct {
 	// for the runner once run returns.
 	settled func()
 	exit    string
+	// backlog, when set (an admitted cell), reports whether the runner is working through a
+	// backlog: the cell then leaves as soon as its work is done ("backlog") instead of idling
+	// with its lease for IdleTimeout, so a backlog's cells and leases end with it.
+	backlog func() bool
 
 	log   zerolog.Logger
 	sess  session.Session
@@ -354,6 +358,9 @@ func (c *Cell) loop(ctx context.Context) string {
 			continue
 		}
 		c.settle() // no work left: the room it took goes to the next session
+		if c.backlog != nil && c.backlog() {
+			return "backlog" // more sessions wait: this one's cell and lease go now
+		}
 		select {
 		case <-ctx.Done():
 			return "shutdown"

@@ -40,8 +40,9 @@
 // session-level advisory lock on its owner name), and cells take leases as claimed while it
 // is held. PostgreSQL frees the claim the moment that connection ends, so when a process
 // dies (kill -9, OOM) its sessions are free at once, not after the lease's TTL: a restarted
-// process finds them in its first poll, a peer in its dead-owner poll (Store.Orphaned, every
-// RunnerConfig.OrphanInterval, 500ms), and a new message in an idle thread of the dead
+// process finds them in its first poll, a peer the moment its watch sees the claim freed
+// (RunnerConfig.WatchPeers) or in its poll (Store.PendingWith counts a
+// claimed lease whose claim is free as nobody's; every RunnerConfig.PollInterval, 5s), and a new message in an idle thread of the dead
 // process takes the lease at once. The claim's connection keeps TCP keepalive on and makes a
 // round trip every RunnerConfig.ClaimCheck (5s), which must answer within ClaimCheck: a
 // connection that fails or goes silent (a failover that leaves its socket open to a server

@@ -161,7 +161,7 @@ type harnessOptions struct {
 	delivery      bot.DeliveryConfig
 	poll          time.Duration
 	drain         time.Duration // default 500ms, so a test's cleanup never waits long for a blocked agent
-	orphan        time.Duration // the dead-owner poll; default the runner's
+	orphan        time.Duration // the dead-owner poll; default 500ms (the runner's is 5s)
 	maxReplies    int
 	replyWindow   time.Duration
 	wakeLimit     int // RunnerConfig.WakeLimit
@@ -304,6 +304,10 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if poll == 0 {
 		poll = 200 * time.Millisecond
 	}
+	orphan := o.orphan
+	if orphan == 0 {
+		orphan = 500 * time.Millisecond
+	}
 	drain := o.drain
 	if drain == 0 {
 		drain = 500 * time.Millisecond
@@ -403,7 +407,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
-		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: o.orphan, ClaimCheck: o.claimCheck, MaxReplies: o.maxReplies, WakeLimit: o.wakeLimit,
+		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: orphan, ClaimCheck: o.claimCheck, MaxReplies: o.maxReplies, WakeLimit: o.wakeLimit,
 			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL, CatchUp: o.catchUp},
 		Delivery: o.delivery,

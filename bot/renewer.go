@@ -10,16 +10,22 @@ import (
 	"github.com/logbook/logbook/session"
 )
 
-// renewer keeps this replica's leases: one statement per interval renews every lease its
-// cells hold (#33: one renewal per cell, each waiting for a connection of a pool busy with
-// turns, timed out under load and moved sessions between live replicas). A cell whose lease
-// is gone, or may have expired on the cell's own clock, is cancelled with errLeaseLost; a
-// renewed cell's fence moves on.
+// renewer keeps this replica's leases: one statement per interval renews the leases its
+// cells hold, up to session.MaxLeasesPerRenewal of them, and one more statement for each
+// batch beyond (#33: one renewal per cell, each waiting for a connection of a pool busy with
+// turns, timed out under load and moved sessions between live replicas; #53: all of 12,300
+// leases in one transaction filled the server's lock table, and every renewal failed). A
+// cell whose lease is gone, or may have expired on the cell's own clock, is cancelled with
+// errLeaseLost; a renewed cell's fence moves on. A batch that fails (out of shared memory,
+// a timeout) loses only the leases that may have expired; the others are retried.
 type renewer struct {
 	store *session.Store
 	clock Clock
 	ttl   time.Duration
 	log   zerolog.Logger
+	// batch is the most leases renewed in one transaction (session.MaxLeasesPerRenewal;
+	// tests make it smaller).
+	batch int
 
 	mu   sync.Mutex
 	held map[*leaseHold]struct{}
@@ -37,7 +43,7 @@ type leaseHold struct {
 }
 
 func newRenewer(store *session.Store, clock Clock, ttl time.Duration, log zerolog.Logger) *renewer {
-	return &renewer{store: store, clock: clock, ttl: ttl, log: log, held: map[*leaseHold]struct{}{}}
+	return &renewer{store: store, clock: clock, ttl: ttl, log: log, batch: session.MaxLeasesPerRenewal, held: map[*leaseHold]struct{}{}}
 }
 
 // keep renews h's lease from now on, until drop.
@@ -66,18 +72,27 @@ func (r *renewer) run(ctx context.Context) {
 	}
 }
 
-// renewAll renews every kept lease in one statement, bounded by an eighth of the TTL.
+// renewAll renews every kept lease, in batches of at most r.batch, each its own statement
+// (and transaction) bounded by an eighth of the TTL.
 func (r *renewer) renewAll(ctx context.Context) {
 	r.mu.Lock()
 	holds := make([]*leaseHold, 0, len(r.held))
-	leases := make([]session.Lease, 0, len(r.held))
 	for h := range r.held {
 		holds = append(holds, h)
-		leases = append(leases, h.lease)
 	}
 	r.mu.Unlock()
-	if len(holds) == 0 {
-		return
+	for len(holds) > 0 && ctx.Err() == nil {
+		n := min(len(holds), max(r.batch, 1))
+		r.renewBatch(ctx, holds[:n])
+		holds = holds[n:]
+	}
+}
+
+// renewBatch renews the leases of holds in one statement.
+func (r *renewer) renewBatch(ctx context.Context, holds []*leaseHold) {
+	leases := make([]session.Lease, len(holds))
+	for i, h := range holds {
+		leases[i] = h.lease
 	}
 	sent := r.clock.Now()
 	rctx, stop := context.WithTimeout(ctx, r.ttl/8)

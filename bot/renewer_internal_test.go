@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/logbook/logbook/migrations/pgtest"
 	"github.com/logbook/logbook/session"
 )
 
@@ -69,5 +71,100 @@ func TestRenewerLogsAFailedBatchOnce(t *testing.T) {
 	}
 	if len(r.held) != 2 || holds[0].cause != nil || holds[1].cause != nil {
 		t.Fatalf("a retried lease was dropped or cancelled: %d kept, causes %v %v", len(r.held), holds[0].cause, holds[1].cause)
+	}
+}
+
+// #53: a replica holding more leases than one batch renews them all, in one transaction per
+// batch (the server's lock table is shared: 12,300 advisory locks in one transaction filled a
+// default server's), and a batch the server refuses loses none of its leases: they are kept,
+// not cancelled, and retried at the next interval, while the other batches are renewed.
+func TestRenewerRenewsInBoundedBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.New(t)
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store := session.NewStore(pool, session.Options{})
+	now := time.Date(2026, 12, 6, 23, 0, 0, 0, time.UTC)
+	const ttl, leases, batch = time.Hour, 8, 4
+	clock := &fakeClock{now: now}
+	var out bytes.Buffer
+	r := newRenewer(store, clock, ttl, zerolog.New(&out))
+	r.batch = batch
+	type held struct {
+		h     *leaseHold
+		cause error
+	}
+	all := map[session.ID]*held{}
+	for i := range leases {
+		s, err := store.Open(ctx, session.ThreadKey{Team: "T1", Channel: "C1", ThreadTS: fmt.Sprintf("1.%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := store.AcquireLease(ctx, s.ID, "r1", ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := &held{}
+		x.h = &leaseHold{lease: l, validUntil: now.Add(ttl / 2), fence: newLeaseFence(clock, now.Add(ttl/2), ttl/4, l.Epoch),
+			cancel: func(cause error) { x.cause = cause }}
+		all[s.ID] = x
+		r.keep(x.h)
+	}
+	var before time.Time
+	if err := pool.QueryRow(ctx, `SELECT max(expires_at) FROM leases`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	clock.now = now.Add(time.Minute)
+	r.renewAll(ctx)
+	// Each batch is one statement, an implicit transaction: the rows it renewed carry its xid.
+	var txs, renewed int
+	if err := pool.QueryRow(ctx, `SELECT count(DISTINCT xmin::text), count(*) FILTER (WHERE expires_at > $1)
+		FROM leases`, before).Scan(&txs, &renewed); err != nil {
+		t.Fatal(err)
+	}
+	if txs != 2 || renewed != leases {
+		t.Fatalf("%d leases in batches of %d: renewed %d in %d transactions, want all in 2", leases, batch, renewed, txs)
+	}
+	for id, x := range all {
+		if x.cause != nil || !x.h.validUntil.Equal(now.Add(time.Minute+ttl)) {
+			t.Fatalf("lease of %s: cancelled with %v, valid until %v, want renewed", id, x.cause, x.h.validUntil)
+		}
+	}
+
+	// One lease the server refuses (an owner name no text column takes) fails its batch alone.
+	var bad *held
+	for _, x := range all {
+		bad = x
+		break
+	}
+	bad.h.lease.Owner = "r1\x00"
+	out.Reset()
+	clock.now = now.Add(2 * time.Minute)
+	r.renewAll(ctx)
+	failedBatch, renewedNow := 0, 0
+	for _, x := range all {
+		if x.cause != nil {
+			t.Fatalf("a lease was cancelled (%v) though none may have expired", x.cause)
+		}
+		if _, kept := r.held[x.h]; !kept {
+			t.Fatalf("lease of %s dropped after a failed batch; want it retried", x.h.lease.Session)
+		}
+		switch x.h.validUntil {
+		case now.Add(2*time.Minute + ttl):
+			renewedNow++
+		case now.Add(time.Minute + ttl):
+			failedBatch++
+		}
+	}
+	if failedBatch != batch || renewedNow != leases-batch {
+		t.Fatalf("after one refused lease: %d leases not renewed (want its batch, %d) and %d renewed (want %d)",
+			failedBatch, batch, renewedNow, leases-batch)
+	}
+	if got := out.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, `"leases":4`) || !strings.Contains(got, "retrying") {
+		t.Fatalf("want one retry warning for the refused batch of 4:\n%s", got)
 	}
 }

@@ -33,9 +33,13 @@ type RunnerConfig struct {
 	IdleTimeout  time.Duration // a cell exits after this long without work; default 10m
 	LeaseTTL     time.Duration // lease length, renewed at a third of it; default 30s
 	PollInterval time.Duration // how often to look for sessions with work nobody runs; default 5s
-	// OrphanInterval is how often to look for sessions with work whose lease belongs to a dead
-	// replica (its liveness claim is free): a cheap query, so that such a session resumes
-	// here within about this long; default 500ms.
+	// OrphanInterval, when set, is how often to look for sessions with work whose lease
+	// belongs to a dead replica (its liveness claim is free): a cheap query, so that such a
+	// session resumes here within about this long. Default none: the poll (PollInterval) finds
+	// those sessions too, in a fleet the watch (WatchPeers) asks for the scan the moment a
+	// peer dies, and the LISTEN connection's catch-up poll after a restart takes what a dead
+	// process left (issue 53: a scan every 500 ms was two of an idle replica's eleven
+	// transactions a second).
 	OrphanInterval time.Duration
 	// WatchPeers holds one more connection of the replica's own (logbook-watch), blocked on
 	// one live peer's liveness claim (session.WatchPeers), so that a dead peer's sessions are
@@ -87,8 +91,8 @@ type RunnerConfig struct {
 type Probe struct {
 	// TurnDone: a turn's turn_completed is in the log (status "ok" or "error").
 	TurnDone func(id session.ID, turnSeq int64, status string)
-	// CellExited: a cell let go of its session ("idle", "shutdown", "drain": handed over
-	// on a graceful stop, "error", "lease_lost", "held": another replica holds it,
+	// CellExited: a cell let go of its session ("idle", "backlog": its turn for a backlog
+	// was done and more sessions waited, "shutdown", "drain": handed over on a graceful stop, "error", "lease_lost", "held": another replica holds it,
 	// "claim_lost": the runner could no longer prove its liveness claim).
 	CellExited func(id session.ID, reason string)
 	// ClaimLost: the runner's liveness claim ended while it ran (err says why).
@@ -138,6 +142,12 @@ type Runner struct {
 	admitted int
 	backlog  bool
 	refill   chan struct{}
+	// behind says the polls are working through a backlog: the last poll for pending
+	// sessions found more than WakeLimit left room for, and none since found fewer. An
+	// admitted cell that settles while it is set leaves at once instead of idling for
+	// IdleTimeout (#53: a 20,000-session backlog kept every answered session's cell and lease
+	// for ten minutes: 12,300 leases filled the server's lock table).
+	behind bool
 	// orphaned asks Run to look for a dead replica's sessions now: the watch saw a peer die.
 	orphaned chan struct{}
 
@@ -165,7 +175,6 @@ func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 	cfg.IdleTimeout = nonZero(cfg.IdleTimeout, 10*time.Minute)
 	cfg.LeaseTTL = nonZero(cfg.LeaseTTL, 30*time.Second)
 	cfg.PollInterval = nonZero(cfg.PollInterval, 5*time.Second)
-	cfg.OrphanInterval = nonZero(cfg.OrphanInterval, 500*time.Millisecond)
 	cfg.DrainTimeout = nonZero(cfg.DrainTimeout, 20*time.Second)
 	cfg.ClaimCheck = nonZero(cfg.ClaimCheck, 5*time.Second)
 	cfg.WakeWindow = nonZero(cfg.WakeWindow, 7*24*time.Hour)
@@ -317,6 +326,7 @@ func (r *Runner) wakeLocked(id session.ID, reason string, counted, routed bool) 
 	if counted {
 		r.admitted++
 		c.settled = r.settled
+		c.backlog = r.isBehind
 	}
 	r.cells[id] = c
 	r.deps.Metrics.cellsActive.Inc()
@@ -411,7 +421,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	// it would be unclaimed, and wait out their TTL should this process die.
 	// Each timer is renewed only when it fires: the frequent dead-owner poll must not put
 	// the slow poll off forever.
-	polls, orphans := r.deps.Clock.After(r.cfg.PollInterval), r.deps.Clock.After(r.cfg.OrphanInterval)
+	polls := r.deps.Clock.After(r.cfg.PollInterval)
+	var orphans <-chan time.Time // none without OrphanInterval: the poll finds dead owners' sessions too
+	if r.cfg.OrphanInterval > 0 {
+		orphans = r.deps.Clock.After(r.cfg.OrphanInterval)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -488,12 +502,25 @@ func (r *Runner) wakeSome(ctx context.Context, reason string,
 			full = true
 		}
 	}
+	r.mu.Lock()
 	if full {
-		r.mu.Lock()
-		r.backlog = true
-		r.mu.Unlock()
+		r.backlog, r.behind = true, true
+	} else if reason != "orphan" {
+		// Every pending session found has room: the backlog is worked through. (An orphan
+		// scan sees only dead replicas' sessions, so it cannot tell.)
+		r.behind = false
+	}
+	r.mu.Unlock()
+	if full {
 		r.deps.Metrics.wakesDeferred.Inc()
 	}
+}
+
+// isBehind reports whether the polls are working through a backlog (Runner.behind).
+func (r *Runner) isBehind() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.behind
 }
 
 // notifiers is how many notifier goroutines route signals at once. Each signal costs a

@@ -27,7 +27,11 @@ type ConnBudget struct {
 	Replicas int
 	Reserve  int  // connections left for clients other than the replicas
 	Pooled   bool // the pools' connections go through a PgBouncer
-	Roles    []ConnRole
+	// PgBouncerPool is the server connections the PgBouncer may open to this database
+	// (default_pool_size + reserve_pool_size): the fleet's pools' connections as PostgreSQL
+	// sees them, counted once however many replicas share it.
+	PgBouncerPool int
+	Roles         []ConnRole
 }
 
 // PerReplica is how many connections one replica opens to PostgreSQL itself at most.
@@ -41,8 +45,8 @@ func (b ConnBudget) PerReplica() int {
 	return n
 }
 
-// Need is what the fleet and the reserve may hold on PostgreSQL at once.
-func (b ConnBudget) Need() int { return b.Replicas*b.PerReplica() + b.Reserve }
+// Need is what the fleet, its PgBouncer and the reserve may hold on PostgreSQL at once.
+func (b ConnBudget) Need() int { return b.Replicas*b.PerReplica() + b.PgBouncerPool + b.Reserve }
 
 // PgBouncerClients is how many clients the fleet may hold on the PgBouncer (0 without one).
 func (b ConnBudget) PgBouncerClients() int {
@@ -63,24 +67,38 @@ func (b ConnBudget) Formula() string {
 			parts = append(parts, fmt.Sprintf("%s %d", r.Name, r.Max))
 		}
 	}
-	return fmt.Sprintf("LOGBOOK_REPLICAS %d × (%s) + LOGBOOK_DB_RESERVE %d = %d", b.Replicas, strings.Join(parts, " + "), b.Reserve, b.Need())
+	pool := ""
+	if b.PgBouncerPool > 0 {
+		pool = fmt.Sprintf(" + LOGBOOK_PGBOUNCER_POOL %d", b.PgBouncerPool)
+	}
+	return fmt.Sprintf("LOGBOOK_REPLICAS %d × (%s)%s + LOGBOOK_DB_RESERVE %d = %d", b.Replicas, strings.Join(parts, " + "), pool, b.Reserve, b.Need())
 }
 
-// Fits is how many replicas fit in n connections beside the reserve.
+// Fits is how many replicas fit in n connections beside the PgBouncer's pool and the reserve.
 func (b ConnBudget) Fits(n int) int {
-	per := b.PerReplica()
-	if per == 0 || n < b.Reserve {
+	per, fixed := b.PerReplica(), b.PgBouncerPool+b.Reserve
+	if per == 0 || n < fixed {
 		return 0
 	}
-	return (n - b.Reserve) / per
+	return (n - fixed) / per
+}
+
+// fix is what to change when the fleet does not fit: behind PgBouncer its pool, not "put
+// PgBouncer in front" (issue 53: the advice a fleet already behind one got).
+func (b ConnBudget) fix() string {
+	if b.Pooled {
+		return "lower LOGBOOK_PGBOUNCER_POOL (and PgBouncer's default_pool_size + reserve_pool_size with it), " +
+			"lower LOGBOOK_DB_RESERVE, raise the limit, or run fewer replicas (docs/replicas.md: behind PgBouncer)"
+	}
+	return "lower LOGBOOK_DB_POOL or LOGBOOK_DB_GATEWAY_POOL, raise the limit, or put PgBouncer in front " +
+		"(docs/replicas.md: the connection budget)"
 }
 
 // Check says whether the fleet fits in the server's caps: the connections ordinary clients
 // may open (max_connections less the reserved slots), the database's limit, and the login's.
 // The error spells the formula and the numbers, and what to change.
 func (b ConnBudget) Check(l Limits) error {
-	const fix = "lower LOGBOOK_DB_POOL or LOGBOOK_DB_GATEWAY_POOL, raise the limit, or put PgBouncer in front " +
-		"(docs/replicas.md: the connection budget)"
+	fix := b.fix()
 	if need, avail := b.Need(), l.Available(); need > avail {
 		return fmt.Errorf("database connections do not fit: %s > %d that PostgreSQL lets ordinary clients open "+
 			"(max_connections %d − superuser_reserved_connections %d − reserved_connections %d); at most %d replicas fit: %s",

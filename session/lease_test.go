@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,5 +260,25 @@ func TestLeaseSessionReadsTheSessionTakesTheLeaseAndReadsTheLog(t *testing.T) {
 	}
 	if _, err := st.AcquireLease(ctx, a.ID, "replica-a", time.Hour); err != nil {
 		t.Errorf("the owner takes its lease again: %v", err)
+	}
+}
+
+// #53: RenewLeases never takes more than MaxLeasesPerRenewal advisory locks in one
+// transaction (a default server's lock table holds 6,400 for everyone): more is refused with
+// an error that says to batch, before anything is sent.
+func TestRenewLeasesRefusesMoreThanOneBatch(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	ls := make([]session.Lease, session.MaxLeasesPerRenewal+1)
+	for i := range ls {
+		ls[i].Session[0], ls[i].Session[1] = byte(i), byte(i>>8)
+		ls[i].Owner, ls[i].Epoch = "r1", 1
+	}
+	_, err := st.RenewLeases(context.Background(), ls, time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "batches") {
+		t.Fatalf("renewing %d leases at once: %v, want a refusal naming batches", len(ls), err)
+	}
+	if _, err := st.RenewLeases(context.Background(), ls[:session.MaxLeasesPerRenewal], time.Minute); err != nil {
+		t.Fatalf("renewing %d leases (none held): %v", session.MaxLeasesPerRenewal, err)
 	}
 }

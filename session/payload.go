@@ -263,7 +263,7 @@ type CellWoken struct {
 
 // CellEvicted records that a cell let the session go (type cell_evicted).
 type CellEvicted struct {
-	Reason string `json:"reason"` // "idle", "shutdown", "lease_lost"
+	Reason string `json:"reason"` // "idle", "backlog", "shutdown", "drain", "suspended", "lease_lost"
 }
 
 // SandboxProvisioned records a sandbox provisioned for the session.

@@ -55,6 +55,15 @@ type PoolOptions struct {
 // idleCheckEvery.
 const IdleConnTimeout = time.Minute
 
+// pingAfterIdle is how long a connection must have been idle for the pool to ping it before
+// handing it out. pgxpool pings one idle for more than a second, and a ping ("-- ping") is a
+// round trip and a transaction of its own on the server: issue 53 found it doubled the
+// transactions of every poll of an idle replica and grew a message's cost with the replicas
+// (the more replicas, the more of their connections sit idle between two statements). A
+// connection the server ended meanwhile (a restart) fails its next statement instead, and the
+// pool drops it: every caller already retries or leaves the work to Slack's redelivery.
+const pingAfterIdle = 30 * time.Second
+
 const (
 	idleCheckEvery = 15 * time.Second
 	// A connection is replaced after connLifetime (plus up to connLifetimeJitter, so that
@@ -96,6 +105,7 @@ func Connect(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, 
 		cfg.MaxConnIdleTime = opts.IdleTimeout
 	}
 	cfg.HealthCheckPeriod = min(idleCheckEvery, cfg.MaxConnIdleTime)
+	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration > pingAfterIdle }
 	cfg.MaxConnLifetime, cfg.MaxConnLifetimeJitter = connLifetime, connLifetimeJitter
 	if opts.Tracer != nil {
 		cfg.ConnConfig.Tracer = opts.Tracer

@@ -33,6 +33,14 @@ claims AS (
 )
 SELECT c.k, c.pid FROM claims c, me WHERE c.k <> me.k ORDER BY c.k < me.k, c.k LIMIT 1`
 
+// sqlWaitNextClaim finds the next claim (sqlNextClaim) and waits on it in one statement
+// ($4 the wait in ms; logbook_wait_claim, migrations/00160_wait_claim.sql): true once the
+// claim is free (the shared lock it got is let go as the statement ends), false when the wait
+// timed out with the peer alive. No row when owner is alone. Issue 53: the pick and the wait
+// as two statements were two transactions a second on every idle replica of a fleet. The
+// LIMIT in a subquery picks the one peer before the wait runs.
+const sqlWaitNextClaim = `SELECT n.k, n.pid, logbook_wait_claim(n.k, $4::integer) FROM (` + sqlNextClaim + `) n`
+
 // WatchOptions configures WatchPeers.
 type WatchOptions struct {
 	// Repick bounds one wait on a peer's claim: the peer is chosen again after it, so a replica
@@ -81,7 +89,9 @@ func WatchPeers(ctx context.Context, dsn, owner string, opt WatchOptions, died f
 	for {
 		var key int64
 		var pid int
-		err := conn.QueryRow(ctx, sqlNextClaim, owner, LockLivenessSeed, listenApplication).Scan(&key, &pid)
+		var free bool
+		// A timeout is no error (logbook_wait_claim catches it), so the server logs nothing.
+		err := conn.QueryRow(ctx, sqlWaitNextClaim, owner, LockLivenessSeed, listenApplication, waitMS).Scan(&key, &pid, &free)
 		if errors.Is(err, pgx.ErrNoRows) {
 			select { // alone: look again later
 			case <-ctx.Done():
@@ -91,13 +101,6 @@ func WatchPeers(ctx context.Context, dsn, owner string, opt WatchOptions, died f
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("find a peer's liveness claim: %w", err)
-		}
-		// logbook_wait_claim (migrations/00160_wait_claim.sql): true once the claim is free
-		// (the shared lock it got is let go as the statement ends), false when the wait timed
-		// out with the peer alive; a timeout is no error, so the server logs nothing.
-		var free bool
-		if err := conn.QueryRow(ctx, `SELECT logbook_wait_claim($1, $2)`, key, waitMS).Scan(&free); err != nil {
 			return fmt.Errorf("wait on a peer's liveness claim: %w", err)
 		}
 		if free {

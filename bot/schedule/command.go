@@ -104,6 +104,7 @@ func (s *Scheduler) add(ctx context.Context, team, channel, user, args string) s
 		s.cfg.Log.Error().Err(err).Msg("schedules: add")
 		return "The schedule could not be saved; try again."
 	}
+	s.lookAgain() // its ticks may come before the next pass would
 	return fmt.Sprintf("Schedule %d added by <@%s>: `%s` in this channel, next tick %s. Each tick posts here and runs a session on:\n%s\n(`/logbook schedule remove %d` removes it.)",
 		sc.ID, user, codeText(spec), tickText(c, nextTick(c, sc, now)), quote(mrkdwn.Inert(mrkdwn.EscapeText(clipRunes(prompt, 500)))), sc.ID)
 }
@@ -160,6 +161,7 @@ func (s *Scheduler) resume(ctx context.Context, team, user, args string) string 
 		s.cfg.Log.Error().Err(err).Msg("schedules: resume")
 		return "The schedule could not be resumed; try again."
 	}
+	s.lookAgain()
 	return fmt.Sprintf("Schedule %d resumed by <@%s>: it ticks again from now (the ticks due while it was paused are not run).", id, user)
 }
 

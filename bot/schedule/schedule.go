@@ -113,7 +113,11 @@ type Config struct {
 	Team string
 	// Admins may add and remove schedules (LOGBOOK_ADMINS).
 	Admins []string
-	// Poll is how often the schedules are looked at (default 1s).
+	// Poll is the longest wait between two looks at the schedules (default 10s). A pass waits
+	// only until the next tick of the schedules it read, and a schedule added or resumed on
+	// this replica is looked at at once; Poll bounds how late a schedule added on another
+	// replica, or a tick a dead replica left, is first seen (well within Grace). Issue 53: a
+	// pass every second was four statements a second on every idle replica.
 	Poll time.Duration
 	// Grace is how late a tick may run and still be on time (default 30s); see Missed ticks.
 	Grace time.Duration
@@ -168,11 +172,13 @@ type Scheduler struct {
 
 	mu    sync.Mutex
 	specs map[string]cron.Schedule
+	// changed asks Run for a pass now: a schedule was added or resumed here.
+	changed chan struct{}
 }
 
 // New returns a Scheduler; it contacts nothing until Run.
 func New(store Store, starter Starter, cfg Config) *Scheduler {
-	cfg.Poll = cmp.Or(cfg.Poll, time.Second)
+	cfg.Poll = cmp.Or(cfg.Poll, 10*time.Second)
 	cfg.Grace = cmp.Or(cfg.Grace, 30*time.Second)
 	cfg.ClaimTTL = cmp.Or(cfg.ClaimTTL, 30*time.Second)
 	cfg.MinInterval = cmp.Or(cfg.MinInterval, time.Second)
@@ -185,7 +191,7 @@ func New(store Store, starter Starter, cfg Config) *Scheduler {
 	if cfg.Clock != nil {
 		clock = cfg.Clock
 	}
-	s := &Scheduler{store: store, starter: starter, cfg: cfg, clock: clock, specs: map[string]cron.Schedule{},
+	s := &Scheduler{store: store, starter: starter, cfg: cfg, clock: clock, specs: map[string]cron.Schedule{}, changed: make(chan struct{}, 1),
 		late: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "logbook", Name: "schedule_ticks_late_total",
 			Help: "Schedule ticks that ran later than LOGBOOK_SCHEDULE_GRACE (each said late in its channel)."}),
 		missed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "logbook", Name: "schedule_ticks_missed_total",
@@ -286,18 +292,30 @@ func (s *Scheduler) spec(spec string) (cron.Schedule, error) {
 	return c, nil
 }
 
-// Run runs passes every Config.Poll until ctx ends; a pass that fails is logged and the next
-// one tries again. It returns nil once ctx has ended and the pass in flight has returned.
+// Run runs passes until ctx ends, each as soon as the schedules it last read have a tick
+// due (or one was added or resumed here), at least every Config.Poll; a pass that fails is
+// logged and the next one tries again. It returns nil once ctx has ended and the pass in
+// flight has returned.
 func (s *Scheduler) Run(ctx context.Context) error {
 	for {
-		if err := s.Pass(ctx); err != nil && ctx.Err() == nil {
+		wait, err := s.pass(ctx)
+		if err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn().Err(err).Msg("schedules: a pass failed; the next one tries again")
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-s.clock.After(s.cfg.Poll):
+		case <-s.changed:
+		case <-s.clock.After(wait):
 		}
+	}
+}
+
+// lookAgain asks Run for a pass now (a schedule was added or resumed here).
+func (s *Scheduler) lookAgain() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
 	}
 }
 
@@ -309,14 +327,31 @@ const maxDue = 1_000_000
 // ticks. It returns the first error; the ticks it could not run are retried by a later pass.
 // Time is the database's (Store.Now), read at the start of the pass and before each claim.
 func (s *Scheduler) Pass(ctx context.Context) error {
+	_, err := s.pass(ctx)
+	return err
+}
+
+// minWait is the least wait between two passes: a tick due now is run by this pass, and the
+// database's clock and this replica's may differ by a little.
+const minWait = 100 * time.Millisecond
+
+// pass is Pass; it also returns how long to wait for the next pass: until the next tick of
+// the schedules it read (on the database's clock), at most Config.Poll.
+func (s *Scheduler) pass(ctx context.Context) (time.Duration, error) {
+	wait := s.cfg.Poll
 	now, err := s.store.Now(ctx)
 	if err != nil {
-		return err
+		return wait, err
+	}
+	soonest := func(t time.Time) {
+		if !t.IsZero() {
+			wait = max(min(wait, t.Sub(now)), minWait)
+		}
 	}
 	var errs []error
 	pauses, err := s.store.Pauses(ctx, session.AutomationSchedule)
 	if err != nil {
-		return err
+		return wait, err
 	}
 	paused := func(id int64) (session.Pause, bool) {
 		p, ok := pauses[session.AutomationSchedule+"/"+strconv.FormatInt(id, 10)]
@@ -339,7 +374,7 @@ func (s *Scheduler) Pass(ctx context.Context) error {
 	}
 	scheds, err := s.store.Schedules(ctx, "", "", false)
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return wait, errors.Join(append(errs, err)...)
 	}
 	for _, sc := range scheds {
 		if ctx.Err() != nil {
@@ -357,6 +392,7 @@ func (s *Scheduler) Pass(ctx context.Context) error {
 			// Ticks due while it was paused are not run late: it ticks on from its resume.
 			sc.LastTick = p.At
 		}
+		soonest(spec.Next(now))
 		due := dueTicks(spec, sc, now, s.cfg.Grace)
 		if len(due) > 0 && !s.stillPublic(ctx, sc) {
 			continue
@@ -381,7 +417,7 @@ func (s *Scheduler) Pass(ctx context.Context) error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return wait, errors.Join(errs...)
 }
 
 // stillPublic reports whether sc's channel is still one its ticks may start sessions in, asked

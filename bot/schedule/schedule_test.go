@@ -724,3 +724,49 @@ func pass2(ss ...*schedule.Scheduler) {
 	}
 	wg.Wait()
 }
+
+// waitClock is the test clock whose After tells the test how long Run waits (waits) and
+// never fires: a pass happens only when Run is asked for one.
+type waitClock struct {
+	*clock
+	waits chan time.Duration
+}
+
+func (c waitClock) After(d time.Duration) <-chan time.Time {
+	c.waits <- d
+	return nil
+}
+
+// #53: an idle replica's scheduler made four statements a second (a pass every second). Run
+// now waits until the next tick of the schedules it read, at most Config.Poll (10 s by
+// default), and a schedule added on this replica is looked at at once.
+func TestRunWaitsForTheNextTickOrThePoll(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	waits := make(chan time.Duration)
+	s := e.replica("replica-a", schedule.Config{Clock: waitClock{e.clock, waits}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	next := func(what string) time.Duration {
+		t.Helper()
+		select {
+		case d := <-waits:
+			return d
+		case <-time.After(30 * time.Second):
+			t.Fatalf("Run never waited %s", what)
+			return 0
+		}
+	}
+	if d := next("with no schedules"); d != 10*time.Second {
+		t.Fatalf("with no schedules Run waits %v, want the default poll of 10s", d)
+	}
+	e.add(s, "@every 4s", "check the queue depth") // Run is asked for a pass at once
+	if d := next("after a schedule was added"); d < 100*time.Millisecond || d > 4*time.Second {
+		t.Fatalf("with a schedule every 4s Run waits %v, want at most until its next tick", d)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
@@ -21,6 +22,9 @@ const (
 	// replicas — one `logbook audit` run (its pool of auditPoolSize), `logbook migrate` (1)
 	// and an operator's psql (1).
 	defaultDBReserve = auditPoolSize + 2
+	// defaultPgBouncerPool is LOGBOOK_PGBOUNCER_POOL behind a PgBouncer: its own defaults,
+	// default_pool_size 20 and reserve_pool_size 0, for logbook's one database and user.
+	defaultPgBouncerPool = 20
 	// auditPoolSize and retentionPoolSize are the audit commands' and the scheduled
 	// export's pools.
 	auditPoolSize     = 4
@@ -33,6 +37,9 @@ type dbConfig struct {
 	GatewayPool int // LOGBOOK_DB_GATEWAY_POOL
 	Replicas    int // LOGBOOK_REPLICAS
 	Reserve     int // LOGBOOK_DB_RESERVE
+	// PgBouncerPool is LOGBOOK_PGBOUNCER_POOL: the server connections the PgBouncer in front
+	// (LOGBOOK_DB_POOLER=pgbouncer) may open to this database; 0 without one.
+	PgBouncerPool int
 	// AuditURL and RetentionURL are the scheduled export's own URLs, when set: only their
 	// logins are read, to know which role limit their connections count against.
 	AuditURL, RetentionURL Secret
@@ -61,6 +68,19 @@ func (cfg *serveConfig) readDB(e env) error {
 			return fmt.Errorf("%s=%d: at most 10000", name, n)
 		}
 	}
+	if v := strings.TrimSpace(e.getenv("LOGBOOK_PGBOUNCER_POOL")); v != "" || cfg.DBPooler == poolerPgBouncer {
+		if cfg.DBPooler != poolerPgBouncer {
+			return fmt.Errorf("LOGBOOK_PGBOUNCER_POOL=%q is the pool of a PgBouncer at DATABASE_URL: set LOGBOOK_DB_POOLER=pgbouncer too, or unset it", v)
+		}
+		d.PgBouncerPool = defaultPgBouncerPool
+		if v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 10000 {
+				return fmt.Errorf("LOGBOOK_PGBOUNCER_POOL=%q is not a number of server connections (1 to 10000): PgBouncer's default_pool_size + reserve_pool_size", v)
+			}
+			d.PgBouncerPool = n
+		}
+	}
 	d.AuditURL = Secret(strings.TrimSpace(e.getenv("LOGBOOK_AUDIT_DATABASE_URL")))
 	d.RetentionURL = Secret(strings.TrimSpace(e.getenv("LOGBOOK_RETENTION_DATABASE_URL")))
 	return nil
@@ -74,21 +94,22 @@ func orInt(n, def int) int {
 }
 
 // budget is cfg's connection budget: main and gateway pools, the LISTEN connection (which
-// also holds the liveness claim), with LOGBOOK_REPLICAS above 1 the watch on a peer's claim, and with LOGBOOK_AUDIT_SCHEDULE the scheduled export's
-// pools (the auditor's, and retention's with LOGBOOK_RETENTION).
+// also holds the liveness claim), with LOGBOOK_REPLICAS above 1 and no PgBouncer the watch on
+// a peer's claim (watchesPeers), and with LOGBOOK_AUDIT_SCHEDULE the scheduled export's pools
+// (the auditor's, and retention's with LOGBOOK_RETENTION). Behind PgBouncer its pool
+// (LOGBOOK_PGBOUNCER_POOL) is counted once for the fleet.
 func (cfg serveConfig) budget() session.ConnBudget {
 	pooled := cfg.DBPooler == poolerPgBouncer
 	main, direct := loginOf(cfg.DatabaseURL), loginOf(cfg.DirectDatabaseURL)
 	if pooled {
 		main = "" // PgBouncer logs in to PostgreSQL as whom its configuration says
 	}
-	b := session.ConnBudget{Replicas: cfg.DB.Replicas, Reserve: cfg.DB.Reserve, Pooled: pooled, Roles: []session.ConnRole{
+	b := session.ConnBudget{Replicas: cfg.DB.Replicas, Reserve: cfg.DB.Reserve, Pooled: pooled, PgBouncerPool: cfg.DB.PgBouncerPool, Roles: []session.ConnRole{
 		{Name: "main", Max: cfg.DB.Pool, Direct: !pooled, Login: main},
 		{Name: "gateway", Max: cfg.DB.GatewayPool, Direct: !pooled, Login: main},
 		{Name: "listen", Max: 1, Direct: true, Login: direct},
 	}}
-	if cfg.DB.Replicas > 1 {
-		// bot.RunnerConfig.WatchPeers: a fleet's replicas watch each other's liveness claims.
+	if cfg.watchesPeers() {
 		b.Roles = append(b.Roles, session.ConnRole{Name: "watch", Max: 1, Direct: true, Login: direct})
 	}
 	if a := cfg.AuditSchedule; a != nil {
@@ -106,6 +127,31 @@ func (cfg serveConfig) budget() session.ConnBudget {
 		}
 	}
 	return b
+}
+
+// watchesPeers says the replicas watch each other's liveness claims, each on a connection of
+// its own (bot.RunnerConfig.WatchPeers): in a fleet (LOGBOOK_REPLICAS above 1) not behind
+// PgBouncer. Behind PgBouncer a fleet may be large (issue 53: fifty replicas), and two direct
+// connections each would fill a default server before PgBouncer's pool; there each replica
+// holds one, its LISTEN connection with its liveness claim — the least a replica can hold,
+// since PostgreSQL freeing that connection's lock is how peers learn it died — and a dead
+// peer's sessions are found by a dead-owner scan through PgBouncer (orphanScanBehindPgBouncer).
+func (cfg serveConfig) watchesPeers() bool {
+	return cfg.DB.Replicas > 1 && cfg.DBPooler != poolerPgBouncer
+}
+
+// orphanScanBehindPgBouncer is how often a fleet behind PgBouncer, which has no watch, looks
+// for a dead peer's sessions (bot.RunnerConfig.OrphanInterval): one cheap statement through
+// PgBouncer, so a kill -9's turns resume within about this long.
+const orphanScanBehindPgBouncer = 2 * time.Second
+
+// orphanInterval is bot.RunnerConfig.OrphanInterval: orphanScanBehindPgBouncer for a fleet
+// behind PgBouncer, else none (the watch and the poll find dead peers' sessions).
+func (cfg serveConfig) orphanInterval() time.Duration {
+	if cfg.DB.Replicas > 1 && cfg.DBPooler == poolerPgBouncer {
+		return orphanScanBehindPgBouncer
+	}
+	return 0
 }
 
 // loginOf is the user a database URL logs in as ("" when it cannot be parsed).
@@ -137,9 +183,9 @@ func logBudget(log zerolog.Logger, b session.ConnBudget, l session.Limits) {
 	if b.Pooled {
 		// What logbook cannot see: PgBouncer's own settings, and how many server
 		// connections its pool opens beside these.
-		ev = ev.Int("pgbouncer_clients", b.PgBouncerClients()).Str("pgbouncer",
-			"not checked: PgBouncer's max_client_conn must be at least pgbouncer_clients, and its pool "+
-				"(default_pool_size per database and user) must fit in available beside need")
+		ev = ev.Int("pgbouncer_clients", b.PgBouncerClients()).Int("pgbouncer_pool", b.PgBouncerPool).Str("pgbouncer",
+			"not checked: PgBouncer's max_client_conn must be at least pgbouncer_clients, and its "+
+				"default_pool_size + reserve_pool_size at most pgbouncer_pool (LOGBOOK_PGBOUNCER_POOL), counted in need")
 	}
 	ev.Msg("database connections: budget")
 }

@@ -59,8 +59,12 @@ func TestConnBudgetFromSettings(t *testing.T) {
 				role("listen", 1, "bot"), role("audit", 4, "bot"), role("retention", 2, "purger")}}},
 		{name: "through PgBouncer", vars: map[string]string{"LOGBOOK_REPLICAS": "10", "LOGBOOK_DB_POOLER": "pgbouncer",
 			"LOGBOOK_DIRECT_DATABASE_URL": "postgres://direct@db:5432/x"},
-			want: session.ConnBudget{Replicas: 10, Reserve: 6, Pooled: true, Roles: []session.ConnRole{{Name: "main", Max: 8}, {Name: "gateway", Max: 4},
-				role("listen", 1, "direct"), role("watch", 1, "direct")}}},
+			want: session.ConnBudget{Replicas: 10, Reserve: 6, Pooled: true, PgBouncerPool: 20, Roles: []session.ConnRole{{Name: "main", Max: 8}, {Name: "gateway", Max: 4},
+				role("listen", 1, "direct")}}},
+		{name: "through PgBouncer with its pool", vars: map[string]string{"LOGBOOK_REPLICAS": "50", "LOGBOOK_DB_POOLER": "pgbouncer",
+			"LOGBOOK_DIRECT_DATABASE_URL": "postgres://direct@db:5432/x", "LOGBOOK_PGBOUNCER_POOL": "15"},
+			want: session.ConnBudget{Replicas: 50, Reserve: 6, Pooled: true, PgBouncerPool: 15, Roles: []session.ConnRole{{Name: "main", Max: 8}, {Name: "gateway", Max: 4},
+				role("listen", 1, "direct")}}},
 	}
 	for _, c := range cases {
 		if got := budgetOf(t, c.vars); !reflect.DeepEqual(got, c.want) {
@@ -87,6 +91,7 @@ func TestConnBudgetLogLine(t *testing.T) {
 		Available   int            `json:"available"`
 		Fit         int            `json:"replicas_fit"`
 		Clients     int            `json:"pgbouncer_clients"`
+		Pool        int            `json:"pgbouncer_pool"`
 		PgBouncer   string         `json:"pgbouncer"`
 		Formula     string         `json:"formula"`
 		IdleTimeout string         `json:"idle_timeout"`
@@ -94,9 +99,47 @@ func TestConnBudgetLogLine(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &line); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	if line.PerReplica["main"] != 8 || line.PerReplica["gateway"] != 4 || line.PerReplica["listen"] != 1 || line.PerReplica["watch"] != 1 ||
-		line.Need != 26 || line.Available != 97 || line.Fit != 45 || line.Clients != 120 || !strings.Contains(line.PgBouncer, "not checked") ||
-		line.Formula != "LOGBOOK_REPLICAS 10 × (listen 1 + watch 1) + LOGBOOK_DB_RESERVE 6 = 26" || line.IdleTimeout != "1m0s" {
+	if line.PerReplica["main"] != 8 || line.PerReplica["gateway"] != 4 || line.PerReplica["listen"] != 1 || line.PerReplica["watch"] != 0 ||
+		line.Need != 36 || line.Available != 97 || line.Fit != 71 || line.Clients != 120 || line.Pool != 20 || !strings.Contains(line.PgBouncer, "not checked") ||
+		line.Formula != "LOGBOOK_REPLICAS 10 × (listen 1) + LOGBOOK_PGBOUNCER_POOL 20 + LOGBOOK_DB_RESERVE 6 = 36" || line.IdleTimeout != "1m0s" {
 		t.Errorf("budget line: %s", out.String())
+	}
+}
+
+// #53: fifty replicas behind PgBouncer fit a default server below 80 % of max_connections:
+// one direct connection each (LISTEN with the liveness claim; no watch), PgBouncer's pool
+// counted once, the reserve. PgBouncer's own server connections are no longer left out (45
+// replicas with two direct connections each passed, and filled the server), and a fleet behind PgBouncer that does not fit is told to shrink the
+// pool, not to put PgBouncer in front.
+func TestFiftyReplicasBehindPgBouncerFitADefaultServer(t *testing.T) {
+	t.Parallel()
+	behind := map[string]string{"LOGBOOK_REPLICAS": "50", "LOGBOOK_DB_POOLER": "pgbouncer", "LOGBOOK_DIRECT_DATABASE_URL": "postgres://direct@db:5432/x"}
+	b := budgetOf(t, behind)
+	if err := b.Check(defaultServer); err != nil {
+		t.Fatalf("fifty replicas behind PgBouncer on a default server: %v", err)
+	}
+	if need := b.Need(); need != 50+20+6 || need >= defaultServer.MaxConnections*80/100 {
+		t.Fatalf("fifty replicas behind PgBouncer need %d connections (%s), want 76: below 80 %% of max_connections", need, b.Formula())
+	}
+	if want := "LOGBOOK_REPLICAS 50 × (listen 1) + LOGBOOK_PGBOUNCER_POOL 20 + LOGBOOK_DB_RESERVE 6 = 76"; b.Formula() != want {
+		t.Fatalf("formula %q, want %q", b.Formula(), want)
+	}
+	behind["LOGBOOK_PGBOUNCER_POOL"] = "50"
+	err := budgetOf(t, behind).Check(defaultServer)
+	if err == nil || !strings.Contains(err.Error(), "LOGBOOK_PGBOUNCER_POOL 50") || !strings.Contains(err.Error(), "lower LOGBOOK_PGBOUNCER_POOL") ||
+		strings.Contains(err.Error(), "put PgBouncer in front") {
+		t.Fatalf("a PgBouncer pool of 50 beside fifty replicas: %v, want a refusal that counts the pool and says to lower it", err)
+	}
+	for _, bad := range []map[string]string{
+		{"LOGBOOK_PGBOUNCER_POOL": "20"}, // no PgBouncer declared
+		{"LOGBOOK_DB_POOLER": "pgbouncer", "LOGBOOK_DIRECT_DATABASE_URL": "postgres://direct@db:5432/x", "LOGBOOK_PGBOUNCER_POOL": "zero"},
+	} {
+		vars := baseVars()
+		for k, v := range bad {
+			vars[k] = v
+		}
+		if _, err := load(vars); err == nil || !strings.Contains(err.Error(), "LOGBOOK_PGBOUNCER_POOL") {
+			t.Errorf("%v: %v, want an error naming LOGBOOK_PGBOUNCER_POOL", bad, err)
+		}
 	}
 }

@@ -73,10 +73,14 @@ var envSettings = []envSetting{
 	{Name: "LOGBOOK_DB_GATEWAY_POOL", Group: "database", Default: "4", Meaning: "connections of the gateway's pool: its appends"},
 	{Name: "LOGBOOK_REPLICAS", Group: "database", Default: "1",
 		Meaning: "how many replicas share the database. At start serve logs the connection budget and refuses one that " +
-			"cannot fit: REPLICAS x (main + gateway + listen 1 [+ audit 4 + retention 2 with LOGBOOK_AUDIT_SCHEDULE]) + " +
-			"LOGBOOK_DB_RESERVE must not exceed max_connections - superuser_reserved_connections - reserved_connections, " +
-			"nor the database's or login's CONNECTION LIMIT (through PgBouncer main and gateway are not counted: they are " +
-			"PgBouncer's clients). Idle connections close after 1m"},
+			"cannot fit: REPLICAS x (main + gateway + listen 1 [+ watch 1 above one replica] [+ audit 4 + retention 2 with " +
+			"LOGBOOK_AUDIT_SCHEDULE]) + LOGBOOK_DB_RESERVE must not exceed max_connections - superuser_reserved_connections - " +
+			"reserved_connections, nor the database's or login's CONNECTION LIMIT (through PgBouncer main and gateway are " +
+			"PgBouncer's clients, there is no watch, and LOGBOOK_PGBOUNCER_POOL is counted once instead). Idle connections close after 1m"},
+	{Name: "LOGBOOK_PGBOUNCER_POOL", Group: "database", Default: "20 with LOGBOOK_DB_POOLER=pgbouncer (PgBouncer's default_pool_size); else unset",
+		Meaning: "the server connections the PgBouncer at DATABASE_URL may open to this database (its default_pool_size + " +
+			"reserve_pool_size): counted once in the fleet's budget. Behind PgBouncer each replica holds one direct " +
+			"connection (LISTEN and its liveness claim; no watch), so fifty replicas need 50 + this + LOGBOOK_DB_RESERVE"},
 	{Name: "LOGBOOK_DB_RESERVE", Group: "database", Default: "6",
 		Meaning: "connections left for other clients: logbook audit (4), migrate (1), psql (1)"},
 	{Name: "LOGBOOK_READ_DATABASE_URL", Group: "database",

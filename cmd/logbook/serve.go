@@ -666,7 +666,7 @@ func (w *wiring) serviceConfig() bot.ServiceConfig {
 	cfg, me := w.cfg, w.me
 	return bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
-			DrainTimeout: cfg.DrainTimeout, WakeLimit: cfg.WakeLimit, MaxReplies: cfg.RepliesPerMinute, WatchPeers: cfg.DB.Replicas > 1,
+			DrainTimeout: cfg.DrainTimeout, WakeLimit: cfg.WakeLimit, MaxReplies: cfg.RepliesPerMinute, WatchPeers: cfg.watchesPeers(), OrphanInterval: cfg.orphanInterval(),
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
 			Approval: cfg.Approval,
 			Where:    brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
