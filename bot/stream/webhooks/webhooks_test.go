@@ -156,7 +156,7 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
-func (r *rig) clock() time.Time       { return time.Unix(0, r.now.Load()) }
+func (r *rig) clock() time.Time        { return time.Unix(0, r.now.Load()) }
 func (r *rig) advance(d time.Duration) { r.now.Add(int64(d)) }
 
 func (r *rig) parse(cfg string) map[string]webhooks.Webhook {
