@@ -204,6 +204,9 @@ type Event struct {
 	Hash           []byte
 	Sanitized      bool  // text that PostgreSQL cannot store was replaced by U+FFFD
 	Position       int64 // global, cross-session; allocated at insert, not commit order
+	// TxID is the id (xid8) of the transaction that appended the event, set by ReadAll only:
+	// with Position it is the event's place in the cross-session stream (a Cursor).
+	TxID uint64
 	// Duplicate is set on events returned by an append whose idempotency key was already
 	// stored: the event is the one stored earlier.
 	Duplicate bool

@@ -183,6 +183,7 @@ func (s *Store) ReadAll(ctx context.Context, after Cursor, limit int) ([]Event, 
 		if err != nil {
 			return nil, after, fmt.Errorf("read all events: transaction id %q: %w", tx, err)
 		}
+		e.TxID = txID
 		next = Cursor{TxID: txID, Position: e.Position}
 		out = append(out, e)
 	}

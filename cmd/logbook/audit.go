@@ -262,7 +262,7 @@ azblob:// need the matching gocloud.dev/blob driver compiled in.
 	}
 	cmd.AddCommand(newAuditExportCmd(e), newAuditKeygenCmd(e), newAuditVerifyExportCmd(e), newAuditVerifyCmd(e),
 		newAuditRebuildProjectionsCmd(e), newAuditCheckpointCmd(e), newAuditScheduleCmd(e), newAuditHoldCmd(e), newAuditPurgeCmd(e),
-		newAuditRunsCmd(e))
+		newAuditRunsCmd(e), newAuditTailCmd(e))
 	return cmd
 }
 

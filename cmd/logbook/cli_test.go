@@ -39,7 +39,7 @@ func TestUnknownSubcommandsAndExtraArgumentsExit2(t *testing.T) {
 		want string
 	}{
 		{[]string{"audit", "verfy"}, `unknown command "verfy" for "logbook audit"; did you mean "verify"?`},
-		{[]string{"audit", "bogus"}, `unknown command "bogus" for "logbook audit"; its commands: checkpoint, export, hold, keygen, purge, rebuild-projections, runs, schedule, verify, verify-export`},
+		{[]string{"audit", "bogus"}, `unknown command "bogus" for "logbook audit"; its commands: checkpoint, export, hold, keygen, purge, rebuild-projections, runs, schedule, tail, verify, verify-export`},
 		{[]string{"migrate", "upp"}, `unknown command "upp" for "logbook migrate"; did you mean "up"?`},
 		{[]string{"migrate", "down"}, `unknown command "down" for "logbook migrate"; its commands: status, up`},
 		{[]string{"audit", "hold", "lst"}, `unknown command "lst" for "logbook audit hold"; did you mean "list"?`},

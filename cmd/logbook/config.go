@@ -250,7 +250,7 @@ func (cfg *serveConfig) checkWebIdentity() error {
 // below reads its settings top to bottom.
 func (cfg *serveConfig) readSettings(e env) error {
 	cfg.readModel(e)
-	for _, read := range []func(env) error{cfg.readSandbox, cfg.readRuntime, cfg.readReplies, cfg.readRepos, cfg.readConnectors, cfg.readStarted} {
+	for _, read := range []func(env) error{cfg.readSandbox, cfg.readRuntime, cfg.readReplies, cfg.readRepos, cfg.readConnectors, cfg.readStarted, cfg.readStreams} {
 		if err := read(e); err != nil {
 			return err
 		}

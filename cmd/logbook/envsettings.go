@@ -45,6 +45,7 @@ var envGroups = []envGroup{
 	{"web", "serve", "The HTTP address and the web pages", "[web pages](web.md)"},
 	{"oidc", "serve", "Sign-in with OpenID Connect", "[web pages](web.md#sign-in-with-your-identity-provider-openid-connect)"},
 	{"traces", "serve", "Traces and logs", "[traces](traces.md)"},
+	{"streams", "serve", "The record streamed out", "[streams](streams.md)"},
 	{"serve-audit", "serve", "Audit inside serve", "[audit](audit.md)"},
 	{"audit", "audit", "Audit", "[audit](audit.md)"},
 }
@@ -300,6 +301,24 @@ var envSettings = []envSetting{
 	{Name: "LOGBOOK_HOOK_REPLAY_WINDOW", Group: "started", Default: "24h",
 		Meaning: "a delivery id, or a body with its timestamp, seen again within this starts nothing"},
 	{Name: "LOGBOOK_HOOK_MAX_BODY", Group: "started", Default: "256K", Meaning: "the largest body a hook takes (413 above)"},
+
+	// The record streamed out.
+	{Name: "LOGBOOK_WEBHOOKS", Group: "streams", Default: "no webhooks",
+		Meaning: "outbound webhooks: a JSON object, or the path of a file holding one, {\"oncall\": {\"url\": " +
+			"\"https://…\", \"secret\": \"${ONCALL_WEBHOOK_SECRET}\", \"events\": [\"approval.requested\", " +
+			"\"turn.failed\"], \"content\": false}}; ${NAME} from the environment; the secret is whsec_ + base64 of " +
+			"24+ bytes; no events: every type; url https, or http to a loopback or private address. Each event is " +
+			"POSTed signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature), ids and links " +
+			"only unless content is true"},
+	{Name: "LOGBOOK_WEBHOOK_MAX_AGE", Group: "streams", Default: "1h",
+		Meaning: "how long a webhook may fail without a success before each event it cannot take at once becomes a " +
+			"dead letter (logbook webhooks failed, logbook webhooks redeliver); until then it is retried, in order, " +
+			"with backoff up to a minute"},
+	{Name: "LOGBOOK_AUDIT_STREAM", Group: "streams", Default: "off",
+		Meaning: "every event as it commits, in the export's JSON line with its chain position: comma-separated " +
+			"destinations, stdout, a file's path (appended to), or otlp (OTLP logs over HTTP/protobuf to " +
+			"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/logs, with " +
+			"OTEL_EXPORTER_OTLP_HEADERS)"},
 
 	// The HTTP address and the web pages.
 	{Name: "LOGBOOK_HTTP_ADDR", Group: "web", Default: "127.0.0.1:8080, loopback only",

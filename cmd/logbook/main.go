@@ -115,7 +115,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	root.AddCommand(
 		newMigrateCmd(e),
 		newTranscriptCmd(e), newSearchCmd(e), newTakeoverCmd(e), newHandbackCmd(e), newConfigCmd(e), newUsageCmd(e), newForkCmd(e),
-		newAuditCmd(e),
+		newAuditCmd(e), newWebhooksCmd(e),
 		newReplayCmd(e),
 		newServeCmd(e),
 		newDevCmd(e),

@@ -111,6 +111,8 @@ type serveConfig struct {
 	MCP *connectors.Config
 	// Started: schedules and hooks (schedules.go).
 	Started startedConfig
+	// Streams: outbound webhooks and the audit stream (streams.go).
+	Streams streamConfig
 	// SecretKey seals the MCP servers' OAuth tokens, LOGBOOK_SECRET_KEY (nil: unset).
 	SecretKey   *connectors.SecretKey
 	DatabaseURL Secret
@@ -615,6 +617,10 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	}
 	w.buildStarted(store) // schedules.go
 	w.buildReview(store)  // review.go
+	// The record streamed out: webhooks and the audit stream (streams.go).
+	if err := w.buildStreams(store); err != nil {
+		return err
+	}
 	w.slash = slashTable(slashParts{Team: w.me.TeamID, Admins: cfg.Admins, Search: w.search, Dir: w.dir, Repos: w.repos,
 		Settings: chSettings, Memory: mem, Budget: bgt, MCP: mcp, Schedules: w.scheduler, Review: w.review, Grants: store, Log: log})
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,

@@ -835,6 +835,44 @@ GRANT SELECT ON TABLE public.setup_cache TO logbook_auditor;
 CREATE SEQUENCE public.setup_cache_id_seq AS bigint START WITH 1 INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1;
 ALTER SEQUENCE public.setup_cache_id_seq OWNED BY public.setup_cache.id; -- the column's identity
 
+CREATE TABLE public.stream_cursors (
+    sink text NOT NULL,
+    tx_id xid8 NOT NULL,
+    "position" bigint NOT NULL,
+    owner text,
+    lease_until timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT stream_cursors_owner_check CHECK (((length(owner) >= 1) AND (length(owner) <= 200))),
+    CONSTRAINT stream_cursors_pkey PRIMARY KEY (sink),
+    CONSTRAINT stream_cursors_sink_check CHECK (((length(sink) >= 1) AND (length(sink) <= 200)))
+);
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE public.stream_cursors TO logbook_app;
+GRANT SELECT ON TABLE public.stream_cursors TO logbook_auditor;
+
+CREATE TABLE public.stream_dead_letters (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    sink text NOT NULL,
+    session_id uuid NOT NULL,
+    seq bigint NOT NULL,
+    event_type text NOT NULL,
+    webhook_type text NOT NULL,
+    attempts integer NOT NULL,
+    last_error text NOT NULL,
+    dead_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    redelivered_at timestamp with time zone,
+    CONSTRAINT stream_dead_letters_attempts_check CHECK ((attempts > 0)),
+    CONSTRAINT stream_dead_letters_pkey PRIMARY KEY (id),
+    CONSTRAINT stream_dead_letters_seq_check CHECK ((seq > 0)),
+    CONSTRAINT stream_dead_letters_sink_check CHECK (((length(sink) >= 1) AND (length(sink) <= 200))),
+    CONSTRAINT stream_dead_letters_sink_session_id_seq_key UNIQUE (sink, session_id, seq)
+);
+CREATE INDEX stream_dead_letters_open ON public.stream_dead_letters USING btree (sink, id) WHERE (redelivered_at IS NULL);
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE public.stream_dead_letters TO logbook_app;
+GRANT SELECT ON TABLE public.stream_dead_letters TO logbook_auditor;
+
+CREATE SEQUENCE public.stream_dead_letters_id_seq AS bigint START WITH 1 INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1;
+ALTER SEQUENCE public.stream_dead_letters_id_seq OWNED BY public.stream_dead_letters.id; -- the column's identity
+
 CREATE TABLE public.web_sessions (
     id_hash bytea NOT NULL,
     who text NOT NULL,

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdkresource "go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
@@ -39,20 +40,34 @@ type Span struct {
 	Resource map[string]any
 }
 
-// Receiver is a running OTLP/HTTP trace receiver.
+// Log is one received log record, flattened.
+type Log struct {
+	Time      time.Time
+	EventName string
+	Body      string // a string body
+	Scope     string
+	Attrs     map[string]any
+	Resource  map[string]any
+}
+
+// Receiver is a running OTLP/HTTP receiver of traces (URL + "/v1/traces") and logs
+// (URL + "/v1/logs").
 type Receiver struct {
-	URL string // the endpoint, e.g. http://127.0.0.1:1234 (traces go to URL + "/v1/traces")
+	URL string // the endpoint, e.g. http://127.0.0.1:1234
 
 	srv *httptest.Server
 
 	mu       sync.Mutex
 	spans    []Span
+	logs     []Log
 	requests int
+	// received is signalled (without blocking) after each export request is taken.
+	received chan struct{}
 }
 
 // Start starts a receiver, closed when the test ends.
 func Start(tb testing.TB) *Receiver {
-	r := &Receiver{}
+	r := &Receiver{received: make(chan struct{}, 1)}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	r.URL = r.srv.URL
 	tb.Cleanup(r.srv.Close)
@@ -60,7 +75,7 @@ func Start(tb testing.TB) *Receiver {
 }
 
 func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodPost || req.URL.Path != "/v1/traces" {
+	if req.Method != http.MethodPost || (req.URL.Path != "/v1/traces" && req.URL.Path != "/v1/logs") {
 		http.Error(w, "not found", http.StatusNotFound)
 		return
 	}
@@ -83,16 +98,57 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	var export coltracepb.ExportTraceServiceRequest
-	if err := proto.Unmarshal(raw, &export); err != nil {
-		http.Error(w, "decode: "+err.Error(), http.StatusBadRequest)
-		return
+	var out []byte
+	if req.URL.Path == "/v1/logs" {
+		var export collogspb.ExportLogsServiceRequest
+		if err := proto.Unmarshal(raw, &export); err != nil {
+			http.Error(w, "decode: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.addLogs(&export)
+		out, _ = proto.Marshal(&collogspb.ExportLogsServiceResponse{})
+	} else {
+		var export coltracepb.ExportTraceServiceRequest
+		if err := proto.Unmarshal(raw, &export); err != nil {
+			http.Error(w, "decode: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.add(&export)
+		out, _ = proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
 	}
-	r.add(&export)
-	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	select {
+	case r.received <- struct{}{}:
+	default:
+	}
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	w.Write(out)
 }
+
+func (r *Receiver) addLogs(export *collogspb.ExportLogsServiceRequest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests++
+	for _, rl := range export.GetResourceLogs() {
+		res := attrs(rl.GetResource().GetAttributes())
+		for _, sl := range rl.GetScopeLogs() {
+			for _, l := range sl.GetLogRecords() {
+				r.logs = append(r.logs, Log{Time: time.Unix(0, int64(l.GetTimeUnixNano())), EventName: l.GetEventName(),
+					Body: l.GetBody().GetStringValue(), Scope: sl.GetScope().GetName(), Attrs: attrs(l.GetAttributes()), Resource: res})
+			}
+		}
+	}
+}
+
+// Logs returns every log record received so far.
+func (r *Receiver) Logs() []Log {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Log(nil), r.logs...)
+}
+
+// Received is signalled after an export request was taken (a wake-up, not a count: read Logs or
+// Spans again after it).
+func (r *Receiver) Received() <-chan struct{} { return r.received }
 
 func (r *Receiver) add(export *coltracepb.ExportTraceServiceRequest) {
 	r.mu.Lock()
