@@ -28,6 +28,7 @@ import (
 //	LOGBOOK_BENCH_RUNS      timed runs per query and variant (default 15)
 //	LOGBOOK_BENCH_NOTES     channel memory notes to seed (default events/25), for the
 //	                        "kind all" variant (messages and notes)
+//	LOGBOOK_BENCH_SEED_ONLY set: seed LOGBOOK_BENCH_DATABASE_URL and time nothing
 //
 // Run: LOGBOOK_BENCH_EVENTS=1000000 go test -run '^$' -bench SearchLatency -benchtime 1x ./session/search/searchbench
 
@@ -154,6 +155,9 @@ func BenchmarkSearchLatency(b *testing.B) {
 		if _, err := admin.Exec(ctx, `ANALYZE channel_memory`); err != nil {
 			b.Fatal(err)
 		}
+	}
+	if os.Getenv("LOGBOOK_BENCH_SEED_ONLY") != "" {
+		b.Skip("LOGBOOK_BENCH_SEED_ONLY: seeded, nothing timed")
 	}
 	var nEvents, nDocs, nSessions int
 	if err := admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM search_docs), (SELECT count(*) FROM sessions),
