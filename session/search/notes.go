@@ -113,19 +113,55 @@ func (s *Searcher) notes(ctx context.Context, q Query) ([]Hit, error) {
 }
 
 // messagesAndNotes are the best hits among messages and notes together (KindAll): the best
-// of each, merged by score.
-func (s *Searcher) messagesAndNotes(ctx context.Context, q Query, docs int64) ([]Hit, error) {
+// of each, merged by score. When the messages' page is cut (More), the messages that make
+// the merged page are the most recent of it, not the best, so that More goes on right after
+// them: every message is then on one page, once.
+func (s *Searcher) messagesAndNotes(ctx context.Context, q Query, docs int64) (Page, error) {
 	msgs, err := s.messages(ctx, q, docs)
 	if err != nil {
-		return nil, err
+		return Page{}, err
 	}
 	notes, err := s.notes(ctx, q)
 	if err != nil {
-		return nil, err
+		return Page{}, err
 	}
-	hits := append(msgs, notes...)
-	slices.SortStableFunc(hits, func(a, b Hit) int {
-		return cmp.Or(cmp.Compare(b.Score, a.Score), b.CreatedAt.Compare(a.CreatedAt))
-	})
-	return hits[:min(len(hits), q.Limit)], nil
+	byScore := func(hits []Hit) []Hit {
+		slices.SortStableFunc(hits, func(a, b Hit) int {
+			return cmp.Or(cmp.Compare(b.Score, a.Score), b.CreatedAt.Compare(a.CreatedAt))
+		})
+		return hits[:min(len(hits), q.Limit)]
+	}
+	hits := byScore(append(slices.Clone(msgs.hits), notes...))
+	if msgs.more == "" {
+		return Page{Hits: hits}, nil
+	}
+	kept := 0 // how many messages the merge keeps; which ones is time's choice
+	for _, h := range hits {
+		if h.Kind != HitNote {
+			kept++
+		}
+	}
+	if kept == len(msgs.keys) {
+		return Page{Hits: hits, More: msgs.more}, nil
+	}
+	newest := map[docKey]bool{}
+	for _, k := range msgs.keys[:kept] {
+		newest[docKey{id: k.id, seq: k.seq}] = true
+	}
+	var out []Hit // the notes the merge chose, and the newest `kept` messages
+	for _, h := range hits {
+		if h.Kind == HitNote {
+			out = append(out, h)
+		}
+	}
+	for _, h := range msgs.hits {
+		if newest[docKey{id: h.SessionID, seq: h.Seq}] {
+			out = append(out, h)
+		}
+	}
+	more := msgs.keys[0].above().cursor() // no message kept: the next page starts with the newest
+	if kept > 0 {
+		more = msgs.keys[kept-1].cursor()
+	}
+	return Page{Hits: byScore(out), More: more}, nil
 }
