@@ -142,7 +142,8 @@ func (s *Searcher) messages(ctx context.Context, q Query, docs int64) (messagePa
 // walk both costs are estimated again from the share of matches p seen so far: walking on
 // costs (k − found)/p rows, the index ginRowCost × p_and × docs. The walk goes on while it
 // is the cheaper, up to MaxWalk rows in all; a walk stopped there is cut (More), never
-// handed to the index that would read hundreds of thousands of rows for it.
+// handed to the index that would read hundreds of thousands of rows for it. A walk of one
+// channel's or one person's messages is not cut (see scattered below).
 func (s *Searcher) recentMatches(ctx context.Context, q Query, f *filter, k int, docs int64) (found, error) {
 	if q.Session != (session.ID{}) { // one session: few rows, the GIN index and a filter
 		return s.bitmapKeys(ctx, s.ginSQL(f, k), f.args)
@@ -169,6 +170,10 @@ FROM (SELECT tsv FROM search_docs WHERE `+f.where()+`
 		}
 		pAnd = float64(n) / float64(s.window)
 	}
+	// A channel's or a person's messages are scattered through the table: walking them reads
+	// a heap page a row, as the GIN index does, and the index ANDs its bitmap with theirs. So
+	// such a walk goes on only as far as it is expected to finish, as before, and is never cut.
+	scattered := q.Channel != "" || q.Actor != ""
 	for {
 		// p is at least half a match in what was walked: no match yet is not "never".
 		p := max(float64(len(fd.keys)), 0.5) / float64(walked)
@@ -176,7 +181,7 @@ FROM (SELECT tsv FROM search_docs WHERE `+f.where()+`
 		// A row found through the GIN index costs a random heap page; the walk reads rows
 		// in time order, several to a page, mostly cached (measured: about 10x apart).
 		gin := ginRowCost * max(pAnd, p) * float64(docs)
-		if walkOn > gin {
+		if walkOn > gin || scattered && (walked > s.window || float64(walked)+walkOn > float64(s.maxWalk)) {
 			break
 		}
 		if walked >= s.maxWalk {

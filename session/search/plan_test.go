@@ -273,3 +273,58 @@ VALUES ('T0000001', 'C0000001', 'the deploy error runbook: deploy error means ro
 		t.Errorf("notes after a page: %v, want ErrInvalidQuery", err)
 	}
 }
+
+// Notes are looked for among the newest ones first: a common word's newest matches are
+// there, and a word only older notes hold is still found (through the index); both return
+// the best of the k most recent matches, and a forgotten note is in neither.
+func TestSearchNotesWalkAndIndexAgree(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, search.Options{})
+	var ids []int64
+	for i := range 340 {
+		text := fmt.Sprintf("note %d: deploy with care", i)
+		if i < 2 {
+			text += ", zeppelin"
+		}
+		if i%7 == 0 {
+			text += ", deploy deploy" // ranks higher
+		}
+		ids = append(ids, f.note(session.Note{Channel: "C0000001", Text: text, ByKind: session.NoteByUser, By: "U0000001"}).ID)
+	}
+	if _, err := f.store.ForgetNote(f.ctx, "T0000001", "C0000001", ids[len(ids)-7], "U0000002"); err != nil {
+		t.Fatal(err)
+	}
+	want := func(text string, k, limit int) []int64 {
+		rows, err := f.admin.Query(f.ctx, `
+WITH c AS (SELECT id, text FROM channel_memory m
+           WHERE to_tsvector('english', text) @@ websearch_to_tsquery('english', $1)
+             AND NOT EXISTS (SELECT 1 FROM channel_memory_forgotten x WHERE x.note_id = m.id)
+           ORDER BY id DESC LIMIT $2)
+SELECT id FROM c ORDER BY ts_rank_cd(to_tsvector('english', text), websearch_to_tsquery('english', $1), 32) DESC, id DESC LIMIT $3`, text, k, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, id)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		text  string
+		limit int
+	}{{"deploy", 5}, {"deploy", 40}, {"zeppelin", 5}, {`"deploy deploy"`, 20}} {
+		got := noteIDs(f.search(search.Query{Text: c.text, Kind: search.KindNotes, Limit: c.limit}))
+		if w := want(c.text, max(c.limit, 30), c.limit); !slices.Equal(got, w) || len(got) == 0 {
+			t.Errorf("%q limit %d: notes %v, want %v", c.text, c.limit, got, w)
+		}
+		if slices.Contains(got, ids[len(ids)-7]) {
+			t.Errorf("%q: a forgotten note is found", c.text)
+		}
+	}
+}
