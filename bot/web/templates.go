@@ -141,7 +141,8 @@ const pageTemplates = `
 <div class="meta">{{.Who}} · #{{.ChannelName}} · {{.When}}{{if .Edited}} · edited{{end}}{{with .Permalink}} · <a href="{{.}}">Open in Slack</a>{{end}} · session <code>{{.SessionID}}</code></div>
 </li>
 {{end}}{{end}}</ol>
-{{else}}<p class="empty">{{if eq .Kind "notes"}}No notes match{{else if eq .Kind "messages"}}No messages match{{else}}Nothing matches{{end}} “{{.Q}}”.</p>{{end}}
+{{else if not .More}}<p class="empty">{{if eq .Kind "notes"}}No notes match{{else if eq .Kind "messages"}}No messages match{{else}}Nothing matches{{end}} “{{.Q}}”.</p>{{end}}
+{{with .More}}<p><a href="{{.}}" id="more">More results</a> <span class="meta">(this search stopped early: older messages are on the next page)</span></p>{{end}}
 {{end}}
 {{template "foot" .}}{{end}}
 `

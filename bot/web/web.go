@@ -58,7 +58,7 @@ type FileReader interface {
 
 // finder is what the list and search pages need (search.Searcher has it).
 type finder interface {
-	Search(ctx context.Context, q search.Query) ([]search.Hit, error)
+	SearchPage(ctx context.Context, q search.Query) (search.Page, error)
 	Recent(ctx context.Context, before time.Time, limit int) ([]search.Summary, error)
 	Permalink(channel, threadTS, ts string) string
 }
@@ -500,7 +500,7 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 		s.page(w, http.StatusOK, "search", data)
 		return
 	}
-	q := search.Query{Text: data.Q, Actor: data.Actor, Channel: data.Channel, Kind: data.Kind}
+	q := search.Query{Text: data.Q, Actor: data.Actor, Channel: data.Channel, Kind: data.Kind, After: v.Get("after")}
 	var err error
 	if q.Since, err = parseDay(data.Since, false); err != nil {
 		data.Message = "“Since” is not a date (YYYY-MM-DD)."
@@ -508,11 +508,15 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	if q.Until, err = parseDay(data.Until, true); err != nil {
 		data.Message = "“Until” is not a date (YYYY-MM-DD)."
 	}
-	var hits []search.Hit
 	if data.Message == "" {
+		// A first page asks for room for hits hidden below; a page that goes on (More) shows
+		// every visible hit it got, since the next page starts after all of them.
 		limit := search.DefaultLimit
-		q.Limit = min(2*limit, search.MaxLimit) // room for hits hidden below
-		hits, err = s.cfg.Finder.Search(ctx, q)
+		q.Limit = min(2*limit, search.MaxLimit)
+		if q.After != "" {
+			q.Limit = limit
+		}
+		page, err := s.cfg.Finder.SearchPage(ctx, q)
 		var qe *search.QueryError
 		switch {
 		case errors.Is(err, search.ErrEmptyQuery):
@@ -523,8 +527,14 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, err)
 			return
 		}
+		if page.More != "" {
+			limit = len(page.Hits)
+			next := r.URL.Query()
+			next.Set("after", page.More)
+			data.More = "/search?" + next.Encode()
+		}
 		loc := s.location(r)
-		for _, h := range hits {
+		for _, h := range page.Hits {
 			if len(data.Hits) == limit {
 				break
 			}
@@ -658,6 +668,7 @@ type pageData struct {
 	Kinds                           []kindOption
 	Searched                        bool
 	Hits                            []hitRow
+	More                            string // the next page of a cut search (search.Page.More)
 	// usage (usage.go)
 	Usage *usageData
 	// schedules' and hooks' runs (automations.go)

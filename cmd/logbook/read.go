@@ -360,7 +360,7 @@ from a shared channel inside it. Retention-purged text is gone here too.`,
 			ctx := c.Context()
 			return withRead(ctx, e, standbyReads, func(d *readDeps) error {
 				d.sync(ctx, e)
-				hits, err := d.searcher.Search(ctx, q)
+				page, err := d.searcher.SearchPage(ctx, q)
 				if errors.Is(err, search.ErrEmptyQuery) || errors.Is(err, search.ErrInvalidQuery) {
 					fmt.Fprintln(e.stderr, "logbook search:", err)
 					return flagError{err}
@@ -371,9 +371,15 @@ from a shared channel inside it. Retention-purged text is gone here too.`,
 				if asJSON {
 					enc := json.NewEncoder(e.stdout)
 					enc.SetIndent("", "  ")
-					return enc.Encode(hits)
+					if err := enc.Encode(page.Hits); err != nil {
+						return err
+					}
+				} else {
+					writeHits(e, q.Text, page.Hits)
 				}
-				writeHits(e, q.Text, hits)
+				if page.More != "" {
+					fmt.Fprintf(e.stderr, "logbook search: stopped early (a phrase of common words); older matches: the same command with --after %s\n", page.More)
+				}
 				return nil
 			})
 		},
@@ -388,6 +394,7 @@ from a shared channel inside it. Retention-purged text is gone here too.`,
 	f.BoolVar(&q.Tools, "tools", false, "search tool calls and tool output too")
 	f.StringVar(&q.Kind, "kind", search.KindAll, "what to search: all, messages or notes (channel memory notes)")
 	f.BoolVar(&asJSON, "json", false, "print hits as JSON")
+	f.StringVar(&q.After, "after", "", "go on from where a search that stopped early ended (the cursor it printed)")
 	return cmd
 }
 

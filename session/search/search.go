@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +41,25 @@ type Query struct {
 	// Kind is what is searched: KindMessages (or ""), the sessions' messages; KindNotes, the
 	// channels' memory notes; KindAll, both, ranked together.
 	Kind string
+	// After continues a search: Page.More of the page before, with the same query. Such a
+	// page holds the Limit most recent matching messages older than that page's, ranked;
+	// memory notes are all ranked on the first page (KindAll goes on with messages only).
+	After string
+}
+
+// Page is the answer to a query: its hits, best first, and More when the search stopped
+// before it had looked at every message.
+//
+// A first page (Query.After empty) that is not cut holds the best Limit of the most recent
+// matches (see Searcher.Search) and no More. A search is cut when a common-word phrase is
+// rarer than its words: walking the newest messages for it is still far cheaper than reading
+// every message that holds its words through the index, but the walk reached MaxWalk rows
+// first. That page holds the matches the walk found (the Limit most recent of them, ranked)
+// and More; following More returns every other match once, newest first, page by page.
+type Page struct {
+	Hits []Hit `json:"hits"`
+	// More continues the search past this page (as Query.After); empty when nothing is left.
+	More string `json:"more,omitempty"`
 }
 
 // Span is a piece of a snippet; Match marks the words that matched the query.
@@ -220,6 +238,14 @@ func (q Query) validate() (Query, error) {
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
 		return q, &QueryError{Query: q.Text, Reason: "since must be before until"}
 	}
+	if q.After != "" {
+		if _, err := parseCursor(q.After); err != nil {
+			return q, &QueryError{Query: q.Text, Reason: "the page to continue from (after) is not one a search returned"}
+		}
+		if q.Kind == KindNotes {
+			return q, &QueryError{Query: q.Text, Reason: "memory notes are all on the first page: there is no next page of notes"}
+		}
+	}
 	switch q.Kind {
 	case "", KindMessages, KindAll:
 	case KindNotes:
@@ -318,167 +344,37 @@ const (
 // Errors: ErrEmptyQuery, *QueryError (errors.Is ErrInvalidQuery) for a query that cannot
 // be run, or a database error.
 func (s *Searcher) Search(ctx context.Context, q Query) ([]Hit, error) {
+	p, err := s.SearchPage(ctx, q)
+	return p.Hits, err
+}
+
+// SearchPage is Search with its paging: the hits and, when the search was cut (see Page),
+// where to go on. Errors are Search's.
+func (s *Searcher) SearchPage(ctx context.Context, q Query) (Page, error) {
 	if s.standby != nil {
-		return routed(ctx, s, func(x *Searcher) ([]Hit, error) { return x.Search(ctx, q) })
+		return routed(ctx, s, func(x *Searcher) (Page, error) { return x.SearchPage(ctx, q) })
 	}
 	q, err := q.validate()
 	if err != nil {
-		return nil, err
+		return Page{}, err
 	}
 	var ok bool
 	var docs int64
 	if err := s.pool.QueryRow(ctx, sqlCheckQuery, q.Text).Scan(&ok, &docs); err != nil {
-		return nil, fmt.Errorf("search %q: %w", q.Text, err)
+		return Page{}, fmt.Errorf("search %q: %w", q.Text, err)
 	}
 	if !ok {
-		return nil, &QueryError{Query: q.Text, Reason: "it has no searchable words (only very common words or punctuation)"}
+		return Page{}, &QueryError{Query: q.Text, Reason: "it has no searchable words (only very common words or punctuation)"}
 	}
-	switch q.Kind {
-	case KindNotes:
-		return s.notes(ctx, q)
-	case KindAll:
+	switch {
+	case q.Kind == KindNotes:
+		hits, err := s.notes(ctx, q)
+		return Page{Hits: hits}, err
+	case q.Kind == KindAll && q.After == "":
 		return s.messagesAndNotes(ctx, q, docs)
 	}
-	return s.messages(ctx, q, docs)
-}
-
-// messages are the best hits among the sessions' messages (Search).
-func (s *Searcher) messages(ctx context.Context, q Query, docs int64) ([]Hit, error) {
-	keys, err := s.recentMatches(ctx, q, docs)
-	if err != nil {
-		return nil, fmt.Errorf("search %q: %w", q.Text, err)
-	}
-	if len(keys.ids) == 0 {
-		return []Hit{}, nil
-	}
-	hits, err := s.rank(ctx, q, keys)
-	if err != nil {
-		return nil, fmt.Errorf("search %q: %w", q.Text, err)
-	}
-	return hits, nil
-}
-
-// recentMatches returns the keys of the k = max(limit, Candidates) most recent matches of q (fewer when
-// there are fewer), choosing between walking the time index and the GIN index from what a
-// short walk of the newest messages says about the query's frequency; docs is the
-// (estimated) number of messages.
-func (s *Searcher) recentMatches(ctx context.Context, q Query, docs int64) (candidateKeys, error) {
-	f := q.filter()
-	k := max(q.Limit, s.candidates)
-	if q.Session != (session.ID{}) { // one session: few rows, the GIN index and a filter
-		return s.bitmapKeys(ctx, s.ginSQL(f, k), f.args)
-	}
-	// Phase 1: walk the newest `window` messages that pass the filters. The LIMIT in the
-	// subquery fences the tsquery out of it, so the time (or channel, actor) index drives
-	// the scan, and it stops at the candidates' count: a common term costs a few rows.
-	keys, err := s.keys(ctx, s.walkSQL(f, s.window, k), f.args)
-	if err != nil || len(keys.ids) >= k {
-		return keys, err
-	}
-	// Fewer matches than wanted among the newest `window` rows: estimate what each plan
-	// would read. Walking on reads candidates/p rows; the GIN index reads every row that
-	// has all the words (a phrase's words need not be adjacent for the index), p_and × docs.
-	p := float64(len(keys.ids)) / float64(s.window)
-	pAnd := p
-	if strings.Contains(q.Text, `"`) {
-		args := slices.Clone(f.args)
-		args[0] = strings.ReplaceAll(q.Text, `"`, " ") // the phrases' words, not adjacent
-		var n int64
-		err := s.pool.QueryRow(ctx, `
-SELECT count(*) FILTER (WHERE d.tsv @@ `+tsQuery+`)
-FROM (SELECT tsv FROM search_docs WHERE `+f.where()+`
-      ORDER BY created_at DESC LIMIT `+strconv.Itoa(s.window)+`) d`, args...).Scan(&n)
-		if err != nil {
-			return keys, err
-		}
-		pAnd = float64(n) / float64(s.window)
-	}
-	// No match at all in the window: walking on would read up to MaxWalk rows.
-	walk := float64(s.maxWalk)
-	if p > 0 {
-		walk = float64(k) / p
-	}
-	// A row found through the GIN index costs a random heap page; the walk reads rows in
-	// time order, several to a page, mostly cached (measured: about 10x apart).
-	gin := ginRowCost * max(pAnd, 0.5/float64(s.window)) * float64(docs)
-	if walk <= gin && walk <= float64(s.maxWalk) {
-		window := min(s.maxWalk, int(1.5*walk)+s.window)
-		more, err := s.keys(ctx, s.walkSQL(f, window, k), f.args)
-		if err != nil || len(more.ids) >= k {
-			return more, err
-		}
-	}
-	// Phase 2: a rare term: the GIN index finds every match.
-	return s.bitmapKeys(ctx, s.ginSQL(f, k), f.args)
-}
-
-func (s *Searcher) walkSQL(f *filter, window, k int) string {
-	return `
-SELECT d.session_id, d.seq FROM (
-    SELECT session_id, seq, created_at, tsv FROM search_docs
-    WHERE ` + f.where() + `
-    ORDER BY created_at DESC LIMIT ` + strconv.Itoa(window) + `
-) d
-WHERE d.tsv @@ ` + tsQuery + `
-ORDER BY d.created_at DESC LIMIT ` + strconv.Itoa(k)
-}
-
-func (s *Searcher) ginSQL(f *filter, k int) string {
-	return `
-SELECT session_id, seq FROM search_docs
-WHERE tsv @@ ` + tsQuery + ` AND ` + f.where() + `
-ORDER BY created_at DESC LIMIT ` + strconv.Itoa(k)
-}
-
-type candidateKeys struct {
-	ids  []session.ID
-	seqs []int64
-}
-
-// ginRowCost is what reading a row through the GIN index costs, in rows walked.
-const ginRowCost = 10
-
-// bitmapKeys runs sql in a read-only transaction that allows only bitmap scans, so the GIN
-// index drives it whatever the planner guesses about the query's selectivity.
-func (s *Searcher) bitmapKeys(ctx context.Context, sql string, args []any) (candidateKeys, error) {
-	var k candidateKeys
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlBitmapOnly); err != nil {
-			return err
-		}
-		var err error
-		k, err = keys(ctx, tx, sql, args)
-		return err
-	})
-	return k, err
-}
-
-const sqlBitmapOnly = `SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off`
-
-func (s *Searcher) keys(ctx context.Context, sql string, args []any) (candidateKeys, error) {
-	return keys(ctx, s.pool, sql, args)
-}
-
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-func keys(ctx context.Context, db querier, sql string, args []any) (candidateKeys, error) {
-	var k candidateKeys
-	rows, err := db.Query(ctx, sql, args...)
-	if err != nil {
-		return k, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id session.ID
-		var seq int64
-		if err := rows.Scan(&id, &seq); err != nil {
-			return k, err
-		}
-		k.ids, k.seqs = append(k.ids, id), append(k.seqs, seq)
-	}
-	return k, rows.Err()
+	m, err := s.messages(ctx, q, docs)
+	return Page{Hits: m.hits, More: m.more}, err
 }
 
 const sqlRank = `
@@ -492,7 +388,7 @@ r AS (
     FROM unnest($2::uuid[], $3::bigint[]) AS c(session_id, seq)
     JOIN search_docs d ON d.session_id = c.session_id AND d.seq = c.seq
     CROSS JOIN q
-    ORDER BY score DESC, d.created_at DESC, d.seq DESC
+    ORDER BY score DESC, d.created_at DESC, d.session_id DESC, d.seq DESC
     LIMIT $6
 )
 SELECT r.session_id, r.seq, r.kind, r.channel_id, r.thread_ts, r.ts, r.actor_kind, r.actor_id,
@@ -500,10 +396,14 @@ SELECT r.session_id, r.seq, r.kind, r.channel_id, r.thread_ts, r.ts, r.actor_kin
        ts_headline('english', r.body, q.q, CASE WHEN octet_length(r.body) <= $8 THEN $9 ELSE $7 END)
 FROM r CROSS JOIN q
 LEFT JOIN search_sessions s ON s.session_id = r.session_id
-ORDER BY r.score DESC, r.created_at DESC, r.seq DESC`
+ORDER BY r.score DESC, r.created_at DESC, r.session_id DESC, r.seq DESC`
 
-func (s *Searcher) rank(ctx context.Context, q Query, k candidateKeys) ([]Hit, error) {
-	rows, err := s.pool.Query(ctx, sqlRank, q.Text, k.ids, k.seqs, s.now(), s.halfLife.Seconds(), q.Limit, headlineOptions, headlineWhole, headlineShort)
+func (s *Searcher) rank(ctx context.Context, q Query, keys []docKey) ([]Hit, error) {
+	ids, seqs := make([]session.ID, len(keys)), make([]int64, len(keys))
+	for i, k := range keys {
+		ids[i], seqs[i] = k.id, k.seq
+	}
+	rows, err := s.pool.Query(ctx, sqlRank, q.Text, ids, seqs, s.now(), s.halfLife.Seconds(), q.Limit, headlineOptions, headlineWhole, headlineShort)
 	if err != nil {
 		return nil, err
 	}

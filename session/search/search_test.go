@@ -26,6 +26,7 @@ type fixture struct {
 	ctx   context.Context
 	store *session.Store
 	admin *pgxpool.Pool // superuser, for what the app may not do (holding raw transactions, aging rows)
+	pool  *pgxpool.Pool // logbook_app
 	ix    *search.Indexer
 	s     *search.Searcher
 }
@@ -51,7 +52,7 @@ func newFixture(t *testing.T, opts search.Options) *fixture {
 		opts.WorkspaceDomain = "acme.slack.com"
 	}
 	return &fixture{
-		t: t, ctx: ctx, store: store, admin: admin,
+		t: t, ctx: ctx, store: store, admin: admin, pool: pool,
 		ix: search.NewIndexer(store, pool, zerolog.New(zerolog.NewTestWriter(t)), search.IndexerOptions{Batch: 7}),
 		s:  search.NewSearcher(pool, opts),
 	}

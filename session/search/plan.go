@@ -1,0 +1,290 @@
+package search
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/logbook/logbook/session"
+)
+
+// The query plan of messages: which of the most recent matches are ranked, and how they are
+// found (Search's doc says why the plan is chosen here, not by PostgreSQL).
+
+// docKey is a message's place in the order the plans read messages: newest first, then by
+// session and seq (a total order, so a page can start exactly where another stopped).
+type docKey struct {
+	at  time.Time
+	id  session.ID
+	seq int64
+}
+
+const orderNewest = `created_at DESC, session_id DESC, seq DESC`
+
+// cursor is k as Page.More: base64url of "<unix µs>.<session id hex>.<seq>".
+func (k docKey) cursor() string {
+	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d.%s.%d", k.at.UnixMicro(), hex.EncodeToString(k.id[:]), k.seq))
+}
+
+// above is a key just above k: a page that starts at it begins with k itself.
+func (k docKey) above() docKey { k.seq++; return k }
+
+var errCursor = errors.New("not a search cursor")
+
+func parseCursor(s string) (docKey, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return docKey{}, errCursor
+	}
+	parts := strings.Split(string(b), ".")
+	if len(parts) != 3 {
+		return docKey{}, errCursor
+	}
+	us, err1 := strconv.ParseInt(parts[0], 10, 64)
+	seq, err2 := strconv.ParseInt(parts[2], 10, 64)
+	id, err3 := hex.DecodeString(parts[1])
+	if err1 != nil || err2 != nil || err3 != nil || len(id) != len(session.ID{}) || seq < 1 {
+		return docKey{}, errCursor
+	}
+	k := docKey{at: time.UnixMicro(us).UTC(), seq: seq}
+	copy(k.id[:], id)
+	return k, nil
+}
+
+// olderThan adds to f the condition that a message comes after k in the plans' order (the
+// bound on created_at alone lets a time index start there).
+func (f *filter) olderThan(k docKey) {
+	f.add("created_at <= ?", k.at)
+	n := len(f.args)
+	f.args = append(f.args, k.id, k.seq)
+	f.conds = append(f.conds, fmt.Sprintf("(created_at, session_id, seq) < ($%d, $%d, $%d)", n, n+1, n+2))
+}
+
+// found are the most recent matches a plan found, newest first.
+type found struct {
+	keys []docKey
+	// cut: the plan stopped before it had looked at every message older than the last key
+	// (it wanted more keys than it found): stop is the oldest message it looked at.
+	cut  bool
+	stop docKey
+}
+
+// messagePage is a page of message hits, with what messagesAndNotes needs to merge notes in.
+type messagePage struct {
+	hits []Hit
+	keys []docKey // a page with more: the keys of hits (all its candidates), newest first
+	more string
+}
+
+// messages are the best hits among the sessions' messages (Search), a page of them.
+//
+// A first page ranks the k = max(limit, Candidates) most recent matches and returns the best
+// limit, as it always has; when the plan was cut (fewer than k found), it ranks the limit most
+// recent of those found and returns all of them, with More where they end. A page after
+// another (Query.After) wants limit + 1 matches older than the cursor: it ranks the limit most
+// recent, and the one more says whether to go on.
+func (s *Searcher) messages(ctx context.Context, q Query, docs int64) (messagePage, error) {
+	f := q.filter()
+	k := max(q.Limit, s.candidates)
+	if q.After != "" {
+		from, _ := parseCursor(q.After) // validate checked it
+		f.olderThan(from)
+		k = q.Limit + 1
+	}
+	fd, err := s.recentMatches(ctx, q, f, k, docs)
+	if err != nil {
+		return messagePage{}, fmt.Errorf("search %q: %w", q.Text, err)
+	}
+	var page messagePage
+	keys := fd.keys
+	switch {
+	case q.After != "" && len(keys) == k:
+		keys = keys[:q.Limit]
+		page.more = keys[len(keys)-1].cursor()
+	case len(keys) >= k || !fd.cut: // a full first page, or nothing left
+	case len(keys) > q.Limit:
+		keys = keys[:q.Limit]
+		page.more = keys[len(keys)-1].cursor()
+	default:
+		page.more = fd.stop.cursor()
+	}
+	if page.more != "" {
+		page.keys = keys
+	}
+	if len(keys) == 0 {
+		page.hits = []Hit{}
+		return page, nil
+	}
+	if page.hits, err = s.rank(ctx, q, keys); err != nil {
+		return messagePage{}, fmt.Errorf("search %q: %w", q.Text, err)
+	}
+	return page, nil
+}
+
+// recentMatches returns the k most recent matches of q that pass f (fewer when there are
+// fewer, or when the plan is cut), choosing between walking the time index and the GIN index
+// from what walking the newest messages says about the query's frequency; docs is the
+// (estimated) number of messages.
+//
+// Walking reads messages newest first, several to a page, and stops at k matches: a common
+// word costs a few rows. The GIN index reads every message that holds all the query's words,
+// each a random heap page: cheap for a rare word, and for a phrase of common words the
+// dearest plan of all (the words are common, the phrase is not). After each stretch of the
+// walk both costs are estimated again from the share of matches p seen so far: walking on
+// costs (k − found)/p rows, the index ginRowCost × p_and × docs. The walk goes on while it
+// is the cheaper, up to MaxWalk rows in all; a walk stopped there is cut (More), never
+// handed to the index that would read hundreds of thousands of rows for it. A search of one
+// channel's or one person's messages takes the index after the first window (see below).
+func (s *Searcher) recentMatches(ctx context.Context, q Query, f *filter, k int, docs int64) (found, error) {
+	if q.Session != (session.ID{}) { // one session: few rows, the GIN index and a filter
+		return s.bitmapKeys(ctx, s.ginSQL(f, k), f.args)
+	}
+	// The newest `window` messages that pass the filters.
+	fd, err := s.walk(ctx, f, nil, s.window, k)
+	if err != nil || len(fd.keys) >= k || !fd.cut {
+		return fd, err
+	}
+	walked := s.window
+	// A channel's or a person's messages are scattered through the table: walking them reads
+	// a heap page a row, and the GIN index ANDs its bitmap with their index's, reading only the
+	// rows that hold the words in that channel (at ten million events, "deploy error" in one
+	// channel: walking on took 430 ms, the index 120 ms). Such a search never walks past the
+	// first window, and is never cut.
+	if q.Channel != "" || q.Actor != "" {
+		return s.bitmapKeys(ctx, s.ginSQL(f, k), f.args)
+	}
+	// The share of messages holding all the words (a phrase's words need not be adjacent
+	// for the index), measured in the same window.
+	pAnd := -1.0
+	if strings.Contains(q.Text, `"`) {
+		args := slices.Clone(f.args)
+		args[0] = strings.ReplaceAll(q.Text, `"`, " ") // the phrases' words, not adjacent
+		var n int64
+		err := s.pool.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE d.tsv @@ `+tsQuery+`)
+FROM (SELECT tsv FROM search_docs WHERE `+f.where()+`
+      ORDER BY `+orderNewest+` LIMIT `+strconv.Itoa(s.window)+`) d`, args...).Scan(&n)
+		if err != nil {
+			return fd, err
+		}
+		pAnd = float64(n) / float64(s.window)
+	}
+	for {
+		// p is at least half a match in what was walked: no match yet is not "never".
+		p := max(float64(len(fd.keys)), 0.5) / float64(walked)
+		walkOn := float64(k-len(fd.keys)) / p
+		// A row found through the GIN index costs a random heap page; the walk reads rows
+		// in time order, several to a page, mostly cached (measured: about 10x apart).
+		gin := ginRowCost * max(pAnd, p) * float64(docs)
+		if walkOn > gin {
+			break
+		}
+		if walked >= s.maxWalk {
+			return fd, nil // cut: the caller returns what was found, with More
+		}
+		rows := min(s.maxWalk-walked, max(s.window, int(math.Min(1.5*walkOn, math.MaxInt32))))
+		more, err := s.walk(ctx, f, &fd.stop, rows, k-len(fd.keys))
+		if err != nil {
+			return fd, err
+		}
+		walked += rows
+		fd.keys, fd.cut, fd.stop = append(fd.keys, more.keys...), more.cut, more.stop
+		if len(fd.keys) >= k || !fd.cut {
+			return fd, nil
+		}
+	}
+	// A rare term: the GIN index finds every match.
+	return s.bitmapKeys(ctx, s.ginSQL(f, k), f.args)
+}
+
+// walk reads the `rows` newest messages that pass f (older than from, when set) and returns
+// the first k that match. The LIMIT in the innermost subquery fences the tsquery out of the
+// scan, so the time (or channel, actor) index drives it; the row numbers tell where it
+// stopped: the rows-th row comes back too, matching or not.
+func (s *Searcher) walk(ctx context.Context, f *filter, from *docKey, rows, k int) (found, error) {
+	if from != nil {
+		f = &filter{conds: slices.Clone(f.conds), args: slices.Clone(f.args)}
+		f.olderThan(*from)
+	}
+	last := strconv.Itoa(rows)
+	sql := `
+SELECT session_id, seq, created_at, m, n = ` + last + ` FROM (
+    SELECT session_id, seq, created_at, m, row_number() OVER (ORDER BY ` + orderNewest + `) AS n
+    FROM (
+        SELECT session_id, seq, created_at, tsv @@ ` + tsQuery + ` AS m FROM search_docs
+        WHERE ` + f.where() + `
+        ORDER BY ` + orderNewest + ` LIMIT ` + last + `
+    ) d
+) w
+WHERE m OR n = ` + last + `
+ORDER BY ` + orderNewest + ` LIMIT ` + strconv.Itoa(k)
+	var fd found
+	r, err := s.pool.Query(ctx, sql, f.args...)
+	if err != nil {
+		return fd, err
+	}
+	defer r.Close()
+	for r.Next() {
+		var key docKey
+		var match, isLast bool
+		if err := r.Scan(&key.id, &key.seq, &key.at, &match, &isLast); err != nil {
+			return fd, err
+		}
+		if match {
+			fd.keys = append(fd.keys, key)
+		}
+		if isLast {
+			fd.cut, fd.stop = true, key
+		}
+	}
+	if err := r.Err(); err != nil {
+		return fd, err
+	}
+	if len(fd.keys) > k { // the last row matched beyond k: it was only the stop
+		fd.keys = fd.keys[:k]
+	}
+	return fd, nil
+}
+
+func (s *Searcher) ginSQL(f *filter, k int) string {
+	return `
+SELECT session_id, seq, created_at FROM search_docs
+WHERE tsv @@ ` + tsQuery + ` AND ` + f.where() + `
+ORDER BY ` + orderNewest + ` LIMIT ` + strconv.Itoa(k)
+}
+
+// ginRowCost is what reading a row through the GIN index costs, in rows walked.
+const ginRowCost = 10
+
+// bitmapKeys runs sql in a read-only transaction that allows only bitmap scans, so the GIN
+// index drives it whatever the planner guesses about the query's selectivity. It finds every
+// match: the result is never cut.
+func (s *Searcher) bitmapKeys(ctx context.Context, sql string, args []any) (found, error) {
+	var fd found
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlBitmapOnly); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		fd.keys, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (docKey, error) {
+			var k docKey
+			return k, row.Scan(&k.id, &k.seq, &k.at)
+		})
+		return err
+	})
+	return fd, err
+}
+
+const sqlBitmapOnly = `SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off`
