@@ -2,8 +2,10 @@
 // that answers "review <pull request url>" (a mention, /logbook review, or a webhook of the
 // channel's repository, see Command and Webhook) records what is to be reviewed — the head
 // commit, and the changed lines in scope: the whole diff on a first review, only what changed
-// since the head reviewed before in the thread after a push — and offers two tools:
-// review_finding (path, line on the new side, severity, reason), each finding an event
+// since the head reviewed before in the thread after a push — and offers three tools:
+// review_diff (the pull request's patches in scope, read from GitHub: the sandbox holds the
+// channel's branch, not the pull request's head), review_finding (path, line on the new side,
+// severity, reason), each finding an event
 // before anything is posted, and submit_review (summary), which posts one GitHub review with
 // the findings as inline comments.
 //
@@ -41,6 +43,7 @@ import (
 
 // The tools.
 const (
+	ToolDiff    = "review_diff"
 	ToolFinding = "review_finding"
 	ToolSubmit  = "submit_review"
 )
@@ -119,6 +122,9 @@ func (p *Part) Offer(ctx context.Context, s part.Scope) (part.Offer, error) {
 		return o, nil
 	}
 	o.Tools = []brain.Tool{
+		brain.NewTool(diffSpec(req), func(ctx context.Context, use brain.ToolUse) brain.Outcome {
+			return p.diff(ctx, req, use)
+		}),
 		brain.NewTool(findingSpec(req), func(ctx context.Context, use brain.ToolUse) brain.Outcome {
 			return p.finding(ctx, s, use)
 		}),
@@ -378,6 +384,82 @@ func findingSpec(req session.ReviewRequested) brain.ToolSpec {
 	}
 }
 
+// diffSpec is review_diff.
+func diffSpec(req session.ReviewRequested) brain.ToolSpec {
+	return brain.ToolSpec{
+		Name: ToolDiff,
+		Description: "Show the changes under review of " + describe(req) + " Returns GitHub's unified diff of each changed file in scope " +
+			"(only what changed since the last review, on a re-review); give a path to see one file when the whole is cut.",
+		Schema: brain.ObjectSchema(map[string]any{
+			"path": brain.Prop("string", "one file's path (optional; default every file in scope)"),
+		}),
+	}
+}
+
+// maxDiff bounds review_diff's answer (a tool result the model reads, recorded in the log).
+const maxDiff = 60_000
+
+// diff answers review_diff: the patches of the review's files in scope, read from GitHub
+// again at the review's head (and since the head reviewed before, on a re-review), so the
+// model reviews what the pull request changes, not the channel's checkout.
+func (p *Part) diff(ctx context.Context, req session.ReviewRequested, use brain.ToolUse) brain.Outcome {
+	var in struct {
+		Path string `json:"path"`
+	}
+	if len(use.Input) > 0 {
+		if err := use.Decode(&in); err != nil {
+			return brain.Failure("%s", err)
+		}
+	}
+	repo, err := forge.ParseRepo(req.Repo)
+	if err != nil {
+		return brain.Failure("the review's repository %s cannot be read: %v", req.Repo, err)
+	}
+	var files []forge.PullFile
+	if req.Since != "" {
+		files, err = p.Forge.Compare(ctx, repo, req.Since, req.Head)
+	} else {
+		files, err = p.Forge.PullFiles(ctx, repo, req.Number)
+	}
+	if err != nil {
+		return brain.Failure("GitHub could not give the changes (%s); try again", failure(err))
+	}
+	inScope := map[string]bool{}
+	for _, f := range req.Scope {
+		inScope[f.Path] = true
+	}
+	var sb strings.Builder
+	shown := 0
+	for _, f := range files {
+		if in.Path != "" && f.Filename != in.Path {
+			continue
+		}
+		shown++
+		fmt.Fprintf(&sb, "--- %s (%s)", f.Filename, f.Status)
+		if !inScope[f.Filename] {
+			sb.WriteString(" — no changed lines in scope")
+		}
+		sb.WriteString("\n")
+		if f.Patch == "" {
+			sb.WriteString("(no patch from GitHub: a binary file, or too large; read it in the workspace)\n")
+			continue
+		}
+		sb.WriteString(f.Patch)
+		sb.WriteString("\n")
+	}
+	if shown == 0 {
+		if in.Path != "" {
+			return brain.Failure("%s is not among the files this review covers", in.Path)
+		}
+		return brain.Outcome{Content: "The pull request changes no file in this review's scope."}
+	}
+	out := sb.String()
+	if len(out) > maxDiff {
+		out = clip.Text(out, maxDiff) + "\n[cut at " + strconv.Itoa(maxDiff) + " bytes: call review_diff with a path to see one file whole]"
+	}
+	return brain.Outcome{Content: out}
+}
+
 // submitSpec is submit_review.
 func submitSpec(req session.ReviewRequested) brain.ToolSpec {
 	return brain.ToolSpec{
@@ -401,7 +483,7 @@ func describe(req session.ReviewRequested) string {
 	if req.Since != "" {
 		fmt.Fprintf(&sb, " (a re-review: only what changed since %s is in scope)", short(req.Since))
 	}
-	sb.WriteString(". The workspace is the repository's checkout; read the changed files there and the repository's instruction files (AGENTS.md, CLAUDE.md). Changed lines in scope:")
+	sb.WriteString(". The changes are what review_diff shows; the workspace is the channel's checkout of its branch, not the pull request's head, so read the repository's instruction files (AGENTS.md, CLAUDE.md) and the code around the changes there. Changed lines in scope:")
 	if len(req.Scope) == 0 {
 		sb.WriteString(" none.")
 	}

@@ -161,6 +161,13 @@ func TestReviewPostsInlineCommentsOnTheRightLines(t *testing.T) {
 		req.Scope[0].Path != "app.go" || req.Scope[0].Lines[0] != [2]int{10, 14} {
 		t.Fatalf("review_requested %+v (%d)", req, len(reqs))
 	}
+	// The model sees the pull request's changes (not the channel's checkout) through review_diff.
+	if out := call(t, o, review.ToolDiff, "call_0", map[string]any{}); out.IsError || !strings.Contains(out.Content, "--- app.go") || !strings.Contains(out.Content, "@@ ") {
+		t.Fatalf("review_diff: %+v", out)
+	}
+	if out := call(t, o, review.ToolDiff, "call_0b", map[string]any{"path": "nope.go"}); !out.IsError {
+		t.Fatalf("review_diff of a file the pull request does not change: %+v", out)
+	}
 	if out := call(t, o, review.ToolFinding, "call_1", finding("app.go", 11, "high", "The cache is read before @alice's lock is taken.")); out.IsError {
 		t.Fatalf("finding: %+v", out)
 	}

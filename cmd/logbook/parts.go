@@ -64,7 +64,7 @@ func replyActions() bot.DeliveryConfig {
 
 // toolNames is every tool an approvals policy may name: the brain's and the turn parts'.
 func toolNames() []string {
-	return append(brain.ToolNames(), files.ToolAttach, forge.ToolPullRequest, memory.ToolRemember, review.ToolFinding, review.ToolSubmit)
+	return append(brain.ToolNames(), files.ToolAttach, forge.ToolPullRequest, memory.ToolRemember, review.ToolDiff, review.ToolFinding, review.ToolSubmit)
 }
 
 // person is who a Slack user is, for what the agent ships on their behalf (forge.Pulls.People).
