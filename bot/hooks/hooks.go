@@ -100,6 +100,27 @@ const minSecret = 16
 // holding one. ${NAME} in a secret comes from getenv. Errors name the hook and what is wrong,
 // never a secret.
 func Parse(value string, getenv func(string) string) (map[string]Hook, error) {
+	return ParseNamed(value, "hook", "channel, secret, prompt", getenv, func(name string, h *Hook) (*string, func() error) {
+		h.Name = name
+		return &h.Secret, func() error {
+			switch {
+			case !channelID.MatchString(h.Channel):
+				return fmt.Errorf("channel must be a channel id (C…), not %q", h.Channel)
+			case len(h.Secret) < minSecret:
+				return fmt.Errorf("the secret must be at least %d characters (openssl rand -hex 32)", minSecret)
+			}
+			h.Prompt = cmp.Or(strings.TrimSpace(h.Prompt), DefaultPrompt)
+			return nil
+		}
+	})
+}
+
+// ParseNamed reads a JSON object of entries by name, in LOGBOOK_HOOKS's shape (LOGBOOK_WEBHOOKS
+// has it too): the object itself, or (not starting with "{") the path of a file holding one.
+// Each entry is decoded strictly into a T; entry gives the field holding its secret, whose
+// ${NAME} references are filled from getenv, and a check run once they are. kind names an
+// entry in errors ("hook"), keys lists its keys; errors never hold a secret.
+func ParseNamed[T any](value, kind, keys string, getenv func(string) string, entry func(name string, t *T) (secret *string, check func() error)) (map[string]T, error) {
 	value = strings.TrimSpace(value)
 	if value == "" {
 		return nil, nil
@@ -108,44 +129,41 @@ func Parse(value string, getenv func(string) string) (map[string]Hook, error) {
 	if !strings.HasPrefix(value, "{") && !strings.HasPrefix(value, "[") {
 		b, err := os.ReadFile(value)
 		if err != nil {
-			return nil, fmt.Errorf("read the hooks file: %w", err)
+			return nil, fmt.Errorf("read the %ss file: %w", kind, err)
 		}
 		data = b
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("not a JSON object of hooks by name: %w", err)
+		return nil, fmt.Errorf("not a JSON object of %ss by name: %w", kind, err)
 	}
-	out := make(map[string]Hook, len(raw))
+	out := make(map[string]T, len(raw))
 	for name, r := range raw {
 		if !hookName.MatchString(name) {
-			return nil, fmt.Errorf("hook %q: a name is lowercase letters, digits, - and _ (at most 63)", name)
+			return nil, fmt.Errorf("%s %q: a name is lowercase letters, digits, - and _ (at most 63)", kind, name)
 		}
-		var h Hook
+		var t T
 		dec := json.NewDecoder(bytes.NewReader(r))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&h); err != nil {
-			return nil, fmt.Errorf("hook %s: %w (keys: channel, secret, prompt)", name, err)
+		if err := dec.Decode(&t); err != nil {
+			return nil, fmt.Errorf("%s %s: %w (keys: %s)", kind, name, err, keys)
 		}
-		h.Name = name
+		secret, check := entry(name, &t)
 		var missing string
-		h.Secret = reference.ReplaceAllStringFunc(h.Secret, func(ref string) string {
+		*secret = reference.ReplaceAllStringFunc(*secret, func(ref string) string {
 			v := getenv(ref[2 : len(ref)-1])
 			if v == "" && missing == "" {
 				missing = ref
 			}
 			return v
 		})
-		switch {
-		case missing != "":
-			return nil, fmt.Errorf("hook %s: %s is not set in logbook's environment", name, missing)
-		case !channelID.MatchString(h.Channel):
-			return nil, fmt.Errorf("hook %s: channel must be a channel id (C…), not %q", name, h.Channel)
-		case len(h.Secret) < minSecret:
-			return nil, fmt.Errorf("hook %s: the secret must be at least %d characters (openssl rand -hex 32)", name, minSecret)
+		if missing != "" {
+			return nil, fmt.Errorf("%s %s: %s is not set in logbook's environment", kind, name, missing)
 		}
-		h.Prompt = cmp.Or(strings.TrimSpace(h.Prompt), DefaultPrompt)
-		out[name] = h
+		if err := check(); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", kind, name, err)
+		}
+		out[name] = t
 	}
 	return out, nil
 }

@@ -36,8 +36,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -48,6 +46,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/hooks"
 	"github.com/logbook/logbook/bot/stream"
 	"github.com/logbook/logbook/session"
 )
@@ -76,11 +75,6 @@ func (w Webhook) Wants(typ string) bool { return len(w.Events) == 0 || slices.Co
 // SinkName is the name of w's cursor and lease in stream_cursors.
 func (w Webhook) SinkName() string { return "webhook:" + w.Name }
 
-var (
-	sinkName  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	reference = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-)
-
 // SecretPrefix starts a Standard Webhooks secret.
 const SecretPrefix = "whsec_"
 
@@ -90,61 +84,25 @@ const minKey = 24
 // Parse reads LOGBOOK_WEBHOOKS: a JSON object, or (not starting with "{") the path of a file
 // holding one. Errors name the webhook and what is wrong, never a secret.
 func Parse(value string, getenv func(string) string) (map[string]Webhook, error) {
-	value = strings.TrimSpace(value)
-	if value == "" {
-		return nil, nil
-	}
-	data := []byte(value)
-	if !strings.HasPrefix(value, "{") && !strings.HasPrefix(value, "[") {
-		b, err := os.ReadFile(value)
-		if err != nil {
-			return nil, fmt.Errorf("read the webhooks file: %w", err)
-		}
-		data = b
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("not a JSON object of webhooks by name: %w", err)
-	}
-	out := make(map[string]Webhook, len(raw))
-	for name, r := range raw {
-		if !sinkName.MatchString(name) {
-			return nil, fmt.Errorf("webhook %q: a name is lowercase letters, digits, - and _ (at most 63)", name)
-		}
-		var w Webhook
-		dec := json.NewDecoder(bytes.NewReader(r))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&w); err != nil {
-			return nil, fmt.Errorf("webhook %s: %w (keys: url, secret, events, content)", name, err)
-		}
+	return hooks.ParseNamed(value, "webhook", "url, secret, events, content", getenv, func(name string, w *Webhook) (*string, func() error) {
 		w.Name = name
-		var missing string
-		w.Secret = reference.ReplaceAllStringFunc(w.Secret, func(ref string) string {
-			v := getenv(ref[2 : len(ref)-1])
-			if v == "" && missing == "" {
-				missing = ref
+		return &w.Secret, func() error {
+			key, err := DecodeSecret(w.Secret)
+			if err != nil {
+				return err
 			}
-			return v
-		})
-		if missing != "" {
-			return nil, fmt.Errorf("webhook %s: %s is not set in logbook's environment", name, missing)
-		}
-		key, err := DecodeSecret(w.Secret)
-		if err != nil {
-			return nil, fmt.Errorf("webhook %s: %w", name, err)
-		}
-		w.key = key
-		if err := checkURL(w.URL); err != nil {
-			return nil, fmt.Errorf("webhook %s: %w", name, err)
-		}
-		for _, e := range w.Events {
-			if !slices.Contains(Types, e) {
-				return nil, fmt.Errorf("webhook %s: unknown event type %q (known: %s)", name, e, strings.Join(Types, ", "))
+			w.key = key
+			if err := checkURL(w.URL); err != nil {
+				return err
 			}
+			for _, e := range w.Events {
+				if !slices.Contains(Types, e) {
+					return fmt.Errorf("unknown event type %q (known: %s)", e, strings.Join(Types, ", "))
+				}
+			}
+			return nil
 		}
-		out[name] = w
-	}
-	return out, nil
+	})
 }
 
 // DecodeSecret returns the key of a Standard Webhooks secret: "whsec_" + base64 of at least
