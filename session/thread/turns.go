@@ -251,6 +251,14 @@ func Decided(e session.Event) session.ApprovalDecided {
 	return p
 }
 
+// CompletedAs reads the record of a turn_completed event (the zero value when it cannot be
+// read), for a reader that follows events one by one (the record streamed out).
+func CompletedAs(e session.Event) session.TurnCompleted {
+	var p session.TurnCompleted
+	_ = e.Decode(&p)
+	return p
+}
+
 // Pending reports what session_work says of the session at now, as session.Store.Pending
 // reads it (without its window and leases): a user message after the newest turn_completed's
 // Through, and no turn suspended waiting for a person — or its deadline passed, or a message

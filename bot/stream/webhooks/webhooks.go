@@ -49,6 +49,7 @@ import (
 	"github.com/logbook/logbook/bot/hooks"
 	"github.com/logbook/logbook/bot/stream"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // Webhook is one configured sink.
@@ -207,8 +208,7 @@ func TypeOf(e session.Event) (string, bool) {
 	}
 	switch {
 	case e.Type == session.TypeTurnCompleted:
-		var tc session.TurnCompleted
-		if e.Decode(&tc) == nil && tc.Status == session.StatusError {
+		if thread.CompletedAs(e).Status == session.StatusError {
 			return TurnFailed, true
 		}
 		return TurnCompleted, true
