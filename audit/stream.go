@@ -152,8 +152,10 @@ type OTLPStream struct {
 // NewOTLPStream returns the audit stream to url (e.g. http://collector:4318/v1/logs) with the
 // extra headers (OTEL_EXPORTER_OTLP_HEADERS).
 func NewOTLPStream(name, url string, headers map[string]string, store PlaceStore) *OTLPStream {
-	return &OTLPStream{name: name, url: url, headers: headers, client: &http.Client{Timeout: 10 * time.Second},
-		places: places{store: store}, service: "logbook"}
+	// No redirects: a redirect would carry the headers (the collector's API key) and the
+	// batch of events to wherever the first answer points.
+	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &OTLPStream{name: name, url: url, headers: headers, client: client, places: places{store: store}, service: "logbook"}
 }
 
 // Name is the stream's cursor's name.

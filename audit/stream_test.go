@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,5 +111,35 @@ func TestAuditStreamLinesAreTheExportsLines(t *testing.T) {
 			l.Attrs["logbook.prev_hash"] != hex.EncodeToString(e.PrevHash) || !l.Time.Equal(e.CreatedAt) {
 			t.Errorf("log %d: %+v, want the line of %s.%d with its chain position", i, l, e.SessionID, e.Seq)
 		}
+	}
+}
+
+// The OTLP audit stream follows no redirect: a collector that answers 307 gets neither the
+// batch nor the headers (its API key) re-sent elsewhere; the delivery fails and is retried.
+func TestAuditStreamFollowsNoRedirect(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	elsewhere := make(chan string, 1)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere <- r.Header.Get("x-api-key")
+	}))
+	defer other.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/v1/logs", http.StatusTemporaryRedirect)
+	}))
+	defer redirecting.Close()
+	s := f.open(t, "C0000001", "1700000000.000100")
+	ev := f.append(t, s.ID, session.Actor{Kind: session.ActorUser, ID: "U0000001"}, session.TypeUserMessage,
+		session.UserMessage{Text: "hello", User: "U0000001", TS: "1700000000.000100"})
+	sink := audit.NewOTLPStream("audit:otlp", redirecting.URL+"/v1/logs", map[string]string{"x-api-key": "secret-key"}, f.app)
+	n, err := sink.Deliver(ctx, []session.Event{ev})
+	if err == nil || n != 0 || !strings.Contains(err.Error(), "307") {
+		t.Fatalf("a redirect answered: %d delivered, %v; want none and the 307 said", n, err)
+	}
+	select {
+	case key := <-elsewhere:
+		t.Fatalf("the redirect was followed with the key %q", key)
+	default: // Deliver returned: had it followed the redirect, the other server would have been asked first.
 	}
 }
