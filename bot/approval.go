@@ -318,6 +318,7 @@ func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse, rule Rule
 		if slacktext.IsUserID(t.state.lastUserMsg.User) {
 			req.Requester = t.state.lastUserMsg.User
 		}
+		req.Requesters = t.requesters()
 		evs := []session.NewEvent{{Type: session.TypeApprovalRequested, Actor: approvalActor,
 			IdempotencyKey: "approval_requested/" + use.ID, Payload: req}}
 		if _, hidden := codeBlock(req.Summary, maxSummary); hidden > 0 && link == "" {
@@ -711,7 +712,7 @@ func decidedLine(decision session.Event) string {
 	switch p.Decision {
 	case session.DecisionApproved:
 		switch {
-		case p.Via == viaGrantApplied:
+		case p.Via == ViaGrantApplied:
 			return fmt.Sprintf(":white_check_mark: Allowed at %s by grant `%s`.", when, mrkdwn.EscapeText(p.Grant))
 		case p.Grant != "":
 			return fmt.Sprintf(":white_check_mark: Approved by %s at %s, and allowed for 30 min in this thread (grant `%s`): later calls of this tool under the same rule run without asking until then.",

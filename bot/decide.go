@@ -175,7 +175,7 @@ func (g *Gateway) recordDecision(ctx context.Context, log zerolog.Logger, cb sla
 	} else if !g.cfg.Approvers.may(user, external, evs) {
 		return g.notPermitted(log, req)
 	}
-	if req.NotRequester && user == req.Requester && action != "deny" {
+	if req.NotRequester && req.AskedBy(user) && action != "deny" {
 		// Separation of duties is about letting a call run: the requester may still say no.
 		return refuse(session.RefusedRequester, "",
 			"You asked for this turn, and the rule for this call (not_requester) keeps the person who asked from approving its calls: someone else must approve it (you may still deny it). Your click is recorded; the request stays open.", "")

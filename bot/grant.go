@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,7 +34,7 @@ const GrantTTL = 30 * time.Minute
 // Vias of approval_decided for grants.
 const (
 	viaGrant        = "grant"         // every approver chose "Allow for 30 min": the decision made a grant
-	viaGrantApplied = "grant_applied" // no card: a live grant allowed the call
+	ViaGrantApplied = "grant_applied" // no card: a live grant allowed the call
 )
 
 // people names the approvers of a decision: approvers when it lists them, else actor.
@@ -119,6 +120,28 @@ func liveGrant(evs []session.Event, rule, tool string, now time.Time) (Grant, bo
 	return best, found
 }
 
+// requesters are the people whose messages this turn has taken up so far: every author of a
+// user message after what the turn before it covered — the messages that started it, and
+// those steered or queued into it since. not_requester keeps each of them from approving.
+func (t *turn) requesters() []string {
+	evs := t.flog.snapshot()
+	var from int64
+	for _, tr := range thread.FoldTurns(evs).List {
+		if tr.Seq < t.state.turnSeq {
+			from = max(from, tr.Covered())
+		}
+	}
+	var out []string
+	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypeUserMessage}}) {
+		var m session.UserMessage
+		if e.Seq <= from || e.Decode(&m) != nil || !slacktext.IsUserID(m.User) || slices.Contains(out, m.User) {
+			continue
+		}
+		out = append(out, m.User)
+	}
+	return out
+}
+
 // granted answers a call that a live grant of the thread covers: its decision appended (by the
 // system, naming the grant) and the call allowed, with no card. ok false: no grant covers it
 // (or the call already has a request: a card was asked for, and it decides).
@@ -127,7 +150,7 @@ func (t *turn) granted(ctx context.Context, use brain.ToolUse, rule Rule) (brain
 		return brain.Decision{}, false, nil
 	}
 	folded := thread.FoldTurns(t.flog.snapshot())
-	if _, p, ok := folded.Decision(use.ID); ok && p.Via == viaGrantApplied {
+	if _, p, ok := folded.Decision(use.ID); ok && p.Via == ViaGrantApplied {
 		return brain.Decision{Allow: true, Asked: true}, true, nil // decided by a grant before a crash
 	}
 	if _, ok := folded.Approval(use.ID); ok {
@@ -141,14 +164,19 @@ func (t *turn) granted(ctx context.Context, use brain.ToolUse, rule Rule) (brain
 	if !ok {
 		return brain.Decision{}, false, nil
 	}
+	if rule.NotRequester && slices.ContainsFunc(t.requesters(), func(u string) bool { return slices.Contains(g.GrantedBy, u) }) {
+		// The grantor asked for this call: under not_requester their own grant cannot approve
+		// it — a card asks someone else.
+		return brain.Decision{}, false, nil
+	}
 	stored, err := t.flog.Append(ctx, session.NewEvent{Type: session.TypeApprovalDecided, Actor: approvalActor,
 		IdempotencyKey: session.ApprovalKey(use.ID),
-		Payload: session.ApprovalDecided{CallID: use.ID, Decision: session.DecisionApproved, Via: viaGrantApplied,
+		Payload: session.ApprovalDecided{CallID: use.ID, Decision: session.DecisionApproved, Via: ViaGrantApplied,
 			Grant: g.ID, Approvers: g.GrantedBy}})
 	if err != nil {
 		return brain.Decision{}, false, err
 	}
-	if p := thread.Decided(stored[0]); p.Decision != session.DecisionApproved || p.Via != viaGrantApplied {
+	if p := thread.Decided(stored[0]); p.Decision != session.DecisionApproved || p.Via != ViaGrantApplied {
 		// Something else decided the call first (a stop): that decision stands.
 		return decisionFor(stored[0], p, session.ApprovalRequested{Tool: use.Name}), true, nil
 	}

@@ -18,8 +18,10 @@ import (
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/grants"
+	"github.com/logbook/logbook/bot/replay"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/thread"
 )
 
 // Approvals that separate duties (issue 52): approvers:N, not_requester, approvers_in, and
@@ -476,5 +478,109 @@ func TestParseToolApprovalDuties(t *testing.T) {
 		if _, err := bot.ParseToolApproval(spec, harnessTools()); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v; want an error saying %q", spec, err, want)
 		}
+	}
+}
+
+// Under not_requester, a person whose message was steered into a running turn is a requester
+// of that turn's calls too: the card names everyone whose message the turn took up, and each
+// of them is refused (issue 52's review: only the newest author counted).
+func TestApprovalSteeredAskerIsARequester(t *testing.T) {
+	t.Parallel()
+	approvers, _ := bot.ParseApprovers(ada + "," + grace)
+	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=ask not_requester"), Approvers: approvers}})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo first"}`}}},
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_2", Name: "run_command", Input: `{"command":"echo second"}`}}},
+		fakeprovider.Reply{Text: "second done"})
+	top := h.post(slackemu.Post{Channel: general, User: grace, Text: "<@" + botUser + "> run the first"})
+	s := h.session(general, top.TS)
+	first := h.card(top.TS)
+	// While the turn waits for approval, ada asks for something in the thread.
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> now run the dangerous one"})
+	h.waitFor("ada's message stored", func() bool { return len(h.events(s.ID, session.TypeUserMessage)) == 2 })
+	h.clickCard(first.TS, bot.ActionApprove, ada) // ada approves grace's call
+	h.waitFor("the second card", func() bool { return len(h.cards(top.TS)) == 2 })
+	var req session.ApprovalRequested
+	for _, e := range h.events(s.ID, session.TypeApprovalRequested) {
+		if e.Decode(&req) == nil && req.CallID == "toolu_2" {
+			break
+		}
+	}
+	if req.CallID != "toolu_2" || !req.AskedBy(ada) || !req.AskedBy(grace) {
+		t.Fatalf("the second request %+v: want ada and grace both named as requesters", req)
+	}
+	second := h.cards(top.TS)[1]
+	h.clickCard(second.TS, bot.ActionApprove, ada)
+	h.waitFor("ada's click refused", func() bool {
+		for _, e := range h.events(s.ID, session.TypeApprovalRefused) {
+			var p session.ApprovalRefused
+			if e.Decode(&p) == nil && p.CallID == "toolu_2" && e.Actor.ID == ada {
+				return true
+			}
+		}
+		return false
+	})
+	h.clickCard(second.TS, bot.ActionDeny, grace) // a requester may still say no
+	if r := h.toolResult(s.ID, "toolu_2"); !r.IsError || strings.Contains(r.Content, "second\n") {
+		t.Fatalf("toolu_2 ran though only its requesters clicked: %+v", r)
+	}
+}
+
+// Under not_requester, a grant never approves its own grantor's calls: grace granted ada's
+// rule for 30 minutes, then asks herself in the thread, and a card asks someone else.
+func TestApprovalGrantIsNotTheGrantorsOwnApproval(t *testing.T) {
+	t.Parallel()
+	approvers, _ := bot.ParseApprovers(ada + "," + grace)
+	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=ask not_requester"), Approvers: approvers}})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo first"}`}}},
+		fakeprovider.Reply{Text: "first done"})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> run it"})
+	s := h.session(general, top.TS)
+	h.clickCard(h.card(top.TS).TS, bot.ActionGrant, grace)
+	h.answered(s.ID)
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_2", Name: "run_command", Input: `{"command":"echo grace"}`}}},
+		fakeprovider.Reply{Text: "second done"})
+	h.post(slackemu.Post{Channel: general, User: grace, ThreadTS: top.TS, Text: "<@" + botUser + "> run mine"})
+	h.waitFor("a card for grace's call", func() bool { return len(h.cards(top.TS)) == 2 })
+	h.clickCard(h.cards(top.TS)[1].TS, bot.ActionApprove, ada)
+	if r := h.toolResult(s.ID, "toolu_2"); r.IsError {
+		t.Fatalf("toolu_2 after ada approved it: %+v", r)
+	}
+	for _, e := range h.events(s.ID, session.TypeApprovalDecided) {
+		var p session.ApprovalDecided
+		if e.Decode(&p) == nil && p.CallID == "toolu_2" && (p.Via == bot.ViaGrantApplied || e.Actor.ID != ada && !slices.Contains(p.Approvers, ada)) {
+			t.Fatalf("toolu_2 decided %+v by %s; want ada's click, not grace's grant", p, e.Actor.ID)
+		}
+	}
+	// And a session that used a grant replays identically (the grant's decision is served).
+	if res := h.replayOf(s.ID, replay.Config{Policy: askFor(t, "run_command=ask not_requester")}); !res.Identical() {
+		t.Fatalf("replay: %s", res)
+	}
+}
+
+// A call a grant allowed replays identically under the policy it ran under.
+func TestReplayOfACallAGrantAllowed(t *testing.T) {
+	t.Parallel()
+	policy := askFor(t, "run_command=ask")
+	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: policy}})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo one"}`}}},
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_2", Name: "run_command", Input: `{"command":"echo two"}`}}},
+		fakeprovider.Reply{Text: "done"})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> go"})
+	s := h.session(general, top.TS)
+	h.clickCard(h.card(top.TS).TS, bot.ActionGrant, ada)
+	h.answered(s.ID)
+	var viaGrant bool
+	for _, e := range h.events(s.ID, session.TypeApprovalDecided) {
+		viaGrant = viaGrant || thread.Decided(e).Via == bot.ViaGrantApplied
+	}
+	if !viaGrant {
+		t.Fatal("no call was allowed by the grant: the test shows nothing")
+	}
+	if res := h.replayOf(s.ID, replay.Config{Policy: policy}); !res.Identical() {
+		t.Fatalf("replay of a session with a granted call: %s", res)
 	}
 }

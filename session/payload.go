@@ -3,6 +3,7 @@ package session
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -458,6 +459,16 @@ type ApprovalRequested struct {
 	NotRequester bool   `json:"not_requester,omitempty"`
 	ApproversIn  string `json:"approvers_in,omitempty"`
 	Requester    string `json:"requester,omitempty"`
+	// Requesters are everyone whose message the turn had taken up when it asked (the messages
+	// that started it, and those steered or queued into it since): not_requester keeps each of
+	// them from approving, since any of them may have asked for the call.
+	Requesters []string `json:"requesters,omitempty"`
+}
+
+// AskedBy reports whether user is one of the people whose messages the turn that asked r had
+// taken up.
+func (r ApprovalRequested) AskedBy(user string) bool {
+	return user != "" && (user == r.Requester || slices.Contains(r.Requesters, user))
 }
 
 // Needed is how many different people must approve the request (at least one).

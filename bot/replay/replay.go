@@ -406,6 +406,11 @@ func (r *run) approve(_ context.Context, use brain.ToolUse) (brain.Decision, err
 		r.diverge(a.Event.Seq, "approval", fmt.Sprintf("asked a person before %s ran", use.Name),
 			fmt.Sprintf("today's approvals policy says %s for %s: nobody is asked", mode, use.Name))
 		return brain.Decision{}, errDiverged
+	case !asked && mode == bot.ApprovalAsk && r.grantApplied(use.ID):
+		// A scoped grant of the thread allowed it without a card (bot/grant.go): the recorded
+		// decision names the grant.
+		r.res.Approvals++
+		return brain.Decision{Allow: true, Asked: true}, nil
 	case !asked && mode == bot.ApprovalAsk:
 		r.diverge(r.nextSeq(), "approval", fmt.Sprintf("%s ran without asking anyone", use.Name),
 			fmt.Sprintf("today's approvals policy asks a person before %s", use.Name))
@@ -421,6 +426,12 @@ func (r *run) approve(_ context.Context, use brain.ToolUse) (brain.Decision, err
 		return brain.Decision{Result: bot.PolicyDenial(use.Name, r.own)}, nil
 	}
 	return brain.Decision{Allow: true}, nil
+}
+
+// grantApplied reports whether the recording allowed call id by a live grant of the thread.
+func (r *run) grantApplied(id string) bool {
+	_, p, ok := r.folded.Decision(id)
+	return ok && p.Via == bot.ViaGrantApplied
 }
 
 // botUser is the bot's user id as the recording's agent events name it.
