@@ -39,7 +39,9 @@ const (
 // gen_ai.provider.name; both are set, for backends that know one of them. The content ones are
 // set only when content is asked for (LOGBOOK_TRACE_CONTENT=on).
 const (
-	GenAIOperation      = attribute.Key("gen_ai.operation.name") // "chat", "execute_tool"
+	GenAIOperation      = attribute.Key("gen_ai.operation.name")  // "chat", "execute_tool", "invoke_agent"
+	GenAIConversationID = attribute.Key("gen_ai.conversation.id") // the session id
+	GenAIAgentName      = attribute.Key("gen_ai.agent.name")      // "logbook"
 	GenAIProvider       = attribute.Key("gen_ai.provider.name")
 	GenAISystem         = attribute.Key("gen_ai.system")
 	GenAIRequestModel   = attribute.Key("gen_ai.request.model")
