@@ -256,8 +256,8 @@ type Config struct {
 // Brain runs turns. It holds no history of its own and is safe for concurrent use by many
 // sessions' cells.
 type Brain struct {
-	cfg    Config
-	log    zerolog.Logger
+	cfg     Config
+	log     zerolog.Logger
 	tracer  trace.Tracer
 	metrics *telemetry.Metrics
 }
