@@ -15,7 +15,8 @@ import (
 
 // Spans of the bot (Deps.Tracer): one per Socket Mode envelope, from its arrival to its ack,
 // and one per turn, the root of the turn's trace (its model calls, tool calls, Slack calls
-// and database statements are its descendants). A turn is its own trace, linked to the spans
+// and database statements are its descendants; the model and tool calls are children of its
+// "invoke_agent logbook" span, all in the session's conversation, gen_ai.conversation.id). A turn is its own trace, linked to the spans
 // of the envelopes that stored the messages it answers (their ids are in each user_message):
 // it may run on another replica, long after the ack. turn_started and turn_completed carry the
 // turn's trace id, and log lines of the envelope and of the turn theirs (telemetry.LogHook).
