@@ -236,6 +236,9 @@ func (t *turn) start(ctx context.Context) (answer bool, err error) {
 	t.carried.queued = max(t.carried.queued, st.lastUser)
 	if !h.answer {
 		t.metrics.turns.WithLabelValues(session.StatusSilent).Inc()
+		if !t.started.IsZero() {
+			t.meters.RecordTurn(ctx, session.StatusSilent, t.clock.Now().Sub(t.started))
+		}
 		t.probe.turnDone(t.sess.ID, st.turnSeq, session.StatusSilent)
 	}
 	return h.answer, nil
