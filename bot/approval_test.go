@@ -38,7 +38,7 @@ func modelHarness(t testing.TB, o harnessOptions) (*harness, *fakeprovider.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := brain.New(brain.Config{Provider: provider, Logger: log, DeferTitle: true, Tracer: o.tracer, TraceContent: o.traceContent})
+	agent, err := brain.New(brain.Config{Provider: provider, Logger: log, DeferTitle: true, Tracer: o.tracer, TraceContent: o.traceContent, Meter: o.meter})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/part"
+	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/thread"
 )
@@ -29,6 +30,8 @@ type cellDeps struct {
 	draining <-chan struct{}
 	// renewer renews the leases of all the runner's cells.
 	renewer *renewer
+	// meters are the OpenTelemetry instruments of turns (Deps.Meter).
+	meters *telemetry.Metrics
 }
 
 // Cell runs one session: a single-owner actor. Its state lives in one goroutine; signals
@@ -275,7 +278,7 @@ func (c *Cell) newTurn(st turnState) *turn {
 	d := c.deps
 	return &turn{sess: c.sess, flog: c.flog, hands: c.hands, cell: c.parts, poke: c.poke, wake: c.wake, later: c.titleLater, carried: c.carried,
 		agent: d.Agent, deliverer: d.Deliver, clock: d.Clock, features: d.Features, parts: d.Parts, cfg: &d.cfg,
-		metrics: d.Metrics, probe: d.Probe, draining: d.draining,
+		metrics: d.Metrics, meters: d.meters, probe: d.Probe, draining: d.draining,
 		state: st, log: c.log, changed: make(chan struct{}, 1)}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/logbook/logbook/bot/brain"
@@ -50,7 +51,10 @@ type Deps struct {
 	Clock       Clock  // nil: the wall clock
 	Probe       *Probe // nil: none
 	// Tracer traces envelopes and turns (nil: no spans); see trace.go.
-	Tracer   trace.TracerProvider
+	Tracer trace.TracerProvider
+	// Meter records turns, their latency (trace.go) and the brain's model calls' metrics
+	// when the brain is given the same provider (nil: no metrics).
+	Meter    metric.MeterProvider
 	Features Features
 	// Parts are the turn's optional parts (bot/part), offered in this order while each turn
 	// is prepared: the tools, guidance and footer lines they give it. The engine knows none

@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/logbook/logbook/bot"
@@ -221,6 +222,8 @@ type harnessOptions struct {
 	// statements; modelHarness: model and tool calls, with traceContent their text).
 	tracer       trace.TracerProvider
 	traceContent bool
+	// meter records the bot's and (modelHarness) the brain's metrics.
+	meter metric.MeterProvider
 	// statements, when set, sees every statement of the replicas' shared pool (it wins over
 	// tracer's statement tracing): a test counts what the bot asks the database.
 	statements pgx.QueryTracer
@@ -412,7 +415,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL, CatchUp: o.catchUp},
 		Delivery: o.delivery,
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.gateway, DatabaseURL: listenURL,
-		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Tracer: o.tracer, Features: bot.Features{Titler: o.titler, Slash: o.slash,
+		Agent: h.agent, Metrics: metrics, Probe: o.probe, Clock: o.clock, Tracer: o.tracer, Meter: o.meter, Features: bot.Features{Titler: o.titler, Slash: o.slash,
 			Hands: handsFor, Files: fileStore, Directory: dir,
 			Settings: chSettings, Models: o.models, Budget: bgt}, Parts: parts, Surfaces: surfaces})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/session"
 )
 
@@ -197,7 +198,7 @@ func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 		cells: map[session.ID]*Cell{}, notify: make(chan signal, 1024), refill: make(chan struct{}, 1), orphaned: make(chan struct{}, 1), draining: make(chan struct{}),
 		firstClaim: make(chan struct{})}
 	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, draining: r.draining,
-		renewer: newRenewer(cmp.Or(d.GatewayStore, d.Store), d.Clock, cfg.LeaseTTL, d.Log)}
+		renewer: newRenewer(cmp.Or(d.GatewayStore, d.Store), d.Clock, cfg.LeaseTTL, d.Log), meters: telemetry.NewMetrics(d.Meter)}
 	if d.DatabaseURL != "" {
 		r.deps.firstClaim = r.firstClaim
 	}

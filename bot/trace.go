@@ -15,10 +15,14 @@ import (
 
 // Spans of the bot (Deps.Tracer): one per Socket Mode envelope, from its arrival to its ack,
 // and one per turn, the root of the turn's trace (its model calls, tool calls, Slack calls
-// and database statements are its descendants). A turn is its own trace, linked to the spans
+// and database statements are its descendants; the model and tool calls are children of its
+// "invoke_agent logbook" span, all in the session's conversation, gen_ai.conversation.id). A turn is its own trace, linked to the spans
 // of the envelopes that stored the messages it answers (their ids are in each user_message):
 // it may run on another replica, long after the ack. turn_started and turn_completed carry the
 // turn's trace id, and log lines of the envelope and of the turn theirs (telemetry.LogHook).
+
+// AgentName is the agent's name in its spans (gen_ai.agent.name).
+const AgentName = "logbook"
 
 // maxTurnLinks bounds the envelopes a turn's span links to.
 const maxTurnLinks = 32
@@ -50,14 +54,25 @@ func (c *Cell) runTurn(ctx context.Context, t *turn) error {
 	} else {
 		opts = append(opts, trace.WithAttributes(telemetry.Turn.Int64(st.turnSeq)))
 	}
-	ctx, span := telemetry.Tracer(c.deps.Tracer).Start(ctx, "turn", opts...)
+	tracer := telemetry.Tracer(c.deps.Tracer)
+	ctx, span := tracer.Start(ctx, "turn", opts...)
 	defer span.End()
+	// The agent's invocation, as the GenAI semantic conventions name it: the parent of the
+	// turn's model calls ("chat {model}") and tool calls ("execute_tool {tool}"), all of
+	// them in the session's conversation (gen_ai.conversation.id).
+	ctx = telemetry.WithConversation(ctx, c.id.String())
+	ctx, agent := tracer.Start(ctx, "invoke_agent "+AgentName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		telemetry.GenAIOperation.String("invoke_agent"), telemetry.GenAIAgentName.String(AgentName),
+		telemetry.GenAIConversationID.String(c.id.String())))
+	defer agent.End()
+	t.started = c.deps.Clock.Now()
 	err := t.run(ctx)
 	if !st.open && t.state.turnSeq > 0 {
 		span.SetAttributes(telemetry.Turn.Int64(t.state.turnSeq))
 	}
 	if err != nil && !errors.Is(err, errSuspended) {
 		span.SetStatus(codes.Error, shortError(err))
+		agent.SetStatus(codes.Error, shortError(err))
 	}
 	c.log.Debug().Ctx(ctx).Int64("turn", t.state.turnSeq).AnErr("error", err).Msg("turn ended") // with its trace id (telemetry.LogHook)
 	return err

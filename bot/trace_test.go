@@ -67,7 +67,9 @@ func TestTraceTurnSpans(t *testing.T) {
 				t.Errorf("envelope span %+v; turn links %v: want the user_message's envelope, linked from the turn", envelope, turn.Links)
 			}
 
-			calls := childSpans(spans, turn, "chat ")
+			// The turn's model and tool calls are under its agent's invocation (TestTraceTurnGenAI).
+			agent := findSpan(t, spans, func(sp otlptest.Span) bool { return sp.ParentID == turn.SpanID && sp.Name == "invoke_agent logbook" })
+			calls := childSpans(spans, agent, "chat ")
 			if len(calls) != 2 {
 				t.Fatalf("model call spans under the turn: %d, want 2 (spans: %v)", len(calls), spanNames(spans))
 			}
@@ -83,7 +85,7 @@ func TestTraceTurnSpans(t *testing.T) {
 					t.Errorf("model call %d: %s %s %v", i, calls[i].Name, calls[i].Kind, a)
 				}
 			}
-			tools := childSpans(spans, turn, "execute_tool ")
+			tools := childSpans(spans, agent, "execute_tool ")
 			if len(tools) != 1 || tools[0].Name != "execute_tool run_command" || tools[0].Attrs["gen_ai.tool.name"] != "run_command" ||
 				tools[0].Attrs["gen_ai.tool.call.id"] != "toolu_1" {
 				t.Errorf("tool spans %+v; want one execute_tool run_command", tools)
@@ -164,5 +166,96 @@ func decodeFirst(t *testing.T, evs []session.Event, v any) {
 	}
 	if err := evs[0].Decode(v); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTraceTurnGenAI runs a turn with a tool call and checks it as the GenAI semantic
+// conventions describe an agent: an invoke_agent span under the turn's, parenting its model
+// calls (chat) and its tool call (execute_tool), each with gen_ai.conversation.id = the session
+// id; and the metrics over OTLP: the model calls' tokens by type and durations, the turn
+// counted by status with its latency — none of them holding the conversation's text.
+func TestTraceTurnGenAI(t *testing.T) {
+	t.Parallel()
+	recv := otlptest.Start(t)
+	tp, mp := recv.Provider(t), recv.MeterProvider(t)
+	h, model := modelHarness(t, harnessOptions{tracer: tp, meter: mp})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo hi"}`}},
+			InputTokens: 11, OutputTokens: 7},
+		fakeprovider.Reply{Text: "It said hi.", InputTokens: 20, OutputTokens: 3})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> run the quokka-5150 check"})
+	h.replies(general, top.TS, 1)
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+	conv := s.ID.String()
+	isAgent := func(sp otlptest.Span) bool {
+		return sp.Name == "invoke_agent logbook" && sp.Attrs["gen_ai.conversation.id"] == conv
+	}
+	h.waitFor("the invoke_agent span", func() bool {
+		if err := tp.ForceFlush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(recv.Spans(), isAgent)
+	})
+	spans := recv.Spans()
+	agent := findSpan(t, spans, isAgent)
+	turn := findSpan(t, spans, func(sp otlptest.Span) bool { return sp.SpanID == agent.ParentID })
+	if turn.Name != "turn" || agent.Attrs["gen_ai.operation.name"] != "invoke_agent" || agent.Attrs["gen_ai.agent.name"] != "logbook" ||
+		agent.Kind != "SPAN_KIND_INTERNAL" {
+		t.Errorf("invoke_agent span %+v under %q; want the turn's child, operation invoke_agent, agent logbook", agent, turn.Name)
+	}
+	calls, tools := childSpans(spans, agent, "chat "), childSpans(spans, agent, "execute_tool ")
+	if len(calls) != 2 || len(tools) != 1 {
+		t.Fatalf("under invoke_agent: %d chat, %d execute_tool spans; want 2 and 1 (spans: %v)", len(calls), len(tools), spanNames(spans))
+	}
+	for _, sp := range append(calls, tools...) {
+		if sp.Attrs["gen_ai.conversation.id"] != conv {
+			t.Errorf("%s: gen_ai.conversation.id %v, want the session id %s", sp.Name, sp.Attrs["gen_ai.conversation.id"], conv)
+		}
+	}
+
+	// The metrics: flushed once the turn is counted (turn_completed is appended before).
+	var tokens, durations, turns, turnTime otlptest.Metric
+	h.waitFor("the turn's metrics", func() bool {
+		if err := mp.ForceFlush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var ok [4]bool
+		tokens, ok[0] = recv.Metric("gen_ai.client.token.usage")
+		durations, ok[1] = recv.Metric("gen_ai.client.operation.duration")
+		turns, ok[2] = recv.Metric("logbook.turns")
+		turnTime, ok[3] = recv.Metric("logbook.turn.duration")
+		return ok == [4]bool{true, true, true, true}
+	})
+	byType := map[string]otlptest.Point{}
+	for _, p := range tokens.Points {
+		a := p.Attrs
+		if a["gen_ai.operation.name"] != "chat" || a["gen_ai.provider.name"] != "anthropic" || a["gen_ai.request.model"] != "claude-test" ||
+			a["gen_ai.response.model"] == nil {
+			t.Errorf("token usage point %v: want the chat's GenAI attributes", a)
+		}
+		byType[fmt.Sprint(a["gen_ai.token.type"])] = p
+	}
+	if tokens.Kind != "histogram" || tokens.Unit != "{token}" || byType["input"].Count != 2 || byType["input"].Sum != 31 ||
+		byType["output"].Count != 2 || byType["output"].Sum != 10 {
+		t.Errorf("gen_ai.client.token.usage %s %s: %+v; want input 2 calls 31 tokens, output 2 calls 10", tokens.Kind, tokens.Unit, byType)
+	}
+	if durations.Kind != "histogram" || durations.Unit != "s" || len(durations.Points) != 1 || durations.Points[0].Count != 2 {
+		t.Errorf("gen_ai.client.operation.duration %s %s %+v; want one series of 2 calls, in s", durations.Kind, durations.Unit, durations.Points)
+	}
+	if turns.Kind != "sum" || len(turns.Points) != 1 || turns.Points[0].Attrs["logbook.turn.status"] != session.StatusOK || turns.Points[0].Value != 1 {
+		t.Errorf("logbook.turns %s %+v; want one ok turn", turns.Kind, turns.Points)
+	}
+	if turnTime.Kind != "histogram" || turnTime.Unit != "s" || len(turnTime.Points) != 1 || turnTime.Points[0].Count != 1 {
+		t.Errorf("logbook.turn.duration %s %s %+v; want one ok turn, in s", turnTime.Kind, turnTime.Unit, turnTime.Points)
+	}
+	for _, m := range recv.Metrics() {
+		for _, p := range m.Points {
+			for k, v := range p.Attrs {
+				if strings.Contains(fmt.Sprint(v), "quokka-5150") || k == "gen_ai.conversation.id" {
+					t.Errorf("metric %s carries %s=%v: no conversation's text or id in metrics", m.Name, k, v)
+				}
+			}
+		}
 	}
 }

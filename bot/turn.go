@@ -75,12 +75,14 @@ type turn struct {
 	parts     []part.Part // the turn's optional parts, offered in prepare
 	cfg       *RunnerConfig
 	metrics   *Metrics
+	meters    *telemetry.Metrics
 	probe     *Probe          // nil: none
 	draining  <-chan struct{} // closed when the runner stops gracefully
 	// Its own: the turn state it began with (moved on as it runs), its logger, and the live
 	// view showing it (nil: none, yet).
-	state turnState
-	log   zerolog.Logger
+	state   turnState
+	started time.Time // when the cell began running it (runTurn), for the turn's latency
+	log     zerolog.Logger
 	// changed is signalled (never blocking) each time the running turn's cell read what others
 	// appended: an approval's wait looks again.
 	changed chan struct{}
@@ -234,6 +236,9 @@ func (t *turn) start(ctx context.Context) (answer bool, err error) {
 	t.carried.queued = max(t.carried.queued, st.lastUser)
 	if !h.answer {
 		t.metrics.turns.WithLabelValues(session.StatusSilent).Inc()
+		if !t.started.IsZero() {
+			t.meters.RecordTurn(ctx, session.StatusSilent, t.clock.Now().Sub(t.started))
+		}
 		t.probe.turnDone(t.sess.ID, st.turnSeq, session.StatusSilent)
 	}
 	return h.answer, nil
@@ -498,6 +503,9 @@ func (t *turn) complete(ctx context.Context, done outcome) error {
 		t.metrics.deliveries.Inc()
 	}
 	t.metrics.turns.WithLabelValues(done.status).Inc()
+	if !t.started.IsZero() {
+		t.meters.RecordTurn(ctx, done.status, t.clock.Now().Sub(t.started))
+	}
 	t.probe.turnDone(t.sess.ID, st.turnSeq, done.status)
 	return nil
 }

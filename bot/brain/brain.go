@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/logbook/logbook/bot/telemetry"
@@ -233,6 +234,9 @@ type Config struct {
 	// (LOGBOOK_TRACE_CONTENT=on); off, spans carry no text of the conversation.
 	Tracer       trace.TracerProvider
 	TraceContent bool
+	// Meter records each model call's tokens and duration (gen_ai.client.token.usage,
+	// gen_ai.client.operation.duration; nil: none).
+	Meter metric.MeterProvider
 	// EditHistory, when set, changes the messages of each reply request after the history is
 	// built from the log: a test's deliberate change to how history is built (the replay's
 	// divergence test). nil in production.
@@ -252,9 +256,10 @@ type Config struct {
 // Brain runs turns. It holds no history of its own and is safe for concurrent use by many
 // sessions' cells.
 type Brain struct {
-	cfg    Config
-	log    zerolog.Logger
-	tracer trace.Tracer
+	cfg     Config
+	log     zerolog.Logger
+	tracer  trace.Tracer
+	metrics *telemetry.Metrics
 }
 
 // New returns a Brain. It fails only when cfg.Provider is nil.
@@ -286,7 +291,7 @@ func New(cfg Config) (*Brain, error) {
 	if cfg.Jitter == nil {
 		cfg.Jitter = rand.Float64
 	}
-	return &Brain{cfg: cfg, log: cfg.Logger, tracer: telemetry.Tracer(cfg.Tracer)}, nil
+	return &Brain{cfg: cfg, log: cfg.Logger, tracer: telemetry.Tracer(cfg.Tracer), metrics: telemetry.NewMetrics(cfg.Meter)}, nil
 }
 
 func (b *Brain) now() time.Time { return b.cfg.Now() }
@@ -371,6 +376,7 @@ func (b *Brain) Run(ctx context.Context, t Turn) (Reply, error) {
 	if t.Log == nil {
 		return Reply{}, errors.New("run turn: no log")
 	}
+	ctx = conversation(ctx, t.Session.ID)
 	st := b.begin(ctx, t)
 	defer func() { st.cancel() }()
 	first, r, done, err := b.resume(ctx, st)
@@ -727,6 +733,7 @@ func (b *Brain) Title(ctx context.Context, t Turn, reply session.Event) {
 	if t.Log == nil || reply.Decode(&msg) != nil {
 		return
 	}
+	ctx = conversation(ctx, t.Session.ID)
 	st := &turn{
 		Turn:    t,
 		through: t.Through,

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/logbook/logbook/bot/telemetry"
+	"github.com/logbook/logbook/session"
 )
 
 // complete makes one model call (one attempt) in its own span, named and described by the
@@ -26,6 +27,16 @@ func (b *Brain) complete(ctx context.Context, p Provider, req Request) (Response
 		telemetry.GenAIRequestModel.String(model), telemetry.GenAIMaxTokens.Int64(req.MaxTokens),
 		telemetry.Purpose.String(string(cmp.Or(req.Purpose, PurposeReply)))))
 	defer span.End()
+	conv := telemetry.Conversation(ctx)
+	if conv != "" {
+		span.SetAttributes(telemetry.GenAIConversationID.String(conv))
+	}
+	call := telemetry.ModelCall{Operation: "chat", Provider: p.Name(), RequestModel: model}
+	start := b.now()
+	defer func() {
+		call.Duration = b.now().Sub(start)
+		b.metrics.RecordModelCall(ctx, call)
+	}()
 	if b.cfg.TraceContent && span.IsRecording() {
 		span.SetAttributes(telemetry.GenAISystemPrompt.String(traceText(req.System)), telemetry.GenAIInputMessages.String(traceText(contentJSON(req.Messages))))
 	}
@@ -33,8 +44,10 @@ func (b *Brain) complete(ctx context.Context, p Provider, req Request) (Response
 	if err != nil {
 		span.SetAttributes(telemetry.ErrorType.String(errorType(err)))
 		span.SetStatus(codes.Error, errorType(err))
+		call.ErrorType = errorType(err)
 		return resp, err
 	}
+	call.ResponseModel, call.InputTokens, call.OutputTokens = cmp.Or(resp.Model, model), resp.InputTokens, resp.OutputTokens
 	span.SetAttributes(telemetry.GenAIResponseModel.String(cmp.Or(resp.Model, model)),
 		telemetry.GenAIInputTokens.Int64(resp.InputTokens), telemetry.GenAIOutputTokens.Int64(resp.OutputTokens))
 	if resp.StopReason != "" {
@@ -66,6 +79,15 @@ func traceText(s string) string {
 	return out
 }
 
+// conversation is ctx naming the session as the conversation of the spans made under it
+// (gen_ai.conversation.id); ctx as it is for a session without an id.
+func conversation(ctx context.Context, id session.ID) context.Context {
+	if id == (session.ID{}) {
+		return ctx
+	}
+	return telemetry.WithConversation(ctx, id.String())
+}
+
 // errorType is a failed call's error.type: the API's error code, "http_NNN", or what ended it.
 func errorType(err error) string {
 	var pe *ProviderError
@@ -90,6 +112,9 @@ func (b *Brain) traceTool(ctx context.Context, st *turn, use ToolUse, budget *ou
 		telemetry.GenAIOperation.String("execute_tool"), telemetry.GenAIToolName.String(use.Name),
 		telemetry.GenAIToolCallID.String(use.ID), telemetry.GenAIToolType.String("function")))
 	defer span.End()
+	if conv := telemetry.Conversation(ctx); conv != "" {
+		span.SetAttributes(telemetry.GenAIConversationID.String(conv))
+	}
 	if b.cfg.TraceContent && span.IsRecording() {
 		span.SetAttributes(telemetry.GenAIToolArguments.String(traceText(string(use.Input))))
 	}

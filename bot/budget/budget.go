@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/session"
 )
 
@@ -105,6 +106,8 @@ type Config struct {
 	Admins []string
 	Now    func() time.Time // default time.Now
 	Log    zerolog.Logger
+	// Metrics counts each charge's cost (logbook.model.cost); nil: not counted.
+	Metrics *telemetry.Metrics
 }
 
 // Budget meters the model calls of every turn. It holds no state of its own: the spend is
@@ -244,6 +247,7 @@ func (m *meter) settle(ctx context.Context, hold session.Spend, price Price, u *
 	} else {
 		charge.Reason = "not charged: the call failed before the provider accepted it (nothing reached the model)"
 	}
+	m.b.cfg.Metrics.RecordCost(ctx, charge.Provider, charge.Model, m.b.cfg.Prices.Currency, float64(charge.CostMicros)/1e6)
 	if err := m.b.cfg.Store.ChargeSpend(ctx, charge); err != nil {
 		m.b.cfg.Log.Warn().Err(err).Str("channel", m.channel).Str("call_id", hold.CallID.String()).
 			Msg("could not record a model call's cost; its hold counts instead")

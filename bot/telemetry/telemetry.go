@@ -1,10 +1,11 @@
 // Package telemetry is logbook's side of OpenTelemetry tracing: the tracer every part names
-// its spans with, the trace ids that log lines and the log's events carry, and the attribute
-// names logbook adds to the standard ones. The tracer provider is always passed in (nil: a
-// no-op one); nothing here reads the environment or sets otel's globals.
+// its spans with, the trace ids that log lines and the log's events carry, the attribute
+// names logbook adds to the standard ones, and the metrics (metrics.go). The tracer and meter
+// providers are always passed in (nil: no-op ones); nothing here reads the environment or sets
+// otel's globals.
 //
-// Spans (see docs/traces.md): one per Socket Mode envelope (gateway), per turn (cell), per
-// model call (GenAI semantic conventions; prompt and completion text only when the caller
+// Spans (see docs/traces.md): one per Socket Mode envelope (gateway), per turn (cell) with
+// the agent's invoke_agent under it (gen_ai.conversation.id the session id), per model call (GenAI semantic conventions; prompt and completion text only when the caller
 // asks for content), per tool call, per Slack Web API call (an otelhttp transport) and per
 // database statement (a pgx tracer).
 package telemetry
@@ -39,7 +40,9 @@ const (
 // gen_ai.provider.name; both are set, for backends that know one of them. The content ones are
 // set only when content is asked for (LOGBOOK_TRACE_CONTENT=on).
 const (
-	GenAIOperation      = attribute.Key("gen_ai.operation.name") // "chat", "execute_tool"
+	GenAIOperation      = attribute.Key("gen_ai.operation.name")  // "chat", "execute_tool", "invoke_agent"
+	GenAIConversationID = attribute.Key("gen_ai.conversation.id") // the session id
+	GenAIAgentName      = attribute.Key("gen_ai.agent.name")      // "logbook"
 	GenAIProvider       = attribute.Key("gen_ai.provider.name")
 	GenAISystem         = attribute.Key("gen_ai.system")
 	GenAIRequestModel   = attribute.Key("gen_ai.request.model")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
@@ -80,5 +81,43 @@ func TestReceiverDecodesExportedSpans(t *testing.T) {
 		spans[0].Attrs["gen_ai.usage.input_tokens"] != int64(12) || spans[0].Resource["service.name"] != "logbook-test" ||
 		spans[0].Scope != telemetry.TracerName {
 		t.Fatalf("spans: %+v", spans)
+	}
+}
+
+// A model call that failed records its duration with error.type and no tokens; one that
+// answered, its tokens by type; a nil *Metrics records nothing and does not panic.
+func TestModelCallMetrics(t *testing.T) {
+	t.Parallel()
+	recv := otlptest.Start(t)
+	mp := recv.MeterProvider(t)
+	m := telemetry.NewMetrics(mp)
+	ctx := context.Background()
+	m.RecordModelCall(ctx, telemetry.ModelCall{Operation: "chat", Provider: "openai", RequestModel: "gpt-x", ErrorType: "http_429", Duration: 1500 * time.Millisecond})
+	m.RecordModelCall(ctx, telemetry.ModelCall{Operation: "chat", Provider: "openai", RequestModel: "gpt-x", ResponseModel: "gpt-x-1",
+		InputTokens: 40, OutputTokens: 2, Duration: time.Second})
+	var none *telemetry.Metrics
+	none.RecordModelCall(ctx, telemetry.ModelCall{InputTokens: 1})
+	none.RecordTurn(ctx, "ok", time.Second)
+	if err := mp.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dur, ok := recv.Metric(telemetry.MetricOperationDuration)
+	if !ok || len(dur.Points) != 2 {
+		t.Fatalf("%s: %+v", telemetry.MetricOperationDuration, dur)
+	}
+	failed := 0
+	for _, p := range dur.Points {
+		if p.Attrs["error.type"] == "http_429" && p.Count == 1 && p.Sum == 1.5 {
+			failed++
+		}
+	}
+	tokens, _ := recv.Metric(telemetry.MetricTokenUsage)
+	if failed != 1 || len(tokens.Points) != 2 {
+		t.Errorf("durations %+v, tokens %+v: want one failed call of 1.5 s, and tokens only of the call that answered", dur.Points, tokens.Points)
+	}
+	for _, p := range tokens.Points {
+		if p.Attrs["error.type"] != nil || p.Attrs["gen_ai.response.model"] != "gpt-x-1" {
+			t.Errorf("token point %+v", p)
+		}
 	}
 }

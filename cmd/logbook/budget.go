@@ -17,6 +17,7 @@ import (
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/settings"
+	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/sandbox/egress"
 	"github.com/logbook/logbook/session"
 )
@@ -69,9 +70,9 @@ func channelLimits(cfg serveConfig, s *settings.Settings, team string) budget.Ch
 }
 
 // newBudget is the meter of every turn's model calls.
-func newBudget(cfg serveConfig, store *session.Store, log zerolog.Logger, s *settings.Settings, team string) (*budget.Budget, error) {
+func newBudget(cfg serveConfig, store *session.Store, log zerolog.Logger, s *settings.Settings, team string, m *telemetry.Metrics) (*budget.Budget, error) {
 	return budget.New(budget.Config{Store: store, Prices: cfg.Budget.Prices, Limits: cfg.Budget.Limits,
-		Channels: channelLimits(cfg, s, team), Admins: cfg.Admins, Log: log.With().Str("part", "budget").Logger()})
+		Channels: channelLimits(cfg, s, team), Admins: cfg.Admins, Log: log.With().Str("part", "budget").Logger(), Metrics: m})
 }
 
 func newUsageCmd(e env) *cobra.Command {

@@ -368,8 +368,11 @@ var envSettings = []envSetting{
 			"default, grpc or http/json), _HEADERS, _TIMEOUT, _CERTIFICATE, OTEL_SERVICE_NAME (default logbook), " +
 			"OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER(_ARG), OTEL_BSP_*; OTEL_SDK_DISABLED=true or " +
 			"OTEL_TRACES_EXPORTER=none turn it off. Spans: each envelope, turn (its trace id in turn_started, " +
-			"turn_completed and the log lines), model call (GenAI conventions), tool call, Slack Web API call and " +
-			"database statement"},
+			"turn_completed and the log lines), the agent's invoke_agent, model call and tool call (GenAI conventions, " +
+			"gen_ai.conversation.id the session id), Slack Web API call and database statement. The same endpoint " +
+			"takes the GenAI and turn metrics (OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, OTEL_METRIC_EXPORT_INTERVAL, " +
+			"default 60000 ms; OTEL_METRICS_EXPORTER=none turns them off): gen_ai.client.token.usage, " +
+			"gen_ai.client.operation.duration, logbook.turns, logbook.turn.duration, logbook.model.cost"},
 	{Name: "LOGBOOK_TRACE_CONTENT", Group: "traces", Default: "off",
 		Meaning: "on | off: put prompts, completions and tools' input and output in the spans; off, spans hold no " +
 			"text of a conversation"},

@@ -27,6 +27,7 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
 	"github.com/spf13/cobra"
+	otelmetric "go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/logbook/logbook/audit"
@@ -336,6 +337,19 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 			log.Warn().Err(err).Msg("tracing: the last spans could not be exported")
 		}
 	}()
+	mp, stopMetrics, err := startMetrics(ctx, cfg.Tracing)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := stopMetrics(ctx); err != nil {
+			log.Warn().Err(err).Msg("metrics: the last metrics could not be exported over OTLP")
+		}
+	}()
+	if cfg.Tracing.MetricsEndpoint != "" {
+		log.Info().Str("protocol", cmp.Or(cfg.Tracing.MetricsProtocol, "http/protobuf")).
+			Msg("metrics: GenAI and turn metrics exported over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT)")
+	}
 	// slack-go's default client has no timeout: a hung Web API call would hold an ack.
 	slackHTTP := &http.Client{Timeout: 30 * time.Second}
 	if traced := cfg.Tracing.Endpoint != ""; traced {
@@ -352,7 +366,7 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	log = log.With().Str("team", me.TeamID).Logger()
 	log.Info().Str("bot_user", me.UserID).Str("bot_id", me.BotID).Msg("slack tokens checked (auth.test, apps.connections.open)")
 
-	w := &wiring{cfg: cfg, log: log, api: api, me: me, tracer: tp}
+	w := &wiring{cfg: cfg, log: log, api: api, me: me, tracer: tp, meter: mp}
 	defer w.close()
 	// Listen first: while the database does not answer, /readyz says so.
 	state := &startState{}
@@ -430,6 +444,7 @@ type wiring struct {
 	http      *httpServer // nil: LOGBOOK_HTTP_ADDR=off
 	closers   []func()    // closed last first
 	tracer    trace.TracerProvider
+	meter     otelmetric.MeterProvider // OTLP metrics (trace.go); a no-op provider when off
 }
 
 // pgxTracer traces the pools' statements when tracing is on (nil otherwise: not even a
@@ -581,7 +596,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	w.closers = append(w.closers, func() { fileStore.Close() })
 	b, err := brain.New(brain.Config{Provider: provider, Logger: log.With().Str("part", "brain").Logger(), DeferTitle: true,
 		MaxTokens: int64(cfg.MaxOutputTokens), MaxContinuations: cfg.MaxContinuations, RepeatLimit: cfg.RepeatLimit,
-		ContextBudget: cfg.ContextBudget, Tracer: w.tracer, TraceContent: cfg.Tracing.Content})
+		ContextBudget: cfg.ContextBudget, Tracer: w.tracer, TraceContent: cfg.Tracing.Content, Meter: w.meter})
 	if err != nil {
 		return err
 	}
@@ -601,7 +616,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	w.dir = directory.New(w.api, 5*time.Minute)
 	w.repos = channelRepos(cfg, store)
 	models, chSettings, mem := channelParts(cfg, store, b)
-	bgt, err := newBudget(cfg, store, log, chSettings, w.me.TeamID) // budget.go
+	bgt, err := newBudget(cfg, store, log, chSettings, w.me.TeamID, telemetry.NewMetrics(w.meter)) // budget.go
 	if err != nil {
 		return err
 	}
@@ -624,7 +639,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	w.slash = slashTable(slashParts{Team: w.me.TeamID, Admins: cfg.Admins, Search: w.search, Dir: w.dir, Repos: w.repos,
 		Settings: chSettings, Memory: mem, Budget: bgt, MCP: mcp, Schedules: w.scheduler, Review: w.review, Grants: store, Log: log})
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
-		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg), Tracer: w.tracer,
+		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg), Tracer: w.tracer, Meter: w.meter,
 		Features: bot.Features{
 			Titler: b, Channel: w.dir.ChannelName,
 			Hands: hands.NewFactory(provs, hands.Config{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg),

@@ -8,8 +8,13 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otelmetric "go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -31,6 +36,9 @@ type tracingConfig struct {
 	// Content puts prompts, completions and tools' input and output in spans
 	// (LOGBOOK_TRACE_CONTENT=on); off by default.
 	Content bool
+	// MetricsEndpoint is OTEL_EXPORTER_OTLP_METRICS_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT;
+	// "": no OTLP metrics. MetricsProtocol is as Protocol, for metrics.
+	MetricsEndpoint, MetricsProtocol string
 }
 
 // readTracing reads the tracing settings. Tracing is off unless an OTLP endpoint is set, and
@@ -55,8 +63,22 @@ func (cfg *serveConfig) readTracing(e env) error {
 	default:
 		return fmt.Errorf("OTEL_TRACES_EXPORTER=%q: logbook exports traces over OTLP only (otlp, or none)", v)
 	}
+	t.MetricsEndpoint = firstEnv(e, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+	t.MetricsProtocol = strings.ToLower(firstEnv(e, "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"))
+	switch t.MetricsProtocol {
+	case "", "grpc", "http/protobuf", "http/json":
+	default:
+		return fmt.Errorf("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL=%q: want grpc, http/protobuf or http/json", t.MetricsProtocol)
+	}
+	switch v := strings.ToLower(strings.TrimSpace(e.getenv("OTEL_METRICS_EXPORTER"))); v {
+	case "", "otlp":
+	case "none":
+		t.MetricsEndpoint = ""
+	default:
+		return fmt.Errorf("OTEL_METRICS_EXPORTER=%q: logbook exports metrics over OTLP only (otlp, or none; /metrics serves Prometheus)", v)
+	}
 	if strings.EqualFold(strings.TrimSpace(e.getenv("OTEL_SDK_DISABLED")), "true") {
-		t.Endpoint = ""
+		t.Endpoint, t.MetricsEndpoint = "", ""
 	}
 	return nil
 }
@@ -87,12 +109,9 @@ func startTracing(ctx context.Context, t tracingConfig) (trace.TracerProvider, f
 	if err != nil {
 		return nil, nil, fmt.Errorf("OpenTelemetry OTLP exporter (OTEL_EXPORTER_OTLP_*): %w", err)
 	}
-	// Service name logbook unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise
-	// (later options win).
-	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", "logbook")),
-		resource.WithTelemetrySDK(), resource.WithHost(), resource.WithFromEnv())
-	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
-		return nil, nil, fmt.Errorf("OpenTelemetry resource (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME): %w", err)
+	res, err := otelResource(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
 	// The sampler comes from OTEL_TRACES_SAMPLER (default: parent-based, always on).
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
@@ -100,5 +119,45 @@ func startTracing(ctx context.Context, t tracingConfig) (trace.TracerProvider, f
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		return tp.Shutdown(ctx)
+	}, nil
+}
+
+// otelResource is the resource of logbook's spans and metrics: service name logbook unless
+// OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise (later options win).
+func otelResource(ctx context.Context) (*resource.Resource, error) {
+	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", "logbook")),
+		resource.WithTelemetrySDK(), resource.WithHost(), resource.WithFromEnv())
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		return nil, fmt.Errorf("OpenTelemetry resource (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME): %w", err)
+	}
+	return res, nil
+}
+
+// startMetrics returns the meter provider of the GenAI and turn metrics (telemetry.Metrics),
+// exporting over OTLP every OTEL_METRIC_EXPORT_INTERVAL (the SDK's default: 60 s), and its
+// shutdown (which exports what is left). Off, it is a no-op provider.
+func startMetrics(ctx context.Context, t tracingConfig) (otelmetric.MeterProvider, func(context.Context) error, error) {
+	if t.MetricsEndpoint == "" {
+		return metricnoop.NewMeterProvider(), func(context.Context) error { return nil }, nil
+	}
+	var exp sdkmetric.Exporter
+	var err error
+	if t.MetricsProtocol == "grpc" {
+		exp, err = otlpmetricgrpc.New(ctx) // endpoint, headers, TLS, temporality, ... from OTEL_EXPORTER_OTLP_*
+	} else {
+		exp, err = otlpmetrichttp.New(ctx)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("OpenTelemetry OTLP metric exporter (OTEL_EXPORTER_OTLP_*): %w", err)
+	}
+	res, err := otelResource(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))
+	return mp, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return mp.Shutdown(ctx)
 	}, nil
 }

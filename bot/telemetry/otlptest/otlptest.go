@@ -1,7 +1,7 @@
-// Package otlptest is an in-process OTLP/HTTP trace receiver for tests: an HTTP server that
-// decodes what an OTLP exporter sends to /v1/traces (protobuf, optionally gzipped) with the
-// OTLP protocol's own Go types, and answers as a collector does. Provider gives a real SDK
-// tracer provider that exports to it.
+// Package otlptest is an in-process OTLP/HTTP receiver for tests: an HTTP server that decodes
+// what an OTLP exporter sends to /v1/traces, /v1/metrics and /v1/logs (protobuf, optionally
+// gzipped) with the OTLP protocol's own Go types, and answers as a collector does. Provider
+// and MeterProvider give real SDK providers that export to it.
 package otlptest
 
 import (
@@ -17,10 +17,13 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdkresource "go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
@@ -50,6 +53,25 @@ type Log struct {
 	Resource  map[string]any
 }
 
+// Point is one data point of a received metric: a sum's or gauge's Value, or a histogram's
+// Count and Sum, with its attributes.
+type Point struct {
+	Attrs map[string]any
+	Value float64 // sums and gauges (ints as floats)
+	Count uint64  // histograms
+	Sum   float64 // histograms
+}
+
+// Metric is one received metric of one export, flattened.
+type Metric struct {
+	Name     string
+	Unit     string
+	Kind     string // "sum", "gauge", "histogram"
+	Scope    string
+	Points   []Point
+	Resource map[string]any
+}
+
 // Receiver is a running OTLP/HTTP receiver of traces (URL + "/v1/traces") and logs
 // (URL + "/v1/logs").
 type Receiver struct {
@@ -60,6 +82,7 @@ type Receiver struct {
 	mu       sync.Mutex
 	spans    []Span
 	logs     []Log
+	metrics  []Metric
 	requests int
 	// received is signalled (without blocking) after each export request is taken.
 	received chan struct{}
@@ -75,7 +98,7 @@ func Start(tb testing.TB) *Receiver {
 }
 
 func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodPost || (req.URL.Path != "/v1/traces" && req.URL.Path != "/v1/logs") {
+	if req.Method != http.MethodPost || (req.URL.Path != "/v1/traces" && req.URL.Path != "/v1/logs" && req.URL.Path != "/v1/metrics") {
 		http.Error(w, "not found", http.StatusNotFound)
 		return
 	}
@@ -99,7 +122,15 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	var out []byte
-	if req.URL.Path == "/v1/logs" {
+	if req.URL.Path == "/v1/metrics" {
+		var export colmetricpb.ExportMetricsServiceRequest
+		if err := proto.Unmarshal(raw, &export); err != nil {
+			http.Error(w, "decode: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.addMetrics(&export)
+		out, _ = proto.Marshal(&colmetricpb.ExportMetricsServiceResponse{})
+	} else if req.URL.Path == "/v1/logs" {
 		var export collogspb.ExportLogsServiceRequest
 		if err := proto.Unmarshal(raw, &export); err != nil {
 			http.Error(w, "decode: "+err.Error(), http.StatusBadRequest)
@@ -137,6 +168,58 @@ func (r *Receiver) addLogs(export *collogspb.ExportLogsServiceRequest) {
 			}
 		}
 	}
+}
+
+func (r *Receiver) addMetrics(export *colmetricpb.ExportMetricsServiceRequest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests++
+	for _, rm := range export.GetResourceMetrics() {
+		res := attrs(rm.GetResource().GetAttributes())
+		for _, sm := range rm.GetScopeMetrics() {
+			for _, m := range sm.GetMetrics() {
+				out := Metric{Name: m.GetName(), Unit: m.GetUnit(), Scope: sm.GetScope().GetName(), Resource: res}
+				switch {
+				case m.GetSum() != nil:
+					out.Kind = "sum"
+					for _, p := range m.GetSum().GetDataPoints() {
+						out.Points = append(out.Points, Point{Attrs: attrs(p.GetAttributes()), Value: p.GetAsDouble() + float64(p.GetAsInt())})
+					}
+				case m.GetGauge() != nil:
+					out.Kind = "gauge"
+					for _, p := range m.GetGauge().GetDataPoints() {
+						out.Points = append(out.Points, Point{Attrs: attrs(p.GetAttributes()), Value: p.GetAsDouble() + float64(p.GetAsInt())})
+					}
+				case m.GetHistogram() != nil:
+					out.Kind = "histogram"
+					for _, p := range m.GetHistogram().GetDataPoints() {
+						out.Points = append(out.Points, Point{Attrs: attrs(p.GetAttributes()), Count: p.GetCount(), Sum: p.GetSum()})
+					}
+				}
+				r.metrics = append(r.metrics, out)
+			}
+		}
+	}
+}
+
+// Metrics returns every metric received so far, one per export that carried it (with
+// cumulative temporality, the SDK's default, the last of a name is its latest state).
+func (r *Receiver) Metrics() []Metric {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Metric(nil), r.metrics...)
+}
+
+// Metric is the latest received state of the metric named name; ok is false when none arrived.
+func (r *Receiver) Metric(name string) (m Metric, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.metrics) - 1; i >= 0; i-- {
+		if r.metrics[i].Name == name {
+			return r.metrics[i], true
+		}
+	}
+	return Metric{}, false
 }
 
 // Logs returns every log record received so far.
@@ -239,4 +322,32 @@ func (r *Receiver) Provider(tb testing.TB) *sdktrace.TracerProvider {
 		client.CloseIdleConnections()
 	})
 	return tp
+}
+
+// MeterProvider returns an SDK meter provider that exports to r over OTLP/HTTP (the exporter
+// logbook serve uses); it is shut down when the test ends. Flush it (ForceFlush) before reading
+// Metrics: its periodic export is an hour apart, so only a flush exports.
+func (r *Receiver) MeterProvider(tb testing.TB) *sdkmetric.MeterProvider {
+	tb.Helper()
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	exp, err := otlpmetrichttp.New(context.Background(), otlpmetrichttp.WithEndpointURL(r.URL+"/v1/metrics"),
+		otlpmetrichttp.WithHTTPClient(client))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	res, err := sdkresource.New(context.Background(), sdkresource.WithAttributes(attribute.String("service.name", "logbook-test")))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(time.Hour))),
+		sdkmetric.WithResource(res))
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := mp.Shutdown(ctx); err != nil {
+			tb.Errorf("shut the meter provider down: %v", err)
+		}
+		client.CloseIdleConnections()
+	})
+	return mp
 }
