@@ -388,6 +388,9 @@ func TestE2EStreamThroughKillAndOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitFor("turn_completed", func() bool { return len(e.events(s.ID, session.TypeTurnCompleted)) == 1 })
+	// The model answers in the order of the script: the thread's title is asked for before
+	// the second turn's call, else the title would take the stopped turn's reply.
+	e.waitFor("the title's model call", func() bool { return e.model.Pending() == 1 })
 
 	// The database goes away for 10 s as soon as the turn's end is in the log (whether or not
 	// the sinks have it yet); a message posted meanwhile is stored through Slack's retries.
