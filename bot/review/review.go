@@ -346,7 +346,7 @@ func (p *Part) dismissed(ctx context.Context, repo forge.Repo, number int) ([]st
 	}
 	ours := map[int64]string{} // comment id -> fingerprint
 	for _, c := range comments {
-		if fp := fingerprintOf(c.Body); fp != "" && c.InReplyTo == 0 && (login == "" || strings.EqualFold(c.User.Login, login)) {
+		if fp := fingerprintOf(c.Body); fp != "" && c.InReplyTo == 0 && p.ours(login, c.User) {
 			ours[c.ID] = fp
 		}
 	}
@@ -620,8 +620,8 @@ func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brai
 		}
 		return brain.Outcome{Content: fmt.Sprintf("review %s %s with %d inline comments.%s Now reply in the thread with the summary.", verb, r.HTMLURL, comments, note)}
 	}
-	// GitHub first: a review of ours on this head (an earlier attempt's, another thread's).
-	if r, err := p.findPosted(ctx, repo, req); err != nil {
+	// GitHub first: a review of ours on this head, an earlier attempt's of this session.
+	if r, err := p.findPosted(ctx, repo, req, evs); err != nil {
 		return brain.Failure("%s", failure(err))
 	} else if r != nil {
 		return record(r, true, 0)
@@ -663,7 +663,7 @@ func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brai
 	if err != nil {
 		if !errors.As(err, &fe) {
 			// No answer: it may have been posted. GitHub says.
-			if again, ferr := p.findPosted(ctx, repo, req); ferr == nil && again != nil {
+			if again, ferr := p.findPosted(ctx, repo, req, s.Log.Snapshot()); ferr == nil && again != nil {
 				return record(again, true, len(comments))
 			}
 		}
@@ -680,8 +680,14 @@ func (p *Part) login(ctx context.Context) string {
 	return p.Login(ctx)
 }
 
-// findPosted is a review of logbook's on req's head, found on GitHub by its marker (nil: none).
-func (p *Part) findPosted(ctx context.Context, repo forge.Repo, req session.ReviewRequested) (*forge.Review, error) {
+// findPosted is a review of logbook's on req's head, found on GitHub by its marker (nil:
+// none): written by logbook's account (see ours), its marker one this session recorded in a
+// review_posting among evs. No intent recorded: nothing of this session's can be there.
+func (p *Part) findPosted(ctx context.Context, repo forge.Repo, req session.ReviewRequested, evs []session.Event) (*forge.Review, error) {
+	markers := intents(evs, req)
+	if len(markers) == 0 {
+		return nil, nil
+	}
 	reviews, err := p.Forge.Reviews(ctx, repo, req.Number)
 	if err != nil {
 		return nil, err
@@ -689,11 +695,39 @@ func (p *Part) findPosted(ctx context.Context, repo forge.Repo, req session.Revi
 	login := p.login(ctx)
 	for i := range reviews {
 		r := &reviews[i]
-		if strings.Contains(r.Body, "<!-- logbook-review head="+req.Head+" ") && (login == "" || strings.EqualFold(r.User.Login, login)) {
-			return r, nil
+		if !p.ours(login, r.User) {
+			continue
+		}
+		for _, m := range markers {
+			if strings.Contains(r.Body, m) {
+				return r, nil
+			}
 		}
 	}
 	return nil, nil
+}
+
+// intents are the markers of the reviews of req's head this session recorded it was posting
+// (review_posting): the only markers a review found on GitHub may carry to count as its own.
+func intents(evs []session.Event, req session.ReviewRequested) []string {
+	var out []string
+	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypeReviewPosting}}) {
+		var p session.ReviewPosting
+		if e.Decode(&p) == nil && p.Repo == req.Repo && p.Number == req.Number && p.Head == req.Head && p.Marker != "" && !slices.Contains(out, p.Marker) {
+			out = append(out, p.Marker)
+		}
+	}
+	return out
+}
+
+// ours reports whether u is logbook's account: its login, when known; when it is not (an
+// installation token cannot ask GitHub), an account GitHub marks as a bot — never a person,
+// who could otherwise write logbook's markers into a review or comment of their own.
+func (p *Part) ours(login string, u forge.User) bool {
+	if login != "" {
+		return strings.EqualFold(u.Login, login)
+	}
+	return u.IsBot()
 }
 
 // commentBody is a finding as its inline comment says it: the severity, why it was flagged,
