@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // What a followed pull request is made of, as GitHub's REST API answers it (issue 32): the
@@ -28,10 +29,29 @@ type PullState struct {
 	State   string `json:"state"` // open, closed
 	Merged  bool   `json:"merged"`
 	HTMLURL string `json:"html_url"`
-	Head    struct {
-		Ref string `json:"ref"`
-		SHA string `json:"sha"`
+	// User is who opened it.
+	User User `json:"user"`
+	Head struct {
+		Ref  string   `json:"ref"`
+		SHA  string   `json:"sha"`
+		Repo RepoName `json:"repo"`
 	} `json:"head"`
+	Base struct {
+		Ref  string   `json:"ref"`
+		Repo RepoName `json:"repo"`
+	} `json:"base"`
+}
+
+// RepoName is a repository as a pull request's head or base names it ("owner/name"; empty
+// when the fork was deleted).
+type RepoName struct {
+	FullName string `json:"full_name"`
+}
+
+// FromFork reports whether the pull request's head is in another repository than its base
+// (a fork, or a deleted one).
+func (p *PullState) FromFork() bool {
+	return !strings.EqualFold(p.Head.Repo.FullName, p.Base.Repo.FullName) || p.Head.Repo.FullName == ""
 }
 
 // CheckRun is one check run of a commit.

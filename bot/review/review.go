@@ -207,7 +207,7 @@ func (p *Part) start(ctx context.Context, s part.Scope, msg askMessage) (string,
 		files, err = p.Forge.PullFiles(ctx, repo, pr.Number)
 	}
 	if err == nil {
-		req.Dismissed, err = p.dismissed(ctx, repo, pr.Number)
+		req.Dismissed, err = p.dismissed(ctx, repo, pr.Number, pr.User.Login)
 	}
 	if err != nil {
 		s.Logger.Warn().Err(err).Int("number", pr.Number).Msg("review: the pull request's changes cannot be read")
@@ -325,10 +325,23 @@ func fingerprintOf(body string) string {
 	return strings.TrimSpace(fp)
 }
 
+// mayDismiss reports whether reply c may dismiss a finding: a person (not a bot, not logbook)
+// who may push to or administer the repository (author_association OWNER, MEMBER or
+// COLLABORATOR), and not the pull request's author, whose change the finding is about.
+func mayDismiss(c forge.ReviewComment, login, author string) bool {
+	switch {
+	case c.User.IsBot() || c.User.Login == "" || (login != "" && strings.EqualFold(c.User.Login, login)):
+		return false
+	case strings.EqualFold(c.User.Login, author):
+		return false
+	}
+	return slices.Contains([]string{"OWNER", "MEMBER", "COLLABORATOR"}, c.AuthorAssociation)
+}
+
 // dismissed are the fingerprints of the findings of ours on the pull request that a person
 // dismissed: their review dismissed, or their comment answered with a reply starting with
-// "dismiss".
-func (p *Part) dismissed(ctx context.Context, repo forge.Repo, number int) ([]string, error) {
+// "dismiss" by someone who may (mayDismiss; author is the pull request's).
+func (p *Part) dismissed(ctx context.Context, repo forge.Repo, number int, author string) ([]string, error) {
 	login := p.login(ctx)
 	reviews, err := p.Forge.Reviews(ctx, repo, number)
 	if err != nil {
@@ -360,7 +373,7 @@ func (p *Part) dismissed(ctx context.Context, repo forge.Repo, number int) ([]st
 		if fp, ok := ours[c.ID]; ok && dismissedReview[c.ReviewID] {
 			add(fp)
 		}
-		if fp, ok := ours[c.InReplyTo]; ok && !c.User.IsBot() && !strings.EqualFold(c.User.Login, login) &&
+		if fp, ok := ours[c.InReplyTo]; ok && mayDismiss(c, login, author) &&
 			strings.HasPrefix(strings.ToLower(strings.TrimSpace(c.Body)), "dismiss") {
 			add(fp)
 		}
@@ -627,7 +640,11 @@ func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brai
 		return record(r, true, 0)
 	}
 	// Findings a person dismissed since the review started are not raised again either.
-	dismissed, err := p.dismissed(ctx, repo, req.Number)
+	pr, err := p.Forge.PullState(ctx, repo, req.Number)
+	if err != nil {
+		return brain.Failure("%s", failure(err))
+	}
+	dismissed, err := p.dismissed(ctx, repo, req.Number, pr.User.Login)
 	if err != nil {
 		return brain.Failure("%s", failure(err))
 	}

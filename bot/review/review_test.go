@@ -501,3 +501,40 @@ func TestForgedMarkerDoesNotSuppressTheReview(t *testing.T) {
 		t.Fatalf("%d reviews created: %v", creates, reviews)
 	}
 }
+
+// Only someone who may push to or administer the repository (author_association OWNER,
+// MEMBER or COLLABORATOR), and not the pull request's author, dismisses a finding by a reply:
+// a stranger's "dismiss" and the author's own are not heeded; a collaborator's is.
+func TestDismissOnlyByCollaboratorsNotTheAuthor(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.gh.SetPullAuthor(1, forgetest.Reviewer{Login: "pat", Type: "User", Association: "COLLABORATOR"})
+	_, o := f.turn(f.ask("review " + prURL))
+	call(t, o, review.ToolFinding, "call_1", finding("app.go", 11, "high", "Race on the cache."))
+	call(t, o, review.ToolFinding, "call_2", finding("app.go", 12, "low", "Name b better."))
+	call(t, o, review.ToolFinding, "call_3", finding("app.go", 13, "medium", "b leaks."))
+	call(t, o, review.ToolSubmit, "call_4", map[string]any{"summary": "first"})
+	_, _, comments := f.gh.Reviews(1)
+	byLine := map[string]int64{}
+	for _, c := range comments {
+		byLine[jsonInt(c["line"])] = c["id"].(int64)
+	}
+	f.gh.Reply(1, byLine["11"], forgetest.Reviewer{Login: "mallory", Type: "User", Association: "NONE"}, "dismiss")
+	f.gh.Reply(1, byLine["12"], forgetest.Reviewer{Login: "pat", Type: "User", Association: "COLLABORATOR"}, "Dismissed, it is fine.")
+	f.gh.Reply(1, byLine["13"], forgetest.Reviewer{Login: "ada", Type: "User", Association: "MEMBER"}, "dismiss: closed by the caller")
+
+	f.gh.Push(1, c2, forgetest.File{Path: "app.go", Patch: "@@ -10,5 +10,6 @@\n ctx\n+a2\n a\n b\n ctx\n ctx"})
+	_, o = f.turn(f.ask("review " + prURL))
+	if out := call(t, o, review.ToolFinding, "call_5", finding("app.go", 11, "high", "Race on the cache.")); out.IsError || strings.Contains(out.Content, "dismissed") {
+		t.Fatalf("a stranger dismissed a finding: %+v", out)
+	}
+	if out := call(t, o, review.ToolFinding, "call_6", finding("app.go", 12, "low", "Name b better.")); out.IsError || strings.Contains(out.Content, "dismissed") {
+		t.Fatalf("the pull request's author dismissed a finding: %+v", out)
+	}
+	if out := call(t, o, review.ToolFinding, "call_7", finding("app.go", 13, "medium", "b leaks.")); !strings.Contains(out.Content, "dismissed") {
+		t.Fatalf("a member's dismissal was not heeded: %+v", out)
+	}
+	if out := call(t, o, review.ToolSubmit, "call_8", map[string]any{"summary": "second"}); out.IsError || !strings.Contains(out.Content, "2 inline comments") {
+		t.Fatalf("submit: %+v", out)
+	}
+}

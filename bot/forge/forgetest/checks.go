@@ -179,6 +179,31 @@ func (s *Server) ClosePull(number int, merged bool) {
 	}
 }
 
+// SetPullAuthor makes by the author of pull request number (its "user" and
+// "author_association").
+func (s *Server) SetPullAuthor(number int, by Reviewer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pulls {
+		if p["number"] == number {
+			p["user"], p["author_association"] = map[string]any{"login": by.Login, "type": by.Type}, by.Association
+		}
+	}
+}
+
+// ForkPull makes pull request number come from the fork repo ("owner/name"): its head's
+// repository, as GitHub answers head.repo.full_name.
+func (s *Server) ForkPull(number int, repo string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pulls {
+		if p["number"] == number {
+			head := p["head"].(map[string]any)
+			p["head"] = map[string]any{"ref": head["ref"], "repo": map[string]any{"full_name": repo}}
+		}
+	}
+}
+
 func (s *Server) branchOf(number int) string {
 	for _, p := range s.pulls {
 		if p["number"] == number {
@@ -196,7 +221,7 @@ func (s *Server) pull(number int) map[string]any {
 				out[k] = v
 			}
 			head := p["head"].(map[string]any)
-			out["head"] = map[string]any{"ref": head["ref"], "sha": s.head(head["ref"].(string))}
+			out["head"] = map[string]any{"ref": head["ref"], "sha": s.head(head["ref"].(string)), "repo": head["repo"]}
 			return out
 		}
 	}
