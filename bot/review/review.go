@@ -655,7 +655,7 @@ func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brai
 		}
 		comments = append(comments, forge.ReviewLineNew{Path: f.Path, Line: f.Line, Side: "RIGHT", Body: commentBody(f)})
 	}
-	body := outbound(clip.Text(in.Summary, 20000))
+	body := forge.Outbound(clip.Text(in.Summary, 20000))
 	if p.Transcript != nil {
 		if link := p.Transcript(s.Session.ID); link != "" {
 			body += "\n\n---\nReviewed by logbook from a Slack thread: [transcript](" + link + ")"
@@ -750,7 +750,7 @@ func (p *Part) ours(login string, u forge.User) bool {
 // commentBody is a finding as its inline comment says it: the severity, why it was flagged,
 // and its fingerprint's marker.
 func commentBody(f session.ReviewFinding) string {
-	return "**" + strings.ToUpper(f.Severity[:1]) + f.Severity[1:] + "** — why flagged: " + outbound(f.Reason) +
+	return "**" + strings.ToUpper(f.Severity[:1]) + f.Severity[1:] + "** — why flagged: " + forge.Outbound(f.Reason) +
 		"\n\n" + findingMarker + f.Fingerprint + " -->"
 }
 
@@ -763,16 +763,6 @@ func inlineAsList(comments []forge.ReviewLineNew) string {
 		fmt.Fprintf(&sb, "- `%s:%d` %s\n", strings.ReplaceAll(c.Path, "`", "'"), c.Line, body)
 	}
 	return strings.TrimRight(sb.String(), "\n")
-}
-
-// mentionRE is a GitHub @mention (a user or a team).
-var mentionRE = regexp.MustCompile(`@([A-Za-z0-9])`)
-
-// outbound is the model's text as GitHub gets it: no @mention pings anyone (a zero-width space
-// after the @), and no marker of logbook's can be forged.
-func outbound(s string) string {
-	s = mentionRE.ReplaceAllString(s, "@\u200b$1")
-	return strings.ReplaceAll(s, "<!--", "&lt;!--")
 }
 
 // inert is text from a message, safe in a Slack line.
