@@ -648,6 +648,16 @@ func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brai
 	if err != nil {
 		return brain.Failure("%s", failure(err))
 	}
+	why := ""
+	if event == forge.EventApprove {
+		if why, err = p.noApproval(ctx, repo, pr); err != nil {
+			return brain.Failure("%s", failure(err))
+		}
+		if why != "" {
+			event = forge.EventComment
+			note = " It is a comment, not an approval: " + why + "."
+		}
+	}
 	var comments []forge.ReviewLineNew
 	for _, f := range findings(evs, req) {
 		if slices.Contains(dismissed, f.Fingerprint) {
@@ -656,6 +666,9 @@ func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brai
 		comments = append(comments, forge.ReviewLineNew{Path: f.Path, Line: f.Line, Side: "RIGHT", Body: commentBody(f)})
 	}
 	body := forge.Outbound(clip.Text(in.Summary, 20000))
+	if why != "" {
+		body += "\n\n_logbook does not approve this pull request: " + why + "._"
+	}
 	if p.Transcript != nil {
 		if link := p.Transcript(s.Session.ID); link != "" {
 			body += "\n\n---\nReviewed by logbook from a Slack thread: [transcript](" + link + ")"
@@ -687,6 +700,34 @@ func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brai
 		return brain.Failure("%s", failure(err))
 	}
 	return record(r, false, len(comments))
+}
+
+// instructionFiles are the files that instruct an agent reading the repository: a pull request
+// changing one (anywhere in the tree) may have told the reviewer what to conclude.
+var instructionFiles = []string{"agents.md", "claude.md"}
+
+// noApproval is why pull request pr must not be approved, even where the channel allows it
+// ("": it may be): its head is in a fork (its author controls what the review read), or it
+// changes an instruction file the agent reads. A list of files GitHub may have cut (300)
+// cannot show there is none.
+func (p *Part) noApproval(ctx context.Context, repo forge.Repo, pr *forge.PullState) (string, error) {
+	if pr.FromFork() {
+		return "it comes from a fork", nil
+	}
+	files, err := p.Forge.PullFiles(ctx, repo, pr.Number)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range files {
+		name := strings.ToLower(f.Filename[strings.LastIndex(f.Filename, "/")+1:])
+		if slices.Contains(instructionFiles, name) {
+			return "it changes the instruction file " + strings.ReplaceAll(f.Filename, "`", "'"), nil
+		}
+	}
+	if len(files) >= 300 {
+		return "it changes too many files to tell whether it changes an instruction file", nil
+	}
+	return "", nil
 }
 
 // login is logbook's account on GitHub ("": unknown).
