@@ -260,7 +260,22 @@ func (s *Server) serveChecks(w http.ResponseWriter, r *http.Request, fail func(i
 		if parts[2] == "comments" {
 			list = s.checks.comments[n]
 		}
-		return answer(append([]map[string]any{}, list...))
+		// Pages as GitHub does: per_page (default 30, at most 100), page from 1, and a Link
+		// header naming the next page while there is one.
+		per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
+		if per <= 0 {
+			per = 30
+		}
+		per = min(per, 100)
+		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+		page = max(page, 1)
+		from, to := min((page-1)*per, len(list)), min(page*per, len(list))
+		if to < len(list) {
+			q := r.URL.Query()
+			q.Set("page", strconv.Itoa(page+1))
+			w.Header().Set("Link", fmt.Sprintf(`<http://%s%s?%s>; rel="next"`, r.Host, r.URL.Path, q.Encode()))
+		}
+		return answer(append([]map[string]any{}, list[from:to]...))
 	case len(parts) == 3 && parts[0] == "commits" && parts[2] == "check-runs":
 		sha := s.ref(parts[1])
 		runs := []map[string]any{}
