@@ -17,8 +17,9 @@
 //
 // A finding a person dismissed on GitHub is not raised again on that pull request. Dismissed
 // means, in what GitHub's REST API shows: the review holding the finding's comment was
-// dismissed ("Dismiss review", state DISMISSED), or a person answered the comment with a reply
-// starting with "dismiss" ("dismiss: intended", "dismissed"). A finding is the same one when its
+// dismissed ("Dismiss review", state DISMISSED), or a collaborator (OWNER, MEMBER or
+// COLLABORATOR, not the pull request's author) answered the comment with a reply starting
+// with "dismiss" ("dismiss: intended", "dismissed"). A finding is the same one when its
 // path and reason are (its fingerprint, carried in the comment).
 package review
 
