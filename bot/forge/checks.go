@@ -6,12 +6,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // What a followed pull request is made of, as GitHub's REST API answers it (issue 32): the
 // pull request, its head's check runs and commit statuses, its reviews and review comments, a
-// check run's annotations. Each call reads one page of up to 100 items: what a pull request
-// holds, and a bound on what one look costs.
+// check run's annotations. Check runs, reviews and review comments are read page after page
+// (100 a page, bounded); the rest is one page.
 
 // User is a GitHub account: Type "Bot" for an app's or another bot's.
 type User struct {
@@ -28,10 +29,29 @@ type PullState struct {
 	State   string `json:"state"` // open, closed
 	Merged  bool   `json:"merged"`
 	HTMLURL string `json:"html_url"`
-	Head    struct {
-		Ref string `json:"ref"`
-		SHA string `json:"sha"`
+	// User is who opened it.
+	User User `json:"user"`
+	Head struct {
+		Ref  string   `json:"ref"`
+		SHA  string   `json:"sha"`
+		Repo RepoName `json:"repo"`
 	} `json:"head"`
+	Base struct {
+		Ref  string   `json:"ref"`
+		Repo RepoName `json:"repo"`
+	} `json:"base"`
+}
+
+// RepoName is a repository as a pull request's head or base names it ("owner/name"; empty
+// when the fork was deleted).
+type RepoName struct {
+	FullName string `json:"full_name"`
+}
+
+// FromFork reports whether the pull request's head is in another repository than its base
+// (a fork, or a deleted one).
+func (p *PullState) FromFork() bool {
+	return !strings.EqualFold(p.Head.Repo.FullName, p.Base.Repo.FullName) || p.Head.Repo.FullName == ""
 }
 
 // CheckRun is one check run of a commit.
@@ -162,22 +182,14 @@ func (g *GitHub) Status(ctx context.Context, repo Repo, ref string) (*CombinedSt
 	return &out, nil
 }
 
-// Reviews returns the reviews of pull request number.
+// Reviews returns the reviews of pull request number, every page.
 func (g *GitHub) Reviews(ctx context.Context, repo Repo, number int) ([]Review, error) {
-	var out []Review
-	if err := g.do(ctx, http.MethodGet, repo.path()+"/pulls/"+strconv.Itoa(number)+"/reviews?per_page=100", nil, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return getAll[Review](ctx, g, repo.path()+"/pulls/"+strconv.Itoa(number)+"/reviews?per_page=100")
 }
 
-// ReviewComments returns the review comments of pull request number.
+// ReviewComments returns the review comments of pull request number, every page.
 func (g *GitHub) ReviewComments(ctx context.Context, repo Repo, number int) ([]ReviewComment, error) {
-	var out []ReviewComment
-	if err := g.do(ctx, http.MethodGet, repo.path()+"/pulls/"+strconv.Itoa(number)+"/comments?per_page=100", nil, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return getAll[ReviewComment](ctx, g, repo.path()+"/pulls/"+strconv.Itoa(number)+"/comments?per_page=100")
 }
 
 // Login returns the login of the token's account (GET /user). An installation token cannot

@@ -40,3 +40,32 @@ func TestCheckRunsReadsEveryPage(t *testing.T) {
 		t.Fatalf("read %d check runs, %d failed; want all 150 and the one failure", len(runs), failed)
 	}
 }
+
+// A pull request's reviews and review comments are read whole, following GitHub's Link
+// header page after page: logbook's review past the first 100 is not lost.
+func TestReviewsReadsEveryPage(t *testing.T) {
+	t.Parallel()
+	gh := forgetest.New(t, forgetest.Options{Token: "ghp_test", Repo: "acme/api", Branches: []string{"feature"}})
+	api := forge.NewGitHub(gh.URL, "ghp_test", nil)
+	repo, err := forge.ParseRepo("acme/api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.CreatePull(context.Background(), repo, "feature", "t", "b"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 230 {
+		gh.AddReview(1, forgetest.Reviewer{Login: fmt.Sprintf("u%d", i), Type: "User"}, "COMMENTED", fmt.Sprintf("review %d", i),
+			forgetest.Comment{Path: "a.go", Line: 1, Body: fmt.Sprintf("comment %d", i)})
+	}
+	for range 2 { // the second read is answered from the conditional cache: its pages too
+		reviews, err := api.Reviews(context.Background(), repo, 1)
+		if err != nil || len(reviews) != 230 || reviews[229].Body != "review 229" {
+			t.Fatalf("read %d reviews (%v)", len(reviews), err)
+		}
+		comments, err := api.ReviewComments(context.Background(), repo, 1)
+		if err != nil || len(comments) != 230 || comments[229].Body != "comment 229" {
+			t.Fatalf("read %d comments (%v)", len(comments), err)
+		}
+	}
+}

@@ -124,6 +124,7 @@ type etagCache struct {
 type cached struct {
 	url  string
 	etag string
+	next string // the Link header's next page, kept with the answer
 	body []byte
 }
 
@@ -144,7 +145,7 @@ func (c *etagCache) get(url string) *cached {
 }
 
 // put keeps url's answer body under etag, dropping the least recently used past the bound.
-func (c *etagCache) put(url, etag string, body []byte) {
+func (c *etagCache) put(url, etag, next string, body []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.byURL[url]; ok {
@@ -155,7 +156,7 @@ func (c *etagCache) put(url, etag string, body []byte) {
 	if etag == "" || len(body) > c.max {
 		return
 	}
-	c.byURL[url] = c.order.PushFront(&cached{url: url, etag: etag, body: body})
+	c.byURL[url] = c.order.PushFront(&cached{url: url, etag: etag, next: next, body: body})
 	c.size += len(body)
 	for c.size > c.max {
 		el := c.order.Back()

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -142,17 +143,24 @@ func (g *GitHub) CreatePull(ctx context.Context, repo Repo, branch, title, body 
 }
 
 func (g *GitHub) do(ctx context.Context, method, path string, in, out any) error {
+	_, err := g.doPage(ctx, method, path, in, out)
+	return err
+}
+
+// doPage is do, also returning the path of the answer's next page (its Link header's
+// rel="next", under the API's base; "": the last page).
+func (g *GitHub) doPage(ctx context.Context, method, path string, in, out any) (string, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return "", err
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, g.base+path, body)
 	if err != nil {
-		return err
+		return "", err
 	}
 	req.Header.Set("Accept", "application/vnd.github+json")
 	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
@@ -172,9 +180,9 @@ func (g *GitHub) do(ctx context.Context, method, path string, in, out any) error
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			return fmt.Errorf("GitHub did not answer: %w", ue.Err)
+			return "", fmt.Errorf("GitHub did not answer: %w", ue.Err)
 		}
-		return fmt.Errorf("GitHub did not answer: %w", err)
+		return "", fmt.Errorf("GitHub did not answer: %w", err)
 	}
 	defer resp.Body.Close()
 	rate, rateKnown := readRate(resp.Header)
@@ -185,13 +193,13 @@ func (g *GitHub) do(ctx context.Context, method, path string, in, out any) error
 	}
 	if resp.StatusCode == http.StatusNotModified && kept != nil {
 		if err := json.Unmarshal(kept.body, out); err != nil {
-			return fmt.Errorf("GitHub's answer is not what the API documents: %w", err)
+			return "", fmt.Errorf("GitHub's answer is not what the API documents: %w", err)
 		}
-		return nil
+		return kept.next, nil
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return fmt.Errorf("read GitHub's answer: %w", err)
+		return "", fmt.Errorf("read GitHub's answer: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
 		var e struct {
@@ -215,15 +223,56 @@ func (g *GitHub) do(ctx context.Context, method, path string, in, out any) error
 		}
 		msg = clip.Text(msg, 300)
 		if rl := rateLimited(resp.StatusCode, resp.Header, rate, rateKnown, msg); rl != nil {
-			return rl
+			return "", rl
 		}
-		return &Error{Status: resp.StatusCode, Message: msg}
+		return "", &Error{Status: resp.StatusCode, Message: msg}
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("GitHub's answer is not what the API documents: %w", err)
+		return "", fmt.Errorf("GitHub's answer is not what the API documents: %w", err)
 	}
+	next := g.nextPage(resp.Header.Get("Link"))
 	if method == http.MethodGet {
-		g.cache.put(req.URL.String(), resp.Header.Get("ETag"), data)
+		g.cache.put(req.URL.String(), resp.Header.Get("ETag"), next, data)
 	}
-	return nil
+	return next, nil
+}
+
+// linkNextRE is a Link header's rel="next" target.
+var linkNextRE = regexp.MustCompile(`<([^>]+)>;\s*rel="next"`)
+
+// nextPage is the path of a Link header's next page ("": none, or one not under the API's
+// base, which is never followed: the token goes only to GitHub's API).
+func (g *GitHub) nextPage(link string) string {
+	m := linkNextRE.FindStringSubmatch(link)
+	if m == nil {
+		return ""
+	}
+	path, ok := strings.CutPrefix(m[1], g.base)
+	if !ok || !strings.HasPrefix(path, "/") {
+		return ""
+	}
+	return path
+}
+
+// maxListPages bounds the pages of one list read (100 items a page).
+const maxListPages = 30
+
+// getAll reads every page of a list at path (with per_page), following the Link header's
+// rel="next" as GitHub paginates; more than maxListPages pages is an error, never a partial
+// answer.
+func getAll[T any](ctx context.Context, g *GitHub, path string) ([]T, error) {
+	var all []T
+	for page := 0; path != ""; page++ {
+		if page == maxListPages {
+			return nil, fmt.Errorf("more than %d pages of %s", maxListPages, path)
+		}
+		var out []T
+		next, err := g.doPage(ctx, http.MethodGet, path, nil, &out)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, out...)
+		path = next
+	}
+	return all, nil
 }

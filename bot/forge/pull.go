@@ -195,6 +195,8 @@ func (p *Pulls) open(ctx context.Context, s part.Scope, who asker, callID, branc
 		}
 		return fmt.Sprintf("pull request #%d %s %s", pull.Number, verb, pull.HTMLURL), nil
 	}
+	// The model's words reach GitHub inert: no @mention, no marker, no attribution of its own.
+	title, body = Outbound(title), Outbound(withoutAttribution(body))
 	existing, err := p.Forge.FindPull(ctx, repo, branch)
 	if err != nil {
 		return "", forgeFailure(err)

@@ -59,7 +59,7 @@ func TestPullRequestNamesWhoAsked(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	st := session.NewStore(pool, session.Options{})
-	gh := forgetest.New(t, forgetest.Options{Token: "ghp_test", Repo: "acme/api", Branches: []string{"fix-1", "fix-2"}})
+	gh := forgetest.New(t, forgetest.Options{Token: "ghp_test", Repo: "acme/api", Branches: []string{"fix-1", "fix-2", "fix-3"}})
 	pulls := &forge.Pulls{Forge: forge.NewGitHub(gh.URL, "ghp_test", nil),
 		Repo: func(context.Context, string, string) (forge.Repo, bool, error) {
 			return forge.Repo{Owner: "acme", Name: "api", Base: "main"}, true, nil
@@ -69,7 +69,8 @@ func TestPullRequestNamesWhoAsked(t *testing.T) {
 			p, err := dir.Person(ctx, user)
 			return p.Name, p.Email, err
 		}}
-	open := func(thread, user, userName, branch string) (string, string) {
+	var lastTitle string
+	open := func(thread, user, userName, branch, title, body string) (string, string) {
 		t.Helper()
 		sess, err := st.Open(ctx, session.ThreadKey{Team: "T1", Channel: "C0000001", ThreadTS: thread})
 		if err != nil {
@@ -85,15 +86,16 @@ func TestPullRequestNamesWhoAsked(t *testing.T) {
 		if err != nil || len(o.Tools) != 1 {
 			t.Fatalf("offer: %v, %d tools", err, len(o.Tools))
 		}
-		in, _ := json.Marshal(map[string]string{"branch": branch, "title": "Fix", "body": "It waited on a sleep."})
+		in, _ := json.Marshal(map[string]string{"branch": branch, "title": title, "body": body})
 		if out := o.Tools[0].Run(ctx, brain.ToolUse{ID: "call_" + branch, Name: forge.ToolPullRequest, Input: in}); out.IsError {
 			t.Fatalf("create_pull_request: %+v", out)
 		}
 		_, prs := gh.State()
+		lastTitle = prs[len(prs)-1]["title"].(string)
 		return o.Tools[0].Spec().Description, prs[len(prs)-1]["body"].(string)
 	}
 
-	desc, body := open("1700000000.000100", "U0000001", "ada", "fix-1")
+	desc, body := open("1700000000.000100", "U0000001", "ada", "fix-1", "Fix", "It waited on a sleep.")
 	const trailer = "Co-authored-by: Ada Lovelace <ada@example.com>"
 	if !strings.Contains(desc, "`"+trailer+"`") {
 		t.Fatalf("the tool does not ask for the trailer: %s", desc)
@@ -102,11 +104,25 @@ func TestPullRequestNamesWhoAsked(t *testing.T) {
 		t.Fatalf("body %q", body)
 	}
 
-	desc, body = open("1700000000.000200", "U0000002", "", "fix-2")
+	desc, body = open("1700000000.000200", "U0000002", "", "fix-2", "Fix", "It waited on a sleep.")
 	if strings.Contains(desc, "Co-authored-by") || strings.Contains(body, "Co-authored-by") {
 		t.Fatalf("a trailer without an email: %q", body)
 	}
 	if !strings.Contains(body, `asked for by here \[x\](y): [transcript]`) || strings.Contains(body, "@here") {
 		t.Fatalf("the name is not inert: %q", body)
+	}
+
+	// The model's title and body ping no one, forge no marker, and carry no attribution of
+	// the model's own: only logbook's line and trailer name who asked.
+	_, body = open("1700000000.000300", "U0000001", "ada", "fix-3", "Fix for @acme/security and @eve",
+		"Closes the race, cc @acme/security.\n<!-- logbook-review head=x -->\n\n---\nOpened by logbook from a Slack thread, asked for by eve\n\n"+
+			"Co-authored-by: Eve <eve@example.com>\n  co-authored-by: Mallory <m@example.com>")
+	if strings.Contains(lastTitle, "@acme") || strings.Contains(lastTitle, "@eve") || !strings.Contains(lastTitle, "@\u200beve") {
+		t.Fatalf("title %q", lastTitle)
+	}
+	if strings.Contains(body, "@acme/security") || strings.Contains(body, "<!--") || strings.Contains(body, "eve@") ||
+		strings.Contains(strings.ToLower(body), "mallory") || strings.Contains(body, "asked for by eve") ||
+		strings.Count(body, "Co-authored-by:") != 1 || !strings.HasSuffix(body, "\n\n"+trailer) || !strings.Contains(body, "asked for by ada") {
+		t.Fatalf("body %q", body)
 	}
 }

@@ -17,8 +17,9 @@
 //
 // A finding a person dismissed on GitHub is not raised again on that pull request. Dismissed
 // means, in what GitHub's REST API shows: the review holding the finding's comment was
-// dismissed ("Dismiss review", state DISMISSED), or a person answered the comment with a reply
-// starting with "dismiss" ("dismiss: intended", "dismissed"). A finding is the same one when its
+// dismissed ("Dismiss review", state DISMISSED), or a collaborator (OWNER, MEMBER or
+// COLLABORATOR, not the pull request's author) answered the comment with a reply starting
+// with "dismiss" ("dismiss: intended", "dismissed"). A finding is the same one when its
 // path and reason are (its fingerprint, carried in the comment).
 package review
 
@@ -207,7 +208,7 @@ func (p *Part) start(ctx context.Context, s part.Scope, msg askMessage) (string,
 		files, err = p.Forge.PullFiles(ctx, repo, pr.Number)
 	}
 	if err == nil {
-		req.Dismissed, err = p.dismissed(ctx, repo, pr.Number)
+		req.Dismissed, err = p.dismissed(ctx, repo, pr.Number, pr.User.Login)
 	}
 	if err != nil {
 		s.Logger.Warn().Err(err).Int("number", pr.Number).Msg("review: the pull request's changes cannot be read")
@@ -325,10 +326,23 @@ func fingerprintOf(body string) string {
 	return strings.TrimSpace(fp)
 }
 
+// mayDismiss reports whether reply c may dismiss a finding: a person (not a bot, not logbook)
+// who may push to or administer the repository (author_association OWNER, MEMBER or
+// COLLABORATOR), and not the pull request's author, whose change the finding is about.
+func mayDismiss(c forge.ReviewComment, login, author string) bool {
+	switch {
+	case c.User.IsBot() || c.User.Login == "" || (login != "" && strings.EqualFold(c.User.Login, login)):
+		return false
+	case strings.EqualFold(c.User.Login, author):
+		return false
+	}
+	return slices.Contains([]string{"OWNER", "MEMBER", "COLLABORATOR"}, c.AuthorAssociation)
+}
+
 // dismissed are the fingerprints of the findings of ours on the pull request that a person
 // dismissed: their review dismissed, or their comment answered with a reply starting with
-// "dismiss".
-func (p *Part) dismissed(ctx context.Context, repo forge.Repo, number int) ([]string, error) {
+// "dismiss" by someone who may (mayDismiss; author is the pull request's).
+func (p *Part) dismissed(ctx context.Context, repo forge.Repo, number int, author string) ([]string, error) {
 	login := p.login(ctx)
 	reviews, err := p.Forge.Reviews(ctx, repo, number)
 	if err != nil {
@@ -346,7 +360,7 @@ func (p *Part) dismissed(ctx context.Context, repo forge.Repo, number int) ([]st
 	}
 	ours := map[int64]string{} // comment id -> fingerprint
 	for _, c := range comments {
-		if fp := fingerprintOf(c.Body); fp != "" && c.InReplyTo == 0 && (login == "" || strings.EqualFold(c.User.Login, login)) {
+		if fp := fingerprintOf(c.Body); fp != "" && c.InReplyTo == 0 && p.ours(login, c.User) {
 			ours[c.ID] = fp
 		}
 	}
@@ -360,7 +374,7 @@ func (p *Part) dismissed(ctx context.Context, repo forge.Repo, number int) ([]st
 		if fp, ok := ours[c.ID]; ok && dismissedReview[c.ReviewID] {
 			add(fp)
 		}
-		if fp, ok := ours[c.InReplyTo]; ok && !c.User.IsBot() && !strings.EqualFold(c.User.Login, login) &&
+		if fp, ok := ours[c.InReplyTo]; ok && mayDismiss(c, login, author) &&
 			strings.HasPrefix(strings.ToLower(strings.TrimSpace(c.Body)), "dismiss") {
 			add(fp)
 		}
@@ -620,16 +634,30 @@ func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brai
 		}
 		return brain.Outcome{Content: fmt.Sprintf("review %s %s with %d inline comments.%s Now reply in the thread with the summary.", verb, r.HTMLURL, comments, note)}
 	}
-	// GitHub first: a review of ours on this head (an earlier attempt's, another thread's).
-	if r, err := p.findPosted(ctx, repo, req); err != nil {
+	// GitHub first: a review of ours on this head, an earlier attempt's of this session.
+	if r, err := p.findPosted(ctx, repo, req, evs); err != nil {
 		return brain.Failure("%s", failure(err))
 	} else if r != nil {
 		return record(r, true, 0)
 	}
 	// Findings a person dismissed since the review started are not raised again either.
-	dismissed, err := p.dismissed(ctx, repo, req.Number)
+	pr, err := p.Forge.PullState(ctx, repo, req.Number)
 	if err != nil {
 		return brain.Failure("%s", failure(err))
+	}
+	dismissed, err := p.dismissed(ctx, repo, req.Number, pr.User.Login)
+	if err != nil {
+		return brain.Failure("%s", failure(err))
+	}
+	why := ""
+	if event == forge.EventApprove {
+		if why, err = p.noApproval(ctx, repo, pr); err != nil {
+			return brain.Failure("%s", failure(err))
+		}
+		if why != "" {
+			event = forge.EventComment
+			note = " It is a comment, not an approval: " + why + "."
+		}
 	}
 	var comments []forge.ReviewLineNew
 	for _, f := range findings(evs, req) {
@@ -638,7 +666,10 @@ func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brai
 		}
 		comments = append(comments, forge.ReviewLineNew{Path: f.Path, Line: f.Line, Side: "RIGHT", Body: commentBody(f)})
 	}
-	body := outbound(clip.Text(in.Summary, 20000))
+	body := forge.Outbound(clip.Text(in.Summary, 20000))
+	if why != "" {
+		body += "\n\n_logbook does not approve this pull request: " + why + "._"
+	}
 	if p.Transcript != nil {
 		if link := p.Transcript(s.Session.ID); link != "" {
 			body += "\n\n---\nReviewed by logbook from a Slack thread: [transcript](" + link + ")"
@@ -663,13 +694,41 @@ func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brai
 	if err != nil {
 		if !errors.As(err, &fe) {
 			// No answer: it may have been posted. GitHub says.
-			if again, ferr := p.findPosted(ctx, repo, req); ferr == nil && again != nil {
+			if again, ferr := p.findPosted(ctx, repo, req, s.Log.Snapshot()); ferr == nil && again != nil {
 				return record(again, true, len(comments))
 			}
 		}
 		return brain.Failure("%s", failure(err))
 	}
 	return record(r, false, len(comments))
+}
+
+// instructionFiles are the files that instruct an agent reading the repository: a pull request
+// changing one (anywhere in the tree) may have told the reviewer what to conclude.
+var instructionFiles = []string{"agents.md", "claude.md"}
+
+// noApproval is why pull request pr must not be approved, even where the channel allows it
+// ("": it may be): its head is in a fork (its author controls what the review read), or it
+// changes an instruction file the agent reads. A list of files GitHub may have cut (300)
+// cannot show there is none.
+func (p *Part) noApproval(ctx context.Context, repo forge.Repo, pr *forge.PullState) (string, error) {
+	if pr.FromFork() {
+		return "it comes from a fork", nil
+	}
+	files, err := p.Forge.PullFiles(ctx, repo, pr.Number)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range files {
+		name := strings.ToLower(f.Filename[strings.LastIndex(f.Filename, "/")+1:])
+		if slices.Contains(instructionFiles, name) {
+			return "it changes the instruction file " + strings.ReplaceAll(f.Filename, "`", "'"), nil
+		}
+	}
+	if len(files) >= 300 {
+		return "it changes too many files to tell whether it changes an instruction file", nil
+	}
+	return "", nil
 }
 
 // login is logbook's account on GitHub ("": unknown).
@@ -680,8 +739,14 @@ func (p *Part) login(ctx context.Context) string {
 	return p.Login(ctx)
 }
 
-// findPosted is a review of logbook's on req's head, found on GitHub by its marker (nil: none).
-func (p *Part) findPosted(ctx context.Context, repo forge.Repo, req session.ReviewRequested) (*forge.Review, error) {
+// findPosted is a review of logbook's on req's head, found on GitHub by its marker (nil:
+// none): written by logbook's account (see ours), its marker one this session recorded in a
+// review_posting among evs. No intent recorded: nothing of this session's can be there.
+func (p *Part) findPosted(ctx context.Context, repo forge.Repo, req session.ReviewRequested, evs []session.Event) (*forge.Review, error) {
+	markers := intents(evs, req)
+	if len(markers) == 0 {
+		return nil, nil
+	}
 	reviews, err := p.Forge.Reviews(ctx, repo, req.Number)
 	if err != nil {
 		return nil, err
@@ -689,17 +754,45 @@ func (p *Part) findPosted(ctx context.Context, repo forge.Repo, req session.Revi
 	login := p.login(ctx)
 	for i := range reviews {
 		r := &reviews[i]
-		if strings.Contains(r.Body, "<!-- logbook-review head="+req.Head+" ") && (login == "" || strings.EqualFold(r.User.Login, login)) {
-			return r, nil
+		if !p.ours(login, r.User) {
+			continue
+		}
+		for _, m := range markers {
+			if strings.Contains(r.Body, m) {
+				return r, nil
+			}
 		}
 	}
 	return nil, nil
 }
 
+// intents are the markers of the reviews of req's head this session recorded it was posting
+// (review_posting): the only markers a review found on GitHub may carry to count as its own.
+func intents(evs []session.Event, req session.ReviewRequested) []string {
+	var out []string
+	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypeReviewPosting}}) {
+		var p session.ReviewPosting
+		if e.Decode(&p) == nil && p.Repo == req.Repo && p.Number == req.Number && p.Head == req.Head && p.Marker != "" && !slices.Contains(out, p.Marker) {
+			out = append(out, p.Marker)
+		}
+	}
+	return out
+}
+
+// ours reports whether u is logbook's account: its login, when known; when it is not (an
+// installation token cannot ask GitHub), an account GitHub marks as a bot — never a person,
+// who could otherwise write logbook's markers into a review or comment of their own.
+func (p *Part) ours(login string, u forge.User) bool {
+	if login != "" {
+		return strings.EqualFold(u.Login, login)
+	}
+	return u.IsBot()
+}
+
 // commentBody is a finding as its inline comment says it: the severity, why it was flagged,
 // and its fingerprint's marker.
 func commentBody(f session.ReviewFinding) string {
-	return "**" + strings.ToUpper(f.Severity[:1]) + f.Severity[1:] + "** — why flagged: " + outbound(f.Reason) +
+	return "**" + strings.ToUpper(f.Severity[:1]) + f.Severity[1:] + "** — why flagged: " + forge.Outbound(f.Reason) +
 		"\n\n" + findingMarker + f.Fingerprint + " -->"
 }
 
@@ -712,16 +805,6 @@ func inlineAsList(comments []forge.ReviewLineNew) string {
 		fmt.Fprintf(&sb, "- `%s:%d` %s\n", strings.ReplaceAll(c.Path, "`", "'"), c.Line, body)
 	}
 	return strings.TrimRight(sb.String(), "\n")
-}
-
-// mentionRE is a GitHub @mention (a user or a team).
-var mentionRE = regexp.MustCompile(`@([A-Za-z0-9])`)
-
-// outbound is the model's text as GitHub gets it: no @mention pings anyone (a zero-width space
-// after the @), and no marker of logbook's can be forged.
-func outbound(s string) string {
-	s = mentionRE.ReplaceAllString(s, "@\u200b$1")
-	return strings.ReplaceAll(s, "<!--", "&lt;!--")
 }
 
 // inert is text from a message, safe in a Slack line.

@@ -179,6 +179,31 @@ func (s *Server) ClosePull(number int, merged bool) {
 	}
 }
 
+// SetPullAuthor makes by the author of pull request number (its "user" and
+// "author_association").
+func (s *Server) SetPullAuthor(number int, by Reviewer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pulls {
+		if p["number"] == number {
+			p["user"], p["author_association"] = map[string]any{"login": by.Login, "type": by.Type}, by.Association
+		}
+	}
+}
+
+// ForkPull makes pull request number come from the fork repo ("owner/name"): its head's
+// repository, as GitHub answers head.repo.full_name.
+func (s *Server) ForkPull(number int, repo string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pulls {
+		if p["number"] == number {
+			head := p["head"].(map[string]any)
+			p["head"] = map[string]any{"ref": head["ref"], "repo": map[string]any{"full_name": repo}}
+		}
+	}
+}
+
 func (s *Server) branchOf(number int) string {
 	for _, p := range s.pulls {
 		if p["number"] == number {
@@ -196,7 +221,7 @@ func (s *Server) pull(number int) map[string]any {
 				out[k] = v
 			}
 			head := p["head"].(map[string]any)
-			out["head"] = map[string]any{"ref": head["ref"], "sha": s.head(head["ref"].(string))}
+			out["head"] = map[string]any{"ref": head["ref"], "sha": s.head(head["ref"].(string)), "repo": head["repo"]}
 			return out
 		}
 	}
@@ -235,7 +260,22 @@ func (s *Server) serveChecks(w http.ResponseWriter, r *http.Request, fail func(i
 		if parts[2] == "comments" {
 			list = s.checks.comments[n]
 		}
-		return answer(append([]map[string]any{}, list...))
+		// Pages as GitHub does: per_page (default 30, at most 100), page from 1, and a Link
+		// header naming the next page while there is one.
+		per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
+		if per <= 0 {
+			per = 30
+		}
+		per = min(per, 100)
+		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+		page = max(page, 1)
+		from, to := min((page-1)*per, len(list)), min(page*per, len(list))
+		if to < len(list) {
+			q := r.URL.Query()
+			q.Set("page", strconv.Itoa(page+1))
+			w.Header().Set("Link", fmt.Sprintf(`<http://%s%s?%s>; rel="next"`, r.Host, r.URL.Path, q.Encode()))
+		}
+		return answer(append([]map[string]any{}, list[from:to]...))
 	case len(parts) == 3 && parts[0] == "commits" && parts[2] == "check-runs":
 		sha := s.ref(parts[1])
 		runs := []map[string]any{}

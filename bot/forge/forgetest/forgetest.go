@@ -165,7 +165,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.creates++
 		n := len(s.pulls) + 1
 		p := map[string]any{"number": n, "html_url": fmt.Sprintf("https://github.com/%s/pull/%d", s.opt.Repo, n), "state": "open",
-			"merged": false, "head": map[string]any{"ref": *in.Head}, "base": map[string]any{"ref": *in.Base}, "title": *in.Title, "body": deref(in.Body)}
+			"merged": false, "head": map[string]any{"ref": *in.Head, "repo": map[string]any{"full_name": s.opt.Repo}},
+			"base": map[string]any{"ref": *in.Base, "repo": map[string]any{"full_name": s.opt.Repo}}, "title": *in.Title, "body": deref(in.Body),
+			"user": map[string]any{"login": s.login(), "type": "User"}, "author_association": "MEMBER"}
 		s.pulls = append(s.pulls, p)
 		if s.dropNext {
 			s.dropNext = false
