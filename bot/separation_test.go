@@ -554,7 +554,10 @@ func TestApprovalGrantIsNotTheGrantorsOwnApproval(t *testing.T) {
 			t.Fatalf("toolu_2 decided %+v by %s; want ada's click, not grace's grant", p, e.Actor.ID)
 		}
 	}
-	// And a session that used a grant replays identically (the grant's decision is served).
+	// And a session that used a grant replays identically (the grant's decision is served),
+	// once its turn is over: replay checks that it appended nothing, and a live turn still
+	// appends.
+	h.answered(s.ID)
 	if res := h.replayOf(s.ID, replay.Config{Policy: askFor(t, "run_command=ask not_requester")}); !res.Identical() {
 		t.Fatalf("replay: %s", res)
 	}
