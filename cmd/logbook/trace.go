@@ -49,33 +49,13 @@ func (cfg *serveConfig) readTracing(e env) error {
 		return err
 	}
 	t := &cfg.Tracing
-	t.Endpoint = firstEnv(e, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
-	t.Protocol = strings.ToLower(firstEnv(e, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"))
-	switch t.Protocol {
-	case "", "grpc", "http/protobuf", "http/json":
-	default:
-		return fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: want grpc, http/protobuf or http/json", t.Protocol)
+	if t.Endpoint, t.Protocol, err = otlpSignal(e, "TRACES", "OTEL_EXPORTER_OTLP_PROTOCOL",
+		"logbook exports traces over OTLP only (otlp, or none)"); err != nil {
+		return err
 	}
-	switch v := strings.ToLower(strings.TrimSpace(e.getenv("OTEL_TRACES_EXPORTER"))); v {
-	case "", "otlp":
-	case "none":
-		t.Endpoint = ""
-	default:
-		return fmt.Errorf("OTEL_TRACES_EXPORTER=%q: logbook exports traces over OTLP only (otlp, or none)", v)
-	}
-	t.MetricsEndpoint = firstEnv(e, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
-	t.MetricsProtocol = strings.ToLower(firstEnv(e, "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"))
-	switch t.MetricsProtocol {
-	case "", "grpc", "http/protobuf", "http/json":
-	default:
-		return fmt.Errorf("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL=%q: want grpc, http/protobuf or http/json", t.MetricsProtocol)
-	}
-	switch v := strings.ToLower(strings.TrimSpace(e.getenv("OTEL_METRICS_EXPORTER"))); v {
-	case "", "otlp":
-	case "none":
-		t.MetricsEndpoint = ""
-	default:
-		return fmt.Errorf("OTEL_METRICS_EXPORTER=%q: logbook exports metrics over OTLP only (otlp, or none; /metrics serves Prometheus)", v)
+	if t.MetricsEndpoint, t.MetricsProtocol, err = otlpSignal(e, "METRICS", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+		"logbook exports metrics over OTLP only (otlp, or none; /metrics serves Prometheus)"); err != nil {
+		return err
 	}
 	if strings.EqualFold(strings.TrimSpace(e.getenv("OTEL_SDK_DISABLED")), "true") {
 		t.Endpoint, t.MetricsEndpoint = "", ""
@@ -160,4 +140,25 @@ func startMetrics(ctx context.Context, t tracingConfig) (otelmetric.MeterProvide
 		defer cancel()
 		return mp.Shutdown(ctx)
 	}, nil
+}
+
+// otlpSignal reads one OTLP signal's endpoint and protocol (signal TRACES or METRICS), the
+// signal's own variables before the shared ones; OTEL_<signal>_EXPORTER=none turns it off.
+// protocolName and onlyOTLP word its errors.
+func otlpSignal(e env, signal, protocolName, onlyOTLP string) (endpoint, protocol string, err error) {
+	endpoint = firstEnv(e, "OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+	protocol = strings.ToLower(firstEnv(e, "OTEL_EXPORTER_OTLP_"+signal+"_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"))
+	switch protocol {
+	case "", "grpc", "http/protobuf", "http/json":
+	default:
+		return "", "", fmt.Errorf("%s=%q: want grpc, http/protobuf or http/json", protocolName, protocol)
+	}
+	switch v := strings.ToLower(strings.TrimSpace(e.getenv("OTEL_" + signal + "_EXPORTER"))); v {
+	case "", "otlp":
+	case "none":
+		endpoint = ""
+	default:
+		return "", "", fmt.Errorf("OTEL_%s_EXPORTER=%q: %s", signal, v, onlyOTLP)
+	}
+	return endpoint, protocol, nil
 }
