@@ -536,6 +536,16 @@ func typesOf(evs []session.Event) string {
 	return strings.TrimSpace(b.String())
 }
 
+// payloadsOf names each event with its payload, for a failure that must say why (a
+// cell_woken's reason, say).
+func payloadsOf(evs []session.Event) string {
+	var b strings.Builder
+	for _, e := range evs {
+		fmt.Fprintf(&b, "%s %s; ", e.Type, e.Payload)
+	}
+	return strings.TrimSpace(b.String())
+}
+
 func conversation(evs []session.Event) []session.Event {
 	var out []session.Event
 	for _, e := range evs {
