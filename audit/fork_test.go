@@ -147,6 +147,77 @@ func TestHoldOnAForkKeepsItsParentThroughRetention(t *testing.T) {
 	}
 }
 
+// Purging a parent empties the history summaries of its forks at every depth (they took the
+// parent's words in), recorded as a purge of each fork naming the parent; what a fork said
+// itself stays, and every chain still verifies.
+func TestPurgingAParentPurgesItsForksSummaries(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	parent := f.open(t, "C0000001", "1700000000.000100")
+	f.append(t, parent.ID, alice, session.TypeUserMessage, map[string]any{"text": "the zanzibar deploy timed out"})
+	f.append(t, parent.ID, botA, session.TypeAssistantMessage, map[string]any{"text": "rolling back zanzibar"})
+	time.Sleep(3 * time.Millisecond) // the parent's events fall before the cutoff below (not a timing assertion)
+	mid := f.dbNow(t)
+	time.Sleep(3 * time.Millisecond) // and the forks' after it
+	fk := f.forkOf(t, parent.ID, 2, "1700000001.000100")
+	own := f.append(t, fk.ID, bob, session.TypeUserMessage, map[string]any{"text": "try the other fix"})
+	sum := f.append(t, fk.ID, botA, session.TypeContextSummary,
+		session.ContextSummary{FromSeq: 1, ToSeq: 2, Summary: "ada said the zanzibar deploy timed out"})
+	deep := f.forkOf(t, fk.ID, 3, "1700000002.000100")
+	deepSum := f.append(t, deep.ID, botA, session.TypeContextSummary,
+		session.ContextSummary{FromSeq: 1, ToSeq: 1, Summary: "zanzibar, then the other fix"})
+	unrelated := f.open(t, "C0000001", "1700000003.000100")
+	keep := f.append(t, unrelated.ID, botA, session.TypeContextSummary,
+		session.ContextSummary{FromSeq: 1, ToSeq: 1, Summary: "not a fork: kept"})
+
+	ret, err := audit.NewRetention(f.retention, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := ret.Purge(ctx, audit.Who{Name: "retention", System: true}, mid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bySession := map[session.ID]audit.Purge{}
+	for _, p := range ps {
+		bySession[p.Session] = p
+	}
+	if len(ps) != 3 || bySession[parent.ID].Purged != 2 {
+		t.Fatalf("purged %+v; want the parent, and the summaries of its fork and its fork's fork", ps)
+	}
+	for _, c := range []struct {
+		fork session.ID
+		seq  int64
+	}{{fk.ID, sum.Seq}, {deep.ID, deepSum.Seq}} {
+		p, ok := bySession[c.fork]
+		if !ok || p.Purged != 1 || p.FromSeq != c.seq || p.ToSeq != c.seq {
+			t.Errorf("fork %s: purge record %+v; want its one summary at seq %d", c.fork, p, c.seq)
+		}
+	}
+
+	payloadOf := func(id session.ID, seq int64) []byte {
+		evs, err := f.app.Events(ctx, id, session.Range{From: seq, To: seq})
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("event %s/%d: %v, %v", id, seq, evs, err)
+		}
+		return evs[0].Payload
+	}
+	if payloadOf(fk.ID, sum.Seq) != nil || payloadOf(deep.ID, deepSum.Seq) != nil {
+		t.Error("a fork's summary of its purged parent's words is still readable")
+	}
+	if payloadOf(fk.ID, own.Seq) == nil || payloadOf(fk.ID, 1) == nil {
+		t.Error("the fork lost its own message or its reference")
+	}
+	if payloadOf(unrelated.ID, keep.Seq) == nil {
+		t.Error("a summary in a session that is no fork was purged")
+	}
+	r, err := audit.NewVerifier(f.auditor).Verify(ctx, audit.VerifyOptions{})
+	if err != nil || !r.OK() {
+		t.Errorf("after the purge: %+v, %v; want every chain and reference to verify", r, err)
+	}
+}
+
 // An export shows a fork's link both ways: the parent's manifest entry lists its forks, the
 // fork's names its parent at the seq with the hash, verified against the parent's chain.
 func TestExportShowsForksBothWays(t *testing.T) {

@@ -1194,6 +1194,7 @@ DECLARE
     v_n     bigint;
     v_from  bigint;
     v_to    bigint;
+    v_fork  uuid;
 BEGIN
     IF coalesce(p_reason, '') = '' OR coalesce(p_who, '') = '' THEN
         RAISE EXCEPTION 'logbook: a purge needs a reason and who runs it' USING ERRCODE = '22023';
@@ -1270,6 +1271,43 @@ BEGIN
         purged_session := v_sid; from_seq := v_from; to_seq := v_to; purged := v_n;
         head_seq := v_hseq; head_hash := v_hhash; last_event_at := v_last;
         RETURN NEXT;
+        -- A fork's summary of its history took this session's words in with it (the
+        -- conversation a fork continues is its parent's through the fork's seq): the summaries
+        -- go with those words, in every fork below this session at any depth. What the forks
+        -- said themselves stays theirs. Recorded as a purge of each fork it touched.
+        FOR v_fork IN
+            WITH RECURSIVE forks(id) AS (
+                SELECT f.session_id FROM events f
+                 WHERE f.type = 'session_forked' AND f.seq = 1 AND f.payload->>'parent' = v_sid::text
+              UNION
+                SELECT f.session_id FROM events f JOIN forks ON f.payload->>'parent' = forks.id::text
+                 WHERE f.type = 'session_forked' AND f.seq = 1
+            )
+            SELECT forks.id FROM forks ORDER BY forks.id
+        LOOP
+            PERFORM pg_advisory_xact_lock(hashtextextended(v_fork::text, 7461));
+            PERFORM set_config('logbook.purge', 'on', true);
+            WITH u AS (
+                UPDATE events e SET payload = NULL
+                 WHERE e.session_id = v_fork AND e.type = 'context_summary' AND e.payload IS NOT NULL
+                RETURNING e.seq
+            )
+            SELECT count(*), min(u.seq), max(u.seq) INTO v_n, v_from, v_to FROM u;
+            PERFORM set_config('logbook.purge', 'off', true);
+            IF v_n = 0 THEN
+                CONTINUE;
+            END IF;
+            SELECT e.seq, e.hash, e.created_at INTO v_hseq, v_hhash, v_last
+              FROM events e WHERE e.session_id = v_fork ORDER BY e.seq DESC LIMIT 1;
+            INSERT INTO audit_purges AS p (session_id, from_seq, to_seq, purged, head_seq, head_hash,
+                                           last_event_at, cutoff, reason, who)
+            VALUES (v_fork, v_from, v_to, v_n, v_hseq, v_hhash, v_last, p_cutoff,
+                    p_reason || ': the history summaries of a fork of purged session ' || v_sid::text, p_who)
+            RETURNING p.id INTO purge_id;
+            purged_session := v_fork; from_seq := v_from; to_seq := v_to; purged := v_n;
+            head_seq := v_hseq; head_hash := v_hhash; last_event_at := v_last;
+            RETURN NEXT;
+        END LOOP;
     END LOOP;
 END
 $function$;
