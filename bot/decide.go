@@ -66,10 +66,27 @@ func (g *Gateway) decide(ctx context.Context, log zerolog.Logger, req socketmode
 			// The card shows the count so far, or why nobody can decide now.
 			if err := statusCard(uctx, g.api, r.req, card, cb.Message.Blocks, r.status); err != nil {
 				log.Warn().Err(err).Msg("could not update the approval card's status; the click is in the log")
+			} else if dec, ok := g.decidedNow(uctx, r.id, r.req); ok {
+				// A decision stored while the status was written (a second approver's click
+				// at the same moment) may have updated the card before this status did: the
+				// card ends showing the decision, whichever update Slack applied last.
+				if err := updateCard(uctx, g.api, r.req, card, dec); err != nil {
+					log.Warn().Err(err).Msg("could not update the approval card; the decision is in the log")
+				}
 			}
 		}
 		note(r.text)
 	}
+}
+
+// decidedNow reads the decision of req's call, if one is stored now.
+func (g *Gateway) decidedNow(ctx context.Context, id session.ID, req session.ApprovalRequested) (session.Event, bool) {
+	evs, err := g.store.Events(ctx, id, session.Range{Types: []session.Type{session.TypeApprovalDecided}})
+	if err != nil {
+		return session.Event{}, false
+	}
+	dec, _, ok := thread.FoldTurns(evs).Decision(req.CallID)
+	return dec, ok
 }
 
 // clickResult is what became of a click: outcome "decided" with the stored decision, else
@@ -78,6 +95,7 @@ type clickResult struct {
 	outcome, text, status string
 	decided               session.Event
 	req                   session.ApprovalRequested
+	id                    session.ID // the request's session
 }
 
 // recordDecision checks a click and appends what it did: a decision, a vote towards one, or
@@ -124,7 +142,7 @@ func (g *Gateway) recordDecision(ctx context.Context, log zerolog.Logger, cb sla
 		return clickResult{outcome: "stale", text: "This approval request is not in the session's log."}
 	}
 	req := a.Request
-	res := clickResult{req: req}
+	res := clickResult{req: req, id: id}
 	if dec, _, ok := ts.Decision(call); ok {
 		g.metrics.approvals.WithLabelValues("stale").Inc()
 		res.outcome, res.text = "stale", "Already decided. "+decidedLine(dec)
@@ -232,7 +250,7 @@ func (g *Gateway) recordDecision(ctx context.Context, log zerolog.Logger, cb sla
 		log.Info().Int("count", n).Int("needed", needed).Msg("approval counted")
 		res.outcome = "counted"
 		res.text = fmt.Sprintf("Your approval is counted: %d of %d. The call runs once %s.", n, needed, more(needed-n))
-		res.status = fmt.Sprintf(":ballot_box_with_check: Approved by %s (%d of %d); waiting for %s.", people(append(slices.Clone(voters), user), user), n, needed, more(needed-n))
+		res.status = fmt.Sprintf(":ballot_box_with_check: Approved by %s (%d of %d); it runs once %s.", people(append(slices.Clone(voters), user), user), n, needed, more(needed-n))
 		return res
 	}
 	return retry // unreachable: each pass counts one more person

@@ -122,6 +122,46 @@ func TestApprovalTwoApproversCountedDistinct(t *testing.T) {
 	}
 }
 
+// Two approvers click at once under approvers:2: the first one's "1 of 2" status reaches
+// Slack after the second one's decision updated the card. The card still ends showing the
+// decision (the status writer reads the log again after writing), never a stale count with
+// live buttons.
+func TestApprovalCardEndsDecidedWhenTheCountArrivesLate(t *testing.T) {
+	t.Parallel()
+	approvers, err := bot.ParseApprovers(ada + "," + grace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=ask approvers:2"), Approvers: approvers}})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo late-count"}`}}},
+		fakeprovider.Reply{Text: "It ran."})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> run it"})
+	card := h.card(top.TS)
+	s := h.session(general, top.TS)
+
+	// Ada's status update is held in Slack until Grace's decision has updated the card.
+	hold := make(chan struct{})
+	updates := h.emu.Calls("chat.update")
+	h.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.update", Hold: hold, Times: 1})
+	h.clickCard(card.TS, bot.ActionApprove, ada)
+	h.waitFor("ada's status update to reach Slack", func() bool { return h.emu.Calls("chat.update") > updates })
+	h.clickCard(card.TS, bot.ActionApprove, grace)
+	h.waitFor("the decided card", func() bool {
+		return strings.Contains(cardText(h.cards(top.TS)[0]), "Approved by <@"+ada+"> and <@"+grace+">")
+	})
+	close(hold)
+	h.ephemeral(ada, "counted: 1 of 2", 1) // sent once ada's status update and its check are done
+	if c := cardText(h.cards(top.TS)[0]); !strings.Contains(c, "Approved by <@"+ada+"> and <@"+grace+">") ||
+		strings.Contains(c, "(1 of 2)") || strings.Contains(c, bot.ActionApprove) {
+		t.Fatalf("the card after both updates: %s; want the decision, no count and no buttons", c)
+	}
+	if r := h.toolResult(s.ID, "toolu_1"); r.IsError || !strings.Contains(r.Content, "late-count") {
+		t.Fatalf("tool result %+v", r)
+	}
+	h.answered(s.ID)
+}
+
 // Under approvers:2 a deny by one eligible approver denies at once.
 func TestApprovalTwoApproversOneDenyDenies(t *testing.T) {
 	t.Parallel()

@@ -28,6 +28,10 @@ type MethodFault struct {
 	// ignored): the client sees a transport error such as EOF. With ApplyFirst the call is
 	// performed first, e.g. files.completeUploadExternal shares the file, then the answer is lost.
 	Drop bool `json:"drop"`
+	// Hold, when set, holds the matching call (counted and recorded as it arrives) until
+	// Hold is closed, then applies it as if no fault were injected — unless Error, Status or
+	// Drop say otherwise. A test orders two clients' calls with it.
+	Hold <-chan struct{} `json:"-"`
 }
 
 // InjectMethodFault makes the next matching Web API calls fail as f describes.

@@ -129,6 +129,21 @@ func (s *Server) callAPI(r *http.Request, method, token string, params url.Value
 		return http.StatusOK, 0, fail(code), false
 	}
 	f := s.takeMethodFaultLocked(method)
+	if f != nil && f.Hold != nil {
+		s.notifyLocked() // the held call is counted: a test waiting for it may go on
+		s.mu.Unlock()
+		select {
+		case <-f.Hold:
+		case <-r.Context().Done():
+		}
+		s.mu.Lock()
+		if s.closed {
+			return http.StatusServiceUnavailable, 0, fail("service_unavailable"), false
+		}
+		if f.Error == "" && f.Status == 0 && !f.Drop {
+			f = nil
+		}
+	}
 	if f != nil && !f.ApplyFirst {
 		return faultResponse(f)
 	}
