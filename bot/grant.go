@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -30,6 +31,10 @@ const ActionGrant = "logbook_grant"
 
 // GrantTTL is how long a grant lasts.
 const GrantTTL = 30 * time.Minute
+
+// grantAttempts is how many times a grant's decision is tried again when the thread's head
+// moved between reading the grant and appending (see turn.granted).
+const grantAttempts = 3
 
 // Vias of approval_decided for grants.
 const (
@@ -156,25 +161,40 @@ func (t *turn) granted(ctx context.Context, use brain.ToolUse, rule Rule) (brain
 	if _, ok := folded.Approval(use.ID); ok {
 		return brain.Decision{}, false, nil
 	}
-	// A revocation may have been appended by any replica since the cell last read the log.
-	if err := t.flog.sync(ctx); err != nil {
-		return brain.Decision{}, false, err
-	}
-	g, ok := liveGrant(t.flog.snapshot(), rule.Text, use.Name, t.clock.Now())
-	if !ok {
-		return brain.Decision{}, false, nil
-	}
-	if rule.NotRequester && slices.ContainsFunc(t.requesters(), func(u string) bool { return slices.Contains(g.GrantedBy, u) }) {
-		// The grantor asked for this call: under not_requester their own grant cannot approve
-		// it — a card asks someone else.
-		return brain.Decision{}, false, nil
-	}
-	stored, err := t.flog.Append(ctx, session.NewEvent{Type: session.TypeApprovalDecided, Actor: approvalActor,
-		IdempotencyKey: session.ApprovalKey(use.ID),
-		Payload: session.ApprovalDecided{CallID: use.ID, Decision: session.DecisionApproved, Via: ViaGrantApplied,
-			Grant: g.ID, Approvers: g.GrantedBy}})
-	if err != nil {
-		return brain.Decision{}, false, err
+	// A revocation may be appended by any replica at any moment: the decision is appended only
+	// at the head the grant was read at, so a revocation in between makes it read again.
+	var stored []session.Event
+	var g Grant
+	for attempt := 0; ; attempt++ {
+		if err := t.flog.sync(ctx); err != nil {
+			return brain.Decision{}, false, err
+		}
+		head := t.flog.head()
+		var ok bool
+		g, ok = liveGrant(t.flog.snapshot(), rule.Text, use.Name, t.clock.Now())
+		if !ok {
+			return brain.Decision{}, false, nil
+		}
+		if rule.NotRequester && slices.ContainsFunc(t.requesters(), func(u string) bool { return slices.Contains(g.GrantedBy, u) }) {
+			// The grantor asked for this call: under not_requester their own grant cannot approve
+			// it — a card asks someone else.
+			return brain.Decision{}, false, nil
+		}
+		var err error
+		stored, err = t.flog.AppendAt(ctx, head, session.NewEvent{Type: session.TypeApprovalDecided, Actor: approvalActor,
+			IdempotencyKey: session.ApprovalKey(use.ID),
+			Payload: session.ApprovalDecided{CallID: use.ID, Decision: session.DecisionApproved, Via: ViaGrantApplied,
+				Grant: g.ID, Approvers: g.GrantedBy}})
+		if errors.Is(err, session.ErrConflict) && attempt < grantAttempts {
+			continue // the thread moved on meanwhile: read it again
+		}
+		if errors.Is(err, session.ErrConflict) {
+			return brain.Decision{}, false, nil // a busy thread: a card asks a person instead
+		}
+		if err != nil {
+			return brain.Decision{}, false, err
+		}
+		break
 	}
 	if p := thread.Decided(stored[0]); p.Decision != session.DecisionApproved || p.Via != ViaGrantApplied {
 		// Something else decided the call first (a stop): that decision stands.

@@ -156,6 +156,22 @@ func (l *cellLog) Append(ctx context.Context, evs ...session.NewEvent) ([]sessio
 	return stored, nil
 }
 
+// AppendAt is Append only while the session's head is still head (the seq of the last event
+// the caller read): otherwise nothing is written and the error matches session.ErrConflict.
+func (l *cellLog) AppendAt(ctx context.Context, head int64, evs ...session.NewEvent) ([]session.Event, error) {
+	stored, err := l.store.AppendWith(ctx, l.id, session.AppendOptions{Epoch: l.epoch, CheckSeq: true, ExpectedSeq: head}, evs...)
+	if err != nil {
+		if errors.Is(err, session.ErrFenced) && l.fenced != nil {
+			l.fenced()
+		}
+		return nil, err
+	}
+	l.mu.Lock()
+	l.add(stored)
+	l.mu.Unlock()
+	return stored, nil
+}
+
 // prefix is, for a fork (its first event a session_forked), the conversation it continues:
 // each ancestor's events through the seq it was branched at, oldest ancestor first (what
 // session.Store.Lineage names, read through the cell's store). nil for a session that is no

@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/audit"
@@ -484,6 +487,81 @@ func TestApprovalRevokedGrantAsksAgain(t *testing.T) {
 		t.Fatalf("toolu_2 ran after its grant was revoked: %+v", r)
 	}
 	h.answered(s.ID)
+}
+
+// beforeAppend is a pgx tracer that runs f once, before the first append of the event types
+// typ whose arguments hold mark, is sent: a test puts another writer's append in between a
+// reader's check and its own append.
+type beforeAppend struct {
+	typ, mark string
+	once      sync.Once
+	f         func()
+}
+
+func (b *beforeAppend) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if len(d.Args) > 4 {
+		if types, ok := d.Args[4].([]string); ok && slices.Equal(types, []string{b.typ}) && strings.Contains(fmt.Sprint(d.Args), b.mark) {
+			b.once.Do(b.f)
+		}
+	}
+	return ctx
+}
+
+func (b *beforeAppend) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A revocation that lands between the cell's reading of a live grant and its appending the
+// decision the grant makes is not missed: the decision is appended only at the head it read,
+// so the cell reads again, finds the grant revoked and asks with a card.
+func TestApprovalGrantRevokedWhileItIsApplied(t *testing.T) {
+	t.Parallel()
+	var h *harness
+	var s session.Session
+	var revoked atomic.Bool
+	hook := &beforeAppend{typ: string(session.TypeApprovalDecided), mark: bot.ViaGrantApplied, f: func() {
+		g := decoded[session.ApprovalGrant](t, h.events(s.ID, session.TypeApprovalGrant)[0])
+		if out := grants.Run(context.Background(), h.store, nil, time.Now(), zerolog.Nop(), general, ada, "revoke "+g.ID); !strings.Contains(out, "Revoked grant") {
+			t.Errorf("revoke: %s", out)
+		}
+		revoked.Store(true)
+	}}
+	h, model := modelHarness(t, harnessOptions{approval: bot.ApprovalConfig{Policy: askFor(t, "run_command=ask")}, statements: hook})
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"echo one"}`}}},
+		fakeprovider.Reply{Text: "one ran"})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> go"})
+	s = h.session(general, top.TS)
+	h.clickCard(h.card(top.TS).TS, bot.ActionGrant, ada)
+	h.answered(s.ID)
+
+	model.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_2", Name: "run_command", Input: `{"command":"echo two"}`}}},
+		fakeprovider.Reply{Text: "two denied"})
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "<@" + botUser + "> again"})
+	ran := func() bool {
+		for _, e := range h.events(s.ID, session.TypeToolResult) {
+			if decoded[session.ToolResult](t, e).CallID == "toolu_2" {
+				return true
+			}
+		}
+		return false
+	}
+	h.waitFor("a card, or the call run", func() bool { return len(h.cards(top.TS)) == 2 || ran() })
+	if !revoked.Load() {
+		t.Fatal("the grant's decision was never about to be appended: the test tested nothing")
+	}
+	if ran() {
+		t.Fatal("toolu_2 ran under a grant revoked before its decision was appended")
+	}
+	h.clickCard(h.cards(top.TS)[1].TS, bot.ActionDeny, ada)
+	if r := h.toolResult(s.ID, "toolu_2"); !r.IsError {
+		t.Fatalf("toolu_2 after the deny: %+v", r)
+	}
+	h.answered(s.ID)
+	for _, e := range h.events(s.ID, session.TypeApprovalDecided) {
+		if p := decoded[session.ApprovalDecided](t, e); p.CallID == "toolu_2" && p.Via == bot.ViaGrantApplied {
+			t.Errorf("a grant_applied decision of toolu_2 is on the record: %+v", p)
+		}
+	}
 }
 
 // The rule syntax: ask's options, in any order, a space after the colon allowed, written back
