@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,28 +41,53 @@ func BenchmarkAuditStream(b *testing.B) {
 		}
 		return evs[0]
 	}
-	// arrivals waits for n records in all and returns when each id arrived (its first time).
+	// A watcher stamps each id's first arrival as the collector takes it; arrivals waits until
+	// n ids arrived.
+	var mu sync.Mutex
 	at := map[string]time.Time{}
-	seen := 0
-	arrivals := func(n int) {
-		deadline := time.After(10 * time.Minute)
+	more := make(chan struct{}, 1)
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		seen := 0
 		for {
-			logs := rcv.Logs()
+			select {
+			case <-rcv.Received():
+			case <-wctx.Done():
+				return
+			}
 			now := time.Now()
+			logs := rcv.Logs()
+			mu.Lock()
 			for _, l := range logs[seen:] {
 				id := fmt.Sprintf("%s.%d", l.Attrs["logbook.session_id"], l.Attrs["logbook.seq"])
 				if _, ok := at[id]; !ok {
 					at[id] = now
 				}
 			}
+			mu.Unlock()
 			seen = len(logs)
-			if len(at) >= n {
+			select {
+			case more <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	defer func() { stopWatch(); <-watched }()
+	arrivals := func(n int) {
+		deadline := time.After(10 * time.Minute)
+		for {
+			mu.Lock()
+			got := len(at)
+			mu.Unlock()
+			if got >= n {
 				return
 			}
 			select {
-			case <-rcv.Received():
+			case <-more:
 			case <-deadline:
-				b.Fatalf("%d of %d records", len(at), n)
+				b.Fatalf("%d of %d records", got, n)
 			}
 		}
 	}
@@ -112,6 +138,8 @@ func BenchmarkAuditStream(b *testing.B) {
 		b.Fatal(err)
 	}
 	lags := make([]float64, 0, n)
+	mu.Lock()
+	defer mu.Unlock()
 	for id, t := range appended {
 		lags = append(lags, float64(at[id].Sub(t).Microseconds())/1000)
 	}
