@@ -306,7 +306,7 @@ func otlpRecords(t *testing.T, logs []otlptest.Log) []chainRecord {
 	return out
 }
 
-// has reports whether recs hold every event of evs.
+// hasEvery reports whether recs hold every event of evs.
 func hasEvery(recs []chainRecord, evs []session.Event) bool {
 	seen := map[string]bool{}
 	for _, r := range recs {
