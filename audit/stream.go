@@ -69,9 +69,10 @@ func hexOrNil(b []byte) []byte {
 	return []byte(hex.EncodeToString(b))
 }
 
-// PlaceStore finds a session's place (*session.Store).
+// PlaceStore finds sessions' places (*session.Store).
 type PlaceStore interface {
 	Session(ctx context.Context, id session.ID) (session.Session, error)
+	Sessions(ctx context.Context, ids []session.ID) (map[session.ID]session.Session, error)
 }
 
 // places caches sessions' places.
@@ -79,6 +80,36 @@ type places struct {
 	store PlaceStore
 	mu    sync.Mutex
 	m     map[session.ID]Place
+}
+
+// load caches the places of evs' sessions in one round trip.
+func (p *places) load(ctx context.Context, evs []session.Event) error {
+	var ids []session.ID
+	seen := map[session.ID]bool{}
+	p.mu.Lock()
+	for _, e := range evs {
+		if _, ok := p.m[e.SessionID]; !ok && !seen[e.SessionID] {
+			seen[e.SessionID] = true
+			ids = append(ids, e.SessionID)
+		}
+	}
+	p.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	sessions, err := p.store.Sessions(ctx, ids)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil || len(p.m)+len(sessions) > 10000 {
+		p.m = map[session.ID]Place{}
+	}
+	for id, s := range sessions {
+		p.m[id] = Place{Channel: s.Key.Channel, ThreadTS: s.Key.ThreadTS}
+	}
+	return nil
 }
 
 func (p *places) of(ctx context.Context, id session.ID) (Place, error) {
@@ -122,6 +153,9 @@ func (s *LineStream) Name() string { return s.name }
 // Deliver writes evs' lines; a failed write takes none (the tailer offers them again: a line
 // may then be written twice, with the same session id and seq).
 func (s *LineStream) Deliver(ctx context.Context, evs []session.Event) (int, error) {
+	if err := s.places.load(ctx, evs); err != nil {
+		return 0, err
+	}
 	s.buf = s.buf[:0]
 	for _, e := range evs {
 		pl, err := s.places.of(ctx, e.SessionID)
@@ -163,6 +197,9 @@ func (s *OTLPStream) Name() string { return s.name }
 
 // Deliver sends evs in one export request: all or none.
 func (s *OTLPStream) Deliver(ctx context.Context, evs []session.Event) (int, error) {
+	if err := s.places.load(ctx, evs); err != nil {
+		return 0, err
+	}
 	recs := make([]*logspb.LogRecord, 0, len(evs))
 	for _, e := range evs {
 		pl, err := s.places.of(ctx, e.SessionID)

@@ -143,3 +143,139 @@ func TestAuditStreamFollowsNoRedirect(t *testing.T) {
 	default: // Deliver returned: had it followed the redirect, the other server would have been asked first.
 	}
 }
+
+// injectedWait is one wait of the tailer on the test's clock.
+type injectedWait struct {
+	d    time.Duration
+	fire chan time.Time
+}
+
+// The audit stream has no dead letters: an audit record with a hole is no record. A collector
+// that answers 500 holds its stream, retried with backoff (1 s doubling, on an injected
+// clock), the cursor not moving and nothing taken; once it answers again it gets every event
+// of the thread (with an approval and a stop) once, in order, its chain unbroken.
+func TestOTLPAuditStreamBlocksThroughAMinuteOfFailuresAndResumes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	const sink = "audit:otlp"
+	// The cursor at the end of the log, its lease released: the tailer claims it at once (no
+	// lease wait on the injected clock).
+	if _, ok, err := f.app.ClaimStream(ctx, sink, "nobody", time.Minute); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := f.app.ReleaseStream(ctx, sink, "nobody"); err != nil {
+		t.Fatal(err)
+	}
+	rcv := otlptest.Start(t)
+	rcv.Fail(http.StatusInternalServerError)
+	const poll = 10 * time.Millisecond
+	waits := make(chan injectedWait, 64)
+	after := func(d time.Duration) <-chan time.Time {
+		if d == poll { // the idle poll before the thread is appended: real, short
+			return time.After(d)
+		}
+		w := injectedWait{d: d, fire: make(chan time.Time, 1)}
+		waits <- w
+		return w.fire
+	}
+	// serve's backoff (the defaults: 1 s doubling to a minute), its time injected.
+	tl := stream.New(f.app, []stream.Sink{audit.NewOTLPStream(sink, rcv.URL+"/v1/logs", nil, f.app)},
+		stream.Options{Owner: "replica-1", Poll: poll, After: after})
+	tctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(tctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	cursorOf := func() session.Cursor {
+		t.Helper()
+		sts, err := f.app.Streams(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range sts {
+			if st.Sink == sink {
+				return st.Cursor
+			}
+		}
+		t.Fatalf("no cursor of %s", sink)
+		return session.Cursor{}
+	}
+	before := cursorOf()
+
+	s := f.open(t, "C0000001", "1700000000.000100")
+	alice := session.Actor{Kind: session.ActorUser, ID: "U0000001"}
+	botA := session.Actor{Kind: session.ActorBot, ID: "B0000001"}
+	thread := []session.Event{
+		f.append(t, s.ID, alice, session.TypeUserMessage, session.UserMessage{Text: "deploy it"}),
+		f.append(t, s.ID, botA, session.TypeTurnStarted, session.TurnStarted{Through: 1}),
+		f.append(t, s.ID, botA, session.TypeApprovalRequested, session.ApprovalRequested{Turn: 2, CallID: "call-1",
+			Tool: "run_command", Summary: "deploy", Channel: "C0000001", ExpiresAt: time.Now().Add(time.Hour)}),
+		f.append(t, s.ID, alice, session.TypeApprovalDecided, session.ApprovalDecided{CallID: "call-1", Decision: session.DecisionApproved, Via: "button"}),
+		f.append(t, s.ID, alice, session.TypeStopRequested, session.StopRequested{Source: "reaction"}),
+		f.append(t, s.ID, botA, session.TypeTurnStopped, session.TurnStopped{Turn: 2, By: "U0000001", Source: "reaction", Request: 5}),
+		f.append(t, s.ID, botA, session.TypeTurnCompleted, session.TurnCompleted{Turn: 2, Status: session.StatusStopped, Through: 1}),
+	}
+
+	// A minute of injected time: each wait follows a refused export and doubles the last.
+	deadline := time.After(3 * time.Minute) // a long transaction elsewhere on the server holds the stream back
+	var injected time.Duration
+	var last injectedWait
+	refused := 0
+	for want := time.Second; injected < time.Minute; want *= 2 {
+		select {
+		case last = <-waits:
+		case <-deadline:
+			t.Fatalf("the tailer waited %v in all; want a minute of retries", injected)
+		}
+		if last.d != want {
+			t.Fatalf("the tailer's wait after %v of failures is %v, want %v", injected, last.d, want)
+		}
+		if r := rcv.Refused(); r <= refused {
+			t.Fatalf("a wait of %v with no export refused before it (%d refused)", last.d, r)
+		} else {
+			refused = r
+		}
+		if got := rcv.Logs(); len(got) != 0 {
+			t.Fatalf("the collector answering 500 kept %d records", len(got))
+		}
+		if c := cursorOf(); c != before {
+			t.Fatalf("the cursor moved from %+v to %+v while the collector refused", before, c)
+		}
+		injected += last.d
+		if injected < time.Minute {
+			last.fire <- time.Now()
+		}
+	}
+
+	// The collector answers again: the wait in progress ends and everything arrives.
+	rcv.Fail(0)
+	last.fire <- time.Now()
+	for len(rcv.Logs()) < len(thread) {
+		select {
+		case <-rcv.Received():
+		case w := <-waits:
+			t.Fatalf("the tailer waited %v again after the collector came back (%d records)", w.d, len(rcv.Logs()))
+		case <-deadline:
+			t.Fatalf("the collector got %d records after it came back, want %d", len(rcv.Logs()), len(thread))
+		}
+	}
+	logs := rcv.Logs()
+	if len(logs) != len(thread) {
+		t.Fatalf("the collector got %d records, want the thread's %d once each", len(logs), len(thread))
+	}
+	for i, l := range logs {
+		e := thread[i]
+		if l.Attrs["logbook.session_id"] != s.ID.String() || l.Attrs["logbook.seq"] != e.Seq || l.Attrs["logbook.hash"] != hex.EncodeToString(e.Hash) {
+			t.Errorf("record %d is %v.%v (hash %v), want %s.%d in order (hash %x)", i, l.Attrs["logbook.session_id"], l.Attrs["logbook.seq"], l.Attrs["logbook.hash"], s.ID, e.Seq, e.Hash)
+		}
+		if i > 0 && l.Attrs["logbook.prev_hash"] != logs[i-1].Attrs["logbook.hash"] {
+			t.Errorf("record %d's prev_hash %v is not record %d's hash %v", i, l.Attrs["logbook.prev_hash"], i-1, logs[i-1].Attrs["logbook.hash"])
+		}
+	}
+	t.Logf("the collector refused %d exports over %v of injected time, then took the %d events in one", refused, injected, len(logs))
+}

@@ -173,6 +173,37 @@ func (s *Store) Session(ctx context.Context, id ID) (Session, error) {
 	return sess, nil
 }
 
+const sqlSessions = `SELECT id, team_id, channel_id, thread_ts, created_at FROM sessions WHERE id = ANY($1::uuid[])`
+
+// Sessions returns the sessions of ids that exist, by id, in one round trip (the streams
+// place a batch of events in their threads with it).
+func (s *Store) Sessions(ctx context.Context, ids []ID) (map[ID]Session, error) {
+	out := make(map[ID]Session, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	strs := make([]string, len(ids))
+	for i, id := range ids {
+		strs[i] = id.String()
+	}
+	rows, err := s.pool.Query(ctx, sqlSessions, strs)
+	if err != nil {
+		return nil, fmt.Errorf("%d sessions: %w", len(ids), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		sess, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%d sessions: %w", len(ids), err)
+		}
+		out[sess.ID] = sess
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%d sessions: %w", len(ids), err)
+	}
+	return out, nil
+}
+
 func scanSession(row pgx.Row) (Session, error) {
 	var s Session
 	err := row.Scan(&s.ID, &s.Key.Team, &s.Key.Channel, &s.Key.ThreadTS, &s.CreatedAt)

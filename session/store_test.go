@@ -584,3 +584,31 @@ func TestOneSessionPerThreadWhicheverTeamOpensIt(t *testing.T) {
 		t.Fatalf("SessionByThread through another team = %+v, %v; want %v with its opener's team", got, err, ids[0])
 	}
 }
+
+// Sessions reads several sessions by id in one call: those that exist, by id; an unknown id is
+// absent, not an error; no ids, no query.
+func TestSessionsByIDs(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	ctx := context.Background()
+	a, err := st.Open(ctx, session.ThreadKey{Team: "T1", Channel: "C1", ThreadTS: "1700000000.000100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.Open(ctx, session.ThreadKey{Team: "T1", Channel: "C2", ThreadTS: "1700000000.000200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := session.ID{1}
+	got, err := st.Sessions(ctx, []session.ID{a.ID, unknown, b.ID, a.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[a.ID].Key.Channel != "C1" || got[a.ID].Key.ThreadTS != "1700000000.000100" ||
+		got[b.ID].Key.Channel != "C2" || got[b.ID].Key.ThreadTS != "1700000000.000200" {
+		t.Fatalf("sessions %+v: want %s in C1 and %s in C2", got, a.ID, b.ID)
+	}
+	if none, err := st.Sessions(ctx, nil); err != nil || len(none) != 0 {
+		t.Fatalf("no ids: %v, %v", none, err)
+	}
+}

@@ -59,7 +59,11 @@ type Options struct {
 	Owner string        // this replica's name, the lease's owner (required)
 	Lease time.Duration // how long a lease lasts unrenewed (default 15s); renewed every third of it
 	Poll  time.Duration // how often an idle sink looks for new events (default 500ms)
-	Batch int           // events read at once (default 500)
+	// BusyPoll is the wait after a read that found events (default 50ms, at most Poll): each
+	// empty read after it doubles the wait up to Poll. A sink that is being fed keeps up within
+	// BusyPoll (the lag behind appends); an idle one still reads once per Poll.
+	BusyPoll time.Duration
+	Batch    int // events read at once (default 500)
 	// Backoff is the first wait after a failed delivery or read, doubled each time up to
 	// MaxBackoff (defaults 1s and 1m).
 	Backoff, MaxBackoff time.Duration
@@ -82,6 +86,7 @@ type Tailer struct {
 func New(store Store, sinks []Sink, o Options) *Tailer {
 	o.Lease = cmp.Or(o.Lease, 15*time.Second)
 	o.Poll = cmp.Or(o.Poll, 500*time.Millisecond)
+	o.BusyPoll = min(cmp.Or(o.BusyPoll, 50*time.Millisecond), o.Poll)
 	o.Batch = cmp.Or(o.Batch, 500)
 	o.Backoff = cmp.Or(o.Backoff, time.Second)
 	o.MaxBackoff = cmp.Or(o.MaxBackoff, time.Minute)
@@ -112,6 +117,7 @@ func (t *Tailer) follow(ctx context.Context, s Sink) {
 		cursor  session.Cursor
 		renewAt time.Time
 		backoff time.Duration
+		idle    = t.o.Poll // the wait after the next empty read
 	)
 	defer func() {
 		if held {
@@ -157,9 +163,11 @@ func (t *Tailer) follow(ctx context.Context, s Sink) {
 		}
 		if len(evs) == 0 {
 			backoff = 0
-			t.wait(ctx, t.o.Poll)
+			t.wait(ctx, idle)
+			idle = min(idle*2, t.o.Poll)
 			continue
 		}
+		idle = t.o.BusyPoll
 		n, derr := s.Deliver(ctx, evs)
 		if n > 0 {
 			at, err := cursorAt(evs, n, cursor, next)

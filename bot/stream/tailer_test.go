@@ -274,3 +274,83 @@ func TestTailerTakeoverResumesFromTheCursor(t *testing.T) {
 		t.Fatalf("streams %+v: want rec held by replica-2", states)
 	}
 }
+
+// A sink that was just fed is read again within BusyPoll, and each empty read after that
+// doubles the wait back up to Poll: the lag behind appends is BusyPoll's while events come,
+// and an idle sink costs one read per Poll (waits on an injected clock).
+func TestTailerPollsSoonAfterEventsAndBacksOffWhenIdle(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	rec := newRecorder("busy")
+	if _, ok, err := st.ClaimStream(context.Background(), rec.Name(), "nobody", time.Minute); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := st.ReleaseStream(context.Background(), rec.Name(), "nobody"); err != nil {
+		t.Fatal(err)
+	}
+	type wait struct {
+		d    time.Duration
+		fire chan time.Time
+	}
+	waits := make(chan wait, 16)
+	after := func(d time.Duration) <-chan time.Time {
+		w := wait{d: d, fire: make(chan time.Time, 1)}
+		waits <- w
+		return w.fire
+	}
+	const poll, busy = 400 * time.Millisecond, 50 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	tl := stream.New(st, []stream.Sink{rec}, stream.Options{Owner: "replica-1", Poll: poll, BusyPoll: busy, After: after})
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	next := func() wait {
+		t.Helper()
+		select {
+		case w := <-waits:
+			return w
+		case <-time.After(3 * time.Minute):
+			t.Fatal("the tailer did not wait")
+			return wait{}
+		}
+	}
+	// Idle from the start: Poll.
+	w := next()
+	if w.d != poll {
+		t.Fatalf("an idle tailer waits %v, want %v", w.d, poll)
+	}
+	s := open(t, st, "1700000000.000100")
+	evs, err := st.Append(context.Background(), s.ID, msg("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Until the event is readable (a transaction elsewhere on the server may hold it back),
+	// the waits stay at Poll; the first wait after its delivery is BusyPoll, then they double.
+	want := []time.Duration{busy, 2 * busy, 4 * busy, poll, poll}
+	var got []time.Duration
+	for len(got) < len(want) {
+		w.fire <- time.Now()
+		w = next()
+		delivered := len(rec.ids()) > 0
+		if !delivered {
+			if w.d != poll {
+				t.Fatalf("before any delivery the tailer waits %v, want %v", w.d, poll)
+			}
+			continue
+		}
+		got = append(got, w.d)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("the waits after a delivery are %v, want %v", got, want)
+		}
+	}
+	if ids := rec.ids(); len(ids) != 1 || ids[0] != stream.ID(evs[0]) {
+		t.Fatalf("delivered %v, want %s once", ids, stream.ID(evs[0]))
+	}
+}

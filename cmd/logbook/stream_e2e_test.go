@@ -28,6 +28,7 @@ import (
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/bot/stream/webhooks"
+	"github.com/logbook/logbook/bot/telemetry/otlptest"
 	"github.com/logbook/logbook/session"
 )
 
@@ -262,7 +263,110 @@ type auditLine struct {
 	raw       string
 	SessionID string `json:"session_id"`
 	Seq       int64  `json:"seq"`
+	PrevHash  string `json:"prev_hash"`
 	Hash      string `json:"hash"`
+}
+
+// chainRecord is one record of an audit stream as a receiver sees it: its id (session id and
+// seq), its place in the chain, and the whole record (to compare repeats).
+type chainRecord struct {
+	session    string
+	seq        int64
+	prev, hash string
+	raw        string
+}
+
+func fileRecords(lines []auditLine) []chainRecord {
+	out := make([]chainRecord, len(lines))
+	for i, l := range lines {
+		out[i] = chainRecord{session: l.SessionID, seq: l.Seq, prev: l.PrevHash, hash: l.Hash, raw: l.raw}
+	}
+	return out
+}
+
+// otlpRecords reads the audit stream's OTLP log records by their attributes (the body is the
+// export's line; the receiver needs only the attributes to check the chain).
+func otlpRecords(t *testing.T, logs []otlptest.Log) []chainRecord {
+	t.Helper()
+	var out []chainRecord
+	for _, l := range logs {
+		if l.Scope != "logbook/audit" {
+			continue
+		}
+		sid, _ := l.Attrs["logbook.session_id"].(string)
+		seq, ok := l.Attrs["logbook.seq"].(int64)
+		prev, _ := l.Attrs["logbook.prev_hash"].(string)
+		hash, _ := l.Attrs["logbook.hash"].(string)
+		if sid == "" || !ok || hash == "" {
+			t.Fatalf("an OTLP audit record without its chain position: %+v", l)
+		}
+		out = append(out, chainRecord{session: sid, seq: seq, prev: prev, hash: hash,
+			raw: fmt.Sprintf("%s|%s|%v|%s", l.EventName, l.Body, l.Time.UnixNano(), sid)})
+	}
+	return out
+}
+
+// hasEvery reports whether recs hold every event of evs.
+func hasEvery(recs []chainRecord, evs []session.Event) bool {
+	seen := map[string]bool{}
+	for _, r := range recs {
+		seen[fmt.Sprintf("%s.%d", r.session, r.seq)] = true
+	}
+	for _, ev := range evs {
+		if !seen[fmt.Sprintf("%s.%d", ev.SessionID, ev.Seq)] {
+			return false
+		}
+	}
+	return true
+}
+
+// checkChain checks an audit stream as its receiver would: a repeat is the same record (same
+// id, same body); each session's first arrivals come in seq order, each one's prev_hash the
+// hash of the one before it (continuity, from the records alone); and, for the events of
+// thread (the log's, all of them present), the hashes are the log's. It returns the repeats.
+func checkChain(t *testing.T, sink string, recs []chainRecord, thread []session.Event) int {
+	t.Helper()
+	unx := func(h string) string { return strings.TrimPrefix(h, `\x`) }
+	logHash := map[int64]string{}
+	for _, ev := range thread {
+		logHash[ev.Seq] = fmt.Sprintf("%x", ev.Hash)
+	}
+	first := map[string]string{}
+	last := map[string]chainRecord{}
+	repeats := 0
+	for _, r := range recs {
+		k := fmt.Sprintf("%s.%d", r.session, r.seq)
+		if prev, ok := first[k]; ok {
+			repeats++
+			if prev != r.raw {
+				t.Errorf("%s: record %s repeated with another body:\n%s\n%s", sink, k, prev, r.raw)
+			}
+			continue
+		}
+		first[k] = r.raw
+		before, seen := last[r.session]
+		if seen && r.seq <= before.seq {
+			t.Errorf("%s: record %s arrived first after seq %d of its session", sink, k, before.seq)
+		}
+		// Continuity: the receiver has the record before this one (the thread's session is
+		// streamed from its seq 1), so this one's prev_hash is that one's hash.
+		if seen && (r.seq != before.seq+1 || unx(r.prev) != unx(before.hash)) {
+			t.Errorf("%s: record %s (prev_hash %s) does not follow seq %d (hash %s)", sink, k, r.prev, before.seq, before.hash)
+		}
+		last[r.session] = r
+		if len(thread) > 0 && r.session == thread[0].SessionID.String() {
+			if !seen && r.seq != 1 {
+				t.Errorf("%s: the thread's first record is seq %d, not 1", sink, r.seq)
+			}
+			if h, ok := logHash[r.seq]; ok && unx(r.hash) != h { // an event appended since thread was read has no hash to compare
+				t.Errorf("%s: record %s: hash %s, the log's %s", sink, k, r.hash, logHash[r.seq])
+			}
+		}
+	}
+	if len(thread) > 0 && last[thread[0].SessionID.String()].seq < thread[len(thread)-1].Seq {
+		t.Errorf("%s: the thread's last record is seq %d, before the log's last %d", sink, last[thread[0].SessionID.String()].seq, thread[len(thread)-1].Seq)
+	}
+	return repeats
 }
 
 func readAuditStream(t *testing.T, path string) []auditLine {
@@ -292,12 +396,14 @@ func readAuditStream(t *testing.T, path string) []auditLine {
 	return out
 }
 
-// Issue 51: a thread with an approval and a stop, streamed to a signed webhook and to an
-// audit stream file by two `logbook serve` replicas, through a kill -9 of the replica holding
+// Issue 51: a thread with an approval and a stop, streamed to a signed webhook, to an audit
+// stream file and to the OTLP audit stream (the in-process OTLP receiver) by two `logbook
+// serve` replicas, through a kill -9 of the replica holding
 // the streams' leases and a 10 s database outage (the database unreachable: every connection
 // through a proxy closed, new ones refused). Every event of the thread reaches each sink at
 // least once, a repeat only with the same id and the same body, each session's first
-// arrivals in seq order, nothing missing.
+// arrivals in seq order, nothing missing; the audit streams' records carry the chain, each
+// record's prev_hash the hash of the one before it.
 func TestE2EStreamThroughKillAndOutage(t *testing.T) {
 	t.Parallel()
 	// Slack redelivers the message posted during the outage until the database is back.
@@ -308,9 +414,10 @@ func TestE2EStreamThroughKillAndOutage(t *testing.T) {
 	rcv := newHookReceiver(t, key)
 	proxy, proxied := newOutageProxy(t, e.dbURL)
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	collector := otlptest.Start(t)
 	hooks, _ := json.Marshal(map[string]any{"e2e": map[string]any{
 		"url": rcv.srv.URL + "/hook", "secret": "whsec_" + base64.StdEncoding.EncodeToString(key)}})
-	const hookSink, auditSink = "webhook:e2e", "audit:file:"
+	const hookSink, auditSink, otlpSink = "webhook:e2e", "audit:file:", "audit:otlp"
 
 	hold := make(chan struct{}) // never closed: the second turn streams until it is stopped
 	e.model.Push(
@@ -321,24 +428,25 @@ func TestE2EStreamThroughKillAndOutage(t *testing.T) {
 			Stream: fakeprovider.Stream{Chunk: 6, Every: 10 * time.Millisecond, BeforeLast: hold}},
 	)
 	cfg := []string{"DATABASE_URL=" + proxied, "LOGBOOK_TOOL_APPROVAL=run_command=ask", "LOGBOOK_SANDBOX=process",
-		"LOGBOOK_WEBHOOKS=" + string(hooks), "LOGBOOK_AUDIT_STREAM=" + auditPath}
+		"LOGBOOK_WEBHOOKS=" + string(hooks), "LOGBOOK_AUDIT_STREAM=" + auditPath + ",otlp",
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL}
 	procs := map[int]*proc{}
 	for range 2 {
 		p := e.serve(cfg...)
 		procs[p.cmd.Process.Pid] = p
 	}
 	// A sink seen for the first time starts at the end of the log: the thread begins once
-	// both sinks' cursors are held.
+	// the three sinks' cursors are held.
 	var leases map[string]int
-	e.waitFor("both sinks' leases", func() bool {
+	e.waitFor("the three sinks' leases", func() bool {
 		leases = e.streamLeases()
 		n := 0
 		for sink, pid := range leases {
-			if (sink == hookSink || strings.HasPrefix(sink, auditSink)) && procs[pid] != nil {
+			if (sink == hookSink || sink == otlpSink || strings.HasPrefix(sink, auditSink)) && procs[pid] != nil {
 				n++
 			}
 		}
-		return n == 2
+		return n == 3
 	})
 
 	top := e.post(slackemu.Post{Channel: general, User: ada, Text: mention("print something")})
@@ -366,7 +474,7 @@ func TestE2EStreamThroughKillAndOutage(t *testing.T) {
 			return false
 		}
 		for sink, pid := range l {
-			if strings.HasPrefix(sink, auditSink) && pid != survivor {
+			if (sink == otlpSink || strings.HasPrefix(sink, auditSink)) && pid != survivor {
 				return false
 			}
 		}
@@ -452,19 +560,18 @@ func TestE2EStreamThroughKillAndOutage(t *testing.T) {
 	var lines []auditLine
 	e.waitFor("every event of the thread in the audit stream", func() bool {
 		lines = readAuditStream(t, auditPath)
-		seen := map[int64]bool{}
-		for _, l := range lines {
-			if l.SessionID == s.ID.String() {
-				seen[l.Seq] = true
-			}
-		}
-		for _, ev := range all {
-			if !seen[ev.Seq] {
-				return false
-			}
-		}
-		return true
+		return hasEvery(fileRecords(lines), all)
 	})
+	var otlp []chainRecord
+	waitOTLP := time.NewTimer(45 * time.Second)
+	defer waitOTLP.Stop()
+	for otlp = otlpRecords(t, collector.Logs()); !hasEvery(otlp, all); otlp = otlpRecords(t, collector.Logs()) {
+		select {
+		case <-collector.Received():
+		case <-waitOTLP.C:
+			t.Fatalf("timed out waiting for every event of the thread in the OTLP audit stream: %d records", len(otlp))
+		}
+	}
 
 	// The webhook: signatures good, a repeat only with the same id and body, first arrivals
 	// of each session in seq order, only events that have a webhook type.
@@ -506,33 +613,10 @@ func TestE2EStreamThroughKillAndOutage(t *testing.T) {
 			}
 		}
 	}
-	// The audit stream: a repeat is the same line; first arrivals in seq order; the chain is
-	// the log's (bytea as PostgreSQL writes it: \x and hex).
-	byHash := map[int64]string{}
-	for _, ev := range all {
-		byHash[ev.Seq] = fmt.Sprintf("%x", ev.Hash)
-	}
-	first := map[string]string{}
-	lastLine := map[string]int64{}
-	auditRepeats := 0
-	for _, l := range lines {
-		k := fmt.Sprintf("%s.%d", l.SessionID, l.Seq)
-		if prev, ok := first[k]; ok {
-			auditRepeats++
-			if prev != l.raw {
-				t.Errorf("audit line %s repeated with another body:\n%s\n%s", k, prev, l.raw)
-			}
-			continue
-		}
-		first[k] = l.raw
-		if l.Seq <= lastLine[l.SessionID] {
-			t.Errorf("audit line %s arrived first after seq %d of its session", k, lastLine[l.SessionID])
-		}
-		lastLine[l.SessionID] = l.Seq
-		if l.SessionID == s.ID.String() && byHash[l.Seq] != strings.TrimPrefix(l.Hash, `\x`) {
-			t.Errorf("audit line %s: hash %s, the log's %s", k, l.Hash, byHash[l.Seq])
-		}
-	}
-	t.Logf("STREAM thread of %d events (%d with a webhook type): webhook %d deliveries (%d repeats), audit stream %d lines (%d repeats)",
-		len(all), len(wantHook), len(rcv.deliveries()), hookRepeats, len(lines), auditRepeats)
+	// The audit streams: a repeat is the same record; first arrivals in seq order, each one's
+	// prev_hash the hash of the one before; the thread's hashes are the log's.
+	auditRepeats := checkChain(t, "audit file", fileRecords(lines), all)
+	otlpRepeats := checkChain(t, "OTLP audit stream", otlp, all)
+	t.Logf("STREAM thread of %d events (%d with a webhook type): webhook %d deliveries (%d repeats), audit stream %d lines (%d repeats), OTLP %d records (%d repeats)",
+		len(all), len(wantHook), len(rcv.deliveries()), hookRepeats, len(lines), auditRepeats, len(otlp), otlpRepeats)
 }

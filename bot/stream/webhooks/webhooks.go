@@ -324,6 +324,7 @@ func Verify(secret, id, timestamp, header string, body []byte, now time.Time, to
 // Store is what a sink reads and records (*session.Store).
 type Store interface {
 	Session(ctx context.Context, id session.ID) (session.Session, error)
+	Sessions(ctx context.Context, ids []session.ID) (map[session.ID]session.Session, error)
 	RecordDeadLetter(ctx context.Context, d session.DeadLetter) (session.DeadLetter, error)
 }
 
@@ -388,6 +389,9 @@ func (s *Sink) Name() string { return s.w.SinkName() }
 // Deliver posts each event of evs the webhook takes, in order; see the package doc for
 // retries and dead letters.
 func (s *Sink) Deliver(ctx context.Context, evs []session.Event) (int, error) {
+	if err := s.placeAll(ctx, evs); err != nil {
+		return 0, err
+	}
 	for i, e := range evs {
 		typ, ok := TypeOf(e)
 		if !ok || !s.w.Wants(typ) {
@@ -435,6 +439,41 @@ func (s *Sink) Deliver(ctx context.Context, evs []session.Event) (int, error) {
 			Err(err).Msg("webhook: failing for longer than its max age; the event is a dead letter (logbook webhooks failed)")
 	}
 	return len(evs), nil
+}
+
+// placeAll caches the places of the sessions of evs that the webhook takes, in one round trip
+// (a batch of new threads would otherwise cost a query each).
+func (s *Sink) placeAll(ctx context.Context, evs []session.Event) error {
+	var ids []session.ID
+	seen := map[session.ID]bool{}
+	s.mu.Lock()
+	for _, e := range evs {
+		typ, ok := TypeOf(e)
+		if !ok || !s.w.Wants(typ) || seen[e.SessionID] {
+			continue
+		}
+		seen[e.SessionID] = true
+		if _, ok := s.places[e.SessionID]; !ok {
+			ids = append(ids, e.SessionID)
+		}
+	}
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	sessions, err := s.store.Sessions(ctx, ids)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.places)+len(sessions) > 10000 {
+		clear(s.places)
+	}
+	for id, sess := range sessions {
+		s.places[id] = Place{Channel: sess.Key.Channel, ThreadTS: sess.Key.ThreadTS}
+	}
+	return nil
 }
 
 // place is the channel and thread of session id, cached.

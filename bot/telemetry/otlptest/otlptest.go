@@ -84,6 +84,8 @@ type Receiver struct {
 	logs     []Log
 	metrics  []Metric
 	requests int
+	refused  int // export requests answered with fail
+	fail     int // the status to answer every export with (0: take them)
 	// received is signalled (without blocking) after each export request is taken.
 	received chan struct{}
 }
@@ -119,6 +121,16 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	raw, err := io.ReadAll(body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.mu.Lock()
+	fail := r.fail
+	if fail != 0 {
+		r.refused++
+	}
+	r.mu.Unlock()
+	if fail != 0 {
+		http.Error(w, "refused by the test", fail)
 		return
 	}
 	var out []byte
@@ -287,6 +299,21 @@ func (r *Receiver) Spans() []Span {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Span(nil), r.spans...)
+}
+
+// Fail makes the receiver answer every export request with status (a collector that is
+// down: 500, 503), keeping nothing of it, until Fail(0).
+func (r *Receiver) Fail(status int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fail = status
+}
+
+// Refused is how many export requests were answered with Fail's status.
+func (r *Receiver) Refused() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused
 }
 
 // Requests is how many export requests arrived.
