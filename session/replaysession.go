@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // Eval records (issue 50). A what-if (`logbook replay --from`, `logbook eval`) records what a
@@ -86,4 +88,26 @@ func ReplayOf(evs []Event) (ReplayStarted, bool, error) {
 // chain verifies through r.Seq and its event there has the recorded hash.
 func (s *Store) VerifyReplay(ctx context.Context, id ID, r ReplayStarted) (ForkCheck, error) {
 	return s.VerifyFork(ctx, id, SessionForked{Parent: r.Original, Seq: r.Seq, Hash: r.Hash})
+}
+
+const sqlChannelThreads = `
+SELECT s.id, s.team_id, s.channel_id, s.thread_ts, s.created_at FROM sessions s
+WHERE s.channel_id = $1 AND s.kind = 'thread' AND s.thread_ts <> '` + LedgerThread + `'
+  AND EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id AND e.created_at >= $2)
+ORDER BY s.created_at DESC, s.id DESC
+LIMIT $3`
+
+// ChannelThreads returns the channel's threads' sessions (not its ledger, not eval records)
+// with an event at or after since, newest session first, at most limit of them: what
+// `logbook eval` runs the what-if over.
+func (s *Store) ChannelThreads(ctx context.Context, channel string, since time.Time, limit int) ([]Session, error) {
+	rows, err := s.pool.Query(ctx, sqlChannelThreads, channel, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list the threads of %s: %w", channel, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Session, error) { return scanSession(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list the threads of %s: %w", channel, err)
+	}
+	return out, nil
 }

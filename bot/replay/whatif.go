@@ -133,6 +133,21 @@ func WhatIf(ctx context.Context, st EvalStore, sess session.Session, evs []sessi
 	return ev, nil
 }
 
+// FirstAsked is where `logbook eval` runs a thread's what-if from: its first user message that
+// a turn of the agent answered (a thread opened by a message not addressed to the bot starts
+// at the first one that was). false when the agent answered none.
+func FirstAsked(sess session.Session, evs []session.Event) (int64, bool) {
+	for _, e := range evs {
+		if e.Type != session.TypeUserMessage {
+			continue
+		}
+		if _, err := whatIfRun(sess, evs, e.Seq, WhatIfConfig{}); err == nil {
+			return e.Seq, true
+		}
+	}
+	return 0, false
+}
+
 // whatIfRun finds the recorded turn that answered the user message at from: the first turn
 // started after it whose Through reaches it, and which the agent ran.
 func whatIfRun(sess session.Session, evs []session.Event, from int64, cfg WhatIfConfig) (*run, error) {
