@@ -210,6 +210,7 @@ type evalRow struct {
 // evalReport is `logbook eval`'s outcome, its --json.
 type evalReport struct {
 	Channel        string    `json:"channel"`
+	DryRun         bool      `json:"dry_run,omitempty"`
 	Model          string    `json:"model"`
 	Currency       string    `json:"currency"`
 	Threads        int       `json:"threads"` // threads replayed
@@ -229,7 +230,7 @@ func newEvalCmd(e env) *cobra.Command {
 		f              whatIfFlags
 		channel, since string
 		limit, conc    int
-		asJSON         bool
+		asJSON, dryRun bool
 	)
 	cmd := &cobra.Command{
 		Use:   "eval --channel C --model SPEC --tools recorded [--since 30d] [--limit N]",
@@ -241,7 +242,8 @@ user message the agent answered, the model called for real under --model (and
 identical call gets its recorded result, any other is refused). Each what-if is an eval record
 of its own (a session of kind replay), charged to the channel's budget as an eval; nothing
 reaches Slack and the threads get nothing. --concurrency what-ifs run at once (default 4, at
-most 16).
+most 16). --dry-run lists the threads and the seq each would run from, and calls no model and
+records nothing.
 
 It prints a table — per thread and in all: tool calls the same, different (a recorded tool,
 another input), new (a tool the recorded turn did not call), recorded calls not made, whether
@@ -268,7 +270,7 @@ or, with --json, the same as JSON for CI.`,
 			}
 			ctx := c.Context()
 			return withRead(ctx, e, primaryReads, func(d *readDeps) error {
-				rep, err := runEval(ctx, e, d, w, channel, from, limit, conc)
+				rep, err := runEval(ctx, e, d, w, channel, from, limit, conc, dryRun)
 				if err != nil {
 					return err
 				}
@@ -288,12 +290,13 @@ or, with --json, the same as JSON for CI.`,
 	fl.IntVar(&limit, "limit", 20, "at most this many threads, newest first")
 	fl.IntVar(&conc, "concurrency", evalConcurrency, "what-ifs run at once")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fl.BoolVar(&dryRun, "dry-run", false, "list the threads and where each would run from; call no model, record nothing")
 	return cmd
 }
 
 // runEval runs the what-if over the channel's threads, conc at once.
-func runEval(ctx context.Context, e env, d *readDeps, w whatIfSetup, channel string, since time.Time, limit, conc int) (evalReport, error) {
-	rep := evalReport{Channel: channel, Model: w.spec, Currency: w.cfg.Budget.Prices.Currency}
+func runEval(ctx context.Context, e env, d *readDeps, w whatIfSetup, channel string, since time.Time, limit, conc int, dryRun bool) (evalReport, error) {
+	rep := evalReport{Channel: channel, Model: w.spec, Currency: w.cfg.Budget.Prices.Currency, DryRun: dryRun}
 	threads, err := d.store.ChannelThreads(ctx, channel, since, limit)
 	if err != nil {
 		return rep, err
@@ -320,6 +323,10 @@ func runEval(ctx context.Context, e env, d *readDeps, w whatIfSetup, channel str
 				return nil
 			}
 			row.From = at
+			if dryRun {
+				row.Status = "dry run"
+				return nil
+			}
 			ev, err := w.run(gctx, e, d, sess, evs, at)
 			if errors.Is(err, replay.ErrPurged) {
 				row.Status, row.Skipped = "skipped", err.Error()
@@ -384,6 +391,9 @@ func (r evalReport) writeText(out io.Writer) error {
 		if row.Page != "" {
 			fmt.Fprintf(out, "%s: %s\n", row.ThreadTS, row.Page)
 		}
+	}
+	if r.DryRun {
+		fmt.Fprintln(out, "dry run: no model was called and nothing was recorded")
 	}
 	return nil
 }
