@@ -49,7 +49,7 @@ func TestEvalPageShowsRecordedAndReplayedSideBySide(t *testing.T) {
 		session.NewEvent{Type: session.TypeReplayCompleted, Actor: cell, Payload: session.ReplayCompleted{Status: "ok", RecordedThrough: 4, Currency: "USD",
 			Recorded: session.EvalSide{Replies: 1, ModelCalls: 1, InputTokens: 500, OutputTokens: 20, CostMicros: 1800},
 			Replayed: session.EvalSide{Replies: 1, ToolCalls: 1, ModelCalls: 2, InputTokens: 2100, OutputTokens: 160, CostMicros: 8700},
-			New: 1, ReplyChanged: true}},
+			New:      1, ReplyChanged: true}},
 	); err != nil {
 		t.Fatal(err)
 	}

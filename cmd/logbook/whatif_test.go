@@ -66,7 +66,9 @@ func recordThread(t *testing.T, store *session.Store, ts string, messages ...str
 	}
 	tool := func(name string) brain.Tool {
 		return brain.NewTool(brain.ToolSpec{Name: name, Description: name, Schema: brain.ObjectSchema(nil)},
-			func(_ context.Context, use brain.ToolUse) brain.Outcome { return brain.Outcome{Content: "value of " + string(use.Input)} })
+			func(_ context.Context, use brain.ToolUse) brain.Outcome {
+				return brain.Outcome{Content: "value of " + string(use.Input)}
+			})
 	}
 	cell := session.Actor{Kind: session.ActorSystem, ID: "cell"}
 	for i, text := range messages {
