@@ -20,7 +20,7 @@ import (
 
 // whatIfConfig is a what-if under the fake Anthropic API (the official SDK) as model spec, the
 // channel's budget metered by bot/budget over store, priced at 3/15 per million tokens.
-func whatIfConfig(t *testing.T, store *session.Store, fake *fakeprovider.Server, spec string, instructions *string) replay.WhatIfConfig {
+func whatIfConfig(t testing.TB, store *session.Store, fake *fakeprovider.Server, spec string, instructions *string) replay.WhatIfConfig {
 	t.Helper()
 	provider, err := brain.NewProvider(spec, brain.ProviderConfig{AnthropicAPIKey: fake.Key, AnthropicBaseURL: fake.URL})
 	if err != nil {
@@ -206,5 +206,77 @@ func TestWhatIfRefusesWhatItCannotRun(t *testing.T) {
 	}
 	if len(fake.Calls()) != 0 || len(events(t, store, sess.ID)) != len(evs) {
 		t.Fatalf("a refused what-if called the model %d times or appended", len(fake.Calls()))
+	}
+}
+
+// BenchmarkReplay5000 is BenchmarkReplay's replay over a session of about 5,000 events (715
+// turns of 7 events): ns/1k-events. Each turn rebuilds its history from the log, so the figure
+// per 1,000 events grows with the session's length.
+func BenchmarkReplay5000(b *testing.B) {
+	store, sess := record(b, 715)
+	ctx := context.Background()
+	n := len(events(b, store, sess.ID))
+	for b.Loop() {
+		evs, err := store.Events(ctx, sess.ID, session.Range{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := replay.Session(ctx, sess, evs, replay.Config{})
+		if err != nil || !res.Identical() {
+			b.Fatalf("replay: %v %s", err, res)
+		}
+	}
+	b.ReportMetric(float64(n), "events")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)*1000/float64(n), "ns/1k-events")
+}
+
+// BenchmarkWhatIf runs the what-if of the last turn of a 50-turn session (the fake Anthropic
+// API through the official SDK: a tool call served from the recording, then the reply) and sets
+// the eval record's accounting beside what the provider billed: its tokens, and their cost at
+// the price (3/15 per million), against the record's tokens and cost and the budget's charges.
+func BenchmarkWhatIf(b *testing.B) {
+	store, sess := record(b, 50)
+	ctx := context.Background()
+	evs := events(b, store, sess.ID)
+	from := int64(0)
+	for _, e := range evs {
+		if e.Type == session.TypeUserMessage {
+			from = e.Seq
+		}
+	}
+	fake := fakeprovider.NewAnthropic(b, "sk-test")
+	cfg := whatIfConfig(b, store, fake, "anthropic:claude-new", nil)
+	var billedIn, billedOut, recIn, recOut, recCost, charged int64
+	for b.Loop() {
+		in1, in2 := int64(20_000), int64(21_000)
+		fake.Push(fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_a", Name: "lookup", Input: `{"n":99}`}}, InputTokens: in1, OutputTokens: 37},
+			fakeprovider.Reply{Text: "done", InputTokens: in2, OutputTokens: 211})
+		billedIn, billedOut = billedIn+in1+in2, billedOut+37+211
+		ev, err := replay.WhatIf(ctx, store, sess, evs, from, cfg)
+		if err != nil || ev.Summary.Status != "ok" {
+			b.Fatalf("what-if: %v %+v", err, ev.Summary)
+		}
+		recIn += ev.Summary.Replayed.InputTokens
+		recOut += ev.Summary.Replayed.OutputTokens
+		recCost += ev.Summary.Replayed.CostMicros
+		spend, err := store.SessionSpend(ctx, ev.Record.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, sp := range spend {
+			if sp.Kind == session.SpendCharge {
+				charged += sp.CostMicros
+			}
+		}
+	}
+	billedCost := (3*billedIn + 15*billedOut) // micros at 3 and 15 per million tokens
+	b.ReportMetric(float64(billedIn+billedOut)/float64(b.N), "billed-tokens/op")
+	b.ReportMetric(float64(recIn+recOut)/float64(b.N), "recorded-tokens/op")
+	b.ReportMetric(float64(billedCost)/float64(b.N), "billed-micros/op")
+	b.ReportMetric(float64(recCost)/float64(b.N), "recorded-micros/op")
+	b.ReportMetric(float64(charged)/float64(b.N), "charged-micros/op")
+	if recIn != billedIn || recOut != billedOut || recCost != billedCost || charged != billedCost {
+		b.Fatalf("accounting: billed %d/%d tokens, %d micros; recorded %d/%d tokens, %d micros; charged %d micros",
+			billedIn, billedOut, billedCost, recIn, recOut, recCost, charged)
 	}
 }
