@@ -280,3 +280,37 @@ func BenchmarkWhatIf(b *testing.B) {
 			billedIn, billedOut, billedCost, recIn, recOut, recCost, charged)
 	}
 }
+
+// The what-if's model calls count against the channel's budget as a turn's do: over it, the
+// call is refused before it reaches the model, recorded as a refusal marked as an eval, and
+// the eval record ends with the budget's reply.
+func TestWhatIfIsRefusedOverTheChannelsBudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, sess := record(t, 1)
+	evs := events(t, store, sess.ID)
+	fake := fakeprovider.NewAnthropic(t, "sk-test")
+	fake.Push(fakeprovider.Reply{Text: "never sent"})
+	cfg := whatIfConfig(t, store, fake, "anthropic:claude-new", nil)
+	prices, err := budget.ParsePrices("claude-new=3/15")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := budget.New(budget.Config{Store: store, Prices: prices, Limits: budget.Limits{Channel: 10_000, HasChannel: true}}) // 0.01 a day
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Meter = func(eval session.ID, turn int64) brain.Meter { return b.For("C0000001", "", eval, turn) }
+	ev, err := replay.WhatIf(ctx, store, sess, evs, 1, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fake.Calls()) != 0 || ev.Summary.Status != "error" || ev.Summary.Replayed.ModelCalls != 0 || ev.Summary.Replayed.CostMicros != 0 ||
+		!strings.Contains(ev.Summary.Replayed.Reply, "budget") {
+		t.Fatalf("%d calls reached the model; summary %+v", len(fake.Calls()), ev.Summary)
+	}
+	spend, err := store.SessionSpend(ctx, ev.Record.ID)
+	if err != nil || len(spend) != 1 || spend[0].Kind != session.SpendRefused || spend[0].Reason != "channel" || spend[0].Purpose != "eval_reply" {
+		t.Fatalf("spend %+v (%v)", spend, err)
+	}
+}
