@@ -153,6 +153,9 @@ func (v *Verifier) forkReference(ctx context.Context, id session.ID) (*Finding, 
 	if err != nil {
 		return nil, err
 	}
+	if rp, ok, err := session.ReplayOf(first); err != nil || ok {
+		return v.replayLink(ctx, id, rp, err)
+	}
 	fk, ok, err := session.ForkedBy(first)
 	if err != nil {
 		return &Finding{Session: id, Seq: 1, Reason: "the fork's reference is not readable: " + err.Error()}, nil
@@ -165,6 +168,19 @@ func (v *Verifier) forkReference(ctx context.Context, id session.ID) (*Finding, 
 		return nil, err
 	}
 	return &Finding{Session: id, Seq: 1, Reason: fmt.Sprintf("fork of session %s at seq %d: %s", fk.Parent, fk.Seq, c.Reason)}, nil
+}
+
+// replayLink checks an eval record's link to its original (session.Store.VerifyReplay): nil
+// when it verifies, else the finding at seq 1 (the replay_started event).
+func (v *Verifier) replayLink(ctx context.Context, id session.ID, rp session.ReplayStarted, readErr error) (*Finding, error) {
+	if readErr != nil {
+		return &Finding{Session: id, Seq: 1, Reason: "the eval record's link is not readable: " + readErr.Error()}, nil
+	}
+	c, err := v.store.VerifyReplay(ctx, id, rp)
+	if err != nil || c.OK {
+		return nil, err
+	}
+	return &Finding{Session: id, Seq: 1, Reason: fmt.Sprintf("eval record of session %s at seq %d: %s", rp.Original, rp.Seq, c.Reason)}, nil
 }
 
 // Checkpoint is every session's head at a moment, kept outside the database so that a chain

@@ -110,6 +110,11 @@ const (
 	// A fork (issue 50): the first event of a session branched from another at one of its
 	// events; it names the parent, the seq and the hash of the parent's event there.
 	TypeSessionForked Type = "session_forked"
+	// An eval record (issue 50: a session of kind replay, `logbook replay --from`): its first
+	// event links the original at the user message the what-if ran from; its last sums the
+	// recorded turn and the replayed one up.
+	TypeReplayStarted   Type = "replay_started"
+	TypeReplayCompleted Type = "replay_completed"
 	// Reviews (bot/review, issue 52): a pull request to review at a head commit (and the
 	// changed lines in scope), each finding recorded before anything is posted, the review
 	// about to be posted (the marker its body carries), and the review posted or found.
@@ -138,6 +143,7 @@ var knownTypes = map[Type]bool{
 	TypeTurnSettings: true, TypeBudgetNotice: true, TypeSetupResult: true,
 	TypeFollowupSubscribed: true, TypeFollowupSignal: true, TypeFollowupEnded: true,
 	TypeMCPToolChanged: true, TypeConnectorUnavailable: true, TypeSessionForked: true,
+	TypeReplayStarted: true, TypeReplayCompleted: true,
 	TypeReviewRequested: true, TypeReviewFinding: true, TypeReviewPosting: true, TypeReviewPosted: true, TypeFeedback: true,
 	TypeSettingChanged: true, TypeNoteAdded: true, TypeNoteForgotten: true, TypeRepoSet: true, TypeBudgetRaised: true,
 	TypeScheduleAdded: true, TypeScheduleRemoved: true, TypeConnectorConnected: true,

@@ -395,11 +395,12 @@ type ChannelSeen struct {
 	Ledger     bool
 }
 
-// sqlChannelSeen is the channel's sessions summed up: (team of the oldest, threads, newest
-// thread's start, has a ledger); a row of zeros when there are none.
+// sqlChannelSeen is the channel's sessions summed up: (team of the oldest, threads — not its
+// ledger, not eval records —, newest thread's start, has a ledger); a row of zeros when there
+// are none.
 const sqlChannelSeen = `SELECT coalesce((SELECT team_id FROM sessions WHERE channel_id = $1 ORDER BY created_at, id LIMIT 1), ''),
-       count(*) FILTER (WHERE thread_ts <> '` + LedgerThread + `'),
-       max(created_at) FILTER (WHERE thread_ts <> '` + LedgerThread + `'),
+       count(*) FILTER (WHERE thread_ts <> '` + LedgerThread + `' AND kind = 'thread'),
+       max(created_at) FILTER (WHERE thread_ts <> '` + LedgerThread + `' AND kind = 'thread'),
        count(*) FILTER (WHERE thread_ts = '` + LedgerThread + `') > 0
   FROM sessions WHERE channel_id = $1`
 

@@ -877,3 +877,79 @@ type ReviewPosted struct {
 func (p ReviewPosted) Key() string {
 	return "review_posted:" + p.Repo + "#" + strconv.Itoa(p.Number) + "@" + p.Head
 }
+
+// ReplayStarted is the first event of an eval record (a session of kind replay; type
+// replay_started, by the operator's actor): the original session, the seq of the user message
+// the what-if ran from and that event's hash (hex), so the link verifies against the
+// original's chain as a fork's reference does; the original turn it ran again (the seq of its
+// turn_started) and the settings it ran under. Instructions is the text that replaced the
+// channel's instructions ("" when they were kept as recorded), AgentsMD the text that replaced
+// the repository's instruction file; Tools how tool calls were served ("recorded": a call
+// identical to a recorded one gets its recorded result, any other is refused).
+type ReplayStarted struct {
+	Original         ID     `json:"original"`
+	Seq              int64  `json:"seq"`
+	Hash             string `json:"hash"`
+	OriginalChannel  string `json:"original_channel"`
+	OriginalThreadTS string `json:"original_thread_ts"`
+	Turn             int64  `json:"turn"`
+	Model            string `json:"model"`
+	Instructions     string `json:"instructions,omitempty"`
+	AgentsMD         string `json:"agents_md,omitempty"`
+	Tools            string `json:"tools"`
+	By               string `json:"by,omitempty"`
+}
+
+// Key is r's idempotency key: one replay_started per session.
+func (r ReplayStarted) Key() string { return "replay_started" }
+
+// ReplayCompleted is the last event of an eval record (type replay_completed): how the
+// replayed turn ended, and the recorded turn and the replayed one side by side — replies,
+// tool calls, tokens and cost — with how the tool calls compare: Same (identical to a
+// recorded call: its recorded result was served), Different (a tool the recorded turn called,
+// with another input: refused), New (a tool the recorded turn never called: refused) and
+// Missing (recorded calls the replayed turn did not make). RecordedThrough is the last seq of
+// the recorded turn. Costs are micros of Currency, at the deployment's prices.
+type ReplayCompleted struct {
+	Status          string     `json:"status"`
+	Error           string     `json:"error,omitempty"`
+	RecordedThrough int64      `json:"recorded_through"`
+	Recorded        EvalSide   `json:"recorded"`
+	Replayed        EvalSide   `json:"replayed"`
+	Same            int        `json:"tool_calls_same"`
+	Different       int        `json:"tool_calls_different"`
+	New             int        `json:"tool_calls_new"`
+	Missing         int        `json:"tool_calls_missing"`
+	ReplyChanged    bool       `json:"reply_changed"`
+	Currency        string     `json:"currency"`
+	Calls           []EvalCall `json:"calls,omitempty"`
+}
+
+// EvalSide is one side of an eval record: the turn's replies (assistant messages with text),
+// tool calls, model calls, tokens and cost; Unpriced counts the model calls whose model has
+// no price (their cost is not in CostMicros). Reply is the turn's last reply text.
+type EvalSide struct {
+	Replies          int    `json:"replies"`
+	ToolCalls        int    `json:"tool_calls"`
+	ModelCalls       int    `json:"model_calls"`
+	InputTokens      int64  `json:"input_tokens"`
+	OutputTokens     int64  `json:"output_tokens"`
+	CacheReadTokens  int64  `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64  `json:"cache_write_tokens,omitempty"`
+	CostMicros       int64  `json:"cost_micros"`
+	Unpriced         int    `json:"unpriced,omitempty"`
+	Reply            string `json:"reply,omitempty"`
+}
+
+// EvalCall is one real model call of a what-if, as the budget charged it.
+type EvalCall struct {
+	Purpose          string `json:"purpose"`
+	Provider         string `json:"provider"`
+	Model            string `json:"model"`
+	InputTokens      int64  `json:"input_tokens"`
+	OutputTokens     int64  `json:"output_tokens"`
+	CacheReadTokens  int64  `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64  `json:"cache_write_tokens,omitempty"`
+	CostMicros       int64  `json:"cost_micros"`
+	Priced           bool   `json:"priced"`
+}

@@ -282,7 +282,14 @@ type UsageRow struct {
 	// Estimated are the charges (among Calls) of calls that failed part way, whose tokens
 	// logbook estimated in part (Spend.Source UsageEstimated).
 	Estimated int64
+	// EvalCalls and EvalCostMicros are the charges (among Calls, CostMicros) of what-if
+	// replays' model calls (purpose "eval_…": `logbook replay --from`, `logbook eval`).
+	EvalCalls      int64
+	EvalCostMicros int64
 }
+
+// EvalPurpose prefixes the purpose of a what-if's model calls in model_spend.
+const EvalPurpose = "eval_"
 
 const sqlUsage = `SELECT day, channel, person,
   count(*) FILTER (WHERE kind = 'charge')::bigint,
@@ -293,7 +300,10 @@ const sqlUsage = `SELECT day, channel, person,
   coalesce(sum(cost_micros) FILTER (WHERE kind = 'charge' OR (kind = 'hold' AND NOT EXISTS (
     SELECT 1 FROM model_spend c WHERE c.call_id = s.call_id AND c.kind = 'charge'))), 0)::bigint,
   count(*) FILTER (WHERE kind = 'refused')::bigint,
-  count(*) FILTER (WHERE kind = 'charge' AND source = 'estimate')::bigint
+  count(*) FILTER (WHERE kind = 'charge' AND source = 'estimate')::bigint,
+  count(*) FILTER (WHERE kind = 'charge' AND purpose LIKE 'eval\_%')::bigint,
+  coalesce(sum(cost_micros) FILTER (WHERE purpose LIKE 'eval\_%' AND (kind = 'charge' OR (kind = 'hold' AND NOT EXISTS (
+    SELECT 1 FROM model_spend c WHERE c.call_id = s.call_id AND c.kind = 'charge')))), 0)::bigint
 FROM model_spend s
 WHERE day >= $1 AND day < $2 AND ($3 = '' OR channel = $3)
 GROUP BY day, channel, person ORDER BY day, channel, person`
@@ -308,7 +318,7 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, channel string) (
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (UsageRow, error) {
 		var u UsageRow
 		err := r.Scan(&u.Day, &u.Channel, &u.Person, &u.Calls, &u.InputTokens, &u.OutputTokens,
-			&u.CacheReadTokens, &u.CacheWriteTokens, &u.CostMicros, &u.Refused, &u.Estimated)
+			&u.CacheReadTokens, &u.CacheWriteTokens, &u.CostMicros, &u.Refused, &u.Estimated, &u.EvalCalls, &u.EvalCostMicros)
 		return u, err
 	})
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {

@@ -95,6 +95,9 @@ func (s *Store) Open(ctx context.Context, key ThreadKey) (Session, error) {
 	if !key.valid() {
 		return Session{}, fmt.Errorf("open session for %+v: %w: team, channel and thread ts are required", key, ErrInvalidEvent)
 	}
+	if key.Replay() {
+		return Session{}, fmt.Errorf("open session for %+v: %w: a thread ts starting %q is an eval record's (OpenReplay)", key, ErrInvalidEvent, ReplayThreadPrefix)
+	}
 	// A thread's session from before 00050 is not under the unique index: look first.
 	if sess, err := s.SessionByThread(ctx, key); !errors.Is(err, ErrNotFound) {
 		return sess, err
@@ -451,11 +454,11 @@ func cleanText(s string) bool {
 const sqlRecent = `
 SELECT s.id, s.team_id, s.channel_id, s.thread_ts, s.created_at FROM sessions s
 WHERE s.id IN (SELECT DISTINCT e.session_id FROM events e WHERE e.created_at >= $1)
-  AND s.thread_ts <> '` + LedgerThread + `'
+  AND s.thread_ts <> '` + LedgerThread + `' AND s.kind = 'thread'
 ORDER BY s.created_at DESC, s.id DESC
 LIMIT $2`
 
-// Recent returns the threads' sessions (channels' ledgers are not threads) with an event at or after since, whichever team owns their
+// Recent returns the threads' sessions (channels' ledgers and eval records are not threads) with an event at or after since, whichever team owns their
 // channel (a Slack Connect channel may be hosted by another organisation), newest session
 // first, at most limit of them.
 func (s *Store) Recent(ctx context.Context, since time.Time, limit int) ([]Session, error) {

@@ -354,3 +354,11 @@ func sandboxFailure(err error) Outcome {
 	}
 	return Outcome{Content: msg, IsError: true, FromHands: true}
 }
+
+// SpecOf is the spec of the brain's own tool name (the sandbox's tools, read_log), as the
+// model is offered it; false for any other name. A what-if replay (bot/replay) offers the
+// recorded tools under their own specs where it knows them.
+func SpecOf(name string) (ToolSpec, bool) {
+	spec := ownSpec(name)
+	return spec, spec.Description != goneSpec(name).Description
+}

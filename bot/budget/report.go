@@ -26,6 +26,10 @@ type Total struct {
 	// Estimated are the calls (among Calls) that failed part way and were charged what was
 	// sent and streamed, their tokens estimated in part by logbook, not counted by the provider.
 	Estimated int64 `json:"estimated"`
+	// EvalCalls and EvalCost are the what-if replays' share of Calls and Cost (`logbook replay
+	// --from`, `logbook eval`: charged to the channel's budget, marked as evals).
+	EvalCalls int64 `json:"eval_calls,omitempty"`
+	EvalCost  Money `json:"eval_cost_micros,omitempty"`
 }
 
 func (t *Total) add(u session.UsageRow) {
@@ -37,6 +41,8 @@ func (t *Total) add(u session.UsageRow) {
 	t.CacheWriteTokens += u.CacheWriteTokens
 	t.Cost += Money(u.CostMicros)
 	t.Estimated += u.Estimated
+	t.EvalCalls += u.EvalCalls
+	t.EvalCost += Money(u.EvalCostMicros)
 }
 
 // Report is the spend per channel, per person and per day over [From, To) (UTC days): what
@@ -131,6 +137,14 @@ func (r Report) WriteText(w io.Writer) error {
 	section("person", r.People)
 	section("day", r.Days)
 	section("total", []Total{r.All})
+	if r.All.EvalCalls > 0 {
+		fmt.Fprintf(tw, "\nevals (what-if replays, counted above)\tcost\tcalls\t\n")
+		for _, t := range r.Channels {
+			if t.EvalCalls > 0 {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t\n", t.Key, t.EvalCost, t.EvalCalls)
+			}
+		}
+	}
 	if len(r.Feedback) > 0 {
 		fmt.Fprintf(tw, "\nfeedback\tmodel\tpositive\tnegative\tratio\t\n")
 		for _, f := range r.Feedback {

@@ -17,6 +17,10 @@
 // What it does not: the system prompt (the clock and the parts' guidance: turn_settings
 // records what a turn ran under), the parts' own records (a pull request opened, a file
 // uploaded: their tools' results are served), delivery to Slack, and titles.
+//
+// The what-if (whatif.go: `logbook replay --from`, `logbook eval`) is the other use of the
+// recording: one turn run again from a user message with the model called for real under
+// other settings, recorded as an eval record (a session of kind replay) beside the original.
 package replay
 
 import (

@@ -58,8 +58,16 @@ var (
 // message, turn_started, the agent, turn_completed), and returns the store and the session.
 func record(tb testing.TB, turns int) (*session.Store, session.Session) {
 	tb.Helper()
+	store, sess, _ := recordDB(tb, turns)
+	return store, sess
+}
+
+// recordDB is record, with the database's URL (its owner's).
+func recordDB(tb testing.TB, turns int) (*session.Store, session.Session, string) {
+	tb.Helper()
 	ctx := context.Background()
-	pool, err := session.Connect(ctx, pgtest.New(tb), session.PoolOptions{Role: "logbook_app"})
+	dbURL := pgtest.New(tb)
+	pool, err := session.Connect(ctx, dbURL, session.PoolOptions{Role: "logbook_app"})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -98,7 +106,7 @@ func record(tb testing.TB, turns int) (*session.Store, session.Session) {
 			tb.Fatal(err)
 		}
 	}
-	return store, sess
+	return store, sess, dbURL
 }
 
 func events(tb testing.TB, store *session.Store, id session.ID) []session.Event {

@@ -9,6 +9,7 @@
 //	GET /sessions/{id}                     transcript (?all=1 markers, ?deleted=1 auditors, ?tz=Area/City)
 //	GET /sessions/{id}/download?format=md  transcript as an attachment: text, md, html or json
 //	GET /sessions/{id}/files/{sha256}      a file the session holds (Config.Files; see Files)
+//	GET /evals/{id}                        an eval record (a what-if) beside the turn it ran again (eval.go)
 //	GET /search?q=&actor=&channel=&since=&until=
 //	GET /automations?kind=&name=           the runs of schedules and hooks (Config.Runs): time,
 //	                                       outcome, transcript, cost; auditors see every channel's

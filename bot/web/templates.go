@@ -33,6 +33,9 @@ table.usage thead th { font-size: .8rem; color: var(--muted); vertical-align: bo
   table.usage td::before { content: attr(data-label); color: var(--muted); margin-right: 1rem; }
   table.usage td.empty::before { content: none; }
 }
+.eval { display: grid; grid-template-columns: 1fr 1fr; gap: 1rem; }
+.eval pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+@media (max-width: 40rem) { .eval { grid-template-columns: 1fr; } }
 `
 
 const pageTemplates = `

@@ -177,6 +177,7 @@ func Handler(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /sessions/{id}", s.pinned(s.view))
 	mux.HandleFunc("GET /sessions/{id}/download", s.pinned(s.download))
 	mux.HandleFunc("GET /sessions/{id}/files/{sha256}", s.pinned(s.file))
+	mux.HandleFunc("GET /evals/{id}", s.pinned(s.eval)) // eval.go
 	mux.HandleFunc("GET /search", s.search)
 	if cfg.Usage != nil {
 		mux.HandleFunc("GET /usage", s.usage) // usage.go
@@ -675,6 +676,8 @@ type pageData struct {
 	Automations *automationsData
 	// a channel's settings (channelsettings.go)
 	ChannelSettings *channelSettingsData
+	// an eval record beside its original turn (eval.go)
+	Eval *evalData
 }
 
 func (d pageData) With(key, value string) string {
@@ -696,4 +699,4 @@ var pages = template.Must(template.New("pages").Funcs(template.FuncMap{
 	"usageSection": func(title string, ts []budget.Total) usageSection {
 		return usageSection{Title: title, Totals: ts}
 	},
-}).Parse(pageTemplates + usageTemplate + automationsTemplate + channelSettingsTemplate))
+}).Parse(pageTemplates + usageTemplate + automationsTemplate + channelSettingsTemplate + evalTemplate))

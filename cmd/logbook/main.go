@@ -116,7 +116,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		newMigrateCmd(e),
 		newTranscriptCmd(e), newSearchCmd(e), newTakeoverCmd(e), newHandbackCmd(e), newConfigCmd(e), newUsageCmd(e), newForkCmd(e),
 		newAuditCmd(e), newWebhooksCmd(e),
-		newReplayCmd(e),
+		newReplayCmd(e), newEvalCmd(e),
 		newServeCmd(e),
 		newDevCmd(e),
 		newSlackEmulatorCmd(e),

@@ -84,7 +84,7 @@ func TestREADMECommandsRun(t *testing.T) {
 	cmds := readmeCommands(t, string(b))
 	// The block covers the read-only CLIs; a README that lost them fails here, not silently.
 	for _, want := range []string{"logbook migrate status", "logbook search ", "logbook transcript ", "logbook audit verify", "logbook serve --help",
-		"logbook replay ", "logbook config show ", "logbook config apply -f docs/channels.yaml --dry-run"} {
+		"logbook replay ", "logbook eval ", "logbook config show ", "logbook config apply -f docs/channels.yaml --dry-run"} {
 		if !strings.Contains(strings.Join(cmds, "\n")+"\n", want) {
 			t.Errorf("README's docs-test block lacks %q (has %q)", want, cmds)
 		}
@@ -120,6 +120,9 @@ func TestREADMECommandsRun(t *testing.T) {
 			t.Errorf("README command %q does not show the channel:\n%s", line, out)
 		}
 		if strings.HasPrefix(line, "logbook fork") && !strings.Contains(string(out), "dry run: nothing was posted or recorded") {
+			t.Errorf("README command %q does not say what it would do:\n%s", line, out)
+		}
+		if strings.HasPrefix(line, "logbook eval") && !strings.Contains(string(out), "dry run: no model was called and nothing was recorded") {
 			t.Errorf("README command %q does not say what it would do:\n%s", line, out)
 		}
 		if strings.HasPrefix(line, "logbook config apply") && !strings.Contains(string(out), "dry run: nothing written") {

@@ -17,9 +17,13 @@ import (
 )
 
 func newReplayCmd(e env) *cobra.Command {
-	var dir string
+	var (
+		dir  string
+		from int64
+		wf   whatIfFlags
+	)
 	cmd := &cobra.Command{
-		Use:   "replay <session id | Slack permalink | channel thread-ts> | --dir DIR",
+		Use:   "replay <session id | Slack permalink | channel thread-ts> [--from SEQ --model SPEC --tools recorded] | --dir DIR",
 		Short: "Re-run a recorded session and check today's code makes the same decisions (DATABASE_URL)",
 		Long: `Re-run a recorded session with the model's answers, the tools' results and the approval
 decisions served from its log, and check that today's code makes the same decisions: the same
@@ -34,7 +38,18 @@ real threads.
 
 The agent runs under the limits of the environment, as serve would: LOGBOOK_MAX_OUTPUT_TOKENS,
 LOGBOOK_MAX_CONTINUATIONS, LOGBOOK_REPEAT_LIMIT, LOGBOOK_CONTEXT_BUDGET and the approvals
-policy LOGBOOK_TOOL_APPROVAL (a channel's own policy, recorded with each turn, wins).`,
+policy LOGBOOK_TOOL_APPROVAL (a channel's own policy, recorded with each turn, wins).
+
+--from SEQ is the what-if: the recorded turn that answered the user message at SEQ runs again,
+its history the recording's up to that message, the model called for real under --model
+(default LOGBOOK_MODEL; its keys as serve reads them), --instructions FILE in place of the
+channel's instructions and --agents-md FILE as the repository's AGENTS.md. With --tools
+recorded (required: running tool calls in a sandbox is not built) a tool call identical to a
+recorded one (the same tool, the same input) gets the recorded result, any other is refused
+with an error the model sees. Nothing reaches Slack and the session gets nothing: the result
+is an eval record, a session of kind replay linked to the original (audit verify checks the
+link), charged to the channel's budget as an eval. It prints the recorded and replayed turn
+side by side and the web page that shows them (LOGBOOK_PUBLIC_URL/evals/<id>).`,
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(c *cobra.Command, args []string) error {
 			cfg, err := replayConfig(e)
@@ -42,6 +57,22 @@ policy LOGBOOK_TOOL_APPROVAL (a channel's own policy, recorded with each turn, w
 				return usage(e, c, err)
 			}
 			ctx := c.Context()
+			if from != 0 || c.Flags().Changed("model") || c.Flags().Changed("tools") || c.Flags().Changed("instructions") || c.Flags().Changed("agents-md") {
+				if dir != "" || len(args) == 0 || from < 1 {
+					return usage(e, c, errors.New("the what-if names one session and --from SEQ, the seq of a user message (1 or more)"))
+				}
+				ref, err := parseSessionRef(args)
+				if err != nil {
+					return usage(e, c, err)
+				}
+				w, err := readWhatIf(e, wf)
+				if err != nil {
+					return usage(e, c, err)
+				}
+				return withRead(ctx, e, primaryReads, func(d *readDeps) error {
+					return whatIfStored(ctx, e, d, ref, from, w)
+				})
+			}
 			if dir != "" {
 				if len(args) > 0 {
 					return usage(e, c, errors.New("--dir replays an export: name no session with it"))
@@ -61,6 +92,8 @@ policy LOGBOOK_TOOL_APPROVAL (a channel's own policy, recorded with each turn, w
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "replay the sessions of an export in this directory (JSONL)")
+	cmd.Flags().Int64Var(&from, "from", 0, "the what-if: run the turn that answered the user message at this seq again, the model called for real")
+	wf.add(cmd)
 	return cmd
 }
 

@@ -802,9 +802,12 @@ CREATE TABLE public.sessions (
     thread_ts text NOT NULL,
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     by_thread boolean DEFAULT true,
+    kind text DEFAULT 'thread'::text NOT NULL,
     CONSTRAINT sessions_by_thread_true CHECK (by_thread),
     CONSTRAINT sessions_key_not_empty CHECK (((team_id <> ''::text) AND (channel_id <> ''::text) AND (thread_ts <> ''::text))),
+    CONSTRAINT sessions_kind CHECK ((kind = ANY (ARRAY['thread'::text, 'replay'::text]))),
     CONSTRAINT sessions_pkey PRIMARY KEY (id),
+    CONSTRAINT sessions_replay_thread CHECK (((kind = 'replay'::text) = (thread_ts ~~ 'replay-%'::text))),
     CONSTRAINT sessions_thread_key UNIQUE (team_id, channel_id, thread_ts)
 );
 CREATE INDEX sessions_channel_thread ON public.sessions USING btree (channel_id, thread_ts, created_at, id);

@@ -253,8 +253,8 @@ func (ix *Indexer) step(ctx context.Context, wait bool) (int, error) {
 	b := &pgx.Batch{}
 	for _, id := range ids {
 		a := aggs[id]
-		if a.key.ThreadTS == session.LedgerThread {
-			continue // a channel's ledger is no thread: nothing of it is searched or listed
+		if a.key.ThreadTS == session.LedgerThread || a.key.Replay() {
+			continue // a channel's ledger, an eval record: no thread, nothing of it is searched or listed
 		}
 		ix.queue(b, bySession[id], a)
 		last := a.last

@@ -615,3 +615,29 @@ func TestALedgerIsNoSearchSession(t *testing.T) {
 		t.Fatalf("recent sessions %+v, %v; want the thread alone", got, err)
 	}
 }
+
+// An eval record (issue 50: a session of kind replay) is no thread either: its replayed turn's
+// words are neither listed nor searched, beside a thread that is.
+func TestAnEvalRecordIsNoSearchSession(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, search.Options{})
+	s := f.open("C0000001", "1700000000.000100")
+	f.append(s, userMsg(s, "U0000001", "ada", "1700000000.000100", "deploy the docs"))
+	rec, err := f.store.OpenReplay(f.ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Append(f.ctx, rec.ID, session.NewEvent{Type: session.TypeAssistantMessage, Actor: session.Actor{Kind: session.ActorBot, ID: "UB000001"},
+		Payload: session.AssistantMessage{Text: "a replayed answer about zeppelins", Turn: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp()
+	got, err := f.s.Recent(f.ctx, time.Time{}, 10)
+	if err != nil || len(got) != 1 || got[0].ThreadTS != "1700000000.000100" {
+		t.Fatalf("recent sessions %+v, %v; want the thread alone", got, err)
+	}
+	page, err := f.s.SearchPage(f.ctx, search.Query{Text: "zeppelins"})
+	if err != nil || len(page.Hits) != 0 {
+		t.Fatalf("search for the eval record's words: %+v, %v", page.Hits, err)
+	}
+}

@@ -47,3 +47,31 @@ func TestTranscriptShowsForksBothWays(t *testing.T) {
 		}
 	}
 }
+
+// An eval record's transcript (a what-if) names the session whose turn it ran again, at the
+// user message it ran from — in every format.
+func TestTranscriptOfAnEvalRecordNamesItsOriginal(t *testing.T) {
+	t.Parallel()
+	orig, rec := uuid.MustParse("01a226cc-2ba6-7d4b-9f06-a738362db19d"), uuid.MustParse("01a226cc-2ba6-7d4b-9f06-a738362db1cc")
+	link, _ := json.Marshal(session.ReplayStarted{Original: orig, Seq: 5, Hash: strings.Repeat("cd", 32), OriginalChannel: "C0000001",
+		OriginalThreadTS: "1700000000.000100", Turn: 6, Model: "anthropic:claude-new", Tools: "recorded"})
+	evs := []session.Event{{SessionID: rec, Seq: 1, Type: session.TypeReplayStarted, Actor: session.Actor{Kind: session.ActorSystem, ID: "cli/replay"},
+		CreatedAt: time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC), Payload: link}}
+	sess := session.Session{ID: rec, Key: session.ThreadKey{Team: "T0000001", Channel: "C0000001", ThreadTS: "replay-" + rec.String()}}
+	for _, f := range []transcript.Format{transcript.FormatText, transcript.FormatMarkdown, transcript.FormatHTML, transcript.FormatJSON} {
+		var b bytes.Buffer
+		if err := transcript.Render(&b, sess, evs, transcript.Options{Format: f}); err != nil {
+			t.Fatal(err)
+		}
+		if f == transcript.FormatJSON {
+			var got transcript.Transcript
+			if err := json.Unmarshal(b.Bytes(), &got); err != nil || got.EvalOf == nil || got.EvalOf.Session != orig || got.EvalOf.Seq != 5 || got.ForkOf != nil {
+				t.Errorf("JSON: %v\n%s", err, b.String())
+			}
+			continue
+		}
+		if !strings.Contains(b.String(), "What-if of session "+orig.String()+" (thread C0000001 1700000000.000100) at seq 5") {
+			t.Errorf("%s:\n%s", f, b.String())
+		}
+	}
+}

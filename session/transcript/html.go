@@ -84,6 +84,8 @@ var fragmentTmpl = template.Must(template.New("transcript").Funcs(template.FuncM
 <p class="meta fork">Forked from {{.}}</p>
 {{- end}}{{range .Forks}}
 <p class="meta fork">Forked into {{.}}</p>
+{{- end}}{{with .EvalOf}}
+<p class="meta fork">What-if of {{.}}</p>
 {{- end}}{{- range .Entries}}
 {{- if eq .Kind "marker"}}
 <div class="entry marker" id="e{{.Seq}}" data-seq="{{.Seq}}"><span class="time">{{.TimeText}}</span> · {{.Marker}}

@@ -23,6 +23,9 @@ func (t *Transcript) writeMarkdown(w io.Writer) error {
 	for _, f := range t.Forks {
 		fmt.Fprintf(b, "- Forked into %s\n", mdEscapeLine(f.String()))
 	}
+	if t.EvalOf != nil {
+		fmt.Fprintf(b, "- What-if of %s\n", mdEscapeLine(t.EvalOf.String()))
+	}
 	for _, e := range t.Entries {
 		b.WriteString("\n")
 		switch e.Kind {

@@ -26,6 +26,9 @@ func (t *Transcript) writeText(w io.Writer) error {
 	for _, f := range t.Forks {
 		fmt.Fprintf(b, "Forked into %s\n", f)
 	}
+	if t.EvalOf != nil {
+		fmt.Fprintf(b, "What-if of %s\n", t.EvalOf)
+	}
 	for _, e := range t.Entries {
 		b.WriteString("\n")
 		switch e.Kind {

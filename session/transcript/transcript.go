@@ -115,9 +115,12 @@ type Transcript struct {
 	All         bool   `json:"all"` // markers and full tool output included
 	// ForkOf is the session this one was branched from (its session_forked event); Forks
 	// those branched from it (Options.Forks).
-	ForkOf  *ForkLink  `json:"fork_of,omitempty"`
-	Forks   []ForkLink `json:"forks,omitempty"`
-	Entries []Entry    `json:"entries"`
+	ForkOf *ForkLink  `json:"fork_of,omitempty"`
+	Forks  []ForkLink `json:"forks,omitempty"`
+	// EvalOf is, for an eval record (a what-if: its replay_started event), the session whose
+	// turn it ran again, at the user message it ran from.
+	EvalOf  *ForkLink `json:"eval_of,omitempty"`
+	Entries []Entry   `json:"entries"`
 
 	opts Options
 }
@@ -451,6 +454,9 @@ func Build(sess session.Session, events []session.Event, opts Options) *Transcri
 	t.Title = b.th.Title
 	if f, ok, err := session.ForkedBy(events); err == nil && ok {
 		t.ForkOf = &ForkLink{Session: f.Parent, Channel: f.ParentChannel, ThreadTS: f.ParentThreadTS, Seq: f.Seq, Hash: f.Hash}
+	}
+	if r, ok, err := session.ReplayOf(events); err == nil && ok {
+		t.EvalOf = &ForkLink{Session: r.Original, Channel: r.OriginalChannel, ThreadTS: r.OriginalThreadTS, Seq: r.Seq, Hash: r.Hash}
 	}
 	for _, f := range opts.Forks {
 		t.Forks = append(t.Forks, ForkLink{Session: f.Session, Channel: f.Channel, ThreadTS: f.ThreadTS, Seq: f.Seq})
