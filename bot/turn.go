@@ -408,6 +408,15 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (outcome, 
 	if s, ok := t.haltedInSlack(ctx, live); ok {
 		return outcome{status: session.StatusStopped, completed: true}, t.stop(ctx, live, s) // stopped in Slack: the reply is not posted
 	}
+	if ts, _ := t.turns(); !resumed || !ts.Delivered(reply) {
+		// A part may show the reply otherwise (a long one as a canvas, linked): what it does
+		// is recorded before the reply is posted.
+		shown, err := present(ctx, t.parts, t.scope, reply)
+		if err != nil {
+			return done, err
+		}
+		reply = shown
+	}
 	if live != nil && live.shown() {
 		// The live view shows the reply: its messages take the place of posting it.
 		posted, stopped, err := live.finish(ctx, reply, t.footer(reply))
@@ -679,6 +688,10 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			drop = append(drop, m.TS)
 		}
 		t.log.Info().Str("ts", keep[0].TS).Int("removed", len(drop)).Msg("live view: finishing the reply a dead cell streamed")
+		reply, err := present(ctx, t.parts, t.scope, reply)
+		if err != nil {
+			return nil, err
+		}
 		posted, removed, err := t.deliverer.replace(ctx, t.sess, reply, keep[0].TS, drop, t.footer(reply))
 		if err != nil {
 			// What it removed before it failed is recorded; the rest is named still, for a

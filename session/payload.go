@@ -756,6 +756,42 @@ func (f Feedback) Key(person string) string {
 	return "feedback:" + f.Reply + ":" + person + ":" + f.ActionTS
 }
 
+// CanvasStarted records that a reply (Reply: its assistant_message event id) is about to be
+// written as a canvas (type canvas_started), before Slack is asked to create it: Title is the
+// canvas's title, which ends with Key, the stable key a later cell looks the canvas up by
+// (files.list) when it finds this record without its canvas_written. SHA256 (hex) and Chars
+// are the content's.
+type CanvasStarted struct {
+	Reply   string `json:"reply"`
+	Channel string `json:"channel"`
+	Title   string `json:"title"`
+	Key     string `json:"key"`
+	SHA256  string `json:"sha256"`
+	Chars   int    `json:"chars"`
+}
+
+// IdempotencyKey is c's idempotency key: one canvas_started per reply.
+func (c CanvasStarted) IdempotencyKey() string { return "canvas_started:" + c.Reply }
+
+// CanvasWritten records a canvas the agent wrote (type canvas_written), appended before the
+// reply that links it is delivered: CanvasID, the channel that may read it, Title, the
+// content's SHA256 (hex) and Chars (characters), the reply (its assistant_message event id) it
+// holds, its Permalink, and Found when a later cell found it at Slack (created before a crash)
+// instead of creating it.
+type CanvasWritten struct {
+	Reply     string `json:"reply"`
+	CanvasID  string `json:"canvas_id"`
+	Channel   string `json:"channel"`
+	Title     string `json:"title"`
+	SHA256    string `json:"sha256"`
+	Chars     int    `json:"chars"`
+	Permalink string `json:"permalink,omitempty"`
+	Found     bool   `json:"found,omitempty"`
+}
+
+// IdempotencyKey is c's idempotency key: one canvas_written per reply.
+func (c CanvasWritten) IdempotencyKey() string { return "canvas_written:" + c.Reply }
+
 // Key is n's idempotency key: one budget_notice per session, budget and day.
 func (n BudgetNotice) Key() string { return "budget_notice:" + n.Scope + ":" + n.Subject + ":" + n.Day }
 
