@@ -177,7 +177,9 @@ func (f *Fetcher) Info(ctx context.Context, fileID string) (slack.File, error) {
 const CanvasMimetype = "application/vnd.slack-docs"
 
 // IsCanvas reports whether a shared file is a Slack canvas, by its mimetype.
-func IsCanvas(mimetype string) bool { return strings.EqualFold(strings.TrimSpace(mimetype), CanvasMimetype) }
+func IsCanvas(mimetype string) bool {
+	return strings.EqualFold(strings.TrimSpace(mimetype), CanvasMimetype)
+}
 
 // canvasReader is canvases.getContent (slack.Client.GetCanvasContentContext).
 type canvasReader interface {

@@ -322,4 +322,3 @@ func (f *fileState) canvas() Canvas {
 
 // CanvasChars is how many characters canvas c holds.
 func (c Canvas) CanvasChars() int { return utf8.RuneCountInString(c.Markdown) }
-
