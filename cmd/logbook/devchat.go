@@ -601,7 +601,7 @@ func (c *chat) printReply(thread string, m slackemu.Message) bool {
 			c.printf("%s> %s\n", lp.who, slacktext.ToPlain(final, nil))
 		}
 		c.printFiles(m)
-	c.printCanvases(m)
+		c.printCanvases(m)
 		c.printFooter(m)
 		delete(c.live, m.TS)
 		return true
