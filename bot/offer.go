@@ -97,15 +97,17 @@ func settle(ctx context.Context, parts []part.Part, s part.Scope) error {
 // id, so delivery's metadata and records still name the reply). logbook's own text (Own: a
 // canned reply, a notice) is shown as it is. An error is the Presenter's: the turn stays open.
 func present(ctx context.Context, parts []part.Part, s part.Scope, reply session.Event) (session.Event, error) {
+	var presenters []part.Presenter
+	for _, p := range parts {
+		if pr, ok := p.(part.Presenter); ok {
+			presenters = append(presenters, pr)
+		}
+	}
 	var msg session.AssistantMessage
-	if reply.Decode(&msg) != nil || msg.Own {
+	if len(presenters) == 0 || reply.Decode(&msg) != nil || msg.Own {
 		return reply, nil
 	}
-	for _, p := range parts {
-		pr, ok := p.(part.Presenter)
-		if !ok {
-			continue
-		}
+	for _, pr := range presenters {
 		text, ok, err := pr.Present(ctx, s, reply)
 		if err != nil {
 			return reply, err

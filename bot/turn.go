@@ -408,7 +408,7 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (outcome, 
 	if s, ok := t.haltedInSlack(ctx, live); ok {
 		return outcome{status: session.StatusStopped, completed: true}, t.stop(ctx, live, s) // stopped in Slack: the reply is not posted
 	}
-	if ts, _ := t.turns(); !resumed || !ts.Delivered(reply) {
+	if !resumed || !t.delivered(reply) {
 		// A part may show the reply otherwise (a long one as a canvas, linked): what it does
 		// is recorded before the reply is posted.
 		shown, err := present(ctx, t.parts, t.scope, reply)
@@ -450,6 +450,12 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (outcome, 
 		return outcome{status: session.StatusError, reason: session.ReasonDelivery, evs: []session.NewEvent{{Type: session.TypeError,
 			Actor: cellActor, Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}}}}, nil
 	}
+}
+
+// delivered reports whether the log names reply delivered.
+func (t *turn) delivered(reply session.Event) bool {
+	ts, _ := t.turns()
+	return ts.Delivered(reply)
 }
 
 // title names the session once its reply reached the thread.
