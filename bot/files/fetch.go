@@ -176,9 +176,11 @@ func (f *Fetcher) Info(ctx context.Context, fileID string) (slack.File, error) {
 // CanvasMimetype is the mimetype Slack gives a canvas shared as a file (filetype quip).
 const CanvasMimetype = "application/vnd.slack-docs"
 
-// IsCanvas reports whether a shared file is a Slack canvas, by its mimetype.
-func IsCanvas(mimetype string) bool {
-	return strings.EqualFold(strings.TrimSpace(mimetype), CanvasMimetype)
+// IsCanvas reports whether a shared file is a Slack canvas: by its mimetype, else by its
+// permalink, which opens a canvas at /docs/<team>/<id> (a file's is /files/…).
+func IsCanvas(mimetype, permalink string) bool {
+	return strings.EqualFold(strings.TrimSpace(mimetype), CanvasMimetype) ||
+		(mimetype == "" && strings.Contains(permalink, ".slack.com/docs/"))
 }
 
 // canvasReader is canvases.getContent (slack.Client.GetCanvasContentContext).

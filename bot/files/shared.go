@@ -103,7 +103,7 @@ func (t sharedTurn) fetch(ctx context.Context, through int64) error {
 		// A ref without a download address was stored before logbook fetched files: it stays
 		// named only ("not fetched"), not reported as a failure at every turn. One that says
 		// check_file_info (Slack Connect) is asked of files.info first.
-		if e.Decode(&ref) != nil || ref.FileID == "" || (ref.URL == "" && ref.Access != CheckFileInfo && !IsCanvas(ref.Mimetype)) ||
+		if e.Decode(&ref) != nil || ref.FileID == "" || (ref.URL == "" && ref.Access != CheckFileInfo && !IsCanvas(ref.Mimetype, ref.Permalink)) ||
 			!answers[ref.TS] || done[ref.FileID+"/"+ref.TS] {
 			continue
 		}
@@ -125,7 +125,7 @@ func (t sharedTurn) fetch(ctx context.Context, through int64) error {
 
 // fetchFile fetches and stores one file. Only a failure to store is an error.
 func (t sharedTurn) fetchFile(ctx context.Context, ref session.FileRef) (session.FileFetched, error) {
-	if IsCanvas(ref.Mimetype) {
+	if IsCanvas(ref.Mimetype, ref.Permalink) {
 		return t.fetchCanvas(ctx, ref)
 	}
 	if ref.URL == "" {
