@@ -238,3 +238,27 @@ func TestSharedCanvasInAPrivateChannelIsNeverRead(t *testing.T) {
 		t.Fatalf("the private channel's canvas was read %d times", n)
 	}
 }
+
+// The canvas is recorded but the reply that links it cannot be posted yet (Slack fails every
+// attempt of the first delivery): the resumed turn links the recorded canvas, without asking
+// Slack for another.
+func TestARecordedCanvasIsLinkedAgainNotRewritten(t *testing.T) {
+	t.Parallel()
+	answer := longAnswer(3000)
+	h := canvasHarness(t, func([]string) string { return answer }, harnessOptions{})
+	h.emu.InjectMethodFault(slackemu.MethodFault{Method: "chat.postMessage", Error: "internal_error", Times: 3})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> plan it"})
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+	recs := h.canvasRecords(s.ID)
+	if len(recs) != 1 || len(h.emu.Canvases()) != 1 || h.emu.Calls("canvases.create") != 1 || h.emu.Calls("files.list") != 0 {
+		t.Fatalf("records %d, canvases %d, creates %d, lookups %d", len(recs), len(h.emu.Canvases()), h.emu.Calls("canvases.create"), h.emu.Calls("files.list"))
+	}
+	if h.emu.Calls("chat.postMessage") < 4 {
+		t.Fatalf("the first delivery did not fail: %d posts", h.emu.Calls("chat.postMessage"))
+	}
+	replies := h.emu.BotReplies(general, top.TS)
+	if len(replies) != 1 || !strings.Contains(replies[0].Text, recs[0].Permalink) {
+		t.Fatalf("%d replies: %+v", len(replies), replies)
+	}
+}
