@@ -8,6 +8,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/canvas"
 	"github.com/logbook/logbook/bot/part"
@@ -19,10 +20,14 @@ import (
 // canvasHarness writes replies over canvas_over (400 characters by default here; ada is an
 // admin of the channels' settings) as canvases, as serve wires it.
 func canvasHarness(t *testing.T, reply func(texts []string) string, o harnessOptions) *harness {
+	return canvasHarnessWith(t, &echoAgent{reply: reply}, o)
+}
+
+func canvasHarnessWith(t *testing.T, agent bot.Agent, o harnessOptions) *harness {
 	o.partsWith = func(api *slack.Client) []part.Part { return []part.Part{&canvas.Part{Slack: api}} }
 	o.channelAdmins = []string{ada}
 	o.defaults = map[string]string{settings.CanvasOver: "400"}
-	return newHarness(t, &echoAgent{reply: reply}, o)
+	return newHarness(t, agent, o)
 }
 
 // longAnswer is a Markdown answer of about n characters, with a heading.
@@ -260,5 +265,33 @@ func TestARecordedCanvasIsLinkedAgainNotRewritten(t *testing.T) {
 	replies := h.emu.BotReplies(general, top.TS)
 	if len(replies) != 1 || !strings.Contains(replies[0].Text, recs[0].Permalink) {
 		t.Fatalf("%d replies: %+v", len(replies), replies)
+	}
+}
+
+// A long reply streamed into the thread as the model wrote it: once it is written as a canvas,
+// the streamed message is made to show the link and the beginning instead (one message, the
+// reply's metadata), and the canvas holds the whole reply.
+func TestAStreamedLongReplyEndsAsTheCanvasLink(t *testing.T) {
+	t.Parallel()
+	answer := longAnswer(3000)
+	var pieces []string
+	for i := 0; i < len(answer); i += 500 {
+		pieces = append(pieces, answer[i:min(i+500, len(answer))])
+	}
+	h := canvasHarnessWith(t, &liveAgent{pieces: pieces}, harnessOptions{live: bot.LiveConfig{Interval: 1}})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> plan it"})
+	s := h.session(general, top.TS)
+	h.turns(s.ID, 1)
+	if n := len(h.events(s.ID, session.TypeStreamStarted)); n == 0 {
+		t.Fatal("the reply was not streamed: the test shows nothing")
+	}
+	recs, cs := h.canvasRecords(s.ID), h.emu.Canvases()
+	if len(recs) != 1 || len(cs) != 1 || cs[0].Markdown != answer {
+		t.Fatalf("%d records, %d canvases", len(recs), len(cs))
+	}
+	msgs := h.botMessages(top.TS)
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, recs[0].Permalink) || strings.Contains(msgs[0].Text, "Step 30:") ||
+		!strings.Contains(string(msgs[0].Metadata), "logbook_reply") {
+		t.Fatalf("%d bot messages; the last: %q", len(msgs), msgs[len(msgs)-1].Text)
 	}
 }
