@@ -45,7 +45,8 @@ const (
 //     Meanwhile every user message that arrives gets a queued marker. A resumed turn may find
 //     its reply in the log instead, and a canned reply is stored with its turn_started: no
 //     part is offered for those.
-//  5. deliver: the reply is posted (a resumed turn searches the thread first).
+//  5. deliver: the reply is posted (a resumed turn searches the thread first), as the parts
+//     that are part.Presenters show it (a long one as a canvas's link), recorded by them first.
 //  6. complete: delivered and turn_completed are appended together; a delivery that can never
 //     succeed appends error and turn_completed{status: error} instead.
 //  7. title, once, after the first reply reached the thread (the Titler appends it), beside
