@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -134,6 +135,9 @@ func TestCanvasOverThresholdAndZeroTurnsItOff(t *testing.T) {
 	h.turns(s.ID, 2)
 	if cs := h.emu.Canvases(); len(cs) != 0 || h.emu.Calls("canvases.create") != 0 {
 		t.Fatalf("%d canvases (%d canvases.create calls) with canvas_over 0 and under it", len(cs), h.emu.Calls("canvases.create"))
+	}
+	if ts := h.turnSettings(s.ID); len(ts) == 0 || ts[len(ts)-1].CanvasOver != "0" || !slices.Contains(ts[len(ts)-1].Set, settings.CanvasOver) {
+		t.Fatalf("the turn's settings do not record canvas_over 0: %+v", ts)
 	}
 	if evs := h.events(s.ID, session.TypeCanvasStarted, session.TypeCanvasWritten); len(evs) != 0 {
 		t.Fatalf("canvas records without a canvas: %d", len(evs))

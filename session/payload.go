@@ -292,15 +292,18 @@ type SandboxProvisioned struct {
 // sha256 (hex) of all of it, the same for the same settings. (Its JSON fields, one a line, are
 // alike in shape to other records' and to slackemu's Channel: a wire format is written out.)
 type TurnSettings struct {
-	Turn          int64    `json:"turn"`
-	Hash          string   `json:"hash"`
-	Model         string   `json:"model"`
-	Instructions  string   `json:"instructions,omitempty"`
-	Approvals     string   `json:"approvals,omitempty"`
-	ThreadReplies string   `json:"thread_replies,omitempty"`
-	DailyBudget   string   `json:"daily_budget,omitempty"`
-	Setup         string   `json:"setup,omitempty"`
-	Set           []string `json:"set,omitempty"`
+	Turn          int64  `json:"turn"`
+	Hash          string `json:"hash"`
+	Model         string `json:"model"`
+	Instructions  string `json:"instructions,omitempty"`
+	Approvals     string `json:"approvals,omitempty"`
+	ThreadReplies string `json:"thread_replies,omitempty"`
+	DailyBudget   string `json:"daily_budget,omitempty"`
+	Setup         string `json:"setup,omitempty"`
+	// CanvasOver is the channel's canvas_over when the channel set its own ("": the default):
+	// a reply longer than that many characters is shown as a canvas's link (bot/canvas).
+	CanvasOver string   `json:"canvas_over,omitempty"`
+	Set        []string `json:"set,omitempty"`
 	// RepoInstructions and RepoInstructionsHash: the repository's instruction file put in the
 	// system prompt (sha256 of what was read, hex), "" without one.
 	RepoInstructions     string `json:"repo_instructions,omitempty"`

@@ -60,8 +60,18 @@ const ExcerptChars = 1500
 // back (it stays open, and is resumed).
 const rateLimitWaits = 3
 
-// Offer gives the agent nothing: a canvas is how its reply is shown, not a tool.
-func (p *Part) Offer(context.Context, part.Scope) (part.Offer, error) { return part.Offer{}, nil }
+// Offer gives the agent no tool (a canvas is how its reply is shown); the turn's
+// turn_settings records the channel's own canvas_over, when it set one.
+func (p *Part) Offer(_ context.Context, s part.Scope) (part.Offer, error) {
+	if s.Channel == nil {
+		return part.Offer{}, nil
+	}
+	r, ok := s.Channel.Record(settings.CanvasOver)
+	if !ok {
+		return part.Offer{}, nil
+	}
+	return part.Offer{Settings: func(rec *session.TurnSettings) { rec.CanvasOver = r.New }}, nil
+}
 
 // Over is the channel's canvas_over in characters (0: never): its setting, else the default.
 func Over(s part.Scope) int {
