@@ -229,6 +229,8 @@ type harnessOptions struct {
 	statements pgx.QueryTracer
 	// gatewayPool gives the replicas' GatewayStore a pool of its own, as serve does.
 	gatewayPool bool
+	// partsWith adds turn parts over the harness's Slack client, after the others.
+	partsWith func(api *slack.Client) []part.Part
 }
 
 func newHarness(t testing.TB, agent bot.Agent, o harnessOptions) *harness {
@@ -388,6 +390,9 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		b := o.budget(h.store)
 		bgt = b
 		parts = append(parts, b.Part())
+	}
+	if o.partsWith != nil {
+		parts = append(parts, o.partsWith(api)...)
 	}
 	var dir *directory.Directory
 	if o.directory != nil {

@@ -2,6 +2,8 @@ package bot
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/part"
@@ -88,6 +90,41 @@ func settle(ctx context.Context, parts []part.Part, s part.Scope) error {
 		}
 	}
 	return nil
+}
+
+// present is reply as the thread shows it: the first Presenter among parts that shows it
+// otherwise gives the text its message carries instead of the model's (the event keeps its
+// id, so delivery's metadata and records still name the reply). logbook's own text (Own: a
+// canned reply, a notice) is shown as it is. An error is the Presenter's: the turn stays open.
+func present(ctx context.Context, parts []part.Part, s part.Scope, reply session.Event) (session.Event, error) {
+	var presenters []part.Presenter
+	for _, p := range parts {
+		if pr, ok := p.(part.Presenter); ok {
+			presenters = append(presenters, pr)
+		}
+	}
+	var msg session.AssistantMessage
+	if len(presenters) == 0 || reply.Decode(&msg) != nil || msg.Own {
+		return reply, nil
+	}
+	for _, pr := range presenters {
+		text, ok, err := pr.Present(ctx, s, reply)
+		if err != nil {
+			return reply, err
+		}
+		if !ok {
+			continue
+		}
+		msg.Text = text
+		raw, err := json.Marshal(msg)
+		if err != nil {
+			return reply, fmt.Errorf("present reply %s: %w", reply.ID, err)
+		}
+		shown := reply
+		shown.Payload = raw
+		return shown, nil
+	}
+	return reply, nil
 }
 
 // footers is the lines the parts that are Footers put under a reply of the turn s, read as

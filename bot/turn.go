@@ -45,7 +45,8 @@ const (
 //     Meanwhile every user message that arrives gets a queued marker. A resumed turn may find
 //     its reply in the log instead, and a canned reply is stored with its turn_started: no
 //     part is offered for those.
-//  5. deliver: the reply is posted (a resumed turn searches the thread first).
+//  5. deliver: the reply is posted (a resumed turn searches the thread first), as the parts
+//     that are part.Presenters show it (a long one as a canvas's link), recorded by them first.
 //  6. complete: delivered and turn_completed are appended together; a delivery that can never
 //     succeed appends error and turn_completed{status: error} instead.
 //  7. title, once, after the first reply reached the thread (the Titler appends it), beside
@@ -408,6 +409,15 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (outcome, 
 	if s, ok := t.haltedInSlack(ctx, live); ok {
 		return outcome{status: session.StatusStopped, completed: true}, t.stop(ctx, live, s) // stopped in Slack: the reply is not posted
 	}
+	if !resumed || !t.delivered(reply) {
+		// A part may show the reply otherwise (a long one as a canvas, linked): what it does
+		// is recorded before the reply is posted.
+		shown, err := present(ctx, t.parts, t.scope, reply)
+		if err != nil {
+			return done, err
+		}
+		reply = shown
+	}
 	if live != nil && live.shown() {
 		// The live view shows the reply: its messages take the place of posting it.
 		posted, stopped, err := live.finish(ctx, reply, t.footer(reply))
@@ -441,6 +451,12 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (outcome, 
 		return outcome{status: session.StatusError, reason: session.ReasonDelivery, evs: []session.NewEvent{{Type: session.TypeError,
 			Actor: cellActor, Payload: session.ErrorEvent{Stage: "delivery", Message: shortError(err)}}}}, nil
 	}
+}
+
+// delivered reports whether the log names reply delivered.
+func (t *turn) delivered(reply session.Event) bool {
+	ts, _ := t.turns()
+	return ts.Delivered(reply)
 }
 
 // title names the session once its reply reached the thread.
@@ -679,6 +695,10 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 			drop = append(drop, m.TS)
 		}
 		t.log.Info().Str("ts", keep[0].TS).Int("removed", len(drop)).Msg("live view: finishing the reply a dead cell streamed")
+		reply, err := present(ctx, t.parts, t.scope, reply)
+		if err != nil {
+			return nil, err
+		}
 		posted, removed, err := t.deliverer.replace(ctx, t.sess, reply, keep[0].TS, drop, t.footer(reply))
 		if err != nil {
 			// What it removed before it failed is recorded; the rest is named still, for a

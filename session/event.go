@@ -124,6 +124,10 @@ const (
 	TypeReviewPosted    Type = "review_posted"
 	// Slack's own surfaces (issue 54): a person's 👍 or 👎 on a reply (bot/feedback).
 	TypeFeedback Type = "feedback"
+	// Canvases (bot/canvas, issue 54): a reply too long for the thread about to be written as
+	// a canvas (the intent, recorded before Slack is asked), and the canvas written.
+	TypeCanvasStarted Type = "canvas_started"
+	TypeCanvasWritten Type = "canvas_written"
 )
 
 var knownTypes = map[Type]bool{
@@ -145,6 +149,7 @@ var knownTypes = map[Type]bool{
 	TypeMCPToolChanged: true, TypeConnectorUnavailable: true, TypeSessionForked: true,
 	TypeReplayStarted: true, TypeReplayCompleted: true,
 	TypeReviewRequested: true, TypeReviewFinding: true, TypeReviewPosting: true, TypeReviewPosted: true, TypeFeedback: true,
+	TypeCanvasStarted: true, TypeCanvasWritten: true,
 	TypeSettingChanged: true, TypeNoteAdded: true, TypeNoteForgotten: true, TypeRepoSet: true, TypeBudgetRaised: true,
 	TypeScheduleAdded: true, TypeScheduleRemoved: true, TypeConnectorConnected: true,
 	TypeAutomationPaused: true, TypeAutomationResumed: true,

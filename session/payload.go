@@ -292,15 +292,18 @@ type SandboxProvisioned struct {
 // sha256 (hex) of all of it, the same for the same settings. (Its JSON fields, one a line, are
 // alike in shape to other records' and to slackemu's Channel: a wire format is written out.)
 type TurnSettings struct {
-	Turn          int64    `json:"turn"`
-	Hash          string   `json:"hash"`
-	Model         string   `json:"model"`
-	Instructions  string   `json:"instructions,omitempty"`
-	Approvals     string   `json:"approvals,omitempty"`
-	ThreadReplies string   `json:"thread_replies,omitempty"`
-	DailyBudget   string   `json:"daily_budget,omitempty"`
-	Setup         string   `json:"setup,omitempty"`
-	Set           []string `json:"set,omitempty"`
+	Turn          int64  `json:"turn"`
+	Hash          string `json:"hash"`
+	Model         string `json:"model"`
+	Instructions  string `json:"instructions,omitempty"`
+	Approvals     string `json:"approvals,omitempty"`
+	ThreadReplies string `json:"thread_replies,omitempty"`
+	DailyBudget   string `json:"daily_budget,omitempty"`
+	Setup         string `json:"setup,omitempty"`
+	// CanvasOver is the channel's canvas_over when the channel set its own ("": the default):
+	// a reply longer than that many characters is shown as a canvas's link (bot/canvas).
+	CanvasOver string   `json:"canvas_over,omitempty"`
+	Set        []string `json:"set,omitempty"`
 	// RepoInstructions and RepoInstructionsHash: the repository's instruction file put in the
 	// system prompt (sha256 of what was read, hex), "" without one.
 	RepoInstructions     string `json:"repo_instructions,omitempty"`
@@ -755,6 +758,42 @@ const (
 func (f Feedback) Key(person string) string {
 	return "feedback:" + f.Reply + ":" + person + ":" + f.ActionTS
 }
+
+// CanvasStarted records that a reply (Reply: its assistant_message event id) is about to be
+// written as a canvas (type canvas_started), before Slack is asked to create it: Title is the
+// canvas's title, which ends with Key, the stable key a later cell looks the canvas up by
+// (files.list) when it finds this record without its canvas_written. SHA256 (hex) and Chars
+// are the content's.
+type CanvasStarted struct {
+	Reply   string `json:"reply"`
+	Channel string `json:"channel"`
+	Title   string `json:"title"`
+	Key     string `json:"key"`
+	SHA256  string `json:"sha256"`
+	Chars   int    `json:"chars"`
+}
+
+// IdempotencyKey is c's idempotency key: one canvas_started per reply.
+func (c CanvasStarted) IdempotencyKey() string { return "canvas_started:" + c.Reply }
+
+// CanvasWritten records a canvas the agent wrote (type canvas_written), appended before the
+// reply that links it is delivered: CanvasID, the channel that may read it, Title, the
+// content's SHA256 (hex) and Chars (characters), the reply (its assistant_message event id) it
+// holds, its Permalink, and Found when a later cell found it at Slack (created before a crash)
+// instead of creating it.
+type CanvasWritten struct {
+	Reply     string `json:"reply"`
+	CanvasID  string `json:"canvas_id"`
+	Channel   string `json:"channel"`
+	Title     string `json:"title"`
+	SHA256    string `json:"sha256"`
+	Chars     int    `json:"chars"`
+	Permalink string `json:"permalink,omitempty"`
+	Found     bool   `json:"found,omitempty"`
+}
+
+// IdempotencyKey is c's idempotency key: one canvas_written per reply.
+func (c CanvasWritten) IdempotencyKey() string { return "canvas_written:" + c.Reply }
 
 // Key is n's idempotency key: one budget_notice per session, budget and day.
 func (n BudgetNotice) Key() string { return "budget_notice:" + n.Scope + ":" + n.Subject + ":" + n.Day }

@@ -173,6 +173,56 @@ func (f *Fetcher) Info(ctx context.Context, fileID string) (slack.File, error) {
 	}
 }
 
+// CanvasMimetype is the mimetype Slack gives a canvas shared as a file (filetype quip).
+const CanvasMimetype = "application/vnd.slack-docs"
+
+// IsCanvas reports whether a shared file is a Slack canvas: by its mimetype, else by its
+// permalink, which opens a canvas at /docs/<team>/<id> (a file's is /files/…).
+func IsCanvas(mimetype, permalink string) bool {
+	return strings.EqualFold(strings.TrimSpace(mimetype), CanvasMimetype) ||
+		(mimetype == "" && strings.Contains(permalink, ".slack.com/docs/"))
+}
+
+// canvasReader is canvases.getContent (slack.Client.GetCanvasContentContext).
+type canvasReader interface {
+	GetCanvasContentContext(ctx context.Context, canvasID string, options ...slack.GetCanvasContentOption) (string, error)
+}
+
+// Canvas reads a canvas's whole content as markdown (canvases.getContent, canvases:read), up
+// to the size limit (ErrTooLarge). Failures that may pass are tried again, as downloads are;
+// Slack's refusals (canvas_not_found: deleted, or not visible to the app; missing_scope) are
+// not. The error's text is fit for the model.
+func (f *Fetcher) Canvas(ctx context.Context, canvasID string) ([]byte, int, error) {
+	cr, ok := f.slack.(canvasReader)
+	if !ok {
+		return nil, 0, errors.New("canvases.getContent is not available to logbook here")
+	}
+	var last error
+	for attempt := 1; ; attempt++ {
+		md, err := cr.GetCanvasContentContext(ctx, canvasID, slack.GetCanvasContentOptionContentType("markdown"))
+		if err == nil {
+			if int64(len(md)) > f.max {
+				return nil, attempt, ErrTooLarge
+			}
+			return []byte(md), attempt, nil
+		}
+		var se slack.SlackErrorResponse
+		if errors.As(err, &se) && se.Err != "ratelimited" && se.Err != "internal_error" && se.Err != "service_unavailable" {
+			if se.Err == "missing_scope" {
+				return nil, attempt, errors.New("canvases.getContent answered missing_scope: the app needs canvases:read")
+			}
+			return nil, attempt, fmt.Errorf("canvases.getContent answered %s", se.Err)
+		}
+		last = describe(err)
+		if attempt >= f.attempts || ctx.Err() != nil {
+			return nil, attempt, last
+		}
+		if err := f.sleep(ctx, time.Duration(attempt)*time.Second); err != nil {
+			return nil, attempt, last
+		}
+	}
+}
+
 func cmpErr(err error) error {
 	if err == nil {
 		return errors.New("files.info gave no file")

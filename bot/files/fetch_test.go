@@ -74,3 +74,23 @@ func TestFetch(t *testing.T) {
 		}
 	}
 }
+
+// A shared canvas is known by its mimetype, or, without one, by a permalink that opens a
+// canvas; other files are not canvases.
+func TestIsCanvas(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		mimetype, permalink string
+		want                bool
+	}{
+		{"application/vnd.slack-docs", "", true},
+		{"", "https://acme.slack.com/docs/T0000001/F000000001", true},
+		{"text/plain", "https://acme.slack.com/docs/T0000001/F000000001", false},
+		{"text/markdown", "https://acme.slack.com/files/U1/F2/notes.md", false},
+		{"", "", false},
+	} {
+		if got := files.IsCanvas(c.mimetype, c.permalink); got != c.want {
+			t.Errorf("IsCanvas(%q, %q) = %v", c.mimetype, c.permalink, got)
+		}
+	}
+}

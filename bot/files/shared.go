@@ -103,7 +103,7 @@ func (t sharedTurn) fetch(ctx context.Context, through int64) error {
 		// A ref without a download address was stored before logbook fetched files: it stays
 		// named only ("not fetched"), not reported as a failure at every turn. One that says
 		// check_file_info (Slack Connect) is asked of files.info first.
-		if e.Decode(&ref) != nil || ref.FileID == "" || (ref.URL == "" && ref.Access != CheckFileInfo) ||
+		if e.Decode(&ref) != nil || ref.FileID == "" || (ref.URL == "" && ref.Access != CheckFileInfo && !IsCanvas(ref.Mimetype, ref.Permalink)) ||
 			!answers[ref.TS] || done[ref.FileID+"/"+ref.TS] {
 			continue
 		}
@@ -125,6 +125,9 @@ func (t sharedTurn) fetch(ctx context.Context, through int64) error {
 
 // fetchFile fetches and stores one file. Only a failure to store is an error.
 func (t sharedTurn) fetchFile(ctx context.Context, ref session.FileRef) (session.FileFetched, error) {
+	if IsCanvas(ref.Mimetype, ref.Permalink) {
+		return t.fetchCanvas(ctx, ref)
+	}
 	if ref.URL == "" {
 		// Shared with file_access check_file_info (a Slack Connect channel): the message
 		// carried only the file's id, files.info has the rest.
@@ -185,6 +188,37 @@ func (t sharedTurn) fetchFile(ctx context.Context, ref session.FileRef) (session
 			t.copied.add(p)
 		}
 	}
+	return ff, nil
+}
+
+// fetchCanvas reads and stores a canvas shared in the thread: its content as markdown
+// (canvases.getContent), stored by hash like a file's and given to the model as a text file
+// named after the canvas's title. Only a failure to store is an error.
+func (t sharedTurn) fetchCanvas(ctx context.Context, ref session.FileRef) (session.FileFetched, error) {
+	name := strings.TrimSuffix(cmp.Or(ref.Title, ref.Name, ref.FileID), ".md") + ".md"
+	ff := session.FileFetched{FileID: ref.FileID, TS: ref.TS, Name: name, Mimetype: "text/markdown"}
+	data, attempts, err := t.p.Fetcher.Canvas(ctx, ref.FileID)
+	ff.Attempts = attempts
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("the canvas is over the %s limit (LOGBOOK_FILE_MAX)", session.FileSize(t.p.Fetcher.Max()))
+		return ff, nil
+	case ctx.Err() != nil:
+		return ff, ctx.Err()
+	case err != nil:
+		ff.Status, ff.Reason = session.FileFailed, err.Error()
+		return ff, nil
+	}
+	sha, err := t.p.Store.Put(ctx, t.s.Session.ID, data)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ff, ctx.Err()
+		}
+		t.s.Logger.Error().Err(err).Str("file_id", ref.FileID).Msg("could not store a shared canvas")
+		ff.Status, ff.Reason = session.FileFailed, "it could not be stored (the error is in the operator's log)"
+		return ff, nil
+	}
+	ff.Status, ff.SHA256, ff.Size, ff.Kind = session.FileStored, sha, int64(len(data)), brain.FileKindText
 	return ff, nil
 }
 

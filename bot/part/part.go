@@ -5,9 +5,10 @@
 // canned reply, a reply a dead cell wrote and left undelivered) offers nothing. The turn loops
 // over the parts cmd/logbook lists (bot.Deps.Parts), in order; it knows none of them by name.
 //
-// Two optional interfaces reach every turn that answers, whether or not it runs the agent:
-// a Settler settles what a dead cell left of the part's own before anything is delivered, and
-// a Footer reads the lines it puts under whatever reply the turn delivers.
+// Three optional interfaces reach every turn that answers, whether or not it runs the agent:
+// a Settler settles what a dead cell left of the part's own before anything is delivered, a
+// Footer reads the lines it puts under whatever reply the turn delivers, and a Presenter may
+// show the model's reply in the thread as other text (a canvas's link).
 //
 // A part keeps nothing of the turn's: what it needs is in the Scope, and what it must keep
 // for the length of a cell (a connection, a started server) it keeps in Scope.Cell, which
@@ -52,6 +53,19 @@ type Settler interface {
 // which no Offer preceded.
 type Footer interface {
 	Footer(s Scope) []string
+}
+
+// Presenter is a Part that may show a reply in the thread otherwise than as its own text (a
+// long answer written elsewhere and linked): Present returns the text the thread shows in
+// its place, ok false for the reply as it is. It is asked on every reply the model wrote that
+// a turn delivers, before it is posted or its live view finished — also a reply a dead cell
+// wrote, which no Offer preceded; so it finds what it did before in s.Log, and records what
+// it does before it returns (the reply's message is posted after that). The first Presenter
+// that answers ok wins. An error is the log's, ctx's, or one that may pass: the turn stays
+// open and is resumed. A Presenter that cannot do its work for good logs why and answers ok
+// false: the reply is shown as it is.
+type Presenter interface {
+	Present(ctx context.Context, s Scope, reply session.Event) (text string, ok bool, err error)
 }
 
 // Scope is what a turn knows when its parts are offered.

@@ -14,6 +14,7 @@
 //	setup           the repository's setup command, run once per provisioned sandbox (e.g. "npm ci")
 //	review_on       which pull requests of the channel's repository start a review by webhook: auto, request or off
 //	review_approve  whether the agent's reviews may approve: allow or never
+//	canvas_over     a reply longer than this many characters is written as a canvas, linked from the thread; 0: never
 //
 // What other parts read (the budget and the setup step), through a narrow interface:
 //
@@ -51,10 +52,28 @@ const (
 	Setup         = "setup"
 	ReviewOn      = "review_on"
 	ReviewApprove = "review_approve"
+	CanvasOver    = "canvas_over"
 )
 
 // Names is every setting, in the order /logbook config shows them.
-var Names = []string{Model, Instructions, Approvals, ThreadReplies, DailyBudget, Setup, ReviewOn, ReviewApprove}
+var Names = []string{Model, Instructions, Approvals, ThreadReplies, DailyBudget, Setup, ReviewOn, ReviewApprove, CanvasOver}
+
+// DefaultCanvasOver is canvas_over's own default, in characters.
+const DefaultCanvasOver = 12000
+
+// ParseCanvasOver reads a canvas_over value: a whole number of characters, 0 for never; ""
+// is DefaultCanvasOver.
+func ParseCanvasOver(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return DefaultCanvasOver, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 1_000_000 {
+		return 0, fmt.Errorf("%q is not a number of characters from 0 (never) to 1000000", s)
+	}
+	return n, nil
+}
 
 // Values of review_on ("" is off): a pull request opened or pushed to in the channel's
 // repository starts a review (auto), one where logbook's GitHub account is asked to review
@@ -249,6 +268,10 @@ func (s *Settings) check(name, value string) error {
 	case ReviewApprove:
 		if value != ReviewApproveAllow && value != "never" {
 			return fmt.Errorf("%q: want allow or never", value)
+		}
+	case CanvasOver:
+		if _, err := ParseCanvasOver(value); err != nil {
+			return err
 		}
 	}
 	if len(value) > limit {

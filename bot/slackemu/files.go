@@ -42,6 +42,10 @@ type fileState struct {
 	length      int
 	received    bool
 	completed   bool
+	// A canvas's (canvases.go): access level by channel or person id, the channel it is
+	// tabbed in ("" none).
+	access map[string]string
+	tab    string
 }
 
 // meta is the file's metadata without its content, as messages carry it.
@@ -169,6 +173,8 @@ func prettyType(filetype string) string {
 		}
 	}
 	switch filetype {
+	case CanvasFiletype:
+		return "Canvas"
 	case "text":
 		return "Plain Text"
 	case "binary":
@@ -214,6 +220,11 @@ func (s *Server) renderFileLocked(f *fileState, full bool) map[string]any {
 	}
 	if f.altTxt != "" {
 		out["alt_txt"] = f.altTxt
+	}
+	if f.isCanvas() {
+		// A canvas's link opens the canvas (/docs/<team>/<id>), not a file page.
+		out["permalink"] = "https://" + s.opts.TeamDomain + ".slack.com/docs/" + s.opts.TeamID + "/" + f.ID
+		out["editable"] = true
 	}
 	if full {
 		out["channels"], out["groups"], out["ims"] = channels, groups, ims

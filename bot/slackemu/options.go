@@ -101,6 +101,9 @@ type Options struct {
 	// see) redirect to an HTML sign-in page (/signin?redir=<path>), as files.slack.com does,
 	// instead of answering 403; slack-go's GetFile reports that redirect as an error.
 	FileAuthRedirect bool
+	// CanvasesDisabled turns canvases off in the workspace (a free team's, or an admin's
+	// choice): canvases.create and canvases.access.set answer canvas_disabled_user_team.
+	CanvasesDisabled bool
 
 	// Streaming messages (chat.startStream, chat.appendStream, chat.stopStream).
 
@@ -237,6 +240,12 @@ func SlackRateLimits() map[string]RateLimit {
 		"files.completeUploadExternal": tier(100),
 		"files.info":                   tier(100),
 		"files.delete":                 tier(50),
+		"files.list":                   tier(20),
+		// Canvases: canvases.create is Tier 2, canvases.access.set and canvases.getContent
+		// Tier 3.
+		"canvases.create":     tier(20),
+		"canvases.access.set": tier(50),
+		"canvases.getContent": tier(50),
 	}
 }
 

@@ -47,6 +47,9 @@ type fileSaved struct {
 	Length      int    `json:"length,omitempty"`
 	Received    bool   `json:"received,omitempty"`
 	Completed   bool   `json:"completed,omitempty"`
+	// A canvas's access by channel or person id, and the channel it is tabbed in.
+	Access map[string]string `json:"access,omitempty"`
+	Tab    string            `json:"tab,omitempty"`
 }
 
 type channelSaved struct {
@@ -77,7 +80,7 @@ func (s *Server) snapshotLocked() state {
 		st.Files = append(st.Files, fileSaved{
 			File: f.meta(), Data: f.Content, User: f.user, Created: f.created, Deleted: f.deleted,
 			AltTxt: f.altTxt, SnippetType: f.snippetType, UploadToken: f.uploadToken, Length: f.length,
-			Received: f.received, Completed: f.completed,
+			Received: f.received, Completed: f.completed, Access: f.access, Tab: f.tab,
 		})
 	}
 	return st
@@ -127,7 +130,7 @@ func (s *Server) loadState(path string) error {
 		file := f.File
 		file.Content = f.Data
 		s.addFileLocked(&fileState{
-			File: file, user: f.User, created: f.Created, deleted: f.Deleted, altTxt: f.AltTxt,
+			File: file, user: f.User, created: f.Created, deleted: f.Deleted, altTxt: f.AltTxt, access: f.Access, tab: f.Tab,
 			snippetType: f.SnippetType, uploadToken: f.UploadToken, length: f.Length,
 			received: f.Received, completed: f.Completed,
 		})

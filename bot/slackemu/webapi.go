@@ -251,6 +251,14 @@ func (s *Server) handler(method string) apiHandler {
 		return s.filesDelete
 	case "views.publish":
 		return s.viewsPublish
+	case "canvases.create":
+		return s.canvasesCreate
+	case "canvases.access.set":
+		return s.canvasesAccessSet
+	case "canvases.getContent":
+		return s.canvasesGetContent
+	case "files.list":
+		return s.filesList
 	}
 	return nil
 }

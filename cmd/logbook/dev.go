@@ -71,6 +71,7 @@ Chat commands:
   /transcript     print the current thread's transcript
   /good /bad      👍 or 👎 on the current thread's last reply (a feedback event)
   /home           open your App Home: your sessions, what waits for you, schedules, spend
+  /canvas [ID]    print the canvas a long reply was written as (the last one, or ID)
   /evict          force idle eviction now (the next message rehydrates from the log)
   /web            print a new one-time sign-in link for the web pages
   /status         cells running, model, current thread, metrics address

@@ -351,6 +351,7 @@ func (c *chat) commands() map[string]func(ctx context.Context, arg string) {
 		"/good":    func(ctx context.Context, _ string) { c.rate(ctx, session.FeedbackPositive) }, // devsurfaces.go
 		"/bad":     func(ctx context.Context, _ string) { c.rate(ctx, session.FeedbackNegative) },
 		"/home":    func(ctx context.Context, _ string) { c.home(ctx) },
+		"/canvas":  func(_ context.Context, arg string) { c.canvas(arg) },
 	}
 }
 
@@ -600,6 +601,7 @@ func (c *chat) printReply(thread string, m slackemu.Message) bool {
 			c.printf("%s> %s\n", lp.who, slacktext.ToPlain(final, nil))
 		}
 		c.printFiles(m)
+		c.printCanvases(m)
 		c.printFooter(m)
 		delete(c.live, m.TS)
 		return true
@@ -613,6 +615,7 @@ func (c *chat) printReply(thread string, m slackemu.Message) bool {
 		c.printf("%s> (a file)\n", who)
 	}
 	c.printFiles(m)
+	c.printCanvases(m)
 	c.printFooter(m)
 	return true
 }

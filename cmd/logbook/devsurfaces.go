@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"time"
 
@@ -111,4 +112,43 @@ func homeText(blocks json.RawMessage) string {
 		}
 	}
 	return b.String()
+}
+
+// canvasLink finds the canvases a message links (their permalinks, /docs/<team>/<id>).
+var canvasLink = regexp.MustCompile(`/docs/[A-Z0-9]+/(F[A-Z0-9]+)`)
+
+// printCanvases prints a line for each canvas a bot message links: a long reply written as a
+// canvas (bot/canvas), its title and length, and how to print it.
+func (c *chat) printCanvases(m slackemu.Message) {
+	seen := map[string]bool{}
+	for _, sub := range canvasLink.FindAllStringSubmatch(m.Text, -1) {
+		id := sub[1]
+		cv, ok := c.emu.CanvasByID(id)
+		if !ok || seen[id] {
+			continue
+		}
+		seen[id] = true
+		c.printf("  📄 canvas %s %q (%d characters): /canvas %s prints it\n", id, cv.Title, cv.CanvasChars(), id)
+	}
+}
+
+// canvas prints a canvas's content: id's, else the newest the bot wrote.
+func (c *chat) canvas(id string) {
+	id = strings.TrimSpace(id)
+	var cv slackemu.Canvas
+	found := false
+	if id != "" {
+		cv, found = c.emu.CanvasByID(id)
+	} else {
+		for _, x := range c.emu.Canvases() {
+			if x.Creator == c.emu.BotUserID() {
+				cv, found = x, true
+			}
+		}
+	}
+	if !found {
+		c.printf("(no such canvas: a reply longer than the channel's canvas_over is written as one)\n")
+		return
+	}
+	c.printf("== %s (%s, %d characters) ==\n%s\n== end of canvas ==\n", cv.Title, cv.ID, cv.CanvasChars(), strings.TrimRight(cv.Markdown, "\n"))
 }

@@ -82,7 +82,7 @@ func TestSlackAppManifest(t *testing.T) {
 	if !m.Features.AppHome.HomeTab || m.Features.AppHome.MessagesTab == nil || *m.Features.AppHome.MessagesTab {
 		t.Errorf("app_home %+v, want the Home tab on and the Messages tab off", m.Features.AppHome)
 	}
-	wantBot := []string{"app_mentions:read", "channels:history", "channels:read", "chat:write", "commands", "files:read", "files:write", "reactions:read", "reactions:write", "usergroups:read", "users:read"}
+	wantBot := []string{"app_mentions:read", "canvases:read", "canvases:write", "channels:history", "channels:read", "chat:write", "commands", "files:read", "files:write", "reactions:read", "reactions:write", "usergroups:read", "users:read"}
 	if got := sorted(m.OAuthConfig.Scopes["bot"]); !slices.Equal(got, wantBot) {
 		t.Errorf("bot scopes %v, want exactly %v", got, wantBot)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/logbook/logbook/bot/apphome"
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/budget"
+	"github.com/logbook/logbook/bot/canvas"
 	"github.com/logbook/logbook/bot/checkout"
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/feedback"
@@ -33,6 +34,7 @@ func (w *wiring) turnParts(fileStore *filestore.Store, mem *memory.Memory, bgt *
 		parts = append(parts, w.reviewPart())
 	}
 	parts = append(parts, &files.Shared{Fetcher: files.NewFetcher(w.api, files.FetchConfig{Max: w.cfg.FileMax}), Store: fileStore})
+	parts = append(parts, &canvas.Part{Slack: w.api})
 	parts = append(parts, mem.Part())
 	if mcp != nil {
 		parts = append(parts, mcp.Part(w.dir.ChannelName))

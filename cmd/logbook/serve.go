@@ -676,7 +676,7 @@ var settingsDefaultFrom = map[string]string{settings.Model: "LOGBOOK_MODEL", set
 func settingsConfig(cfg serveConfig, store *session.Store, models *bot.Models) settings.Config {
 	return settings.Config{Store: store,
 		Defaults: map[string]string{settings.Model: cfg.Model, settings.Approvals: cfg.ApprovalSpec, settings.ThreadReplies: string(cfg.ThreadReplies),
-			settings.Setup: cfg.Budget.Setup, settings.DailyBudget: defaultBudget(cfg)},
+			settings.Setup: cfg.Budget.Setup, settings.DailyBudget: defaultBudget(cfg), settings.CanvasOver: fmt.Sprint(settings.DefaultCanvasOver)},
 		DefaultFrom: settingsDefaultFrom, FromEnvironment: cfg.SettingsFromEnv,
 		Check: bot.SettingsChecks(models, toolNames()), Admins: cfg.Admins,
 		Notes: map[string]func(settings.Channel) string{settings.DailyBudget: dailyBudgetNote(cfg), settings.Model: dailyBudgetNote(cfg)}}

@@ -819,6 +819,16 @@ var markerDetails = map[session.Type]func(session.Event) string{
 	session.TypeFeedback: payload(func(e session.Event, m session.Feedback) string {
 		return fmt.Sprintf("%s by %s on the reply posted as %s", m.Rating, e.Actor.ID, m.MessageTS)
 	}),
+	session.TypeCanvasStarted: payload(func(_ session.Event, m session.CanvasStarted) string {
+		return fmt.Sprintf("the reply's %d characters to be written as the canvas %q, sha256 %s", m.Chars, m.Title, File{SHA256: m.SHA256}.ShortSHA())
+	}),
+	session.TypeCanvasWritten: payload(func(_ session.Event, m session.CanvasWritten) string {
+		how := "written"
+		if m.Found {
+			how = "found at Slack"
+		}
+		return fmt.Sprintf("canvas %s %q %s for %s: %d characters, sha256 %s", m.CanvasID, m.Title, how, m.Channel, m.Chars, File{SHA256: m.SHA256}.ShortSHA())
+	}),
 	session.TypeStopRequested: payload(func(e session.Event, m session.StopRequested) string {
 		return fmt.Sprintf("by %s (%s)", e.Actor.ID, m.Source)
 	}),
