@@ -218,6 +218,74 @@ func TestPurgingAParentPurgesItsForksSummaries(t *testing.T) {
 	}
 }
 
+// An eval record (a what-if's session) copies the recorded side of its original's turn:
+// purging the original purges the record but for its link, recorded as a purge naming the
+// original, and the link still verifies. A legal hold on an eval record holds its original.
+func TestPurgingASessionPurgesItsEvalRecords(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	orig := f.open(t, "C0000001", "1700000000.000100")
+	f.append(t, orig.ID, alice, session.TypeUserMessage, map[string]any{"text": "the zanzibar deploy timed out"})
+	f.append(t, orig.ID, botA, session.TypeAssistantMessage, map[string]any{"text": "rolling back zanzibar"})
+	held := f.open(t, "C0000001", "1700000000.000200")
+	f.append(t, held.ID, alice, session.TypeUserMessage, map[string]any{"text": "kept by its eval's hold"})
+	evalOf := func(o session.Session) session.Session {
+		rec, err := f.app.OpenReplay(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := f.app.ReplayReference(ctx, o, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.app.Append(ctx, rec.ID, session.NewEvent{Type: session.TypeReplayStarted, Actor: alice, Payload: ref, IdempotencyKey: ref.Key()}); err != nil {
+			t.Fatal(err)
+		}
+		f.append(t, rec.ID, botA, session.TypeAssistantMessage, map[string]any{"text": "recorded: rolling back zanzibar"})
+		return rec
+	}
+	time.Sleep(3 * time.Millisecond) // the originals' events fall before the cutoff below (not a timing assertion)
+	mid := f.dbNow(t)
+	time.Sleep(3 * time.Millisecond) // and the eval records' after it
+	rec := evalOf(orig)
+	heldRec := evalOf(held)
+	if _, err := audit.AddHold(ctx, f.auditorPool, audit.Who{Name: "legal@example.com"}, audit.HoldSession, heldRec.ID.String(), "litigation"); err != nil {
+		t.Fatal(err)
+	}
+
+	ret, err := audit.NewRetention(f.retention, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := ret.Purge(ctx, audit.Who{Name: "retention", System: true}, mid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 2 || ps[0].Session != orig.ID || ps[1].Session != rec.ID || ps[1].Purged != 1 || ps[1].FromSeq != 2 {
+		t.Fatalf("purged %+v; want the original, then its eval record's one event after its link", ps)
+	}
+	evs, err := f.app.Events(ctx, rec.ID, session.Range{})
+	if err != nil || len(evs) != 2 || evs[0].Payload == nil || evs[1].Payload != nil {
+		t.Fatalf("the eval record after the purge: %+v, %v; want its link kept and its copy gone", evs, err)
+	}
+	for _, id := range []session.ID{held.ID, heldRec.ID} {
+		evs, err := f.app.Events(ctx, id, session.Range{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Payload == nil {
+				t.Errorf("session %s under an eval record's hold lost event %d", id, e.Seq)
+			}
+		}
+	}
+	r, err := audit.NewVerifier(f.auditor).Verify(ctx, audit.VerifyOptions{})
+	if err != nil || !r.OK() {
+		t.Errorf("after the purge: %+v, %v; want every chain and link to verify", r, err)
+	}
+}
+
 // An export shows a fork's link both ways: the parent's manifest entry lists its forks, the
 // fork's names its parent at the seq with the hash, verified against the parent's chain.
 func TestExportShowsForksBothWays(t *testing.T) {

@@ -347,6 +347,7 @@ CREATE INDEX events_feedback ON public.events USING btree (created_at) WHERE (ty
 CREATE INDEX events_followup_ended ON public.events USING btree (session_id) WHERE (type = 'followup_ended'::text);
 CREATE INDEX events_followup_subscribed ON public.events USING btree (((payload ->> 'repo'::text)), ((payload ->> 'branch'::text))) WHERE (type = 'followup_subscribed'::text);
 CREATE UNIQUE INDEX events_idempotency ON public.events USING btree (session_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+CREATE INDEX events_replay_started ON public.events USING btree (((payload ->> 'original'::text))) WHERE (type = 'replay_started'::text);
 CREATE INDEX events_session_forked ON public.events USING btree (((payload ->> 'parent'::text))) WHERE (type = 'session_forked'::text);
 CREATE INDEX events_time ON public.events USING btree (created_at);
 CREATE INDEX events_tx_position ON public.events USING btree (tx_id, "position");
@@ -1220,14 +1221,17 @@ BEGIN
                     OR (h.scope = 'actor' AND EXISTS (
                             SELECT 1 FROM events e WHERE e.session_id = hs.id AND e.actor_id = h.value))))
           UNION
-            -- A held fork holds the parent it continues (and that parent's own parent).
-            SELECT (f.payload->>'parent')::uuid FROM events f JOIN held ON f.session_id = held.id
-             WHERE f.type = 'session_forked' AND f.seq = 1 AND f.payload IS NOT NULL
+            -- A held fork holds the parent it continues (and that parent's own parent); a held
+            -- eval record the session it ran again.
+            SELECT CASE f.type WHEN 'session_forked' THEN (f.payload->>'parent')::uuid
+                               ELSE (f.payload->>'original')::uuid END
+              FROM events f JOIN held ON f.session_id = held.id
+             WHERE f.type IN ('session_forked', 'replay_started') AND f.seq = 1 AND f.payload IS NOT NULL
         )
         SELECT s.id FROM sessions s
          WHERE s.thread_ts <> 'ledger' -- a channel's ledger is its current configuration (00210)
            AND EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id AND e.payload IS NOT NULL
-                                               AND e.type <> 'session_forked')
+                                               AND e.type NOT IN ('session_forked', 'replay_started'))
            AND NOT EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id AND e.created_at >= p_cutoff)
            AND s.id NOT IN (SELECT held.id FROM held)
          ORDER BY s.created_at, s.id
@@ -1242,7 +1246,8 @@ BEGIN
         WITH u AS (
             UPDATE events e SET payload = NULL
              WHERE e.session_id = v_sid AND e.payload IS NOT NULL
-               AND e.type <> 'session_forked' -- a fork's reference: ids and a hash, no content
+               -- a fork's or an eval record's link: ids and a hash, no one's words
+               AND e.type NOT IN ('session_forked', 'replay_started')
             RETURNING e.seq
         )
         SELECT count(*), min(u.seq), max(u.seq) INTO v_n, v_from, v_to FROM u;
@@ -1274,6 +1279,38 @@ BEGIN
         purged_session := v_sid; from_seq := v_from; to_seq := v_to; purged := v_n;
         head_seq := v_hseq; head_hash := v_hhash; last_event_at := v_last;
         RETURN NEXT;
+        -- An eval record of this session (a what-if, `logbook replay --from`) holds its words:
+        -- the recorded side of each call and reply. It goes whole with them, but for its link
+        -- (replay_started: ids and a hash), which stays checkable.
+        FOR v_fork IN
+            SELECT r.session_id FROM events r
+             WHERE r.type = 'replay_started' AND r.seq = 1 AND r.payload->>'original' = v_sid::text
+             ORDER BY r.session_id
+        LOOP
+            PERFORM pg_advisory_xact_lock(hashtextextended(v_fork::text, 7461));
+            PERFORM set_config('logbook.purge', 'on', true);
+            WITH u AS (
+                UPDATE events e SET payload = NULL
+                 WHERE e.session_id = v_fork AND e.payload IS NOT NULL AND e.type <> 'replay_started'
+                RETURNING e.seq
+            )
+            SELECT count(*), min(u.seq), max(u.seq) INTO v_n, v_from, v_to FROM u;
+            PERFORM set_config('logbook.purge', 'off', true);
+            IF v_n = 0 THEN
+                CONTINUE;
+            END IF;
+            DELETE FROM search_docs d WHERE d.session_id = v_fork;
+            SELECT e.seq, e.hash, e.created_at INTO v_hseq, v_hhash, v_last
+              FROM events e WHERE e.session_id = v_fork ORDER BY e.seq DESC LIMIT 1;
+            INSERT INTO audit_purges AS p (session_id, from_seq, to_seq, purged, head_seq, head_hash,
+                                           last_event_at, cutoff, reason, who)
+            VALUES (v_fork, v_from, v_to, v_n, v_hseq, v_hhash, v_last, p_cutoff,
+                    p_reason || ': an eval record of purged session ' || v_sid::text, p_who)
+            RETURNING p.id INTO purge_id;
+            purged_session := v_fork; from_seq := v_from; to_seq := v_to; purged := v_n;
+            head_seq := v_hseq; head_hash := v_hhash; last_event_at := v_last;
+            RETURN NEXT;
+        END LOOP;
         -- A fork's summary of its history took this session's words in with it (the
         -- conversation a fork continues is its parent's through the fork's seq): the summaries
         -- go with those words, in every fork below this session at any depth. What the forks
