@@ -81,14 +81,16 @@ func validName(s string) bool {
 }
 
 // validBranch accepts what git check-ref-format accepts for a branch, more or less: no spaces,
-// control characters, "..", "~^:?*[\", no leading "-" or trailing "/" or ".lock".
+// control characters, "..", "~^:?*[\", no leading "-" or trailing "/" or ".lock" — and none
+// of "<>|!&`'\"$;" either: a branch name is shown in Slack and GitHub and passed to git, and
+// the model picks it, so nothing in it may be markup or shell.
 func validBranch(s string) bool {
 	if s == "" || s == "HEAD" || len(s) > 250 || strings.HasPrefix(s, "-") || strings.HasPrefix(s, "/") || strings.HasSuffix(s, "/") ||
 		strings.HasSuffix(s, ".lock") || strings.Contains(s, "..") || strings.Contains(s, "//") || strings.Contains(s, "@{") {
 		return false
 	}
 	for _, r := range s {
-		if r <= ' ' || r == 0x7f || strings.ContainsRune("~^:?*[\\", r) {
+		if r <= ' ' || r == 0x7f || strings.ContainsRune("~^:?*[\\<>|!&`'\"$;", r) {
 			return false
 		}
 	}

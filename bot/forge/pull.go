@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/sandbox/egress"
 	"github.com/logbook/logbook/session"
@@ -259,7 +260,9 @@ func (p *Pulls) Footer(s part.Scope) []string {
 	for _, e := range session.Select(s.Log.Snapshot(), session.Range{From: s.Turn + 1, Types: []session.Type{session.TypePullRequest}}) {
 		var pr session.PullRequest
 		if e.Decode(&pr) == nil && strings.HasPrefix(pr.URL, "https://") {
-			notes = append(notes, fmt.Sprintf(":twisted_rightwards_arrows: <%s|%s#%d> (%s)", pr.URL, pr.Repo, pr.Number, pr.Branch))
+			// The branch is the model's, the URL GitHub's: neither may carry Slack markup.
+			notes = append(notes, fmt.Sprintf(":twisted_rightwards_arrows: %s (%s)",
+				mrkdwn.Link(pr.URL, fmt.Sprintf("%s#%d", pr.Repo, pr.Number)), mrkdwn.EscapeText(pr.Branch)))
 		}
 	}
 	return notes

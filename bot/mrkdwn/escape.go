@@ -149,3 +149,16 @@ func charRef(s string) (decoded string, n int) {
 	}
 	return string(e.Characters), end + 1
 }
+
+// Link is Slack's <url|text> link for a URL from elsewhere (a forge's answer, say): text
+// escaped (EscapeText, and "|" is safe in it), the link only when url is https and holds
+// nothing that could end it or open another (<, >, |, a space or a control character); else
+// text alone, escaped, so nothing from url reaches Slack's markup.
+func Link(url, text string) string {
+	if !strings.HasPrefix(url, "https://") || strings.ContainsFunc(url, func(r rune) bool {
+		return r <= ' ' || r == 0x7f || r == '<' || r == '>' || r == '|'
+	}) {
+		return EscapeText(text)
+	}
+	return "<" + strings.ReplaceAll(url, "&", "&amp;") + "|" + EscapeText(text) + ">"
+}

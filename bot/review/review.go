@@ -36,6 +36,7 @@ import (
 
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/bot/mrkdwn"
 	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/bot/settings"
 	"github.com/logbook/logbook/session"
@@ -190,11 +191,11 @@ func (p *Part) start(ctx context.Context, s part.Scope, msg askMessage) (string,
 		return fmt.Sprintf("GitHub could not tell me about %s#%d (%s), so there is no review this time.", repo, msg.ask.Number, failure(err)), nil
 	}
 	if pr.State != "open" {
-		return fmt.Sprintf("%s#%d is %s: there is nothing to review.", repo, msg.ask.Number, pr.State), nil
+		return fmt.Sprintf("%s#%d is %s: there is nothing to review.", repo, msg.ask.Number, mrkdwn.EscapeText(clip.Text(pr.State, 40))), nil
 	}
 	evs := s.Log.Snapshot()
 	if posted, ok := postedOf(evs, repo.String(), pr.Number, pr.Head.SHA); ok {
-		return fmt.Sprintf("%s#%d at %s was reviewed in this thread already: <%s|the review>.", repo, pr.Number, short(pr.Head.SHA), posted.URL), nil
+		return fmt.Sprintf("%s#%d at %s was reviewed in this thread already: %s.", repo, pr.Number, short(pr.Head.SHA), mrkdwn.Link(posted.URL, "the review")), nil
 	}
 	req := session.ReviewRequested{Repo: repo.String(), Number: pr.Number, URL: pr.HTMLURL, Head: pr.Head.SHA, By: msg.by}
 	if req.URL == "" {
@@ -512,6 +513,9 @@ func describe(req session.ReviewRequested) string {
 }
 
 func short(sha string) string {
+	if strings.ContainsFunc(sha, func(r rune) bool { return !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r >= 'A' && r <= 'F') }) {
+		return "(not a commit id)" // a forge's answer is not trusted to be one
+	}
 	if len(sha) > 7 {
 		return sha[:7]
 	}
@@ -650,6 +654,13 @@ func (p *Part) submit(ctx context.Context, s part.Scope, use brain.ToolUse) brai
 		return brain.Failure("%s", failure(err))
 	}
 	why := ""
+	if event == forge.EventApprove && pr.Head.SHA != req.Head {
+		// The author pushed since the review read the diff: an approval would be of a commit
+		// nobody reviewed, and the checks below would read the new one's files.
+		why = "the pull request's head moved to " + short(pr.Head.SHA) + " after the review read " + short(req.Head)
+		event = forge.EventComment
+		note = " It is a comment, not an approval: " + why + "."
+	}
 	if event == forge.EventApprove {
 		if why, err = p.noApproval(ctx, repo, pr); err != nil {
 			return brain.Failure("%s", failure(err))
@@ -744,18 +755,25 @@ func (p *Part) login(ctx context.Context) string {
 // review_posting among evs. No intent recorded: nothing of this session's can be there.
 func (p *Part) findPosted(ctx context.Context, repo forge.Repo, req session.ReviewRequested, evs []session.Event) (*forge.Review, error) {
 	markers := intents(evs, req)
-	if len(markers) == 0 {
+	login := p.login(ctx)
+	if len(markers) == 0 && login == "" {
 		return nil, nil
 	}
 	reviews, err := p.Forge.Reviews(ctx, repo, req.Number)
 	if err != nil {
 		return nil, err
 	}
-	login := p.login(ctx)
+	// With logbook's login known, a review of this head by that account from any thread (two
+	// channels on one repository, a second mention) is the one review of the head: only that
+	// account can have written it, so no person can forge it.
+	head := "<!-- logbook-review head=" + req.Head + " "
 	for i := range reviews {
 		r := &reviews[i]
 		if !p.ours(login, r.User) {
 			continue
+		}
+		if login != "" && strings.Contains(r.Body, head) {
+			return r, nil
 		}
 		for _, m := range markers {
 			if strings.Contains(r.Body, m) {
@@ -832,7 +850,8 @@ func (p *Part) Footer(s part.Scope) []string {
 	for _, e := range session.Select(s.Log.Snapshot(), session.Range{From: s.Turn + 1, Types: []session.Type{session.TypeReviewPosted}}) {
 		var r session.ReviewPosted
 		if e.Decode(&r) == nil && strings.HasPrefix(r.URL, "https://") {
-			notes = append(notes, fmt.Sprintf(":mag: <%s|review of %s#%d> at `%s`, %d inline comments", r.URL, r.Repo, r.Number, short(r.Head), r.Comments))
+			notes = append(notes, fmt.Sprintf(":mag: %s at `%s`, %d inline comments",
+				mrkdwn.Link(r.URL, fmt.Sprintf("review of %s#%d", r.Repo, r.Number)), mrkdwn.EscapeText(short(r.Head)), r.Comments))
 		}
 	}
 	return notes
