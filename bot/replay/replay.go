@@ -369,7 +369,12 @@ func (l *replayLog) Append(_ context.Context, evs ...session.NewEvent) ([]sessio
 		}
 		rec := r.all[r.mine[r.next]]
 		if !same(rec, ne.Type, ne.Actor, payload, r.failed) {
-			r.diverge(rec.Seq, whatOf(rec), describe(rec.Type, rec.Payload), describe(ne.Type, payload))
+			recorded, replayed := describe(rec.Type, rec.Payload), describe(ne.Type, payload)
+			if recorded == replayed {
+				// The difference is beyond the one-line description: both sides whole.
+				recorded, replayed = detail(rec.Actor, rec.Payload), detail(ne.Actor, payload)
+			}
+			r.diverge(rec.Seq, whatOf(rec), recorded, replayed)
 			return nil, errDiverged
 		}
 		if ne.Type == session.TypeToolCall {
@@ -558,6 +563,12 @@ func same(rec session.Event, typ session.Type, actor session.Actor, payload []by
 		return false
 	}
 	a, b := normal(rec.Payload), normal(payload)
+	if rec.Type == session.TypeToolResult && a["synthetic"] == true {
+		// A result the harness wrote for a call a crash cut short (its outcome unknown, or
+		// recovered from the tool's own record): the replay serves that result as the call's,
+		// and cannot tell it from a tool's. Whether the call was made is the tool_call's to say.
+		delete(a, "synthetic")
+	}
 	if loose {
 		return a["own"] == b["own"]
 	}
@@ -585,6 +596,13 @@ func normal(raw []byte) map[string]any {
 		delete(u, "provider") // the replay's stand-in answers for the recorded provider
 	}
 	return m
+}
+
+// detail is an event's actor and payload (without its volatile fields), cut to 600
+// characters: the two sides of a divergence their descriptions do not tell apart.
+func detail(actor session.Actor, payload []byte) string {
+	j, _ := json.Marshal(normal(payload))
+	return clip.Text(fmt.Sprintf("by %s:%s %s", actor.Kind, actor.ID, j), 600)
 }
 
 func whatOf(e session.Event) string { return whatOfType(e.Type, e.Payload) }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
@@ -74,6 +75,9 @@ type e2e struct {
 	sbDir string
 	procs []*proc
 	extra []string
+	// serveExtra is the environment the last `logbook serve` was started with beyond env():
+	// what the closing replay runs under (replayEverySession).
+	serveExtra []string
 }
 
 // gate sits between logbook and the fake model: while closed, requests wait (a model that is
@@ -204,7 +208,59 @@ func newE2E(t *testing.T, emuOpts slackemu.Options) *e2e {
 	e := &e2e{t: t, emu: emu, model: model, gate: g, dbURL: dbURL, pool: pool,
 		store: session.NewStore(pool, session.Options{}), sbDir: sb}
 	e.extra = []string{"ANTHROPIC_BASE_URL=" + gs.URL + "/"}
+	// Registered last, so it runs first: after the test's serve processes stopped (their
+	// cleanups are registered later, and run earlier), before the database is dropped.
+	t.Cleanup(e.replayEverySession)
 	return e
+}
+
+// maxReplayed bounds replayEverySession for the load tests' hundreds of threads.
+const maxReplayed = 25
+
+// replayEverySession runs `logbook replay` on every thread the test left in its database (the
+// oldest maxReplayed), under the settings its last serve ran with, once the test has passed:
+// today's code must make the recorded decisions on every end-to-end session (issue 50). A
+// test that means its sessions to diverge (it changes the code's settings between runs) sets
+// LOGBOOK_E2E_NO_REPLAY=1 for itself with t.Setenv.
+func (e *e2e) replayEverySession() {
+	if e.t.Failed() || e.t.Skipped() || os.Getenv("LOGBOOK_E2E_NO_REPLAY") != "" {
+		return
+	}
+	// A test on a server of its own (a throwaway cluster, PgBouncer) has stopped it by now.
+	env := e.env(e.serveExtra...)
+	dsn := e.dbURL
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "DATABASE_URL="); ok {
+			dsn = v // the last one wins, as in the process's environment
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if c, err := pgx.Connect(ctx, dsn); err != nil {
+		e.t.Logf("the sessions are not replayed: the test's database server is gone (%v)", err)
+		return
+	} else {
+		c.Close(ctx)
+	}
+	rows, err := e.pool.Query(context.Background(), `SELECT id FROM sessions WHERE kind = 'thread' AND thread_ts <> 'ledger'
+ORDER BY created_at, id LIMIT $1`, maxReplayed)
+	if err != nil {
+		e.t.Errorf("list the sessions to replay: %v", err)
+		return
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[session.ID])
+	if err != nil {
+		e.t.Errorf("list the sessions to replay: %v", err)
+		return
+	}
+	for _, id := range ids {
+		cmd := exec.Command(binary, "replay", id.String())
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), ": identical through seq ") {
+			e.t.Errorf("logbook replay %s (every session of an end-to-end test replays identically): %v\n%s", id, err, out)
+		}
+	}
 }
 
 func (e *e2e) env(extra ...string) []string {
@@ -253,6 +309,7 @@ func (e *e2e) startServe(extra ...string) *proc {
 	e.t.Helper()
 	cmd := exec.Command(binary, "serve")
 	cmd.Env = e.env(extra...)
+	e.serveExtra = extra
 	p := &proc{cmd: cmd, out: &logtest.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
