@@ -119,6 +119,10 @@ const (
 	TypeReviewPosted    Type = "review_posted"
 	// Slack's own surfaces (issue 54): a person's 👍 or 👎 on a reply (bot/feedback).
 	TypeFeedback Type = "feedback"
+	// A Slack code channel of the session (bot/codechannel): asked for (before the Slack
+	// call), then made (its channel id, after it).
+	TypeCodeChannelRequested Type = "code_channel_requested"
+	TypeCodeChannelCreated   Type = "code_channel_created"
 )
 
 var knownTypes = map[Type]bool{
@@ -139,6 +143,7 @@ var knownTypes = map[Type]bool{
 	TypeFollowupSubscribed: true, TypeFollowupSignal: true, TypeFollowupEnded: true,
 	TypeMCPToolChanged: true, TypeConnectorUnavailable: true, TypeSessionForked: true,
 	TypeReviewRequested: true, TypeReviewFinding: true, TypeReviewPosting: true, TypeReviewPosted: true, TypeFeedback: true,
+	TypeCodeChannelRequested: true, TypeCodeChannelCreated: true,
 	TypeSettingChanged: true, TypeNoteAdded: true, TypeNoteForgotten: true, TypeRepoSet: true, TypeBudgetRaised: true,
 	TypeScheduleAdded: true, TypeScheduleRemoved: true, TypeConnectorConnected: true,
 	TypeAutomationPaused: true, TypeAutomationResumed: true,

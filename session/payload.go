@@ -877,3 +877,26 @@ type ReviewPosted struct {
 func (p ReviewPosted) Key() string {
 	return "review_posted:" + p.Repo + "#" + strconv.Itoa(p.Number) + "@" + p.Head
 }
+
+// CodeChannelRequested records that the session's turn Turn is about to ask Slack for the
+// session's code channel (type code_channel_requested, before agents.conversations.create;
+// idempotency key code_channel/requested): Name is the name asked for. A request without its
+// code_channel_created is a call that may have made the channel: the next try asks again with
+// the same session_id, which Slack answers with the channel it made.
+type CodeChannelRequested struct {
+	Turn int64  `json:"turn"`
+	Name string `json:"name"`
+}
+
+// CodeChannelCreated is the session's Slack code channel (type code_channel_created, once per
+// session: idempotency key code_channel/created): its channel id, the thread it was made from
+// (origin), the turn that made it, and the /logbook subcommands registered as its commands.
+// Messages in the channel belong to the session (Store.SessionByThread).
+type CodeChannelCreated struct {
+	ChannelID     string   `json:"channel_id"`
+	Name          string   `json:"name"`
+	OriginChannel string   `json:"origin_channel"`
+	OriginTS      string   `json:"origin_ts"`
+	Turn          int64    `json:"turn"`
+	Commands      []string `json:"commands,omitempty"`
+}

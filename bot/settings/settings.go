@@ -14,6 +14,7 @@
 //	setup           the repository's setup command, run once per provisioned sandbox (e.g. "npm ci")
 //	review_on       which pull requests of the channel's repository start a review by webhook: auto, request or off
 //	review_approve  whether the agent's reviews may approve: allow or never
+//	surface         where a session that works on the repository talks: thread (default) or code_channel
 //
 // What other parts read (the budget and the setup step), through a narrow interface:
 //
@@ -51,10 +52,11 @@ const (
 	Setup         = "setup"
 	ReviewOn      = "review_on"
 	ReviewApprove = "review_approve"
+	Surface       = "surface"
 )
 
 // Names is every setting, in the order /logbook config shows them.
-var Names = []string{Model, Instructions, Approvals, ThreadReplies, DailyBudget, Setup, ReviewOn, ReviewApprove}
+var Names = []string{Model, Instructions, Approvals, ThreadReplies, DailyBudget, Setup, ReviewOn, ReviewApprove, Surface}
 
 // Values of review_on ("" is off): a pull request opened or pushed to in the channel's
 // repository starts a review (auto), one where logbook's GitHub account is asked to review
@@ -68,6 +70,14 @@ const (
 // ReviewApproveAllow is the value of review_approve that lets a review approve ("" and
 // "never": it comments only).
 const ReviewApproveAllow = "allow"
+
+// Values of surface ("" is thread): a session talks in its thread only (thread), or a session
+// that works on the repository also gets a Slack code channel of its own (code_channel,
+// bot/codechannel).
+const (
+	SurfaceThread      = "thread"
+	SurfaceCodeChannel = "code_channel"
+)
 
 // Limits on values, in bytes.
 const (
@@ -249,6 +259,10 @@ func (s *Settings) check(name, value string) error {
 	case ReviewApprove:
 		if value != ReviewApproveAllow && value != "never" {
 			return fmt.Errorf("%q: want allow or never", value)
+		}
+	case Surface:
+		if value != SurfaceThread && value != SurfaceCodeChannel {
+			return fmt.Errorf("%q: want thread or code_channel", value)
 		}
 	}
 	if len(value) > limit {

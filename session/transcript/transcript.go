@@ -813,6 +813,12 @@ var markerDetails = map[session.Type]func(session.Event) string{
 	session.TypeFeedback: payload(func(e session.Event, m session.Feedback) string {
 		return fmt.Sprintf("%s by %s on the reply posted as %s", m.Rating, e.Actor.ID, m.MessageTS)
 	}),
+	session.TypeCodeChannelRequested: payload(func(_ session.Event, m session.CodeChannelRequested) string {
+		return fmt.Sprintf("turn #%d asks Slack for code channel %q", m.Turn, m.Name)
+	}),
+	session.TypeCodeChannelCreated: payload(func(_ session.Event, m session.CodeChannelCreated) string {
+		return fmt.Sprintf("code channel %s (%q) made by turn #%d", m.ChannelID, m.Name, m.Turn)
+	}),
 	session.TypeStopRequested: payload(func(e session.Event, m session.StopRequested) string {
 		return fmt.Sprintf("by %s (%s)", e.Actor.ID, m.Source)
 	}),
