@@ -229,6 +229,8 @@ type harnessOptions struct {
 	statements pgx.QueryTracer
 	// gatewayPool gives the replicas' GatewayStore a pool of its own, as serve does.
 	gatewayPool bool
+	// partsWith adds turn parts over the replica's Slack client (before checkout's).
+	partsWith func(api *slack.Client) []part.Part
 }
 
 func newHarness(t testing.TB, agent bot.Agent, o harnessOptions) *harness {
@@ -378,6 +380,9 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}
 	if o.connectors != nil {
 		parts = append(parts, o.connectors.Part(nil))
+	}
+	if o.partsWith != nil {
+		parts = append(parts, o.partsWith(api)...)
 	}
 	parts = append(parts, checkout.Part())
 	if chSettings != nil {

@@ -370,15 +370,18 @@ func inert(s string) string {
 	return s
 }
 
-// repoLabel is owner/name of a repository URL, else the URL.
+// repoLabel is owner/name of a repository URL (its last part when it has one), else the URL.
 func repoLabel(repo string) string {
 	u, err := url.Parse(repo)
 	if err != nil || u.Path == "" {
 		return repo
 	}
 	parts := strings.Split(strings.Trim(strings.TrimSuffix(u.Path, ".git"), "/"), "/")
-	if len(parts) >= 2 {
+	switch {
+	case len(parts) >= 2:
 		return parts[len(parts)-2] + "/" + parts[len(parts)-1]
+	case parts[0] != "":
+		return parts[0]
 	}
 	return repo
 }

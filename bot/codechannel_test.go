@@ -1,0 +1,185 @@
+package bot_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/slack-go/slack"
+
+	"github.com/logbook/logbook/bot/brain/fakeprovider"
+	"github.com/logbook/logbook/bot/codechannel"
+	"github.com/logbook/logbook/bot/part"
+	"github.com/logbook/logbook/bot/slackemu"
+	"github.com/logbook/logbook/sandbox"
+	"github.com/logbook/logbook/sandbox/gittest"
+	"github.com/logbook/logbook/session"
+)
+
+// codeChannelOptions are a harness whose channel's sessions check out a repository and whose
+// turns have the code channel part, with two of /logbook's subcommands as its commands.
+func codeChannelOptions(t *testing.T) harnessOptions {
+	base, _ := gittest.Serve(t, "repo.git", map[string]string{"README.md": "# api\n"})
+	return harnessOptions{repo: &sandbox.RepoSpec{URL: base + "/repo.git", Branch: "main"}, channelAdmins: []string{ada},
+		partsWith: func(api *slack.Client) []part.Part {
+			return []part.Part{&codechannel.Part{Slack: api, Commands: []slack.AgentCommand{
+				{Name: "config", Description: "a channel's settings"}, {Name: "budget", Description: "today's spend"}}}}
+		}}
+}
+
+// readsTheRepo is a model turn that reads the repository (the sandbox is provisioned: the
+// session works on the repository), then answers.
+func readsTheRepo(model *fakeprovider.Server, id, answer string) {
+	model.Push(fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: id, Name: "read_file", Input: `{"path":"README.md"}`}}},
+		fakeprovider.Reply{Text: answer})
+}
+
+// lostCreate holds the first agents.conversations.create once Slack made the channel: the
+// cell that called it never hears the answer (landed is closed when the channel exists).
+func lostCreate() (proxy func(w http.ResponseWriter, r *http.Request, next http.Handler), landed <-chan struct{}) {
+	done := make(chan struct{})
+	var once sync.Once
+	return func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		held := false
+		if strings.HasSuffix(r.URL.Path, "/agents.conversations.create") {
+			once.Do(func() { held = true })
+		}
+		if !held {
+			next.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(httptest.NewRecorder(), r)
+		close(done)
+		<-r.Context().Done()
+	}, done
+}
+
+// In a channel set to code_channel (/logbook config surface code_channel), a session that
+// reads the repository gets one code channel, even when the cell dies between Slack making it
+// and the log recording it: the next cell asks again with the same session_id, Slack answers
+// the channel it made, and the reply links it.
+func TestCodeChannelIsMadeOnceThroughACrash(t *testing.T) {
+	t.Parallel()
+	o := codeChannelOptions(t)
+	first := o
+	var landed <-chan struct{}
+	first.apiProxy, landed = lostCreate()
+	h, model := modelHarness(t, first)
+	if got := h.slash(ada, "config surface code_channel"); !strings.Contains(got, "is now `code_channel`") {
+		t.Fatalf("config surface: %s", got)
+	}
+	if got := h.slash(ada, "config surface somewhere"); !strings.Contains(got, "want thread or code_channel") {
+		t.Fatalf("a bad surface was taken: %s", got)
+	}
+	readsTheRepo(model, "toolu_r", "It is the api.")
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> what is this repository?"})
+	s := h.session(general, top.TS)
+	<-landed
+	h.reps[0].cancel()
+	<-h.reps[0].done
+	if ccs := h.emu.CodeChannels(); len(ccs) != 1 || ccs[0].SessionID != s.ID.String() {
+		t.Fatalf("code channels after the crash %+v: want the one Slack made", ccs)
+	}
+	if req, made := h.events(s.ID, session.TypeCodeChannelRequested), h.events(s.ID, session.TypeCodeChannelCreated); len(req) != 1 || len(made) != 0 {
+		t.Fatalf("after the crash: %d requested, %d created; want the request alone", len(req), len(made))
+	}
+
+	h.startReplica(o)
+	h.answered(s.ID)
+	ccs := h.emu.CodeChannels()
+	if len(ccs) != 1 {
+		t.Fatalf("code channels %+v: want one", ccs)
+	}
+	cc := ccs[0]
+	if n := h.emu.Calls("agents.conversations.create"); n != 2 {
+		t.Fatalf("agents.conversations.create called %d times: want the lost call and its retry", n)
+	}
+	var c session.CodeChannelCreated
+	if made := h.events(s.ID, session.TypeCodeChannelCreated); len(made) != 1 || made[0].Decode(&c) != nil || c.ChannelID != cc.ID ||
+		c.OriginChannel != general || c.OriginTS != top.TS || strings.Join(c.Commands, ",") != "config,budget" {
+		t.Fatalf("code_channel_created %+v: want channel %s from %s/%s with its commands", c, cc.ID, general, top.TS)
+	}
+	if cc.OriginChannel != general || cc.OriginTS != top.TS || len(cc.Commands) != 2 || cc.Commands[0].Name != "config" {
+		t.Fatalf("the code channel in Slack: %+v", cc)
+	}
+	msgs := h.botMessages(top.TS)
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "It is the api.") || !strings.Contains(string(msgs[0].Blocks), `code channel: \u003c#`+cc.ID+`\u003e`) {
+		t.Fatalf("replies %+v: want the answer once, linking the code channel", msgs)
+	}
+	if len(cc.ContextBar) == 0 || cc.ContextBar[0].Key != "repository" || cc.ContextBar[0].Label != "repo" {
+		t.Fatalf("context bar %+v: want the repository first", cc.ContextBar)
+	}
+}
+
+// What people write in the code channel is the same session and the same log, answered in
+// the code channel; the channel's status follows the turn (processing, then active).
+func TestCodeChannelMessagesAreTheSameSession(t *testing.T) {
+	t.Parallel()
+	o := codeChannelOptions(t)
+	o.defaults = map[string]string{"surface": "code_channel"}
+	h, model := modelHarness(t, o)
+	readsTheRepo(model, "toolu_r", "It is the api.")
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> what is this repository?"})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	var c session.CodeChannelCreated
+	if made := h.events(s.ID, session.TypeCodeChannelCreated); len(made) != 1 || made[0].Decode(&c) != nil {
+		t.Fatalf("code_channel_created: %+v", made)
+	}
+	if cc, ok := h.emu.CodeChannel(c.ChannelID); !ok || cc.Status != "active" {
+		t.Fatalf("code channel %+v: want it active once the turn answered", cc)
+	}
+
+	model.Push(fakeprovider.Reply{Text: "Next, the tests."})
+	msg := h.post(slackemu.Post{Channel: c.ChannelID, User: ada, Text: "what next?"})
+	h.waitFor("the code channel's message in the session's log", func() bool { return len(h.events(s.ID, session.TypeUserMessage)) == 2 })
+	h.answered(s.ID)
+	if got := h.session(c.ChannelID, msg.TS); got.ID != s.ID {
+		t.Fatalf("the code channel's message went to session %s, not %s", got.ID, s.ID)
+	}
+	var um session.UserMessage
+	if ums := h.events(s.ID, session.TypeUserMessage); len(ums) != 2 || ums[1].Decode(&um) != nil || um.Channel != c.ChannelID || um.Text != "what next?" {
+		t.Fatalf("user messages of the session: %+v", ums)
+	}
+	replies := h.replies(c.ChannelID, msg.TS, 1)
+	if !strings.Contains(replies[0].Text, "Next, the tests.") {
+		t.Fatalf("reply in the code channel: %+v", replies)
+	}
+	if msgs := h.botMessages(top.TS); len(msgs) != 1 {
+		t.Fatalf("the thread has %d replies: the code channel's answer went there too", len(msgs))
+	}
+	// The model read the whole session: the first exchange, then the code channel's message.
+	calls := model.Calls()
+	if last := string(calls[len(calls)-1].Body); !strings.Contains(last, "what is this repository?") || !strings.Contains(last, "what next?") {
+		t.Fatalf("the code channel's turn did not see the session's log: %s", last)
+	}
+	st := h.emu.AgentSessionStatuses(c.ChannelID, "")
+	if len(st) < 3 || st[len(st)-2] != "processing" || st[len(st)-1] != "active" {
+		t.Fatalf("code channel statuses %v: want processing then active for its turn", st)
+	}
+}
+
+// thread, the default, makes no code channel however much the session works on the
+// repository.
+func TestThreadSurfaceMakesNoCodeChannel(t *testing.T) {
+	t.Parallel()
+	h, model := modelHarness(t, codeChannelOptions(t))
+	readsTheRepo(model, "toolu_r", "It is the api.")
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> what is this repository?"})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	if len(h.events(s.ID, session.TypeSandboxProvisioned)) != 1 {
+		t.Fatal("the session never worked on the repository: the check below would prove nothing")
+	}
+	if n := h.emu.Calls("agents.conversations.create"); n != 0 || len(h.emu.CodeChannels()) != 0 {
+		t.Fatalf("%d agents.conversations.create calls in thread mode", n)
+	}
+	if evs := h.events(s.ID, session.TypeCodeChannelRequested, session.TypeCodeChannelCreated); len(evs) != 0 {
+		t.Fatalf("code channel events in thread mode: %+v", evs)
+	}
+	if msgs := h.botMessages(top.TS); len(msgs) != 1 || strings.Contains(msgs[0].Text, "code channel") {
+		t.Fatalf("replies %+v", msgs)
+	}
+}
