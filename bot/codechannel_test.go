@@ -1,16 +1,21 @@
 package bot_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/codechannel"
+	"github.com/logbook/logbook/bot/followup"
+	"github.com/logbook/logbook/bot/forge"
+	"github.com/logbook/logbook/bot/forge/forgetest"
 	"github.com/logbook/logbook/bot/part"
 	"github.com/logbook/logbook/bot/slackemu"
 	"github.com/logbook/logbook/sandbox"
@@ -181,5 +186,79 @@ func TestThreadSurfaceMakesNoCodeChannel(t *testing.T) {
 	}
 	if msgs := h.botMessages(top.TS); len(msgs) != 1 || strings.Contains(msgs[0].Text, "code channel") {
 		t.Fatalf("replies %+v", msgs)
+	}
+}
+
+// The code channel's context bar follows the session's pull request through CI: the
+// repository first, then the branch, the pull request and CI pending once it is opened, CI
+// passing once follow-through saw its checks pass (a turn that runs no model); a turn that
+// changes none of it sets nothing.
+func TestCodeChannelContextBarFollowsAPullRequestThroughCI(t *testing.T) {
+	t.Parallel()
+	const branch = "logbook/fix-parse"
+	gh := newFakeGitHub(t, branch)
+	o := codeChannelOptions(t)
+	o.defaults = map[string]string{"surface": "code_channel"}
+	o.followup = followup.New(nil, nil, followup.Config{Max: 2})
+	h, model := prHarness(t, gh, o)
+	readsTheRepo(model, "toolu_r", "It is the api.")
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> fix the parser"})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	var c session.CodeChannelCreated
+	if made := h.events(s.ID, session.TypeCodeChannelCreated); len(made) != 1 || made[0].Decode(&c) != nil {
+		t.Fatalf("code_channel_created: %+v", made)
+	}
+	bar := func() map[string]string {
+		cc, _ := h.emu.CodeChannel(c.ChannelID)
+		m := map[string]string{}
+		for _, it := range cc.ContextBar {
+			m[it.Key] = it.Label
+		}
+		return m
+	}
+	if b := bar(); b["repository"] != "repo" || b["pull_request"] != "" || b["ci"] != "" {
+		t.Fatalf("context bar before the pull request: %v", b)
+	}
+	// The sandbox pushed the branch (as the egress proxy records it): the pull request is the
+	// thread's, and followed.
+	if _, err := h.store.Append(context.Background(), s.ID, session.NewEvent{Type: session.TypeEgressConnection,
+		Actor: session.Actor{Kind: session.ActorSandbox, ID: "sandbox"}, Payload: session.EgressConnection{Kind: "git", Host: "127.0.0.1", Port: 80,
+			Allowed: true, Reason: "git-receive-pack", Refs: []string{"refs/heads/" + branch}, Pushed: []string{"refs/heads/" + branch}}}); err != nil {
+		t.Fatal(err)
+	}
+	model.Push(prCall("toolu_1", branch), fakeprovider.Reply{Text: "Opened it."})
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "open the PR"})
+	h.turns(s.ID, 2)
+	h.answered(s.ID)
+	if b := bar(); b["repository"] != "repo" || b["branch"] != branch || b["pull_request"] != "#1" || b["ci"] != "CI pending" {
+		t.Fatalf("context bar once the pull request is open: %v", b)
+	}
+	cc, _ := h.emu.CodeChannel(c.ChannelID)
+	if cc.ContextBarSets != 2 {
+		t.Fatalf("%d context bar sets after two turns that each changed it once: the turn's start set an unchanged bar", cc.ContextBarSets)
+	}
+
+	looker := followup.New(h.store, forge.NewGitHub(gh.URL, "ghp_test", nil), followup.Config{Log: zerolog.Nop()})
+	followed, err := h.store.FollowedBranch(context.Background(), "acme/api", branch)
+	if err != nil || len(followed) != 1 {
+		t.Fatalf("followed %+v, %v", followed, err)
+	}
+	head := "b2" + strings.Repeat("0", 38)
+	gh.SetHead(branch, head)
+	gh.AddCheckRun(head, forgetest.Check{Name: "test", Conclusion: "success"})
+	if _, err := looker.Look(context.Background(), followed[0], followup.Source{Kind: "poll"}); err != nil {
+		t.Fatal(err)
+	}
+	h.turns(s.ID, 3)
+	h.waitFor("the success said", func() bool {
+		r := h.emu.BotReplies(general, top.TS)
+		return len(r) == 3 && strings.Contains(r[2].Text, "All checks pass")
+	})
+	if b := bar(); b["ci"] != "CI passing" || b["pull_request"] != "#1" {
+		t.Fatalf("context bar once CI passed: %v", b)
+	}
+	if cc, _ := h.emu.CodeChannel(c.ChannelID); cc.ContextBarSets != 3 || len(cc.ContextBar) > 5 {
+		t.Fatalf("context bar sets %d (want 3), items %+v", cc.ContextBarSets, cc.ContextBar)
 	}
 }
