@@ -39,19 +39,21 @@ type AgentCommand struct {
 
 // CodeChannel is a code channel as the emulator keeps it.
 type CodeChannel struct {
-	ID, Name  string
-	SessionID string // the creation's session_id ("" none)
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	SessionID string `json:"session_id,omitempty"` // the creation's session_id ("" none)
 	// OriginChannel and OriginTS are the message the channel was made from.
-	OriginChannel, OriginTS string
-	Private                 bool
-	ContextBar              []ContextBarItem
+	OriginChannel string           `json:"origin_channel,omitempty"`
+	OriginTS      string           `json:"origin_ts,omitempty"`
+	Private       bool             `json:"private,omitempty"`
+	ContextBar    []ContextBarItem `json:"context_bar,omitempty"`
 	// ContextBarSets counts setProperties calls that carried a context bar.
-	ContextBarSets int
-	Commands       []AgentCommand
-	Archived       bool
+	ContextBarSets int            `json:"context_bar_sets,omitempty"`
+	Commands       []AgentCommand `json:"commands,omitempty"`
+	Archived       bool           `json:"archived,omitempty"`
 	// Status is the channel's agent session status (agents.sessions.setStatus with its
 	// channel_id and no thread_ts), "" none.
-	Status string
+	Status string `json:"status,omitempty"`
 }
 
 // codeChannelsState is the emulator's code channels: by id, by session_id, in creation order;
@@ -156,6 +158,7 @@ func (s *Server) agentsConversationsCreate(_ *http.Request, p url.Values) map[st
 	s.addChannelLocked(Channel{ID: id, Name: channelSlug(name, id), Private: private, Members: members})
 	cc.byID[id] = &CodeChannel{ID: id, Name: name, SessionID: sid, OriginChannel: origin, OriginTS: originTS, Private: private}
 	cc.order = append(cc.order, id)
+	s.dirty = true
 	if sid != "" {
 		cc.bySession[sid] = id
 	}
@@ -225,6 +228,7 @@ func (s *Server) agentsConversationsSetProperties(_ *http.Request, p url.Values)
 	}
 	c.ContextBar = slices.Clone(items)
 	c.ContextBarSets++
+	s.dirty = true
 	return out
 }
 
@@ -244,7 +248,7 @@ func (s *Server) agentsConversationsSetCommands(_ *http.Request, p url.Values) m
 			return fail("invalid_arguments")
 		}
 	}
-	c.Commands = cmds
+	c.Commands, s.dirty = cmds, true
 	return map[string]any{"ok": true, "channel_id": c.ID, "command_count": len(cmds)}
 }
 
@@ -254,7 +258,7 @@ func (s *Server) agentsConversationsArchive(_ *http.Request, p url.Values) map[s
 	if code != "" {
 		return fail(code)
 	}
-	c.Archived = true
+	c.Archived, s.dirty = true, true
 	if ch := s.channels[c.ID]; ch != nil {
 		ch.Archived = true
 	}

@@ -3,6 +3,7 @@ package slackemu
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -143,5 +144,48 @@ func TestCodeChannels(t *testing.T) {
 	}
 	if _, err := api.SetAgentConversationCommandsContext(ctx, other, nil); code(err) != "is_archived" {
 		t.Fatalf("commands of an archived code channel: %v", err)
+	}
+}
+
+// A code channel, its context bar, commands and status are kept in Options.StateFile: after a
+// restart the same session_id answers the same channel, and the channel takes its calls.
+func TestStateFileKeepsCodeChannels(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "workspace.json")
+	ctx := context.Background()
+	a, err := Start(Options{StateFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := newAPI(a, a.BotToken(), a.AppToken())
+	r, err := api.CreateAgentConversationContext(ctx, "Fix the parser", slack.CreateAgentConversationOptionSessionID("ses_1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.SetAgentConversationPropertiesContext(ctx, r.ChannelID, slack.SetAgentConversationPropertiesOptionCodeChannel(
+		slack.AgentCodeChannelProperties{ContextBarItems: []slack.AgentContextBarItem{{Key: "ci", Label: "CI passing"}}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.SetAgentSessionStatusContext(ctx, slack.AgentSessionSetStatusParameters{Status: "active", ChannelID: r.ChannelID}); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+
+	b, err := Start(Options{StateFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cc, ok := b.CodeChannel(r.ChannelID)
+	if !ok || cc.Status != "active" || len(cc.ContextBar) != 1 || cc.ContextBar[0].Label != "CI passing" || cc.SessionID != "ses_1" {
+		t.Fatalf("after the restart: %+v, %v", cc, ok)
+	}
+	api = newAPI(b, b.BotToken(), b.AppToken())
+	again, err := api.CreateAgentConversationContext(ctx, "Fix the parser", slack.CreateAgentConversationOptionSessionID("ses_1"))
+	if err != nil || again.ChannelID != r.ChannelID {
+		t.Fatalf("the same session_id after the restart: %+v, %v", again, err)
+	}
+	if _, err := api.SetAgentConversationCommandsContext(ctx, r.ChannelID, []slack.AgentCommand{{Name: "config"}}); err != nil {
+		t.Fatalf("commands after the restart: %v", err)
 	}
 }

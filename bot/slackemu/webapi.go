@@ -777,6 +777,7 @@ func (s *Server) agentSessionSetStatus(_ *http.Request, p url.Values) map[string
 	if p.Get("thread_ts") == "" && s.codeChannels.byID[p.Get("channel_id")] != nil {
 		// A code channel's own session: its channel_id alone.
 		ch, code = s.botChannel(p.Get("channel_id"), false)
+		s.dirty = true // kept with the code channel (state.go)
 	} else {
 		ch, code = s.botThread(p)
 	}

@@ -175,6 +175,9 @@ func Mentions(admins []string) string {
 // AgentCommands are the subcommands as a Slack code channel's commands
 // (agents.conversations.setCommands): each name, and the first line of its usage.
 func (t *Table) AgentCommands() []slack.AgentCommand {
+	if t == nil {
+		return nil
+	}
 	out := make([]slack.AgentCommand, 0, len(t.cmds))
 	for _, c := range t.cmds {
 		usage, _, _ := strings.Cut(c.Usage, "\n")
