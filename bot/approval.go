@@ -249,9 +249,12 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 	if err != nil {
 		return brain.Decision{}, err
 	}
+	t.offered.wait(ctx, true) // a part shows the wait (a code channel's status)
+	decided := func() { t.offered.wait(ctx, false) }
 	idleAt := t.clock.Now().Add(t.cfg.IdleTimeout)
 	for {
 		if dec, p, ok := thread.FoldTurns(t.flog.snapshot()).Decision(use.ID); ok {
+			defer decided()
 			// The card shows the decision even if the gateway's update did not get through
 			// (a rate limit, a lost answer): an idempotent chat.update.
 			t.deliverer.showDecision(ctx, req, card, dec)
@@ -272,6 +275,7 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 			}
 			// The stored decision — the timeout, or a click that won the race — decides.
 			dec, p, _ := thread.FoldTurns(stored).Decision(use.ID)
+			defer decided()
 			t.deliverer.showDecision(ctx, req, card, dec)
 			return decisionFor(dec, p, req), nil
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/slack-go/slack"
 
+	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/brain/fakeprovider"
 	"github.com/logbook/logbook/bot/codechannel"
 	"github.com/logbook/logbook/bot/followup"
@@ -260,5 +261,37 @@ func TestCodeChannelContextBarFollowsAPullRequestThroughCI(t *testing.T) {
 	}
 	if cc, _ := h.emu.CodeChannel(c.ChannelID); cc.ContextBarSets != 3 || len(cc.ContextBar) > 5 {
 		t.Fatalf("context bar sets %d (want 3), items %+v", cc.ContextBarSets, cc.ContextBar)
+	}
+}
+
+// While a turn waits for a person to approve a call, its code channel's status is suspended;
+// the decision sets it processing again, and the answer active.
+func TestCodeChannelStatusWaitsForApproval(t *testing.T) {
+	t.Parallel()
+	o := codeChannelOptions(t)
+	o.defaults = map[string]string{"surface": "code_channel"}
+	o.approval = bot.ApprovalConfig{Policy: askFor(t, "run_command=ask")}
+	h, model := modelHarness(t, o)
+	readsTheRepo(model, "toolu_r", "It is the api.")
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> what is this repository?"})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	var c session.CodeChannelCreated
+	if made := h.events(s.ID, session.TypeCodeChannelCreated); len(made) != 1 || made[0].Decode(&c) != nil {
+		t.Fatalf("code_channel_created: %+v", made)
+	}
+	model.Push(fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_t", Name: "run_command", Input: `{"command":"echo tested"}`}}},
+		fakeprovider.Reply{Text: "Tested."})
+	h.post(slackemu.Post{Channel: c.ChannelID, User: ada, Text: "run the tests"})
+	h.card(top.TS) // the approval card, in the session's thread
+	if err := h.emu.Wait(h.waitCtx(), func() bool { cc, _ := h.emu.CodeChannel(c.ChannelID); return cc.Status == "suspended" }); err != nil {
+		t.Fatalf("the code channel while the call waits: %v", err)
+	}
+	h.click(top.TS, bot.ActionApprove, ada)
+	h.toolResult(s.ID, "toolu_t")
+	h.waitFor("the code channel's message answered", func() bool { return len(h.events(s.ID, session.TypeTurnCompleted)) == 2 })
+	st := h.emu.AgentSessionStatuses(c.ChannelID, "")
+	if n := len(st); n < 4 || strings.Join(st[n-4:], ",") != "processing,suspended,processing,active" {
+		t.Fatalf("code channel statuses %v: want processing, suspended, processing, active for the turn that waited", st)
 	}
 }

@@ -21,7 +21,8 @@
 // The channel's context bar (repository, branch, pull request, CI status from follow-through,
 // the session's spend) is set as those change, read from the log on each turn that answers —
 // a CI signal is such a turn — and only when it differs from what this cell last set. Its
-// status is processing while a turn runs the agent and active once it answered. /logbook's
+// status is processing while a turn runs the agent, suspended while the turn waits for a
+// person's approval, and active once it answered. /logbook's
 // subcommands are registered as the channel's commands when it is made.
 package codechannel
 
@@ -72,6 +73,7 @@ const (
 const (
 	statusWorking = slack.AgentSessionStatusProcessing
 	statusIdle    = slack.AgentSessionStatusActive
+	statusWaiting = slack.AgentSessionStatusSuspended // for a person: an approval request
 )
 
 // cellKey keys the part's state in the cell (part.Cell).
@@ -116,6 +118,16 @@ func (p *Part) Offer(ctx context.Context, s part.Scope) (part.Offer, error) {
 		p.contextBar(ctx, s, c.ChannelID)
 		p.status(ctx, s, c.ChannelID, statusIdle)
 		return nil, nil
+	}, Waiting: func(ctx context.Context, waiting bool) {
+		c, ok := Created(s.Log.Snapshot())
+		if !ok {
+			return
+		}
+		status := statusWorking
+		if waiting {
+			status = statusWaiting
+		}
+		p.status(ctx, s, c.ChannelID, status)
 	}}, nil
 }
 
