@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -264,8 +265,9 @@ func TestCodeChannelContextBarFollowsAPullRequestThroughCI(t *testing.T) {
 	}
 }
 
-// While a turn waits for a person to approve a call, its code channel's status is suspended;
-// the decision sets it processing again, and the answer active.
+// A call asked for in the code channel waits for approval there: its card is posted under the
+// message that asked, a click on it decides, and meanwhile the code channel's status is
+// suspended; the decision sets it processing again, and the answer active.
 func TestCodeChannelStatusWaitsForApproval(t *testing.T) {
 	t.Parallel()
 	o := codeChannelOptions(t)
@@ -282,13 +284,41 @@ func TestCodeChannelStatusWaitsForApproval(t *testing.T) {
 	}
 	model.Push(fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_t", Name: "run_command", Input: `{"command":"echo tested"}`}}},
 		fakeprovider.Reply{Text: "Tested."})
-	h.post(slackemu.Post{Channel: c.ChannelID, User: ada, Text: "run the tests"})
-	h.card(top.TS) // the approval card, in the session's thread
+	msg := h.post(slackemu.Post{Channel: c.ChannelID, User: ada, Text: "run the tests"})
+	// The approval card is where the person asked: in the code channel, under their message.
+	var card slackemu.Message
+	h.waitFor("the approval card in the code channel", func() bool {
+		for _, m := range h.emu.BotReplies(c.ChannelID, msg.TS) {
+			var md struct {
+				EventType string `json:"event_type"`
+			}
+			if json.Unmarshal(m.Metadata, &md) == nil && md.EventType == bot.ApprovalMetadataType {
+				card = m
+				return true
+			}
+		}
+		return false
+	})
 	if err := h.emu.Wait(h.waitCtx(), func() bool { cc, _ := h.emu.CodeChannel(c.ChannelID); return cc.Status == "suspended" }); err != nil {
 		t.Fatalf("the code channel while the call waits: %v", err)
 	}
-	h.click(top.TS, bot.ActionApprove, ada)
-	h.toolResult(s.ID, "toolu_t")
+	if n := len(h.cards(top.TS)); n != 0 {
+		t.Fatalf("%d approval cards in the session's thread: want the code channel's alone", n)
+	}
+	if _, err := h.emu.ClickButton(slackemu.Click{Channel: c.ChannelID, TS: card.TS, ActionID: bot.ActionApprove, User: ada}); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.toolResult(s.ID, "toolu_t"); r.IsError || !strings.Contains(r.Content, "tested") {
+		t.Fatalf("the approved call: %+v", r)
+	}
+	h.waitFor("the card shows the decision", func() bool {
+		for _, m := range h.emu.BotReplies(c.ChannelID, msg.TS) {
+			if m.TS == card.TS {
+				return strings.Contains(cardText(m), "Approved by <@"+ada+">") && !strings.Contains(cardText(m), bot.ActionApprove)
+			}
+		}
+		return false
+	})
 	h.waitFor("the code channel's message answered", func() bool { return len(h.events(s.ID, session.TypeTurnCompleted)) == 2 })
 	st := h.emu.AgentSessionStatuses(c.ChannelID, "")
 	if n := len(st); n < 4 || strings.Join(st[n-4:], ",") != "processing,suspended,processing,active" {

@@ -443,11 +443,15 @@ type Steered struct {
 // CallID, so a later cell finds it instead of posting it again). Past ExpiresAt the call is
 // denied (a timeout).
 type ApprovalRequested struct {
-	Turn      int64     `json:"turn"`
-	CallID    string    `json:"call_id"`
-	Tool      string    `json:"tool"`
-	Summary   string    `json:"summary"`
-	Channel   string    `json:"channel"`
+	Turn    int64  `json:"turn"`
+	CallID  string `json:"call_id"`
+	Tool    string `json:"tool"`
+	Summary string `json:"summary"`
+	Channel string `json:"channel"`
+	// ThreadTS is the thread the card is posted in when it is not the session's (a thread of
+	// the session's code channel, bot/codechannel; Channel is then that channel); "" the
+	// session's thread.
+	ThreadTS  string    `json:"thread_ts,omitempty"`
 	ExpiresAt time.Time `json:"expires_at"`
 	// The rule that matched (issue 52), as the policy's canonical text (e.g.
 	// "run_command=ask approvers:2 not_requester"), and what it asks of the approvers: how many
