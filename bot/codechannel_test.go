@@ -325,3 +325,39 @@ func TestCodeChannelStatusWaitsForApproval(t *testing.T) {
 		t.Fatalf("code channel statuses %v: want processing, suspended, processing, active for the turn that waited", st)
 	}
 }
+
+// A code channel Slack refuses (not_allowed) costs the reply nothing: it goes out without the
+// link, the request stays on the record, and a later turn asks again and links the channel.
+func TestCodeChannelRefusedIsAskedAgainLater(t *testing.T) {
+	t.Parallel()
+	o := codeChannelOptions(t)
+	o.defaults = map[string]string{"surface": "code_channel"}
+	h, model := modelHarness(t, o)
+	h.emu.SetCodeChannelsAllowed(false)
+	readsTheRepo(model, "toolu_r", "It is the api.")
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> what is this repository?"})
+	s := h.session(general, top.TS)
+	h.answered(s.ID)
+	if n := h.emu.Calls("agents.conversations.create"); n != 1 {
+		t.Fatalf("agents.conversations.create called %d times", n)
+	}
+	if req, made := h.events(s.ID, session.TypeCodeChannelRequested), h.events(s.ID, session.TypeCodeChannelCreated); len(req) != 1 || len(made) != 0 {
+		t.Fatalf("refused: %d requested, %d created", len(req), len(made))
+	}
+	if msgs := h.botMessages(top.TS); len(msgs) != 1 || !strings.Contains(msgs[0].Text, "It is the api.") || strings.Contains(string(msgs[0].Blocks), "code channel") {
+		t.Fatalf("replies %+v: want the answer, without a link", msgs)
+	}
+
+	h.emu.SetCodeChannelsAllowed(true)
+	model.Push(fakeprovider.Reply{Text: "Still the api."})
+	h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: "and now?"})
+	h.turns(s.ID, 2)
+	h.answered(s.ID)
+	var c session.CodeChannelCreated
+	if made := h.events(s.ID, session.TypeCodeChannelCreated); len(made) != 1 || made[0].Decode(&c) != nil || len(h.emu.CodeChannels()) != 1 {
+		t.Fatalf("code_channel_created %+v, code channels %+v", made, h.emu.CodeChannels())
+	}
+	if msgs := h.botMessages(top.TS); len(msgs) != 2 || !strings.Contains(string(msgs[1].Blocks), c.ChannelID) {
+		t.Fatalf("replies %+v: want the second linking the code channel", msgs)
+	}
+}
