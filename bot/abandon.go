@@ -53,11 +53,11 @@ func (t *turn) giveUp(ctx context.Context, cells int) error {
 	}
 	t.log.Warn().Int("cells", cells).Msg("turn abandoned after repeated failures; telling the thread")
 	// A notice stored by an earlier cell may have been posted already: search first.
-	posted, err := t.deliverer.Deliver(ctx, t.sess, notice, true, "")
+	posted, err := t.deliverer.Deliver(ctx, t.out(), notice, true, "")
 	switch {
 	case err == nil:
 		done := abandoned(why)
-		done.evs, done.delivered = append(done.evs, deliveredEvent(notice, t.sess.Key.Channel, posted)), true
+		done.evs, done.delivered = append(done.evs, deliveredEvent(notice, t.out().Key.Channel, posted)), true
 		return t.complete(ctx, done)
 	case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
 		return err // the turn stays open; the next attempt finds the notice stored

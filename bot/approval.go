@@ -249,9 +249,12 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 	if err != nil {
 		return brain.Decision{}, err
 	}
+	t.offered.wait(ctx, true) // a part shows the wait (a code channel's status)
+	decided := func() { t.offered.wait(ctx, false) }
 	idleAt := t.clock.Now().Add(t.cfg.IdleTimeout)
 	for {
 		if dec, p, ok := thread.FoldTurns(t.flog.snapshot()).Decision(use.ID); ok {
+			defer decided()
 			// The card shows the decision even if the gateway's update did not get through
 			// (a rate limit, a lost answer): an idempotent chat.update.
 			t.deliverer.showDecision(ctx, req, card, dec)
@@ -272,6 +275,7 @@ func (t *turn) approve(ctx context.Context, use brain.ToolUse) (brain.Decision, 
 			}
 			// The stored decision — the timeout, or a click that won the race — decides.
 			dec, p, _ := thread.FoldTurns(stored).Decision(use.ID)
+			defer decided()
 			t.deliverer.showDecision(ctx, req, card, dec)
 			return decisionFor(dec, p, req), nil
 		}
@@ -303,7 +307,8 @@ func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse, rule Rule
 		if done && !unshowable(dec) {
 			return req, "", nil
 		}
-		ts, err := t.deliverer.findCard(ctx, t.sess.Key.Channel, t.sess.Key.ThreadTS, use.ID)
+		where := cardPlace(t.sess, req)
+		ts, err := t.deliverer.findCard(ctx, where.Key.Channel, where.Key.ThreadTS, use.ID)
 		if err != nil || ts != "" {
 			return req, ts, err
 		}
@@ -311,10 +316,15 @@ func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse, rule Rule
 			decided = decidedLine(dec) // the refusal's card, which the cell that recorded it did not post
 		}
 	} else {
+		// The card goes where the turn answers (a code channel's thread, bot/codechannel).
+		out := t.out()
 		req = session.ApprovalRequested{Turn: t.state.turnSeq, CallID: use.ID, Tool: use.Name,
-			Summary: t.approvalSummary(ctx, use), Channel: t.sess.Key.Channel,
+			Summary: t.approvalSummary(ctx, use), Channel: out.Key.Channel,
 			ExpiresAt: t.clock.Now().Add(cmp.Or(t.cfg.Approval.Timeout, 30*time.Minute)),
 			Rule:      rule.Text, Approvers: rule.Approvers, NotRequester: rule.NotRequester, ApproversIn: rule.ApproversIn}
+		if out.Key != t.sess.Key {
+			req.ThreadTS = out.Key.ThreadTS
+		}
 		if slacktext.IsUserID(t.state.lastUserMsg.User) {
 			req.Requester = t.state.lastUserMsg.User
 		}
@@ -339,7 +349,7 @@ func (t *turn) requestApproval(ctx context.Context, use brain.ToolUse, rule Rule
 				Msg("tool call denied without asking: its card cannot show it whole and LOGBOOK_PUBLIC_URL is not set")
 		}
 	}
-	ts, err := t.deliverer.postCard(ctx, t.sess, req, t.cfg.Approval.Approvers, link, decided)
+	ts, err := t.deliverer.postCard(ctx, cardPlace(t.sess, req), req, t.cfg.Approval.Approvers, link, decided)
 	if err != nil {
 		return req, "", fmt.Errorf("post the approval card for %s: %w", use.ID, err)
 	}
@@ -424,7 +434,8 @@ func (t *turn) cancelApprovals(ctx context.Context, by string) ([]session.NewEve
 			if !dec.Duplicate {
 				t.metrics.approvals.WithLabelValues(session.DecisionCanceled).Inc()
 			}
-			if card, err := t.deliverer.findCard(ctx, req.Channel, t.sess.Key.ThreadTS, req.CallID); err == nil && card != "" {
+			where := cardPlace(t.sess, req)
+			if card, err := t.deliverer.findCard(ctx, where.Key.Channel, where.Key.ThreadTS, req.CallID); err == nil && card != "" {
 				t.deliverer.showDecision(ctx, req, card, dec)
 			}
 		}
@@ -849,4 +860,13 @@ func matchConnector(rules map[string]Rule, tool string) (Rule, bool) {
 		}
 	}
 	return rule, found
+}
+
+// cardPlace is sess as the thread req's card is in: the session's, or the one the request
+// names (a thread of the session's code channel).
+func cardPlace(sess session.Session, req session.ApprovalRequested) session.Session {
+	if req.ThreadTS != "" && req.Channel != "" {
+		sess.Key.Channel, sess.Key.ThreadTS = req.Channel, req.ThreadTS
+	}
+	return sess
 }

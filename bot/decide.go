@@ -122,10 +122,17 @@ func (g *Gateway) recordDecision(ctx context.Context, log zerolog.Logger, cb sla
 	}
 	threadTS := cmp.Or(cb.Container.ThreadTs, cb.Message.ThreadTimestamp)
 	card := cmp.Or(cb.Container.MessageTs, cb.Message.Timestamp)
-	if channel := cmp.Or(cb.Channel.ID, cb.Container.ChannelID); channel != sess.Key.Channel || threadTS != sess.Key.ThreadTS || card == "" {
+	channel := cmp.Or(cb.Channel.ID, cb.Container.ChannelID)
+	wrongThread := func() clickResult {
 		// A button value copied into another channel's or thread's message decides nothing.
 		g.metrics.ignored.WithLabelValues("approval_wrong_thread").Inc()
 		return clickResult{outcome: "wrong_thread", text: "This button does not belong to a request in this thread."}
+	}
+	// The card is in the session's thread, or where its request says it was posted (a thread
+	// of the session's code channel), which is checked once the request is read.
+	inThread := channel == sess.Key.Channel && threadTS == sess.Key.ThreadTS
+	if card == "" || (!inThread && (channel == "" || threadTS == "")) {
+		return wrongThread()
 	}
 	evs, err := g.store.Events(ctx, id, session.Range{Types: []session.Type{session.TypeUserMessage,
 		session.TypeApprovalRequested, session.TypeApprovalDecided, session.TypeApprovalVote,
@@ -137,6 +144,9 @@ func (g *Gateway) recordDecision(ctx context.Context, log zerolog.Logger, cb sla
 	}
 	ts := thread.FoldTurns(evs)
 	a, ok := ts.Approval(call)
+	if !inThread && (!ok || a.Request.ThreadTS == "" || a.Request.Channel != channel || a.Request.ThreadTS != threadTS) {
+		return wrongThread()
+	}
 	if !ok {
 		g.metrics.approvals.WithLabelValues("stale").Inc()
 		return clickResult{outcome: "stale", text: "This approval request is not in the session's log."}

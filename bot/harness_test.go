@@ -381,6 +381,9 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if o.connectors != nil {
 		parts = append(parts, o.connectors.Part(nil))
 	}
+	if o.partsWith != nil {
+		parts = append(parts, o.partsWith(api)...)
+	}
 	parts = append(parts, checkout.Part())
 	if chSettings != nil {
 		parts = append(parts, settings.Part())

@@ -27,7 +27,7 @@ type leftovers struct {
 
 // leftoversOf is the leftovers of turn t.
 func leftoversOf(t *turn) leftovers {
-	return leftovers{d: t.deliverer, flog: t.flog, clock: t.clock, log: t.log, sess: t.sess, turnSeq: t.state.turnSeq, botUser: t.cfg.Where.BotUserID}
+	return leftovers{d: t.deliverer, flog: t.flog, clock: t.clock, log: t.log, sess: t.out(), turnSeq: t.state.turnSeq, botUser: t.cfg.Where.BotUserID}
 }
 
 // appendRecords appends evs, the records of removed orphans, when there are any. With the

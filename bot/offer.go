@@ -18,6 +18,7 @@ type offered struct {
 	notes    []string // lines under the reply: the parts' Notes, then what Answered said
 	answered []func(ctx context.Context) ([]string, error)
 	steered  []func(ctx context.Context, through int64) error
+	waiting  []func(ctx context.Context, waiting bool)
 }
 
 // offer gives bt what each of parts offers s, in order — tools, toolsets, guidance — and
@@ -47,6 +48,9 @@ func offer(ctx context.Context, parts []part.Part, s part.Scope, bt *brain.Turn,
 		}
 		if po.Steered != nil {
 			o.steered = append(o.steered, po.Steered)
+		}
+		if po.Waiting != nil {
+			o.waiting = append(o.waiting, po.Waiting)
 		}
 	}
 	if record {
@@ -160,4 +164,11 @@ func (o offered) steer(ctx context.Context, through int64) error {
 		}
 	}
 	return nil
+}
+
+// wait tells the parts the turn starts (true) or stops (false) waiting for a person.
+func (o offered) wait(ctx context.Context, waiting bool) {
+	for _, f := range o.waiting {
+		f(ctx, waiting)
+	}
 }

@@ -122,6 +122,20 @@ func (t *turn) appendWoken(ctx context.Context, evs ...session.NewEvent) ([]sess
 	return stored[1:], nil
 }
 
+// out is where the turn's reply goes: the session's thread, or — when the message it answers
+// was written elsewhere in the session (a thread of the session's code channel,
+// bot/codechannel) — that message's thread. Settings, budgets and approvals stay the
+// session's thread's.
+func (t *turn) out() session.Session {
+	m := t.state.lastUserMsg
+	if m.Channel == "" || m.Channel == t.sess.Key.Channel || m.ThreadTS == "" {
+		return t.sess
+	}
+	out := t.sess
+	out.Key.Channel, out.Key.ThreadTS = m.Channel, m.ThreadTS
+	return out
+}
+
 // run runs the turn through the phases turn's doc lists: begin (or resume), abandon a turn
 // no cell could finish, prepare the brain's turn, produce the reply (or find it), deliver it,
 // complete the turn, then title the session.
@@ -145,7 +159,8 @@ func (t *turn) run(ctx context.Context) error {
 	}
 	// A status at once: the thread's agent session, else its assistant-thread status, else a
 	// reaction; cleared on every way out of the turn.
-	working := t.deliverer.startStatus(ctx, t.sess.Key.Channel, t.sess.Key.ThreadTS, t.state.lastUserMsg.TS, threadTitle(t.flog.snapshot()))
+	out := t.out()
+	working := t.deliverer.startStatus(ctx, out.Key.Channel, out.Key.ThreadTS, t.state.lastUserMsg.TS, threadTitle(t.flog.snapshot()))
 	defer working.end()
 	bt, err := t.prepare(ctx)
 	if err != nil {
@@ -339,7 +354,7 @@ func (t *turn) produce(ctx context.Context, bt brain.Turn, working *threadStatus
 		return p, nil
 	}
 	if t.cfg.Live.Mode != StreamOff {
-		p.live = newLiveView(t.deliverer, t.flog, t.log, t.clock, t.cfg.Live, t.sess, st.turnSeq,
+		p.live = newLiveView(t.deliverer, t.flog, t.log, t.clock, t.cfg.Live, t.out(), st.turnSeq,
 			st.lastUserMsg.User, cmp.Or(st.lastUserMsg.Team, t.sess.Key.Team), threadTitle(t.flog.snapshot()))
 		p.live.status = working
 		p.live.orphans.botUser = t.cfg.Where.BotUserID // a lost answer is looked for among the bot's messages
@@ -427,7 +442,7 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (outcome, 
 		if err != nil {
 			return done, err // the turn stays open; the next cell finishes the live messages
 		}
-		done.evs, done.delivered = append(stopped, deliveredEvent(reply, t.sess.Key.Channel, posted)), true
+		done.evs, done.delivered = append(stopped, deliveredEvent(reply, t.out().Key.Channel, posted)), true
 		done.created = slices.DeleteFunc(slices.Clone(posted), func(ts string) bool { return slices.Contains(live.tsList(0), ts) })
 		return done, nil
 	}
@@ -438,10 +453,10 @@ func (t *turn) deliver(ctx context.Context, resumed bool, p produced) (outcome, 
 	fresh := !resumed && reply.Seq > t.state.turnSeq
 	// A swept thread is not searched by metadata: what the search finds after the sweep is a
 	// fenced cell's post, which that cell removes.
-	posted, err := t.deliverer.Deliver(ctx, t.sess, reply, !fresh && !t.swept, t.footer(reply))
+	posted, err := t.deliverer.Deliver(ctx, t.out(), reply, !fresh && !t.swept, t.footer(reply))
 	switch {
 	case err == nil:
-		done.evs, done.delivered = []session.NewEvent{deliveredEvent(reply, t.sess.Key.Channel, posted)}, true
+		done.evs, done.delivered = []session.NewEvent{deliveredEvent(reply, t.out().Key.Channel, posted)}, true
 		done.created = posted
 		return done, nil
 	case ctx.Err() != nil || !errors.Is(err, ErrDeliveryFailed):
@@ -469,7 +484,7 @@ func (t *turn) title(ctx context.Context, bt brain.Turn, reply session.Event, st
 		if titles := session.Select(t.flog.snapshot(), session.Range{Types: []session.Type{session.TypeTitle}}); len(titles) > before {
 			var tt session.Title
 			if titles[len(titles)-1].Decode(&tt) == nil && tt.Text != "" {
-				t.deliverer.SetTitle(ctx, t.sess.Key.Channel, t.sess.Key.ThreadTS, tt.Text)
+				t.deliverer.SetTitle(ctx, t.out().Key.Channel, t.out().Key.ThreadTS, tt.Text)
 			}
 		}
 	}
@@ -683,7 +698,7 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 		// closing), but what the orphans became is recorded.
 		return nil, left.appendRecords(ctx, keep, evs)
 	}
-	channel := t.sess.Key.Channel
+	channel := t.out().Key.Channel
 	for _, m := range keep {
 		if err := left.stopLive(ctx, m.TS, m.Open && m.Mode == "stream"); err != nil {
 			return nil, err
@@ -699,7 +714,7 @@ func (t *turn) recoverLive(ctx context.Context, reply session.Event, found bool)
 		if err != nil {
 			return nil, err
 		}
-		posted, removed, err := t.deliverer.replace(ctx, t.sess, reply, keep[0].TS, drop, t.footer(reply))
+		posted, removed, err := t.deliverer.replace(ctx, t.out(), reply, keep[0].TS, drop, t.footer(reply))
 		if err != nil {
 			// What it removed before it failed is recorded; the rest is named still, for a
 			// later attempt.

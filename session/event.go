@@ -128,6 +128,10 @@ const (
 	// a canvas (the intent, recorded before Slack is asked), and the canvas written.
 	TypeCanvasStarted Type = "canvas_started"
 	TypeCanvasWritten Type = "canvas_written"
+	// A Slack code channel of the session (bot/codechannel): asked for (before the Slack
+	// call), then made (its channel id, after it).
+	TypeCodeChannelRequested Type = "code_channel_requested"
+	TypeCodeChannelCreated   Type = "code_channel_created"
 )
 
 var knownTypes = map[Type]bool{
@@ -150,6 +154,7 @@ var knownTypes = map[Type]bool{
 	TypeReplayStarted: true, TypeReplayCompleted: true,
 	TypeReviewRequested: true, TypeReviewFinding: true, TypeReviewPosting: true, TypeReviewPosted: true, TypeFeedback: true,
 	TypeCanvasStarted: true, TypeCanvasWritten: true,
+	TypeCodeChannelRequested: true, TypeCodeChannelCreated: true,
 	TypeSettingChanged: true, TypeNoteAdded: true, TypeNoteForgotten: true, TypeRepoSet: true, TypeBudgetRaised: true,
 	TypeScheduleAdded: true, TypeScheduleRemoved: true, TypeConnectorConnected: true,
 	TypeAutomationPaused: true, TypeAutomationResumed: true,

@@ -446,11 +446,15 @@ type Steered struct {
 // CallID, so a later cell finds it instead of posting it again). Past ExpiresAt the call is
 // denied (a timeout).
 type ApprovalRequested struct {
-	Turn      int64     `json:"turn"`
-	CallID    string    `json:"call_id"`
-	Tool      string    `json:"tool"`
-	Summary   string    `json:"summary"`
-	Channel   string    `json:"channel"`
+	Turn    int64  `json:"turn"`
+	CallID  string `json:"call_id"`
+	Tool    string `json:"tool"`
+	Summary string `json:"summary"`
+	Channel string `json:"channel"`
+	// ThreadTS is the thread the card is posted in when it is not the session's (a thread of
+	// the session's code channel, bot/codechannel; Channel is then that channel); "" the
+	// session's thread.
+	ThreadTS  string    `json:"thread_ts,omitempty"`
 	ExpiresAt time.Time `json:"expires_at"`
 	// The rule that matched (issue 52), as the policy's canonical text (e.g.
 	// "run_command=ask approvers:2 not_requester"), and what it asks of the approvers: how many
@@ -991,4 +995,27 @@ type EvalCall struct {
 	CacheWriteTokens int64  `json:"cache_write_tokens,omitempty"`
 	CostMicros       int64  `json:"cost_micros"`
 	Priced           bool   `json:"priced"`
+}
+
+// CodeChannelRequested records that the session's turn Turn is about to ask Slack for the
+// session's code channel (type code_channel_requested, before agents.conversations.create;
+// idempotency key code_channel/requested): Name is the name asked for. A request without its
+// code_channel_created is a call that may have made the channel: the next try asks again with
+// the same session_id, which Slack answers with the channel it made.
+type CodeChannelRequested struct {
+	Turn int64  `json:"turn"`
+	Name string `json:"name"`
+}
+
+// CodeChannelCreated is the session's Slack code channel (type code_channel_created, once per
+// session: idempotency key code_channel/created): its channel id, the thread it was made from
+// (origin), the turn that made it, and the /logbook subcommands registered as its commands.
+// Messages in the channel belong to the session (Store.SessionByThread).
+type CodeChannelCreated struct {
+	ChannelID     string   `json:"channel_id"`
+	Name          string   `json:"name"`
+	OriginChannel string   `json:"origin_channel"`
+	OriginTS      string   `json:"origin_ts"`
+	Turn          int64    `json:"turn"`
+	Commands      []string `json:"commands,omitempty"`
 }

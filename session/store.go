@@ -117,15 +117,28 @@ func (s *Store) Open(ctx context.Context, key ThreadKey) (Session, error) {
 	return s.SessionByThread(ctx, key)
 }
 
-// The thread's session: the oldest, where sessions from before 00050 gave a thread two.
+// The thread's session: the oldest, where sessions from before 00050 gave a thread two; else,
+// when the channel is a session's code channel (its code_channel_created event, index
+// events_code_channel), that session — one statement either way.
 const sqlSessionByThread = `
-SELECT id, team_id, channel_id, thread_ts, created_at FROM sessions
-WHERE channel_id = $1 AND thread_ts = $2
-ORDER BY created_at, id
+SELECT id, team_id, channel_id, thread_ts, created_at FROM (
+  (SELECT id, team_id, channel_id, thread_ts, created_at, 0 AS pri FROM sessions
+   WHERE channel_id = $1 AND thread_ts = $2
+   ORDER BY created_at, id
+   LIMIT 1)
+  UNION ALL
+  (SELECT s.id, s.team_id, s.channel_id, s.thread_ts, s.created_at, 1 AS pri
+   FROM events e JOIN sessions s ON s.id = e.session_id
+   WHERE e.type = 'code_channel_created' AND e.payload->>'channel_id' = $1
+   ORDER BY e.created_at
+   LIMIT 1)
+) found
+ORDER BY pri
 LIMIT 1`
 
 // SessionByThread returns the session of a thread (channel and thread ts; key.Team is not
-// looked at), or ErrNotFound.
+// looked at), or ErrNotFound. Every thread of a session's code channel (bot/codechannel) is
+// that session's: the code channel is the same session, and the same log.
 func (s *Store) SessionByThread(ctx context.Context, key ThreadKey) (Session, error) {
 	sess, err := scanSession(s.pool.QueryRow(ctx, sqlSessionByThread, key.Channel, key.ThreadTS))
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -133,6 +133,10 @@ type Offer struct {
 	// records, it records (a budget notice); the lines it returns go under the reply. An
 	// error is the log's: the turn stays open and is resumed.
 	Answered func(ctx context.Context) ([]string, error)
+	// Waiting is called with true when the turn starts waiting for a person (it posted an
+	// approval request), and with false when a decision ends the wait; a turn that suspends
+	// instead stays waiting. Best effort: it returns nothing, and must not block long.
+	Waiting func(ctx context.Context, waiting bool)
 	// Steered is called when messages written while the turn runs join it (steering), up
 	// to the user message at through, before the model reads them (their shared files). An
 	// error is the log's.

@@ -15,6 +15,7 @@
 //	review_on       which pull requests of the channel's repository start a review by webhook: auto, request or off
 //	review_approve  whether the agent's reviews may approve: allow or never
 //	canvas_over     a reply longer than this many characters is written as a canvas, linked from the thread; 0: never
+//	surface         where a session that works on the repository talks: thread (default) or code_channel
 //
 // What other parts read (the budget and the setup step), through a narrow interface:
 //
@@ -53,10 +54,11 @@ const (
 	ReviewOn      = "review_on"
 	ReviewApprove = "review_approve"
 	CanvasOver    = "canvas_over"
+	Surface       = "surface"
 )
 
 // Names is every setting, in the order /logbook config shows them.
-var Names = []string{Model, Instructions, Approvals, ThreadReplies, DailyBudget, Setup, ReviewOn, ReviewApprove, CanvasOver}
+var Names = []string{Model, Instructions, Approvals, ThreadReplies, DailyBudget, Setup, ReviewOn, ReviewApprove, CanvasOver, Surface}
 
 // DefaultCanvasOver is canvas_over's own default, in characters.
 const DefaultCanvasOver = 12000
@@ -87,6 +89,14 @@ const (
 // ReviewApproveAllow is the value of review_approve that lets a review approve ("" and
 // "never": it comments only).
 const ReviewApproveAllow = "allow"
+
+// Values of surface ("" is thread): a session talks in its thread only (thread), or a session
+// that works on the repository also gets a Slack code channel of its own (code_channel,
+// bot/codechannel).
+const (
+	SurfaceThread      = "thread"
+	SurfaceCodeChannel = "code_channel"
+)
 
 // Limits on values, in bytes.
 const (
@@ -272,6 +282,10 @@ func (s *Settings) check(name, value string) error {
 	case CanvasOver:
 		if _, err := ParseCanvasOver(value); err != nil {
 			return err
+		}
+	case Surface:
+		if value != SurfaceThread && value != SurfaceCodeChannel {
+			return fmt.Errorf("%q: want thread or code_channel", value)
 		}
 	}
 	if len(value) > limit {

@@ -97,8 +97,17 @@
 // (stored with up to 10 loading_messages, as a JSON array or slack-go's comma list;
 // cleared when the bot replies or starts a stream in the thread);
 // agents.sessions.setStatus (processing|active|suspended|closed, else invalid_status;
-// every status kept in order) and agents.sessions.rename (agent_session_not_found
-// before a setStatus). Rate limits are token
+// every status kept in order; with a code channel's channel_id and no thread_ts, the code
+// channel's own) and agents.sessions.rename (agent_session_not_found before a setStatus);
+// Slack Code code channels (agents.go): agents.conversations.create (a public or private
+// channel the bot and the origin message's author are members of; idempotent by session_id;
+// name or origin_channel_id+origin_message_ts required, else invalid_arguments;
+// message_not_found, channel_not_found, not_allowed for a Slack Connect origin or an app
+// refused by SetCodeChannelsAllowed), agents.conversations.setProperties (context bar items
+// need key and label, item_type info|action, more than five are cut with a warning;
+// invalid_arguments, not_allowed for a channel that is no code channel, is_archived),
+// agents.conversations.setCommands (names without a slash) and agents.conversations.archive;
+// CodeChannels and CodeChannel show them. Rate limits are token
 // buckets per method, optionally per channel (Options.RateLimits,
 // SetRateLimit; NonMarketplaceLimits are Slack's history limits for apps outside the
 // Marketplace), answered with HTTP 429, Retry-After in whole seconds and

@@ -76,9 +76,11 @@ type Server struct {
 	loadingMessages map[string][]string
 	// streams maps channel/ts to a streamed message's state; streamOrder holds their keys
 	// in start order.
-	streams     map[string]*streamState
-	homeViews   map[string]*homeView // user id → the App Home view published for them (views.publish)
-	streamOrder []string
+	streams   map[string]*streamState
+	homeViews map[string]*homeView // user id → the App Home view published for them (views.publish)
+	// codeChannels are the code channels made (agents.conversations.*, agents.go).
+	codeChannels codeChannelsState
+	streamOrder  []string
 	// streamsEnded counts the leading streamOrder entries known to be over: expiry looks
 	// only at the streams after them, so a long run's readers do not walk every stream ever.
 	streamsEnded int

@@ -31,6 +31,9 @@ type state struct {
 	SlashSeq     int            `json:"slash_seq"`
 	// Files holds every file with its content; absent from files written before files were kept.
 	Files []fileSaved `json:"files,omitempty"`
+	// CodeChannels are the code channels made (agents.go), oldest first; their channels are
+	// in Channels.
+	CodeChannels []CodeChannel `json:"code_channels,omitempty"`
 }
 
 // fileSaved is a stored file as Options.StateFile keeps it.
@@ -83,6 +86,9 @@ func (s *Server) snapshotLocked() state {
 			Received: f.received, Completed: f.completed, Access: f.access, Tab: f.tab,
 		})
 	}
+	for _, id := range s.codeChannels.order {
+		st.CodeChannels = append(st.CodeChannels, s.codeChannelCopyLocked(id))
+	}
 	return st
 }
 
@@ -123,6 +129,19 @@ func (s *Server) loadState(path string) error {
 			m := c.Messages[i]
 			m.Streaming = false // streams end with the emulator that served them
 			ch.add(&m)
+		}
+	}
+	s.codeChannels = codeChannelsState{refused: s.codeChannels.refused}
+	s.codeChannels.init()
+	for _, c := range st.CodeChannels {
+		cc := c
+		s.codeChannels.byID[cc.ID] = &cc
+		s.codeChannels.order = append(s.codeChannels.order, cc.ID)
+		if cc.SessionID != "" {
+			s.codeChannels.bySession[cc.SessionID] = cc.ID
+		}
+		if cc.Status != "" {
+			s.setAgentStatusLocked(cc.ID+"/", cc.Status)
 		}
 	}
 	s.files, s.fileOrder, s.uploads = map[string]*fileState{}, nil, map[string]string{}

@@ -241,6 +241,14 @@ func (s *Server) handler(method string) apiHandler {
 		return s.agentSessionSetStatus
 	case "agents.sessions.rename":
 		return s.agentSessionRename
+	case "agents.conversations.create":
+		return s.agentsConversationsCreate
+	case "agents.conversations.setProperties":
+		return s.agentsConversationsSetProperties
+	case "agents.conversations.setCommands":
+		return s.agentsConversationsSetCommands
+	case "agents.conversations.archive":
+		return s.agentsConversationsArchive
 	case "files.getUploadURLExternal":
 		return s.filesGetUploadURLExternal
 	case "files.completeUploadExternal":
@@ -787,7 +795,15 @@ func (s *Server) assistantSetTitle(_ *http.Request, p url.Values) map[string]any
 // agentSessionSetStatus creates or updates the thread's agent session (agents.sessions.setStatus:
 // channel_id, thread_ts, status processing|active|suspended|closed, title on creation).
 func (s *Server) agentSessionSetStatus(_ *http.Request, p url.Values) map[string]any {
-	ch, code := s.botThread(p)
+	var ch *channelState
+	code := ""
+	if p.Get("thread_ts") == "" && s.codeChannels.byID[p.Get("channel_id")] != nil {
+		// A code channel's own session: its channel_id alone.
+		ch, code = s.botChannel(p.Get("channel_id"), false)
+		s.dirty = true // kept with the code channel (state.go)
+	} else {
+		ch, code = s.botThread(p)
+	}
 	if code != "" {
 		return fail(code)
 	}

@@ -171,3 +171,20 @@ func Mentions(admins []string) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// AgentCommands are the subcommands as a Slack code channel's commands
+// (agents.conversations.setCommands): each name, and the first line of its usage.
+func (t *Table) AgentCommands() []slack.AgentCommand {
+	if t == nil {
+		return nil
+	}
+	out := make([]slack.AgentCommand, 0, len(t.cmds))
+	for _, c := range t.cmds {
+		usage, _, _ := strings.Cut(c.Usage, "\n")
+		if r := []rune(usage); len(r) > 200 {
+			usage = string(r[:199]) + "…"
+		}
+		out = append(out, slack.AgentCommand{Name: c.Name, Description: usage})
+	}
+	return out
+}

@@ -83,3 +83,17 @@ func TestTableRefusesANameTwice(t *testing.T) {
 		}()
 	}
 }
+
+// The subcommands as a code channel's commands: each name, the first line of its usage; no
+// table, none.
+func TestAgentCommands(t *testing.T) {
+	t.Parallel()
+	got := table().AgentCommands()
+	if len(got) != 3 || got[0] != (slack.AgentCommand{Name: "open", Description: "`/logbook open` for anyone"}) || got[2].Name != "quiet" || got[2].Description != "" {
+		t.Fatalf("agent commands %+v", got)
+	}
+	var none *slashcmd.Table
+	if cmds := none.AgentCommands(); cmds != nil {
+		t.Fatalf("no table: %+v", cmds)
+	}
+}

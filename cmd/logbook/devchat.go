@@ -61,6 +61,8 @@ type chat struct {
 	watched bool
 	// origins names what started each thread the bot started itself ("a schedule").
 	origins map[string]string
+	// codeShown is each code channel's line as last printed (devsurfaces.go).
+	codeShown map[string]string
 }
 
 type livePrinted struct {
@@ -522,6 +524,7 @@ func (c *chat) markShown(thread string) {
 // stopped waiting.
 func (c *chat) refresh(ctx context.Context) bool {
 	done := c.watchStarted()
+	done = c.codeChannels() || done
 	for thread, p := range c.waiting {
 		// Ask the log first: a turn completes after its replies were delivered, so once it
 		// has, every reply is in the emulator.

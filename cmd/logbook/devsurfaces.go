@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"regexp"
@@ -151,4 +152,37 @@ func (c *chat) canvas(id string) {
 		return
 	}
 	c.printf("== %s (%s, %d characters) ==\n%s\n== end of canvas ==\n", cv.Title, cv.ID, cv.CanvasChars(), strings.TrimRight(cv.Markdown, "\n"))
+}
+
+// codeChannels prints each code channel whose name, status or context bar changed since it
+// was last printed, on one line: "code channel #name (id) — status — item · item". It reports
+// whether it printed.
+func (c *chat) codeChannels() bool {
+	printed := false
+	for _, cc := range c.emu.CodeChannels() {
+		line := codeChannelLine(cc)
+		if c.codeShown[cc.ID] == line {
+			continue
+		}
+		if c.codeShown == nil {
+			c.codeShown = map[string]string{}
+		}
+		c.codeShown[cc.ID] = line
+		c.status("%s\n", line)
+		printed = true
+	}
+	return printed
+}
+
+// codeChannelLine is a code channel as dev shows it.
+func codeChannelLine(cc slackemu.CodeChannel) string {
+	items := make([]string, 0, len(cc.ContextBar))
+	for _, it := range cc.ContextBar {
+		items = append(items, it.Label)
+	}
+	line := "(code channel #" + cc.Name + " (" + cc.ID + ") — " + cmp.Or(cc.Status, "no status")
+	if len(items) > 0 {
+		line += " — " + strings.Join(items, " · ")
+	}
+	return line + ")"
 }

@@ -35,6 +35,10 @@ type slackManifest struct {
 			HomeTab     bool  `yaml:"home_tab_enabled"`
 			MessagesTab *bool `yaml:"messages_tab_enabled"`
 		} `yaml:"app_home"`
+		CodeChannels struct {
+			Enabled         bool   `yaml:"enabled"`
+			SlashCommandURL string `yaml:"slash_command_url"`
+		} `yaml:"code_channels"`
 	} `yaml:"features"`
 	OAuthConfig struct {
 		Scopes map[string][]string `yaml:"scopes"`
@@ -82,7 +86,12 @@ func TestSlackAppManifest(t *testing.T) {
 	if !m.Features.AppHome.HomeTab || m.Features.AppHome.MessagesTab == nil || *m.Features.AppHome.MessagesTab {
 		t.Errorf("app_home %+v, want the Home tab on and the Messages tab off", m.Features.AppHome)
 	}
-	wantBot := []string{"app_mentions:read", "canvases:read", "canvases:write", "channels:history", "channels:read", "chat:write", "commands", "files:read", "files:write", "reactions:read", "reactions:write", "usergroups:read", "users:read"}
+	// Code channels (bot/codechannel): the feature on (Socket Mode routes their commands: no
+	// URL), code_channels:manage for agents.conversations.*.
+	if !m.Features.CodeChannels.Enabled || m.Features.CodeChannels.SlashCommandURL != "" {
+		t.Errorf("code_channels %+v, want enabled, without a slash_command_url (Socket Mode)", m.Features.CodeChannels)
+	}
+	wantBot := []string{"app_mentions:read", "canvases:read", "canvases:write", "channels:history", "channels:read", "chat:write", "code_channels:manage", "commands", "files:read", "files:write", "reactions:read", "reactions:write", "usergroups:read", "users:read"}
 	if got := sorted(m.OAuthConfig.Scopes["bot"]); !slices.Equal(got, wantBot) {
 		t.Errorf("bot scopes %v, want exactly %v", got, wantBot)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/apphome"
@@ -9,6 +10,7 @@ import (
 	"github.com/logbook/logbook/bot/budget"
 	"github.com/logbook/logbook/bot/canvas"
 	"github.com/logbook/logbook/bot/checkout"
+	"github.com/logbook/logbook/bot/codechannel"
 	"github.com/logbook/logbook/bot/connectors"
 	"github.com/logbook/logbook/bot/feedback"
 	"github.com/logbook/logbook/bot/files"
@@ -39,7 +41,28 @@ func (w *wiring) turnParts(fileStore *filestore.Store, mem *memory.Memory, bgt *
 	if mcp != nil {
 		parts = append(parts, mcp.Part(w.dir.ChannelName))
 	}
+	parts = append(parts, &codechannel.Part{Slack: w.api, Commands: w.slash.AgentCommands(), Spend: w.sessionSpend})
 	return append(parts, checkout.Part(), settings.Part(), bgt.Part())
+}
+
+// sessionSpend is a session's model spend at the deployment's prices, for its code channel's
+// context bar ("" when no call was priced).
+func (w *wiring) sessionSpend(evs []session.Event) string {
+	var total budget.Money
+	for _, e := range session.Select(evs, session.Range{Types: []session.Type{session.TypeAssistantMessage}}) {
+		var m session.AssistantMessage
+		if e.Decode(&m) != nil || m.Usage == nil {
+			continue
+		}
+		if p, ok := w.cfg.Budget.Prices.For(m.Usage.Provider, m.Usage.Model); ok {
+			total += p.Cost(budget.Usage{Input: m.Usage.InputTokens, Output: m.Usage.OutputTokens,
+				CacheRead: m.Usage.CacheReadTokens, CacheWrite: m.Usage.CacheWriteTokens})
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	return strings.TrimSpace(w.cfg.Budget.Prices.Currency + " " + total.String() + " spent")
 }
 
 // surfaces answer Slack outside a turn (bot.Surface): message shortcuts, buttons of their own,

@@ -343,6 +343,7 @@ CREATE TABLE public.events (
     CONSTRAINT events_type_check CHECK ((type ~ '^[a-z][a-z_]{0,63}$'::text))
 );
 CREATE INDEX events_actor_time ON public.events USING btree (actor_kind, actor_id, created_at);
+CREATE INDEX events_code_channel ON public.events USING btree (((payload ->> 'channel_id'::text))) WHERE (type = 'code_channel_created'::text);
 CREATE INDEX events_feedback ON public.events USING btree (created_at) WHERE (type = 'feedback'::text);
 CREATE INDEX events_followup_ended ON public.events USING btree (session_id) WHERE (type = 'followup_ended'::text);
 CREATE INDEX events_followup_subscribed ON public.events USING btree (((payload ->> 'repo'::text)), ((payload ->> 'branch'::text))) WHERE (type = 'followup_subscribed'::text);

@@ -829,6 +829,12 @@ var markerDetails = map[session.Type]func(session.Event) string{
 		}
 		return fmt.Sprintf("canvas %s %q %s for %s: %d characters, sha256 %s", m.CanvasID, m.Title, how, m.Channel, m.Chars, File{SHA256: m.SHA256}.ShortSHA())
 	}),
+	session.TypeCodeChannelRequested: payload(func(_ session.Event, m session.CodeChannelRequested) string {
+		return fmt.Sprintf("turn #%d asks Slack for code channel %q", m.Turn, m.Name)
+	}),
+	session.TypeCodeChannelCreated: payload(func(_ session.Event, m session.CodeChannelCreated) string {
+		return fmt.Sprintf("code channel %s (%q) made by turn #%d", m.ChannelID, m.Name, m.Turn)
+	}),
 	session.TypeStopRequested: payload(func(e session.Event, m session.StopRequested) string {
 		return fmt.Sprintf("by %s (%s)", e.Actor.ID, m.Source)
 	}),
