@@ -229,7 +229,7 @@ type harnessOptions struct {
 	statements pgx.QueryTracer
 	// gatewayPool gives the replicas' GatewayStore a pool of its own, as serve does.
 	gatewayPool bool
-	// partsWith adds turn parts over the harness's Slack client, after the others.
+	// partsWith adds turn parts over the harness's Slack client (before checkout's).
 	partsWith func(api *slack.Client) []part.Part
 }
 
@@ -393,9 +393,6 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 		b := o.budget(h.store)
 		bgt = b
 		parts = append(parts, b.Part())
-	}
-	if o.partsWith != nil {
-		parts = append(parts, o.partsWith(api)...)
 	}
 	var dir *directory.Directory
 	if o.directory != nil {
