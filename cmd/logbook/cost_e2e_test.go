@@ -135,7 +135,7 @@ func replicaCost(t *testing.T, n int, idle time.Duration, l steadyLoad) costFigu
 	msgs := drive(t, e, w, l)
 	pending := settle(t, e.dbURL, 2*time.Minute)
 	end := readDBStats(t, e.dbURL)
-	t.Logf("COST %d replicas: transactions of the server's statement log per message:%s", n, txl.stop(t, len(msgs)))
+	t.Logf("COST %d replicas: transactions of the server's statement log per message:%s", n, txl.stop(t, len(msgs), end.xacts-start.xacts))
 	f.messages = len(msgs)
 	f.perMessage = float64(end.xacts-start.xacts) / float64(max(len(msgs), 1))
 	answers := w.counts()
@@ -212,9 +212,14 @@ func startTxLog(t *testing.T, pg interface {
 
 // stop turns the log off and returns the window's transactions, per message of n, by
 // application and first statement (the first that is not BEGIN), the largest first, and the
-// connections opened per application.
-func (l *txLog) stop(t *testing.T, n int) string {
+// connections opened per application. xacts is what pg_stat_database counted over the window:
+// what the log does not show is set beside the NOTIFYs' wake-ups, for every NOTIFY costs a
+// transaction in each backend LISTENing in the database (PostgreSQL signals them all, whatever
+// the channel, and each reads the queue in a transaction of its own, with no statement logged).
+func (l *txLog) stop(t *testing.T, n int, xacts int64) string {
 	t.Helper()
+	var listeners int
+	query(t, l.dsn, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'logbook-listen'`, &listeners)
 	execAll(t, l.dsn, `ALTER SYSTEM RESET log_statement`, `ALTER SYSTEM RESET log_connections`,
 		`ALTER SYSTEM RESET log_min_duration_statement`, `ALTER SYSTEM RESET log_autovacuum_min_duration`,
 		`ALTER SYSTEM RESET log_line_prefix`, `SELECT pg_reload_conf()`)
@@ -237,6 +242,14 @@ func (l *txLog) stop(t *testing.T, n int) string {
 	for _, k := range sortedByCount(s.byApp) {
 		fmt.Fprintf(&b, " %s %.2f;", k, float64(s.byApp[k])/per)
 	}
+	notifies := 0
+	for k, c := range s.byFirst {
+		if strings.Contains(k, "pg_notify(") || strings.HasPrefix(strings.ToUpper(k[strings.Index(k, "  ")+2:]), "NOTIFY ") {
+			notifies += c
+		}
+	}
+	fmt.Fprintf(&b, "\n  %.2f/msg counted by pg_stat_database but not in the log; at most %.2f/msg NOTIFYs × %d listening connections = %.2f/msg wake-ups",
+		float64(xacts-int64(s.total))/per, float64(notifies)/per, listeners, float64(notifies*listeners)/per)
 	fmt.Fprintf(&b, "\n  %.2f/msg autovacuum and autoanalyze runs (%d); connections opened per message:", float64(s.autovacuums)/per, s.autovacuums)
 	for _, k := range sortedByCount(s.conns) {
 		fmt.Fprintf(&b, " %s %.3f/msg ;", k, float64(s.conns[k])/per)
