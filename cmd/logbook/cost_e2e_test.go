@@ -1,11 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -126,10 +130,12 @@ func replicaCost(t *testing.T, n int, idle time.Duration, l steadyLoad) costFigu
 	t.Logf("COST %d replicas idle: %.2f transactions a second per replica; statements a second per replica by calls:%s", n, f.idlePerSecond, f.idleTop)
 
 	resetStatements(t, e.dbURL)
+	txl := startTxLog(t, pg)
 	start := readDBStats(t, e.dbURL)
 	msgs := drive(t, e, w, l)
 	pending := settle(t, e.dbURL, 2*time.Minute)
 	end := readDBStats(t, e.dbURL)
+	t.Logf("COST %d replicas: transactions of the server's statement log per message:%s", n, txl.stop(t, len(msgs), end.xacts-start.xacts))
 	f.messages = len(msgs)
 	f.perMessage = float64(end.xacts-start.xacts) / float64(max(len(msgs), 1))
 	answers := w.counts()
@@ -173,4 +179,247 @@ func statementsByCalls(t *testing.T, dsn string, per float64, unit string) strin
 		fmt.Fprintf(&b, "\n  %6.2f%s  %.150s", float64(calls)/per, unit, q)
 	}
 	return b.String()
+}
+
+// txLog is the server's statement log over a window: every statement logged with its
+// backend's application_name, pid and virtual transaction id, so the window's transactions
+// can be told apart by who made them and what they began with (pg_stat_database counts
+// them all together; pg_stat_statements counts statements, not transactions).
+type txLog struct {
+	dsn, path string
+	off       int64
+}
+
+// txLogPrefix starts every line the server logs while a txLog is on.
+const txLogPrefix = "LBX|"
+
+func startTxLog(t *testing.T, pg interface {
+	URL() string
+	LogPath() string
+}) *txLog {
+	t.Helper()
+	l := &txLog{dsn: pg.URL(), path: pg.LogPath()}
+	execAll(t, l.dsn, `ALTER SYSTEM SET log_line_prefix = '`+txLogPrefix+`%a|%p|%v|'`,
+		`ALTER SYSTEM SET log_statement = 'all'`, `ALTER SYSTEM SET log_connections = on`,
+		`ALTER SYSTEM SET log_min_duration_statement = 0`, `ALTER SYSTEM SET log_autovacuum_min_duration = 0`, `SELECT pg_reload_conf()`)
+	fi, err := os.Stat(l.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.off = fi.Size()
+	return l
+}
+
+// stop turns the log off and returns the window's transactions, per message of n, by
+// application and first statement (the first that is not BEGIN), the largest first, and the
+// connections opened per application. xacts is what pg_stat_database counted over the window:
+// what the log does not show is set beside the NOTIFYs' wake-ups, for every NOTIFY costs a
+// transaction in each backend LISTENing in the database (PostgreSQL signals them all, whatever
+// the channel, and each reads the queue in a transaction of its own, with no statement logged).
+func (l *txLog) stop(t *testing.T, n int, xacts int64) string {
+	t.Helper()
+	var listeners int
+	query(t, l.dsn, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'logbook-listen'`, &listeners)
+	execAll(t, l.dsn, `ALTER SYSTEM RESET log_statement`, `ALTER SYSTEM RESET log_connections`,
+		`ALTER SYSTEM RESET log_min_duration_statement`, `ALTER SYSTEM RESET log_autovacuum_min_duration`,
+		`ALTER SYSTEM RESET log_line_prefix`, `SELECT pg_reload_conf()`)
+	f, err := os.Open(l.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(l.off, 0); err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := summarizeTxLog(string(data))
+	per := float64(max(n, 1))
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n  %.2f/msg transactions in the log (%d), by application:", float64(s.total)/per, s.total)
+	for _, k := range sortedByCount(s.byApp) {
+		fmt.Fprintf(&b, " %s %.2f;", k, float64(s.byApp[k])/per)
+	}
+	notifies := 0
+	for k, c := range s.byFirst {
+		_, q, _ := strings.Cut(k, "  ")
+		if strings.HasPrefix(q, "(parse) ") {
+			continue // a statement prepared on its first use: its NOTIFY is sent by its execution
+		}
+		if strings.Contains(q, "pg_notify(") || strings.HasPrefix(strings.ToUpper(q), "NOTIFY ") {
+			notifies += c
+		}
+	}
+	fmt.Fprintf(&b, "\n  %.2f/msg counted by pg_stat_database but not in the log; at most %.2f/msg NOTIFYs × %d listening connections = %.2f/msg wake-ups",
+		float64(xacts-int64(s.total))/per, float64(notifies)/per, listeners, float64(notifies*listeners)/per)
+	fmt.Fprintf(&b, "\n  %.2f/msg autovacuum and autoanalyze runs (%d); connections opened per message:", float64(s.autovacuums)/per, s.autovacuums)
+	for _, k := range sortedByCount(s.conns) {
+		fmt.Fprintf(&b, " %s %.3f/msg ;", k, float64(s.conns[k])/per)
+	}
+	for i, k := range sortedByCount(s.byFirst) {
+		if i == 40 {
+			break
+		}
+		fmt.Fprintf(&b, "\n  %6.3f/msg  %s", float64(s.byFirst[k])/per, k)
+	}
+	return b.String()
+}
+
+type txLogSummary struct {
+	total   int
+	byApp   map[string]int // transactions by application_name
+	byFirst map[string]int // transactions by application_name and first statement
+	conns   map[string]int // connections authorized by application_name
+	// autovacuums counts the autovacuum workers' runs on a table (a transaction each).
+	autovacuums int
+}
+
+var (
+	txLogLine = regexp.MustCompile(`^` + regexp.QuoteMeta(txLogPrefix) + `([^|]*)\|(\d+)\|([^|]*)\|LOG:  (statement|execute [^:]*|duration: [0-9.]+ ms  (?:parse|bind|execute) [^:]*|connection authorized|automatic (?:vacuum|analyze) of table)[: ]?(.*)$`)
+	txLogApp  = regexp.MustCompile(`application_name=(\S+)`)
+	spaces    = regexp.MustCompile(`\s+`)
+)
+
+// summarizeTxLog reads log lines of startTxLog's format. A statement's text runs on over the
+// lines that follow it without the prefix.
+func summarizeTxLog(log string) txLogSummary {
+	s := txLogSummary{byApp: map[string]int{}, byFirst: map[string]int{}, conns: map[string]int{}}
+	type tx struct{ app, first string }
+	txs := map[string]*tx{}
+	var order []string
+	var cur *tx
+	var text strings.Builder
+	flush := func() {
+		if cur == nil {
+			return
+		}
+		q := strings.TrimSpace(spaces.ReplaceAllString(text.String(), " "))
+		lq := strings.ToLower(q)
+		parse := strings.HasPrefix(q, "(parse) ")
+		if cur.first == "" || cur.first == "begin" && !parse || strings.HasPrefix(cur.first, "(parse) ") && !parse {
+			switch {
+			case strings.HasPrefix(lq, "begin"), strings.HasPrefix(lq, "start transaction"):
+				cur.first = "begin"
+			case lq == "commit" || lq == "rollback" || lq == "end":
+			default:
+				if len(q) > 120 {
+					q = q[:120]
+				}
+				cur.first = q
+			}
+		}
+		cur = nil
+		text.Reset()
+	}
+	for line := range strings.SplitSeq(log, "\n") {
+		if !strings.HasPrefix(line, txLogPrefix) {
+			if cur != nil {
+				text.WriteString(" " + line)
+			}
+			continue
+		}
+		flush()
+		m := txLogLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if strings.HasPrefix(m[4], "automatic ") {
+			s.autovacuums++
+			continue
+		}
+		if strings.HasPrefix(m[4], "duration: ") && !strings.Contains(m[4], " parse ") {
+			continue // the statement line of its execution names it
+		}
+		if strings.HasPrefix(m[4], "duration: ") {
+			m[5] = "(parse) " + m[5]
+		}
+		if m[4] == "connection authorized" {
+			app := "?"
+			if a := txLogApp.FindStringSubmatch(m[5]); a != nil {
+				app = a[1]
+			}
+			s.conns[app]++
+			continue
+		}
+		key := m[2] + "|" + m[3]
+		x := txs[key]
+		if x == nil {
+			x = &tx{app: m[1]}
+			txs[key] = x
+			order = append(order, key)
+		}
+		cur = x
+		text.WriteString(m[5])
+	}
+	flush()
+	for _, k := range order {
+		x := txs[k]
+		s.total++
+		s.byApp[x.app]++
+		s.byFirst[x.app+"  "+x.first]++
+	}
+	return s
+}
+
+func sortedByCount(m map[string]int) []string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), strings.Compare(a, b)) })
+	return keys
+}
+
+// execAll runs each statement on a connection of its own session.
+func execAll(t *testing.T, dsn string, stmts ...string) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, q := range stmts {
+		if _, err := conn.Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// The statement log's transactions are told apart by pid and virtual transaction id, named
+// by their first statement that is not BEGIN (a statement's text runs on over the lines
+// without the prefix), and the connections are counted by the application they name.
+func TestSummarizeTxLog(t *testing.T) {
+	log := strings.Join([]string{
+		"LBX||7||LOG:  connection authorized: user=postgres database=logbook application_name=logbook-main",
+		"LBX|logbook-main|7|3/1|LOG:  statement: SET ROLE logbook_app",
+		"LBX|logbook-main|7|3/2|LOG:  statement: begin",
+		"LBX|logbook-main|7|3/2|LOG:  execute stmtcache_1: ",
+		"\tSELECT   x",
+		"\tFROM t",
+		"LBX|logbook-main|7|3/2|DETAIL:  parameters: $1 = '1'",
+		"LBX|logbook-main|7|3/2|LOG:  statement: commit",
+		"LBX|logbook-gateway|8|4/1|LOG:  execute <unnamed>: SELECT x FROM t",
+		"LBX|logbook-main|7|3/3|LOG:  statement: -- ping",
+		"LBX|logbook-main|9|3/3|LOG:  statement: -- ping",
+		"LBX|logbook-main|7|3/3|LOG:  duration: 1 ms",
+		"LBX|logbook-main|7|3/4|LOG:  duration: 0.051 ms  parse stmtcache_2: SELECT y",
+		"LBX|logbook-main|7|3/5|LOG:  statement: begin",
+		"LBX|logbook-main|7|3/5|LOG:  duration: 0.051 ms  parse stmtcache_3: SELECT z",
+		"LBX|logbook-main|7|3/5|LOG:  execute stmtcache_3: SELECT z",
+		"LBX|logbook-main|7|3/5|LOG:  duration: 0.051 ms  execute stmtcache_3: SELECT z",
+		"LBX|logbook-main|7|3/5|LOG:  statement: commit",
+		"LBX||10||LOG:  automatic analyze of table \"logbook.public.t\"",
+	}, "\n")
+	s := summarizeTxLog(log)
+	want := txLogSummary{
+		total: 7,
+		byApp: map[string]int{"logbook-main": 6, "logbook-gateway": 1},
+		byFirst: map[string]int{"logbook-main  SET ROLE logbook_app": 1, "logbook-main  SELECT x FROM t": 1,
+			"logbook-gateway  SELECT x FROM t": 1, "logbook-main  -- ping": 2,
+			"logbook-main  (parse) SELECT y": 1, "logbook-main  SELECT z": 1},
+		conns:       map[string]int{"logbook-main": 1},
+		autovacuums: 1,
+	}
+	if s.total != want.total || s.autovacuums != want.autovacuums || !maps.Equal(s.byApp, want.byApp) || !maps.Equal(s.byFirst, want.byFirst) || !maps.Equal(s.conns, want.conns) {
+		t.Errorf("summarizeTxLog = %+v, want %+v", s, want)
+	}
 }

@@ -601,7 +601,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 		return err
 	}
 	w.search = search.NewSearcher(w.pool, search.Options{WorkspaceDomain: cfg.Domain})
-	w.indexer = search.NewIndexer(store, w.pool, log.With().Str("part", "indexer").Logger(), search.IndexerOptions{})
+	w.indexer = search.NewIndexer(store, w.pool, log.With().Str("part", "indexer").Logger(), search.IndexerOptions{Fleet: cfg.DB.Replicas})
 	w.services = append(w.services, service{name: "indexer", run: w.indexer.Run})
 	if mirrors != nil {
 		// Repositories' mirrors are fetched in the background: provisioning only clones.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +33,11 @@ const cursorName = "search"
 type IndexerOptions struct {
 	Batch int           // events read per step; default 500
 	Poll  time.Duration // how often Run looks for new events; default 2s
+	// Fleet is how many replicas run an indexer on the database (default 1). Run then polls
+	// as seldom as every Fleet × Poll while other indexers keep the index current (see Run),
+	// so the fleet together polls about once a Poll instead of Fleet times (issue 53: every
+	// replica's poll is a transaction, and ten replicas indexed ten small batches a Poll).
+	Fleet int
 }
 
 // Indexer keeps the search projection (search_docs, search_sessions) up to date with the
@@ -45,6 +51,10 @@ type Indexer struct {
 	log   zerolog.Logger
 	batch int
 	poll  time.Duration
+	fleet int
+
+	mu   sync.Mutex
+	left *session.Cursor // where this indexer last found or left the cursor; nil before its first step
 }
 
 // NewIndexer returns an indexer that reads store's log and writes the projection through
@@ -56,18 +66,27 @@ func NewIndexer(store *session.Store, pool *pgxpool.Pool, log zerolog.Logger, op
 		log:   log.With().Str("component", "search_indexer").Logger(),
 		batch: cmp.Or(opts.Batch, 500),
 		poll:  cmp.Or(opts.Poll, 2*time.Second),
+		fleet: max(opts.Fleet, 1),
 	}
 }
 
 // Run indexes new events every Poll until ctx ends, then returns nil. A failed step is
-// logged and retried at the next tick; Run returns an error only if it cannot start.
+// logged and retried at the next poll; Run returns an error only if it cannot start. In a
+// fleet (IndexerOptions.Fleet above 1) the wait doubles, up to Fleet × Poll, after each poll
+// that found another indexer at work (the cursor moved since this one last saw it, or the
+// lock held), and halves, down to Poll, after one that did not: while the others index, this
+// one mostly stays away; alone (the others stopped), it is back to every Poll within a few.
 func (ix *Indexer) Run(ctx context.Context) error {
-	t := time.NewTicker(ix.poll)
+	wait := ix.poll
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
-		if _, err := ix.catchUp(ctx, false); err != nil && ctx.Err() == nil {
+		_, others, err := ix.catchUp(ctx, false)
+		if err != nil && ctx.Err() == nil {
 			ix.log.Error().Err(err).Msg("index the log for search")
 		}
+		wait = ix.nextWait(wait, others)
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -76,24 +95,37 @@ func (ix *Indexer) Run(ctx context.Context) error {
 	}
 }
 
+// nextWait is Run's wait after a poll that found other indexers at work (others) or not.
+func (ix *Indexer) nextWait(wait time.Duration, others bool) time.Duration {
+	if others {
+		return min(2*wait, time.Duration(ix.fleet)*ix.poll)
+	}
+	return max(wait/2, ix.poll)
+}
+
 // CatchUp indexes every event that is readable now (see session.Store.ReadAll) and returns
 // how many events it read. One-shot commands call it before a query so search is current.
-func (ix *Indexer) CatchUp(ctx context.Context) (int, error) { return ix.catchUp(ctx, true) }
+func (ix *Indexer) CatchUp(ctx context.Context) (int, error) {
+	n, _, err := ix.catchUp(ctx, true)
+	return n, err
+}
 
 // catchUp is CatchUp; without wait it returns at once (0, nil) when another indexer holds the
 // lock: that one is indexing the same events. Run does not wait: every replica's indexer
 // queued on the lock every tick, each holding a connection of its replica's pool meanwhile
 // (issue 33: ten replicas spent seconds of database time per message waiting on it).
-func (ix *Indexer) catchUp(ctx context.Context, wait bool) (int, error) {
-	total := 0
+// others reports that another indexer was at work: it held the lock, or had moved the cursor
+// since this one last found or left it.
+func (ix *Indexer) catchUp(ctx context.Context, wait bool) (total int, others bool, err error) {
 	for {
-		n, err := ix.step(ctx, wait)
+		n, o, err := ix.step(ctx, wait)
 		total += n
+		others = others || o
 		if err != nil {
-			return total, err
+			return total, others, err
 		}
 		if n < ix.batch {
-			return total, nil
+			return total, others, nil
 		}
 	}
 }
@@ -180,26 +212,27 @@ type sessionAgg struct {
 }
 
 // step indexes one batch in one transaction and returns how many events it read; without
-// wait, none when another indexer holds the lock.
-func (ix *Indexer) step(ctx context.Context, wait bool) (int, error) {
+// wait, none when another indexer holds the lock. others reports that another indexer held
+// the lock or had moved the cursor since this one last found or left it.
+func (ix *Indexer) step(ctx context.Context, wait bool) (n int, others bool, err error) {
 	tx, err := ix.pool.Begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("index for search: begin: %w", err)
+		return 0, false, fmt.Errorf("index for search: begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it is a no-op
 
 	// The advisory lock assigns no transaction id, so it does not hold back ReadAll.
 	if wait {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", session.LockSearchIndexer); err != nil {
-			return 0, fmt.Errorf("index for search: lock: %w", err)
+			return 0, others, fmt.Errorf("index for search: lock: %w", err)
 		}
 	} else {
 		var got bool
 		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", session.LockSearchIndexer).Scan(&got); err != nil {
-			return 0, fmt.Errorf("index for search: lock: %w", err)
+			return 0, others, fmt.Errorf("index for search: lock: %w", err)
 		}
 		if !got {
-			return 0, nil
+			return 0, true, nil
 		}
 	}
 	var cur session.Cursor
@@ -207,18 +240,22 @@ func (ix *Indexer) step(ctx context.Context, wait bool) (int, error) {
 	switch err := tx.QueryRow(ctx, sqlReadCursor, cursorName).Scan(&txText, &cur.Position); {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
-		return 0, fmt.Errorf("index for search: read cursor: %w", err)
+		return 0, others, fmt.Errorf("index for search: read cursor: %w", err)
 	default:
 		if cur.TxID, err = strconv.ParseUint(txText, 10, 64); err != nil {
-			return 0, fmt.Errorf("index for search: cursor transaction id %q: %w", txText, err)
+			return 0, others, fmt.Errorf("index for search: cursor transaction id %q: %w", txText, err)
 		}
 	}
+	ix.mu.Lock()
+	others = ix.left != nil && *ix.left != cur
+	ix.mu.Unlock()
 	evs, next, err := ix.store.ReadAll(ctx, cur, ix.batch)
 	if err != nil {
-		return 0, fmt.Errorf("index for search: %w", err)
+		return 0, others, fmt.Errorf("index for search: %w", err)
 	}
 	if len(evs) == 0 {
-		return 0, nil
+		ix.leave(cur)
+		return 0, others, nil
 	}
 
 	aggs := map[session.ID]*sessionAgg{}
@@ -231,19 +268,19 @@ func (ix *Indexer) step(ctx context.Context, wait bool) (int, error) {
 	}
 	rows, err := tx.Query(ctx, sqlSessionKeys, ids)
 	if err != nil {
-		return 0, fmt.Errorf("index for search: read sessions: %w", err)
+		return 0, others, fmt.Errorf("index for search: read sessions: %w", err)
 	}
 	for rows.Next() {
 		var id session.ID
 		var k session.ThreadKey
 		if err := rows.Scan(&id, &k.Team, &k.Channel, &k.ThreadTS); err != nil {
 			rows.Close()
-			return 0, fmt.Errorf("index for search: read sessions: %w", err)
+			return 0, others, fmt.Errorf("index for search: read sessions: %w", err)
 		}
 		aggs[id].key = k
 	}
 	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("index for search: read sessions: %w", err)
+		return 0, others, fmt.Errorf("index for search: read sessions: %w", err)
 	}
 
 	bySession := map[session.ID][]session.Event{}
@@ -268,12 +305,20 @@ func (ix *Indexer) step(ctx context.Context, wait bool) (int, error) {
 	}
 	b.Queue(sqlUpsertCursor, cursorName, strconv.FormatUint(next.TxID, 10), next.Position)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return 0, fmt.Errorf("index for search: write %d events: %w", len(evs), err)
+		return 0, others, fmt.Errorf("index for search: write %d events: %w", len(evs), err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("index for search: commit: %w", err)
+		return 0, others, fmt.Errorf("index for search: commit: %w", err)
 	}
-	return len(evs), nil
+	ix.leave(next)
+	return len(evs), others, nil
+}
+
+// leave notes where this indexer found or left the cursor.
+func (ix *Indexer) leave(c session.Cursor) {
+	ix.mu.Lock()
+	ix.left = &c
+	ix.mu.Unlock()
 }
 
 // queue adds the projection changes of one session's events in this step to b: it folds them
