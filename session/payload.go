@@ -924,7 +924,11 @@ func (p ReviewPosted) Key() string {
 // turn_started) and the settings it ran under. Instructions is the text that replaced the
 // channel's instructions ("" when they were kept as recorded), AgentsMD the text that replaced
 // the repository's instruction file; Tools how tool calls were served ("recorded": a call
-// identical to a recorded one gets its recorded result, any other is refused).
+// identical to a recorded one gets its recorded result, any other is refused; "sandbox": any
+// other call of the sandbox's tools runs in a fresh sandbox restored to that point, with no
+// network); Sandbox, in mode "sandbox", what those calls ran in, or why there was none (they
+// were refused). What the sandbox did is on the eval record's own chain (sandbox_provisioned,
+// work_saved), never on the original's.
 type ReplayStarted struct {
 	Original         ID     `json:"original"`
 	Seq              int64  `json:"seq"`
@@ -936,6 +940,7 @@ type ReplayStarted struct {
 	Instructions     string `json:"instructions,omitempty"`
 	AgentsMD         string `json:"agents_md,omitempty"`
 	Tools            string `json:"tools"`
+	Sandbox          string `json:"sandbox,omitempty"`
 	By               string `json:"by,omitempty"`
 }
 
