@@ -278,13 +278,15 @@ func newEvalCmd(e env) *cobra.Command {
 		asJSON, dryRun bool
 	)
 	cmd := &cobra.Command{
-		Use:   "eval --channel C --model SPEC --tools recorded [--since 30d] [--limit N]",
+		Use:   "eval --channel C --model SPEC [--tools sandbox|recorded] [--since 30d] [--limit N]",
 		Short: "Run the what-if over a channel's recent threads and compare (DATABASE_URL, the model's keys)",
 		Long: `Run the what-if of logbook replay --from over the threads of a channel with activity since
 --since (default 30d), newest first, at most --limit (default 20): each thread from its first
 user message the agent answered, the model called for real under --model (and
---instructions, --agents-md), tool calls served from the recording (--tools recorded: an
-identical call gets its recorded result, any other is refused). Each what-if is an eval record
+--instructions, --agents-md), a tool call identical to a recorded one served from the
+recording, any other of the sandbox's run in a fresh sandbox restored to that point with no
+network (--tools sandbox, the default, as logbook replay --from) or refused (--tools
+recorded). Each what-if is an eval record
 of its own (a session of kind replay), charged to the channel's budget as an eval; nothing
 reaches Slack and the threads get nothing. --concurrency what-ifs run at once (default 4, at
 most 16). --dry-run lists the threads and the seq each would run from, and calls no model and
