@@ -251,4 +251,59 @@ func TestWhatIfRunsOtherCallsInAnOfflineSandboxRestoredToTheTurn(t *testing.T) {
 	if err, _, vout, verr := runCLI(t, vars, "audit", "verify", "--session", rid.String()); err != nil {
 		t.Fatalf("audit verify of the eval record: %v\n%s%s", err, vout, verr)
 	}
+
+	// Without a repository for the channel the session's work cannot be restored, and with
+	// LOGBOOK_SANDBOX=none there is no sandbox: the what-if runs, the call fails or is refused
+	// with a tool error saying why, nothing is run, and the original still gets nothing.
+	for _, c := range []struct {
+		unset, set, want, sandbox string
+	}{
+		{unset: "LOGBOOK_REPOS", want: "the sandbox failed: the channel has no repository", sandbox: "bwrap, no network"},
+		{set: "none", want: "has no sandbox to run the call in (LOGBOOK_SANDBOX=none)", sandbox: "none: LOGBOOK_SANDBOX=none (other tool calls are refused)"},
+	} {
+		v := map[string]string{}
+		for k, val := range vars {
+			v[k] = val
+		}
+		delete(v, c.unset)
+		if c.set != "" {
+			v["LOGBOOK_SANDBOX"] = c.set
+		}
+		fake.Push(fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_3", Name: "run_command", Input: `{"command":"echo RAN"}`}}},
+			fakeprovider.Reply{Text: "Could not run it."})
+		n := len(fake.Calls())
+		err, _, out, stderr := runCLI(t, v, "replay", sess.ID.String(), "--from", fmt.Sprint(from), "--model", "anthropic:claude-new")
+		if err != nil {
+			t.Fatalf("what-if without %s%s: %v\n%s%s", c.unset, c.set, err, out, stderr)
+		}
+		calls := fake.Calls()
+		if len(calls) != n+2 {
+			t.Fatalf("%d calls to the provider, want %d", len(calls), n+2)
+		}
+		if r := result(calls[n+1]); !r.IsError || !strings.Contains(r.Text, c.want) || strings.Contains(r.Text, "RAN") {
+			t.Fatalf("without %s%s: %+v", c.unset, c.set, r)
+		}
+		if _, err := fmt.Sscanf(out, "eval record %s", &id); err != nil {
+			t.Fatalf("what-if output: %v\n%s", err, out)
+		}
+		rid, err := session.ParseID(strings.TrimSuffix(id, ":"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := store.Events(context.Background(), rid, session.Range{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rec[0].Decode(&link); err != nil || link.Sandbox != c.sandbox {
+			t.Fatalf("link %+v (%v)", link, err)
+		}
+		for _, e := range rec {
+			if e.Type == session.TypeSandboxProvisioned {
+				t.Fatalf("without %s%s a sandbox was provisioned: %s", c.unset, c.set, e.Payload)
+			}
+		}
+	}
+	if n := countEvents(t, store, sess.ID); n != before {
+		t.Fatalf("the original went from %d to %d events", before, n)
+	}
 }
