@@ -951,8 +951,8 @@ func (r ReplayStarted) Key() string { return "replay_started" }
 // replayed turn ended, and the recorded turn and the replayed one side by side — replies,
 // tool calls, tokens and cost — with how the tool calls compare: Same (identical to a
 // recorded call: its recorded result was served), Different (a tool the recorded turn called,
-// with another input: refused), New (a tool the recorded turn never called: refused) and
-// Missing (recorded calls the replayed turn did not make). RecordedThrough is the last seq of
+// with another input) and New (a tool the recorded turn never called) — each run in the
+// what-if's sandbox (tools "sandbox", a sandbox's tool) or refused — and Missing (recorded calls the replayed turn did not make). RecordedThrough is the last seq of
 // the recorded turn. Costs are micros of Currency, at the deployment's prices.
 type ReplayCompleted struct {
 	Status          string     `json:"status"`
