@@ -307,3 +307,98 @@ func TestWhatIfRunsOtherCallsInAnOfflineSandboxRestoredToTheTurn(t *testing.T) {
 		t.Fatalf("the original went from %d to %d events", before, n)
 	}
 }
+
+// A what-if of a fork's turn, the fork having saved no work of its own, starts its sandbox
+// from the work its parent saved at or before the fork's seq: the parent's first file, not
+// the one the parent wrote after the fork was taken.
+func TestWhatIfOfAForkStartsFromTheParentsWorkAtTheForkSeq(t *testing.T) {
+	t.Parallel()
+	base := sandboxBase(t)
+	srvRepo := gittest.ServeWith(t, gittest.Options{Path: "acme/api.git", Files: map[string]string{"README.md": "the api\n"}})
+	store, dbURL := whatIfStore(t)
+	ctx := context.Background()
+	parent := recordFiles(t, store, filepath.Join(base, "record"), srvRepo.Base+"/acme/api.git", "1700000000.000100", "before.txt", "after.txt")
+	pevs, err := store.Events(ctx, parent.ID, session.Range{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := int64(0) // the parent's first turn_completed: before.txt saved, after.txt not yet
+	for _, e := range pevs {
+		if e.Type == session.TypeTurnCompleted {
+			at = e.Seq
+			break
+		}
+	}
+	ref, err := store.ForkReference(ctx, parent.ID, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork, err := store.Open(ctx, session.ThreadKey{Team: "T0000001", Channel: "C0000001", ThreadTS: "1700000009.000100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Append(ctx, fork.ID, session.NewEvent{Type: session.TypeSessionForked, Actor: session.Actor{Kind: session.ActorSystem, ID: "cli/fork"}, Payload: ref}); err != nil {
+		t.Fatal(err)
+	}
+	// The fork's own turn: a lookup, no sandbox.
+	msg, err := store.Append(ctx, fork.ID, session.NewEvent{Type: session.TypeUserMessage, Actor: session.Actor{Kind: session.ActorUser, ID: "U0000001"},
+		Payload: session.UserMessage{Team: "T0000001", Channel: "C0000001", ThreadTS: "1700000009.000100", TS: "1700000009.000200", User: "U0000001",
+			Text: "<@UB000001> look up number 0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cell := session.Actor{Kind: session.ActorSystem, ID: "cell"}
+	started, err := store.Append(ctx, fork.ID, session.NewEvent{Type: session.TypeTurnStarted, Actor: cell, Payload: session.TurnStarted{Through: msg[0].Seq}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fevs, err := store.Events(ctx, fork.ID, session.Range{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix, err := session.Prefix(ctx, store, fevs)
+	if err != nil || len(prefix) != 1 {
+		t.Fatalf("the fork's prefix: %d segments (%v)", len(prefix), err)
+	}
+	b, err := brain.New(brain.Config{Provider: scriptedModel{}, DeferTitle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookup := brain.NewTool(brain.ToolSpec{Name: "lookup", Description: "lookup", Schema: brain.ObjectSchema(nil)},
+		func(_ context.Context, use brain.ToolUse) brain.Outcome { return brain.Outcome{Content: "value of " + string(use.Input)} })
+	r, err := b.Run(ctx, brain.Turn{Session: fork, Log: whatIfLog{store, fork.ID}, Where: brain.Where{BotUserID: "UB000001", Channel: "C0000001", ThreadTS: "1700000009.000100"},
+		Tools: []brain.Tool{lookup}, TurnSeq: started[0].Seq, Through: msg[0].Seq, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Append(ctx, fork.ID, session.NewEvent{Type: session.TypeTurnCompleted, Actor: cell,
+		Payload: session.TurnCompleted{Turn: started[0].Seq, Status: r.Status, Through: msg[0].Seq}}); err != nil {
+		t.Fatal(err)
+	}
+	parentBefore, forkBefore := countEvents(t, store, parent.ID), countEvents(t, store, fork.ID)
+
+	fake := fakeprovider.NewAnthropic(t, "sk-ant-test")
+	fake.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "run_command", Input: `{"command":"ls; cat before.txt"}`}}},
+		fakeprovider.Reply{Text: "before.txt only."},
+	)
+	vars := map[string]string{"DATABASE_URL": dbURL, "ANTHROPIC_API_KEY": fake.Key, "ANTHROPIC_BASE_URL": fake.URL,
+		"LOGBOOK_SANDBOX": "bwrap", "LOGBOOK_SANDBOX_DIR": filepath.Join(base, "whatif"),
+		"LOGBOOK_REPOS": "C0000001=acme/api@main", "LOGBOOK_REPO_URL": srvRepo.Base + "/{repo}.git"}
+	err, _, out, stderr := runCLI(t, vars, "replay", fork.ID.String(), "--from", fmt.Sprint(msg[0].Seq), "--model", "anthropic:claude-new")
+	if err != nil {
+		t.Fatalf("what-if of the fork: %v\n%s%s", err, out, stderr)
+	}
+	calls := fake.Calls()
+	if len(calls) != 2 {
+		t.Fatalf("%d calls to the provider\n%s", len(calls), out)
+	}
+	last := calls[1].Messages[len(calls[1].Messages)-1].Blocks
+	res := last[len(last)-1]
+	if res.IsError || !strings.Contains(res.Text, "before.txt from the session") || strings.Contains(res.Text, "after.txt") {
+		t.Fatalf("the command in the fork's what-if sandbox:\n%s", res.Text)
+	}
+	if countEvents(t, store, parent.ID) != parentBefore || countEvents(t, store, fork.ID) != forkBefore {
+		t.Fatal("the what-if appended to the fork or its parent")
+	}
+}
