@@ -365,7 +365,9 @@ func TestWhatIfOfAForkStartsFromTheParentsWorkAtTheForkSeq(t *testing.T) {
 		t.Fatal(err)
 	}
 	lookup := brain.NewTool(brain.ToolSpec{Name: "lookup", Description: "lookup", Schema: brain.ObjectSchema(nil)},
-		func(_ context.Context, use brain.ToolUse) brain.Outcome { return brain.Outcome{Content: "value of " + string(use.Input)} })
+		func(_ context.Context, use brain.ToolUse) brain.Outcome {
+			return brain.Outcome{Content: "value of " + string(use.Input)}
+		})
 	r, err := b.Run(ctx, brain.Turn{Session: fork, Log: whatIfLog{store, fork.ID}, Where: brain.Where{BotUserID: "UB000001", Channel: "C0000001", ThreadTS: "1700000009.000100"},
 		Tools: []brain.Tool{lookup}, TurnSeq: started[0].Seq, Through: msg[0].Seq, Prefix: prefix})
 	if err != nil {
