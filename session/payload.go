@@ -928,7 +928,11 @@ func (p ReviewPosted) Key() string {
 // turn_started) and the settings it ran under. Instructions is the text that replaced the
 // channel's instructions ("" when they were kept as recorded), AgentsMD the text that replaced
 // the repository's instruction file; Tools how tool calls were served ("recorded": a call
-// identical to a recorded one gets its recorded result, any other is refused).
+// identical to a recorded one gets its recorded result, any other is refused; "sandbox": any
+// other call of the sandbox's tools runs in a fresh sandbox restored to that point, with no
+// network); Sandbox, in mode "sandbox", what those calls ran in, or why there was none (they
+// were refused). What the sandbox did is on the eval record's own chain (sandbox_provisioned,
+// work_saved), never on the original's.
 type ReplayStarted struct {
 	Original         ID     `json:"original"`
 	Seq              int64  `json:"seq"`
@@ -940,6 +944,7 @@ type ReplayStarted struct {
 	Instructions     string `json:"instructions,omitempty"`
 	AgentsMD         string `json:"agents_md,omitempty"`
 	Tools            string `json:"tools"`
+	Sandbox          string `json:"sandbox,omitempty"`
 	By               string `json:"by,omitempty"`
 }
 
@@ -950,8 +955,8 @@ func (r ReplayStarted) Key() string { return "replay_started" }
 // replayed turn ended, and the recorded turn and the replayed one side by side — replies,
 // tool calls, tokens and cost — with how the tool calls compare: Same (identical to a
 // recorded call: its recorded result was served), Different (a tool the recorded turn called,
-// with another input: refused), New (a tool the recorded turn never called: refused) and
-// Missing (recorded calls the replayed turn did not make). RecordedThrough is the last seq of
+// with another input) and New (a tool the recorded turn never called) — each run in the
+// what-if's sandbox (tools "sandbox", a sandbox's tool) or refused — and Missing (recorded calls the replayed turn did not make). RecordedThrough is the last seq of
 // the recorded turn. Costs are micros of Currency, at the deployment's prices.
 type ReplayCompleted struct {
 	Status          string     `json:"status"`

@@ -269,7 +269,7 @@ func New(cfg Config) (*Brain, error) {
 	}
 	cfg.MaxRounds = cmp.Or(cfg.MaxRounds, 10)
 	cfg.MaxTurnTime = cmp.Or(cfg.MaxTurnTime, 5*time.Minute)
-	cfg.CommandTimeout = cmp.Or(cfg.CommandTimeout, 2*time.Minute)
+	cfg.CommandTimeout = cmp.Or(cfg.CommandTimeout, defaultCommandTimeout)
 	cfg.MaxToolOutput = cmp.Or(cfg.MaxToolOutput, 16<<10)
 	cfg.MaxTurnOutput = cmp.Or(cfg.MaxTurnOutput, 128<<10)
 	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, DefaultMaxTokens)

@@ -1,6 +1,7 @@
 package brain
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,6 +113,17 @@ func handsTools(hands Hands, timeout time.Duration) []Tool {
 		}, func(ctx context.Context, use ToolUse) Outcome { return writeFile(ctx, hands, use) }),
 	}
 }
+
+// HandsTools are the sandbox's tools over hands, as a turn with Turn.Hands offers them
+// (run_command at most timeout a command; 0: the default, 2 minutes), for a caller that runs
+// some of their calls itself: a what-if replay (bot/replay) serves recorded results and runs
+// only the other calls in a sandbox of its own.
+func HandsTools(hands Hands, timeout time.Duration) []Tool {
+	return handsTools(hands, cmp.Or(timeout, defaultCommandTimeout))
+}
+
+// defaultCommandTimeout bounds a run_command whose Config.CommandTimeout is zero.
+const defaultCommandTimeout = 2 * time.Minute
 
 // goneSpec declares a tool the history calls and the turn no longer offers (its part or
 // server gone, its sandbox switched off): the APIs want every called tool declared.

@@ -32,6 +32,7 @@ type Hands struct {
 	log      Log
 	work     WorkStore // nil: uncommitted work is not kept
 	egress   *Egress   // nil: no proxy
+	offline  bool      // Config.Offline
 	repoFor  func(ctx context.Context, team, channel string) (*sandbox.RepoSpec, error)
 	sess     session.ThreadKey
 	id       session.ID
@@ -76,6 +77,15 @@ type Config struct {
 	Egress *Egress
 	// Setup is the channels' setup step (setup.go); zero: none.
 	Setup SetupConfig
+	// Offline is a sandbox restored exactly, with no way out at all (a what-if replay,
+	// bot/replay): no egress proxy, Egress and Setup.Egress notwithstanding (the repository is
+	// cloned from the host's mirror before anything runs in the sandbox, and its origin is
+	// not reachable from inside), and provisioning fails, instead of going on with a fresh
+	// checkout, when the channel has no repository, when the work to restore was saved on
+	// another one, or when it cannot be restored. The provider must not share the host's
+	// network (sandbox.Config.AllowNetwork off, and bubblewrap: the process provider shares
+	// it).
+	Offline bool
 }
 
 // Egress is the sandboxes' way out (LOGBOOK_SANDBOX_EGRESS): each sandbox gets a proxy of its
@@ -97,7 +107,8 @@ func NewFactory(provider sandbox.Provider, cfg Config, log zerolog.Logger) Facto
 	}
 	return func(l Log, sess session.Session) *Hands {
 		return &Hands{provider: provider, recipe: cfg.Recipe, repoFor: cfg.Repo, sess: sess.Key, log: l, work: cfg.Work, egress: cfg.Egress, id: sess.ID, key: sess.ID.String(), setup: cfg.Setup,
-			zl: log.With().Str("session_id", sess.ID.String()).Logger()}
+			offline: cfg.Offline,
+			zl:      log.With().Str("session_id", sess.ID.String()).Logger()}
 	}
 }
 
@@ -128,9 +139,12 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 		}
 		h.recipe.Repo = spec
 	}
+	if h.offline && (h.recipe.Repo == nil || h.work == nil) {
+		return nil, errors.New("the channel has no repository (or no store of saved work), so the session's work cannot be restored")
+	}
 	recipe := h.recipe
 	var proxy *egress.Proxy
-	if h.egress != nil || recipe.Repo != nil || !h.setup.Egress.Empty() {
+	if !h.offline && (h.egress != nil || recipe.Repo != nil || !h.setup.Egress.Empty()) {
 		// A repository is fetched and pushed through the proxy, allowlist or not.
 		proxy = h.newProxy(h.pushedBranches(ctx))
 		recipe.Egress = proxy
@@ -152,6 +166,10 @@ func (h *Hands) get(ctx context.Context) (sandbox.Sandbox, error) {
 	}
 	// The work a closed sandbox left uncommitted, on the commit it was made on.
 	if err := h.restore(ctx, sb); err != nil {
+		if h.offline {
+			sb.Close()
+			return nil, fmt.Errorf("restore the session's work: %w", err)
+		}
 		h.zl.Warn().Err(err).Msg("could not restore the saved work into the new sandbox")
 	}
 	var instr checkout.Instructions
@@ -246,6 +264,9 @@ func (h *Hands) restore(ctx context.Context, sb sandbox.Sandbox) error {
 		return err
 	}
 	if ws.Repo != "" && ws.Repo != h.recipe.Repo.URL {
+		if h.offline {
+			return fmt.Errorf("it was saved on repository %s; the channel's is %s now", ws.Repo, h.recipe.Repo.URL)
+		}
 		return nil // work on another repository (the channel's was changed since): it stays in the log
 	}
 	w := sandbox.Work{Head: ws.Head, Branch: ws.Branch, Exact: inherited}

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/hands"
+	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/thread"
 )
@@ -20,24 +22,28 @@ import (
 // model called for real under other settings (a model, the channel's instructions, the
 // repository's AGENTS.md). Up to that message the recording is the model's history, as it
 // was; from there the turn is the new model's. A tool call identical (name and canonical
-// input) to one the recorded turn made gets the recorded result without running; any other is
-// refused with a tool error the model sees (ToolsRecorded: the only mode built). Nothing
-// reaches Slack and the original session gets nothing: what the replayed turn appends goes to
-// an eval record, a session of kind replay whose first event (replay_started) links the
-// original at that message by its hash and whose last (replay_completed) sets the recorded
-// turn and the replayed one side by side.
+// input) to one the recorded turn made gets the recorded result without running; any other
+// call of the sandbox's tools runs in a fresh sandbox restored to where the recorded turn
+// began, with no network (ToolsSandbox), or is refused with a tool error the model sees
+// (ToolsRecorded); a call of any other tool (a part's, a connector's) is refused in both.
+// Nothing reaches Slack and the original session gets nothing: what the replayed turn
+// appends, and what its sandbox records, goes to an eval record, a session of kind replay
+// whose first event (replay_started) links the original at that message by its hash and whose
+// last (replay_completed) sets the recorded turn and the replayed one side by side.
 
-// ToolsRecorded is the what-if's tool mode that serves only recorded results.
-const ToolsRecorded = "recorded"
-
-// ErrToolsSandbox is the answer to a what-if asked to run tool calls in a sandbox: not built.
-var ErrToolsSandbox = errors.New("not built: a what-if cannot run tool calls in a sandbox yet; use --tools recorded")
+// The what-if's tool modes: ToolsSandbox (the default) runs the calls the recording cannot
+// serve in a sandbox; ToolsRecorded serves only recorded results.
+const (
+	ToolsSandbox  = "sandbox"
+	ToolsRecorded = "recorded"
+)
 
 // EvalStore is where a what-if records its eval record (session.Store).
 type EvalStore interface {
 	OpenReplay(ctx context.Context, original session.Session) (session.Session, error)
 	ReplayReference(ctx context.Context, original session.Session, seq int64) (session.ReplayStarted, error)
 	Append(ctx context.Context, id session.ID, evs ...session.NewEvent) ([]session.Event, error)
+	Events(ctx context.Context, id session.ID, r session.Range) ([]session.Event, error)
 }
 
 // WhatIfConfig is what a what-if runs under.
@@ -52,8 +58,15 @@ type WhatIfConfig struct {
 	// turn_settings has them); AgentsMD is put in the system prompt as the repository's
 	// AGENTS.md (nil: none: the recording keeps only its hash).
 	Instructions, AgentsMD *string
-	// Tools is the tool mode: ToolsRecorded ("" is taken as it); any other is ErrToolsSandbox.
+	// Tools is the tool mode: ToolsSandbox ("" is taken as it) or ToolsRecorded.
 	Tools string
+	// Sandbox, in ToolsSandbox, makes the sandbox the other calls of the sandbox's tools run
+	// in: hands.NewFactory over a bubblewrap provider with no network, its Config.Offline
+	// set (the eval record's log is what it is given: it records there, and restores the
+	// work the original saved through the log's Lineage). nil: there is none, NoSandbox says
+	// why, and those calls are refused saying so. SandboxName is what it is, for the record.
+	Sandbox                hands.Factory
+	SandboxName, NoSandbox string
 	// Prefix is, for a fork, the conversation it continues (session.Prefix), as for Session.
 	Prefix [][]session.Event
 	Files  brain.FileReader
@@ -83,9 +96,11 @@ type Eval struct {
 func WhatIf(ctx context.Context, st EvalStore, sess session.Session, evs []session.Event, from int64, cfg WhatIfConfig) (Eval, error) {
 	ev := Eval{Original: sess, From: from}
 	switch cfg.Tools {
-	case "", ToolsRecorded:
+	case "":
+		cfg.Tools = ToolsSandbox
+	case ToolsSandbox, ToolsRecorded:
 	default:
-		return ev, ErrToolsSandbox
+		return ev, fmt.Errorf("what-if: tools %q: want %s or %s", cfg.Tools, ToolsSandbox, ToolsRecorded)
 	}
 	if cfg.Brain.Provider == nil {
 		return ev, errors.New("what-if: no model")
@@ -107,7 +122,13 @@ func WhatIf(ctx context.Context, st EvalStore, sess session.Session, evs []sessi
 	if err != nil {
 		return ev, err
 	}
-	ref.Turn, ref.Model, ref.Tools, ref.By = ev.Turn, cfg.Model, ToolsRecorded, cfg.By.ID
+	ref.Turn, ref.Model, ref.Tools, ref.By = ev.Turn, cfg.Model, cfg.Tools, cfg.By.ID
+	if cfg.Tools == ToolsSandbox {
+		ref.Sandbox = cfg.SandboxName
+		if cfg.Sandbox == nil {
+			ref.Sandbox = "none: " + cmp.Or(cfg.NoSandbox, "no sandbox is configured") + " (other tool calls are refused)"
+		}
+	}
 	if cfg.Instructions != nil {
 		ref.Instructions = *cfg.Instructions
 	}
@@ -123,7 +144,14 @@ func WhatIf(ctx context.Context, st EvalStore, sess session.Session, evs []sessi
 		return ev, err
 	}
 	w := &whatIf{run: r, cfg: cfg, st: st, rec: rec.ID, view: slices.Clip(r.all[:r.mine[0]])}
+	if cfg.Tools == ToolsSandbox && cfg.Sandbox != nil {
+		w.hands = cfg.Sandbox((*sandboxLog)(w), rec)
+	}
 	status, runErr := w.turn(ctx)
+	if w.hands != nil {
+		// Its last work saved in the eval record before replay_completed closes it.
+		w.hands.Close(context.WithoutCancel(ctx), true)
+	}
 	sum := w.summary(status, runErr)
 	if _, err := st.Append(context.WithoutCancel(ctx), rec.ID, session.NewEvent{Type: session.TypeReplayCompleted, Actor: cfg.By, Payload: sum,
 		IdempotencyKey: "replay_completed"}); err != nil {
@@ -194,6 +222,8 @@ type whatIf struct {
 	cfg WhatIfConfig
 	st  EvalStore
 	rec session.ID
+	// hands is the what-if's sandbox (ToolsSandbox; nil: none), provisioned at its first call.
+	hands *hands.Hands
 
 	mu        sync.Mutex
 	view      []session.Event
@@ -255,10 +285,20 @@ func (w *whatIf) guidance() brain.Guidance {
 }
 
 // tools are the tools the session's recording called, under the brain's own specs where they
-// are its own (the sandbox's), each serving recorded results only. read_log is the brain's.
+// are its own (the sandbox's), and in ToolsSandbox the sandbox's three whether called or not,
+// each serving recorded results first. read_log is the brain's.
 func (w *whatIf) tools() []brain.Tool {
 	var out []brain.Tool
 	seen := map[string]bool{brain.ToolReadLog: true}
+	sandboxed := map[string]brain.Tool{}
+	if w.cfg.Tools == ToolsSandbox {
+		// Over the what-if's own sandbox; a nil one refuses (see serve).
+		for _, t := range brain.HandsTools((*whatIfHands)(w), w.cfg.Brain.CommandTimeout) {
+			sandboxed[t.Spec().Name] = t
+			seen[t.Spec().Name] = true
+			out = append(out, brain.NewTool(t.Spec(), w.serve(t)))
+		}
+	}
 	for _, e := range w.all {
 		var c session.ToolCall
 		if e.Type != session.TypeToolCall || e.Decode(&c) != nil || seen[c.Name] {
@@ -270,14 +310,47 @@ func (w *whatIf) tools() []brain.Tool {
 			spec = brain.ToolSpec{Name: c.Name, Schema: map[string]any{"type": "object"},
 				Description: "A tool of this thread (its description was not recorded).", Server: c.Server, Tool: c.Tool, ReadOnly: c.ReadOnly}
 		}
-		out = append(out, brain.NewTool(spec, w.serve))
+		out = append(out, brain.NewTool(spec, w.serve(sandboxed[c.Name])))
 	}
 	return out
 }
 
 // serve answers a tool call: the recorded result of the recorded turn's call with the same
-// name and the same canonical input, else a refusal.
-func (w *whatIf) serve(_ context.Context, use brain.ToolUse) brain.Outcome {
+// name and the same canonical input; else, with run (a sandbox's tool in ToolsSandbox), the
+// call run in the what-if's sandbox; else a refusal.
+func (w *whatIf) serve(run brain.Tool) func(ctx context.Context, use brain.ToolUse) brain.Outcome {
+	return func(ctx context.Context, use brain.ToolUse) brain.Outcome {
+		out, ok := w.recorded(use)
+		if ok {
+			return out
+		}
+		if run == nil {
+			return w.refuse()
+		}
+		if w.hands == nil {
+			return brain.Failure("refused: this what-if replay has no sandbox to run the call in (%s); only a call identical to one "+
+				"the recorded turn made gets a result, the recorded one. This call was not run. Answer with what you have.",
+				cmp.Or(w.cfg.NoSandbox, "none is configured"))
+		}
+		return run.Run(ctx, use)
+	}
+}
+
+// refuse is the answer to a call the what-if cannot run.
+func (w *whatIf) refuse() brain.Outcome {
+	if w.cfg.Tools == ToolsSandbox {
+		return brain.Failure("refused: this is a what-if replay; it runs only the sandbox's tools (run_command, read_file, write_file) " +
+			"for real, in a sandbox with no network, and serves other tools' results from the recording only for a call identical " +
+			"to one the recorded turn made (the same tool, the same input). This call was not run. Answer with what you have.")
+	}
+	return brain.Failure("refused: this is a what-if replay that serves recorded tool results only (--tools recorded). " +
+		"Only a call identical to one the recorded turn made (the same tool, the same input) gets a result, the recorded one; " +
+		"this call was not run. Answer with what you have.")
+}
+
+// recorded is the recorded result of the recorded turn's call identical to use (false: none),
+// counting the call the same, different or new.
+func (w *whatIf) recorded(use brain.ToolUse) (brain.Outcome, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	input := canonical(use.Input)
@@ -297,7 +370,7 @@ func (w *whatIf) serve(_ context.Context, use brain.ToolUse) brain.Outcome {
 				w.same++
 				w.served[c.CallID] = true
 				return brain.Outcome{Content: res.Content, IsError: res.IsError, Truncated: res.Truncated,
-					ExitCode: res.ExitCode, Duration: msDuration(res.DurationMS), FromHands: re.Actor.Kind == session.ActorSandbox}
+					ExitCode: res.ExitCode, Duration: msDuration(res.DurationMS), FromHands: re.Actor.Kind == session.ActorSandbox}, true
 			}
 		}
 	}
@@ -306,9 +379,61 @@ func (w *whatIf) serve(_ context.Context, use brain.ToolUse) brain.Outcome {
 	} else {
 		w.fresh++
 	}
-	return brain.Failure("refused: this is a what-if replay that serves recorded tool results only (--tools recorded). " +
-		"Only a call identical to one the recorded turn made (the same tool, the same input) gets a result, the recorded one; " +
-		"this call was not run. Answer with what you have.")
+	return brain.Outcome{}, false
+}
+
+// whatIfHands is the what-if's sandbox as the sandbox's tools use it (brain.Hands).
+type whatIfHands whatIf
+
+func (h *whatIfHands) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	return h.hands.Exec(ctx, req)
+}
+
+func (h *whatIfHands) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	return h.hands.ReadFile(ctx, path)
+}
+
+func (h *whatIfHands) WriteFile(ctx context.Context, path string, data []byte) error {
+	return h.hands.WriteFile(ctx, path, data)
+}
+
+// sandboxLog is the log the what-if's sandbox is given (hands.Log): the eval record, where it
+// appends what it does (sandbox_provisioned, work_saved, sandbox_lost) and reads what it did;
+// and, as its Lineage, the original's history through where the recorded turn's agent began,
+// after the original's own ancestors' for a fork, so that a sandbox that saved nothing yet
+// starts from the newest work the original (or its ancestors) saved by then, else the commit
+// its sandbox was checked out at, as a fork's does.
+type sandboxLog whatIf
+
+func (l *sandboxLog) Events(ctx context.Context, r session.Range) ([]session.Event, error) {
+	return l.st.Events(ctx, l.rec, r)
+}
+
+func (l *sandboxLog) Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error) {
+	return l.st.Append(ctx, l.rec, evs...)
+}
+
+// Prefix is the original's history through where the recorded turn's agent began. When
+// neither it nor the ancestors' holds a sandbox_provisioned or work_saved (the recorded turn
+// provisioned the first sandbox), the recorded turn's first sandbox_provisioned is added to
+// it: the commit the original was checked out at for that turn.
+func (l *sandboxLog) Prefix(context.Context) ([][]session.Event, error) {
+	own := slices.Clip(l.all[:l.mine[0]])
+	segs := append(slices.Clip(l.cfg.Prefix), own)
+	for _, seg := range segs {
+		for _, e := range seg {
+			if e.Type == session.TypeSandboxProvisioned || e.Type == session.TypeWorkSaved {
+				return segs, nil
+			}
+		}
+	}
+	for _, e := range l.all[l.mine[0]:l.end] {
+		if e.Type == session.TypeSandboxProvisioned {
+			segs[len(segs)-1] = append(own, e)
+			break
+		}
+	}
+	return segs, nil
 }
 
 // canonical is a JSON value with its keys sorted and no insignificant space (the input as

@@ -186,7 +186,7 @@ func TestWhatIfCallsTheNewModelAndServesOnlyRecordedTools(t *testing.T) {
 	}
 }
 
-// A what-if needs a user message to run from, and does not run tool calls in a sandbox.
+// A what-if needs a user message to run from, and a tool mode it knows.
 func TestWhatIfRefusesWhatItCannotRun(t *testing.T) {
 	t.Parallel()
 	store, sess := record(t, 1)
@@ -200,9 +200,9 @@ func TestWhatIfRefusesWhatItCannotRun(t *testing.T) {
 	if _, err := replay.WhatIf(ctx, store, sess, evs, 99, cfg); err == nil || !strings.Contains(err.Error(), "--from 99") {
 		t.Fatalf("from past the end: %v", err)
 	}
-	cfg.Tools = "sandbox"
-	if _, err := replay.WhatIf(ctx, store, sess, evs, 1, cfg); err != replay.ErrToolsSandbox {
-		t.Fatalf("sandbox tools: %v", err)
+	cfg.Tools = "docker"
+	if _, err := replay.WhatIf(ctx, store, sess, evs, 1, cfg); err == nil || !strings.Contains(err.Error(), `tools "docker": want sandbox or recorded`) {
+		t.Fatalf("tools docker: %v", err)
 	}
 	if len(fake.Calls()) != 0 || len(events(t, store, sess.ID)) != len(evs) {
 		t.Fatalf("a refused what-if called the model %d times or appended", len(fake.Calls()))
@@ -312,5 +312,64 @@ func TestWhatIfIsRefusedOverTheChannelsBudget(t *testing.T) {
 	spend, err := store.SessionSpend(ctx, ev.Record.ID)
 	if err != nil || len(spend) != 1 || spend[0].Kind != session.SpendRefused || spend[0].Reason != "channel" || spend[0].Purpose != "eval_reply" {
 		t.Fatalf("spend %+v (%v)", spend, err)
+	}
+}
+
+// In the sandbox mode without a sandbox (none configured), a call of the sandbox's tools that
+// the recording cannot serve is refused with a tool error naming why, a call of another tool
+// with another input is refused as not the sandbox's, and the record says there was none.
+func TestWhatIfWithoutASandboxRefusesSayingWhy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, sess := record(t, 1)
+	evs := events(t, store, sess.ID)
+	fake := fakeprovider.NewAnthropic(t, "sk-test")
+	fake.Push(
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_a", Name: "run_command", Input: `{"command":"ls"}`}}},
+		fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_b", Name: "lookup", Input: `{"n":7}`}}},
+		fakeprovider.Reply{Text: "Could not look."},
+	)
+	cfg := whatIfConfig(t, store, fake, "anthropic:claude-new", nil)
+	cfg.Tools, cfg.NoSandbox = replay.ToolsSandbox, "LOGBOOK_SANDBOX=none"
+	ev, err := replay.WhatIf(ctx, store, sess, evs, 1, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := fake.Calls()
+	if len(calls) != 3 {
+		t.Fatalf("%d calls to the provider", len(calls))
+	}
+	names := map[string]bool{}
+	for _, name := range calls[0].Tools {
+		names[name] = true
+	}
+	if !names["run_command"] || !names["read_file"] || !names["write_file"] || !names["lookup"] {
+		t.Fatalf("tools offered: %v", names)
+	}
+	result := func(c fakeprovider.Call) fakeprovider.Block {
+		last := c.Messages[len(c.Messages)-1]
+		return last.Blocks[len(last.Blocks)-1]
+	}
+	if r := result(calls[1]); !r.IsError || !strings.Contains(r.Text, "has no sandbox to run the call in (LOGBOOK_SANDBOX=none)") {
+		t.Fatalf("run_command without a sandbox: %+v", r)
+	}
+	if r := result(calls[2]); !r.IsError || !strings.Contains(r.Text, "it runs only the sandbox's tools") {
+		t.Fatalf("lookup with another input: %+v", r)
+	}
+	rec := events(t, store, ev.Record.ID)
+	var link session.ReplayStarted
+	if err := rec[0].Decode(&link); err != nil || link.Tools != "sandbox" || link.Sandbox != "none: LOGBOOK_SANDBOX=none (other tool calls are refused)" {
+		t.Fatalf("link %+v (%v)", link, err)
+	}
+	for _, e := range rec {
+		if e.Type == session.TypeSandboxProvisioned {
+			t.Fatalf("a sandbox was recorded: %+v", e)
+		}
+	}
+	if s := ev.Summary; s.Status != "ok" || s.Different != 1 || s.New != 1 || s.Same != 0 {
+		t.Fatalf("summary %+v", s)
+	}
+	if len(events(t, store, sess.ID)) != len(evs) {
+		t.Fatal("the original got events")
 	}
 }

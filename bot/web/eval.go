@@ -17,6 +17,7 @@ type evalData struct {
 	Channel               string
 	From, Turn            int64
 	Model, Tools          string
+	Sandbox               string // what other calls of the sandbox's tools ran in (Tools "sandbox")
 	Instructions          string // "" when the channel's were kept
 	AgentsMD              bool
 	Done                  bool // the record has its summary (replay_completed)
@@ -49,7 +50,7 @@ func (s *server) eval(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := evalData{Original: link.Original.String(), OriginalURL: "/sessions/" + link.Original.String(), Channel: "#" + s.channelName(r.Context(), sess.Key.Channel),
-		From: link.Seq, Turn: link.Turn, Model: link.Model, Tools: link.Tools, Instructions: link.Instructions, AgentsMD: link.AgentsMD != ""}
+		From: link.Seq, Turn: link.Turn, Model: link.Model, Tools: link.Tools, Sandbox: link.Sandbox, Instructions: link.Instructions, AgentsMD: link.AgentsMD != ""}
 	last := len(evs)
 	if n := len(evs); n > 1 && evs[n-1].Type == session.TypeReplayCompleted && evs[n-1].Decode(&d.Summary) == nil {
 		d.Done, last = true, n-1
@@ -124,7 +125,7 @@ const evalTemplate = `
 {{with .Eval}}
 <h1>What-if of a turn</h1>
 <p class="meta">Session <a href="{{.OriginalURL}}">{{.Original}}</a> in {{.Channel}}, from its message at seq {{.From}} (turn {{.Turn}}), run again under <strong>{{.Model}}</strong>;
-tool calls served from the recording ({{.Tools}}){{if .Instructions}}; the channel's instructions replaced{{end}}{{if .AgentsMD}}; an AGENTS.md given{{end}}.
+a tool call identical to a recorded one served from the recording, {{if eq .Tools "sandbox"}}another of the sandbox's run in a sandbox restored to that point ({{.Sandbox}}){{else}}any other refused ({{.Tools}}){{end}}{{if .Instructions}}; the channel's instructions replaced{{end}}{{if .AgentsMD}}; an AGENTS.md given{{end}}.
 Nothing of it reached Slack; the original session is unchanged.</p>
 {{if .Instructions}}<details><summary>Instructions it ran under</summary><pre>{{.Instructions}}</pre></details>{{end}}
 {{if .Done}}

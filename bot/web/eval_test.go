@@ -68,7 +68,7 @@ func TestEvalPageShowsRecordedAndReplayedSideBySide(t *testing.T) {
 		t.Fatalf("columns:\nrecorded %s\nreplayed %s", recorded, replayed)
 	}
 	for _, want := range []string{`href="/sessions/` + orig.ID.String() + `"`, "anthropic:claude-new", "Name the runbook.", "<strong>changed</strong>",
-		"1: 0 the same, 0 different, 1 new (0 recorded not made)", "0.0018", "0.0087", "2100"} {
+		"1: 0 the same, 0 different, 1 new (0 recorded not made)", "0.0018", "0.0087", "2100", "any other refused (recorded)"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)
 		}

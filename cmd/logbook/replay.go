@@ -23,7 +23,7 @@ func newReplayCmd(e env) *cobra.Command {
 		wf   whatIfFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "replay <session id | Slack permalink | channel thread-ts> [--from SEQ --model SPEC --tools recorded] | --dir DIR",
+		Use:   "replay <session id | Slack permalink | channel thread-ts> [--from SEQ [--model SPEC] [--tools sandbox|recorded]] | --dir DIR",
 		Short: "Re-run a recorded session and check today's code makes the same decisions (DATABASE_URL)",
 		Long: `Re-run a recorded session with the model's answers, the tools' results and the approval
 decisions served from its log, and check that today's code makes the same decisions: the same
@@ -43,10 +43,15 @@ policy LOGBOOK_TOOL_APPROVAL (a channel's own policy, recorded with each turn, w
 --from SEQ is the what-if: the recorded turn that answered the user message at SEQ runs again,
 its history the recording's up to that message, the model called for real under --model
 (default LOGBOOK_MODEL; its keys as serve reads them), --instructions FILE in place of the
-channel's instructions and --agents-md FILE as the repository's AGENTS.md. With --tools
-recorded (required: running tool calls in a sandbox is not built) a tool call identical to a
-recorded one (the same tool, the same input) gets the recorded result, any other is refused
-with an error the model sees. Nothing reaches Slack and the session gets nothing: the result
+channel's instructions and --agents-md FILE as the repository's AGENTS.md. A tool call
+identical to a recorded one (the same tool, the same input) gets the recorded result. Any
+other call of the sandbox's tools runs in a fresh bubblewrap sandbox restored to where the
+session was when that turn began (its saved work, on its commit), with no network (--tools
+sandbox, the default; it needs the sandbox and repository settings serve reads: LOGBOOK_SANDBOX,
+LOGBOOK_REPOS, LOGBOOK_REPO_URL, GITHUB_TOKEN, LOGBOOK_BLOB_URL; without a sandbox such calls
+are refused, saying why); with --tools recorded it is refused with an error the model sees.
+A call of another tool (a pull request, a connector) is refused in both. What the sandbox
+does is recorded in the eval record. Nothing reaches Slack and the session gets nothing: the result
 is an eval record, a session of kind replay linked to the original (audit verify checks the
 link), charged to the channel's budget as an eval. It prints the recorded and replayed turn
 side by side and the web page that shows them (LOGBOOK_PUBLIC_URL/evals/<id>).`,

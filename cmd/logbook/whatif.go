@@ -19,8 +19,10 @@ import (
 
 	"github.com/logbook/logbook/bot/brain"
 	"github.com/logbook/logbook/bot/budget"
+	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/replay"
 	"github.com/logbook/logbook/bot/settings"
+	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/filestore"
 )
@@ -45,7 +47,7 @@ func (f *whatIfFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.model, "model", "", "the what-if's model, as LOGBOOK_MODEL is given (anthropic:<model>, openai:<model>); default LOGBOOK_MODEL")
 	fl.StringVar(&f.instructions, "instructions", "", "a file whose text replaces the channel's instructions in the what-if")
 	fl.StringVar(&f.agentsMD, "agents-md", "", "a file the what-if's system prompt holds as the repository's AGENTS.md")
-	fl.StringVar(&f.tools, "tools", "", `how the what-if serves tool calls: "recorded" (required: running them in a sandbox is not built)`)
+	fl.StringVar(&f.tools, "tools", replay.ToolsSandbox, `how the what-if serves the tool calls it cannot serve from the recording: "sandbox" runs the sandbox's in a fresh sandbox restored to that point, with no network; "recorded" refuses them`)
 }
 
 // whatIfSetup is what every what-if of one command runs under, read from the flags and the
@@ -58,20 +60,32 @@ type whatIfSetup struct {
 	instr    *string
 	agents   *string
 	public   string
+	tools    string
+	// sandbox is what the other tool calls run in (tools "sandbox"); nil: none, noSandbox says why.
+	sandbox   sandbox.Provider
+	noSandbox string
 }
 
 func readWhatIf(e env, f whatIfFlags) (whatIfSetup, error) {
 	var w whatIfSetup
-	switch f.tools {
-	case replay.ToolsRecorded:
-	case "", "sandbox":
-		return w, replay.ErrToolsSandbox
+	switch w.tools = cmp.Or(f.tools, replay.ToolsSandbox); w.tools {
+	case replay.ToolsSandbox, replay.ToolsRecorded:
 	default:
-		return w, fmt.Errorf("--tools %q: want recorded", f.tools)
+		return w, fmt.Errorf("--tools %q: want sandbox or recorded", f.tools)
 	}
 	var err error
 	if w.cfg, err = cliSettingsConfig(e); err != nil {
 		return w, err
+	}
+	if w.tools == replay.ToolsSandbox {
+		// The sandbox and the channels' repositories as serve reads them.
+		if err := w.cfg.readSandbox(e); err != nil {
+			return w, err
+		}
+		if err := w.cfg.readRepos(e); err != nil {
+			return w, err
+		}
+		w.sandbox, w.noSandbox = whatIfSandbox(w.cfg)
 	}
 	w.spec = cmp.Or(strings.TrimSpace(f.model), w.cfg.Model)
 	if w.spec == "" {
@@ -102,6 +116,29 @@ func readWhatIf(e env, f whatIfFlags) (whatIfSetup, error) {
 	return w, nil
 }
 
+// whatIfSandbox is the sandbox a what-if runs tool calls in: bubblewrap as LOGBOOK_SANDBOX
+// picks it (serve's sandboxProvider), with no network whatever LOGBOOK_SANDBOX_NETWORK and
+// LOGBOOK_SANDBOX_EGRESS say. nil, and why, when there is none: LOGBOOK_SANDBOX=none,
+// bubblewrap not installed, or LOGBOOK_SANDBOX=process, whose commands share the host's
+// network.
+func whatIfSandbox(cfg serveConfig) (sandbox.Provider, string) {
+	switch cfg.Sandbox {
+	case sandbox.KindNone:
+		return nil, "LOGBOOK_SANDBOX=none"
+	case sandbox.KindProcess:
+		return nil, "LOGBOOK_SANDBOX=process cannot turn the network off; a what-if runs commands under bubblewrap only"
+	}
+	cfg.SandboxNet = false
+	p, _, err := sandboxProvider(cfg, zerolog.Nop())
+	switch {
+	case err != nil:
+		return nil, err.Error()
+	case p == nil:
+		return nil, "bubblewrap is not installed"
+	}
+	return p, ""
+}
+
 // whatIf runs the what-if of sess from seq from, its spend metered by the channel's budget.
 func (w whatIfSetup) run(ctx context.Context, e env, d *readDeps, sess session.Session, evs []session.Event, from int64) (replay.Eval, error) {
 	s := settings.New(settingsConfig(w.cfg, d.store, cliModels(w.cfg)))
@@ -112,7 +149,7 @@ func (w whatIfSetup) run(ctx context.Context, e env, d *readDeps, sess session.S
 	prices := b.Prices()
 	cfg := replay.WhatIfConfig{
 		Brain: w.base.Brain, Where: w.base.Where, Model: w.spec, Instructions: w.instr, AgentsMD: w.agents,
-		Tools: replay.ToolsRecorded, By: evalActor, Currency: prices.Currency,
+		Tools: w.tools, By: evalActor, Currency: prices.Currency, NoSandbox: w.noSandbox,
 		Meter: func(eval session.ID, turn int64) brain.Meter { return b.For(sess.Key.Channel, "", eval, turn) },
 		Price: func(provider, model string, u session.Usage) (int64, bool) {
 			p, ok := prices.For(provider, model)
@@ -120,13 +157,21 @@ func (w whatIfSetup) run(ctx context.Context, e env, d *readDeps, sess session.S
 		},
 	}
 	cfg.Brain.Provider = w.provider
-	if hasFiles(evs) {
+	sandboxed := w.tools == replay.ToolsSandbox && w.sandbox != nil
+	if hasFiles(evs) || sandboxed {
 		files, err := filestore.Open(ctx, d.store, strings.TrimSpace(e.getenv("LOGBOOK_BLOB_URL")))
 		if err != nil {
 			return replay.Eval{}, err
 		}
 		defer files.Close()
 		cfg.Files = files
+		if sandboxed {
+			// The eval record's log is what the hands get (bot/replay): they record there,
+			// and restore the original's saved work from it (the work store holds it).
+			cfg.Sandbox = hands.NewFactory(w.sandbox, hands.Config{Repo: repoCheckout(w.cfg, channelRepos(w.cfg, d.store)), Work: files, Offline: true},
+				zerolog.Nop())
+			cfg.SandboxName = w.sandbox.Name() + ", no network"
+		}
 	}
 	if cfg.Prefix, err = session.Prefix(ctx, d.store, evs); err != nil {
 		return replay.Eval{}, err
@@ -233,13 +278,15 @@ func newEvalCmd(e env) *cobra.Command {
 		asJSON, dryRun bool
 	)
 	cmd := &cobra.Command{
-		Use:   "eval --channel C --model SPEC --tools recorded [--since 30d] [--limit N]",
+		Use:   "eval --channel C --model SPEC [--tools sandbox|recorded] [--since 30d] [--limit N]",
 		Short: "Run the what-if over a channel's recent threads and compare (DATABASE_URL, the model's keys)",
 		Long: `Run the what-if of logbook replay --from over the threads of a channel with activity since
 --since (default 30d), newest first, at most --limit (default 20): each thread from its first
 user message the agent answered, the model called for real under --model (and
---instructions, --agents-md), tool calls served from the recording (--tools recorded: an
-identical call gets its recorded result, any other is refused). Each what-if is an eval record
+--instructions, --agents-md), a tool call identical to a recorded one served from the
+recording, any other of the sandbox's run in a fresh sandbox restored to that point with no
+network (--tools sandbox, the default, as logbook replay --from) or refused (--tools
+recorded). Each what-if is an eval record
 of its own (a session of kind replay), charged to the channel's budget as an eval; nothing
 reaches Slack and the threads get nothing. --concurrency what-ifs run at once (default 4, at
 most 16). --dry-run lists the threads and the seq each would run from, and calls no model and

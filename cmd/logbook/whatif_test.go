@@ -118,8 +118,8 @@ func countEvents(t *testing.T, store *session.Store, id session.ID) int {
 // `logbook replay --from` sends the new model's name and the instructions file to the
 // provider (the official SDK against the fake), posts nothing to Slack, appends nothing to the
 // original, and prints the eval record with its page; `audit verify` verifies the record, and
-// `logbook usage` shows its spend as an eval. Without --tools recorded it says the sandbox mode
-// is not built (exit 2), having called nothing.
+// `logbook usage` shows its spend as an eval. An unknown --tools is a usage error (exit 2),
+// having called nothing.
 func TestReplayFromIsAWhatIfIntoAnEvalRecord(t *testing.T) {
 	t.Parallel()
 	store, dbURL := whatIfStore(t)
@@ -140,9 +140,9 @@ func TestReplayFromIsAWhatIfIntoAnEvalRecord(t *testing.T) {
 		"SLACK_BOT_TOKEN": emu.BotToken(), "SLACK_API_URL": emu.APIURL(), "LOGBOOK_PUBLIC_URL": "https://logbook.example.com",
 		"LOGBOOK_PRICES": "scripted-1=1/2,claude-new=3/15"}
 
-	err, code, _, stderr := runCLI(t, vars, "replay", sess.ID.String(), "--from", "1", "--model", "anthropic:claude-new")
-	if code != 2 || !strings.Contains(stderr, "not built: a what-if cannot run tool calls in a sandbox yet; use --tools recorded") {
-		t.Fatalf("without --tools recorded: exit %d, %v\n%s", code, err, stderr)
+	err, code, _, stderr := runCLI(t, vars, "replay", sess.ID.String(), "--from", "1", "--model", "anthropic:claude-new", "--tools", "docker")
+	if code != 2 || !strings.Contains(stderr, `--tools "docker": want sandbox or recorded`) {
+		t.Fatalf("with --tools docker: exit %d, %v\n%s", code, err, stderr)
 	}
 	if len(fake.Calls()) != 0 {
 		t.Fatalf("a refused what-if called the model %d times", len(fake.Calls()))
