@@ -9,6 +9,7 @@ import (
 
 	"github.com/logbook/logbook/audit"
 	"github.com/logbook/logbook/session"
+	"github.com/logbook/logbook/session/filestore"
 )
 
 // forkOf opens a fork of parent at seq in its own thread, as bot.Starter does: its first
@@ -250,6 +251,12 @@ func TestPurgingASessionPurgesItsEvalRecords(t *testing.T) {
 	time.Sleep(3 * time.Millisecond) // and the eval records' after it
 	rec := evalOf(orig)
 	heldRec := evalOf(held)
+	// The work the what-if's sandbox saved, stored under the eval record.
+	work := []byte("diff --git a/zanzibar.go b/zanzibar.go\n")
+	workSHA, err := filestore.NewStore(f.app).Put(ctx, rec.ID, work)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := audit.AddHold(ctx, f.auditorPool, audit.Who{Name: "legal@example.com"}, audit.HoldSession, heldRec.ID.String(), "litigation"); err != nil {
 		t.Fatal(err)
 	}
@@ -268,6 +275,9 @@ func TestPurgingASessionPurgesItsEvalRecords(t *testing.T) {
 	evs, err := f.app.Events(ctx, rec.ID, session.Range{})
 	if err != nil || len(evs) != 2 || evs[0].Payload == nil || evs[1].Payload != nil {
 		t.Fatalf("the eval record after the purge: %+v, %v; want its link kept and its copy gone", evs, err)
+	}
+	if data, err := f.app.FileContent(ctx, workSHA); err == nil || data != nil {
+		t.Errorf("the eval record's saved work is still readable after the purge (%d bytes, %v)", len(data), err)
 	}
 	for _, id := range []session.ID{held.ID, heldRec.ID} {
 		evs, err := f.app.Events(ctx, id, session.Range{})

@@ -1301,6 +1301,15 @@ BEGIN
                 CONTINUE;
             END IF;
             DELETE FROM search_docs d WHERE d.session_id = v_fork;
+            -- Its files (the work a what-if's sandbox saved) go as the original's do.
+            UPDATE file_blobs b SET purged_at = clock_timestamp()
+             WHERE b.purged_at IS NULL
+               AND b.sha256 IN (SELECT r.sha256 FROM file_refs r WHERE r.session_id = v_fork)
+               AND NOT EXISTS (SELECT 1 FROM file_refs o WHERE o.sha256 = b.sha256 AND o.session_id <> v_fork);
+            DELETE FROM file_refs r WHERE r.session_id = v_fork;
+            DELETE FROM file_blobs b
+             WHERE NOT b.in_bucket AND b.purged_at IS NOT NULL
+               AND NOT EXISTS (SELECT 1 FROM file_refs o WHERE o.sha256 = b.sha256);
             SELECT e.seq, e.hash, e.created_at INTO v_hseq, v_hhash, v_last
               FROM events e WHERE e.session_id = v_fork ORDER BY e.seq DESC LIMIT 1;
             INSERT INTO audit_purges AS p (session_id, from_seq, to_seq, purged, head_seq, head_hash,
