@@ -143,23 +143,17 @@ func (l *cellLog) Events(ctx context.Context, r session.Range) ([]session.Event,
 
 // Append appends evs with the cell's epoch and keeps what was stored.
 func (l *cellLog) Append(ctx context.Context, evs ...session.NewEvent) ([]session.Event, error) {
-	stored, err := l.store.AppendWith(ctx, l.id, session.AppendOptions{Epoch: l.epoch}, evs...)
-	if err != nil {
-		if errors.Is(err, session.ErrFenced) && l.fenced != nil {
-			l.fenced()
-		}
-		return nil, err
-	}
-	l.mu.Lock()
-	l.add(stored)
-	l.mu.Unlock()
-	return stored, nil
+	return l.appendWith(ctx, session.AppendOptions{Epoch: l.epoch}, evs...)
 }
 
 // AppendAt is Append only while the session's head is still head (the seq of the last event
 // the caller read): otherwise nothing is written and the error matches session.ErrConflict.
 func (l *cellLog) AppendAt(ctx context.Context, head int64, evs ...session.NewEvent) ([]session.Event, error) {
-	stored, err := l.store.AppendWith(ctx, l.id, session.AppendOptions{Epoch: l.epoch, CheckSeq: true, ExpectedSeq: head}, evs...)
+	return l.appendWith(ctx, session.AppendOptions{Epoch: l.epoch, CheckSeq: true, ExpectedSeq: head}, evs...)
+}
+
+func (l *cellLog) appendWith(ctx context.Context, o session.AppendOptions, evs ...session.NewEvent) ([]session.Event, error) {
+	stored, err := l.store.AppendWith(ctx, l.id, o, evs...)
 	if err != nil {
 		if errors.Is(err, session.ErrFenced) && l.fenced != nil {
 			l.fenced()

@@ -155,29 +155,10 @@ func (t sharedTurn) fetchFile(ctx context.Context, ref session.FileRef) (session
 		return ff, nil
 	}
 	data, attempts, err := t.p.Fetcher.Fetch(ctx, ref.URL)
-	ff.Attempts = attempts
-	switch {
-	case errors.Is(err, ErrTooLarge):
-		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("it is over the %s limit (LOGBOOK_FILE_MAX)", session.FileSize(limit))
-		return ff, nil
-	case ctx.Err() != nil:
-		return ff, ctx.Err()
-	case err != nil:
-		ff.Status, ff.Reason = session.FileFailed, err.Error()
-		return ff, nil
+	ff, ok, err := t.store(ctx, ff, data, attempts, err, "it")
+	if !ok {
+		return ff, err
 	}
-	sha, err := t.p.Store.Put(ctx, t.s.Session.ID, data)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ff, ctx.Err()
-		}
-		// Recorded as failed, not retried at every turn; the database's words stay in the
-		// operator's log.
-		t.s.Logger.Error().Err(err).Str("file_id", ref.FileID).Msg("could not store a shared file")
-		ff.Status, ff.Reason = session.FileFailed, "it could not be stored (the error is in the operator's log)"
-		return ff, nil
-	}
-	ff.Status, ff.SHA256, ff.Size = session.FileStored, sha, int64(len(data))
 	ff.Kind = brain.FileKind(ref.Mimetype, ff.Name, data)
 	if ff.Kind == brain.FileKindOther && t.s.Hands != nil {
 		p := workspacePath(ref.FileID, ff.Name)
@@ -198,28 +179,40 @@ func (t sharedTurn) fetchCanvas(ctx context.Context, ref session.FileRef) (sessi
 	name := strings.TrimSuffix(cmp.Or(ref.Title, ref.Name, ref.FileID), ".md") + ".md"
 	ff := session.FileFetched{FileID: ref.FileID, TS: ref.TS, Name: name, Mimetype: "text/markdown"}
 	data, attempts, err := t.p.Fetcher.Canvas(ctx, ref.FileID)
+	ff, ok, err := t.store(ctx, ff, data, attempts, err, "the canvas")
+	if ok {
+		ff.Kind = brain.FileKindText
+	}
+	return ff, err
+}
+
+// store records what a fetch of ff's content gave (data, after attempts; fetchErr) and stores
+// the content by hash: ok when it is stored. Otherwise ff says why (what names the file in
+// the reason), and err is set only when ctx ended. A failure to store is recorded as failed,
+// not retried at every turn; the database's words stay in the operator's log.
+func (t sharedTurn) store(ctx context.Context, ff session.FileFetched, data []byte, attempts int, fetchErr error, what string) (session.FileFetched, bool, error) {
 	ff.Attempts = attempts
 	switch {
-	case errors.Is(err, ErrTooLarge):
-		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("the canvas is over the %s limit (LOGBOOK_FILE_MAX)", session.FileSize(t.p.Fetcher.Max()))
-		return ff, nil
+	case errors.Is(fetchErr, ErrTooLarge):
+		ff.Status, ff.Reason = session.FileTooLarge, fmt.Sprintf("%s is over the %s limit (LOGBOOK_FILE_MAX)", what, session.FileSize(t.p.Fetcher.Max()))
+		return ff, false, nil
 	case ctx.Err() != nil:
-		return ff, ctx.Err()
-	case err != nil:
-		ff.Status, ff.Reason = session.FileFailed, err.Error()
-		return ff, nil
+		return ff, false, ctx.Err()
+	case fetchErr != nil:
+		ff.Status, ff.Reason = session.FileFailed, fetchErr.Error()
+		return ff, false, nil
 	}
 	sha, err := t.p.Store.Put(ctx, t.s.Session.ID, data)
 	if err != nil {
 		if ctx.Err() != nil {
-			return ff, ctx.Err()
+			return ff, false, ctx.Err()
 		}
-		t.s.Logger.Error().Err(err).Str("file_id", ref.FileID).Msg("could not store a shared canvas")
+		t.s.Logger.Error().Err(err).Str("file_id", ff.FileID).Msg("could not store a shared file")
 		ff.Status, ff.Reason = session.FileFailed, "it could not be stored (the error is in the operator's log)"
-		return ff, nil
+		return ff, false, nil
 	}
-	ff.Status, ff.SHA256, ff.Size, ff.Kind = session.FileStored, sha, int64(len(data)), brain.FileKindText
-	return ff, nil
+	ff.Status, ff.SHA256, ff.Size = session.FileStored, sha, int64(len(data))
+	return ff, true, nil
 }
 
 // workspacePath is where a shared file is copied in the sandbox: unique per file.

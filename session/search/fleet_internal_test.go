@@ -45,8 +45,34 @@ func TestIndexerBacksOffWhileAnotherIndexes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The log is read gap-safe: an event is readable once every transaction older than its
+	// own has ended, in the whole cluster (other tests' too). Wait for that, as Sync does.
+	readable := func() {
+		t.Helper()
+		var target uint64
+		if err := pool.QueryRow(ctx, sqlNextXID).Scan(&target); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			var xmin uint64
+			if err := pool.QueryRow(ctx, sqlOldestRunning).Scan(&xmin); err != nil {
+				t.Fatal(err)
+			}
+			if xmin >= target {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a transaction in the cluster has run for a minute: the log cannot be read past it")
+			}
+			<-time.After(10 * time.Millisecond) // polling the database's horizon, not a timing assertion
+		}
+	}
 	poll1 := func(ix *Indexer, name string, wantRead bool, wantOthers bool) {
 		t.Helper()
+		if wantRead {
+			readable()
+		}
 		got, others, err := ix.catchUp(ctx, false)
 		if err != nil {
 			t.Fatal(err)
