@@ -123,17 +123,27 @@ func replayConfig(e env) (replay.Config, error) {
 	}, nil
 }
 
-// replayStored replays the session ref names from the database: exit 1 when it diverged.
-func replayStored(ctx context.Context, e env, d *readDeps, ref sessionRef, cfg replay.Config) error {
+// storedSession is the session ref names and its whole log, read from the database (the
+// primary: replay and the what-if run what they read).
+func (d *readDeps) storedSession(ctx context.Context, e env, ref sessionRef) (session.Session, []session.Event, error) {
 	id, err := d.sessionID(ctx, e, ref)
 	if err != nil {
-		return err
+		return session.Session{}, nil, err
 	}
 	sess, err := d.store.Session(ctx, id)
 	if err != nil {
-		return err
+		return session.Session{}, nil, err
 	}
 	evs, err := d.store.Events(ctx, id, session.Range{})
+	if err != nil {
+		return session.Session{}, nil, err
+	}
+	return sess, evs, nil
+}
+
+// replayStored replays the session ref names from the database: exit 1 when it diverged.
+func replayStored(ctx context.Context, e env, d *readDeps, ref sessionRef, cfg replay.Config) error {
+	sess, evs, err := d.storedSession(ctx, e, ref)
 	if err != nil {
 		return err
 	}

@@ -185,15 +185,7 @@ func (w whatIfSetup) page(id session.ID) string { return w.public + "/evals/" + 
 // whatIfStored is `logbook replay <session> --from SEQ`: it prints the eval record and its
 // comparison, and the page that shows it.
 func whatIfStored(ctx context.Context, e env, d *readDeps, ref sessionRef, from int64, w whatIfSetup) error {
-	id, err := d.sessionID(ctx, e, ref)
-	if err != nil {
-		return err
-	}
-	sess, err := d.store.Session(ctx, id)
-	if err != nil {
-		return err
-	}
-	evs, err := d.store.Events(ctx, id, session.Range{})
+	sess, evs, err := d.storedSession(ctx, e, ref)
 	if err != nil {
 		return err
 	}
