@@ -155,7 +155,9 @@ func TestSetRefusesBadValues(t *testing.T) {
 	s := newSettings(st)
 	ctx := context.Background()
 	for _, c := range [][2]string{{"colour", "blue"}, {settings.Model, "nonsense"}, {settings.DailyBudget, "lots"},
-		{settings.Setup, "npm ci\nrm -rf /"}, {settings.Instructions, strings.Repeat("x", settings.MaxInstructions+1)}, {settings.Instructions, "a\x00b"}} {
+		{settings.Setup, "npm ci\nrm -rf /"}, {settings.Instructions, strings.Repeat("x", settings.MaxInstructions+1)}, {settings.Instructions, "a\x00b"},
+		{settings.CanvasOver, "lots"}, {settings.CanvasOver, "-1"}, {settings.CanvasOver, "2000000"},
+		{settings.Surface, "canvas"}, {settings.Surface, "code_channel\x00"}} {
 		var inv *settings.InvalidError
 		if _, err := s.Set(ctx, "T1", "C1", c[0], c[1], true, "U0ADMIN"); !errors.As(err, &inv) {
 			t.Errorf("%s=%q: %v", c[0], c[1], err)
