@@ -63,6 +63,9 @@ type chat struct {
 	origins map[string]string
 	// codeShown is each code channel's line as last printed (devsurfaces.go).
 	codeShown map[string]string
+	// canvasShown are the canvases whose line was printed (devsurfaces.go): once each, also
+	// when the link reaches a reply after it was printed (a streamed reply's last update).
+	canvasShown map[string]bool
 }
 
 type livePrinted struct {
@@ -544,6 +547,8 @@ func (c *chat) refresh(ctx context.Context) bool {
 		for _, m := range c.emu.BotReplies(devChannel, thread) {
 			if !c.shown[m.TS] && c.printReply(thread, m) {
 				c.shown[m.TS] = true
+				done = true
+			} else if c.shown[m.TS] && c.printCanvases(m) {
 				done = true
 			}
 		}

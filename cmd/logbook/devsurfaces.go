@@ -119,18 +119,24 @@ func homeText(blocks json.RawMessage) string {
 var canvasLink = regexp.MustCompile(`/docs/[A-Z0-9]+/(F[A-Z0-9]+)`)
 
 // printCanvases prints a line for each canvas a bot message links: a long reply written as a
-// canvas (bot/canvas), its title and length, and how to print it.
-func (c *chat) printCanvases(m slackemu.Message) {
-	seen := map[string]bool{}
+// canvas (bot/canvas), its title and length, and how to print it; each canvas once. It
+// reports whether it printed one.
+func (c *chat) printCanvases(m slackemu.Message) bool {
+	printed := false
 	for _, sub := range canvasLink.FindAllStringSubmatch(m.Text, -1) {
 		id := sub[1]
 		cv, ok := c.emu.CanvasByID(id)
-		if !ok || seen[id] {
+		if !ok || c.canvasShown[id] {
 			continue
 		}
-		seen[id] = true
+		if c.canvasShown == nil {
+			c.canvasShown = map[string]bool{}
+		}
+		c.canvasShown[id] = true
 		c.printf("  📄 canvas %s %q (%d characters): /canvas %s prints it\n", id, cv.Title, cv.CanvasChars(), id)
+		printed = true
 	}
+	return printed
 }
 
 // canvas prints a canvas's content: id's, else the newest the bot wrote.
