@@ -141,6 +141,9 @@ func TestFeedbackUnderAStreamedReply(t *testing.T) {
 	agent := &liveAgent{pieces: []string{"streamed ", "answer"}, step: make(chan struct{})}
 	h := feedbackHarnessWith(t, agent, harnessOptions{live: bot.LiveConfig{Interval: 1}})
 	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> stream it"})
+	// The rest of the reply once its first piece is streaming (at load the turn could finish
+	// before the live view flushed, and post the reply whole).
+	h.waitFor("the reply's stream", func() bool { return h.emu.Calls("chat.startStream") == 1 })
 	agent.step <- struct{}{}
 	sess := h.session(general, top.TS)
 	h.turns(sess.ID, 1)
