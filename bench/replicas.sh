@@ -12,7 +12,9 @@
 # loaded): the idle fleet's transactions a second per replica over 20 s (pg_stat_database, and
 # the statements by calls), then transactions per message of a steady load. Fails above 5 idle
 # transactions a second per replica, or when a message at the largest fleet costs more than
-# 25 % above one replica's. LOGBOOK_COST_BINARY=path runs another build (e.g. main's: before).
+# 25 % above one replica's. Each replica takes its wakes over HTTP (LOGBOOK_PEER_ADDR=127.0.0.1);
+# LOGBOOK_COST_PEERS=off routes them by NOTIFY. LOGBOOK_COST_BINARY=path runs another build
+# (e.g. main's: before; an older build ignores the peer address).
 #   bench/replicas.sh cost                   fleets of 1 and 10; 200 threads, 20 msg/s, 30s
 #   bench/replicas.sh cost 1,5,10 500 50 1m  fleet sizes, threads, msg/s, duration
 # Needs the PostgreSQL server binaries (the cluster is started under a temporary directory).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/part"
+	"github.com/logbook/logbook/bot/peerwake"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/session"
 	"github.com/logbook/logbook/session/thread"
@@ -32,6 +33,8 @@ type cellDeps struct {
 	renewer *renewer
 	// meters are the OpenTelemetry instruments of turns (Deps.Meter).
 	meters *telemetry.Metrics
+	// peers posts wakes to the replicas that take them over HTTP (RunnerConfig.Peer).
+	peers *peerwake.Sender
 }
 
 // Cell runs one session: a single-owner actor. Its state lives in one goroutine; signals
@@ -240,14 +243,37 @@ func hasWork(st turnState) bool { return st.open || st.lastUser > st.through }
 // every replica to race for the lease. When no live peer is known (none runs a session) every
 // replica is signalled.
 func (d *cellDeps) handOver(ctx context.Context, id session.ID) error {
-	peer, err := d.Store.NotifyPeer(ctx, id, d.cfg.Owner)
-	if err == nil && peer != "" {
+	peer, err := d.Store.NotifyPeer(ctx, id, d.cfg.Owner, true)
+	if err == nil && peer.Owner != "" {
+		d.wakeDirect(ctx, id, peer)
 		return nil
 	}
 	if err != nil {
 		d.Log.Debug().Err(err).Msg("hand over to one peer; signalling every replica")
 	}
 	return d.Store.Notify(ctx, id, d.cfg.Owner)
+}
+
+// wakeDirect delivers a signal for session id that the database routed to another replica
+// without a NOTIFY: that replica takes wakes over HTTP (route.Addr), where it is posted. When
+// the post fails (the replica cannot be reached, is stopping, or answers an error), the
+// replica is NOTIFYed after all. A route with no address was NOTIFYed already.
+func (d *cellDeps) wakeDirect(ctx context.Context, id session.ID, route session.Route) {
+	if route.Addr == "" {
+		return
+	}
+	err := d.peers.Send(ctx, route.Addr, route.Token, id, d.cfg.Owner)
+	if err == nil {
+		d.Metrics.peerWakes.WithLabelValues("posted").Inc()
+		return
+	}
+	d.Metrics.peerWakes.WithLabelValues("notified").Inc()
+	if !errors.Is(err, peerwake.ErrPeerDown) && ctx.Err() == nil {
+		d.Log.Warn().Err(err).Str("peer", route.Owner).Msg("could not post a wake to the replica that runs the session; NOTIFYing it instead")
+	}
+	if err := d.Store.NotifyTo(ctx, id, d.cfg.Owner, route.Owner); err != nil && ctx.Err() == nil {
+		d.Log.Debug().Err(err).Msg("notify the lease owner; the poll finds the work")
+	}
 }
 
 // isDraining reports whether the runner is stopping gracefully.

@@ -35,6 +35,7 @@ import (
 	"github.com/logbook/logbook/bot/hands"
 	chmemory "github.com/logbook/logbook/bot/memory"
 	"github.com/logbook/logbook/bot/part"
+	"github.com/logbook/logbook/bot/peerwake"
 	"github.com/logbook/logbook/bot/recall"
 	"github.com/logbook/logbook/bot/repo"
 	"github.com/logbook/logbook/bot/settings"
@@ -148,7 +149,8 @@ type replica struct {
 	done    chan struct{}
 	metrics *bot.Metrics
 	reg     *prometheus.Registry
-	listen  *pgtest.Proxy // with harnessOptions.listenProxy
+	listen  *pgtest.Proxy    // with harnessOptions.listenProxy
+	peer    *httptest.Server // its peer inbox's server (harnessOptions.peers)
 }
 
 type harnessOptions struct {
@@ -199,6 +201,9 @@ type harnessOptions struct {
 	// claim) and the database (replica.listen); claimCheck is RunnerConfig.ClaimCheck.
 	listenProxy bool
 	claimCheck  time.Duration
+	// peers gives each replica a peer inbox (RunnerConfig.Peer) served on a loopback port of
+	// its own (replica.peer), as LOGBOOK_PEER_ADDR does on serve's HTTP server.
+	peers bool
 	// channelAdmins turns channel settings (/logbook config, its admins) and channel memory
 	// (/logbook remember, memory, forget; the remember tool) on; models builds a channel's own
 	// model (modelHarness sets it); defaults are the settings' environment values.
@@ -409,6 +414,19 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if o.approval.Tools == nil {
 		o.approval.Tools = harnessTools()
 	}
+	var inbox *peerwake.Inbox
+	var peerSrv *httptest.Server
+	if o.peers {
+		peerSrv = httptest.NewUnstartedServer(nil)
+		if inbox, err = peerwake.NewInbox(peerSrv.Listener.Addr().String()); err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("POST "+peerwake.Path, inbox.Handler())
+		peerSrv.Config.Handler = mux
+		peerSrv.Start()
+		t.Cleanup(peerSrv.Close)
+	}
 	surfaces := o.surfaces
 	if o.surfaceWith != nil {
 		surfaces = append(slices.Clip(surfaces), o.surfaceWith(h.store, api))
@@ -416,7 +434,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: orphan, ClaimCheck: o.claimCheck, MaxReplies: o.maxReplies, WakeLimit: o.wakeLimit,
-			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Peer: inbox, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL, CatchUp: o.catchUp},
 		Delivery: o.delivery,
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.gateway, DatabaseURL: listenURL,
@@ -428,7 +446,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	}
 	opened := h.emu.ConnectionsOpened()
 	ctx, cancel := context.WithCancel(h.ctx)
-	r := &replica{runner: svc.Runner(), cancel: cancel, done: make(chan struct{}), metrics: metrics, reg: reg, listen: listenProxy}
+	r := &replica{runner: svc.Runner(), cancel: cancel, done: make(chan struct{}), metrics: metrics, reg: reg, listen: listenProxy, peer: peerSrv}
 	go func() {
 		defer close(r.done)
 		if err := svc.Run(ctx); err != nil {

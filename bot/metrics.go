@@ -31,6 +31,7 @@ type Metrics struct {
 	claimsLost      prometheus.Counter
 	leaseAcquires   *prometheus.CounterVec
 	wakesDeferred   prometheus.Counter
+	peerWakes       *prometheus.CounterVec
 }
 
 // NewMetrics creates the bot's metrics and registers them on reg (nil: not registered).
@@ -70,11 +71,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"result"}),
 		wakesDeferred: c("wakes_deferred_total",
 			"Polls (and the start) that found no room under LOGBOOK_WAKE_LIMIT, or filled it: sessions with pending work may wait for the cells working through a backlog to go idle."),
+		peerWakes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "logbook", Name: "peer_wakes_total",
+			Help: "Signals routed to a replica that takes wakes over HTTP (LOGBOOK_PEER_ADDR), by how they went: posted, or notified (the post failed; a NOTIFY went instead)."},
+			[]string{"how"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.envelopes, m.acks, m.appends, m.duplicates, m.persistFailures, m.deferred, m.ignored, m.turns,
 			m.cellsActive, m.evictions, m.rehydrations, m.leaseSteals, m.deliveryRetries, m.deliveries, m.replyCapWaits,
-			m.stops, m.approvals, m.catchUps, m.caughtUp, m.claimsLost, m.leaseAcquires, m.wakesDeferred)
+			m.stops, m.approvals, m.catchUps, m.caughtUp, m.claimsLost, m.leaseAcquires, m.wakesDeferred, m.peerWakes)
 	}
 	return m
 }

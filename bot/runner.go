@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/logbook/logbook/bot/brain"
+	"github.com/logbook/logbook/bot/peerwake"
 	"github.com/logbook/logbook/bot/telemetry"
 	"github.com/logbook/logbook/session"
 )
@@ -85,6 +86,12 @@ type RunnerConfig struct {
 	// Approval is the tool approval policy (LOGBOOK_TOOL_APPROVAL, LOGBOOK_TOOL_APPROVERS,
 	// LOGBOOK_APPROVAL_TIMEOUT); the zero value allows every tool.
 	Approval ApprovalConfig
+	// Peer, when set (LOGBOOK_PEER_ADDR), is where peers post this replica's wakes: while it
+	// holds its liveness claim the runner records its address and token
+	// (session.Store.RecordPeer), and a peer routing a follow-up here posts it there instead
+	// of a NOTIFY that wakes every replica (issue 53). Needs Deps.DatabaseURL. Any runner posts
+	// to peers that have one, whether or not it has one itself.
+	Peer *peerwake.Inbox
 }
 
 // Probe is told of a cell's milestones as they happen: test signals, and dev's status. Each
@@ -197,7 +204,7 @@ func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 	r := &Runner{base: base, cancel: cancel, log: d.Log, store: d.Store, dbURL: d.DatabaseURL, cfg: cfg,
 		cells: map[session.ID]*Cell{}, notify: make(chan signal, 1024), refill: make(chan struct{}, 1), orphaned: make(chan struct{}, 1), draining: make(chan struct{}),
 		firstClaim: make(chan struct{})}
-	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, draining: r.draining,
+	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, draining: r.draining, peers: peerwake.NewSender(peerwake.SenderOptions{}),
 		renewer: newRenewer(cmp.Or(d.GatewayStore, d.Store), d.Clock, cfg.LeaseTTL, d.Log), meters: telemetry.NewMetrics(d.Meter)}
 	if d.DatabaseURL != "" {
 		r.deps.firstClaim = r.firstClaim
@@ -431,6 +438,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			r.drain()
+			r.forgetPeer(ctx)
 			return nil
 		case <-polls:
 			r.poll(ctx, "poll")
@@ -542,11 +550,12 @@ func (r *Runner) notifier(ctx context.Context) {
 			return
 		case s := <-r.notify:
 			id := s.id
-			owner, err := r.store.NotifyOwner(ctx, id, r.cfg.Owner)
+			route, err := r.store.NotifyOwner(ctx, id, r.cfg.Owner, true)
 			if err != nil && ctx.Err() == nil {
 				r.log.Debug().Err(err).Msg("notify the lease owner; running the session here")
 			}
-			if owner != "" {
+			if route.Owner != "" {
+				r.deps.wakeDirect(ctx, id, route)
 				continue
 			}
 			if r.isStopped() {
@@ -618,18 +627,52 @@ func (r *Runner) listenOnce(ctx context.Context) error {
 		r.claimMu.Unlock()
 		r.wasClaimed.Store(true)
 		r.claimOnce.Do(func() { close(r.firstClaim) })
+		r.recordPeer(ctx)
 		r.poll(ctx, "listen_catch_up")
-	}, func(id session.ID, sender string) {
-		if sender == r.cfg.Owner {
-			return // our own signal; the cell was poked in process
-		}
-		if !r.wake(id, "notify") {
-			// Stopping: a peer's hand-over (sent to this replica alone) is passed on, as the
-			// notifier passes on what a stopping runner cannot run.
-			r.route(signal{id: id})
-		}
-	})
+	}, r.heard)
 	return err
+}
+
+// heard takes a peer's signal for session id, by NOTIFY or posted to the peer inbox.
+func (r *Runner) heard(id session.ID, sender string) {
+	if sender == r.cfg.Owner {
+		return // our own signal; the cell was poked in process
+	}
+	if !r.wake(id, "notify") {
+		// Stopping: a peer's hand-over (sent to this replica alone) is passed on, as the
+		// notifier passes on what a stopping runner cannot run.
+		r.route(signal{id: id})
+	}
+}
+
+// recordPeer says where peers post this replica's wakes (RunnerConfig.Peer), now that it
+// holds its liveness claim (again), and takes the wakes posted there. Without it, or should
+// the record fail, peers NOTIFY this replica: nothing is lost, each NOTIFY only costs every
+// replica a transaction.
+func (r *Runner) recordPeer(ctx context.Context) {
+	in := r.cfg.Peer
+	if in == nil {
+		return
+	}
+	in.Attach(r.heard)
+	if err := r.store.RecordPeer(ctx, r.cfg.Owner, in.Addr(), in.Token()); err != nil && ctx.Err() == nil {
+		r.log.Warn().Err(err).Str("peer_addr", in.Addr()).Msg("could not record this replica's peer address; peers will NOTIFY it instead")
+	}
+}
+
+// forgetPeer takes this replica's peer address back once it has drained: peers NOTIFY it
+// (and find it runs nothing) until it ends.
+func (r *Runner) forgetPeer(ctx context.Context) {
+	in := r.cfg.Peer
+	if in == nil || r.dbURL == "" {
+		return
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := r.store.ForgetPeer(fctx, r.cfg.Owner); err != nil {
+		r.log.Debug().Err(err).Msg("forget this replica's peer address; the next replica to start does")
+	}
+	in.Attach(nil)
 }
 
 // watch keeps the watch on a peer's liveness claim (session.WatchPeers) until ctx ends,

@@ -2,8 +2,12 @@ package session_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/logbook/logbook/session"
 )
@@ -89,7 +93,7 @@ func TestNotifyOwnerWakesOnlyTheLeaseOwner(t *testing.T) {
 	mark, nothingBefore := markers(t, st, marker.ID)
 
 	// No lease: nothing is sent.
-	if owner, err := st.NotifyOwner(ctx, s.ID, "replica-c"); err != nil || owner != "" {
+	if owner, err := routed(st.NotifyOwner(ctx, s.ID, "replica-c", false)); err != nil || owner != "" {
 		t.Fatalf("NotifyOwner without a lease = %q, %v; want \"\"", owner, err)
 	}
 	mark()
@@ -100,14 +104,14 @@ func TestNotifyOwnerWakesOnlyTheLeaseOwner(t *testing.T) {
 	if _, err := st.AcquireLeaseWith(ctx, s.ID, "replica-b", time.Hour, session.LeaseOptions{Claimed: true}); err != nil {
 		t.Fatal(err)
 	}
-	if owner, err := st.NotifyOwner(ctx, s.ID, "replica-c"); err != nil || owner != "replica-b" {
+	if owner, err := routed(st.NotifyOwner(ctx, s.ID, "replica-c", false)); err != nil || owner != "replica-b" {
 		t.Fatalf("NotifyOwner = %q, %v; want replica-b", owner, err)
 	}
 	if got := next(t, b, "replica-b"); got.id != s.ID || got.sender != "replica-c" {
 		t.Fatalf("replica-b got %+v, want %s from replica-c", got, s.ID)
 	}
 	// Its own lease: the owner is not signalled by itself.
-	if owner, err := st.NotifyOwner(ctx, s.ID, "replica-b"); err != nil || owner != "" {
+	if owner, err := routed(st.NotifyOwner(ctx, s.ID, "replica-b", false)); err != nil || owner != "" {
 		t.Fatalf("NotifyOwner by the owner = %q, %v; want \"\"", owner, err)
 	}
 	mark()
@@ -116,7 +120,7 @@ func TestNotifyOwnerWakesOnlyTheLeaseOwner(t *testing.T) {
 
 	// replica-b dies (its claim is free): its lease is nobody's; nothing is sent.
 	stopB()
-	if owner, err := st.NotifyOwner(ctx, s.ID, "replica-c"); err != nil || owner != "" {
+	if owner, err := routed(st.NotifyOwner(ctx, s.ID, "replica-c", false)); err != nil || owner != "" {
 		t.Fatalf("NotifyOwner with a dead owner = %q, %v; want \"\"", owner, err)
 	}
 	mark()
@@ -211,7 +215,7 @@ func TestNotifyPeerWakesOneLivePeer(t *testing.T) {
 
 	// No live peer runs a session: nothing is sent (the caller signals every replica).
 	take(leaver, "replica-c")
-	if peer, err := st.NotifyPeer(ctx, s.ID, "replica-c"); err != nil || peer != "" {
+	if peer, err := routed(st.NotifyPeer(ctx, s.ID, "replica-c", false)); err != nil || peer != "" {
 		t.Fatalf("NotifyPeer with no peer running a session = %q, %v; want \"\"", peer, err)
 	}
 	mark()
@@ -223,7 +227,7 @@ func TestNotifyPeerWakesOneLivePeer(t *testing.T) {
 	take(busy[0], "replica-a")
 	take(busy[1], "replica-a")
 	take(quiet, "replica-b")
-	if peer, err := st.NotifyPeer(ctx, s.ID, "replica-c"); err != nil || peer != "replica-b" {
+	if peer, err := routed(st.NotifyPeer(ctx, s.ID, "replica-c", false)); err != nil || peer != "replica-b" {
 		t.Fatalf("NotifyPeer = %q, %v; want replica-b (the fewest sessions)", peer, err)
 	}
 	if got := next(t, b, "replica-b"); got.id != s.ID || got.sender != "replica-c" {
@@ -235,7 +239,7 @@ func TestNotifyPeerWakesOneLivePeer(t *testing.T) {
 	nothingBefore(c, "replica-c")
 
 	// replica-b is the sender now: replica-c runs one session, replica-a two.
-	if peer, err := st.NotifyPeer(ctx, s.ID, "replica-b"); err != nil || peer != "replica-c" {
+	if peer, err := routed(st.NotifyPeer(ctx, s.ID, "replica-b", false)); err != nil || peer != "replica-c" {
 		t.Fatalf("NotifyPeer from replica-b = %q, %v; want replica-c", peer, err)
 	}
 	if got := next(t, c, "replica-c"); got.id != s.ID || got.sender != "replica-b" {
@@ -245,10 +249,104 @@ func TestNotifyPeerWakesOneLivePeer(t *testing.T) {
 	// replica-b dies (its claim is free, its lease unexpired): replica-a, busier but alive,
 	// is the one.
 	stopB()
-	if peer, err := st.NotifyPeer(ctx, s.ID, "replica-c"); err != nil || peer != "replica-a" {
+	if peer, err := routed(st.NotifyPeer(ctx, s.ID, "replica-c", false)); err != nil || peer != "replica-a" {
 		t.Fatalf("NotifyPeer with replica-b dead = %q, %v; want replica-a", peer, err)
 	}
 	if got := next(t, a, "replica-a"); got.id != s.ID || got.sender != "replica-c" {
 		t.Fatalf("replica-a got %+v, want %s from replica-c", got, s.ID)
+	}
+}
+
+// routed is the owner a NOTIFY went to (NotifyOwner, NotifyPeer without direct).
+func routed(r session.Route, err error) (string, error) { return r.Owner, err }
+
+// #53: an owner that takes wakes over HTTP (a replica_peers row) is routed without a NOTIFY,
+// which would cost every listening replica a transaction: NotifyOwner and NotifyPeer return
+// its address and token to a direct sender and NOTIFY nobody; a sender that is not direct
+// still NOTIFYs it; NotifyTo NOTIFYs it alone (the fallback when a post fails). A row is
+// kept while its replica's claim is held and deleted by the next RecordPeer once it is free.
+func TestADirectRouteToAPeerWithAnAddressSendsNoNotify(t *testing.T) {
+	t.Parallel()
+	st, dbURL := newStore(t)
+	ctx := context.Background()
+	s := openSession(t, st, "1700000002.000100")
+	marker := openSession(t, st, "1700000002.000200")
+	mustAppend(t, st, s.ID, msg("one"))
+	a, _ := listenAs(t, dbURL, "replica-a")
+	b, stopB := listenAs(t, dbURL, "replica-b")
+	mark, nothingBefore := markers(t, st, marker.ID)
+	tokenA, tokenB := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	if err := st.RecordPeer(ctx, "replica-b", "10.0.0.2:8080", tokenB); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AcquireLeaseWith(ctx, s.ID, "replica-b", time.Hour, session.LeaseOptions{Claimed: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	want := session.Route{Owner: "replica-b", Addr: "10.0.0.2:8080", Token: tokenB}
+	if got, err := st.NotifyOwner(ctx, s.ID, "replica-c", true); err != nil || got != want {
+		t.Fatalf("direct NotifyOwner = %+v, %v; want %+v", got, err, want)
+	}
+	if got, err := st.NotifyPeer(ctx, s.ID, "replica-c", true); err != nil || got != want {
+		t.Fatalf("direct NotifyPeer = %+v, %v; want %+v", got, err, want)
+	}
+	mark()
+	nothingBefore(a, "replica-a")
+	nothingBefore(b, "replica-b")
+
+	// Not direct: replica-b is NOTIFYed, and no address comes back.
+	if got, err := st.NotifyOwner(ctx, s.ID, "replica-c", false); err != nil || got != (session.Route{Owner: "replica-b"}) {
+		t.Fatalf("NotifyOwner = %+v, %v; want replica-b with no address", got, err)
+	}
+	if got := next(t, b, "replica-b"); got.id != s.ID || got.sender != "replica-c" {
+		t.Fatalf("replica-b got %+v, want %s from replica-c", got, s.ID)
+	}
+	// The fallback: replica-b alone.
+	if err := st.NotifyTo(ctx, s.ID, "replica-c", "replica-b"); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, b, "replica-b"); got.id != s.ID || got.sender != "replica-c" {
+		t.Fatalf("replica-b got %+v, want %s from replica-c", got, s.ID)
+	}
+	mark()
+	nothingBefore(a, "replica-a")
+	nothingBefore(b, "replica-b")
+
+	peers := func() []string {
+		t.Helper()
+		rows, err := superuser(t, dbURL).Query(ctx, `SELECT owner FROM replica_peers ORDER BY owner`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return owners
+	}
+	// replica-a records its own: replica-b, alive, keeps its row.
+	if err := st.RecordPeer(ctx, "replica-a", "10.0.0.1:8080", tokenA); err != nil {
+		t.Fatal(err)
+	}
+	if got := peers(); !slices.Equal(got, []string{"replica-a", "replica-b"}) {
+		t.Fatalf("peers = %v, want replica-a and replica-b", got)
+	}
+	// replica-b dies: the next record deletes its row.
+	stopB()
+	if err := st.RecordPeer(ctx, "replica-a", "10.0.0.1:8081", tokenA); err != nil {
+		t.Fatal(err)
+	}
+	if got := peers(); !slices.Equal(got, []string{"replica-a"}) {
+		t.Fatalf("peers after replica-b died = %v, want replica-a", got)
+	}
+	if err := st.ForgetPeer(ctx, "replica-a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := peers(); len(got) != 0 {
+		t.Fatalf("peers after ForgetPeer = %v, want none", got)
+	}
+	// A token too short to be a secret is refused by the table.
+	if err := st.RecordPeer(ctx, "replica-a", "10.0.0.1:8080", "short"); err == nil {
+		t.Fatal("RecordPeer took a 5-character token")
 	}
 }

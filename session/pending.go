@@ -115,30 +115,50 @@ func (s *Store) OrphanedWith(ctx context.Context, owner string, window time.Dura
 // tab and that replica's name, and the other replicas' listeners drop it unread.
 const notifyChannel = "logbook_session"
 
+// sqlPeerOf reads the routed replica's peer row (replica_peers) beside it; pg_notify runs
+// only when it has none ($3 true: the caller posts wakes itself). A CASE's branches are
+// evaluated only when taken.
+const sqlPeerOf = `coalesce(p.addr, ''), coalesce(p.token, ''),
+       CASE WHEN p.owner IS NULL OR NOT $3::boolean THEN pg_notify('` + notifyChannel + `', `
+
 // sqlNotifyOwner signals the live owner of the session's lease, other than the sender, and
 // names it; no row (nothing sent) when there is none: no lease, an expired one, the sender's
-// own, or a claimed one whose owner's liveness claim is free (a dead replica).
+// own, or a claimed one whose owner's liveness claim is free (a dead replica). An owner that
+// takes wakes over HTTP (a replica_peers row) gets no NOTIFY: its address and token come back.
 const sqlNotifyOwner = `
-SELECT l.owner, pg_notify('` + notifyChannel + `', l.session_id::text || ' ' || $2::text || E'\t' || l.owner)
-FROM leases l
+SELECT l.owner, ` + sqlPeerOf + `l.session_id::text || ' ' || $2::text || E'\t' || l.owner) END
+FROM leases l LEFT JOIN replica_peers p ON p.owner = l.owner
 WHERE l.session_id = $1::uuid AND l.expires_at > clock_timestamp() AND l.owner <> $2
   AND NOT (l.claimed AND logbook_claim_free(l.owner))`
 
+// Route is the replica a signal is for. Owner "" means none: nothing was sent. When Addr is
+// set, the replica takes wakes over HTTP (LOGBOOK_PEER_ADDR) and no NOTIFY was sent: the
+// caller posts the wake to Addr with Token as its bearer token, and on failure signals it
+// with NotifyTo. Token is a secret: it is never logged.
+type Route struct {
+	Owner string
+	Addr  string
+	Token string
+}
+
 // NotifyOwner signals session id's new work to the one replica that runs it: the live owner
-// of its lease, when that is not sender, whose name it returns. It returns "" and sends
+// of its lease, when that is not sender, which it returns. It returns Route{} and sends
 // nothing when no other live owner holds the lease: the caller runs the session itself (it
-// takes the lease). One statement, whatever the number of replicas; the others are not
-// woken (ListenClaimed drops a signal for another owner). As with Notify, the signal is a
-// hint that may be lost.
-func (s *Store) NotifyOwner(ctx context.Context, id ID, sender string) (string, error) {
-	return s.notifyOne(ctx, sqlNotifyOwner, "the owner", id, sender)
+// takes the lease). One statement, whatever the number of replicas. With direct, an owner
+// that takes wakes over HTTP is returned with its address and not NOTIFYed (see Route);
+// without, every owner is NOTIFYed. A NOTIFY wakes every replica's listener in PostgreSQL
+// 15 (each reads the queue in a transaction), though only the owner acts on it
+// (ListenClaimed drops a signal for another owner). As with Notify, the signal is a hint
+// that may be lost.
+func (s *Store) NotifyOwner(ctx context.Context, id ID, sender string, direct bool) (Route, error) {
+	return s.notifyOne(ctx, sqlNotifyOwner, "the owner", id, sender, direct)
 }
 
 // sqlNotifyPeer signals one live replica other than the sender and names it: of the owners
 // of claimed, unexpired leases whose liveness claim is held (alive), the one with the fewest;
 // no row (nothing sent) when there is none. The owners are looked up first (a CTE, so the
 // lock try runs once per owner, not per lease), then the claim is tried on the few, busiest
-// last, and the first that is held gets the signal.
+// last, and the first that is held gets the signal (by NOTIFY, unless it has a peer row).
 const sqlNotifyPeer = `
 WITH owners AS MATERIALIZED (
     SELECT l.owner, count(*) AS n FROM leases l
@@ -149,30 +169,71 @@ WITH owners AS MATERIALIZED (
 ), peer AS (
     SELECT v.owner FROM live v ORDER BY v.n, v.owner LIMIT 1
 )
-SELECT p.owner, pg_notify('` + notifyChannel + `', $1::uuid::text || ' ' || $2::text || E'\t' || p.owner) FROM peer p`
+SELECT v.owner, ` + sqlPeerOf + `$1::uuid::text || ' ' || $2::text || E'\t' || v.owner) END
+FROM peer v LEFT JOIN replica_peers p ON p.owner = v.owner`
 
 // NotifyPeer signals session id's work to one live replica other than sender (the one that
-// runs the fewest sessions, among those that run any), whose name it returns: a graceful stop
+// runs the fewest sessions, among those that run any), which it returns: a graceful stop
 // hands a session over to one peer instead of waking every replica to race for its lease
-// (issue 33). It returns "" and sends nothing when it knows of no live peer (none holds a
-// claimed lease); the caller then falls back to Notify. As with Notify, the signal is a hint.
-func (s *Store) NotifyPeer(ctx context.Context, id ID, sender string) (string, error) {
-	return s.notifyOne(ctx, sqlNotifyPeer, "a peer", id, sender)
+// (issue 33). It returns Route{} and sends nothing when it knows of no live peer (none holds
+// a claimed lease); the caller then falls back to Notify. direct is as for NotifyOwner. As
+// with Notify, the signal is a hint.
+func (s *Store) NotifyPeer(ctx context.Context, id ID, sender string, direct bool) (Route, error) {
+	return s.notifyOne(ctx, sqlNotifyPeer, "a peer", id, sender, direct)
 }
 
 // notifyOne runs q, a statement that signals at most one replica about session id and names
-// it ($1 the session, $2 sender), and returns that name: "" when no row (nothing was sent).
-// whom names the replica in the error.
-func (s *Store) notifyOne(ctx context.Context, q, whom string, id ID, sender string) (string, error) {
-	var owner string
-	err := s.pool.QueryRow(ctx, q, id, sender).Scan(&owner, nil)
+// it ($1 the session, $2 sender, $3 direct), and returns its route: Route{} when no row
+// (nothing was sent). whom names the replica in the error.
+func (s *Store) notifyOne(ctx context.Context, q, whom string, id ID, sender string, direct bool) (Route, error) {
+	var r Route
+	err := s.pool.QueryRow(ctx, q, id, sender, direct).Scan(&r.Owner, &r.Addr, &r.Token, nil)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil
+		return Route{}, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("notify %s of session %s: %w", whom, id, err)
+		return Route{}, fmt.Errorf("notify %s of session %s: %w", whom, id, err)
 	}
-	return owner, nil
+	if !direct {
+		r.Addr, r.Token = "", ""
+	}
+	return r, nil
+}
+
+// NotifyTo signals session id's work to owner alone by NOTIFY (the other replicas' listeners
+// drop it): the fallback when a wake posted to owner's address failed.
+func (s *Store) NotifyTo(ctx context.Context, id ID, sender, owner string) error {
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify('`+notifyChannel+`', $1::uuid::text || ' ' || $2::text || E'\t' || $3::text)`, id, sender, owner); err != nil {
+		return fmt.Errorf("notify %s of session %s: %w", owner, id, err)
+	}
+	return nil
+}
+
+// sqlRecordPeer records owner's address and wake token, and deletes the rows of replicas
+// whose liveness claim is free (dead ones, and stopped ones that could not say so). The
+// caller holds owner's claim on another connection, so its own row is never taken as dead.
+const sqlRecordPeer = `
+WITH gone AS (DELETE FROM replica_peers p WHERE p.owner <> $1 AND logbook_claim_free(p.owner))
+INSERT INTO replica_peers (owner, addr, token) VALUES ($1, $2, $3)
+ON CONFLICT (owner) DO UPDATE SET addr = excluded.addr, token = excluded.token, recorded_at = clock_timestamp()`
+
+// RecordPeer says that owner, which holds its liveness claim, takes wakes over HTTP at addr
+// (host:port) with token as the bearer token: NotifyOwner and NotifyPeer return them to a
+// direct sender instead of NOTIFYing owner. It also forgets dead replicas' rows.
+func (s *Store) RecordPeer(ctx context.Context, owner, addr, token string) error {
+	if _, err := s.pool.Exec(ctx, sqlRecordPeer, owner, addr, token); err != nil {
+		return fmt.Errorf("record the peer address of %s: %w", owner, err)
+	}
+	return nil
+}
+
+// ForgetPeer deletes owner's peer row (a graceful stop): signals go to it by NOTIFY again,
+// until it records one.
+func (s *Store) ForgetPeer(ctx context.Context, owner string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM replica_peers WHERE owner = $1`, owner); err != nil {
+		return fmt.Errorf("forget the peer address of %s: %w", owner, err)
+	}
+	return nil
 }
 
 // Notify signals every Listen on the database that session id has new work. sender names

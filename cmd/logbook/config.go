@@ -354,6 +354,9 @@ func (cfg *serveConfig) readRuntime(e env) error {
 			return fmt.Errorf("LOGBOOK_HTTP_ADDR=%q: want host:port, :port or off", cfg.HTTPAddr)
 		}
 	}
+	if err := cfg.readPeerAddr(e); err != nil {
+		return err
+	}
 	if v := strings.TrimSpace(e.getenv("LOGBOOK_LOG_LEVEL")); v != "" {
 		if l, err := zerolog.ParseLevel(strings.ToLower(v)); err != nil || l == zerolog.NoLevel {
 			return fmt.Errorf("LOGBOOK_LOG_LEVEL=%q: want debug, info, warn or error", v)
@@ -591,4 +594,50 @@ func (cfg *serveConfig) readConnectors(e env) error {
 		}
 	}
 	return nil
+}
+
+// readPeerAddr reads LOGBOOK_PEER_ADDR: a host, or host:port, that the HTTP server must be
+// able to take posts at: not with LOGBOOK_HTTP_ADDR off, and not a host beyond this machine
+// while the server listens on loopback only (no peer could reach it; every post would fail
+// over to NOTIFY).
+func (cfg *serveConfig) readPeerAddr(e env) error {
+	v := strings.TrimSpace(e.getenv("LOGBOOK_PEER_ADDR"))
+	if v == "" || v == "off" {
+		return nil
+	}
+	bad := fmt.Errorf("LOGBOOK_PEER_ADDR=%q: want host or host:port (no scheme, no path; a port from 1 to 65535)", v)
+	host := v
+	if h, port, err := net.SplitHostPort(v); err == nil {
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return bad
+		}
+		host = h
+	} else if strings.ContainsAny(v, ":/ ") && net.ParseIP(v) == nil {
+		return bad
+	}
+	if host == "" || strings.ContainsAny(host, "/@ ") {
+		return bad
+	}
+	if cfg.HTTPAddr == "off" {
+		return fmt.Errorf("LOGBOOK_PEER_ADDR=%s needs the HTTP server: LOGBOOK_HTTP_ADDR is off", v)
+	}
+	if !isLoopback(net.JoinHostPort(host, "0")) && isLoopback(cmp.Or(cfg.HTTPAddr, "127.0.0.1:8080")) {
+		return fmt.Errorf("LOGBOOK_PEER_ADDR=%s is beyond this machine, but LOGBOOK_HTTP_ADDR=%s listens on loopback only: "+
+			"peers could not reach it (listen on the address peers use, e.g. LOGBOOK_HTTP_ADDR=:8080)", v, cmp.Or(cfg.HTTPAddr, "127.0.0.1:8080"))
+	}
+	cfg.PeerAddr = v
+	return nil
+}
+
+// peerAddr is LOGBOOK_PEER_ADDR with its port: the one the HTTP server listens on (listening,
+// host:port) when it names none.
+func (cfg serveConfig) peerAddr(listening string) string {
+	if cfg.PeerAddr == "" {
+		return ""
+	}
+	if _, _, err := net.SplitHostPort(cfg.PeerAddr); err == nil {
+		return cfg.PeerAddr
+	}
+	_, port, _ := net.SplitHostPort(listening)
+	return net.JoinHostPort(cfg.PeerAddr, port)
 }

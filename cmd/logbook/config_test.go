@@ -507,3 +507,46 @@ func TestConfigGatewayAppendLanes(t *testing.T) {
 		}
 	}
 }
+
+// #53: LOGBOOK_PEER_ADDR is a host (the port is the HTTP server's) or host:port; it needs the
+// HTTP server, and a host beyond this machine needs a server that listens beyond loopback.
+func TestConfigPeerAddr(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		peer, http, listening string
+		want, err             string
+	}{
+		{"", ":8080", "[::]:8080", "", ""},
+		{"off", ":8080", "[::]:8080", "", ""},
+		{"10.0.0.5", ":8080", "[::]:8080", "10.0.0.5:8080", ""},
+		{"10.0.0.5:9000", ":8080", "[::]:8080", "10.0.0.5:9000", ""},
+		{"logbook-3.logbook", "0.0.0.0:0", "0.0.0.0:41234", "logbook-3.logbook:41234", ""},
+		{"fd00::5", ":8080", "[::]:8080", "[fd00::5]:8080", ""},
+		{"127.0.0.1", "127.0.0.1:0", "127.0.0.1:38000", "127.0.0.1:38000", ""},
+		{"127.0.0.1", "", "127.0.0.1:8080", "127.0.0.1:8080", ""},
+		{"10.0.0.5", "", "", "", "loopback only"},
+		{"10.0.0.5", "127.0.0.1:8080", "", "", "loopback only"},
+		{"10.0.0.5", "off", "", "", "LOGBOOK_HTTP_ADDR is off"},
+		{"http://10.0.0.5", ":8080", "", "", "no scheme"},
+		{"10.0.0.5:0", ":8080", "", "", "a port from 1"},
+		{"10.0.0.5/wake", ":8080", "", "", "no scheme"},
+		{"a@10.0.0.5:80", ":8080", "", "", "no scheme"},
+	} {
+		vars := baseVars()
+		vars["LOGBOOK_PEER_ADDR"], vars["LOGBOOK_HTTP_ADDR"] = c.peer, c.http
+		cfg, err := load(vars)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("LOGBOOK_PEER_ADDR=%q LOGBOOK_HTTP_ADDR=%q: %v, want an error saying %q", c.peer, c.http, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("LOGBOOK_PEER_ADDR=%q LOGBOOK_HTTP_ADDR=%q: %v", c.peer, c.http, err)
+			continue
+		}
+		if got := cfg.peerAddr(c.listening); got != c.want {
+			t.Errorf("LOGBOOK_PEER_ADDR=%q listening on %s: %q, want %q", c.peer, c.listening, got, c.want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -110,8 +111,16 @@ func replicaCost(t *testing.T, n int, idle time.Duration, l steadyLoad) costFigu
 	w := watchReplies(t, e.emu, channels)
 	env := append(slices.Clone(defaults), "LOGBOOK_LOG_LEVEL=info", "LOGBOOK_REPLICAS="+strconv.Itoa(n),
 		"LOGBOOK_DB_POOL=4", "LOGBOOK_DB_GATEWAY_POOL=2")
+	// A fleet is run as docs/replicas.md says: each replica takes its wakes over HTTP (its
+	// HTTP server is on a loopback port of its own). LOGBOOK_COST_PEERS=off routes them by
+	// NOTIFY, as before (and as an older LOGBOOK_COST_BINARY does).
+	peers := os.Getenv("LOGBOOK_COST_PEERS") != "off"
+	if peers {
+		env = append(env, "LOGBOOK_PEER_ADDR=127.0.0.1")
+	}
+	var procs []*proc
 	for range n {
-		e.serve(env...)
+		procs = append(procs, e.serve(env...))
 	}
 	// The start's own work (pools filled, the catch-up poll, the first claims) is not idling.
 	settleTimer := time.NewTimer(5 * time.Second)
@@ -149,6 +158,19 @@ func replicaCost(t *testing.T, n int, idle time.Duration, l steadyLoad) costFigu
 		n, len(msgs), f.perMessage, unanswered, pending, statementsByCalls(t, e.dbURL, float64(max(len(msgs), 1)), "/msg"))
 	if unanswered > 0 || pending > 0 {
 		t.Errorf("%d replicas: %d messages unanswered, %d sessions pending", n, unanswered, pending)
+	}
+	if peers {
+		var posted, notified float64
+		for _, p := range procs {
+			a, err1 := scrapeCounter(p.out.String(), `logbook_peer_wakes_total{how="posted"}`)
+			b, err2 := scrapeCounter(p.out.String(), `logbook_peer_wakes_total{how="notified"}`)
+			if err := errors.Join(err1, err2); err != nil {
+				t.Fatalf("%d replicas: peer wakes: %v", n, err)
+			}
+			posted, notified = posted+a, notified+b
+		}
+		t.Logf("COST %d replicas: wakes posted to the owner %.0f (%.2f a message), NOTIFYed after a failed post %.0f",
+			n, posted, posted/float64(max(len(msgs), 1)), notified)
 	}
 	return f
 }

@@ -105,6 +105,11 @@ var envSettings = []envSetting{
 		Meaning: "the most sessions the start and the polls wake at once, or off: a replica that comes back to a " +
 			"backlog works through it that many at a time, oldest unanswered first, each room given to the next as a " +
 			"session goes idle. Messages and peers' signals are not held back by it"},
+	{Name: "LOGBOOK_PEER_ADDR", Group: "cells", Default: "off: follow-ups are routed by NOTIFY",
+		Meaning: "host or host:port where the other replicas reach this replica's HTTP server (LOGBOOK_HTTP_ADDR; " +
+			"the port defaults to the one it listens on), e.g. the pod's IP. A follow-up that reaches another replica " +
+			"is then posted to this one alone, with a token only the database knows, instead of a NOTIFY, which wakes " +
+			"every replica and costs each a transaction. A post that fails falls back to NOTIFY. For a fleet: see docs/replicas.md"},
 	{Name: "LOGBOOK_DRAIN_TIMEOUT", Group: "cells", Default: "20s, at most 10m",
 		Meaning: "on SIGTERM (a rolling deploy): new envelopes are left to the other replicas (Slack redelivers them), " +
 			"idle sessions are handed over at once, running turns may finish for this long, then they are handed over " +

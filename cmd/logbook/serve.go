@@ -40,6 +40,7 @@ import (
 	"github.com/logbook/logbook/bot/hands"
 	"github.com/logbook/logbook/bot/hooks"
 	"github.com/logbook/logbook/bot/memory"
+	"github.com/logbook/logbook/bot/peerwake"
 	"github.com/logbook/logbook/bot/repo"
 	"github.com/logbook/logbook/bot/review"
 	"github.com/logbook/logbook/bot/schedule"
@@ -167,6 +168,9 @@ type serveConfig struct {
 	// (LOGBOOK_THREAD_REPLIES_PER_MINUTE; 0: 10, -1: off).
 	WakeLimit        int
 	RepliesPerMinute int
+	// PeerAddr (LOGBOOK_PEER_ADDR; "" off) is host or host:port where peers reach this
+	// replica's HTTP server: they post its wakes there (bot/peerwake).
+	PeerAddr string
 	// GatewayAppendLanes (LOGBOOK_GATEWAY_APPEND_LANES; 0: off) groups the appends of
 	// envelopes that arrive together into one transaction, in at most that many lanes.
 	GatewayAppendLanes int
@@ -375,6 +379,12 @@ func serve(ctx context.Context, cfg serveConfig, log zerolog.Logger, ready func(
 	if err != nil {
 		return err
 	}
+	if pa := cfg.peerAddr(addr); pa != "" {
+		if w.peer, err = peerwake.NewInbox(pa); err != nil {
+			return fmt.Errorf("LOGBOOK_PEER_ADDR: %w", err)
+		}
+		log.Info().Str("peer_addr", pa).Msg("peers post this replica's wakes to " + peerwake.Path)
+	}
 	if err := w.openDatabases(ctx, retrier{log: log, state: state}); err != nil {
 		if ctx.Err() != nil { // stopped while it waited for the database: a stop, not a failure
 			log.Info().Msg("logbook serve stopped before the database answered")
@@ -428,6 +438,7 @@ type wiring struct {
 	dir     *directory.Directory
 	search  *search.Searcher
 	indexer *search.Indexer
+	peer    *peerwake.Inbox // LOGBOOK_PEER_ADDR's (nil: none)
 	repos   *repo.Channels
 	mcp     *connectors.Connectors // nil: no LOGBOOK_MCP_CONFIG
 	// scheduler runs /logbook schedule's ticks; hooks serves POST /hooks/<name> (nil: no
@@ -689,8 +700,8 @@ func (w *wiring) serviceConfig() bot.ServiceConfig {
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 			DrainTimeout: cfg.DrainTimeout, WakeLimit: cfg.WakeLimit, MaxReplies: cfg.RepliesPerMinute, WatchPeers: cfg.watchesPeers(), OrphanInterval: cfg.orphanInterval(),
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
-			Approval: cfg.Approval,
-			Where:    brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+			Approval: cfg.Approval, Peer: w.peer,
+			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL, AppendLanes: cfg.GatewayAppendLanes},
 		Delivery: replyActions(), // parts.go
 	}
@@ -765,6 +776,10 @@ func (w *wiring) routeHTTP() error {
 	}
 	if w.hooks != nil {
 		mux.Handle("POST /hooks/{name}", w.hooks)
+	}
+	if w.peer != nil {
+		// Peers' wakes, with this replica's token: outside the pages' sign-in.
+		mux.Handle("POST "+peerwake.Path, w.peer.Handler())
 	}
 	if w.follow != nil && cfg.WebhookSecret != "" {
 		// GitHub's webhooks, verified by their signature: outside the pages' sign-in.

@@ -616,6 +616,17 @@ CREATE TRIGGER opening_posts_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON 
 GRANT SELECT, INSERT ON TABLE public.opening_posts TO logbook_app;
 GRANT SELECT ON TABLE public.opening_posts TO logbook_auditor;
 
+CREATE TABLE public.replica_peers (
+    owner text NOT NULL,
+    addr text NOT NULL,
+    token text NOT NULL,
+    recorded_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT replica_peers_addr_check CHECK ((addr <> ''::text)),
+    CONSTRAINT replica_peers_pkey PRIMARY KEY (owner),
+    CONSTRAINT replica_peers_token_check CHECK ((length(token) >= 32))
+);
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE public.replica_peers TO logbook_app;
+
 CREATE TABLE public.schedule_removals (
     schedule_id bigint NOT NULL,
     removed_by text NOT NULL,

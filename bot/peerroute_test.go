@@ -1,0 +1,78 @@
+package bot_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/logbook/logbook/bot/slackemu"
+)
+
+// #53: a follow-up that reaches a replica which does not run its session is posted to the
+// peer inbox of the replica that does, not NOTIFYed (a NOTIFY costs every replica listening
+// in the database a transaction): while both replicas take wakes over HTTP, no NOTIFY names
+// the session. When the inboxes cannot be reached the wake goes by NOTIFY after all, and every
+// follow-up is still answered.
+func TestAFollowUpIsPostedToTheReplicaThatRunsItsSession(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{replicas: 2, peers: true})
+	ctx := context.Background()
+	watch, err := pgx.Connect(ctx, h.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { watch.Close(context.Background()) })
+	if _, err := watch.Exec(ctx, "LISTEN logbook_session"); err != nil {
+		t.Fatal(err)
+	}
+
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> one"})
+	h.replies(general, top.TS, 1)
+	s := h.session(general, top.TS)
+	replies := 1
+	// followUpsUntil posts follow-ups until the replicas' peer_wakes_total{how} moves (each
+	// envelope goes to one of the two sockets, picked at random: twenty all reaching the
+	// owner would be a one-in-a-million draw), each answered before the next.
+	followUpsUntil := func(how string) {
+		t.Helper()
+		before := h.metric("logbook_peer_wakes_total", "how", how)
+		for h.metric("logbook_peer_wakes_total", "how", how) == before {
+			if replies > 40 {
+				t.Fatalf("%d follow-ups and no wake %s: none reached the replica that does not run the session", replies, how)
+			}
+			h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: fmt.Sprintf("follow-up %d", replies)})
+			replies++
+			h.replies(general, top.TS, replies)
+		}
+	}
+	followUpsUntil("posted")
+
+	// The negative check waits on a signal: a marker NOTIFY sent now is the first the
+	// watcher reads unless one named the session before it.
+	if _, err := h.pool.Exec(ctx, `SELECT pg_notify('logbook_session', 'marker')`); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := watch.WaitForNotification(h.waitCtx())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Payload == "marker" {
+			break
+		}
+		if strings.HasPrefix(n.Payload, s.ID.String()) {
+			t.Fatalf("a NOTIFY named the session (%q) while its owner takes wakes over HTTP", n.Payload)
+		}
+	}
+
+	// Neither inbox can be reached: the wake is NOTIFYed, and the follow-up answered.
+	for _, r := range h.reps {
+		r.peer.CloseClientConnections()
+		r.peer.Listener.Close()
+	}
+	followUpsUntil("notified")
+	h.answered(s.ID)
+}
