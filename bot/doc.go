@@ -10,8 +10,9 @@
 // team/channel/ts, and only then acks. If the append fails the envelope is not acked and
 // Slack delivers it again. Envelopes it ignores are acked at once. It then signals the
 // session (Runner.Signal), which wakes one replica only: a cell running here is poked with no
-// statement; otherwise one statement (session.Store.NotifyOwner) NOTIFYs the live lease owner
-// alone, and when nobody holds the session the cell starts here.
+// statement; otherwise one statement (session.Store.NotifyOwner) finds the live lease owner
+// and signals it alone — posted to its peer inbox (bot/peerwake) when it has one, else by a
+// NOTIFY naming it — and when nobody holds the session the cell starts here.
 //
 // Handled: messages in public channels (channel_type "channel", or conversations.info says
 // not private, not a DM) with no subtype, thread_broadcast or file_share; message_changed
