@@ -220,7 +220,9 @@ func startFleet(t *testing.T, e *e2e, n int, env []string) []*proc {
 	}
 	err := e.emu.Wait(ctx, func() bool { return exited() != nil || e.emu.ConnectionsOpened()-opened >= n })
 	if p := exited(); p != nil {
-		t.Fatalf("a replica exited at start (%d of %d had connected): %s\n%s", e.emu.ConnectionsOpened()-opened, n, p.cmd.ProcessState, lastLines(p.out.String(), 10))
+		// On one line, which bench/replicas.sh's filter keeps: what the replica said last.
+		t.Fatalf("BOUNCER a replica exited at start (%d of %d had connected): %s; it said: %s", e.emu.ConnectionsOpened()-opened, n,
+			p.cmd.ProcessState, strings.ReplaceAll(lastLines(p.out.String(), 6), "\n", " ⏎ "))
 	}
 	if err != nil {
 		t.Fatalf("%d of %d replicas connected to Slack within 5 minutes: %v", e.emu.ConnectionsOpened()-opened, n, err)
