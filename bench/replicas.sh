@@ -17,9 +17,26 @@
 # (e.g. main's: before; an older build ignores the peer address).
 #   bench/replicas.sh cost                   fleets of 1 and 10; 200 threads, 20 msg/s, 30s
 #   bench/replicas.sh cost 1,5,10 500 50 1m  fleet sizes, threads, msg/s, duration
-# Needs the PostgreSQL server binaries (the cluster is started under a temporary directory).
+# Issue 53's fifty replicas through PgBouncer: N `logbook serve` processes behind one PgBouncer
+# (transaction pooling, default_pool_size 20) in front of a throwaway cluster with default
+# settings (max_connections 100). Prints posted/stored/answered (missing, twice), p50/p99, the
+# peak of the server's client connections by application_name (PgBouncer's as "pgbouncer")
+# against max_connections, the idle fleet's transactions a second per replica over 20 s before
+# the load, transactions per message, and `logbook audit verify`. Fails on a lost or doubled
+# message, a peak at or above 80 % of max_connections, a replica that cannot start or a broken
+# chain. LOGBOOK_BOUNCER_BINARY=path runs another build (an older one: a before).
+#   bench/replicas.sh bouncer                    50 replicas; 500 threads, 50 msg/s, 1m
+#   bench/replicas.sh bouncer 50 200 20 30s      replicas, threads, msg/s, duration
+# Needs the PostgreSQL server binaries (the cluster is started under a temporary directory),
+# and pgbouncer for the bouncer mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = bouncer ]; then
+	LOGBOOK_BOUNCER_REPLICAS="${2:-50}" LOGBOOK_LOAD_THREADS="${3:-500}" LOGBOOK_LOAD_RATE="${4:-50}" LOGBOOK_LOAD_DURATION="${5:-1m}" \
+		go test -count=1 -timeout 45m -run '^TestE2EReplicasThroughPgBouncer$' -v ./cmd/logbook |
+		grep -E 'BOUNCER|REPLICAS cost|fifty_e2e_test|bouncer_e2e_test|^--- |^ok|FAIL|panic'
+	exit "${PIPESTATUS[0]}"
+fi
 if [ "${1:-}" = cost ]; then
 	LOGBOOK_COST_REPLICAS="${2:-1,10}" LOGBOOK_LOAD_THREADS="${3:-200}" LOGBOOK_LOAD_RATE="${4:-20}" LOGBOOK_LOAD_DURATION="${5:-30s}" \
 		go test -count=1 -timeout 30m -run '^TestE2EReplicaCost$' -v ./cmd/logbook |

@@ -7,7 +7,9 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,22 +30,36 @@ type pgbouncer struct {
 	out  *logtest.Buffer
 }
 
-// url returns dbURL with its host, port and user replaced: the same database through the
-// PgBouncer, as user.
+// url returns the URL of dbURL's database through the PgBouncer, as user (dbURL may name a
+// host and port, or a unix socket's directory as a throwaway cluster's URL does).
 func (b pgbouncer) url(t *testing.T, dbURL, user string) string {
 	t.Helper()
-	u, err := url.Parse(dbURL)
+	cfg, err := pgx.ParseConfig(dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.Host, u.User = b.addr, url.User(user)
+	u := url.URL{Scheme: "postgres", User: url.User(user), Host: b.addr, Path: "/" + cfg.Database, RawQuery: "sslmode=disable"}
 	return u.String()
+}
+
+// bouncerSize is a PgBouncer's client and server limits: max_client_conn, and
+// default_pool_size (the server connections it opens for one database and user).
+type bouncerSize struct {
+	maxClients, pool int
 }
 
 // mustStartPgBouncer starts pgbouncer (pool_mode transaction, auth trust) on a free port,
 // in front of PostgreSQL at dbURL's host and port, letting users in. It skips the test when
 // pgbouncer is not installed, except in CI (.ci/run installs it).
 func mustStartPgBouncer(t *testing.T, dbURL string, users ...string) pgbouncer {
+	t.Helper()
+	return mustStartPgBouncerSized(t, dbURL, bouncerSize{maxClients: 200, pool: 10}, users...)
+}
+
+// mustStartPgBouncerSized is mustStartPgBouncer with size's limits. In front of a unix
+// socket (a throwaway cluster, whose socket only its owner may open) PgBouncer runs as the
+// socket directory's owner.
+func mustStartPgBouncerSized(t *testing.T, dbURL string, size bouncerSize, users ...string) pgbouncer {
 	t.Helper()
 	bin, err := exec.LookPath("pgbouncer")
 	if err != nil {
@@ -55,9 +71,13 @@ func mustStartPgBouncer(t *testing.T, dbURL string, users ...string) pgbouncer {
 			t.Skip("pgbouncer is not installed (apt-get install -y pgbouncer): skipping the PgBouncer end-to-end test")
 		}
 	}
-	pg, err := url.Parse(dbURL)
+	pg, err := pgx.ParseConfig(dbURL)
 	if err != nil {
 		t.Fatal(err)
+	}
+	runAs := "nobody"
+	if strings.HasPrefix(pg.Host, "/") {
+		runAs = ownerOf(t, pg.Host)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -77,7 +97,7 @@ func mustStartPgBouncer(t *testing.T, dbURL string, users ...string) pgbouncer {
 		fmt.Fprintf(&ul, "%q \"\"\n", u)
 	}
 	ini := fmt.Sprintf(`[databases]
-* = host=%s port=%s
+* = host=%s port=%d
 
 [pgbouncer]
 listen_addr = 127.0.0.1
@@ -86,10 +106,10 @@ unix_socket_dir =
 auth_type = trust
 auth_file = %s
 pool_mode = transaction
-max_client_conn = 200
-default_pool_size = 10
+max_client_conn = %d
+default_pool_size = %d
 server_reset_query =
-`, pg.Hostname(), pg.Port(), port, filepath.Join(dir, "userlist.txt"))
+`, pg.Host, pg.Port, port, filepath.Join(dir, "userlist.txt"), size.maxClients, size.pool)
 	for name, body := range map[string]string{"userlist.txt": ul.String(), "pgbouncer.ini": ini} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -97,7 +117,7 @@ server_reset_query =
 	}
 	args := []string{filepath.Join(dir, "pgbouncer.ini")}
 	if os.Geteuid() == 0 {
-		args = append([]string{"-u", "nobody"}, args...)
+		args = append([]string{"-u", runAs}, args...)
 	}
 	cmd := exec.Command(bin, args...)
 	b := pgbouncer{addr: fmt.Sprintf("127.0.0.1:%d", port), out: &logtest.Buffer{}}
@@ -135,6 +155,24 @@ server_reset_query =
 			t.Fatalf("pgbouncer does not listen on %s:\n%s", b.addr, b.out.String())
 		}
 	}
+}
+
+// ownerOf is the name of the user who owns path.
+func ownerOf(t *testing.T, path string) string {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		t.Fatalf("the owner of %s is not known on this system", path)
+	}
+	u, err := user.LookupId(strconv.Itoa(int(st.Uid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Username
 }
 
 // mustLoginMemberOf creates a login role that inherits role's privileges, for connections
