@@ -24,7 +24,8 @@
 # against max_connections, the idle fleet's transactions a second per replica over 20 s before
 # the load, transactions per message, and `logbook audit verify`. Fails on a lost or doubled
 # message, a peak at or above 80 % of max_connections, a replica that cannot start or a broken
-# chain. LOGBOOK_BOUNCER_BINARY=path runs another build (an older one: a before).
+# chain. Replicas take wakes over HTTP unless LOGBOOK_COST_PEERS=off, as in the cost mode.
+# LOGBOOK_BOUNCER_BINARY=path runs another build (an older one: a before).
 #   bench/replicas.sh bouncer                    50 replicas; 500 threads, 50 msg/s, 1m
 #   bench/replicas.sh bouncer 50 200 20 30s      replicas, threads, msg/s, duration
 # Needs the PostgreSQL server binaries (the cluster is started under a temporary directory),

@@ -114,7 +114,7 @@ func replicaCost(t *testing.T, n int, idle time.Duration, l steadyLoad) costFigu
 	// A fleet is run as docs/replicas.md says: each replica takes its wakes over HTTP (its
 	// HTTP server is on a loopback port of its own). LOGBOOK_COST_PEERS=off routes them by
 	// NOTIFY, as before (and as an older LOGBOOK_COST_BINARY does).
-	peers := os.Getenv("LOGBOOK_COST_PEERS") != "off"
+	peers := fleetPeers()
 	if peers {
 		env = append(env, "LOGBOOK_PEER_ADDR=127.0.0.1")
 	}
@@ -160,15 +160,7 @@ func replicaCost(t *testing.T, n int, idle time.Duration, l steadyLoad) costFigu
 		t.Errorf("%d replicas: %d messages unanswered, %d sessions pending", n, unanswered, pending)
 	}
 	if peers {
-		var posted, notified float64
-		for _, p := range procs {
-			a, err1 := scrapeCounter(p.out.String(), `logbook_peer_wakes_total{how="posted"}`)
-			b, err2 := scrapeCounter(p.out.String(), `logbook_peer_wakes_total{how="notified"}`)
-			if err := errors.Join(err1, err2); err != nil {
-				t.Fatalf("%d replicas: peer wakes: %v", n, err)
-			}
-			posted, notified = posted+a, notified+b
-		}
+		posted, notified := peerWakes(t, procs)
 		t.Logf("COST %d replicas: wakes posted to the owner %.0f (%.2f a message), NOTIFYed after a failed post %.0f",
 			n, posted, posted/float64(max(len(msgs), 1)), notified)
 	}
@@ -444,4 +436,24 @@ func TestSummarizeTxLog(t *testing.T) {
 	if s.total != want.total || s.autovacuums != want.autovacuums || !maps.Equal(s.byApp, want.byApp) || !maps.Equal(s.byFirst, want.byFirst) || !maps.Equal(s.conns, want.conns) {
 		t.Errorf("summarizeTxLog = %+v, want %+v", s, want)
 	}
+}
+
+// fleetPeers reports whether the figures' fleets take their wakes over HTTP
+// (LOGBOOK_PEER_ADDR, as docs/replicas.md advises): unless LOGBOOK_COST_PEERS=off, which routes
+// them by NOTIFY.
+func fleetPeers() bool { return os.Getenv("LOGBOOK_COST_PEERS") != "off" }
+
+// peerWakes sums the fleet's logbook_peer_wakes_total: posted to the owner, and NOTIFYed
+// after a failed post.
+func peerWakes(t *testing.T, procs []*proc) (posted, notified float64) {
+	t.Helper()
+	for i, p := range procs {
+		a, err1 := scrapeCounter(p.out.String(), `logbook_peer_wakes_total{how="posted"}`)
+		b, err2 := scrapeCounter(p.out.String(), `logbook_peer_wakes_total{how="notified"}`)
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatalf("replica %d: peer wakes: %v", i+1, err)
+		}
+		posted, notified = posted+a, notified+b
+	}
+	return posted, notified
 }

@@ -96,6 +96,9 @@ func TestE2EReplicasThroughPgBouncer(t *testing.T) {
 
 	env := append(slices.Clone(defaults), "LOGBOOK_LOG_LEVEL=info", "LOGBOOK_REPLICAS="+strconv.Itoa(replicas),
 		"DATABASE_URL="+pooled, "LOGBOOK_DB_POOLER=pgbouncer", "LOGBOOK_DIRECT_DATABASE_URL="+e.dbURL)
+	if fleetPeers() { // LOGBOOK_COST_PEERS=off: by NOTIFY
+		env = append(env, "LOGBOOK_PEER_ADDR=127.0.0.1")
+	}
 	started := time.Now()
 	procs := startFleet(t, e, replicas, env)
 	t.Logf("BOUNCER %d replicas up in %v behind PgBouncer (max_client_conn %d, default_pool_size %d); load: %v",
@@ -161,6 +164,11 @@ func TestE2EReplicasThroughPgBouncer(t *testing.T) {
 	t.Logf("BOUNCER post→reply p50 %v p99 %v max %v (n=%d)", p50, p99, maxLat, n)
 	t.Logf("BOUNCER server connections (client backends, every database): peak %d of max_connections %d (%.0f %%; fail at %.0f %%) over %d samples, by application %s",
 		peak, maxConns, 100*float64(peak)/float64(maxConns), 100*bouncerPeakMax, samples, byLine(peakBy))
+	if fleetPeers() {
+		posted, notified := peerWakes(t, procs)
+		t.Logf("BOUNCER wakes posted to the owner %.0f (%.2f a message), NOTIFYed after a failed post %.0f",
+			posted, posted/float64(max(len(msgs), 1)), notified)
+	}
 	t.Logf("BOUNCER idle: %.2f transactions a second per replica over %v; load: %.1f transactions per message (%d messages)",
 		idlePerSecond, idle, perMessage, len(msgs))
 	t.Logf("BOUNCER spread: %d of %d replicas started sessions (min %d, max %d); sessions that moved %d", took0, replicas, lo, hi, moved)
