@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -245,8 +246,7 @@ func hasWork(st turnState) bool { return st.open || st.lastUser > st.through }
 func (d *cellDeps) handOver(ctx context.Context, id session.ID) error {
 	peer, err := d.Store.NotifyPeer(ctx, id, d.cfg.Owner, true)
 	if err == nil && peer.Owner != "" {
-		d.wakeDirect(ctx, id, peer)
-		return nil
+		return d.wakeDirect(ctx, id, peer)
 	}
 	if err != nil {
 		d.Log.Debug().Err(err).Msg("hand over to one peer; signalling every replica")
@@ -257,23 +257,28 @@ func (d *cellDeps) handOver(ctx context.Context, id session.ID) error {
 // wakeDirect delivers a signal for session id that the database routed to another replica
 // without a NOTIFY: that replica takes wakes over HTTP (route.Addr), where it is posted. When
 // the post fails (the replica cannot be reached, is stopping, or answers an error), the
-// replica is NOTIFYed after all. A route with no address was NOTIFYed already.
-func (d *cellDeps) wakeDirect(ctx context.Context, id session.ID, route session.Route) {
+// replica is NOTIFYed after all, under a deadline of its own (the post may have used up
+// ctx's). A route with no address was NOTIFYed already. An error means neither went: the
+// session waits for a poll.
+func (d *cellDeps) wakeDirect(ctx context.Context, id session.ID, route session.Route) error {
 	if route.Addr == "" {
-		return
+		return nil
 	}
 	err := d.peers.Send(ctx, route.Addr, route.Token, id, d.cfg.Owner)
 	if err == nil {
 		d.Metrics.peerWakes.WithLabelValues("posted").Inc()
-		return
+		return nil
 	}
 	d.Metrics.peerWakes.WithLabelValues("notified").Inc()
-	if !errors.Is(err, peerwake.ErrPeerDown) && ctx.Err() == nil {
-		d.Log.Warn().Err(err).Str("peer", route.Owner).Msg("could not post a wake to the replica that runs the session; NOTIFYing it instead")
+	if !errors.Is(err, peerwake.ErrPeerDown) { // said once per address while it rests
+		d.Log.Warn().Err(err).Str("peer", route.Owner).Msg("could not post a wake to the replica that runs the session; NOTIFYing it instead (and while its address rests)")
 	}
-	if err := d.Store.NotifyTo(ctx, id, d.cfg.Owner, route.Owner); err != nil && ctx.Err() == nil {
-		d.Log.Debug().Err(err).Msg("notify the lease owner; the poll finds the work")
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := d.Store.NotifyTo(nctx, id, d.cfg.Owner, route.Owner); err != nil {
+		return fmt.Errorf("signal %s: %w", route.Owner, err)
 	}
+	return nil
 }
 
 // isDraining reports whether the runner is stopping gracefully.

@@ -439,6 +439,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			r.drain()
 			r.forgetPeer(ctx)
+			r.deps.peers.CloseIdle()
 			return nil
 		case <-polls:
 			r.poll(ctx, "poll")
@@ -555,7 +556,9 @@ func (r *Runner) notifier(ctx context.Context) {
 				r.log.Debug().Err(err).Msg("notify the lease owner; running the session here")
 			}
 			if route.Owner != "" {
-				r.deps.wakeDirect(ctx, id, route)
+				if err := r.deps.wakeDirect(ctx, id, route); err != nil && ctx.Err() == nil {
+					r.log.Warn().Err(err).Msg("could not signal the replica that runs the session; the poll finds the work")
+				}
 				continue
 			}
 			if r.isStopped() {
@@ -651,8 +654,8 @@ func (r *Runner) heard(id session.ID, sender string) {
 // replica a transaction.
 func (r *Runner) recordPeer(ctx context.Context) {
 	in := r.cfg.Peer
-	if in == nil {
-		return
+	if in == nil || r.isStopped() {
+		return // a stopping runner takes no new sessions: peers NOTIFY it meanwhile
 	}
 	in.Attach(r.heard)
 	if err := r.store.RecordPeer(ctx, r.cfg.Owner, in.Addr(), in.Token()); err != nil && ctx.Err() == nil {
@@ -708,6 +711,11 @@ func (r *Runner) loseClaim(ctx context.Context, err error) {
 		close(r.claimLost)
 	}
 	r.claimMu.Unlock()
+	if r.cfg.Peer != nil {
+		// Without the claim a cell takes no lease it could hold: peers' posts are refused
+		// (503), and their senders NOTIFY, which the next LISTEN connection catches up on.
+		r.cfg.Peer.Attach(nil)
+	}
 	if !held || ctx.Err() != nil {
 		return
 	}

@@ -23,6 +23,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -49,7 +50,7 @@ type Inbox struct {
 // NewInbox returns the inbox of a replica that peers reach at addr (host:port), with a new
 // random token.
 func NewInbox(addr string) (*Inbox, error) {
-	if _, _, err := net.SplitHostPort(addr); err != nil {
+	if host, port, err := net.SplitHostPort(addr); err != nil || host == "" || port == "" || strings.ContainsAny(addr, "/?#@ ") {
 		return nil, fmt.Errorf("peer address %q: want host:port", addr)
 	}
 	b := make([]byte, 32)
@@ -111,16 +112,17 @@ func (in *Inbox) Handler() http.Handler {
 }
 
 // ErrPeerDown: a post to this address failed a moment ago; the sender does not try it again
-// for a while (SenderOptions.Rest), so a replica that cannot be reached costs one timeout,
-// not one per wake.
+// for a while (SenderOptions.Rest, doubling with each failure in a row up to MaxRest), so a
+// replica that cannot be reached costs one timeout now and then, not one per wake.
 var ErrPeerDown = errors.New("the peer's wake address failed a moment ago")
 
 // SenderOptions tunes a Sender; zero values take defaults.
 type SenderOptions struct {
 	// Timeout bounds one post (default 1 s).
 	Timeout time.Duration
-	// Rest is how long an address that failed is not tried (default 10 s).
-	Rest time.Duration
+	// Rest is how long an address that failed is not tried (default 10 s); it doubles with
+	// each failure in a row, up to MaxRest (default 5 min).
+	Rest, MaxRest time.Duration
 	// Now is the clock of Rest (nil: time.Now).
 	Now func() time.Time
 	// Transport carries the posts (nil: a transport of the Sender's own).
@@ -129,12 +131,18 @@ type SenderOptions struct {
 
 // Sender posts wakes to peers, over connections it keeps open.
 type Sender struct {
-	client *http.Client
-	rest   time.Duration
-	now    func() time.Time
+	client        *http.Client
+	rest, maxRest time.Duration
+	now           func() time.Time
 
 	mu     sync.Mutex
-	failed map[string]time.Time // address → when it last failed
+	failed map[string]down // address → its failures in a row
+}
+
+// down is an address's failures in a row: the last one's time, and how long it rests.
+type down struct {
+	at   time.Time
+	rest time.Duration
 }
 
 // NewSender returns a Sender.
@@ -144,6 +152,9 @@ func NewSender(o SenderOptions) *Sender {
 	}
 	if o.Rest <= 0 {
 		o.Rest = 10 * time.Second
+	}
+	if o.MaxRest < o.Rest {
+		o.MaxRest = max(5*time.Minute, o.Rest)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -158,15 +169,17 @@ func NewSender(o SenderOptions) *Sender {
 	}
 	return &Sender{client: &http.Client{Transport: o.Transport, Timeout: o.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		rest: o.Rest, now: o.Now, failed: map[string]time.Time{}}
+		rest: o.Rest, maxRest: o.MaxRest, now: o.Now, failed: map[string]down{}}
 }
 
 // Send posts session id's wake, from sender, to the replica at addr with its token. An error
-// means the wake may not have arrived: the caller signals the replica another way.
+// means the wake may not have arrived: the caller signals the replica another way. An error
+// that is not ErrPeerDown is the first of the address's failures since it last rested: the
+// one worth saying.
 func (s *Sender) Send(ctx context.Context, addr, token string, id session.ID, sender string) error {
 	s.mu.Lock()
-	at, down := s.failed[addr]
-	if down && s.now().Sub(at) < s.rest {
+	d, isDown := s.failed[addr]
+	if isDown && s.now().Sub(d.at) < d.rest {
 		s.mu.Unlock()
 		return ErrPeerDown
 	}
@@ -174,16 +187,32 @@ func (s *Sender) Send(ctx context.Context, addr, token string, id session.ID, se
 	err := s.post(ctx, addr, token, id, sender)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err != nil && ctx.Err() == nil {
-		s.failed[addr] = s.now()
-	} else if err == nil {
+	switch {
+	case err == nil:
 		delete(s.failed, addr)
+	case ctx.Err() == nil:
+		now, rest := s.now(), s.rest
+		if isDown {
+			rest = min(d.rest*2, s.maxRest)
+		}
+		s.failed[addr] = down{at: now, rest: rest}
+		for a, f := range s.failed { // addresses of replicas long gone (pods come and go)
+			if now.Sub(f.at) > f.rest+time.Hour {
+				delete(s.failed, a)
+			}
+		}
 	}
 	return err
 }
 
 func (s *Sender) post(ctx context.Context, addr, token string, id session.ID, sender string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+Path, strings.NewReader(id.String()+" "+sender))
+	// The address comes from the database: only a host and a port make a URL here.
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" || strings.ContainsAny(addr, "/?#@ ") {
+		return fmt.Errorf("wake %q: not a host:port", addr)
+	}
+	u := url.URL{Scheme: "http", Host: net.JoinHostPort(host, port), Path: Path}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), strings.NewReader(id.String()+" "+sender))
 	if err != nil {
 		return fmt.Errorf("wake %s: %w", addr, err)
 	}

@@ -123,12 +123,13 @@ func TestTheInboxRefusesWhatIsNotAPeersWake(t *testing.T) {
 	}
 }
 
-// An address that failed is not tried again for Rest (a dead replica costs one timeout, not
-// one per wake), then is.
+// An address that failed is not tried again for Rest (a dead replica costs one timeout now
+// and then, not one per wake); each failure in a row doubles the rest; a success ends it.
 func TestASenderRestsAnAddressThatFailed(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 	calls := 0
 	failing := true
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -147,24 +148,47 @@ func TestASenderRestsAnAddressThatFailed(t *testing.T) {
 	t.Cleanup(s.CloseIdle)
 	ctx, id := context.Background(), session.ID(uuid.New())
 	token := strings.Repeat("t", 64)
-	if err := s.Send(ctx, addr, token, id, "a"); err == nil || errors.Is(err, peerwake.ErrPeerDown) {
+	posts := func() int { mu.Lock(); defer mu.Unlock(); return calls }
+	send := func() error { return s.Send(ctx, addr, token, id, "a") }
+
+	if err := send(); err == nil || errors.Is(err, peerwake.ErrPeerDown) {
 		t.Fatalf("first Send = %v, want the 503", err)
 	}
-	if err := s.Send(ctx, addr, token, id, "a"); !errors.Is(err, peerwake.ErrPeerDown) {
-		t.Fatalf("second Send = %v, want ErrPeerDown", err)
+	if err := send(); !errors.Is(err, peerwake.ErrPeerDown) || posts() != 1 {
+		t.Fatalf("second Send = %v after %d posts, want ErrPeerDown and 1 post", err, posts())
 	}
+	advance(11 * time.Second) // rested: tried, fails again, rests 20 s
+	if err := send(); err == nil || errors.Is(err, peerwake.ErrPeerDown) || posts() != 2 {
+		t.Fatalf("Send after the rest = %v after %d posts, want the 503 and 2 posts", err, posts())
+	}
+	advance(11 * time.Second)
+	if err := send(); !errors.Is(err, peerwake.ErrPeerDown) || posts() != 2 {
+		t.Fatalf("Send 11 s into a 20 s rest = %v after %d posts, want ErrPeerDown and 2 posts", err, posts())
+	}
+	advance(10 * time.Second)
 	mu.Lock()
-	if calls != 1 {
-		t.Fatalf("%d posts, want 1: the resting address was posted to", calls)
-	}
-	now, failing = now.Add(11*time.Second), false
+	failing = false
 	mu.Unlock()
-	if err := s.Send(ctx, addr, token, id, "a"); err != nil {
-		t.Fatalf("Send after the rest = %v", err)
+	if err := send(); err != nil || posts() != 3 {
+		t.Fatalf("Send after the second rest = %v after %d posts, want nil and 3", err, posts())
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if calls != 2 {
-		t.Fatalf("%d posts, want 2", calls)
+	if err := send(); err != nil || posts() != 4 {
+		t.Fatalf("Send after a success = %v after %d posts, want nil and 4: the rest is over", err, posts())
+	}
+}
+
+// An address read from the database that is not a bare host:port is refused before any
+// request (the token must not go to another path, port or host).
+func TestASenderPostsOnlyToAHostAndPort(t *testing.T) {
+	s := peerwake.NewSender(peerwake.SenderOptions{})
+	t.Cleanup(s.CloseIdle)
+	for _, addr := range []string{"10.0.0.5?x=:8080", "10.0.0.5#:8080", "user@10.0.0.5:8080", "10.0.0.5/x:8080", "10.0.0.5", ":8080"} {
+		if err := s.Send(context.Background(), addr, strings.Repeat("t", 64), session.ID(uuid.New()), "a"); err == nil ||
+			!strings.Contains(err.Error(), "not a host:port") {
+			t.Errorf("Send to %q = %v, want it refused as not a host:port", addr, err)
+		}
+		if _, err := peerwake.NewInbox(addr); err == nil {
+			t.Errorf("NewInbox(%q) took it", addr)
+		}
 	}
 }

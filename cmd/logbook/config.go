@@ -596,10 +596,11 @@ func (cfg *serveConfig) readConnectors(e env) error {
 	return nil
 }
 
-// readPeerAddr reads LOGBOOK_PEER_ADDR: a host, or host:port, that the HTTP server must be
-// able to take posts at: not with LOGBOOK_HTTP_ADDR off, and not a host beyond this machine
-// while the server listens on loopback only (no peer could reach it; every post would fail
-// over to NOTIFY).
+// readPeerAddr reads LOGBOOK_PEER_ADDR: a host, or host:port, that peers can dial and where
+// the HTTP server takes posts: not the unspecified address (each peer would dial itself), not
+// with LOGBOOK_HTTP_ADDR off, not a host beyond this machine while the server listens on
+// loopback only, nor loopback while it listens on another address alone (no peer could reach
+// it; every post would fail over to NOTIFY).
 func (cfg *serveConfig) readPeerAddr(e env) error {
 	v := strings.TrimSpace(e.getenv("LOGBOOK_PEER_ADDR"))
 	if v == "" || v == "off" {
@@ -607,23 +608,35 @@ func (cfg *serveConfig) readPeerAddr(e env) error {
 	}
 	bad := fmt.Errorf("LOGBOOK_PEER_ADDR=%q: want host or host:port (no scheme, no path; a port from 1 to 65535)", v)
 	host := v
-	if h, port, err := net.SplitHostPort(v); err == nil {
-		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+	if net.ParseIP(v) == nil { // a bare IPv6 address has colons of its own
+		u, err := url.Parse("http://" + v)
+		if err != nil || u.Host != v || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" ||
+			u.Hostname() == "" || strings.HasSuffix(v, ":") || strings.ContainsAny(v, "%/?#@ ") {
 			return bad
 		}
-		host = h
-	} else if strings.ContainsAny(v, ":/ ") && net.ParseIP(v) == nil {
-		return bad
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n <= 0 || n > 65535 {
+				return bad
+			}
+		}
+		host = u.Hostname()
 	}
-	if host == "" || strings.ContainsAny(host, "/@ ") {
-		return bad
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("LOGBOOK_PEER_ADDR=%s: the address peers dial to reach this replica (e.g. its pod IP), not the unspecified address", v)
 	}
 	if cfg.HTTPAddr == "off" {
 		return fmt.Errorf("LOGBOOK_PEER_ADDR=%s needs the HTTP server: LOGBOOK_HTTP_ADDR is off", v)
 	}
-	if !isLoopback(net.JoinHostPort(host, "0")) && isLoopback(cmp.Or(cfg.HTTPAddr, "127.0.0.1:8080")) {
+	httpAddr := cmp.Or(cfg.HTTPAddr, "127.0.0.1:8080")
+	httpHost, _, _ := net.SplitHostPort(httpAddr)
+	httpIP := net.ParseIP(httpHost)
+	listensEverywhere := httpHost == "" || (httpIP != nil && httpIP.IsUnspecified())
+	switch peerLoopback := isLoopback(net.JoinHostPort(host, "0")); {
+	case !peerLoopback && isLoopback(httpAddr):
 		return fmt.Errorf("LOGBOOK_PEER_ADDR=%s is beyond this machine, but LOGBOOK_HTTP_ADDR=%s listens on loopback only: "+
-			"peers could not reach it (listen on the address peers use, e.g. LOGBOOK_HTTP_ADDR=:8080)", v, cmp.Or(cfg.HTTPAddr, "127.0.0.1:8080"))
+			"peers could not reach it (listen on the address peers use, e.g. LOGBOOK_HTTP_ADDR=:8080)", v, httpAddr)
+	case peerLoopback && !isLoopback(httpAddr) && !listensEverywhere:
+		return fmt.Errorf("LOGBOOK_PEER_ADDR=%s is loopback, but LOGBOOK_HTTP_ADDR=%s does not listen there", v, httpAddr)
 	}
 	cfg.PeerAddr = v
 	return nil

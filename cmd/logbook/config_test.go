@@ -531,6 +531,14 @@ func TestConfigPeerAddr(t *testing.T) {
 		{"10.0.0.5:0", ":8080", "", "", "a port from 1"},
 		{"10.0.0.5/wake", ":8080", "", "", "no scheme"},
 		{"a@10.0.0.5:80", ":8080", "", "", "no scheme"},
+		{"10.0.0.5?x=", ":8080", "", "", "no scheme"},
+		{"10.0.0.5#", ":8080", "", "", "no scheme"},
+		{"10.0.0.5:", ":8080", "", "", "no scheme"},
+		{"10.0.0.5:80:80", ":8080", "", "", "no scheme"},
+		{"0.0.0.0", ":8080", "", "", "not the unspecified address"},
+		{"::", ":8080", "", "", "not the unspecified address"},
+		{"127.0.0.1", "10.0.0.5:8080", "", "", "does not listen there"},
+		{"localhost", "[::]:8080", "[::]:8080", "localhost:8080", ""},
 	} {
 		vars := baseVars()
 		vars["LOGBOOK_PEER_ADDR"], vars["LOGBOOK_HTTP_ADDR"] = c.peer, c.http
