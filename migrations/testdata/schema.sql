@@ -238,6 +238,7 @@ CREATE TABLE public.channel_memory (
     call_id text,
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     purged_at timestamp with time zone,
+    tsv tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, text)) STORED,
     CONSTRAINT channel_memory_by_id_check CHECK ((by_id <> ''::text)),
     CONSTRAINT channel_memory_by_kind_check CHECK ((by_kind = ANY (ARRAY['user'::text, 'agent'::text]))),
     CONSTRAINT channel_memory_call_id_check CHECK ((call_id <> ''::text)),
@@ -248,7 +249,7 @@ CREATE TABLE public.channel_memory (
 );
 CREATE UNIQUE INDEX channel_memory_call ON public.channel_memory USING btree (session_id, call_id) WHERE (call_id IS NOT NULL);
 CREATE INDEX channel_memory_channel ON public.channel_memory USING btree (team, channel, id DESC);
-CREATE INDEX channel_memory_text ON public.channel_memory USING gin (to_tsvector('english'::regconfig, text));
+CREATE INDEX channel_memory_tsv ON public.channel_memory USING gin (tsv);
 CREATE TRIGGER channel_memory_append_only_row BEFORE DELETE OR UPDATE ON public.channel_memory FOR EACH ROW EXECUTE FUNCTION public.logbook_memory_reject_change();
 CREATE TRIGGER channel_memory_append_only_truncate BEFORE TRUNCATE ON public.channel_memory FOR EACH STATEMENT EXECUTE FUNCTION public.logbook_memory_reject_change();
 GRANT SELECT, INSERT ON TABLE public.channel_memory TO logbook_app;

@@ -139,11 +139,22 @@ func (s *Searcher) messages(ctx context.Context, q Query, docs int64) (messagePa
 // word costs a few rows. The GIN index reads every message that holds all the query's words,
 // each a random heap page: cheap for a rare word, and for a phrase of common words the
 // dearest plan of all (the words are common, the phrase is not). After each stretch of the
-// walk both costs are estimated again from the share of matches p seen so far: walking on
-// costs (k − found)/p rows, the index ginRowCost × p_and × docs. The walk goes on while it
-// is the cheaper, up to MaxWalk rows in all; a walk stopped there is cut (More), never
-// handed to the index that would read hundreds of thousands of rows for it. A search of one
-// channel's or one person's messages takes the index after the first window (see below).
+// walk both costs are estimated again from the share of matches seen so far: walking on
+// costs (k − found)/p rows, with p as low as what was seen allows, the index ginRowCost ×
+// p × docs, with p as high as it allows (a window of 1,000 with no match yet says little:
+// "postgres replication", one message in 500, would read 25,000 rows through the index at
+// ten million events where walking on reads 15,000 in order). A stretch is at most as long
+// as what was walked before it, so a rare word leaves the walk after a second window. The
+// walk goes on while it is the cheaper, up to MaxWalk rows in all; a walk stopped there is
+// cut (More), never handed to the index that would read hundreds of thousands of rows for it.
+//
+// A channel's or a person's messages are scattered through the table: walking them reads a
+// heap page a row (scatteredRowCost), so their walk stops at MaxWalk/scatteredRowCost rows;
+// the index ANDs its bitmap with their index's and reads only their rows that hold the words
+// (scatteredGinCost). A rare word or a pair of medium ones takes the index after the first
+// window (kerberos in one channel: 4 ms); a phrase of common words walks and is cut, where the
+// index would first read the whole posting lists of its words (at ten million events,
+// "deploy error" in one channel: 160 ms, walking that channel to its 30th match 115 ms).
 func (s *Searcher) recentMatches(ctx context.Context, q Query, f *filter, k int, docs int64) (found, error) {
 	if q.Session != (session.ID{}) { // one session: few rows, the GIN index and a filter
 		return s.bitmapKeys(ctx, s.ginSQL(f, k), f.args)
@@ -154,13 +165,9 @@ func (s *Searcher) recentMatches(ctx context.Context, q Query, f *filter, k int,
 		return fd, err
 	}
 	walked := s.window
-	// A channel's or a person's messages are scattered through the table: walking them reads
-	// a heap page a row, and the GIN index ANDs its bitmap with their index's, reading only the
-	// rows that hold the words in that channel (at ten million events, "deploy error" in one
-	// channel: walking on took 430 ms, the index 120 ms). Such a search never walks past the
-	// first window, and is never cut.
+	rowCost, ginCost, maxWalk := 1.0, float64(ginRowCost), s.maxWalk
 	if q.Channel != "" || q.Actor != "" {
-		return s.bitmapKeys(ctx, s.ginSQL(f, k), f.args)
+		rowCost, ginCost, maxWalk = scatteredRowCost, scatteredGinCost, max(s.window, s.maxWalk/scatteredRowCost)
 	}
 	// The share of messages holding all the words (a phrase's words need not be adjacent
 	// for the index), measured in the same window.
@@ -179,19 +186,19 @@ FROM (SELECT tsv FROM search_docs WHERE `+f.where()+`
 		pAnd = float64(n) / float64(s.window)
 	}
 	for {
-		// p is at least half a match in what was walked: no match yet is not "never".
-		p := max(float64(len(fd.keys)), 0.5) / float64(walked)
-		walkOn := float64(k-len(fd.keys)) / p
-		// A row found through the GIN index costs a random heap page; the walk reads rows
-		// in time order, several to a page, mostly cached (measured: about 10x apart).
-		gin := ginRowCost * max(pAnd, p) * float64(docs)
+		// What was walked bounds the share of matches p: no match yet is not "never" (half a
+		// match), and a few matches may be a few more (two more).
+		n := float64(len(fd.keys))
+		pLow, pHigh := max(n, 0.5)/float64(walked), (n+2)/float64(walked)
+		walkOn := rowCost * float64(k-len(fd.keys)) / pLow
+		gin := ginCost * max(pAnd, pHigh) * float64(docs)
 		if walkOn > gin {
 			break
 		}
-		if walked >= s.maxWalk {
+		if walked >= maxWalk {
 			return fd, nil // cut: the caller returns what was found, with More
 		}
-		rows := min(s.maxWalk-walked, max(s.window, int(math.Min(1.5*walkOn, math.MaxInt32))))
+		rows := min(maxWalk-walked, max(s.window, min(walked, int(math.Min(1.5*walkOn/rowCost, math.MaxInt32)))))
 		more, err := s.walk(ctx, f, &fd.stop, rows, k-len(fd.keys))
 		if err != nil {
 			return fd, err
@@ -262,8 +269,20 @@ WHERE tsv @@ ` + tsQuery + ` AND ` + f.where() + `
 ORDER BY ` + orderNewest + ` LIMIT ` + strconv.Itoa(k)
 }
 
-// ginRowCost is what reading a row through the GIN index costs, in rows walked.
-const ginRowCost = 10
+// The plans' costs, in rows of the time walk (at ten million events, 0.6 µs a row).
+const (
+	// ginRowCost is what reading a row through the GIN index costs: a random heap page,
+	// where the walk reads rows in time order, several to a page, mostly cached.
+	ginRowCost = 10
+	// scatteredRowCost is what walking one channel's or one person's messages costs a row: a
+	// heap page a row (5 µs).
+	scatteredRowCost = 8
+	// scatteredGinCost is what the GIN index costs a message of the whole table holding the
+	// query's words, when its bitmap is ANDed with a channel's or a person's: it reads the
+	// words' posting lists whole, and only that channel's rows of the heap ("deploy error",
+	// 189,000 messages hold both words: 160 ms; "postgres replication", 25,000: 21 ms).
+	scatteredGinCost = 1.5
+)
 
 // bitmapKeys runs sql in a read-only transaction that allows only bitmap scans, so the GIN
 // index drives it whatever the planner guesses about the query's selectivity. It finds every

@@ -275,8 +275,9 @@ VALUES ('T0000001', 'C0000001', 'the deploy error runbook: deploy error means ro
 }
 
 // Notes are looked for among the newest ones first: a common word's newest matches are
-// there, and a word only older notes hold is still found (through the index); both return
-// the best of the k most recent matches, and a forgotten note is in neither.
+// there; a medium word's are further on (the walk goes on), and a word only older notes hold
+// is still found (through the index). Every plan returns the best of the k most recent
+// matches, whatever the window and walk, and a forgotten note is in none.
 func TestSearchNotesWalkAndIndexAgree(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, search.Options{})
@@ -289,9 +290,15 @@ func TestSearchNotesWalkAndIndexAgree(t *testing.T) {
 		if i%7 == 0 {
 			text += ", deploy deploy" // ranks higher
 		}
+		if i%11 == 0 {
+			text += ", medium"
+		}
 		ids = append(ids, f.note(session.Note{Channel: "C0000001", Text: text, ByKind: session.NoteByUser, By: "U0000001"}).ID)
 	}
 	if _, err := f.store.ForgetNote(f.ctx, "T0000001", "C0000001", ids[len(ids)-7], "U0000002"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.admin.Exec(f.ctx, "ANALYZE channel_memory"); err != nil {
 		t.Fatal(err)
 	}
 	want := func(text string, k, limit int) []int64 {
@@ -315,16 +322,30 @@ SELECT id FROM c ORDER BY ts_rank_cd(to_tsvector('english', text), websearch_to_
 		}
 		return out
 	}
-	for _, c := range []struct {
-		text  string
-		limit int
-	}{{"deploy", 5}, {"deploy", 40}, {"zeppelin", 5}, {`"deploy deploy"`, 20}} {
-		got := noteIDs(f.search(search.Query{Text: c.text, Kind: search.KindNotes, Limit: c.limit}))
-		if w := want(c.text, max(c.limit, 30), c.limit); !slices.Equal(got, w) || len(got) == 0 {
-			t.Errorf("%q limit %d: notes %v, want %v", c.text, c.limit, got, w)
-		}
-		if slices.Contains(got, ids[len(ids)-7]) {
-			t.Errorf("%q: a forgotten note is found", c.text)
+	for _, o := range []search.Options{
+		{},                                       // a window holds every note
+		{Window: 10, MaxWalk: 100},               // a medium word walks on; a rare one takes the index
+		{Window: 5, MaxWalk: 400, Candidates: 3}, // a long walk
+		{Window: 20, MaxWalk: 20},                // no walk past the window: the index
+	} {
+		s := search.NewSearcher(f.pool, o)
+		for _, c := range []struct {
+			text  string
+			limit int
+		}{{"deploy", 5}, {"deploy", 40}, {"zeppelin", 5}, {"medium", 5}, {"medium", 40}, {`"deploy deploy"`, 20},
+			{`"deploy deploy" medium`, 5}, {"medium -zeppelin", 5}, {"absent", 5}} {
+			hits, err := s.Search(f.ctx, search.Query{Text: c.text, Kind: search.KindNotes, Limit: c.limit})
+			if err != nil {
+				t.Fatalf("%+v %q: %v", o, c.text, err)
+			}
+			got := noteIDs(hits)
+			w := want(c.text, max(c.limit, cmpOr(o.Candidates, 30)), c.limit)
+			if !slices.Equal(got, w) || (len(got) == 0) != (c.text == "absent") {
+				t.Errorf("%+v %q limit %d: notes %v, want %v", o, c.text, c.limit, got, w)
+			}
+			if slices.Contains(got, ids[len(ids)-7]) {
+				t.Errorf("%+v %q: a forgotten note is found", o, c.text)
+			}
 		}
 	}
 }

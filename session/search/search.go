@@ -114,8 +114,8 @@ type Options struct {
 	// HalfLife is how fast recency fades: a message this old gets half the recency boost
 	// of a new one; default 30 days.
 	HalfLife time.Duration
-	// Window, MaxWalk and Candidates tune the query plan; see Search. Defaults 1000, 30000
-	// and 30 (never fewer candidates than the query's limit).
+	// Window, MaxWalk and Candidates tune the query plan of messages and of memory notes;
+	// see Search. Defaults 1000, 30000 and 30 (never fewer candidates than the query's limit).
 	Window, MaxWalk, Candidates int
 }
 
@@ -339,7 +339,9 @@ const (
 // cheaper of two plans runs: walking on (Candidates/p rows, at most MaxWalk) or the GIN index
 // alone (sequential and plain index scans disabled for that statement), which reads every
 // row holding all the words (a phrase's share of rows with all its words is measured in
-// the same window).
+// the same window). A walk that reaches MaxWalk rows (one channel's or person's: an eighth of
+// it) is cut (Page). Memory notes are found the same way, over their stored tsvectors, and
+// never cut; KindAll searches messages and notes at once, on two connections.
 //
 // Errors: ErrEmptyQuery, *QueryError (errors.Is ErrInvalidQuery) for a query that cannot
 // be run, or a database error.
