@@ -41,11 +41,11 @@ type backlogSample struct {
 
 // TestE2EBacklog makes the backlog the way a replica meets one: threads whose mentions were
 // stored by a replica that died before answering them. Ingest replicas (the same binary)
-// take the mentions through the emulator and the real gateway, in rounds of
-// backlogRound, while the model holds every request (the turns start and wait), and each is
-// killed (kill -9) once its round is stored: its turns are cut short, left open in the log
-// (the few sessions the ingest replicas took up from each other until the product abandoned
-// them are answered already, and left out). Then one `logbook serve` starts with the defaults and a model that answers at once, and
+// take the mentions through the emulator and the real gateway, in rounds of backlogRound,
+// while the model holds every request (their cells wake and wait on it), and each is killed
+// (kill -9) once its round is stored: nothing is answered. (The few sessions several ingest
+// replicas took up in turn, which the product abandons as cut short too often, are left
+// out.) Then one `logbook serve` starts with the defaults and a model that answers at once, and
 // works through all of them. Every second it samples the replica's unexpired leases, the
 // server's lock count (pg_locks), the replica's RSS and logbook's connections; at the end it
 // reports the sessions answered exactly once, the time to drain, answers a second, the peaks,
@@ -112,20 +112,21 @@ func TestE2EBacklog(t *testing.T) {
 	}
 	// The dead ingest replicas' leases are not the replica's under test.
 	ingestOwners := queryStrings(t, e.dbURL, `SELECT DISTINCT owner FROM leases`)
-	// The backlog is the sessions left pending. The oldest may have been taken up by each
-	// ingest replica in turn (its start wakes a dead peer's session) and cut short every
-	// time, until the product abandoned it (it tells the thread to send the message again):
-	// those are answered already, and not part of the backlog.
+	// The backlog is the sessions left pending that one ingest replica took up. The oldest
+	// are taken up by each ingest replica in turn (its start wakes a dead peer's session) and
+	// cut short every time, until the product abandons them (more cells than it resumes a
+	// turn with: it tells the thread to send the message again): they are left out.
 	pendingTags := map[string]bool{}
 	for _, tag := range queryStrings(t, e.dbURL, `SELECT substring(e.payload->>'text' from 'Q\[(t[0-9.]+-m[0-9]+)\]')
 		FROM events e JOIN session_work w USING (session_id)
-		WHERE e.type = 'user_message' AND w.last_message_seq > w.answered_through`) {
+		WHERE e.type = 'user_message' AND w.last_message_seq > w.answered_through
+		AND (SELECT count(*) FROM events c WHERE c.session_id = e.session_id AND c.type = 'cell_woken') <= 1`) {
 		pendingTags[tag] = true
 	}
 	stored := len(msgs)
 	msgs = slices.DeleteFunc(msgs, func(m *tracked) bool { return !pendingTags[m.tag] })
 	n = len(msgs)
-	t.Logf("BACKLOG %s: %d mentions stored in %v by %d ingest replicas killed in turn; %d sessions pending (%d abandoned while ingesting); server max_connections %d, max_locks_per_transaction %d",
+	t.Logf("BACKLOG %s: %d mentions stored in %v by %d ingest replicas killed in turn; %d sessions in the backlog (%d left out: taken up by several ingest replicas); server max_connections %d, max_locks_per_transaction %d",
 		binary, stored, time.Since(began).Round(time.Second), (stored+backlogRound-1)/backlogRound, n, stored-n, maxConns, maxLocks)
 	if n < stored*99/100 {
 		t.Fatalf("the backlog holds %d pending sessions of %d stored", n, stored)
@@ -139,13 +140,14 @@ func TestE2EBacklog(t *testing.T) {
 	p := e.serve(append(slices.Clone(defaults), "LOGBOOK_LOG_LEVEL=info")...)
 	s := sampleBacklog(t, e.dbURL, p.cmd.Process.Pid, ingestOwners, start)
 
-	drained := time.Duration(0)
+	var drained, dbDrained time.Duration
+	// answered is how many of the backlog's threads hold a reply to their question, read
+	// from the channels' history; looked at once no session is pending (dbDrained).
 	answered := func() int {
-		w.mu.Lock()
-		defer w.mu.Unlock()
+		counts := w.counts()
 		k := 0
 		for _, m := range msgs {
-			if m.replied > 0 {
+			if counts[m.tag] > 0 {
 				k++
 			}
 		}
@@ -166,7 +168,14 @@ wait:
 			break wait
 		case <-tick.C:
 		}
-		if last, ok := s.last(); ok && !last.err && last.pending == 0 && answered() == n {
+		last, ok := s.last()
+		if !ok || last.err || last.pending > 0 {
+			continue
+		}
+		if dbDrained == 0 {
+			dbDrained = last.at
+		}
+		if answered() == n {
 			drained = time.Since(start)
 			break
 		}
@@ -183,6 +192,14 @@ wait:
 
 	// What the run did.
 	counts := w.counts()
+	seen := 0
+	w.mu.Lock()
+	for _, m := range msgs {
+		if m.replied > 0 {
+			seen++
+		}
+	}
+	w.mu.Unlock()
 	var unanswered, twice []string
 	for _, m := range msgs {
 		switch c := counts[m.tag]; {
@@ -229,12 +246,13 @@ wait:
 	if exited {
 		done += " (the replica exited)"
 	}
-	t.Logf("BACKLOG %d sessions: answered %d (unanswered %d, twice %d), drained in %s, %.1f answers/s", n, n-len(unanswered), len(unanswered), len(twice), done, rate)
+	t.Logf("BACKLOG %d sessions: answered %d (unanswered %d, twice %d), drained in %s, %.1f answers/s (no session pending in the log from %v)",
+		n, n-len(unanswered), len(unanswered), len(twice), done, rate, dbDrained.Round(time.Second))
 	t.Logf("BACKLOG peaks over %d samples (%d with a failed query): leases %d, server locks %d (lock table %d × %d = %d), connections %d, RSS %d MiB; at the end: leases %d, locks %d, RSS %d MiB, pending %d",
 		len(samples), errs, peak.leases, peak.locks, maxLocks, maxConns, maxLocks*maxConns, peak.conns, peak.rssKiB/1024, end.leases, end.locks, end.rssKiB/1024, end.pending)
 	t.Logf("BACKLOG leases lost %d, failed renewals logged %d, out of shared memory: server log %d, replica log %d; lease acquisitions %.0f (%v)",
 		leaseLost, renewFailed, oomServer, oomReplica, acquired, acqErr)
-	t.Logf("BACKLOG audit verify: ok=%v", verifyOK)
+	t.Logf("BACKLOG audit verify: ok=%v; answers the reply watcher saw as they came: %d", verifyOK, seen)
 
 	if len(unanswered)+len(twice) > 0 {
 		t.Errorf("unanswered %d %v, answered twice %d %v", len(unanswered), firstTags(unanswered), len(twice), firstTags(twice))
