@@ -154,7 +154,7 @@ func TestSettingsTablesMatchTheLoader(t *testing.T) {
 			t.Errorf("%s --help does not print the table's settings:\n%s", cmd, help)
 		}
 	}
-	knobs := loaderSettings(t, true, ".", "../../migrations/pgtest")
+	knobs := loaderSettings(t, true, ".", "../../migrations/pgtest", "../../session/search/searchbench")
 	for name := range read {
 		knobs[name] = true
 	}
