@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -269,23 +268,11 @@ func byLine(by map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// serverSampler samples pg_stat_activity every 100 ms and keeps the peak of the server's
-// client backends — every connection max_connections counts, in every database, this
-// sampler's own included — and how they were split then: by application_name, the
-// connections PgBouncer opened (those of its login) as "pgbouncer".
-type serverSampler struct {
-	mu      sync.Mutex
-	peak    int
-	peakBy  map[string]int
-	samples int
-	stop    chan struct{}
-	done    chan struct{}
-}
-
-// sampleServer starts a serverSampler on the server of dsn. It connects to the server's
-// "postgres" database, so that its own transactions are not counted in dsn's database's
-// pg_stat_database; bouncerLogin is the role PgBouncer logs in as.
-func sampleServer(t *testing.T, dsn, bouncerLogin string) *serverSampler {
+// sampleServer samples every client backend of the server of dsn, in every database
+// (PgBouncer's server connections as "pgbouncer"), every 100 ms, keeping the peak. It
+// connects to the server's "postgres" database, so that its own transactions are not counted
+// in dsn's database's pg_stat_database; bouncerLogin is the role PgBouncer logs in as.
+func sampleServer(t *testing.T, dsn, bouncerLogin string) *connSampler {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -297,59 +284,7 @@ func sampleServer(t *testing.T, dsn, bouncerLogin string) *serverSampler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &serverSampler{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		defer conn.Close(context.Background())
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			by := map[string]int{}
-			total := 0
-			rows, err := conn.Query(context.Background(), `SELECT CASE WHEN usename = $1 THEN 'pgbouncer'
-				ELSE coalesce(nullif(application_name, ''), '(none: ' || coalesce(usename, '?') || ')') END, count(*)
-				FROM pg_stat_activity WHERE backend_type = 'client backend' GROUP BY 1`, bouncerLogin)
-			if err == nil {
-				for rows.Next() {
-					var app string
-					var n int
-					if rows.Scan(&app, &n) == nil {
-						by[app] = n
-						total += n
-					}
-				}
-				rows.Close()
-			}
-			s.mu.Lock()
-			s.samples++
-			if total > s.peak {
-				s.peak, s.peakBy = total, by
-			}
-			s.mu.Unlock()
-			select {
-			case <-s.stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	t.Cleanup(s.close)
-	return s
-}
-
-func (s *serverSampler) close() {
-	select {
-	case <-s.stop:
-	default:
-		close(s.stop)
-	}
-	<-s.done
-}
-
-// result stops the sampler and returns the peak.
-func (s *serverSampler) result() (peak int, by map[string]int, samples int) {
-	s.close()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.peak, s.peakBy, s.samples
+	return sampleWith(t, conn, `SELECT CASE WHEN usename = $1 THEN 'pgbouncer'
+		ELSE coalesce(nullif(application_name, ''), '(none: ' || coalesce(usename, '?') || ')') END, count(*)
+		FROM pg_stat_activity WHERE backend_type = 'client backend' GROUP BY 1`, bouncerLogin)
 }

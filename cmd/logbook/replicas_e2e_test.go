@@ -353,6 +353,14 @@ func sampleConnections(t *testing.T, dsn string) *connSampler {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sampleWith(t, conn, `SELECT coalesce(application_name, ''), count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+		AND application_name LIKE 'logbook%' GROUP BY 1`)
+}
+
+// sampleWith runs query (application → connections) on conn every 100 ms, keeping the peak
+// of the sum, until the sampler is closed; it closes conn.
+func sampleWith(t *testing.T, conn *pgx.Conn, query string, args ...any) *connSampler {
 	s := &connSampler{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
@@ -362,9 +370,7 @@ func sampleConnections(t *testing.T, dsn string) *connSampler {
 		for {
 			by := map[string]int{}
 			total := 0
-			rows, err := conn.Query(context.Background(), `SELECT coalesce(application_name, ''), count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-				AND application_name LIKE 'logbook%' GROUP BY 1`)
+			rows, err := conn.Query(context.Background(), query, args...)
 			if err == nil {
 				for rows.Next() {
 					var app string
