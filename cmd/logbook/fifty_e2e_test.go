@@ -126,23 +126,7 @@ func TestE2EReplicasThroughPgBouncer(t *testing.T) {
 	// readDBStats' few included.
 	perMessage := float64(end.xacts-start.xacts) / float64(max(len(msgs), 1))
 
-	stored := storedTags(t, e.dbURL)
-	answers := w.counts()
-	var notStored, storedTwice, unanswered, answeredTwice []string
-	for _, m := range msgs {
-		switch n := stored[m.tag]; {
-		case n == 0:
-			notStored = append(notStored, m.tag)
-		case n > 1:
-			storedTwice = append(storedTwice, m.tag)
-		}
-		switch n := answers[m.tag]; {
-		case n == 0:
-			unanswered = append(unanswered, m.tag)
-		case n > 1:
-			answeredTwice = append(answeredTwice, m.tag)
-		}
-	}
+	notStored, storedTwice, unanswered, answeredTwice := exactlyOnce(msgs, storedTags(t, e.dbURL), w.counts())
 	perPID, moved := spread(t, e.dbURL)
 	_, lo, hi := spreadLine(perPID, procs)
 	took0 := 0

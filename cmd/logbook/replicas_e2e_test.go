@@ -686,23 +686,7 @@ func TestE2ETenReplicas(t *testing.T) {
 		}
 		leaseCalls += n
 	}
-	stored := storedTags(t, e.dbURL)
-	answers := w.counts()
-	var notStored, storedTwice, unanswered, answeredTwice []string
-	for _, m := range msgs {
-		switch n := stored[m.tag]; {
-		case n == 0:
-			notStored = append(notStored, m.tag)
-		case n > 1:
-			storedTwice = append(storedTwice, m.tag)
-		}
-		switch n := answers[m.tag]; {
-		case n == 0:
-			unanswered = append(unanswered, m.tag)
-		case n > 1:
-			answeredTwice = append(answeredTwice, m.tag)
-		}
-	}
+	notStored, storedTwice, unanswered, answeredTwice := exactlyOnce(msgs, storedTags(t, e.dbURL), w.counts())
 	perPID, moved := spread(t, e.dbURL)
 	line, lo, hi := spreadLine(perPID, procs)
 	p50, p99, maxLat, n := percentiles(msgs)
@@ -939,4 +923,25 @@ func TestReplyWatchForgetsADeletedReply(t *testing.T) {
 	if n := w.counts(); n["t0.0-m0"] != 1 || n["t1.0-m0"] != 0 {
 		t.Fatalf("answers %v: want one for the first question, none for the second", n)
 	}
+}
+
+// exactlyOnce sorts the messages by how often they were stored and answered (stored and
+// answers by tag): the tags stored never, stored twice or more, answered never, answered twice
+// or more.
+func exactlyOnce(msgs []*tracked, stored, answers map[string]int) (notStored, storedTwice, unanswered, answeredTwice []string) {
+	for _, m := range msgs {
+		switch n := stored[m.tag]; {
+		case n == 0:
+			notStored = append(notStored, m.tag)
+		case n > 1:
+			storedTwice = append(storedTwice, m.tag)
+		}
+		switch n := answers[m.tag]; {
+		case n == 0:
+			unanswered = append(unanswered, m.tag)
+		case n > 1:
+			answeredTwice = append(answeredTwice, m.tag)
+		}
+	}
+	return notStored, storedTwice, unanswered, answeredTwice
 }
