@@ -348,9 +348,10 @@ const (
 // are walked through a time index, stopping at Candidates matches (a common term stops
 // after a few rows). If fewer match, their share estimates the term's frequency p, and the
 // cheaper of two plans runs: walking on (Candidates/p rows, at most MaxWalk) or the GIN index
-// alone (sequential and plain index scans disabled for that statement), which reads every
-// row holding all the words (a phrase's share of rows with all its words is measured in
-// the same window). A walk that reaches MaxWalk rows (one channel's or person's: an eighth of
+// alone (sequential and plain index scans disabled for that statement), which reads each
+// word's whole posting list (its share of messages from PostgreSQL's statistics of the
+// tsvector column, read at most every ten minutes) and every row holding all the words (a
+// phrase's share of rows with all its words is measured in the same window). A walk that reaches MaxWalk rows (one channel's or person's: an eighth of
 // it) is cut (Page). Memory notes are found the same way, over their stored tsvectors, and
 // never cut; KindAll searches messages and notes at once, on two connections.
 //
