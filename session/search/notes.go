@@ -236,12 +236,12 @@ func (s *Searcher) rankNotes(ctx context.Context, q Query, ids []int64) ([]Hit, 
 // of each, merged by score. When the messages' page is cut (More), the messages that make
 // the merged page are the most recent of it, not the best, so that More goes on right after
 // them: every message is then on one page, once.
-func (s *Searcher) messagesAndNotes(ctx context.Context, q Query, docs int64) (Page, error) {
+func (s *Searcher) messagesAndNotes(ctx context.Context, q Query, t table) (Page, error) {
 	// The two searches are independent: each on a connection of its own, at once.
 	var msgs messagePage
 	var notes []Hit
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) { msgs, err = s.messages(gctx, q, docs); return err })
+	g.Go(func() (err error) { msgs, err = s.messages(gctx, q, t); return err })
 	g.Go(func() (err error) { notes, err = s.notes(gctx, q); return err })
 	if err := g.Wait(); err != nil {
 		return Page{}, err

@@ -92,7 +92,7 @@ type messagePage struct {
 // recent of those found and returns all of them, with More where they end. A page after
 // another (Query.After) wants limit + 1 matches older than the cursor: it ranks the limit most
 // recent, and the one more says whether to go on.
-func (s *Searcher) messages(ctx context.Context, q Query, docs int64) (messagePage, error) {
+func (s *Searcher) messages(ctx context.Context, q Query, t table) (messagePage, error) {
 	f := q.filter()
 	k := max(q.Limit, s.candidates)
 	if q.After != "" {
@@ -100,7 +100,7 @@ func (s *Searcher) messages(ctx context.Context, q Query, docs int64) (messagePa
 		f.olderThan(from)
 		k = q.Limit + 1
 	}
-	fd, err := s.recentMatches(ctx, q, f, k, docs)
+	fd, err := s.recentMatches(ctx, q, f, k, t)
 	if err != nil {
 		return messagePage{}, fmt.Errorf("search %q: %w", q.Text, err)
 	}
@@ -132,8 +132,9 @@ func (s *Searcher) messages(ctx context.Context, q Query, docs int64) (messagePa
 
 // recentMatches returns the k most recent matches of q that pass f (fewer when there are
 // fewer, or when the plan is cut), choosing between walking the time index and the GIN index
-// from what walking the newest messages says about the query's frequency; docs is the
-// (estimated) number of messages.
+// from what walking the newest messages says about the query's frequency and what
+// PostgreSQL's statistics say about its words'; t holds the (estimated) number of messages,
+// docs, and the query's lexemes.
 //
 // Walking reads messages newest first, several to a page, and stops at k matches: a common
 // word costs a few rows. The GIN index reads every message that holds all the query's words,
@@ -151,11 +152,14 @@ func (s *Searcher) messages(ctx context.Context, q Query, docs int64) (messagePa
 // A channel's or a person's messages are scattered through the table: walking them reads a
 // heap page a row (scatteredRowCost), so their walk stops at MaxWalk/scatteredRowCost rows;
 // the index ANDs its bitmap with their index's and reads only their rows that hold the words
-// (scatteredGinCost). A rare word or a pair of medium ones takes the index after the first
-// window (kerberos in one channel: 4 ms); a phrase of common words walks and is cut, where the
-// index would first read the whole posting lists of its words (at ten million events,
-// "deploy error" in one channel: 160 ms, walking that channel to its 30th match 115 ms).
-func (s *Searcher) recentMatches(ctx context.Context, q Query, f *filter, k int, docs int64) (found, error) {
+// (scatteredGinCost) after reading its words' posting lists whole, however rare the words
+// are together: postingCost a message listed, each word's share of messages from
+// PostgreSQL's statistics of the tsvector column (wordStats). A rare word takes the
+// index after the first window (kerberos in one channel: 4 ms); a phrase of common words walks
+// and is cut, where the index would first read the whole posting lists of its words (at ten
+// million events, "deploy error" in one channel: 1.7 million postings, 160 ms; walking that
+// channel to its 30th match 115 ms, cut at 3,750 rows about 20 ms).
+func (s *Searcher) recentMatches(ctx context.Context, q Query, f *filter, k int, t table) (found, error) {
 	if q.Session != (session.ID{}) { // one session: few rows, the GIN index and a filter
 		return s.bitmapKeys(ctx, s.ginSQL(f, k), f.args)
 	}
@@ -185,13 +189,23 @@ FROM (SELECT tsv FROM search_docs WHERE `+f.where()+`
 		}
 		pAnd = float64(n) / float64(s.window)
 	}
+	// One channel's or person's search through the index reads the words' whole posting
+	// lists for a few of the channel's rows: priced apart. Over the whole table ginRowCost,
+	// measured there, already holds them (priced apart too, a rare phrase of medium words
+	// walked 30,000 rows, 30 ms, where the index takes 17).
+	postings := 0.0
+	if q.Channel != "" || q.Actor != "" {
+		if postings, err = s.postingShare(ctx, t.lexemes); err != nil {
+			return fd, err
+		}
+	}
 	for {
 		// What was walked bounds the share of matches p: no match yet is not "never" (half a
 		// match), and a few matches may be a few more (two more).
 		n := float64(len(fd.keys))
 		pLow, pHigh := max(n, 0.5)/float64(walked), (n+2)/float64(walked)
 		walkOn := rowCost * float64(k-len(fd.keys)) / pLow
-		gin := ginCost * max(pAnd, pHigh) * float64(docs)
+		gin := indexCost(ginCost, max(pAnd, pHigh), postings, t.docs)
 		if walkOn > gin {
 			break
 		}
@@ -282,7 +296,18 @@ const (
 	// words' posting lists whole, and only that channel's rows of the heap ("deploy error",
 	// 189,000 messages hold both words: 160 ms; "postgres replication", 25,000: 21 ms).
 	scatteredGinCost = 1.5
+	// postingCost is what the GIN index costs a message in one of the query's words' posting
+	// lists (about 120 ns: "deploy error" reads 1.68 million postings, 750,000 of deploy
+	// and 930,000 of error, in 160–200 ms at ten million events).
+	postingCost = 0.2
 )
+
+// indexCost is what finding a query's matches through the GIN index costs, in rows of the
+// time walk: perMatch a message holding all its words (a share p of the docs messages), after
+// reading its words' posting lists (postings: the sum of the words' shares of messages).
+func indexCost(perMatch, p, postings float64, docs int64) float64 {
+	return (perMatch*p + postingCost*postings) * float64(docs)
+}
 
 // bitmapKeys runs sql in a read-only transaction that allows only bitmap scans, so the GIN
 // index drives it whatever the planner guesses about the query's selectivity. It finds every

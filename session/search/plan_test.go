@@ -349,3 +349,30 @@ SELECT id FROM c ORDER BY ts_rank_cd(to_tsvector('english', text), websearch_to_
 		}
 	}
 }
+
+// The plan reads each word's share of messages from PostgreSQL's statistics of the tsvector
+// column (ANALYZE's most common lexemes): in the corpus deploy and error are in every
+// message, so the index reads two whole posting lists for "deploy error"; zeppelin, in three
+// messages of 360, adds little.
+func TestPostingShareFromStatistics(t *testing.T) {
+	t.Parallel()
+	c := newCorpus(t)
+	s := c.searcher(0, 0, 0)
+	for _, w := range []struct {
+		text     string
+		min, max float64
+	}{
+		{`"deploy error"`, 1.9, 2.01},
+		{"deploy", 0.95, 1.01},
+		{"zeppelin", 0, 0.02},
+		{"deploy OR zeppelin", 0.95, 1.03},
+	} {
+		got, err := search.PostingShare(c.ctx, s, w.text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got < w.min || got > w.max {
+			t.Errorf("%s: posting lists %.3f of the messages, want %.2f–%.2f", w.text, got, w.min, w.max)
+		}
+	}
+}

@@ -128,6 +128,7 @@ type Searcher struct {
 	window     int
 	maxWalk    int
 	candidates int
+	words      *wordStats // shared by the copies OnStandby makes
 
 	// standby, when set, routes the reads: onStandby and onPrimary are this Searcher on each
 	// server (OnStandby).
@@ -179,6 +180,7 @@ func NewSearcher(pool *pgxpool.Pool, opts Options) *Searcher {
 		window:     cmp.Or(opts.Window, 1000),
 		maxWalk:    cmp.Or(opts.MaxWalk, 30000),
 		candidates: cmp.Or(opts.Candidates, 30),
+		words:      &wordStats{},
 	}
 }
 
@@ -304,9 +306,18 @@ const tsQuery = `websearch_to_tsquery('english', $1)`
 
 // sqlCheckQuery tells whether the query has any searchable word: stop words ("the") and
 // punctuation alone make an empty tsquery, which would silently match nothing.
-// It also returns the planner's row count of search_docs, for the plan choice.
+// It also returns the planner's row count of search_docs and the query's lexemes (as the
+// tsquery's text), for the plan choice.
 const sqlCheckQuery = `SELECT numnode(` + tsQuery + `) > 0,
-    (SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'search_docs'::regclass)`
+    (SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'search_docs'::regclass),
+    ` + tsQuery + `::text`
+
+// table is what the plan choice knows of search_docs and the query before it reads any row:
+// the (estimated) number of messages and the query's lexemes.
+type table struct {
+	docs    int64
+	lexemes []string
+}
 
 // Snippet markers: private-use characters that never occur in stored text (the indexer
 // reads Slack and model text, which carry none), turned into Spans.
@@ -337,9 +348,10 @@ const (
 // are walked through a time index, stopping at Candidates matches (a common term stops
 // after a few rows). If fewer match, their share estimates the term's frequency p, and the
 // cheaper of two plans runs: walking on (Candidates/p rows, at most MaxWalk) or the GIN index
-// alone (sequential and plain index scans disabled for that statement), which reads every
-// row holding all the words (a phrase's share of rows with all its words is measured in
-// the same window). A walk that reaches MaxWalk rows (one channel's or person's: an eighth of
+// alone (sequential and plain index scans disabled for that statement), which reads each
+// word's whole posting list (its share of messages from PostgreSQL's statistics of the
+// tsvector column, read at most every ten minutes) and every row holding all the words (a
+// phrase's share of rows with all its words is measured in the same window). A walk that reaches MaxWalk rows (one channel's or person's: an eighth of
 // it) is cut (Page). Memory notes are found the same way, over their stored tsvectors, and
 // never cut; KindAll searches messages and notes at once, on two connections.
 //
@@ -361,10 +373,12 @@ func (s *Searcher) SearchPage(ctx context.Context, q Query) (Page, error) {
 		return Page{}, err
 	}
 	var ok bool
-	var docs int64
-	if err := s.pool.QueryRow(ctx, sqlCheckQuery, q.Text).Scan(&ok, &docs); err != nil {
+	var t table
+	var tsq string
+	if err := s.pool.QueryRow(ctx, sqlCheckQuery, q.Text).Scan(&ok, &t.docs, &tsq); err != nil {
 		return Page{}, fmt.Errorf("search %q: %w", q.Text, err)
 	}
+	t.lexemes = lexemes(tsq)
 	if !ok {
 		return Page{}, &QueryError{Query: q.Text, Reason: "it has no searchable words (only very common words or punctuation)"}
 	}
@@ -373,9 +387,9 @@ func (s *Searcher) SearchPage(ctx context.Context, q Query) (Page, error) {
 		hits, err := s.notes(ctx, q)
 		return Page{Hits: hits}, err
 	case q.Kind == KindAll && q.After == "":
-		return s.messagesAndNotes(ctx, q, docs)
+		return s.messagesAndNotes(ctx, q, t)
 	}
-	m, err := s.messages(ctx, q, docs)
+	m, err := s.messages(ctx, q, t)
 	return Page{Hits: m.hits, More: m.more}, err
 }
 

@@ -1,0 +1,108 @@
+package search
+
+import (
+	"context"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The GIN index reads the posting list of every word of a query whole (a phrase's too, before
+// the heap's recheck of adjacency), so what a search through it costs grows with how many
+// messages hold each word, whatever the filters and however rare the words are together.
+// PostgreSQL's statistics of search_docs.tsv say it: ANALYZE keeps the most common lexemes
+// (most_common_elems) and the share of rows holding each (most_common_elem_freqs, followed by
+// their minimum and maximum). They are read once and kept for wordStatsTTL: a lexeme's share
+// moves with the table, not with a query.
+
+// wordStatsTTL is how long the statistics read are used (autovacuum analyzes a large table
+// seldom more often).
+const wordStatsTTL = 10 * time.Minute
+
+// defaultWordShare is PostgreSQL's share of a lexeme it has no statistics for (ts_selfuncs.c,
+// DEFAULT_TS_MATCH_SEL); a lexeme missing from most_common_elems is at most half the least
+// frequent listed, as PostgreSQL's own estimate takes it.
+const defaultWordShare = 0.005
+
+type wordStats struct {
+	mu      sync.Mutex
+	read    time.Time
+	share   map[string]float64 // lexeme → share of rows holding it
+	minimum float64            // the least share listed; 0: no statistics
+}
+
+const sqlWordStats = `
+SELECT coalesce(most_common_elems::text::text[], '{}'), coalesce(most_common_elem_freqs, '{}')
+FROM pg_stats
+WHERE format('%I.%I', schemaname, tablename)::regclass = 'search_docs'::regclass AND attname = 'tsv'`
+
+// load reads the statistics when those held are older than wordStatsTTL.
+func (w *wordStats) load(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, now time.Time) error {
+	if !w.read.IsZero() && now.Sub(w.read) < wordStatsTTL {
+		return nil
+	}
+	var elems []string
+	var freqs []float64
+	err := q.QueryRow(ctx, sqlWordStats).Scan(&elems, &freqs)
+	if err != nil && err != pgx.ErrNoRows { // no row: never analyzed
+		return err
+	}
+	w.share, w.minimum = make(map[string]float64, len(elems)), 0
+	if len(freqs) >= len(elems)+2 && len(elems) > 0 { // the per-lexeme shares, then min and max
+		for i, e := range elems {
+			w.share[e] = freqs[i]
+		}
+		w.minimum = freqs[len(elems)]
+	}
+	w.read = now
+	return nil
+}
+
+// postings is the estimated share of the table in the posting lists of the lexemes: the sum
+// of each lexeme's share of rows. Without statistics (a table never analyzed) it is 0: the
+// plan then prices the index by its matches alone, as before.
+func (w *wordStats) postings(lexemes []string) float64 {
+	if w.minimum == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, l := range lexemes {
+		if p, ok := w.share[l]; ok {
+			sum += p
+		} else {
+			sum += min(defaultWordShare, w.minimum/2)
+		}
+	}
+	return sum
+}
+
+// postingShare returns the share of the table in the posting lists of the lexemes, reading
+// the statistics when needed.
+func (s *Searcher) postingShare(ctx context.Context, lexemes []string) (float64, error) {
+	s.words.mu.Lock()
+	defer s.words.mu.Unlock()
+	if err := s.words.load(ctx, s.pool, time.Now()); err != nil {
+		return 0, err
+	}
+	return s.words.postings(lexemes), nil
+}
+
+var tsLexeme = regexp.MustCompile(`'((?:[^']|'')+)'`)
+
+// lexemes are the distinct lexemes of a tsquery in its text form ('deploy' <-> 'error').
+func lexemes(tsquery string) []string {
+	var out []string
+	for _, m := range tsLexeme.FindAllStringSubmatch(tsquery, -1) {
+		l := strings.ReplaceAll(m[1], "''", "'")
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
