@@ -122,6 +122,14 @@ func (d *devProc) wait() {
 	case <-time.After(devWait):
 		d.t.Fatalf("logbook dev did not stop:\n%s", d.out.String())
 	}
+	// The process has exited; what it printed last may still be in the pipe, on its way to
+	// d.out (a loaded machine showed dev's last line missing). The copy ends when the pipe
+	// does.
+	select {
+	case <-d.read:
+	case <-time.After(devWait):
+		d.t.Errorf("logbook dev's output was still open %v after it exited", devWait)
+	}
 }
 
 // devEnv is a dev environment whose data lives under home and data.
