@@ -68,11 +68,7 @@ func TestE2EBacklog(t *testing.T) {
 	}
 	limit := backlogDuration(t, "LOGBOOK_BACKLOG_CAP", 40*time.Minute)
 	tail := backlogDuration(t, "LOGBOOK_BACKLOG_TAIL", 30*time.Second)
-	if b := os.Getenv("LOGBOOK_BACKLOG_BINARY"); b != "" {
-		old := binary
-		binary = b
-		t.Cleanup(func() { binary = old })
-	}
+	binaryFrom(t, "LOGBOOK_BACKLOG_BINARY")
 	e := newE2E(t, slackemu.Options{})
 	pg := startCluster(t, clusterDir(t))
 	e.dbURL = pg.URL()
@@ -336,8 +332,7 @@ func countLines(out string, subs ...string) int {
 type backlogSampler struct {
 	mu      sync.Mutex
 	samples []backlogSample
-	stop    chan struct{}
-	done    chan struct{}
+	*ticking
 }
 
 func sampleBacklog(t *testing.T, dsn string, pid int, others []string, start time.Time) *backlogSampler {
@@ -346,56 +341,34 @@ func sampleBacklog(t *testing.T, dsn string, pid int, others []string, start tim
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &backlogSampler{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		defer conn.Close(context.Background())
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			x := backlogSample{at: time.Since(start), rssKiB: rssKiB(pid)}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			// The lock count first and alone: the other reads take locks, and may be refused
-			// when the lock table is full.
-			if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks`).Scan(&x.locks); err != nil {
-				x.err = true
-			}
-			if err := conn.QueryRow(ctx, `SELECT
-				(SELECT count(*) FROM leases WHERE expires_at > now() AND owner <> ALL($1)),
-				(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND application_name LIKE 'logbook-%'),
-				(SELECT count(*) FROM session_work WHERE last_message_seq > answered_through)`, others).Scan(&x.leases, &x.conns, &x.pending); err != nil {
-				x.err = true
-				if errors.Is(ctx.Err(), context.DeadlineExceeded) || conn.IsClosed() {
-					cancel()
-					c, cerr := pgx.Connect(context.Background(), dsn)
-					if cerr == nil {
-						conn.Close(context.Background())
-						conn = c
-					}
+	s := &backlogSampler{}
+	s.ticking = tick(t, time.Second, func() {
+		x := backlogSample{at: time.Since(start), rssKiB: rssKiB(pid)}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		// The lock count first and alone: the other reads take locks, and may be refused
+		// when the lock table is full.
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks`).Scan(&x.locks); err != nil {
+			x.err = true
+		}
+		if err := conn.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM leases WHERE expires_at > now() AND owner <> ALL($1)),
+			(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND application_name LIKE 'logbook-%'),
+			(SELECT count(*) FROM session_work WHERE last_message_seq > answered_through)`, others).Scan(&x.leases, &x.conns, &x.pending); err != nil {
+			x.err = true
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) || conn.IsClosed() {
+				c, cerr := pgx.Connect(context.Background(), dsn)
+				if cerr == nil {
+					conn.Close(context.Background())
+					conn = c
 				}
 			}
-			cancel()
-			s.mu.Lock()
-			s.samples = append(s.samples, x)
-			s.mu.Unlock()
-			select {
-			case <-s.stop:
-				return
-			case <-tick.C:
-			}
 		}
-	}()
-	t.Cleanup(s.close)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.samples = append(s.samples, x)
+	}, func() { conn.Close(context.Background()) })
 	return s
-}
-
-func (s *backlogSampler) close() {
-	select {
-	case <-s.stop:
-	default:
-		close(s.stop)
-	}
-	<-s.done
 }
 
 // last is the newest sample.

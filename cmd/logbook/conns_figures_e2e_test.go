@@ -40,11 +40,7 @@ func TestE2EConnectionFigures(t *testing.T) {
 	if v, err := time.ParseDuration(os.Getenv("LOGBOOK_CONNS_LOAD")); err == nil && v > 0 {
 		load = v
 	}
-	if b := os.Getenv("LOGBOOK_CONNS_BINARY"); b != "" {
-		old := binary
-		binary = b
-		t.Cleanup(func() { binary = old })
-	}
+	binaryFrom(t, "LOGBOOK_CONNS_BINARY")
 	e := newE2E(t, slackemu.Options{RetrySchedule: []time.Duration{time.Second, 5 * time.Second, 20 * time.Second}})
 	model := httptest.NewServer(http.HandlerFunc(slowModel))
 	t.Cleanup(model.Close)

@@ -63,11 +63,7 @@ func TestE2EReplicaCost(t *testing.T) {
 		}
 		sizes = append(sizes, n)
 	}
-	if b := os.Getenv("LOGBOOK_COST_BINARY"); b != "" {
-		old := binary
-		binary = b
-		t.Cleanup(func() { binary = old })
-	}
+	binaryFrom(t, "LOGBOOK_COST_BINARY")
 	idle := 20 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("LOGBOOK_COST_IDLE")); err == nil && d > 0 {
 		idle = d
@@ -456,4 +452,14 @@ func peerWakes(t *testing.T, procs []*proc) (posted, notified float64) {
 		posted, notified = posted+a, notified+b
 	}
 	return posted, notified
+}
+
+// binaryFrom runs the test's `logbook` from the path in the environment variable name, when
+// set (another build: a before), until the test ends.
+func binaryFrom(t *testing.T, name string) {
+	if b := os.Getenv(name); b != "" {
+		old := binary
+		binary = b
+		t.Cleanup(func() { binary = old })
+	}
 }

@@ -52,11 +52,7 @@ func TestE2EReplicasThroughPgBouncer(t *testing.T) {
 	if err != nil || replicas < 1 {
 		t.Fatalf("LOGBOOK_BOUNCER_REPLICAS=%q: want a number of replicas", v)
 	}
-	if b := os.Getenv("LOGBOOK_BOUNCER_BINARY"); b != "" {
-		old := binary
-		binary = b
-		t.Cleanup(func() { binary = old })
-	}
+	binaryFrom(t, "LOGBOOK_BOUNCER_BINARY")
 	idle := 20 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("LOGBOOK_COST_IDLE")); err == nil && d > 0 {
 		idle = d

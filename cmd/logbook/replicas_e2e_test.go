@@ -343,8 +343,43 @@ type connSampler struct {
 	peak    int
 	peakBy  map[string]int
 	samples int
-	stop    chan struct{}
-	done    chan struct{}
+	*ticking
+}
+
+// ticking runs a sampler's step now and then every interval on a goroutine of its own, until
+// it is closed (close waits for the goroutine, and is safe to call twice).
+type ticking struct {
+	stop, done chan struct{}
+}
+
+// tick starts step, then end once closed; the test's cleanup closes it.
+func tick(t *testing.T, interval time.Duration, step, end func()) *ticking {
+	k := &ticking{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(k.done)
+		defer end()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			step()
+			select {
+			case <-k.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(k.close)
+	return k
+}
+
+func (k *ticking) close() {
+	select {
+	case <-k.stop:
+	default:
+		close(k.stop)
+	}
+	<-k.done
 }
 
 func sampleConnections(t *testing.T, dsn string) *connSampler {
@@ -361,51 +396,30 @@ func sampleConnections(t *testing.T, dsn string) *connSampler {
 // sampleWith runs query (application → connections) on conn every 100 ms, keeping the peak
 // of the sum, until the sampler is closed; it closes conn.
 func sampleWith(t *testing.T, conn *pgx.Conn, query string, args ...any) *connSampler {
-	s := &connSampler{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		defer conn.Close(context.Background())
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			by := map[string]int{}
-			total := 0
-			rows, err := conn.Query(context.Background(), query, args...)
-			if err == nil {
-				for rows.Next() {
-					var app string
-					var n int
-					if rows.Scan(&app, &n) == nil {
-						by[app] = n
-						total += n
-					}
+	s := &connSampler{}
+	s.ticking = tick(t, 100*time.Millisecond, func() {
+		by := map[string]int{}
+		total := 0
+		rows, err := conn.Query(context.Background(), query, args...)
+		if err == nil {
+			for rows.Next() {
+				var app string
+				var n int
+				if rows.Scan(&app, &n) == nil {
+					by[app] = n
+					total += n
 				}
-				rows.Close()
 			}
-			s.mu.Lock()
-			s.samples++
-			if total > s.peak {
-				s.peak, s.peakBy = total, by
-			}
-			s.mu.Unlock()
-			select {
-			case <-s.stop:
-				return
-			case <-tick.C:
-			}
+			rows.Close()
 		}
-	}()
-	t.Cleanup(s.close)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.samples++
+		if total > s.peak {
+			s.peak, s.peakBy = total, by
+		}
+	}, func() { conn.Close(context.Background()) })
 	return s
-}
-
-func (s *connSampler) close() {
-	select {
-	case <-s.stop:
-	default:
-		close(s.stop)
-	}
-	<-s.done
 }
 
 // result stops the sampler and returns the peak.
