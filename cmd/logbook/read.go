@@ -378,7 +378,7 @@ from a shared channel inside it. Retention-purged text is gone here too.`,
 					writeHits(e, q.Text, page.Hits)
 				}
 				if page.More != "" {
-					fmt.Fprintf(e.stderr, "logbook search: stopped early (a phrase of common words); older matches: the same command with --after %s\n", page.More)
+					fmt.Fprintf(e.stderr, "logbook search: stopped early (common words, rare together: the newest messages were read, not the whole log); older matches: the same command with --after %s\n", page.More)
 				}
 				return nil
 			})

@@ -762,8 +762,8 @@ CREATE INDEX search_docs_actor_name ON public.search_docs USING btree (lower(act
 CREATE INDEX search_docs_actor_time ON public.search_docs USING btree (actor_id, created_at);
 CREATE INDEX search_docs_channel_time ON public.search_docs USING btree (channel_id, created_at);
 CREATE INDEX search_docs_session_ts ON public.search_docs USING btree (session_id, ts);
-CREATE INDEX search_docs_time ON public.search_docs USING btree (created_at);
 CREATE INDEX search_docs_tsv ON public.search_docs USING gin (tsv);
+CREATE INDEX search_docs_walk ON public.search_docs USING btree (created_at, session_id, seq) INCLUDE (kind);
 GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE public.search_docs TO logbook_app;
 GRANT SELECT ON TABLE public.search_docs TO logbook_auditor;
 GRANT SELECT, DELETE ON TABLE public.search_docs TO logbook_retention;

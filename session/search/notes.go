@@ -107,7 +107,7 @@ FROM (SELECT m.tsv FROM channel_memory m WHERE `+f.where()+` ORDER BY m.id DESC 
 		if walkOn > noteGinCost*max(pAnd, pHigh)*float64(notes) || float64(walked)+walkOn > float64(s.maxWalk) {
 			break
 		}
-		rows := min(s.maxWalk-walked, max(s.window, min(walked, int(1.5*walkOn))))
+		rows := min(s.maxWalk-walked, s.stretch(min(walked, int(1.5*walkOn))))
 		more, last, c, err := s.walkNotes(ctx, f, stop, rows, k-len(ids))
 		if err != nil {
 			return nil, err
@@ -147,6 +147,7 @@ func (s *Searcher) walkNotes(ctx context.Context, f *filter, from int64, rows, k
 		f.add("m.id < ?", from)
 	}
 	last := strconv.Itoa(rows)
+	args := append(slices.Clone(f.args), k) // k bound, rows in the text: see walk
 	r, err := s.pool.Query(ctx, `
 SELECT id, m, n = `+last+` FROM (
     SELECT id, m, row_number() OVER (ORDER BY id DESC) AS n
@@ -157,7 +158,7 @@ SELECT id, m, n = `+last+` FROM (
     ) d
 ) w
 WHERE m OR n = `+last+`
-ORDER BY id DESC LIMIT `+strconv.Itoa(k), f.args...)
+ORDER BY id DESC LIMIT $`+strconv.Itoa(len(args)), args...)
 	if err != nil {
 		return nil, 0, false, err
 	}

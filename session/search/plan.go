@@ -1,6 +1,8 @@
 package search
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -137,34 +139,40 @@ func (s *Searcher) messages(ctx context.Context, q Query, t table) (messagePage,
 // docs, and the query's lexemes.
 //
 // Walking reads messages newest first, several to a page, and stops at k matches: a common
-// word costs a few rows. The GIN index reads every message that holds all the query's words,
-// each a random heap page: cheap for a rare word, and for a phrase of common words the
-// dearest plan of all (the words are common, the phrase is not). After each stretch of the
-// walk both costs are estimated again from the share of matches seen so far: walking on
-// costs (k − found)/p rows, with p as low as what was seen allows, the index ginRowCost ×
-// p × docs, with p as high as it allows (a window of 1,000 with no match yet says little:
-// "postgres replication", one message in 500, would read 25,000 rows through the index at
-// ten million events where walking on reads 15,000 in order). A stretch is at most as long
-// as what was walked before it, so a rare word leaves the walk after a second window. The
-// walk goes on while it is the cheaper, up to MaxWalk rows in all; a walk stopped there is
-// cut (More), never handed to the index that would read hundreds of thousands of rows for it.
+// word costs a few rows. The GIN index reads its words' whole posting lists, then every
+// message that holds all the query's words, each a random heap page: cheap for a rare word,
+// and for a phrase of common words the dearest plan of all (the words are common, the phrase
+// is not). After each stretch of the walk both costs are estimated again: walking on costs
+// (k − found)/p rows, with p as low as what was seen allows; the index postingCost a message
+// in its words' posting lists (each word's share of messages from PostgreSQL's statistics of
+// the tsvector column, wordStats) plus ginRowCost a message holding them all, their share as
+// high as what was seen allows, and over the whole table at least the product of the words'
+// shares (a window of 1,000 with no match yet says little: at ten million events "postgres
+// replication" was in 1 of 2,000 newest messages and 1 in 176 of all, 25,000 heap pages and
+// 130 ms through the index, where walking on found its 30 matches in 16,000 rows, 12 ms). A
+// stretch at most doubles what was walked, so a rare word leaves the walk after a few
+// thousand rows. The index is taken when it is the cheaper and within indexBudget; else the
+// walk goes on, up to MaxWalk rows in all, and a walk stopped there is cut (More): a first
+// page costs at most a walk of MaxWalk rows or an index of indexBudget (at ten million
+// events "billing invoice payment", three words each in 6 % of messages and together in 1 in
+// 2,800, reads 780,000 postings; its first page is the 2 matches of the newest 30,000 rows,
+// and More).
 //
 // A channel's or a person's messages are scattered through the table: walking them reads a
 // heap page a row (scatteredRowCost), so their walk stops at MaxWalk/scatteredRowCost rows;
 // the index ANDs its bitmap with their index's and reads only their rows that hold the words
 // (scatteredGinCost) after reading its words' posting lists whole, however rare the words
-// are together: postingCost a message listed, each word's share of messages from
-// PostgreSQL's statistics of the tsvector column (wordStats). A rare word takes the
-// index after the first window (kerberos in one channel: 4 ms); a phrase of common words walks
-// and is cut, where the index would first read the whole posting lists of its words (at ten
-// million events, "deploy error" in one channel: 1.7 million postings, 160 ms; walking that
-// channel to its 30th match 115 ms, cut at 3,750 rows about 20 ms).
+// are together. A rare word takes the index after the first window (kerberos in one channel:
+// 4 ms); a phrase of common words walks and is cut, where the index would first read the
+// whole posting lists of its words (at ten million events, "deploy error" in one channel:
+// 1.7 million postings, 130–190 ms; cut at 3,750 rows about 10 ms).
 func (s *Searcher) recentMatches(ctx context.Context, q Query, f *filter, k int, t table) (found, error) {
 	if q.Session != (session.ID{}) { // one session: few rows, the GIN index and a filter
 		return s.bitmapKeys(ctx, s.ginSQL(f, k), f.args)
 	}
 	// The newest `window` messages that pass the filters.
-	fd, err := s.walk(ctx, f, nil, s.window, k)
+	scattered := q.Channel != "" || q.Actor != ""
+	fd, err := s.walk(ctx, f, nil, s.window, k, scattered)
 	if err != nil || len(fd.keys) >= k || !fd.cut {
 		return fd, err
 	}
@@ -189,15 +197,17 @@ FROM (SELECT tsv FROM search_docs WHERE `+f.where()+`
 		}
 		pAnd = float64(n) / float64(s.window)
 	}
-	// One channel's or person's search through the index reads the words' whole posting
-	// lists for a few of the channel's rows: priced apart. Over the whole table ginRowCost,
-	// measured there, already holds them (priced apart too, a rare phrase of medium words
-	// walked 30,000 rows, 30 ms, where the index takes 17).
-	postings := 0.0
+	// The index reads its words' whole posting lists, then a heap row for each message
+	// holding all of them: the first from PostgreSQL's statistics of the words, the second
+	// from the window, and over the whole table from the statistics too when they list every
+	// word (a pair of medium words rarer in the newest messages than in the table: 1 in
+	// 2,000 of the newest, 1 in 176 of all, 25,000 rows through the index).
+	postings, together, err := s.wordShares(ctx, t)
+	if err != nil {
+		return fd, err
+	}
 	if q.Channel != "" || q.Actor != "" {
-		if postings, err = s.postingShare(ctx, t.lexemes); err != nil {
-			return fd, err
-		}
+		together = 0 // the channel's or person's rows are read, not the table's
 	}
 	for {
 		// What was walked bounds the share of matches p: no match yet is not "never" (half a
@@ -205,15 +215,19 @@ FROM (SELECT tsv FROM search_docs WHERE `+f.where()+`
 		n := float64(len(fd.keys))
 		pLow, pHigh := max(n, 0.5)/float64(walked), (n+2)/float64(walked)
 		walkOn := rowCost * float64(k-len(fd.keys)) / pLow
-		gin := indexCost(ginCost, max(pAnd, pHigh), postings, t.docs)
-		if walkOn > gin {
+		gin := indexCost(ginCost, max(pAnd, pHigh, together), postings, t.docs)
+		// The index when it is the cheaper and affordable; else walking on, which stops at
+		// maxWalk, cut: a first page never pays for an index dearer than indexBudget (at
+		// ten million events, "postgres replication" read 25,000 heap pages through it,
+		// 130 ms, where walking found its 30 matches in 16,000 rows, 12 ms).
+		if takesIndex(walkOn, gin) {
 			break
 		}
 		if walked >= maxWalk {
 			return fd, nil // cut: the caller returns what was found, with More
 		}
-		rows := min(maxWalk-walked, max(s.window, min(walked, int(math.Min(1.5*walkOn/rowCost, math.MaxInt32)))))
-		more, err := s.walk(ctx, f, &fd.stop, rows, k-len(fd.keys))
+		rows := min(maxWalk-walked, s.stretch(min(walked, int(math.Min(1.5*walkOn/rowCost, math.MaxInt32)))))
+		more, err := s.walk(ctx, f, &fd.stop, rows, k-len(fd.keys), scattered)
 		if err != nil {
 			return fd, err
 		}
@@ -228,16 +242,37 @@ FROM (SELECT tsv FROM search_docs WHERE `+f.where()+`
 }
 
 // walk reads the `rows` newest messages that pass f (older than from, when set) and returns
-// the first k that match. The LIMIT in the innermost subquery fences the tsquery out of the
-// scan, so the time (or channel, actor) index drives it; the row numbers tell where it
-// stopped: the rows-th row comes back too, matching or not.
-func (s *Searcher) walk(ctx context.Context, f *filter, from *docKey, rows, k int) (found, error) {
+// the first k that match, and where it stopped: the rows-th message comes back too, matching
+// or not. The LIMIT in the innermost subquery fences the tsquery out of the scan, so the time
+// (or channel, actor) index drives it.
+//
+// Over the whole table (scattered false: no channel or person) the time index
+// search_docs_walk holds the walk's whole order and the kind: the matches come from one
+// scan, the stop from an index-only scan of the same rows. One channel's or person's rows
+// are numbered instead (row_number), the stop being the rows-th.
+func (s *Searcher) walk(ctx context.Context, f *filter, from *docKey, rows, k int, scattered bool) (found, error) {
 	if from != nil {
 		f = &filter{conds: slices.Clone(f.conds), args: slices.Clone(f.args)}
 		f.olderThan(*from)
 	}
 	last := strconv.Itoa(rows)
+	// k is bound, rows is in the text (it fences the scan, and the plan depends on it): the
+	// stretches are few sizes (stretch), so a walk's statements are prepared and planned once
+	// a connection, not once a query (a new statement text cost 1–4 ms to prepare and plan).
+	args := append(slices.Clone(f.args), k)
+	limitK := "$" + strconv.Itoa(len(args))
 	sql := `
+(SELECT session_id, seq, created_at, true, false FROM (
+    SELECT session_id, seq, created_at, tsv @@ ` + tsQuery + ` AS m FROM search_docs
+    WHERE ` + f.where() + `
+    ORDER BY ` + orderNewest + ` LIMIT ` + last + `
+) d WHERE m LIMIT ` + limitK + `)
+UNION ALL
+(SELECT session_id, seq, created_at, false, true FROM search_docs
+ WHERE ` + f.where() + `
+ ORDER BY ` + orderNewest + ` OFFSET ` + strconv.Itoa(rows-1) + ` LIMIT 1)`
+	if scattered {
+		sql = `
 SELECT session_id, seq, created_at, m, n = ` + last + ` FROM (
     SELECT session_id, seq, created_at, m, row_number() OVER (ORDER BY ` + orderNewest + `) AS n
     FROM (
@@ -247,9 +282,10 @@ SELECT session_id, seq, created_at, m, n = ` + last + ` FROM (
     ) d
 ) w
 WHERE m OR n = ` + last + `
-ORDER BY ` + orderNewest + ` LIMIT ` + strconv.Itoa(k)
+ORDER BY ` + orderNewest + ` LIMIT ` + limitK
+	}
 	var fd found
-	r, err := s.pool.Query(ctx, sql, f.args...)
+	r, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return fd, err
 	}
@@ -270,10 +306,29 @@ ORDER BY ` + orderNewest + ` LIMIT ` + strconv.Itoa(k)
 	if err := r.Err(); err != nil {
 		return fd, err
 	}
+	// UNION ALL's branches come back in order, but nothing in SQL says so: the matches are
+	// put in the walk's order here (there are at most k).
+	slices.SortStableFunc(fd.keys, func(a, b docKey) int { return -a.compare(b) })
 	if len(fd.keys) > k { // the last row matched beyond k: it was only the stop
 		fd.keys = fd.keys[:k]
 	}
 	return fd, nil
+}
+
+// stretch is how many rows the walk reads next for a wish of n: n rounded up to the window
+// times a power of two, so a walk's statements come in few sizes.
+func (s *Searcher) stretch(n int) int {
+	rows := s.window
+	for rows < n && rows < math.MaxInt32/2 {
+		rows *= 2
+	}
+	return rows
+}
+
+// compare orders keys as the walk's order does, oldest first: by created_at, session id and
+// seq.
+func (k docKey) compare(o docKey) int {
+	return cmp.Or(k.at.Compare(o.at), bytes.Compare(k.id[:], o.id[:]), cmp.Compare(k.seq, o.seq))
 }
 
 func (s *Searcher) ginSQL(f *filter, k int) string {
@@ -297,9 +352,13 @@ const (
 	// 189,000 messages hold both words: 160 ms; "postgres replication", 25,000: 21 ms).
 	scatteredGinCost = 1.5
 	// postingCost is what the GIN index costs a message in one of the query's words' posting
-	// lists (about 120 ns: "deploy error" reads 1.68 million postings, 750,000 of deploy
-	// and 930,000 of error, in 160–200 ms at ten million events).
+	// lists, with the bitmap of the messages holding them all (about 120 ns: "deploy error"
+	// reads 1.68 million postings, 750,000 of deploy and 930,000 of error, in 125–140 ms at
+	// ten million events, its bitmap 189,000 messages).
 	postingCost = 0.2
+	// indexBudget is the dearest index a search takes (four default MaxWalks, about 50 ms at
+	// ten million events); a dearer one is left for the walk, cut at MaxWalk.
+	indexBudget = 120_000
 )
 
 // indexCost is what finding a query's matches through the GIN index costs, in rows of the
@@ -308,6 +367,10 @@ const (
 func indexCost(perMatch, p, postings float64, docs int64) float64 {
 	return (perMatch*p + postingCost*postings) * float64(docs)
 }
+
+// takesIndex tells whether a plan leaves the walk for the index: when the index is the
+// cheaper and within indexBudget (costs in rows of the time walk).
+func takesIndex(walkOn, gin float64) bool { return walkOn > gin && gin <= indexBudget }
 
 // bitmapKeys runs sql in a read-only transaction that allows only bitmap scans, so the GIN
 // index drives it whatever the planner guesses about the query's selectivity. It finds every

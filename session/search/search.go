@@ -317,6 +317,8 @@ const sqlCheckQuery = `SELECT numnode(` + tsQuery + `) > 0,
 type table struct {
 	docs    int64
 	lexemes []string
+	// allRequired: the query only ANDs its words (no OR, no NOT).
+	allRequired bool
 }
 
 // Snippet markers: private-use characters that never occur in stored text (the indexer
@@ -378,7 +380,7 @@ func (s *Searcher) SearchPage(ctx context.Context, q Query) (Page, error) {
 	if err := s.pool.QueryRow(ctx, sqlCheckQuery, q.Text).Scan(&ok, &t.docs, &tsq); err != nil {
 		return Page{}, fmt.Errorf("search %q: %w", q.Text, err)
 	}
-	t.lexemes = lexemes(tsq)
+	t.lexemes, t.allRequired = lexemes(tsq), allRequired(tsq)
 	if !ok {
 		return Page{}, &QueryError{Query: q.Text, Reason: "it has no searchable words (only very common words or punctuation)"}
 	}

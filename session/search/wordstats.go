@@ -82,15 +82,51 @@ func (w *wordStats) postings(lexemes []string) float64 {
 	return sum
 }
 
+// together is the estimated share of rows holding every one of the lexemes, were they
+// independent: the product of their shares. It is 0 (unknown) when a lexeme is not listed: a
+// word rarer than every listed one makes the index cheap, and the walk's window says so.
+func (w *wordStats) together(lexemes []string) float64 {
+	if w.minimum == 0 || len(lexemes) == 0 {
+		return 0
+	}
+	p := 1.0
+	for _, l := range lexemes {
+		s, ok := w.share[l]
+		if !ok {
+			return 0
+		}
+		p *= s
+	}
+	return p
+}
+
 // postingShare returns the share of the table in the posting lists of the lexemes, reading
 // the statistics when needed.
 func (s *Searcher) postingShare(ctx context.Context, lexemes []string) (float64, error) {
+	postings, _, err := s.wordShares(ctx, table{lexemes: lexemes})
+	return postings, err
+}
+
+// wordShares returns, for t's query, the share of the table in its words' posting lists
+// (wordStats.postings) and, when every word is required (no OR, no NOT), the share of rows
+// holding them all were they independent (wordStats.together; else 0), reading the
+// statistics when needed.
+func (s *Searcher) wordShares(ctx context.Context, t table) (postings, together float64, err error) {
 	s.words.mu.Lock()
 	defer s.words.mu.Unlock()
 	if err := s.words.load(ctx, s.pool, time.Now()); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return s.words.postings(lexemes), nil
+	if t.allRequired {
+		together = s.words.together(t.lexemes)
+	}
+	return s.words.postings(t.lexemes), together, nil
+}
+
+// allRequired tells whether a tsquery (its text form) only ANDs its lexemes (& and the phrase
+// operators), with no OR (|) or NOT (!) outside the quoted lexemes.
+func allRequired(tsquery string) bool {
+	return !strings.ContainsAny(tsLexeme.ReplaceAllString(tsquery, ""), "|!")
 }
 
 var tsLexeme = regexp.MustCompile(`'((?:[^']|'')+)'`)

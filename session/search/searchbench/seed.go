@@ -209,7 +209,10 @@ func (sd seeder) createIndexes(ctx context.Context, table string) error {
 // (search_docs, its GIN index, search_sessions, the cursor), then vacuums and drops the helpers.
 func (sd seeder) projections(ctx context.Context) error {
 	// Building the indexes (GIN above all) once after the rows is far faster than maintaining
-	// them per row.
+	// them per row. The rows go in in time order, as the indexer writes them (it follows the
+	// log): a time walk then reads several rows a heap page, as it does in a real database
+	// (written in join order, created_at's correlation with the heap was -0.1, and a walk
+	// read a page a row).
 	if err := sd.dropIndexes(ctx, "search_docs"); err != nil {
 		return err
 	}
@@ -221,7 +224,8 @@ SELECT e.session_id, e.seq,
        s.channel_id, s.thread_ts, coalesce(e.payload->>'ts', ''), e.actor_kind, e.actor_id,
        coalesce(e.payload->>'user_name', ''), e.created_at, coalesce(e.payload->>'text', e.payload->>'content')
 FROM events e JOIN sessions s ON s.id = e.session_id
-WHERE e.type IN ('user_message', 'assistant_message', 'tool_result')`); err != nil {
+WHERE e.type IN ('user_message', 'assistant_message', 'tool_result')
+ORDER BY e.created_at`); err != nil {
 		return err
 	}
 	if err := sd.createIndexes(ctx, "search_docs"); err != nil {
