@@ -220,7 +220,7 @@ FROM (SELECT tsv FROM search_docs WHERE `+f.where()+`
 		// maxWalk, cut: a first page never pays for an index dearer than indexBudget (at
 		// ten million events, "postgres replication" read 25,000 heap pages through it,
 		// 130 ms, where walking found its 30 matches in 16,000 rows, 12 ms).
-		if takesIndex(walkOn, gin) {
+		if takesIndex(walkOn, gin, q.After != "") {
 			break
 		}
 		if walked >= maxWalk {
@@ -266,7 +266,7 @@ func (s *Searcher) walk(ctx context.Context, f *filter, from *docKey, rows, k in
     SELECT session_id, seq, created_at, tsv @@ ` + tsQuery + ` AS m FROM search_docs
     WHERE ` + f.where() + `
     ORDER BY ` + orderNewest + ` LIMIT ` + last + `
-) d WHERE m LIMIT ` + limitK + `)
+) d WHERE m ORDER BY ` + orderNewest + ` LIMIT ` + limitK + `)
 UNION ALL
 (SELECT session_id, seq, created_at, false, true FROM search_docs
  WHERE ` + f.where() + `
@@ -369,8 +369,12 @@ func indexCost(perMatch, p, postings float64, docs int64) float64 {
 }
 
 // takesIndex tells whether a plan leaves the walk for the index: when the index is the
-// cheaper and within indexBudget (costs in rows of the time walk).
-func takesIndex(walkOn, gin float64) bool { return walkOn > gin && gin <= indexBudget }
+// cheaper and, on a first page, within indexBudget (costs in rows of the time walk). A page
+// after another (More) takes it whenever it is the cheaper: whoever asks for more wants it,
+// and a phrase that is nowhere would else come back as page after empty page.
+func takesIndex(walkOn, gin float64, more bool) bool {
+	return walkOn > gin && (more || gin <= indexBudget)
+}
 
 // bitmapKeys runs sql in a read-only transaction that allows only bitmap scans, so the GIN
 // index drives it whatever the planner guesses about the query's selectivity. It finds every

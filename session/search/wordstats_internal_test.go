@@ -51,7 +51,7 @@ func TestIndexCostCountsThePostingLists(t *testing.T) {
 		walkOn := scatteredRowCost * (30 - n) / pLow
 		gin := indexCost(scatteredGinCost, max(c.pAnd, pHigh), w.postings(c.words), docs)
 		old := indexCost(scatteredGinCost, max(c.pAnd, pHigh), 0, docs)
-		if got := !takesIndex(walkOn, gin); got != c.walk {
+		if got := !takesIndex(walkOn, gin, false); got != c.walk {
 			t.Errorf("%s, %d found: walk %v (walking on %.0f, the index %.0f), want %v", c.name, c.found, got, walkOn, gin, c.walk)
 		}
 		if got := walkOn <= old; got != c.walkOld {
@@ -87,7 +87,7 @@ func TestIndexCostOverTheTableTakesTheWordsTogether(t *testing.T) {
 	words := []string{"postgr", "replic"}
 	bySample := indexCost(ginRowCost, pHigh, w.postings(words), docs)
 	withWords := indexCost(ginRowCost, max(pHigh, w.together(words)), w.postings(words), docs)
-	if takesIndex(walkOn, withWords) {
+	if takesIndex(walkOn, withWords, false) {
 		t.Errorf("postgres replication: takes the index (walking on %.0f, the index %.0f)", walkOn, withWords)
 	}
 	if withWords <= bySample {
@@ -96,8 +96,13 @@ func TestIndexCostOverTheTableTakesTheWordsTogether(t *testing.T) {
 	// Three words in 6 % of messages each: their posting lists alone are dearer than the
 	// budget, whatever the walk has seen: the walk goes on, cut at MaxWalk.
 	three := []string{"bill", "invoic", "payment"}
-	if gin := indexCost(ginRowCost, max(2.0/16000, w.together(three)), w.postings(three), docs); takesIndex(1e9, gin) {
+	gin := indexCost(ginRowCost, max(2.0/16000, w.together(three)), w.postings(three), docs)
+	if takesIndex(1e9, gin, false) {
 		t.Errorf("billing invoice payment: takes the index at %.0f, over the budget %d", gin, indexBudget)
+	}
+	// A page after another takes the cheaper plan, budget or not.
+	if !takesIndex(1e9, gin, true) {
+		t.Errorf("billing invoice payment, a page after another: walks on (the index %.0f, walking on 1e9)", gin)
 	}
 	for in, want := range map[string]bool{
 		`'postgr' & 'replic'`:                true,
