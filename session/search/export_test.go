@@ -2,12 +2,12 @@ package search
 
 import "context"
 
-// PostingShare is the sum of the shares of messages holding each of text's lexemes, as the
-// plan reads it from PostgreSQL's statistics.
+// PostingShare is the share of the table the GIN index steps through for text's lexemes, as
+// the plan reads it from PostgreSQL's statistics.
 func PostingShare(ctx context.Context, s *Searcher, text string) (float64, error) {
 	var tsq string
 	if err := s.pool.QueryRow(ctx, `SELECT `+tsQuery+`::text`, text).Scan(&tsq); err != nil {
 		return 0, err
 	}
-	return s.postingShare(ctx, lexemes(tsq))
+	return s.postingShare(ctx, lexemes(tsq), allRequired(tsq))
 }

@@ -351,14 +351,15 @@ const (
 	// words' posting lists whole, and only that channel's rows of the heap ("deploy error",
 	// 189,000 messages hold both words: 160 ms; "postgres replication", 25,000: 21 ms).
 	scatteredGinCost = 1.5
-	// postingCost is what the GIN index costs a message in one of the query's words' posting
-	// lists, with the bitmap of the messages holding them all (about 120 ns: "deploy error"
-	// reads 1.68 million postings, 750,000 of deploy and 930,000 of error, in 125–140 ms at
-	// ten million events, its bitmap 189,000 messages).
-	postingCost = 0.2
-	// indexBudget is the dearest index a search takes (four default MaxWalks, about 50 ms at
-	// ten million events); a dearer one is left for the walk, cut at MaxWalk.
-	indexBudget = 120_000
+	// postingCost is what the GIN index costs an item of the posting list it steps through
+	// (wordStats.postings), with the lookups into the other words' lists and the bitmap of
+	// the messages holding them all: 100–170 ns at ten million events ("deploy error" 750,000
+	// items in 125–140 ms, three words each in 6 % of messages 246,000 in 25 ms).
+	postingCost = 0.3
+	// indexBudget is the dearest index a first page takes (two default MaxWalks, about the
+	// 25 ms a search is meant to take at ten million events); a dearer one is left for the
+	// walk, cut at MaxWalk.
+	indexBudget = 60_000
 )
 
 // indexCost is what finding a query's matches through the GIN index costs, in rows of the

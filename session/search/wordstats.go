@@ -64,20 +64,29 @@ func (w *wordStats) load(ctx context.Context, q interface {
 	return nil
 }
 
-// postings is the estimated share of the table in the posting lists of the lexemes: the sum
-// of each lexeme's share of rows. Without statistics (a table never analyzed) it is 0: the
-// plan then prices the index by its matches alone, as before.
-func (w *wordStats) postings(lexemes []string) float64 {
-	if w.minimum == 0 {
+// postings is the estimated share of the table the GIN index steps through for the lexemes.
+// When every lexeme is required (all) that is the least frequent one's posting list: the
+// index's fast scan drives an AND from its rarest word and looks the others up only at its
+// items (at ten million events, "disk pressure" reads the 31,000 items of pressure and
+// skips through disk's 500,000 in 4.7 ms, where "deploy error", both common, steps through
+// deploy's 750,000 in 125–140 ms). Else (OR, NOT) it is the sum of their lists. A lexeme
+// missing from the statistics counts half the least frequent listed, at most
+// defaultWordShare, as PostgreSQL's own estimate takes it. Without statistics (a table never
+// analyzed) it is 0: the plan then prices the index by its matches alone.
+func (w *wordStats) postings(lexemes []string, all bool) float64 {
+	if w.minimum == 0 || len(lexemes) == 0 {
 		return 0
 	}
-	sum := 0.0
+	sum, least := 0.0, 1.0
 	for _, l := range lexemes {
-		if p, ok := w.share[l]; ok {
-			sum += p
-		} else {
-			sum += min(defaultWordShare, w.minimum/2)
+		p, ok := w.share[l]
+		if !ok {
+			p = min(defaultWordShare, w.minimum/2)
 		}
+		sum, least = sum+p, min(least, p)
+	}
+	if all {
+		return least
 	}
 	return sum
 }
@@ -100,14 +109,14 @@ func (w *wordStats) together(lexemes []string) float64 {
 	return p
 }
 
-// postingShare returns the share of the table in the posting lists of the lexemes, reading
-// the statistics when needed.
-func (s *Searcher) postingShare(ctx context.Context, lexemes []string) (float64, error) {
-	postings, _, err := s.wordShares(ctx, table{lexemes: lexemes})
+// postingShare returns the share of the table the GIN index steps through for the lexemes
+// (wordStats.postings), reading the statistics when needed.
+func (s *Searcher) postingShare(ctx context.Context, lexemes []string, allRequired bool) (float64, error) {
+	postings, _, err := s.wordShares(ctx, table{lexemes: lexemes, allRequired: allRequired})
 	return postings, err
 }
 
-// wordShares returns, for t's query, the share of the table in its words' posting lists
+// wordShares returns, for t's query, the share of the table the GIN index steps through
 // (wordStats.postings) and, when every word is required (no OR, no NOT), the share of rows
 // holding them all were they independent (wordStats.together; else 0), reading the
 // statistics when needed.
@@ -120,7 +129,7 @@ func (s *Searcher) wordShares(ctx context.Context, t table) (postings, together 
 	if t.allRequired {
 		together = s.words.together(t.lexemes)
 	}
-	return s.words.postings(t.lexemes), together, nil
+	return s.words.postings(t.lexemes, t.allRequired), together, nil
 }
 
 // allRequired tells whether a tsquery (its text form) only ANDs its lexemes (& and the phrase

@@ -49,7 +49,7 @@ func TestIndexCostCountsThePostingLists(t *testing.T) {
 		n := float64(c.found)
 		pLow, pHigh := max(n, 0.5)/walked, (n+2)/window
 		walkOn := scatteredRowCost * (30 - n) / pLow
-		gin := indexCost(scatteredGinCost, max(c.pAnd, pHigh), w.postings(c.words), docs)
+		gin := indexCost(scatteredGinCost, max(c.pAnd, pHigh), w.postings(c.words, true), docs)
 		old := indexCost(scatteredGinCost, max(c.pAnd, pHigh), 0, docs)
 		if got := !takesIndex(walkOn, gin, false); got != c.walk {
 			t.Errorf("%s, %d found: walk %v (walking on %.0f, the index %.0f), want %v", c.name, c.found, got, walkOn, gin, c.walk)
@@ -58,7 +58,7 @@ func TestIndexCostCountsThePostingLists(t *testing.T) {
 			t.Errorf("%s, %d found, priced by its matches: walk %v, want %v", c.name, c.found, got, c.walkOld)
 		}
 	}
-	if got := (&wordStats{}).postings([]string{"deploy"}); got != 0 {
+	if got := (&wordStats{}).postings([]string{"deploy"}, true); got != 0 {
 		t.Errorf("no statistics: %v, want 0 (the index priced by its matches)", got)
 	}
 }
@@ -85,8 +85,8 @@ func TestIndexCostOverTheTableTakesTheWordsTogether(t *testing.T) {
 	walkOn := 28.0 / (2.0 / 4000)
 	pHigh := 4.0 / 4000
 	words := []string{"postgr", "replic"}
-	bySample := indexCost(ginRowCost, pHigh, w.postings(words), docs)
-	withWords := indexCost(ginRowCost, max(pHigh, w.together(words)), w.postings(words), docs)
+	bySample := indexCost(ginRowCost, pHigh, w.postings(words, true), docs)
+	withWords := indexCost(ginRowCost, max(pHigh, w.together(words)), w.postings(words, true), docs)
 	if takesIndex(walkOn, withWords, false) {
 		t.Errorf("postgres replication: takes the index (walking on %.0f, the index %.0f)", walkOn, withWords)
 	}
@@ -96,7 +96,7 @@ func TestIndexCostOverTheTableTakesTheWordsTogether(t *testing.T) {
 	// Three words in 6 % of messages each: their posting lists alone are dearer than the
 	// budget, whatever the walk has seen: the walk goes on, cut at MaxWalk.
 	three := []string{"bill", "invoic", "payment"}
-	gin := indexCost(ginRowCost, max(2.0/16000, w.together(three)), w.postings(three), docs)
+	gin := indexCost(ginRowCost, max(2.0/16000, w.together(three)), w.postings(three, true), docs)
 	if takesIndex(1e9, gin, false) {
 		t.Errorf("billing invoice payment: takes the index at %.0f, over the budget %d", gin, indexBudget)
 	}
