@@ -355,7 +355,7 @@ const (
 // tsvector column, read at most every ten minutes) and every row holding all the words (a
 // phrase's share of rows with all its words is measured in the same window; over the whole
 // table, at least the product of its words' shares). The index is taken only when it is also
-// within a budget (about four MaxWalks of walking); else the walk goes on. A walk that
+// within a budget (about two MaxWalks of walking, on a first page); else the walk goes on. A walk that
 // reaches MaxWalk rows (one channel's or person's: an eighth of it) is cut (Page). Memory notes are found the same way, over their stored tsvectors, and
 // never cut; KindAll searches messages and notes at once, on two connections.
 //
