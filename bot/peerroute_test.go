@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/logbook/logbook/bot"
+	"github.com/logbook/logbook/bot/peerwake"
 	"github.com/logbook/logbook/bot/slackemu"
 )
 
@@ -75,4 +78,61 @@ func TestAFollowUpIsPostedToTheReplicaThatRunsItsSession(t *testing.T) {
 	}
 	followUpsUntil("notified")
 	h.answered(s.ID)
+}
+
+// #53: a replica's peer inbox follows its liveness claim. It is recorded (replica_peers)
+// once the claim is held and takes posted wakes; when the claim is lost (here its LISTEN
+// connection goes silent and stays so) it refuses them (503: a peer may run the sessions
+// now, and the sender NOTIFYs instead) until the claim is held again; a replica that stops
+// takes its address back, so peers NOTIFY instead of posting to a replica that is gone.
+func TestAPeerInboxFollowsTheLivenessClaim(t *testing.T) {
+	t.Parallel()
+	lost := make(chan error, 1)
+	probe := &bot.Probe{ClaimLost: func(err error) {
+		select {
+		case lost <- err:
+		default:
+		}
+	}}
+	h := newHarness(t, &echoAgent{}, harnessOptions{listenProxy: true, peers: true, claimCheck: 2 * time.Second,
+		poll: time.Hour, probe: probe})
+	ctx := context.Background()
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> one"})
+	h.replies(general, top.TS, 1)
+	s := h.session(general, top.TS)
+
+	var addr, token string
+	h.waitFor("the replica's peer address", func() bool {
+		return h.pool.QueryRow(ctx, `SELECT addr, token FROM replica_peers`).Scan(&addr, &token) == nil
+	})
+	if addr != h.reps[0].peer.Listener.Addr().String() {
+		t.Fatalf("recorded peer address %q, want the inbox's %q", addr, h.reps[0].peer.Listener.Addr())
+	}
+	send := func() error {
+		snd := peerwake.NewSender(peerwake.SenderOptions{})
+		defer snd.CloseIdle()
+		return snd.Send(ctx, addr, token, s.ID, "another-replica")
+	}
+	if err := send(); err != nil {
+		t.Fatalf("a wake posted while the replica holds its claim: %v", err)
+	}
+
+	h.reps[0].listen.Stall()
+	select {
+	case <-lost:
+	case <-h.waitCtx().Done():
+		t.Fatal("the claim was not reported lost after its connection went silent")
+	}
+	if err := send(); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("a wake posted after the claim was lost: %v, want 503 (refused: the sender NOTIFYs)", err)
+	}
+
+	h.stop()
+	var left int
+	if err := h.pool.QueryRow(ctx, `SELECT count(*) FROM replica_peers`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d peer addresses left after the replica stopped, want 0", left)
+	}
 }
