@@ -491,6 +491,47 @@ func kindOptions(kind string) []kindOption {
 	return opts
 }
 
+// searchVisible runs q for the search page and returns the page and the hits its viewer may
+// see (hits in private channels are hidden from non-auditors), at most DefaultLimit.
+//
+// A first page asks for one hit more than it shows (room for one hidden hit), not for twice
+// as many: a search costs more with every match it ranks. Only when hits were hidden and the
+// page came back full (more may be visible below) does it ask again, with room for twice the
+// hits it shows. A page that goes on (More) asks for what it shows and shows every visible
+// hit it got, since the next page starts after all of them.
+func (s *server) searchVisible(ctx context.Context, q search.Query) (search.Page, []search.Hit, error) {
+	limit := search.DefaultLimit
+	q.Limit = limit + 1
+	if q.After != "" {
+		q.Limit = limit
+	}
+	for {
+		page, err := s.cfg.Finder.SearchPage(ctx, q)
+		if err != nil {
+			return page, nil, err
+		}
+		show := limit
+		if page.More != "" {
+			show = len(page.Hits) // every visible hit: the next page starts after them all
+		}
+		var hits []search.Hit
+		hidden := false
+		for _, h := range page.Hits {
+			if s.hidden(ctx, h.Channel) {
+				hidden = true
+				continue
+			}
+			if len(hits) < show {
+				hits = append(hits, h)
+			}
+		}
+		if !hidden || q.After != "" || page.More != "" || len(page.Hits) < q.Limit || len(hits) >= limit || q.Limit >= 2*limit {
+			return page, hits, nil
+		}
+		q.Limit = min(2*limit, search.MaxLimit)
+	}
+}
+
 func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	v := r.URL.Query()
@@ -510,14 +551,7 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 		data.Message = "“Until” is not a date (YYYY-MM-DD)."
 	}
 	if data.Message == "" {
-		// A first page asks for room for hits hidden below; a page that goes on (More) shows
-		// every visible hit it got, since the next page starts after all of them.
-		limit := search.DefaultLimit
-		q.Limit = min(2*limit, search.MaxLimit)
-		if q.After != "" {
-			q.Limit = limit
-		}
-		page, err := s.cfg.Finder.SearchPage(ctx, q)
+		page, hits, err := s.searchVisible(ctx, q)
 		var qe *search.QueryError
 		switch {
 		case errors.Is(err, search.ErrEmptyQuery):
@@ -529,19 +563,12 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if page.More != "" {
-			limit = len(page.Hits)
 			next := r.URL.Query()
 			next.Set("after", page.More)
 			data.More = "/search?" + next.Encode()
 		}
 		loc := s.location(r)
-		for _, h := range page.Hits {
-			if len(data.Hits) == limit {
-				break
-			}
-			if s.hidden(ctx, h.Channel) {
-				continue
-			}
+		for _, h := range hits {
 			who := cmp.Or(h.ActorName, h.ActorID)
 			if h.ActorKind == "bot" {
 				who = "logbook"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -646,5 +647,49 @@ func TestAChannelMadePrivateIsHiddenAtTheNextRequest(t *testing.T) {
 	}
 	if _, body, _ := f.get("/search?q=lag", asAlice); strings.Contains(body, "kafka consumer lag") {
 		t.Error("search still shows a session of a channel made private")
+	}
+}
+
+// The search page asks for one hit more than it shows (not twice as many: #53). When hits in
+// a private channel are hidden from a viewer and the page came back full, it asks again with
+// room, so the viewer still sees a full page of what they may see; an auditor sees the
+// private hits among them.
+func TestSearchPageFillsAroundHiddenHits(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for i := range 30 {
+		channel := "C0000001"
+		if i >= 25 { // the five newest are in the private channel
+			channel = "C0000003"
+		}
+		ts := fmt.Sprintf("1700001%03d.000100", i)
+		s, err := f.store.Open(f.ctx, session.ThreadKey{Team: "T0000001", Channel: channel, ThreadTS: ts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.store.Append(f.ctx, s.ID, session.NewEvent{Type: session.TypeUserMessage, Actor: alice,
+			IdempotencyKey: "m:" + ts, Payload: session.UserMessage{Team: "T0000001", Channel: channel, ThreadTS: ts,
+				TS: ts, User: "U0000001", UserName: "alice", Text: fmt.Sprintf("quota exceeded on run %d in %s", i, channel)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ix := search.NewIndexer(f.store, f.app, zerolog.New(zerolog.NewTestWriter(t)), search.IndexerOptions{})
+	if err := ix.Sync(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	hits := func(body string) int { return strings.Count(body, `<li class="hit"`) }
+	_, body, _ := f.get("/search?q=quota&kind=messages", asAlice)
+	if n := hits(body); n != search.DefaultLimit {
+		t.Errorf("alice sees %d hits, want a full page of %d (25 public matches, 5 newer private ones hidden)", n, search.DefaultLimit)
+	}
+	if strings.Contains(body, "C0000003") {
+		t.Error("alice sees a hit from the private channel")
+	}
+	_, body, _ = f.get("/search?q=quota&kind=messages", asAuditor)
+	if n := hits(body); n != search.DefaultLimit {
+		t.Errorf("the auditor sees %d hits, want %d", n, search.DefaultLimit)
+	}
+	if !strings.Contains(body, "in C0000003") {
+		t.Error("the auditor does not see the private channel's hits")
 	}
 }
