@@ -505,7 +505,7 @@ func (s *server) searchVisible(ctx context.Context, q search.Query) (search.Page
 	if q.After != "" {
 		q.Limit = limit
 	}
-	for {
+	for retried := false; ; retried = true {
 		page, err := s.cfg.Finder.SearchPage(ctx, q)
 		if err != nil {
 			return page, nil, err
@@ -525,7 +525,7 @@ func (s *server) searchVisible(ctx context.Context, q search.Query) (search.Page
 				hits = append(hits, h)
 			}
 		}
-		if !hidden || q.After != "" || page.More != "" || len(page.Hits) < q.Limit || len(hits) >= limit || q.Limit >= 2*limit {
+		if retried || !hidden || q.After != "" || page.More != "" || len(page.Hits) < q.Limit || len(hits) >= limit {
 			return page, hits, nil
 		}
 		q.Limit = min(2*limit, search.MaxLimit)
