@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -57,6 +58,7 @@ type fixture struct {
 	app      *pgxpool.Pool
 	store    *session.Store
 	searcher *search.Searcher
+	queries  *countingFinder // the pages' Finder: searcher, counting its searches
 	vis      *visibility
 	sessions map[string]session.ID // by title
 }
@@ -89,8 +91,9 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f.searcher = search.NewSearcher(app, search.Options{WorkspaceDomain: "acme.slack.com"})
+	f.queries = &countingFinder{Searcher: f.searcher}
 	h, err := web.Handler(web.Config{
-		Sessions: f.store, Finder: f.searcher, AccessLog: app,
+		Sessions: f.store, Finder: f.queries, AccessLog: app,
 		Access: web.Access{
 			Tokens:      []web.Token{{Name: "ci-bot", Secret: tokenSecret}, {Name: "audit-bot", Secret: auditorSecret, Auditor: true}},
 			ProxyHeader: proxyHeader,
@@ -113,6 +116,29 @@ func newFixture(t *testing.T) *fixture {
 	f.srv = httptest.NewServer(h)
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// countingFinder is a Searcher that records the limit of every search page asked of it.
+type countingFinder struct {
+	*search.Searcher
+	mu     sync.Mutex
+	limits []int
+}
+
+func (c *countingFinder) SearchPage(ctx context.Context, q search.Query) (search.Page, error) {
+	c.mu.Lock()
+	c.limits = append(c.limits, q.Limit)
+	c.mu.Unlock()
+	return c.Searcher.SearchPage(ctx, q)
+}
+
+// take returns the limits asked since the last take.
+func (c *countingFinder) take() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.limits
+	c.limits = nil
+	return l
 }
 
 // channelNames is a web.ChannelNamer over a fixed map.
@@ -678,7 +704,11 @@ func TestSearchPageFillsAroundHiddenHits(t *testing.T) {
 		t.Fatal(err)
 	}
 	hits := func(body string) int { return strings.Count(body, `<li class="hit"`) }
+	f.queries.take()
 	_, body, _ := f.get("/search?q=quota&kind=messages", asAlice)
+	if got := f.queries.take(); !slices.Equal(got, []int{search.DefaultLimit + 1, 2 * search.DefaultLimit}) {
+		t.Errorf("alice's page asked for %v hits, want %d, then %d once hits were hidden", got, search.DefaultLimit+1, 2*search.DefaultLimit)
+	}
 	if n := hits(body); n != search.DefaultLimit {
 		t.Errorf("alice sees %d hits, want a full page of %d (25 public matches, 5 newer private ones hidden)", n, search.DefaultLimit)
 	}
@@ -686,6 +716,9 @@ func TestSearchPageFillsAroundHiddenHits(t *testing.T) {
 		t.Error("alice sees a hit from the private channel")
 	}
 	_, body, _ = f.get("/search?q=quota&kind=messages", asAuditor)
+	if got := f.queries.take(); !slices.Equal(got, []int{search.DefaultLimit + 1}) {
+		t.Errorf("the auditor's page asked for %v hits, want %d once (nothing hidden)", got, search.DefaultLimit+1)
+	}
 	if n := hits(body); n != search.DefaultLimit {
 		t.Errorf("the auditor sees %d hits, want %d", n, search.DefaultLimit)
 	}
