@@ -9,5 +9,6 @@ func PostingShare(ctx context.Context, s *Searcher, text string) (float64, error
 	if err := s.pool.QueryRow(ctx, `SELECT `+tsQuery+`::text`, text).Scan(&tsq); err != nil {
 		return 0, err
 	}
-	return s.postingShare(ctx, lexemes(tsq), allRequired(tsq))
+	postings, _, err := s.wordShares(ctx, table{lexemes: lexemes(tsq), allRequired: allRequired(tsq)})
+	return postings, err
 }

@@ -109,13 +109,6 @@ func (w *wordStats) together(lexemes []string) float64 {
 	return p
 }
 
-// postingShare returns the share of the table the GIN index steps through for the lexemes
-// (wordStats.postings), reading the statistics when needed.
-func (s *Searcher) postingShare(ctx context.Context, lexemes []string, allRequired bool) (float64, error) {
-	postings, _, err := s.wordShares(ctx, table{lexemes: lexemes, allRequired: allRequired})
-	return postings, err
-}
-
 // wordShares returns, for t's query, the share of the table the GIN index steps through
 // (wordStats.postings) and, when every word is required (no OR, no NOT), the share of rows
 // holding them all were they independent (wordStats.together; else 0), reading the
