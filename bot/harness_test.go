@@ -204,6 +204,10 @@ type harnessOptions struct {
 	// peers gives each replica a peer inbox (RunnerConfig.Peer) served on a loopback port of
 	// its own (replica.peer), as LOGBOOK_PEER_ADDR does on serve's HTTP server.
 	peers bool
+	// heartbeat holds each replica's liveness claim as a heartbeat row with this TTL
+	// (RunnerConfig.Heartbeat; needs peers), and gives the replicas no direct database URL:
+	// no LISTEN connection, no watch.
+	heartbeat time.Duration
 	// channelAdmins turns channel settings (/logbook config, its admins) and channel memory
 	// (/logbook remember, memory, forget; the remember tool) on; models builds a channel's own
 	// model (modelHarness sets it); defaults are the settings' environment values.
@@ -411,6 +415,9 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	if o.listenProxy {
 		listenProxy, listenURL = pgtest.NewProxy(t, h.dbURL)
 	}
+	if o.heartbeat > 0 {
+		listenURL = ""
+	}
 	if o.approval.Tools == nil {
 		o.approval.Tools = harnessTools()
 	}
@@ -434,7 +441,7 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	// The same wiring as serve and dev: bot.Service.
 	svc, err := bot.NewService(bot.ServiceConfig{
 		Runner: bot.RunnerConfig{IdleTimeout: idle, LeaseTTL: lease, PollInterval: poll, DrainTimeout: drain, OrphanInterval: orphan, ClaimCheck: o.claimCheck, MaxReplies: o.maxReplies, WakeLimit: o.wakeLimit,
-			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Peer: inbox, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
+			ReplyWindow: o.replyWindow, ThreadReplies: o.threadReplies, Footer: o.footer, Live: o.live, MidTurn: o.midTurn, Approval: o.approval, Peer: inbox, Heartbeat: o.heartbeat, Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: o.privateNote, PublicURL: o.footer.PublicURL, CatchUp: o.catchUp},
 		Delivery: o.delivery,
 	}, bot.Deps{Log: log, API: api, Socket: sm, Me: me, Store: h.store, GatewayStore: h.gateway, DatabaseURL: listenURL,

@@ -36,21 +36,7 @@ func TestAFollowUpIsPostedToTheReplicaThatRunsItsSession(t *testing.T) {
 	h.replies(general, top.TS, 1)
 	s := h.session(general, top.TS)
 	replies := 1
-	// followUpsUntil posts follow-ups until the replicas' peer_wakes_total{how} moves (each
-	// envelope goes to one of the two sockets, picked at random: twenty all reaching the
-	// owner would be a one-in-a-million draw), each answered before the next.
-	followUpsUntil := func(how string) {
-		t.Helper()
-		before := h.metric("logbook_peer_wakes_total", "how", how)
-		for h.metric("logbook_peer_wakes_total", "how", how) == before {
-			if replies > 40 {
-				t.Fatalf("%d follow-ups and no wake %s: none reached the replica that does not run the session", replies, how)
-			}
-			h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top.TS, Text: fmt.Sprintf("follow-up %d", replies)})
-			replies++
-			h.replies(general, top.TS, replies)
-		}
-	}
+	followUpsUntil := func(how string) { replies = h.followUpsUntil(top.TS, replies, how) }
 	followUpsUntil("posted")
 
 	// The negative check waits on a signal: a marker NOTIFY sent now is the first the
@@ -78,6 +64,24 @@ func TestAFollowUpIsPostedToTheReplicaThatRunsItsSession(t *testing.T) {
 	}
 	followUpsUntil("notified")
 	h.answered(s.ID)
+}
+
+// followUpsUntil posts follow-ups in general's thread top (which has replies answers so far)
+// until the replicas' peer_wakes_total{how} moves, each answered before the next, and returns
+// the thread's answers. Each envelope goes to one of the sockets, picked at random: twenty all
+// reaching the owner would be a one-in-a-million draw.
+func (h *harness) followUpsUntil(top string, replies int, how string) int {
+	h.t.Helper()
+	before := h.metric("logbook_peer_wakes_total", "how", how)
+	for h.metric("logbook_peer_wakes_total", "how", how) == before {
+		if replies > 40 {
+			h.t.Fatalf("%d follow-ups and no wake %s: none reached the replica that does not run the session", replies, how)
+		}
+		h.post(slackemu.Post{Channel: general, User: ada, ThreadTS: top, Text: fmt.Sprintf("follow-up %d", replies)})
+		replies++
+		h.replies(general, top, replies)
+	}
+	return replies
 }
 
 // #53: a replica's peer inbox follows its liveness claim. It is recorded (replica_peers)

@@ -92,6 +92,14 @@ type RunnerConfig struct {
 	// of a NOTIFY that wakes every replica (issue 53). Needs Deps.DatabaseURL. Any runner posts
 	// to peers that have one, whether or not it has one itself.
 	Peer *peerwake.Inbox
+	// Heartbeat, when set (LOGBOOK_LIVENESS=heartbeat), holds the liveness claim as a row
+	// renewed through the pool, living this long past each renewal
+	// (session.Store.HoldHeartbeat), instead of a lock on a LISTEN connection of the
+	// replica's own: a fleet behind PgBouncer then holds no connection per replica to
+	// PostgreSQL itself (issue 53). The runner LISTENs for nothing and watches no peer: wakes
+	// come over HTTP (needs Peer), the poll finds what a lost one missed, and a dead peer's
+	// sessions are found once its row expires. Deps.DatabaseURL is not needed.
+	Heartbeat time.Duration
 }
 
 // Probe is told of a cell's milestones as they happen: test signals, and dev's status. Each
@@ -206,7 +214,7 @@ func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 		firstClaim: make(chan struct{})}
 	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, draining: r.draining, peers: peerwake.NewSender(peerwake.SenderOptions{}),
 		renewer: newRenewer(cmp.Or(d.GatewayStore, d.Store), d.Clock, cfg.LeaseTTL, d.Log), meters: telemetry.NewMetrics(d.Meter)}
-	if d.DatabaseURL != "" {
+	if d.DatabaseURL != "" || r.heartbeats() {
 		r.deps.firstClaim = r.firstClaim
 	}
 	return r
@@ -417,15 +425,17 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	// The leases are renewed until the drain is over (bg ends after it).
 	wg.Go(func() { r.deps.renewer.run(bg) })
-	if r.dbURL != "" {
+	switch {
+	case r.heartbeats():
+		wg.Go(func() { r.heartbeat(bg) })
+	case r.dbURL != "":
 		wg.Go(func() { r.listen(bg) })
-	}
-	if r.dbURL != "" && r.cfg.WatchPeers {
-		wg.Go(func() { r.watch(ctx) })
-	}
-	if r.dbURL == "" {
+		if r.cfg.WatchPeers {
+			wg.Go(func() { r.watch(ctx) })
+		}
+	default:
 		r.poll(ctx, "wake")
-	} // else the listener's catch-up wakes them, once the claim is held: leases taken before
+	} // else the claim's catch-up wakes them, once the claim is held: leases taken before
 	// it would be unclaimed, and wait out their TTL should this process die.
 	// Each timer is renewed only when it fires: the frequent dead-owner poll must not put
 	// the slow poll off forever.
@@ -624,15 +634,53 @@ func (r *Runner) listenOnce(ctx context.Context) error {
 	defer func() { r.loseClaim(ctx, err) }()
 	opt := session.ListenOptions{CheckEvery: r.cfg.ClaimCheck, After: r.deps.Clock.After}
 	err = session.ListenClaimed(ctx, r.dbURL, r.cfg.Owner, opt, func() {
-		r.claimMu.Lock()
-		r.claimLost = make(chan struct{})
-		r.claimed.Store(true)
-		r.claimMu.Unlock()
-		r.wasClaimed.Store(true)
-		r.claimOnce.Do(func() { close(r.firstClaim) })
+		r.holdClaim()
 		r.recordPeer(ctx)
 		r.poll(ctx, "listen_catch_up")
 	}, r.heard)
+	return err
+}
+
+// holdClaim records that the liveness claim is held (again): cells take their leases as
+// claimed from now until loseClaim.
+func (r *Runner) holdClaim() {
+	r.claimMu.Lock()
+	r.claimLost = make(chan struct{})
+	r.claimed.Store(true)
+	r.claimMu.Unlock()
+	r.wasClaimed.Store(true)
+	r.claimOnce.Do(func() { close(r.firstClaim) })
+}
+
+// heartbeats says the liveness claim is a heartbeat row (RunnerConfig.Heartbeat).
+func (r *Runner) heartbeats() bool { return r.cfg.Heartbeat > 0 && r.cfg.Peer != nil }
+
+// heartbeat keeps the liveness claim as a heartbeat row until ctx ends, taking it again
+// after it is lost.
+func (r *Runner) heartbeat(ctx context.Context) {
+	r.reconnecting(ctx, "liveness claim's heartbeat lost; taking it again", func() (bool, error) {
+		err := r.heartbeatOnce(ctx)
+		return r.wasClaimed.Swap(false), err
+	})
+}
+
+// heartbeatOnce holds the liveness claim as a heartbeat row (session.Store.HoldHeartbeat),
+// which also records where peers post this replica's wakes; the cells run under it are
+// cancelled the moment it ends, as listenOnce's.
+func (r *Runner) heartbeatOnce(ctx context.Context) error {
+	var err error
+	defer func() { r.loseClaim(ctx, err) }()
+	in := r.cfg.Peer
+	opt := session.HeartbeatOptions{TTL: r.cfg.Heartbeat, After: r.deps.Clock.After, Failed: func(err error) {
+		r.log.Warn().Err(err).Msg("could not renew the liveness claim's heartbeat; trying again while it is trusted")
+	}}
+	err = r.store.HoldHeartbeat(ctx, r.cfg.Owner, in.Addr(), in.Token(), opt, func() {
+		r.holdClaim()
+		if !r.isStopped() {
+			in.Attach(r.heard)
+		}
+		r.poll(ctx, "heartbeat_catch_up")
+	})
 	return err
 }
 
@@ -667,6 +715,10 @@ func (r *Runner) recordPeer(ctx context.Context) {
 // (and find it runs nothing) until it ends.
 func (r *Runner) forgetPeer(ctx context.Context) {
 	in := r.cfg.Peer
+	if r.heartbeats() {
+		in.Attach(nil) // its row is its claim: deleted when the heartbeat ends, after Run
+		return
+	}
 	if in == nil || r.dbURL == "" {
 		return
 	}
@@ -719,8 +771,12 @@ func (r *Runner) loseClaim(ctx context.Context, err error) {
 	if !held || ctx.Err() != nil {
 		return
 	}
+	how := "its LISTEN connection failed or did not answer"
+	if r.heartbeats() {
+		how = "its heartbeat was not renewed in time"
+	}
 	r.log.Warn().Err(err).Int("cells", r.Active()).
-		Msg("liveness claim lost: its LISTEN connection failed or did not answer; cancelling the turns run under it")
+		Msg("liveness claim lost: " + how + "; cancelling the turns run under it")
 	r.deps.Metrics.claimsLost.Inc()
 	r.deps.Probe.claimLost(err)
 }

@@ -622,6 +622,7 @@ CREATE TABLE public.replica_peers (
     addr text NOT NULL,
     token text NOT NULL,
     recorded_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    alive_until timestamp with time zone,
     CONSTRAINT replica_peers_addr_check CHECK ((addr <> ''::text)),
     CONSTRAINT replica_peers_pkey PRIMARY KEY (owner),
     CONSTRAINT replica_peers_token_check CHECK ((length(token) >= 32))
@@ -1103,7 +1104,11 @@ CREATE OR REPLACE FUNCTION public.logbook_claim_free(p_owner text)
  RETURNS boolean
  LANGUAGE sql
 AS $function$
-    SELECT pg_try_advisory_xact_lock_shared(hashtextextended(p_owner, 7461005))
+    SELECT CASE
+        WHEN EXISTS (SELECT 1 FROM replica_peers p
+                     WHERE p.owner = p_owner AND p.alive_until > clock_timestamp()) THEN false
+        ELSE pg_try_advisory_xact_lock_shared(hashtextextended(p_owner, 7461005))
+    END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.logbook_event_header(p_session uuid, p_seq bigint, p_event uuid, p_type text, p_actor_kind text, p_actor_id text, p_created timestamp with time zone, p_key text)
