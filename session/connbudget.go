@@ -71,10 +71,15 @@ func (b ConnBudget) Formula() string {
 	if b.PgBouncerPool > 0 {
 		pool = fmt.Sprintf(" + LOGBOOK_PGBOUNCER_POOL %d", b.PgBouncerPool)
 	}
-	return fmt.Sprintf("LOGBOOK_REPLICAS %d × (%s)%s + LOGBOOK_DB_RESERVE %d = %d", b.Replicas, strings.Join(parts, " + "), pool, b.Reserve, b.Need())
+	per := "(" + strings.Join(parts, " + ") + ")"
+	if len(parts) == 0 {
+		per = "(none of their own)" // LOGBOOK_LIVENESS=heartbeat behind PgBouncer
+	}
+	return fmt.Sprintf("LOGBOOK_REPLICAS %d × %s%s + LOGBOOK_DB_RESERVE %d = %d", b.Replicas, per, pool, b.Reserve, b.Need())
 }
 
-// Fits is how many replicas fit in n connections beside the PgBouncer's pool and the reserve.
+// Fits is how many replicas fit in n connections beside the PgBouncer's pool and the reserve
+// (0 also when the replicas hold none of their own: any number fits if the rest does).
 func (b ConnBudget) Fits(n int) int {
 	per, fixed := b.PerReplica(), b.PgBouncerPool+b.Reserve
 	if per == 0 || n < fixed {

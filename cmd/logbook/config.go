@@ -23,6 +23,7 @@ import (
 	"github.com/logbook/logbook/bot/web"
 	"github.com/logbook/logbook/sandbox"
 	"github.com/logbook/logbook/sandbox/egress"
+	"github.com/logbook/logbook/session"
 )
 
 // Secret is a value that must never be shown: tokens, keys, passwords. It prints, marshals
@@ -189,6 +190,9 @@ func loadServeConfig(e env) (serveConfig, error) {
 		// Loopback: the pages' trusted proxy header and /metrics are not for the network
 		// unless the operator says so.
 		cfg.HTTPAddr = "127.0.0.1:8080"
+	}
+	if err := cfg.readLiveness(e); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }
@@ -533,12 +537,9 @@ func (cfg *serveConfig) readPooler(e env) error {
 		return fmt.Errorf("LOGBOOK_DB_POOLER=%q: want pgbouncer (DATABASE_URL is a transaction-pooling PgBouncer) or none", cfg.DBPooler)
 	}
 	cfg.DirectDatabaseURL = Secret(strings.TrimSpace(e.getenv("LOGBOOK_DIRECT_DATABASE_URL")))
-	if cfg.DirectDatabaseURL == "" {
-		if cfg.DBPooler == poolerPgBouncer {
-			return errors.New(needDirect)
-		}
+	if cfg.DirectDatabaseURL == "" && cfg.DBPooler != poolerPgBouncer {
 		cfg.DirectDatabaseURL = cfg.DatabaseURL
-	}
+	} // behind PgBouncer it may be left unset with LOGBOOK_LIVENESS=heartbeat (readLiveness)
 	if cfg.DBPooler == poolerPgBouncer && cfg.DirectDatabaseURL == cfg.DatabaseURL {
 		return errors.New(needDirect)
 	}
@@ -547,7 +548,57 @@ func (cfg *serveConfig) readPooler(e env) error {
 
 const needDirect = "LOGBOOK_DB_POOLER=pgbouncer needs LOGBOOK_DIRECT_DATABASE_URL: a URL of PostgreSQL itself " +
 	"(not the PgBouncer; e.g. postgres://logbook_serve:PASSWORD@db.internal:5432/logbook), " +
-	"for LISTEN, the liveness claim and audit exports, which need a session of their own"
+	"for LISTEN, the liveness claim and audit exports, which need a session of their own " +
+	"(with LOGBOOK_LIVENESS=heartbeat only scheduled audit exports do)"
+
+// The liveness claim's forms (LOGBOOK_LIVENESS; bot.RunnerConfig.Heartbeat).
+const (
+	livenessLock      = "lock"      // a lock held on the replica's LISTEN connection to PostgreSQL itself
+	livenessHeartbeat = "heartbeat" // a row renewed through the pool; no connection of the replica's own
+)
+
+// readLiveness reads LOGBOOK_LIVENESS and checks what it needs: heartbeat takes wakes over
+// HTTP only (LOGBOOK_PEER_ADDR), since it LISTENs for nothing; behind PgBouncer the lock needs
+// LOGBOOK_DIRECT_DATABASE_URL, and so do scheduled audit exports whatever the claim.
+func (cfg *serveConfig) readLiveness(e env) error {
+	cfg.Liveness = strings.ToLower(strings.TrimSpace(e.getenv("LOGBOOK_LIVENESS")))
+	switch cfg.Liveness {
+	case "":
+		cfg.Liveness = livenessLock
+	case livenessLock:
+	case livenessHeartbeat:
+		if cfg.PeerAddr == "" {
+			return errors.New("LOGBOOK_LIVENESS=heartbeat needs LOGBOOK_PEER_ADDR: a replica with a heartbeat claim " +
+				"LISTENs for nothing, so its wakes must be posted to it (docs/replicas.md)")
+		}
+	default:
+		return fmt.Errorf("LOGBOOK_LIVENESS=%q: want lock (a lock on a connection of the replica's own) or heartbeat "+
+			"(a row renewed through the pool)", cfg.Liveness)
+	}
+	if cfg.DBPooler == poolerPgBouncer && cfg.DirectDatabaseURL == "" &&
+		(cfg.Liveness == livenessLock || cfg.AuditSchedule != nil) {
+		return errors.New(needDirect)
+	}
+	return nil
+}
+
+// listenURL is bot.Deps.DatabaseURL, the replica's own connection for LISTEN and the lock:
+// none with a heartbeat claim.
+func (cfg serveConfig) listenURL() string {
+	if cfg.Liveness == livenessHeartbeat {
+		return ""
+	}
+	return cfg.DirectDatabaseURL.Reveal()
+}
+
+// heartbeat is bot.RunnerConfig.Heartbeat: the claim's TTL with LOGBOOK_LIVENESS=heartbeat,
+// else 0 (the lock).
+func (cfg serveConfig) heartbeat() time.Duration {
+	if cfg.Liveness == livenessHeartbeat {
+		return session.DefaultHeartbeatTTL
+	}
+	return 0
+}
 
 // pgbouncerDetected is serve's answer to a DATABASE_URL that refuses logbook's startup
 // parameters, as a transaction-pooling PgBouncer does.

@@ -558,3 +558,77 @@ func TestConfigPeerAddr(t *testing.T) {
 		}
 	}
 }
+
+// LOGBOOK_LIVENESS: lock (the default) or heartbeat. heartbeat needs LOGBOOK_PEER_ADDR (it
+// LISTENs for nothing), gives the runner a heartbeat TTL and no LISTEN URL, and lets a fleet
+// behind PgBouncer leave LOGBOOK_DIRECT_DATABASE_URL unset unless it schedules audit exports.
+func TestConfigLiveness(t *testing.T) {
+	t.Parallel()
+	behind := map[string]string{"LOGBOOK_DB_POOLER": "pgbouncer", "LOGBOOK_REPLICAS": "50"}
+	peer := map[string]string{"LOGBOOK_PEER_ADDR": "10.0.0.5", "LOGBOOK_HTTP_ADDR": ":8080"}
+	audit := map[string]string{"LOGBOOK_AUDIT_SCHEDULE": "@daily", "LOGBOOK_AUDIT_DEST": "/tmp/x"}
+	for _, c := range []struct {
+		name      string
+		liveness  string
+		with      []map[string]string
+		heartbeat bool
+		err       string
+	}{
+		{name: "default", liveness: "", heartbeat: false},
+		{name: "lock", liveness: "lock", heartbeat: false},
+		{name: "heartbeat", liveness: "Heartbeat", with: []map[string]string{peer}, heartbeat: true},
+		{name: "heartbeat without a peer address", liveness: "heartbeat", err: "needs LOGBOOK_PEER_ADDR"},
+		{name: "a typo", liveness: "heartbeats", with: []map[string]string{peer}, err: `LOGBOOK_LIVENESS="heartbeats": want lock`},
+		{name: "heartbeat behind PgBouncer, no direct URL", liveness: "heartbeat", with: []map[string]string{peer, behind}, heartbeat: true},
+		{name: "lock behind PgBouncer, no direct URL", liveness: "lock", with: []map[string]string{peer, behind}, err: "needs LOGBOOK_DIRECT_DATABASE_URL"},
+		{name: "heartbeat behind PgBouncer with audit exports, no direct URL", liveness: "heartbeat", with: []map[string]string{peer, behind, audit},
+			err: "needs LOGBOOK_DIRECT_DATABASE_URL"},
+	} {
+		vars := baseVars()
+		for _, m := range c.with {
+			for k, v := range m {
+				vars[k] = v
+			}
+		}
+		vars["LOGBOOK_LIVENESS"] = c.liveness
+		cfg, err := load(vars)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: %v, want an error saying %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if got := cfg.heartbeat() > 0; got != c.heartbeat {
+			t.Errorf("%s: heartbeat %v, want %v", c.name, got, c.heartbeat)
+		}
+		if got := cfg.listenURL() != ""; got == c.heartbeat {
+			t.Errorf("%s: a LISTEN URL %v with heartbeat %v", c.name, got, c.heartbeat)
+		}
+		for _, r := range cfg.budget().Roles {
+			if c.heartbeat && (r.Name == "listen" || r.Name == "watch") {
+				t.Errorf("%s: a heartbeat replica's budget has a %s connection", c.name, r.Name)
+			}
+		}
+	}
+	// Behind PgBouncer a heartbeat fleet is PgBouncer's pool and the reserve, whatever its size.
+	vars := baseVars()
+	for _, m := range []map[string]string{peer, behind} {
+		for k, v := range m {
+			vars[k] = v
+		}
+	}
+	vars["LOGBOOK_LIVENESS"], vars["LOGBOOK_REPLICAS"] = "heartbeat", "500"
+	cfg, err := load(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cfg.budget()
+	if err := b.Check(defaultServer); err != nil || b.Need() != 26 ||
+		b.Formula() != "LOGBOOK_REPLICAS 500 × (none of their own) + LOGBOOK_PGBOUNCER_POOL 20 + LOGBOOK_DB_RESERVE 6 = 26" {
+		t.Errorf("500 heartbeat replicas behind PgBouncer: need %d, %q, %v", b.Need(), b.Formula(), err)
+	}
+}

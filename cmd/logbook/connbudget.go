@@ -107,8 +107,10 @@ func (cfg serveConfig) budget() session.ConnBudget {
 	b := session.ConnBudget{Replicas: cfg.DB.Replicas, Reserve: cfg.DB.Reserve, Pooled: pooled, PgBouncerPool: cfg.DB.PgBouncerPool, Roles: []session.ConnRole{
 		{Name: "main", Max: cfg.DB.Pool, Direct: !pooled, Login: main},
 		{Name: "gateway", Max: cfg.DB.GatewayPool, Direct: !pooled, Login: main},
-		{Name: "listen", Max: 1, Direct: true, Login: direct},
 	}}
+	if cfg.Liveness != livenessHeartbeat {
+		b.Roles = append(b.Roles, session.ConnRole{Name: "listen", Max: 1, Direct: true, Login: direct})
+	}
 	if cfg.watchesPeers() {
 		b.Roles = append(b.Roles, session.ConnRole{Name: "watch", Max: 1, Direct: true, Login: direct})
 	}
@@ -137,7 +139,7 @@ func (cfg serveConfig) budget() session.ConnBudget {
 // since PostgreSQL freeing that connection's lock is how peers learn it died — and a dead
 // peer's sessions are found by a dead-owner scan through PgBouncer (orphanScanBehindPgBouncer).
 func (cfg serveConfig) watchesPeers() bool {
-	return cfg.DB.Replicas > 1 && cfg.DBPooler != poolerPgBouncer
+	return cfg.DB.Replicas > 1 && cfg.DBPooler != poolerPgBouncer && cfg.Liveness != livenessHeartbeat
 }
 
 // orphanScanBehindPgBouncer is how often a fleet behind PgBouncer, which has no watch, looks
@@ -148,7 +150,7 @@ const orphanScanBehindPgBouncer = 2 * time.Second
 // orphanInterval is bot.RunnerConfig.OrphanInterval: orphanScanBehindPgBouncer for a fleet
 // behind PgBouncer, else none (the watch and the poll find dead peers' sessions).
 func (cfg serveConfig) orphanInterval() time.Duration {
-	if cfg.DB.Replicas > 1 && cfg.DBPooler == poolerPgBouncer {
+	if cfg.DB.Replicas > 1 && (cfg.DBPooler == poolerPgBouncer || cfg.Liveness == livenessHeartbeat) {
 		return orphanScanBehindPgBouncer
 	}
 	return 0
@@ -172,8 +174,13 @@ func logBudget(log zerolog.Logger, b session.ConnBudget, l session.Limits) {
 	ev := log.Info().Dict("per_replica", roles).Int("per_replica_postgres", b.PerReplica()).Int("replicas", b.Replicas).
 		Int("reserve", b.Reserve).Int("need", b.Need()).Str("formula", b.Formula()).
 		Int("max_connections", l.MaxConnections).Int("superuser_reserved_connections", l.SuperuserReserved).
-		Int("reserved_connections", l.Reserved).Int("available", l.Available()).Int("replicas_fit", b.Fits(l.Available())).
+		Int("reserved_connections", l.Reserved).Int("available", l.Available()).
 		Str("idle_timeout", session.IdleConnTimeout.String())
+	if b.PerReplica() > 0 {
+		ev = ev.Int("replicas_fit", b.Fits(l.Available()))
+	} else {
+		ev = ev.Str("replicas_fit", "any: the replicas hold no connection of their own")
+	}
 	if l.DatabaseLimit >= 0 {
 		ev = ev.Int("datconnlimit", l.DatabaseLimit)
 	}

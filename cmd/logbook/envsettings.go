@@ -69,19 +69,21 @@ var envSettings = []envSetting{
 			"startup parameter but application_name, uses no prepared statements, and does not SET ROLE (the login must " +
 			"be a member of LOGBOOK_DB_ROLE; set idle_in_transaction_session_timeout on it with ALTER ROLE)"},
 	{Name: "LOGBOOK_DIRECT_DATABASE_URL", Group: "database", Default: "DATABASE_URL; required with LOGBOOK_DB_POOLER=pgbouncer",
-		Meaning: "PostgreSQL itself, for what needs a session of its own: LISTEN, the liveness claim, scheduled audit exports"},
+		Meaning: "PostgreSQL itself, for what needs a session of its own: LISTEN, the liveness claim, scheduled audit exports " +
+			"(with LOGBOOK_LIVENESS=heartbeat only the exports)"},
 	{Name: "LOGBOOK_DB_POOL", Group: "database", Default: "8", Meaning: "connections of the main pool: cells, indexer, web pages"},
 	{Name: "LOGBOOK_DB_GATEWAY_POOL", Group: "database", Default: "4", Meaning: "connections of the gateway's pool: its appends"},
 	{Name: "LOGBOOK_REPLICAS", Group: "database", Default: "1",
 		Meaning: "how many replicas share the database. At start serve logs the connection budget and refuses one that " +
-			"cannot fit: REPLICAS x (main + gateway + listen 1 [+ watch 1 above one replica] [+ audit 4 + retention 2 with " +
+			"cannot fit: REPLICAS x (main + gateway + listen 1 [+ watch 1 above one replica] (neither with LOGBOOK_LIVENESS=heartbeat) [+ audit 4 + retention 2 with " +
 			"LOGBOOK_AUDIT_SCHEDULE]) + LOGBOOK_DB_RESERVE must not exceed max_connections - superuser_reserved_connections - " +
 			"reserved_connections, nor the database's or login's CONNECTION LIMIT (through PgBouncer main and gateway are " +
 			"PgBouncer's clients, there is no watch, and LOGBOOK_PGBOUNCER_POOL is counted once instead). Idle connections close after 1m"},
 	{Name: "LOGBOOK_PGBOUNCER_POOL", Group: "database", Default: "20 with LOGBOOK_DB_POOLER=pgbouncer (PgBouncer's default_pool_size); else unset",
 		Meaning: "the server connections the PgBouncer at DATABASE_URL may open to this database (its default_pool_size + " +
 			"reserve_pool_size): counted once in the fleet's budget. Behind PgBouncer each replica holds one direct " +
-			"connection (LISTEN and its liveness claim; no watch), so fifty replicas need 50 + this + LOGBOOK_DB_RESERVE"},
+			"connection (LISTEN and its liveness claim; no watch), so fifty replicas need 50 + this + LOGBOOK_DB_RESERVE; " +
+			"with LOGBOOK_LIVENESS=heartbeat none, so any number need this + LOGBOOK_DB_RESERVE"},
 	{Name: "LOGBOOK_DB_RESERVE", Group: "database", Default: "6",
 		Meaning: "connections left for other clients: logbook audit (4), migrate (1), psql (1)"},
 	{Name: "LOGBOOK_READ_DATABASE_URL", Group: "database",
@@ -110,6 +112,13 @@ var envSettings = []envSetting{
 			"the port defaults to the one it listens on), e.g. the pod's IP. A follow-up that reaches another replica " +
 			"is then posted to this one alone, with a token only the database knows, instead of a NOTIFY, which wakes " +
 			"every replica and costs each a transaction. A post that fails falls back to NOTIFY. For a fleet: see docs/replicas.md"},
+	{Name: "LOGBOOK_LIVENESS", Group: "cells", Default: "lock",
+		Meaning: "lock | heartbeat: how a replica proves it is alive, so that peers take its sessions the moment it is " +
+			"not. lock: a lock held on a connection of its own to PostgreSQL itself (LOGBOOK_DIRECT_DATABASE_URL), which " +
+			"also LISTENs; freed the moment the process dies. heartbeat: a row renewed every 5s through DATABASE_URL, " +
+			"trusted for 12s and held by the database for 15s; the replica opens no connection of its own (behind " +
+			"PgBouncer, a fleet of any size is PgBouncer's pool and the reserve), needs LOGBOOK_PEER_ADDR, and a replica " +
+			"that dies without SIGTERM frees its sessions up to 15s later. See docs/replicas.md"},
 	{Name: "LOGBOOK_DRAIN_TIMEOUT", Group: "cells", Default: "20s, at most 10m",
 		Meaning: "on SIGTERM (a rolling deploy): new envelopes are left to the other replicas (Slack redelivers them), " +
 			"idle sessions are handed over at once, running turns may finish for this long, then they are handed over " +

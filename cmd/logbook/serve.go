@@ -121,6 +121,9 @@ type serveConfig struct {
 	// DirectDatabaseURL reaches PostgreSQL itself, never a pooler: LISTEN, the liveness
 	// claim and scheduled audit exports (LOGBOOK_DIRECT_DATABASE_URL; default DatabaseURL).
 	DirectDatabaseURL Secret
+	// Liveness is LOGBOOK_LIVENESS: how the replica holds its liveness claim, lock (default)
+	// or heartbeat.
+	Liveness string
 	// ReadDatabaseURL is a streaming standby of DatabaseURL's primary (LOGBOOK_READ_DATABASE_URL;
 	// "": none): search, transcripts and the web pages read it.
 	ReadDatabaseURL Secret
@@ -576,7 +579,10 @@ func (w *wiring) transcripts() interface {
 // the direct URL: PgBouncer's own settings are not visible to a client.
 func (w *wiring) checkBudget(ctx context.Context, b session.ConnBudget) error {
 	var q session.RowQuerier = w.pool
-	if b.Pooled {
+	if b.Pooled && b.PerReplica() > 0 {
+		// Behind PgBouncer the caps are read where the replica's own connections go. A fleet
+		// with none (LOGBOOK_LIVENESS=heartbeat) reads them through PgBouncer: fifty replicas
+		// starting together must not open fifty connections to PostgreSQL itself to do it.
 		direct, err := session.Connect(ctx, w.cfg.DirectDatabaseURL.Reveal(), session.PoolOptions{MaxConns: 1, Name: "check"})
 		if err != nil {
 			return fmt.Errorf("LOGBOOK_DIRECT_DATABASE_URL: %w", err)
@@ -650,7 +656,7 @@ func (w *wiring) buildBot(ctx context.Context, provider brain.Provider) error {
 	w.slash = slashTable(slashParts{Team: w.me.TeamID, Admins: cfg.Admins, Search: w.search, Dir: w.dir, Repos: w.repos,
 		Settings: chSettings, Memory: mem, Budget: bgt, MCP: mcp, Schedules: w.scheduler, Review: w.review, Grants: store, Log: log})
 	w.deps = bot.Deps{Log: log, API: w.api, Socket: socketmode.New(w.api), Me: w.me, Store: store, GatewayStore: w.deps.GatewayStore,
-		DatabaseURL: cfg.DirectDatabaseURL.Reveal(), Agent: b, Metrics: bot.NewMetrics(w.reg), Tracer: w.tracer, Meter: w.meter,
+		DatabaseURL: cfg.listenURL(), Agent: b, Metrics: bot.NewMetrics(w.reg), Tracer: w.tracer, Meter: w.meter,
 		Features: bot.Features{
 			Titler: b, Channel: w.dir.ChannelName,
 			Hands: hands.NewFactory(provs, hands.Config{Repo: repoCheckout(cfg, w.repos), Work: fileStore, Egress: sandboxEgress(cfg),
@@ -700,7 +706,7 @@ func (w *wiring) serviceConfig() bot.ServiceConfig {
 		Runner: bot.RunnerConfig{IdleTimeout: cfg.IdleTimeout, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 			DrainTimeout: cfg.DrainTimeout, WakeLimit: cfg.WakeLimit, MaxReplies: cfg.RepliesPerMinute, WatchPeers: cfg.watchesPeers(), OrphanInterval: cfg.orphanInterval(),
 			ThreadReplies: cfg.ThreadReplies, Footer: cfg.Footer, Live: cfg.Live, MidTurn: cfg.MidTurn,
-			Approval: cfg.Approval, Peer: w.peer,
+			Approval: cfg.Approval, Peer: w.peer, Heartbeat: cfg.heartbeat(),
 			Where: brain.Where{Workspace: me.Team, BotName: me.User, BotUserID: me.UserID}},
 		Gateway:  bot.GatewayConfig{PrivateNote: cfg.PrivateNote, PublicURL: cfg.Footer.PublicURL, AppendLanes: cfg.GatewayAppendLanes},
 		Delivery: replyActions(), // parts.go
