@@ -53,6 +53,12 @@
 // whose claim connection still answers keeps its claim, and is stopped by lease expiry and
 // the epoch fence exactly as before.
 //
+// With RunnerConfig.Heartbeat (LOGBOOK_LIVENESS=heartbeat) the claim is a row instead
+// (session.Store.HoldHeartbeat): renewed through the pool, trusted for less than the database
+// holds it, its loss cancels the same cells; the runner then has no LISTEN connection and no
+// watch, takes wakes over HTTP only, and a dead replica's sessions are free when its row
+// expires.
+//
 // When the log cannot be written (an append or session lookup fails) the gateway leaves the
 // envelope unacked for Slack to redeliver, marks Health (serve's /readyz is unready until an
 // append succeeds), and notes a gap; so does a socket that reconnects. Once the log takes

@@ -249,6 +249,39 @@ func TestE2EThroughPgBouncer(t *testing.T) {
 	}
 }
 
+// #53: with LOGBOOK_LIVENESS=heartbeat a replica behind PgBouncer needs no URL of PostgreSQL
+// itself: given none, it starts, holds its claim as a row renewed through PgBouncer, answers,
+// PostgreSQL sees no LISTEN, watch or check connection, and its start line counts no
+// connection of its own.
+func TestE2EHeartbeatThroughPgBouncerNeedsNoDirectURL(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, slackemu.Options{})
+	login := mustLoginMemberOf(t, e.dbURL, "logbook_app")
+	b := mustStartPgBouncer(t, e.dbURL, login)
+	e.model.Push(fakeprovider.Reply{Text: "Pooled, with a heartbeat."}, fakeprovider.Reply{Text: "Heartbeat"})
+	p := e.serve("DATABASE_URL="+b.url(t, e.dbURL, login), "LOGBOOK_DB_POOLER=pgbouncer", "LOGBOOK_LIVENESS=heartbeat",
+		"LOGBOOK_PEER_ADDR=127.0.0.1")
+	top := e.post(slackemu.Post{Channel: general, User: ada, Text: mention("are you pooled?")})
+	if r := e.replies(top.TS, 1); r[0].Text != "Pooled, with a heartbeat." {
+		t.Fatalf("reply %+v", r[0])
+	}
+	var alive bool
+	var own int
+	query(t, e.dbURL, `SELECT
+	  (SELECT bool_and(alive_until > clock_timestamp()) FROM replica_peers),
+	  (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+	     AND application_name IN ('logbook-listen', 'logbook-watch', 'logbook-check'))`, &alive, &own)
+	if !alive {
+		t.Errorf("no live heartbeat claim in replica_peers")
+	}
+	if own != 0 {
+		t.Errorf("%d LISTEN, watch or check connections with a heartbeat claim", own)
+	}
+	if out := p.out.String(); !strings.Contains(out, `"per_replica_postgres":0`) {
+		t.Errorf("the budget line does not say the replica holds no connection of its own:\n%s", out)
+	}
+}
+
 // Without LOGBOOK_DB_POOLER, a DATABASE_URL that is a PgBouncer is refused at startup, and
 // the message says what to set.
 func TestServeRefusesAnUndeclaredPgBouncer(t *testing.T) {

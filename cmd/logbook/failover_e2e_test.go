@@ -20,10 +20,11 @@ const (
 	killRestart failoverKind = iota // kill -9, a new process started at once
 	killPeer                        // two replicas, kill -9 of the one running the turn
 	sigtermPeer                     // two replicas, SIGTERM of the one running the turn
+	killPeerHeartbeat               // killPeer, the replicas holding heartbeat claims (LOGBOOK_LIVENESS=heartbeat)
 )
 
 func (k failoverKind) String() string {
-	return [...]string{"kill -9, restart", "kill -9, peer", "SIGTERM, peer"}[k]
+	return [...]string{"kill -9, restart", "kill -9, peer", "SIGTERM, peer", "kill -9, peer, heartbeat claims"}[k]
 }
 
 // defaults unsets the e2e environment's short lease and poll: the failover tests run with
@@ -42,7 +43,13 @@ func failover(t *testing.T, kind failoverKind) (*e2e, session.Session, slackemu.
 	t.Helper()
 	e, s, top, took := measureFailover(t, kind)
 	t.Logf("%s: reply visible %v after the signal", kind, took.Round(time.Millisecond))
-	if took > 10*time.Second {
+	bound := 10 * time.Second
+	if kind == killPeerHeartbeat {
+		// The dead replica's row lives up to its TTL past its last renewal; then the dead-owner
+		// scan (every 2 s in a fleet) finds the session.
+		bound = session.DefaultHeartbeatTTL + 10*time.Second
+	}
+	if took > bound {
 		t.Fatalf("%s: the turn resumed %v after the signal, want seconds", kind, took)
 	}
 	return e, s, top
@@ -54,6 +61,9 @@ func measureFailover(t *testing.T, kind failoverKind) (*e2e, session.Session, sl
 	e.model.Push(fakeprovider.Reply{Text: "Finished after the failover."}, fakeprovider.Reply{Text: "Failover"})
 	e.gate.close()
 	env := append(slices.Clone(defaults), "LOGBOOK_DRAIN_TIMEOUT="+failoverDrain.String())
+	if kind == killPeerHeartbeat {
+		env = append(env, "LOGBOOK_LIVENESS=heartbeat", "LOGBOOK_PEER_ADDR=127.0.0.1", "LOGBOOK_REPLICAS=2")
+	}
 	procs := []*proc{e.serve(env...)}
 	if kind != killRestart {
 		procs = append(procs, e.serve(env...))
@@ -115,6 +125,20 @@ func measureFailover(t *testing.T, kind failoverKind) (*e2e, session.Session, sl
 func TestE2EKillReplicaPeerTakesOver(t *testing.T) {
 	t.Parallel()
 	failover(t, killPeer)
+}
+
+// #53: two replicas holding heartbeat claims (no connection of their own); kill -9 of the one
+// running the turn: its row expires at most a TTL after its last renewal, and the other
+// finishes the turn once, with no LISTEN connection anywhere.
+func TestE2EKillHeartbeatReplicaPeerTakesOver(t *testing.T) {
+	t.Parallel()
+	e, _, _ := failover(t, killPeerHeartbeat)
+	var listens int
+	query(t, e.dbURL, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+		AND application_name IN ('logbook-listen', 'logbook-watch')`, &listens)
+	if listens != 0 {
+		t.Fatalf("%d LISTEN or watch connections in a heartbeat fleet", listens)
+	}
 }
 
 // Two replicas; SIGTERM of the one running the turn: it drains (the model is held past the

@@ -90,14 +90,23 @@ func TestE2EReplicasThroughPgBouncer(t *testing.T) {
 	})
 
 	env := append(slices.Clone(defaults), "LOGBOOK_LOG_LEVEL=info", "LOGBOOK_REPLICAS="+strconv.Itoa(replicas),
-		"DATABASE_URL="+pooled, "LOGBOOK_DB_POOLER=pgbouncer", "LOGBOOK_DIRECT_DATABASE_URL="+e.dbURL)
-	if fleetPeers() { // LOGBOOK_COST_PEERS=off: by NOTIFY
+		"DATABASE_URL="+pooled, "LOGBOOK_DB_POOLER=pgbouncer")
+	// LOGBOOK_BOUNCER_LIVENESS=heartbeat: the replicas hold their claims as rows and are given
+	// no direct URL at all, so none can open a connection to PostgreSQL itself.
+	heartbeat := os.Getenv("LOGBOOK_BOUNCER_LIVENESS") == "heartbeat"
+	if heartbeat {
+		env = append(env, "LOGBOOK_LIVENESS=heartbeat")
+	} else {
+		env = append(env, "LOGBOOK_DIRECT_DATABASE_URL="+e.dbURL)
+	}
+	if fleetPeers() || heartbeat { // LOGBOOK_COST_PEERS=off: by NOTIFY
 		env = append(env, "LOGBOOK_PEER_ADDR=127.0.0.1")
 	}
 	started := time.Now()
 	procs := startFleet(t, e, replicas, env)
-	t.Logf("BOUNCER %d replicas up in %v behind PgBouncer (max_client_conn %d, default_pool_size %d); load: %v",
-		replicas, time.Since(started).Round(time.Millisecond), replicas*perReplica+50, defaultPgBouncerPool, l)
+	t.Logf("BOUNCER %d replicas up in %v behind PgBouncer (max_client_conn %d, default_pool_size %d, liveness %s); load: %v",
+		replicas, time.Since(started).Round(time.Millisecond), replicas*perReplica+50, defaultPgBouncerPool,
+		map[bool]string{true: "heartbeat", false: "lock"}[heartbeat], l)
 
 	// The start's own work (the catch-up poll, the first claims) is not idling.
 	settleTimer := time.NewTimer(5 * time.Second)
@@ -143,7 +152,7 @@ func TestE2EReplicasThroughPgBouncer(t *testing.T) {
 	t.Logf("BOUNCER post→reply p50 %v p99 %v max %v (n=%d)", p50, p99, maxLat, n)
 	t.Logf("BOUNCER server connections (client backends, every database): peak %d of max_connections %d (%.0f %%; fail at %.0f %%) over %d samples, by application %s",
 		peak, maxConns, 100*float64(peak)/float64(maxConns), 100*bouncerPeakMax, samples, byLine(peakBy))
-	if fleetPeers() {
+	if fleetPeers() || heartbeat {
 		posted, notified := peerWakes(t, procs)
 		t.Logf("BOUNCER wakes posted to the owner %.0f (%.2f a message), NOTIFYed after a failed post %.0f",
 			posted, posted/float64(max(len(msgs), 1)), notified)
@@ -164,6 +173,10 @@ func TestE2EReplicasThroughPgBouncer(t *testing.T) {
 	}
 	if !verifyOK {
 		t.Errorf("audit verify: %v\n%s", verifyErr, verifyOut)
+	}
+	if own := conns.mostOf("logbook-listen") + conns.mostOf("logbook-watch") + conns.mostOf("logbook-check"); heartbeat && own > 0 {
+		t.Errorf("a heartbeat fleet held connections of its own (at most %d listen, %d watch, %d check at any sample)",
+			conns.mostOf("logbook-listen"), conns.mostOf("logbook-watch"), conns.mostOf("logbook-check"))
 	}
 }
 

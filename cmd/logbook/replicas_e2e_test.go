@@ -342,6 +342,7 @@ type connSampler struct {
 	mu      sync.Mutex
 	peak    int
 	peakBy  map[string]int
+	most    map[string]int // each application's most connections at any sample
 	samples int
 	*ticking
 }
@@ -396,7 +397,7 @@ func sampleConnections(t *testing.T, dsn string) *connSampler {
 // sampleWith runs query (application → connections) on conn every 100 ms, keeping the peak
 // of the sum, until the sampler is closed; it closes conn.
 func sampleWith(t *testing.T, conn *pgx.Conn, query string, args ...any) *connSampler {
-	s := &connSampler{}
+	s := &connSampler{most: map[string]int{}}
 	s.ticking = tick(t, 100*time.Millisecond, func() {
 		by := map[string]int{}
 		total := 0
@@ -415,11 +416,21 @@ func sampleWith(t *testing.T, conn *pgx.Conn, query string, args ...any) *connSa
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.samples++
+		for app, n := range by {
+			s.most[app] = max(s.most[app], n)
+		}
 		if total > s.peak {
 			s.peak, s.peakBy = total, by
 		}
 	}, func() { conn.Close(context.Background()) })
 	return s
+}
+
+// mostOf is the most connections app held at any sample so far.
+func (s *connSampler) mostOf(app string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.most[app]
 }
 
 // result stops the sampler and returns the peak.
