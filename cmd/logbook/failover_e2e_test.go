@@ -17,10 +17,10 @@ import (
 type failoverKind int
 
 const (
-	killRestart failoverKind = iota // kill -9, a new process started at once
-	killPeer                        // two replicas, kill -9 of the one running the turn
-	sigtermPeer                     // two replicas, SIGTERM of the one running the turn
-	killPeerHeartbeat               // killPeer, the replicas holding heartbeat claims (LOGBOOK_LIVENESS=heartbeat)
+	killRestart       failoverKind = iota // kill -9, a new process started at once
+	killPeer                              // two replicas, kill -9 of the one running the turn
+	sigtermPeer                           // two replicas, SIGTERM of the one running the turn
+	killPeerHeartbeat                     // killPeer, the replicas holding heartbeat claims (LOGBOOK_LIVENESS=heartbeat)
 )
 
 func (k failoverKind) String() string {
