@@ -91,9 +91,14 @@ func (b ConnBudget) Fits(n int) int {
 // fix is what to change when the fleet does not fit: behind PgBouncer its pool, not "put
 // PgBouncer in front" (issue 53: the advice a fleet already behind one got).
 func (b ConnBudget) fix() string {
+	if b.Pooled && b.PerReplica() > 0 {
+		return "set LOGBOOK_LIVENESS=heartbeat (with LOGBOOK_PEER_ADDR: a replica then holds no connection of its own), " +
+			"lower LOGBOOK_PGBOUNCER_POOL (and PgBouncer's default_pool_size + reserve_pool_size with it), " +
+			"lower LOGBOOK_DB_RESERVE, raise the limit, or run fewer replicas (docs/replicas.md: behind PgBouncer)"
+	}
 	if b.Pooled {
 		return "lower LOGBOOK_PGBOUNCER_POOL (and PgBouncer's default_pool_size + reserve_pool_size with it), " +
-			"lower LOGBOOK_DB_RESERVE, raise the limit, or run fewer replicas (docs/replicas.md: behind PgBouncer)"
+			"lower LOGBOOK_DB_RESERVE, or raise the limit (docs/replicas.md: behind PgBouncer)"
 	}
 	return "lower LOGBOOK_DB_POOL or LOGBOOK_DB_GATEWAY_POOL, raise the limit, or put PgBouncer in front " +
 		"(docs/replicas.md: the connection budget)"

@@ -130,6 +130,16 @@ func TestFiftyReplicasBehindPgBouncerFitADefaultServer(t *testing.T) {
 		strings.Contains(err.Error(), "put PgBouncer in front") {
 		t.Fatalf("a PgBouncer pool of 50 beside fifty replicas: %v, want a refusal that counts the pool and says to lower it", err)
 	}
+	if !strings.Contains(err.Error(), "set LOGBOOK_LIVENESS=heartbeat") {
+		t.Fatalf("a fleet whose direct connections do not fit is not told of heartbeat claims: %v", err)
+	}
+	// A heartbeat fleet holds none: the advice is about the pool and the reserve alone.
+	hb := budgetOf(t, map[string]string{"LOGBOOK_REPLICAS": "50", "LOGBOOK_DB_POOLER": "pgbouncer", "LOGBOOK_PGBOUNCER_POOL": "95",
+		"LOGBOOK_LIVENESS": "heartbeat", "LOGBOOK_PEER_ADDR": "10.0.0.5", "LOGBOOK_HTTP_ADDR": ":8080"})
+	if err := hb.Check(defaultServer); err == nil || strings.Contains(err.Error(), "LOGBOOK_LIVENESS") ||
+		strings.Contains(err.Error(), "fewer replicas") || !strings.Contains(err.Error(), "lower LOGBOOK_PGBOUNCER_POOL") {
+		t.Fatalf("a heartbeat fleet with a PgBouncer pool of 95: %v, want a refusal that says to lower the pool only", err)
+	}
 	for _, bad := range []map[string]string{
 		{"LOGBOOK_PGBOUNCER_POOL": "20"}, // no PgBouncer declared
 		{"LOGBOOK_DB_POOLER": "pgbouncer", "LOGBOOK_DIRECT_DATABASE_URL": "postgres://direct@db:5432/x", "LOGBOOK_PGBOUNCER_POOL": "zero"},
