@@ -28,6 +28,9 @@ type cellDeps struct {
 	// first held.
 	claim      func() (bool, <-chan struct{})
 	firstClaim <-chan struct{}
+	// claimUntil is until when the runner trusts a heartbeat claim (the zero time: a lock,
+	// trusted while its connection answers).
+	claimUntil func() time.Time
 	// draining is closed when the runner stops gracefully.
 	draining <-chan struct{}
 	// renewer renews the leases of all the runner's cells.
@@ -148,6 +151,9 @@ func (c *Cell) run(ctx context.Context) {
 	}
 	// Slack writes stop where renew gives the lease up (a quarter of the TTL before it ends).
 	c.fence = newLeaseFence(d.Clock, validUntil, d.cfg.LeaseTTL/4, lease.Epoch)
+	if claimed {
+		c.fence.claimUntil = d.claimUntil
+	}
 	ctx = withFence(ctx, c.fence)
 	// The runner's renewer renews the lease with all of this replica's others (renewer.go).
 	hold := &leaseHold{lease: lease, validUntil: validUntil, fence: c.fence, cancel: cancel, log: c.log}

@@ -31,6 +31,10 @@ type leaseFence struct {
 	margin time.Duration // writes stop this long before the deadline (the renewal's own margin)
 	epoch  int64
 	until  atomic.Int64 // unix nanoseconds
+	// claimUntil, when set, is until when the runner trusts the liveness claim the lease was
+	// taken with (a heartbeat claim; the zero time: no such bound): a process paused past it
+	// writes nothing more, though the renewal that would tell it has not run yet.
+	claimUntil func() time.Time
 }
 
 func newLeaseFence(clock Clock, until time.Time, margin time.Duration, epoch int64) *leaseFence {
@@ -67,8 +71,14 @@ func (f *leaseFence) check(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return errLeaseEnding
 	}
-	if !f.clock.Now().Before(time.Unix(0, f.until.Load()).Add(-f.margin)) {
+	now := f.clock.Now()
+	if !now.Before(time.Unix(0, f.until.Load()).Add(-f.margin)) {
 		return errLeaseEnding
+	}
+	if f.claimUntil != nil {
+		if u := f.claimUntil(); !u.IsZero() && !now.Before(u) {
+			return errLeaseEnding
+		}
 	}
 	return nil
 }

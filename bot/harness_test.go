@@ -205,8 +205,8 @@ type harnessOptions struct {
 	// its own (replica.peer), as LOGBOOK_PEER_ADDR does on serve's HTTP server.
 	peers bool
 	// heartbeat holds each replica's liveness claim as a heartbeat row with this TTL
-	// (RunnerConfig.Heartbeat; needs peers), and gives the replicas no direct database URL:
-	// no LISTEN connection, no watch.
+	// (RunnerConfig.Heartbeat; needs peers). The replicas still get the database URL, which
+	// they must not use: no LISTEN connection, no watch.
 	heartbeat time.Duration
 	// channelAdmins turns channel settings (/logbook config, its admins) and channel memory
 	// (/logbook remember, memory, forget; the remember tool) on; models builds a channel's own
@@ -414,9 +414,6 @@ func (h *harness) startReplica(o harnessOptions) *replica {
 	var listenProxy *pgtest.Proxy
 	if o.listenProxy {
 		listenProxy, listenURL = pgtest.NewProxy(t, h.dbURL)
-	}
-	if o.heartbeat > 0 {
-		listenURL = ""
 	}
 	if o.approval.Tools == nil {
 		o.approval.Tools = harnessTools()

@@ -27,7 +27,7 @@ func TestAHeartbeatFleetHoldsNoConnectionOfItsOwn(t *testing.T) {
 		}
 	}}
 	agent := &blocksUntilCancelled{started: make(chan struct{}), cancelled: make(chan struct{})}
-	h := newHarness(t, agent, harnessOptions{replicas: 2, peers: true, heartbeat: 3 * time.Second, probe: probe})
+	h := newHarness(t, agent, harnessOptions{replicas: 2, peers: true, heartbeat: 10 * time.Second, probe: probe})
 	ctx := context.Background()
 	h.waitFor("both replicas' heartbeat claims", func() bool {
 		var n int
@@ -83,6 +83,27 @@ func TestAHeartbeatFleetHoldsNoConnectionOfItsOwn(t *testing.T) {
 		var n int
 		return h.pool.QueryRow(ctx, `SELECT count(*) FROM replica_peers WHERE alive_until > clock_timestamp()`).Scan(&n) == nil && n == 2
 	})
+	h.answered(s.ID)
+	if got := len(h.emu.BotReplies(general, top.TS)); got != replies {
+		t.Fatalf("%d replies in the thread, want %d (one per message)", got, replies)
+	}
+}
+
+// #53: a replica with a heartbeat claim LISTENs for nothing, so a wake posted to it that
+// fails falls back to a NOTIFY nobody hears. Its own poll finds the follow-up its idle cell
+// missed and pokes the cell: every follow-up is answered long before the cell's idle timeout
+// (10 minutes here) would have ended it.
+func TestAHeartbeatReplicasPollFindsAWakeItMissed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, &echoAgent{}, harnessOptions{replicas: 2, peers: true, heartbeat: 10 * time.Second, idle: 10 * time.Minute})
+	top := h.post(slackemu.Post{Channel: general, User: ada, Text: "<@" + botUser + "> one"})
+	h.replies(general, top.TS, 1)
+	for _, r := range h.reps {
+		r.peer.CloseClientConnections()
+		r.peer.Listener.Close()
+	}
+	replies := h.followUpsUntil(top.TS, 1, "notified") // each answered within waitCtx's minute
+	s := h.session(general, top.TS)
 	h.answered(s.ID)
 	if got := len(h.emu.BotReplies(general, top.TS)); got != replies {
 		t.Fatalf("%d replies in the thread, want %d (one per message)", got, replies)

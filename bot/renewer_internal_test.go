@@ -168,3 +168,26 @@ func TestRenewerRenewsInBoundedBatches(t *testing.T) {
 		t.Fatalf("want one retry warning for the refused batch of 4:\n%s", got)
 	}
 }
+
+// A lease taken with a heartbeat claim stops Slack writes once the claim's trust has passed on
+// the cell's clock, though the lease itself still holds and nothing has cancelled the cell (a
+// process paused past it writes nothing before its heartbeat notices); a lock's claim (the
+// zero time) bounds nothing.
+func TestLeaseFenceStopsAtTheHeartbeatClaimsTrust(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	f := newLeaseFence(clock, clock.Now().Add(time.Hour), 15*time.Second, 1)
+	trusted := clock.Now().Add(12 * time.Second)
+	f.claimUntil = func() time.Time { return trusted }
+	ctx := context.Background()
+	if err := f.check(ctx); err != nil {
+		t.Fatalf("within the claim's trust: %v", err)
+	}
+	clock.advance(12 * time.Second)
+	if err := f.check(ctx); !errors.Is(err, errLeaseEnding) {
+		t.Fatalf("at the claim's trust: %v, want errLeaseEnding", err)
+	}
+	trusted = time.Time{}
+	if err := f.check(ctx); err != nil {
+		t.Fatalf("a claim with no trust bound: %v", err)
+	}
+}

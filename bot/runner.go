@@ -158,6 +158,9 @@ type Runner struct {
 	admitted int
 	backlog  bool
 	refill   chan struct{}
+	// catchUp asks Run for the poll that follows a heartbeat claim taken (again): the
+	// renewals must not wait behind it.
+	catchUp chan struct{}
 	// behind says the polls are working through a backlog: the last poll for pending
 	// sessions found more than WakeLimit left room for, and none since found fewer. An
 	// admitted cell that settles while it is set leaves at once instead of idling for
@@ -170,12 +173,14 @@ type Runner struct {
 	// claimed is true while the LISTEN connection holds this runner's liveness claim, and
 	// claimLost is closed when that claim ends (a new channel for each claim; guarded by
 	// claimMu); firstClaim is closed when it is first held.
-	claimMu    sync.Mutex
-	claimed    atomic.Bool
-	claimLost  chan struct{}
-	wasClaimed atomic.Bool // the last LISTEN connection held the claim (it connected)
-	firstClaim chan struct{}
-	claimOnce  sync.Once
+	claimMu sync.Mutex
+	claimed atomic.Bool
+	// trustedUntil is until when a heartbeat claim is trusted (nil: a lock's, or none yet).
+	trustedUntil atomic.Pointer[time.Time]
+	claimLost    chan struct{}
+	wasClaimed   atomic.Bool // the last LISTEN connection held the claim (it connected)
+	firstClaim   chan struct{}
+	claimOnce    sync.Once
 	// draining is closed when a graceful stop begins.
 	draining chan struct{}
 }
@@ -210,9 +215,9 @@ func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 	d.Clock = clockOr(d.Clock)
 	base, cancel := context.WithCancel(context.Background())
 	r := &Runner{base: base, cancel: cancel, log: d.Log, store: d.Store, dbURL: d.DatabaseURL, cfg: cfg,
-		cells: map[session.ID]*Cell{}, notify: make(chan signal, 1024), refill: make(chan struct{}, 1), orphaned: make(chan struct{}, 1), draining: make(chan struct{}),
+		cells: map[session.ID]*Cell{}, notify: make(chan signal, 1024), refill: make(chan struct{}, 1), catchUp: make(chan struct{}, 1), orphaned: make(chan struct{}, 1), draining: make(chan struct{}),
 		firstClaim: make(chan struct{})}
-	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, draining: r.draining, peers: peerwake.NewSender(peerwake.SenderOptions{}),
+	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, claimUntil: r.claimUntil, draining: r.draining, peers: peerwake.NewSender(peerwake.SenderOptions{}),
 		renewer: newRenewer(cmp.Or(d.GatewayStore, d.Store), d.Clock, cfg.LeaseTTL, d.Log), meters: telemetry.NewMetrics(d.Meter)}
 	if d.DatabaseURL != "" || r.heartbeats() {
 		r.deps.firstClaim = r.firstClaim
@@ -461,6 +466,8 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.orphans(ctx)
 		case <-r.refill:
 			r.poll(ctx, "poll") // room was made for a backlog
+		case <-r.catchUp:
+			r.poll(ctx, "heartbeat_catch_up")
 		}
 	}
 }
@@ -500,6 +507,37 @@ func (r *Runner) orphans(ctx context.Context) {
 // for the room their cells leave, or the next poll).
 func (r *Runner) poll(ctx context.Context, reason string) {
 	r.wakeSome(ctx, reason, r.store.PendingWith, "look for sessions with unfinished turns")
+	r.pokePending(ctx)
+}
+
+// pokePending pokes the cells here whose sessions have work they may not have heard of: a
+// wake posted to this replica that failed goes by a NOTIFY, which a replica with a heartbeat
+// claim does not hear, and a NOTIFY sent while the LISTEN connection reconnected reaches
+// nobody. A poked cell reads its log; one running a turn reads it after the turn.
+func (r *Runner) pokePending(ctx context.Context) {
+	r.mu.Lock()
+	running := make([]session.ID, 0, len(r.cells))
+	for id := range r.cells {
+		running = append(running, id)
+	}
+	r.mu.Unlock()
+	ids, err := r.store.PendingAmong(ctx, r.cfg.Owner, r.cfg.WakeWindow, running)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn().Err(err).Msg("look for work the cells here have not heard of")
+		}
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		if c, ok := r.cells[id]; ok {
+			select {
+			case c.poke <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 func (r *Runner) wakeSome(ctx context.Context, reason string,
@@ -652,7 +690,8 @@ func (r *Runner) holdClaim() {
 	r.claimOnce.Do(func() { close(r.firstClaim) })
 }
 
-// heartbeats says the liveness claim is a heartbeat row (RunnerConfig.Heartbeat).
+// heartbeats says the liveness claim is a heartbeat row (RunnerConfig.Heartbeat; NewService
+// refuses one without a peer inbox).
 func (r *Runner) heartbeats() bool { return r.cfg.Heartbeat > 0 && r.cfg.Peer != nil }
 
 // heartbeat keeps the liveness claim as a heartbeat row until ctx ends, taking it again
@@ -671,15 +710,22 @@ func (r *Runner) heartbeatOnce(ctx context.Context) error {
 	var err error
 	defer func() { r.loseClaim(ctx, err) }()
 	in := r.cfg.Peer
-	opt := session.HeartbeatOptions{TTL: r.cfg.Heartbeat, After: r.deps.Clock.After, Failed: func(err error) {
-		r.log.Warn().Err(err).Msg("could not renew the liveness claim's heartbeat; trying again while it is trusted")
-	}}
-	err = r.store.HoldHeartbeat(ctx, r.cfg.Owner, in.Addr(), in.Token(), opt, func() {
+	opt := session.HeartbeatOptions{TTL: r.cfg.Heartbeat, After: r.deps.Clock.After, Now: r.deps.Clock.Now,
+		Trusted: func(until time.Time) { r.trustedUntil.Store(&until) },
+		Failed: func(err error) {
+			r.log.Warn().Err(err).Msg("could not renew the liveness claim's heartbeat; trying again while it is trusted")
+		}}
+	// Through the gateway's pool, as the lease renewals: the cells' work must not hold a
+	// renewal back until the claim's trust runs out.
+	err = cmp.Or(r.deps.GatewayStore, r.store).HoldHeartbeat(ctx, r.cfg.Owner, in.Addr(), in.Token(), opt, func() {
 		r.holdClaim()
 		if !r.isStopped() {
 			in.Attach(r.heard)
 		}
-		r.poll(ctx, "heartbeat_catch_up")
+		select {
+		case r.catchUp <- struct{}{}:
+		default: // one is asked for already
+		}
 	})
 	return err
 }
@@ -747,6 +793,14 @@ func (r *Runner) watch(ctx context.Context) {
 	})
 }
 
+// claimUntil is until when the heartbeat claim is trusted (the zero time: no such bound).
+func (r *Runner) claimUntil() time.Time {
+	if t := r.trustedUntil.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
+}
+
 // claim reports whether the liveness claim is held now, and a channel closed when it ends.
 func (r *Runner) claim() (bool, <-chan struct{}) {
 	r.claimMu.Lock()
@@ -773,7 +827,7 @@ func (r *Runner) loseClaim(ctx context.Context, err error) {
 	}
 	how := "its LISTEN connection failed or did not answer"
 	if r.heartbeats() {
-		how = "its heartbeat was not renewed in time"
+		how = "its heartbeat was not renewed in time or had expired"
 	}
 	r.log.Warn().Err(err).Int("cells", r.Active()).
 		Msg("liveness claim lost: " + how + "; cancelling the turns run under it")

@@ -37,6 +37,9 @@ func NewService(cfg ServiceConfig, d Deps) (*Service, error) {
 		return nil, errors.New("new service: no agent")
 	case d.Metrics == nil:
 		return nil, errors.New("new service: no metrics")
+	case cfg.Runner.Heartbeat > 0 && cfg.Runner.Peer == nil:
+		return nil, errors.New("new service: a heartbeat claim (RunnerConfig.Heartbeat) needs a peer inbox (RunnerConfig.Peer): " +
+			"the replica LISTENs for nothing, so its wakes must be posted to it")
 	}
 	if d.Deliver == nil {
 		d.Deliver = NewDeliverer(d.API, d.Log.With().Str("part", "delivery").Logger(), d.Metrics, withClock(cfg.Delivery, d.Clock))

@@ -32,6 +32,12 @@ type HeartbeatOptions struct {
 	After func(time.Duration) <-chan time.Time
 	// Failed, when set, is told of each renewal that failed (it is tried again).
 	Failed func(error)
+	// Trusted, when set, is told until when (on Now's clock) the claim is trusted, once it is
+	// taken and after each renewal: the holder checks it before each write that needs the
+	// claim, so a process that was paused past it writes nothing before it notices.
+	Trusted func(until time.Time)
+	// Now is the clock Trusted's times are on (nil: time.Now); After must keep its time.
+	Now func() time.Time
 }
 
 // ErrHeartbeatLate: a heartbeat claim's renewal did not come back before the claim's trust
@@ -56,13 +62,15 @@ UPDATE replica_peers SET alive_until = clock_timestamp() + $2::interval
 WHERE owner = $1 AND alive_until > clock_timestamp()`
 
 // HoldHeartbeat takes owner's liveness claim as a heartbeat row, which also says where peers
-// post owner's wakes (addr, token: see RecordPeer), and keeps it until ctx ends or the
-// claim is lost, which it returns: ctx's error after it deleted the row (a graceful end frees
-// the claim at once; a lost claim's row is left to expire), ErrHeartbeatLate or ErrHeartbeatExpired, or the error of the statement
-// that took it. held is called once the claim is taken, before the first renewal: from then
-// until HoldHeartbeat returns, owner may take leases with LeaseOptions.Claimed. When it
-// returns the claim may be free already, so the caller must stop what it does under it at
-// once. A renewal that fails is tried again, sooner, while the claim is trusted.
+// post owner's wakes (addr, token: see RecordPeer), and keeps it until ctx ends or the claim
+// is lost, which it returns: ctx's error after it deleted the row (a graceful end frees the
+// claim at once; a lost claim's row is left to expire), ErrHeartbeatLate or
+// ErrHeartbeatExpired, or the error of the statement that took it. held is called once the
+// claim is taken, before the first renewal, and must return at once (the claim's trust runs
+// meanwhile): from then until HoldHeartbeat returns, owner may take leases with
+// LeaseOptions.Claimed. When it returns the claim may be free already, so the caller must
+// stop what it does under it at once. A renewal that fails is tried again, sooner, while the
+// claim is trusted.
 func (s *Store) HoldHeartbeat(ctx context.Context, owner, addr, token string, opt HeartbeatOptions, held func()) error {
 	if owner == "" {
 		return errors.New("hold a heartbeat claim: no owner")
@@ -76,11 +84,34 @@ func (s *Store) HoldHeartbeat(ctx context.Context, owner, addr, token string, op
 		after = time.After
 	}
 	trust := ttl * 4 / 5
+	now := opt.Now
+	if now == nil {
+		now = time.Now
+	}
+	tell := func(sent time.Time) {
+		if opt.Trusted != nil {
+			opt.Trusted(sent.Add(trust))
+		}
+	}
 	interval := fmt.Sprintf("%d microseconds", ttl.Microseconds())
-	trusted := after(trust) // counted from before the statement is sent
-	if _, err := s.pool.Exec(ctx, sqlTakeHeartbeat, owner, addr, token, interval); err != nil {
+	sent, trusted := now(), after(trust) // counted from before the statement is sent
+	late, err := untilFires(ctx, trusted, func(tctx context.Context) error {
+		_, err := s.pool.Exec(tctx, sqlTakeHeartbeat, owner, addr, token, interval)
+		return err
+	})
+	switch {
+	case late:
+		// Taken, perhaps, but too late to be trusted: it is left to expire.
+		return fmt.Errorf("take the liveness claim of %s: %w", owner, ErrHeartbeatLate)
+	case err != nil:
 		return fmt.Errorf("take the liveness claim of %s: %w", owner, err)
 	}
+	select {
+	case <-trusted: // it came back just as its trust ended
+		return fmt.Errorf("take the liveness claim of %s: %w", owner, ErrHeartbeatLate)
+	default:
+	}
+	tell(sent)
 	// A graceful end frees the claim at once. A lost one is left to expire: the caller has
 	// yet to stop the turns run under it.
 	release := func() error {
@@ -99,7 +130,7 @@ func (s *Store) HoldHeartbeat(ctx context.Context, owner, addr, token string, op
 			return ErrHeartbeatLate
 		case <-after(wait):
 		}
-		next := after(trust)
+		sent, next := now(), after(trust)
 		var renewed int64
 		late, err := untilFires(ctx, trusted, func(rctx context.Context) error {
 			tag, err := s.pool.Exec(rctx, sqlRenewHeartbeat, owner, interval)
@@ -121,5 +152,6 @@ func (s *Store) HoldHeartbeat(ctx context.Context, owner, addr, token string, op
 			return ErrHeartbeatExpired
 		}
 		trusted, wait = next, ttl/3
+		tell(sent)
 	}
 }

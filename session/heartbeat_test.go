@@ -202,7 +202,8 @@ func TestHeartbeatClaimStopsTrustingAStalledRenewal(t *testing.T) {
 	for {
 		var waiting int
 		if err := db.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE replica_peers SET alive_until%'`).Scan(&waiting); err != nil {
+			WHERE datname = current_database() AND wait_event_type = 'Lock'
+			AND query LIKE '%UPDATE replica_peers SET alive_until%'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting == 1 {
@@ -227,5 +228,58 @@ func TestHeartbeatClaimStopsTrustingAStalledRenewal(t *testing.T) {
 	}
 	if claimFree(t, db, "replica-s") {
 		t.Fatal("a late claim's row was deleted before its holder stopped its turns")
+	}
+}
+
+// A take that comes back only after the claim's trust ended (here the owner's old row is
+// locked by another transaction) is not trusted: HoldHeartbeat ends with ErrHeartbeatLate and
+// never calls held, so no lease is taken as claimed under a row that may be expired already.
+func TestHeartbeatClaimTakenTooLateIsNotHeld(t *testing.T) {
+	t.Parallel()
+	st, dbURL := newStore(t)
+	db := superuser(t, dbURL)
+	bg := context.Background()
+	if _, err := db.Exec(bg, `INSERT INTO replica_peers (owner, addr, token, alive_until)
+		VALUES ('replica-l', '10.0.0.7:8080', $1, clock_timestamp() - interval '1 minute')`, heartbeatToken); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(bg) //nolint:errcheck
+	if _, err := tx.Exec(bg, `SELECT 1 FROM replica_peers WHERE owner = 'replica-l' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	clock := timedAfter{asked: make(chan timer, 4)}
+	held, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- st.HoldHeartbeat(bg, "replica-l", "10.0.0.7:8080", heartbeatToken,
+			session.HeartbeatOptions{TTL: 15 * time.Second, After: clock.After}, func() { close(held) })
+	}()
+	trusted := clock.next(t, "the claim's trust", 12*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for { // the signal that the take is in flight and stalled: its backend waits on the row lock
+		var waiting int
+		if err := db.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO replica_peers%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the take never waited on the locked row")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	trusted <- time.Now()
+	if err := ended(t, done, "after its trust ended during the take"); !errors.Is(err, session.ErrHeartbeatLate) {
+		t.Fatalf("HoldHeartbeat with a late take = %v, want ErrHeartbeatLate", err)
+	}
+	select {
+	case <-held:
+		t.Fatal("held was called for a claim taken after its trust ended")
+	default:
 	}
 }

@@ -72,6 +72,18 @@ func (s *Store) PendingWith(ctx context.Context, owner string, window time.Durat
 	return column[ID](ctx, s, "list sessions with pending work", sqlPending+sqlBounded, window, owner, skipIDs(o), wakeLimit(o))
 }
 
+// PendingAmong is Pending restricted to ids: which of the sessions a replica runs have work
+// its cells may not have heard of (a wake lost on its way: a post that failed, a NOTIFY sent
+// while nobody listened). The poll skips the sessions it runs (PendingWith's Skip), so
+// without it such a session waits for its idle cell to end.
+func (s *Store) PendingAmong(ctx context.Context, owner string, window time.Duration, ids []ID) ([]ID, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return column[ID](ctx, s, "list the pending sessions among those run here", sqlPending+`
+  AND w.session_id = ANY($3::uuid[])`, window, owner, ids)
+}
+
 func skipIDs(o WakeOptions) []ID {
 	if o.Skip == nil {
 		return []ID{}

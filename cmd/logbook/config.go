@@ -576,7 +576,7 @@ func (cfg *serveConfig) readLiveness(e env) error {
 			"(a row renewed through the pool)", cfg.Liveness)
 	}
 	if cfg.DBPooler == poolerPgBouncer && cfg.DirectDatabaseURL == "" &&
-		(cfg.Liveness == livenessLock || cfg.AuditSchedule != nil) {
+		(cfg.Liveness == livenessLock || (cfg.AuditSchedule != nil && cfg.DB.AuditURL == "")) {
 		return errors.New(needDirect)
 	}
 	return nil

@@ -583,6 +583,8 @@ func TestConfigLiveness(t *testing.T) {
 		{name: "lock behind PgBouncer, no direct URL", liveness: "lock", with: []map[string]string{peer, behind}, err: "needs LOGBOOK_DIRECT_DATABASE_URL"},
 		{name: "heartbeat behind PgBouncer with audit exports, no direct URL", liveness: "heartbeat", with: []map[string]string{peer, behind, audit},
 			err: "needs LOGBOOK_DIRECT_DATABASE_URL"},
+		{name: "heartbeat behind PgBouncer with audit exports on their own URL", liveness: "heartbeat",
+			with: []map[string]string{peer, behind, audit, {"LOGBOOK_AUDIT_DATABASE_URL": "postgres://auditor@db:5432/x"}}, heartbeat: true},
 	} {
 		vars := baseVars()
 		for _, m := range c.with {

@@ -483,7 +483,11 @@ func (w *wiring) close() {
 func (w *wiring) openDatabases(ctx context.Context, retry retrier) error {
 	cfg := w.cfg
 	pooled := cfg.DBPooler == poolerPgBouncer
-	if pooled {
+	switch {
+	case pooled && cfg.Liveness == livenessHeartbeat:
+		w.log.Info().Msg("database: DATABASE_URL is a transaction-pooling PgBouncer (LOGBOOK_DB_POOLER); " +
+			"the liveness claim is a heartbeat row renewed through it (LOGBOOK_LIVENESS=heartbeat): no LISTEN")
+	case pooled:
 		w.log.Info().Msg("database: DATABASE_URL is a transaction-pooling PgBouncer (LOGBOOK_DB_POOLER); " +
 			"LISTEN and the liveness claim use LOGBOOK_DIRECT_DATABASE_URL")
 	}
