@@ -49,6 +49,8 @@ type Cell struct {
 	reason string
 	poke   chan struct{}
 	evict  chan struct{}
+	// waiting is true while the cell has no work and waits for a poke (Runner.pokePending).
+	waiting atomic.Bool
 	// settled, when set (a cell the start or a poll woke, counted against WakeLimit), is
 	// called once when the cell first has no work left, or exits; exit is why it exited,
 	// for the runner once run returns.
@@ -401,6 +403,7 @@ func (c *Cell) loop(ctx context.Context) string {
 		if c.backlog != nil && c.backlog() {
 			return "backlog" // more sessions wait: this one's cell and lease go now
 		}
+		c.waiting.Store(true)
 		select {
 		case <-ctx.Done():
 			return "shutdown"
@@ -412,6 +415,7 @@ func (c *Cell) loop(ctx context.Context) string {
 		case <-d.Clock.After(idleAt.Sub(d.Clock.Now())):
 			return "idle"
 		}
+		c.waiting.Store(false)
 	}
 }
 

@@ -507,21 +507,26 @@ func (r *Runner) orphans(ctx context.Context) {
 // for the room their cells leave, or the next poll).
 func (r *Runner) poll(ctx context.Context, reason string) {
 	r.wakeSome(ctx, reason, r.store.PendingWith, "look for sessions with unfinished turns")
-	r.pokePending(ctx)
+	if r.heartbeats() || reason == "listen_catch_up" {
+		r.pokePending(ctx)
+	}
 }
 
-// pokePending pokes the cells here whose sessions have work they may not have heard of: a
+// pokePending pokes the waiting cells here whose sessions have work they have not heard of: a
 // wake posted to this replica that failed goes by a NOTIFY, which a replica with a heartbeat
-// claim does not hear, and a NOTIFY sent while the LISTEN connection reconnected reaches
-// nobody. A poked cell reads its log; one running a turn reads it after the turn.
+// claim does not hear (so its every poll looks), and a NOTIFY sent while the LISTEN
+// connection reconnected reached nobody (so the catch-up poll looks). A poked cell reads its
+// log. Cells running a turn read it when the turn ends, and are left alone.
 func (r *Runner) pokePending(ctx context.Context) {
 	r.mu.Lock()
-	running := make([]session.ID, 0, len(r.cells))
-	for id := range r.cells {
-		running = append(running, id)
+	waiting := make([]session.ID, 0, len(r.cells))
+	for id, c := range r.cells {
+		if c.waiting.Load() {
+			waiting = append(waiting, id)
+		}
 	}
 	r.mu.Unlock()
-	ids, err := r.store.PendingAmong(ctx, r.cfg.Owner, r.cfg.WakeWindow, running)
+	ids, err := r.store.PendingAmong(ctx, r.cfg.WakeWindow, waiting)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn().Err(err).Msg("look for work the cells here have not heard of")

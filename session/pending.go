@@ -72,16 +72,24 @@ func (s *Store) PendingWith(ctx context.Context, owner string, window time.Durat
 	return column[ID](ctx, s, "list sessions with pending work", sqlPending+sqlBounded, window, owner, skipIDs(o), wakeLimit(o))
 }
 
-// PendingAmong is Pending restricted to ids: which of the sessions a replica runs have work
-// its cells may not have heard of (a wake lost on its way: a post that failed, a NOTIFY sent
-// while nobody listened). The poll skips the sessions it runs (PendingWith's Skip), so
-// without it such a session waits for its idle cell to end.
-func (s *Store) PendingAmong(ctx context.Context, owner string, window time.Duration, ids []ID) ([]ID, error) {
+// sqlPendingAmong is sqlPending's test of a session's work for a few sessions named by id
+// (session_work's key), without the lease: they are the caller's own.
+const sqlPendingAmong = `
+SELECT w.session_id FROM session_work w
+WHERE w.session_id = ANY($2::uuid[]) AND w.pending
+  AND w.last_message_at > clock_timestamp() - $1::interval
+  AND (w.awaiting_until IS NULL OR w.awaiting_until <= clock_timestamp() OR w.last_message_seq > w.awaiting_through)`
+
+// PendingAmong returns which of ids, sessions a replica runs, have work as Pending counts it
+// (within window): work their cells may not have heard of (a wake lost on its way: a post
+// that failed, a NOTIFY sent while nobody listened). The poll skips the sessions it runs
+// (PendingWith's Skip), so without it such a session waits for its idle cell to end. One
+// lookup by key per id.
+func (s *Store) PendingAmong(ctx context.Context, window time.Duration, ids []ID) ([]ID, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	return column[ID](ctx, s, "list the pending sessions among those run here", sqlPending+`
-  AND w.session_id = ANY($3::uuid[])`, window, owner, ids)
+	return column[ID](ctx, s, "list the pending sessions among those run here", sqlPendingAmong, window, ids)
 }
 
 func skipIDs(o WakeOptions) []ID {

@@ -228,3 +228,31 @@ func TestPendingSkipsSuspendedTurns(t *testing.T) {
 		mustPending(t, st, "me", week, s.ID)
 	})
 }
+
+// PendingAmong answers for the sessions it is given alone: of a replica's own sessions, those
+// with work (as Pending counts it, whoever holds the lease), none of the others.
+func TestPendingAmongLooksOnlyAtTheSessionsNamed(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	ctx := context.Background()
+	const week = 7 * 24 * time.Hour
+	a := openSession(t, st, "1700000000.000100")
+	b := openSession(t, st, "1700000000.000200")
+	c := openSession(t, st, "1700000000.000300")
+	mustAppend(t, st, a.ID, msg("one"))                   // pending
+	mustAppend(t, st, b.ID, msg("one"), turnCompleted(1)) // answered
+	mustAppend(t, st, c.ID, msg("one"))                   // pending, not named
+	if _, err := st.AcquireLease(ctx, a.ID, "me", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.PendingAmong(ctx, week, []session.ID{a.ID, b.ID})
+	if err != nil || len(got) != 1 || got[0] != a.ID {
+		t.Fatalf("PendingAmong(a, b) = %v, %v; want [a]", got, err)
+	}
+	if got, err := st.PendingAmong(ctx, time.Microsecond, []session.ID{a.ID}); err != nil || len(got) != 0 {
+		t.Fatalf("PendingAmong outside the window = %v, %v; want none", got, err)
+	}
+	if got, err := st.PendingAmong(ctx, week, nil); err != nil || len(got) != 0 {
+		t.Fatalf("PendingAmong(none) = %v, %v", got, err)
+	}
+}
