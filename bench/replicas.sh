@@ -26,6 +26,8 @@
 # message, a peak at or above 80 % of max_connections, a replica that cannot start or a broken
 # chain. Replicas take wakes over HTTP unless LOGBOOK_COST_PEERS=off, as in the cost mode.
 # LOGBOOK_BOUNCER_BINARY=path runs another build (an older one: a before).
+# LOGBOOK_BOUNCER_LIVENESS=heartbeat gives the replicas heartbeat claims (LOGBOOK_LIVENESS) and
+# no direct URL: the run then fails on any connection of a replica's own to PostgreSQL.
 #   bench/replicas.sh bouncer                    50 replicas; 500 threads, 50 msg/s, 1m
 #   bench/replicas.sh bouncer 50 200 20 30s      replicas, threads, msg/s, duration
 # Needs the PostgreSQL server binaries (the cluster is started under a temporary directory),

@@ -42,7 +42,9 @@ const bouncerPeakMax = 0.80
 // message of the load (pg_stat_database), and `logbook audit verify`. It fails on a message
 // lost or doubled, a peak at or above bouncerPeakMax of max_connections, a replica that does
 // not start, or a broken chain. LOGBOOK_BOUNCER_BINARY runs another build (an older one, for
-// a before). Off unless LOGBOOK_BOUNCER_REPLICAS is set (bench/replicas.sh bouncer).
+// a before). LOGBOOK_BOUNCER_LIVENESS=heartbeat gives the replicas heartbeat claims and no
+// direct URL, and fails the run on any LISTEN, watch or check connection seen at any sample.
+// Off unless LOGBOOK_BOUNCER_REPLICAS is set (bench/replicas.sh bouncer).
 func TestE2EReplicasThroughPgBouncer(t *testing.T) {
 	v := os.Getenv("LOGBOOK_BOUNCER_REPLICAS")
 	if v == "" {
