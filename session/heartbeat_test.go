@@ -76,6 +76,27 @@ func holdHeartbeat(ctx context.Context, t *testing.T, st *session.Store, owner s
 	return held, done
 }
 
+// waitOnLock waits for the signal that a statement of the test's database holding text
+// (what) is in flight and stalled: its backend waits on a lock.
+func waitOnLock(t *testing.T, db *pgxpool.Pool, text, what string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`, text).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never waited on the locked row", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func ended(t *testing.T, done chan error, what string) error {
 	t.Helper()
 	select {
@@ -197,23 +218,7 @@ func TestHeartbeatClaimStopsTrustingAStalledRenewal(t *testing.T) {
 	}
 	clock.next(t, "the first renewal", 5*time.Second) <- time.Now()
 	clock.next(t, "the renewed trust", 12*time.Second)
-	// The signal that the renewal is in flight and stalled: its backend waits on the row lock.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waiting int
-		if err := db.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'
-			AND query LIKE '%UPDATE replica_peers SET alive_until%'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the renewal never waited on the locked row")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitOnLock(t, db, "UPDATE replica_peers SET alive_until", "the renewal")
 	select {
 	case err := <-done:
 		t.Fatalf("HoldHeartbeat ended before its trust did: %v", err)
@@ -258,21 +263,7 @@ func TestHeartbeatClaimTakenTooLateIsNotHeld(t *testing.T) {
 			session.HeartbeatOptions{TTL: 15 * time.Second, After: clock.After}, func() { close(held) })
 	}()
 	trusted := clock.next(t, "the claim's trust", 12*time.Second)
-	deadline := time.Now().Add(30 * time.Second)
-	for { // the signal that the take is in flight and stalled: its backend waits on the row lock
-		var waiting int
-		if err := db.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-			AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO replica_peers%'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the take never waited on the locked row")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitOnLock(t, db, "INSERT INTO replica_peers", "the take")
 	trusted <- time.Now()
 	if err := ended(t, done, "after its trust ended during the take"); !errors.Is(err, session.ErrHeartbeatLate) {
 		t.Fatalf("HoldHeartbeat with a late take = %v, want ErrHeartbeatLate", err)
