@@ -170,9 +170,9 @@ type Runner struct {
 	// orphaned asks Run to look for a dead replica's sessions now: the watch saw a peer die.
 	orphaned chan struct{}
 
-	// claimed is true while the LISTEN connection holds this runner's liveness claim, and
-	// claimLost is closed when that claim ends (a new channel for each claim; guarded by
-	// claimMu); firstClaim is closed when it is first held.
+	// claimed is true while this runner holds its liveness claim (the LISTEN connection's
+	// lock, or a heartbeat row), and claimLost is closed when that claim ends (a new channel
+	// for each claim; guarded by claimMu); firstClaim is closed when it is first held.
 	claimMu sync.Mutex
 	claimed atomic.Bool
 	// trustedUntil is until when a heartbeat claim is trusted (nil: a lock's, or none yet).
