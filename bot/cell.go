@@ -23,14 +23,11 @@ import (
 type cellDeps struct {
 	Deps
 	cfg RunnerConfig
-	// claim reports whether the runner holds its liveness claim now, and a channel closed
-	// when that claim ends; firstClaim (nil: the runner has no claim) is closed once it was
-	// first held.
-	claim      func() (bool, <-chan struct{})
+	// claim reports whether the runner holds its liveness claim now, and that claim (its
+	// channel closed when it ends, its trust); firstClaim (nil: the runner has no claim) is
+	// closed once it was first held.
+	claim      func() (bool, *heldClaim)
 	firstClaim <-chan struct{}
-	// claimUntil is until when the runner trusts a heartbeat claim (the zero time: a lock,
-	// trusted while its connection answers).
-	claimUntil func() time.Time
 	// draining is closed when the runner stops gracefully.
 	draining <-chan struct{}
 	// renewer renews the leases of all the runner's cells.
@@ -49,7 +46,8 @@ type Cell struct {
 	reason string
 	poke   chan struct{}
 	evict  chan struct{}
-	// waiting is true while the cell has no work and waits for a poke (Runner.pokePending).
+	// waiting is true while the cell runs no turn: from before it reads its log until it finds
+	// work there (Runner.pokePending).
 	waiting atomic.Bool
 	// settled, when set (a cell the start or a poll woke, counted against WakeLimit), is
 	// called once when the cell first has no work left, or exits; exit is why it exited,
@@ -111,7 +109,7 @@ func (c *Cell) run(ctx context.Context) {
 		}
 	}
 	acquiredAt := d.Clock.Now()
-	claimed, claimLost := d.claim()
+	claimed, hc := d.claim()
 	// The session, its lease and its log in one round trip (issue 33: a takeover's cells
 	// queue for each one behind the replica's other turns).
 	sess, lease, evs, err := d.Store.LeaseSession(ctx, c.id, d.cfg.Owner, d.cfg.LeaseTTL, session.LeaseOptions{Claimed: claimed})
@@ -149,12 +147,13 @@ func (c *Cell) run(ctx context.Context) {
 	// so a skewed database clock cannot stretch it.
 	validUntil := acquiredAt.Add(d.cfg.LeaseTTL)
 	if !claimed {
-		claimLost = nil // a lease taken without the claim holds for its TTL alone
+		hc = nil // a lease taken without the claim holds for its TTL alone
 	}
 	// Slack writes stop where renew gives the lease up (a quarter of the TTL before it ends).
 	c.fence = newLeaseFence(d.Clock, validUntil, d.cfg.LeaseTTL/4, lease.Epoch)
-	if claimed {
-		c.fence.claimUntil = d.claimUntil
+	var claimLost <-chan struct{}
+	if hc != nil {
+		c.fence.claimUntil, claimLost = hc.trustedUntil, hc.lost
 	}
 	ctx = withFence(ctx, c.fence)
 	// The runner's renewer renews the lease with all of this replica's others (renewer.go).
@@ -351,6 +350,9 @@ func (c *Cell) loop(ctx context.Context) string {
 	idleAt := d.Clock.Now().Add(d.cfg.IdleTimeout)
 	failures := 0
 	for primed := true; ; primed = false {
+		// Waiting from before the log is read: work stored after the read is one a poll may
+		// poke the cell for (Runner.pokePending).
+		c.waiting.Store(true)
 		// The first pass reads nothing: the log was read with the lease (Cell.run).
 		if err := c.flog.syncUnless(ctx, primed); err != nil {
 			if ctx.Err() != nil {
@@ -365,6 +367,7 @@ func (c *Cell) loop(ctx context.Context) string {
 		}
 		st := readTurnState(c.flog.snapshot())
 		if hasWork(st) {
+			c.waiting.Store(false)
 			t := c.newTurn(st)
 			err := c.runTurn(ctx, t)
 			c.carried = t.carried
@@ -403,7 +406,6 @@ func (c *Cell) loop(ctx context.Context) string {
 		if c.backlog != nil && c.backlog() {
 			return "backlog" // more sessions wait: this one's cell and lease go now
 		}
-		c.waiting.Store(true)
 		select {
 		case <-ctx.Done():
 			return "shutdown"
@@ -415,7 +417,6 @@ func (c *Cell) loop(ctx context.Context) string {
 		case <-d.Clock.After(idleAt.Sub(d.Clock.Now())):
 			return "idle"
 		}
-		c.waiting.Store(false)
 	}
 }
 

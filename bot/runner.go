@@ -171,16 +171,14 @@ type Runner struct {
 	orphaned chan struct{}
 
 	// claimed is true while this runner holds its liveness claim (the LISTEN connection's
-	// lock, or a heartbeat row), and claimLost is closed when that claim ends (a new channel
-	// for each claim; guarded by claimMu); firstClaim is closed when it is first held.
-	claimMu sync.Mutex
-	claimed atomic.Bool
-	// trustedUntil is until when a heartbeat claim is trusted (nil: a lock's, or none yet).
-	trustedUntil atomic.Pointer[time.Time]
-	claimLost    chan struct{}
-	wasClaimed   atomic.Bool // the last LISTEN connection held the claim (it connected)
-	firstClaim   chan struct{}
-	claimOnce    sync.Once
+	// lock, or a heartbeat row), and current is that claim (a new one each time it is taken;
+	// guarded by claimMu); firstClaim is closed when it is first held.
+	claimMu    sync.Mutex
+	claimed    atomic.Bool
+	current    *heldClaim
+	wasClaimed atomic.Bool // the last LISTEN connection held the claim (it connected)
+	firstClaim chan struct{}
+	claimOnce  sync.Once
 	// draining is closed when a graceful stop begins.
 	draining chan struct{}
 }
@@ -217,7 +215,7 @@ func NewRunner(d Deps, cfg RunnerConfig) *Runner {
 	r := &Runner{base: base, cancel: cancel, log: d.Log, store: d.Store, dbURL: d.DatabaseURL, cfg: cfg,
 		cells: map[session.ID]*Cell{}, notify: make(chan signal, 1024), refill: make(chan struct{}, 1), catchUp: make(chan struct{}, 1), orphaned: make(chan struct{}, 1), draining: make(chan struct{}),
 		firstClaim: make(chan struct{})}
-	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, claimUntil: r.claimUntil, draining: r.draining, peers: peerwake.NewSender(peerwake.SenderOptions{}),
+	r.deps = &cellDeps{Deps: d, cfg: cfg, claim: r.claim, draining: r.draining, peers: peerwake.NewSender(peerwake.SenderOptions{}),
 		renewer: newRenewer(cmp.Or(d.GatewayStore, d.Store), d.Clock, cfg.LeaseTTL, d.Log), meters: telemetry.NewMetrics(d.Meter)}
 	if d.DatabaseURL != "" || r.heartbeats() {
 		r.deps.firstClaim = r.firstClaim
@@ -677,18 +675,45 @@ func (r *Runner) listenOnce(ctx context.Context) error {
 	defer func() { r.loseClaim(ctx, err) }()
 	opt := session.ListenOptions{CheckEvery: r.cfg.ClaimCheck, After: r.deps.Clock.After}
 	err = session.ListenClaimed(ctx, r.dbURL, r.cfg.Owner, opt, func() {
-		r.holdClaim()
+		r.holdClaim(newHeldClaim())
 		r.recordPeer(ctx)
 		r.poll(ctx, "listen_catch_up")
 	}, r.heard)
 	return err
 }
 
-// holdClaim records that the liveness claim is held (again): cells take their leases as
-// claimed from now until loseClaim.
-func (r *Runner) holdClaim() {
+// heldClaim is one taking of the runner's liveness claim: lost is closed when it ends, and
+// until is until when it is trusted (a heartbeat claim's; nil: a lock's, trusted while its
+// connection answers). A cell keeps the one its lease was taken with: a claim taken again
+// does not vouch for the cells of the one before.
+type heldClaim struct {
+	lost  chan struct{}
+	until atomic.Pointer[time.Time]
+}
+
+func newHeldClaim() *heldClaim { return &heldClaim{lost: make(chan struct{})} }
+
+// trustedUntil is until when the claim is trusted (the zero time: no such bound).
+func (h *heldClaim) trustedUntil() time.Time {
+	if t := h.until.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
+}
+
+// distrust ends a heartbeat claim's trust at once (a lock's has none to end).
+func (h *heldClaim) distrust() {
+	if h.until.Load() != nil {
+		past := time.Unix(0, 1)
+		h.until.Store(&past)
+	}
+}
+
+// holdClaim records that the liveness claim is held (again), as h: cells take their leases
+// as claimed from now until loseClaim.
+func (r *Runner) holdClaim(h *heldClaim) {
 	r.claimMu.Lock()
-	r.claimLost = make(chan struct{})
+	r.current = h
 	r.claimed.Store(true)
 	r.claimMu.Unlock()
 	r.wasClaimed.Store(true)
@@ -715,15 +740,16 @@ func (r *Runner) heartbeatOnce(ctx context.Context) error {
 	var err error
 	defer func() { r.loseClaim(ctx, err) }()
 	in := r.cfg.Peer
+	h := newHeldClaim()
 	opt := session.HeartbeatOptions{TTL: r.cfg.Heartbeat, After: r.deps.Clock.After, Now: r.deps.Clock.Now,
-		Trusted: func(until time.Time) { r.trustedUntil.Store(&until) },
+		Trusted: func(until time.Time) { h.until.Store(&until) },
 		Failed: func(err error) {
 			r.log.Warn().Err(err).Msg("could not renew the liveness claim's heartbeat; trying again while it is trusted")
 		}}
 	// Through the gateway's pool, as the lease renewals: the cells' work must not hold a
 	// renewal back until the claim's trust runs out.
 	err = cmp.Or(r.deps.GatewayStore, r.store).HoldHeartbeat(ctx, r.cfg.Owner, in.Addr(), in.Token(), opt, func() {
-		r.holdClaim()
+		r.holdClaim(h)
 		if !r.isStopped() {
 			in.Attach(r.heard)
 		}
@@ -798,19 +824,12 @@ func (r *Runner) watch(ctx context.Context) {
 	})
 }
 
-// claimUntil is until when the heartbeat claim is trusted (the zero time: no such bound).
-func (r *Runner) claimUntil() time.Time {
-	if t := r.trustedUntil.Load(); t != nil {
-		return *t
-	}
-	return time.Time{}
-}
-
-// claim reports whether the liveness claim is held now, and a channel closed when it ends.
-func (r *Runner) claim() (bool, <-chan struct{}) {
+// claim reports whether the liveness claim is held now, and the claim (the last one held,
+// when none is).
+func (r *Runner) claim() (bool, *heldClaim) {
 	r.claimMu.Lock()
 	defer r.claimMu.Unlock()
-	return r.claimed.Load(), r.claimLost
+	return r.claimed.Load(), r.current
 }
 
 // loseClaim records that the liveness claim ended (err says why): the cells whose leases
@@ -819,7 +838,8 @@ func (r *Runner) loseClaim(ctx context.Context, err error) {
 	r.claimMu.Lock()
 	held := r.claimed.Swap(false)
 	if held {
-		close(r.claimLost)
+		r.current.distrust() // before the cells are cancelled: they write nothing more meanwhile
+		close(r.current.lost)
 	}
 	r.claimMu.Unlock()
 	if r.cfg.Peer != nil {

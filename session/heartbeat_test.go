@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,10 +64,13 @@ func aliveFor(t *testing.T, db *pgxpool.Pool, owner string) time.Duration {
 }
 
 func holdHeartbeat(ctx context.Context, t *testing.T, st *session.Store, owner string, clock timedAfter) (held chan struct{}, done chan error) {
+	return holdHeartbeatWith(ctx, t, st, owner, session.HeartbeatOptions{TTL: 15 * time.Second, After: clock.After})
+}
+
+func holdHeartbeatWith(ctx context.Context, t *testing.T, st *session.Store, owner string, opt session.HeartbeatOptions) (held chan struct{}, done chan error) {
 	held, done = make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- st.HoldHeartbeat(ctx, owner, "10.0.0.7:8080", heartbeatToken,
-			session.HeartbeatOptions{TTL: 15 * time.Second, After: clock.After}, func() { close(held) })
+		done <- st.HoldHeartbeat(ctx, owner, "10.0.0.7:8080", heartbeatToken, opt, func() { close(held) })
 	}()
 	select {
 	case <-held:
@@ -126,8 +130,18 @@ func TestHeartbeatClaimIsHeldRenewedAndFreed(t *testing.T) {
 	if !claimFree(t, db, "replica-h") {
 		t.Fatal("a replica that never claimed reads as alive")
 	}
-	_, done := holdHeartbeat(ctx, t, st, "replica-h", clock)
+	// The trust it reports is counted from before each statement is sent, on Now's clock: the
+	// take is sent at t0, the renewal at t0 + 5s.
+	t0 := time.Unix(1_700_000_000, 0)
+	var nows atomic.Int64
+	told := make(chan time.Time, 4)
+	_, done := holdHeartbeatWith(ctx, t, st, "replica-h", session.HeartbeatOptions{TTL: 15 * time.Second, After: clock.After,
+		Now:     func() time.Time { return t0.Add(time.Duration(nows.Add(1)-1) * 5 * time.Second) },
+		Trusted: func(until time.Time) { told <- until }})
 	trusted := clock.next(t, "the claim's trust", 12*time.Second)
+	if got := <-told; !got.Equal(t0.Add(12 * time.Second)) {
+		t.Fatalf("the take's trust is told as %v, want t0 + 12s", got.Sub(t0))
+	}
 	if claimFree(t, db, "replica-h") {
 		t.Fatal("a held heartbeat claim reads as free")
 	}
@@ -149,6 +163,9 @@ func TestHeartbeatClaimIsHeldRenewedAndFreed(t *testing.T) {
 	clock.next(t, "the first renewal", 5*time.Second) <- time.Now()
 	clock.next(t, "the renewed trust", 12*time.Second)
 	second := clock.next(t, "the second renewal", 5*time.Second) // asked once the first came back
+	if got := <-told; !got.Equal(t0.Add(17 * time.Second)) {
+		t.Fatalf("the renewal's trust is told as %v, want t0 + 17s (sent at t0 + 5s)", got.Sub(t0))
+	}
 	if left := aliveFor(t, db, "replica-h"); left < 14*time.Second {
 		t.Fatalf("after a renewal the claim lives %s more, want about 15s", left)
 	}

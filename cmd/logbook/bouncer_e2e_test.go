@@ -259,8 +259,14 @@ func TestE2EHeartbeatThroughPgBouncerNeedsNoDirectURL(t *testing.T) {
 	login := mustLoginMemberOf(t, e.dbURL, "logbook_app")
 	b := mustStartPgBouncer(t, e.dbURL, login)
 	e.model.Push(fakeprovider.Reply{Text: "Pooled, with a heartbeat."}, fakeprovider.Reply{Text: "Heartbeat"})
+	// Scheduled audit exports on their own URL: their connections are the replica's only own
+	// ones, and with no direct URL the start reads the server's caps through PgBouncer.
 	p := e.serve("DATABASE_URL="+b.url(t, e.dbURL, login), "LOGBOOK_DB_POOLER=pgbouncer", "LOGBOOK_LIVENESS=heartbeat",
-		"LOGBOOK_PEER_ADDR=127.0.0.1")
+		"LOGBOOK_PEER_ADDR=127.0.0.1", "LOGBOOK_AUDIT_SCHEDULE=@daily", "LOGBOOK_AUDIT_DEST="+t.TempDir(),
+		"LOGBOOK_AUDIT_DATABASE_URL="+e.dbURL,
+		// An empty URL means libpq's defaults (this machine's own PostgreSQL): none here, so a
+		// connection made from a URL that is not set fails instead of reading another server.
+		"PGHOST=/nonexistent-logbook-test")
 	top := e.post(slackemu.Post{Channel: general, User: ada, Text: mention("are you pooled?")})
 	if r := e.replies(top.TS, 1); r[0].Text != "Pooled, with a heartbeat." {
 		t.Fatalf("reply %+v", r[0])
@@ -277,8 +283,9 @@ func TestE2EHeartbeatThroughPgBouncerNeedsNoDirectURL(t *testing.T) {
 	if own != 0 {
 		t.Errorf("%d LISTEN, watch or check connections with a heartbeat claim", own)
 	}
-	if out := p.out.String(); !strings.Contains(out, `"per_replica_postgres":0`) {
-		t.Errorf("the budget line does not say the replica holds no connection of its own:\n%s", out)
+	if out := p.out.String(); !strings.Contains(out, `"per_replica":{"main":8,"gateway":4,"audit":4}`) ||
+		!strings.Contains(out, `"per_replica_postgres":4`) {
+		t.Errorf("the budget line does not count the audit exports alone as the replica's own connections:\n%s", out)
 	}
 }
 

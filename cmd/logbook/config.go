@@ -549,7 +549,7 @@ func (cfg *serveConfig) readPooler(e env) error {
 const needDirect = "LOGBOOK_DB_POOLER=pgbouncer needs LOGBOOK_DIRECT_DATABASE_URL: a URL of PostgreSQL itself " +
 	"(not the PgBouncer; e.g. postgres://logbook_serve:PASSWORD@db.internal:5432/logbook), " +
 	"for LISTEN, the liveness claim and audit exports, which need a session of their own " +
-	"(with LOGBOOK_LIVENESS=heartbeat only scheduled audit exports do)"
+	"(with LOGBOOK_LIVENESS=heartbeat only scheduled audit exports do, and LOGBOOK_AUDIT_DATABASE_URL serves them too)"
 
 // The liveness claim's forms (LOGBOOK_LIVENESS; bot.RunnerConfig.Heartbeat).
 const (

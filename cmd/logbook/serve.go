@@ -583,10 +583,12 @@ func (w *wiring) transcripts() interface {
 // the direct URL: PgBouncer's own settings are not visible to a client.
 func (w *wiring) checkBudget(ctx context.Context, b session.ConnBudget) error {
 	var q session.RowQuerier = w.pool
-	if b.Pooled && b.PerReplica() > 0 {
+	if b.Pooled && b.PerReplica() > 0 && w.cfg.DirectDatabaseURL != "" {
 		// Behind PgBouncer the caps are read where the replica's own connections go. A fleet
 		// with none (LOGBOOK_LIVENESS=heartbeat) reads them through PgBouncer: fifty replicas
 		// starting together must not open fifty connections to PostgreSQL itself to do it.
+		// So does one whose only own connections are audit exports on their own URL (no
+		// direct URL is set then): it is the same server.
 		direct, err := session.Connect(ctx, w.cfg.DirectDatabaseURL.Reveal(), session.PoolOptions{MaxConns: 1, Name: "check"})
 		if err != nil {
 			return fmt.Errorf("LOGBOOK_DIRECT_DATABASE_URL: %w", err)
