@@ -3,8 +3,13 @@ package bot_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
 
 	"github.com/logbook/logbook/bot"
 	"github.com/logbook/logbook/bot/slackemu"
@@ -112,5 +117,19 @@ func TestAHeartbeatReplicasPollFindsAWakeItMissed(t *testing.T) {
 	h.answered(s.ID)
 	if got := len(h.emu.BotReplies(general, top.TS)); got != replies {
 		t.Fatalf("%d replies in the thread, want %d (one per message)", got, replies)
+	}
+}
+
+// A heartbeat claim without a peer inbox is refused: the replica would LISTEN for nothing and
+// hear no wake at all.
+func TestAHeartbeatClaimNeedsAPeerInbox(t *testing.T) {
+	t.Parallel()
+	api := slack.New("xoxb-test")
+	store := session.NewStore(nil, session.Options{})
+	d := bot.Deps{API: api, Socket: socketmode.New(api), Store: store, GatewayStore: store, Agent: &echoAgent{},
+		Metrics: bot.NewMetrics(prometheus.NewRegistry())}
+	_, err := bot.NewService(bot.ServiceConfig{Runner: bot.RunnerConfig{Heartbeat: 15 * time.Second}}, d)
+	if err == nil || !strings.Contains(err.Error(), "needs a peer inbox") {
+		t.Fatalf("NewService with a heartbeat claim and no peer inbox: %v", err)
 	}
 }
