@@ -50,8 +50,7 @@ var ErrHeartbeatExpired = errors.New("the liveness claim's heartbeat had expired
 
 // sqlTakeHeartbeat records owner's address and token with a claim that lives $4 from now,
 // and deletes the rows of replicas whose claim is free (as sqlRecordPeer).
-const sqlTakeHeartbeat = `
-WITH gone AS (DELETE FROM replica_peers p WHERE p.owner <> $1 AND logbook_claim_free(p.owner))
+const sqlTakeHeartbeat = sqlForgetDeadPeers + `
 INSERT INTO replica_peers (owner, addr, token, alive_until) VALUES ($1, $2, $3, clock_timestamp() + $4::interval)
 ON CONFLICT (owner) DO UPDATE SET addr = excluded.addr, token = excluded.token,
     alive_until = excluded.alive_until, recorded_at = clock_timestamp()`

@@ -22,6 +22,10 @@ WITH win AS MATERIALIZED (
     FROM (SELECT clock_timestamp() - $1::interval AS t) c
 )`
 
+// sqlNotAwaiting is the part of a session's work test that leaves out a session suspended
+// waiting for a person (00008_awaiting.sql), shared by every statement that asks for work.
+const sqlNotAwaiting = `  AND (w.awaiting_until IS NULL OR w.awaiting_until <= clock_timestamp() OR w.last_message_seq > w.awaiting_through)`
+
 // sqlPending reads session_work (migrations/00004_pending.sql), which the append keeps as it
 // appends user_message events and turn markers (00060_append_keeps_work.sql, 00170): its cost grows with the sessions that have
 // pending work, not with the size of the log. The window's start is computed once (a CTE) so
@@ -35,7 +39,7 @@ SELECT w.session_id FROM session_work w
 WHERE w.pending
   AND w.last_message_hour >= (SELECT hour FROM win)
   AND w.last_message_at > (SELECT at FROM win)
-  AND (w.awaiting_until IS NULL OR w.awaiting_until <= clock_timestamp() OR w.last_message_seq > w.awaiting_through)
+` + sqlNotAwaiting + `
   AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = w.session_id
                   AND l.expires_at > clock_timestamp() AND l.owner <> $2
                   AND NOT (l.claimed AND logbook_claim_free(l.owner)))`
@@ -78,7 +82,7 @@ const sqlPendingAmong = `
 SELECT w.session_id FROM session_work w
 WHERE w.session_id = ANY($2::uuid[]) AND w.pending
   AND w.last_message_at > clock_timestamp() - $1::interval
-  AND (w.awaiting_until IS NULL OR w.awaiting_until <= clock_timestamp() OR w.last_message_seq > w.awaiting_through)`
+` + sqlNotAwaiting
 
 // PendingAmong returns which of ids, sessions a replica runs, have work as Pending counts it
 // (within window): work their cells may not have heard of (a wake lost on its way: a post
@@ -114,7 +118,7 @@ SELECT w.session_id FROM session_work w JOIN leases l ON l.session_id = w.sessio
 WHERE w.pending
   AND w.last_message_hour >= (SELECT hour FROM win)
   AND w.last_message_at > (SELECT at FROM win)
-  AND (w.awaiting_until IS NULL OR w.awaiting_until <= clock_timestamp() OR w.last_message_seq > w.awaiting_through)
+` + sqlNotAwaiting + `
   AND l.expires_at > clock_timestamp() AND l.owner <> $2 AND l.claimed
   AND logbook_claim_free(l.owner)`
 
@@ -229,11 +233,16 @@ func (s *Store) NotifyTo(ctx context.Context, id ID, sender, owner string) error
 	return nil
 }
 
+// sqlForgetDeadPeers deletes the peer rows of replicas other than $1 whose liveness claim is
+// free (dead ones, and stopped ones that could not say so), as part of a statement that
+// records $1's.
+const sqlForgetDeadPeers = `
+WITH gone AS (DELETE FROM replica_peers p WHERE p.owner <> $1 AND logbook_claim_free(p.owner))`
+
 // sqlRecordPeer records owner's address and wake token, and deletes the rows of replicas
 // whose liveness claim is free (dead ones, and stopped ones that could not say so). The
 // caller holds owner's claim on another connection, so its own row is never taken as dead.
-const sqlRecordPeer = `
-WITH gone AS (DELETE FROM replica_peers p WHERE p.owner <> $1 AND logbook_claim_free(p.owner))
+const sqlRecordPeer = sqlForgetDeadPeers + `
 INSERT INTO replica_peers (owner, addr, token) VALUES ($1, $2, $3)
 ON CONFLICT (owner) DO UPDATE SET addr = excluded.addr, token = excluded.token, recorded_at = clock_timestamp()`
 
